@@ -1,0 +1,7 @@
+//! llmbench: the load generator behind `llmbench run`, the profile renderer front end, and the embedded
+//! vLLM-compatible simulator behind `llmbench sim`.
+#![forbid(unsafe_code)]
+
+pub mod metrics;
+pub mod record;
+pub mod sim;
