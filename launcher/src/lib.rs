@@ -3,5 +3,6 @@
 #![forbid(unsafe_code)]
 
 pub mod metrics;
+pub mod profile;
 pub mod record;
 pub mod sim;

@@ -1,0 +1,38 @@
+# llmbench — build, test and generate. `make test` is what CI runs (.ci/run).
+CARGO ?= cargo
+export CARGO_TERM_COLOR ?= never
+
+.PHONY: all build release test unit lint fmt crds toolchain clean
+
+all: build
+
+build:
+	$(CARGO) build --workspace --all-targets
+
+release:
+	$(CARGO) build --workspace --release
+
+## test: everything CI checks — formatting, clippy, the generated CRDs, and every test.
+test: lint
+	$(CARGO) test --workspace --all-targets
+
+unit:
+	$(CARGO) test --workspace --lib
+
+lint: toolchain
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+fmt:
+	$(CARGO) fmt --all
+
+## crds: regenerate crds/*.yaml from the API types (a test fails while they are stale).
+crds:
+	$(CARGO) run -q -p llmbench-api --bin crdgen -- crds
+
+# rustfmt and clippy ship as rustup components; a fresh toolchain may lack them.
+toolchain:
+	@command -v rustup >/dev/null && rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+clean:
+	$(CARGO) clean

@@ -1,0 +1,589 @@
+//! `llmbench.dev/v1alpha1`: the `BenchmarkRun` and `WorkloadProfile` custom resources.
+//!
+//! Doc comments on fields become the CRD's descriptions (`kubectl explain`). Validation lives in the schema
+//! (bounds, patterns, CEL rules), so `kubectl apply` rejects a bad spec before the operator sees it.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ResourceRequirements, SecretKeySelector, Toleration};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::render::well_known;
+
+/// The default PVC that holds workload data and results, as in llm-d-benchmark.
+pub const DEFAULT_PVC_NAME: &str = "workload-pvc";
+/// The default size of a PVC that llmbench creates.
+pub const DEFAULT_PVC_SIZE: &str = "20Gi";
+/// Where the launcher pod mounts the workload volume (llm-d-benchmark's `/requests`).
+pub const WORKLOAD_MOUNT_PATH: &str = "/requests";
+/// The default run timeout.
+pub const DEFAULT_TIMEOUT: &str = "3600s";
+
+/// A profile dialect: which load generator's configuration format the workload profile is written in.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum Harness {
+    /// kubernetes-sigs/inference-perf configuration files.
+    InferencePerf,
+    /// vllm-project/guidellm scenarios (the v0.7 `spec:` format and the older flat formats).
+    Guidellm,
+    /// `vllm bench serve` flag maps.
+    VllmBenchmark,
+    /// InferenceMAX `bench_serving` flag maps.
+    Inferencemax,
+    /// No traffic: the launcher only collects (llm-d-benchmark's `nop`).
+    Nop,
+}
+
+impl Harness {
+    /// Every harness, in the order `--help` lists them.
+    pub const ALL: [Harness; 5] = [
+        Harness::InferencePerf,
+        Harness::Guidellm,
+        Harness::VllmBenchmark,
+        Harness::Inferencemax,
+        Harness::Nop,
+    ];
+
+    /// The name used in profiles, directories and the CLI, e.g. `inference-perf`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Harness::InferencePerf => "inference-perf",
+            Harness::Guidellm => "guidellm",
+            Harness::VllmBenchmark => "vllm-benchmark",
+            Harness::Inferencemax => "inferencemax",
+            Harness::Nop => "nop",
+        }
+    }
+}
+
+impl std::fmt::Display for Harness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Harness {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Harness::ALL
+            .into_iter()
+            .find(|h| h.as_str() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Harness::ALL.iter().map(|h| h.as_str()).collect();
+                let hint = crate::render::nearest(s, names.iter().copied())
+                    .map(|n| format!(" — did you mean `{n}`?"))
+                    .unwrap_or_default();
+                format!(
+                    "unknown harness `{s}`; expected one of {}{hint}",
+                    names.join(", ")
+                )
+            })
+    }
+}
+
+/// One execution of a benchmark against a serving stack. Like a Job, its spec is fixed once the run has
+/// started; a new run is a new object.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "llmbench.dev",
+    version = "v1alpha1",
+    kind = "BenchmarkRun",
+    doc = "A BenchmarkRun renders a workload profile, starts llmbench launcher pods against a serving stack and records the results summary in its status.",
+    namespaced,
+    status = "BenchmarkRunStatus",
+    shortname = "br",
+    category = "llmbench",
+    derive = "PartialEq",
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase", description = "Where the run is"),
+    printcolumn(name = "Harness", type_ = "string", json_path = ".spec.harness", description = "Profile dialect"),
+    printcolumn(
+        name = "Req/s",
+        type_ = "number",
+        json_path = ".status.summary.throughput.requestsPerSecond",
+        description = "Successful requests per second"
+    ),
+    printcolumn(
+        name = "TTFT p99 ms",
+        type_ = "number",
+        json_path = ".status.summary.latencyMs.ttft.p99",
+        description = "Time to first token, 99th percentile, in milliseconds"
+    ),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    validation = Rule::new(
+        "!has(oldSelf.status) || !has(oldSelf.status.startTime) || self.spec == oldSelf.spec"
+    ).message("spec is immutable once the run has started; create a new BenchmarkRun instead")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct BenchmarkRunSpec {
+    /// The profile dialect of the workload: inference-perf, guidellm, vllm-benchmark, inferencemax or nop.
+    pub harness: Harness,
+    /// The workload profile: exactly one of profileRef, builtin or template.
+    pub workload: WorkloadSource,
+    /// The serving stack under test.
+    pub stack: StackSpec,
+    /// Extra values for REPLACE_ENV_<NAME> placeholders, keyed by NAME (without the REPLACE_ENV_ prefix). A name
+    /// given here takes precedence over the value derived from stack and storage.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[x_kube(validation = Rule::new("self.all(k, k.matches('^[A-Za-z0-9_]+$'))").message("env names may only contain letters, digits and underscores"))]
+    #[schemars(extend("maxProperties" = 256))]
+    pub env: BTreeMap<String, String>,
+    /// Profile overrides as key=value. A dotted key (load.stages.0.rate=5) is a path from the document root with
+    /// integer list indexes; a bare key (total_count=200) sets every key of exactly that name at any depth. Values
+    /// are typed like YAML scalars; quote them to keep a string. A key that matches nothing fails the run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(validation = Rule::new("self.all(o, o.matches('^[^=.\\\\s]+(\\\\.[^=.\\\\s]+)*=.*$'))").message("each override must be key=value, with a key of non-empty dot-separated segments"))]
+    #[schemars(extend("maxItems" = 256))]
+    pub overrides: Vec<String>,
+    /// The launcher pods that generate the load.
+    #[serde(default)]
+    pub launcher: LauncherSpec,
+    /// Where results are written: a PVC (default workload-pvc) or an emptyDir.
+    #[serde(default)]
+    pub storage: StorageSpec,
+    /// How long the run may take before its pods are deleted and it fails with reason Timeout, as a duration
+    /// (e.g. 3600s, 90m, 1h30m). Default 3600s.
+    #[serde(default = "default_timeout")]
+    #[x_kube(validation = Rule::new("self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')").message("timeout must be a positive duration such as 3600s or 1h"))]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"))]
+    pub timeout: String,
+    /// Collect what is already on the PVC instead of generating load.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skip_run: bool,
+    /// Service-level objectives on the run's 99th percentiles; the verdict becomes the SLOMet condition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<SloSpec>,
+}
+
+fn default_timeout() -> String {
+    DEFAULT_TIMEOUT.to_owned()
+}
+
+/// Where the workload profile comes from.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[x_kube(validation = Rule::new("[has(self.profileRef), has(self.builtin), has(self.template)].filter(x, x).size() == 1").message("exactly one of workload.profileRef, workload.builtin or workload.template must be set"))]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadSource {
+    /// A WorkloadProfile in the run's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile_ref: Option<ProfileRef>,
+    /// A profile of the bundled library, by name, for the run's harness (e.g. sanity_random).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[A-Za-z0-9_.-]+$"), length(min = 1, max = 253))]
+    pub builtin: Option<String>,
+    /// An inline yaml.in template.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 524288))]
+    pub template: Option<String>,
+}
+
+/// A reference to a WorkloadProfile.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ProfileRef {
+    /// The WorkloadProfile's name, in the run's namespace.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+}
+
+/// The serving stack under test.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[x_kube(validation = Rule::new("has(self.endpoint) != has(self.serviceRef)").message("exactly one of stack.endpoint or stack.serviceRef must be set"))]
+#[serde(rename_all = "camelCase")]
+pub struct StackSpec {
+    /// The stack's OpenAI-compatible base URL, e.g. http://llm-d-inference-gateway.llm-d.svc:80.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^https?://[^\s]+$"), length(max = 2048))]
+    pub endpoint: Option<String>,
+    /// A Service in the run's namespace that fronts the stack.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_ref: Option<ServiceRef>,
+    /// The served model name sent in every request.
+    #[schemars(length(min = 1, max = 512))]
+    pub model: String,
+    /// The tokenizer used to build prompts of exact token lengths (a Hugging Face model id); defaults to model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 512))]
+    pub tokenizer: Option<String>,
+    /// The model's maximum context length in tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_model_len: Option<u32>,
+    /// Prometheus endpoints of the serving pods to scrape during the run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("maxItems" = 64))]
+    pub metrics_endpoints: Vec<String>,
+}
+
+/// A Service that fronts the stack.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ServiceRef {
+    /// The Service's name, in the run's namespace.
+    #[schemars(length(min = 1, max = 63))]
+    pub name: String,
+    /// The Service port.
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: u16,
+}
+
+/// The launcher pods.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct LauncherSpec {
+    /// The launcher image; defaults to the operator's own image at its own version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// CPU and memory for each launcher pod; the defaults are sized for the llmbench launcher.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    /// The ServiceAccount the launcher pods run as.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
+    /// Node labels the launcher pods must be scheduled on.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    /// Tolerations of the launcher pods.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("maxItems" = 64))]
+    pub tolerations: Vec<Toleration>,
+    /// A Secret key holding the Hugging Face token (for gated tokenizers); passed to the pod as HF_TOKEN.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hf_token_secret_ref: Option<SecretKeySelector>,
+    /// How many launcher pods share the load (each sends 1/parallelism of it). At least 1.
+    #[serde(default = "default_parallelism")]
+    #[schemars(range(min = 1, max = 1024))]
+    pub parallelism: i32,
+    /// Keep a sleeping launcher pod for inspection instead of running; nothing is collected.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub debug: bool,
+}
+
+impl Default for LauncherSpec {
+    fn default() -> Self {
+        Self {
+            image: None,
+            resources: None,
+            service_account_name: None,
+            node_selector: BTreeMap::new(),
+            tolerations: Vec::new(),
+            hf_token_secret_ref: None,
+            parallelism: default_parallelism(),
+            debug: false,
+        }
+    }
+}
+
+fn default_parallelism() -> i32 {
+    1
+}
+
+/// Where results are written.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[x_kube(validation = Rule::new("!(has(self.pvc) && has(self.emptyDir))").message("set at most one of storage.pvc or storage.emptyDir"))]
+#[serde(rename_all = "camelCase")]
+pub struct StorageSpec {
+    /// A PersistentVolumeClaim, created if absent and reused if present; llmbench never deletes it. The default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pvc: Option<PvcSpec>,
+    /// A scratch emptyDir instead of a PVC: results live only as long as the pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub empty_dir: Option<EmptyDirSpec>,
+}
+
+impl StorageSpec {
+    /// The PVC the run uses, or `None` for emptyDir.
+    pub fn pvc_name(&self) -> Option<&str> {
+        match (&self.pvc, &self.empty_dir) {
+            (Some(pvc), _) => Some(pvc.name.as_str()),
+            (None, Some(_)) => None,
+            (None, None) => Some(DEFAULT_PVC_NAME),
+        }
+    }
+}
+
+/// The workload PVC.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PvcSpec {
+    /// The claim's name. Default workload-pvc.
+    #[serde(default = "default_pvc_name")]
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The requested size when llmbench creates the claim. Default 20Gi.
+    #[serde(default = "default_pvc_size")]
+    pub size: String,
+    /// The StorageClass of a claim llmbench creates; the cluster default when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
+    /// Access modes of a claim llmbench creates. Default [ReadWriteOnce]; use ReadWriteMany with parallelism > 1
+    /// on nodes that cannot share a ReadWriteOnce volume.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("maxItems" = 4))]
+    pub access_modes: Vec<String>,
+}
+
+fn default_pvc_name() -> String {
+    DEFAULT_PVC_NAME.to_owned()
+}
+
+fn default_pvc_size() -> String {
+    DEFAULT_PVC_SIZE.to_owned()
+}
+
+/// A scratch emptyDir volume.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct EmptyDirSpec {
+    /// The volume's size limit, e.g. 10Gi.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_limit: Option<String>,
+}
+
+/// Bounds on the run's 99th percentiles, in milliseconds, and on its failure rate.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SloSpec {
+    /// Time to first token, p99, at most this many milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0))]
+    pub ttft_p99_ms: Option<f64>,
+    /// Time per output token (after the first), p99, at most this many milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0))]
+    pub tpot_p99_ms: Option<f64>,
+    /// Inter-token latency, p99, at most this many milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0))]
+    pub itl_p99_ms: Option<f64>,
+    /// End-to-end request latency, p99, at most this many milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0))]
+    pub e2e_p99_ms: Option<f64>,
+    /// The fraction of failed requests, at most this (0 to 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub max_failure_rate: Option<f64>,
+}
+
+/// Where a run is.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Phase {
+    /// Accepted; the profile is being rendered and the launcher created.
+    #[default]
+    Pending,
+    /// The launcher pods are running.
+    Running,
+    /// The launchers finished; results are being collected.
+    Collecting,
+    /// The run finished and its summary is in status.
+    Succeeded,
+    /// The run failed; the Completed condition says why.
+    Failed,
+}
+
+/// The observed state of a BenchmarkRun.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct BenchmarkRunStatus {
+    /// Where the run is: Pending, Running, Collecting, Succeeded or Failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    /// ProfileRendered, LauncherStarted, Completed and SLOMet.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The generation of the spec this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// When the launcher pods were created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+    /// When the run finished, successfully or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<Time>,
+    /// The ConfigMap that holds the rendered profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile_config_map: Option<String>,
+    /// The launcher pods of the run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub launcher_pods: Vec<String>,
+    /// The run's results directory on the workload volume, e.g. workload-pvc:/requests/<run-id>.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub results_path: Option<String>,
+    /// The launcher's summary of the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<RunSummary>,
+}
+
+/// A run's headline figures, copied from the launcher's summary.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RunSummary {
+    /// Requests sent.
+    pub requests: u64,
+    /// Requests that failed.
+    pub failures: u64,
+    /// Wall time of the measured traffic, in seconds.
+    pub duration_seconds: f64,
+    /// Throughput over the run.
+    pub throughput: Throughput,
+    /// Latency statistics in milliseconds.
+    pub latency_ms: Latencies,
+}
+
+/// Throughput over the run.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Throughput {
+    /// Successful requests per second.
+    pub requests_per_second: f64,
+    /// Prompt tokens per second.
+    pub input_tokens_per_second: f64,
+    /// Generated tokens per second.
+    pub output_tokens_per_second: f64,
+}
+
+/// Latency statistics of successful requests, in milliseconds.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct Latencies {
+    /// Time to first token.
+    pub ttft: LatencyStats,
+    /// Time per output token after the first: (last token − first token) / (output tokens − 1).
+    pub tpot: LatencyStats,
+    /// Inter-token latency: gaps between consecutive streamed chunks, pooled.
+    pub itl: LatencyStats,
+    /// Normalized time per output token: end-to-end latency / output tokens.
+    pub ntpot: LatencyStats,
+    /// End-to-end request latency.
+    pub e2e: LatencyStats,
+}
+
+/// Mean and percentiles of one latency metric.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct LatencyStats {
+    /// Arithmetic mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+}
+
+impl BenchmarkRunSpec {
+    /// The placeholder values this run supplies: the well-known names derived from `stack` and `storage`, then the
+    /// run's own `env` on top. `namespace` completes a `serviceRef` endpoint.
+    pub fn render_values(&self, namespace: &str) -> BTreeMap<String, String> {
+        let mut values = BTreeMap::new();
+        let stack = &self.stack;
+        values.insert(well_known::MODEL.to_owned(), stack.model.clone());
+        values.insert(
+            well_known::TOKENIZER.to_owned(),
+            stack
+                .tokenizer
+                .clone()
+                .unwrap_or_else(|| stack.model.clone()),
+        );
+        if let Some(len) = stack.max_model_len {
+            values.insert(well_known::MAX_MODEL_LEN.to_owned(), len.to_string());
+        }
+        let endpoint = match (&stack.endpoint, &stack.service_ref) {
+            (Some(url), _) => Some(url.trim_end_matches('/').to_owned()),
+            (None, Some(svc)) => Some(format!("http://{}.{namespace}.svc:{}", svc.name, svc.port)),
+            (None, None) => None,
+        };
+        if let Some(url) = endpoint {
+            values.insert(well_known::ENDPOINT_URL.to_owned(), url);
+        }
+        values.insert(
+            well_known::DATASET_DIR.to_owned(),
+            format!("{WORKLOAD_MOUNT_PATH}/datasets"),
+        );
+        if let Some(pvc) = self.storage.pvc_name() {
+            values.insert(well_known::PVC_NAME.to_owned(), pvc.to_owned());
+        }
+        values.extend(self.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        values
+    }
+}
+
+/// A workload profile template kept in the cluster, for runs to reference by name.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "llmbench.dev",
+    version = "v1alpha1",
+    kind = "WorkloadProfile",
+    doc = "A WorkloadProfile is a yaml.in workload template that BenchmarkRuns reference by name.",
+    namespaced,
+    status = "WorkloadProfileStatus",
+    shortname = "wp",
+    category = "llmbench",
+    derive = "PartialEq",
+    printcolumn(
+        name = "Harness",
+        type_ = "string",
+        json_path = ".spec.harness",
+        description = "Profile dialect"
+    ),
+    printcolumn(
+        name = "Renders",
+        type_ = "boolean",
+        json_path = ".status.rendersWithDefaults",
+        description = "Whether the template renders with its parameter defaults"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadProfileSpec {
+    /// The profile dialect of the template.
+    pub harness: Harness,
+    /// The yaml.in template text, with REPLACE_ENV_<NAME> placeholders.
+    #[schemars(length(min = 1, max = 524288))]
+    pub template: String,
+    /// What the profile measures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The placeholders a run may set, with defaults.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("maxItems" = 128))]
+    pub parameters: Vec<ProfileParameter>,
+}
+
+/// A documented placeholder of a WorkloadProfile.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ProfileParameter {
+    /// The placeholder name, without the REPLACE_ENV_ prefix.
+    #[schemars(regex(pattern = r"^[A-Za-z0-9_]+$"))]
+    pub name: String,
+    /// The value used when a run does not set one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<String>,
+    /// What the parameter means.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// The observed state of a WorkloadProfile.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadProfileStatus {
+    /// The placeholder names the template uses.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub placeholders: Vec<String>,
+    /// Whether the template renders to valid YAML with its parameter defaults and standard stack values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renders_with_defaults: Option<bool>,
+    /// Why the template does not render, when it does not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The generation of the spec this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}

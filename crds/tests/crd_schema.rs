@@ -1,0 +1,258 @@
+//! The generated CRDs: current on disk, described for `kubectl explain`, and rejecting bad specs by their schema
+//! (structural rules through a JSON Schema validator, CEL rules through kube's client-side CEL evaluator).
+
+use kube::core::cel::{ErrorKind, Validator};
+use serde_json::{Value, json};
+
+fn crd_schema(file: &str) -> Value {
+    let (_, yaml) = llmbench_api::crd_manifests()
+        .into_iter()
+        .find(|(f, _)| *f == file)
+        .expect("manifest exists");
+    let crd: Value = serde_saphyr::from_str(&yaml.expect("serializes")).expect("parses");
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
+}
+
+fn run(spec: Value) -> Value {
+    json!({
+        "apiVersion": "llmbench.dev/v1alpha1",
+        "kind": "BenchmarkRun",
+        "metadata": {"name": "r1", "namespace": "default"},
+        "spec": spec,
+    })
+}
+
+fn valid_spec() -> Value {
+    json!({
+        "harness": "inference-perf",
+        "workload": {"builtin": "sanity_random"},
+        "stack": {"endpoint": "http://vllm.llm-d.svc:8000", "model": "meta-llama/Llama-3.1-8B-Instruct"},
+        "overrides": ["load.stages.0.rate=5", "total_count=200", "model_name=\"123\""],
+        "launcher": {"parallelism": 2},
+        "timeout": "90m",
+    })
+}
+
+/// Messages of every structural and CEL rule the object breaks (empty when it is accepted).
+fn rejections(object: &Value, old: Option<&Value>) -> Vec<String> {
+    let schema = crd_schema("benchmarkruns.yaml");
+    let mut messages: Vec<String> = Vec::new();
+    let structural = jsonschema::draft4::new(&schema).expect("schema compiles");
+    messages.extend(
+        structural
+            .iter_errors(object)
+            .map(|e| format!("{}: {e}", e.instance_path())),
+    );
+    if let Err(errors) = Validator::new().validate(&schema, object, old) {
+        for e in errors.as_slice() {
+            assert_eq!(
+                e.kind,
+                ErrorKind::ValidationFailure,
+                "rule {} did not evaluate: {}",
+                e.rule,
+                e.message
+            );
+            messages.push(e.message.clone());
+        }
+    }
+    messages
+}
+
+fn with(mut spec: Value, pointer: &str, value: Value) -> Value {
+    *spec
+        .pointer_mut(pointer)
+        .expect("pointer exists in the valid spec") = value;
+    spec
+}
+
+#[test]
+fn generated_crd_yaml_is_current() {
+    for (file, yaml) in llmbench_api::crd_manifests() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+        let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            on_disk == yaml.expect("serializes"),
+            "crds/{file} is stale: run `make crds` and commit the result"
+        );
+    }
+}
+
+#[test]
+fn a_valid_run_is_accepted() {
+    assert_eq!(rejections(&run(valid_spec()), None), Vec::<String>::new());
+}
+
+#[test]
+fn two_workload_sources_are_rejected() {
+    let spec = with(
+        valid_spec(),
+        "/workload",
+        json!({"builtin": "sanity_random", "template": "a: 1"}),
+    );
+    let messages = rejections(&run(spec), None);
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("exactly one of workload.profileRef")),
+        "{messages:?}"
+    );
+    let spec = with(valid_spec(), "/workload", json!({}));
+    assert!(
+        !rejections(&run(spec), None).is_empty(),
+        "no source at all is rejected too"
+    );
+}
+
+#[test]
+fn parallelism_zero_is_rejected() {
+    let spec = with(valid_spec(), "/launcher/parallelism", json!(0));
+    let messages = rejections(&run(spec), None);
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("/spec/launcher/parallelism")),
+        "{messages:?}"
+    );
+}
+
+#[test]
+fn malformed_overrides_are_rejected() {
+    for bad in ["novalue", "=5", "a..b=1", "a b=1"] {
+        let spec = with(valid_spec(), "/overrides", json!([bad]));
+        let messages = rejections(&run(spec), None);
+        assert!(
+            messages
+                .iter()
+                .any(|m| m.contains("each override must be key=value")),
+            "{bad}: {messages:?}"
+        );
+    }
+}
+
+#[test]
+fn a_non_positive_or_malformed_timeout_is_rejected() {
+    let messages = rejections(&run(with(valid_spec(), "/timeout", json!("0s"))), None);
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("timeout must be a positive duration")),
+        "{messages:?}"
+    );
+    let messages = rejections(&run(with(valid_spec(), "/timeout", json!("soon"))), None);
+    assert!(
+        messages.iter().any(|m| m.contains("/spec/timeout")),
+        "{messages:?}"
+    );
+}
+
+#[test]
+fn endpoint_and_service_ref_together_are_rejected() {
+    let spec = with(
+        valid_spec(),
+        "/stack",
+        json!({"endpoint": "http://a:1", "serviceRef": {"name": "vllm", "port": 8000}, "model": "m"}),
+    );
+    let messages = rejections(&run(spec), None);
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("exactly one of stack.endpoint or stack.serviceRef")),
+        "{messages:?}"
+    );
+}
+
+#[test]
+fn an_unknown_harness_is_rejected() {
+    let messages = rejections(&run(with(valid_spec(), "/harness", json!("locust"))), None);
+    assert!(
+        messages.iter().any(|m| m.contains("/spec/harness")),
+        "{messages:?}"
+    );
+}
+
+#[test]
+fn the_spec_is_immutable_once_the_run_has_started() {
+    let mut started = run(valid_spec());
+    started["status"] = json!({"phase": "Running", "startTime": "2026-11-22T04:00:00Z"});
+    let mut edited = started.clone();
+    edited["spec"]["launcher"]["parallelism"] = json!(3);
+    let messages = rejections(&edited, Some(&started));
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("spec is immutable once the run has started")),
+        "{messages:?}"
+    );
+
+    let pending = run(valid_spec());
+    let mut edited_before_start = pending.clone();
+    edited_before_start["spec"]["launcher"]["parallelism"] = json!(3);
+    assert_eq!(
+        rejections(&edited_before_start, Some(&pending)),
+        Vec::<String>::new()
+    );
+}
+
+fn undescribed_fields(schema: &Value, path: &str, out: &mut Vec<String>) {
+    if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+        for (name, field) in properties {
+            let field_path = format!("{path}.{name}");
+            if field
+                .get("description")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+            {
+                out.push(field_path.clone());
+            }
+            undescribed_fields(field, &field_path, out);
+        }
+    }
+    if let Some(items) = schema.get("items") {
+        undescribed_fields(items, &format!("{path}[]"), out);
+    }
+}
+
+#[test]
+fn every_spec_and_status_field_has_a_description_for_kubectl_explain() {
+    for file in ["benchmarkruns.yaml", "workloadprofiles.yaml"] {
+        let schema = crd_schema(file);
+        let mut missing = Vec::new();
+        for part in ["spec", "status"] {
+            undescribed_fields(&schema["properties"][part], part, &mut missing);
+        }
+        // Kubernetes' own types (Toleration, ResourceRequirements, Condition) carry their upstream descriptions;
+        // a few of their leaves have none upstream either.
+        missing.retain(|p| {
+            !p.contains(".tolerations[]")
+                && !p.contains(".resources.")
+                && !p.contains(".conditions[]")
+        });
+        assert_eq!(
+            missing,
+            Vec::<String>::new(),
+            "{file}: fields without a description"
+        );
+    }
+}
+
+#[test]
+fn the_crds_carry_short_names_a_category_and_printer_columns() {
+    for (file, short) in [
+        ("benchmarkruns.yaml", "br"),
+        ("workloadprofiles.yaml", "wp"),
+    ] {
+        let (_, yaml) = llmbench_api::crd_manifests()
+            .into_iter()
+            .find(|(f, _)| *f == file)
+            .expect("exists");
+        let crd: Value = serde_saphyr::from_str(&yaml.expect("serializes")).expect("parses");
+        assert_eq!(crd["spec"]["names"]["shortNames"], json!([short]));
+        assert_eq!(crd["spec"]["names"]["categories"], json!(["llmbench"]));
+        assert_eq!(crd["spec"]["scope"], "Namespaced");
+        assert!(
+            crd["spec"]["versions"][0]["additionalPrinterColumns"]
+                .as_array()
+                .is_some_and(|c| c.len() >= 3)
+        );
+    }
+}

@@ -1,0 +1,193 @@
+//! Finding a workload template (the bundled library or a file) and rendering it with the shared renderer, so
+//! `llmbench render` and `llmbench run` produce exactly what the operator puts in a run's ConfigMap.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use llmbench_api::library::{LibraryError, builtin_profile};
+use llmbench_api::render::{Override, OverrideError, RenderError, render_profile, well_known};
+
+/// Why a profile could not be loaded or rendered.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error("cannot read template {path}: {source}")]
+    ReadTemplate {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Library(#[from] LibraryError),
+    #[error(transparent)]
+    Render(#[from] RenderError),
+    #[error(transparent)]
+    Override(#[from] OverrideError),
+    #[error(
+        "malformed --set {text:?}: expected NAME=VALUE with NAME of letters, digits and underscores"
+    )]
+    MalformedSet { text: String },
+}
+
+/// A template and the name errors call it by.
+#[derive(Debug, Clone)]
+pub struct Template {
+    /// `inference-perf/sanity_random.yaml.in` for a bundled profile, the path for a file.
+    pub name: String,
+    pub text: String,
+}
+
+/// Where a template comes from.
+#[derive(Debug, Clone)]
+pub enum TemplateSource {
+    /// A profile of the bundled library, by name.
+    Builtin(String),
+    /// A `yaml.in` (or plain YAML) file.
+    File(PathBuf),
+}
+
+impl Template {
+    /// Loads `source` for `harness`.
+    pub fn load(harness: &str, source: &TemplateSource) -> Result<Self, ProfileError> {
+        match source {
+            TemplateSource::Builtin(name) => {
+                let profile = builtin_profile(harness, name)?;
+                Ok(Self {
+                    name: profile.file_name(),
+                    text: profile.template.to_owned(),
+                })
+            }
+            TemplateSource::File(path) => Ok(Self {
+                name: path.display().to_string(),
+                text: read(path)?,
+            }),
+        }
+    }
+}
+
+fn read(path: &Path) -> Result<String, ProfileError> {
+    std::fs::read_to_string(path).map_err(|source| ProfileError::ReadTemplate {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Placeholder values as a laptop user gives them: the stack-like conveniences first, then `--set` on top (the same
+/// precedence as a BenchmarkRun's `stack` and `env`).
+#[derive(Debug, Clone, Default)]
+pub struct Values {
+    pub model: Option<String>,
+    pub tokenizer: Option<String>,
+    pub endpoint: Option<String>,
+    pub max_model_len: Option<u32>,
+    pub set: Vec<String>,
+}
+
+impl Values {
+    /// The name → value map for the renderer.
+    pub fn resolve(&self) -> Result<BTreeMap<String, String>, ProfileError> {
+        let mut values = BTreeMap::new();
+        if let Some(model) = &self.model {
+            values.insert(well_known::MODEL.to_owned(), model.clone());
+        }
+        if let Some(tokenizer) = self.tokenizer.as_ref().or(self.model.as_ref()) {
+            values.insert(well_known::TOKENIZER.to_owned(), tokenizer.clone());
+        }
+        if let Some(endpoint) = &self.endpoint {
+            values.insert(
+                well_known::ENDPOINT_URL.to_owned(),
+                endpoint.trim_end_matches('/').to_owned(),
+            );
+        }
+        if let Some(len) = self.max_model_len {
+            values.insert(well_known::MAX_MODEL_LEN.to_owned(), len.to_string());
+        }
+        for item in &self.set {
+            let (name, value) = item
+                .split_once('=')
+                .filter(|(n, _)| {
+                    !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                })
+                .ok_or_else(|| ProfileError::MalformedSet { text: item.clone() })?;
+            let name = name
+                .strip_prefix(llmbench_api::render::TOKEN_PREFIX)
+                .unwrap_or(name);
+            values.insert(name.to_owned(), value.to_owned());
+        }
+        Ok(values)
+    }
+}
+
+/// Renders `template` with `values` and `overrides` (`key=value` strings).
+pub fn render(
+    template: &Template,
+    values: &Values,
+    overrides: &[String],
+) -> Result<String, ProfileError> {
+    let overrides = overrides
+        .iter()
+        .map(|o| Override::parse(o))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(render_profile(
+        &template.name,
+        &template.text,
+        &values.resolve()?,
+        &overrides,
+    )?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_takes_precedence_over_the_stack_conveniences_and_accepts_the_token_prefix() {
+        let values = Values {
+            model: Some("m".into()),
+            set: vec![
+                "REPLACE_ENV_LLMDBENCH_DEPLOY_CURRENT_MODEL=other".into(),
+                "X=a=b".into(),
+            ],
+            ..Values::default()
+        };
+        let resolved = values.resolve().expect("resolves");
+        assert_eq!(resolved[well_known::MODEL], "other");
+        assert_eq!(
+            resolved[well_known::TOKENIZER],
+            "m",
+            "the tokenizer defaults to the model"
+        );
+        assert_eq!(resolved["X"], "a=b");
+    }
+
+    #[test]
+    fn malformed_set_is_an_error() {
+        for bad in ["noequals", "=v", "bad-name=1"] {
+            let values = Values {
+                set: vec![bad.into()],
+                ..Values::default()
+            };
+            assert!(
+                matches!(values.resolve(), Err(ProfileError::MalformedSet { .. })),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_bundled_profile_loads_by_name_with_or_without_its_suffix() {
+        for name in ["sanity_random", "sanity_random.yaml.in"] {
+            let template = Template::load("inference-perf", &TemplateSource::Builtin(name.into()))
+                .expect("bundled");
+            assert_eq!(template.name, "inference-perf/sanity_random.yaml.in");
+        }
+    }
+
+    #[test]
+    fn a_missing_template_file_names_the_path() {
+        let err = Template::load(
+            "nop",
+            &TemplateSource::File("/nonexistent/x.yaml.in".into()),
+        )
+        .expect_err("missing");
+        assert!(err.to_string().contains("/nonexistent/x.yaml.in"), "{err}");
+    }
+}
