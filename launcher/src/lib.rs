@@ -2,6 +2,7 @@
 //! vLLM-compatible simulator behind `llmbench sim`.
 #![forbid(unsafe_code)]
 
+pub mod engine;
 pub mod metrics;
 pub mod profile;
 pub mod record;

@@ -1,0 +1,428 @@
+//! One request on the wire: send a prepared body, timestamp every response chunk on arrival, classify how it
+//! ended. Chunks are timestamped before they are parsed; parsing only decides what kind of chunk it was.
+
+use std::borrow::Cow;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::StreamExt as _;
+use serde::Deserialize;
+
+use super::sse::{SseEvent, SseParser};
+use crate::record::{ChunkEvent, ChunkKind, ErrorClass, RequestError, RequestRecord, Usage};
+
+/// The run's monotonic clock: every timestamp is nanoseconds since `t0`.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    t0: Instant,
+}
+
+impl Clock {
+    pub fn start() -> Self {
+        Self { t0: Instant::now() }
+    }
+
+    pub fn t0(&self) -> Instant {
+        self.t0
+    }
+
+    pub fn ns_of(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.t0).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    pub fn now_ns(&self) -> u64 {
+        self.ns_of(Instant::now())
+    }
+}
+
+/// Where requests go and how.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub client: reqwest::Client,
+    /// The full URL of the completions or chat completions endpoint.
+    pub url: String,
+    pub api_key: Option<String>,
+    pub headers: Vec<(String, String)>,
+    pub request_timeout: Option<Duration>,
+    pub streaming: bool,
+}
+
+/// A request body built before the clock starts, with what the record needs to know about it.
+#[derive(Debug, Clone)]
+pub struct PreparedRequest {
+    pub body: Bytes,
+    pub input_tokens: u32,
+    pub max_tokens: Option<u32>,
+}
+
+/// The identity of one issued request.
+#[derive(Debug, Clone, Copy)]
+pub struct Issue {
+    pub id: u64,
+    pub stage: u32,
+    pub scheduled_ns: u64,
+}
+
+/// Sends `request` and returns its complete record. Never fails: every failure is classified in the record.
+pub async fn execute(
+    target: &Target,
+    request: &PreparedRequest,
+    issue: Issue,
+    clock: &Clock,
+) -> RequestRecord {
+    let mut record = RequestRecord {
+        id: issue.id,
+        stage: issue.stage,
+        scheduled_ns: issue.scheduled_ns,
+        sent_ns: 0,
+        end_ns: 0,
+        input_tokens: request.input_tokens,
+        max_tokens: request.max_tokens,
+        streaming: target.streaming,
+        http_status: None,
+        usage: None,
+        error: None,
+        chunks: Vec::new(),
+    };
+    let exchange = exchange(target, request, clock, &mut record);
+    let outcome = match target.request_timeout {
+        Some(limit) => tokio::time::timeout(limit, exchange)
+            .await
+            .unwrap_or_else(|_| {
+                Err(RequestError {
+                    class: ErrorClass::Timeout,
+                    message: format!(
+                        "no complete response within {}",
+                        humantime::format_duration(limit)
+                    ),
+                })
+            }),
+        None => exchange.await,
+    };
+    record.end_ns = clock.now_ns();
+    if record.sent_ns == 0 {
+        record.sent_ns = record.end_ns;
+    }
+    if let Err(error) = outcome {
+        record.error = Some(error);
+    }
+    record
+}
+
+async fn exchange(
+    target: &Target,
+    request: &PreparedRequest,
+    clock: &Clock,
+    record: &mut RequestRecord,
+) -> Result<(), RequestError> {
+    let mut builder = target
+        .client
+        .post(&target.url)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(request.body.clone());
+    if let Some(key) = &target.api_key {
+        builder = builder.bearer_auth(key);
+    }
+    for (name, value) in &target.headers {
+        builder = builder.header(name, value);
+    }
+    record.sent_ns = clock.now_ns();
+    let response = builder.send().await.map_err(classify_send_error)?;
+    let status = response.status();
+    record.http_status = Some(status.as_u16());
+    if !status.is_success() {
+        let body = read_error_body(response).await;
+        return Err(RequestError {
+            class: ErrorClass::HttpStatus,
+            message: format!("HTTP {status}: {body}"),
+        });
+    }
+    if target.streaming {
+        read_stream(response, clock, record).await
+    } else {
+        read_whole(response, clock, record).await
+    }
+}
+
+async fn read_stream(
+    response: reqwest::Response,
+    clock: &Clock,
+    record: &mut RequestRecord,
+) -> Result<(), RequestError> {
+    let mut body = response.bytes_stream();
+    let mut parser = SseParser::default();
+    let mut finished = false;
+    while let Some(read) = body.next().await {
+        let at_ns = clock.now_ns();
+        let bytes = read.map_err(|e| RequestError {
+            class: ErrorClass::StreamCut,
+            message: format!(
+                "stream cut after {} chunk(s): {}",
+                record.chunks.len(),
+                error_chain(&e)
+            ),
+        })?;
+        parser.push(&bytes);
+        while let Some(event) = parser.next_event() {
+            match event {
+                SseEvent::Done => return Ok(()),
+                SseEvent::Data(payload) => {
+                    let chunk = parse_chunk(payload)?;
+                    if let Some(usage) = chunk.usage {
+                        record.usage = Some(usage);
+                    }
+                    finished |= chunk.finished;
+                    if let Some(kind) = chunk.kind {
+                        record.chunks.push(ChunkEvent { at_ns, kind });
+                    }
+                }
+            }
+        }
+        parser.compact();
+    }
+    if finished && !parser.has_partial() {
+        // Some servers close the stream after the finish reason without sending [DONE].
+        return Ok(());
+    }
+    Err(RequestError {
+        class: ErrorClass::StreamCut,
+        message: format!(
+            "stream ended without [DONE] after {} chunk(s)",
+            record.chunks.len()
+        ),
+    })
+}
+
+async fn read_whole(
+    response: reqwest::Response,
+    clock: &Clock,
+    record: &mut RequestRecord,
+) -> Result<(), RequestError> {
+    let body = response.bytes().await.map_err(|e| RequestError {
+        class: ErrorClass::StreamCut,
+        message: format!("response body cut: {}", error_chain(&e)),
+    })?;
+    let at_ns = clock.now_ns();
+    let chunk = parse_chunk(&body)?;
+    record.usage = chunk.usage;
+    if let Some(kind) = chunk.kind {
+        record.chunks.push(ChunkEvent { at_ns, kind });
+    }
+    Ok(())
+}
+
+/// What one JSON chunk (or a whole non-streamed response) told us.
+struct ParsedChunk {
+    kind: Option<ChunkKind>,
+    usage: Option<Usage>,
+    finished: bool,
+}
+
+#[derive(Deserialize)]
+struct ChunkJson<'a> {
+    #[serde(default, borrow)]
+    choices: Vec<ChoiceJson<'a>>,
+    #[serde(default)]
+    usage: Option<UsageJson>,
+    #[serde(default, borrow)]
+    error: Option<ErrorJson<'a>>,
+}
+
+#[derive(Deserialize)]
+struct ChoiceJson<'a> {
+    #[serde(default, borrow)]
+    text: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    delta: Option<MessageJson<'a>>,
+    #[serde(default, borrow)]
+    message: Option<MessageJson<'a>>,
+    #[serde(default, borrow)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct MessageJson<'a> {
+    #[serde(default, borrow)]
+    content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning_content: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct UsageJson {
+    #[serde(default)]
+    prompt_tokens: u32,
+    #[serde(default)]
+    completion_tokens: u32,
+}
+
+#[derive(Deserialize)]
+struct ErrorJson<'a> {
+    #[serde(default, borrow)]
+    message: Option<Cow<'a, str>>,
+}
+
+fn parse_chunk(payload: &[u8]) -> Result<ParsedChunk, RequestError> {
+    let chunk: ChunkJson<'_> = serde_json::from_slice(payload).map_err(|e| RequestError {
+        class: ErrorClass::MalformedEvent,
+        message: format!("malformed response event ({e}): {}", preview(payload)),
+    })?;
+    if let Some(error) = chunk.error {
+        return Err(RequestError {
+            class: ErrorClass::Other,
+            message: format!(
+                "server reported an error: {}",
+                error.message.as_deref().unwrap_or("(no message)")
+            ),
+        });
+    }
+    let usage = chunk.usage.map(|u| Usage {
+        prompt_tokens: u.prompt_tokens,
+        completion_tokens: u.completion_tokens,
+    });
+    let finished = chunk.choices.iter().any(|c| c.finish_reason.is_some());
+    let kind = if chunk.choices.is_empty() {
+        usage.map(|_| ChunkKind::UsageOnly)
+    } else {
+        let has_text = chunk.choices.iter().any(|c| {
+            let message = c.delta.as_ref().or(c.message.as_ref());
+            let text = c.text.as_deref().unwrap_or_default();
+            let content = message
+                .and_then(|m| m.content.as_deref())
+                .unwrap_or_default();
+            let reasoning = message
+                .and_then(|m| m.reasoning_content.as_deref())
+                .unwrap_or_default();
+            !(text.is_empty() && content.is_empty() && reasoning.is_empty())
+        });
+        Some(if has_text {
+            ChunkKind::Content { tokens: 1 }
+        } else {
+            ChunkKind::Empty
+        })
+    };
+    Ok(ParsedChunk {
+        kind,
+        usage,
+        finished,
+    })
+}
+
+fn preview(payload: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&payload[..payload.len().min(120)]);
+    text.into_owned()
+}
+
+async fn read_error_body(mut response: reqwest::Response) -> String {
+    let mut body = Vec::new();
+    while let Ok(Some(chunk)) = response.chunk().await {
+        body.extend_from_slice(&chunk);
+        if body.len() >= 2048 {
+            break;
+        }
+    }
+    body.truncate(2048);
+    String::from_utf8_lossy(&body).trim().to_owned()
+}
+
+fn classify_send_error(error: reqwest::Error) -> RequestError {
+    let message = error_chain(&error);
+    let class = if error.is_timeout() {
+        ErrorClass::Timeout
+    } else if error.is_connect() {
+        ErrorClass::Connect
+    } else if is_reset(&error) {
+        ErrorClass::ConnectionReset
+    } else {
+        ErrorClass::Other
+    };
+    RequestError { class, message }
+}
+
+fn is_reset(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::{
+                BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof,
+            };
+            if matches!(
+                io.kind(),
+                ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof
+            ) {
+                return true;
+            }
+        }
+        if e.to_string()
+            .contains("connection closed before message completed")
+        {
+            return true;
+        }
+        source = e.source();
+    }
+    false
+}
+
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        message.push_str(": ");
+        message.push_str(&e.to_string());
+        source = e.source();
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_role_only_chat_delta_is_an_empty_chunk() {
+        let chunk =
+            parse_chunk(br#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#)
+                .expect("parses");
+        assert_eq!(chunk.kind, Some(ChunkKind::Empty));
+    }
+
+    #[test]
+    fn a_completion_token_is_a_content_chunk_and_a_finish_reason_is_seen() {
+        let chunk = parse_chunk(
+            br#"{"choices":[{"index":0,"text":" hi","finish_reason":"length"}],"usage":null}"#,
+        )
+        .expect("parses");
+        assert_eq!(chunk.kind, Some(ChunkKind::Content { tokens: 1 }));
+        assert!(chunk.finished);
+        assert_eq!(chunk.usage, None);
+    }
+
+    #[test]
+    fn the_usage_chunk_carries_token_counts() {
+        let chunk = parse_chunk(br#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}"#)
+            .expect("parses");
+        assert_eq!(chunk.kind, Some(ChunkKind::UsageOnly));
+        assert_eq!(
+            chunk.usage,
+            Some(Usage {
+                prompt_tokens: 7,
+                completion_tokens: 3
+            })
+        );
+    }
+
+    #[test]
+    fn a_non_json_event_is_malformed() {
+        let error = parse_chunk(b"this is not json").err().expect("malformed");
+        assert_eq!(error.class, ErrorClass::MalformedEvent);
+        assert!(error.message.contains("this is not json"));
+    }
+
+    #[test]
+    fn an_error_object_in_the_stream_fails_the_request() {
+        let error = parse_chunk(br#"{"error":{"message":"boom","code":500}}"#)
+            .err()
+            .expect("error");
+        assert!(error.message.contains("boom"));
+    }
+}
