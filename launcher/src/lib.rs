@@ -5,3 +5,4 @@
 pub mod metrics;
 pub mod record;
 pub mod sim;
+pub mod workload;
