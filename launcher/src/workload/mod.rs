@@ -18,6 +18,9 @@ mod schedule;
 mod vllm_bench;
 mod yaml;
 
+#[cfg(test)]
+mod tests;
+
 pub use error::{HARNESS_NAMES, Warning, WarningKind, WorkloadError};
 pub use model::*;
 pub use schedule::{MAX_ARRIVALS, Schedule, schedule, stage_seed};
