@@ -88,7 +88,9 @@ fn parse_scenario(
     }
 
     let mut workload = Workload::empty(Harness::Guidellm, Dialect::GuidellmScenario);
-    let first = &parts[0];
+    let Some(first) = parts.first() else {
+        return Err(ctx.missing("spec", spec_line, "a scenario needs a `spec`"));
+    };
     if let Some((i, _)) = parts
         .iter()
         .enumerate()

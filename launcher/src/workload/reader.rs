@@ -271,8 +271,9 @@ impl<'n> MapReader<'n> {
         self.entries.iter().position(|(k, _)| k.name == key)
     }
 
-    pub fn has(&self, key: &str) -> bool {
-        self.find(key).is_some()
+    /// Whether `key` is absent or was already read.
+    pub fn is_read(&self, key: &str) -> bool {
+        self.find(key).is_none_or(|i| self.used[i])
     }
 
     /// The value under `key`, null included, marking it read.

@@ -874,6 +874,48 @@ fn unknown_keys_warn_leniently_and_fail_strictly_listing_all() {
 }
 
 #[test]
+fn keys_of_another_dataset_are_ignored_not_unknown_and_pass_strict_mode() {
+    let strict = ParseOptions {
+        strict: true,
+        ..ParseOptions::default()
+    };
+    let parsed = parse_profile(
+        Harness::VllmBenchmark,
+        "p.yaml",
+        "dataset-name: random\ndataset-path: /d.json\nsonnet-input-len: 5\n",
+        &strict,
+    )
+    .unwrap();
+    let kinds: Vec<(&str, WarningKind)> = parsed
+        .warnings
+        .iter()
+        .map(|w| (w.key.as_str(), w.kind))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("dataset-path", WarningKind::Ignored),
+            ("sonnet-input-len", WarningKind::Ignored)
+        ]
+    );
+    assert_eq!(
+        parsed.warnings[0].to_string(),
+        "p.yaml:2: `dataset-path`: not used by the `random` dataset"
+    );
+    let parsed = parse_profile(
+        Harness::InferencePerf,
+        "p.yaml",
+        &format!(
+            "{IP_HEAD}load:\n  stages: [{{rate: 1, duration: 1}}]\ndata:\n  type: mock\n  path: /x\n"
+        ),
+        &strict,
+    )
+    .unwrap();
+    assert_eq!(parsed.warnings[0].key, "data.path");
+    assert_eq!(parsed.warnings[0].kind, WarningKind::Ignored);
+}
+
+#[test]
 fn seeds_come_from_the_profile_then_the_caller_then_the_tool() {
     let yaml = format!("{IP_HEAD}load:\n  stages: [{{rate: 1, duration: 1}}]\n");
     let w = parse(Harness::InferencePerf, &format!("{yaml}  base_seed: 7\n"))

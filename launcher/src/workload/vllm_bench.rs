@@ -22,6 +22,22 @@ const DEFAULT_SONNET_OUTPUT_LEN: u64 = 150;
 const DEFAULT_SONNET_PREFIX_LEN: u64 = 200;
 const DEFAULT_CUSTOM_OUTPUT_LEN: u64 = 256;
 
+/// Flags that belong to one dataset or another: known, whichever dataset is chosen.
+const DATASET_KEYS: [&str; 12] = [
+    "dataset-path",
+    "random-input-len",
+    "random-output-len",
+    "random-prefix-len",
+    "random-range-ratio",
+    "sharegpt-output-len",
+    "sonnet-input-len",
+    "sonnet-output-len",
+    "sonnet-prefix-len",
+    "custom-output-len",
+    "custom-skip-chat-template",
+    "hf-split",
+];
+
 pub(crate) fn parse(
     ctx: &mut Ctx,
     harness: Harness,
@@ -169,6 +185,15 @@ pub(crate) fn parse(
         None => ("random".to_string(), 0),
     };
     w.data = dataset_spec(ctx, &mut m, &dataset.0, dataset.1)?;
+    for key in DATASET_KEYS {
+        if !m.is_read(key) {
+            m.ignore(
+                ctx,
+                key,
+                &format!("not used by the `{}` dataset", dataset.0),
+            );
+        }
+    }
     // vllm forces ignore_eos for random data with OpenAI backends (FORMATS 3.4).
     w.api.ignore_eos = ignore_eos || matches!(w.data, DataSpec::Random(_));
 
@@ -220,7 +245,10 @@ pub(crate) fn parse(
         if !(v > 0.0 && v.is_finite()) {
             return Err(f.invalid(ctx, format!("must be greater than 0, found {v}")));
         }
-        w.request_timeout = Some(Duration::from_secs_f64(v));
+        w.request_timeout = Some(
+            Duration::try_from_secs_f64(v)
+                .map_err(|_| f.invalid(ctx, format!("{v} s is out of range")))?,
+        );
     }
     for key in [
         "save-result",
@@ -410,20 +438,18 @@ fn goodput(ctx: &Ctx, f: &At<'_>) -> Result<Vec<GoodputConstraint>, WorkloadErro
                 ));
             }
         };
-        let ms = value
+        let limit = value
             .parse::<f64>()
             .ok()
-            .filter(|v| *v > 0.0 && v.is_finite())
+            .filter(|v| *v > 0.0)
+            .and_then(|ms| Duration::try_from_secs_f64(ms / 1000.0).ok())
             .ok_or_else(|| {
                 f.invalid(
                     ctx,
                     format!("`{value}` is not a positive number of milliseconds"),
                 )
             })?;
-        out.push(GoodputConstraint {
-            metric,
-            limit: Duration::from_secs_f64(ms / 1000.0),
-        });
+        out.push(GoodputConstraint { metric, limit });
     }
     Ok(out)
 }
