@@ -7,3 +7,4 @@ pub mod metrics;
 pub mod profile;
 pub mod record;
 pub mod sim;
+pub mod workload;

@@ -1,0 +1,699 @@
+//! The internal workload model: what every dialect parses into and what the engine runs.
+//!
+//! Figures are kept exactly as the profile wrote them (rates as `f64`, distribution parameters
+//! as given); derived values, such as guidellm's default length bounds, are computed the way the
+//! tool computes them and documented where they are.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use super::error::WorkloadError;
+
+/// The profile dialect, named as llm-d-benchmark names its harness directories.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Harness {
+    InferencePerf,
+    Guidellm,
+    VllmBenchmark,
+    InferenceMax,
+    Nop,
+}
+
+impl Harness {
+    pub const ALL: [Harness; 5] = [
+        Harness::InferencePerf,
+        Harness::Guidellm,
+        Harness::VllmBenchmark,
+        Harness::InferenceMax,
+        Harness::Nop,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Harness::InferencePerf => "inference-perf",
+            Harness::Guidellm => "guidellm",
+            Harness::VllmBenchmark => "vllm-benchmark",
+            Harness::InferenceMax => "inferencemax",
+            Harness::Nop => "nop",
+        }
+    }
+}
+
+impl fmt::Display for Harness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Harness {
+    type Err = WorkloadError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Harness::ALL
+            .into_iter()
+            .find(|h| h.name() == s)
+            .ok_or_else(|| WorkloadError::UnknownHarness {
+                name: s.to_string(),
+            })
+    }
+}
+
+/// Which of a harness's file formats the profile was written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// inference-perf's `Config` YAML.
+    InferencePerf,
+    /// guidellm v0.7 scenario: `spec:` plus `benchmarks[]` (dialect C).
+    GuidellmScenario,
+    /// guidellm ≤ v0.6 flat scenario, hyphenated or underscored keys (dialects A and B).
+    GuidellmFlat,
+    /// `vllm bench serve` / InferenceMAX flag map.
+    VllmFlags,
+    /// No traffic.
+    Nop,
+}
+
+/// The whole workload of one profile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    pub harness: Harness,
+    pub dialect: Dialect,
+    pub api: Api,
+    /// Run in order; each has its own arrival process and limit.
+    pub stages: Vec<Stage>,
+    /// Pause between stages (inference-perf `load.interval`, 1 s by default; 0 elsewhere).
+    pub stage_interval: Duration,
+    pub data: DataSpec,
+    pub request_timeout: Option<Duration>,
+    /// Seed for arrivals and data; see `seed_origin`.
+    pub seed: u64,
+    pub seed_origin: SeedOrigin,
+    pub workers: WorkerSettings,
+    pub report: ReportOptions,
+    /// Service-level objectives a request must all meet to count as "good".
+    pub goodput: Vec<GoodputConstraint>,
+    pub tokenizer: Option<TokenizerSpec>,
+}
+
+impl Workload {
+    /// A workload that sends nothing (the `nop` harness).
+    pub fn empty(harness: Harness, dialect: Dialect) -> Self {
+        Workload {
+            harness,
+            dialect,
+            api: Api::default(),
+            stages: Vec::new(),
+            stage_interval: Duration::ZERO,
+            data: DataSpec::Mock,
+            request_timeout: None,
+            seed: 0,
+            seed_origin: SeedOrigin::ToolDefault,
+            workers: WorkerSettings::default(),
+            report: ReportOptions::default(),
+            goodput: Vec::new(),
+            tokenizer: None,
+        }
+    }
+}
+
+/// Where `Workload::seed` came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeedOrigin {
+    /// Written in the profile.
+    Profile,
+    /// `ParseOptions::default_seed` (e.g. `--seed`, or the wall clock as upstream wrappers do).
+    Caller,
+    /// The tool's fixed default: guidellm 42, vllm 0; inference-perf has none (it uses the
+    /// current time), so 0 stands in.
+    ToolDefault,
+}
+
+/// The HTTP API requests are sent to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Api {
+    pub kind: ApiKind,
+    pub streaming: bool,
+    /// Ask the server to ignore EOS so outputs have exactly the requested length.
+    pub ignore_eos: bool,
+    pub model: Option<String>,
+    pub base_url: Option<String>,
+    /// Path under `base_url` when the profile gives one (vllm `endpoint`, guidellm
+    /// `request_format`); otherwise `/v1/completions` or `/v1/chat/completions` by `kind`.
+    pub endpoint: Option<String>,
+    pub api_key: Option<String>,
+    /// Extra request headers, in profile order.
+    pub headers: Vec<(String, String)>,
+    /// inference-perf `data.use_chat_template`: wrap completion prompts in the chat template.
+    pub use_chat_template: Option<bool>,
+}
+
+impl Default for Api {
+    fn default() -> Self {
+        Api {
+            kind: ApiKind::Completion,
+            streaming: false,
+            ignore_eos: false,
+            model: None,
+            base_url: None,
+            endpoint: None,
+            api_key: None,
+            headers: Vec::new(),
+            use_chat_template: None,
+        }
+    }
+}
+
+impl Api {
+    /// The request path: the profile's, or the OpenAI default for `kind`.
+    pub fn path(&self) -> &str {
+        match (&self.endpoint, self.kind) {
+            (Some(p), _) => p,
+            (None, ApiKind::Completion) => "/v1/completions",
+            (None, ApiKind::Chat) => "/v1/chat/completions",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApiKind {
+    /// `/v1/completions`
+    Completion,
+    /// `/v1/chat/completions`
+    Chat,
+}
+
+/// One stage: how requests arrive and when the stage stops.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stage {
+    pub load: LoadKind,
+    pub arrival: Arrival,
+    pub limit: StageLimit,
+    /// Cap on requests in flight on top of the arrival process (vllm `--max-concurrency`,
+    /// guidellm `max_concurrency`).
+    pub max_concurrency: Option<u32>,
+}
+
+/// The tool's own name for the stage's load, for reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadKind {
+    Constant,
+    Poisson,
+    Concurrent,
+    Synchronous,
+    Throughput,
+    /// vllm gamma arrivals with burstiness ≠ 1.
+    Gamma,
+    Sweep,
+}
+
+impl LoadKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            LoadKind::Constant => "constant",
+            LoadKind::Poisson => "poisson",
+            LoadKind::Concurrent => "concurrent",
+            LoadKind::Synchronous => "synchronous",
+            LoadKind::Throughput => "throughput",
+            LoadKind::Gamma => "gamma",
+            LoadKind::Sweep => "sweep",
+        }
+    }
+}
+
+/// A request rate that may be unbounded (vllm `--request-rate inf`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Rate {
+    PerSecond(f64),
+    Infinite,
+}
+
+/// Each tool's arrival process, exactly as that tool generates it (FORMATS 3.8).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Arrival {
+    /// inference-perf `constant`: `int(rate·duration)` exponential gaps rescaled to sum to
+    /// `duration`.
+    InferencePerfConstant { rate: f64, duration: Duration },
+    /// inference-perf `poisson`: per 1-s slot, `n ~ Poisson(rate)` arrivals placed like
+    /// `constant` with rate n over 1 s; an empty slot skips 1 s; `int(rate·duration)` in all.
+    InferencePerfPoisson { rate: f64, duration: Duration },
+    /// guidellm `constant`: the i-th request (1-based) at `i/rate`; with a ramp-up the
+    /// index-to-time map is `n = rate·t²/(2·rampup)` until the ramp ends.
+    GuidellmConstant { rate: f64, rampup: Duration },
+    /// guidellm `poisson`: `expovariate(rate)` gaps, the first one included.
+    GuidellmPoisson { rate: f64 },
+    /// vllm bench serve: gamma gaps (shape = burstiness, scale = 1/(rate·burstiness)), the
+    /// cumulative sum rescaled so the last of `count` arrivals is at exactly `count/rate`;
+    /// an infinite rate sends everything at t = 0.
+    VllmGamma {
+        rate: Rate,
+        burstiness: f64,
+        count: u64,
+    },
+    /// Closed loop: keep `concurrency` requests in flight (inference-perf `concurrent`,
+    /// guidellm `concurrent`/`synchronous`/`throughput`). `rampup` staggers the first starts.
+    Closed { concurrency: u32, rampup: Duration },
+    /// Rates that depend on measurements made during the run.
+    Sweep(Sweep),
+}
+
+/// An adaptive sweep; see `Sweep::stages` for how the measured figures become stages.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Sweep {
+    /// inference-perf `load.sweep`: a probe finds the saturation rate, then `num_stages` stages
+    /// of `stage_duration` at `linspace(1, sat, n)` (linear) or `1 + sat − geomspace(sat, 1, n)`.
+    InferencePerf {
+        process: SweepProcess,
+        progression: SweepProgression,
+        num_stages: u32,
+        stage_duration: Duration,
+        /// Requests of the saturation probe (`sweep.num_requests`).
+        num_requests: Option<u64>,
+        timeout: Option<Duration>,
+        saturation_percentile: Option<f64>,
+    },
+    /// guidellm `sweep`: synchronous, throughput, then `size − 2` rates
+    /// `linspace(sync_rate, throughput_rate, size − 1)[1:]` of `process`.
+    Guidellm {
+        size: u32,
+        process: SweepProcess,
+        limit: StageLimit,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SweepProcess {
+    Constant,
+    Poisson,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SweepProgression {
+    Linear,
+    Geometric,
+}
+
+/// Figures measured during a sweep.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SweepMeasurements {
+    /// inference-perf: the saturation rate found by the probe (requests/s).
+    pub saturation_rate: f64,
+    /// guidellm: the synchronous benchmark's successful request rate.
+    pub synchronous_rate: f64,
+    /// guidellm: the throughput benchmark's successful request rate.
+    pub throughput_rate: f64,
+}
+
+impl Sweep {
+    /// The rate stages that follow the measuring phase.
+    pub fn stages(&self, measured: &SweepMeasurements) -> Vec<Stage> {
+        match self {
+            Sweep::InferencePerf {
+                process,
+                progression,
+                num_stages,
+                stage_duration,
+                ..
+            } => {
+                let n = *num_stages as usize;
+                let sat = measured.saturation_rate;
+                let rates: Vec<f64> = match progression {
+                    SweepProgression::Linear => linspace(1.0, sat, n),
+                    SweepProgression::Geometric => geomspace(sat, 1.0, n)
+                        .into_iter()
+                        .map(|g| 1.0 + sat - g)
+                        .collect(),
+                };
+                rates
+                    .into_iter()
+                    .map(|rate| {
+                        let (load, arrival) = match process {
+                            SweepProcess::Constant => (
+                                LoadKind::Constant,
+                                Arrival::InferencePerfConstant {
+                                    rate,
+                                    duration: *stage_duration,
+                                },
+                            ),
+                            SweepProcess::Poisson => (
+                                LoadKind::Poisson,
+                                Arrival::InferencePerfPoisson {
+                                    rate,
+                                    duration: *stage_duration,
+                                },
+                            ),
+                        };
+                        Stage {
+                            load,
+                            arrival,
+                            limit: StageLimit::duration(*stage_duration),
+                            max_concurrency: None,
+                        }
+                    })
+                    .collect()
+            }
+            Sweep::Guidellm {
+                size,
+                process,
+                limit,
+            } => {
+                let n = (*size as usize).saturating_sub(1);
+                linspace(measured.synchronous_rate, measured.throughput_rate, n)
+                    .into_iter()
+                    .skip(1)
+                    .map(|rate| {
+                        let (load, arrival) = match process {
+                            SweepProcess::Constant => (
+                                LoadKind::Constant,
+                                Arrival::GuidellmConstant {
+                                    rate,
+                                    rampup: Duration::ZERO,
+                                },
+                            ),
+                            SweepProcess::Poisson => {
+                                (LoadKind::Poisson, Arrival::GuidellmPoisson { rate })
+                            }
+                        };
+                        Stage {
+                            load,
+                            arrival,
+                            limit: limit.clone(),
+                            max_concurrency: None,
+                        }
+                    })
+                    .collect()
+            }
+        }
+    }
+}
+
+/// numpy's `linspace(a, b, n)` (both ends included).
+fn linspace(a: f64, b: f64, n: usize) -> Vec<f64> {
+    match n {
+        0 => Vec::new(),
+        1 => vec![a],
+        _ => (0..n)
+            .map(|i| {
+                if i == n - 1 {
+                    b
+                } else {
+                    a + (b - a) * i as f64 / (n - 1) as f64
+                }
+            })
+            .collect(),
+    }
+}
+
+/// numpy's `geomspace(a, b, n)` for positive a and b.
+fn geomspace(a: f64, b: f64, n: usize) -> Vec<f64> {
+    linspace(a.ln(), b.ln(), n)
+        .into_iter()
+        .enumerate()
+        .map(|(i, l)| match i {
+            0 => a,
+            _ if i == n - 1 => b,
+            _ => l.exp(),
+        })
+        .collect()
+}
+
+/// When a stage stops. Both set: whichever comes first.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StageLimit {
+    /// guidellm `max_duration`, inference-perf rate-stage `duration`.
+    pub duration: Option<Duration>,
+    /// guidellm `max_requests`, vllm `--num-prompts`, inference-perf `num_requests`.
+    pub requests: Option<u64>,
+    /// guidellm `max_errors`.
+    pub max_errors: Option<u64>,
+    /// guidellm `max_error_rate` (0..1, over a window).
+    pub max_error_rate: Option<f64>,
+    /// guidellm `max_global_error_rate` (0..1, whole stage).
+    pub max_global_error_rate: Option<f64>,
+}
+
+impl StageLimit {
+    pub fn duration(d: Duration) -> Self {
+        StageLimit {
+            duration: Some(d),
+            ..StageLimit::default()
+        }
+    }
+
+    pub fn requests(n: u64) -> Self {
+        StageLimit {
+            requests: Some(n),
+            ..StageLimit::default()
+        }
+    }
+}
+
+/// Process-level sizing as the profile asks for it (the engine may size from the cgroup).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct WorkerSettings {
+    pub num_workers: Option<u32>,
+    pub worker_max_concurrency: Option<u32>,
+    pub worker_max_tcp_connections: Option<u32>,
+}
+
+/// What to report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportOptions {
+    pub summary: bool,
+    pub per_stage: bool,
+    pub per_request: bool,
+    /// Percentiles to report, as written (e.g. `0.1`, `99.9`).
+    pub percentiles: Vec<f64>,
+    /// vllm `--percentile-metrics` (e.g. `ttft`, `tpot`, `itl`, `e2el`); empty = tool default.
+    pub percentile_metrics: Vec<String>,
+    /// inference-perf `use_server_output_tokens`.
+    pub use_server_output_tokens: bool,
+    /// guidellm ≤ v0.6 `warmup_percent` / `cooldown_percent` (fractions 0..1 of the stage).
+    pub warmup: Option<f64>,
+    pub cooldown: Option<f64>,
+    /// Where the tool would write results (inference-perf `storage.local_storage.path`,
+    /// vllm `result-dir`); llmbench writes to its `--output` regardless.
+    pub output_path: Option<String>,
+    /// inference-perf `report_file_prefix`, vllm `result-filename`.
+    pub file_name: Option<String>,
+}
+
+/// inference-perf's and guidellm's default percentiles.
+pub const DEFAULT_PERCENTILES: [f64; 11] = [
+    0.1, 1.0, 5.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9,
+];
+
+impl Default for ReportOptions {
+    fn default() -> Self {
+        ReportOptions {
+            summary: true,
+            per_stage: true,
+            per_request: false,
+            percentiles: DEFAULT_PERCENTILES.to_vec(),
+            percentile_metrics: Vec::new(),
+            use_server_output_tokens: false,
+            warmup: None,
+            cooldown: None,
+            output_path: None,
+            file_name: None,
+        }
+    }
+}
+
+/// A latency bound for goodput.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GoodputConstraint {
+    pub metric: SloMetric,
+    pub limit: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SloMetric {
+    Ttft,
+    Tpot,
+    Itl,
+    Ntpot,
+    /// inference-perf `request_latency`, vllm `e2el`.
+    E2e,
+}
+
+/// The tokenizer the profile names.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenizerSpec {
+    /// Hub id or local path.
+    pub name_or_path: String,
+    /// inference-perf `tokenizer.token` (a hub token written in the profile).
+    pub token: Option<String>,
+    /// Recorded for fidelity; the `tokenizers` crate never runs model code.
+    pub trust_remote_code: bool,
+}
+
+/// Where prompts come from and how long prompts and outputs are.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DataSpec {
+    /// inference-perf `mock` (its default): a fixed placeholder prompt.
+    Mock,
+    /// Generated prompts of sampled token lengths (inference-perf `random` / `synthetic`,
+    /// vllm `random`).
+    Random(RandomData),
+    /// Groups of prompts sharing a system prompt (inference-perf `shared_prefix`).
+    SharedPrefix(SharedPrefix),
+    /// guidellm `synthetic_text`.
+    SyntheticText(SyntheticText),
+    /// ShareGPT conversations (inference-perf `shareGPT`, vllm `sharegpt`).
+    ShareGpt(ShareGpt),
+    /// vllm `sonnet`: lines of a poem, with a shared prefix.
+    Sonnet(Sonnet),
+    /// A dataset file (vllm `custom`: JSONL with a `prompt` field).
+    File(DatasetFile),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RandomData {
+    pub input: TokenLengths,
+    pub output: TokenLengths,
+    /// vllm `--random-prefix-len`: a fixed random prefix before every prompt.
+    pub prefix_len: u64,
+    pub text: PromptText,
+}
+
+/// What prompt text is made of.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PromptText {
+    /// Random token ids decoded to text (inference-perf `random`, vllm `random`).
+    RandomTokens,
+    /// Text cut from a corpus (inference-perf `synthetic`; its built-in corpus when `path` is
+    /// unset).
+    Corpus { path: Option<String> },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SharedPrefix {
+    /// `num_groups` (alias `num_unique_system_prompts`).
+    pub num_groups: u64,
+    /// `num_prompts_per_group` (alias `num_users_per_system_prompt`).
+    pub num_prompts_per_group: u64,
+    pub system_prompt_len: TokenLengths,
+    pub question_len: TokenLengths,
+    pub output_len: TokenLengths,
+    pub seed: Option<u64>,
+    /// `enable_multi_turn_chat`: each group's user keeps its conversation and resends it.
+    pub multi_turn: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SyntheticText {
+    pub prompt: TokenLengths,
+    /// None: no `max_tokens` is sent, the server decides.
+    pub output: Option<TokenLengths>,
+    /// Turns per conversation (1 = single turn).
+    pub turns: u32,
+    pub prefix_buckets: Vec<PrefixBucket>,
+    /// `data_loader.samples` / `samples` (1000).
+    pub samples: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PrefixBucket {
+    pub prefix_tokens: u64,
+    pub prefix_count: u64,
+    /// Relative weight (guidellm default 100).
+    pub bucket_weight: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShareGpt {
+    /// None: the tool's default download, which llmbench does not perform.
+    pub path: Option<String>,
+    /// inference-perf: input lengths outside `[min, max]` are filtered out.
+    pub input_filter: Option<TokenLengths>,
+    /// inference-perf: output length distribution; vllm `--sharegpt-output-len`: fixed.
+    pub output: Option<TokenLengths>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sonnet {
+    pub path: String,
+    pub input_len: u64,
+    pub output_len: u64,
+    pub prefix_len: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DatasetFile {
+    pub path: String,
+    /// vllm `--custom-output-len`; None for `-1` (the dataset's own output lengths).
+    pub output_len: Option<u64>,
+}
+
+/// A token-length distribution, clipped to its bounds and rounded when sampled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenLengths {
+    pub shape: LengthShape,
+    /// inference-perf `total_count`: how many lengths to pre-generate.
+    pub total_count: Option<u64>,
+}
+
+impl TokenLengths {
+    pub fn fixed(n: u64) -> Self {
+        TokenLengths {
+            shape: LengthShape::Fixed(n),
+            total_count: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum LengthShape {
+    Fixed(u64),
+    /// Uniform integers in `[min, max]`.
+    Uniform {
+        min: u64,
+        max: u64,
+    },
+    Normal {
+        mean: f64,
+        spread: Spread,
+        min: u64,
+        max: u64,
+    },
+    SkewNormal {
+        mean: f64,
+        spread: Spread,
+        skew: f64,
+        min: u64,
+        max: u64,
+    },
+    LogNormal {
+        mean: f64,
+        spread: Spread,
+        min: u64,
+        max: u64,
+    },
+    Poisson {
+        mean: f64,
+        min: u64,
+        max: u64,
+    },
+    /// vllm `--random-*-len L --random-range-ratio r`: uniform in `[L·(1−r), L·(1+r)]`.
+    RangeRatio {
+        len: u64,
+        ratio: f64,
+    },
+}
+
+/// A distribution's spread, as written: inference-perf accepts either (exclusively).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Spread {
+    StdDev(f64),
+    Variance(f64),
+}
+
+impl Spread {
+    pub fn std_dev(self) -> f64 {
+        match self {
+            Spread::StdDev(s) => s,
+            Spread::Variance(v) => v.sqrt(),
+        }
+    }
+}

@@ -1,0 +1,346 @@
+//! Typed, path-aware access to a YAML tree: every getter knows its key path and line, so every
+//! error it returns says where; every map remembers which keys were read, so the rest become
+//! "unknown key" warnings.
+
+use std::time::Duration;
+
+use super::error::{Warning, WarningKind, WorkloadError};
+use super::yaml::{Key, Node, Value};
+
+/// Per-document state: the file name for messages and the warnings found so far.
+pub(crate) struct Ctx {
+    pub file: String,
+    pub warnings: Vec<Warning>,
+}
+
+impl Ctx {
+    pub fn new(file: &str) -> Self {
+        Ctx {
+            file: file.to_string(),
+            warnings: Vec::new(),
+        }
+    }
+
+    pub fn warn(&mut self, key: &str, line: u32, kind: WarningKind, message: impl Into<String>) {
+        let warning = Warning {
+            file: self.file.clone(),
+            key: key.to_string(),
+            line: (line > 0).then_some(line),
+            kind,
+            message: message.into(),
+        };
+        // guidellm benchmarks re-read the same spec keys; report each finding once.
+        if !self.warnings.contains(&warning) {
+            self.warnings.push(warning);
+        }
+    }
+
+    fn line(line: u32) -> Option<u32> {
+        (line > 0).then_some(line)
+    }
+
+    pub fn invalid(&self, key: &str, line: u32, problem: impl Into<String>) -> WorkloadError {
+        WorkloadError::Invalid {
+            file: self.file.clone(),
+            key: key.to_string(),
+            line: Self::line(line),
+            problem: problem.into(),
+        }
+    }
+
+    pub fn missing(&self, key: &str, line: u32, why: impl Into<String>) -> WorkloadError {
+        WorkloadError::Missing {
+            file: self.file.clone(),
+            key: key.to_string(),
+            line: Self::line(line),
+            why: why.into(),
+        }
+    }
+
+    pub fn unsupported(&self, key: &str, line: u32, feature: impl Into<String>) -> WorkloadError {
+        WorkloadError::Unsupported {
+            file: self.file.clone(),
+            key: key.to_string(),
+            line: Self::line(line),
+            feature: feature.into(),
+        }
+    }
+
+    pub fn misplaced(&self, key: &str, line: u32, problem: impl Into<String>) -> WorkloadError {
+        WorkloadError::Misplaced {
+            file: self.file.clone(),
+            key: key.to_string(),
+            line: Self::line(line),
+            problem: problem.into(),
+        }
+    }
+
+    pub fn wrong_type(&self, key: &str, node: &Node, expected: &str) -> WorkloadError {
+        WorkloadError::WrongType {
+            file: self.file.clone(),
+            key: key.to_string(),
+            line: Self::line(node.line),
+            expected: expected.to_string(),
+            found: node.value.describe(),
+        }
+    }
+}
+
+/// Joins a key path: `join("load", "stages")` is `load.stages`.
+pub(crate) fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// One value, the key path that leads to it, and the line of its key (or of the value).
+pub(crate) struct At<'n> {
+    pub node: &'n Node,
+    pub path: String,
+    pub line: u32,
+}
+
+impl<'n> At<'n> {
+    pub fn new(node: &'n Node, path: impl Into<String>, line: u32) -> Self {
+        At {
+            node,
+            path: path.into(),
+            line: if line > 0 { line } else { node.line },
+        }
+    }
+
+    fn wrong(&self, ctx: &Ctx, expected: &str) -> WorkloadError {
+        let mut err = ctx.wrong_type(&self.path, self.node, expected);
+        if let WorkloadError::WrongType { line, .. } = &mut err {
+            *line = (self.line > 0).then_some(self.line);
+        }
+        err
+    }
+
+    pub fn invalid(&self, ctx: &Ctx, problem: impl Into<String>) -> WorkloadError {
+        ctx.invalid(&self.path, self.line, problem)
+    }
+
+    pub fn unsupported(&self, ctx: &Ctx, feature: impl Into<String>) -> WorkloadError {
+        ctx.unsupported(&self.path, self.line, feature)
+    }
+
+    pub fn is_null(&self) -> bool {
+        self.node.is_null()
+    }
+
+    /// Any number (integer or float).
+    pub fn f64(&self, ctx: &Ctx) -> Result<f64, WorkloadError> {
+        match self.node.value {
+            Value::Int(i) => Ok(i as f64),
+            Value::Float(f) if f.is_finite() => Ok(f),
+            Value::Float(_) => Err(self.invalid(ctx, "must be a finite number")),
+            _ => Err(self.wrong(ctx, "a number")),
+        }
+    }
+
+    /// A number > 0 (rates, durations that must not be empty).
+    pub fn positive_f64(&self, ctx: &Ctx) -> Result<f64, WorkloadError> {
+        let v = self.f64(ctx)?;
+        if v > 0.0 {
+            Ok(v)
+        } else {
+            Err(self.invalid(ctx, format!("must be greater than 0, found {v}")))
+        }
+    }
+
+    /// A number ≥ 0.
+    pub fn non_negative_f64(&self, ctx: &Ctx) -> Result<f64, WorkloadError> {
+        let v = self.f64(ctx)?;
+        if v >= 0.0 {
+            Ok(v)
+        } else {
+            Err(self.invalid(ctx, format!("must not be negative, found {v}")))
+        }
+    }
+
+    /// A whole number ≥ 0. A float with no fraction is accepted, as pydantic's lax mode does.
+    pub fn u64(&self, ctx: &Ctx) -> Result<u64, WorkloadError> {
+        match self.node.value {
+            Value::Int(i) if i >= 0 => Ok(i as u64),
+            Value::Int(i) => Err(self.invalid(ctx, format!("must not be negative, found {i}"))),
+            Value::Float(f)
+                if f.is_finite() && f.fract() == 0.0 && f >= 0.0 && f < 2f64.powi(63) =>
+            {
+                Ok(f as u64)
+            }
+            Value::Float(f) if f < 0.0 => {
+                Err(self.invalid(ctx, format!("must not be negative, found {f}")))
+            }
+            Value::Float(f) => Err(self.invalid(ctx, format!("must be a whole number, found {f}"))),
+            _ => Err(self.wrong(ctx, "a whole number")),
+        }
+    }
+
+    /// A whole number > 0.
+    pub fn positive_u64(&self, ctx: &Ctx) -> Result<u64, WorkloadError> {
+        let v = self.u64(ctx)?;
+        if v > 0 {
+            Ok(v)
+        } else {
+            Err(self.invalid(ctx, "must be greater than 0, found 0"))
+        }
+    }
+
+    /// A whole number > 0 that fits a `u32` (concurrency levels, worker counts).
+    pub fn positive_u32(&self, ctx: &Ctx) -> Result<u32, WorkloadError> {
+        let v = self.positive_u64(ctx)?;
+        u32::try_from(v).map_err(|_| self.invalid(ctx, format!("{v} is too large")))
+    }
+
+    pub fn bool(&self, ctx: &Ctx) -> Result<bool, WorkloadError> {
+        match &self.node.value {
+            Value::Bool(b) => Ok(*b),
+            // pydantic and argparse-style tools accept these spellings too.
+            Value::Str(s) if s.eq_ignore_ascii_case("true") => Ok(true),
+            Value::Str(s) if s.eq_ignore_ascii_case("false") => Ok(false),
+            _ => Err(self.wrong(ctx, "true or false")),
+        }
+    }
+
+    pub fn str(&self, ctx: &Ctx) -> Result<&'n str, WorkloadError> {
+        match &self.node.value {
+            Value::Str(s) => Ok(s),
+            _ => Err(self.wrong(ctx, "a string")),
+        }
+    }
+
+    /// A non-negative number of seconds.
+    pub fn seconds(&self, ctx: &Ctx) -> Result<Duration, WorkloadError> {
+        let v = self.non_negative_f64(ctx)?;
+        Duration::try_from_secs_f64(v)
+            .map_err(|_| self.invalid(ctx, format!("{v} s is out of range")))
+    }
+
+    /// A map, read key by key. A null section (`data:` with nothing under it) is an empty map.
+    pub fn map(&self, ctx: &Ctx) -> Result<MapReader<'n>, WorkloadError> {
+        static EMPTY: &[(Key, Node)] = &[];
+        match &self.node.value {
+            Value::Map(entries) => Ok(MapReader::new(entries, &self.path, self.line)),
+            Value::Null => Ok(MapReader::new(EMPTY, &self.path, self.line)),
+            _ => Err(self.wrong(ctx, "a map")),
+        }
+    }
+
+    /// A list; items get `path[i]`.
+    pub fn seq(&self, ctx: &Ctx) -> Result<Vec<At<'n>>, WorkloadError> {
+        match &self.node.value {
+            Value::Seq(items) => Ok(items
+                .iter()
+                .enumerate()
+                .map(|(i, n)| At::new(n, format!("{}[{i}]", self.path), n.line))
+                .collect()),
+            _ => Err(self.wrong(ctx, "a list")),
+        }
+    }
+}
+
+/// Reads a map's keys, tracking which were used.
+pub(crate) struct MapReader<'n> {
+    pub path: String,
+    pub line: u32,
+    entries: &'n [(Key, Node)],
+    used: Vec<bool>,
+}
+
+impl<'n> MapReader<'n> {
+    pub fn new(entries: &'n [(Key, Node)], path: &str, line: u32) -> Self {
+        MapReader {
+            path: path.to_string(),
+            line,
+            entries,
+            used: vec![false; entries.len()],
+        }
+    }
+
+    /// The whole document as a map.
+    pub fn root(ctx: &Ctx, doc: &'n Node) -> Result<Self, WorkloadError> {
+        At::new(doc, "", doc.line)
+            .map(ctx)
+            .map_err(|_| ctx.wrong_type("(document root)", doc, "a map of settings"))
+    }
+
+    fn find(&self, key: &str) -> Option<usize> {
+        self.entries.iter().position(|(k, _)| k.name == key)
+    }
+
+    /// Whether `key` is absent or was already read.
+    pub fn is_read(&self, key: &str) -> bool {
+        self.find(key).is_none_or(|i| self.used[i])
+    }
+
+    /// The value under `key`, null included, marking it read.
+    pub fn take(&mut self, key: &str) -> Option<At<'n>> {
+        let i = self.find(key)?;
+        self.used[i] = true;
+        let (k, v) = &self.entries[i];
+        Some(At::new(v, join(&self.path, &k.name), k.line))
+    }
+
+    /// The value under `key` unless it is absent or null (an explicit null means "default").
+    pub fn get(&mut self, key: &str) -> Option<At<'n>> {
+        self.take(key).filter(|f| !f.is_null())
+    }
+
+    /// The first of several alias spellings that is set; all are marked read.
+    pub fn get_any(&mut self, keys: &[&str]) -> Option<At<'n>> {
+        let mut found = None;
+        for key in keys {
+            if let Some(f) = self.get(key) {
+                found.get_or_insert(f);
+            }
+        }
+        found
+    }
+
+    /// A required, non-null value.
+    pub fn require(&mut self, ctx: &Ctx, key: &str, why: &str) -> Result<At<'n>, WorkloadError> {
+        self.get(key)
+            .ok_or_else(|| ctx.missing(&join(&self.path, key), self.line, why))
+    }
+
+    /// Marks a key read and notes that llmbench does not act on it.
+    pub fn ignore(&mut self, ctx: &mut Ctx, key: &str, why: &str) {
+        if let Some(f) = self.get(key) {
+            ctx.warn(&f.path, f.line, WarningKind::Ignored, why);
+        }
+    }
+
+    /// Marks a key read without comment (known, and meaningless for llmbench).
+    pub fn skip(&mut self, key: &str) {
+        let _ = self.take(key);
+    }
+
+    /// Unread keys in document order, with their lines.
+    pub fn unread(&self) -> impl Iterator<Item = &'n Key> + '_ {
+        self.entries
+            .iter()
+            .zip(&self.used)
+            .filter(|(_, used)| !**used)
+            .map(|((k, _), _)| k)
+    }
+
+    /// Every unread key becomes an "unknown key" warning; `hints` maps a key to a suggestion.
+    pub fn finish(self, ctx: &mut Ctx, hints: &[(&str, &str)]) {
+        let unread: Vec<&Key> = self.unread().collect();
+        for key in unread {
+            let message = match hints.iter().find(|(k, _)| *k == key.name) {
+                Some((_, hint)) => format!("unknown key, ignored; {hint}"),
+                None => "unknown key, ignored".to_string(),
+            };
+            ctx.warn(
+                &join(&self.path, &key.name),
+                key.line,
+                WarningKind::UnknownKey,
+                message,
+            );
+        }
+    }
+}
