@@ -7,4 +7,5 @@ pub mod metrics;
 pub mod profile;
 pub mod record;
 pub mod sim;
+pub mod sizing;
 pub mod workload;
