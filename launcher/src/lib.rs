@@ -5,6 +5,7 @@
 pub mod engine;
 pub mod metrics;
 pub mod profile;
+pub mod progress;
 pub mod record;
 pub mod sim;
 pub mod sizing;

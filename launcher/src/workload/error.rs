@@ -5,9 +5,6 @@
 
 use std::fmt;
 
-/// The names `Harness` accepts, listed in "unknown harness" errors.
-pub const HARNESS_NAMES: &str = "inference-perf, guidellm, vllm-benchmark, inferencemax, nop";
-
 /// Why a profile could not become a workload.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum WorkloadError {
@@ -62,9 +59,6 @@ pub enum WorkloadError {
     /// Strict mode: every key the dialect does not know, in document order.
     #[error("{file}: strict mode rejects {} unknown key(s): {}", keys.len(), list(keys))]
     UnknownKeys { file: String, keys: Vec<Warning> },
-    /// A harness name outside `HARNESS_NAMES`.
-    #[error("unknown harness `{name}`; valid harnesses are: {HARNESS_NAMES}")]
-    UnknownHarness { name: String },
 }
 
 impl WorkloadError {
@@ -76,9 +70,7 @@ impl WorkloadError {
             | WorkloadError::Missing { key, .. }
             | WorkloadError::Misplaced { key, .. }
             | WorkloadError::Unsupported { key, .. } => Some(key),
-            WorkloadError::Yaml { .. }
-            | WorkloadError::UnknownKeys { .. }
-            | WorkloadError::UnknownHarness { .. } => None,
+            WorkloadError::Yaml { .. } | WorkloadError::UnknownKeys { .. } => None,
         }
     }
 
@@ -90,9 +82,7 @@ impl WorkloadError {
             | WorkloadError::Missing { key, .. }
             | WorkloadError::Misplaced { key, .. }
             | WorkloadError::Unsupported { key, .. } => *key = format!("{context}: {key}"),
-            WorkloadError::Yaml { .. }
-            | WorkloadError::UnknownKeys { .. }
-            | WorkloadError::UnknownHarness { .. } => {}
+            WorkloadError::Yaml { .. } | WorkloadError::UnknownKeys { .. } => {}
         }
         self
     }

@@ -21,7 +21,7 @@ mod yaml;
 #[cfg(test)]
 mod tests;
 
-pub use error::{HARNESS_NAMES, Warning, WarningKind, WorkloadError};
+pub use error::{Warning, WarningKind, WorkloadError};
 pub use model::*;
 pub use schedule::{MAX_ARRIVALS, Schedule, schedule, stage_seed};
 
@@ -57,7 +57,7 @@ pub fn parse_profile(
     let workload = match harness {
         Harness::InferencePerf => inference_perf::parse(&mut ctx, &doc, options)?,
         Harness::Guidellm => guidellm::parse(&mut ctx, &doc, options)?,
-        Harness::VllmBenchmark | Harness::InferenceMax => {
+        Harness::VllmBenchmark | Harness::Inferencemax => {
             vllm_bench::parse(&mut ctx, harness, &doc, options)?
         }
         Harness::Nop => parse_nop(&mut ctx, &doc)?,

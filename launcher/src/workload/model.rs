@@ -4,60 +4,10 @@
 //! as given); derived values, such as guidellm's default length bounds, are computed the way the
 //! tool computes them and documented where they are.
 
-use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
-use super::error::WorkloadError;
-
-/// The profile dialect, named as llm-d-benchmark names its harness directories.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Harness {
-    InferencePerf,
-    Guidellm,
-    VllmBenchmark,
-    InferenceMax,
-    Nop,
-}
-
-impl Harness {
-    pub const ALL: [Harness; 5] = [
-        Harness::InferencePerf,
-        Harness::Guidellm,
-        Harness::VllmBenchmark,
-        Harness::InferenceMax,
-        Harness::Nop,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Harness::InferencePerf => "inference-perf",
-            Harness::Guidellm => "guidellm",
-            Harness::VllmBenchmark => "vllm-benchmark",
-            Harness::InferenceMax => "inferencemax",
-            Harness::Nop => "nop",
-        }
-    }
-}
-
-impl fmt::Display for Harness {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Harness {
-    type Err = WorkloadError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Harness::ALL
-            .into_iter()
-            .find(|h| h.name() == s)
-            .ok_or_else(|| WorkloadError::UnknownHarness {
-                name: s.to_string(),
-            })
-    }
-}
+/// The profile dialect, shared with the API types so the CLI, the operator and the parsers agree on names.
+pub use llmbench_api::v1alpha1::Harness;
 
 /// Which of a harness's file formats the profile was written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
