@@ -30,11 +30,13 @@ pub enum StagePlan {
         send_at: Vec<Duration>,
         max_concurrency: Option<usize>,
     },
-    /// Keep `concurrency` requests in flight until `total` have been issued or `duration` has passed.
+    /// Keep `concurrency` requests in flight until `total` have been issued or `duration` has passed; with a
+    /// `rampup`, the workers start evenly spread over it.
     Closed {
         concurrency: usize,
         total: Option<u64>,
         duration: Option<Duration>,
+        rampup: Duration,
     },
 }
 
@@ -174,7 +176,8 @@ pub async fn run(
                 concurrency,
                 total,
                 duration,
-            } => run_closed(context, *concurrency, *total, *duration).await,
+                rampup,
+            } => run_closed(context, *concurrency, *total, *duration, *rampup).await,
         }
         times.push(StageTimes {
             start_ns,
@@ -238,14 +241,19 @@ async fn run_closed(
     concurrency: usize,
     total: Option<u64>,
     duration: Option<Duration>,
+    rampup: Duration,
 ) {
-    let deadline = duration.map(|d| Instant::now() + d);
+    let start = Instant::now();
+    let deadline = duration.map(|d| start + d);
     let issued = Arc::new(AtomicU64::new(0));
     let mut workers = JoinSet::new();
-    for _ in 0..concurrency.max(1) {
+    let concurrency = concurrency.max(1);
+    for worker in 0..concurrency {
         let context = context.clone();
         let issued = Arc::clone(&issued);
+        let begin = start + rampup.mul_f64(worker as f64 / concurrency as f64);
         workers.spawn(async move {
+            tokio::time::sleep_until(begin.into()).await;
             loop {
                 if deadline.is_some_and(|d| Instant::now() >= d) {
                     break;
