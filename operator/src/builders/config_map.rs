@@ -1,0 +1,64 @@
+//! The ConfigMap `<run>-profile` that holds the rendered profile the launcher reads.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::ResourceExt;
+use llmbench_api::v1alpha1::BenchmarkRun;
+
+use super::{BuildError, owner_reference, run_labels};
+
+/// The key (and file name in the pod) of the rendered profile.
+pub const PROFILE_FILE: &str = "profile.yaml";
+
+/// `<run>-profile`.
+pub fn profile_config_map_name(run: &BenchmarkRun) -> String {
+    format!("{}-profile", run.name_any())
+}
+
+/// The ConfigMap holding `rendered`, owned by `run`. `template_name` records where the profile came from.
+pub fn profile_config_map(
+    run: &BenchmarkRun,
+    template_name: &str,
+    rendered: &str,
+) -> Result<ConfigMap, BuildError> {
+    let mut annotations = BTreeMap::new();
+    annotations.insert("llmbench.dev/template".to_owned(), template_name.to_owned());
+    Ok(ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(profile_config_map_name(run)),
+            namespace: run.namespace(),
+            labels: Some(run_labels(run)?),
+            annotations: Some(annotations),
+            owner_references: Some(vec![owner_reference(run)?]),
+            ..ObjectMeta::default()
+        },
+        data: Some(BTreeMap::from([(
+            PROFILE_FILE.to_owned(),
+            rendered.to_owned(),
+        )])),
+        ..ConfigMap::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builders::fixtures;
+
+    #[test]
+    fn the_profile_config_map_is_named_after_the_run_and_owned_by_it() {
+        let run = fixtures::run(fixtures::BASIC);
+        let cm = profile_config_map(&run, "inference-perf/sanity_random.yaml.in", "load: {}\n")
+            .expect("builds");
+        assert_eq!(cm.metadata.name.as_deref(), Some("bench-1-profile"));
+        assert_eq!(cm.metadata.namespace.as_deref(), Some("team-a"));
+        let owner = &cm.metadata.owner_references.as_ref().expect("owned")[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str(), owner.controller),
+            ("BenchmarkRun", "bench-1", Some(true))
+        );
+        assert_eq!(cm.data.expect("data")[PROFILE_FILE], "load: {}\n");
+    }
+}

@@ -1,0 +1,102 @@
+//! Pure builders: the desired ConfigMap, PVC and launcher pods of a BenchmarkRun. No client, no I/O; tested with
+//! plain objects.
+
+mod config_map;
+mod pod;
+mod pvc;
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::{Resource, ResourceExt};
+use llmbench_api::v1alpha1::BenchmarkRun;
+
+pub use config_map::{PROFILE_FILE, profile_config_map, profile_config_map_name};
+pub use pod::{LauncherSettings, launcher_pod, launcher_pod_name, run_id};
+pub use pvc::workload_pvc;
+
+/// The field manager of every apply.
+pub const FIELD_MANAGER: &str = "llmbench-operator";
+/// Label carrying the run's name on everything the run owns.
+pub const RUN_LABEL: &str = "llmbench.dev/run";
+/// Label carrying the run's UID, so two runs of the same name over time never see each other's pods.
+pub const RUN_UID_LABEL: &str = "llmbench.dev/run-uid";
+
+/// Why a desired object could not be built.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum BuildError {
+    #[error(
+        "BenchmarkRun {run} has no {field} yet; it must be read from the API server before it is built on"
+    )]
+    MissingMetadata { run: String, field: &'static str },
+    #[error(
+        "BenchmarkRun {run}: spec.launcher.parallelism is {parallelism}; it must be at least 1"
+    )]
+    Parallelism { run: String, parallelism: i32 },
+}
+
+/// Labels unique to `run`: selecting by them finds this run's pods and nothing else.
+pub fn run_labels(run: &BenchmarkRun) -> Result<BTreeMap<String, String>, BuildError> {
+    let uid = uid(run)?;
+    Ok(BTreeMap::from([
+        ("app.kubernetes.io/name".to_owned(), "llmbench".to_owned()),
+        (
+            "app.kubernetes.io/component".to_owned(),
+            "launcher".to_owned(),
+        ),
+        (
+            "app.kubernetes.io/managed-by".to_owned(),
+            FIELD_MANAGER.to_owned(),
+        ),
+        (RUN_LABEL.to_owned(), run.name_any()),
+        (RUN_UID_LABEL.to_owned(), uid.to_owned()),
+    ]))
+}
+
+/// The label selector of a run's pods.
+pub fn run_selector(run: &BenchmarkRun) -> Result<String, BuildError> {
+    Ok(format!("{RUN_UID_LABEL}={}", uid(run)?))
+}
+
+fn uid(run: &BenchmarkRun) -> Result<&str, BuildError> {
+    run.meta()
+        .uid
+        .as_deref()
+        .ok_or_else(|| BuildError::MissingMetadata {
+            run: run.name_any(),
+            field: "metadata.uid",
+        })
+}
+
+/// A controller owner reference to `run`, so its objects are garbage-collected with it.
+pub fn owner_reference(run: &BenchmarkRun) -> Result<OwnerReference, BuildError> {
+    run.controller_owner_ref(&())
+        .ok_or_else(|| BuildError::MissingMetadata {
+            run: run.name_any(),
+            field: "metadata.uid",
+        })
+}
+
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use llmbench_api::v1alpha1::{BenchmarkRun, BenchmarkRunSpec};
+
+    /// A run as the API server returns it, from inline YAML.
+    pub fn run(spec_yaml: &str) -> BenchmarkRun {
+        let spec: BenchmarkRunSpec =
+            serde_saphyr::from_str(spec_yaml).expect("fixture spec is valid");
+        let mut run = BenchmarkRun::new("bench-1", spec);
+        run.metadata.namespace = Some("team-a".to_owned());
+        run.metadata.uid = Some("0f3c9a2e-5b7d-4c1e-9a8b-1234567890ab".to_owned());
+        run
+    }
+
+    pub const BASIC: &str = "
+harness: inference-perf
+workload:
+  builtin: sanity_random
+stack:
+  endpoint: http://vllm.llm-d.svc:8000
+  model: meta-llama/Llama-3.1-8B-Instruct
+";
+}

@@ -1,0 +1,465 @@
+//! The launcher pods `<run>-launcher-<i>`: `llmbench run` with the rendered profile and the workload volume, locked
+//! down (non-root, read-only root filesystem, no privilege escalation, no capabilities, RuntimeDefault seccomp)
+//! and with no API credentials: the launcher talks only to the stack.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Capabilities, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource,
+    ObjectFieldSelector, PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec,
+    ResourceRequirements, SeccompProfile, SecretKeySelector, SecurityContext, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::ResourceExt;
+use llmbench_api::render::well_known;
+use llmbench_api::v1alpha1::{BenchmarkRun, WORKLOAD_MOUNT_PATH};
+
+use super::{BuildError, PROFILE_FILE, owner_reference, profile_config_map_name, run_labels};
+
+/// Where the rendered profile is mounted.
+pub const PROFILE_MOUNT_PATH: &str = "/etc/llmbench/profile";
+/// The file the launcher writes its compact summary to; the kubelet turns it into the termination message.
+pub const TERMINATION_LOG: &str = "/dev/termination-log";
+/// The non-root user of the launcher image.
+pub const LAUNCHER_UID: i64 = 65532;
+/// Label with the pod's index among the run's launchers.
+pub const LAUNCHER_INDEX_LABEL: &str = "llmbench.dev/launcher-index";
+
+/// Operator-wide launcher settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LauncherSettings {
+    /// The default launcher image: the operator's own image at its own version.
+    pub image: String,
+    pub image_pull_policy: Option<String>,
+}
+
+/// `<run>-launcher-<index>`.
+pub fn launcher_pod_name(run: &BenchmarkRun, index: u32) -> String {
+    format!("{}-launcher-{index}", run.name_any())
+}
+
+/// The run's id and results directory name on the workload volume: `<run>-<first 8 of its uid>`, unique even
+/// when a run is deleted and re-created under the same name.
+pub fn run_id(run: &BenchmarkRun) -> Result<String, BuildError> {
+    let uid = run.uid().ok_or_else(|| BuildError::MissingMetadata {
+        run: run.name_any(),
+        field: "metadata.uid",
+    })?;
+    Ok(format!(
+        "{}-{}",
+        run.name_any(),
+        uid.chars().take(8).collect::<String>()
+    ))
+}
+
+/// Requests and limits sized for the llmbench launcher (one async process, a few threads), not for Python
+/// harnesses.
+fn default_resources() -> ResourceRequirements {
+    let quantities = |cpu: &str, memory: &str| {
+        BTreeMap::from([
+            ("cpu".to_owned(), Quantity(cpu.to_owned())),
+            ("memory".to_owned(), Quantity(memory.to_owned())),
+        ])
+    };
+    ResourceRequirements {
+        requests: Some(quantities("1", "1Gi")),
+        limits: Some(quantities("2", "4Gi")),
+        ..ResourceRequirements::default()
+    }
+}
+
+/// Launcher pod `index` of `run`.
+pub fn launcher_pod(
+    run: &BenchmarkRun,
+    index: u32,
+    settings: &LauncherSettings,
+) -> Result<Pod, BuildError> {
+    let spec = &run.spec;
+    let parallelism = u32::try_from(spec.launcher.parallelism)
+        .ok()
+        .filter(|p| *p >= 1)
+        .ok_or_else(|| BuildError::Parallelism {
+            run: run.name_any(),
+            parallelism: spec.launcher.parallelism,
+        })?;
+    let namespace = run.namespace().unwrap_or_default();
+    let values = spec.render_values(&namespace);
+    let mut labels = run_labels(run)?;
+    labels.insert(LAUNCHER_INDEX_LABEL.to_owned(), index.to_string());
+
+    let command = if spec.launcher.debug {
+        vec!["sleep".to_owned(), "infinity".to_owned()]
+    } else {
+        let mut args = vec![
+            "llmbench".to_owned(),
+            "run".to_owned(),
+            "--harness".to_owned(),
+            spec.harness.to_string(),
+            "--profile".to_owned(),
+            format!("{PROFILE_MOUNT_PATH}/{PROFILE_FILE}"),
+            "--model".to_owned(),
+            spec.stack.model.clone(),
+            "--output".to_owned(),
+            WORKLOAD_MOUNT_PATH.to_owned(),
+            "--run-id".to_owned(),
+            run_id(run)?,
+            "--summary-file".to_owned(),
+            TERMINATION_LOG.to_owned(),
+            "--shard".to_owned(),
+            format!("{index}/{parallelism}"),
+        ];
+        if let Some(endpoint) = values.get(well_known::ENDPOINT_URL) {
+            args.extend(["--endpoint".to_owned(), endpoint.clone()]);
+        }
+        if let Some(tokenizer) = values.get(well_known::TOKENIZER) {
+            args.extend(["--tokenizer".to_owned(), tokenizer.clone()]);
+        }
+        args
+    };
+
+    let mut env = vec![
+        EnvVar {
+            name: "LLMBENCH_LOG_FORMAT".to_owned(),
+            value: Some("json".to_owned()),
+            ..EnvVar::default()
+        },
+        EnvVar {
+            name: "HF_HOME".to_owned(),
+            value: Some(format!("{WORKLOAD_MOUNT_PATH}/.cache/huggingface")),
+            ..EnvVar::default()
+        },
+        EnvVar {
+            name: "POD_NAME".to_owned(),
+            value_from: Some(EnvVarSource {
+                field_ref: Some(ObjectFieldSelector {
+                    field_path: "metadata.name".to_owned(),
+                    ..ObjectFieldSelector::default()
+                }),
+                ..EnvVarSource::default()
+            }),
+            ..EnvVar::default()
+        },
+    ];
+    if let Some(secret) = &spec.launcher.hf_token_secret_ref {
+        env.push(EnvVar {
+            name: "HF_TOKEN".to_owned(),
+            value_from: Some(EnvVarSource {
+                secret_key_ref: Some(SecretKeySelector {
+                    name: secret.name.clone(),
+                    key: secret.key.clone(),
+                    optional: secret.optional,
+                }),
+                ..EnvVarSource::default()
+            }),
+            ..EnvVar::default()
+        });
+    }
+
+    let workload_volume = match spec.storage.pvc_name() {
+        Some(claim) => Volume {
+            name: "workload".to_owned(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: claim.to_owned(),
+                read_only: Some(false),
+            }),
+            ..Volume::default()
+        },
+        None => Volume {
+            name: "workload".to_owned(),
+            empty_dir: Some(EmptyDirVolumeSource {
+                size_limit: spec
+                    .storage
+                    .empty_dir
+                    .as_ref()
+                    .and_then(|e| e.size_limit.clone())
+                    .map(Quantity),
+                ..EmptyDirVolumeSource::default()
+            }),
+            ..Volume::default()
+        },
+    };
+    let volumes = vec![
+        Volume {
+            name: "profile".to_owned(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: profile_config_map_name(run),
+                ..ConfigMapVolumeSource::default()
+            }),
+            ..Volume::default()
+        },
+        workload_volume,
+        Volume {
+            name: "tmp".to_owned(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Volume::default()
+        },
+    ];
+    let mounts = vec![
+        VolumeMount {
+            name: "profile".to_owned(),
+            mount_path: PROFILE_MOUNT_PATH.to_owned(),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        },
+        VolumeMount {
+            name: "workload".to_owned(),
+            mount_path: WORKLOAD_MOUNT_PATH.to_owned(),
+            ..VolumeMount::default()
+        },
+        VolumeMount {
+            name: "tmp".to_owned(),
+            mount_path: "/tmp".to_owned(),
+            ..VolumeMount::default()
+        },
+    ];
+
+    let container = Container {
+        name: "launcher".to_owned(),
+        image: Some(
+            spec.launcher
+                .image
+                .clone()
+                .unwrap_or_else(|| settings.image.clone()),
+        ),
+        image_pull_policy: settings.image_pull_policy.clone(),
+        command: Some(command),
+        env: Some(env),
+        resources: Some(
+            spec.launcher
+                .resources
+                .clone()
+                .unwrap_or_else(default_resources),
+        ),
+        volume_mounts: Some(mounts),
+        termination_message_path: Some(TERMINATION_LOG.to_owned()),
+        termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            read_only_root_filesystem: Some(true),
+            run_as_non_root: Some(true),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".to_owned()]),
+                ..Capabilities::default()
+            }),
+            ..SecurityContext::default()
+        }),
+        ..Container::default()
+    };
+
+    Ok(Pod {
+        metadata: ObjectMeta {
+            name: Some(launcher_pod_name(run, index)),
+            namespace: run.namespace(),
+            labels: Some(labels),
+            owner_references: Some(vec![owner_reference(run)?]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            restart_policy: Some("Never".to_owned()),
+            service_account_name: spec.launcher.service_account_name.clone(),
+            // The launcher needs no API access: no token is mounted.
+            automount_service_account_token: Some(false),
+            node_selector: Some(spec.launcher.node_selector.clone()).filter(|s| !s.is_empty()),
+            tolerations: Some(spec.launcher.tolerations.clone()).filter(|t| !t.is_empty()),
+            security_context: Some(PodSecurityContext {
+                run_as_non_root: Some(true),
+                run_as_user: Some(LAUNCHER_UID),
+                run_as_group: Some(LAUNCHER_UID),
+                fs_group: Some(LAUNCHER_UID),
+                seccomp_profile: Some(SeccompProfile {
+                    type_: "RuntimeDefault".to_owned(),
+                    ..SeccompProfile::default()
+                }),
+                ..PodSecurityContext::default()
+            }),
+            containers: vec![container],
+            volumes: Some(volumes),
+            ..PodSpec::default()
+        }),
+        ..Pod::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builders::{RUN_UID_LABEL, fixtures};
+
+    fn settings() -> LauncherSettings {
+        LauncherSettings {
+            image: "ghcr.io/llmbench/llmbench:0.1.0".to_owned(),
+            image_pull_policy: Some("IfNotPresent".to_owned()),
+        }
+    }
+
+    fn container(pod: &Pod) -> &Container {
+        &pod.spec.as_ref().expect("spec").containers[0]
+    }
+
+    #[test]
+    fn the_launcher_runs_llmbench_with_the_profile_endpoint_and_summary_file() {
+        let run = fixtures::run(fixtures::BASIC);
+        let pod = launcher_pod(&run, 0, &settings()).expect("builds");
+        assert_eq!(pod.metadata.name.as_deref(), Some("bench-1-launcher-0"));
+        let command = container(&pod).command.clone().expect("command").join(" ");
+        assert_eq!(
+            command,
+            "llmbench run --harness inference-perf --profile /etc/llmbench/profile/profile.yaml --model \
+             meta-llama/Llama-3.1-8B-Instruct --output /requests --run-id bench-1-0f3c9a2e --summary-file \
+             /dev/termination-log --shard 0/1 --endpoint http://vllm.llm-d.svc:8000 --tokenizer \
+             meta-llama/Llama-3.1-8B-Instruct"
+        );
+        assert_eq!(
+            container(&pod).image.as_deref(),
+            Some("ghcr.io/llmbench/llmbench:0.1.0")
+        );
+    }
+
+    #[test]
+    fn the_pod_is_locked_down_and_carries_no_api_credentials() {
+        let pod = launcher_pod(&fixtures::run(fixtures::BASIC), 0, &settings()).expect("builds");
+        let spec = pod.spec.as_ref().expect("spec");
+        assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
+        assert_eq!(spec.automount_service_account_token, Some(false));
+        let pod_security = spec.security_context.as_ref().expect("pod security");
+        assert_eq!(pod_security.run_as_non_root, Some(true));
+        assert_eq!(
+            pod_security
+                .seccomp_profile
+                .as_ref()
+                .map(|s| s.type_.as_str()),
+            Some("RuntimeDefault")
+        );
+        let security = container(&pod)
+            .security_context
+            .as_ref()
+            .expect("container security");
+        assert_eq!(security.read_only_root_filesystem, Some(true));
+        assert_eq!(security.allow_privilege_escalation, Some(false));
+        assert_eq!(
+            security.capabilities.as_ref().and_then(|c| c.drop.clone()),
+            Some(vec!["ALL".to_owned()])
+        );
+        let env = container(&pod).env.clone().unwrap_or_default();
+        assert!(
+            env.iter()
+                .all(|e| !e.name.contains("KUBECONFIG") && !e.name.contains("CONTEXT"))
+        );
+        assert!(
+            env.iter().all(|e| e.name != "HF_TOKEN"),
+            "no token unless a secret is referenced"
+        );
+    }
+
+    #[test]
+    fn the_hf_token_comes_only_from_the_referenced_secret() {
+        let run = fixtures::run(&format!(
+            "{}launcher:\n  hfTokenSecretRef:\n    name: hf\n    key: token\n",
+            fixtures::BASIC
+        ));
+        let pod = launcher_pod(&run, 0, &settings()).expect("builds");
+        let env = container(&pod).env.clone().unwrap_or_default();
+        let token = env
+            .iter()
+            .find(|e| e.name == "HF_TOKEN")
+            .expect("HF_TOKEN is set");
+        assert_eq!(token.value, None, "never a literal value");
+        let secret = token
+            .value_from
+            .as_ref()
+            .and_then(|v| v.secret_key_ref.as_ref())
+            .expect("secret ref");
+        assert_eq!((secret.name.as_str(), secret.key.as_str()), ("hf", "token"));
+    }
+
+    #[test]
+    fn labels_are_unique_to_the_run_and_name_the_launcher_index() {
+        let run = fixtures::run(&format!("{}launcher:\n  parallelism: 3\n", fixtures::BASIC));
+        let pod = launcher_pod(&run, 2, &settings()).expect("builds");
+        let labels = pod.metadata.labels.expect("labels");
+        assert_eq!(
+            labels[RUN_UID_LABEL],
+            "0f3c9a2e-5b7d-4c1e-9a8b-1234567890ab"
+        );
+        assert_eq!(labels[LAUNCHER_INDEX_LABEL], "2");
+        assert!(
+            container(&launcher_pod(&run, 2, &settings()).expect("builds"))
+                .command
+                .clone()
+                .expect("command")
+                .contains(&"2/3".to_owned())
+        );
+    }
+
+    #[test]
+    fn spec_resources_scheduling_and_image_override_the_defaults() {
+        let run = fixtures::run(&format!(
+            "{}launcher:\n  image: my/launcher:dev\n  serviceAccountName: bench\n  nodeSelector:\n    pool: cpu\n  \
+             tolerations:\n  - key: dedicated\n    operator: Exists\n  resources:\n    limits:\n      cpu: '4'\n",
+            fixtures::BASIC
+        ));
+        let pod = launcher_pod(&run, 0, &settings()).expect("builds");
+        let spec = pod.spec.as_ref().expect("spec");
+        assert_eq!(spec.service_account_name.as_deref(), Some("bench"));
+        assert_eq!(
+            spec.node_selector.as_ref().expect("selector")["pool"],
+            "cpu"
+        );
+        assert_eq!(
+            spec.tolerations.as_ref().expect("tolerations")[0]
+                .key
+                .as_deref(),
+            Some("dedicated")
+        );
+        assert_eq!(container(&pod).image.as_deref(), Some("my/launcher:dev"));
+        let limits = container(&pod)
+            .resources
+            .as_ref()
+            .and_then(|r| r.limits.clone())
+            .expect("limits");
+        assert_eq!(limits["cpu"], Quantity("4".to_owned()));
+    }
+
+    #[test]
+    fn debug_keeps_a_sleeping_pod() {
+        let run = fixtures::run(&format!("{}launcher:\n  debug: true\n", fixtures::BASIC));
+        let pod = launcher_pod(&run, 0, &settings()).expect("builds");
+        assert_eq!(
+            container(&pod).command,
+            Some(vec!["sleep".to_owned(), "infinity".to_owned()])
+        );
+    }
+
+    #[test]
+    fn an_empty_dir_run_mounts_scratch_space_instead_of_a_claim() {
+        let run = fixtures::run(&format!(
+            "{}storage:\n  emptyDir:\n    sizeLimit: 5Gi\n",
+            fixtures::BASIC
+        ));
+        let pod = launcher_pod(&run, 0, &settings()).expect("builds");
+        let volumes = pod.spec.and_then(|s| s.volumes).expect("volumes");
+        let workload = volumes
+            .iter()
+            .find(|v| v.name == "workload")
+            .expect("workload volume");
+        assert!(workload.persistent_volume_claim.is_none());
+        assert_eq!(
+            workload
+                .empty_dir
+                .as_ref()
+                .and_then(|e| e.size_limit.clone()),
+            Some(Quantity("5Gi".to_owned()))
+        );
+    }
+
+    #[test]
+    fn a_run_without_a_uid_cannot_be_built_on() {
+        let mut run = fixtures::run(fixtures::BASIC);
+        run.metadata.uid = None;
+        assert!(matches!(
+            launcher_pod(&run, 0, &settings()),
+            Err(BuildError::MissingMetadata { .. })
+        ));
+    }
+}
