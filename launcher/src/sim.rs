@@ -25,6 +25,8 @@ mod engine;
 mod metrics;
 mod openai;
 mod server;
+#[cfg(test)]
+mod tests;
 
 use std::fmt;
 use std::io;
