@@ -1,0 +1,312 @@
+//! HTTP routes: request validation with vLLM's status codes and error bodies, then hand-off to the
+//! engine for timing.
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use tokio::time::Instant;
+
+use super::FailureKind;
+use super::engine::{self, Completed, Engine, Job, RequestShape};
+use super::openai::{
+    ChatRequest, CommonParams, CompletionRequest, Endpoint, ErrorBody, ErrorDetail, ModelCard,
+    ModelList, chat_prompt_tokens,
+};
+
+const JSON: &str = "application/json";
+const EVENT_STREAM: &str = "text/event-stream; charset=utf-8";
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+pub(crate) fn router(engine: Arc<Engine>) -> Router {
+    Router::new()
+        .route("/v1/completions", post(completions))
+        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/models", get(models))
+        .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .with_state(engine)
+}
+
+/// An error answered with vLLM's status and body.
+#[derive(Debug)]
+struct ApiError {
+    status: StatusCode,
+    kind: &'static str,
+    param: Option<&'static str>,
+    message: String,
+}
+
+impl ApiError {
+    fn bad_request(message: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::BAD_REQUEST,
+            kind: "BadRequestError",
+            param: None,
+            message: message.into(),
+        }
+    }
+
+    fn with_param(mut self, param: &'static str) -> Self {
+        self.param = Some(param);
+        self
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::to_vec(&ErrorBody {
+            error: ErrorDetail {
+                message: &self.message,
+                kind: self.kind,
+                param: self.param,
+                code: self.status.as_u16(),
+            },
+        })
+        .unwrap_or_default();
+        with_content_type(self.status, Body::from(body), JSON)
+    }
+}
+
+fn with_content_type(status: StatusCode, body: Body, content_type: &'static str) -> Response {
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+async fn completions(State(engine): State<Arc<Engine>>, body: Bytes) -> Response {
+    let arrival = Instant::now();
+    let result = async {
+        let request: CompletionRequest = parse_body(&body)?;
+        check_model(&engine, request.model.as_deref())?;
+        let prompt_tokens = request
+            .prompt
+            .token_count()
+            .map_err(|message| ApiError::bad_request(message).with_param("prompt"))?;
+        request_shape(
+            &engine,
+            Endpoint::Completions,
+            prompt_tokens,
+            request.common.max_tokens,
+            &request.common,
+        )
+    }
+    .await;
+    match result {
+        Ok(shape) => serve(engine, shape, arrival).await,
+        Err(error) => error.into_response(),
+    }
+}
+
+async fn chat_completions(State(engine): State<Arc<Engine>>, body: Bytes) -> Response {
+    let arrival = Instant::now();
+    let result = async {
+        let request: ChatRequest = parse_body(&body)?;
+        check_model(&engine, request.model.as_deref())?;
+        let prompt_tokens = chat_prompt_tokens(&request.messages);
+        request_shape(
+            &engine,
+            Endpoint::Chat,
+            prompt_tokens,
+            request.max_completion_tokens.or(request.common.max_tokens),
+            &request.common,
+        )
+    }
+    .await;
+    match result {
+        Ok(shape) => serve(engine, shape, arrival).await,
+        Err(error) => error.into_response(),
+    }
+}
+
+fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body)
+        .map_err(|err| ApiError::bad_request(format!("invalid request body: {err}")))
+}
+
+fn check_model(engine: &Engine, requested: Option<&str>) -> Result<(), ApiError> {
+    match requested {
+        Some(model) if model != engine.config.model => Err(ApiError {
+            status: StatusCode::NOT_FOUND,
+            kind: "NotFoundError",
+            param: Some("model"),
+            message: format!("The model `{model}` does not exist."),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Validates the sampling fields against the context window, with vLLM's messages.
+fn request_shape(
+    engine: &Engine,
+    endpoint: Endpoint,
+    prompt_tokens: u32,
+    max_tokens: Option<i64>,
+    common: &CommonParams,
+) -> Result<RequestShape, ApiError> {
+    if let Some(n) = common.n.filter(|n| *n != 1) {
+        return Err(ApiError::bad_request(format!(
+            "n={n} is not supported by the simulator: it returns exactly one choice"
+        ))
+        .with_param("n"));
+    }
+    let stream = common.stream.unwrap_or(false);
+    if common.stream_options.is_some() && !stream {
+        return Err(ApiError::bad_request(
+            "Stream options can only be defined when `stream=True`.",
+        )
+        .with_param("stream_options"));
+    }
+    let include_usage = stream
+        && common
+            .stream_options
+            .as_ref()
+            .and_then(|options| options.include_usage)
+            .unwrap_or(false);
+
+    let max_model_len = engine.config.max_model_len;
+    if prompt_tokens >= max_model_len {
+        return Err(ApiError::bad_request(format!(
+            "This model's maximum context length is {max_model_len} tokens. However, your request \
+             has {prompt_tokens} input tokens. Please reduce the length of the input messages."
+        )));
+    }
+    let room = max_model_len - prompt_tokens;
+    let max_tokens = match max_tokens {
+        None => engine.config.default_output_tokens.min(room),
+        Some(requested) if requested < 1 => {
+            return Err(ApiError::bad_request(format!(
+                "max_tokens must be at least 1, got {requested}."
+            ))
+            .with_param("max_tokens"));
+        }
+        Some(requested) => match u32::try_from(requested).ok().filter(|m| *m <= room) {
+            Some(max_tokens) => max_tokens,
+            None => {
+                return Err(ApiError::bad_request(format!(
+                    "'max_tokens' or 'max_completion_tokens' is too large: {requested}. This \
+                     model's maximum context length is {max_model_len} tokens and your request \
+                     has {prompt_tokens} input tokens ({requested} > {max_model_len} - \
+                     {prompt_tokens})."
+                ))
+                .with_param("max_tokens"));
+            }
+        },
+    };
+    Ok(RequestShape {
+        endpoint,
+        stream,
+        include_usage,
+        prompt_tokens,
+        max_tokens,
+        ignore_eos: common.ignore_eos.unwrap_or(false),
+    })
+}
+
+async fn serve(engine: Arc<Engine>, shape: RequestShape, arrival: Instant) -> Response {
+    let plan = engine.plan(shape);
+    match plan.fault {
+        Some(FailureKind::Http429) => {
+            return ApiError {
+                status: StatusCode::TOO_MANY_REQUESTS,
+                kind: "RateLimitError",
+                param: None,
+                message: format!(
+                    "Injected rate limit (llmbench sim) for request {}.",
+                    plan.id
+                ),
+            }
+            .into_response();
+        }
+        Some(FailureKind::Http500) => {
+            return ApiError {
+                status: StatusCode::INTERNAL_SERVER_ERROR,
+                kind: "InternalServerError",
+                param: None,
+                message: format!(
+                    "Injected server error (llmbench sim) for request {}.",
+                    plan.id
+                ),
+            }
+            .into_response();
+        }
+        _ => {}
+    }
+
+    let job = Job::new(engine, plan, arrival);
+    if shape.stream {
+        // Headers go out now; admission, TTFT and tokens follow in the body, as with vLLM.
+        return with_content_type(
+            StatusCode::OK,
+            Body::from_stream(engine::sse_stream(job)),
+            EVENT_STREAM,
+        );
+    }
+    match engine::complete(job).await {
+        Completed::Body(body) | Completed::Malformed(body) => {
+            with_content_type(StatusCode::OK, Body::from(body), JSON)
+        }
+        Completed::Cutoff(cutoff) => {
+            // A body that fails at once makes hyper close the connection mid-response.
+            let failing = futures_util::stream::once(async move { Err::<Bytes, _>(cutoff) });
+            with_content_type(StatusCode::OK, Body::from_stream(failing), JSON)
+        }
+        Completed::ShuttingDown => ApiError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            kind: "ServiceUnavailableError",
+            param: None,
+            message: "The simulator is shutting down.".to_owned(),
+        }
+        .into_response(),
+    }
+}
+
+async fn models(State(engine): State<Arc<Engine>>) -> Response {
+    let model = engine.config.model.as_str();
+    let body = serde_json::to_vec(&ModelList {
+        object: "list",
+        data: [ModelCard {
+            id: model,
+            object: "model",
+            created: unix_seconds(),
+            owned_by: "vllm",
+            root: model,
+            parent: None,
+            max_model_len: engine.config.max_model_len,
+        }],
+    })
+    .unwrap_or_default();
+    with_content_type(StatusCode::OK, Body::from(body), JSON)
+}
+
+async fn health() -> StatusCode {
+    StatusCode::OK
+}
+
+async fn metrics(State(engine): State<Arc<Engine>>) -> Response {
+    let mut text = String::with_capacity(16 * 1024);
+    match prometheus_client::encoding::text::encode(&mut text, &engine.registry) {
+        Ok(()) => with_content_type(StatusCode::OK, Body::from(text), OPENMETRICS),
+        Err(_) => ApiError {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            kind: "InternalServerError",
+            param: None,
+            message: "failed to encode metrics".to_owned(),
+        }
+        .into_response(),
+    }
+}
+
+fn unix_seconds() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs())
+}
