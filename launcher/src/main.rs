@@ -22,6 +22,9 @@ enum Command {
     /// Render a workload profile template: REPLACE_ENV_* placeholders and key=value overrides, exactly as the
     /// operator renders a BenchmarkRun's profile.
     Render(RenderArgs),
+    /// Serve the embedded vLLM-compatible OpenAI simulator (completions, chat, models, health, vLLM metrics),
+    /// with injectable latency and faults.
+    Sim(llmbench::sim::SimArgs),
 }
 
 #[derive(Args, Debug)]
@@ -83,10 +86,39 @@ fn render_command(args: RenderArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Logs go to stderr: JSON when LLMBENCH_LOG_FORMAT=json (as in a launcher pod), plain text otherwise; the
+/// level comes from RUST_LOG (default info).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if std::env::var("LLMBENCH_LOG_FORMAT").is_ok_and(|f| f == "json") {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+/// A multi-threaded runtime with one worker per CPU the cgroup allows.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(llmbench::sizing::available_cpus())
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_logging();
     let result = match cli.command {
         Command::Render(args) => render_command(args),
+        Command::Sim(args) => runtime().and_then(|rt| {
+            rt.block_on(llmbench::sim::run_until_ctrl_c(args))
+                .map_err(anyhow::Error::from)
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
