@@ -112,3 +112,151 @@ pub fn expected_size(
     }
     (requests, Some(duration).filter(|d| !d.is_zero()))
 }
+
+/// One launcher's share of a run spread over `count` launcher pods (`--shard index/count`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    pub index: u32,
+    pub count: u32,
+}
+
+impl Shard {
+    /// The whole run in one launcher.
+    pub const WHOLE: Shard = Shard { index: 0, count: 1 };
+
+    /// Parses `index/count`, with `index < count`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let (index, count) = text
+            .split_once('/')
+            .ok_or_else(|| format!("--shard {text:?}: expected INDEX/COUNT, e.g. 0/4"))?;
+        let index: u32 = index
+            .trim()
+            .parse()
+            .map_err(|_| format!("--shard {text:?}: INDEX is not a number"))?;
+        let count: u32 = count
+            .trim()
+            .parse()
+            .map_err(|_| format!("--shard {text:?}: COUNT is not a number"))?;
+        if count == 0 || index >= count {
+            return Err(format!(
+                "--shard {text:?}: INDEX must be below COUNT, and COUNT at least 1"
+            ));
+        }
+        Ok(Shard { index, count })
+    }
+
+    /// This launcher's part of `count` things: an even split, the first `count % shards` launchers taking one more.
+    fn part(self, count: u64) -> u64 {
+        let (n, i) = (u64::from(self.count), u64::from(self.index));
+        count / n + u64::from(i < count % n)
+    }
+
+    /// This launcher's part of `stages`. Every launcher computes the same seeded schedule and keeps every
+    /// `count`-th arrival starting at its index, so together they send exactly the whole schedule; closed loops split
+    /// their concurrency and totals.
+    pub fn apply(self, stages: Vec<engine::Stage>) -> Vec<engine::Stage> {
+        if self.count == 1 {
+            return stages;
+        }
+        stages
+            .into_iter()
+            .map(|stage| {
+                let plan = match stage.plan {
+                    engine::StagePlan::Open {
+                        send_at,
+                        max_concurrency,
+                    } => engine::StagePlan::Open {
+                        send_at: send_at
+                            .into_iter()
+                            .skip(self.index as usize)
+                            .step_by(self.count as usize)
+                            .collect(),
+                        max_concurrency: max_concurrency
+                            .map(|c| self.part(c as u64).max(1) as usize),
+                    },
+                    engine::StagePlan::Closed {
+                        concurrency,
+                        total,
+                        duration,
+                        rampup,
+                    } => engine::StagePlan::Closed {
+                        concurrency: self.part(concurrency as u64) as usize,
+                        total: total.map(|t| self.part(t)),
+                        duration,
+                        rampup,
+                    },
+                };
+                engine::Stage {
+                    plan,
+                    requested_rate: stage.requested_rate.map(|r| r / f64::from(self.count)),
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(n: u64) -> engine::Stage {
+        engine::Stage {
+            plan: engine::StagePlan::Open {
+                send_at: (0..n).map(Duration::from_millis).collect(),
+                max_concurrency: None,
+            },
+            requested_rate: Some(10.0),
+        }
+    }
+
+    #[test]
+    fn shards_together_send_exactly_the_whole_schedule() {
+        let mut all: Vec<Duration> = Vec::new();
+        for index in 0..3 {
+            let shard = Shard { index, count: 3 };
+            let stages = shard.apply(vec![open(10)]);
+            let engine::StagePlan::Open { send_at, .. } = &stages[0].plan else {
+                panic!("open stays open");
+            };
+            assert_eq!(stages[0].requested_rate, Some(10.0 / 3.0));
+            all.extend(send_at);
+        }
+        all.sort();
+        assert_eq!(all, (0..10).map(Duration::from_millis).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn closed_loops_split_concurrency_and_totals_evenly() {
+        let closed = engine::Stage {
+            plan: engine::StagePlan::Closed {
+                concurrency: 10,
+                total: Some(101),
+                duration: None,
+                rampup: Duration::ZERO,
+            },
+            requested_rate: None,
+        };
+        let parts: Vec<(usize, Option<u64>)> = (0..4)
+            .map(
+                |index| match &(Shard { index, count: 4 }).apply(vec![closed.clone()])[0].plan {
+                    engine::StagePlan::Closed {
+                        concurrency, total, ..
+                    } => (*concurrency, *total),
+                    engine::StagePlan::Open { .. } => panic!("closed stays closed"),
+                },
+            )
+            .collect();
+        assert_eq!(
+            parts,
+            vec![(3, Some(26)), (3, Some(25)), (2, Some(25)), (2, Some(25))]
+        );
+    }
+
+    #[test]
+    fn shard_specs_are_validated() {
+        assert_eq!(Shard::parse("1/4"), Ok(Shard { index: 1, count: 4 }));
+        for bad in ["4/4", "1", "a/2", "0/0"] {
+            assert!(Shard::parse(bad).is_err(), "{bad}");
+        }
+    }
+}
