@@ -1,1 +1,762 @@
+//! The raw per-request record: what the engine timestamps during a run, one line of `requests.jsonl` per
+//! request. Every metric is derived from these records afterwards (see `metrics`), so each tool's definition
+//! (inference-perf, vllm bench serve, guidellm, MLPerf LoadGen; FORMATS.md §3) can be computed from the same run.
+//!
+//! All times are `u64` nanoseconds since the run's monotonic t0. The engine owns the `Instant`; this module
+//! never sees a clock. A record stays small while a request is in flight (no text, no per-chunk strings: one
+//! 16-byte [`ChunkEvent`] per SSE chunk), so tens of thousands of concurrent streams cost little.
+//!
+//! Conventions the engine follows when filling a record:
+//! - `sent_ns` is taken just before the request goes on the wire; `scheduled_ns` is when the schedule wanted it.
+//! - Every SSE chunk is recorded on arrival, before parsing, classified by what it carried ([`ChunkKind`]).
+//! - A non-streaming request records at most one `Content` chunk (the body); token-timing metrics (TTFT, TPOT,
+//!   ITL) are `None` for it, as inference-perf reports them null without streaming.
+//! - A failed request carries `error`; a response with a non-2xx status counts as failed even without one.
 
+use std::fmt;
+use std::io::BufRead;
+
+use serde::{Deserialize, Serialize};
+
+/// One request as measured by the engine. Serialized as one compact JSON line of `requests.jsonl`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    /// Request id, unique within the run.
+    pub id: u64,
+    /// Index of the load stage that issued the request.
+    pub stage: u32,
+    /// When the schedule intended the request to be sent.
+    pub scheduled_ns: u64,
+    /// When the request was actually sent.
+    pub sent_ns: u64,
+    /// When the response was complete (or the request failed).
+    pub end_ns: u64,
+    /// Prompt length in tokens, as we built it.
+    pub input_tokens: u32,
+    /// The `max_tokens` we asked for, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Whether the request asked for a streamed (SSE) response.
+    pub streaming: bool,
+    /// HTTP status of the response, if one arrived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_status: Option<u16>,
+    /// Token counts reported by the server (`usage`), if it sent them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// Why the request failed; `None` for a success.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<RequestError>,
+    /// Every response chunk in arrival order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chunks: Vec<ChunkEvent>,
+}
+
+/// Token counts from the server's `usage` object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u32,
+    pub completion_tokens: u32,
+}
+
+/// One response chunk: when it arrived and what it carried.
+///
+/// JSON: `{"at_ns":…,"kind":"content","tokens":1}`, `{"at_ns":…,"kind":"empty"}`, `{"at_ns":…,"kind":"usage_only"}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "ChunkEventRepr", into = "ChunkEventRepr")]
+pub struct ChunkEvent {
+    pub at_ns: u64,
+    pub kind: ChunkKind,
+}
+
+/// What a chunk carried. The kinds matter because the tools disagree on which chunk ends TTFT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChunkKind {
+    /// A `choices` chunk with non-empty text/content. `tokens` is what the server said the chunk carried when
+    /// known, else 1.
+    Content { tokens: u32 },
+    /// A `choices` chunk with empty text, or a role-only chat delta. vllm bench serve counts it for TTFT;
+    /// inference-perf does not.
+    Empty,
+    /// The final chunk with empty `choices` that carries only `usage`.
+    UsageOnly,
+}
+
+impl ChunkKind {
+    /// Whether the chunk carried `choices` (Content or Empty): vllm bench serve's notion of a token chunk.
+    pub fn has_choices(self) -> bool {
+        !matches!(self, ChunkKind::UsageOnly)
+    }
+
+    /// Tokens carried by a `Content` chunk; `None` for the other kinds.
+    pub fn content_tokens(self) -> Option<u32> {
+        match self {
+            ChunkKind::Content { tokens } => Some(tokens),
+            ChunkKind::Empty | ChunkKind::UsageOnly => None,
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum ChunkKindTag {
+    Content,
+    Empty,
+    UsageOnly,
+}
+
+/// The flat JSON shape of a chunk, so a line reads `{"at_ns":5,"kind":"content","tokens":1}` rather than
+/// serde's nested enum form.
+#[derive(Serialize, Deserialize)]
+struct ChunkEventRepr {
+    at_ns: u64,
+    kind: ChunkKindTag,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tokens: Option<u32>,
+}
+
+impl From<ChunkEventRepr> for ChunkEvent {
+    fn from(repr: ChunkEventRepr) -> Self {
+        let kind = match repr.kind {
+            // A content chunk whose token count is unknown carries one token, as the engine records it.
+            ChunkKindTag::Content => ChunkKind::Content {
+                tokens: repr.tokens.unwrap_or(1),
+            },
+            ChunkKindTag::Empty => ChunkKind::Empty,
+            ChunkKindTag::UsageOnly => ChunkKind::UsageOnly,
+        };
+        ChunkEvent {
+            at_ns: repr.at_ns,
+            kind,
+        }
+    }
+}
+
+impl From<ChunkEvent> for ChunkEventRepr {
+    fn from(event: ChunkEvent) -> Self {
+        let (kind, tokens) = match event.kind {
+            ChunkKind::Content { tokens } => (ChunkKindTag::Content, Some(tokens)),
+            ChunkKind::Empty => (ChunkKindTag::Empty, None),
+            ChunkKind::UsageOnly => (ChunkKindTag::UsageOnly, None),
+        };
+        ChunkEventRepr {
+            at_ns: event.at_ns,
+            kind,
+            tokens,
+        }
+    }
+}
+
+/// Why a request failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestError {
+    pub class: ErrorClass,
+    pub message: String,
+}
+
+/// Failure classes, counted per class in the summary's `errors`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    /// The server answered with a non-2xx status (the code is in `RequestRecord::http_status`).
+    HttpStatus,
+    /// The request exceeded its timeout.
+    Timeout,
+    /// The connection was reset or closed by the peer.
+    ConnectionReset,
+    /// The connection could not be established.
+    Connect,
+    /// The stream ended before `[DONE]` or a finish reason.
+    StreamCut,
+    /// A response event could not be parsed.
+    MalformedEvent,
+    /// Anything else.
+    Other,
+}
+
+impl ErrorClass {
+    /// The snake_case name, as in JSON and as the key in `errors {<class>: count}`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::HttpStatus => "http_status",
+            ErrorClass::Timeout => "timeout",
+            ErrorClass::ConnectionReset => "connection_reset",
+            ErrorClass::Connect => "connect",
+            ErrorClass::StreamCut => "stream_cut",
+            ErrorClass::MalformedEvent => "malformed_event",
+            ErrorClass::Other => "other",
+        }
+    }
+}
+
+impl fmt::Display for ErrorClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a failed request is counted in `errors`: its class, and for HTTP failures the status, so the summary
+/// says `http_429` rather than a bare `http_status` (a 429 and a 503 call for different fixes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ErrorKey {
+    pub class: ErrorClass,
+    pub http_status: Option<u16>,
+}
+
+impl fmt::Display for ErrorKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.class, self.http_status) {
+            (ErrorClass::HttpStatus, Some(status)) => write!(f, "http_{status}"),
+            (class, _) => f.write_str(class.as_str()),
+        }
+    }
+}
+
+/// `a − b`, or 0 if the clock readings are out of order (they never should be; a bad record must not wrap).
+fn since(a: u64, b: u64) -> u64 {
+    a.saturating_sub(b)
+}
+
+impl RequestRecord {
+    /// Whether the request succeeded: no error, and no non-2xx status.
+    pub fn succeeded(&self) -> bool {
+        self.error_class().is_none()
+    }
+
+    /// The failure class: the recorded error's, or `HttpStatus` for a non-2xx response recorded without one.
+    pub fn error_class(&self) -> Option<ErrorClass> {
+        match (&self.error, self.http_status) {
+            (Some(error), _) => Some(error.class),
+            (None, Some(status)) if !(200..300).contains(&status) => Some(ErrorClass::HttpStatus),
+            (None, _) => None,
+        }
+    }
+
+    /// The key this request is counted under in `errors`, `None` for a success.
+    pub fn error_key(&self) -> Option<ErrorKey> {
+        self.error_class().map(|class| ErrorKey {
+            class,
+            http_status: self.http_status.filter(|_| class == ErrorClass::HttpStatus),
+        })
+    }
+
+    /// Output tokens: the server's `usage.completion_tokens` when present (vllm, guidellm, inference-perf with
+    /// server counts), else the sum of the content chunks' tokens.
+    pub fn output_tokens(&self) -> u32 {
+        match self.usage {
+            Some(usage) => usage.completion_tokens,
+            None => self
+                .chunks
+                .iter()
+                .filter_map(|c| c.kind.content_tokens())
+                .fold(0u32, u32::saturating_add),
+        }
+    }
+
+    /// Input tokens: the server's `usage.prompt_tokens` when present, else the prompt length as we built it
+    /// (inference-perf's rule).
+    pub fn prompt_tokens(&self) -> u32 {
+        self.usage.map_or(self.input_tokens, |u| u.prompt_tokens)
+    }
+
+    /// The chunks that carry token timing: all of them when streaming, none otherwise.
+    fn streamed_chunks(&self) -> &[ChunkEvent] {
+        if self.streaming { &self.chunks } else { &[] }
+    }
+
+    fn content_chunks(&self) -> impl DoubleEndedIterator<Item = &ChunkEvent> {
+        self.streamed_chunks()
+            .iter()
+            .filter(|c| matches!(c.kind, ChunkKind::Content { .. }))
+    }
+
+    fn first_content_ns(&self) -> Option<u64> {
+        self.content_chunks().next().map(|c| c.at_ns)
+    }
+
+    fn last_content_ns(&self) -> Option<u64> {
+        self.content_chunks().next_back().map(|c| c.at_ns)
+    }
+
+    /// End-to-end latency from the send: `end − sent` (inference-perf's `request_latency`, guidellm's).
+    pub fn e2e_ns(&self) -> u64 {
+        since(self.end_ns, self.sent_ns)
+    }
+
+    /// End-to-end latency from the scheduled time: `end − scheduled` (MLPerf LoadGen; free of coordinated
+    /// omission, since a late send counts against the system).
+    pub fn e2e_from_scheduled_ns(&self) -> u64 {
+        since(self.end_ns, self.scheduled_ns)
+    }
+
+    /// How late the send was: `sent − scheduled` (inference-perf's `schedule_delay`); 0 if sent early.
+    pub fn schedule_delay_ns(&self) -> u64 {
+        since(self.sent_ns, self.scheduled_ns)
+    }
+
+    /// TTFT as inference-perf and guidellm define it: first chunk with non-empty content − sent. `None` without
+    /// a content chunk or without streaming.
+    pub fn ttft_ns(&self) -> Option<u64> {
+        self.first_content_ns().map(|t| since(t, self.sent_ns))
+    }
+
+    /// TTFT from the scheduled time: first content chunk − scheduled (MLPerf LoadGen's first-token latency).
+    pub fn ttft_from_scheduled_ns(&self) -> Option<u64> {
+        self.first_content_ns().map(|t| since(t, self.scheduled_ns))
+    }
+
+    /// TTFT as vllm bench serve defines it: first chunk carrying `choices`, even with empty text or a role-only
+    /// delta, − sent.
+    pub fn ttft_vllm_ns(&self) -> Option<u64> {
+        self.streamed_chunks()
+            .iter()
+            .find(|c| c.kind.has_choices())
+            .map(|c| since(c.at_ns, self.sent_ns))
+    }
+
+    /// E2E as vllm bench serve defines it: last chunk of any kind − sent (in chat mode its usage-only chunk also
+    /// advances the clock). `None` without chunks or without streaming.
+    pub fn e2e_vllm_ns(&self) -> Option<u64> {
+        self.streamed_chunks()
+            .last()
+            .map(|c| since(c.at_ns, self.sent_ns))
+    }
+
+    /// TPOT as inference-perf defines it (and guidellm's "ITL"): `(last content − first content) / (n − 1)`,
+    /// n = [`output_tokens`](Self::output_tokens). Excludes the first token; `None` for n < 2. Truncated to whole ns.
+    pub fn tpot_ns(&self) -> Option<u64> {
+        let n = self.output_tokens();
+        if n < 2 {
+            return None;
+        }
+        let first = self.first_content_ns()?;
+        let last = self.last_content_ns()?;
+        Some(since(last, first) / u64::from(n - 1))
+    }
+
+    /// TPOT as vllm bench serve defines it: `(e2e_vllm − ttft_vllm) / (n − 1)`; `None` for n < 2.
+    pub fn tpot_vllm_ns(&self) -> Option<u64> {
+        let n = self.output_tokens();
+        if n < 2 {
+            return None;
+        }
+        let e2e = self.e2e_vllm_ns()?;
+        let ttft = self.ttft_vllm_ns()?;
+        Some(since(e2e, ttft) / u64::from(n - 1))
+    }
+
+    /// NTPOT as inference-perf defines it: `(end − sent) / n`, streaming or not; `None` for n = 0.
+    pub fn ntpot_ns(&self) -> Option<u64> {
+        match self.output_tokens() {
+            0 => None,
+            n => Some(self.e2e_ns() / u64::from(n)),
+        }
+    }
+
+    /// guidellm's `time_per_output_token`: `(last token − sent) / n`, TTFT included but ending at the last
+    /// token rather than at the end of the request; `None` for n = 0, without a content chunk or without
+    /// streaming.
+    pub fn guidellm_tpot_ns(&self) -> Option<u64> {
+        let n = self.output_tokens();
+        if n == 0 {
+            return None;
+        }
+        let last = self.last_content_ns()?;
+        Some(since(last, self.sent_ns) / u64::from(n))
+    }
+
+    /// Inter-token latency per chunk: the gap between each pair of consecutive content chunks (what our
+    /// summary's ITL pools). Empty without streaming.
+    pub fn itl_gaps_ns(&self) -> impl Iterator<Item = u64> + '_ {
+        gaps(self.content_chunks())
+    }
+
+    /// Inter-token latency as vllm bench serve defines it: gaps between consecutive chunks carrying `choices`
+    /// (Empty included). Empty without streaming.
+    pub fn itl_vllm_gaps_ns(&self) -> impl Iterator<Item = u64> + '_ {
+        gaps(
+            self.streamed_chunks()
+                .iter()
+                .filter(|c| c.kind.has_choices()),
+        )
+    }
+
+    /// Inter-token latency as inference-perf defines it: per token, each token stamped with its chunk's arrival,
+    /// so a chunk of k tokens contributes its gap to the previous chunk and then k − 1 zeros. Yields n − 1 gaps
+    /// for n content tokens. Empty without streaming.
+    pub fn itl_token_gaps_ns(&self) -> impl Iterator<Item = u64> + '_ {
+        let mut prev: Option<u64> = None;
+        self.content_chunks().flat_map(move |c| {
+            let tokens = c.kind.content_tokens().unwrap_or(0);
+            let (gap, zeros) = if tokens == 0 {
+                // A chunk the server says carried no token stamps nothing.
+                (None, 0)
+            } else {
+                let gap = prev.map(|p| since(c.at_ns, p));
+                prev = Some(c.at_ns);
+                (gap, tokens - 1)
+            };
+            gap.into_iter()
+                .chain(std::iter::repeat_n(0, zeros as usize))
+        })
+    }
+}
+
+/// Gaps between consecutive chunk arrivals.
+fn gaps<'a>(chunks: impl Iterator<Item = &'a ChunkEvent> + 'a) -> impl Iterator<Item = u64> + 'a {
+    let mut prev: Option<u64> = None;
+    chunks.filter_map(move |c| {
+        let gap = prev.map(|p| since(c.at_ns, p));
+        prev = Some(c.at_ns);
+        gap
+    })
+}
+
+/// Reading `requests.jsonl` back failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadRecordsError {
+    #[error("failed to read requests.jsonl")]
+    Io(#[from] std::io::Error),
+    #[error("malformed request record on line {line} of requests.jsonl")]
+    Parse {
+        line: usize,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// Reads `requests.jsonl`: one record per line, blank lines ignored. A last line whose JSON is cut short is the
+/// record a killed launcher was writing: it is skipped with a warning, not an error.
+pub fn read_jsonl(reader: impl BufRead) -> Result<Vec<RequestRecord>, ReadRecordsError> {
+    let mut records = Vec::new();
+    let mut lines = reader.split(b'\n').enumerate().peekable();
+    while let Some((index, line)) = lines.next() {
+        let line = line?;
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice(&line) {
+            Ok(record) => records.push(record),
+            // Only the last line can be torn: the writer appends whole lines, so more output means it finished.
+            Err(source) if lines.peek().is_none() && source.is_eof() => {
+                tracing::warn!(
+                    line = index + 1,
+                    "skipping a truncated last line of requests.jsonl"
+                );
+            }
+            Err(source) => {
+                return Err(ReadRecordsError::Parse {
+                    line: index + 1,
+                    source,
+                });
+            }
+        }
+    }
+    Ok(records)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ChunkKind::{Content, Empty, UsageOnly};
+
+    fn content(tokens: u32) -> ChunkKind {
+        Content { tokens }
+    }
+
+    /// A streamed chat request scheduled at 90, sent at 100 and ended at 320, with these chunks.
+    fn streamed(chunks: &[(u64, ChunkKind)]) -> RequestRecord {
+        RequestRecord {
+            id: 1,
+            stage: 0,
+            scheduled_ns: 90,
+            sent_ns: 100,
+            end_ns: 320,
+            input_tokens: 10,
+            max_tokens: Some(4),
+            streaming: true,
+            http_status: Some(200),
+            usage: None,
+            error: None,
+            chunks: chunks
+                .iter()
+                .map(|&(at_ns, kind)| ChunkEvent { at_ns, kind })
+                .collect(),
+        }
+    }
+
+    /// Role-only delta at 150, tokens at 200, 230, 260, 300, usage chunk at 310.
+    fn chat() -> RequestRecord {
+        streamed(&[
+            (150, Empty),
+            (200, content(1)),
+            (230, content(1)),
+            (260, content(1)),
+            (300, content(1)),
+            (310, UsageOnly),
+        ])
+    }
+
+    #[test]
+    fn ttft_waits_for_the_first_content_chunk() {
+        // inference-perf: the role-only delta at 150 does not count; 200 − 100 = 100.
+        assert_eq!(chat().ttft_ns(), Some(100));
+    }
+
+    #[test]
+    fn vllm_ttft_counts_a_role_only_chunk() {
+        // vllm bench serve: the first chunk with choices, the role-only delta at 150; 150 − 100 = 50.
+        assert_eq!(chat().ttft_vllm_ns(), Some(50));
+    }
+
+    #[test]
+    fn ttft_is_none_without_content() {
+        let r = streamed(&[(150, Empty), (310, UsageOnly)]);
+        assert_eq!(r.ttft_ns(), None);
+        assert_eq!(r.ttft_vllm_ns(), Some(50));
+        assert_eq!(streamed(&[(310, UsageOnly)]).ttft_vllm_ns(), None);
+    }
+
+    #[test]
+    fn tpot_excludes_the_first_token() {
+        // n = 4 tokens: (300 − 200) / (4 − 1) = 33 (33.3 truncated to whole ns).
+        assert_eq!(chat().tpot_ns(), Some(33));
+        let r = streamed(&[(200, content(1)), (260, content(1)), (320, content(1))]);
+        // (320 − 200) / 2 = 60.
+        assert_eq!(r.tpot_ns(), Some(60));
+    }
+
+    #[test]
+    fn tpot_divides_by_tokens_not_chunks() {
+        // Two chunks carrying 3 and 2 tokens: n = 5, (260 − 200) / 4 = 15.
+        let r = streamed(&[(200, content(3)), (260, content(2))]);
+        assert_eq!(r.tpot_ns(), Some(15));
+    }
+
+    #[test]
+    fn tpot_is_none_for_a_single_token() {
+        let r = streamed(&[(200, content(1)), (310, UsageOnly)]);
+        assert_eq!(r.tpot_ns(), None);
+        assert_eq!(r.tpot_vllm_ns(), None);
+    }
+
+    #[test]
+    fn vllm_tpot_runs_from_the_first_choices_chunk_to_the_last_chunk() {
+        // e2e_vllm = 310 (usage chunk) − 100 = 210; ttft_vllm = 50; (210 − 50) / (4 − 1) = 53.
+        let r = chat();
+        assert_eq!(r.e2e_vllm_ns(), Some(210));
+        assert_eq!(r.tpot_vllm_ns(), Some(53));
+    }
+
+    #[test]
+    fn output_tokens_prefer_the_server_usage() {
+        let mut r = chat();
+        assert_eq!(r.output_tokens(), 4);
+        r.usage = Some(Usage {
+            prompt_tokens: 12,
+            completion_tokens: 7,
+        });
+        assert_eq!(r.output_tokens(), 7);
+        // (300 − 200) / (7 − 1) = 16 with the server's count.
+        assert_eq!(r.tpot_ns(), Some(16));
+        assert_eq!(r.prompt_tokens(), 12);
+    }
+
+    #[test]
+    fn output_tokens_sum_the_content_chunks_without_usage() {
+        let r = streamed(&[
+            (150, Empty),
+            (200, content(3)),
+            (260, content(2)),
+            (300, UsageOnly),
+        ]);
+        assert_eq!(r.output_tokens(), 5);
+        assert_eq!(r.prompt_tokens(), 10);
+    }
+
+    #[test]
+    fn ntpot_includes_the_first_token_and_runs_to_the_end() {
+        // (320 − 100) / 4 = 55.
+        assert_eq!(chat().ntpot_ns(), Some(55));
+        assert_eq!(streamed(&[(150, Empty)]).ntpot_ns(), None);
+    }
+
+    #[test]
+    fn guidellm_tpot_runs_from_the_send_to_the_last_token() {
+        // (300 − 100) / 4 = 50: ends at the last token, not at the end (320).
+        assert_eq!(chat().guidellm_tpot_ns(), Some(50));
+    }
+
+    #[test]
+    fn itl_gaps_are_per_content_chunk() {
+        // 200 → 230 → 260 → 300: gaps 30, 30, 40; the role-only and usage chunks are not tokens.
+        assert_eq!(chat().itl_gaps_ns().collect::<Vec<_>>(), [30, 30, 40]);
+    }
+
+    #[test]
+    fn vllm_itl_gaps_include_empty_choices_chunks() {
+        // 150 → 200 → 230 → 260 → 300; the usage-only chunk has no choices.
+        assert_eq!(
+            chat().itl_vllm_gaps_ns().collect::<Vec<_>>(),
+            [50, 30, 30, 40]
+        );
+    }
+
+    #[test]
+    fn token_itl_puts_zero_gaps_inside_a_chunk() {
+        // inference-perf stamps every token with its chunk's arrival: chunk of 3 at 200, chunk of 2 at 260 gives
+        // tokens at 200, 200, 200, 260, 260 → gaps 0, 0, 60, 0 (n − 1 = 4 gaps).
+        let r = streamed(&[(150, Empty), (200, content(3)), (260, content(2))]);
+        assert_eq!(r.itl_token_gaps_ns().collect::<Vec<_>>(), [0, 0, 60, 0]);
+    }
+
+    #[test]
+    fn latency_from_the_schedule_includes_the_send_delay() {
+        let r = chat();
+        // Scheduled 90, sent 100.
+        assert_eq!(r.schedule_delay_ns(), 10);
+        assert_eq!(r.e2e_ns(), 220);
+        assert_eq!(r.e2e_from_scheduled_ns(), 230);
+        assert_eq!(r.ttft_from_scheduled_ns(), Some(110));
+    }
+
+    #[test]
+    fn early_send_has_zero_schedule_delay() {
+        let mut r = chat();
+        r.scheduled_ns = 105;
+        assert_eq!(r.schedule_delay_ns(), 0);
+    }
+
+    #[test]
+    fn non_streaming_request_has_no_token_timing() {
+        let mut r = streamed(&[(310, content(4))]);
+        r.streaming = false;
+        assert_eq!(r.ttft_ns(), None);
+        assert_eq!(r.ttft_vllm_ns(), None);
+        assert_eq!(r.tpot_ns(), None);
+        assert_eq!(r.itl_gaps_ns().count(), 0);
+        // NTPOT and E2E hold either way: (320 − 100) / 4 = 55.
+        assert_eq!(r.output_tokens(), 4);
+        assert_eq!(r.ntpot_ns(), Some(55));
+        assert_eq!(r.e2e_ns(), 220);
+    }
+
+    #[test]
+    fn out_of_order_timestamps_never_wrap() {
+        let mut r = chat();
+        r.end_ns = 50;
+        assert_eq!(r.e2e_ns(), 0);
+    }
+
+    #[test]
+    fn a_non_2xx_status_fails_the_request_even_without_an_error() {
+        let mut r = chat();
+        assert!(r.succeeded());
+        r.http_status = Some(503);
+        assert!(!r.succeeded());
+        assert_eq!(r.error_key().unwrap().to_string(), "http_503");
+    }
+
+    #[test]
+    fn error_key_names_the_class_and_the_http_status() {
+        let mut r = chat();
+        r.http_status = Some(429);
+        r.error = Some(RequestError {
+            class: ErrorClass::HttpStatus,
+            message: "Too Many Requests".into(),
+        });
+        assert_eq!(r.error_key().unwrap().to_string(), "http_429");
+        // A stream cut after a 200 is counted as a stream cut, whatever the status was.
+        r.http_status = Some(200);
+        r.error = Some(RequestError {
+            class: ErrorClass::StreamCut,
+            message: "ended before [DONE]".into(),
+        });
+        assert_eq!(r.error_key().unwrap().to_string(), "stream_cut");
+        r.http_status = None;
+        r.error = Some(RequestError {
+            class: ErrorClass::HttpStatus,
+            message: String::new(),
+        });
+        assert_eq!(r.error_key().unwrap().to_string(), "http_status");
+    }
+
+    #[test]
+    fn error_classes_display_as_their_snake_case_json_names() {
+        for class in [
+            ErrorClass::HttpStatus,
+            ErrorClass::Timeout,
+            ErrorClass::ConnectionReset,
+            ErrorClass::Connect,
+            ErrorClass::StreamCut,
+            ErrorClass::MalformedEvent,
+            ErrorClass::Other,
+        ] {
+            assert_eq!(serde_json::to_value(class).unwrap(), class.to_string());
+        }
+        assert_eq!(ErrorClass::MalformedEvent.to_string(), "malformed_event");
+    }
+
+    #[test]
+    fn record_serializes_as_one_flat_json_line() {
+        let mut r = streamed(&[(150, Empty), (200, content(2)), (310, UsageOnly)]);
+        r.usage = Some(Usage {
+            prompt_tokens: 10,
+            completion_tokens: 2,
+        });
+        let line = serde_json::to_string(&r).unwrap();
+        assert_eq!(
+            line,
+            r#"{"id":1,"stage":0,"scheduled_ns":90,"sent_ns":100,"end_ns":320,"input_tokens":10,"max_tokens":4,"streaming":true,"http_status":200,"usage":{"prompt_tokens":10,"completion_tokens":2},"chunks":[{"at_ns":150,"kind":"empty"},{"at_ns":200,"kind":"content","tokens":2},{"at_ns":310,"kind":"usage_only"}]}"#
+        );
+        assert_eq!(serde_json::from_str::<RequestRecord>(&line).unwrap(), r);
+    }
+
+    #[test]
+    fn failed_record_round_trips_with_its_error() {
+        let mut r = streamed(&[]);
+        r.http_status = None;
+        r.error = Some(RequestError {
+            class: ErrorClass::ConnectionReset,
+            message: "connection reset by peer".into(),
+        });
+        let line = serde_json::to_string(&r).unwrap();
+        assert!(line.contains(
+            r#""error":{"class":"connection_reset","message":"connection reset by peer"}"#
+        ));
+        assert!(!line.contains("chunks"));
+        assert_eq!(serde_json::from_str::<RequestRecord>(&line).unwrap(), r);
+    }
+
+    #[test]
+    fn content_chunk_without_a_token_count_carries_one_token() {
+        let c: ChunkEvent = serde_json::from_str(r#"{"at_ns":5,"kind":"content"}"#).unwrap();
+        assert_eq!(c.kind, content(1));
+    }
+
+    #[test]
+    fn record_stays_compact_in_memory() {
+        // 16 bytes per chunk (8 for the time, 8 for the kind and its token count); the record itself fits two
+        // cache lines, so 10,000 in-flight streams hold about 1.3 MB plus their chunks.
+        assert_eq!(std::mem::size_of::<ChunkEvent>(), 16);
+        assert!(std::mem::size_of::<RequestRecord>() <= 128);
+    }
+
+    #[test]
+    fn read_jsonl_skips_a_truncated_last_line() {
+        let a = serde_json::to_string(&chat()).unwrap();
+        let text = format!("{a}\n\n{a}\n{}", &a[..a.len() / 2]);
+        let records = read_jsonl(text.as_bytes()).unwrap();
+        assert_eq!(records.len(), 2);
+    }
+
+    #[test]
+    fn read_jsonl_names_the_line_of_a_malformed_record() {
+        let a = serde_json::to_string(&chat()).unwrap();
+        let text = format!("{a}\n{{\"id\":\"x\"}}\n{a}\n");
+        match read_jsonl(text.as_bytes()) {
+            Err(ReadRecordsError::Parse { line, .. }) => assert_eq!(line, 2),
+            other => panic!("expected a parse error, got {other:?}"),
+        }
+    }
+}
