@@ -5,7 +5,7 @@
 //!
 //! [`Stats`] needs only a dozen order statistics (the two neighbours of each percentile's virtual index), so it
 //! finds them without sorting: for nanosecond samples by bucketed selection over the integer values, in two
-//! linear passes (see [`select_ranks`]), which keeps a summary of tens of millions of pooled ITL gaps fast.
+//! linear passes (`select_ranks`), which keeps a summary of tens of millions of pooled ITL gaps fast.
 //! Mean and standard deviation come from exact integer sums gathered while the values are collected.
 
 use serde::{Deserialize, Serialize};
