@@ -1,0 +1,694 @@
+//! `summary.json` (schema `llmbench.summary/v1`) and the compact `--summary-file` of at most 4096 bytes that
+//! a launcher pod writes to its termination log for the operator to copy into the run's status.
+//!
+//! The schema's fields are those of issue 3: `run_id`, `harness`, `model`, `endpoint`,
+//! `requests {total, succeeded, failed}`, `duration_s`, `throughput {requests_per_s, input_tokens_per_s,
+//! output_tokens_per_s}`, `latency_ms {ttft, tpot, itl, ntpot, e2e}` each `{mean, p50, p90, p99}`,
+//! `schedule {requested_rate, achieved_rate, delay_ms {p50, p99}}`, `stages [...]` with the same fields per
+//! stage, and `errors {<class>: count}`. The full file is a superset (every [`Stats`] field, failure rate, total
+//! tokens per second, latency from the scheduled time); the compact summary has exactly the schema's fields, plus
+//! `stages_omitted` when it had to leave the stages out.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::stats::Stats;
+use super::summary::{RequestCounts, StageSummary, Summary, summarize_stages};
+use crate::record::RequestRecord;
+
+/// The schema id carried by `summary.json` and by the compact summary.
+pub const SUMMARY_SCHEMA: &str = "llmbench.summary/v1";
+
+/// The size limit of the compact summary: a Kubernetes termination message holds 4096 bytes.
+pub const COMPACT_SUMMARY_MAX_BYTES: usize = 4096;
+
+/// What identifies a run in its summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunInfo {
+    pub run_id: String,
+    pub harness: String,
+    pub model: String,
+    pub endpoint: String,
+}
+
+/// The content of `summary.json`: the whole run's summary, then each stage's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// Always [`SUMMARY_SCHEMA`].
+    pub schema: String,
+    pub run_id: String,
+    pub harness: String,
+    pub model: String,
+    pub endpoint: String,
+    #[serde(flatten)]
+    pub overall: Summary,
+    pub stages: Vec<StageSummary>,
+}
+
+impl RunSummary {
+    pub fn new(info: RunInfo, overall: Summary, stages: Vec<StageSummary>) -> Self {
+        let RunInfo {
+            run_id,
+            harness,
+            model,
+            endpoint,
+        } = info;
+        RunSummary {
+            schema: SUMMARY_SCHEMA.to_owned(),
+            run_id,
+            harness,
+            model,
+            endpoint,
+            overall,
+            stages,
+        }
+    }
+
+    /// Summarises a run's records; `requested_rates[stage]` as in [`summarize_stages`].
+    pub fn from_records(
+        info: RunInfo,
+        records: &[RequestRecord],
+        requested_rates: &[Option<f64>],
+    ) -> Self {
+        let (overall, stages) = summarize_stages(records, requested_rates);
+        RunSummary::new(info, overall, stages)
+    }
+
+    /// `summary.json`'s text: pretty JSON, fields in schema order.
+    pub fn to_json_pretty(&self) -> String {
+        format!("{:#}", to_value(self))
+    }
+}
+
+/// The compact summary's shape: the schema's fields only.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompactSummary {
+    pub schema: String,
+    pub run_id: String,
+    pub harness: String,
+    pub model: String,
+    pub endpoint: String,
+    #[serde(flatten)]
+    pub overall: CompactBody,
+    pub stages: Vec<CompactStage>,
+    /// How many stages were left out to stay within the size limit.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stages_omitted: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompactStage {
+    pub stage: u32,
+    #[serde(flatten)]
+    pub body: CompactBody,
+}
+
+/// The schema's fields of one bucket (the run or a stage).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompactBody {
+    pub requests: RequestCounts,
+    pub duration_s: f64,
+    pub throughput: CompactThroughput,
+    pub latency_ms: CompactLatency,
+    pub schedule: CompactSchedule,
+    pub errors: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CompactThroughput {
+    pub requests_per_s: f64,
+    pub input_tokens_per_s: f64,
+    pub output_tokens_per_s: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CompactLatency {
+    pub ttft: Option<CompactStats>,
+    pub tpot: Option<CompactStats>,
+    pub itl: Option<CompactStats>,
+    pub ntpot: Option<CompactStats>,
+    pub e2e: Option<CompactStats>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CompactStats {
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CompactSchedule {
+    pub requested_rate: Option<f64>,
+    pub achieved_rate: Option<f64>,
+    pub delay_ms: Option<CompactDelay>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CompactDelay {
+    pub p50: f64,
+    pub p99: f64,
+}
+
+impl From<&Stats> for CompactStats {
+    fn from(s: &Stats) -> Self {
+        CompactStats {
+            mean: s.mean,
+            p50: s.p50,
+            p90: s.p90,
+            p99: s.p99,
+        }
+    }
+}
+
+impl From<&Summary> for CompactBody {
+    fn from(s: &Summary) -> Self {
+        let compact = |stats: &Option<Stats>| stats.as_ref().map(CompactStats::from);
+        CompactBody {
+            requests: s.requests,
+            duration_s: s.duration_s,
+            throughput: CompactThroughput {
+                requests_per_s: s.throughput.requests_per_s,
+                input_tokens_per_s: s.throughput.input_tokens_per_s,
+                output_tokens_per_s: s.throughput.output_tokens_per_s,
+            },
+            latency_ms: CompactLatency {
+                ttft: compact(&s.latency_ms.ttft),
+                tpot: compact(&s.latency_ms.tpot),
+                itl: compact(&s.latency_ms.itl),
+                ntpot: compact(&s.latency_ms.ntpot),
+                e2e: compact(&s.latency_ms.e2e),
+            },
+            schedule: CompactSchedule {
+                requested_rate: s.schedule.requested_rate,
+                achieved_rate: s.schedule.achieved_rate,
+                delay_ms: s.schedule.delay_ms.map(|d| CompactDelay {
+                    p50: d.p50,
+                    p99: d.p99,
+                }),
+            },
+            errors: s.errors.clone(),
+        }
+    }
+}
+
+impl From<&RunSummary> for CompactSummary {
+    fn from(s: &RunSummary) -> Self {
+        CompactSummary {
+            // Always ours, whatever the summary carries, so the size bound holds.
+            schema: SUMMARY_SCHEMA.to_owned(),
+            run_id: s.run_id.clone(),
+            harness: s.harness.clone(),
+            model: s.model.clone(),
+            endpoint: s.endpoint.clone(),
+            overall: CompactBody::from(&s.overall),
+            stages: s
+                .stages
+                .iter()
+                .map(|stage| CompactStage {
+                    stage: stage.stage,
+                    body: CompactBody::from(&stage.summary),
+                })
+                .collect(),
+            stages_omitted: 0,
+        }
+    }
+}
+
+/// The key that collects the error counts folded away to fit the size limit.
+const FOLDED_ERRORS_KEY: &str = "other_classes";
+
+/// The compact summary as JSON, never longer than [`COMPACT_SUMMARY_MAX_BYTES`].
+///
+/// When the whole thing does not fit, it degrades in this order, stopping as soon as it fits: leave out the
+/// stages (`stages: []`, `stages_omitted: N`; the full detail is in `summary.json`), round numbers to 6 and then
+/// 3 significant digits, fold the rarest error classes into `other_classes`, shorten the run's identifying
+/// strings, drop the error classes.
+pub fn compact_summary(summary: &RunSummary) -> String {
+    let mut compact = CompactSummary::from(summary);
+    let fits = |json: &String| json.len() <= COMPACT_SUMMARY_MAX_BYTES;
+
+    let json = render(&compact, None);
+    if fits(&json) {
+        return json;
+    }
+
+    compact.stages_omitted = compact.stages.len();
+    compact.stages = Vec::new();
+    for digits in [None, Some(6), Some(3)] {
+        let json = render(&compact, digits);
+        if fits(&json) {
+            return json;
+        }
+    }
+
+    let digits = Some(3);
+    let all_errors = compact.overall.errors.clone();
+    let mut keep = all_errors.len();
+    while keep > 0 {
+        keep /= 2;
+        compact.overall.errors = fold_rarest_errors(&all_errors, keep);
+        let json = render(&compact, digits);
+        if fits(&json) {
+            return json;
+        }
+    }
+
+    for max_chars in [64, 16, 0] {
+        for text in [
+            &mut compact.run_id,
+            &mut compact.harness,
+            &mut compact.model,
+            &mut compact.endpoint,
+        ] {
+            truncate_chars(text, max_chars);
+        }
+        let json = render(&compact, digits);
+        if fits(&json) {
+            return json;
+        }
+    }
+
+    compact.overall.errors.clear();
+    let json = render(&compact, digits);
+    if fits(&json) {
+        return json;
+    }
+    // Unreachable with the fields above (a few hundred bytes remain), kept so the bound is a guarantee.
+    let requests = compact.overall.requests;
+    format!(
+        r#"{{"schema":"{SUMMARY_SCHEMA}","requests":{{"total":{},"succeeded":{},"failed":{}}}}}"#,
+        requests.total, requests.succeeded, requests.failed
+    )
+}
+
+/// Keeps the `keep` most frequent classes (ties by name) and sums the rest under [`FOLDED_ERRORS_KEY`].
+fn fold_rarest_errors(errors: &BTreeMap<String, u64>, keep: usize) -> BTreeMap<String, u64> {
+    let keep = keep.min(errors.len());
+    let mut by_count: Vec<(&String, &u64)> = errors.iter().collect();
+    by_count.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+    let mut kept: BTreeMap<String, u64> = by_count[..keep]
+        .iter()
+        .map(|(k, v)| ((*k).clone(), **v))
+        .collect();
+    let folded: u64 = by_count[keep..].iter().map(|(_, v)| **v).sum();
+    if keep < by_count.len() {
+        *kept.entry(FOLDED_ERRORS_KEY.to_owned()).or_default() += folded;
+    }
+    kept
+}
+
+fn truncate_chars(text: &mut String, max_chars: usize) {
+    if let Some((byte_index, _)) = text.char_indices().nth(max_chars) {
+        text.truncate(byte_index);
+    }
+}
+
+/// Serializes the compact summary, rounding its floating-point numbers to `digits` significant digits.
+fn render(compact: &CompactSummary, digits: Option<usize>) -> String {
+    let mut value = to_value(compact);
+    if let Some(digits) = digits {
+        round_floats(&mut value, digits);
+    }
+    value.to_string()
+}
+
+fn to_value<T: Serialize>(value: &T) -> Value {
+    // The summary types hold only strings, numbers, options, sequences and string-keyed maps, which serde_json
+    // always represents (non-finite floats become null).
+    serde_json::to_value(value).expect("summary types always serialize to JSON")
+}
+
+/// Rounds every float (not the integer counts) in a JSON tree to `digits` significant digits.
+fn round_floats(value: &mut Value, digits: usize) {
+    match value {
+        Value::Number(n) if n.is_f64() => {
+            if let Some(rounded) = n
+                .as_f64()
+                .map(|x| round_significant(x, digits))
+                .and_then(serde_json::Number::from_f64)
+            {
+                *n = rounded;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| round_floats(v, digits)),
+        Value::Object(map) => map.values_mut().for_each(|v| round_floats(v, digits)),
+        _ => {}
+    }
+}
+
+/// `x` rounded to `digits` significant decimal digits: 1234.5678 → 1230 at 3 digits.
+fn round_significant(x: f64, digits: usize) -> f64 {
+    if x == 0.0 || !x.is_finite() || digits == 0 {
+        return x;
+    }
+    // The decimal round trip rounds correctly where scaling by powers of ten would not.
+    format!("{:.*e}", digits - 1, x).parse().unwrap_or(x)
+}
+
+/// Writing a summary failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteSummaryError {
+    #[error("failed to encode the run summary as JSON")]
+    Encode(#[source] serde_json::Error),
+    #[error("failed to write the run summary to {}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Writes `summary.json` (pretty JSON). It goes to a temporary file beside `path` first and is renamed into
+/// place, so a reader never sees half a summary.
+pub fn write_summary_json(path: &Path, summary: &RunSummary) -> Result<(), WriteSummaryError> {
+    let mut text = serde_json::to_vec_pretty(summary).map_err(WriteSummaryError::Encode)?;
+    text.push(b'\n');
+    let mut temporary = path.as_os_str().to_owned();
+    temporary.push(".tmp");
+    let temporary = PathBuf::from(temporary);
+    std::fs::write(&temporary, text).map_err(|source| WriteSummaryError::Write {
+        path: temporary.clone(),
+        source,
+    })?;
+    std::fs::rename(&temporary, path).map_err(|source| WriteSummaryError::Write {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Writes the compact summary to `path` (`--summary-file`, typically `/dev/termination-log`, which cannot be
+/// replaced by a rename, so it is written in place).
+pub fn write_compact_summary(path: &Path, summary: &RunSummary) -> Result<(), WriteSummaryError> {
+    std::fs::write(path, compact_summary(summary)).map_err(|source| WriteSummaryError::Write {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::testing::assert_json_close;
+    use crate::record::{ChunkEvent, ChunkKind, ErrorClass, RequestError};
+
+    const MS: u64 = 1_000_000;
+
+    fn info() -> RunInfo {
+        RunInfo {
+            run_id: "run-1".into(),
+            harness: "inference-perf".into(),
+            model: "meta-llama/Llama-3.1-8B-Instruct".into(),
+            endpoint: "http://stack:8000".into(),
+        }
+    }
+
+    /// Request `i` of `stage`: sent at i·100 ms, tokens 50 ms and 60 ms later, ended at 70 ms.
+    fn request(stage: u32, i: u64) -> RequestRecord {
+        let sent = (u64::from(stage) * 1000 + i) * 100 * MS;
+        RequestRecord {
+            id: i,
+            stage,
+            scheduled_ns: sent,
+            sent_ns: sent,
+            end_ns: sent + 70 * MS,
+            input_tokens: 10,
+            max_tokens: Some(2),
+            streaming: true,
+            http_status: Some(200),
+            usage: None,
+            error: None,
+            chunks: [50, 60]
+                .map(|t| ChunkEvent {
+                    at_ns: sent + t * MS,
+                    kind: ChunkKind::Content { tokens: 1 },
+                })
+                .to_vec(),
+        }
+    }
+
+    fn run(stages: u32, error_statuses: u16) -> RunSummary {
+        let mut records: Vec<_> = (0..stages)
+            .flat_map(|s| (0..3).map(move |i| request(s, i)))
+            .collect();
+        for (i, status) in (400..400 + error_statuses).enumerate() {
+            let mut r = request(0, 10 + i as u64);
+            r.http_status = Some(status);
+            r.error = Some(RequestError {
+                class: ErrorClass::HttpStatus,
+                message: String::new(),
+            });
+            records.push(r);
+        }
+        let rates: Vec<_> = (0..stages)
+            .map(|s| Some(f64::from(s) + 1.0 / 3.0))
+            .collect();
+        RunSummary::from_records(info(), &records, &rates)
+    }
+
+    fn keys(value: &Value) -> Vec<&str> {
+        value
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect()
+    }
+
+    /// The fields issue 3 defines for the run and for each stage.
+    fn assert_has_schema_fields(bucket: &Value) {
+        for key in [
+            "requests",
+            "duration_s",
+            "throughput",
+            "latency_ms",
+            "schedule",
+            "errors",
+        ] {
+            assert!(bucket.get(key).is_some(), "missing {key} in {bucket}");
+        }
+        assert_eq!(keys(&bucket["requests"]), ["total", "succeeded", "failed"]);
+        for key in [
+            "requests_per_s",
+            "input_tokens_per_s",
+            "output_tokens_per_s",
+        ] {
+            assert!(
+                bucket["throughput"][key].is_f64(),
+                "missing throughput.{key}"
+            );
+        }
+        for metric in ["ttft", "tpot", "itl", "ntpot", "e2e"] {
+            for stat in ["mean", "p50", "p90", "p99"] {
+                assert!(
+                    bucket["latency_ms"][metric][stat].is_f64(),
+                    "missing {metric}.{stat}"
+                );
+            }
+        }
+        let schedule = &bucket["schedule"];
+        assert!(
+            schedule.get("requested_rate").is_some() && schedule.get("achieved_rate").is_some()
+        );
+        assert!(schedule["delay_ms"]["p50"].is_f64() && schedule["delay_ms"]["p99"].is_f64());
+    }
+
+    #[test]
+    fn summary_json_carries_the_schema_fields_for_the_run_and_each_stage() {
+        let summary = run(2, 1);
+        let value: Value = serde_json::from_str(&summary.to_json_pretty()).unwrap();
+        assert_eq!(value["schema"], SUMMARY_SCHEMA);
+        assert_eq!(value["run_id"], "run-1");
+        assert_eq!(value["harness"], "inference-perf");
+        assert_eq!(value["model"], "meta-llama/Llama-3.1-8B-Instruct");
+        assert_eq!(value["endpoint"], "http://stack:8000");
+        assert_has_schema_fields(&value);
+        assert_eq!(value["stages"].as_array().unwrap().len(), 2);
+        for stage in value["stages"].as_array().unwrap() {
+            assert_has_schema_fields(stage);
+        }
+        assert_eq!(value["errors"]["http_400"], 1);
+        // The full file also carries the extra statistics.
+        assert!(value["latency_ms"]["e2e"]["p999"].is_f64());
+        assert!(value["latency_ms"]["ttft_from_scheduled"]["p50"].is_f64());
+        assert!(value["throughput"]["total_tokens_per_s"].is_f64());
+    }
+
+    #[test]
+    fn summary_json_round_trips() {
+        let summary = run(3, 2);
+        let parsed: RunSummary = serde_json::from_str(&summary.to_json_pretty()).unwrap();
+        assert_json_close(&parsed, &summary);
+    }
+
+    #[test]
+    fn compact_summary_has_exactly_the_schema_fields() {
+        let summary = run(2, 1);
+        let value: Value = serde_json::from_str(&compact_summary(&summary)).unwrap();
+        assert_eq!(
+            keys(&value),
+            [
+                "schema",
+                "run_id",
+                "harness",
+                "model",
+                "endpoint",
+                "requests",
+                "duration_s",
+                "throughput",
+                "latency_ms",
+                "schedule",
+                "errors",
+                "stages"
+            ]
+        );
+        assert_eq!(
+            keys(&value["throughput"]),
+            [
+                "requests_per_s",
+                "input_tokens_per_s",
+                "output_tokens_per_s"
+            ]
+        );
+        assert_eq!(
+            keys(&value["latency_ms"]),
+            ["ttft", "tpot", "itl", "ntpot", "e2e"]
+        );
+        assert_eq!(
+            keys(&value["latency_ms"]["ttft"]),
+            ["mean", "p50", "p90", "p99"]
+        );
+        assert_eq!(keys(&value["schedule"]["delay_ms"]), ["p50", "p99"]);
+        assert_eq!(value["stages"].as_array().unwrap().len(), 2);
+        assert_has_schema_fields(&value["stages"][1]);
+        assert_eq!(value["stages"][1]["stage"], 1);
+        // Requested rate 1/3 keeps its full precision while everything fits.
+        assert_eq!(value["schedule"]["requested_rate"], Value::Null);
+        assert_eq!(value["stages"][0]["schedule"]["requested_rate"], 1.0 / 3.0);
+    }
+
+    #[test]
+    fn compact_summary_never_exceeds_4096_bytes() {
+        for (stages, errors) in [(0, 0), (1, 0), (5, 5), (50, 10), (500, 50)] {
+            let json = compact_summary(&run(stages, errors));
+            assert!(
+                json.len() <= COMPACT_SUMMARY_MAX_BYTES,
+                "{stages} stages: {} bytes",
+                json.len()
+            );
+            let parsed: CompactSummary = serde_json::from_str(&json).unwrap();
+            assert_eq!(parsed.schema, SUMMARY_SCHEMA);
+        }
+    }
+
+    #[test]
+    fn compact_summary_drops_stage_detail_before_rounding() {
+        // 500 stages cannot fit; without them, the run's numbers fit at full precision.
+        let summary = run(500, 50);
+        let compact: CompactSummary = serde_json::from_str(&compact_summary(&summary)).unwrap();
+        assert!(compact.stages.is_empty());
+        assert_eq!(compact.stages_omitted, 500);
+        assert_json_close(&compact.overall, &CompactBody::from(&summary.overall));
+        assert_eq!(compact.overall.errors.len(), 50);
+        assert_eq!(compact.overall.requests.total, 1550);
+    }
+
+    #[test]
+    fn compact_summary_fits_even_with_oversized_names_and_error_classes() {
+        let mut summary = run(500, 0);
+        // Control characters triple or sextuple in JSON (`\u0001`): 10,000 of them per name.
+        let huge = "\u{1}é".repeat(10_000);
+        summary.run_id = huge.clone();
+        summary.model = huge.clone();
+        summary.endpoint = huge.clone();
+        summary.harness = huge.clone();
+        summary.schema = huge.clone();
+        summary.overall.errors = (0..50).map(|i| (format!("{i}{huge}"), i)).collect();
+        // Numbers with the longest decimal forms.
+        summary.overall.duration_s = -1.2345678901234567e-300;
+        summary.overall.throughput.requests_per_s = f64::MAX;
+        let json = compact_summary(&summary);
+        assert!(
+            json.len() <= COMPACT_SUMMARY_MAX_BYTES,
+            "{} bytes",
+            json.len()
+        );
+        let parsed: CompactSummary = serde_json::from_str(&json).unwrap();
+        assert_eq!(parsed.overall.requests, summary.overall.requests);
+        assert_eq!(parsed.stages_omitted, 500);
+    }
+
+    #[test]
+    fn folding_error_classes_keeps_the_most_frequent_and_the_total() {
+        let errors: BTreeMap<String, u64> = [("a", 1), ("b", 5), ("c", 3), ("d", 3)]
+            .map(|(k, v)| (k.to_owned(), v))
+            .into_iter()
+            .collect();
+        // Keep b (5) and c (3, before d by name); fold a + d = 4.
+        let folded = fold_rarest_errors(&errors, 2);
+        let expected = [("b", 5), ("c", 3), (FOLDED_ERRORS_KEY, 4)];
+        assert_eq!(
+            folded,
+            expected
+                .map(|(k, v)| (k.to_owned(), v))
+                .into_iter()
+                .collect::<BTreeMap<_, _>>()
+        );
+        assert_eq!(fold_rarest_errors(&errors, 4), errors);
+    }
+
+    #[test]
+    fn rounding_keeps_significant_digits() {
+        assert_eq!(round_significant(1234.5678, 3), 1230.0);
+        assert_eq!(round_significant(0.00123456, 3), 0.00123);
+        assert_eq!(round_significant(1.0 / 3.0, 6), 0.333333);
+        assert_eq!(round_significant(0.0, 3), 0.0);
+        let mut value = serde_json::json!({"count": 12345, "mean": 12.3456, "list": [98.765]});
+        round_floats(&mut value, 3);
+        assert_eq!(
+            value,
+            serde_json::json!({"count": 12345, "mean": 12.3, "list": [98.8]})
+        );
+    }
+
+    #[test]
+    fn writers_put_the_summaries_on_disk() {
+        let dir =
+            std::env::temp_dir().join(format!("llmbench-summary-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let summary = run(2, 1);
+        let full = dir.join("summary.json");
+        write_summary_json(&full, &summary).unwrap();
+        let parsed: RunSummary = serde_json::from_slice(&std::fs::read(&full).unwrap()).unwrap();
+        assert_json_close(&parsed, &summary);
+        assert!(!dir.join("summary.json.tmp").exists());
+        let compact = dir.join("termination-log");
+        write_compact_summary(&compact, &summary).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&compact).unwrap(),
+            compact_summary(&summary)
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn writing_into_a_missing_directory_names_the_path() {
+        let path = Path::new("/nonexistent-llmbench-dir/summary.json");
+        let error = write_compact_summary(path, &run(1, 0)).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("/nonexistent-llmbench-dir/summary.json"),
+            "{error}"
+        );
+    }
+}
