@@ -36,3 +36,11 @@ toolchain:
 
 clean:
 	$(CARGO) clean
+
+.PHONY: e2e-tools e2e
+
+## e2e-tools: build etcd, kube-apiserver, kubectl, helm and llm-d-inference-sim into ~/.cache/llmbench-tools (once).
+e2e-tools: ; bash tests/tools/build-tools.sh
+
+## e2e: the end-to-end tests against a real etcd + kube-apiserver (LLMBENCH_E2E=0 skips them).
+e2e: e2e-tools ; $(CARGO) test -p llmbench-e2e

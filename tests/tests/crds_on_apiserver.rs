@@ -1,0 +1,341 @@
+//! The CRDs on a real kube-apiserver: they are accepted and Established, and the apiserver itself — not a
+//! client-side evaluator — enforces their schema and CEL rules, including the transition rule that freezes the spec
+//! of a started run. `kubectl explain` shows our descriptions and `kubectl get br` resolves the short name.
+//!
+//! One control plane serves every test in this file; each test works in its own namespace.
+
+use std::process::Output;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Client, ResourceExt};
+use llmbench_api::v1alpha1::BenchmarkRun;
+use llmbench_e2e::{ControlPlane, e2e_disabled};
+use serde_json::{Value, json};
+use tokio::sync::OnceCell;
+
+const FIELD_MANAGER: &str = "llmbench-e2e";
+
+static CONTROL_PLANE: OnceCell<ControlPlane> = OnceCell::const_new();
+
+/// The shared control plane with our CRDs applied and Established.
+async fn control_plane() -> &'static ControlPlane {
+    CONTROL_PLANE
+        .get_or_init(|| async {
+            let cp = ControlPlane::start()
+                .await
+                .unwrap_or_else(|e| panic!("starting the control plane: {e}"));
+            let client = cp.admin_client().await.expect("admin client");
+            apply_crds(&client).await;
+            cp
+        })
+        .await
+}
+
+async fn apply_crds(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for (file, yaml) in llmbench_api::crd_manifests() {
+        let yaml = yaml.unwrap_or_else(|e| panic!("{file} serializes: {e}"));
+        let crd: CustomResourceDefinition =
+            serde_saphyr::from_str(&yaml).unwrap_or_else(|e| panic!("{file} parses: {e}"));
+        let name = crd.name_any();
+        crds.patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "the apiserver rejected the CRD in crds/{file}:\n{}",
+                explain(&e)
+            )
+        });
+        let established = tokio::time::timeout(
+            Duration::from_secs(30),
+            await_condition(crds.clone(), &name, conditions::is_crd_established()),
+        )
+        .await;
+        match established {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => panic!("watching {name}: {e}"),
+            Err(_) => {
+                let crd = crds.get(&name).await.expect("get CRD");
+                panic!(
+                    "{name} is not Established after 30s; conditions: {:#?}",
+                    crd.status.map(|s| s.conditions)
+                );
+            }
+        }
+    }
+}
+
+/// An apiserver error as its message and one line per cause.
+fn explain(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => {
+            let causes: Vec<String> = status
+                .details
+                .iter()
+                .flat_map(|d| &d.causes)
+                .map(|c| format!("  - {}: {}", c.field, c.message))
+                .collect();
+            if causes.is_empty() {
+                format!("{} ({} {})", status.message, status.code, status.reason)
+            } else {
+                format!("{} {}:\n{}", status.code, status.reason, causes.join("\n"))
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
+/// A fresh namespace for one test.
+async fn namespace(client: &Client, name: &str) -> String {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).expect("ns");
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap_or_else(|e| panic!("creating namespace {name}: {e}"));
+    name.to_owned()
+}
+
+fn runs(client: &Client, ns: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), ns, &ApiResource::erase::<BenchmarkRun>(&()))
+}
+
+/// The valid spec of crds/tests/crd_schema.rs.
+fn valid_spec() -> Value {
+    json!({
+        "harness": "inference-perf",
+        "workload": {"builtin": "sanity_random"},
+        "stack": {"endpoint": "http://vllm.llm-d.svc:8000", "model": "meta-llama/Llama-3.1-8B-Instruct"},
+        "overrides": ["load.stages.0.rate=5", "total_count=200", "model_name=\"123\""],
+        "launcher": {"parallelism": 2},
+        "timeout": "90m",
+    })
+}
+
+fn run(name: &str, spec: Value) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "llmbench.dev/v1alpha1",
+        "kind": "BenchmarkRun",
+        "metadata": {"name": name},
+        "spec": spec,
+    }))
+    .expect("a BenchmarkRun object")
+}
+
+fn with(mut spec: Value, pointer: &str, value: Value) -> Value {
+    *spec
+        .pointer_mut(pointer)
+        .expect("pointer in the valid spec") = value;
+    spec
+}
+
+/// The apiserver's message for a rejected request (panics if it was accepted or failed otherwise).
+fn rejection<T: std::fmt::Debug>(result: Result<T, kube::Error>, what: &str) -> String {
+    match result {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(
+                status.code, 422,
+                "{what}: expected 422 Invalid, got {status:?}"
+            );
+            status.message
+        }
+        Err(e) => panic!("{what}: expected a validation error, got {e}"),
+        Ok(obj) => panic!("{what}: the apiserver accepted it: {obj:?}"),
+    }
+}
+
+fn kubectl(cp: &ControlPlane, args: &[&str]) -> Output {
+    let output = cp
+        .kubectl()
+        .expect("kubectl is built")
+        .args(args)
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        output.status.success(),
+        "kubectl {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+#[tokio::test]
+async fn the_crds_are_established_and_kubectl_knows_them() {
+    if e2e_disabled("the_crds_are_established_and_kubectl_knows_them") {
+        return;
+    }
+    let cp = control_plane().await;
+    let client = cp.admin_client().await.expect("admin client");
+    let ns = namespace(&client, "kubectl-names").await;
+    runs(&client, &ns)
+        .create(&PostParams::default(), &run("listed", valid_spec()))
+        .await
+        .expect("a valid run is created");
+
+    let explain = kubectl(cp, &["explain", "benchmarkrun.spec.workload"]);
+    let explain = String::from_utf8_lossy(&explain.stdout);
+    assert!(
+        explain.contains("The workload profile: exactly one of profileRef, builtin or template."),
+        "kubectl explain does not show our description:\n{explain}"
+    );
+    for field in ["builtin", "profileRef", "template"] {
+        assert!(explain.contains(field), "{field} missing:\n{explain}");
+    }
+
+    let get = kubectl(cp, &["get", "br", "-n", &ns]);
+    let get = String::from_utf8_lossy(&get.stdout);
+    assert!(get.contains("listed"), "kubectl get br:\n{get}");
+    let get = kubectl(cp, &["get", "wp", "-n", &ns]);
+    assert!(get.status.success());
+    let all = kubectl(cp, &["get", "llmbench", "-n", &ns, "-o", "name"]);
+    let all = String::from_utf8_lossy(&all.stdout);
+    assert!(
+        all.contains("benchmarkrun.llmbench.dev/listed"),
+        "the llmbench category lists runs:\n{all}"
+    );
+}
+
+#[tokio::test]
+async fn the_apiserver_accepts_a_valid_run_and_rejects_broken_specs_with_the_rule_message() {
+    if e2e_disabled(
+        "the_apiserver_accepts_a_valid_run_and_rejects_broken_specs_with_the_rule_message",
+    ) {
+        return;
+    }
+    let cp = control_plane().await;
+    let client = cp.admin_client().await.expect("admin client");
+    let ns = namespace(&client, "validation").await;
+    let api = runs(&client, &ns);
+    let pp = PostParams::default();
+
+    let created = api
+        .create(&pp, &run("valid", valid_spec()))
+        .await
+        .expect("a valid run is created");
+    assert_eq!(created.data["spec"]["launcher"]["parallelism"], json!(2));
+
+    let cases = [
+        (
+            "two workload sources",
+            with(
+                valid_spec(),
+                "/workload",
+                json!({"builtin": "sanity_random", "template": "a: 1"}),
+            ),
+            "exactly one of workload.profileRef, workload.builtin or workload.template must be set",
+        ),
+        (
+            "no workload source",
+            with(valid_spec(), "/workload", json!({})),
+            "exactly one of workload.profileRef, workload.builtin or workload.template must be set",
+        ),
+        (
+            "parallelism 0",
+            with(valid_spec(), "/launcher/parallelism", json!(0)),
+            // The schema's minimum, not a CEL rule.
+            "spec.launcher.parallelism in body should be greater than or equal to 1",
+        ),
+        (
+            "a malformed override",
+            with(valid_spec(), "/overrides", json!(["a..b=1"])),
+            "each override must be key=value, with a key of non-empty dot-separated segments",
+        ),
+        (
+            "an override without a value",
+            with(valid_spec(), "/overrides", json!(["novalue"])),
+            "each override must be key=value",
+        ),
+        (
+            "a zero timeout",
+            with(valid_spec(), "/timeout", json!("0s")),
+            "timeout must be a positive duration such as 3600s or 1h",
+        ),
+        (
+            "endpoint and serviceRef together",
+            with(
+                valid_spec(),
+                "/stack",
+                json!({"endpoint": "http://a:1", "serviceRef": {"name": "vllm", "port": 8000}, "model": "m"}),
+            ),
+            "exactly one of stack.endpoint or stack.serviceRef must be set",
+        ),
+    ];
+    for (i, (what, spec, expected)) in cases.into_iter().enumerate() {
+        let message = rejection(api.create(&pp, &run(&format!("bad-{i}"), spec)).await, what);
+        println!("{what}: {message}");
+        assert!(
+            message.contains(expected),
+            "{what}: the apiserver's message lacks {expected:?}: {message}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_spec_of_a_started_run_is_immutable_but_a_pending_run_may_change() {
+    if e2e_disabled("the_spec_of_a_started_run_is_immutable_but_a_pending_run_may_change") {
+        return;
+    }
+    let cp = control_plane().await;
+    let client = cp.admin_client().await.expect("admin client");
+    let ns = namespace(&client, "immutability").await;
+    let api = runs(&client, &ns);
+    let pp = PostParams::default();
+    let parallelism = |n: i64| Patch::Merge(json!({"spec": {"launcher": {"parallelism": n}}}));
+
+    api.create(&pp, &run("pending", valid_spec()))
+        .await
+        .expect("created");
+    let edited = api
+        .patch("pending", &PatchParams::default(), &parallelism(3))
+        .await
+        .expect("a run that has not started may be edited");
+    assert_eq!(edited.data["spec"]["launcher"]["parallelism"], json!(3));
+
+    api.create(&pp, &run("started", valid_spec()))
+        .await
+        .expect("created");
+    let status = Patch::Merge(json!({
+        "status": {"phase": "Running", "startTime": "2026-11-22T04:00:00Z"}
+    }));
+    let started = api
+        .patch_status("started", &PatchParams::default(), &status)
+        .await
+        .expect("the status subresource takes a start time");
+    assert_eq!(
+        started.data["status"]["startTime"],
+        json!("2026-11-22T04:00:00Z")
+    );
+    let message = rejection(
+        api.patch("started", &PatchParams::default(), &parallelism(3))
+            .await,
+        "editing a started run",
+    );
+    println!("editing a started run: {message}");
+    assert!(
+        message.contains("spec is immutable once the run has started"),
+        "{message}"
+    );
+    // Metadata and status stay writable: the operator must still be able to finish the run.
+    api.patch(
+        "started",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"checked": "yes"}}})),
+    )
+    .await
+    .expect("labels of a started run may change");
+    api.patch_status(
+        "started",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Succeeded"}})),
+    )
+    .await
+    .expect("the status of a started run may change");
+}
