@@ -1,0 +1,126 @@
+//! Request bodies, built once before the clock starts: each prompt becomes the exact JSON an OpenAI-compatible
+//! server receives, so the request path only sends bytes.
+
+use bytes::Bytes;
+use serde_json::{Map, Value, json};
+
+use crate::data::Prompt;
+use crate::engine::PreparedRequest;
+use crate::workload::{Api, ApiKind};
+
+/// What every body of a run shares.
+#[derive(Debug, Clone)]
+pub struct BodySettings {
+    pub model: String,
+    pub api: ApiKind,
+    pub streaming: bool,
+    pub ignore_eos: bool,
+    /// `max_tokens` for prompts that carry none (inference-perf sends 30 when its data sets none).
+    pub default_max_tokens: Option<u32>,
+}
+
+impl BodySettings {
+    pub fn new(api: &Api, model: String) -> Self {
+        Self {
+            model,
+            api: api.kind,
+            streaming: api.streaming,
+            ignore_eos: api.ignore_eos,
+            default_max_tokens: None,
+        }
+    }
+}
+
+/// The request for `prompt`: a token-id prompt stays token ids, chat turns stay messages.
+pub fn prepare(prompt: &Prompt, settings: &BodySettings) -> PreparedRequest {
+    let max_tokens = prompt.max_tokens.or(settings.default_max_tokens);
+    let mut body = Map::new();
+    body.insert("model".to_owned(), Value::String(settings.model.clone()));
+    match settings.api {
+        ApiKind::Completion => {
+            let prompt_value = match &prompt.token_ids {
+                Some(ids) => json!(ids),
+                None => Value::String(prompt.text.clone()),
+            };
+            body.insert("prompt".to_owned(), prompt_value);
+        }
+        ApiKind::Chat => {
+            let messages = match &prompt.messages {
+                Some(turns) => json!(turns),
+                None => json!([{"role": "user", "content": prompt.text}]),
+            };
+            body.insert("messages".to_owned(), messages);
+        }
+    }
+    if let Some(max) = max_tokens {
+        body.insert("max_tokens".to_owned(), json!(max));
+    }
+    if settings.ignore_eos {
+        // vLLM's extension: generate exactly max_tokens, so output lengths are what the profile asked for.
+        body.insert("ignore_eos".to_owned(), Value::Bool(true));
+    }
+    body.insert("stream".to_owned(), Value::Bool(settings.streaming));
+    if settings.streaming {
+        body.insert("stream_options".to_owned(), json!({"include_usage": true}));
+    }
+    PreparedRequest {
+        body: Bytes::from(Value::Object(body).to_string()),
+        input_tokens: prompt.input_tokens,
+        max_tokens,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::ChatMessage;
+
+    fn settings(api: ApiKind, streaming: bool) -> BodySettings {
+        BodySettings {
+            model: "m".to_owned(),
+            api,
+            streaming,
+            ignore_eos: true,
+            default_max_tokens: Some(30),
+        }
+    }
+
+    fn body(request: &PreparedRequest) -> Value {
+        serde_json::from_slice(&request.body).expect("valid JSON")
+    }
+
+    #[test]
+    fn a_streamed_completion_asks_for_usage_and_exact_length() {
+        let prompt = Prompt::text("hello world".to_owned(), 2, Some(8));
+        let request = prepare(&prompt, &settings(ApiKind::Completion, true));
+        assert_eq!(
+            body(&request),
+            json!({"model": "m", "prompt": "hello world", "max_tokens": 8, "ignore_eos": true, "stream": true,
+                   "stream_options": {"include_usage": true}})
+        );
+        assert_eq!((request.input_tokens, request.max_tokens), (2, Some(8)));
+    }
+
+    #[test]
+    fn pre_tokenized_prompts_are_sent_as_token_ids() {
+        let mut prompt = Prompt::text(String::new(), 3, None);
+        prompt.token_ids = Some(vec![1, 2, 3]);
+        let request = prepare(&prompt, &settings(ApiKind::Completion, false));
+        let value = body(&request);
+        assert_eq!(value["prompt"], json!([1, 2, 3]));
+        assert_eq!(value["max_tokens"], 30, "the default applies when the prompt sets none");
+        assert!(value.get("stream_options").is_none());
+    }
+
+    #[test]
+    fn chat_prompts_become_messages() {
+        let prompt = Prompt::text("hi".to_owned(), 1, Some(4));
+        assert_eq!(body(&prepare(&prompt, &settings(ApiKind::Chat, true)))["messages"], json!([{"role": "user", "content": "hi"}]));
+        let mut turns = Prompt::text(String::new(), 5, Some(4));
+        turns.messages = Some(vec![
+            ChatMessage { role: "system".to_owned(), content: "be brief".to_owned() },
+            ChatMessage { role: "user".to_owned(), content: "hi".to_owned() },
+        ]);
+        assert_eq!(body(&prepare(&turns, &settings(ApiKind::Chat, true)))["messages"][0]["role"], "system");
+    }
+}

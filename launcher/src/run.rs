@@ -1,0 +1,328 @@
+//! `llmbench run`: profile in, results out. Render the profile with the shared renderer, parse its dialect into
+//! the workload model, build every prompt and request body before the clock starts, run the engine, then derive
+//! the summary and every report from the raw records.
+//!
+//! With no `--endpoint`, the embedded simulator is started on loopback, so the main job runs on a fresh machine
+//! with no cluster and no network.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use llmbench_api::v1alpha1::Harness;
+
+use crate::data::{DataError, Prompt};
+use crate::engine::{self, Clock, EngineError, Progress, RunPlan, Target};
+use crate::metrics::{RunInfo, RunSummary, WriteSummaryError, write_compact_summary, write_summary_json};
+use crate::plan::{PlanError, Shard, engine_stages, expected_size};
+use crate::profile::{ProfileError, Template, TemplateSource, Values, render};
+use crate::prompts::{PromptError, build_prompts};
+use crate::record::RequestRecord;
+use crate::request::{BodySettings, prepare};
+use crate::sim::{self, SimConfig, SimError};
+use crate::tokenizer::{HubOptions, Tokenizer, TokenizerError, load_tokenizer};
+use crate::workload::{ParseOptions, WorkloadError, parse_profile};
+use crate::{progress, wallclock};
+
+/// The model name the embedded simulator serves.
+pub const SIM_MODEL: &str = "llmbench-sim";
+
+/// Flags of `llmbench run`.
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// The profile dialect: inference-perf, guidellm, vllm-benchmark, inferencemax or nop.
+    #[arg(long)]
+    pub harness: Harness,
+    /// A bundled profile name (e.g. sanity_random) or a profile file (yaml or yaml.in).
+    #[arg(long, value_name = "NAME|FILE")]
+    pub profile: String,
+    /// The stack's OpenAI-compatible base URL. Without it, the embedded simulator is started on loopback.
+    #[arg(long, value_name = "URL")]
+    pub endpoint: Option<String>,
+    /// The served model name (fills REPLACE_ENV_LLMDBENCH_DEPLOY_CURRENT_MODEL). Default with the embedded
+    /// simulator: llmbench-sim.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The tokenizer used to build exact-length prompts: a tokenizer.json, a directory holding one, a Hugging Face
+    /// model id (HF_TOKEN, HF_ENDPOINT and the hub cache are honoured), or `builtin`. Default: the profile's
+    /// tokenizer, else the model; `builtin` with the embedded simulator.
+    #[arg(long, value_name = "SPEC")]
+    pub tokenizer: Option<String>,
+    /// The model's context length (fills REPLACE_ENV_LLMDBENCH_DEPLOY_CURRENT_MAX_MODEL_LEN).
+    #[arg(long, value_name = "TOKENS")]
+    pub max_model_len: Option<u32>,
+    /// A placeholder value, NAME=VALUE (NAME with or without the REPLACE_ENV_ prefix).
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    pub set: Vec<String>,
+    /// A profile override, KEY=VALUE (see `llmbench render --help`).
+    #[arg(long = "override", value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+    /// Results go to OUTPUT/RUN_ID/.
+    #[arg(long, short, default_value = "results", value_name = "DIR")]
+    pub output: PathBuf,
+    /// The run's id and results directory name. Default: <harness>-<profile>-<UTC time>.
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<String>,
+    /// Also write a compact JSON summary (at most 4096 bytes) here, e.g. /dev/termination-log in a pod.
+    #[arg(long, value_name = "PATH")]
+    pub summary_file: Option<PathBuf>,
+    /// Reject profile keys the dialect does not know, instead of warning.
+    #[arg(long)]
+    pub strict: bool,
+    /// Seed for arrivals and prompts when the profile sets none.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Run only this launcher's share, INDEX/COUNT, of a run spread over COUNT launchers.
+    #[arg(long, value_name = "INDEX/COUNT", value_parser = Shard::parse, default_value = "0/1")]
+    pub shard: Shard,
+    /// Embedded simulator: time to first token.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "50ms", value_name = "DURATION")]
+    pub sim_ttft: Duration,
+    /// Embedded simulator: time between tokens.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10ms", value_name = "DURATION")]
+    pub sim_itl: Duration,
+}
+
+/// Why a run could not be carried out (a failing request never is: it is recorded).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+    #[error(transparent)]
+    Workload(#[from] WorkloadError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error("cannot start the embedded simulator: {0}")]
+    Sim(#[from] SimError),
+    #[error("tokenizer: {0}")]
+    Tokenizer(#[from] TokenizerError),
+    #[error(transparent)]
+    Prompts(#[from] PromptError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error("no model to send: the profile names none; pass --model")]
+    NoModel,
+    #[error("cannot create the results directory {path}: {source}")]
+    CreateOutput { path: PathBuf, source: std::io::Error },
+    #[error("cannot write {path}: {source}")]
+    WriteOutput { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Summary(#[from] WriteSummaryError),
+    #[error("cannot build the HTTP client: {0}")]
+    Client(reqwest::Error),
+}
+
+impl From<DataError> for RunError {
+    fn from(e: DataError) -> Self {
+        RunError::Prompts(PromptError::Data(e))
+    }
+}
+
+/// What a finished run leaves behind.
+#[derive(Debug)]
+pub struct RunOutcome {
+    pub dir: PathBuf,
+    pub summary: RunSummary,
+}
+
+/// Carries out one run.
+pub async fn run(args: RunArgs) -> Result<RunOutcome, RunError> {
+    let (endpoint, embedded) = match &args.endpoint {
+        Some(url) => (url.trim_end_matches('/').to_owned(), None),
+        None => {
+            let sim = sim::start(SimConfig {
+                port: 0,
+                model: args.model.clone().unwrap_or_else(|| SIM_MODEL.to_owned()),
+                ttft: args.sim_ttft,
+                itl: args.sim_itl,
+                seed: args.seed,
+                ..SimConfig::default()
+            })
+            .await?;
+            (sim.base_url(), Some(sim))
+        }
+    };
+    let model = args.model.clone().or_else(|| embedded.as_ref().map(|_| SIM_MODEL.to_owned()));
+    let outcome = run_against(&args, &endpoint, model, embedded.is_some()).await;
+    if let Some(sim) = embedded
+        && let Err(e) = sim.shutdown().await
+    {
+        tracing::warn!(error = %e, "the embedded simulator did not shut down cleanly");
+    }
+    outcome
+}
+
+async fn run_against(
+    args: &RunArgs,
+    endpoint: &str,
+    model: Option<String>,
+    embedded: bool,
+) -> Result<RunOutcome, RunError> {
+    let harness = args.harness;
+    let source = template_source(&args.profile);
+    let template = Template::load(harness.as_str(), &source)?;
+    let values = Values {
+        model: model.clone(),
+        tokenizer: args.tokenizer.clone(),
+        endpoint: Some(endpoint.to_owned()),
+        max_model_len: args.max_model_len,
+        set: args.set.clone(),
+    };
+    let rendered = render(&template, &values, &args.overrides)?;
+    let parsed = parse_profile(
+        harness,
+        &template.name,
+        &rendered,
+        &ParseOptions {
+            strict: args.strict,
+            default_seed: args.seed,
+        },
+    )?;
+    for warning in &parsed.warnings {
+        tracing::warn!("{warning}");
+    }
+    let workload = parsed.workload;
+    let stages = args.shard.apply(engine_stages(&workload)?);
+    let (expected_requests, expected_duration) = expected_size(&stages, workload.stage_interval);
+
+    let tokenizer_spec = args
+        .tokenizer
+        .clone()
+        .or_else(|| embedded.then(|| crate::tokenizer::BUILTIN.to_owned()))
+        .or_else(|| workload.tokenizer.as_ref().map(|t| t.name_or_path.clone()))
+        .or_else(|| model.clone())
+        .ok_or(RunError::NoModel)?;
+    let tokenizer: Tokenizer = load_tokenizer(&tokenizer_spec, &HubOptions::from_env()).await?;
+    let prompts: Vec<Prompt> = build_prompts(&workload, &tokenizer, expected_requests)?;
+    let request_model = workload.api.model.clone().or(model).ok_or(RunError::NoModel)?;
+    let settings = BodySettings::new(&workload.api, request_model.clone());
+    let requests: Arc<[engine::PreparedRequest]> = prompts.iter().map(|p| prepare(p, &settings)).collect();
+
+    let run_id = args
+        .run_id
+        .clone()
+        .unwrap_or_else(|| format!("{harness}-{}-{}", profile_stem(&template.name), wallclock::compact_utc_now()));
+    let mut dir = args.output.join(&run_id);
+    if args.shard.count > 1 {
+        dir = dir.join(format!("shard-{}", args.shard.index));
+    }
+    std::fs::create_dir_all(&dir).map_err(|source| RunError::CreateOutput { path: dir.clone(), source })?;
+    write_file(&dir.join("profile.yaml"), rendered.as_bytes())?;
+
+    let target = Arc::new(Target {
+        client: http_client(workload.workers.worker_max_concurrency)?,
+        url: format!("{endpoint}{}", workload.api.path()),
+        api_key: workload.api.api_key.clone(),
+        headers: workload.api.headers.clone(),
+        request_timeout: workload.request_timeout,
+        streaming: workload.api.streaming,
+    });
+    let requested_rates: Vec<Option<f64>> = stages.iter().map(|s| s.requested_rate).collect();
+    let plan = RunPlan {
+        stages,
+        interval: workload.stage_interval,
+        requests,
+    };
+    let records_path = dir.join("requests.jsonl");
+    let records_file = std::fs::File::create(&records_path)
+        .map_err(|source| RunError::WriteOutput { path: records_path.clone(), source })?;
+    let progress_counters = Arc::new(Progress::default());
+    let (sink, writer) =
+        engine::record_writer(Box::new(records_file), records_path.display().to_string(), Arc::clone(&progress_counters));
+    tracing::info!(
+        run_id,
+        endpoint,
+        model = request_model,
+        prompts = prompts.len(),
+        requests = expected_requests,
+        "starting run"
+    );
+    let display = progress::spawn(
+        progress_counters,
+        progress::Expectation {
+            requests: expected_requests,
+            duration: expected_duration,
+            stages: requested_rates.len(),
+        },
+    );
+    let ran = engine::run(target, plan, Clock::start(), sink).await;
+    display.abort();
+    progress::finish();
+    let records: Vec<RequestRecord> = match writer.await {
+        Ok(written) => written?,
+        Err(join) => {
+            return Err(RunError::WriteOutput {
+                path: records_path,
+                source: std::io::Error::other(join.to_string()),
+            });
+        }
+    };
+    ran?;
+
+    let info = RunInfo {
+        run_id: run_id.clone(),
+        harness: harness.to_string(),
+        model: request_model,
+        endpoint: endpoint.to_owned(),
+    };
+    let summary = RunSummary::from_records(info, &records, &requested_rates);
+    write_summary_json(&dir.join("summary.json"), &summary)?;
+    if let Some(path) = &args.summary_file {
+        write_compact_summary(path, &summary)?;
+    }
+    Ok(RunOutcome { dir, summary })
+}
+
+/// A name with a path separator or a YAML suffix, or one that exists on disk, is a file; anything else names a
+/// bundled profile.
+fn template_source(profile: &str) -> TemplateSource {
+    let path = Path::new(profile);
+    if path.exists() || profile.contains('/') || profile.ends_with(".yaml") || profile.ends_with(".in") {
+        TemplateSource::File(path.to_owned())
+    } else {
+        TemplateSource::Builtin(profile.to_owned())
+    }
+}
+
+fn profile_stem(template_name: &str) -> &str {
+    let file = template_name.rsplit('/').next().unwrap_or(template_name);
+    file.trim_end_matches(".in").trim_end_matches(".yaml")
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), RunError> {
+    std::fs::write(path, bytes).map_err(|source| RunError::WriteOutput {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// One connection pool for the run, sized so a run with thousands of concurrent streams never queues inside the
+/// client: idle connections are kept for reuse, and Nagle is off so small requests go out at once.
+fn http_client(max_concurrency: Option<u32>) -> Result<reqwest::Client, RunError> {
+    let idle = max_concurrency.map_or(1024, |c| c as usize).max(64);
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(idle)
+        .tcp_nodelay(true)
+        .http1_only()
+        .build()
+        .map_err(RunError::Client)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profile_names_and_files_are_told_apart() {
+        assert!(matches!(template_source("sanity_random"), TemplateSource::Builtin(_)));
+        assert!(matches!(template_source("./mine.yaml"), TemplateSource::File(_)));
+        assert!(matches!(template_source("mine.yaml.in"), TemplateSource::File(_)));
+    }
+
+    #[test]
+    fn the_default_run_id_uses_the_profile_stem() {
+        assert_eq!(profile_stem("inference-perf/sanity_random.yaml.in"), "sanity_random");
+        assert_eq!(profile_stem("/tmp/x/mine.yaml"), "mine");
+    }
+}
