@@ -12,8 +12,9 @@ build:
 release:
 	$(CARGO) build --workspace --release
 
-## test: everything CI checks — formatting, clippy, the generated CRDs, and every test.
-test: lint
+## test: everything CI checks — formatting, clippy, the generated CRDs, and every test, end-to-end ones included
+## (the first run builds the control-plane tools into ~/.cache/llmbench-tools; later runs reuse them).
+test: lint e2e-tools
 	$(CARGO) test --workspace --all-targets
 
 unit:

@@ -137,7 +137,8 @@ pub struct BenchmarkRunSpec {
     /// are typed like YAML scalars; quote them to keep a string. A key that matches nothing fails the run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(validation = Rule::new("self.all(o, o.matches('^[^=.\\\\s]+(\\\\.[^=.\\\\s]+)*=.*$'))").message("each override must be key=value, with a key of non-empty dot-separated segments"))]
-    #[schemars(extend("maxItems" = 256))]
+    // Bounds on the items keep the CEL rule's estimated cost inside the apiserver's budget.
+    #[schemars(extend("maxItems" = 256), inner(length(max = 4096)))]
     pub overrides: Vec<String>,
     /// The launcher pods that generate the load.
     #[serde(default)]
@@ -149,7 +150,7 @@ pub struct BenchmarkRunSpec {
     /// (e.g. 3600s, 90m, 1h30m). Default 3600s.
     #[serde(default = "default_timeout")]
     #[x_kube(validation = Rule::new("self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')").message("timeout must be a positive duration such as 3600s or 1h"))]
-    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"))]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 64))]
     pub timeout: String,
     /// Collect what is already on the PVC instead of generating load.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
