@@ -267,7 +267,7 @@ fn failures_by_label(failed: &[&RequestRecord]) -> Value {
         }
     }
     // Stable: equal counts keep their first-seen order, as Python's sorted does.
-    labels.sort_by(|a, b| b.1.cmp(&a.1));
+    labels.sort_by_key(|l| std::cmp::Reverse(l.1));
     let mut out = Map::new();
     for (label, count, messages) in labels {
         let messages: Vec<Value> = messages

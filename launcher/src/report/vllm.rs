@@ -253,8 +253,9 @@ fn peak_second(ok: &[&RequestRecord]) -> (f64, u64) {
                 *slot += 1;
             }
         }
-        for second in bucket(r.sent_ns)..=bucket(end_of(r)).min(buckets - 1) {
-            concurrent[second] += 1;
+        let seconds = bucket(r.sent_ns)..=bucket(end_of(r)).min(buckets - 1);
+        for slot in concurrent.get_mut(seconds).unwrap_or_default() {
+            *slot += 1;
         }
     }
     (
