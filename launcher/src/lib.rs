@@ -8,6 +8,8 @@ pub mod plan;
 pub mod profile;
 pub mod progress;
 pub mod record;
+pub mod report;
 pub mod sim;
 pub mod sizing;
+pub mod wallclock;
 pub mod workload;
