@@ -2,6 +2,7 @@
 //! vLLM-compatible simulator behind `llmbench sim`.
 #![forbid(unsafe_code)]
 
+pub mod data;
 pub mod engine;
 pub mod metrics;
 pub mod plan;
@@ -10,4 +11,5 @@ pub mod progress;
 pub mod record;
 pub mod sim;
 pub mod sizing;
+pub mod tokenizer;
 pub mod workload;
