@@ -2,6 +2,7 @@
 //! vLLM-compatible simulator behind `llmbench sim`.
 #![forbid(unsafe_code)]
 
+pub mod data;
 pub mod engine;
 pub mod metrics;
 pub mod plan;
@@ -11,5 +12,6 @@ pub mod record;
 pub mod report;
 pub mod sim;
 pub mod sizing;
+pub mod tokenizer;
 pub mod wallclock;
 pub mod workload;
