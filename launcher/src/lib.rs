@@ -4,6 +4,7 @@
 
 pub mod engine;
 pub mod metrics;
+pub mod mlperf;
 pub mod plan;
 pub mod profile;
 pub mod progress;

@@ -16,7 +16,7 @@ mod model;
 mod reader;
 mod schedule;
 mod vllm_bench;
-mod yaml;
+pub(crate) mod yaml;
 
 #[cfg(test)]
 mod tests;
