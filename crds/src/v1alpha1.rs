@@ -155,7 +155,10 @@ pub struct BenchmarkRunSpec {
     /// (e.g. 3600s, 90m, 1h30m). Default 3600s.
     #[serde(default = "default_timeout")]
     #[x_kube(validation = Rule::new("self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')").message("timeout must be a positive duration such as 3600s or 1h"))]
-    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 64))]
+    #[schemars(
+        regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"),
+        length(max = 64)
+    )]
     pub timeout: String,
     /// Collect what is already on the PVC instead of generating load.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

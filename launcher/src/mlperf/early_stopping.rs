@@ -160,7 +160,10 @@ mod tests {
         // t = 0: odds(h) = 0.99^h < 0.01 ⇔ h > ln 0.01 / ln 0.99 = 458.21 ⇒ h = 459.
         // 0.99^458 = 0.01008 (not below 0.01), 0.99^459 = 0.009979.
         let es = early_stopping(&[], 1, 0.99, 459);
-        assert_eq!((es.overlatency, es.min_passing, es.satisfied), (0, 459, true));
+        assert_eq!(
+            (es.overlatency, es.min_passing, es.satisfied),
+            (0, 459, true)
+        );
         assert_eq!(es.message, " * Run successful.");
     }
 
@@ -188,11 +191,28 @@ mod tests {
         let mut latencies = vec![10u64; 998];
         latencies.extend([100, 100]);
         let es = early_stopping(&latencies, 50, 0.99, 1000);
-        assert_eq!((es.overlatency, es.min_passing, es.satisfied), (2, 836, true));
+        assert_eq!(
+            (es.overlatency, es.min_passing, es.satisfied),
+            (2, 836, true)
+        );
         // The same two over the limit in 837 queries: one short.
-        let es = early_stopping(&latencies[..837 - 2].iter().chain(&[100, 100]).copied().collect::<Vec<_>>(), 50, 0.99, 837);
+        let es = early_stopping(
+            &latencies[..837 - 2]
+                .iter()
+                .chain(&[100, 100])
+                .copied()
+                .collect::<Vec<_>>(),
+            50,
+            0.99,
+            837,
+        );
         assert!(!es.satisfied);
-        assert!(es.message.contains("Would need to run at least 1 more queries"), "{}", es.message);
+        assert!(
+            es.message
+                .contains("Would need to run at least 1 more queries"),
+            "{}",
+            es.message
+        );
     }
 
     #[test]

@@ -21,12 +21,12 @@ pub mod settings;
 pub mod verdict;
 
 pub use early_stopping::{EarlyStopping, MinPassingQueriesFinder, early_stopping};
+pub use rouge::{AccuracyCheck, RougeScores};
 pub use schedule::{MlperfSchedule, build_schedule};
 pub use settings::{
     ConfLine, LlmModel, MLPERF_CONF, MlperfSettings, Mode, ParsedSettings, Scenario, UserConf,
     parse_settings, parse_user_conf,
 };
-pub use rouge::{AccuracyCheck, RougeScores};
 pub use verdict::{Checks, LatencyStats, RunTimes, Verdict, evaluate, offline_samples_per_query};
 
 use crate::workload::WorkloadError;

@@ -147,7 +147,8 @@ mod tests {
     fn canonical_combines_two_draws_low_word_first() {
         let mut g = Mt19937::new(5489);
         let u = g.canonical();
-        let expected = (3_499_211_612f64 + 581_869_302f64 * 4_294_967_296.0) / 18_446_744_073_709_551_616.0;
+        let expected =
+            (3_499_211_612f64 + 581_869_302f64 * 4_294_967_296.0) / 18_446_744_073_709_551_616.0;
         assert_eq!(u, expected);
         let mut g = Mt19937::new(5489);
         assert_eq!(g.exponential(2.0), -(1.0 - expected).ln() / 2.0);

@@ -54,7 +54,13 @@ pub fn score(predictions: &[String], references: &[String]) -> RougeScores {
         sums[2] += rouge_l(&p, &r);
         samples += 1;
     }
-    let mean = |s: f64| if samples == 0 { 0.0 } else { s / samples as f64 * 100.0 };
+    let mean = |s: f64| {
+        if samples == 0 {
+            0.0
+        } else {
+            s / samples as f64 * 100.0
+        }
+    };
     RougeScores {
         rouge1: mean(sums[0]),
         rouge2: mean(sums[1]),
@@ -68,7 +74,13 @@ pub fn tokenize(text: &str) -> Vec<String> {
     let lowered = text.to_lowercase();
     let cleaned: String = lowered
         .chars()
-        .map(|c| if c.is_ascii_lowercase() || c.is_ascii_digit() { c } else { ' ' })
+        .map(|c| {
+            if c.is_ascii_lowercase() || c.is_ascii_digit() {
+                c
+            } else {
+                ' '
+            }
+        })
         .collect();
     cleaned
         .split_whitespace()
@@ -85,15 +97,16 @@ fn fmeasure(precision: f64, recall: f64) -> f64 {
     }
 }
 
+fn ngrams(tokens: &[String], n: usize) -> HashMap<&[String], usize> {
+    let mut counts: HashMap<&[String], usize> = HashMap::new();
+    for gram in tokens.windows(n) {
+        *counts.entry(gram).or_default() += 1;
+    }
+    counts
+}
+
 fn rouge_n(prediction: &[String], target: &[String], n: usize) -> f64 {
-    let grams = |tokens: &[String]| {
-        let mut counts: HashMap<&[String], usize> = HashMap::new();
-        for gram in tokens.windows(n) {
-            *counts.entry(gram).or_default() += 1;
-        }
-        counts
-    };
-    let (p, t) = (grams(prediction), grams(target));
+    let (p, t) = (ngrams(prediction, n), ngrams(target, n));
     let overlap: usize = t
         .iter()
         .map(|(gram, count)| (*count).min(p.get(gram).copied().unwrap_or(0)))
@@ -309,8 +322,8 @@ fn step3(w: &mut Vec<u8>) {
 
 fn step4(w: &mut Vec<u8>) {
     const SUFFIXES: [&str; 19] = [
-        "al", "ance", "ence", "er", "ic", "able", "ible", "ant", "ement", "ment", "ent", "ion", "ou",
-        "ism", "ate", "iti", "ous", "ive", "ize",
+        "al", "ance", "ence", "er", "ic", "able", "ible", "ant", "ement", "ment", "ent", "ion",
+        "ou", "ism", "ate", "iti", "ous", "ive", "ize",
     ];
     // Longest match first, as the algorithm's table is read.
     let Some(suffix) = SUFFIXES
@@ -411,6 +424,9 @@ mod tests {
     #[test]
     fn empty_texts_score_zero() {
         let scores = score(&s(&[""]), &s(&["something"]));
-        assert_eq!((scores.rouge1, scores.rouge2, scores.rouge_l), (0.0, 0.0, 0.0));
+        assert_eq!(
+            (scores.rouge1, scores.rouge2, scores.rouge_l),
+            (0.0, 0.0, 0.0)
+        );
     }
 }

@@ -163,7 +163,8 @@ fn performance(settings: &MlperfSettings, loaded: &[usize]) -> (StagePlan, Vec<u
     match settings.scenario {
         Scenario::Offline => {
             const SLACK: f64 = 1.1;
-            let target = (SLACK * settings.min_duration_ms as f64 / 1000.0 * settings.target_qps) as u64;
+            let target =
+                (SLACK * settings.min_duration_ms as f64 / 1000.0 * settings.target_qps) as u64;
             let n = settings.min_query_count.max(target) as usize;
             let samples = (0..n).map(|i| loaded[i % loaded.len()]).collect();
             (open(vec![Duration::ZERO; n]), samples, Duration::ZERO)

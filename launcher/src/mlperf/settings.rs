@@ -544,7 +544,10 @@ pub fn parse_settings(
     let builtin = parse_user_conf("mlperf.conf (built in)", MLPERF_CONF)?;
     apply_conf(&mut s, "mlperf.conf (built in)", &builtin, &mut warnings)?;
     let explicit_limits = p.node("ttft_latency").is_some() && p.node("tpot_latency").is_some();
-    if LlmModel::from_conf_name(&model).is_none() && scenario == Scenario::Server && !explicit_limits {
+    if LlmModel::from_conf_name(&model).is_none()
+        && scenario == Scenario::Server
+        && !explicit_limits
+    {
         return Err(p.invalid(
             "model",
             format!(
@@ -632,14 +635,15 @@ pub fn parse_settings(
         s.user_conf_path = Some(v);
     }
     if let Some(node) = p.node("dataset") {
-        s.dataset_path = Some(p.sub_str(node, "dataset", "path", &mut warnings)?.ok_or_else(
-            || MlperfError::Invalid {
-                file: file.to_string(),
-                line: Some(node.line),
-                key: "dataset.path".to_string(),
-                problem: "is required when `dataset` is given".to_string(),
-            },
-        )?);
+        s.dataset_path = Some(
+            p.sub_str(node, "dataset", "path", &mut warnings)?
+                .ok_or_else(|| MlperfError::Invalid {
+                    file: file.to_string(),
+                    line: Some(node.line),
+                    key: "dataset.path".to_string(),
+                    problem: "is required when `dataset` is given".to_string(),
+                })?,
+        );
     }
     if let Some(node) = p.node("server") {
         p.server(node, &mut s.server, &mut warnings)?;
@@ -785,11 +789,7 @@ impl Profile<'_> {
             Value::Str(s) => humantime::parse_duration(s.trim())
                 .map(|d| Some(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)))
                 .map_err(|e| self.invalid(key, format!("not a duration (`{s}`): {e}"))),
-            _ => Err(self.wrong_type(
-                key,
-                "milliseconds or a duration such as `10m`",
-                n,
-            )),
+            _ => Err(self.wrong_type(key, "milliseconds or a duration such as `10m`", n)),
         }
     }
 
@@ -799,7 +799,9 @@ impl Profile<'_> {
             let value = node.get(name).ok_or_else(|| {
                 self.invalid(
                     "rouge_reference",
-                    format!("needs `rouge1`, `rouge2` and `rougeL` (0–100 scale); `{name}` is missing"),
+                    format!(
+                        "needs `rouge1`, `rouge2` and `rougeL` (0–100 scale); `{name}` is missing"
+                    ),
                 )
             })?;
             *slot = match value.value {
@@ -819,7 +821,9 @@ impl Profile<'_> {
         field: &str,
         warnings: &mut Vec<Warning>,
     ) -> Result<Option<String>, MlperfError> {
-        let entries = node.entries().ok_or_else(|| self.wrong_type(section, "a map", node))?;
+        let entries = node
+            .entries()
+            .ok_or_else(|| self.wrong_type(section, "a map", node))?;
         for (key, _) in entries {
             if key.name != field {
                 warnings.push(self.unknown(section, &key.name, key.line));
@@ -850,7 +854,9 @@ impl Profile<'_> {
         api: &mut Api,
         warnings: &mut Vec<Warning>,
     ) -> Result<(), MlperfError> {
-        let entries = node.entries().ok_or_else(|| self.wrong_type("server", "a map", node))?;
+        let entries = node
+            .entries()
+            .ok_or_else(|| self.wrong_type("server", "a map", node))?;
         for (key, value) in entries {
             let path = format!("server.{}", key.name);
             let text = || match &value.value {
@@ -915,7 +921,10 @@ mod tests {
         assert_eq!(s.sample_index_rng_seed, 14771362308971278857);
         assert_eq!(s.max_tokens, 128);
         let i = parse("model: llama2-70b-interactive\nscenario: Server\n", None).settings;
-        assert_eq!((i.ttft_latency_ns, i.tpot_latency_ns), (450_000_000, 40_000_000));
+        assert_eq!(
+            (i.ttft_latency_ns, i.tpot_latency_ns),
+            (450_000_000, 40_000_000)
+        );
         let o = parse("model: llama2-70b\nscenario: Offline\n", None).settings;
         assert_eq!(o.min_query_count, 24576);
         assert_eq!(o.max_tokens, 1024);
@@ -987,7 +996,10 @@ llama2-70b.Server.max_query_count = 99
             "user.conf:2: `*.Server.target_qps`: expected a non-negative number, found `fast`"
         );
         let err = parse_user_conf("user.conf", "a.b = 1\n").unwrap_err();
-        assert!(err.to_string().starts_with("user.conf:1: `a.b = 1`"), "{err}");
+        assert!(
+            err.to_string().starts_with("user.conf:1: `a.b = 1`"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -1000,7 +1012,10 @@ llama2-70b.Server.max_query_count = 99
             .filter(|w| w.kind == WarningKind::UnknownKey)
             .map(|w| (w.key.as_str(), w.line))
             .collect();
-        assert_eq!(unknown, vec![("target_qsp", Some(3)), ("*.*.bogus_key", Some(1))]);
+        assert_eq!(
+            unknown,
+            vec![("target_qsp", Some(3)), ("*.*.bogus_key", Some(1))]
+        );
         let err = parse_settings(
             "p.yaml",
             yaml,

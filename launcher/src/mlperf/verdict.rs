@@ -250,9 +250,9 @@ pub fn evaluate(settings: &MlperfSettings, records: &[RequestRecord], run: &RunT
         Scenario::Offline => (None, None),
         Scenario::Server => {
             let tpot_es = early_stopping(&tpot, settings.tpot_latency_ns, p, queries_issued);
-            let ttft_es = tpot_es.satisfied.then(|| {
-                early_stopping(&first_token, settings.ttft_latency_ns, p, queries_issued)
-            });
+            let ttft_es = tpot_es
+                .satisfied
+                .then(|| early_stopping(&first_token, settings.ttft_latency_ns, p, queries_issued));
             (Some(tpot_es), ttft_es)
         }
         Scenario::SingleStream => {
@@ -263,8 +263,8 @@ pub fn evaluate(settings: &MlperfSettings, records: &[RequestRecord], run: &RunT
             (Some(tpot_es), ttft_es)
         }
     };
-    let early_stopping_met =
-        tpot_es.as_ref().is_none_or(|e| e.satisfied) && ttft_es.as_ref().is_none_or(|e| e.satisfied);
+    let early_stopping_met = tpot_es.as_ref().is_none_or(|e| e.satisfied)
+        && ttft_es.as_ref().is_none_or(|e| e.satisfied);
     let perf_ok = performance_constraints.unwrap_or(true);
     let valid = min_duration_met && min_queries_met && perf_ok && early_stopping_met && failed == 0;
 
@@ -344,7 +344,9 @@ fn single_stream_early_stopping(latencies: &[u64], p: f64, queries_issued: u64) 
     }
     let mut sorted = latencies.to_vec();
     sorted.sort_unstable();
-    let index = usize::try_from(issued - t).unwrap_or(usize::MAX).min(sorted.len().saturating_sub(1));
+    let index = usize::try_from(issued - t)
+        .unwrap_or(usize::MAX)
+        .min(sorted.len().saturating_sub(1));
     let estimate = sorted.get(index).copied().unwrap_or(0);
     EarlyStopping {
         satisfied: true,
@@ -449,10 +451,19 @@ impl Verdict {
             if self.valid { "VALID" } else { "INVALID" }
         ));
         if let Some(ok) = self.checks.performance_constraints {
-            line(format!("  Performance constraints satisfied : {}", yes_no(ok)));
+            line(format!(
+                "  Performance constraints satisfied : {}",
+                yes_no(ok)
+            ));
         }
-        line(format!("  Min duration satisfied : {}", yes_no(self.checks.min_duration)));
-        line(format!("  Min queries satisfied : {}", yes_no(self.checks.min_queries)));
+        line(format!(
+            "  Min duration satisfied : {}",
+            yes_no(self.checks.min_duration)
+        ));
+        line(format!(
+            "  Min queries satisfied : {}",
+            yes_no(self.checks.min_queries)
+        ));
         line(format!(
             "  Early stopping satisfied: {}",
             yes_no(self.checks.early_stopping)
@@ -480,10 +491,17 @@ impl Verdict {
         line(format!("\n{sep}\nAdditional Stats\n{sep}"));
         match s.scenario {
             Scenario::SingleStream => {
-                let qps_w = self.sample_count.saturating_sub(1) as f64 / self.final_query_issued_time;
+                let qps_w =
+                    self.sample_count.saturating_sub(1) as f64 / self.final_query_issued_time;
                 let mean_s = self.latency.as_ref().map_or(0.0, |l| secs(l.mean));
-                line(format!("QPS w/ loadgen overhead         : {}", fixed2(qps_w)));
-                line(format!("QPS w/o loadgen overhead        : {}", fixed2(1.0 / mean_s)));
+                line(format!(
+                    "QPS w/ loadgen overhead         : {}",
+                    fixed2(qps_w)
+                ));
+                line(format!(
+                    "QPS w/o loadgen overhead        : {}",
+                    fixed2(1.0 / mean_s)
+                ));
                 line(String::new());
             }
             Scenario::Server => line(format!(
@@ -492,22 +510,23 @@ impl Verdict {
             )),
             Scenario::Offline => {}
         }
-        let stats_block = |out: &mut Vec<String>, stats: &Option<LatencyStats>, names: [&str; 4]| {
-            let st = stats.clone().unwrap_or(LatencyStats {
-                count: 0,
-                min: 0,
-                max: 0,
-                mean: 0,
-                percentiles: PERCENTILES.iter().map(|p| (*p, 0)).collect(),
-                target: 0,
-            });
-            out.push(format!("{}{}", names[0], st.min));
-            out.push(format!("{}{}", names[1], st.max));
-            out.push(format!("{}{}", names[2], st.mean));
-            for (p, v) in &st.percentiles {
-                out.push(format!("{} {}{v}", fixed2(p * 100.0), names[3]));
-            }
-        };
+        let stats_block =
+            |out: &mut Vec<String>, stats: &Option<LatencyStats>, names: [&str; 4]| {
+                let st = stats.clone().unwrap_or(LatencyStats {
+                    count: 0,
+                    min: 0,
+                    max: 0,
+                    mean: 0,
+                    percentiles: PERCENTILES.iter().map(|p| (*p, 0)).collect(),
+                    target: 0,
+                });
+                out.push(format!("{}{}", names[0], st.min));
+                out.push(format!("{}{}", names[1], st.max));
+                out.push(format!("{}{}", names[2], st.mean));
+                for (p, v) in &st.percentiles {
+                    out.push(format!("{} {}{v}", fixed2(p * 100.0), names[3]));
+                }
+            };
         stats_block(
             &mut out,
             &self.latency,
@@ -524,8 +543,14 @@ impl Verdict {
                 let tps_w = self.token_count as f64 / self.final_query_issued_time;
                 let mean_s = self.latency.as_ref().map_or(0.0, |l| secs(l.mean));
                 let tps_wo = self.token_count as f64 / (mean_s * self.sample_count as f64);
-                out.push(format!("TPS w/ loadgen overhead         : {}", fixed2(tps_w)));
-                out.push(format!("TPS w/o loadgen overhead        : {}", fixed2(tps_wo)));
+                out.push(format!(
+                    "TPS w/ loadgen overhead         : {}",
+                    fixed2(tps_w)
+                ));
+                out.push(format!(
+                    "TPS w/o loadgen overhead        : {}",
+                    fixed2(tps_wo)
+                ));
             }
             Scenario::Server => out.push(format!(
                 "Completed tokens per second                 : {}",
@@ -582,7 +607,10 @@ impl Verdict {
             ("min_query_count : ", min_query_count.to_string()),
             ("max_query_count : ", s.max_query_count.to_string()),
             ("qsl_rng_seed : ", s.qsl_rng_seed.to_string()),
-            ("sample_index_rng_seed : ", s.sample_index_rng_seed.to_string()),
+            (
+                "sample_index_rng_seed : ",
+                s.sample_index_rng_seed.to_string(),
+            ),
             ("schedule_rng_seed : ", s.schedule_rng_seed.to_string()),
             ("accuracy_log_rng_seed : ", "0".to_string()),
             ("accuracy_log_probability : ", "0".to_string()),
@@ -591,7 +619,10 @@ impl Verdict {
             ("performance_issue_unique : ", "0".to_string()),
             ("performance_issue_same : ", "0".to_string()),
             ("performance_issue_same_index : ", "0".to_string()),
-            ("performance_sample_count : ", s.performance_sample_count.to_string()),
+            (
+                "performance_sample_count : ",
+                s.performance_sample_count.to_string(),
+            ),
         ] {
             out.push(format!("{key}{value}"));
         }
@@ -599,7 +630,10 @@ impl Verdict {
         out.push(if self.warnings.is_empty() {
             "No warnings encountered during test.".to_string()
         } else {
-            format!("{} warnings encountered. See detailed log.", self.warnings.len())
+            format!(
+                "{} warnings encountered. See detailed log.",
+                self.warnings.len()
+            )
         });
         out.push(String::new());
         out.push(match self.errors.len() {
@@ -651,7 +685,14 @@ mod tests {
 
     /// A streamed query scheduled at `at_ms`, first token `ttft_ms` later, `tokens` tokens, ending `e2e_ms` after
     /// the scheduled time.
-    fn query(id: u64, stage: u32, at_ms: u64, ttft_ms: u64, e2e_ms: u64, tokens: u32) -> RequestRecord {
+    fn query(
+        id: u64,
+        stage: u32,
+        at_ms: u64,
+        ttft_ms: u64,
+        e2e_ms: u64,
+        tokens: u32,
+    ) -> RequestRecord {
         let at = at_ms * MS;
         RequestRecord {
             id,
@@ -693,7 +734,9 @@ mod tests {
 
     /// n queries 1 s apart, TTFT 100 ms, 11 tokens over 600 ms: TPOT (600 − 100)/10 = 50 ms.
     fn steady(n: u64) -> Vec<RequestRecord> {
-        (0..n).map(|i| query(i, 0, i * 1000, 100, 600, 11)).collect()
+        (0..n)
+            .map(|i| query(i, 0, i * 1000, 100, 600, 11))
+            .collect()
     }
 
     #[test]
@@ -701,7 +744,11 @@ mod tests {
         let mut r = query(0, 0, 1000, 100, 600, 11);
         // Sent 40 ms late: the delay counts against the system.
         r.sent_ns += 40 * MS;
-        let v = evaluate(&settings("min_duration: 0\nmin_query_count: 1\n"), &[r], &run());
+        let v = evaluate(
+            &settings("min_duration: 0\nmin_query_count: 1\n"),
+            &[r],
+            &run(),
+        );
         assert_eq!(v.first_token_latency.as_ref().unwrap().min, 100 * MS);
         assert_eq!(v.latency.as_ref().unwrap().min, 600 * MS);
         assert_eq!(v.time_per_output_token.as_ref().unwrap().min, 50 * MS);
@@ -737,11 +784,15 @@ mod tests {
         let txt = v.summary_txt();
         assert!(txt.contains("Result is : VALID\n  Performance constraints satisfied : Yes\n"));
         assert!(txt.contains("TTFT Early Stopping Result:\n * Run successful.\nTPOT Early Stopping Result:\n * Run successful.\n"));
-        assert!(txt.contains("Completed samples per second    : 1.00\nCompleted tokens per second: 11.01\n"));
+        assert!(txt.contains(
+            "Completed samples per second    : 1.00\nCompleted tokens per second: 11.01\n"
+        ));
         assert!(txt.contains("99.00 percentile first token latency (ns)   : 100000000\n"));
         assert!(txt.contains("99.90 percentile time to output token (ns)   : 50000000\n"));
         assert!(txt.contains("ttft_latency (ns): 2000000000\ntpot_latency (ns): 100000000\n"));
-        assert!(txt.ends_with("No warnings encountered during test.\n\nNo errors encountered during test.\n"));
+        assert!(txt.ends_with(
+            "No warnings encountered during test.\n\nNo errors encountered during test.\n"
+        ));
     }
 
     #[test]
@@ -773,7 +824,9 @@ mod tests {
     #[test]
     fn tpot_over_the_limit_fails_the_performance_constraints() {
         // TPOT (1600 − 100)/10 = 150 ms > 100 ms on every query.
-        let records: Vec<_> = (0..500).map(|i| query(i, 0, i * 1000, 100, 1600, 11)).collect();
+        let records: Vec<_> = (0..500)
+            .map(|i| query(i, 0, i * 1000, 100, 1600, 11))
+            .collect();
         let v = evaluate(&settings("min_duration: 400000\n"), &records, &run());
         assert!(!v.valid);
         assert_eq!(v.checks.performance_constraints, Some(false));
@@ -782,7 +835,9 @@ mod tests {
         assert!(txt.contains("  Performance constraints satisfied : NO\n"));
         assert!(txt.contains(" * TPOT constrain not met: Reduce target QPS to improve latency.\n"));
         // TPOT failed early stopping, so LoadGen never evaluated TTFT: its result is empty.
-        assert!(txt.contains("TTFT Early Stopping Result:\n\nTPOT Early Stopping Result:\n * Run unsuccessful.\n"));
+        assert!(txt.contains(
+            "TTFT Early Stopping Result:\n\nTPOT Early Stopping Result:\n * Run unsuccessful.\n"
+        ));
     }
 
     #[test]
@@ -843,7 +898,9 @@ mod tests {
         .unwrap()
         .settings;
         // Four samples at t = 0 finishing at 0.5, 1, 1.5, 2 s with 10 tokens each: 4/2 = 2 samples/s, 20 tokens/s.
-        let records: Vec<_> = (0..4u64).map(|i| query(i, 0, 0, 50, 500 * (i + 1), 10)).collect();
+        let records: Vec<_> = (0..4u64)
+            .map(|i| query(i, 0, 0, 50, 500 * (i + 1), 10))
+            .collect();
         let v = evaluate(&s, &records, &run());
         assert!(v.valid, "{}", v.summary_txt());
         assert_eq!(v.samples_per_second, Some(2.0));
