@@ -95,7 +95,7 @@ impl Mt19937 {
         }
         if u64::from(u32::MAX) / n >= n {
             let mut i = 1u64;
-            if n % 2 == 0 {
+            if n.is_multiple_of(2) {
                 let j = self.uniform_below(2);
                 v.swap(i as usize, j as usize);
                 i += 1;

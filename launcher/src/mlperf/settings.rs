@@ -396,11 +396,9 @@ fn apply_conf_key(
         "ttft_latency" => s.ttft_latency_ns = ms_to_ns(float()?),
         "tpot_latency" => s.tpot_latency_ns = ms_to_ns(float()?),
         "target_latency_percentile" => s.target_latency_percentile = percentile(float()?),
-        "target_latency" => {
-            // SingleStream's expected latency; the Server target latency is 0 for the token-latency LLMs.
-            if s.scenario == Scenario::SingleStream {
-                s.single_stream_expected_latency_ns = ms_to_ns(float()?);
-            }
+        // SingleStream's expected latency; the Server target latency is 0 for the token-latency LLMs.
+        "target_latency" if s.scenario == Scenario::SingleStream => {
+            s.single_stream_expected_latency_ns = ms_to_ns(float()?);
         }
         "target_qps" => s.target_qps = positive(float()?, &invalid)?,
         "min_duration" => s.min_duration_ms = uint()?,
@@ -408,17 +406,15 @@ fn apply_conf_key(
         "min_query_count" => s.min_query_count = uint()?,
         "max_query_count" => s.max_query_count = uint()?,
         "performance_sample_count_override" => s.performance_sample_count = uint()?,
-        "use_token_latencies" => {
-            if uint()? == 0 {
-                warnings.push(Warning {
-                    file: file.to_string(),
-                    key: line.key.clone(),
-                    line: Some(line.line),
-                    kind: WarningKind::Ignored,
-                    message: "llmbench always judges LLM runs by token latencies (TTFT and TPOT)"
-                        .to_string(),
-                });
-            }
+        "use_token_latencies" if uint()? == 0 => {
+            warnings.push(Warning {
+                file: file.to_string(),
+                key: line.key.clone(),
+                line: Some(line.line),
+                kind: WarningKind::Ignored,
+                message: "llmbench always judges LLM runs by token latencies (TTFT and TPOT)"
+                    .to_string(),
+            });
         }
         _ => {}
     }
