@@ -5,6 +5,7 @@
 pub mod data;
 pub mod engine;
 pub mod metrics;
+pub mod mlperf;
 pub mod plan;
 pub mod profile;
 pub mod progress;
