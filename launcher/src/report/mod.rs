@@ -98,7 +98,7 @@ impl Formats {
     };
 
     /// The harness's own format, and always the llm-d report. InferenceMAX's `bench_serving` writes vLLM's
-    /// result JSON; `nop` has no native file.
+    /// result JSON; `nop` has no native file, and MLPerf's `mlperf_log_summary.txt` comes with its verdict.
     pub fn for_harness(harness: Harness) -> Formats {
         let mut formats = Formats {
             llmd_v02: true,
@@ -108,7 +108,7 @@ impl Formats {
             Harness::InferencePerf => formats.inference_perf = true,
             Harness::Guidellm => formats.guidellm = true,
             Harness::VllmBenchmark | Harness::Inferencemax => formats.vllm = true,
-            Harness::Nop => {}
+            Harness::Nop | Harness::Mlperf => {}
         }
         formats
     }
