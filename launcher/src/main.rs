@@ -37,7 +37,7 @@ enum Command {
 #[derive(Args, Debug)]
 #[command(group = clap::ArgGroup::new("source").required(true).args(["profile", "template"]))]
 struct RenderArgs {
-    /// The profile dialect: inference-perf, guidellm, vllm-benchmark, inferencemax or nop.
+    /// The profile dialect: inference-perf, guidellm, vllm-benchmark, inferencemax, mlperf or nop.
     #[arg(long)]
     harness: llmbench_api::v1alpha1::Harness,
     /// A profile of the bundled library, e.g. sanity_random (see workload/profiles/<harness>/).
@@ -86,6 +86,9 @@ const EXIT_NO_REQUEST_SUCCEEDED: u8 = 3;
 fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
     let outcome = runtime()?.block_on(llmbench::run::run(args))?;
     print!("{}", llmbench::report::print_table(&outcome.summary));
+    if let Some(verdict) = &outcome.mlperf {
+        print!("{}", verdict.summary_txt());
+    }
     println!("results: {}", outcome.dir.display());
     let counts = &outcome.summary.overall.requests;
     if counts.succeeded == 0 && counts.total > 0 {
