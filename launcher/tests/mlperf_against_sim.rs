@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use clap::Parser;
+use llmbench::metrics::RunVerdict;
 use llmbench::mlperf::Verdict;
 use llmbench::run::{RunArgs, run};
 
@@ -30,7 +31,11 @@ fn dataset(dir: &Path, samples: usize) -> String {
 
 /// Runs `settings` (the profile minus its dataset and server) with the simulator's latencies; returns the verdict
 /// and the summary text.
-async fn mlperf_run(settings: &str, ttft: &str, itl: &str) -> (Verdict, String) {
+async fn mlperf_run(
+    settings: &str,
+    ttft: &str,
+    itl: &str,
+) -> (Verdict, String, Option<RunVerdict>) {
     let dir = tempfile::tempdir().expect("temp dir");
     let data = dataset(dir.path(), 64);
     let profile = dir.path().join("mlperf.yaml");
@@ -60,7 +65,11 @@ async fn mlperf_run(settings: &str, ttft: &str, itl: &str) -> (Verdict, String) 
     let summary_txt = std::fs::read_to_string(outcome.dir.join("mlperf_log_summary.txt"))
         .expect("mlperf_log_summary.txt");
     assert!(outcome.dir.join("mlperf_verdict.json").is_file());
-    (outcome.mlperf.expect("a verdict"), summary_txt)
+    (
+        outcome.mlperf.expect("a verdict"),
+        summary_txt,
+        outcome.summary.verdict,
+    )
 }
 
 const SERVER: &str =
@@ -68,7 +77,13 @@ const SERVER: &str =
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_run_within_the_llama3_1_8b_limits_is_valid() {
-    let (verdict, text) = mlperf_run(&format!("{SERVER}min_duration: 2s\n"), "50ms", "10ms").await;
+    let (verdict, text, summary) =
+        mlperf_run(&format!("{SERVER}min_duration: 2s\n"), "50ms", "10ms").await;
+    let summary = summary.expect("the summary carries the verdict");
+    assert!(
+        summary.passed && summary.result == "VALID" && summary.failed_checks.is_empty(),
+        "{summary:?}"
+    );
     assert!(verdict.valid, "{text}");
     assert!(text.contains("Result is : VALID"), "{text}");
     assert!(
@@ -79,7 +94,8 @@ async fn a_server_run_within_the_llama3_1_8b_limits_is_valid() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_itl_above_the_tpot_limit_makes_the_run_invalid() {
-    let (verdict, text) = mlperf_run(&format!("{SERVER}min_duration: 2s\n"), "50ms", "150ms").await;
+    let (verdict, text, _) =
+        mlperf_run(&format!("{SERVER}min_duration: 2s\n"), "50ms", "150ms").await;
     assert!(!verdict.valid, "{text}");
     assert_eq!(
         verdict.checks.performance_constraints,
@@ -97,7 +113,9 @@ async fn an_itl_above_the_tpot_limit_makes_the_run_invalid() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_shorter_than_min_duration_is_invalid_on_duration_alone() {
     let settings = format!("{SERVER}min_duration: 60s\nmax_query_count: 600\n");
-    let (verdict, text) = mlperf_run(&settings, "50ms", "10ms").await;
+    let (verdict, text, summary) = mlperf_run(&settings, "50ms", "10ms").await;
+    let summary = summary.expect("the summary carries the verdict");
+    assert_eq!(summary.failed_checks, ["min_duration"], "{summary:?}");
     assert!(!verdict.valid, "{text}");
     assert!(!verdict.checks.min_duration, "{text}");
     assert_eq!(verdict.checks.performance_constraints, Some(true), "{text}");
@@ -109,7 +127,7 @@ async fn a_run_shorter_than_min_duration_is_invalid_on_duration_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_offline_run_reports_samples_and_tokens_per_second() {
     let settings = "model: llama3_1-8b\nscenario: Offline\ntarget_qps: 100\nmin_duration: 1s\nmin_query_count: 64\n";
-    let (verdict, text) = mlperf_run(settings, "20ms", "5ms").await;
+    let (verdict, text, _) = mlperf_run(settings, "20ms", "5ms").await;
     let samples = verdict
         .samples_per_second
         .expect("Offline samples per second");

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::data::{DataError, DatasetOptions, load_dataset};
 use crate::engine::PreparedRequest;
+use crate::metrics::{RunVerdict, write_compact_summary, write_summary_json};
 use crate::mlperf::{
     MlperfError, Mode, RunTimes, UserConf, Verdict, build_schedule, evaluate, parse_settings,
 };
@@ -111,10 +112,38 @@ pub(crate) async fn run(
             end_ns: times.end_ns,
         },
     );
-    let dir = &executed.outcome.dir;
-    verdict.write_summary_txt(&dir.join(SUMMARY_TXT))?;
-    verdict.write_json(&dir.join(VERDICT_JSON))?;
     let mut outcome = executed.outcome;
+    verdict.write_summary_txt(&outcome.dir.join(SUMMARY_TXT))?;
+    verdict.write_json(&outcome.dir.join(VERDICT_JSON))?;
+    // The verdict joins the summary (and the operator's SLOMet condition through the compact summary).
+    outcome.summary.verdict = Some(run_verdict(&verdict));
+    write_summary_json(&outcome.dir.join("summary.json"), &outcome.summary)?;
+    if let Some(path) = &context.args.summary_file {
+        write_compact_summary(path, &outcome.summary)?;
+    }
     outcome.mlperf = Some(verdict);
     Ok(outcome)
+}
+
+fn run_verdict(verdict: &Verdict) -> RunVerdict {
+    let checks = &verdict.checks;
+    let failed_checks = [
+        (
+            "performance_constraints",
+            checks.performance_constraints.unwrap_or(true),
+        ),
+        ("min_duration", checks.min_duration),
+        ("min_queries", checks.min_queries),
+        ("early_stopping", checks.early_stopping),
+    ]
+    .into_iter()
+    .filter(|(_, passed)| !passed)
+    .map(|(name, _)| name.to_owned())
+    .collect();
+    RunVerdict {
+        by: "mlperf".to_owned(),
+        passed: verdict.valid,
+        result: if verdict.valid { "VALID" } else { "INVALID" }.to_owned(),
+        failed_checks,
+    }
 }
