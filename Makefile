@@ -27,9 +27,11 @@ lint: toolchain
 fmt:
 	$(CARGO) fmt --all
 
-## crds: regenerate crds/*.yaml from the API types (a test fails while they are stale).
+## crds: regenerate crds/*.yaml and the chart's copies from the API types (a test fails while either is stale).
 crds:
 	$(CARGO) run -q -p llmbench-api --bin crdgen -- crds
+	mkdir -p charts/llmbench/crds
+	cp crds/benchmarkruns.yaml crds/workloadprofiles.yaml charts/llmbench/crds/
 
 # rustfmt and clippy ship as rustup components; a fresh toolchain may lack them.
 toolchain:
