@@ -151,7 +151,10 @@ pub struct BenchmarkRunSpec {
     /// (e.g. 3600s, 90m, 1h30m). Default 3600s.
     #[serde(default = "default_timeout")]
     #[x_kube(validation = Rule::new("self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')").message("timeout must be a positive duration such as 3600s or 1h"))]
-    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 64))]
+    #[schemars(
+        regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"),
+        length(max = 64)
+    )]
     pub timeout: String,
     /// Collect what is already on the PVC instead of generating load: a collector pod runs `llmbench report` on
     /// resultsDir, which must then be set.
@@ -161,7 +164,10 @@ pub struct BenchmarkRunSpec {
     /// <run>-<first 8 characters of its uid>, unique per run. With skipRun, the directory of earlier results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("!self.matches('(^|/)[.][.]?(/|$)')").message("resultsDir must be a relative path without '.' or '..' segments"))]
-    #[schemars(regex(pattern = r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$"), length(min = 1, max = 253))]
+    #[schemars(
+        regex(pattern = r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$"),
+        length(min = 1, max = 253)
+    )]
     pub results_dir: Option<String>,
     /// Service-level objectives on the run's 99th percentiles; the verdict becomes the SLOMet condition.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -105,7 +105,10 @@ fn skip_run_needs_a_results_dir_and_results_dir_stays_inside_the_volume() {
     for bad in ["../etc", "a/../b", "/abs", "a//b", "."] {
         let mut spec = valid_spec();
         spec["resultsDir"] = json!(bad);
-        assert!(!rejections(&run(spec), None).is_empty(), "{bad} is rejected");
+        assert!(
+            !rejections(&run(spec), None).is_empty(),
+            "{bad} is rejected"
+        );
     }
 }
 

@@ -5,3 +5,5 @@
 
 pub mod builders;
 pub mod resolve;
+pub mod status;
+pub mod summary;
