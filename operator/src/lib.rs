@@ -4,6 +4,8 @@
 #![forbid(unsafe_code)]
 
 pub mod builders;
+pub mod metrics;
+pub mod reconcile;
 pub mod resolve;
 pub mod status;
 pub mod summary;
