@@ -4,8 +4,10 @@
 #![forbid(unsafe_code)]
 
 pub mod builders;
+pub mod leader;
 pub mod metrics;
 pub mod reconcile;
 pub mod resolve;
+pub mod server;
 pub mod status;
 pub mod summary;
