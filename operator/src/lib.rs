@@ -6,6 +6,7 @@
 pub mod builders;
 pub mod leader;
 pub mod metrics;
+pub mod rbac;
 pub mod reconcile;
 pub mod resolve;
 pub mod server;
