@@ -110,8 +110,22 @@ pub async fn run_controllers(
     store_sink(store.clone());
     let waiting_store = store.clone();
     tokio::spawn(async move {
-        if waiting_store.wait_until_ready().await.is_ok() {
-            synced();
+        // The readiness signal keeps one waker, and the controller itself waits on it too; polling again each
+        // second makes sure this task sees it.
+        loop {
+            match tokio::time::timeout(
+                std::time::Duration::from_secs(1),
+                waiting_store.wait_until_ready(),
+            )
+            .await
+            {
+                Ok(Ok(())) => {
+                    synced();
+                    return;
+                }
+                Ok(Err(_)) => return,
+                Err(_) => continue,
+            }
         }
     });
     let referencing = store.clone();
