@@ -15,6 +15,7 @@ release:
 ## test: everything CI checks — formatting, clippy, the generated CRDs, and every test, end-to-end ones included
 ## (the first run builds the control-plane tools into ~/.cache/llmbench-tools; later runs reuse them).
 test: lint chart-check e2e-tools
+	$(CARGO) build -p llmbench-operator -p llmbench
 	$(CARGO) test --workspace --all-targets
 
 unit:
@@ -46,7 +47,10 @@ clean:
 e2e-tools: ; bash tests/tools/build-tools.sh
 
 ## e2e: the end-to-end tests against a real etcd + kube-apiserver (LLMBENCH_E2E=0 skips them).
-e2e: e2e-tools ; $(CARGO) test -p llmbench-e2e
+## The tests run the binaries from target/debug, so build them first (cargo test does not for another package).
+e2e: e2e-tools
+	$(CARGO) build -p llmbench-operator -p llmbench
+	$(CARGO) test -p llmbench-e2e
 
 .PHONY: chart-check
 
