@@ -118,6 +118,12 @@ impl std::str::FromStr for Harness {
         json_path = ".status.summary.latencyMs.ttft.p99",
         description = "Time to first token, 99th percentile, in milliseconds"
     ),
+    printcolumn(
+        name = "Verdict",
+        type_ = "string",
+        json_path = ".status.summary.verdict.result",
+        description = "The harness's own verdict, e.g. MLPerf's VALID or INVALID"
+    ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
     validation = Rule::new(
         "!has(oldSelf.status) || !has(oldSelf.status.startTime) || self.spec == oldSelf.spec"
@@ -468,6 +474,24 @@ pub struct RunSummary {
     pub throughput: Throughput,
     /// Latency statistics in milliseconds.
     pub latency_ms: Latencies,
+    /// The harness's own pass/fail verdict, where it gives one (MLPerf LoadGen's VALID/INVALID).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<HarnessVerdict>,
+}
+
+/// A harness's pass/fail verdict on a run.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HarnessVerdict {
+    /// Who judged, e.g. `mlperf`.
+    pub by: String,
+    /// Whether the run passed.
+    pub passed: bool,
+    /// The result as the harness words it, e.g. `VALID` or `INVALID`.
+    pub result: String,
+    /// The checks that failed, e.g. `min_duration`, `performance_constraints`, `early_stopping`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_checks: Vec<String>,
 }
 
 /// Throughput over the run.

@@ -10,7 +10,8 @@
 //!   `SucceededWithoutSummary`); False/the failure reason when the run failed.
 //! - `Failed`: True/`LauncherFailed`|`OOMKilled`|`ImagePullFailed`|`ContainerConfigError`|`Evicted`|`Timeout`|
 //!   `LauncherLost` with the pod, the exit code and the log tail in the message; absent otherwise.
-//! - `SLOMet`: True/`WithinSLO` or False/`SLOViolated`|`NoSummary`, only when `spec.slo` is set.
+//! - `SLOMet`: True/`WithinSLO` or False/`SLOViolated`|`NoSummary`, when `spec.slo` is set or the harness gives a
+//!   verdict of its own (MLPerf's VALID/INVALID); both must pass when both are there.
 
 use std::time::Duration;
 
@@ -21,7 +22,7 @@ use kube::ResourceExt;
 use llmbench_api::v1alpha1::{BenchmarkRun, BenchmarkRunStatus, Phase, RunSummary, ShardSummary};
 
 use crate::builders::LAUNCHER_INDEX_LABEL;
-use crate::summary::{SummaryError, aggregate, parse_summary, slo_verdict};
+use crate::summary::{SummaryError, aggregate, harness_verdict, parse_summary, slo_verdict};
 
 pub const PROFILE_RENDERED: &str = "ProfileRendered";
 pub const LAUNCHER_STARTED: &str = "LauncherStarted";
@@ -494,35 +495,49 @@ pub fn succeeded(
         generation,
         now,
     );
-    if let Some(slo) = &run.spec.slo {
-        match status.summary.as_ref().map(|s| slo_verdict(slo, s)) {
-            Some(Ok(m)) => set_condition(
+    // SLOMet judges the spec's SLO bounds and the harness's own verdict (MLPerf's VALID/INVALID) together.
+    let slo = run
+        .spec
+        .slo
+        .as_ref()
+        .map(|slo| status.summary.as_ref().map(|s| slo_verdict(slo, s)));
+    let harness = status
+        .summary
+        .as_ref()
+        .and_then(|s| s.verdict.as_ref())
+        .map(harness_verdict);
+    match (slo, harness) {
+        (None, None) => {}
+        (Some(None), _) => set_condition(
+            &mut status.conditions,
+            SLO_MET,
+            false,
+            "NoSummary",
+            "the run left no summary to judge",
+            generation,
+            now,
+        ),
+        (slo, harness) => {
+            let judgments: Vec<Result<String, String>> =
+                slo.flatten().into_iter().chain(harness).collect();
+            let met = judgments.iter().all(Result::is_ok);
+            let message = judgments
+                .iter()
+                .map(|j| match j {
+                    Ok(m) | Err(m) => m.as_str(),
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            let reason = if met { "WithinSLO" } else { "SLOViolated" };
+            set_condition(
                 &mut status.conditions,
                 SLO_MET,
-                true,
-                "WithinSLO",
-                &m,
+                met,
+                reason,
+                &message,
                 generation,
                 now,
-            ),
-            Some(Err(m)) => set_condition(
-                &mut status.conditions,
-                SLO_MET,
-                false,
-                "SLOViolated",
-                &m,
-                generation,
-                now,
-            ),
-            None => set_condition(
-                &mut status.conditions,
-                SLO_MET,
-                false,
-                "NoSummary",
-                "the run left no summary to judge",
-                generation,
-                now,
-            ),
+            );
         }
     }
     (status, note)
@@ -884,6 +899,49 @@ mod tests {
         assert_eq!(
             condition(&status, SLO_MET).map(|c| (c.status.as_str(), c.reason.as_str())),
             Some(("False", "NoSummary"))
+        );
+    }
+
+    #[test]
+    fn an_mlperf_verdict_sets_slomet_without_an_slo_in_the_spec() {
+        let run = fixtures::run(fixtures::BASIC);
+        let summary = |passed: bool, result: &str, failed: &str| {
+            format!(
+                r#"{{"schema":"llmbench.summary/v1","requests":{{"total":10,"succeeded":10,"failed":0}},"duration_s":1.0,"throughput":{{"requests_per_s":10.0,"input_tokens_per_s":1.0,"output_tokens_per_s":1.0}},"latency_ms":{{}},"verdict":{{"by":"mlperf","passed":{passed},"result":"{result}","failed_checks":[{failed}]}}}}"#
+            )
+        };
+        let now = Timestamp::from_second(5).expect("time");
+        let valid = vec![(0, "p".to_owned(), summary(true, "VALID", ""))];
+        let (status, _) = succeeded(&run, BenchmarkRunStatus::default(), &valid, now);
+        assert_eq!(
+            condition(&status, SLO_MET).map(|c| (
+                c.status.as_str(),
+                c.reason.as_str(),
+                c.message.as_str()
+            )),
+            Some(("True", "WithinSLO", "mlperf: VALID"))
+        );
+        let invalid = vec![(
+            0,
+            "p".to_owned(),
+            summary(false, "INVALID", r#""min_duration""#),
+        )];
+        let (status, _) = succeeded(&run, BenchmarkRunStatus::default(), &invalid, now);
+        assert_eq!(
+            condition(&status, SLO_MET).map(|c| (
+                c.status.as_str(),
+                c.reason.as_str(),
+                c.message.as_str()
+            )),
+            Some((
+                "False",
+                "SLOViolated",
+                "mlperf: INVALID (failed: min_duration)"
+            ))
+        );
+        assert_eq!(
+            status.summary.and_then(|s| s.verdict).map(|v| v.result),
+            Some("INVALID".to_owned())
         );
     }
 

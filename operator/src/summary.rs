@@ -2,7 +2,9 @@
 //! `--summary-file`) parsed into the run's status summary; several shards' summaries aggregated into one; the
 //! SLO verdict. Pure: no Kubernetes client.
 
-use llmbench_api::v1alpha1::{Latencies, LatencyStats, RunSummary, SloSpec, Throughput};
+use llmbench_api::v1alpha1::{
+    HarnessVerdict, Latencies, LatencyStats, RunSummary, SloSpec, Throughput,
+};
 use serde::Deserialize;
 
 /// The schema id the launcher writes.
@@ -30,6 +32,17 @@ struct Compact {
     duration_s: f64,
     throughput: CompactThroughput,
     latency_ms: CompactLatency,
+    #[serde(default)]
+    verdict: Option<CompactVerdict>,
+}
+
+#[derive(Deserialize)]
+struct CompactVerdict {
+    by: String,
+    passed: bool,
+    result: String,
+    #[serde(default)]
+    failed_checks: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -93,6 +106,12 @@ pub fn parse_summary(pod: &str, message: &str) -> Result<RunSummary, SummaryErro
             ntpot: compact.latency_ms.ntpot,
             e2e: compact.latency_ms.e2e,
         },
+        verdict: compact.verdict.map(|v| HarnessVerdict {
+            by: v.by,
+            passed: v.passed,
+            result: v.result,
+            failed_checks: v.failed_checks,
+        }),
     })
 }
 
@@ -157,8 +176,51 @@ pub fn aggregate(shards: &[RunSummary]) -> Option<RunSummary> {
                     ntpot: merge(|l| &l.ntpot),
                     e2e: merge(|l| &l.e2e),
                 },
+                verdict: merge_verdicts(shards),
             })
         }
+    }
+}
+
+/// The shards' verdicts as one: passed only if every shard that judged passed, with every failed check once.
+fn merge_verdicts(shards: &[RunSummary]) -> Option<HarnessVerdict> {
+    let verdicts: Vec<&HarnessVerdict> = shards.iter().filter_map(|s| s.verdict.as_ref()).collect();
+    let first = verdicts.first()?;
+    let passed = verdicts.iter().all(|v| v.passed);
+    let mut failed_checks: Vec<String> = verdicts
+        .iter()
+        .flat_map(|v| v.failed_checks.iter().cloned())
+        .collect();
+    failed_checks.sort();
+    failed_checks.dedup();
+    let result = verdicts
+        .iter()
+        .find(|v| !v.passed)
+        .map_or_else(|| first.result.clone(), |v| v.result.clone());
+    Some(HarnessVerdict {
+        by: first.by.clone(),
+        passed,
+        result,
+        failed_checks,
+    })
+}
+
+/// The harness's verdict as SLOMet sees it: `Ok(message)` when it passed, `Err(message)` naming the failed checks.
+pub fn harness_verdict(verdict: &HarnessVerdict) -> Result<String, String> {
+    let message = if verdict.failed_checks.is_empty() {
+        format!("{}: {}", verdict.by, verdict.result)
+    } else {
+        format!(
+            "{}: {} (failed: {})",
+            verdict.by,
+            verdict.result,
+            verdict.failed_checks.join(", ")
+        )
+    };
+    if verdict.passed {
+        Ok(message)
+    } else {
+        Err(message)
     }
 }
 
@@ -264,6 +326,7 @@ mod tests {
                 }),
                 ..Latencies::default()
             },
+            verdict: None,
         }
     }
 
