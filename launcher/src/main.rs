@@ -164,6 +164,19 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
+/// The error and its causes, each cause once: most of our errors already carry their source in their message.
+fn describe(error: &anyhow::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
@@ -180,7 +193,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("llmbench: error: {e:#}");
+            eprintln!("llmbench: error: {}", describe(&e));
             ExitCode::FAILURE
         }
     }
