@@ -47,6 +47,26 @@ pub async fn apply_crds(client: &Client) {
     }
 }
 
+/// An apiserver error as its message and one line per cause (the field and the rule's message).
+pub fn explain(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => {
+            let causes: Vec<String> = status
+                .details
+                .iter()
+                .flat_map(|d| &d.causes)
+                .map(|c| format!("  - {}: {}", c.field, c.message))
+                .collect();
+            if causes.is_empty() {
+                format!("{} ({} {})", status.message, status.code, status.reason)
+            } else {
+                format!("{} {}:\n{}", status.code, status.reason, causes.join("\n"))
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
 /// Creates namespace `name`.
 pub async fn create_namespace(client: &Client, name: &str) {
     let namespaces: Api<Namespace> = Api::all(client.clone());
