@@ -46,10 +46,14 @@ pub struct RequestRecord {
     pub usage: Option<Usage>,
     /// Why the request failed; `None` for a success.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<RequestError>,
+    pub error: Option<Box<RequestError>>,
     /// Every response chunk in arrival order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub chunks: Vec<ChunkEvent>,
+    /// The generated text, kept only when the run needs it (MLPerf accuracy mode scores it); None otherwise. Boxed
+    /// so that records of load runs stay one pointer larger, not three.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<Box<String>>,
 }
 
 /// Token counts from the server's `usage` object.
@@ -477,6 +481,7 @@ mod tests {
     /// A streamed chat request scheduled at 90, sent at 100 and ended at 320, with these chunks.
     fn streamed(chunks: &[(u64, ChunkKind)]) -> RequestRecord {
         RequestRecord {
+            text: None,
             id: 1,
             stage: 0,
             scheduled_ns: 90,
@@ -671,23 +676,23 @@ mod tests {
     fn error_key_names_the_class_and_the_http_status() {
         let mut r = chat();
         r.http_status = Some(429);
-        r.error = Some(RequestError {
+        r.error = Some(Box::new(RequestError {
             class: ErrorClass::HttpStatus,
             message: "Too Many Requests".into(),
-        });
+        }));
         assert_eq!(r.error_key().unwrap().to_string(), "http_429");
         // A stream cut after a 200 is counted as a stream cut, whatever the status was.
         r.http_status = Some(200);
-        r.error = Some(RequestError {
+        r.error = Some(Box::new(RequestError {
             class: ErrorClass::StreamCut,
             message: "ended before [DONE]".into(),
-        });
+        }));
         assert_eq!(r.error_key().unwrap().to_string(), "stream_cut");
         r.http_status = None;
-        r.error = Some(RequestError {
+        r.error = Some(Box::new(RequestError {
             class: ErrorClass::HttpStatus,
             message: String::new(),
-        });
+        }));
         assert_eq!(r.error_key().unwrap().to_string(), "http_status");
     }
 
@@ -726,10 +731,10 @@ mod tests {
     fn failed_record_round_trips_with_its_error() {
         let mut r = streamed(&[]);
         r.http_status = None;
-        r.error = Some(RequestError {
+        r.error = Some(Box::new(RequestError {
             class: ErrorClass::ConnectionReset,
             message: "connection reset by peer".into(),
-        });
+        }));
         let line = serde_json::to_string(&r).unwrap();
         assert!(line.contains(
             r#""error":{"class":"connection_reset","message":"connection reset by peer"}"#

@@ -148,8 +148,10 @@ impl From<DataError> for RunError {
 pub struct RunOutcome {
     pub dir: PathBuf,
     pub summary: RunSummary,
-    /// LoadGen's verdict, for the mlperf harness.
+    /// LoadGen's verdict, for the mlperf harness in performance mode.
     pub mlperf: Option<crate::mlperf::Verdict>,
+    /// ROUGE scores, for the mlperf harness in accuracy mode.
+    pub accuracy: Option<crate::mlperf::RougeScores>,
 }
 
 /// Carries out one run.
@@ -245,6 +247,7 @@ async fn run_against(
             request_timeout: workload.request_timeout,
             max_concurrency: workload.workers.worker_max_concurrency,
             report: report_options(&workload),
+            keep_text: false,
         })
         .await?;
     Ok(executed.outcome)
@@ -272,6 +275,8 @@ pub(crate) struct Execution<'a> {
     pub request_timeout: Option<Duration>,
     pub max_concurrency: Option<u32>,
     pub report: ReportOptions,
+    /// Keep each response's text in its record (MLPerf accuracy mode).
+    pub keep_text: bool,
 }
 
 /// A finished execution: the outcome, the raw records and when each stage ran.
@@ -335,6 +340,7 @@ impl RunContext<'_> {
             headers: api.headers.clone(),
             request_timeout: execution.request_timeout,
             streaming: api.streaming,
+            keep_text: execution.keep_text,
         });
         let requested_rates: Vec<Option<f64>> = stages.iter().map(|s| s.requested_rate).collect();
         let prompt_count = execution.requests.len();
@@ -434,6 +440,7 @@ impl RunContext<'_> {
                 dir,
                 summary,
                 mlperf: None,
+                accuracy: None,
             },
             records,
             stage_times,

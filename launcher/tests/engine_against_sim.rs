@@ -34,6 +34,7 @@ fn target(base_url: &str, timeout: Duration) -> Arc<Target> {
         headers: Vec::new(),
         request_timeout: Some(timeout),
         streaming: true,
+        keep_text: false,
     })
 }
 

@@ -45,6 +45,8 @@ pub struct Target {
     pub headers: Vec<(String, String)>,
     pub request_timeout: Option<Duration>,
     pub streaming: bool,
+    /// Keep each response's generated text in its record (for accuracy scoring; off for load runs).
+    pub keep_text: bool,
 }
 
 /// A request body built before the clock starts, with what the record needs to know about it.
@@ -71,6 +73,7 @@ pub async fn execute(
     clock: &Clock,
 ) -> RequestRecord {
     let mut record = RequestRecord {
+        text: None,
         id: issue.id,
         stage: issue.stage,
         scheduled_ns: issue.scheduled_ns,
@@ -104,7 +107,7 @@ pub async fn execute(
         record.sent_ns = record.end_ns;
     }
     if let Err(error) = outcome {
-        record.error = Some(error);
+        record.error = Some(Box::new(error));
     }
     record
 }
@@ -138,9 +141,9 @@ async fn exchange(
         });
     }
     if target.streaming {
-        read_stream(response, clock, record).await
+        read_stream(response, clock, record, target.keep_text).await
     } else {
-        read_whole(response, clock, record).await
+        read_whole(response, clock, record, target.keep_text).await
     }
 }
 
@@ -148,6 +151,7 @@ async fn read_stream(
     response: reqwest::Response,
     clock: &Clock,
     record: &mut RequestRecord,
+    keep_text: bool,
 ) -> Result<(), RequestError> {
     let mut body = response.bytes_stream();
     let mut parser = SseParser::default();
@@ -167,10 +171,11 @@ async fn read_stream(
             match event {
                 SseEvent::Done => return Ok(()),
                 SseEvent::Data(payload) => {
-                    let chunk = parse_chunk(payload)?;
+                    let chunk = parse_chunk(payload, keep_text)?;
                     if let Some(usage) = chunk.usage {
                         record.usage = Some(usage);
                     }
+                    keep(record, chunk.text);
                     finished |= chunk.finished;
                     if let Some(kind) = chunk.kind {
                         record.chunks.push(ChunkEvent { at_ns, kind });
@@ -197,18 +202,27 @@ async fn read_whole(
     response: reqwest::Response,
     clock: &Clock,
     record: &mut RequestRecord,
+    keep_text: bool,
 ) -> Result<(), RequestError> {
     let body = response.bytes().await.map_err(|e| RequestError {
         class: ErrorClass::StreamCut,
         message: format!("response body cut: {}", error_chain(&e)),
     })?;
     let at_ns = clock.now_ns();
-    let chunk = parse_chunk(&body)?;
+    let chunk = parse_chunk(&body, keep_text)?;
     record.usage = chunk.usage;
+    keep(record, chunk.text);
     if let Some(kind) = chunk.kind {
         record.chunks.push(ChunkEvent { at_ns, kind });
     }
     Ok(())
+}
+
+/// Appends a chunk's text to the record's generated text.
+fn keep(record: &mut RequestRecord, text: Option<String>) {
+    if let Some(text) = text {
+        record.text.get_or_insert_with(Box::default).push_str(&text);
+    }
 }
 
 /// What one JSON chunk (or a whole non-streamed response) told us.
@@ -216,6 +230,8 @@ struct ParsedChunk {
     kind: Option<ChunkKind>,
     usage: Option<Usage>,
     finished: bool,
+    /// The chunk's generated text, when asked for.
+    text: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -262,7 +278,7 @@ struct ErrorJson<'a> {
     message: Option<Cow<'a, str>>,
 }
 
-fn parse_chunk(payload: &[u8]) -> Result<ParsedChunk, RequestError> {
+fn parse_chunk(payload: &[u8], keep_text: bool) -> Result<ParsedChunk, RequestError> {
     let chunk: ChunkJson<'_> = serde_json::from_slice(payload).map_err(|e| RequestError {
         class: ErrorClass::MalformedEvent,
         message: format!("malformed response event ({e}): {}", preview(payload)),
@@ -301,10 +317,24 @@ fn parse_chunk(payload: &[u8]) -> Result<ParsedChunk, RequestError> {
             ChunkKind::Empty
         })
     };
+    let text = keep_text.then(|| {
+        chunk
+            .choices
+            .iter()
+            .map(|c| {
+                let message = c.delta.as_ref().or(c.message.as_ref());
+                let content = message
+                    .and_then(|m| m.content.as_deref())
+                    .unwrap_or_default();
+                format!("{}{content}", c.text.as_deref().unwrap_or_default())
+            })
+            .collect::<String>()
+    });
     Ok(ParsedChunk {
         kind,
         usage,
         finished,
+        text,
     })
 }
 
@@ -380,9 +410,11 @@ mod tests {
 
     #[test]
     fn a_role_only_chat_delta_is_an_empty_chunk() {
-        let chunk =
-            parse_chunk(br#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#)
-                .expect("parses");
+        let chunk = parse_chunk(
+            br#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
+            false,
+        )
+        .expect("parses");
         assert_eq!(chunk.kind, Some(ChunkKind::Empty));
     }
 
@@ -390,16 +422,28 @@ mod tests {
     fn a_completion_token_is_a_content_chunk_and_a_finish_reason_is_seen() {
         let chunk = parse_chunk(
             br#"{"choices":[{"index":0,"text":" hi","finish_reason":"length"}],"usage":null}"#,
+            true,
         )
         .expect("parses");
         assert_eq!(chunk.kind, Some(ChunkKind::Content { tokens: 1 }));
         assert!(chunk.finished);
         assert_eq!(chunk.usage, None);
+        assert_eq!(chunk.text.as_deref(), Some(" hi"));
+    }
+
+    #[test]
+    fn chat_deltas_keep_their_text_only_when_asked() {
+        let payload = br#"{"choices":[{"index":0,"delta":{"content":"Hello"}}]}"#;
+        assert_eq!(
+            parse_chunk(payload, true).expect("parses").text.as_deref(),
+            Some("Hello")
+        );
+        assert_eq!(parse_chunk(payload, false).expect("parses").text, None);
     }
 
     #[test]
     fn the_usage_chunk_carries_token_counts() {
-        let chunk = parse_chunk(br#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}"#)
+        let chunk = parse_chunk(br#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}"#, false)
             .expect("parses");
         assert_eq!(chunk.kind, Some(ChunkKind::UsageOnly));
         assert_eq!(
@@ -413,14 +457,16 @@ mod tests {
 
     #[test]
     fn a_non_json_event_is_malformed() {
-        let error = parse_chunk(b"this is not json").err().expect("malformed");
+        let error = parse_chunk(b"this is not json", false)
+            .err()
+            .expect("malformed");
         assert_eq!(error.class, ErrorClass::MalformedEvent);
         assert!(error.message.contains("this is not json"));
     }
 
     #[test]
     fn an_error_object_in_the_stream_fails_the_request() {
-        let error = parse_chunk(br#"{"error":{"message":"boom","code":500}}"#)
+        let error = parse_chunk(br#"{"error":{"message":"boom","code":500}}"#, false)
             .err()
             .expect("error");
         assert!(error.message.contains("boom"));

@@ -390,6 +390,7 @@ mod tests {
     /// A successful streamed request; times in ms, one token per content chunk.
     fn ok(stage: u32, scheduled: u64, sent: u64, tokens_at: &[u64], end: u64) -> RequestRecord {
         RequestRecord {
+            text: None,
             id: 0,
             stage,
             scheduled_ns: scheduled * MS,
@@ -420,10 +421,10 @@ mod tests {
     ) -> RequestRecord {
         let mut r = ok(stage, sent, sent, &[], end);
         r.http_status = status;
-        r.error = Some(RequestError {
+        r.error = Some(Box::new(RequestError {
             class,
             message: String::new(),
-        });
+        }));
         r
     }
 
@@ -633,6 +634,7 @@ mod tests {
                 let sent = id * 1000 + next(500);
                 let mut t = sent;
                 let mut r = RequestRecord {
+                    text: None,
                     id,
                     stage: if grouped {
                         (id * stages / count) as u32
@@ -663,10 +665,10 @@ mod tests {
                 };
                 r.end_ns = t + next(1000);
                 if next(20) == 0 {
-                    r.error = Some(RequestError {
+                    r.error = Some(Box::new(RequestError {
                         class: ErrorClass::Timeout,
                         message: String::new(),
-                    });
+                    }));
                 }
                 r
             })

@@ -436,6 +436,7 @@ mod tests {
     fn request(stage: u32, i: u64) -> RequestRecord {
         let sent = (u64::from(stage) * 1000 + i) * 100 * MS;
         RequestRecord {
+            text: None,
             id: i,
             stage,
             scheduled_ns: sent,
@@ -463,10 +464,10 @@ mod tests {
         for (i, status) in (400..400 + error_statuses).enumerate() {
             let mut r = request(0, 10 + i as u64);
             r.http_status = Some(status);
-            r.error = Some(RequestError {
+            r.error = Some(Box::new(RequestError {
                 class: ErrorClass::HttpStatus,
                 message: String::new(),
-            });
+            }));
             records.push(r);
         }
         let rates: Vec<_> = (0..stages)

@@ -1,25 +1,29 @@
 //! `llmbench run --harness mlperf`: LoadGen's settings and schedule on our engine, then LoadGen's verdict beside
-//! the usual results (`mlperf_log_summary.txt`, `mlperf_verdict.json`).
+//! the usual results (`mlperf_log_summary.txt`, `mlperf_verdict.json`) — or, in accuracy mode, every sample's
+//! generated text scored with ROUGE (`mlperf_accuracy.json`).
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::data::{DataError, DatasetOptions, load_dataset};
+use crate::data::{DataError, DatasetOptions, Prompt, load_dataset};
 use crate::engine::PreparedRequest;
 use crate::metrics::{RunVerdict, write_compact_summary, write_summary_json};
 use crate::mlperf::{
-    MlperfError, Mode, RunTimes, UserConf, Verdict, build_schedule, evaluate, parse_settings,
+    MlperfError, MlperfSettings, Mode, RunTimes, UserConf, Verdict, build_schedule, evaluate,
+    parse_settings, rouge,
 };
 use crate::report::ReportOptions;
 use crate::request::{BodySettings, prepare};
-use crate::run::{Execution, RunContext, RunError, RunOutcome};
+use crate::run::{Executed, Execution, RunContext, RunError, RunOutcome};
 use crate::tokenizer::{HubOptions, load_tokenizer};
 use crate::workload::ParseOptions;
 
 /// The verdict files, beside summary.json.
 pub const SUMMARY_TXT: &str = "mlperf_log_summary.txt";
 pub const VERDICT_JSON: &str = "mlperf_verdict.json";
+/// Accuracy mode's ROUGE scores and target check.
+pub const ACCURACY_JSON: &str = "mlperf_accuracy.json";
 
 pub(crate) async fn run(
     context: &RunContext<'_>,
@@ -45,13 +49,6 @@ pub(crate) async fn run(
         tracing::warn!("{warning}");
     }
     let settings = parsed.settings;
-    if settings.mode == Mode::AccuracyOnly {
-        return Err(RunError::Unsupported(
-            "mlperf mode AccuracyOnly: llmbench does not keep generated texts yet, so ROUGE cannot be scored in a \
-             run; use PerformanceOnly"
-                .to_owned(),
-        ));
-    }
     let dataset = settings.dataset_path.clone().ok_or_else(|| MlperfError::Invalid {
         file: context.template_name.to_owned(),
         line: None,
@@ -94,8 +91,12 @@ pub(crate) async fn run(
             request_timeout: None,
             max_concurrency: None,
             report: ReportOptions::default(),
+            keep_text: settings.mode == Mode::AccuracyOnly,
         })
         .await?;
+    if settings.mode == Mode::AccuracyOnly {
+        return accuracy(context, &settings, &samples, &schedule.samples, executed);
+    }
 
     let measured = schedule.measured_stage as usize;
     let times = executed.stage_times.get(measured).ok_or_else(|| {
@@ -122,6 +123,77 @@ pub(crate) async fn run(
         write_compact_summary(path, &outcome.summary)?;
     }
     outcome.mlperf = Some(verdict);
+    Ok(outcome)
+}
+
+/// Accuracy mode: every sample's generated text scored with ROUGE against its reference `output`, and checked
+/// against the accuracy target (a fraction of the model's reference scores).
+fn accuracy(
+    context: &RunContext<'_>,
+    settings: &MlperfSettings,
+    samples: &[Prompt],
+    issued: &[usize],
+    executed: Executed,
+) -> Result<RunOutcome, RunError> {
+    let mut predictions = Vec::with_capacity(executed.records.len());
+    let mut references = Vec::with_capacity(executed.records.len());
+    let mut unscored = 0usize;
+    for record in &executed.records {
+        let reference = usize::try_from(record.id)
+            .ok()
+            .and_then(|id| issued.get(id))
+            .and_then(|&sample| samples.get(sample))
+            .and_then(|s| s.output.clone());
+        match (record.error.is_none(), reference) {
+            (true, Some(reference)) => {
+                predictions.push(record.text.as_deref().cloned().unwrap_or_default());
+                references.push(reference);
+            }
+            _ => unscored += 1,
+        }
+    }
+    let scores = rouge::score(&predictions, &references);
+    let check = settings
+        .rouge_reference
+        .map(|reference| scores.check(reference, settings.accuracy_target));
+    let report = serde_json::json!({
+        "model": settings.model,
+        "mode": "AccuracyOnly",
+        "scores": scores,
+        "unscored_samples": unscored,
+        "target": check,
+    });
+    let mut outcome = executed.outcome;
+    let path = outcome.dir.join(ACCURACY_JSON);
+    std::fs::write(&path, format!("{report:#}\n")).map_err(|source| RunError::WriteOutput {
+        path: path.clone(),
+        source,
+    })?;
+    let mut failed_checks = Vec::new();
+    if check.is_some_and(|c| !c.passed) {
+        failed_checks.push("rouge".to_owned());
+    }
+    if unscored > 0 {
+        failed_checks.push("unscored_samples".to_owned());
+    }
+    let passed = failed_checks.is_empty();
+    outcome.summary.verdict = Some(RunVerdict {
+        by: "mlperf-accuracy".to_owned(),
+        passed,
+        result: format!(
+            "{} (ROUGE-1 {:.4}, ROUGE-2 {:.4}, ROUGE-L {:.4})",
+            if passed { "PASS" } else { "FAIL" },
+            scores.rouge1,
+            scores.rouge2,
+            scores.rouge_l
+        ),
+        failed_checks,
+    });
+    write_summary_json(&outcome.dir.join("summary.json"), &outcome.summary)?;
+    if let Some(path) = &context.args.summary_file {
+        write_compact_summary(path, &outcome.summary)?;
+    }
+    outcome.accuracy = Some(scores);
     Ok(outcome)
 }
 

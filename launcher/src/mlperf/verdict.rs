@@ -695,6 +695,7 @@ mod tests {
     ) -> RequestRecord {
         let at = at_ms * MS;
         RequestRecord {
+            text: None,
             id,
             stage,
             scheduled_ns: at,

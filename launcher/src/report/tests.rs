@@ -45,6 +45,7 @@ fn record(
     chunks: &[(u64, ChunkKind)],
 ) -> RequestRecord {
     RequestRecord {
+        text: None,
         id,
         stage,
         scheduled_ns: scheduled * MS,
@@ -96,10 +97,10 @@ fn records() -> Vec<RequestRecord> {
     });
     let mut r3 = record(3, 0, 1000, 1000, 1100, &[]);
     r3.http_status = Some(503);
-    r3.error = Some(RequestError {
+    r3.error = Some(Box::new(RequestError {
         class: ErrorClass::HttpStatus,
         message: "Service Unavailable".into(),
-    });
+    }));
     let r4 = record(4, 1, 2000, 2000, 2150, &[(2100, c(1))]);
     vec![r1, r2, r3, r4]
 }
