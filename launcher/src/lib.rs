@@ -10,4 +10,5 @@ pub mod progress;
 pub mod record;
 pub mod sim;
 pub mod sizing;
+pub mod timer;
 pub mod workload;
