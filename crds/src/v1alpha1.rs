@@ -36,16 +36,20 @@ pub enum Harness {
     Inferencemax,
     /// No traffic: the launcher only collects (llm-d-benchmark's `nop`).
     Nop,
+    /// MLPerf Inference LoadGen settings (Offline, Server, SingleStream scenarios; `user.conf` keys), judged
+    /// VALID or INVALID by LoadGen's rules.
+    Mlperf,
 }
 
 impl Harness {
     /// Every harness, in the order `--help` lists them.
-    pub const ALL: [Harness; 5] = [
+    pub const ALL: [Harness; 6] = [
         Harness::InferencePerf,
         Harness::Guidellm,
         Harness::VllmBenchmark,
         Harness::Inferencemax,
         Harness::Nop,
+        Harness::Mlperf,
     ];
 
     /// The name used in profiles, directories and the CLI, e.g. `inference-perf`.
@@ -56,6 +60,7 @@ impl Harness {
             Harness::VllmBenchmark => "vllm-benchmark",
             Harness::Inferencemax => "inferencemax",
             Harness::Nop => "nop",
+            Harness::Mlperf => "mlperf",
         }
     }
 }
@@ -120,7 +125,7 @@ impl std::str::FromStr for Harness {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct BenchmarkRunSpec {
-    /// The profile dialect of the workload: inference-perf, guidellm, vllm-benchmark, inferencemax or nop.
+    /// The profile dialect of the workload: inference-perf, guidellm, vllm-benchmark, inferencemax, nop or mlperf.
     pub harness: Harness,
     /// The workload profile: exactly one of profileRef, builtin or template.
     pub workload: WorkloadSource,
@@ -150,7 +155,10 @@ pub struct BenchmarkRunSpec {
     /// (e.g. 3600s, 90m, 1h30m). Default 3600s.
     #[serde(default = "default_timeout")]
     #[x_kube(validation = Rule::new("self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')").message("timeout must be a positive duration such as 3600s or 1h"))]
-    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), length(max = 64))]
+    #[schemars(
+        regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"),
+        length(max = 64)
+    )]
     pub timeout: String,
     /// Collect what is already on the PVC instead of generating load.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

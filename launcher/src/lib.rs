@@ -1,14 +1,22 @@
-//! llmbench: the load generator behind `llmbench run`, the profile renderer front end, and the embedded
-//! vLLM-compatible simulator behind `llmbench sim`.
+//! llmbench: the load generator behind `llmbench run`, its reports (`llmbench report`), the profile renderer
+//! front end, and the embedded vLLM-compatible simulator behind `llmbench sim`.
 #![forbid(unsafe_code)]
 
+pub mod data;
 pub mod engine;
 pub mod metrics;
+pub mod mlperf;
 pub mod plan;
 pub mod profile;
 pub mod progress;
+pub mod prompts;
 pub mod record;
+pub mod report;
+pub mod request;
+pub mod run;
 pub mod sim;
 pub mod sizing;
 pub mod timer;
+pub mod tokenizer;
+pub mod wallclock;
 pub mod workload;

@@ -19,6 +19,13 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Run a benchmark: render the profile, build every prompt, drive the endpoint (or the embedded simulator when
+    /// no --endpoint is given), and write requests.jsonl, summary.json, the harness's own result files and an llm-d
+    /// benchmark report to OUTPUT/RUN_ID/. Exit code 3 when not a single request succeeded.
+    Run(Box<llmbench::run::RunArgs>),
+    /// Rebuild summary.json and every report of a run directory from its run.json and requests.jsonl (also for a
+    /// run that was killed part way).
+    Report(ReportArgs),
     /// Render a workload profile template: REPLACE_ENV_* placeholders and key=value overrides, exactly as the
     /// operator renders a BenchmarkRun's profile.
     Render(RenderArgs),
@@ -61,6 +68,50 @@ struct RenderArgs {
     /// Write the rendered profile here instead of standard output.
     #[arg(long, short, value_name = "FILE")]
     output: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct ReportArgs {
+    /// A run's results directory, OUTPUT/RUN_ID (or one shard's directory in it).
+    #[arg(value_name = "DIR")]
+    dir: PathBuf,
+    /// Also write the compact JSON summary (at most 4096 bytes) here.
+    #[arg(long, value_name = "PATH")]
+    summary_file: Option<PathBuf>,
+}
+
+/// The exit code of a run in which every request failed: the run itself worked, the stack did not.
+const EXIT_NO_REQUEST_SUCCEEDED: u8 = 3;
+
+fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
+    let outcome = runtime()?.block_on(llmbench::run::run(args))?;
+    print!("{}", llmbench::report::print_table(&outcome.summary));
+    println!("results: {}", outcome.dir.display());
+    let counts = &outcome.summary.overall.requests;
+    if counts.succeeded == 0 && counts.total > 0 {
+        eprintln!(
+            "llmbench: error: none of the {} requests succeeded; see {}",
+            counts.total,
+            outcome.dir.join("requests.jsonl").display()
+        );
+        return Ok(ExitCode::from(EXIT_NO_REQUEST_SUCCEEDED));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn report_command(args: ReportArgs) -> anyhow::Result<ExitCode> {
+    let outcome = llmbench::report::report_dir(&args.dir, args.summary_file.as_deref())?;
+    if outcome.truncated_lines > 0 {
+        tracing::warn!(
+            lines = outcome.truncated_lines,
+            "requests.jsonl ends in a torn record (the run was killed); it was skipped"
+        );
+    }
+    print!("{}", llmbench::report::print_table(&outcome.summary));
+    for file in &outcome.files {
+        println!("wrote {}", file.display());
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn render_command(args: RenderArgs) -> anyhow::Result<()> {
@@ -114,14 +165,17 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
     let result = match cli.command {
-        Command::Render(args) => render_command(args),
+        Command::Run(args) => run_command(*args),
+        Command::Report(args) => report_command(args),
+        Command::Render(args) => render_command(args).map(|()| ExitCode::SUCCESS),
         Command::Sim(args) => runtime().and_then(|rt| {
             rt.block_on(llmbench::sim::run_until_ctrl_c(args))
+                .map(|()| ExitCode::SUCCESS)
                 .map_err(anyhow::Error::from)
         }),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("llmbench: error: {e:#}");
             ExitCode::FAILURE

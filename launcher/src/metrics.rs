@@ -1,12 +1,14 @@
 //! Metric math, pure and derived after the run from the raw [`RequestRecord`](crate::record::RequestRecord)s:
 //! exact statistics with each tool's percentile method ([`stats`]), the per-stage and overall [`Summary`]
-//! ([`summary`]), and the `summary.json` / `--summary-file` outputs ([`summary_file`]).
+//! ([`summary`]), the `summary.json` / `--summary-file` outputs ([`summary_file`]), and guidellm's weighted
+//! distributions ([`weighted`]).
 //!
 //! Nothing here touches the network or a clock; writing a file is the only fallible step.
 
 pub mod stats;
 pub mod summary;
 pub mod summary_file;
+pub mod weighted;
 
 pub use stats::{Stats, percentile_linear, percentile_mlperf};
 pub use summary::{
@@ -17,6 +19,7 @@ pub use summary_file::{
     COMPACT_SUMMARY_MAX_BYTES, CompactStats, CompactSummary, RunInfo, RunSummary, SUMMARY_SCHEMA,
     WriteSummaryError, compact_summary, write_compact_summary, write_summary_json,
 };
+pub use weighted::{GuidellmDistribution, GuidellmPercentiles};
 
 #[cfg(test)]
 pub(crate) mod testing {

@@ -4,7 +4,8 @@
 use std::path::Path;
 
 use crate::data::{
-    self, DataError, DatasetOptions, LengthDistribution, Prompt, SharedPrefixSpec, SyntheticSpec, Synthesizer,
+    self, DataError, DatasetOptions, LengthDistribution, Prompt, SharedPrefixSpec, Synthesizer,
+    SyntheticSpec,
 };
 use crate::tokenizer::Tokenizer;
 use crate::workload::{DataSpec, LengthShape, TokenLengths, Workload};
@@ -23,7 +24,9 @@ const MOCK_MAX_TOKENS: u32 = 30;
 pub enum PromptError {
     #[error("{0}")]
     Data(#[from] DataError),
-    #[error("data: {what} needs a file path (downloads from dataset hubs are not supported); set it in the profile")]
+    #[error(
+        "data: {what} needs a file path (downloads from dataset hubs are not supported); set it in the profile"
+    )]
     MissingPath { what: &'static str },
     #[error("data: {what} must be a fixed token count for this data type, found {found}")]
     NotFixed { what: &'static str, found: String },
@@ -83,7 +86,11 @@ pub fn build_prompts(
             &SyntheticSpec {
                 num_prompts: pool(Some(text.samples)),
                 prompt_tokens: distribution("prompt_tokens", &text.prompt)?,
-                output_tokens: text.output.as_ref().map(|o| distribution("output_tokens", o)).transpose()?,
+                output_tokens: text
+                    .output
+                    .as_ref()
+                    .map(|o| distribution("output_tokens", o))
+                    .transpose()?,
                 prefix_buckets: text
                     .prefix_buckets
                     .iter()
@@ -104,7 +111,10 @@ pub fn build_prompts(
                 &synth,
                 &SharedPrefixSpec {
                     num_groups: to_u32("num_groups", shared.num_groups)?,
-                    prompts_per_group: to_u32("num_prompts_per_group", shared.num_prompts_per_group)?,
+                    prompts_per_group: to_u32(
+                        "num_prompts_per_group",
+                        shared.num_prompts_per_group,
+                    )?,
                     system_prompt_len: fixed("system_prompt_len", &shared.system_prompt_len)?,
                     question_len: distribution("question_len", &shared.question_len)?,
                     output_len: Some(distribution("output_len", &shared.output_len)?),
@@ -115,9 +125,15 @@ pub fn build_prompts(
             .into_inner()
         }
         DataSpec::ShareGpt(sharegpt) => {
-            let path = sharegpt.path.as_deref().ok_or(PromptError::MissingPath { what: "shareGPT data" })?;
+            let path = sharegpt.path.as_deref().ok_or(PromptError::MissingPath {
+                what: "shareGPT data",
+            })?;
             let options = DatasetOptions {
-                output_tokens: sharegpt.output.as_ref().map(|o| fixed("output length", o)).transpose()?,
+                output_tokens: sharegpt
+                    .output
+                    .as_ref()
+                    .map(|o| fixed("output length", o))
+                    .transpose()?,
                 limit: Some(pool(None)),
                 shuffle_seed: Some(seed),
                 ..DatasetOptions::default()
@@ -145,8 +161,14 @@ pub fn build_prompts(
                 &synth,
                 &SyntheticSpec {
                     num_prompts: pool(None),
-                    prompt_tokens: LengthDistribution::Fixed(to_u32("sonnet-input-len", sonnet.input_len)?),
-                    output_tokens: Some(LengthDistribution::Fixed(to_u32("sonnet-output-len", sonnet.output_len)?)),
+                    prompt_tokens: LengthDistribution::Fixed(to_u32(
+                        "sonnet-input-len",
+                        sonnet.input_len,
+                    )?),
+                    output_tokens: Some(LengthDistribution::Fixed(to_u32(
+                        "sonnet-output-len",
+                        sonnet.output_len,
+                    )?)),
                     prefix_buckets,
                     seed,
                 },
@@ -155,7 +177,10 @@ pub fn build_prompts(
         }
         DataSpec::File(file) => {
             let options = DatasetOptions {
-                output_tokens: file.output_len.map(|n| to_u32("output length", n)).transpose()?,
+                output_tokens: file
+                    .output_len
+                    .map(|n| to_u32("output length", n))
+                    .transpose()?,
                 limit: Some(pool(None)),
                 ..DatasetOptions::default()
             };
@@ -185,7 +210,10 @@ fn fixed(what: &'static str, lengths: &TokenLengths) -> Result<u32, PromptError>
 }
 
 /// The workload's length shape as the data module samples it.
-fn distribution(what: &'static str, lengths: &TokenLengths) -> Result<LengthDistribution, PromptError> {
+fn distribution(
+    what: &'static str,
+    lengths: &TokenLengths,
+) -> Result<LengthDistribution, PromptError> {
     let bound = |v: u64| to_u32(what, v);
     Ok(match lengths.shape {
         LengthShape::Fixed(n) => LengthDistribution::Fixed(bound(n)?),
@@ -193,7 +221,12 @@ fn distribution(what: &'static str, lengths: &TokenLengths) -> Result<LengthDist
             min: bound(min)?,
             max: bound(max)?,
         },
-        LengthShape::Normal { mean, spread, min, max } => LengthDistribution::Normal {
+        LengthShape::Normal {
+            mean,
+            spread,
+            min,
+            max,
+        } => LengthDistribution::Normal {
             mean,
             std_dev: spread.std_dev(),
             min: bound(min)?,
@@ -212,7 +245,12 @@ fn distribution(what: &'static str, lengths: &TokenLengths) -> Result<LengthDist
             min: bound(min)?,
             max: bound(max)?,
         },
-        LengthShape::LogNormal { mean, spread, min, max } => LengthDistribution::Lognormal {
+        LengthShape::LogNormal {
+            mean,
+            spread,
+            min,
+            max,
+        } => LengthDistribution::Lognormal {
             mean,
             std_dev: spread.std_dev(),
             min: bound(min)?,
@@ -223,6 +261,8 @@ fn distribution(what: &'static str, lengths: &TokenLengths) -> Result<LengthDist
             min: bound(min)?,
             max: bound(max)?,
         },
-        LengthShape::RangeRatio { len, ratio } => LengthDistribution::vllm_range(bound(len)?, ratio)?,
+        LengthShape::RangeRatio { len, ratio } => {
+            LengthDistribution::vllm_range(bound(len)?, ratio)?
+        }
     })
 }

@@ -428,6 +428,15 @@ pub enum ReadRecordsError {
 /// Reads `requests.jsonl`: one record per line, blank lines ignored. A last line whose JSON is cut short is the
 /// record a killed launcher was writing: it is skipped with a warning, not an error.
 pub fn read_jsonl(reader: impl BufRead) -> Result<Vec<RequestRecord>, ReadRecordsError> {
+    read_jsonl_counting_truncated(reader).map(|(records, _)| records)
+}
+
+/// Like [`read_jsonl`], also saying how many truncated last lines were skipped (0 or 1), so `llmbench report`
+/// can tell the user the run was killed mid-write.
+pub fn read_jsonl_counting_truncated(
+    reader: impl BufRead,
+) -> Result<(Vec<RequestRecord>, usize), ReadRecordsError> {
+    let mut skipped = 0;
     let mut records = Vec::new();
     let mut lines = reader.split(b'\n').enumerate().peekable();
     while let Some((index, line)) = lines.next() {
@@ -443,6 +452,7 @@ pub fn read_jsonl(reader: impl BufRead) -> Result<Vec<RequestRecord>, ReadRecord
                     line = index + 1,
                     "skipping a truncated last line of requests.jsonl"
                 );
+                skipped += 1;
             }
             Err(source) => {
                 return Err(ReadRecordsError::Parse {
@@ -452,7 +462,7 @@ pub fn read_jsonl(reader: impl BufRead) -> Result<Vec<RequestRecord>, ReadRecord
             }
         }
     }
-    Ok(records)
+    Ok((records, skipped))
 }
 
 #[cfg(test)]
@@ -748,6 +758,11 @@ mod tests {
         let text = format!("{a}\n\n{a}\n{}", &a[..a.len() / 2]);
         let records = read_jsonl(text.as_bytes()).unwrap();
         assert_eq!(records.len(), 2);
+        let (records, skipped) = read_jsonl_counting_truncated(text.as_bytes()).unwrap();
+        assert_eq!((records.len(), skipped), (2, 1));
+        let whole = format!("{a}\n{a}\n");
+        let (_, skipped) = read_jsonl_counting_truncated(whole.as_bytes()).unwrap();
+        assert_eq!(skipped, 0);
     }
 
     #[test]

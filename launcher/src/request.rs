@@ -108,19 +108,34 @@ mod tests {
         let request = prepare(&prompt, &settings(ApiKind::Completion, false));
         let value = body(&request);
         assert_eq!(value["prompt"], json!([1, 2, 3]));
-        assert_eq!(value["max_tokens"], 30, "the default applies when the prompt sets none");
+        assert_eq!(
+            value["max_tokens"], 30,
+            "the default applies when the prompt sets none"
+        );
         assert!(value.get("stream_options").is_none());
     }
 
     #[test]
     fn chat_prompts_become_messages() {
         let prompt = Prompt::text("hi".to_owned(), 1, Some(4));
-        assert_eq!(body(&prepare(&prompt, &settings(ApiKind::Chat, true)))["messages"], json!([{"role": "user", "content": "hi"}]));
+        assert_eq!(
+            body(&prepare(&prompt, &settings(ApiKind::Chat, true)))["messages"],
+            json!([{"role": "user", "content": "hi"}])
+        );
         let mut turns = Prompt::text(String::new(), 5, Some(4));
         turns.messages = Some(vec![
-            ChatMessage { role: "system".to_owned(), content: "be brief".to_owned() },
-            ChatMessage { role: "user".to_owned(), content: "hi".to_owned() },
+            ChatMessage {
+                role: "system".to_owned(),
+                content: "be brief".to_owned(),
+            },
+            ChatMessage {
+                role: "user".to_owned(),
+                content: "hi".to_owned(),
+            },
         ]);
-        assert_eq!(body(&prepare(&turns, &settings(ApiKind::Chat, true)))["messages"][0]["role"], "system");
+        assert_eq!(
+            body(&prepare(&turns, &settings(ApiKind::Chat, true)))["messages"][0]["role"],
+            "system"
+        );
     }
 }

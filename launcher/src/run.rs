@@ -14,15 +14,21 @@ use llmbench_api::v1alpha1::Harness;
 
 use crate::data::{DataError, Prompt};
 use crate::engine::{self, Clock, EngineError, Progress, RunPlan, Target};
-use crate::metrics::{RunInfo, RunSummary, WriteSummaryError, write_compact_summary, write_summary_json};
+use crate::metrics::{
+    RunInfo, RunSummary, WriteSummaryError, write_compact_summary, write_summary_json,
+};
 use crate::plan::{PlanError, Shard, engine_stages, expected_size};
 use crate::profile::{ProfileError, Template, TemplateSource, Values, render};
 use crate::prompts::{PromptError, build_prompts};
 use crate::record::RequestRecord;
+use crate::report::{
+    self, Formats, LLMBENCH_VERSION, RUN_META_SCHEMA, ReportError, ReportOptions, RunMeta,
+    ShardMeta, StageMeta,
+};
 use crate::request::{BodySettings, prepare};
 use crate::sim::{self, SimConfig, SimError};
 use crate::tokenizer::{HubOptions, Tokenizer, TokenizerError, load_tokenizer};
-use crate::workload::{ParseOptions, WorkloadError, parse_profile};
+use crate::workload::{ParseOptions, Workload, WorkloadError, parse_profile};
 use crate::{progress, wallclock};
 
 /// The model name the embedded simulator serves.
@@ -104,13 +110,21 @@ pub enum RunError {
     #[error("no model to send: the profile names none; pass --model")]
     NoModel,
     #[error("cannot create the results directory {path}: {source}")]
-    CreateOutput { path: PathBuf, source: std::io::Error },
+    CreateOutput {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("cannot write {path}: {source}")]
-    WriteOutput { path: PathBuf, source: std::io::Error },
+    WriteOutput {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Summary(#[from] WriteSummaryError),
     #[error("cannot build the HTTP client: {0}")]
     Client(reqwest::Error),
+    #[error(transparent)]
+    Report(#[from] ReportError),
 }
 
 impl From<DataError> for RunError {
@@ -143,7 +157,10 @@ pub async fn run(args: RunArgs) -> Result<RunOutcome, RunError> {
             (sim.base_url(), Some(sim))
         }
     };
-    let model = args.model.clone().or_else(|| embedded.as_ref().map(|_| SIM_MODEL.to_owned()));
+    let model = args
+        .model
+        .clone()
+        .or_else(|| embedded.as_ref().map(|_| SIM_MODEL.to_owned()));
     let outcome = run_against(&args, &endpoint, model, embedded.is_some()).await;
     if let Some(sim) = embedded
         && let Err(e) = sim.shutdown().await
@@ -183,7 +200,10 @@ async fn run_against(
         tracing::warn!("{warning}");
     }
     let workload = parsed.workload;
-    let stages = args.shard.apply(engine_stages(&workload)?);
+    let whole_run_stages = engine_stages(&workload)?;
+    // run.json keeps the whole run's rates; this launcher's schedule is its shard's share.
+    let stage_meta: Vec<StageMeta> = whole_run_stages.iter().map(stage_meta).collect();
+    let stages = args.shard.apply(whole_run_stages);
     let (expected_requests, expected_duration) = expected_size(&stages, workload.stage_interval);
 
     let tokenizer_spec = args
@@ -195,19 +215,31 @@ async fn run_against(
         .ok_or(RunError::NoModel)?;
     let tokenizer: Tokenizer = load_tokenizer(&tokenizer_spec, &HubOptions::from_env()).await?;
     let prompts: Vec<Prompt> = build_prompts(&workload, &tokenizer, expected_requests)?;
-    let request_model = workload.api.model.clone().or(model).ok_or(RunError::NoModel)?;
-    let settings = BodySettings::new(&workload.api, request_model.clone());
-    let requests: Arc<[engine::PreparedRequest]> = prompts.iter().map(|p| prepare(p, &settings)).collect();
-
-    let run_id = args
-        .run_id
+    let request_model = workload
+        .api
+        .model
         .clone()
-        .unwrap_or_else(|| format!("{harness}-{}-{}", profile_stem(&template.name), wallclock::compact_utc_now()));
+        .or(model)
+        .ok_or(RunError::NoModel)?;
+    let settings = BodySettings::new(&workload.api, request_model.clone());
+    let requests: Arc<[engine::PreparedRequest]> =
+        prompts.iter().map(|p| prepare(p, &settings)).collect();
+
+    let run_id = args.run_id.clone().unwrap_or_else(|| {
+        format!(
+            "{harness}-{}-{}",
+            profile_stem(&template.name),
+            wallclock::compact_utc_now()
+        )
+    });
     let mut dir = args.output.join(&run_id);
     if args.shard.count > 1 {
         dir = dir.join(format!("shard-{}", args.shard.index));
     }
-    std::fs::create_dir_all(&dir).map_err(|source| RunError::CreateOutput { path: dir.clone(), source })?;
+    std::fs::create_dir_all(&dir).map_err(|source| RunError::CreateOutput {
+        path: dir.clone(),
+        source,
+    })?;
     write_file(&dir.join("profile.yaml"), rendered.as_bytes())?;
 
     let target = Arc::new(Target {
@@ -225,11 +257,17 @@ async fn run_against(
         requests,
     };
     let records_path = dir.join("requests.jsonl");
-    let records_file = std::fs::File::create(&records_path)
-        .map_err(|source| RunError::WriteOutput { path: records_path.clone(), source })?;
+    let records_file =
+        std::fs::File::create(&records_path).map_err(|source| RunError::WriteOutput {
+            path: records_path.clone(),
+            source,
+        })?;
     let progress_counters = Arc::new(Progress::default());
-    let (sink, writer) =
-        engine::record_writer(Box::new(records_file), records_path.display().to_string(), Arc::clone(&progress_counters));
+    let (sink, writer) = engine::record_writer(
+        Box::new(records_file),
+        records_path.display().to_string(),
+        Arc::clone(&progress_counters),
+    );
     tracing::info!(
         run_id,
         endpoint,
@@ -246,7 +284,33 @@ async fn run_against(
             stages: requested_rates.len(),
         },
     );
-    let ran = engine::run(target, plan, Clock::start(), sink).await;
+    let clock = Clock::start();
+    let t0_unix_ns = report::unix_ns_now();
+    let meta = RunMeta {
+        schema: RUN_META_SCHEMA.to_owned(),
+        run_id: run_id.clone(),
+        harness,
+        profile: template.name.clone(),
+        model: request_model.clone(),
+        endpoint: endpoint.to_owned(),
+        tokenizer: Some(tokenizer_spec.clone()),
+        started_at: wallclock::rfc3339_millis(t0_unix_ns),
+        t0_unix_ns,
+        api: match workload.api.kind {
+            crate::workload::ApiKind::Completion => report::ApiKind::Completion,
+            crate::workload::ApiKind::Chat => report::ApiKind::Chat,
+        },
+        stages: stage_meta,
+        shard: ShardMeta {
+            index: args.shard.index,
+            count: args.shard.count,
+        },
+        llmbench_version: LLMBENCH_VERSION.to_owned(),
+        report: report_options(&workload),
+    };
+    // Written before the first request, so a killed run can still be reported from requests.jsonl.
+    meta.write(&dir)?;
+    let ran = engine::run(target, plan, clock, sink).await;
     display.abort();
     progress::finish();
     let records: Vec<RequestRecord> = match writer.await {
@@ -271,14 +335,55 @@ async fn run_against(
     if let Some(path) = &args.summary_file {
         write_compact_summary(path, &summary)?;
     }
+    report::write_all(
+        &dir,
+        &meta,
+        &records,
+        &summary,
+        Formats::for_harness(harness),
+    )?;
     Ok(RunOutcome { dir, summary })
+}
+
+/// What run.json records of a stage: the rate or concurrency the profile asked of the whole run.
+fn stage_meta(stage: &engine::Stage) -> StageMeta {
+    let concurrency = match &stage.plan {
+        engine::StagePlan::Open {
+            max_concurrency, ..
+        } => *max_concurrency,
+        engine::StagePlan::Closed { concurrency, .. } => Some(*concurrency),
+    };
+    StageMeta {
+        rate: stage.requested_rate,
+        concurrency: concurrency.and_then(|c| u32::try_from(c).ok()),
+    }
+}
+
+/// The profile's report settings in the terms of the result files that use them.
+fn report_options(workload: &Workload) -> ReportOptions {
+    let mut options = ReportOptions::default();
+    match workload.harness {
+        Harness::VllmBenchmark | Harness::Inferencemax => {
+            options.vllm_metric_percentiles = workload.report.percentiles.clone();
+            if !workload.report.percentile_metrics.is_empty() {
+                options.vllm_percentile_metrics = workload.report.percentile_metrics.clone();
+            }
+            options.vllm_save_detailed = workload.report.per_request;
+        }
+        _ => options.percentiles = workload.report.percentiles.clone(),
+    }
+    options
 }
 
 /// A name with a path separator or a YAML suffix, or one that exists on disk, is a file; anything else names a
 /// bundled profile.
 fn template_source(profile: &str) -> TemplateSource {
     let path = Path::new(profile);
-    if path.exists() || profile.contains('/') || profile.ends_with(".yaml") || profile.ends_with(".in") {
+    if path.exists()
+        || profile.contains('/')
+        || profile.ends_with(".yaml")
+        || profile.ends_with(".in")
+    {
         TemplateSource::File(path.to_owned())
     } else {
         TemplateSource::Builtin(profile.to_owned())
@@ -315,14 +420,26 @@ mod tests {
 
     #[test]
     fn profile_names_and_files_are_told_apart() {
-        assert!(matches!(template_source("sanity_random"), TemplateSource::Builtin(_)));
-        assert!(matches!(template_source("./mine.yaml"), TemplateSource::File(_)));
-        assert!(matches!(template_source("mine.yaml.in"), TemplateSource::File(_)));
+        assert!(matches!(
+            template_source("sanity_random"),
+            TemplateSource::Builtin(_)
+        ));
+        assert!(matches!(
+            template_source("./mine.yaml"),
+            TemplateSource::File(_)
+        ));
+        assert!(matches!(
+            template_source("mine.yaml.in"),
+            TemplateSource::File(_)
+        ));
     }
 
     #[test]
     fn the_default_run_id_uses_the_profile_stem() {
-        assert_eq!(profile_stem("inference-perf/sanity_random.yaml.in"), "sanity_random");
+        assert_eq!(
+            profile_stem("inference-perf/sanity_random.yaml.in"),
+            "sanity_random"
+        );
         assert_eq!(profile_stem("/tmp/x/mine.yaml"), "mine");
     }
 }

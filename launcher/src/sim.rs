@@ -42,6 +42,15 @@ use tokio::task::JoinHandle;
 
 pub use metrics::SimMetrics;
 
+/// The simulator's prompt-token count for a text prompt, exposed so the built-in tokenizer's test can pin that
+/// both count alike.
+#[cfg(test)]
+pub(crate) fn text_prompt_tokens(text: &str) -> u32 {
+    openai::Prompt::Text(text.to_owned())
+        .token_count()
+        .unwrap_or(u32::MAX)
+}
+
 /// Command-line flags of `llmbench sim`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct SimArgs {

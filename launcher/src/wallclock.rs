@@ -4,8 +4,27 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// `YYYYMMDD-HHMMSS` in UTC, as inference-perf stamps its result directories.
 pub fn compact_utc_now() -> String {
-    let (date, time) = civil(now_secs());
-    format!("{:04}{:02}{:02}-{:02}{:02}{:02}", date.0, date.1, date.2, time.0, time.1, time.2)
+    compact_utc(now_secs())
+}
+
+/// `YYYYMMDD-HHMMSS` in UTC for seconds since the Unix epoch (vllm bench serve's `date` and file-name stamp).
+pub fn compact_utc(secs: i64) -> String {
+    let (date, time) = civil(secs);
+    format!(
+        "{:04}{:02}{:02}-{:02}{:02}{:02}",
+        date.0, date.1, date.2, time.0, time.1, time.2
+    )
+}
+
+/// RFC 3339 in UTC with milliseconds for nanoseconds since the Unix epoch, e.g. `2026-11-22T04:35:12.345Z`.
+pub fn rfc3339_millis(unix_ns: u64) -> String {
+    let secs = i64::try_from(unix_ns / 1_000_000_000).unwrap_or(i64::MAX);
+    let millis = unix_ns / 1_000_000 % 1000;
+    let (date, time) = civil(secs);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        date.0, date.1, date.2, time.0, time.1, time.2
+    )
 }
 
 /// RFC 3339 in UTC, e.g. `2026-11-22T04:55:12Z`.
@@ -16,7 +35,10 @@ pub fn rfc3339_now() -> String {
 /// RFC 3339 in UTC for seconds since the Unix epoch.
 pub fn rfc3339(secs: i64) -> String {
     let (date, time) = civil(secs);
-    format!("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", date.0, date.1, date.2, time.0, time.1, time.2)
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        date.0, date.1, date.2, time.0, time.1, time.2
+    )
 }
 
 fn now_secs() -> i64 {
@@ -38,7 +60,11 @@ fn civil(secs: i64) -> ((i64, u32, u32), (u32, u32, u32)) {
     let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
     let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     let year = yoe + era * 400 + i64::from(month <= 2);
-    let time = ((rem / 3600) as u32, (rem % 3600 / 60) as u32, (rem % 60) as u32);
+    let time = (
+        (rem / 3600) as u32,
+        (rem % 3600 / 60) as u32,
+        (rem % 60) as u32,
+    );
     ((year, month, day), time)
 }
 
@@ -51,5 +77,14 @@ mod tests {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(rfc3339(1_795_322_112), "2026-11-22T04:35:12Z");
+    }
+
+    #[test]
+    fn nanoseconds_format_with_milliseconds_and_compactly() {
+        assert_eq!(
+            rfc3339_millis(1_795_322_112_345_678_901),
+            "2026-11-22T04:35:12.345Z"
+        );
+        assert_eq!(compact_utc(1_795_322_112), "20261122-043512");
     }
 }

@@ -16,7 +16,7 @@ mod model;
 mod reader;
 mod schedule;
 mod vllm_bench;
-mod yaml;
+pub(crate) mod yaml;
 
 #[cfg(test)]
 mod tests;
@@ -61,6 +61,18 @@ pub fn parse_profile(
             vllm_bench::parse(&mut ctx, harness, &doc, options)?
         }
         Harness::Nop => parse_nop(&mut ctx, &doc)?,
+        // LoadGen settings carry rules (seeds, query counts, validity) the common model has no place for;
+        // they have their own parser and scheduler.
+        Harness::Mlperf => {
+            return Err(WorkloadError::Unsupported {
+                file: file_name.to_string(),
+                key: "harness".to_string(),
+                line: None,
+                feature: "the mlperf dialect through the common workload model (use `mlperf::parse_settings` \
+                          and `mlperf::build_schedule`)"
+                    .to_string(),
+            });
+        }
     };
     if options.strict {
         let unknown: Vec<Warning> = ctx

@@ -655,7 +655,7 @@ fn harness_names_parse_and_unknown_names_list_the_valid_ones() {
     }
     assert_eq!(
         "aiperf".parse::<Harness>().unwrap_err().to_string(),
-        "unknown harness `aiperf`; expected one of inference-perf, guidellm, vllm-benchmark, inferencemax, nop"
+        "unknown harness `aiperf`; expected one of inference-perf, guidellm, vllm-benchmark, inferencemax, nop, mlperf — did you mean `mlperf`?"
     );
 }
 
@@ -1208,4 +1208,16 @@ fn no_input_panics() {
             let _ = parse(h, yaml);
         }
     }
+}
+
+#[test]
+fn mlperf_profiles_are_pointed_to_their_own_parser() {
+    let err = parse_profile(
+        Harness::Mlperf,
+        "m.yaml",
+        "model: llama3_1-8b\n",
+        &ParseOptions::default(),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("mlperf::parse_settings"), "{err}");
 }

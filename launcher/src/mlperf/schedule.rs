@@ -1,0 +1,328 @@
+//! LoadGen's query schedules as engine stages (`loadgen.cc::GenerateQueries`, `GenerateLoadableSets`).
+//!
+//! - The loaded sample set: all dataset indices shuffled with `qsl_rng_seed`; a performance run keeps the first
+//!   `performance_sample_count`, an accuracy run all of them.
+//! - **Offline**, performance: one query of `max(min_query_count, ⌊1.1 · min_duration · target_qps⌋)` samples,
+//!   the loaded set repeated in order, all sent at t = 0.
+//! - **Server**, performance: arrivals at t₀ = 0 and then exponential gaps at `target_qps` from
+//!   `mt19937(schedule_rng_seed)`, each gap truncated to whole ns; samples drawn uniformly from the loaded set with
+//!   `mt19937(sample_index_rng_seed)`. Queries are generated while the previous arrival is before `min_duration`
+//!   or fewer than `min_query_count` exist — about `max(min_query_count, target_qps · min_duration + 1)` — then
+//!   cut to `max_query_count` and `max_duration` when those are set.
+//! - **SingleStream**, performance: a closed loop with one query in flight for
+//!   `max(min_query_count, ⌈min_duration / expected_latency⌉)` queries, samples drawn as in Server.
+//! - Accuracy runs issue every sample once, in the loaded set's order, with the scenario's timing.
+//! - Warm-up queries (not a LoadGen notion; MLPerf harnesses warm up outside LoadGen) form a stage of their own
+//!   before the measured one, from the head of the loaded set, at `target_qps` spacing (Server), at once
+//!   (Offline) or one at a time (SingleStream).
+
+use std::time::Duration;
+
+use crate::engine::{Stage, StagePlan};
+
+use super::MlperfError;
+use super::rng::Mt19937;
+use super::settings::{MlperfSettings, Mode, Scenario};
+
+/// A run the engine can execute, and which dataset sample each request carries.
+#[derive(Debug, Clone)]
+pub struct MlperfSchedule {
+    /// The warm-up stage (when asked for), then the measured stage.
+    pub stages: Vec<Stage>,
+    /// Index of the measured stage; records of other stages are warm-up and excluded from the verdict.
+    pub measured_stage: u32,
+    /// The dataset index of every request in issue order across all stages. The engine takes request `i` from
+    /// `RunPlan.requests[i]`, so the caller builds `requests` as `samples.iter().map(|&s| prepared[s])`.
+    pub samples: Vec<usize>,
+    /// When the last measured query is scheduled, from the measured stage's start (Server; 0 for Offline).
+    pub final_scheduled: Duration,
+}
+
+/// Builds the schedule of `settings` over a dataset of `dataset_len` samples.
+pub fn build_schedule(
+    settings: &MlperfSettings,
+    dataset_len: usize,
+) -> Result<MlperfSchedule, MlperfError> {
+    if dataset_len == 0 {
+        return Err(MlperfError::EmptyDataset);
+    }
+    let loaded = loaded_samples(settings, dataset_len);
+    let mut stages = Vec::new();
+    let mut samples = Vec::new();
+
+    if settings.warmup_queries > 0 {
+        let count = settings.warmup_queries as usize;
+        samples.extend((0..count).map(|i| loaded[i % loaded.len()]));
+        let plan = match settings.scenario {
+            Scenario::Offline => open(vec![Duration::ZERO; count]),
+            Scenario::Server => {
+                let gap = 1.0 / settings.target_qps;
+                open(
+                    (0..count)
+                        .map(|i| Duration::from_secs_f64(i as f64 * gap))
+                        .collect(),
+                )
+            }
+            Scenario::SingleStream => closed(count as u64, None),
+        };
+        stages.push(Stage {
+            plan,
+            requested_rate: requested_rate(settings),
+        });
+    }
+    let measured_stage = stages.len() as u32;
+
+    let (plan, measured, final_scheduled) = match settings.mode {
+        Mode::AccuracyOnly => accuracy(settings, &loaded),
+        Mode::PerformanceOnly => performance(settings, &loaded),
+    };
+    samples.extend(measured);
+    stages.push(Stage {
+        plan,
+        requested_rate: requested_rate(settings),
+    });
+    Ok(MlperfSchedule {
+        stages,
+        measured_stage,
+        samples,
+        final_scheduled,
+    })
+}
+
+fn requested_rate(settings: &MlperfSettings) -> Option<f64> {
+    (settings.scenario == Scenario::Server).then_some(settings.target_qps)
+}
+
+fn open(send_at: Vec<Duration>) -> StagePlan {
+    StagePlan::Open {
+        send_at,
+        max_concurrency: None,
+    }
+}
+
+fn closed(total: u64, duration: Option<Duration>) -> StagePlan {
+    StagePlan::Closed {
+        concurrency: 1,
+        total: Some(total),
+        duration,
+        rampup: Duration::ZERO,
+    }
+}
+
+/// The QSL's loadable set: every index shuffled by `qsl_rng_seed`; a performance run keeps the first
+/// `performance_sample_count` (0 = all).
+fn loaded_samples(settings: &MlperfSettings, dataset_len: usize) -> Vec<usize> {
+    let mut all: Vec<usize> = (0..dataset_len).collect();
+    Mt19937::new(settings.qsl_rng_seed).shuffle(&mut all);
+    if settings.mode == Mode::PerformanceOnly && settings.performance_sample_count > 0 {
+        all.truncate(usize::try_from(settings.performance_sample_count).unwrap_or(usize::MAX));
+    }
+    all
+}
+
+fn max_duration(settings: &MlperfSettings) -> Option<Duration> {
+    (settings.max_duration_ms > 0).then(|| Duration::from_millis(settings.max_duration_ms))
+}
+
+/// Poisson arrival offsets, LoadGen's generation loop: a query at each timestamp while the previous one is
+/// before `min_duration` or fewer than `min_queries` exist (`min_queries = None`: exactly `count`).
+fn poisson_arrivals(settings: &MlperfSettings, count: Option<usize>) -> Vec<u64> {
+    let mut rng = Mt19937::new(settings.schedule_rng_seed);
+    let min_duration_ns = settings.min_duration_ms.saturating_mul(1_000_000);
+    let min_queries = settings.min_query_count as usize;
+    let mut times = Vec::new();
+    let (mut timestamp, mut prev) = (0u64, 0u64);
+    loop {
+        let more = match count {
+            Some(n) => times.len() < n,
+            None => prev < min_duration_ns || times.len() < min_queries,
+        };
+        if !more {
+            break;
+        }
+        times.push(timestamp);
+        prev = timestamp;
+        // duration<double> → nanoseconds truncates toward zero.
+        let gap = rng.exponential(settings.target_qps) * 1e9;
+        timestamp = timestamp.saturating_add(gap as u64);
+    }
+    times
+}
+
+fn performance(settings: &MlperfSettings, loaded: &[usize]) -> (StagePlan, Vec<usize>, Duration) {
+    let mut sample_rng = Mt19937::new(settings.sample_index_rng_seed);
+    let mut draw = |n: usize| -> Vec<usize> {
+        (0..n)
+            .map(|_| loaded[sample_rng.uniform_below(loaded.len() as u64) as usize])
+            .collect()
+    };
+    let cap = |n: usize| match settings.max_query_count {
+        0 => n,
+        max => n.min(usize::try_from(max).unwrap_or(usize::MAX)),
+    };
+    match settings.scenario {
+        Scenario::Offline => {
+            const SLACK: f64 = 1.1;
+            let target =
+                (SLACK * settings.min_duration_ms as f64 / 1000.0 * settings.target_qps) as u64;
+            let n = settings.min_query_count.max(target) as usize;
+            let samples = (0..n).map(|i| loaded[i % loaded.len()]).collect();
+            (open(vec![Duration::ZERO; n]), samples, Duration::ZERO)
+        }
+        Scenario::Server => {
+            let mut times = poisson_arrivals(settings, None);
+            times.truncate(cap(times.len()));
+            if settings.max_duration_ms > 0 {
+                let max_ns = settings.max_duration_ms.saturating_mul(1_000_000);
+                times.retain(|t| *t <= max_ns);
+            }
+            let samples = draw(times.len());
+            let final_scheduled = Duration::from_nanos(times.last().copied().unwrap_or(0));
+            let send_at = times.into_iter().map(Duration::from_nanos).collect();
+            (open(send_at), samples, final_scheduled)
+        }
+        Scenario::SingleStream => {
+            let expected = settings.single_stream_expected_latency_ns.max(1);
+            let by_duration = settings
+                .min_duration_ms
+                .saturating_mul(1_000_000)
+                .div_ceil(expected);
+            let n = cap(settings.min_query_count.max(by_duration) as usize);
+            (
+                closed(n as u64, max_duration(settings)),
+                draw(n),
+                Duration::ZERO,
+            )
+        }
+    }
+}
+
+fn accuracy(settings: &MlperfSettings, loaded: &[usize]) -> (StagePlan, Vec<usize>, Duration) {
+    let n = loaded.len();
+    let plan = match settings.scenario {
+        Scenario::Offline => open(vec![Duration::ZERO; n]),
+        Scenario::Server => open(
+            poisson_arrivals(settings, Some(n))
+                .into_iter()
+                .map(Duration::from_nanos)
+                .collect(),
+        ),
+        Scenario::SingleStream => closed(n as u64, None),
+    };
+    (plan, loaded.to_vec(), Duration::ZERO)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mlperf::settings::{ParsedSettings, parse_settings};
+    use crate::workload::ParseOptions;
+
+    fn settings(yaml: &str) -> MlperfSettings {
+        let ParsedSettings { settings, .. } =
+            parse_settings("p.yaml", yaml, None, &ParseOptions::default()).unwrap();
+        settings
+    }
+
+    fn send_at(stage: &Stage) -> &[Duration] {
+        match &stage.plan {
+            StagePlan::Open { send_at, .. } => send_at,
+            StagePlan::Closed { .. } => panic!("expected an open stage"),
+        }
+    }
+
+    #[test]
+    fn offline_issues_every_sample_at_once_sized_by_qps_and_duration() {
+        // ⌊1.1 · 10 s · 50/s⌋ = 550 > min_query_count 100.
+        let s = settings(
+            "model: llama3_1-8b\nscenario: Offline\ntarget_qps: 50\nmin_duration: 10000\nmin_query_count: 100\n\
+             performance_sample_count: 0\n",
+        );
+        let schedule = build_schedule(&s, 200).unwrap();
+        assert_eq!(schedule.stages.len(), 1);
+        let times = send_at(&schedule.stages[0]);
+        assert_eq!(times.len(), 550);
+        assert!(times.iter().all(|t| t.is_zero()));
+        // The loaded set repeated in order: sample i and i + 200 are the same.
+        assert_eq!(schedule.samples[0], schedule.samples[200]);
+        let mut first: Vec<usize> = schedule.samples[..200].to_vec();
+        first.sort();
+        assert_eq!(first, (0..200).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn server_arrivals_are_seeded_poisson_until_min_duration_and_min_queries() {
+        let s = settings(
+            "model: llama3_1-8b\nscenario: Server\ntarget_qps: 10\nmin_duration: 60000\nmin_query_count: 100\n",
+        );
+        let a = build_schedule(&s, 1000).unwrap();
+        let b = build_schedule(&s, 1000).unwrap();
+        let times = send_at(&a.stages[0]);
+        assert_eq!(times, send_at(&b.stages[0]), "same seeds, same schedule");
+        assert_eq!(a.samples, b.samples);
+        assert_eq!(times[0], Duration::ZERO);
+        // The one before the last is under 60 s; the last is at or past it.
+        let n = times.len();
+        assert!(times[n - 2] < Duration::from_secs(60) && times[n - 1] >= Duration::from_secs(60));
+        assert_eq!(a.final_scheduled, times[n - 1]);
+        // ~600 arrivals at 10/s over 60 s (Poisson: ±3σ ≈ ±75).
+        assert!((525..=675).contains(&n), "{n}");
+        // The first gap is −ln(1 − u)/10 for the first canonical draw of mt19937(schedule_rng_seed).
+        let mut rng = Mt19937::new(s.schedule_rng_seed);
+        let gap = (rng.exponential(10.0) * 1e9) as u64;
+        assert_eq!(times[1], Duration::from_nanos(gap));
+        // Every sample comes from the loaded set (performance_sample_count 13368 > 1000: all of it).
+        assert!(a.samples.iter().all(|s| *s < 1000));
+    }
+
+    #[test]
+    fn server_query_count_is_capped_by_max_query_count() {
+        let s = settings(
+            "model: llama3_1-8b\nscenario: Server\ntarget_qps: 10\nmin_duration: 60000\nmax_query_count: 50\n",
+        );
+        let schedule = build_schedule(&s, 10).unwrap();
+        assert_eq!(send_at(&schedule.stages[0]).len(), 50);
+        assert_eq!(schedule.samples.len(), 50);
+    }
+
+    #[test]
+    fn single_stream_is_a_closed_loop_of_one() {
+        // ⌈2000 ms / 10 ms⌉ = 200 > 100.
+        let s = settings(
+            "model: llama3_1-8b\nscenario: SingleStream\nmin_duration: 2000\nexpected_latency: 10\n",
+        );
+        let schedule = build_schedule(&s, 10).unwrap();
+        match &schedule.stages[0].plan {
+            StagePlan::Closed {
+                concurrency, total, ..
+            } => assert_eq!((*concurrency, *total), (1, Some(200))),
+            StagePlan::Open { .. } => panic!("closed loop expected"),
+        }
+        assert_eq!(schedule.samples.len(), 200);
+    }
+
+    #[test]
+    fn warmup_is_a_stage_of_its_own_before_the_measured_one() {
+        let s = settings(
+            "model: llama3_1-8b\nscenario: Offline\nwarmup_queries: 3\nmin_query_count: 10\nmin_duration: 0\n",
+        );
+        let schedule = build_schedule(&s, 5).unwrap();
+        assert_eq!(schedule.stages.len(), 2);
+        assert_eq!(schedule.measured_stage, 1);
+        assert_eq!(send_at(&schedule.stages[0]).len(), 3);
+        assert_eq!(schedule.samples.len(), 13);
+    }
+
+    #[test]
+    fn accuracy_mode_issues_every_sample_once() {
+        let s = settings(
+            "model: llama3_1-8b\nscenario: Server\nmode: AccuracyOnly\nperformance_sample_count: 2\n",
+        );
+        let schedule = build_schedule(&s, 7).unwrap();
+        let mut samples = schedule.samples.clone();
+        samples.sort();
+        assert_eq!(samples, (0..7).collect::<Vec<_>>());
+        assert_eq!(send_at(&schedule.stages[0]).len(), 7);
+        assert!(build_schedule(&s, 0).is_err());
+    }
+}

@@ -1,0 +1,220 @@
+//! The llm-d benchmark report v0.2 (`reference/llm-d-benchmark/benchmark_report/br_v0_2_json_schema.json`),
+//! one per stage as llm-d-benchmark's analyser writes one per guidellm or inference-perf stage.
+//!
+//! Latencies use the definitions of inference-perf's own v0.2 adapter (FORMATS.md §3.2, §3.7): TTFT to the
+//! first content token, TPOT = (last − first token)/(n − 1), ITL per-token gaps pooled, NTPOT = E2E/n (0 for
+//! n = 0), all from the send; statistics are mean, sample stddev (ddof = 1), min, max and numpy linear
+//! percentiles 0.1 … 99.9, in seconds. Throughput comes from our summary (inference-perf's window), as single
+//! values in `mean`. `load.standardized.tool` names the harness dialect the profile was written in (the
+//! upstream models accept only those names); `tool_version` says it was llmbench.
+
+use serde_json::{Map, Value, json};
+
+use super::meta::RunMeta;
+use super::{secs, sorted};
+use crate::metrics::{Summary, percentile_linear};
+use crate::record::RequestRecord;
+use crate::wallclock;
+
+/// The file name prefix; the comma is part of upstream's names.
+pub const LLMD_REPORT_PREFIX: &str = "benchmark_report_v0.2,_";
+
+/// A stage's report file: `benchmark_report_v0.2,_stage_N.yaml`.
+pub fn llmd_report_v02_file(stage: u32) -> String {
+    format!("{LLMD_REPORT_PREFIX}stage_{stage}.yaml")
+}
+
+/// The percentiles of a `Statistics` object: key and fraction.
+const STAT_PERCENTILES: [(&str, f64); 11] = [
+    ("p0p1", 0.001),
+    ("p1", 0.01),
+    ("p5", 0.05),
+    ("p10", 0.1),
+    ("p25", 0.25),
+    ("p50", 0.5),
+    ("p75", 0.75),
+    ("p90", 0.9),
+    ("p95", 0.95),
+    ("p99", 0.99),
+    ("p99p9", 0.999),
+];
+
+/// A `Statistics` object of `values` in `units`; `None` for an empty sample.
+fn statistics(values: Vec<f64>, units: &str) -> Option<Value> {
+    if values.is_empty() {
+        return None;
+    }
+    let n = values.len() as f64;
+    let values = sorted(values);
+    let mean = values.iter().sum::<f64>() / n;
+    let stddev = if values.len() < 2 {
+        0.0
+    } else {
+        (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
+    };
+    let mut out = Map::new();
+    out.insert("units".into(), json!(units));
+    out.insert("mean".into(), json!(mean));
+    out.insert("stddev".into(), json!(stddev));
+    out.insert("min".into(), json!(values[0]));
+    for (key, p) in STAT_PERCENTILES {
+        out.insert(key.into(), json!(percentile_linear(&values, p)));
+    }
+    out.insert("max".into(), json!(values[values.len() - 1]));
+    Some(Value::Object(out))
+}
+
+/// A `Statistics` object holding one value.
+fn single(value: f64, units: &str) -> Value {
+    json!({ "units": units, "mean": value })
+}
+
+/// Inserts `value` under `key` unless it is `None`.
+fn put(map: &mut Map<String, Value>, key: &str, value: Option<Value>) {
+    if let Some(value) = value {
+        map.insert(key.to_owned(), value);
+    }
+}
+
+/// ISO-8601 duration in seconds, e.g. `PT49.972S`.
+fn iso_duration(seconds: f64) -> String {
+    format!("PT{seconds}S")
+}
+
+/// The v0.2 report of one stage's requests; `summary` is that stage's summary from the same records.
+pub fn llmd_report_v02(
+    meta: &RunMeta,
+    stage: u32,
+    records: &[&RequestRecord],
+    summary: &Summary,
+) -> Value {
+    let ok: Vec<&RequestRecord> = records.iter().copied().filter(|r| r.succeeded()).collect();
+    let start_ns = records.iter().map(|r| r.sent_ns).min().unwrap_or(0);
+    let end_ns = records.iter().map(|r| r.end_ns).max().unwrap_or(start_ns);
+    let stage_meta = meta.stages.get(stage as usize).copied().unwrap_or_default();
+
+    let mut ttft = Vec::new();
+    let mut tpot = Vec::new();
+    let mut itl = Vec::new();
+    let mut ntpot = Vec::new();
+    let mut e2e = Vec::new();
+    for r in &ok {
+        let gaps: Vec<f64> = r.itl_token_gaps_ns().map(secs).collect();
+        if !gaps.is_empty() {
+            ttft.extend(r.ttft_ns().map(secs));
+            tpot.extend(r.tpot_ns().map(secs));
+        }
+        itl.extend(gaps);
+        let latency = secs(r.e2e_ns());
+        let n = r.output_tokens();
+        ntpot.push(if n > 0 { latency / f64::from(n) } else { 0.0 });
+        e2e.push(latency);
+    }
+    let input: Vec<f64> = ok.iter().map(|r| f64::from(r.prompt_tokens())).collect();
+    let output: Vec<f64> = ok.iter().map(|r| f64::from(r.output_tokens())).collect();
+    let mean = |v: &[f64]| {
+        if v.is_empty() {
+            0.0
+        } else {
+            v.iter().sum::<f64>() / v.len() as f64
+        }
+    };
+
+    let mut requests = Map::new();
+    requests.insert("total".into(), json!(records.len()));
+    requests.insert("failures".into(), json!(records.len() - ok.len()));
+    requests.insert("incomplete".into(), json!(0));
+    put(
+        &mut requests,
+        "input_length",
+        statistics(input.clone(), "count"),
+    );
+    put(
+        &mut requests,
+        "output_length",
+        statistics(output.clone(), "count"),
+    );
+
+    let mut latency = Map::new();
+    put(&mut latency, "time_to_first_token", statistics(ttft, "s"));
+    put(
+        &mut latency,
+        "normalized_time_per_output_token",
+        statistics(ntpot, "s/token"),
+    );
+    put(
+        &mut latency,
+        "time_per_output_token",
+        statistics(tpot, "s/token"),
+    );
+    put(
+        &mut latency,
+        "inter_token_latency",
+        statistics(itl, "s/token"),
+    );
+    put(&mut latency, "request_latency", statistics(e2e, "s"));
+
+    let t = &summary.throughput;
+    let throughput = json!({
+        "input_token_rate": single(t.input_tokens_per_s, "tokens/s"),
+        "output_token_rate": single(t.output_tokens_per_s, "tokens/s"),
+        "total_token_rate": single(t.total_tokens_per_s, "tokens/s"),
+        "request_rate": single(t.requests_per_s, "queries/s"),
+    });
+
+    let mut standardized = Map::new();
+    standardized.insert("tool".into(), json!(meta.harness.as_str()));
+    standardized.insert(
+        "tool_version".into(),
+        json!(format!("llmbench-{}", meta.llmbench_version)),
+    );
+    standardized.insert("parallelism".into(), json!(meta.shard.count.max(1)));
+    standardized.insert("source".into(), json!("unknown"));
+    standardized.insert("stage".into(), json!(stage));
+    standardized.insert(
+        "input_seq_len".into(),
+        json!({ "distribution": "other", "value": mean(&input) }),
+    );
+    standardized.insert(
+        "output_seq_len".into(),
+        json!({ "distribution": "other", "value": mean(&output) }),
+    );
+    if let Some(rate) = stage_meta.rate.filter(|r| *r > 0.0 && r.is_finite()) {
+        standardized.insert("rate_qps".into(), json!(rate));
+    }
+    if let Some(c) = stage_meta.concurrency.filter(|c| *c >= 1) {
+        standardized.insert("concurrency".into(), json!(c));
+    }
+
+    json!({
+        "version": "0.2",
+        "run": {
+            "uid": format!("{}-stage-{stage}", meta.run_id),
+            "eid": meta.run_id,
+            "time": {
+                "start": wallclock::rfc3339_millis(meta.t0_unix_ns.saturating_add(start_ns)),
+                "end": wallclock::rfc3339_millis(meta.t0_unix_ns.saturating_add(end_ns)),
+                "duration": iso_duration(secs(end_ns.saturating_sub(start_ns))),
+            },
+            "description": meta.run_id,
+        },
+        "scenario": {
+            "load": {
+                "metadata": { "schema_version": "0.0.1", "description": format!("{} profile {}", meta.harness, meta.profile) },
+                "standardized": Value::Object(standardized),
+                "native": {
+                    "args": { "profile": meta.profile, "model": meta.model, "endpoint": meta.endpoint },
+                },
+            },
+        },
+        "results": {
+            "request_performance": {
+                "aggregate": {
+                    "requests": Value::Object(requests),
+                    "latency": Value::Object(latency),
+                    "throughput": throughput,
+                },
+            },
+        },
+    })
+}

@@ -1,0 +1,286 @@
+//! The result files each ecosystem tool reads, derived after the run from the raw records (FORMATS.md §4):
+//! inference-perf's lifecycle metrics, vllm bench serve's result JSON, guidellm's benchmarks report and the
+//! llm-d benchmark report v0.2, each with that tool's own field names, units, percentile method and metric
+//! definitions; plus `run.json` ([`RunMeta`]), which lets `llmbench report DIR` rebuild all of them from
+//! `requests.jsonl`, and the human table printed at the end of a run ([`print_table`]).
+//!
+//! Every builder is a pure function from records to a JSON value; writing files is the only fallible step.
+
+mod guidellm;
+mod inference_perf;
+mod llmd;
+mod meta;
+mod table;
+mod vllm;
+
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use llmbench_api::v1alpha1::Harness;
+use serde::Serialize;
+
+use crate::metrics::{
+    RunInfo, RunSummary, WriteSummaryError, write_compact_summary, write_summary_json,
+};
+use crate::record::{ReadRecordsError, RequestRecord, read_jsonl_counting_truncated};
+
+pub use guidellm::{GUIDELLM_REPORT_FILE, guidellm_report};
+pub use inference_perf::{SUMMARY_LIFECYCLE_FILE, lifecycle_metrics, stage_lifecycle_file};
+pub use llmd::{LLMD_REPORT_PREFIX, llmd_report_v02, llmd_report_v02_file};
+pub use meta::{
+    ApiKind, INFERENCE_PERF_PERCENTILES, LLMBENCH_VERSION, RUN_META_FILE, RUN_META_SCHEMA,
+    ReportOptions, RunMeta, ShardMeta, StageMeta, unix_ns_now,
+};
+pub use table::print_table;
+pub use vllm::{vllm_result, vllm_result_file};
+
+/// The raw records' file inside a run directory.
+pub const REQUESTS_FILE: &str = "requests.jsonl";
+/// Our own summary's file inside a run directory.
+pub const SUMMARY_FILE: &str = "summary.json";
+
+/// Writing or re-reading a run's reports failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot parse the run metadata {path}: {source}")]
+    ParseMeta {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("cannot read the request records {path}: {source}")]
+    Records {
+        path: PathBuf,
+        source: ReadRecordsError,
+    },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot serialize the {what} for {path}: {message}")]
+    Serialize {
+        path: PathBuf,
+        what: &'static str,
+        message: String,
+    },
+    #[error("cannot write the summary {path}: {source}")]
+    Summary {
+        path: PathBuf,
+        source: WriteSummaryError,
+    },
+}
+
+/// Which tools' files to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Formats {
+    /// `summary_lifecycle_metrics.json` and `stage_N_lifecycle_metrics.json`.
+    pub inference_perf: bool,
+    /// `<label>-<rate>qps[-concurrency<N>]-<model>-<stamp>.json`.
+    pub vllm: bool,
+    /// `benchmarks.json`.
+    pub guidellm: bool,
+    /// `benchmark_report_v0.2,_stage_N.yaml`, one per stage.
+    pub llmd_v02: bool,
+}
+
+impl Formats {
+    /// Every format.
+    pub const ALL: Formats = Formats {
+        inference_perf: true,
+        vllm: true,
+        guidellm: true,
+        llmd_v02: true,
+    };
+
+    /// The harness's own format, and always the llm-d report. InferenceMAX's `bench_serving` writes vLLM's
+    /// result JSON; `nop` has no native file, and MLPerf's `mlperf_log_summary.txt` comes with its verdict.
+    pub fn for_harness(harness: Harness) -> Formats {
+        let mut formats = Formats {
+            llmd_v02: true,
+            ..Formats::default()
+        };
+        match harness {
+            Harness::InferencePerf => formats.inference_perf = true,
+            Harness::Guidellm => formats.guidellm = true,
+            Harness::VllmBenchmark | Harness::Inferencemax => formats.vllm = true,
+            Harness::Nop | Harness::Mlperf => {}
+        }
+        formats
+    }
+}
+
+/// Writes the chosen tools' files into `dir`; returns their paths in the order written. `summary` is the
+/// run's [`RunSummary`] from the same records (the llm-d report reads its throughput from it).
+pub fn write_all(
+    dir: &Path,
+    meta: &RunMeta,
+    records: &[RequestRecord],
+    summary: &RunSummary,
+    formats: Formats,
+) -> Result<Vec<PathBuf>, ReportError> {
+    let mut written = Vec::new();
+    let stages = stage_buckets(records);
+    let percentiles = &meta.report.percentiles;
+
+    if formats.inference_perf {
+        let all: Vec<&RequestRecord> = records.iter().collect();
+        if !all.is_empty() {
+            let path = dir.join(SUMMARY_LIFECYCLE_FILE);
+            write_json(
+                &path,
+                "inference-perf summary",
+                &lifecycle_metrics(&all, percentiles, None),
+            )?;
+            written.push(path);
+        }
+        for (stage, bucket) in &stages {
+            let path = dir.join(stage_lifecycle_file(*stage));
+            let load = meta
+                .stages
+                .get(*stage as usize)
+                .copied()
+                .unwrap_or_default();
+            write_json(
+                &path,
+                "inference-perf stage metrics",
+                &lifecycle_metrics(bucket, percentiles, Some(load)),
+            )?;
+            written.push(path);
+        }
+    }
+    if formats.vllm {
+        let several = stages.len() > 1;
+        for (stage, bucket) in &stages {
+            let path = dir.join(vllm_result_file(meta, *stage, several));
+            write_json(&path, "vllm result", &vllm_result(meta, *stage, bucket))?;
+            written.push(path);
+        }
+    }
+    if formats.guidellm {
+        let path = dir.join(GUIDELLM_REPORT_FILE);
+        write_json(&path, "guidellm report", &guidellm_report(meta, &stages))?;
+        written.push(path);
+    }
+    if formats.llmd_v02 {
+        for (stage, bucket) in &stages {
+            let Some(stage_summary) = summary.stages.iter().find(|s| s.stage == *stage) else {
+                continue;
+            };
+            let path = dir.join(llmd_report_v02_file(*stage));
+            let report = llmd_report_v02(meta, *stage, bucket, &stage_summary.summary);
+            let text = serde_saphyr::to_string(&report).map_err(|e| ReportError::Serialize {
+                path: path.clone(),
+                what: "llm-d benchmark report",
+                message: e.to_string(),
+            })?;
+            write_text(&path, &text)?;
+            written.push(path);
+        }
+    }
+    Ok(written)
+}
+
+/// What `llmbench report DIR` rebuilt.
+#[derive(Debug)]
+pub struct ReportOutcome {
+    pub summary: RunSummary,
+    /// `summary.json` first, then every tool's file.
+    pub files: Vec<PathBuf>,
+    /// Truncated last lines of `requests.jsonl` skipped (a launcher killed mid-write leaves one).
+    pub truncated_lines: usize,
+}
+
+/// Re-reads `run.json` and `requests.jsonl` in `dir`, rebuilds the summary and rewrites `summary.json`, the
+/// harness's native files and the llm-d report; with `summary_file`, also the compact summary there.
+pub fn report_dir(dir: &Path, summary_file: Option<&Path>) -> Result<ReportOutcome, ReportError> {
+    let meta = RunMeta::read(dir)?;
+    let path = dir.join(REQUESTS_FILE);
+    let file = std::fs::File::open(&path).map_err(|source| ReportError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    let (records, truncated_lines) = read_jsonl_counting_truncated(BufReader::new(file))
+        .map_err(|source| ReportError::Records { path, source })?;
+    if truncated_lines > 0 {
+        tracing::warn!(
+            truncated_lines,
+            "requests.jsonl ends in a torn record (the launcher was killed?)"
+        );
+    }
+
+    let info = RunInfo {
+        run_id: meta.run_id.clone(),
+        harness: meta.harness.to_string(),
+        model: meta.model.clone(),
+        endpoint: meta.endpoint.clone(),
+    };
+    let summary = RunSummary::from_records(info, &records, &meta.shard_requested_rates());
+    let summary_path = dir.join(SUMMARY_FILE);
+    write_summary_json(&summary_path, &summary).map_err(|source| ReportError::Summary {
+        path: summary_path.clone(),
+        source,
+    })?;
+    if let Some(path) = summary_file {
+        write_compact_summary(path, &summary).map_err(|source| ReportError::Summary {
+            path: path.to_owned(),
+            source,
+        })?;
+    }
+    let mut files = vec![summary_path];
+    files.extend(write_all(
+        dir,
+        &meta,
+        &records,
+        &summary,
+        Formats::for_harness(meta.harness),
+    )?);
+    Ok(ReportOutcome {
+        summary,
+        files,
+        truncated_lines,
+    })
+}
+
+/// The records of each stage, by ascending stage index, in record order.
+fn stage_buckets(records: &[RequestRecord]) -> Vec<(u32, Vec<&RequestRecord>)> {
+    let mut stages: std::collections::BTreeMap<u32, Vec<&RequestRecord>> = Default::default();
+    for record in records {
+        stages.entry(record.stage).or_default().push(record);
+    }
+    stages.into_iter().collect()
+}
+
+fn write_json(path: &Path, what: &'static str, value: &impl Serialize) -> Result<(), ReportError> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| ReportError::Serialize {
+        path: path.to_owned(),
+        what,
+        message: e.to_string(),
+    })?;
+    write_text(path, &text)
+}
+
+pub(crate) fn write_text(path: &Path, text: &str) -> Result<(), ReportError> {
+    std::fs::write(path, text).map_err(|source| ReportError::Write {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Values sorted ascending (NaN last), for percentile reads.
+fn sorted(mut values: Vec<f64>) -> Vec<f64> {
+    values.sort_by(f64::total_cmp);
+    values
+}
+
+/// Nanoseconds as seconds.
+fn secs(ns: u64) -> f64 {
+    ns as f64 / 1e9
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,99 @@
+//! The table printed at the end of `llmbench run`: one row per stage and one for the whole run.
+
+use crate::metrics::{RunSummary, Stats, Summary};
+
+const HEADER: [&str; 10] = [
+    "stage",
+    "ok",
+    "failed",
+    "req/s",
+    "sent/s (asked)",
+    "out tok/s",
+    "TTFT ms p50/p90/p99",
+    "TPOT ms p50/p90/p99",
+    "ITL ms p50/p90/p99",
+    "E2E ms p50/p90/p99",
+];
+const DELAY_HEADER: &str = "delay p99 ms";
+
+/// A number with fewer decimals as it grows: 0.123, 1.23, 12.3, 123.
+fn num(x: f64) -> String {
+    let a = x.abs();
+    if !x.is_finite() {
+        "-".to_owned()
+    } else if a >= 100.0 {
+        format!("{x:.0}")
+    } else if a >= 10.0 {
+        format!("{x:.1}")
+    } else if a >= 1.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+fn triple(stats: &Option<Stats>) -> String {
+    stats.as_ref().map_or_else(
+        || "-".to_owned(),
+        |s| format!("{}/{}/{}", num(s.p50), num(s.p90), num(s.p99)),
+    )
+}
+
+fn row(label: String, s: &Summary) -> Vec<String> {
+    let sched = &s.schedule;
+    let sent = sched.achieved_rate.map_or_else(|| "-".to_owned(), num);
+    let asked = sched.requested_rate.map_or_else(|| "-".to_owned(), num);
+    let l = &s.latency_ms;
+    vec![
+        label,
+        s.requests.succeeded.to_string(),
+        s.requests.failed.to_string(),
+        num(s.throughput.requests_per_s),
+        format!("{sent} ({asked})"),
+        num(s.throughput.output_tokens_per_s),
+        triple(&l.ttft),
+        triple(&l.tpot),
+        triple(&l.itl),
+        triple(&l.e2e),
+        sched
+            .delay_ms
+            .map_or_else(|| "-".to_owned(), |d| num(d.p99)),
+    ]
+}
+
+/// The run's table: aligned columns, stages first, then `all`; ends with a newline.
+pub fn print_table(summary: &RunSummary) -> String {
+    let mut rows: Vec<Vec<String>> = vec![
+        HEADER
+            .iter()
+            .chain(std::iter::once(&DELAY_HEADER))
+            .map(|h| (*h).to_owned())
+            .collect(),
+    ];
+    for stage in &summary.stages {
+        rows.push(row(stage.stage.to_string(), &stage.summary));
+    }
+    rows.push(row("all".to_owned(), &summary.overall));
+
+    let columns = rows[0].len();
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for r in &rows {
+        let cells: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(c, cell)| {
+                if c == 0 {
+                    format!("{cell:<width$}", width = widths[c])
+                } else {
+                    format!("{cell:>width$}", width = widths[c])
+                }
+            })
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,286 @@
+//! `llmbench run` against llm-d-inference-sim, the simulator llm-d itself tests with: bundled profiles of each
+//! dialect run unchanged (shortened by overrides), every request succeeds with the lengths the profile asked for, the
+//! result directory holds every file, bad input exits non-zero with a message naming the problem, and a dead stack
+//! is recorded request by request with exit code 3.
+
+use std::path::Path;
+use std::process::Output;
+
+use llmbench_e2e::{InferenceSim, e2e_disabled, free_port, workspace_binary};
+use serde_json::Value;
+
+const MODEL: &str = "e2e-model";
+
+const VLLM_CHAT_PROFILE: &str = "\
+model: REPLACE_ENV_LLMDBENCH_DEPLOY_CURRENT_MODEL
+base-url: REPLACE_ENV_LLMDBENCH_HARNESS_STACK_ENDPOINT_URL
+backend: openai-chat
+endpoint: /v1/chat/completions
+dataset-name: random
+num-prompts: 8
+random-input-len: 64
+random-output-len: 16
+max-concurrency: 2
+ignore-eos: none
+percentile-metrics: ttft,tpot,itl,e2el
+";
+
+async fn start_sim() -> InferenceSim {
+    InferenceSim::start(
+        MODEL,
+        &[
+            "--max-num-seqs",
+            "256",
+            "--max-model-len",
+            "8192",
+            "--time-to-first-token",
+            "20ms",
+            "--inter-token-latency",
+            "2ms",
+        ],
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn llmbench(args: &[&str]) -> Output {
+    let binary = workspace_binary("llmbench").unwrap_or_else(|e| panic!("{e}"));
+    std::process::Command::new(binary)
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("llmbench runs")
+}
+
+fn explain(output: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+fn summary(dir: &Path) -> Value {
+    let text = std::fs::read_to_string(dir.join("summary.json")).expect("summary.json");
+    serde_json::from_str(&text).expect("summary.json parses")
+}
+
+/// Runs `profile` of `harness` against the simulator and returns the run directory.
+fn run_profile(
+    sim: &InferenceSim,
+    out: &Path,
+    harness: &str,
+    profile: &str,
+    overrides: &[&str],
+) -> std::path::PathBuf {
+    let stem = Path::new(profile)
+        .file_name()
+        .map_or(profile.into(), |n| n.to_string_lossy());
+    let run_id = format!("{harness}-{stem}");
+    let mut args = vec![
+        "run",
+        "--harness",
+        harness,
+        "--profile",
+        profile,
+        "--endpoint",
+        sim.base_url(),
+        "--model",
+        MODEL,
+        "--tokenizer",
+        "builtin",
+        "--output",
+        out.to_str().expect("utf-8 temp path"),
+        "--run-id",
+        &run_id,
+    ];
+    for o in overrides {
+        args.extend(["--override", o]);
+    }
+    let output = llmbench(&args);
+    assert!(output.status.success(), "{}", explain(&output));
+    out.join(run_id)
+}
+
+#[tokio::test]
+async fn bundled_profiles_of_each_dialect_run_unchanged_against_llm_d_inference_sim() {
+    if e2e_disabled("bundled_profiles_of_each_dialect_run_unchanged_against_llm_d_inference_sim") {
+        return;
+    }
+    let sim = start_sim().await;
+    let out = tempfile::tempdir().expect("output dir");
+
+    // inference-perf: constant rate, streaming completions, random lengths.
+    let dir = run_profile(
+        &sim,
+        out.path(),
+        "inference-perf",
+        "sanity_random",
+        &["load.stages.0.rate=10", "load.stages.0.duration=2"],
+    );
+    let s = summary(&dir);
+    assert_eq!(s["requests"]["total"], 20, "{s:#}");
+    assert_eq!(s["requests"]["succeeded"], 20, "{s:#}");
+    for file in [
+        "profile.yaml",
+        "run.json",
+        "requests.jsonl",
+        "summary.json",
+        "stage_0_lifecycle_metrics.json",
+        "summary_lifecycle_metrics.json",
+    ] {
+        assert!(
+            dir.join(file).is_file(),
+            "{file} missing in {}",
+            dir.display()
+        );
+    }
+    let records = std::fs::read_to_string(dir.join("requests.jsonl")).expect("requests.jsonl");
+    assert_eq!(records.lines().count(), 20);
+    let lifecycle: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("summary_lifecycle_metrics.json"))
+            .expect("lifecycle file"),
+    )
+    .expect("lifecycle JSON");
+    assert_eq!(lifecycle["successes"]["count"], 20, "{lifecycle:#}");
+    // ignore_eos: the simulator generates exactly the max_tokens each prompt asked for, 10..=100.
+    let mean_output = lifecycle["successes"]["output_len"]["mean"]
+        .as_f64()
+        .expect("output_len mean");
+    assert!((10.0..=100.0).contains(&mean_output), "{mean_output}");
+
+    // vllm bench serve from a profile file: chat completions, two in flight, fixed lengths.
+    let profile = out.path().join("chat.yaml.in");
+    std::fs::write(&profile, VLLM_CHAT_PROFILE).expect("write profile");
+    let dir = run_profile(
+        &sim,
+        out.path(),
+        "vllm-benchmark",
+        profile.to_str().expect("utf-8 temp path"),
+        &[],
+    );
+    let s = summary(&dir);
+    assert_eq!(s["requests"]["succeeded"], 8, "{s:#}");
+    let vllm_file = std::fs::read_dir(&dir)
+        .expect("run dir")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().contains("qps"))
+        })
+        .unwrap_or_else(|| panic!("no vllm result file in {}", dir.display()));
+    let vllm: Value = serde_json::from_str(&std::fs::read_to_string(vllm_file).expect("vllm file"))
+        .expect("JSON");
+    assert_eq!(vllm["completed"], 8, "{vllm:#}");
+    assert_eq!(vllm["total_output_tokens"], 8 * 16, "{vllm:#}");
+
+    // guidellm: the spec: scenario format.
+    let dir = run_profile(
+        &sim,
+        out.path(),
+        "guidellm",
+        "sanity_random",
+        &["rate=10", "seconds=2"],
+    );
+    let s = summary(&dir);
+    assert_eq!(s["requests"]["failed"], 0, "{s:#}");
+    assert!(
+        s["requests"]["succeeded"].as_u64().is_some_and(|n| n >= 15),
+        "{s:#}"
+    );
+    assert!(dir.join("benchmarks.json").is_file());
+}
+
+#[tokio::test]
+async fn a_dead_stack_is_recorded_request_by_request_and_exits_3() {
+    if e2e_disabled("a_dead_stack_is_recorded_request_by_request_and_exits_3") {
+        return;
+    }
+    let out = tempfile::tempdir().expect("output dir");
+    let port = free_port().unwrap_or_else(|e| panic!("{e}"));
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let output = llmbench(&[
+        "run",
+        "--harness",
+        "vllm-benchmark",
+        "--profile",
+        "sanity_random",
+        "--endpoint",
+        &endpoint,
+        "--model",
+        MODEL,
+        "--tokenizer",
+        "builtin",
+        "--override",
+        "num-prompts=5",
+        "--output",
+        out.path().to_str().expect("utf-8 temp path"),
+        "--run-id",
+        "dead",
+    ]);
+    assert_eq!(output.status.code(), Some(3), "{}", explain(&output));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("none of the 5 requests succeeded"),
+        "{}",
+        explain(&output)
+    );
+    let s = summary(&out.path().join("dead"));
+    assert_eq!(s["requests"]["failed"], 5, "{s:#}");
+}
+
+#[test]
+fn bad_input_exits_non_zero_naming_the_problem() {
+    if e2e_disabled("bad_input_exits_non_zero_naming_the_problem") {
+        return;
+    }
+    let out = tempfile::tempdir().expect("output dir");
+    let out = out.path().to_str().expect("utf-8 temp path");
+    let cases: [(&[&str], &str); 3] = [
+        (&["--override", "no_such_key=1"], "no_such_key"),
+        (&["--profile", "sanity_randon"], "sanity_random"),
+        (
+            &[
+                "--set",
+                "LLMDBENCH_HARNESS_STACK_ENDPOINT_URL=http://x",
+                "--override",
+                "load.type=sawtooth",
+            ],
+            "sawtooth",
+        ),
+    ];
+    for (extra, expected) in cases {
+        let mut args = vec![
+            "run",
+            "--harness",
+            "inference-perf",
+            "--endpoint",
+            "http://127.0.0.1:9",
+            "--model",
+            MODEL,
+            "--tokenizer",
+            "builtin",
+            "--output",
+            out,
+        ];
+        if !extra.contains(&"--profile") {
+            args.extend(["--profile", "sanity_random"]);
+        }
+        args.extend(extra);
+        let output = llmbench(&args);
+        assert!(!output.status.success(), "{}", explain(&output));
+        assert_ne!(
+            output.status.code(),
+            Some(3),
+            "bad input is not a dead stack: {}",
+            explain(&output)
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains(expected),
+            "expected {expected:?} in:\n{}",
+            explain(&output)
+        );
+    }
+}
