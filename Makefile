@@ -38,6 +38,15 @@ toolchain:
 clean:
 	$(CARGO) clean
 
+.PHONY: bench bench-smoke
+
+## bench: llmbench vs guidellm and inference-perf on the same `llmbench sim`, four scenarios, minutes long; writes
+## bench/results/<date>-<host>.md (see bench/README.md). Peers are installed from PyPI into ~/.cache/llmbench-bench.
+bench: ; bash bench/run.sh
+
+## bench-smoke: the same driver, llmbench only, a few seconds per scenario (CI runs it so the bench cannot rot).
+bench-smoke: ; bash bench/run.sh --smoke
+
 .PHONY: e2e-tools e2e
 
 ## e2e-tools: build etcd, kube-apiserver, kubectl, helm and llm-d-inference-sim into ~/.cache/llmbench-tools (once).
