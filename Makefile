@@ -13,9 +13,12 @@ release:
 	$(CARGO) build --workspace --release
 
 ## test: everything CI checks — formatting, clippy, the generated CRDs, and every test, end-to-end ones included
-## (the first run builds the control-plane tools into ~/.cache/llmbench-tools; later runs reuse them).
+## (the first run builds the control-plane tools into ~/.cache/llmbench-tools; later runs reuse them), then a smoke
+## run of the benchmark driver on the debug build so `make bench` cannot rot.
 test: lint e2e-tools
 	$(CARGO) test --workspace --all-targets
+	@BENCH_BUILD=debug bash bench/run.sh --smoke >target/bench-smoke.md 2>&1 \
+		|| { cat target/bench-smoke.md; echo "bench smoke failed"; exit 1; }
 
 unit:
 	$(CARGO) test --workspace --lib

@@ -381,6 +381,21 @@ def run_guidellm(env: Env, w: Workload, sim: Sim) -> Result:
     return r
 
 
+# llmbench runs that failed or had failed requests: the smoke run exits non-zero on any.
+PROBLEMS: list[str] = []
+
+
+def checked(run):
+    def wrapper(env: Env, w: Workload, sim: Sim) -> Result:
+        r = run(env, w, sim)
+        if not r.ok or r.figures.get("failed"):
+            PROBLEMS.append(f"llmbench {w.name}: {r.note or 'failed'}")
+        return r
+    return wrapper
+
+
+run_llmbench = checked(run_llmbench)
+
 CLIENTS = {"llmbench": run_llmbench, "inference-perf": run_inference_perf, "guidellm": run_guidellm}
 
 
@@ -417,7 +432,7 @@ def ceiling(env: Env, clients: list[str], report: list[str]) -> None:
             results = []
             for c in clients:
                 w = Workload(f"ceiling-{out_tokens}", 100, out_tokens, concurrency=64, seconds=seconds,
-                             request_budget=int((900 if out_tokens == 16 else 450) * seconds))
+                             request_budget=int((450 if out_tokens == 16 else 250) * seconds))
                 results.append(CLIENTS[c](env, w, sim))
                 print(f"  ceiling {out_tokens}: {c}: {results[-1].figures.get('req_s')} req/s {results[-1].note}",
                       file=sys.stderr)
@@ -448,6 +463,11 @@ def ceiling(env: Env, clients: list[str], report: list[str]) -> None:
             report.append("\nNo peer result to compare with.\n")
 
 
+def cpu_pct(cpu_s: float, r: Result) -> str:
+    """CPU over the client's whole life (its start-up and report writing included), in % of one core."""
+    return fmt(100 * cpu_s / r.measured.wall_s, 0) if r.measured and r.measured.wall_s else "–"
+
+
 def timing(env: Env, clients: list[str], report: list[str]) -> None:
     seconds = 3 if env.smoke else 10
     rates = [200.0] if env.smoke else [20.0, 200.0, 1000.0, 2000.0, 4000.0]
@@ -459,7 +479,7 @@ def timing(env: Env, clients: list[str], report: list[str]) -> None:
                   "only its mean: marked *avg*). Rates above 1 000 find the highest rate each client sustains "
                   "(achieved within 1 %); a client that falls behind is not run at higher rates.\n")
     header = ["rate", "client", "achieved req/s", "TTFT err p50", "TTFT err p99", "TPOT err p50", "TPOT err p99",
-              "E2E err p50", "E2E err p99", "sched delay p99 ms", "note"]
+              "E2E err p50", "E2E err p99", "sched delay p99 ms", "client CPU %", "sim CPU %", "note"]
     report.append("| " + " | ".join(header) + " |")
     report.append("|" + "---|" * len(header))
     sim = Sim(env.llmbench, env.workdir, "timing", "--ttft", f"{TTFT_MS:.0f}ms", "--itl", f"{ITL_MS:.0f}ms")
@@ -489,7 +509,8 @@ def timing(env: Env, clients: list[str], report: list[str]) -> None:
                 report.append(f"| {rate:,.0f} | {c} | {fmt(achieved)} | {fmt(err('ttft', 'p50'), 2, True)} | "
                               f"{fmt(err('ttft', 'p99'), 2, True)} | {fmt(err('tpot', 'p50'), 2, True)} | "
                               f"{fmt(err('tpot', 'p99'), 2, True)} | {fmt(err('e2e', 'p50'), 2, True)} | "
-                              f"{fmt(err('e2e', 'p99'), 2, True)} | {delay} | {r.note} |")
+                              f"{fmt(err('e2e', 'p99'), 2, True)} | {delay} | {cpu_pct(r.measured.cpu_s, r)} | "
+                              f"{cpu_pct(r.sim_cpu_s, r)} | {r.note} |")
                 print(f"  timing {rate}: {c}: achieved {achieved} {r.note}", file=sys.stderr)
     finally:
         sim.stop()
@@ -549,6 +570,7 @@ def synthesis(env: Env, clients: list[str], report: list[str]) -> None:
                       f"{s['prompts'] / s['seconds']:,.0f} | {s['exact']:,} of {s['prompts']:,} | |")
     except (ValueError, KeyError, IndexError):
         report.append(f"| llmbench | FAILED: see {m.log} | | | | | |")
+        PROBLEMS.append(f"llmbench synth: see {m.log}")
     peer = env.peers.get("inference-perf", {})
     best = None
     if "inference-perf" not in clients:
@@ -596,10 +618,13 @@ def main() -> int:
     ap.add_argument("--results", default=str(Path(__file__).parent / "results"))
     ap.add_argument("--workdir", default="")
     ap.add_argument("--only", default="", help="comma-separated scenarios: ceiling,timing,scale,synthesis")
+    ap.add_argument("--clients", default="", help="comma-separated clients (default: all)")
     args = ap.parse_args()
 
     peers = json.loads(Path(args.peers).read_text()) if args.peers else {}
     clients = ["llmbench"] + ([] if args.smoke else ["inference-perf", "guidellm"])
+    if args.clients:
+        clients = [c for c in clients if c in args.clients.split(",")]
     workdir = Path(args.workdir or f"/tmp/llmbench-bench-{os.getpid()}")
     workdir.mkdir(parents=True, exist_ok=True)
     env = Env(os.path.abspath(args.llmbench), args.tokenizer, workdir, peers, args.smoke)
@@ -634,7 +659,9 @@ def main() -> int:
         path.write_text(text)
         print(f"written to {path}", file=sys.stderr)
     print(text)
-    return 0
+    for problem in PROBLEMS:
+        print(f"problem: {problem}", file=sys.stderr)
+    return 1 if args.smoke and PROBLEMS else 0
 
 
 if __name__ == "__main__":

@@ -21,9 +21,15 @@ smoke=0
 [[ ${1:-} == --smoke ]] && smoke=1
 
 mkdir -p "$cache"
-echo "== building llmbench (release)" >&2
-(cd "$repo" && $cargo build --release -q -p llmbench) || { echo "cargo build failed" >&2; exit 1; }
-llmbench="$repo/target/release/llmbench"
+# BENCH_BUILD=debug reuses the test build (make test's smoke run); figures from it mean nothing.
+build=${BENCH_BUILD:-release}
+echo "== building llmbench ($build)" >&2
+if [[ $build == debug ]]; then
+    (cd "$repo" && $cargo build -q -p llmbench) || { echo "cargo build failed" >&2; exit 1; }
+else
+    (cd "$repo" && $cargo build --release -q -p llmbench) || { echo "cargo build failed" >&2; exit 1; }
+fi
+llmbench="$repo/target/$build/llmbench"
 # More sockets than streams: the scale scenario opens 10 000 connections on each side of loopback.
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
