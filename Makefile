@@ -15,7 +15,8 @@ release:
 ## test: everything CI checks — formatting, clippy, the generated CRDs, and every test, end-to-end ones included
 ## (the first run builds the control-plane tools into ~/.cache/llmbench-tools; later runs reuse them), then a smoke
 ## run of the benchmark driver on the debug build so `make bench` cannot rot.
-test: lint e2e-tools
+test: lint chart-check e2e-tools
+	$(CARGO) build -p llmbench-operator -p llmbench
 	$(CARGO) test --workspace --all-targets
 	@BENCH_BUILD=debug bash bench/run.sh --smoke >target/bench-smoke.md 2>&1 \
 		|| { cat target/bench-smoke.md; echo "bench smoke failed"; exit 1; }
@@ -30,9 +31,11 @@ lint: toolchain
 fmt:
 	$(CARGO) fmt --all
 
-## crds: regenerate crds/*.yaml from the API types (a test fails while they are stale).
+## crds: regenerate crds/*.yaml and the chart's copies from the API types (a test fails while either is stale).
 crds:
 	$(CARGO) run -q -p llmbench-api --bin crdgen -- crds
+	mkdir -p charts/llmbench/crds
+	cp crds/benchmarkruns.yaml crds/workloadprofiles.yaml charts/llmbench/crds/
 
 # rustfmt and clippy ship as rustup components; a fresh toolchain may lack them.
 toolchain:
@@ -56,4 +59,23 @@ bench-smoke: ; bash bench/run.sh --smoke
 e2e-tools: ; bash tests/tools/build-tools.sh
 
 ## e2e: the end-to-end tests against a real etcd + kube-apiserver (LLMBENCH_E2E=0 skips them).
-e2e: e2e-tools ; $(CARGO) test -p llmbench-e2e
+## The tests run the binaries from target/debug, so build them first (cargo test does not for another package).
+e2e: e2e-tools
+	$(CARGO) build -p llmbench-operator -p llmbench
+	$(CARGO) test -p llmbench-e2e
+
+.PHONY: chart-check
+
+# helm comes from the e2e tools cache (tests/tools/versions.env pins it); `make e2e-tools` builds it.
+HELM_VERSION := $(shell sed -n 's/^HELM_VERSION=//p' tests/tools/versions.env)
+HELM ?= $(HOME)/.cache/llmbench-tools/helm-$(HELM_VERSION)/bin/helm
+
+## chart-check: helm lint and helm template of charts/llmbench in both RBAC modes, and its CRDs current.
+chart-check: e2e-tools
+	cmp -s crds/benchmarkruns.yaml charts/llmbench/crds/benchmarkruns.yaml || { echo "charts/llmbench/crds is stale: run make crds"; exit 1; }
+	cmp -s crds/workloadprofiles.yaml charts/llmbench/crds/workloadprofiles.yaml || { echo "charts/llmbench/crds is stale: run make crds"; exit 1; }
+	$(HELM) lint --strict charts/llmbench
+	$(HELM) lint --strict charts/llmbench --set rbac.scope=namespace --set metrics.serviceMonitor.enabled=true
+	$(HELM) template llmbench charts/llmbench --namespace llmbench-system >/dev/null
+	$(HELM) template llmbench charts/llmbench --namespace llmbench-system --set rbac.scope=namespace --set leaderElection.enabled=false >/dev/null
+	! $(HELM) template llmbench charts/llmbench --set rbac.scope=everything >/dev/null 2>&1

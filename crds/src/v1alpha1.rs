@@ -118,11 +118,18 @@ impl std::str::FromStr for Harness {
         json_path = ".status.summary.latencyMs.ttft.p99",
         description = "Time to first token, 99th percentile, in milliseconds"
     ),
+    printcolumn(
+        name = "Verdict",
+        type_ = "string",
+        json_path = ".status.summary.verdict.result",
+        description = "The harness's own verdict, e.g. MLPerf's VALID or INVALID"
+    ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
     validation = Rule::new(
         "!has(oldSelf.status) || !has(oldSelf.status.startTime) || self.spec == oldSelf.spec"
     ).message("spec is immutable once the run has started; create a new BenchmarkRun instead")
 )]
+#[x_kube(validation = Rule::new("!has(self.skipRun) || !self.skipRun || has(self.resultsDir)").message("skipRun collects earlier results: set resultsDir to their directory"))]
 #[serde(rename_all = "camelCase")]
 pub struct BenchmarkRunSpec {
     /// The profile dialect of the workload: inference-perf, guidellm, vllm-benchmark, inferencemax, nop or mlperf.
@@ -160,9 +167,19 @@ pub struct BenchmarkRunSpec {
         length(max = 64)
     )]
     pub timeout: String,
-    /// Collect what is already on the PVC instead of generating load.
+    /// Collect what is already on the PVC instead of generating load: a collector pod runs `llmbench report` on
+    /// resultsDir, which must then be set.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub skip_run: bool,
+    /// The run's results directory on the workload volume, relative to its root (/requests). Default
+    /// <run>-<first 8 characters of its uid>, unique per run. With skipRun, the directory of earlier results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("!self.matches('(^|/)[.][.]?(/|$)')").message("resultsDir must be a relative path without '.' or '..' segments"))]
+    #[schemars(
+        regex(pattern = r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$"),
+        length(min = 1, max = 253)
+    )]
+    pub results_dir: Option<String>,
     /// Service-level objectives on the run's 99th percentiles; the verdict becomes the SLOMet condition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slo: Option<SloSpec>,
@@ -421,9 +438,26 @@ pub struct BenchmarkRunStatus {
     /// The run's results directory on the workload volume, e.g. workload-pvc:/requests/<run-id>.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub results_path: Option<String>,
-    /// The launcher's summary of the run.
+    /// The launcher's summary of the run. With several launcher pods: counts and throughputs summed over the
+    /// shards, duration the longest shard's, latency means weighted by requests and percentiles the worst
+    /// shard's (an upper bound; `llmbench report` on the results directory merges them exactly).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<RunSummary>,
+    /// Each launcher pod's own summary, when the run has more than one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<ShardSummary>,
+}
+
+/// One launcher pod's summary.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardSummary {
+    /// The shard's index, 0 to parallelism − 1.
+    pub index: u32,
+    /// The launcher pod.
+    pub pod: String,
+    /// What the pod reported.
+    pub summary: RunSummary,
 }
 
 /// A run's headline figures, copied from the launcher's summary.
@@ -440,6 +474,24 @@ pub struct RunSummary {
     pub throughput: Throughput,
     /// Latency statistics in milliseconds.
     pub latency_ms: Latencies,
+    /// The harness's own pass/fail verdict, where it gives one (MLPerf LoadGen's VALID/INVALID).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<HarnessVerdict>,
+}
+
+/// A harness's pass/fail verdict on a run.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HarnessVerdict {
+    /// Who judged, e.g. `mlperf`.
+    pub by: String,
+    /// Whether the run passed.
+    pub passed: bool,
+    /// The result as the harness words it, e.g. `VALID` or `INVALID`.
+    pub result: String,
+    /// The checks that failed, e.g. `min_duration`, `performance_constraints`, `early_stopping`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_checks: Vec<String>,
 }
 
 /// Throughput over the run.
@@ -454,19 +506,25 @@ pub struct Throughput {
     pub output_tokens_per_second: f64,
 }
 
-/// Latency statistics of successful requests, in milliseconds.
+/// Latency statistics of successful requests, in milliseconds. A metric the run could not measure (no successful
+/// request, or no streaming for the token metrics) is absent rather than zero.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct Latencies {
     /// Time to first token.
-    pub ttft: LatencyStats,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft: Option<LatencyStats>,
     /// Time per output token after the first: (last token − first token) / (output tokens − 1).
-    pub tpot: LatencyStats,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot: Option<LatencyStats>,
     /// Inter-token latency: gaps between consecutive streamed chunks, pooled.
-    pub itl: LatencyStats,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub itl: Option<LatencyStats>,
     /// Normalized time per output token: end-to-end latency / output tokens.
-    pub ntpot: LatencyStats,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ntpot: Option<LatencyStats>,
     /// End-to-end request latency.
-    pub e2e: LatencyStats,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2e: Option<LatencyStats>,
 }
 
 /// Mean and percentiles of one latency metric.

@@ -78,6 +78,41 @@ fn generated_crd_yaml_is_current() {
 }
 
 #[test]
+fn the_chart_carries_the_generated_crds_unchanged() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (file, yaml) in llmbench_api::crd_manifests() {
+        let in_chart = root.join("../charts/llmbench/crds").join(file);
+        let text = std::fs::read_to_string(&in_chart).unwrap_or_default();
+        assert!(
+            text == yaml.expect("serializes"),
+            "charts/llmbench/crds/{file} differs from crds/{file}: run `make crds` and commit the result"
+        );
+    }
+}
+
+#[test]
+fn skip_run_needs_a_results_dir_and_results_dir_stays_inside_the_volume() {
+    let mut spec = valid_spec();
+    spec["skipRun"] = json!(true);
+    let messages = rejections(&run(spec.clone()), None);
+    assert!(
+        messages.iter().any(|m| m.contains("set resultsDir")),
+        "{messages:?}"
+    );
+    let mut ok = spec;
+    ok["resultsDir"] = json!("bench-1-0f3c9a2e");
+    assert_eq!(rejections(&run(ok), None), Vec::<String>::new());
+    for bad in ["../etc", "a/../b", "/abs", "a//b", "."] {
+        let mut spec = valid_spec();
+        spec["resultsDir"] = json!(bad);
+        assert!(
+            !rejections(&run(spec), None).is_empty(),
+            "{bad} is rejected"
+        );
+    }
+}
+
+#[test]
 fn a_valid_run_is_accepted() {
     assert_eq!(rejections(&run(valid_spec()), None), Vec::<String>::new());
 }

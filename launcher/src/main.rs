@@ -92,7 +92,7 @@ fn synth_command(args: SynthArgs) -> anyhow::Result<()> {
 #[derive(Args, Debug)]
 #[command(group = clap::ArgGroup::new("source").required(true).args(["profile", "template"]))]
 struct RenderArgs {
-    /// The profile dialect: inference-perf, guidellm, vllm-benchmark, inferencemax or nop.
+    /// The profile dialect: inference-perf, guidellm, vllm-benchmark, inferencemax, mlperf or nop.
     #[arg(long)]
     harness: llmbench_api::v1alpha1::Harness,
     /// A profile of the bundled library, e.g. sanity_random (see workload/profiles/<harness>/).
@@ -141,6 +141,9 @@ const EXIT_NO_REQUEST_SUCCEEDED: u8 = 3;
 fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
     let outcome = runtime()?.block_on(llmbench::run::run(args))?;
     print!("{}", llmbench::report::print_table(&outcome.summary));
+    if let Some(verdict) = &outcome.mlperf {
+        print!("{}", verdict.summary_txt());
+    }
     println!("results: {}", outcome.dir.display());
     let counts = &outcome.summary.overall.requests;
     if counts.succeeded == 0 && counts.total > 0 {
@@ -216,6 +219,19 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
+/// The error and its causes, each cause once: most of our errors already carry their source in their message.
+fn describe(error: &anyhow::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
@@ -233,7 +249,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("llmbench: error: {e:#}");
+            eprintln!("llmbench: error: {}", describe(&e));
             ExitCode::FAILURE
         }
     }

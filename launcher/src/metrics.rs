@@ -16,8 +16,8 @@ pub use summary::{
     summarize_stages,
 };
 pub use summary_file::{
-    COMPACT_SUMMARY_MAX_BYTES, CompactStats, CompactSummary, RunInfo, RunSummary, SUMMARY_SCHEMA,
-    WriteSummaryError, compact_summary, write_compact_summary, write_summary_json,
+    COMPACT_SUMMARY_MAX_BYTES, CompactStats, CompactSummary, RunInfo, RunSummary, RunVerdict,
+    SUMMARY_SCHEMA, WriteSummaryError, compact_summary, write_compact_summary, write_summary_json,
 };
 pub use weighted::{GuidellmDistribution, GuidellmPercentiles};
 

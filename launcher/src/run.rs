@@ -28,7 +28,7 @@ use crate::report::{
 use crate::request::{BodySettings, prepare};
 use crate::sim::{self, SimConfig, SimError};
 use crate::tokenizer::{HubOptions, Tokenizer, TokenizerError, load_tokenizer};
-use crate::workload::{ParseOptions, Workload, WorkloadError, parse_profile};
+use crate::workload::{Api, ApiKind, ParseOptions, Workload, WorkloadError, parse_profile};
 use crate::{progress, wallclock};
 
 /// The model name the embedded simulator serves.
@@ -37,7 +37,7 @@ pub const SIM_MODEL: &str = "llmbench-sim";
 /// Flags of `llmbench run`.
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
-    /// The profile dialect: inference-perf, guidellm, vllm-benchmark, inferencemax or nop.
+    /// The profile dialect: inference-perf, guidellm, vllm-benchmark, inferencemax, mlperf or nop.
     #[arg(long)]
     pub harness: Harness,
     /// A bundled profile name (e.g. sanity_random) or a profile file (yaml or yaml.in).
@@ -125,6 +125,16 @@ pub enum RunError {
     Client(reqwest::Error),
     #[error(transparent)]
     Report(#[from] ReportError),
+    #[error("mlperf: {0}")]
+    Mlperf(#[from] crate::mlperf::MlperfError),
+    #[error("cannot read {what} {path}: {source}")]
+    ReadInput {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("not supported: {0}")]
+    Unsupported(String),
 }
 
 impl From<DataError> for RunError {
@@ -138,6 +148,8 @@ impl From<DataError> for RunError {
 pub struct RunOutcome {
     pub dir: PathBuf,
     pub summary: RunSummary,
+    /// LoadGen's verdict, for the mlperf harness.
+    pub mlperf: Option<crate::mlperf::Verdict>,
 }
 
 /// Carries out one run.
@@ -187,162 +199,246 @@ async fn run_against(
         set: args.set.clone(),
     };
     let rendered = render(&template, &values, &args.overrides)?;
-    let parsed = parse_profile(
-        harness,
-        &template.name,
-        &rendered,
-        &ParseOptions {
-            strict: args.strict,
-            default_seed: args.seed,
-        },
-    )?;
+    let options = ParseOptions {
+        strict: args.strict,
+        default_seed: args.seed,
+    };
+    let context = RunContext {
+        args,
+        endpoint,
+        model,
+        embedded,
+        template_name: &template.name,
+        rendered: &rendered,
+    };
+    if harness == Harness::Mlperf {
+        return crate::mlperf::run::run(&context, &options).await;
+    }
+    let parsed = parse_profile(harness, &template.name, &rendered, &options)?;
     for warning in &parsed.warnings {
         tracing::warn!("{warning}");
     }
     let workload = parsed.workload;
     let whole_run_stages = engine_stages(&workload)?;
-    // run.json keeps the whole run's rates; this launcher's schedule is its shard's share.
-    let stage_meta: Vec<StageMeta> = whole_run_stages.iter().map(stage_meta).collect();
-    let stages = args.shard.apply(whole_run_stages);
-    let (expected_requests, expected_duration) = expected_size(&stages, workload.stage_interval);
+    let (expected_requests, _) = expected_size(
+        &args.shard.apply(whole_run_stages.clone()),
+        workload.stage_interval,
+    );
 
-    let tokenizer_spec = args
-        .tokenizer
-        .clone()
-        .or_else(|| embedded.then(|| crate::tokenizer::BUILTIN.to_owned()))
-        .or_else(|| workload.tokenizer.as_ref().map(|t| t.name_or_path.clone()))
-        .or_else(|| model.clone())
-        .ok_or(RunError::NoModel)?;
+    let tokenizer_spec =
+        context.tokenizer_spec(workload.tokenizer.as_ref().map(|t| t.name_or_path.clone()))?;
     let tokenizer: Tokenizer = load_tokenizer(&tokenizer_spec, &HubOptions::from_env()).await?;
     let prompts: Vec<Prompt> = build_prompts(&workload, &tokenizer, expected_requests)?;
-    let request_model = workload
-        .api
-        .model
-        .clone()
-        .or(model)
-        .ok_or(RunError::NoModel)?;
+    let request_model = context.request_model(workload.api.model.clone())?;
     let settings = BodySettings::new(&workload.api, request_model.clone());
     let requests: Arc<[engine::PreparedRequest]> =
         prompts.iter().map(|p| prepare(p, &settings)).collect();
 
-    let run_id = args.run_id.clone().unwrap_or_else(|| {
-        format!(
-            "{harness}-{}-{}",
-            profile_stem(&template.name),
-            wallclock::compact_utc_now()
-        )
-    });
-    let mut dir = args.output.join(&run_id);
-    if args.shard.count > 1 {
-        dir = dir.join(format!("shard-{}", args.shard.index));
-    }
-    std::fs::create_dir_all(&dir).map_err(|source| RunError::CreateOutput {
-        path: dir.clone(),
-        source,
-    })?;
-    write_file(&dir.join("profile.yaml"), rendered.as_bytes())?;
+    let executed = context
+        .execute(Execution {
+            api: &workload.api,
+            request_model,
+            tokenizer_spec,
+            stages: whole_run_stages,
+            interval: workload.stage_interval,
+            requests,
+            request_timeout: workload.request_timeout,
+            max_concurrency: workload.workers.worker_max_concurrency,
+            report: report_options(&workload),
+        })
+        .await?;
+    Ok(executed.outcome)
+}
 
-    let target = Arc::new(Target {
-        client: http_client(workload.workers.worker_max_concurrency)?,
-        url: format!("{endpoint}{}", workload.api.path()),
-        api_key: workload.api.api_key.clone(),
-        headers: workload.api.headers.clone(),
-        request_timeout: workload.request_timeout,
-        streaming: workload.api.streaming,
-    });
-    let requested_rates: Vec<Option<f64>> = stages.iter().map(|s| s.requested_rate).collect();
-    let plan = RunPlan {
-        stages,
-        interval: workload.stage_interval,
-        requests,
-    };
-    let records_path = dir.join("requests.jsonl");
-    let records_file =
-        std::fs::File::create(&records_path).map_err(|source| RunError::WriteOutput {
-            path: records_path.clone(),
+/// What every run shares, whatever its dialect: the flags, the endpoint and the rendered profile.
+pub(crate) struct RunContext<'a> {
+    pub args: &'a RunArgs,
+    pub endpoint: &'a str,
+    /// The model from `--model` (or the embedded simulator's).
+    pub model: Option<String>,
+    pub embedded: bool,
+    pub template_name: &'a str,
+    pub rendered: &'a str,
+}
+
+/// A run ready to go: every request body built, the whole run's stages (this launcher's shard is taken here).
+pub(crate) struct Execution<'a> {
+    pub api: &'a Api,
+    pub request_model: String,
+    pub tokenizer_spec: String,
+    pub stages: Vec<engine::Stage>,
+    pub interval: Duration,
+    pub requests: Arc<[engine::PreparedRequest]>,
+    pub request_timeout: Option<Duration>,
+    pub max_concurrency: Option<u32>,
+    pub report: ReportOptions,
+}
+
+/// A finished execution: the outcome, the raw records and when each stage ran.
+pub(crate) struct Executed {
+    pub outcome: RunOutcome,
+    pub records: Vec<RequestRecord>,
+    pub stage_times: Vec<engine::StageTimes>,
+}
+
+impl RunContext<'_> {
+    /// `--tokenizer`, else the built-in one for the embedded simulator, else the profile's, else the model.
+    pub fn tokenizer_spec(&self, from_profile: Option<String>) -> Result<String, RunError> {
+        self.args
+            .tokenizer
+            .clone()
+            .or_else(|| self.embedded.then(|| crate::tokenizer::BUILTIN.to_owned()))
+            .or(from_profile)
+            .or_else(|| self.model.clone())
+            .ok_or(RunError::NoModel)
+    }
+
+    /// The model name sent in each request: the profile's, else `--model`.
+    pub fn request_model(&self, from_profile: Option<String>) -> Result<String, RunError> {
+        from_profile
+            .or_else(|| self.model.clone())
+            .ok_or(RunError::NoModel)
+    }
+
+    /// Runs `execution` and writes everything every run writes: profile.yaml, run.json (before the first
+    /// request), requests.jsonl (as requests finish), summary.json, the harness's own files and the llm-d report.
+    pub async fn execute(&self, execution: Execution<'_>) -> Result<Executed, RunError> {
+        let args = self.args;
+        let harness = args.harness;
+        // run.json keeps the whole run's rates; this launcher's schedule is its shard's share.
+        let stage_meta: Vec<StageMeta> = execution.stages.iter().map(stage_meta).collect();
+        let stages = args.shard.apply(execution.stages);
+        let (expected_requests, expected_duration) = expected_size(&stages, execution.interval);
+
+        let run_id = args.run_id.clone().unwrap_or_else(|| {
+            format!(
+                "{harness}-{}-{}",
+                profile_stem(self.template_name),
+                wallclock::compact_utc_now()
+            )
+        });
+        let mut dir = args.output.join(&run_id);
+        if args.shard.count > 1 {
+            dir = dir.join(format!("shard-{}", args.shard.index));
+        }
+        std::fs::create_dir_all(&dir).map_err(|source| RunError::CreateOutput {
+            path: dir.clone(),
             source,
         })?;
-    let progress_counters = Arc::new(Progress::default());
-    let (sink, writer) = engine::record_writer(
-        Box::new(records_file),
-        records_path.display().to_string(),
-        Arc::clone(&progress_counters),
-    );
-    tracing::info!(
-        run_id,
-        endpoint,
-        model = request_model,
-        prompts = prompts.len(),
-        requests = expected_requests,
-        "starting run"
-    );
-    let display = progress::spawn(
-        progress_counters,
-        progress::Expectation {
-            requests: expected_requests,
-            duration: expected_duration,
-            stages: requested_rates.len(),
-        },
-    );
-    let clock = Clock::start();
-    let t0_unix_ns = report::unix_ns_now();
-    let meta = RunMeta {
-        schema: RUN_META_SCHEMA.to_owned(),
-        run_id: run_id.clone(),
-        harness,
-        profile: template.name.clone(),
-        model: request_model.clone(),
-        endpoint: endpoint.to_owned(),
-        tokenizer: Some(tokenizer_spec.clone()),
-        started_at: wallclock::rfc3339_millis(t0_unix_ns),
-        t0_unix_ns,
-        api: match workload.api.kind {
-            crate::workload::ApiKind::Completion => report::ApiKind::Completion,
-            crate::workload::ApiKind::Chat => report::ApiKind::Chat,
-        },
-        stages: stage_meta,
-        shard: ShardMeta {
-            index: args.shard.index,
-            count: args.shard.count,
-        },
-        llmbench_version: LLMBENCH_VERSION.to_owned(),
-        report: report_options(&workload),
-    };
-    // Written before the first request, so a killed run can still be reported from requests.jsonl.
-    meta.write(&dir)?;
-    let ran = engine::run(target, plan, clock, sink).await;
-    display.abort();
-    progress::finish();
-    let records: Vec<RequestRecord> = match writer.await {
-        Ok(written) => written?,
-        Err(join) => {
-            return Err(RunError::WriteOutput {
-                path: records_path,
-                source: std::io::Error::other(join.to_string()),
-            });
-        }
-    };
-    ran?;
+        write_file(&dir.join("profile.yaml"), self.rendered.as_bytes())?;
 
-    let info = RunInfo {
-        run_id: run_id.clone(),
-        harness: harness.to_string(),
-        model: request_model,
-        endpoint: endpoint.to_owned(),
-    };
-    let summary = RunSummary::from_records(info, &records, &requested_rates);
-    write_summary_json(&dir.join("summary.json"), &summary)?;
-    if let Some(path) = &args.summary_file {
-        write_compact_summary(path, &summary)?;
+        let api = execution.api;
+        let target = Arc::new(Target {
+            client: http_client(execution.max_concurrency)?,
+            url: format!("{}{}", self.endpoint, api.path()),
+            api_key: api.api_key.clone(),
+            headers: api.headers.clone(),
+            request_timeout: execution.request_timeout,
+            streaming: api.streaming,
+        });
+        let requested_rates: Vec<Option<f64>> = stages.iter().map(|s| s.requested_rate).collect();
+        let prompt_count = execution.requests.len();
+        let plan = RunPlan {
+            stages,
+            interval: execution.interval,
+            requests: execution.requests,
+        };
+        let records_path = dir.join("requests.jsonl");
+        let records_file =
+            std::fs::File::create(&records_path).map_err(|source| RunError::WriteOutput {
+                path: records_path.clone(),
+                source,
+            })?;
+        let progress_counters = Arc::new(Progress::default());
+        let (sink, writer) = engine::record_writer(
+            Box::new(records_file),
+            records_path.display().to_string(),
+            Arc::clone(&progress_counters),
+        );
+        tracing::info!(
+            run_id,
+            endpoint = self.endpoint,
+            model = execution.request_model,
+            prompts = prompt_count,
+            requests = expected_requests,
+            "starting run"
+        );
+        let display = progress::spawn(
+            progress_counters,
+            progress::Expectation {
+                requests: expected_requests,
+                duration: expected_duration,
+                stages: requested_rates.len(),
+            },
+        );
+        let clock = Clock::start();
+        let t0_unix_ns = report::unix_ns_now();
+        let meta = RunMeta {
+            schema: RUN_META_SCHEMA.to_owned(),
+            run_id: run_id.clone(),
+            harness,
+            profile: self.template_name.to_owned(),
+            model: execution.request_model.clone(),
+            endpoint: self.endpoint.to_owned(),
+            tokenizer: Some(execution.tokenizer_spec),
+            started_at: wallclock::rfc3339_millis(t0_unix_ns),
+            t0_unix_ns,
+            api: match api.kind {
+                ApiKind::Completion => report::ApiKind::Completion,
+                ApiKind::Chat => report::ApiKind::Chat,
+            },
+            stages: stage_meta,
+            shard: ShardMeta {
+                index: args.shard.index,
+                count: args.shard.count,
+            },
+            llmbench_version: LLMBENCH_VERSION.to_owned(),
+            report: execution.report,
+        };
+        // Written before the first request, so a killed run can still be reported from requests.jsonl.
+        meta.write(&dir)?;
+        let ran = engine::run(target, plan, clock, sink).await;
+        display.abort();
+        progress::finish();
+        let records: Vec<RequestRecord> = match writer.await {
+            Ok(written) => written?,
+            Err(join) => {
+                return Err(RunError::WriteOutput {
+                    path: records_path,
+                    source: std::io::Error::other(join.to_string()),
+                });
+            }
+        };
+        let stage_times = ran?;
+
+        let info = RunInfo {
+            run_id,
+            harness: harness.to_string(),
+            model: execution.request_model,
+            endpoint: self.endpoint.to_owned(),
+        };
+        let summary = RunSummary::from_records(info, &records, &requested_rates);
+        write_summary_json(&dir.join("summary.json"), &summary)?;
+        if let Some(path) = &args.summary_file {
+            write_compact_summary(path, &summary)?;
+        }
+        report::write_all(
+            &dir,
+            &meta,
+            &records,
+            &summary,
+            Formats::for_harness(harness),
+        )?;
+        Ok(Executed {
+            outcome: RunOutcome {
+                dir,
+                summary,
+                mlperf: None,
+            },
+            records,
+            stage_times,
+        })
     }
-    report::write_all(
-        &dir,
-        &meta,
-        &records,
-        &summary,
-        Formats::for_harness(harness),
-    )?;
-    Ok(RunOutcome { dir, summary })
 }
 
 /// What run.json records of a stage: the rate or concurrency the profile asked of the whole run.

@@ -47,7 +47,7 @@ pub enum TokenizerError {
     #[error("cannot download {url}: {source}")]
     HubRequest { url: String, source: reqwest::Error },
     #[error(
-        "the Hugging Face hub refused {repo} (HTTP {status}): the model is gated or private{hint}",
+        "the Hugging Face hub refused {repo} (HTTP {status}): the model is gated, private or does not exist{hint}",
         hint = if *token_set { "; check that HF_TOKEN grants access and that its license was accepted on the hub" } else { "; accept its license on the hub and set HF_TOKEN" }
     )]
     HubUnauthorized {
@@ -406,6 +406,10 @@ pub async fn load_tokenizer(spec: &str, hub: &HubOptions) -> Result<Tokenizer, T
         }
         return Tokenizer::from_file(&file);
     }
+    // A missing file is reported as one, not looked up on the hub.
+    if spec.ends_with(".json") {
+        return Tokenizer::from_file(path);
+    }
     if !is_repo_id(spec) {
         return Err(TokenizerError::Unrecognised {
             spec: spec.to_owned(),
@@ -546,6 +550,8 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), TokenizerError> {
 /// Test helpers: real BPE tokenizers built in code, so tests need no download.
 #[cfg(test)]
 pub(crate) mod testing {
+    use std::sync::OnceLock;
+
     use tokenizers::decoders::DecoderWrapper;
     use tokenizers::models::TrainerWrapper;
     use tokenizers::models::bpe::{BPE, BpeTrainerBuilder};
@@ -616,10 +622,18 @@ pub(crate) mod testing {
             .into_bytes()
     }
 
-    /// A loaded test tokenizer of `style`.
+    /// A loaded test tokenizer of `style`, trained once per test binary.
     pub fn bpe(style: Style) -> super::Tokenizer {
-        super::Tokenizer::from_json_bytes(&format!("test-bpe-{style:?}"), &bpe_json(style, 600))
-            .expect("loading a test tokenizer")
+        static TRAINED: [OnceLock<super::Tokenizer>; 2] = [OnceLock::new(), OnceLock::new()];
+        TRAINED[style as usize]
+            .get_or_init(|| {
+                super::Tokenizer::from_json_bytes(
+                    &format!("test-bpe-{style:?}"),
+                    &bpe_json(style, 600),
+                )
+                .expect("loading a test tokenizer")
+            })
+            .clone()
     }
 }
 
@@ -785,16 +799,23 @@ mod tests {
             .await
             .unwrap_err();
         assert!(err.to_string().contains("bad.json"), "{err}");
+        let err = load_tokenizer("missing/tokenizer.json", &hub)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, TokenizerError::Read { .. }), "{err}");
         let err = load_tokenizer("not/a/repo/id", &hub).await.unwrap_err();
         assert!(matches!(err, TokenizerError::Unrecognised { .. }), "{err}");
     }
+
+    type Request = (String, Option<String>);
 
     /// A fake hub: serves one repo's tokenizer.json, answers 401 for a gated repo and 404 otherwise, and
     /// records the requests it saw.
     #[derive(Clone, Default)]
     struct FakeHub {
         body: Arc<Vec<u8>>,
-        seen: Arc<Mutex<Vec<(String, Option<String>)>>>,
+        /// `(org/name@revision, Authorization header)` of every request.
+        seen: Arc<Mutex<Vec<Request>>>,
     }
 
     async fn resolve(

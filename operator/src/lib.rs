@@ -4,4 +4,11 @@
 #![forbid(unsafe_code)]
 
 pub mod builders;
+pub mod leader;
+pub mod metrics;
+pub mod rbac;
+pub mod reconcile;
 pub mod resolve;
+pub mod server;
+pub mod status;
+pub mod summary;

@@ -1,37 +1,367 @@
 //! The llmbench operator binary.
 #![forbid(unsafe_code)]
 
+use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use clap::{Parser, Subcommand};
+use anyhow::Context as _;
+use clap::{Args, Parser, Subcommand};
+use futures_util::FutureExt;
+use kube::Client;
+use kube::runtime::events::{Recorder, Reporter};
+use llmbench_operator::builders::{FIELD_MANAGER, LauncherSettings};
+use llmbench_operator::leader::{LeaderElector, LeaseConfig};
+use llmbench_operator::metrics::Metrics;
+use llmbench_operator::reconcile::{Context, run_controllers};
+use llmbench_operator::server::{Health, router, serve};
+use llmbench_operator::status::parse_duration;
+use prometheus_client::registry::Registry;
+use tokio::sync::{oneshot, watch};
 
-/// The llmbench operator: reconciles BenchmarkRuns and WorkloadProfiles.
+/// The llmbench operator: reconciles BenchmarkRuns and WorkloadProfiles. Without a subcommand it runs the
+/// controllers (as `run` does).
 #[derive(Parser, Debug)]
-#[command(name = "llmbench-operator", version, about)]
+#[command(
+    name = "llmbench-operator",
+    version,
+    about,
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    #[command(flatten)]
+    run: RunArgs,
 }
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Run the controllers (the default).
+    Run(Box<RunArgs>),
     /// Print the CustomResourceDefinitions this operator serves, as YAML (for `kubectl apply -f -`).
     Crds,
 }
 
+const DEFAULT_IMAGE: &str = concat!("ghcr.io/llmbench/llmbench:", env!("CARGO_PKG_VERSION"));
+
+#[derive(Args, Debug, Clone)]
+struct RunArgs {
+    /// Watch only this namespace (namespaced RBAC); all namespaces when unset.
+    #[arg(long, env = "LLMBENCH_WATCH_NAMESPACE", value_name = "NAMESPACE")]
+    namespace: Option<String>,
+    /// The default launcher image, for runs that do not set spec.launcher.image.
+    #[arg(long, env = "LLMBENCH_LAUNCHER_IMAGE", default_value = DEFAULT_IMAGE)]
+    launcher_image: String,
+    /// The launcher pods' imagePullPolicy (the cluster's default when unset).
+    #[arg(
+        long,
+        env = "LLMBENCH_LAUNCHER_IMAGE_PULL_POLICY",
+        value_name = "POLICY"
+    )]
+    launcher_image_pull_policy: Option<String>,
+    /// Where /metrics, /healthz and /readyz are served.
+    #[arg(long, env = "LLMBENCH_METRICS_BIND", default_value = "0.0.0.0:8080")]
+    metrics_bind: SocketAddr,
+    /// Elect a leader on a Lease, so several replicas are safe; only the leader reconciles.
+    #[arg(long, env = "LLMBENCH_LEADER_ELECT")]
+    leader_elect: bool,
+    /// The Lease's name.
+    #[arg(long, env = "LLMBENCH_LEASE_NAME", default_value = "llmbench-operator")]
+    lease_name: String,
+    /// The Lease's namespace; default: POD_NAMESPACE, else the watched namespace, else `default`.
+    #[arg(long, env = "LLMBENCH_LEASE_NAMESPACE")]
+    lease_namespace: Option<String>,
+    /// This replica's identity in the Lease and in events; default: POD_NAME, else hostname and pid.
+    #[arg(long, env = "LLMBENCH_IDENTITY")]
+    identity: Option<String>,
+    /// How long a Lease is valid without renewal.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    lease_duration: Duration,
+    /// How long the leader keeps reconciling while it cannot renew, before it gives up (and exits).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    renew_deadline: Duration,
+    /// How often the Lease is renewed or retried.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    retry_period: Duration,
+}
+
 fn main() -> ExitCode {
-    match Cli::parse().command {
-        Command::Crds => {
-            for (file, yaml) in llmbench_api::crd_manifests() {
-                match yaml {
-                    Ok(yaml) => print!("---\n{yaml}"),
-                    Err(e) => {
-                        eprintln!("llmbench-operator: cannot serialize {file}: {e}");
-                        return ExitCode::FAILURE;
-                    }
+    let cli = Cli::parse();
+    let args = match cli.command {
+        Some(Command::Crds) => return print_crds(),
+        Some(Command::Run(args)) => *args,
+        None => cli.run,
+    };
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("llmbench-operator: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = format!("{e:#}"), "llmbench-operator stopped");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn print_crds() -> ExitCode {
+    for (file, yaml) in llmbench_api::crd_manifests() {
+        match yaml {
+            Ok(yaml) => print!("---\n{yaml}"),
+            Err(e) => {
+                eprintln!("llmbench-operator: cannot serialize {file}: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// Logs go to stderr: JSON when LLMBENCH_LOG_FORMAT=json (as the chart sets it, and as the launcher does), plain
+/// text otherwise; the level comes from RUST_LOG (default info).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if std::env::var("LLMBENCH_LOG_FORMAT").is_ok_and(|f| f == "json") {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+fn identity(args: &RunArgs) -> String {
+    args.identity
+        .clone()
+        .or_else(|| std::env::var("POD_NAME").ok())
+        .unwrap_or_else(|| {
+            let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "llmbench-operator".to_owned());
+            format!("{host}-{}", std::process::id())
+        })
+}
+
+/// Resolves on SIGTERM or SIGINT.
+async fn termination() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
                 }
             }
-            ExitCode::SUCCESS
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM; only SIGINT stops the operator");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// A running pair of controllers and the switch that stops them.
+struct Controllers {
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Controllers {
+    fn start(ctx: Arc<Context>, namespace: Option<String>, health: Arc<Health>) -> Self {
+        let (stop, stopped) = oneshot::channel::<()>();
+        // Cloneable, Send + Sync: what kube's graceful shutdown wants.
+        let shutdown = stopped.shared();
+        let task = tokio::spawn(async move {
+            let synced_health = health.clone();
+            run_controllers(
+                ctx,
+                namespace.as_deref(),
+                shutdown,
+                move || {
+                    tracing::info!("caches synced");
+                    synced_health.set_synced();
+                },
+                |store| health.set_runs(store),
+            )
+            .await;
+        });
+        tracing::info!("controllers started");
+        Controllers { stop, task }
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        if tokio::time::timeout(Duration::from_secs(20), self.task)
+            .await
+            .is_err()
+        {
+            tracing::warn!("controllers did not stop within 20s");
+        }
+    }
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let client = Client::try_default()
+        .await
+        .context("cannot configure a Kubernetes client (in-cluster or KUBECONFIG)")?;
+    let identity = identity(&args);
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let health = Arc::new(Health::new(args.leader_elect));
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    tokio::spawn(async move {
+        termination().await;
+        tracing::info!("termination signal received; shutting down");
+        let _ = stop_tx.send(true);
+    });
+    let server_stop = {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        }
+    };
+    let server = tokio::spawn(serve(
+        args.metrics_bind,
+        router(Arc::new(registry), metrics.clone(), health.clone()),
+        server_stop,
+    ));
+
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        recorder: Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: FIELD_MANAGER.to_owned(),
+                instance: Some(identity.clone()),
+            },
+        ),
+        metrics,
+        launcher: LauncherSettings {
+            image: args.launcher_image.clone(),
+            image_pull_policy: args.launcher_image_pull_policy.clone(),
+        },
+    });
+    tracing::info!(
+        identity,
+        namespace = args.namespace.as_deref().unwrap_or("<all>"),
+        launcher_image = args.launcher_image,
+        leader_elect = args.leader_elect,
+        "llmbench-operator starting"
+    );
+
+    let outcome = if args.leader_elect {
+        lead(&args, client, identity, ctx, health, stop_rx).await
+    } else {
+        let controllers = Controllers::start(ctx, args.namespace.clone(), health);
+        let mut rx = stop_rx;
+        let _ = rx.wait_for(|stop| *stop).await;
+        controllers.stop().await;
+        Ok(())
+    };
+    server.abort();
+    outcome
+}
+
+/// Campaigns for the Lease; runs the controllers while leading. Losing the Lease stops the process with an error,
+/// so the orchestrator restarts it as a clean candidate (client-go does the same).
+async fn lead(
+    args: &RunArgs,
+    client: Client,
+    identity: String,
+    ctx: Arc<Context>,
+    health: Arc<Health>,
+    mut stop: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let lease_namespace = args
+        .lease_namespace
+        .clone()
+        .or_else(|| std::env::var("POD_NAMESPACE").ok())
+        .or_else(|| args.namespace.clone())
+        .unwrap_or_else(|| "default".to_owned());
+    let mut elector = LeaderElector::new(
+        client,
+        LeaseConfig {
+            name: args.lease_name.clone(),
+            namespace: lease_namespace,
+            identity,
+            lease_duration: args.lease_duration,
+        },
+    );
+    let mut controllers: Option<Controllers> = None;
+    let mut last_renewal = Instant::now();
+    let mut ticker = tokio::time::interval(args.retry_period);
+    let mut lost = None;
+    loop {
+        tokio::select! {
+            changed = stop.changed() => {
+                if changed.is_err() || *stop.borrow() {
+                    break;
+                }
+                continue;
+            }
+            _ = ticker.tick() => {}
+        }
+        match elector.try_acquire_or_renew().await {
+            Ok(true) => {
+                last_renewal = Instant::now();
+                health.set_lease(true);
+                if controllers.is_none() {
+                    tracing::info!(identity = elector.identity(), "leading");
+                    controllers = Some(Controllers::start(
+                        ctx.clone(),
+                        args.namespace.clone(),
+                        health.clone(),
+                    ));
+                }
+            }
+            Ok(false) => {
+                if controllers.is_some() {
+                    lost = Some("another replica holds the lease".to_owned());
+                    break;
+                }
+                health.set_lease(false);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "lease round failed");
+                if controllers.is_some() && last_renewal.elapsed() > args.renew_deadline {
+                    lost = Some(format!(
+                        "could not renew the lease for {:?}: {e}",
+                        args.renew_deadline
+                    ));
+                    break;
+                }
+            }
+        }
+    }
+    if let Some(running) = controllers {
+        running.stop().await;
+    }
+    match lost {
+        Some(why) => Err(anyhow::anyhow!("lost leadership: {why}")),
+        None => {
+            if let Err(e) = elector.release().await {
+                tracing::warn!(error = %e, "cannot release the lease; a successor waits for it to expire");
+            } else {
+                tracing::info!("lease released");
+            }
+            Ok(())
         }
     }
 }

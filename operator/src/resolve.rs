@@ -214,3 +214,52 @@ mod tests {
         assert_eq!(err.reason(), "HarnessMismatch");
     }
 }
+
+#[cfg(test)]
+mod examples {
+    use super::*;
+    use kube::api::DynamicObject;
+
+    /// Every BenchmarkRun in examples/ renders (with the WorkloadProfiles of the same file), so the README's
+    /// walk-through never starts with a broken file.
+    #[test]
+    fn every_example_run_renders() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+        let mut runs = 0;
+        for entry in std::fs::read_dir(&dir).expect("examples/ exists") {
+            let path = entry.expect("entry").path();
+            let text = std::fs::read_to_string(&path).expect("readable");
+            let docs: Vec<DynamicObject> = serde_saphyr::from_multiple(&text)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let mut profiles = Vec::new();
+            for doc in &docs {
+                let kind = doc.types.as_ref().map(|t| t.kind.as_str());
+                if kind == Some("WorkloadProfile") {
+                    let value = serde_json::to_value(doc).expect("json");
+                    profiles.push(
+                        serde_json::from_value::<WorkloadProfile>(value)
+                            .expect("a WorkloadProfile"),
+                    );
+                }
+            }
+            for doc in docs
+                .iter()
+                .filter(|d| d.types.as_ref().map(|t| t.kind.as_str()) == Some("BenchmarkRun"))
+            {
+                let value = serde_json::to_value(doc).expect("json");
+                let mut run: BenchmarkRun = serde_json::from_value(value)
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                run.metadata.namespace = Some("default".to_owned());
+                let profile = run.spec.workload.profile_ref.as_ref().and_then(|r| {
+                    profiles
+                        .iter()
+                        .find(|p| p.metadata.name.as_deref() == Some(r.name.as_str()))
+                });
+                render_run_profile(&run, profile)
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                runs += 1;
+            }
+        }
+        assert!(runs >= 3, "found {runs} example runs");
+    }
+}

@@ -4,6 +4,7 @@
 
 pub mod control_plane;
 pub mod kubelet;
+pub mod operator;
 pub mod processes;
 
 pub use control_plane::{BUILD_HINT, ControlPlane, HarnessError, Tool, Tools, e2e_disabled};

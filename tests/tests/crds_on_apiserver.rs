@@ -5,19 +5,14 @@
 //! One control plane serves every test in this file; each test works in its own namespace.
 
 use std::process::Output;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
-use kube::{Client, ResourceExt};
 use llmbench_api::v1alpha1::BenchmarkRun;
 use llmbench_e2e::{ControlPlane, e2e_disabled};
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
-
-const FIELD_MANAGER: &str = "llmbench-e2e";
 
 static CONTROL_PLANE: OnceCell<ControlPlane> = OnceCell::const_new();
 
@@ -29,68 +24,10 @@ async fn control_plane() -> &'static ControlPlane {
                 .await
                 .unwrap_or_else(|e| panic!("starting the control plane: {e}"));
             let client = cp.admin_client().await.expect("admin client");
-            apply_crds(&client).await;
+            llmbench_e2e::operator::apply_crds(&client).await;
             cp
         })
         .await
-}
-
-async fn apply_crds(client: &Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for (file, yaml) in llmbench_api::crd_manifests() {
-        let yaml = yaml.unwrap_or_else(|e| panic!("{file} serializes: {e}"));
-        let crd: CustomResourceDefinition =
-            serde_saphyr::from_str(&yaml).unwrap_or_else(|e| panic!("{file} parses: {e}"));
-        let name = crd.name_any();
-        crds.patch(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .unwrap_or_else(|e| {
-            panic!(
-                "the apiserver rejected the CRD in crds/{file}:\n{}",
-                explain(&e)
-            )
-        });
-        let established = tokio::time::timeout(
-            Duration::from_secs(30),
-            await_condition(crds.clone(), &name, conditions::is_crd_established()),
-        )
-        .await;
-        match established {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => panic!("watching {name}: {e}"),
-            Err(_) => {
-                let crd = crds.get(&name).await.expect("get CRD");
-                panic!(
-                    "{name} is not Established after 30s; conditions: {:#?}",
-                    crd.status.map(|s| s.conditions)
-                );
-            }
-        }
-    }
-}
-
-/// An apiserver error as its message and one line per cause.
-fn explain(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) => {
-            let causes: Vec<String> = status
-                .details
-                .iter()
-                .flat_map(|d| &d.causes)
-                .map(|c| format!("  - {}: {}", c.field, c.message))
-                .collect();
-            if causes.is_empty() {
-                format!("{} ({} {})", status.message, status.code, status.reason)
-            } else {
-                format!("{} {}:\n{}", status.code, status.reason, causes.join("\n"))
-            }
-        }
-        other => other.to_string(),
-    }
 }
 
 /// A fresh namespace for one test.

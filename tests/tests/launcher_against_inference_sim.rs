@@ -34,9 +34,9 @@ async fn start_sim() -> InferenceSim {
             "--max-model-len",
             "8192",
             "--time-to-first-token",
-            "20ms",
+            "50ms",
             "--inter-token-latency",
-            "2ms",
+            "10ms",
         ],
     )
     .await
@@ -138,6 +138,35 @@ async fn bundled_profiles_of_each_dialect_run_unchanged_against_llm_d_inference_
     }
     let records = std::fs::read_to_string(dir.join("requests.jsonl")).expect("requests.jsonl");
     assert_eq!(records.lines().count(), 20);
+    // Counts exactly as asked, and latencies as injected (TTFT 50 ms, ITL 10 ms), within a generous tolerance.
+    for line in records.lines() {
+        let record: Value = serde_json::from_str(line).expect("a record");
+        let tokens = record["usage"]["completion_tokens"]
+            .as_f64()
+            .expect("completion tokens");
+        assert_eq!(
+            record["usage"]["completion_tokens"], record["max_tokens"],
+            "{record}"
+        );
+        let e2e_ms = (record["end_ns"].as_f64().expect("end")
+            - record["sent_ns"].as_f64().expect("sent"))
+            / 1e6;
+        let injected = 50.0 + 10.0 * (tokens - 1.0);
+        assert!(
+            (e2e_ms - injected).abs() < 0.2 * injected + 25.0,
+            "E2E {e2e_ms} ms vs {injected} ms: {record}"
+        );
+    }
+    let ttft = s["latency_ms"]["ttft"]["p50"].as_f64().expect("TTFT p50");
+    let tpot = s["latency_ms"]["tpot"]["p50"].as_f64().expect("TPOT p50");
+    assert!(
+        (45.0..=90.0).contains(&ttft),
+        "TTFT p50 {ttft} ms, 50 injected"
+    );
+    assert!(
+        (9.0..=14.0).contains(&tpot),
+        "TPOT p50 {tpot} ms, 10 injected"
+    );
     let lifecycle: Value = serde_json::from_str(
         &std::fs::read_to_string(dir.join("summary_lifecycle_metrics.json"))
             .expect("lifecycle file"),
@@ -237,38 +266,69 @@ fn bad_input_exits_non_zero_naming_the_problem() {
     }
     let out = tempfile::tempdir().expect("output dir");
     let out = out.path().to_str().expect("utf-8 temp path");
-    let cases: [(&[&str], &str); 3] = [
-        (&["--override", "no_such_key=1"], "no_such_key"),
-        (&["--profile", "sanity_randon"], "sanity_random"),
-        (
-            &[
-                "--set",
-                "LLMDBENCH_HARNESS_STACK_ENDPOINT_URL=http://x",
-                "--override",
-                "load.type=sawtooth",
-            ],
-            "sawtooth",
-        ),
-    ];
-    for (extra, expected) in cases {
+    let run = |harness: &'static str, extra: &[&'static str]| {
         let mut args = vec![
             "run",
             "--harness",
-            "inference-perf",
+            harness,
             "--endpoint",
             "http://127.0.0.1:9",
             "--model",
             MODEL,
-            "--tokenizer",
-            "builtin",
-            "--output",
-            out,
         ];
+        args.extend(["--output", out]);
         if !extra.contains(&"--profile") {
             args.extend(["--profile", "sanity_random"]);
         }
+        if !extra.contains(&"--tokenizer") {
+            args.extend(["--tokenizer", "builtin"]);
+        }
         args.extend(extra);
-        let output = llmbench(&args);
+        llmbench(&args)
+    };
+    let cases: [(&str, &[&str], &[&str]); 7] = [
+        (
+            "inference-perf",
+            &["--override", "no_such_key=1"],
+            &["no_such_key"],
+        ),
+        (
+            "inference-perf",
+            &["--profile", "sanity_randon"],
+            &["sanity_random"],
+        ),
+        (
+            "inference-perf",
+            &["--override", "load.stages.0.rate=-5"],
+            &[
+                "sanity_random.yaml.in:",
+                "load.stages[0].rate",
+                "greater than 0",
+            ],
+        ),
+        (
+            "inference-perf",
+            &["--override", "load.stages.0.rate=fast"],
+            &[
+                "sanity_random.yaml.in:",
+                "load.stages[0].rate",
+                "expected a number",
+            ],
+        ),
+        (
+            "inference-perf",
+            &["--override", "load.type=sawtooth"],
+            &["sawtooth"],
+        ),
+        ("aiperf", &[], &["unknown harness `aiperf`"]),
+        (
+            "inference-perf",
+            &["--tokenizer", "/nonexistent/tokenizer.json"],
+            &["/nonexistent/tokenizer.json"],
+        ),
+    ];
+    for (harness, extra, expected) in cases {
+        let output = run(harness, extra);
         assert!(!output.status.success(), "{}", explain(&output));
         assert_ne!(
             output.status.code(),
@@ -277,10 +337,13 @@ fn bad_input_exits_non_zero_naming_the_problem() {
             explain(&output)
         );
         let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(
-            stderr.contains(expected),
-            "expected {expected:?} in:\n{}",
-            explain(&output)
-        );
+        for needle in expected {
+            assert!(
+                stderr.contains(needle),
+                "expected {needle:?} in:\n{}",
+                explain(&output)
+            );
+        }
+        assert!(!stderr.contains("panicked"), "{}", explain(&output));
     }
 }

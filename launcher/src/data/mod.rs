@@ -15,10 +15,10 @@ use serde::{Deserialize, Serialize};
 use crate::tokenizer::TokenizerError;
 
 pub use dataset::{load_dataset, load_sharegpt};
-pub use lengths::LengthDistribution;
+pub use lengths::{LengthDistribution, LengthSampler};
 pub use synth::{
-    PrefixBucket, SharedPrefixSpec, Synthesizer, SyntheticSpec, shared_prefix_prompts,
-    synthetic_prompts,
+    PrefixBucket, SPOT_CHECK_EVERY, SharedPrefixSpec, Synthesizer, SyntheticSpec,
+    shared_prefix_prompts, synthetic_prompts,
 };
 
 /// One prompt, ready to become a request body.

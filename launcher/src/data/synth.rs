@@ -1,12 +1,18 @@
 //! Synthetic prompts of exact token lengths.
 //!
-//! A prompt is drawn as token ids (random "plain word" tokens of the vocabulary, or a window of a corpus),
-//! decoded to text, and encoded again once to check its length. Plain words are tokens that decode to one
-//! space-separated word and survive re-encoding alone and in pairs, so for the tokenizers in use (byte-level and
-//! SentencePiece BPE, word-level, WordPiece) the first check almost always passes. When it does not (a corpus
-//! window cut mid-word, a tokenizer that merges across words), the tail is repaired from the re-encoded ids:
-//! cut to length, or topped up with plain words, and checked again. Only the end of the prompt moves, so a
-//! shared prefix stays byte-identical and token-identical.
+//! Prompts are drawn as token ids: random "plain word" tokens of the vocabulary (tokens that each decode to one
+//! space-separated word and re-encode to themselves alone and in pairs), or a window of a corpus.
+//!
+//! Plain words make exactness cheap. When a synthesizer is built it certifies that the tokenizer encodes a
+//! long random sequence of its plain words back to exactly those ids, and that the sequence's text is the
+//! concatenation of the words' texts (true of byte-level and SentencePiece BPE, WordPiece and word-level
+//! tokenizers, whose pre-tokenizers split at spaces). A certified synthesizer builds text by concatenation with
+//! no tokenizer call, and re-encodes one prompt in [`SPOT_CHECK_EVERY`] as a tripwire: a mismatch throws the whole
+//! batch away and rebuilds it in the careful mode.
+//!
+//! The careful mode (uncertified tokenizers, corpus text) decodes the ids, re-encodes the text and repairs the
+//! tail from the re-encoded ids (cut to length, or topped up with plain words) until the count is exact. Only the
+//! end of a prompt moves, so a shared prefix stays byte-identical and token-identical.
 //!
 //! The upstream tools do less: inference-perf and vLLM decode random ids and only warn on a mismatch, guidellm
 //! truncates without re-verifying. Exact lengths make the tools' numbers comparable on any tokenizer.
@@ -22,15 +28,29 @@ use crate::tokenizer::Tokenizer;
 
 /// How many encode-and-repair rounds a prompt gets before synthesis gives up.
 const MAX_ROUNDS: usize = 16;
+/// A certified synthesizer re-encodes the first prompt and then one in this many.
+pub const SPOT_CHECK_EVERY: usize = 256;
+/// Tokens of plain words encoded to certify a tokenizer (each word is seen several times, next to others).
+const CERTIFY_TOKENS: usize = 20_000;
 
 /// Builds prompt text of exact token lengths under one tokenizer.
 #[derive(Debug, Clone)]
 pub struct Synthesizer<'t> {
     tokenizer: &'t Tokenizer,
     /// Plain word tokens: the random vocabulary, and the filler of repairs.
-    words: Vec<u32>,
+    words: Vec<Word>,
+    /// Whether sequences of plain words encode and decode word by word (see the module docs).
+    certified: bool,
     /// A corpus's token ids, when prompts are cut from a text rather than drawn at random.
     corpus: Option<Vec<u32>>,
+}
+
+/// A plain word token and its text at the start of a prompt and after another word.
+#[derive(Debug, Clone)]
+struct Word {
+    id: u32,
+    first: Box<str>,
+    next: Box<str>,
 }
 
 /// Text and the ids it encodes to, exactly.
@@ -40,20 +60,58 @@ struct Segment {
     ids: Vec<u32>,
 }
 
+/// Why a batch in the fast mode must be rebuilt, or could not be built at all.
+enum Failure {
+    SpotCheck,
+    Data(DataError),
+}
+
+impl From<DataError> for Failure {
+    fn from(e: DataError) -> Self {
+        Failure::Data(e)
+    }
+}
+
+impl From<crate::tokenizer::TokenizerError> for Failure {
+    fn from(e: crate::tokenizer::TokenizerError) -> Self {
+        Failure::Data(e.into())
+    }
+}
+
 impl<'t> Synthesizer<'t> {
     /// Random prompts from the tokenizer's plain word tokens (inference-perf and vLLM `random`).
     pub fn new(tokenizer: &'t Tokenizer) -> Result<Self, DataError> {
-        let words = tokenizer.plain_words();
+        let mut words = Vec::new();
+        for id in tokenizer.plain_words() {
+            let first = tokenizer.decode(&[id])?;
+            let pair = tokenizer.decode(&[id, id])?;
+            if let Some(next) = pair.strip_prefix(first.as_str()).filter(|n| !n.is_empty()) {
+                words.push(Word {
+                    id,
+                    next: next.into(),
+                    first: first.into(),
+                });
+            }
+        }
         if words.is_empty() {
             return Err(DataError::NoVocabulary {
                 tokenizer: tokenizer.name().to_owned(),
             });
         }
-        Ok(Synthesizer {
+        let mut synth = Synthesizer {
             tokenizer,
             words,
+            certified: false,
             corpus: None,
-        })
+        };
+        synth.certified = synth.certify()?;
+        if !synth.certified {
+            tracing::info!(
+                tokenizer = tokenizer.name(),
+                "plain words do not encode word by word under this tokenizer: every prompt will be re-encoded"
+            );
+        }
+        Ok(synth)
     }
 
     /// Prompts cut from `corpus` at random places (vLLM `sonnet`, inference-perf `synthetic`); `name` says which
@@ -82,6 +140,48 @@ impl<'t> Synthesizer<'t> {
         self.tokenizer
     }
 
+    /// Whether a long random sequence of plain words encodes to its ids and decodes to its words' texts.
+    fn certify(&self) -> Result<bool, DataError> {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(0x5eed);
+        let n = CERTIFY_TOKENS.min(self.words.len() * 64).max(256);
+        let sample = self.plain_text(None, n, &mut rng);
+        let decoded = self.tokenizer.decode(&sample.ids)?;
+        Ok(decoded == sample.text && self.tokenizer.encode(&sample.text)? == sample.ids)
+    }
+
+    fn random_word<R: Rng + ?Sized>(&self, rng: &mut R) -> &Word {
+        &self.words[rng.random_range(0..self.words.len())]
+    }
+
+    /// `head` followed by `n` random plain words, text by concatenation (exact when certified).
+    fn plain_text<R: Rng + ?Sized>(
+        &self,
+        head: Option<&Segment>,
+        n: usize,
+        rng: &mut R,
+    ) -> Segment {
+        let (mut text, mut ids) = match head {
+            Some(h) => {
+                let mut text = String::with_capacity(h.text.len() + n * 8);
+                text.push_str(&h.text);
+                let mut ids = Vec::with_capacity(h.ids.len() + n);
+                ids.extend_from_slice(&h.ids);
+                (text, ids)
+            }
+            None => (String::with_capacity(n * 8), Vec::with_capacity(n)),
+        };
+        for _ in 0..n {
+            let word = self.random_word(rng);
+            text.push_str(if ids.is_empty() {
+                &word.first
+            } else {
+                &word.next
+            });
+            ids.push(word.id);
+        }
+        Segment { text, ids }
+    }
+
     /// `n` token ids to start a prompt body from.
     fn draw<R: Rng + ?Sized>(&self, n: usize, rng: &mut R) -> Vec<u32> {
         match &self.corpus {
@@ -89,18 +189,12 @@ impl<'t> Synthesizer<'t> {
                 let start = rng.random_range(0..corpus.len());
                 corpus.iter().cycle().skip(start).take(n).copied().collect()
             }
-            None => self.words_of(n, rng),
+            None => (0..n).map(|_| self.random_word(rng).id).collect(),
         }
     }
 
-    fn words_of<R: Rng + ?Sized>(&self, n: usize, rng: &mut R) -> Vec<u32> {
-        (0..n)
-            .map(|_| self.words[rng.random_range(0..self.words.len())])
-            .collect()
-    }
-
     /// Text of exactly `head.len() + body.len()` tokens: `head` (kept as it is, text and ids) followed by text
-    /// made from `body`, repaired at the end until its length is exact.
+    /// made from `body`, re-encoded and repaired at the end until its length is exact.
     fn compose<R: Rng + ?Sized>(
         &self,
         head: Option<&Segment>,
@@ -111,7 +205,7 @@ impl<'t> Synthesizer<'t> {
         let target = head_len + body.len();
         let mut closest = 0usize;
         let mut ids = Vec::with_capacity(target + 8);
-        for _ in 0..MAX_ROUNDS {
+        for round in 0..MAX_ROUNDS {
             ids.clear();
             if let Some(h) = head {
                 ids.extend_from_slice(&h.ids);
@@ -125,7 +219,7 @@ impl<'t> Synthesizer<'t> {
                     text.starts_with(&h.text) && encoded.get(..head_len) == Some(h.ids.as_slice());
                 if !intact {
                     match body.first_mut() {
-                        Some(first) => *first = self.words[rng.random_range(0..self.words.len())],
+                        Some(first) => *first = self.random_word(rng).id,
                         None => break,
                     }
                     continue;
@@ -137,11 +231,16 @@ impl<'t> Synthesizer<'t> {
             if encoded.len() == target {
                 return Ok(Segment { text, ids: encoded });
             }
-            body.clear();
-            body.extend_from_slice(&encoded[head_len..encoded.len().min(target)]);
-            if encoded.len() < target {
-                body.extend(self.words_of(target - encoded.len(), rng));
+            // Keep the re-encoded ids up to the target, top up with plain words. A tail that keeps re-expanding
+            // (a lone byte piece decodes to U+FFFD, which is three tokens) is given up half at a time for plain
+            // words, which always converge.
+            let mut keep = encoded.len().min(target) - head_len;
+            if round >= 2 {
+                keep = keep.min((target - head_len) >> (round - 1));
             }
+            body.clear();
+            body.extend_from_slice(&encoded[head_len..head_len + keep]);
+            body.extend((head_len + keep..target).map(|_| self.random_word(rng).id));
         }
         Err(DataError::InexactLength {
             target,
@@ -149,11 +248,60 @@ impl<'t> Synthesizer<'t> {
             tokenizer: self.tokenizer.name().to_owned(),
         })
     }
+}
 
-    /// A prompt text of exactly `n` tokens.
-    fn segment<R: Rng + ?Sized>(&self, n: usize, rng: &mut R) -> Result<Segment, DataError> {
-        let body = self.draw(n, rng);
-        self.compose(None, body, rng)
+/// One batch's synthesis: the fast mode (certified plain words, spot-checked) or the careful one.
+struct Batch<'s, 't> {
+    synth: &'s Synthesizer<'t>,
+    rng: Xoshiro256PlusPlus,
+    fast: bool,
+    built: usize,
+}
+
+impl<'s, 't> Batch<'s, 't> {
+    fn new(synth: &'s Synthesizer<'t>, seed: u64, careful: bool) -> Self {
+        Batch {
+            synth,
+            rng: Xoshiro256PlusPlus::seed_from_u64(seed),
+            fast: !careful && synth.certified && synth.corpus.is_none(),
+            built: 0,
+        }
+    }
+
+    /// `head` followed by `body_len` new tokens, exactly.
+    fn segment(&mut self, head: Option<&Segment>, body_len: usize) -> Result<Segment, Failure> {
+        if !self.fast {
+            let body = self.synth.draw(body_len, &mut self.rng);
+            return Ok(self.synth.compose(head, body, &mut self.rng)?);
+        }
+        let segment = self.synth.plain_text(head, body_len, &mut self.rng);
+        let check = self.built.is_multiple_of(SPOT_CHECK_EVERY);
+        self.built += 1;
+        if check && self.synth.tokenizer.encode(&segment.text)? != segment.ids {
+            tracing::warn!(
+                tokenizer = self.synth.tokenizer.name(),
+                "a spot check found a prompt whose length is off: rebuilding every prompt with re-encoding"
+            );
+            return Err(Failure::SpotCheck);
+        }
+        Ok(segment)
+    }
+}
+
+/// Runs `build` in the fast mode, and again carefully if a spot check fails.
+fn with_fallback(
+    synth: &Synthesizer<'_>,
+    seed: u64,
+    build: impl Fn(&mut Batch<'_, '_>) -> Result<Prompts, Failure>,
+) -> Result<Prompts, DataError> {
+    match build(&mut Batch::new(synth, seed, false)) {
+        Ok(prompts) => Ok(prompts),
+        Err(Failure::Data(e)) => Err(e),
+        Err(Failure::SpotCheck) => match build(&mut Batch::new(synth, seed, true)) {
+            Ok(prompts) => Ok(prompts),
+            Err(Failure::Data(e)) => Err(e),
+            Err(Failure::SpotCheck) => unreachable!("the careful mode makes no spot checks"),
+        },
     }
 }
 
@@ -197,18 +345,12 @@ pub fn synthetic_prompts(
     synth: &Synthesizer<'_>,
     spec: &SyntheticSpec,
 ) -> Result<Prompts, DataError> {
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(spec.seed);
     let prompt_lengths = spec.prompt_tokens.sampler("prompt length")?;
     let output_lengths = spec
         .output_tokens
         .as_ref()
         .map(|d| d.sampler("output length"))
         .transpose()?;
-
-    // Every bucket's prefixes, numbered across buckets so a prompt can say which it shares.
-    let mut prefixes: Vec<Vec<(u32, Option<Segment>)>> =
-        Vec::with_capacity(spec.prefix_buckets.len());
-    let mut next_group = 0u32;
     for (i, bucket) in spec.prefix_buckets.iter().enumerate() {
         if bucket.prefix_count == 0 {
             return Err(DataError::InvalidDistribution {
@@ -216,18 +358,8 @@ pub fn synthetic_prompts(
                 reason: "prefix_count must be at least 1".to_owned(),
             });
         }
-        let mut bucket_prefixes = Vec::with_capacity(bucket.prefix_count as usize);
-        for _ in 0..bucket.prefix_count {
-            let segment = match bucket.prefix_tokens {
-                0 => None,
-                n => Some(synth.segment(n as usize, &mut rng)?),
-            };
-            bucket_prefixes.push((next_group, segment));
-            next_group = next_group.saturating_add(1);
-        }
-        prefixes.push(bucket_prefixes);
     }
-    let bucket_choice = if prefixes.is_empty() {
+    let bucket_choice = if spec.prefix_buckets.is_empty() {
         None
     } else {
         Some(
@@ -239,28 +371,46 @@ pub fn synthetic_prompts(
             })?,
         )
     };
-
-    let mut prompts = Vec::with_capacity(spec.num_prompts);
-    for _ in 0..spec.num_prompts {
-        let drawn = prompt_lengths.sample(&mut rng) as usize;
-        let max_tokens = output_lengths.as_ref().map(|s| s.sample(&mut rng).max(1));
-        let (group, head) = match &bucket_choice {
-            Some(choice) => {
-                let bucket = &prefixes[choice.sample(&mut rng)];
-                let (group, head) = &bucket[rng.random_range(0..bucket.len())];
-                (head.as_ref().map(|_| *group), head.as_ref())
+    with_fallback(synth, spec.seed, |batch| {
+        // Every bucket's prefixes, numbered across buckets so a prompt can say which it shares.
+        let mut prefixes: Vec<Vec<(u32, Option<Segment>)>> =
+            Vec::with_capacity(spec.prefix_buckets.len());
+        let mut next_group = 0u32;
+        for bucket in &spec.prefix_buckets {
+            let mut bucket_prefixes = Vec::with_capacity(bucket.prefix_count as usize);
+            for _ in 0..bucket.prefix_count {
+                let segment = match bucket.prefix_tokens {
+                    0 => None,
+                    n => Some(batch.segment(None, n as usize)?),
+                };
+                bucket_prefixes.push((next_group, segment));
+                next_group = next_group.saturating_add(1);
             }
-            None => (None, None),
-        };
-        // A prompt is never empty: with no prefix, at least one token.
-        let body_len = if head.is_some() { drawn } else { drawn.max(1) };
-        let body = synth.draw(body_len, &mut rng);
-        let segment = synth.compose(head, body, &mut rng)?;
-        let mut prompt = Prompt::text(segment.text, token_count(segment.ids.len()), max_tokens);
-        prompt.prefix_group = group;
-        prompts.push(prompt);
-    }
-    Ok(Prompts::new(prompts, 0))
+            prefixes.push(bucket_prefixes);
+        }
+        let mut prompts = Vec::with_capacity(spec.num_prompts);
+        for _ in 0..spec.num_prompts {
+            let drawn = prompt_lengths.sample(&mut batch.rng) as usize;
+            let max_tokens = output_lengths
+                .as_ref()
+                .map(|s| s.sample(&mut batch.rng).max(1));
+            let (group, head) = match &bucket_choice {
+                Some(choice) => {
+                    let bucket = &prefixes[choice.sample(&mut batch.rng)];
+                    let (group, head) = &bucket[batch.rng.random_range(0..bucket.len())];
+                    (head.as_ref().map(|_| *group), head.as_ref())
+                }
+                None => (None, None),
+            };
+            // A prompt is never empty: with no prefix, at least one token.
+            let body_len = if head.is_some() { drawn } else { drawn.max(1) };
+            let segment = batch.segment(head, body_len)?;
+            let mut prompt = Prompt::text(segment.text, token_count(segment.ids.len()), max_tokens);
+            prompt.prefix_group = group;
+            prompts.push(prompt);
+        }
+        Ok(Prompts::new(prompts, 0))
+    })
 }
 
 /// The shared-prefix prompts `spec` describes; the same seed gives the same prompts.
@@ -268,39 +418,42 @@ pub fn shared_prefix_prompts(
     synth: &Synthesizer<'_>,
     spec: &SharedPrefixSpec,
 ) -> Result<Prompts, DataError> {
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(spec.seed);
     let question_lengths = spec.question_len.sampler("question_len")?;
     let output_lengths = spec
         .output_len
         .as_ref()
         .map(|d| d.sampler("output_len"))
         .transpose()?;
-    let total = spec.num_groups as usize * spec.prompts_per_group as usize;
-    let mut prompts = Vec::with_capacity(total);
-    for group in 0..spec.num_groups {
-        let system = match spec.system_prompt_len {
-            0 => None,
-            n => Some(synth.segment(n as usize, &mut rng)?),
-        };
-        for _ in 0..spec.prompts_per_group {
-            let drawn = question_lengths.sample(&mut rng) as usize;
-            let max_tokens = output_lengths.as_ref().map(|s| s.sample(&mut rng).max(1));
-            let body_len = if system.is_some() {
-                drawn
-            } else {
-                drawn.max(1)
+    with_fallback(synth, spec.seed, |batch| {
+        let total = spec.num_groups as usize * spec.prompts_per_group as usize;
+        let mut prompts = Vec::with_capacity(total);
+        for group in 0..spec.num_groups {
+            let system = match spec.system_prompt_len {
+                0 => None,
+                n => Some(batch.segment(None, n as usize)?),
             };
-            let body = synth.draw(body_len, &mut rng);
-            let segment = synth.compose(system.as_ref(), body, &mut rng)?;
-            let mut prompt = Prompt::text(segment.text, token_count(segment.ids.len()), max_tokens);
-            prompt.prefix_group = Some(group);
-            prompts.push(prompt);
+            for _ in 0..spec.prompts_per_group {
+                let drawn = question_lengths.sample(&mut batch.rng) as usize;
+                let max_tokens = output_lengths
+                    .as_ref()
+                    .map(|s| s.sample(&mut batch.rng).max(1));
+                let body_len = if system.is_some() {
+                    drawn
+                } else {
+                    drawn.max(1)
+                };
+                let segment = batch.segment(system.as_ref(), body_len)?;
+                let mut prompt =
+                    Prompt::text(segment.text, token_count(segment.ids.len()), max_tokens);
+                prompt.prefix_group = Some(group);
+                prompts.push(prompt);
+            }
         }
-    }
-    if spec.shuffle {
-        prompts.shuffle(&mut rng);
-    }
-    Ok(Prompts::new(prompts, 0))
+        if spec.shuffle {
+            prompts.shuffle(&mut batch.rng);
+        }
+        Ok(Prompts::new(prompts, 0))
+    })
 }
 
 fn token_count(n: usize) -> u32 {
@@ -547,6 +700,66 @@ mod tests {
             synthetic_prompts(&synth, &spec),
             Err(DataError::InvalidDistribution { .. })
         ));
+    }
+
+    #[test]
+    fn real_tokenizers_are_certified_for_the_fast_path() {
+        for tokenizer in tokenizers() {
+            assert!(
+                Synthesizer::new(&tokenizer).expect("synthesizer").certified,
+                "{}",
+                tokenizer.name()
+            );
+        }
+    }
+
+    #[test]
+    fn the_careful_mode_repairs_arbitrary_token_ids_to_exact_lengths() {
+        // Random ids of the whole vocabulary (byte pieces, word continuations, punctuation) rarely survive a
+        // decode and re-encode unchanged: the repair must still land on the exact length, after a prefix.
+        for style in [Style::ByteLevel, Style::Metaspace] {
+            let tokenizer = bpe(style);
+            let synth = Synthesizer::new(&tokenizer).expect("synthesizer");
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(9);
+            let vocab = tokenizer.vocab_size() as u32;
+            let head = synth
+                .compose(
+                    None,
+                    (0..50).map(|_| rng.random_range(2..vocab)).collect(),
+                    &mut rng,
+                )
+                .expect("head");
+            assert_eq!(tokenizer.encode(&head.text).expect("encode").len(), 50);
+            for n in [1usize, 7, 64, 300] {
+                let body: Vec<u32> = (0..n).map(|_| rng.random_range(2..vocab)).collect();
+                let segment = synth.compose(Some(&head), body, &mut rng).expect("segment");
+                let ids = tokenizer.encode(&segment.text).expect("encode");
+                assert_eq!(ids.len(), 50 + n, "{style:?}");
+                assert_eq!(ids[..50], head.ids[..], "{style:?}: the prefix is kept");
+                assert!(segment.text.starts_with(&head.text));
+            }
+        }
+    }
+
+    #[test]
+    fn fast_and_careful_modes_give_the_same_lengths() {
+        let tokenizer = bpe(Style::Metaspace);
+        let synth = Synthesizer::new(&tokenizer).expect("synthesizer");
+        let spec = spec(LengthDistribution::Uniform { min: 1, max: 50 }, 40);
+        let build = |careful: bool| {
+            let mut batch = Batch::new(&synth, spec.seed, careful);
+            (0..20)
+                .map(|i| {
+                    let segment = batch
+                        .segment(None, i + 1)
+                        .map_err(|_| "failed")
+                        .expect("segment");
+                    tokenizer.encode(&segment.text).expect("encode").len()
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(build(false), build(true));
+        assert_eq!(build(false), (1..=20).collect::<Vec<_>>());
     }
 
     /// Not a speed gate (speed is kept out of unit tests): prints the synthesis rate.

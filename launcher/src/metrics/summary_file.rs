@@ -47,6 +47,22 @@ pub struct RunSummary {
     #[serde(flatten)]
     pub overall: Summary,
     pub stages: Vec<StageSummary>,
+    /// The run's pass/fail verdict where its harness gives one (MLPerf LoadGen's VALID/INVALID).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<RunVerdict>,
+}
+
+/// A harness's own verdict on a run, as the operator's SLOMet condition shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunVerdict {
+    /// Who judged, e.g. `mlperf`.
+    pub by: String,
+    pub passed: bool,
+    /// The result line, e.g. `VALID` or `INVALID`.
+    pub result: String,
+    /// The names of the checks that failed, e.g. `min_duration`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_checks: Vec<String>,
 }
 
 impl RunSummary {
@@ -65,6 +81,7 @@ impl RunSummary {
             endpoint,
             overall,
             stages,
+            verdict: None,
         }
     }
 
@@ -95,6 +112,8 @@ pub struct CompactSummary {
     #[serde(flatten)]
     pub overall: CompactBody,
     pub stages: Vec<CompactStage>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<RunVerdict>,
     /// How many stages were left out to stay within the size limit.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub stages_omitted: usize,
@@ -219,6 +238,7 @@ impl From<&RunSummary> for CompactSummary {
                     body: CompactBody::from(&stage.summary),
                 })
                 .collect(),
+            verdict: s.verdict.clone(),
             stages_omitted: 0,
         }
     }

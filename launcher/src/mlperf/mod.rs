@@ -16,6 +16,7 @@
 pub mod early_stopping;
 pub mod rng;
 pub mod rouge;
+pub mod run;
 pub mod schedule;
 pub mod settings;
 pub mod verdict;

@@ -881,6 +881,12 @@ impl Profile<'_> {
                         _ => return Err(self.wrong_type(&path, "a boolean", value)),
                     }
                 }
+                "ignore_eos" => {
+                    api.ignore_eos = match value.value {
+                        Value::Bool(b) => b,
+                        _ => return Err(self.wrong_type(&path, "a boolean", value)),
+                    }
+                }
                 _ => warnings.push(self.unknown("server", &key.name, key.line)),
             }
         }

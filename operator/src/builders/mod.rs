@@ -12,7 +12,10 @@ use kube::{Resource, ResourceExt};
 use llmbench_api::v1alpha1::BenchmarkRun;
 
 pub use config_map::{PROFILE_FILE, profile_config_map, profile_config_map_name};
-pub use pod::{LauncherSettings, launcher_pod, launcher_pod_name, run_id};
+pub use pod::{
+    LAUNCHER_INDEX_LABEL, LauncherSettings, PROFILE_MOUNT_PATH, TERMINATION_LOG, launcher_pod,
+    launcher_pod_name, run_id,
+};
 pub use pvc::workload_pvc;
 
 /// The field manager of every apply.

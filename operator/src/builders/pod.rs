@@ -39,9 +39,12 @@ pub fn launcher_pod_name(run: &BenchmarkRun, index: u32) -> String {
     format!("{}-launcher-{index}", run.name_any())
 }
 
-/// The run's id and results directory name on the workload volume: `<run>-<first 8 of its uid>`, unique even
-/// when a run is deleted and re-created under the same name.
+/// The run's id and results directory on the workload volume, relative to its root: `spec.resultsDir` when set,
+/// else `<run>-<first 8 of its uid>`, unique even when a run is deleted and re-created under the same name.
 pub fn run_id(run: &BenchmarkRun) -> Result<String, BuildError> {
+    if let Some(dir) = &run.spec.results_dir {
+        return Ok(dir.clone());
+    }
     let uid = run.uid().ok_or_else(|| BuildError::MissingMetadata {
         run: run.name_any(),
         field: "metadata.uid",
@@ -89,7 +92,17 @@ pub fn launcher_pod(
     labels.insert(LAUNCHER_INDEX_LABEL.to_owned(), index.to_string());
 
     let command = if spec.launcher.debug {
-        vec!["sleep".to_owned(), "infinity".to_owned()]
+        // The image's busybox `sleep` (distroless debug variant) takes seconds, not `infinity`: ~68 years.
+        vec!["sleep".to_owned(), "2147483647".to_owned()]
+    } else if spec.skip_run {
+        // Collect only: re-analyse what an earlier run left on the volume; no load is generated.
+        vec![
+            "llmbench".to_owned(),
+            "report".to_owned(),
+            format!("{WORKLOAD_MOUNT_PATH}/{}", run_id(run)?),
+            "--summary-file".to_owned(),
+            TERMINATION_LOG.to_owned(),
+        ]
     } else {
         let mut args = vec![
             "llmbench".to_owned(),
@@ -427,7 +440,30 @@ mod tests {
         let pod = launcher_pod(&run, 0, &settings()).expect("builds");
         assert_eq!(
             container(&pod).command,
-            Some(vec!["sleep".to_owned(), "infinity".to_owned()])
+            Some(vec!["sleep".to_owned(), "2147483647".to_owned()])
+        );
+    }
+
+    #[test]
+    fn skip_run_starts_a_collector_that_reports_on_the_results_dir() {
+        let run = fixtures::run(&format!(
+            "{}skipRun: true\nresultsDir: earlier/bench-0\n",
+            fixtures::BASIC
+        ));
+        let pod = launcher_pod(&run, 0, &settings()).expect("builds");
+        assert_eq!(
+            container(&pod).command.clone().expect("command").join(" "),
+            "llmbench report /requests/earlier/bench-0 --summary-file /dev/termination-log"
+        );
+    }
+
+    #[test]
+    fn results_dir_replaces_the_default_run_id() {
+        let run = fixtures::run(&format!("{}resultsDir: nightly\n", fixtures::BASIC));
+        assert_eq!(run_id(&run).expect("id"), "nightly");
+        assert_eq!(
+            run_id(&fixtures::run(fixtures::BASIC)).expect("id"),
+            "bench-1-0f3c9a2e"
         );
     }
 

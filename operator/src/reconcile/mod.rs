@@ -1,0 +1,180 @@
+//! The controllers: thin shells that read the cluster, call the pure builders and status functions, and write
+//! back with server-side apply under one field manager. Nothing is remembered between reconciles.
+
+pub mod profile;
+pub mod run;
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Client, ResourceExt};
+
+use crate::builders::LauncherSettings;
+use crate::metrics::Metrics;
+
+/// What every reconcile needs, shared as `Arc`.
+pub struct Context {
+    pub client: Client,
+    pub recorder: Recorder,
+    pub metrics: Metrics,
+    pub launcher: LauncherSettings,
+}
+
+impl Context {
+    /// Publishes an event about `object`. A failure is logged, never fatal: events are for humans.
+    pub async fn publish(
+        &self,
+        object: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: &str,
+    ) {
+        // The events API bounds a note to 1 KiB.
+        let mut note = note.to_owned();
+        if note.len() > 1000 {
+            let mut cut = 1000;
+            while !note.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            note.truncate(cut);
+            note.push('…');
+        }
+        let event = Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(note),
+            action: action.to_owned(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, object).await {
+            tracing::warn!(
+                reason,
+                object = object.name.as_deref().unwrap_or_default(),
+                error = %e,
+                "cannot publish event"
+            );
+        }
+    }
+}
+
+/// The shared context type.
+pub type Ctx = Arc<Context>;
+
+/// Whether `e` is the API's 404.
+pub(crate) fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.is_not_found())
+}
+
+/// Whether `e` is the API's 409 AlreadyExists.
+pub(crate) fn is_already_exists(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.is_already_exists())
+}
+
+/// Runs both controllers until `shutdown` resolves. `namespace` limits the watch; `None` watches every namespace.
+/// `synced` is called once the BenchmarkRun cache has its first full list; `store` receives that cache so the
+/// metrics endpoint can count runs by phase.
+pub async fn run_controllers(
+    ctx: Ctx,
+    namespace: Option<&str>,
+    shutdown: impl std::future::Future + Send + Sync + Clone + 'static,
+    synced: impl FnOnce() + Send + 'static,
+    store_sink: impl FnOnce(kube::runtime::reflector::Store<llmbench_api::v1alpha1::BenchmarkRun>),
+) {
+    use futures_util::{FutureExt, StreamExt};
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::Api;
+    use kube::runtime::reflector::ObjectRef;
+    use kube::runtime::{Controller, watcher};
+    use llmbench_api::v1alpha1::{BenchmarkRun, WorkloadProfile};
+
+    fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        match namespace {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        }
+    }
+
+    let client = ctx.client.clone();
+    let runs: Api<BenchmarkRun> = api(&client, namespace);
+    let pods: Api<Pod> = api(&client, namespace);
+    let profiles: Api<WorkloadProfile> = api(&client, namespace);
+
+    let run_controller = Controller::new(runs, watcher::Config::default().any_semantic());
+    let store = run_controller.store();
+    store_sink(store.clone());
+    let waiting_store = store.clone();
+    tokio::spawn(async move {
+        // The readiness signal keeps one waker, and the controller itself waits on it too; polling again each
+        // second makes sure this task sees it.
+        loop {
+            match tokio::time::timeout(
+                std::time::Duration::from_secs(1),
+                waiting_store.wait_until_ready(),
+            )
+            .await
+            {
+                Ok(Ok(())) => {
+                    synced();
+                    return;
+                }
+                Ok(Err(_)) => return,
+                Err(_) => continue,
+            }
+        }
+    });
+    let referencing = store.clone();
+    let run_controller = run_controller
+        // Only our pods: the label every launcher carries.
+        .owns(
+            pods,
+            watcher::Config::default().labels(&format!(
+                "app.kubernetes.io/managed-by={}",
+                crate::builders::FIELD_MANAGER
+            )),
+        )
+        // A WorkloadProfile that appears or changes wakes the runs that reference it (e.g. ProfileNotFound).
+        .watches(
+            profiles.clone(),
+            watcher::Config::default(),
+            move |profile| {
+                let name = profile.name_any();
+                let namespace = profile.namespace();
+                referencing
+                    .state()
+                    .into_iter()
+                    .filter(|run| {
+                        run.namespace() == namespace
+                            && run
+                                .spec
+                                .workload
+                                .profile_ref
+                                .as_ref()
+                                .is_some_and(|r| r.name == name)
+                    })
+                    .map(|run| ObjectRef::from_obj(run.as_ref()))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .graceful_shutdown_on(shutdown.clone().map(|_| ()))
+        .run(run::reconcile, run::error_policy, ctx.clone())
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "BenchmarkRun controller event");
+            }
+        });
+    let profile_controller = Controller::new(profiles, watcher::Config::default().any_semantic())
+        .graceful_shutdown_on(shutdown.map(|_| ()))
+        .run(profile::reconcile, profile::error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "WorkloadProfile controller event");
+            }
+        });
+    futures_util::future::join(run_controller, profile_controller).await;
+}

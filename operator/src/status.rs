@@ -1,0 +1,972 @@
+//! Where a run is, derived from its launcher pods alone, and the status that says so. Pure: the reconciler
+//! passes in what it read (the run, its pods, the time) and writes back what comes out, so an operator restart
+//! mid-run derives the same answer.
+//!
+//! Conditions (type → reasons):
+//! - `ProfileRendered`: True/`Rendered`; False/the renderer's reason (`UnresolvedPlaceholder`, `UnmatchedOverride`,
+//!   `ProfileNotFound`, …) — the run stays Pending and no pod is created.
+//! - `LauncherStarted`: True/`LaunchersCreated` (or `CollectorCreated` with skipRun).
+//! - `Completed`: False/`Pending`|`Running`|`Collecting`|`Debug` while under way; True/`Succeeded` (or
+//!   `SucceededWithoutSummary`); False/the failure reason when the run failed.
+//! - `Failed`: True/`LauncherFailed`|`OOMKilled`|`ImagePullFailed`|`ContainerConfigError`|`Evicted`|`Timeout`|
+//!   `LauncherLost` with the pod, the exit code and the log tail in the message; absent otherwise.
+//! - `SLOMet`: True/`WithinSLO` or False/`SLOViolated`|`NoSummary`, when `spec.slo` is set or the harness gives a
+//!   verdict of its own (MLPerf's VALID/INVALID); both must pass when both are there.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use llmbench_api::v1alpha1::{BenchmarkRun, BenchmarkRunStatus, Phase, RunSummary, ShardSummary};
+
+use crate::builders::LAUNCHER_INDEX_LABEL;
+use crate::summary::{SummaryError, aggregate, harness_verdict, parse_summary, slo_verdict};
+
+pub const PROFILE_RENDERED: &str = "ProfileRendered";
+pub const LAUNCHER_STARTED: &str = "LauncherStarted";
+pub const COMPLETED: &str = "Completed";
+pub const FAILED: &str = "Failed";
+pub const SLO_MET: &str = "SLOMet";
+
+/// Condition messages are bounded by the API (32 KiB); keep them readable in `kubectl describe`.
+const MAX_MESSAGE_BYTES: usize = 8 * 1024;
+
+/// Why a run failed: the reason of its `Failed` condition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureReason {
+    /// The launcher exited non-zero.
+    LauncherFailed,
+    /// The launcher was killed for exceeding its memory limit.
+    OomKilled,
+    /// The launcher image could not be pulled.
+    ImagePullFailed,
+    /// The container could not be created (e.g. the HF token Secret is missing).
+    ContainerConfigError,
+    /// The kubelet evicted the pod.
+    Evicted,
+    /// The run outlived `spec.timeout`.
+    Timeout,
+    /// A launcher pod disappeared after the run started; it is never re-created, so load is never sent twice.
+    LauncherLost,
+}
+
+impl FailureReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureReason::LauncherFailed => "LauncherFailed",
+            FailureReason::OomKilled => "OOMKilled",
+            FailureReason::ImagePullFailed => "ImagePullFailed",
+            FailureReason::ContainerConfigError => "ContainerConfigError",
+            FailureReason::Evicted => "Evicted",
+            FailureReason::Timeout => "Timeout",
+            FailureReason::LauncherLost => "LauncherLost",
+        }
+    }
+}
+
+/// Why one pod failed, in words.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodFailure {
+    pub pod: String,
+    pub reason: FailureReason,
+    pub detail: String,
+    /// The termination message (the log tail, with `FallbackToLogsOnError`), if any.
+    pub termination_message: Option<String>,
+}
+
+/// What one launcher pod says.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PodOutcome {
+    /// Not running yet (unscheduled, pulling, creating).
+    Waiting,
+    Running,
+    Succeeded {
+        termination_message: String,
+    },
+    Failed(PodFailure),
+}
+
+/// Waiting reasons that never resolve on their own quickly enough to keep a benchmark waiting.
+fn waiting_failure(reason: &str) -> Option<FailureReason> {
+    match reason {
+        "ErrImagePull" | "ImagePullBackOff" | "InvalidImageName" | "ErrImageNeverPull" => {
+            Some(FailureReason::ImagePullFailed)
+        }
+        "CreateContainerConfigError" | "CreateContainerError" => {
+            Some(FailureReason::ContainerConfigError)
+        }
+        _ => None,
+    }
+}
+
+fn launcher_container(pod: &Pod) -> Option<&ContainerStatus> {
+    let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;
+    statuses
+        .iter()
+        .find(|c| c.name == "launcher")
+        .or(statuses.first())
+}
+
+/// What `pod` says about its launcher.
+pub fn pod_outcome(pod: &Pod) -> PodOutcome {
+    let name = pod.name_any();
+    let status = pod.status.clone().unwrap_or_default();
+    let phase = status.phase.as_deref().unwrap_or("Pending");
+    if status.reason.as_deref() == Some("Evicted") {
+        return PodOutcome::Failed(PodFailure {
+            pod: name.clone(),
+            reason: FailureReason::Evicted,
+            detail: format!(
+                "launcher pod {name} was evicted: {}",
+                status.message.as_deref().unwrap_or("no message")
+            ),
+            termination_message: None,
+        });
+    }
+    let state = launcher_container(pod).and_then(|c| c.state.clone());
+    if let Some(terminated) = state.as_ref().and_then(|s| s.terminated.as_ref()) {
+        let message = terminated.message.clone().filter(|m| !m.trim().is_empty());
+        if terminated.exit_code == 0 {
+            return PodOutcome::Succeeded {
+                termination_message: message.unwrap_or_default(),
+            };
+        }
+        let reason_text = terminated.reason.as_deref().unwrap_or("Error");
+        let reason = if reason_text == "OOMKilled" {
+            FailureReason::OomKilled
+        } else {
+            FailureReason::LauncherFailed
+        };
+        let signal = terminated
+            .signal
+            .map(|s| format!(", signal {s}"))
+            .unwrap_or_default();
+        let hint = if reason == FailureReason::OomKilled {
+            "; raise spec.launcher.resources.limits.memory"
+        } else {
+            ""
+        };
+        return PodOutcome::Failed(PodFailure {
+            pod: name.clone(),
+            reason,
+            detail: format!(
+                "launcher pod {name} exited with code {} ({reason_text}{signal}){hint}",
+                terminated.exit_code
+            ),
+            termination_message: message,
+        });
+    }
+    if let Some(waiting) = state.as_ref().and_then(|s| s.waiting.as_ref())
+        && let Some(reason) = waiting.reason.as_deref().and_then(waiting_failure)
+    {
+        return PodOutcome::Failed(PodFailure {
+            pod: name.clone(),
+            reason,
+            detail: format!(
+                "launcher pod {name} cannot start: {}: {}",
+                waiting.reason.as_deref().unwrap_or_default(),
+                waiting.message.as_deref().unwrap_or("no message")
+            ),
+            termination_message: None,
+        });
+    }
+    match phase {
+        "Succeeded" => PodOutcome::Succeeded {
+            termination_message: String::new(),
+        },
+        "Failed" => PodOutcome::Failed(PodFailure {
+            pod: name.clone(),
+            reason: FailureReason::LauncherFailed,
+            detail: format!(
+                "launcher pod {name} failed: {}: {}",
+                status.reason.as_deref().unwrap_or("no reason"),
+                status.message.as_deref().unwrap_or("no message")
+            ),
+            termination_message: None,
+        }),
+        "Running" => PodOutcome::Running,
+        _ => PodOutcome::Waiting,
+    }
+}
+
+/// The Failed condition's message: what happened, the termination message and the log tail, bounded.
+pub fn failure_message(failure: &PodFailure, log_tail: Option<&str>) -> String {
+    let mut message = failure.detail.clone();
+    let tail = log_tail.map(str::trim).filter(|t| !t.is_empty());
+    if let Some(term) = failure.termination_message.as_deref().map(str::trim)
+        && !term.is_empty()
+        && !tail.is_some_and(|t| t.contains(term))
+    {
+        message.push_str("\ntermination message:\n");
+        message.push_str(term);
+    }
+    if let Some(tail) = tail {
+        message.push_str("\nlog tail:\n");
+        message.push_str(tail);
+    }
+    truncate_keep_end(&message, MAX_MESSAGE_BYTES, &failure.detail)
+}
+
+/// Keeps `head` and the end of `text` within `max` bytes: the end of a log is where the error is.
+fn truncate_keep_end(text: &str, max: usize, head: &str) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let marker = "\n[…]\n";
+    let budget = max.saturating_sub(head.len() + marker.len());
+    let mut start = text.len() - budget;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("{head}{marker}{}", &text[start..])
+}
+
+/// Parses a Go-style duration as the CRD admits it: `3600s`, `90m`, `1h30m`, `1.5h`, `250ms`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let err = || format!("`{text}` is not a duration such as 3600s, 90m or 1h30m");
+    let mut rest = text.trim();
+    if rest.is_empty() {
+        return Err(err());
+    }
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let number_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(err)?;
+        let number: f64 = rest[..number_len].parse().map_err(|_| err())?;
+        rest = &rest[number_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let seconds = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(err()),
+        };
+        total += number * seconds;
+        rest = &rest[unit_len..];
+    }
+    Duration::try_from_secs_f64(total).map_err(|_| err())
+}
+
+/// Where the run's pods are, all of them considered.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Progress {
+    /// Under way: the phase to show.
+    InFlight { phase: Phase, reason: &'static str },
+    /// Every launcher succeeded; their termination messages, by shard index.
+    Succeeded { shards: Vec<(u32, String, String)> },
+    /// A launcher failed (the first, by index); the other pods must be stopped.
+    Failed(PodFailure),
+}
+
+/// The shard index of a launcher pod, from its label (the name is a fallback).
+pub fn pod_index(pod: &Pod) -> Option<u32> {
+    pod.labels()
+        .get(LAUNCHER_INDEX_LABEL)
+        .and_then(|i| i.parse().ok())
+        .or_else(|| pod.name_any().rsplit('-').next()?.parse().ok())
+}
+
+/// The run's progress from its pods. `expected` is the number of launcher pods; `started` says whether the
+/// run has started (pods were created), so a missing pod means it was lost.
+pub fn progress(run: &BenchmarkRun, pods: &[Pod], expected: u32, started: bool) -> Progress {
+    let mut outcomes: Vec<(u32, &Pod, PodOutcome)> = pods
+        .iter()
+        .filter_map(|p| Some((pod_index(p)?, p, pod_outcome(p))))
+        .filter(|(i, _, _)| *i < expected)
+        .collect();
+    outcomes.sort_by_key(|(i, _, _)| *i);
+    if let Some((_, _, PodOutcome::Failed(failure))) = outcomes
+        .iter()
+        .find(|(_, _, o)| matches!(o, PodOutcome::Failed(_)))
+    {
+        return Progress::Failed(failure.clone());
+    }
+    if started && outcomes.len() < expected as usize {
+        let missing: Vec<String> = (0..expected)
+            .filter(|i| !outcomes.iter().any(|(j, _, _)| j == i))
+            .map(|i| crate::builders::launcher_pod_name(run, i))
+            .collect();
+        return Progress::Failed(PodFailure {
+            pod: missing.first().cloned().unwrap_or_default(),
+            reason: FailureReason::LauncherLost,
+            detail: format!(
+                "launcher pod(s) {} disappeared after the run started; llmbench never re-creates a launcher, so \
+                 no load is sent twice",
+                missing.join(", ")
+            ),
+            termination_message: None,
+        });
+    }
+    let all_done = !outcomes.is_empty()
+        && outcomes.len() == expected as usize
+        && outcomes
+            .iter()
+            .all(|(_, _, o)| matches!(o, PodOutcome::Succeeded { .. }));
+    if all_done {
+        return Progress::Succeeded {
+            shards: outcomes
+                .into_iter()
+                .filter_map(|(i, p, o)| match o {
+                    PodOutcome::Succeeded {
+                        termination_message,
+                    } => Some((i, p.name_any(), termination_message)),
+                    _ => None,
+                })
+                .collect(),
+        };
+    }
+    let any_active = outcomes
+        .iter()
+        .any(|(_, _, o)| matches!(o, PodOutcome::Running | PodOutcome::Succeeded { .. }));
+    let spec = &run.spec;
+    match (any_active, spec.launcher.debug, spec.skip_run) {
+        (false, _, _) => Progress::InFlight {
+            phase: Phase::Pending,
+            reason: "Pending",
+        },
+        (true, true, _) => Progress::InFlight {
+            phase: Phase::Running,
+            reason: "Debug",
+        },
+        (true, false, true) => Progress::InFlight {
+            phase: Phase::Collecting,
+            reason: "Collecting",
+        },
+        (true, false, false) => Progress::InFlight {
+            phase: Phase::Running,
+            reason: "Running",
+        },
+    }
+}
+
+/// Sets condition `type_` in `conditions`, keeping its transition time when its status does not change.
+pub fn set_condition(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+    now: Timestamp,
+) {
+    let status = if status { "True" } else { "False" }.to_owned();
+    let transition = conditions
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == status)
+        .map(|c| c.last_transition_time.clone())
+        .unwrap_or(Time(now));
+    conditions.retain(|c| c.type_ != type_);
+    conditions.push(Condition {
+        type_: type_.to_owned(),
+        status,
+        reason: reason.to_owned(),
+        message: message.to_owned(),
+        observed_generation: generation,
+        last_transition_time: transition,
+    });
+}
+
+/// Removes condition `type_`.
+pub fn clear_condition(conditions: &mut Vec<Condition>, type_: &str) {
+    conditions.retain(|c| c.type_ != type_);
+}
+
+/// The condition of `type_`, if set.
+pub fn condition<'s>(status: &'s BenchmarkRunStatus, type_: &str) -> Option<&'s Condition> {
+    status.conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// Whether the run has reached Succeeded or Failed; a finished run is never touched again.
+pub fn is_finished(status: Option<&BenchmarkRunStatus>) -> bool {
+    matches!(
+        status.and_then(|s| s.phase),
+        Some(Phase::Succeeded | Phase::Failed)
+    )
+}
+
+/// The status of a run that failed for `reason` with `message`.
+pub fn failed(
+    mut status: BenchmarkRunStatus,
+    reason: FailureReason,
+    message: &str,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> BenchmarkRunStatus {
+    status.phase = Some(Phase::Failed);
+    status.completion_time.get_or_insert(Time(now));
+    set_condition(
+        &mut status.conditions,
+        COMPLETED,
+        false,
+        reason.as_str(),
+        message,
+        generation,
+        now,
+    );
+    set_condition(
+        &mut status.conditions,
+        FAILED,
+        true,
+        reason.as_str(),
+        message,
+        generation,
+        now,
+    );
+    status
+}
+
+/// The status of a run whose launchers all succeeded, and a note when the summary is incomplete.
+pub fn succeeded(
+    run: &BenchmarkRun,
+    mut status: BenchmarkRunStatus,
+    shards: &[(u32, String, String)],
+    now: Timestamp,
+) -> (BenchmarkRunStatus, Option<String>) {
+    let generation = run.metadata.generation;
+    status.phase = Some(Phase::Succeeded);
+    status.completion_time.get_or_insert(Time(now));
+    clear_condition(&mut status.conditions, FAILED);
+    if run.spec.launcher.debug {
+        set_condition(
+            &mut status.conditions,
+            COMPLETED,
+            true,
+            "Succeeded",
+            "the debug pod exited; nothing is collected in debug mode",
+            generation,
+            now,
+        );
+        return (status, None);
+    }
+    let mut parsed = Vec::new();
+    let mut problems: Vec<SummaryError> = Vec::new();
+    for (index, pod, message) in shards {
+        match parse_summary(pod, message) {
+            Ok(summary) => parsed.push(ShardSummary {
+                index: *index,
+                pod: pod.clone(),
+                summary,
+            }),
+            Err(e) => problems.push(e),
+        }
+    }
+    let summaries: Vec<RunSummary> = parsed.iter().map(|s| s.summary.clone()).collect();
+    status.summary = aggregate(&summaries);
+    status.shards = if shards.len() > 1 { parsed } else { Vec::new() };
+    let note = if problems.is_empty() {
+        None
+    } else {
+        Some(
+            problems
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
+    };
+    let (reason, message) = match &note {
+        None => (
+            "Succeeded",
+            format!(
+                "{} launcher pod(s) finished; results in {}",
+                shards.len(),
+                status
+                    .results_path
+                    .as_deref()
+                    .unwrap_or("the workload volume")
+            ),
+        ),
+        Some(note) => ("SucceededWithoutSummary", note.clone()),
+    };
+    set_condition(
+        &mut status.conditions,
+        COMPLETED,
+        true,
+        reason,
+        &message,
+        generation,
+        now,
+    );
+    // SLOMet judges the spec's SLO bounds and the harness's own verdict (MLPerf's VALID/INVALID) together.
+    let slo = run
+        .spec
+        .slo
+        .as_ref()
+        .map(|slo| status.summary.as_ref().map(|s| slo_verdict(slo, s)));
+    let harness = status
+        .summary
+        .as_ref()
+        .and_then(|s| s.verdict.as_ref())
+        .map(harness_verdict);
+    match (slo, harness) {
+        (None, None) => {}
+        (Some(None), _) => set_condition(
+            &mut status.conditions,
+            SLO_MET,
+            false,
+            "NoSummary",
+            "the run left no summary to judge",
+            generation,
+            now,
+        ),
+        (slo, harness) => {
+            let judgments: Vec<Result<String, String>> =
+                slo.flatten().into_iter().chain(harness).collect();
+            let met = judgments.iter().all(Result::is_ok);
+            let message = judgments
+                .iter()
+                .map(|j| match j {
+                    Ok(m) | Err(m) => m.as_str(),
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            let reason = if met { "WithinSLO" } else { "SLOViolated" };
+            set_condition(
+                &mut status.conditions,
+                SLO_MET,
+                met,
+                reason,
+                &message,
+                generation,
+                now,
+            );
+        }
+    }
+    (status, note)
+}
+
+/// The status of a run still under way.
+pub fn in_flight(
+    run: &BenchmarkRun,
+    mut status: BenchmarkRunStatus,
+    phase: Phase,
+    reason: &str,
+    now: Timestamp,
+) -> BenchmarkRunStatus {
+    status.phase = Some(phase);
+    let message = match reason {
+        "Debug" => "the debug pod sleeps; exec into it, and delete the run when done".to_owned(),
+        "Collecting" => "the collector is reporting on earlier results".to_owned(),
+        "Running" => "the launcher pods are generating load".to_owned(),
+        _ => "waiting for the launcher pods to start".to_owned(),
+    };
+    set_condition(
+        &mut status.conditions,
+        COMPLETED,
+        false,
+        reason,
+        &message,
+        run.metadata.generation,
+        now,
+    );
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builders::fixtures;
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
+        PodStatus,
+    };
+    use std::collections::BTreeMap;
+
+    fn pod(index: u32, phase: &str, state: Option<ContainerState>) -> Pod {
+        let mut pod = Pod::default();
+        pod.metadata.name = Some(format!("bench-1-launcher-{index}"));
+        pod.metadata.labels = Some(BTreeMap::from([(
+            LAUNCHER_INDEX_LABEL.to_owned(),
+            index.to_string(),
+        )]));
+        pod.status = Some(PodStatus {
+            phase: Some(phase.to_owned()),
+            container_statuses: state.map(|s| {
+                vec![ContainerStatus {
+                    name: "launcher".to_owned(),
+                    state: Some(s),
+                    ..ContainerStatus::default()
+                }]
+            }),
+            ..PodStatus::default()
+        });
+        pod
+    }
+
+    fn terminated(code: i32, reason: &str, message: &str) -> Option<ContainerState> {
+        Some(ContainerState {
+            terminated: Some(ContainerStateTerminated {
+                exit_code: code,
+                reason: Some(reason.to_owned()),
+                message: Some(message.to_owned()),
+                ..ContainerStateTerminated::default()
+            }),
+            ..ContainerState::default()
+        })
+    }
+
+    fn waiting(reason: &str) -> Option<ContainerState> {
+        Some(ContainerState {
+            waiting: Some(ContainerStateWaiting {
+                reason: Some(reason.to_owned()),
+                message: Some("back-off pulling image \"nope:1\"".to_owned()),
+            }),
+            ..ContainerState::default()
+        })
+    }
+
+    fn running() -> Option<ContainerState> {
+        Some(ContainerState {
+            running: Some(ContainerStateRunning::default()),
+            ..ContainerState::default()
+        })
+    }
+
+    fn failure(outcome: PodOutcome) -> PodFailure {
+        match outcome {
+            PodOutcome::Failed(f) => f,
+            other => panic!("expected a failure, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_non_zero_exit_names_the_code_and_keeps_the_termination_message() {
+        let f = failure(pod_outcome(&pod(
+            0,
+            "Failed",
+            terminated(3, "Error", "boom"),
+        )));
+        assert_eq!(f.reason, FailureReason::LauncherFailed);
+        assert_eq!(
+            f.detail,
+            "launcher pod bench-1-launcher-0 exited with code 3 (Error)"
+        );
+        assert_eq!(f.termination_message.as_deref(), Some("boom"));
+    }
+
+    #[test]
+    fn an_oom_kill_says_to_raise_the_memory_limit() {
+        let f = failure(pod_outcome(&pod(
+            0,
+            "Failed",
+            terminated(137, "OOMKilled", ""),
+        )));
+        assert_eq!(f.reason.as_str(), "OOMKilled");
+        assert!(f.detail.contains("code 137 (OOMKilled)"), "{}", f.detail);
+        assert!(f.detail.contains("limits.memory"), "{}", f.detail);
+    }
+
+    #[test]
+    fn image_pull_errors_fail_the_pod_while_it_is_still_pending() {
+        for reason in ["ErrImagePull", "ImagePullBackOff"] {
+            let f = failure(pod_outcome(&pod(0, "Pending", waiting(reason))));
+            assert_eq!(f.reason, FailureReason::ImagePullFailed);
+            assert!(f.detail.contains(reason), "{}", f.detail);
+        }
+        assert_eq!(
+            pod_outcome(&pod(0, "Pending", waiting("ContainerCreating"))),
+            PodOutcome::Waiting
+        );
+    }
+
+    #[test]
+    fn an_evicted_pod_fails_with_the_kubelets_message() {
+        let mut p = pod(0, "Failed", None);
+        if let Some(s) = p.status.as_mut() {
+            s.reason = Some("Evicted".to_owned());
+            s.message = Some("The node was low on resource: memory.".to_owned());
+        }
+        let f = failure(pod_outcome(&p));
+        assert_eq!(f.reason, FailureReason::Evicted);
+        assert!(f.detail.contains("low on resource"), "{}", f.detail);
+    }
+
+    #[test]
+    fn a_zero_exit_succeeds_even_before_the_pod_phase_catches_up() {
+        assert_eq!(
+            pod_outcome(&pod(0, "Running", terminated(0, "Completed", "{}"))),
+            PodOutcome::Succeeded {
+                termination_message: "{}".to_owned()
+            }
+        );
+        assert_eq!(
+            pod_outcome(&pod(0, "Running", running())),
+            PodOutcome::Running
+        );
+    }
+
+    #[test]
+    fn the_failure_message_carries_the_log_tail_without_repeating_it() {
+        let f = failure(pod_outcome(&pod(
+            0,
+            "Failed",
+            terminated(1, "Error", "last line"),
+        )));
+        let message = failure_message(&f, Some("first line\nlast line\n"));
+        assert_eq!(
+            message,
+            "launcher pod bench-1-launcher-0 exited with code 1 (Error)\nlog tail:\nfirst line\nlast line"
+        );
+        let message = failure_message(&f, None);
+        assert!(
+            message.ends_with("termination message:\nlast line"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_huge_log_tail_is_cut_from_the_front() {
+        let f = failure(pod_outcome(&pod(0, "Failed", terminated(1, "Error", ""))));
+        let tail = format!("{}THE ERROR", "x".repeat(20_000));
+        let message = failure_message(&f, Some(&tail));
+        assert!(message.len() <= MAX_MESSAGE_BYTES);
+        assert!(message.starts_with("launcher pod bench-1-launcher-0 exited"));
+        assert!(message.ends_with("THE ERROR"));
+    }
+
+    #[test]
+    fn durations_parse_like_the_crd_admits_them() {
+        assert_eq!(parse_duration("3600s"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("1.5h"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        for bad in ["", "10", "5d", "h", "1..2s"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    fn parallel_run(n: u32) -> BenchmarkRun {
+        fixtures::run(&format!(
+            "{}launcher:\n  parallelism: {n}\n",
+            fixtures::BASIC
+        ))
+    }
+
+    #[test]
+    fn one_failed_shard_fails_the_run_even_while_others_run() {
+        let run = parallel_run(2);
+        let pods = [
+            pod(0, "Running", running()),
+            pod(1, "Failed", terminated(2, "Error", "")),
+        ];
+        match progress(&run, &pods, 2, true) {
+            Progress::Failed(f) => assert_eq!(f.pod, "bench-1-launcher-1"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_run_succeeds_only_when_every_shard_has() {
+        let run = parallel_run(2);
+        let done = pod(0, "Succeeded", terminated(0, "Completed", "{}"));
+        assert_eq!(
+            progress(&run, &[done.clone(), pod(1, "Running", running())], 2, true),
+            Progress::InFlight {
+                phase: Phase::Running,
+                reason: "Running"
+            }
+        );
+        match progress(&run, &[done.clone(), done_as(1)], 2, true) {
+            Progress::Succeeded { shards } => assert_eq!(shards.len(), 2),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn done_as(index: u32) -> Pod {
+        pod(index, "Succeeded", terminated(0, "Completed", "{}"))
+    }
+
+    #[test]
+    fn a_pod_missing_after_the_start_is_lost_and_never_recreated() {
+        let run = parallel_run(2);
+        match progress(&run, &[done_as(0)], 2, true) {
+            Progress::Failed(f) => {
+                assert_eq!(f.reason, FailureReason::LauncherLost);
+                assert!(f.detail.contains("bench-1-launcher-1"), "{}", f.detail);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn unstarted_pods_keep_the_run_pending_and_debug_and_skip_run_have_their_own_phase() {
+        let run = fixtures::run(fixtures::BASIC);
+        assert_eq!(
+            progress(&run, &[pod(0, "Pending", None)], 1, true),
+            Progress::InFlight {
+                phase: Phase::Pending,
+                reason: "Pending"
+            }
+        );
+        let debug = fixtures::run(&format!("{}launcher:\n  debug: true\n", fixtures::BASIC));
+        assert_eq!(
+            progress(&debug, &[pod(0, "Running", running())], 1, true),
+            Progress::InFlight {
+                phase: Phase::Running,
+                reason: "Debug"
+            }
+        );
+        let collect = fixtures::run(&format!(
+            "{}skipRun: true\nresultsDir: old\n",
+            fixtures::BASIC
+        ));
+        assert_eq!(
+            progress(&collect, &[pod(0, "Running", running())], 1, true),
+            Progress::InFlight {
+                phase: Phase::Collecting,
+                reason: "Collecting"
+            }
+        );
+    }
+
+    #[test]
+    fn a_condition_keeps_its_transition_time_while_its_status_holds() {
+        let t0 = Timestamp::from_second(1_000).expect("time");
+        let t1 = Timestamp::from_second(2_000).expect("time");
+        let mut conditions = Vec::new();
+        set_condition(
+            &mut conditions,
+            COMPLETED,
+            false,
+            "Pending",
+            "",
+            Some(1),
+            t0,
+        );
+        set_condition(
+            &mut conditions,
+            COMPLETED,
+            false,
+            "Running",
+            "",
+            Some(1),
+            t1,
+        );
+        assert_eq!(conditions.len(), 1);
+        assert_eq!(conditions[0].last_transition_time, Time(t0));
+        assert_eq!(conditions[0].reason, "Running");
+        set_condition(
+            &mut conditions,
+            COMPLETED,
+            true,
+            "Succeeded",
+            "",
+            Some(1),
+            t1,
+        );
+        assert_eq!(conditions[0].last_transition_time, Time(t1));
+    }
+
+    #[test]
+    fn success_with_several_shards_records_each_and_the_aggregate() {
+        let run = parallel_run(2);
+        let summary = r#"{"schema":"llmbench.summary/v1","requests":{"total":10,"succeeded":10,"failed":0},"duration_s":2.0,"throughput":{"requests_per_s":5.0,"input_tokens_per_s":1.0,"output_tokens_per_s":1.0},"latency_ms":{"ttft":null,"tpot":null,"itl":null,"ntpot":null,"e2e":null}}"#;
+        let shards = vec![
+            (0, "bench-1-launcher-0".to_owned(), summary.to_owned()),
+            (1, "bench-1-launcher-1".to_owned(), summary.to_owned()),
+        ];
+        let now = Timestamp::from_second(5).expect("time");
+        let (status, note) = succeeded(&run, BenchmarkRunStatus::default(), &shards, now);
+        assert_eq!(note, None);
+        assert_eq!(status.phase, Some(Phase::Succeeded));
+        assert_eq!(status.shards.len(), 2);
+        assert_eq!(status.summary.as_ref().map(|s| s.requests), Some(20));
+        assert_eq!(
+            condition(&status, COMPLETED).map(|c| c.reason.as_str()),
+            Some("Succeeded")
+        );
+    }
+
+    #[test]
+    fn success_without_a_parsable_summary_says_so() {
+        let run = fixtures::run(&format!("{}slo:\n  ttftP99Ms: 100\n", fixtures::BASIC));
+        let shards = vec![(0, "bench-1-launcher-0".to_owned(), String::new())];
+        let now = Timestamp::from_second(5).expect("time");
+        let (status, note) = succeeded(&run, BenchmarkRunStatus::default(), &shards, now);
+        assert!(note.is_some());
+        assert_eq!(
+            condition(&status, COMPLETED).map(|c| c.reason.as_str()),
+            Some("SucceededWithoutSummary")
+        );
+        assert_eq!(
+            condition(&status, SLO_MET).map(|c| (c.status.as_str(), c.reason.as_str())),
+            Some(("False", "NoSummary"))
+        );
+    }
+
+    #[test]
+    fn an_mlperf_verdict_sets_slomet_without_an_slo_in_the_spec() {
+        let run = fixtures::run(fixtures::BASIC);
+        let summary = |passed: bool, result: &str, failed: &str| {
+            format!(
+                r#"{{"schema":"llmbench.summary/v1","requests":{{"total":10,"succeeded":10,"failed":0}},"duration_s":1.0,"throughput":{{"requests_per_s":10.0,"input_tokens_per_s":1.0,"output_tokens_per_s":1.0}},"latency_ms":{{}},"verdict":{{"by":"mlperf","passed":{passed},"result":"{result}","failed_checks":[{failed}]}}}}"#
+            )
+        };
+        let now = Timestamp::from_second(5).expect("time");
+        let valid = vec![(0, "p".to_owned(), summary(true, "VALID", ""))];
+        let (status, _) = succeeded(&run, BenchmarkRunStatus::default(), &valid, now);
+        assert_eq!(
+            condition(&status, SLO_MET).map(|c| (
+                c.status.as_str(),
+                c.reason.as_str(),
+                c.message.as_str()
+            )),
+            Some(("True", "WithinSLO", "mlperf: VALID"))
+        );
+        let invalid = vec![(
+            0,
+            "p".to_owned(),
+            summary(false, "INVALID", r#""min_duration""#),
+        )];
+        let (status, _) = succeeded(&run, BenchmarkRunStatus::default(), &invalid, now);
+        assert_eq!(
+            condition(&status, SLO_MET).map(|c| (
+                c.status.as_str(),
+                c.reason.as_str(),
+                c.message.as_str()
+            )),
+            Some((
+                "False",
+                "SLOViolated",
+                "mlperf: INVALID (failed: min_duration)"
+            ))
+        );
+        assert_eq!(
+            status.summary.and_then(|s| s.verdict).map(|v| v.result),
+            Some("INVALID".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_failed_run_has_completed_false_and_failed_true_with_the_same_reason() {
+        let now = Timestamp::from_second(5).expect("time");
+        let status = failed(
+            BenchmarkRunStatus::default(),
+            FailureReason::Timeout,
+            "timed out",
+            Some(1),
+            now,
+        );
+        assert_eq!(status.phase, Some(Phase::Failed));
+        assert!(status.completion_time.is_some());
+        let completed = condition(&status, COMPLETED).expect("completed");
+        let failed = condition(&status, FAILED).expect("failed");
+        assert_eq!(
+            (completed.status.as_str(), completed.reason.as_str()),
+            ("False", "Timeout")
+        );
+        assert_eq!(
+            (failed.status.as_str(), failed.reason.as_str()),
+            ("True", "Timeout")
+        );
+        assert!(is_finished(Some(&status)));
+    }
+}

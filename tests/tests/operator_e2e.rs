@@ -1,0 +1,414 @@
+//! The product's promise on a real kube-apiserver: BenchmarkRuns go Pending → Running → Succeeded with their
+//! summary in status and full results on the PVC. The operator runs as its own binary under the chart's RBAC with
+//! leader election; the test kubelet runs the launcher pods with the real `llmbench` binary against
+//! llm-d-inference-sim.
+//!
+//! One control plane serves the whole story, in one test, so runs overlap as they would in a namespace: two good
+//! runs at once, runs that cannot render, a launcher that fails, a timeout, an operator killed mid-run, an MLPerf
+//! run with its verdict, specs the apiserver rejects, and deletion.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::{Client, ResourceExt};
+use llmbench_api::v1alpha1::{BenchmarkRun, BenchmarkRunStatus, Phase};
+use llmbench_e2e::operator::{
+    OPERATOR_NAMESPACE, OperatorProcess, apply_crds, create_namespace, eventually, http_get,
+    install_chart_rbac, kubectl_apply,
+};
+use llmbench_e2e::{
+    ControlPlane, InferenceSim, KubeletConfig, TestKubelet, e2e_disabled, free_port,
+    workspace_binary,
+};
+use serde_json::{Value, json};
+
+const NS: &str = "e2e";
+const MODEL: &str = "e2e-model";
+const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn benchmark_run(name: &str, spec: Value) -> BenchmarkRun {
+    serde_json::from_value(json!({
+        "apiVersion": "llmbench.dev/v1alpha1", "kind": "BenchmarkRun",
+        "metadata": {"name": name, "namespace": NS}, "spec": spec
+    }))
+    .unwrap_or_else(|e| panic!("BenchmarkRun {name}: {e}"))
+}
+
+/// A spec of the bundled inference-perf `sanity_random` against `endpoint`, shortened to `rate` × `seconds`.
+fn sanity(endpoint: &str, rate: u32, seconds: u32) -> Value {
+    json!({
+        "harness": "inference-perf",
+        "workload": {"builtin": "sanity_random"},
+        "stack": {"endpoint": endpoint, "model": MODEL, "tokenizer": "builtin"},
+        "overrides": [format!("load.stages.0.rate={rate}"), format!("load.stages.0.duration={seconds}")],
+    })
+}
+
+async fn finished(
+    runs: &Api<BenchmarkRun>,
+    name: &str,
+    operator: &OperatorProcess,
+) -> BenchmarkRunStatus {
+    let probe = || async {
+        let status = runs.get(name).await.ok()?.status?;
+        matches!(status.phase, Some(Phase::Succeeded | Phase::Failed)).then_some(status)
+    };
+    let deadline = tokio::time::Instant::now() + RUN_TIMEOUT;
+    loop {
+        if let Some(status) = probe().await {
+            return status;
+        }
+        if tokio::time::Instant::now() > deadline {
+            let status = runs.get(name).await.ok().and_then(|r| r.status);
+            panic!(
+                "run {name} did not finish: {status:#?}\noperator log:\n{}",
+                operator.log_tail()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+fn condition<'a>(
+    status: &'a BenchmarkRunStatus,
+    kind: &str,
+) -> Option<(&'a str, &'a str, &'a str)> {
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == kind)
+        .map(|c| (c.status.as_str(), c.reason.as_str(), c.message.as_str()))
+}
+
+/// The run's results directory on the PVC, from `status.resultsPath` (`<pvc>:/requests/<dir>`).
+fn results_dir(kubelet: &TestKubelet, status: &BenchmarkRunStatus) -> PathBuf {
+    let path = status.results_path.as_deref().expect("resultsPath");
+    let (claim, inside) = path.split_once(':').expect("<pvc>:<path>");
+    let relative = inside
+        .strip_prefix("/requests/")
+        .expect("under the workload mount");
+    kubelet.pvc_dir(NS, claim).join(relative)
+}
+
+fn lines(path: &Path) -> usize {
+    std::fs::read_to_string(path)
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}
+
+async fn pods_of(client: &Client, run: &BenchmarkRun) -> Vec<Pod> {
+    let uid = run.uid().expect("uid");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    pods.list(&ListParams::default().labels(&format!("llmbench.dev/run-uid={uid}")))
+        .await
+        .expect("list pods")
+        .items
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
+    if e2e_disabled("benchmark_runs_go_from_apply_to_results_on_a_real_apiserver") {
+        return;
+    }
+    let cp = ControlPlane::start()
+        .await
+        .unwrap_or_else(|e| panic!("starting the control plane: {e}"));
+    let admin = cp.admin_client().await.expect("admin client");
+    apply_crds(&admin).await;
+    create_namespace(&admin, OPERATOR_NAMESPACE).await;
+    create_namespace(&admin, NS).await;
+    let kubeconfig = install_chart_rbac(&cp).await;
+
+    let sim = InferenceSim::start(
+        MODEL,
+        &[
+            "--max-num-seqs",
+            "512",
+            "--max-model-len",
+            "8192",
+            "--time-to-first-token",
+            "20ms",
+            "--inter-token-latency",
+            "2ms",
+        ],
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let endpoint = sim.base_url().to_owned();
+    let dead_endpoint = format!("http://127.0.0.1:{}", free_port().expect("port"));
+
+    let work = tempfile::tempdir().expect("work dir");
+    let kubelet = TestKubelet::start(
+        admin.clone(),
+        KubeletConfig {
+            node_name: "e2e-node".to_owned(),
+            root: work.path().join("node"),
+            label_selector: "app.kubernetes.io/name=llmbench".to_owned(),
+            binaries: [(
+                "llmbench".to_owned(),
+                workspace_binary("llmbench").unwrap_or_else(|e| panic!("{e}")),
+            )]
+            .into(),
+        },
+    );
+    let mut operator = OperatorProcess::start(&kubeconfig, "first", work.path());
+    let port = operator.metrics_port();
+    eventually(
+        "the operator's /readyz",
+        Duration::from_secs(30),
+        || async {
+            http_get(port, "/readyz")?
+                .starts_with("HTTP/1.1 200")
+                .then_some(())
+        },
+    )
+    .await;
+
+    let runs: Api<BenchmarkRun> = Api::namespaced(admin.clone(), NS);
+    let create = |name: &'static str, spec: Value| {
+        let runs = runs.clone();
+        async move {
+            runs.create(&PostParams::default(), &benchmark_run(name, spec))
+                .await
+                .unwrap_or_else(|e| panic!("creating {name}: {e}"))
+        }
+    };
+
+    // Everything that can run side by side starts at once.
+    create("alpha", sanity(&endpoint, 10, 2)).await;
+    create("beta", sanity(&endpoint, 10, 2)).await;
+    create(
+        "unresolved",
+        json!({"harness": "nop", "workload": {"template": "x: REPLACE_ENV_NOT_SET_ANYWHERE\n"},
+               "stack": {"endpoint": endpoint, "model": MODEL}}),
+    )
+    .await;
+    let mut unmatched = sanity(&endpoint, 10, 2);
+    unmatched["overrides"] = json!(["no_such_key=1"]);
+    create("unmatched", unmatched).await;
+    let mut dead = sanity(&dead_endpoint, 5, 1);
+    dead["stack"]["endpoint"] = json!(dead_endpoint);
+    create("dead", dead).await;
+    let mut slow = sanity(&endpoint, 1, 600);
+    slow["timeout"] = json!("4s");
+    create("slow", slow).await;
+
+    // Two runs at once: each succeeds with its own summary and only its own results.
+    let alpha = finished(&runs, "alpha", &operator).await;
+    let beta = finished(&runs, "beta", &operator).await;
+    for (name, status) in [("alpha", &alpha), ("beta", &beta)] {
+        assert_eq!(status.phase, Some(Phase::Succeeded), "{name}: {status:#?}");
+        let summary = status
+            .summary
+            .as_ref()
+            .unwrap_or_else(|| panic!("{name} has a summary"));
+        assert_eq!(
+            (summary.requests, summary.failures),
+            (20, 0),
+            "{name}: {summary:#?}"
+        );
+        assert!(summary.latency_ms.ttft.is_some(), "{name}: {summary:#?}");
+        assert_eq!(
+            condition(status, "Completed").map(|c| c.1),
+            Some("Succeeded")
+        );
+        let dir = results_dir(&kubelet, status);
+        assert_eq!(lines(&dir.join("requests.jsonl")), 20, "{}", dir.display());
+        for file in [
+            "profile.yaml",
+            "run.json",
+            "summary.json",
+            "summary_lifecycle_metrics.json",
+        ] {
+            assert!(
+                dir.join(file).is_file(),
+                "{name}: {file} missing in {}",
+                dir.display()
+            );
+        }
+    }
+    assert_ne!(results_dir(&kubelet, &alpha), results_dir(&kubelet, &beta));
+
+    // Profiles that cannot render: the renderer's reason, a Warning event, no pod.
+    let events: Api<Event> = Api::namespaced(admin.clone(), NS);
+    for (name, reason) in [
+        ("unresolved", "UnresolvedPlaceholder"),
+        ("unmatched", "UnmatchedOverride"),
+    ] {
+        let (status, message) = eventually(
+            &format!("{name}: ProfileRendered=False"),
+            RUN_TIMEOUT,
+            || async {
+                let status = runs.get(name).await.ok()?.status?;
+                let (state, found, message) = condition(&status, "ProfileRendered")?;
+                (state == "False").then(|| (found.to_owned(), message.to_owned()))
+            },
+        )
+        .await;
+        assert_eq!(status, reason, "{name}: {message}");
+        eventually(&format!("{name}: a Warning event"), RUN_TIMEOUT, || async {
+            let list = events.list(&ListParams::default()).await.ok()?;
+            list.items
+                .iter()
+                .any(|e| {
+                    e.type_.as_deref() == Some("Warning")
+                        && e.reason.as_deref() == Some(reason)
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                })
+                .then_some(())
+        })
+        .await;
+        let run = runs.get(name).await.expect("get run");
+        assert!(pods_of(&admin, &run).await.is_empty(), "{name} has pods");
+    }
+    let unmatched = runs
+        .get("unmatched")
+        .await
+        .expect("get")
+        .status
+        .expect("status");
+    assert!(condition(&unmatched, "ProfileRendered").is_some_and(|c| c.2.contains("no_such_key")));
+
+    // A launcher that exits non-zero: Failed, with the exit code.
+    let dead = finished(&runs, "dead", &operator).await;
+    assert_eq!(dead.phase, Some(Phase::Failed), "{dead:#?}");
+    let (_, reason, message) = condition(&dead, "Failed").expect("a Failed condition");
+    assert_eq!(reason, "LauncherFailed", "{message}");
+    assert!(message.contains("exited with code 3"), "{message}");
+
+    // Timeout: Failed/Timeout and the pod gone.
+    let slow = finished(&runs, "slow", &operator).await;
+    assert_eq!(
+        condition(&slow, "Failed").map(|c| c.1),
+        Some("Timeout"),
+        "{slow:#?}"
+    );
+    let slow_run = runs.get("slow").await.expect("get slow");
+    eventually("the timed-out pod gone", RUN_TIMEOUT, || async {
+        pods_of(&admin, &slow_run).await.is_empty().then_some(())
+    })
+    .await;
+
+    // The operator killed mid-run: its successor finishes the run with the same, single launcher pod.
+    let restart = create("restart", sanity(&endpoint, 10, 4)).await;
+    let first_pod = eventually("restart's launcher running", RUN_TIMEOUT, || async {
+        let pods = pods_of(&admin, &restart).await;
+        let pod = pods.first()?;
+        (pod.status.as_ref()?.phase.as_deref() == Some("Running")).then(|| pod.uid())?
+    })
+    .await;
+    operator.kill();
+    let operator = OperatorProcess::start(&kubeconfig, "second", work.path());
+    let status = finished(&runs, "restart", &operator).await;
+    assert_eq!(status.phase, Some(Phase::Succeeded), "{status:#?}");
+    assert_eq!(status.summary.as_ref().map(|s| s.requests), Some(40));
+    let pods = pods_of(&admin, &restart).await;
+    assert_eq!(pods.len(), 1, "one launcher pod, never a second");
+    assert_eq!(pods[0].uid(), Some(first_pod));
+
+    // MLPerf: the verdict reaches the status and SLOMet.
+    let dataset = kubelet
+        .pvc_dir(NS, "workload-pvc")
+        .join("datasets/mlperf.jsonl");
+    std::fs::create_dir_all(dataset.parent().expect("parent")).expect("datasets dir");
+    let samples: Vec<String> = (0..32)
+        .map(|i| {
+            json!({"input": format!("sample {i} with a few words of prompt"), "output": "ref"})
+                .to_string()
+        })
+        .collect();
+    std::fs::write(&dataset, samples.join("\n")).expect("write dataset");
+    // The test kubelet maps paths in arguments, not inside files, so the profile names the host path.
+    let template = format!(
+        "model: llama3_1-8b\nscenario: Server\ntarget_qps: 200\nmin_duration: 1s\nmin_query_count: 500\n\
+         max_tokens: 4\nserver:\n  base_url: REPLACE_ENV_LLMDBENCH_HARNESS_STACK_ENDPOINT_URL\n  \
+         model_name: REPLACE_ENV_LLMDBENCH_DEPLOY_CURRENT_MODEL\n  ignore_eos: true\ndataset:\n  path: {}\n",
+        dataset.display()
+    );
+    create(
+        "mlperf",
+        json!({"harness": "mlperf", "workload": {"template": template},
+               "stack": {"endpoint": endpoint, "model": MODEL, "tokenizer": "builtin"}}),
+    )
+    .await;
+    let status = finished(&runs, "mlperf", &operator).await;
+    assert_eq!(status.phase, Some(Phase::Succeeded), "{status:#?}");
+    let verdict = status
+        .summary
+        .as_ref()
+        .and_then(|s| s.verdict.as_ref())
+        .expect("a verdict");
+    assert_eq!(
+        (verdict.by.as_str(), verdict.result.as_str()),
+        ("mlperf", "VALID"),
+        "{verdict:#?}"
+    );
+    assert_eq!(
+        condition(&status, "SLOMet").map(|c| (c.0, c.1)),
+        Some(("True", "WithinSLO"))
+    );
+    assert!(
+        results_dir(&kubelet, &status)
+            .join("mlperf_log_summary.txt")
+            .is_file()
+    );
+
+    // Specs the CRD's schema and CEL rules reject, through kubectl apply.
+    let two_sources = format!(
+        "apiVersion: llmbench.dev/v1alpha1\nkind: BenchmarkRun\nmetadata:\n  name: twice\n  namespace: {NS}\nspec:\n  \
+         harness: nop\n  workload:\n    builtin: nop\n    template: \"x: 1\"\n  stack:\n    endpoint: http://a:1\n    model: m\n"
+    );
+    let err =
+        kubectl_apply(&cp, two_sources.as_bytes()).expect_err("two workload sources are rejected");
+    assert!(
+        err.contains("exactly one of workload.profileRef, workload.builtin or workload.template"),
+        "{err}"
+    );
+    let no_launchers = two_sources
+        .replace("    template: \"x: 1\"\n", "")
+        .replace("  stack:", "  launcher:\n    parallelism: 0\n  stack:");
+    let err = kubectl_apply(&cp, no_launchers.as_bytes()).expect_err("parallelism 0 is rejected");
+    assert!(err.contains("parallelism"), "{err}");
+
+    let metrics = http_get(operator.metrics_port(), "/metrics").expect("/metrics answers");
+    assert!(
+        metrics.contains("llmbench_operator_benchmark_runs{phase=\"Succeeded\"}"),
+        "{metrics}"
+    );
+
+    // Deleting a run removes its pods and ConfigMap (no garbage collector runs here); the PVC stays.
+    let alpha_run = runs.get("alpha").await.expect("get alpha");
+    runs.delete("alpha", &DeleteParams::default())
+        .await
+        .expect("delete alpha");
+    eventually("alpha gone", RUN_TIMEOUT, || async {
+        runs.get_opt("alpha").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(pods_of(&admin, &alpha_run).await.is_empty());
+    let config_maps: Api<ConfigMap> = Api::namespaced(admin.clone(), NS);
+    assert!(
+        config_maps
+            .get_opt("alpha-profile")
+            .await
+            .expect("get")
+            .is_none()
+    );
+    assert!(
+        config_maps
+            .get_opt("beta-profile")
+            .await
+            .expect("get")
+            .is_some()
+    );
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
+    assert!(claims.get_opt("workload-pvc").await.expect("get").is_some());
+    assert!(
+        kubelet.errors().is_empty(),
+        "test kubelet: {:?}",
+        kubelet.errors()
+    );
+}
