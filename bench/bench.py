@@ -420,7 +420,7 @@ def failed_row(r: Result, width: int) -> str:
 
 
 def ceiling(env: Env, clients: list[str], report: list[str]) -> None:
-    seconds = 5 if env.smoke else 20
+    seconds = 3 if env.smoke else 20
     report.append("## 1. Client-bound ceiling\n")
     report.append(f"Simulator with zero TTFT/ITL; {100} input tokens; streaming; closed loop with 64 in flight for "
                   f"~{seconds} s (llmbench concurrent, inference-perf concurrent with 4 workers, guidellm "
@@ -469,7 +469,7 @@ def cpu_pct(cpu_s: float, r: Result) -> str:
 
 
 def timing(env: Env, clients: list[str], report: list[str]) -> None:
-    seconds = 3 if env.smoke else 10
+    seconds = 2 if env.smoke else 10
     rates = [200.0] if env.smoke else [20.0, 200.0, 1000.0, 2000.0, 4000.0]
     report.append("## 2. Timing fidelity\n")
     report.append(f"Simulator TTFT {TTFT_MS:.0f} ms, ITL {ITL_MS:.0f} ms, {TIMING_OUTPUT} output tokens (truth: TTFT "
