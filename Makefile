@@ -13,10 +13,13 @@ release:
 	$(CARGO) build --workspace --release
 
 ## test: everything CI checks — formatting, clippy, the generated CRDs, and every test, end-to-end ones included
-## (the first run builds the control-plane tools into ~/.cache/llmbench-tools; later runs reuse them).
+## (the first run builds the control-plane tools into ~/.cache/llmbench-tools; later runs reuse them), then a smoke
+## run of the benchmark driver on the debug build so `make bench` cannot rot.
 test: lint chart-check e2e-tools
 	$(CARGO) build -p llmbench-operator -p llmbench
 	$(CARGO) test --workspace --all-targets
+	@BENCH_BUILD=debug bash bench/run.sh --smoke >target/bench-smoke.md 2>&1 \
+		|| { cat target/bench-smoke.md; echo "bench smoke failed"; exit 1; }
 
 unit:
 	$(CARGO) test --workspace --lib
@@ -40,6 +43,15 @@ toolchain:
 
 clean:
 	$(CARGO) clean
+
+.PHONY: bench bench-smoke
+
+## bench: llmbench vs guidellm and inference-perf on the same `llmbench sim`, four scenarios, minutes long; writes
+## bench/results/<date>-<host>.md (see bench/README.md). Peers are installed from PyPI into ~/.cache/llmbench-bench.
+bench: ; bash bench/run.sh
+
+## bench-smoke: the same driver, llmbench only, a few seconds per scenario (CI runs it so the bench cannot rot).
+bench-smoke: ; bash bench/run.sh --smoke
 
 .PHONY: e2e-tools e2e
 

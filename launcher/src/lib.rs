@@ -16,6 +16,7 @@ pub mod request;
 pub mod run;
 pub mod sim;
 pub mod sizing;
+pub mod timer;
 pub mod tokenizer;
 pub mod wallclock;
 pub mod workload;

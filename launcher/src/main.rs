@@ -32,6 +32,61 @@ enum Command {
     /// Serve the embedded vLLM-compatible OpenAI simulator (completions, chat, models, health, vLLM metrics),
     /// with injectable latency and faults.
     Sim(llmbench::sim::SimArgs),
+    /// Build synthetic prompts of an exact token length, as a run does before its clock starts, and print how long
+    /// it took as JSON (`make bench` compares it with the peers' prompt generators).
+    Synth(SynthArgs),
+}
+
+#[derive(Args, Debug)]
+struct SynthArgs {
+    /// The tokenizer: a tokenizer.json, a directory holding one, a Hugging Face model id, or `builtin`.
+    #[arg(long, default_value = "builtin", value_name = "SPEC")]
+    tokenizer: String,
+    /// How many prompts to build.
+    #[arg(long, default_value_t = 10_000)]
+    count: usize,
+    /// The exact length of every prompt, in tokens.
+    #[arg(long, default_value_t = 1_000)]
+    prompt_tokens: u32,
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+}
+
+/// Times prompt synthesis alone (the tokenizer is loaded first, outside the timing), then checks every prompt's
+/// length by re-encoding it.
+fn synth_command(args: SynthArgs) -> anyhow::Result<()> {
+    use llmbench::data::{LengthDistribution, Synthesizer, SyntheticSpec, synthetic_prompts};
+    let tokenizer = runtime()?.block_on(llmbench::tokenizer::load_tokenizer(
+        &args.tokenizer,
+        &llmbench::tokenizer::HubOptions::from_env(),
+    ))?;
+    let started = std::time::Instant::now();
+    let synth = Synthesizer::new(&tokenizer)?;
+    let spec = SyntheticSpec {
+        num_prompts: args.count,
+        prompt_tokens: LengthDistribution::Fixed(args.prompt_tokens),
+        output_tokens: None,
+        prefix_buckets: Vec::new(),
+        seed: args.seed,
+    };
+    let prompts = synthetic_prompts(&synth, &spec)?.into_inner();
+    let seconds = started.elapsed().as_secs_f64();
+    let mut exact = 0usize;
+    for prompt in &prompts {
+        if tokenizer.count(&prompt.text)? == args.prompt_tokens {
+            exact += 1;
+        }
+    }
+    println!(
+        "{}",
+        serde_json::json!({
+            "prompts": prompts.len(),
+            "tokens": args.prompt_tokens,
+            "seconds": seconds,
+            "exact": exact,
+        })
+    );
+    Ok(())
 }
 
 #[derive(Args, Debug)]
@@ -184,6 +239,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run_command(*args),
         Command::Report(args) => report_command(args),
         Command::Render(args) => render_command(args).map(|()| ExitCode::SUCCESS),
+        Command::Synth(args) => synth_command(args).map(|()| ExitCode::SUCCESS),
         Command::Sim(args) => runtime().and_then(|rt| {
             rt.block_on(llmbench::sim::run_until_ctrl_c(args))
                 .map(|()| ExitCode::SUCCESS)

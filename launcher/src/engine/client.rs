@@ -85,7 +85,9 @@ pub async fn execute(
         http_status: None,
         usage: None,
         error: None,
-        chunks: Vec::new(),
+        // One event per token plus the usage and role events, so a short stream's vector never grows on the I/O
+        // path; capped so a huge max_tokens the server never reaches does not reserve memory for nothing.
+        chunks: Vec::with_capacity(request.max_tokens.map_or(0, |n| n as usize + 2).min(256)),
     };
     let exchange = exchange(target, request, clock, &mut record);
     let outcome = match target.request_timeout {

@@ -259,7 +259,8 @@ impl Job {
         tokio::select! {
             biased;
             () = aborting(&mut self.phase) => false,
-            () = tokio::time::sleep_until(deadline) => true,
+            // Precise to tens of microseconds: the injected TTFT and ITL are the truth clients are checked against.
+            () = crate::timer::sleep_until(deadline.into_std()) => true,
         }
     }
 

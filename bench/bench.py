@@ -1,0 +1,668 @@
+#!/usr/bin/env python3
+"""`make bench`: llmbench against guidellm and inference-perf, side by side on the same `llmbench sim`.
+
+Runs four scenarios (client-bound ceiling, timing fidelity, scale, prompt synthesis) with every client, one after
+the other against one simulator per scenario, measures each client process tree from the outside (CPU seconds from
+wait4's rusage, peak RSS by polling /proc), reads each client's own result files for the figures it reports, and
+writes one markdown table per scenario to bench/results/<date>-<host>.md (also printed).
+
+Standard library only: it runs under any python3 while the peers live in their own venvs (see bench/run.sh).
+Traffic goes only to 127.0.0.1. A peer that is missing or fails is a row saying why, never a silent gap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import glob
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+MODEL = "llmbench-sim"
+
+# The simulator's injected truth in the timing scenario, and what each metric should then read.
+TTFT_MS, ITL_MS, TIMING_OUTPUT = 50.0, 10.0, 32
+TRUTH = {"ttft": TTFT_MS, "tpot": ITL_MS, "e2e": TTFT_MS + (TIMING_OUTPUT - 1) * ITL_MS}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Processes: start, bound in time, measure from outside.
+
+
+@dataclass
+class Measured:
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    peak_rss_kib: int = 0
+    exit_code: int | None = None
+    timed_out: bool = False
+    log: str = ""
+
+
+def tree_pids(root: int) -> list[int]:
+    """root and all its descendants, from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            text = Path(stat).read_text()
+        except OSError:
+            continue
+        fields = text[text.rfind(")") + 2 :].split()
+        children.setdefault(int(fields[1]), []).append(int(stat.split("/")[2]))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def rss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of one live process (all its threads)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = text[text.rfind(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def run_measured(cmd: list[str], log: Path, timeout_s: float, env: dict | None = None, cwd: Path | None = None,
+                 poll_s: float = 0.1) -> Measured:
+    """Runs cmd to completion (or kills its process group after timeout_s). CPU is the rusage wait4 returns, which
+    covers the whole reaped tree (a Python harness's worker processes included); peak RSS is the largest sum of
+    VmRSS over the tree seen while polling (shared pages counted once per process, as `ps` would)."""
+    m = Measured()
+    with open(log, "w") as out:
+        start = time.monotonic()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True)
+        peak = 0
+        stop = threading.Event()
+
+        def poll() -> None:
+            nonlocal peak
+            while not stop.is_set():
+                peak = max(peak, sum(rss_kib(p) for p in tree_pids(proc.pid)))
+                stop.wait(poll_s)
+
+        poller = threading.Thread(target=poll, daemon=True)
+        poller.start()
+        deadline = start + timeout_s
+        status, usage = 0, None
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                m.timed_out = True
+                os.killpg(proc.pid, signal.SIGINT)
+                time.sleep(3)
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                _, status, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.05)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        m.wall_s = time.monotonic() - start
+        stop.set()
+        poller.join()
+    m.exit_code = proc.returncode
+    m.cpu_s = usage.ru_utime + usage.ru_stime if usage else 0.0
+    m.peak_rss_kib = max(peak, usage.ru_maxrss if usage else 0)
+    m.log = str(log)
+    return m
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Sim:
+    """`llmbench sim` on loopback for one scenario."""
+
+    def __init__(self, llmbench: str, workdir: Path, name: str, *flags: str) -> None:
+        self.port = free_port()
+        self.log = workdir / f"sim-{name}.log"
+        cmd = [llmbench, "sim", "--host", "127.0.0.1", "--port", str(self.port), "--model", MODEL, "--seed", "1",
+               "--max-num-seqs", "20000", *flags]
+        self.proc = subprocess.Popen(cmd, stdout=open(self.log, "w"), stderr=subprocess.STDOUT)
+        self.url = f"http://127.0.0.1:{self.port}"
+        for _ in range(100):
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"the simulator did not start; see {self.log}")
+
+    def cpu(self) -> float:
+        return cpu_seconds(self.proc.pid)
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Clients: how each one is told to run a workload, and how its own result files are read.
+
+
+@dataclass
+class Workload:
+    name: str
+    input_tokens: int
+    output_tokens: int
+    # Exactly one of: closed loop with `concurrency` for `seconds`, or constant `rate` for `seconds`.
+    concurrency: int | None = None
+    rate: float | None = None
+    seconds: int = 20
+    # Requests a closed-loop client that can only be bounded by count is given (inference-perf).
+    request_budget: int = 0
+
+
+@dataclass
+class Result:
+    client: str
+    ok: bool
+    note: str = ""
+    measured: Measured | None = None
+    sim_cpu_s: float = 0.0
+    figures: dict = field(default_factory=dict)  # the client's own reported figures
+
+
+@dataclass
+class Env:
+    llmbench: str
+    tokenizer: str
+    workdir: Path
+    peers: dict  # name -> {"version", "bin" or "error"}
+    smoke: bool
+
+
+def ip_config(w: Workload, url: str, tokenizer: str, out: Path, workers: int) -> dict:
+    """An inference-perf config; llmbench runs the very same file in the timing scenario."""
+    dist = lambda n, count: {"type": "fixed", "min": n, "max": n, "mean": n, "std_dev": 0, "total_count": count}
+    if w.rate is not None:
+        load = {"type": "constant", "stages": [{"rate": w.rate, "duration": w.seconds}]}
+        count = max(1000, int(w.rate * w.seconds))
+    else:
+        load = {"type": "concurrent", "stages": [{"num_requests": w.request_budget, "concurrency_level": w.concurrency}]}
+        count = 1000
+    load.update({"num_workers": workers, "worker_max_concurrency": max(100, (w.concurrency or 0) // workers + 1)})
+    return {
+        "api": {"type": "completion", "streaming": True},
+        "server": {"type": "vllm", "model_name": MODEL, "base_url": url, "ignore_eos": True},
+        "tokenizer": {"pretrained_model_name_or_path": tokenizer},
+        "data": {"type": "random", "input_distribution": dist(w.input_tokens, count),
+                 "output_distribution": dist(w.output_tokens, count)},
+        "load": load,
+        "report": {"request_lifecycle": {"summary": True, "per_stage": True, "per_request": False}},
+        "storage": {"local_storage": {"path": str(out)}},
+    }
+
+
+def llmbench_guidellm_profile(w: Workload, url: str) -> dict:
+    """A guidellm v0.7 scenario for llmbench's closed loop bounded by time (inference-perf's is bounded by count)."""
+    return {
+        "spec": {
+            "backend": {"kind": "openai_http", "target": url, "model": MODEL, "request_format": "/v1/completions"},
+            "data": [{"kind": "synthetic_text", "prompt_tokens": w.input_tokens, "output_tokens": w.output_tokens}],
+            "profile": {"kind": "concurrent", "streams": w.concurrency},
+            "constraints": [{"kind": "max_duration", "seconds": w.seconds}],
+        }
+    }
+
+
+def run_llmbench(env: Env, w: Workload, sim: Sim) -> Result:
+    out = env.workdir / f"llmbench-{w.name}"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    if w.rate is not None or w.request_budget and not w.seconds:
+        harness, profile = "inference-perf", ip_config(w, sim.url, env.tokenizer, out, 1)
+    else:
+        harness, profile = "guidellm", llmbench_guidellm_profile(w, sim.url)
+    profile_path = out / "profile.yaml"
+    profile_path.write_text(json.dumps(profile, indent=2))  # JSON is YAML
+    cmd = [env.llmbench, "run", "--harness", harness, "--profile", str(profile_path), "--endpoint", sim.url,
+           "--model", MODEL, "--tokenizer", env.tokenizer, "--output", str(out), "--run-id", "run"]
+    cpu0 = sim.cpu()
+    m = run_measured(cmd, out / "client.log", timeout_s=w.seconds * 3 + 60, env={**os.environ, "RUST_LOG": "warn"})
+    r = Result("llmbench", m.exit_code == 0, measured=m, sim_cpu_s=sim.cpu() - cpu0)
+    summary_path = out / "run" / "summary.json"
+    if not summary_path.exists():
+        r.ok, r.note = False, f"no summary.json (exit {m.exit_code}); see {m.log}"
+        return r
+    s = json.loads(summary_path.read_text())
+    s = s.get("summary", s)
+    lat, thr, sched = s["latency_ms"], s["throughput"], s["schedule"]
+    p = lambda k, q: (lat.get(k) or {}).get(q)
+    r.figures = {
+        "requests": s["requests"]["succeeded"], "failed": s["requests"]["failed"],
+        "req_s": thr["requests_per_s"], "out_tok_s": thr["output_tokens_per_s"],
+        "ttft_p50": p("ttft", "p50"), "ttft_p99": p("ttft", "p99"),
+        "tpot_p50": p("tpot", "p50"), "tpot_p99": p("tpot", "p99"),
+        "e2e_p50": p("e2e", "p50"), "e2e_p99": p("e2e", "p99"),
+        "achieved_rate": sched.get("achieved_rate"),
+        "sched_delay_p99": (sched.get("delay_ms") or {}).get("p99"),
+    }
+    if r.figures["failed"]:
+        r.note = f"{r.figures['failed']} failed requests"
+    return r
+
+
+def run_inference_perf(env: Env, w: Workload, sim: Sim) -> Result:
+    peer = env.peers.get("inference-perf", {})
+    if "error" in peer:
+        return Result("inference-perf", False, peer["error"])
+    out = env.workdir / f"inference-perf-{w.name}"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    # Its tuned closed-loop setting (issue 5's reference figures): 4 worker processes; one per core is also tried
+    # by nobody else, so keep 4.
+    config = ip_config(w, sim.url, env.tokenizer, out / "reports", workers=4)
+    path = out / "config.yml"
+    path.write_text(json.dumps(config, indent=2))
+    cpu0 = sim.cpu()
+    m = run_measured([peer["bin"], "--config_file", str(path)], out / "client.log", timeout_s=w.seconds * 4 + 90,
+                     env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}, cwd=out)
+    r = Result("inference-perf", m.exit_code == 0 and not m.timed_out, measured=m, sim_cpu_s=sim.cpu() - cpu0)
+    files = sorted(glob.glob(str(out / "reports" / "**" / "stage_0_lifecycle_metrics.json"), recursive=True))
+    if not files:
+        r.ok, r.note = False, f"no stage_0_lifecycle_metrics.json (exit {m.exit_code}); see {m.log}"
+        return r
+    s = json.loads(Path(files[-1]).read_text())
+    succ, load = s.get("successes", {}), s.get("load_summary", {})
+    lat = succ.get("latency", {})
+    ms = lambda k, q: None if (lat.get(k) or {}).get(q) is None else lat[k][q] * 1000
+    r.figures = {
+        "requests": succ.get("count"), "failed": (s.get("failures") or {}).get("count", 0),
+        "req_s": (succ.get("throughput") or {}).get("requests_per_sec"),
+        "out_tok_s": (succ.get("throughput") or {}).get("output_tokens_per_sec"),
+        "ttft_p50": ms("time_to_first_token", "median"), "ttft_p99": ms("time_to_first_token", "p99"),
+        "tpot_p50": ms("time_per_output_token", "median"), "tpot_p99": ms("time_per_output_token", "p99"),
+        "e2e_p50": ms("request_latency", "median"), "e2e_p99": ms("request_latency", "p99"),
+        "achieved_rate": load.get("achieved_rate"),
+        "sched_delay_p99": None if (load.get("schedule_delay") or {}).get("p99") is None
+        else load["schedule_delay"]["p99"] * 1000,
+    }
+    if m.timed_out:
+        r.note = "killed at the time bound"
+    elif r.figures["failed"]:
+        r.note = f"{r.figures['failed']} failed requests"
+    return r
+
+
+def run_guidellm(env: Env, w: Workload, sim: Sim) -> Result:
+    peer = env.peers.get("guidellm", {})
+    if "error" in peer:
+        return Result("guidellm", False, peer["error"])
+    out = env.workdir / f"guidellm-{w.name}"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    if w.rate is not None:
+        profile = f"kind=constant,rate={w.rate}"
+    else:
+        # Its highest-throughput mode: as many in flight as allowed, capped like the others.
+        profile = f"kind=throughput,max_concurrency={w.concurrency}"
+    cmd = [peer["bin"], "run",
+           "--backend", f"kind=openai_http,target={sim.url},model={MODEL},request_format=/v1/completions",
+           "--tokenizer", f"kind=huggingface_auto,model={env.tokenizer}",
+           "--data", f"kind=synthetic_text,prompt_tokens={w.input_tokens},output_tokens={w.output_tokens}",
+           "--profile", profile,
+           "--constraint", f"kind=max_duration,seconds={w.seconds}",
+           "--output", f"kind=json,path={out / 'results.json'}",
+           "--disable-console-interactive"]
+    cpu0 = sim.cpu()
+    m = run_measured(cmd, out / "client.log", timeout_s=w.seconds * 4 + 120,
+                     env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                          "GUIDELLM__LOGGING__LOG_FILE": str(out / "guidellm.log")}, cwd=out)
+    r = Result("guidellm", m.exit_code == 0 and not m.timed_out, measured=m, sim_cpu_s=sim.cpu() - cpu0)
+    files = sorted(glob.glob(str(out / "*.json")))
+    if not files:
+        r.ok, r.note = False, f"no results json (exit {m.exit_code}); see {m.log}"
+        return r
+    report = json.loads(Path(files[0]).read_text())
+    bench = report["benchmarks"][0]
+    met = bench["metrics"]
+    d = lambda k: (met.get(k) or {}).get("successful") or {}
+    pct = lambda k, q, scale=1.0: None if d(k).get("percentiles", {}).get(q) is None else d(k)["percentiles"][q] * scale
+    totals = met.get("request_totals") or {}
+    sm = bench.get("scheduler_metrics") or {}
+    window = (sm.get("measure_end_time") or 0) - (sm.get("measure_start_time") or 0)
+    successful = totals.get("successful") or 0
+    r.figures = {
+        "requests": successful, "failed": totals.get("errored", 0),
+        "req_s": d("requests_per_second").get("mean"),
+        "out_tok_s": d("output_tokens_per_second").get("mean"),
+        "ttft_p50": d("time_to_first_token_ms").get("median"), "ttft_p99": pct("time_to_first_token_ms", "p99"),
+        # guidellm's inter_token_latency is the TPOT of the other tools (FORMATS 3.3).
+        "tpot_p50": d("inter_token_latency_ms").get("median"), "tpot_p99": pct("inter_token_latency_ms", "p99"),
+        "e2e_p50": None if d("request_latency").get("median") is None else d("request_latency")["median"] * 1000,
+        "e2e_p99": pct("request_latency", "p99", 1000.0),
+        "achieved_rate": successful / window if window > 0 else None,
+        "sched_delay_p99": None,
+        "sched_delay_avg": None if sm.get("request_targeted_start_delay_avg") is None
+        else sm["request_targeted_start_delay_avg"] * 1000,
+    }
+    if m.timed_out:
+        r.note = "killed at the time bound"
+    elif r.figures["failed"]:
+        r.note = f"{r.figures['failed']} failed requests"
+    return r
+
+
+# llmbench runs that failed or had failed requests: the smoke run exits non-zero on any.
+PROBLEMS: list[str] = []
+
+
+def checked(run):
+    def wrapper(env: Env, w: Workload, sim: Sim) -> Result:
+        r = run(env, w, sim)
+        if not r.ok or r.figures.get("failed"):
+            PROBLEMS.append(f"llmbench {w.name}: {r.note or 'failed'}")
+        return r
+    return wrapper
+
+
+run_llmbench = checked(run_llmbench)
+
+CLIENTS = {"llmbench": run_llmbench, "inference-perf": run_inference_perf, "guidellm": run_guidellm}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Scenarios and tables.
+
+
+def fmt(v, digits=1, signed=False) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:+.{digits}f}" if signed else f"{v:,.{digits}f}"
+    return f"{v:,}"
+
+
+def ratio(ours, best) -> str:
+    return "–" if not ours or not best else f"{ours / best:.1f}×"
+
+
+def failed_row(r: Result, width: int) -> str:
+    return f"| {r.client} | FAILED: {r.note} |" + " |" * (width - 2)
+
+
+def ceiling(env: Env, clients: list[str], report: list[str]) -> None:
+    seconds = 3 if env.smoke else 20
+    report.append("## 1. Client-bound ceiling\n")
+    report.append(f"Simulator with zero TTFT/ITL; {100} input tokens; streaming; closed loop with 64 in flight for "
+                  f"~{seconds} s (llmbench concurrent, inference-perf concurrent with 4 workers, guidellm "
+                  "throughput with max_concurrency 64). req/s and tok/s are what each client reports; CPU and RSS "
+                  "are measured from outside over the client's whole process tree.\n")
+    for out_tokens in ([16] if env.smoke else [16, 128]):
+        sim = Sim(env.llmbench, env.workdir, f"ceiling-{out_tokens}")
+        try:
+            results = []
+            for c in clients:
+                w = Workload(f"ceiling-{out_tokens}", 100, out_tokens, concurrency=64, seconds=seconds,
+                             request_budget=int((450 if out_tokens == 16 else 250) * seconds))
+                results.append(CLIENTS[c](env, w, sim))
+                print(f"  ceiling {out_tokens}: {c}: {results[-1].figures.get('req_s')} req/s {results[-1].note}",
+                      file=sys.stderr)
+        finally:
+            sim.stop()
+        report.append(f"### {out_tokens} output tokens\n")
+        header = ["client", "req/s", "output tok/s", "requests", "client CPU s / 1000 req", "client CPU %",
+                  "client peak RSS MiB", "sim CPU %", "bottleneck", "note"]
+        report.append("| " + " | ".join(header) + " |")
+        report.append("|" + "---|" * len(header))
+        for r in results:
+            if not r.figures:
+                report.append(failed_row(r, len(header)))
+                continue
+            m, f = r.measured, r.figures
+            cpu_per_k = m.cpu_s / f["requests"] * 1000 if f.get("requests") else None
+            client_pct = 100 * m.cpu_s / m.wall_s if m.wall_s else None
+            sim_pct = 100 * r.sim_cpu_s / m.wall_s if m.wall_s else None
+            bottleneck = "client" if (client_pct or 0) >= (sim_pct or 0) else "simulator"
+            report.append(f"| {r.client} | {fmt(f['req_s'])} | {fmt(f['out_tok_s'], 0)} | {fmt(f['requests'])} | "
+                          f"{fmt(cpu_per_k, 2)} | {fmt(client_pct, 0)} | {fmt(m.peak_rss_kib / 1024, 0)} | "
+                          f"{fmt(sim_pct, 0)} | {bottleneck} | {r.note} |")
+        ours = next((r.figures.get("req_s") for r in results if r.client == "llmbench"), None)
+        peers = [r.figures.get("req_s") or 0 for r in results if r.client != "llmbench" and r.ok]
+        if peers:
+            report.append(f"\nllmbench / best peer, req/s: **{ratio(ours, max(peers))}**\n")
+        else:
+            report.append("\nNo peer result to compare with.\n")
+
+
+def cpu_pct(cpu_s: float, r: Result) -> str:
+    """CPU over the client's whole life (its start-up and report writing included), in % of one core."""
+    return fmt(100 * cpu_s / r.measured.wall_s, 0) if r.measured and r.measured.wall_s else "–"
+
+
+def timing(env: Env, clients: list[str], report: list[str]) -> None:
+    seconds = 2 if env.smoke else 10
+    rates = [200.0] if env.smoke else [20.0, 200.0, 1000.0, 2000.0, 4000.0]
+    report.append("## 2. Timing fidelity\n")
+    report.append(f"Simulator TTFT {TTFT_MS:.0f} ms, ITL {ITL_MS:.0f} ms, {TIMING_OUTPUT} output tokens (truth: TTFT "
+                  f"{TRUTH['ttft']:.0f} ms, TPOT {TRUTH['tpot']:.0f} ms, E2E {TRUTH['e2e']:.0f} ms); constant rate, "
+                  f"{seconds} s per rate. Errors are each client's reported value minus the truth, in ms; the "
+                  "simulator's own lateness is in them too. Schedule delay is sent − scheduled (guidellm reports "
+                  "only its mean: marked *avg*). Rates above 1 000 find the highest rate each client sustains "
+                  "(achieved within 1 %); a client that falls behind is not run at higher rates.\n")
+    header = ["rate", "client", "achieved req/s", "TTFT err p50", "TTFT err p99", "TPOT err p50", "TPOT err p99",
+              "E2E err p50", "E2E err p99", "sched delay p99 ms", "client CPU %", "sim CPU %", "note"]
+    report.append("| " + " | ".join(header) + " |")
+    report.append("|" + "---|" * len(header))
+    sim = Sim(env.llmbench, env.workdir, "timing", "--ttft", f"{TTFT_MS:.0f}ms", "--itl", f"{ITL_MS:.0f}ms")
+    sustained: dict[str, float] = {}
+    behind: set[str] = set()
+    try:
+        for rate in rates:
+            for c in clients:
+                if c in behind:
+                    continue
+                w = Workload(f"timing-{rate:.0f}", 100, TIMING_OUTPUT, rate=rate, seconds=seconds)
+                r = CLIENTS[c](env, w, sim)
+                if not r.figures:
+                    report.append(f"| {rate:,.0f} " + failed_row(r, len(header) - 1))
+                    behind.add(c)
+                    continue
+                f = r.figures
+                err = lambda k, q: None if f.get(f"{k}_{q}") is None else f[f"{k}_{q}"] - TRUTH[k]
+                achieved = f.get("achieved_rate")
+                if achieved and achieved >= rate * 0.99 and not f.get("failed"):
+                    sustained[c] = rate
+                elif rate > 200:
+                    behind.add(c)
+                delay = fmt(f.get("sched_delay_p99"), 2)
+                if f.get("sched_delay_p99") is None and f.get("sched_delay_avg") is not None:
+                    delay = f"{fmt(f['sched_delay_avg'], 2)} *avg*"
+                report.append(f"| {rate:,.0f} | {c} | {fmt(achieved)} | {fmt(err('ttft', 'p50'), 2, True)} | "
+                              f"{fmt(err('ttft', 'p99'), 2, True)} | {fmt(err('tpot', 'p50'), 2, True)} | "
+                              f"{fmt(err('tpot', 'p99'), 2, True)} | {fmt(err('e2e', 'p50'), 2, True)} | "
+                              f"{fmt(err('e2e', 'p99'), 2, True)} | {delay} | {cpu_pct(r.measured.cpu_s, r)} | "
+                              f"{cpu_pct(r.sim_cpu_s, r)} | {r.note} |")
+                print(f"  timing {rate}: {c}: achieved {achieved} {r.note}", file=sys.stderr)
+    finally:
+        sim.stop()
+    report.append("\nHighest constant rate sustained (achieved within 1 % of requested, no failures): " +
+                  ", ".join(f"{c} {sustained[c]:,.0f} req/s" if c in sustained else f"{c} none" for c in clients) +
+                  "\n")
+
+
+def scale(env: Env, report: list[str]) -> None:
+    streams = 1000 if env.smoke else 10_000
+    output, itl_ms = (20, 100) if env.smoke else (100, 100)
+    report.append("## 3. Scale (llmbench)\n")
+    report.append(f"{streams:,} concurrent streams, simulator ITL {itl_ms} ms, {output} output tokens (each stream "
+                  f"lasts ~{output * itl_ms / 1000:.0f} s). RSS per in-flight stream = (peak RSS at {streams:,} "
+                  f"streams − peak RSS of the same run at 100 streams) / {streams - 100:,}; it includes each "
+                  "stream's raw record (one timestamp per token), kept until the end of the run.\n")
+    sim = Sim(env.llmbench, env.workdir, "scale", "--itl", f"{itl_ms}ms")
+    rows = {}
+    try:
+        for n in (100, streams):
+            w = Workload(f"scale-{n}", 100, output, concurrency=n, seconds=0, request_budget=n)
+            rows[n] = run_llmbench(env, w, sim)
+    finally:
+        sim.stop()
+    base, big = rows[100], rows[streams]
+    report.append("| streams | completed | failed | wall s | peak RSS MiB | client CPU s | note |")
+    report.append("|---|---|---|---|---|---|---|")
+    for n, r in rows.items():
+        m, f = r.measured, r.figures
+        report.append(f"| {n:,} | {fmt(f.get('requests'))} | {fmt(f.get('failed'))} | {fmt(m.wall_s)} | "
+                      f"{fmt(m.peak_rss_kib / 1024)} | {fmt(m.cpu_s)} | {r.note} |")
+    if base.measured and big.measured:
+        per = (big.measured.peak_rss_kib - base.measured.peak_rss_kib) / (streams - 100)
+        verdict = "met" if per <= 10 else "missed"
+        report.append(f"\nRSS per in-flight stream: **{per:.1f} KiB** (target ≤ 10 KiB: {verdict})\n")
+
+
+def synthesis(env: Env, clients: list[str], report: list[str]) -> None:
+    count, tokens = (500, 1000) if env.smoke else (10_000, 1000)
+    budget_s = 60
+    report.append("## 4. Prompt synthesis\n")
+    report.append(f"Time to build {count:,} prompts of exactly {tokens:,} tokens with the benchmark tokenizer "
+                  f"(`{Path(env.tokenizer).name}`), tokenizer loading excluded. inference-perf's generator (its "
+                  f"`random` data, as its workers call it) is given {budget_s} s; beyond that its time is "
+                  "extrapolated from the prompts it built.\n")
+    report.append("| client | prompts built | seconds | seconds for all | prompts/s | exact length | note |")
+    report.append("|---|---|---|---|---|---|---|")
+    ours = None
+    out = env.workdir / "synth"
+    out.mkdir(exist_ok=True)
+    m = run_measured([env.llmbench, "synth", "--tokenizer", env.tokenizer, "--count", str(count),
+                      "--prompt-tokens", str(tokens)], out / "llmbench.log", timeout_s=600)
+    try:
+        s = json.loads(Path(m.log).read_text().strip().splitlines()[-1])
+        ours = s["seconds"]
+        report.append(f"| llmbench | {s['prompts']:,} | {s['seconds']:.2f} | {s['seconds']:.2f} | "
+                      f"{s['prompts'] / s['seconds']:,.0f} | {s['exact']:,} of {s['prompts']:,} | |")
+    except (ValueError, KeyError, IndexError):
+        report.append(f"| llmbench | FAILED: see {m.log} | | | | | |")
+        PROBLEMS.append(f"llmbench synth: see {m.log}")
+    peer = env.peers.get("inference-perf", {})
+    best = None
+    if "inference-perf" not in clients:
+        pass
+    elif "error" in peer:
+        report.append(f"| inference-perf | FAILED: {peer['error']} | | | | | |")
+    else:
+        python = str(Path(peer["bin"]).parent / "python")
+        script = str(Path(__file__).parent / "peer_prompts.py")
+        m = run_measured([python, script, env.tokenizer, str(count), str(tokens), str(budget_s)],
+                         out / "inference-perf.log", timeout_s=budget_s + 120,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        try:
+            s = json.loads(Path(m.log).read_text().strip().splitlines()[-1])
+            best = s["seconds"] / s["prompts"] * count
+            note = "" if s["prompts"] == count else f"extrapolated from {s['prompts']:,}"
+            report.append(f"| inference-perf | {s['prompts']:,} | {s['seconds']:.2f} | {best:.1f} | "
+                          f"{s['prompts'] / s['seconds']:,.0f} | {'yes' if s['exact_sample'] else 'NO'} "
+                          f"(first 50) | {note} |")
+        except (ValueError, KeyError, IndexError, ZeroDivisionError):
+            report.append(f"| inference-perf | FAILED: see {m.log} | | | | | |")
+    if ours and best:
+        report.append(f"\nllmbench / inference-perf, speed: **{best / ours:.1f}×**\n")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def machine() -> str:
+    mem_kib = next(int(l.split()[1]) for l in Path("/proc/meminfo").read_text().splitlines()
+                   if l.startswith("MemTotal:"))
+    model = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
+                  if l.startswith("model name")), platform.processor())
+    load = os.getloadavg()
+    return (f"{os.cpu_count()} cores ({model}), {mem_kib / 1024 / 1024:.1f} GiB memory, {platform.system()} "
+            f"{platform.release()}; load average at start {load[0]:.2f}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--llmbench", required=True)
+    ap.add_argument("--tokenizer", required=True, help="tokenizer directory (or `builtin` for the smoke run)")
+    ap.add_argument("--peers", default="", help="JSON file: {name: {version, bin} | {version, error}}")
+    ap.add_argument("--smoke", action="store_true", help="llmbench only, a few seconds per scenario")
+    ap.add_argument("--results", default=str(Path(__file__).parent / "results"))
+    ap.add_argument("--workdir", default="")
+    ap.add_argument("--only", default="", help="comma-separated scenarios: ceiling,timing,scale,synthesis")
+    ap.add_argument("--clients", default="", help="comma-separated clients (default: all)")
+    args = ap.parse_args()
+
+    peers = json.loads(Path(args.peers).read_text()) if args.peers else {}
+    clients = ["llmbench"] + ([] if args.smoke else ["inference-perf", "guidellm"])
+    if args.clients:
+        clients = [c for c in clients if c in args.clients.split(",")]
+    workdir = Path(args.workdir or f"/tmp/llmbench-bench-{os.getpid()}")
+    workdir.mkdir(parents=True, exist_ok=True)
+    env = Env(os.path.abspath(args.llmbench), args.tokenizer, workdir, peers, args.smoke)
+    version = subprocess.run([env.llmbench, "--version"], capture_output=True, text=True).stdout.strip()
+    now = datetime.datetime.now()
+    host = socket.gethostname()
+    report = [f"# llmbench bench — {now:%Y-%m-%d %H:%M} on {host}{' (smoke)' if args.smoke else ''}\n",
+              f"- machine: {machine()}",
+              f"- {version}"]
+    for name in ("inference-perf", "guidellm"):
+        if name in clients:
+            p = peers.get(name, {"error": "not installed"})
+            report.append(f"- {name} {p.get('version', '?')}" + (f": **unavailable** ({p['error']})"
+                                                                  if "error" in p else ""))
+    report.append(f"- tokenizer: {args.tokenizer}; simulator: `llmbench sim` on 127.0.0.1; work files: {workdir}\n")
+    only = set(filter(None, args.only.split(","))) or {"ceiling", "timing", "scale", "synthesis"}
+    started = time.monotonic()
+    if "ceiling" in only:
+        ceiling(env, clients, report)
+    if "timing" in only:
+        timing(env, clients, report)
+    if "scale" in only:
+        scale(env, report)
+    if "synthesis" in only:
+        synthesis(env, clients, report)
+    report.append(f"\n_Total bench time {time.monotonic() - started:.0f} s._\n")
+    text = "\n".join(report)
+    if not args.smoke:
+        results = Path(args.results)
+        results.mkdir(parents=True, exist_ok=True)
+        path = results / f"{now:%Y-%m-%d}-{host}.md"
+        path.write_text(text)
+        print(f"written to {path}", file=sys.stderr)
+    print(text)
+    for problem in PROBLEMS:
+        print(f"problem: {problem}", file=sys.stderr)
+    return 1 if args.smoke and PROBLEMS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# `make bench` (and `make bench-smoke` with --smoke): build llmbench in release mode, install the peer harnesses
+# from PyPI into cached venvs, build the offline tokenizer, then hand over to bench.py, which runs the scenarios.
+#
+#   bench/run.sh [--smoke] [bench.py options, e.g. --only ceiling,timing]
+#
+# Caches live in ~/.cache/llmbench-bench (LLMBENCH_BENCH_CACHE): one venv per tool and version, and the tokenizer.
+# A peer that fails to install is recorded with the reason and shows up as such in the tables.
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(dirname "$here")
+cache=${LLMBENCH_BENCH_CACHE:-$HOME/.cache/llmbench-bench}
+cargo=${CARGO:-cargo}
+# Peer versions: the newest on PyPI when this was written (see bench/README.md to move them).
+GUIDELLM_VERSION=${GUIDELLM_VERSION:-0.8.1}
+INFERENCE_PERF_VERSION=${INFERENCE_PERF_VERSION:-0.7.0}
+TOKENIZER_REV=v1
+
+smoke=0
+[[ ${1:-} == --smoke ]] && smoke=1
+
+mkdir -p "$cache"
+# BENCH_BUILD=debug reuses the test build (make test's smoke run); figures from it mean nothing.
+build=${BENCH_BUILD:-release}
+echo "== building llmbench ($build)" >&2
+if [[ $build == debug ]]; then
+    (cd "$repo" && $cargo build -q -p llmbench) || { echo "cargo build failed" >&2; exit 1; }
+else
+    (cd "$repo" && $cargo build --release -q -p llmbench) || { echo "cargo build failed" >&2; exit 1; }
+fi
+llmbench="$repo/target/$build/llmbench"
+# More sockets than streams: the scale scenario opens 10 000 connections on each side of loopback.
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+if (( smoke )); then
+    exec python3 "$here/bench.py" --llmbench "$llmbench" --tokenizer builtin "$@"
+fi
+
+# A Python >= 3.12 for inference-perf (and guidellm): the first that exists.
+find_python() {
+    local candidate
+    for candidate in "${BENCH_PYTHON:-}" python3.13 python3.12 "$HOME"/.pyenv/versions/3.12*/bin/python3 \
+                     "$HOME"/.pyenv/versions/3.13*/bin/python3 python3; do
+        [[ -n $candidate ]] && command -v "$candidate" >/dev/null 2>&1 || continue
+        if "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
+            command -v "$candidate"; return 0
+        fi
+    done
+    return 1
+}
+
+# ensure_venv TOOL VERSION EXTRA_PIP_ARGS... -> prints the venv dir; leaves TOOL-VERSION.failed with the reason.
+ensure_venv() {
+    local tool=$1 version=$2; shift 2
+    local dir="$cache/$tool-$version"
+    if [[ -x $dir/bin/$tool ]]; then echo "$dir"; return 0; fi
+    rm -rf "$dir" "$dir.tmp" "$dir.failed"
+    local python
+    if ! python=$(find_python); then
+        echo "no Python >= 3.12 found (set BENCH_PYTHON)" > "$dir.failed"; return 1
+    fi
+    echo "== installing $tool $version from PyPI into $dir (once)" >&2
+    if "$python" -m venv "$dir.tmp" >"$cache/$tool-$version.log" 2>&1 &&
+       "$dir.tmp/bin/pip" install --disable-pip-version-check -q "$@" "$tool==$version" \
+           >>"$cache/$tool-$version.log" 2>&1 &&
+       [[ -x $dir.tmp/bin/$tool ]]; then
+        # venvs are not relocatable: the scripts name the .tmp path, so rebuild the names by moving and fixing.
+        mv "$dir.tmp" "$dir"
+        grep -rlI --null "$dir.tmp" "$dir/bin" | xargs -0 -r sed -i "s#$dir.tmp#$dir#g"
+        echo "$dir"
+    else
+        echo "pip install failed: $(tail -n 1 "$cache/$tool-$version.log")" > "$dir.failed"
+        rm -rf "$dir.tmp"
+        return 1
+    fi
+}
+
+# guidellm pulls torch: take the CPU-only wheel when its index answers, else whatever PyPI has.
+torch_index=()
+if curl -fsS -m 5 -o /dev/null https://download.pytorch.org/whl/cpu/ 2>/dev/null; then
+    torch_index=(--extra-index-url https://download.pytorch.org/whl/cpu)
+fi
+
+peers="$cache/peers.json"
+{
+    echo "{"
+    sep=""
+    for spec in "inference-perf:$INFERENCE_PERF_VERSION" "guidellm:$GUIDELLM_VERSION"; do
+        tool=${spec%%:*} version=${spec#*:}
+        extra=()
+        [[ $tool == guidellm ]] && extra=("${torch_index[@]}")
+        if dir=$(ensure_venv "$tool" "$version" "${extra[@]}"); then
+            printf '%s "%s": {"version": "%s", "bin": "%s"}' "$sep" "$tool" "$version" "$dir/bin/$tool"
+        else
+            reason=$(tr '"\\' "'/" < "$cache/$tool-$version.failed")
+            printf '%s "%s": {"version": "%s", "error": "%s"}' "$sep" "$tool" "$version" "$reason"
+        fi
+        sep=","
+    done
+    echo "}"
+} > "$peers"
+
+# The tokenizer every client loads offline; built with the `tokenizers` package of a peer venv.
+tokenizer="$cache/tokenizer-$TOKENIZER_REV"
+if [[ ! -f $tokenizer/tokenizer_config.json ]]; then
+    builder=""
+    for venv in "$cache/inference-perf-$INFERENCE_PERF_VERSION" "$cache/guidellm-$GUIDELLM_VERSION"; do
+        [[ -x $venv/bin/python ]] && "$venv/bin/python" -c 'import tokenizers' 2>/dev/null && builder=$venv/bin/python && break
+    done
+    if [[ -z $builder ]]; then
+        echo "no venv with the tokenizers package to build the tokenizer; run the smoke bench instead" >&2; exit 1
+    fi
+    "$builder" "$here/make_tokenizer.py" "$tokenizer.tmp" && rm -rf "$tokenizer" && mv "$tokenizer.tmp" "$tokenizer"
+fi
+
+exec python3 "$here/bench.py" --llmbench "$llmbench" --tokenizer "$tokenizer" --peers "$peers" "$@"
