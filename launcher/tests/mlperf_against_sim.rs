@@ -8,7 +8,7 @@ use std::path::Path;
 use clap::Parser;
 use llmbench::metrics::RunVerdict;
 use llmbench::mlperf::Verdict;
-use llmbench::run::{RunArgs, run};
+use llmbench::run::{RunArgs, RunOutcome, run};
 
 #[derive(Parser)]
 struct Cli {
@@ -29,21 +29,8 @@ fn dataset(dir: &Path, samples: usize) -> String {
     path.display().to_string()
 }
 
-/// Runs `settings` (the profile minus its dataset and server) with the simulator's latencies; returns the verdict
-/// and the summary text.
-async fn mlperf_run(
-    settings: &str,
-    ttft: &str,
-    itl: &str,
-) -> (Verdict, String, Option<RunVerdict>) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let data = dataset(dir.path(), 64);
-    let profile = dir.path().join("mlperf.yaml");
-    let text = format!(
-        "{settings}max_tokens: 8\nserver:\n  model_name: llmbench-sim\n  ignore_eos: true\ndataset:\n  path: {data}\n"
-    );
-    std::fs::write(&profile, text).expect("write profile");
-    let output = dir.path().join("out");
+/// `llmbench run --harness mlperf` of `profile` on the embedded simulator with these latencies.
+async fn run_profile(profile: &Path, output: &Path, ttft: &str, itl: &str) -> RunOutcome {
     let cli = Cli::parse_from([
         "llmbench",
         "--harness",
@@ -59,9 +46,26 @@ async fn mlperf_run(
         "--sim-itl",
         itl,
     ]);
-    let outcome = run(cli.run)
+    run(cli.run)
         .await
-        .unwrap_or_else(|e| panic!("the run fails: {e}"));
+        .unwrap_or_else(|e| panic!("the run fails: {e}"))
+}
+
+/// Runs `settings` (the profile minus its dataset and server) with the simulator's latencies; returns the verdict
+/// and the summary text.
+async fn mlperf_run(
+    settings: &str,
+    ttft: &str,
+    itl: &str,
+) -> (Verdict, String, Option<RunVerdict>) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dataset(dir.path(), 64);
+    let profile = dir.path().join("mlperf.yaml");
+    let text = format!(
+        "{settings}max_tokens: 8\nserver:\n  model_name: llmbench-sim\n  ignore_eos: true\ndataset:\n  path: {data}\n"
+    );
+    std::fs::write(&profile, text).expect("write profile");
+    let outcome = run_profile(&profile, &dir.path().join("out"), ttft, itl).await;
     let summary_txt = std::fs::read_to_string(outcome.dir.join("mlperf_log_summary.txt"))
         .expect("mlperf_log_summary.txt");
     assert!(outcome.dir.join("mlperf_verdict.json").is_file());
@@ -170,25 +174,7 @@ async fn accuracy_mode_scores_the_generated_texts_with_rouge() {
         ),
     )
     .expect("write profile");
-    let output = dir.path().join("out");
-    let cli = Cli::parse_from([
-        "llmbench",
-        "--harness",
-        "mlperf",
-        "--profile",
-        profile.to_str().expect("utf-8 path"),
-        "--output",
-        output.to_str().expect("utf-8 path"),
-        "--run-id",
-        "accuracy",
-        "--sim-ttft",
-        "1ms",
-        "--sim-itl",
-        "1ms",
-    ]);
-    let outcome = run(cli.run)
-        .await
-        .unwrap_or_else(|e| panic!("the run fails: {e}"));
+    let outcome = run_profile(&profile, &dir.path().join("out"), "1ms", "1ms").await;
     let scores = outcome.accuracy.expect("ROUGE scores");
     assert_eq!(scores.samples, 10);
     for score in [scores.rouge1, scores.rouge2, scores.rouge_l] {
