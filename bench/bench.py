@@ -655,7 +655,9 @@ def main() -> int:
     if not args.smoke:
         results = Path(args.results)
         results.mkdir(parents=True, exist_ok=True)
-        path = results / f"{now:%Y-%m-%d}-{host}.md"
+        # A subset run is named after its scenarios, so it never overwrites the day's full run.
+        subset = "" if args.only == "" else "-" + "-".join(sorted(only))
+        path = results / f"{now:%Y-%m-%d}-{host}{subset}.md"
         path.write_text(text)
         print(f"written to {path}", file=sys.stderr)
     print(text)
