@@ -221,6 +221,27 @@ async fn run_against(
         tracing::warn!("{warning}");
     }
     let workload = parsed.workload;
+    if harness == Harness::Nop {
+        // llm-d-benchmark's nop sends nothing (upstream it reads model load times from the stack's logs, which a
+        // launcher pod cannot see); the run records that it ran, with an empty summary.
+        let executed = context
+            .execute(Execution {
+                api: &workload.api,
+                request_model: context
+                    .request_model(workload.api.model.clone())
+                    .unwrap_or_default(),
+                tokenizer_spec: String::new(),
+                stages: Vec::new(),
+                interval: workload.stage_interval,
+                requests: Arc::from([]),
+                request_timeout: None,
+                max_concurrency: None,
+                report: report_options(&workload),
+                keep_text: false,
+            })
+            .await?;
+        return Ok(executed.outcome);
+    }
     let whole_run_stages = engine_stages(&workload)?;
     let (expected_requests, _) = expected_size(
         &args.shard.apply(whole_run_stages.clone()),
@@ -403,7 +424,13 @@ impl RunContext<'_> {
         };
         // Written before the first request, so a killed run can still be reported from requests.jsonl.
         meta.write(&dir)?;
-        let ran = engine::run(target, plan, clock, sink).await;
+        let ran = if plan.stages.is_empty() {
+            // Nothing to send (the nop harness): the run still leaves its files behind.
+            drop(sink);
+            Ok(Vec::new())
+        } else {
+            engine::run(target, plan, clock, sink).await
+        };
         display.abort();
         progress::finish();
         let records: Vec<RequestRecord> = match writer.await {
