@@ -73,7 +73,6 @@ pub async fn execute(
     clock: &Clock,
 ) -> RequestRecord {
     let mut record = RequestRecord {
-        text: None,
         id: issue.id,
         stage: issue.stage,
         scheduled_ns: issue.scheduled_ns,
@@ -88,6 +87,7 @@ pub async fn execute(
         // One event per token plus the usage and role events, so a short stream's vector never grows on the I/O
         // path; capped so a huge max_tokens the server never reaches does not reserve memory for nothing.
         chunks: Vec::with_capacity(request.max_tokens.map_or(0, |n| n as usize + 2).min(256)),
+        text: None,
     };
     let exchange = exchange(target, request, clock, &mut record);
     let outcome = match target.request_timeout {
