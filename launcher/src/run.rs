@@ -231,7 +231,7 @@ async fn run_against(
                     .request_model(workload.api.model.clone())
                     .unwrap_or_default(),
                 tokenizer_spec: String::new(),
-                stages: Vec::new(),
+                stages: context.shard(Vec::new()),
                 interval: workload.stage_interval,
                 requests: Arc::from([]),
                 request_timeout: None,
@@ -240,13 +240,10 @@ async fn run_against(
                 keep_text: false,
             })
             .await?;
-        return Ok(executed.outcome);
+        return context.finish(executed);
     }
-    let whole_run_stages = engine_stages(&workload)?;
-    let (expected_requests, _) = expected_size(
-        &args.shard.apply(whole_run_stages.clone()),
-        workload.stage_interval,
-    );
+    let stages = context.shard(engine_stages(&workload)?);
+    let (expected_requests, _) = expected_size(&stages.mine, workload.stage_interval);
 
     let tokenizer_spec =
         context.tokenizer_spec(workload.tokenizer.as_ref().map(|t| t.name_or_path.clone()))?;
@@ -262,7 +259,7 @@ async fn run_against(
             api: &workload.api,
             request_model,
             tokenizer_spec,
-            stages: whole_run_stages,
+            stages,
             interval: workload.stage_interval,
             requests,
             request_timeout: workload.request_timeout,
@@ -271,7 +268,7 @@ async fn run_against(
             keep_text: false,
         })
         .await?;
-    Ok(executed.outcome)
+    context.finish(executed)
 }
 
 /// What every run shares, whatever its dialect: the flags, the endpoint and the rendered profile.
@@ -285,12 +282,18 @@ pub(crate) struct RunContext<'a> {
     pub rendered: &'a str,
 }
 
-/// A run ready to go: every request body built, the whole run's stages (this launcher's shard is taken here).
+/// A run's stages: what the whole run asks (for run.json) and this launcher's share of it (what it sends).
+pub(crate) struct ShardStages {
+    pub whole_run: Vec<StageMeta>,
+    pub mine: Vec<engine::Stage>,
+}
+
+/// A run ready to go: every request body built, the stages sharded.
 pub(crate) struct Execution<'a> {
     pub api: &'a Api,
     pub request_model: String,
     pub tokenizer_spec: String,
-    pub stages: Vec<engine::Stage>,
+    pub stages: ShardStages,
     pub interval: Duration,
     pub requests: Arc<[engine::PreparedRequest]>,
     pub request_timeout: Option<Duration>,
@@ -300,11 +303,13 @@ pub(crate) struct Execution<'a> {
     pub keep_text: bool,
 }
 
-/// A finished execution: the outcome, the raw records and when each stage ran.
+/// A finished execution, before its summary and reports are written: a harness may add its verdict first.
 pub(crate) struct Executed {
-    pub outcome: RunOutcome,
+    pub dir: PathBuf,
+    pub meta: RunMeta,
     pub records: Vec<RequestRecord>,
     pub stage_times: Vec<engine::StageTimes>,
+    pub summary: RunSummary,
 }
 
 impl RunContext<'_> {
@@ -326,14 +331,23 @@ impl RunContext<'_> {
             .ok_or(RunError::NoModel)
     }
 
-    /// Runs `execution` and writes everything every run writes: profile.yaml, run.json (before the first
-    /// request), requests.jsonl (as requests finish), summary.json, the harness's own files and the llm-d report.
+    /// `whole_run` as run.json records it, and this launcher's share of it (`--shard`).
+    pub fn shard(&self, whole_run: Vec<engine::Stage>) -> ShardStages {
+        ShardStages {
+            whole_run: whole_run.iter().map(stage_meta).collect(),
+            mine: self.args.shard.apply(whole_run),
+        }
+    }
+
+    /// Runs `execution`, writing profile.yaml, run.json (before the first request) and requests.jsonl (as
+    /// requests finish); the summary is derived but written by [`RunContext::finish`].
     pub async fn execute(&self, execution: Execution<'_>) -> Result<Executed, RunError> {
         let args = self.args;
         let harness = args.harness;
-        // run.json keeps the whole run's rates; this launcher's schedule is its shard's share.
-        let stage_meta: Vec<StageMeta> = execution.stages.iter().map(stage_meta).collect();
-        let stages = args.shard.apply(execution.stages);
+        let ShardStages {
+            whole_run: stage_meta,
+            mine: stages,
+        } = execution.stages;
         let (expected_requests, expected_duration) = expected_size(&stages, execution.interval);
 
         let run_id = args.run_id.clone().unwrap_or_else(|| {
@@ -451,8 +465,27 @@ impl RunContext<'_> {
             endpoint: self.endpoint.to_owned(),
         };
         let summary = RunSummary::from_records(info, &records, &requested_rates);
+        Ok(Executed {
+            dir,
+            meta,
+            records,
+            stage_times,
+            summary,
+        })
+    }
+
+    /// Writes what every run leaves besides its records: summary.json, the compact summary (`--summary-file`),
+    /// the harness's own result files and the llm-d report.
+    pub fn finish(&self, executed: Executed) -> Result<RunOutcome, RunError> {
+        let Executed {
+            dir,
+            meta,
+            records,
+            summary,
+            ..
+        } = executed;
         write_summary_json(&dir.join("summary.json"), &summary)?;
-        if let Some(path) = &args.summary_file {
+        if let Some(path) = &self.args.summary_file {
             write_compact_summary(path, &summary)?;
         }
         report::write_all(
@@ -460,17 +493,13 @@ impl RunContext<'_> {
             &meta,
             &records,
             &summary,
-            Formats::for_harness(harness),
+            Formats::for_harness(self.args.harness),
         )?;
-        Ok(Executed {
-            outcome: RunOutcome {
-                dir,
-                summary,
-                mlperf: None,
-                accuracy: None,
-            },
-            records,
-            stage_times,
+        Ok(RunOutcome {
+            dir,
+            summary,
+            mlperf: None,
+            accuracy: None,
         })
     }
 }

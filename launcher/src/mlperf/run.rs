@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::data::{DataError, DatasetOptions, Prompt, load_dataset};
 use crate::engine::PreparedRequest;
-use crate::metrics::{RunVerdict, write_compact_summary, write_summary_json};
+use crate::metrics::RunVerdict;
 use crate::mlperf::{
     MlperfError, MlperfSettings, Mode, RunTimes, UserConf, Verdict, build_schedule, evaluate,
     parse_settings, rouge,
@@ -80,12 +80,12 @@ pub(crate) async fn run(
         .map(|&i| prepared[i].clone())
         .collect();
 
-    let executed = context
+    let mut executed = context
         .execute(Execution {
             api: &settings.server,
             request_model,
             tokenizer_spec,
-            stages: schedule.stages.clone(),
+            stages: context.shard(schedule.stages),
             interval: Duration::ZERO,
             requests,
             request_timeout: None,
@@ -113,15 +113,11 @@ pub(crate) async fn run(
             end_ns: times.end_ns,
         },
     );
-    let mut outcome = executed.outcome;
+    // The verdict joins the summary (and the operator's SLOMet condition through the compact summary).
+    executed.summary.verdict = Some(run_verdict(&verdict));
+    let mut outcome = context.finish(executed)?;
     verdict.write_summary_txt(&outcome.dir.join(SUMMARY_TXT))?;
     verdict.write_json(&outcome.dir.join(VERDICT_JSON))?;
-    // The verdict joins the summary (and the operator's SLOMet condition through the compact summary).
-    outcome.summary.verdict = Some(run_verdict(&verdict));
-    write_summary_json(&outcome.dir.join("summary.json"), &outcome.summary)?;
-    if let Some(path) = &context.args.summary_file {
-        write_compact_summary(path, &outcome.summary)?;
-    }
     outcome.mlperf = Some(verdict);
     Ok(outcome)
 }
@@ -133,7 +129,7 @@ fn accuracy(
     settings: &MlperfSettings,
     samples: &[Prompt],
     issued: &[usize],
-    executed: Executed,
+    mut executed: Executed,
 ) -> Result<RunOutcome, RunError> {
     let mut predictions = Vec::with_capacity(executed.records.len());
     let mut references = Vec::with_capacity(executed.records.len());
@@ -163,12 +159,6 @@ fn accuracy(
         "unscored_samples": unscored,
         "target": check,
     });
-    let mut outcome = executed.outcome;
-    let path = outcome.dir.join(ACCURACY_JSON);
-    std::fs::write(&path, format!("{report:#}\n")).map_err(|source| RunError::WriteOutput {
-        path: path.clone(),
-        source,
-    })?;
     let mut failed_checks = Vec::new();
     if check.is_some_and(|c| !c.passed) {
         failed_checks.push("rouge".to_owned());
@@ -177,7 +167,7 @@ fn accuracy(
         failed_checks.push("unscored_samples".to_owned());
     }
     let passed = failed_checks.is_empty();
-    outcome.summary.verdict = Some(RunVerdict {
+    executed.summary.verdict = Some(RunVerdict {
         by: "mlperf-accuracy".to_owned(),
         passed,
         result: format!(
@@ -189,10 +179,12 @@ fn accuracy(
         ),
         failed_checks,
     });
-    write_summary_json(&outcome.dir.join("summary.json"), &outcome.summary)?;
-    if let Some(path) = &context.args.summary_file {
-        write_compact_summary(path, &outcome.summary)?;
-    }
+    let mut outcome = context.finish(executed)?;
+    let path = outcome.dir.join(ACCURACY_JSON);
+    std::fs::write(&path, format!("{report:#}\n")).map_err(|source| RunError::WriteOutput {
+        path: path.clone(),
+        source,
+    })?;
     outcome.accuracy = Some(scores);
     Ok(outcome)
 }
