@@ -2,9 +2,9 @@
 //! kubelet that runs the pods scheduled on it, our binaries, and llm-d-inference-sim as the stack.
 #![forbid(unsafe_code)]
 
+pub mod cluster;
 pub mod control_plane;
 pub mod kubelet;
-pub mod operator;
 pub mod processes;
 
 pub use control_plane::{BUILD_HINT, ControlPlane, HarnessError, Tool, Tools, e2e_disabled};

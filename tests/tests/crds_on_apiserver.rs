@@ -6,10 +6,10 @@
 
 use std::process::Output;
 
-use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use llmbench_api::v1alpha1::BenchmarkRun;
+use llmbench_e2e::cluster::create_namespace;
 use llmbench_e2e::{ControlPlane, e2e_disabled};
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
@@ -24,23 +24,13 @@ async fn control_plane() -> &'static ControlPlane {
                 .await
                 .unwrap_or_else(|e| panic!("starting the control plane: {e}"));
             let client = cp.admin_client().await.expect("admin client");
-            llmbench_e2e::operator::apply_crds(&client).await;
+            llmbench_e2e::cluster::apply_crds(&client).await;
             cp
         })
         .await
 }
 
 /// A fresh namespace for one test.
-async fn namespace(client: &Client, name: &str) -> String {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).expect("ns");
-    namespaces
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap_or_else(|e| panic!("creating namespace {name}: {e}"));
-    name.to_owned()
-}
-
 fn runs(client: &Client, ns: &str) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), ns, &ApiResource::erase::<BenchmarkRun>(&()))
 }
@@ -111,8 +101,9 @@ async fn the_crds_are_established_and_kubectl_knows_them() {
     }
     let cp = control_plane().await;
     let client = cp.admin_client().await.expect("admin client");
-    let ns = namespace(&client, "kubectl-names").await;
-    runs(&client, &ns)
+    let ns = "kubectl-names";
+    create_namespace(&client, ns).await;
+    runs(&client, ns)
         .create(&PostParams::default(), &run("listed", valid_spec()))
         .await
         .expect("a valid run is created");
@@ -127,12 +118,12 @@ async fn the_crds_are_established_and_kubectl_knows_them() {
         assert!(explain.contains(field), "{field} missing:\n{explain}");
     }
 
-    let get = kubectl(cp, &["get", "br", "-n", &ns]);
+    let get = kubectl(cp, &["get", "br", "-n", ns]);
     let get = String::from_utf8_lossy(&get.stdout);
     assert!(get.contains("listed"), "kubectl get br:\n{get}");
-    let get = kubectl(cp, &["get", "wp", "-n", &ns]);
+    let get = kubectl(cp, &["get", "wp", "-n", ns]);
     assert!(get.status.success());
-    let all = kubectl(cp, &["get", "llmbench", "-n", &ns, "-o", "name"]);
+    let all = kubectl(cp, &["get", "llmbench", "-n", ns, "-o", "name"]);
     let all = String::from_utf8_lossy(&all.stdout);
     assert!(
         all.contains("benchmarkrun.llmbench.dev/listed"),
@@ -149,8 +140,9 @@ async fn the_apiserver_accepts_a_valid_run_and_rejects_broken_specs_with_the_rul
     }
     let cp = control_plane().await;
     let client = cp.admin_client().await.expect("admin client");
-    let ns = namespace(&client, "validation").await;
-    let api = runs(&client, &ns);
+    let ns = "validation";
+    create_namespace(&client, ns).await;
+    let api = runs(&client, ns);
     let pp = PostParams::default();
 
     let created = api
@@ -222,8 +214,9 @@ async fn the_spec_of_a_started_run_is_immutable_but_a_pending_run_may_change() {
     }
     let cp = control_plane().await;
     let client = cp.admin_client().await.expect("admin client");
-    let ns = namespace(&client, "immutability").await;
-    let api = runs(&client, &ns);
+    let ns = "immutability";
+    create_namespace(&client, ns).await;
+    let api = runs(&client, ns);
     let pp = PostParams::default();
     let parallelism = |n: i64| Patch::Merge(json!({"spec": {"launcher": {"parallelism": n}}}));
 

@@ -15,7 +15,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use llmbench_api::v1alpha1::{BenchmarkRun, BenchmarkRunStatus, Phase};
-use llmbench_e2e::operator::{
+use llmbench_e2e::cluster::{
     OPERATOR_NAMESPACE, OperatorProcess, apply_crds, create_namespace, eventually, http_get,
     install_chart_rbac, kubectl_apply,
 };

@@ -5,23 +5,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams};
-use kube::{Client, ResourceExt};
+use llmbench_e2e::cluster::create_namespace;
 use llmbench_e2e::{ControlPlane, KubeletConfig, TestKubelet, e2e_disabled};
 use serde_json::json;
 
 const SELECTOR: &str = "llmbench-e2e/kubelet-test=yes";
-
-async fn namespace(client: &Client, name: &str) {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let ns: Namespace =
-        serde_json::from_value(json!({"metadata": {"name": name}})).expect("namespace literal");
-    namespaces
-        .create(&PostParams::default(), &ns)
-        .await
-        .expect("create namespace");
-}
 
 fn shell_pod(name: &str, script: &str, policy: &str) -> Pod {
     serde_json::from_value(json!({
@@ -90,7 +81,7 @@ async fn the_test_kubelet_runs_pods_with_their_volumes_and_reports_how_they_ende
         .await
         .unwrap_or_else(|e| panic!("starting the control plane: {e}"));
     let client = cp.admin_client().await.expect("admin client");
-    namespace(&client, "kubelet").await;
+    create_namespace(&client, "kubelet").await;
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "kubelet");
     let settings: ConfigMap = serde_json::from_value(
         json!({"metadata": {"name": "settings"}, "data": {"greeting": "hello"}}),

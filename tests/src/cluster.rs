@@ -1,6 +1,6 @@
-//! The operator as its end-to-end tests run it: our CRDs applied, the chart's ServiceAccount and RBAC installed
-//! (cluster scope, as `helm template` renders them), and the operator binary started with that ServiceAccount's
-//! token — never as admin — so a permission the chart lacks fails the tests.
+//! Cluster set-up for the end-to-end tests: our CRDs applied, namespaces, and the operator as it runs in production —
+//! the chart's ServiceAccount and RBAC installed (cluster scope, as `helm template` renders them) and the operator binary
+//! started with that ServiceAccount's token, never as admin, so a permission the chart lacks fails the tests.
 
 use std::future::Future;
 use std::io::Write;
