@@ -150,7 +150,7 @@ fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
         eprintln!(
             "llmbench: error: none of the {} requests succeeded; see {}",
             counts.total,
-            outcome.dir.join("requests.jsonl").display()
+            outcome.dir.join(llmbench::report::REQUESTS_FILE).display()
         );
         return Ok(ExitCode::from(EXIT_NO_REQUEST_SUCCEEDED));
     }

@@ -384,7 +384,7 @@ impl RunContext<'_> {
             interval: execution.interval,
             requests: execution.requests,
         };
-        let records_path = dir.join("requests.jsonl");
+        let records_path = dir.join(report::REQUESTS_FILE);
         let records_file =
             std::fs::File::create(&records_path).map_err(|source| RunError::WriteOutput {
                 path: records_path.clone(),
@@ -413,7 +413,7 @@ impl RunContext<'_> {
             },
         );
         let clock = Clock::start();
-        let t0_unix_ns = report::unix_ns_now();
+        let t0_unix_ns = wallclock::unix_ns_now();
         let meta = RunMeta {
             schema: RUN_META_SCHEMA.to_owned(),
             run_id: run_id.clone(),
@@ -484,7 +484,7 @@ impl RunContext<'_> {
             summary,
             ..
         } = executed;
-        write_summary_json(&dir.join("summary.json"), &summary)?;
+        write_summary_json(&dir.join(report::SUMMARY_FILE), &summary)?;
         if let Some(path) = &self.args.summary_file {
             write_compact_summary(path, &summary)?;
         }

@@ -124,8 +124,13 @@ impl HubOptions {
             token: var("HF_TOKEN").or_else(|| var("HUGGING_FACE_HUB_TOKEN")),
             cache_dir,
             revision: "main".to_owned(),
-            offline: var("HF_HUB_OFFLINE")
-                .is_some_and(|v| matches!(v.as_str(), "1" | "true" | "TRUE" | "yes" | "ON" | "on")),
+            // huggingface_hub's truthy values, in any case.
+            offline: var("HF_HUB_OFFLINE").is_some_and(|v| {
+                matches!(
+                    v.trim().to_ascii_uppercase().as_str(),
+                    "1" | "ON" | "YES" | "TRUE"
+                )
+            }),
         }
     }
 }
@@ -761,6 +766,15 @@ mod tests {
         assert_eq!(explicit.endpoint, "http://mirror");
         assert_eq!(explicit.token.as_deref(), Some("hf_x"));
         assert!(explicit.offline);
+        const TRUTHY: [&[(&str, &str)]; 3] = [
+            &[("HF_HUB_OFFLINE", "True")],
+            &[("HF_HUB_OFFLINE", "yes")],
+            &[("HF_HUB_OFFLINE", "ON")],
+        ];
+        for pairs in TRUTHY {
+            assert!(HubOptions::from_lookup(env(pairs)).offline, "{pairs:?}");
+        }
+        assert!(!HubOptions::from_lookup(env(&[("HF_HUB_OFFLINE", "0")])).offline);
     }
 
     #[tokio::test]

@@ -27,11 +27,6 @@ pub fn rfc3339_millis(unix_ns: u64) -> String {
     )
 }
 
-/// RFC 3339 in UTC, e.g. `2026-11-22T04:55:12Z`.
-pub fn rfc3339_now() -> String {
-    rfc3339(now_secs())
-}
-
 /// RFC 3339 in UTC for seconds since the Unix epoch.
 pub fn rfc3339(secs: i64) -> String {
     let (date, time) = civil(secs);
@@ -41,10 +36,16 @@ pub fn rfc3339(secs: i64) -> String {
     )
 }
 
-fn now_secs() -> i64 {
+/// The wall clock now, in nanoseconds since the Unix epoch (0 if the clock is before 1970). Read it right
+/// beside `Clock::start()` to anchor a run's monotonic timestamps.
+pub fn unix_ns_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+fn now_secs() -> i64 {
+    i64::try_from(unix_ns_now() / 1_000_000_000).unwrap_or(i64::MAX)
 }
 
 /// (year, month, day), (hour, minute, second) for seconds since the epoch (Howard Hinnant's days-to-civil).

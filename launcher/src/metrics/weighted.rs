@@ -65,8 +65,8 @@ impl GuidellmDistribution {
     }
 
     /// `DistributionSummary.from_values` of `(value, weight)` pairs. `count` defaults to the rounded sum of the
-    /// weights. Duplicate values are merged, zero weights dropped; if no weight remains the values count
-    /// equally.
+    /// weights. Duplicate values are merged, zero weights dropped; if the kept weights sum to (almost)
+    /// nothing, the kept values count equally.
     pub fn from_weighted(values: &[(f64, f64)], count: Option<u64>) -> Self {
         if values.is_empty() {
             return Self::empty(0);
@@ -85,7 +85,8 @@ impl GuidellmDistribution {
         let mut nonzero: Vec<(f64, f64)> = pdf.iter().copied().filter(|v| v.1 > 0.0).collect();
         let mut total: f64 = nonzero.iter().map(|v| v.1).sum();
         if total <= EPSILON {
-            nonzero = pdf.iter().map(|v| (v.0, 1.0)).collect();
+            // guidellm falls back to a uniform distribution over the values it kept, those with positive weight.
+            nonzero = nonzero.iter().map(|v| (v.0, 1.0)).collect();
             total = nonzero.len() as f64;
         }
         if nonzero.is_empty() {
@@ -142,7 +143,8 @@ impl GuidellmDistribution {
         times.sort_by(|a, b| a.0.total_cmp(&b.0));
         let times = merge_close_times(&times, GUIDELLM_MERGE_THRESHOLD_S);
         if times.len() <= 1 {
-            return Self::empty(times.len() as u64);
+            // guidellm's `from_values([], count=…)` returns before it reads `count`: the summary counts 0.
+            return Self::empty(0);
         }
         let n = times.len();
         let midpoints: Vec<f64> = times.windows(2).map(|w| (w[0].0 + w[1].0) / 2.0).collect();
@@ -280,6 +282,21 @@ mod tests {
     #[test]
     fn an_empty_sample_is_all_zero() {
         let d = GuidellmDistribution::from_values(&[]);
+        assert_eq!(d, GuidellmDistribution::empty(0));
+    }
+
+    #[test]
+    fn near_zero_weights_fall_back_to_equal_weights_over_the_positive_ones_only() {
+        // guidellm drops the zero-weight value 100 before it falls back to a uniform pdf over 1 and 3.
+        let d =
+            GuidellmDistribution::from_weighted(&[(1.0, 1e-9), (3.0, 1e-9), (100.0, 0.0)], Some(3));
+        assert!(close(d.mean, 2.0), "{d:?}");
+        assert_eq!((d.min, d.max, d.count), (1.0, 3.0, 3));
+    }
+
+    #[test]
+    fn a_rate_from_a_single_time_counts_nothing_as_guidellm_does() {
+        let d = GuidellmDistribution::rate_from_timings(&[(1.0, 1.0)], None, None);
         assert_eq!(d, GuidellmDistribution::empty(0));
     }
 

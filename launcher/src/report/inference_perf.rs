@@ -37,32 +37,23 @@ pub(crate) fn summarize(values: Vec<f64>, percentiles: &[f64]) -> Value {
         let key = if p == 50.0 {
             "median".to_owned()
         } else {
-            format!("p{}", format_g(p))
+            format!("p{}", super::percentile_word(p))
         };
         out.insert(key, json!(percentile_linear(&values, p / 100.0)));
     }
     Value::Object(out)
 }
 
-/// Python's `f"{p:g}"` for percentiles: `0.1`, `1`, `99.9`.
-fn format_g(p: f64) -> String {
-    if p.fract() == 0.0 && p.abs() < 1e15 {
-        format!("{}", p as i64)
-    } else {
-        format!("{p}")
-    }
+/// One request's latencies by inference-perf's definitions, in seconds (the llm-d report uses them too).
+pub(super) struct Latencies {
+    pub(super) request_latency: f64,
+    pub(super) ntpot: f64,
+    pub(super) ttft: Option<f64>,
+    pub(super) tpot: Option<f64>,
+    pub(super) itl: Vec<f64>,
 }
 
-/// One request's latencies by inference-perf's definitions, in seconds.
-struct Latencies {
-    request_latency: f64,
-    ntpot: f64,
-    ttft: Option<f64>,
-    tpot: Option<f64>,
-    itl: Vec<f64>,
-}
-
-fn latencies(r: &RequestRecord) -> Latencies {
+pub(super) fn latencies(r: &RequestRecord) -> Latencies {
     let request_latency = secs(r.e2e_ns());
     let n = r.output_tokens();
     let itl: Vec<f64> = r.itl_token_gaps_ns().map(secs).collect();

@@ -99,16 +99,12 @@ pub fn llmd_report_v02(
     let mut ntpot = Vec::new();
     let mut e2e = Vec::new();
     for r in &ok {
-        let gaps: Vec<f64> = r.itl_token_gaps_ns().map(secs).collect();
-        if !gaps.is_empty() {
-            ttft.extend(r.ttft_ns().map(secs));
-            tpot.extend(r.tpot_ns().map(secs));
-        }
-        itl.extend(gaps);
-        let latency = secs(r.e2e_ns());
-        let n = r.output_tokens();
-        ntpot.push(if n > 0 { latency / f64::from(n) } else { 0.0 });
-        e2e.push(latency);
+        let l = super::inference_perf::latencies(r);
+        ttft.extend(l.ttft);
+        tpot.extend(l.tpot);
+        itl.extend(l.itl);
+        ntpot.push(l.ntpot);
+        e2e.push(l.request_latency);
     }
     let input: Vec<f64> = ok.iter().map(|r| f64::from(r.prompt_tokens())).collect();
     let output: Vec<f64> = ok.iter().map(|r| f64::from(r.output_tokens())).collect();

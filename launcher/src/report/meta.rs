@@ -5,7 +5,6 @@
 //! was taken, the one anchor needed to turn them into the epoch seconds guidellm and the llm-d report carry.
 
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use llmbench_api::v1alpha1::Harness;
 use serde::{Deserialize, Serialize};
@@ -104,10 +103,8 @@ pub struct ReportOptions {
     pub vllm_label: Option<String>,
 }
 
-/// inference-perf's default `percentiles`.
-pub const INFERENCE_PERF_PERCENTILES: [f64; 11] = [
-    0.1, 1.0, 5.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9,
-];
+/// inference-perf's default `percentiles` (guidellm's too), as the workload model defines them.
+pub use crate::workload::DEFAULT_PERCENTILES as INFERENCE_PERF_PERCENTILES;
 
 impl Default for ReportOptions {
     fn default() -> Self {
@@ -159,12 +156,4 @@ impl RunMeta {
         })?;
         serde_json::from_str(&text).map_err(|source| ReportError::ParseMeta { path, source })
     }
-}
-
-/// The wall clock now, in nanoseconds since the Unix epoch (0 if the clock is before 1970). Read it right
-/// beside `Clock::start()` to anchor the run's monotonic timestamps.
-pub fn unix_ns_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }

@@ -29,7 +29,7 @@ pub use inference_perf::{SUMMARY_LIFECYCLE_FILE, lifecycle_metrics, stage_lifecy
 pub use llmd::{LLMD_REPORT_PREFIX, llmd_report_v02, llmd_report_v02_file};
 pub use meta::{
     ApiKind, INFERENCE_PERF_PERCENTILES, LLMBENCH_VERSION, RUN_META_FILE, RUN_META_SCHEMA,
-    ReportOptions, RunMeta, ShardMeta, StageMeta, unix_ns_now,
+    ReportOptions, RunMeta, ShardMeta, StageMeta,
 };
 pub use table::print_table;
 pub use vllm::{vllm_result, vllm_result_file};
@@ -280,6 +280,15 @@ fn sorted(mut values: Vec<f64>) -> Vec<f64> {
 /// Nanoseconds as seconds.
 fn secs(ns: u64) -> f64 {
     ns as f64 / 1e9
+}
+
+/// A percentile as the Python tools spell it in their keys (`f"{p:g}"`): `1`, `99`, `0.1`, `99.9`.
+fn percentile_word(p: f64) -> String {
+    if p.fract() == 0.0 && p.abs() < 1e15 {
+        format!("{}", p as i64)
+    } else {
+        format!("{p}")
+    }
 }
 
 #[cfg(test)]

@@ -31,15 +31,6 @@ fn py_float(x: f64) -> String {
     }
 }
 
-/// vLLM's percentile key word: `99` when integral, else as is (`99.9`).
-fn p_word(p: f64) -> String {
-    if p.fract() == 0.0 {
-        format!("{}", p as i64)
-    } else {
-        format!("{p}")
-    }
-}
-
 /// `{label or backend}-{request_rate}qps[-concurrency{N}]-{model basename}-{YYYYmmdd-HHMMSS}.json`, as
 /// `vllm bench serve --save-result` names it. A run of several stages writes one file per stage, told apart
 /// by `-stage{N}` before the stamp.
@@ -187,7 +178,10 @@ pub fn vllm_result(meta: &RunMeta, stage: u32, records: &[&RequestRecord]) -> Va
         out.insert(format!("median_{name}_ms"), json!(median));
         out.insert(format!("std_{name}_ms"), json!(std));
         for (p, v) in ps {
-            out.insert(format!("p{}_{name}_ms", p_word(p)), json!(v));
+            out.insert(
+                format!("p{}_{name}_ms", super::percentile_word(p)),
+                json!(v),
+            );
         }
     }
 
