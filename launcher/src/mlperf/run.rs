@@ -49,6 +49,12 @@ pub(crate) async fn run(
         tracing::warn!("{warning}");
     }
     let settings = parsed.settings;
+    if context.args.shard.count > 1 {
+        // LoadGen's schedule and its sample order belong to one issuer; each shard would be judged alone.
+        return Err(RunError::Unsupported(
+            "mlperf runs on one launcher: --shard (parallelism) must be 0/1".to_owned(),
+        ));
+    }
     let dataset = settings.dataset_path.clone().ok_or_else(|| MlperfError::Invalid {
         file: context.template_name.to_owned(),
         line: None,
@@ -95,7 +101,14 @@ pub(crate) async fn run(
         })
         .await?;
     if settings.mode == Mode::AccuracyOnly {
-        return accuracy(context, &settings, &samples, &schedule.samples, executed);
+        return accuracy(
+            context,
+            &settings,
+            &samples,
+            &schedule.samples,
+            schedule.measured_stage,
+            executed,
+        );
     }
 
     let measured = schedule.measured_stage as usize;
@@ -129,12 +142,18 @@ fn accuracy(
     settings: &MlperfSettings,
     samples: &[Prompt],
     issued: &[usize],
+    measured_stage: u32,
     mut executed: Executed,
 ) -> Result<RunOutcome, RunError> {
     let mut predictions = Vec::with_capacity(executed.records.len());
     let mut references = Vec::with_capacity(executed.records.len());
     let mut unscored = 0usize;
-    for record in &executed.records {
+    // Warm-up answers are not scored.
+    for record in executed
+        .records
+        .iter()
+        .filter(|r| r.stage == measured_stage)
+    {
         let reference = usize::try_from(record.id)
             .ok()
             .and_then(|id| issued.get(id))
@@ -199,6 +218,7 @@ fn run_verdict(verdict: &Verdict) -> RunVerdict {
         ("min_duration", checks.min_duration),
         ("min_queries", checks.min_queries),
         ("early_stopping", checks.early_stopping),
+        ("failed_queries", verdict.failed_queries == 0),
     ]
     .into_iter()
     .filter(|(_, passed)| !passed)
