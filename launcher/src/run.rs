@@ -13,7 +13,7 @@ use clap::Args;
 use llmbench_api::v1alpha1::Harness;
 
 use crate::data::{DataError, Prompt};
-use crate::engine::{self, Clock, EngineError, Progress, RunPlan, Target};
+use crate::engine::{self, Clock, EngineError, Progress, RunPlan, Target, Transport};
 use crate::metrics::{
     RunInfo, RunSummary, WriteSummaryError, write_compact_summary, write_summary_json,
 };
@@ -123,6 +123,8 @@ pub enum RunError {
     Summary(#[from] WriteSummaryError),
     #[error("cannot build the HTTP client: {0}")]
     Client(reqwest::Error),
+    #[error("cannot use the endpoint: {0}")]
+    Endpoint(#[from] engine::http1::Http1Error),
     #[error(transparent)]
     Report(#[from] ReportError),
     #[error("mlperf: {0}")]
@@ -368,9 +370,15 @@ impl RunContext<'_> {
         write_file(&dir.join("profile.yaml"), self.rendered.as_bytes())?;
 
         let api = execution.api;
+        let url = format!("{}{}", self.endpoint, api.path());
         let target = Arc::new(Target {
-            client: http_client(execution.max_concurrency)?,
-            url: format!("{}{}", self.endpoint, api.path()),
+            transport: transport(
+                &url,
+                api.api_key.as_deref(),
+                &api.headers,
+                execution.max_concurrency,
+            )?,
+            url,
             api_key: api.api_key.clone(),
             headers: api.headers.clone(),
             request_timeout: execution.request_timeout,
@@ -561,16 +569,38 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), RunError> {
     })
 }
 
-/// One connection pool for the run, sized so a run with thousands of concurrent streams never queues inside the
-/// client: idle connections are kept for reuse, and Nagle is off so small requests go out at once.
-fn http_client(max_concurrency: Option<u32>) -> Result<reqwest::Client, RunError> {
+/// The run's HTTP client. Plain `http://` goes through the engine's own HTTP/1.1 client unless a proxy is
+/// configured; TLS and proxies through reqwest. Either way one pool for the run, sized so a run with thousands of
+/// concurrent streams never queues inside the client, with Nagle off so small requests go out at once.
+fn transport(
+    url: &str,
+    api_key: Option<&str>,
+    headers: &[(String, String)],
+    max_concurrency: Option<u32>,
+) -> Result<Transport, RunError> {
     let idle = max_concurrency.map_or(1024, |c| c as usize).max(64);
+    if url.starts_with("http://") && !proxy_configured() {
+        let mut headers = headers.to_vec();
+        if let Some(key) = api_key {
+            headers.push(("Authorization".to_owned(), format!("Bearer {key}")));
+        }
+        let endpoint = engine::http1::Http1Endpoint::new(url, &headers, idle)?;
+        return Ok(Transport::Http1(endpoint));
+    }
     reqwest::Client::builder()
         .pool_max_idle_per_host(idle)
         .tcp_nodelay(true)
         .http1_only()
         .build()
+        .map(Transport::Reqwest)
         .map_err(RunError::Client)
+}
+
+/// Whether the environment names an HTTP proxy, which reqwest honours (with NO_PROXY) and our client does not.
+fn proxy_configured() -> bool {
+    ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]
+        .iter()
+        .any(|name| std::env::var_os(name).is_some_and(|value| !value.is_empty()))
 }
 
 #[cfg(test)]

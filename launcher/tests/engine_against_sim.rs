@@ -6,7 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use llmbench::engine::{self, Clock, PreparedRequest, Progress, RunPlan, Stage, StagePlan, Target};
+use llmbench::engine::http1::Http1Endpoint;
+use llmbench::engine::{
+    self, Clock, PreparedRequest, Progress, RunPlan, Stage, StagePlan, Target, Transport,
+};
 use llmbench::record::{ErrorClass, RequestRecord};
 use llmbench::sim::{self, FailureKind, SimConfig};
 
@@ -26,16 +29,28 @@ fn completion_body(max_tokens: u32) -> PreparedRequest {
     }
 }
 
-fn target(base_url: &str, timeout: Duration) -> Arc<Target> {
-    Arc::new(Target {
-        client: reqwest::Client::new(),
-        url: format!("{base_url}/v1/completions"),
-        api_key: None,
-        headers: Vec::new(),
-        request_timeout: Some(timeout),
-        streaming: true,
-        keep_text: false,
-    })
+/// The same target through each transport the engine has: its own HTTP/1.1 client, and reqwest (TLS, proxies).
+fn targets(base_url: &str, timeout: Duration) -> [(&'static str, Arc<Target>); 2] {
+    let url = format!("{base_url}/v1/completions");
+    let target = |transport| {
+        Arc::new(Target {
+            transport,
+            url: url.clone(),
+            api_key: None,
+            headers: Vec::new(),
+            request_timeout: Some(timeout),
+            streaming: true,
+            keep_text: false,
+        })
+    };
+    let http1 = Http1Endpoint::new(&url, &[], 64).expect("plain http endpoint");
+    [
+        ("http1", target(Transport::Http1(http1))),
+        (
+            "reqwest",
+            target(Transport::Reqwest(reqwest::Client::new())),
+        ),
+    ]
 }
 
 async fn run(name: &str, target: Arc<Target>, plan: RunPlan) -> Vec<RequestRecord> {
@@ -84,30 +99,27 @@ async fn injected_ttft_and_itl_are_what_the_records_show() {
         interval: Duration::ZERO,
         requests: Arc::from(vec![completion_body(32)]),
     };
-    let records = run(
-        "timing",
-        target(&sim.base_url(), Duration::from_secs(10)),
-        plan,
-    )
-    .await;
-    assert_eq!(records.len(), 20);
-    for r in &records {
-        assert!(r.succeeded(), "{r:?}");
-        assert_eq!(
-            r.output_tokens(),
-            32,
-            "usage reports exactly max_tokens under ignore_eos"
-        );
-        let ttft_ms = r.ttft_ns().expect("streamed") as f64 / 1e6;
-        let tpot_ms = r.tpot_ns().expect("32 tokens") as f64 / 1e6;
-        let e2e_ms = r.e2e_ns() as f64 / 1e6;
-        assert!((50.0..150.0).contains(&ttft_ms), "ttft {ttft_ms} ms");
-        assert!((9.0..25.0).contains(&tpot_ms), "tpot {tpot_ms} ms");
-        assert!(
-            (360.0..600.0).contains(&e2e_ms),
-            "e2e {e2e_ms} ms (50 + 31 x 10 = 360)"
-        );
-        assert!(r.schedule_delay_ns() < 50_000_000, "sent close to schedule");
+    for (transport, target) in targets(&sim.base_url(), Duration::from_secs(10)) {
+        let records = run(&format!("timing-{transport}"), target, plan.clone()).await;
+        assert_eq!(records.len(), 20, "{transport}");
+        for r in &records {
+            assert!(r.succeeded(), "{r:?}");
+            assert_eq!(
+                r.output_tokens(),
+                32,
+                "usage reports exactly max_tokens under ignore_eos"
+            );
+            let ttft_ms = r.ttft_ns().expect("streamed") as f64 / 1e6;
+            let tpot_ms = r.tpot_ns().expect("32 tokens") as f64 / 1e6;
+            let e2e_ms = r.e2e_ns() as f64 / 1e6;
+            assert!((50.0..150.0).contains(&ttft_ms), "ttft {ttft_ms} ms");
+            assert!((9.0..25.0).contains(&tpot_ms), "tpot {tpot_ms} ms");
+            assert!(
+                (360.0..600.0).contains(&e2e_ms),
+                "e2e {e2e_ms} ms (50 + 31 x 10 = 360)"
+            );
+            assert!(r.schedule_delay_ns() < 50_000_000, "sent close to schedule");
+        }
     }
     sim.shutdown().await.expect("sim stops");
 }
@@ -134,23 +146,20 @@ async fn a_closed_loop_keeps_n_in_flight_and_issues_exactly_the_total() {
         interval: Duration::ZERO,
         requests: Arc::from(vec![completion_body(8), completion_body(4)]),
     };
-    let records = run(
-        "closed",
-        target(&sim.base_url(), Duration::from_secs(10)),
-        plan,
-    )
-    .await;
-    assert_eq!(records.len(), 37);
-    let mut ids: Vec<u64> = records.iter().map(|r| r.id).collect();
-    ids.sort_unstable();
-    assert_eq!(ids, (0..37).collect::<Vec<_>>());
-    assert!(records.iter().all(|r| r.succeeded()));
-    let tokens: u32 = records.iter().map(RequestRecord::output_tokens).sum();
-    assert_eq!(
-        tokens,
-        19 * 8 + 18 * 4,
-        "bodies are used in order and cycled"
-    );
+    for (transport, target) in targets(&sim.base_url(), Duration::from_secs(10)) {
+        let records = run(&format!("closed-{transport}"), target, plan.clone()).await;
+        assert_eq!(records.len(), 37, "{transport}");
+        let mut ids: Vec<u64> = records.iter().map(|r| r.id).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, (0..37).collect::<Vec<_>>());
+        assert!(records.iter().all(|r| r.succeeded()));
+        let tokens: u32 = records.iter().map(RequestRecord::output_tokens).sum();
+        assert_eq!(
+            tokens,
+            19 * 8 + 18 * 4,
+            "bodies are used in order and cycled"
+        );
+    }
     sim.shutdown().await.expect("sim stops");
 }
 
@@ -177,34 +186,33 @@ async fn faults_are_classified_and_never_stop_the_run() {
         interval: Duration::ZERO,
         requests: Arc::from(vec![completion_body(16)]),
     };
-    let records = run(
-        "faults",
-        target(&sim.base_url(), Duration::from_millis(800)),
-        plan,
-    )
-    .await;
-    assert_eq!(records.len(), 100, "every request is recorded");
-    let mut classes: BTreeMap<String, usize> = BTreeMap::new();
-    for r in &records {
-        let key = match r.error_class() {
-            None => "ok".to_owned(),
-            Some(ErrorClass::HttpStatus) => format!("http_{}", r.http_status.unwrap_or_default()),
-            Some(class) => class.to_string(),
-        };
-        *classes.entry(key).or_default() += 1;
-    }
-    for expected in [
-        "ok",
-        "http_429",
-        "http_500",
-        "timeout",
-        "stream_cut",
-        "malformed_event",
-    ] {
-        assert!(
-            classes.contains_key(expected),
-            "{expected} missing from {classes:?}"
-        );
+    for (transport, target) in targets(&sim.base_url(), Duration::from_millis(800)) {
+        let records = run(&format!("faults-{transport}"), target, plan.clone()).await;
+        assert_eq!(records.len(), 100, "every request is recorded");
+        let mut classes: BTreeMap<String, usize> = BTreeMap::new();
+        for r in &records {
+            let key = match r.error_class() {
+                None => "ok".to_owned(),
+                Some(ErrorClass::HttpStatus) => {
+                    format!("http_{}", r.http_status.unwrap_or_default())
+                }
+                Some(class) => class.to_string(),
+            };
+            *classes.entry(key).or_default() += 1;
+        }
+        for expected in [
+            "ok",
+            "http_429",
+            "http_500",
+            "timeout",
+            "stream_cut",
+            "malformed_event",
+        ] {
+            assert!(
+                classes.contains_key(expected),
+                "{transport}: {expected} missing from {classes:?}"
+            );
+        }
     }
     sim.shutdown().await.expect("sim stops");
 }

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use futures_util::StreamExt as _;
 use serde::Deserialize;
 
+use super::http1::{BodyEnd, BodyError, Flow, Http1Endpoint};
 use super::sse::{SseEvent, SseParser};
 use crate::record::{ChunkEvent, ChunkKind, ErrorClass, RequestError, RequestRecord, Usage};
 
@@ -36,9 +37,9 @@ impl Clock {
 }
 
 /// Where requests go and how.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Target {
-    pub client: reqwest::Client,
+    pub transport: Transport,
     /// The full URL of the completions or chat completions endpoint.
     pub url: String,
     pub api_key: Option<String>,
@@ -47,6 +48,16 @@ pub struct Target {
     pub streaming: bool,
     /// Keep each response's generated text in its record (for accuracy scoring; off for load runs).
     pub keep_text: bool,
+}
+
+/// The HTTP client a run uses.
+#[derive(Debug)]
+pub enum Transport {
+    /// Plain `http://` with no proxy: our own HTTP/1.1 client, one wake-up per read and no per-connection buffers
+    /// (see [`super::http1`]). The endpoint carries the URL and headers.
+    Http1(Http1Endpoint),
+    /// TLS or a proxy: reqwest, which handles both.
+    Reqwest(reqwest::Client),
 }
 
 /// A request body built before the clock starts, with what the record needs to know about it.
@@ -120,8 +131,71 @@ async fn exchange(
     clock: &Clock,
     record: &mut RequestRecord,
 ) -> Result<(), RequestError> {
-    let mut builder = target
-        .client
+    match &target.transport {
+        Transport::Http1(endpoint) => {
+            exchange_http1(endpoint, target, request, clock, record).await
+        }
+        Transport::Reqwest(client) => {
+            exchange_reqwest(client, target, request, clock, record).await
+        }
+    }
+}
+
+async fn exchange_http1(
+    endpoint: &Http1Endpoint,
+    target: &Target,
+    request: &PreparedRequest,
+    clock: &Clock,
+    record: &mut RequestRecord,
+) -> Result<(), RequestError> {
+    record.sent_ns = clock.now_ns();
+    let response = endpoint.send(&request.body, clock).await?;
+    let status = response.status();
+    record.http_status = Some(status);
+    if !(200..300).contains(&status) {
+        let body = response.read_prefix(clock, ERROR_BODY_LIMIT).await;
+        return Err(status_error(status, &body));
+    }
+    if target.streaming {
+        let mut events = StreamEvents::new(target.keep_text);
+        let ended = response
+            .read_body(clock, |bytes, at_ns| events.push(bytes, at_ns, record))
+            .await;
+        match ended {
+            Ok(BodyEnd::Stopped) => Ok(()),
+            Ok(BodyEnd::Complete) => events.at_end(record),
+            Err(BodyError::Caller(error)) => Err(error),
+            Err(BodyError::Cut(reason)) => Err(stream_cut(record, &reason)),
+        }
+    } else {
+        let mut body = Vec::new();
+        let mut at_ns = 0;
+        let ended = response
+            .read_body(clock, |bytes, at| {
+                body.extend_from_slice(bytes);
+                at_ns = at;
+                Ok(Flow::More)
+            })
+            .await;
+        match ended {
+            Ok(_) => whole_body(&body, at_ns, record, target.keep_text),
+            Err(BodyError::Caller(error)) => Err(error),
+            Err(BodyError::Cut(reason)) => Err(RequestError {
+                class: ErrorClass::StreamCut,
+                message: format!("response body cut: {reason}"),
+            }),
+        }
+    }
+}
+
+async fn exchange_reqwest(
+    client: &reqwest::Client,
+    target: &Target,
+    request: &PreparedRequest,
+    clock: &Clock,
+    record: &mut RequestRecord,
+) -> Result<(), RequestError> {
+    let mut builder = client
         .post(&target.url)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .body(request.body.clone());
@@ -137,81 +211,120 @@ async fn exchange(
     record.http_status = Some(status.as_u16());
     if !status.is_success() {
         let body = read_error_body(response).await;
-        return Err(RequestError {
-            class: ErrorClass::HttpStatus,
-            message: format!("HTTP {status}: {body}"),
-        });
+        return Err(status_error(status.as_u16(), &body));
     }
     if target.streaming {
-        read_stream(response, clock, record, target.keep_text).await
+        let mut body = response.bytes_stream();
+        let mut events = StreamEvents::new(target.keep_text);
+        while let Some(read) = body.next().await {
+            let at_ns = clock.now_ns();
+            let bytes = read.map_err(|e| stream_cut(record, &error_chain(&e)))?;
+            if events.push(&bytes, at_ns, record)? == Flow::Stop {
+                return Ok(());
+            }
+        }
+        events.at_end(record)
     } else {
-        read_whole(response, clock, record, target.keep_text).await
+        let body = response.bytes().await.map_err(|e| RequestError {
+            class: ErrorClass::StreamCut,
+            message: format!("response body cut: {}", error_chain(&e)),
+        })?;
+        whole_body(&body, clock.now_ns(), record, target.keep_text)
     }
 }
 
-async fn read_stream(
-    response: reqwest::Response,
-    clock: &Clock,
-    record: &mut RequestRecord,
+/// The most of an error response's body kept in the record's message.
+const ERROR_BODY_LIMIT: usize = 2048;
+
+fn status_error(status: u16, body: &[u8]) -> RequestError {
+    let reason = reqwest::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|code| code.canonical_reason())
+        .unwrap_or("");
+    let body = String::from_utf8_lossy(&body[..body.len().min(ERROR_BODY_LIMIT)]);
+    RequestError {
+        class: ErrorClass::HttpStatus,
+        message: format!("HTTP {status} {reason}: {}", body.trim()),
+    }
+}
+
+fn stream_cut(record: &RequestRecord, reason: &str) -> RequestError {
+    RequestError {
+        class: ErrorClass::StreamCut,
+        message: format!(
+            "stream cut after {} chunk(s): {reason}",
+            record.chunks.len()
+        ),
+    }
+}
+
+/// An SSE response on its way into a record: every event timestamped with the read it arrived in.
+struct StreamEvents {
+    parser: SseParser,
+    finished: bool,
     keep_text: bool,
-) -> Result<(), RequestError> {
-    let mut body = response.bytes_stream();
-    let mut parser = SseParser::default();
-    let mut finished = false;
-    while let Some(read) = body.next().await {
-        let at_ns = clock.now_ns();
-        let bytes = read.map_err(|e| RequestError {
-            class: ErrorClass::StreamCut,
-            message: format!(
-                "stream cut after {} chunk(s): {}",
-                record.chunks.len(),
-                error_chain(&e)
-            ),
-        })?;
-        parser.push(&bytes);
-        while let Some(event) = parser.next_event() {
+}
+
+impl StreamEvents {
+    fn new(keep_text: bool) -> Self {
+        Self {
+            parser: SseParser::default(),
+            finished: false,
+            keep_text,
+        }
+    }
+
+    /// Takes one network read; `Stop` once `[DONE]` arrived.
+    fn push(
+        &mut self,
+        bytes: &[u8],
+        at_ns: u64,
+        record: &mut RequestRecord,
+    ) -> Result<Flow, RequestError> {
+        self.parser.push(bytes);
+        while let Some(event) = self.parser.next_event() {
             match event {
-                SseEvent::Done => return Ok(()),
+                SseEvent::Done => return Ok(Flow::Stop),
                 SseEvent::Data(payload) => {
-                    let chunk = parse_chunk(payload, keep_text)?;
+                    let chunk = parse_chunk(payload, self.keep_text)?;
                     if let Some(usage) = chunk.usage {
                         record.usage = Some(usage);
                     }
                     keep(record, chunk.text);
-                    finished |= chunk.finished;
+                    self.finished |= chunk.finished;
                     if let Some(kind) = chunk.kind {
                         record.chunks.push(ChunkEvent { at_ns, kind });
                     }
                 }
             }
         }
-        parser.compact();
+        self.parser.compact();
+        Ok(Flow::More)
     }
-    if finished && !parser.has_partial() {
-        // Some servers close the stream after the finish reason without sending [DONE].
-        return Ok(());
+
+    /// The body ended without `[DONE]`: fine after a finish reason (some servers stop there), a cut otherwise.
+    fn at_end(&self, record: &RequestRecord) -> Result<(), RequestError> {
+        if self.finished && !self.parser.has_partial() {
+            return Ok(());
+        }
+        Err(RequestError {
+            class: ErrorClass::StreamCut,
+            message: format!(
+                "stream ended without [DONE] after {} chunk(s)",
+                record.chunks.len()
+            ),
+        })
     }
-    Err(RequestError {
-        class: ErrorClass::StreamCut,
-        message: format!(
-            "stream ended without [DONE] after {} chunk(s)",
-            record.chunks.len()
-        ),
-    })
 }
 
-async fn read_whole(
-    response: reqwest::Response,
-    clock: &Clock,
+/// A whole (non-streamed) response body, arrived at `at_ns`.
+fn whole_body(
+    body: &[u8],
+    at_ns: u64,
     record: &mut RequestRecord,
     keep_text: bool,
 ) -> Result<(), RequestError> {
-    let body = response.bytes().await.map_err(|e| RequestError {
-        class: ErrorClass::StreamCut,
-        message: format!("response body cut: {}", error_chain(&e)),
-    })?;
-    let at_ns = clock.now_ns();
-    let chunk = parse_chunk(&body, keep_text)?;
+    let chunk = parse_chunk(body, keep_text)?;
     record.usage = chunk.usage;
     keep(record, chunk.text);
     if let Some(kind) = chunk.kind {
@@ -345,16 +458,15 @@ fn preview(payload: &[u8]) -> String {
     text.into_owned()
 }
 
-async fn read_error_body(mut response: reqwest::Response) -> String {
+async fn read_error_body(mut response: reqwest::Response) -> Vec<u8> {
     let mut body = Vec::new();
     while let Ok(Some(chunk)) = response.chunk().await {
         body.extend_from_slice(&chunk);
-        if body.len() >= 2048 {
+        if body.len() >= ERROR_BODY_LIMIT {
             break;
         }
     }
-    body.truncate(2048);
-    String::from_utf8_lossy(&body).trim().to_owned()
+    body
 }
 
 fn classify_send_error(error: reqwest::Error) -> RequestError {

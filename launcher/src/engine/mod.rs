@@ -7,6 +7,7 @@
 //! (no coordinated omission).
 
 pub mod client;
+pub mod http1;
 pub mod sse;
 
 use std::io::Write;
@@ -17,7 +18,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 
-pub use client::{Clock, Issue, PreparedRequest, Target};
+pub use client::{Clock, Issue, PreparedRequest, Target, Transport};
 
 use crate::record::RequestRecord;
 

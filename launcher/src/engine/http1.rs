@@ -1,0 +1,928 @@
+//! A lean HTTP/1.1 client for plain `http://` endpoints: the engine's request path.
+//!
+//! hyper (under reqwest) runs every connection in a task of its own and passes body chunks to the request over a
+//! channel, so each streamed token costs two task wake-ups, and each connection holds 8 KiB read and write
+//! buffers. At 10 000 slow streams those buffers are most of the launcher's memory; at 1 000 req/s × 32 tokens the
+//! extra wake-ups are most of its CPU and its latency tail. Here the request's own task owns its socket: it writes
+//! the request, and each time the socket is readable it reads into a per-thread scratch buffer and hands the bytes
+//! straight to the body decoder and the caller — one wake-up per network read, and nothing kept per stream but
+//! the decoder's state and whatever line the caller has not finished.
+//!
+//! It speaks what an OpenAI-compatible server answers: one request at a time per connection (no pipelining),
+//! keep-alive reuse from an idle pool, bodies framed by `Content-Length`, `chunked` or the connection's close.
+//! TLS and proxies stay with reqwest (the engine picks: see `client::Transport`).
+
+use std::cell::RefCell;
+use std::io;
+use std::sync::{Mutex, PoisonError};
+
+use tokio::io::AsyncWriteExt as _;
+use tokio::net::TcpStream;
+
+use super::client::Clock;
+use crate::record::{ErrorClass, RequestError};
+
+/// Why an endpoint cannot be served by this client; the run reports it before any request is sent.
+#[derive(Debug, thiserror::Error)]
+pub enum Http1Error {
+    #[error("endpoint {url} is not a valid URL: {reason}")]
+    Url { url: String, reason: String },
+    #[error("endpoint {url} is not plain http:// (TLS goes through the other client)")]
+    NotPlainHttp { url: String },
+    #[error(
+        "header {name:?} has a name or value that cannot go on the wire (control characters or an empty name)"
+    )]
+    BadHeader { name: String },
+}
+
+/// Response heads larger than this are refused: an OpenAI server sends a few hundred bytes.
+const MAX_HEAD: usize = 64 * 1024;
+/// Bytes read per system call; one per worker thread, so a stream holds none of it between reads.
+const SCRATCH: usize = 64 * 1024;
+
+thread_local! {
+    static SCRATCH_BUF: RefCell<Vec<u8>> = RefCell::new(vec![0; SCRATCH]);
+}
+
+/// One `http://` endpoint: where to connect, the request head every request shares, and the idle connections.
+#[derive(Debug)]
+pub struct Http1Endpoint {
+    /// `host:port` as `TcpStream::connect` resolves it (IPv6 in brackets).
+    authority: String,
+    /// Request line and fixed headers, up to the `Content-Length` value.
+    head_prefix: Vec<u8>,
+    idle: Mutex<Vec<TcpStream>>,
+    max_idle: usize,
+}
+
+impl Http1Endpoint {
+    /// `url` is the full request URL (`http://host:port/v1/completions`); `headers` go on every request.
+    pub fn new(
+        url: &str,
+        headers: &[(String, String)],
+        max_idle: usize,
+    ) -> Result<Self, Http1Error> {
+        let parsed = reqwest::Url::parse(url).map_err(|error| Http1Error::Url {
+            url: url.to_owned(),
+            reason: error.to_string(),
+        })?;
+        let host = match (parsed.scheme(), parsed.host_str()) {
+            ("http", Some(host)) => host,
+            _ => {
+                return Err(Http1Error::NotPlainHttp {
+                    url: url.to_owned(),
+                });
+            }
+        };
+        let port = parsed.port_or_known_default().unwrap_or(80);
+        let authority = format!("{host}:{port}");
+        let host_header = match parsed.port() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_owned(),
+        };
+        let mut target = parsed.path().to_owned();
+        if let Some(query) = parsed.query() {
+            target.push('?');
+            target.push_str(query);
+        }
+        let mut head = format!("POST {target} HTTP/1.1\r\nHost: {host_header}\r\n");
+        let mut has_content_type = false;
+        for (name, value) in headers {
+            let bad = |b: &u8| b.is_ascii_control() && *b != b'\t';
+            if name.is_empty()
+                || name.bytes().any(|b| bad(&b) || b == b':' || b == b' ')
+                || value.bytes().any(|b| bad(&b))
+            {
+                return Err(Http1Error::BadHeader { name: name.clone() });
+            }
+            // Framing is ours to set; a profile's header must not contradict it.
+            if name.eq_ignore_ascii_case("content-length")
+                || name.eq_ignore_ascii_case("transfer-encoding")
+                || name.eq_ignore_ascii_case("host")
+            {
+                continue;
+            }
+            has_content_type |= name.eq_ignore_ascii_case("content-type");
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        if !has_content_type {
+            head.push_str("Content-Type: application/json\r\n");
+        }
+        head.push_str("Content-Length: ");
+        Ok(Self {
+            authority,
+            head_prefix: head.into_bytes(),
+            idle: Mutex::new(Vec::new()),
+            max_idle,
+        })
+    }
+
+    /// Sends a POST with `body` and waits for the response head. A kept-alive connection the server has closed
+    /// meanwhile (no byte of a response on it) is retried once on a fresh connection, as browsers and hyper do.
+    pub async fn send(&self, body: &[u8], clock: &Clock) -> Result<Response<'_>, RequestError> {
+        let length = body.len().to_string();
+        let mut wire = Vec::with_capacity(self.head_prefix.len() + length.len() + 4 + body.len());
+        wire.extend_from_slice(&self.head_prefix);
+        wire.extend_from_slice(length.as_bytes());
+        wire.extend_from_slice(b"\r\n\r\n");
+        wire.extend_from_slice(body);
+        loop {
+            let pooled = self
+                .idle
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .pop();
+            let reused = pooled.is_some();
+            let mut stream = match pooled {
+                Some(stream) => stream,
+                None => self.connect().await?,
+            };
+            let attempt = match stream.write_all(&wire).await {
+                Ok(()) => read_head(&stream, clock).await,
+                Err(error) => Err(HeadError::Io(error)),
+            };
+            match attempt {
+                Ok(head) => {
+                    return Ok(Response {
+                        endpoint: self,
+                        stream,
+                        status: head.status,
+                        keep_alive: head.keep_alive,
+                        framing: head.framing,
+                        early: head.early,
+                        early_at_ns: head.at_ns,
+                    });
+                }
+                Err(error) if reused && error.before_any_byte() => continue,
+                Err(error) => return Err(error.into_request_error()),
+            }
+        }
+    }
+
+    async fn connect(&self) -> Result<TcpStream, RequestError> {
+        let stream = TcpStream::connect(&self.authority)
+            .await
+            .map_err(|error| RequestError {
+                class: ErrorClass::Connect,
+                message: format!("cannot connect to {}: {error}", self.authority),
+            })?;
+        // Requests are small and latency is what we measure: send at once.
+        let _ = stream.set_nodelay(true);
+        Ok(stream)
+    }
+
+    fn recycle(&self, stream: TcpStream) {
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        if idle.len() < self.max_idle {
+            idle.push(stream);
+        }
+    }
+}
+
+/// What the caller wants after a piece of body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    More,
+    /// The caller has what it needs (an SSE stream's `[DONE]`); the rest of the body is not delivered.
+    Stop,
+}
+
+/// How a body read ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyEnd {
+    /// The body's framing ended (or the connection closed a close-delimited body).
+    Complete,
+    /// The caller stopped.
+    Stopped,
+}
+
+/// Why a body read failed.
+#[derive(Debug)]
+pub enum BodyError {
+    /// The caller's own error, returned as it was.
+    Caller(RequestError),
+    /// The connection ended or failed before the body did, or its framing was broken.
+    Cut(String),
+}
+
+/// A response whose head has arrived; its body is read with [`Response::read_body`].
+#[derive(Debug)]
+pub struct Response<'a> {
+    endpoint: &'a Http1Endpoint,
+    stream: TcpStream,
+    status: u16,
+    keep_alive: bool,
+    framing: Framing,
+    /// Body bytes that arrived with the head.
+    early: Vec<u8>,
+    early_at_ns: u64,
+}
+
+impl Response<'_> {
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// Reads the body, giving `on_data` each decoded piece with the time its read returned (nanoseconds on
+    /// `clock`). A connection whose body ended cleanly goes back to the idle pool.
+    pub async fn read_body(
+        mut self,
+        clock: &Clock,
+        mut on_data: impl FnMut(&[u8], u64) -> Result<Flow, RequestError>,
+    ) -> Result<BodyEnd, BodyError> {
+        let early = std::mem::take(&mut self.early);
+        let mut ended = None;
+        if !early.is_empty() {
+            ended = self.deliver(&early, self.early_at_ns, &mut on_data)?;
+        }
+        drop(early);
+        while ended.is_none() {
+            self.stream
+                .readable()
+                .await
+                .map_err(|e| BodyError::Cut(e.to_string()))?;
+            ended = SCRATCH_BUF.with_borrow_mut(|scratch| match self.stream.try_read(scratch) {
+                Ok(0) => self.framing.at_eof().map(|end| Some((end, false))),
+                Ok(n) => {
+                    let at_ns = clock.now_ns();
+                    self.deliver(&scratch[..n], at_ns, &mut on_data)
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+                Err(e) => Err(BodyError::Cut(e.to_string())),
+            })?;
+        }
+        let (end, clean) = ended.unwrap_or((BodyEnd::Complete, false));
+        if clean && self.keep_alive {
+            self.endpoint.recycle(self.stream);
+        }
+        Ok(end)
+    }
+
+    /// Decodes `input`. `Some((end, clean))` once the body ended or the caller stopped; `clean` when the framing
+    /// ended exactly at the end of what was read, so the connection can carry another request.
+    fn deliver(
+        &mut self,
+        input: &[u8],
+        at_ns: u64,
+        on_data: &mut impl FnMut(&[u8], u64) -> Result<Flow, RequestError>,
+    ) -> Result<Option<(BodyEnd, bool)>, BodyError> {
+        let mut caller_error = None;
+        let mut stopped = false;
+        // After a stop the rest of the read is still decoded (not delivered), to see whether the body ended in it.
+        let consumed = self.framing.decode(input, |data| {
+            if stopped || caller_error.is_some() {
+                return;
+            }
+            match on_data(data, at_ns) {
+                Ok(Flow::More) => {}
+                Ok(Flow::Stop) => stopped = true,
+                Err(error) => caller_error = Some(error),
+            }
+        })?;
+        if let Some(error) = caller_error {
+            return Err(BodyError::Caller(error));
+        }
+        let complete = self.framing.is_complete();
+        let clean = complete && consumed == input.len();
+        Ok(match (complete, stopped) {
+            (_, true) => Some((BodyEnd::Stopped, clean)),
+            (true, false) => Some((BodyEnd::Complete, clean)),
+            (false, false) => None,
+        })
+    }
+
+    /// Reads at most `limit` bytes of the body (an error status's message), whatever happens to the connection.
+    pub async fn read_prefix(self, clock: &Clock, limit: usize) -> Vec<u8> {
+        let mut body = Vec::new();
+        let _ = self
+            .read_body(clock, |data, _| {
+                let room = limit.saturating_sub(body.len());
+                body.extend_from_slice(&data[..data.len().min(room)]);
+                Ok(if body.len() >= limit {
+                    Flow::Stop
+                } else {
+                    Flow::More
+                })
+            })
+            .await;
+        body
+    }
+}
+
+/// How the body of a response is delimited (RFC 9112 §6.3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Framing {
+    /// `Content-Length`: this many bytes are still to come.
+    Length(u64),
+    Chunked(ChunkedDecoder),
+    /// Neither: the body ends when the server closes the connection.
+    UntilClose {
+        ended: bool,
+    },
+}
+
+impl Framing {
+    /// Decodes the body bytes in `input`, giving each piece of payload to `on_data`; returns how many bytes of
+    /// `input` belonged to the body (the rest would be a second response, which a server must not send).
+    fn decode(&mut self, input: &[u8], mut on_data: impl FnMut(&[u8])) -> Result<usize, BodyError> {
+        match self {
+            Framing::Length(remaining) => {
+                let take = input
+                    .len()
+                    .min(usize::try_from(*remaining).unwrap_or(usize::MAX));
+                if take > 0 {
+                    on_data(&input[..take]);
+                }
+                *remaining -= take as u64;
+                Ok(take)
+            }
+            Framing::Chunked(decoder) => decoder.decode(input, on_data).map_err(BodyError::Cut),
+            Framing::UntilClose { .. } => {
+                on_data(input);
+                Ok(input.len())
+            }
+        }
+    }
+
+    fn is_complete(&self) -> bool {
+        match self {
+            Framing::Length(remaining) => *remaining == 0,
+            Framing::Chunked(decoder) => decoder.is_done(),
+            Framing::UntilClose { ended } => *ended,
+        }
+    }
+
+    /// The connection closed: the end of a close-delimited body, a cut for any other.
+    fn at_eof(&mut self) -> Result<BodyEnd, BodyError> {
+        match self {
+            Framing::UntilClose { ended } => {
+                *ended = true;
+                Ok(BodyEnd::Complete)
+            }
+            Framing::Length(remaining) => Err(BodyError::Cut(format!(
+                "connection closed with {remaining} byte(s) of the body still to come"
+            ))),
+            Framing::Chunked(_) => Err(BodyError::Cut(
+                "connection closed before the chunked body ended".to_owned(),
+            )),
+        }
+    }
+}
+
+/// Incremental `Transfer-Encoding: chunked` decoding: network reads split the framing anywhere.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct ChunkedDecoder {
+    state: ChunkState,
+    size: u64,
+    size_digits: u8,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum ChunkState {
+    /// Reading the hex size of the next chunk.
+    #[default]
+    Size,
+    /// Skipping a chunk extension (`;name=value`) up to the line end.
+    Extension,
+    /// Expecting the LF that ends the size line.
+    SizeLf,
+    /// Inside a chunk's data; `size` bytes remain.
+    Data,
+    /// Expecting the CRLF after a chunk's data.
+    DataCr,
+    DataLf,
+    /// At the start of a trailer line (after the last, empty chunk).
+    TrailerStart,
+    /// Inside a trailer field, skipped.
+    Trailer,
+    /// Expecting the LF of the final empty line.
+    EndLf,
+    Done,
+}
+
+impl ChunkedDecoder {
+    fn is_done(&self) -> bool {
+        self.state == ChunkState::Done
+    }
+
+    fn decode(&mut self, input: &[u8], mut on_data: impl FnMut(&[u8])) -> Result<usize, String> {
+        let mut at = 0;
+        while at < input.len() && self.state != ChunkState::Done {
+            let byte = input[at];
+            match self.state {
+                ChunkState::Size => match byte {
+                    b'0'..=b'9' | b'a'..=b'f' | b'A'..=b'F' => {
+                        if self.size_digits == 15 {
+                            return Err("chunk size has more than 15 hex digits".to_owned());
+                        }
+                        let digit = (byte as char).to_digit(16).unwrap_or(0);
+                        self.size = self.size * 16 + u64::from(digit);
+                        self.size_digits += 1;
+                    }
+                    b';' | b' ' | b'\t' if self.size_digits > 0 => {
+                        self.state = ChunkState::Extension
+                    }
+                    b'\r' if self.size_digits > 0 => self.state = ChunkState::SizeLf,
+                    b'\n' if self.size_digits > 0 => self.end_size_line(),
+                    _ => return Err(format!("invalid byte {byte:#04x} in a chunk size line")),
+                },
+                ChunkState::Extension => match byte {
+                    b'\r' => self.state = ChunkState::SizeLf,
+                    b'\n' => self.end_size_line(),
+                    _ => {}
+                },
+                ChunkState::SizeLf => {
+                    if byte != b'\n' {
+                        return Err("chunk size line not ended by CRLF".to_owned());
+                    }
+                    self.end_size_line();
+                }
+                ChunkState::Data => {
+                    let take =
+                        (input.len() - at).min(usize::try_from(self.size).unwrap_or(usize::MAX));
+                    on_data(&input[at..at + take]);
+                    self.size -= take as u64;
+                    at += take;
+                    if self.size == 0 {
+                        self.state = ChunkState::DataCr;
+                    }
+                    continue;
+                }
+                ChunkState::DataCr => match byte {
+                    b'\r' => self.state = ChunkState::DataLf,
+                    b'\n' => self.state = ChunkState::Size,
+                    _ => return Err("chunk data not followed by CRLF".to_owned()),
+                },
+                ChunkState::DataLf => {
+                    if byte != b'\n' {
+                        return Err("chunk data not followed by CRLF".to_owned());
+                    }
+                    self.state = ChunkState::Size;
+                }
+                ChunkState::TrailerStart => match byte {
+                    b'\r' => self.state = ChunkState::EndLf,
+                    b'\n' => self.state = ChunkState::Done,
+                    _ => self.state = ChunkState::Trailer,
+                },
+                ChunkState::Trailer => {
+                    if byte == b'\n' {
+                        self.state = ChunkState::TrailerStart;
+                    }
+                }
+                ChunkState::EndLf => {
+                    if byte != b'\n' {
+                        return Err("chunked body not ended by an empty line".to_owned());
+                    }
+                    self.state = ChunkState::Done;
+                }
+                ChunkState::Done => break,
+            }
+            at += 1;
+        }
+        Ok(at)
+    }
+
+    fn end_size_line(&mut self) {
+        self.state = if self.size == 0 {
+            ChunkState::TrailerStart
+        } else {
+            ChunkState::Data
+        };
+        self.size_digits = 0;
+    }
+}
+
+/// A parsed response head.
+struct Head {
+    status: u16,
+    keep_alive: bool,
+    framing: Framing,
+    early: Vec<u8>,
+    at_ns: u64,
+}
+
+/// Why no response head arrived.
+#[derive(Debug)]
+enum HeadError {
+    Io(io::Error),
+    /// The server closed the connection after `received` bytes of a head.
+    Closed {
+        received: usize,
+    },
+    Malformed(String),
+}
+
+impl HeadError {
+    /// A kept-alive connection the server had already closed fails this way; the request never reached it.
+    fn before_any_byte(&self) -> bool {
+        match self {
+            HeadError::Closed { received } => *received == 0,
+            HeadError::Io(error) => matches!(
+                error.kind(),
+                io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::ConnectionAborted
+                    | io::ErrorKind::BrokenPipe
+            ),
+            HeadError::Malformed(_) => false,
+        }
+    }
+
+    fn into_request_error(self) -> RequestError {
+        match self {
+            HeadError::Io(error) => {
+                let class = match error.kind() {
+                    io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::ConnectionAborted
+                    | io::ErrorKind::BrokenPipe
+                    | io::ErrorKind::UnexpectedEof => ErrorClass::ConnectionReset,
+                    _ => ErrorClass::Other,
+                };
+                RequestError {
+                    class,
+                    message: format!("connection failed before a response: {error}"),
+                }
+            }
+            HeadError::Closed { received } => RequestError {
+                class: ErrorClass::ConnectionReset,
+                message: format!(
+                    "connection closed before the response head was complete ({received} byte(s) received)"
+                ),
+            },
+            HeadError::Malformed(message) => RequestError {
+                class: ErrorClass::Other,
+                message: format!("malformed HTTP response: {message}"),
+            },
+        }
+    }
+}
+
+/// Reads until a final (non-1xx) response head is complete; body bytes read with it are kept.
+async fn read_head(stream: &TcpStream, clock: &Clock) -> Result<Head, HeadError> {
+    let mut buffer: Vec<u8> = Vec::new();
+    loop {
+        stream.readable().await.map_err(HeadError::Io)?;
+        let read = SCRATCH_BUF.with_borrow_mut(|scratch| match stream.try_read(scratch) {
+            Ok(0) => Err(HeadError::Closed {
+                received: buffer.len(),
+            }),
+            Ok(n) => {
+                buffer.extend_from_slice(&scratch[..n]);
+                Ok(true)
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+            Err(e) => Err(HeadError::Io(e)),
+        })?;
+        if !read {
+            continue;
+        }
+        let at_ns = clock.now_ns();
+        while let Some((head, length)) = parse_head(&buffer)? {
+            if (100..200).contains(&head.status) {
+                // An informational head (103 Early Hints, …): the real one follows.
+                buffer.drain(..length);
+                continue;
+            }
+            buffer.drain(..length);
+            return Ok(Head {
+                early: buffer,
+                at_ns,
+                ..head
+            });
+        }
+        if buffer.len() > MAX_HEAD {
+            return Err(HeadError::Malformed(format!(
+                "response head larger than {MAX_HEAD} bytes"
+            )));
+        }
+    }
+}
+
+/// Parses a complete head at the start of `buffer`: the head and its length, or `None` while it is partial.
+fn parse_head(buffer: &[u8]) -> Result<Option<(Head, usize)>, HeadError> {
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut response = httparse::Response::new(&mut headers);
+    let length = match response.parse(buffer) {
+        Ok(httparse::Status::Complete(length)) => length,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(error) => return Err(HeadError::Malformed(error.to_string())),
+    };
+    let status = response.code.unwrap_or(0);
+    let mut keep_alive = response.version == Some(1);
+    let mut content_length = None;
+    let mut chunked = None;
+    for header in response.headers.iter() {
+        let value = String::from_utf8_lossy(header.value);
+        if header.name.eq_ignore_ascii_case("content-length") {
+            let parsed = value
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| HeadError::Malformed(format!("invalid Content-Length {value:?}")))?;
+            if content_length.is_some_and(|known| known != parsed) {
+                return Err(HeadError::Malformed(
+                    "conflicting Content-Length headers".to_owned(),
+                ));
+            }
+            content_length = Some(parsed);
+        } else if header.name.eq_ignore_ascii_case("transfer-encoding") {
+            // Only the last coding decides: chunked must be last when present at all.
+            let last = value
+                .rsplit(',')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_owned();
+            chunked = Some(last.eq_ignore_ascii_case("chunked"));
+        } else if header.name.eq_ignore_ascii_case("connection") {
+            for token in value.split(',') {
+                let token = token.trim();
+                if token.eq_ignore_ascii_case("close") {
+                    keep_alive = false;
+                } else if token.eq_ignore_ascii_case("keep-alive") && response.version == Some(0) {
+                    keep_alive = true;
+                }
+            }
+        }
+    }
+    let framing = if status == 204 || status == 304 || (100..200).contains(&status) {
+        Framing::Length(0)
+    } else {
+        match (chunked, content_length) {
+            (Some(true), _) => Framing::Chunked(ChunkedDecoder::default()),
+            (Some(false), _) => Framing::UntilClose { ended: false },
+            (None, Some(length)) => Framing::Length(length),
+            (None, None) => Framing::UntilClose { ended: false },
+        }
+    };
+    if matches!(framing, Framing::UntilClose { .. }) {
+        keep_alive = false;
+    }
+    Ok(Some((
+        Head {
+            status,
+            keep_alive,
+            framing,
+            early: Vec::new(),
+            at_ns: 0,
+        },
+        length,
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    const CHUNKED: &[u8] = b"5\r\nhello\r\n6;name=value\r\n world\r\n0\r\nX-Trailer: yes\r\n\r\n";
+
+    fn decode_all(decoder: &mut ChunkedDecoder, input: &[u8], out: &mut Vec<u8>) -> usize {
+        decoder
+            .decode(input, |data| out.extend_from_slice(data))
+            .expect("valid chunked framing")
+    }
+
+    #[test]
+    fn chunked_bodies_decode_the_same_however_reads_split_them() {
+        for split in 0..=CHUNKED.len() {
+            let mut decoder = ChunkedDecoder::default();
+            let mut out = Vec::new();
+            let first = decode_all(&mut decoder, &CHUNKED[..split], &mut out);
+            assert_eq!(first, split, "split at {split}");
+            let second = decode_all(&mut decoder, &CHUNKED[split..], &mut out);
+            assert_eq!(first + second, CHUNKED.len());
+            assert_eq!(out, b"hello world", "split at {split}");
+            assert!(decoder.is_done());
+        }
+    }
+
+    #[test]
+    fn bytes_after_the_last_chunk_are_not_consumed() {
+        let mut decoder = ChunkedDecoder::default();
+        let mut input = b"3\r\nabc\r\n0\r\n\r\n".to_vec();
+        let body = input.len();
+        input.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
+        assert_eq!(decode_all(&mut decoder, &input, &mut Vec::new()), body);
+    }
+
+    #[test]
+    fn a_broken_chunk_size_names_the_byte() {
+        let mut decoder = ChunkedDecoder::default();
+        let error = decoder.decode(b"zz\r\n", |_| {}).expect_err("not hex");
+        assert!(error.contains("0x7a"), "{error}");
+        let mut decoder = ChunkedDecoder::default();
+        let error = decoder
+            .decode(b"3\r\nabcX", |_| {})
+            .expect_err("no CRLF after data");
+        assert!(error.contains("CRLF"), "{error}");
+    }
+
+    /// A loopback server answering each request it reads with the next canned response; a response marked
+    /// `close` is followed by closing the connection. Returns its URL and how many connections it accepted.
+    async fn serve(responses: Vec<(&'static [u8], bool)>) -> (String, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!(
+            "http://{}/v1/completions",
+            listener.local_addr().expect("addr")
+        );
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&accepted);
+        tokio::spawn(async move {
+            let mut responses = responses.into_iter();
+            'connections: loop {
+                let Ok((mut socket, _)) = listener.accept().await else {
+                    return;
+                };
+                counter.fetch_add(1, Ordering::SeqCst);
+                let _ = socket.set_nodelay(true);
+                loop {
+                    let mut request = Vec::new();
+                    let mut buf = [0_u8; 4096];
+                    // Head, then Content-Length bytes of body.
+                    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match socket.read(&mut buf).await {
+                            Ok(0) | Err(_) => continue 'connections,
+                            Ok(n) => request.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let text = String::from_utf8_lossy(&request).to_string();
+                    let head_end = text.find("\r\n\r\n").unwrap_or(0) + 4;
+                    let length: usize = text
+                        .lines()
+                        .find_map(|l| l.strip_prefix("Content-Length: "))
+                        .and_then(|v| v.trim().parse().ok())
+                        .unwrap_or(0);
+                    while request.len() < head_end + length {
+                        match socket.read(&mut buf).await {
+                            Ok(0) | Err(_) => continue 'connections,
+                            Ok(n) => request.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let Some((response, close)) = responses.next() else {
+                        return;
+                    };
+                    // Byte by byte for the first few, so every parser state meets a read boundary.
+                    for (i, byte) in response.iter().enumerate() {
+                        if i < 40 {
+                            let _ = socket.write_all(&[*byte]).await;
+                            let _ = socket.flush().await;
+                        } else {
+                            let _ = socket.write_all(&response[i..]).await;
+                            break;
+                        }
+                    }
+                    if close {
+                        continue 'connections;
+                    }
+                }
+            }
+        });
+        (url, accepted)
+    }
+
+    async fn body_of(endpoint: &Http1Endpoint, clock: &Clock) -> (u16, Vec<u8>, BodyEnd) {
+        let response = endpoint.send(b"{}", clock).await.expect("response");
+        let status = response.status();
+        let mut body = Vec::new();
+        let end = response
+            .read_body(clock, |data, _| {
+                body.extend_from_slice(data);
+                Ok(Flow::More)
+            })
+            .await
+            .expect("body");
+        (status, body, end)
+    }
+
+    const SSE: &[u8] =
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n\
+        f\r\ndata: {\"a\":1}\n\n\r\ne\r\ndata: [DONE]\n\n\r\n0\r\n\r\n";
+
+    #[tokio::test]
+    async fn a_kept_alive_connection_carries_the_next_request() {
+        let (url, accepted) = serve(vec![(SSE, false), (SSE, false)]).await;
+        let endpoint = Http1Endpoint::new(&url, &[], 8).expect("endpoint");
+        let clock = Clock::start();
+        for _ in 0..2 {
+            let (status, body, end) = body_of(&endpoint, &clock).await;
+            assert_eq!(status, 200);
+            assert_eq!(body, b"data: {\"a\":1}\n\ndata: [DONE]\n\n");
+            assert_eq!(end, BodyEnd::Complete);
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_pooled_connection_the_server_closed_is_retried_on_a_fresh_one() {
+        // The first answer keeps the connection by its headers, but the server then closes it.
+        let (url, accepted) = serve(vec![(SSE, true), (SSE, false)]).await;
+        let endpoint = Http1Endpoint::new(&url, &[], 8).expect("endpoint");
+        let clock = Clock::start();
+        body_of(&endpoint, &clock).await;
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let (status, _, _) = body_of(&endpoint, &clock).await;
+        assert_eq!(status, 200);
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn content_length_and_close_delimited_bodies_end_where_they_should() {
+        let (url, accepted) = serve(vec![
+            (
+                b"HTTP/1.1 103 Early Hints\r\nlink: </x>\r\n\r\nHTTP/1.1 404 Not Found\r\ncontent-length: 9\r\n\r\nno model!",
+                false,
+            ),
+            (b"HTTP/1.0 200 OK\r\n\r\nuntil the end", true),
+            (b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok", false),
+        ])
+        .await;
+        let endpoint = Http1Endpoint::new(&url, &[], 8).expect("endpoint");
+        let clock = Clock::start();
+        assert_eq!(
+            body_of(&endpoint, &clock).await,
+            (404, b"no model!".to_vec(), BodyEnd::Complete)
+        );
+        assert_eq!(
+            body_of(&endpoint, &clock).await,
+            (200, b"until the end".to_vec(), BodyEnd::Complete)
+        );
+        assert_eq!(
+            body_of(&endpoint, &clock).await,
+            (200, b"ok".to_vec(), BodyEnd::Complete)
+        );
+        // The close-delimited answer could not leave its connection for the third request.
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_body_cut_short_is_a_cut_not_a_success() {
+        let (url, _) = serve(vec![(
+            b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nshort",
+            true,
+        )])
+        .await;
+        let endpoint = Http1Endpoint::new(&url, &[], 8).expect("endpoint");
+        let clock = Clock::start();
+        let response = endpoint.send(b"{}", &clock).await.expect("head");
+        let error = response
+            .read_body(&clock, |_, _| Ok(Flow::More))
+            .await
+            .expect_err("cut");
+        assert!(
+            matches!(&error, BodyError::Cut(reason) if reason.contains("95 byte(s)")),
+            "{error:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_a_connect_error() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!(
+            "http://{}/v1/completions",
+            listener.local_addr().expect("addr")
+        );
+        drop(listener);
+        let endpoint = Http1Endpoint::new(&url, &[], 8).expect("endpoint");
+        let error = endpoint
+            .send(b"{}", &Clock::start())
+            .await
+            .expect_err("refused");
+        assert_eq!(error.class, ErrorClass::Connect);
+    }
+
+    #[test]
+    fn endpoints_that_are_not_plain_http_or_have_bad_headers_are_refused() {
+        assert!(matches!(
+            Http1Endpoint::new("https://example.com/v1/completions", &[], 1),
+            Err(Http1Error::NotPlainHttp { .. })
+        ));
+        assert!(matches!(
+            Http1Endpoint::new(
+                "http://h/v1",
+                &[("X-Bad".to_owned(), "a\r\nInjected: 1".to_owned())],
+                1
+            ),
+            Err(Http1Error::BadHeader { name }) if name == "X-Bad"
+        ));
+    }
+
+    #[test]
+    fn the_request_head_names_the_host_path_and_headers() {
+        let endpoint = Http1Endpoint::new(
+            "http://[::1]:8000/v1/chat/completions?x=1",
+            &[("Authorization".to_owned(), "Bearer k".to_owned())],
+            1,
+        )
+        .expect("endpoint");
+        assert_eq!(endpoint.authority, "[::1]:8000");
+        assert_eq!(
+            String::from_utf8_lossy(&endpoint.head_prefix),
+            "POST /v1/chat/completions?x=1 HTTP/1.1\r\nHost: [::1]:8000\r\nAuthorization: Bearer k\r\n\
+             Content-Type: application/json\r\nContent-Length: "
+        );
+    }
+}
