@@ -31,6 +31,8 @@ from pathlib import Path
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 MODEL = "llmbench-sim"
+# A peer the --peers file does not list (bench.py run by hand without bench/run.sh).
+NOT_INSTALLED = {"error": "not installed: run through bench/run.sh"}
 
 # The simulator's injected truth in the timing scenario, and what each metric should then read.
 TTFT_MS, ITL_MS, TIMING_OUTPUT = 50.0, 10.0, 32
@@ -281,7 +283,7 @@ def run_llmbench(env: Env, w: Workload, sim: Sim) -> Result:
 
 
 def run_inference_perf(env: Env, w: Workload, sim: Sim) -> Result:
-    peer = env.peers.get("inference-perf", {})
+    peer = env.peers.get("inference-perf", NOT_INSTALLED)
     if "error" in peer:
         return Result("inference-perf", False, peer["error"])
     out = env.workdir / f"inference-perf-{w.name}"
@@ -323,7 +325,7 @@ def run_inference_perf(env: Env, w: Workload, sim: Sim) -> Result:
 
 
 def run_guidellm(env: Env, w: Workload, sim: Sim) -> Result:
-    peer = env.peers.get("guidellm", {})
+    peer = env.peers.get("guidellm", NOT_INSTALLED)
     if "error" in peer:
         return Result("guidellm", False, peer["error"])
     out = env.workdir / f"guidellm-{w.name}"
@@ -381,6 +383,53 @@ def run_guidellm(env: Env, w: Workload, sim: Sim) -> Result:
     return r
 
 
+def run_vllm_bench(env: Env, w: Workload, sim: Sim) -> Result:
+    """`vllm bench serve` with its random dataset: constant rate is `--burstiness inf` (gaps of exactly 1/rate),
+    the closed loop is `--request-rate inf` with `--max-concurrency`; both bounded by a request count."""
+    peer = env.peers.get("vllm", NOT_INSTALLED)
+    if "error" in peer:
+        return Result("vllm bench serve", False, peer["error"])
+    out = env.workdir / f"vllm-{w.name}"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    if w.rate is not None:
+        count, load = int(w.rate * w.seconds), ["--request-rate", str(w.rate), "--burstiness", "inf"]
+    else:
+        count, load = w.request_budget, ["--request-rate", "inf", "--max-concurrency", str(w.concurrency)]
+    cmd = [peer["bin"], "bench", "serve", "--backend", "vllm", "--base-url", sim.url, "--endpoint", "/v1/completions",
+           "--model", MODEL, "--tokenizer", env.tokenizer, "--dataset-name", "random",
+           "--random-input-len", str(w.input_tokens), "--random-output-len", str(w.output_tokens),
+           "--num-prompts", str(count), *load, "--ignore-eos", "--percentile-metrics", "ttft,tpot,itl,e2el",
+           "--metric-percentiles", "50,99", "--save-result", "--result-dir", str(out),
+           "--result-filename", "result.json", "--disable-tqdm"]
+    cpu0 = sim.cpu()
+    m = run_measured(cmd, out / "client.log", timeout_s=w.seconds * 4 + 180,
+                     env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}, cwd=out)
+    r = Result("vllm bench serve", m.exit_code == 0 and not m.timed_out, measured=m, sim_cpu_s=sim.cpu() - cpu0)
+    path = out / "result.json"
+    if not path.exists():
+        r.ok, r.note = False, f"no result.json (exit {m.exit_code}); see {m.log}"
+        return r
+    s = json.loads(path.read_text())
+    completed, duration = s.get("completed") or 0, s.get("duration") or 0
+    # Its duration runs until the last response ends; the send window is that less one request's latency.
+    window = duration - (s.get("mean_e2el_ms") or 0) / 1000
+    r.figures = {
+        "requests": completed, "failed": s.get("failed", 0),
+        "req_s": s.get("request_throughput"), "out_tok_s": s.get("output_throughput"),
+        "ttft_p50": s.get("median_ttft_ms"), "ttft_p99": s.get("p99_ttft_ms"),
+        "tpot_p50": s.get("median_tpot_ms"), "tpot_p99": s.get("p99_tpot_ms"),
+        "e2e_p50": s.get("median_e2el_ms"), "e2e_p99": s.get("p99_e2el_ms"),
+        "achieved_rate": completed / window if w.rate is not None and window > 0 else None,
+        "sched_delay_p99": None,
+    }
+    if m.timed_out:
+        r.note = "killed at the time bound"
+    elif r.figures["failed"]:
+        r.note = f"{r.figures['failed']} failed requests"
+    return r
+
+
 # llmbench runs that failed or had failed requests: the smoke run exits non-zero on any.
 PROBLEMS: list[str] = []
 
@@ -396,11 +445,16 @@ def checked(run):
 
 run_llmbench = checked(run_llmbench)
 
-CLIENTS = {"llmbench": run_llmbench, "inference-perf": run_inference_perf, "guidellm": run_guidellm}
+CLIENTS = {"llmbench": run_llmbench, "inference-perf": run_inference_perf, "guidellm": run_guidellm,
+           "vllm": run_vllm_bench}
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Scenarios and tables.
+
+
+def label(client: str) -> str:
+    return "vllm bench serve" if client == "vllm" else client
 
 
 def fmt(v, digits=1, signed=False) -> str:
@@ -506,7 +560,7 @@ def timing(env: Env, clients: list[str], report: list[str]) -> None:
                 delay = fmt(f.get("sched_delay_p99"), 2)
                 if f.get("sched_delay_p99") is None and f.get("sched_delay_avg") is not None:
                     delay = f"{fmt(f['sched_delay_avg'], 2)} *avg*"
-                report.append(f"| {rate:,.0f} | {c} | {fmt(achieved)} | {fmt(err('ttft', 'p50'), 2, True)} | "
+                report.append(f"| {rate:,.0f} | {r.client} | {fmt(achieved)} | {fmt(err('ttft', 'p50'), 2, True)} | "
                               f"{fmt(err('ttft', 'p99'), 2, True)} | {fmt(err('tpot', 'p50'), 2, True)} | "
                               f"{fmt(err('tpot', 'p99'), 2, True)} | {fmt(err('e2e', 'p50'), 2, True)} | "
                               f"{fmt(err('e2e', 'p99'), 2, True)} | {delay} | {cpu_pct(r.measured.cpu_s, r)} | "
@@ -515,7 +569,8 @@ def timing(env: Env, clients: list[str], report: list[str]) -> None:
     finally:
         sim.stop()
     report.append("\nHighest constant rate sustained (achieved within 1 % of requested, no failures): " +
-                  ", ".join(f"{c} {sustained[c]:,.0f} req/s" if c in sustained else f"{c} none" for c in clients) +
+                  ", ".join(f"{label(c)} {sustained[c]:,.0f} req/s" if c in sustained else f"{label(c)} none"
+                            for c in clients) +
                   "\n")
 
 
@@ -571,7 +626,7 @@ def synthesis(env: Env, clients: list[str], report: list[str]) -> None:
     except (ValueError, KeyError, IndexError):
         report.append(f"| llmbench | FAILED: see {m.log} | | | | | |")
         PROBLEMS.append(f"llmbench synth: see {m.log}")
-    peer = env.peers.get("inference-perf", {})
+    peer = env.peers.get("inference-perf", NOT_INSTALLED)
     best = None
     if "inference-perf" not in clients:
         pass
@@ -622,7 +677,7 @@ def main() -> int:
     args = ap.parse_args()
 
     peers = json.loads(Path(args.peers).read_text()) if args.peers else {}
-    clients = ["llmbench"] + ([] if args.smoke else ["inference-perf", "guidellm"])
+    clients = ["llmbench"] + ([] if args.smoke else ["inference-perf", "guidellm", "vllm"])
     if args.clients:
         clients = [c for c in clients if c in args.clients.split(",")]
     workdir = Path(args.workdir or f"/tmp/llmbench-bench-{os.getpid()}")
@@ -634,7 +689,7 @@ def main() -> int:
     report = [f"# llmbench bench — {now:%Y-%m-%d %H:%M} on {host}{' (smoke)' if args.smoke else ''}\n",
               f"- machine: {machine()}",
               f"- {version}"]
-    for name in ("inference-perf", "guidellm"):
+    for name in ("inference-perf", "guidellm", "vllm"):
         if name in clients:
             p = peers.get(name, {"error": "not installed"})
             report.append(f"- {name} {p.get('version', '?')}" + (f": **unavailable** ({p['error']})"

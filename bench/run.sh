@@ -15,6 +15,9 @@ cargo=${CARGO:-cargo}
 # Peer versions: the newest on PyPI when this was written (see bench/README.md to move them).
 GUIDELLM_VERSION=${GUIDELLM_VERSION:-0.8.1}
 INFERENCE_PERF_VERSION=${INFERENCE_PERF_VERSION:-0.7.0}
+# vllm brings `vllm bench serve`; its wheel pulls CUDA torch (several GB), installed once like the others.
+# 0.33.0 asks for a certifi (>= 2026.10.19) that the package registry here does not have yet.
+VLLM_VERSION=${VLLM_VERSION:-0.32.0}
 TOKENIZER_REV=v1
 
 smoke=0
@@ -86,7 +89,7 @@ peers="$cache/peers.json"
 {
     echo "{"
     sep=""
-    for spec in "inference-perf:$INFERENCE_PERF_VERSION" "guidellm:$GUIDELLM_VERSION"; do
+    for spec in "inference-perf:$INFERENCE_PERF_VERSION" "guidellm:$GUIDELLM_VERSION" "vllm:$VLLM_VERSION"; do
         tool=${spec%%:*} version=${spec#*:}
         extra=()
         [[ $tool == guidellm ]] && extra=("${torch_index[@]}")
