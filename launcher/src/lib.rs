@@ -14,6 +14,7 @@ pub mod record;
 pub mod report;
 pub mod request;
 pub mod run;
+pub mod rx_stamp;
 pub mod sim;
 pub mod sizing;
 pub mod timer;

@@ -25,6 +25,7 @@ mod engine;
 mod metrics;
 mod openai;
 mod server;
+mod stamped;
 #[cfg(test)]
 mod tests;
 
@@ -35,7 +36,6 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::serve::ListenerExt as _;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -404,12 +404,7 @@ pub async fn start(config: SimConfig) -> Result<RunningSim, SimError> {
             addr: bind_addr,
             source,
         })?;
-    // Token events are tiny writes; Nagle's algorithm would hold them back by tens of ms.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(err) = tcp.set_nodelay(true) {
-            tracing::debug!("failed to set TCP_NODELAY on a simulator connection: {err}");
-        }
-    });
+    let listener = stamped::StampedListener(listener);
 
     let seed = config.seed.unwrap_or_else(rand::random);
     let (phase, phase_rx) = watch::channel(Phase::Serving);
@@ -423,9 +418,12 @@ pub async fn start(config: SimConfig) -> Result<RunningSim, SimError> {
         let _ = signal_rx.wait_for(|phase| *phase != Phase::Serving).await;
     };
     let server = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(signal)
-            .await
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<stamped::RequestArrival>(),
+        )
+        .with_graceful_shutdown(signal)
+        .await
     });
     Ok(RunningSim {
         local_addr,

@@ -25,6 +25,7 @@ use tokio::net::TcpStream;
 
 use super::client::Clock;
 use crate::record::{ErrorClass, RequestError};
+use crate::rx_stamp;
 
 /// Why an endpoint cannot be served by this client; the run reports it before any request is sent.
 #[derive(Debug, thiserror::Error)]
@@ -51,7 +52,6 @@ thread_local! {
 /// A worker thread's read buffers: the bytes, and room for the kernel's timestamp message.
 struct Scratch {
     data: Vec<u8>,
-    #[cfg(target_os = "linux")]
     control: Vec<u8>,
 }
 
@@ -59,90 +59,24 @@ impl Scratch {
     fn new() -> Self {
         Self {
             data: vec![0; SCRATCH],
-            #[cfg(target_os = "linux")]
-            control: nix::cmsg_space!(nix::sys::time::TimeSpec),
+            control: rx_stamp::control_buffer(),
         }
     }
 
     /// One non-blocking read: `Ok(None)` when nothing was ready, else the byte count (0 at end of stream) and
-    /// the arrival time on `clock`.
+    /// the arrival time on `clock`: the kernel's stamp where it gave one, else now.
     fn read(&mut self, stream: &TcpStream, clock: &Clock) -> io::Result<Option<(usize, u64)>> {
-        #[cfg(target_os = "linux")]
-        let read = stream.try_io(tokio::io::Interest::READABLE, || {
-            kernel_rx::read(stream, &mut self.data, &mut self.control)
-        });
-        #[cfg(not(target_os = "linux"))]
-        let read = stream.try_read(&mut self.data).map(|n| (n, None));
-        match read {
-            Ok((n, kernel_ns)) => Ok(Some((n, arrival_ns(clock, kernel_ns)))),
+        match rx_stamp::read(stream, &mut self.data, &mut self.control) {
+            Ok((n, stamp)) => {
+                let now_ns = clock.now_ns();
+                let age_ns = stamp
+                    .and_then(rx_stamp::age)
+                    .map_or(0, |age| u64::try_from(age.as_nanos()).unwrap_or(u64::MAX));
+                Ok(Some((n, now_ns.saturating_sub(age_ns))))
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
             Err(e) => Err(e),
         }
-    }
-}
-
-/// The run-clock time of bytes the kernel stamped at `kernel_ns` (CLOCK_REALTIME), or now without a stamp.
-/// Only the stamp's age is taken from the wall clock, so a wall-clock step or slew during the run cannot shift
-/// it by more than that age; an implausible age (a stamp from another clock) falls back to now.
-fn arrival_ns(clock: &Clock, kernel_ns: Option<i128>) -> u64 {
-    let now_ns = clock.now_ns();
-    let Some(stamped) = kernel_ns else {
-        return now_ns;
-    };
-    let wall_now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i128);
-    let age = wall_now - stamped;
-    if (0..MAX_STAMP_AGE_NS).contains(&age) {
-        now_ns.saturating_sub(age as u64)
-    } else {
-        now_ns
-    }
-}
-
-/// Kernel stamps older than this are not trusted (they would be from another clock, not a slow read).
-const MAX_STAMP_AGE_NS: i128 = 60_000_000_000;
-
-/// Receive timestamps from the Linux kernel (`SO_TIMESTAMPNS`), through nix's safe socket calls.
-#[cfg(target_os = "linux")]
-mod kernel_rx {
-    use std::io;
-    use std::io::IoSliceMut;
-    use std::os::fd::AsRawFd as _;
-
-    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg, setsockopt, sockopt};
-    use tokio::net::TcpStream;
-
-    /// Asks the kernel to stamp what arrives on `stream`; without it reads still work, unstamped.
-    pub fn enable(stream: &TcpStream) {
-        if let Err(error) = setsockopt(stream, sockopt::ReceiveTimestampns, &true) {
-            tracing::debug!(%error, "no kernel receive timestamps on this socket");
-        }
-    }
-
-    /// `recv` into `data`: the byte count and the kernel's stamp (nanoseconds since the Unix epoch), if any.
-    pub fn read(
-        stream: &TcpStream,
-        data: &mut [u8],
-        control: &mut [u8],
-    ) -> io::Result<(usize, Option<i128>)> {
-        let mut iov = [IoSliceMut::new(data)];
-        let message = recvmsg::<()>(
-            stream.as_raw_fd(),
-            &mut iov,
-            Some(control),
-            MsgFlags::empty(),
-        )
-        .map_err(io::Error::from)?;
-        let stamp = message.cmsgs().ok().and_then(|mut messages| {
-            messages.find_map(|m| match m {
-                ControlMessageOwned::ScmTimestampns(ts) => {
-                    Some(i128::from(ts.tv_sec()) * 1_000_000_000 + i128::from(ts.tv_nsec()))
-                }
-                _ => None,
-            })
-        });
-        Ok((message.bytes, stamp))
     }
 }
 
@@ -270,8 +204,7 @@ impl Http1Endpoint {
             })?;
         // Requests are small and latency is what we measure: send at once.
         let _ = stream.set_nodelay(true);
-        #[cfg(target_os = "linux")]
-        kernel_rx::enable(&stream);
+        rx_stamp::enable(&stream);
         Ok(stream)
     }
 
@@ -993,47 +926,6 @@ mod tests {
             .await
             .expect_err("refused");
         assert_eq!(error.class, ErrorClass::Connect);
-    }
-
-    #[test]
-    fn a_stamp_from_another_clock_or_none_falls_back_to_the_read_time() {
-        let clock = Clock::start();
-        let before = clock.now_ns();
-        for stamp in [None, Some(-5), Some(i128::MAX / 2)] {
-            let at = arrival_ns(&clock, stamp);
-            assert!(at >= before && at <= clock.now_ns(), "{stamp:?}");
-        }
-    }
-
-    #[cfg(target_os = "linux")]
-    #[tokio::test]
-    async fn bytes_that_waited_in_the_socket_carry_their_arrival_time_not_the_read_time() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let address = listener.local_addr().expect("addr");
-        let client = TcpStream::connect(address).await.expect("connect");
-        kernel_rx::enable(&client);
-        let (mut server, _) = listener.accept().await.expect("accept");
-        let clock = Clock::start();
-        server.write_all(b"data: x\n\n").await.expect("write");
-        let written_ns = clock.now_ns();
-        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
-        client.readable().await.expect("readable");
-        let mut scratch = Scratch::new();
-        let (n, at_ns) = scratch
-            .read(&client, &clock)
-            .expect("read")
-            .expect("bytes were waiting");
-        let read_ns = clock.now_ns();
-        assert_eq!(n, 9);
-        assert!(
-            read_ns - at_ns >= 25_000_000,
-            "stamped {} ms before the read, not at arrival",
-            (read_ns - at_ns) / 1_000_000
-        );
-        assert!(
-            at_ns + 5_000_000 >= written_ns,
-            "stamp far before the write"
-        );
     }
 
     #[test]

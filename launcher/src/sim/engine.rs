@@ -225,19 +225,28 @@ impl Job {
         }
     }
 
-    /// Waits for a seat (FIFO); `false` if the server cut the request off meanwhile.
+    /// Waits for a seat (FIFO); `false` if the server cut the request off meanwhile. A request that finds a
+    /// seat free is admitted as of its arrival, so its clock starts when it reached the socket; one that queued,
+    /// when its seat freed.
     pub async fn admit(&mut self) -> bool {
+        if *self.phase.borrow() == Phase::Aborting {
+            return false;
+        }
         let seats = Arc::clone(&self.engine.seats);
-        let permit = {
-            let _waiting = Waiting::new(&self.engine.metrics);
-            tokio::select! {
-                biased;
-                () = aborting(&mut self.phase) => return false,
-                permit = seats.acquire_owned() => match permit {
-                    Ok(permit) => permit,
-                    // The semaphore is never closed; treat it like a shutdown all the same.
-                    Err(_closed) => return false,
-                },
+        let (permit, admitted) = match Arc::clone(&seats).try_acquire_owned() {
+            Ok(permit) => (permit, self.arrival),
+            Err(_) => {
+                let _waiting = Waiting::new(&self.engine.metrics);
+                let permit = tokio::select! {
+                    biased;
+                    () = aborting(&mut self.phase) => return false,
+                    permit = seats.acquire_owned() => match permit {
+                        Ok(permit) => permit,
+                        // The semaphore is never closed; treat it like a shutdown all the same.
+                        Err(_closed) => return false,
+                    },
+                };
+                (permit, Instant::now())
             }
         };
         let running = self.engine.metrics.running().clone();
@@ -246,7 +255,7 @@ impl Job {
             _permit: permit,
             running,
         });
-        self.admitted = Instant::now();
+        self.admitted = admitted;
         self.engine.metrics.admitted(self.admitted - self.arrival);
         true
     }

@@ -6,7 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -18,6 +18,7 @@ use super::openai::{
     ChatRequest, CommonParams, CompletionRequest, Endpoint, ErrorBody, ErrorDetail, ModelCard,
     ModelList, chat_prompt_tokens,
 };
+use super::stamped::RequestArrival;
 
 const JSON: &str = "application/json";
 const EVENT_STREAM: &str = "text/event-stream; charset=utf-8";
@@ -82,8 +83,12 @@ fn with_content_type(status: StatusCode, body: Body, content_type: &'static str)
     response
 }
 
-async fn completions(State(engine): State<Arc<Engine>>, body: Bytes) -> Response {
-    let arrival = Instant::now();
+async fn completions(
+    State(engine): State<Arc<Engine>>,
+    ConnectInfo(arrival): ConnectInfo<RequestArrival>,
+    body: Bytes,
+) -> Response {
+    let arrival = arrival.instant();
     let result = async {
         let request: CompletionRequest = parse_body(&body)?;
         check_model(&engine, request.model.as_deref())?;
@@ -106,8 +111,12 @@ async fn completions(State(engine): State<Arc<Engine>>, body: Bytes) -> Response
     }
 }
 
-async fn chat_completions(State(engine): State<Arc<Engine>>, body: Bytes) -> Response {
-    let arrival = Instant::now();
+async fn chat_completions(
+    State(engine): State<Arc<Engine>>,
+    ConnectInfo(arrival): ConnectInfo<RequestArrival>,
+    body: Bytes,
+) -> Response {
+    let arrival = arrival.instant();
     let result = async {
         let request: ChatRequest = parse_body(&body)?;
         check_model(&engine, request.model.as_deref())?;

@@ -1,0 +1,136 @@
+//! When bytes reached a socket, from the kernel (Linux `SO_TIMESTAMPNS`), rather than when this process got
+//! around to reading them: a busy process must not add its own wake-up delay to a latency it measures (the
+//! engine) or to a latency it is the truth of (the simulator). Where the kernel gives no stamp, callers use the
+//! time the read returned.
+
+use std::io;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::net::TcpStream;
+
+/// Stamps older than this are not trusted: they would come from another clock, not from a slow read.
+const MAX_AGE: Duration = Duration::from_secs(60);
+
+/// Asks the kernel to stamp what arrives on `stream`; without it, reads still work, unstamped.
+pub fn enable(stream: &TcpStream) {
+    #[cfg(target_os = "linux")]
+    if let Err(error) =
+        nix::sys::socket::setsockopt(stream, nix::sys::socket::sockopt::ReceiveTimestampns, &true)
+    {
+        tracing::debug!(%error, "no kernel receive timestamps on this socket");
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = stream;
+}
+
+/// How long ago the kernel stamped bytes at `stamp_ns` (nanoseconds since the Unix epoch, CLOCK_REALTIME).
+/// Only this age is read off the wall clock, so a wall-clock step during a run cannot move a timestamp by more
+/// than the age itself. `None` for an implausible stamp.
+pub fn age(stamp_ns: u64) -> Option<Duration> {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?;
+    let age = now.checked_sub(Duration::from_nanos(stamp_ns))?;
+    (age < MAX_AGE).then_some(age)
+}
+
+/// Room for the stamp's control message, to pass to [`read`].
+pub fn control_buffer() -> Vec<u8> {
+    #[cfg(target_os = "linux")]
+    return nix::cmsg_space!(nix::sys::time::TimeSpec);
+    #[cfg(not(target_os = "linux"))]
+    Vec::new()
+}
+
+/// One non-blocking read into `data`: the byte count and the kernel's stamp of the last bytes read, if it gave
+/// one. `WouldBlock` when nothing is ready, as `TcpStream::try_read`.
+pub fn read(
+    stream: &TcpStream,
+    data: &mut [u8],
+    control: &mut [u8],
+) -> io::Result<(usize, Option<u64>)> {
+    #[cfg(target_os = "linux")]
+    return stream.try_io(tokio::io::Interest::READABLE, || {
+        linux::recv_stamped(stream, data, control)
+    });
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = control;
+        stream.try_read(data).map(|n| (n, None))
+    }
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use std::io;
+    use std::io::IoSliceMut;
+    use std::os::fd::AsRawFd as _;
+
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    use tokio::net::TcpStream;
+
+    pub fn recv_stamped(
+        stream: &TcpStream,
+        data: &mut [u8],
+        control: &mut [u8],
+    ) -> io::Result<(usize, Option<u64>)> {
+        let mut iov = [IoSliceMut::new(data)];
+        let message = recvmsg::<()>(
+            stream.as_raw_fd(),
+            &mut iov,
+            Some(control),
+            MsgFlags::empty(),
+        )
+        .map_err(io::Error::from)?;
+        let stamp = message.cmsgs().ok().and_then(|mut messages| {
+            messages.find_map(|m| match m {
+                ControlMessageOwned::ScmTimestampns(ts) => {
+                    let secs = u64::try_from(ts.tv_sec()).ok()?;
+                    let nanos = u64::try_from(ts.tv_nsec()).ok()?;
+                    secs.checked_mul(1_000_000_000)?.checked_add(nanos)
+                }
+                _ => None,
+            })
+        });
+        Ok((message.bytes, stamp))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncWriteExt as _;
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    #[test]
+    fn a_stamp_from_the_future_or_long_ago_has_no_age() {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .expect("after 1970")
+            .as_nanos() as u64;
+        assert_eq!(age(now + 5_000_000_000), None);
+        assert_eq!(age(now - 3_600_000_000_000), None);
+        assert!(age(now - 1_000_000).is_some_and(|a| a >= Duration::from_millis(1)));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn bytes_that_waited_in_the_socket_are_stamped_with_their_arrival() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let client = TcpStream::connect(listener.local_addr().expect("addr"))
+            .await
+            .expect("connect");
+        enable(&client);
+        let (mut server, _) = listener.accept().await.expect("accept");
+        server.write_all(b"data: x\n\n").await.expect("write");
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        client.readable().await.expect("readable");
+        let (mut data, mut control) = (vec![0; 64], control_buffer());
+        let (n, stamp) = read(&client, &mut data, &mut control).expect("bytes were waiting");
+        assert_eq!(n, 9);
+        let age = age(stamp.expect("Linux stamps what arrives")).expect("a plausible stamp");
+        assert!(
+            age >= Duration::from_millis(25),
+            "stamped {age:?} before the read: at the read, not at arrival"
+        );
+    }
+}
