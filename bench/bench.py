@@ -654,6 +654,25 @@ def synthesis(env: Env, clients: list[str], report: list[str]) -> None:
 # ---------------------------------------------------------------------------------------------------------------
 
 
+def steal_ticks() -> int:
+    """CPU time the hypervisor gave to others (all CPUs, in clock ticks): /proc/stat's steal column."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()
+    return int(fields[8]) if len(fields) > 8 else 0
+
+
+def timer_floor(samples: int = 4000) -> str:
+    """How late a thread that sleeps 0.5 ms wakes on this machine, idle: the floor under every client's timing
+    error (a client cannot send, nor a simulator answer, more precisely than the kernel wakes it)."""
+    late = []
+    for _ in range(samples):
+        due = time.perf_counter_ns() + 500_000
+        time.sleep(0.0005)
+        late.append(time.perf_counter_ns() - due)
+    late.sort()
+    q = lambda p: late[min(len(late) - 1, int(len(late) * p))] / 1000
+    return f"p50 {q(0.5):,.0f} µs, p99 {q(0.99):,.0f} µs, p99.9 {q(0.999):,.0f} µs"
+
+
 def machine() -> str:
     mem_kib = next(int(l.split()[1]) for l in Path("/proc/meminfo").read_text().splitlines()
                    if l.startswith("MemTotal:"))
@@ -694,7 +713,10 @@ def main() -> int:
             p = peers.get(name, {"error": "not installed"})
             report.append(f"- {name} {p.get('version', '?')}" + (f": **unavailable** ({p['error']})"
                                                                   if "error" in p else ""))
+    report.append(f"- timer wake-up lateness of a 0.5 ms sleep, before the run: {timer_floor(500 if args.smoke else 4000)} (the floor under "
+                  "every timing error below)")
     report.append(f"- tokenizer: {args.tokenizer}; simulator: `llmbench sim` on 127.0.0.1; work files: {workdir}\n")
+    steal0, wall0 = steal_ticks(), time.monotonic()
     only = set(filter(None, args.only.split(","))) or {"ceiling", "timing", "scale", "synthesis"}
     started = time.monotonic()
     if "ceiling" in only:
@@ -705,7 +727,10 @@ def main() -> int:
         scale(env, report)
     if "synthesis" in only:
         synthesis(env, clients, report)
-    report.append(f"\n_Total bench time {time.monotonic() - started:.0f} s._\n")
+    steal = (steal_ticks() - steal0) / CLK_TCK
+    cpu_s = (time.monotonic() - wall0) * (os.cpu_count() or 1)
+    report.append(f"\n_Total bench time {time.monotonic() - started:.0f} s; the hypervisor took {steal:,.0f} CPU-s "
+                  f"({100 * steal / cpu_s:.1f} % of the machine) for other guests meanwhile._\n")
     text = "\n".join(report)
     if not args.smoke:
         results = Path(args.results)

@@ -9,6 +9,8 @@
 //! Conventions the engine follows when filling a record:
 //! - `sent_ns` is taken just before the request goes on the wire; `scheduled_ns` is when the schedule wanted it.
 //! - Every SSE chunk is recorded on arrival, before parsing, classified by what it carried ([`ChunkKind`]).
+//!   Arrival is when its bytes reached the socket where the kernel stamps them (Linux, plain-http client), else
+//!   when the read returned.
 //! - A non-streaming request records at most one `Content` chunk (the body); token-timing metrics (TTFT, TPOT,
 //!   ITL) are `None` for it, as inference-perf reports them null without streaming.
 //! - A failed request carries `error`; a response with a non-2xx status counts as failed even without one.

@@ -66,7 +66,8 @@ pub struct SimArgs {
     #[arg(long, default_value = "llmbench-sim")]
     pub model: String,
 
-    /// Time to first token, counted from admission (queue wait comes on top), e.g. `50ms`.
+    /// Time to first token, counted from admission (queue wait comes on top), e.g. `50ms`. A request that finds
+    /// a free seat is admitted as of the moment it reached the socket (the kernel's receive timestamp on Linux).
     #[arg(long, default_value = "0ms", value_parser = humantime::parse_duration)]
     pub ttft: Duration,
 
