@@ -35,6 +35,10 @@ pub enum Http1Error {
     #[error("endpoint {url} is not plain http:// (TLS goes through the other client)")]
     NotPlainHttp { url: String },
     #[error(
+        "the endpoint URL for {host} carries credentials; give an API key in the profile instead"
+    )]
+    CredentialsInUrl { host: String },
+    #[error(
         "header {name:?} has a name or value that cannot go on the wire (control characters or an empty name)"
     )]
     BadHeader { name: String },
@@ -110,6 +114,11 @@ impl Http1Endpoint {
                 });
             }
         };
+        if !parsed.username().is_empty() || parsed.password().is_some() {
+            return Err(Http1Error::CredentialsInUrl {
+                host: host.to_owned(),
+            });
+        }
         let port = parsed.port_or_known_default().unwrap_or(80);
         let authority = format!("{host}:{port}");
         let host_header = match parsed.port() {
@@ -933,6 +942,10 @@ mod tests {
         assert!(matches!(
             Http1Endpoint::new("https://example.com/v1/completions", &[], 1),
             Err(Http1Error::NotPlainHttp { .. })
+        ));
+        assert!(matches!(
+            Http1Endpoint::new("http://user:secret@h/v1", &[], 1),
+            Err(Http1Error::CredentialsInUrl { .. })
         ));
         assert!(matches!(
             Http1Endpoint::new(
