@@ -282,13 +282,30 @@ def run_llmbench(env: Env, w: Workload, sim: Sim) -> Result:
     return r
 
 
-def run_inference_perf(env: Env, w: Workload, sim: Sim) -> Result:
-    peer = env.peers.get("inference-perf", NOT_INSTALLED)
+def prepare_peer(env: Env, key: str, label: str, w: Workload) -> tuple[dict, Path, Result | None]:
+    """The peer's install and a fresh work directory, or a FAILED result saying why the peer is missing."""
+    peer = env.peers.get(key, NOT_INSTALLED)
+    out = env.workdir / f"{key}-{w.name}"
     if "error" in peer:
-        return Result("inference-perf", False, peer["error"])
-    out = env.workdir / f"inference-perf-{w.name}"
+        return peer, out, Result(label, False, peer["error"])
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
+    return peer, out, None
+
+
+def annotate(r: Result, m: Measured) -> Result:
+    """Notes how a peer's run ended when it did not end cleanly."""
+    if m.timed_out:
+        r.note = "killed at the time bound"
+    elif r.figures.get("failed"):
+        r.note = f"{r.figures['failed']} failed requests"
+    return r
+
+
+def run_inference_perf(env: Env, w: Workload, sim: Sim) -> Result:
+    peer, out, missing = prepare_peer(env, "inference-perf", "inference-perf", w)
+    if missing:
+        return missing
     # Its tuned closed-loop setting (issue 5's reference figures): 4 worker processes; one per core is also tried
     # by nobody else, so keep 4.
     config = ip_config(w, sim.url, env.tokenizer, out / "reports", workers=4)
@@ -317,20 +334,13 @@ def run_inference_perf(env: Env, w: Workload, sim: Sim) -> Result:
         "sched_delay_p99": None if (load.get("schedule_delay") or {}).get("p99") is None
         else load["schedule_delay"]["p99"] * 1000,
     }
-    if m.timed_out:
-        r.note = "killed at the time bound"
-    elif r.figures["failed"]:
-        r.note = f"{r.figures['failed']} failed requests"
-    return r
+    return annotate(r, m)
 
 
 def run_guidellm(env: Env, w: Workload, sim: Sim) -> Result:
-    peer = env.peers.get("guidellm", NOT_INSTALLED)
-    if "error" in peer:
-        return Result("guidellm", False, peer["error"])
-    out = env.workdir / f"guidellm-{w.name}"
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
+    peer, out, missing = prepare_peer(env, "guidellm", "guidellm", w)
+    if missing:
+        return missing
     if w.rate is not None:
         profile = f"kind=constant,rate={w.rate}"
     else:
@@ -376,22 +386,15 @@ def run_guidellm(env: Env, w: Workload, sim: Sim) -> Result:
         "sched_delay_avg": None if sm.get("request_targeted_start_delay_avg") is None
         else sm["request_targeted_start_delay_avg"] * 1000,
     }
-    if m.timed_out:
-        r.note = "killed at the time bound"
-    elif r.figures["failed"]:
-        r.note = f"{r.figures['failed']} failed requests"
-    return r
+    return annotate(r, m)
 
 
 def run_vllm_bench(env: Env, w: Workload, sim: Sim) -> Result:
     """`vllm bench serve` with its random dataset: constant rate is `--burstiness inf` (gaps of exactly 1/rate),
     the closed loop is `--request-rate inf` with `--max-concurrency`; both bounded by a request count."""
-    peer = env.peers.get("vllm", NOT_INSTALLED)
-    if "error" in peer:
-        return Result("vllm bench serve", False, peer["error"])
-    out = env.workdir / f"vllm-{w.name}"
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
+    peer, out, missing = prepare_peer(env, "vllm", "vllm bench serve", w)
+    if missing:
+        return missing
     if w.rate is not None:
         count, load = int(w.rate * w.seconds), ["--request-rate", str(w.rate), "--burstiness", "inf"]
     else:
@@ -423,11 +426,7 @@ def run_vllm_bench(env: Env, w: Workload, sim: Sim) -> Result:
         "achieved_rate": completed / window if w.rate is not None and window > 0 else None,
         "sched_delay_p99": None,
     }
-    if m.timed_out:
-        r.note = "killed at the time bound"
-    elif r.figures["failed"]:
-        r.note = f"{r.figures['failed']} failed requests"
-    return r
+    return annotate(r, m)
 
 
 # llmbench runs that failed or had failed requests: the smoke run exits non-zero on any.
