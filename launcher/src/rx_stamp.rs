@@ -3,6 +3,7 @@
 //! engine) or to a latency it is the truth of (the simulator). Where the kernel gives no stamp, callers use the
 //! time the read returned.
 
+use std::cell::RefCell;
 use std::io;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -38,6 +39,30 @@ pub fn control_buffer() -> Vec<u8> {
     return nix::cmsg_space!(nix::sys::time::TimeSpec);
     #[cfg(not(target_os = "linux"))]
     Vec::new()
+}
+
+/// The most [`read_scratch`] reads per system call.
+pub const SCRATCH: usize = 64 * 1024;
+
+thread_local! {
+    /// One read buffer per thread, zeroed once: a connection holds no buffer between reads, and no read pays for
+    /// initialising memory the kernel is about to overwrite (the simulator did, 8 KiB and more per request).
+    static SCRATCH_BUF: RefCell<(Vec<u8>, Vec<u8>)> = RefCell::new((vec![0; SCRATCH], control_buffer()));
+}
+
+/// One non-blocking read of at most `limit` bytes into this thread's scratch buffer: `with` sees the bytes (none
+/// at the end of the stream) and the kernel's stamp of the last of them. `WouldBlock` when nothing is ready.
+/// `with` must not read again.
+pub fn read_scratch<R>(
+    stream: &TcpStream,
+    limit: usize,
+    with: impl FnOnce(&[u8], Option<u64>) -> R,
+) -> io::Result<R> {
+    SCRATCH_BUF.with_borrow_mut(|(data, control)| {
+        let data = &mut data[..limit.min(SCRATCH)];
+        let (n, stamp) = read(stream, data, control)?;
+        Ok(with(&data[..n], stamp))
+    })
 }
 
 /// One non-blocking read into `data`: the byte count and the kernel's stamp of the last bytes read, if it gave

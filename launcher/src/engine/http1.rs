@@ -16,7 +16,6 @@
 //! keep-alive reuse from an idle pool, bodies framed by `Content-Length`, `chunked` or the connection's close.
 //! TLS and proxies stay with reqwest (the engine picks: see `client::Transport`).
 
-use std::cell::RefCell;
 use std::io;
 use std::sync::{Mutex, PoisonError};
 
@@ -46,41 +45,25 @@ pub enum Http1Error {
 
 /// Response heads larger than this are refused: an OpenAI server sends a few hundred bytes.
 const MAX_HEAD: usize = 64 * 1024;
-/// Bytes read per system call; one per worker thread, so a stream holds none of it between reads.
-const SCRATCH: usize = 64 * 1024;
-
-thread_local! {
-    static SCRATCH_BUF: RefCell<Scratch> = RefCell::new(Scratch::new());
-}
-
-/// A worker thread's read buffers: the bytes, and room for the kernel's timestamp message.
-struct Scratch {
-    data: Vec<u8>,
-    control: Vec<u8>,
-}
-
-impl Scratch {
-    fn new() -> Self {
-        Self {
-            data: vec![0; SCRATCH],
-            control: rx_stamp::control_buffer(),
-        }
-    }
-
-    /// One non-blocking read: `Ok(None)` when nothing was ready, else the byte count (0 at end of stream) and
-    /// the arrival time on `clock`: the kernel's stamp where it gave one, else now.
-    fn read(&mut self, stream: &TcpStream, clock: &Clock) -> io::Result<Option<(usize, u64)>> {
-        match rx_stamp::read(stream, &mut self.data, &mut self.control) {
-            Ok((n, stamp)) => {
-                let now_ns = clock.now_ns();
-                let age_ns = stamp
-                    .and_then(rx_stamp::age)
-                    .map_or(0, |age| u64::try_from(age.as_nanos()).unwrap_or(u64::MAX));
-                Ok(Some((n, now_ns.saturating_sub(age_ns))))
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
-            Err(e) => Err(e),
-        }
+/// One non-blocking read into the thread's scratch buffer: `Ok(None)` when nothing was ready, else what `with`
+/// made of the bytes (none at the end of the stream) and their arrival time on `clock`: the kernel's stamp where
+/// it gave one, else now.
+fn read_stamped<R>(
+    stream: &TcpStream,
+    clock: &Clock,
+    with: impl FnOnce(&[u8], u64) -> R,
+) -> io::Result<Option<R>> {
+    let read = rx_stamp::read_scratch(stream, rx_stamp::SCRATCH, |bytes, stamp| {
+        let now_ns = clock.now_ns();
+        let age_ns = stamp
+            .and_then(rx_stamp::age)
+            .map_or(0, |age| u64::try_from(age.as_nanos()).unwrap_or(u64::MAX));
+        with(bytes, now_ns.saturating_sub(age_ns))
+    });
+    match read {
+        Ok(made) => Ok(Some(made)),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
@@ -242,6 +225,39 @@ pub enum BodyEnd {
     Stopped,
 }
 
+/// Decodes `input`. `Some((end, clean))` once the body ended or the caller stopped; `clean` when the framing
+/// ended exactly at the end of what was read, so the connection can carry another request.
+fn deliver(
+    framing: &mut Framing,
+    input: &[u8],
+    at_ns: u64,
+    on_data: &mut impl FnMut(&[u8], u64) -> Result<Flow, RequestError>,
+) -> Result<Option<(BodyEnd, bool)>, BodyError> {
+    let mut caller_error = None;
+    let mut stopped = false;
+    // After a stop the rest of the read is still decoded (not delivered), to see whether the body ended in it.
+    let consumed = framing.decode(input, |data| {
+        if stopped || caller_error.is_some() {
+            return;
+        }
+        match on_data(data, at_ns) {
+            Ok(Flow::More) => {}
+            Ok(Flow::Stop) => stopped = true,
+            Err(error) => caller_error = Some(error),
+        }
+    })?;
+    if let Some(error) = caller_error {
+        return Err(BodyError::Caller(error));
+    }
+    let complete = framing.is_complete();
+    let clean = complete && consumed == input.len();
+    Ok(match (complete, stopped) {
+        (_, true) => Some((BodyEnd::Stopped, clean)),
+        (true, false) => Some((BodyEnd::Complete, clean)),
+        (false, false) => None,
+    })
+}
+
 /// Why a body read failed.
 #[derive(Debug)]
 pub enum BodyError {
@@ -279,7 +295,7 @@ impl Response<'_> {
         let early = std::mem::take(&mut self.early);
         let mut ended = None;
         if !early.is_empty() {
-            ended = self.deliver(&early, self.early_at_ns, &mut on_data)?;
+            ended = deliver(&mut self.framing, &early, self.early_at_ns, &mut on_data)?;
         }
         drop(early);
         while ended.is_none() {
@@ -287,52 +303,25 @@ impl Response<'_> {
                 .readable()
                 .await
                 .map_err(|e| BodyError::Cut(e.to_string()))?;
-            ended =
-                SCRATCH_BUF.with_borrow_mut(|scratch| match scratch.read(&self.stream, clock) {
-                    Ok(Some((0, _))) => self.framing.at_eof().map(|end| Some((end, false))),
-                    Ok(Some((n, at_ns))) => self.deliver(&scratch.data[..n], at_ns, &mut on_data),
-                    Ok(None) => Ok(None),
-                    Err(e) => Err(BodyError::Cut(e.to_string())),
-                })?;
+            let framing = &mut self.framing;
+            let read = read_stamped(&self.stream, clock, |bytes, at_ns| {
+                if bytes.is_empty() {
+                    framing.at_eof().map(|end| Some((end, false)))
+                } else {
+                    deliver(framing, bytes, at_ns, &mut on_data)
+                }
+            });
+            ended = match read {
+                Ok(Some(delivered)) => delivered?,
+                Ok(None) => None,
+                Err(e) => return Err(BodyError::Cut(e.to_string())),
+            };
         }
         let (end, clean) = ended.unwrap_or((BodyEnd::Complete, false));
         if clean && self.keep_alive {
             self.endpoint.recycle(self.stream);
         }
         Ok(end)
-    }
-
-    /// Decodes `input`. `Some((end, clean))` once the body ended or the caller stopped; `clean` when the framing
-    /// ended exactly at the end of what was read, so the connection can carry another request.
-    fn deliver(
-        &mut self,
-        input: &[u8],
-        at_ns: u64,
-        on_data: &mut impl FnMut(&[u8], u64) -> Result<Flow, RequestError>,
-    ) -> Result<Option<(BodyEnd, bool)>, BodyError> {
-        let mut caller_error = None;
-        let mut stopped = false;
-        // After a stop the rest of the read is still decoded (not delivered), to see whether the body ended in it.
-        let consumed = self.framing.decode(input, |data| {
-            if stopped || caller_error.is_some() {
-                return;
-            }
-            match on_data(data, at_ns) {
-                Ok(Flow::More) => {}
-                Ok(Flow::Stop) => stopped = true,
-                Err(error) => caller_error = Some(error),
-            }
-        })?;
-        if let Some(error) = caller_error {
-            return Err(BodyError::Caller(error));
-        }
-        let complete = self.framing.is_complete();
-        let clean = complete && consumed == input.len();
-        Ok(match (complete, stopped) {
-            (_, true) => Some((BodyEnd::Stopped, clean)),
-            (true, false) => Some((BodyEnd::Complete, clean)),
-            (false, false) => None,
-        })
     }
 
     /// Reads at most `limit` bytes of the body (an error status's message), whatever happens to the connection.
@@ -605,19 +594,18 @@ async fn read_head(stream: &TcpStream, clock: &Clock) -> Result<Head, HeadError>
     let mut buffer: Vec<u8> = Vec::new();
     loop {
         stream.readable().await.map_err(HeadError::Io)?;
-        let read = SCRATCH_BUF.with_borrow_mut(|scratch| match scratch.read(stream, clock) {
-            Ok(Some((0, _))) => Err(HeadError::Closed {
-                received: buffer.len(),
-            }),
-            Ok(Some((n, at_ns))) => {
-                buffer.extend_from_slice(&scratch.data[..n]);
-                Ok(Some(at_ns))
+        let read = read_stamped(stream, clock, |bytes, at_ns| {
+            buffer.extend_from_slice(bytes);
+            (bytes.len(), at_ns)
+        });
+        let at_ns = match read.map_err(HeadError::Io)? {
+            Some((0, _)) => {
+                return Err(HeadError::Closed {
+                    received: buffer.len(),
+                });
             }
-            Ok(None) => Ok(None),
-            Err(e) => Err(HeadError::Io(e)),
-        })?;
-        let Some(at_ns) = read else {
-            continue;
+            Some((_, at_ns)) => at_ns,
+            None => continue,
         };
         while let Some((head, length)) = parse_head(&buffer)? {
             if (100..200).contains(&head.status) {

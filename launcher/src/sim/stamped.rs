@@ -37,7 +37,6 @@ impl Listener for StampedListener {
                     let io = StampedStream {
                         inner: stream,
                         last_stamp: Arc::default(),
-                        control: rx_stamp::control_buffer(),
                     };
                     return (io, addr);
                 }
@@ -66,7 +65,6 @@ pub(crate) struct StampedStream {
     inner: TcpStream,
     /// Nanoseconds since the Unix epoch; 0 before the first stamped read.
     last_stamp: Arc<AtomicU64>,
-    control: Vec<u8>,
 }
 
 impl AsyncRead for StampedStream {
@@ -78,12 +76,15 @@ impl AsyncRead for StampedStream {
         let this = self.get_mut();
         loop {
             ready!(this.inner.poll_read_ready(cx))?;
-            match rx_stamp::read(&this.inner, buf.initialize_unfilled(), &mut this.control) {
-                Ok((n, stamp)) => {
+            let read = rx_stamp::read_scratch(&this.inner, buf.remaining(), |bytes, stamp| {
+                buf.put_slice(bytes);
+                stamp
+            });
+            match read {
+                Ok(stamp) => {
                     if let Some(stamp) = stamp {
                         this.last_stamp.store(stamp, Ordering::Relaxed);
                     }
-                    buf.advance(n);
                     return Poll::Ready(Ok(()));
                 }
                 // Readiness was stale; `poll_read_ready` registers for the next.
