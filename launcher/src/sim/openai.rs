@@ -4,6 +4,8 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use crate::tokenizer::word_count;
+
 /// The text of every output token. Real BPE tokenizers also encode `" token"` as one token, so a
 /// client that re-tokenises the output counts what `usage` reports.
 pub(crate) const TOKEN_TEXT: &str = " token";
@@ -129,10 +131,6 @@ pub(crate) fn chat_prompt_tokens(messages: &[ChatMessage]) -> u32 {
         })
         .sum();
     saturate(words)
-}
-
-fn word_count(text: &str) -> usize {
-    text.split_whitespace().count()
 }
 
 fn saturate(count: usize) -> u32 {
