@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures_util::StreamExt as _;
 use serde::Deserialize;
+use serde::de::IgnoredAny;
 
 use super::http1::{BodyEnd, BodyError, Flow, Http1Endpoint};
 use super::sse::{SseEvent, SseParser};
@@ -367,8 +368,9 @@ struct ChoiceJson<'a> {
     delta: Option<MessageJson<'a>>,
     #[serde(default, borrow)]
     message: Option<MessageJson<'a>>,
-    #[serde(default, borrow)]
-    finish_reason: Option<Cow<'a, str>>,
+    /// Only whether it is set matters (`null` until the last chunk).
+    #[serde(default)]
+    finish_reason: Option<IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -394,10 +396,14 @@ struct ErrorJson<'a> {
 }
 
 fn parse_chunk(payload: &[u8], keep_text: bool) -> Result<ParsedChunk, RequestError> {
-    let chunk: ChunkJson<'_> = serde_json::from_slice(payload).map_err(|e| RequestError {
+    let malformed = |reason: String| RequestError {
         class: ErrorClass::MalformedEvent,
-        message: format!("malformed response event ({e}): {}", preview(payload)),
-    })?;
+        message: format!("malformed response event ({reason}): {}", preview(payload)),
+    };
+    // JSON is UTF-8 throughout: checking the whole event once is cheaper than serde_json checking every key and
+    // string it meets, the largest part of a chunk's parse.
+    let text = std::str::from_utf8(payload).map_err(|e| malformed(e.to_string()))?;
+    let chunk: ChunkJson<'_> = serde_json::from_str(text).map_err(|e| malformed(e.to_string()))?;
     if let Some(error) = chunk.error {
         return Err(RequestError {
             class: ErrorClass::Other,

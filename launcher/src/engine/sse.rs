@@ -33,7 +33,8 @@ impl SseParser {
     pub fn next_event(&mut self) -> Option<SseEvent<'_>> {
         loop {
             let rest = &self.buffer[self.consumed..];
-            let line_end = rest.iter().position(|&b| b == b'\n')?;
+            // memchr's vectorised search: this scan was the client's largest single cost at the ceiling.
+            let line_end = memchr::memchr(b'\n', rest)?;
             let line_start = self.consumed;
             self.consumed += line_end + 1;
             let mut line = &self.buffer[line_start..line_start + line_end];
