@@ -4,9 +4,10 @@
 //! `t` wakes anywhere in `[t, t + 1 ms)` plus its wake-up latency. That is too coarse for a 1 000 req/s schedule
 //! (one request per tick) and for a simulator whose TTFT is the truth a client's measurements are checked against.
 //!
-//! [`sleep_until`] therefore sleeps in two steps: on tokio's wheel until [`COARSE_MARGIN`] before the deadline
-//! (cheap, cancellable, holds no entry here), then on one dedicated timer thread that keeps the near deadlines in a
-//! heap and waits on a condition variable until the earliest. On Linux that wait is a futex with an hrtimer, late by
+//! [`sleep_until`] therefore waits on one dedicated timer thread that keeps the near deadlines in a heap and waits
+//! on a condition variable until the earliest. A sleep longer than [`COARSE_ABOVE`] first waits on tokio's wheel
+//! until [`COARSE_MARGIN`] before its deadline (cheap, cancellable, no entry here), so long waits such as 10 000
+//! slow streams keep the heap small; shorter ones go to the thread whole, one wake-up each. On Linux that wait is a futex with an hrtimer, late by
 //! the thread's timer slack (50 µs by default), not by a millisecond. The thread never spins: its cost is one wake-up
 //! per due deadline (deadlines due together are fired together).
 
@@ -25,13 +26,15 @@ use futures_util::task::AtomicWaker;
 /// plus its rounding, so the hand-over is never late itself.
 pub const COARSE_MARGIN: Duration = Duration::from_millis(3);
 
+/// Sleeps up to this long skip the coarse step: for them it would cost a second wake-up (a simulator token every
+/// 10 ms would wake twice) only to keep a short-lived entry off the timer thread's heap.
+pub const COARSE_ABOVE: Duration = Duration::from_millis(25);
+
 /// Waits until `deadline`, waking within tens of microseconds after it (see the module documentation).
 /// Dropping the future cancels the wait.
 pub async fn sleep_until(deadline: Instant) {
-    if let Some(coarse) = deadline.checked_sub(COARSE_MARGIN)
-        && coarse > Instant::now()
-    {
-        tokio::time::sleep_until(coarse.into()).await;
+    if deadline.saturating_duration_since(Instant::now()) > COARSE_ABOVE {
+        tokio::time::sleep_until((deadline - COARSE_MARGIN).into()).await;
     }
     match timer() {
         Some(timer) => {
