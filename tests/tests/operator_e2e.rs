@@ -322,8 +322,11 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
         .collect();
     std::fs::write(&dataset, samples.join("\n")).expect("write dataset");
     // The test kubelet maps paths in arguments, not inside files, so the profile names the host path.
+    // 500 queries are what early stopping needs to certify a p99 with none over the bound; 100 qps keeps
+    // the run VALID on a shared 2-core machine: at 200 qps, with half the machine stolen by the hypervisor, the
+    // debug-built launcher, simulator and apiserver together once missed the 2 s TTFT bound.
     let template = format!(
-        "model: llama3_1-8b\nscenario: Server\ntarget_qps: 200\nmin_duration: 1s\nmin_query_count: 500\n\
+        "model: llama3_1-8b\nscenario: Server\ntarget_qps: 100\nmin_duration: 1s\nmin_query_count: 500\n\
          max_tokens: 4\nserver:\n  base_url: REPLACE_ENV_LLMDBENCH_HARNESS_STACK_ENDPOINT_URL\n  \
          model_name: REPLACE_ENV_LLMDBENCH_DEPLOY_CURRENT_MODEL\n  ignore_eos: true\ndataset:\n  path: {}\n",
         dataset.display()
