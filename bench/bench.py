@@ -132,7 +132,7 @@ def run_measured(cmd: list[str], log: Path, timeout_s: float, env: dict | None =
             time.sleep(0.05)
         proc.returncode = os.waitstatus_to_exitcode(status)
         m.wall_s = time.monotonic() - start
-        m.steal_pct = 100 * (steal_ticks() - steal0) / CLK_TCK / (m.wall_s * (os.cpu_count() or 1))
+        m.steal_pct = steal_pct_since(steal0, m.wall_s)
         stop.set()
         poller.join()
     m.exit_code = proc.returncode
@@ -285,12 +285,12 @@ def run_llmbench(env: Env, w: Workload, sim: Sim) -> Result:
     return r
 
 
-def prepare_peer(env: Env, key: str, label: str, w: Workload) -> tuple[dict, Path, Result | None]:
+def prepare_peer(env: Env, key: str, w: Workload) -> tuple[dict, Path, Result | None]:
     """The peer's install and a fresh work directory, or a FAILED result saying why the peer is missing."""
     peer = env.peers.get(key, NOT_INSTALLED)
     out = env.workdir / f"{key}-{w.name}"
     if "error" in peer:
-        return peer, out, Result(label, False, peer["error"])
+        return peer, out, Result(label(key), False, peer["error"])
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     return peer, out, None
@@ -306,7 +306,7 @@ def annotate(r: Result, m: Measured) -> Result:
 
 
 def run_inference_perf(env: Env, w: Workload, sim: Sim) -> Result:
-    peer, out, missing = prepare_peer(env, "inference-perf", "inference-perf", w)
+    peer, out, missing = prepare_peer(env, "inference-perf", w)
     if missing:
         return missing
     # Its tuned closed-loop setting (issue 5's reference figures): 4 worker processes; one per core is also tried
@@ -341,7 +341,7 @@ def run_inference_perf(env: Env, w: Workload, sim: Sim) -> Result:
 
 
 def run_guidellm(env: Env, w: Workload, sim: Sim) -> Result:
-    peer, out, missing = prepare_peer(env, "guidellm", "guidellm", w)
+    peer, out, missing = prepare_peer(env, "guidellm", w)
     if missing:
         return missing
     if w.rate is not None:
@@ -395,7 +395,7 @@ def run_guidellm(env: Env, w: Workload, sim: Sim) -> Result:
 def run_vllm_bench(env: Env, w: Workload, sim: Sim) -> Result:
     """`vllm bench serve` with its random dataset: constant rate is `--burstiness inf` (gaps of exactly 1/rate),
     the closed loop is `--request-rate inf` with `--max-concurrency`; both bounded by a request count."""
-    peer, out, missing = prepare_peer(env, "vllm", "vllm bench serve", w)
+    peer, out, missing = prepare_peer(env, "vllm", w)
     if missing:
         return missing
     if w.rate is not None:
@@ -411,7 +411,7 @@ def run_vllm_bench(env: Env, w: Workload, sim: Sim) -> Result:
     cpu0 = sim.cpu()
     m = run_measured(cmd, out / "client.log", timeout_s=w.seconds * 4 + 180,
                      env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}, cwd=out)
-    r = Result("vllm bench serve", m.exit_code == 0 and not m.timed_out, measured=m, sim_cpu_s=sim.cpu() - cpu0)
+    r = Result(label("vllm"), m.exit_code == 0 and not m.timed_out, measured=m, sim_cpu_s=sim.cpu() - cpu0)
     path = out / "result.json"
     if not path.exists():
         r.ok, r.note = False, f"no result.json (exit {m.exit_code}); see {m.log}"
@@ -671,6 +671,11 @@ def steal_ticks() -> int:
     return int(fields[8]) if len(fields) > 8 else 0
 
 
+def steal_pct_since(ticks0: int, wall_s: float) -> float:
+    """The share of the whole machine the hypervisor took over the last wall_s seconds, from a steal_ticks()."""
+    return 100 * (steal_ticks() - ticks0) / CLK_TCK / (wall_s * (os.cpu_count() or 1)) if wall_s > 0 else 0.0
+
+
 def timer_floor(samples: int = 4000) -> str:
     """How late a thread that sleeps 0.5 ms wakes on this machine, idle: the floor under every client's timing
     error (a client cannot send, nor a simulator answer, more precisely than the kernel wakes it)."""
@@ -739,7 +744,7 @@ def main() -> int:
               f"- {version}"]
     for name in ("inference-perf", "guidellm", "vllm"):
         if name in clients:
-            p = peers.get(name, {"error": "not installed"})
+            p = peers.get(name, NOT_INSTALLED)
             report.append(f"- {name} {p.get('version', '?')}" + (f": **unavailable** ({p['error']})"
                                                                   if "error" in p else ""))
     report.append(f"- timer wake-up lateness of a 0.5 ms sleep, before the run: {timer_floor(500 if args.smoke else 4000)} (the floor under "
@@ -747,9 +752,8 @@ def main() -> int:
     report.append(f"- a thread that never sleeps, before the run: {vcpu_pauses()} (the part of that floor no "
                   "client can avoid)")
     report.append(f"- tokenizer: {args.tokenizer}; simulator: `llmbench sim` on 127.0.0.1; work files: {workdir}\n")
-    steal0, wall0 = steal_ticks(), time.monotonic()
+    steal0, started = steal_ticks(), time.monotonic()
     only = set(filter(None, args.only.split(","))) or {"ceiling", "timing", "scale", "synthesis"}
-    started = time.monotonic()
     if "ceiling" in only:
         ceiling(env, clients, report)
     if "timing" in only:
@@ -758,10 +762,10 @@ def main() -> int:
         scale(env, report)
     if "synthesis" in only:
         synthesis(env, clients, report)
-    steal = (steal_ticks() - steal0) / CLK_TCK
-    cpu_s = (time.monotonic() - wall0) * (os.cpu_count() or 1)
-    report.append(f"\n_Total bench time {time.monotonic() - started:.0f} s; the hypervisor took {steal:,.0f} CPU-s "
-                  f"({100 * steal / cpu_s:.1f} % of the machine) for other guests meanwhile._\n")
+    wall_s = time.monotonic() - started
+    steal_s = (steal_ticks() - steal0) / CLK_TCK
+    report.append(f"\n_Total bench time {wall_s:.0f} s; the hypervisor took {steal_s:,.0f} CPU-s "
+                  f"({steal_pct_since(steal0, wall_s):.1f} % of the machine) for other guests meanwhile._\n")
     text = "\n".join(report)
     if not args.smoke:
         results = Path(args.results)

@@ -181,10 +181,7 @@ async fn exchange_http1(
         match ended {
             Ok(_) => whole_body(&body, at_ns, record, target.keep_text),
             Err(BodyError::Caller(error)) => Err(error),
-            Err(BodyError::Cut(reason)) => Err(RequestError {
-                class: ErrorClass::StreamCut,
-                message: format!("response body cut: {reason}"),
-            }),
+            Err(BodyError::Cut(reason)) => Err(body_cut(&reason)),
         }
     }
 }
@@ -226,10 +223,10 @@ async fn exchange_reqwest(
         }
         events.at_end(record)
     } else {
-        let body = response.bytes().await.map_err(|e| RequestError {
-            class: ErrorClass::StreamCut,
-            message: format!("response body cut: {}", error_chain(&e)),
-        })?;
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| body_cut(&error_chain(&e)))?;
         whole_body(&body, clock.now_ns(), record, target.keep_text)
     }
 }
@@ -256,6 +253,14 @@ fn stream_cut(record: &RequestRecord, reason: &str) -> RequestError {
             "stream cut after {} chunk(s): {reason}",
             record.chunks.len()
         ),
+    }
+}
+
+/// A non-streamed body that ended early.
+fn body_cut(reason: &str) -> RequestError {
+    RequestError {
+        class: ErrorClass::StreamCut,
+        message: format!("response body cut: {reason}"),
     }
 }
 

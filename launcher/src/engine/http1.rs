@@ -550,12 +550,7 @@ impl HeadError {
     fn before_any_byte(&self) -> bool {
         match self {
             HeadError::Closed { received } => *received == 0,
-            HeadError::Io(error) => matches!(
-                error.kind(),
-                io::ErrorKind::ConnectionReset
-                    | io::ErrorKind::ConnectionAborted
-                    | io::ErrorKind::BrokenPipe
-            ),
+            HeadError::Io(error) => is_reset(error.kind()),
             HeadError::Malformed(_) => false,
         }
     }
@@ -563,13 +558,12 @@ impl HeadError {
     fn into_request_error(self) -> RequestError {
         match self {
             HeadError::Io(error) => {
-                let class = match error.kind() {
-                    io::ErrorKind::ConnectionReset
-                    | io::ErrorKind::ConnectionAborted
-                    | io::ErrorKind::BrokenPipe
-                    | io::ErrorKind::UnexpectedEof => ErrorClass::ConnectionReset,
-                    _ => ErrorClass::Other,
-                };
+                let class =
+                    if is_reset(error.kind()) || error.kind() == io::ErrorKind::UnexpectedEof {
+                        ErrorClass::ConnectionReset
+                    } else {
+                        ErrorClass::Other
+                    };
                 RequestError {
                     class,
                     message: format!("connection failed before a response: {error}"),
@@ -587,6 +581,16 @@ impl HeadError {
             },
         }
     }
+}
+
+/// The ways a write or read fails on a connection the peer has closed.
+fn is_reset(kind: io::ErrorKind) -> bool {
+    matches!(
+        kind,
+        io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::BrokenPipe
+    )
 }
 
 /// Reads until a final (non-1xx) response head is complete; body bytes read with it are kept.
