@@ -186,15 +186,22 @@ fn parse_spec(ctx: &mut Ctx, spec: &Node, line: u32) -> Result<SpecParts, Worklo
     if let Some(s) = pm.get("random_seed") {
         seed.get_or_insert(s.u64(ctx)?);
     }
-    let stages = profile_stages(ctx, &mut pm, &kind_field, kind, &constraints, false)?;
+    let mut stages = profile_stages(ctx, &mut pm, &kind_field, kind, &constraints, false)?;
+    // v0.7 keeps warm-up and cool-down in `profile`; earlier scenarios had them beside it.
+    let mut transients = [None, None];
+    for (slot, key) in transients.iter_mut().zip(["warmup", "cooldown"]) {
+        if let Some(f) = m.get(key) {
+            *slot = transient_phase(ctx, &f)?;
+        }
+        if let Some(f) = pm.get(key) {
+            *slot = transient_phase(ctx, &f)?;
+        }
+    }
+    for stage in &mut stages {
+        [stage.warmup, stage.cooldown] = transients;
+    }
     pm.finish(ctx, &[]);
-    for key in [
-        "outputs",
-        "output",
-        "request_formatter",
-        "warmup",
-        "cooldown",
-    ] {
+    for key in ["outputs", "output", "request_formatter"] {
         m.ignore(ctx, key, "not used by llmbench");
     }
     m.finish(ctx, &[]);
@@ -302,19 +309,38 @@ fn constraints(ctx: &mut Ctx, f: &At<'_>) -> Result<StageLimit, WorkloadError> {
             }
             "max_errors" => {
                 let n = c.require(ctx, "count", "`max_errors` needs `count`")?;
-                limit.max_errors = Some(n.positive_u64(ctx)?);
+                limit.max_errors = Some(ErrorLimit {
+                    limit: n.positive_u64(ctx)?,
+                    scope: stopping_scope(ctx, &mut c)?,
+                });
             }
             "max_error_rate" => {
-                limit.max_error_rate = Some(fraction(
+                let rate = error_rate(
                     ctx,
                     &c.require(ctx, "rate", "`max_error_rate` needs `rate`")?,
-                )?);
+                )?;
+                let window = match c.get("window") {
+                    Some(w) => w.positive_u64(ctx)?,
+                    None => GUIDELLM_ERROR_WINDOW,
+                };
+                limit.max_error_rate = Some(ErrorLimit {
+                    limit: WindowedErrorRate { rate, window },
+                    scope: stopping_scope(ctx, &mut c)?,
+                });
             }
             "max_global_error_rate" => {
-                limit.max_global_error_rate = Some(fraction(
+                let rate = error_rate(
                     ctx,
                     &c.require(ctx, "rate", "`max_global_error_rate` needs `rate`")?,
-                )?);
+                )?;
+                let minimum = match c.get("minimum") {
+                    Some(w) => w.positive_u64(ctx)?,
+                    None => GUIDELLM_ERROR_MIN_PROCESSED,
+                };
+                limit.max_global_error_rate = Some(ErrorLimit {
+                    limit: GlobalErrorRate { rate, minimum },
+                    scope: stopping_scope(ctx, &mut c)?,
+                });
             }
             "over_saturation" => {
                 return Err(kind_field.unsupported(ctx, "the `over_saturation` constraint"));
@@ -334,12 +360,104 @@ fn constraints(ctx: &mut Ctx, f: &At<'_>) -> Result<StageLimit, WorkloadError> {
     Ok(limit)
 }
 
-fn fraction(ctx: &Ctx, f: &At<'_>) -> Result<f64, WorkloadError> {
+/// An error rate as guidellm validates it: strictly between 0 and 1.
+fn error_rate(ctx: &Ctx, f: &At<'_>) -> Result<f64, WorkloadError> {
     let v = f.positive_f64(ctx)?;
-    if v > 1.0 {
+    if v >= 1.0 {
         return Err(f.invalid(
             ctx,
-            format!("a rate of errors is a fraction in (0, 1], found {v}"),
+            format!("an error rate is a fraction in (0, 1), found {v}"),
+        ));
+    }
+    Ok(v)
+}
+
+/// A constraint's `stopping_scope`: `current` (guidellm's default) or `all`.
+fn stopping_scope(ctx: &mut Ctx, c: &mut MapReader<'_>) -> Result<StopScope, WorkloadError> {
+    match c.get("stopping_scope") {
+        None => Ok(StopScope::Stage),
+        Some(f) => match f.str(ctx)? {
+            "current" => Ok(StopScope::Stage),
+            "all" => Ok(StopScope::Run),
+            other => Err(f.invalid(
+                ctx,
+                format!("unknown stopping_scope `{other}`; expected current or all"),
+            )),
+        },
+    }
+}
+
+/// guidellm ≥ v0.4 `warmup` / `cooldown` (`TransientPhaseConfig`): a number (a fraction when below 1, else
+/// seconds or requests), a JSON string of either, or `{percent, value, mode}`.
+fn transient_phase(ctx: &mut Ctx, f: &At<'_>) -> Result<Option<Transient>, WorkloadError> {
+    let parsed;
+    let f = match &f.node.value {
+        Value::Str(text) => {
+            parsed = string_data(text, f.line)
+                .filter(|_| text.trim_start().starts_with('{'))
+                .or_else(|| {
+                    text.trim()
+                        .parse::<f64>()
+                        .ok()
+                        .map(|v| Node::new(Value::Float(v), f.line))
+                })
+                .ok_or_else(|| {
+                    ctx.wrong_type(&f.path, f.node, "a number or {percent, value, mode}")
+                })?;
+            At::new(&parsed, f.path.clone(), f.line)
+        }
+        _ => At::new(f.node, f.path.clone(), f.line),
+    };
+    let phase = if f.node.entries().is_some() {
+        let mut m = f.map(ctx)?;
+        let percent = match m.get("percent") {
+            Some(p) => Some(transient_percent(ctx, &p)?),
+            None => None,
+        };
+        let value = m.get("value").map(|v| v.non_negative_f64(ctx)).transpose()?;
+        let mode = match m.get("mode") {
+            None => TransientMode::PreferDuration,
+            Some(k) => match k.str(ctx)? {
+                "duration" => TransientMode::Duration,
+                "requests" => TransientMode::Requests,
+                "prefer_duration" => TransientMode::PreferDuration,
+                "prefer_requests" => TransientMode::PreferRequests,
+                "both" => TransientMode::Both,
+                other => {
+                    return Err(k.invalid(
+                        ctx,
+                        format!(
+                            "unknown mode `{other}`; expected duration, requests, prefer_duration, \
+                             prefer_requests or both"
+                        ),
+                    ));
+                }
+            },
+        };
+        m.finish(ctx, &[]);
+        TransientPhase {
+            percent,
+            value,
+            mode,
+        }
+    } else {
+        let v = f.non_negative_f64(ctx)?;
+        TransientPhase {
+            percent: (v < 1.0).then_some(v),
+            value: (v >= 1.0).then_some(v),
+            mode: TransientMode::PreferDuration,
+        }
+    };
+    let empty = phase.percent.is_none_or(|p| p == 0.0) && phase.value.is_none_or(|v| v == 0.0);
+    Ok((!empty).then_some(Transient::GuidellmPhase(phase)))
+}
+
+fn transient_percent(ctx: &Ctx, f: &At<'_>) -> Result<f64, WorkloadError> {
+    let v = f.non_negative_f64(ctx)?;
+    if v >= 1.0 {
+        return Err(f.invalid(
+            ctx,
+            format!("`percent` is a fraction of the stage in [0, 1), found {v}"),
         ));
     }
     Ok(v)
@@ -400,6 +518,8 @@ fn profile_stages(
         },
         limit: limit.clone(),
         max_concurrency: None,
+        warmup: None,
+        cooldown: None,
     };
     let stages = match kind {
         "synchronous" => {
@@ -466,6 +586,8 @@ fn profile_stages(
                         arrival,
                         limit: limit.clone(),
                         max_concurrency,
+                        warmup: None,
+                        cooldown: None,
                     })
                 })
                 .collect::<Result<Vec<_>, WorkloadError>>()?
@@ -516,6 +638,8 @@ fn profile_stages(
                     }),
                     limit: limit.clone(),
                     max_concurrency,
+                    warmup: None,
+                    cooldown: None,
                 },
             ]
         }
@@ -798,27 +922,44 @@ fn parse_flat(
         limit.requests = Some(f.positive_u64(ctx)?);
     }
     if let Some(f) = m.get_any(&["max_errors", "max_error"]) {
-        limit.max_errors = Some(f.positive_u64(ctx)?);
+        limit.max_errors = Some(ErrorLimit {
+            limit: f.positive_u64(ctx)?,
+            scope: StopScope::Stage,
+        });
     }
     if let Some(f) = m.get("max_error_rate") {
-        limit.max_error_rate = Some(fraction(ctx, &f)?);
+        limit.max_error_rate = Some(ErrorLimit {
+            limit: WindowedErrorRate {
+                rate: error_rate(ctx, &f)?,
+                window: GUIDELLM_ERROR_WINDOW,
+            },
+            scope: StopScope::Stage,
+        });
     }
     if let Some(f) = m.get("max_global_error_rate") {
-        limit.max_global_error_rate = Some(fraction(ctx, &f)?);
+        limit.max_global_error_rate = Some(ErrorLimit {
+            limit: GlobalErrorRate {
+                rate: error_rate(ctx, &f)?,
+                minimum: GUIDELLM_ERROR_MIN_PROCESSED,
+            },
+            scope: StopScope::Stage,
+        });
     }
-    for (keys, slot) in [
-        (["warmup_percent", "warmup"], &mut workload.report.warmup),
-        (
-            ["cooldown_percent", "cooldown"],
-            &mut workload.report.cooldown,
-        ),
-    ] {
-        if let Some(f) = m.get_any(&keys) {
-            let v = f.non_negative_f64(ctx)?;
-            if v >= 1.0 {
-                return Err(f.invalid(ctx, format!("a fraction of the stage in [0, 1), found {v}")));
+    // ≤ v0.3: `warmup_percent` / `cooldown_percent`, fractions in (0, 1]; v0.4–v0.6: `warmup` / `cooldown`.
+    let mut transients = [None, None];
+    for (slot, (old, new)) in transients.iter_mut().zip([
+        ("warmup_percent", "warmup"),
+        ("cooldown_percent", "cooldown"),
+    ]) {
+        if let Some(f) = m.get(old) {
+            let v = f.positive_f64(ctx)?;
+            if v > 1.0 {
+                return Err(f.invalid(ctx, format!("a fraction of the stage in (0, 1], found {v}")));
             }
-            *slot = Some(v);
+            *slot = Some(Transient::GuidellmFraction(v));
+        }
+        if let Some(f) = m.get(new) {
+            *slot = transient_phase(ctx, &f)?;
         }
     }
     match m.get("random_seed") {
@@ -834,6 +975,9 @@ fn parse_flat(
     })?;
     let kind = kind_field.str(ctx)?;
     workload.stages = profile_stages(ctx, &mut m, &kind_field, kind, &limit, true)?;
+    for stage in &mut workload.stages {
+        [stage.warmup, stage.cooldown] = transients;
+    }
     m.finish(ctx, &[]);
     Ok(workload)
 }

@@ -205,6 +205,8 @@ fn parse_load(
             arrival: Arrival::Sweep(sweep),
             limit: StageLimit::default(),
             max_concurrency: None,
+            warmup: None,
+            cooldown: None,
         }];
         load.finish(ctx, &[]);
         return Ok(());
@@ -278,6 +280,8 @@ fn parse_rate_stage(ctx: &mut Ctx, item: &At<'_>, kind: LoadKind) -> Result<Stag
         arrival,
         limit: StageLimit::duration(duration),
         max_concurrency: None,
+        warmup: None,
+        cooldown: None,
     })
 }
 
@@ -308,6 +312,8 @@ fn parse_concurrent_stage(ctx: &mut Ctx, item: &At<'_>) -> Result<Stage, Workloa
         },
         limit: StageLimit::requests(num_requests),
         max_concurrency: None,
+        warmup: None,
+        cooldown: None,
     })
 }
 

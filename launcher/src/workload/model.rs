@@ -43,6 +43,9 @@ pub struct Workload {
     pub report: ReportOptions,
     /// Service-level objectives a request must all meet to count as "good".
     pub goodput: Vec<GoodputConstraint>,
+    /// vllm `--num-warmups`: this many copies of the first request, sent at once (under `max_concurrency`)
+    /// before the first stage and left out of every metric and report.
+    pub warmup_requests: u64,
     pub tokenizer: Option<TokenizerSpec>,
 }
 
@@ -62,6 +65,7 @@ impl Workload {
             workers: WorkerSettings::default(),
             report: ReportOptions::default(),
             goodput: Vec::new(),
+            warmup_requests: 0,
             tokenizer: None,
         }
     }
@@ -142,6 +146,10 @@ pub struct Stage {
     /// Cap on requests in flight on top of the arrival process (vllm `--max-concurrency`,
     /// guidellm `max_concurrency`).
     pub max_concurrency: Option<u32>,
+    /// Requests at the start of the stage left out of its metrics (guidellm `warmup`).
+    pub warmup: Option<Transient>,
+    /// Requests at the end of the stage left out of its metrics (guidellm `cooldown`).
+    pub cooldown: Option<Transient>,
 }
 
 /// The tool's own name for the stage's load, for reports.
@@ -298,6 +306,8 @@ impl Sweep {
                             arrival,
                             limit: StageLimit::duration(*stage_duration),
                             max_concurrency: None,
+                            warmup: None,
+                            cooldown: None,
                         }
                     })
                     .collect()
@@ -329,6 +339,8 @@ impl Sweep {
                             arrival,
                             limit: limit.clone(),
                             max_concurrency: None,
+                            warmup: None,
+                            cooldown: None,
                         }
                     })
                     .collect()
@@ -374,12 +386,95 @@ pub struct StageLimit {
     pub duration: Option<Duration>,
     /// guidellm `max_requests`, vllm `--num-prompts`, inference-perf `num_requests`.
     pub requests: Option<u64>,
-    /// guidellm `max_errors`.
-    pub max_errors: Option<u64>,
-    /// guidellm `max_error_rate` (0..1, over a window).
-    pub max_error_rate: Option<f64>,
-    /// guidellm `max_global_error_rate` (0..1, whole stage).
-    pub max_global_error_rate: Option<f64>,
+    /// guidellm `max_errors`: stop once this many requests of the stage have errored.
+    pub max_errors: Option<ErrorLimit<u64>>,
+    /// guidellm `max_error_rate`: stop once the errored share of the last `window` finished requests reaches
+    /// `rate` (checked only after `window` requests finished).
+    pub max_error_rate: Option<ErrorLimit<WindowedErrorRate>>,
+    /// guidellm `max_global_error_rate`: stop once errored / finished over the whole stage reaches `rate`
+    /// (checked only after `minimum` requests finished).
+    pub max_global_error_rate: Option<ErrorLimit<GlobalErrorRate>>,
+}
+
+/// An error stop condition and how far its stop reaches (guidellm `stopping_scope`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ErrorLimit<T> {
+    pub limit: T,
+    pub scope: StopScope,
+}
+
+/// What an error stop condition ends when it trips.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StopScope {
+    /// guidellm `current` (its default): this stage only; later stages run.
+    #[default]
+    Stage,
+    /// guidellm `all`: this stage and every later one.
+    Run,
+}
+
+/// guidellm `max_error_rate {rate, window}` (window default 30).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WindowedErrorRate {
+    /// In (0, 1).
+    pub rate: f64,
+    pub window: u64,
+}
+
+/// guidellm `max_global_error_rate {rate, minimum}` (minimum default 30).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GlobalErrorRate {
+    /// In (0, 1).
+    pub rate: f64,
+    pub minimum: u64,
+}
+
+/// guidellm's defaults for the error-rate windows (`settings.constraint_error_window_size`,
+/// `settings.constraint_error_min_processed`).
+pub const GUIDELLM_ERROR_WINDOW: u64 = 30;
+pub const GUIDELLM_ERROR_MIN_PROCESSED: u64 = 30;
+
+impl StageLimit {
+    /// Whether any error stop condition is set.
+    pub fn has_error_limits(&self) -> bool {
+        self.max_errors.is_some()
+            || self.max_error_rate.is_some()
+            || self.max_global_error_rate.is_some()
+    }
+}
+
+/// A stage's warm-up or cool-down: requests sent like any other but left out of the stage's metrics.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Transient {
+    /// guidellm ≤ v0.3 `warmup_percent` / `cooldown_percent` (a fraction in (0, 1]): a request is left out when
+    /// its completion index is within the first (last) `fraction × max_requests`, or when it started within
+    /// the first (last) `fraction × max_duration` of the stage (`aggregator.py`).
+    GuidellmFraction(f64),
+    /// guidellm ≥ v0.4 `TransientPhaseConfig`: the stage's measurement window starts after (ends before) the
+    /// phase, and only requests overlapping the window are measured (`benchmark/schemas/base.py`).
+    GuidellmPhase(TransientPhase),
+}
+
+/// guidellm's `TransientPhaseConfig {percent, value, mode}`. A bare number `n` in a profile is
+/// `percent = n` when `n < 1`, else `value = n`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TransientPhase {
+    /// A fraction in [0, 1) of the stage's duration or request budget.
+    pub percent: Option<f64>,
+    /// Seconds or requests, by `mode`.
+    pub value: Option<f64>,
+    pub mode: TransientMode,
+}
+
+/// How a [`TransientPhase`] is measured (guidellm default `prefer_duration`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TransientMode {
+    Duration,
+    Requests,
+    #[default]
+    PreferDuration,
+    PreferRequests,
+    Both,
 }
 
 impl StageLimit {
@@ -418,9 +513,6 @@ pub struct ReportOptions {
     pub percentile_metrics: Vec<String>,
     /// inference-perf `use_server_output_tokens`.
     pub use_server_output_tokens: bool,
-    /// guidellm ≤ v0.6 `warmup_percent` / `cooldown_percent` (fractions 0..1 of the stage).
-    pub warmup: Option<f64>,
-    pub cooldown: Option<f64>,
     /// Where the tool would write results (inference-perf `storage.local_storage.path`,
     /// vllm `result-dir`); llmbench writes to its `--output` regardless.
     pub output_path: Option<String>,
@@ -442,8 +534,6 @@ impl Default for ReportOptions {
             percentiles: DEFAULT_PERCENTILES.to_vec(),
             percentile_metrics: Vec::new(),
             use_server_output_tokens: false,
-            warmup: None,
-            cooldown: None,
             output_path: None,
             file_name: None,
         }

@@ -257,6 +257,8 @@ mod tests {
             arrival,
             limit,
             max_concurrency: None,
+            warmup: None,
+            cooldown: None,
         }
     }
 
@@ -550,6 +552,8 @@ mod tests {
             },
             limit: StageLimit::requests(256),
             max_concurrency: None,
+            warmup: None,
+            cooldown: None,
         };
         assert_eq!(
             schedule(&st, 0),

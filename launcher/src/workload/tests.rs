@@ -1221,3 +1221,135 @@ fn mlperf_profiles_are_pointed_to_their_own_parser() {
     .unwrap_err();
     assert!(err.to_string().contains("mlperf::parse_settings"), "{err}");
 }
+
+const GUIDELLM_SPEC: &str = "spec:\n  backend: {kind: openai_http, target: http://x}\n  data: [{kind: synthetic_text, prompt_tokens: 8, output_tokens: 4}]\n";
+
+#[test]
+fn guidellm_warmup_and_cooldown_become_transient_phases_of_every_stage() {
+    let w = parse(
+        Harness::Guidellm,
+        &format!(
+            "{GUIDELLM_SPEC}  constraints: [{{kind: max_requests, count: 100}}]\n  profile: {{kind: constant, rate: [1, 2], \
+             warmup: 0.1, cooldown: {{value: 5, mode: requests}}}}\n"
+        ),
+    )
+    .expect("parses")
+    .workload;
+    assert_eq!(w.stages.len(), 2);
+    for stage in &w.stages {
+        assert_eq!(
+            stage.warmup,
+            Some(Transient::GuidellmPhase(TransientPhase {
+                percent: Some(0.1),
+                value: None,
+                mode: TransientMode::PreferDuration
+            }))
+        );
+        assert_eq!(
+            stage.cooldown,
+            Some(Transient::GuidellmPhase(TransientPhase {
+                percent: None,
+                value: Some(5.0),
+                mode: TransientMode::Requests
+            }))
+        );
+    }
+    // A bare number of at least 1 is an absolute value; zero is no phase at all.
+    let w = parse(
+        Harness::Guidellm,
+        "target: http://x\nprofile: synchronous\nmax_requests: 10\nwarmup: 2\ncooldown: 0\n\
+         data: prompt_tokens=8,output_tokens=4\n",
+    )
+    .expect("parses")
+    .workload;
+    assert_eq!(
+        w.stages[0].warmup,
+        Some(Transient::GuidellmPhase(TransientPhase {
+            percent: None,
+            value: Some(2.0),
+            mode: TransientMode::PreferDuration
+        }))
+    );
+    assert_eq!(w.stages[0].cooldown, None);
+    // guidellm ≤ v0.3 spelling.
+    let w = parse(
+        Harness::Guidellm,
+        "target: http://x\nrate-type: synchronous\nmax-requests: 10\nwarmup-percent: 0.2\n\
+         data: prompt_tokens=8,output_tokens=4\n",
+    )
+    .expect("parses")
+    .workload;
+    assert_eq!(w.stages[0].warmup, Some(Transient::GuidellmFraction(0.2)));
+}
+
+#[test]
+fn guidellm_transient_percent_of_one_or_more_is_refused_with_its_key() {
+    let msg = err(
+        Harness::Guidellm,
+        &format!(
+            "{GUIDELLM_SPEC}  constraints: [{{kind: max_requests, count: 10}}]\n  profile: {{kind: synchronous, \
+             warmup: {{percent: 1.5}}}}\n"
+        ),
+    );
+    assert!(msg.contains("spec.profile.warmup.percent"), "{msg}");
+    assert!(msg.contains("[0, 1)"), "{msg}");
+}
+
+#[test]
+fn guidellm_error_constraints_keep_window_minimum_and_scope() {
+    let w = parse(
+        Harness::Guidellm,
+        &format!(
+            "{GUIDELLM_SPEC}  constraints:\n  - {{kind: max_requests, count: 100}}\n  - {{kind: max_errors, count: 3, \
+             stopping_scope: all}}\n  - {{kind: max_error_rate, rate: 0.5, window: 10}}\n  - {{kind: \
+             max_global_error_rate, rate: 0.2}}\n  profile: {{kind: synchronous}}\n"
+        ),
+    )
+    .expect("parses")
+    .workload;
+    let limit = &w.stages[0].limit;
+    assert_eq!(
+        limit.max_errors,
+        Some(ErrorLimit {
+            limit: 3,
+            scope: StopScope::Run
+        })
+    );
+    assert_eq!(
+        limit.max_error_rate,
+        Some(ErrorLimit {
+            limit: WindowedErrorRate {
+                rate: 0.5,
+                window: 10
+            },
+            scope: StopScope::Stage
+        })
+    );
+    assert_eq!(
+        limit.max_global_error_rate,
+        Some(ErrorLimit {
+            limit: GlobalErrorRate {
+                rate: 0.2,
+                minimum: GUIDELLM_ERROR_MIN_PROCESSED
+            },
+            scope: StopScope::Stage
+        })
+    );
+    // guidellm validates error rates as 0 < rate < 1.
+    let msg = err(
+        Harness::Guidellm,
+        &format!(
+            "{GUIDELLM_SPEC}  constraints: [{{kind: max_requests, count: 10}}, {{kind: max_error_rate, rate: 1}}]\n  \
+             profile: {{kind: synchronous}}\n"
+        ),
+    );
+    assert!(msg.contains("(0, 1)"), "{msg}");
+}
+
+#[test]
+fn vllm_num_warmups_is_kept() {
+    let w = parse(Harness::VllmBenchmark, "num-warmups: 3\nnum-prompts: 5\n")
+        .expect("parses")
+        .workload;
+    assert_eq!(w.warmup_requests, 3);
+}

@@ -228,6 +228,9 @@ pub(crate) fn parse(
         }
         w.report.percentiles = out;
     }
+    if let Some(f) = m.get("num-warmups") {
+        w.warmup_requests = non_negative_u64(ctx, &f)?;
+    }
     if let Some(f) = m.get("goodput") {
         w.goodput = goodput(ctx, &f)?;
     }
@@ -294,6 +297,8 @@ pub(crate) fn parse(
         },
         limit: StageLimit::requests(num_prompts),
         max_concurrency,
+        warmup: None,
+        cooldown: None,
     }];
     w.stage_interval = Duration::ZERO;
     m.finish(ctx, &[]);
