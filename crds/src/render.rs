@@ -311,11 +311,22 @@ pub fn render_profile(
     let substituted = substitute(template_name, template, values)?;
     let document: Value = serde_saphyr::from_str(&substituted).map_err(|e| {
         let (line, column) = error_position(&e.to_string());
-        RenderError::RenderedSyntax {
-            template: template_name.to_owned(),
-            line,
-            column,
-            message: e.to_string(),
+        // Without placeholders the text that failed is the template itself (too deep, an alias bomb, a
+        // duplicate anchor...): blaming an inserted value would send the user looking in the wrong place.
+        if find_tokens(template).is_empty() {
+            RenderError::TemplateSyntax {
+                template: template_name.to_owned(),
+                line,
+                column,
+                message: e.to_string(),
+            }
+        } else {
+            RenderError::RenderedSyntax {
+                template: template_name.to_owned(),
+                line,
+                column,
+                message: e.to_string(),
+            }
         }
     })?;
     if overrides.is_empty() {
@@ -764,20 +775,30 @@ fn collect_keys(node: &Value, keys: &mut Vec<String>) {
 /// The candidate closest to `name` by edit distance, when it is close enough to be a likely typo.
 pub fn nearest<'c>(name: &str, candidates: impl IntoIterator<Item = &'c str>) -> Option<&'c str> {
     let limit = (name.chars().count() / 3).clamp(1, 4);
+    let lowered = name.to_lowercase();
     candidates
         .into_iter()
         .filter(|c| *c != name)
-        .map(|c| (edit_distance(&name.to_lowercase(), &c.to_lowercase()), c))
-        .filter(|(d, _)| *d <= limit)
+        .filter_map(|c| Some((edit_distance_within(&lowered, &c.to_lowercase(), limit)?, c)))
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
 }
 
-/// Optimal-string-alignment distance: insertions, deletions, substitutions and swaps of neighbours each cost 1,
-/// so the common typo `modle` is one edit from `model`.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
+/// Names longer than this get no suggestion: nobody misspells a 300-character key, and the distance table grows
+/// with the product of the lengths.
+const MAX_SUGGESTED_LEN: usize = 256;
+
+/// The optimal-string-alignment distance between `a` and `b` when it is at most `max`, else `None`: insertions,
+/// deletions, substitutions and swaps of neighbours each cost 1, so the common typo `modle` is one edit from
+/// `model`. Strings whose lengths differ by more than `max` are rejected before any table is built, so a
+/// megabyte-long key costs nothing (the table is `len(a) × len(b)`, and an unbounded one would be gigabytes).
+pub fn edit_distance_within(a: &str, b: &str, max: usize) -> Option<usize> {
+    let a: Vec<char> = a.chars().take(MAX_SUGGESTED_LEN + 1).collect();
+    let b: Vec<char> = b.chars().take(MAX_SUGGESTED_LEN + 1).collect();
+    if a.len() > MAX_SUGGESTED_LEN || b.len() > MAX_SUGGESTED_LEN || a.len().abs_diff(b.len()) > max
+    {
+        return None;
+    }
     let width = b.len() + 1;
     let mut d = vec![0usize; (a.len() + 1) * width];
     for i in 0..=a.len() {
@@ -798,7 +819,8 @@ fn edit_distance(a: &str, b: &str) -> usize {
             d[i * width + j] = best;
         }
     }
-    d[a.len() * width + b.len()]
+    let distance = d[a.len() * width + b.len()];
+    (distance <= max).then_some(distance)
 }
 
 #[cfg(test)]
@@ -1209,5 +1231,216 @@ load:
     fn nearest_suggests_only_close_names() {
         assert_eq!(nearest("modle", ["model", "tokenizer"]), Some("model"));
         assert_eq!(nearest("zzz", ["model", "tokenizer"]), None);
+    }
+}
+
+/// Property tests: the renderer never panics, whatever the template, values and overrides, and an override that
+/// matched is in the output.
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Template text: YAML-ish lines of keys, punctuation, placeholders and arbitrary characters.
+    fn template_text() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            Just("a: ".to_owned()),
+            Just("- ".to_owned()),
+            Just("\n".to_owned()),
+            Just("  ".to_owned()),
+            Just("REPLACE_ENV_X".to_owned()),
+            Just("REPLACE_ENV_".to_owned()),
+            Just("${Y}".to_owned()),
+            Just("|\n  ".to_owned()),
+            Just("&a *a ".to_owned()),
+            Just("{[\"'#:,]}".to_owned()),
+            "[a-z0-9_]{0,6}",
+            any::<String>(),
+        ];
+        prop::collection::vec(piece, 0..24).prop_map(|parts| parts.concat())
+    }
+
+    fn values() -> impl Strategy<Value = BTreeMap<String, String>> {
+        prop::collection::btree_map(
+            prop_oneof![Just("X".to_owned()), Just("Y".to_owned()), "[A-Z_]{1,4}"],
+            any::<String>(),
+            0..4,
+        )
+    }
+
+    fn override_text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            any::<String>(),
+            ("[a-z.0-9-]{0,12}", any::<String>()).prop_map(|(k, v)| format!("{k}={v}")),
+        ]
+    }
+
+    /// A mapping document: keys without dots (a dotted key cannot be addressed), scalar leaves.
+    fn document() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i32>().prop_map(Value::from),
+            "[ -~]{0,8}".prop_map(Value::String),
+        ];
+        let tree = leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 1..4).prop_map(Value::Array),
+                prop::collection::btree_map("[a-z_][a-z0-9_-]{0,6}", inner, 1..5)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        });
+        prop::collection::btree_map("[a-z_][a-z0-9_-]{0,6}", tree, 1..5)
+            .prop_map(|m| Value::Object(m.into_iter().collect()))
+    }
+
+    /// Every dotted path to a value of `doc` (list items by index).
+    fn paths(doc: &Value, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+        match doc {
+            Value::Object(map) => {
+                for (k, v) in map {
+                    prefix.push(k.clone());
+                    out.push(prefix.clone());
+                    paths(v, prefix, out);
+                    prefix.pop();
+                }
+            }
+            Value::Array(items) => {
+                for (i, v) in items.iter().enumerate() {
+                    prefix.push(i.to_string());
+                    out.push(prefix.clone());
+                    paths(v, prefix, out);
+                    prefix.pop();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn lookup<'v>(doc: &'v Value, path: &[String]) -> Option<&'v Value> {
+        path.iter().try_fold(doc, |node, segment| match node {
+            Value::Object(map) => map.get(segment),
+            Value::Array(items) => segment.parse::<usize>().ok().and_then(|i| items.get(i)),
+            _ => None,
+        })
+    }
+
+    /// An override value as text: scalars of every YAML type, and text that must stay text.
+    fn override_value() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("null".to_owned()),
+            Just("yes".to_owned()),
+            Just("0x1F".to_owned()),
+            Just("1e3".to_owned()),
+            Just("-0".to_owned()),
+            Just("\"123\"".to_owned()),
+            Just("'it''s'".to_owned()),
+            Just("a: b".to_owned()),
+            Just("- x".to_owned()),
+            Just("#x".to_owned()),
+            Just("*alias".to_owned()),
+            "[ -~]{0,10}",
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn rendering_never_panics_on_any_template_values_or_overrides(
+            template in template_text(),
+            values in values(),
+            raw_overrides in prop::collection::vec(override_text(), 0..3),
+        ) {
+            let parsed: Vec<Override> = raw_overrides.iter().filter_map(|o| Override::parse(o).ok()).collect();
+            let _ = render_profile("t.yaml.in", &template, &values, &parsed);
+            let _ = placeholders(&template);
+        }
+
+        #[test]
+        fn a_matched_dotted_override_is_in_the_rendered_yaml(
+            doc in document(),
+            pick in any::<prop::sample::Index>(),
+            value in override_value(),
+        ) {
+            let template = serde_json::to_string(&doc).expect("json");
+            let mut all = Vec::new();
+            paths(&doc, &mut Vec::new(), &mut all);
+            let path = pick.get(&all).clone();
+            let text = format!("{}={value}", path.join("."));
+            let parsed = Override::parse(&text).expect("override");
+            let rendered = render_profile("t.yaml.in", &template, &BTreeMap::new(), std::slice::from_ref(&parsed))
+                .expect("a path taken from the document matches");
+            let back: Value = serde_saphyr::from_str(&rendered).expect("rendered YAML parses");
+            prop_assert_eq!(lookup(&back, &parsed.path), Some(&parsed.value), "{}\n{}", text, rendered);
+        }
+
+        #[test]
+        fn no_placeholder_value_changes_the_documents_shape(
+            doc in document(),
+            pick in any::<prop::sample::Index>(),
+            value in any::<String>(),
+        ) {
+            // Put a placeholder at one scalar leaf, in block style as profiles are written.
+            let mut all = Vec::new();
+            paths(&doc, &mut Vec::new(), &mut all);
+            let leaves: Vec<&Vec<String>> = all
+                .iter()
+                .filter(|p| lookup(&doc, p).is_some_and(|v| !v.is_object() && !v.is_array()))
+                .collect();
+            prop_assume!(!leaves.is_empty());
+            let leaf = pick.get(&leaves);
+            let mut with_token = doc.clone();
+            let mut node = &mut with_token;
+            for segment in leaf.iter() {
+                node = match node {
+                    Value::Object(map) => map.get_mut(segment).expect("path"),
+                    Value::Array(items) => &mut items[segment.parse::<usize>().expect("index")],
+                    _ => unreachable!("paths lead through containers"),
+                };
+            }
+            *node = Value::String("REPLACE_ENV_X".to_owned());
+            let template = serde_saphyr::to_string(&with_token).expect("yaml");
+            let values = BTreeMap::from([("X".to_owned(), value.clone())]);
+            let rendered = render_profile("t.yaml.in", &template, &values, &[]).expect("renders");
+            let back: Value = serde_saphyr::from_str(&rendered).expect("rendered YAML parses");
+            let mut after = Vec::new();
+            paths(&back, &mut Vec::new(), &mut after);
+            prop_assert_eq!(&after, &all, "{}", rendered);
+            // A value that is not text-safe arrives as the same text.
+            if !is_plain_safe(&value) {
+                prop_assert_eq!(lookup(&back, leaf), Some(&Value::String(value.clone())), "{}", rendered);
+            }
+        }
+
+        #[test]
+        fn a_matched_bare_override_sets_every_key_of_that_name(
+            doc in document(),
+            pick in any::<prop::sample::Index>(),
+            value in override_value(),
+        ) {
+            let template = serde_json::to_string(&doc).expect("json");
+            let mut all = Vec::new();
+            paths(&doc, &mut Vec::new(), &mut all);
+            let keys: Vec<&String> = all
+                .iter()
+                .filter_map(|p| p.last())
+                .filter(|k| k.parse::<usize>().is_err())
+                .collect();
+            let key = pick.get(&keys).to_string();
+            let parsed = Override::parse(&format!("{key}={value}")).expect("override");
+            let rendered = render_profile("t.yaml.in", &template, &BTreeMap::new(), std::slice::from_ref(&parsed))
+                .expect("a key taken from the document matches");
+            let back: Value = serde_saphyr::from_str(&rendered).expect("rendered YAML parses");
+            let mut after = Vec::new();
+            paths(&back, &mut Vec::new(), &mut after);
+            for p in after.iter().filter(|p| p.last() == Some(&key)) {
+                // Under a key that was set, the old subtree is gone: only the outermost occurrences are checked.
+                let outermost = !p[..p.len() - 1].contains(&key);
+                if outermost {
+                    prop_assert_eq!(lookup(&back, p), Some(&parsed.value), "{}", rendered);
+                }
+            }
+        }
     }
 }

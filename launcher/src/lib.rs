@@ -2,8 +2,10 @@
 //! front end, and the embedded vLLM-compatible simulator behind `llmbench sim`.
 #![forbid(unsafe_code)]
 
+pub mod conversations;
 pub mod data;
 pub mod engine;
+pub mod limits;
 pub mod metrics;
 pub mod mlperf;
 pub mod plan;

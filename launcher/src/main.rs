@@ -137,6 +137,9 @@ struct ReportArgs {
 
 /// The exit code of a run in which every request failed: the run itself worked, the stack did not.
 const EXIT_NO_REQUEST_SUCCEEDED: u8 = 3;
+/// The exit code of a run stopped by SIGTERM or SIGINT: what it measured is recorded and reported, marked
+/// interrupted.
+const EXIT_INTERRUPTED: u8 = 4;
 
 fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
     let outcome = runtime()?.block_on(llmbench::run::run(args))?;
@@ -145,6 +148,15 @@ fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
         print!("{}", verdict.summary_txt());
     }
     println!("results: {}", outcome.dir.display());
+    if let Some(run) = &outcome.summary.run {
+        eprintln!("llmbench: {}", describe_completion(run));
+        if matches!(
+            run.stopped,
+            Some(llmbench::engine::StopReason::Interrupted { .. })
+        ) {
+            return Ok(ExitCode::from(EXIT_INTERRUPTED));
+        }
+    }
     let counts = &outcome.summary.overall.requests;
     if counts.succeeded == 0 && counts.total > 0 {
         eprintln!(
@@ -169,7 +181,36 @@ fn report_command(args: ReportArgs) -> anyhow::Result<ExitCode> {
     for file in &outcome.files {
         println!("wrote {}", file.display());
     }
+    if let Some(run) = &outcome.summary.run {
+        eprintln!("llmbench: {}", describe_completion(run));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One line on how a run ended when it did not end as planned.
+fn describe_completion(run: &llmbench::metrics::Completion) -> String {
+    use llmbench::metrics::RunState;
+    let planned = run
+        .planned
+        .map_or_else(|| "an open number of".to_owned(), |n| n.to_string());
+    let sent = run
+        .sent
+        .map_or_else(|| "an unknown number".to_owned(), |n| n.to_string());
+    match run.state {
+        RunState::Complete => "the run completed".to_owned(),
+        RunState::Interrupted | RunState::Stopped => format!(
+            "the run stopped early ({}): {planned} requests planned, {sent} sent, {} recorded; every report is \
+             marked so (`llmbench_run`)",
+            run.stopped
+                .map_or_else(|| "no reason recorded".to_owned(), |r| r.to_string()),
+            run.finished
+        ),
+        RunState::Incomplete => format!(
+            "the run is incomplete: its run.json has no end, so the launcher was killed or crashed; {planned} \
+             requests planned, {} recorded; these figures cover only what was recorded",
+            run.finished
+        ),
+    }
 }
 
 fn render_command(args: RenderArgs) -> anyhow::Result<()> {

@@ -8,16 +8,18 @@
 pub mod stats;
 pub mod summary;
 pub mod summary_file;
+pub mod transient;
 pub mod weighted;
 
 pub use stats::{Stats, percentile_linear, percentile_mlperf};
 pub use summary::{
-    Latency, RequestCounts, Schedule, StageSummary, Summary, Throughput, summarize,
+    Goodput, Latency, RequestCounts, Schedule, StageSummary, Summary, Throughput, summarize,
     summarize_stages,
 };
 pub use summary_file::{
-    COMPACT_SUMMARY_MAX_BYTES, CompactStats, CompactSummary, RunInfo, RunSummary, RunVerdict,
-    SUMMARY_SCHEMA, WriteSummaryError, compact_summary, write_compact_summary, write_summary_json,
+    COMPACT_SUMMARY_MAX_BYTES, CompactStats, CompactSummary, Completion, ConversationSummary,
+    Excluded, RunInfo, RunState, RunSummary, RunVerdict, SUMMARY_SCHEMA, TurnSummary,
+    WriteSummaryError, compact_summary, write_compact_summary, write_summary_json,
 };
 pub use weighted::{GuidellmDistribution, GuidellmPercentiles};
 

@@ -60,6 +60,11 @@ pub fn engine_stages(workload: &Workload) -> Result<Vec<engine::Stage>, PlanErro
             Ok(engine::Stage {
                 plan,
                 requested_rate: requested_rate(stage),
+                errors: engine::ErrorLimits {
+                    max_errors: stage.limit.max_errors,
+                    max_error_rate: stage.limit.max_error_rate,
+                    max_global_error_rate: stage.limit.max_global_error_rate,
+                },
             })
         })
         .collect()
@@ -189,6 +194,7 @@ impl Shard {
                 engine::Stage {
                     plan,
                     requested_rate: stage.requested_rate.map(|r| r / f64::from(self.count)),
+                    errors: stage.errors,
                 }
             })
             .collect()
@@ -206,6 +212,7 @@ mod tests {
                 max_concurrency: None,
             },
             requested_rate: Some(10.0),
+            errors: engine::ErrorLimits::default(),
         }
     }
 
@@ -235,6 +242,7 @@ mod tests {
                 rampup: Duration::ZERO,
             },
             requested_rate: None,
+            errors: engine::ErrorLimits::default(),
         };
         let parts: Vec<(usize, Option<u64>)> = (0..4)
             .map(

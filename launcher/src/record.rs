@@ -56,6 +56,21 @@ pub struct RequestRecord {
     /// so that records of load runs stay one pointer larger, not three.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<Box<String>>,
+    /// For a turn of a multi-turn conversation: which conversation, and which turn of it (from 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<TurnOf>,
+    /// A warm-up request (vllm `--num-warmups`): sent and recorded, but left out of every metric and report.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub warmup: bool,
+}
+
+/// A request's place in a multi-turn conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnOf {
+    /// The conversation (inference-perf: the user session), unique within the run.
+    pub id: u32,
+    /// The turn (inference-perf: the chat round), from 0.
+    pub turn: u32,
 }
 
 /// Token counts from the server's `usage` object.
@@ -176,6 +191,9 @@ pub enum ErrorClass {
     StreamCut,
     /// A response event could not be parsed.
     MalformedEvent,
+    /// The run stopped the request: an interrupt (SIGTERM, SIGINT), an error limit of the stage, or an earlier
+    /// turn of its conversation that failed. The record keeps the timings it had.
+    Cancelled,
     /// Anything else.
     Other,
 }
@@ -190,6 +208,7 @@ impl ErrorClass {
             ErrorClass::Connect => "connect",
             ErrorClass::StreamCut => "stream_cut",
             ErrorClass::MalformedEvent => "malformed_event",
+            ErrorClass::Cancelled => "cancelled",
             ErrorClass::Other => "other",
         }
     }
@@ -224,6 +243,16 @@ fn since(a: u64, b: u64) -> u64 {
 }
 
 impl RequestRecord {
+    /// Whether the request went on the wire. Only a record the run made for a request it never sent is not: a
+    /// later turn of a guidellm conversation whose earlier turn failed, recorded `cancelled` with its send time
+    /// equal to its end and no response.
+    pub fn was_sent(&self) -> bool {
+        !(self.error_class() == Some(ErrorClass::Cancelled)
+            && self.sent_ns == self.end_ns
+            && self.http_status.is_none()
+            && self.chunks.is_empty())
+    }
+
     /// Whether the request succeeded: no error, and no non-2xx status.
     pub fn succeeded(&self) -> bool {
         self.error_class().is_none()
@@ -484,6 +513,8 @@ mod tests {
     fn streamed(chunks: &[(u64, ChunkKind)]) -> RequestRecord {
         RequestRecord {
             text: None,
+            conversation: None,
+            warmup: false,
             id: 1,
             stage: 0,
             scheduled_ns: 90,

@@ -2,8 +2,16 @@
 //! the workload model, build every prompt and request body before the clock starts, run the engine, then derive
 //! the summary and every report from the raw records.
 //!
-//! With no `--endpoint`, the embedded simulator is started on loopback, so the main job runs on a fresh machine
-//! with no cluster and no network.
+//! The server is `--endpoint`, else the one the profile names, else the embedded simulator on loopback (so the
+//! main job runs on a fresh machine with no cluster and no network); the run's first line says which.
+//!
+//! A run never hangs and never loses what it measured: every request ends at its timeout at the latest; SIGTERM
+//! and SIGINT stop issuing, give the requests in flight a grace period, record the rest as cancelled and still
+//! write every report, marked interrupted; records are flushed as they finish, so a SIGKILL loses at most the last
+//! few milliseconds of them; a results directory is never reused by accident.
+
+mod output;
+mod target;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -12,24 +20,35 @@ use std::time::Duration;
 use clap::Args;
 use llmbench_api::v1alpha1::Harness;
 
+pub use output::{LOCK_FILE, OutputError, validate_run_id};
+pub use target::{EndpointError, Server, UNSET_ENDPOINT};
+
+use crate::conversations::{ConversationError, build_conversations};
 use crate::data::{DataError, Prompt};
-use crate::engine::{self, Clock, EngineError, Progress, RunPlan, Target, Transport};
-use crate::metrics::{
-    RunInfo, RunSummary, WriteSummaryError, write_compact_summary, write_summary_json,
+use crate::engine::{
+    self, Clock, Control, EngineError, Progress, Requests, RunPlan, Signal, StopReason, Target,
+    Transport,
 };
+use crate::metrics::{RunSummary, WriteSummaryError, write_compact_summary, write_summary_json};
 use crate::plan::{PlanError, Shard, engine_stages, expected_size};
 use crate::profile::{ProfileError, Template, TemplateSource, Values, render};
 use crate::prompts::{PromptError, build_prompts};
 use crate::record::RequestRecord;
 use crate::report::{
-    self, Formats, LLMBENCH_VERSION, RUN_META_SCHEMA, ReportError, ReportOptions, RunMeta,
-    ShardMeta, StageMeta,
+    self, Formats, LLMBENCH_VERSION, ProfileNote, RUN_META_SCHEMA, ReportError, ReportOptions,
+    RunEnd, RunMeta, ShardMeta, StageMeta,
 };
 use crate::request::{BodySettings, prepare};
 use crate::sim::{self, SimConfig, SimError};
 use crate::tokenizer::{HubOptions, Tokenizer, TokenizerError, load_tokenizer};
-use crate::workload::{Api, ApiKind, ParseOptions, Workload, WorkloadError, parse_profile};
+use crate::workload::{
+    Api, ApiKind, ParseOptions, Warning, Workload, WorkloadError, parse_profile,
+};
 use crate::{progress, wallclock};
+
+/// How long requests in flight may still finish after SIGTERM or SIGINT before they are cancelled. A launcher
+/// pod's `terminationGracePeriodSeconds` leaves room for this and for writing the reports.
+pub const DEFAULT_INTERRUPT_GRACE: Duration = Duration::from_secs(5);
 
 /// The model name the embedded simulator serves.
 pub const SIM_MODEL: &str = "llmbench-sim";
@@ -82,6 +101,13 @@ pub struct RunArgs {
     /// Run only this launcher's share, INDEX/COUNT, of a run spread over COUNT launchers.
     #[arg(long, value_name = "INDEX/COUNT", value_parser = Shard::parse, default_value = "0/1")]
     pub shard: Shard,
+    /// Replace an earlier run's results directory of the same --run-id (never one a run is still writing).
+    #[arg(long)]
+    pub overwrite: bool,
+    /// After SIGTERM or SIGINT, how long requests in flight may still finish before they are recorded as
+    /// cancelled; a second signal cancels them at once.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "5s", value_name = "DURATION")]
+    pub interrupt_grace: Duration,
     /// Embedded simulator: time to first token.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "50ms", value_name = "DURATION")]
     pub sim_ttft: Duration,
@@ -106,14 +132,15 @@ pub enum RunError {
     #[error(transparent)]
     Prompts(#[from] PromptError),
     #[error(transparent)]
+    Conversations(#[from] ConversationError),
+    #[error(transparent)]
     Engine(#[from] EngineError),
     #[error("no model to send: the profile names none; pass --model")]
     NoModel,
-    #[error("cannot create the results directory {path}: {source}")]
-    CreateOutput {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Output(#[from] OutputError),
+    #[error(transparent)]
+    EndpointUrl(#[from] EndpointError),
     #[error("cannot write {path}: {source}")]
     WriteOutput {
         path: PathBuf,
@@ -135,6 +162,13 @@ pub enum RunError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("cannot handle {signal}: {source}")]
+    Signals {
+        signal: Signal,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Limit(#[from] crate::limits::LimitError),
     #[error("not supported: {0}")]
     Unsupported(String),
 }
@@ -154,13 +188,33 @@ pub struct RunOutcome {
     pub mlperf: Option<crate::mlperf::Verdict>,
     /// ROUGE scores, for the mlperf harness in accuracy mode.
     pub accuracy: Option<crate::mlperf::RougeScores>,
+    /// Why the run stopped before its plan was done, if it did (an interrupt, a `stopping_scope: all` limit).
+    pub stopped: Option<StopReason>,
 }
 
 /// Carries out one run.
 pub async fn run(args: RunArgs) -> Result<RunOutcome, RunError> {
-    let (endpoint, embedded) = match &args.endpoint {
-        Some(url) => (url.trim_end_matches('/').to_owned(), None),
-        None => {
+    if let Some(id) = &args.run_id {
+        validate_run_id(id)?;
+    }
+    let flag = args
+        .endpoint
+        .as_deref()
+        .map(|url| target::validate(url, "--endpoint"))
+        .transpose()?;
+    let template = Template::load(args.harness.as_str(), &template_source(&args.profile))?;
+    let server = match flag {
+        Some(url) => Server::Flag(url),
+        None => profile_server(&args, &template)?,
+    };
+    // The first line a user sees says what is being measured.
+    println!(
+        "llmbench: {} {} against {server}",
+        args.harness, template.name
+    );
+    let (endpoint, embedded) = match &server {
+        Server::Flag(url) | Server::Profile(url) => (url.clone(), None),
+        Server::Embedded => {
             let sim = sim::start(SimConfig {
                 port: 0,
                 model: args.model.clone().unwrap_or_else(|| SIM_MODEL.to_owned()),
@@ -177,7 +231,7 @@ pub async fn run(args: RunArgs) -> Result<RunOutcome, RunError> {
         .model
         .clone()
         .or_else(|| embedded.as_ref().map(|_| SIM_MODEL.to_owned()));
-    let outcome = run_against(&args, &endpoint, model, embedded.is_some()).await;
+    let outcome = run_against(&args, &template, &endpoint, model, embedded.is_some()).await;
     if let Some(sim) = embedded
         && let Err(e) = sim.shutdown().await
     {
@@ -186,15 +240,57 @@ pub async fn run(args: RunArgs) -> Result<RunOutcome, RunError> {
     outcome
 }
 
+/// The server the profile names, or the embedded simulator when it names none. The profile is rendered with
+/// [`UNSET_ENDPOINT`] in the endpoint placeholder, so a bundled profile whose server is only that placeholder
+/// names none.
+fn profile_server(args: &RunArgs, template: &Template) -> Result<Server, RunError> {
+    let values = Values {
+        model: args.model.clone().or_else(|| Some(SIM_MODEL.to_owned())),
+        tokenizer: args.tokenizer.clone(),
+        endpoint: Some(UNSET_ENDPOINT.to_owned()),
+        max_model_len: args.max_model_len,
+        set: args.set.clone(),
+    };
+    let rendered = render(template, &values, &args.overrides)?;
+    let options = parse_options(args);
+    let base_url = match args.harness {
+        Harness::Mlperf => {
+            crate::mlperf::parse_settings(&template.name, &rendered, None, &options)?
+                .settings
+                .server
+                .base_url
+        }
+        harness => {
+            parse_profile(harness, &template.name, &rendered, &options)?
+                .workload
+                .api
+                .base_url
+        }
+    };
+    Ok(match target::choose(None, base_url.as_deref()) {
+        Server::Profile(url) => Server::Profile(target::validate(
+            &url,
+            &format!("the server {} names", template.name),
+        )?),
+        other => other,
+    })
+}
+
+fn parse_options(args: &RunArgs) -> ParseOptions {
+    ParseOptions {
+        strict: args.strict,
+        default_seed: args.seed,
+    }
+}
+
 async fn run_against(
     args: &RunArgs,
+    template: &Template,
     endpoint: &str,
     model: Option<String>,
     embedded: bool,
 ) -> Result<RunOutcome, RunError> {
     let harness = args.harness;
-    let source = template_source(&args.profile);
-    let template = Template::load(harness.as_str(), &source)?;
     let values = Values {
         model: model.clone(),
         tokenizer: args.tokenizer.clone(),
@@ -202,26 +298,22 @@ async fn run_against(
         max_model_len: args.max_model_len,
         set: args.set.clone(),
     };
-    let rendered = render(&template, &values, &args.overrides)?;
-    let options = ParseOptions {
-        strict: args.strict,
-        default_seed: args.seed,
-    };
-    let context = RunContext {
+    let rendered = render(template, &values, &args.overrides)?;
+    let options = parse_options(args);
+    let mut context = RunContext {
         args,
         endpoint,
         model,
         embedded,
         template_name: &template.name,
         rendered: &rendered,
+        notes: Vec::new(),
     };
     if harness == Harness::Mlperf {
-        return crate::mlperf::run::run(&context, &options).await;
+        return crate::mlperf::run::run(&mut context, &options).await;
     }
     let parsed = parse_profile(harness, &template.name, &rendered, &options)?;
-    for warning in &parsed.warnings {
-        tracing::warn!("{warning}");
-    }
+    context.note_warnings(&parsed.warnings);
     let workload = parsed.workload;
     if harness == Harness::Nop {
         // llm-d-benchmark's nop sends nothing (upstream it reads model load times from the stack's logs, which a
@@ -233,9 +325,10 @@ async fn run_against(
                     .request_model(workload.api.model.clone())
                     .unwrap_or_default(),
                 tokenizer_spec: String::new(),
-                stages: context.shard(Vec::new()),
+                stages: context.shard(Vec::new(), &workload.stages),
                 interval: workload.stage_interval,
-                requests: Arc::from([]),
+                requests: Requests::Fixed(Arc::from([])),
+                warmup: None,
                 request_timeout: None,
                 max_concurrency: None,
                 report: report_options(&workload),
@@ -244,17 +337,42 @@ async fn run_against(
             .await?;
         return context.finish(executed);
     }
-    let stages = context.shard(engine_stages(&workload)?);
+    let stages = context.shard(engine_stages(&workload)?, &workload.stages);
     let (expected_requests, _) = expected_size(&stages.mine, workload.stage_interval);
+    // Refused before a prompt is built: a run that cannot fit would be OOM-killed part way.
+    let estimate = crate::limits::estimate_run_memory(&workload, expected_requests);
+    if let Some(available) = crate::sizing::available_memory() {
+        crate::limits::check_fits(&estimate, available)?;
+    }
+    tracing::debug!(%estimate, "memory the run will hold");
 
     let tokenizer_spec =
         context.tokenizer_spec(workload.tokenizer.as_ref().map(|t| t.name_or_path.clone()))?;
     let tokenizer: Tokenizer = load_tokenizer(&tokenizer_spec, &HubOptions::from_env()).await?;
-    let prompts: Vec<Prompt> = build_prompts(&workload, &tokenizer, expected_requests)?;
     let request_model = context.request_model(workload.api.model.clone())?;
     let settings = BodySettings::new(&workload.api, request_model.clone());
-    let requests: Arc<[engine::PreparedRequest]> =
-        prompts.iter().map(|p| prepare(p, &settings)).collect();
+    let (requests, keep_text) = match build_conversations(&workload, &tokenizer, expected_requests)?
+    {
+        Some(set) => (
+            Requests::Conversations(Arc::new(engine::Conversations::new(set, settings))),
+            // The answers' text is needed for the next turns (and taken out of the records).
+            true,
+        ),
+        None => {
+            let prompts: Vec<Prompt> = build_prompts(&workload, &tokenizer, expected_requests)?;
+            let bodies: Arc<[engine::PreparedRequest]> =
+                prompts.iter().map(|p| prepare(p, &settings)).collect();
+            (Requests::Fixed(bodies), false)
+        }
+    };
+    let warmup = (workload.warmup_requests > 0).then(|| engine::Warmup {
+        count: workload.warmup_requests,
+        max_concurrency: workload
+            .stages
+            .first()
+            .and_then(|s| s.max_concurrency)
+            .map(|c| c as usize),
+    });
 
     let executed = context
         .execute(Execution {
@@ -264,10 +382,11 @@ async fn run_against(
             stages,
             interval: workload.stage_interval,
             requests,
+            warmup,
             request_timeout: workload.request_timeout,
             max_concurrency: workload.workers.worker_max_concurrency,
             report: report_options(&workload),
-            keep_text: false,
+            keep_text,
         })
         .await?;
     context.finish(executed)
@@ -282,6 +401,8 @@ pub(crate) struct RunContext<'a> {
     pub embedded: bool,
     pub template_name: &'a str,
     pub rendered: &'a str,
+    /// The profile's keys that were not acted on, for run.json and the summary.
+    pub notes: Vec<ProfileNote>,
 }
 
 /// A run's stages: what the whole run asks (for run.json) and this launcher's share of it (what it sends).
@@ -297,11 +418,12 @@ pub(crate) struct Execution<'a> {
     pub tokenizer_spec: String,
     pub stages: ShardStages,
     pub interval: Duration,
-    pub requests: Arc<[engine::PreparedRequest]>,
+    pub requests: Requests,
+    pub warmup: Option<engine::Warmup>,
     pub request_timeout: Option<Duration>,
     pub max_concurrency: Option<u32>,
     pub report: ReportOptions,
-    /// Keep each response's text in its record (MLPerf accuracy mode).
+    /// Keep each response's text in its record (MLPerf accuracy mode; conversations, which take it out again).
     pub keep_text: bool,
 }
 
@@ -312,6 +434,8 @@ pub(crate) struct Executed {
     pub records: Vec<RequestRecord>,
     pub stage_times: Vec<engine::StageTimes>,
     pub summary: RunSummary,
+    /// Held until the reports are written: a second run with this id is refused meanwhile.
+    pub _lock: output::RunDir,
 }
 
 impl RunContext<'_> {
@@ -333,16 +457,34 @@ impl RunContext<'_> {
             .ok_or(RunError::NoModel)
     }
 
-    /// `whole_run` as run.json records it, and this launcher's share of it (`--shard`).
-    pub fn shard(&self, whole_run: Vec<engine::Stage>) -> ShardStages {
+    /// Logs the parser's findings (after the run's first line) and keeps them for run.json and the summary.
+    pub fn note_warnings(&mut self, warnings: &[Warning]) {
+        for warning in warnings {
+            tracing::warn!("{warning}");
+            self.notes.push(ProfileNote::from(warning));
+        }
+    }
+
+    /// `whole_run` as run.json records it (with each stage's warm-up, cool-down and limits), and this launcher's
+    /// share of it (`--shard`).
+    pub fn shard(
+        &self,
+        whole_run: Vec<engine::Stage>,
+        profile_stages: &[crate::workload::Stage],
+    ) -> ShardStages {
         ShardStages {
-            whole_run: whole_run.iter().map(stage_meta).collect(),
+            whole_run: whole_run
+                .iter()
+                .enumerate()
+                .map(|(i, stage)| stage_meta(stage, profile_stages.get(i)))
+                .collect(),
             mine: self.args.shard.apply(whole_run),
         }
     }
 
-    /// Runs `execution`, writing profile.yaml, run.json (before the first request) and requests.jsonl (as
-    /// requests finish); the summary is derived but written by [`RunContext::finish`].
+    /// Claims the results directory, writes profile.yaml and run.json (before the first request), runs
+    /// `execution` with requests.jsonl written as requests finish, and derives the summary; [`RunContext::finish`]
+    /// writes it with every report.
     pub async fn execute(&self, execution: Execution<'_>) -> Result<Executed, RunError> {
         let args = self.args;
         let harness = args.harness;
@@ -351,22 +493,11 @@ impl RunContext<'_> {
             mine: stages,
         } = execution.stages;
         let (expected_requests, expected_duration) = expected_size(&stages, execution.interval);
+        let planned_requests =
+            expected_requests.map(|n| n + execution.warmup.map_or(0, |w| w.count));
 
-        let run_id = args.run_id.clone().unwrap_or_else(|| {
-            format!(
-                "{harness}-{}-{}",
-                profile_stem(self.template_name),
-                wallclock::compact_utc_now()
-            )
-        });
-        let mut dir = args.output.join(&run_id);
-        if args.shard.count > 1 {
-            dir = dir.join(format!("shard-{}", args.shard.index));
-        }
-        std::fs::create_dir_all(&dir).map_err(|source| RunError::CreateOutput {
-            path: dir.clone(),
-            source,
-        })?;
+        let (run_id, run_dir) = self.claim_output()?;
+        let dir = run_dir.path.clone();
         write_file(&dir.join("profile.yaml"), self.rendered.as_bytes())?;
 
         let api = execution.api;
@@ -386,11 +517,11 @@ impl RunContext<'_> {
             keep_text: execution.keep_text,
         });
         let requested_rates: Vec<Option<f64>> = stages.iter().map(|s| s.requested_rate).collect();
-        let prompt_count = execution.requests.len();
         let plan = RunPlan {
             stages,
             interval: execution.interval,
             requests: execution.requests,
+            warmup: execution.warmup,
         };
         let records_path = dir.join(report::REQUESTS_FILE);
         let records_file =
@@ -398,31 +529,24 @@ impl RunContext<'_> {
                 path: records_path.clone(),
                 source,
             })?;
+        let control = Control::default();
         let progress_counters = Arc::new(Progress::default());
         let (sink, writer) = engine::record_writer(
             Box::new(records_file),
             records_path.display().to_string(),
             Arc::clone(&progress_counters),
+            control.clone(),
         );
         tracing::info!(
             run_id,
             endpoint = self.endpoint,
             model = execution.request_model,
-            prompts = prompt_count,
-            requests = expected_requests,
+            requests = planned_requests,
             "starting run"
-        );
-        let display = progress::spawn(
-            progress_counters,
-            progress::Expectation {
-                requests: expected_requests,
-                duration: expected_duration,
-                stages: requested_rates.len(),
-            },
         );
         let clock = Clock::start();
         let t0_unix_ns = wallclock::unix_ns_now();
-        let meta = RunMeta {
+        let mut meta = RunMeta {
             schema: RUN_META_SCHEMA.to_owned(),
             run_id: run_id.clone(),
             harness,
@@ -443,43 +567,89 @@ impl RunContext<'_> {
             },
             llmbench_version: LLMBENCH_VERSION.to_owned(),
             report: execution.report,
+            planned_requests,
+            profile_notes: self.notes.clone(),
+            end: None,
         };
         // Written before the first request, so a killed run can still be reported from requests.jsonl.
         meta.write(&dir)?;
+        let signals = watch_signals(&control, args.interrupt_grace)?;
+        let display = progress::spawn(
+            Arc::clone(&progress_counters),
+            progress::Expectation {
+                requests: planned_requests,
+                duration: expected_duration,
+                stages: requested_rates.len(),
+            },
+        );
         let ran = if plan.stages.is_empty() {
             // Nothing to send (the nop harness): the run still leaves its files behind.
             drop(sink);
             Ok(Vec::new())
         } else {
-            engine::run(target, plan, clock, sink).await
+            engine::run(target, plan, clock, sink, control.clone()).await
         };
         display.abort();
         progress::finish();
-        let records: Vec<RequestRecord> = match writer.await {
-            Ok(written) => written?,
-            Err(join) => {
-                return Err(RunError::WriteOutput {
-                    path: records_path,
-                    source: std::io::Error::other(join.to_string()),
-                });
-            }
-        };
+        let written = writer.await.map_err(|join| RunError::WriteOutput {
+            path: records_path.clone(),
+            source: std::io::Error::other(join.to_string()),
+        });
+        signals.abort();
         let stage_times = ran?;
-
-        let info = RunInfo {
-            run_id,
-            harness: harness.to_string(),
-            model: execution.request_model,
-            endpoint: self.endpoint.to_owned(),
-        };
-        let summary = RunSummary::from_records(info, &records, &requested_rates);
+        let stopped = control.reason();
+        meta.end = Some(RunEnd::new(
+            stopped,
+            planned_requests,
+            &progress_counters,
+            &stage_times,
+        ));
+        // The end goes into run.json even when records were lost, so `llmbench report` can say what happened.
+        let rewritten = meta.write(&dir);
+        let records = written??;
+        rewritten?;
+        if let Some(reason) = stopped {
+            tracing::warn!(%reason, "the run stopped before its plan was done");
+        }
+        let summary = report::summarize_run(&meta, &records);
         Ok(Executed {
             dir,
             meta,
             records,
             stage_times,
             summary,
+            _lock: run_dir,
         })
+    }
+
+    /// The run's directory: `--run-id` exactly (refused if it exists, unless `--overwrite`), or a fresh default
+    /// id; a shard writes into its own `shard-N` below it.
+    fn claim_output(&self) -> Result<(String, output::RunDir), RunError> {
+        let args = self.args;
+        let sharded = args.shard.count > 1;
+        let shard_dir = |run: PathBuf| run.join(format!("shard-{}", args.shard.index));
+        Ok(match &args.run_id {
+            Some(id) => {
+                let run = args.output.join(id);
+                let path = if sharded { shard_dir(run) } else { run };
+                (id.clone(), output::claim(&path, args.overwrite)?)
+            }
+            None if sharded => {
+                let id = self.default_run_id();
+                let dir = output::claim(&shard_dir(args.output.join(&id)), args.overwrite)?;
+                (id, dir)
+            }
+            None => output::claim_fresh(&args.output, &self.default_run_id())?,
+        })
+    }
+
+    fn default_run_id(&self) -> String {
+        format!(
+            "{}-{}-{}",
+            self.args.harness,
+            profile_stem(self.template_name),
+            wallclock::compact_utc_now()
+        )
     }
 
     /// Writes what every run leaves besides its records: summary.json, the compact summary (`--summary-file`),
@@ -508,12 +678,55 @@ impl RunContext<'_> {
             summary,
             mlperf: None,
             accuracy: None,
+            stopped: meta.end.and_then(|end| end.stopped),
         })
     }
 }
 
-/// What run.json records of a stage: the rate or concurrency the profile asked of the whole run.
-fn stage_meta(stage: &engine::Stage) -> StageMeta {
+/// Turns SIGTERM and SIGINT into a stop: the first stops issuing and gives requests in flight `grace`, a second
+/// cancels them at once. The handlers live until the returned task is aborted.
+fn watch_signals(
+    control: &Control,
+    grace: Duration,
+) -> Result<tokio::task::JoinHandle<()>, RunError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let listen = |kind: SignalKind, name: Signal| {
+        signal(kind).map_err(|source| RunError::Signals {
+            signal: name,
+            source,
+        })
+    };
+    let mut term = listen(SignalKind::terminate(), Signal::Sigterm)?;
+    let mut int = listen(SignalKind::interrupt(), Signal::Sigint)?;
+    let control = control.clone();
+    Ok(tokio::spawn(async move {
+        let mut first = true;
+        loop {
+            let signal = tokio::select! {
+                Some(()) = term.recv() => Signal::Sigterm,
+                Some(()) = int.recv() => Signal::Sigint,
+                else => return,
+            };
+            let reason = StopReason::Interrupted { signal };
+            if first {
+                tracing::warn!(
+                    %signal,
+                    grace = %humantime::format_duration(grace),
+                    "stopping: no new requests; requests in flight may finish within the grace period"
+                );
+                control.stop_after(reason, grace);
+                first = false;
+            } else {
+                tracing::warn!(%signal, "stopping now: cancelling the requests in flight");
+                control.stop_now(reason);
+            }
+        }
+    }))
+}
+
+/// What run.json records of a stage: the rate or concurrency the profile asked of the whole run, and what decides
+/// which of its requests are measured.
+fn stage_meta(stage: &engine::Stage, workload_stage: Option<&crate::workload::Stage>) -> StageMeta {
     let concurrency = match &stage.plan {
         engine::StagePlan::Open {
             max_concurrency, ..
@@ -523,12 +736,28 @@ fn stage_meta(stage: &engine::Stage) -> StageMeta {
     StageMeta {
         rate: stage.requested_rate,
         concurrency: concurrency.and_then(|c| u32::try_from(c).ok()),
+        max_requests: workload_stage.and_then(|s| s.limit.requests),
+        max_duration_s: workload_stage
+            .and_then(|s| s.limit.duration)
+            .map(|d| d.as_secs_f64()),
+        warmup: workload_stage.and_then(|s| s.warmup),
+        cooldown: workload_stage.and_then(|s| s.cooldown),
     }
 }
 
 /// The profile's report settings in the terms of the result files that use them.
 fn report_options(workload: &Workload) -> ReportOptions {
-    let mut options = ReportOptions::default();
+    let mut options = ReportOptions {
+        goodput: workload
+            .goodput
+            .iter()
+            .map(|c| report::Slo {
+                metric: c.metric,
+                limit_s: c.limit.as_secs_f64(),
+            })
+            .collect(),
+        ..ReportOptions::default()
+    };
     match workload.harness {
         Harness::VllmBenchmark | Harness::Inferencemax => {
             options.vllm_metric_percentiles = workload.report.percentiles.clone();
@@ -536,8 +765,14 @@ fn report_options(workload: &Workload) -> ReportOptions {
                 options.vllm_percentile_metrics = workload.report.percentile_metrics.clone();
             }
             options.vllm_save_detailed = workload.report.per_request;
+            options.vllm_result_filename = workload.report.file_name.clone();
         }
-        _ => options.percentiles = workload.report.percentiles.clone(),
+        _ => {
+            options.percentiles = workload.report.percentiles.clone();
+            options.inference_perf_per_request = workload.report.per_request;
+            options.inference_perf_use_server_output_tokens =
+                workload.report.use_server_output_tokens;
+        }
     }
     options
 }
@@ -571,7 +806,8 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), RunError> {
 
 /// The run's HTTP client. Plain `http://` goes through the engine's own HTTP/1.1 client unless a proxy is
 /// configured; TLS and proxies through reqwest. Either way one pool for the run, sized so a run with thousands of
-/// concurrent streams never queues inside the client, with Nagle off so small requests go out at once.
+/// concurrent streams never queues inside the client, with Nagle off so small requests go out at once. Neither
+/// follows redirects: a 3xx is the server's answer, recorded as a failed request, as our own client records it.
 fn transport(
     url: &str,
     api_key: Option<&str>,
@@ -591,6 +827,7 @@ fn transport(
         .pool_max_idle_per_host(idle)
         .tcp_nodelay(true)
         .http1_only()
+        .redirect(reqwest::redirect::Policy::none())
         .build()
         .map(Transport::Reqwest)
         .map_err(RunError::Client)

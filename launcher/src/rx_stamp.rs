@@ -146,10 +146,23 @@ mod tests {
             .expect("connect");
         enable(&client);
         let (mut server, _) = listener.accept().await.expect("accept");
+        let (mut data, mut control) = (vec![0; 64], control_buffer());
+        // Enabling timestamps flips a kernel-wide switch asynchronously (`net_enable_timestamp` defers it to a
+        // work queue), so the first packets after the first socket asks for stamps may come without one, and the
+        // engine then falls back to the read time. Wait until packets are stamped before measuring.
+        for attempt in 0.. {
+            server.write_all(b"w").await.expect("write");
+            client.readable().await.expect("readable");
+            let (_, stamp) = read(&client, &mut data, &mut control).expect("the byte arrived");
+            if stamp.is_some() {
+                break;
+            }
+            assert!(attempt < 100, "the kernel never stamped a packet");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         server.write_all(b"data: x\n\n").await.expect("write");
         tokio::time::sleep(Duration::from_millis(30)).await;
         client.readable().await.expect("readable");
-        let (mut data, mut control) = (vec![0; 64], control_buffer());
         let (n, stamp) = read(&client, &mut data, &mut control).expect("bytes were waiting");
         assert_eq!(n, 9);
         let age = age(stamp.expect("Linux stamps what arrives")).expect("a plausible stamp");

@@ -8,10 +8,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use llmbench::engine::http1::Http1Endpoint;
 use llmbench::engine::{
-    self, Clock, PreparedRequest, Progress, RunPlan, Stage, StagePlan, Target, Transport,
+    self, Clock, Control, ErrorLimits, PreparedRequest, Progress, Requests, RunPlan, Stage,
+    StagePlan, StopReason, Target, Transport,
 };
 use llmbench::record::{ErrorClass, RequestRecord};
 use llmbench::sim::{self, FailureKind, SimConfig};
+use llmbench::workload::{ErrorLimit, StopScope};
 
 fn completion_body(max_tokens: u32) -> PreparedRequest {
     let body = serde_json::json!({
@@ -60,9 +62,13 @@ async fn run(name: &str, target: Arc<Target>, plan: RunPlan) -> Vec<RequestRecor
     ));
     let file = std::fs::File::create(&path).expect("temp file");
     let progress = Arc::new(Progress::default());
-    let (sink, writer) =
-        engine::record_writer(Box::new(file), path.display().to_string(), progress);
-    engine::run(target, plan, Clock::start(), sink)
+    let (sink, writer) = engine::record_writer(
+        Box::new(file),
+        path.display().to_string(),
+        progress,
+        Control::default(),
+    );
+    engine::run(target, plan, Clock::start(), sink, Control::default())
         .await
         .expect("run completes");
     let records = writer
@@ -95,9 +101,11 @@ async fn injected_ttft_and_itl_are_what_the_records_show() {
                 max_concurrency: None,
             },
             requested_rate: Some(20.0),
+            errors: Default::default(),
         }],
         interval: Duration::ZERO,
-        requests: Arc::from(vec![completion_body(32)]),
+        requests: Requests::Fixed(Arc::from(vec![completion_body(32)])),
+        warmup: None,
     };
     for (transport, target) in targets(&sim.base_url(), Duration::from_secs(10)) {
         let records = run(&format!("timing-{transport}"), target, plan.clone()).await;
@@ -142,9 +150,11 @@ async fn a_closed_loop_keeps_n_in_flight_and_issues_exactly_the_total() {
                 rampup: Duration::ZERO,
             },
             requested_rate: None,
+            errors: Default::default(),
         }],
         interval: Duration::ZERO,
-        requests: Arc::from(vec![completion_body(8), completion_body(4)]),
+        requests: Requests::Fixed(Arc::from(vec![completion_body(8), completion_body(4)])),
+        warmup: None,
     };
     for (transport, target) in targets(&sim.base_url(), Duration::from_secs(10)) {
         let records = run(&format!("closed-{transport}"), target, plan.clone()).await;
@@ -182,9 +192,11 @@ async fn faults_are_classified_and_never_stop_the_run() {
                 max_concurrency: None,
             },
             requested_rate: Some(200.0),
+            errors: Default::default(),
         }],
         interval: Duration::ZERO,
-        requests: Arc::from(vec![completion_body(16)]),
+        requests: Requests::Fixed(Arc::from(vec![completion_body(16)])),
+        warmup: None,
     };
     for (transport, target) in targets(&sim.base_url(), Duration::from_millis(800)) {
         let records = run(&format!("faults-{transport}"), target, plan.clone()).await;
@@ -214,5 +226,142 @@ async fn faults_are_classified_and_never_stop_the_run() {
             );
         }
     }
+    sim.shutdown().await.expect("sim stops");
+}
+
+/// A stage of `n` requests, one every `gap_ms`.
+fn open_stage(n: u64, gap_ms: u64, errors: ErrorLimits) -> Stage {
+    Stage {
+        plan: StagePlan::Open {
+            send_at: (0..n).map(|i| Duration::from_millis(i * gap_ms)).collect(),
+            max_concurrency: None,
+        },
+        requested_rate: Some(1000.0 / gap_ms as f64),
+        errors,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stage_that_reaches_max_errors_stops_and_the_next_stage_runs() {
+    // Every request fails (500): with max_errors 5 the first stage ends after its 5th error, its requests still
+    // in flight cancelled and recorded; the second stage (scope: this stage only) runs whole.
+    let sim = sim::start(SimConfig {
+        port: 0,
+        ttft: Duration::from_millis(30),
+        failure_rate: 1.0,
+        failure_kinds: vec![FailureKind::Http500],
+        ..SimConfig::default()
+    })
+    .await
+    .expect("sim starts");
+    let max_errors = ErrorLimits {
+        max_errors: Some(ErrorLimit {
+            limit: 5,
+            scope: StopScope::Stage,
+        }),
+        ..ErrorLimits::default()
+    };
+    let plan = RunPlan {
+        stages: vec![
+            open_stage(100, 5, max_errors),
+            open_stage(3, 5, ErrorLimits::default()),
+        ],
+        interval: Duration::ZERO,
+        requests: Requests::Fixed(Arc::from(vec![completion_body(4)])),
+        warmup: None,
+    };
+    let [(_, target), _] = targets(&sim.base_url(), Duration::from_secs(10));
+    let path = std::env::temp_dir().join(format!("llmbench-limits-{}.jsonl", std::process::id()));
+    let progress = Arc::new(Progress::default());
+    let (sink, writer) = engine::record_writer(
+        Box::new(std::fs::File::create(&path).expect("file")),
+        path.display().to_string(),
+        Arc::clone(&progress),
+        Control::default(),
+    );
+    let times = engine::run(target, plan, Clock::start(), sink, Control::default())
+        .await
+        .expect("runs");
+    let records = writer.await.expect("joins").expect("written");
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(times.len(), 2);
+    assert_eq!(times[0].stopped, Some(StopReason::MaxErrors));
+    assert_eq!(times[1].stopped, None);
+    let first: Vec<&RequestRecord> = records.iter().filter(|r| r.stage == 0).collect();
+    let errored = first
+        .iter()
+        .filter(|r| r.error_class() == Some(ErrorClass::HttpStatus))
+        .count();
+    assert!(errored >= 5, "{errored}");
+    assert!(
+        first.len() < 100,
+        "the stage stopped issuing: {}",
+        first.len()
+    );
+    assert_eq!(
+        first.len() as u64,
+        progress.issued.load(std::sync::atomic::Ordering::Relaxed) - 3,
+        "every request the stage sent is recorded, cancelled ones included"
+    );
+    assert_eq!(records.iter().filter(|r| r.stage == 1).count(), 3);
+    sim.shutdown().await.expect("sim stops");
+}
+
+/// A writer that fails like a full disk once it has taken `room` bytes.
+struct FullDisk {
+    room: usize,
+}
+
+impl std::io::Write for FullDisk {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.room == 0 {
+            return Err(std::io::Error::from(std::io::ErrorKind::StorageFull));
+        }
+        let n = buf.len().min(self.room);
+        self.room -= n;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_records_cannot_be_written_stops_issuing() {
+    let sim = sim::start(SimConfig {
+        port: 0,
+        ..SimConfig::default()
+    })
+    .await
+    .expect("sim starts");
+    let plan = RunPlan {
+        stages: vec![open_stage(200, 10, ErrorLimits::default())],
+        interval: Duration::ZERO,
+        requests: Requests::Fixed(Arc::from(vec![completion_body(2)])),
+        warmup: None,
+    };
+    let [(_, target), _] = targets(&sim.base_url(), Duration::from_secs(10));
+    let progress = Arc::new(Progress::default());
+    let control = Control::default();
+    let (sink, writer) = engine::record_writer(
+        Box::new(FullDisk { room: 100 }),
+        "requests.jsonl".to_owned(),
+        Arc::clone(&progress),
+        control.clone(),
+    );
+    let started = std::time::Instant::now();
+    engine::run(target, plan, Clock::start(), sink, control.clone())
+        .await
+        .expect("runs");
+    let error = writer.await.expect("joins").expect_err("the disk is full");
+    assert!(error.to_string().contains("stopped issuing"), "{error}");
+    assert_eq!(control.reason(), Some(StopReason::RecordsUnwritable));
+    let issued = progress.issued.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        issued < 50,
+        "it stopped issuing soon after the first failed write: {issued}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(1));
     sim.shutdown().await.expect("sim stops");
 }

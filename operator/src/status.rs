@@ -143,10 +143,16 @@ pub fn pod_outcome(pod: &Pod) -> PodOutcome {
             .signal
             .map(|s| format!(", signal {s}"))
             .unwrap_or_default();
-        let hint = if reason == FailureReason::OomKilled {
-            "; raise spec.launcher.resources.limits.memory"
-        } else {
-            ""
+        // The launcher's own exit codes (llmbench's main.rs): 3 when no request succeeded, 4 when a signal
+        // stopped the run after it wrote everything it measured, marked interrupted.
+        let hint = match (reason, terminated.exit_code) {
+            (FailureReason::OomKilled, _) => "; raise spec.launcher.resources.limits.memory",
+            (_, 3) => "; no request succeeded: see the errors in the summary and requests.jsonl",
+            (_, 4) => {
+                "; the launcher was interrupted (SIGTERM): what it measured is on the workload volume, every \
+                 report marked interrupted"
+            }
+            _ => "",
         };
         return PodOutcome::Failed(PodFailure {
             pod: name.clone(),
@@ -647,9 +653,17 @@ mod tests {
         assert_eq!(f.reason, FailureReason::LauncherFailed);
         assert_eq!(
             f.detail,
-            "launcher pod bench-1-launcher-0 exited with code 3 (Error)"
+            "launcher pod bench-1-launcher-0 exited with code 3 (Error); no request succeeded: see the errors in \
+             the summary and requests.jsonl"
         );
         assert_eq!(f.termination_message.as_deref(), Some("boom"));
+    }
+
+    #[test]
+    fn an_interrupted_launcher_says_its_results_were_written() {
+        let f = failure(pod_outcome(&pod(0, "Failed", terminated(4, "Error", "{}"))));
+        assert!(f.detail.contains("code 4"), "{}", f.detail);
+        assert!(f.detail.contains("interrupted"), "{}", f.detail);
     }
 
     #[test]

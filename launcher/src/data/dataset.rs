@@ -20,9 +20,11 @@ const INPUT_COLUMNS: [&str; 2] = ["input", "prompt"];
 const TOKENS_COLUMN: &str = "tok_input";
 const OUTPUT_COLUMN: &str = "output";
 
-/// ShareGPT conversations (vLLM `sharegpt`, inference-perf `shareGPT`): the first human turn is the prompt, the
-/// first model turn after it is the reference output, whose length is `max_tokens` unless
-/// `options.output_tokens` is set. Entries are filtered as vLLM does (see [`DatasetOptions`]).
+/// ShareGPT conversations (vLLM `sharegpt`, inference-perf `shareGPT`): as both tools read them, an entry needs two
+/// turns or more; turn 0 is the prompt and turn 1 the reference output, whatever their roles, and the reference's
+/// length is `max_tokens` unless `options.output_tokens` is set. Entries are filtered as vLLM does (see
+/// [`DatasetOptions`]). Each prompt also carries every turn of its entry as chat messages (`human` → user, `gpt`
+/// → assistant, any other role user), which inference-perf's chat API sends.
 pub fn load_sharegpt(
     path: &Path,
     tokenizer: &Tokenizer,
@@ -49,9 +51,9 @@ pub fn load_sharegpt(
         }
     };
     let total = entries.len();
-    let mut turns: Vec<(String, String, String)> = entries
+    let mut turns: Vec<(String, Exchange)> = entries
         .into_iter()
-        .filter_map(|(location, entry)| first_exchange(&entry).map(|(p, c)| (location, p, c)))
+        .filter_map(|(location, entry)| first_exchange(&entry).map(|e| (location, e)))
         .collect();
     let mut skipped = total - turns.len();
     if let Some(seed) = options.shuffle_seed {
@@ -59,7 +61,12 @@ pub fn load_sharegpt(
     }
     let limit = options.limit.unwrap_or(usize::MAX);
     let mut prompts = Vec::new();
-    for (location, prompt, completion) in turns {
+    for (location, exchange) in turns {
+        let Exchange {
+            prompt,
+            completion,
+            messages,
+        } = exchange;
         if prompts.len() >= limit {
             break;
         }
@@ -89,32 +96,50 @@ pub fn load_sharegpt(
         }
         let mut p = Prompt::text(prompt, prompt_len, Some(output_len));
         p.output = Some(completion);
+        p.messages = Some(messages);
         prompts.push(p);
     }
     if prompts.is_empty() {
+        let bound = |b: Option<u32>| b.map_or_else(|| "any".to_owned(), |n| n.to_string());
         return Err(DataError::NoPrompts {
             path: path.to_owned(),
             reason: format!(
-                "{total} entries, {skipped} without a human turn followed by a model turn or outside the length \
-                 limits (prompt ≥ {}, prompt ≤ {:?}, prompt + output ≤ {:?} tokens)",
-                options.min_tokens, options.max_prompt_tokens, options.max_total_tokens
+                "{total} entries, {skipped} with fewer than two turns or outside the length limits (prompt ≥ {}, \
+                 prompt ≤ {}, prompt + output ≤ {} tokens)",
+                options.min_tokens,
+                bound(options.max_prompt_tokens),
+                bound(options.max_total_tokens)
             ),
         });
     }
     Ok(Prompts::new(prompts, skipped))
 }
 
-/// The first human turn and the first model turn after it.
-fn first_exchange(entry: &Value) -> Option<(String, String)> {
+/// An entry's first two turns, and every turn as a chat message.
+struct Exchange {
+    prompt: String,
+    completion: String,
+    messages: Vec<super::ChatMessage>,
+}
+
+/// Turns 0 and 1 of an entry's `conversations` (vLLM's and inference-perf's rule: positions, not roles). A turn
+/// written as a JSON object inside a string is read as that object (inference-perf issue #429).
+fn first_exchange(entry: &Value) -> Option<Exchange> {
     let turns = entry
         .get("conversations")
         .or_else(|| entry.get("conversation"))
         .and_then(Value::as_array)?;
-    let role = |t: &Value| {
-        t.get("from")
-            .or_else(|| t.get("role"))
-            .and_then(Value::as_str)
-            .map(str::to_ascii_lowercase)
+    if turns.len() < 2 {
+        return None;
+    }
+    let turn = |t: &Value| -> Option<Value> {
+        match t {
+            Value::String(s) => serde_json::from_str::<Value>(s)
+                .ok()
+                .filter(Value::is_object),
+            Value::Object(_) => Some(t.clone()),
+            _ => None,
+        }
     };
     let text = |t: &Value| {
         t.get("value")
@@ -122,20 +147,27 @@ fn first_exchange(entry: &Value) -> Option<(String, String)> {
             .and_then(Value::as_str)
             .map(str::to_owned)
     };
-    let human = turns
-        .iter()
-        .position(|t| matches!(role(t).as_deref(), Some("human" | "user")))?;
-    let prompt = text(&turns[human])?;
-    let completion = turns[human + 1..]
-        .iter()
-        .find(|t| {
-            matches!(
-                role(t).as_deref(),
-                Some("gpt" | "assistant" | "chatgpt" | "bard" | "model")
-            )
-        })
-        .and_then(text)?;
-    Some((prompt, completion))
+    let role = |t: &Value| match t
+        .get("from")
+        .or_else(|| t.get("role"))
+        .and_then(Value::as_str)
+    {
+        Some("gpt" | "assistant") => "assistant",
+        _ => "user",
+    };
+    let mut messages = Vec::with_capacity(turns.len().min(1024));
+    for t in turns {
+        let t = turn(t)?;
+        messages.push(super::ChatMessage {
+            role: role(&t).to_owned(),
+            content: text(&t)?,
+        });
+    }
+    Some(Exchange {
+        prompt: messages[0].content.clone(),
+        completion: messages[1].content.clone(),
+        messages,
+    })
 }
 
 /// A table of prompts: `.json`, `.jsonl` or `.csv` (see the module docs for the columns).
@@ -534,11 +566,55 @@ mod tests {
 
     fn sharegpt_entry(prompt: &str, answer: &str) -> Value {
         json!({"id": "x", "conversations": [
-            {"from": "system", "value": "ignored"},
             {"from": "human", "value": prompt},
             {"from": "gpt", "value": answer},
             {"from": "human", "value": "follow-up"},
         ]})
+    }
+
+    #[test]
+    fn sharegpt_turns_are_taken_by_position_not_role_and_all_become_messages() {
+        // vLLM and inference-perf both read conversations[0] and [1]: a leading system turn is the prompt.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let entries = json!([
+            {"conversations": [
+                {"from": "system", "value": "you are a poet"},
+                {"from": "human", "value": "write four words now"},
+                {"from": "gpt", "value": "ok"},
+            ]},
+            // A turn serialised as a JSON string (inference-perf #429) is read as the object.
+            {"conversations": [
+                "{\"from\": \"human\", \"value\": \"one two three four\"}",
+                {"from": "gpt", "value": "five six seven eight nine"},
+            ]},
+        ]);
+        let path = write(&dir, "sg.json", &entries.to_string());
+        let options = DatasetOptions {
+            min_tokens: 0,
+            max_prompt_tokens: None,
+            max_total_tokens: None,
+            ..DatasetOptions::default()
+        };
+        let prompts = load_sharegpt(&path, &Tokenizer::builtin(), &options)
+            .expect("load")
+            .into_inner();
+        assert_eq!(prompts.len(), 2);
+        assert_eq!(prompts[0].text, "you are a poet");
+        // "you are a poet" and "write four words now": four words each.
+        assert_eq!(
+            (prompts[0].input_tokens, prompts[0].max_tokens),
+            (4, Some(4))
+        );
+        let roles: Vec<&str> = prompts[0]
+            .messages
+            .as_ref()
+            .expect("messages")
+            .iter()
+            .map(|m| m.role.as_str())
+            .collect();
+        assert_eq!(roles, ["user", "user", "assistant"]);
+        assert_eq!(prompts[1].text, "one two three four");
+        assert_eq!(prompts[1].max_tokens, Some(5));
     }
 
     #[test]

@@ -28,6 +28,8 @@ use crate::tokenizer::Tokenizer;
 
 /// How many encode-and-repair rounds a prompt gets before synthesis gives up.
 const MAX_ROUNDS: usize = 16;
+/// Items reserved up front for a list whose length comes from a profile; more grow the list as they are built.
+const PREALLOCATED: usize = 65_536;
 /// A certified synthesizer re-encodes the first prompt and then one in this many.
 pub const SPOT_CHECK_EVERY: usize = 256;
 /// Tokens of plain words encoded to certify a tokenizer (each word is seen several times, next to others).
@@ -160,15 +162,20 @@ impl<'t> Synthesizer<'t> {
         n: usize,
         rng: &mut R,
     ) -> Segment {
+        // The reservation is bounded; a longer prompt grows its buffers as it is built.
+        let reserve = n.min(PREALLOCATED);
         let (mut text, mut ids) = match head {
             Some(h) => {
-                let mut text = String::with_capacity(h.text.len() + n * 8);
+                let mut text = String::with_capacity(h.text.len() + reserve * 8);
                 text.push_str(&h.text);
-                let mut ids = Vec::with_capacity(h.ids.len() + n);
+                let mut ids = Vec::with_capacity(h.ids.len() + reserve);
                 ids.extend_from_slice(&h.ids);
                 (text, ids)
             }
-            None => (String::with_capacity(n * 8), Vec::with_capacity(n)),
+            None => (
+                String::with_capacity(reserve * 8),
+                Vec::with_capacity(reserve),
+            ),
         };
         for _ in 0..n {
             let word = self.random_word(rng);
@@ -204,7 +211,7 @@ impl<'t> Synthesizer<'t> {
         let head_len = head.map_or(0, |h| h.ids.len());
         let target = head_len + body.len();
         let mut closest = 0usize;
-        let mut ids = Vec::with_capacity(target + 8);
+        let mut ids = Vec::with_capacity(target.min(PREALLOCATED) + 8);
         for round in 0..MAX_ROUNDS {
             ids.clear();
             if let Some(h) = head {
@@ -332,7 +339,8 @@ pub struct SyntheticSpec {
 pub struct SharedPrefixSpec {
     pub num_groups: u32,
     pub prompts_per_group: u32,
-    pub system_prompt_len: u32,
+    /// Each group's system prompt length is one draw (inference-perf samples `num_groups` lengths).
+    pub system_prompt_len: LengthDistribution,
     pub question_len: LengthDistribution,
     pub output_len: Option<LengthDistribution>,
     /// Interleave the groups in a seeded random order, as inference-perf does; false keeps them group by group.
@@ -377,7 +385,8 @@ pub fn synthetic_prompts(
             Vec::with_capacity(spec.prefix_buckets.len());
         let mut next_group = 0u32;
         for bucket in &spec.prefix_buckets {
-            let mut bucket_prefixes = Vec::with_capacity(bucket.prefix_count as usize);
+            let mut bucket_prefixes =
+                Vec::with_capacity((bucket.prefix_count as usize).min(PREALLOCATED));
             for _ in 0..bucket.prefix_count {
                 let segment = match bucket.prefix_tokens {
                     0 => None,
@@ -388,7 +397,7 @@ pub fn synthetic_prompts(
             }
             prefixes.push(bucket_prefixes);
         }
-        let mut prompts = Vec::with_capacity(spec.num_prompts);
+        let mut prompts = Vec::with_capacity(spec.num_prompts.min(PREALLOCATED));
         for _ in 0..spec.num_prompts {
             let drawn = prompt_lengths.sample(&mut batch.rng) as usize;
             let max_tokens = output_lengths
@@ -418,6 +427,7 @@ pub fn shared_prefix_prompts(
     synth: &Synthesizer<'_>,
     spec: &SharedPrefixSpec,
 ) -> Result<Prompts, DataError> {
+    let system_lengths = spec.system_prompt_len.sampler("system_prompt_len")?;
     let question_lengths = spec.question_len.sampler("question_len")?;
     let output_lengths = spec
         .output_len
@@ -425,10 +435,12 @@ pub fn shared_prefix_prompts(
         .map(|d| d.sampler("output_len"))
         .transpose()?;
     with_fallback(synth, spec.seed, |batch| {
-        let total = spec.num_groups as usize * spec.prompts_per_group as usize;
-        let mut prompts = Vec::with_capacity(total);
+        let total = (spec.num_groups as usize).saturating_mul(spec.prompts_per_group as usize);
+        // Reserve a bounded amount: the vector grows as prompts are built, never in one allocation sized from
+        // the profile.
+        let mut prompts = Vec::with_capacity(total.min(PREALLOCATED));
         for group in 0..spec.num_groups {
-            let system = match spec.system_prompt_len {
+            let system = match system_lengths.sample(&mut batch.rng) {
                 0 => None,
                 n => Some(batch.segment(None, n as usize)?),
             };
@@ -562,7 +574,7 @@ mod tests {
                 &SharedPrefixSpec {
                     num_groups: 4,
                     prompts_per_group: 5,
-                    system_prompt_len: 100,
+                    system_prompt_len: LengthDistribution::Fixed(100),
                     question_len: LengthDistribution::Uniform { min: 5, max: 40 },
                     output_len: Some(LengthDistribution::Fixed(9)),
                     shuffle: true,

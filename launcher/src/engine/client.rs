@@ -10,8 +10,27 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 
 use super::http1::{BodyEnd, BodyError, Flow, Http1Endpoint};
-use super::sse::{SseEvent, SseParser};
+use super::sse::{SseError, SseEvent, SseParser};
 use crate::record::{ChunkEvent, ChunkKind, ErrorClass, RequestError, RequestRecord, Usage};
+
+/// How long a request may take when its profile sets no timeout: one hour, from send to the end of the
+/// response, however the server stalls (no head, a stall after it, a trickle, a request it never reads).
+///
+/// Without a bound a hung server hangs the run, and the records of the requests it holds are never written.
+/// The anchors, when their user sets nothing: inference-perf runs on aiohttp's default session timeout,
+/// `ClientTimeout(total=300)`; `vllm bench serve` on `AIOHTTP_TIMEOUT = ClientTimeout(total=6 * 60 * 60)`;
+/// guidellm bounds connecting (5 s) but not reading; MLPerf LoadGen has no per-query timeout, and its Offline
+/// scenario issues every sample at once, so a query may queue for most of a run. One hour is a BenchmarkRun's
+/// default budget and llm-d-benchmark's harness wait (3 600 s): no single request outlasts a default run, yet a
+/// request queued behind an Offline burst or a `request-rate: inf` run — where vLLM's six hours and LoadGen's
+/// none matter — is not cut at five minutes. inference-perf's five minutes are that harness's own default:
+/// its dialect is the place to apply them, not every run.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60 * 60);
+
+/// The largest non-streamed response body accepted. A completion with logprobs for tens of thousands of tokens
+/// stays below it; beyond it is a server that does not stop, and keeping its bytes would take the launcher's
+/// memory.
+pub const MAX_BODY: usize = 64 * 1024 * 1024;
 
 /// The run's monotonic clock: every timestamp is nanoseconds since `t0`.
 #[derive(Debug, Clone, Copy)]
@@ -77,12 +96,15 @@ pub struct Issue {
     pub scheduled_ns: u64,
 }
 
-/// Sends `request` and returns its complete record. Never fails: every failure is classified in the record.
+/// Sends `request` and returns its complete record. Never fails: every failure is classified in the record. When
+/// `cancel` fires first (the run was interrupted, or its stage hit an error limit), the request ends as
+/// `cancelled` with the timings it had.
 pub async fn execute(
     target: &Target,
     request: &PreparedRequest,
     issue: Issue,
     clock: &Clock,
+    cancel: &tokio_util::sync::CancellationToken,
 ) -> RequestRecord {
     let mut record = RequestRecord {
         id: issue.id,
@@ -100,21 +122,32 @@ pub async fn execute(
         // path; capped so a huge max_tokens the server never reaches does not reserve memory for nothing.
         chunks: Vec::with_capacity(request.max_tokens.map_or(0, |n| n as usize + 2).min(256)),
         text: None,
+        conversation: None,
+        warmup: false,
     };
+    let limit = target.request_timeout.unwrap_or(DEFAULT_REQUEST_TIMEOUT);
+    // The exchange writes into `record` as it goes, so chunks that arrived before a timeout stay in it.
     let exchange = exchange(target, request, clock, &mut record);
-    let outcome = match target.request_timeout {
-        Some(limit) => tokio::time::timeout(limit, exchange)
+    let limited = async {
+        tokio::time::timeout(limit, exchange)
             .await
             .unwrap_or_else(|_| {
                 Err(RequestError {
                     class: ErrorClass::Timeout,
                     message: format!(
-                        "no complete response within {}",
+                        "no complete response within the {} request timeout",
                         humantime::format_duration(limit)
                     ),
                 })
-            }),
-        None => exchange.await,
+            })
+    };
+    let outcome = tokio::select! {
+        outcome = limited => outcome,
+        () = cancel.cancelled() => Err(RequestError {
+            class: ErrorClass::Cancelled,
+            message: "cancelled in flight: the run or its stage stopped (see the summary's stop reason)"
+                .to_owned(),
+        }),
     };
     record.end_ns = clock.now_ns();
     if record.sent_ns == 0 {
@@ -154,7 +187,9 @@ async fn exchange_http1(
     let status = response.status();
     record.http_status = Some(status);
     if !(200..300).contains(&status) {
-        let body = response.read_prefix(clock, ERROR_BODY_LIMIT).await;
+        let body = response
+            .read_prefix(clock, ERROR_BODY_LIMIT, ERROR_BODY_WAIT)
+            .await;
         return Err(status_error(status, &body));
     }
     if target.streaming {
@@ -173,7 +208,7 @@ async fn exchange_http1(
         let mut at_ns = 0;
         let ended = response
             .read_body(clock, |bytes, at| {
-                body.extend_from_slice(bytes);
+                append_capped(&mut body, bytes)?;
                 at_ns = at;
                 Ok(Flow::More)
             })
@@ -204,7 +239,7 @@ async fn exchange_reqwest(
         builder = builder.header(name, value);
     }
     record.sent_ns = clock.now_ns();
-    let response = builder.send().await.map_err(classify_send_error)?;
+    let mut response = builder.send().await.map_err(classify_send_error)?;
     let status = response.status();
     record.http_status = Some(status.as_u16());
     if !status.is_success() {
@@ -223,26 +258,56 @@ async fn exchange_reqwest(
         }
         events.at_end(record)
     } else {
-        let body = response
-            .bytes()
+        let mut body = Vec::new();
+        while let Some(bytes) = response
+            .chunk()
             .await
-            .map_err(|e| body_cut(&error_chain(&e)))?;
+            .map_err(|e| body_cut(&error_chain(&e)))?
+        {
+            append_capped(&mut body, &bytes)?;
+        }
         whole_body(&body, clock.now_ns(), record, target.keep_text)
     }
 }
 
+/// Appends a read of a non-streamed body, failing once the body would pass [`MAX_BODY`].
+fn append_capped(body: &mut Vec<u8>, bytes: &[u8]) -> Result<(), RequestError> {
+    if body.len().saturating_add(bytes.len()) > MAX_BODY {
+        return Err(RequestError {
+            class: ErrorClass::MalformedEvent,
+            message: format!(
+                "malformed response: the body is longer than the {MAX_BODY}-byte limit"
+            ),
+        });
+    }
+    body.extend_from_slice(bytes);
+    Ok(())
+}
+
 /// The most of an error response's body kept in the record's message.
 const ERROR_BODY_LIMIT: usize = 2048;
+/// How long an error response's body is waited for once its status arrived: the status is the answer, the body
+/// only its explanation, so a server that stalls there gets an `http_status` record, not a timeout.
+const ERROR_BODY_WAIT: Duration = Duration::from_secs(1);
 
+/// `HTTP 429 Too Many Requests: <the body's prefix>`, the body left out when the server sent none.
 fn status_error(status: u16, body: &[u8]) -> RequestError {
-    let reason = reqwest::StatusCode::from_u16(status)
+    let mut message = format!("HTTP {status}");
+    if let Some(reason) = reqwest::StatusCode::from_u16(status)
         .ok()
         .and_then(|code| code.canonical_reason())
-        .unwrap_or("");
+    {
+        message.push(' ');
+        message.push_str(reason);
+    }
     let body = String::from_utf8_lossy(&body[..body.len().min(ERROR_BODY_LIMIT)]);
+    if !body.trim().is_empty() {
+        message.push_str(": ");
+        message.push_str(body.trim());
+    }
     RequestError {
         class: ErrorClass::HttpStatus,
-        message: format!("HTTP {status} {reason}: {}", body.trim()),
+        message,
     }
 }
 
@@ -288,7 +353,7 @@ impl StreamEvents {
         record: &mut RequestRecord,
     ) -> Result<Flow, RequestError> {
         self.parser.push(bytes);
-        while let Some(event) = self.parser.next_event() {
+        while let Some(event) = self.parser.next_event().map_err(malformed_stream)? {
             match event {
                 SseEvent::Done => return Ok(Flow::Stop),
                 SseEvent::Data(payload) => {
@@ -323,6 +388,13 @@ impl StreamEvents {
     }
 }
 
+fn malformed_stream(error: SseError) -> RequestError {
+    RequestError {
+        class: ErrorClass::MalformedEvent,
+        message: format!("malformed response event stream: {error}"),
+    }
+}
+
 /// A whole (non-streamed) response body, arrived at `at_ns`.
 fn whole_body(
     body: &[u8],
@@ -330,6 +402,12 @@ fn whole_body(
     record: &mut RequestRecord,
     keep_text: bool,
 ) -> Result<(), RequestError> {
+    if body.is_empty() {
+        return Err(RequestError {
+            class: ErrorClass::MalformedEvent,
+            message: "malformed response: the body is empty".to_owned(),
+        });
+    }
     let chunk = parse_chunk(body, keep_text)?;
     record.usage = chunk.usage;
     keep(record, chunk.text);
@@ -361,8 +439,9 @@ struct ChunkJson<'a> {
     choices: Vec<ChoiceJson<'a>>,
     #[serde(default)]
     usage: Option<UsageJson>,
-    #[serde(default, borrow)]
-    error: Option<ErrorJson<'a>>,
+    /// Present only when the server failed the request mid-stream, so its fields may be owned.
+    #[serde(default)]
+    error: Option<ErrorJson>,
 }
 
 #[derive(Deserialize)]
@@ -394,10 +473,47 @@ struct UsageJson {
     completion_tokens: u32,
 }
 
+/// An error a server put in place of a chunk: OpenAI and vLLM send `{"error": {"message", "type", "code"}}`,
+/// some servers a bare string.
 #[derive(Deserialize)]
-struct ErrorJson<'a> {
-    #[serde(default, borrow)]
-    message: Option<Cow<'a, str>>,
+#[serde(untagged)]
+enum ErrorJson {
+    Message(String),
+    Object {
+        #[serde(default)]
+        message: Option<String>,
+        #[serde(default, rename = "type")]
+        kind: Option<String>,
+        #[serde(default)]
+        code: Option<serde_json::Value>,
+    },
+}
+
+impl ErrorJson {
+    fn into_request_error(self) -> RequestError {
+        let described = match self {
+            ErrorJson::Message(message) => message,
+            ErrorJson::Object {
+                message,
+                kind,
+                code,
+            } => {
+                let mut described = message.unwrap_or_else(|| "(no message)".to_owned());
+                let labels: Vec<String> = kind
+                    .into_iter()
+                    .chain(code.filter(|c| !c.is_null()).map(|c| c.to_string()))
+                    .collect();
+                if !labels.is_empty() {
+                    described.push_str(&format!(" ({})", labels.join(", ")));
+                }
+                described
+            }
+        };
+        RequestError {
+            class: ErrorClass::Other,
+            message: format!("server reported an error in the response: {described}"),
+        }
+    }
 }
 
 fn parse_chunk(payload: &[u8], keep_text: bool) -> Result<ParsedChunk, RequestError> {
@@ -410,13 +526,7 @@ fn parse_chunk(payload: &[u8], keep_text: bool) -> Result<ParsedChunk, RequestEr
     let text = std::str::from_utf8(payload).map_err(|e| malformed(e.to_string()))?;
     let chunk: ChunkJson<'_> = serde_json::from_str(text).map_err(|e| malformed(e.to_string()))?;
     if let Some(error) = chunk.error {
-        return Err(RequestError {
-            class: ErrorClass::Other,
-            message: format!(
-                "server reported an error: {}",
-                error.message.as_deref().unwrap_or("(no message)")
-            ),
-        });
+        return Err(error.into_request_error());
     }
     let usage = chunk.usage.map(|u| Usage {
         prompt_tokens: u.prompt_tokens,
@@ -469,14 +579,18 @@ fn preview(payload: &[u8]) -> String {
     text.into_owned()
 }
 
+/// At most [`ERROR_BODY_LIMIT`] bytes of an error response's body, read for at most [`ERROR_BODY_WAIT`].
 async fn read_error_body(mut response: reqwest::Response) -> Vec<u8> {
     let mut body = Vec::new();
-    while let Ok(Some(chunk)) = response.chunk().await {
-        body.extend_from_slice(&chunk);
-        if body.len() >= ERROR_BODY_LIMIT {
-            break;
+    let read = async {
+        while let Ok(Some(chunk)) = response.chunk().await {
+            body.extend_from_slice(&chunk);
+            if body.len() >= ERROR_BODY_LIMIT {
+                break;
+            }
         }
-    }
+    };
+    let _ = tokio::time::timeout(ERROR_BODY_WAIT, read).await;
     body
 }
 
@@ -595,5 +709,76 @@ mod tests {
             .err()
             .expect("error");
         assert!(error.message.contains("boom"));
+    }
+
+    /// A record of a request whose head said 200 (from JSON, so fields added to records later need no change).
+    fn record_of(streaming: bool) -> RequestRecord {
+        serde_json::from_value(serde_json::json!({
+            "id": 0, "stage": 0, "scheduled_ns": 0, "sent_ns": 0, "end_ns": 0, "input_tokens": 0,
+            "streaming": streaming, "http_status": 200,
+        }))
+        .expect("a minimal record")
+    }
+
+    #[test]
+    fn a_status_error_names_the_code_and_the_body_only_when_there_is_one() {
+        let error = status_error(429, b"");
+        assert_eq!(error.class, ErrorClass::HttpStatus);
+        assert_eq!(error.message, "HTTP 429 Too Many Requests");
+        let error = status_error(503, b"  {\"message\":\"overloaded\"}\n");
+        assert_eq!(
+            error.message,
+            "HTTP 503 Service Unavailable: {\"message\":\"overloaded\"}"
+        );
+        assert_eq!(status_error(599, b"x").message, "HTTP 599: x");
+    }
+
+    #[test]
+    fn an_error_given_as_a_bare_string_fails_the_request_with_it() {
+        let error = parse_chunk(br#"{"error":"model is loading"}"#, false)
+            .err()
+            .expect("error");
+        assert_eq!(error.class, ErrorClass::Other);
+        assert!(
+            error.message.ends_with(": model is loading"),
+            "{}",
+            error.message
+        );
+        let chunk = parse_chunk(br#"{"choices":[],"error":null}"#, false).expect("no error");
+        assert_eq!(chunk.kind, None);
+    }
+
+    #[test]
+    fn an_sse_line_past_the_limit_is_a_malformed_event_naming_the_limit() {
+        let mut record = record_of(true);
+        let mut events = StreamEvents::new(false);
+        let mut line = b"data: ".to_vec();
+        line.resize(super::super::sse::MAX_LINE + 1, b'a');
+        let error = events
+            .push(&line, 0, &mut record)
+            .expect_err("over the limit");
+        assert_eq!(error.class, ErrorClass::MalformedEvent);
+        assert!(
+            error.message.contains("16777216-byte limit"),
+            "{}",
+            error.message
+        );
+    }
+
+    #[test]
+    fn a_non_streamed_body_is_refused_past_its_limit_and_when_empty() {
+        let mut body = vec![0; MAX_BODY - 1];
+        append_capped(&mut body, b"x").expect("up to the limit");
+        let error = append_capped(&mut body, b"y").expect_err("past the limit");
+        assert_eq!(error.class, ErrorClass::MalformedEvent);
+        assert!(
+            error.message.contains("67108864-byte limit"),
+            "{}",
+            error.message
+        );
+        let mut record = record_of(false);
+        let error = whole_body(b"", 0, &mut record, false).expect_err("empty");
+        assert_eq!(error.class, ErrorClass::MalformedEvent);
+        assert!(error.message.contains("empty"), "{}", error.message);
     }
 }

@@ -15,9 +15,16 @@
 //! It speaks what an OpenAI-compatible server answers: one request at a time per connection (no pipelining),
 //! keep-alive reuse from an idle pool, bodies framed by `Content-Length`, `chunked` or the connection's close.
 //! TLS and proxies stay with reqwest (the engine picks: see `client::Transport`).
+//!
+//! A server may be broken or hostile, and no answer of its may hang a request or grow memory without bound:
+//! a body its head frames as empty ends at once; heads over 64 KiB and more than [`MAX_INFORMATIONAL_HEADS`]
+//! 1xx heads are refused; chunked framing is decoded as it streams, never buffered, and any fault in it is
+//! named; an idle connection on which anything arrived is not reused. How long a request may wait is the
+//! caller's timeout (`client::execute`), and how much body it keeps is the caller's cap.
 
 use std::io;
 use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 
 use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpStream;
@@ -45,6 +52,9 @@ pub enum Http1Error {
 
 /// Response heads larger than this are refused: an OpenAI server sends a few hundred bytes.
 const MAX_HEAD: usize = 64 * 1024;
+/// Informational (1xx) heads accepted before the final one. A server sends one or two (`103 Early Hints`); an
+/// endless run of them would keep a request waiting on heads that never end, so more than this is a failure.
+pub const MAX_INFORMATIONAL_HEADS: usize = 16;
 /// One non-blocking read into the thread's scratch buffer: `Ok(None)` when nothing was ready, else what `with`
 /// made of the bytes (none at the end of the stream) and their arrival time on `clock`: the kernel's stamp where
 /// it gave one, else now.
@@ -155,11 +165,7 @@ impl Http1Endpoint {
         wire.extend_from_slice(b"\r\n\r\n");
         wire.extend_from_slice(body);
         loop {
-            let pooled = self
-                .idle
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .pop();
+            let pooled = self.take_idle();
             let reused = pooled.is_some();
             let mut stream = match pooled {
                 Some(stream) => stream,
@@ -200,12 +206,32 @@ impl Http1Endpoint {
         Ok(stream)
     }
 
+    /// The most recently used idle connection that can still carry a request; the others met on the way are
+    /// closed.
+    fn take_idle(&self) -> Option<TcpStream> {
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        while let Some(stream) = idle.pop() {
+            if is_quiet(&stream) {
+                return Some(stream);
+            }
+        }
+        None
+    }
+
     fn recycle(&self, stream: TcpStream) {
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
         if idle.len() < self.max_idle {
             idle.push(stream);
         }
     }
+}
+
+/// Whether nothing has arrived on an idle connection since its last response ended. Bytes there are a server's
+/// stray extra (a body longer than its `Content-Length`), and an end of stream is a server that closed the
+/// connection; either would be read as the next request's response head.
+fn is_quiet(stream: &TcpStream) -> bool {
+    let mut probe = [0_u8; 1];
+    matches!(stream.try_read(&mut probe), Err(error) if error.kind() == io::ErrorKind::WouldBlock)
 }
 
 /// What the caller wants after a piece of body.
@@ -293,10 +319,15 @@ impl Response<'_> {
         mut on_data: impl FnMut(&[u8], u64) -> Result<Flow, RequestError>,
     ) -> Result<BodyEnd, BodyError> {
         let early = std::mem::take(&mut self.early);
-        let mut ended = None;
-        if !early.is_empty() {
-            ended = deliver(&mut self.framing, &early, self.early_at_ns, &mut on_data)?;
-        }
+        let mut ended = if early.is_empty() {
+            // A body the head framed as empty (`Content-Length: 0`, a 204 or 304) has already ended: reading on
+            // would wait for bytes that never come, until the request's timeout.
+            self.framing
+                .is_complete()
+                .then_some((BodyEnd::Complete, true))
+        } else {
+            deliver(&mut self.framing, &early, self.early_at_ns, &mut on_data)?
+        };
         drop(early);
         while ended.is_none() {
             self.stream
@@ -324,20 +355,21 @@ impl Response<'_> {
         Ok(end)
     }
 
-    /// Reads at most `limit` bytes of the body (an error status's message), whatever happens to the connection.
-    pub async fn read_prefix(self, clock: &Clock, limit: usize) -> Vec<u8> {
+    /// Reads at most `limit` bytes of the body (an error status's message) for at most `wait`, whatever happens
+    /// to the connection: the status is the answer, and a server that stalls in its error body must not turn it
+    /// into a timeout.
+    pub async fn read_prefix(self, clock: &Clock, limit: usize, wait: Duration) -> Vec<u8> {
         let mut body = Vec::new();
-        let _ = self
-            .read_body(clock, |data, _| {
-                let room = limit.saturating_sub(body.len());
-                body.extend_from_slice(&data[..data.len().min(room)]);
-                Ok(if body.len() >= limit {
-                    Flow::Stop
-                } else {
-                    Flow::More
-                })
+        let read = self.read_body(clock, |data, _| {
+            let room = limit.saturating_sub(body.len());
+            body.extend_from_slice(&data[..data.len().min(room)]);
+            Ok(if body.len() >= limit {
+                Flow::Stop
+            } else {
+                Flow::More
             })
-            .await;
+        });
+        let _ = tokio::time::timeout(wait, read).await;
         body
     }
 }
@@ -369,7 +401,9 @@ impl Framing {
                 *remaining -= take as u64;
                 Ok(take)
             }
-            Framing::Chunked(decoder) => decoder.decode(input, on_data).map_err(BodyError::Cut),
+            Framing::Chunked(decoder) => decoder
+                .decode(input, on_data)
+                .map_err(|reason| BodyError::Cut(format!("invalid chunked encoding: {reason}"))),
             Framing::UntilClose { .. } => {
                 on_data(input);
                 Ok(input.len())
@@ -526,6 +560,7 @@ impl ChunkedDecoder {
 }
 
 /// A parsed response head.
+#[derive(Debug)]
 struct Head {
     status: u16,
     keep_alive: bool,
@@ -596,6 +631,7 @@ fn is_reset(kind: io::ErrorKind) -> bool {
 /// Reads until a final (non-1xx) response head is complete; body bytes read with it are kept.
 async fn read_head(stream: &TcpStream, clock: &Clock) -> Result<Head, HeadError> {
     let mut buffer: Vec<u8> = Vec::new();
+    let mut informational = 0;
     loop {
         stream.readable().await.map_err(HeadError::Io)?;
         let read = read_stamped(stream, clock, |bytes, at_ns| {
@@ -614,6 +650,12 @@ async fn read_head(stream: &TcpStream, clock: &Clock) -> Result<Head, HeadError>
         while let Some((head, length)) = parse_head(&buffer)? {
             if (100..200).contains(&head.status) {
                 // An informational head (103 Early Hints, …): the real one follows.
+                informational += 1;
+                if informational > MAX_INFORMATIONAL_HEADS {
+                    return Err(HeadError::Malformed(format!(
+                        "more than {MAX_INFORMATIONAL_HEADS} informational (1xx) heads before the final one"
+                    )));
+                }
                 buffer.drain(..length);
                 continue;
             }
@@ -963,5 +1005,340 @@ mod tests {
             "POST /v1/chat/completions?x=1 HTTP/1.1\r\nHost: [::1]:8000\r\nAuthorization: Bearer k\r\n\
              Content-Type: application/json\r\nContent-Length: "
         );
+    }
+
+    /// Waits at most a second: an answer that is complete must not wait for the request's timeout.
+    async fn promptly<F: std::future::Future>(future: F) -> F::Output {
+        tokio::time::timeout(std::time::Duration::from_secs(1), future)
+            .await
+            .expect("answered without waiting for more bytes")
+    }
+
+    #[tokio::test]
+    async fn bodies_the_head_frames_as_empty_end_at_once_and_keep_the_connection() {
+        let (url, accepted) = serve(vec![
+            (b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n", false),
+            (b"HTTP/1.1 204 No Content\r\n\r\n", false),
+            (
+                b"HTTP/1.1 429 Too Many Requests\r\ncontent-length: 0\r\n\r\n",
+                false,
+            ),
+            (
+                b"HTTP/1.1 304 Not Modified\r\ncontent-length: 12\r\n\r\n",
+                false,
+            ),
+            (
+                b"HTTP/1.1 302 Found\r\nlocation: /elsewhere\r\ncontent-length: 0\r\n\r\n",
+                false,
+            ),
+        ])
+        .await;
+        let endpoint = Http1Endpoint::new(&url, &[], 8).expect("endpoint");
+        let clock = Clock::start();
+        for status in [200, 204, 429, 304, 302] {
+            assert_eq!(
+                promptly(body_of(&endpoint, &clock)).await,
+                (status, Vec::new(), BodyEnd::Complete)
+            );
+        }
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            1,
+            "one connection carried all five"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_error_body_that_stalls_gives_what_arrived_within_the_wait() {
+        let (url, _) = serve(vec![(
+            b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 100\r\n\r\noverloaded",
+            false,
+        )])
+        .await;
+        let endpoint = Http1Endpoint::new(&url, &[], 8).expect("endpoint");
+        let clock = Clock::start();
+        let response = endpoint.send(b"{}", &clock).await.expect("head");
+        assert_eq!(response.status(), 503);
+        let body = promptly(response.read_prefix(&clock, 2048, Duration::from_millis(200))).await;
+        assert_eq!(body, b"overloaded");
+    }
+
+    #[tokio::test]
+    async fn informational_heads_are_skipped_up_to_the_limit_and_refused_beyond_it() {
+        const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+        const FINAL: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+        let heads = |count: usize| -> &'static [u8] {
+            let mut wire = CONTINUE.repeat(count);
+            wire.extend_from_slice(FINAL);
+            wire.leak()
+        };
+        let (url, _) = serve(vec![
+            (heads(MAX_INFORMATIONAL_HEADS), true),
+            (heads(MAX_INFORMATIONAL_HEADS + 1), true),
+        ])
+        .await;
+        let endpoint = Http1Endpoint::new(&url, &[], 8).expect("endpoint");
+        let clock = Clock::start();
+        assert_eq!(
+            body_of(&endpoint, &clock).await,
+            (200, b"ok".to_vec(), BodyEnd::Complete)
+        );
+        let error = endpoint.send(b"{}", &clock).await.expect_err("too many");
+        assert_eq!(error.class, ErrorClass::Other);
+        assert!(
+            error.message.contains("more than 16 informational"),
+            "{}",
+            error.message
+        );
+    }
+
+    #[tokio::test]
+    async fn an_idle_connection_is_quiet_until_the_server_sends_or_closes() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("addr");
+        let client = TcpStream::connect(address).await.expect("connect");
+        let (mut server, _) = listener.accept().await.expect("accept");
+        assert!(is_quiet(&client));
+        server.write_all(b"stray").await.expect("write");
+        client.readable().await.expect("readable");
+        assert!(!is_quiet(&client), "stray bytes make it unusable");
+
+        let client = TcpStream::connect(address).await.expect("connect");
+        let (server, _) = listener.accept().await.expect("accept");
+        drop(server);
+        client.readable().await.expect("readable");
+        assert!(!is_quiet(&client), "a closed connection is unusable");
+    }
+
+    #[test]
+    fn chunked_errors_name_the_encoding() {
+        let mut framing = Framing::Chunked(ChunkedDecoder::default());
+        let error = framing
+            .decode(b"5\r\nhelloXX", |_| {})
+            .expect_err("no CRLF");
+        assert!(
+            matches!(&error, BodyError::Cut(reason) if reason.starts_with("invalid chunked encoding: chunk data")),
+            "{error:?}"
+        );
+        let mut framing = Framing::Chunked(ChunkedDecoder::default());
+        let error = framing
+            .decode(b"1000000000000000\r\n", |_| {})
+            .expect_err("overflow");
+        assert!(
+            matches!(&error, BodyError::Cut(reason) if reason.contains("more than 15 hex digits")),
+            "{error:?}"
+        );
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        /// Feeds `input` to `decode` in pieces ending at each of `cuts` and then the rest, stopping at the first
+        /// error or once the decoder stops consuming; returns the payload, the bytes consumed and any error.
+        fn decode_split(
+            framing: &mut Framing,
+            input: &[u8],
+            cuts: &[usize],
+        ) -> (Vec<u8>, usize, Option<String>) {
+            let mut payload = Vec::new();
+            let mut consumed = 0;
+            let mut from = 0;
+            for &cut in cuts.iter().chain(std::iter::once(&input.len())) {
+                let cut = cut.clamp(from, input.len());
+                let piece = &input[from..cut];
+                match framing.decode(piece, |data| payload.extend_from_slice(data)) {
+                    Ok(used) => {
+                        assert!(
+                            used <= piece.len(),
+                            "consumed {used} of {} bytes",
+                            piece.len()
+                        );
+                        consumed += used;
+                        if used < piece.len() {
+                            break;
+                        }
+                    }
+                    Err(BodyError::Cut(reason)) => return (payload, consumed, Some(reason)),
+                    Err(BodyError::Caller(error)) => {
+                        return (payload, consumed, Some(error.message));
+                    }
+                }
+                from = cut;
+            }
+            (payload, consumed, None)
+        }
+
+        fn sorted(mut cuts: Vec<usize>) -> Vec<usize> {
+            cuts.sort_unstable();
+            cuts
+        }
+
+        /// A valid chunked body: its encoding and the payload it carries.
+        fn chunked_body() -> impl Strategy<Value = (Vec<u8>, Vec<u8>)> {
+            let chunk = (
+                prop::collection::vec(any::<u8>(), 1..80),
+                any::<bool>(),
+                prop::option::of("[a-z]{1,6}(=[a-z0-9]{1,6})?"),
+            );
+            (
+                prop::collection::vec(chunk, 0..8),
+                prop::collection::vec("[A-Za-z-]{1,10}: [ -~]{0,20}", 0..3),
+            )
+                .prop_map(|(chunks, trailers)| {
+                    let mut wire = Vec::new();
+                    let mut payload = Vec::new();
+                    for (data, upper, extension) in chunks {
+                        let size = if upper {
+                            format!("{:X}", data.len())
+                        } else {
+                            format!("{:x}", data.len())
+                        };
+                        wire.extend_from_slice(size.as_bytes());
+                        if let Some(extension) = extension {
+                            wire.extend_from_slice(format!(";{extension}").as_bytes());
+                        }
+                        wire.extend_from_slice(b"\r\n");
+                        wire.extend_from_slice(&data);
+                        wire.extend_from_slice(b"\r\n");
+                        payload.extend_from_slice(&data);
+                    }
+                    wire.extend_from_slice(b"0\r\n");
+                    for trailer in trailers {
+                        wire.extend_from_slice(trailer.as_bytes());
+                        wire.extend_from_slice(b"\r\n");
+                    }
+                    wire.extend_from_slice(b"\r\n");
+                    (wire, payload)
+                })
+        }
+
+        /// A valid response head, and what parsing it must find: status, keep-alive and framing.
+        fn response_head() -> impl Strategy<Value = (Vec<u8>, u16, bool, Framing)> {
+            (
+                0..2_u8,
+                100..600_u16,
+                prop::option::of(0..1_000_000_u64),
+                prop::option::of(prop_oneof![
+                    Just("chunked"),
+                    Just("gzip, chunked"),
+                    Just("gzip"),
+                ]),
+                prop::option::of(prop_oneof![Just("close"), Just("keep-alive")]),
+                prop::collection::vec("x-[a-z]{1,8}: [!-~]{0,16}", 0..6),
+            )
+                .prop_map(|(minor, status, length, coding, connection, extra)| {
+                    let mut head = format!("HTTP/1.{minor} {status} Reason\r\n");
+                    for header in &extra {
+                        head.push_str(&format!("{header}\r\n"));
+                    }
+                    if let Some(length) = length {
+                        head.push_str(&format!("Content-Length: {length}\r\n"));
+                    }
+                    if let Some(coding) = coding {
+                        head.push_str(&format!("Transfer-Encoding: {coding}\r\n"));
+                    }
+                    if let Some(connection) = connection {
+                        head.push_str(&format!("Connection: {connection}\r\n"));
+                    }
+                    head.push_str("\r\n");
+                    let framing = if status == 204 || status == 304 || status < 200 {
+                        Framing::Length(0)
+                    } else {
+                        match (coding, length) {
+                            (Some(coding), _) if coding.ends_with("chunked") => {
+                                Framing::Chunked(ChunkedDecoder::default())
+                            }
+                            (Some(_), _) | (None, None) => Framing::UntilClose { ended: false },
+                            (None, Some(length)) => Framing::Length(length),
+                        }
+                    };
+                    let keep_alive = !matches!(framing, Framing::UntilClose { .. })
+                        && match connection {
+                            Some("close") => false,
+                            Some(_) => true,
+                            None => minor == 1,
+                        };
+                    (head.into_bytes(), status, keep_alive, framing)
+                })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            #[test]
+            fn parse_head_never_panics_on_arbitrary_bytes(
+                bytes in prop::collection::vec(any::<u8>(), 0..512),
+            ) {
+                if let Ok(Some((_, length))) = parse_head(&bytes) {
+                    prop_assert!(length <= bytes.len());
+                }
+            }
+
+            #[test]
+            fn parse_head_finds_what_a_generated_head_says(
+                (head, status, keep_alive, framing) in response_head(),
+                body in prop::collection::vec(any::<u8>(), 0..32),
+            ) {
+                let mut wire = head.clone();
+                wire.extend_from_slice(&body);
+                let (parsed, length) = parse_head(&wire)
+                    .expect("a valid head parses")
+                    .expect("a whole head is complete");
+                prop_assert_eq!(length, head.len(), "the head ends at its empty line");
+                prop_assert_eq!(parsed.status, status);
+                prop_assert_eq!(parsed.keep_alive, keep_alive);
+                prop_assert_eq!(parsed.framing, framing);
+                for end in 0..head.len() {
+                    prop_assert!(parse_head(&head[..end]).expect("a prefix is no error").is_none());
+                }
+            }
+
+            #[test]
+            fn the_chunked_decoder_never_panics_nor_consumes_more_than_it_was_given(
+                bytes in prop::collection::vec(any::<u8>(), 0..512),
+                cuts in prop::collection::vec(0..512_usize, 0..6),
+            ) {
+                let mut framing = Framing::Chunked(ChunkedDecoder::default());
+                let (payload, consumed, error) = decode_split(&mut framing, &bytes, &sorted(cuts));
+                prop_assert!(consumed <= bytes.len());
+                // Payload is never more than the input; without an error, never more than what was consumed.
+                prop_assert!(payload.len() <= bytes.len());
+                if error.is_none() {
+                    prop_assert!(payload.len() <= consumed);
+                }
+            }
+
+            #[test]
+            fn valid_chunked_bodies_decode_identically_under_every_split(
+                (wire, payload) in chunked_body(),
+                cuts in prop::collection::vec(0..1024_usize, 0..10),
+            ) {
+                let mut input = wire.clone();
+                input.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
+                let mut framing = Framing::Chunked(ChunkedDecoder::default());
+                let (decoded, consumed, error) = decode_split(&mut framing, &input, &sorted(cuts));
+                prop_assert_eq!(error, None);
+                prop_assert_eq!(decoded, payload);
+                prop_assert_eq!(consumed, wire.len(), "the bytes after the body are left alone");
+                prop_assert!(framing.is_complete());
+            }
+
+            #[test]
+            fn a_content_length_body_ends_exactly_where_its_length_says(
+                length in 0..600_u64,
+                input in prop::collection::vec(any::<u8>(), 0..800),
+                cuts in prop::collection::vec(0..800_usize, 0..6),
+            ) {
+                let mut framing = Framing::Length(length);
+                let expected = input.len().min(usize::try_from(length).unwrap_or(usize::MAX));
+                let (payload, consumed, error) = decode_split(&mut framing, &input, &sorted(cuts));
+                prop_assert_eq!(error, None);
+                prop_assert_eq!(consumed, expected);
+                prop_assert_eq!(&payload[..], &input[..expected]);
+                prop_assert_eq!(framing.is_complete(), input.len() as u64 >= length);
+            }
+        }
     }
 }

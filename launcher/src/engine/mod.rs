@@ -7,20 +7,26 @@
 //! (no coordinated omission).
 
 pub mod client;
+pub mod control;
+pub mod conversation;
 pub mod http1;
 pub mod sse;
 
+use std::collections::VecDeque;
 use std::io::Write;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 
 pub use client::{Clock, Issue, PreparedRequest, Target, Transport};
+pub use control::{Control, Signal, StopReason};
+pub use conversation::Conversations;
 
-use crate::record::RequestRecord;
+use crate::record::{ErrorClass, RequestRecord};
+use crate::workload::{ErrorLimit, GlobalErrorRate, StopScope, WindowedErrorRate};
 
 /// How one stage issues requests.
 #[derive(Debug, Clone)]
@@ -47,6 +53,43 @@ pub struct Stage {
     pub plan: StagePlan,
     /// The rate the profile asked for, reported beside the achieved rate.
     pub requested_rate: Option<f64>,
+    /// When errors end the stage early (guidellm's error constraints).
+    pub errors: ErrorLimits,
+}
+
+/// guidellm's error stop conditions for one stage (`scheduler/constraints/error.py`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ErrorLimits {
+    pub max_errors: Option<ErrorLimit<u64>>,
+    pub max_error_rate: Option<ErrorLimit<WindowedErrorRate>>,
+    pub max_global_error_rate: Option<ErrorLimit<GlobalErrorRate>>,
+}
+
+/// What requests a run sends.
+#[derive(Debug, Clone)]
+pub enum Requests {
+    /// Independent request bodies, built before the clock started, used in order and cycled when a run issues
+    /// more requests than there are bodies.
+    Fixed(Arc<[PreparedRequest]>),
+    /// Multi-turn conversations, whose bodies carry the answers of earlier turns.
+    Conversations(Arc<Conversations>),
+}
+
+impl Requests {
+    fn is_empty(&self) -> bool {
+        match self {
+            Requests::Fixed(requests) => requests.is_empty(),
+            Requests::Conversations(_) => false,
+        }
+    }
+}
+
+/// vllm bench serve's warm-up (`--num-warmups`): `count` copies of the first request, sent at once (at most
+/// `max_concurrency` at a time) before the first stage; recorded, and left out of every metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Warmup {
+    pub count: u64,
+    pub max_concurrency: Option<usize>,
 }
 
 /// Everything the engine needs for a run.
@@ -55,21 +98,24 @@ pub struct RunPlan {
     pub stages: Vec<Stage>,
     /// The pause between stages.
     pub interval: Duration,
-    /// Request bodies, used in order and cycled when a run issues more requests than there are prompts.
-    pub requests: Arc<[PreparedRequest]>,
+    pub requests: Requests,
+    pub warmup: Option<Warmup>,
 }
 
-/// When each stage ran, in nanoseconds on the run clock.
+/// When each stage ran, in nanoseconds on the run clock, and why it ended early if it did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StageTimes {
     pub start_ns: u64,
     pub end_ns: u64,
+    pub stopped: Option<StopReason>,
 }
 
-/// Counters a progress display reads while the run goes on.
+/// Counters a progress display reads while the run goes on, and the run's planned / sent / finished counts.
 #[derive(Debug, Default)]
 pub struct Progress {
+    /// Requests sent (or, for a conversation turn, about to be).
     pub issued: AtomicU64,
+    /// Records handed to the writer.
     pub finished: AtomicU64,
     pub failed: AtomicU64,
     pub stage: AtomicU64,
@@ -80,9 +126,13 @@ pub struct Progress {
 pub enum EngineError {
     #[error("the run has no requests to send: the workload produced no prompts")]
     NoRequests,
-    #[error("cannot write {path}: {source}")]
+    #[error(
+        "cannot write {path} ({source}) after {written} record(s): the run stopped issuing requests it could not \
+         record"
+    )]
     WriteRecords {
         path: String,
+        written: u64,
         source: std::io::Error,
     },
 }
@@ -111,12 +161,14 @@ impl RecordSink {
 const WRITER_PAUSE: Duration = Duration::from_millis(5);
 
 /// Starts the writer that appends each finished record to `out` as one JSON line, flushing after every batch so
-/// a killed launcher loses at most the requests in flight and the last [`WRITER_PAUSE`] of records. Returns the sink and the writer's handle, which yields
-/// every record once all sinks are dropped.
+/// a killed launcher loses at most the requests in flight and the last [`WRITER_PAUSE`] of records. A write that
+/// fails (a full disk) stops the run at once through `control`: load that cannot be recorded is not sent. Returns
+/// the sink and the writer's handle, which yields every record once all sinks are dropped.
 pub fn record_writer(
     out: Box<dyn Write + Send>,
     path: String,
     progress: Arc<Progress>,
+    control: Control,
 ) -> (
     RecordSink,
     tokio::task::JoinHandle<Result<Vec<RequestRecord>, EngineError>>,
@@ -125,72 +177,121 @@ pub fn record_writer(
     let handle = tokio::task::spawn_blocking(move || {
         let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
         let mut records = Vec::new();
-        let fail = |source: std::io::Error| EngineError::WriteRecords {
-            path: path.clone(),
-            source,
-        };
         let mut batch = Vec::new();
+        let mut failure: Option<std::io::Error> = None;
+        let mut written = 0u64;
         while let Some(first) = rx.blocking_recv() {
             batch.push(first);
             while let Ok(more) = rx.try_recv() {
                 batch.push(more);
             }
-            for record in batch.drain(..) {
-                serde_json::to_writer(&mut out, &record).map_err(|e| fail(e.into()))?;
-                out.write_all(b"\n").map_err(fail)?;
-                records.push(record);
+            if failure.is_some() {
+                // Drain what is still in flight so its senders never block; it can no longer be recorded.
+                batch.clear();
+                continue;
             }
-            out.flush().map_err(fail)?;
+            let wrote = write_batch(&mut out, &batch);
+            match wrote {
+                Ok(()) => {
+                    written += batch.len() as u64;
+                    records.append(&mut batch);
+                }
+                Err(e) => {
+                    control.stop_now(StopReason::RecordsUnwritable);
+                    failure = Some(e);
+                    batch.clear();
+                    continue;
+                }
+            }
             // Let records pile up for a moment: waking this thread for every record costs the I/O workers a
             // futex call each (thousands per second at the ceiling), while a batch every few ms costs nothing.
             std::thread::sleep(WRITER_PAUSE);
         }
-        Ok(records)
+        match failure {
+            Some(source) => Err(EngineError::WriteRecords {
+                path,
+                written,
+                source,
+            }),
+            None => Ok(records),
+        }
     });
     (RecordSink { tx, progress }, handle)
 }
 
-/// Runs every stage of `plan` against `target`, sending each finished record to `sink`.
+fn write_batch(out: &mut impl Write, batch: &[RequestRecord]) -> std::io::Result<()> {
+    for record in batch {
+        serde_json::to_writer(&mut *out, record).map_err(std::io::Error::from)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()
+}
+
+/// Runs the warm-up and every stage of `plan` against `target`, sending each finished record to `sink`. `control`
+/// stops the run early (an interrupt, a full disk); a stage may also stop itself on its error limits. Returns each
+/// stage that ran with its times; the stages after a run-wide stop are not run.
 pub async fn run(
     target: Arc<Target>,
     plan: RunPlan,
     clock: Clock,
     sink: RecordSink,
+    control: Control,
 ) -> Result<Vec<StageTimes>, EngineError> {
     if plan.requests.is_empty() {
         return Err(EngineError::NoRequests);
     }
     let next_id = Arc::new(AtomicU64::new(0));
+    let context = |stage: u32, control: Control| StageContext {
+        target: Arc::clone(&target),
+        requests: plan.requests.clone(),
+        clock,
+        sink: sink.clone(),
+        next_id: Arc::clone(&next_id),
+        stage,
+        run: control.clone(),
+        control,
+        tally: Arc::new(Mutex::new(Tally::default())),
+        errors: ErrorLimits::default(),
+    };
+    if let (Some(warmup), Requests::Fixed(_)) = (plan.warmup, &plan.requests) {
+        run_warmup(context(0, control.child()), warmup).await;
+    }
     let mut times = Vec::with_capacity(plan.stages.len());
     for (index, stage) in plan.stages.iter().enumerate() {
+        if control.issuing_stopped() {
+            break;
+        }
         if index > 0 && !plan.interval.is_zero() {
-            tokio::time::sleep(plan.interval).await;
+            tokio::select! {
+                () = tokio::time::sleep(plan.interval) => {}
+                () = control.issuing_ended() => break,
+            }
         }
         sink.progress.stage.store(index as u64, Ordering::Relaxed);
-        let context = StageContext {
-            target: Arc::clone(&target),
-            requests: Arc::clone(&plan.requests),
-            clock,
-            sink: sink.clone(),
-            next_id: Arc::clone(&next_id),
-            stage: u32::try_from(index).unwrap_or(u32::MAX),
-        };
+        let stage_control = control.child();
+        let mut stage_context = context(
+            u32::try_from(index).unwrap_or(u32::MAX),
+            stage_control.clone(),
+        );
+        stage_context.run = control.clone();
+        stage_context.errors = stage.errors;
         let start_ns = clock.now_ns();
         match &stage.plan {
             StagePlan::Open {
                 send_at,
                 max_concurrency,
-            } => run_open(context, send_at, *max_concurrency).await,
+            } => run_open(stage_context, send_at, *max_concurrency).await,
             StagePlan::Closed {
                 concurrency,
                 total,
                 duration,
                 rampup,
-            } => run_closed(context, *concurrency, *total, *duration, *rampup).await,
+            } => run_closed(stage_context, *concurrency, *total, *duration, *rampup).await,
         }
         times.push(StageTimes {
             start_ns,
             end_ns: clock.now_ns(),
+            stopped: stage_control.reason().or_else(|| control.reason()),
         });
     }
     Ok(times)
@@ -199,26 +300,152 @@ pub async fn run(
 #[derive(Clone)]
 struct StageContext {
     target: Arc<Target>,
-    requests: Arc<[PreparedRequest]>,
+    requests: Requests,
     clock: Clock,
     sink: RecordSink,
     next_id: Arc<AtomicU64>,
     stage: u32,
+    /// The stage's own control (its error limits stop it) …
+    control: Control,
+    /// … and the run's (an error limit with `stopping_scope: all` stops it).
+    run: Control,
+    tally: Arc<Mutex<Tally>>,
+    errors: ErrorLimits,
 }
 
 impl StageContext {
+    /// Sends one request scheduled at `scheduled_ns` and records it.
     async fn issue(&self, scheduled_ns: u64) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.sink.progress.issued.fetch_add(1, Ordering::Relaxed);
-        let request = &self.requests[(id % self.requests.len() as u64) as usize];
         let issue = Issue {
             id,
             stage: self.stage,
             scheduled_ns,
         };
-        let record = client::execute(&self.target, request, issue, &self.clock).await;
-        self.sink.finish(record);
+        let cancel = self.control.in_flight();
+        match &self.requests {
+            Requests::Fixed(requests) => {
+                let request = &requests[(id % requests.len() as u64) as usize];
+                self.sink.progress.issued.fetch_add(1, Ordering::Relaxed);
+                let record =
+                    client::execute(&self.target, request, issue, &self.clock, cancel).await;
+                self.record(record);
+            }
+            Requests::Conversations(conversations) => {
+                let Some(turn) = conversations.begin(id, cancel).await else {
+                    // Stopped while waiting for the session's previous round: never sent.
+                    return;
+                };
+                self.sink.progress.issued.fetch_add(1, Ordering::Relaxed);
+                let mut record =
+                    client::execute(&self.target, &turn.request, issue, &self.clock, cancel).await;
+                let cancelled = conversations.finish(turn, &mut record, false, self.clock.now_ns());
+                self.record(record);
+                for record in cancelled {
+                    self.record(record);
+                }
+            }
+        }
     }
+
+    /// Hands `record` to the writer and checks the stage's error limits with it.
+    fn record(&self, record: RequestRecord) {
+        let errored = !record.succeeded() && record.error_class() != Some(ErrorClass::Cancelled);
+        self.sink.finish(record);
+        let tripped = self
+            .tally
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .observe(errored, &self.errors);
+        if let Some((reason, scope)) = tripped {
+            self.control.stop_now(reason);
+            if scope == StopScope::Run {
+                self.run.stop_now(reason);
+            }
+        }
+    }
+}
+
+/// A stage's finished requests, as guidellm's error constraints count them.
+#[derive(Debug, Default)]
+struct Tally {
+    processed: u64,
+    errored: u64,
+    /// Whether each of the last `window` finished requests errored.
+    window: VecDeque<bool>,
+}
+
+impl Tally {
+    /// Counts one finished request; returns the limit it made trip, if any (checked in guidellm's order).
+    fn observe(&mut self, errored: bool, limits: &ErrorLimits) -> Option<(StopReason, StopScope)> {
+        self.processed += 1;
+        self.errored += u64::from(errored);
+        if let Some(limit) = &limits.max_error_rate {
+            self.window.push_back(errored);
+            while self.window.len() as u64 > limit.limit.window {
+                self.window.pop_front();
+            }
+        }
+        if let Some(limit) = &limits.max_errors
+            && self.errored >= limit.limit
+        {
+            return Some((StopReason::MaxErrors, limit.scope));
+        }
+        if let Some(limit) = &limits.max_error_rate {
+            let in_window = self.window.len() as f64;
+            let rate = self.window.iter().filter(|e| **e).count() as f64 / in_window.max(1.0);
+            if self.processed >= limit.limit.window && rate >= limit.limit.rate {
+                return Some((StopReason::MaxErrorRate, limit.scope));
+            }
+        }
+        if let Some(limit) = &limits.max_global_error_rate {
+            let rate = self.errored as f64 / self.processed as f64;
+            if self.processed >= limit.limit.minimum && rate >= limit.limit.rate {
+                return Some((StopReason::MaxGlobalErrorRate, limit.scope));
+            }
+        }
+        None
+    }
+}
+
+async fn run_warmup(context: StageContext, warmup: Warmup) {
+    let Requests::Fixed(requests) = &context.requests else {
+        return;
+    };
+    let slots = Arc::new(Semaphore::new(
+        warmup.max_concurrency.unwrap_or(usize::MAX >> 4).max(1),
+    ));
+    let mut in_flight = JoinSet::new();
+    for _ in 0..warmup.count {
+        if context.control.issuing_stopped() {
+            break;
+        }
+        let context = context.clone();
+        let slots = Arc::clone(&slots);
+        let first = requests[0].clone();
+        in_flight.spawn(async move {
+            let _slot = slots.acquire_owned().await.ok();
+            let scheduled_ns = context.clock.now_ns();
+            let id = context.next_id.fetch_add(1, Ordering::Relaxed);
+            let issue = Issue {
+                id,
+                stage: context.stage,
+                scheduled_ns,
+            };
+            context.sink.progress.issued.fetch_add(1, Ordering::Relaxed);
+            let mut record = client::execute(
+                &context.target,
+                &first,
+                issue,
+                &context.clock,
+                context.control.in_flight(),
+            )
+            .await;
+            record.warmup = true;
+            context.sink.finish(record);
+        });
+    }
+    while in_flight.join_next().await.is_some() {}
 }
 
 async fn run_open(context: StageContext, send_at: &[Duration], max_concurrency: Option<usize>) {
@@ -228,14 +455,22 @@ async fn run_open(context: StageContext, send_at: &[Duration], max_concurrency: 
     for offset in send_at {
         let due = stage_start + *offset;
         // tokio's wheel alone would send up to a millisecond late: one tick per request at 1 000 req/s.
-        crate::timer::sleep_until(due).await;
+        tokio::select! {
+            biased;
+            () = context.control.issuing_ended() => break,
+            () = crate::timer::sleep_until(due) => {}
+        }
         let scheduled_ns = context.clock.ns_of(due);
         let context = context.clone();
         let slots = slots.clone();
         in_flight.spawn(async move {
             // Held for the request's lifetime; the semaphore is never closed, so acquiring cannot fail.
             let _slot = match &slots {
-                Some(s) => Arc::clone(s).acquire_owned().await.ok(),
+                Some(s) => tokio::select! {
+                    slot = Arc::clone(s).acquire_owned() => slot.ok(),
+                    // Stopped while waiting for a slot: the request was never sent.
+                    () = context.control.issuing_ended() => return,
+                },
                 None => None,
             };
             context.issue(scheduled_ns).await;
@@ -263,9 +498,14 @@ async fn run_closed(
         let issued = Arc::clone(&issued);
         let begin = start + rampup.mul_f64(worker as f64 / concurrency as f64);
         workers.spawn(async move {
-            tokio::time::sleep_until(begin.into()).await;
+            tokio::select! {
+                () = tokio::time::sleep_until(begin.into()) => {}
+                () = context.control.issuing_ended() => return,
+            }
             loop {
-                if deadline.is_some_and(|d| Instant::now() >= d) {
+                if context.control.issuing_stopped()
+                    || deadline.is_some_and(|d| Instant::now() >= d)
+                {
                     break;
                 }
                 if let Some(total) = total
@@ -280,4 +520,95 @@ async fn run_closed(
         });
     }
     while workers.join_next().await.is_some() {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(
+        max_errors: Option<u64>,
+        rate: Option<(f64, u64)>,
+        global: Option<(f64, u64)>,
+    ) -> ErrorLimits {
+        ErrorLimits {
+            max_errors: max_errors.map(|limit| ErrorLimit {
+                limit,
+                scope: StopScope::Stage,
+            }),
+            max_error_rate: rate.map(|(rate, window)| ErrorLimit {
+                limit: WindowedErrorRate { rate, window },
+                scope: StopScope::Run,
+            }),
+            max_global_error_rate: global.map(|(rate, minimum)| ErrorLimit {
+                limit: GlobalErrorRate { rate, minimum },
+                scope: StopScope::Stage,
+            }),
+        }
+    }
+
+    /// The index (1-based) of the request that trips, feeding `pattern` (true = errored).
+    fn trips_at(limits: &ErrorLimits, pattern: &[bool]) -> Option<(usize, StopReason)> {
+        let mut tally = Tally::default();
+        pattern
+            .iter()
+            .enumerate()
+            .find_map(|(i, errored)| tally.observe(*errored, limits).map(|(r, _)| (i + 1, r)))
+    }
+
+    #[test]
+    fn max_errors_trips_on_the_errored_request_that_reaches_the_count() {
+        let l = limits(Some(3), None, None);
+        // ok, err, ok, err, err → the third error is the 5th request.
+        assert_eq!(
+            trips_at(&l, &[false, true, false, true, true, true]),
+            Some((5, StopReason::MaxErrors))
+        );
+        assert_eq!(trips_at(&l, &[true, true, false, false]), None);
+    }
+
+    #[test]
+    fn max_error_rate_waits_for_a_full_window_then_uses_only_the_window() {
+        // window 4, rate 0.5: three errors in the first three requests do not count before 4 are processed.
+        let l = limits(None, Some((0.5, 4)), None);
+        assert_eq!(
+            trips_at(&l, &[true, true, true, false]),
+            Some((4, StopReason::MaxErrorRate))
+        );
+        // Errors early, then successes: the window slides past them.
+        assert_eq!(
+            trips_at(&l, &[true, false, false, false, false, true, false]),
+            None
+        );
+        // Exactly at the rate counts (guidellm: error_rate >= max).
+        assert_eq!(
+            trips_at(&l, &[false, false, true, true]),
+            Some((4, StopReason::MaxErrorRate))
+        );
+    }
+
+    #[test]
+    fn max_global_error_rate_applies_after_its_minimum_over_the_whole_stage() {
+        let l = limits(None, None, Some((0.25, 8)));
+        // 2 errors in the first 2: 100 %, but only 2 of the minimum 8 processed.
+        let mut pattern = vec![true, true];
+        pattern.extend([false; 5]);
+        // After 7: 2/7 ≈ 0.29 ≥ 0.25 but 7 < 8; the 8th (ok) makes 2/8 = 0.25: trips.
+        pattern.push(false);
+        assert_eq!(
+            trips_at(&l, &pattern),
+            Some((8, StopReason::MaxGlobalErrorRate))
+        );
+    }
+
+    #[test]
+    fn the_first_limit_that_trips_names_its_scope() {
+        let l = limits(None, Some((0.5, 2)), None);
+        let mut tally = Tally::default();
+        tally.observe(true, &l);
+        assert_eq!(
+            tally.observe(true, &l),
+            Some((StopReason::MaxErrorRate, StopScope::Run))
+        );
+    }
 }

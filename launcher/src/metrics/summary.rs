@@ -15,6 +15,7 @@
 //! order statistics in linear time, per stage on its range and overall on the whole vector: nothing is sorted,
 //! and no value is copied.
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -35,6 +36,24 @@ pub struct Summary {
     pub schedule: Schedule,
     /// Failed requests per class (`http_<status>` for HTTP failures with a status), sorted by key.
     pub errors: BTreeMap<String, u64>,
+    /// Successful requests that met every goodput objective, when the profile sets objectives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput: Option<Goodput>,
+}
+
+/// A bucket's goodput (see `report::goodput` for each tool's definition).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Goodput {
+    /// Successful requests that met every objective.
+    pub good: u64,
+    /// Successful requests judged.
+    pub judged: u64,
+    /// good / judged, in percent (0 without successful requests).
+    pub percentage: f64,
+    /// Good requests per second of the bucket's duration.
+    pub requests_per_s: f64,
+    /// Per objective, the percentage of judged requests that met it.
+    pub attainment_percentage: BTreeMap<String, f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,14 +109,17 @@ pub struct StageSummary {
     pub stage: u32,
     #[serde(flatten)]
     pub summary: Summary,
+    /// Why the stage ended before its plan was done: an error limit, or the run's stop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<crate::engine::StopReason>,
 }
 
 /// Summarises `records` as one bucket, whatever their stages.
-pub fn summarize(records: &[RequestRecord], requested_rate: Option<f64>) -> Summary {
+pub fn summarize<R: Borrow<RequestRecord>>(records: &[R], requested_rate: Option<f64>) -> Summary {
     let mut counts = Counts::default();
     let mut samples = Samples::with_capacity_for(records);
     for record in records {
-        counts.add(record, &mut samples);
+        counts.add(record.borrow(), &mut samples);
     }
     counts.summary(samples.all(), requested_rate)
 }
@@ -106,16 +128,16 @@ pub fn summarize(records: &[RequestRecord], requested_rate: Option<f64>) -> Summ
 /// profile asked of that stage; a missing entry means none. The overall requested rate is the stages' common
 /// rate, or `None` when they differ.
 pub fn summarize_stages(
-    records: &[RequestRecord],
+    records: &[impl Borrow<RequestRecord>],
     requested_rates: &[Option<f64>],
 ) -> (Summary, Vec<StageSummary>) {
     // Visiting records grouped by stage makes each stage's samples one contiguous range. They normally come
     // grouped (stages run one after another); otherwise a stable sort of references groups them.
     let mut samples = Samples::with_capacity_for(records);
-    let stages = if records.is_sorted_by_key(|r| r.stage) {
-        collect_by_stage(records.iter(), &mut samples)
+    let stages = if records.is_sorted_by_key(|r| r.borrow().stage) {
+        collect_by_stage(records.iter().map(Borrow::borrow), &mut samples)
     } else {
-        let mut by_stage: Vec<&RequestRecord> = records.iter().collect();
+        let mut by_stage: Vec<&RequestRecord> = records.iter().map(Borrow::borrow).collect();
         by_stage.sort_by_key(|r| r.stage);
         collect_by_stage(by_stage.into_iter(), &mut samples)
     };
@@ -130,6 +152,7 @@ pub fn summarize_stages(
         summaries.push(StageSummary {
             stage: *stage,
             summary: counts.summary(samples.ranges(*starts, ends), rate_of(*stage)),
+            stopped: None,
         });
         overall.absorb(counts);
     }
@@ -184,9 +207,9 @@ struct Samples([Vec<u64>; METRICS]);
 impl Samples {
     /// Room for every sample `records` can yield, so collecting never reallocates (and copies) a vector of
     /// millions of values: one value per request, and at most one ITL gap per chunk.
-    fn with_capacity_for(records: &[RequestRecord]) -> Samples {
+    fn with_capacity_for<R: Borrow<RequestRecord>>(records: &[R]) -> Samples {
         let per_request = records.len();
-        let gaps = records.iter().map(|r| r.chunks.len()).sum();
+        let gaps = records.iter().map(|r| r.borrow().chunks.len()).sum();
         let mut samples = Samples::default();
         for (metric, values) in samples.0.iter_mut().enumerate() {
             values.reserve_exact(if metric == Metric::Itl as usize {
@@ -372,6 +395,7 @@ impl Counts {
                     *errors.entry(key.to_string()).or_default() += count;
                     errors
                 }),
+            goodput: None,
         }
     }
 }
@@ -391,6 +415,8 @@ mod tests {
     fn ok(stage: u32, scheduled: u64, sent: u64, tokens_at: &[u64], end: u64) -> RequestRecord {
         RequestRecord {
             text: None,
+            conversation: None,
+            warmup: false,
             id: 0,
             stage,
             scheduled_ns: scheduled * MS,
@@ -558,7 +584,7 @@ mod tests {
 
     #[test]
     fn no_records_give_zero_rates_and_no_stats() {
-        let s = summarize(&[], None);
+        let s = summarize::<RequestRecord>(&[], None);
         assert_eq!(s.requests.total, 0);
         assert_eq!(
             (s.failure_rate, s.duration_s, s.throughput.requests_per_s),
@@ -567,7 +593,7 @@ mod tests {
         assert_eq!(s.latency_ms.e2e, None);
         assert_eq!(s.schedule.achieved_rate, None);
         assert_eq!(s.schedule.delay_ms, None);
-        let (overall, stages) = summarize_stages(&[], &[]);
+        let (overall, stages) = summarize_stages(&[] as &[RequestRecord], &[]);
         assert_eq!(overall, s);
         assert!(stages.is_empty());
     }
@@ -635,6 +661,8 @@ mod tests {
                 let mut t = sent;
                 let mut r = RequestRecord {
                     text: None,
+                    conversation: None,
+                    warmup: false,
                     id,
                     stage: if grouped {
                         (id * stages / count) as u32

@@ -18,6 +18,7 @@ use serde_json::Value;
 
 use super::stats::Stats;
 use super::summary::{RequestCounts, StageSummary, Summary, summarize_stages};
+use crate::engine::StopReason;
 use crate::record::RequestRecord;
 
 /// The schema id carried by `summary.json` and by the compact summary.
@@ -50,6 +51,91 @@ pub struct RunSummary {
     /// The run's pass/fail verdict where its harness gives one (MLPerf LoadGen's VALID/INVALID).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<RunVerdict>,
+    /// How the run ended, when not as planned: interrupted, stopped by a limit, or incomplete (killed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<Completion>,
+    /// Requests sent and recorded but left out of every figure above: warm-up and cool-down.
+    #[serde(default, skip_serializing_if = "Excluded::is_empty")]
+    pub excluded: Excluded,
+    /// Per turn of multi-turn conversations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversations: Option<ConversationSummary>,
+    /// The profile's keys llmbench did not act on (unknown keys, typos among them, and known keys that change
+    /// nothing sent or measured), each with where it is and what happened instead.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignored_keys: Vec<String>,
+}
+
+/// Whether a run did what its plan said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    /// Every stage ran to its end (an error limit that ended one stage early included).
+    Complete,
+    /// A signal stopped it; what was measured is recorded, in-flight requests as cancelled.
+    Interrupted,
+    /// It stopped itself early: an error limit with `stopping_scope: all`, or records it could not write.
+    Stopped,
+    /// It never wrote its end: the launcher was killed or crashed. Only `llmbench report` says this.
+    Incomplete,
+}
+
+/// How a run that did not end as planned ended, with its counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Completion {
+    pub state: RunState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<StopReason>,
+    /// Requests the plan would have sent, when known in advance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planned: Option<u64>,
+    /// Requests sent (unknown for a killed run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent: Option<u64>,
+    /// Requests recorded.
+    pub finished: u64,
+}
+
+/// Recorded requests left out of the figures.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Excluded {
+    /// vllm `--num-warmups` requests, sent before the first stage.
+    #[serde(default)]
+    pub warmup_requests: u64,
+    /// guidellm `warmup`: requests of a stage's warm-up phase.
+    #[serde(default)]
+    pub warmup: u64,
+    /// guidellm `cooldown`: requests of a stage's cool-down phase.
+    #[serde(default)]
+    pub cooldown: u64,
+}
+
+impl Excluded {
+    pub fn is_empty(&self) -> bool {
+        *self == Excluded::default()
+    }
+}
+
+/// Multi-turn conversations: how many, and each turn index's figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConversationSummary {
+    /// Conversations with at least one measured turn.
+    pub conversations: u64,
+    /// Of those, the ones whose every measured turn succeeded.
+    pub all_turns_succeeded: u64,
+    pub turns: Vec<TurnSummary>,
+}
+
+/// The requests of one turn index across conversations.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnSummary {
+    pub turn: u32,
+    pub requests: u64,
+    pub succeeded: u64,
+    /// Mean input tokens of the successful ones: grows with the history each turn carries.
+    pub input_tokens_mean: Option<f64>,
+    pub ttft_ms_mean: Option<f64>,
+    pub e2e_ms_mean: Option<f64>,
 }
 
 /// A harness's own verdict on a run, as the operator's SLOMet condition shows it.
@@ -82,13 +168,17 @@ impl RunSummary {
             overall,
             stages,
             verdict: None,
+            run: None,
+            excluded: Excluded::default(),
+            conversations: None,
+            ignored_keys: Vec::new(),
         }
     }
 
     /// Summarises a run's records; `requested_rates[stage]` as in [`summarize_stages`].
     pub fn from_records(
         info: RunInfo,
-        records: &[RequestRecord],
+        records: &[impl std::borrow::Borrow<RequestRecord>],
         requested_rates: &[Option<f64>],
     ) -> Self {
         let (overall, stages) = summarize_stages(records, requested_rates);
@@ -114,6 +204,9 @@ pub struct CompactSummary {
     pub stages: Vec<CompactStage>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<RunVerdict>,
+    /// How the run ended, when not as planned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<Completion>,
     /// How many stages were left out to stay within the size limit.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub stages_omitted: usize,
@@ -239,6 +332,7 @@ impl From<&RunSummary> for CompactSummary {
                 })
                 .collect(),
             verdict: s.verdict.clone(),
+            run: s.run,
             stages_omitted: 0,
         }
     }
@@ -437,6 +531,8 @@ mod tests {
         let sent = (u64::from(stage) * 1000 + i) * 100 * MS;
         RequestRecord {
             text: None,
+            conversation: None,
+            warmup: false,
             id: i,
             stage,
             scheduled_ns: sent,

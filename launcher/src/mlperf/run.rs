@@ -26,7 +26,7 @@ pub const VERDICT_JSON: &str = "mlperf_verdict.json";
 pub const ACCURACY_JSON: &str = "mlperf_accuracy.json";
 
 pub(crate) async fn run(
-    context: &RunContext<'_>,
+    context: &mut RunContext<'_>,
     options: &ParseOptions,
 ) -> Result<RunOutcome, RunError> {
     let parsed = parse_settings(context.template_name, context.rendered, None, options)?;
@@ -45,9 +45,7 @@ pub(crate) async fn run(
         }
         None => parsed,
     };
-    for warning in &parsed.warnings {
-        tracing::warn!("{warning}");
-    }
+    context.note_warnings(&parsed.warnings);
     let settings = parsed.settings;
     if context.args.shard.count > 1 {
         // LoadGen's schedule and its sample order belong to one issuer; each shard would be judged alone.
@@ -91,9 +89,10 @@ pub(crate) async fn run(
             api: &settings.server,
             request_model,
             tokenizer_spec,
-            stages: context.shard(schedule.stages),
+            stages: context.shard(schedule.stages, &[]),
             interval: Duration::ZERO,
-            requests,
+            requests: crate::engine::Requests::Fixed(requests),
+            warmup: None,
             request_timeout: None,
             max_concurrency: None,
             report: ReportOptions::default(),

@@ -18,7 +18,7 @@
 
 use std::time::Duration;
 
-use crate::engine::{Stage, StagePlan};
+use crate::engine::{ErrorLimits, Stage, StagePlan};
 
 use super::MlperfError;
 use super::rng::Mt19937;
@@ -68,6 +68,7 @@ pub fn build_schedule(
         stages.push(Stage {
             plan,
             requested_rate: requested_rate(settings),
+            errors: ErrorLimits::default(),
         });
     }
     let measured_stage = stages.len() as u32;
@@ -80,6 +81,7 @@ pub fn build_schedule(
     stages.push(Stage {
         plan,
         requested_rate: requested_rate(settings),
+        errors: ErrorLimits::default(),
     });
     Ok(MlperfSchedule {
         stages,

@@ -696,6 +696,8 @@ mod tests {
         let at = at_ms * MS;
         RequestRecord {
             text: None,
+            conversation: None,
+            warmup: false,
             id,
             stage,
             scheduled_ns: at,

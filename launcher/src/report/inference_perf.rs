@@ -8,13 +8,17 @@
 
 use serde_json::{Map, Value, json};
 
-use super::meta::StageMeta;
+use super::goodput::inference_perf_goodput_metrics;
+use super::meta::{RunMeta, Slo, StageMeta};
 use super::{secs, sorted};
 use crate::metrics::percentile_linear;
 use crate::record::{ErrorClass, RequestRecord};
 
 /// The whole run's file.
 pub const SUMMARY_LIFECYCLE_FILE: &str = "summary_lifecycle_metrics.json";
+
+/// `report.request_lifecycle.per_request`'s file.
+pub const PER_REQUEST_LIFECYCLE_FILE: &str = "per_request_lifecycle_metrics.json";
 
 /// A stage's file: `stage_N_lifecycle_metrics.json`.
 pub fn stage_lifecycle_file(stage: u32) -> String {
@@ -86,6 +90,7 @@ pub fn lifecycle_metrics(
     records: &[&RequestRecord],
     percentiles: &[f64],
     stage: Option<StageMeta>,
+    goodput: &[Slo],
 ) -> Value {
     let (ok, failed): (Vec<&RequestRecord>, Vec<&RequestRecord>) =
         records.iter().partition(|r| r.succeeded());
@@ -125,7 +130,7 @@ pub fn lifecycle_metrics(
     let output: Vec<f64> = ok.iter().map(|r| f64::from(r.output_tokens())).collect();
     let (input_sum, output_sum) = (input.iter().sum::<f64>(), output.iter().sum::<f64>());
 
-    let successes = json!({
+    let mut successes = json!({
         "count": ok.len(),
         "latency": {
             "request_latency": summarize(lat.iter().map(|l| l.request_latency).collect(), percentiles),
@@ -151,6 +156,13 @@ pub fn lifecycle_metrics(
         "token_count_mismatches": 0,
     });
 
+    if let (Some(goodput), Some(object)) = (
+        inference_perf_goodput_metrics(&ok, goodput),
+        successes.as_object_mut(),
+    ) {
+        object.insert("goodput_metrics".into(), goodput);
+    }
+
     let failures = json!({
         "count": failed.len(),
         "request_latency": summarize(failed.iter().map(|r| secs(r.e2e_ns())).collect(), percentiles),
@@ -164,6 +176,87 @@ pub fn lifecycle_metrics(
         "successes": successes,
         "failures": failures,
     })
+}
+
+/// `per_request_lifecycle_metrics.json`: one entry per request, as inference-perf writes `RequestLifecycleMetric`
+/// (`start_time`, `end_time` on the run's monotonic clock in seconds; `info` with the request's input tokens and
+/// the response's output tokens, the server's usage, and for a stream every chunk's and every token's arrival;
+/// `error` with inference-perf's error type). llmbench does not keep request and response bodies — they are what
+/// makes inference-perf's file reach gigabytes (inference-perf #522) — so `request` and `response` are null.
+pub fn per_request_lifecycle(meta: &RunMeta, records: &[&RequestRecord]) -> Value {
+    let _ = meta;
+    Value::Array(records.iter().map(|r| per_request(r)).collect())
+}
+
+fn per_request(r: &RequestRecord) -> Value {
+    let mut response = Map::new();
+    response.insert("output_tokens".into(), json!(r.output_tokens()));
+    response.insert(
+        "server_usage".into(),
+        r.usage.map_or(Value::Null, |u| {
+            json!({
+                "prompt_tokens": u.prompt_tokens,
+                "completion_tokens": u.completion_tokens,
+                "total_tokens": u.prompt_tokens.saturating_add(u.completion_tokens),
+            })
+        }),
+    );
+    if r.streaming {
+        let chunk_times: Vec<f64> = r.chunks.iter().map(|c| secs(c.at_ns)).collect();
+        let token_times: Vec<f64> = r
+            .chunks
+            .iter()
+            .filter_map(|c| c.kind.content_tokens().map(|n| (secs(c.at_ns), n)))
+            .flat_map(|(t, n)| std::iter::repeat_n(t, n as usize))
+            .collect();
+        response.insert("response_chunks".into(), json!([]));
+        response.insert("chunk_times".into(), json!(chunk_times));
+        response.insert("output_token_times".into(), json!(token_times));
+    }
+    let mut extra = Map::new();
+    if let Some(of) = r.conversation {
+        extra.insert("user_session".into(), json!(of.id.to_string()));
+        extra.insert("chat_round".into(), json!(of.turn + 1));
+    }
+    let error = r.error_class().map(|class| {
+        json!({
+            "error_type": error_type(r, class),
+            "error_msg": r.error.as_ref().map_or("", |e| e.message.as_str()),
+        })
+    });
+    json!({
+        "start_time": secs(r.sent_ns),
+        "end_time": secs(r.end_ns),
+        "request": Value::Null,
+        "response": Value::Null,
+        "info": {
+            "request_metrics": {"text": {"input_tokens": r.input_tokens}, "image": null, "video": null, "audio": null},
+            "response_metrics": Value::Object(response),
+            "extra_info": Value::Object(extra),
+            "lora_adapter": null,
+            "labels": {},
+            "input_tokens": r.input_tokens,
+        },
+        "error": error,
+    })
+}
+
+/// The exception name inference-perf (aiohttp) records for each way a request fails.
+fn error_type(r: &RequestRecord, class: ErrorClass) -> String {
+    match class {
+        ErrorClass::HttpStatus => format!(
+            "HTTP Error {}",
+            r.http_status
+                .map_or_else(|| "?".to_owned(), |s| s.to_string())
+        ),
+        ErrorClass::Timeout => "TimeoutError".to_owned(),
+        ErrorClass::Connect => "ClientConnectorError".to_owned(),
+        ErrorClass::ConnectionReset => "ServerDisconnectedError".to_owned(),
+        ErrorClass::StreamCut => "ClientPayloadError".to_owned(),
+        ErrorClass::MalformedEvent => "JSONDecodeError".to_owned(),
+        ErrorClass::Cancelled => "CancelledError".to_owned(),
+        ErrorClass::Other => "Exception".to_owned(),
+    }
 }
 
 /// `sent − scheduled` in seconds, negative for an early send as inference-perf reports it.

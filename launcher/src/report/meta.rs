@@ -10,6 +10,9 @@ use llmbench_api::v1alpha1::Harness;
 use serde::{Deserialize, Serialize};
 
 use super::ReportError;
+use crate::engine::{Progress, StageTimes, StopReason};
+pub use crate::metrics::RunState;
+use crate::workload::{SloMetric, Transient, Warning, WarningKind};
 
 /// The file name of the run metadata inside a run directory.
 pub const RUN_META_FILE: &str = "run.json";
@@ -52,6 +55,102 @@ pub struct RunMeta {
     /// How the tools' reports are to be written (percentile sets, vllm options).
     #[serde(default)]
     pub report: ReportOptions,
+    /// How many requests this launcher planned to send (warm-up included), when the plan says in advance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planned_requests: Option<u64>,
+    /// The profile's keys llmbench did not act on: unknown ones (typos among them) and known ones that change
+    /// nothing sent or measured.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub profile_notes: Vec<ProfileNote>,
+    /// How the run ended, written when it ended: absent in the run.json of a launcher that was killed or
+    /// crashed, which `llmbench report` then reports as incomplete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<RunEnd>,
+}
+
+/// A profile key llmbench did not act on, as the parser reported it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProfileNote {
+    /// The key path, e.g. `api.streamming`.
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// `unknown` (the dialect has no such key) or `ignored` (known, changes nothing sent or measured).
+    pub kind: String,
+    /// What happens instead, with the nearest known key for a likely typo.
+    pub message: String,
+}
+
+impl From<&Warning> for ProfileNote {
+    fn from(w: &Warning) -> Self {
+        ProfileNote {
+            key: w.key.clone(),
+            line: w.line,
+            kind: match w.kind {
+                WarningKind::UnknownKey => "unknown",
+                WarningKind::Ignored => "ignored",
+            }
+            .to_owned(),
+            message: w.message.clone(),
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunEnd {
+    pub state: RunState,
+    /// Why the run stopped before its plan was done, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<StopReason>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planned: Option<u64>,
+    /// Requests sent.
+    pub sent: u64,
+    /// Requests recorded as finished (succeeded, failed or cancelled).
+    pub finished: u64,
+    /// When each stage that ran started and ended, on the run clock, and why it stopped early if it did.
+    #[serde(default)]
+    pub stages: Vec<StageEnd>,
+}
+
+/// One stage that ran.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct StageEnd {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<StopReason>,
+}
+
+impl RunEnd {
+    pub fn new(
+        stopped: Option<StopReason>,
+        planned: Option<u64>,
+        progress: &Progress,
+        stages: &[StageTimes],
+    ) -> RunEnd {
+        use std::sync::atomic::Ordering::Relaxed;
+        RunEnd {
+            state: match stopped {
+                None => RunState::Complete,
+                Some(StopReason::Interrupted { .. }) => RunState::Interrupted,
+                Some(_) => RunState::Stopped,
+            },
+            stopped,
+            planned,
+            sent: progress.issued.load(Relaxed),
+            finished: progress.finished.load(Relaxed),
+            stages: stages
+                .iter()
+                .map(|t| StageEnd {
+                    start_ns: t.start_ns,
+                    end_ns: t.end_ns,
+                    stopped: t.stopped,
+                })
+                .collect(),
+        }
+    }
 }
 
 /// One stage as the profile asked for it.
@@ -63,6 +162,26 @@ pub struct StageMeta {
     /// Requests kept in flight, for a concurrency stage (or a rate stage's cap).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<u32>,
+    /// The stage's request limit (guidellm `max_requests`), which its warm-up and cool-down are fractions of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_requests: Option<u64>,
+    /// The stage's duration limit in seconds (guidellm `max_duration`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_duration_s: Option<f64>,
+    /// Requests at the stage's start left out of its metrics (guidellm `warmup`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<Transient>,
+    /// Requests at the stage's end left out of its metrics (guidellm `cooldown`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cooldown: Option<Transient>,
+}
+
+/// A goodput objective: a request is good when its `metric` is at most `limit_s` (and every other objective
+/// holds too).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Slo {
+    pub metric: SloMetric,
+    pub limit_s: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -101,6 +220,16 @@ pub struct ReportOptions {
     /// vllm bench serve's `--label`; the file name starts with it (else with the backend).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vllm_label: Option<String>,
+    /// vllm bench serve's `--result-filename`: the result file's name instead of the generated one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vllm_result_filename: Option<String>,
+    /// inference-perf's `report.request_lifecycle.per_request`: write `per_request_lifecycle_metrics.json`.
+    pub inference_perf_per_request: bool,
+    /// inference-perf's `report.request_lifecycle.use_server_output_tokens`.
+    pub inference_perf_use_server_output_tokens: bool,
+    /// The goodput objectives (vllm `--goodput`, inference-perf `report.goodput.constraints`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub goodput: Vec<Slo>,
 }
 
 /// inference-perf's default `percentiles` (guidellm's too), as the workload model defines them.
@@ -115,6 +244,10 @@ impl Default for ReportOptions {
             vllm_metric_percentiles: vec![99.0],
             vllm_save_detailed: false,
             vllm_label: None,
+            vllm_result_filename: None,
+            inference_perf_per_request: false,
+            inference_perf_use_server_output_tokens: false,
+            goodput: Vec::new(),
         }
     }
 }

@@ -6,6 +6,7 @@
 //!
 //! Every builder is a pure function from records to a JSON value; writing files is the only fallible step.
 
+mod goodput;
 mod guidellm;
 mod inference_perf;
 mod llmd;
@@ -19,17 +20,23 @@ use std::path::{Path, PathBuf};
 use llmbench_api::v1alpha1::Harness;
 use serde::Serialize;
 
+use crate::metrics::transient::{self, StageBounds};
 use crate::metrics::{
-    RunInfo, RunSummary, WriteSummaryError, write_compact_summary, write_summary_json,
+    Completion, ConversationSummary, Excluded, RunInfo, RunSummary, TurnSummary, WriteSummaryError,
+    write_compact_summary, write_summary_json,
 };
 use crate::record::{ReadRecordsError, RequestRecord, read_jsonl_counting_truncated};
 
+pub use goodput::{Definition, goodput, inference_perf_goodput_metrics};
 pub use guidellm::{GUIDELLM_REPORT_FILE, guidellm_report};
-pub use inference_perf::{SUMMARY_LIFECYCLE_FILE, lifecycle_metrics, stage_lifecycle_file};
+pub use inference_perf::{
+    PER_REQUEST_LIFECYCLE_FILE, SUMMARY_LIFECYCLE_FILE, lifecycle_metrics, per_request_lifecycle,
+    stage_lifecycle_file,
+};
 pub use llmd::{LLMD_REPORT_PREFIX, llmd_report_v02, llmd_report_v02_file};
 pub use meta::{
-    ApiKind, INFERENCE_PERF_PERCENTILES, LLMBENCH_VERSION, RUN_META_FILE, RUN_META_SCHEMA,
-    ReportOptions, RunMeta, ShardMeta, StageMeta,
+    ApiKind, INFERENCE_PERF_PERCENTILES, LLMBENCH_VERSION, ProfileNote, RUN_META_FILE,
+    RUN_META_SCHEMA, ReportOptions, RunEnd, RunMeta, RunState, ShardMeta, Slo, StageEnd, StageMeta,
 };
 pub use table::print_table;
 pub use vllm::{vllm_result, vllm_result_file};
@@ -114,8 +121,181 @@ impl Formats {
     }
 }
 
+/// The records a run's figures are made of: every recorded request but vllm's warm-up requests and the requests
+/// of each stage's guidellm warm-up and cool-down, in record order.
+pub struct Measured<'a> {
+    pub records: Vec<&'a RequestRecord>,
+    pub excluded: Excluded,
+}
+
+/// Sorts `records` into measured and left out, by `meta`'s stages.
+pub fn measured<'a>(meta: &RunMeta, records: &'a [RequestRecord]) -> Measured<'a> {
+    let mut excluded = Excluded::default();
+    let mut by_stage: std::collections::BTreeMap<u32, Vec<&RequestRecord>> = Default::default();
+    for record in records {
+        if record.warmup {
+            excluded.warmup_requests += 1;
+        } else {
+            by_stage.entry(record.stage).or_default().push(record);
+        }
+    }
+    let mut kept: Vec<&RequestRecord> = Vec::with_capacity(records.len());
+    for (stage, bucket) in by_stage {
+        let stage_meta = meta.stages.get(stage as usize).copied().unwrap_or_default();
+        let bounds = StageBounds {
+            start_ns: meta
+                .end
+                .as_ref()
+                .and_then(|end| end.stages.get(stage as usize))
+                .map(|s| s.start_ns),
+            max_requests: stage_meta.max_requests,
+            max_duration_s: stage_meta.max_duration_s,
+            warmup: stage_meta.warmup,
+            cooldown: stage_meta.cooldown,
+        };
+        let (keep, out) = transient::measured(&bucket, &bounds);
+        excluded.warmup += out.warmup;
+        excluded.cooldown += out.cooldown;
+        kept.extend(
+            bucket
+                .into_iter()
+                .zip(keep)
+                .filter(|(_, k)| *k)
+                .map(|(r, _)| r),
+        );
+    }
+    Measured {
+        records: kept,
+        excluded,
+    }
+}
+
+/// Whose goodput definition a harness's profiles mean.
+fn goodput_definition(harness: Harness) -> Definition {
+    match harness {
+        Harness::VllmBenchmark | Harness::Inferencemax => Definition::Vllm,
+        _ => Definition::InferencePerf,
+    }
+}
+
+/// The run's `summary.json` from its metadata and records: the measured requests' figures per stage and overall,
+/// their goodput, conversations, what was left out, how the run ended and the profile keys it did not act on.
+pub fn summarize_run(meta: &RunMeta, records: &[RequestRecord]) -> RunSummary {
+    let measured = measured(meta, records);
+    let info = RunInfo {
+        run_id: meta.run_id.clone(),
+        harness: meta.harness.to_string(),
+        model: meta.model.clone(),
+        endpoint: meta.endpoint.clone(),
+    };
+    let mut summary =
+        RunSummary::from_records(info, &measured.records, &meta.shard_requested_rates());
+    let slos = &meta.report.goodput;
+    if !slos.is_empty() {
+        let definition = goodput_definition(meta.harness);
+        summary.overall.goodput = goodput(
+            &measured.records,
+            slos,
+            definition,
+            summary.overall.duration_s,
+        );
+        for stage in &mut summary.stages {
+            let bucket: Vec<&RequestRecord> = measured
+                .records
+                .iter()
+                .copied()
+                .filter(|r| r.stage == stage.stage)
+                .collect();
+            stage.summary.goodput = goodput(&bucket, slos, definition, stage.summary.duration_s);
+        }
+    }
+    if let Some(end) = &meta.end {
+        for stage in &mut summary.stages {
+            stage.stopped = end.stages.get(stage.stage as usize).and_then(|s| s.stopped);
+        }
+    }
+    summary.excluded = measured.excluded;
+    summary.conversations = conversation_summary(&measured.records);
+    summary.run = completion(meta, records.len() as u64);
+    summary.ignored_keys = meta
+        .profile_notes
+        .iter()
+        .map(|note| match note.line {
+            Some(line) => format!("{} (line {line}): {}", note.key, note.message),
+            None => format!("{}: {}", note.key, note.message),
+        })
+        .collect();
+    summary
+}
+
+/// How the run ended, for the summary: nothing for a run that did all it planned, its state otherwise, and
+/// `incomplete` for one whose run.json has no end (the launcher was killed or crashed).
+fn completion(meta: &RunMeta, recorded: u64) -> Option<Completion> {
+    match &meta.end {
+        Some(end) if end.state == RunState::Complete => None,
+        Some(end) => Some(Completion {
+            state: end.state,
+            stopped: end.stopped,
+            planned: end.planned,
+            sent: Some(end.sent),
+            finished: end.finished,
+        }),
+        None => Some(Completion {
+            state: RunState::Incomplete,
+            stopped: None,
+            planned: meta.planned_requests,
+            sent: None,
+            finished: recorded,
+        }),
+    }
+}
+
+/// Per turn index of the measured conversation turns; `None` when the run had no conversations.
+fn conversation_summary(records: &[&RequestRecord]) -> Option<ConversationSummary> {
+    let mut turns: std::collections::BTreeMap<u32, Vec<&RequestRecord>> = Default::default();
+    let mut conversations: std::collections::BTreeMap<u32, bool> = Default::default();
+    for r in records {
+        let Some(of) = r.conversation else { continue };
+        turns.entry(of.turn).or_default().push(r);
+        *conversations.entry(of.id).or_insert(true) &= r.succeeded();
+    }
+    if turns.is_empty() {
+        return None;
+    }
+    let mean = |values: Vec<f64>| {
+        (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+    };
+    Some(ConversationSummary {
+        conversations: conversations.len() as u64,
+        all_turns_succeeded: conversations.values().filter(|ok| **ok).count() as u64,
+        turns: turns
+            .into_iter()
+            .map(|(turn, bucket)| {
+                let ok: Vec<&&RequestRecord> = bucket.iter().filter(|r| r.succeeded()).collect();
+                TurnSummary {
+                    turn,
+                    requests: bucket.len() as u64,
+                    succeeded: ok.len() as u64,
+                    input_tokens_mean: mean(
+                        ok.iter().map(|r| f64::from(r.prompt_tokens())).collect(),
+                    ),
+                    ttft_ms_mean: mean(
+                        ok.iter()
+                            .filter_map(|r| r.ttft_ns())
+                            .map(|ns| ns as f64 / 1e6)
+                            .collect(),
+                    ),
+                    e2e_ms_mean: mean(ok.iter().map(|r| r.e2e_ns() as f64 / 1e6).collect()),
+                }
+            })
+            .collect(),
+    })
+}
+
 /// Writes the chosen tools' files into `dir`; returns their paths in the order written. `summary` is the
-/// run's [`RunSummary`] from the same records (the llm-d report reads its throughput from it).
+/// run's [`RunSummary`] from the same records (the llm-d report reads its throughput from it). Every file is
+/// made of the measured requests only (see [`measured`]); a run that did not end as planned is marked so in
+/// each file (`llmbench_run` at the top level).
 pub fn write_all(
     dir: &Path,
     meta: &RunMeta,
@@ -124,17 +304,32 @@ pub fn write_all(
     formats: Formats,
 ) -> Result<Vec<PathBuf>, ReportError> {
     let mut written = Vec::new();
-    let stages = stage_buckets(records);
+    let measured = measured(meta, records);
+    let stages = stage_buckets(&measured.records);
     let percentiles = &meta.report.percentiles;
+    let slos = &meta.report.goodput;
+    let mark = |mut value: serde_json::Value| {
+        if let (Some(run), Some(object)) = (&summary.run, value.as_object_mut()) {
+            object.insert(
+                "llmbench_run".into(),
+                serde_json::to_value(run).unwrap_or_default(),
+            );
+        }
+        value
+    };
 
     if formats.inference_perf {
-        let all: Vec<&RequestRecord> = records.iter().collect();
-        if !all.is_empty() {
+        if !measured.records.is_empty() {
             let path = dir.join(SUMMARY_LIFECYCLE_FILE);
             write_json(
                 &path,
                 "inference-perf summary",
-                &lifecycle_metrics(&all, percentiles, None),
+                &mark(lifecycle_metrics(
+                    &measured.records,
+                    percentiles,
+                    None,
+                    slos,
+                )),
             )?;
             written.push(path);
         }
@@ -148,7 +343,16 @@ pub fn write_all(
             write_json(
                 &path,
                 "inference-perf stage metrics",
-                &lifecycle_metrics(bucket, percentiles, Some(load)),
+                &mark(lifecycle_metrics(bucket, percentiles, Some(load), slos)),
+            )?;
+            written.push(path);
+        }
+        if meta.report.inference_perf_per_request {
+            let path = dir.join(PER_REQUEST_LIFECYCLE_FILE);
+            write_json(
+                &path,
+                "inference-perf per-request metrics",
+                &per_request_lifecycle(meta, &measured.records),
             )?;
             written.push(path);
         }
@@ -157,13 +361,21 @@ pub fn write_all(
         let several = stages.len() > 1;
         for (stage, bucket) in &stages {
             let path = dir.join(vllm_result_file(meta, *stage, several));
-            write_json(&path, "vllm result", &vllm_result(meta, *stage, bucket))?;
+            write_json(
+                &path,
+                "vllm result",
+                &mark(vllm_result(meta, *stage, bucket)),
+            )?;
             written.push(path);
         }
     }
     if formats.guidellm {
         let path = dir.join(GUIDELLM_REPORT_FILE);
-        write_json(&path, "guidellm report", &guidellm_report(meta, &stages))?;
+        write_json(
+            &path,
+            "guidellm report",
+            &mark(guidellm_report(meta, &stages)),
+        )?;
         written.push(path);
     }
     if formats.llmd_v02 {
@@ -196,7 +408,9 @@ pub struct ReportOutcome {
 }
 
 /// Re-reads `run.json` and `requests.jsonl` in `dir`, rebuilds the summary and rewrites `summary.json`, the
-/// harness's native files and the llm-d report; with `summary_file`, also the compact summary there.
+/// harness's native files and the llm-d report; with `summary_file`, also the compact summary there. A run whose
+/// launcher was killed has no end in run.json and may end in a torn record: the torn line is skipped and the
+/// summary says the run is incomplete, with what it planned and what it recorded.
 pub fn report_dir(dir: &Path, summary_file: Option<&Path>) -> Result<ReportOutcome, ReportError> {
     let meta = RunMeta::read(dir)?;
     let path = dir.join(REQUESTS_FILE);
@@ -206,20 +420,8 @@ pub fn report_dir(dir: &Path, summary_file: Option<&Path>) -> Result<ReportOutco
     })?;
     let (records, truncated_lines) = read_jsonl_counting_truncated(BufReader::new(file))
         .map_err(|source| ReportError::Records { path, source })?;
-    if truncated_lines > 0 {
-        tracing::warn!(
-            truncated_lines,
-            "requests.jsonl ends in a torn record (the launcher was killed?)"
-        );
-    }
 
-    let info = RunInfo {
-        run_id: meta.run_id.clone(),
-        harness: meta.harness.to_string(),
-        model: meta.model.clone(),
-        endpoint: meta.endpoint.clone(),
-    };
-    let summary = RunSummary::from_records(info, &records, &meta.shard_requested_rates());
+    let summary = summarize_run(&meta, &records);
     let summary_path = dir.join(SUMMARY_FILE);
     write_summary_json(&summary_path, &summary).map_err(|source| ReportError::Summary {
         path: summary_path.clone(),
@@ -247,7 +449,7 @@ pub fn report_dir(dir: &Path, summary_file: Option<&Path>) -> Result<ReportOutco
 }
 
 /// The records of each stage, by ascending stage index, in record order.
-fn stage_buckets(records: &[RequestRecord]) -> Vec<(u32, Vec<&RequestRecord>)> {
+fn stage_buckets<'a>(records: &[&'a RequestRecord]) -> Vec<(u32, Vec<&'a RequestRecord>)> {
     let mut stages: std::collections::BTreeMap<u32, Vec<&RequestRecord>> = Default::default();
     for record in records {
         stages.entry(record.stage).or_default().push(record);

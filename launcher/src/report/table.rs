@@ -95,5 +95,45 @@ pub fn print_table(summary: &RunSummary) -> String {
         out.push_str(cells.join("  ").trim_end());
         out.push('\n');
     }
+    out.push_str(&notes(summary));
+    out
+}
+
+/// The lines under the table: what changes how the figures read (stages stopped early, requests left out,
+/// goodput, conversations, profile keys not acted on).
+fn notes(summary: &RunSummary) -> String {
+    let mut out = String::new();
+    for stage in &summary.stages {
+        if let Some(reason) = stage.stopped {
+            out.push_str(&format!("stage {} stopped early: {reason}\n", stage.stage));
+        }
+    }
+    let ex = &summary.excluded;
+    if !ex.is_empty() {
+        out.push_str(&format!(
+            "left out of the figures: {} warm-up request(s), {} in warm-up phases, {} in cool-down phases\n",
+            ex.warmup_requests, ex.warmup, ex.cooldown
+        ));
+    }
+    if let Some(g) = &summary.overall.goodput {
+        out.push_str(&format!(
+            "goodput: {} of {} successful requests met every objective ({}%), {} req/s\n",
+            g.good,
+            g.judged,
+            num(g.percentage),
+            num(g.requests_per_s)
+        ));
+    }
+    if let Some(c) = &summary.conversations {
+        out.push_str(&format!(
+            "conversations: {} ({} with every turn successful), {} turn index(es)\n",
+            c.conversations,
+            c.all_turns_succeeded,
+            c.turns.len()
+        ));
+    }
+    for key in &summary.ignored_keys {
+        out.push_str(&format!("not acted on: {key}\n"));
+    }
     out
 }

@@ -46,6 +46,8 @@ fn record(
 ) -> RequestRecord {
     RequestRecord {
         text: None,
+        conversation: None,
+        warmup: false,
         id,
         stage,
         scheduled_ns: scheduled * MS,
@@ -120,16 +122,19 @@ fn meta() -> RunMeta {
         stages: vec![
             StageMeta {
                 rate: Some(2.0),
-                concurrency: None,
+                ..StageMeta::default()
             },
             StageMeta {
-                rate: None,
                 concurrency: Some(4),
+                ..StageMeta::default()
             },
         ],
         shard: ShardMeta::default(),
         llmbench_version: LLMBENCH_VERSION.to_owned(),
         report: ReportOptions::default(),
+        planned_requests: None,
+        profile_notes: Vec::new(),
+        end: None,
     }
 }
 
@@ -163,6 +168,7 @@ fn inference_perf_stage_0() -> Value {
         &stage(&records, 0),
         &INFERENCE_PERF_PERCENTILES,
         Some(meta().stages[0]),
+        &[],
     )
 }
 
@@ -242,7 +248,7 @@ fn inference_perf_load_summary_reports_the_send_rate_against_the_requested_one()
     // The whole-run file has no stage rate, so no send accounting, as inference-perf writes it.
     let records = records();
     let all: Vec<&RequestRecord> = records.iter().collect();
-    let summary = lifecycle_metrics(&all, &INFERENCE_PERF_PERCENTILES, None);
+    let summary = lifecycle_metrics(&all, &INFERENCE_PERF_PERCENTILES, None, &[]);
     assert!(summary["load_summary"].get("achieved_rate").is_none());
     assert_num(&summary, "load_summary.count", 4.0);
 }
@@ -265,6 +271,7 @@ fn a_single_token_has_no_ttft_in_inference_perf() {
         &stage(&records, 1),
         &INFERENCE_PERF_PERCENTILES,
         Some(meta().stages[1]),
+        &[],
     );
     assert!(v["successes"]["latency"]["time_to_first_token"].is_null());
     assert!(v["successes"]["latency"]["time_per_output_token"].is_null());
@@ -570,7 +577,16 @@ fn report_dir_rebuilds_everything_from_a_killed_run() {
 
     let outcome = report_dir(&dir, Some(&compact)).unwrap();
     assert_eq!(outcome.truncated_lines, 1);
-    assert_eq!(outcome.summary, summary_of(&meta, &records));
+    // Its run.json has no end: the summary says the run is incomplete, with what it recorded.
+    let mut expected = summary_of(&meta, &records);
+    expected.run = Some(crate::metrics::Completion {
+        state: crate::metrics::RunState::Incomplete,
+        stopped: None,
+        planned: None,
+        sent: None,
+        finished: records.len() as u64,
+    });
+    assert_eq!(outcome.summary, expected);
     let names: Vec<String> = outcome
         .files
         .iter()

@@ -35,6 +35,15 @@ fn py_float(x: f64) -> String {
 /// `vllm bench serve --save-result` names it. A run of several stages writes one file per stage, told apart
 /// by `-stage{N}` before the stamp.
 pub fn vllm_result_file(meta: &RunMeta, stage: u32, several_stages: bool) -> String {
+    if let Some(name) = result_filename(meta) {
+        // `--result-filename` replaces the generated name; a run of several stages keeps them apart.
+        return if several_stages {
+            let (stem, ext) = name.rsplit_once('.').unwrap_or((&name, "json"));
+            format!("{stem}-stage{stage}.{ext}")
+        } else {
+            name
+        };
+    }
     let stage_meta = meta.stages.get(stage as usize).copied().unwrap_or_default();
     let label = meta
         .report
@@ -54,6 +63,14 @@ pub fn vllm_result_file(meta: &RunMeta, stage: u32, several_stages: bool) -> Str
     };
     let stamp = wallclock::compact_utc((meta.t0_unix_ns / 1_000_000_000) as i64);
     format!("{label}-{rate}qps{concurrency}-{model}{stage_part}-{stamp}.json")
+}
+
+/// `--result-filename`, as a file name inside the results directory: vLLM joins it to `--result-dir`, which
+/// llmbench replaces with its own directory, so only its last component is used.
+fn result_filename(meta: &RunMeta) -> Option<String> {
+    let name = meta.report.vllm_result_filename.as_deref()?;
+    let last = name.rsplit(['/', '\\']).next().unwrap_or(name);
+    (!last.is_empty() && last != "." && last != "..").then(|| last.to_owned())
 }
 
 /// numpy's mean, median, population std and linear percentiles, in ms, of values in seconds; 0 when empty.
@@ -126,7 +143,17 @@ pub fn vllm_result(meta: &RunMeta, stage: u32, records: &[&RequestRecord]) -> Va
     out.insert("total_input_tokens".into(), json!(total_input));
     out.insert("total_output_tokens".into(), json!(total_output));
     out.insert("request_throughput".into(), json!(per_s(ok.len() as f64)));
-    out.insert("request_goodput".into(), Value::Null);
+    // vLLM writes null without `--goodput`, else good requests per second of the run's duration.
+    let goodput = super::goodput::goodput(
+        records,
+        &meta.report.goodput,
+        super::goodput::Definition::Vllm,
+        duration,
+    );
+    out.insert(
+        "request_goodput".into(),
+        goodput.map_or(Value::Null, |g| json!(g.requests_per_s)),
+    );
     out.insert(
         "output_throughput".into(),
         json!(per_s(total_output as f64)),

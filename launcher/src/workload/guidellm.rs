@@ -14,6 +14,7 @@ use super::inference_perf::{set_default_seed, string_map};
 use super::model::*;
 use super::reader::{At, Ctx, MapReader, join};
 use super::yaml::{Key, Node, Value};
+use crate::limits::{self, Limit};
 
 /// guidellm's `settings.max_concurrency`, the stream count of `throughput` without a cap.
 const DEFAULT_MAX_CONCURRENCY: u32 = 10240;
@@ -132,21 +133,22 @@ fn parse_spec(ctx: &mut Ctx, spec: &Node, line: u32) -> Result<SpecParts, Worklo
         "backend",
         "a scenario names its `backend` and `target`",
     )?;
-    parse_backend(ctx, &backend, &mut api, &mut timeout)?;
+    let mut bm = backend.map(ctx)?;
+    if let Some(k) = bm.get("kind") {
+        let kind = k.str(ctx)?;
+        if kind != "openai_http" {
+            return Err(k.unsupported(ctx, format!("backend `{kind}`")));
+        }
+    }
+    let mut request_max_tokens = backend_args(ctx, &mut bm, &mut api, &mut timeout, true)?;
+    bm.finish(ctx, &[]);
+    if let Some(f) = m.get("request_formatter")
+        && let Some(n) = request_formatter(ctx, &f, &mut api)?
+    {
+        request_max_tokens = Some(n);
+    }
 
-    let tokenizer = match m.get("processor") {
-        Some(f) => Some(TokenizerSpec {
-            name_or_path: f.str(ctx)?.to_string(),
-            token: None,
-            trust_remote_code: false,
-        }),
-        None => None,
-    };
-    m.ignore(
-        ctx,
-        "processor_args",
-        "tokenizer arguments are not used by llmbench",
-    );
+    let tokenizer = scenario_tokenizer(ctx, &mut m)?;
 
     let samples = match m.get("data_loader") {
         Some(f) => {
@@ -157,22 +159,41 @@ fn parse_spec(ctx: &mut Ctx, spec: &Node, line: u32) -> Result<SpecParts, Worklo
                     return Err(k.unsupported(ctx, format!("data loader `{kind}`")));
                 }
             }
-            let samples = dl.get("samples").map(|s| s.positive_u64(ctx)).transpose()?;
+            let samples = match dl.get("samples") {
+                Some(s) if matches!(s.node.value, Value::Int(-1)) => None,
+                Some(s) => Some(s.positive_within(ctx, Limit::Samples)?),
+                None => None,
+            };
+            dl.ignore(
+                ctx,
+                "shuffle",
+                "shuffles the order of synthetic samples, which are independent draws; the distribution sent is \
+                 the same",
+            );
+            dl.ignore(ctx, "num_workers", "data-loading processes");
             dl.finish(ctx, &[]);
             samples
         }
         None => None,
     };
+    only_default(
+        ctx,
+        &mut m,
+        "data_column_mapper",
+        &["generative_column_mapper"],
+    )?;
+    only_default(ctx, &mut m, "data_preprocessors", &["encode_media"])?;
+    only_default(ctx, &mut m, "data_finalizer", &["generative"])?;
     let data_field = m.require(ctx, "data", "a scenario needs a `data` source")?;
-    let data = scenario_data(ctx, &data_field, samples)?;
-    if let DataSpec::SyntheticText(s) = &data {
-        // guidellm sends `ignore_eos` with `max_tokens` for synthetic data with output lengths.
-        api.ignore_eos = s.output.is_some();
+    let mut data = scenario_data(ctx, &data_field, samples)?;
+    apply_request_max_tokens(&mut data, &mut api, request_max_tokens);
+    if let Some(f) = m.get("metrics") {
+        metrics_args(ctx, &f)?;
     }
 
     let constraints = match m.get("constraints") {
         Some(f) => constraints(ctx, &f)?,
-        None => StageLimit::default(),
+        None => Constraints::default(),
     };
 
     let mut seed = match m.get("seed") {
@@ -201,8 +222,12 @@ fn parse_spec(ctx: &mut Ctx, spec: &Node, line: u32) -> Result<SpecParts, Worklo
         [stage.warmup, stage.cooldown] = transients;
     }
     pm.finish(ctx, &[]);
-    for key in ["outputs", "output", "request_formatter"] {
-        m.ignore(ctx, key, "not used by llmbench");
+    for key in ["outputs", "output"] {
+        m.ignore(
+            ctx,
+            key,
+            "guidellm's output files; llmbench writes its results (benchmarks.json included) to --output",
+        );
     }
     m.finish(ctx, &[]);
     Ok(SpecParts {
@@ -215,24 +240,25 @@ fn parse_spec(ctx: &mut Ctx, spec: &Node, line: u32) -> Result<SpecParts, Worklo
     })
 }
 
-fn parse_backend(
+/// The OpenAI HTTP backend's arguments (`OpenAIHTTPBackendArgs` in v0.7, the backend's constructor and
+/// `backend_kwargs` in v0.4–v0.6). Returns `max_tokens` when the backend sets one for requests whose data gives
+/// no output length. `with_target`: the target is required here (v0.7 `spec.backend`); flat scenarios give it at
+/// the top level.
+fn backend_args(
     ctx: &mut Ctx,
-    f: &At<'_>,
+    b: &mut MapReader<'_>,
     api: &mut Api,
     timeout: &mut Option<Duration>,
-) -> Result<(), WorkloadError> {
-    let mut b = f.map(ctx)?;
-    if let Some(k) = b.get("kind") {
-        let kind = k.str(ctx)?;
-        if kind != "openai_http" {
-            return Err(k.unsupported(ctx, format!("backend `{kind}`")));
-        }
+    with_target: bool,
+) -> Result<Option<u64>, WorkloadError> {
+    let target = if with_target {
+        Some(b.require(ctx, "target", "the server's URL")?)
+    } else {
+        b.get("target")
+    };
+    if let Some(f) = target {
+        api.base_url = Some(guidellm_target(f.str(ctx)?));
     }
-    api.base_url = Some(
-        b.require(ctx, "target", "the server's URL")?
-            .str(ctx)?
-            .to_string(),
-    );
     if let Some(f) = b.get("model") {
         api.model = Some(f.str(ctx)?.to_string());
     }
@@ -245,15 +271,126 @@ fn parse_backend(
         api.api_key = Some(f.str(ctx)?.to_string());
     }
     if let Some(f) = b.get("headers") {
+        // Not a guidellm backend argument (v0.7 refuses it; headers go in `extras.headers`), but an explicit
+        // wish for headers that llmbench can honour.
         api.headers = string_map(ctx, &f)?;
     }
     if let Some(f) = b.get("stream") {
         api.streaming = f.bool(ctx)?;
     }
     if let Some(f) = b.get("timeout") {
-        *timeout = Some(f.seconds(ctx)?);
+        *timeout = Some(f.positive_seconds(ctx)?);
     }
-    b.finish(ctx, &[]);
+    let max_tokens = match b.get_any(&["max_tokens", "max_completion_tokens", "max_output_tokens"])
+    {
+        Some(f) => Some(f.positive_within(ctx, Limit::Tokens)?),
+        None => None,
+    };
+    if let Some(f) = b.get("extras") {
+        extras(ctx, &f, api)?;
+    }
+    // v0.3's backend sends these as OpenAI's organization and project headers.
+    for (key, header) in [
+        ("organization", "OpenAI-Organization"),
+        ("project", "OpenAI-Project"),
+    ] {
+        if let Some(f) = b.get(key) {
+            api.headers
+                .push((header.to_string(), f.str(ctx)?.to_string()));
+        }
+    }
+    for key in ["extra_query", "extra_body"] {
+        if let Some(f) = b.get(key) {
+            return Err(f.unsupported(ctx, format!("extra request arguments (`{key}`)")));
+        }
+    }
+    if let Some(f) = b.get("api_routes") {
+        // Merged over the default routes: only a route for the request format in use matters.
+        let routes = string_map(ctx, &f)?;
+        let format = api.path().to_string();
+        if let Some((_, route)) = routes.iter().find(|(k, _)| *k == format) {
+            let route = if route.starts_with('/') {
+                route.clone()
+            } else {
+                format!("/{route}")
+            };
+            api.endpoint = Some(route);
+        }
+    }
+    if let Some(f) = b.get("request_handlers") {
+        return Err(f.unsupported(ctx, "custom request handlers (`request_handlers`)"));
+    }
+    for key in ["server_history", "multiturn_reasoning"] {
+        if let Some(f) = b.get(key) {
+            let on = match &f.node.value {
+                Value::Bool(b) => *b,
+                Value::Str(s) => !s.is_empty() && !s.eq_ignore_ascii_case("false"),
+                _ => true,
+            };
+            if on {
+                return Err(f.unsupported(
+                    ctx,
+                    format!("`{key}` (server-side or reasoning-carrying conversation history)"),
+                ));
+            }
+        }
+    }
+    b.ignore(
+        ctx,
+        "timeout_connect",
+        "only bounds connecting; a request that cannot connect fails either way",
+    );
+    b.ignore(
+        ctx,
+        "http2",
+        "guidellm speaks HTTP/2 only over TLS (httpx negotiates it by ALPN); over http:// both send HTTP/1.1",
+    );
+    b.ignore(
+        ctx,
+        "follow_redirects",
+        "an OpenAI endpoint does not redirect",
+    );
+    b.ignore(
+        ctx,
+        "verify",
+        "TLS certificate checks; llmbench always verifies certificates on https endpoints",
+    );
+    b.ignore(
+        ctx,
+        "validate_backend",
+        "guidellm's health check before the run; it is not measured",
+    );
+    b.ignore(
+        ctx,
+        "tool_call_missing_behavior",
+        "only used with tool calls, which llmbench refuses",
+    );
+    Ok(max_tokens)
+}
+
+/// guidellm's `strip_target`: trailing slashes and a trailing `/v1` are removed, since the request paths carry
+/// `/v1` themselves.
+fn guidellm_target(target: &str) -> String {
+    let trimmed = target.trim_end_matches('/');
+    trimmed.strip_suffix("/v1").unwrap_or(trimmed).to_string()
+}
+
+/// `extras` (`GenerationRequestArguments`): extra request headers are honoured; anything that changes the
+/// request body or its method is refused.
+fn extras(ctx: &mut Ctx, f: &At<'_>, api: &mut Api) -> Result<(), WorkloadError> {
+    let mut m = f.map(ctx)?;
+    if let Some(h) = m.get("headers") {
+        api.headers.extend(string_map(ctx, &h)?);
+    }
+    if let Some(s) = m.get("stream") {
+        api.streaming = s.bool(ctx)?;
+    }
+    for key in ["method", "params", "body", "files", "content"] {
+        if let Some(x) = m.get(key) {
+            return Err(x.unsupported(ctx, format!("extra request arguments (`extras.{key}`)")));
+        }
+    }
+    m.finish(ctx, &[]);
     Ok(())
 }
 
@@ -264,8 +401,193 @@ fn request_format(ctx: &Ctx, f: &At<'_>) -> Result<(ApiKind, Option<String>), Wo
         "/v1/chat/completions" => Ok((ApiKind::Chat, Some("/v1/chat/completions".into()))),
         "text_completions" => Ok((ApiKind::Completion, None)),
         "chat_completions" => Ok((ApiKind::Chat, None)),
-        other => Err(f.unsupported(ctx, format!("request format `{other}`"))),
+        other @ ("/v1/embeddings"
+        | "/v1/responses"
+        | "/v1/audio/transcriptions"
+        | "/v1/audio/translations"
+        | "/pooling"
+        | "audio_transcriptions"
+        | "audio_translations") => Err(f.unsupported(ctx, format!("request format `{other}`"))),
+        other => Err(f.invalid(
+            ctx,
+            format!(
+                "unknown request format `{other}`; guidellm takes /v1/completions, /v1/chat/completions (or \
+                 text_completions, chat_completions), /v1/responses, /v1/embeddings, the audio routes or /pooling"
+            ),
+        )),
     }
+}
+
+/// guidellm v0.4–v0.6 `data_request_formatter` (aliases `request_type`, `request-type`): a formatter name, or a
+/// map of the name (`request_type`) and the formatter's arguments (`stream`, `max_tokens`,
+/// `max_completion_tokens`, `extras`, `encode_kwargs`). Returns the formatter's `max_tokens`, which applies to
+/// requests whose data gives no output length.
+fn request_formatter(
+    ctx: &mut Ctx,
+    f: &At<'_>,
+    api: &mut Api,
+) -> Result<Option<u64>, WorkloadError> {
+    if !matches!(f.node.value, Value::Map(_)) {
+        let (kind, path) = request_format(ctx, f)?;
+        api.kind = kind;
+        api.endpoint = path;
+        return Ok(None);
+    }
+    let mut m = f.map(ctx)?;
+    if let Some(t) = m.get("request_type") {
+        let (kind, path) = request_format(ctx, &t)?;
+        api.kind = kind;
+        api.endpoint = path;
+    }
+    if let Some(s) = m.get("stream") {
+        api.streaming = s.bool(ctx)?;
+    }
+    let max_tokens = match m.get_any(&["max_tokens", "max_completion_tokens"]) {
+        Some(n) => Some(n.positive_within(ctx, Limit::Tokens)?),
+        None => None,
+    };
+    if let Some(x) = m.get("extras") {
+        extras(ctx, &x, api)?;
+    }
+    m.ignore(
+        ctx,
+        "encode_kwargs",
+        "how guidellm encodes images, audio and video; synthetic text has none",
+    );
+    m.finish(ctx, &[]);
+    Ok(max_tokens)
+}
+
+/// A backend or formatter `max_tokens` is sent when the data gives no output length (without `ignore_eos`, which
+/// guidellm adds only for lengths from the data).
+fn apply_request_max_tokens(data: &mut DataSpec, api: &mut Api, max_tokens: Option<u64>) {
+    if let DataSpec::SyntheticText(s) = data {
+        // guidellm sends `ignore_eos` with `max_tokens` for synthetic data with output lengths.
+        api.ignore_eos = s.output.is_some();
+        if s.output.is_none() {
+            s.output = max_tokens.map(TokenLengths::fixed);
+        }
+    }
+}
+
+/// v0.7 `spec.tokenizer {kind: huggingface_auto | hf_auto, model, load_kwargs}`, or the older `processor`.
+fn scenario_tokenizer(
+    ctx: &mut Ctx,
+    m: &mut MapReader<'_>,
+) -> Result<Option<TokenizerSpec>, WorkloadError> {
+    let mut name = match m.get("processor") {
+        Some(f) => Some(f.str(ctx)?.to_string()),
+        None => None,
+    };
+    m.ignore(
+        ctx,
+        "processor_args",
+        "arguments for loading the tokenizer (revision, cache); llmbench loads the named tokenizer.json",
+    );
+    if let Some(f) = m.get("tokenizer") {
+        let mut t = f.map(ctx)?;
+        if let Some(k) = t.get("kind") {
+            let kind = k.str(ctx)?;
+            if kind != "huggingface_auto" && kind != "hf_auto" {
+                return Err(k.unsupported(ctx, format!("tokenizer kind `{kind}`")));
+            }
+        }
+        if let Some(n) = t.get("model") {
+            name = Some(n.str(ctx)?.to_string());
+        }
+        t.ignore(
+            ctx,
+            "load_kwargs",
+            "arguments for loading the tokenizer (revision, cache); llmbench loads the named tokenizer.json",
+        );
+        t.finish(ctx, &[]);
+    }
+    Ok(name.map(|name_or_path| TokenizerSpec {
+        name_or_path,
+        token: None,
+        trust_remote_code: false,
+    }))
+}
+
+/// v0.7 `spec.metrics {kind: generative, sample_size, prefer_response_metrics}`.
+fn metrics_args(ctx: &mut Ctx, f: &At<'_>) -> Result<(), WorkloadError> {
+    let mut m = f.map(ctx)?;
+    if let Some(k) = m.get("kind") {
+        let kind = k.str(ctx)?;
+        if kind != "generative" {
+            return Err(k.unsupported(ctx, format!("metrics kind `{kind}`")));
+        }
+    }
+    sample_size(ctx, &mut m, "sample_size");
+    prefer_response_metrics(ctx, &mut m)?;
+    m.finish(ctx, &[]);
+    Ok(())
+}
+
+/// `sample_size` / `sample_requests`: how many requests guidellm keeps in full in its report file; every
+/// statistic is computed over all of them either way.
+fn sample_size(ctx: &mut Ctx, m: &mut MapReader<'_>, key: &str) {
+    m.ignore(
+        ctx,
+        key,
+        "how many requests guidellm lists in full in its report; statistics cover every request either way, \
+         and llmbench keeps every request in requests.jsonl",
+    );
+}
+
+/// `prefer_response_metrics` (default true): token counts from the server's `usage` rather than counted
+/// locally. llmbench always prefers the server's counts, so only `true` is what it does.
+fn prefer_response_metrics(ctx: &mut Ctx, m: &mut MapReader<'_>) -> Result<(), WorkloadError> {
+    if let Some(f) = m.get("prefer_response_metrics")
+        && !f.bool(ctx)?
+    {
+        return Err(f.unsupported(
+                ctx,
+                "counting tokens locally instead of taking the server's `usage` (`prefer_response_metrics: \
+                 false`)",
+            ));
+    }
+    Ok(())
+}
+
+/// A pipeline stage llmbench runs only in its default form: the default name, `{kind: <default>}`, or a list of
+/// those; anything else (a custom column mapping, extra preprocessors) changes the requests and is refused.
+fn only_default(
+    ctx: &mut Ctx,
+    m: &mut MapReader<'_>,
+    key: &str,
+    defaults: &[&str],
+) -> Result<(), WorkloadError> {
+    let Some(f) = m.get(key) else {
+        return Ok(());
+    };
+    let items = match &f.node.value {
+        Value::Seq(items) => items.iter().collect::<Vec<_>>(),
+        _ => vec![f.node],
+    };
+    for node in items {
+        let name = match &node.value {
+            Value::Str(s) => Some(s.as_str()),
+            Value::Map(entries) if entries.len() == 1 && entries[0].0.name == "kind" => entries[0]
+                .1
+                .scalar_text()
+                .and_then(|_| match &entries[0].1.value {
+                    Value::Str(s) => Some(s.as_str()),
+                    _ => None,
+                }),
+            _ => None,
+        };
+        if !name.is_some_and(|n| defaults.contains(&n)) {
+            return Err(f.unsupported(
+                ctx,
+                format!(
+                    "a `{key}` other than guidellm's default ({}), which changes how the data becomes requests,",
+                    defaults.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn seed_value(ctx: &mut Ctx, f: &At<'_>) -> Result<u64, WorkloadError> {
@@ -286,61 +608,162 @@ fn seed_value(ctx: &mut Ctx, f: &At<'_>) -> Result<u64, WorkloadError> {
     Ok(v)
 }
 
+/// A v0.7 scenario's constraints. Every figure may be a list: the i-th stage a profile runs (its i-th rate or
+/// stream count) takes item `min(i, len − 1)` (`MaxNumberConstraint`, `current_index`).
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Constraints {
+    duration: Vec<Duration>,
+    requests: Vec<u64>,
+    max_errors: Option<(Vec<u64>, StopScope)>,
+    max_error_rate: Option<(Vec<f64>, u64, StopScope)>,
+    max_global_error_rate: Option<(Vec<f64>, u64, StopScope)>,
+}
+
+fn pick<T: Copy>(values: &[T], i: usize) -> Option<T> {
+    values.get(i.min(values.len().saturating_sub(1))).copied()
+}
+
+impl Constraints {
+    /// The limits of the profile's `i`-th stage.
+    fn at(&self, i: usize) -> StageLimit {
+        StageLimit {
+            duration: pick(&self.duration, i),
+            requests: pick(&self.requests, i),
+            max_errors: self.max_errors.as_ref().and_then(|(v, scope)| {
+                pick(v, i).map(|limit| ErrorLimit {
+                    limit,
+                    scope: *scope,
+                })
+            }),
+            max_error_rate: self.max_error_rate.as_ref().and_then(|(v, window, scope)| {
+                pick(v, i).map(|rate| ErrorLimit {
+                    limit: WindowedErrorRate {
+                        rate,
+                        window: *window,
+                    },
+                    scope: *scope,
+                })
+            }),
+            max_global_error_rate: self.max_global_error_rate.as_ref().and_then(
+                |(v, minimum, scope)| {
+                    pick(v, i).map(|rate| ErrorLimit {
+                        limit: GlobalErrorRate {
+                            rate,
+                            minimum: *minimum,
+                        },
+                        scope: *scope,
+                    })
+                },
+            ),
+        }
+    }
+
+    /// The longest list of any figure.
+    fn longest(&self) -> usize {
+        [
+            self.duration.len(),
+            self.requests.len(),
+            self.max_errors.as_ref().map_or(0, |(v, _)| v.len()),
+            self.max_error_rate.as_ref().map_or(0, |(v, _, _)| v.len()),
+            self.max_global_error_rate
+                .as_ref()
+                .map_or(0, |(v, _, _)| v.len()),
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0)
+    }
+
+    fn has_stop(&self) -> bool {
+        !self.duration.is_empty() || !self.requests.is_empty()
+    }
+
+    /// Flat scenarios' single figures.
+    fn from_limit(limit: &StageLimit) -> Self {
+        Constraints {
+            duration: limit.duration.into_iter().collect(),
+            requests: limit.requests.into_iter().collect(),
+            max_errors: limit.max_errors.map(|e| (vec![e.limit], e.scope)),
+            max_error_rate: limit
+                .max_error_rate
+                .map(|e| (vec![e.limit.rate], e.limit.window, e.scope)),
+            max_global_error_rate: limit
+                .max_global_error_rate
+                .map(|e| (vec![e.limit.rate], e.limit.minimum, e.scope)),
+        }
+    }
+}
+
+/// A constraint figure: a number or a non-empty list of numbers.
+fn figures<'n>(ctx: &Ctx, f: &At<'n>) -> Result<Vec<At<'n>>, WorkloadError> {
+    if matches!(f.node.value, Value::Seq(_)) {
+        let items = f.stage_list(ctx)?;
+        if items.is_empty() {
+            return Err(f.invalid(ctx, "the list is empty"));
+        }
+        Ok(items)
+    } else {
+        Ok(vec![At::new(f.node, f.path.clone(), f.line)])
+    }
+}
+
 /// `constraints[]` of a v0.7 scenario.
-fn constraints(ctx: &mut Ctx, f: &At<'_>) -> Result<StageLimit, WorkloadError> {
+fn constraints(ctx: &mut Ctx, f: &At<'_>) -> Result<Constraints, WorkloadError> {
     let items = if f.node.entries().is_some() {
         vec![At::new(f.node, f.path.clone(), f.line)]
     } else {
         f.seq(ctx)?
     };
-    let mut limit = StageLimit::default();
+    let mut limit = Constraints::default();
     for item in items {
         let mut c = item.map(ctx)?;
         let kind_field = c.require(ctx, "kind", "each constraint has a `kind`")?;
         match kind_field.str(ctx)? {
             "max_duration" => {
                 let s = c.require(ctx, "seconds", "`max_duration` needs `seconds`")?;
-                s.positive_f64(ctx)?;
-                limit.duration = Some(s.seconds(ctx)?);
+                limit.duration = figures(ctx, &s)?
+                    .iter()
+                    .map(|v| v.positive_seconds(ctx))
+                    .collect::<Result<_, _>>()?;
             }
             "max_requests" => {
                 let n = c.require(ctx, "count", "`max_requests` needs `count`")?;
-                limit.requests = Some(n.positive_u64(ctx)?);
+                limit.requests = figures(ctx, &n)?
+                    .iter()
+                    .map(|v| v.requests(ctx))
+                    .collect::<Result<_, _>>()?;
             }
             "max_errors" => {
                 let n = c.require(ctx, "count", "`max_errors` needs `count`")?;
-                limit.max_errors = Some(ErrorLimit {
-                    limit: n.positive_u64(ctx)?,
-                    scope: stopping_scope(ctx, &mut c)?,
-                });
+                let counts = figures(ctx, &n)?
+                    .iter()
+                    .map(|v| v.requests(ctx))
+                    .collect::<Result<_, _>>()?;
+                limit.max_errors = Some((counts, stopping_scope(ctx, &mut c)?));
             }
             "max_error_rate" => {
-                let rate = error_rate(
-                    ctx,
-                    &c.require(ctx, "rate", "`max_error_rate` needs `rate`")?,
-                )?;
+                let r = c.require(ctx, "rate", "`max_error_rate` needs `rate`")?;
+                let rates = figures(ctx, &r)?
+                    .iter()
+                    .map(|v| error_rate(ctx, v))
+                    .collect::<Result<_, _>>()?;
                 let window = match c.get("window") {
-                    Some(w) => w.positive_u64(ctx)?,
+                    Some(w) => w.requests(ctx)?,
                     None => GUIDELLM_ERROR_WINDOW,
                 };
-                limit.max_error_rate = Some(ErrorLimit {
-                    limit: WindowedErrorRate { rate, window },
-                    scope: stopping_scope(ctx, &mut c)?,
-                });
+                limit.max_error_rate = Some((rates, window, stopping_scope(ctx, &mut c)?));
             }
             "max_global_error_rate" => {
-                let rate = error_rate(
-                    ctx,
-                    &c.require(ctx, "rate", "`max_global_error_rate` needs `rate`")?,
-                )?;
+                let r = c.require(ctx, "rate", "`max_global_error_rate` needs `rate`")?;
+                let rates = figures(ctx, &r)?
+                    .iter()
+                    .map(|v| error_rate(ctx, v))
+                    .collect::<Result<_, _>>()?;
                 let minimum = match c.get("minimum") {
-                    Some(w) => w.positive_u64(ctx)?,
+                    Some(w) => w.requests(ctx)?,
                     None => GUIDELLM_ERROR_MIN_PROCESSED,
                 };
-                limit.max_global_error_rate = Some(ErrorLimit {
-                    limit: GlobalErrorRate { rate, minimum },
-                    scope: stopping_scope(ctx, &mut c)?,
-                });
+                limit.max_global_error_rate = Some((rates, minimum, stopping_scope(ctx, &mut c)?));
             }
             "over_saturation" => {
                 return Err(kind_field.unsupported(ctx, "the `over_saturation` constraint"));
@@ -414,7 +837,10 @@ fn transient_phase(ctx: &mut Ctx, f: &At<'_>) -> Result<Option<Transient>, Workl
             Some(p) => Some(transient_percent(ctx, &p)?),
             None => None,
         };
-        let value = m.get("value").map(|v| v.non_negative_f64(ctx)).transpose()?;
+        let value = m
+            .get("value")
+            .map(|v| v.non_negative_f64(ctx))
+            .transpose()?;
         let mode = match m.get("mode") {
             None => TransientMode::PreferDuration,
             Some(k) => match k.str(ctx)? {
@@ -466,7 +892,7 @@ fn transient_percent(ctx: &Ctx, f: &At<'_>) -> Result<f64, WorkloadError> {
 /// A number or a list of numbers, each > 0 (rates, stream counts).
 fn scalar_or_list<'n>(ctx: &Ctx, f: &At<'n>) -> Result<Vec<At<'n>>, WorkloadError> {
     if matches!(f.node.value, Value::Seq(_)) {
-        let items = f.seq(ctx)?;
+        let items = f.stage_list(ctx)?;
         if items.is_empty() {
             return Err(f.invalid(ctx, "the list is empty"));
         }
@@ -476,26 +902,26 @@ fn scalar_or_list<'n>(ctx: &Ctx, f: &At<'n>) -> Result<Vec<At<'n>>, WorkloadErro
     }
 }
 
-/// Turns a profile kind and its parameters into stages. `flat`: the ≤ v0.6 meaning of `rate`
-/// (stream count for concurrent, sweep size for sweep).
+/// Turns a profile kind and its parameters into stages; the i-th stage takes the constraints' i-th figures.
+/// `flat`: the ≤ v0.6 meaning of `rate` (stream count for concurrent, sweep size for sweep).
 fn profile_stages(
     ctx: &mut Ctx,
     pm: &mut MapReader<'_>,
     kind_field: &At<'_>,
     kind: &str,
-    limit: &StageLimit,
+    limits_of: &Constraints,
     flat: bool,
 ) -> Result<Vec<Stage>, WorkloadError> {
     let max_concurrency = pm
         .get("max_concurrency")
-        .map(|f| f.positive_u32(ctx))
+        .map(|f| f.concurrency(ctx))
         .transpose()?;
     let rampup = match pm.get_any(&["rampup_duration", "rampup"]) {
         Some(f) => f.seconds(ctx)?,
         None => Duration::ZERO,
     };
     let needs_limit = |ctx: &Ctx| -> Result<(), WorkloadError> {
-        if limit.duration.is_none() && limit.requests.is_none() {
+        if !limits_of.has_stop() {
             let key = if flat {
                 "max_seconds"
             } else {
@@ -510,13 +936,13 @@ fn profile_stages(
         }
         Ok(())
     };
-    let closed = |load: LoadKind, concurrency: u32| Stage {
+    let closed = |load: LoadKind, concurrency: u32, index: usize| Stage {
         load,
         arrival: Arrival::Closed {
             concurrency,
             rampup,
         },
-        limit: limit.clone(),
+        limit: limits_of.at(index),
         max_concurrency: None,
         warmup: None,
         cooldown: None,
@@ -527,7 +953,7 @@ fn profile_stages(
             if flat {
                 pm.skip("rate");
             }
-            vec![closed(LoadKind::Synchronous, 1)]
+            vec![closed(LoadKind::Synchronous, 1, 0)]
         }
         "throughput" => {
             needs_limit(ctx)?;
@@ -537,6 +963,7 @@ fn profile_stages(
             vec![closed(
                 LoadKind::Throughput,
                 max_concurrency.unwrap_or(DEFAULT_MAX_CONCURRENCY),
+                0,
             )]
         }
         "concurrent" => {
@@ -554,7 +981,8 @@ fn profile_stages(
             };
             scalar_or_list(ctx, &f)?
                 .iter()
-                .map(|s| Ok(closed(LoadKind::Concurrent, s.positive_u32(ctx)?)))
+                .enumerate()
+                .map(|(i, s)| Ok(closed(LoadKind::Concurrent, s.concurrency(ctx)?, i)))
                 .collect::<Result<Vec<_>, WorkloadError>>()?
         }
         "constant" | "async" | "poisson" => {
@@ -571,8 +999,11 @@ fn profile_stages(
             };
             scalar_or_list(ctx, &f)?
                 .iter()
-                .map(|r| {
-                    let rate = r.positive_f64(ctx)?;
+                .enumerate()
+                .map(|(i, r)| {
+                    let rate = r.rate(ctx)?;
+                    let limit = limits_of.at(i);
+                    check_arrivals(ctx, r, rate, &limit, kind == "poisson")?;
                     let (load, arrival) = if kind == "poisson" {
                         (LoadKind::Poisson, Arrival::GuidellmPoisson { rate })
                     } else {
@@ -584,7 +1015,7 @@ fn profile_stages(
                     Ok(Stage {
                         load,
                         arrival,
-                        limit: limit.clone(),
+                        limit,
                         max_concurrency,
                         warmup: None,
                         cooldown: None,
@@ -597,14 +1028,20 @@ fn profile_stages(
             let size_key = if flat { "rate" } else { "sweep_size" };
             let size = match pm.get_any(&[size_key, "sweep_size"]) {
                 Some(f) => {
-                    let n = f.positive_u32(ctx)?;
+                    let f = match scalar_or_list(ctx, &f)?.as_slice() {
+                        [one] => At::new(one.node, one.path.clone(), one.line),
+                        _ => {
+                            return Err(f.invalid(ctx, "a sweep has one size, not a list of them"));
+                        }
+                    };
+                    let n = f.positive_within(ctx, Limit::Stages)?;
                     if n < 2 {
                         return Err(f.invalid(
                             ctx,
                             "a sweep runs synchronous and throughput first, so its size is at least 2",
                         ));
                     }
-                    n
+                    u32::try_from(n).map_err(|_| f.invalid(ctx, format!("{n} is too large")))?
                 }
                 None => DEFAULT_SWEEP_SIZE,
             };
@@ -623,20 +1060,31 @@ fn profile_stages(
                     }
                 },
             };
+            // Synchronous is the sweep's stage 0 and throughput stage 1; the measured rates are stages 2 and
+            // on, which llmbench generates from one limit, so their constraint figures must agree.
+            if limits_of.longest() > 3 {
+                return Err(kind_field.unsupported(
+                    ctx,
+                    "constraint lists with a different figure for each rate of a sweep (give at most three: \
+                     synchronous, throughput, and every measured rate)",
+                ));
+            }
+            let rates_limit = limits_of.at(2);
             vec![
-                closed(LoadKind::Synchronous, 1),
+                closed(LoadKind::Synchronous, 1, 0),
                 closed(
                     LoadKind::Throughput,
                     max_concurrency.unwrap_or(DEFAULT_MAX_CONCURRENCY),
+                    1,
                 ),
                 Stage {
                     load: LoadKind::Sweep,
                     arrival: Arrival::Sweep(Sweep::Guidellm {
                         size,
                         process,
-                        limit: limit.clone(),
+                        limit: rates_limit.clone(),
                     }),
-                    limit: limit.clone(),
+                    limit: rates_limit,
                     max_concurrency,
                     warmup: None,
                     cooldown: None,
@@ -654,7 +1102,46 @@ fn profile_stages(
             ));
         }
     };
+    if stages.len() as u64 > limits::MAX_STAGES {
+        return Err(kind_field.invalid(ctx, limits::exceeded(Limit::Stages, stages.len() as f64)));
+    }
     Ok(stages)
+}
+
+/// A rate stage's send times are all computed before it starts: at most the request limit, else
+/// `rate × duration` (with room for a Poisson process's spread).
+fn check_arrivals(
+    ctx: &Ctx,
+    rate_field: &At<'_>,
+    rate: f64,
+    limit: &StageLimit,
+    poisson: bool,
+) -> Result<(), WorkloadError> {
+    let by_time = limit.duration.map(|d| {
+        let mean = rate * d.as_secs_f64();
+        if poisson {
+            mean + 6.0 * mean.sqrt()
+        } else {
+            mean
+        }
+    });
+    let expected = match (limit.requests.map(|n| n as f64), by_time) {
+        (Some(n), Some(t)) => n.min(t),
+        (Some(n), None) => n,
+        (None, Some(t)) => t,
+        (None, None) => return Ok(()),
+    };
+    if expected > limits::MAX_ARRIVALS as f64 {
+        return Err(rate_field.invalid(
+            ctx,
+            format!(
+                "{rate} requests/s within the stage's limits is about {} requests; {}",
+                expected.floor(),
+                limits::exceeded(Limit::Arrivals, expected.floor())
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// `spec.data`: one synthetic_text source (a one-item list, or a map).
@@ -706,27 +1193,42 @@ fn synthetic(
         )
     })?;
     let output = lengths(ctx, m, "output_tokens")?;
-    let turns = m
-        .get("turns")
-        .map(|f| f.positive_u32(ctx))
-        .transpose()?
-        .unwrap_or(1);
+    let turns = match m.get("turns") {
+        Some(f) => {
+            let n = f.positive_within(ctx, Limit::Turns)?;
+            u32::try_from(n).map_err(|_| f.invalid(ctx, format!("{n} is too large")))?
+        }
+        None => 1,
+    };
     let samples = match m.get("samples") {
-        Some(f) => f.positive_u64(ctx)?,
+        Some(f) => f.positive_within(ctx, Limit::Samples)?,
         None => samples.unwrap_or(DEFAULT_SAMPLES),
     };
     let mut prefix_buckets = Vec::new();
+    let mut prefixes: u64 = 0;
     if let Some(f) = m.get("prefix_buckets") {
         for b in f.seq(ctx)? {
             let mut bm = b.map(ctx)?;
             let prefix_tokens = bm
                 .require(ctx, "prefix_tokens", "a prefix bucket has `prefix_tokens`")?
-                .u64(ctx)?;
-            let prefix_count = bm
-                .get("prefix_count")
-                .map(|f| f.positive_u64(ctx))
+                .tokens(ctx)?;
+            let count_field = bm.get("prefix_count");
+            let prefix_count = count_field
+                .as_ref()
+                .map(|f| f.positive_within(ctx, Limit::Prefixes))
                 .transpose()?
                 .unwrap_or(1);
+            // Every prefix of every bucket is synthesised and kept for the run.
+            prefixes = prefixes.saturating_add(prefix_count);
+            if prefixes > limits::MAX_PREFIXES {
+                return Err(count_field.as_ref().unwrap_or(&b).invalid(
+                    ctx,
+                    format!(
+                        "the buckets so far hold {prefixes} prefixes: {}",
+                        limits::exceeded(Limit::Prefixes, prefixes as f64)
+                    ),
+                ));
+            }
             let bucket_weight = bm
                 .get("bucket_weight")
                 .map(|f| f.positive_u64(ctx))
@@ -742,10 +1244,10 @@ fn synthetic(
     }
     // ≤ v0.6: one prefix of `prefix_tokens`, shared by `prefix_count` groups.
     if let Some(f) = m.get("prefix_tokens") {
-        let prefix_tokens = f.u64(ctx)?;
+        let prefix_tokens = f.tokens(ctx)?;
         let prefix_count = m
             .get("prefix_count")
-            .map(|f| f.positive_u64(ctx))
+            .map(|f| f.positive_within(ctx, Limit::Prefixes))
             .transpose()?
             .unwrap_or(1);
         if prefix_tokens > 0 {
@@ -756,10 +1258,31 @@ fn synthetic(
             });
         }
     }
-    m.ignore(ctx, "source", "llmbench generates its own synthetic text");
-    for key in ["tool_call_turns", "tools"] {
+    m.ignore(
+        ctx,
+        "source",
+        "the corpus guidellm cuts prompt text from; llmbench's prompt words are its own either way, with the \
+         same token counts",
+    );
+    for key in [
+        "tool_call_turns",
+        "tools",
+        "tool_response_tokens",
+        "tool_response_tokens_stdev",
+        "tool_response_tokens_min",
+        "tool_response_tokens_max",
+        "server_tool_call_turns",
+    ] {
         if let Some(f) = m.get(key) {
             return Err(f.unsupported(ctx, "synthetic tool-call turns"));
+        }
+    }
+    for key in ["delay", "delay_stdev", "delay_min", "delay_max"] {
+        if let Some(f) = m.get(key) {
+            return Err(f.unsupported(
+                ctx,
+                "think time between the turns of a conversation (`delay`)",
+            ));
         }
     }
     Ok(SyntheticText {
@@ -792,19 +1315,19 @@ fn lengths(
         }
         return Ok(None);
     };
-    let avg = avg_field.u64(ctx)?;
+    let avg = avg_field.tokens(ctx)?;
     let stdev = m
         .get(&format!("{name}_stdev"))
-        .map(|f| f.u64(ctx))
+        .map(|f| f.tokens(ctx))
         .transpose()?
         .filter(|s| *s > 0);
     let min = m
         .get(&format!("{name}_min"))
-        .map(|f| f.u64(ctx))
+        .map(|f| f.tokens(ctx))
         .transpose()?;
     let max = m
         .get(&format!("{name}_max"))
-        .map(|f| f.u64(ctx))
+        .map(|f| f.tokens(ctx))
         .transpose()?;
     let calc_min = min.unwrap_or(match stdev {
         Some(s) => avg.saturating_sub(s.saturating_mul(5)).max(1),
@@ -814,6 +1337,16 @@ fn lengths(
         Some(s) => avg.saturating_add(s.saturating_mul(5)),
         None => avg,
     });
+    if calc_max > limits::MAX_TOKENS {
+        return Err(avg_field.invalid(
+            ctx,
+            format!(
+                "lengths reach {calc_max} tokens (the average plus five `{name}_stdev`, as guidellm draws them): {}; \
+                 set `{name}_max`",
+                limits::exceeded(Limit::Tokens, calc_max as f64)
+            ),
+        ));
+    }
     if calc_min > calc_max {
         return Err(avg_field.invalid(
             ctx,
@@ -866,12 +1399,29 @@ fn parse_flat(
     let mut m = MapReader::new(&normalized, "", doc.line);
     let mut workload = Workload::empty(Harness::Guidellm, Dialect::GuidellmFlat);
     workload.api.streaming = true;
+    // The default request format changed with v0.4: v0.3 sent text completions
+    // (`settings.preferred_route`), v0.4–v0.6 chat completions (`data_request_formatter`, `DEFAULT_API`).
+    // A file with hyphenated keys is v0.4+ (v0.3 read underscores only); v0.3-only keys mark a v0.3 file.
+    let v03 = !entries.iter().any(|(k, _)| k.name.contains('-'))
+        && [
+            "rate_type",
+            "backend_type",
+            "backend_args",
+            "warmup_percent",
+            "cooldown_percent",
+            "output_sampling",
+        ]
+        .iter()
+        .any(|k| doc.get(k).is_some());
+    workload.api.kind = if v03 {
+        ApiKind::Completion
+    } else {
+        ApiKind::Chat
+    };
 
-    workload.api.base_url = Some(
-        m.require(ctx, "target", "the server's URL")?
-            .str(ctx)?
-            .to_string(),
-    );
+    workload.api.base_url = Some(guidellm_target(
+        m.require(ctx, "target", "the server's URL")?.str(ctx)?,
+    ));
     if let Some(f) = m.get("model") {
         workload.api.model = Some(f.str(ctx)?.to_string());
     }
@@ -881,27 +1431,80 @@ fn parse_flat(
             return Err(f.unsupported(ctx, format!("backend `{kind}`")));
         }
     }
-    if let Some(f) = m.get("request_type") {
-        let (kind, path) = request_format(ctx, &f)?;
-        workload.api.kind = kind;
-        workload.api.endpoint = path;
+    let mut request_max_tokens = None;
+    let mut timeout = None;
+    if let Some(f) = m.get_any(&["backend_kwargs", "backend_args"]) {
+        let mut b = f.map(ctx)?;
+        request_max_tokens = backend_args(ctx, &mut b, &mut workload.api, &mut timeout, false)?;
+        b.finish(ctx, &[]);
     }
-    if let Some(f) = m.get("processor") {
-        workload.tokenizer = Some(TokenizerSpec {
-            name_or_path: f.str(ctx)?.to_string(),
-            token: None,
-            trust_remote_code: false,
-        });
+    workload.request_timeout = timeout;
+    // `data_request_formatter` and its aliases `request_type` / `request-type` (v0.4–v0.6), or a v0.6
+    // `request_format` path.
+    if let Some(f) = m.get_any(&["data_request_formatter", "request_type", "request_format"])
+        && let Some(n) = request_formatter(ctx, &f, &mut workload.api)?
+    {
+        request_max_tokens = Some(n);
     }
-    for key in [
-        "backend_args",
-        "processor_args",
-        "data_args",
+    workload.tokenizer = scenario_tokenizer(ctx, &mut m)?;
+    if let Some(f) = m.get("data_args") {
+        let empty = match &f.node.value {
+            Value::Seq(items) => items
+                .iter()
+                .all(|n| n.is_null() || n.entries().is_some_and(<[_]>::is_empty)),
+            Value::Map(entries) => entries.is_empty(),
+            _ => false,
+        };
+        if !empty {
+            return Err(f.unsupported(ctx, "per-dataset loading arguments (`data_args`)"));
+        }
+    }
+    if let Some(f) = m.get("data_samples")
+        && !matches!(f.node.value, Value::Int(-1))
+    {
+        return Err(f.unsupported(
+            ctx,
+            "capping the number of data samples (`data_samples` other than -1)",
+        ));
+    }
+    only_default(
+        ctx,
+        &mut m,
+        "data_column_mapper",
+        &["generative_column_mapper"],
+    )?;
+    only_default(ctx, &mut m, "data_preprocessors", &["encode_media"])?;
+    only_default(ctx, &mut m, "data_finalizer", &["generative"])?;
+    only_default(ctx, &mut m, "data_collator", &["generative"])?;
+    m.ignore(
+        ctx,
         "data_sampler",
-        "output_path",
-        "output_sampling",
+        "the order synthetic samples are drawn in; they are independent draws, so the distribution sent is the \
+         same",
+    );
+    for key in [
+        "data_num_workers",
+        "dataloader_kwargs",
+        "data_preprocessors_kwargs",
     ] {
-        m.ignore(ctx, key, "not used by llmbench");
+        m.ignore(
+            ctx,
+            key,
+            "how guidellm's data loader runs; the data it yields is the same",
+        );
+    }
+    for key in ["outputs", "output_dir", "output_path"] {
+        m.ignore(
+            ctx,
+            key,
+            "guidellm's output files; llmbench writes its results (benchmarks.json included) to --output",
+        );
+    }
+    sample_size(ctx, &mut m, "sample_requests");
+    sample_size(ctx, &mut m, "output_sampling");
+    prefer_response_metrics(ctx, &mut m)?;
+    if let Some(f) = m.get("over_saturation") {
+        return Err(f.unsupported(ctx, "the `over_saturation` constraint"));
     }
 
     let data_field = m.require(
@@ -910,20 +1513,19 @@ fn parse_flat(
         "the data source (e.g. `prompt_tokens=256,output_tokens=128`)",
     )?;
     let data = flat_data(ctx, &data_field)?;
-    workload.api.ignore_eos = data.output.is_some();
     workload.data = DataSpec::SyntheticText(data);
+    apply_request_max_tokens(&mut workload.data, &mut workload.api, request_max_tokens);
 
     let mut limit = StageLimit::default();
     if let Some(f) = m.get("max_seconds") {
-        f.positive_f64(ctx)?;
-        limit.duration = Some(f.seconds(ctx)?);
+        limit.duration = Some(f.positive_seconds(ctx)?);
     }
     if let Some(f) = m.get("max_requests") {
-        limit.requests = Some(f.positive_u64(ctx)?);
+        limit.requests = Some(f.requests(ctx)?);
     }
     if let Some(f) = m.get_any(&["max_errors", "max_error"]) {
         limit.max_errors = Some(ErrorLimit {
-            limit: f.positive_u64(ctx)?,
+            limit: f.requests(ctx)?,
             scope: StopScope::Stage,
         });
     }
@@ -956,7 +1558,7 @@ fn parse_flat(
             if v > 1.0 {
                 return Err(f.invalid(ctx, format!("a fraction of the stage in (0, 1], found {v}")));
             }
-            *slot = Some(Transient::GuidellmFraction(v));
+            *slot = Some(Transient::GuidellmFraction { fraction: v });
         }
         if let Some(f) = m.get(new) {
             *slot = transient_phase(ctx, &f)?;
@@ -974,7 +1576,14 @@ fn parse_flat(
         ctx.missing("profile", 0, "the load (`profile` or `rate-type`: synchronous, concurrent, throughput, constant, poisson, sweep)")
     })?;
     let kind = kind_field.str(ctx)?;
-    workload.stages = profile_stages(ctx, &mut m, &kind_field, kind, &limit, true)?;
+    workload.stages = profile_stages(
+        ctx,
+        &mut m,
+        &kind_field,
+        kind,
+        &Constraints::from_limit(&limit),
+        true,
+    )?;
     for stage in &mut workload.stages {
         [stage.warmup, stage.cooldown] = transients;
     }

@@ -7,10 +7,11 @@
 use std::time::Duration;
 
 use super::ParseOptions;
-use super::error::WorkloadError;
+use super::error::{WarningKind, WorkloadError};
 use super::model::*;
 use super::reader::{At, Ctx, MapReader, join};
 use super::yaml::Node;
+use crate::limits::{self, Limit};
 
 const SECTIONS: [&str; 9] = [
     "load",
@@ -46,9 +47,10 @@ pub(crate) fn parse(
     };
     parse_load(ctx, load, &mut workload, options)?;
 
-    if let Some(f) = root.get("api") {
-        parse_api(ctx, f.map(ctx)?, &mut workload.api)?;
-    }
+    let slo_headers = match root.get("api") {
+        Some(f) => Some(parse_api(ctx, f.map(ctx)?, &mut workload.api)?),
+        None => None,
+    };
     if let Some(f) = root.get("server") {
         parse_server(ctx, f.map(ctx)?, &mut workload.api)?;
     }
@@ -61,6 +63,9 @@ pub(crate) fn parse(
     };
     if let Some(f) = root.get("report") {
         parse_report(ctx, f.map(ctx)?, &mut workload)?;
+    }
+    if let Some(slo) = slo_headers {
+        slo.apply(ctx, &workload.api, &mut workload.goodput)?;
     }
     if let Some(f) = root.get("storage") {
         parse_storage(ctx, f.map(ctx)?, &mut workload.report)?;
@@ -91,7 +96,9 @@ fn reject_misplaced_sections(ctx: &Ctx, doc: &Node) -> Result<(), WorkloadError>
             continue;
         };
         for (key, _) in inner {
-            if SECTIONS.contains(&key.name.as_str()) && key.name != section.name {
+            // `load.circuit_breakers` is the load's list of breakers to enable, not the top-level section.
+            let own_field = section.name == "load" && key.name == "circuit_breakers";
+            if SECTIONS.contains(&key.name.as_str()) && key.name != section.name && !own_field {
                 let top_level = doc.get(&key.name).is_some();
                 return Err(ctx.misplaced(
                     &format!("{}.{}", section.name, key.name),
@@ -158,27 +165,52 @@ fn parse_load(
     if let Some(f) = load.get("trace") {
         return Err(f.unsupported(ctx, "trace replay (`load.trace`)"));
     }
-    if let Some(f) = load.get("lora_traffic_split") {
-        let empty = matches!(&f.node.value, super::yaml::Value::Seq(v) if v.is_empty());
-        if !empty {
-            return Err(f.unsupported(ctx, "LoRA traffic split"));
+    for (key, feature) in [
+        ("lora_traffic_split", "LoRA traffic split"),
+        (
+            "circuit_breakers",
+            "circuit breakers (`load.circuit_breakers`)",
+        ),
+    ] {
+        if let Some(f) = load.get(key) {
+            let empty = matches!(&f.node.value, super::yaml::Value::Seq(v) if v.is_empty());
+            if !empty {
+                return Err(f.unsupported(ctx, feature));
+            }
         }
     }
     if let Some(f) = load.get("interval") {
         workload.stage_interval = f.seconds(ctx)?;
     }
     if let Some(f) = load.get("num_workers") {
-        workload.workers.num_workers = Some(f.positive_u32(ctx)?);
+        workload.workers.num_workers = Some(f.concurrency(ctx)?);
     }
     if let Some(f) = load.get("worker_max_concurrency") {
-        workload.workers.worker_max_concurrency = Some(f.positive_u32(ctx)?);
+        workload.workers.worker_max_concurrency = Some(f.concurrency(ctx)?);
     }
     if let Some(f) = load.get("worker_max_tcp_connections") {
-        workload.workers.worker_max_tcp_connections = Some(f.positive_u32(ctx)?);
+        // Each worker's aiohttp connector holds at most this many connections; llmbench opens one per request
+        // in flight. A cap at or above the worker's in-flight cap never binds, so it changes nothing; a lower
+        // one would queue requests inside the client, which llmbench does not reproduce.
+        let connections = f.concurrency(ctx)?;
+        let in_flight = workload
+            .workers
+            .worker_max_concurrency
+            .unwrap_or(INFERENCE_PERF_WORKER_MAX_CONCURRENCY);
+        if connections < in_flight {
+            return Err(f.unsupported(
+                ctx,
+                format!(
+                    "a TCP connection cap ({connections}) below the worker's in-flight cap \
+                     (`worker_max_concurrency`, {in_flight}), which makes requests queue for a connection inside \
+                     the client (raise it to at least {in_flight})"
+                ),
+            ));
+        }
+        workload.workers.worker_max_tcp_connections = Some(connections);
     }
     if let Some(f) = load.get("request_timeout") {
-        f.positive_f64(ctx)?;
-        workload.request_timeout = Some(f.seconds(ctx)?);
+        workload.request_timeout = Some(f.positive_seconds(ctx)?);
     }
     match load.get("base_seed") {
         Some(f) => {
@@ -213,7 +245,7 @@ fn parse_load(
     }
 
     let stages = load.require(ctx, "stages", "at least one stage (or a `sweep`)")?;
-    let items = stages.seq(ctx)?;
+    let items = stages.stage_list(ctx)?;
     if items.is_empty() {
         return Err(stages.invalid(ctx, "needs at least one stage"));
     }
@@ -243,19 +275,30 @@ pub(crate) fn set_default_seed(workload: &mut Workload, options: &ParseOptions, 
 
 fn parse_rate_stage(ctx: &mut Ctx, item: &At<'_>, kind: LoadKind) -> Result<Stage, WorkloadError> {
     let mut m = item.map(ctx)?;
-    let rate = m
-        .require(
-            ctx,
-            "rate",
-            "a rate stage has `rate` (requests/s) and `duration` (s)",
-        )?
-        .positive_f64(ctx)?;
+    let rate_field = m.require(
+        ctx,
+        "rate",
+        "a rate stage has `rate` (requests/s) and `duration` (s)",
+    )?;
+    let rate = rate_field.rate(ctx)?;
     let duration_field = m.require(
         ctx,
         "duration",
         "a rate stage has `rate` (requests/s) and `duration` (s)",
     )?;
-    let duration = Duration::from_secs(duration_field.positive_u64(ctx)?);
+    let duration = duration_field.positive_seconds(ctx)?;
+    let seconds = duration_field.positive_u64(ctx)?;
+    // Every send time of the stage is computed before it starts: `int(rate × duration)` of them.
+    let arrivals = (rate * seconds as f64).floor();
+    if arrivals > limits::MAX_ARRIVALS as f64 {
+        return Err(rate_field.invalid(
+            ctx,
+            format!(
+                "{rate} requests/s for {seconds} s is {arrivals} requests; {}",
+                limits::exceeded(Limit::Arrivals, arrivals)
+            ),
+        ));
+    }
     // Explicit nulls are accepted (guide_pd-disaggregation_{1,2}); values are not.
     for key in ["num_requests", "concurrency_level"] {
         if let Some(f) = m.get(key) {
@@ -288,10 +331,8 @@ fn parse_rate_stage(ctx: &mut Ctx, item: &At<'_>, kind: LoadKind) -> Result<Stag
 fn parse_concurrent_stage(ctx: &mut Ctx, item: &At<'_>) -> Result<Stage, WorkloadError> {
     let mut m = item.map(ctx)?;
     let why = "a `concurrent` stage has `num_requests` and `concurrency_level`";
-    let num_requests = m.require(ctx, "num_requests", why)?.positive_u64(ctx)?;
-    let concurrency = m
-        .require(ctx, "concurrency_level", why)?
-        .positive_u32(ctx)?;
+    let num_requests = m.require(ctx, "num_requests", why)?.requests(ctx)?;
+    let concurrency = m.require(ctx, "concurrency_level", why)?.concurrency(ctx)?;
     for key in ["rate", "duration"] {
         if let Some(f) = m.get(key) {
             return Err(f.invalid(
@@ -319,38 +360,55 @@ fn parse_concurrent_stage(ctx: &mut Ctx, item: &At<'_>) -> Result<Stage, Workloa
 
 fn parse_sweep(ctx: &mut Ctx, f: &At<'_>, process: SweepProcess) -> Result<Sweep, WorkloadError> {
     let mut m = f.map(ctx)?;
-    let progression = match m.get("type") {
-        None => SweepProgression::Linear,
-        Some(t) => match t.str(ctx)? {
-            "linear" => SweepProgression::Linear,
-            "geometric" => SweepProgression::Geometric,
-            other => {
-                return Err(t.invalid(
-                    ctx,
-                    format!("unknown sweep type `{other}`; expected linear or geometric"),
-                ));
-            }
-        },
+    // `SweepConfig` in inference-perf's loadgen config: `type` has no default; the rest do.
+    let type_field = m.require(
+        ctx,
+        "type",
+        "inference-perf's sweep needs its `type` (linear or geometric)",
+    )?;
+    let progression = match type_field.str(ctx)? {
+        "linear" => SweepProgression::Linear,
+        "geometric" => SweepProgression::Geometric,
+        other => {
+            return Err(type_field.invalid(
+                ctx,
+                format!("unknown sweep type `{other}`; expected linear or geometric"),
+            ));
+        }
     };
-    let why = "llmbench needs it written out for a sweep";
-    let num_stages = m.require(ctx, "num_stages", why)?.positive_u32(ctx)?;
-    let stage_duration =
-        Duration::from_secs(m.require(ctx, "stage_duration", why)?.positive_u64(ctx)?);
-    let num_requests = m
-        .get("num_requests")
-        .map(|f| f.positive_u64(ctx))
-        .transpose()?;
-    let timeout = m.get("timeout").map(|f| f.seconds(ctx)).transpose()?;
-    let saturation_percentile = match m.get("saturation_percentile") {
+    let num_stages = match m.get("num_stages") {
+        Some(f) => {
+            let n = f.positive_within(ctx, Limit::Stages)?;
+            u32::try_from(n).map_err(|_| f.invalid(ctx, format!("{n} is too large")))?
+        }
+        None => 5,
+    };
+    let stage_duration = match m.get("stage_duration") {
+        Some(f) => {
+            let d = f.positive_seconds(ctx)?;
+            f.positive_u64(ctx)?;
+            d
+        }
+        None => Duration::from_secs(180),
+    };
+    let num_requests = Some(match m.get("num_requests") {
+        Some(f) => f.requests(ctx)?,
+        None => 2000,
+    });
+    let timeout = Some(match m.get("timeout") {
+        Some(f) => f.seconds(ctx)?,
+        None => Duration::from_secs(60),
+    });
+    let saturation_percentile = Some(match m.get("saturation_percentile") {
         Some(p) => {
             let v = p.positive_f64(ctx)?;
             if v > 100.0 {
                 return Err(p.invalid(ctx, format!("a percentile is at most 100, found {v}")));
             }
-            Some(v)
+            v
         }
-        None => None,
-    };
+        None => 95.0,
+    });
     m.finish(ctx, &[]);
     Ok(Sweep::InferencePerf {
         process,
@@ -363,7 +421,11 @@ fn parse_sweep(ctx: &mut Ctx, f: &At<'_>, process: SweepProcess) -> Result<Sweep
     })
 }
 
-fn parse_api(ctx: &mut Ctx, mut m: MapReader<'_>, api: &mut Api) -> Result<(), WorkloadError> {
+fn parse_api<'n>(
+    ctx: &mut Ctx,
+    mut m: MapReader<'n>,
+    api: &mut Api,
+) -> Result<SloHeaders<'n>, WorkloadError> {
     if let Some(f) = m.get("type") {
         api.kind = match f.str(ctx)? {
             "completion" => ApiKind::Completion,
@@ -391,9 +453,98 @@ fn parse_api(ctx: &mut Ctx, mut m: MapReader<'_>, api: &mut Api) -> Result<(), W
     if let Some(f) = m.get("response_format") {
         return Err(f.unsupported(ctx, "structured output (`response_format`)"));
     }
+    for key in ["session_id_header_key", "session_token_header_key"] {
+        if let Some(f) = m.get(key) {
+            return Err(f.unsupported(
+                ctx,
+                "per-session request headers (a session id, or a session token echoed from responses)",
+            ));
+        }
+    }
+    let slo = SloHeaders {
+        unit: m.get("slo_unit").map(|f| f.str(ctx)).transpose()?,
+        ttft: m.get("slo_ttft_header").map(|f| f.str(ctx)).transpose()?,
+        tpot: m.get("slo_tpot_header").map(|f| f.str(ctx)).transpose()?,
+    };
     m.finish(ctx, &[]);
-    Ok(())
+    Ok(slo)
 }
+
+/// inference-perf's per-request SLO headers (`api.slo_unit`, `slo_ttft_header`, `slo_tpot_header`): when a
+/// streamed request carries `x-slo-ttft-<unit>` / `x-slo-tpot-<unit>` (or the configured names) among its
+/// headers, the value, in `unit` (`ms` by default; `s`, `us`; any other unit counts as seconds), is that
+/// request's TTFT / TPOT SLO for goodput, taking precedence over `report.goodput` (`openai_client.py`,
+/// `reportgen/base.py::calculate_goodput_metrics`). Every request carries the same `api.headers`, so the
+/// header values become the run's TTFT / TPOT goodput constraints.
+struct SloHeaders<'n> {
+    unit: Option<&'n str>,
+    ttft: Option<&'n str>,
+    tpot: Option<&'n str>,
+}
+
+impl SloHeaders<'_> {
+    fn apply(
+        &self,
+        ctx: &Ctx,
+        api: &Api,
+        goodput: &mut Vec<GoodputConstraint>,
+    ) -> Result<(), WorkloadError> {
+        // Only streamed requests with token timestamps get header SLOs upstream.
+        if !api.streaming {
+            return Ok(());
+        }
+        let unit = self.unit.unwrap_or("ms");
+        let factor = match unit.to_ascii_lowercase().as_str() {
+            "s" => 1.0,
+            "ms" => 0.001,
+            "us" => 0.000_001,
+            _ => 1.0,
+        };
+        for (metric, configured, name) in [
+            (SloMetric::Ttft, self.ttft, "ttft"),
+            (SloMetric::Tpot, self.tpot, "tpot"),
+        ] {
+            let header = configured.map_or_else(|| format!("x-slo-{name}-{unit}"), str::to_string);
+            let Some((_, value)) = api
+                .headers
+                .iter()
+                .rev()
+                .find(|(k, _)| k.eq_ignore_ascii_case(&header))
+            else {
+                continue;
+            };
+            if value == "default" {
+                continue;
+            }
+            let key = format!("api.headers.{header}");
+            let seconds = value
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite() && *v >= 0.0)
+                .ok_or_else(|| {
+                    // inference-perf logs "Invalid TTFT SLO value" and ignores it; a goodput SLO that silently
+                    // vanishes changes what is measured, so it is refused here.
+                    ctx.invalid(
+                        &key,
+                        0,
+                        format!("`{value}` is not a number of {unit}: the header is inference-perf's per-request {} SLO", name.to_uppercase()),
+                    )
+                })?
+                * factor;
+            let limit = Duration::try_from_secs_f64(seconds)
+                .ok()
+                .filter(|d| *d <= limits::MAX_DURATION)
+                .ok_or_else(|| ctx.invalid(&key, 0, limits::exceeded(Limit::Duration, seconds)))?;
+            goodput.retain(|c| c.metric != metric);
+            goodput.push(GoodputConstraint { metric, limit });
+        }
+        Ok(())
+    }
+}
+
+/// inference-perf's default `load.worker_max_concurrency`.
+const INFERENCE_PERF_WORKER_MAX_CONCURRENCY: u32 = 100;
 
 /// A map of header-like `name: value` pairs; scalar values are taken as text.
 pub(crate) fn string_map(ctx: &Ctx, f: &At<'_>) -> Result<Vec<(String, String)>, WorkloadError> {
@@ -532,7 +683,23 @@ fn parse_data(
         return Err(f.unsupported(ctx, "trace-driven data (`data.trace`)"));
     }
     if let Some(f) = m.get("use_chat_template") {
-        api.use_chat_template = Some(f.bool(ctx)?);
+        let wrap = f.bool(ctx)?;
+        if wrap && kind != "random" {
+            return Err(f.invalid(
+                ctx,
+                format!(
+                    "inference-perf accepts `use_chat_template` only with `type: random` (this is `{kind}`); unset it"
+                ),
+            ));
+        }
+        if wrap {
+            return Err(f.unsupported(
+                ctx,
+                "wrapping prompts in the tokenizer's chat template (`use_chat_template: true`; llmbench does not \
+                 render chat templates — unset it, or use `api.type: chat` to let the server apply the template)",
+            ));
+        }
+        api.use_chat_template = Some(false);
     }
     for key in TYPE_SUBMAPS {
         m.ignore(ctx, key, &format!("only read when `type` is `{key}`"));
@@ -549,7 +716,19 @@ fn parse_data(
             } else {
                 let path = match m.get_any(&["corpus_file_path", "path"]) {
                     Some(f) => Some(f.str(ctx)?.to_string()),
-                    None => None,
+                    None => {
+                        // inference-perf's built-in corpus is Shakespeare, which llmbench does not ship: the
+                        // prompt words differ, their token counts do not.
+                        ctx.warn(
+                            &join(&m.path, "type"),
+                            m.line,
+                            WarningKind::Ignored,
+                            "`synthetic` without `corpus_file_path` cuts prompts from inference-perf's built-in \
+                             Shakespeare text; llmbench draws its own words, with the same token counts (set \
+                             `corpus_file_path` to cut them from a file)",
+                        );
+                        None
+                    }
                 };
                 PromptText::Corpus { path }
             };
@@ -570,21 +749,42 @@ fn parse_data(
         }
         "shareGPT" => {
             let path = match m.get("path") {
-                Some(f) => Some(f.str(ctx)?.to_string()),
+                Some(f) => {
+                    // `HFShareGPTDataGenerator`: a `.json` file, or a directory of them.
+                    let path = f.str(ctx)?;
+                    if !path.ends_with(".json")
+                        && !path.ends_with('/')
+                        && std::path::Path::new(path).is_file()
+                    {
+                        return Err(f.invalid(
+                            ctx,
+                            format!(
+                                "inference-perf reads ShareGPT from a `.json` file (or a directory of them); \
+                                 `{path}` is neither"
+                            ),
+                        ));
+                    }
+                    Some(path.to_string())
+                }
                 None => None,
             };
+            // Both distributions are filters only: an entry whose prompt (answer) token count is outside
+            // `[min, max]` is skipped, and the answer's own length is the request's `max_tokens`
+            // (`hf_sharegpt_datagen.py`). Their mean, spread and type are not used.
             let input_filter = m
                 .get("input_distribution")
                 .map(|f| distribution(ctx, &f))
                 .transpose()?;
-            let output = m
+            let output_filter = m
                 .get("output_distribution")
                 .map(|f| distribution(ctx, &f))
                 .transpose()?;
             DataSpec::ShareGpt(ShareGpt {
                 path,
                 input_filter,
-                output,
+                output: None,
+                output_filter,
+                shuffle: false,
             })
         }
         other => {
@@ -619,34 +819,48 @@ fn parse_data(
 /// An inference-perf distribution object, with its defaults.
 pub(crate) fn distribution(ctx: &mut Ctx, f: &At<'_>) -> Result<TokenLengths, WorkloadError> {
     let mut m = f.map(ctx)?;
-    let min = m.get("min").map(|f| f.u64(ctx)).transpose()?.unwrap_or(10);
+    let min = m
+        .get("min")
+        .map(|f| f.tokens(ctx))
+        .transpose()?
+        .unwrap_or(10);
     let max = m
         .get("max")
-        .map(|f| f.u64(ctx))
+        .map(|f| f.tokens(ctx))
         .transpose()?
         .unwrap_or(1024);
     let mean_field = m.get("mean");
-    let mean = mean_field
+    let mean = match &mean_field {
+        Some(f) => {
+            let v = f.non_negative_f64(ctx)?;
+            limits::check(ctx, f, Limit::Tokens, v)?;
+            v
+        }
+        None => 512.0,
+    };
+    let std_dev_field = m.get("std_dev");
+    let std_dev = std_dev_field
         .as_ref()
-        .map(|f| f.non_negative_f64(ctx))
-        .transpose()?
-        .unwrap_or(512.0);
-    let std_dev = m
-        .get("std_dev")
         .map(|f| f.non_negative_f64(ctx))
         .transpose()?;
     let variance = m.get("variance");
+    // `Distribution.validate_distribution`: `variance` is refused while `std_dev` is above 0, and `std_dev`
+    // defaults to 200, so `variance` needs an explicit `std_dev: 0` beside it.
     let spread = match (std_dev, &variance) {
-        (Some(_), Some(v)) => {
-            return Err(v.invalid(ctx, "`variance` and `std_dev` are exclusive; set one"));
+        (Some(0.0), Some(v)) => Spread::Variance(v.non_negative_f64(ctx)?),
+        (_, Some(v)) => {
+            return Err(v.invalid(
+                ctx,
+                "inference-perf refuses `variance` while `std_dev` is above 0, and `std_dev` defaults to 200: \
+                 set `std_dev` instead, or add `std_dev: 0` beside `variance`",
+            ));
         }
         (Some(s), None) => Spread::StdDev(s),
-        (None, Some(v)) => Spread::Variance(v.non_negative_f64(ctx)?),
         (None, None) => Spread::StdDev(200.0),
     };
     let total_count = m
         .get("total_count")
-        .map(|f| f.positive_u64(ctx))
+        .map(|f| f.positive_within(ctx, Limit::Samples))
         .transpose()?;
     let skew = m.get("skew").map(|f| f.f64(ctx)).transpose()?;
     if min > max {
@@ -718,7 +932,7 @@ fn length(ctx: &mut Ctx, f: &At<'_>) -> Result<TokenLengths, WorkloadError> {
     if f.node.entries().is_some() {
         distribution(ctx, f)
     } else {
-        Ok(TokenLengths::fixed(f.u64(ctx)?))
+        Ok(TokenLengths::fixed(f.tokens(ctx)?))
     }
 }
 
@@ -727,23 +941,56 @@ fn shared_prefix(ctx: &mut Ctx, f: &At<'_>) -> Result<SharedPrefix, WorkloadErro
     if let Some(mm) = m.get("multimodal") {
         return Err(mm.unsupported(ctx, "multimodal shared-prefix data"));
     }
-    let num_groups = m
-        .get_any(&["num_groups", "num_unique_system_prompts"])
-        .map(|f| f.positive_u64(ctx))
+    let groups_field = m.get_any(&["num_groups", "num_unique_system_prompts"]);
+    let num_groups = groups_field
+        .as_ref()
+        .map(|f| f.positive_within(ctx, Limit::Prefixes))
         .transpose()?
         .unwrap_or(10);
-    let num_prompts_per_group = m
-        .get_any(&["num_prompts_per_group", "num_users_per_system_prompt"])
-        .map(|f| f.positive_u64(ctx))
+    let per_group_field = m.get_any(&["num_prompts_per_group", "num_users_per_system_prompt"]);
+    let num_prompts_per_group = per_group_field
+        .as_ref()
+        .map(|f| f.positive_within(ctx, Limit::Samples))
         .transpose()?
         .unwrap_or(10);
-    let mut len = |m: &mut MapReader<'_>, key: &str, default: u64| match m.get(key) {
-        Some(f) => length(ctx, &f),
-        None => Ok(TokenLengths::fixed(default)),
+    // Every prompt of every group is built before the run.
+    let prompts = num_groups.saturating_mul(num_prompts_per_group);
+    if prompts > limits::MAX_SAMPLES {
+        let at = per_group_field
+            .as_ref()
+            .or(groups_field.as_ref())
+            .unwrap_or(f);
+        return Err(at.invalid(
+            ctx,
+            format!(
+                "{num_groups} groups × {num_prompts_per_group} prompts per group: {}",
+                limits::exceeded(Limit::Samples, prompts as f64)
+            ),
+        ));
+    }
+    let system_prompt_len = match m.get("system_prompt_len") {
+        Some(f) => length(ctx, &f)?,
+        None => TokenLengths::fixed(100),
     };
-    let system_prompt_len = len(&mut m, "system_prompt_len", 100)?;
-    let question_len = len(&mut m, "question_len", 50)?;
-    let output_len = len(&mut m, "output_len", 50)?;
+    // `question_len` / `output_len`: an int or an inline distribution; the legacy `question_distribution` /
+    // `output_distribution` replace an int (`_resolve_distribution`), and both at once is an error upstream.
+    let mut resolved = |m: &mut MapReader<'_>, key: &str, legacy: &str, default: u64| {
+        let inline = m.get(key);
+        let legacy_field = m.get(legacy);
+        match (inline, legacy_field) {
+            (Some(i), Some(l)) if i.node.entries().is_some() => Err(l.invalid(
+                ctx,
+                format!(
+                    "`{key}` is already a distribution; inference-perf refuses `{legacy}` beside it"
+                ),
+            )),
+            (_, Some(l)) => distribution(ctx, &l),
+            (Some(i), None) => length(ctx, &i),
+            (None, None) => Ok(TokenLengths::fixed(default)),
+        }
+    };
+    let question_len = resolved(&mut m, "question_len", "question_distribution", 50)?;
+    let output_len = resolved(&mut m, "output_len", "output_distribution", 50)?;
     let seed = m.get("seed").map(|f| f.u64(ctx)).transpose()?;
     let multi_turn = m
         .get("enable_multi_turn_chat")
@@ -785,6 +1032,18 @@ fn parse_report(
         if let Some(f) = rl.get("percentiles") {
             report.percentiles = percentiles(ctx, &f)?;
         }
+        for key in ["per_adapter", "per_adapter_stage"] {
+            rl.ignore(
+                ctx,
+                key,
+                "per-LoRA-adapter reports: llmbench refuses LoRA traffic splits, so there are no adapters to report",
+            );
+        }
+        rl.ignore(
+            ctx,
+            "max_error_messages",
+            "how many distinct error messages inference-perf lists in its report; llmbench records every error",
+        );
         rl.finish(ctx, &[]);
     }
     if let Some(f) = m.get("goodput") {

@@ -13,7 +13,7 @@ mod error;
 mod guidellm;
 mod inference_perf;
 mod model;
-mod reader;
+pub(crate) mod reader;
 mod schedule;
 mod vllm_bench;
 pub(crate) mod yaml;

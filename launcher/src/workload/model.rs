@@ -444,12 +444,13 @@ impl StageLimit {
 }
 
 /// A stage's warm-up or cool-down: requests sent like any other but left out of the stage's metrics.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Transient {
     /// guidellm ≤ v0.3 `warmup_percent` / `cooldown_percent` (a fraction in (0, 1]): a request is left out when
     /// its completion index is within the first (last) `fraction × max_requests`, or when it started within
     /// the first (last) `fraction × max_duration` of the stage (`aggregator.py`).
-    GuidellmFraction(f64),
+    GuidellmFraction { fraction: f64 },
     /// guidellm ≥ v0.4 `TransientPhaseConfig`: the stage's measurement window starts after (ends before) the
     /// phase, and only requests overlapping the window are measured (`benchmark/schemas/base.py`).
     GuidellmPhase(TransientPhase),
@@ -457,7 +458,7 @@ pub enum Transient {
 
 /// guidellm's `TransientPhaseConfig {percent, value, mode}`. A bare number `n` in a profile is
 /// `percent = n` when `n < 1`, else `value = n`.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TransientPhase {
     /// A fraction in [0, 1) of the stage's duration or request budget.
     pub percent: Option<f64>,
@@ -467,7 +468,8 @@ pub struct TransientPhase {
 }
 
 /// How a [`TransientPhase`] is measured (guidellm default `prefer_duration`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum TransientMode {
     Duration,
     Requests,
@@ -547,7 +549,8 @@ pub struct GoodputConstraint {
     pub limit: Duration,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum SloMetric {
     Ttft,
     Tpot,
@@ -649,6 +652,12 @@ pub struct ShareGpt {
     pub input_filter: Option<TokenLengths>,
     /// inference-perf: output length distribution; vllm `--sharegpt-output-len`: fixed.
     pub output: Option<TokenLengths>,
+    /// inference-perf `output_distribution`: entries whose reference answer is outside `[min, max]` tokens are
+    /// skipped, and the answer's own length is the request's `max_tokens`.
+    pub output_filter: Option<TokenLengths>,
+    /// vllm: shuffle the entries with the run's seed before taking them (unless `--disable-shuffle`);
+    /// inference-perf reads the file in order.
+    pub shuffle: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -664,6 +673,8 @@ pub struct DatasetFile {
     pub path: String,
     /// vllm `--custom-output-len`; None for `-1` (the dataset's own output lengths).
     pub output_len: Option<u64>,
+    /// Shuffle the records with the run's seed before taking them (vllm, unless `--disable-shuffle`).
+    pub shuffle: bool,
 }
 
 /// A token-length distribution, clipped to its bounds and rounded when sampled.

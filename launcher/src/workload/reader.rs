@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::error::{Warning, WarningKind, WorkloadError};
 use super::yaml::{Key, Node, Value};
+use crate::limits::{self, Limit};
 
 /// Per-document state: the file name for messages and the warnings found so far.
 pub(crate) struct Ctx {
@@ -174,6 +175,12 @@ impl<'n> At<'n> {
             Value::Float(f) if f < 0.0 => {
                 Err(self.invalid(ctx, format!("must not be negative, found {f}")))
             }
+            Value::Float(f) if f.is_finite() && f.fract() == 0.0 => {
+                Err(self.invalid(ctx, format!("{f:e} is too large for a whole number")))
+            }
+            Value::Float(f) if f.is_nan() => {
+                Err(self.invalid(ctx, "must be a whole number, found NaN"))
+            }
             Value::Float(f) => Err(self.invalid(ctx, format!("must be a whole number, found {f}"))),
             _ => Err(self.wrong(ctx, "a whole number")),
         }
@@ -187,12 +194,6 @@ impl<'n> At<'n> {
         } else {
             Err(self.invalid(ctx, "must be greater than 0, found 0"))
         }
-    }
-
-    /// A whole number > 0 that fits a `u32` (concurrency levels, worker counts).
-    pub fn positive_u32(&self, ctx: &Ctx) -> Result<u32, WorkloadError> {
-        let v = self.positive_u64(ctx)?;
-        u32::try_from(v).map_err(|_| self.invalid(ctx, format!("{v} is too large")))
     }
 
     pub fn bool(&self, ctx: &Ctx) -> Result<bool, WorkloadError> {
@@ -212,11 +213,55 @@ impl<'n> At<'n> {
         }
     }
 
-    /// A non-negative number of seconds.
+    /// A non-negative number of seconds, at most [`crate::limits::MAX_DURATION`].
     pub fn seconds(&self, ctx: &Ctx) -> Result<Duration, WorkloadError> {
         let v = self.non_negative_f64(ctx)?;
+        limits::check(ctx, self, Limit::Duration, v)?;
         Duration::try_from_secs_f64(v)
             .map_err(|_| self.invalid(ctx, format!("{v} s is out of range")))
+    }
+
+    /// A number of seconds > 0, at most [`crate::limits::MAX_DURATION`].
+    pub fn positive_seconds(&self, ctx: &Ctx) -> Result<Duration, WorkloadError> {
+        self.positive_f64(ctx)?;
+        self.seconds(ctx)
+    }
+
+    /// A request rate > 0, at most [`crate::limits::MAX_RATE`].
+    pub fn rate(&self, ctx: &Ctx) -> Result<f64, WorkloadError> {
+        let v = self.positive_f64(ctx)?;
+        limits::check(ctx, self, Limit::Rate, v)?;
+        Ok(v)
+    }
+
+    /// A whole number ≥ 0 within `limit`.
+    pub fn u64_within(&self, ctx: &Ctx, limit: Limit) -> Result<u64, WorkloadError> {
+        let v = self.u64(ctx)?;
+        limits::check(ctx, self, limit, v as f64)?;
+        Ok(v)
+    }
+
+    /// A whole number > 0 within `limit`.
+    pub fn positive_within(&self, ctx: &Ctx, limit: Limit) -> Result<u64, WorkloadError> {
+        let v = self.positive_u64(ctx)?;
+        limits::check(ctx, self, limit, v as f64)?;
+        Ok(v)
+    }
+
+    /// A token count ≥ 0, at most [`crate::limits::MAX_TOKENS`].
+    pub fn tokens(&self, ctx: &Ctx) -> Result<u64, WorkloadError> {
+        self.u64_within(ctx, Limit::Tokens)
+    }
+
+    /// A concurrency > 0, at most [`crate::limits::MAX_CONCURRENCY`].
+    pub fn concurrency(&self, ctx: &Ctx) -> Result<u32, WorkloadError> {
+        let v = self.positive_within(ctx, Limit::Concurrency)?;
+        u32::try_from(v).map_err(|_| self.invalid(ctx, format!("{v} is too large")))
+    }
+
+    /// A request count > 0, at most [`crate::limits::MAX_REQUESTS`].
+    pub fn requests(&self, ctx: &Ctx) -> Result<u64, WorkloadError> {
+        self.positive_within(ctx, Limit::Requests)
     }
 
     /// A map, read key by key. A null section (`data:` with nothing under it) is an empty map.
@@ -227,6 +272,13 @@ impl<'n> At<'n> {
             Value::Null => Ok(MapReader::new(EMPTY, &self.path, self.line)),
             _ => Err(self.wrong(ctx, "a map")),
         }
+    }
+
+    /// A list of stages (or of per-stage figures), at most [`crate::limits::MAX_STAGES`] long.
+    pub fn stage_list(&self, ctx: &Ctx) -> Result<Vec<At<'n>>, WorkloadError> {
+        let items = self.seq(ctx)?;
+        limits::check(ctx, self, Limit::Stages, items.len() as f64)?;
+        Ok(items)
     }
 
     /// A list; items get `path[i]`.
@@ -242,12 +294,15 @@ impl<'n> At<'n> {
     }
 }
 
-/// Reads a map's keys, tracking which were used.
+/// Reads a map's keys, tracking which were used and which the parser knows.
 pub(crate) struct MapReader<'n> {
     pub path: String,
     pub line: u32,
     entries: &'n [(Key, Node)],
     used: Vec<bool>,
+    /// Every key name the parser asked for, present or not: the map's known keys, from which an unknown key's
+    /// likely intended spelling is suggested (`streamming` → `streaming`).
+    known: Vec<String>,
 }
 
 impl<'n> MapReader<'n> {
@@ -257,6 +312,22 @@ impl<'n> MapReader<'n> {
             line,
             entries,
             used: vec![false; entries.len()],
+            known: Vec::new(),
+        }
+    }
+
+    /// Notes `key` as a known key of this map without reading it.
+    fn note(&mut self, key: &str) {
+        if !self.known.iter().any(|k| k == key) {
+            self.known.push(key.to_string());
+        }
+    }
+
+    /// Declares keys the dialect knows but this parse does not read (another dataset's flags, say), so a
+    /// misspelling of one of them still gets a suggestion.
+    pub fn known(&mut self, keys: &[&str]) {
+        for key in keys {
+            self.note(key);
         }
     }
 
@@ -272,12 +343,14 @@ impl<'n> MapReader<'n> {
     }
 
     /// Whether `key` is absent or was already read.
-    pub fn is_read(&self, key: &str) -> bool {
+    pub fn is_read(&mut self, key: &str) -> bool {
+        self.note(key);
         self.find(key).is_none_or(|i| self.used[i])
     }
 
     /// The value under `key`, null included, marking it read.
     pub fn take(&mut self, key: &str) -> Option<At<'n>> {
+        self.note(key);
         let i = self.find(key)?;
         self.used[i] = true;
         let (k, v) = &self.entries[i];
@@ -327,13 +400,18 @@ impl<'n> MapReader<'n> {
             .map(|((k, _), _)| k)
     }
 
-    /// Every unread key becomes an "unknown key" warning; `hints` maps a key to a suggestion.
+    /// Every unread key becomes an "unknown key" warning; `hints` maps a key to a suggestion. Without a hint,
+    /// a key within an edit or two of a known key of this map names it: a misspelt key is otherwise silently
+    /// dropped and the run quietly takes the default instead (`streamming: true` runs without streaming).
     pub fn finish(self, ctx: &mut Ctx, hints: &[(&str, &str)]) {
         let unread: Vec<&Key> = self.unread().collect();
         for key in unread {
             let message = match hints.iter().find(|(k, _)| *k == key.name) {
                 Some((_, hint)) => format!("unknown key, ignored; {hint}"),
-                None => "unknown key, ignored".to_string(),
+                None => match nearest_key(&key.name, self.known.iter().map(String::as_str)) {
+                    Some(known) => format!("unknown key, ignored; did you mean `{known}`?"),
+                    None => "unknown key, ignored".to_string(),
+                },
             };
             ctx.warn(
                 &join(&self.path, &key.name),
@@ -343,4 +421,30 @@ impl<'n> MapReader<'n> {
             );
         }
     }
+}
+
+/// The known key `name` most likely misspells: at most one edit away for names of up to five characters, two
+/// for longer ones (insertions, deletions, substitutions and swaps of neighbours, ignoring case), so `rate`
+/// suggests nothing for `size` but `reqest-rate` suggests `request-rate`. Ties go to the first known key.
+pub(crate) fn nearest_key<'k>(
+    name: &str,
+    known: impl IntoIterator<Item = &'k str>,
+) -> Option<&'k str> {
+    let len = name.chars().count();
+    let max_edits = match len {
+        0..=2 => return None,
+        3..=5 => 1,
+        _ => 2,
+    };
+    let lowered = name.to_lowercase();
+    known
+        .into_iter()
+        .filter(|k| *k != name)
+        .filter_map(|k| {
+            let d =
+                llmbench_api::render::edit_distance_within(&lowered, &k.to_lowercase(), max_edits)?;
+            Some((d, k))
+        })
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
 }

@@ -62,6 +62,7 @@ enum Expect {
     Parses,
     Unsupported(&'static str, &'static str),
     Misplaced(&'static str),
+    Invalid(&'static str, &'static str),
 }
 
 fn expectation(harness: &str, file: &str) -> Option<Expect> {
@@ -81,6 +82,8 @@ fn expectation(harness: &str, file: &str) -> Option<Expect> {
             Unsupported("data.shared_prefix.multimodal", "multimodal")
         }
         ("inference-perf", "guide_predicted-latency-routing_1.yaml") => Misplaced("tokenizer.data"),
+        // vLLM's custom dataset reads only `.jsonl`; the test renders the dataset file as `data.json`.
+        ("vllm-benchmark", "fixed_dataset.yaml.in") => Invalid("dataset-path", ".jsonl"),
         ("inference-perf", _) | ("guidellm", _) | ("vllm-benchmark", _) | ("inferencemax", _) => {
             Parses
         }
@@ -144,6 +147,13 @@ fn every_upstream_profile_parses_or_fails_with_its_documented_error() {
                     assert!(
                         err.to_string().contains("not supported by llmbench yet"),
                         "{err}"
+                    );
+                }
+                (Some(Expect::Invalid(key, needle)), Err(err)) => {
+                    assert!(
+                        matches!(&err, WorkloadError::Invalid { key: k, problem, line: Some(_), .. }
+                            if k == key && problem.contains(needle)),
+                        "{harness}/{file}: {err:?}"
                     );
                 }
                 (Some(Expect::Misplaced(key)), Err(err)) => {
@@ -580,12 +590,32 @@ fn vllm_profiles_figures() {
         })
     );
 
-    let w = ok("vllm-benchmark", "fixed_dataset.yaml.in").workload;
+    // fixed_dataset with a `.jsonl` file: vLLM renders each prompt through the chat template unless told to
+    // skip it, which llmbench refuses; with `skip-chat-template` the records' own output lengths are kept.
+    let text = std::fs::read_to_string(format!("{PROFILES}/vllm-benchmark/fixed_dataset.yaml.in"))
+        .expect("fixed_dataset")
+        .replace("REPLACE_ENV_LLMDBENCH_RUN_DATASET_FILE", "data.jsonl");
+    let err = parse(Harness::VllmBenchmark, &render(&text)).unwrap_err();
+    assert!(
+        matches!(&err, WorkloadError::Unsupported { key, .. } if key == "skip-chat-template"),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("add `skip-chat-template: none`"),
+        "{err}"
+    );
+    let w = parse(
+        Harness::VllmBenchmark,
+        &format!("{}skip-chat-template: none\n", render(&text)),
+    )
+    .unwrap()
+    .workload;
     assert_eq!(
         w.data,
         DataSpec::File(DatasetFile {
-            path: "/requests/datasets/data.json".into(),
-            output_len: None
+            path: "/requests/datasets/data.jsonl".into(),
+            output_len: None,
+            shuffle: true,
         })
     );
     assert_eq!(w.report.percentiles, [99.0, 100.0]);
@@ -881,7 +911,7 @@ fn keys_of_another_dataset_are_ignored_not_unknown_and_pass_strict_mode() {
     let parsed = parse_profile(
         Harness::VllmBenchmark,
         "p.yaml",
-        "dataset-name: random\ndataset-path: /d.json\nsonnet-input-len: 5\n",
+        "dataset-name: sharegpt\ndataset-path: /d.json\nsonnet-input-len: 5\ncustom-output-len: 9\n",
         &strict,
     )
     .unwrap();
@@ -893,13 +923,13 @@ fn keys_of_another_dataset_are_ignored_not_unknown_and_pass_strict_mode() {
     assert_eq!(
         kinds,
         [
-            ("dataset-path", WarningKind::Ignored),
-            ("sonnet-input-len", WarningKind::Ignored)
+            ("sonnet-input-len", WarningKind::Ignored),
+            ("custom-output-len", WarningKind::Ignored)
         ]
     );
     assert_eq!(
         parsed.warnings[0].to_string(),
-        "p.yaml:2: `dataset-path`: not used by the `random` dataset"
+        "p.yaml:3: `sonnet-input-len`: not used by the `sharegpt` dataset"
     );
     let parsed = parse_profile(
         Harness::InferencePerf,
@@ -1171,7 +1201,7 @@ fn distribution_errors_name_the_distribution() {
         ),
     );
     assert!(
-        msg.contains("`data.input_distribution.variance`: `variance` and `std_dev` are exclusive"),
+        msg.contains("`data.input_distribution.variance`: inference-perf refuses `variance` while `std_dev` is above 0"),
         "{msg}"
     );
     let msg = err(
@@ -1279,7 +1309,10 @@ fn guidellm_warmup_and_cooldown_become_transient_phases_of_every_stage() {
     )
     .expect("parses")
     .workload;
-    assert_eq!(w.stages[0].warmup, Some(Transient::GuidellmFraction(0.2)));
+    assert_eq!(
+        w.stages[0].warmup,
+        Some(Transient::GuidellmFraction { fraction: 0.2 })
+    );
 }
 
 #[test]
@@ -1352,4 +1385,1042 @@ fn vllm_num_warmups_is_kept() {
         .expect("parses")
         .workload;
     assert_eq!(w.warmup_requests, 3);
+}
+
+// ---- trust: every key is honoured or refused ----
+
+fn warnings_of(harness: Harness, yaml: &str) -> Vec<String> {
+    parse(harness, yaml)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .warnings
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+#[test]
+fn a_misspelt_key_names_the_known_key_it_is_nearest_to() {
+    // One edit (a doubled letter): `streamming` → `streaming`.
+    let w = warnings_of(
+        Harness::InferencePerf,
+        &format!(
+            "{IP_HEAD}api:\n  type: chat\n  streamming: true\nload:\n  stages: [{{rate: 1, duration: 1}}]\n"
+        ),
+    );
+    assert_eq!(
+        w,
+        ["p.yaml:5: `api.streamming`: unknown key, ignored; did you mean `streaming`?"]
+    );
+    // A flag map: `_` and `-` are one spelling, and a dropped letter is one edit.
+    let w = warnings_of(Harness::VllmBenchmark, "reqest_rate: 4\nnum-prompts: 5\n");
+    assert_eq!(
+        w,
+        ["p.yaml:1: `reqest-rate`: unknown key, ignored; did you mean `request-rate`?"]
+    );
+    // Keys the parser only knows (another dataset's flags) are suggested too.
+    let w = warnings_of(Harness::VllmBenchmark, "sonet-input-len: 5\n");
+    assert_eq!(
+        w,
+        ["p.yaml:1: `sonet-input-len`: unknown key, ignored; did you mean `sonnet-input-len`?"]
+    );
+    // guidellm flat keys are normalised to underscores; a swap of neighbours is one edit.
+    let w = warnings_of(
+        Harness::Guidellm,
+        "target: http://x\nprofile: synchronous\nmax_seconds: 5\ndata: prompt_tokens=8\nrnadom_seed: 3\n",
+    );
+    assert_eq!(
+        w,
+        ["p.yaml:5: `rnadom_seed`: unknown key, ignored; did you mean `random_seed`?"]
+    );
+    // Nothing near: no suggestion; short names need a single edit.
+    let w = warnings_of(Harness::VllmBenchmark, "frobnicate: none\nsed: 3\n");
+    assert_eq!(
+        w,
+        [
+            "p.yaml:1: `frobnicate`: unknown key, ignored",
+            "p.yaml:2: `sed`: unknown key, ignored; did you mean `seed`?"
+        ]
+    );
+}
+
+#[test]
+fn nearest_key_allows_one_edit_up_to_five_characters_and_two_beyond() {
+    use super::reader::nearest_key;
+    let known = ["rate", "streaming", "request-rate", "min", "max"];
+    assert_eq!(nearest_key("rat", known), Some("rate"));
+    assert_eq!(nearest_key("raet", known), Some("rate"));
+    assert_eq!(nearest_key("rte", known), Some("rate"));
+    assert_eq!(nearest_key("size", known), None);
+    assert_eq!(nearest_key("STREAMING", known), Some("streaming"));
+    assert_eq!(nearest_key("straeming", known), Some("streaming"));
+    assert_eq!(nearest_key("strmng", known), None);
+    assert_eq!(nearest_key("reqeust-rtae", known), Some("request-rate"));
+    // Two-letter names get no suggestion; an exact key is not "near" itself.
+    assert_eq!(nearest_key("mn", known), None);
+    assert_eq!(nearest_key("rate", known), None);
+    // A megabyte-long key is rejected without a quadratic table.
+    assert_eq!(nearest_key(&"x".repeat(1 << 20), known), None);
+}
+
+#[test]
+fn absurd_figures_are_refused_naming_the_key_the_value_and_the_limit() {
+    let cases: Vec<(Harness, String, &str, &str)> = vec![
+        (
+            Harness::InferencePerf,
+            format!("{IP_HEAD}load:\n  stages: [{{rate: 1e12, duration: 1}}]\n"),
+            "load.stages[0].rate",
+            "1000000000000 is above llmbench's limit of 1000000 requests/s",
+        ),
+        (
+            Harness::InferencePerf,
+            format!("{IP_HEAD}load:\n  stages: [{{rate: 1000, duration: 20000}}]\n"),
+            "load.stages[0].rate",
+            "1000 requests/s for 20000 s is 20000000 requests; 20000000 is above llmbench's limit of 10000000",
+        ),
+        (
+            Harness::InferencePerf,
+            format!("{IP_HEAD}load:\n  stages: [{{rate: 1, duration: 18446744073709551615}}]\n"),
+            "load.stages[0].duration",
+            "above llmbench's limit of 2592000 seconds (30 days)",
+        ),
+        (
+            Harness::InferencePerf,
+            format!("{IP_HEAD}load:\n  type: concurrent\n  stages: [{{num_requests: 10, concurrency_level: 4000000000}}]\n"),
+            "load.stages[0].concurrency_level",
+            "4000000000 is above llmbench's limit of 1000000 requests in flight",
+        ),
+        (
+            Harness::InferencePerf,
+            format!("{IP_HEAD}load:\n  stages: [{{rate: 1, duration: 1}}]\ndata:\n  type: random\n  input_distribution: {{min: 1, max: 2000000000}}\n  output_distribution: {{}}\n"),
+            "data.input_distribution.max",
+            "2000000000 is above llmbench's limit of 10000000 tokens per prompt or answer",
+        ),
+        (
+            Harness::InferencePerf,
+            format!("{IP_HEAD}load:\n  stages: [{{rate: 1, duration: 1}}]\ndata:\n  type: shared_prefix\n  shared_prefix: {{num_groups: 100000, num_prompts_per_group: 1000}}\n"),
+            "data.shared_prefix.num_prompts_per_group",
+            "100000 groups × 1000 prompts per group: 100000000 is above llmbench's limit of 10000000",
+        ),
+        (
+            Harness::VllmBenchmark,
+            "num-prompts: 1000000000000\n".to_string(),
+            "num-prompts",
+            "above llmbench's limit of 10000000 send times per stage",
+        ),
+        // vLLM's `int()` refuses `1e12` itself: it is not a whole number to argparse.
+        (
+            Harness::VllmBenchmark,
+            "num-prompts: 1e12\n".to_string(),
+            "num-prompts",
+            "expected a whole number, found number `1000000000000`",
+        ),
+        (
+            Harness::VllmBenchmark,
+            "random-prefix-len: 10000000000\n".to_string(),
+            "random-prefix-len",
+            "10000000000 is above llmbench's limit of 10000000 tokens",
+        ),
+        (
+            Harness::VllmBenchmark,
+            "request-rate: 1e12\n".to_string(),
+            "request-rate",
+            "requests/s",
+        ),
+        (
+            Harness::Guidellm,
+            "target: http://x\nprofile: constant\nrate: 1000\nmax_seconds: 1000000\ndata: prompt_tokens=8,samples=1000000000000000\n".to_string(),
+            "data.samples",
+            "1e15 is above llmbench's limit of 10000000 pre-generated prompts",
+        ),
+        (
+            Harness::Guidellm,
+            "target: http://x\nprofile: constant\nrate: 1000\nmax_seconds: 1000000\ndata: prompt_tokens=8\n".to_string(),
+            "rate",
+            "1000 requests/s within the stage's limits is about 1000000000 requests",
+        ),
+        (
+            Harness::Guidellm,
+            format!("{GUIDELLM_SPEC}  profile: {{kind: concurrent, streams: 2}}\n  constraints: [{{kind: max_requests, count: 1e15}}]\n"),
+            "spec.constraints[0].count",
+            "is above llmbench's limit of 1000000000 requests per stage",
+        ),
+    ];
+    for (harness, yaml, key, needle) in cases {
+        let e = parse(harness, &yaml).expect_err(&yaml);
+        assert_eq!(e.key(), Some(key), "{yaml}: {e}");
+        assert!(e.to_string().contains(needle), "{yaml}: {e}");
+        assert!(e.to_string().starts_with("p.yaml:"), "{e}");
+    }
+}
+
+#[test]
+fn vllm_custom_minus_one_takes_output_tokens_and_needs_jsonl_and_skip_chat_template() {
+    let w = parse(
+        Harness::VllmBenchmark,
+        "dataset-name: custom\ndataset-path: /d/data.jsonl\ncustom-output-len: -1\nskip-chat-template: none\ndisable-shuffle: none\n",
+    )
+    .unwrap()
+    .workload;
+    assert_eq!(
+        w.data,
+        DataSpec::File(DatasetFile {
+            path: "/d/data.jsonl".into(),
+            output_len: None,
+            shuffle: false,
+        })
+    );
+    // `output-len` (recent vLLM) sets every dataset's output length.
+    let w = parse(
+        Harness::VllmBenchmark,
+        "dataset-name: custom\ndataset-path: /d/x.jsonl\ncustom_skip_chat_template: none\noutput-len: 9\n",
+    )
+    .unwrap()
+    .workload;
+    assert!(matches!(&w.data, DataSpec::File(f) if f.output_len == Some(9) && f.shuffle));
+    let e = err(
+        Harness::VllmBenchmark,
+        "dataset-name: custom\ndataset-path: /d/x.csv\nskip-chat-template: none\n",
+    );
+    assert_eq!(
+        e,
+        "p.yaml:2: `dataset-path`: vLLM's custom dataset reads only `.jsonl` files (one JSON record with a \
+         `prompt` per line); `/d/x.csv` is not one"
+    );
+    let e = err(
+        Harness::VllmBenchmark,
+        "dataset-name: custom\ndataset-path: /d/x.jsonl\ncustom-output-len: 0\nskip-chat-template: none\n",
+    );
+    assert!(e.contains("`custom-output-len`: must be > 0, or -1"), "{e}");
+}
+
+#[test]
+fn vllm_flags_that_change_requests_are_honoured_or_refused() {
+    // served-model-name is the name sent; the tokenizer stays the model.
+    let w = parse(
+        Harness::VllmBenchmark,
+        "model: org/big\nserved-model-name: big\nheader: x-a=1 x-b=two=2\ntokenizer-mode: hf\n",
+    )
+    .unwrap()
+    .workload;
+    assert_eq!(w.api.model.as_deref(), Some("big"));
+    assert_eq!(
+        w.tokenizer.as_ref().map(|t| t.name_or_path.as_str()),
+        Some("org/big")
+    );
+    assert_eq!(
+        w.api.headers,
+        [
+            ("x-a".to_string(), "1".to_string()),
+            ("x-b".to_string(), "two=2".to_string())
+        ]
+    );
+    // A range ratio per length, as a JSON object.
+    let w = parse(
+        Harness::VllmBenchmark,
+        "random-input-len: 100\nrandom-output-len: 10\nrandom-range-ratio: '{\"input\": 0.5}'\ninput-len: 200\n",
+    )
+    .unwrap()
+    .workload;
+    let DataSpec::Random(r) = &w.data else {
+        panic!()
+    };
+    assert_eq!(
+        r.input.shape,
+        LengthShape::RangeRatio {
+            len: 200,
+            ratio: 0.5
+        }
+    );
+    assert_eq!(r.output.shape, LengthShape::Fixed(10));
+    // Flags at llmbench's own behaviour are accepted.
+    parse(
+        Harness::VllmBenchmark,
+        "ready-check-timeout-sec: 0\nprobe-request-rate: 0\nuse-beam-search: false\nrandom-batch-size: 1\n",
+    )
+    .unwrap();
+    for (yaml, key, needle) in [
+        ("header: novalue\n", "header", "`novalue` is not KEY=VALUE"),
+        (
+            "tokenizer-mode: mistral\n",
+            "tokenizer-mode",
+            "tokenizer mode `mistral`",
+        ),
+        (
+            "request-id-prefix: run-\n",
+            "request-id-prefix",
+            "x-request-id",
+        ),
+        (
+            "ready-check-timeout-sec: 600\n",
+            "ready-check-timeout-sec",
+            "waiting for the endpoint",
+        ),
+        (
+            "probe-request-rate: 2\n",
+            "probe-request-rate",
+            "probe requests",
+        ),
+        ("ramp-up-strategy: linear\n", "ramp-up-strategy", "ramp-up"),
+        (
+            "frequency-penalty: 0.5\n",
+            "frequency-penalty",
+            "the request option",
+        ),
+        ("profile: none\n", "profile", "profiler"),
+        ("no-oversample: none\n", "no-oversample", "fewer requests"),
+        (
+            "random-batch-size: 4\n",
+            "random-batch-size",
+            "batched prompts",
+        ),
+        ("self-timed: none\n", "self-timed", "timed_trace"),
+        (
+            "skip-tokenizer-init: none\n",
+            "skip-tokenizer-init",
+            "without a tokenizer",
+        ),
+        (
+            "dataset-path: /d.json\n",
+            "dataset-path",
+            "refuses a `dataset-path` with the `random` dataset",
+        ),
+        (
+            "backend: openai-chat\n",
+            "endpoint",
+            "must end with `chat/completions`",
+        ),
+        (
+            "endpoint: /v1/chat/completions\n",
+            "endpoint",
+            "use `backend: openai-chat`",
+        ),
+        (
+            "dataset-name: sonnet\ndataset-path: /s.txt\n",
+            "dataset-name",
+            "completions backend",
+        ),
+        (
+            "percentile-metrics: ttft,client_queue_time\n",
+            "percentile-metrics",
+            "client_queue_time",
+        ),
+        (
+            "base-url: https://x\ninsecure: none\n",
+            "insecure",
+            "TLS certificate",
+        ),
+    ] {
+        let e = parse(Harness::VllmBenchmark, yaml).expect_err(yaml);
+        assert_eq!(e.key(), Some(key), "{yaml}: {e}");
+        assert!(e.to_string().contains(needle), "{yaml}: {e}");
+    }
+    // Output-only flags warn; `insecure` over http does nothing.
+    let w = warnings_of(
+        Harness::VllmBenchmark,
+        "label: x\ninsecure: none\nappend-result: none\n",
+    );
+    assert_eq!(w.len(), 3, "{w:?}");
+    assert!(
+        w.iter()
+            .any(|w| w.contains("`insecure`") && w.contains("not https")),
+        "{w:?}"
+    );
+}
+
+#[test]
+fn vllm_sonnet_keeps_the_prefix_inside_the_input_length() {
+    let w = parse(
+        Harness::VllmBenchmark,
+        "backend: openai-chat\nendpoint: /v1/chat/completions\ndataset-name: sonnet\ndataset-path: /s.txt\n\
+         sonnet-input-len: 20\nsonnet-prefix-len: 14\n",
+    )
+    .unwrap()
+    .workload;
+    assert_eq!(
+        w.data,
+        DataSpec::Sonnet(Sonnet {
+            path: "/s.txt".into(),
+            input_len: 20,
+            output_len: 150,
+            prefix_len: 14
+        })
+    );
+    assert_eq!(w.api.kind, ApiKind::Chat);
+}
+
+#[test]
+fn inference_perf_keys_that_change_requests_are_honoured_or_refused() {
+    // Per-request SLO headers become the goodput constraints (ms by default), over report.goodput.
+    let w = parse(
+        Harness::InferencePerf,
+        &format!(
+            "{IP_HEAD}api:\n  streaming: true\n  headers: {{x-slo-ttft-ms: 250, X-SLO-TPOT-MS: '20'}}\n\
+             load:\n  stages: [{{rate: 1, duration: 1}}]\nreport:\n  goodput: {{constraints: {{ttft: 1, itl: 0.5}}}}\n"
+        ),
+    )
+    .unwrap()
+    .workload;
+    assert_eq!(
+        w.goodput,
+        [
+            GoodputConstraint {
+                metric: SloMetric::Itl,
+                limit: Duration::from_millis(500)
+            },
+            GoodputConstraint {
+                metric: SloMetric::Ttft,
+                limit: Duration::from_millis(250)
+            },
+            GoodputConstraint {
+                metric: SloMetric::Tpot,
+                limit: Duration::from_millis(20)
+            },
+        ]
+    );
+    // Custom header names and units; a non-streamed run has no header SLOs.
+    let w = parse(
+        Harness::InferencePerf,
+        &format!(
+            "{IP_HEAD}api:\n  streaming: true\n  slo_unit: s\n  slo_ttft_header: my-ttft\n  headers: {{my-ttft: 2}}\n\
+             load:\n  stages: [{{rate: 1, duration: 1}}]\n"
+        ),
+    )
+    .unwrap()
+    .workload;
+    assert_eq!(
+        w.goodput,
+        [GoodputConstraint {
+            metric: SloMetric::Ttft,
+            limit: secs(2)
+        }]
+    );
+    let w = parse(
+        Harness::InferencePerf,
+        &format!("{IP_HEAD}api:\n  headers: {{x-slo-ttft-ms: 250}}\nload:\n  stages: [{{rate: 1, duration: 1}}]\n"),
+    )
+    .unwrap()
+    .workload;
+    assert!(w.goodput.is_empty());
+    // The legacy question_distribution replaces an int question_len.
+    let w = parse(
+        Harness::InferencePerf,
+        &format!(
+            "{IP_HEAD}load:\n  stages: [{{rate: 1, duration: 1}}]\ndata:\n  type: shared_prefix\n  shared_prefix:\n    \
+             question_len: 7\n    question_distribution: {{type: uniform, min: 5, max: 9}}\n"
+        ),
+    )
+    .unwrap()
+    .workload;
+    let DataSpec::SharedPrefix(sp) = &w.data else {
+        panic!()
+    };
+    assert_eq!(
+        sp.question_len.shape,
+        LengthShape::Uniform { min: 5, max: 9 }
+    );
+    assert_eq!(sp.output_len, TokenLengths::fixed(50));
+    // A sweep takes inference-perf's defaults for everything but its type.
+    let w = parse(
+        Harness::InferencePerf,
+        &format!("{IP_HEAD}load:\n  sweep: {{type: geometric}}\n"),
+    )
+    .unwrap()
+    .workload;
+    assert_eq!(
+        w.stages[0].arrival,
+        Arrival::Sweep(Sweep::InferencePerf {
+            process: SweepProcess::Constant,
+            progression: SweepProgression::Geometric,
+            num_stages: 5,
+            stage_duration: secs(180),
+            num_requests: Some(2000),
+            timeout: Some(secs(60)),
+            saturation_percentile: Some(95.0),
+        })
+    );
+    let stages = "load:\n  stages: [{rate: 1, duration: 1}]\n";
+    for (yaml, key, needle) in [
+        (
+            format!(
+                "{IP_HEAD}load:\n  worker_max_tcp_connections: 50\n  stages: [{{rate: 1, duration: 1}}]\n"
+            ),
+            "load.worker_max_tcp_connections",
+            "below the worker's in-flight cap (`worker_max_concurrency`, 100)",
+        ),
+        (
+            format!(
+                "{IP_HEAD}load:\n  circuit_breakers: [errors]\n  stages: [{{rate: 1, duration: 1}}]\n"
+            ),
+            "load.circuit_breakers",
+            "circuit breakers",
+        ),
+        (
+            format!(
+                "{IP_HEAD}{stages}data:\n  type: random\n  use_chat_template: true\n  input_distribution: {{}}\n  output_distribution: {{}}\n"
+            ),
+            "data.use_chat_template",
+            "chat template",
+        ),
+        (
+            format!("{IP_HEAD}{stages}data:\n  type: mock\n  use_chat_template: true\n"),
+            "data.use_chat_template",
+            "only with `type: random`",
+        ),
+        (
+            format!("{IP_HEAD}api:\n  session_id_header_key: x-s\n{stages}"),
+            "api.session_id_header_key",
+            "per-session request headers",
+        ),
+        (
+            format!(
+                "{IP_HEAD}api:\n  streaming: true\n  headers: {{x-slo-ttft-ms: fast}}\n{stages}"
+            ),
+            "api.headers.x-slo-ttft-ms",
+            "`fast` is not a number of ms",
+        ),
+        (
+            format!("{IP_HEAD}load:\n  sweep: {{num_stages: 3}}\n"),
+            "load.sweep.type",
+            "is required",
+        ),
+        (
+            format!(
+                "{IP_HEAD}{stages}data:\n  type: shared_prefix\n  shared_prefix:\n    question_len: {{mean: 5}}\n    question_distribution: {{mean: 6}}\n"
+            ),
+            "data.shared_prefix.question_distribution",
+            "refuses `question_distribution` beside it",
+        ),
+    ] {
+        let e = parse(Harness::InferencePerf, &yaml).expect_err(&yaml);
+        assert_eq!(e.key(), Some(key), "{yaml}: {e}");
+        assert!(e.to_string().contains(needle), "{yaml}: {e}");
+    }
+    // A connection cap at the in-flight cap never binds.
+    parse(
+        Harness::InferencePerf,
+        &format!("{IP_HEAD}load:\n  worker_max_concurrency: 10\n  worker_max_tcp_connections: 10\n  stages: [{{rate: 1, duration: 1}}]\n"),
+    )
+    .unwrap();
+}
+
+#[test]
+fn inference_perf_share_gpt_distributions_are_filters_not_dumps() {
+    let w = parse(
+        Harness::InferencePerf,
+        &format!(
+            "{IP_HEAD}load:\n  stages: [{{rate: 1, duration: 1}}]\ndata:\n  type: shareGPT\n  path: /d/sg.json\n  \
+             input_distribution: {{min: 3, max: 10}}\n  output_distribution: {{mean: 5, std_dev: 2, min: 1, max: 3}}\n"
+        ),
+    )
+    .unwrap()
+    .workload;
+    let DataSpec::ShareGpt(sg) = &w.data else {
+        panic!()
+    };
+    assert_eq!(sg.output, None);
+    assert!(!sg.shuffle);
+    assert!(matches!(
+        sg.output_filter.as_ref().map(|o| &o.shape),
+        Some(LengthShape::Normal { min: 1, max: 3, .. })
+    ));
+}
+
+#[test]
+fn guidellm_request_format_spellings_choose_the_endpoint() {
+    let flat = |extra: &str| {
+        parse(
+            Harness::Guidellm,
+            &format!("target: http://x/v1/\nprofile: synchronous\nmax_seconds: 5\ndata: prompt_tokens=8\n{extra}"),
+        )
+        .unwrap()
+        .workload
+    };
+    // v0.4–v0.6 default to chat completions; the target's trailing `/v1` is dropped, as guidellm does.
+    let w = flat("");
+    assert_eq!(
+        (w.api.kind, w.api.path()),
+        (ApiKind::Chat, "/v1/chat/completions")
+    );
+    assert_eq!(w.api.base_url.as_deref(), Some("http://x"));
+    for spelling in [
+        "data_request_formatter: text_completions\n",
+        "data-request-formatter: text_completions\n",
+        "request_type: text_completions\n",
+        "request-type: text_completions\n",
+        "request_format: /v1/completions\n",
+        "data_request_formatter: {request_type: text_completions}\n",
+    ] {
+        assert_eq!(flat(spelling).api.kind, ApiKind::Completion, "{spelling}");
+    }
+    for spelling in [
+        "data_request_formatter: chat_completions\n",
+        "request_type: chat_completions\n",
+        "request-format: /v1/chat/completions\n",
+    ] {
+        assert_eq!(flat(spelling).api.kind, ApiKind::Chat, "{spelling}");
+    }
+    // The formatter's own arguments: stream and a max_tokens for data without output lengths (no ignore_eos).
+    let w = flat(
+        "data_request_formatter: {request_type: chat_completions, stream: false, max_tokens: 77}\n",
+    );
+    assert!(!w.api.streaming);
+    assert!(!w.api.ignore_eos);
+    let DataSpec::SyntheticText(s) = &w.data else {
+        panic!()
+    };
+    assert_eq!(s.output, Some(TokenLengths::fixed(77)));
+    // A v0.3 file (underscored keys, `rate_type`) sent text completions.
+    let w = parse(
+        Harness::Guidellm,
+        "target: http://x\nrate_type: synchronous\nmax_seconds: 5\ndata: prompt_tokens=8\n",
+    )
+    .unwrap()
+    .workload;
+    assert_eq!(w.api.kind, ApiKind::Completion);
+    let e = err(
+        Harness::Guidellm,
+        "target: http://x\nprofile: synchronous\nmax_seconds: 5\ndata: prompt_tokens=8\nrequest_type: audio_transcriptions\n",
+    );
+    assert!(
+        e.contains("request format `audio_transcriptions` is not supported"),
+        "{e}"
+    );
+    let e = err(
+        Harness::Guidellm,
+        "target: http://x\nprofile: synchronous\nmax_seconds: 5\ndata: prompt_tokens=8\nrequest_type: chat\n",
+    );
+    assert!(e.contains("unknown request format `chat`"), "{e}");
+}
+
+#[test]
+fn guidellm_constraint_lists_apply_by_stage_index_and_the_last_repeats() {
+    let w = parse(
+        Harness::Guidellm,
+        &format!(
+            "{GUIDELLM_SPEC}  profile: {{kind: constant, rate: [1, 2, 4]}}\n  constraints:\n  - {{kind: max_requests, count: [10, 20]}}\n  - {{kind: max_duration, seconds: 30}}\n"
+        ),
+    )
+    .unwrap()
+    .workload;
+    let limits: Vec<(Option<u64>, Option<Duration>)> = w
+        .stages
+        .iter()
+        .map(|s| (s.limit.requests, s.limit.duration))
+        .collect();
+    assert_eq!(
+        limits,
+        [
+            (Some(10), Some(secs(30))),
+            (Some(20), Some(secs(30))),
+            (Some(20), Some(secs(30)))
+        ]
+    );
+    // A sweep's measured rates share one limit: more than three figures are refused.
+    let e = err(
+        Harness::Guidellm,
+        &format!(
+            "{GUIDELLM_SPEC}  profile: {{kind: sweep}}\n  constraints: [{{kind: max_requests, count: [1, 2, 3, 4]}}]\n"
+        ),
+    );
+    assert!(
+        e.contains("constraint lists with a different figure for each rate of a sweep"),
+        "{e}"
+    );
+}
+
+#[test]
+fn guidellm_pipeline_and_metric_keys_are_honoured_or_refused() {
+    // Defaults are accepted in every spelling.
+    parse(
+        Harness::Guidellm,
+        &format!(
+            "{GUIDELLM_SPEC}  profile: {{kind: synchronous}}\n  constraints: [{{kind: max_requests, count: 5}}]\n  \
+             data_column_mapper: {{kind: generative_column_mapper}}\n  data_preprocessors: [encode_media]\n  \
+             data_finalizer: generative\n  metrics: {{kind: generative, prefer_response_metrics: true, sample_size: 10}}\n  \
+             tokenizer: {{kind: hf_auto, model: org/tok}}\n"
+        ),
+    )
+    .unwrap();
+    let head = "target: http://x\nprofile: synchronous\nmax_seconds: 5\n";
+    for (yaml, key, needle) in [
+        (
+            format!("{head}data: prompt_tokens=8\ndata_column_mapper: {{text_column: question}}\n"),
+            "data_column_mapper",
+            "other than guidellm's default",
+        ),
+        (
+            format!("{head}data: prompt_tokens=8\ndata_preprocessors: [turn_pivot]\n"),
+            "data_preprocessors",
+            "other than guidellm's default",
+        ),
+        (
+            format!("{head}data: prompt_tokens=8\nprefer_response_metrics: false\n"),
+            "prefer_response_metrics",
+            "counting tokens locally",
+        ),
+        (
+            format!("{head}data: prompt_tokens=8\ndata_samples: 100\n"),
+            "data_samples",
+            "capping the number of data samples",
+        ),
+        (
+            format!("{head}data: prompt_tokens=8\nover_saturation: {{enabled: true}}\n"),
+            "over_saturation",
+            "over_saturation",
+        ),
+        (
+            format!("{head}data: prompt_tokens=8,turns=2,delay=1.5\n"),
+            "data.delay",
+            "think time",
+        ),
+        (
+            format!(
+                "{head}data: prompt_tokens=8\nbackend_kwargs: {{extras: {{body: {{seed: 1}}}}}}\n"
+            ),
+            "backend_kwargs.extras.body",
+            "extra request arguments",
+        ),
+    ] {
+        let e = parse(Harness::Guidellm, &yaml).expect_err(&yaml);
+        assert_eq!(e.key(), Some(key), "{yaml}: {e}");
+        assert!(e.to_string().contains(needle), "{yaml}: {e}");
+    }
+    // Backend arguments: the key, extra headers and the timeout are honoured.
+    let w = parse(
+        Harness::Guidellm,
+        &format!(
+            "{head}data: prompt_tokens=8\nsample_requests: 20\nbackend_kwargs: {{api_key: k, timeout: 9, \
+             extras: {{headers: {{x-a: b}}}}}}\n"
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        parsed_api_key(parsed_first(parsed_warnings(&parsed_ok(w)))),
+        Some("k".to_string())
+    );
+}
+
+fn parsed_ok(p: Parsed) -> Parsed {
+    p
+}
+fn parsed_warnings(p: &Parsed) -> &Parsed {
+    assert!(
+        p.warnings.iter().all(|w| w.kind == WarningKind::Ignored),
+        "{:?}",
+        p.warnings
+    );
+    p
+}
+fn parsed_first(p: &Parsed) -> &Workload {
+    assert_eq!(
+        p.workload.api.headers,
+        [("x-a".to_string(), "b".to_string())]
+    );
+    assert_eq!(p.workload.request_timeout, Some(secs(9)));
+    &p.workload
+}
+fn parsed_api_key(w: &Workload) -> Option<String> {
+    w.api.api_key.clone()
+}
+
+/// Property tests: no document makes a dialect parser panic or hang.
+mod properties {
+    use std::sync::mpsc;
+
+    use proptest::prelude::*;
+    use serde_json::Value as Json;
+
+    use super::*;
+
+    /// Real key names of every dialect, so generated documents reach deep into the parsers.
+    const KEYS: &[&str] = &[
+        // inference-perf
+        "load",
+        "type",
+        "stages",
+        "rate",
+        "duration",
+        "num_requests",
+        "concurrency_level",
+        "sweep",
+        "num_stages",
+        "stage_duration",
+        "interval",
+        "worker_max_concurrency",
+        "worker_max_tcp_connections",
+        "api",
+        "streaming",
+        "headers",
+        "slo_unit",
+        "server",
+        "base_url",
+        "data",
+        "input_distribution",
+        "output_distribution",
+        "min",
+        "max",
+        "mean",
+        "std_dev",
+        "variance",
+        "total_count",
+        "shared_prefix",
+        "num_groups",
+        "num_prompts_per_group",
+        "system_prompt_len",
+        "question_len",
+        "output_len",
+        "question_distribution",
+        "report",
+        "goodput",
+        "constraints",
+        "ttft",
+        "request_lifecycle",
+        "percentiles",
+        "path",
+        "tokenizer",
+        "circuit_breakers",
+        // guidellm
+        "spec",
+        "benchmarks",
+        "backend",
+        "kind",
+        "target",
+        "model",
+        "request_format",
+        "profile",
+        "streams",
+        "sweep_size",
+        "seconds",
+        "count",
+        "window",
+        "stopping_scope",
+        "prompt_tokens",
+        "prompt_tokens_stdev",
+        "prompt_tokens_max",
+        "output_tokens",
+        "turns",
+        "prefix_buckets",
+        "prefix_tokens",
+        "prefix_count",
+        "samples",
+        "data_loader",
+        "warmup",
+        "cooldown",
+        "percent",
+        "value",
+        "mode",
+        "seed",
+        "rampup",
+        "max_seconds",
+        "max_requests",
+        "data_request_formatter",
+        "request_type",
+        "backend_kwargs",
+        "extras",
+        "metrics",
+        "data_column_mapper",
+        "profile.streams",
+        "constraints[0].count",
+        // vllm flags
+        "dataset-name",
+        "dataset-path",
+        "num-prompts",
+        "request-rate",
+        "burstiness",
+        "max-concurrency",
+        "random-input-len",
+        "random-range-ratio",
+        "sonnet-input-len",
+        "custom-output-len",
+        "skip-chat-template",
+        "header",
+        "endpoint",
+        "percentile-metrics",
+        "metric-percentiles",
+        "goodput-",
+        "num-warmups",
+        "served-model-name",
+        "input-len",
+        "output-len",
+        // nop
+        "model_name",
+        "pvc_name",
+    ];
+
+    /// Values that mean something to some parser.
+    const WORDS: &[&str] = &[
+        "constant",
+        "poisson",
+        "concurrent",
+        "synchronous",
+        "throughput",
+        "sweep",
+        "async",
+        "random",
+        "shareGPT",
+        "shared_prefix",
+        "synthetic_text",
+        "max_duration",
+        "max_requests",
+        "max_error_rate",
+        "custom",
+        "sonnet",
+        "sharegpt",
+        "openai-chat",
+        "openai_http",
+        "/v1/completions",
+        "/v1/chat/completions",
+        "chat_completions",
+        "inf",
+        "none",
+        "-1",
+        "1e12",
+        "prompt_tokens=8,output_tokens=4",
+        "{\"input\": 0.5}",
+        "x=1",
+        "ttft:5",
+        "normal",
+        "uniform",
+        "fixed",
+        "static",
+        "all",
+        "geometric",
+        "",
+    ];
+
+    fn scalar() -> impl Strategy<Value = Json> {
+        prop_oneof![
+            Just(Json::Null),
+            any::<bool>().prop_map(Json::Bool),
+            any::<i64>().prop_map(Json::from),
+            (-5i64..2000).prop_map(Json::from),
+            any::<f64>()
+                .prop_filter("JSON numbers are finite", |f| f.is_finite())
+                .prop_map(Json::from),
+            prop::sample::select(WORDS).prop_map(|w| Json::String(w.to_owned())),
+            "[ -~]{0,12}".prop_map(Json::String),
+        ]
+    }
+
+    fn key() -> impl Strategy<Value = String> {
+        prop_oneof![
+            4 => prop::sample::select(KEYS).prop_map(str::to_owned),
+            1 => "[a-z_-]{1,10}",
+        ]
+    }
+
+    fn document() -> impl Strategy<Value = Json> {
+        scalar().prop_recursive(5, 64, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Json::Array),
+                prop::collection::btree_map(key(), inner, 0..6)
+                    .prop_map(|m| Json::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// Every harness with a dialect parser behind `parse_profile`.
+    const HARNESSES: [Harness; 5] = [
+        Harness::InferencePerf,
+        Harness::Guidellm,
+        Harness::VllmBenchmark,
+        Harness::Inferencemax,
+        Harness::Nop,
+    ];
+
+    /// Runs `body` on another thread and fails if it does not finish in time: a hang is a failure too.
+    fn within(seconds: u64, body: impl FnOnce() + Send + 'static) {
+        let (tx, rx) = mpsc::channel();
+        let worker = std::thread::spawn(move || {
+            body();
+            let _ = tx.send(());
+        });
+        match rx.recv_timeout(Duration::from_secs(seconds)) {
+            Ok(()) => worker.join().expect("property test thread"),
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                if let Err(panic) = worker.join() {
+                    std::panic::resume_unwind(panic);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                panic!("a parser did not finish within {seconds} s")
+            }
+        }
+    }
+
+    fn parse_all(text: &str) {
+        for harness in HARNESSES {
+            for strict in [false, true] {
+                let options = ParseOptions {
+                    strict,
+                    default_seed: Some(7),
+                };
+                let _ = parse_profile(harness, "p.yaml", text, &options);
+            }
+        }
+    }
+
+    #[test]
+    fn no_generated_document_panics_or_hangs_a_parser() {
+        within(300, || {
+            proptest!(ProptestConfig::with_cases(256), |(doc in document())| {
+                // JSON text is YAML; the block form reaches the same parsers through another syntax.
+                parse_all(&doc.to_string());
+                if let Ok(block) = serde_saphyr::to_string(&doc) {
+                    parse_all(&block);
+                }
+            });
+        });
+    }
+
+    #[test]
+    fn no_profile_shaped_document_panics_or_hangs_a_parser() {
+        // Documents with each dialect's top-level sections, so the generator reaches the stage and data parsers.
+        within(300, || {
+            let shaped = (document(), document(), document()).prop_map(|(a, b, c)| {
+                serde_json::json!({
+                    "load": {"type": a.clone(), "stages": [b.clone()], "sweep": c.clone()},
+                    "data": {"type": "random", "input_distribution": a.clone(), "output_distribution": b.clone(), "shared_prefix": c.clone()},
+                    "api": a.clone(),
+                    "spec": {"backend": {"target": "http://x"}, "data": [b.clone()], "profile": a.clone(), "constraints": [c.clone()]},
+                    "benchmarks": [c.clone()],
+                    "dataset-name": "custom",
+                    "num-prompts": a,
+                    "random-range-ratio": b,
+                    "header": c,
+                })
+            });
+            proptest!(ProptestConfig::with_cases(256), |(doc in shaped)| {
+                parse_all(&doc.to_string());
+            });
+        });
+    }
+
+    #[test]
+    fn no_text_panics_or_hangs_a_parser() {
+        within(300, || {
+            let text = prop_oneof![
+                any::<String>(),
+                prop::collection::vec(
+                    prop_oneof![
+                        prop::sample::select(KEYS).prop_map(|k| format!("{k}: ")),
+                        prop::sample::select(WORDS).prop_map(str::to_owned),
+                        Just("\n".to_owned()),
+                        Just("  ".to_owned()),
+                        Just("- ".to_owned()),
+                        Just("&a ".to_owned()),
+                        Just("*a".to_owned()),
+                        Just("[{".to_owned()),
+                        Just("]}".to_owned()),
+                        "[ -~]{0,6}",
+                    ],
+                    0..40,
+                )
+                .prop_map(|parts| parts.concat()),
+            ];
+            proptest!(ProptestConfig::with_cases(256), |(t in text)| {
+                parse_all(&t);
+            });
+        });
+    }
 }

@@ -7,11 +7,12 @@
 use std::time::Duration;
 
 use super::ParseOptions;
-use super::error::WorkloadError;
+use super::error::{WarningKind, WorkloadError};
 use super::inference_perf::set_default_seed;
 use super::model::*;
 use super::reader::{At, Ctx, MapReader};
 use super::yaml::{Key, Node, Value};
+use crate::limits::{self, Limit};
 
 // Defaults of `vllm bench serve` (vllm/benchmarks/serve.py, datasets/arg_utils.py).
 const DEFAULT_NUM_PROMPTS: u64 = 1000;
@@ -20,22 +21,93 @@ const DEFAULT_RANDOM_OUTPUT_LEN: u64 = 128;
 const DEFAULT_SONNET_INPUT_LEN: u64 = 550;
 const DEFAULT_SONNET_OUTPUT_LEN: u64 = 150;
 const DEFAULT_SONNET_PREFIX_LEN: u64 = 200;
-const DEFAULT_CUSTOM_OUTPUT_LEN: u64 = 256;
+const DEFAULT_CUSTOM_OUTPUT_LEN: i64 = 256;
 
-/// Flags that belong to one dataset or another: known, whichever dataset is chosen.
-const DATASET_KEYS: [&str; 12] = [
+/// Flags that configure one dataset or another: known whichever dataset is chosen, and without effect on the
+/// others (vLLM parses them all and reads only the chosen dataset's).
+const DATASET_KEYS: [&str; 48] = [
     "dataset-path",
     "random-input-len",
     "random-output-len",
     "random-prefix-len",
     "random-range-ratio",
+    "random-batch-size",
+    "no-reranker",
+    "random-mm-base-items-per-request",
+    "random-mm-num-mm-items-range-ratio",
+    "random-mm-limit-mm-per-prompt",
+    "random-mm-bucket-config",
     "sharegpt-output-len",
     "sonnet-input-len",
     "sonnet-output-len",
     "sonnet-prefix-len",
     "custom-output-len",
     "custom-skip-chat-template",
+    "custom-ensure-client-side-data",
+    "skip-chat-template",
+    "chat-template-kwargs",
+    "hf-subset",
     "hf-split",
+    "hf-name",
+    "hf-output-len",
+    "no-stream",
+    "spec-bench-output-len",
+    "spec-bench-category",
+    "speed-bench-dataset-subset",
+    "speed-bench-output-len",
+    "speed-bench-category",
+    "blazedit-min-distance",
+    "blazedit-max-distance",
+    "asr-max-audio-len-sec",
+    "asr-min-audio-len-sec",
+    "timed-trace-chunk-hash-size",
+    "timed-trace-sec-multiplier",
+    "timed-trace-label-timestamp",
+    "timed-trace-label-input-length",
+    "timed-trace-label-output-length",
+    "timed-trace-label-hash-ids",
+    "prefix-repetition-prefix-len",
+    "prefix-repetition-suffix-len",
+    "prefix-repetition-num-prefixes",
+    "prefix-repetition-output-len",
+    "bfcl-categories",
+    "enable-multimodal-chat",
+    "disable-shuffle",
+    "no-oversample",
+];
+
+/// Flags that only change what vLLM prints or where it writes its own files; llmbench writes its results to
+/// `--output` whatever they say.
+const OUTPUT_ONLY: [(&str, &str); 7] = [
+    ("save-result", ""),
+    ("disable-tqdm", ""),
+    (
+        "label",
+        "the result label vLLM writes into its JSON; llmbench names results by --run-id",
+    ),
+    (
+        "metadata",
+        "KEY=VALUE pairs vLLM copies into its result JSON",
+    ),
+    (
+        "append-result",
+        "llmbench writes a fresh result file per run",
+    ),
+    ("plot-timeline", "vLLM's HTML timeline plot"),
+    ("plot-dataset-stats", "vLLM's dataset statistics plot"),
+];
+
+/// Sampling parameters and other request-body options vLLM adds to every request, which llmbench does not send.
+const REFUSED_BODY_OPTIONS: [&str; 9] = [
+    "temperature",
+    "top-p",
+    "top-k",
+    "min-p",
+    "frequency-penalty",
+    "presence-penalty",
+    "repetition-penalty",
+    "logprobs",
+    "extra-body",
 ];
 
 pub(crate) fn parse(
@@ -66,16 +138,44 @@ pub(crate) fn parse(
     w.report.percentile_metrics = vec!["ttft".into(), "tpot".into(), "itl".into()];
 
     m.skip("executable");
-    if let Some(f) = m.get("model") {
-        w.api.model = Some(text(ctx, &f)?);
-    }
-    if let Some(f) = m.get("tokenizer") {
+    // The tokenizer is `--tokenizer`, else `--model`; the name sent in requests is `--served-model-name`, else
+    // `--model` (serve.py `main_async`). Without `--model` vLLM asks the server for its first model and ignores
+    // `--served-model-name`.
+    let model = m.get("model").map(|f| text(ctx, &f)).transpose()?;
+    let tokenizer = m.get("tokenizer").map(|f| text(ctx, &f)).transpose()?;
+    let served = m.get("served-model-name");
+    w.api.model = match (&model, served) {
+        (Some(_), Some(f)) => Some(text(ctx, &f)?),
+        (None, Some(f)) => {
+            ctx.warn(
+                &f.path,
+                f.line,
+                WarningKind::Ignored,
+                "vLLM uses it only together with `model`; without one it asks the server for its first model",
+            );
+            None
+        }
+        (model, None) => model.clone(),
+    };
+    if let Some(name) = tokenizer.or(model) {
         w.tokenizer = Some(TokenizerSpec {
-            name_or_path: text(ctx, &f)?,
+            name_or_path: name,
             token: None,
             trust_remote_code: false,
         });
     }
+    if let Some(f) = m.get("tokenizer-mode") {
+        let mode = text(ctx, &f)?;
+        // `auto` and `hf` load the Hugging Face fast tokenizer (tokenizer.json), which is what llmbench loads;
+        // the others load different tokenizer implementations, whose counts can differ.
+        if mode != "auto" && mode != "hf" {
+            return Err(f.unsupported(
+                ctx,
+                format!("tokenizer mode `{mode}` (llmbench loads tokenizer.json, as `hf` does)"),
+            ));
+        }
+    }
+    // The `tokenizers` crate never runs model code, so remote code is irrelevant.
     m.skip("trust-remote-code");
     w.api.base_url = match m.get("base-url") {
         Some(f) => Some(text(ctx, &f)?),
@@ -92,29 +192,64 @@ pub(crate) fn parse(
             }
         }
     };
-    let backend = match m.get("backend") {
-        Some(f) => text(ctx, &f)?,
+    let backend_field = m.get("backend");
+    let backend = match &backend_field {
+        Some(f) => text(ctx, f)?,
         None => "openai".to_string(),
     };
     w.api.kind = match backend.as_str() {
         "openai-chat" => ApiKind::Chat,
         "openai" | "vllm" => ApiKind::Completion,
         other => {
-            let f = m.take("backend");
-            let line = f.map_or(0, |f| f.line);
+            let line = backend_field.as_ref().map_or(0, |f| f.line);
             return Err(ctx.unsupported("backend", line, format!("backend `{other}`")));
         }
     };
-    if let Some(f) = m.get("endpoint") {
-        let path = text(ctx, &f)?;
-        if path.contains("chat/completions") {
-            w.api.kind = ApiKind::Chat;
-        } else if path.ends_with("/completions") {
-            w.api.kind = ApiKind::Completion;
-        } else {
-            return Err(f.unsupported(ctx, format!("endpoint `{path}`")));
-        }
-        w.api.endpoint = Some(path);
+    // vLLM's default endpoint is /v1/completions whatever the backend, and each backend checks the URL's end
+    // (`_validate_api_url`): a chat backend needs `chat/completions`.
+    let endpoint_field = m.get("endpoint");
+    let path = match &endpoint_field {
+        Some(f) => text(ctx, f)?,
+        None => "/v1/completions".to_string(),
+    };
+    let (suffix, api_name) = match w.api.kind {
+        ApiKind::Chat => ("chat/completions", "OpenAI Chat Completions"),
+        ApiKind::Completion => ("completions", "OpenAI Completions"),
+    };
+    if !path.ends_with(suffix) {
+        let (key, line) = match &endpoint_field {
+            Some(f) => (f.path.clone(), f.line),
+            None => (
+                "endpoint".to_string(),
+                backend_field.as_ref().map_or(0, |f| f.line),
+            ),
+        };
+        return Err(ctx.invalid(
+            &key,
+            line,
+            format!(
+                "backend `{backend}` sends {api_name} requests, whose URL must end with `{suffix}` (vLLM refuses \
+                 `{path}`, its default being /v1/completions); set `endpoint: /v1/{suffix}`"
+            ),
+        ));
+    }
+    if let Some(f) = &endpoint_field
+        && w.api.kind == ApiKind::Completion
+        && path.ends_with("chat/completions")
+    {
+        // vLLM's check passes (the URL ends with `completions`), but it then posts a completions body (a
+        // `prompt`) to the chat endpoint, which every server refuses.
+        return Err(f.invalid(
+            ctx,
+            format!(
+                "backend `{backend}` sends completions requests (a `prompt`), which `{path}` does not take; use \
+                 `backend: openai-chat` for the chat endpoint"
+            ),
+        ));
+    }
+    w.api.endpoint = endpoint_field.is_some().then_some(path);
+    if let Some(f) = m.get("header") {
+        w.api.headers = headers(ctx, &f)?;
     }
     let ignore_eos = match m.take("ignore-eos") {
         Some(f) => flag(ctx, &f)?,
@@ -122,20 +257,27 @@ pub(crate) fn parse(
     };
 
     let num_prompts = match m.get("num-prompts") {
-        Some(f) => positive_u64(ctx, &f)?,
+        Some(f) => {
+            let n = positive_u64(ctx, &f)?;
+            // Every send time is computed before the run (vLLM builds every request first too).
+            limits::check(ctx, &f, Limit::Arrivals, n as f64)?;
+            n
+        }
         None => DEFAULT_NUM_PROMPTS,
     };
-    let rate = match m.get("request-rate") {
+    let rate_field = m.get("request-rate");
+    let rate = match &rate_field {
         None => Rate::Infinite,
         Some(f) => {
-            let t = text(ctx, &f)?;
+            let t = text(ctx, f)?;
             if is_inf(&t) {
                 Rate::Infinite
             } else {
-                let v = number(ctx, &f)?;
+                let v = number(ctx, f)?;
                 if v.is_infinite() && v > 0.0 {
                     Rate::Infinite
                 } else if v > 0.0 {
+                    limits::check(ctx, f, Limit::Rate, v)?;
                     Rate::PerSecond(v)
                 } else {
                     return Err(
@@ -164,12 +306,13 @@ pub(crate) fn parse(
         .get("max-concurrency")
         .map(|f| {
             let n = positive_u64(ctx, &f)?;
+            limits::check(ctx, &f, Limit::Concurrency, n as f64)?;
             u32::try_from(n).map_err(|_| f.invalid(ctx, format!("{n} is too large")))
         })
         .transpose()?;
     for key in ["ramp-up-strategy", "ramp-up-start-rps", "ramp-up-end-rps"] {
         if let Some(f) = m.get(key) {
-            return Err(f.unsupported(ctx, "request-rate ramp-up"));
+            return Err(f.unsupported(ctx, "request-rate ramp-up (`ramp-up-strategy`)"));
         }
     }
     match m.get("seed") {
@@ -184,7 +327,20 @@ pub(crate) fn parse(
         Some(f) => (text(ctx, &f)?, f.line),
         None => ("random".to_string(), 0),
     };
-    w.data = dataset_spec(ctx, &mut m, &dataset.0, dataset.1)?;
+    // The general lengths of recent vLLM: `input-len` sets `random-input-len`, `output-len` every dataset's
+    // output length (serve.py `main_async`).
+    let general = GeneralLengths {
+        input: m
+            .get("input-len")
+            .map(|f| positive_u64(ctx, &f).map(|n| (n, f)))
+            .transpose()?,
+        output: m
+            .get("output-len")
+            .map(|f| positive_u64(ctx, &f).map(|n| (n, f)))
+            .transpose()?,
+    };
+    w.data = dataset_spec(ctx, &mut m, &dataset.0, dataset.1, &general, w.api.kind)?;
+    m.known(&DATASET_KEYS);
     for key in DATASET_KEYS {
         if !m.is_read(key) {
             m.ignore(
@@ -204,14 +360,22 @@ pub(crate) fn parse(
             .map(|s| s.trim().to_string())
             .filter(|s| !s.is_empty())
             .collect();
-        if let Some(bad) = metrics
-            .iter()
-            .find(|s| !matches!(s.as_str(), "ttft" | "tpot" | "itl" | "e2el"))
-        {
-            return Err(f.invalid(
-                ctx,
-                format!("unknown metric `{bad}`; expected ttft, tpot, itl or e2el"),
-            ));
+        for metric in &metrics {
+            match metric.as_str() {
+                "ttft" | "tpot" | "itl" | "e2el" => {}
+                "client_queue_time" | "e2el_including_client_queue" => {
+                    return Err(f.unsupported(
+                        ctx,
+                        format!("the `{metric}` percentile metric (time spent waiting for the client's concurrency cap)"),
+                    ));
+                }
+                other => {
+                    return Err(f.invalid(
+                        ctx,
+                        format!("unknown metric `{other}`; expected ttft, tpot, itl or e2el"),
+                    ));
+                }
+            }
         }
         w.report.percentile_metrics = metrics;
     }
@@ -229,7 +393,9 @@ pub(crate) fn parse(
         w.report.percentiles = out;
     }
     if let Some(f) = m.get("num-warmups") {
-        w.warmup_requests = non_negative_u64(ctx, &f)?;
+        let n = non_negative_u64(ctx, &f)?;
+        limits::check(ctx, &f, Limit::Requests, n as f64)?;
+        w.warmup_requests = n;
     }
     if let Some(f) = m.get("goodput") {
         w.goodput = goodput(ctx, &f)?;
@@ -248,39 +414,25 @@ pub(crate) fn parse(
         if !(v > 0.0 && v.is_finite()) {
             return Err(f.invalid(ctx, format!("must be greater than 0, found {v}")));
         }
+        limits::check(ctx, &f, Limit::Duration, v)?;
         w.request_timeout = Some(
             Duration::try_from_secs_f64(v)
                 .map_err(|_| f.invalid(ctx, format!("{v} s is out of range")))?,
         );
     }
-    for key in [
-        "save-result",
-        "disable-tqdm",
-        "label",
-        "metadata",
-        "append-result",
-    ] {
-        m.skip(key);
-    }
-    for key in [
-        "temperature",
-        "top-p",
-        "top-k",
-        "min-p",
-        "logprobs",
-        "use-beam-search",
-        "lora-modules",
-        "extra-body",
-    ] {
-        if let Some(f) = m.take(key) {
-            let feature = if key == "lora-modules" {
-                "LoRA modules".to_string()
-            } else {
-                format!("the sampling option `--{key}`")
-            };
-            return Err(f.unsupported(ctx, feature));
+    for (key, why) in OUTPUT_ONLY {
+        if why.is_empty() {
+            m.skip(key);
+        } else {
+            m.ignore(ctx, key, why);
         }
     }
+    m.ignore(
+        ctx,
+        "timeline-itl-thresholds",
+        "colours of vLLM's timeline plot, which llmbench does not draw",
+    );
+    refuse_unsupported_flags(ctx, &mut m, w.api.base_url.as_deref())?;
 
     w.stages = vec![Stage {
         load: match rate {
@@ -305,34 +457,175 @@ pub(crate) fn parse(
     Ok(w)
 }
 
+/// Flags that change what is sent or measured in ways llmbench does not reproduce: each is refused when it asks
+/// for something other than what llmbench does (a flag at its default value is accepted).
+fn refuse_unsupported_flags(
+    ctx: &mut Ctx,
+    m: &mut MapReader<'_>,
+    base_url: Option<&str>,
+) -> Result<(), WorkloadError> {
+    for key in REFUSED_BODY_OPTIONS {
+        if let Some(f) = m.take(key) {
+            return Err(f.unsupported(ctx, format!("the request option `--{key}`")));
+        }
+    }
+    if let Some(f) = m.take("use-beam-search")
+        && flag(ctx, &f)?
+    {
+        return Err(f.unsupported(ctx, "beam search (`--use-beam-search`)"));
+    }
+    if let Some(f) = m.take("lora-modules") {
+        return Err(f.unsupported(ctx, "LoRA modules"));
+    }
+    // Only chooses among `lora-modules`, which are refused above.
+    m.ignore(ctx, "lora-assignment", "only used with `lora-modules`");
+    if let Some(f) = m.take("profile")
+        && flag(ctx, &f)?
+    {
+        return Err(f.unsupported(
+            ctx,
+            "vLLM's profiler (`--profile` calls the server's /start_profile and /stop_profile)",
+        ));
+    }
+    if let Some(f) = m.get("request-id-prefix") {
+        return Err(f.unsupported(
+            ctx,
+            "per-request `x-request-id` headers (`request-id-prefix`: remove it, llmbench sends no request ids)",
+        ));
+    }
+    for (key, feature) in [
+        (
+            "ready-check-timeout-sec",
+            "waiting for the endpoint to answer before the run (`ready-check-timeout-sec` above 0)",
+        ),
+        (
+            "probe-request-rate",
+            "probe requests beside the workload (`probe-request-rate` above 0)",
+        ),
+    ] {
+        if let Some(f) = m.get(key)
+            && number(ctx, &f)? != 0.0
+        {
+            return Err(f.unsupported(ctx, feature));
+        }
+    }
+    if let Some(f) = m.take("self-timed") {
+        return Err(f.invalid(
+            ctx,
+            "vLLM accepts `self-timed` only with the `timed_trace` dataset, which llmbench does not run",
+        ));
+    }
+    if let Some(f) = m.take("skip-tokenizer-init")
+        && flag(ctx, &f)?
+    {
+        return Err(f.unsupported(
+                ctx,
+                "running without a tokenizer (`skip-tokenizer-init`: vLLM then counts every prompt as 1 token)",
+            ));
+    }
+    if let Some(f) = m.take("insecure")
+        && flag(ctx, &f)?
+    {
+        if base_url.is_some_and(|u| u.starts_with("https://")) {
+            return Err(f.unsupported(
+                    ctx,
+                    "skipping TLS certificate checks (`insecure`: llmbench always verifies certificates)",
+                ));
+        }
+        ctx.warn(
+            &f.path,
+            f.line,
+            WarningKind::Ignored,
+            "only turns off TLS certificate checks, and the endpoint is not https",
+        );
+    }
+    Ok(())
+}
+
+/// `input-len` / `output-len` with their fields, for messages.
+struct GeneralLengths<'n> {
+    input: Option<(u64, At<'n>)>,
+    output: Option<(u64, At<'n>)>,
+}
+
 fn dataset_spec(
     ctx: &mut Ctx,
     m: &mut MapReader<'_>,
     name: &str,
     line: u32,
+    general: &GeneralLengths<'_>,
+    kind: ApiKind,
 ) -> Result<DataSpec, WorkloadError> {
     let len = |m: &mut MapReader<'_>, key: &str, default: u64| -> Result<u64, WorkloadError> {
         match m.get(key) {
-            Some(f) => non_negative_u64(ctx, &f),
+            Some(f) => {
+                let n = non_negative_u64(ctx, &f)?;
+                limits::check(ctx, &f, Limit::Tokens, n as f64)?;
+                Ok(n)
+            }
             None => Ok(default),
         }
     };
+    let with_general = |n: u64, general: &Option<(u64, At<'_>)>| -> Result<u64, WorkloadError> {
+        match general {
+            Some((g, f)) => {
+                limits::check(ctx, f, Limit::Tokens, *g as f64)?;
+                Ok(*g)
+            }
+            None => Ok(n),
+        }
+    };
+    let shuffle = match m.take("disable-shuffle") {
+        Some(f) => !flag(ctx, &f)?,
+        None => true,
+    };
+    for (key, feature) in [
+        (
+            "no-oversample",
+            "sending fewer requests than `num-prompts` when the dataset is smaller (`no-oversample`)",
+        ),
+        (
+            "enable-multimodal-chat",
+            "multimodal chat messages (`enable-multimodal-chat`)",
+        ),
+    ] {
+        if let Some(f) = m.take(key)
+            && flag(ctx, &f)?
+        {
+            return Err(f.unsupported(ctx, feature));
+        }
+    }
     let spec = match name {
         "random" => {
-            let input = len(m, "random-input-len", DEFAULT_RANDOM_INPUT_LEN)?;
-            let output = len(m, "random-output-len", DEFAULT_RANDOM_OUTPUT_LEN)?;
+            if let Some(f) = m.get("dataset-path") {
+                return Err(f.invalid(
+                    ctx,
+                    "vLLM refuses a `dataset-path` with the `random` dataset; remove it, or choose the dataset \
+                     that reads the file (`sharegpt`, `custom`)",
+                ));
+            }
+            let input = with_general(
+                len(m, "random-input-len", DEFAULT_RANDOM_INPUT_LEN)?,
+                &general.input,
+            )?;
+            let output = with_general(
+                len(m, "random-output-len", DEFAULT_RANDOM_OUTPUT_LEN)?,
+                &general.output,
+            )?;
             let prefix_len = len(m, "random-prefix-len", 0)?;
-            let ratio = match m.get("random-range-ratio") {
-                Some(f) => {
-                    let r = number(ctx, &f)?;
-                    if !(0.0..1.0).contains(&r) {
-                        return Err(f.invalid(ctx, format!("must be in [0, 1), found {r}")));
-                    }
-                    r
-                }
-                None => 0.0,
+            let (input_ratio, output_ratio) = match m.get("random-range-ratio") {
+                Some(f) => range_ratios(ctx, &f)?,
+                None => (0.0, 0.0),
             };
-            let shape = |l: u64| TokenLengths {
+            if let Some(f) = m.get("random-batch-size")
+                && integer(ctx, &f)? != 1
+            {
+                return Err(f.unsupported(
+                    ctx,
+                    "batched prompts (`random-batch-size` other than 1, for embedding benchmarks)",
+                ));
+            }
+            let shape = |l: u64, ratio: f64| TokenLengths {
                 shape: if ratio == 0.0 {
                     LengthShape::Fixed(l)
                 } else {
@@ -341,22 +634,38 @@ fn dataset_spec(
                 total_count: None,
             };
             DataSpec::Random(RandomData {
-                input: shape(input),
-                output: shape(output),
+                input: shape(input, input_ratio),
+                output: shape(output, output_ratio),
                 prefix_len,
                 text: PromptText::RandomTokens,
             })
         }
         "sharegpt" => {
-            let path = m.get("dataset-path").map(|f| text(ctx, &f)).transpose()?;
-            let output = m
-                .get("sharegpt-output-len")
-                .map(|f| non_negative_u64(ctx, &f).map(TokenLengths::fixed))
-                .transpose()?;
+            let path = m
+                .require(
+                    ctx,
+                    "dataset-path",
+                    "the sharegpt dataset is read from a JSON file",
+                )
+                .and_then(|f| text(ctx, &f))?;
+            let output = match m.get("sharegpt-output-len") {
+                Some(f) => {
+                    let n = non_negative_u64(ctx, &f)?;
+                    limits::check(ctx, &f, Limit::Tokens, n as f64)?;
+                    Some(n)
+                }
+                None => None,
+            };
+            let output = match &general.output {
+                Some((n, _)) => Some(*n),
+                None => output,
+            };
             DataSpec::ShareGpt(ShareGpt {
-                path,
+                path: Some(path),
                 input_filter: None,
-                output,
+                output: output.map(TokenLengths::fixed),
+                output_filter: None,
+                shuffle,
             })
         }
         "sonnet" => {
@@ -367,9 +676,29 @@ fn dataset_spec(
                     "the sonnet dataset is read from a text file",
                 )
                 .and_then(|f| text(ctx, &f))?;
+            if kind != ApiKind::Chat {
+                // `get_samples`: with any backend but openai-chat vLLM sends the prompt rendered through the
+                // tokenizer's chat template.
+                return Err(ctx.unsupported(
+                    "dataset-name",
+                    line,
+                    "the `sonnet` dataset with a completions backend (vLLM then sends each prompt rendered \
+                     through the tokenizer's chat template, which llmbench does not render: use `backend: \
+                     openai-chat` with `endpoint: /v1/chat/completions`)",
+                ));
+            }
+            let input_field = m.get("sonnet-input-len");
             let input_len = len(m, "sonnet-input-len", DEFAULT_SONNET_INPUT_LEN)?;
             let output_len = len(m, "sonnet-output-len", DEFAULT_SONNET_OUTPUT_LEN)?;
             let prefix_len = len(m, "sonnet-prefix-len", DEFAULT_SONNET_PREFIX_LEN)?;
+            if input_len == 0 {
+                let line = input_field.map_or(line, |f| f.line);
+                return Err(ctx.invalid(
+                    "sonnet-input-len",
+                    line,
+                    "must be greater than the base prompt's length (vLLM refuses 0)",
+                ));
+            }
             DataSpec::Sonnet(Sonnet {
                 path,
                 input_len,
@@ -378,37 +707,74 @@ fn dataset_spec(
             })
         }
         "custom" => {
-            let path = m
-                .require(
+            let path_field = m.require(
+                ctx,
+                "dataset-path",
+                "the custom dataset is read from a JSONL file",
+            )?;
+            let path = text(ctx, &path_field)?;
+            if !path.ends_with(".jsonl") {
+                return Err(path_field.invalid(
                     ctx,
-                    "dataset-path",
-                    "the custom dataset is read from a file",
-                )
-                .and_then(|f| text(ctx, &f))?;
+                    format!(
+                        "vLLM's custom dataset reads only `.jsonl` files (one JSON record with a `prompt` per \
+                         line); `{path}` is not one"
+                    ),
+                ));
+            }
             let output_len = match m.get("custom-output-len") {
-                None => Some(DEFAULT_CUSTOM_OUTPUT_LEN),
+                None => Some(DEFAULT_CUSTOM_OUTPUT_LEN as u64),
                 Some(f) => {
                     let v = integer(ctx, &f)?;
                     match v {
                         -1 => None,
-                        v if v > 0 => Some(v as u64),
+                        v if v > 0 => {
+                            limits::check(ctx, &f, Limit::Tokens, v as f64)?;
+                            Some(v as u64)
+                        }
                         v => {
                             return Err(f.invalid(
                                 ctx,
                                 format!(
-                                    "must be > 0, or -1 for the dataset's own lengths; found {v}"
+                                    "must be > 0, or -1 for each record's `output_tokens`; found {v}"
                                 ),
                             ));
                         }
                     }
                 }
             };
-            m.skip("custom-skip-chat-template");
-            DataSpec::File(DatasetFile { path, output_len })
+            let output_len = match &general.output {
+                Some((n, _)) => Some(*n),
+                None => output_len,
+            };
+            // `CustomDataset.sample` renders every prompt through the tokenizer's chat template unless told to
+            // skip it, and sends the rendered text (to either endpoint).
+            let mut skip_template = false;
+            for key in ["skip-chat-template", "custom-skip-chat-template"] {
+                if let Some(f) = m.take(key) {
+                    skip_template |= flag(ctx, &f)?;
+                }
+            }
+            if !skip_template {
+                return Err(ctx.unsupported(
+                    "skip-chat-template",
+                    line,
+                    "the `custom` dataset without `skip-chat-template` (vLLM then sends each prompt rendered \
+                     through the tokenizer's chat template, which llmbench does not render: add \
+                     `skip-chat-template: none` to send the prompts as written, or write the rendered prompts \
+                     into the file)",
+                ));
+            }
+            DataSpec::File(DatasetFile {
+                path,
+                output_len,
+                shuffle,
+            })
         }
         "random-mm" | "random-rerank" | "hf" | "burstgpt" | "prefix_repetition"
-        | "prefix-repetition" | "spec_bench" | "spec-bench" | "sharegpt4v" | "visionarena"
-        | "instructcoder" | "mtbench" => {
+        | "prefix-repetition" | "spec_bench" | "spec-bench" | "speed_bench" | "sharegpt4v"
+        | "visionarena" | "instructcoder" | "mtbench" | "custom_image" | "custom_audio"
+        | "timed_trace" => {
             return Err(ctx.unsupported("dataset-name", line, format!("the `{name}` dataset")));
         }
         other => {
@@ -422,6 +788,77 @@ fn dataset_spec(
         }
     };
     Ok(spec)
+}
+
+/// `--random-range-ratio`: one number for both lengths, or (recent vLLM) a JSON object
+/// `{"input": r, "output": r}`; each in [0, 1).
+fn range_ratios(ctx: &Ctx, f: &At<'_>) -> Result<(f64, f64), WorkloadError> {
+    let check = |r: f64| -> Result<f64, WorkloadError> {
+        if (0.0..1.0).contains(&r) {
+            Ok(r)
+        } else {
+            Err(f.invalid(ctx, format!("must be in [0, 1), found {r}")))
+        }
+    };
+    if let Value::Map(entries) = &f.node.value {
+        let get = |name: &str| -> Result<f64, WorkloadError> {
+            match entries.iter().find(|(k, _)| k.name == name) {
+                Some((_, v)) => {
+                    number(ctx, &At::new(v, format!("{}.{name}", f.path), f.line)).and_then(check)
+                }
+                None => Ok(0.0),
+            }
+        };
+        return Ok((get("input")?, get("output")?));
+    }
+    let t = text(ctx, f)?;
+    if t.trim_start().starts_with('{') {
+        let json: serde_json::Value = serde_json::from_str(&t)
+            .map_err(|e| f.invalid(ctx, format!("not a number or a JSON object: {e}")))?;
+        let get = |name: &str| -> Result<f64, WorkloadError> {
+            match json.get(name) {
+                None => Ok(0.0),
+                Some(v) => v
+                    .as_f64()
+                    .ok_or_else(|| f.invalid(ctx, format!("`{name}` is not a number")))
+                    .and_then(check),
+            }
+        };
+        return Ok((get("input")?, get("output")?));
+    }
+    let r = check(number(ctx, f)?)?;
+    Ok((r, r))
+}
+
+/// `--header KEY=VALUE [KEY=VALUE...]`: pairs separated by whitespace (or given as a list); vLLM refuses a pair
+/// without `=`.
+fn headers(ctx: &Ctx, f: &At<'_>) -> Result<Vec<(String, String)>, WorkloadError> {
+    let items: Vec<String> = match &f.node.value {
+        Value::Seq(items) => items
+            .iter()
+            .map(|n| {
+                n.scalar_text()
+                    .ok_or_else(|| ctx.wrong_type(&f.path, n, "KEY=VALUE text"))
+            })
+            .collect::<Result<_, _>>()?,
+        _ => text(ctx, f)?
+            .split_whitespace()
+            .map(str::to_string)
+            .collect(),
+    };
+    items
+        .iter()
+        .map(|item| {
+            let (k, v) = item.split_once('=').ok_or_else(|| {
+                f.invalid(ctx, format!("`{item}` is not KEY=VALUE (vLLM refuses it)"))
+            })?;
+            let k = k.trim();
+            if k.is_empty() {
+                return Err(f.invalid(ctx, format!("`{item}` has an empty header name")));
+            }
+            Ok((k.to_string(), v.trim().to_string()))
+        })
+        .collect()
 }
 
 /// `--goodput ttft:500 tpot:50` (milliseconds); commas are accepted as separators too.

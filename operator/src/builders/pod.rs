@@ -25,6 +25,12 @@ pub const TERMINATION_LOG: &str = "/dev/termination-log";
 pub const LAUNCHER_UID: i64 = 65532;
 /// Label with the pod's index among the run's launchers.
 pub const LAUNCHER_INDEX_LABEL: &str = "llmbench.dev/launcher-index";
+/// After SIGTERM (the pod deleted, or the run's timeout), how long the launcher lets requests in flight finish
+/// before it records them as cancelled (`llmbench run --interrupt-grace`).
+pub const LAUNCHER_INTERRUPT_GRACE_SECONDS: i64 = 5;
+/// The pod's `terminationGracePeriodSeconds`: the launcher's interrupt grace, then time to write every report of
+/// a long run (a million records take a few seconds per format), before the kubelet sends SIGKILL.
+pub const LAUNCHER_TERMINATION_GRACE_SECONDS: i64 = 60;
 
 /// Operator-wide launcher settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -104,6 +110,13 @@ pub fn launcher_pod(
             TERMINATION_LOG.to_owned(),
         ]
     } else {
+        // A nested resultsDir (`team/bench-1`) is an output directory and a run id: the launcher takes a run id
+        // of one path component only.
+        let results_dir = run_id(run)?;
+        let (output, id) = match results_dir.rsplit_once('/') {
+            Some((parent, id)) => (format!("{WORKLOAD_MOUNT_PATH}/{parent}"), id.to_owned()),
+            None => (WORKLOAD_MOUNT_PATH.to_owned(), results_dir.clone()),
+        };
         let mut args = vec![
             "llmbench".to_owned(),
             "run".to_owned(),
@@ -114,13 +127,15 @@ pub fn launcher_pod(
             "--model".to_owned(),
             spec.stack.model.clone(),
             "--output".to_owned(),
-            WORKLOAD_MOUNT_PATH.to_owned(),
+            output,
             "--run-id".to_owned(),
-            run_id(run)?,
+            id,
             "--summary-file".to_owned(),
             TERMINATION_LOG.to_owned(),
             "--shard".to_owned(),
             format!("{index}/{parallelism}"),
+            "--interrupt-grace".to_owned(),
+            format!("{LAUNCHER_INTERRUPT_GRACE_SECONDS}s"),
         ];
         if let Some(endpoint) = values.get(well_known::ENDPOINT_URL) {
             args.extend(["--endpoint".to_owned(), endpoint.clone()]);
@@ -270,6 +285,7 @@ pub fn launcher_pod(
         },
         spec: Some(PodSpec {
             restart_policy: Some("Never".to_owned()),
+            termination_grace_period_seconds: Some(LAUNCHER_TERMINATION_GRACE_SECONDS),
             service_account_name: spec.launcher.service_account_name.clone(),
             // The launcher needs no API access: no token is mounted.
             automount_service_account_token: Some(false),
@@ -320,12 +336,37 @@ mod tests {
             command,
             "llmbench run --harness inference-perf --profile /etc/llmbench/profile/profile.yaml --model \
              meta-llama/Llama-3.1-8B-Instruct --output /requests --run-id bench-1-0f3c9a2e --summary-file \
-             /dev/termination-log --shard 0/1 --endpoint http://vllm.llm-d.svc:8000 --tokenizer \
-             meta-llama/Llama-3.1-8B-Instruct"
+             /dev/termination-log --shard 0/1 --interrupt-grace 5s --endpoint http://vllm.llm-d.svc:8000 \
+             --tokenizer meta-llama/Llama-3.1-8B-Instruct"
         );
         assert_eq!(
             container(&pod).image.as_deref(),
             Some("ghcr.io/llmbench/llmbench:0.1.0")
+        );
+    }
+
+    #[test]
+    fn the_pod_gives_the_launcher_time_to_record_an_interrupted_run() {
+        let pod = launcher_pod(&fixtures::run(fixtures::BASIC), 0, &settings()).expect("builds");
+        let spec = pod.spec.as_ref().expect("spec");
+        let grace = spec
+            .termination_grace_period_seconds
+            .expect("a termination grace period");
+        // The launcher's own grace for requests in flight, then at least 30 s to write its reports.
+        assert!(grace >= LAUNCHER_INTERRUPT_GRACE_SECONDS + 30, "{grace}");
+        let command = container(&pod).command.clone().expect("command").join(" ");
+        assert!(command.contains("--interrupt-grace 5s"), "{command}");
+    }
+
+    #[test]
+    fn a_nested_results_dir_becomes_an_output_directory_and_a_one_component_run_id() {
+        let mut run = fixtures::run(fixtures::BASIC);
+        run.spec.results_dir = Some("team-a/bench-7".to_owned());
+        let pod = launcher_pod(&run, 0, &settings()).expect("builds");
+        let command = container(&pod).command.clone().expect("command").join(" ");
+        assert!(
+            command.contains("--output /requests/team-a --run-id bench-7 "),
+            "{command}"
         );
     }
 

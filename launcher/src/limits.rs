@@ -1,0 +1,598 @@
+//! Limits on what a profile may ask for, and the run's memory estimate.
+//!
+//! Every figure a profile sets is checked at parse time against a limit chosen generously above any real
+//! workload, so an absurd value — a rate of 1e12, a two-billion-token prompt, a duration of `u64::MAX` seconds —
+//! is refused with an error naming the key, the value and the limit, instead of aborting the process on an
+//! allocation sized from it, or running for centuries. [`estimate_run_memory`] then tells the caller how much
+//! memory the prompts and the in-memory records of a run will take, and [`check_fits`] refuses a run that cannot
+//! fit in what the launcher has, before the first prompt is built.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::prompts::{DEFAULT_PROMPTS, MAX_PROMPTS};
+use crate::workload::{
+    Arrival, DataSpec, LengthShape, Stage, TokenLengths, Workload, WorkloadError,
+};
+
+/// Requests per second. No single OpenAI-compatible endpoint takes a million requests a second; a larger figure
+/// is a typo (an extra zero group, milliseconds for seconds), and it would ask for more send times than a
+/// schedule can hold.
+pub const MAX_RATE: f64 = 1_000_000.0;
+/// Requests of one closed-loop stage (`num_requests`, guidellm `max_requests`). A billion requests at a thousand a
+/// second is eleven days of traffic; the per-request records of such a stage alone would need hundreds of GB.
+pub const MAX_REQUESTS: u64 = 1_000_000_000;
+/// Send times of one open-loop stage, all computed before the stage starts (16 bytes each): the schedule's own cap,
+/// [`crate::workload::MAX_ARRIVALS`], which a profile must stay under rather than be silently cut to.
+pub const MAX_ARRIVALS: u64 = crate::workload::MAX_ARRIVALS;
+/// Tokens of one prompt or one answer. The longest context windows of 2026 are a few million tokens; ten million
+/// bounds a prompt's text at about 80 MB.
+pub const MAX_TOKENS: u64 = 10_000_000;
+/// One stage's (or one pause's) duration: 30 days. Longer soak tests are a sequence of runs.
+pub const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
+/// Requests in flight at once. Each costs a task and a connection (about 5 KiB); a million is 5 GB and far more
+/// sockets than one launcher pod can open.
+pub const MAX_CONCURRENCY: u64 = 1_000_000;
+/// Stages of one run (inference-perf `stages[]`, guidellm rate lists and `benchmarks[]`, sweep sizes).
+pub const MAX_STAGES: u64 = 10_000;
+/// Distinct shared prefixes (guidellm `prefix_count`, inference-perf `num_groups`): each is synthesised and kept
+/// for the whole run.
+pub const MAX_PREFIXES: u64 = 1_000_000;
+/// Prompts a profile asks to pre-generate (guidellm `samples`, inference-perf `total_count`, shared-prefix
+/// groups × prompts per group). llmbench builds at most [`MAX_PROMPTS`] and cycles through them, except for shared
+/// prefixes, whose every prompt is built.
+pub const MAX_SAMPLES: u64 = 10_000_000;
+/// Turns of one synthetic conversation.
+pub const MAX_TURNS: u64 = 10_000;
+
+/// Bytes one prompt token takes in memory, counted generously: a plain-word token of the built-in tokenizer is
+/// six to eight bytes of text with its space, a BPE token of English text about four.
+pub const BYTES_PER_TOKEN: u64 = 8;
+/// Copies of each prompt's text held while a run goes: the prompt itself and the request body prepared from it.
+pub const PROMPT_COPIES: u64 = 2;
+/// Bytes of one chunk event in a request's record (its arrival time and token count).
+pub const BYTES_PER_CHUNK: u64 = 16;
+/// Bytes of one request's record apart from its chunks: timestamps, counts, status, the chunk list's header and
+/// the allocator's rounding. The launcher keeps every record until the run ends.
+pub const RECORD_BYTES: u64 = 256;
+/// Tokens assumed for a prompt whose length only the dataset file knows (ShareGPT, custom files): vLLM's
+/// ShareGPT filter keeps prompts of at most 1024 tokens.
+pub const NOMINAL_DATASET_PROMPT_TOKENS: u64 = 1024;
+/// Answer tokens assumed when the profile leaves `max_tokens` to the server.
+pub const NOMINAL_OUTPUT_TOKENS: u64 = 256;
+
+/// One of the parse-time limits, with what it bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Limit {
+    Rate,
+    Requests,
+    Arrivals,
+    Tokens,
+    Duration,
+    Concurrency,
+    Stages,
+    Prefixes,
+    Samples,
+    Turns,
+}
+
+impl Limit {
+    fn max(self) -> f64 {
+        match self {
+            Limit::Rate => MAX_RATE,
+            Limit::Requests => MAX_REQUESTS as f64,
+            Limit::Arrivals => MAX_ARRIVALS as f64,
+            Limit::Tokens => MAX_TOKENS as f64,
+            Limit::Duration => MAX_DURATION.as_secs_f64(),
+            Limit::Concurrency => MAX_CONCURRENCY as f64,
+            Limit::Stages => MAX_STAGES as f64,
+            Limit::Prefixes => MAX_PREFIXES as f64,
+            Limit::Samples => MAX_SAMPLES as f64,
+            Limit::Turns => MAX_TURNS as f64,
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            Limit::Rate => "requests/s",
+            Limit::Requests => "requests per stage",
+            Limit::Arrivals => "send times per stage (computed before the stage starts)",
+            Limit::Tokens => "tokens per prompt or answer",
+            Limit::Duration => "seconds (30 days)",
+            Limit::Concurrency => "requests in flight",
+            Limit::Stages => "stages per run",
+            Limit::Prefixes => "distinct shared prefixes",
+            Limit::Samples => "pre-generated prompts",
+            Limit::Turns => "turns per conversation",
+        }
+    }
+}
+
+/// Why `value` of the key at `at` is refused, or `Ok` when it is within `limit`.
+pub(crate) fn check(
+    ctx: &crate::workload::reader::Ctx,
+    at: &crate::workload::reader::At<'_>,
+    limit: Limit,
+    value: f64,
+) -> Result<(), WorkloadError> {
+    if value <= limit.max() {
+        return Ok(());
+    }
+    Err(at.invalid(ctx, exceeded(limit, value)))
+}
+
+/// The message of a refused figure.
+pub(crate) fn exceeded(limit: Limit, value: f64) -> String {
+    format!(
+        "{} is above llmbench's limit of {} {}; no real workload needs more, so this is taken for a mistake \
+         (see llmbench::limits)",
+        figure(value),
+        figure(limit.max()),
+        limit.what()
+    )
+}
+
+/// A figure as a person writes it: whole numbers without a fraction, huge ones in exponent form.
+fn figure(v: f64) -> String {
+    if v.abs() >= 1e15 {
+        format!("{v:e}")
+    } else if v.fract() == 0.0 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v}")
+    }
+}
+
+/// How much memory a run will hold, by part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryEstimate {
+    /// Prompts built before the clock starts.
+    pub prompts: u64,
+    /// Their text, each held twice (the prompt and its prepared request body), plus shared prefixes.
+    pub prompt_bytes: u64,
+    /// Requests whose records are kept until the run ends; 0 when nothing bounds the run's length.
+    pub requests: u64,
+    /// Whether `requests` is a bound (false: a duration-limited closed loop, whose request count only the
+    /// server's speed decides).
+    pub requests_bounded: bool,
+    /// Response chunks expected per request (one per token when streaming, one otherwise).
+    pub chunks_per_request: u64,
+    /// The records: [`RECORD_BYTES`] each plus [`BYTES_PER_CHUNK`] per expected chunk.
+    pub record_bytes: u64,
+    pub total_bytes: u64,
+}
+
+impl fmt::Display for MemoryEstimate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} ({} prompts: {}; {}{} request records of ~{} chunks: {})",
+            bytes(self.total_bytes),
+            self.prompts,
+            bytes(self.prompt_bytes),
+            if self.requests_bounded {
+                ""
+            } else {
+                "at least "
+            },
+            self.requests,
+            self.chunks_per_request,
+            bytes(self.record_bytes)
+        )
+    }
+}
+
+/// A byte count in binary units, one decimal.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// Why a run cannot start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LimitError {
+    /// The estimate does not fit in the memory the launcher has.
+    #[error(
+        "the run would need about {estimate} of memory, but only {} is available to the launcher; lower the \
+         request count or duration, the prompt lengths or the number of prompts, or give the launcher more memory",
+        bytes(*available)
+    )]
+    OutOfMemory {
+        estimate: MemoryEstimate,
+        available: u64,
+    },
+}
+
+/// What the prompts and request records of `workload` will take, `expected_requests` being how many requests
+/// the plan issues when the caller knows (as `prompts::build_prompts` takes it). Pure: a function of the
+/// workload's figures only (a dataset file's prompts are counted at [`NOMINAL_DATASET_PROMPT_TOKENS`]).
+pub fn estimate_run_memory(workload: &Workload, expected_requests: Option<u64>) -> MemoryEstimate {
+    let (requests, requests_bounded) = match expected_requests {
+        Some(n) => (n, true),
+        None => workload_requests(workload),
+    };
+    // The prompt pool as `build_prompts` sizes it.
+    let pool = |declared: Option<u64>| -> u64 {
+        let n = match (declared, expected_requests) {
+            (Some(d), Some(e)) => d.min(e),
+            (Some(n), None) | (None, Some(n)) => n,
+            (None, None) => DEFAULT_PROMPTS,
+        };
+        n.clamp(1, MAX_PROMPTS)
+    };
+    let (prompts, tokens_per_prompt, shared_tokens, output): (u64, f64, f64, Option<f64>) =
+        match &workload.data {
+            DataSpec::Mock => (pool(None), 10.0, 0.0, Some(30.0)),
+            DataSpec::Random(r) => (
+                pool(r.input.total_count),
+                mean_tokens(&r.input) + r.prefix_len as f64,
+                r.prefix_len as f64,
+                Some(mean_tokens(&r.output)),
+            ),
+            DataSpec::SyntheticText(s) => {
+                let weights: f64 = s
+                    .prefix_buckets
+                    .iter()
+                    .map(|b| b.bucket_weight as f64)
+                    .sum();
+                let mean_prefix = if weights > 0.0 {
+                    s.prefix_buckets
+                        .iter()
+                        .map(|b| b.bucket_weight as f64 * b.prefix_tokens as f64)
+                        .sum::<f64>()
+                        / weights
+                } else {
+                    0.0
+                };
+                let all_prefixes: f64 = s
+                    .prefix_buckets
+                    .iter()
+                    .map(|b| b.prefix_count as f64 * b.prefix_tokens as f64)
+                    .sum();
+                (
+                    pool(Some(s.samples)),
+                    mean_tokens(&s.prompt) + mean_prefix,
+                    all_prefixes,
+                    s.output.as_ref().map(mean_tokens),
+                )
+            }
+            DataSpec::SharedPrefix(p) => {
+                // Every prompt of every group is built, whatever the pool.
+                let n = p.num_groups.saturating_mul(p.num_prompts_per_group);
+                let system = mean_tokens(&p.system_prompt_len);
+                (
+                    n,
+                    system + mean_tokens(&p.question_len),
+                    p.num_groups as f64 * system,
+                    Some(mean_tokens(&p.output_len)),
+                )
+            }
+            DataSpec::ShareGpt(s) => (
+                pool(None),
+                s.input_filter
+                    .as_ref()
+                    .map_or(NOMINAL_DATASET_PROMPT_TOKENS as f64, |f| {
+                        max_tokens(f).min(NOMINAL_DATASET_PROMPT_TOKENS) as f64
+                    }),
+                0.0,
+                s.output.as_ref().map(mean_tokens),
+            ),
+            DataSpec::Sonnet(s) => (
+                pool(None),
+                s.input_len as f64,
+                0.0,
+                Some(s.output_len as f64),
+            ),
+            DataSpec::File(f) => (
+                pool(None),
+                NOMINAL_DATASET_PROMPT_TOKENS as f64,
+                0.0,
+                f.output_len.map(|n| n as f64),
+            ),
+        };
+    let prompt_tokens = prompts as f64 * tokens_per_prompt + shared_tokens;
+    let prompt_bytes = saturating(prompt_tokens * (BYTES_PER_TOKEN * PROMPT_COPIES) as f64);
+    let chunks_per_request = if workload.api.streaming {
+        saturating(output.unwrap_or(NOMINAL_OUTPUT_TOKENS as f64).max(1.0))
+    } else {
+        1
+    };
+    let per_request =
+        RECORD_BYTES.saturating_add(BYTES_PER_CHUNK.saturating_mul(chunks_per_request));
+    let record_bytes = requests.saturating_mul(per_request);
+    MemoryEstimate {
+        prompts,
+        prompt_bytes,
+        requests,
+        requests_bounded,
+        chunks_per_request,
+        record_bytes,
+        total_bytes: prompt_bytes.saturating_add(record_bytes),
+    }
+}
+
+/// `Ok` when `estimate` fits in `available_bytes`; otherwise an error stating both.
+pub fn check_fits(estimate: &MemoryEstimate, available_bytes: u64) -> Result<(), LimitError> {
+    if estimate.total_bytes <= available_bytes {
+        Ok(())
+    } else {
+        Err(LimitError::OutOfMemory {
+            estimate: *estimate,
+            available: available_bytes,
+        })
+    }
+}
+
+/// The requests the workload's own limits bound it to, and whether every stage is bounded.
+fn workload_requests(workload: &Workload) -> (u64, bool) {
+    let mut total: u64 = workload.warmup_requests;
+    let mut bounded = true;
+    for stage in &workload.stages {
+        match stage_requests(stage) {
+            Some(n) => total = total.saturating_add(n),
+            None => bounded = false,
+        }
+    }
+    (total, bounded)
+}
+
+/// How many requests a stage sends at most, when its figures say.
+fn stage_requests(stage: &Stage) -> Option<u64> {
+    let by_rate = |rate: f64, d: Duration| saturating((rate * d.as_secs_f64()).floor());
+    let from_arrival = match &stage.arrival {
+        Arrival::InferencePerfConstant { rate, duration }
+        | Arrival::InferencePerfPoisson { rate, duration } => Some(by_rate(*rate, *duration)),
+        Arrival::GuidellmConstant { rate, .. } | Arrival::GuidellmPoisson { rate } => {
+            stage.limit.duration.map(|d| by_rate(*rate, d))
+        }
+        Arrival::VllmGamma { count, .. } => Some(*count),
+        Arrival::Closed { .. } | Arrival::Sweep(_) => None,
+    };
+    match (from_arrival, stage.limit.requests) {
+        (Some(a), Some(r)) => Some(a.min(r)),
+        (a, r) => a.or(r),
+    }
+}
+
+/// The mean of a length distribution as sampled (clipped to its bounds).
+fn mean_tokens(lengths: &TokenLengths) -> f64 {
+    match lengths.shape {
+        LengthShape::Fixed(n) => n as f64,
+        LengthShape::Uniform { min, max } => (min as f64 + max as f64) / 2.0,
+        LengthShape::Normal { mean, min, max, .. }
+        | LengthShape::SkewNormal { mean, min, max, .. }
+        | LengthShape::LogNormal { mean, min, max, .. }
+        | LengthShape::Poisson { mean, min, max } => mean.clamp(min as f64, max as f64),
+        LengthShape::RangeRatio { len, .. } => len as f64,
+    }
+}
+
+/// The largest length a distribution can draw.
+fn max_tokens(lengths: &TokenLengths) -> u64 {
+    match lengths.shape {
+        LengthShape::Fixed(n) => n,
+        LengthShape::Uniform { max, .. }
+        | LengthShape::Normal { max, .. }
+        | LengthShape::SkewNormal { max, .. }
+        | LengthShape::LogNormal { max, .. }
+        | LengthShape::Poisson { max, .. } => max,
+        LengthShape::RangeRatio { len, ratio } => saturating((len as f64 * (1.0 + ratio)).ceil()),
+    }
+}
+
+fn saturating(v: f64) -> u64 {
+    if v.is_nan() || v <= 0.0 {
+        0
+    } else if v >= u64::MAX as f64 {
+        u64::MAX
+    } else {
+        v as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{
+        Api, Dialect, Harness, LoadKind, PromptText, RandomData, SharedPrefix, StageLimit,
+        SyntheticText,
+    };
+
+    fn workload(data: DataSpec, streaming: bool, stages: Vec<Stage>) -> Workload {
+        let mut w = Workload::empty(Harness::InferencePerf, Dialect::InferencePerf);
+        w.api = Api {
+            streaming,
+            ..Api::default()
+        };
+        w.data = data;
+        w.stages = stages;
+        w
+    }
+
+    fn closed(requests: Option<u64>, duration: Option<Duration>) -> Stage {
+        Stage {
+            load: LoadKind::Concurrent,
+            arrival: Arrival::Closed {
+                concurrency: 4,
+                rampup: Duration::ZERO,
+            },
+            limit: StageLimit {
+                requests,
+                duration,
+                ..StageLimit::default()
+            },
+            max_concurrency: None,
+            warmup: None,
+            cooldown: None,
+        }
+    }
+
+    fn random(input: u64, output: u64) -> DataSpec {
+        DataSpec::Random(RandomData {
+            input: TokenLengths::fixed(input),
+            output: TokenLengths::fixed(output),
+            prefix_len: 0,
+            text: PromptText::RandomTokens,
+        })
+    }
+
+    #[test]
+    fn streaming_random_run_is_prompts_times_sixteen_bytes_a_token_plus_records() {
+        // 1000 requests of 512-token prompts and 128-token streamed answers: the pool is 1000 prompts;
+        // prompts 1000 × 512 tokens × 8 B × 2 copies = 8 192 000 B;
+        // records 1000 × (256 + 16 × 128) = 1000 × 2304 = 2 304 000 B.
+        let w = workload(random(512, 128), true, vec![closed(Some(1000), None)]);
+        let e = estimate_run_memory(&w, Some(1000));
+        assert_eq!(e.prompts, 1000);
+        assert_eq!(e.prompt_bytes, 8_192_000);
+        assert_eq!(e.chunks_per_request, 128);
+        assert_eq!(e.record_bytes, 2_304_000);
+        assert_eq!(e.total_bytes, 10_496_000);
+        assert!(e.requests_bounded);
+    }
+
+    #[test]
+    fn non_streaming_records_hold_one_chunk_and_the_pool_stops_at_max_prompts() {
+        // 10 million requests: the pool stops at 200 000 prompts of 100 tokens = 200 000 × 100 × 16 = 320 000 000 B;
+        // records 10 000 000 × (256 + 16) = 2 720 000 000 B.
+        let w = workload(random(100, 50), false, vec![closed(Some(10_000_000), None)]);
+        let e = estimate_run_memory(&w, Some(10_000_000));
+        assert_eq!(e.prompts, MAX_PROMPTS);
+        assert_eq!(e.prompt_bytes, 320_000_000);
+        assert_eq!(e.record_bytes, 2_720_000_000);
+        assert_eq!(e.total_bytes, 3_040_000_000);
+    }
+
+    #[test]
+    fn shared_prefix_builds_every_group_prompt_and_keeps_each_system_prompt() {
+        // 10 groups × 20 prompts = 200 prompts of 100 + 50 tokens = 30 000 tokens, plus the 10 system prompts
+        // kept while building (1000 tokens): 31 000 × 16 = 496 000 B. No requests known: 0 records, unbounded.
+        let data = DataSpec::SharedPrefix(SharedPrefix {
+            num_groups: 10,
+            num_prompts_per_group: 20,
+            system_prompt_len: TokenLengths::fixed(100),
+            question_len: TokenLengths::fixed(50),
+            output_len: TokenLengths::fixed(10),
+            seed: None,
+            multi_turn: false,
+        });
+        let w = workload(
+            data,
+            true,
+            vec![closed(None, Some(Duration::from_secs(60)))],
+        );
+        let e = estimate_run_memory(&w, None);
+        assert_eq!((e.prompts, e.prompt_bytes), (200, 496_000));
+        assert_eq!((e.requests, e.requests_bounded), (0, false));
+    }
+
+    #[test]
+    fn without_expected_requests_the_stage_limits_bound_the_records() {
+        // A constant inference-perf stage of 2 req/s for 30 s sends 60; a closed stage of 40: 100 requests of
+        // mock data (30-token answers, streamed): 100 × (256 + 16 × 30) = 73 600 B.
+        let stages = vec![
+            Stage {
+                load: LoadKind::Constant,
+                arrival: Arrival::InferencePerfConstant {
+                    rate: 2.0,
+                    duration: Duration::from_secs(30),
+                },
+                limit: StageLimit::duration(Duration::from_secs(30)),
+                max_concurrency: None,
+                warmup: None,
+                cooldown: None,
+            },
+            closed(Some(40), None),
+        ];
+        let w = workload(DataSpec::Mock, true, stages);
+        let e = estimate_run_memory(&w, None);
+        assert_eq!((e.requests, e.requests_bounded), (100, true));
+        assert_eq!(e.record_bytes, 73_600);
+        // The pool without an expected count is DEFAULT_PROMPTS of 10 tokens: 1000 × 10 × 16.
+        assert_eq!(e.prompt_bytes, 160_000);
+    }
+
+    #[test]
+    fn synthetic_prefix_buckets_add_their_weighted_mean_and_every_prefix() {
+        // samples 100, prompts of 200 tokens; buckets (1000 tokens × 2, weight 100) and (0 tokens × 1, weight
+        // 300): mean prefix 1000 × 100 / 400 = 250; all prefixes 2000 tokens.
+        // (100 × 450 + 2000) × 16 = 752 000 B.
+        let data = DataSpec::SyntheticText(SyntheticText {
+            prompt: TokenLengths::fixed(200),
+            output: None,
+            turns: 1,
+            prefix_buckets: vec![
+                crate::workload::PrefixBucket {
+                    prefix_tokens: 1000,
+                    prefix_count: 2,
+                    bucket_weight: 100,
+                },
+                crate::workload::PrefixBucket {
+                    prefix_tokens: 0,
+                    prefix_count: 1,
+                    bucket_weight: 300,
+                },
+            ],
+            samples: 100,
+        });
+        let w = workload(data, true, vec![closed(Some(500), None)]);
+        let e = estimate_run_memory(&w, Some(500));
+        assert_eq!(e.prompts, 100);
+        assert_eq!(e.prompt_bytes, 752_000);
+        // No output length: the nominal 256 chunks.
+        assert_eq!(e.chunks_per_request, NOMINAL_OUTPUT_TOKENS);
+    }
+
+    #[test]
+    fn check_fits_states_the_estimate_and_the_available_memory() {
+        let w = workload(random(512, 128), true, vec![closed(Some(1000), None)]);
+        let e = estimate_run_memory(&w, Some(1000));
+        assert_eq!(check_fits(&e, 10_496_000), Ok(()));
+        let err = check_fits(&e, 10 * 1024 * 1024).unwrap_err();
+        let msg = err.to_string();
+        // 10 496 000 B = 10.0 MiB (10.009...); available 10 MiB exactly.
+        assert!(msg.contains("about 10.0 MiB"), "{msg}");
+        assert!(msg.contains("only 10.0 MiB is available"), "{msg}");
+        assert!(msg.contains("1000 prompts"), "{msg}");
+        let tiny = check_fits(&e, 1000).unwrap_err().to_string();
+        assert!(tiny.contains("only 1000 B is available"), "{tiny}");
+    }
+
+    #[test]
+    fn absurd_figures_saturate_instead_of_overflowing() {
+        let data = DataSpec::SharedPrefix(SharedPrefix {
+            num_groups: u64::MAX,
+            num_prompts_per_group: u64::MAX,
+            system_prompt_len: TokenLengths::fixed(u64::MAX),
+            question_len: TokenLengths::fixed(u64::MAX),
+            output_len: TokenLengths::fixed(u64::MAX),
+            seed: None,
+            multi_turn: false,
+        });
+        let w = workload(data, true, vec![closed(Some(u64::MAX), None)]);
+        let e = estimate_run_memory(&w, Some(u64::MAX));
+        assert_eq!(e.total_bytes, u64::MAX);
+        assert!(check_fits(&e, u64::MAX - 1).is_err());
+    }
+
+    #[test]
+    fn refusals_name_the_value_and_the_limit() {
+        assert_eq!(
+            exceeded(Limit::Rate, 1e12),
+            "1000000000000 is above llmbench's limit of 1000000 requests/s; no real workload needs more, so this \
+             is taken for a mistake (see llmbench::limits)"
+        );
+        assert!(exceeded(Limit::Tokens, 2.5e9).contains("limit of 10000000 tokens"));
+        assert!(exceeded(Limit::Duration, 1.8e19).contains("1.8e19"));
+    }
+}

@@ -1,0 +1,691 @@
+//! The run's contract with the user, through the real binary: which server a run drives and its first line
+//! saying so; results directories that are never reused by accident; SIGTERM, SIGINT and SIGKILL mid-run losing
+//! nothing that was measured; multi-turn conversations whose requests carry the history on the wire; warm-up,
+//! goodput and per-request files where profiles ask for them.
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn llmbench() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_llmbench"));
+    command.env("RUST_LOG", "warn").env_remove("HTTP_PROXY");
+    command
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write fixture");
+    path
+}
+
+fn json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn records(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("requests.jsonl"))
+        .expect("requests.jsonl")
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// A tiny OpenAI-compatible server that keeps every request body it reads and answers each with a streamed
+/// completion or chat chunk carrying `answer`, then `[DONE]`.
+struct CaptureServer {
+    url: String,
+    bodies: Arc<Mutex<Vec<Value>>>,
+}
+
+impl CaptureServer {
+    fn start(answer: &'static str) -> CaptureServer {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let bodies = Arc::new(Mutex::new(Vec::new()));
+        let kept = Arc::clone(&bodies);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { return };
+                let kept = Arc::clone(&kept);
+                std::thread::spawn(move || serve(stream, &kept, answer));
+            }
+        });
+        CaptureServer { url, bodies }
+    }
+
+    fn bodies(&self) -> Vec<Value> {
+        self.bodies.lock().expect("lock").clone()
+    }
+}
+
+fn serve(stream: std::net::TcpStream, kept: &Mutex<Vec<Value>>, answer: &str) {
+    let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+    let mut writer = stream;
+    loop {
+        let mut length = 0usize;
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            if line == "\r\n" {
+                break;
+            }
+            if let Some(v) = line
+                .to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(str::trim)
+                .and_then(|v| v.parse().ok())
+            {
+                length = v;
+            }
+        }
+        let mut body = vec![0; length];
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let chat = body.get("messages").is_some();
+        kept.lock().expect("lock").push(body);
+        let words = answer.split_whitespace().count();
+        let chunk = if chat {
+            serde_json::json!({"choices": [{"index": 0, "delta": {"content": answer}, "finish_reason": "length"}]})
+        } else {
+            serde_json::json!({"choices": [{"index": 0, "text": answer, "finish_reason": "length"}]})
+        };
+        let usage = serde_json::json!({"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": words}});
+        let events = format!("data: {chunk}\n\ndata: {usage}\n\ndata: [DONE]\n\n");
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n",
+            events.len()
+        );
+        if writer.write_all(head.as_bytes()).is_err()
+            || writer.write_all(events.as_bytes()).is_err()
+        {
+            return;
+        }
+    }
+}
+
+#[test]
+fn a_profile_that_names_its_server_is_run_against_it_and_the_first_line_says_so() {
+    let server = CaptureServer::start("one two");
+    let dir = tempfile::tempdir().expect("tmp");
+    let profile = write(
+        dir.path(),
+        "p.yaml",
+        &format!(
+            "base-url: {}\nmodel: served-model\ndataset-name: random\nrandom-input-len: 4\nrandom-output-len: 2\n\
+             num-prompts: 3\nrequest-rate: 100\n",
+            server.url
+        ),
+    );
+    let output = llmbench()
+        .args(["run", "--harness", "vllm-benchmark", "--profile"])
+        .arg(&profile)
+        .args([
+            "--tokenizer",
+            "builtin",
+            "--run-id",
+            "own-server",
+            "--output",
+        ])
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let first = stdout(&output)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(first.contains(&server.url), "{first}");
+    assert!(first.contains("the server the profile names"), "{first}");
+    let bodies = server.bodies();
+    assert_eq!(bodies.len(), 3);
+    assert!(bodies.iter().all(|b| b["model"] == "served-model"));
+}
+
+#[test]
+fn with_no_endpoint_anywhere_the_embedded_simulator_runs_and_the_first_line_says_so() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let output = llmbench()
+        .args([
+            "run",
+            "--harness",
+            "inference-perf",
+            "--profile",
+            "sanity_random",
+        ])
+        .args([
+            "--override",
+            "load.stages.0.duration=1",
+            "--override",
+            "load.stages.0.rate=5",
+        ])
+        .args(["--run-id", "embedded", "--output"])
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let first = stdout(&output)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(first.contains("embedded simulator"), "{first}");
+}
+
+#[test]
+fn an_endpoint_that_is_not_a_url_is_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().expect("tmp");
+    for (endpoint, expected) in [
+        ("localhost:8000", "http:// or https://"),
+        ("vllm", "not a valid URL"),
+        ("ftp://x", "http:// or https://"),
+    ] {
+        let output = llmbench()
+            .args([
+                "run",
+                "--harness",
+                "inference-perf",
+                "--profile",
+                "sanity_random",
+            ])
+            .args(["--endpoint", endpoint, "--model", "m", "--output"])
+            .arg(dir.path())
+            .output()
+            .expect("runs");
+        assert_eq!(output.status.code(), Some(1), "{endpoint}");
+        let err = stderr(&output);
+        assert!(
+            err.contains(expected) && err.contains("--endpoint"),
+            "{endpoint}: {err}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(dir.path()).expect("dir").count(),
+        0,
+        "nothing written"
+    );
+}
+
+/// A run against the embedded simulator of `num-prompts` requests at `rate`, each `tokens` tokens at 10 ms.
+fn sim_profile(dir: &Path, prompts: u32, rate: u32, tokens: u32) -> PathBuf {
+    write(
+        dir,
+        "sim.yaml",
+        &format!(
+            "dataset-name: random\nrandom-input-len: 8\nrandom-output-len: {tokens}\nnum-prompts: {prompts}\n\
+             request-rate: {rate}\n"
+        ),
+    )
+}
+
+fn quick_run(dir: &Path, run_id: &str, extra: &[&str]) -> Output {
+    let profile = sim_profile(dir, 2, 100, 2);
+    llmbench()
+        .args(["run", "--harness", "vllm-benchmark", "--profile"])
+        .arg(&profile)
+        .args(["--run-id", run_id, "--output"])
+        .arg(dir)
+        .args(extra)
+        .output()
+        .expect("runs")
+}
+
+#[test]
+fn a_reused_run_id_is_refused_and_the_earlier_results_are_kept() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let first = quick_run(dir.path(), "same", &[]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let before = std::fs::read_to_string(dir.path().join("same/requests.jsonl")).expect("records");
+    let second = quick_run(dir.path(), "same", &[]);
+    assert_eq!(second.status.code(), Some(1));
+    assert!(
+        stderr(&second).contains("already exists"),
+        "{}",
+        stderr(&second)
+    );
+    assert!(
+        stderr(&second).contains("--overwrite"),
+        "{}",
+        stderr(&second)
+    );
+    let after = std::fs::read_to_string(dir.path().join("same/requests.jsonl")).expect("records");
+    assert_eq!(before, after, "the earlier run's records are untouched");
+    let third = quick_run(dir.path(), "same", &["--overwrite"]);
+    assert!(third.status.success(), "{}", stderr(&third));
+}
+
+#[test]
+fn run_ids_that_are_paths_are_refused() {
+    let dir = tempfile::tempdir().expect("tmp");
+    for id in ["../escape", "a/b", "..", ""] {
+        let output = quick_run(dir.path(), id, &[]);
+        assert_eq!(output.status.code(), Some(1), "{id:?}");
+        assert!(
+            stderr(&output).contains("not a valid run id"),
+            "{}",
+            stderr(&output)
+        );
+    }
+    assert!(!dir.path().join("../escape").exists());
+}
+
+#[test]
+fn a_second_concurrent_run_with_the_same_id_is_refused() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let profile = sim_profile(dir.path(), 40, 10, 2);
+    let mut first = llmbench()
+        .args(["run", "--harness", "vllm-benchmark", "--profile"])
+        .arg(&profile)
+        .args(["--run-id", "busy", "--output"])
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawns");
+    wait_for(&dir.path().join("busy/run.json"), Duration::from_secs(20));
+    let second = quick_run(dir.path(), "busy", &["--overwrite"]);
+    assert_eq!(second.status.code(), Some(1));
+    assert!(
+        stderr(&second).contains("in use by another llmbench run"),
+        "{}",
+        stderr(&second)
+    );
+    let _ = first.kill();
+    let _ = first.wait();
+}
+
+fn wait_for(path: &Path, limit: Duration) {
+    let start = Instant::now();
+    while !path.exists() {
+        assert!(start.elapsed() < limit, "{} never appeared", path.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Starts a long run (100 requests at 20/s, 50 tokens at 20 ms each: a second per request) and waits until
+/// requests are being recorded.
+fn start_long_run(dir: &Path, extra: &[&str]) -> Child {
+    let profile = sim_profile(dir, 100, 20, 50);
+    let child = llmbench()
+        .args(["run", "--harness", "vllm-benchmark", "--profile"])
+        .arg(&profile)
+        .args(["--run-id", "long", "--sim-itl", "20ms", "--output"])
+        .arg(dir)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawns");
+    let records = dir.join("long/requests.jsonl");
+    let start = Instant::now();
+    loop {
+        let lines = std::fs::read_to_string(&records)
+            .map(|t| t.lines().count())
+            .unwrap_or(0);
+        if lines >= 3 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the run never recorded a request"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+fn signal(child: &Child, name: &str) {
+    let status = Command::new("kill")
+        .args([format!("-{name}"), child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+}
+
+fn finish(child: Child, limit: Duration) -> Output {
+    let start = Instant::now();
+    let mut child = child;
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            panic!("the run did not end within {limit:?} of the signal");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn sigterm_records_in_flight_requests_as_cancelled_and_marks_every_report_interrupted() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let child = start_long_run(dir.path(), &["--interrupt-grace", "200ms"]);
+    signal(&child, "TERM");
+    let output = finish(child, Duration::from_secs(20));
+    assert_eq!(output.status.code(), Some(4), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("interrupted by SIGTERM"),
+        "{}",
+        stderr(&output)
+    );
+    let run = dir.path().join("long");
+    let summary = json(&run.join("summary.json"));
+    let state = &summary["run"];
+    assert_eq!(state["state"], "interrupted");
+    assert_eq!(state["stopped"]["signal"], "SIGTERM");
+    assert_eq!(state["planned"], 100);
+    let sent = state["sent"].as_u64().expect("sent");
+    let finished = state["finished"].as_u64().expect("finished");
+    assert!(sent < 100, "the run stopped issuing: {sent}");
+    assert_eq!(sent, finished, "every sent request is recorded");
+    let lines = records(&run);
+    assert_eq!(lines.len() as u64, finished);
+    let cancelled: Vec<&Value> = lines
+        .iter()
+        .filter(|r| r["error"]["class"] == "cancelled")
+        .collect();
+    assert!(
+        !cancelled.is_empty(),
+        "requests in flight after the grace are cancelled"
+    );
+    assert!(
+        cancelled
+            .iter()
+            .any(|r| r["chunks"].as_array().is_some_and(|c| !c.is_empty())),
+        "a cancelled request keeps the chunks it had"
+    );
+    assert_eq!(
+        summary["errors"]["cancelled"].as_u64(),
+        Some(cancelled.len() as u64)
+    );
+    let run_json = json(&run.join("run.json"));
+    assert_eq!(run_json["end"]["state"], "interrupted");
+    let vllm_file = std::fs::read_dir(&run)
+        .expect("dir")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("vllm-"))
+        })
+        .expect("the vllm result file");
+    assert_eq!(json(&vllm_file)["llmbench_run"]["state"], "interrupted");
+}
+
+#[test]
+fn a_second_sigint_cancels_requests_in_flight_at_once() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let child = start_long_run(dir.path(), &["--interrupt-grace", "60s"]);
+    signal(&child, "INT");
+    std::thread::sleep(Duration::from_millis(100));
+    signal(&child, "INT");
+    // Without the second signal the run would wait up to 60 s for its requests in flight.
+    let output = finish(child, Duration::from_secs(10));
+    assert_eq!(output.status.code(), Some(4), "{}", stderr(&output));
+    let summary = json(&dir.path().join("long/summary.json"));
+    assert_eq!(summary["run"]["stopped"]["signal"], "SIGINT");
+}
+
+#[test]
+fn after_sigkill_report_keeps_every_flushed_record_and_says_the_run_is_incomplete() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let child = start_long_run(dir.path(), &[]);
+    signal(&child, "KILL");
+    let _ = finish(child, Duration::from_secs(10));
+    let run = dir.path().join("long");
+    let recorded = records(&run).len();
+    assert!(recorded >= 3);
+    let output = llmbench()
+        .arg("report")
+        .arg(&run)
+        .output()
+        .expect("report runs");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("incomplete"),
+        "{}",
+        stderr(&output)
+    );
+    let summary = json(&run.join("summary.json"));
+    assert_eq!(summary["run"]["state"], "incomplete");
+    assert_eq!(summary["run"]["planned"], 100);
+    assert_eq!(summary["run"]["finished"].as_u64(), Some(recorded as u64));
+    assert_eq!(summary["requests"]["total"].as_u64(), Some(recorded as u64));
+}
+
+#[test]
+fn a_torn_last_record_is_skipped_and_reported() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let done = quick_run(dir.path(), "torn", &[]);
+    assert!(done.status.success(), "{}", stderr(&done));
+    let run = dir.path().join("torn");
+    let mut text = std::fs::read_to_string(run.join("requests.jsonl")).expect("records");
+    text.push_str("{\"id\":99,\"stage\":0,\"sched");
+    std::fs::write(run.join("requests.jsonl"), text).expect("tear");
+    let output = llmbench()
+        .arg("report")
+        .arg(&run)
+        .output()
+        .expect("report runs");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stderr(&output).contains("torn"), "{}", stderr(&output));
+    assert_eq!(json(&run.join("summary.json"))["requests"]["total"], 2);
+}
+
+#[test]
+fn guidellm_multi_turn_requests_carry_the_earlier_turns_and_the_actual_answers() {
+    let server = CaptureServer::start("answer words here");
+    let dir = tempfile::tempdir().expect("tmp");
+    let profile = write(
+        dir.path(),
+        "mt.yaml",
+        &format!(
+            "spec:\n  backend: {{kind: openai_http, target: {}, model: m, request_format: /v1/chat/completions}}\n  \
+             data: [{{kind: synthetic_text, prompt_tokens: 5, output_tokens: 3, turns: 3, prefix_buckets: \
+             [{{prefix_tokens: 4, prefix_count: 1}}]}}]\n  constraints: [{{kind: max_requests, count: 6}}]\n  \
+             profile: {{kind: synchronous}}\n",
+            server.url
+        ),
+    );
+    let output = llmbench()
+        .args(["run", "--harness", "guidellm", "--profile"])
+        .arg(&profile)
+        .args(["--tokenizer", "builtin", "--run-id", "mt", "--output"])
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let bodies = server.bodies();
+    assert_eq!(bodies.len(), 6);
+    let roles = |b: &Value| -> Vec<String> {
+        b["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .map(|m| m["role"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    // Synchronous: conversation 0's three turns, then conversation 1's.
+    assert_eq!(roles(&bodies[0]), ["system", "user"]);
+    assert_eq!(roles(&bodies[1]), ["system", "user", "assistant", "user"]);
+    assert_eq!(
+        roles(&bodies[2]),
+        ["system", "user", "assistant", "user", "assistant", "user"]
+    );
+    assert_eq!(bodies[1]["messages"][2]["content"], "answer words here");
+    assert_eq!(bodies[2]["messages"][1], bodies[1]["messages"][1]);
+    assert_eq!(roles(&bodies[3]), ["system", "user"]);
+    let lines = records(&dir.path().join("mt"));
+    let turns: Vec<(u64, u64)> = lines
+        .iter()
+        .map(|r| {
+            (
+                r["conversation"]["id"].as_u64().expect("id"),
+                r["conversation"]["turn"].as_u64().expect("turn"),
+            )
+        })
+        .collect();
+    assert_eq!(turns, [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]);
+    // Input tokens grow by the answer (3) and the next user turn (5): 4 + 5, 9 + 3 + 5, 17 + 3 + 5.
+    let inputs: Vec<u64> = lines
+        .iter()
+        .take(3)
+        .map(|r| r["input_tokens"].as_u64().expect("tokens"))
+        .collect();
+    assert_eq!(inputs, [9, 17, 25]);
+    assert!(
+        lines.iter().all(|r| r.get("text").is_none()),
+        "answers are not kept in the records"
+    );
+    let summary = json(&dir.path().join("mt/summary.json"));
+    assert_eq!(summary["conversations"]["conversations"], 2);
+    assert_eq!(
+        summary["conversations"]["turns"].as_array().map(Vec::len),
+        Some(3)
+    );
+}
+
+#[test]
+fn inference_perf_multi_turn_sessions_grow_on_the_embedded_simulator() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let profile = write(
+        dir.path(),
+        "ipmt.yaml",
+        "server: {type: vllm, base_url: REPLACE_ENV_LLMDBENCH_HARNESS_STACK_ENDPOINT_URL, model_name: \
+         REPLACE_ENV_LLMDBENCH_DEPLOY_CURRENT_MODEL, ignore_eos: true}\napi: {type: completion, streaming: true}\n\
+         data:\n  type: shared_prefix\n  shared_prefix: {num_groups: 1, num_prompts_per_group: 4, system_prompt_len: 10, \
+         question_len: 5, output_len: 3, enable_multi_turn_chat: true}\nload:\n  type: constant\n  stages: [{rate: 20, \
+         duration: 2}]\nreport:\n  request_lifecycle: {per_request: true}\n",
+    );
+    let output = llmbench()
+        .args(["run", "--harness", "inference-perf", "--profile"])
+        .arg(&profile)
+        .args([
+            "--sim-itl",
+            "1ms",
+            "--sim-ttft",
+            "2ms",
+            "--run-id",
+            "ipmt",
+            "--output",
+        ])
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let lines = records(&dir.path().join("ipmt"));
+    assert_eq!(lines.len(), 40);
+    // User 0's rounds: the server counts the whole growing context (system prompt twice in round 0, then
+    // each earlier prompt and answer).
+    let mut prompt_tokens: Vec<(u64, u64)> = lines
+        .iter()
+        .filter(|r| r["conversation"]["id"] == 0)
+        .map(|r| {
+            (
+                r["conversation"]["turn"].as_u64().expect("turn"),
+                r["usage"]["prompt_tokens"].as_u64().expect("usage"),
+            )
+        })
+        .collect();
+    prompt_tokens.sort();
+    assert_eq!(prompt_tokens.len(), 10);
+    assert_eq!(prompt_tokens[0], (0, 25), "10 + (10 + 5)");
+    for pair in prompt_tokens.windows(2) {
+        assert_eq!(
+            pair[1].1,
+            pair[0].1 + 3 + 15,
+            "each round adds the answer and the prompt again"
+        );
+    }
+    assert!(
+        dir.path()
+            .join("ipmt/per_request_lifecycle_metrics.json")
+            .is_file()
+    );
+}
+
+#[test]
+fn vllm_goodput_and_warmups_are_honoured() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let profile = write(
+        dir.path(),
+        "g.yaml",
+        "dataset-name: random\nrandom-input-len: 8\nrandom-output-len: 4\nnum-prompts: 10\nrequest-rate: 50\n\
+         num-warmups: 3\ngoodput: \"ttft:1000 e2el:1\"\n",
+    );
+    let output = llmbench()
+        .args(["run", "--harness", "vllm-benchmark", "--profile"])
+        .arg(&profile)
+        .args(["--run-id", "g", "--output"])
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let run = dir.path().join("g");
+    let lines = records(&run);
+    assert_eq!(
+        lines.len(),
+        13,
+        "3 warm-ups and 10 measured requests are recorded"
+    );
+    assert_eq!(lines.iter().filter(|r| r["warmup"] == true).count(), 3);
+    let summary = json(&run.join("summary.json"));
+    assert_eq!(summary["requests"]["total"], 10);
+    assert_eq!(summary["excluded"]["warmup_requests"], 3);
+    // e2el ≤ 1 ms cannot hold against a 50 ms TTFT: no request is good.
+    assert_eq!(summary["goodput"]["good"], 0);
+    assert_eq!(summary["goodput"]["judged"], 10);
+    let vllm_file = std::fs::read_dir(&run)
+        .expect("dir")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("vllm-"))
+        })
+        .expect("the vllm result file");
+    let result = json(&vllm_file);
+    assert_eq!(result["request_goodput"], 0.0);
+    assert_eq!(result["completed"], 10);
+}
+
+#[test]
+fn vllm_result_filename_names_the_result_file() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let profile = write(
+        dir.path(),
+        "r.yaml",
+        "dataset-name: random\nrandom-input-len: 4\nrandom-output-len: 2\nnum-prompts: 2\nrequest-rate: 50\n\
+         result-filename: my-result.json\n",
+    );
+    let output = llmbench()
+        .args(["run", "--harness", "vllm-benchmark", "--profile"])
+        .arg(&profile)
+        .args(["--run-id", "r", "--output"])
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(json(&dir.path().join("r/my-result.json"))["completed"], 2);
+}
