@@ -108,7 +108,12 @@ pub fn build_conversations(
                 scripts: inference_perf_sessions(&synth, shared, workload.seed)?,
             }))
         }
-        DataSpec::SyntheticText(text) if text.turns > 1 => {
+        // guidellm sends a prefix as the system message of a conversation's first turn, so single-turn chat
+        // requests with a prefix take the conversation path too (their records carry no turn).
+        DataSpec::SyntheticText(text)
+            if text.turns > 1
+                || (workload.api.kind == ApiKind::Chat && !text.prefix_buckets.is_empty()) =>
+        {
             let synth = Synthesizer::new(tokenizer)?;
             Ok(Some(ConversationSet {
                 style: Style::GuidellmTurns,
@@ -382,6 +387,39 @@ mod tests {
             assert_ne!(script.turns[0].text, script.turns[1].text);
             assert_eq!(script.system.as_ref().map(|s| s.tokens), Some(4));
         }
+    }
+
+    #[test]
+    fn guidellm_single_turn_chat_with_a_prefix_sends_it_as_a_system_message() {
+        let profile = |format: &str| {
+            workload(
+                Harness::Guidellm,
+                &format!(
+                    "spec:\n  backend: {{kind: openai_http, target: http://x, request_format: {format}}}\n  data: \
+                     [{{kind: synthetic_text, prompt_tokens: 6, prefix_buckets: [{{prefix_tokens: 3}}]}}]\n  \
+                     constraints: [{{kind: max_requests, count: 4}}]\n  profile: {{kind: synchronous}}\n"
+                ),
+            )
+        };
+        let chat = build_conversations(
+            &profile("/v1/chat/completions"),
+            &Tokenizer::builtin(),
+            Some(4),
+        )
+        .expect("builds")
+        .expect("the prefix goes in a system message");
+        assert!(chat.scripts.iter().all(|s| s.turns.len() == 1));
+        assert!(
+            chat.scripts
+                .iter()
+                .all(|s| s.system.as_ref().map(|p| p.tokens) == Some(3))
+        );
+        // Completions join the prefix and the prompt with a space, as the single-turn prompts already do.
+        assert!(
+            build_conversations(&profile("/v1/completions"), &Tokenizer::builtin(), Some(4))
+                .expect("builds")
+                .is_none()
+        );
     }
 
     #[test]

@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use crate::engine;
-use crate::workload::{Arrival, Rate, Schedule, Stage, Workload, schedule, stage_seed};
+use crate::workload::{
+    Arrival, Rate, Schedule, Stage, WorkerSettings, Workload, schedule, stage_seed,
+};
 
 /// A stage the engine cannot run.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -68,6 +70,32 @@ pub fn engine_stages(workload: &Workload) -> Result<Vec<engine::Stage>, PlanErro
             })
         })
         .collect()
+}
+
+/// inference-perf's in-flight cap: each of `num_workers` worker processes holds `worker_max_concurrency`
+/// semaphore slots (default 100), so no more than their product are ever in flight, whatever the load asks
+/// (`loadgen/load_generator.py`). Without `num_workers` inference-perf starts one worker per CPU; `cpus` is ours
+/// (the cgroup's, where inference-perf counts the node's: inference-perf PR #722).
+pub fn inference_perf_worker_cap(workers: &WorkerSettings, cpus: usize) -> usize {
+    const DEFAULT_WORKER_MAX_CONCURRENCY: u64 = 100;
+    let processes = workers.num_workers.map_or(cpus as u64, u64::from).max(1);
+    let per_worker = workers
+        .worker_max_concurrency
+        .map_or(DEFAULT_WORKER_MAX_CONCURRENCY, u64::from);
+    usize::try_from(processes.saturating_mul(per_worker)).unwrap_or(usize::MAX)
+}
+
+/// Caps what `stages` keep in flight at `cap`: an open stage waits for a free slot (the wait is schedule delay),
+/// a closed loop runs at most `cap` at once.
+pub fn cap_in_flight(stages: &mut [engine::Stage], cap: usize) {
+    for stage in stages {
+        match &mut stage.plan {
+            engine::StagePlan::Open {
+                max_concurrency, ..
+            } => *max_concurrency = Some(max_concurrency.map_or(cap, |c| c.min(cap))),
+            engine::StagePlan::Closed { concurrency, .. } => *concurrency = (*concurrency).min(cap),
+        }
+    }
 }
 
 /// The rate a stage asked for; `None` for closed loops, whose rate is whatever the server sustains.
@@ -204,6 +232,50 @@ impl Shard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn inference_perf_caps_what_is_in_flight_at_workers_times_their_concurrency() {
+        // 2 workers × 10 slots: 20; defaults: one worker per CPU × 100.
+        let two_by_ten = WorkerSettings {
+            num_workers: Some(2),
+            worker_max_concurrency: Some(10),
+            ..WorkerSettings::default()
+        };
+        assert_eq!(inference_perf_worker_cap(&two_by_ten, 16), 20);
+        assert_eq!(
+            inference_perf_worker_cap(&WorkerSettings::default(), 4),
+            400
+        );
+        let mut stages = vec![open(5), closed_stage(50)];
+        cap_in_flight(&mut stages, 20);
+        assert!(matches!(
+            stages[0].plan,
+            engine::StagePlan::Open {
+                max_concurrency: Some(20),
+                ..
+            }
+        ));
+        assert!(matches!(
+            stages[1].plan,
+            engine::StagePlan::Closed {
+                concurrency: 20,
+                ..
+            }
+        ));
+    }
+
+    fn closed_stage(concurrency: usize) -> engine::Stage {
+        engine::Stage {
+            plan: engine::StagePlan::Closed {
+                concurrency,
+                total: Some(100),
+                duration: None,
+                rampup: Duration::ZERO,
+            },
+            requested_rate: None,
+            errors: engine::ErrorLimits::default(),
+        }
+    }
 
     fn open(n: u64) -> engine::Stage {
         engine::Stage {

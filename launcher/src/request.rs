@@ -6,7 +6,7 @@ use serde_json::{Map, Value, json};
 
 use crate::data::Prompt;
 use crate::engine::PreparedRequest;
-use crate::workload::{Api, ApiKind};
+use crate::workload::{Api, ApiKind, Harness};
 
 /// What every body of a run shares.
 #[derive(Debug, Clone)]
@@ -17,16 +17,44 @@ pub struct BodySettings {
     pub ignore_eos: bool,
     /// `max_tokens` for prompts that carry none (inference-perf sends 30 when its data sets none).
     pub default_max_tokens: Option<u32>,
+    /// Whose request body this is: the tools spell the same request differently.
+    pub style: BodyStyle,
+}
+
+/// How a tool writes its request bodies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BodyStyle {
+    /// inference-perf (`apis/completion.py`, `apis/chat.py`) and MLPerf: `max_tokens`, string content.
+    #[default]
+    InferencePerf,
+    /// vllm bench serve (`lib/endpoint_request_func.py`): chat asks with `max_completion_tokens` and sends the
+    /// user's content as a list of text parts.
+    Vllm,
+    /// guidellm (`backends/openai/request_handlers.py`): chat asks with `max_completion_tokens`, user content as
+    /// text parts; a request with an output length also sends `stop: null` and `ignore_eos: true`; streams ask
+    /// for `continuous_usage_stats`.
+    Guidellm,
+}
+
+impl BodyStyle {
+    pub fn of(harness: Harness) -> BodyStyle {
+        match harness {
+            Harness::VllmBenchmark | Harness::Inferencemax => BodyStyle::Vllm,
+            Harness::Guidellm => BodyStyle::Guidellm,
+            Harness::InferencePerf | Harness::Nop | Harness::Mlperf => BodyStyle::InferencePerf,
+        }
+    }
 }
 
 impl BodySettings {
-    pub fn new(api: &Api, model: String) -> Self {
+    pub fn new(api: &Api, model: String, style: BodyStyle) -> Self {
         Self {
             model,
             api: api.kind,
             streaming: api.streaming,
             ignore_eos: api.ignore_eos,
             default_max_tokens: None,
+            style,
         }
     }
 }
@@ -45,15 +73,27 @@ pub fn prepare(prompt: &Prompt, settings: &BodySettings) -> PreparedRequest {
             body.insert("prompt".to_owned(), prompt_value);
         }
         ApiKind::Chat => {
-            let messages = match &prompt.messages {
+            let mut messages = match &prompt.messages {
                 Some(turns) => json!(turns),
                 None => json!([{"role": "user", "content": prompt.text}]),
             };
+            if settings.style != BodyStyle::InferencePerf {
+                text_parts(&mut messages);
+            }
             body.insert("messages".to_owned(), messages);
         }
     }
+    let chat_field = settings.api == ApiKind::Chat && settings.style != BodyStyle::InferencePerf;
     if let Some(max) = max_tokens {
-        body.insert("max_tokens".to_owned(), json!(max));
+        let field = if chat_field {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        };
+        body.insert(field.to_owned(), json!(max));
+        if settings.style == BodyStyle::Guidellm && settings.ignore_eos {
+            body.insert("stop".to_owned(), Value::Null);
+        }
     }
     if settings.ignore_eos {
         // vLLM's extension: generate exactly max_tokens, so output lengths are what the profile asked for.
@@ -61,12 +101,31 @@ pub fn prepare(prompt: &Prompt, settings: &BodySettings) -> PreparedRequest {
     }
     body.insert("stream".to_owned(), Value::Bool(settings.streaming));
     if settings.streaming {
-        body.insert("stream_options".to_owned(), json!({"include_usage": true}));
+        let options = if settings.style == BodyStyle::Guidellm {
+            json!({"include_usage": true, "continuous_usage_stats": true})
+        } else {
+            json!({"include_usage": true})
+        };
+        body.insert("stream_options".to_owned(), options);
     }
     PreparedRequest {
         body: Bytes::from(Value::Object(body).to_string()),
         input_tokens: prompt.input_tokens,
         max_tokens,
+    }
+}
+
+/// User messages' string content as a list of one text part, as vLLM and guidellm send it.
+fn text_parts(messages: &mut Value) {
+    let Some(list) = messages.as_array_mut() else {
+        return;
+    };
+    for message in list {
+        if message["role"] == "user"
+            && let Some(text) = message["content"].as_str().map(str::to_owned)
+        {
+            message["content"] = json!([{"type": "text", "text": text}]);
+        }
     }
 }
 
@@ -82,6 +141,7 @@ mod tests {
             streaming,
             ignore_eos: true,
             default_max_tokens: Some(30),
+            style: BodyStyle::InferencePerf,
         }
     }
 
@@ -137,5 +197,38 @@ mod tests {
             body(&prepare(&turns, &settings(ApiKind::Chat, true)))["messages"][0]["role"],
             "system"
         );
+    }
+
+    #[test]
+    fn each_tool_spells_a_chat_request_its_own_way() {
+        let prompt = Prompt::text("hi".to_owned(), 1, Some(4));
+        let with = |style| {
+            let mut s = settings(ApiKind::Chat, true);
+            s.style = style;
+            body(&prepare(&prompt, &s))
+        };
+        let ip = with(BodyStyle::InferencePerf);
+        assert_eq!(ip["max_tokens"], 4);
+        assert_eq!(ip["messages"][0]["content"], "hi");
+        assert_eq!(ip["stream_options"], json!({"include_usage": true}));
+        let vllm = with(BodyStyle::Vllm);
+        assert_eq!(vllm["max_completion_tokens"], 4);
+        assert!(vllm.get("max_tokens").is_none());
+        assert_eq!(
+            vllm["messages"][0]["content"],
+            json!([{"type": "text", "text": "hi"}])
+        );
+        let guidellm = with(BodyStyle::Guidellm);
+        assert_eq!(guidellm["max_completion_tokens"], 4);
+        assert_eq!(guidellm["stop"], Value::Null);
+        assert_eq!(guidellm["ignore_eos"], true);
+        assert_eq!(
+            guidellm["stream_options"],
+            json!({"include_usage": true, "continuous_usage_stats": true})
+        );
+        // Completions keep max_tokens for every tool.
+        let mut s = settings(ApiKind::Completion, true);
+        s.style = BodyStyle::Vllm;
+        assert_eq!(body(&prepare(&prompt, &s))["max_tokens"], 4);
     }
 }

@@ -30,7 +30,9 @@ use crate::engine::{
     Transport,
 };
 use crate::metrics::{RunSummary, WriteSummaryError, write_compact_summary, write_summary_json};
-use crate::plan::{PlanError, Shard, engine_stages, expected_size};
+use crate::plan::{
+    PlanError, Shard, cap_in_flight, engine_stages, expected_size, inference_perf_worker_cap,
+};
 use crate::profile::{ProfileError, Template, TemplateSource, Values, render};
 use crate::prompts::{PromptError, build_prompts};
 use crate::record::RequestRecord;
@@ -38,7 +40,7 @@ use crate::report::{
     self, Formats, LLMBENCH_VERSION, ProfileNote, RUN_META_SCHEMA, ReportError, ReportOptions,
     RunEnd, RunMeta, ShardMeta, StageMeta,
 };
-use crate::request::{BodySettings, prepare};
+use crate::request::{BodySettings, BodyStyle, prepare};
 use crate::sim::{self, SimConfig, SimError};
 use crate::tokenizer::{HubOptions, Tokenizer, TokenizerError, load_tokenizer};
 use crate::workload::{
@@ -337,7 +339,11 @@ async fn run_against(
             .await?;
         return context.finish(executed);
     }
-    let stages = context.shard(engine_stages(&workload)?, &workload.stages);
+    let mut stages = context.shard(engine_stages(&workload)?, &workload.stages);
+    if harness == Harness::InferencePerf {
+        let cap = inference_perf_worker_cap(&workload.workers, crate::sizing::available_cpus());
+        cap_in_flight(&mut stages.mine, cap);
+    }
     let (expected_requests, _) = expected_size(&stages.mine, workload.stage_interval);
     // Refused before a prompt is built: a run that cannot fit would be OOM-killed part way.
     let estimate = crate::limits::estimate_run_memory(&workload, expected_requests);
@@ -350,7 +356,11 @@ async fn run_against(
         context.tokenizer_spec(workload.tokenizer.as_ref().map(|t| t.name_or_path.clone()))?;
     let tokenizer: Tokenizer = load_tokenizer(&tokenizer_spec, &HubOptions::from_env()).await?;
     let request_model = context.request_model(workload.api.model.clone())?;
-    let settings = BodySettings::new(&workload.api, request_model.clone());
+    let settings = BodySettings::new(
+        &workload.api,
+        request_model.clone(),
+        BodyStyle::of(workload.harness),
+    );
     let (requests, keep_text) = match build_conversations(&workload, &tokenizer, expected_requests)?
     {
         Some(set) => (

@@ -165,7 +165,12 @@ impl Conversations {
         keep_text: bool,
         now_ns: u64,
     ) -> Vec<RequestRecord> {
-        record.conversation = Some(turn.of);
+        // A run of single-turn "conversations" (guidellm chat with a prefix) has no turns to tell apart.
+        if self.scripts.iter().any(|s| s.turns.len() > 1)
+            || matches!(self.state, State::Sessions(_))
+        {
+            record.conversation = Some(turn.of);
+        }
         let answer = if keep_text {
             record.text.as_deref().cloned()
         } else {
@@ -356,6 +361,7 @@ mod tests {
             streaming: true,
             ignore_eos: true,
             default_max_tokens: None,
+            style: crate::request::BodyStyle::InferencePerf,
         }
     }
 

@@ -76,7 +76,11 @@ pub(crate) async fn run(
     let schedule = build_schedule(&settings, samples.len())?;
 
     let request_model = context.request_model(settings.server.model.clone())?;
-    let body = BodySettings::new(&settings.server, request_model.clone());
+    let body = BodySettings::new(
+        &settings.server,
+        request_model.clone(),
+        crate::request::BodyStyle::InferencePerf,
+    );
     let prepared: Vec<PreparedRequest> = samples.iter().map(|p| prepare(p, &body)).collect();
     let requests: Arc<[PreparedRequest]> = schedule
         .samples

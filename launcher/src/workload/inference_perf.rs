@@ -25,6 +25,9 @@ const SECTIONS: [&str; 9] = [
     "circuit_breakers",
 ];
 
+/// aiohttp's default total timeout, which inference-perf keeps when a profile sets no `load.request_timeout`.
+pub const INFERENCE_PERF_DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
+
 pub(crate) fn parse(
     ctx: &mut Ctx,
     doc: &Node,
@@ -209,9 +212,12 @@ fn parse_load(
         }
         workload.workers.worker_max_tcp_connections = Some(connections);
     }
-    if let Some(f) = load.get("request_timeout") {
-        workload.request_timeout = Some(f.positive_seconds(ctx)?);
-    }
+    // Without `request_timeout` inference-perf's aiohttp session keeps aiohttp's default timeout, 300 s in all
+    // (`openai_client.py`: `ClientTimeout(total=timeout) if timeout else sentinel`).
+    workload.request_timeout = Some(match load.get("request_timeout") {
+        Some(f) => f.positive_seconds(ctx)?,
+        None => INFERENCE_PERF_DEFAULT_REQUEST_TIMEOUT,
+    });
     match load.get("base_seed") {
         Some(f) => {
             workload.seed = f.u64(ctx)?;
