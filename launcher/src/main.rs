@@ -19,12 +19,13 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run a benchmark: render the profile, build every prompt, drive the endpoint (or the embedded simulator when
-    /// no --endpoint is given), and write requests.jsonl, summary.json, the harness's own result files and an llm-d
-    /// benchmark report to OUTPUT/RUN_ID/. Exit code 3 when not a single request succeeded.
+    /// Run a benchmark: render the profile, build every prompt, drive the endpoint (--endpoint, else the server the
+    /// profile names, else the embedded simulator), and write requests.jsonl, summary.json, the harness's own
+    /// result files and an llm-d benchmark report to OUTPUT/RUN_ID/. Exit codes: 1 an error, 3 not a single
+    /// request succeeded, 4 interrupted by SIGTERM/SIGINT (everything measured is written, marked interrupted).
     Run(Box<llmbench::run::RunArgs>),
     /// Rebuild summary.json and every report of a run directory from its run.json and requests.jsonl (also for a
-    /// run that was killed part way).
+    /// run that was killed part way: a torn last record is skipped and the summary says the run is incomplete).
     Report(ReportArgs),
     /// Render a workload profile template: REPLACE_ENV_* placeholders and key=value overrides, exactly as the
     /// operator renders a BenchmarkRun's profile.

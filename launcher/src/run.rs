@@ -64,7 +64,8 @@ pub struct RunArgs {
     /// A bundled profile name (e.g. sanity_random) or a profile file (yaml or yaml.in).
     #[arg(long, value_name = "NAME|FILE")]
     pub profile: String,
-    /// The stack's OpenAI-compatible base URL. Without it, the embedded simulator is started on loopback.
+    /// The stack's OpenAI-compatible base URL. Without it, the server the profile names; without that either (an
+    /// unset endpoint placeholder counts as none), the embedded simulator on loopback.
     #[arg(long, value_name = "URL")]
     pub endpoint: Option<String>,
     /// The served model name (fills REPLACE_ENV_LLMDBENCH_DEPLOY_CURRENT_MODEL). Default with the embedded

@@ -41,6 +41,25 @@ fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// The run's first line on standard output: which server it drives.
+fn first_line(output: &Output) -> String {
+    stdout(output).lines().next().unwrap_or_default().to_owned()
+}
+
+/// The vllm bench serve result file of a run directory (its name carries the date).
+fn vllm_result(run: &Path) -> Value {
+    let path = std::fs::read_dir(run)
+        .expect("dir")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("vllm-"))
+        })
+        .expect("the vllm result file");
+    json(&path)
+}
+
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
@@ -150,11 +169,7 @@ fn a_profile_that_names_its_server_is_run_against_it_and_the_first_line_says_so(
         .output()
         .expect("runs");
     assert!(output.status.success(), "{}", stderr(&output));
-    let first = stdout(&output)
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .to_owned();
+    let first = first_line(&output);
     assert!(first.contains(&server.url), "{first}");
     assert!(first.contains("the server the profile names"), "{first}");
     let bodies = server.bodies();
@@ -184,11 +199,7 @@ fn with_no_endpoint_anywhere_the_embedded_simulator_runs_and_the_first_line_says
         .output()
         .expect("runs");
     assert!(output.status.success(), "{}", stderr(&output));
-    let first = stdout(&output)
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .to_owned();
+    let first = first_line(&output);
     assert!(first.contains("embedded simulator"), "{first}");
 }
 
@@ -421,16 +432,7 @@ fn sigterm_records_in_flight_requests_as_cancelled_and_marks_every_report_interr
     );
     let run_json = json(&run.join("run.json"));
     assert_eq!(run_json["end"]["state"], "interrupted");
-    let vllm_file = std::fs::read_dir(&run)
-        .expect("dir")
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("vllm-"))
-        })
-        .expect("the vllm result file");
-    assert_eq!(json(&vllm_file)["llmbench_run"]["state"], "interrupted");
+    assert_eq!(vllm_result(&run)["llmbench_run"]["state"], "interrupted");
 }
 
 #[test]
@@ -656,16 +658,7 @@ fn vllm_goodput_and_warmups_are_honoured() {
     // e2el ≤ 1 ms cannot hold against a 50 ms TTFT: no request is good.
     assert_eq!(summary["goodput"]["good"], 0);
     assert_eq!(summary["goodput"]["judged"], 10);
-    let vllm_file = std::fs::read_dir(&run)
-        .expect("dir")
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("vllm-"))
-        })
-        .expect("the vllm result file");
-    let result = json(&vllm_file);
+    let result = vllm_result(&run);
     assert_eq!(result["request_goodput"], 0.0);
     assert_eq!(result["completed"], 10);
 }
