@@ -206,8 +206,8 @@ pub async fn run(args: RunArgs) -> Result<RunOutcome, RunError> {
         .map(|url| target::validate(url, "--endpoint"))
         .transpose()?;
     let template = Template::load(args.harness.as_str(), &template_source(&args.profile))?;
-    let server = match flag {
-        Some(url) => Server::Flag(url),
+    let (server, profile_model) = match flag {
+        Some(url) => (Server::Flag(url), None),
         None => profile_server(&args, &template)?,
     };
     // The first line a user sees says what is being measured.
@@ -218,9 +218,15 @@ pub async fn run(args: RunArgs) -> Result<RunOutcome, RunError> {
     let (endpoint, embedded) = match &server {
         Server::Flag(url) | Server::Profile(url) => (url.clone(), None),
         Server::Embedded => {
+            // The simulator serves the model the requests will name: --model, else the profile's own.
+            let served = args
+                .model
+                .clone()
+                .or(profile_model)
+                .unwrap_or_else(|| SIM_MODEL.to_owned());
             let sim = sim::start(SimConfig {
                 port: 0,
-                model: args.model.clone().unwrap_or_else(|| SIM_MODEL.to_owned()),
+                model: served,
                 ttft: args.sim_ttft,
                 itl: args.sim_itl,
                 seed: args.seed,
@@ -243,10 +249,13 @@ pub async fn run(args: RunArgs) -> Result<RunOutcome, RunError> {
     outcome
 }
 
-/// The server the profile names, or the embedded simulator when it names none. The profile is rendered with
-/// [`UNSET_ENDPOINT`] in the endpoint placeholder, so a bundled profile whose server is only that placeholder
-/// names none.
-fn profile_server(args: &RunArgs, template: &Template) -> Result<Server, RunError> {
+/// The server the profile names, or the embedded simulator when it names none, and the model the profile names
+/// itself (not through the model placeholder). The profile is rendered with [`UNSET_ENDPOINT`] in the endpoint
+/// placeholder, so a bundled profile whose server is only that placeholder names none.
+fn profile_server(
+    args: &RunArgs,
+    template: &Template,
+) -> Result<(Server, Option<String>), RunError> {
     let values = Values {
         model: args.model.clone().or_else(|| Some(SIM_MODEL.to_owned())),
         tokenizer: args.tokenizer.clone(),
@@ -256,27 +265,26 @@ fn profile_server(args: &RunArgs, template: &Template) -> Result<Server, RunErro
     };
     let rendered = render(template, &values, &args.overrides)?;
     let options = parse_options(args);
-    let base_url = match args.harness {
+    let api = match args.harness {
         Harness::Mlperf => {
             crate::mlperf::parse_settings(&template.name, &rendered, None, &options)?
                 .settings
                 .server
-                .base_url
         }
         harness => {
             parse_profile(harness, &template.name, &rendered, &options)?
                 .workload
                 .api
-                .base_url
         }
     };
-    Ok(match target::choose(None, base_url.as_deref()) {
+    let server = match target::choose(None, api.base_url.as_deref()) {
         Server::Profile(url) => Server::Profile(target::validate(
             &url,
             &format!("the server {} names", template.name),
         )?),
         other => other,
-    })
+    };
+    Ok((server, api.model))
 }
 
 fn parse_options(args: &RunArgs) -> ParseOptions {

@@ -204,6 +204,30 @@ fn with_no_endpoint_anywhere_the_embedded_simulator_runs_and_the_first_line_says
 }
 
 #[test]
+fn the_embedded_simulator_serves_the_model_a_profile_names() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let profile = write(
+        dir.path(),
+        "m.yaml",
+        "model: org/my-model\ndataset-name: random\nrandom-input-len: 4\nrandom-output-len: 2\nnum-prompts: 3\n\
+         request-rate: 100\n",
+    );
+    let output = llmbench()
+        .args(["run", "--harness", "vllm-benchmark", "--profile"])
+        .arg(&profile)
+        .args(["--run-id", "model", "--output"])
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(first_line(&output).contains("embedded simulator"));
+    assert_eq!(
+        json(&dir.path().join("model/summary.json"))["requests"]["succeeded"],
+        3
+    );
+}
+
+#[test]
 fn an_endpoint_that_is_not_a_url_is_refused_before_anything_runs() {
     let dir = tempfile::tempdir().expect("tmp");
     for (endpoint, expected) in [
