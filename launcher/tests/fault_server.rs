@@ -11,13 +11,13 @@ use fault::{
     COMPLETION_JSON, Case, DONE, Expect, Fault, LAST_CHUNK, Plan, SSE_HEAD, Step, Timing,
     chat_delta, chunk, good_events, last_token, response, sse_response, token,
 };
+use llmbench::engine::Control;
 use llmbench::engine::client::{self, DEFAULT_REQUEST_TIMEOUT};
 use llmbench::engine::http1::Http1Endpoint;
 use llmbench::engine::{Clock, Issue, PreparedRequest, Target, Transport};
 use llmbench::record::ErrorClass::{
     Connect, ConnectionReset, MalformedEvent, Other, StreamCut, Timeout,
 };
-use tokio_util::sync::CancellationToken;
 
 /// The planned requests of a streamed (vllm-benchmark) case.
 const STREAMED: Plan = Plan::streamed(6);
@@ -778,7 +778,7 @@ async fn the_default_request_timeout_ends_a_request_whose_target_sets_none() {
             &request,
             issue,
             &Clock::start(),
-            &CancellationToken::new(),
+            Control::default().in_flight(),
         )
         .await;
         let error = record
@@ -827,7 +827,7 @@ async fn a_request_the_server_never_reads_ends_at_its_timeout_even_while_still_b
             &request,
             issue,
             &Clock::start(),
-            &CancellationToken::new(),
+            Control::default().in_flight(),
         )
         .await;
         let error = record.error.expect("never answered");

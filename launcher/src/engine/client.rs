@@ -104,7 +104,7 @@ pub async fn execute(
     request: &PreparedRequest,
     issue: Issue,
     clock: &Clock,
-    cancel: &tokio_util::sync::CancellationToken,
+    cancel: &super::control::Flag,
 ) -> RequestRecord {
     let mut record = RequestRecord {
         id: issue.id,
@@ -143,7 +143,7 @@ pub async fn execute(
     };
     let outcome = tokio::select! {
         outcome = limited => outcome,
-        () = cancel.cancelled() => Err(RequestError {
+        () = cancel.raised() => Err(RequestError {
             class: ErrorClass::Cancelled,
             message: "cancelled in flight: the run or its stage stopped (see the summary's stop reason)"
                 .to_owned(),

@@ -10,9 +10,11 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::OwnedMutexGuard;
-use tokio_util::sync::CancellationToken;
 
 use super::PreparedRequest;
+#[cfg(test)]
+use super::control::Control;
+use super::control::Flag;
 use crate::conversations::{ConversationSet, Piece, Script, Style, join};
 use crate::data::{ChatMessage, Prompt};
 use crate::record::{ErrorClass, RequestError, RequestRecord, TurnOf};
@@ -100,14 +102,14 @@ impl Conversations {
 
     /// The turn that request `id` (run-wide, in issue order) sends; `None` when `cancel` fires first (an
     /// inference-perf round waiting for its session's previous round).
-    pub async fn begin(&self, id: u64, cancel: &CancellationToken) -> Option<Turn> {
+    pub async fn begin(&self, id: u64, cancel: &Flag) -> Option<Turn> {
         match &self.state {
             State::Sessions(sessions) => {
                 let user = (id % sessions.len() as u64) as usize;
                 let lock = Arc::clone(&sessions[user]).lock_owned();
                 let mut guard = tokio::select! {
                     guard = lock => guard,
-                    () = cancel.cancelled() => return None,
+                    () = cancel.raised() => return None,
                 };
                 let prompt = &self.scripts[user].turns[0];
                 let sent = Piece {
@@ -400,7 +402,7 @@ mod tests {
             scripts: vec![script(Some("be brief"), &["hello there", "and then"])],
         };
         let conversations = Conversations::new(set, settings(ApiKind::Chat));
-        let cancel = CancellationToken::new();
+        let cancel = Flag::default();
         let first = conversations.begin(0, &cancel).await.expect("turn");
         assert_eq!(first.of, TurnOf { id: 0, turn: 0 });
         assert_eq!(
@@ -444,7 +446,7 @@ mod tests {
             scripts: vec![script(Some("sys"), &["a b", "c d"])],
         };
         let conversations = Conversations::new(set, settings(ApiKind::Completion));
-        let cancel = CancellationToken::new();
+        let cancel = Flag::default();
         let first = conversations.begin(0, &cancel).await.expect("turn");
         assert_eq!(body(&first)["prompt"], "sys a b");
         let mut record = answered(&first, Some("x y z"));
@@ -461,7 +463,7 @@ mod tests {
             scripts: vec![script(None, &["one", "two", "three"])],
         };
         let conversations = Conversations::new(set, settings(ApiKind::Chat));
-        let cancel = CancellationToken::new();
+        let cancel = Flag::default();
         let first = conversations.begin(0, &cancel).await.expect("turn");
         let mut record = answered(&first, None);
         let cancelled = conversations.finish(first, &mut record, false, 42);
@@ -489,7 +491,7 @@ mod tests {
             ],
         };
         let conversations = Conversations::new(set, settings(ApiKind::Completion));
-        let cancel = CancellationToken::new();
+        let cancel = Flag::default();
         // Request 0 is user 0's first round: the prefix, then the prompt (which starts with the prefix again).
         let r0 = conversations.begin(0, &cancel).await.expect("turn");
         assert_eq!(body(&r0)["prompt"], "p q p q question one");
@@ -524,12 +526,20 @@ mod tests {
             scripts: vec![script(None, &["q"])],
         };
         let conversations = Arc::new(Conversations::new(set, settings(ApiKind::Completion)));
-        let cancel = CancellationToken::new();
-        let first = conversations.begin(0, &cancel).await.expect("turn");
+        let control = Control::default();
+        let first = conversations
+            .begin(0, control.in_flight())
+            .await
+            .expect("turn");
         let waiting = {
             let conversations = Arc::clone(&conversations);
-            let cancel = cancel.clone();
-            tokio::spawn(async move { conversations.begin(1, &cancel).await.map(|t| t.of) })
+            let control = control.clone();
+            tokio::spawn(async move {
+                conversations
+                    .begin(1, control.in_flight())
+                    .await
+                    .map(|t| t.of)
+            })
         };
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         assert!(!waiting.is_finished(), "round 1 waits for round 0");
@@ -540,13 +550,16 @@ mod tests {
             Some(TurnOf { id: 0, turn: 1 })
         );
         // A round still waiting when the run stops gives up.
-        let _held = conversations.begin(2, &cancel).await.expect("turn");
+        let _held = conversations
+            .begin(2, control.in_flight())
+            .await
+            .expect("turn");
         let blocked = {
             let conversations = Arc::clone(&conversations);
-            let cancel = cancel.clone();
-            tokio::spawn(async move { conversations.begin(3, &cancel).await.is_none() })
+            let control = control.clone();
+            tokio::spawn(async move { conversations.begin(3, control.in_flight()).await.is_none() })
         };
-        cancel.cancel();
+        control.stop_now(crate::engine::StopReason::RecordsUnwritable);
         assert!(blocked.await.expect("joins"));
     }
 }
