@@ -171,6 +171,13 @@ fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn report_command(args: ReportArgs) -> anyhow::Result<ExitCode> {
+    if llmbench::run::in_use(&args.dir) {
+        anyhow::bail!(
+            "a run is still writing {} (it holds {}); report it once it has ended",
+            args.dir.display(),
+            llmbench::run::LOCK_FILE
+        );
+    }
     let outcome = llmbench::report::report_dir(&args.dir, args.summary_file.as_deref())?;
     if outcome.truncated_lines > 0 {
         tracing::warn!(

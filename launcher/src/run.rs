@@ -20,7 +20,7 @@ use std::time::Duration;
 use clap::Args;
 use llmbench_api::v1alpha1::Harness;
 
-pub use output::{LOCK_FILE, OutputError, validate_run_id};
+pub use output::{LOCK_FILE, OutputError, in_use, validate_run_id};
 pub use target::{EndpointError, Server, UNSET_ENDPOINT};
 
 use crate::conversations::{ConversationError, build_conversations};

@@ -345,6 +345,18 @@ fn a_second_concurrent_run_with_the_same_id_is_refused() {
         "{}",
         stderr(&second)
     );
+    // Nor does `llmbench report` rewrite the files of a run that is still writing them.
+    let report = llmbench()
+        .arg("report")
+        .arg(dir.path().join("busy"))
+        .output()
+        .expect("report runs");
+    assert_eq!(report.status.code(), Some(1));
+    assert!(
+        stderr(&report).contains("still writing"),
+        "{}",
+        stderr(&report)
+    );
     let _ = first.kill();
     let _ = first.wait();
 }

@@ -124,6 +124,14 @@ pub fn claim_fresh(output: &Path, base: &str) -> Result<(String, RunDir), Output
     }
 }
 
+/// Whether a run is writing `dir` right now (it holds the directory's lock).
+pub fn in_use(dir: &Path) -> bool {
+    let Ok(file) = File::open(dir.join(LOCK_FILE)) else {
+        return false;
+    };
+    matches!(file.try_lock(), Err(TryLockError::WouldBlock))
+}
+
 fn lock(dir: &Path) -> Result<RunDir, OutputError> {
     let path = dir.join(LOCK_FILE);
     let file = OpenOptions::new()
@@ -213,6 +221,17 @@ mod tests {
         let _held = claim(&path, false).expect("first claim");
         let err = claim(&path, true).expect_err("locked");
         assert!(matches!(err, OutputError::Locked { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_directory_is_in_use_while_its_run_holds_it() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let path = tmp.path().join("r");
+        assert!(!in_use(&path));
+        let held = claim(&path, false).expect("claim");
+        assert!(in_use(&path));
+        drop(held);
+        assert!(!in_use(&path));
     }
 
     #[test]
