@@ -94,7 +94,14 @@ pub fn goodput(
     if slos.is_empty() {
         return None;
     }
-    let ok: Vec<&RequestRecord> = records.iter().copied().filter(|r| r.succeeded()).collect();
+    let ok: Vec<&RequestRecord> = records
+        .iter()
+        .copied()
+        .filter(|r| match definition {
+            Definition::Vllm => super::vllm::succeeded(r),
+            Definition::InferencePerf => r.succeeded(),
+        })
+        .collect();
     let mut good = 0u64;
     let mut met = vec![0u64; slos.len()];
     for r in &ok {

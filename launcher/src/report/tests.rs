@@ -655,3 +655,16 @@ fn table_has_a_row_per_stage_and_one_for_the_run() {
         "30.0/38.0/39.8"
     );
 }
+
+#[test]
+fn vllm_counts_a_stream_without_a_choices_chunk_as_failed() {
+    // A stream that ended with [DONE] but never carried a choices chunk: a success by its framing, a failure by
+    // vLLM's rule.
+    let mut empty = record(9, 0, 0, 10, 20, &[]);
+    empty.streaming = true;
+    empty.chunks.clear();
+    assert!(empty.succeeded());
+    let v = vllm_result(&meta(), 0, &[&empty]);
+    assert_eq!(v["completed"], 0);
+    assert_eq!(v["failed"], 1);
+}

@@ -65,6 +65,12 @@ pub fn vllm_result_file(meta: &RunMeta, stage: u32, several_stages: bool) -> Str
     format!("{label}-{rate}qps{concurrency}-{model}{stage_part}-{stamp}.json")
 }
 
+/// Success as vLLM counts it: a stream that never carried a `choices` chunk failed ("Never received a valid chunk
+/// to calculate TTFT"), even when the server ended it properly.
+pub(super) fn succeeded(r: &RequestRecord) -> bool {
+    r.succeeded() && (!r.streaming || r.chunks.iter().any(|c| c.kind.has_choices()))
+}
+
 /// `--result-filename`, as a file name inside the results directory: vLLM joins it to `--result-dir`, which
 /// llmbench replaces with its own directory, so only its last component is used.
 fn result_filename(meta: &RunMeta) -> Option<String> {
@@ -95,7 +101,7 @@ fn stats_ms(values: Vec<f64>, percentiles: &[f64]) -> (f64, f64, f64, Vec<(f64, 
 /// The result JSON of one stage's requests.
 pub fn vllm_result(meta: &RunMeta, stage: u32, records: &[&RequestRecord]) -> Value {
     let stage_meta = meta.stages.get(stage as usize).copied().unwrap_or_default();
-    let ok: Vec<&RequestRecord> = records.iter().copied().filter(|r| r.succeeded()).collect();
+    let ok: Vec<&RequestRecord> = records.iter().copied().filter(|r| succeeded(r)).collect();
     let start = records
         .iter()
         .map(|r| r.scheduled_ns.min(r.sent_ns))
@@ -214,7 +220,7 @@ pub fn vllm_result(meta: &RunMeta, stage: u32, records: &[&RequestRecord]) -> Va
 
     if meta.report.vllm_save_detailed {
         // Per request, failures included with zeros, as vLLM lists its outputs; generated texts are not kept.
-        let ok_or = |r: &RequestRecord, v: Value| if r.succeeded() { v } else { json!(0) };
+        let ok_or = |r: &RequestRecord, v: Value| if succeeded(r) { v } else { json!(0) };
         out.insert(
             "input_lens".into(),
             records.iter().map(|r| json!(r.input_tokens)).collect(),
