@@ -349,11 +349,13 @@ impl RequestRecord {
             .map(|c| since(c.at_ns, self.sent_ns))
     }
 
-    /// E2E as vllm bench serve defines it: last chunk of any kind − sent (in chat mode its usage-only chunk also
-    /// advances the clock). `None` without chunks or without streaming.
+    /// E2E as vllm bench serve defines it (v0.32 `endpoint_request_func.py`): the last chunk carrying `choices`
+    /// − sent; the trailing usage-only chunk does not advance it. `None` without such a chunk or without streaming.
     pub fn e2e_vllm_ns(&self) -> Option<u64> {
         self.streamed_chunks()
-            .last()
+            .iter()
+            .rev()
+            .find(|c| c.kind.has_choices())
             .map(|c| since(c.at_ns, self.sent_ns))
     }
 
@@ -589,11 +591,12 @@ mod tests {
     }
 
     #[test]
-    fn vllm_tpot_runs_from_the_first_choices_chunk_to_the_last_chunk() {
-        // e2e_vllm = 310 (usage chunk) − 100 = 210; ttft_vllm = 50; (210 − 50) / (4 − 1) = 53.
+    fn vllm_tpot_runs_from_the_first_choices_chunk_to_the_last_choices_chunk() {
+        // e2e_vllm = 300 (the last choices chunk; the usage chunk at 310 does not count) − 100 = 200;
+        // ttft_vllm = 50; (200 − 50) / (4 − 1) = 50.
         let r = chat();
-        assert_eq!(r.e2e_vllm_ns(), Some(210));
-        assert_eq!(r.tpot_vllm_ns(), Some(53));
+        assert_eq!(r.e2e_vllm_ns(), Some(200));
+        assert_eq!(r.tpot_vllm_ns(), Some(50));
     }
 
     #[test]

@@ -83,6 +83,11 @@ pub fn prepare(prompt: &Prompt, settings: &BodySettings) -> PreparedRequest {
             body.insert("messages".to_owned(), messages);
         }
     }
+    if settings.style == BodyStyle::Vllm && settings.api == ApiKind::Completion {
+        // `async_request_openai_completions` sends both, always.
+        body.insert("repetition_penalty".to_owned(), json!(1.0));
+        body.insert("logprobs".to_owned(), Value::Null);
+    }
     let chat_field = settings.api == ApiKind::Chat && settings.style != BodyStyle::InferencePerf;
     if let Some(max) = max_tokens {
         let field = if chat_field {
@@ -226,9 +231,12 @@ mod tests {
             guidellm["stream_options"],
             json!({"include_usage": true, "continuous_usage_stats": true})
         );
-        // Completions keep max_tokens for every tool.
+        // Completions keep max_tokens for every tool; vLLM's also fix the repetition penalty and ask no logprobs.
         let mut s = settings(ApiKind::Completion, true);
         s.style = BodyStyle::Vllm;
-        assert_eq!(body(&prepare(&prompt, &s))["max_tokens"], 4);
+        let vllm = body(&prepare(&prompt, &s));
+        assert_eq!(vllm["max_tokens"], 4);
+        assert_eq!(vllm["repetition_penalty"], 1.0);
+        assert!(vllm.get("logprobs").is_some_and(Value::is_null));
     }
 }

@@ -302,27 +302,29 @@ fn vllm_ttft_counts_the_role_only_chunk_and_reports_ms() {
 }
 
 #[test]
-fn vllm_tpot_runs_from_ttft_to_the_last_chunk() {
-    // r1: E2EL 90 − 10 = 80 ms (the usage chunk counts), (80 − 30) / 3 = 16.666666 ms (whole ns); r2: (60 − 20) / 1.
+fn vllm_tpot_runs_from_ttft_to_the_last_choices_chunk() {
+    // r1: E2EL 80 − 10 = 70 ms (the usage chunk at 90 does not count), (70 − 30) / 3 = 13.333333 ms (whole ns);
+    // r2: E2EL 570 − 510 = 60, (60 − 20) / 1 = 40.
     let v = vllm_stage_0();
-    assert_num(&v, "mean_tpot_ms", (16.666666 + 40.0) / 2.0);
-    assert_num(&v, "mean_e2el_ms", 70.0);
+    assert_num(&v, "mean_tpot_ms", (13.333333 + 40.0) / 2.0);
+    assert_num(&v, "mean_e2el_ms", 65.0);
     // ITL per choices chunk: r1 40 → 50 → 60 → 80 (10, 10, 20), r2 40: mean 20, median 15.
     assert_num(&v, "mean_itl_ms", 20.0);
     assert_num(&v, "median_itl_ms", 15.0);
 }
 
 #[test]
-fn vllm_totals_count_the_prompts_as_built_over_the_whole_run() {
+fn vllm_totals_take_the_servers_prompt_tokens_over_the_whole_run() {
     let v = vllm_stage_0();
-    // Input as built 9 + 12 (not the server's 10 + 12); output from usage 4 + 2. Duration 0 → 1100 ms.
+    // Input from the server's usage 10 + 12 (vLLM 0.32 prefers it to its own 9 + 12); output from usage 4 + 2.
+    // Duration 0 → 1100 ms.
     assert_eq!(v["completed"], 2);
     assert_eq!(v["failed"], 1);
-    assert_eq!(v["total_input_tokens"], 21);
+    assert_eq!(v["total_input_tokens"], 22);
     assert_eq!(v["total_output_tokens"], 6);
     assert_num(&v, "duration", 1.1);
     assert_num(&v, "request_throughput", 2.0 / 1.1);
-    assert_num(&v, "total_token_throughput", 27.0 / 1.1);
+    assert_num(&v, "total_token_throughput", 28.0 / 1.1);
     assert_eq!(v["request_rate"], 2.0);
     assert_eq!(v["backend"], "openai-chat");
     assert_eq!(v["date"], "20261122-043512");
@@ -364,7 +366,8 @@ fn vllm_detailed_arrays_list_every_request() {
     meta.report.vllm_save_detailed = true;
     let records = records();
     let v = vllm_result(&meta, 0, &stage(&records, 0));
-    assert_eq!(v["input_lens"], serde_json::json!([9, 12, 8]));
+    // The server's prompt tokens where it reported them (r1: 10, not the 9 built), else as built.
+    assert_eq!(v["input_lens"], serde_json::json!([10, 12, 8]));
     assert_eq!(v["output_lens"], serde_json::json!([4, 2, 0]));
     assert_eq!(v["errors"][2], "Service Unavailable");
     assert_eq!(v["itls"][1].as_array().unwrap().len(), 1);

@@ -1,10 +1,11 @@
 //! vllm bench serve's result JSON (`--save-result`; `vllm/benchmarks/serve.py` `calculate_metrics`), in ms.
 //!
-//! vLLM's own definitions: TTFT ends at the first chunk carrying `choices` (even empty or role-only); ITL is
-//! the gap between consecutive `choices` chunks, pooled; E2EL ends at the last chunk of any kind; TPOT =
-//! (E2EL − TTFT)/(n − 1) for n > 1; input tokens are the prompt lengths as built (vLLM counts its dataset's
-//! `prompt_len`, not the server's usage). Statistics are numpy's: mean, median, population std and linear
-//! percentiles, 0 for an empty sample. `duration` spans the first scheduled send to the last response.
+//! vLLM's own definitions (v0.32): TTFT ends at the first chunk carrying `choices` (even empty or role-only); ITL
+//! is the gap between consecutive `choices` chunks, pooled; E2EL ends at the last `choices` chunk (not the usage
+//! chunk); TPOT = (E2EL − TTFT)/(n − 1) for n > 1; a stream without a `choices` chunk failed; input tokens are
+//! the server's `usage.prompt_tokens` when it reports them, else the prompt lengths as built. Statistics are
+//! numpy's: mean, median, population std and linear percentiles, 0 for an empty sample. `duration` spans the
+//! first scheduled send to the last response.
 
 use serde_json::{Map, Value, json};
 
@@ -117,7 +118,8 @@ pub fn vllm_result(meta: &RunMeta, stage: u32, records: &[&RequestRecord]) -> Va
         }
     };
 
-    let total_input: u64 = ok.iter().map(|r| u64::from(r.input_tokens)).sum();
+    // vLLM takes the server's `usage.prompt_tokens` over its own count when the stream reports one.
+    let total_input: u64 = ok.iter().map(|r| u64::from(r.prompt_tokens())).sum();
     let total_output: u64 = ok.iter().map(|r| u64::from(r.output_tokens())).sum();
     let (max_tokens_per_s, max_concurrent) = peak_second(&ok);
 
@@ -223,7 +225,7 @@ pub fn vllm_result(meta: &RunMeta, stage: u32, records: &[&RequestRecord]) -> Va
         let ok_or = |r: &RequestRecord, v: Value| if succeeded(r) { v } else { json!(0) };
         out.insert(
             "input_lens".into(),
-            records.iter().map(|r| json!(r.input_tokens)).collect(),
+            records.iter().map(|r| json!(r.prompt_tokens())).collect(),
         );
         out.insert(
             "output_lens".into(),
