@@ -612,7 +612,7 @@ fn vllm_custom(
             Some(other) => {
                 return Err(field(
                     "prompt",
-                    format!("expected text, found {}", json_kind(other)),
+                    format!("expected text, found {}", crate::data::json_kind(other)),
                 )
                 .into());
             }
@@ -677,23 +677,17 @@ fn output_tokens(value: Option<&Value>) -> Result<u32, String> {
             .trim()
             .parse::<i128>()
             .map_err(|_| format!("`{s}` is not an integer"))?,
-        Some(other) => return Err(format!("expected an integer, found {}", json_kind(other))),
+        Some(other) => {
+            return Err(format!(
+                "expected an integer, found {}",
+                crate::data::json_kind(other)
+            ));
+        }
     };
     if n < 1 {
         return Err(format!("{n} is not a usable max_tokens (at least 1)"));
     }
     u32::try_from(n).map_err(|_| format!("{n} does not fit in a 32-bit token count"))
-}
-
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "text",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
 }
 
 #[cfg(test)]

@@ -18,6 +18,33 @@ fn llmbench() -> Command {
     command
 }
 
+/// `llmbench run --harness HARNESS --profile PROFILE --run-id ID --output DIR EXTRA…`, run to its end.
+fn run_profile(
+    dir: &Path,
+    harness: &str,
+    profile: impl AsRef<std::ffi::OsStr>,
+    run_id: &str,
+    extra: &[&str],
+) -> Output {
+    llmbench()
+        .args(["run", "--harness", harness, "--profile"])
+        .arg(profile)
+        .args(["--run-id", run_id, "--output"])
+        .arg(dir)
+        .args(extra)
+        .output()
+        .expect("runs")
+}
+
+/// `llmbench report RUN_DIR`.
+fn report(run: &Path) -> Output {
+    llmbench()
+        .arg("report")
+        .arg(run)
+        .output()
+        .expect("report runs")
+}
+
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, text).expect("write fixture");
@@ -155,19 +182,13 @@ fn a_profile_that_names_its_server_is_run_against_it_and_the_first_line_says_so(
             server.url
         ),
     );
-    let output = llmbench()
-        .args(["run", "--harness", "vllm-benchmark", "--profile"])
-        .arg(&profile)
-        .args([
-            "--tokenizer",
-            "builtin",
-            "--run-id",
-            "own-server",
-            "--output",
-        ])
-        .arg(dir.path())
-        .output()
-        .expect("runs");
+    let output = run_profile(
+        dir.path(),
+        "vllm-benchmark",
+        &profile,
+        "own-server",
+        &["--tokenizer", "builtin"],
+    );
     assert!(output.status.success(), "{}", stderr(&output));
     let first = first_line(&output);
     assert!(first.contains(&server.url), "{first}");
@@ -180,24 +201,18 @@ fn a_profile_that_names_its_server_is_run_against_it_and_the_first_line_says_so(
 #[test]
 fn with_no_endpoint_anywhere_the_embedded_simulator_runs_and_the_first_line_says_so() {
     let dir = tempfile::tempdir().expect("tmp");
-    let output = llmbench()
-        .args([
-            "run",
-            "--harness",
-            "inference-perf",
-            "--profile",
-            "sanity_random",
-        ])
-        .args([
+    let output = run_profile(
+        dir.path(),
+        "inference-perf",
+        "sanity_random",
+        "embedded",
+        &[
             "--override",
             "load.stages.0.duration=1",
             "--override",
             "load.stages.0.rate=5",
-        ])
-        .args(["--run-id", "embedded", "--output"])
-        .arg(dir.path())
-        .output()
-        .expect("runs");
+        ],
+    );
     assert!(output.status.success(), "{}", stderr(&output));
     let first = first_line(&output);
     assert!(first.contains("embedded simulator"), "{first}");
@@ -212,13 +227,7 @@ fn the_embedded_simulator_serves_the_model_a_profile_names() {
         "model: org/my-model\ndataset-name: random\nrandom-input-len: 4\nrandom-output-len: 2\nnum-prompts: 3\n\
          request-rate: 100\n",
     );
-    let output = llmbench()
-        .args(["run", "--harness", "vllm-benchmark", "--profile"])
-        .arg(&profile)
-        .args(["--run-id", "model", "--output"])
-        .arg(dir.path())
-        .output()
-        .expect("runs");
+    let output = run_profile(dir.path(), "vllm-benchmark", &profile, "model", &[]);
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(first_line(&output).contains("embedded simulator"));
     assert_eq!(
@@ -275,14 +284,7 @@ fn sim_profile(dir: &Path, prompts: u32, rate: u32, tokens: u32) -> PathBuf {
 
 fn quick_run(dir: &Path, run_id: &str, extra: &[&str]) -> Output {
     let profile = sim_profile(dir, 2, 100, 2);
-    llmbench()
-        .args(["run", "--harness", "vllm-benchmark", "--profile"])
-        .arg(&profile)
-        .args(["--run-id", run_id, "--output"])
-        .arg(dir)
-        .args(extra)
-        .output()
-        .expect("runs")
+    run_profile(dir, "vllm-benchmark", &profile, run_id, extra)
 }
 
 #[test]
@@ -494,11 +496,7 @@ fn after_sigkill_report_keeps_every_flushed_record_and_says_the_run_is_incomplet
     let run = dir.path().join("long");
     let recorded = records(&run).len();
     assert!(recorded >= 3);
-    let output = llmbench()
-        .arg("report")
-        .arg(&run)
-        .output()
-        .expect("report runs");
+    let output = report(&run);
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(
         stderr(&output).contains("incomplete"),
@@ -521,11 +519,7 @@ fn a_torn_last_record_is_skipped_and_reported() {
     let mut text = std::fs::read_to_string(run.join("requests.jsonl")).expect("records");
     text.push_str("{\"id\":99,\"stage\":0,\"sched");
     std::fs::write(run.join("requests.jsonl"), text).expect("tear");
-    let output = llmbench()
-        .arg("report")
-        .arg(&run)
-        .output()
-        .expect("report runs");
+    let output = report(&run);
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(stderr(&output).contains("torn"), "{}", stderr(&output));
     assert_eq!(json(&run.join("summary.json"))["requests"]["total"], 2);
@@ -546,13 +540,13 @@ fn guidellm_multi_turn_requests_carry_the_earlier_turns_and_the_actual_answers()
             server.url
         ),
     );
-    let output = llmbench()
-        .args(["run", "--harness", "guidellm", "--profile"])
-        .arg(&profile)
-        .args(["--tokenizer", "builtin", "--run-id", "mt", "--output"])
-        .arg(dir.path())
-        .output()
-        .expect("runs");
+    let output = run_profile(
+        dir.path(),
+        "guidellm",
+        &profile,
+        "mt",
+        &["--tokenizer", "builtin"],
+    );
     assert!(output.status.success(), "{}", stderr(&output));
     let bodies = server.bodies();
     assert_eq!(bodies.len(), 6);
@@ -616,21 +610,13 @@ fn inference_perf_multi_turn_sessions_grow_on_the_embedded_simulator() {
          question_len: 5, output_len: 3, enable_multi_turn_chat: true}\nload:\n  type: constant\n  stages: [{rate: 20, \
          duration: 2}]\nreport:\n  request_lifecycle: {per_request: true}\n",
     );
-    let output = llmbench()
-        .args(["run", "--harness", "inference-perf", "--profile"])
-        .arg(&profile)
-        .args([
-            "--sim-itl",
-            "1ms",
-            "--sim-ttft",
-            "2ms",
-            "--run-id",
-            "ipmt",
-            "--output",
-        ])
-        .arg(dir.path())
-        .output()
-        .expect("runs");
+    let output = run_profile(
+        dir.path(),
+        "inference-perf",
+        &profile,
+        "ipmt",
+        &["--sim-itl", "1ms", "--sim-ttft", "2ms"],
+    );
     assert!(output.status.success(), "{}", stderr(&output));
     let lines = records(&dir.path().join("ipmt"));
     assert_eq!(lines.len(), 40);
@@ -672,13 +658,7 @@ fn vllm_goodput_and_warmups_are_honoured() {
         "dataset-name: random\nrandom-input-len: 8\nrandom-output-len: 4\nnum-prompts: 10\nrequest-rate: 50\n\
          num-warmups: 3\ngoodput: \"ttft:1000 e2el:1\"\n",
     );
-    let output = llmbench()
-        .args(["run", "--harness", "vllm-benchmark", "--profile"])
-        .arg(&profile)
-        .args(["--run-id", "g", "--output"])
-        .arg(dir.path())
-        .output()
-        .expect("runs");
+    let output = run_profile(dir.path(), "vllm-benchmark", &profile, "g", &[]);
     assert!(output.status.success(), "{}", stderr(&output));
     let run = dir.path().join("g");
     let lines = records(&run);
@@ -708,13 +688,7 @@ fn vllm_result_filename_names_the_result_file() {
         "dataset-name: random\nrandom-input-len: 4\nrandom-output-len: 2\nnum-prompts: 2\nrequest-rate: 50\n\
          result-filename: my-result.json\n",
     );
-    let output = llmbench()
-        .args(["run", "--harness", "vllm-benchmark", "--profile"])
-        .arg(&profile)
-        .args(["--run-id", "r", "--output"])
-        .arg(dir.path())
-        .output()
-        .expect("runs");
+    let output = run_profile(dir.path(), "vllm-benchmark", &profile, "r", &[]);
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(json(&dir.path().join("r/my-result.json"))["completed"], 2);
 }

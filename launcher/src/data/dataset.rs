@@ -407,7 +407,10 @@ fn record(path: &Path, location: String, value: Value) -> Result<Row, DataError>
             path: path.to_owned(),
             row: location,
             column: "input".to_owned(),
-            message: format!("expected a record (a JSON object), found {}", kind(&value)),
+            message: format!(
+                "expected a record (a JSON object), found {}",
+                json_kind(&value)
+            ),
         });
     };
     let field_error = |column: &str, message: String| DataError::Field {
@@ -422,7 +425,7 @@ fn record(path: &Path, location: String, value: Value) -> Result<Row, DataError>
             Some(Value::String(s)) => Ok(Some(s.clone())),
             Some(other) => Err(field_error(
                 column,
-                format!("expected text, found {}", kind(other)),
+                format!("expected text, found {}", json_kind(other)),
             )),
         }
     };
@@ -448,7 +451,8 @@ fn record(path: &Path, location: String, value: Value) -> Result<Row, DataError>
     })
 }
 
-fn kind(value: &Value) -> &'static str {
+/// How an error message names a JSON value's type.
+pub(crate) fn json_kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -464,7 +468,7 @@ fn token_list(value: &Value) -> Result<Vec<u32>, String> {
     let Value::Array(items) = value else {
         return Err(format!(
             "expected a list of token ids, found {}",
-            kind(value)
+            json_kind(value)
         ));
     };
     items
