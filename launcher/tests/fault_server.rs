@@ -756,6 +756,26 @@ fn target_without_timeout(port: u16, transport: &str) -> Target {
     }
 }
 
+/// One request straight through the client, as the engine issues it, never cancelled.
+async fn execute_once(
+    target: &Target,
+    request: &PreparedRequest,
+) -> llmbench::record::RequestRecord {
+    let issue = Issue {
+        id: 0,
+        stage: 0,
+        scheduled_ns: 0,
+    };
+    client::execute(
+        target,
+        request,
+        issue,
+        &Clock::start(),
+        Control::default().in_flight(),
+    )
+    .await
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_default_request_timeout_ends_a_request_whose_target_sets_none() {
     assert_eq!(DEFAULT_REQUEST_TIMEOUT, Duration::from_secs(3600));
@@ -767,20 +787,8 @@ async fn the_default_request_timeout_ends_a_request_whose_target_sets_none() {
     };
     for transport in ["http1", "reqwest"] {
         let target = target_without_timeout(port, transport);
-        let issue = Issue {
-            id: 0,
-            stage: 0,
-            scheduled_ns: 0,
-        };
         let started = tokio::time::Instant::now();
-        let record = client::execute(
-            &target,
-            &request,
-            issue,
-            &Clock::start(),
-            Control::default().in_flight(),
-        )
-        .await;
+        let record = execute_once(&target, &request).await;
         let error = record
             .error
             .expect("a request that never got an answer failed");
@@ -816,20 +824,8 @@ async fn a_request_the_server_never_reads_ends_at_its_timeout_even_while_still_b
             request_timeout: Some(Duration::from_millis(500)),
             ..target_without_timeout(port, transport)
         };
-        let issue = Issue {
-            id: 0,
-            stage: 0,
-            scheduled_ns: 0,
-        };
         let started = std::time::Instant::now();
-        let record = client::execute(
-            &target,
-            &request,
-            issue,
-            &Clock::start(),
-            Control::default().in_flight(),
-        )
-        .await;
+        let record = execute_once(&target, &request).await;
         let error = record.error.expect("never answered");
         assert_eq!(error.class, Timeout, "{transport}: {}", error.message);
         assert!(
