@@ -147,7 +147,6 @@ fn inference_perf_sessions(
         synth,
         groups as usize,
         LengthDistribution::Fixed(system_len),
-        None,
         seed,
     )?;
     let questions = synthetic_prompts(
@@ -217,7 +216,6 @@ fn guidellm_conversations(
                 synth,
                 prefixes as usize,
                 LengthDistribution::Fixed(tokens),
-                None,
                 seed.wrapping_add(1_000 + i as u64),
             )?
         });
@@ -248,7 +246,6 @@ fn guidellm_conversations(
             synth,
             turns as usize,
             LengthDistribution::Fixed(length),
-            None,
             seed.wrapping_add(2_000_000 + c as u64),
         )?;
         scripts.push(Script {
@@ -270,7 +267,6 @@ fn pieces(
     synth: &Synthesizer<'_>,
     n: usize,
     lengths: LengthDistribution,
-    output: Option<LengthDistribution>,
     seed: u64,
 ) -> Result<Vec<Arc<Piece>>, ConversationError> {
     let prompts = synthetic_prompts(
@@ -278,7 +274,7 @@ fn pieces(
         &SyntheticSpec {
             num_prompts: n,
             prompt_tokens: lengths,
-            output_tokens: output,
+            output_tokens: None,
             prefix_buckets: Vec::new(),
             seed,
         },

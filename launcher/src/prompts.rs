@@ -108,11 +108,7 @@ pub fn build_prompts(
             match &random.text {
                 // inference-perf `synthetic` with a corpus file: prompts are cut from its text.
                 PromptText::Corpus { path: Some(path) } => {
-                    let corpus =
-                        std::fs::read_to_string(path).map_err(|source| DataError::Read {
-                            path: path.into(),
-                            source,
-                        })?;
+                    let corpus = read_text(Path::new(path))?;
                     let synth = Synthesizer::with_corpus(tokenizer, path, &corpus)?;
                     data::synthetic_prompts(&synth, &spec)?.into_inner()
                 }
@@ -182,6 +178,14 @@ pub fn build_prompts(
 fn synthetic(tokenizer: &Tokenizer, spec: &SyntheticSpec) -> Result<Vec<Prompt>, PromptError> {
     let synth = Synthesizer::new(tokenizer)?;
     Ok(data::synthetic_prompts(&synth, spec)?.into_inner())
+}
+
+/// A text file the profile names (a corpus, a sonnet), with the path in the error.
+fn read_text(path: &Path) -> Result<String, DataError> {
+    std::fs::read_to_string(path).map_err(|source| DataError::Read {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 pub(crate) fn to_u32(what: &'static str, value: u64) -> Result<u32, PromptError> {
@@ -469,10 +473,7 @@ fn vllm_sonnet(
     pool: usize,
 ) -> Result<Vec<Prompt>, PromptError> {
     let path = PathBuf::from(&sonnet.path);
-    let text = std::fs::read_to_string(&path).map_err(|source| DataError::Read {
-        path: path.clone(),
-        source,
-    })?;
+    let text = read_text(&path)?;
     let lines: Vec<&str> = text.split_inclusive('\n').collect();
     if lines.is_empty() {
         return Err(DataError::EmptyCorpus {

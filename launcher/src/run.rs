@@ -363,7 +363,12 @@ async fn run_against(
 
     let tokenizer_spec =
         context.tokenizer_spec(workload.tokenizer.as_ref().map(|t| t.name_or_path.clone()))?;
-    let tokenizer: Tokenizer = load_tokenizer(&tokenizer_spec, &HubOptions::from_env()).await?;
+    let mut hub = HubOptions::from_env();
+    // inference-perf's `tokenizer.token` goes to the hub ahead of HF_TOKEN, as `from_pretrained(token=…)`.
+    if let Some(token) = workload.tokenizer.as_ref().and_then(|t| t.token.clone()) {
+        hub.token = Some(token);
+    }
+    let tokenizer: Tokenizer = load_tokenizer(&tokenizer_spec, &hub).await?;
     let request_model = context.request_model(workload.api.model.clone())?;
     let settings = BodySettings::new(
         &workload.api,
@@ -761,6 +766,12 @@ fn stage_meta(stage: &engine::Stage, workload_stage: Option<&crate::workload::St
             .map(|d| d.as_secs_f64()),
         warmup: workload_stage.and_then(|s| s.warmup),
         cooldown: workload_stage.and_then(|s| s.cooldown),
+        burstiness: workload_stage.and_then(|s| match s.arrival {
+            crate::workload::Arrival::VllmGamma { burstiness, .. } => {
+                Some(report::Burstiness::of(burstiness))
+            }
+            _ => None,
+        }),
     }
 }
 
@@ -788,6 +799,8 @@ fn report_options(workload: &Workload) -> ReportOptions {
         }
         _ => {
             options.percentiles = workload.report.percentiles.clone();
+            options.inference_perf_summary = workload.report.summary;
+            options.inference_perf_per_stage = workload.report.per_stage;
             options.inference_perf_per_request = workload.report.per_request;
             options.inference_perf_use_server_output_tokens =
                 workload.report.use_server_output_tokens;

@@ -27,6 +27,9 @@ pub struct Conversations {
     scripts: Vec<Script>,
     settings: BodySettings,
     state: State,
+    /// Whether records say their conversation and turn: not for a run of single-turn "conversations" (guidellm
+    /// chat with a prefix), which have no turns to tell apart.
+    tags_turns: bool,
 }
 
 #[derive(Debug)]
@@ -93,10 +96,13 @@ impl Conversations {
             ),
             Style::GuidellmTurns => State::Turns(Mutex::new(TurnQueue::default())),
         };
+        let tags_turns =
+            matches!(state, State::Sessions(_)) || set.scripts.iter().any(|s| s.turns.len() > 1);
         Conversations {
             scripts: set.scripts,
             settings,
             state,
+            tags_turns,
         }
     }
 
@@ -167,10 +173,7 @@ impl Conversations {
         keep_text: bool,
         now_ns: u64,
     ) -> Vec<RequestRecord> {
-        // A run of single-turn "conversations" (guidellm chat with a prefix) has no turns to tell apart.
-        if self.scripts.iter().any(|s| s.turns.len() > 1)
-            || matches!(self.state, State::Sessions(_))
-        {
+        if self.tags_turns {
             record.conversation = Some(turn.of);
         }
         let answer = if keep_text {

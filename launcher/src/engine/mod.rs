@@ -241,20 +241,20 @@ pub async fn run(
         return Err(EngineError::NoRequests);
     }
     let next_id = Arc::new(AtomicU64::new(0));
-    let context = |stage: u32, control: Control| StageContext {
+    let context = |stage: u32, stage_control: Control, errors: ErrorLimits| StageContext {
         target: Arc::clone(&target),
         requests: plan.requests.clone(),
         clock,
         sink: sink.clone(),
         next_id: Arc::clone(&next_id),
         stage,
+        control: stage_control,
         run: control.clone(),
-        control,
         tally: Arc::new(Mutex::new(Tally::default())),
-        errors: ErrorLimits::default(),
+        errors,
     };
     if let (Some(warmup), Requests::Fixed(_)) = (plan.warmup, &plan.requests) {
-        run_warmup(context(0, control.child()), warmup).await;
+        run_warmup(context(0, control.child(), ErrorLimits::default()), warmup).await;
     }
     let mut times = Vec::with_capacity(plan.stages.len());
     for (index, stage) in plan.stages.iter().enumerate() {
@@ -269,12 +269,11 @@ pub async fn run(
         }
         sink.progress.stage.store(index as u64, Ordering::Relaxed);
         let stage_control = control.child();
-        let mut stage_context = context(
+        let stage_context = context(
             u32::try_from(index).unwrap_or(u32::MAX),
             stage_control.clone(),
+            stage.errors,
         );
-        stage_context.run = control.clone();
-        stage_context.errors = stage.errors;
         let start_ns = clock.now_ns();
         match &stage.plan {
             StagePlan::Open {

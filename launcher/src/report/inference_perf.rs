@@ -9,7 +9,7 @@
 use serde_json::{Map, Value, json};
 
 use super::goodput::inference_perf_goodput_metrics;
-use super::meta::{RunMeta, Slo, StageMeta};
+use super::meta::{Slo, StageMeta};
 use super::{secs, sorted};
 use crate::metrics::percentile_linear;
 use crate::record::{ErrorClass, RequestRecord};
@@ -183,8 +183,7 @@ pub fn lifecycle_metrics(
 /// the response's output tokens, the server's usage, and for a stream every chunk's and every token's arrival;
 /// `error` with inference-perf's error type). llmbench does not keep request and response bodies — they are what
 /// makes inference-perf's file reach gigabytes (inference-perf #522) — so `request` and `response` are null.
-pub fn per_request_lifecycle(meta: &RunMeta, records: &[&RequestRecord]) -> Value {
-    let _ = meta;
+pub fn per_request_lifecycle(records: &[&RequestRecord]) -> Value {
     Value::Array(records.iter().map(|r| per_request(r)).collect())
 }
 

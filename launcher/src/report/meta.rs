@@ -174,6 +174,35 @@ pub struct StageMeta {
     /// Requests at the stage's end left out of its metrics (guidellm `cooldown`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cooldown: Option<Transient>,
+    /// vllm `--burstiness` of a gamma-arrival stage, as vLLM's result JSON writes it (`"inf"` for constant gaps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burstiness: Option<Burstiness>,
+}
+
+/// A burstiness factor: a number, or `inf`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Burstiness {
+    Factor(f64),
+    /// `inf` (JSON has no infinite number).
+    Infinite(InfiniteTag),
+}
+
+/// The text `inf`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum InfiniteTag {
+    #[serde(rename = "inf")]
+    Inf,
+}
+
+impl Burstiness {
+    pub fn of(factor: f64) -> Burstiness {
+        if factor.is_finite() {
+            Burstiness::Factor(factor)
+        } else {
+            Burstiness::Infinite(InfiniteTag::Inf)
+        }
+    }
 }
 
 /// A goodput objective: a request is good when its `metric` is at most `limit_s` (and every other objective
@@ -223,6 +252,10 @@ pub struct ReportOptions {
     /// vllm bench serve's `--result-filename`: the result file's name instead of the generated one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vllm_result_filename: Option<String>,
+    /// inference-perf's `report.request_lifecycle.summary`: write `summary_lifecycle_metrics.json`.
+    pub inference_perf_summary: bool,
+    /// inference-perf's `report.request_lifecycle.per_stage`: write `stage_N_lifecycle_metrics.json`.
+    pub inference_perf_per_stage: bool,
     /// inference-perf's `report.request_lifecycle.per_request`: write `per_request_lifecycle_metrics.json`.
     pub inference_perf_per_request: bool,
     /// inference-perf's `report.request_lifecycle.use_server_output_tokens`.
@@ -245,6 +278,8 @@ impl Default for ReportOptions {
             vllm_save_detailed: false,
             vllm_label: None,
             vllm_result_filename: None,
+            inference_perf_summary: true,
+            inference_perf_per_stage: true,
             inference_perf_per_request: false,
             inference_perf_use_server_output_tokens: false,
             goodput: Vec::new(),

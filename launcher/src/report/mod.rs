@@ -35,7 +35,7 @@ pub use inference_perf::{
 };
 pub use llmd::{LLMD_REPORT_PREFIX, llmd_report_v02, llmd_report_v02_file};
 pub use meta::{
-    ApiKind, INFERENCE_PERF_PERCENTILES, LLMBENCH_VERSION, ProfileNote, RUN_META_FILE,
+    ApiKind, Burstiness, INFERENCE_PERF_PERCENTILES, LLMBENCH_VERSION, ProfileNote, RUN_META_FILE,
     RUN_META_SCHEMA, ReportOptions, RunEnd, RunMeta, RunState, ShardMeta, Slo, StageEnd, StageMeta,
 };
 pub use table::print_table;
@@ -319,7 +319,7 @@ pub fn write_all(
     };
 
     if formats.inference_perf {
-        if !measured.records.is_empty() {
+        if meta.report.inference_perf_summary && !measured.records.is_empty() {
             let path = dir.join(SUMMARY_LIFECYCLE_FILE);
             write_json(
                 &path,
@@ -333,7 +333,10 @@ pub fn write_all(
             )?;
             written.push(path);
         }
-        for (stage, bucket) in &stages {
+        for (stage, bucket) in stages
+            .iter()
+            .filter(|_| meta.report.inference_perf_per_stage)
+        {
             let path = dir.join(stage_lifecycle_file(*stage));
             let load = meta
                 .stages
@@ -352,7 +355,7 @@ pub fn write_all(
             write_json(
                 &path,
                 "inference-perf per-request metrics",
-                &per_request_lifecycle(meta, &measured.records),
+                &per_request_lifecycle(&measured.records),
             )?;
             written.push(path);
         }

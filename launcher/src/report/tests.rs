@@ -671,3 +671,61 @@ fn vllm_counts_a_stream_without_a_choices_chunk_as_failed() {
     assert_eq!(v["completed"], 0);
     assert_eq!(v["failed"], 1);
 }
+
+#[test]
+fn inference_perf_files_follow_the_request_lifecycle_switches() {
+    let dir = temp_dir("lifecycle-switches");
+    let records = records();
+    let mut meta = meta();
+    meta.report.inference_perf_summary = false;
+    meta.report.inference_perf_per_request = true;
+    let summary = summary_of(&meta, &records);
+    let formats = Formats {
+        inference_perf: true,
+        ..Formats::default()
+    };
+    let names = |files: Vec<std::path::PathBuf>| -> Vec<String> {
+        files
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect()
+    };
+    let files = write_all(&dir, &meta, &records, &summary, formats).unwrap();
+    assert_eq!(
+        names(files),
+        [
+            "stage_0_lifecycle_metrics.json",
+            "stage_1_lifecycle_metrics.json",
+            "per_request_lifecycle_metrics.json",
+        ]
+    );
+    meta.report.inference_perf_summary = true;
+    meta.report.inference_perf_per_stage = false;
+    meta.report.inference_perf_per_request = false;
+    let files = write_all(&dir, &meta, &records, &summary, formats).unwrap();
+    assert_eq!(names(files), ["summary_lifecycle_metrics.json"]);
+}
+
+#[test]
+fn vllm_writes_the_burstiness_the_profile_asked_for() {
+    let records = records();
+    let mut meta = meta();
+    assert_eq!(
+        vllm_result(&meta, 0, &stage(&records, 0))["burstiness"],
+        1.0
+    );
+    meta.stages[0].burstiness = Some(Burstiness::of(0.5));
+    assert_eq!(
+        vllm_result(&meta, 0, &stage(&records, 0))["burstiness"],
+        0.5
+    );
+    meta.stages[0].burstiness = Some(Burstiness::of(f64::INFINITY));
+    assert_eq!(
+        vllm_result(&meta, 0, &stage(&records, 0))["burstiness"],
+        "inf"
+    );
+    // run.json keeps it through a round trip.
+    let back: StageMeta =
+        serde_json::from_value(serde_json::to_value(meta.stages[0]).unwrap()).unwrap();
+    assert_eq!(back, meta.stages[0]);
+}

@@ -143,7 +143,14 @@ pub fn vllm_result(meta: &RunMeta, stage: u32, records: &[&RequestRecord]) -> Va
         "request_rate".into(),
         stage_meta.rate.map_or_else(|| json!("inf"), |r| json!(r)),
     );
-    out.insert("burstiness".into(), json!(1.0));
+    out.insert(
+        "burstiness".into(),
+        json!(
+            stage_meta
+                .burstiness
+                .unwrap_or(super::meta::Burstiness::Factor(1.0))
+        ),
+    );
     out.insert("max_concurrency".into(), json!(stage_meta.concurrency));
     out.insert("duration".into(), json!(duration));
     out.insert("completed".into(), json!(ok.len()));
