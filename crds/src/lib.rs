@@ -2,6 +2,8 @@
 //! operator and `llmbench render` share, and the bundled profile library.
 #![forbid(unsafe_code)]
 
+pub mod capacity;
+pub mod experiment;
 pub mod library;
 pub mod render;
 pub mod v1alpha1;

@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::render::well_known;
 
+mod experiment;
+pub use experiment::*;
+
 /// The default PVC that holds workload data and results, as in llm-d-benchmark.
 pub const DEFAULT_PVC_NAME: &str = "workload-pvc";
 /// The default size of a PVC that llmbench creates.
