@@ -111,6 +111,11 @@ pub struct RunArgs {
     /// cancelled; a second signal cancels them at once.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "5s", value_name = "DURATION")]
     pub interrupt_grace: Duration,
+    /// Run an SLO capacity search instead of the profile's stages: the highest load meeting every objective, as
+    /// JSON or YAML (`{load: rate, slo: ["ttft_p99<=500ms"], start: 1, max: 64}`; see README). Overrides the
+    /// profile's own `capacity_search:`.
+    #[arg(long, value_name = "SPEC")]
+    pub capacity_search: Option<String>,
     /// Embedded simulator: time to first token.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "50ms", value_name = "DURATION")]
     pub sim_ttft: Duration,

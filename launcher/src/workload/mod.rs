@@ -9,6 +9,7 @@
 //! schedule(&workload.stages[i], stage_seed(workload.seed, i))  -> Schedule
 //! ```
 
+pub mod capacity;
 mod error;
 mod guidellm;
 mod inference_perf;
@@ -43,6 +44,8 @@ pub struct Parsed {
     pub workload: Workload,
     /// Unknown keys (and known keys llmbench does not act on), in document order.
     pub warnings: Vec<Warning>,
+    /// llmbench's SLO capacity search (`capacity_search:` at the root of any dialect's profile).
+    pub capacity: Option<llmbench_api::capacity::CapacitySearch>,
 }
 
 /// Parses a rendered profile of `harness`. `file_name` only labels messages.
@@ -52,8 +55,17 @@ pub fn parse_profile(
     yaml: &str,
     options: &ParseOptions,
 ) -> Result<Parsed, WorkloadError> {
-    let doc = yaml::parse_document(file_name, yaml)?;
+    let mut doc = yaml::parse_document(file_name, yaml)?;
     let mut ctx = Ctx::new(file_name);
+    let capacity = capacity::take(&mut ctx, &mut doc)?;
+    if capacity.is_some() && harness == Harness::Nop {
+        return Err(WorkloadError::Invalid {
+            file: file_name.to_string(),
+            key: capacity::KEY.to_string(),
+            line: None,
+            problem: "the nop harness sends no load, so there is no capacity to search".to_string(),
+        });
+    }
     let workload = match harness {
         Harness::InferencePerf => inference_perf::parse(&mut ctx, &doc, options)?,
         Harness::Guidellm => guidellm::parse(&mut ctx, &doc, options)?,
@@ -94,6 +106,7 @@ pub fn parse_profile(
     Ok(Parsed {
         workload,
         warnings: ctx.warnings,
+        capacity,
     })
 }
 
