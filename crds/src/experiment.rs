@@ -379,7 +379,8 @@ pub fn table(
 /// among treatments that passed their SLO (every treatment with a finished run when no run had an SLO).
 pub fn best(rows: &[TreatmentRow]) -> Option<String> {
     let any_capacity = rows.iter().any(|r| r.capacity.is_some());
-    let any_verdict = rows.iter().any(|r| r.verdict.is_some());
+    // Only SLO verdicts count: a row without a finished run is "failed" for its runs, not for an SLO.
+    let any_verdict = rows.iter().any(|r| r.runs > 0 && r.verdict.is_some());
     rows.iter()
         .filter(|r| r.runs > 0)
         .filter(|r| any_capacity || !any_verdict || r.verdict.as_deref() == Some("passed"))
@@ -566,5 +567,22 @@ mod tests {
         assert_eq!((rows[2].runs, rows[2].failed_runs), (0, 1));
         assert_eq!(rows[2].verdict.as_deref(), Some("failed"));
         assert_eq!(best(&rows).as_deref(), Some("slow"));
+    }
+
+    #[test]
+    fn without_an_slo_the_best_is_the_fastest_finished_treatment() {
+        let t = |name: &str| ResolvedTreatment {
+            name: name.into(),
+            overrides: vec![],
+            levels: BTreeMap::new(),
+        };
+        let ok = RunResult::Succeeded(RunFigures {
+            output_tokens_per_second: 10.0,
+            ..RunFigures::default()
+        });
+        // The broken treatment's "failed" is about its runs, not an SLO: it must not hide the finished one.
+        let rows = table(&[t("ok"), t("broken")], &[(0, ok), (1, RunResult::Failed)]);
+        assert_eq!(rows[0].verdict, None);
+        assert_eq!(best(&rows).as_deref(), Some("ok"));
     }
 }

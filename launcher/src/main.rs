@@ -24,6 +24,12 @@ enum Command {
     /// result files and an llm-d benchmark report to OUTPUT/RUN_ID/. Exit codes: 1 an error, 3 not a single
     /// request succeeded, 4 interrupted by SIGTERM/SIGINT (everything measured is written, marked interrupted).
     Run(Box<llmbench::run::RunArgs>),
+    /// Run an experiment: a BenchmarkExperiment manifest or an llm-d-benchmark experiment file, one run per
+    /// treatment and repeat (every treatment checked before the first starts), then a comparison in OUTPUT/ID/:
+    /// experiment.json, comparison.json, treatment_comparison.csv, experiment-summary.yaml (and benchmarks.json for
+    /// guidellm). Without an endpoint one embedded simulator serves every run. `experiment report DIR` rewrites the
+    /// comparison from the files. Exit codes: 1 an error (nothing ran), 3 some run failed, 4 interrupted.
+    Experiment(llmbench::experiment::ExperimentCommand),
     /// Rebuild summary.json and every report of a run directory from its run.json and requests.jsonl (also for a
     /// run that was killed part way: a torn last record is skipped and the summary says the run is incomplete).
     Report(ReportArgs),
@@ -170,6 +176,51 @@ fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+fn experiment_command(
+    command: llmbench::experiment::ExperimentCommand,
+) -> anyhow::Result<ExitCode> {
+    use llmbench::experiment::{self, ExperimentAction};
+    if let Some(ExperimentAction::Report(args)) = command.action {
+        let (_, written) = experiment::report(&args)?;
+        for warning in &written.warnings {
+            tracing::warn!("{warning}");
+        }
+        print!("{}", experiment::print_table(&written.comparison));
+        for file in &written.files {
+            println!("wrote {}", file.display());
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let outcome = runtime()?.block_on(experiment::run(&command.run))?;
+    for warning in &outcome.written.warnings {
+        tracing::warn!("{warning}");
+    }
+    print!("{}", experiment::print_table(&outcome.written.comparison));
+    if let Some(best) = &outcome.written.comparison.best {
+        println!("best: {best}");
+    }
+    println!("results: {}", outcome.dir.display());
+    if outcome.interrupted {
+        eprintln!(
+            "llmbench: the experiment was interrupted; the runs it did not start are marked skipped"
+        );
+        return Ok(ExitCode::from(experiment::EXIT_INTERRUPTED));
+    }
+    let failed = outcome.failed_runs();
+    if failed > 0 {
+        eprintln!(
+            "llmbench: {failed} of {} runs failed; see {}",
+            outcome.plan.runs.len(),
+            outcome
+                .dir
+                .join(experiment::plan::EXPERIMENT_FILE)
+                .display()
+        );
+        return Ok(ExitCode::from(experiment::EXIT_RUN_FAILED));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn report_command(args: ReportArgs) -> anyhow::Result<ExitCode> {
     if llmbench::run::in_use(&args.dir) {
         anyhow::bail!(
@@ -286,6 +337,7 @@ fn main() -> ExitCode {
     init_logging();
     let result = match cli.command {
         Command::Run(args) => run_command(*args),
+        Command::Experiment(command) => experiment_command(command),
         Command::Report(args) => report_command(args),
         Command::Render(args) => render_command(args).map(|()| ExitCode::SUCCESS),
         Command::Synth(args) => synth_command(args).map(|()| ExitCode::SUCCESS),

@@ -1,0 +1,810 @@
+//! The experiment's comparison, written from the files alone (`experiment.json` and each run's directory), so
+//! `llmbench experiment report DIR` gives the same result on a laptop, after a local experiment, and in the pod the
+//! operator starts once every run of a BenchmarkExperiment has finished:
+//!
+//! - `comparison.json` (ours, schema `llmbench.comparison/v1`): the table rows (llmbench-api's `TreatmentRow`),
+//!   the best treatment, and every run's figures and capacity answer — what a later plot command reads.
+//! - `treatment_comparison.csv`: llm-d-benchmark's cross-treatment CSV (see [`write_treatment_csv`]).
+//! - `experiment-summary.yaml`: llm-d-benchmark's DoE summary (see [`experiment_summary`]).
+//! - `benchmarks.json`: guidellm's multi-benchmark report, when the runs wrote guidellm reports.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use llmbench_api::experiment::{self as core, RunResult};
+use llmbench_api::v1alpha1::TreatmentRow;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use super::ExperimentError;
+use super::figures::{FiguresJson, capacity_block, read_summary, run_figures, slo_verdict};
+use super::plan::{ExperimentPlan, RunStatus, write_atomic};
+use crate::report::{GUIDELLM_REPORT_FILE, LLMD_REPORT_PREFIX};
+
+/// The schema id of `comparison.json`.
+pub const COMPARISON_SCHEMA: &str = "llmbench.comparison/v1";
+pub const COMPARISON_FILE: &str = "comparison.json";
+/// llm-d-benchmark's cross-treatment CSV.
+pub const TREATMENT_CSV_FILE: &str = "treatment_comparison.csv";
+/// llm-d-benchmark's DoE experiment summary.
+pub const EXPERIMENT_SUMMARY_FILE: &str = "experiment-summary.yaml";
+
+/// `comparison.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    /// Always [`COMPARISON_SCHEMA`].
+    pub schema: String,
+    pub experiment: String,
+    pub id: String,
+    pub harness: String,
+    /// One row per treatment, in plan order; aggregates over its succeeded runs.
+    pub rows: Vec<TreatmentRow>,
+    /// The best treatment (llmbench-api's `best`: highest capacity, else highest output tokens/s among those that
+    /// met the SLO).
+    pub best: Option<String>,
+    /// Every run, in plan order.
+    pub runs: Vec<RunComparison>,
+}
+
+/// One run in `comparison.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunComparison {
+    pub dir: String,
+    pub treatment: String,
+    pub repeat: u32,
+    pub status: RunStatus,
+    /// Its figures, where its summary.json could be read (also for a failed run that wrote one; the table counts
+    /// succeeded runs only).
+    pub figures: Option<FiguresJson>,
+    /// The SLO verdict's wording, where the plan has an SLO.
+    pub slo: Option<String>,
+    /// `summary.json`'s `capacity` block, as the run wrote it, where it did.
+    pub capacity: Option<Value>,
+    pub error: Option<String>,
+}
+
+/// Files written by [`write_all`].
+#[derive(Debug, Clone)]
+pub struct Written {
+    pub comparison: Comparison,
+    pub files: Vec<PathBuf>,
+    /// Problems with individual runs' files (a succeeded run whose summary.json cannot be read).
+    pub warnings: Vec<String>,
+}
+
+/// Builds every comparison file of the experiment in `dir` from `plan` and the runs' directories.
+pub fn write_all(dir: &Path, plan: &ExperimentPlan) -> Result<Written, ExperimentError> {
+    let mut warnings = Vec::new();
+    let comparison = comparison(dir, plan, &mut warnings);
+    let mut files = Vec::new();
+
+    let path = dir.join(COMPARISON_FILE);
+    let mut text =
+        serde_json::to_string_pretty(&comparison).map_err(|e| ExperimentError::Write {
+            path: path.clone(),
+            source: std::io::Error::other(e),
+        })?;
+    text.push('\n');
+    write_atomic(&path, text.as_bytes())?;
+    files.push(path);
+
+    let path = dir.join(TREATMENT_CSV_FILE);
+    write_atomic(&path, treatment_csv(dir, plan).as_bytes())?;
+    files.push(path);
+
+    let path = dir.join(EXPERIMENT_SUMMARY_FILE);
+    let yaml = serde_saphyr::to_string(&experiment_summary(dir, plan)).map_err(|e| {
+        ExperimentError::Write {
+            path: path.clone(),
+            source: std::io::Error::other(e.to_string()),
+        }
+    })?;
+    write_atomic(&path, yaml.as_bytes())?;
+    files.push(path);
+
+    if let Some(report) = guidellm_benchmarks(dir, plan, &mut warnings) {
+        let path = dir.join(GUIDELLM_REPORT_FILE);
+        let text = serde_json::to_string_pretty(&report).map_err(|e| ExperimentError::Write {
+            path: path.clone(),
+            source: std::io::Error::other(e),
+        })?;
+        write_atomic(&path, text.as_bytes())?;
+        files.push(path);
+    }
+    Ok(Written {
+        comparison,
+        files,
+        warnings,
+    })
+}
+
+/// The comparison: each run's figures from its summary.json, the table over succeeded runs.
+pub fn comparison(dir: &Path, plan: &ExperimentPlan, warnings: &mut Vec<String>) -> Comparison {
+    let treatments: Vec<_> = plan.treatments.iter().map(|t| t.resolved()).collect();
+    let mut results = Vec::new();
+    let mut runs = Vec::new();
+    for run in &plan.runs {
+        let Some(index) = plan.treatment_index(&run.treatment) else {
+            continue;
+        };
+        let read = read_summary(&dir.join(&run.dir));
+        let mut status = run.status;
+        let mut error = run.error.clone();
+        let figures = match (&read, status) {
+            (Ok(summary), _) => Some(run_figures(summary, plan.slo.as_ref())),
+            (Err(e), RunStatus::Succeeded) => {
+                // Succeeded by its status, but nothing to compare: it cannot count as a success.
+                warnings.push(format!("run {}: {e}", run.dir));
+                status = RunStatus::Failed;
+                error = Some(e.clone());
+                None
+            }
+            (Err(_), _) => None,
+        };
+        let result = match (status, &figures) {
+            (RunStatus::Succeeded, Some(f)) => RunResult::Succeeded(f.clone()),
+            (RunStatus::Failed, _) => RunResult::Failed,
+            _ => RunResult::Pending,
+        };
+        results.push((index, result));
+        let (slo, capacity) = match &read {
+            Ok(summary) => (
+                plan.slo
+                    .as_ref()
+                    .map(|slo| match slo_verdict(slo, &summary.summary) {
+                        Ok(text) => format!("met: {text}"),
+                        Err(text) => format!("missed: {text}"),
+                    }),
+                capacity_block(&summary.raw),
+            ),
+            Err(_) => (None, None),
+        };
+        runs.push(RunComparison {
+            dir: run.dir.clone(),
+            treatment: run.treatment.clone(),
+            repeat: run.repeat,
+            status,
+            figures: figures.as_ref().map(FiguresJson::from),
+            slo,
+            capacity,
+            error,
+        });
+    }
+    let rows = core::table(&treatments, &results);
+    Comparison {
+        schema: COMPARISON_SCHEMA.to_owned(),
+        experiment: plan.name.clone(),
+        id: plan.id.clone(),
+        harness: plan.harness.clone(),
+        best: core::best(&rows),
+        rows,
+        runs,
+    }
+}
+
+/// llm-d-benchmark's columns of `treatment_comparison.csv` (`llmdbenchmark/analysis/cross_treatment.py` at
+/// `8bc9f1dd`: `METRICS_OF_INTEREST`, `SESSION_METRICS_OF_INTEREST`, then the workload metadata), each with the
+/// dotted path into a benchmark report v0.2 it is read from. Empty where the report has no such field: our
+/// reports carry no `session_performance` (multi-turn sessions are not summarised in the v0.2 report), so the ten
+/// session columns are empty, as upstream leaves them for every workload but otel_traces.
+const CSV_COLUMNS: [(&str, &str); 28] = [
+    (
+        "ttft_mean_s",
+        "results.request_performance.aggregate.latency.time_to_first_token.mean",
+    ),
+    (
+        "ttft_p50_s",
+        "results.request_performance.aggregate.latency.time_to_first_token.p50",
+    ),
+    (
+        "ttft_p99_s",
+        "results.request_performance.aggregate.latency.time_to_first_token.p99",
+    ),
+    (
+        "tpot_mean_s",
+        "results.request_performance.aggregate.latency.time_per_output_token.mean",
+    ),
+    (
+        "tpot_p99_s",
+        "results.request_performance.aggregate.latency.time_per_output_token.p99",
+    ),
+    (
+        "itl_mean_s",
+        "results.request_performance.aggregate.latency.inter_token_latency.mean",
+    ),
+    (
+        "itl_p99_s",
+        "results.request_performance.aggregate.latency.inter_token_latency.p99",
+    ),
+    (
+        "e2e_mean_s",
+        "results.request_performance.aggregate.latency.request_latency.mean",
+    ),
+    (
+        "e2e_p99_s",
+        "results.request_performance.aggregate.latency.request_latency.p99",
+    ),
+    (
+        "output_tps",
+        "results.request_performance.aggregate.throughput.output_token_rate.mean",
+    ),
+    (
+        "request_qps",
+        "results.request_performance.aggregate.throughput.request_rate.mean",
+    ),
+    (
+        "total_tps",
+        "results.request_performance.aggregate.throughput.total_token_rate.mean",
+    ),
+    (
+        "total_requests",
+        "results.request_performance.aggregate.requests.total",
+    ),
+    (
+        "failures",
+        "results.request_performance.aggregate.requests.failures",
+    ),
+    (
+        "session_rate_qps",
+        "results.session_performance.sessions.session_rate.mean",
+    ),
+    (
+        "session_duration_mean_s",
+        "results.session_performance.sessions.session_duration.mean",
+    ),
+    (
+        "session_duration_p50_s",
+        "results.session_performance.sessions.session_duration.p50",
+    ),
+    (
+        "session_duration_p99_s",
+        "results.session_performance.sessions.session_duration.p99",
+    ),
+    (
+        "events_per_session_mean",
+        "results.session_performance.sessions.events_per_session.mean",
+    ),
+    (
+        "events_cancelled_per_session_mean",
+        "results.session_performance.sessions.events_cancelled_per_session.mean",
+    ),
+    (
+        "input_tokens_per_session_mean",
+        "results.session_performance.sessions.input_tokens_per_session.mean",
+    ),
+    (
+        "output_tokens_per_session_mean",
+        "results.session_performance.sessions.output_tokens_per_session.mean",
+    ),
+    (
+        "total_sessions",
+        "results.session_performance.sessions.total",
+    ),
+    (
+        "failed_sessions",
+        "results.session_performance.sessions.failed",
+    ),
+    (
+        "input_len_mean",
+        "results.request_performance.aggregate.requests.input_length.mean",
+    ),
+    (
+        "output_len_mean",
+        "results.request_performance.aggregate.requests.output_length.mean",
+    ),
+    ("tool", "scenario.load.standardized.tool"),
+    ("rate_qps", "scenario.load.standardized.rate_qps"),
+];
+
+/// `treatment_comparison.csv` as llm-d-benchmark's `generate_cross_treatment_summary` writes it: a header of
+/// `treatment, source_file` and [`CSV_COLUMNS`], then one row per benchmark report v0.2 file
+/// (`benchmark_report_v0.2,_*.yaml`, in name order) of each run directory, `treatment` being the directory's
+/// name (`<treatment>-r<repeat>`). Upstream walks the results directory's subdirectories in name order; we walk
+/// the runs in plan order, which is the same set of rows in an order that keeps repeats together as they ran.
+/// A run without reports (it failed before writing them) has no row, as upstream.
+pub fn treatment_csv(dir: &Path, plan: &ExperimentPlan) -> String {
+    let mut writer = csv::WriterBuilder::new()
+        .terminator(csv::Terminator::CRLF)
+        .from_writer(Vec::new());
+    let mut header = vec!["treatment", "source_file"];
+    header.extend(CSV_COLUMNS.iter().map(|(name, _)| *name));
+    // Writing into a Vec cannot fail.
+    let _ = writer.write_record(&header);
+    for run in &plan.runs {
+        for (file, report) in v02_reports(&dir.join(&run.dir)) {
+            let mut row = vec![run.dir.clone(), file];
+            for (name, path) in CSV_COLUMNS {
+                let value = deep_get(&report, path);
+                // upstream: `deep_get(report, "scenario.load.standardized.rate_qps", "") or ""`
+                let text = if name == "rate_qps" && value.is_some_and(is_falsy) {
+                    String::new()
+                } else {
+                    value.map(csv_text).unwrap_or_default()
+                };
+                row.push(text);
+            }
+            let _ = writer.write_record(&row);
+        }
+    }
+    writer
+        .into_inner()
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .unwrap_or_default()
+}
+
+/// A run directory's benchmark report v0.2 files, by name, parsed (unreadable ones are skipped, as upstream).
+fn v02_reports(run_dir: &Path) -> Vec<(String, Value)> {
+    let Ok(entries) = std::fs::read_dir(run_dir) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(LLMD_REPORT_PREFIX) && n.ends_with("yaml"))
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let text = std::fs::read_to_string(run_dir.join(&name)).ok()?;
+            let value: Value = serde_saphyr::from_str(&text).ok()?;
+            (!value.is_null()).then_some((name, value))
+        })
+        .collect()
+}
+
+fn deep_get<'a>(value: &'a Value, dotted: &str) -> Option<&'a Value> {
+    dotted
+        .split('.')
+        .try_fold(value, |v, key| v.as_object()?.get(key))
+        .filter(|v| !v.is_null())
+}
+
+fn is_falsy(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        _ => false,
+    }
+}
+
+/// A cell as Python's csv module writes the value: strings as they are, numbers as `repr`, booleans as
+/// `True`/`False`.
+fn csv_text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Bool(true) => "True".to_owned(),
+        Value::Bool(false) => "False".to_owned(),
+        Value::Number(n) => n.to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// `experiment-summary.yaml` with llm-d-benchmark's keys (`llmdbenchmark/experiment/summary.py`
+/// `ExperimentSummary.to_dict` / `TreatmentResult.to_dict` at `8bc9f1dd`): `experiment`, `total_setup_treatments`,
+/// `total_run_treatments`, `total_matrix`, `succeeded`, `failed`, `total_duration_seconds`, and `treatments`, one
+/// entry per setup treatment with `setup_treatment`, `status` (`success` or `failed_run`; llmbench stands up and
+/// tears down nothing, so never `failed_standup`/`failed_teardown`), `run_treatments` (`completed/total`: run
+/// treatments whose every run succeeded / run treatments), `duration_seconds`, `workspace_dir` (the experiment
+/// directory) and `error` (the first failed run's). Without setup treatments there is one entry named `default`,
+/// as upstream synthesises for a file without `setup`. A setup treatment none of whose runs started (the
+/// experiment stopped first) has no entry, as upstream's loop breaks before recording it.
+pub fn experiment_summary(dir: &Path, plan: &ExperimentPlan) -> Value {
+    let mut groups: Vec<(String, Vec<&super::plan::PlanRun>, usize)> = Vec::new();
+    if plan.setup_treatments.is_empty() {
+        groups.push((
+            "default".to_owned(),
+            plan.runs.iter().collect(),
+            plan.treatments.len(),
+        ));
+    } else {
+        for setup in &plan.setup_treatments {
+            let names: Vec<&str> = plan
+                .treatments
+                .iter()
+                .filter(|t| t.setup.as_deref() == Some(setup.name.as_str()))
+                .map(|t| t.name.as_str())
+                .collect();
+            let runs = plan
+                .runs
+                .iter()
+                .filter(|r| names.contains(&r.treatment.as_str()))
+                .collect();
+            groups.push((setup.name.clone(), runs, names.len()));
+        }
+    }
+    let total_setup = plan.setup_treatments.len().max(1);
+    let total_run = if plan.setup_treatments.is_empty() {
+        plan.treatments.len()
+    } else {
+        plan.treatments.len() / total_setup
+    };
+    let mut entries = Vec::new();
+    let (mut succeeded, mut failed) = (0, 0);
+    for (name, runs, treatments) in groups {
+        let started = runs
+            .iter()
+            .any(|r| matches!(r.status, RunStatus::Succeeded | RunStatus::Failed));
+        if !started {
+            continue;
+        }
+        let mut by_treatment: BTreeMap<&str, bool> = BTreeMap::new();
+        for run in &runs {
+            let ok = by_treatment.entry(run.treatment.as_str()).or_insert(true);
+            *ok &= run.status == RunStatus::Succeeded;
+        }
+        let completed = by_treatment.values().filter(|ok| **ok).count();
+        let first_failure = runs.iter().find(|r| r.status != RunStatus::Succeeded);
+        let success = first_failure.is_none();
+        if success {
+            succeeded += 1;
+        } else {
+            failed += 1;
+        }
+        let duration: f64 = runs.iter().filter_map(|r| r.duration_s).sum();
+        let mut entry = Map::new();
+        entry.insert("setup_treatment".into(), json!(name));
+        entry.insert(
+            "status".into(),
+            json!(if success { "success" } else { "failed_run" }),
+        );
+        entry.insert(
+            "run_treatments".into(),
+            json!(format!("{completed}/{treatments}")),
+        );
+        entry.insert("duration_seconds".into(), json!(round1(duration)));
+        entry.insert("workspace_dir".into(), json!(dir.display().to_string()));
+        if let Some(run) = first_failure {
+            let why = run
+                .error
+                .clone()
+                .unwrap_or_else(|| run.status.as_str().to_owned());
+            entry.insert("error".into(), json!(format!("{}: {why}", run.dir)));
+        }
+        entries.push(Value::Object(entry));
+    }
+    let total_duration = plan
+        .duration_s
+        .unwrap_or_else(|| plan.runs.iter().filter_map(|r| r.duration_s).sum());
+    json!({
+        "experiment": plan.name,
+        "total_setup_treatments": total_setup,
+        "total_run_treatments": total_run,
+        "total_matrix": total_setup * total_run.max(1),
+        "succeeded": succeeded,
+        "failed": failed,
+        "total_duration_seconds": round1(total_duration),
+        "treatments": entries,
+    })
+}
+
+fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+/// guidellm's `benchmarks.json` for the whole experiment: the first run's report with `benchmarks` replaced by
+/// every run's benchmarks in plan order (each run's own `benchmarks.json`). `None` when no run wrote one.
+pub fn guidellm_benchmarks(
+    dir: &Path,
+    plan: &ExperimentPlan,
+    warnings: &mut Vec<String>,
+) -> Option<Value> {
+    let mut report: Option<Value> = None;
+    let mut benchmarks = Vec::new();
+    for run in &plan.runs {
+        let path = dir.join(&run.dir).join(GUIDELLM_REPORT_FILE);
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let value: Value = match serde_json::from_str(&text) {
+            Ok(v) => v,
+            Err(e) => {
+                warnings.push(format!("cannot parse {}: {e}", path.display()));
+                continue;
+            }
+        };
+        if let Some(items) = value.get("benchmarks").and_then(Value::as_array) {
+            benchmarks.extend(items.iter().cloned());
+        }
+        report.get_or_insert(value);
+    }
+    let mut report = report?;
+    if let Some(map) = report.as_object_mut() {
+        map.insert("benchmarks".into(), Value::Array(benchmarks));
+    }
+    Some(report)
+}
+
+/// The table printed at the end: treatment, runs, req/s mean±sd, output tok/s, TTFT p99, verdict.
+pub fn print_table(comparison: &Comparison) -> String {
+    let mut planned: BTreeMap<&str, usize> = BTreeMap::new();
+    for run in &comparison.runs {
+        *planned.entry(run.treatment.as_str()).or_default() += 1;
+    }
+    let width = comparison
+        .rows
+        .iter()
+        .map(|r| r.treatment.len())
+        .max()
+        .unwrap_or(0)
+        .max("treatment".len());
+    let capacity = comparison.rows.iter().any(|r| r.capacity.is_some());
+    let mut out = format!(
+        "{:<width$}  {:>7}  {:>17}  {:>11}  {:>12}  {}verdict\n",
+        "treatment",
+        "runs ok",
+        "req/s (mean±sd)",
+        "out tok/s",
+        "TTFT p99 ms",
+        if capacity { "    capacity  " } else { "" }
+    );
+    for row in &comparison.rows {
+        let total = planned.get(row.treatment.as_str()).copied().unwrap_or(0);
+        let rps = row.requests_per_second.map_or("-".to_owned(), |a| {
+            let digits = decimals(a.mean);
+            format!("{:.digits$}±{:.digits$}", a.mean, a.stddev)
+        });
+        let tps = row
+            .output_tokens_per_second
+            .map_or("-".to_owned(), |a| fmt3(a.mean));
+        let ttft = row.ttft_p99_ms.map_or("-".to_owned(), |a| fmt3(a.mean));
+        let mut verdict = row.verdict.clone().unwrap_or_else(|| "-".to_owned());
+        if row.failed_runs > 0 {
+            verdict.push_str(&format!(" ({} failed)", row.failed_runs));
+        }
+        if comparison.best.as_deref() == Some(row.treatment.as_str()) {
+            verdict.push_str(" best");
+        }
+        let found = if capacity {
+            format!(
+                "{:>12}  ",
+                row.capacity.map_or("-".to_owned(), |a| fmt3(a.mean))
+            )
+        } else {
+            String::new()
+        };
+        out.push_str(&format!(
+            "{:<width$}  {:>7}  {:>17}  {:>11}  {:>12}  {found}{verdict}\n",
+            row.treatment,
+            format!("{}/{}", row.runs, total),
+            rps,
+            tps,
+            ttft
+        ));
+    }
+    out
+}
+
+/// Three significant figures, as the run table prints them.
+fn fmt3(x: f64) -> String {
+    let digits = decimals(x);
+    format!("{x:.digits$}")
+}
+
+/// The decimals that show `x` to three significant figures (none for 100 and above).
+fn decimals(x: f64) -> usize {
+    if x == 0.0 || !x.is_finite() {
+        return 0;
+    }
+    usize::try_from((2 - x.abs().log10().floor() as i32).max(0)).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiment::plan::{EXPERIMENT_SCHEMA, PlanRun, PlanTreatment};
+
+    fn plan(runs: &[(&str, &str, u32, RunStatus)]) -> ExperimentPlan {
+        let mut names: Vec<&str> = runs.iter().map(|r| r.1).collect();
+        names.dedup();
+        names.sort();
+        names.dedup();
+        ExperimentPlan {
+            schema: EXPERIMENT_SCHEMA.to_owned(),
+            name: "sweep".into(),
+            id: "sweep-1".into(),
+            harness: "vllm-benchmark".into(),
+            profile: "random_concurrent".into(),
+            source: None,
+            source_format: None,
+            endpoint: None,
+            model: None,
+            overrides: vec![],
+            repeats: 1,
+            capacity_search: None,
+            slo: None,
+            max_attempts: 1,
+            validate_failures: false,
+            stop_on_failure: false,
+            cooldown: None,
+            hooks: vec![],
+            setup_treatments: vec![],
+            treatments: names
+                .iter()
+                .map(|n| PlanTreatment {
+                    name: (*n).into(),
+                    overrides: vec![],
+                    levels: Default::default(),
+                    profile: None,
+                    setup: None,
+                    endpoint: None,
+                })
+                .collect(),
+            runs: runs
+                .iter()
+                .map(|(dir, t, repeat, status)| PlanRun {
+                    dir: (*dir).into(),
+                    treatment: (*t).into(),
+                    repeat: *repeat,
+                    status: *status,
+                    attempts: 1,
+                    hooks: vec![],
+                    error: (*status == RunStatus::Failed).then(|| "boom".to_owned()),
+                    started_at: None,
+                    finished_at: None,
+                    duration_s: matches!(status, RunStatus::Succeeded | RunStatus::Failed)
+                        .then_some(1.25),
+                })
+                .collect(),
+            started_at: None,
+            finished_at: None,
+            duration_s: None,
+            interrupted: false,
+        }
+    }
+
+    #[test]
+    fn the_csv_has_llm_d_benchmarks_columns_and_one_row_per_v02_report() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("a-r1");
+        std::fs::create_dir(&run).unwrap();
+        std::fs::write(
+            run.join("benchmark_report_v0.2,_stage_0.yaml"),
+            "scenario:\n  load:\n    standardized: {tool: vllm-benchmark, rate_qps: 0}\nresults:\n  request_performance:\n    \
+             aggregate:\n      requests: {total: 10, failures: 0, input_length: {mean: 16.0}}\n      throughput:\n        \
+             request_rate: {mean: 2.5}\n",
+        )
+        .unwrap();
+        let p = plan(&[
+            ("a-r1", "a", 1, RunStatus::Succeeded),
+            ("b-r1", "b", 1, RunStatus::Failed),
+        ]);
+        let text = treatment_csv(dir.path(), &p);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(
+            lines[0]
+                .starts_with("treatment,source_file,ttft_mean_s,ttft_p50_s,ttft_p99_s,tpot_mean_s")
+        );
+        assert!(lines[0].ends_with(
+            "total_sessions,failed_sessions,input_len_mean,output_len_mean,tool,rate_qps"
+        ));
+        let mut reader = csv::Reader::from_reader(text.as_bytes());
+        let row = reader.records().next().unwrap().unwrap();
+        assert_eq!(row.len(), 30);
+        assert_eq!(
+            (&row[0], &row[1]),
+            ("a-r1", "benchmark_report_v0.2,_stage_0.yaml")
+        );
+        // The file name holds a comma, so it is quoted, as Python's csv module quotes it.
+        assert!(
+            lines[1].starts_with("a-r1,\"benchmark_report_v0.2,_stage_0.yaml\","),
+            "{}",
+            lines[1]
+        );
+        assert!(lines[1].contains(",2.5,"), "{}", lines[1]);
+        // rate_qps 0 is falsy upstream: empty.
+        assert!(lines[1].ends_with(",vllm-benchmark,"), "{}", lines[1]);
+    }
+
+    #[test]
+    fn the_summary_has_one_default_entry_without_setups_and_names_the_first_failure() {
+        let p = plan(&[
+            ("a-r1", "a", 1, RunStatus::Succeeded),
+            ("b-r1", "b", 1, RunStatus::Failed),
+            ("a-r2", "a", 2, RunStatus::Succeeded),
+            ("b-r2", "b", 2, RunStatus::Skipped),
+        ]);
+        let s = experiment_summary(Path::new("/x"), &p);
+        assert_eq!(s["total_setup_treatments"], 1);
+        assert_eq!(s["total_run_treatments"], 2);
+        assert_eq!(s["total_matrix"], 2);
+        assert_eq!(
+            (s["succeeded"].clone(), s["failed"].clone()),
+            (json!(0), json!(1))
+        );
+        assert_eq!(s["total_duration_seconds"], 3.8);
+        let entry = &s["treatments"][0];
+        assert_eq!(entry["setup_treatment"], "default");
+        assert_eq!(entry["status"], "failed_run");
+        assert_eq!(entry["run_treatments"], "1/2");
+        assert_eq!(entry["error"], "b-r1: boom");
+        let keys: Vec<&String> = s.as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            [
+                "experiment",
+                "total_setup_treatments",
+                "total_run_treatments",
+                "total_matrix",
+                "succeeded",
+                "failed",
+                "total_duration_seconds",
+                "treatments"
+            ]
+        );
+    }
+
+    #[test]
+    fn guidellm_reports_merge_in_plan_order() {
+        let dir = tempfile::tempdir().unwrap();
+        for (run, id) in [("b-r1", "second"), ("a-r1", "first")] {
+            std::fs::create_dir(dir.path().join(run)).unwrap();
+            std::fs::write(
+                dir.path().join(run).join(GUIDELLM_REPORT_FILE),
+                json!({"metadata": {"version": 2}, "benchmarks": [{"id": id}]}).to_string(),
+            )
+            .unwrap();
+        }
+        let p = plan(&[
+            ("a-r1", "a", 1, RunStatus::Succeeded),
+            ("b-r1", "b", 1, RunStatus::Succeeded),
+        ]);
+        let merged = guidellm_benchmarks(dir.path(), &p, &mut Vec::new()).unwrap();
+        assert_eq!(
+            merged["benchmarks"],
+            json!([{"id": "first"}, {"id": "second"}])
+        );
+        assert_eq!(merged["metadata"]["version"], 2);
+        assert!(guidellm_benchmarks(&dir.path().join("none"), &p, &mut Vec::new()).is_none());
+    }
+
+    #[test]
+    fn the_printed_table_shows_mean_and_sd_per_treatment_and_marks_the_best() {
+        use llmbench_api::v1alpha1::Aggregate;
+        let row = |name: &str, rps: &[f64], failed: u32| TreatmentRow {
+            treatment: name.into(),
+            runs: u32::try_from(rps.len()).unwrap(),
+            failed_runs: failed,
+            requests_per_second: Aggregate::of(rps),
+            output_tokens_per_second: Aggregate::of(
+                &rps.iter().map(|r| r * 10.0).collect::<Vec<_>>(),
+            ),
+            ttft_p99_ms: Aggregate::of(&[12.345]),
+            verdict: Some("passed".into()),
+            ..TreatmentRow::default()
+        };
+        let mut c = comparison(Path::new("/none"), &plan(&[]), &mut Vec::new());
+        c.rows = vec![row("slow", &[10.0, 12.0], 0), row("fast", &[20.0], 1)];
+        c.best = Some("fast".into());
+        let text = print_table(&c);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[0].starts_with("treatment") && lines[0].ends_with("verdict"),
+            "{text}"
+        );
+        assert!(
+            lines[1].contains("11.0±1.4 ") && lines[1].contains("110"),
+            "{text}"
+        );
+        assert!(
+            lines[1].contains("12.3") && lines[1].ends_with("passed"),
+            "{text}"
+        );
+        assert!(lines[2].ends_with("passed (1 failed) best"), "{text}");
+        assert!(!text.contains("capacity"));
+    }
+
+    #[test]
+    fn a_succeeded_run_without_a_summary_counts_as_failed_with_a_warning() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = plan(&[("a-r1", "a", 1, RunStatus::Succeeded)]);
+        let mut warnings = Vec::new();
+        let c = comparison(dir.path(), &p, &mut warnings);
+        assert_eq!(c.runs[0].status, RunStatus::Failed);
+        assert_eq!((c.rows[0].runs, c.rows[0].failed_runs), (0, 1));
+        assert!(warnings[0].contains("summary.json"), "{warnings:?}");
+    }
+}

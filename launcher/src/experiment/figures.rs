@@ -1,0 +1,246 @@
+//! What one finished run contributes to the comparison: [`RunFigures`] from its `summary.json`, judged by the run
+//! template's SLO exactly as the operator judges a BenchmarkRun (`operator/src/summary.rs` `slo_verdict`).
+
+use std::path::Path;
+
+use llmbench_api::experiment::RunFigures;
+use llmbench_api::v1alpha1::SloSpec;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::metrics::{RunSummary, Stats};
+
+/// A run's `summary.json`, typed, and as raw JSON for the fields other code is still adding (`capacity`).
+#[derive(Debug, Clone)]
+pub struct ReadSummary {
+    pub summary: RunSummary,
+    pub raw: Value,
+}
+
+/// Reads `dir/summary.json`.
+pub fn read_summary(dir: &Path) -> Result<ReadSummary, String> {
+    let path = dir.join(crate::report::SUMMARY_FILE);
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let raw: Value =
+        serde_json::from_str(&text).map_err(|e| format!("cannot parse {}: {e}", path.display()))?;
+    let summary = serde_json::from_value(raw.clone())
+        .map_err(|e| format!("cannot parse {}: {e}", path.display()))?;
+    Ok(ReadSummary { summary, raw })
+}
+
+/// The figures of one run: throughput, TTFT/TPOT/ITL p50 and p99 in milliseconds, goodput where the profile set
+/// objectives, failed requests, the SLO verdict and the capacity its search found.
+pub fn run_figures(read: &ReadSummary, slo: Option<&SloSpec>) -> RunFigures {
+    let overall = &read.summary.overall;
+    let latency = &overall.latency_ms;
+    let p50 = |s: &Option<Stats>| s.as_ref().map(|s| s.p50);
+    let p99 = |s: &Option<Stats>| s.as_ref().map(|s| s.p99);
+    RunFigures {
+        requests_per_second: overall.throughput.requests_per_s,
+        output_tokens_per_second: overall.throughput.output_tokens_per_s,
+        ttft_p50_ms: p50(&latency.ttft),
+        ttft_p99_ms: p99(&latency.ttft),
+        tpot_p50_ms: p50(&latency.tpot),
+        tpot_p99_ms: p99(&latency.tpot),
+        itl_p50_ms: p50(&latency.itl),
+        itl_p99_ms: p99(&latency.itl),
+        goodput_percent: overall.goodput.as_ref().map(|g| g.percentage),
+        capacity: capacity_answer(&read.raw),
+        failures: overall.requests.failed,
+        slo_met: slo.map(|slo| slo_verdict(slo, &read.summary).is_ok()),
+    }
+}
+
+/// The capacity a run's search found: `summary.json`'s `capacity.answer`, read as raw JSON because the
+/// `capacity` block is being added to the summary by the capacity search's own change. A number is taken as it
+/// is; an object is read for its `load` (the load that met every objective). This is the one place that needs to
+/// change when the block's type lands in [`RunSummary`].
+pub fn capacity_answer(summary_json: &Value) -> Option<f64> {
+    let answer = summary_json.get("capacity")?.get("answer")?;
+    answer
+        .as_f64()
+        .or_else(|| answer.get("load").and_then(Value::as_f64))
+}
+
+/// The raw `capacity` block of `summary.json`, for comparison.json.
+pub fn capacity_block(summary_json: &Value) -> Option<Value> {
+    summary_json
+        .get("capacity")
+        .filter(|c| !c.is_null())
+        .cloned()
+}
+
+/// The SLO verdict: `Ok(message)` when every bound holds, `Err(message)` listing each one that does not. A
+/// bounded metric the run did not measure counts as a violation. The same rule as the operator's
+/// `slo_verdict`, over the full summary rather than the compact one.
+pub fn slo_verdict(slo: &SloSpec, summary: &RunSummary) -> Result<String, String> {
+    let latency = &summary.overall.latency_ms;
+    let mut violations = Vec::new();
+    let mut checked = Vec::new();
+    let bounds: [(&str, Option<f64>, &Option<Stats>); 4] = [
+        ("TTFT", slo.ttft_p99_ms, &latency.ttft),
+        ("TPOT", slo.tpot_p99_ms, &latency.tpot),
+        ("ITL", slo.itl_p99_ms, &latency.itl),
+        ("E2E", slo.e2e_p99_ms, &latency.e2e),
+    ];
+    for (name, bound, stats) in bounds {
+        let Some(bound) = bound else { continue };
+        match stats {
+            Some(s) if s.p99 <= bound => {
+                checked.push(format!("{name} p99 {:.1} ms ≤ {bound} ms", s.p99))
+            }
+            Some(s) => violations.push(format!("{name} p99 {:.1} ms > {bound} ms", s.p99)),
+            None => violations.push(format!("{name} p99 was not measured (bound {bound} ms)")),
+        }
+    }
+    if let Some(max) = slo.max_failure_rate {
+        let counts = summary.overall.requests;
+        let rate = if counts.total == 0 {
+            1.0
+        } else {
+            counts.failed as f64 / counts.total as f64
+        };
+        let text = format!(
+            "failure rate {rate:.4} ({} of {})",
+            counts.failed, counts.total
+        );
+        if rate <= max {
+            checked.push(format!("{text} ≤ {max}"));
+        } else {
+            violations.push(format!("{text} > {max}"));
+        }
+    }
+    if violations.is_empty() {
+        Ok(if checked.is_empty() {
+            "no SLO bounds are set".to_owned()
+        } else {
+            checked.join("; ")
+        })
+    } else {
+        Err(violations.join("; "))
+    }
+}
+
+/// [`RunFigures`] as comparison.json writes them (the shared type has no serde).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FiguresJson {
+    pub requests_per_second: f64,
+    pub output_tokens_per_second: f64,
+    pub ttft_p50_ms: Option<f64>,
+    pub ttft_p99_ms: Option<f64>,
+    pub tpot_p50_ms: Option<f64>,
+    pub tpot_p99_ms: Option<f64>,
+    pub itl_p50_ms: Option<f64>,
+    pub itl_p99_ms: Option<f64>,
+    pub goodput_percent: Option<f64>,
+    pub capacity: Option<f64>,
+    pub failures: u64,
+    pub slo_met: Option<bool>,
+}
+
+impl From<&RunFigures> for FiguresJson {
+    fn from(f: &RunFigures) -> Self {
+        FiguresJson {
+            requests_per_second: f.requests_per_second,
+            output_tokens_per_second: f.output_tokens_per_second,
+            ttft_p50_ms: f.ttft_p50_ms,
+            ttft_p99_ms: f.ttft_p99_ms,
+            tpot_p50_ms: f.tpot_p50_ms,
+            tpot_p99_ms: f.tpot_p99_ms,
+            itl_p50_ms: f.itl_p50_ms,
+            itl_p99_ms: f.itl_p99_ms,
+            goodput_percent: f.goodput_percent,
+            capacity: f.capacity,
+            failures: f.failures,
+            slo_met: f.slo_met,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A summary.json as a run writes it, trimmed to what the figures read.
+    fn summary(ttft_p99: f64, failed: u64, extra: Value) -> ReadSummary {
+        let stats = |p50: f64, p99: f64| {
+            serde_json::json!({"count": 10, "mean": p50, "stddev": 0.0, "min": p50, "max": p99, "p50": p50,
+                "p90": p99, "p95": p99, "p99": p99, "p999": p99})
+        };
+        let mut raw = serde_json::json!({
+            "schema": "llmbench.summary/v1", "run_id": "r", "harness": "vllm-benchmark", "model": "m",
+            "endpoint": "http://x",
+            "requests": {"total": 10, "succeeded": 10 - failed, "failed": failed},
+            "failure_rate": failed as f64 / 10.0, "duration_s": 2.0,
+            "throughput": {"requests_per_s": 5.0, "input_tokens_per_s": 50.0, "output_tokens_per_s": 40.0,
+                "total_tokens_per_s": 90.0},
+            "latency_ms": {"ttft": stats(10.0, ttft_p99), "tpot": stats(2.0, 3.0), "itl": null, "ntpot": null,
+                "e2e": stats(50.0, 90.0), "ttft_from_scheduled": null, "e2e_from_scheduled": null},
+            "schedule": {"requested_rate": null, "achieved_rate": null, "delay_ms": null},
+            "errors": {},
+            "stages": [],
+        });
+        if let (Some(raw), Some(extra)) = (raw.as_object_mut(), extra.as_object()) {
+            raw.extend(extra.clone());
+        }
+        ReadSummary {
+            summary: serde_json::from_value(raw.clone()).expect("a valid summary"),
+            raw,
+        }
+    }
+
+    #[test]
+    fn figures_come_from_the_summary_and_the_slo_judges_p99s_and_failures() {
+        let slo = SloSpec {
+            ttft_p99_ms: Some(100.0),
+            tpot_p99_ms: None,
+            itl_p99_ms: None,
+            e2e_p99_ms: None,
+            max_failure_rate: Some(0.1),
+        };
+        let f = run_figures(&summary(80.0, 1, Value::Null), Some(&slo));
+        assert_eq!(
+            (f.requests_per_second, f.output_tokens_per_second),
+            (5.0, 40.0)
+        );
+        assert_eq!(
+            (f.ttft_p50_ms, f.ttft_p99_ms, f.tpot_p99_ms),
+            (Some(10.0), Some(80.0), Some(3.0))
+        );
+        assert_eq!((f.itl_p99_ms, f.failures, f.slo_met), (None, 1, Some(true)));
+        // TTFT over its bound, and a failure rate of 0.2 over 0.1: both are named.
+        let err = slo_verdict(&slo, &summary(120.0, 2, Value::Null).summary).unwrap_err();
+        assert!(
+            err.contains("TTFT p99 120.0 ms > 100 ms") && err.contains("failure rate 0.2000"),
+            "{err}"
+        );
+        // An ITL bound on a run that measured no ITL is a violation, not a pass.
+        let itl = SloSpec {
+            itl_p99_ms: Some(5.0),
+            ..slo.clone()
+        };
+        assert!(
+            slo_verdict(&itl, &summary(80.0, 0, Value::Null).summary)
+                .unwrap_err()
+                .contains("not measured")
+        );
+        assert_eq!(
+            run_figures(&summary(80.0, 0, Value::Null), None).slo_met,
+            None
+        );
+    }
+
+    #[test]
+    fn the_capacity_answer_is_read_from_the_raw_summary_when_present() {
+        assert_eq!(capacity_answer(&summary(1.0, 0, Value::Null).raw), None);
+        let number = summary(1.0, 0, serde_json::json!({"capacity": {"answer": 12.5}}));
+        assert_eq!(run_figures(&number, None).capacity, Some(12.5));
+        let object = summary(
+            1.0,
+            0,
+            serde_json::json!({"capacity": {"answer": {"load": 8.0}}}),
+        );
+        assert_eq!(capacity_answer(&object.raw), Some(8.0));
+    }
+}

@@ -1,0 +1,751 @@
+//! Reading an experiment file: a `BenchmarkExperiment` manifest (the object a cluster user applies), or an
+//! llm-d-benchmark experiment file run unchanged (FORMATS.md §1.8; `llmdbenchmark/experiment/parser.py` and
+//! `run/steps/step_05_render_profiles.py::_resolve_treatments` at llm-d-benchmark `8bc9f1dd`).
+//!
+//! A file with a top-level `apiVersion` or `kind` is a manifest; anything else is read as an llm-d-benchmark file.
+//! Errors name the file and, where there is one, the line.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use llmbench_api::experiment::dns_name;
+use llmbench_api::render::type_scalar;
+use llmbench_api::v1alpha1::BenchmarkExperimentSpec;
+use serde::Deserialize;
+
+use super::ExperimentError;
+use crate::workload::yaml::{Key, Node, Value, parse_document};
+
+/// The group/version a manifest must carry.
+pub const API_VERSION: &str = "llmbench.dev/v1alpha1";
+/// The kind a manifest must carry.
+pub const KIND: &str = "BenchmarkExperiment";
+
+/// The top-level keys of an llm-d-benchmark experiment file (FORMATS.md §1.8).
+const LLMD_KEYS: [&str; 10] = [
+    "experiment",
+    "design",
+    "setup",
+    "constants",
+    "treatments",
+    "run",
+    "reset_caches",
+    "treatment_max_attempts",
+    "treatment_stop_on_error",
+    "validate_failures",
+];
+
+/// llm-d-benchmark's `reset_caches`: vLLM's dev-mode cache resets, POSTed to the stack before each treatment.
+pub const RESET_CACHE_PATHS: [(&str, &str); 3] = [
+    ("reset-prefix-cache", "/reset_prefix_cache"),
+    ("reset-mm-cache", "/reset_mm_cache"),
+    ("reset-encoder-cache", "/reset_encoder_cache"),
+];
+
+/// An experiment as read from its file, before the command line is applied.
+#[derive(Debug, Clone)]
+pub struct Source {
+    pub path: PathBuf,
+    pub kind: SourceKind,
+    /// Things the file holds that llmbench reads but does not act on, worth a warning.
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub enum SourceKind {
+    Manifest {
+        name: String,
+        spec: Box<BenchmarkExperimentSpec>,
+    },
+    Llmd(LlmdExperiment),
+}
+
+impl SourceKind {
+    /// How `experiment.json` names the format.
+    pub fn format(&self) -> &'static str {
+        match self {
+            SourceKind::Manifest { .. } => KIND,
+            SourceKind::Llmd(_) => "llm-d-benchmark",
+        }
+    }
+}
+
+/// What an llm-d-benchmark experiment file says.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LlmdExperiment {
+    /// `experiment.name`, else the file's stem.
+    pub name: String,
+    /// `experiment.harness` and the line it is on.
+    pub harness: Option<(String, u32)>,
+    /// `experiment.profile` (a file name such as `random_concurrent.yaml`) and its line.
+    pub profile: Option<(String, u32)>,
+    /// Top-level `constants`, as overrides applied to every treatment before its own values.
+    pub constants: Vec<String>,
+    pub treatments: Vec<LlmdTreatment>,
+    /// The line of `treatments` (or `run`).
+    pub treatments_line: u32,
+    pub reset_caches: bool,
+    /// `treatment_max_attempts`, at least 1.
+    pub max_attempts: u32,
+    pub stop_on_error: bool,
+    pub validate_failures: bool,
+    /// `setup.treatments`, each with `setup.constants` merged in first.
+    pub setup: Vec<LlmdSetup>,
+    /// The line of `setup`.
+    pub setup_line: u32,
+}
+
+/// One run treatment of an llm-d-benchmark file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmdTreatment {
+    pub name: String,
+    /// key=value, the values written so that our override parser types them as the file's YAML typed them.
+    pub overrides: Vec<String>,
+    /// Its own profile (`profile:`), where it names one.
+    pub profile: Option<String>,
+    pub line: u32,
+}
+
+/// One setup treatment: a stack configuration llm-d-benchmark would stand up.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmdSetup {
+    pub name: String,
+    /// Plan-config keys as key=value (lists and maps as JSON), recorded, never applied by llmbench.
+    pub overrides: Vec<String>,
+    pub line: u32,
+}
+
+/// Reads `path`: a manifest or an llm-d-benchmark file. `strict` refuses unknown top-level keys of an
+/// llm-d-benchmark file instead of warning about them.
+pub fn read(path: &Path, strict: bool) -> Result<Source, ExperimentError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ExperimentError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    parse(path, &text, strict)
+}
+
+/// [`read`] on text already in hand.
+pub fn parse(path: &Path, text: &str, strict: bool) -> Result<Source, ExperimentError> {
+    let file = path.display().to_string();
+    let doc = parse_document(&file, text).map_err(|e| invalid(path, None, e.to_string()))?;
+    let Some(entries) = doc.entries() else {
+        return Err(invalid(
+            path,
+            Some(doc.line).filter(|l| *l > 0),
+            "an experiment file must be a YAML mapping (a BenchmarkExperiment manifest or an llm-d-benchmark \
+             experiment file)"
+                .to_owned(),
+        ));
+    };
+    let is_manifest = entries
+        .iter()
+        .any(|(k, _)| k.name == "apiVersion" || k.name == "kind");
+    if is_manifest {
+        read_manifest(path, text)
+    } else {
+        read_llmd(path, entries, strict)
+    }
+}
+
+fn invalid(path: &Path, line: Option<u32>, message: String) -> ExperimentError {
+    ExperimentError::Invalid {
+        path: path.to_owned(),
+        line,
+        message,
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Manifest {
+    api_version: String,
+    kind: String,
+    #[serde(default)]
+    metadata: Metadata,
+    spec: BenchmarkExperimentSpec,
+}
+
+#[derive(Deserialize, Default)]
+struct Metadata {
+    #[serde(default)]
+    name: Option<String>,
+}
+
+fn read_manifest(path: &Path, text: &str) -> Result<Source, ExperimentError> {
+    let manifest: Manifest = serde_saphyr::from_str(text).map_err(|e| {
+        let line = e
+            .location()
+            .and_then(|l| u32::try_from(l.line()).ok())
+            .filter(|l| *l > 0);
+        let message = e.to_string();
+        invalid(
+            path,
+            line,
+            format!(
+                "not a valid {KIND}: {}",
+                message.lines().next().unwrap_or_default().trim()
+            ),
+        )
+    })?;
+    if manifest.kind != KIND || manifest.api_version != API_VERSION {
+        return Err(invalid(
+            path,
+            None,
+            format!(
+                "this is a {} ({}); `llmbench experiment` reads a {KIND} ({API_VERSION}) or an llm-d-benchmark \
+                 experiment file",
+                manifest.kind, manifest.api_version
+            ),
+        ));
+    }
+    let name = manifest
+        .metadata
+        .name
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| file_stem(path));
+    Ok(Source {
+        path: path.to_owned(),
+        kind: SourceKind::Manifest {
+            name,
+            spec: Box::new(manifest.spec),
+        },
+        warnings: Vec::new(),
+    })
+}
+
+fn file_stem(path: &Path) -> String {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stem = name
+        .strip_suffix(".yaml")
+        .or_else(|| name.strip_suffix(".yml"))
+        .unwrap_or(&name);
+    if stem.is_empty() {
+        "experiment".to_owned()
+    } else {
+        stem.to_owned()
+    }
+}
+
+fn read_llmd(
+    path: &Path,
+    entries: &[(Key, Node)],
+    strict: bool,
+) -> Result<Source, ExperimentError> {
+    let mut warnings = Vec::new();
+    let unknown: Vec<&Key> = entries
+        .iter()
+        .map(|(k, _)| k)
+        .filter(|k| !LLMD_KEYS.contains(&k.name.as_str()))
+        .collect();
+    if !unknown.is_empty() {
+        let listed: Vec<String> = unknown
+            .iter()
+            .map(|k| format!("`{}` (line {})", k.name, k.line))
+            .collect();
+        if strict {
+            return Err(ExperimentError::UnknownKeys {
+                path: path.to_owned(),
+                keys: listed,
+            });
+        }
+        for key in unknown {
+            warnings.push(format!(
+                "{}: line {}: unknown top-level key `{}`, ignored (known: {})",
+                path.display(),
+                key.line,
+                key.name,
+                LLMD_KEYS.join(", ")
+            ));
+        }
+    }
+    let get = |name: &str| entries.iter().find(|(k, _)| k.name == name);
+    let mut exp = LlmdExperiment {
+        name: file_stem(path),
+        max_attempts: 1,
+        ..LlmdExperiment::default()
+    };
+
+    // `experiment {name, description, harness, profile}`: metadata, with harness and profile as defaults.
+    if let Some((key, node)) = get("experiment").filter(|(_, n)| !n.is_null()) {
+        let meta = node.entries().ok_or_else(|| {
+            invalid(
+                path,
+                Some(key.line),
+                "`experiment` must be a mapping".to_owned(),
+            )
+        })?;
+        for (k, v) in meta {
+            let text = || {
+                v.scalar_text().ok_or_else(|| {
+                    invalid(
+                        path,
+                        Some(k.line),
+                        format!(
+                            "`experiment.{}` must be a string, not {}",
+                            k.name,
+                            v.value.describe()
+                        ),
+                    )
+                })
+            };
+            match k.name.as_str() {
+                "name" => exp.name = text()?,
+                "harness" => exp.harness = Some((text()?, k.line)),
+                "profile" => exp.profile = Some((text()?, k.line)),
+                "datasetUrl" => warnings.push(format!(
+                    "{}: line {}: `experiment.datasetUrl` is not downloaded by llmbench; point the profile at a \
+                     local dataset file instead",
+                    path.display(),
+                    k.line
+                )),
+                _ => {}
+            }
+        }
+    }
+
+    // Run controls: the same defaults as llm-d-benchmark's RUN_CONTROL_DEFAULTS.
+    let flag = |name: &str| -> Result<bool, ExperimentError> {
+        match get(name) {
+            None => Ok(false),
+            Some((_, node)) if node.is_null() => Ok(false),
+            Some((key, node)) => match node.value {
+                Value::Bool(b) => Ok(b),
+                _ => Err(invalid(
+                    path,
+                    Some(key.line),
+                    format!(
+                        "`{name}` must be true or false, not {}",
+                        node.value.describe()
+                    ),
+                )),
+            },
+        }
+    };
+    exp.reset_caches = flag("reset_caches")?;
+    exp.stop_on_error = flag("treatment_stop_on_error")?;
+    exp.validate_failures = flag("validate_failures")?;
+    if let Some((key, node)) = get("treatment_max_attempts").filter(|(_, n)| !n.is_null()) {
+        exp.max_attempts = match node.value {
+            // llm-d-benchmark takes max(1, int(value)).
+            Value::Int(n) => u32::try_from(n.max(1)).unwrap_or(u32::MAX),
+            _ => {
+                return Err(invalid(
+                    path,
+                    Some(key.line),
+                    format!(
+                        "`treatment_max_attempts` must be a whole number, not {}",
+                        node.value.describe()
+                    ),
+                ));
+            }
+        };
+    }
+
+    // `constants`: merged into every run treatment before its own values.
+    if let Some((key, node)) = get("constants").filter(|(_, n)| !n.is_null()) {
+        let map = node.entries().ok_or_else(|| {
+            invalid(
+                path,
+                Some(key.line),
+                format!(
+                    "`constants` must be a mapping, not {}",
+                    node.value.describe()
+                ),
+            )
+        })?;
+        for (k, v) in map {
+            exp.constants.push(override_text(path, "constants", k, v)?);
+        }
+    }
+
+    // `treatments`, else `run` (llm-d-benchmark: `exp_data.get("treatments") or exp_data.get("run", [])`).
+    let non_empty = |name: &str| {
+        get(name).filter(|(_, n)| match &n.value {
+            Value::Null => false,
+            Value::Seq(items) => !items.is_empty(),
+            _ => true,
+        })
+    };
+    if let Some((key, node)) = non_empty("treatments").or_else(|| non_empty("run")) {
+        exp.treatments_line = key.line;
+        let Value::Seq(items) = &node.value else {
+            return Err(invalid(
+                path,
+                Some(key.line),
+                format!(
+                    "`{}` is {}; llm-d-benchmark reads only a list of treatments here (a mapping such as the \
+                     bash-era `run: {{factors, levels, treatments}}` or `run: {{factors: [...]}}` runs nothing \
+                     upstream); write them as a list of `{{name: ..., <key>: <value>}}`",
+                    key.name,
+                    node.value.describe()
+                ),
+            ));
+        };
+        for (i, item) in items.iter().enumerate() {
+            exp.treatments
+                .push(run_treatment(path, &key.name, i, item, &mut warnings)?);
+        }
+    } else if let Some((key, _)) = get("treatments").or_else(|| get("run")) {
+        // Present but empty: the error names its line.
+        exp.treatments_line = key.line;
+    }
+
+    // `setup {constants, treatments}`: each setup treatment is a stack llm-d-benchmark would stand up.
+    if let Some((key, node)) = get("setup").filter(|(_, n)| !n.is_null()) {
+        exp.setup_line = key.line;
+        let setup = node
+            .entries()
+            .ok_or_else(|| invalid(path, Some(key.line), "`setup` must be a mapping".to_owned()))?;
+        let mut constants = Vec::new();
+        if let Some((k, v)) = setup.iter().find(|(k, _)| k.name == "constants") {
+            for (ck, cv) in v.entries().ok_or_else(|| {
+                invalid(
+                    path,
+                    Some(k.line),
+                    "`setup.constants` must be a mapping".to_owned(),
+                )
+            })? {
+                constants.push(plan_key_text(ck, cv));
+            }
+        }
+        if let Some((k, v)) = setup.iter().find(|(k, _)| k.name == "treatments") {
+            let Value::Seq(items) = &v.value else {
+                return Err(invalid(
+                    path,
+                    Some(k.line),
+                    "`setup.treatments` must be a list".to_owned(),
+                ));
+            };
+            for (i, item) in items.iter().enumerate() {
+                let map = item.entries().ok_or_else(|| {
+                    invalid(
+                        path,
+                        Some(item.line),
+                        format!("setup.treatments[{i}] must be a mapping"),
+                    )
+                })?;
+                let mut overrides = constants.clone();
+                let mut name = format!("setup-{i}");
+                for (sk, sv) in map {
+                    if sk.name == "name" {
+                        name = sv.scalar_text().unwrap_or(name);
+                    } else {
+                        overrides.push(plan_key_text(sk, sv));
+                    }
+                }
+                exp.setup.push(LlmdSetup {
+                    name,
+                    overrides,
+                    line: item.line,
+                });
+            }
+        }
+    }
+    Ok(Source {
+        path: path.to_owned(),
+        kind: SourceKind::Llmd(exp),
+        warnings,
+    })
+}
+
+fn run_treatment(
+    path: &Path,
+    list: &str,
+    index: usize,
+    item: &Node,
+    warnings: &mut Vec<String>,
+) -> Result<LlmdTreatment, ExperimentError> {
+    let map = item.entries().ok_or_else(|| {
+        invalid(
+            path,
+            Some(item.line),
+            format!(
+                "{list}[{index}] must be a mapping {{name: ..., <key>: <value>}}, not {}",
+                item.value.describe()
+            ),
+        )
+    })?;
+    // llm-d-benchmark names an unnamed treatment t<i>.
+    let mut name = format!("t{index}");
+    let mut profile = None;
+    let mut overrides = Vec::new();
+    for (k, v) in map {
+        match k.name.as_str() {
+            "name" => {
+                name = v.scalar_text().ok_or_else(|| {
+                    invalid(
+                        path,
+                        Some(k.line),
+                        format!("{list}[{index}].name must be a string"),
+                    )
+                })?
+            }
+            "profile" => profile = v.scalar_text().filter(|p| !p.is_empty()),
+            _ => overrides.push(override_text(path, &format!("{list}[{index}]"), k, v)?),
+        }
+    }
+    let safe = dns_name(&name);
+    if safe != name {
+        warnings.push(format!(
+            "{}: line {}: treatment `{name}` is named `{safe}` (run directories and the table take lowercase \
+             letters, digits and '-')",
+            path.display(),
+            item.line
+        ));
+    }
+    Ok(LlmdTreatment {
+        name: safe,
+        overrides,
+        profile,
+        line: item.line,
+    })
+}
+
+/// One `key: value` of a treatment or of `constants` as an override `key=value` whose value our override parser
+/// (`Override::parse`, YAML-scalar typing) reads back as the same YAML type: strings that would read as something
+/// else are quoted. Lists and maps cannot be written that way (the parser types every value as a scalar), so
+/// they are refused, naming the line.
+fn override_text(
+    path: &Path,
+    place: &str,
+    key: &Key,
+    value: &Node,
+) -> Result<String, ExperimentError> {
+    let text = match &value.value {
+        Value::Null => "null".to_owned(),
+        Value::Bool(b) => b.to_string(),
+        Value::Int(i) => i.to_string(),
+        Value::Float(f) if f.is_finite() => {
+            // Debug keeps the point (`2.0`, `0.1`, `1e20`), so the value stays a float.
+            format!("{f:?}")
+        }
+        Value::Float(f) => {
+            return Err(invalid(
+                path,
+                Some(key.line),
+                format!(
+                    "{place}: `{}` is {f}, which a profile override cannot hold; write the string the harness \
+                     expects (e.g. `inf`)",
+                    key.name
+                ),
+            ));
+        }
+        Value::Str(s) => {
+            if type_scalar(s.trim()) == Ok(serde_json::Value::String(s.clone())) {
+                s.clone()
+            } else {
+                serde_json::Value::String(s.clone()).to_string()
+            }
+        }
+        Value::Seq(_) | Value::Map(_) => {
+            return Err(invalid(
+                path,
+                Some(key.line),
+                format!(
+                    "{place}: `{}` is {}; llmbench's profile overrides set scalar values only (numbers, strings, \
+                     booleans, null), so it cannot be applied — set the list in a profile file instead",
+                    key.name,
+                    value.value.describe()
+                ),
+            ));
+        }
+    };
+    if key.name.is_empty() || key.name.chars().any(char::is_whitespace) {
+        return Err(invalid(
+            path,
+            Some(key.line),
+            format!("{place}: `{}` is not a profile key", key.name),
+        ));
+    }
+    Ok(format!("{}={text}", key.name))
+}
+
+/// A setup key as text for the record: scalars as they are, lists and maps as JSON.
+fn plan_key_text(key: &Key, value: &Node) -> String {
+    let text = value
+        .scalar_text()
+        .unwrap_or_else(|| to_json(value).to_string());
+    format!("{}={text}", key.name)
+}
+
+fn to_json(node: &Node) -> serde_json::Value {
+    use serde_json::Value as J;
+    match &node.value {
+        Value::Null => J::Null,
+        Value::Bool(b) => J::Bool(*b),
+        Value::Int(i) => J::from(*i),
+        Value::Float(f) => serde_json::Number::from_f64(*f).map_or(J::Null, J::Number),
+        Value::Str(s) => J::String(s.clone()),
+        Value::Seq(items) => J::Array(items.iter().map(to_json).collect()),
+        Value::Map(entries) => J::Object(
+            entries
+                .iter()
+                .map(|(k, v)| (k.name.clone(), to_json(v)))
+                .collect(),
+        ),
+    }
+}
+
+/// `levels` of an llm-d treatment for the table: its own keys and values, constants left out.
+pub fn levels_of(overrides: &[String]) -> BTreeMap<String, String> {
+    overrides
+        .iter()
+        .filter_map(|o| o.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn llmd(text: &str) -> LlmdExperiment {
+        match parse(Path::new("x.yaml"), text, false).unwrap().kind {
+            SourceKind::Llmd(e) => e,
+            SourceKind::Manifest { .. } => panic!("read as a manifest"),
+        }
+    }
+
+    #[test]
+    fn values_keep_their_yaml_types_through_the_override_parser() {
+        let e = llmd(
+            "treatments:\n  - name: a\n    rate: 0.10\n    count: 8\n    whole: 2.0\n    flag: true\n    word: yes\n    \
+             said: 'yes'\n    quoted: '123'\n    plain: default-plugins.yaml\n    nothing: null\n    rr: inf\n",
+        );
+        let t = &e.treatments[0];
+        assert_eq!(
+            t.overrides,
+            [
+                "rate=0.1",
+                "count=8",
+                "whole=2.0",
+                "flag=true",
+                // A plain `yes` is a boolean, as PyYAML (and so llm-d-benchmark) reads it.
+                "word=true",
+                // A quoted one is a string, which our parser would read as true unless quoted.
+                "said=\"yes\"",
+                "quoted=\"123\"",
+                "plain=default-plugins.yaml",
+                "nothing=null",
+                "rr=inf",
+            ]
+        );
+        for o in &t.overrides {
+            llmbench_api::Override::parse(o).unwrap();
+        }
+        let typed = |i: usize| {
+            llmbench_api::Override::parse(&t.overrides[i])
+                .unwrap()
+                .value
+        };
+        assert_eq!(typed(2), serde_json::json!(2.0));
+        assert_eq!(typed(5), serde_json::json!("yes"));
+        assert_eq!(typed(6), serde_json::json!("123"));
+    }
+
+    #[test]
+    fn the_run_controls_constants_and_metadata_are_read() {
+        let e = llmd(
+            "experiment: {name: sweep, harness: vllm-benchmark, profile: random_concurrent.yaml}\ndesign: {x: 1}\n\
+             reset_caches: true\ntreatment_max_attempts: 3\ntreatment_stop_on_error: true\nvalidate_failures: true\n\
+             constants: {num-prompts: 4}\nrun:\n  - {name: Conc_8, max-concurrency: 8, profile: sanity_random.yaml}\n  - {max-concurrency: 16}\n",
+        );
+        assert_eq!(e.name, "sweep");
+        assert_eq!(
+            e.harness.as_ref().map(|h| h.0.as_str()),
+            Some("vllm-benchmark")
+        );
+        assert_eq!(e.profile, Some(("random_concurrent.yaml".into(), 1)));
+        assert!(e.reset_caches && e.stop_on_error && e.validate_failures);
+        assert_eq!(e.max_attempts, 3);
+        assert_eq!(e.constants, ["num-prompts=4"]);
+        assert_eq!(e.treatments[0].name, "conc-8");
+        assert_eq!(
+            e.treatments[0].profile.as_deref(),
+            Some("sanity_random.yaml")
+        );
+        assert_eq!(e.treatments[1].name, "t1");
+        assert_eq!(e.treatments[1].overrides, ["max-concurrency=16"]);
+    }
+
+    #[test]
+    fn unknown_keys_warn_or_are_refused_with_strict_naming_the_line() {
+        let text = "treatments:\n  - {name: a, x: 1}\nreset_cache: true\n";
+        let source = parse(Path::new("x.yaml"), text, false).unwrap();
+        assert!(
+            source.warnings[0].contains("line 3") && source.warnings[0].contains("`reset_cache`")
+        );
+        let err = parse(Path::new("x.yaml"), text, true)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`reset_cache` (line 3)"), "{err}");
+    }
+
+    #[test]
+    fn lists_maps_and_the_factorial_run_form_are_refused_with_their_line() {
+        let err = parse(
+            Path::new("x.yaml"),
+            "treatments:\n  - name: a\n    stages: [1, 2]\n",
+            false,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("x.yaml: line 3") && err.contains("`stages` is a list"),
+            "{err}"
+        );
+        let err = parse(Path::new("x.yaml"), "run:\n  factors: [a]\n", false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("line 1") && err.contains("only a list"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn setup_treatments_carry_their_constants_and_lines() {
+        let e = llmd(
+            "setup:\n  constants: {decode.replicas: 2}\n  treatments:\n    - name: a\n      router.epp.pluginsConfigFile: x.yaml\n\
+             treatments:\n  - {name: r, n: 1}\n",
+        );
+        assert_eq!(e.setup_line, 1);
+        assert_eq!(
+            e.setup[0].overrides,
+            ["decode.replicas=2", "router.epp.pluginsConfigFile=x.yaml"]
+        );
+        assert_eq!(e.setup[0].line, 4);
+    }
+
+    #[test]
+    fn a_manifest_is_read_into_the_crd_type_and_its_errors_name_the_line() {
+        let text = "apiVersion: llmbench.dev/v1alpha1\nkind: BenchmarkExperiment\nmetadata: {name: bx}\nspec:\n  \
+                    template:\n    harness: vllm-benchmark\n    workload: {builtin: sanity_random}\n    stack: {model: m}\n  \
+                    treatments: [{name: a, overrides: [num-prompts=2]}]\n  repeats: 2\n";
+        let source = parse(Path::new("bx.yaml"), text, false).unwrap();
+        let SourceKind::Manifest { name, spec } = source.kind else {
+            panic!("not a manifest")
+        };
+        assert_eq!((name.as_str(), spec.repeats), ("bx", 2));
+        let err = parse(
+            Path::new("bx.yaml"),
+            &text.replace("repeats: 2", "repeats: two"),
+            false,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("bx.yaml: line 10"), "{err}");
+        let err = parse(
+            Path::new("bx.yaml"),
+            &text.replace("kind: BenchmarkExperiment", "kind: BenchmarkRun"),
+            false,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("this is a BenchmarkRun"), "{err}");
+    }
+}
