@@ -281,6 +281,22 @@ enum Step {
     Done,
 }
 
+/// The outcome of a search whose points ran as `stages` (stage index, its summary), in run order: the search is
+/// deterministic given what each point measured, so replaying the stages' summaries gives exactly the outcome the
+/// run decided by. `llmbench report` re-derives a run's `capacity` this way from its records. Stages beyond the
+/// points the search asked for are ignored; a run that stopped early gives the outcome so far.
+pub fn replay(spec: CapacitySearch, stages: &[(u32, &Summary)]) -> CapacityOutcome {
+    let mut search = Search::new(spec);
+    for (stage, summary) in stages {
+        let Some(point) = search.next_point() else {
+            break;
+        };
+        search.set_stage(*stage);
+        search.record(&point, summary);
+    }
+    search.outcome()
+}
+
 /// The capacity search as a state machine: [`next_point`](Search::next_point), run it,
 /// [`record`](Search::record), until `next_point` says `None`; then [`outcome`](Search::outcome).
 #[derive(Debug, Clone)]

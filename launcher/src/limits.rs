@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crate::prompts::{DEFAULT_PROMPTS, MAX_PROMPTS};
 use crate::workload::{
-    Arrival, DataSpec, LengthShape, Stage, TokenLengths, Workload, WorkloadError,
+    Arrival, DataSpec, LengthShape, Stage, Sweep, TokenLengths, Workload, WorkloadError,
 };
 
 /// Requests per second. No single OpenAI-compatible endpoint takes a million requests a second; a larger figure
@@ -356,7 +356,15 @@ fn stage_requests(stage: &Stage) -> Option<u64> {
             stage.limit.duration.map(|d| by_rate(*rate, d))
         }
         Arrival::VllmGamma { count, .. } => Some(*count),
-        Arrival::Closed { .. } | Arrival::Sweep(_) => None,
+        // guidellm's sweep: its rates are measured during the run, but each of its `size − 2` rate stages keeps
+        // the sweep's request limit.
+        Arrival::Sweep(Sweep::Guidellm { size, limit, .. }) => {
+            return limit
+                .requests
+                .map(|n| n.saturating_mul(u64::from(size.saturating_sub(2))));
+        }
+        // inference-perf's sweep: the rates and so the request counts come from the saturation probe.
+        Arrival::Closed { .. } | Arrival::Sweep(Sweep::InferencePerf { .. }) => None,
     };
     match (from_arrival, stage.limit.requests) {
         (Some(a), Some(r)) => Some(a.min(r)),
@@ -494,6 +502,50 @@ mod tests {
         let e = estimate_run_memory(&w, None);
         assert_eq!((e.prompts, e.prompt_bytes), (200, 496_000));
         assert_eq!((e.requests, e.requests_bounded), (0, false));
+    }
+
+    #[test]
+    fn a_guidellm_sweep_is_bounded_by_its_request_limit_at_every_stage() {
+        // sweep_size 5 with max_requests 50: synchronous 50, throughput 50, and 5 − 2 = 3 rate stages of 50 each
+        // = 250 requests; an inference-perf sweep's stage rates come from its probe, so it is unbounded.
+        let sweep = |arrival: Arrival, limit: StageLimit| Stage {
+            load: LoadKind::Sweep,
+            arrival,
+            limit,
+            max_concurrency: None,
+            warmup: None,
+            cooldown: None,
+        };
+        let guidellm = sweep(
+            Arrival::Sweep(Sweep::Guidellm {
+                size: 5,
+                process: crate::workload::SweepProcess::Constant,
+                limit: StageLimit::requests(50),
+                max_concurrency: 512,
+            }),
+            StageLimit::requests(50),
+        );
+        let w = workload(
+            DataSpec::Mock,
+            false,
+            vec![closed(Some(50), None), closed(Some(50), None), guidellm],
+        );
+        let e = estimate_run_memory(&w, None);
+        assert_eq!((e.requests, e.requests_bounded), (250, true));
+        let inference_perf = sweep(
+            Arrival::Sweep(Sweep::InferencePerf {
+                process: crate::workload::SweepProcess::Constant,
+                progression: crate::workload::SweepProgression::Linear,
+                num_stages: 5,
+                stage_duration: Duration::from_secs(180),
+                num_requests: Some(2000),
+                timeout: Some(Duration::from_secs(60)),
+                saturation_percentile: Some(95.0),
+            }),
+            StageLimit::default(),
+        );
+        let w = workload(DataSpec::Mock, false, vec![inference_perf]);
+        assert!(!estimate_run_memory(&w, None).requests_bounded);
     }
 
     #[test]

@@ -1,9 +1,15 @@
 //! From the parsed workload to the engine's plan: each stage's arrival process becomes precomputed send times
-//! (or a closed loop), seeded per stage so a run is reproducible.
+//! (or a closed loop), seeded per stage so a run is reproducible. A sweep's stages depend on what the run
+//! measures, so they are decided as it goes ([`sweep`]).
+
+mod sweep;
 
 use std::time::Duration;
 
+pub use sweep::{SweepError, SweepPlan, saturation_rate, sweep_plan};
+
 use crate::engine;
+use crate::report::StageMeta;
 use crate::workload::{
     Arrival, Rate, Schedule, Stage, WorkerSettings, Workload, schedule, stage_seed,
 };
@@ -12,15 +18,34 @@ use crate::workload::{
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum PlanError {
     #[error(
-        "stage {stage} is a {tool} sweep, whose rates come from a saturation probe; sweeps are not run yet — list \
-         the rates as explicit stages instead"
+        "stage {stage} is a {tool} sweep, whose stages are decided as the run goes from what it measures; it has no \
+         fixed plan (plan it with `plan::sweep_plan`)"
     )]
-    SweepNotRun { stage: usize, tool: &'static str },
+    Adaptive { stage: usize, tool: &'static str },
+    #[error(
+        "a {tool} sweep cannot be spread over {count} launchers (--shard): its rates come from what {measured} \
+         measured, which each launcher would measure for its own share only; run the sweep in one launcher"
+    )]
+    SweepSharded {
+        tool: &'static str,
+        measured: &'static str,
+        count: u32,
+    },
+    #[error(
+        "the {tool} sweep must be the workload's only load (inference-perf) or follow its synchronous and \
+         throughput stages (guidellm); found it at stage {stage} of {stages}"
+    )]
+    SweepShape {
+        tool: &'static str,
+        stage: usize,
+        stages: usize,
+    },
     #[error("the workload has no load stages (harness {harness}); nothing to send")]
     NoStages { harness: String },
 }
 
-/// The engine stages of `workload`, with the rate each one asked for.
+/// The engine stages of `workload`, with the rate each one asked for. A workload with a sweep has none: see
+/// [`sweep_plan`].
 pub fn engine_stages(workload: &Workload) -> Result<Vec<engine::Stage>, PlanError> {
     if workload.stages.is_empty() {
         return Err(PlanError::NoStages {
@@ -32,44 +57,84 @@ pub fn engine_stages(workload: &Workload) -> Result<Vec<engine::Stage>, PlanErro
         .iter()
         .enumerate()
         .map(|(index, stage)| {
-            let plan = match schedule(stage, stage_seed(workload.seed, index)) {
-                Schedule::Open {
-                    send_at,
-                    max_in_flight,
-                } => engine::StagePlan::Open {
-                    send_at,
-                    max_concurrency: max_in_flight.map(|n| n as usize),
-                },
-                Schedule::Closed {
-                    concurrency,
-                    total,
-                    duration,
-                    rampup,
-                } => engine::StagePlan::Closed {
-                    concurrency: concurrency as usize,
-                    total,
-                    duration,
-                    rampup,
-                },
-                Schedule::Sweep(sweep) => {
-                    let tool = match sweep {
-                        crate::workload::Sweep::InferencePerf { .. } => "inference-perf",
-                        crate::workload::Sweep::Guidellm { .. } => "guidellm",
-                    };
-                    return Err(PlanError::SweepNotRun { stage: index, tool });
+            engine_stage(stage, stage_seed(workload.seed, index)).ok_or_else(|| {
+                PlanError::Adaptive {
+                    stage: index,
+                    tool: sweep_tool(stage),
                 }
-            };
-            Ok(engine::Stage {
-                plan,
-                requested_rate: requested_rate(stage),
-                errors: engine::ErrorLimits {
-                    max_errors: stage.limit.max_errors,
-                    max_error_rate: stage.limit.max_error_rate,
-                    max_global_error_rate: stage.limit.max_global_error_rate,
-                },
             })
         })
         .collect()
+}
+
+/// The tool whose sweep `stage` is.
+fn sweep_tool(stage: &Stage) -> &'static str {
+    match &stage.arrival {
+        Arrival::Sweep(crate::workload::Sweep::InferencePerf { .. }) => "inference-perf",
+        _ => "guidellm",
+    }
+}
+
+/// One workload stage as the engine runs it, its arrivals drawn with `seed`; `None` for a sweep.
+pub(crate) fn engine_stage(stage: &Stage, seed: u64) -> Option<engine::Stage> {
+    let plan = match schedule(stage, seed) {
+        Schedule::Open {
+            send_at,
+            max_in_flight,
+        } => engine::StagePlan::Open {
+            send_at,
+            max_concurrency: max_in_flight.map(|n| n as usize),
+        },
+        Schedule::Closed {
+            concurrency,
+            total,
+            duration,
+            rampup,
+        } => engine::StagePlan::Closed {
+            concurrency: concurrency as usize,
+            total,
+            duration,
+            rampup,
+        },
+        Schedule::Sweep(_) => return None,
+    };
+    Some(engine::Stage {
+        plan,
+        requested_rate: requested_rate(stage),
+        errors: engine::ErrorLimits {
+            max_errors: stage.limit.max_errors,
+            max_error_rate: stage.limit.max_error_rate,
+            max_global_error_rate: stage.limit.max_global_error_rate,
+        },
+    })
+}
+
+/// What run.json records of a stage: its load, the rate or concurrency the profile asked of the whole run, and
+/// what decides which of its requests are measured.
+pub fn stage_meta(stage: &engine::Stage, workload_stage: Option<&Stage>) -> StageMeta {
+    let concurrency = match &stage.plan {
+        engine::StagePlan::Open {
+            max_concurrency, ..
+        } => *max_concurrency,
+        engine::StagePlan::Closed { concurrency, .. } => Some(*concurrency),
+    };
+    StageMeta {
+        load: workload_stage.map(|s| s.load),
+        rate: stage.requested_rate,
+        concurrency: concurrency.and_then(|c| u32::try_from(c).ok()),
+        max_requests: workload_stage.and_then(|s| s.limit.requests),
+        max_duration_s: workload_stage
+            .and_then(|s| s.limit.duration)
+            .map(|d| d.as_secs_f64()),
+        warmup: workload_stage.and_then(|s| s.warmup),
+        cooldown: workload_stage.and_then(|s| s.cooldown),
+        burstiness: workload_stage.and_then(|s| match s.arrival {
+            Arrival::VllmGamma { burstiness, .. } => {
+                Some(crate::report::Burstiness::of(burstiness))
+            }
+            _ => None,
+        }),
+    }
 }
 
 /// inference-perf's in-flight cap: each of `num_workers` worker processes holds `worker_max_concurrency`

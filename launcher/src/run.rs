@@ -10,11 +10,12 @@
 //! write every report, marked interrupted; records are flushed as they finish, so a SIGKILL loses at most the last
 //! few milliseconds of them; a results directory is never reused by accident.
 
+mod capacity;
 mod output;
 mod target;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use clap::Args;
@@ -26,12 +27,13 @@ pub use target::{EndpointError, Server, UNSET_ENDPOINT};
 use crate::conversations::{ConversationError, build_conversations};
 use crate::data::{DataError, Prompt};
 use crate::engine::{
-    self, Clock, Control, EngineError, Progress, Requests, RunPlan, Signal, StopReason, Target,
-    Transport,
+    self, Clock, Control, EngineError, EnginePlan, FinishedStage, PlannedStage, PlannerError,
+    Progress, Requests, Signal, StagePlanner, Stages, StopReason, Target, Transport,
 };
 use crate::metrics::{RunSummary, WriteSummaryError, write_compact_summary, write_summary_json};
 use crate::plan::{
     PlanError, Shard, cap_in_flight, engine_stages, expected_size, inference_perf_worker_cap,
+    stage_meta, sweep_plan,
 };
 use crate::profile::{ProfileError, Template, TemplateSource, Values, render};
 use crate::prompts::{PromptError, build_prompts};
@@ -179,6 +181,16 @@ pub enum RunError {
     Limit(#[from] crate::limits::LimitError),
     #[error("not supported: {0}")]
     Unsupported(String),
+    #[error("capacity search: {0}")]
+    CapacitySearch(String),
+    #[error(
+        "{source}; the run stopped there: the stages that ran are recorded and reported in {}",
+        dir.display()
+    )]
+    Adaptive {
+        source: engine::PlannerError,
+        dir: PathBuf,
+    },
 }
 
 impl From<DataError> for RunError {
@@ -324,12 +336,24 @@ async fn run_against(
         template_name: &template.name,
         rendered: &rendered,
         notes: Vec::new(),
+        capacity_search: None,
     };
+    if args.capacity_search.is_some() && matches!(harness, Harness::Mlperf | Harness::Nop) {
+        return Err(RunError::CapacitySearch(format!(
+            "the {harness} harness has no load to vary; a capacity search runs with inference-perf, guidellm, \
+             vllm-benchmark or inferencemax profiles"
+        )));
+    }
     if harness == Harness::Mlperf {
         return crate::mlperf::run::run(&mut context, &options).await;
     }
     let parsed = parse_profile(harness, &template.name, &rendered, &options)?;
     context.note_warnings(&parsed.warnings);
+    let capacity_search = match &args.capacity_search {
+        Some(text) => Some(capacity_search_flag(text)?),
+        None => parsed.capacity,
+    };
+    context.capacity_search = capacity_search.clone();
     let workload = parsed.workload;
     if harness == Harness::Nop {
         // llm-d-benchmark's nop sends nothing (upstream it reads model load times from the stack's logs, which a
@@ -353,12 +377,44 @@ async fn run_against(
             .await?;
         return context.finish(executed);
     }
-    let mut stages = context.shard(engine_stages(&workload)?, &workload.stages);
-    if harness == Harness::InferencePerf {
-        let cap = inference_perf_worker_cap(&workload.workers, crate::sizing::available_cpus());
-        cap_in_flight(&mut stages.mine, cap);
-    }
-    let (expected_requests, _) = expected_size(&stages.mine, workload.stage_interval);
+    let worker_cap = (harness == Harness::InferencePerf)
+        .then(|| inference_perf_worker_cap(&workload.workers, crate::sizing::available_cpus()));
+    let stages = match (
+        &capacity_search,
+        sweep_plan(&workload, args.shard, worker_cap)?,
+    ) {
+        (Some(spec), sweep) => {
+            let search = capacity::check(spec, &workload, args.shard, sweep.is_some())
+                .map_err(RunError::CapacitySearch)?;
+            let max_points = search.max_points as usize;
+            let template = workload.stages.first().cloned().ok_or_else(|| {
+                RunError::CapacitySearch(
+                    "the profile has no load stage to shape the points".to_owned(),
+                )
+            })?;
+            let shaped = workload.clone();
+            RunStages::Adaptive(Adaptive {
+                stages: max_points,
+                planner: Box::new(move |meta: &RunMeta| {
+                    Box::new(capacity::CapacityPlanner::new(
+                        &shaped, template, search, worker_cap, meta,
+                    ))
+                }),
+            })
+        }
+        (None, Some(sweep)) => RunStages::Adaptive(Adaptive {
+            stages: sweep.stages(),
+            planner: Box::new(move |meta: &RunMeta| sweep.planner(meta.t0_unix_ns)),
+        }),
+        (None, None) => {
+            let mut stages = context.shard(engine_stages(&workload)?, &workload.stages);
+            if let (Some(cap), RunStages::Fixed { mine, .. }) = (worker_cap, &mut stages) {
+                cap_in_flight(mine, cap);
+            }
+            stages
+        }
+    };
+    let (expected_requests, _) = stages.expected_size(workload.stage_interval);
     // Refused before a prompt is built: a run that cannot fit would be OOM-killed part way.
     let estimate = crate::limits::estimate_run_memory(&workload, expected_requests);
     if let Some(available) = crate::sizing::available_memory() {
@@ -432,12 +488,42 @@ pub(crate) struct RunContext<'a> {
     pub rendered: &'a str,
     /// The profile's keys that were not acted on, for run.json and the summary.
     pub notes: Vec<ProfileNote>,
+    /// The SLO capacity search the run carries out, for run.json.
+    pub capacity_search: Option<llmbench_api::capacity::CapacitySearchSpec>,
 }
 
-/// A run's stages: what the whole run asks (for run.json) and this launcher's share of it (what it sends).
-pub(crate) struct ShardStages {
-    pub whole_run: Vec<StageMeta>,
-    pub mine: Vec<engine::Stage>,
+/// A run's stages.
+pub(crate) enum RunStages {
+    /// Known before the run: what the whole run asks (for run.json) and this launcher's share of it (what it
+    /// sends).
+    Fixed {
+        whole_run: Vec<StageMeta>,
+        mine: Vec<engine::Stage>,
+    },
+    /// Decided as the run goes, from what it measures (sweeps).
+    Adaptive(Adaptive),
+}
+
+/// An adaptive run's stages.
+pub(crate) struct Adaptive {
+    /// How many stages the run expects at most, for the progress line.
+    pub stages: usize,
+    /// Makes the planner once the run's clock has started and run.json has its anchor.
+    pub planner: MakePlanner,
+}
+
+/// Makes an adaptive run's planner from its run.json as it starts.
+pub(crate) type MakePlanner = Box<dyn FnOnce(&RunMeta) -> Box<dyn StagePlanner> + Send>;
+
+impl RunStages {
+    /// How many requests this launcher plans to send and for how long at least, when the plan says in advance
+    /// (an adaptive one does not).
+    fn expected_size(&self, interval: Duration) -> (Option<u64>, Option<Duration>) {
+        match self {
+            RunStages::Fixed { mine, .. } => expected_size(mine, interval),
+            RunStages::Adaptive(_) => (None, None),
+        }
+    }
 }
 
 /// A run ready to go: every request body built, the stages sharded.
@@ -445,7 +531,7 @@ pub(crate) struct Execution<'a> {
     pub api: &'a Api,
     pub request_model: String,
     pub tokenizer_spec: String,
-    pub stages: ShardStages,
+    pub stages: RunStages,
     pub interval: Duration,
     pub requests: Requests,
     pub warmup: Option<engine::Warmup>,
@@ -463,6 +549,8 @@ pub(crate) struct Executed {
     pub records: Vec<RequestRecord>,
     pub stage_times: Vec<engine::StageTimes>,
     pub summary: RunSummary,
+    /// Why an adaptive run could not go on: its reports are written, then the run fails.
+    pub failure: Option<engine::PlannerError>,
     /// Held until the reports are written: a second run with this id is refused meanwhile.
     pub _lock: output::RunDir,
 }
@@ -500,8 +588,8 @@ impl RunContext<'_> {
         &self,
         whole_run: Vec<engine::Stage>,
         profile_stages: &[crate::workload::Stage],
-    ) -> ShardStages {
-        ShardStages {
+    ) -> RunStages {
+        RunStages::Fixed {
             whole_run: whole_run
                 .iter()
                 .enumerate()
@@ -514,14 +602,11 @@ impl RunContext<'_> {
     /// Claims the results directory, writes profile.yaml and run.json (before the first request), runs
     /// `execution` with requests.jsonl written as requests finish, and derives the summary; [`RunContext::finish`]
     /// writes it with every report.
-    pub async fn execute(&self, execution: Execution<'_>) -> Result<Executed, RunError> {
+    pub async fn execute(&self, mut execution: Execution<'_>) -> Result<Executed, RunError> {
         let args = self.args;
         let harness = args.harness;
-        let ShardStages {
-            whole_run: stage_meta,
-            mine: stages,
-        } = execution.stages;
-        let (expected_requests, expected_duration) = expected_size(&stages, execution.interval);
+        let (expected_requests, expected_duration) =
+            execution.stages.expected_size(execution.interval);
         let planned_requests =
             expected_requests.map(|n| n + execution.warmup.map_or(0, |w| w.count));
 
@@ -545,12 +630,10 @@ impl RunContext<'_> {
             streaming: api.streaming,
             keep_text: execution.keep_text,
         });
-        let requested_rates: Vec<Option<f64>> = stages.iter().map(|s| s.requested_rate).collect();
-        let plan = RunPlan {
-            stages,
-            interval: execution.interval,
-            requests: execution.requests,
-            warmup: execution.warmup,
+        // An adaptive run lists its stages as they are decided.
+        let (stage_meta, expected_stages) = match &mut execution.stages {
+            RunStages::Fixed { whole_run, mine } => (std::mem::take(whole_run), mine.len()),
+            RunStages::Adaptive(adaptive) => (Vec::new(), adaptive.stages),
         };
         let records_path = dir.join(report::REQUESTS_FILE);
         let records_file =
@@ -599,19 +682,36 @@ impl RunContext<'_> {
             planned_requests,
             profile_notes: self.notes.clone(),
             end: None,
+            capacity_search: self.capacity_search.clone(),
         };
-        // Written before the first request, so a killed run can still be reported from requests.jsonl.
+        // Written before the first request, so a killed run can still be reported from requests.jsonl; an adaptive
+        // run rewrites it as each stage is decided.
         meta.write(&dir)?;
+        let (stages, decided) = match execution.stages {
+            RunStages::Fixed { mine, .. } => (Stages::Fixed(mine), None),
+            RunStages::Adaptive(adaptive) => {
+                let recorder = RecordDecisions::new((adaptive.planner)(&meta), &meta, &dir);
+                let decided = Arc::clone(&recorder.decided);
+                (Stages::Adaptive(Box::new(recorder)), Some(decided))
+            }
+        };
+        let nothing_to_send = matches!(&stages, Stages::Fixed(s) if s.is_empty());
+        let plan = EnginePlan {
+            stages,
+            interval: execution.interval,
+            requests: execution.requests,
+            warmup: execution.warmup,
+        };
         let signals = watch_signals(&control, args.interrupt_grace)?;
         let display = progress::spawn(
             Arc::clone(&progress_counters),
             progress::Expectation {
                 requests: planned_requests,
                 duration: expected_duration,
-                stages: requested_rates.len(),
+                stages: expected_stages,
             },
         );
-        let ran = if plan.stages.is_empty() {
+        let ran = if nothing_to_send {
             // Nothing to send (the nop harness): the run still leaves its files behind.
             drop(sink);
             Ok(Vec::new())
@@ -625,14 +725,24 @@ impl RunContext<'_> {
             source: std::io::Error::other(join.to_string()),
         });
         signals.abort();
-        let stage_times = ran?;
+        let (stage_times, failure) = match ran {
+            Ok(times) => (times, None),
+            Err(EngineError::Planner { ran, source }) => (ran, Some(source)),
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(decided) = decided {
+            // The stages that ran, as they were decided (not one the run stopped before).
+            meta.stages =
+                std::mem::take(&mut *decided.lock().unwrap_or_else(PoisonError::into_inner));
+            meta.stages.truncate(stage_times.len());
+        }
         let stopped = control.reason();
-        meta.end = Some(RunEnd::new(
-            stopped,
-            planned_requests,
-            &progress_counters,
-            &stage_times,
-        ));
+        let mut end = RunEnd::new(stopped, planned_requests, &progress_counters, &stage_times);
+        if let Some(failure) = &failure {
+            tracing::error!(%failure, "the run could not decide its next stage");
+            end = end.failed(failure.to_string());
+        }
+        meta.end = Some(end);
         // The end goes into run.json even when records were lost, so `llmbench report` can say what happened.
         let rewritten = meta.write(&dir);
         let records = written??;
@@ -647,6 +757,7 @@ impl RunContext<'_> {
             records,
             stage_times,
             summary,
+            failure,
             _lock: run_dir,
         })
     }
@@ -689,6 +800,7 @@ impl RunContext<'_> {
             meta,
             records,
             summary,
+            failure,
             ..
         } = executed;
         write_summary_json(&dir.join(report::SUMMARY_FILE), &summary)?;
@@ -702,6 +814,9 @@ impl RunContext<'_> {
             &summary,
             Formats::for_harness(self.args.harness),
         )?;
+        if let Some(source) = failure {
+            return Err(RunError::Adaptive { source, dir });
+        }
         Ok(RunOutcome {
             dir,
             summary,
@@ -710,6 +825,56 @@ impl RunContext<'_> {
             stopped: meta.end.and_then(|end| end.stopped),
         })
     }
+}
+
+/// An adaptive run's planner, with every stage it decides added to run.json before the stage starts, so a killed
+/// run can still be reported with the stages it ran. Probes are not stages and are not listed.
+struct RecordDecisions {
+    inner: Box<dyn StagePlanner>,
+    meta: RunMeta,
+    dir: PathBuf,
+    /// The stages decided so far, for the run's end.
+    decided: Arc<Mutex<Vec<StageMeta>>>,
+}
+
+impl RecordDecisions {
+    fn new(inner: Box<dyn StagePlanner>, meta: &RunMeta, dir: &Path) -> Self {
+        RecordDecisions {
+            inner,
+            meta: meta.clone(),
+            dir: dir.to_owned(),
+            decided: Arc::default(),
+        }
+    }
+}
+
+impl StagePlanner for RecordDecisions {
+    fn next_stage(
+        &mut self,
+        finished: Option<FinishedStage>,
+    ) -> Result<Option<PlannedStage>, PlannerError> {
+        let next = self.inner.next_stage(finished)?;
+        if let Some(planned) = next.as_ref().filter(|p| !p.probe) {
+            self.meta.stages.push(planned.meta);
+            self.decided
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(planned.meta);
+            self.meta.write(&self.dir)?;
+        }
+        Ok(next)
+    }
+}
+
+/// `--capacity-search`: the spec as JSON or YAML (JSON is YAML), checked as a profile's would be.
+fn capacity_search_flag(
+    text: &str,
+) -> Result<llmbench_api::capacity::CapacitySearchSpec, RunError> {
+    let spec: llmbench_api::capacity::CapacitySearchSpec = serde_saphyr::from_str(text)
+        .map_err(|e| RunError::CapacitySearch(format!("--capacity-search: {e}")))?;
+    llmbench_api::capacity::CapacitySearch::try_from(&spec)
+        .map_err(|e| RunError::CapacitySearch(format!("--capacity-search: {e}")))?;
+    Ok(spec)
 }
 
 /// Turns SIGTERM and SIGINT into a stop: the first stops issuing and gives requests in flight `grace`, a second
@@ -751,33 +916,6 @@ fn watch_signals(
             }
         }
     }))
-}
-
-/// What run.json records of a stage: the rate or concurrency the profile asked of the whole run, and what decides
-/// which of its requests are measured.
-fn stage_meta(stage: &engine::Stage, workload_stage: Option<&crate::workload::Stage>) -> StageMeta {
-    let concurrency = match &stage.plan {
-        engine::StagePlan::Open {
-            max_concurrency, ..
-        } => *max_concurrency,
-        engine::StagePlan::Closed { concurrency, .. } => Some(*concurrency),
-    };
-    StageMeta {
-        rate: stage.requested_rate,
-        concurrency: concurrency.and_then(|c| u32::try_from(c).ok()),
-        max_requests: workload_stage.and_then(|s| s.limit.requests),
-        max_duration_s: workload_stage
-            .and_then(|s| s.limit.duration)
-            .map(|d| d.as_secs_f64()),
-        warmup: workload_stage.and_then(|s| s.warmup),
-        cooldown: workload_stage.and_then(|s| s.cooldown),
-        burstiness: workload_stage.and_then(|s| match s.arrival {
-            crate::workload::Arrival::VllmGamma { burstiness, .. } => {
-                Some(report::Burstiness::of(burstiness))
-            }
-            _ => None,
-        }),
-    }
 }
 
 /// The profile's report settings in the terms of the result files that use them.

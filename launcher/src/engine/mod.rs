@@ -2,6 +2,10 @@
 //! loop), and records every request raw. It knows nothing of profiles or metrics: a plan comes in, records go out
 //! as they finish (to `requests.jsonl` and the in-memory list the metrics are derived from afterwards).
 //!
+//! A plan's stages are fixed ([`RunPlan`]), or decided one at a time by a [`StagePlanner`] from what the stages
+//! before measured ([`Stages::Adaptive`]: sweeps, searches): the engine hands the planner each finished stage,
+//! with a copy of its records when the planner asked for them, and runs whatever it decides next.
+//!
 //! Open-loop requests are issued at `stage start + offset` whatever happened before, so a slow server or a slow
 //! client shows up as schedule delay and in the from-scheduled latencies instead of silently lowering the rate
 //! (no coordinated omission).
@@ -92,7 +96,7 @@ pub struct Warmup {
     pub max_concurrency: Option<usize>,
 }
 
-/// Everything the engine needs for a run.
+/// Everything the engine needs for a run whose stages are known before it starts.
 #[derive(Debug, Clone)]
 pub struct RunPlan {
     pub stages: Vec<Stage>,
@@ -100,6 +104,97 @@ pub struct RunPlan {
     pub interval: Duration,
     pub requests: Requests,
     pub warmup: Option<Warmup>,
+}
+
+/// Everything the engine needs for a run, its stages fixed or decided as it goes. A [`RunPlan`] converts into
+/// one with fixed stages.
+pub struct EnginePlan {
+    pub stages: Stages,
+    /// The pause between stages (none after a probe).
+    pub interval: Duration,
+    pub requests: Requests,
+    pub warmup: Option<Warmup>,
+}
+
+impl From<RunPlan> for EnginePlan {
+    fn from(plan: RunPlan) -> Self {
+        EnginePlan {
+            stages: Stages::Fixed(plan.stages),
+            interval: plan.interval,
+            requests: plan.requests,
+            warmup: plan.warmup,
+        }
+    }
+}
+
+/// A run's stages.
+pub enum Stages {
+    /// Known before the run: each runs in turn.
+    Fixed(Vec<Stage>),
+    /// Decided one at a time, from what the earlier stages measured.
+    Adaptive(Box<dyn StagePlanner>),
+}
+
+/// Decides an adaptive run's stages one at a time.
+pub trait StagePlanner: Send {
+    /// The next stage, given the one that just finished (`None` before the first); `Ok(None)` ends the run, and an
+    /// error ends it as failed ([`EngineError::Planner`]). Not asked again once the run is stopped (an interrupt,
+    /// an error limit with `stopping_scope: all`).
+    fn next_stage(
+        &mut self,
+        finished: Option<FinishedStage>,
+    ) -> Result<Option<PlannedStage>, PlannerError>;
+}
+
+/// Why a planner could not decide the next stage.
+pub type PlannerError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A stage a [`StagePlanner`] decided.
+#[derive(Debug, Clone)]
+pub struct PlannedStage {
+    pub stage: Stage,
+    /// Hand the stage's records to the planner when it ends: copies taken as they finish (every record still goes
+    /// to the writer), held for this stage only and dropped once the planner has seen them.
+    pub keep_records: bool,
+    /// A probe, run to measure and not to report: its records are flagged `warmup` (left out of every figure and
+    /// report, still written to `requests.jsonl` with the index the next stage will have), it is not counted as a
+    /// stage (no index, no times among the run's), and the stage after it follows without the interval.
+    pub probe: bool,
+    /// Ends the stage this long after it starts: nothing more is sent, and requests still in flight are cancelled
+    /// (recorded as `cancelled`).
+    pub deadline: Option<Duration>,
+    /// What run.json says of the stage, for the planner's caller; the engine does not read it (nor is it used
+    /// for a probe).
+    pub meta: crate::report::StageMeta,
+}
+
+/// A stage that ended, as its planner is told.
+#[derive(Debug)]
+pub struct FinishedStage {
+    /// Its index among the run's stages; a probe carries the index the next stage will have.
+    pub index: u32,
+    pub probe: bool,
+    pub times: StageTimes,
+    /// Its records in the order they finished, when the planned stage asked to keep them; else empty.
+    pub records: Vec<RequestRecord>,
+}
+
+/// A fixed list of stages, handed out in order: how the engine runs a [`Stages::Fixed`].
+struct FixedStages(std::vec::IntoIter<Stage>);
+
+impl StagePlanner for FixedStages {
+    fn next_stage(
+        &mut self,
+        _finished: Option<FinishedStage>,
+    ) -> Result<Option<PlannedStage>, PlannerError> {
+        Ok(self.0.next().map(|stage| PlannedStage {
+            stage,
+            keep_records: false,
+            probe: false,
+            deadline: None,
+            meta: crate::report::StageMeta::default(),
+        }))
+    }
 }
 
 /// When each stage ran, in nanoseconds on the run clock, and why it ended early if it did.
@@ -134,6 +229,12 @@ pub enum EngineError {
         path: String,
         written: u64,
         source: std::io::Error,
+    },
+    /// The planner could not decide the next stage; `ran` holds the times of the stages that ran before.
+    #[error("{source}")]
+    Planner {
+        ran: Vec<StageTimes>,
+        source: PlannerError,
     },
 }
 
@@ -228,72 +329,165 @@ fn write_batch(out: &mut impl Write, batch: &[RequestRecord]) -> std::io::Result
 }
 
 /// Runs the warm-up and every stage of `plan` against `target`, sending each finished record to `sink`. `control`
-/// stops the run early (an interrupt, a full disk); a stage may also stop itself on its error limits. Returns each
-/// stage that ran with its times; the stages after a run-wide stop are not run.
+/// stops the run early (an interrupt, a full disk); a stage may also stop itself on its error limits, or end at its
+/// deadline. Returns each stage that ran with its times (probes left out); the stages after a run-wide stop are
+/// neither run nor, for an adaptive plan, asked for.
 pub async fn run(
     target: Arc<Target>,
-    plan: RunPlan,
+    plan: impl Into<EnginePlan>,
     clock: Clock,
     sink: RecordSink,
     control: Control,
 ) -> Result<Vec<StageTimes>, EngineError> {
+    let plan = plan.into();
     if plan.requests.is_empty() {
         return Err(EngineError::NoRequests);
     }
     let next_id = Arc::new(AtomicU64::new(0));
-    let context = |stage: u32, stage_control: Control, errors: ErrorLimits| StageContext {
-        target: Arc::clone(&target),
-        requests: plan.requests.clone(),
-        clock,
-        sink: sink.clone(),
-        next_id: Arc::clone(&next_id),
-        stage,
-        control: stage_control,
-        run: control.clone(),
-        tally: Arc::new(Mutex::new(Tally::default())),
-        errors,
-    };
+    let context =
+        |stage: u32, levels: StageLevels, errors: ErrorLimits, kept: Option<Kept>| StageContext {
+            target: Arc::clone(&target),
+            requests: plan.requests.clone(),
+            clock,
+            sink: sink.clone(),
+            next_id: Arc::clone(&next_id),
+            stage,
+            control: levels.requests,
+            limits: levels.stage,
+            run: control.clone(),
+            tally: Arc::new(Mutex::new(Tally::default())),
+            errors,
+            probe: levels.probe,
+            kept,
+        };
     if let (Some(warmup), Requests::Fixed(_)) = (plan.warmup, &plan.requests) {
-        run_warmup(context(0, control.child(), ErrorLimits::default()), warmup).await;
+        let level = control.child();
+        let levels = StageLevels {
+            stage: level.clone(),
+            requests: level,
+            probe: false,
+        };
+        run_warmup(context(0, levels, ErrorLimits::default(), None), warmup).await;
     }
-    let mut times = Vec::with_capacity(plan.stages.len());
-    for (index, stage) in plan.stages.iter().enumerate() {
+    let mut planner: Box<dyn StagePlanner> = match plan.stages {
+        Stages::Fixed(stages) => Box::new(FixedStages(stages.into_iter())),
+        Stages::Adaptive(planner) => planner,
+    };
+    let mut times: Vec<StageTimes> = Vec::new();
+    let mut finished: Option<FinishedStage> = None;
+    // The interval separates stages; the first stage and a stage after a probe start at once.
+    let mut pause = false;
+    loop {
         if control.issuing_stopped() {
             break;
         }
-        if index > 0 && !plan.interval.is_zero() {
+        let planned = match planner.next_stage(finished.take()) {
+            Ok(Some(planned)) => planned,
+            Ok(None) => break,
+            Err(source) => return Err(EngineError::Planner { ran: times, source }),
+        };
+        if pause && !plan.interval.is_zero() {
             tokio::select! {
                 () = tokio::time::sleep(plan.interval) => {}
                 () = control.issuing_ended() => break,
             }
         }
-        sink.progress.stage.store(index as u64, Ordering::Relaxed);
+        let index = u32::try_from(times.len()).unwrap_or(u32::MAX);
+        sink.progress
+            .stage
+            .store(u64::from(index), Ordering::Relaxed);
         let stage_control = control.child();
-        let stage_context = context(
-            u32::try_from(index).unwrap_or(u32::MAX),
-            stage_control.clone(),
-            stage.errors,
-        );
-        let start_ns = clock.now_ns();
-        match &stage.plan {
+        // The stage's requests wait on a level of their own below the stage's: a deadline ends them there, while
+        // the stage's level keeps the reason its error limits stopped it for.
+        let requests_control = stage_control.child();
+        let kept: Option<Kept> = planned.keep_records.then(Kept::default);
+        let levels = StageLevels {
+            stage: stage_control.clone(),
+            requests: requests_control.clone(),
+            probe: planned.probe,
+        };
+        let stage_context = context(index, levels, planned.stage.errors, kept.clone());
+        // The stage's origin: its schedule's offsets count from here, and so do its times.
+        let start = Instant::now();
+        let start_ns = clock.ns_of(start);
+        let deadline = planned.deadline.map(|after| {
+            let due = tokio::time::Instant::from_std(start + after);
+            let requests = requests_control.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep_until(due).await;
+                requests.stop_now(DEADLINE);
+            })
+        });
+        match &planned.stage.plan {
             StagePlan::Open {
                 send_at,
                 max_concurrency,
-            } => run_open(stage_context, send_at, *max_concurrency).await,
+            } => run_open(stage_context, start, send_at, *max_concurrency).await,
             StagePlan::Closed {
                 concurrency,
                 total,
                 duration,
                 rampup,
-            } => run_closed(stage_context, *concurrency, *total, *duration, *rampup).await,
+            } => {
+                let closed = ClosedLoop {
+                    concurrency: *concurrency,
+                    total: *total,
+                    duration: *duration,
+                    rampup: *rampup,
+                };
+                run_closed(stage_context, start, closed).await;
+            }
         }
-        times.push(StageTimes {
+        if let Some(deadline) = deadline {
+            deadline.abort();
+        }
+        let stage_times = StageTimes {
             start_ns,
             end_ns: clock.now_ns(),
             stopped: stage_control.reason().or_else(|| control.reason()),
+        };
+        if !planned.probe {
+            times.push(stage_times);
+        }
+        pause = !planned.probe;
+        finished = Some(FinishedStage {
+            index,
+            probe: planned.probe,
+            times: stage_times,
+            records: kept.map(Kept::take).unwrap_or_default(),
         });
     }
     Ok(times)
+}
+
+/// [`Control`] takes a reason for every stop. A deadline stops only the level a stage's requests wait on, whose
+/// reason nothing reads (a stage's `stopped` is its own level's or the run's), so this one is never reported: a
+/// deadline is the end the planner chose, and the stage's times say when it came.
+const DEADLINE: StopReason = StopReason::MaxErrors;
+
+/// The control levels of one stage: the stage's own (its error limits stop it, and its reason is the stage's), and
+/// the one its requests wait on, below it (a deadline stops that one alone).
+struct StageLevels {
+    stage: Control,
+    requests: Control,
+    probe: bool,
+}
+
+/// A stage's records kept for its planner, copied as they finish.
+#[derive(Clone, Default)]
+struct Kept(Arc<Mutex<Vec<RequestRecord>>>);
+
+impl Kept {
+    fn push(&self, record: &RequestRecord) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(record.clone());
+    }
+
+    fn take(self) -> Vec<RequestRecord> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner))
+    }
 }
 
 #[derive(Clone)]
@@ -304,12 +498,18 @@ struct StageContext {
     sink: RecordSink,
     next_id: Arc<AtomicU64>,
     stage: u32,
-    /// The stage's own control (its error limits stop it) …
+    /// What the stage's requests wait on: stopped with the stage, and by its deadline …
     control: Control,
+    /// … the stage's own level (its error limits stop it) …
+    limits: Control,
     /// … and the run's (an error limit with `stopping_scope: all` stops it).
     run: Control,
     tally: Arc<Mutex<Tally>>,
     errors: ErrorLimits,
+    /// A probe's records are flagged `warmup`.
+    probe: bool,
+    /// Where the stage's records are copied for its planner, if it asked for them.
+    kept: Option<Kept>,
 }
 
 impl StageContext {
@@ -347,9 +547,14 @@ impl StageContext {
         }
     }
 
-    /// Hands `record` to the writer and checks the stage's error limits with it.
-    fn record(&self, record: RequestRecord) {
+    /// Hands `record` to the writer (and a copy to the stage's planner, if it keeps them) and checks the stage's
+    /// error limits with it.
+    fn record(&self, mut record: RequestRecord) {
         let errored = !record.succeeded() && record.error_class() != Some(ErrorClass::Cancelled);
+        record.warmup |= self.probe;
+        if let Some(kept) = &self.kept {
+            kept.push(&record);
+        }
         self.sink.finish(record);
         if self.errors == ErrorLimits::default() {
             // No limits: no shared tally to lock for every request.
@@ -361,7 +566,7 @@ impl StageContext {
             .unwrap_or_else(PoisonError::into_inner)
             .observe(errored, &self.errors);
         if let Some((reason, scope)) = tripped {
-            self.control.stop_now(reason);
+            self.limits.stop_now(reason);
             if scope == StopScope::Run {
                 self.run.stop_now(reason);
             }
@@ -451,8 +656,12 @@ async fn run_warmup(context: StageContext, warmup: Warmup) {
     while in_flight.join_next().await.is_some() {}
 }
 
-async fn run_open(context: StageContext, send_at: &[Duration], max_concurrency: Option<usize>) {
-    let stage_start = Instant::now();
+async fn run_open(
+    context: StageContext,
+    stage_start: Instant,
+    send_at: &[Duration],
+    max_concurrency: Option<usize>,
+) {
     let slots = max_concurrency.map(|n| Arc::new(Semaphore::new(n.max(1))));
     let mut in_flight = JoinSet::new();
     for offset in send_at {
@@ -484,14 +693,21 @@ async fn run_open(context: StageContext, send_at: &[Duration], max_concurrency: 
     while in_flight.join_next().await.is_some() {}
 }
 
-async fn run_closed(
-    context: StageContext,
+/// A closed loop's shape ([`StagePlan::Closed`]).
+struct ClosedLoop {
     concurrency: usize,
     total: Option<u64>,
     duration: Option<Duration>,
     rampup: Duration,
-) {
-    let start = Instant::now();
+}
+
+async fn run_closed(context: StageContext, start: Instant, closed: ClosedLoop) {
+    let ClosedLoop {
+        concurrency,
+        total,
+        duration,
+        rampup,
+    } = closed;
     let deadline = duration.map(|d| start + d);
     let issued = Arc::new(AtomicU64::new(0));
     let mut workers = JoinSet::new();

@@ -7,12 +7,14 @@
 //! `schedule {requested_rate, achieved_rate, delay_ms {p50, p99}}`, `stages [...]` with the same fields per
 //! stage, and `errors {<class>: count}`. The full file is a superset (every [`Stats`] field, failure rate, total
 //! tokens per second, latency from the scheduled time); the compact summary has exactly the schema's fields, plus
-//! `stages_omitted` when it had to leave the stages out.
+//! `stages_omitted` when it had to leave the stages out, and `goodput_percent` and `capacity` (the capacity
+//! search's answer in brief) when the run has them — the figures a BenchmarkExperiment compares.
 
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use llmbench_api::capacity::CapacityAnswer;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -64,6 +66,9 @@ pub struct RunSummary {
     /// nothing sent or measured), each with where it is and what happened instead.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ignored_keys: Vec<String>,
+    /// The SLO capacity search's answer, bracket, knee and every point, when the run was one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<crate::capacity::CapacityOutcome>,
 }
 
 /// Whether a run did what its plan said.
@@ -172,6 +177,7 @@ impl RunSummary {
             excluded: Excluded::default(),
             conversations: None,
             ignored_keys: Vec::new(),
+            capacity: None,
         }
     }
 
@@ -204,6 +210,13 @@ pub struct CompactSummary {
     pub stages: Vec<CompactStage>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<RunVerdict>,
+    /// The run's overall goodput in percent (`goodput.percentage` of summary.json), when the profile sets
+    /// goodput objectives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput_percent: Option<f64>,
+    /// The capacity search's answer in brief (summary.json's `capacity` has every point).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacityAnswer>,
     /// How the run ended, when not as planned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<Completion>,
@@ -332,9 +345,28 @@ impl From<&RunSummary> for CompactSummary {
                 })
                 .collect(),
             verdict: s.verdict.clone(),
+            goodput_percent: s.overall.goodput.as_ref().map(|g| g.percentage),
+            capacity: s.capacity.as_ref().map(capacity_answer),
             run: s.run,
             stages_omitted: 0,
         }
+    }
+}
+
+/// The compact form of a capacity search's full outcome (summary.json's `capacity`): what the operator copies into
+/// the run's status and a BenchmarkExperiment compares.
+pub fn capacity_answer(outcome: &crate::capacity::CapacityOutcome) -> CapacityAnswer {
+    let status = serde_json::to_value(outcome.status)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    CapacityAnswer {
+        load: outcome.load,
+        status,
+        answer: outcome.answer,
+        passing: outcome.bracket.passing,
+        failing: outcome.bracket.failing,
+        points: u32::try_from(outcome.points.len()).unwrap_or(u32::MAX),
     }
 }
 
@@ -348,7 +380,11 @@ const FOLDED_ERRORS_KEY: &str = "other_classes";
 /// 3 significant digits, fold the rarest error classes into `other_classes`, shorten the run's identifying
 /// strings, drop the error classes.
 pub fn compact_summary(summary: &RunSummary) -> String {
-    let mut compact = CompactSummary::from(summary);
+    fit_compact(CompactSummary::from(summary))
+}
+
+/// `compact` as JSON within [`COMPACT_SUMMARY_MAX_BYTES`], degraded as [`compact_summary`] says.
+fn fit_compact(mut compact: CompactSummary) -> String {
     let fits = |json: &String| json.len() <= COMPACT_SUMMARY_MAX_BYTES;
 
     let json = render(&compact, None);
@@ -385,6 +421,9 @@ pub fn compact_summary(summary: &RunSummary) -> String {
             &mut compact.endpoint,
         ] {
             truncate_chars(text, max_chars);
+        }
+        if let Some(capacity) = &mut compact.capacity {
+            truncate_chars(&mut capacity.status, max_chars.max(16));
         }
         let json = render(&compact, digits);
         if fits(&json) {
@@ -705,6 +744,76 @@ mod tests {
             let parsed: CompactSummary = serde_json::from_str(&json).unwrap();
             assert_eq!(parsed.schema, SUMMARY_SCHEMA);
         }
+    }
+
+    #[test]
+    fn compact_summary_carries_goodput_and_the_capacity_answer_when_the_run_has_them() {
+        let mut summary = run(2, 1);
+        let plain: Value = serde_json::from_str(&compact_summary(&summary)).unwrap();
+        assert!(plain.get("goodput_percent").is_none() && plain.get("capacity").is_none());
+        summary.overall.goodput = Some(crate::metrics::summary::Goodput {
+            good: 9,
+            judged: 10,
+            percentage: 90.0,
+            requests_per_s: 1.5,
+            attainment_percentage: BTreeMap::new(),
+        });
+        let value: Value = serde_json::from_str(&compact_summary(&summary)).unwrap();
+        assert_eq!(value["goodput_percent"], 90.0);
+        let mut compact = CompactSummary::from(&summary);
+        compact.capacity = Some(CapacityAnswer {
+            load: llmbench_api::capacity::LoadAxis::Rate,
+            status: "found".into(),
+            answer: Some(12.5),
+            passing: Some(12.5),
+            failing: Some(14.0),
+            points: 7,
+        });
+        let value: Value = serde_json::from_str(&fit_compact(compact)).unwrap();
+        assert_eq!(
+            value["capacity"],
+            serde_json::json!({"load": "rate", "status": "found", "answer": 12.5, "passing": 12.5,
+                               "failing": 14.0, "points": 7})
+        );
+        // The operator reads the same shape into the run's status.
+        let parsed: CompactSummary = serde_json::from_value(value).unwrap();
+        assert_eq!(parsed.capacity.map(|c| c.points), Some(7));
+    }
+
+    #[test]
+    fn compact_summary_with_goodput_and_capacity_still_fits_4096_bytes() {
+        let mut summary = run(500, 50);
+        let huge = "\u{1}é".repeat(10_000);
+        summary.run_id = huge.clone();
+        summary.model = huge.clone();
+        summary.endpoint = huge.clone();
+        summary.overall.errors = (0..50).map(|i| (format!("{i}{huge}"), i)).collect();
+        summary.overall.goodput = Some(crate::metrics::summary::Goodput {
+            good: 1,
+            judged: 3,
+            percentage: 100.0 / 3.0,
+            requests_per_s: 1.0 / 7.0,
+            attainment_percentage: BTreeMap::new(),
+        });
+        let mut compact = CompactSummary::from(&summary);
+        compact.capacity = Some(CapacityAnswer {
+            load: llmbench_api::capacity::LoadAxis::Concurrency,
+            status: huge.clone(),
+            answer: Some(f64::MAX),
+            passing: Some(-1.2345678901234567e-300),
+            failing: Some(1.0 / 3.0),
+            points: u32::MAX,
+        });
+        let json = fit_compact(compact);
+        assert!(
+            json.len() <= COMPACT_SUMMARY_MAX_BYTES,
+            "{} bytes",
+            json.len()
+        );
+        let parsed: CompactSummary = serde_json::from_str(&json).unwrap();
+        let capacity = parsed.capacity.expect("the capacity answer survives");
+        assert_eq!(capacity.points, u32::MAX);
+        assert!(parsed.goodput_percent.is_some());
     }
 
     #[test]

@@ -13,10 +13,12 @@
 
 use serde_json::{Value, json};
 
-use super::meta::RunMeta;
+use super::meta::{RunMeta, StageMeta};
 use super::secs;
 use crate::metrics::GuidellmDistribution;
+use crate::metrics::transient::{self, StageBounds};
 use crate::record::{ErrorClass, RequestRecord};
+use crate::workload::LoadKind;
 
 /// The report's file name (guidellm's `--output-path` default before v0.6).
 pub const GUIDELLM_REPORT_FILE: &str = "benchmarks.json";
@@ -94,15 +96,95 @@ fn rate_status(
     })
 }
 
+/// A stage's request span on the run clock: its first send and its last end (0, 0 without records).
+fn request_span(records: &[&RequestRecord]) -> (u64, u64) {
+    let start_ns = records.iter().map(|r| r.sent_ns).min().unwrap_or(0);
+    let end_ns = records.iter().map(|r| r.end_ns).max().unwrap_or(0);
+    (start_ns, end_ns)
+}
+
+/// `requests_per_second`'s events: each request counts once, when it ended (epoch seconds by `at`).
+fn completion_event(at: impl Fn(u64) -> f64) -> impl Fn(&RequestRecord) -> Vec<(f64, f64)> {
+    move |r| vec![(at(r.end_ns), 1.0)]
+}
+
+/// `requests_per_second` of a stage's measured requests: per status, guidellm's rate distribution of their
+/// completions over the stage's request span. `t0_unix_ns` anchors record times to the epoch, as guidellm's
+/// timestamps are.
+fn requests_per_second(t0_unix_ns: u64, records: &[&RequestRecord]) -> Value {
+    let at = |ns: u64| (t0_unix_ns as f64 + ns as f64) / 1e9;
+    let (start_ns, end_ns) = request_span(records);
+    rate_status(
+        &Buckets::of(records),
+        Some((at(start_ns), at(end_ns))),
+        completion_event(at),
+    )
+}
+
+impl StageMeta {
+    /// guidellm's `request_throughput.successful.mean` of this stage (its benchmark's
+    /// `metrics.requests_per_second.successful.mean` in benchmarks.json), from the stage's records in the order
+    /// they finished: the requests its warm-up and cool-down leave out are left out first, exactly as the report
+    /// leaves them out. What guidellm's sweep interpolates its rates between. `start_ns` is when the stage
+    /// started on the run clock.
+    pub fn guidellm_successful_rate(
+        &self,
+        t0_unix_ns: u64,
+        start_ns: u64,
+        records: &[RequestRecord],
+    ) -> f64 {
+        let bucket: Vec<&RequestRecord> = records.iter().filter(|r| !r.warmup).collect();
+        let bounds = StageBounds {
+            start_ns: Some(start_ns),
+            max_requests: self.max_requests,
+            max_duration_s: self.max_duration_s,
+            warmup: self.warmup,
+            cooldown: self.cooldown,
+        };
+        let (keep, _) = transient::measured(&bucket, &bounds);
+        let measured: Vec<&RequestRecord> = bucket
+            .into_iter()
+            .zip(keep)
+            .filter_map(|(r, k)| k.then_some(r))
+            .collect();
+        requests_per_second(t0_unix_ns, &measured)["successful"]["mean"]
+            .as_f64()
+            .unwrap_or(0.0)
+    }
+}
+
+/// The benchmark's `config.strategy` as guidellm dumps its scheduling strategy: the type, and the rate, stream
+/// count and in-flight cap the type has. A run.json without the load kind (written before llmbench recorded it)
+/// falls back to what the rate and concurrency say.
+fn strategy(stage: &StageMeta) -> Value {
+    match (stage.load, stage.rate, stage.concurrency) {
+        (Some(LoadKind::Synchronous), ..) => {
+            json!({ "type_": "synchronous", "max_concurrency": null })
+        }
+        (Some(LoadKind::Throughput), _, cap) => {
+            json!({ "type_": "throughput", "max_concurrency": cap })
+        }
+        (Some(LoadKind::Concurrent), _, Some(streams)) => {
+            json!({ "type_": "concurrent", "streams": streams, "max_concurrency": null })
+        }
+        (Some(kind @ (LoadKind::Constant | LoadKind::Poisson)), Some(rate), cap) => {
+            json!({ "type_": kind.name(), "rate": rate, "max_concurrency": cap })
+        }
+        (_, Some(rate), cap) => {
+            json!({ "type_": "constant", "rate": rate, "max_concurrency": cap })
+        }
+        (_, None, Some(streams)) => json!({ "type_": "concurrent", "streams": streams }),
+        (_, None, None) => json!({ "type_": "throughput" }),
+    }
+}
+
 /// One stage as a guidellm `generative_benchmark`.
 fn benchmark(meta: &RunMeta, stage: u32, records: &[&RequestRecord]) -> Value {
     let buckets = Buckets::of(records);
     let (ok, errored, incomplete) = (&buckets.ok, &buckets.errored, &buckets.incomplete);
     let at = |ns: u64| meta.unix_s(ns);
-    let start_ns = records.iter().map(|r| r.sent_ns).min().unwrap_or(0);
-    let end_ns = records.iter().map(|r| r.end_ns).max().unwrap_or(0);
+    let (start_ns, end_ns) = request_span(records);
     let first_scheduled_ns = records.iter().map(|r| r.scheduled_ns).min().unwrap_or(0);
-    let window = Some((at(start_ns), at(end_ns)));
     let delay_avg = if records.is_empty() {
         -1.0
     } else {
@@ -112,12 +194,7 @@ fn benchmark(meta: &RunMeta, stage: u32, records: &[&RequestRecord]) -> Value {
             .sum::<f64>()
             / records.len() as f64
     };
-    let stage_meta = meta.stages.get(stage as usize).copied().unwrap_or_default();
-    let strategy = match (stage_meta.rate, stage_meta.concurrency) {
-        (Some(rate), cap) => json!({ "type_": "constant", "rate": rate, "max_concurrency": cap }),
-        (None, Some(streams)) => json!({ "type_": "concurrent", "streams": streams }),
-        (None, None) => json!({ "type_": "throughput" }),
-    };
+    let strategy = strategy(&meta.stages.get(stage as usize).copied().unwrap_or_default());
 
     // Output tokens as timed events: each content chunk's tokens at its arrival; without streaming, all at
     // the end. Prompt tokens count when the first token arrives (prefill done), else at the end.
@@ -153,7 +230,7 @@ fn benchmark(meta: &RunMeta, stage: u32, records: &[&RequestRecord]) -> Value {
 
     let metrics = json!({
         "request_totals": buckets.totals(),
-        "requests_per_second": rate_status(&buckets, window, |r| vec![(at(r.end_ns), 1.0)]),
+        "requests_per_second": requests_per_second(meta.t0_unix_ns, records),
         "request_concurrency": {
             "successful": GuidellmDistribution::concurrency_from_intervals(&intervals_of(ok)),
             "errored": GuidellmDistribution::concurrency_from_intervals(&intervals_of(errored)),

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::ReportError;
 use crate::engine::{Progress, StageTimes, StopReason};
 pub use crate::metrics::RunState;
-use crate::workload::{SloMetric, Transient, Warning, WarningKind};
+use crate::workload::{LoadKind, SloMetric, Transient, Warning, WarningKind};
 
 /// The file name of the run metadata inside a run directory.
 pub const RUN_META_FILE: &str = "run.json";
@@ -66,6 +66,10 @@ pub struct RunMeta {
     /// crashed, which `llmbench report` then reports as incomplete.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<RunEnd>,
+    /// The run's SLO capacity search, as asked: its stages are the search's points, and the summary's `capacity`
+    /// is replayed from their figures (so `llmbench report` gives the same answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_search: Option<llmbench_api::capacity::CapacitySearchSpec>,
 }
 
 /// A profile key llmbench did not act on, as the parser reported it.
@@ -112,6 +116,10 @@ pub struct RunEnd {
     /// When each stage that ran started and ended, on the run clock, and why it stopped early if it did.
     #[serde(default)]
     pub stages: Vec<StageEnd>,
+    /// Why an adaptive run could not decide its next stage (a guidellm sweep without a successful request rate,
+    /// an inference-perf sweep whose probe gave too few samples): the run stopped there, and failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
 }
 
 /// One stage that ran.
@@ -149,13 +157,28 @@ impl RunEnd {
                     stopped: t.stopped,
                 })
                 .collect(),
+            failed: None,
         }
+    }
+
+    /// The end of a run that stopped because it could not decide its next stage.
+    pub fn failed(mut self, why: String) -> RunEnd {
+        if self.state == RunState::Complete {
+            self.state = RunState::Stopped;
+        }
+        self.failed = Some(why);
+        self
     }
 }
 
-/// One stage as the profile asked for it.
+/// One stage as the profile asked for it, or, for a stage an adaptive run decided (a sweep), as it was decided.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct StageMeta {
+    /// The tool's name for the stage's load (`synchronous`, `throughput`, `constant`, `poisson`, `concurrent`,
+    /// `gamma`), which guidellm's report writes as the benchmark's strategy. Absent in run.json files written
+    /// before llmbench recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<LoadKind>,
     /// Requests per second, for a rate stage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<f64>,

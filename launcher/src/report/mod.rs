@@ -214,6 +214,18 @@ pub fn summarize_run(meta: &RunMeta, records: &[RequestRecord]) -> RunSummary {
             stage.stopped = end.stages.get(stage.stage as usize).and_then(|s| s.stopped);
         }
     }
+    summary.capacity = meta
+        .capacity_search
+        .as_ref()
+        .and_then(|spec| llmbench_api::capacity::CapacitySearch::try_from(spec).ok())
+        .map(|search| {
+            let points: Vec<(u32, &crate::metrics::Summary)> = summary
+                .stages
+                .iter()
+                .map(|s| (s.stage, &s.summary))
+                .collect();
+            crate::capacity::replay(search, &points)
+        });
     summary.excluded = measured.excluded;
     summary.conversations = conversation_summary(&measured.records);
     summary.run = completion(meta, records.len() as u64);

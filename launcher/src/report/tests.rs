@@ -135,6 +135,7 @@ fn meta() -> RunMeta {
         planned_requests: None,
         profile_notes: Vec::new(),
         end: None,
+        capacity_search: None,
     }
 }
 

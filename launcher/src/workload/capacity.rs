@@ -25,7 +25,11 @@ use super::yaml::{Node, Value};
 pub const KEY: &str = "capacity_search";
 
 /// Removes `capacity_search` from the root of `doc` and parses it.
-pub(crate) fn take(ctx: &mut Ctx, doc: &mut Node) -> Result<Option<CapacitySearch>, WorkloadError> {
+/// The spec is returned as written (run.json records it) once `CapacitySearch::try_from` has accepted it.
+pub(crate) fn take(
+    ctx: &mut Ctx,
+    doc: &mut Node,
+) -> Result<Option<CapacitySearchSpec>, WorkloadError> {
     let Value::Map(entries) = &mut doc.value else {
         return Ok(None);
     };
@@ -38,7 +42,7 @@ pub(crate) fn take(ctx: &mut Ctx, doc: &mut Node) -> Result<Option<CapacitySearc
     let spec = read_spec(ctx, &mut map)?;
     map.finish(ctx, &[]);
     CapacitySearch::try_from(&spec)
-        .map(Some)
+        .map(|_| Some(spec))
         .map_err(|e| at.invalid(ctx, e.to_string()))
 }
 
@@ -110,7 +114,8 @@ mod tests {
     fn take_from(text: &str) -> (Result<Option<CapacitySearch>, WorkloadError>, Node, Ctx) {
         let mut doc = parse_document("p.yaml", text).unwrap();
         let mut ctx = Ctx::new("p.yaml");
-        let result = take(&mut ctx, &mut doc);
+        let result = take(&mut ctx, &mut doc)
+            .map(|spec| spec.map(|s| CapacitySearch::try_from(&s).unwrap()));
         (result, doc, ctx)
     }
 

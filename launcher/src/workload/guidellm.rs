@@ -18,6 +18,9 @@ use crate::limits::{self, Limit};
 
 /// guidellm's `settings.max_concurrency`, the stream count of `throughput` without a cap.
 const DEFAULT_MAX_CONCURRENCY: u32 = 10240;
+/// The `max_concurrency` of guidellm's `sweep` profile (`SweepProfileArgs`, v0.7), for its throughput and rate
+/// stages; before v0.7 a sweep left it unset and guidellm's `settings.max_concurrency`, also 512, applied.
+const SWEEP_MAX_CONCURRENCY: u32 = 512;
 /// guidellm's default seed.
 const DEFAULT_SEED: u64 = 42;
 /// guidellm's default synthetic `samples` and sweep size.
@@ -725,6 +728,7 @@ fn constraints(ctx: &mut Ctx, f: &At<'_>) -> Result<Constraints, WorkloadError> 
                     .iter()
                     .map(|v| v.positive_seconds(ctx))
                     .collect::<Result<_, _>>()?;
+                stage_only_scope(ctx, &mut c, "max_duration")?;
             }
             "max_requests" => {
                 let n = c.require(ctx, "count", "`max_requests` needs `count`")?;
@@ -732,6 +736,7 @@ fn constraints(ctx: &mut Ctx, f: &At<'_>) -> Result<Constraints, WorkloadError> 
                     .iter()
                     .map(|v| v.requests(ctx))
                     .collect::<Result<_, _>>()?;
+                stage_only_scope(ctx, &mut c, "max_requests")?;
             }
             "max_errors" => {
                 let n = c.require(ctx, "count", "`max_errors` needs `count`")?;
@@ -793,6 +798,28 @@ fn error_rate(ctx: &Ctx, f: &At<'_>) -> Result<f64, WorkloadError> {
         ));
     }
     Ok(v)
+}
+
+/// The `stopping_scope` of a duration or request constraint: `current` (guidellm's default) only. With `all`,
+/// guidellm ends its rate or stream escalation after the first benchmark that reaches the figure, which llmbench
+/// does not do.
+fn stage_only_scope(ctx: &mut Ctx, c: &mut MapReader<'_>, kind: &str) -> Result<(), WorkloadError> {
+    let Some(f) = c.get("stopping_scope") else {
+        return Ok(());
+    };
+    match f.str(ctx)? {
+        "current" => Ok(()),
+        "all" => Err(f.unsupported(
+            ctx,
+            format!(
+                "`stopping_scope: all` on `{kind}` (ending every later benchmark once one reaches its limit)"
+            ),
+        )),
+        other => Err(f.invalid(
+            ctx,
+            format!("unknown stopping_scope `{other}`; expected current or all"),
+        )),
+    }
 }
 
 /// A constraint's `stopping_scope`: `current` (guidellm's default) or `all`.
@@ -1070,22 +1097,20 @@ fn profile_stages(
                 ));
             }
             let rates_limit = limits_of.at(2);
+            let cap = max_concurrency.unwrap_or(SWEEP_MAX_CONCURRENCY);
             vec![
                 closed(LoadKind::Synchronous, 1, 0),
-                closed(
-                    LoadKind::Throughput,
-                    max_concurrency.unwrap_or(DEFAULT_MAX_CONCURRENCY),
-                    1,
-                ),
+                closed(LoadKind::Throughput, cap, 1),
                 Stage {
                     load: LoadKind::Sweep,
                     arrival: Arrival::Sweep(Sweep::Guidellm {
                         size,
                         process,
                         limit: rates_limit.clone(),
+                        max_concurrency: cap,
                     }),
                     limit: rates_limit,
-                    max_concurrency,
+                    max_concurrency: Some(cap),
                     warmup: None,
                     cooldown: None,
                 },

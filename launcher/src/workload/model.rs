@@ -152,8 +152,9 @@ pub struct Stage {
     pub cooldown: Option<Transient>,
 }
 
-/// The tool's own name for the stage's load, for reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The tool's own name for the stage's load, for reports (run.json carries it as this name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum LoadKind {
     Constant,
     Poisson,
@@ -219,7 +220,7 @@ pub enum Arrival {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Sweep {
     /// inference-perf `load.sweep`: a probe finds the saturation rate, then `num_stages` stages
-    /// of `stage_duration` at `linspace(1, sat, n)` (linear) or `1 + sat − geomspace(sat, 1, n)`.
+    /// of `stage_duration` at [`inference_perf_sweep_rates`].
     InferencePerf {
         process: SweepProcess,
         progression: SweepProgression,
@@ -231,11 +232,15 @@ pub enum Sweep {
         saturation_percentile: Option<f64>,
     },
     /// guidellm `sweep`: synchronous, throughput, then `size − 2` rates
-    /// `linspace(sync_rate, throughput_rate, size − 1)[1:]` of `process`.
+    /// `linspace(sync_rate, throughput_rate, size − 1)[1:]` of `process` ([`guidellm_sweep_rates`]), each capped at
+    /// `max_concurrency` requests in flight.
     Guidellm {
         size: u32,
         process: SweepProcess,
         limit: StageLimit,
+        /// The sweep's `max_concurrency` (guidellm's default for a sweep: 512), which its throughput stage and
+        /// every rate stage keep in flight at most.
+        max_concurrency: u32,
     },
 }
 
@@ -272,109 +277,130 @@ impl Sweep {
                 num_stages,
                 stage_duration,
                 ..
-            } => {
-                let n = *num_stages as usize;
-                let sat = measured.saturation_rate;
-                let rates: Vec<f64> = match progression {
-                    SweepProgression::Linear => linspace(1.0, sat, n),
-                    SweepProgression::Geometric => geomspace(sat, 1.0, n)
-                        .into_iter()
-                        .map(|g| 1.0 + sat - g)
-                        .collect(),
-                };
-                rates
-                    .into_iter()
-                    .map(|rate| {
-                        let (load, arrival) = match process {
-                            SweepProcess::Constant => (
-                                LoadKind::Constant,
-                                Arrival::InferencePerfConstant {
-                                    rate,
-                                    duration: *stage_duration,
-                                },
-                            ),
-                            SweepProcess::Poisson => (
-                                LoadKind::Poisson,
-                                Arrival::InferencePerfPoisson {
-                                    rate,
-                                    duration: *stage_duration,
-                                },
-                            ),
-                        };
-                        Stage {
-                            load,
-                            arrival,
-                            limit: StageLimit::duration(*stage_duration),
-                            max_concurrency: None,
-                            warmup: None,
-                            cooldown: None,
-                        }
-                    })
-                    .collect()
-            }
+            } => inference_perf_sweep_rates(measured.saturation_rate, *num_stages, *progression)
+                .into_iter()
+                .map(|rate| {
+                    let (load, arrival) = match process {
+                        SweepProcess::Constant => (
+                            LoadKind::Constant,
+                            Arrival::InferencePerfConstant {
+                                rate,
+                                duration: *stage_duration,
+                            },
+                        ),
+                        SweepProcess::Poisson => (
+                            LoadKind::Poisson,
+                            Arrival::InferencePerfPoisson {
+                                rate,
+                                duration: *stage_duration,
+                            },
+                        ),
+                    };
+                    Stage {
+                        load,
+                        arrival,
+                        limit: StageLimit::duration(*stage_duration),
+                        max_concurrency: None,
+                        warmup: None,
+                        cooldown: None,
+                    }
+                })
+                .collect(),
             Sweep::Guidellm {
                 size,
                 process,
                 limit,
-            } => {
-                let n = (*size as usize).saturating_sub(1);
-                linspace(measured.synchronous_rate, measured.throughput_rate, n)
-                    .into_iter()
-                    .skip(1)
-                    .map(|rate| {
-                        let (load, arrival) = match process {
-                            SweepProcess::Constant => (
-                                LoadKind::Constant,
-                                Arrival::GuidellmConstant {
-                                    rate,
-                                    rampup: Duration::ZERO,
-                                },
-                            ),
-                            SweepProcess::Poisson => {
-                                (LoadKind::Poisson, Arrival::GuidellmPoisson { rate })
-                            }
-                        };
-                        Stage {
-                            load,
-                            arrival,
-                            limit: limit.clone(),
-                            max_concurrency: None,
-                            warmup: None,
-                            cooldown: None,
+                max_concurrency,
+            } => guidellm_sweep_rates(measured.synchronous_rate, measured.throughput_rate, *size)
+                .into_iter()
+                .map(|rate| {
+                    // guidellm's sweep builds its constant strategies without the profile's ramp-up.
+                    let (load, arrival) = match process {
+                        SweepProcess::Constant => (
+                            LoadKind::Constant,
+                            Arrival::GuidellmConstant {
+                                rate,
+                                rampup: Duration::ZERO,
+                            },
+                        ),
+                        SweepProcess::Poisson => {
+                            (LoadKind::Poisson, Arrival::GuidellmPoisson { rate })
                         }
-                    })
-                    .collect()
-            }
+                    };
+                    Stage {
+                        load,
+                        arrival,
+                        limit: limit.clone(),
+                        max_concurrency: Some(*max_concurrency),
+                        warmup: None,
+                        cooldown: None,
+                    }
+                })
+                .collect(),
         }
     }
 }
 
-/// numpy's `linspace(a, b, n)` (both ends included).
+/// inference-perf's `generateRates` (`loadgen/load_generator.py`): geometric → `round(1 + sat − g, 2)` for g in
+/// `np.geomspace(sat, 1, n)`; linear → `round(r, 2)` for r in `np.linspace(1, sat, n)`. Rounded as numpy rounds a
+/// float64 (`np.round`: × 100, round half to even, ÷ 100).
+pub fn inference_perf_sweep_rates(
+    saturation: f64,
+    stages: u32,
+    progression: SweepProgression,
+) -> Vec<f64> {
+    let n = stages as usize;
+    let rates = match progression {
+        SweepProgression::Linear => linspace(1.0, saturation, n),
+        SweepProgression::Geometric => geomspace(saturation, 1.0, n)
+            .into_iter()
+            .map(|g| 1.0 + saturation - g)
+            .collect(),
+    };
+    rates.into_iter().map(|r| numpy_round(r, 2)).collect()
+}
+
+/// guidellm's sweep rates after its synchronous and throughput benchmarks (`profiles/sweep.py`):
+/// `np.linspace(synchronous, throughput, size − 1)[1:]`, unrounded.
+pub fn guidellm_sweep_rates(synchronous: f64, throughput: f64, size: u32) -> Vec<f64> {
+    let n = (size as usize).saturating_sub(1);
+    linspace(synchronous, throughput, n)
+        .into_iter()
+        .skip(1)
+        .collect()
+}
+
+/// numpy's `round(x, decimals)` of a float64: `rint(x · 10^d) / 10^d`, halves to even.
+fn numpy_round(x: f64, decimals: i32) -> f64 {
+    let scale = 10f64.powi(decimals);
+    (x * scale).round_ties_even() / scale
+}
+
+/// numpy's `linspace(a, b, n)` (both ends included): `i · step + a` with `step = (b − a)/(n − 1)`, the last
+/// value exactly `b`.
 fn linspace(a: f64, b: f64, n: usize) -> Vec<f64> {
     match n {
         0 => Vec::new(),
         1 => vec![a],
-        _ => (0..n)
-            .map(|i| {
-                if i == n - 1 {
-                    b
-                } else {
-                    a + (b - a) * i as f64 / (n - 1) as f64
-                }
-            })
-            .collect(),
+        _ => {
+            let step = (b - a) / (n - 1) as f64;
+            (0..n)
+                .map(|i| if i == n - 1 { b } else { i as f64 * step + a })
+                .collect()
+        }
     }
 }
 
-/// numpy's `geomspace(a, b, n)` for positive a and b.
+/// numpy's `geomspace(a, b, n)` for positive a and b: `10 ** linspace(log10 a, log10 b, n)`, the ends exactly a
+/// and b.
 fn geomspace(a: f64, b: f64, n: usize) -> Vec<f64> {
-    linspace(a.ln(), b.ln(), n)
+    linspace(a.log10(), b.log10(), n)
         .into_iter()
         .enumerate()
         .map(|(i, l)| match i {
             0 => a,
             _ if i == n - 1 => b,
-            _ => l.exp(),
+            _ => 10f64.powf(l),
         })
         .collect()
 }
@@ -746,5 +772,84 @@ impl Spread {
             Spread::StdDev(s) => s,
             Spread::Variance(v) => v.sqrt(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inference_perf_geometric_rates_crowd_towards_saturation_rounded_to_cents() {
+        // geomspace(10, 1, 5) = 10, 10^0.75 = 5.6234, 10^0.5 = 3.1623, 10^0.25 = 1.7783, 1
+        // → 1 + 10 − g = 1, 5.3766, 7.8377, 9.2217, 10 → round(·, 2).
+        assert_eq!(
+            inference_perf_sweep_rates(10.0, 5, SweepProgression::Geometric),
+            [1.0, 5.38, 7.84, 9.22, 10.0]
+        );
+    }
+
+    #[test]
+    fn inference_perf_linear_rates_run_from_one_to_saturation_rounded_to_cents() {
+        // linspace(1, 10, 5): step 9/4 = 2.25.
+        assert_eq!(
+            inference_perf_sweep_rates(10.0, 5, SweepProgression::Linear),
+            [1.0, 3.25, 5.5, 7.75, 10.0]
+        );
+        // A saturation with more decimals is rounded too: linspace(1, 7.456, 3) = 1, 4.228, 7.456.
+        assert_eq!(
+            inference_perf_sweep_rates(7.456, 3, SweepProgression::Linear),
+            [1.0, 4.23, 7.46]
+        );
+    }
+
+    #[test]
+    fn rounding_is_numpys_half_to_even_of_the_scaled_float() {
+        // 0.125 · 100 = 12.5 exactly → 12; 0.375 · 100 = 37.5 → 38. 2.675 is 2.674999999999999822…, but its
+        // product with 100 rounds to 267.5 → 268: numpy's 2.68, where Python's own (correctly rounded) `round`
+        // of a float says 2.67.
+        assert_eq!(numpy_round(0.125, 2), 0.12);
+        assert_eq!(numpy_round(0.375, 2), 0.38);
+        assert_eq!(numpy_round(2.675, 2), 2.68);
+    }
+
+    #[test]
+    fn guidellm_rates_interpolate_between_synchronous_and_throughput() {
+        // sweep_size 5: linspace(2, 17, 4) = 2, 7, 12, 17, without the synchronous rate it starts at.
+        assert_eq!(guidellm_sweep_rates(2.0, 17.0, 5), [7.0, 12.0, 17.0]);
+        // sweep_size 2 runs only synchronous and throughput; 3 adds the throughput rate once more.
+        assert!(guidellm_sweep_rates(2.0, 17.0, 2).is_empty());
+        assert_eq!(guidellm_sweep_rates(2.0, 17.0, 3), [17.0]);
+        // numpy's i·step + start: linspace(0.3, 1.0, 4)[1] = 1 · (0.7/3) + 0.3.
+        assert_eq!(
+            guidellm_sweep_rates(0.3, 1.0, 5)[0],
+            (1.0f64 - 0.3) / 3.0 + 0.3
+        );
+    }
+
+    #[test]
+    fn guidellm_sweep_stages_keep_the_sweeps_cap_and_limits() {
+        let sweep = Sweep::Guidellm {
+            size: 4,
+            process: SweepProcess::Poisson,
+            limit: StageLimit::requests(20),
+            max_concurrency: 512,
+        };
+        let stages = sweep.stages(&SweepMeasurements {
+            saturation_rate: 0.0,
+            synchronous_rate: 1.0,
+            throughput_rate: 5.0,
+        });
+        // linspace(1, 5, 3)[1:] = 3, 5.
+        assert_eq!(
+            stages.iter().map(|s| s.arrival.clone()).collect::<Vec<_>>(),
+            [
+                Arrival::GuidellmPoisson { rate: 3.0 },
+                Arrival::GuidellmPoisson { rate: 5.0 }
+            ]
+        );
+        assert!(stages.iter().all(|s| s.max_concurrency == Some(512)
+            && s.limit == StageLimit::requests(20)
+            && s.load == LoadKind::Poisson));
     }
 }
