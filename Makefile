@@ -35,7 +35,7 @@ fmt:
 crds:
 	$(CARGO) run -q -p llmbench-api --bin crdgen -- crds
 	mkdir -p charts/llmbench/crds
-	cp crds/benchmarkruns.yaml crds/workloadprofiles.yaml charts/llmbench/crds/
+	cp crds/benchmarkruns.yaml crds/benchmarkexperiments.yaml crds/workloadprofiles.yaml charts/llmbench/crds/
 
 # rustfmt and clippy ship as rustup components; a fresh toolchain may lack them.
 toolchain:
@@ -74,6 +74,7 @@ HELM ?= $(HOME)/.cache/llmbench-tools/helm-$(HELM_VERSION)/bin/helm
 chart-check: e2e-tools
 	cmp -s crds/benchmarkruns.yaml charts/llmbench/crds/benchmarkruns.yaml || { echo "charts/llmbench/crds is stale: run make crds"; exit 1; }
 	cmp -s crds/workloadprofiles.yaml charts/llmbench/crds/workloadprofiles.yaml || { echo "charts/llmbench/crds is stale: run make crds"; exit 1; }
+	cmp -s crds/benchmarkexperiments.yaml charts/llmbench/crds/benchmarkexperiments.yaml || { echo "charts/llmbench/crds is stale: run make crds"; exit 1; }
 	$(HELM) lint --strict charts/llmbench
 	$(HELM) lint --strict charts/llmbench --set rbac.scope=namespace --set metrics.serviceMonitor.enabled=true
 	$(HELM) template llmbench charts/llmbench --namespace llmbench-system >/dev/null

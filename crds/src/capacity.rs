@@ -510,6 +510,29 @@ impl TryFrom<&CapacitySearchSpec> for CapacitySearch {
     }
 }
 
+/// The compact form of a capacity search's outcome, as the launcher's compact summary and a run's status carry
+/// it (the full outcome, with every point, is `capacity` in the run's summary.json).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CapacityAnswer {
+    /// What was varied: rate (requests per second) or concurrency (requests in flight).
+    pub load: LoadAxis,
+    /// How the search ended, as the launcher words it (e.g. found, all_passed, none_passed, budget_exhausted).
+    #[schemars(length(max = 64))]
+    pub status: String,
+    /// The highest load that met every objective, when the search found one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<f64>,
+    /// The final bracket's passing end: the highest load seen to pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passing: Option<f64>,
+    /// The final bracket's failing end: the lowest load seen to fail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failing: Option<f64>,
+    /// How many load points the search ran, confirmations included.
+    pub points: u32,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,5 +1,5 @@
-//! llmbench API: the `BenchmarkRun` and `WorkloadProfile` custom resources, the profile renderer that the
-//! operator and `llmbench render` share, and the bundled profile library.
+//! llmbench API: the `BenchmarkRun`, `BenchmarkExperiment` and `WorkloadProfile` custom resources, the profile
+//! renderer that the operator and `llmbench render` share, and the bundled profile library.
 #![forbid(unsafe_code)]
 
 pub mod capacity;
@@ -22,6 +22,10 @@ pub fn crd_manifests() -> Vec<(&'static str, Result<String, serde_saphyr::ser::E
         (
             "workloadprofiles.yaml",
             yaml(v1alpha1::WorkloadProfile::crd()),
+        ),
+        (
+            "benchmarkexperiments.yaml",
+            yaml(v1alpha1::BenchmarkExperiment::crd()),
         ),
     ]
 }

@@ -11,6 +11,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::capacity::{CapacityAnswer, CapacitySearchSpec};
 use crate::render::well_known;
 
 mod experiment;
@@ -186,6 +187,10 @@ pub struct BenchmarkRunSpec {
     /// Service-level objectives on the run's 99th percentiles; the verdict becomes the SLOMet condition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slo: Option<SloSpec>,
+    /// Search for the highest load that meets every objective instead of running the profile's load once: a
+    /// ramp brackets the knee, bisection narrows it. The answer is in status.summary.capacity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_search: Option<CapacitySearchSpec>,
 }
 
 fn default_timeout() -> String {
@@ -480,6 +485,13 @@ pub struct RunSummary {
     /// The harness's own pass/fail verdict, where it gives one (MLPerf LoadGen's VALID/INVALID).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<HarnessVerdict>,
+    /// The share of judged successful requests that met every goodput objective, in percent, where the profile
+    /// sets goodput objectives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput_percent: Option<f64>,
+    /// The outcome of spec.capacitySearch: the highest load that met every objective.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacityAnswer>,
 }
 
 /// A harness's pass/fail verdict on a run.

@@ -35,7 +35,12 @@ fn valid_spec() -> Value {
 
 /// Messages of every structural and CEL rule the object breaks (empty when it is accepted).
 fn rejections(object: &Value, old: Option<&Value>) -> Vec<String> {
-    let schema = crd_schema("benchmarkruns.yaml");
+    rejections_by("benchmarkruns.yaml", object, old)
+}
+
+/// As [`rejections`], against the CRD in `file`.
+fn rejections_by(file: &str, object: &Value, old: Option<&Value>) -> Vec<String> {
+    let schema = crd_schema(file);
     let mut messages: Vec<String> = Vec::new();
     let structural = jsonschema::draft4::new(&schema).expect("schema compiles");
     messages.extend(
@@ -249,7 +254,11 @@ fn undescribed_fields(schema: &Value, path: &str, out: &mut Vec<String>) {
 
 #[test]
 fn every_spec_and_status_field_has_a_description_for_kubectl_explain() {
-    for file in ["benchmarkruns.yaml", "workloadprofiles.yaml"] {
+    for file in [
+        "benchmarkruns.yaml",
+        "workloadprofiles.yaml",
+        "benchmarkexperiments.yaml",
+    ] {
         let schema = crd_schema(file);
         let mut missing = Vec::new();
         for part in ["spec", "status"] {
@@ -275,6 +284,7 @@ fn the_crds_carry_short_names_a_category_and_printer_columns() {
     for (file, short) in [
         ("benchmarkruns.yaml", "br"),
         ("workloadprofiles.yaml", "wp"),
+        ("benchmarkexperiments.yaml", "bx"),
     ] {
         let (_, yaml) = llmbench_api::crd_manifests()
             .into_iter()
@@ -288,6 +298,129 @@ fn the_crds_carry_short_names_a_category_and_printer_columns() {
             crd["spec"]["versions"][0]["additionalPrinterColumns"]
                 .as_array()
                 .is_some_and(|c| c.len() >= 3)
+        );
+    }
+}
+
+fn experiment(spec: Value) -> Value {
+    json!({
+        "apiVersion": "llmbench.dev/v1alpha1",
+        "kind": "BenchmarkExperiment",
+        "metadata": {"name": "x1", "namespace": "default"},
+        "spec": spec,
+    })
+}
+
+fn valid_experiment_spec() -> Value {
+    json!({
+        "template": valid_spec(),
+        "factors": [{"name": "rate", "key": "load.stages.0.rate", "levels": ["1", "2"]}],
+        "repeats": 2,
+        "ordering": {"parallelism": 1, "cooldown": "5s"},
+        "capacitySearch": {"load": "rate", "slo": ["ttft_p99<=500ms"]},
+        "hooks": [{"name": "reset-prefix-cache", "method": "POST", "url": "/reset_prefix_cache"}],
+    })
+}
+
+#[test]
+fn a_valid_experiment_is_accepted() {
+    assert_eq!(
+        rejections_by(
+            "benchmarkexperiments.yaml",
+            &experiment(valid_experiment_spec()),
+            None
+        ),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn an_experiment_with_both_forms_no_repeats_or_a_bad_cooldown_is_rejected() {
+    let mut both = valid_experiment_spec();
+    both["treatments"] = json!([{"name": "a", "overrides": ["x=1"]}]);
+    let messages = rejections_by("benchmarkexperiments.yaml", &experiment(both), None);
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("set exactly one of treatments (a list) or factors (a matrix)")),
+        "{messages:?}"
+    );
+    let mut neither = valid_experiment_spec();
+    neither.as_object_mut().expect("object").remove("factors");
+    assert!(!rejections_by("benchmarkexperiments.yaml", &experiment(neither), None).is_empty());
+    let mut zero = valid_experiment_spec();
+    zero["repeats"] = json!(0);
+    let messages = rejections_by("benchmarkexperiments.yaml", &experiment(zero), None);
+    assert!(
+        messages.iter().any(|m| m.contains("/spec/repeats")),
+        "{messages:?}"
+    );
+    let mut cooldown = valid_experiment_spec();
+    cooldown["ordering"]["cooldown"] = json!("soon");
+    let messages = rejections_by("benchmarkexperiments.yaml", &experiment(cooldown), None);
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("cooldown must be a duration")),
+        "{messages:?}"
+    );
+    // The template carries the run's own rules.
+    let mut template = valid_experiment_spec();
+    template["template"]["workload"] = json!({});
+    let messages = rejections_by("benchmarkexperiments.yaml", &experiment(template), None);
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("exactly one of workload.profileRef")),
+        "{messages:?}"
+    );
+}
+
+#[test]
+fn the_experiment_spec_is_immutable_once_it_has_started() {
+    let mut started = experiment(valid_experiment_spec());
+    started["status"] = json!({"phase": "Running", "startTime": "2026-11-22T04:00:00Z"});
+    let mut edited = started.clone();
+    edited["spec"]["repeats"] = json!(3);
+    let messages = rejections_by("benchmarkexperiments.yaml", &edited, Some(&started));
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("spec is immutable once the experiment has started")),
+        "{messages:?}"
+    );
+    let pending = experiment(valid_experiment_spec());
+    let mut edited_before_start = pending.clone();
+    edited_before_start["spec"]["repeats"] = json!(3);
+    assert_eq!(
+        rejections_by(
+            "benchmarkexperiments.yaml",
+            &edited_before_start,
+            Some(&pending)
+        ),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn a_run_takes_a_capacity_search_and_its_summary_carries_goodput_and_capacity() {
+    let mut spec = valid_spec();
+    spec["capacitySearch"] =
+        json!({"load": "concurrency", "slo": ["goodput>=95%"], "maxPoints": 10});
+    assert_eq!(rejections(&run(spec.clone()), None), Vec::<String>::new());
+    spec["capacitySearch"]["load"] = json!("qps");
+    assert!(
+        !rejections(&run(spec), None).is_empty(),
+        "an unknown load axis"
+    );
+    let summary = &crd_schema("benchmarkruns.yaml")["properties"]["status"]["properties"]["summary"]
+        ["properties"];
+    assert_eq!(summary["goodputPercent"]["type"], "number");
+    let capacity = &summary["capacity"]["properties"];
+    for field in ["load", "status", "answer", "passing", "failing", "points"] {
+        assert!(
+            capacity.get(field).is_some(),
+            "capacity.{field}: {capacity}"
         );
     }
 }

@@ -1,9 +1,11 @@
 //! The llmbench operator: a BenchmarkRun becomes a rendered ConfigMap, a workload PVC and launcher pods, and their
-//! results come back into its status. Pure builders here make every desired object from a run; the reconciler
-//! only reads, calls them and applies.
+//! results come back into its status; a BenchmarkExperiment becomes one owned BenchmarkRun per treatment and
+//! repeat, a comparison table in its status and comparison files on the volume. Pure builders here make every
+//! desired object; the reconcilers only read, call them and apply.
 #![forbid(unsafe_code)]
 
 pub mod builders;
+pub mod experiment;
 pub mod leader;
 pub mod metrics;
 pub mod rbac;

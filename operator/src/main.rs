@@ -12,6 +12,7 @@ use futures_util::FutureExt;
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
 use llmbench_operator::builders::{FIELD_MANAGER, LauncherSettings};
+use llmbench_operator::experiment::hooks::HOOK_TIMEOUT;
 use llmbench_operator::leader::{LeaderElector, LeaseConfig};
 use llmbench_operator::metrics::Metrics;
 use llmbench_operator::reconcile::{Context, run_controllers};
@@ -20,8 +21,8 @@ use llmbench_operator::status::parse_duration;
 use prometheus_client::registry::Registry;
 use tokio::sync::{oneshot, watch};
 
-/// The llmbench operator: reconciles BenchmarkRuns and WorkloadProfiles. Without a subcommand it runs the
-/// controllers (as `run` does).
+/// The llmbench operator: reconciles BenchmarkRuns, BenchmarkExperiments and WorkloadProfiles. Without a
+/// subcommand it runs the controllers (as `run` does).
 #[derive(Parser, Debug)]
 #[command(
     name = "llmbench-operator",
@@ -197,7 +198,7 @@ impl Controllers {
                     tracing::info!("caches synced");
                     synced_health.set_synced();
                 },
-                |store| health.set_runs(store),
+                |stores| health.set_stores(stores),
             )
             .await;
         });
@@ -257,6 +258,10 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             image: args.launcher_image.clone(),
             image_pull_policy: args.launcher_image_pull_policy.clone(),
         },
+        http: reqwest::Client::builder()
+            .timeout(HOOK_TIMEOUT)
+            .build()
+            .context("cannot build the HTTP client for experiment hooks")?,
     });
     tracing::info!(
         identity,

@@ -1,6 +1,6 @@
 //! The operator's Prometheus metrics, registered explicitly on a registry the HTTP server encodes.
 
-use llmbench_api::v1alpha1::Phase;
+use llmbench_api::v1alpha1::{ExperimentPhase, Phase};
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -13,6 +13,7 @@ use prometheus_client::registry::Registry;
 #[allow(non_camel_case_types)]
 pub enum ControllerName {
     benchmarkrun,
+    benchmarkexperiment,
     workloadprofile,
 }
 
@@ -35,13 +36,14 @@ pub struct PhaseLabels {
 
 type HistogramFamily = Family<ControllerLabels, Histogram, fn() -> Histogram>;
 
-/// Reconciles, errors, durations and runs by phase.
+/// Reconciles, errors, durations, and runs and experiments by phase.
 #[derive(Clone)]
 pub struct Metrics {
     reconciles: Family<ControllerLabels, Counter>,
     errors: Family<ErrorLabels, Counter>,
     duration: HistogramFamily,
     runs: Family<PhaseLabels, Gauge>,
+    experiments: Family<PhaseLabels, Gauge>,
 }
 
 /// Every phase, so a phase with no runs reads 0 rather than vanishing.
@@ -51,6 +53,15 @@ pub const PHASES: [Phase; 5] = [
     Phase::Collecting,
     Phase::Succeeded,
     Phase::Failed,
+];
+
+/// Every experiment phase, likewise.
+pub const EXPERIMENT_PHASES: [ExperimentPhase; 5] = [
+    ExperimentPhase::Pending,
+    ExperimentPhase::Running,
+    ExperimentPhase::Collecting,
+    ExperimentPhase::Succeeded,
+    ExperimentPhase::Failed,
 ];
 
 fn duration_histogram() -> Histogram {
@@ -65,6 +76,7 @@ impl Metrics {
             errors: Family::default(),
             duration: Family::new_with_constructor(duration_histogram as fn() -> Histogram),
             runs: Family::default(),
+            experiments: Family::default(),
         };
         let registry = registry.sub_registry_with_prefix("llmbench_operator");
         registry.register(
@@ -86,6 +98,11 @@ impl Metrics {
             "benchmark_runs",
             "BenchmarkRuns the operator sees, by phase (runs with no phase yet count as Pending)",
             metrics.runs.clone(),
+        );
+        registry.register(
+            "benchmark_experiments",
+            "BenchmarkExperiments the operator sees, by phase (experiments with no phase yet count as Pending)",
+            metrics.experiments.clone(),
         );
         metrics
     }
@@ -116,6 +133,27 @@ impl Metrics {
         }
         for (phase, count) in PHASES.iter().zip(counts) {
             self.runs
+                .get_or_create(&PhaseLabels {
+                    phase: format!("{phase:?}"),
+                })
+                .set(count);
+        }
+    }
+
+    /// Sets the experiments-by-phase gauge from the phases of every experiment seen.
+    pub fn set_experiments_by_phase(
+        &self,
+        phases: impl IntoIterator<Item = Option<ExperimentPhase>>,
+    ) {
+        let mut counts = [0i64; EXPERIMENT_PHASES.len()];
+        for phase in phases {
+            let phase = phase.unwrap_or(ExperimentPhase::Pending);
+            if let Some(i) = EXPERIMENT_PHASES.iter().position(|p| *p == phase) {
+                counts[i] += 1;
+            }
+        }
+        for (phase, count) in EXPERIMENT_PHASES.iter().zip(counts) {
+            self.experiments
                 .get_or_create(&PhaseLabels {
                     phase: format!("{phase:?}"),
                 })
@@ -166,5 +204,23 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    #[test]
+    fn experiments_are_counted_by_phase_with_every_phase_present() {
+        let mut registry = Registry::default();
+        let metrics = Metrics::register(&mut registry);
+        metrics.set_experiments_by_phase([Some(ExperimentPhase::Collecting), None]);
+        metrics.reconciled(ControllerName::benchmarkexperiment, 0.01);
+        let mut text = String::new();
+        encode(&mut text, &registry).expect("encodes");
+        for line in [
+            "llmbench_operator_benchmark_experiments{phase=\"Collecting\"} 1",
+            "llmbench_operator_benchmark_experiments{phase=\"Pending\"} 1",
+            "llmbench_operator_benchmark_experiments{phase=\"Succeeded\"} 0",
+            "llmbench_operator_reconciles_total{controller=\"benchmarkexperiment\"} 1",
+        ] {
+            assert!(text.contains(line), "{line} missing:\n{text}");
+        }
     }
 }

@@ -4,16 +4,30 @@
 
 /// `(apiGroup, resource, verbs)`, each verb with the call that needs it.
 pub const PERMISSIONS: &[(&str, &str, &[&str])] = &[
-    // Controller watch (list, watch); fresh read each reconcile (get); finalizer add/remove (patch).
+    // Controller watch (list, watch); fresh read each reconcile (get); finalizer add/remove (patch); an
+    // experiment's runs created (create) and deleted with it (delete).
     (
         "llmbench.dev",
         "benchmarkruns",
-        &["get", "list", "watch", "patch"],
+        &["get", "list", "watch", "patch", "create", "delete"],
     ),
     // Server-side apply of the status.
     ("llmbench.dev", "benchmarkruns/status", &["patch"]),
     // Owner references with blockOwnerDeletion (OwnerReferencesPermissionEnforcement).
     ("llmbench.dev", "benchmarkruns/finalizers", &["update"]),
+    // Experiment controller watch (list, watch); fresh read (get); finalizer add/remove (patch).
+    (
+        "llmbench.dev",
+        "benchmarkexperiments",
+        &["get", "list", "watch", "patch"],
+    ),
+    ("llmbench.dev", "benchmarkexperiments/status", &["patch"]),
+    // An experiment's runs, plan ConfigMap and collector carry blockOwnerDeletion owner references.
+    (
+        "llmbench.dev",
+        "benchmarkexperiments/finalizers",
+        &["update"],
+    ),
     // Profile controller watch; a run's profileRef read (get).
     (
         "llmbench.dev",
@@ -21,11 +35,12 @@ pub const PERMISSIONS: &[(&str, &str, &[&str])] = &[
         &["get", "list", "watch"],
     ),
     ("llmbench.dev", "workloadprofiles/status", &["patch"]),
-    // Launcher creation, listing by run label, the owned-pod watch, deletion on timeout/failure/cleanup.
-    ("", "pods", &["create", "list", "watch", "delete"]),
+    // Launcher and collector creation, listing by run label, the owned-pod watch, the collector read (get),
+    // deletion on timeout/failure/cleanup.
+    ("", "pods", &["create", "get", "list", "watch", "delete"]),
     // A failed launcher's log tail.
     ("", "pods/log", &["get"]),
-    // Server-side apply of <run>-profile; deletion with the run.
+    // Server-side apply of <run>-profile and <experiment>-plan; deletion with their owner.
     ("", "configmaps", &["create", "patch", "delete"]),
     // Created if absent; never updated or deleted.
     ("", "persistentvolumeclaims", &["get", "create"]),

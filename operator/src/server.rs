@@ -11,10 +11,11 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use kube::runtime::reflector::Store;
-use llmbench_api::v1alpha1::BenchmarkRun;
+use llmbench_api::v1alpha1::{BenchmarkExperiment, BenchmarkRun};
 use prometheus_client::registry::Registry;
 
 use crate::metrics::Metrics;
+use crate::reconcile::Stores;
 
 /// What `/readyz` reports, updated by the process as it goes.
 #[derive(Debug, Default)]
@@ -24,6 +25,7 @@ pub struct Health {
     leading: AtomicBool,
     synced: AtomicBool,
     runs: OnceLock<Store<BenchmarkRun>>,
+    experiments: OnceLock<Store<BenchmarkExperiment>>,
 }
 
 impl Health {
@@ -44,8 +46,10 @@ impl Health {
         self.synced.store(true, Ordering::SeqCst);
     }
 
-    pub fn set_runs(&self, store: Store<BenchmarkRun>) {
-        let _ = self.runs.set(store);
+    /// The controllers' caches, for counting runs and experiments by phase.
+    pub fn set_stores(&self, stores: Stores) {
+        let _ = self.runs.set(stores.runs);
+        let _ = self.experiments.set(stores.experiments);
     }
 
     pub fn ready(&self) -> bool {
@@ -123,6 +127,14 @@ async fn metrics_handler(State(state): State<AppState>) -> impl IntoResponse {
                 .state()
                 .iter()
                 .map(|r| r.status.as_ref().and_then(|s| s.phase)),
+        );
+    }
+    if let Some(store) = state.health.experiments.get() {
+        state.metrics.set_experiments_by_phase(
+            store
+                .state()
+                .iter()
+                .map(|e| e.status.as_ref().and_then(|s| s.phase)),
         );
     }
     let mut body = String::new();

@@ -2,6 +2,7 @@
 //! `--summary-file`) parsed into the run's status summary; several shards' summaries aggregated into one; the
 //! SLO verdict. Pure: no Kubernetes client.
 
+use llmbench_api::capacity::CapacityAnswer;
 use llmbench_api::v1alpha1::{
     HarnessVerdict, Latencies, LatencyStats, RunSummary, SloSpec, Throughput,
 };
@@ -34,6 +35,10 @@ struct Compact {
     latency_ms: CompactLatency,
     #[serde(default)]
     verdict: Option<CompactVerdict>,
+    #[serde(default)]
+    goodput_percent: Option<f64>,
+    #[serde(default)]
+    capacity: Option<CapacityAnswer>,
 }
 
 #[derive(Deserialize)]
@@ -112,6 +117,8 @@ pub fn parse_summary(pod: &str, message: &str) -> Result<RunSummary, SummaryErro
             result: v.result,
             failed_checks: v.failed_checks,
         }),
+        goodput_percent: compact.goodput_percent,
+        capacity: compact.capacity,
     })
 }
 
@@ -177,9 +184,40 @@ pub fn aggregate(shards: &[RunSummary]) -> Option<RunSummary> {
                     e2e: merge(|l| &l.e2e),
                 },
                 verdict: merge_verdicts(shards),
+                goodput_percent: merge_goodput(shards),
+                // A search is one process's decision: each shard judges its share of the load, so the run's
+                // capacity is the most cautious shard's.
+                capacity: shards
+                    .iter()
+                    .filter_map(|s| s.capacity.clone())
+                    .min_by(|a, b| {
+                        a.answer
+                            .unwrap_or(f64::NEG_INFINITY)
+                            .total_cmp(&b.answer.unwrap_or(f64::NEG_INFINITY))
+                    }),
             })
         }
     }
+}
+
+/// Goodput over shards: each shard's percentage weighted by its successful requests (the requests it judged).
+fn merge_goodput(shards: &[RunSummary]) -> Option<f64> {
+    let measured: Vec<(f64, f64)> = shards
+        .iter()
+        .filter_map(|s| {
+            let successes = s.requests.saturating_sub(s.failures) as f64;
+            s.goodput_percent.map(|g| (successes, g))
+        })
+        .collect();
+    if measured.is_empty() {
+        return None;
+    }
+    let total: f64 = measured.iter().map(|(w, _)| w).sum();
+    Some(if total > 0.0 {
+        measured.iter().map(|(w, g)| w * g).sum::<f64>() / total
+    } else {
+        measured.iter().map(|(_, g)| g).sum::<f64>() / measured.len() as f64
+    })
 }
 
 /// The shards' verdicts as one: passed only if every shard that judged passed, with every failed check once.
@@ -293,6 +331,33 @@ mod tests {
     }
 
     #[test]
+    fn goodput_and_the_capacity_answer_reach_the_status_summary() {
+        let with = COMPACT.replace(
+            r#""stages":[]"#,
+            r#""stages":[],"goodput_percent":97.5,"capacity":{"load":"rate","status":"found","answer":12.0,"passing":12.0,"failing":13.0,"points":6}"#,
+        );
+        let s = parse_summary("p", &with).expect("parses");
+        assert_eq!(s.goodput_percent, Some(97.5));
+        let capacity = s.capacity.expect("capacity");
+        assert_eq!(
+            (capacity.answer, capacity.failing, capacity.points),
+            (Some(12.0), Some(13.0), 6)
+        );
+        let without = parse_summary("p", COMPACT).expect("parses");
+        assert_eq!((without.goodput_percent, without.capacity), (None, None));
+    }
+
+    #[test]
+    fn shards_weigh_goodput_by_their_successes() {
+        let mut a = shard(10, 0, None);
+        a.goodput_percent = Some(100.0);
+        let mut b = shard(30, 0, None);
+        b.goodput_percent = Some(80.0);
+        let total = aggregate(&[a, b]).expect("two shards");
+        assert_eq!(total.goodput_percent, Some(85.0));
+    }
+
+    #[test]
     fn an_empty_or_foreign_termination_message_is_not_a_summary() {
         assert!(matches!(
             parse_summary("p", "  \n"),
@@ -327,6 +392,8 @@ mod tests {
                 ..Latencies::default()
             },
             verdict: None,
+            goodput_percent: None,
+            capacity: None,
         }
     }
 

@@ -9,4 +9,4 @@ pub mod processes;
 
 pub use control_plane::{BUILD_HINT, ControlPlane, HarnessError, Tool, Tools, e2e_disabled};
 pub use kubelet::{KubeletConfig, KubeletError, TestKubelet};
-pub use processes::{InferenceSim, ProcessError, free_port, workspace_binary};
+pub use processes::{InferenceSim, LlmbenchSim, ProcessError, free_port, workspace_binary};

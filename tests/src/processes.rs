@@ -1,5 +1,5 @@
 //! The processes an end-to-end test starts besides the control plane: our own binaries as `cargo test` built
-//! them, and llm-d-inference-sim as the stack under load.
+//! them, and llm-d-inference-sim or our own `llmbench sim` as the stack under load.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -136,6 +136,74 @@ impl InferenceSim {
 }
 
 impl Drop for InferenceSim {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+/// `llmbench sim` (the embedded vLLM-compatible simulator of our own binary) on a loopback port, killed when
+/// dropped.
+pub struct LlmbenchSim {
+    child: Child,
+    base_url: String,
+    _log_dir: tempfile::TempDir,
+}
+
+impl LlmbenchSim {
+    /// Start the simulator serving `model`, plus `extra` flags such as `--ttft 5ms`.
+    pub async fn start(model: &str, extra: &[&str]) -> Result<Self, ProcessError> {
+        let binary = workspace_binary("llmbench")?;
+        let port = free_port()?;
+        let log_dir = tempfile::tempdir().map_err(|source| ProcessError::Spawn {
+            what: "a log directory for llmbench sim".to_owned(),
+            source,
+        })?;
+        let log_path = log_dir.path().join("llmbench-sim.log");
+        let spawn_err = |source| ProcessError::Spawn {
+            what: "llmbench sim".to_owned(),
+            source,
+        };
+        let log = std::fs::File::create(&log_path).map_err(spawn_err)?;
+        let log_err = log.try_clone().map_err(spawn_err)?;
+        let child = Command::new(&binary)
+            .args(["sim", "--port", &port.to_string(), "--model", model])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(spawn_err)?;
+        let sim = Self {
+            child,
+            base_url: format!("http://127.0.0.1:{port}"),
+            _log_dir: log_dir,
+        };
+        let waited = Duration::from_secs(30);
+        let deadline = Instant::now() + waited;
+        while Instant::now() < deadline {
+            if http_status(port, "/v1/models").await == Some(200) {
+                return Ok(sim);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(20).collect();
+        Err(ProcessError::NotReady {
+            what: "llmbench sim".to_owned(),
+            url: format!("{}/v1/models", sim.base_url),
+            waited,
+            log_tail: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+        })
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+}
+
+impl Drop for LlmbenchSim {
     fn drop(&mut self) {
         let _ = self.child.start_kill();
     }

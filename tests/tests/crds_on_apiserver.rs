@@ -1,6 +1,7 @@
-//! The CRDs on a real kube-apiserver: they are accepted and Established, and the apiserver itself — not a
-//! client-side evaluator — enforces their schema and CEL rules, including the transition rule that freezes the spec
-//! of a started run. `kubectl explain` shows our descriptions and `kubectl get br` resolves the short name.
+//! The CRDs on a real kube-apiserver: they are accepted and Established (their CEL rules within the apiserver's cost
+//! budget), and the apiserver itself — not a client-side evaluator — enforces their schema and CEL rules, including
+//! the transition rules that freeze the spec of a started run or experiment. `kubectl explain` shows our
+//! descriptions and `kubectl get br` / `kubectl get bx` resolve the short names.
 //!
 //! One control plane serves every test in this file; each test works in its own namespace.
 
@@ -8,7 +9,7 @@ use std::process::Output;
 
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
-use llmbench_api::v1alpha1::BenchmarkRun;
+use llmbench_api::v1alpha1::{BenchmarkExperiment, BenchmarkRun};
 use llmbench_e2e::cluster::create_namespace;
 use llmbench_e2e::{ControlPlane, e2e_disabled};
 use serde_json::{Value, json};
@@ -55,6 +56,40 @@ fn run(name: &str, spec: Value) -> DynamicObject {
         "spec": spec,
     }))
     .expect("a BenchmarkRun object")
+}
+
+fn experiments(client: &Client, ns: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        client.clone(),
+        ns,
+        &ApiResource::erase::<BenchmarkExperiment>(&()),
+    )
+}
+
+/// An experiment of the valid run spec: a 2 × 2 matrix, two repeats, a capacity search and a hook — every part
+/// of the schema with a CEL rule or a bound.
+fn valid_experiment_spec() -> Value {
+    json!({
+        "template": valid_spec(),
+        "factors": [
+            {"name": "rate", "key": "load.stages.0.rate", "levels": ["1", "2"]},
+            {"name": "len", "key": "data.input_distribution.mean", "levels": ["128", "256"]},
+        ],
+        "repeats": 2,
+        "capacitySearch": {"load": "rate", "slo": ["ttft_p99<=500ms", "goodput>=95%"]},
+        "ordering": {"parallelism": 1, "cooldown": "10s", "stopOnFailure": true},
+        "hooks": [{"name": "reset-prefix-cache", "url": "/reset_prefix_cache"}],
+    })
+}
+
+fn experiment(name: &str, spec: Value) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "llmbench.dev/v1alpha1",
+        "kind": "BenchmarkExperiment",
+        "metadata": {"name": name},
+        "spec": spec,
+    }))
+    .expect("a BenchmarkExperiment object")
 }
 
 fn with(mut spec: Value, pointer: &str, value: Value) -> Value {
@@ -123,11 +158,25 @@ async fn the_crds_are_established_and_kubectl_knows_them() {
     assert!(get.contains("listed"), "kubectl get br:\n{get}");
     let get = kubectl(cp, &["get", "wp", "-n", ns]);
     assert!(get.status.success());
+    experiments(&client, ns)
+        .create(
+            &PostParams::default(),
+            &experiment("compared", valid_experiment_spec()),
+        )
+        .await
+        .expect("a valid experiment is created");
+    let get = kubectl(cp, &["get", "bx", "-n", ns]);
+    let get = String::from_utf8_lossy(&get.stdout);
+    assert!(
+        get.contains("compared") && get.contains("PROGRESS") && get.contains("BEST"),
+        "kubectl get bx:\n{get}"
+    );
     let all = kubectl(cp, &["get", "llmbench", "-n", ns, "-o", "name"]);
     let all = String::from_utf8_lossy(&all.stdout);
     assert!(
-        all.contains("benchmarkrun.llmbench.dev/listed"),
-        "the llmbench category lists runs:\n{all}"
+        all.contains("benchmarkrun.llmbench.dev/listed")
+            && all.contains("benchmarkexperiment.llmbench.dev/compared"),
+        "the llmbench category lists runs and experiments:\n{all}"
     );
 }
 
@@ -268,4 +317,103 @@ async fn the_spec_of_a_started_run_is_immutable_but_a_pending_run_may_change() {
     )
     .await
     .expect("the status of a started run may change");
+}
+
+#[tokio::test]
+async fn the_apiserver_accepts_a_valid_experiment_and_rejects_broken_or_edited_ones() {
+    if e2e_disabled("the_apiserver_accepts_a_valid_experiment_and_rejects_broken_or_edited_ones") {
+        return;
+    }
+    let cp = control_plane().await;
+    let client = cp.admin_client().await.expect("admin client");
+    let ns = "experiments";
+    create_namespace(&client, ns).await;
+    let api = experiments(&client, ns);
+    let pp = PostParams::default();
+
+    let created = api
+        .create(&pp, &experiment("valid", valid_experiment_spec()))
+        .await
+        .expect("a valid experiment is created");
+    assert_eq!(created.data["spec"]["repeats"], json!(2));
+    assert_eq!(
+        created.data["spec"]["hooks"][0]["method"],
+        json!("POST"),
+        "the schema's default"
+    );
+
+    let mut both = valid_experiment_spec();
+    both["treatments"] = json!([{"name": "a", "overrides": ["total_count=5"]}]);
+    let cases = [
+        (
+            "both treatments and factors",
+            both,
+            "set exactly one of treatments (a list) or factors (a matrix)",
+        ),
+        (
+            "repeats 0",
+            with(valid_experiment_spec(), "/repeats", json!(0)),
+            "spec.repeats in body should be greater than or equal to 1",
+        ),
+        (
+            "a cooldown that is no duration",
+            with(
+                valid_experiment_spec(),
+                "/ordering/cooldown",
+                json!("later"),
+            ),
+            "cooldown must be a duration such as 30s or 2m",
+        ),
+        (
+            "a template with two workload sources",
+            with(
+                valid_experiment_spec(),
+                "/template/workload",
+                json!({"builtin": "sanity_random", "template": "a: 1"}),
+            ),
+            "exactly one of workload.profileRef, workload.builtin or workload.template must be set",
+        ),
+    ];
+    for (i, (what, spec, expected)) in cases.into_iter().enumerate() {
+        let message = rejection(
+            api.create(&pp, &experiment(&format!("bad-{i}"), spec))
+                .await,
+            what,
+        );
+        println!("{what}: {message}");
+        assert!(
+            message.contains(expected),
+            "{what}: the apiserver's message lacks {expected:?}: {message}"
+        );
+    }
+
+    // Before the first run the spec may change; after, it is frozen, while status and metadata stay writable.
+    let repeats = |n: i64| Patch::Merge(json!({"spec": {"repeats": n}}));
+    api.patch("valid", &PatchParams::default(), &repeats(3))
+        .await
+        .expect("an experiment that has not started may be edited");
+    api.patch_status(
+        "valid",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Running", "startTime": "2026-11-22T04:00:00Z", "progress": "1/8"}})),
+    )
+    .await
+    .expect("the status subresource takes a start time");
+    let message = rejection(
+        api.patch("valid", &PatchParams::default(), &repeats(4))
+            .await,
+        "editing a started experiment",
+    );
+    println!("editing a started experiment: {message}");
+    assert!(
+        message.contains("spec is immutable once the experiment has started"),
+        "{message}"
+    );
+    api.patch(
+        "valid",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"checked": "yes"}}})),
+    )
+    .await
+    .expect("labels of a started experiment may change");
 }

@@ -45,14 +45,24 @@ app.kubernetes.io/component: operator
 {{- define "llmbench.workloadRules" -}}
 - apiGroups: ["llmbench.dev"]
   resources: ["benchmarkruns"]
-  # watch/list: the controller; get: the fresh read each reconcile; patch: adding/removing the cleanup finalizer.
-  verbs: ["get", "list", "watch", "patch"]
+  # watch/list: the controller; get: the fresh read each reconcile; patch: adding/removing the cleanup finalizer;
+  # create/delete: an experiment's runs, created one per treatment and repeat, deleted with the experiment.
+  verbs: ["get", "list", "watch", "patch", "create", "delete"]
 - apiGroups: ["llmbench.dev"]
   resources: ["benchmarkruns/status"]
   verbs: ["patch"]
 - apiGroups: ["llmbench.dev"]
   # Owner references with blockOwnerDeletion need update on the owner's finalizers subresource.
   resources: ["benchmarkruns/finalizers"]
+  verbs: ["update"]
+- apiGroups: ["llmbench.dev"]
+  resources: ["benchmarkexperiments"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["llmbench.dev"]
+  resources: ["benchmarkexperiments/status"]
+  verbs: ["patch"]
+- apiGroups: ["llmbench.dev"]
+  resources: ["benchmarkexperiments/finalizers"]
   verbs: ["update"]
 - apiGroups: ["llmbench.dev"]
   resources: ["workloadprofiles"]
@@ -62,13 +72,14 @@ app.kubernetes.io/component: operator
   verbs: ["patch"]
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["create", "list", "watch", "delete"]
+  # get: an experiment's collector pod, read by name.
+  verbs: ["create", "get", "list", "watch", "delete"]
 - apiGroups: [""]
   resources: ["pods/log"]
   verbs: ["get"]
 - apiGroups: [""]
   resources: ["configmaps"]
-  # Server-side apply of <run>-profile (create or patch); delete when the run is deleted.
+  # Server-side apply of <run>-profile and <experiment>-plan (create or patch); delete with their owner.
   verbs: ["create", "patch", "delete"]
 - apiGroups: [""]
   # Created if absent, reused if present, never updated or deleted.

@@ -184,6 +184,7 @@ pub struct BenchmarkExperimentStatus {
     /// Valid and Completed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// The generation of the spec this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     /// Runs finished / runs in all, e.g. 5/12.
@@ -215,6 +216,7 @@ pub struct BenchmarkExperimentStatus {
 pub struct ExperimentRun {
     /// The BenchmarkRun's name.
     pub name: String,
+    /// The treatment it runs.
     pub treatment: String,
     /// 1-based.
     pub repeat: u32,
@@ -230,12 +232,14 @@ pub struct ExperimentRun {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct TreatmentRow {
+    /// The treatment's name.
     pub treatment: String,
     /// The factor levels (or overrides) that make it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub levels: BTreeMap<String, String>,
     /// Runs finished successfully / repeats.
     pub runs: u32,
+    /// Runs that failed (or left no summary to compare).
     pub failed_runs: u32,
     /// Failed requests over all its runs.
     pub failures: u64,
@@ -270,6 +274,7 @@ pub struct TreatmentRow {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Aggregate {
+    /// The mean over the runs.
     pub mean: f64,
     /// Sample standard deviation (n − 1); 0 for one value.
     pub stddev: f64,

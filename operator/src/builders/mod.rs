@@ -1,7 +1,8 @@
-//! Pure builders: the desired ConfigMap, PVC and launcher pods of a BenchmarkRun. No client, no I/O; tested with
-//! plain objects.
+//! Pure builders: the desired ConfigMap, PVC and launcher pods of a BenchmarkRun, and the runs, plan ConfigMap and
+//! collector pod of a BenchmarkExperiment. No client, no I/O; tested with plain objects.
 
 mod config_map;
+pub mod experiment;
 mod pod;
 mod pvc;
 
@@ -13,8 +14,8 @@ use llmbench_api::v1alpha1::BenchmarkRun;
 
 pub use config_map::{PROFILE_FILE, profile_config_map, profile_config_map_name};
 pub use pod::{
-    LAUNCHER_INDEX_LABEL, LauncherSettings, PROFILE_MOUNT_PATH, TERMINATION_LOG, launcher_pod,
-    launcher_pod_name, run_id,
+    LAUNCHER_INDEX_LABEL, LauncherSettings, PROFILE_MOUNT_PATH, PodParts, TERMINATION_LOG,
+    launcher_pod, launcher_pod_name, llmbench_pod, run_id,
 };
 pub use pvc::workload_pvc;
 
@@ -36,6 +37,25 @@ pub enum BuildError {
         "BenchmarkRun {run}: spec.launcher.parallelism is {parallelism}; it must be at least 1"
     )]
     Parallelism { run: String, parallelism: i32 },
+    #[error(
+        "BenchmarkRun {run}: spec.capacitySearch cannot be encoded for the launcher: {message}"
+    )]
+    CapacitySearch { run: String, message: String },
+    #[error(
+        "BenchmarkExperiment {experiment} has no {field} yet; it must be read from the API server before it is built on"
+    )]
+    ExperimentMetadata {
+        experiment: String,
+        field: &'static str,
+    },
+    #[error("BenchmarkExperiment {experiment}: its plan has no treatment {index}")]
+    UnknownTreatment { experiment: String, index: usize },
+    #[error("BenchmarkExperiment {experiment}: cannot encode {what}: {message}")]
+    Encode {
+        experiment: String,
+        what: &'static str,
+        message: String,
+    },
 }
 
 /// Labels unique to `run`: selecting by them finds this run's pods and nothing else.

@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 use llmbench_api::render::well_known;
-use llmbench_api::v1alpha1::{BenchmarkRun, WORKLOAD_MOUNT_PATH};
+use llmbench_api::v1alpha1::{BenchmarkRun, LauncherSpec, StorageSpec, WORKLOAD_MOUNT_PATH};
 
 use super::{BuildError, PROFILE_FILE, owner_reference, profile_config_map_name, run_labels};
 
@@ -143,9 +143,83 @@ pub fn launcher_pod(
         if let Some(tokenizer) = values.get(well_known::TOKENIZER) {
             args.extend(["--tokenizer".to_owned(), tokenizer.clone()]);
         }
+        if let Some(search) = &spec.capacity_search {
+            // The launcher reads the same type (llmbench_api::capacity::CapacitySearchSpec) from this JSON.
+            let json = serde_json::to_string(search).map_err(|e| BuildError::CapacitySearch {
+                run: run.name_any(),
+                message: e.to_string(),
+            })?;
+            args.extend(["--capacity-search".to_owned(), json]);
+        }
         args
     };
 
+    let mut env = Vec::new();
+    if let Some(secret) = &spec.launcher.hf_token_secret_ref {
+        env.push(EnvVar {
+            name: "HF_TOKEN".to_owned(),
+            value_from: Some(EnvVarSource {
+                secret_key_ref: Some(SecretKeySelector {
+                    name: secret.name.clone(),
+                    key: secret.key.clone(),
+                    optional: secret.optional,
+                }),
+                ..EnvVarSource::default()
+            }),
+            ..EnvVar::default()
+        });
+    }
+
+    Ok(llmbench_pod(PodParts {
+        metadata: ObjectMeta {
+            name: Some(launcher_pod_name(run, index)),
+            namespace: run.namespace(),
+            labels: Some(labels),
+            owner_references: Some(vec![owner_reference(run)?]),
+            ..ObjectMeta::default()
+        },
+        container_name: "launcher",
+        command,
+        env,
+        config_map: profile_config_map_name(run),
+        config_mount_path: PROFILE_MOUNT_PATH,
+        launcher: &spec.launcher,
+        storage: &spec.storage,
+        settings,
+    }))
+}
+
+/// What differs between the pods that run `llmbench`: a launcher of a run, or an experiment's collector.
+pub struct PodParts<'a> {
+    pub metadata: ObjectMeta,
+    /// The container's name (`launcher` or `collector`).
+    pub container_name: &'a str,
+    pub command: Vec<String>,
+    /// Environment beyond what every llmbench pod gets (log format, HF_HOME, POD_NAME).
+    pub env: Vec<EnvVar>,
+    /// A ConfigMap mounted read-only at `config_mount_path`.
+    pub config_map: String,
+    pub config_mount_path: &'a str,
+    /// Image, resources and scheduling.
+    pub launcher: &'a LauncherSpec,
+    /// The workload volume, mounted at /requests.
+    pub storage: &'a StorageSpec,
+    pub settings: &'a LauncherSettings,
+}
+
+/// A locked-down pod running one `llmbench` container with a ConfigMap, the workload volume and a scratch /tmp.
+pub fn llmbench_pod(parts: PodParts<'_>) -> Pod {
+    let PodParts {
+        metadata,
+        container_name,
+        command,
+        env: extra_env,
+        config_map,
+        config_mount_path,
+        launcher,
+        storage,
+        settings,
+    } = parts;
     let mut env = vec![
         EnvVar {
             name: "LLMBENCH_LOG_FORMAT".to_owned(),
@@ -169,22 +243,8 @@ pub fn launcher_pod(
             ..EnvVar::default()
         },
     ];
-    if let Some(secret) = &spec.launcher.hf_token_secret_ref {
-        env.push(EnvVar {
-            name: "HF_TOKEN".to_owned(),
-            value_from: Some(EnvVarSource {
-                secret_key_ref: Some(SecretKeySelector {
-                    name: secret.name.clone(),
-                    key: secret.key.clone(),
-                    optional: secret.optional,
-                }),
-                ..EnvVarSource::default()
-            }),
-            ..EnvVar::default()
-        });
-    }
-
-    let workload_volume = match spec.storage.pvc_name() {
+    env.extend(extra_env);
+    let workload_volume = match storage.pvc_name() {
         Some(claim) => Volume {
             name: "workload".to_owned(),
             persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
@@ -196,8 +256,7 @@ pub fn launcher_pod(
         None => Volume {
             name: "workload".to_owned(),
             empty_dir: Some(EmptyDirVolumeSource {
-                size_limit: spec
-                    .storage
+                size_limit: storage
                     .empty_dir
                     .as_ref()
                     .and_then(|e| e.size_limit.clone())
@@ -211,7 +270,7 @@ pub fn launcher_pod(
         Volume {
             name: "profile".to_owned(),
             config_map: Some(ConfigMapVolumeSource {
-                name: profile_config_map_name(run),
+                name: config_map,
                 ..ConfigMapVolumeSource::default()
             }),
             ..Volume::default()
@@ -226,7 +285,7 @@ pub fn launcher_pod(
     let mounts = vec![
         VolumeMount {
             name: "profile".to_owned(),
-            mount_path: PROFILE_MOUNT_PATH.to_owned(),
+            mount_path: config_mount_path.to_owned(),
             read_only: Some(true),
             ..VolumeMount::default()
         },
@@ -243,9 +302,9 @@ pub fn launcher_pod(
     ];
 
     let container = Container {
-        name: "launcher".to_owned(),
+        name: container_name.to_owned(),
         image: Some(
-            spec.launcher
+            launcher
                 .image
                 .clone()
                 .unwrap_or_else(|| settings.image.clone()),
@@ -253,12 +312,7 @@ pub fn launcher_pod(
         image_pull_policy: settings.image_pull_policy.clone(),
         command: Some(command),
         env: Some(env),
-        resources: Some(
-            spec.launcher
-                .resources
-                .clone()
-                .unwrap_or_else(default_resources),
-        ),
+        resources: Some(launcher.resources.clone().unwrap_or_else(default_resources)),
         volume_mounts: Some(mounts),
         termination_message_path: Some(TERMINATION_LOG.to_owned()),
         termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
@@ -275,22 +329,16 @@ pub fn launcher_pod(
         ..Container::default()
     };
 
-    Ok(Pod {
-        metadata: ObjectMeta {
-            name: Some(launcher_pod_name(run, index)),
-            namespace: run.namespace(),
-            labels: Some(labels),
-            owner_references: Some(vec![owner_reference(run)?]),
-            ..ObjectMeta::default()
-        },
+    Pod {
+        metadata,
         spec: Some(PodSpec {
             restart_policy: Some("Never".to_owned()),
             termination_grace_period_seconds: Some(LAUNCHER_TERMINATION_GRACE_SECONDS),
-            service_account_name: spec.launcher.service_account_name.clone(),
+            service_account_name: launcher.service_account_name.clone(),
             // The launcher needs no API access: no token is mounted.
             automount_service_account_token: Some(false),
-            node_selector: Some(spec.launcher.node_selector.clone()).filter(|s| !s.is_empty()),
-            tolerations: Some(spec.launcher.tolerations.clone()).filter(|t| !t.is_empty()),
+            node_selector: Some(launcher.node_selector.clone()).filter(|s| !s.is_empty()),
+            tolerations: Some(launcher.tolerations.clone()).filter(|t| !t.is_empty()),
             security_context: Some(PodSecurityContext {
                 run_as_non_root: Some(true),
                 run_as_user: Some(LAUNCHER_UID),
@@ -307,7 +355,7 @@ pub fn launcher_pod(
             ..PodSpec::default()
         }),
         ..Pod::default()
-    })
+    }
 }
 
 #[cfg(test)]
@@ -342,6 +390,33 @@ mod tests {
         assert_eq!(
             container(&pod).image.as_deref(),
             Some("ghcr.io/llmbench/llmbench:0.1.0")
+        );
+    }
+
+    #[test]
+    fn a_capacity_search_reaches_the_launcher_as_json() {
+        let run = fixtures::run(&format!(
+            "{}capacitySearch:\n  load: concurrency\n  slo: ['ttft_p99<=500ms']\n  maxPoints: 8\n",
+            fixtures::BASIC
+        ));
+        let pod = launcher_pod(&run, 0, &settings()).expect("builds");
+        let command = container(&pod).command.clone().expect("command");
+        let at = command
+            .iter()
+            .position(|a| a == "--capacity-search")
+            .expect("--capacity-search is passed");
+        let json: serde_json::Value = serde_json::from_str(&command[at + 1]).expect("JSON");
+        assert_eq!(
+            json,
+            serde_json::json!({"load": "concurrency", "slo": ["ttft_p99<=500ms"], "maxPoints": 8})
+        );
+        let plain = launcher_pod(&fixtures::run(fixtures::BASIC), 0, &settings()).expect("builds");
+        assert!(
+            !container(&plain)
+                .command
+                .clone()
+                .expect("command")
+                .contains(&"--capacity-search".to_owned())
         );
     }
 

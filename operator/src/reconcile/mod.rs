@@ -1,6 +1,7 @@
 //! The controllers: thin shells that read the cluster, call the pure builders and status functions, and write
 //! back with server-side apply under one field manager. Nothing is remembered between reconciles.
 
+pub mod experiment;
 pub mod profile;
 pub mod run;
 
@@ -19,6 +20,8 @@ pub struct Context {
     pub recorder: Recorder,
     pub metrics: Metrics,
     pub launcher: LauncherSettings,
+    /// For experiment hooks: HTTP calls on the stack between runs.
+    pub http: reqwest::Client,
 }
 
 impl Context {
@@ -72,22 +75,28 @@ pub(crate) fn is_already_exists(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.is_already_exists())
 }
 
-/// Runs both controllers until `shutdown` resolves. `namespace` limits the watch; `None` watches every namespace.
-/// `synced` is called once the BenchmarkRun cache has its first full list; `store` receives that cache so the
-/// metrics endpoint can count runs by phase.
+/// The controllers' caches, for the metrics endpoint to count objects by phase.
+pub struct Stores {
+    pub runs: kube::runtime::reflector::Store<llmbench_api::v1alpha1::BenchmarkRun>,
+    pub experiments: kube::runtime::reflector::Store<llmbench_api::v1alpha1::BenchmarkExperiment>,
+}
+
+/// Runs the three controllers until `shutdown` resolves. `namespace` limits the watch; `None` watches every
+/// namespace. `synced` is called once the BenchmarkRun cache has its first full list; `store_sink` receives the
+/// run and experiment caches so the metrics endpoint can count them by phase.
 pub async fn run_controllers(
     ctx: Ctx,
     namespace: Option<&str>,
     shutdown: impl std::future::Future + Send + Sync + Clone + 'static,
     synced: impl FnOnce() + Send + 'static,
-    store_sink: impl FnOnce(kube::runtime::reflector::Store<llmbench_api::v1alpha1::BenchmarkRun>),
+    store_sink: impl FnOnce(Stores),
 ) {
     use futures_util::{FutureExt, StreamExt};
     use k8s_openapi::api::core::v1::Pod;
     use kube::Api;
     use kube::runtime::reflector::ObjectRef;
     use kube::runtime::{Controller, watcher};
-    use llmbench_api::v1alpha1::{BenchmarkRun, WorkloadProfile};
+    use llmbench_api::v1alpha1::{BenchmarkExperiment, BenchmarkRun, WorkloadProfile};
 
     fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
     where
@@ -105,9 +114,17 @@ pub async fn run_controllers(
     let pods: Api<Pod> = api(&client, namespace);
     let profiles: Api<WorkloadProfile> = api(&client, namespace);
 
-    let run_controller = Controller::new(runs, watcher::Config::default().any_semantic());
+    let experiments: Api<BenchmarkExperiment> = api(&client, namespace);
+
+    let run_controller = Controller::new(runs.clone(), watcher::Config::default().any_semantic());
     let store = run_controller.store();
-    store_sink(store.clone());
+    let experiment_controller =
+        Controller::new(experiments, watcher::Config::default().any_semantic());
+    let experiment_store = experiment_controller.store();
+    store_sink(Stores {
+        runs: store.clone(),
+        experiments: experiment_store.clone(),
+    });
     let waiting_store = store.clone();
     tokio::spawn(async move {
         // The readiness signal keeps one waker, and the controller itself waits on it too; polling again each
@@ -132,7 +149,7 @@ pub async fn run_controllers(
     let run_controller = run_controller
         // Only our pods: the label every launcher carries.
         .owns(
-            pods,
+            pods.clone(),
             watcher::Config::default().labels(&format!(
                 "app.kubernetes.io/managed-by={}",
                 crate::builders::FIELD_MANAGER
@@ -168,6 +185,52 @@ pub async fn run_controllers(
                 tracing::debug!(error = %e, "BenchmarkRun controller event");
             }
         });
+    let referencing = experiment_store.clone();
+    let experiment_controller = experiment_controller
+        // Its runs: any change of a run's status may finish it, start the next or fill the table.
+        .owns(
+            runs,
+            watcher::Config::default().labels(crate::builders::experiment::EXPERIMENT_UID_LABEL),
+        )
+        // Its collector pod.
+        .owns(
+            pods,
+            watcher::Config::default().labels(&format!(
+                "app.kubernetes.io/managed-by={}",
+                crate::builders::FIELD_MANAGER
+            )),
+        )
+        // A WorkloadProfile that appears or changes wakes the experiments whose template references it.
+        .watches(
+            profiles.clone(),
+            watcher::Config::default(),
+            move |profile| {
+                let name = profile.name_any();
+                let namespace = profile.namespace();
+                referencing
+                    .state()
+                    .into_iter()
+                    .filter(|experiment| {
+                        experiment.namespace() == namespace
+                            && experiment
+                                .spec
+                                .template
+                                .workload
+                                .profile_ref
+                                .as_ref()
+                                .is_some_and(|r| r.name == name)
+                    })
+                    .map(|experiment| ObjectRef::from_obj(experiment.as_ref()))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .graceful_shutdown_on(shutdown.clone().map(|_| ()))
+        .run(experiment::reconcile, experiment::error_policy, ctx.clone())
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "BenchmarkExperiment controller event");
+            }
+        });
     let profile_controller = Controller::new(profiles, watcher::Config::default().any_semantic())
         .graceful_shutdown_on(shutdown.map(|_| ()))
         .run(profile::reconcile, profile::error_policy, ctx)
@@ -176,5 +239,5 @@ pub async fn run_controllers(
                 tracing::debug!(error = %e, "WorkloadProfile controller event");
             }
         });
-    futures_util::future::join(run_controller, profile_controller).await;
+    futures_util::future::join3(run_controller, experiment_controller, profile_controller).await;
 }
