@@ -46,7 +46,7 @@ clean:
 
 .PHONY: bench bench-smoke
 
-## bench: llmbench vs guidellm and inference-perf on the same `llmbench sim`, four scenarios, minutes long; writes
+## bench: llmbench vs guidellm and inference-perf on the same `llmbench sim`, four scenarios side by side and an SLO capacity search, minutes long; writes
 ## bench/results/<date>-<host>.md (see bench/README.md). Peers are installed from PyPI into ~/.cache/llmbench-bench.
 bench: ; bash bench/run.sh
 

@@ -4,7 +4,8 @@
 Runs four scenarios (client-bound ceiling, timing fidelity, scale, prompt synthesis) with every client, one after
 the other against one simulator per scenario, measures each client process tree from the outside (CPU seconds from
 wait4's rusage, peak RSS by polling /proc), reads each client's own result files for the figures it reports, and
-writes one markdown table per scenario to bench/results/<date>-<host>.md (also printed).
+writes one markdown table per scenario to bench/results/<date>-<host>.md (also printed). A fifth, llmbench only,
+times an SLO capacity search against a simulator whose capacity is known by hand and counts the points it needed.
 
 Standard library only: it runs under any python3 while the peers live in their own venvs (see bench/run.sh).
 Traffic goes only to 127.0.0.1. A peer that is missing or fails is a row saying why, never a silent gap.
@@ -151,11 +152,11 @@ def free_port() -> int:
 class Sim:
     """`llmbench sim` on loopback for one scenario."""
 
-    def __init__(self, llmbench: str, workdir: Path, name: str, *flags: str) -> None:
+    def __init__(self, llmbench: str, workdir: Path, name: str, *flags: str, seats: int = 20000) -> None:
         self.port = free_port()
         self.log = workdir / f"sim-{name}.log"
         cmd = [llmbench, "sim", "--host", "127.0.0.1", "--port", str(self.port), "--model", MODEL, "--seed", "1",
-               "--max-num-seqs", "20000", *flags]
+               "--max-num-seqs", str(seats), *flags]
         self.proc = subprocess.Popen(cmd, stdout=open(self.log, "w"), stderr=subprocess.STDOUT)
         self.url = f"http://127.0.0.1:{self.port}"
         for _ in range(100):
@@ -614,6 +615,54 @@ def scale(env: Env, report: list[str]) -> None:
         report.append(f"\nRSS per in-flight stream: **{per:.1f} KiB** (target ≤ 10 KiB: {verdict})\n")
 
 
+def capacity(env: Env, report: list[str]) -> None:
+    """How long an SLO capacity search takes against a simulator of known capacity, and how many points it needs."""
+    seats, ttft_ms, itl_ms, output = 4, 50, 10, 16
+    service_s = (ttft_ms + (output - 1) * itl_ms) / 1000
+    min_duration = "2s" if env.smoke else "10s"
+    report.append("## 5. SLO capacity search (llmbench)\n")
+    report.append(f"`llmbench sim --max-num-seqs {seats} --ttft {ttft_ms}ms --itl {itl_ms}ms`, {output}-token answers: "
+                  f"each request holds a seat {service_s * 1000:.0f} ms, so the capacity is {seats} / "
+                  f"{service_s:g} s = {seats / service_s:g} req/s, or {seats} in flight. A guidellm constant-rate "
+                  f"profile searches it under `ttft_p99<=100ms` (twice the simulator's TTFT), each point at least "
+                  f"{min_duration} and 20 requests.\n")
+    report.append("| load | expected (by hand) | answer | failing above | status | confirmed | points | wall s |")
+    report.append("|---|---|---|---|---|---|---|---|")
+    sim = Sim(env.llmbench, env.workdir, "capacity", "--ttft", f"{ttft_ms}ms", "--itl", f"{itl_ms}ms", seats=seats)
+    try:
+        for load, expected, start in (("rate", seats / service_s, 4), ("concurrency", float(seats), 1)):
+            profile = env.workdir / f"capacity-{load}.yaml"
+            profile.write_text(json.dumps({
+                "spec": {
+                    "backend": {"kind": "openai_http", "target": sim.url, "model": MODEL,
+                                "request_format": "/v1/completions"},
+                    "data": [{"kind": "synthetic_text", "prompt_tokens": 32, "output_tokens": output}],
+                    "profile": {"kind": "constant", "rate": 1},
+                    "constraints": [{"kind": "max_duration", "seconds": 10}],
+                },
+                "capacity_search": {"load": load, "slo": ["ttft_p99<=100ms"], "start": start, "max": 64,
+                                    "min_duration": min_duration, "min_requests": 20},
+            }))
+            run_id = f"capacity-{load}"
+            m = run_measured([env.llmbench, "run", "--harness", "guidellm", "--profile", str(profile),
+                              "--tokenizer", "builtin", "--output", str(env.workdir), "--run-id", run_id,
+                              "--overwrite"], env.workdir / f"{run_id}.log", timeout_s=900)
+            try:
+                found = json.loads((env.workdir / run_id / "summary.json").read_text())["capacity"]
+            except (OSError, KeyError, ValueError) as e:
+                PROBLEMS.append(f"capacity search ({load}) left no capacity in summary.json: {e}; see {m.log}")
+                report.append(f"| {load} | {expected:g} | failed (exit {m.exit_code}) | | | | | {fmt(m.wall_s)} |")
+                continue
+            answer = found.get("answer")
+            if answer is None or abs(answer - expected) > 0.1 * expected:
+                PROBLEMS.append(f"capacity search ({load}) answered {answer}, expected {expected:g} within 10 %")
+            report.append(f"| {load} | {expected:g} | {answer} | {found['bracket'].get('failing')} | "
+                          f"{found['status']} | {found['confirmed']} | {len(found['points'])} | {fmt(m.wall_s)} |")
+    finally:
+        sim.stop()
+    report.append("")
+
+
 def synthesis(env: Env, clients: list[str], report: list[str]) -> None:
     count, tokens = (500, 1000) if env.smoke else (10_000, 1000)
     budget_s = 60
@@ -725,7 +774,7 @@ def main() -> int:
     ap.add_argument("--smoke", action="store_true", help="llmbench only, a few seconds per scenario")
     ap.add_argument("--results", default=str(Path(__file__).parent / "results"))
     ap.add_argument("--workdir", default="")
-    ap.add_argument("--only", default="", help="comma-separated scenarios: ceiling,timing,scale,synthesis")
+    ap.add_argument("--only", default="", help="comma-separated scenarios: ceiling,timing,scale,synthesis,capacity")
     ap.add_argument("--clients", default="", help="comma-separated clients (default: all)")
     args = ap.parse_args()
 
@@ -753,7 +802,7 @@ def main() -> int:
                   "client can avoid)")
     report.append(f"- tokenizer: {args.tokenizer}; simulator: `llmbench sim` on 127.0.0.1; work files: {workdir}\n")
     steal0, started = steal_ticks(), time.monotonic()
-    only = set(filter(None, args.only.split(","))) or {"ceiling", "timing", "scale", "synthesis"}
+    only = set(filter(None, args.only.split(","))) or {"ceiling", "timing", "scale", "synthesis", "capacity"}
     if "ceiling" in only:
         ceiling(env, clients, report)
     if "timing" in only:
@@ -762,6 +811,8 @@ def main() -> int:
         scale(env, report)
     if "synthesis" in only:
         synthesis(env, clients, report)
+    if "capacity" in only:
+        capacity(env, report)
     wall_s = time.monotonic() - started
     steal_s = (steal_ticks() - steal0) / CLK_TCK
     report.append(f"\n_Total bench time {wall_s:.0f} s; the hypervisor took {steal_s:,.0f} CPU-s "

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 /// confirmation runs check the answer (and the load just above it).
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+/// On the command line the profile's snake_case keys (`min_duration`) are accepted too.
 pub struct CapacitySearchSpec {
     /// What is varied: `rate` (requests per second, open loop) or `concurrency` (requests in flight, closed loop).
     pub load: LoadAxis,
@@ -40,14 +41,17 @@ pub struct CapacitySearchSpec {
     /// Each point runs at least this long (a duration such as 30s). Default 30s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 32))]
+    #[serde(alias = "min_duration")]
     pub min_duration: Option<String>,
     /// Each point sends at least this many requests. Default 200.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
+    #[serde(alias = "min_requests")]
     pub min_requests: Option<u64>,
     /// The most points the search may run, confirmations included. Default 20.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 2))]
+    #[serde(alias = "max_points")]
     pub max_points: Option<u32>,
 }
 

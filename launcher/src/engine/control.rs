@@ -33,6 +33,9 @@ pub enum StopReason {
     MaxErrorRate,
     /// guidellm `max_global_error_rate` tripped.
     MaxGlobalErrorRate,
+    /// The stage's deadline passed (a capacity-search point that did not drain in time); what was in flight is
+    /// cancelled.
+    Deadline,
 }
 
 /// The signals a launcher handles.
@@ -62,6 +65,7 @@ impl fmt::Display for StopReason {
             StopReason::MaxErrors => f.write_str("max_errors reached"),
             StopReason::MaxErrorRate => f.write_str("max_error_rate reached"),
             StopReason::MaxGlobalErrorRate => f.write_str("max_global_error_rate reached"),
+            StopReason::Deadline => f.write_str("the stage's deadline passed"),
         }
     }
 }

@@ -460,10 +460,8 @@ pub async fn run(
     Ok(times)
 }
 
-/// [`Control`] takes a reason for every stop. A deadline stops only the level a stage's requests wait on, whose
-/// reason nothing reads (a stage's `stopped` is its own level's or the run's), so this one is never reported: a
-/// deadline is the end the planner chose, and the stage's times say when it came.
-const DEADLINE: StopReason = StopReason::MaxErrors;
+/// A deadline stops only the level a stage's requests wait on: the stage's cancelled requests say it came.
+const DEADLINE: StopReason = StopReason::Deadline;
 
 /// The control levels of one stage: the stage's own (its error limits stop it, and its reason is the stage's), and
 /// the one its requests wait on, below it (a deadline stops that one alone).

@@ -46,21 +46,10 @@ pub fn run_figures(read: &ReadSummary, slo: Option<&SloSpec>) -> RunFigures {
         itl_p50_ms: p50(&latency.itl),
         itl_p99_ms: p99(&latency.itl),
         goodput_percent: overall.goodput.as_ref().map(|g| g.percentage),
-        capacity: capacity_answer(&read.raw),
+        capacity: read.summary.capacity.as_ref().and_then(|c| c.answer),
         failures: overall.requests.failed,
         slo_met: slo.map(|slo| slo_verdict(slo, &read.summary).is_ok()),
     }
-}
-
-/// The capacity a run's search found: `summary.json`'s `capacity.answer`, read as raw JSON because the
-/// `capacity` block is being added to the summary by the capacity search's own change. A number is taken as it
-/// is; an object is read for its `load` (the load that met every objective). This is the one place that needs to
-/// change when the block's type lands in [`RunSummary`].
-pub fn capacity_answer(summary_json: &Value) -> Option<f64> {
-    let answer = summary_json.get("capacity")?.get("answer")?;
-    answer
-        .as_f64()
-        .or_else(|| answer.get("load").and_then(Value::as_f64))
 }
 
 /// The raw `capacity` block of `summary.json`, for comparison.json.
@@ -232,15 +221,26 @@ mod tests {
     }
 
     #[test]
-    fn the_capacity_answer_is_read_from_the_raw_summary_when_present() {
-        assert_eq!(capacity_answer(&summary(1.0, 0, Value::Null).raw), None);
-        let number = summary(1.0, 0, serde_json::json!({"capacity": {"answer": 12.5}}));
-        assert_eq!(run_figures(&number, None).capacity, Some(12.5));
-        let object = summary(
+    fn the_capacity_answer_comes_from_the_runs_capacity_search() {
+        assert_eq!(
+            run_figures(&summary(1.0, 0, Value::Null), None).capacity,
+            None
+        );
+        // A one-point search (start = max = 1) whose point meets the objective: above_max, answer 1.
+        let spec: llmbench_api::capacity::CapacitySearchSpec = serde_json::from_value(
+            serde_json::json!({"load": "rate", "slo": ["ttft_p99<=100ms"], "start": 1, "max": 1}),
+        )
+        .expect("a spec");
+        let search = llmbench_api::capacity::CapacitySearch::try_from(&spec).expect("valid");
+        let point = summary(1.0, 0, Value::Null).summary.overall;
+        let outcome = crate::capacity::replay(search, &[(0, &point)]);
+        assert_eq!(outcome.answer, Some(1.0));
+        let with = summary(
             1.0,
             0,
-            serde_json::json!({"capacity": {"answer": {"load": 8.0}}}),
+            serde_json::json!({ "capacity": serde_json::to_value(&outcome).expect("json") }),
         );
-        assert_eq!(capacity_answer(&object.raw), Some(8.0));
+        assert_eq!(run_figures(&with, None).capacity, Some(1.0));
+        assert!(capacity_block(&with.raw).is_some());
     }
 }
