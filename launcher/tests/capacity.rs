@@ -8,17 +8,15 @@
 //! requests wait up to ~150 ms, so the TTFT p99 ≤ 100 ms objective fails just above 20 req/s. The search must
 //! answer within 10 % of 20. With load = concurrency, 4 in flight never queue and 5 always do: the answer is 4.
 
+mod common;
+
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
 
-fn llmbench() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_llmbench"));
-    command.env("RUST_LOG", "warn").env_remove("HTTP_PROXY");
-    command
-}
+use common::*;
 
 /// `llmbench sim` with the capacity above, on a free port; killed on drop.
 struct Sim {
@@ -91,16 +89,6 @@ fn run(dir: &Path, sim: &Sim, profile: &Path, run_id: &str, extra: &[&str]) -> O
         .args(extra)
         .output()
         .expect("runs")
-}
-
-fn succeeded(output: &Output) {
-    assert!(
-        output.status.success(),
-        "status {:?}\nstdout: {}\nstderr: {}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
 }
 
 fn capacity(run_dir: &Path) -> Value {

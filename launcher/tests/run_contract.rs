@@ -3,6 +3,8 @@
 //! nothing that was measured; multi-turn conversations whose requests carry the history on the wire; warm-up,
 //! goodput and per-request files where profiles ask for them.
 
+mod common;
+
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -12,29 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-fn llmbench() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_llmbench"));
-    command.env("RUST_LOG", "warn").env_remove("HTTP_PROXY");
-    command
-}
-
-/// `llmbench run --harness HARNESS --profile PROFILE --run-id ID --output DIR EXTRA…`, run to its end.
-fn run_profile(
-    dir: &Path,
-    harness: &str,
-    profile: impl AsRef<std::ffi::OsStr>,
-    run_id: &str,
-    extra: &[&str],
-) -> Output {
-    llmbench()
-        .args(["run", "--harness", harness, "--profile"])
-        .arg(profile)
-        .args(["--run-id", run_id, "--output"])
-        .arg(dir)
-        .args(extra)
-        .output()
-        .expect("runs")
-}
+use common::*;
 
 /// `llmbench report RUN_DIR`.
 fn report(run: &Path) -> Output {
@@ -45,27 +25,12 @@ fn report(run: &Path) -> Output {
         .expect("report runs")
 }
 
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, text).expect("write fixture");
-    path
-}
-
-fn json(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
 fn records(dir: &Path) -> Vec<Value> {
     std::fs::read_to_string(dir.join("requests.jsonl"))
         .expect("requests.jsonl")
         .lines()
         .filter_map(|line| serde_json::from_str(line).ok())
         .collect()
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 /// The run's first line on standard output: which server it drives.
@@ -85,10 +50,6 @@ fn vllm_result(run: &Path) -> Value {
         })
         .expect("the vllm result file");
     json(&path)
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 /// A tiny OpenAI-compatible server that keeps every request body it reads and answers each with a streamed

@@ -4,50 +4,18 @@
 //! rates `generateRates` makes of the probe's saturation. The expected rates are recomputed here from the run's own
 //! files, the way each tool computes them.
 
+mod common;
+
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde_json::Value;
 
-fn llmbench() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_llmbench"));
-    command.env("RUST_LOG", "warn").env_remove("HTTP_PROXY");
-    command
-}
-
-/// `llmbench run --harness HARNESS --profile PROFILE --run-id ID --output DIR EXTRA…`, run to its end.
-fn run_profile(
-    dir: &Path,
-    harness: &str,
-    profile: impl AsRef<std::ffi::OsStr>,
-    run_id: &str,
-    extra: &[&str],
-) -> Output {
-    llmbench()
-        .args(["run", "--harness", harness, "--profile"])
-        .arg(profile)
-        .args(["--run-id", run_id, "--output"])
-        .arg(dir)
-        .args(extra)
-        .output()
-        .expect("runs")
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, text).expect("write fixture");
-    path
-}
-
-fn json(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
+use common::*;
 
 fn records(dir: &Path) -> Vec<Value> {
     std::fs::read_to_string(dir.join("requests.jsonl"))
@@ -55,20 +23,6 @@ fn records(dir: &Path) -> Vec<Value> {
         .lines()
         .map(|line| serde_json::from_str(line).expect("a record"))
         .collect()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-fn succeeded(output: &Output) {
-    assert!(
-        output.status.success(),
-        "status {:?}\nstdout: {}\nstderr: {}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        stderr(output)
-    );
 }
 
 /// A loopback URL nothing listens on: every request to it fails at once (connection refused).

@@ -4,7 +4,7 @@
 
 use llmbench_api::capacity::CapacityAnswer;
 use llmbench_api::v1alpha1::{
-    HarnessVerdict, Latencies, LatencyStats, RunSummary, SloSpec, Throughput,
+    HarnessVerdict, Latencies, LatencyStats, RunSummary, SloFigures, SloSpec, Throughput,
 };
 use serde::Deserialize;
 
@@ -265,49 +265,15 @@ pub fn harness_verdict(verdict: &HarnessVerdict) -> Result<String, String> {
 /// The SLO verdict: `Ok(message)` when every bound holds, `Err(message)` listing each one that does not. A
 /// bounded metric the run did not measure counts as a violation: an SLO cannot be met by not measuring it.
 pub fn slo_verdict(slo: &SloSpec, summary: &RunSummary) -> Result<String, String> {
-    let mut violations = Vec::new();
-    let mut checked = Vec::new();
-    let bounds: [(&str, Option<f64>, &Option<LatencyStats>); 4] = [
-        ("TTFT", slo.ttft_p99_ms, &summary.latency_ms.ttft),
-        ("TPOT", slo.tpot_p99_ms, &summary.latency_ms.tpot),
-        ("ITL", slo.itl_p99_ms, &summary.latency_ms.itl),
-        ("E2E", slo.e2e_p99_ms, &summary.latency_ms.e2e),
-    ];
-    for (name, bound, stats) in bounds {
-        let Some(bound) = bound else { continue };
-        match stats {
-            Some(s) if s.p99 <= bound => {
-                checked.push(format!("{name} p99 {:.1} ms ≤ {bound} ms", s.p99))
-            }
-            Some(s) => violations.push(format!("{name} p99 {:.1} ms > {bound} ms", s.p99)),
-            None => violations.push(format!("{name} p99 was not measured (bound {bound} ms)")),
-        }
-    }
-    if let Some(max) = slo.max_failure_rate {
-        let rate = if summary.requests == 0 {
-            1.0
-        } else {
-            summary.failures as f64 / summary.requests as f64
-        };
-        let text = format!(
-            "failure rate {rate:.4} ({} of {})",
-            summary.failures, summary.requests
-        );
-        if rate <= max {
-            checked.push(format!("{text} ≤ {max}"));
-        } else {
-            violations.push(format!("{text} > {max}"));
-        }
-    }
-    if violations.is_empty() {
-        Ok(if checked.is_empty() {
-            "no SLO bounds are set".to_owned()
-        } else {
-            checked.join("; ")
-        })
-    } else {
-        Err(violations.join("; "))
-    }
+    let p99 = |stats: &Option<LatencyStats>| stats.as_ref().map(|s| s.p99);
+    slo.verdict(&SloFigures {
+        ttft_p99_ms: p99(&summary.latency_ms.ttft),
+        tpot_p99_ms: p99(&summary.latency_ms.tpot),
+        itl_p99_ms: p99(&summary.latency_ms.itl),
+        e2e_p99_ms: p99(&summary.latency_ms.e2e),
+        requests: summary.requests,
+        failures: summary.failures,
+    })
 }
 
 #[cfg(test)]

@@ -67,145 +67,111 @@ pub fn free_port() -> Result<u16, ProcessError> {
     Ok(listener.local_addr().map_err(ProcessError::Port)?.port())
 }
 
-/// llm-d-inference-sim on a loopback port, killed when dropped.
-pub struct InferenceSim {
+/// A simulator process on a loopback port, killed when dropped.
+struct SimProcess {
     child: Child,
     base_url: String,
     _log_dir: tempfile::TempDir,
 }
+
+impl SimProcess {
+    /// Starts `binary ARGS… --port <free port>` (its log in a temporary directory) and waits until it answers
+    /// `/v1/models`; `what` names it in errors.
+    async fn start(
+        what: &str,
+        binary: &std::path::Path,
+        args: &[&str],
+    ) -> Result<Self, ProcessError> {
+        let port = free_port()?;
+        let log_dir = tempfile::tempdir().map_err(|source| ProcessError::Spawn {
+            what: format!("a log directory for {what}"),
+            source,
+        })?;
+        let log_path = log_dir.path().join("sim.log");
+        let spawn_err = |source| ProcessError::Spawn {
+            what: what.to_owned(),
+            source,
+        };
+        let log = std::fs::File::create(&log_path).map_err(spawn_err)?;
+        let log_err = log.try_clone().map_err(spawn_err)?;
+        let child = Command::new(binary)
+            .args(args)
+            .args(["--port", &port.to_string()])
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(spawn_err)?;
+        let sim = Self {
+            child,
+            base_url: format!("http://127.0.0.1:{port}"),
+            _log_dir: log_dir,
+        };
+        let waited = Duration::from_secs(30);
+        let deadline = Instant::now() + waited;
+        while Instant::now() < deadline {
+            if http_status(port, "/v1/models").await == Some(200) {
+                return Ok(sim);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(20).collect();
+        Err(ProcessError::NotReady {
+            what: what.to_owned(),
+            url: format!("{}/v1/models", sim.base_url),
+            waited,
+            log_tail: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+        })
+    }
+}
+
+impl Drop for SimProcess {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+/// llm-d-inference-sim on a loopback port, killed when dropped.
+pub struct InferenceSim(SimProcess);
 
 impl InferenceSim {
     /// Start the simulator serving `model` with the dummy tokenizer (no model download), plus `extra` flags such as
     /// latencies or `--max-num-seqs`.
     pub async fn start(model: &str, extra: &[&str]) -> Result<Self, ProcessError> {
         let binary = Tools::from_env()?.path(Tool::LlmDInferenceSim)?;
-        let port = free_port()?;
-        let log_dir = tempfile::tempdir().map_err(|source| ProcessError::Spawn {
-            what: "a log directory for llm-d-inference-sim".to_owned(),
-            source,
-        })?;
-        let log_path = log_dir.path().join("inference-sim.log");
-        let spawn_err = |source| ProcessError::Spawn {
-            what: "llm-d-inference-sim".to_owned(),
-            source,
-        };
-        let log = std::fs::File::create(&log_path).map_err(spawn_err)?;
-        let log_err = log.try_clone().map_err(spawn_err)?;
-        let child = Command::new(&binary)
-            .args([
-                "--port",
-                &port.to_string(),
-                "--model",
-                model,
-                "--force-dummy-tokenizer",
-            ])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log_err)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(spawn_err)?;
-        let sim = Self {
-            child,
-            base_url: format!("http://127.0.0.1:{port}"),
-            _log_dir: log_dir,
-        };
-        let waited = Duration::from_secs(30);
-        let deadline = Instant::now() + waited;
-        while Instant::now() < deadline {
-            if http_status(port, "/v1/models").await == Some(200) {
-                return Ok(sim);
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-        let tail: Vec<&str> = log.lines().rev().take(20).collect();
-        Err(ProcessError::NotReady {
-            what: "llm-d-inference-sim".to_owned(),
-            url: format!("{}/v1/models", sim.base_url),
-            waited,
-            log_tail: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
-        })
+        let mut args = vec!["--model", model, "--force-dummy-tokenizer"];
+        args.extend_from_slice(extra);
+        SimProcess::start("llm-d-inference-sim", &binary, &args)
+            .await
+            .map(Self)
     }
 
     /// `http://127.0.0.1:<port>`.
     pub fn base_url(&self) -> &str {
-        &self.base_url
-    }
-}
-
-impl Drop for InferenceSim {
-    fn drop(&mut self) {
-        let _ = self.child.start_kill();
+        &self.0.base_url
     }
 }
 
 /// `llmbench sim` (the embedded vLLM-compatible simulator of our own binary) on a loopback port, killed when
 /// dropped.
-pub struct LlmbenchSim {
-    child: Child,
-    base_url: String,
-    _log_dir: tempfile::TempDir,
-}
+pub struct LlmbenchSim(SimProcess);
 
 impl LlmbenchSim {
     /// Start the simulator serving `model`, plus `extra` flags such as `--ttft 5ms`.
     pub async fn start(model: &str, extra: &[&str]) -> Result<Self, ProcessError> {
         let binary = workspace_binary("llmbench")?;
-        let port = free_port()?;
-        let log_dir = tempfile::tempdir().map_err(|source| ProcessError::Spawn {
-            what: "a log directory for llmbench sim".to_owned(),
-            source,
-        })?;
-        let log_path = log_dir.path().join("llmbench-sim.log");
-        let spawn_err = |source| ProcessError::Spawn {
-            what: "llmbench sim".to_owned(),
-            source,
-        };
-        let log = std::fs::File::create(&log_path).map_err(spawn_err)?;
-        let log_err = log.try_clone().map_err(spawn_err)?;
-        let child = Command::new(&binary)
-            .args(["sim", "--port", &port.to_string(), "--model", model])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log_err)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(spawn_err)?;
-        let sim = Self {
-            child,
-            base_url: format!("http://127.0.0.1:{port}"),
-            _log_dir: log_dir,
-        };
-        let waited = Duration::from_secs(30);
-        let deadline = Instant::now() + waited;
-        while Instant::now() < deadline {
-            if http_status(port, "/v1/models").await == Some(200) {
-                return Ok(sim);
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-        let tail: Vec<&str> = log.lines().rev().take(20).collect();
-        Err(ProcessError::NotReady {
-            what: "llmbench sim".to_owned(),
-            url: format!("{}/v1/models", sim.base_url),
-            waited,
-            log_tail: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
-        })
+        let mut args = vec!["sim", "--model", model];
+        args.extend_from_slice(extra);
+        SimProcess::start("llmbench sim", &binary, &args)
+            .await
+            .map(Self)
     }
 
     /// `http://127.0.0.1:<port>`.
     pub fn base_url(&self) -> &str {
-        &self.base_url
-    }
-}
-
-impl Drop for LlmbenchSim {
-    fn drop(&mut self) {
-        let _ = self.child.start_kill();
+        &self.0.base_url
     }
 }
 

@@ -60,55 +60,18 @@ pub fn capacity_block(summary_json: &Value) -> Option<Value> {
         .cloned()
 }
 
-/// The SLO verdict: `Ok(message)` when every bound holds, `Err(message)` listing each one that does not. A
-/// bounded metric the run did not measure counts as a violation. The same rule as the operator's
-/// `slo_verdict`, over the full summary rather than the compact one.
+/// The SLO verdict over the full summary, by the operator's rule (`SloSpec::verdict`).
 pub fn slo_verdict(slo: &SloSpec, summary: &RunSummary) -> Result<String, String> {
     let latency = &summary.overall.latency_ms;
-    let mut violations = Vec::new();
-    let mut checked = Vec::new();
-    let bounds: [(&str, Option<f64>, &Option<Stats>); 4] = [
-        ("TTFT", slo.ttft_p99_ms, &latency.ttft),
-        ("TPOT", slo.tpot_p99_ms, &latency.tpot),
-        ("ITL", slo.itl_p99_ms, &latency.itl),
-        ("E2E", slo.e2e_p99_ms, &latency.e2e),
-    ];
-    for (name, bound, stats) in bounds {
-        let Some(bound) = bound else { continue };
-        match stats {
-            Some(s) if s.p99 <= bound => {
-                checked.push(format!("{name} p99 {:.1} ms ≤ {bound} ms", s.p99))
-            }
-            Some(s) => violations.push(format!("{name} p99 {:.1} ms > {bound} ms", s.p99)),
-            None => violations.push(format!("{name} p99 was not measured (bound {bound} ms)")),
-        }
-    }
-    if let Some(max) = slo.max_failure_rate {
-        let counts = summary.overall.requests;
-        let rate = if counts.total == 0 {
-            1.0
-        } else {
-            counts.failed as f64 / counts.total as f64
-        };
-        let text = format!(
-            "failure rate {rate:.4} ({} of {})",
-            counts.failed, counts.total
-        );
-        if rate <= max {
-            checked.push(format!("{text} ≤ {max}"));
-        } else {
-            violations.push(format!("{text} > {max}"));
-        }
-    }
-    if violations.is_empty() {
-        Ok(if checked.is_empty() {
-            "no SLO bounds are set".to_owned()
-        } else {
-            checked.join("; ")
-        })
-    } else {
-        Err(violations.join("; "))
-    }
+    let p99 = |stats: &Option<Stats>| stats.as_ref().map(|s| s.p99);
+    slo.verdict(&llmbench_api::v1alpha1::SloFigures {
+        ttft_p99_ms: p99(&latency.ttft),
+        tpot_p99_ms: p99(&latency.tpot),
+        itl_p99_ms: p99(&latency.itl),
+        e2e_p99_ms: p99(&latency.e2e),
+        requests: summary.overall.requests.total,
+        failures: summary.overall.requests.failed,
+    })
 }
 
 /// [`RunFigures`] as comparison.json writes them (the shared type has no serde).
