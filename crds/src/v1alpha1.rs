@@ -246,9 +246,12 @@ pub struct StackSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_model_len: Option<u32>,
-    /// Prometheus endpoints of the serving pods to scrape during the run.
+    /// Prometheus endpoints of the serving pods (or of the router) to scrape during the run, full URLs such as
+    /// http://vllm-0.vllm:8000/metrics. The launcher scrapes them every second from just before the first request
+    /// to just after the last, writes the samples to server_metrics.jsonl and summarizes them per stage in every
+    /// report. Empty: the endpoint's own /metrics, when it answers with Prometheus text.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(extend("maxItems" = 64))]
+    #[schemars(extend("maxItems" = 64), inner(regex(pattern = r"^https?://[^\s]+$"), length(max = 2048)))]
     pub metrics_endpoints: Vec<String>,
 }
 
@@ -492,6 +495,38 @@ pub struct RunSummary {
     /// The outcome of spec.capacitySearch: the highest load that met every objective.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<CapacityAnswer>,
+    /// The stack's own metrics over the run, in brief (summary.json's `server_metrics` has every metric, per stage
+    /// and per endpoint), when the launcher scraped any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerSummary>,
+}
+
+/// The server side of a run in brief: how the scrape went and the means that say why a stack saturates. The
+/// launcher's compact summary and a run's status carry it in this form.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerSummary {
+    /// Endpoints scraped.
+    pub targets: u32,
+    /// Scrapes that answered, over all endpoints.
+    pub scrapes: u64,
+    /// Scrapes that failed (no answer, an error status, not Prometheus text).
+    pub failed_scrapes: u64,
+    /// vLLM's requests running, summed over endpoints, averaged over the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_running_mean: Option<f64>,
+    /// vLLM's requests waiting (queue depth), summed over endpoints, averaged over the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_waiting_mean: Option<f64>,
+    /// vLLM's KV-cache usage (0–1), averaged over endpoints and the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_cache_usage_mean: Option<f64>,
+    /// Prefix-cache hits over queries in the run, in percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache_hit_percent: Option<f64>,
+    /// Preemptions during the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemptions: Option<f64>,
 }
 
 /// A harness's pass/fail verdict on a run.

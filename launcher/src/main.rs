@@ -39,6 +39,11 @@ enum Command {
     /// Serve the embedded vLLM-compatible OpenAI simulator (completions, chat, models, health, vLLM metrics),
     /// with injectable latency and faults.
     Sim(llmbench::sim::SimArgs),
+    /// Draw pictures. For one run directory: its plots/ (PNG and SVG: latency distributions, latency,
+    /// throughput and schedule delay over time, per-stage figures of a sweep) and a self-contained report.html,
+    /// written into it. For several directories, or an experiment directory (with experiment.json, one series
+    /// per treatment): a comparison in --output — latency CDFs, throughput vs latency, Pareto, compare.html.
+    Plot(PlotArgs),
     /// Build synthetic prompts of an exact token length, as a run does before its clock starts, and print how long
     /// it took as JSON (`make bench` compares it with the peers' prompt generators).
     Synth(SynthArgs),
@@ -140,6 +145,37 @@ struct ReportArgs {
     /// Also write the compact JSON summary (at most 4096 bytes) here.
     #[arg(long, value_name = "PATH")]
     summary_file: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct PlotArgs {
+    /// Run directories (OUTPUT/RUN_ID, with run.json) and experiment directories (with experiment.json).
+    #[arg(value_name = "DIR", required = true)]
+    dirs: Vec<PathBuf>,
+    /// Where a comparison is written (a single run directory gets its pictures in DIR/plots/ instead).
+    #[arg(long, short, value_name = "DIR", default_value = "plots-compare")]
+    output: PathBuf,
+}
+
+/// One run directory: its own pictures and report.html, rewritten in place. Anything else: a comparison.
+fn plot_command(args: PlotArgs) -> anyhow::Result<ExitCode> {
+    let files = match args.dirs.as_slice() {
+        [dir] if dir.join(llmbench::report::RUN_META_FILE).is_file() => {
+            if llmbench::run::in_use(dir) {
+                anyhow::bail!(
+                    "a run is still writing {} (it holds {}); plot it once it has ended",
+                    dir.display(),
+                    llmbench::run::LOCK_FILE
+                );
+            }
+            llmbench::plot::write_run_plots(dir, &llmbench::report::server_series(dir))?
+        }
+        dirs => llmbench::plot::compare(dirs, &args.output)?,
+    };
+    for file in &files {
+        println!("wrote {}", file.display());
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The exit code of a run in which every request failed: the run itself worked, the stack did not.
@@ -339,6 +375,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run_command(*args),
         Command::Experiment(command) => experiment_command(command),
         Command::Report(args) => report_command(args),
+        Command::Plot(args) => plot_command(args),
         Command::Render(args) => render_command(args).map(|()| ExitCode::SUCCESS),
         Command::Synth(args) => synth_command(args).map(|()| ExitCode::SUCCESS),
         Command::Sim(args) => runtime().and_then(|rt| {

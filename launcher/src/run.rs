@@ -12,6 +12,7 @@
 
 mod capacity;
 mod output;
+mod server;
 mod target;
 
 use std::path::{Path, PathBuf};
@@ -22,6 +23,7 @@ use clap::Args;
 use llmbench_api::v1alpha1::Harness;
 
 pub use output::{LOCK_FILE, OutputError, in_use, validate_run_id};
+pub use server::ScrapePlan;
 pub use target::{EndpointError, Server, UNSET_ENDPOINT};
 
 use crate::conversations::{ConversationError, build_conversations};
@@ -40,7 +42,7 @@ use crate::prompts::{PromptError, build_prompts};
 use crate::record::RequestRecord;
 use crate::report::{
     self, Formats, LLMBENCH_VERSION, ProfileNote, RUN_META_SCHEMA, ReportError, ReportOptions,
-    RunEnd, RunMeta, ShardMeta, StageMeta,
+    RunEnd, RunMeta, ServerMetricsMeta, ShardMeta, StageMeta,
 };
 use crate::request::{BodySettings, BodyStyle, prepare};
 use crate::sim::{self, SimConfig, SimError};
@@ -118,12 +120,40 @@ pub struct RunArgs {
     /// profile's own `capacity_search:`.
     #[arg(long, value_name = "SPEC")]
     pub capacity_search: Option<String>,
+    /// Serve this run's live metrics (requests, failures by class, in flight, stage, TTFT / ITL / E2E and schedule
+    /// delay histograms) at http://ADDR/metrics while it goes, e.g. 0.0.0.0:9464; port 0 picks a free port, and
+    /// the address is logged. Off by default, so local runs and parallel tests never compete for a port. An
+    /// address that cannot be bound is a warning, not a failure: the run goes on without live metrics.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// A Prometheus endpoint of the stack to scrape during the run (repeatable), e.g.
+    /// http://vllm-0:8000/metrics. Default: the endpoint's own /metrics when it answers with Prometheus text, and
+    /// the Prometheus server an inference-perf profile's `metrics:` names.
+    #[arg(long = "metrics-endpoint", value_name = "URL")]
+    pub metrics_endpoints: Vec<String>,
+    /// How often to scrape the server metrics (at least 100ms).
+    #[arg(long, value_parser = parse_scrape_interval, default_value = "1s", value_name = "DURATION")]
+    pub metrics_interval: Duration,
+    /// Scrape no server metrics at all, not even the endpoint's own /metrics.
+    #[arg(long, conflicts_with = "metrics_endpoints")]
+    pub no_server_metrics: bool,
     /// Embedded simulator: time to first token.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "50ms", value_name = "DURATION")]
     pub sim_ttft: Duration,
     /// Embedded simulator: time between tokens.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "10ms", value_name = "DURATION")]
     pub sim_itl: Duration,
+}
+
+/// `--metrics-interval`: a duration of at least 100 ms (a faster scrape loads the server more than it tells).
+fn parse_scrape_interval(text: &str) -> Result<Duration, String> {
+    let interval = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    if interval < Duration::from_millis(100) {
+        return Err(format!(
+            "{text} is below the shortest scrape interval, 100ms"
+        ));
+    }
+    Ok(interval)
 }
 
 /// Why a run could not be carried out (a failing request never is: it is recorded).
@@ -160,6 +190,8 @@ pub enum RunError {
     Summary(#[from] WriteSummaryError),
     #[error("cannot build the HTTP client: {0}")]
     Client(reqwest::Error),
+    #[error("cannot scrape the server metrics: {0}")]
+    ServerMetrics(#[from] crate::server_metrics::ServerMetricsError),
     #[error("cannot use the endpoint: {0}")]
     Endpoint(#[from] engine::http1::Http1Error),
     #[error(transparent)]
@@ -337,6 +369,7 @@ async fn run_against(
         rendered: &rendered,
         notes: Vec::new(),
         capacity_search: None,
+        prometheus: None,
     };
     if args.capacity_search.is_some() && matches!(harness, Harness::Mlperf | Harness::Nop) {
         return Err(RunError::CapacitySearch(format!(
@@ -355,6 +388,7 @@ async fn run_against(
     };
     context.capacity_search = capacity_search.clone();
     let workload = parsed.workload;
+    context.prometheus = workload.server_metrics.clone();
     if harness == Harness::Nop {
         // llm-d-benchmark's nop sends nothing (upstream it reads model load times from the stack's logs, which a
         // launcher pod cannot see); the run records that it ran, with an empty summary.
@@ -490,6 +524,8 @@ pub(crate) struct RunContext<'a> {
     pub notes: Vec<ProfileNote>,
     /// The SLO capacity search the run carries out, for run.json.
     pub capacity_search: Option<llmbench_api::capacity::CapacitySearchSpec>,
+    /// The Prometheus server the profile names for server metrics (inference-perf `metrics:`).
+    pub prometheus: Option<crate::workload::PrometheusSource>,
 }
 
 /// A run's stages.
@@ -635,6 +671,7 @@ impl RunContext<'_> {
             RunStages::Fixed { whole_run, mine } => (std::mem::take(whole_run), mine.len()),
             RunStages::Adaptive(adaptive) => (Vec::new(), adaptive.stages),
         };
+        let scraping = self.scrape_targets().await?;
         let records_path = dir.join(report::REQUESTS_FILE);
         let records_file =
             std::fs::File::create(&records_path).map_err(|source| RunError::WriteOutput {
@@ -643,11 +680,22 @@ impl RunContext<'_> {
             })?;
         let control = Control::default();
         let progress_counters = Arc::new(Progress::default());
-        let (sink, writer) = engine::record_writer(
+        // `--metrics-listen`: served until this function returns (the records are summarised by then); dropping
+        // the server stops it, on every path out.
+        let live = match args.metrics_listen {
+            Some(addr) => {
+                let progress = Arc::clone(&progress_counters);
+                crate::live::LiveServer::start_or_warn(addr, &run_id, harness.as_str(), progress)
+                    .await
+            }
+            None => None,
+        };
+        let (sink, writer) = engine::record_writer_observed(
             Box::new(records_file),
             records_path.display().to_string(),
             Arc::clone(&progress_counters),
             control.clone(),
+            live.as_ref().map(crate::live::LiveServer::observer),
         );
         tracing::info!(
             run_id,
@@ -683,10 +731,21 @@ impl RunContext<'_> {
             profile_notes: self.notes.clone(),
             end: None,
             capacity_search: self.capacity_search.clone(),
+            server_metrics: None,
         };
         // Written before the first request, so a killed run can still be reported from requests.jsonl; an adaptive
         // run rewrites it as each stage is decided.
         meta.write(&dir)?;
+        // Started just before the first request: its first scrape is the base the first stage's counters grow from.
+        let scraper = match &scraping {
+            Some(plan) => Some(crate::server_metrics::spawn(
+                plan.targets.clone(),
+                plan.interval,
+                clock.t0(),
+                dir.join(report::SERVER_METRICS_FILE),
+            )?),
+            None => None,
+        };
         let (stages, decided) = match execution.stages {
             RunStages::Fixed { mine, .. } => (Stages::Fixed(mine), None),
             RunStages::Adaptive(adaptive) => {
@@ -724,6 +783,24 @@ impl RunContext<'_> {
             path: records_path.clone(),
             source: std::io::Error::other(join.to_string()),
         });
+        let scraped = match (scraper, scraping) {
+            (Some(scraper), Some(plan)) => {
+                // Through a Prometheus server the last requests show up only after its next scrape (inference-perf
+                // waits the same); an interrupted run does not wait for them.
+                let interrupted = matches!(control.reason(), Some(StopReason::Interrupted { .. }));
+                if !plan.tail.is_zero() && !interrupted {
+                    tracing::info!(
+                        wait = %humantime::format_duration(plan.tail),
+                        "waiting for the Prometheus server's samples of the last requests"
+                    );
+                    tokio::time::sleep(plan.tail).await;
+                }
+                let outcome = scraper.stop().await;
+                meta.server_metrics = Some(ServerMetricsMeta::new(&plan, &outcome));
+                Some(outcome)
+            }
+            _ => None,
+        };
         signals.abort();
         let (stage_times, failure) = match ran {
             Ok(times) => (times, None),
@@ -750,7 +827,8 @@ impl RunContext<'_> {
         if let Some(reason) = stopped {
             tracing::warn!(%reason, "the run stopped before its plan was done");
         }
-        let summary = report::summarize_run(&meta, &records);
+        let mut summary = report::summarize_run(&meta, &records);
+        summary.server_metrics = report::server_metrics_summary(&dir, &meta, scraped.as_ref());
         Ok(Executed {
             dir,
             meta,
@@ -760,6 +838,38 @@ impl RunContext<'_> {
             failure,
             _lock: run_dir,
         })
+    }
+
+    /// What this launcher scrapes: see [`server::plan`]. The endpoint's own `/metrics` is probed first and left
+    /// out quietly when it does not answer with Prometheus text (a gateway, an OpenAI-compatible service without
+    /// metrics). Only shard 0 of a sharded run scrapes, for the whole run.
+    async fn scrape_targets(&self) -> Result<Option<server::ScrapePlan>, RunError> {
+        let args = self.args;
+        if args.shard.index > 0 {
+            return Ok(None);
+        }
+        let Some(mut plan) = server::plan(
+            &args.metrics_endpoints,
+            args.no_server_metrics,
+            args.metrics_interval,
+            self.endpoint,
+            self.prometheus.as_ref(),
+        )?
+        else {
+            return Ok(None);
+        };
+        if let Some(url) = plan.default_target.take() {
+            if crate::server_metrics::probe(&url).await {
+                plan.targets.push(url);
+            } else {
+                tracing::info!(
+                    url,
+                    "no server metrics: the endpoint's /metrics does not answer with Prometheus text (give \
+                     --metrics-endpoint URL to scrape the serving pods)"
+                );
+            }
+        }
+        Ok((!plan.targets.is_empty()).then_some(plan))
     }
 
     /// The run's directory: `--run-id` exactly (refused if it exists, unless `--overwrite`), or a fresh default
@@ -814,6 +924,7 @@ impl RunContext<'_> {
             &summary,
             Formats::for_harness(self.args.harness),
         )?;
+        report::write_pictures(&dir);
         if let Some(source) = failure {
             return Err(RunError::Adaptive { source, dir });
         }
@@ -947,6 +1058,8 @@ fn report_options(workload: &Workload) -> ReportOptions {
             options.inference_perf_per_request = workload.report.per_request;
             options.inference_perf_use_server_output_tokens =
                 workload.report.use_server_output_tokens;
+            options.prometheus_summary = workload.report.prometheus_summary;
+            options.prometheus_per_stage = workload.report.prometheus_per_stage;
         }
     }
     options

@@ -83,6 +83,14 @@ struct RunArgs {
     /// How long the leader keeps reconciling while it cannot renew, before it gives up (and exits).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     renew_deadline: Duration,
+    /// How many finished runs per namespace keep their result gauges (llmbench_run_*) on /metrics; older runs'
+    /// series are removed as newer ones finish, and a run's when it is deleted. 0 exports none.
+    #[arg(
+        long,
+        env = "LLMBENCH_RUN_RESULTS_PER_NAMESPACE",
+        default_value_t = llmbench_operator::metrics::DEFAULT_RUN_RESULTS_PER_NAMESPACE
+    )]
+    run_results_per_namespace: usize,
     /// How often the Lease is renewed or retried.
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     retry_period: Duration,
@@ -223,7 +231,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         .context("cannot configure a Kubernetes client (in-cluster or KUBECONFIG)")?;
     let identity = identity(&args);
     let mut registry = Registry::default();
-    let metrics = Metrics::register(&mut registry);
+    let metrics = Metrics::register_keeping(&mut registry, args.run_results_per_namespace);
     let health = Arc::new(Health::new(args.leader_elect));
 
     let (stop_tx, stop_rx) = watch::channel(false);

@@ -4,7 +4,8 @@
 
 use llmbench_api::capacity::CapacityAnswer;
 use llmbench_api::v1alpha1::{
-    HarnessVerdict, Latencies, LatencyStats, RunSummary, SloFigures, SloSpec, Throughput,
+    HarnessVerdict, Latencies, LatencyStats, RunSummary, ServerSummary, SloFigures, SloSpec,
+    Throughput,
 };
 use serde::Deserialize;
 
@@ -39,6 +40,8 @@ struct Compact {
     goodput_percent: Option<f64>,
     #[serde(default)]
     capacity: Option<CapacityAnswer>,
+    #[serde(default)]
+    server: Option<ServerSummary>,
 }
 
 #[derive(Deserialize)]
@@ -119,6 +122,7 @@ pub fn parse_summary(pod: &str, message: &str) -> Result<RunSummary, SummaryErro
         }),
         goodput_percent: compact.goodput_percent,
         capacity: compact.capacity,
+        server: compact.server,
     })
 }
 
@@ -195,6 +199,8 @@ pub fn aggregate(shards: &[RunSummary]) -> Option<RunSummary> {
                             .unwrap_or(f64::NEG_INFINITY)
                             .total_cmp(&b.answer.unwrap_or(f64::NEG_INFINITY))
                     }),
+                // Only shard 0 scrapes the stack, for the whole run.
+                server: shards.iter().find_map(|s| s.server.clone()),
             })
         }
     }
@@ -360,6 +366,7 @@ mod tests {
             verdict: None,
             goodput_percent: None,
             capacity: None,
+            server: None,
         }
     }
 

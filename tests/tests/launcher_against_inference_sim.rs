@@ -178,6 +178,32 @@ async fn bundled_profiles_of_each_dialect_run_unchanged_against_llm_d_inference_
         .as_f64()
         .expect("output_len mean");
     assert!((10.0..=100.0).contains(&mean_output), "{mean_output}");
+    // llm-d-inference-sim serves vLLM's metrics on its API port: the run scraped them by default, and its
+    // server-side counts agree with the client's (20 requests; the tokens it generated).
+    assert!(dir.join("server_metrics.jsonl").is_file());
+    let server = &s["server_metrics"]["overall"]["aggregate"];
+    let find = |key: &str| {
+        server
+            .as_array()
+            .and_then(|metrics| metrics.iter().find(|m| m["key"] == key))
+            .unwrap_or_else(|| panic!("no `{key}` in {server:#}"))
+            .clone()
+    };
+    assert_eq!(find("requests_finished")["increase"], 20.0, "{server:#}");
+    let generated: f64 = records
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<Value>(line).expect("a record")["usage"]["completion_tokens"]
+                .as_f64()
+                .expect("tokens")
+        })
+        .sum();
+    assert_eq!(
+        find("generation_tokens")["increase"],
+        generated,
+        "{server:#}"
+    );
+    assert_eq!(find("running")["kind"], "gauge");
 
     // vllm bench serve from a profile file: chat completions, two in flight, fixed lengths.
     let profile = out.path().join("chat.yaml.in");

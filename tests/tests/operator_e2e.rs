@@ -179,7 +179,10 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
 
     // Everything that can run side by side starts at once.
     create("alpha", sanity(&endpoint, 10, 2)).await;
-    create("beta", sanity(&endpoint, 10, 2)).await;
+    // beta names the stack's metrics endpoint; alpha relies on the launcher finding the endpoint's own /metrics.
+    let mut beta = sanity(&endpoint, 10, 2);
+    beta["stack"]["metricsEndpoints"] = json!([format!("{endpoint}/metrics")]);
+    create("beta", beta).await;
     create(
         "unresolved",
         json!({"harness": "nop", "workload": {"template": "x: REPLACE_ENV_NOT_SET_ANYWHERE\n"},
@@ -231,6 +234,47 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
         }
     }
     assert_ne!(results_dir(&kubelet, &alpha), results_dir(&kubelet, &beta));
+    // Server metrics: scraped from llm-d-inference-sim during each run, summarized in the results and the status.
+    for (name, status) in [("alpha", &alpha), ("beta", &beta)] {
+        let dir = results_dir(&kubelet, status);
+        assert!(
+            dir.join("server_metrics.jsonl").is_file(),
+            "{name}: {}",
+            dir.display()
+        );
+        let summary: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join("summary.json")).expect("summary.json"),
+        )
+        .expect("summary.json parses");
+        let finished_on_server = summary["server_metrics"]["overall"]["aggregate"]
+            .as_array()
+            .and_then(|a| a.iter().find(|m| m["key"] == "requests_finished"))
+            .and_then(|m| m["increase"].as_f64());
+        // The runs share the simulator and overlap in time (alpha, beta, slow): the server saw all their requests.
+        assert!(
+            finished_on_server.is_some_and(|n| n >= 20.0),
+            "{name}: {summary:#}"
+        );
+        let server = status
+            .summary
+            .as_ref()
+            .and_then(|s| s.server.as_ref())
+            .unwrap_or_else(|| panic!("{name}: no server summary in the status: {status:#?}"));
+        assert_eq!(server.targets, 1, "{name}: {server:?}");
+        assert!(
+            server.scrapes >= 2 && server.failed_scrapes == 0,
+            "{name}: {server:?}"
+        );
+        assert!(server.requests_running_mean.is_some(), "{name}: {server:?}");
+    }
+    let run_json: Value = serde_json::from_str(
+        &std::fs::read_to_string(results_dir(&kubelet, &beta).join("run.json")).expect("run.json"),
+    )
+    .expect("run.json parses");
+    assert_eq!(
+        run_json["server_metrics"]["targets"],
+        json!([format!("{endpoint}/metrics")])
+    );
 
     // Profiles that cannot render: the renderer's reason, a Warning event, no pod.
     let events: Api<Event> = Api::namespaced(admin.clone(), NS);
@@ -381,6 +425,16 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
         metrics.contains("llmbench_operator_benchmark_runs{phase=\"Succeeded\"}"),
         "{metrics}"
     );
+    // The finished runs' headline results, the stack's side included, as gauges labelled by namespace and run.
+    for gauge in [
+        "llmbench_run_requests_per_second",
+        "llmbench_run_ttft_p99_seconds",
+        "llmbench_run_server_requests_running_mean",
+        "llmbench_run_server_kv_cache_usage_mean",
+    ] {
+        let series = format!("{gauge}{{namespace=\"{NS}\",run=\"beta\"}}");
+        assert!(metrics.contains(&series), "no {series} in\n{metrics}");
+    }
 
     // Deleting a run removes its pods and ConfigMap (no garbage collector runs here); the PVC stays.
     let alpha_run = runs.get("alpha").await.expect("get alpha");

@@ -261,6 +261,17 @@ impl RecordSink {
 /// records on top of the requests in flight.
 const WRITER_PAUSE: Duration = Duration::from_millis(5);
 
+/// Sees every finished record on the record writer's thread, once it is written: live metrics are kept here, off
+/// the request path (the I/O tasks only hand records to a channel, as they do without an observer).
+pub trait ObserveRecords: Send + 'static {
+    /// A batch the writer has just written, in the order its records finished. Runs on the writer's blocking
+    /// thread between writes, so it should be quick; it never sees a record twice.
+    fn observe(&mut self, batch: &[RequestRecord]);
+}
+
+/// The record writer's handle: yields every record once all sinks are dropped.
+pub type WriterHandle = tokio::task::JoinHandle<Result<Vec<RequestRecord>, EngineError>>;
+
 /// Starts the writer that appends each finished record to `out` as one JSON line, flushing after every batch so
 /// a killed launcher loses at most the requests in flight and the last [`WRITER_PAUSE`] of records. A write that
 /// fails (a full disk) stops the run at once through `control`: load that cannot be recorded is not sent. Returns
@@ -270,10 +281,19 @@ pub fn record_writer(
     path: String,
     progress: Arc<Progress>,
     control: Control,
-) -> (
-    RecordSink,
-    tokio::task::JoinHandle<Result<Vec<RequestRecord>, EngineError>>,
-) {
+) -> (RecordSink, WriterHandle) {
+    record_writer_observed(out, path, progress, control, None)
+}
+
+/// [`record_writer`], also showing each written batch to `observer` (`llmbench run --metrics-listen`). Records
+/// that could not be written are not shown: the observer sees what `requests.jsonl` holds.
+pub fn record_writer_observed(
+    out: Box<dyn Write + Send>,
+    path: String,
+    progress: Arc<Progress>,
+    control: Control,
+    mut observer: Option<Box<dyn ObserveRecords>>,
+) -> (RecordSink, WriterHandle) {
     let (tx, mut rx) = mpsc::unbounded_channel::<RequestRecord>();
     let handle = tokio::task::spawn_blocking(move || {
         let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
@@ -295,6 +315,9 @@ pub fn record_writer(
             match wrote {
                 Ok(()) => {
                     written += batch.len() as u64;
+                    if let Some(observer) = observer.as_mut() {
+                        observer.observe(&batch);
+                    }
                     records.append(&mut batch);
                 }
                 Err(e) => {
@@ -816,6 +839,93 @@ mod tests {
             trips_at(&l, &pattern),
             Some((8, StopReason::MaxGlobalErrorRate))
         );
+    }
+
+    /// A successful record with only its id set apart.
+    fn record(id: u64) -> RequestRecord {
+        RequestRecord {
+            id,
+            stage: 0,
+            scheduled_ns: 0,
+            sent_ns: 0,
+            end_ns: 1,
+            input_tokens: 1,
+            max_tokens: None,
+            streaming: true,
+            http_status: Some(200),
+            usage: None,
+            error: None,
+            chunks: Vec::new(),
+            text: None,
+            conversation: None,
+            warmup: false,
+        }
+    }
+
+    /// The ids an observer saw, in the order it saw them.
+    #[derive(Clone, Default)]
+    struct Seen(Arc<Mutex<Vec<u64>>>);
+
+    impl ObserveRecords for Seen {
+        fn observe(&mut self, batch: &[RequestRecord]) {
+            self.0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .extend(batch.iter().map(|r| r.id));
+        }
+    }
+
+    #[tokio::test]
+    async fn the_observer_sees_every_written_record_once_in_finishing_order() {
+        let seen = Seen::default();
+        let progress = Arc::new(Progress::default());
+        let (sink, writer) = record_writer_observed(
+            Box::new(std::io::sink()),
+            "requests.jsonl".to_owned(),
+            Arc::clone(&progress),
+            Control::default(),
+            Some(Box::new(seen.clone())),
+        );
+        for id in [3, 1, 4, 0, 2] {
+            sink.finish(record(id));
+        }
+        drop(sink);
+        let records = writer.await.expect("the writer joins").expect("writes");
+        assert_eq!(records.len(), 5);
+        assert_eq!(*seen.0.lock().expect("lock"), [3, 1, 4, 0, 2]);
+        assert_eq!(progress.finished.load(Ordering::Relaxed), 5);
+    }
+
+    /// A disk that is always full.
+    struct Full;
+
+    impl Write for Full {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::Error::other("no space left on device"))
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn the_observer_never_sees_a_record_that_could_not_be_written() {
+        let seen = Seen::default();
+        let (sink, writer) = record_writer_observed(
+            Box::new(Full),
+            "requests.jsonl".to_owned(),
+            Arc::new(Progress::default()),
+            Control::default(),
+            Some(Box::new(seen.clone())),
+        );
+        sink.finish(record(0));
+        drop(sink);
+        assert!(matches!(
+            writer.await.expect("the writer joins"),
+            Err(EngineError::WriteRecords { written: 0, .. })
+        ));
+        assert!(seen.0.lock().expect("lock").is_empty());
     }
 
     #[test]

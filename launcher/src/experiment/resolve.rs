@@ -59,6 +59,8 @@ pub struct Resolved {
     pub model: Option<String>,
     pub tokenizer: Option<String>,
     pub max_model_len: Option<u32>,
+    /// Prometheus endpoints every run scrapes (`template.stack.metricsEndpoints`).
+    pub metrics_endpoints: Vec<String>,
     /// Placeholder values, NAME=VALUE: the template's `env`, then `--set`.
     pub set: Vec<String>,
     pub warnings: Vec<String>,
@@ -215,6 +217,7 @@ pub fn resolve(source: Source, args: &ExperimentArgs) -> Result<Resolved, Experi
         model: parts.model,
         tokenizer: parts.tokenizer,
         max_model_len: parts.max_model_len,
+        metrics_endpoints: parts.metrics_endpoints,
         set: parts.set,
         warnings,
     })
@@ -236,6 +239,7 @@ struct Parts {
     model: Option<String>,
     tokenizer: Option<String>,
     max_model_len: Option<u32>,
+    metrics_endpoints: Vec<String>,
     set: Vec<String>,
     max_attempts: u32,
     validate_failures: bool,
@@ -304,11 +308,7 @@ fn from_manifest(
         .collect();
     set.extend(args.set.iter().cloned());
     template.overrides.extend(args.overrides.iter().cloned());
-    if !stack.metrics_endpoints.is_empty() {
-        warnings.push(
-            "template.stack.metricsEndpoints are not scraped by `llmbench experiment`".to_owned(),
-        );
-    }
+    let metrics_endpoints = stack.metrics_endpoints.clone();
     if template.launcher.parallelism > 1 {
         warnings.push(format!(
             "template.launcher.parallelism is {}: locally each run is one launcher",
@@ -337,6 +337,7 @@ fn from_manifest(
         model,
         tokenizer,
         max_model_len,
+        metrics_endpoints,
         set,
         max_attempts: 1,
         validate_failures: false,
@@ -552,6 +553,7 @@ fn from_llmd(
         model,
         tokenizer: args.tokenizer.clone(),
         max_model_len: args.max_model_len,
+        metrics_endpoints: Vec::new(),
         set: args.set.clone(),
         max_attempts: exp.max_attempts,
         validate_failures: exp.validate_failures,

@@ -326,6 +326,7 @@ impl RunContext<'_> {
         args.model = resolved.model.clone();
         args.tokenizer = resolved.tokenizer.clone();
         args.max_model_len = resolved.max_model_len;
+        args.metrics_endpoints = resolved.metrics_endpoints.clone();
         args.set = resolved.set.clone();
         args.overrides = run_overrides(&plan.overrides, &treatment.resolved());
         args.output = self.dir.to_owned();

@@ -69,6 +69,9 @@ pub struct RunSummary {
     /// The SLO capacity search's answer, bracket, knee and every point, when the run was one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<crate::capacity::CapacityOutcome>,
+    /// The stack's own metrics over the run and per stage, from `server_metrics.jsonl`, when any were scraped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_metrics: Option<crate::server_metrics::ServerMetricsSummary>,
 }
 
 /// Whether a run did what its plan said.
@@ -178,6 +181,7 @@ impl RunSummary {
             conversations: None,
             ignored_keys: Vec::new(),
             capacity: None,
+            server_metrics: None,
         }
     }
 
@@ -217,6 +221,9 @@ pub struct CompactSummary {
     /// The capacity search's answer in brief (summary.json's `capacity` has every point).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<CapacityAnswer>,
+    /// The server metrics in brief (summary.json's `server_metrics` has them all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<llmbench_api::v1alpha1::ServerSummary>,
     /// How the run ended, when not as planned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<Completion>,
@@ -347,9 +354,42 @@ impl From<&RunSummary> for CompactSummary {
             verdict: s.verdict.clone(),
             goodput_percent: s.overall.goodput.as_ref().map(|g| g.percentage),
             capacity: s.capacity.as_ref().map(capacity_answer),
+            server: s.server_metrics.as_ref().map(server_brief),
             run: s.run,
             stages_omitted: 0,
         }
+    }
+}
+
+/// The compact form of the server metrics: scrape counts and the run-wide means of the gauges that explain
+/// saturation.
+pub fn server_brief(
+    server: &crate::server_metrics::ServerMetricsSummary,
+) -> llmbench_api::v1alpha1::ServerSummary {
+    use crate::server_metrics::Figures;
+    let overall = &server.overall;
+    let mean = |key: &str| match overall.aggregate_metric(key).map(|m| &m.figures) {
+        Some(Figures::Gauge { mean, .. }) if mean.is_finite() => Some(*mean),
+        _ => None,
+    };
+    llmbench_api::v1alpha1::ServerSummary {
+        targets: u32::try_from(server.targets.len()).unwrap_or(u32::MAX),
+        scrapes: server.targets.iter().map(|t| t.scrapes).sum(),
+        failed_scrapes: server.targets.iter().map(|t| t.failed).sum(),
+        requests_running_mean: mean("running"),
+        requests_waiting_mean: mean("waiting"),
+        kv_cache_usage_mean: mean("kv_cache_usage"),
+        prefix_cache_hit_percent: match overall
+            .aggregate_metric("prefix_cache_hit_rate")
+            .map(|m| &m.figures)
+        {
+            Some(Figures::Ratio { percent }) if percent.is_finite() => Some(*percent),
+            _ => None,
+        },
+        preemptions: match overall.aggregate_metric("preemptions").map(|m| &m.figures) {
+            Some(Figures::Counter { increase, .. }) if increase.is_finite() => Some(*increase),
+            _ => None,
+        },
     }
 }
 

@@ -70,6 +70,9 @@ pub struct RunMeta {
     /// is replayed from their figures (so `llmbench report` gives the same answer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity_search: Option<llmbench_api::capacity::CapacitySearchSpec>,
+    /// The server metrics scraped during the run (`server_metrics.jsonl`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_metrics: Option<ServerMetricsMeta>,
 }
 
 /// A profile key llmbench did not act on, as the parser reported it.
@@ -283,6 +286,10 @@ pub struct ReportOptions {
     pub inference_perf_per_request: bool,
     /// inference-perf's `report.request_lifecycle.use_server_output_tokens`.
     pub inference_perf_use_server_output_tokens: bool,
+    /// inference-perf's `report.prometheus.summary`: write `summary_prometheus_metrics.json` (with server metrics).
+    pub prometheus_summary: bool,
+    /// inference-perf's `report.prometheus.per_stage`: write `stage_N_prometheus_metrics.json`.
+    pub prometheus_per_stage: bool,
     /// The goodput objectives (vllm `--goodput`, inference-perf `report.goodput.constraints`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub goodput: Vec<Slo>,
@@ -305,6 +312,8 @@ impl Default for ReportOptions {
             inference_perf_per_stage: true,
             inference_perf_per_request: false,
             inference_perf_use_server_output_tokens: false,
+            prometheus_summary: true,
+            prometheus_per_stage: false,
             goodput: Vec::new(),
         }
     }
@@ -346,5 +355,44 @@ impl RunMeta {
             source,
         })?;
         serde_json::from_str(&text).map_err(|source| ReportError::ParseMeta { path, source })
+    }
+}
+
+/// Server metrics, as recorded in `run.json`: where they came from, so `llmbench report` can summarize
+/// `server_metrics.jsonl` again with the same windows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerMetricsMeta {
+    /// The URLs scraped.
+    pub targets: Vec<String>,
+    pub interval_s: f64,
+    /// How far past each stage's end its server-side window reaches (the tail), in seconds.
+    pub lag_s: f64,
+    /// What went wrong while scraping (never fatal): targets that did not answer, pages cut short, ….
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+impl ServerMetricsMeta {
+    /// What run.json records of a scrape: its plan and every warning the scraper gave (per target, prefixed with
+    /// the target).
+    pub fn new(
+        plan: &crate::run::ScrapePlan,
+        outcome: &crate::server_metrics::ScrapeOutcome,
+    ) -> Self {
+        let mut warnings = outcome.warnings.clone();
+        for target in &outcome.targets {
+            warnings.extend(
+                target
+                    .warnings
+                    .iter()
+                    .map(|w| format!("{}: {w}", target.url)),
+            );
+        }
+        ServerMetricsMeta {
+            targets: plan.targets.clone(),
+            interval_s: plan.interval.as_secs_f64(),
+            lag_s: plan.tail.as_secs_f64(),
+            warnings,
+        }
     }
 }

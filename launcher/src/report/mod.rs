@@ -36,7 +36,8 @@ pub use inference_perf::{
 pub use llmd::{LLMD_REPORT_PREFIX, llmd_report_v02, llmd_report_v02_file};
 pub use meta::{
     ApiKind, Burstiness, INFERENCE_PERF_PERCENTILES, LLMBENCH_VERSION, ProfileNote, RUN_META_FILE,
-    RUN_META_SCHEMA, ReportOptions, RunEnd, RunMeta, RunState, ShardMeta, Slo, StageEnd, StageMeta,
+    RUN_META_SCHEMA, ReportOptions, RunEnd, RunMeta, RunState, ServerMetricsMeta, ShardMeta, Slo,
+    StageEnd, StageMeta,
 };
 pub use table::print_table;
 pub use vllm::{vllm_result, vllm_result_file};
@@ -45,6 +46,15 @@ pub use vllm::{vllm_result, vllm_result_file};
 pub const REQUESTS_FILE: &str = "requests.jsonl";
 /// Our own summary's file inside a run directory.
 pub const SUMMARY_FILE: &str = "summary.json";
+/// The raw server metrics scraped during the run, one line per scrape per target.
+pub const SERVER_METRICS_FILE: &str = "server_metrics.jsonl";
+/// inference-perf's server-side summaries (`report.prometheus`).
+pub const SUMMARY_PROMETHEUS_FILE: &str = "summary_prometheus_metrics.json";
+
+/// inference-perf's per-stage server-side summary file.
+pub fn stage_prometheus_file(stage: u32) -> String {
+    format!("stage_{stage}_prometheus_metrics.json")
+}
 
 /// Writing or re-reading a run's reports failed.
 #[derive(Debug, thiserror::Error)]
@@ -304,6 +314,59 @@ fn conversation_summary(records: &[&RequestRecord]) -> Option<ConversationSummar
     })
 }
 
+/// The server-side summary of a run that scraped server metrics (run.json says so), from `server_metrics.jsonl`:
+/// the whole run and each stage, each window reaching the scrape's lag past its end (a Prometheus server's samples
+/// lag its scrapes). A file that cannot be read is a warning, never fatal: the client-side figures stand alone.
+pub fn server_metrics_summary(
+    dir: &Path,
+    meta: &RunMeta,
+    outcome: Option<&crate::server_metrics::ScrapeOutcome>,
+) -> Option<crate::server_metrics::ServerMetricsSummary> {
+    use crate::server_metrics::{StageWindow, Window, summarize_file};
+    let scraped = meta.server_metrics.as_ref()?;
+    let lag = scraped.lag_s;
+    let stages: Vec<StageWindow> = meta
+        .end
+        .as_ref()
+        .map(|end| {
+            end.stages
+                .iter()
+                .enumerate()
+                .map(|(stage, times)| StageWindow {
+                    stage,
+                    start_s: secs(times.start_ns),
+                    end_s: secs(times.end_ns) + lag,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    // A killed run has no stage times: its window is all that was scraped.
+    let run = match (stages.first(), stages.last()) {
+        (Some(first), Some(last)) => Window {
+            start_s: first.start_s,
+            end_s: last.end_s,
+        },
+        _ => Window {
+            start_s: f64::NEG_INFINITY,
+            end_s: f64::INFINITY,
+        },
+    };
+    let interval = std::time::Duration::from_secs_f64(scraped.interval_s.max(0.1));
+    let path = dir.join(SERVER_METRICS_FILE);
+    match summarize_file(&path, interval, run, &stages, outcome) {
+        Ok(mut summary) => {
+            if outcome.is_none() {
+                summary.warnings.extend(scraped.warnings.iter().cloned());
+            }
+            Some(summary)
+        }
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot summarize the server metrics");
+            None
+        }
+    }
+}
+
 /// Writes the chosen tools' files into `dir`; returns their paths in the order written. `summary` is the
 /// run's [`RunSummary`] from the same records (the llm-d report reads its throughput from it). Every file is
 /// made of the measured requests only (see [`measured`]); a run that did not end as planned is marked so in
@@ -372,6 +435,37 @@ pub fn write_all(
             written.push(path);
         }
     }
+    if formats.inference_perf
+        && let Some(server) = &summary.server_metrics
+    {
+        if meta.report.prometheus_summary {
+            let path = dir.join(SUMMARY_PROMETHEUS_FILE);
+            write_json(
+                &path,
+                "inference-perf server metrics summary",
+                &mark(crate::server_metrics::inference_perf_prometheus_metrics(
+                    &server.overall,
+                )),
+            )?;
+            written.push(path);
+        }
+        for window in server
+            .stages
+            .iter()
+            .filter(|_| meta.report.prometheus_per_stage)
+        {
+            let Some(stage) = window.stage else { continue };
+            let path = dir.join(stage_prometheus_file(stage as u32));
+            write_json(
+                &path,
+                "inference-perf stage server metrics",
+                &mark(crate::server_metrics::inference_perf_prometheus_metrics(
+                    window,
+                )),
+            )?;
+            written.push(path);
+        }
+    }
     if formats.vllm {
         let several = stages.len() > 1;
         for (stage, bucket) in &stages {
@@ -394,12 +488,33 @@ pub fn write_all(
         written.push(path);
     }
     if formats.llmd_v02 {
+        // The server's series, read once for every stage's report (each clips them to its stage).
+        let series = summary
+            .server_metrics
+            .as_ref()
+            .map(|_| server_series(dir))
+            .unwrap_or_default();
         for (stage, bucket) in &stages {
             let Some(stage_summary) = summary.stages.iter().find(|s| s.stage == *stage) else {
                 continue;
             };
             let path = dir.join(llmd_report_v02_file(*stage));
-            let report = llmd_report_v02(meta, *stage, bucket, &stage_summary.summary);
+            let mut report = llmd_report_v02(meta, *stage, bucket, &stage_summary.summary);
+            let window = summary.server_metrics.as_ref().and_then(|server| {
+                server
+                    .stages
+                    .iter()
+                    .find(|w| w.stage == Some(*stage as usize))
+            });
+            if let (Some(window), Some(results)) = (
+                window,
+                report.get_mut("results").and_then(|r| r.as_object_mut()),
+            ) {
+                results.insert(
+                    "observability".into(),
+                    crate::server_metrics::llmd_observability(window, &series, meta.t0_unix_ns),
+                );
+            }
             let text = serde_saphyr::to_string(&report).map_err(|e| ReportError::Serialize {
                 path: path.clone(),
                 what: "llm-d benchmark report",
@@ -436,7 +551,8 @@ pub fn report_dir(dir: &Path, summary_file: Option<&Path>) -> Result<ReportOutco
     let (records, truncated_lines) = read_jsonl_counting_truncated(BufReader::new(file))
         .map_err(|source| ReportError::Records { path, source })?;
 
-    let summary = summarize_run(&meta, &records);
+    let mut summary = summarize_run(&meta, &records);
+    summary.server_metrics = server_metrics_summary(dir, &meta, None);
     let summary_path = dir.join(SUMMARY_FILE);
     write_summary_json(&summary_path, &summary).map_err(|source| ReportError::Summary {
         path: summary_path.clone(),
@@ -456,10 +572,35 @@ pub fn report_dir(dir: &Path, summary_file: Option<&Path>) -> Result<ReportOutco
         &summary,
         Formats::for_harness(meta.harness),
     )?);
+    write_pictures(dir);
     Ok(ReportOutcome {
         summary,
         files,
         truncated_lines,
+    })
+}
+
+/// The run's pictures and `report.html` (see [`crate::plot`]), with the server metrics' series when it scraped
+/// any. A picture that cannot be drawn is a warning: the numbers are all in the files already written.
+pub fn write_pictures(dir: &Path) {
+    match crate::plot::write_run_plots(dir, &server_series(dir)) {
+        Ok(files) => tracing::debug!(count = files.len(), "pictures written"),
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot draw the run's pictures")
+        }
+    }
+}
+
+/// The server metrics' time series of a run directory, for the llm-d report and the plots; none when the run
+/// scraped nothing or the file cannot be read (a warning).
+pub fn server_series(dir: &Path) -> Vec<crate::server_metrics::ServerSeries> {
+    let path = dir.join(SERVER_METRICS_FILE);
+    if !path.exists() {
+        return Vec::new();
+    }
+    crate::server_metrics::plot_series_file(&path).unwrap_or_else(|e| {
+        tracing::warn!(path = %path.display(), error = %e, "cannot read the server metrics' series");
+        Vec::new()
     })
 }
 

@@ -136,6 +136,7 @@ fn meta() -> RunMeta {
         profile_notes: Vec::new(),
         end: None,
         capacity_search: None,
+        server_metrics: None,
     }
 }
 

@@ -19,7 +19,7 @@ use rand::{RngExt as _, SeedableRng as _};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::Instant;
 
-use super::metrics::{FinishedReason, FinishedRequest, SimMetrics};
+use super::metrics::{FinishedReason, FinishedRequest, KvHold, SimMetrics};
 use super::openai::{ChunkHeader, DONE_EVENT, Endpoint, MALFORMED_EVENT, TOKEN_TEXT, Usage};
 use super::{FailureKind, Phase, SimConfig};
 
@@ -90,7 +90,15 @@ pub(crate) enum Cutoff {
 impl Engine {
     pub fn new(config: SimConfig, seed: u64, phase: watch::Receiver<Phase>) -> Self {
         let mut registry = Registry::default();
-        let metrics = SimMetrics::register(&mut registry, &config.model, config.max_model_len);
+        // Room for every seat to hold a full context: see `metrics` on what KV-cache usage models.
+        let kv_capacity =
+            (config.max_num_seqs as u64).saturating_mul(u64::from(config.max_model_len));
+        let metrics = SimMetrics::register(
+            &mut registry,
+            &config.model,
+            config.max_model_len,
+            kv_capacity,
+        );
         Self {
             seats: Arc::new(Semaphore::new(config.max_num_seqs)),
             config,
@@ -174,11 +182,13 @@ pub(crate) struct Job {
     ended: bool,
 }
 
-/// A `max-num-seqs` slot, counted in `vllm:num_requests_running` while held.
+/// A `max-num-seqs` slot, counted in `vllm:num_requests_running` while held, with the request's
+/// share of the KV cache.
 #[derive(Debug)]
 struct Seat {
     _permit: OwnedSemaphorePermit,
     running: Gauge,
+    kv: KvHold,
 }
 
 impl Drop for Seat {
@@ -251,12 +261,16 @@ impl Job {
         };
         let running = self.engine.metrics.running().clone();
         running.inc();
+        self.admitted = admitted;
+        let kv = self
+            .engine
+            .metrics
+            .admitted(self.admitted - self.arrival, self.plan.shape.prompt_tokens);
         self.seat = Some(Seat {
             _permit: permit,
             running,
+            kv,
         });
-        self.admitted = admitted;
-        self.engine.metrics.admitted(self.admitted - self.arrival);
         true
     }
 
@@ -509,6 +523,9 @@ impl SseResponse {
         }
         self.last_token_at = now;
         self.sent += 1;
+        if let Some(seat) = self.job.seat.as_mut() {
+            seat.kv.grow();
+        }
 
         if self.sent < self.job.plan.output_tokens {
             return Ok(self.token_event.clone());

@@ -4,13 +4,29 @@
 //! prometheus-client writes OpenMetrics text: a counter registered as `vllm:prompt_tokens` is
 //! exposed as the sample `vllm:prompt_tokens_total` (what vLLM exposes and what PromQL queries
 //! name), under `# TYPE vllm:prompt_tokens counter`. Names with `:` pass through unchanged.
+//!
+//! What the simulator models of vLLM's cache metrics, and what it does not:
+//! - `vllm:kv_cache_usage_perc` is the tokens held by running requests (prompt plus the output
+//!   tokens generated so far) over a KV capacity of `max-num-seqs × max-model-len` tokens: room for
+//!   every seat to hold a full context, which is what the admission queue already assumes, so the
+//!   fraction never exceeds 1. A non-streaming response generates its tokens all at once at the
+//!   end, so while it runs it holds only its prompt. It is computed when scraped, from one atomic
+//!   counter, so the request path pays one atomic add per token and no lock.
+//! - `vllm:prefix_cache_queries` counts every admitted prompt token, as vLLM's scheduler does;
+//!   `vllm:prefix_cache_hits` stays 0: there is no prefix cache model yet (a later issue).
+//! - `vllm:num_preemptions` stays 0: the simulator never preempts.
+//! - `vllm:iteration_tokens_total` is not exposed: the simulator has no engine steps to count.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 
 /// vLLM's `time_to_first_token_seconds` buckets.
@@ -45,6 +61,8 @@ type ReasonLabel = [(&'static str, &'static str); 1];
 pub struct SimMetrics {
     running: Gauge,
     waiting: Gauge,
+    kv_cache: KvCacheUsage,
+    prefix_cache_queries: Counter,
     prompt_tokens: Counter,
     generation_tokens: Counter,
     success_stop: Counter,
@@ -67,8 +85,13 @@ pub struct SimMetrics {
 impl SimMetrics {
     /// Registers every metric with the labels vLLM puts on them: `model_name` and `engine="0"`
     /// (plus `finished_reason` on `vllm:request_success`). Token-count histograms use vLLM's
-    /// 1-2-5 buckets up to `max_model_len`.
-    pub fn register(registry: &mut Registry, model_name: &str, max_model_len: u32) -> Self {
+    /// 1-2-5 buckets up to `max_model_len`; KV-cache usage is over `kv_capacity_tokens`.
+    pub fn register(
+        registry: &mut Registry,
+        model_name: &str,
+        max_model_len: u32,
+        kv_capacity_tokens: u64,
+    ) -> Self {
         let registry = registry.sub_registry_with_labels(
             [
                 ("model_name".into(), model_name.to_owned().into()),
@@ -80,32 +103,59 @@ impl SimMetrics {
         let running = Gauge::default();
         registry.register(
             "vllm:num_requests_running",
-            "Number of requests in model execution batches.",
+            help_text("Number of requests in model execution batches."),
             running.clone(),
         );
         let waiting = Gauge::default();
         registry.register(
             "vllm:num_requests_waiting",
-            "Number of requests waiting to be processed.",
+            help_text("Number of requests waiting to be processed."),
             waiting.clone(),
+        );
+
+        let kv_cache = KvCacheUsage {
+            held: Arc::new(AtomicU64::new(0)),
+            capacity: kv_capacity_tokens.max(1),
+        };
+        registry.register(
+            "vllm:kv_cache_usage_perc",
+            help_text("KV-cache usage. 1 means 100 percent usage."),
+            kv_cache.clone(),
+        );
+        let prefix_cache_queries = Counter::default();
+        registry.register(
+            "vllm:prefix_cache_queries",
+            help_text("Prefix cache queries, in terms of number of queried tokens."),
+            prefix_cache_queries.clone(),
+        );
+        // Exposed at 0 so dashboards and summaries see vLLM's full set: nothing ever hits or preempts.
+        registry.register(
+            "vllm:prefix_cache_hits",
+            help_text("Prefix cache hits, in terms of number of cached tokens."),
+            Counter::<u64>::default(),
+        );
+        registry.register(
+            "vllm:num_preemptions",
+            help_text("Cumulative number of preemption from the engine."),
+            Counter::<u64>::default(),
         );
 
         let prompt_tokens = Counter::default();
         registry.register(
             "vllm:prompt_tokens",
-            "Number of prefill tokens processed.",
+            help_text("Number of prefill tokens processed."),
             prompt_tokens.clone(),
         );
         let generation_tokens = Counter::default();
         registry.register(
             "vllm:generation_tokens",
-            "Number of generation tokens processed.",
+            help_text("Number of generation tokens processed."),
             generation_tokens.clone(),
         );
         let success = Family::<ReasonLabel, Counter>::default();
         registry.register(
             "vllm:request_success",
-            "Count of successfully processed requests.",
+            help_text("Count of successfully processed requests."),
             success.clone(),
         );
         // Created up front so every reason is exposed (at 0) from the first scrape, as vLLM does.
@@ -115,13 +165,15 @@ impl SimMetrics {
 
         let mut histogram = |name: &str, help: &str, buckets: &[f64]| {
             let histogram = Histogram::new(buckets.iter().copied());
-            registry.register(name, help, histogram.clone());
+            registry.register(name, help_text(help), histogram.clone());
             histogram
         };
         let token_buckets = one_two_five_buckets(max_model_len);
         Self {
             running,
             waiting,
+            kv_cache,
+            prefix_cache_queries,
             prompt_tokens,
             generation_tokens,
             success_stop,
@@ -199,8 +251,17 @@ impl SimMetrics {
         &self.running
     }
 
-    pub(crate) fn admitted(&self, queue_time: Duration) {
+    /// A request got a seat: its prompt is looked up in the (absent) prefix cache and its KV
+    /// blocks are taken, held until the returned [`KvHold`] is dropped.
+    pub(crate) fn admitted(&self, queue_time: Duration, prompt_tokens: u32) -> KvHold {
         self.request_queue_time.observe(queue_time.as_secs_f64());
+        self.prefix_cache_queries.inc_by(u64::from(prompt_tokens));
+        let held = u64::from(prompt_tokens);
+        self.kv_cache.held.fetch_add(held, Ordering::Relaxed);
+        KvHold {
+            tokens: Arc::clone(&self.kv_cache.held),
+            held,
+        }
     }
 
     /// The first output token: prefill is done, so the prompt counts as processed.
@@ -267,6 +328,56 @@ impl SimMetrics {
     }
 }
 
+/// `vllm:kv_cache_usage_perc`, computed when scraped: tokens held over capacity.
+#[derive(Debug, Clone)]
+struct KvCacheUsage {
+    held: Arc<AtomicU64>,
+    capacity: u64,
+}
+
+impl KvCacheUsage {
+    fn fraction(&self) -> f64 {
+        // Token counts stay far below 2^53, so the conversions are exact.
+        self.held.load(Ordering::Relaxed) as f64 / self.capacity as f64
+    }
+}
+
+impl TypedMetric for KvCacheUsage {
+    const TYPE: MetricType = MetricType::Gauge;
+}
+
+impl EncodeMetric for KvCacheUsage {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        encoder.encode_gauge(&self.fraction())
+    }
+
+    fn metric_type(&self) -> MetricType {
+        Self::TYPE
+    }
+}
+
+/// A running request's share of the KV cache: its prompt plus the tokens generated so far,
+/// released when dropped.
+#[derive(Debug)]
+pub(crate) struct KvHold {
+    tokens: Arc<AtomicU64>,
+    held: u64,
+}
+
+impl KvHold {
+    /// One more generated token is cached.
+    pub(crate) fn grow(&mut self) {
+        self.held += 1;
+        self.tokens.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Drop for KvHold {
+    fn drop(&mut self) {
+        self.tokens.fetch_sub(self.held, Ordering::Relaxed);
+    }
+}
+
 /// What vLLM records about a request when it finishes.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FinishedRequest {
@@ -276,6 +387,12 @@ pub(crate) struct FinishedRequest {
     pub prompt_tokens: u32,
     pub generation_tokens: u32,
     pub max_tokens: u32,
+}
+
+/// vLLM's help text as prometheus-client should write it: the crate appends a full stop to every
+/// help text, so vLLM's own (which end in one) lose theirs here rather than gaining a second.
+fn help_text(text: &str) -> &str {
+    text.strip_suffix('.').unwrap_or(text)
 }
 
 /// vLLM's `build_1_2_5_buckets`: 1, 2, 5, 10, 20, 50, … up to `max_value`.
@@ -313,7 +430,7 @@ mod tests {
     #[test]
     fn counters_are_exposed_under_vllm_sample_names() {
         let mut registry = Registry::default();
-        let metrics = SimMetrics::register(&mut registry, "m", 1024);
+        let metrics = SimMetrics::register(&mut registry, "m", 1024, 1000);
         metrics.first_token(3, Duration::from_millis(5));
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
@@ -330,5 +447,47 @@ mod tests {
             )
         );
         assert!(text.contains("vllm:num_requests_running{model_name=\"m\",engine=\"0\"} 0\n"));
+    }
+
+    fn encode(registry: &Registry) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, registry).expect("encode");
+        text
+    }
+
+    #[test]
+    fn kv_cache_usage_follows_tokens_held_by_running_requests() {
+        let mut registry = Registry::default();
+        // Capacity 1000 tokens.
+        let metrics = SimMetrics::register(&mut registry, "m", 1024, 1000);
+        let usage = "vllm:kv_cache_usage_perc{model_name=\"m\",engine=\"0\"}";
+        assert!(encode(&registry).contains(&format!("{usage} 0.0\n")));
+        // Two requests admitted with 100 and 150 prompt tokens; the first generates 50 tokens.
+        let mut first = metrics.admitted(Duration::ZERO, 100);
+        let second = metrics.admitted(Duration::ZERO, 150);
+        for _ in 0..50 {
+            first.grow();
+        }
+        // (100 + 50 + 150) / 1000.
+        assert!(
+            encode(&registry).contains(&format!("{usage} 0.3\n")),
+            "{}",
+            encode(&registry)
+        );
+        drop(first);
+        assert!(encode(&registry).contains(&format!("{usage} 0.15\n")));
+        drop(second);
+        let text = encode(&registry);
+        assert!(text.contains(&format!("{usage} 0.0\n")));
+        assert!(text.contains("# TYPE vllm:kv_cache_usage_perc gauge\n"));
+        // Queries count every admitted prompt token; no hits, no preemptions.
+        assert!(
+            text.contains("vllm:prefix_cache_queries_total{model_name=\"m\",engine=\"0\"} 250\n")
+        );
+        assert!(text.contains("vllm:prefix_cache_hits_total{model_name=\"m\",engine=\"0\"} 0\n"));
+        assert!(text.contains("vllm:num_preemptions_total{model_name=\"m\",engine=\"0\"} 0\n"));
+        assert!(text.contains(
+            "# HELP vllm:prefix_cache_queries Prefix cache queries, in terms of number of queried tokens.\n"
+        ));
     }
 }

@@ -73,11 +73,16 @@ pub(crate) fn parse(
     if let Some(f) = root.get("storage") {
         parse_storage(ctx, f.map(ctx)?, &mut workload.report)?;
     }
-    root.ignore(
-        ctx,
-        "metrics",
-        "server metrics are collected from the run's metricsEndpoints, not from the profile",
-    );
+    if let Some(f) = root.get("metrics") {
+        workload.server_metrics = parse_metrics(ctx, f.map(ctx)?)?;
+    }
+    // inference-perf's main: per-stage Prometheus reports need every stage's last samples scraped before the next
+    // stage starts, so the pause between stages is at least the Prometheus scrape interval.
+    if let Some(source) = &workload.server_metrics
+        && workload.report.prometheus_per_stage
+    {
+        workload.stage_interval = workload.stage_interval.max(source.scrape_interval);
+    }
     if let Some(f) = root.get("circuit_breakers") {
         let empty = matches!(&f.node.value, super::yaml::Value::Seq(v) if v.is_empty());
         if !empty {
@@ -1075,11 +1080,23 @@ fn parse_report(
         }
         g.finish(ctx, &[]);
     }
-    m.ignore(
-        ctx,
-        "prometheus",
-        "server metrics are collected from the run's metricsEndpoints, not from the profile",
-    );
+    // `prometheus: null` is pydantic's None: no Prometheus reports at all (not the defaults).
+    if let Some(f) = m.take("prometheus") {
+        let report = &mut workload.report;
+        if f.is_null() {
+            report.prometheus_summary = false;
+            report.prometheus_per_stage = false;
+        } else {
+            let mut p = f.map(ctx)?;
+            if let Some(f) = p.get("summary") {
+                report.prometheus_summary = f.bool(ctx)?;
+            }
+            if let Some(f) = p.get("per_stage") {
+                report.prometheus_per_stage = f.bool(ctx)?;
+            }
+            p.finish(ctx, &[]);
+        }
+    }
     m.ignore(
         ctx,
         "session_lifecycle",
@@ -1087,6 +1104,106 @@ fn parse_report(
     );
     m.finish(ctx, &[]);
     Ok(())
+}
+
+/// `metrics: {type, prometheus: {url, scrape_interval, filters, google_managed}}` (inference-perf
+/// `MetricsClientConfig`). `type: default` (or no `prometheus:` section) is no Prometheus client: the run falls back to
+/// its own defaults (the endpoint's `/metrics`, `--metrics-endpoint`).
+fn parse_metrics(
+    ctx: &mut Ctx,
+    mut m: MapReader<'_>,
+) -> Result<Option<PrometheusSource>, WorkloadError> {
+    let kind = m.require(
+        ctx,
+        "type",
+        "inference-perf's metrics client needs a `type`",
+    )?;
+    let prometheus = match kind.str(ctx)? {
+        "prometheus" => true,
+        "default" => false,
+        other => {
+            return Err(kind.invalid(
+                ctx,
+                format!("`{other}` is not a metrics client type; inference-perf knows prometheus and default"),
+            ));
+        }
+    };
+    let Some(section) = m.get("prometheus") else {
+        m.finish(ctx, &[]);
+        return Ok(None);
+    };
+    let section_line = section.line;
+    let mut p = section.map(ctx)?;
+    let google = match p.get("google_managed") {
+        Some(f) => Some((f.bool(ctx)?, f)),
+        None => None,
+    };
+    if let Some((true, f)) = google {
+        return Err(f.unsupported(
+            ctx,
+            "Google Cloud Managed Prometheus (it needs Google credentials in the launcher); give the serving \
+             pods' /metrics URLs with --metrics-endpoint or stack.metricsEndpoints instead",
+        ));
+    }
+    let url = match p.get("url") {
+        Some(f) => {
+            let url = f.str(ctx)?;
+            if !(url.starts_with("http://") || url.starts_with("https://"))
+                || url.contains(char::is_whitespace)
+            {
+                return Err(f.invalid(
+                    ctx,
+                    format!("`{url}` is not an http(s) URL of a Prometheus server"),
+                ));
+            }
+            Some(url.trim_end_matches('/').to_owned())
+        }
+        None => None,
+    };
+    let scrape_interval = match p.get("scrape_interval") {
+        Some(f) => Duration::from_secs(f.positive_u64(ctx)?),
+        None => Duration::from_secs(15),
+    };
+    let mut filters = Vec::new();
+    if let Some(f) = p.get("filters") {
+        for item in f.seq(ctx)? {
+            let filter = item.str(ctx)?.trim();
+            let well_formed = ["=~", "!~", "!=", "="].iter().any(|op| {
+                filter.split_once(op).is_some_and(|(label, value)| {
+                    let label = label.trim();
+                    !label.is_empty()
+                        && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                        && value.trim().starts_with('"')
+                        && value.trim().ends_with('"')
+                        && value.trim().len() >= 2
+                })
+            });
+            if !well_formed {
+                return Err(item.invalid(
+                    ctx,
+                    format!("`{filter}` is not a PromQL label matcher like namespace=\"llm-d\""),
+                ));
+            }
+            filters.push(filter.to_owned());
+        }
+    }
+    p.finish(ctx, &[]);
+    m.finish(ctx, &[]);
+    if !prometheus {
+        return Ok(None);
+    }
+    let Some(url) = url else {
+        return Err(ctx.missing(
+            "metrics.prometheus.url",
+            section_line,
+            "inference-perf needs exactly one of `url` or `google_managed`",
+        ));
+    };
+    Ok(Some(PrometheusSource {
+        url,
+        scrape_interval,
+        filters,
+    }))
 }
 
 /// A list of percentiles in (0, 100].

@@ -47,6 +47,24 @@ pub struct Workload {
     /// before the first stage and left out of every metric and report.
     pub warmup_requests: u64,
     pub tokenizer: Option<TokenizerSpec>,
+    /// Where the profile says server metrics come from (inference-perf `metrics:`); `None` = the run's defaults.
+    pub server_metrics: Option<PrometheusSource>,
+}
+
+/// inference-perf `metrics: {type: prometheus, prometheus: {url, scrape_interval, filters}}`: a Prometheus server
+/// that scrapes the stack. llmbench reads the series it holds through the server's `/federate` endpoint (the
+/// latest sample of every matching series, in the text format its own scraper reads), instead of evaluating
+/// PromQL at the end, so the figures come from the same per-stage arithmetic as a direct scrape.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrometheusSource {
+    /// The Prometheus server's base URL.
+    pub url: String,
+    /// `scrape_interval` (s, default 15): how stale the server's samples can be. inference-perf waits this plus
+    /// 2 s after the run before it queries, and stretches `load.interval` to at least this between stages when
+    /// per-stage Prometheus reports are asked for; llmbench does both.
+    pub scrape_interval: Duration,
+    /// `filters`: label matchers added to every selector, e.g. `namespace="llm-d"`.
+    pub filters: Vec<String>,
 }
 
 impl Workload {
@@ -67,6 +85,7 @@ impl Workload {
             goodput: Vec::new(),
             warmup_requests: 0,
             tokenizer: None,
+            server_metrics: None,
         }
     }
 }
@@ -546,6 +565,10 @@ pub struct ReportOptions {
     pub output_path: Option<String>,
     /// inference-perf `report_file_prefix`, vllm `result-filename`.
     pub file_name: Option<String>,
+    /// inference-perf `report.prometheus.summary` (default true): `summary_prometheus_metrics.json`.
+    pub prometheus_summary: bool,
+    /// inference-perf `report.prometheus.per_stage` (default false): `stage_N_prometheus_metrics.json`.
+    pub prometheus_per_stage: bool,
 }
 
 /// inference-perf's and guidellm's default percentiles.
@@ -564,6 +587,8 @@ impl Default for ReportOptions {
             use_server_output_tokens: false,
             output_path: None,
             file_name: None,
+            prometheus_summary: true,
+            prometheus_per_stage: false,
         }
     }
 }

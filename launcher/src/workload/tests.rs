@@ -2424,3 +2424,77 @@ mod properties {
         });
     }
 }
+
+// ---- inference-perf server metrics: `metrics:` and `report.prometheus:` ----
+
+const IP_LOAD: &str = "server:\n  base_url: http://x\nload:\n  type: constant\n  interval: 2\n  stages:\n    - {rate: 1, duration: 5}\n";
+
+#[test]
+fn inference_perf_prometheus_metrics_client_becomes_a_federated_source() {
+    let yaml = format!(
+        "{IP_LOAD}metrics:\n  type: prometheus\n  prometheus:\n    url: http://prometheus:9090/\n    scrape_interval: 10\n    \
+         filters: ['namespace=\"llm-d\"', 'pod=~\"vllm-.*\"']\n"
+    );
+    let w = parse(Harness::InferencePerf, &yaml).unwrap().workload;
+    let source = w.server_metrics.expect("a Prometheus source");
+    assert_eq!(source.url, "http://prometheus:9090");
+    assert_eq!(source.scrape_interval, secs(10));
+    assert_eq!(source.filters, ["namespace=\"llm-d\"", "pod=~\"vllm-.*\""]);
+    // Without per-stage Prometheus reports the pause between stages is the profile's own.
+    assert_eq!(w.stage_interval, secs(2));
+    assert!(w.report.prometheus_summary && !w.report.prometheus_per_stage);
+}
+
+#[test]
+fn inference_perf_per_stage_prometheus_reports_stretch_the_stage_interval_to_the_scrape_interval() {
+    let yaml = format!(
+        "{IP_LOAD}metrics:\n  type: prometheus\n  prometheus: {{url: 'http://p:9090'}}\nreport:\n  prometheus:\n    \
+         summary: false\n    per_stage: true\n"
+    );
+    let w = parse(Harness::InferencePerf, &yaml).unwrap().workload;
+    // scrape_interval defaults to 15 s; load.interval 2 s becomes max(2, 15).
+    assert_eq!(w.stage_interval, secs(15));
+    assert!(!w.report.prometheus_summary && w.report.prometheus_per_stage);
+}
+
+#[test]
+fn inference_perf_default_metrics_client_and_null_prometheus_report() {
+    let yaml = format!("{IP_LOAD}metrics:\n  type: default\nreport:\n  prometheus: null\n");
+    let w = parse(Harness::InferencePerf, &yaml).unwrap().workload;
+    assert_eq!(w.server_metrics, None);
+    assert!(!w.report.prometheus_summary && !w.report.prometheus_per_stage);
+}
+
+#[test]
+fn inference_perf_metrics_errors_name_the_key() {
+    let e = err(
+        Harness::InferencePerf,
+        &format!(
+            "{IP_LOAD}metrics:\n  type: prometheus\n  prometheus:\n    google_managed: true\n"
+        ),
+    );
+    assert!(
+        e.contains("metrics.prometheus.google_managed") && e.contains("--metrics-endpoint"),
+        "{e}"
+    );
+    let e = err(
+        Harness::InferencePerf,
+        &format!("{IP_LOAD}metrics:\n  type: prometheus\n  prometheus:\n    scrape_interval: 5\n"),
+    );
+    assert!(e.contains("metrics.prometheus.url"), "{e}");
+    let e = err(
+        Harness::InferencePerf,
+        &format!(
+            "{IP_LOAD}metrics:\n  type: prometheus\n  prometheus:\n    url: http://p\n    filters: [namespace]\n"
+        ),
+    );
+    assert!(
+        e.contains("metrics.prometheus.filters") && e.contains("label matcher"),
+        "{e}"
+    );
+    let e = err(
+        Harness::InferencePerf,
+        &format!("{IP_LOAD}metrics:\n  type: datadog\n"),
+    );
+    assert!(e.contains("metrics.type") && e.contains("datadog"), "{e}");
+}

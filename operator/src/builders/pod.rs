@@ -5,9 +5,10 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource,
-    ObjectFieldSelector, PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec,
-    ResourceRequirements, SeccompProfile, SecretKeySelector, SecurityContext, Volume, VolumeMount,
+    Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
+    EnvVarSource, ObjectFieldSelector, PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext,
+    PodSpec, ResourceRequirements, SeccompProfile, SecretKeySelector, SecurityContext, Volume,
+    VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -31,6 +32,11 @@ pub const LAUNCHER_INTERRUPT_GRACE_SECONDS: i64 = 5;
 /// The pod's `terminationGracePeriodSeconds`: the launcher's interrupt grace, then time to write every report of
 /// a long run (a million records take a few seconds per format), before the kubelet sends SIGKILL.
 pub const LAUNCHER_TERMINATION_GRACE_SECONDS: i64 = 60;
+/// The port of a running launcher's live metrics (`llmbench run --metrics-listen`): the OpenTelemetry/Prometheus
+/// exporter convention, clear of the stacks' own ports (vLLM's 8000, llm-d's 8080 and 9090).
+pub const LAUNCHER_METRICS_PORT: i32 = 9464;
+/// The name of that container port, which the chart's launcher PodMonitor scrapes.
+pub const LAUNCHER_METRICS_PORT_NAME: &str = "metrics";
 
 /// Operator-wide launcher settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -136,12 +142,18 @@ pub fn launcher_pod(
             format!("{index}/{parallelism}"),
             "--interrupt-grace".to_owned(),
             format!("{LAUNCHER_INTERRUPT_GRACE_SECONDS}s"),
+            "--metrics-listen".to_owned(),
+            format!("0.0.0.0:{LAUNCHER_METRICS_PORT}"),
         ];
         if let Some(endpoint) = values.get(well_known::ENDPOINT_URL) {
             args.extend(["--endpoint".to_owned(), endpoint.clone()]);
         }
         if let Some(tokenizer) = values.get(well_known::TOKENIZER) {
             args.extend(["--tokenizer".to_owned(), tokenizer.clone()]);
+        }
+        // Every shard is told; the launcher of shard 0 scrapes them for the whole run.
+        for url in &spec.stack.metrics_endpoints {
+            args.extend(["--metrics-endpoint".to_owned(), url.clone()]);
         }
         if let Some(search) = &spec.capacity_search {
             // The launcher reads the same type (llmbench_api::capacity::CapacitySearchSpec) from this JSON.
@@ -170,7 +182,9 @@ pub fn launcher_pod(
         });
     }
 
-    Ok(llmbench_pod(PodParts {
+    // Only `llmbench run` serves live metrics: a debug pod sleeps and a collector only reports.
+    let serves_metrics = !spec.launcher.debug && !spec.skip_run;
+    let mut pod = llmbench_pod(PodParts {
         metadata: ObjectMeta {
             name: Some(launcher_pod_name(run, index)),
             namespace: run.namespace(),
@@ -186,7 +200,18 @@ pub fn launcher_pod(
         launcher: &spec.launcher,
         storage: &spec.storage,
         settings,
-    }))
+    });
+    if serves_metrics
+        && let Some(container) = pod.spec.as_mut().and_then(|s| s.containers.first_mut())
+    {
+        container.ports = Some(vec![ContainerPort {
+            name: Some(LAUNCHER_METRICS_PORT_NAME.to_owned()),
+            container_port: LAUNCHER_METRICS_PORT,
+            protocol: Some("TCP".to_owned()),
+            ..ContainerPort::default()
+        }]);
+    }
+    Ok(pod)
 }
 
 /// What differs between the pods that run `llmbench`: a launcher of a run, or an experiment's collector.
@@ -384,13 +409,56 @@ mod tests {
             command,
             "llmbench run --harness inference-perf --profile /etc/llmbench/profile/profile.yaml --model \
              meta-llama/Llama-3.1-8B-Instruct --output /requests --run-id bench-1-0f3c9a2e --summary-file \
-             /dev/termination-log --shard 0/1 --interrupt-grace 5s --endpoint http://vllm.llm-d.svc:8000 \
-             --tokenizer meta-llama/Llama-3.1-8B-Instruct"
+             /dev/termination-log --shard 0/1 --interrupt-grace 5s --metrics-listen 0.0.0.0:9464 --endpoint \
+             http://vllm.llm-d.svc:8000 --tokenizer meta-llama/Llama-3.1-8B-Instruct"
         );
         assert_eq!(
             container(&pod).image.as_deref(),
             Some("ghcr.io/llmbench/llmbench:0.1.0")
         );
+    }
+
+    #[test]
+    fn the_stacks_metrics_endpoints_become_launcher_flags() {
+        let run = fixtures::run(&fixtures::BASIC.replace(
+            "  model: meta",
+            "  metricsEndpoints: [http://vllm-0:8000/metrics, http://epp:9090/metrics]\n  model: meta",
+        ));
+        let pod = launcher_pod(&run, 0, &settings()).expect("builds");
+        let command = container(&pod).command.clone().expect("command").join(" ");
+        assert!(
+            command.contains(
+                "--metrics-endpoint http://vllm-0:8000/metrics --metrics-endpoint http://epp:9090/metrics"
+            ),
+            "{command}"
+        );
+    }
+
+    #[test]
+    fn a_running_launcher_declares_its_live_metrics_port() {
+        let pod = launcher_pod(&fixtures::run(fixtures::BASIC), 0, &settings()).expect("builds");
+        let ports = container(&pod).ports.clone().expect("ports");
+        assert_eq!(ports.len(), 1);
+        assert_eq!(ports[0].name.as_deref(), Some("metrics"));
+        assert_eq!(ports[0].container_port, 9464);
+        assert_eq!(ports[0].protocol.as_deref(), Some("TCP"));
+        // The port it declares is the port it listens on.
+        let command = container(&pod).command.clone().expect("command").join(" ");
+        assert!(
+            command.contains("--metrics-listen 0.0.0.0:9464"),
+            "{command}"
+        );
+    }
+
+    #[test]
+    fn pods_that_do_not_run_a_benchmark_serve_no_metrics() {
+        for extra in ["launcher:\n  debug: true\n", "skipRun: true\n"] {
+            let run = fixtures::run(&format!("{}{extra}", fixtures::BASIC));
+            let pod = launcher_pod(&run, 0, &settings()).expect("builds");
+            assert_eq!(container(&pod).ports, None, "{extra}");
+            let command = container(&pod).command.clone().expect("command");
+            assert!(!command.contains(&"--metrics-listen".to_owned()), "{extra}");
+        }
     }
 
     #[test]

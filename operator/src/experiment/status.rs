@@ -480,6 +480,7 @@ mod tests {
                 failing: None,
                 points: 5,
             }),
+            server: None,
         }
     }
 

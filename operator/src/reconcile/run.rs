@@ -173,11 +173,14 @@ fn launcher_count(run: &BenchmarkRun) -> Result<u32, BuildError> {
 
 async fn apply(run: &BenchmarkRun, ctx: &Ctx) -> Result<Action, Error> {
     let old = run.status.clone();
-    if is_finished(old.as_ref()) {
-        // A finished run is a record; it is never acted on again.
+    let namespace = run.namespace().unwrap_or_default();
+    if let Some(done) = old.as_ref().filter(|s| is_finished(Some(s))) {
+        // A finished run is a record; it is never acted on again. Its results are exported again, which is cheap
+        // and idempotent, and how they come back after an operator restart.
+        ctx.metrics
+            .record_run_results(&namespace, &run.name_any(), done);
         return Ok(Action::await_change());
     }
-    let namespace = run.namespace().unwrap_or_default();
     let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     let now = Timestamp::now();
     let generation = run.metadata.generation;
@@ -314,6 +317,10 @@ async fn apply(run: &BenchmarkRun, ctx: &Ctx) -> Result<Action, Error> {
         },
     };
     write_status(run, old.as_ref(), &status, ctx).await?;
+    if is_finished(Some(&status)) {
+        ctx.metrics
+            .record_run_results(&namespace, &run.name_any(), &status);
+    }
     Ok(action)
 }
 
@@ -612,6 +619,7 @@ async fn cleanup(run: &BenchmarkRun, ctx: &Ctx) -> Result<Action, Error> {
             });
         }
     }
+    ctx.metrics.forget_run_results(&namespace, &run.name_any());
     tracing::info!(run = %run.name_any(), namespace, pods = pods.len(), "cleaned up a deleted run");
     Ok(Action::await_change())
 }
