@@ -20,18 +20,21 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run a benchmark: render the profile, build every prompt, drive the endpoint (--endpoint, else the server the
-    /// profile names, else the embedded simulator), and write requests.jsonl, summary.json, the harness's own
-    /// result files and an llm-d benchmark report to OUTPUT/RUN_ID/. Exit codes: 1 an error, 3 not a single
-    /// request succeeded, 4 interrupted by SIGTERM/SIGINT (everything measured is written, marked interrupted).
+    /// profile names, else the embedded simulator), scrape the stack's Prometheus metrics meanwhile, and write
+    /// requests.jsonl, server_metrics.jsonl, summary.json, the harness's own result files, an llm-d benchmark
+    /// report, plots/ and report.html to OUTPUT/RUN_ID/. Exit codes: 1 an error, 3 not a single request
+    /// succeeded, 4 interrupted by SIGTERM/SIGINT (everything measured is written, marked interrupted).
     Run(Box<llmbench::run::RunArgs>),
     /// Run an experiment: a BenchmarkExperiment manifest or an llm-d-benchmark experiment file, one run per
     /// treatment and repeat (every treatment checked before the first starts), then a comparison in OUTPUT/ID/:
     /// experiment.json, comparison.json, treatment_comparison.csv, experiment-summary.yaml (and benchmarks.json for
     /// guidellm). Without an endpoint one embedded simulator serves every run. `experiment report DIR` rewrites the
-    /// comparison from the files. Exit codes: 1 an error (nothing ran), 3 some run failed, 4 interrupted.
+    /// comparison (and its pictures in plots/) from the files. Exit codes: 1 an error (nothing ran), 3 some run
+    /// failed, 4 interrupted.
     Experiment(llmbench::experiment::ExperimentCommand),
-    /// Rebuild summary.json and every report of a run directory from its run.json and requests.jsonl (also for a
-    /// run that was killed part way: a torn last record is skipped and the summary says the run is incomplete).
+    /// Rebuild summary.json, every report and the pictures of a run directory from its run.json, requests.jsonl
+    /// and server_metrics.jsonl (also for a run that was killed part way: a torn last record is skipped and the
+    /// summary says the run is incomplete).
     Report(ReportArgs),
     /// Render a workload profile template: REPLACE_ENV_* placeholders and key=value overrides, exactly as the
     /// operator renders a BenchmarkRun's profile.

@@ -246,3 +246,119 @@ fn a_target_that_never_answers_is_a_warning_and_no_server_metrics_turns_scraping
             .is_none()
     );
 }
+
+/// A metrics page of nothing but NaN and infinities, served on every request by a bare HTTP/1.1 server.
+const POISONED_PAGE: &str = "\
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{model_name=\"m\"} NaN
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{model_name=\"m\"} -Inf
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{model_name=\"m\"} +Inf
+# TYPE vllm:generation_tokens counter
+vllm:generation_tokens_total{model_name=\"m\"} NaN
+# TYPE vllm:prefix_cache_queries counter
+vllm:prefix_cache_queries_total{model_name=\"m\"} +Inf
+# TYPE vllm:prefix_cache_hits counter
+vllm:prefix_cache_hits_total{model_name=\"m\"} NaN
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{le=\"0.1\"} NaN
+vllm:time_to_first_token_seconds_bucket{le=\"+Inf\"} +Inf
+vllm:time_to_first_token_seconds_sum NaN
+vllm:time_to_first_token_seconds_count +Inf
+";
+
+fn serve_forever(page: &'static str) -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: \
+                 close\r\n\r\n{page}",
+                page.len()
+            );
+        }
+    });
+    port
+}
+
+#[test]
+fn nan_and_infinite_samples_are_recorded_and_every_report_stays_valid() {
+    let port = serve_forever(POISONED_PAGE);
+    let out = tempfile::tempdir().expect("tempdir");
+    let profile = write(out.path(), "two.yaml", TWO_STAGES);
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let output = run_profile(
+        out.path(),
+        "inference-perf",
+        &profile,
+        "nan",
+        &[
+            "--metrics-endpoint",
+            &url,
+            "--metrics-interval",
+            "200ms",
+            "--override",
+            "load.stages.1.duration=1",
+        ],
+    );
+    succeeded(&output);
+    let dir = out.path().join("nan");
+    // The raw file keeps the values as Prometheus wrote them.
+    let first = std::fs::read_to_string(dir.join("server_metrics.jsonl"))
+        .expect("server_metrics.jsonl")
+        .lines()
+        .next()
+        .map(|l| serde_json::from_str::<Value>(l).expect("a scrape line"))
+        .expect("a scrape");
+    let value_of = |name: &str| {
+        first["samples"]
+            .as_array()
+            .and_then(|s| s.iter().find(|s| s["n"] == name))
+            .map(|s| s["v"].clone())
+    };
+    assert_eq!(
+        value_of("vllm:num_requests_running"),
+        Some(Value::from("NaN"))
+    );
+    assert_eq!(
+        value_of("vllm:kv_cache_usage_perc"),
+        Some(Value::from("+Inf"))
+    );
+    assert_eq!(
+        value_of("vllm:num_requests_waiting"),
+        Some(Value::from("-Inf"))
+    );
+    // summary.json, the inference-perf files and the llm-d reports all parse; the llm-d reports are still v0.2.
+    let summary = json(&dir.join("summary.json"));
+    assert!(summary["server_metrics"]["targets"][0]["scrapes"].as_u64() >= Some(2));
+    for file in [
+        "summary_prometheus_metrics.json",
+        "stage_0_prometheus_metrics.json",
+    ] {
+        let _ = json(&dir.join(file));
+    }
+    let schema_path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/reference/llm-d-benchmark/benchmark_report/br_v0_2_json_schema.json");
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(schema_path).expect("schema")).expect("json");
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    for stage in 0..2 {
+        let text =
+            std::fs::read_to_string(dir.join(format!("benchmark_report_v0.2,_stage_{stage}.yaml")))
+                .expect("llm-d report");
+        let report: Value = serde_saphyr::from_str(&text).expect("yaml");
+        let errors: Vec<String> = validator
+            .iter_errors(&report)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "stage {stage}: {errors:#?}\n{text}");
+    }
+    assert!(dir.join("report.html").is_file());
+}
