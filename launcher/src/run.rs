@@ -924,7 +924,7 @@ impl RunContext<'_> {
             &summary,
             Formats::for_harness(self.args.harness),
         )?;
-        report::write_pictures(&dir);
+        report::write_pictures(&dir, &meta, &records, &summary);
         if let Some(source) = failure {
             return Err(RunError::Adaptive { source, dir });
         }

@@ -109,7 +109,10 @@ fn serve(stream: std::net::TcpStream, kept: &Mutex<Vec<Value>>, answer: &str) {
         }
         let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         let chat = body.get("messages").is_some();
-        kept.lock().expect("lock").push(body);
+        // Only the API's requests: the run's probe of `GET /metrics` has no body (and gets no Prometheus text).
+        if !body.is_null() {
+            kept.lock().expect("lock").push(body);
+        }
         let words = answer.split_whitespace().count();
         let chunk = if chat {
             serde_json::json!({"choices": [{"index": 0, "delta": {"content": answer}, "finish_reason": "length"}]})

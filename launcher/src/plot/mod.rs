@@ -33,7 +33,7 @@ use serde_json::Value;
 
 use crate::experiment::{ExperimentError, ExperimentPlan, RunStatus};
 use crate::metrics::{RunState, RunSummary};
-use crate::record::{ReadRecordsError, read_jsonl_counting_truncated};
+use crate::record::{ReadRecordsError, RequestRecord, read_jsonl_counting_truncated};
 use crate::report::{REQUESTS_FILE, RUN_META_FILE, ReportError, RunMeta, SUMMARY_FILE};
 use crate::server_metrics::ServerSeries;
 
@@ -138,8 +138,22 @@ fn load_run(dir: &Path, timeline: bool) -> Result<LoadedRun, PlotError> {
             (crate::report::summarize_run(&meta, &records), None)
         }
     };
+    Ok(loaded(dir, meta, &records, summary, summary_json, timeline, warnings))
+}
+
+/// A run's figures from its records in memory (the records are not kept), with the warnings a reader of the
+/// pictures needs: how the run ended and what went wrong scraping the server.
+fn loaded(
+    dir: &Path,
+    meta: RunMeta,
+    records: &[RequestRecord],
+    summary: RunSummary,
+    summary_json: Option<Value>,
+    timeline: bool,
+    mut warnings: Vec<String>,
+) -> LoadedRun {
     let data = {
-        let measured = crate::report::measured(&meta, &records);
+        let measured = crate::report::measured(&meta, records);
         if timeline {
             RunData::from_records(&meta, &measured.records)
         } else {
@@ -151,7 +165,6 @@ fn load_run(dir: &Path, timeline: bool) -> Result<LoadedRun, PlotError> {
             }
         }
     };
-    drop(records);
     if let Some(run) = &summary.run {
         warnings.push(match run.state {
             RunState::Incomplete => format!(
@@ -177,13 +190,13 @@ fn load_run(dir: &Path, timeline: bool) -> Result<LoadedRun, PlotError> {
             warnings.push(warning);
         }
     }
-    Ok(LoadedRun {
+    LoadedRun {
         meta,
         summary,
         summary_json,
         data,
         warnings,
-    })
+    }
 }
 
 /// `summary.json`, typed and as JSON.
@@ -334,7 +347,37 @@ fn clear_pictures(dir: &Path) {
 /// the list), and `report.html` beside them. `server` are the server metrics to draw on the run's timeline
 /// (empty for none). Returns every file written, `report.html` last.
 pub fn write_run_plots(dir: &Path, server: &[ServerSeries]) -> Result<Vec<PathBuf>, PlotError> {
-    let run = load_run(dir, true)?;
+    draw_run(dir, load_run(dir, true)?, server)
+}
+
+/// [`write_run_plots`] for a run that has just ended, from the records and summary it holds in memory, so the
+/// pictures do not read `requests.jsonl` a second time (and do not double the launcher's memory at its end).
+pub fn write_run_plots_of(
+    dir: &Path,
+    meta: &RunMeta,
+    records: &[RequestRecord],
+    summary: &RunSummary,
+    server: &[ServerSeries],
+) -> Result<Vec<PathBuf>, PlotError> {
+    let summary_json = serde_json::to_value(summary).ok();
+    let run = loaded(
+        dir,
+        meta.clone(),
+        records,
+        summary.clone(),
+        summary_json,
+        true,
+        Vec::new(),
+    );
+    draw_run(dir, run, server)
+}
+
+/// Draws a loaded run's pictures into `dir/plots/` and writes `dir/report.html`.
+fn draw_run(
+    dir: &Path,
+    run: LoadedRun,
+    server: &[ServerSeries],
+) -> Result<Vec<PathBuf>, PlotError> {
     let figures = run_figures(&RunLabel::of(&run.meta), &run.data, &run.summary, server);
     let plots = dir.join(PLOTS_DIR);
     create_dir(&plots)?;

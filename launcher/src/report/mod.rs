@@ -572,7 +572,7 @@ pub fn report_dir(dir: &Path, summary_file: Option<&Path>) -> Result<ReportOutco
         &summary,
         Formats::for_harness(meta.harness),
     )?);
-    write_pictures(dir);
+    write_pictures(dir, &meta, &records, &summary);
     Ok(ReportOutcome {
         summary,
         files,
@@ -580,10 +580,12 @@ pub fn report_dir(dir: &Path, summary_file: Option<&Path>) -> Result<ReportOutco
     })
 }
 
-/// The run's pictures and `report.html` (see [`crate::plot`]), with the server metrics' series when it scraped
-/// any. A picture that cannot be drawn is a warning: the numbers are all in the files already written.
-pub fn write_pictures(dir: &Path) {
-    match crate::plot::write_run_plots(dir, &server_series(dir)) {
+/// The run's pictures and `report.html` (see [`crate::plot`]) from the records and summary in memory, with the
+/// server metrics' series when it scraped any. A picture that cannot be drawn is a warning: the numbers are all in
+/// the files already written.
+pub fn write_pictures(dir: &Path, meta: &RunMeta, records: &[RequestRecord], summary: &RunSummary) {
+    let server = server_series(dir);
+    match crate::plot::write_run_plots_of(dir, meta, records, summary, &server) {
         Ok(files) => tracing::debug!(count = files.len(), "pictures written"),
         Err(e) => {
             tracing::warn!(dir = %dir.display(), error = %e, "cannot draw the run's pictures")
