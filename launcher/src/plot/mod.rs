@@ -138,7 +138,15 @@ fn load_run(dir: &Path, timeline: bool) -> Result<LoadedRun, PlotError> {
             (crate::report::summarize_run(&meta, &records), None)
         }
     };
-    Ok(loaded(dir, meta, &records, summary, summary_json, timeline, warnings))
+    Ok(loaded(
+        dir,
+        meta,
+        &records,
+        summary,
+        summary_json,
+        timeline,
+        warnings,
+    ))
 }
 
 /// A run's figures from its records in memory (the records are not kept), with the warnings a reader of the
