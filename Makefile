@@ -76,7 +76,8 @@ chart-check: e2e-tools
 	cmp -s crds/workloadprofiles.yaml charts/llmbench/crds/workloadprofiles.yaml || { echo "charts/llmbench/crds is stale: run make crds"; exit 1; }
 	cmp -s crds/benchmarkexperiments.yaml charts/llmbench/crds/benchmarkexperiments.yaml || { echo "charts/llmbench/crds is stale: run make crds"; exit 1; }
 	$(HELM) lint --strict charts/llmbench
-	$(HELM) lint --strict charts/llmbench --set rbac.scope=namespace --set metrics.serviceMonitor.enabled=true
+	$(HELM) lint --strict charts/llmbench --set rbac.scope=namespace --set metrics.serviceMonitor.enabled=true --set launcherPodMonitor.enabled=true
+	$(HELM) template llmbench charts/llmbench --namespace llmbench-system --set launcherPodMonitor.enabled=true | grep -q "kind: PodMonitor"
 	$(HELM) template llmbench charts/llmbench --namespace llmbench-system >/dev/null
 	$(HELM) template llmbench charts/llmbench --namespace llmbench-system --set rbac.scope=namespace --set leaderElection.enabled=false >/dev/null
 	! $(HELM) template llmbench charts/llmbench --set rbac.scope=everything >/dev/null 2>&1
