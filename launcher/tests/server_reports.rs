@@ -66,6 +66,16 @@ fn a_run_scrapes_the_simulator_and_every_report_carries_the_server_side() {
     );
     succeeded(&output);
     let dir = out.path().join("srv");
+    // The printed table says what the stack saw, per stage, and how the scrape went.
+    let printed = common::stdout(&output);
+    assert!(
+        printed.contains("server  running mean/max  waiting mean/max"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("scrape(s) of http://127.0.0.1:"),
+        "{printed}"
+    );
 
     // One line per scrape, on the run's clock: from about t0 to just after the last request.
     let lines: Vec<Value> = std::fs::read_to_string(dir.join("server_metrics.jsonl"))

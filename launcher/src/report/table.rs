@@ -1,6 +1,7 @@
 //! The table printed at the end of `llmbench run`: one row per stage and one for the whole run.
 
 use crate::metrics::{RunSummary, Stats, Summary};
+use crate::server_metrics::{Figures, ServerMetricsSummary, WindowSummary};
 
 const HEADER: [&str; 10] = [
     "stage",
@@ -75,12 +76,107 @@ pub fn print_table(summary: &RunSummary) -> String {
     }
     rows.push(row("all".to_owned(), &summary.overall));
 
-    let columns = rows[0].len();
+    let mut out = aligned(&rows);
+    if let Some(server) = &summary.server_metrics {
+        out.push_str(&server_table(server));
+    }
+    out.push_str(&notes(summary));
+    out
+}
+
+/// What the stack saw, per stage and overall: the gauges that say why it saturates, its token rate and its own
+/// TTFT (which includes its queue, unlike the client's send-to-first-token only in what it leaves out), then how
+/// the scrape went.
+fn server_table(server: &ServerMetricsSummary) -> String {
+    let mut rows: Vec<Vec<String>> = vec![
+        [
+            "server",
+            "running mean/max",
+            "waiting mean/max",
+            "KV cache % mean/max",
+            "prefix hit %",
+            "gen tok/s",
+            "TTFT ms p50/p99",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+    ];
+    let row = |label: String, window: &WindowSummary| -> Vec<String> {
+        let gauge = |key: &str, scale: f64| match window.aggregate_metric(key).map(|m| &m.figures) {
+            Some(Figures::Gauge { mean, max, .. }) => {
+                format!("{}/{}", num(mean * scale), num(max * scale))
+            }
+            _ => "-".to_owned(),
+        };
+        let ratio = match window
+            .aggregate_metric("prefix_cache_hit_rate")
+            .map(|m| &m.figures)
+        {
+            Some(Figures::Ratio { percent }) => num(*percent),
+            _ => "-".to_owned(),
+        };
+        let rate = match window
+            .aggregate_metric("generation_tokens")
+            .map(|m| &m.figures)
+        {
+            Some(Figures::Counter { per_second, .. }) => num(*per_second),
+            _ => "-".to_owned(),
+        };
+        let ttft = match window.aggregate_metric("ttft").map(|m| &m.figures) {
+            Some(Figures::Histogram {
+                p50: Some(p50),
+                p99: Some(p99),
+                ..
+            }) => format!("{}/{}", num(p50 * 1e3), num(p99 * 1e3)),
+            _ => "-".to_owned(),
+        };
+        vec![
+            label,
+            gauge("running", 1.0),
+            gauge("waiting", 1.0),
+            gauge("kv_cache_usage", 100.0),
+            ratio,
+            rate,
+            ttft,
+        ]
+    };
+    for window in &server.stages {
+        let label = window
+            .stage
+            .map_or_else(|| "-".to_owned(), |s| s.to_string());
+        rows.push(row(label, window));
+    }
+    rows.push(row("all".to_owned(), &server.overall));
+    let mut out = aligned(&rows);
+    for target in &server.targets {
+        out.push_str(&format!(
+            "server metrics: {} scrape(s) of {}, {} failed{}\n",
+            target.scrapes,
+            target.url,
+            target.failed,
+            target
+                .warnings
+                .first()
+                .map(|w| format!(" ({w})"))
+                .unwrap_or_default()
+        ));
+    }
+    out
+}
+
+/// Rows as aligned columns: the first left-aligned, the others right-aligned.
+fn aligned(rows: &[Vec<String>]) -> String {
+    let columns = rows.first().map_or(0, Vec::len);
     let widths: Vec<usize> = (0..columns)
-        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .map(|c| {
+            rows.iter()
+                .map(|r| r.get(c).map_or(0, |cell| cell.chars().count()))
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     let mut out = String::new();
-    for r in &rows {
+    for r in rows {
         let cells: Vec<String> = r
             .iter()
             .enumerate()
@@ -95,7 +191,6 @@ pub fn print_table(summary: &RunSummary) -> String {
         out.push_str(cells.join("  ").trim_end());
         out.push('\n');
     }
-    out.push_str(&notes(summary));
     out
 }
 
