@@ -731,7 +731,7 @@ impl RunContext<'_> {
             profile_notes: self.notes.clone(),
             end: None,
             capacity_search: self.capacity_search.clone(),
-            server_metrics: None,
+            server_metrics: scraping.as_ref().map(ServerMetricsMeta::planned),
         };
         // Written before the first request, so a killed run can still be reported from requests.jsonl; an adaptive
         // run rewrites it as each stage is decided.

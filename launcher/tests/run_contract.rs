@@ -472,6 +472,11 @@ fn after_sigkill_report_keeps_every_flushed_record_and_says_the_run_is_incomplet
     assert_eq!(summary["run"]["planned"], 100);
     assert_eq!(summary["run"]["finished"].as_u64(), Some(recorded as u64));
     assert_eq!(summary["requests"]["total"].as_u64(), Some(recorded as u64));
+    // The server metrics scraped until the kill are summarized too: run.json named the scrape when it started.
+    assert!(
+        summary["server_metrics"]["targets"][0]["scrapes"].as_u64() >= Some(1),
+        "{summary:#}"
+    );
 }
 
 #[test]

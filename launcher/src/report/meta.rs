@@ -373,8 +373,18 @@ pub struct ServerMetricsMeta {
 }
 
 impl ServerMetricsMeta {
-    /// What run.json records of a scrape: its plan and every warning the scraper gave (per target, prefixed with
-    /// the target).
+    /// What run.json records of a scrape before it starts, so a run killed part way can still have its server
+    /// metrics summarized by `llmbench report`.
+    pub fn planned(plan: &crate::run::ScrapePlan) -> Self {
+        ServerMetricsMeta {
+            targets: plan.targets.clone(),
+            interval_s: plan.interval.as_secs_f64(),
+            lag_s: plan.tail.as_secs_f64(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// The plan and every warning the scraper gave (per target, prefixed with the target).
     pub fn new(
         plan: &crate::run::ScrapePlan,
         outcome: &crate::server_metrics::ScrapeOutcome,
@@ -389,10 +399,8 @@ impl ServerMetricsMeta {
             );
         }
         ServerMetricsMeta {
-            targets: plan.targets.clone(),
-            interval_s: plan.interval.as_secs_f64(),
-            lag_s: plan.tail.as_secs_f64(),
             warnings,
+            ..Self::planned(plan)
         }
     }
 }
