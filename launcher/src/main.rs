@@ -261,12 +261,16 @@ fn experiment_command(
 }
 
 fn report_command(args: ReportArgs) -> anyhow::Result<ExitCode> {
-    if llmbench::run::in_use(&args.dir) {
-        anyhow::bail!(
-            "a run is still writing {} (it holds {}); report it once it has ended",
-            args.dir.display(),
-            llmbench::run::LOCK_FILE
-        );
+    // A sharded run is merged from its shards: every one of them must have ended.
+    let shards = llmbench::report::merge::shard_dirs(&args.dir);
+    for dir in std::iter::once(&args.dir).chain(&shards) {
+        if llmbench::run::in_use(dir) {
+            anyhow::bail!(
+                "a run is still writing {} (it holds {}); report it once it has ended",
+                dir.display(),
+                llmbench::run::LOCK_FILE
+            );
+        }
     }
     let outcome = llmbench::report::report_dir(&args.dir, args.summary_file.as_deref())?;
     if outcome.truncated_lines > 0 {

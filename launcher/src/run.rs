@@ -648,7 +648,7 @@ impl RunContext<'_> {
 
         let (run_id, run_dir) = self.claim_output()?;
         let dir = run_dir.path.clone();
-        write_file(&dir.join("profile.yaml"), self.rendered.as_bytes())?;
+        write_file(&dir.join(report::PROFILE_FILE), self.rendered.as_bytes())?;
 
         let api = execution.api;
         let url = format!("{}{}", self.endpoint, api.path());

@@ -10,6 +10,7 @@ mod goodput;
 mod guidellm;
 mod inference_perf;
 mod llmd;
+pub mod merge;
 mod meta;
 mod table;
 mod vllm;
@@ -46,6 +47,8 @@ pub use vllm::{vllm_result, vllm_result_file};
 pub const REQUESTS_FILE: &str = "requests.jsonl";
 /// Our own summary's file inside a run directory.
 pub const SUMMARY_FILE: &str = "summary.json";
+/// The profile as rendered, inside a run directory.
+pub const PROFILE_FILE: &str = "profile.yaml";
 /// The raw server metrics scraped during the run, one line per scrape per target.
 pub const SERVER_METRICS_FILE: &str = "server_metrics.jsonl";
 /// inference-perf's server-side summaries (`report.prometheus`).
@@ -85,6 +88,8 @@ pub enum ReportError {
         what: &'static str,
         message: String,
     },
+    #[error("cannot merge the shards of {dir}: {message}")]
+    Merge { dir: PathBuf, message: String },
     #[error("cannot write the summary {path}: {source}")]
     Summary {
         path: PathBuf,
@@ -542,6 +547,9 @@ pub struct ReportOutcome {
 /// launcher was killed has no end in run.json and may end in a torn record: the torn line is skipped and the
 /// summary says the run is incomplete, with what it planned and what it recorded.
 pub fn report_dir(dir: &Path, summary_file: Option<&Path>) -> Result<ReportOutcome, ReportError> {
+    if let Some(merged) = merge::read_sharded(dir)? {
+        return report_merged(dir, merged, summary_file);
+    }
     let meta = RunMeta::read(dir)?;
     let path = dir.join(REQUESTS_FILE);
     let file = std::fs::File::open(&path).map_err(|source| ReportError::Read {
@@ -603,6 +611,77 @@ pub fn server_series(dir: &Path) -> Vec<crate::server_metrics::ServerSeries> {
     crate::server_metrics::plot_series_file(&path).unwrap_or_else(|e| {
         tracing::warn!(path = %path.display(), error = %e, "cannot read the server metrics' series");
         Vec::new()
+    })
+}
+
+/// `llmbench report` of a sharded run: the shards merged onto one timeline (see [`merge`]), then one exact
+/// summary, every native report, the server metrics (shard 0's, moved onto the merged clock) and the pictures at
+/// the run's root. Each shard's own files stay as they are, as diagnostics; no merged `run.json` or
+/// `requests.jsonl` is written, so the shards stay the one source of the records.
+fn report_merged(
+    dir: &Path,
+    merged: merge::Merged,
+    summary_file: Option<&Path>,
+) -> Result<ReportOutcome, ReportError> {
+    let merge::Merged {
+        meta,
+        records,
+        shards,
+        offsets_ns,
+        truncated_lines,
+        warnings,
+    } = merged;
+    for warning in &warnings {
+        tracing::warn!("{warning}");
+    }
+    let server_file = dir.join(SERVER_METRICS_FILE);
+    let shard0 = shards.first().filter(|_| meta.server_metrics.is_some());
+    if let Some(shard0) = shard0 {
+        let from = shard0.join(SERVER_METRICS_FILE);
+        if from.is_file() {
+            merge::shift_server_metrics(
+                &from,
+                &server_file,
+                offsets_ns.first().copied().unwrap_or(0),
+            )?;
+        }
+    }
+    if let Some(first) = shards.first() {
+        // The profile as rendered, for report.html: every shard ran the same one.
+        let profile = first.join(PROFILE_FILE);
+        if profile.is_file() {
+            let _ = std::fs::copy(&profile, dir.join(PROFILE_FILE));
+        }
+    }
+    let mut summary = summarize_run(&meta, &records);
+    summary.server_metrics = server_metrics_summary(dir, &meta, None);
+    summary
+        .ignored_keys
+        .extend(warnings.iter().map(|w| format!("merge: {w}")));
+    let summary_path = dir.join(SUMMARY_FILE);
+    write_summary_json(&summary_path, &summary).map_err(|source| ReportError::Summary {
+        path: summary_path.clone(),
+        source,
+    })?;
+    if let Some(path) = summary_file {
+        write_compact_summary(path, &summary).map_err(|source| ReportError::Summary {
+            path: path.to_owned(),
+            source,
+        })?;
+    }
+    let mut files = vec![summary_path];
+    files.extend(write_all(
+        dir,
+        &meta,
+        &records,
+        &summary,
+        Formats::for_harness(meta.harness),
+    )?);
+    write_pictures(dir, &meta, &records, &summary);
+    Ok(ReportOutcome {
+        summary,
+        files,
+        truncated_lines,
     })
 }
 

@@ -107,7 +107,7 @@ fn records() -> Vec<RequestRecord> {
     vec![r1, r2, r3, r4]
 }
 
-fn meta() -> RunMeta {
+pub(crate) fn meta() -> RunMeta {
     RunMeta {
         schema: RUN_META_SCHEMA.to_owned(),
         run_id: "run-1".to_owned(),
