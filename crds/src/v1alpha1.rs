@@ -289,7 +289,8 @@ pub struct LauncherSpec {
     /// A Secret key holding the Hugging Face token (for gated tokenizers); passed to the pod as HF_TOKEN.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hf_token_secret_ref: Option<SecretKeySelector>,
-    /// How many launcher pods share the load (each sends 1/parallelism of it). At least 1.
+    /// How many launcher pods share the load (each sends 1/parallelism of it). At least 1. With more than one, a
+    /// merge pod merges their records into the run's exact summary once all have succeeded.
     #[serde(default = "default_parallelism")]
     #[schemars(range(min = 1, max = 1024))]
     pub parallelism: i32,
@@ -449,9 +450,10 @@ pub struct BenchmarkRunStatus {
     /// The run's results directory on the workload volume, e.g. workload-pvc:/requests/<run-id>.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub results_path: Option<String>,
-    /// The launcher's summary of the run. With several launcher pods: counts and throughputs summed over the
-    /// shards, duration the longest shard's, latency means weighted by requests and percentiles the worst
-    /// shard's (an upper bound; `llmbench report` on the results directory merges them exactly).
+    /// The launcher's summary of the run. With several launcher pods: the merge pod's (`llmbench report` on the
+    /// results directory), exact over every shard's records; should the merge leave no summary, counts and
+    /// throughputs summed over the shards, latency means weighted by requests and percentiles the worst shard's
+    /// (an upper bound), with a condition saying so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<RunSummary>,
     /// Each launcher pod's own summary, when the run has more than one.

@@ -432,8 +432,31 @@ pub fn failed(
 /// The status of a run whose launchers all succeeded, and a note when the summary is incomplete.
 pub fn succeeded(
     run: &BenchmarkRun,
+    status: BenchmarkRunStatus,
+    shards: &[(u32, String, String)],
+    now: Timestamp,
+) -> (BenchmarkRunStatus, Option<String>) {
+    succeeded_with(run, status, shards, None, now)
+}
+
+/// The status of a sharded run whose merge pod succeeded: the summary is the merge's, exact over every shard's
+/// records (`llmbench report` on the run's directory), and the shards' own summaries stay in `status.shards`.
+/// `merge` is the merge pod's name and termination message.
+pub fn merged(
+    run: &BenchmarkRun,
+    status: BenchmarkRunStatus,
+    shards: &[(u32, String, String)],
+    merge: (&str, &str),
+    now: Timestamp,
+) -> (BenchmarkRunStatus, Option<String>) {
+    succeeded_with(run, status, shards, Some(merge), now)
+}
+
+fn succeeded_with(
+    run: &BenchmarkRun,
     mut status: BenchmarkRunStatus,
     shards: &[(u32, String, String)],
+    merge: Option<(&str, &str)>,
     now: Timestamp,
 ) -> (BenchmarkRunStatus, Option<String>) {
     let generation = run.metadata.generation;
@@ -465,7 +488,16 @@ pub fn succeeded(
         }
     }
     let summaries: Vec<RunSummary> = parsed.iter().map(|s| s.summary.clone()).collect();
-    status.summary = aggregate(&summaries);
+    status.summary = match merge {
+        Some((pod, message)) => match parse_summary(pod, message) {
+            Ok(summary) => Some(summary),
+            Err(e) => {
+                problems.push(e);
+                aggregate(&summaries)
+            }
+        },
+        None => aggregate(&summaries),
+    };
     status.shards = if shards.len() > 1 { parsed } else { Vec::new() };
     let note = if problems.is_empty() {
         None
@@ -482,8 +514,13 @@ pub fn succeeded(
         None => (
             "Succeeded",
             format!(
-                "{} launcher pod(s) finished; results in {}",
+                "{} launcher pod(s) finished{}; results in {}",
                 shards.len(),
+                if merge.is_some() {
+                    ", their records merged exactly"
+                } else {
+                    ""
+                },
                 status
                     .results_path
                     .as_deref()
@@ -561,6 +598,7 @@ pub fn in_flight(
     let message = match reason {
         "Debug" => "the debug pod sleeps; exec into it, and delete the run when done".to_owned(),
         "Collecting" => "the collector is reporting on earlier results".to_owned(),
+        "Merging" => "every launcher succeeded; the merge pod is merging their records".to_owned(),
         "Running" => "the launcher pods are generating load".to_owned(),
         _ => "waiting for the launcher pods to start".to_owned(),
     };
@@ -896,6 +934,51 @@ mod tests {
         assert_eq!(
             condition(&status, COMPLETED).map(|c| c.reason.as_str()),
             Some("Succeeded")
+        );
+    }
+
+    #[test]
+    fn a_merged_run_takes_the_merge_pods_summary_and_keeps_each_shards() {
+        let run = parallel_run(2);
+        let shard = r#"{"schema":"llmbench.summary/v1","requests":{"total":10,"succeeded":10,"failed":0},"duration_s":2.0,"throughput":{"requests_per_s":5.0,"input_tokens_per_s":1.0,"output_tokens_per_s":1.0},"latency_ms":{"ttft":null,"tpot":null,"itl":null,"ntpot":null,"e2e":null}}"#;
+        // The merge's rate is over the whole run's span (2.5 s), not the shards' rates added up (10/s).
+        let merged = r#"{"schema":"llmbench.summary/v1","requests":{"total":20,"succeeded":20,"failed":0},"duration_s":2.5,"throughput":{"requests_per_s":8.0,"input_tokens_per_s":2.0,"output_tokens_per_s":2.0},"latency_ms":{"ttft":null,"tpot":null,"itl":null,"ntpot":null,"e2e":null}}"#;
+        let shards = vec![
+            (0, "bench-1-launcher-0".to_owned(), shard.to_owned()),
+            (1, "bench-1-launcher-1".to_owned(), shard.to_owned()),
+        ];
+        let now = Timestamp::from_second(5).expect("time");
+        let (status, note) = super::merged(
+            &run,
+            BenchmarkRunStatus::default(),
+            &shards,
+            ("bench-1-merge", merged),
+            now,
+        );
+        assert_eq!(note, None);
+        assert_eq!(status.shards.len(), 2);
+        let summary = status.summary.as_ref().expect("summary");
+        assert_eq!(summary.requests, 20);
+        assert_eq!(summary.throughput.requests_per_second, 8.0);
+        assert!(
+            condition(&status, COMPLETED).is_some_and(|c| c.message.contains("merged exactly")),
+            "{status:#?}"
+        );
+        // A merge pod that left no summary: the shards' aggregate stands, and the run says why.
+        let (status, note) = super::merged(
+            &run,
+            BenchmarkRunStatus::default(),
+            &shards,
+            ("bench-1-merge", ""),
+            now,
+        );
+        assert!(note.is_some());
+        assert_eq!(
+            status
+                .summary
+                .as_ref()
+                .map(|s| s.throughput.requests_per_second),
+            Some(10.0)
         );
     }
 

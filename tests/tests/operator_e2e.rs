@@ -195,6 +195,11 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
     let mut dead = sanity(&dead_endpoint, 5, 1);
     dead["stack"]["endpoint"] = json!(dead_endpoint);
     create("dead", dead).await;
+    // Two launchers of one run: their shares add up to what one launcher sends, and a merge pod merges their
+    // records exactly.
+    let mut gamma = sanity(&endpoint, 10, 2);
+    gamma["launcher"] = json!({"parallelism": 2});
+    create("gamma", gamma).await;
     let mut slow = sanity(&endpoint, 1, 600);
     slow["timeout"] = json!("4s");
     create("slow", slow).await;
@@ -234,6 +239,38 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
         }
     }
     assert_ne!(results_dir(&kubelet, &alpha), results_dir(&kubelet, &beta));
+
+    let gamma = finished(&runs, "gamma", &operator).await;
+    assert_eq!(gamma.phase, Some(Phase::Succeeded), "gamma: {gamma:#?}");
+    let merged = gamma.summary.as_ref().expect("gamma has a summary");
+    assert_eq!(merged.requests, 20, "{merged:#?}");
+    assert_eq!(gamma.shards.len(), 2, "{gamma:#?}");
+    assert_eq!(
+        gamma.shards.iter().map(|s| s.summary.requests).sum::<u64>(),
+        20
+    );
+    let dir = results_dir(&kubelet, &gamma);
+    for shard in ["shard-0", "shard-1"] {
+        assert!(dir.join(shard).join("requests.jsonl").is_file(), "{shard}");
+    }
+    // The status is the merge's: what `llmbench report` computes from all 20 raw records at the run's root.
+    let root: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("summary.json")).expect("merged summary.json"),
+    )
+    .expect("summary.json parses");
+    assert_eq!(root["requests"]["total"], 20);
+    let ttft_p99 = root["latency_ms"]["ttft"]["p99"]
+        .as_f64()
+        .expect("ttft p99");
+    let status_p99 = merged.latency_ms.ttft.as_ref().expect("ttft").p99;
+    assert!(
+        (ttft_p99 - status_p99).abs() < 1e-6,
+        "{ttft_p99} vs {status_p99}"
+    );
+    assert!(
+        condition(&gamma, "Completed").is_some_and(|c| c.2.contains("merged exactly")),
+        "{gamma:#?}"
+    );
     // Server metrics: scraped from llm-d-inference-sim during each run, summarized in the results and the status.
     for (name, status) in [("alpha", &alpha), ("beta", &beta)] {
         let dir = results_dir(&kubelet, status);

@@ -15,7 +15,7 @@ use llmbench_api::v1alpha1::BenchmarkRun;
 pub use config_map::{PROFILE_FILE, profile_config_map, profile_config_map_name};
 pub use pod::{
     LAUNCHER_INDEX_LABEL, LauncherSettings, PROFILE_MOUNT_PATH, PodParts, TERMINATION_LOG,
-    launcher_pod, launcher_pod_name, llmbench_pod, run_id,
+    launcher_pod, launcher_pod_name, llmbench_pod, merge_pod, merge_pod_name, needs_merge, run_id,
 };
 pub use pvc::workload_pvc;
 

@@ -51,6 +51,48 @@ pub fn launcher_pod_name(run: &BenchmarkRun, index: u32) -> String {
     format!("{}-launcher-{index}", run.name_any())
 }
 
+/// `<run>-merge`.
+pub fn merge_pod_name(run: &BenchmarkRun) -> String {
+    format!("{}-merge", run.name_any())
+}
+
+/// The pod that merges a sharded run once every launcher succeeded: `llmbench report` on the run's directory, which
+/// merges the shards' raw records onto one timeline and writes the exact summary and every report at its root, and
+/// its compact summary to the termination message the status is read from. It carries the run's labels but no
+/// launcher index, so it is never taken for a shard.
+pub fn merge_pod(run: &BenchmarkRun, settings: &LauncherSettings) -> Result<Pod, BuildError> {
+    let spec = &run.spec;
+    Ok(llmbench_pod(PodParts {
+        metadata: ObjectMeta {
+            name: Some(merge_pod_name(run)),
+            namespace: run.namespace(),
+            labels: Some(run_labels(run)?),
+            owner_references: Some(vec![owner_reference(run)?]),
+            ..ObjectMeta::default()
+        },
+        container_name: "merge",
+        command: vec![
+            "llmbench".to_owned(),
+            "report".to_owned(),
+            format!("{WORKLOAD_MOUNT_PATH}/{}", run_id(run)?),
+            "--summary-file".to_owned(),
+            TERMINATION_LOG.to_owned(),
+        ],
+        env: Vec::new(),
+        config_map: profile_config_map_name(run),
+        config_mount_path: PROFILE_MOUNT_PATH,
+        launcher: &spec.launcher,
+        storage: &spec.storage,
+        settings,
+    }))
+}
+
+/// Whether a run needs a merge pod after its launchers: several shards that generated load.
+pub fn needs_merge(run: &BenchmarkRun) -> bool {
+    let spec = &run.spec;
+    spec.launcher.parallelism > 1 && !spec.skip_run && !spec.launcher.debug
+}
+
 /// The run's id and results directory on the workload volume, relative to its root: `spec.resultsDir` when set,
 /// else `<run>-<first 8 of its uid>`, unique even when a run is deleted and re-created under the same name.
 pub fn run_id(run: &BenchmarkRun) -> Result<String, BuildError> {
@@ -415,6 +457,22 @@ mod tests {
         assert_eq!(
             container(&pod).image.as_deref(),
             Some("ghcr.io/llmbench/llmbench:0.1.0")
+        );
+    }
+
+    #[test]
+    fn a_sharded_run_is_merged_by_a_report_pod_on_its_directory() {
+        let sharded = fixtures::run(&format!("{}launcher:\n  parallelism: 4\n", fixtures::BASIC));
+        assert!(needs_merge(&sharded));
+        assert!(!needs_merge(&fixtures::run(fixtures::BASIC)));
+        let pod = merge_pod(&sharded, &settings()).expect("builds");
+        assert_eq!(pod.metadata.name.as_deref(), Some("bench-1-merge"));
+        let labels = pod.metadata.labels.clone().expect("labels");
+        assert!(!labels.contains_key(LAUNCHER_INDEX_LABEL), "{labels:?}");
+        let command = container(&pod).command.clone().expect("command").join(" ");
+        assert_eq!(
+            command,
+            "llmbench report /requests/bench-1-0f3c9a2e --summary-file /dev/termination-log"
         );
     }
 

@@ -19,8 +19,8 @@ use serde_json::json;
 
 use super::{Ctx, is_already_exists, is_not_found};
 use crate::builders::{
-    BuildError, FIELD_MANAGER, launcher_pod, launcher_pod_name, profile_config_map,
-    profile_config_map_name, run_id, run_selector, workload_pvc,
+    BuildError, FIELD_MANAGER, launcher_pod, launcher_pod_name, merge_pod, merge_pod_name,
+    needs_merge, profile_config_map, profile_config_map_name, run_id, run_selector, workload_pvc,
 };
 use crate::metrics::ControllerName;
 use crate::resolve::{RenderedProfile, ResolveError, render_run_profile};
@@ -258,9 +258,29 @@ async fn apply(run: &BenchmarkRun, ctx: &Ctx) -> Result<Action, Error> {
         );
     }
 
-    let action = match status::progress(run, &pods, expected, true) {
+    let mut progress = status::progress(run, &pods, expected, true);
+    // A sharded run is done only once its merge pod has merged the shards' records (see `merge_step`).
+    let mut merged = None;
+    if let Progress::Succeeded { .. } = &progress
+        && needs_merge(run)
+    {
+        match merge_step(run, &pods, &pods_api, ctx).await? {
+            MergeStep::Done { pod, message } => merged = Some((pod, message)),
+            MergeStep::Failed(failure) => progress = Progress::Failed(failure),
+            MergeStep::Running => {
+                progress = Progress::InFlight {
+                    phase: Phase::Collecting,
+                    reason: "Merging",
+                }
+            }
+        }
+    }
+    let action = match progress {
         Progress::Succeeded { shards } => {
-            let (next, note) = status::succeeded(run, status, &shards, now);
+            let (next, note) = match &merged {
+                Some((pod, message)) => status::merged(run, status, &shards, (pod, message), now),
+                None => status::succeeded(run, status, &shards, now),
+            };
             status = next;
             let (type_, reason, message) = match note {
                 None => (
@@ -514,6 +534,69 @@ async fn create_launchers(
         }
     }
     Ok(created)
+}
+
+/// Where a sharded run's merge stands.
+enum MergeStep {
+    /// Created or still going.
+    Running,
+    /// The merge pod's name and its termination message (the exact compact summary).
+    Done {
+        pod: String,
+        message: String,
+    },
+    Failed(status::PodFailure),
+}
+
+/// Once every launcher of a sharded run succeeded: creates its merge pod (`llmbench report` on the run's
+/// directory; see [`merge_pod`]) if there is none, and reads how it stands. A merge that fails fails the run with
+/// its reason and log tail, as a launcher would; the records stay on the volume, and `llmbench report` on the
+/// run's directory merges them again.
+async fn merge_step(
+    run: &BenchmarkRun,
+    pods: &[Pod],
+    api: &Api<Pod>,
+    ctx: &Ctx,
+) -> Result<MergeStep, Error> {
+    let name = merge_pod_name(run);
+    let Some(pod) = pods.iter().find(|p| p.name_any() == name) else {
+        let pod = merge_pod(run, &ctx.launcher)?;
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PostParams::default()
+        };
+        match api.create(&params, &pod).await {
+            Ok(_) => {
+                ctx.publish(
+                    &run.object_ref(&()),
+                    EventType::Normal,
+                    "MergeStarted",
+                    "Merge",
+                    &format!("every launcher succeeded; {name} merges their records"),
+                )
+                .await;
+            }
+            Err(e) if is_already_exists(&e) => {}
+            Err(source) => {
+                return Err(Error::CreatePod {
+                    run: run.name_any(),
+                    name,
+                    source,
+                });
+            }
+        }
+        return Ok(MergeStep::Running);
+    };
+    Ok(match pod_outcome(pod) {
+        PodOutcome::Succeeded {
+            termination_message,
+        } => MergeStep::Done {
+            pod: name,
+            message: termination_message,
+        },
+        PodOutcome::Failed(failure) => MergeStep::Failed(failure),
+        PodOutcome::Waiting | PodOutcome::Running => MergeStep::Running,
+    })
 }
 
 /// The last lines of a failed launcher's log; `None` when there is none or the kubelet cannot be reached.
