@@ -43,9 +43,10 @@ enum Command {
     /// with injectable latency and faults.
     Sim(llmbench::sim::SimArgs),
     /// Draw pictures. For one run directory: its plots/ (PNG and SVG: latency distributions, latency,
-    /// throughput and schedule delay over time, per-stage figures of a sweep) and a self-contained report.html,
-    /// written into it. For several directories, or an experiment directory (with experiment.json, one series
-    /// per treatment): a comparison in --output — latency CDFs, throughput vs latency, Pareto, compare.html.
+    /// throughput and schedule delay over time, server metrics, per-stage figures of a sweep) and a self-contained
+    /// report.html, written into it (for a sharded run's root, of its shards merged). For several directories, or
+    /// an experiment directory (with experiment.json, one series per treatment): a comparison in --output —
+    /// latency CDFs, throughput vs latency, Pareto, compare.html.
     Plot(PlotArgs),
     /// Build synthetic prompts of an exact token length, as a run does before its clock starts, and print how long
     /// it took as JSON (`make bench` compares it with the peers' prompt generators).
@@ -172,6 +173,20 @@ fn plot_command(args: PlotArgs) -> anyhow::Result<ExitCode> {
                 );
             }
             llmbench::plot::write_run_plots(dir, &llmbench::report::server_series(dir))?
+        }
+        // A sharded run's root: its shards merged onto one timeline, as `llmbench report` merges them.
+        [dir] if !llmbench::report::merge::shard_dirs(dir).is_empty() => {
+            let Some(merged) = llmbench::report::merge::read_sharded(dir)? else {
+                anyhow::bail!("{} has no shard with results", dir.display());
+            };
+            let summary = llmbench::report::summarize_run(&merged.meta, &merged.records);
+            llmbench::plot::write_run_plots_of(
+                dir,
+                &merged.meta,
+                &merged.records,
+                &summary,
+                &llmbench::report::server_series(dir),
+            )?
         }
         dirs => llmbench::plot::compare(dirs, &args.output)?,
     };

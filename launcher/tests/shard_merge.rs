@@ -89,6 +89,10 @@ fn report_merges_the_shards_of_a_run_into_one_exact_summary() {
         "{}",
         stdout(&output)
     );
+    // `llmbench plot` on the run's root draws the merged run.
+    let plotted = llmbench().arg("plot").arg(&run).output().expect("runs");
+    succeeded(&plotted);
+    assert!(run.join("plots/ttft_distribution.png").is_file());
     // The shards' own summaries stay as they were.
     for (i, total) in per_shard.iter().enumerate() {
         assert_eq!(
