@@ -113,7 +113,7 @@ pub fn write_all(dir: &Path, plan: &ExperimentPlan) -> Result<Written, Experimen
     }
     // The treatments side by side in pictures (throughput vs latency, Pareto, latency CDFs) and compare.html; a
     // picture that cannot be drawn (no run succeeded yet) leaves the numbers standing.
-    match crate::plot::compare(&[dir.to_path_buf()], &dir.join(PLOTS_DIR)) {
+    match crate::plot::compare(&[dir.to_path_buf()], &dir.join(crate::plot::PLOTS_DIR)) {
         Ok(pictures) => files.extend(pictures),
         Err(e) => warnings.push(format!("no comparison pictures: {e}")),
     }
@@ -123,9 +123,6 @@ pub fn write_all(dir: &Path, plan: &ExperimentPlan) -> Result<Written, Experimen
         warnings,
     })
 }
-
-/// Where an experiment's comparison pictures go, inside its directory.
-pub const PLOTS_DIR: &str = "plots";
 
 /// The comparison: each run's figures from its summary.json, the table over succeeded runs.
 pub fn comparison(dir: &Path, plan: &ExperimentPlan, warnings: &mut Vec<String>) -> Comparison {

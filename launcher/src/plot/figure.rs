@@ -621,10 +621,14 @@ fn draw_series<DB: DrawingBackend>(
     match series.style {
         Style::Line { dashed, markers } => {
             let style = colour.stroke_width(2);
-            if dashed {
-                chart.draw_series(DashedLineSeries::new(points.iter().copied(), 9, 6, style))?;
-            } else {
-                chart.draw_series(LineSeries::new(points.iter().copied(), style))?;
+            // A point with no y (NaN) is a gap: the line stops there rather than bridging time with no data.
+            for run in series.points.split(|(_, y)| y.is_nan()) {
+                let run = run.iter().copied().filter(inside);
+                if dashed {
+                    chart.draw_series(DashedLineSeries::new(run, 9, 6, style))?;
+                } else {
+                    chart.draw_series(LineSeries::new(run, style))?;
+                }
             }
             if markers {
                 chart.draw_series(points.iter().map(|&p| Circle::new(p, 4, colour.filled())))?;

@@ -273,6 +273,22 @@ pub fn binned_percentiles(points: &[(f64, f64)], bin_s: f64, ps: &[f64]) -> Vec<
     out
 }
 
+/// Per-bin points (bin centres `bin_s` apart) with a `(x, NaN)` gap after any point whose next one is more than a
+/// bin away, so a line drawn through them breaks over the empty bins (a pause between stages, a queue draining)
+/// instead of bridging time in which nothing was measured.
+pub fn broken_at_gaps(points: impl IntoIterator<Item = (f64, f64)>, bin_s: f64) -> Vec<(f64, f64)> {
+    let mut out: Vec<(f64, f64)> = Vec::new();
+    for (x, y) in points {
+        if let Some(&(previous, _)) = out.last()
+            && x - previous > 1.5 * bin_s
+        {
+            out.push((previous + bin_s, f64::NAN));
+        }
+        out.push((x, y));
+    }
+    out
+}
+
 /// A scatter cut down to a budget: an even sample, and the highest points kept apart so a picture can draw them
 /// as what they are (a selection), not as part of the sample.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -539,6 +555,17 @@ mod tests {
         assert_eq!(out[0].1[0], 25.0);
         assert!((out[0].1[1] - 37.0).abs() < 1e-9);
         assert_eq!(out[1], (2.5, vec![5.0, 5.0]));
+    }
+
+    #[test]
+    fn lines_through_bins_break_over_empty_bins() {
+        // Bins of 1 s at 0.5, 1.5, then nothing until 4.5: a gap at 2.5 (NaN), none between adjacent bins.
+        let out = broken_at_gaps([(0.5, 1.0), (1.5, 2.0), (4.5, 3.0)], 1.0);
+        assert_eq!(out.len(), 4);
+        assert_eq!(&out[..2], &[(0.5, 1.0), (1.5, 2.0)]);
+        assert_eq!(out[2].0, 2.5);
+        assert!(out[2].1.is_nan());
+        assert_eq!(out[3], (4.5, 3.0));
     }
 
     #[test]

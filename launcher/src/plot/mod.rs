@@ -34,7 +34,9 @@ use serde_json::Value;
 use crate::experiment::{ExperimentError, ExperimentPlan, RunStatus};
 use crate::metrics::{RunState, RunSummary};
 use crate::record::{ReadRecordsError, RequestRecord, read_jsonl_counting_truncated};
-use crate::report::{REQUESTS_FILE, RUN_META_FILE, ReportError, RunMeta, SUMMARY_FILE};
+use crate::report::{
+    PROFILE_FILE, REQUESTS_FILE, RUN_META_FILE, ReportError, RunMeta, SUMMARY_FILE,
+};
 use crate::server_metrics::ServerSeries;
 
 use self::compare::{ComparedRun, Entry, compare_figures, unique_labels};
@@ -48,8 +50,6 @@ pub const PLOTS_DIR: &str = "plots";
 pub const REPORT_HTML: &str = "report.html";
 /// The comparison's page.
 pub const COMPARE_HTML: &str = "compare.html";
-/// The rendered profile inside a run directory.
-const PROFILE_FILE: &str = "profile.yaml";
 const EXPERIMENT_FILE: &str = crate::experiment::plan::EXPERIMENT_FILE;
 
 /// Drawing or writing pictures failed. Each variant names the file or directory it is about.

@@ -13,8 +13,8 @@ use crate::server_metrics::ServerSeries;
 
 use super::figure::{Axis, FAILED, Figure, Panel, Rule, Series, Style, colour};
 use super::math::{
-    Histogram, MAX_SAMPLE, MAX_SCATTER, Reservoir, binned_percentiles, binned_rates, cdf_points,
-    decimate, pareto_frontier, step_points, time_bin_s,
+    Histogram, MAX_SAMPLE, MAX_SCATTER, Reservoir, binned_percentiles, binned_rates,
+    broken_at_gaps, cdf_points, decimate, pareto_frontier, step_points, time_bin_s,
 };
 
 /// Which run a picture is of, for its subtitle.
@@ -512,8 +512,9 @@ fn latency_panel(
     rules: &[Rule],
 ) -> Panel {
     let percentiles = binned_percentiles(&points, bin, &[0.5, 0.99]);
-    let line =
-        |i: usize| -> Vec<(f64, f64)> { percentiles.iter().map(|(t, qs)| (*t, qs[i])).collect() };
+    let line = |i: usize| -> Vec<(f64, f64)> {
+        broken_at_gaps(percentiles.iter().map(|(t, qs)| (*t, qs[i])), bin)
+    };
     let total = points.len();
     let drawn = decimate(points, MAX_SCATTER);
     let mut series = Vec::new();
