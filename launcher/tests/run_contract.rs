@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::io::{BufReader, Write as _};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -84,29 +84,9 @@ fn serve(stream: std::net::TcpStream, kept: &Mutex<Vec<Value>>, answer: &str) {
     let mut reader = BufReader::new(stream.try_clone().expect("clone"));
     let mut writer = stream;
     loop {
-        let mut length = 0usize;
-        let mut line = String::new();
-        loop {
-            line.clear();
-            if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                return;
-            }
-            if line == "\r\n" {
-                break;
-            }
-            if let Some(v) = line
-                .to_ascii_lowercase()
-                .strip_prefix("content-length:")
-                .map(str::trim)
-                .and_then(|v| v.parse().ok())
-            {
-                length = v;
-            }
-        }
-        let mut body = vec![0; length];
-        if reader.read_exact(&mut body).is_err() {
+        let Some(body) = common::read_request(&mut reader) else {
             return;
-        }
+        };
         let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         let chat = body.get("messages").is_some();
         // Only the API's requests: the run's probe of `GET /metrics` has no body (and gets no Prometheus text).

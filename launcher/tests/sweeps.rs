@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::io::{BufReader, Write as _};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::Arc;
@@ -53,27 +53,7 @@ fn answer(stream: TcpStream, count: &AtomicU64, fails: fn(u64) -> bool) {
     let mut reader = BufReader::new(stream.try_clone().expect("clone"));
     let mut writer = stream;
     loop {
-        let mut length = 0usize;
-        let mut line = String::new();
-        loop {
-            line.clear();
-            if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                return;
-            }
-            if line == "\r\n" {
-                break;
-            }
-            if let Some(v) = line
-                .to_ascii_lowercase()
-                .strip_prefix("content-length:")
-                .map(str::trim)
-                .and_then(|v| v.parse().ok())
-            {
-                length = v;
-            }
-        }
-        let mut body = vec![0; length];
-        if reader.read_exact(&mut body).is_err() {
+        if common::read_request(&mut reader).is_none() {
             return;
         }
         let n = count.fetch_add(1, Ordering::SeqCst) + 1;

@@ -22,6 +22,20 @@ const FIELD_MANAGER: &str = "llmbench-e2e";
 /// Where the chart installs the operator.
 pub const OPERATOR_NAMESPACE: &str = "llmbench-system";
 
+/// A control plane ready for the operator: our CRDs applied, the operator's namespace and `namespace` created, and
+/// the chart's RBAC installed; returns it with an admin client and the operator's kubeconfig.
+pub async fn prepared(namespace: &str) -> (ControlPlane, Client, PathBuf) {
+    let cp = ControlPlane::start()
+        .await
+        .unwrap_or_else(|e| panic!("starting the control plane: {e}"));
+    let admin = cp.admin_client().await.expect("admin client");
+    apply_crds(&admin).await;
+    create_namespace(&admin, OPERATOR_NAMESPACE).await;
+    create_namespace(&admin, namespace).await;
+    let kubeconfig = install_chart_rbac(&cp).await;
+    (cp, admin, kubeconfig)
+}
+
 /// Applies `crds/*.yaml` and waits until both are Established.
 pub async fn apply_crds(client: &Client) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());

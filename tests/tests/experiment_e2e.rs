@@ -17,13 +17,8 @@ use kube::{Client, ResourceExt};
 use llmbench_api::v1alpha1::{
     BenchmarkExperiment, BenchmarkExperimentStatus, BenchmarkRun, ExperimentPhase, Phase,
 };
-use llmbench_e2e::cluster::{
-    OPERATOR_NAMESPACE, OperatorProcess, apply_crds, create_namespace, eventually, http_get,
-    install_chart_rbac,
-};
-use llmbench_e2e::{
-    ControlPlane, KubeletConfig, LlmbenchSim, TestKubelet, e2e_disabled, workspace_binary,
-};
+use llmbench_e2e::cluster::{OperatorProcess, eventually, http_get, prepared};
+use llmbench_e2e::{KubeletConfig, LlmbenchSim, TestKubelet, e2e_disabled, workspace_binary};
 use serde_json::{Value, json};
 
 const NS: &str = "bx";
@@ -113,14 +108,7 @@ async fn an_experiment_runs_its_runs_one_at_a_time_and_compares_them() {
     if e2e_disabled("an_experiment_runs_its_runs_one_at_a_time_and_compares_them") {
         return;
     }
-    let cp = ControlPlane::start()
-        .await
-        .unwrap_or_else(|e| panic!("starting the control plane: {e}"));
-    let admin = cp.admin_client().await.expect("admin client");
-    apply_crds(&admin).await;
-    create_namespace(&admin, OPERATOR_NAMESPACE).await;
-    create_namespace(&admin, NS).await;
-    let kubeconfig = install_chart_rbac(&cp).await;
+    let (_control_plane, admin, kubeconfig) = prepared(NS).await;
     let sim = LlmbenchSim::start(MODEL, &["--ttft", "5ms", "--itl", "1ms"])
         .await
         .unwrap_or_else(|e| panic!("{e}"));

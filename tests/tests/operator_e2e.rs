@@ -15,13 +15,9 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use llmbench_api::v1alpha1::{BenchmarkRun, BenchmarkRunStatus, Phase};
-use llmbench_e2e::cluster::{
-    OPERATOR_NAMESPACE, OperatorProcess, apply_crds, create_namespace, eventually, http_get,
-    install_chart_rbac, kubectl_apply,
-};
+use llmbench_e2e::cluster::{OperatorProcess, eventually, http_get, kubectl_apply, prepared};
 use llmbench_e2e::{
-    ControlPlane, InferenceSim, KubeletConfig, TestKubelet, e2e_disabled, free_port,
-    workspace_binary,
+    InferenceSim, KubeletConfig, TestKubelet, e2e_disabled, free_port, workspace_binary,
 };
 use serde_json::{Value, json};
 
@@ -113,14 +109,7 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
     if e2e_disabled("benchmark_runs_go_from_apply_to_results_on_a_real_apiserver") {
         return;
     }
-    let cp = ControlPlane::start()
-        .await
-        .unwrap_or_else(|e| panic!("starting the control plane: {e}"));
-    let admin = cp.admin_client().await.expect("admin client");
-    apply_crds(&admin).await;
-    create_namespace(&admin, OPERATOR_NAMESPACE).await;
-    create_namespace(&admin, NS).await;
-    let kubeconfig = install_chart_rbac(&cp).await;
+    let (cp, admin, kubeconfig) = prepared(NS).await;
 
     let sim = InferenceSim::start(
         MODEL,

@@ -561,31 +561,7 @@ pub fn report_dir(dir: &Path, summary_file: Option<&Path>) -> Result<ReportOutco
 
     let mut summary = summarize_run(&meta, &records);
     summary.server_metrics = server_metrics_summary(dir, &meta, None);
-    let summary_path = dir.join(SUMMARY_FILE);
-    write_summary_json(&summary_path, &summary).map_err(|source| ReportError::Summary {
-        path: summary_path.clone(),
-        source,
-    })?;
-    if let Some(path) = summary_file {
-        write_compact_summary(path, &summary).map_err(|source| ReportError::Summary {
-            path: path.to_owned(),
-            source,
-        })?;
-    }
-    let mut files = vec![summary_path];
-    files.extend(write_all(
-        dir,
-        &meta,
-        &records,
-        &summary,
-        Formats::for_harness(meta.harness),
-    )?);
-    write_pictures(dir, &meta, &records, &summary);
-    Ok(ReportOutcome {
-        summary,
-        files,
-        truncated_lines,
-    })
+    write_rebuilt(dir, &meta, &records, summary, summary_file, truncated_lines)
 }
 
 /// The run's pictures and `report.html` (see [`crate::plot`]) from the records and summary in memory, with the
@@ -658,6 +634,19 @@ fn report_merged(
     summary
         .ignored_keys
         .extend(warnings.iter().map(|w| format!("merge: {w}")));
+    write_rebuilt(dir, &meta, &records, summary, summary_file, truncated_lines)
+}
+
+/// Writes what `llmbench report` rebuilt: `summary.json` (and the compact summary to `summary_file`), the
+/// harness's native files, the llm-d report and the pictures.
+fn write_rebuilt(
+    dir: &Path,
+    meta: &RunMeta,
+    records: &[RequestRecord],
+    summary: RunSummary,
+    summary_file: Option<&Path>,
+    truncated_lines: usize,
+) -> Result<ReportOutcome, ReportError> {
     let summary_path = dir.join(SUMMARY_FILE);
     write_summary_json(&summary_path, &summary).map_err(|source| ReportError::Summary {
         path: summary_path.clone(),
@@ -672,12 +661,12 @@ fn report_merged(
     let mut files = vec![summary_path];
     files.extend(write_all(
         dir,
-        &meta,
-        &records,
+        meta,
+        records,
         &summary,
         Formats::for_harness(meta.harness),
     )?);
-    write_pictures(dir, &meta, &records, &summary);
+    write_pictures(dir, meta, records, &summary);
     Ok(ReportOutcome {
         summary,
         files,

@@ -61,3 +61,30 @@ pub fn succeeded(output: &Output) {
         stderr(output)
     );
 }
+
+/// The body of the next HTTP/1.1 request on `reader` (by its `content-length`), for the tests' bare servers;
+/// `None` once the client has closed the connection or the body is cut short.
+pub fn read_request(reader: &mut impl std::io::BufRead) -> Option<Vec<u8>> {
+    let mut length = 0usize;
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return None;
+        }
+        if line == "\r\n" {
+            break;
+        }
+        if let Some(v) = line
+            .to_ascii_lowercase()
+            .strip_prefix("content-length:")
+            .map(str::trim)
+            .and_then(|v| v.parse().ok())
+        {
+            length = v;
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).ok()?;
+    Some(body)
+}
