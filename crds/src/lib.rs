@@ -5,6 +5,7 @@
 pub mod capacity;
 pub mod experiment;
 pub mod library;
+pub mod release;
 pub mod render;
 pub mod v1alpha1;
 

@@ -134,6 +134,8 @@ impl std::str::FromStr for Harness {
     ).message("spec is immutable once the run has started; create a new BenchmarkRun instead")
 )]
 #[x_kube(validation = Rule::new("!has(self.skipRun) || !self.skipRun || has(self.resultsDir)").message("skipRun collects earlier results: set resultsDir to their directory"))]
+#[x_kube(validation = Rule::new("!(has(self.launcher) && has(self.launcher.parallelism) && self.launcher.parallelism > 1 && has(self.storage) && has(self.storage.emptyDir))").message("launcher.parallelism > 1 needs a PVC: each launcher pod's emptyDir is its own, so the merge could not read the shards' records"))]
+#[x_kube(validation = Rule::new("!(has(self.launcher) && has(self.launcher.parallelism) && self.launcher.parallelism > 1 && has(self.storage) && has(self.storage.pvc) && has(self.storage.pvc.accessModes) && self.storage.pvc.accessModes.exists(m, m == 'ReadWriteOncePod'))").message("a ReadWriteOncePod claim admits one pod: launcher.parallelism > 1 needs ReadWriteMany (shards on any node) or ReadWriteOnce (shards on one node)"))]
 #[serde(rename_all = "camelCase")]
 pub struct BenchmarkRunSpec {
     /// The profile dialect of the workload: inference-perf, guidellm, vllm-benchmark, inferencemax, nop or mlperf.
@@ -297,6 +299,16 @@ pub struct LauncherSpec {
     /// Keep a sleeping launcher pod for inspection instead of running; nothing is collected.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub debug: bool,
+    /// With parallelism > 1: how long the shards may take to become ready (scheduled, started, prompts built)
+    /// before the run fails with reason ShardsNotReady. The operator releases every shard at one instant once all
+    /// are ready, so they share one timeline. A duration such as 10m. Default 10m.
+    #[serde(default = "default_start_timeout")]
+    #[x_kube(validation = Rule::new("self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')").message("startTimeout must be a positive duration such as 10m"))]
+    #[schemars(
+        regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"),
+        length(max = 64)
+    )]
+    pub start_timeout: String,
 }
 
 impl Default for LauncherSpec {
@@ -310,12 +322,20 @@ impl Default for LauncherSpec {
             hf_token_secret_ref: None,
             parallelism: default_parallelism(),
             debug: false,
+            start_timeout: default_start_timeout(),
         }
     }
 }
 
 fn default_parallelism() -> i32 {
     1
+}
+
+/// `launcher.startTimeout`'s default.
+pub const DEFAULT_START_TIMEOUT: &str = "10m";
+
+fn default_start_timeout() -> String {
+    DEFAULT_START_TIMEOUT.to_owned()
 }
 
 /// Where results are written.
@@ -356,9 +376,12 @@ pub struct PvcSpec {
     /// The StorageClass of a claim llmbench creates; the cluster default when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_class_name: Option<String>,
-    /// Access modes of a claim llmbench creates. Default [ReadWriteOnce]; use ReadWriteMany with parallelism > 1
-    /// on nodes that cannot share a ReadWriteOnce volume.
+    /// Access modes of a claim llmbench creates. Default [ReadWriteOnce]. With parallelism > 1, a claim without
+    /// ReadWriteMany makes the operator schedule every shard on one node (required pod affinity), since only pods
+    /// on one node can share a ReadWriteOnce volume; ReadWriteMany (where the StorageClass supports it) lets
+    /// shards spread over nodes. The modes of an existing claim are read from it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(validation = Rule::new("self.all(m, m in ['ReadWriteOnce', 'ReadWriteMany', 'ReadWriteOncePod'])").message("accessModes may be ReadWriteOnce, ReadWriteMany or ReadWriteOncePod: the launchers write their results"))]
     #[schemars(extend("maxItems" = 4))]
     pub access_modes: Vec<String>,
 }
@@ -459,6 +482,21 @@ pub struct BenchmarkRunStatus {
     /// Each launcher pod's own summary, when the run has more than one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shards: Vec<ShardSummary>,
+    /// With more than one launcher pod: the instant the operator released every shard at, once all were ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<ReleaseStatus>,
+}
+
+/// How the shards of a run were released.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ReleaseStatus {
+    /// The start instant every shard was given (RFC 3339, milliseconds).
+    pub released_at: String,
+    /// The same instant in nanoseconds since the Unix epoch, as the launchers were given it.
+    pub at_unix_nanos: u64,
+    /// Shards confirmed released (answering `released`, or already finished).
+    pub confirmed: u32,
 }
 
 /// One launcher pod's summary.
@@ -501,6 +539,10 @@ pub struct RunSummary {
     /// and per endpoint), when the launcher scraped any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<ServerSummary>,
+    /// A sharded run's start skew: the latest shard's actual start minus the earliest's, in milliseconds (summary.json's
+    /// `shard_starts` has each shard's lateness after the release).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_skew_ms: Option<f64>,
 }
 
 /// The server side of a run in brief: how the scrape went and the means that say why a stack saturates. The

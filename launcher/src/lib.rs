@@ -17,6 +17,7 @@ pub mod profile;
 pub mod progress;
 pub mod prompts;
 pub mod record;
+pub mod release;
 pub mod report;
 pub mod request;
 pub mod run;

@@ -124,8 +124,17 @@ pub struct RunArgs {
     /// delay histograms) at http://ADDR/metrics while it goes, e.g. 0.0.0.0:9464; port 0 picks a free port, and
     /// the address is logged. Off by default, so local runs and parallel tests never compete for a port. An
     /// address that cannot be bound is a warning, not a failure: the run goes on without live metrics.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", value_parser = crate::release::parse_listen_addr)]
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// A shard of a sharded run: prepare everything, then wait for a release on ADDR (`GET /ready` answers
+    /// `waiting`; `POST /release {"at_unix_ns": …}` names the instant every shard starts at) and start the clock at
+    /// that instant. The BenchmarkRun operator sets it for `parallelism > 1`; run.json records the instant and the
+    /// actual start.
+    #[arg(long, value_name = "ADDR", value_parser = crate::release::parse_listen_addr)]
+    pub wait_for_release: Option<std::net::SocketAddr>,
+    /// How long --wait-for-release waits before the run fails.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "15m", value_name = "DURATION")]
+    pub release_timeout: Duration,
     /// A Prometheus endpoint of the stack to scrape during the run (repeatable), e.g.
     /// http://vllm-0:8000/metrics. Default: the endpoint's own /metrics when it answers with Prometheus text, and
     /// the Prometheus server an inference-perf profile's `metrics:` names.
@@ -211,6 +220,8 @@ pub enum RunError {
     },
     #[error(transparent)]
     Limit(#[from] crate::limits::LimitError),
+    #[error(transparent)]
+    Release(#[from] crate::release::ReleaseError),
     #[error("not supported: {0}")]
     Unsupported(String),
     #[error("capacity search: {0}")]
@@ -704,6 +715,15 @@ impl RunContext<'_> {
             requests = planned_requests,
             "starting run"
         );
+        // A shard waits here, with everything prepared, until the operator releases every shard at one instant.
+        let (_release_server, release) = match args.wait_for_release {
+            Some(addr) => {
+                let (server, release) =
+                    crate::release::wait_for_release(addr, args.release_timeout).await?;
+                (Some(server), Some(release))
+            }
+            None => (None, None),
+        };
         let clock = Clock::start();
         let t0_unix_ns = wallclock::unix_ns_now();
         let mut meta = RunMeta {
@@ -732,6 +752,7 @@ impl RunContext<'_> {
             end: None,
             capacity_search: self.capacity_search.clone(),
             server_metrics: scraping.as_ref().map(ServerMetricsMeta::planned),
+            release,
         };
         // Written before the first request, so a killed run can still be reported from requests.jsonl; an adaptive
         // run rewrites it as each stage is decided.

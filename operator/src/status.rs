@@ -50,6 +50,8 @@ pub enum FailureReason {
     Timeout,
     /// A launcher pod disappeared after the run started; it is never re-created, so load is never sent twice.
     LauncherLost,
+    /// Not every shard of a sharded run became ready within `launcher.startTimeout`; none was released.
+    ShardsNotReady,
 }
 
 impl FailureReason {
@@ -62,6 +64,7 @@ impl FailureReason {
             FailureReason::Evicted => "Evicted",
             FailureReason::Timeout => "Timeout",
             FailureReason::LauncherLost => "LauncherLost",
+            FailureReason::ShardsNotReady => "ShardsNotReady",
         }
     }
 }

@@ -42,6 +42,8 @@ struct Compact {
     capacity: Option<CapacityAnswer>,
     #[serde(default)]
     server: Option<ServerSummary>,
+    #[serde(default)]
+    start_skew_ms: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -123,6 +125,7 @@ pub fn parse_summary(pod: &str, message: &str) -> Result<RunSummary, SummaryErro
         goodput_percent: compact.goodput_percent,
         capacity: compact.capacity,
         server: compact.server,
+        start_skew_ms: compact.start_skew_ms,
     })
 }
 
@@ -201,6 +204,8 @@ pub fn aggregate(shards: &[RunSummary]) -> Option<RunSummary> {
                     }),
                 // Only shard 0 scrapes the stack, for the whole run.
                 server: shards.iter().find_map(|s| s.server.clone()),
+                // Only the merge knows when each shard started.
+                start_skew_ms: None,
             })
         }
     }

@@ -10,8 +10,10 @@
 //! zero grace period, which is the kubelet's half of graceful deletion.
 
 use std::collections::{BTreeMap, HashMap};
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -277,14 +279,19 @@ impl Node {
             .get(program)
             .cloned()
             .unwrap_or_else(|| PathBuf::from(program));
-        let env = self.container_env(pod, container, &paths).await?;
+        // Each pod its own loopback address, as each pod has its own IP on a node: launchers sharing this host's
+        // network then bind the same ports side by side.
+        let pod_ip = next_pod_ip();
+        let env = self
+            .container_env(pod, container, &paths, &pod_ip.to_string())
+            .await?;
 
         let log_file = dir.join("log");
         let log = std::fs::File::create(&log_file).map_err(io(&log_file))?;
         let log_err = log.try_clone().map_err(io(&log_file))?;
         let mut command = Command::new(&program);
         command
-            .args(args.iter().map(|a| map_path(a, &paths)))
+            .args(args.iter().map(|a| map_path(&expand(a, &env), &paths)))
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .envs(env)
@@ -299,7 +306,8 @@ impl Node {
             "status": {
                 "phase": "Running",
                 "hostIP": "127.0.0.1",
-                "podIP": "127.0.0.1",
+                "podIP": pod_ip.to_string(),
+                "podIPs": [{"ip": pod_ip.to_string()}],
                 "startTime": started_at,
                 "conditions": [
                     {"type": "PodScheduled", "status": "True", "lastTransitionTime": started_at},
@@ -452,13 +460,14 @@ impl Node {
         pod: &Pod,
         container: &Container,
         paths: &[(String, PathBuf)],
+        pod_ip: &str,
     ) -> Result<Vec<(String, String)>, KubeletError> {
         let namespace = pod.namespace().unwrap_or_default();
         let name = pod.name_any();
         let mut env = Vec::new();
         for var in container.env.iter().flatten() {
             let value = if let Some(value) = &var.value {
-                map_path(value, paths)
+                map_path(&expand(value, &env), paths)
             } else if let Some(source) = &var.value_from {
                 if let Some(field) = &source.field_ref {
                     match field.field_path.as_str() {
@@ -466,6 +475,8 @@ impl Node {
                         "metadata.namespace" => namespace.clone(),
                         "metadata.uid" => pod.uid().unwrap_or_default(),
                         "spec.nodeName" => self.config.node_name.clone(),
+                        "status.podIP" => pod_ip.to_owned(),
+                        "status.hostIP" => "127.0.0.1".to_owned(),
                         other => {
                             return Err(KubeletError::Unsupported {
                                 pod: name,
@@ -623,6 +634,40 @@ fn truncate_utf8(bytes: &[u8], max: usize) -> String {
     text[..end].to_owned()
 }
 
+/// A fresh loopback address per pod: 127.<pid>.<n>, so test processes running side by side rarely meet.
+fn next_pod_ip() -> Ipv4Addr {
+    static NEXT: AtomicU32 = AtomicU32::new(1);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let pid = std::process::id();
+    Ipv4Addr::new(127, (pid % 250 + 1) as u8, (n >> 8) as u8, n as u8)
+}
+
+/// Kubernetes' `$(VAR)` expansion of a command, an argument or an env value: a reference to a variable defined
+/// (earlier) in `env` becomes its value, `$$` is a literal `$`, and anything else stays as written.
+fn expand(text: &str, env: &[(String, String)]) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(inner) = after.strip_prefix('(')
+            && let Some(close) = inner.find(')')
+            && let Some((_, value)) = env.iter().rev().find(|(name, _)| *name == inner[..close])
+        {
+            out.push_str(value);
+            rest = &inner[close + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// `value` with a leading container path replaced by its local directory.
 fn map_path(value: &str, paths: &[(String, PathBuf)]) -> String {
     for (container_path, local) in paths {
@@ -663,6 +708,16 @@ mod tests {
         assert_eq!(map_path("/workload", &paths), "/tmp/w");
         assert_eq!(map_path("/workloads/x", &paths), "/workloads/x");
         assert_eq!(map_path("--output", &paths), "--output");
+    }
+
+    #[test]
+    fn variable_references_expand_as_kubernetes_expands_them() {
+        let env = vec![("POD_IP".to_owned(), "127.3.0.9".to_owned())];
+        assert_eq!(expand("$(POD_IP):9465", &env), "127.3.0.9:9465");
+        assert_eq!(expand("$$(POD_IP)", &env), "$(POD_IP)");
+        assert_eq!(expand("$(UNSET):1", &env), "$(UNSET):1");
+        assert_eq!(expand("a$b$(POD_IP", &env), "a$b$(POD_IP");
+        assert_ne!(next_pod_ip(), next_pod_ip());
     }
 
     #[test]

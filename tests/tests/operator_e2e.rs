@@ -89,6 +89,30 @@ fn results_dir(kubelet: &TestKubelet, status: &BenchmarkRunStatus) -> PathBuf {
     kubelet.pvc_dir(NS, claim).join(relative)
 }
 
+/// Each successful streamed request's TTFT in ms (first content chunk − sent) from a requests.jsonl.
+fn ttfts_ms(path: &std::path::Path) -> Vec<f64> {
+    std::fs::read_to_string(path)
+        .expect("requests.jsonl")
+        .lines()
+        .filter_map(|line| {
+            let record: Value = serde_json::from_str(line).expect("a record");
+            let first = record["chunks"]
+                .as_array()?
+                .iter()
+                .find(|c| c["kind"] == "content")?["at_ns"]
+                .as_u64()?;
+            Some((first - record["sent_ns"].as_u64()?) as f64 / 1e6)
+        })
+        .collect()
+}
+
+/// numpy's default percentile of sorted values: linear between the two closest ranks.
+fn linear_percentile(sorted: &[f64], p: f64) -> f64 {
+    let rank = p * (sorted.len() - 1) as f64;
+    let (low, high) = (rank.floor() as usize, rank.ceil() as usize);
+    sorted[low] + (sorted[high] - sorted[low]) * (rank - low as f64)
+}
+
 fn lines(path: &Path) -> usize {
     std::fs::read_to_string(path)
         .map(|t| t.lines().count())
@@ -184,10 +208,10 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
     let mut dead = sanity(&dead_endpoint, 5, 1);
     dead["stack"]["endpoint"] = json!(dead_endpoint);
     create("dead", dead).await;
-    // Two launchers of one run: their shares add up to what one launcher sends, and a merge pod merges their
-    // records exactly.
+    // Four launchers of one run, released at one instant: their shares add up to what one launcher sends, and a
+    // merge pod merges their records exactly.
     let mut gamma = sanity(&endpoint, 10, 2);
-    gamma["launcher"] = json!({"parallelism": 2});
+    gamma["launcher"] = json!({"parallelism": 4});
     create("gamma", gamma).await;
     let mut slow = sanity(&endpoint, 1, 600);
     slow["timeout"] = json!("4s");
@@ -232,15 +256,54 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
     let gamma = finished(&runs, "gamma", &operator).await;
     assert_eq!(gamma.phase, Some(Phase::Succeeded), "gamma: {gamma:#?}");
     let merged = gamma.summary.as_ref().expect("gamma has a summary");
+    // What one launcher would have sent: 10 req/s for 2 s.
     assert_eq!(merged.requests, 20, "{merged:#?}");
-    assert_eq!(gamma.shards.len(), 2, "{gamma:#?}");
+    assert_eq!(gamma.shards.len(), 4, "{gamma:#?}");
     assert_eq!(
         gamma.shards.iter().map(|s| s.summary.requests).sum::<u64>(),
         20
     );
+    // Released together: every shard took the operator's one instant and recorded when it actually started.
+    let release = gamma.release.as_ref().expect("gamma was released");
+    assert_eq!(release.confirmed, 4, "{release:?}");
     let dir = results_dir(&kubelet, &gamma);
-    for shard in ["shard-0", "shard-1"] {
-        assert!(dir.join(shard).join("requests.jsonl").is_file(), "{shard}");
+    let mut starts = Vec::new();
+    let mut union_ttft_ms = Vec::new();
+    for shard in 0..4 {
+        let shard_dir = dir.join(format!("shard-{shard}"));
+        let run_json: Value = serde_json::from_str(
+            &std::fs::read_to_string(shard_dir.join("run.json")).expect("shard run.json"),
+        )
+        .expect("run.json parses");
+        assert_eq!(
+            run_json["release"]["at_unix_ns"].as_u64(),
+            Some(release.at_unix_nanos),
+            "shard {shard}: {run_json:#}"
+        );
+        let t0 = run_json["t0_unix_ns"].as_u64().expect("t0_unix_ns");
+        assert!(
+            t0 >= release.at_unix_nanos,
+            "shard {shard} started before its release"
+        );
+        starts.push(t0);
+        union_ttft_ms.extend(ttfts_ms(&shard_dir.join("requests.jsonl")));
+    }
+    let skew_ms = (starts.iter().max().unwrap() - starts.iter().min().unwrap()) as f64 / 1e6;
+    eprintln!(
+        "gamma: 4 shards released at {}, start skew {skew_ms:.3} ms",
+        release.released_at
+    );
+    assert_eq!(merged.start_skew_ms, Some(skew_ms), "{merged:#?}");
+    // The merged TTFT percentiles are those of the union of the shards' raw records (numpy's linear method).
+    assert_eq!(union_ttft_ms.len(), 20);
+    union_ttft_ms.sort_by(f64::total_cmp);
+    let ttft = merged.latency_ms.ttft.as_ref().expect("merged ttft");
+    for (p, reported) in [(0.5, ttft.p50), (0.9, ttft.p90), (0.99, ttft.p99)] {
+        let expected = linear_percentile(&union_ttft_ms, p);
+        assert!(
+            (expected - reported).abs() < 1e-6,
+            "p{p}: {expected} from the union vs {reported} in status"
+        );
     }
     // The status is the merge's: what `llmbench report` computes from all 20 raw records at the run's root.
     let root: Value = serde_json::from_str(

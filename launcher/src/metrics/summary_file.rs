@@ -72,6 +72,9 @@ pub struct RunSummary {
     /// The stack's own metrics over the run and per stage, from `server_metrics.jsonl`, when any were scraped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_metrics: Option<crate::server_metrics::ServerMetricsSummary>,
+    /// A sharded run merged by `llmbench report`: when the shards were released and when each one started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard_starts: Option<crate::report::ShardStarts>,
 }
 
 /// Whether a run did what its plan said.
@@ -182,6 +185,7 @@ impl RunSummary {
             ignored_keys: Vec::new(),
             capacity: None,
             server_metrics: None,
+            shard_starts: None,
         }
     }
 
@@ -227,6 +231,9 @@ pub struct CompactSummary {
     /// How the run ended, when not as planned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<Completion>,
+    /// A merged sharded run: the latest shard's start minus the earliest's, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_skew_ms: Option<f64>,
     /// How many stages were left out to stay within the size limit.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub stages_omitted: usize,
@@ -356,6 +363,7 @@ impl From<&RunSummary> for CompactSummary {
             capacity: s.capacity.as_ref().map(capacity_answer),
             server: s.server_metrics.as_ref().map(server_brief),
             run: s.run,
+            start_skew_ms: s.shard_starts.as_ref().map(|starts| starts.skew_ms),
             stages_omitted: 0,
         }
     }

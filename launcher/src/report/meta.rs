@@ -73,6 +73,19 @@ pub struct RunMeta {
     /// The server metrics scraped during the run (`server_metrics.jsonl`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_metrics: Option<ServerMetricsMeta>,
+    /// How a shard of a sharded run was released (`--wait-for-release`): when it was ready and the instant it was
+    /// told to start at. Its actual start is `t0_unix_ns`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<ReleaseMeta>,
+}
+
+/// A shard's release, in nanoseconds since the Unix epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReleaseMeta {
+    /// When it had prepared everything and began to wait.
+    pub ready_unix_ns: u64,
+    /// The instant the operator released every shard at.
+    pub at_unix_ns: u64,
 }
 
 /// A profile key llmbench did not act on, as the parser reported it.

@@ -12,6 +12,7 @@ mod inference_perf;
 mod llmd;
 pub mod merge;
 mod meta;
+mod starts;
 mod table;
 mod vllm;
 
@@ -37,9 +38,10 @@ pub use inference_perf::{
 pub use llmd::{LLMD_REPORT_PREFIX, llmd_report_v02, llmd_report_v02_file};
 pub use meta::{
     ApiKind, Burstiness, INFERENCE_PERF_PERCENTILES, LLMBENCH_VERSION, ProfileNote, RUN_META_FILE,
-    RUN_META_SCHEMA, ReportOptions, RunEnd, RunMeta, RunState, ServerMetricsMeta, ShardMeta, Slo,
-    StageEnd, StageMeta,
+    RUN_META_SCHEMA, ReleaseMeta, ReportOptions, RunEnd, RunMeta, RunState, ServerMetricsMeta,
+    ShardMeta, Slo, StageEnd, StageMeta,
 };
+pub use starts::{ShardStarts, shard_starts};
 pub use table::print_table;
 pub use vllm::{vllm_result, vllm_result_file};
 
@@ -631,6 +633,11 @@ fn report_merged(
     }
     let mut summary = summarize_run(&meta, &records);
     summary.server_metrics = server_metrics_summary(dir, &meta, None);
+    let shard_metas: Vec<RunMeta> = shards
+        .iter()
+        .filter_map(|shard| RunMeta::read(shard).ok())
+        .collect();
+    summary.shard_starts = shard_starts(&shard_metas);
     summary
         .ignored_keys
         .extend(warnings.iter().map(|w| format!("merge: {w}")));

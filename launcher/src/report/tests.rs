@@ -137,6 +137,7 @@ pub(crate) fn meta() -> RunMeta {
         end: None,
         capacity_search: None,
         server_metrics: None,
+        release: None,
     }
 }
 

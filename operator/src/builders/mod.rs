@@ -14,8 +14,9 @@ use llmbench_api::v1alpha1::BenchmarkRun;
 
 pub use config_map::{PROFILE_FILE, profile_config_map, profile_config_map_name};
 pub use pod::{
-    LAUNCHER_INDEX_LABEL, LauncherSettings, PROFILE_MOUNT_PATH, PodParts, TERMINATION_LOG,
-    launcher_pod, launcher_pod_name, llmbench_pod, merge_pod, merge_pod_name, needs_merge, run_id,
+    LAUNCHER_INDEX_LABEL, LauncherSettings, PROFILE_MOUNT_PATH, POD_IP_ENV, PodParts,
+    TERMINATION_LOG, colocate_shards, launcher_pod, launcher_pod_name, llmbench_pod, merge_pod,
+    merge_pod_name, needs_merge, run_id, shards_share_a_node,
 };
 pub use pvc::workload_pvc;
 
@@ -48,6 +49,8 @@ pub enum BuildError {
         experiment: String,
         field: &'static str,
     },
+    #[error("BenchmarkRun {run}: spec.launcher.startTimeout: {message}")]
+    StartTimeout { run: String, message: String },
     #[error("BenchmarkExperiment {experiment}: its plan has no treatment {index}")]
     UnknownTreatment { experiment: String, index: usize },
     #[error("BenchmarkExperiment {experiment}: cannot encode {what}: {message}")]

@@ -5,18 +5,23 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
-    EnvVarSource, ObjectFieldSelector, PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext,
-    PodSpec, ResourceRequirements, SeccompProfile, SecretKeySelector, SecurityContext, Volume,
-    VolumeMount,
+    Affinity, Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
+    EnvVar, EnvVarSource, ObjectFieldSelector, PersistentVolumeClaimVolumeSource, Pod, PodAffinity,
+    PodAffinityTerm, PodSecurityContext, PodSpec, ResourceRequirements, SeccompProfile,
+    SecretKeySelector, SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::ResourceExt;
+use llmbench_api::release::{RELEASE_PORT, RELEASE_PORT_NAME};
 use llmbench_api::render::well_known;
 use llmbench_api::v1alpha1::{BenchmarkRun, LauncherSpec, StorageSpec, WORKLOAD_MOUNT_PATH};
 
-use super::{BuildError, PROFILE_FILE, owner_reference, profile_config_map_name, run_labels};
+use super::{
+    BuildError, PROFILE_FILE, RUN_UID_LABEL, owner_reference, profile_config_map_name, run_labels,
+    uid,
+};
+use crate::status::parse_duration;
 
 /// Where the rendered profile is mounted.
 pub const PROFILE_MOUNT_PATH: &str = "/etc/llmbench/profile";
@@ -37,6 +42,12 @@ pub const LAUNCHER_TERMINATION_GRACE_SECONDS: i64 = 60;
 pub const LAUNCHER_METRICS_PORT: i32 = 9464;
 /// The name of that container port, which the chart's launcher PodMonitor scrapes.
 pub const LAUNCHER_METRICS_PORT_NAME: &str = "metrics";
+/// The environment variable a launcher finds its pod's IP in (the downward API's `status.podIP`).
+pub const POD_IP_ENV: &str = "POD_IP";
+/// How much longer than `launcher.startTimeout` a shard waits for its release before it gives up by itself.
+const RELEASE_TIMEOUT_MARGIN: std::time::Duration = std::time::Duration::from_secs(120);
+/// Nodes, for pod affinity: the shards of a run on a ReadWriteOnce claim share one.
+const HOSTNAME_TOPOLOGY_KEY: &str = "kubernetes.io/hostname";
 
 /// Operator-wide launcher settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -184,9 +195,28 @@ pub fn launcher_pod(
             format!("{index}/{parallelism}"),
             "--interrupt-grace".to_owned(),
             format!("{LAUNCHER_INTERRUPT_GRACE_SECONDS}s"),
+            // The pod's own address rather than 0.0.0.0: the same in a pod network, and launchers that share a
+            // host's network (hostNetwork, a test kubelet) each bind their own.
             "--metrics-listen".to_owned(),
-            format!("0.0.0.0:{LAUNCHER_METRICS_PORT}"),
+            format!("$({POD_IP_ENV}):{LAUNCHER_METRICS_PORT}"),
         ];
+        if parallelism > 1 {
+            // Every shard waits for the operator's release, so all start their clocks at one instant; it gives up
+            // a while after the operator would have failed the run (ShardsNotReady) had the shards not come up.
+            let start_timeout =
+                parse_duration(&spec.launcher.start_timeout).map_err(|message| {
+                    BuildError::StartTimeout {
+                        run: run.name_any(),
+                        message,
+                    }
+                })?;
+            args.extend([
+                "--wait-for-release".to_owned(),
+                format!("$({POD_IP_ENV}):{RELEASE_PORT}"),
+                "--release-timeout".to_owned(),
+                format!("{}s", (start_timeout + RELEASE_TIMEOUT_MARGIN).as_secs()),
+            ]);
+        }
         if let Some(endpoint) = values.get(well_known::ENDPOINT_URL) {
             args.extend(["--endpoint".to_owned(), endpoint.clone()]);
         }
@@ -209,6 +239,19 @@ pub fn launcher_pod(
     };
 
     let mut env = Vec::new();
+    if !spec.launcher.debug && !spec.skip_run {
+        env.push(EnvVar {
+            name: POD_IP_ENV.to_owned(),
+            value_from: Some(EnvVarSource {
+                field_ref: Some(ObjectFieldSelector {
+                    field_path: "status.podIP".to_owned(),
+                    ..ObjectFieldSelector::default()
+                }),
+                ..EnvVarSource::default()
+            }),
+            ..EnvVar::default()
+        });
+    }
     if let Some(secret) = &spec.launcher.hf_token_secret_ref {
         env.push(EnvVar {
             name: "HF_TOKEN".to_owned(),
@@ -246,14 +289,53 @@ pub fn launcher_pod(
     if serves_metrics
         && let Some(container) = pod.spec.as_mut().and_then(|s| s.containers.first_mut())
     {
-        container.ports = Some(vec![ContainerPort {
-            name: Some(LAUNCHER_METRICS_PORT_NAME.to_owned()),
-            container_port: LAUNCHER_METRICS_PORT,
+        let port = |name: &str, number: i32| ContainerPort {
+            name: Some(name.to_owned()),
+            container_port: number,
             protocol: Some("TCP".to_owned()),
             ..ContainerPort::default()
-        }]);
+        };
+        let mut ports = vec![port(LAUNCHER_METRICS_PORT_NAME, LAUNCHER_METRICS_PORT)];
+        if parallelism > 1 {
+            ports.push(port(RELEASE_PORT_NAME, i32::from(RELEASE_PORT)));
+        }
+        container.ports = Some(ports);
     }
     Ok(pod)
+}
+
+/// Whether the shards of `run` must share one node: more than one launcher on a claim without ReadWriteMany
+/// (`access_modes` are the claim's own), which only pods of one node can mount together.
+pub fn shards_share_a_node(run: &BenchmarkRun, access_modes: &[String]) -> bool {
+    run.spec.launcher.parallelism > 1
+        && run.spec.storage.pvc_name().is_some()
+        && !access_modes.iter().any(|m| m == "ReadWriteMany")
+}
+
+/// Puts launcher pod `pod` on the node of the run's other launchers (required pod affinity on the run's label,
+/// per hostname). The first shard goes wherever the scheduler puts it: a pod that matches its own affinity term
+/// may start a group.
+pub fn colocate_shards(pod: &mut Pod, run: &BenchmarkRun) -> Result<(), BuildError> {
+    let uid = uid(run)?.to_owned();
+    let Some(spec) = pod.spec.as_mut() else {
+        return Ok(());
+    };
+    let term = PodAffinityTerm {
+        label_selector: Some(LabelSelector {
+            match_labels: Some(BTreeMap::from([(RUN_UID_LABEL.to_owned(), uid)])),
+            ..LabelSelector::default()
+        }),
+        topology_key: HOSTNAME_TOPOLOGY_KEY.to_owned(),
+        ..PodAffinityTerm::default()
+    };
+    spec.affinity
+        .get_or_insert_with(Affinity::default)
+        .pod_affinity
+        .get_or_insert_with(PodAffinity::default)
+        .required_during_scheduling_ignored_during_execution
+        .get_or_insert_with(Vec::new)
+        .push(term);
+    Ok(())
 }
 
 /// What differs between the pods that run `llmbench`: a launcher of a run, or an experiment's collector.

@@ -3,6 +3,7 @@
 
 pub mod experiment;
 pub mod profile;
+mod release;
 pub mod run;
 
 use std::sync::Arc;

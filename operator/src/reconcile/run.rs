@@ -12,21 +12,23 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{self, Event as FinalizerEvent, finalizer};
 use kube::{Resource, ResourceExt};
+use llmbench_api::release::ReadyAnswer;
 use llmbench_api::v1alpha1::{
-    BenchmarkRun, BenchmarkRunStatus, Phase, WORKLOAD_MOUNT_PATH, WorkloadProfile,
+    BenchmarkRun, BenchmarkRunStatus, Phase, ReleaseStatus, WORKLOAD_MOUNT_PATH, WorkloadProfile,
 };
 use serde_json::json;
 
-use super::{Ctx, is_already_exists, is_not_found};
+use super::{Ctx, is_already_exists, is_not_found, release};
 use crate::builders::{
-    BuildError, FIELD_MANAGER, launcher_pod, launcher_pod_name, merge_pod, merge_pod_name,
-    needs_merge, profile_config_map, profile_config_map_name, run_id, run_selector, workload_pvc,
+    BuildError, FIELD_MANAGER, colocate_shards, launcher_pod, launcher_pod_name, merge_pod,
+    merge_pod_name, needs_merge, profile_config_map, profile_config_map_name, run_id, run_selector,
+    shards_share_a_node, workload_pvc,
 };
 use crate::metrics::ControllerName;
 use crate::resolve::{RenderedProfile, ResolveError, render_run_profile};
 use crate::status::{
-    self, COMPLETED, FailureReason, LAUNCHER_STARTED, PROFILE_RENDERED, PodOutcome, Progress,
-    condition, failure_message, is_finished, parse_duration, pod_outcome, set_condition,
+    self, COMPLETED, FailureReason, LAUNCHER_STARTED, PROFILE_RENDERED, PodFailure, PodOutcome,
+    Progress, condition, failure_message, is_finished, parse_duration, pod_outcome, set_condition,
 };
 
 /// The finalizer that removes a run's pods and ConfigMap before the run goes, garbage collector or not.
@@ -213,8 +215,9 @@ async fn apply(run: &BenchmarkRun, ctx: &Ctx) -> Result<Action, Error> {
                 now,
             );
             apply_config_map(run, &rendered, ctx).await?;
-            ensure_pvc(run, ctx).await?;
-            let created = create_launchers(run, &pods, expected, &pods_api, ctx).await?;
+            let access_modes = ensure_pvc(run, ctx).await?;
+            let created =
+                create_launchers(run, &pods, expected, &access_modes, &pods_api, ctx).await?;
             if created > 0 {
                 let what = if run.spec.skip_run {
                     "collector"
@@ -259,6 +262,30 @@ async fn apply(run: &BenchmarkRun, ctx: &Ctx) -> Result<Action, Error> {
     }
 
     let mut progress = status::progress(run, &pods, expected, true);
+    // A sharded run's launchers wait, prepared, until the operator releases all of them at one instant.
+    let mut releasing = false;
+    if matches!(progress, Progress::InFlight { .. })
+        && needs_merge(run)
+        && status
+            .release
+            .as_ref()
+            .is_none_or(|r| r.confirmed < expected)
+    {
+        match release_step(run, &pods, expected, &status, ctx, now).await {
+            ReleaseStep::Waiting => {
+                releasing = true;
+                progress = Progress::InFlight {
+                    phase: Phase::Pending,
+                    reason: "WaitingForShards",
+                };
+            }
+            ReleaseStep::Released(release) => {
+                releasing = release.confirmed < expected;
+                status.release = Some(release);
+            }
+            ReleaseStep::NotReady(failure) => progress = Progress::Failed(failure),
+        }
+    }
     // A sharded run is done only once its merge pod has merged the shards' records (see `merge_step`).
     let mut merged = None;
     if let Progress::Succeeded { .. } = &progress
@@ -331,7 +358,8 @@ async fn apply(run: &BenchmarkRun, ctx: &Ctx) -> Result<Action, Error> {
             }
             left => {
                 status = status::in_flight(run, status, phase, reason, now);
-                let wait = left.map_or(RESYNC, |l| l.min(RESYNC)) + Duration::from_millis(500);
+                let every = if releasing { release::POLL } else { RESYNC };
+                let wait = left.map_or(every, |l| l.min(every)) + Duration::from_millis(500);
                 Action::requeue(wait)
             }
         },
@@ -342,6 +370,88 @@ async fn apply(run: &BenchmarkRun, ctx: &Ctx) -> Result<Action, Error> {
             .record_run_results(&namespace, &run.name_any(), &status);
     }
     Ok(action)
+}
+
+/// Where the release of a sharded run's launchers stands after one look at them.
+enum ReleaseStep {
+    /// Not every shard is ready yet.
+    Waiting,
+    /// Released (now or earlier): the status to record.
+    Released(ReleaseStatus),
+    /// A shard did not become ready in time: the run fails.
+    NotReady(PodFailure),
+}
+
+/// Asks every launcher where it is and releases them all once every one waits (see `super::release`).
+async fn release_step(
+    run: &BenchmarkRun,
+    pods: &[Pod],
+    expected: u32,
+    status: &BenchmarkRunStatus,
+    ctx: &Ctx,
+    now: Timestamp,
+) -> ReleaseStep {
+    let by_index = |index: u32| pods.iter().find(|p| status::pod_index(p) == Some(index));
+    let probes =
+        (0..expected).map(|i| async move { (i, release::probe(&ctx.http, by_index(i)).await) });
+    let states = futures_util::future::join_all(probes).await;
+    let elapsed = status.start_time.as_ref().map_or(Duration::ZERO, |start| {
+        now.duration_since(start.0).unsigned_abs()
+    });
+    let timeout = parse_duration(&run.spec.launcher.start_timeout).unwrap_or_else(|e| {
+        // The CRD admits only valid durations; fall back to the default rather than never giving up.
+        tracing::warn!(run = %run.name_any(), error = %e, "unparsable launcher.startTimeout; using 10m");
+        Duration::from_secs(600)
+    });
+    let now_unix_ns = u64::try_from(now.as_nanosecond()).unwrap_or_default();
+    match release::decide(&states, now_unix_ns, elapsed, timeout) {
+        release::Decision::Wait => ReleaseStep::Waiting,
+        release::Decision::NotReady { message } => {
+            let first_not_ready = states
+                .iter()
+                .find(|(_, s)| *s != release::ShardState::Answered(ReadyAnswer::Waiting))
+                .map_or(0, |(i, _)| *i);
+            ReleaseStep::NotReady(PodFailure {
+                pod: launcher_pod_name(run, first_not_ready),
+                reason: FailureReason::ShardsNotReady,
+                detail: message,
+                termination_message: None,
+            })
+        }
+        release::Decision::Release {
+            at_unix_ns,
+            send_to,
+            confirmed,
+        } => {
+            let targets: Vec<&Pod> = send_to.iter().filter_map(|i| by_index(*i)).collect();
+            let refused = release::send(&ctx.http, &targets, at_unix_ns).await;
+            let released_at = Timestamp::from_nanosecond(i128::from(at_unix_ns))
+                .map(|t| format!("{t:.3}"))
+                .unwrap_or_default();
+            if !targets.is_empty() && status.release.is_none() {
+                ctx.publish(
+                    &run.object_ref(&()),
+                    EventType::Normal,
+                    "ShardsReleased",
+                    "Release",
+                    &format!(
+                        "released {} shard(s) to start at {released_at}",
+                        targets.len()
+                    ),
+                )
+                .await;
+            }
+            for why in &refused {
+                tracing::warn!(run = %run.name_any(), %why, "a shard did not take its release; retrying");
+            }
+            ReleaseStep::Released(ReleaseStatus {
+                released_at,
+                at_unix_nanos: at_unix_ns,
+                // The shards sent to now count once they answer `released` on the next look.
+                confirmed,
+            })
+        }
+    }
 }
 
 /// Time left before `spec.timeout`, or `None` when the run has no deadline (debug pods wait for the user).
@@ -471,9 +581,17 @@ async fn apply_config_map(
 }
 
 /// Creates the workload PVC if absent; an existing claim is reused as it is and never changed or deleted.
-async fn ensure_pvc(run: &BenchmarkRun, ctx: &Ctx) -> Result<(), Error> {
+/// Returns the claim's access modes (none for an emptyDir run).
+async fn ensure_pvc(run: &BenchmarkRun, ctx: &Ctx) -> Result<Vec<String>, Error> {
     let Some(pvc) = workload_pvc(run) else {
-        return Ok(());
+        return Ok(Vec::new());
+    };
+    let modes = |claim: &PersistentVolumeClaim| {
+        claim
+            .spec
+            .as_ref()
+            .and_then(|spec| spec.access_modes.clone())
+            .unwrap_or_default()
     };
     let name = pvc.name_any();
     let api: Api<PersistentVolumeClaim> =
@@ -483,8 +601,8 @@ async fn ensure_pvc(run: &BenchmarkRun, ctx: &Ctx) -> Result<(), Error> {
         name: name.clone(),
         source,
     };
-    if api.get_opt(&name).await.map_err(err)?.is_some() {
-        return Ok(());
+    if let Some(existing) = api.get_opt(&name).await.map_err(err)? {
+        return Ok(modes(&existing));
     }
     match api
         .create(
@@ -496,8 +614,11 @@ async fn ensure_pvc(run: &BenchmarkRun, ctx: &Ctx) -> Result<(), Error> {
         )
         .await
     {
-        Ok(_) => Ok(()),
-        Err(e) if is_already_exists(&e) => Ok(()),
+        Ok(created) => Ok(modes(&created)),
+        Err(e) if is_already_exists(&e) => match api.get_opt(&name).await.map_err(err)? {
+            Some(existing) => Ok(modes(&existing)),
+            None => Ok(modes(&pvc)),
+        },
         Err(e) => Err(err(e)),
     }
 }
@@ -507,16 +628,21 @@ async fn create_launchers(
     run: &BenchmarkRun,
     existing: &[Pod],
     expected: u32,
+    access_modes: &[String],
     api: &Api<Pod>,
     ctx: &Ctx,
 ) -> Result<u32, Error> {
     let mut created = 0;
+    let colocate = shards_share_a_node(run, access_modes);
     for index in 0..expected {
         let name = launcher_pod_name(run, index);
         if existing.iter().any(|p| p.name_any() == name) {
             continue;
         }
-        let pod = launcher_pod(run, index, &ctx.launcher)?;
+        let mut pod = launcher_pod(run, index, &ctx.launcher)?;
+        if colocate {
+            colocate_shards(&mut pod, run)?;
+        }
         let params = PostParams {
             field_manager: Some(FIELD_MANAGER.to_owned()),
             ..PostParams::default()
@@ -606,6 +732,7 @@ async fn log_tail(api: &Api<Pod>, pod: &str, reason: FailureReason) -> Option<St
         FailureReason::ImagePullFailed
             | FailureReason::ContainerConfigError
             | FailureReason::LauncherLost
+            | FailureReason::ShardsNotReady
     ) {
         return None;
     }
