@@ -372,6 +372,7 @@ mod tests {
             goodput_percent: None,
             capacity: None,
             server: None,
+            start_skew_ms: None,
         }
     }
 

@@ -99,6 +99,12 @@ fn with(mut spec: Value, pointer: &str, value: Value) -> Value {
     spec
 }
 
+/// `spec` with `storage` set.
+fn storage(mut spec: Value, storage: Value) -> Value {
+    spec["storage"] = storage;
+    spec
+}
+
 /// The apiserver's message for a rejected request (panics if it was accepted or failed otherwise).
 fn rejection<T: std::fmt::Debug>(result: Result<T, kube::Error>, what: &str) -> String {
     match result {
@@ -199,6 +205,18 @@ async fn the_apiserver_accepts_a_valid_run_and_rejects_broken_specs_with_the_rul
         .await
         .expect("a valid run is created");
     assert_eq!(created.data["spec"]["launcher"]["parallelism"], json!(2));
+    assert_eq!(
+        created.data["spec"]["launcher"]["startTimeout"],
+        json!("10m")
+    );
+    // One launcher may use a scratch emptyDir (only its summary survives the pod).
+    let single_on_empty_dir = storage(
+        with(valid_spec(), "/launcher/parallelism", json!(1)),
+        json!({"emptyDir": {}}),
+    );
+    api.create(&pp, &run("single-empty-dir", single_on_empty_dir))
+        .await
+        .expect("one launcher on an emptyDir is accepted");
 
     let cases = [
         (
@@ -244,6 +262,36 @@ async fn the_apiserver_accepts_a_valid_run_and_rejects_broken_specs_with_the_rul
                 json!({"endpoint": "http://a:1", "serviceRef": {"name": "vllm", "port": 8000}, "model": "m"}),
             ),
             "exactly one of stack.endpoint or stack.serviceRef must be set",
+        ),
+        (
+            "shards on emptyDirs",
+            storage(valid_spec(), json!({"emptyDir": {}})),
+            "launcher.parallelism > 1 needs a PVC",
+        ),
+        (
+            "shards on a ReadWriteOncePod claim",
+            storage(
+                valid_spec(),
+                json!({"pvc": {"name": "w", "accessModes": ["ReadWriteOncePod"]}}),
+            ),
+            "a ReadWriteOncePod claim admits one pod",
+        ),
+        (
+            "a read-only claim",
+            storage(
+                valid_spec(),
+                json!({"pvc": {"name": "w", "accessModes": ["ReadOnlyMany"]}}),
+            ),
+            "accessModes may be ReadWriteOnce, ReadWriteMany or ReadWriteOncePod",
+        ),
+        (
+            "a zero start timeout",
+            {
+                let mut spec = valid_spec();
+                spec["launcher"]["startTimeout"] = json!("0s");
+                spec
+            },
+            "startTimeout must be a positive duration",
         ),
     ];
     for (i, (what, spec, expected)) in cases.into_iter().enumerate() {

@@ -533,7 +533,7 @@ mod tests {
             command,
             "llmbench run --harness inference-perf --profile /etc/llmbench/profile/profile.yaml --model \
              meta-llama/Llama-3.1-8B-Instruct --output /requests --run-id bench-1-0f3c9a2e --summary-file \
-             /dev/termination-log --shard 0/1 --interrupt-grace 5s --metrics-listen 0.0.0.0:9464 --endpoint \
+             /dev/termination-log --shard 0/1 --interrupt-grace 5s --metrics-listen $(POD_IP):9464 --endpoint \
              http://vllm.llm-d.svc:8000 --tokenizer meta-llama/Llama-3.1-8B-Instruct"
         );
         assert_eq!(
@@ -585,8 +585,88 @@ mod tests {
         // The port it declares is the port it listens on.
         let command = container(&pod).command.clone().expect("command").join(" ");
         assert!(
-            command.contains("--metrics-listen 0.0.0.0:9464"),
+            command.contains("--metrics-listen $(POD_IP):9464"),
             "{command}"
+        );
+        // …on the pod's own IP, which the kubelet substitutes from the downward API.
+        let env = container(&pod).env.clone().expect("env");
+        let pod_ip = env.iter().find(|e| e.name == "POD_IP").expect("POD_IP");
+        let field = pod_ip
+            .value_from
+            .as_ref()
+            .and_then(|v| v.field_ref.as_ref())
+            .expect("a fieldRef");
+        assert_eq!(field.field_path, "status.podIP");
+    }
+
+    #[test]
+    fn shards_wait_for_the_release_on_their_release_port_and_a_single_launcher_does_not() {
+        let sharded = fixtures::run(&format!(
+            "{}launcher:\n  parallelism: 4\n  startTimeout: 5m\n",
+            fixtures::BASIC
+        ));
+        let pod = launcher_pod(&sharded, 2, &settings()).expect("builds");
+        let command = container(&pod).command.clone().expect("command").join(" ");
+        // 5 minutes for the operator, then 2 more before the launcher gives up by itself.
+        assert!(
+            command.contains(
+                "--shard 2/4 --interrupt-grace 5s --metrics-listen $(POD_IP):9464 --wait-for-release \
+                 $(POD_IP):9465 --release-timeout 420s"
+            ),
+            "{command}"
+        );
+        let ports = container(&pod).ports.clone().expect("ports");
+        let named: Vec<(Option<&str>, i32)> = ports
+            .iter()
+            .map(|p| (p.name.as_deref(), p.container_port))
+            .collect();
+        assert_eq!(
+            named,
+            vec![(Some("metrics"), 9464), (Some("release"), 9465)]
+        );
+
+        let single = launcher_pod(&fixtures::run(fixtures::BASIC), 0, &settings()).expect("builds");
+        let command = container(&single).command.clone().expect("command");
+        assert!(!command.contains(&"--wait-for-release".to_owned()));
+    }
+
+    #[test]
+    fn shards_on_a_claim_without_read_write_many_share_a_node() {
+        let sharded = fixtures::run(&format!("{}launcher:\n  parallelism: 2\n", fixtures::BASIC));
+        let rwo = vec!["ReadWriteOnce".to_owned()];
+        let rwx = vec!["ReadWriteMany".to_owned()];
+        assert!(shards_share_a_node(&sharded, &rwo));
+        assert!(shards_share_a_node(&sharded, &[]));
+        assert!(!shards_share_a_node(&sharded, &rwx));
+        assert!(!shards_share_a_node(&fixtures::run(fixtures::BASIC), &rwo));
+
+        let mut pod = launcher_pod(&sharded, 1, &settings()).expect("builds");
+        colocate_shards(&mut pod, &sharded).expect("has a uid");
+        let terms = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.affinity.as_ref())
+            .and_then(|a| a.pod_affinity.as_ref())
+            .and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .clone()
+            })
+            .expect("required pod affinity");
+        assert_eq!(terms.len(), 1);
+        assert_eq!(terms[0].topology_key, "kubernetes.io/hostname");
+        let selector = terms[0]
+            .label_selector
+            .as_ref()
+            .and_then(|s| s.match_labels.clone())
+            .expect("labels");
+        // The run's uid label: shards of this run, never of an earlier run of the same name.
+        let labels = pod.metadata.labels.clone().expect("labels");
+        for (key, value) in &selector {
+            assert_eq!(labels.get(key), Some(value), "{key}");
+        }
+        assert!(
+            selector.contains_key("llmbench.dev/run-uid"),
+            "{selector:?}"
         );
     }
 

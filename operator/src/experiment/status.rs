@@ -481,6 +481,7 @@ mod tests {
                 points: 5,
             }),
             server: None,
+            start_skew_ms: None,
         }
     }
 
