@@ -219,6 +219,21 @@ fn notes(summary: &RunSummary) -> String {
             num(g.requests_per_s)
         ));
     }
+    if let Some(starts) = &summary.shard_starts {
+        let latest = starts.late_ms.iter().copied().fold(0.0, f64::max);
+        let since = match &starts.released_at {
+            Some(at) => format!(
+                "released together at {at}, the latest {} ms after it",
+                num(latest)
+            ),
+            None => "not released together".to_owned(),
+        };
+        out.push_str(&format!(
+            "shards: {} merged, {since}; start skew {} ms\n",
+            starts.late_ms.len(),
+            num(starts.skew_ms)
+        ));
+    }
     if let Some(c) = &summary.conversations {
         out.push_str(&format!(
             "conversations: {} ({} with every turn successful), {} turn index(es)\n",
