@@ -42,6 +42,17 @@ pub enum PlanError {
     },
     #[error("the workload has no load stages (harness {harness}); nothing to send")]
     NoStages { harness: String },
+    #[error(
+        "stage {stage}'s {what} of {limit} cannot be spread over {count} launchers (--shard, launcher.parallelism): \
+         each launcher needs at least one stream of it, so together they would not send what one launcher sends; \
+         use at most {limit} launchers"
+    )]
+    ShardTooNarrow {
+        stage: usize,
+        what: &'static str,
+        limit: usize,
+        count: u32,
+    },
 }
 
 /// The engine stages of `workload`, with the rate each one asked for. A workload with a sweep has none: see
@@ -251,44 +262,65 @@ impl Shard {
 
     /// This launcher's part of `stages`. Every launcher computes the same seeded schedule and keeps every
     /// `count`-th arrival starting at its index, so together they send exactly the whole schedule; closed loops split
-    /// their concurrency and totals.
-    pub fn apply(self, stages: Vec<engine::Stage>) -> Vec<engine::Stage> {
+    /// their concurrency and totals, and a cap on what is in flight is split too. A concurrency (or cap) below the
+    /// number of launchers cannot be split so that each has a stream, and is refused.
+    pub fn apply(self, stages: Vec<engine::Stage>) -> Result<Vec<engine::Stage>, PlanError> {
         if self.count == 1 {
-            return stages;
+            return Ok(stages);
         }
+        let too_narrow = |stage: usize, what: &'static str, limit: usize| {
+            (limit < self.count as usize).then_some(PlanError::ShardTooNarrow {
+                stage,
+                what,
+                limit,
+                count: self.count,
+            })
+        };
         stages
             .into_iter()
-            .map(|stage| {
+            .enumerate()
+            .map(|(index, stage)| {
                 let plan = match stage.plan {
                     engine::StagePlan::Open {
                         send_at,
                         max_concurrency,
-                    } => engine::StagePlan::Open {
-                        send_at: send_at
-                            .into_iter()
-                            .skip(self.index as usize)
-                            .step_by(self.count as usize)
-                            .collect(),
-                        max_concurrency: max_concurrency
-                            .map(|c| self.part(c as u64).max(1) as usize),
-                    },
+                    } => {
+                        if let Some(refused) =
+                            max_concurrency.and_then(|c| too_narrow(index, "max concurrency", c))
+                        {
+                            return Err(refused);
+                        }
+                        engine::StagePlan::Open {
+                            send_at: send_at
+                                .into_iter()
+                                .skip(self.index as usize)
+                                .step_by(self.count as usize)
+                                .collect(),
+                            max_concurrency: max_concurrency.map(|c| self.part(c as u64) as usize),
+                        }
+                    }
                     engine::StagePlan::Closed {
                         concurrency,
                         total,
                         duration,
                         rampup,
-                    } => engine::StagePlan::Closed {
-                        concurrency: self.part(concurrency as u64) as usize,
-                        total: total.map(|t| self.part(t)),
-                        duration,
-                        rampup,
-                    },
+                    } => {
+                        if let Some(refused) = too_narrow(index, "concurrency", concurrency) {
+                            return Err(refused);
+                        }
+                        engine::StagePlan::Closed {
+                            concurrency: self.part(concurrency as u64) as usize,
+                            total: total.map(|t| self.part(t)),
+                            duration,
+                            rampup,
+                        }
+                    }
                 };
-                engine::Stage {
+                Ok(engine::Stage {
                     plan,
                     requested_rate: stage.requested_rate.map(|r| r / f64::from(self.count)),
                     errors: stage.errors,
-                }
+                })
             })
             .collect()
     }
@@ -358,7 +390,7 @@ mod tests {
         let mut all: Vec<Duration> = Vec::new();
         for index in 0..3 {
             let shard = Shard { index, count: 3 };
-            let stages = shard.apply(vec![open(10)]);
+            let stages = shard.apply(vec![open(10)]).unwrap();
             let engine::StagePlan::Open { send_at, .. } = &stages[0].plan else {
                 panic!("open stays open");
             };
@@ -382,19 +414,60 @@ mod tests {
             errors: engine::ErrorLimits::default(),
         };
         let parts: Vec<(usize, Option<u64>)> = (0..4)
-            .map(
-                |index| match &(Shard { index, count: 4 }).apply(vec![closed.clone()])[0].plan {
+            .map(|index| {
+                match &(Shard { index, count: 4 })
+                    .apply(vec![closed.clone()])
+                    .unwrap()[0]
+                    .plan
+                {
                     engine::StagePlan::Closed {
                         concurrency, total, ..
                     } => (*concurrency, *total),
                     engine::StagePlan::Open { .. } => panic!("closed stays closed"),
-                },
-            )
+                }
+            })
             .collect();
         assert_eq!(
             parts,
             vec![(3, Some(26)), (3, Some(25)), (2, Some(25)), (2, Some(25))]
         );
+    }
+
+    #[test]
+    fn a_concurrency_below_the_launcher_count_is_refused_not_lost() {
+        let closed = |concurrency| engine::Stage {
+            plan: engine::StagePlan::Closed {
+                concurrency,
+                total: Some(100),
+                duration: None,
+                rampup: Duration::ZERO,
+            },
+            requested_rate: None,
+            errors: engine::ErrorLimits::default(),
+        };
+        let shard = Shard { index: 3, count: 4 };
+        let error = shard.apply(vec![closed(4), closed(3)]).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "stage 1's concurrency of 3 cannot be spread over 4 launchers (--shard, launcher.parallelism): each \
+             launcher needs at least one stream of it, so together they would not send what one launcher sends; use \
+             at most 3 launchers"
+        );
+        let mut capped = open(10);
+        if let engine::StagePlan::Open {
+            max_concurrency, ..
+        } = &mut capped.plan
+        {
+            *max_concurrency = Some(2);
+        }
+        assert!(matches!(
+            shard.apply(vec![capped]),
+            Err(PlanError::ShardTooNarrow {
+                what: "max concurrency",
+                limit: 2,
+                ..
+            })
+        ));
     }
 
     #[test]

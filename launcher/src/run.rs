@@ -146,6 +146,14 @@ pub struct RunArgs {
     /// Scrape no server metrics at all, not even the endpoint's own /metrics.
     #[arg(long, conflicts_with = "metrics_endpoints")]
     pub no_server_metrics: bool,
+    /// Memory for the records of finished requests (e.g. 256MiB, 1GiB). A run whose records fit is summarised
+    /// from memory; past the budget the launcher keeps no record in memory (requests.jsonl has them all) and
+    /// summarises the run from disk afterwards in bounded memory, with the same numbers. The per-request files
+    /// (inference-perf's per-request metrics, guidellm's benchmarks.json, vllm's --save-detailed arrays) and the
+    /// pictures need every record in memory, and are then not written: summary.json says so. MLPerf runs keep
+    /// every record for LoadGen's verdict, with a warning past the budget.
+    #[arg(long, value_parser = crate::limits::parse_bytes, default_value = "256MiB", value_name = "BYTES")]
+    pub records_memory: u64,
     /// Embedded simulator: time to first token.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "50ms", value_name = "DURATION")]
     pub sim_ttft: Duration,
@@ -410,7 +418,7 @@ async fn run_against(
                     .request_model(workload.api.model.clone())
                     .unwrap_or_default(),
                 tokenizer_spec: String::new(),
-                stages: context.shard(Vec::new(), &workload.stages),
+                stages: context.shard(Vec::new(), &workload.stages)?,
                 interval: workload.stage_interval,
                 requests: Requests::Fixed(Arc::from([])),
                 warmup: None,
@@ -452,7 +460,7 @@ async fn run_against(
             planner: Box::new(move |meta: &RunMeta| sweep.planner(meta.t0_unix_ns)),
         }),
         (None, None) => {
-            let mut stages = context.shard(engine_stages(&workload)?, &workload.stages);
+            let mut stages = context.shard(engine_stages(&workload)?, &workload.stages)?;
             if let (Some(cap), RunStages::Fixed { mine, .. }) = (worker_cap, &mut stages) {
                 cap_in_flight(mine, cap);
             }
@@ -461,7 +469,8 @@ async fn run_against(
     };
     let (expected_requests, _) = stages.expected_size(workload.stage_interval);
     // Refused before a prompt is built: a run that cannot fit would be OOM-killed part way.
-    let estimate = crate::limits::estimate_run_memory(&workload, expected_requests);
+    let estimate = crate::limits::estimate_run_memory(&workload, expected_requests)
+        .with_records_within(args.records_memory);
     if let Some(available) = crate::sizing::available_memory() {
         crate::limits::check_fits(&estimate, available)?;
     }
@@ -593,9 +602,12 @@ pub(crate) struct Execution<'a> {
 pub(crate) struct Executed {
     pub dir: PathBuf,
     pub meta: RunMeta,
+    /// Every record, unless they outgrew `--records-memory` (then empty, and `spilled` is set).
     pub records: Vec<RequestRecord>,
     pub stage_times: Vec<engine::StageTimes>,
     pub summary: RunSummary,
+    /// The run summarised from requests.jsonl, its records having outgrown `--records-memory`.
+    pub spilled: Option<report::SpilledRun>,
     /// Why an adaptive run could not go on: its reports are written, then the run fails.
     pub failure: Option<engine::PlannerError>,
     /// Held until the reports are written: a second run with this id is refused meanwhile.
@@ -635,15 +647,15 @@ impl RunContext<'_> {
         &self,
         whole_run: Vec<engine::Stage>,
         profile_stages: &[crate::workload::Stage],
-    ) -> RunStages {
-        RunStages::Fixed {
+    ) -> Result<RunStages, RunError> {
+        Ok(RunStages::Fixed {
             whole_run: whole_run
                 .iter()
                 .enumerate()
                 .map(|(i, stage)| stage_meta(stage, profile_stages.get(i)))
                 .collect(),
-            mine: self.args.shard.apply(whole_run),
-        }
+            mine: self.args.shard.apply(whole_run)?,
+        })
     }
 
     /// Claims the results directory, writes profile.yaml and run.json (before the first request), runs
@@ -701,12 +713,21 @@ impl RunContext<'_> {
             }
             None => None,
         };
-        let (sink, writer) = engine::record_writer_observed(
+        // MLPerf's verdict reads every record; any other run keeps its records only while they fit.
+        let past = match harness {
+            Harness::Mlperf => engine::PastBudget::Keep,
+            _ => engine::PastBudget::Spill,
+        };
+        let (sink, writer) = engine::record_writer_budgeted(
             Box::new(records_file),
             records_path.display().to_string(),
             Arc::clone(&progress_counters),
             control.clone(),
             live.as_ref().map(crate::live::LiveServer::observer),
+            engine::RecordsBudget {
+                bytes: args.records_memory,
+                past,
+            },
         );
         tracing::info!(
             run_id,
@@ -843,12 +864,28 @@ impl RunContext<'_> {
         meta.end = Some(end);
         // The end goes into run.json even when records were lost, so `llmbench report` can say what happened.
         let rewritten = meta.write(&dir);
-        let records = written??;
+        let written = written??;
         rewritten?;
         if let Some(reason) = stopped {
             tracing::warn!(%reason, "the run stopped before its plan was done");
         }
-        let mut summary = report::summarize_run(&meta, &records);
+        let (records, spilled) = if written.spilled {
+            let formats = Formats::for_harness(harness);
+            let spilled = report::summarize_spilled(
+                &dir,
+                &meta,
+                &report::RecordsFile::of(&dir),
+                formats,
+                args.records_memory,
+            )?;
+            (Vec::new(), Some(spilled))
+        } else {
+            (written.records, None)
+        };
+        let mut summary = match &spilled {
+            Some(spilled) => spilled.summary().clone(),
+            None => report::summarize_run(&meta, &records),
+        };
         summary.server_metrics = report::server_metrics_summary(&dir, &meta, scraped.as_ref());
         Ok(Executed {
             dir,
@@ -856,6 +893,7 @@ impl RunContext<'_> {
             records,
             stage_times,
             summary,
+            spilled,
             failure,
             _lock: run_dir,
         })
@@ -931,6 +969,7 @@ impl RunContext<'_> {
             meta,
             records,
             summary,
+            spilled,
             failure,
             ..
         } = executed;
@@ -938,14 +977,22 @@ impl RunContext<'_> {
         if let Some(path) = &self.args.summary_file {
             write_compact_summary(path, &summary)?;
         }
-        report::write_all(
-            &dir,
-            &meta,
-            &records,
-            &summary,
-            Formats::for_harness(self.args.harness),
-        )?;
-        report::write_pictures(&dir, &meta, &records, &summary);
+        match spilled {
+            // Only what bounded memory can write; the rest is named in a warning and in summary.json.
+            Some(spilled) => {
+                spilled.write_reports(&dir, &meta, &summary)?;
+            }
+            None => {
+                report::write_all(
+                    &dir,
+                    &meta,
+                    &records,
+                    &summary,
+                    Formats::for_harness(self.args.harness),
+                )?;
+                report::write_pictures(&dir, &meta, &records, &summary);
+            }
+        }
         if let Some(source) = failure {
             return Err(RunError::Adaptive { source, dir });
         }

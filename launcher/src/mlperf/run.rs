@@ -93,7 +93,7 @@ pub(crate) async fn run(
             api: &settings.server,
             request_model,
             tokenizer_spec,
-            stages: context.shard(schedule.stages, &[]),
+            stages: context.shard(schedule.stages, &[])?,
             interval: Duration::ZERO,
             requests: crate::engine::Requests::Fixed(requests),
             warmup: None,
