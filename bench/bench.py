@@ -53,6 +53,11 @@ class Measured:
     timed_out: bool = False
     log: str = ""
     steal_pct: float = 0.0  # of the whole machine while the command ran: time the hypervisor gave other guests
+    # The client's CPU while the simulator was busy (requests flowing), and how long that was: the CPU cost of the
+    # requests themselves, without start-up (tokenizer, prompts) or report writing. None without a simulator probe.
+    load_cpu_s: float | None = None
+    load_s: float = 0.0
+    busy_s: float = 0.0  # CPU time everything on the machine used meanwhile (all cores)
 
 
 def tree_pids(root: int) -> list[int]:
@@ -93,23 +98,44 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def tree_cpu_seconds(pids: list[int]) -> float:
+    """utime + stime + cutime + cstime over a process tree: the live processes' own CPU and that of the children
+    each has reaped, so a worker that exits mid-run still counts."""
+    total = 0
+    for pid in pids:
+        try:
+            text = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = text[text.rfind(")") + 2 :].split()
+        total += sum(int(x) for x in fields[11:15])
+    return total / CLK_TCK
+
+
 def run_measured(cmd: list[str], log: Path, timeout_s: float, env: dict | None = None, cwd: Path | None = None,
-                 poll_s: float = 0.1) -> Measured:
+                 poll_s: float = 0.1, sim_cpu=None) -> Measured:
     """Runs cmd to completion (or kills its process group after timeout_s). CPU is the rusage wait4 returns, which
     covers the whole reaped tree (a Python harness's worker processes included); peak RSS is the largest sum of
-    VmRSS over the tree seen while polling (shared pages counted once per process, as `ps` would)."""
+    VmRSS over the tree seen while polling (shared pages counted once per process, as `ps` would). With sim_cpu
+    (the simulator's CPU seconds, a callable), the polls also sample the tree's CPU and the simulator's, and the
+    client's CPU between the first and the last poll interval in which the simulator used more than 10 % of a core
+    is its CPU under load (see Measured.load_cpu_s)."""
     m = Measured()
-    steal0 = steal_ticks()
+    steal0, busy0 = steal_ticks(), busy_ticks()
     with open(log, "w") as out:
         start = time.monotonic()
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True)
         peak = 0
         stop = threading.Event()
+        samples: list[tuple[float, float, float]] = []  # (monotonic, client tree CPU s, simulator CPU s)
 
         def poll() -> None:
             nonlocal peak
             while not stop.is_set():
-                peak = max(peak, sum(rss_kib(p) for p in tree_pids(proc.pid)))
+                pids = tree_pids(proc.pid)
+                peak = max(peak, sum(rss_kib(p) for p in pids))
+                if sim_cpu is not None:
+                    samples.append((time.monotonic(), tree_cpu_seconds(pids), sim_cpu()))
                 stop.wait(poll_s)
 
         poller = threading.Thread(target=poll, daemon=True)
@@ -134,8 +160,14 @@ def run_measured(cmd: list[str], log: Path, timeout_s: float, env: dict | None =
         proc.returncode = os.waitstatus_to_exitcode(status)
         m.wall_s = time.monotonic() - start
         m.steal_pct = steal_pct_since(steal0, m.wall_s)
+        m.busy_s = (busy_ticks() - busy0) / CLK_TCK
         stop.set()
         poller.join()
+    busy = [i for i in range(1, len(samples))
+            if samples[i][2] - samples[i - 1][2] > 0.1 * (samples[i][0] - samples[i - 1][0])]
+    if busy:
+        first, last = samples[busy[0] - 1], samples[busy[-1]]
+        m.load_cpu_s, m.load_s = last[1] - first[1], last[0] - first[0]
     m.exit_code = proc.returncode
     m.cpu_s = usage.ru_utime + usage.ru_stime if usage else 0.0
     m.peak_rss_kib = max(peak, usage.ru_maxrss if usage else 0)
@@ -192,8 +224,10 @@ class Workload:
     concurrency: int | None = None
     rate: float | None = None
     seconds: int = 20
-    # Requests a closed-loop client that can only be bounded by count is given (inference-perf).
+    # Requests a closed-loop client that can only be bounded by count is given (inference-perf, vllm, AIPerf).
     request_budget: int = 0
+    # The same for vLLM's compiled vllm-bench, which goes some 50 times faster than the Python peers.
+    compiled_budget: int = 0
 
 
 @dataclass
@@ -224,7 +258,10 @@ def ip_config(w: Workload, url: str, tokenizer: str, out: Path, workers: int) ->
     else:
         load = {"type": "concurrent", "stages": [{"num_requests": w.request_budget, "concurrency_level": w.concurrency}]}
         count = 1000
-    load.update({"num_workers": workers, "worker_max_concurrency": max(100, (w.concurrency or 0) // workers + 1)})
+    # Requests in flight are capped at num_workers × worker_max_concurrency (100 by default): room for every stream
+    # of a closed loop, and for a whole second of a constant rate (its requests last 0.36 s).
+    in_flight = w.concurrency or int(w.rate or 0)
+    load.update({"num_workers": workers, "worker_max_concurrency": max(100, in_flight // workers + 1)})
     return {
         "api": {"type": "completion", "streaming": True},
         "server": {"type": "vllm", "model_name": MODEL, "base_url": url, "ignore_eos": True},
@@ -262,17 +299,26 @@ def run_llmbench(env: Env, w: Workload, sim: Sim) -> Result:
     cmd = [env.llmbench, "run", "--harness", harness, "--profile", str(profile_path), "--endpoint", sim.url,
            "--model", MODEL, "--tokenizer", env.tokenizer, "--output", str(out), "--run-id", "run"]
     cpu0 = sim.cpu()
-    m = run_measured(cmd, out / "client.log", timeout_s=w.seconds * 3 + 60, env={**os.environ, "RUST_LOG": "warn"})
+    m = run_measured(cmd, out / "client.log", timeout_s=w.seconds * 3 + 60, env={**os.environ, "RUST_LOG": "warn"},
+                     sim_cpu=sim.cpu)
     r = Result("llmbench", m.exit_code == 0, measured=m, sim_cpu_s=sim.cpu() - cpu0)
     summary_path = out / "run" / "summary.json"
     if not summary_path.exists():
         r.ok, r.note = False, f"no summary.json (exit {m.exit_code}); see {m.log}"
         return r
+    r.figures = llmbench_figures(summary_path)
+    if r.figures["failed"]:
+        r.note = f"{r.figures['failed']} failed requests"
+    return r
+
+
+def llmbench_figures(summary_path: Path) -> dict:
+    """The figures of an llmbench summary.json (one run's, or a sharded run's merged one)."""
     s = json.loads(summary_path.read_text())
     s = s.get("summary", s)
     lat, thr, sched = s["latency_ms"], s["throughput"], s["schedule"]
     p = lambda k, q: (lat.get(k) or {}).get(q)
-    r.figures = {
+    return {
         "requests": s["requests"]["succeeded"], "failed": s["requests"]["failed"],
         "req_s": thr["requests_per_s"], "out_tok_s": thr["output_tokens_per_s"],
         "ttft_p50": p("ttft", "p50"), "ttft_p99": p("ttft", "p99"),
@@ -281,9 +327,6 @@ def run_llmbench(env: Env, w: Workload, sim: Sim) -> Result:
         "achieved_rate": sched.get("achieved_rate"),
         "sched_delay_p99": (sched.get("delay_ms") or {}).get("p99"),
     }
-    if r.figures["failed"]:
-        r.note = f"{r.figures['failed']} failed requests"
-    return r
 
 
 def prepare_peer(env: Env, key: str, w: Workload) -> tuple[dict, Path, Result | None]:
@@ -317,7 +360,7 @@ def run_inference_perf(env: Env, w: Workload, sim: Sim) -> Result:
     path.write_text(json.dumps(config, indent=2))
     cpu0 = sim.cpu()
     m = run_measured([peer["bin"], "--config_file", str(path)], out / "client.log", timeout_s=w.seconds * 4 + 90,
-                     env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}, cwd=out)
+                     env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}, cwd=out, sim_cpu=sim.cpu)
     r = Result("inference-perf", m.exit_code == 0 and not m.timed_out, measured=m, sim_cpu_s=sim.cpu() - cpu0)
     files = sorted(glob.glob(str(out / "reports" / "**" / "stage_0_lifecycle_metrics.json"), recursive=True))
     if not files:
@@ -361,7 +404,7 @@ def run_guidellm(env: Env, w: Workload, sim: Sim) -> Result:
     cpu0 = sim.cpu()
     m = run_measured(cmd, out / "client.log", timeout_s=w.seconds * 4 + 120,
                      env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-                          "GUIDELLM__LOGGING__LOG_FILE": str(out / "guidellm.log")}, cwd=out)
+                          "GUIDELLM__LOGGING__LOG_FILE": str(out / "guidellm.log")}, cwd=out, sim_cpu=sim.cpu)
     r = Result("guidellm", m.exit_code == 0 and not m.timed_out, measured=m, sim_cpu_s=sim.cpu() - cpu0)
     files = sorted(glob.glob(str(out / "*.json")))
     if not files:
@@ -393,26 +436,31 @@ def run_guidellm(env: Env, w: Workload, sim: Sim) -> Result:
     return annotate(r, m)
 
 
-def run_vllm_bench(env: Env, w: Workload, sim: Sim) -> Result:
-    """`vllm bench serve` with its random dataset: constant rate is `--burstiness inf` (gaps of exactly 1/rate),
-    the closed loop is `--request-rate inf` with `--max-concurrency`; both bounded by a request count."""
-    peer, out, missing = prepare_peer(env, "vllm", w)
+def run_vllm_bench(env: Env, w: Workload, sim: Sim, key: str = "vllm") -> Result:
+    """`vllm bench serve` (key "vllm") or vLLM's compiled drop-in for it, `vllm-bench` (key "vllm-bench"), with its
+    random dataset: constant rate is `--burstiness inf` (gaps of exactly 1/rate), the closed loop is
+    `--request-rate inf` with `--max-concurrency`; both bounded by a request count."""
+    peer, out, missing = prepare_peer(env, key, w)
     if missing:
         return missing
+    compiled = key == "vllm-bench"
     if w.rate is not None:
         count, load = int(w.rate * w.seconds), ["--request-rate", str(w.rate), "--burstiness", "inf"]
     else:
-        count, load = w.request_budget, ["--request-rate", "inf", "--max-concurrency", str(w.concurrency)]
-    cmd = [peer["bin"], "bench", "serve", "--backend", "vllm", "--base-url", sim.url, "--endpoint", "/v1/completions",
-           "--model", MODEL, "--tokenizer", env.tokenizer, "--dataset-name", "random",
-           "--random-input-len", str(w.input_tokens), "--random-output-len", str(w.output_tokens),
-           "--num-prompts", str(count), *load, "--ignore-eos", "--percentile-metrics", "ttft,tpot,itl,e2el",
-           "--metric-percentiles", "50,99", "--save-result", "--result-dir", str(out),
-           "--result-filename", "result.json", "--disable-tqdm"]
+        count = (w.compiled_budget or w.request_budget) if compiled else w.request_budget
+        load = ["--request-rate", "inf", "--max-concurrency", str(w.concurrency)]
+    cmd = [peer["bin"]] if compiled else [peer["bin"], "bench", "serve"]
+    cmd += ["--backend", "vllm", "--base-url", sim.url, "--endpoint", "/v1/completions",
+            "--model", MODEL, "--tokenizer", env.tokenizer, "--dataset-name", "random",
+            "--random-input-len", str(w.input_tokens), "--random-output-len", str(w.output_tokens),
+            "--num-prompts", str(count), *load, "--ignore-eos", "--percentile-metrics", "ttft,tpot,itl,e2el",
+            "--metric-percentiles", "50,99", "--save-result", "--result-dir", str(out),
+            "--result-filename", "result.json", "--disable-tqdm"]
     cpu0 = sim.cpu()
     m = run_measured(cmd, out / "client.log", timeout_s=w.seconds * 4 + 180,
-                     env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}, cwd=out)
-    r = Result(label("vllm"), m.exit_code == 0 and not m.timed_out, measured=m, sim_cpu_s=sim.cpu() - cpu0)
+                     env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "NO_COLOR": "1"},
+                     cwd=out, sim_cpu=sim.cpu)
+    r = Result(label(key), m.exit_code == 0 and not m.timed_out, measured=m, sim_cpu_s=sim.cpu() - cpu0)
     path = out / "result.json"
     if not path.exists():
         r.ok, r.note = False, f"no result.json (exit {m.exit_code}); see {m.log}"
@@ -428,6 +476,77 @@ def run_vllm_bench(env: Env, w: Workload, sim: Sim) -> Result:
         "tpot_p50": s.get("median_tpot_ms"), "tpot_p99": s.get("p99_tpot_ms"),
         "e2e_p50": s.get("median_e2el_ms"), "e2e_p99": s.get("p99_e2el_ms"),
         "achieved_rate": completed / window if w.rate is not None and window > 0 else None,
+        "sched_delay_p99": None,
+    }
+    annotate(r, m)
+    if compiled and not r.note:
+        # Building its prompts is part of its CPU per request; say how long it took (from its own log).
+        for line in Path(m.log).read_text(errors="replace").splitlines():
+            if "generated benchmark dataset" in line and "elapsed_seconds=" in line:
+                r.note = f"its dataset took {float(line.split('elapsed_seconds=')[1].split()[0]):.2f} s"
+    return r
+
+
+def run_vllm_rust(env: Env, w: Workload, sim: Sim) -> Result:
+    return run_vllm_bench(env, w, sim, key="vllm-bench")
+
+
+def run_aiperf(env: Env, w: Workload, sim: Sim) -> Result:
+    """NVIDIA AIPerf: `aiperf profile` on the completions endpoint, streaming, its synthetic prompts of exactly
+    w.input_tokens (stddev 0) and max_tokens = w.output_tokens with ignore_eos so every answer is that long. The
+    closed loop is `--concurrency`, constant rate `--request-rate --arrival-pattern constant`; both bounded by a
+    request count like inference-perf's and vllm's. Its own summary (profile_export_aiperf.json) gives the figures;
+    its per-request records (profile_export.jsonl) give the achieved send rate."""
+    peer, out, missing = prepare_peer(env, "aiperf", w)
+    if missing:
+        return missing
+    if w.rate is not None:
+        count = int(w.rate * w.seconds)
+        load = ["--request-rate", str(w.rate), "--arrival-pattern", "constant"]
+    else:
+        count, load = w.request_budget, ["--concurrency", str(w.concurrency)]
+    art = out / "artifacts"
+    cmd = [peer["bin"], "profile", "--model", MODEL, "--url", sim.url, "--endpoint-type", "completions",
+           "--streaming", "--tokenizer", env.tokenizer,
+           "--isl", str(w.input_tokens), "--isl-stddev", "0", "--osl", str(w.output_tokens), "--osl-stddev", "0",
+           "--extra-inputs", "ignore_eos:true", *load, "--request-count", str(count), "--random-seed", "1",
+           "--ui-type", "none", "--no-server-metrics", "--no-gpu-telemetry", "--artifact-dir", str(art)]
+    cpu0 = sim.cpu()
+    # Not HF_HUB_OFFLINE: with it AIPerf 0.13.0 looks a local tokenizer directory up as a hub repo id in the hub
+    # cache and fails; without it a local path is loaded from disk with no hub call (resolve_alias returns local
+    # paths untouched).
+    m = run_measured(cmd, out / "client.log", timeout_s=w.seconds * 4 + 180,
+                     env={**os.environ, "HF_HUB_DISABLE_TELEMETRY": "1", "NO_COLOR": "1", "COLUMNS": "160"},
+                     cwd=out, sim_cpu=sim.cpu)
+    r = Result("aiperf", m.exit_code == 0 and not m.timed_out, measured=m, sim_cpu_s=sim.cpu() - cpu0)
+    path = art / "profile_export_aiperf.json"
+    if not path.exists():
+        r.ok, r.note = False, f"no profile_export_aiperf.json (exit {m.exit_code}); see {m.log}"
+        return r
+    s = json.loads(path.read_text())
+    stat = lambda k, q: (s.get(k) or {}).get(q)
+    completed = stat("request_count", "avg")
+    errors = sum(e.get("count", 0) for e in s.get("error_summary") or [])
+    achieved = None
+    if w.rate is not None:
+        starts = []
+        records = art / "profile_export.jsonl"
+        if records.exists():
+            for line in records.read_text().splitlines():
+                try:
+                    starts.append(json.loads(line)["metadata"]["request_start_ns"])
+                except (ValueError, KeyError):
+                    pass
+        if len(starts) > 1 and max(starts) > min(starts):
+            achieved = (len(starts) - 1) / ((max(starts) - min(starts)) / 1e9)
+    r.figures = {
+        "requests": int(completed) if completed is not None else None, "failed": errors,
+        "req_s": stat("request_throughput", "avg"), "out_tok_s": stat("output_token_throughput", "avg"),
+        "ttft_p50": stat("time_to_first_token", "p50"), "ttft_p99": stat("time_to_first_token", "p99"),
+        # AIPerf's inter_token_latency is (latency − TTFT) / (output tokens − 1): the TPOT of the other tools.
+        "tpot_p50": stat("inter_token_latency", "p50"), "tpot_p99": stat("inter_token_latency", "p99"),
+        "e2e_p50": stat("request_latency", "p50"), "e2e_p99": stat("request_latency", "p99"),
+        "achieved_rate": achieved,
         "sched_delay_p99": None,
     }
     return annotate(r, m)
@@ -449,7 +568,11 @@ def checked(run):
 run_llmbench = checked(run_llmbench)
 
 CLIENTS = {"llmbench": run_llmbench, "inference-perf": run_inference_perf, "guidellm": run_guidellm,
-           "vllm": run_vllm_bench}
+           "vllm": run_vllm_bench, "aiperf": run_aiperf, "vllm-bench": run_vllm_rust}
+PEERS = ["inference-perf", "guidellm", "vllm", "aiperf", "vllm-bench"]
+# The peers written in Python (AIPerf included); vllm-bench is compiled (Rust), like llmbench.
+PYTHON_PEERS = {"inference-perf", "guidellm", "vllm bench serve", "aiperf"}
+COMPILED_PEER = "vllm-bench (Rust)"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -457,7 +580,7 @@ CLIENTS = {"llmbench": run_llmbench, "inference-perf": run_inference_perf, "guid
 
 
 def label(client: str) -> str:
-    return "vllm bench serve" if client == "vllm" else client
+    return {"vllm": "vllm bench serve", "vllm-bench": COMPILED_PEER}.get(client, client)
 
 
 def fmt(v, digits=1, signed=False) -> str:
@@ -480,25 +603,32 @@ def ceiling(env: Env, clients: list[str], report: list[str]) -> None:
     seconds = 3 if env.smoke else 20
     report.append("## 1. Client-bound ceiling\n")
     report.append(f"Simulator with zero TTFT/ITL; {100} input tokens; streaming; closed loop with 64 in flight for "
-                  f"~{seconds} s (llmbench concurrent, inference-perf concurrent with 4 workers, guidellm "
-                  "throughput with max_concurrency 64). req/s and tok/s are what each client reports; CPU and RSS "
-                  "are measured from outside over the client's whole process tree; steal is the share of the "
-                  "machine the hypervisor gave other guests during the client's run.\n")
+                  f"~{seconds} s (llmbench concurrent bounded by time; inference-perf concurrent with 4 workers, "
+                  "`vllm bench serve` and AIPerf with concurrency 64, bounded by a request count sized for ~20 s of "
+                  "the Python peers; vllm-bench (Rust) likewise with a count sized for ~20 s of its own rate; "
+                  "guidellm throughput with max_concurrency 64). req/s and tok/s are what each client reports; CPU "
+                  "and RSS are measured from outside over the client's whole process tree, start-up (tokenizer, "
+                  "prompts) and report writing included; *under load* is the tree's CPU only while the simulator "
+                  "was busy, i.e. the requests' own cost; steal is the share of the machine the hypervisor gave "
+                  "other guests during the client's run, *other* what everything else on the machine used meanwhile "
+                  "(other processes, kernel threads), both in % of the whole machine.\n")
     for out_tokens in ([16] if env.smoke else [16, 128]):
         sim = Sim(env.llmbench, env.workdir, f"ceiling-{out_tokens}")
         try:
             results = []
             for c in clients:
                 w = Workload(f"ceiling-{out_tokens}", 100, out_tokens, concurrency=64, seconds=seconds,
-                             request_budget=int((450 if out_tokens == 16 else 250) * seconds))
+                             request_budget=int((450 if out_tokens == 16 else 250) * seconds),
+                             compiled_budget=int((12_000 if out_tokens == 16 else 4_000) * seconds))
                 results.append(CLIENTS[c](env, w, sim))
                 print(f"  ceiling {out_tokens}: {c}: {results[-1].figures.get('req_s')} req/s {results[-1].note}",
                       file=sys.stderr)
         finally:
             sim.stop()
         report.append(f"### {out_tokens} output tokens\n")
-        header = ["client", "req/s", "output tok/s", "requests", "client CPU s / 1000 req", "client CPU %",
-                  "client peak RSS MiB", "sim CPU %", "steal %", "bottleneck", "note"]
+        header = ["client", "req/s", "output tok/s", "requests", "client CPU s / 1000 req",
+                  "under load: CPU s / 1000 req", "client CPU %", "client peak RSS MiB", "sim CPU %", "steal %",
+                  "other %", "bottleneck", "note"]
         report.append("| " + " | ".join(header) + " |")
         report.append("|" + "---|" * len(header))
         for r in results:
@@ -507,25 +637,72 @@ def ceiling(env: Env, clients: list[str], report: list[str]) -> None:
                 continue
             m, f = r.measured, r.figures
             cpu_per_k = m.cpu_s / f["requests"] * 1000 if f.get("requests") else None
+            load_per_k = m.load_cpu_s / f["requests"] * 1000 if f.get("requests") and m.load_cpu_s else None
             client_pct = 100 * m.cpu_s / m.wall_s if m.wall_s else None
             sim_pct = 100 * r.sim_cpu_s / m.wall_s if m.wall_s else None
             bottleneck = "client" if (client_pct or 0) >= (sim_pct or 0) else "simulator"
+            # Everything else on the machine (other processes, kernel threads), in % of the whole machine.
+            other_pct = (100 * (m.busy_s - m.cpu_s - r.sim_cpu_s) / (m.wall_s * (os.cpu_count() or 1))
+                         if m.wall_s else None)
             report.append(f"| {r.client} | {fmt(f['req_s'])} | {fmt(f['out_tok_s'], 0)} | {fmt(f['requests'])} | "
-                          f"{fmt(cpu_per_k, 2)} | {fmt(client_pct, 0)} | {fmt(m.peak_rss_kib / 1024, 0)} | "
-                          f"{fmt(sim_pct, 0)} | {fmt(m.steal_pct, 0)} | {bottleneck} | {r.note} |")
-        ours = next((r.figures.get("req_s") for r in results if r.client == "llmbench"), None)
-        peers = [r.figures.get("req_s") or 0 for r in results if r.client != "llmbench" and r.ok]
-        if peers:
-            line = f"\nllmbench / best peer, req/s: **{ratio(ours, max(peers))}**"
-            # CPU per request barely depends on how much of the machine the hypervisor left the run; req/s does.
-            per_k = {r.client: r.measured.cpu_s / r.figures["requests"] for r in results
-                     if r.ok and r.measured and r.figures.get("requests")}
-            best_peer = min((v for c, v in per_k.items() if c != "llmbench"), default=None)
-            if "llmbench" in per_k and best_peer:
-                line += f"; best peer / llmbench, client CPU per request: **{ratio(best_peer, per_k['llmbench'])}**"
-            report.append(line + "\n")
-        else:
-            report.append("\nNo peer result to compare with.\n")
+                          f"{fmt(cpu_per_k, 3)} | {fmt(load_per_k, 3)} | {fmt(client_pct, 0)} | "
+                          f"{fmt(m.peak_rss_kib / 1024, 0)} | "
+                          f"{fmt(sim_pct, 0)} | {fmt(m.steal_pct, 0)} | {fmt(other_pct, 0)} | {bottleneck} | "
+                          f"{r.note} |")
+        report.extend(ceiling_targets(results))
+
+
+def missed_by(value: float | None, target: float) -> str:
+    """The verdict on a ratio with a floor: met, or by how much it falls short."""
+    if value is None:
+        return "– (no result to compare)"
+    if value >= target:
+        return "**met**"
+    return f"**missed** by {100 * (1 - value / target):.0f} % ({value:.1f}× of {target:g}×)"
+
+
+def ceiling_targets(results: list[Result]) -> list[str]:
+    """llmbench's ratios to the compiled peer and to the best Python peer, with the targets of issue 15 §4:
+    req/s at least 2× vllm-bench's, client CPU per request at least 5× less than vllm-bench's and at least 50× less
+    than the best Python peer's (AIPerf counts as one). CPU per request is the whole process's, start-up and
+    prompt building included, for every client alike."""
+    good = [r for r in results if r.ok and r.measured and r.figures.get("requests") and r.figures.get("req_s")]
+    req_s = {r.client: r.figures["req_s"] for r in good}
+    cpu = {r.client: r.measured.cpu_s / r.figures["requests"] for r in good}
+    load = {r.client: r.measured.load_cpu_s / r.figures["requests"] for r in good if r.measured.load_cpu_s}
+    if "llmbench" not in req_s:
+        return ["\nNo llmbench result to compare with.\n"]
+    if len(results) == 1:
+        return ["\nNo peer ran (smoke run, or --clients llmbench).\n"]
+    ours_req, ours_cpu = req_s["llmbench"], cpu["llmbench"]
+    python = [c for c in req_s if c in PYTHON_PEERS]
+    fastest = max(python, key=lambda c: req_s[c], default=None)
+    leanest = min(python, key=lambda c: cpu[c], default=None)
+    rows = ["", "| ratio (llmbench vs) | measured | target | verdict |", "|---|---|---|---|"]
+    if COMPILED_PEER in req_s:
+        v = ours_req / req_s[COMPILED_PEER]
+        rows.append(f"| req/s over {COMPILED_PEER} | {v:.2f}× | ≥ 2× | {missed_by(v, 2)} |")
+        v = cpu[COMPILED_PEER] / ours_cpu if ours_cpu else None
+        rows.append(f"| client CPU per request, {COMPILED_PEER} / llmbench | {fmt(v, 1)}× | ≥ 5× | "
+                    f"{missed_by(v, 5)} |")
+        if COMPILED_PEER in load and "llmbench" in load:
+            v = load[COMPILED_PEER] / load["llmbench"]
+            rows.append(f"| the same under load only (start-up and reports left out) | {fmt(v, 1)}× | ≥ 5× | "
+                        f"{missed_by(v, 5)} |")
+    else:
+        rows.append(f"| {COMPILED_PEER} | no result | ≥ 2× req/s, ≥ 5× CPU | – |")
+    if leanest:
+        v = cpu[leanest] / ours_cpu if ours_cpu else None
+        rows.append(f"| client CPU per request, best Python peer ({leanest}) / llmbench | {fmt(v, 0)}× | ≥ 50× | "
+                    f"{missed_by(v, 50)} |")
+        lean_load = min((c for c in load if c in PYTHON_PEERS), key=lambda c: load[c], default=None)
+        if lean_load and "llmbench" in load:
+            v = load[lean_load] / load["llmbench"]
+            rows.append(f"| the same under load only ({lean_load}) | {fmt(v, 0)}× | ≥ 50× | {missed_by(v, 50)} |")
+        rows.append(f"| req/s over the best Python peer ({fastest}) | {ours_req / req_s[fastest]:.1f}× | – | – |")
+    else:
+        rows.append("| best Python peer | no result | ≥ 50× CPU | – |")
+    return rows + [""]
 
 
 def cpu_pct(cpu_s: float, r: Result) -> str:
@@ -615,6 +792,111 @@ def scale(env: Env, report: list[str]) -> None:
         report.append(f"\nRSS per in-flight stream: **{per:.1f} KiB** (target ≤ 10 KiB: {verdict})\n")
 
 
+def busy_ticks() -> int:
+    """CPU time spent by anything on the machine (all CPUs, in clock ticks): /proc/stat's user, nice, system, irq
+    and softirq columns."""
+    f = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return f[0] + f[1] + f[2] + f[5] + f[6]
+
+
+def scale_out(env: Env, report: list[str]) -> None:
+    """N llmbench launchers on this machine, each one shard (`--shard i/N`) of one run, started together against
+    one zero-latency simulator and merged exactly by `llmbench report`, vs one launcher's ceiling."""
+    n, per, out_tokens = 4, 64, 16
+    seconds = 2 if env.smoke else 15
+    ncpu = os.cpu_count() or 1
+    report.append("## 6. Scale-out on one machine (llmbench)\n")
+    report.append(f"Simulator with zero TTFT/ITL, 100 input and {out_tokens} output tokens, streaming, closed loop for "
+                  f"~{seconds} s: one launcher with {per} in flight, one with {n * per}, then {n} launchers started "
+                  f"together, each `--shard i/{n}` of one run with {n * per} in flight ({per} each), merged by "
+                  f"`llmbench report` into one summary (the merged req/s is the combined true rate). CPU is per 1 000 "
+                  f"requests and in % of the whole machine ({ncpu} cores): client (all launchers), simulator, the "
+                  "hypervisor's steal, and everything else on the machine (other processes).\n")
+    header = ["launchers", "in flight", "req/s", "requests", "client CPU s / 1000 req", "sim CPU s / 1000 req",
+              "client % of machine", "sim % of machine", "steal %", "other %", "wall s", "note"]
+    report.append("| " + " | ".join(header) + " |")
+    report.append("|" + "---|" * len(header))
+    sim = Sim(env.llmbench, env.workdir, "scaleout")
+    rows = []
+
+    def row(launchers: int, streams: int, figures: dict, cpu_s: float, sim_s: float, wall: float, steal: float,
+            other: float, note: str) -> None:
+        done = figures.get("requests") or 0
+        per_k = lambda x: x / done * 1000 if done else None
+        machine = lambda x: 100 * x / (ncpu * wall) if wall else None
+        rows.append((launchers, streams, figures.get("req_s"), per_k(cpu_s), per_k(sim_s), steal))
+        report.append(f"| {launchers} | {streams} | {fmt(figures.get('req_s'))} | {fmt(done)} | "
+                      f"{fmt(per_k(cpu_s), 3)} | {fmt(per_k(sim_s), 3)} | {fmt(machine(cpu_s), 0)} | "
+                      f"{fmt(machine(sim_s), 0)} | {fmt(steal, 0)} | {fmt(machine(other), 0)} | {fmt(wall)} | "
+                      f"{note} |")
+
+    try:
+        for streams in (per, n * per):
+            busy0 = busy_ticks()
+            w = Workload(f"scaleout-1x{streams}", 100, out_tokens, concurrency=streams, seconds=seconds)
+            r = run_llmbench(env, w, sim)
+            other = (busy_ticks() - busy0) / CLK_TCK - r.measured.cpu_s - r.sim_cpu_s
+            row(1, streams, r.figures, r.measured.cpu_s, r.sim_cpu_s, r.measured.wall_s, r.measured.steal_pct,
+                other, r.note)
+        out = env.workdir / "llmbench-scaleout-shards"
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True)
+        profile = out / "profile.yaml"
+        whole = Workload("scaleout-shards", 100, out_tokens, concurrency=n * per, seconds=seconds)
+        profile.write_text(json.dumps(llmbench_guidellm_profile(whole, sim.url), indent=2))
+        measured: list[Measured | None] = [None] * n
+
+        def launch(i: int) -> None:
+            measured[i] = run_measured(
+                [env.llmbench, "run", "--harness", "guidellm", "--profile", str(profile), "--endpoint", sim.url,
+                 "--model", MODEL, "--tokenizer", env.tokenizer, "--output", str(out), "--run-id", "run",
+                 "--shard", f"{i}/{n}"],
+                out / f"launcher-{i}.log", timeout_s=seconds * 3 + 60, env={**os.environ, "RUST_LOG": "warn"})
+
+        cpu0, steal0, busy0, started = sim.cpu(), steal_ticks(), busy_ticks(), time.monotonic()
+        threads = [threading.Thread(target=launch, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.monotonic() - started
+        sim_s = sim.cpu() - cpu0
+        steal = steal_pct_since(steal0, wall)
+        client_s = sum(m.cpu_s for m in measured if m)
+        other = (busy_ticks() - busy0) / CLK_TCK - client_s - sim_s
+        merge = subprocess.run([env.llmbench, "report", str(out / "run")], capture_output=True, text=True,
+                               timeout=600)
+        failed = [i for i, m in enumerate(measured) if not m or m.exit_code != 0]
+        note = f"launchers {failed} failed; see {out}" if failed else ""
+        figures: dict = {}
+        try:
+            figures = llmbench_figures(out / "run" / "summary.json")
+        except (OSError, KeyError, ValueError) as e:
+            note = f"merge failed (exit {merge.returncode}): {e}; {merge.stderr.strip()[-200:]}"
+        if failed or not figures or figures.get("failed"):
+            PROBLEMS.append(f"scale-out: {note or str(figures.get('failed')) + ' failed requests'}")
+        row(n, n * per, figures, client_s, sim_s, wall, steal, other, note)
+    finally:
+        sim.stop()
+    _, _, one, client_k, sim_k, steal = rows[0]
+    many = rows[-1][2]
+    if one and many:
+        v = many / one
+        report.append(f"\n{n} launchers / 1 launcher ({per} in flight), req/s: **{v:.2f}×** (target ≥ 3.6×: "
+                      f"{missed_by(v, 3.6)})\n")
+    if one and client_k and sim_k:
+        # What the machine could give at one launcher's CPU cost per request if nothing else ran on it.
+        bound = ncpu * (1 - steal / 100) / ((client_k + sim_k) / 1000)
+        need = 3.6 * one * (client_k + sim_k) / 1000
+        report.append(f"One launcher already costs {client_k + sim_k:.3f} CPU-s per 1 000 requests, client and "
+                      f"simulator together (both on this machine), so {ncpu} cores at the row's steal can serve at "
+                      f"most **{bound:,.0f} req/s** ({bound / one:.2f}× the one launcher) with nothing else running; "
+                      f"3.6× would need {need:.1f} cores at those costs. The simulator is multi-threaded (one "
+                      "worker per CPU) and has no worker-count option: on this machine every launcher added takes "
+                      "CPU from the simulator and the others.\n")
+    report.append("")
+
+
 def capacity(env: Env, report: list[str]) -> None:
     """How long an SLO capacity search takes against a simulator of known capacity, and how many points it needs."""
     seats, ttft_ms, itl_ms, output = 4, 50, 10, 16
@@ -663,6 +945,40 @@ def capacity(env: Env, report: list[str]) -> None:
     report.append("")
 
 
+def run_startup(env: Env, count: int, tokens: int) -> list[str]:
+    """How long `llmbench run` takes from its process start to its first request when it must first build `count`
+    prompts of `tokens` tokens (an inference-perf constant-rate profile of exactly `count` requests over 2 s,
+    16-token answers, zero-latency simulator): the start-up a user waits through, tokenizer load included. The
+    first send is run.json's t0_unix_ns plus the earliest sent_ns in requests.jsonl."""
+    out = env.workdir / "synth" / "run-startup"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    sim = Sim(env.llmbench, env.workdir, "run-startup")
+    try:
+        w = Workload("run-startup", tokens, 16, rate=count / 2, seconds=2)
+        profile = ip_config(w, sim.url, env.tokenizer, out, 1)
+        profile["data"]["input_distribution"]["total_count"] = count
+        (out / "profile.yaml").write_text(json.dumps(profile, indent=2))
+        started_ns = time.time_ns()
+        m = run_measured([env.llmbench, "run", "--harness", "inference-perf", "--profile", str(out / "profile.yaml"),
+                          "--endpoint", sim.url, "--model", MODEL, "--tokenizer", env.tokenizer, "--output",
+                          str(out), "--run-id", "run", "--no-server-metrics"], out / "client.log", timeout_s=300,
+                         env={**os.environ, "RUST_LOG": "warn"})
+    finally:
+        sim.stop()
+    try:
+        t0 = json.loads((out / "run" / "run.json").read_text())["t0_unix_ns"]
+        sends = [json.loads(line)["sent_ns"] for line in (out / "run" / "requests.jsonl").read_text().splitlines()]
+        first = (t0 + min(sends) - started_ns) / 1e9
+    except (OSError, KeyError, ValueError) as e:
+        PROBLEMS.append(f"llmbench run start-up: {e}; see {m.log}")
+        return [f"\n`llmbench run` start-up with {count:,} such prompts: FAILED (see {m.log})\n"]
+    return [f"\n`llmbench run` with {count:,} requests of such prompts (same tokenizer, tokenizer load included): "
+            f"**{first:.2f} s** from process start to its first request, {len(sends):,} requests sent, whole "
+            f"process {m.wall_s:.2f} s wall and {m.cpu_s:.2f} CPU-s. It builds the prompts as `llmbench synth` "
+            "does but does not re-encode them.\n"]
+
+
 def synthesis(env: Env, clients: list[str], report: list[str]) -> None:
     count, tokens = (500, 1000) if env.smoke else (10_000, 1000)
     budget_s = 60
@@ -682,7 +998,10 @@ def synthesis(env: Env, clients: list[str], report: list[str]) -> None:
         s = json.loads(Path(m.log).read_text().strip().splitlines()[-1])
         ours = s["seconds"]
         report.append(f"| llmbench | {s['prompts']:,} | {s['seconds']:.2f} | {s['seconds']:.2f} | "
-                      f"{s['prompts'] / s['seconds']:,.0f} | {s['exact']:,} of {s['prompts']:,} | |")
+                      f"{s['prompts'] / s['seconds']:,.0f} | {s['exact']:,} of {s['prompts']:,} | the whole "
+                      f"`llmbench synth` process took {m.wall_s:.2f} s wall, {m.cpu_s:.2f} CPU-s: the rest is "
+                      "its exactness check, which re-encodes every prompt one by one after the clock stops "
+                      "(`llmbench run` does not) |")
     except (ValueError, KeyError, IndexError):
         report.append(f"| llmbench | FAILED: see {m.log} | | | | | |")
         PROBLEMS.append(f"llmbench synth: see {m.log}")
@@ -709,6 +1028,7 @@ def synthesis(env: Env, clients: list[str], report: list[str]) -> None:
             report.append(f"| inference-perf | FAILED: see {m.log} | | | | | |")
     if ours and best:
         report.append(f"\nllmbench / inference-perf, speed: **{best / ours:.1f}×**\n")
+    report.extend(run_startup(env, count, tokens))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -774,12 +1094,12 @@ def main() -> int:
     ap.add_argument("--smoke", action="store_true", help="llmbench only, a few seconds per scenario")
     ap.add_argument("--results", default=str(Path(__file__).parent / "results"))
     ap.add_argument("--workdir", default="")
-    ap.add_argument("--only", default="", help="comma-separated scenarios: ceiling,timing,scale,synthesis,capacity")
+    ap.add_argument("--only", default="", help="comma-separated scenarios: ceiling,timing,scale,synthesis,capacity,scaleout")
     ap.add_argument("--clients", default="", help="comma-separated clients (default: all)")
     args = ap.parse_args()
 
     peers = json.loads(Path(args.peers).read_text()) if args.peers else {}
-    clients = ["llmbench"] + ([] if args.smoke else ["inference-perf", "guidellm", "vllm"])
+    clients = ["llmbench"] + ([] if args.smoke else PEERS)
     if args.clients:
         clients = [c for c in clients if c in args.clients.split(",")]
     workdir = Path(args.workdir or f"/tmp/llmbench-bench-{os.getpid()}")
@@ -791,7 +1111,7 @@ def main() -> int:
     report = [f"# llmbench bench — {now:%Y-%m-%d %H:%M} on {host}{' (smoke)' if args.smoke else ''}\n",
               f"- machine: {machine()}",
               f"- {version}"]
-    for name in ("inference-perf", "guidellm", "vllm"):
+    for name in PEERS:
         if name in clients:
             p = peers.get(name, NOT_INSTALLED)
             report.append(f"- {name} {p.get('version', '?')}" + (f": **unavailable** ({p['error']})"
@@ -802,7 +1122,8 @@ def main() -> int:
                   "client can avoid)")
     report.append(f"- tokenizer: {args.tokenizer}; simulator: `llmbench sim` on 127.0.0.1; work files: {workdir}\n")
     steal0, started = steal_ticks(), time.monotonic()
-    only = set(filter(None, args.only.split(","))) or {"ceiling", "timing", "scale", "synthesis", "capacity"}
+    only = set(filter(None, args.only.split(","))) or {"ceiling", "timing", "scale", "synthesis", "capacity",
+                                                      "scaleout"}
     if "ceiling" in only:
         ceiling(env, clients, report)
     if "timing" in only:
@@ -813,6 +1134,8 @@ def main() -> int:
         synthesis(env, clients, report)
     if "capacity" in only:
         capacity(env, report)
+    if "scaleout" in only:
+        scale_out(env, report)
     wall_s = time.monotonic() - started
     steal_s = (steal_ticks() - steal0) / CLK_TCK
     report.append(f"\n_Total bench time {wall_s:.0f} s; the hypervisor took {steal_s:,.0f} CPU-s "

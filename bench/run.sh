@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # `make bench` (and `make bench-smoke` with --smoke): build llmbench in release mode, install the peer harnesses
-# from PyPI into cached venvs, build the offline tokenizer, then hand over to bench.py, which runs the scenarios.
+# from PyPI into cached venvs, build vLLM's Rust vllm-bench from shared/peers into the cache, build the offline
+# tokenizer, then hand over to bench.py, which runs the scenarios. The smoke run skips every peer.
 #
-#   bench/run.sh [--smoke] [bench.py options, e.g. --only ceiling,timing]
+#   bench/run.sh [--smoke] [bench.py options, e.g. --only ceiling,timing --clients llmbench,aiperf,vllm-bench]
 #
-# Caches live in ~/.cache/llmbench-bench (LLMBENCH_BENCH_CACHE): one venv per tool and version, and the tokenizer.
+# Caches live in ~/.cache/llmbench-bench (LLMBENCH_BENCH_CACHE): one venv per tool and version, vllm-bench's source
+# and binary per upstream commit, and the tokenizer.
 # A peer that fails to install is recorded with the reason and shows up as such in the tables.
 set -uo pipefail
 
@@ -18,10 +20,25 @@ INFERENCE_PERF_VERSION=${INFERENCE_PERF_VERSION:-0.7.0}
 # vllm brings `vllm bench serve`; its wheel pulls CUDA torch (several GB), installed once like the others.
 # 0.33.0 asks for a certifi (>= 2026.10.19) that the package registry here does not have yet.
 VLLM_VERSION=${VLLM_VERSION:-0.32.0}
+# NVIDIA's AIPerf (the successor of genai-perf).
+AIPERF_VERSION=${AIPERF_VERSION:-0.13.0}
+# vLLM's Rust benchmark client: third-party source kept beside the repo (shared/peers/vllm-bench, see its SOURCE.md),
+# built only into the cache, never into the project.
+VLLM_BENCH_SRC=${VLLM_BENCH_SRC:-$repo/../shared/peers/vllm-bench}
 TOKENIZER_REV=v1
 
 smoke=0
 [[ ${1:-} == --smoke ]] && smoke=1
+# --clients a,b (passed on to bench.py) also limits which peers are installed.
+wanted=""
+args=("$@")
+for i in "${!args[@]}"; do
+    case ${args[$i]} in
+        --clients) wanted=${args[$((i + 1))]:-} ;;
+        --clients=*) wanted=${args[$i]#--clients=} ;;
+    esac
+done
+want() { [[ -z $wanted || ,$wanted, == *,$1,* ]]; }
 
 mkdir -p "$cache"
 # BENCH_BUILD=debug reuses the test build (make test's smoke run); figures from it mean nothing.
@@ -59,13 +76,22 @@ ensure_venv() {
     local dir="$cache/$tool-$version"
     if [[ -x $dir/bin/$tool ]]; then echo "$dir"; return 0; fi
     rm -rf "$dir" "$dir.tmp" "$dir.failed"
+    # Installed sizes (vllm and guidellm pull CUDA torch); refuse rather than fill the disk, with a margin for the run.
+    local need_gb free_gb
+    case $tool in vllm) need_gb=9 ;; guidellm) need_gb=7 ;; *) need_gb=2 ;; esac
+    free_gb=$(df -Pk "$cache" | awk 'NR == 2 { print int($4 / 1048576) }')
+    if (( free_gb < need_gb + ${BENCH_DISK_MARGIN_GB:-3} )); then
+        echo "not installed: needs about $need_gb GB, $free_gb GB free in $cache (margin ${BENCH_DISK_MARGIN_GB:-3} GB)" \
+            > "$dir.failed"
+        return 1
+    fi
     local python
     if ! python=$(find_python); then
         echo "no Python >= 3.12 found (set BENCH_PYTHON)" > "$dir.failed"; return 1
     fi
     echo "== installing $tool $version from PyPI into $dir (once)" >&2
     if "$python" -m venv "$dir.tmp" >"$cache/$tool-$version.log" 2>&1 &&
-       "$dir.tmp/bin/pip" install --disable-pip-version-check -q "$@" "$tool==$version" \
+       "$dir.tmp/bin/pip" install --disable-pip-version-check --no-cache-dir -q "$@" "$tool==$version" \
            >>"$cache/$tool-$version.log" 2>&1 &&
        [[ -x $dir.tmp/bin/$tool ]]; then
         # venvs are not relocatable: the scripts name the .tmp path, so rebuild the names by moving and fixing.
@@ -75,6 +101,41 @@ ensure_venv() {
     else
         echo "pip install failed: $(tail -n 1 "$cache/$tool-$version.log")" > "$dir.failed"
         rm -rf "$dir.tmp"
+        return 1
+    fi
+}
+
+# vllm_bench_rev -> the upstream vLLM commit SOURCE.md names (the cache key), or nothing.
+vllm_bench_rev() {
+    sed -n 's/.*Upstream state:[^`]*`\([0-9a-f]\{40\}\)`.*/\1/p' "$VLLM_BENCH_SRC/SOURCE.md" 2>/dev/null | head -n 1
+}
+
+# ensure_vllm_bench REV -> prints the vllm-bench binary; leaves vllm-bench-REV.failed with the reason. The source is
+# copied into the cache once (vllm-bench-src-REV) and built there with its own target dir (vllm-bench-target-REV),
+# with its own Cargo.lock; nothing of it enters the project's workspace or target/.
+ensure_vllm_bench() {
+    local rev=$1 short=${1:0:12}
+    local src="$cache/vllm-bench-src-$short" target="$cache/vllm-bench-target-$short"
+    local bin="$target/release/vllm-bench" log="$cache/vllm-bench-$short.log" failed="$cache/vllm-bench-$short.failed"
+    if [[ -x $bin ]]; then echo "$bin"; return 0; fi
+    rm -f "$failed"
+    if [[ ! -f $src/Cargo.toml ]]; then
+        rm -rf "$src" "$src.tmp"
+        mkdir -p "$src.tmp" &&
+            tar -C "$VLLM_BENCH_SRC" --exclude=./target -cf - . | tar -C "$src.tmp" -xf - &&
+            mv "$src.tmp" "$src" || { echo "copying $VLLM_BENCH_SRC failed" > "$failed"; return 1; }
+    fi
+    echo "== building vllm-bench ${short} into $target (once)" >&2
+    local started=$SECONDS
+    if (cd "$src" && CARGO_TARGET_DIR="$target" $cargo build --release --locked -p vllm-bench) >"$log" 2>&1 &&
+       [[ -x $bin ]]; then
+        echo "== vllm-bench built in $((SECONDS - started)) s" >&2
+        # Keep the binary, drop the intermediate artefacts (≈ 0.5 GB).
+        rm -rf "$target/release/deps" "$target/release/build" "$target/release/.fingerprint" \
+            "$target/release/incremental" "$target/release/examples"
+        echo "$bin"
+    else
+        echo "cargo build failed: $(grep -m 1 '^error' "$log" || tail -n 1 "$log")" > "$failed"
         return 1
     fi
 }
@@ -89,8 +150,10 @@ peers="$cache/peers.json"
 {
     echo "{"
     sep=""
-    for spec in "inference-perf:$INFERENCE_PERF_VERSION" "guidellm:$GUIDELLM_VERSION" "vllm:$VLLM_VERSION"; do
+    for spec in "inference-perf:$INFERENCE_PERF_VERSION" "guidellm:$GUIDELLM_VERSION" "vllm:$VLLM_VERSION" \
+                "aiperf:$AIPERF_VERSION"; do
         tool=${spec%%:*} version=${spec#*:}
+        want "$tool" || continue
         extra=()
         [[ $tool == guidellm ]] && extra=("${torch_index[@]}")
         if dir=$(ensure_venv "$tool" "$version" "${extra[@]}"); then
@@ -101,6 +164,18 @@ peers="$cache/peers.json"
         fi
         sep=","
     done
+    if want vllm-bench; then
+        rev=$(vllm_bench_rev)
+        if [[ -z $rev ]]; then
+            printf '%s "vllm-bench": {"version": "?", "error": "no source at %s (see its SOURCE.md)"}' "$sep" \
+                "$VLLM_BENCH_SRC"
+        elif bin=$(ensure_vllm_bench "$rev"); then
+            printf '%s "vllm-bench": {"version": "%s", "bin": "%s"}' "$sep" "${rev:0:12}" "$bin"
+        else
+            reason=$(tr '"\\' "'/" < "$cache/vllm-bench-${rev:0:12}.failed")
+            printf '%s "vllm-bench": {"version": "%s", "error": "%s"}' "$sep" "${rev:0:12}" "$reason"
+        fi
+    fi
     echo "}"
 } > "$peers"
 
@@ -108,7 +183,8 @@ peers="$cache/peers.json"
 tokenizer="$cache/tokenizer-$TOKENIZER_REV"
 if [[ ! -f $tokenizer/tokenizer_config.json ]]; then
     builder=""
-    for venv in "$cache/inference-perf-$INFERENCE_PERF_VERSION" "$cache/guidellm-$GUIDELLM_VERSION"; do
+    for venv in "$cache/inference-perf-$INFERENCE_PERF_VERSION" "$cache/guidellm-$GUIDELLM_VERSION" \
+                "$cache/aiperf-$AIPERF_VERSION" "$cache/vllm-$VLLM_VERSION"; do
         [[ -x $venv/bin/python ]] && "$venv/bin/python" -c 'import tokenizers' 2>/dev/null && builder=$venv/bin/python && break
     done
     if [[ -z $builder ]]; then
