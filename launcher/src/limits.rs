@@ -53,7 +53,7 @@ pub const PROMPT_COPIES: u64 = 2;
 /// Bytes of one chunk event in a request's record (its arrival time and token count).
 pub const BYTES_PER_CHUNK: u64 = 16;
 /// Bytes of one request's record apart from its chunks: timestamps, counts, status, the chunk list's header and
-/// the allocator's rounding. The launcher keeps every record until the run ends.
+/// the allocator's rounding. The launcher keeps records until the run ends while they fit `--records-memory`.
 pub const RECORD_BYTES: u64 = 256;
 /// Tokens assumed for a prompt whose length only the dataset file knows (ShareGPT, custom files): vLLM's
 /// ShareGPT filter keeps prompts of at most 1024 tokens.
@@ -319,6 +319,50 @@ pub fn estimate_run_memory(workload: &Workload, expected_requests: Option<u64>) 
         record_bytes,
         total_bytes: prompt_bytes.saturating_add(record_bytes),
     }
+}
+
+impl MemoryEstimate {
+    /// The estimate of a run that keeps at most `budget` bytes of records (`--records-memory`): past it, the
+    /// records are on disk only.
+    pub fn with_records_within(mut self, budget: u64) -> MemoryEstimate {
+        self.record_bytes = self.record_bytes.min(budget);
+        self.total_bytes = self.prompt_bytes.saturating_add(self.record_bytes);
+        self
+    }
+}
+
+/// A byte count as a person writes it: `268435456`, `256MiB`, `1GiB`, `512M`, `2G` (decimal units K, M, G, T;
+/// binary KiB, MiB, GiB, TiB; a trailing `B` allowed).
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let trimmed = text.trim();
+    let digits = trimmed
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(trimmed.len());
+    let (number, unit) = trimmed.split_at(digits);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a byte count (e.g. 256MiB, 1GiB, 500000000)"))?;
+    let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" => 1_000,
+        "m" | "mb" => 1_000_000,
+        "g" | "gb" => 1_000_000_000,
+        "t" | "tb" => 1_000_000_000_000,
+        "ki" | "kib" => 1 << 10,
+        "mi" | "mib" => 1 << 20,
+        "gi" | "gib" => 1 << 30,
+        "ti" | "tib" => 1 << 40,
+        other => {
+            return Err(format!(
+                "unknown unit `{other}` in `{text}`: use B, K, M, G, T or KiB, MiB, GiB, TiB"
+            ));
+        }
+    };
+    let bytes = value * scale as f64;
+    if !bytes.is_finite() || bytes >= u64::MAX as f64 {
+        return Err(format!("`{text}` is too large"));
+    }
+    Ok(bytes as u64)
 }
 
 /// `Ok` when `estimate` fits in `available_bytes`; otherwise an error stating both.
@@ -646,5 +690,33 @@ mod tests {
         );
         assert!(exceeded(Limit::Tokens, 2.5e9).contains("limit of 10000000 tokens"));
         assert!(exceeded(Limit::Duration, 1.8e19).contains("1.8e19"));
+    }
+
+    #[test]
+    fn byte_counts_read_with_decimal_and_binary_units() {
+        assert_eq!(parse_bytes("268435456"), Ok(256 << 20));
+        assert_eq!(parse_bytes("256MiB"), Ok(256 << 20));
+        assert_eq!(parse_bytes("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_bytes("1.5 GiB"), Ok(3 << 29));
+        assert_eq!(parse_bytes("500M"), Ok(500_000_000));
+        assert_eq!(parse_bytes("2kb"), Ok(2000));
+        assert!(parse_bytes("lots").is_err());
+        assert!(parse_bytes("3 parsecs").is_err());
+    }
+
+    #[test]
+    fn the_estimate_counts_records_only_up_to_their_budget() {
+        let estimate = MemoryEstimate {
+            prompts: 1,
+            prompt_bytes: 100,
+            requests: 1_000_000,
+            requests_bounded: true,
+            chunks_per_request: 128,
+            record_bytes: 2_304_000_000,
+            total_bytes: 2_304_000_100,
+        };
+        let within = estimate.with_records_within(256 << 20);
+        assert_eq!(within.record_bytes, 256 << 20);
+        assert_eq!(within.total_bytes, (256 << 20) + 100);
     }
 }

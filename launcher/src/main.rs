@@ -149,6 +149,11 @@ struct ReportArgs {
     /// Also write the compact JSON summary (at most 4096 bytes) here.
     #[arg(long, value_name = "PATH")]
     summary_file: Option<PathBuf>,
+    /// Records files (a sharded run's shards together) larger than this are summarised from disk in bounded
+    /// memory, with the same numbers; the per-request files and the pictures are then not written (summary.json
+    /// says so).
+    #[arg(long, value_parser = llmbench::limits::parse_bytes, default_value = "256MiB", value_name = "BYTES")]
+    records_memory: u64,
 }
 
 #[derive(Args, Debug)]
@@ -287,7 +292,11 @@ fn report_command(args: ReportArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    let outcome = llmbench::report::report_dir(&args.dir, args.summary_file.as_deref())?;
+    let outcome = llmbench::report::report_dir_within(
+        &args.dir,
+        args.summary_file.as_deref(),
+        args.records_memory,
+    )?;
     if outcome.truncated_lines > 0 {
         tracing::warn!(
             lines = outcome.truncated_lines,

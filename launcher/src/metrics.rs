@@ -1,10 +1,14 @@
 //! Metric math, pure and derived after the run from the raw [`RequestRecord`](crate::record::RequestRecord)s:
 //! exact statistics with each tool's percentile method ([`stats`]), the per-stage and overall [`Summary`]
-//! ([`summary`]), the `summary.json` / `--summary-file` outputs ([`summary_file`]), and guidellm's weighted
-//! distributions ([`weighted`]).
+//! ([`summary`]), the `summary.json` / `--summary-file` outputs ([`summary_file`]), guidellm's weighted
+//! distributions ([`weighted`]), and what lets a long run be summarised from disk with the same numbers: exactly
+//! rounded sums ([`fsum`]) and samples spilled to files with exact selection of their order statistics
+//! ([`spill`]).
 //!
-//! Nothing here touches the network or a clock; writing a file is the only fallible step.
+//! Nothing here touches the network or a clock; writing a file (a spill file included) is the only fallible step.
 
+pub mod fsum;
+pub mod spill;
 pub mod stats;
 pub mod summary;
 pub mod summary_file;
@@ -18,8 +22,9 @@ pub use summary::{
 };
 pub use summary_file::{
     COMPACT_SUMMARY_MAX_BYTES, CompactStats, CompactSummary, Completion, ConversationSummary,
-    Excluded, RunInfo, RunState, RunSummary, RunVerdict, SUMMARY_SCHEMA, TurnSummary,
-    WriteSummaryError, compact_summary, write_compact_summary, write_summary_json,
+    Excluded, RecordsSpilled, RunInfo, RunState, RunSummary, RunVerdict, SUMMARY_SCHEMA,
+    SkippedReport, TurnSummary, WriteSummaryError, compact_summary, write_compact_summary,
+    write_summary_json,
 };
 pub use weighted::{GuidellmDistribution, GuidellmPercentiles};
 

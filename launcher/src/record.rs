@@ -243,6 +243,20 @@ fn since(a: u64, b: u64) -> u64 {
 }
 
 impl RequestRecord {
+    /// About how many bytes the record holds in memory: the struct, its chunks, its text and its error message.
+    /// Cheap (no walk over the chunks), for the record writer's memory budget.
+    pub fn memory_bytes(&self) -> u64 {
+        let chunks = self.chunks.capacity() * std::mem::size_of::<ChunkEvent>();
+        let text = self
+            .text
+            .as_ref()
+            .map_or(0, |t| std::mem::size_of::<String>() + t.capacity());
+        let error = self.error.as_ref().map_or(0, |e| {
+            std::mem::size_of::<RequestError>() + e.message.capacity()
+        });
+        (std::mem::size_of::<RequestRecord>() + chunks + text + error) as u64
+    }
+
     /// Whether the request went on the wire. Only a record the run made for a request it never sent is not: a
     /// later turn of a guidellm conversation whose earlier turn failed, recorded `cancelled` with its send time
     /// equal to its end and no response.
@@ -473,33 +487,54 @@ pub fn read_jsonl(reader: impl BufRead) -> Result<Vec<RequestRecord>, ReadRecord
 pub fn read_jsonl_counting_truncated(
     reader: impl BufRead,
 ) -> Result<(Vec<RequestRecord>, usize), ReadRecordsError> {
-    let mut skipped = 0;
     let mut records = Vec::new();
-    let mut lines = reader.split(b'\n').enumerate().peekable();
-    while let Some((index, line)) = lines.next() {
-        let line = line?;
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        match serde_json::from_slice(&line) {
-            Ok(record) => records.push(record),
-            // Only the last line can be torn: the writer appends whole lines, so more output means it finished.
-            Err(source) if lines.peek().is_none() && source.is_eof() => {
-                tracing::warn!(
-                    line = index + 1,
-                    "skipping a truncated last line of requests.jsonl"
-                );
-                skipped += 1;
-            }
-            Err(source) => {
-                return Err(ReadRecordsError::Parse {
-                    line: index + 1,
-                    source,
-                });
-            }
-        }
-    }
+    let skipped = for_each_jsonl(reader, |record| {
+        records.push(record);
+        Ok(())
+    })?;
     Ok((records, skipped))
+}
+
+/// Reads `requests.jsonl` one record at a time, handing each to `f` and keeping none: memory is one line,
+/// however long the run. Blank lines are ignored; a last line whose JSON is cut short (a killed launcher's) is
+/// skipped with a warning. Returns how many lines were skipped so (0 or 1). An error `f` returns stops the read.
+pub fn for_each_jsonl(
+    mut reader: impl BufRead,
+    mut f: impl FnMut(RequestRecord) -> Result<(), ReadRecordsError>,
+) -> Result<usize, ReadRecordsError> {
+    let mut skipped = 0;
+    // One line of lookahead: only the last line may be torn.
+    let mut line = Vec::new();
+    let mut next = Vec::new();
+    let mut index = 0;
+    let mut more = reader.read_until(b'\n', &mut line)? > 0;
+    while more {
+        next.clear();
+        let has_next = reader.read_until(b'\n', &mut next)? > 0;
+        index += 1;
+        if !line.iter().all(u8::is_ascii_whitespace) {
+            match serde_json::from_slice(&line) {
+                Ok(record) => f(record)?,
+                // The writer appends whole lines, so more output means it finished this one.
+                Err(source) if !has_next && source.is_eof() => {
+                    tracing::warn!(
+                        line = index,
+                        "skipping a truncated last line of requests.jsonl"
+                    );
+                    skipped += 1;
+                }
+                Err(source) => {
+                    return Err(ReadRecordsError::Parse {
+                        line: index,
+                        source,
+                    });
+                }
+            }
+        }
+        std::mem::swap(&mut line, &mut next);
+        more = has_next;
+    }
+    Ok(skipped)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The load engine: issues prepared requests on a precomputed schedule (open loop) or keeps N in flight (closed
 //! loop), and records every request raw. It knows nothing of profiles or metrics: a plan comes in, records go out
-//! as they finish (to `requests.jsonl` and the in-memory list the metrics are derived from afterwards).
+//! as they finish (to `requests.jsonl`, and to the in-memory list the metrics are derived from afterwards while
+//! that list fits its budget; past it, a long run is summarised from the file).
 //!
 //! A plan's stages are fixed ([`RunPlan`]), or decided one at a time by a [`StagePlanner`] from what the stages
 //! before measured ([`Stages::Adaptive`]: sweeps, searches): the engine hands the planner each finished stage,
@@ -243,6 +244,8 @@ pub enum EngineError {
 pub struct RecordSink {
     tx: mpsc::UnboundedSender<RequestRecord>,
     progress: Arc<Progress>,
+    /// The writer's memory budget for records, which a stage's copies for its planner are held to as well.
+    budget_bytes: u64,
 }
 
 impl RecordSink {
@@ -272,6 +275,46 @@ pub trait ObserveRecords: Send + 'static {
 /// The record writer's handle: yields every record once all sinks are dropped.
 pub type WriterHandle = tokio::task::JoinHandle<Result<Vec<RequestRecord>, EngineError>>;
 
+/// How many records the writer keeps in memory once it has written them (`llmbench run --records-memory`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordsBudget {
+    /// The records' estimated memory ([`RequestRecord::memory_bytes`]) the writer keeps at most.
+    pub bytes: u64,
+    /// What happens past it.
+    pub past: PastBudget,
+}
+
+/// What the writer does once the records it keeps outgrow their budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PastBudget {
+    /// Frees them and keeps none from then on: the run is summarised from requests.jsonl ([`Written::spilled`]).
+    Spill,
+    /// Keeps every record all the same, with one warning: for a run whose verdict needs them all (MLPerf).
+    Keep,
+}
+
+impl RecordsBudget {
+    /// Keep everything, warn never.
+    pub const UNLIMITED: RecordsBudget = RecordsBudget {
+        bytes: u64::MAX,
+        past: PastBudget::Keep,
+    };
+}
+
+/// What the record writer leaves once every sink is dropped.
+#[derive(Debug, Default)]
+pub struct Written {
+    /// Every record written, in the order they finished; empty when [`spilled`](Self::spilled).
+    pub records: Vec<RequestRecord>,
+    /// The records outgrew their budget: none is kept, requests.jsonl holds them all.
+    pub spilled: bool,
+    /// How many records were written.
+    pub written: u64,
+}
+
+/// The budgeted record writer's handle.
+pub type BudgetedWriterHandle = tokio::task::JoinHandle<Result<Written, EngineError>>;
+
 /// Starts the writer that appends each finished record to `out` as one JSON line, flushing after every batch so
 /// a killed launcher loses at most the requests in flight and the last [`WRITER_PAUSE`] of records. A write that
 /// fails (a full disk) stops the run at once through `control`: load that cannot be recorded is not sent. Returns
@@ -292,55 +335,122 @@ pub fn record_writer_observed(
     path: String,
     progress: Arc<Progress>,
     control: Control,
-    mut observer: Option<Box<dyn ObserveRecords>>,
+    observer: Option<Box<dyn ObserveRecords>>,
 ) -> (RecordSink, WriterHandle) {
-    let (tx, mut rx) = mpsc::unbounded_channel::<RequestRecord>();
+    let (tx, rx) = mpsc::unbounded_channel::<RequestRecord>();
     let handle = tokio::task::spawn_blocking(move || {
-        let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
-        let mut records = Vec::new();
-        let mut batch = Vec::new();
-        let mut failure: Option<std::io::Error> = None;
-        let mut written = 0u64;
-        while let Some(first) = rx.blocking_recv() {
-            batch.push(first);
-            while let Ok(more) = rx.try_recv() {
-                batch.push(more);
+        write_records(rx, out, path, control, observer, RecordsBudget::UNLIMITED)
+            .map(|written| written.records)
+    });
+    let sink = RecordSink {
+        tx,
+        progress,
+        budget_bytes: u64::MAX,
+    };
+    (sink, handle)
+}
+
+/// [`record_writer_observed`] keeping the records it wrote within `budget`: past it, a long run holds no record in
+/// memory ([`PastBudget::Spill`]) and is summarised from requests.jsonl afterwards.
+pub fn record_writer_budgeted(
+    out: Box<dyn Write + Send>,
+    path: String,
+    progress: Arc<Progress>,
+    control: Control,
+    observer: Option<Box<dyn ObserveRecords>>,
+    budget: RecordsBudget,
+) -> (RecordSink, BudgetedWriterHandle) {
+    let (tx, rx) = mpsc::unbounded_channel::<RequestRecord>();
+    let handle = tokio::task::spawn_blocking(move || {
+        write_records(rx, out, path, control, observer, budget)
+    });
+    let sink = RecordSink {
+        tx,
+        progress,
+        budget_bytes: budget.bytes,
+    };
+    (sink, handle)
+}
+
+/// The writer's loop, on a blocking thread: appends each batch, shows it to the observer, and keeps it while the
+/// kept records fit `budget`.
+fn write_records(
+    mut rx: mpsc::UnboundedReceiver<RequestRecord>,
+    out: Box<dyn Write + Send>,
+    path: String,
+    control: Control,
+    mut observer: Option<Box<dyn ObserveRecords>>,
+    budget: RecordsBudget,
+) -> Result<Written, EngineError> {
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+    let mut kept = Written::default();
+    let mut held = 0u64;
+    let mut warned = false;
+    let mut batch = Vec::new();
+    let mut failure: Option<std::io::Error> = None;
+    while let Some(first) = rx.blocking_recv() {
+        batch.push(first);
+        while let Ok(more) = rx.try_recv() {
+            batch.push(more);
+        }
+        if failure.is_some() {
+            // Drain what is still in flight so its senders never block; it can no longer be recorded.
+            batch.clear();
+            continue;
+        }
+        match write_batch(&mut out, &batch) {
+            Ok(()) => {
+                kept.written += batch.len() as u64;
+                if let Some(observer) = observer.as_mut() {
+                    observer.observe(&batch);
+                }
+                if kept.spilled {
+                    batch.clear();
+                } else {
+                    held = held.saturating_add(batch.iter().map(RequestRecord::memory_bytes).sum());
+                    if held > budget.bytes && budget.past == PastBudget::Spill {
+                        tracing::info!(
+                            budget = %crate::limits::bytes(budget.bytes),
+                            records = kept.written,
+                            "the records outgrew their memory budget (--records-memory): none is kept in memory \
+                             from now on, and the run will be summarised from requests.jsonl"
+                        );
+                        kept.spilled = true;
+                        // Freed now, not at the end: the point is what the run holds while it goes.
+                        kept.records = Vec::new();
+                        batch.clear();
+                    } else {
+                        if held > budget.bytes && !warned {
+                            tracing::warn!(
+                                budget = %crate::limits::bytes(budget.bytes),
+                                "this run keeps every record in memory for its verdict (MLPerf), past the records \
+                                 memory budget (--records-memory)"
+                            );
+                            warned = true;
+                        }
+                        kept.records.append(&mut batch);
+                    }
+                }
             }
-            if failure.is_some() {
-                // Drain what is still in flight so its senders never block; it can no longer be recorded.
+            Err(e) => {
+                control.stop_now(StopReason::RecordsUnwritable);
+                failure = Some(e);
                 batch.clear();
                 continue;
             }
-            let wrote = write_batch(&mut out, &batch);
-            match wrote {
-                Ok(()) => {
-                    written += batch.len() as u64;
-                    if let Some(observer) = observer.as_mut() {
-                        observer.observe(&batch);
-                    }
-                    records.append(&mut batch);
-                }
-                Err(e) => {
-                    control.stop_now(StopReason::RecordsUnwritable);
-                    failure = Some(e);
-                    batch.clear();
-                    continue;
-                }
-            }
-            // Let records pile up for a moment: waking this thread for every record costs the I/O workers a
-            // futex call each (thousands per second at the ceiling), while a batch every few ms costs nothing.
-            std::thread::sleep(WRITER_PAUSE);
         }
-        match failure {
-            Some(source) => Err(EngineError::WriteRecords {
-                path,
-                written,
-                source,
-            }),
-            None => Ok(records),
-        }
-    });
-    (RecordSink { tx, progress }, handle)
+        // Let records pile up for a moment: waking this thread for every record costs the I/O workers a
+        // futex call each (thousands per second at the ceiling), while a batch every few ms costs nothing.
+        std::thread::sleep(WRITER_PAUSE);
+    }
+    match failure {
+        Some(source) => Err(EngineError::WriteRecords {
+            path,
+            written: kept.written,
+            source,
+        }),
+        None => Ok(kept),
+    }
 }
 
 fn write_batch(out: &mut impl Write, batch: &[RequestRecord]) -> std::io::Result<()> {
@@ -494,20 +604,43 @@ struct StageLevels {
     probe: bool,
 }
 
-/// A stage's records kept for its planner, copied as they finish.
+/// A stage's records kept for its planner, copied as they finish. A capacity search or a sweep judges each of
+/// its stages from them, so they are kept whatever their size; one stage at a time, dropped once the planner has
+/// seen them, with a warning when they alone outgrow the records memory budget.
 #[derive(Clone, Default)]
-struct Kept(Arc<Mutex<Vec<RequestRecord>>>);
+struct Kept(Arc<Mutex<KeptRecords>>);
+
+#[derive(Default)]
+struct KeptRecords {
+    records: Vec<RequestRecord>,
+    bytes: u64,
+    warned: bool,
+}
 
 impl Kept {
-    fn push(&self, record: &RequestRecord) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(record.clone());
+    fn push(&self, record: &RequestRecord, budget_bytes: u64) {
+        let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.bytes = kept.bytes.saturating_add(record.memory_bytes());
+        if kept.bytes > budget_bytes && !kept.warned {
+            kept.warned = true;
+            tracing::warn!(
+                stage = record.stage,
+                budget = %crate::limits::bytes(budget_bytes),
+                "this stage's records, kept in memory for the planner to judge the stage (capacity search, \
+                 sweep), outgrow the records memory budget (--records-memory); shorter points keep them smaller"
+            );
+        }
+        kept.records.push(record.clone());
     }
 
     fn take(self) -> Vec<RequestRecord> {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner))
+        std::mem::take(
+            &mut self
+                .0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .records,
+        )
     }
 }
 
@@ -574,7 +707,7 @@ impl StageContext {
         let errored = !record.succeeded() && record.error_class() != Some(ErrorClass::Cancelled);
         record.warmup |= self.probe;
         if let Some(kept) = &self.kept {
-            kept.push(&record);
+            kept.push(&record, self.sink.budget_bytes);
         }
         self.sink.finish(record);
         if self.errors == ErrorLimits::default() {
@@ -894,6 +1027,82 @@ mod tests {
         assert_eq!(records.len(), 5);
         assert_eq!(*seen.0.lock().expect("lock"), [3, 1, 4, 0, 2]);
         assert_eq!(progress.finished.load(Ordering::Relaxed), 5);
+    }
+
+    /// A file in memory that the test can read after the writer is done.
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn records_past_their_budget_are_freed_and_only_written() {
+        let out = Shared::default();
+        let one = record(0).memory_bytes();
+        let (sink, writer) = record_writer_budgeted(
+            Box::new(out.clone()),
+            "requests.jsonl".to_owned(),
+            Arc::new(Progress::default()),
+            Control::default(),
+            None,
+            RecordsBudget {
+                bytes: 3 * one,
+                past: PastBudget::Spill,
+            },
+        );
+        for id in 0..10 {
+            sink.finish(record(id));
+        }
+        drop(sink);
+        let written = writer.await.expect("the writer joins").expect("writes");
+        assert!(written.spilled);
+        assert!(written.records.is_empty());
+        assert_eq!(written.written, 10);
+        let text = String::from_utf8(out.0.lock().expect("lock").clone()).expect("utf-8");
+        assert_eq!(text.lines().count(), 10);
+    }
+
+    #[tokio::test]
+    async fn records_within_their_budget_or_kept_past_it_are_all_returned() {
+        let one = record(0).memory_bytes();
+        for budget in [
+            RecordsBudget {
+                bytes: 100 * one,
+                past: PastBudget::Spill,
+            },
+            RecordsBudget {
+                bytes: one,
+                past: PastBudget::Keep,
+            },
+        ] {
+            let (sink, writer) = record_writer_budgeted(
+                Box::new(std::io::sink()),
+                "requests.jsonl".to_owned(),
+                Arc::new(Progress::default()),
+                Control::default(),
+                None,
+                budget,
+            );
+            for id in 0..10 {
+                sink.finish(record(id));
+            }
+            drop(sink);
+            let written = writer.await.expect("the writer joins").expect("writes");
+            assert!(!written.spilled);
+            assert_eq!(written.records.len(), 10);
+        }
     }
 
     /// A disk that is always full.

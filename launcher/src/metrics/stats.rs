@@ -68,7 +68,27 @@ impl Stats {
     /// they were collected.
     pub(crate) fn from_ns_with_moments(values: &[u64], moments: &NsMoments) -> Option<Stats> {
         debug_assert_eq!(moments.count, values.len() as u64);
-        let n = values.len();
+        Stats::from_ns_moments(
+            moments,
+            |ranks| {
+                let mut selected = Vec::with_capacity(ranks.len());
+                select_ranks(values, moments.min, moments.max, ranks, &mut selected);
+                selected
+            },
+            |mean_ns| squared_deviations(values.iter().copied(), mean_ns),
+        )
+    }
+
+    /// Statistics in milliseconds of nanosecond durations held anywhere (in memory, or in spill files on disk):
+    /// `moments` are theirs, `select` returns the values at the given sorted positions (ascending, distinct), and
+    /// `squares` the exactly rounded sum of their squared deviations from a mean, asked only when the exact
+    /// integer variance overflows. Both callers of the same values get the same statistics to the last bit.
+    pub(crate) fn from_ns_moments(
+        moments: &NsMoments,
+        select: impl FnOnce(&[usize]) -> Vec<u64>,
+        squares: impl FnOnce(f64) -> f64,
+    ) -> Option<Stats> {
+        let n = usize::try_from(moments.count).ok()?;
         if n == 0 {
             return None;
         }
@@ -86,7 +106,7 @@ impl Stats {
         let stddev_ns = match (n, exact_numerator) {
             (1, _) => 0.0,
             (_, Some(numerator)) => (numerator as f64 / (n as f64 * (n - 1) as f64)).sqrt(),
-            (_, None) => two_pass_stddev(values.iter().map(|&v| v as f64), mean_ns, n),
+            (_, None) => (squares(mean_ns) / (n - 1) as f64).sqrt(),
         };
         let summary = Moments {
             mean: mean_ns / NS_PER_MS,
@@ -95,14 +115,30 @@ impl Stats {
             max: ns_to_ms(moments.max),
         };
         let ranks = interior_ranks(n);
-        let mut selected = Vec::with_capacity(ranks.len());
-        select_ranks(values, moments.min, moments.max, &ranks, &mut selected);
+        let selected = if ranks.is_empty() {
+            Vec::new()
+        } else {
+            select(&ranks)
+        };
         Some(describe(n, summary, |i| {
             ranks
                 .binary_search(&i)
-                .map_or(f64::NAN, |k| ns_to_ms(selected[k]))
+                .ok()
+                .and_then(|k| selected.get(k))
+                .map_or(f64::NAN, |&v| ns_to_ms(v))
         }))
     }
+}
+
+/// The exactly rounded sum of the squared deviations of nanosecond `values` from `mean`: the two-pass variance's
+/// numerator, whatever order the values come in.
+pub(crate) fn squared_deviations(values: impl Iterator<Item = u64>, mean: f64) -> f64 {
+    super::fsum::fsum(values.map(|v| squared_deviation(v, mean)))
+}
+
+/// One term of [`squared_deviations`].
+pub(crate) fn squared_deviation(value: u64, mean: f64) -> f64 {
+    (value as f64 - mean).powi(2)
 }
 
 /// Exact running moments of nanosecond durations: count, sum, sum of squares, min and max, in integers, so
@@ -132,6 +168,16 @@ impl Default for NsMoments {
 }
 
 impl NsMoments {
+    /// The smallest value added (`u64::MAX` before any).
+    pub(crate) fn min(&self) -> u64 {
+        self.min
+    }
+
+    /// The largest value added (0 before any).
+    pub(crate) fn max(&self) -> u64 {
+        self.max
+    }
+
     pub(crate) fn add(&mut self, ns: u64) {
         let v = u128::from(ns);
         self.count += 1;
@@ -301,12 +347,12 @@ fn virtual_index(n: usize, p: f64) -> f64 {
 }
 
 /// The sorted positions `linear_at` reads for `p` in a non-empty sample.
-fn linear_neighbours(n: usize, p: f64) -> (usize, usize) {
+pub(crate) fn linear_neighbours(n: usize, p: f64) -> (usize, usize) {
     let lo = (virtual_index(n, p).floor() as usize).min(n - 1);
     (lo, (lo + 1).min(n - 1))
 }
 
-fn linear_at(n: usize, p: f64, value: impl Fn(usize) -> f64) -> Option<f64> {
+pub(crate) fn linear_at(n: usize, p: f64, value: impl Fn(usize) -> f64) -> Option<f64> {
     if n == 0 || p.is_nan() {
         return None;
     }

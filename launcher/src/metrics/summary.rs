@@ -119,7 +119,7 @@ pub fn summarize<R: Borrow<RequestRecord>>(records: &[R], requested_rate: Option
     let mut counts = Counts::default();
     let mut samples = Samples::with_capacity_for(records);
     for record in records {
-        counts.add(record.borrow(), &mut samples);
+        counts.add(record.borrow(), |metric, ns| samples.push(metric, ns));
     }
     counts.summary(samples.all(), requested_rate)
 }
@@ -157,12 +157,17 @@ pub fn summarize_stages(
         overall.absorb(counts);
     }
 
-    let mut rates = summaries.iter().map(|s| s.summary.schedule.requested_rate);
-    let common_rate = match rates.next() {
+    let common_rate = common_requested_rate(&summaries);
+    (overall.summary(samples.all(), common_rate), summaries)
+}
+
+/// The overall requested rate: the stages' common rate, or `None` when they differ.
+pub(crate) fn common_requested_rate(stages: &[StageSummary]) -> Option<f64> {
+    let mut rates = stages.iter().map(|s| s.summary.schedule.requested_rate);
+    match rates.next() {
         Some(first) if rates.all(|r| r == first) => first,
         _ => None,
-    };
-    (overall.summary(samples.all(), common_rate), summaries)
+    }
 }
 
 /// Each stage's counts and where its samples start, from records grouped by stage.
@@ -173,11 +178,13 @@ fn collect_by_stage<'a>(
     let mut stages: Vec<(u32, Counts, [usize; METRICS])> = Vec::new();
     for record in records {
         match stages.last_mut() {
-            Some((stage, counts, _)) if *stage == record.stage => counts.add(record, samples),
+            Some((stage, counts, _)) if *stage == record.stage => {
+                counts.add(record, |metric, ns| samples.push(metric, ns))
+            }
             _ => {
                 let mut counts = Counts::default();
                 let starts = samples.lens();
-                counts.add(record, samples);
+                counts.add(record, |metric, ns| samples.push(metric, ns));
                 stages.push((record.stage, counts, starts));
             }
         }
@@ -186,8 +193,8 @@ fn collect_by_stage<'a>(
 }
 
 /// The sampled metrics, in the order of `Samples`' vectors.
-#[derive(Clone, Copy)]
-enum Metric {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Metric {
     Ttft,
     Tpot,
     Itl,
@@ -198,7 +205,21 @@ enum Metric {
     ScheduleDelay,
 }
 
-const METRICS: usize = 8;
+pub(crate) const METRICS: usize = 8;
+
+impl Metric {
+    /// Every metric, in index order.
+    pub(crate) const ALL: [Metric; METRICS] = [
+        Metric::Ttft,
+        Metric::Tpot,
+        Metric::Itl,
+        Metric::Ntpot,
+        Metric::E2e,
+        Metric::TtftFromScheduled,
+        Metric::E2eFromScheduled,
+        Metric::ScheduleDelay,
+    ];
+}
 
 /// Per-metric samples in nanoseconds, one vector per [`Metric`].
 #[derive(Default)]
@@ -221,6 +242,10 @@ impl Samples {
         samples
     }
 
+    fn push(&mut self, metric: Metric, ns: u64) {
+        self.0[metric as usize].push(ns);
+    }
+
     fn lens(&self) -> [usize; METRICS] {
         self.0.each_ref().map(Vec::len)
     }
@@ -239,8 +264,10 @@ impl Samples {
     }
 }
 
-/// Everything but the samples a summary needs, accumulated in one pass.
-struct Counts {
+/// Everything but the samples a summary needs, accumulated in one pass; where the samples go is the caller's
+/// (vectors in memory here, spill files for a run summarised from disk).
+#[derive(Debug, Clone)]
+pub(crate) struct Counts {
     total: u64,
     succeeded: u64,
     input_tokens: u64,
@@ -270,11 +297,12 @@ impl Default for Counts {
 }
 
 impl Counts {
-    fn add(&mut self, r: &RequestRecord, samples: &mut Samples) {
+    /// Counts `r`, handing each of its samples to `sample`.
+    pub(crate) fn add(&mut self, r: &RequestRecord, mut sample: impl FnMut(Metric, u64)) {
         use Metric::*;
         let moments = &mut self.moments;
         let mut put = |metric: Metric, ns: u64| {
-            samples.0[metric as usize].push(ns);
+            sample(metric, ns);
             moments[metric as usize].add(ns);
         };
         self.total += 1;
@@ -306,7 +334,7 @@ impl Counts {
         r.itl_gaps_ns().for_each(|gap| put(Itl, gap));
     }
 
-    fn absorb(&mut self, other: &Counts) {
+    pub(crate) fn absorb(&mut self, other: &Counts) {
         self.total += other.total;
         self.succeeded += other.succeeded;
         self.input_tokens += other.input_tokens;
@@ -324,7 +352,17 @@ impl Counts {
 
     /// The summary of these counts with these samples.
     fn summary(&self, samples: [&[u64]; METRICS], requested_rate: Option<f64>) -> Summary {
-        let mut metric = 0;
+        self.summary_with(requested_rate, |metric, moments| {
+            Stats::from_ns_with_moments(samples[metric as usize], moments)
+        })
+    }
+
+    /// The summary of these counts, `stats` giving each metric's statistics from its moments.
+    pub(crate) fn summary_with(
+        &self,
+        requested_rate: Option<f64>,
+        mut stats: impl FnMut(Metric, &NsMoments) -> Option<Stats>,
+    ) -> Summary {
         let [
             ttft,
             tpot,
@@ -334,11 +372,7 @@ impl Counts {
             ttft_from_scheduled,
             e2e_from_scheduled,
             delay,
-        ] = samples.map(|values| {
-            let stats = Stats::from_ns_with_moments(values, &self.moments[metric]);
-            metric += 1;
-            stats
-        });
+        ] = Metric::ALL.map(|metric| stats(metric, &self.moments[metric as usize]));
         let failed = self.total - self.succeeded;
         let window_ns = if self.total == 0 {
             0

@@ -75,6 +75,27 @@ pub struct RunSummary {
     /// A sharded run merged by `llmbench report`: when the shards were released and when each one started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard_starts: Option<crate::report::ShardStarts>,
+    /// Set when the run's records outgrew the records memory budget (`--records-memory`): the summary was
+    /// computed from requests.jsonl on disk (the same numbers), and these result files were not written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records_spilled: Option<RecordsSpilled>,
+}
+
+/// A run summarised from its records on disk, because they outgrew the memory budget.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordsSpilled {
+    /// The budget, in bytes.
+    pub memory_bytes: u64,
+    /// The result files that need every record in memory, not written.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<SkippedReport>,
+}
+
+/// A result file not written, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkippedReport {
+    pub file: String,
+    pub reason: String,
 }
 
 /// Whether a run did what its plan said.
@@ -186,6 +207,7 @@ impl RunSummary {
             capacity: None,
             server_metrics: None,
             shard_starts: None,
+            records_spilled: None,
         }
     }
 

@@ -32,6 +32,184 @@ pub struct Excluded {
     pub cooldown: u64,
 }
 
+/// A request's place in its stage's completion order (the order guidellm's accumulator sees requests in): by
+/// end, then by `tie` — the record's id, or for the records of a merged sharded run what their renumbered ids
+/// follow — with its send time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Completed {
+    pub end_ns: u64,
+    pub tie: [u64; 3],
+    pub sent_ns: u64,
+}
+
+impl Completed {
+    /// A record's place, its id breaking ties.
+    pub fn of(r: &RequestRecord) -> Completed {
+        Completed {
+            end_ns: r.end_ns,
+            tie: [0, 0, r.id],
+            sent_ns: r.sent_ns,
+        }
+    }
+}
+
+/// What a stage's warm-up and cool-down rules need of its records as a whole, wherever they are (in memory, or
+/// spilled to disk for a long run).
+pub trait CompletionOrder {
+    /// How many records the stage has (warm-up requests of `--num-warmups` are not among them).
+    fn count(&self) -> u64;
+    /// Their earliest send.
+    fn min_sent_ns(&self) -> u64;
+    /// Their earliest scheduled send.
+    fn min_scheduled_ns(&self) -> u64;
+    /// The record at `position` (from 0) in completion order; `None` past the end.
+    fn at(&mut self, position: u64) -> Option<Completed>;
+}
+
+/// Which of a stage's requests its warm-up and cool-down leave out, decided request by request from
+/// [`Completed`] places: what [`cuts`] works out once per stage.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Cuts {
+    warmup: Option<Cut>,
+    cooldown: Option<Cut>,
+}
+
+/// One phase's rule for a request.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Cut {
+    /// guidellm v0.3: by completion position, or by start time since the stage's first send.
+    Fraction {
+        position: Option<Position>,
+        /// Seconds after the stage's first send: warm-up takes those started at or before, cool-down those
+        /// started after.
+        started_s: Option<f64>,
+        first_sent_ns: u64,
+    },
+    /// guidellm v0.4+ warm-up: requests that ended before the measurement window opened.
+    EndedBefore(u64),
+    /// guidellm v0.4+ cool-down: requests sent after the measurement window closed.
+    SentAfter(u64),
+}
+
+/// Where a completion position rule cuts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Position {
+    /// Every request.
+    All,
+    /// No request.
+    Nobody,
+    /// Warm-up: the requests completed before this one. Cool-down: this one and those completed after it.
+    At(Completed),
+}
+
+/// The stage's cuts, from its bounds and its records' completion order.
+pub fn cuts(bounds: &StageBounds, order: &mut dyn CompletionOrder) -> Cuts {
+    if order.count() == 0 {
+        return Cuts::default();
+    }
+    let mut phase_cut = |phase: Option<Transient>, is_warmup: bool| match phase? {
+        Transient::GuidellmFraction { fraction } => {
+            Some(fraction_rule(order, bounds, fraction, is_warmup))
+        }
+        Transient::GuidellmPhase(phase) => window_rule(order, bounds, &phase, is_warmup),
+    };
+    Cuts {
+        warmup: phase_cut(bounds.warmup, true),
+        cooldown: phase_cut(bounds.cooldown, false),
+    }
+}
+
+impl Cuts {
+    /// Whether the stage has any phase to leave requests out.
+    pub fn is_empty(&self) -> bool {
+        self.warmup.is_none() && self.cooldown.is_none()
+    }
+
+    /// Which phase leaves `r` (at `place` in completion order) out, if one does: warm-up before cool-down.
+    pub fn leaves_out(&self, r: &RequestRecord, place: &Completed) -> Option<Phase> {
+        if self.warmup.is_some_and(|cut| cut.takes(r, place, true)) {
+            Some(Phase::Warmup)
+        } else if self.cooldown.is_some_and(|cut| cut.takes(r, place, false)) {
+            Some(Phase::Cooldown)
+        } else {
+            None
+        }
+    }
+}
+
+/// A transient phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Warmup,
+    Cooldown,
+}
+
+impl Excluded {
+    /// Counts one request `phase` left out.
+    pub fn count(&mut self, phase: Phase) {
+        match phase {
+            Phase::Warmup => self.warmup += 1,
+            Phase::Cooldown => self.cooldown += 1,
+        }
+    }
+}
+
+impl Cut {
+    fn takes(&self, r: &RequestRecord, place: &Completed, warmup: bool) -> bool {
+        match *self {
+            Cut::Fraction {
+                position,
+                started_s,
+                first_sent_ns,
+            } => {
+                let by_position = match position {
+                    None => false,
+                    Some(Position::All) => true,
+                    Some(Position::Nobody) => false,
+                    Some(Position::At(edge)) if warmup => *place < edge,
+                    Some(Position::At(edge)) => *place >= edge,
+                };
+                let started = r.sent_ns.saturating_sub(first_sent_ns) as f64 / 1e9;
+                let by_time =
+                    started_s.is_some_and(|d| if warmup { started <= d } else { started > d });
+                by_position || by_time
+            }
+            Cut::EndedBefore(edge) => r.end_ns < edge,
+            Cut::SentAfter(edge) => r.sent_ns > edge,
+        }
+    }
+}
+
+/// Records held in memory, as a [`CompletionOrder`].
+struct InMemory<'a> {
+    records: &'a [&'a RequestRecord],
+    /// Indexes in completion order.
+    by_end: Vec<usize>,
+}
+
+impl CompletionOrder for InMemory<'_> {
+    fn count(&self) -> u64 {
+        self.records.len() as u64
+    }
+
+    fn min_sent_ns(&self) -> u64 {
+        self.records.iter().map(|r| r.sent_ns).min().unwrap_or(0)
+    }
+
+    fn min_scheduled_ns(&self) -> u64 {
+        self.records
+            .iter()
+            .map(|r| r.scheduled_ns)
+            .min()
+            .unwrap_or(0)
+    }
+
+    fn at(&mut self, position: u64) -> Option<Completed> {
+        let i = *self.by_end.get(usize::try_from(position).ok()?)?;
+        Some(Completed::of(self.records[i]))
+    }
+}
+
 /// Whether each of `records` (one stage's, in any order) is measured, and how many each phase left out.
 pub fn measured(records: &[&RequestRecord], bounds: &StageBounds) -> (Vec<bool>, Excluded) {
     let mut keep = vec![true; records.len()];
@@ -39,29 +217,13 @@ pub fn measured(records: &[&RequestRecord], bounds: &StageBounds) -> (Vec<bool>,
     if records.is_empty() || (bounds.warmup.is_none() && bounds.cooldown.is_none()) {
         return (keep, excluded);
     }
-    // Indexes in completion order: the order guidellm's accumulator sees requests in.
     let mut by_end: Vec<usize> = (0..records.len()).collect();
-    by_end.sort_by_key(|&i| (records[i].end_ns, records[i].id));
-
-    for (phase, is_warmup) in [(bounds.warmup, true), (bounds.cooldown, false)] {
-        let out: Vec<bool> = match phase {
-            None => continue,
-            Some(Transient::GuidellmFraction { fraction }) => {
-                fraction_rule(records, &by_end, bounds, fraction, is_warmup)
-            }
-            Some(Transient::GuidellmPhase(phase)) => {
-                window_rule(records, &by_end, bounds, &phase, is_warmup)
-            }
-        };
-        for (i, out) in out.into_iter().enumerate() {
-            if out && keep[i] {
-                keep[i] = false;
-                if is_warmup {
-                    excluded.warmup += 1;
-                } else {
-                    excluded.cooldown += 1;
-                }
-            }
+    by_end.sort_by_key(|&i| Completed::of(records[i]));
+    let cuts = cuts(bounds, &mut InMemory { records, by_end });
+    for (r, keep) in records.iter().zip(&mut keep) {
+        if let Some(phase) = cuts.leaves_out(r, &Completed::of(r)) {
+            *keep = false;
+            excluded.count(phase);
         }
     }
     (keep, excluded)
@@ -69,12 +231,11 @@ pub fn measured(records: &[&RequestRecord], bounds: &StageBounds) -> (Vec<bool>,
 
 /// guidellm v0.3: per request, by completion index or by start time.
 fn fraction_rule(
-    records: &[&RequestRecord],
-    by_end: &[usize],
+    order: &mut dyn CompletionOrder,
     bounds: &StageBounds,
     fraction: f64,
     warmup: bool,
-) -> Vec<bool> {
+) -> Cut {
     let number = bounds
         .max_requests
         .map(|n| (fraction * n as f64) as u64)
@@ -83,55 +244,58 @@ fn fraction_rule(
         .max_duration_s
         .map(|d| fraction * d)
         .filter(|d| *d > 0.0);
-    let global_start = records.iter().map(|r| r.sent_ns).min().unwrap_or(0);
-    let mut out = vec![false; records.len()];
-    for (position, &i) in by_end.iter().enumerate() {
-        let completed = position as u64 + 1;
-        let started_s = records[i].sent_ns.saturating_sub(global_start) as f64 / 1e9;
-        out[i] = if warmup {
-            number.is_some_and(|n| completed <= n) || seconds.is_some_and(|d| started_s <= d)
+    // Warm-up: the first `number` to complete (completion index ≤ number). Cool-down: those whose completion
+    // index passes max − number.
+    let first_out = if warmup {
+        number
+    } else {
+        number
+            .zip(bounds.max_requests)
+            .map(|(n, max)| max.saturating_sub(n))
+    };
+    let position = first_out.map(|k| {
+        if warmup {
+            order.at(k).map_or(Position::All, Position::At)
         } else {
-            let by_number = number
-                .zip(bounds.max_requests)
-                .is_some_and(|(n, max)| completed > max.saturating_sub(n));
-            let by_time = seconds
-                .zip(bounds.max_duration_s)
-                .is_some_and(|(d, max)| started_s > max - d);
-            by_number || by_time
-        };
+            // Past the end: nobody completes that late.
+            order.at(k).map_or(Position::Nobody, Position::At)
+        }
+    });
+    let started_s = if warmup {
+        seconds
+    } else {
+        seconds.zip(bounds.max_duration_s).map(|(d, max)| max - d)
+    };
+    Cut::Fraction {
+        position,
+        started_s,
+        first_sent_ns: order.min_sent_ns(),
     }
-    out
 }
 
 /// guidellm v0.4+: the measurement window the phase sets, then the requests outside it.
 fn window_rule(
-    records: &[&RequestRecord],
-    by_end: &[usize],
+    order: &mut dyn CompletionOrder,
     bounds: &StageBounds,
     phase: &TransientPhase,
     warmup: bool,
-) -> Vec<bool> {
-    let start = bounds
-        .start_ns
-        .unwrap_or_else(|| records.iter().map(|r| r.scheduled_ns).min().unwrap_or(0));
+) -> Option<Cut> {
+    let start = bounds.start_ns.unwrap_or_else(|| order.min_scheduled_ns());
     let (duration_s, requests) = limits(phase, bounds.max_requests, bounds.max_duration_s);
     let at = |seconds: f64| start.saturating_add((seconds.max(0.0) * 1e9) as u64);
-    let transition = if warmup {
+    if warmup {
         // Warm-up ends at start + duration, and at the start of the (n + 1)-th request to finish; with both, the
         // later of the two. A count never reached leaves no warm-up at all (guidellm's `measure_start` stays unset).
         let by_time = duration_s.map(at);
-        let by_count = requests.map(|n| {
-            by_end
-                .get(usize::try_from(n).unwrap_or(usize::MAX))
-                .map(|&i| records[i].sent_ns)
-        });
-        match (by_time, by_count) {
+        let by_count = requests.map(|n| order.at(n).map(|c| c.sent_ns));
+        let edge = match (by_time, by_count) {
             (_, Some(None)) => None,
             (Some(t), Some(Some(c))) => Some(t.max(c)),
             (Some(t), None) => Some(t),
             (None, Some(Some(c))) => Some(c),
             (None, None) => None,
-        }
+        };
+        edge.map(Cut::EndedBefore)
     } else {
         // Cool-down starts at start + max_duration − duration, and at the end of the request that leaves n + 1 to
         // go; with both, the earlier. Without the stage limit it refers to, there is no cool-down.
@@ -139,30 +303,18 @@ fn window_rule(
         let by_count = requests.map(|n| {
             bounds.max_requests.and_then(|max| {
                 let processed = max.checked_sub(n + 1)?;
-                let position = usize::try_from(processed).ok()?.checked_sub(1)?;
-                by_end.get(position).map(|&i| records[i].end_ns)
+                let position = processed.checked_sub(1)?;
+                order.at(position).map(|c| c.end_ns)
             })
         });
-        match (by_time, by_count) {
+        let edge = match (by_time, by_count) {
             (Some(None), _) | (_, Some(None)) => None,
             (Some(Some(t)), Some(Some(c))) => Some(t.min(c)),
             (Some(Some(t)), None) => Some(t),
             (None, Some(Some(c))) => Some(c),
             (None, None) => None,
-        }
-    };
-    match transition {
-        None => vec![false; records.len()],
-        Some(edge) => records
-            .iter()
-            .map(|r| {
-                if warmup {
-                    r.end_ns < edge
-                } else {
-                    r.sent_ns > edge
-                }
-            })
-            .collect(),
+        };
+        edge.map(Cut::SentAfter)
     }
 }
 

@@ -91,83 +91,149 @@ pub fn goodput(
     definition: Definition,
     duration_s: f64,
 ) -> Option<Goodput> {
-    if slos.is_empty() {
-        return None;
-    }
-    let ok: Vec<&RequestRecord> = records
-        .iter()
-        .copied()
-        .filter(|r| match definition {
-            Definition::Vllm => super::vllm::succeeded(r),
-            Definition::InferencePerf => r.succeeded(),
-        })
-        .collect();
-    let mut good = 0u64;
-    let mut met = vec![0u64; slos.len()];
-    for r in &ok {
-        let (each, all) = judge(r, slos, definition);
-        good += u64::from(all);
-        for (count, m) in met.iter_mut().zip(each) {
-            *count += u64::from(m);
-        }
-    }
-    let judged = ok.len() as u64;
-    let percent = |n: u64| {
-        if judged == 0 {
-            0.0
-        } else {
-            n as f64 / judged as f64 * 100.0
-        }
-    };
-    Some(Goodput {
-        good,
-        judged,
-        percentage: percent(good),
-        requests_per_s: if duration_s > 0.0 {
-            good as f64 / duration_s
-        } else {
-            0.0
-        },
-        attainment_percentage: slos
-            .iter()
-            .zip(&met)
-            .map(|(slo, n)| (metric_name(slo.metric, definition).to_owned(), percent(*n)))
-            .collect(),
-    })
+    let mut tally = GoodputTally::new(slos, definition);
+    records.iter().for_each(|r| tally.add(r));
+    tally.goodput(duration_s)
 }
 
 /// inference-perf's `goodput_metrics` object of `successes`; `None` without objectives or successes.
 pub fn inference_perf_goodput_metrics(records: &[&RequestRecord], slos: &[Slo]) -> Option<Value> {
-    let ok: Vec<&RequestRecord> = records.iter().copied().filter(|r| r.succeeded()).collect();
-    if slos.is_empty() || ok.is_empty() {
-        return None;
+    let mut tally = GoodputTally::new(slos, Definition::InferencePerf);
+    records.iter().for_each(|r| tally.add(r));
+    tally.inference_perf_metrics()
+}
+
+/// Goodput counted request by request: a bucket streamed back from disk counts exactly as one held in memory,
+/// and stages' tallies merge into the run's.
+#[derive(Debug, Clone)]
+pub struct GoodputTally {
+    slos: Vec<Slo>,
+    definition: Definition,
+    /// Successful requests judged (by the definition's notion of success).
+    judged: u64,
+    good: u64,
+    /// Per objective, the judged requests that met it.
+    met: Vec<u64>,
+    /// Input and output tokens of the good requests (inference-perf's `token_goodput`).
+    good_tokens: u64,
+    /// The judged requests' first send and last end (inference-perf's goodput window).
+    first_sent_ns: u64,
+    last_end_ns: u64,
+}
+
+impl GoodputTally {
+    pub fn new(slos: &[Slo], definition: Definition) -> GoodputTally {
+        GoodputTally {
+            slos: slos.to_vec(),
+            definition,
+            judged: 0,
+            good: 0,
+            met: vec![0; slos.len()],
+            good_tokens: 0,
+            first_sent_ns: u64::MAX,
+            last_end_ns: 0,
+        }
     }
-    let start = ok.iter().map(|r| r.sent_ns).min().unwrap_or(0);
-    let end = ok.iter().map(|r| r.end_ns).max().unwrap_or(0);
-    let time = secs(end.saturating_sub(start));
-    let summary = goodput(&ok, slos, Definition::InferencePerf, time)?;
-    let good_tokens: u64 = ok
-        .iter()
-        .filter(|r| judge(r, slos, Definition::InferencePerf).1)
-        .map(|r| u64::from(r.input_tokens) + u64::from(r.output_tokens()))
-        .sum();
-    let mut out = serde_json::Map::new();
-    out.insert("goodput_percentage".into(), json!(summary.percentage));
-    out.insert("request_goodput".into(), json!(summary.requests_per_s));
-    out.insert(
-        "token_goodput".into(),
-        json!(if time > 0.0 {
-            good_tokens as f64 / time
-        } else {
-            0.0
-        }),
-    );
-    out.insert("good_requests".into(), json!(summary.good));
-    out.insert("total_requests".into(), json!(summary.judged));
-    for (metric, percentage) in &summary.attainment_percentage {
-        out.insert(format!("{metric}_attainment_percentage"), json!(percentage));
+
+    /// Judges `r` if it succeeded by the definition's notion of success.
+    pub fn add(&mut self, r: &RequestRecord) {
+        if self.slos.is_empty() {
+            return;
+        }
+        let ok = match self.definition {
+            Definition::Vllm => super::vllm::succeeded(r),
+            Definition::InferencePerf => r.succeeded(),
+        };
+        if !ok {
+            return;
+        }
+        let (each, all) = judge(r, &self.slos, self.definition);
+        self.judged += 1;
+        self.good += u64::from(all);
+        for (count, m) in self.met.iter_mut().zip(each) {
+            *count += u64::from(m);
+        }
+        if all {
+            self.good_tokens += u64::from(r.input_tokens) + u64::from(r.output_tokens());
+        }
+        self.first_sent_ns = self.first_sent_ns.min(r.sent_ns);
+        self.last_end_ns = self.last_end_ns.max(r.end_ns);
     }
-    Some(Value::Object(out))
+
+    /// Adds what `other` counted.
+    pub fn merge(&mut self, other: &GoodputTally) {
+        self.judged += other.judged;
+        self.good += other.good;
+        for (mine, theirs) in self.met.iter_mut().zip(&other.met) {
+            *mine += theirs;
+        }
+        self.good_tokens += other.good_tokens;
+        self.first_sent_ns = self.first_sent_ns.min(other.first_sent_ns);
+        self.last_end_ns = self.last_end_ns.max(other.last_end_ns);
+    }
+
+    /// The goodput over `duration_s`; `None` without objectives.
+    pub fn goodput(&self, duration_s: f64) -> Option<Goodput> {
+        if self.slos.is_empty() {
+            return None;
+        }
+        let judged = self.judged;
+        let percent = |n: u64| {
+            if judged == 0 {
+                0.0
+            } else {
+                n as f64 / judged as f64 * 100.0
+            }
+        };
+        Some(Goodput {
+            good: self.good,
+            judged,
+            percentage: percent(self.good),
+            requests_per_s: if duration_s > 0.0 {
+                self.good as f64 / duration_s
+            } else {
+                0.0
+            },
+            attainment_percentage: self
+                .slos
+                .iter()
+                .zip(&self.met)
+                .map(|(slo, n)| {
+                    (
+                        metric_name(slo.metric, self.definition).to_owned(),
+                        percent(*n),
+                    )
+                })
+                .collect(),
+        })
+    }
+
+    /// inference-perf's `goodput_metrics` object over the judged requests' own window; `None` without
+    /// objectives or successes.
+    pub fn inference_perf_metrics(&self) -> Option<Value> {
+        if self.judged == 0 {
+            return None;
+        }
+        let time = secs(self.last_end_ns.saturating_sub(self.first_sent_ns));
+        let summary = self.goodput(time)?;
+        let mut out = serde_json::Map::new();
+        out.insert("goodput_percentage".into(), json!(summary.percentage));
+        out.insert("request_goodput".into(), json!(summary.requests_per_s));
+        out.insert(
+            "token_goodput".into(),
+            json!(if time > 0.0 {
+                self.good_tokens as f64 / time
+            } else {
+                0.0
+            }),
+        );
+        out.insert("good_requests".into(), json!(summary.good));
+        out.insert("total_requests".into(), json!(summary.judged));
+        for (metric, percentage) in &summary.attainment_percentage {
+            out.insert(format!("{metric}_attainment_percentage"), json!(percentage));
+        }
+        Some(Value::Object(out))
+    }
 }
 
 #[cfg(test)]

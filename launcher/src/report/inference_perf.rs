@@ -6,12 +6,14 @@
 //! `time_per_output_token = (last token − first token) / (n − 1)` and the per-token gaps pooled into
 //! `inter_token_latency` (every token of a chunk stamped with the chunk's arrival, so 0 inside a chunk).
 
+use std::io;
+
 use serde_json::{Map, Value, json};
 
-use super::goodput::inference_perf_goodput_metrics;
+use super::goodput::{Definition, GoodputTally};
 use super::meta::{Slo, StageMeta};
-use super::{secs, sorted};
-use crate::metrics::percentile_linear;
+use super::sample::{FloatStore, SampleId, SampleView};
+use super::secs;
 use crate::record::{ErrorClass, RequestRecord};
 
 /// The whole run's file.
@@ -27,25 +29,25 @@ pub fn stage_lifecycle_file(stage: u32) -> String {
 
 /// inference-perf's `summarize`: `mean`, `min`, `max`, then each percentile (in percent) as `median` for 50
 /// and `p{p:g}` otherwise; `null` for an empty sample.
-pub(crate) fn summarize(values: Vec<f64>, percentiles: &[f64]) -> Value {
-    if values.is_empty() {
-        return Value::Null;
-    }
-    let n = values.len() as f64;
-    let values = sorted(values);
+pub(crate) fn summarize(sample: &mut SampleView<'_>, percentiles: &[f64]) -> io::Result<Value> {
+    let (Some(mean), Some((min, max))) = (sample.mean(), sample.min_max()?) else {
+        return Ok(Value::Null);
+    };
+    let fractions: Vec<f64> = percentiles.iter().map(|p| p / 100.0).collect();
+    let values = sample.percentiles(&fractions)?;
     let mut out = Map::new();
-    out.insert("mean".into(), json!(values.iter().sum::<f64>() / n));
-    out.insert("min".into(), json!(values[0]));
-    out.insert("max".into(), json!(values[values.len() - 1]));
-    for &p in percentiles {
+    out.insert("mean".into(), json!(mean));
+    out.insert("min".into(), json!(min));
+    out.insert("max".into(), json!(max));
+    for (&p, value) in percentiles.iter().zip(values) {
         let key = if p == 50.0 {
             "median".to_owned()
         } else {
             format!("p{}", super::percentile_word(p))
         };
-        out.insert(key, json!(percentile_linear(&values, p / 100.0)));
+        out.insert(key, json!(value));
     }
-    Value::Object(out)
+    Ok(Value::Object(out))
 }
 
 /// One request's latencies by inference-perf's definitions, in seconds (the llm-d report uses them too).
@@ -84,6 +86,235 @@ pub(super) fn latencies(r: &RequestRecord) -> Latencies {
     }
 }
 
+/// What inference-perf's lifecycle metrics (and the llm-d report, which takes the same per-request figures) need
+/// of a bucket of requests, gathered request by request: counts, extremes and exact sums here, each sample in a
+/// [`FloatStore`]. A stage's bucket is filled from its records; the whole run's is the stages' merged.
+#[derive(Debug, Clone)]
+pub(crate) struct Lifecycle {
+    count: u64,
+    min_sent_ns: u64,
+    max_sent_ns: u64,
+    max_end_ns: u64,
+    schedule_delay: Vec<SampleId>,
+    ok: u64,
+    pub(super) request_latency: Vec<SampleId>,
+    pub(super) ntpot: Vec<SampleId>,
+    pub(super) tpot: Vec<SampleId>,
+    pub(super) ttft: Vec<SampleId>,
+    pub(super) itl: Vec<SampleId>,
+    pub(super) input: Vec<SampleId>,
+    pub(super) output: Vec<SampleId>,
+    pub(super) input_sum: u64,
+    pub(super) output_sum: u64,
+    goodput: GoodputTally,
+    failed: u64,
+    failed_latency: Vec<SampleId>,
+    failed_prompt: Vec<SampleId>,
+    labels: FailureLabels,
+}
+
+impl Lifecycle {
+    /// An empty bucket whose samples live in `store`; `goodput` are the profile's objectives.
+    pub(crate) fn new(store: &mut FloatStore, goodput: &[Slo]) -> Lifecycle {
+        let mut sample = || vec![store.sample()];
+        Lifecycle {
+            count: 0,
+            min_sent_ns: u64::MAX,
+            max_sent_ns: 0,
+            max_end_ns: 0,
+            schedule_delay: sample(),
+            ok: 0,
+            request_latency: sample(),
+            ntpot: sample(),
+            tpot: sample(),
+            ttft: sample(),
+            itl: sample(),
+            input: sample(),
+            output: sample(),
+            input_sum: 0,
+            output_sum: 0,
+            goodput: GoodputTally::new(goodput, Definition::InferencePerf),
+            failed: 0,
+            failed_latency: sample(),
+            failed_prompt: sample(),
+            labels: FailureLabels::default(),
+        }
+    }
+
+    /// Counts `r`.
+    pub(crate) fn add(&mut self, r: &RequestRecord, store: &mut FloatStore) {
+        self.count += 1;
+        self.min_sent_ns = self.min_sent_ns.min(r.sent_ns);
+        self.max_sent_ns = self.max_sent_ns.max(r.sent_ns);
+        self.max_end_ns = self.max_end_ns.max(r.end_ns);
+        store.push(self.schedule_delay[0], schedule_delay_s(r));
+        if !r.succeeded() {
+            self.failed += 1;
+            store.push(self.failed_latency[0], secs(r.e2e_ns()));
+            store.push(self.failed_prompt[0], f64::from(r.prompt_tokens()));
+            self.labels.add(r);
+            return;
+        }
+        self.ok += 1;
+        let l = latencies(r);
+        store.push(self.request_latency[0], l.request_latency);
+        store.push(self.ntpot[0], l.ntpot);
+        if let Some(tpot) = l.tpot {
+            store.push(self.tpot[0], tpot);
+        }
+        if let Some(ttft) = l.ttft {
+            store.push(self.ttft[0], ttft);
+        }
+        for gap in l.itl {
+            store.push(self.itl[0], gap);
+        }
+        store.push(self.input[0], f64::from(r.prompt_tokens()));
+        store.push(self.output[0], f64::from(r.output_tokens()));
+        self.input_sum += u64::from(r.prompt_tokens());
+        self.output_sum += u64::from(r.output_tokens());
+        self.goodput.add(r);
+    }
+
+    /// Adds `other`'s requests, counted after this bucket's.
+    pub(crate) fn merge(&mut self, other: &Lifecycle) {
+        self.count += other.count;
+        self.min_sent_ns = self.min_sent_ns.min(other.min_sent_ns);
+        self.max_sent_ns = self.max_sent_ns.max(other.max_sent_ns);
+        self.max_end_ns = self.max_end_ns.max(other.max_end_ns);
+        self.ok += other.ok;
+        self.input_sum += other.input_sum;
+        self.output_sum += other.output_sum;
+        self.failed += other.failed;
+        self.goodput.merge(&other.goodput);
+        self.labels.merge(&other.labels);
+        for (mine, theirs) in [
+            (&mut self.schedule_delay, &other.schedule_delay),
+            (&mut self.request_latency, &other.request_latency),
+            (&mut self.ntpot, &other.ntpot),
+            (&mut self.tpot, &other.tpot),
+            (&mut self.ttft, &other.ttft),
+            (&mut self.itl, &other.itl),
+            (&mut self.input, &other.input),
+            (&mut self.output, &other.output),
+            (&mut self.failed_latency, &other.failed_latency),
+            (&mut self.failed_prompt, &other.failed_prompt),
+        ] {
+            mine.extend(theirs);
+        }
+    }
+
+    /// Requests counted.
+    pub(crate) fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Successful requests counted.
+    pub(super) fn succeeded(&self) -> u64 {
+        self.ok
+    }
+
+    /// The first send and the last end; (0, 0) without requests.
+    pub(super) fn span_ns(&self) -> (u64, u64) {
+        if self.count == 0 {
+            (0, 0)
+        } else {
+            (self.min_sent_ns, self.max_end_ns)
+        }
+    }
+
+    /// The `ResponsesSummary` of this bucket: the whole run (`stage` `None`), or one stage with what the profile
+    /// asked of it.
+    pub(crate) fn metrics(
+        &self,
+        store: &mut FloatStore,
+        percentiles: &[f64],
+        stage: Option<StageMeta>,
+    ) -> io::Result<Value> {
+        let (min_sent, max_sent) = if self.count == 0 {
+            (0, 0)
+        } else {
+            (self.min_sent_ns, self.max_sent_ns)
+        };
+        let max_end = self.span_ns().1;
+        let total_time = secs(max_end.saturating_sub(min_sent));
+        let mut summarize_of = |ids: &[SampleId]| summarize(&mut store.view(ids), percentiles);
+
+        let mut load = Map::new();
+        load.insert("count".into(), json!(self.count));
+        load.insert("schedule_delay".into(), summarize_of(&self.schedule_delay)?);
+        if let Some(stage) = stage {
+            let send_duration = secs(max_sent - min_sent);
+            let achieved = if send_duration > 0.0 {
+                self.count as f64 / send_duration
+            } else {
+                0.0
+            };
+            load.insert("send_duration".into(), json!(send_duration));
+            load.insert("requested_rate".into(), json!(stage.rate));
+            load.insert("achieved_rate".into(), json!(achieved));
+            if let Some(c) = stage.concurrency {
+                load.insert("concurrency".into(), json!(c));
+            }
+        }
+
+        let per_s = |amount: f64| {
+            if total_time > 0.0 {
+                amount / total_time
+            } else {
+                0.0
+            }
+        };
+        let (input_sum, output_sum) = (self.input_sum as f64, self.output_sum as f64);
+        let latency = json!({
+            "request_latency": summarize_of(&self.request_latency)?,
+            "normalized_time_per_output_token": summarize_of(&self.ntpot)?,
+            "time_per_output_token": summarize_of(&self.tpot)?,
+            "time_to_first_token": summarize_of(&self.ttft)?,
+            "inter_token_latency": summarize_of(&self.itl)?,
+        });
+        let mut successes = json!({
+            "count": self.ok,
+            "latency": latency,
+            "throughput": {
+                "input_tokens_per_sec": per_s(input_sum),
+                "output_tokens_per_sec": per_s(output_sum),
+                "total_tokens_per_sec": per_s(input_sum + output_sum),
+                "requests_per_sec": per_s(self.ok as f64),
+                "images_per_sec": 0.0,
+                "videos_per_sec": 0.0,
+                "audios_per_sec": 0.0,
+            },
+            "prompt_tokens": token_usage(&mut store.view(&self.input), percentiles, true)?,
+            // `prompt_len` is the older name, still read by llm-d-benchmark's converter for old reports.
+            "prompt_len": summarize(&mut store.view(&self.input), percentiles)?,
+            "output_len": summarize(&mut store.view(&self.output), percentiles)?,
+            "output_tokens": token_usage(&mut store.view(&self.output), percentiles, false)?,
+            "token_count_mismatches": 0,
+        });
+
+        if let (Some(goodput), Some(object)) = (
+            self.goodput.inference_perf_metrics(),
+            successes.as_object_mut(),
+        ) {
+            object.insert("goodput_metrics".into(), goodput);
+        }
+
+        let failures = json!({
+            "count": self.failed,
+            "request_latency": summarize(&mut store.view(&self.failed_latency), percentiles)?,
+            "prompt_tokens": token_usage(&mut store.view(&self.failed_prompt), percentiles, true)?,
+            "by_label": self.labels.to_json(),
+        });
+
+        Ok(json!({
+            "benchmark_time_seconds": total_time,
+            "load_summary": Value::Object(load),
+            "successes": successes,
+            "failures": failures,
+        }))
+    }
+}
+
 /// The `ResponsesSummary` of a bucket of requests: the whole run (`stage` `None`), or one stage with what the
 /// profile asked of it.
 pub fn lifecycle_metrics(
@@ -92,90 +323,13 @@ pub fn lifecycle_metrics(
     stage: Option<StageMeta>,
     goodput: &[Slo],
 ) -> Value {
-    let (ok, failed): (Vec<&RequestRecord>, Vec<&RequestRecord>) =
-        records.iter().partition(|r| r.succeeded());
-    let min_sent = records.iter().map(|r| r.sent_ns).min().unwrap_or(0);
-    let max_sent = records.iter().map(|r| r.sent_ns).max().unwrap_or(0);
-    let max_end = records.iter().map(|r| r.end_ns).max().unwrap_or(0);
-    let total_time = secs(max_end.saturating_sub(min_sent));
-
-    let delays = records.iter().map(|r| schedule_delay_s(r)).collect();
-    let mut load = Map::new();
-    load.insert("count".into(), json!(records.len()));
-    load.insert("schedule_delay".into(), summarize(delays, percentiles));
-    if let Some(stage) = stage {
-        let send_duration = secs(max_sent - min_sent);
-        let achieved = if send_duration > 0.0 {
-            records.len() as f64 / send_duration
-        } else {
-            0.0
-        };
-        load.insert("send_duration".into(), json!(send_duration));
-        load.insert("requested_rate".into(), json!(stage.rate));
-        load.insert("achieved_rate".into(), json!(achieved));
-        if let Some(c) = stage.concurrency {
-            load.insert("concurrency".into(), json!(c));
-        }
-    }
-
-    let lat: Vec<Latencies> = ok.iter().map(|r| latencies(r)).collect();
-    let per_s = |amount: f64| {
-        if total_time > 0.0 {
-            amount / total_time
-        } else {
-            0.0
-        }
-    };
-    let input: Vec<f64> = ok.iter().map(|r| f64::from(r.prompt_tokens())).collect();
-    let output: Vec<f64> = ok.iter().map(|r| f64::from(r.output_tokens())).collect();
-    let (input_sum, output_sum) = (input.iter().sum::<f64>(), output.iter().sum::<f64>());
-
-    let mut successes = json!({
-        "count": ok.len(),
-        "latency": {
-            "request_latency": summarize(lat.iter().map(|l| l.request_latency).collect(), percentiles),
-            "normalized_time_per_output_token": summarize(lat.iter().map(|l| l.ntpot).collect(), percentiles),
-            "time_per_output_token": summarize(lat.iter().filter_map(|l| l.tpot).collect(), percentiles),
-            "time_to_first_token": summarize(lat.iter().filter_map(|l| l.ttft).collect(), percentiles),
-            "inter_token_latency": summarize(lat.iter().flat_map(|l| l.itl.iter().copied()).collect(), percentiles),
-        },
-        "throughput": {
-            "input_tokens_per_sec": per_s(input_sum),
-            "output_tokens_per_sec": per_s(output_sum),
-            "total_tokens_per_sec": per_s(input_sum + output_sum),
-            "requests_per_sec": per_s(ok.len() as f64),
-            "images_per_sec": 0.0,
-            "videos_per_sec": 0.0,
-            "audios_per_sec": 0.0,
-        },
-        "prompt_tokens": token_usage(input.clone(), percentiles, true),
-        // `prompt_len` is the older name, still read by llm-d-benchmark's converter for old reports.
-        "prompt_len": summarize(input, percentiles),
-        "output_len": summarize(output.clone(), percentiles),
-        "output_tokens": token_usage(output, percentiles, false),
-        "token_count_mismatches": 0,
-    });
-
-    if let (Some(goodput), Some(object)) = (
-        inference_perf_goodput_metrics(&ok, goodput),
-        successes.as_object_mut(),
-    ) {
-        object.insert("goodput_metrics".into(), goodput);
-    }
-
-    let failures = json!({
-        "count": failed.len(),
-        "request_latency": summarize(failed.iter().map(|r| secs(r.e2e_ns())).collect(), percentiles),
-        "prompt_tokens": token_usage(failed.iter().map(|r| f64::from(r.prompt_tokens())).collect(), percentiles, true),
-        "by_label": failures_by_label(&failed),
-    });
-
-    json!({
-        "benchmark_time_seconds": total_time,
-        "load_summary": Value::Object(load),
-        "successes": successes,
-        "failures": failures,
-    })
+    let mut store = FloatStore::memory();
+    let mut bucket = Lifecycle::new(&mut store, goodput);
+    records.iter().for_each(|r| bucket.add(r, &mut store));
+    // Samples in memory cannot fail to be read.
+    bucket
+        .metrics(&mut store, percentiles, stage)
+        .unwrap_or(Value::Null)
 }
 
 /// `per_request_lifecycle_metrics.json`: one entry per request, as inference-perf writes `RequestLifecycleMetric`
@@ -265,18 +419,22 @@ fn schedule_delay_s(r: &RequestRecord) -> f64 {
 
 /// `{total, [cached, uncached,] …distribution}` as `summarize_prompt_token_usage` / `…_output_…` write it. We
 /// do not record cached prompt tokens, so `cached` is 0.
-fn token_usage(values: Vec<f64>, percentiles: &[f64], prompt: bool) -> Value {
-    let total: f64 = values.iter().sum();
+fn token_usage(
+    sample: &mut SampleView<'_>,
+    percentiles: &[f64],
+    prompt: bool,
+) -> io::Result<Value> {
+    let total = sample.sum();
     let mut out = Map::new();
     out.insert("total".into(), json!(total));
     if prompt {
         out.insert("cached".into(), json!(0.0));
         out.insert("uncached".into(), json!(total));
     }
-    if let Value::Object(dist) = summarize(values, percentiles) {
+    if let Value::Object(dist) = summarize(sample, percentiles)? {
         out.extend(dist);
     }
-    Value::Object(out)
+    Ok(Value::Object(out))
 }
 
 /// inference-perf's `make_concise_label`: `"<code> - <label>"` for HTTP errors, `Timeout`, `Connection Error`,
@@ -326,38 +484,59 @@ fn concise_label(r: &RequestRecord) -> String {
     }
 }
 
-/// `{label: {count, messages: [{message}]}}`, most frequent label first, at most 100 distinct messages each.
-fn failures_by_label(failed: &[&RequestRecord]) -> Value {
+/// inference-perf's failures `by_label`, gathered request by request: each label's count and first distinct
+/// messages, in the order labels were first seen.
+#[derive(Debug, Clone, Default)]
+struct FailureLabels(Vec<(String, u64, Vec<String>)>);
+
+impl FailureLabels {
+    /// At most this many distinct messages are kept per label.
     const MAX_MESSAGES: usize = 100;
-    let mut labels: Vec<(String, u64, Vec<String>)> = Vec::new();
-    for r in failed {
+
+    fn add(&mut self, r: &RequestRecord) {
         let label = concise_label(r);
-        let message = r
-            .error
-            .as_ref()
-            .map_or_else(String::new, |e| e.message.clone());
-        let index = match labels.iter().position(|l| l.0 == label) {
+        let message = r.error.as_ref().map_or("", |e| e.message.as_str());
+        self.count(label, 1, std::slice::from_ref(&message));
+    }
+
+    fn count(&mut self, label: String, count: u64, messages: &[&str]) {
+        let index = match self.0.iter().position(|l| l.0 == label) {
             Some(i) => i,
             None => {
-                labels.push((label, 0, Vec::new()));
-                labels.len() - 1
+                self.0.push((label, 0, Vec::new()));
+                self.0.len() - 1
             }
         };
-        let entry = &mut labels[index];
-        entry.1 += 1;
-        if !entry.2.contains(&message) && entry.2.len() < MAX_MESSAGES {
-            entry.2.push(message);
+        let entry = &mut self.0[index];
+        entry.1 += count;
+        for message in messages {
+            if !entry.2.iter().any(|m| m == message) && entry.2.len() < Self::MAX_MESSAGES {
+                entry.2.push((*message).to_owned());
+            }
         }
     }
-    // Stable: equal counts keep their first-seen order, as Python's sorted does.
-    labels.sort_by_key(|l| std::cmp::Reverse(l.1));
-    let mut out = Map::new();
-    for (label, count, messages) in labels {
-        let messages: Vec<Value> = messages
-            .into_iter()
-            .map(|m| json!({ "message": m }))
-            .collect();
-        out.insert(label, json!({ "count": count, "messages": messages }));
+
+    /// Adds `other`'s failures, seen after this bucket's.
+    fn merge(&mut self, other: &FailureLabels) {
+        for (label, count, messages) in &other.0 {
+            let messages: Vec<&str> = messages.iter().map(String::as_str).collect();
+            self.count(label.clone(), *count, &messages);
+        }
     }
-    Value::Object(out)
+
+    /// `{label: {count, messages: [{message}]}}`, most frequent label first.
+    fn to_json(&self) -> Value {
+        let mut labels = self.0.clone();
+        // Stable: equal counts keep their first-seen order, as Python's sorted does.
+        labels.sort_by_key(|l| std::cmp::Reverse(l.1));
+        let mut out = Map::new();
+        for (label, count, messages) in labels {
+            let messages: Vec<Value> = messages
+                .into_iter()
+                .map(|m| json!({ "message": m }))
+                .collect();
+            out.insert(label, json!({ "count": count, "messages": messages }));
+        }
+        Value::Object(out)
+    }
 }

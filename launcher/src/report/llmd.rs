@@ -8,11 +8,15 @@
 //! values in `mean`. `load.standardized.tool` names the harness dialect the profile was written in (the
 //! upstream models accept only those names); `tool_version` says it was llmbench.
 
+use std::io;
+
 use serde_json::{Map, Value, json};
 
+use super::inference_perf::Lifecycle;
 use super::meta::RunMeta;
-use super::{secs, sorted};
-use crate::metrics::{Summary, percentile_linear};
+use super::sample::{FloatStore, SampleView};
+use super::secs;
+use crate::metrics::Summary;
 use crate::record::RequestRecord;
 use crate::wallclock;
 
@@ -25,7 +29,7 @@ pub fn llmd_report_v02_file(stage: u32) -> String {
 }
 
 /// The percentiles of a `Statistics` object: key and fraction.
-const STAT_PERCENTILES: [(&str, f64); 11] = [
+pub(crate) const STAT_PERCENTILES: [(&str, f64); 11] = [
     ("p0p1", 0.001),
     ("p1", 0.01),
     ("p5", 0.05),
@@ -39,29 +43,29 @@ const STAT_PERCENTILES: [(&str, f64); 11] = [
     ("p99p9", 0.999),
 ];
 
-/// A `Statistics` object of `values` in `units`; `None` for an empty sample.
-fn statistics(values: Vec<f64>, units: &str) -> Option<Value> {
-    if values.is_empty() {
-        return None;
-    }
-    let n = values.len() as f64;
-    let values = sorted(values);
-    let mean = values.iter().sum::<f64>() / n;
-    let stddev = if values.len() < 2 {
+/// A `Statistics` object of a sample in `units`; `None` for an empty sample.
+fn statistics(sample: &mut SampleView<'_>, units: &str) -> io::Result<Option<Value>> {
+    let (Some(mean), Some((min, max))) = (sample.mean(), sample.min_max()?) else {
+        return Ok(None);
+    };
+    let n = sample.len();
+    let stddev = if n < 2 {
         0.0
     } else {
-        (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
+        (sample.squared_deviations(mean)? / (n as f64 - 1.0)).sqrt()
     };
+    let fractions = STAT_PERCENTILES.map(|(_, p)| p);
+    let values = sample.percentiles(&fractions)?;
     let mut out = Map::new();
     out.insert("units".into(), json!(units));
     out.insert("mean".into(), json!(mean));
     out.insert("stddev".into(), json!(stddev));
-    out.insert("min".into(), json!(values[0]));
-    for (key, p) in STAT_PERCENTILES {
-        out.insert(key.into(), json!(percentile_linear(&values, p)));
+    out.insert("min".into(), json!(min));
+    for ((key, _), value) in STAT_PERCENTILES.iter().zip(values) {
+        out.insert((*key).into(), json!(value));
     }
-    out.insert("max".into(), json!(values[values.len() - 1]));
-    Some(Value::Object(out))
+    out.insert("max".into(), json!(max));
+    Ok(Some(Value::Object(out)))
 }
 
 /// A `Statistics` object holding one value.
@@ -88,67 +92,68 @@ pub fn llmd_report_v02(
     records: &[&RequestRecord],
     summary: &Summary,
 ) -> Value {
-    let ok: Vec<&RequestRecord> = records.iter().copied().filter(|r| r.succeeded()).collect();
-    let start_ns = records.iter().map(|r| r.sent_ns).min().unwrap_or(0);
-    let end_ns = records.iter().map(|r| r.end_ns).max().unwrap_or(start_ns);
-    let stage_meta = meta.stages.get(stage as usize).copied().unwrap_or_default();
+    let mut store = FloatStore::memory();
+    let mut bucket = Lifecycle::new(&mut store, &[]);
+    records.iter().for_each(|r| bucket.add(r, &mut store));
+    // Samples in memory cannot fail to be read.
+    llmd_report_v02_of(meta, stage, &bucket, &mut store, summary).unwrap_or(Value::Null)
+}
 
-    let mut ttft = Vec::new();
-    let mut tpot = Vec::new();
-    let mut itl = Vec::new();
-    let mut ntpot = Vec::new();
-    let mut e2e = Vec::new();
-    for r in &ok {
-        let l = super::inference_perf::latencies(r);
-        ttft.extend(l.ttft);
-        tpot.extend(l.tpot);
-        itl.extend(l.itl);
-        ntpot.push(l.ntpot);
-        e2e.push(l.request_latency);
-    }
-    let input: Vec<f64> = ok.iter().map(|r| f64::from(r.prompt_tokens())).collect();
-    let output: Vec<f64> = ok.iter().map(|r| f64::from(r.output_tokens())).collect();
-    let mean = |v: &[f64]| {
-        if v.is_empty() {
-            0.0
-        } else {
-            v.iter().sum::<f64>() / v.len() as f64
-        }
-    };
+/// The v0.2 report of one stage from its requests' figures gathered in `bucket` (in memory or spilled).
+pub(crate) fn llmd_report_v02_of(
+    meta: &RunMeta,
+    stage: u32,
+    bucket: &Lifecycle,
+    store: &mut FloatStore,
+    summary: &Summary,
+) -> io::Result<Value> {
+    let (start_ns, end_ns) = bucket.span_ns();
+    let stage_meta = meta.stages.get(stage as usize).copied().unwrap_or_default();
+    let ok = bucket.succeeded();
+    // Means of token counts: exact integer sums over the successes.
+    let mean = |sum: u64| if ok == 0 { 0.0 } else { sum as f64 / ok as f64 };
 
     let mut requests = Map::new();
-    requests.insert("total".into(), json!(records.len()));
-    requests.insert("failures".into(), json!(records.len() - ok.len()));
+    requests.insert("total".into(), json!(bucket.count()));
+    requests.insert("failures".into(), json!(bucket.count() - ok));
     requests.insert("incomplete".into(), json!(0));
     put(
         &mut requests,
         "input_length",
-        statistics(input.clone(), "count"),
+        statistics(&mut store.view(&bucket.input), "count")?,
     );
     put(
         &mut requests,
         "output_length",
-        statistics(output.clone(), "count"),
+        statistics(&mut store.view(&bucket.output), "count")?,
     );
 
     let mut latency = Map::new();
-    put(&mut latency, "time_to_first_token", statistics(ttft, "s"));
+    put(
+        &mut latency,
+        "time_to_first_token",
+        statistics(&mut store.view(&bucket.ttft), "s")?,
+    );
     put(
         &mut latency,
         "normalized_time_per_output_token",
-        statistics(ntpot, "s/token"),
+        statistics(&mut store.view(&bucket.ntpot), "s/token")?,
     );
     put(
         &mut latency,
         "time_per_output_token",
-        statistics(tpot, "s/token"),
+        statistics(&mut store.view(&bucket.tpot), "s/token")?,
     );
     put(
         &mut latency,
         "inter_token_latency",
-        statistics(itl, "s/token"),
+        statistics(&mut store.view(&bucket.itl), "s/token")?,
     );
-    put(&mut latency, "request_latency", statistics(e2e, "s"));
+    put(
+        &mut latency,
+        "request_latency",
+        statistics(&mut store.view(&bucket.request_latency), "s")?,
+    );
 
     let t = &summary.throughput;
     let throughput = json!({
@@ -169,11 +174,11 @@ pub fn llmd_report_v02(
     standardized.insert("stage".into(), json!(stage));
     standardized.insert(
         "input_seq_len".into(),
-        json!({ "distribution": "other", "value": mean(&input) }),
+        json!({ "distribution": "other", "value": mean(bucket.input_sum) }),
     );
     standardized.insert(
         "output_seq_len".into(),
-        json!({ "distribution": "other", "value": mean(&output) }),
+        json!({ "distribution": "other", "value": mean(bucket.output_sum) }),
     );
     if let Some(rate) = stage_meta.rate.filter(|r| *r > 0.0 && r.is_finite()) {
         standardized.insert("rate_qps".into(), json!(rate));
@@ -182,7 +187,7 @@ pub fn llmd_report_v02(
         standardized.insert("concurrency".into(), json!(c));
     }
 
-    json!({
+    Ok(json!({
         "version": "0.2",
         "run": {
             "uid": format!("{}-stage-{stage}", meta.run_id),
@@ -212,5 +217,5 @@ pub fn llmd_report_v02(
                 },
             },
         },
-    })
+    }))
 }

@@ -94,76 +94,20 @@ pub fn read_sharded(dir: &Path) -> Result<Option<Merged>, ReportError> {
 /// built in memory. Fails when the shards are not of one run.
 pub fn merge(mut shards: Vec<(RunMeta, Vec<RequestRecord>)>) -> Result<Merged, String> {
     shards.sort_by_key(|(meta, _)| meta.shard.index);
-    let Some((first, _)) = shards.first() else {
-        return Err("no shard to merge".to_owned());
-    };
-    let count = first.shard.count.max(1);
-    let run_id = first.run_id.clone();
-    for (meta, _) in &shards {
-        if meta.run_id != run_id || meta.shard.count != first.shard.count {
-            return Err(format!(
-                "shard {} is of run `{}` with {} shard(s), shard {} of run `{run_id}` with {}: not one run",
-                meta.shard.index,
-                meta.run_id,
-                meta.shard.count,
-                first.shard.index,
-                first.shard.count
-            ));
-        }
-    }
-    for pair in shards.windows(2) {
-        if pair[0].0.shard.index == pair[1].0.shard.index {
-            return Err(format!("shard {} appears twice", pair[0].0.shard.index));
-        }
-    }
-    let mut warnings = Vec::new();
-    let present: Vec<u32> = shards.iter().map(|(m, _)| m.shard.index).collect();
-    let missing: Vec<String> = (0..count)
-        .filter(|i| !present.contains(i))
-        .map(|i| i.to_string())
-        .collect();
-    if !missing.is_empty() {
-        warnings.push(format!(
-            "shard(s) {} of {count} have no results: the merged figures cover {} of {count} launchers",
-            missing.join(", "),
-            present.len()
-        ));
-    }
-
-    let base = shards
-        .iter()
-        .map(|(meta, _)| meta.t0_unix_ns)
-        .min()
-        .unwrap_or_default();
-    let offsets_ns: Vec<u64> = shards
-        .iter()
-        .map(|(meta, _)| meta.t0_unix_ns - base)
-        .collect();
-
-    let mut meta = first.clone();
-    meta.t0_unix_ns = base;
-    meta.started_at = crate::wallclock::rfc3339_millis(base);
-    meta.shard = ShardMeta { index: 0, count: 1 };
-    meta.planned_requests = shards
-        .iter()
-        .map(|(m, _)| m.planned_requests)
-        .sum::<Option<u64>>();
-    meta.end = merge_ends(&shards, &offsets_ns, meta.planned_requests);
-    // Only shard 0 scrapes the stack; its series move with its clock.
-    meta.server_metrics = shards
-        .iter()
-        .find(|(m, _)| m.shard.index == 0)
-        .and_then(|(m, _)| m.server_metrics.clone());
+    let metas: Vec<RunMeta> = shards.iter().map(|(meta, _)| meta.clone()).collect();
+    let MergedMeta {
+        meta,
+        offsets_ns,
+        warnings,
+    } = merge_metas(&metas)?;
+    let count = meta_count(&metas);
 
     let total: usize = shards.iter().map(|(_, r)| r.len()).sum();
     let mut records = Vec::with_capacity(total);
     for ((shard_meta, shard_records), offset) in shards.into_iter().zip(&offsets_ns) {
         let index = shard_meta.shard.index;
         for mut record in shard_records {
-            shift(&mut record, *offset);
-            if let Some(turn) = record.conversation.as_mut() {
-                turn.id = turn.id * count + index;
-            }
+            onto_merged_timeline(&mut record, *offset, index, count);
             records.push((index, record));
         }
     }
@@ -186,6 +130,179 @@ pub fn merge(mut shards: Vec<(RunMeta, Vec<RequestRecord>)>) -> Result<Merged, S
     })
 }
 
+/// The shard count the shards' run.json files declare.
+fn meta_count(metas: &[RunMeta]) -> u32 {
+    metas.first().map_or(1, |m| m.shard.count.max(1))
+}
+
+/// The merged run's metadata, without its records.
+#[derive(Debug, Clone)]
+pub struct MergedMeta {
+    /// The whole run's metadata: the earliest shard's t0, one shard of one, the shards' counts added up.
+    pub meta: RunMeta,
+    /// Each shard's start on the merged timeline (ns after the earliest shard's t0), in the order given.
+    pub offsets_ns: Vec<u64>,
+    /// What makes the merge less than the whole run (a shard missing).
+    pub warnings: Vec<String>,
+}
+
+/// Merges the shards' run.json files (sorted by shard index) into the whole run's; fails when they are not of
+/// one run.
+pub fn merge_metas(metas: &[RunMeta]) -> Result<MergedMeta, String> {
+    let Some(first) = metas.first() else {
+        return Err("no shard to merge".to_owned());
+    };
+    let count = meta_count(metas);
+    let run_id = first.run_id.clone();
+    for meta in metas {
+        if meta.run_id != run_id || meta.shard.count != first.shard.count {
+            return Err(format!(
+                "shard {} is of run `{}` with {} shard(s), shard {} of run `{run_id}` with {}: not one run",
+                meta.shard.index,
+                meta.run_id,
+                meta.shard.count,
+                first.shard.index,
+                first.shard.count
+            ));
+        }
+    }
+    for pair in metas.windows(2) {
+        if pair[0].shard.index == pair[1].shard.index {
+            return Err(format!("shard {} appears twice", pair[0].shard.index));
+        }
+    }
+    let mut warnings = Vec::new();
+    let present: Vec<u32> = metas.iter().map(|m| m.shard.index).collect();
+    let missing: Vec<String> = (0..count)
+        .filter(|i| !present.contains(i))
+        .map(|i| i.to_string())
+        .collect();
+    if !missing.is_empty() {
+        warnings.push(format!(
+            "shard(s) {} of {count} have no results: the merged figures cover {} of {count} launchers",
+            missing.join(", "),
+            present.len()
+        ));
+    }
+
+    let base = metas
+        .iter()
+        .map(|meta| meta.t0_unix_ns)
+        .min()
+        .unwrap_or_default();
+    let offsets_ns: Vec<u64> = metas.iter().map(|meta| meta.t0_unix_ns - base).collect();
+
+    let mut meta = first.clone();
+    meta.t0_unix_ns = base;
+    meta.started_at = crate::wallclock::rfc3339_millis(base);
+    meta.shard = ShardMeta { index: 0, count: 1 };
+    meta.planned_requests = metas
+        .iter()
+        .map(|m| m.planned_requests)
+        .sum::<Option<u64>>();
+    meta.end = merge_ends(metas, &offsets_ns, meta.planned_requests);
+    // Only shard 0 scrapes the stack; its series move with its clock.
+    meta.server_metrics = metas
+        .iter()
+        .find(|m| m.shard.index == 0)
+        .and_then(|m| m.server_metrics.clone());
+    Ok(MergedMeta {
+        meta,
+        offsets_ns,
+        warnings,
+    })
+}
+
+/// Puts a record of shard `index` of `count`, which started `offset` ns after the earliest shard, on the merged
+/// timeline, with a conversation id unique across shards. (Its id is renumbered only by a merge in memory.)
+fn onto_merged_timeline(record: &mut RequestRecord, offset: u64, index: u32, count: u32) {
+    shift(record, offset);
+    if let Some(turn) = record.conversation.as_mut() {
+        turn.id = turn.id * count + index;
+    }
+}
+
+/// A sharded run's records streamed from the shards' files, each moved onto the merged timeline as it is read:
+/// the merged run summarised from disk ([`super::summarize_spilled`]) without a merged copy of its records.
+/// Records come shard by shard; their completion order breaks ties by what the merge in memory renumbers them by
+/// (scheduled send, shard, id).
+#[derive(Debug, Clone)]
+pub struct ShardRecords {
+    /// Each shard's records file, its index and its offset on the merged timeline.
+    shards: Vec<(PathBuf, u32, u64)>,
+    count: u32,
+}
+
+impl super::RecordPasses for ShardRecords {
+    fn pass(
+        &self,
+        f: &mut dyn FnMut(&RequestRecord, [u64; 3]),
+    ) -> Result<super::Passed, ReportError> {
+        let mut passed = super::Passed::default();
+        for (path, index, offset) in &self.shards {
+            let one = super::RecordsFile { path: path.clone() }.stream(|mut r| {
+                onto_merged_timeline(&mut r, *offset, *index, self.count);
+                f(&r, [r.scheduled_ns, u64::from(*index), r.id]);
+            })?;
+            passed.records += one.records;
+            passed.truncated_lines += one.truncated_lines;
+        }
+        Ok(passed)
+    }
+}
+
+/// A sharded run read without its records: its merged metadata, the shard directories, and its records as a
+/// stream.
+#[derive(Debug)]
+pub struct Sharded {
+    pub merged: MergedMeta,
+    /// The shard directories, by shard index.
+    pub shards: Vec<PathBuf>,
+    pub records: ShardRecords,
+    /// The shards' records files' total size, in bytes.
+    pub records_bytes: u64,
+}
+
+/// Reads every shard's run.json of the run in `dir` and merges them; `None` when `dir` has no shard directories.
+pub fn read_sharded_metas(dir: &Path) -> Result<Option<Sharded>, ReportError> {
+    let dirs = shard_dirs(dir);
+    if dirs.is_empty() {
+        return Ok(None);
+    }
+    let mut metas = Vec::with_capacity(dirs.len());
+    for shard_dir in &dirs {
+        metas.push(RunMeta::read(shard_dir)?);
+    }
+    let mut order: Vec<usize> = (0..metas.len()).collect();
+    order.sort_by_key(|&i| metas[i].shard.index);
+    let metas: Vec<RunMeta> = order.iter().map(|&i| metas[i].clone()).collect();
+    let dirs: Vec<PathBuf> = order.iter().map(|&i| dirs[i].clone()).collect();
+    let merged = merge_metas(&metas).map_err(|message| ReportError::Merge {
+        dir: dir.to_owned(),
+        message,
+    })?;
+    let records_bytes = dirs
+        .iter()
+        .filter_map(|d| std::fs::metadata(d.join(REQUESTS_FILE)).ok())
+        .map(|m| m.len())
+        .sum();
+    let records = ShardRecords {
+        shards: dirs
+            .iter()
+            .zip(&metas)
+            .zip(&merged.offsets_ns)
+            .map(|((d, m), offset)| (d.join(REQUESTS_FILE), m.shard.index, *offset))
+            .collect(),
+        count: meta_count(&metas),
+    };
+    Ok(Some(Sharded {
+        merged,
+        shards: dirs,
+        records,
+        records_bytes,
+    }))
+}
+
 /// Moves a record `offset` ns later.
 fn shift(record: &mut RequestRecord, offset: u64) {
     record.scheduled_ns += offset;
@@ -199,15 +316,11 @@ fn shift(record: &mut RequestRecord, offset: u64) {
 /// The run's end from its shards' ends: counts added up, each stage from the earliest shard's start to the latest
 /// shard's end, and the run complete only if every shard is (else the first shard's way of not being complete).
 /// `None` while any shard has no end (it was killed): the merged run is incomplete, as such a shard is.
-fn merge_ends(
-    shards: &[(RunMeta, Vec<RequestRecord>)],
-    offsets_ns: &[u64],
-    planned: Option<u64>,
-) -> Option<RunEnd> {
-    let ends: Vec<(&RunEnd, u64)> = shards
+fn merge_ends(metas: &[RunMeta], offsets_ns: &[u64], planned: Option<u64>) -> Option<RunEnd> {
+    let ends: Vec<(&RunEnd, u64)> = metas
         .iter()
         .zip(offsets_ns)
-        .map(|((meta, _), offset)| meta.end.as_ref().map(|end| (end, *offset)))
+        .map(|(meta, offset)| meta.end.as_ref().map(|end| (end, *offset)))
         .collect::<Option<_>>()?;
     let not_complete = ends
         .iter()

@@ -4,7 +4,10 @@
 //! definitions; plus `run.json` ([`RunMeta`]), which lets `llmbench report DIR` rebuild all of them from
 //! `requests.jsonl`, and the human table printed at the end of a run ([`print_table`]).
 //!
-//! Every builder is a pure function from records to a JSON value; writing files is the only fallible step.
+//! Every builder is a pure function from records to a JSON value; writing files is the only fallible step. The
+//! reports made of per-stage statistics are built from buckets filled request by request ([`native`]), so a run too
+//! long to hold in memory is summarised and reported from its records on disk with the same numbers
+//! ([`spilled`]).
 
 mod goodput;
 mod guidellm;
@@ -12,6 +15,9 @@ mod inference_perf;
 mod llmd;
 pub mod merge;
 mod meta;
+mod native;
+mod sample;
+mod spilled;
 mod starts;
 mod table;
 mod vllm;
@@ -29,7 +35,7 @@ use crate::metrics::{
 };
 use crate::record::{ReadRecordsError, RequestRecord, read_jsonl_counting_truncated};
 
-pub use goodput::{Definition, goodput, inference_perf_goodput_metrics};
+pub use goodput::{Definition, GoodputTally, goodput, inference_perf_goodput_metrics};
 pub use guidellm::{GUIDELLM_REPORT_FILE, guidellm_report};
 pub use inference_perf::{
     PER_REQUEST_LIFECYCLE_FILE, SUMMARY_LIFECYCLE_FILE, lifecycle_metrics, per_request_lifecycle,
@@ -40,6 +46,10 @@ pub use meta::{
     ApiKind, Burstiness, INFERENCE_PERF_PERCENTILES, LLMBENCH_VERSION, ProfileNote, RUN_META_FILE,
     RUN_META_SCHEMA, ReleaseMeta, ReportOptions, RunEnd, RunMeta, RunState, ServerMetricsMeta,
     ShardMeta, Slo, StageEnd, StageMeta,
+};
+pub use spilled::{
+    DEFAULT_RECORDS_MEMORY, Passed, RecordPasses, RecordsFile, SpilledRun, skipped_reports,
+    summarize_spilled,
 };
 pub use starts::{ShardStarts, shard_starts};
 pub use table::print_table;
@@ -199,62 +209,101 @@ fn goodput_definition(harness: Harness) -> Definition {
 /// their goodput, conversations, what was left out, how the run ended and the profile keys it did not act on.
 pub fn summarize_run(meta: &RunMeta, records: &[RequestRecord]) -> RunSummary {
     let measured = measured(meta, records);
-    let info = RunInfo {
+    let mut summary = RunSummary::from_records(
+        run_info(meta),
+        &measured.records,
+        &meta.shard_requested_rates(),
+    );
+    let mut tally = Tally::new(meta);
+    measured.records.iter().for_each(|r| tally.add(r));
+    tally.finish(meta, &mut summary, measured.excluded, records.len() as u64);
+    summary
+}
+
+fn run_info(meta: &RunMeta) -> RunInfo {
+    RunInfo {
         run_id: meta.run_id.clone(),
         harness: meta.harness.to_string(),
         model: meta.model.clone(),
         endpoint: meta.endpoint.clone(),
-    };
-    let mut summary =
-        RunSummary::from_records(info, &measured.records, &meta.shard_requested_rates());
-    let slos = &meta.report.goodput;
-    if !slos.is_empty() {
-        let definition = goodput_definition(meta.harness);
-        summary.overall.goodput = goodput(
-            &measured.records,
-            slos,
-            definition,
-            summary.overall.duration_s,
-        );
-        for stage in &mut summary.stages {
-            let bucket: Vec<&RequestRecord> = measured
-                .records
-                .iter()
-                .copied()
-                .filter(|r| r.stage == stage.stage)
-                .collect();
-            stage.summary.goodput = goodput(&bucket, slos, definition, stage.summary.duration_s);
+    }
+}
+
+/// What a summary needs of the measured requests besides their per-stage figures, counted request by request
+/// (so a run streamed back from disk counts as one held in memory): each stage's goodput, and the conversations.
+struct Tally {
+    goodput: std::collections::BTreeMap<u32, GoodputTally>,
+    slos: Vec<Slo>,
+    definition: Definition,
+    conversations: ConversationTally,
+}
+
+impl Tally {
+    fn new(meta: &RunMeta) -> Tally {
+        Tally {
+            goodput: Default::default(),
+            slos: meta.report.goodput.clone(),
+            definition: goodput_definition(meta.harness),
+            conversations: ConversationTally::default(),
         }
     }
-    if let Some(end) = &meta.end {
-        for stage in &mut summary.stages {
-            stage.stopped = end.stages.get(stage.stage as usize).and_then(|s| s.stopped);
+
+    fn add(&mut self, r: &RequestRecord) {
+        if !self.slos.is_empty() {
+            self.goodput
+                .entry(r.stage)
+                .or_insert_with(|| GoodputTally::new(&self.slos, self.definition))
+                .add(r);
         }
+        self.conversations.add(r);
     }
-    summary.capacity = meta
-        .capacity_search
-        .as_ref()
-        .and_then(|spec| llmbench_api::capacity::CapacitySearch::try_from(spec).ok())
-        .map(|search| {
-            let points: Vec<(u32, &crate::metrics::Summary)> = summary
-                .stages
-                .iter()
-                .map(|s| (s.stage, &s.summary))
-                .collect();
-            crate::capacity::replay(search, &points)
-        });
-    summary.excluded = measured.excluded;
-    summary.conversations = conversation_summary(&measured.records);
-    summary.run = completion(meta, records.len() as u64);
-    summary.ignored_keys = meta
-        .profile_notes
-        .iter()
-        .map(|note| match note.line {
-            Some(line) => format!("{} (line {line}): {}", note.key, note.message),
-            None => format!("{}: {}", note.key, note.message),
-        })
-        .collect();
-    summary
+
+    /// Completes `summary` (its per-stage figures in): goodput, how each stage and the run ended, the capacity
+    /// search's answer, what was left out, the conversations and the profile keys not acted on. `recorded`
+    /// counts every record, left out or not.
+    fn finish(self, meta: &RunMeta, summary: &mut RunSummary, excluded: Excluded, recorded: u64) {
+        if !self.slos.is_empty() {
+            let mut overall = GoodputTally::new(&self.slos, self.definition);
+            self.goodput.values().for_each(|t| overall.merge(t));
+            summary.overall.goodput = overall.goodput(summary.overall.duration_s);
+            for stage in &mut summary.stages {
+                let tally = self
+                    .goodput
+                    .get(&stage.stage)
+                    .cloned()
+                    .unwrap_or_else(|| GoodputTally::new(&self.slos, self.definition));
+                stage.summary.goodput = tally.goodput(stage.summary.duration_s);
+            }
+        }
+        if let Some(end) = &meta.end {
+            for stage in &mut summary.stages {
+                stage.stopped = end.stages.get(stage.stage as usize).and_then(|s| s.stopped);
+            }
+        }
+        summary.capacity = meta
+            .capacity_search
+            .as_ref()
+            .and_then(|spec| llmbench_api::capacity::CapacitySearch::try_from(spec).ok())
+            .map(|search| {
+                let points: Vec<(u32, &crate::metrics::Summary)> = summary
+                    .stages
+                    .iter()
+                    .map(|s| (s.stage, &s.summary))
+                    .collect();
+                crate::capacity::replay(search, &points)
+            });
+        summary.excluded = excluded;
+        summary.conversations = self.conversations.finish();
+        summary.run = completion(meta, recorded);
+        summary.ignored_keys = meta
+            .profile_notes
+            .iter()
+            .map(|note| match note.line {
+                Some(line) => format!("{} (line {line}): {}", note.key, note.message),
+                None => format!("{}: {}", note.key, note.message),
+            })
+            .collect();
+    }
 }
 
 /// How the run ended, for the summary: nothing for a run that did all it planned, its state otherwise, and
@@ -279,46 +328,68 @@ fn completion(meta: &RunMeta, recorded: u64) -> Option<Completion> {
     }
 }
 
-/// Per turn index of the measured conversation turns; `None` when the run had no conversations.
-fn conversation_summary(records: &[&RequestRecord]) -> Option<ConversationSummary> {
-    let mut turns: std::collections::BTreeMap<u32, Vec<&RequestRecord>> = Default::default();
-    let mut conversations: std::collections::BTreeMap<u32, bool> = Default::default();
-    for r in records {
-        let Some(of) = r.conversation else { continue };
-        turns.entry(of.turn).or_default().push(r);
-        *conversations.entry(of.id).or_insert(true) &= r.succeeded();
+/// Per turn index of the measured conversation turns, counted request by request. Means come from exact integer
+/// sums, so they do not depend on the order requests are counted in.
+#[derive(Debug, Default)]
+struct ConversationTally {
+    turns: std::collections::BTreeMap<u32, TurnTally>,
+    /// Per conversation, whether every measured turn succeeded: a bit per conversation, the only figure here that
+    /// grows with the run (conversation runs keep far more per conversation while they go).
+    conversations: std::collections::BTreeMap<u32, bool>,
+}
+
+#[derive(Debug, Default)]
+struct TurnTally {
+    requests: u64,
+    succeeded: u64,
+    input_tokens: u64,
+    ttft_ns: u128,
+    ttfts: u64,
+    e2e_ns: u128,
+}
+
+impl ConversationTally {
+    fn add(&mut self, r: &RequestRecord) {
+        let Some(of) = r.conversation else { return };
+        let ok = r.succeeded();
+        *self.conversations.entry(of.id).or_insert(true) &= ok;
+        let turn = self.turns.entry(of.turn).or_default();
+        turn.requests += 1;
+        if !ok {
+            return;
+        }
+        turn.succeeded += 1;
+        turn.input_tokens += u64::from(r.prompt_tokens());
+        if let Some(ns) = r.ttft_ns() {
+            turn.ttft_ns += u128::from(ns);
+            turn.ttfts += 1;
+        }
+        turn.e2e_ns += u128::from(r.e2e_ns());
     }
-    if turns.is_empty() {
-        return None;
-    }
-    let mean = |values: Vec<f64>| {
-        (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
-    };
-    Some(ConversationSummary {
-        conversations: conversations.len() as u64,
-        all_turns_succeeded: conversations.values().filter(|ok| **ok).count() as u64,
-        turns: turns
-            .into_iter()
-            .map(|(turn, bucket)| {
-                let ok: Vec<&&RequestRecord> = bucket.iter().filter(|r| r.succeeded()).collect();
-                TurnSummary {
+
+    /// `None` when the run had no conversations.
+    fn finish(self) -> Option<ConversationSummary> {
+        if self.turns.is_empty() {
+            return None;
+        }
+        let mean = |sum: f64, n: u64| (n > 0).then(|| sum / n as f64);
+        Some(ConversationSummary {
+            conversations: self.conversations.len() as u64,
+            all_turns_succeeded: self.conversations.values().filter(|ok| **ok).count() as u64,
+            turns: self
+                .turns
+                .into_iter()
+                .map(|(turn, t)| TurnSummary {
                     turn,
-                    requests: bucket.len() as u64,
-                    succeeded: ok.len() as u64,
-                    input_tokens_mean: mean(
-                        ok.iter().map(|r| f64::from(r.prompt_tokens())).collect(),
-                    ),
-                    ttft_ms_mean: mean(
-                        ok.iter()
-                            .filter_map(|r| r.ttft_ns())
-                            .map(|ns| ns as f64 / 1e6)
-                            .collect(),
-                    ),
-                    e2e_ms_mean: mean(ok.iter().map(|r| r.e2e_ns() as f64 / 1e6).collect()),
-                }
-            })
-            .collect(),
-    })
+                    requests: t.requests,
+                    succeeded: t.succeeded,
+                    input_tokens_mean: mean(t.input_tokens as f64, t.succeeded),
+                    ttft_ms_mean: mean(t.ttft_ns as f64, t.ttfts).map(|ns| ns / 1e6),
+                    e2e_ms_mean: mean(t.e2e_ns as f64, t.succeeded).map(|ns| ns / 1e6),
+                })
+                .collect(),
+        })
+    }
 }
 
 /// The server-side summary of a run that scraped server metrics (run.json says so), from `server_metrics.jsonl`:
@@ -385,153 +456,32 @@ pub fn write_all(
     summary: &RunSummary,
     formats: Formats,
 ) -> Result<Vec<PathBuf>, ReportError> {
-    let mut written = Vec::new();
     let measured = measured(meta, records);
     let stages = stage_buckets(&measured.records);
-    let percentiles = &meta.report.percentiles;
-    let slos = &meta.report.goodput;
-    let mark = |mut value: serde_json::Value| {
-        if let (Some(run), Some(object)) = (&summary.run, value.as_object_mut()) {
-            object.insert(
-                "llmbench_run".into(),
-                serde_json::to_value(run).unwrap_or_default(),
-            );
-        }
-        value
+    let mut store = sample::FloatStore::memory();
+    let mut native = native::Native::new(formats);
+    for r in &measured.records {
+        native.add(r, meta, &mut store);
+    }
+    let peaks = if formats.vllm {
+        stages
+            .iter()
+            .map(|(stage, bucket)| (*stage, vllm::stage_peak(bucket)))
+            .collect()
+    } else {
+        Default::default()
     };
-
-    if formats.inference_perf {
-        if meta.report.inference_perf_summary && !measured.records.is_empty() {
-            let path = dir.join(SUMMARY_LIFECYCLE_FILE);
-            write_json(
-                &path,
-                "inference-perf summary",
-                &mark(lifecycle_metrics(
-                    &measured.records,
-                    percentiles,
-                    None,
-                    slos,
-                )),
-            )?;
-            written.push(path);
-        }
-        for (stage, bucket) in stages
-            .iter()
-            .filter(|_| meta.report.inference_perf_per_stage)
-        {
-            let path = dir.join(stage_lifecycle_file(*stage));
-            let load = meta
-                .stages
-                .get(*stage as usize)
-                .copied()
-                .unwrap_or_default();
-            write_json(
-                &path,
-                "inference-perf stage metrics",
-                &mark(lifecycle_metrics(bucket, percentiles, Some(load), slos)),
-            )?;
-            written.push(path);
-        }
-        if meta.report.inference_perf_per_request {
-            let path = dir.join(PER_REQUEST_LIFECYCLE_FILE);
-            write_json(
-                &path,
-                "inference-perf per-request metrics",
-                &per_request_lifecycle(&measured.records),
-            )?;
-            written.push(path);
-        }
-    }
-    if formats.inference_perf
-        && let Some(server) = &summary.server_metrics
-    {
-        if meta.report.prometheus_summary {
-            let path = dir.join(SUMMARY_PROMETHEUS_FILE);
-            write_json(
-                &path,
-                "inference-perf server metrics summary",
-                &mark(crate::server_metrics::inference_perf_prometheus_metrics(
-                    &server.overall,
-                )),
-            )?;
-            written.push(path);
-        }
-        for window in server
-            .stages
-            .iter()
-            .filter(|_| meta.report.prometheus_per_stage)
-        {
-            let Some(stage) = window.stage else { continue };
-            let path = dir.join(stage_prometheus_file(stage as u32));
-            write_json(
-                &path,
-                "inference-perf stage server metrics",
-                &mark(crate::server_metrics::inference_perf_prometheus_metrics(
-                    window,
-                )),
-            )?;
-            written.push(path);
-        }
-    }
-    if formats.vllm {
-        let several = stages.len() > 1;
-        for (stage, bucket) in &stages {
-            let path = dir.join(vllm_result_file(meta, *stage, several));
-            write_json(
-                &path,
-                "vllm result",
-                &mark(vllm_result(meta, *stage, bucket)),
-            )?;
-            written.push(path);
-        }
-    }
-    if formats.guidellm {
-        let path = dir.join(GUIDELLM_REPORT_FILE);
-        write_json(
-            &path,
-            "guidellm report",
-            &mark(guidellm_report(meta, &stages)),
-        )?;
-        written.push(path);
-    }
-    if formats.llmd_v02 {
-        // The server's series, read once for every stage's report (each clips them to its stage).
-        let series = summary
-            .server_metrics
-            .as_ref()
-            .map(|_| server_series(dir))
-            .unwrap_or_default();
-        for (stage, bucket) in &stages {
-            let Some(stage_summary) = summary.stages.iter().find(|s| s.stage == *stage) else {
-                continue;
-            };
-            let path = dir.join(llmd_report_v02_file(*stage));
-            let mut report = llmd_report_v02(meta, *stage, bucket, &stage_summary.summary);
-            let window = summary.server_metrics.as_ref().and_then(|server| {
-                server
-                    .stages
-                    .iter()
-                    .find(|w| w.stage == Some(*stage as usize))
-            });
-            if let (Some(window), Some(results)) = (
-                window,
-                report.get_mut("results").and_then(|r| r.as_object_mut()),
-            ) {
-                results.insert(
-                    "observability".into(),
-                    crate::server_metrics::llmd_observability(window, &series, meta.t0_unix_ns),
-                );
-            }
-            let text = serde_saphyr::to_string(&report).map_err(|e| ReportError::Serialize {
-                path: path.clone(),
-                what: "llm-d benchmark report",
-                message: e.to_string(),
-            })?;
-            write_text(&path, &text)?;
-            written.push(path);
-        }
-    }
-    Ok(written)
+    native.write(
+        dir,
+        meta,
+        summary,
+        &mut store,
+        &peaks,
+        Some(native::InMemory {
+            records: &measured.records,
+            stages: &stages,
+        }),
+    )
 }
 
 /// What `llmbench report DIR` rebuilt.
@@ -547,13 +497,43 @@ pub struct ReportOutcome {
 /// Re-reads `run.json` and `requests.jsonl` in `dir`, rebuilds the summary and rewrites `summary.json`, the
 /// harness's native files and the llm-d report; with `summary_file`, also the compact summary there. A run whose
 /// launcher was killed has no end in run.json and may end in a torn record: the torn line is skipped and the
-/// summary says the run is incomplete, with what it planned and what it recorded.
+/// summary says the run is incomplete, with what it planned and what it recorded. Records files larger than
+/// [`DEFAULT_RECORDS_MEMORY`] are summarised from disk (see [`report_dir_within`]).
 pub fn report_dir(dir: &Path, summary_file: Option<&Path>) -> Result<ReportOutcome, ReportError> {
-    if let Some(merged) = merge::read_sharded(dir)? {
-        return report_merged(dir, merged, summary_file);
+    report_dir_within(dir, summary_file, DEFAULT_RECORDS_MEMORY)
+}
+
+/// [`report_dir`] with a memory budget: a run (or a sharded run's shards together) whose records files are
+/// larger than `memory_bytes` is summarised from disk in bounded memory ([`summarize_spilled`]: the same
+/// summary), and its native reports are written but for those that need every record in memory, which are named
+/// in a warning and in `summary.json`.
+pub fn report_dir_within(
+    dir: &Path,
+    summary_file: Option<&Path>,
+    memory_bytes: u64,
+) -> Result<ReportOutcome, ReportError> {
+    if let Some(sharded) = merge::read_sharded_metas(dir)? {
+        if sharded.records_bytes > memory_bytes {
+            return report_merged_spilled(dir, sharded, summary_file, memory_bytes);
+        }
+        if let Some(merged) = merge::read_sharded(dir)? {
+            return report_merged(dir, merged, summary_file);
+        }
     }
     let meta = RunMeta::read(dir)?;
     let path = dir.join(REQUESTS_FILE);
+    if std::fs::metadata(&path).is_ok_and(|m| m.len() > memory_bytes) {
+        let run = summarize_spilled(
+            dir,
+            &meta,
+            &RecordsFile::of(dir),
+            Formats::for_harness(meta.harness),
+            memory_bytes,
+        )?;
+        let mut summary = run.summary().clone();
+        summary.server_metrics = server_metrics_summary(dir, &meta, None);
+        return write_rebuilt_spilled(dir, &meta, run, summary, summary_file);
+    }
     let file = std::fs::File::open(&path).map_err(|source| ReportError::Read {
         path: path.clone(),
         source,
@@ -609,7 +589,54 @@ fn report_merged(
         truncated_lines,
         warnings,
     } = merged;
-    for warning in &warnings {
+    prepare_merged_root(dir, &meta, &shards, &offsets_ns, &warnings)?;
+    let mut summary = summarize_run(&meta, &records);
+    complete_merged_summary(dir, &meta, &shards, &warnings, &mut summary);
+    write_rebuilt(dir, &meta, &records, summary, summary_file, truncated_lines)
+}
+
+/// [`report_merged`] of shards whose records together outgrow `memory_bytes`: streamed from the shards' files onto
+/// the merged timeline and summarised from disk ([`summarize_spilled`]), the same summary in bounded memory.
+fn report_merged_spilled(
+    dir: &Path,
+    sharded: merge::Sharded,
+    summary_file: Option<&Path>,
+    memory_bytes: u64,
+) -> Result<ReportOutcome, ReportError> {
+    let merge::Sharded {
+        merged,
+        shards,
+        records,
+        ..
+    } = sharded;
+    let merge::MergedMeta {
+        meta,
+        offsets_ns,
+        warnings,
+    } = merged;
+    prepare_merged_root(dir, &meta, &shards, &offsets_ns, &warnings)?;
+    let run = summarize_spilled(
+        dir,
+        &meta,
+        &records,
+        Formats::for_harness(meta.harness),
+        memory_bytes,
+    )?;
+    let mut summary = run.summary().clone();
+    complete_merged_summary(dir, &meta, &shards, &warnings, &mut summary);
+    write_rebuilt_spilled(dir, &meta, run, summary, summary_file)
+}
+
+/// What a merged run's root needs besides its records: the merge's warnings logged, shard 0's server metrics
+/// moved onto the merged clock, and the profile as rendered (for report.html).
+fn prepare_merged_root(
+    dir: &Path,
+    meta: &RunMeta,
+    shards: &[PathBuf],
+    offsets_ns: &[u64],
+    warnings: &[String],
+) -> Result<(), ReportError> {
+    for warning in warnings {
         tracing::warn!("{warning}");
     }
     let server_file = dir.join(SERVER_METRICS_FILE);
@@ -631,8 +658,18 @@ fn report_merged(
             let _ = std::fs::copy(&profile, dir.join(PROFILE_FILE));
         }
     }
-    let mut summary = summarize_run(&meta, &records);
-    summary.server_metrics = server_metrics_summary(dir, &meta, None);
+    Ok(())
+}
+
+/// A merged run's summary completed: the server metrics, the shards' starts and the merge's warnings.
+fn complete_merged_summary(
+    dir: &Path,
+    meta: &RunMeta,
+    shards: &[PathBuf],
+    warnings: &[String],
+    summary: &mut RunSummary,
+) {
+    summary.server_metrics = server_metrics_summary(dir, meta, None);
     let shard_metas: Vec<RunMeta> = shards
         .iter()
         .filter_map(|shard| RunMeta::read(shard).ok())
@@ -641,7 +678,46 @@ fn report_merged(
     summary
         .ignored_keys
         .extend(warnings.iter().map(|w| format!("merge: {w}")));
-    write_rebuilt(dir, &meta, &records, summary, summary_file, truncated_lines)
+}
+
+/// Writes what `llmbench report` rebuilt from disk: `summary.json` (and the compact summary to `summary_file`)
+/// and the native reports `run` can write.
+fn write_rebuilt_spilled(
+    dir: &Path,
+    meta: &RunMeta,
+    run: SpilledRun,
+    summary: RunSummary,
+    summary_file: Option<&Path>,
+) -> Result<ReportOutcome, ReportError> {
+    let files = write_summaries(dir, &summary, summary_file)?;
+    let truncated_lines = run.truncated_lines();
+    let mut files = vec![files];
+    files.extend(run.write_reports(dir, meta, &summary)?);
+    Ok(ReportOutcome {
+        summary,
+        files,
+        truncated_lines,
+    })
+}
+
+/// Writes `summary.json` (and the compact summary to `summary_file`); returns summary.json's path.
+fn write_summaries(
+    dir: &Path,
+    summary: &RunSummary,
+    summary_file: Option<&Path>,
+) -> Result<PathBuf, ReportError> {
+    let summary_path = dir.join(SUMMARY_FILE);
+    write_summary_json(&summary_path, summary).map_err(|source| ReportError::Summary {
+        path: summary_path.clone(),
+        source,
+    })?;
+    if let Some(path) = summary_file {
+        write_compact_summary(path, summary).map_err(|source| ReportError::Summary {
+            path: path.to_owned(),
+            source,
+        })?;
+    }
+    Ok(summary_path)
 }
 
 /// Writes what `llmbench report` rebuilt: `summary.json` (and the compact summary to `summary_file`), the
@@ -654,18 +730,7 @@ fn write_rebuilt(
     summary_file: Option<&Path>,
     truncated_lines: usize,
 ) -> Result<ReportOutcome, ReportError> {
-    let summary_path = dir.join(SUMMARY_FILE);
-    write_summary_json(&summary_path, &summary).map_err(|source| ReportError::Summary {
-        path: summary_path.clone(),
-        source,
-    })?;
-    if let Some(path) = summary_file {
-        write_compact_summary(path, &summary).map_err(|source| ReportError::Summary {
-            path: path.to_owned(),
-            source,
-        })?;
-    }
-    let mut files = vec![summary_path];
+    let mut files = vec![write_summaries(dir, &summary, summary_file)?];
     files.extend(write_all(
         dir,
         meta,
@@ -704,12 +769,6 @@ pub(crate) fn write_text(path: &Path, text: &str) -> Result<(), ReportError> {
         path: path.to_owned(),
         source,
     })
-}
-
-/// Values sorted ascending (NaN last), for percentile reads.
-fn sorted(mut values: Vec<f64>) -> Vec<f64> {
-    values.sort_by(f64::total_cmp);
-    values
 }
 
 /// Nanoseconds as seconds.
