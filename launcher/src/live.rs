@@ -316,7 +316,7 @@ pub enum LiveError {
 pub struct LiveServer {
     addr: SocketAddr,
     observer: RecordMetrics,
-    shutdown: Option<oneshot::Sender<()>>,
+    _serving: Serving,
 }
 
 impl LiveServer {
@@ -334,28 +334,16 @@ impl LiveServer {
             .await
             .map_err(|source| LiveError::Bind { addr, source })?;
         let bound = listener.local_addr().unwrap_or(addr);
-        let (shutdown, stopped) = oneshot::channel::<()>();
         let router = Router::new()
             .route("/metrics", get(metrics_handler))
             .with_state(Arc::new(metrics));
-        tokio::spawn(async move {
-            let stopped = async {
-                // A dropped sender stops the server as a sent signal does.
-                let _ = stopped.await;
-            };
-            if let Err(e) = axum::serve(listener, router)
-                .with_graceful_shutdown(stopped)
-                .await
-            {
-                tracing::warn!(addr = %bound, error = %e, "the live metrics server stopped");
-            }
-        });
+        let serving = serve_until_dropped(listener, router, "the live metrics server");
         // The address in the message itself, so a test (or a user) finds it in plain or JSON logs alike.
         tracing::info!("live metrics: http://{bound}/metrics");
         Ok(LiveServer {
             addr: bound,
             observer,
-            shutdown: Some(shutdown),
+            _serving: serving,
         })
     }
 
@@ -388,13 +376,42 @@ impl LiveServer {
     }
 }
 
-impl Drop for LiveServer {
+/// A server that runs until this is dropped: it then stops accepting, and closes each connection once its request in
+/// progress is answered.
+#[derive(Debug)]
+pub(crate) struct Serving(Option<oneshot::Sender<()>>);
+
+impl Drop for Serving {
     fn drop(&mut self) {
-        if let Some(shutdown) = self.shutdown.take() {
+        if let Some(shutdown) = self.0.take() {
             // The server may already have stopped on an error (logged); nothing is left to stop then.
             let _ = shutdown.send(());
         }
     }
+}
+
+/// Serves `router` on `listener` in the background until the returned guard is dropped; `what` names the server in
+/// the warning should it stop on an error.
+pub(crate) fn serve_until_dropped(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    what: &'static str,
+) -> Serving {
+    let addr = listener.local_addr().ok();
+    let (shutdown, stopped) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let stopped = async {
+            // A dropped sender stops the server as a sent signal does.
+            let _ = stopped.await;
+        };
+        if let Err(e) = axum::serve(listener, router)
+            .with_graceful_shutdown(stopped)
+            .await
+        {
+            tracing::warn!(addr = ?addr, error = %e, "{what} stopped");
+        }
+    });
+    Serving(Some(shutdown))
 }
 
 async fn metrics_handler(State(metrics): State<Arc<LiveMetrics>>) -> impl IntoResponse {

@@ -19,7 +19,7 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use llmbench_api::release::{READY_PATH, RELEASE_PATH, ReadyAnswer, ReleaseRequest};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 
 /// Why a launcher did not get released.
 #[derive(Debug, thiserror::Error)]
@@ -59,7 +59,7 @@ fn accept(current: ReadyAnswer, request: ReleaseRequest) -> (ReadyAnswer, bool) 
 pub struct ReleaseServer {
     addr: SocketAddr,
     state: watch::Sender<ReadyAnswer>,
-    shutdown: Option<oneshot::Sender<()>>,
+    _serving: crate::live::Serving,
 }
 
 impl ReleaseServer {
@@ -70,27 +70,16 @@ impl ReleaseServer {
             .map_err(|source| ReleaseError::Bind { addr, source })?;
         let bound = listener.local_addr().unwrap_or(addr);
         let (state, _) = watch::channel(ReadyAnswer::Preparing);
-        let (shutdown, stopped) = oneshot::channel::<()>();
         let router = Router::new()
             .route(READY_PATH, get(ready_handler))
             .route(RELEASE_PATH, post(release_handler))
             .with_state(state.clone());
-        tokio::spawn(async move {
-            let stopped = async {
-                let _ = stopped.await;
-            };
-            if let Err(e) = axum::serve(listener, router)
-                .with_graceful_shutdown(stopped)
-                .await
-            {
-                tracing::warn!(addr = %bound, error = %e, "the release server stopped");
-            }
-        });
+        let serving = crate::live::serve_until_dropped(listener, router, "the release server");
         tracing::info!("waiting for release: http://{bound}{READY_PATH}");
         Ok(ReleaseServer {
             addr: bound,
             state,
-            shutdown: Some(shutdown),
+            _serving: serving,
         })
     }
 
@@ -118,28 +107,14 @@ impl ReleaseServer {
             state.wait_for(|s| matches!(s, ReadyAnswer::Released { .. })),
         )
         .await;
-        match waited {
-            Ok(Ok(answer)) => match *answer {
-                ReadyAnswer::Released { at_unix_ns } => Ok(at_unix_ns),
-                // wait_for returns only a state its predicate accepted.
-                ReadyAnswer::Preparing | ReadyAnswer::Waiting => Err(ReleaseError::Timeout {
-                    addr: self.addr,
-                    waited: timeout,
-                }),
-            },
-            // The sender lives in `self`, so the channel cannot close while this waits; a timeout is what is left.
-            Ok(Err(_)) | Err(_) => Err(ReleaseError::Timeout {
-                addr: self.addr,
-                waited: timeout,
-            }),
-        }
-    }
-}
-
-impl Drop for ReleaseServer {
-    fn drop(&mut self) {
-        if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
+        let timed_out = ReleaseError::Timeout {
+            addr: self.addr,
+            waited: timeout,
+        };
+        // The sender lives in `self`, so the channel cannot close while this waits; only a timeout is left.
+        match waited.map(|answer| answer.map(|a| *a)) {
+            Ok(Ok(ReadyAnswer::Released { at_unix_ns })) => Ok(at_unix_ns),
+            _ => Err(timed_out),
         }
     }
 }
