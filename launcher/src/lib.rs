@@ -20,6 +20,7 @@ pub mod record;
 pub mod release;
 pub mod report;
 pub mod request;
+pub mod results;
 pub mod run;
 pub mod rx_stamp;
 pub mod server_metrics;

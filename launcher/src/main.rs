@@ -48,6 +48,10 @@ enum Command {
     /// an experiment directory (with experiment.json, one series per treatment): a comparison in --output —
     /// latency CDFs, throughput vs latency, Pareto, compare.html.
     Plot(PlotArgs),
+    /// Bring a BenchmarkRun's results directory from its PVC to this machine (`results fetch RUN`), as `kubectl
+    /// cp` does, or list a namespace's runs and where their results are (`results list`): through the Kubernetes
+    /// API with your kubeconfig.
+    Results(llmbench::results::ResultsCommand),
     /// Build synthetic prompts of an exact token length, as a run does before its clock starts, and print how long
     /// it took as JSON (`make bench` compares it with the peers' prompt generators).
     Synth(SynthArgs),
@@ -362,6 +366,23 @@ fn render_command(args: RenderArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The fetched directory is the last line on stdout, for scripts; progress and notes go to stderr.
+fn results_command(command: llmbench::results::ResultsCommand) -> anyhow::Result<ExitCode> {
+    use llmbench::results::Output;
+    match runtime()?.block_on(llmbench::results::execute(command)) {
+        Ok(Output::Fetched(dir)) => println!("{}", dir.display()),
+        Ok(Output::Table(table)) => print!("{table}"),
+        Err(e) => {
+            let Some(code) = e.exit_code() else {
+                return Err(e.into());
+            };
+            eprintln!("llmbench: error: {e}");
+            return Ok(ExitCode::from(code));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Logs go to stderr: JSON when LLMBENCH_LOG_FORMAT=json (as in a launcher pod), plain text otherwise; the
 /// level comes from RUST_LOG (default info).
 fn init_logging() {
@@ -409,6 +430,7 @@ fn main() -> ExitCode {
         Command::Plot(args) => plot_command(args),
         Command::Render(args) => render_command(args).map(|()| ExitCode::SUCCESS),
         Command::Synth(args) => synth_command(args).map(|()| ExitCode::SUCCESS),
+        Command::Results(command) => results_command(command),
         Command::Sim(args) => runtime().and_then(|rt| {
             rt.block_on(llmbench::sim::run_until_ctrl_c(args))
                 .map(|()| ExitCode::SUCCESS)
