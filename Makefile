@@ -15,7 +15,7 @@ release:
 ## test: everything CI checks — formatting, clippy, the generated CRDs, and every test, end-to-end ones included
 ## (the first run builds the control-plane tools into ~/.cache/llmbench-tools; later runs reuse them), then a smoke
 ## run of the benchmark driver on the debug build so `make bench` cannot rot.
-test: lint chart-check e2e-tools
+test: lint chart-check e2e-tools node-images
 	$(CARGO) build -p llmbench-operator -p llmbench
 	$(CARGO) test --workspace --all-targets
 	@BENCH_BUILD=debug bash bench/run.sh --smoke >target/bench-smoke.md 2>&1 \
@@ -55,8 +55,24 @@ bench-smoke: ; bash bench/run.sh --smoke
 
 .PHONY: e2e-tools e2e
 
-## e2e-tools: build etcd, kube-apiserver, kubectl, helm and llm-d-inference-sim into ~/.cache/llmbench-tools (once).
-e2e-tools: ; bash tests/tools/build-tools.sh
+## e2e-tools: build etcd, kube-apiserver, kubectl, helm, llm-d-inference-sim and the node's kubelet, kube-proxy,
+## kube-scheduler and kube-controller-manager into ~/.cache/llmbench-tools (once), and install the node's Debian
+## packages (containerd, runc, CNI plugins, iptables, umoci) when missing.
+e2e-tools:
+	bash tests/tools/node-packages.sh
+	bash tests/tools/build-tools.sh
+
+.PHONY: image node-images
+
+## image: the container image, built offline from the release binaries and Debian's packages with umoci:
+## target/image/llmbench-<version>.oci.tar (load it with `ctr images import`, `podman load` or `skopeo copy`).
+image: ; bash image/build.sh
+
+## node-images: what the real-node e2e test imports: the image with the debug binaries (no release build in CI) and
+## the pause image (cached in ~/.cache/llmbench-tools).
+node-images:
+	IMAGE_PROFILE=debug bash image/build.sh >/dev/null
+	bash image/build.sh --pause >/dev/null
 
 ## e2e: the end-to-end tests against a real etcd + kube-apiserver (LLMBENCH_E2E=0 skips them).
 ## The tests run the binaries from target/debug, so build them first (cargo test does not for another package).

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{self, Read as _};
-use std::net::TcpListener;
+use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -149,15 +149,23 @@ pub enum Tool {
     KubeApiserver,
     Kubectl,
     Helm,
+    Kubelet,
+    KubeScheduler,
+    KubeControllerManager,
+    KubeProxy,
     LlmDInferenceSim,
 }
 
 impl Tool {
-    pub const ALL: [Tool; 5] = [
+    pub const ALL: [Tool; 9] = [
         Tool::Etcd,
         Tool::KubeApiserver,
         Tool::Kubectl,
         Tool::Helm,
+        Tool::Kubelet,
+        Tool::KubeScheduler,
+        Tool::KubeControllerManager,
+        Tool::KubeProxy,
         Tool::LlmDInferenceSim,
     ];
 
@@ -168,6 +176,10 @@ impl Tool {
             Tool::KubeApiserver => "kube-apiserver",
             Tool::Kubectl => "kubectl",
             Tool::Helm => "helm",
+            Tool::Kubelet => "kubelet",
+            Tool::KubeScheduler => "kube-scheduler",
+            Tool::KubeControllerManager => "kube-controller-manager",
+            Tool::KubeProxy => "kube-proxy",
             Tool::LlmDInferenceSim => "llm-d-inference-sim",
         }
     }
@@ -175,7 +187,12 @@ impl Tool {
     fn version_key(self) -> &'static str {
         match self {
             Tool::Etcd => "ETCD_VERSION",
-            Tool::KubeApiserver | Tool::Kubectl => "KUBERNETES_VERSION",
+            Tool::KubeApiserver
+            | Tool::Kubectl
+            | Tool::Kubelet
+            | Tool::KubeScheduler
+            | Tool::KubeControllerManager
+            | Tool::KubeProxy => "KUBERNETES_VERSION",
             Tool::Helm => "HELM_VERSION",
             Tool::LlmDInferenceSim => "INFERENCE_SIM_VERSION",
         }
@@ -287,7 +304,7 @@ struct Pki {
     sa_private_key: PathBuf,
 }
 
-fn generate_pki(files: &Files) -> Result<Pki, HarnessError> {
+fn generate_pki(files: &Files, address: Ipv4Addr) -> Result<Pki, HarnessError> {
     let cert_err = |what| move |source| HarnessError::Certificate { what, source };
     let name = |cn: &str, org: Option<&str>| {
         let mut dn = DistinguishedName::new();
@@ -328,8 +345,10 @@ fn generate_pki(files: &Files) -> Result<Pki, HarnessError> {
         Ok((cert.pem(), key.serialize_pem()))
     };
 
-    // The names a client may use for the apiserver: the loopback address it listens on, and the in-cluster names.
+    // The names a client may use for the apiserver: the address it listens on, and the in-cluster names.
+    let listen = address.to_string();
     let serving_sans = [
+        listen.as_str(),
         "127.0.0.1",
         "localhost",
         "kubernetes",
@@ -420,7 +439,7 @@ exit "$status"
 "#;
 
 /// A server process under its watchdog.
-struct Supervised {
+pub(crate) struct Supervised {
     tool: &'static str,
     log: PathBuf,
     watchdog: Child,
@@ -429,7 +448,7 @@ struct Supervised {
 }
 
 impl Supervised {
-    fn spawn(
+    pub(crate) fn spawn(
         tool: &'static str,
         binary: &Path,
         args: &[String],
@@ -466,15 +485,15 @@ impl Supervised {
     }
 
     /// `Some(status)` once the server has exited.
-    fn exited(&mut self) -> Option<ExitStatus> {
+    pub(crate) fn exited(&mut self) -> Option<ExitStatus> {
         self.watchdog.try_wait().ok().flatten()
     }
 
-    fn log_tail(&self) -> String {
+    pub(crate) fn log_tail(&self) -> String {
         tail(&self.log, LOG_TAIL_LINES)
     }
 
-    fn exited_error(&self, status: ExitStatus) -> HarnessError {
+    pub(crate) fn exited_error(&self, status: ExitStatus) -> HarnessError {
         HarnessError::Exited {
             tool: self.tool,
             status: status.to_string(),
@@ -483,7 +502,7 @@ impl Supervised {
         }
     }
 
-    fn not_ready_error(&self, waited: Duration, last_error: String) -> HarnessError {
+    pub(crate) fn not_ready_error(&self, waited: Duration, last_error: String) -> HarnessError {
         HarnessError::NotReady {
             tool: self.tool,
             waited,
@@ -494,7 +513,7 @@ impl Supervised {
     }
 
     /// Kill the server and wait for the watchdog (bounded; a stuck watchdog is killed itself).
-    fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         drop(self.lifeline.take());
         let deadline = Instant::now() + STOP_TIMEOUT;
         while Instant::now() < deadline {
@@ -525,6 +544,17 @@ pub struct ControlPlane {
     server_url: String,
     ca_cert: PathBuf,
     admin_kubeconfig: PathBuf,
+    sa_private_key: PathBuf,
+}
+
+/// Where and how the apiserver serves.
+#[derive(Debug, Clone, Copy)]
+struct Serving {
+    /// The address it binds and advertises.
+    address: Ipv4Addr,
+    /// Serve a cluster with nodes (tests/src/node.rs): advertise a real endpoint for the `kubernetes` Service, admit
+    /// pods with their ServiceAccount, and authenticate to kubelets with the admin's certificate.
+    with_nodes: bool,
 }
 
 impl std::fmt::Debug for ControlPlane {
@@ -547,9 +577,27 @@ impl ControlPlane {
 
     /// Like [`ControlPlane::start`], with the given tools.
     pub async fn start_with(tools: Tools) -> Result<Self, HarnessError> {
+        let serving = Serving {
+            address: Ipv4Addr::LOCALHOST,
+            with_nodes: false,
+        };
+        Self::start_serving(tools, serving).await
+    }
+
+    /// A control plane for a real node ([`crate::node::RealNode`]): the apiserver listens on `address` (the host's
+    /// end of the node's network), which pods reach through the `kubernetes` Service.
+    pub async fn start_for_node(tools: Tools, address: Ipv4Addr) -> Result<Self, HarnessError> {
+        let serving = Serving {
+            address,
+            with_nodes: true,
+        };
+        Self::start_serving(tools, serving).await
+    }
+
+    async fn start_serving(tools: Tools, serving: Serving) -> Result<Self, HarnessError> {
         let mut attempt = 1;
         loop {
-            match Self::start_once(tools.clone()).await {
+            match Self::start_once(tools.clone(), serving).await {
                 Err(StartError { error, port_race }) if port_race && attempt < START_ATTEMPTS => {
                     tracing::warn!(attempt, %error, "a picked port was taken; starting again");
                     attempt += 1;
@@ -559,7 +607,7 @@ impl ControlPlane {
         }
     }
 
-    async fn start_once(tools: Tools) -> Result<Self, StartError> {
+    async fn start_once(tools: Tools, serving: Serving) -> Result<Self, StartError> {
         let etcd_bin = tools.path(Tool::Etcd)?;
         let apiserver_bin = tools.path(Tool::KubeApiserver)?;
 
@@ -582,7 +630,7 @@ impl ControlPlane {
         let files = Files {
             dir: dir_path.clone(),
         };
-        let pki = generate_pki(&files)?;
+        let pki = generate_pki(&files, serving.address)?;
 
         let [etcd_port, etcd_peer_port, apiserver_port] = free_ports::<3>()?;
         let etcd_url = format!("http://127.0.0.1:{etcd_port}");
@@ -609,14 +657,14 @@ impl ControlPlane {
         )?;
         wait_for_etcd(&mut etcd, etcd_port).await?;
 
-        let server_url = format!("https://127.0.0.1:{apiserver_port}");
+        let server_url = format!("https://{}:{apiserver_port}", serving.address);
         let p = |path: &Path| path.display().to_string();
-        let apiserver_args = [
+        let mut apiserver_args = vec![
             format!("--etcd-servers={etcd_url}"),
             format!("--secure-port={apiserver_port}"),
-            "--bind-address=127.0.0.1".to_owned(),
+            format!("--bind-address={}", serving.address),
             // Without it the apiserver looks for a default route to advertise.
-            "--advertise-address=127.0.0.1".to_owned(),
+            format!("--advertise-address={}", serving.address),
             format!("--cert-dir={}", files.path("apiserver-certs").display()),
             format!("--tls-cert-file={}", p(&pki.serving_cert)),
             format!("--tls-private-key-file={}", p(&pki.serving_key)),
@@ -630,12 +678,23 @@ impl ControlPlane {
             "--service-cluster-ip-range=10.0.0.0/24".to_owned(),
             "--allow-privileged=true".to_owned(),
             "--authorization-mode=RBAC".to_owned(),
-            // No controller-manager, so no `default` ServiceAccount for the plugin to find.
-            "--disable-admission-plugins=ServiceAccount".to_owned(),
-            // A loopback address is not a valid endpoint of the `kubernetes` Service; don't try.
-            "--endpoint-reconciler-type=none".to_owned(),
             "--profiling=false".to_owned(),
         ];
+        if serving.with_nodes {
+            // `kubectl exec`, `logs` and `results fetch` go through the kubelet, which trusts our CA.
+            apiserver_args.push(format!(
+                "--kubelet-client-certificate={}",
+                p(&pki.admin_cert)
+            ));
+            apiserver_args.push(format!("--kubelet-client-key={}", p(&pki.admin_key)));
+            // The node's name resolves nowhere; its InternalIP is the kubelet's address.
+            apiserver_args.push("--kubelet-preferred-address-types=InternalIP".to_owned());
+        } else {
+            // No controller-manager, so no `default` ServiceAccount for the plugin to find.
+            apiserver_args.push("--disable-admission-plugins=ServiceAccount".to_owned());
+            // A loopback address is not a valid endpoint of the `kubernetes` Service; don't try.
+            apiserver_args.push("--endpoint-reconciler-type=none".to_owned());
+        }
         let mut apiserver = Supervised::spawn(
             "kube-apiserver",
             &apiserver_bin,
@@ -669,6 +728,7 @@ impl ControlPlane {
             server_url,
             ca_cert: pki.ca_cert,
             admin_kubeconfig,
+            sa_private_key: pki.sa_private_key,
         })
     }
 
@@ -698,6 +758,11 @@ impl ControlPlane {
     /// The control plane's directory: certificates, kubeconfigs, `etcd.log`, `kube-apiserver.log`.
     pub fn dir(&self) -> &Path {
         &self.dir_path
+    }
+
+    /// The key that signs ServiceAccount tokens (the controller-manager's token controller needs it).
+    pub(crate) fn service_account_key(&self) -> &Path {
+        &self.sa_private_key
     }
 
     /// Where the test tools are.

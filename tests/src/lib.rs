@@ -5,6 +5,7 @@
 pub mod cluster;
 pub mod control_plane;
 pub mod kubelet;
+pub mod node;
 pub mod processes;
 
 pub use control_plane::{BUILD_HINT, ControlPlane, HarnessError, Tool, Tools, e2e_disabled};

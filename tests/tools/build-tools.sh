@@ -18,7 +18,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=versions.env
 source "$here/versions.env"
 
-all_tools=(etcd kube-apiserver kubectl helm llm-d-inference-sim)
+all_tools=(etcd kube-apiserver kubectl helm llm-d-inference-sim kubelet kube-scheduler kube-controller-manager kube-proxy)
 
 usage() {
     echo "usage: $0 [--only TOOL]...   (TOOL: ${all_tools[*]})"
@@ -70,7 +70,7 @@ command -v go >/dev/null || { echo "go is not installed; it is needed to build t
 version_of() {
     case "$1" in
     etcd) echo "$ETCD_VERSION" ;;
-    kube-apiserver | kubectl) echo "$KUBERNETES_VERSION" ;;
+    kube-apiserver | kubectl | kubelet | kube-scheduler | kube-controller-manager | kube-proxy) echo "$KUBERNETES_VERSION" ;;
     helm) echo "$HELM_VERSION" ;;
     llm-d-inference-sim) echo "$INFERENCE_SIM_VERSION" ;;
     esac
@@ -162,10 +162,18 @@ build_kube_apiserver() {
     (cd "$src" && go_build_to "$out" -ldflags="$(kubernetes_ldflags)" k8s.io/kubernetes/cmd/kube-apiserver)
 }
 
-build_kubectl() {
-    local out="$1" src
+build_kubectl() { build_kubernetes_command "$1" kubectl; }
+
+# The real node's components (tests/src/node.rs): same module, same version, same stamping as the apiserver.
+build_kubelet() { build_kubernetes_command "$1" kubelet; }
+build_kube_scheduler() { build_kubernetes_command "$1" kube-scheduler; }
+build_kube_controller_manager() { build_kubernetes_command "$1" kube-controller-manager; }
+build_kube_proxy() { build_kubernetes_command "$1" kube-proxy; }
+
+build_kubernetes_command() {
+    local out="$1" command="$2" src
     src="$(kubernetes_wrapper)"
-    (cd "$src" && go_build_to "$out" -ldflags="$(kubernetes_ldflags)" k8s.io/kubernetes/cmd/kubectl)
+    (cd "$src" && go_build_to "$out" -ldflags="$(kubernetes_ldflags)" "k8s.io/kubernetes/cmd/$command")
 }
 
 build_helm() {

@@ -1,0 +1,407 @@
+//! The in-cluster path on a real node (tests/src/node.rs): the image `image/build.sh` made, imported into
+//! containerd; the chart installed with `helm install`; the operator running as a pod under its ServiceAccount;
+//! `llmbench sim` as a Deployment behind a Service; a BenchmarkRun on a claim that the controller-manager binds;
+//! `llmbench results fetch` bringing the run's directory home through `pods/exec`; and the garbage collector
+//! removing what the run owned once it is deleted.
+//!
+//! `make test` builds the image (`IMAGE_PROFILE=debug bash image/build.sh`) and the pause image
+//! (`bash image/build.sh --pause`) first; `LLMBENCH_IMAGE_ARCHIVE` names another archive.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Service};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::{Client, ResourceExt};
+use llmbench_api::v1alpha1::{BenchmarkRun, Phase};
+use llmbench_e2e::cluster::{apply_crds, eventually};
+use llmbench_e2e::node::{NodeNetwork, RealNode};
+use llmbench_e2e::{ControlPlane, Tool, Tools, e2e_disabled, workspace_binary};
+use serde_json::{Value, json};
+
+const NAMESPACE: &str = "bench";
+const OPERATOR_NAMESPACE: &str = "llmbench-system";
+const IMAGE_REPOSITORY: &str = "ghcr.io/llmbench/llmbench";
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+const MODEL: &str = "llmbench-sim";
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+fn image_archive() -> PathBuf {
+    std::env::var_os("LLMBENCH_IMAGE_ARCHIVE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(format!("target/image/llmbench-{VERSION}.oci.tar")))
+}
+
+fn pause_archive() -> PathBuf {
+    let cache = std::env::var_os("LLMBENCH_TOOLS_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/llmbench-tools")
+        });
+    cache.join("pause-3.10/pause.oci.tar")
+}
+
+fn check(output: std::io::Result<std::process::Output>, what: &str) -> String {
+    let output = output.unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        output.status.success(),
+        "{what} failed ({}):\n{}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+async fn create<K>(api: &Api<K>, value: Value)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let object: K = serde_json::from_value(value).expect("a valid manifest");
+    api.create(&PostParams::default(), &object)
+        .await
+        .unwrap_or_else(|e| panic!("creating {}: {e}", object.name_any()));
+}
+
+/// The simulator from our own image, as a Deployment behind a ClusterIP Service on port 8000.
+async fn deploy_sim(client: &Client) -> String {
+    let image = format!("{IMAGE_REPOSITORY}:{VERSION}");
+    create(
+        &Api::<Deployment>::namespaced(client.clone(), NAMESPACE),
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "sim"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "sim"}},
+                "template": {
+                    "metadata": {"labels": {"app": "sim"}},
+                    "spec": {
+                        "containers": [{
+                            "name": "sim",
+                            "image": image,
+                            "command": ["llmbench", "sim", "--host", "0.0.0.0", "--port", "8000",
+                                        "--model", MODEL, "--ttft", "20ms", "--itl", "2ms"],
+                            "ports": [{"name": "http", "containerPort": 8000}],
+                            "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 1},
+                            "securityContext": {"runAsNonRoot": true, "allowPrivilegeEscalation": false},
+                        }],
+                    },
+                },
+            },
+        }),
+    )
+    .await;
+    let services = Api::<Service>::namespaced(client.clone(), NAMESPACE);
+    create(
+        &services,
+        json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "sim"},
+            "spec": {"selector": {"app": "sim"}, "ports": [{"name": "http", "port": 8000, "targetPort": "http"}]},
+        }),
+    )
+    .await;
+    let deployments = Api::<Deployment>::namespaced(client.clone(), NAMESPACE);
+    eventually(
+        "the sim Deployment available",
+        Duration::from_secs(120),
+        || {
+            let deployments = deployments.clone();
+            async move {
+                let d = deployments.get("sim").await.ok()?;
+                (d.status?.available_replicas? >= 1).then_some(())
+            }
+        },
+    )
+    .await;
+    let service = services.get("sim").await.expect("the sim Service");
+    service
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .expect("the sim Service has a ClusterIP")
+}
+
+fn helm_install(cp: &ControlPlane) {
+    let helm = cp.tools().path(Tool::Helm).expect("helm");
+    let chart = repo_root().join("charts/llmbench");
+    check(
+        Command::new(helm)
+            .arg("--kubeconfig")
+            .arg(cp.kubeconfig_path())
+            .args(["install", "llmbench"])
+            .arg(&chart)
+            .args(["--namespace", OPERATOR_NAMESPACE, "--create-namespace"])
+            .args([
+                "--set",
+                "logFormat=text",
+                "--set",
+                "leaderElection.enabled=true",
+            ])
+            .args(["--wait", "--timeout", "180s"])
+            .output(),
+        "helm install charts/llmbench",
+    );
+}
+
+fn run_manifest(endpoint: &str) -> Value {
+    json!({
+        "apiVersion": "llmbench.dev/v1alpha1", "kind": "BenchmarkRun",
+        "metadata": {"name": "incluster", "namespace": NAMESPACE},
+        "spec": {
+            "harness": "inference-perf",
+            "workload": {"builtin": "sanity_random"},
+            "stack": {"endpoint": endpoint, "model": MODEL, "tokenizer": "builtin"},
+            "overrides": ["load.stages.0.rate=10", "load.stages.0.duration=3"],
+            "timeout": "5m",
+        },
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_benchmark_run_succeeds_in_containers_on_a_real_node_and_its_results_come_home() {
+    if e2e_disabled(
+        "a_benchmark_run_succeeds_in_containers_on_a_real_node_and_its_results_come_home",
+    ) {
+        return;
+    }
+    let archive = image_archive();
+    assert!(
+        archive.exists(),
+        "{} is missing: run `IMAGE_PROFILE=debug bash image/build.sh` (make test does)",
+        archive.display()
+    );
+    let network = NodeNetwork::create().unwrap_or_else(|e| panic!("the node's network: {e}"));
+    let cp = ControlPlane::start_for_node(Tools::from_env().expect("tools"), network.host_ip())
+        .await
+        .unwrap_or_else(|e| panic!("the control plane: {e}"));
+    let node = RealNode::start(&cp, network, &pause_archive())
+        .await
+        .unwrap_or_else(|e| panic!("the node: {e}"));
+    node.import_image(&archive, IMAGE_REPOSITORY)
+        .unwrap_or_else(|e| panic!("importing {}: {e}", archive.display()));
+    let admin = cp.admin_client().await.expect("admin client");
+    let outcome = scenario(&cp, &admin).await;
+    if let Err(message) = outcome {
+        panic!("{message}\n\nnode logs:\n{}", node.log_tails());
+    }
+}
+
+async fn scenario(cp: &ControlPlane, admin: &Client) -> Result<(), String> {
+    // The CRDs come with the chart (charts/llmbench/crds); apply_crds only waits until they are established when
+    // a test runs before helm. Here helm installs them, so only wait.
+    helm_install(cp);
+    apply_crds(admin).await;
+    let namespaces = Api::<k8s_openapi::api::core::v1::Namespace>::all(admin.clone());
+    create(
+        &namespaces,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
+    )
+    .await;
+    let cluster_ip = deploy_sim(admin).await;
+
+    let runs: Api<BenchmarkRun> = Api::namespaced(admin.clone(), NAMESPACE);
+    create(&runs, run_manifest(&format!("http://{cluster_ip}:8000"))).await;
+    let seen = std::sync::Mutex::new(Vec::new());
+    let run = eventually(
+        "the BenchmarkRun to finish",
+        Duration::from_secs(300),
+        || {
+            let runs = runs.clone();
+            let seen = &seen;
+            async move {
+                let run = runs.get("incluster").await.ok()?;
+                let phase = run.status.as_ref().and_then(|s| s.phase);
+                if let Some(p) = phase
+                    && let Ok(mut seen) = seen.lock()
+                    && seen.last() != Some(&p)
+                {
+                    seen.push(p);
+                }
+                matches!(phase, Some(Phase::Succeeded | Phase::Failed)).then_some(run)
+            }
+        },
+    )
+    .await;
+    let seen = seen.into_inner().unwrap_or_default();
+    let status = run.status.clone().unwrap_or_default();
+    if status.phase != Some(Phase::Succeeded) {
+        return Err(format!(
+            "the run ended {:?}: {:#?}",
+            status.phase, status.conditions
+        ));
+    }
+    if !seen.contains(&Phase::Running) {
+        return Err(format!("the run never showed Running: {seen:?}"));
+    }
+    let summary = status.summary.clone().ok_or("no summary in status")?;
+    if summary.requests != 30 || summary.failures != 0 {
+        return Err(format!(
+            "expected 30 requests (10/s for 3 s), none failed: {summary:?}"
+        ));
+    }
+
+    // The claim bound to one of the node's volumes, as on a real cluster.
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NAMESPACE);
+    let claim = claims
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| format!("listing claims: {e}"))?
+        .items
+        .into_iter()
+        .next()
+        .ok_or("the run made no claim")?;
+    let claim_phase = claim.status.and_then(|s| s.phase).unwrap_or_default();
+    if claim_phase != "Bound" {
+        return Err(format!(
+            "claim {} is {claim_phase}",
+            claim.metadata.name.unwrap_or_default()
+        ));
+    }
+
+    // Fetch the whole directory with the user's kubeconfig, through a reader pod and `pods/exec`.
+    let to = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let llmbench = workspace_binary("llmbench").map_err(|e| e.to_string())?;
+    let stdout = check(
+        Command::new(&llmbench)
+            .env("KUBECONFIG", cp.kubeconfig_path())
+            .args(["results", "fetch", "incluster", "-n", NAMESPACE, "--to"])
+            .arg(to.path())
+            .output(),
+        "llmbench results fetch",
+    );
+    let fetched = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
+    let summary_file = find_file(&fetched, "summary.json")
+        .ok_or_else(|| format!("no summary.json under {}", fetched.display()))?;
+    let text = std::fs::read_to_string(&summary_file).map_err(|e| e.to_string())?;
+    let local: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    compare_with_status(&local, &summary)?;
+    // A second fetch is safe: it refuses to overwrite, or replaces with --force.
+    check(
+        Command::new(&llmbench)
+            .env("KUBECONFIG", cp.kubeconfig_path())
+            .args([
+                "results",
+                "fetch",
+                "incluster",
+                "-n",
+                NAMESPACE,
+                "--force",
+                "--to",
+            ])
+            .arg(to.path())
+            .output(),
+        "llmbench results fetch --force (again)",
+    );
+
+    // Deleting the run: the garbage collector removes what it owned.
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), NAMESPACE);
+    let selector = ListParams::default().labels("app.kubernetes.io/managed-by=llmbench-operator");
+    let before = pods
+        .list(&selector)
+        .await
+        .map_err(|e| e.to_string())?
+        .items
+        .len();
+    if before == 0 {
+        return Err(
+            "the run's pods are not labelled app.kubernetes.io/managed-by=llmbench-operator"
+                .to_owned(),
+        );
+    }
+    runs.delete("incluster", &DeleteParams::background())
+        .await
+        .map_err(|e| format!("deleting the run: {e}"))?;
+    let configmaps: Api<ConfigMap> = Api::namespaced(admin.clone(), NAMESPACE);
+    eventually(
+        "the garbage collector to remove the run's pods and ConfigMap",
+        Duration::from_secs(120),
+        || {
+            let (pods, configmaps, selector) = (pods.clone(), configmaps.clone(), selector.clone());
+            async move {
+                let left = pods.list(&selector).await.ok()?.items.len();
+                let profile = configmaps.get_opt("incluster-profile").await.ok()?;
+                (left == 0 && profile.is_none()).then_some(())
+            }
+        },
+    )
+    .await;
+    Ok(())
+}
+
+fn find_file(dir: &Path, name: &str) -> Option<PathBuf> {
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if let Some(found) = find_file(&path, name) {
+                return Some(found);
+            }
+        } else if path.file_name().is_some_and(|n| n == name) {
+            return Some(path);
+        }
+    }
+    None
+}
+
+/// The fetched `summary.json` and the status summary the operator copied must tell the same numbers.
+fn compare_with_status(
+    local: &Value,
+    status: &llmbench_api::v1alpha1::RunSummary,
+) -> Result<(), String> {
+    let number = |pointer: &str| local.pointer(pointer).and_then(Value::as_f64);
+    let mut differences = Vec::new();
+    let mut expect = |what: &str, fetched: Option<f64>, in_status: f64| {
+        if fetched != Some(in_status) {
+            differences.push(format!("{what}: fetched {fetched:?}, status {in_status}"));
+        }
+    };
+    expect(
+        "requests",
+        number("/requests/total"),
+        status.requests as f64,
+    );
+    expect(
+        "failures",
+        number("/requests/failed"),
+        status.failures as f64,
+    );
+    expect(
+        "requests/s",
+        number("/throughput/requests_per_s"),
+        status.throughput.requests_per_second,
+    );
+    for (name, stats) in [
+        ("ttft", &status.latency_ms.ttft),
+        ("e2e", &status.latency_ms.e2e),
+    ] {
+        let stats = stats.as_ref();
+        for (q, value) in [
+            ("p50", stats.map(|s| s.p50)),
+            ("p90", stats.map(|s| s.p90)),
+            ("p99", stats.map(|s| s.p99)),
+        ] {
+            expect(
+                &format!("{name} {q}"),
+                number(&format!("/latency_ms/{name}/{q}")),
+                value.unwrap_or(f64::NAN),
+            );
+        }
+    }
+    if differences.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the fetched summary.json and status.summary differ:\n{}\n{local:#}",
+            differences.join("\n")
+        ))
+    }
+}
