@@ -748,6 +748,7 @@ impl RunContext<'_> {
         let clock = Clock::start();
         let t0_unix_ns = wallclock::unix_ns_now();
         let mut meta = RunMeta {
+            launcher_cpus: Some(crate::sizing::available_cpus()),
             schema: RUN_META_SCHEMA.to_owned(),
             run_id: run_id.clone(),
             harness,

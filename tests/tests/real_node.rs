@@ -163,6 +163,8 @@ fn run_manifest(endpoint: &str) -> Value {
             "stack": {"endpoint": endpoint, "model": MODEL, "tokenizer": "builtin"},
             "overrides": ["load.stages.0.rate=10", "load.stages.0.duration=3"],
             "timeout": "5m",
+            // One CPU: the launcher must size itself from its container's cgroup quota, not the node's CPUs.
+            "launcher": {"resources": {"limits": {"cpu": "1", "memory": "1Gi"}}},
         },
     })
 }
@@ -285,6 +287,17 @@ async fn scenario(cp: &ControlPlane, admin: &Client) -> Result<(), String> {
     let text = std::fs::read_to_string(&summary_file).map_err(|e| e.to_string())?;
     let local: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
     compare_with_status(&local, &summary)?;
+    let run_json = find_file(&fetched, "run.json")
+        .ok_or_else(|| format!("no run.json under {}", fetched.display()))?;
+    let run_meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(&run_json).map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    if run_meta.get("launcher_cpus") != Some(&json!(1)) {
+        return Err(format!(
+            "the launcher limited to 1 CPU sized itself for {:?} (cgroup v1 quota not read?)",
+            run_meta.get("launcher_cpus")
+        ));
+    }
     // A second fetch is safe: it refuses to overwrite, or replaces with --force.
     check(
         Command::new(&llmbench)

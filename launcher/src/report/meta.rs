@@ -62,6 +62,10 @@ pub struct RunMeta {
     /// nothing sent or measured.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub profile_notes: Vec<ProfileNote>,
+    /// What this launcher could use, as it sized its worker threads: the CPUs of its cgroup quota (a pod's
+    /// `resources.limits.cpu`), else the host's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launcher_cpus: Option<usize>,
     /// How the run ended, written when it ended: absent in the run.json of a launcher that was killed or
     /// crashed, which `llmbench report` then reports as incomplete.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -134,6 +134,7 @@ pub(crate) fn meta() -> RunMeta {
         report: ReportOptions::default(),
         planned_requests: None,
         profile_notes: Vec::new(),
+        launcher_cpus: None,
         end: None,
         capacity_search: None,
         server_metrics: None,
