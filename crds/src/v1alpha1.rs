@@ -134,6 +134,9 @@ impl std::str::FromStr for Harness {
     ).message("spec is immutable once the run has started; create a new BenchmarkRun instead")
 )]
 #[x_kube(validation = Rule::new("!has(self.skipRun) || !self.skipRun || has(self.resultsDir)").message("skipRun collects earlier results: set resultsDir to their directory"))]
+// The launchers cannot shard these: a collector reports on one directory, and LoadGen judges one process's queries.
+#[x_kube(validation = Rule::new("!(has(self.skipRun) && self.skipRun && has(self.launcher) && has(self.launcher.parallelism) && self.launcher.parallelism > 1)").message("skipRun runs one collector pod: launcher.parallelism must be 1"))]
+#[x_kube(validation = Rule::new("!(self.harness == 'mlperf' && has(self.launcher) && has(self.launcher.parallelism) && self.launcher.parallelism > 1)").message("the mlperf harness runs one LoadGen, which cannot be sharded: launcher.parallelism must be 1"))]
 #[x_kube(validation = Rule::new("!(has(self.launcher) && has(self.launcher.parallelism) && self.launcher.parallelism > 1 && has(self.storage) && has(self.storage.emptyDir))").message("launcher.parallelism > 1 needs a PVC: each launcher pod's emptyDir is its own, so the merge could not read the shards' records"))]
 #[x_kube(validation = Rule::new("!(has(self.launcher) && has(self.launcher.parallelism) && self.launcher.parallelism > 1 && has(self.storage) && has(self.storage.pvc) && has(self.storage.pvc.accessModes) && self.storage.pvc.accessModes.exists(m, m == 'ReadWriteOncePod'))").message("a ReadWriteOncePod claim admits one pod: launcher.parallelism > 1 needs ReadWriteMany (shards on any node) or ReadWriteOnce (shards on one node)"))]
 #[serde(rename_all = "camelCase")]
@@ -164,8 +167,8 @@ pub struct BenchmarkRunSpec {
     /// Where results are written: a PVC (default workload-pvc) or an emptyDir.
     #[serde(default)]
     pub storage: StorageSpec,
-    /// How long the run may take before its pods are deleted and it fails with reason Timeout, as a duration
-    /// (e.g. 3600s, 90m, 1h30m). Default 3600s.
+    /// How long the run may take, counted from its creation (so a run that can never start ends too), before its
+    /// pods are deleted and it fails with reason Timeout, as a duration (e.g. 3600s, 90m, 1h30m). Default 3600s.
     #[serde(default = "default_timeout")]
     #[x_kube(validation = Rule::new("self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')").message("timeout must be a positive duration such as 3600s or 1h"))]
     #[schemars(
@@ -452,8 +455,10 @@ pub struct BenchmarkRunStatus {
     /// Where the run is: Pending, Running, Collecting, Succeeded or Failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<Phase>,
-    /// ProfileRendered, LauncherStarted, Completed and SLOMet.
+    /// ProfileRendered, LauncherStarted, Completed, Failed, SLOMet and Reconciled, at most one of each type.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    // A map keyed by type: server-side apply merges conditions by type, and the API server refuses duplicates.
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
     /// The generation of the spec this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -106,6 +106,8 @@ fn skip_run_needs_a_results_dir_and_results_dir_stays_inside_the_volume() {
     );
     let mut ok = spec;
     ok["resultsDir"] = json!("bench-1-0f3c9a2e");
+    // One collector: a collector cannot be sharded.
+    ok["launcher"]["parallelism"] = json!(1);
     assert_eq!(rejections(&run(ok), None), Vec::<String>::new());
     for bad in ["../etc", "a/../b", "/abs", "a//b", "."] {
         let mut spec = valid_spec();
@@ -115,6 +117,30 @@ fn skip_run_needs_a_results_dir_and_results_dir_stays_inside_the_volume() {
             "{bad} is rejected"
         );
     }
+}
+
+#[test]
+fn a_collector_and_an_mlperf_run_cannot_be_sharded() {
+    let mut collector = valid_spec();
+    collector["skipRun"] = json!(true);
+    collector["resultsDir"] = json!("bench-1-0f3c9a2e");
+    let messages = rejections(&run(collector), None);
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("skipRun runs one collector pod: launcher.parallelism must be 1")),
+        "{messages:?}"
+    );
+    let mlperf = with(valid_spec(), "/harness", json!("mlperf"));
+    let messages = rejections(&run(mlperf.clone()), None);
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("the mlperf harness runs one LoadGen")),
+        "{messages:?}"
+    );
+    let single = with(mlperf, "/launcher/parallelism", json!(1));
+    assert_eq!(rejections(&run(single), None), Vec::<String>::new());
 }
 
 #[test]

@@ -4,22 +4,22 @@
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use futures_util::FutureExt;
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
 use llmbench_operator::builders::{FIELD_MANAGER, LauncherSettings};
 use llmbench_operator::experiment::hooks::HOOK_TIMEOUT;
-use llmbench_operator::leader::{LeaderElector, LeaseConfig};
+use llmbench_operator::leader::{self, LeaderElector, LeaseConfig, Timing, Work};
 use llmbench_operator::metrics::Metrics;
-use llmbench_operator::reconcile::{Context, run_controllers};
+use llmbench_operator::reconcile::retry::Retries;
+use llmbench_operator::reconcile::{Context, DEFAULT_CONCURRENCY, run_controllers};
 use llmbench_operator::server::{Health, router, serve};
 use llmbench_operator::status::parse_duration;
 use prometheus_client::registry::Registry;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 
 /// The llmbench operator: reconciles BenchmarkRuns, BenchmarkExperiments and WorkloadProfiles. Without a
 /// subcommand it runs the controllers (as `run` does).
@@ -80,9 +80,14 @@ struct RunArgs {
     /// How long a Lease is valid without renewal.
     #[arg(long, default_value = "15s", value_parser = parse_duration)]
     lease_duration: Duration,
-    /// How long the leader keeps reconciling while it cannot renew, before it gives up (and exits).
+    /// How long the leader keeps reconciling while it cannot renew, before it stops the controllers at once (and
+    /// exits). Counted from its last successful renewal, whether renewals fail or hang; must be shorter than the
+    /// lease duration. Each Lease API call is bounded by half of it.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     renew_deadline: Duration,
+    /// How many objects each controller reconciles at once (0: no bound).
+    #[arg(long, env = "LLMBENCH_CONCURRENCY", default_value_t = DEFAULT_CONCURRENCY)]
+    concurrency: u16,
     /// How many finished runs per namespace keep their result gauges (llmbench_run_*) on /metrics; older runs'
     /// series are removed as newer ones finish, and a run's when it is deleted. 0 exports none.
     #[arg(
@@ -185,44 +190,33 @@ async fn termination() {
     }
 }
 
-/// A running pair of controllers and the switch that stops them.
-struct Controllers {
-    stop: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<()>,
-}
+/// How long the controllers get to finish the reconciles under way when the operator shuts down.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
-impl Controllers {
-    fn start(ctx: Arc<Context>, namespace: Option<String>, health: Arc<Health>) -> Self {
-        let (stop, stopped) = oneshot::channel::<()>();
-        // Cloneable, Send + Sync: what kube's graceful shutdown wants.
-        let shutdown = stopped.shared();
-        let task = tokio::spawn(async move {
-            let synced_health = health.clone();
-            run_controllers(
-                ctx,
-                namespace.as_deref(),
-                shutdown,
-                move || {
-                    tracing::info!("caches synced");
-                    synced_health.set_synced();
-                },
-                |stores| health.set_stores(stores),
-            )
-            .await;
-        });
-        tracing::info!("controllers started");
-        Controllers { stop, task }
-    }
-
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        if tokio::time::timeout(Duration::from_secs(20), self.task)
-            .await
-            .is_err()
-        {
-            tracing::warn!("controllers did not stop within 20s");
-        }
-    }
+/// Starts the controllers as work that can be stopped gracefully or fenced.
+fn start_controllers(
+    ctx: Arc<Context>,
+    namespace: Option<String>,
+    concurrency: u16,
+    health: Arc<Health>,
+) -> Work {
+    let work = Work::spawn(move |shutdown| async move {
+        let synced_health = health.clone();
+        run_controllers(
+            ctx,
+            namespace.as_deref(),
+            concurrency,
+            shutdown,
+            move || {
+                tracing::info!("caches synced");
+                synced_health.set_synced();
+            },
+            |stores| health.set_stores(stores),
+        )
+        .await;
+    });
+    tracing::info!(concurrency, "controllers started");
+    work
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -270,6 +264,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             .timeout(HOOK_TIMEOUT)
             .build()
             .context("cannot build the HTTP client for experiment hooks")?,
+        retries: Retries::default(),
     });
     tracing::info!(
         identity,
@@ -282,25 +277,26 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let outcome = if args.leader_elect {
         lead(&args, client, identity, ctx, health, stop_rx).await
     } else {
-        let controllers = Controllers::start(ctx, args.namespace.clone(), health);
+        let controllers = start_controllers(ctx, args.namespace.clone(), args.concurrency, health);
         let mut rx = stop_rx;
         let _ = rx.wait_for(|stop| *stop).await;
-        controllers.stop().await;
+        controllers.stop(SHUTDOWN_GRACE).await;
         Ok(())
     };
     server.abort();
     outcome
 }
 
-/// Campaigns for the Lease; runs the controllers while leading. Losing the Lease stops the process with an error,
-/// so the orchestrator restarts it as a clean candidate (client-go does the same).
+/// Campaigns for the Lease; runs the controllers while leading. Losing the Lease (or going a renew deadline
+/// without renewing it) stops the controllers at once and the process with an error, so the orchestrator restarts
+/// it as a clean candidate (client-go does the same).
 async fn lead(
     args: &RunArgs,
     client: Client,
     identity: String,
     ctx: Arc<Context>,
     health: Arc<Health>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let lease_namespace = args
         .lease_namespace
@@ -308,6 +304,18 @@ async fn lead(
         .or_else(|| std::env::var("POD_NAMESPACE").ok())
         .or_else(|| args.namespace.clone())
         .unwrap_or_else(|| "default".to_owned());
+    if args.renew_deadline >= args.lease_duration {
+        anyhow::bail!(
+            "--renew-deadline ({:?}) must be shorter than --lease-duration ({:?}), or a successor could lead \
+             while this replica still reconciles",
+            args.renew_deadline,
+            args.lease_duration
+        );
+    }
+    let timing = Timing {
+        retry_period: args.retry_period,
+        renew_deadline: args.renew_deadline,
+    };
     let mut elector = LeaderElector::new(
         client,
         LeaseConfig {
@@ -315,66 +323,25 @@ async fn lead(
             namespace: lease_namespace,
             identity,
             lease_duration: args.lease_duration,
+            call_timeout: timing.call_timeout(),
         },
     );
-    let mut controllers: Option<Controllers> = None;
-    let mut last_renewal = Instant::now();
-    let mut ticker = tokio::time::interval(args.retry_period);
-    let mut lost = None;
-    loop {
-        tokio::select! {
-            changed = stop.changed() => {
-                if changed.is_err() || *stop.borrow() {
-                    break;
-                }
-                continue;
-            }
-            _ = ticker.tick() => {}
-        }
-        match elector.try_acquire_or_renew().await {
-            Ok(true) => {
-                last_renewal = Instant::now();
-                health.set_lease(true);
-                if controllers.is_none() {
-                    tracing::info!(identity = elector.identity(), "leading");
-                    controllers = Some(Controllers::start(
-                        ctx.clone(),
-                        args.namespace.clone(),
-                        health.clone(),
-                    ));
-                }
-            }
-            Ok(false) => {
-                if controllers.is_some() {
-                    lost = Some("another replica holds the lease".to_owned());
-                    break;
-                }
-                health.set_lease(false);
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "lease round failed");
-                if controllers.is_some() && last_renewal.elapsed() > args.renew_deadline {
-                    lost = Some(format!(
-                        "could not renew the lease for {:?}: {e}",
-                        args.renew_deadline
-                    ));
-                    break;
-                }
-            }
-        }
-    }
-    if let Some(running) = controllers {
-        running.stop().await;
-    }
-    match lost {
-        Some(why) => Err(anyhow::anyhow!("lost leadership: {why}")),
-        None => {
-            if let Err(e) = elector.release().await {
-                tracing::warn!(error = %e, "cannot release the lease; a successor waits for it to expire");
-            } else {
-                tracing::info!("lease released");
-            }
-            Ok(())
-        }
-    }
+    let lease_health = health.clone();
+    leader::lead(
+        &mut elector,
+        timing,
+        stop,
+        SHUTDOWN_GRACE,
+        move |held| lease_health.set_lease(held),
+        || {
+            start_controllers(
+                ctx.clone(),
+                args.namespace.clone(),
+                args.concurrency,
+                health.clone(),
+            )
+        },
+    )
+    .await?;
+    Ok(())
 }

@@ -35,13 +35,14 @@ pub const PERMISSIONS: &[(&str, &str, &[&str])] = &[
         &["get", "list", "watch"],
     ),
     ("llmbench.dev", "workloadprofiles/status", &["patch"]),
-    // Launcher and collector creation, listing by run label, the owned-pod watch, the collector read (get),
-    // deletion on timeout/failure/cleanup.
+    // Launcher and collector creation, listing by run label, the owned-pod watch, the collector read and the
+    // owner check of a pod whose name is taken (get), deletion on timeout/failure/cleanup.
     ("", "pods", &["create", "get", "list", "watch", "delete"]),
     // A failed launcher's log tail.
     ("", "pods/log", &["get"]),
-    // Server-side apply of <run>-profile and <experiment>-plan; deletion with their owner.
-    ("", "configmaps", &["create", "patch", "delete"]),
+    // <run>-profile and <experiment>-plan: read to check who owns one of that name (get), created where absent,
+    // server-side applied while owned (patch), deleted with their owner.
+    ("", "configmaps", &["get", "create", "patch", "delete"]),
     // Created if absent; never updated or deleted.
     ("", "persistentvolumeclaims", &["get", "create"]),
     // kube::runtime::events::Recorder (creates, then patches a repeated event's series).

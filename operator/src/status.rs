@@ -12,6 +12,9 @@
 //!   `LauncherLost` with the pod, the exit code and the log tail in the message; absent otherwise.
 //! - `SLOMet`: True/`WithinSLO` or False/`SLOViolated`|`NoSummary`, when `spec.slo` is set or the harness gives a
 //!   verdict of its own (MLPerf's VALID/INVALID); both must pass when both are there.
+//! - `Reconciled`: False/the failed action's reason (`CreatePodFailed`, `ConfigMapNotOwned`, …) with the error,
+//!   naming the object and the API server's answer, while the operator cannot act on the run (it retries with a
+//!   backoff); True/`Reconciled` once a later pass succeeds; absent while no pass ever failed.
 
 use std::time::Duration;
 
@@ -29,6 +32,7 @@ pub const LAUNCHER_STARTED: &str = "LauncherStarted";
 pub const COMPLETED: &str = "Completed";
 pub const FAILED: &str = "Failed";
 pub const SLO_MET: &str = "SLOMet";
+pub const RECONCILED: &str = "Reconciled";
 
 /// Condition messages are bounded by the API (32 KiB); keep them readable in `kubectl describe`.
 const MAX_MESSAGE_BYTES: usize = 8 * 1024;
@@ -381,6 +385,46 @@ pub fn set_condition(
         observed_generation: generation,
         last_transition_time: transition,
     });
+}
+
+/// Records that a reconcile of the run failed for `reason` with `message` (see [`RECONCILED`]).
+pub fn reconcile_failed(
+    status: &mut BenchmarkRunStatus,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+    now: Timestamp,
+) {
+    let message = truncate_keep_end(message, MAX_MESSAGE_BYTES, "");
+    set_condition(
+        &mut status.conditions,
+        RECONCILED,
+        false,
+        reason,
+        &message,
+        generation,
+        now,
+    );
+}
+
+/// Records that a reconcile succeeded, when an earlier one had failed; a run that never failed carries no
+/// `Reconciled` condition at all.
+pub fn reconcile_succeeded(
+    status: &mut BenchmarkRunStatus,
+    generation: Option<i64>,
+    now: Timestamp,
+) {
+    if condition(status, RECONCILED).is_some_and(|c| c.status == "False") {
+        set_condition(
+            &mut status.conditions,
+            RECONCILED,
+            true,
+            "Reconciled",
+            "the operator acts on the run again",
+            generation,
+            now,
+        );
+    }
 }
 
 /// Removes condition `type_`.
@@ -1042,6 +1086,38 @@ mod tests {
         assert_eq!(
             status.summary.and_then(|s| s.verdict).map(|v| v.result),
             Some("INVALID".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_reconcile_error_is_a_reconciled_false_condition_until_a_pass_succeeds() {
+        let t0 = Timestamp::from_second(1_000).expect("time");
+        let t1 = Timestamp::from_second(2_000).expect("time");
+        let mut status = BenchmarkRunStatus::default();
+        reconcile_succeeded(&mut status, Some(1), t0);
+        assert!(
+            status.conditions.is_empty(),
+            "a run that never failed has no Reconciled condition"
+        );
+        let message = "failed to create launcher pod bench-1-launcher-0 for BenchmarkRun bench-1: \
+                       pods \"bench-1-launcher-0\" is forbidden: exceeded quota";
+        reconcile_failed(&mut status, "CreatePodFailed", message, Some(1), t0);
+        let c = condition(&status, RECONCILED).expect("condition");
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
+            ("False", "CreatePodFailed", message)
+        );
+        reconcile_succeeded(&mut status, Some(1), t1);
+        let c = condition(&status, RECONCILED).expect("condition");
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("True", "Reconciled")
+        );
+        assert_eq!(c.last_transition_time, Time(t1));
+        let huge = "x".repeat(100_000);
+        reconcile_failed(&mut status, "PatchStatusFailed", &huge, Some(1), t1);
+        assert!(
+            condition(&status, RECONCILED).is_some_and(|c| c.message.len() <= MAX_MESSAGE_BYTES)
         );
     }
 

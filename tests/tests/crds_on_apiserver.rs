@@ -217,6 +217,21 @@ async fn the_apiserver_accepts_a_valid_run_and_rejects_broken_specs_with_the_rul
     api.create(&pp, &run("single-empty-dir", single_on_empty_dir))
         .await
         .expect("one launcher on an emptyDir is accepted");
+    // One collector, and one MLPerf launcher, are what the launchers can run.
+    let mut single_collector = with(valid_spec(), "/launcher/parallelism", json!(1));
+    single_collector["skipRun"] = json!(true);
+    single_collector["resultsDir"] = json!("earlier-run");
+    api.create(&pp, &run("single-collector", single_collector))
+        .await
+        .expect("skipRun with one collector is accepted");
+    let single_mlperf = with(
+        with(valid_spec(), "/launcher/parallelism", json!(1)),
+        "/harness",
+        json!("mlperf"),
+    );
+    api.create(&pp, &run("single-mlperf", single_mlperf))
+        .await
+        .expect("mlperf with one launcher is accepted");
 
     let cases = [
         (
@@ -292,6 +307,21 @@ async fn the_apiserver_accepts_a_valid_run_and_rejects_broken_specs_with_the_rul
                 spec
             },
             "startTimeout must be a positive duration",
+        ),
+        (
+            "a sharded collector",
+            {
+                let mut spec = valid_spec();
+                spec["skipRun"] = json!(true);
+                spec["resultsDir"] = json!("earlier-run");
+                spec
+            },
+            "skipRun runs one collector pod: launcher.parallelism must be 1",
+        ),
+        (
+            "a sharded mlperf run",
+            with(valid_spec(), "/harness", json!("mlperf")),
+            "the mlperf harness runs one LoadGen, which cannot be sharded: launcher.parallelism must be 1",
         ),
     ];
     for (i, (what, spec, expected)) in cases.into_iter().enumerate() {
@@ -413,6 +443,16 @@ async fn the_apiserver_accepts_a_valid_experiment_and_rejects_broken_or_edited_o
             "cooldown must be a duration such as 30s or 2m",
         ),
         (
+            "a template with a sharded collector",
+            {
+                let mut spec = valid_experiment_spec();
+                spec["template"]["skipRun"] = json!(true);
+                spec["template"]["resultsDir"] = json!("earlier-run");
+                spec
+            },
+            "skipRun runs one collector pod: launcher.parallelism must be 1",
+        ),
+        (
             "a template with two workload sources",
             with(
                 valid_experiment_spec(),
@@ -464,4 +504,81 @@ async fn the_apiserver_accepts_a_valid_experiment_and_rejects_broken_or_edited_o
     )
     .await
     .expect("labels of a started experiment may change");
+}
+
+#[tokio::test]
+async fn conditions_are_a_map_keyed_by_type_so_a_type_appears_once() {
+    if e2e_disabled("conditions_are_a_map_keyed_by_type_so_a_type_appears_once") {
+        return;
+    }
+    let cp = control_plane().await;
+    let client = cp.admin_client().await.expect("admin client");
+    let ns = "condition-map";
+    create_namespace(&client, ns).await;
+    let condition = |type_: &str, status: &str, reason: &str| {
+        json!({"type": type_, "status": status, "reason": reason, "message": "",
+               "lastTransitionTime": "2026-11-22T04:00:00Z"})
+    };
+    let twice = json!({"status": {"conditions": [
+        condition("Completed", "False", "Running"),
+        condition("Completed", "True", "Succeeded"),
+    ]}});
+    let once_each = json!({"status": {"conditions": [
+        condition("Completed", "False", "Running"),
+        condition("Reconciled", "False", "CreatePodFailed"),
+    ]}});
+
+    let runs = runs(&client, ns);
+    runs.create(&PostParams::default(), &run("conditions", valid_spec()))
+        .await
+        .expect("created");
+    let message = rejection(
+        runs.patch_status("conditions", &PatchParams::default(), &Patch::Merge(&twice))
+            .await,
+        "a run's condition type twice",
+    );
+    assert!(message.contains("Duplicate value"), "{message}");
+    runs.patch_status(
+        "conditions",
+        &PatchParams::default(),
+        &Patch::Merge(&once_each),
+    )
+    .await
+    .expect("one condition of each type is accepted");
+    // A second field manager applying one condition merges it by type; the other manager's stays.
+    let apply = json!({
+        "apiVersion": "llmbench.dev/v1alpha1", "kind": "BenchmarkRun",
+        "status": {"conditions": [condition("SLOMet", "True", "WithinSLO")]},
+    });
+    let merged = runs
+        .patch_status(
+            "conditions",
+            &PatchParams::apply("another-manager").force(),
+            &Patch::Apply(&apply),
+        )
+        .await
+        .expect("an apply of one condition");
+    let types: Vec<&str> = merged.data["status"]["conditions"]
+        .as_array()
+        .expect("conditions")
+        .iter()
+        .filter_map(|c| c["type"].as_str())
+        .collect();
+    assert_eq!(types, ["Completed", "Reconciled", "SLOMet"], "{merged:?}");
+
+    let experiments = experiments(&client, ns);
+    experiments
+        .create(
+            &PostParams::default(),
+            &experiment("conditions", valid_experiment_spec()),
+        )
+        .await
+        .expect("created");
+    let message = rejection(
+        experiments
+            .patch_status("conditions", &PatchParams::default(), &Patch::Merge(&twice))
+            .await,
+        "an experiment's condition type twice",
+    );
+    assert!(message.contains("Duplicate value"), "{message}");
 }

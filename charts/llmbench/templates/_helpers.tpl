@@ -79,8 +79,9 @@ app.kubernetes.io/component: operator
   verbs: ["get"]
 - apiGroups: [""]
   resources: ["configmaps"]
-  # Server-side apply of <run>-profile and <experiment>-plan (create or patch); delete with their owner.
-  verbs: ["create", "patch", "delete"]
+  # <run>-profile and <experiment>-plan: read to check who owns one of that name (get), created where absent,
+  # server-side applied while owned (patch), deleted with their owner.
+  verbs: ["get", "create", "patch", "delete"]
 - apiGroups: [""]
   # Created if absent, reused if present, never updated or deleted.
   resources: ["persistentvolumeclaims"]

@@ -183,6 +183,8 @@ pub struct BenchmarkExperimentStatus {
     pub phase: Option<ExperimentPhase>,
     /// Valid and Completed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    // A map keyed by type: server-side apply merges conditions by type, and the API server refuses duplicates.
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
     /// The generation of the spec this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]

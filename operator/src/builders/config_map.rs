@@ -7,14 +7,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 use llmbench_api::v1alpha1::BenchmarkRun;
 
+use super::names::{MAX_OBJECT_NAME, bounded_name};
 use super::{BuildError, owner_reference, run_labels};
 
 /// The key (and file name in the pod) of the rendered profile.
 pub const PROFILE_FILE: &str = "profile.yaml";
 
-/// `<run>-profile`.
+/// `<run>-profile`, shortened with a hash when the run's name is too long for it.
 pub fn profile_config_map_name(run: &BenchmarkRun) -> String {
-    format!("{}-profile", run.name_any())
+    bounded_name(&format!("{}-profile", run.name_any()), MAX_OBJECT_NAME)
 }
 
 /// The ConfigMap holding `rendered`, owned by `run`. `template_name` records where the profile came from.

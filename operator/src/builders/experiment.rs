@@ -12,6 +12,8 @@ use llmbench_api::v1alpha1::{
     BenchmarkExperiment, BenchmarkRun, BenchmarkRunSpec, WORKLOAD_MOUNT_PATH,
 };
 
+use super::names::MAX_OBJECT_NAME;
+pub use super::names::bounded_name;
 use super::{BuildError, FIELD_MANAGER, LauncherSettings, PodParts, llmbench_pod};
 use crate::experiment::hooks::HookCall;
 
@@ -29,38 +31,10 @@ pub const HOOKS_ANNOTATION: &str = "llmbench.dev/hooks";
 pub const PLAN_MOUNT_PATH: &str = "/etc/llmbench";
 /// The key (and file name in the collector) of the plan.
 pub const PLAN_FILE: &str = "experiment.json";
-/// The longest name a run may have: its name is a label value on its pods (at most 63 characters).
-pub const MAX_RUN_NAME: usize = 63;
+/// The longest name a run of an experiment is given: short enough to be a label value as it is.
+pub const MAX_RUN_NAME: usize = super::names::MAX_LABEL_VALUE;
 /// The longest results directory a run may have (BenchmarkRun.spec.resultsDir's bound).
 pub const MAX_RESULTS_DIR: usize = 253;
-
-/// FNV-1a, 32 bits: stable across versions and platforms, unlike std's hasher.
-fn fnv32(text: &str) -> u32 {
-    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-    });
-    hash as u32
-}
-
-/// `text` within `max` characters: as it is when it fits, else its head and a hash of the whole, so two long
-/// texts that share a head still differ. `text` is a DNS name (lowercase letters, digits, '-' and '.'), and
-/// so is the result: it never ends with '-' or '.'.
-pub fn bounded_name(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let suffix = format!("{:08x}", fnv32(text));
-    let mut cut = max.saturating_sub(suffix.len() + 1);
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    let head = text[..cut].trim_end_matches(['-', '.']);
-    if head.is_empty() {
-        suffix
-    } else {
-        format!("{head}-{suffix}")
-    }
-}
 
 /// The name of the run of `planned`: `<experiment>-<treatment>-r<repeat>`, shortened to 63 characters.
 pub fn experiment_run_name(experiment: &str, dir_name: &str) -> String {
@@ -69,12 +43,15 @@ pub fn experiment_run_name(experiment: &str, dir_name: &str) -> String {
 
 /// `<experiment>-plan`: the ConfigMap with the plan file.
 pub fn plan_config_map_name(experiment: &BenchmarkExperiment) -> String {
-    bounded_name(&format!("{}-plan", experiment.name_any()), 253)
+    bounded_name(&format!("{}-plan", experiment.name_any()), MAX_OBJECT_NAME)
 }
 
 /// `<experiment>-collector`: the pod that writes the comparison files.
 pub fn collector_pod_name(experiment: &BenchmarkExperiment) -> String {
-    bounded_name(&format!("{}-collector", experiment.name_any()), 253)
+    bounded_name(
+        &format!("{}-collector", experiment.name_any()),
+        MAX_OBJECT_NAME,
+    )
 }
 
 fn uid(experiment: &BenchmarkExperiment) -> Result<&str, BuildError> {

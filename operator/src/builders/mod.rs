@@ -3,6 +3,7 @@
 
 mod config_map;
 pub mod experiment;
+pub mod names;
 mod pod;
 mod pvc;
 
@@ -22,7 +23,8 @@ pub use pvc::workload_pvc;
 
 /// The field manager of every apply.
 pub const FIELD_MANAGER: &str = "llmbench-operator";
-/// Label carrying the run's name on everything the run owns.
+/// Label carrying the run's name on everything the run owns; a name longer than a label value may be is
+/// shortened with a hash (see [`names::label_value`]), so select by [`RUN_UID_LABEL`].
 pub const RUN_LABEL: &str = "llmbench.dev/run";
 /// Label carrying the run's UID, so two runs of the same name over time never see each other's pods.
 pub const RUN_UID_LABEL: &str = "llmbench.dev/run-uid";
@@ -74,7 +76,7 @@ pub fn run_labels(run: &BenchmarkRun) -> Result<BTreeMap<String, String>, BuildE
             "app.kubernetes.io/managed-by".to_owned(),
             FIELD_MANAGER.to_owned(),
         ),
-        (RUN_LABEL.to_owned(), run.name_any()),
+        (RUN_LABEL.to_owned(), names::label_value(&run.name_any())),
         (RUN_UID_LABEL.to_owned(), uid.to_owned()),
     ]))
 }
@@ -84,7 +86,8 @@ pub fn run_selector(run: &BenchmarkRun) -> Result<String, BuildError> {
     Ok(format!("{RUN_UID_LABEL}={}", uid(run)?))
 }
 
-fn uid(run: &BenchmarkRun) -> Result<&str, BuildError> {
+/// The run's UID, which everything it owns carries in its controller owner reference.
+pub fn uid(run: &BenchmarkRun) -> Result<&str, BuildError> {
     run.meta()
         .uid
         .as_deref()

@@ -17,6 +17,7 @@ use llmbench_api::release::{RELEASE_PORT, RELEASE_PORT_NAME};
 use llmbench_api::render::well_known;
 use llmbench_api::v1alpha1::{BenchmarkRun, LauncherSpec, StorageSpec, WORKLOAD_MOUNT_PATH};
 
+use super::names::{MAX_LABEL_VALUE, MAX_OBJECT_NAME, bounded_name};
 use super::{
     BuildError, PROFILE_FILE, RUN_UID_LABEL, owner_reference, profile_config_map_name, run_labels,
     uid,
@@ -57,14 +58,18 @@ pub struct LauncherSettings {
     pub image_pull_policy: Option<String>,
 }
 
-/// `<run>-launcher-<index>`.
+/// `<run>-launcher-<index>`, shortened with a hash when the run's name is too long for it. (The kubelet cuts a
+/// pod's hostname to 63 characters by itself; nothing of ours resolves it.)
 pub fn launcher_pod_name(run: &BenchmarkRun, index: u32) -> String {
-    format!("{}-launcher-{index}", run.name_any())
+    bounded_name(
+        &format!("{}-launcher-{index}", run.name_any()),
+        MAX_OBJECT_NAME,
+    )
 }
 
-/// `<run>-merge`.
+/// `<run>-merge`, shortened with a hash when the run's name is too long for it.
 pub fn merge_pod_name(run: &BenchmarkRun) -> String {
-    format!("{}-merge", run.name_any())
+    bounded_name(&format!("{}-merge", run.name_any()), MAX_OBJECT_NAME)
 }
 
 /// The pod that merges a sharded run once every launcher succeeded: `llmbench report` on the run's directory, which
@@ -105,7 +110,8 @@ pub fn needs_merge(run: &BenchmarkRun) -> bool {
 }
 
 /// The run's id and results directory on the workload volume, relative to its root: `spec.resultsDir` when set,
-/// else `<run>-<first 8 of its uid>`, unique even when a run is deleted and re-created under the same name.
+/// else `<run>-<first 8 of its uid>`, unique even when a run is deleted and re-created under the same name (the
+/// name shortened to 63 characters, so the directory's name stays well inside a file system's 255 bytes).
 pub fn run_id(run: &BenchmarkRun) -> Result<String, BuildError> {
     if let Some(dir) = &run.spec.results_dir {
         return Ok(dir.clone());
@@ -116,7 +122,7 @@ pub fn run_id(run: &BenchmarkRun) -> Result<String, BuildError> {
     })?;
     Ok(format!(
         "{}-{}",
-        run.name_any(),
+        bounded_name(&run.name_any(), MAX_LABEL_VALUE),
         uid.chars().take(8).collect::<String>()
     ))
 }
@@ -901,5 +907,66 @@ mod tests {
             launcher_pod(&run, 0, &settings()),
             Err(BuildError::MissingMetadata { .. })
         ));
+    }
+
+    #[test]
+    fn a_run_named_with_253_characters_gets_valid_label_values_and_child_names() {
+        let mut run = fixtures::run(&format!(
+            "{}launcher:\n  parallelism: 1024\n",
+            fixtures::BASIC
+        ));
+        let name = format!("{}.{}", "r".repeat(126), "s".repeat(126));
+        assert_eq!(name.len(), 253, "the longest name the API server admits");
+        run.metadata.name = Some(name.clone());
+        let pods = [
+            launcher_pod(&run, 0, &settings()).expect("builds"),
+            launcher_pod(&run, 1023, &settings()).expect("builds"),
+            merge_pod(&run, &settings()).expect("builds"),
+        ];
+        let mut names = Vec::new();
+        for pod in &pods {
+            let pod_name = pod.metadata.name.clone().expect("name");
+            assert!(pod_name.len() <= 253, "{pod_name}");
+            assert!(pod_name.starts_with("rrrr"), "{pod_name}");
+            names.push(pod_name);
+            for (key, value) in pod.metadata.labels.as_ref().expect("labels") {
+                assert!(value.len() <= 63, "label {key}={value}");
+                assert!(
+                    value
+                        .chars()
+                        .next()
+                        .is_some_and(|c| c.is_ascii_alphanumeric())
+                        && value
+                            .chars()
+                            .last()
+                            .is_some_and(|c| c.is_ascii_alphanumeric()),
+                    "label {key}={value}"
+                );
+            }
+            let volumes = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.volumes.clone())
+                .expect("volumes");
+            let config_map = volumes
+                .iter()
+                .find_map(|v| v.config_map.as_ref())
+                .expect("profile volume");
+            assert_eq!(config_map.name, profile_config_map_name(&run));
+        }
+        names.dedup();
+        assert_eq!(
+            names.len(),
+            3,
+            "launchers and the merge pod keep distinct names: {names:?}"
+        );
+        assert!(profile_config_map_name(&run).len() <= 253);
+        let id = run_id(&run).expect("id");
+        assert!(id.len() <= 63 + 9 && id.ends_with("-0f3c9a2e"), "{id}");
+        // A name that fits is used as it is.
+        let short = fixtures::run(fixtures::BASIC);
+        assert_eq!(launcher_pod_name(&short, 3), "bench-1-launcher-3");
+        assert_eq!(merge_pod_name(&short), "bench-1-merge");
+        assert_eq!(profile_config_map_name(&short), "bench-1-profile");
     }
 }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{self, Event as FinalizerEvent, finalizer};
@@ -26,11 +26,12 @@ use llmbench_api::v1alpha1::{
 };
 use serde_json::json;
 
-use super::{Ctx, is_already_exists, is_not_found};
+use super::{Ctx, Reason, is_already_exists, is_not_found, retry_key, warn_failed};
 use crate::builders::experiment::{
     EXPERIMENT_UID_LABEL, collector_pod, collector_pod_name, experiment_run, experiment_selector,
     plan_config_map, plan_config_map_name,
 };
+use crate::builders::names::controlled_by;
 use crate::builders::{BuildError, FIELD_MANAGER};
 use crate::experiment::hooks::{HookCall, call_hooks};
 use crate::experiment::schedule::{RunState, schedule};
@@ -81,6 +82,16 @@ pub enum Error {
          the experiment"
     )]
     RunNameTaken { experiment: String, run: String },
+    #[error(
+        "{what} {namespace}/{name} exists and is not owned by BenchmarkExperiment {experiment}; delete or rename \
+         it, or rename the experiment"
+    )]
+    NotOwned {
+        experiment: String,
+        what: &'static str,
+        namespace: String,
+        name: String,
+    },
     #[error("failed to apply plan ConfigMap {name} of BenchmarkExperiment {experiment}: {source}")]
     ApplyPlan {
         experiment: String,
@@ -114,6 +125,17 @@ pub enum Error {
 }
 
 impl Error {
+    /// The error itself, out of the finalizer's wrapping: what a condition or an event should say.
+    pub fn cause(&self) -> &Error {
+        match self {
+            Error::Finalizer(inner) => match inner.as_ref() {
+                finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e.cause(),
+                _ => self,
+            },
+            other => other,
+        }
+    }
+
     /// A short label for the metrics.
     pub fn action(&self) -> &'static str {
         match self {
@@ -123,6 +145,7 @@ impl Error {
             Error::GetProfile { .. } => "get_profile",
             Error::CreateRun { .. } => "create_run",
             Error::RunNameTaken { .. } => "run_name_taken",
+            Error::NotOwned { .. } => "not_owned",
             Error::ApplyPlan { .. } => "apply_plan",
             Error::Collector { .. } => "collector",
             Error::Delete { .. } => "delete",
@@ -136,6 +159,29 @@ impl Error {
     }
 }
 
+impl Reason for Error {
+    fn reason(&self) -> &'static str {
+        match self {
+            Error::MissingNamespace { .. } => "MissingNamespace",
+            Error::GetExperiment { .. } => "GetExperimentFailed",
+            Error::ListRuns { .. } => "ListRunsFailed",
+            Error::GetProfile { .. } => "GetProfileFailed",
+            Error::CreateRun { .. } => "CreateRunFailed",
+            Error::RunNameTaken { .. } => "RunNameTaken",
+            Error::NotOwned { .. } => "ObjectNotOwned",
+            Error::ApplyPlan { .. } => "ApplyPlanFailed",
+            Error::Collector { .. } => "CollectorFailed",
+            Error::Delete { .. } => "DeleteFailed",
+            Error::PatchStatus { .. } => "PatchStatusFailed",
+            Error::Build(_) => "BuildFailed",
+            Error::Finalizer(inner) => match inner.as_ref() {
+                finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e.reason(),
+                _ => "FinalizerFailed",
+            },
+        }
+    }
+}
+
 /// Entry point for the controller.
 pub async fn reconcile(experiment: Arc<BenchmarkExperiment>, ctx: Ctx) -> Result<Action, Error> {
     let started = Instant::now();
@@ -144,20 +190,30 @@ pub async fn reconcile(experiment: Arc<BenchmarkExperiment>, ctx: Ctx) -> Result
         ControllerName::benchmarkexperiment,
         started.elapsed().as_secs_f64(),
     );
+    match &result {
+        Ok(_) => ctx.retries.succeeded(&retry_key(experiment.as_ref())),
+        Err(e) => {
+            let message = e.cause().to_string();
+            warn_failed(experiment.as_ref(), e.reason(), &message, &ctx).await;
+        }
+    }
     result
 }
 
-/// Retry soon, without hammering: the error is counted and logged.
+/// Retry with a backoff per experiment (see `super::retry`): the error is counted, logged and was told in a
+/// Warning event by `reconcile`.
 pub fn error_policy(experiment: Arc<BenchmarkExperiment>, error: &Error, ctx: Ctx) -> Action {
     ctx.metrics
         .failed(ControllerName::benchmarkexperiment, error.action());
+    let wait = ctx.retries.failed(&retry_key(experiment.as_ref()));
     tracing::warn!(
         experiment = %experiment.name_any(),
         namespace = ?experiment.namespace(),
         error = %error,
+        retry_in = ?wait,
         "reconcile failed"
     );
-    Action::requeue(Duration::from_secs(10))
+    Action::requeue(wait)
 }
 
 async fn reconcile_fresh(experiment: &BenchmarkExperiment, ctx: &Ctx) -> Result<Action, Error> {
@@ -773,7 +829,17 @@ async fn collect(
         name: name.clone(),
         source,
     };
+    let uid = experiment.uid().unwrap_or_default();
+    let not_owned = |what, name: &str| Error::NotOwned {
+        experiment: experiment.name_any(),
+        what,
+        namespace: namespace.clone(),
+        name: name.to_owned(),
+    };
     if let Some(pod) = pods.get_opt(&name).await.map_err(collector_err)? {
+        if !controlled_by(&pod.metadata, &uid) {
+            return Err(not_owned("pod", &name));
+        }
         return Ok(match pod_outcome(&pod) {
             PodOutcome::Succeeded { .. } => Collected::Succeeded,
             PodOutcome::Failed(mut failure) => {
@@ -794,17 +860,33 @@ async fn collect(
     let config_map = plan_config_map(experiment, &json)?;
     let cm_name = plan_config_map_name(experiment);
     let cms: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
-    cms.patch(
-        &cm_name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&config_map),
-    )
-    .await
-    .map_err(|source| Error::ApplyPlan {
+    let plan_err = |source| Error::ApplyPlan {
         experiment: experiment.name_any(),
         name: cm_name.clone(),
         source,
-    })?;
+    };
+    // Made where absent, updated while ours, and a namesake someone else made is never taken over.
+    match cms.get_opt(&cm_name).await.map_err(plan_err)? {
+        Some(found) if !controlled_by(&found.metadata, &uid) => {
+            return Err(not_owned("ConfigMap", &cm_name));
+        }
+        Some(_) => {
+            cms.patch(
+                &cm_name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&config_map),
+            )
+            .await
+            .map_err(plan_err)?;
+        }
+        None => {
+            let params = PostParams {
+                field_manager: Some(FIELD_MANAGER.to_owned()),
+                ..PostParams::default()
+            };
+            cms.create(&params, &config_map).await.map_err(plan_err)?;
+        }
+    }
     let pod = collector_pod(experiment, &ctx.launcher)?;
     let params = PostParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),
@@ -867,29 +949,61 @@ async fn cleanup(experiment: &BenchmarkExperiment, ctx: &Ctx) -> Result<Action, 
             source,
         }
     };
+    // Only what the experiment controls, each only as the very object that was read (a uid precondition).
+    let uid = experiment.uid().unwrap_or_default();
+    let only = |object_uid: Option<String>, params: DeleteParams| DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: object_uid,
+            resource_version: None,
+        }),
+        ..params
+    };
+    let gone =
+        |e: &kube::Error| is_not_found(e) || matches!(e, kube::Error::Api(s) if s.is_conflict());
     let runs = list_runs(experiment, ctx).await?;
     let run_api: Api<BenchmarkRun> = Api::namespaced(ctx.client.clone(), &namespace);
-    for run in &runs {
+    for run in runs.iter().filter(|r| controlled_by(&r.metadata, &uid)) {
         let name = run.name_any();
-        match run_api.delete(&name, &DeleteParams::background()).await {
+        match run_api
+            .delete(&name, &only(run.uid(), DeleteParams::background()))
+            .await
+        {
             Ok(_) => {}
-            Err(e) if is_not_found(&e) => {}
+            Err(e) if gone(&e) => {}
             Err(e) => return Err(delete_err("BenchmarkRun", name)(e)),
         }
     }
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     let pod = collector_pod_name(experiment);
-    match pods.delete(&pod, &DeleteParams::default()).await {
-        Ok(_) => {}
-        Err(e) if is_not_found(&e) => {}
-        Err(e) => return Err(delete_err("collector pod", pod)(e)),
+    let found = pods
+        .get_opt(&pod)
+        .await
+        .map_err(delete_err("collector pod", pod.clone()))?;
+    if let Some(found) = found.filter(|p| controlled_by(&p.metadata, &uid)) {
+        match pods
+            .delete(&pod, &only(found.uid(), DeleteParams::default()))
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if gone(&e) => {}
+            Err(e) => return Err(delete_err("collector pod", pod)(e)),
+        }
     }
     let cms: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
     let cm = plan_config_map_name(experiment);
-    match cms.delete(&cm, &DeleteParams::default()).await {
-        Ok(_) => {}
-        Err(e) if is_not_found(&e) => {}
-        Err(e) => return Err(delete_err("plan ConfigMap", cm)(e)),
+    let found = cms
+        .get_opt(&cm)
+        .await
+        .map_err(delete_err("plan ConfigMap", cm.clone()))?;
+    if let Some(found) = found.filter(|c| controlled_by(&c.metadata, &uid)) {
+        match cms
+            .delete(&cm, &only(found.uid(), DeleteParams::default()))
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if gone(&e) => {}
+            Err(e) => return Err(delete_err("plan ConfigMap", cm)(e)),
+        }
     }
     tracing::info!(
         experiment = %experiment.name_any(),
@@ -965,5 +1079,61 @@ mod tests {
         let short = bounded(&message);
         assert!(short.len() <= MAX_MESSAGE_BYTES + '…'.len_utf8());
         assert_eq!(bounded("fine"), "fine");
+    }
+
+    #[tokio::test]
+    async fn deleting_an_experiment_removes_only_the_runs_and_objects_it_controls() {
+        use crate::reconcile::fixtures::{context, list};
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+        let mut exp = experiment(TWO_BY_TWO);
+        exp.metadata.finalizers = Some(vec![FINALIZER.to_owned()]);
+        exp.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
+        let stored = serde_json::to_value(&exp).expect("json");
+        let plan = validate(&exp, None).expect("valid");
+        let mut ours = serde_json::to_value(owned(&plan, 0, Phase::Running)).expect("json");
+        ours["metadata"]["uid"] = json!("run-uid-0");
+        // A run that carries the experiment's label but no owner reference to it: someone else's.
+        let mut stray = ours.clone();
+        stray["metadata"]["name"] = json!("stray");
+        stray["metadata"]["ownerReferences"] = json!([]);
+        let run_name = ours["metadata"]["name"].as_str().expect("name").to_owned();
+        const BASE: &str = "/apis/llmbench.dev/v1alpha1/namespaces/team-a";
+        let (ctx, mut api) = context();
+        let scenario = tokio::spawn(async move {
+            api.expect("GET", &format!("{BASE}/benchmarkexperiments/sweep"))
+                .await
+                .ok(&stored);
+            api.expect("GET", &format!("{BASE}/benchmarkruns"))
+                .await
+                .ok(&list("BenchmarkRunList", vec![ours.clone(), stray]));
+            let delete = api
+                .expect("DELETE", &format!("{BASE}/benchmarkruns/{run_name}"))
+                .await;
+            assert_eq!(delete.body["preconditions"]["uid"], "run-uid-0");
+            delete.ok(&ours);
+            api.expect("GET", "/api/v1/namespaces/team-a/pods/sweep-collector")
+                .await
+                .not_found("pods \"sweep-collector\"");
+            // A user's ConfigMap under the plan's name stays.
+            api.expect("GET", "/api/v1/namespaces/team-a/configmaps/sweep-plan")
+                .await
+                .ok(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+                            "metadata": {"name": "sweep-plan", "namespace": "team-a", "uid": "users"}}));
+            api.expect("PATCH", &format!("{BASE}/benchmarkexperiments/sweep"))
+                .await
+                .ok(&stored);
+            api
+        });
+        let result = reconcile(Arc::new(exp), ctx.clone()).await;
+        assert_eq!(result.expect("cleaned up"), Action::await_change());
+        let api = tokio::time::timeout(Duration::from_secs(5), scenario)
+            .await
+            .expect("every expected request came")
+            .expect("the scenario's assertions held");
+        drop(ctx);
+        tokio::time::timeout(Duration::from_secs(5), api.done())
+            .await
+            .expect("no other request");
     }
 }

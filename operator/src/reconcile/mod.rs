@@ -1,9 +1,13 @@
 //! The controllers: thin shells that read the cluster, call the pure builders and status functions, and write
-//! back with server-side apply under one field manager. Nothing is remembered between reconciles.
+//! back with server-side apply under one field manager. Nothing that decides what to do is remembered between
+//! reconciles; only when to retry a failing object and which Warning events went out lately (`retry`).
 
 pub mod experiment;
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub mod profile;
 mod release;
+pub mod retry;
 pub mod run;
 
 use std::sync::Arc;
@@ -23,6 +27,8 @@ pub struct Context {
     pub launcher: LauncherSettings,
     /// For experiment hooks: HTTP calls on the stack between runs.
     pub http: reqwest::Client,
+    /// Failing objects' backoff and the rate limit of their Warning events, by uid.
+    pub retries: retry::Retries,
 }
 
 impl Context {
@@ -66,6 +72,40 @@ impl Context {
 /// The shared context type.
 pub type Ctx = Arc<Context>;
 
+/// How to tell a reconcile error: a short machine reason for conditions and events (`CreatePodFailed`).
+pub trait Reason {
+    fn reason(&self) -> &'static str;
+}
+
+/// The key of `object` in [`retry::Retries`]: its uid, unique across kinds and re-creations.
+pub(crate) fn retry_key<K: kube::Resource>(object: &K) -> String {
+    object.meta().uid.clone().unwrap_or_else(|| {
+        format!(
+            "{}/{}",
+            object.meta().namespace.as_deref().unwrap_or_default(),
+            object.meta().name.as_deref().unwrap_or_default()
+        )
+    })
+}
+
+/// Publishes a Warning event about `object` for a failed reconcile, unless one with the same reason went out
+/// for it within [`retry::EVENT_INTERVAL`].
+pub(crate) async fn warn_failed<K>(object: &K, reason: &str, message: &str, ctx: &Context)
+where
+    K: kube::Resource<DynamicType = ()>,
+{
+    if ctx.retries.may_publish(&retry_key(object), reason) {
+        ctx.publish(
+            &object.object_ref(&()),
+            EventType::Warning,
+            reason,
+            "Reconcile",
+            message,
+        )
+        .await;
+    }
+}
+
 /// Whether `e` is the API's 404.
 pub(crate) fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.is_not_found())
@@ -82,12 +122,17 @@ pub struct Stores {
     pub experiments: kube::runtime::reflector::Store<llmbench_api::v1alpha1::BenchmarkExperiment>,
 }
 
+/// The default of how many objects each controller reconciles at once.
+pub const DEFAULT_CONCURRENCY: u16 = 8;
+
 /// Runs the three controllers until `shutdown` resolves. `namespace` limits the watch; `None` watches every
-/// namespace. `synced` is called once the BenchmarkRun cache has its first full list; `store_sink` receives the
-/// run and experiment caches so the metrics endpoint can count them by phase.
+/// namespace. Each controller reconciles at most `concurrency` objects at once (0: no bound). `synced` is called
+/// once the BenchmarkRun cache has its first full list; `store_sink` receives the run and experiment caches so the
+/// metrics endpoint can count them by phase.
 pub async fn run_controllers(
     ctx: Ctx,
     namespace: Option<&str>,
+    concurrency: u16,
     shutdown: impl std::future::Future + Send + Sync + Clone + 'static,
     synced: impl FnOnce() + Send + 'static,
     store_sink: impl FnOnce(Stores),
@@ -117,10 +162,15 @@ pub async fn run_controllers(
 
     let experiments: Api<BenchmarkExperiment> = api(&client, namespace);
 
-    let run_controller = Controller::new(runs.clone(), watcher::Config::default().any_semantic());
+    // Bounded, so a burst of objects (an operator restart over thousands of runs) does not open as many
+    // requests to the API server at once.
+    let config = || kube::runtime::controller::Config::default().concurrency(concurrency);
+    let run_controller = Controller::new(runs.clone(), watcher::Config::default().any_semantic())
+        .with_config(config());
     let store = run_controller.store();
     let experiment_controller =
-        Controller::new(experiments, watcher::Config::default().any_semantic());
+        Controller::new(experiments, watcher::Config::default().any_semantic())
+            .with_config(config());
     let experiment_store = experiment_controller.store();
     store_sink(Stores {
         runs: store.clone(),
@@ -233,6 +283,7 @@ pub async fn run_controllers(
             }
         });
     let profile_controller = Controller::new(profiles, watcher::Config::default().any_semantic())
+        .with_config(config())
         .graceful_shutdown_on(shutdown.map(|_| ()))
         .run(profile::reconcile, profile::error_policy, ctx)
         .for_each(|result| async move {

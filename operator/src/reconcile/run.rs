@@ -1,5 +1,12 @@
-//! The BenchmarkRun reconciler: render → ConfigMap → PVC → launcher pods → status from the pods → cleanup on
-//! delete. Each step is a named function; the decisions are in `crate::status`.
+//! The BenchmarkRun reconciler, as named phases: **prepare** (render the profile, the ConfigMap, the workload PVC)
+//! → **start** (the launcher pods, the start time) → **observe** (where the pods are; release and merge a sharded
+//! run) → **finish** (the status, written first, then what follows from it: pods stopped, events, metrics). A run
+//! that is being deleted is cleaned up instead. The decisions are in `crate::status`.
+//!
+//! Every object made by name is made only if absent, or changed or deleted only while the run controls it (a
+//! controller owner reference with the run's uid): a namesake someone else made is never taken over. A failed pass
+//! is told on the run (condition `Reconciled`) and in a rate-limited Warning event, and retried with a backoff; the
+//! run's deadline counts from its creation, so a run that can never start still ends, with reason Timeout.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -7,7 +14,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams, LogParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, DeleteParams, ListParams, LogParams, Patch, PatchParams, PostParams, Preconditions,
+};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{self, Event as FinalizerEvent, finalizer};
@@ -18,9 +27,10 @@ use llmbench_api::v1alpha1::{
 };
 use serde_json::json;
 
-use super::{Ctx, is_already_exists, is_not_found, release};
+use super::{Ctx, Reason, is_already_exists, is_not_found, release, retry_key, warn_failed};
+use crate::builders::names::controlled_by;
 use crate::builders::{
-    BuildError, FIELD_MANAGER, colocate_shards, launcher_pod, launcher_pod_name, merge_pod,
+    self, BuildError, FIELD_MANAGER, colocate_shards, launcher_pod, launcher_pod_name, merge_pod,
     merge_pod_name, needs_merge, profile_config_map, profile_config_map_name, run_id, run_selector,
     shards_share_a_node, workload_pvc,
 };
@@ -28,7 +38,8 @@ use crate::metrics::ControllerName;
 use crate::resolve::{RenderedProfile, ResolveError, render_run_profile};
 use crate::status::{
     self, COMPLETED, FailureReason, LAUNCHER_STARTED, PROFILE_RENDERED, PodFailure, PodOutcome,
-    Progress, condition, failure_message, is_finished, parse_duration, pod_outcome, set_condition,
+    Progress, RECONCILED, condition, failure_message, is_finished, parse_duration, pod_outcome,
+    set_condition,
 };
 
 /// The finalizer that removes a run's pods and ConfigMap before the run goes, garbage collector or not.
@@ -37,6 +48,8 @@ pub const FINALIZER: &str = "llmbench.dev/cleanup";
 const RESYNC: Duration = Duration::from_secs(60);
 /// Lines of a failed launcher's log kept in the Failed condition.
 const LOG_TAIL_LINES: i64 = 40;
+/// Wake a little after a deadline rather than a little before it.
+const DEADLINE_SLACK: Duration = Duration::from_millis(500);
 
 /// Why reconciling a BenchmarkRun failed; each names the action and the object.
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +72,15 @@ pub enum Error {
         name: String,
         source: kube::Error,
     },
+    #[error(
+        "ConfigMap {namespace}/{name} exists and is not owned by BenchmarkRun {run}; delete or rename it, or \
+         rename the run"
+    )]
+    ConfigMapNotOwned {
+        run: String,
+        namespace: String,
+        name: String,
+    },
     #[error("failed to ensure workload PVC {name} for BenchmarkRun {run}: {source}")]
     EnsurePvc {
         run: String,
@@ -70,6 +92,15 @@ pub enum Error {
         run: String,
         name: String,
         source: kube::Error,
+    },
+    #[error(
+        "pod {namespace}/{name} exists and is not owned by BenchmarkRun {run}; delete it (an earlier run's pod \
+         may still be terminating), or rename the run"
+    )]
+    PodNotOwned {
+        run: String,
+        namespace: String,
+        name: String,
     },
     #[error("failed to delete launcher pod {name} of BenchmarkRun {run}: {source}")]
     DeletePod {
@@ -92,6 +123,17 @@ pub enum Error {
 }
 
 impl Error {
+    /// The error itself, out of the finalizer's wrapping: what a condition or an event should say.
+    pub fn cause(&self) -> &Error {
+        match self {
+            Error::Finalizer(inner) => match inner.as_ref() {
+                finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e.cause(),
+                _ => self,
+            },
+            other => other,
+        }
+    }
+
     /// A short label for the metrics.
     pub fn action(&self) -> &'static str {
         match self {
@@ -100,8 +142,10 @@ impl Error {
             Error::ListPods { .. } => "list_pods",
             Error::GetProfile { .. } => "get_profile",
             Error::ApplyConfigMap { .. } => "apply_config_map",
+            Error::ConfigMapNotOwned { .. } => "config_map_not_owned",
             Error::EnsurePvc { .. } => "ensure_pvc",
             Error::CreatePod { .. } => "create_pod",
+            Error::PodNotOwned { .. } => "pod_not_owned",
             Error::DeletePod { .. } => "delete_pod",
             Error::DeleteConfigMap { .. } => "delete_config_map",
             Error::PatchStatus { .. } => "patch_status",
@@ -109,6 +153,30 @@ impl Error {
             Error::Finalizer(inner) => match inner.as_ref() {
                 finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e.action(),
                 _ => "finalizer",
+            },
+        }
+    }
+}
+
+impl Reason for Error {
+    fn reason(&self) -> &'static str {
+        match self {
+            Error::MissingNamespace { .. } => "MissingNamespace",
+            Error::GetRun { .. } => "GetRunFailed",
+            Error::ListPods { .. } => "ListPodsFailed",
+            Error::GetProfile { .. } => "GetProfileFailed",
+            Error::ApplyConfigMap { .. } => "ApplyConfigMapFailed",
+            Error::ConfigMapNotOwned { .. } => "ConfigMapNotOwned",
+            Error::EnsurePvc { .. } => "EnsurePvcFailed",
+            Error::CreatePod { .. } => "CreatePodFailed",
+            Error::PodNotOwned { .. } => "PodNotOwned",
+            Error::DeletePod { .. } => "DeletePodFailed",
+            Error::DeleteConfigMap { .. } => "DeleteConfigMapFailed",
+            Error::PatchStatus { .. } => "PatchStatusFailed",
+            Error::Build(_) => "BuildFailed",
+            Error::Finalizer(inner) => match inner.as_ref() {
+                finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e.reason(),
+                _ => "FinalizerFailed",
             },
         }
     }
@@ -122,15 +190,31 @@ pub async fn reconcile(run: Arc<BenchmarkRun>, ctx: Ctx) -> Result<Action, Error
         ControllerName::benchmarkrun,
         started.elapsed().as_secs_f64(),
     );
+    match &result {
+        Ok(_) => ctx.retries.succeeded(&retry_key(run.as_ref())),
+        Err(e) => surface_error(&run, e, &ctx).await,
+    }
     result
 }
 
-/// Retry soon, without hammering: the error is counted and logged.
+/// Retry with a backoff per run (see `super::retry`), but never sleep past the run's deadline, so a run that
+/// cannot start still fails with Timeout on time. The error was already told on the run by `reconcile`.
 pub fn error_policy(run: Arc<BenchmarkRun>, error: &Error, ctx: Ctx) -> Action {
     ctx.metrics
         .failed(ControllerName::benchmarkrun, error.action());
-    tracing::warn!(run = %run.name_any(), namespace = ?run.namespace(), error = %error, "reconcile failed");
-    Action::requeue(Duration::from_secs(10))
+    let backoff = ctx.retries.failed(&retry_key(run.as_ref()));
+    let wait = retry_wait(backoff, remaining(&run, Timestamp::now()));
+    tracing::warn!(run = %run.name_any(), namespace = ?run.namespace(), error = %error, retry_in = ?wait, "reconcile failed");
+    Action::requeue(wait)
+}
+
+/// The wait before retrying a failed pass: the backoff, cut short by the deadline while it is ahead. Past the
+/// deadline it is the finishing itself that fails, and the backoff stands.
+fn retry_wait(backoff: Duration, left: Option<Duration>) -> Duration {
+    match left {
+        Some(left) if !left.is_zero() => backoff.min(left + DEADLINE_SLACK),
+        _ => backoff,
+    }
 }
 
 async fn reconcile_fresh(run: &BenchmarkRun, ctx: &Ctx) -> Result<Action, Error> {
@@ -173,105 +257,202 @@ fn launcher_count(run: &BenchmarkRun) -> Result<u32, BuildError> {
         })
 }
 
-async fn apply(run: &BenchmarkRun, ctx: &Ctx) -> Result<Action, Error> {
-    let old = run.status.clone();
-    let namespace = run.namespace().unwrap_or_default();
-    if let Some(done) = old.as_ref().filter(|s| is_finished(Some(s))) {
-        // A finished run is a record; it is never acted on again. Its results are exported again, which is cheap
-        // and idempotent, and how they come back after an operator restart.
-        ctx.metrics
-            .record_run_results(&namespace, &run.name_any(), done);
-        return Ok(Action::await_change());
-    }
-    let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
-    let now = Timestamp::now();
-    let generation = run.metadata.generation;
-    let expected = launcher_count(run)?;
+/// What one pass over an unfinished run reads once and carries through its phases.
+struct Pass<'a> {
+    run: &'a BenchmarkRun,
+    ctx: &'a Ctx,
+    pods_api: Api<Pod>,
+    namespace: String,
+    now: Timestamp,
+    generation: Option<i64>,
+    /// Launcher pods the run has (its parallelism).
+    expected: u32,
+    /// The status as read at the start of the pass.
+    old: Option<BenchmarkRunStatus>,
+    /// The status as this pass makes it.
+    status: BenchmarkRunStatus,
+}
 
-    let mut status = old.clone().unwrap_or_default();
-    status.observed_generation = generation;
-    status.results_path = Some(results_path(run)?);
-    status.profile_config_map = Some(profile_config_map_name(run));
-    status.launcher_pods = (0..expected).map(|i| launcher_pod_name(run, i)).collect();
-    if status.phase.is_none() {
-        status.phase = Some(Phase::Pending);
-    }
-
-    let mut pods = list_pods(run, &pods_api).await?;
-    let started = status.start_time.is_some();
-    if !started {
-        if (pods.len() as u32) < expected {
-            let rendered = match render(run, ctx).await? {
-                Ok(rendered) => rendered,
-                Err(e) => return profile_not_rendered(run, status, &e, ctx, now).await,
-            };
-            set_condition(
-                &mut status.conditions,
-                PROFILE_RENDERED,
-                true,
-                "Rendered",
-                &format!("rendered from {}", rendered.template_name),
-                generation,
-                now,
-            );
-            apply_config_map(run, &rendered, ctx).await?;
-            let access_modes = ensure_pvc(run, ctx).await?;
-            let created =
-                create_launchers(run, &pods, expected, &access_modes, &pods_api, ctx).await?;
-            if created > 0 {
-                let what = if run.spec.skip_run {
-                    "collector"
-                } else {
-                    "launcher"
-                };
-                ctx.publish(
-                    &run.object_ref(&()),
-                    EventType::Normal,
-                    "LaunchersCreated",
-                    "CreateLaunchers",
-                    &format!(
-                        "created {created} {what} pod(s); results go to {}",
-                        status.results_path.as_deref().unwrap_or_default()
-                    ),
-                )
-                .await;
-            }
-            pods = list_pods(run, &pods_api).await?;
+impl<'a> Pass<'a> {
+    fn new(run: &'a BenchmarkRun, ctx: &'a Ctx) -> Result<Self, Error> {
+        let namespace = run.namespace().unwrap_or_default();
+        let old = run.status.clone();
+        let expected = launcher_count(run)?;
+        let generation = run.metadata.generation;
+        let mut status = old.clone().unwrap_or_default();
+        status.observed_generation = generation;
+        status.results_path = Some(results_path(run)?);
+        status.profile_config_map = Some(profile_config_map_name(run));
+        status.launcher_pods = (0..expected).map(|i| launcher_pod_name(run, i)).collect();
+        if status.phase.is_none() {
+            status.phase = Some(Phase::Pending);
         }
-        // The earliest pod's creation is the start, so a status write lost to a restart changes nothing.
-        let start = pods
-            .iter()
-            .filter_map(|p| p.metadata.creation_timestamp.clone())
-            .min_by_key(|t| t.0)
-            .unwrap_or(Time(now));
-        status.start_time = Some(start);
-        let reason = if run.spec.skip_run {
-            "CollectorCreated"
-        } else {
-            "LaunchersCreated"
-        };
-        set_condition(
-            &mut status.conditions,
-            LAUNCHER_STARTED,
-            true,
-            reason,
-            &format!("{expected} pod(s): {}", status.launcher_pods.join(", ")),
+        Ok(Pass {
+            run,
+            ctx,
+            pods_api: Api::namespaced(ctx.client.clone(), &namespace),
+            namespace,
+            now: Timestamp::now(),
             generation,
-            now,
-        );
+            expected,
+            old,
+            status,
+        })
     }
+}
 
-    let mut progress = status::progress(run, &pods, expected, true);
+/// How a pass ends: what `finish` writes and does.
+#[derive(Debug)]
+enum Outcome {
+    /// Under way: the phase and reason to show, and when to look again at the latest.
+    InFlight {
+        phase: Phase,
+        reason: &'static str,
+        poll: Duration,
+    },
+    /// Every launcher succeeded (and a sharded run's merge pod, whose name and termination message come along).
+    Succeeded {
+        shards: Vec<(u32, String, String)>,
+        merged: Option<(String, String)>,
+    },
+    Failed(PodFailure),
+    /// The run outlived `spec.timeout`, counted from its creation.
+    TimedOut,
+}
+
+/// What `prepare` leaves for `start`.
+enum Prepared {
+    /// The profile does not render: nothing may be started.
+    NotRendered(ResolveError),
+    /// The ConfigMap and the claim are there; the claim's access modes decide where shards may go.
+    Ready { access_modes: Vec<String> },
+}
+
+async fn apply(run: &BenchmarkRun, ctx: &Ctx) -> Result<Action, Error> {
+    if let Some(done) = run.status.as_ref().filter(|s| is_finished(Some(s))) {
+        return settle_finished(run, done, ctx).await;
+    }
+    let mut pass = Pass::new(run, ctx)?;
+    let mut pods = list_pods(run, &pass.pods_api).await?;
+    // First, so that a run whose every pass fails further on (a quota, an admission webhook) still ends.
+    if remaining(run, pass.now).is_some_and(|left| left.is_zero()) {
+        return finish(pass, Outcome::TimedOut, &pods).await;
+    }
+    if pass.status.start_time.is_none() {
+        if (pods.len() as u32) < pass.expected {
+            match prepare(&mut pass).await? {
+                Prepared::NotRendered(error) => return profile_not_rendered(pass, &error).await,
+                Prepared::Ready { access_modes } => {
+                    pods = start(&pass, &pods, &access_modes).await?;
+                }
+            }
+        }
+        mark_started(&mut pass, &pods);
+    }
+    let outcome = observe(&mut pass, &pods).await?;
+    finish(pass, outcome, &pods).await
+}
+
+/// Prepare: render the profile, then make the ConfigMap holding it and ensure the workload claim.
+async fn prepare(pass: &mut Pass<'_>) -> Result<Prepared, Error> {
+    let rendered = match render(pass.run, pass.ctx).await? {
+        Ok(rendered) => rendered,
+        Err(e) => return Ok(Prepared::NotRendered(e)),
+    };
+    set_condition(
+        &mut pass.status.conditions,
+        PROFILE_RENDERED,
+        true,
+        "Rendered",
+        &format!("rendered from {}", rendered.template_name),
+        pass.generation,
+        pass.now,
+    );
+    apply_config_map(pass.run, &rendered, pass.ctx).await?;
+    let access_modes = ensure_pvc(pass.run, pass.ctx).await?;
+    Ok(Prepared::Ready { access_modes })
+}
+
+/// Start: create the launcher pods that are missing; returns the run's pods as they are now.
+async fn start(pass: &Pass<'_>, pods: &[Pod], access_modes: &[String]) -> Result<Vec<Pod>, Error> {
+    let run = pass.run;
+    let created = create_launchers(
+        run,
+        pods,
+        pass.expected,
+        access_modes,
+        &pass.pods_api,
+        pass.ctx,
+    )
+    .await?;
+    if created > 0 {
+        let what = if run.spec.skip_run {
+            "collector"
+        } else {
+            "launcher"
+        };
+        pass.ctx
+            .publish(
+                &run.object_ref(&()),
+                EventType::Normal,
+                "LaunchersCreated",
+                "CreateLaunchers",
+                &format!(
+                    "created {created} {what} pod(s); results go to {}",
+                    pass.status.results_path.as_deref().unwrap_or_default()
+                ),
+            )
+            .await;
+    }
+    list_pods(run, &pass.pods_api).await
+}
+
+/// The run has its pods: record when it started and that the launchers exist.
+fn mark_started(pass: &mut Pass<'_>, pods: &[Pod]) {
+    // The earliest pod's creation is the start, so a status write lost to a restart changes nothing.
+    let start = pods
+        .iter()
+        .filter_map(|p| p.metadata.creation_timestamp.clone())
+        .min_by_key(|t| t.0)
+        .unwrap_or(Time(pass.now));
+    pass.status.start_time = Some(start);
+    let reason = if pass.run.spec.skip_run {
+        "CollectorCreated"
+    } else {
+        "LaunchersCreated"
+    };
+    set_condition(
+        &mut pass.status.conditions,
+        LAUNCHER_STARTED,
+        true,
+        reason,
+        &format!(
+            "{} pod(s): {}",
+            pass.expected,
+            pass.status.launcher_pods.join(", ")
+        ),
+        pass.generation,
+        pass.now,
+    );
+}
+
+/// Observe: where the pods are; a sharded run's launchers are released together once all are ready, and merged
+/// once all succeeded.
+async fn observe(pass: &mut Pass<'_>, pods: &[Pod]) -> Result<Outcome, Error> {
+    let run = pass.run;
+    let expected = pass.expected;
+    let mut progress = status::progress(run, pods, expected, true);
     // A sharded run's launchers wait, prepared, until the operator releases all of them at one instant.
     let mut releasing = false;
     if matches!(progress, Progress::InFlight { .. })
         && needs_merge(run)
-        && status
+        && pass
+            .status
             .release
             .as_ref()
             .is_none_or(|r| r.confirmed < expected)
     {
-        match release_step(run, &pods, expected, &status, ctx, now).await {
+        match release_step(run, pods, expected, &pass.status, pass.ctx, pass.now).await {
             ReleaseStep::Waiting => {
                 releasing = true;
                 progress = Progress::InFlight {
@@ -281,34 +462,57 @@ async fn apply(run: &BenchmarkRun, ctx: &Ctx) -> Result<Action, Error> {
             }
             ReleaseStep::Released(release) => {
                 releasing = release.confirmed < expected;
-                status.release = Some(release);
+                pass.status.release = Some(release);
             }
             ReleaseStep::NotReady(failure) => progress = Progress::Failed(failure),
         }
     }
-    // A sharded run is done only once its merge pod has merged the shards' records (see `merge_step`).
-    let mut merged = None;
-    if let Progress::Succeeded { .. } = &progress
-        && needs_merge(run)
-    {
-        match merge_step(run, &pods, &pods_api, ctx).await? {
-            MergeStep::Done { pod, message } => merged = Some((pod, message)),
-            MergeStep::Failed(failure) => progress = Progress::Failed(failure),
-            MergeStep::Running => {
-                progress = Progress::InFlight {
+    Ok(match progress {
+        Progress::Succeeded { shards } if needs_merge(run) => {
+            // A sharded run is done only once its merge pod has merged the shards' records.
+            match merge_step(run, pods, &pass.pods_api, pass.ctx).await? {
+                MergeStep::Done { pod, message } => Outcome::Succeeded {
+                    shards,
+                    merged: Some((pod, message)),
+                },
+                MergeStep::Failed(failure) => Outcome::Failed(failure),
+                MergeStep::Running => Outcome::InFlight {
                     phase: Phase::Collecting,
                     reason: "Merging",
-                }
+                    poll: RESYNC,
+                },
             }
         }
-    }
-    let action = match progress {
-        Progress::Succeeded { shards } => {
-            let (next, note) = match &merged {
+        Progress::Succeeded { shards } => Outcome::Succeeded {
+            shards,
+            merged: None,
+        },
+        Progress::Failed(failure) => Outcome::Failed(failure),
+        Progress::InFlight { phase, reason } => Outcome::InFlight {
+            phase,
+            reason,
+            poll: if releasing { release::POLL } else { RESYNC },
+        },
+    })
+}
+
+/// Finish: the status first, then what follows from it. A status that says Failed is written before any pod is
+/// deleted, so a write that fails never leaves a run whose pods are gone while its status says they run (which
+/// the next pass would take for lost launchers); a finished run's leftover pods are stopped by
+/// [`settle_finished`].
+async fn finish(mut pass: Pass<'_>, outcome: Outcome, pods: &[Pod]) -> Result<Action, Error> {
+    let run = pass.run;
+    let ctx = pass.ctx;
+    let now = pass.now;
+    let generation = pass.generation;
+    let status = std::mem::take(&mut pass.status);
+    match outcome {
+        Outcome::Succeeded { shards, merged } => {
+            let (status, note) = match &merged {
                 Some((pod, message)) => status::merged(run, status, &shards, (pod, message), now),
                 None => status::succeeded(run, status, &shards, now),
             };
-            status = next;
+            write_status(run, pass.old.as_ref(), &status, ctx).await?;
             let (type_, reason, message) = match note {
                 None => (
                     EventType::Normal,
@@ -321,13 +525,17 @@ async fn apply(run: &BenchmarkRun, ctx: &Ctx) -> Result<Action, Error> {
             };
             ctx.publish(&run.object_ref(&()), type_, reason, "Collect", &message)
                 .await;
-            Action::await_change()
+            ctx.metrics
+                .record_run_results(&pass.namespace, &run.name_any(), &status);
+            Ok(Action::await_change())
         }
-        Progress::Failed(failure) => {
-            let tail = log_tail(&pods_api, &failure.pod, failure.reason).await;
+        Outcome::Failed(failure) => {
+            let tail = log_tail(&pass.pods_api, &failure.pod, failure.reason).await;
             let message = failure_message(&failure, tail.as_deref());
-            stop_active_pods(run, &pods, &pods_api).await?;
-            status = status::failed(status, failure.reason, &message, generation, now);
+            let status = status::failed(status, failure.reason, &message, generation, now);
+            write_status(run, pass.old.as_ref(), &status, ctx).await?;
+            // A failed shard stops the others.
+            stop_active_pods(run, pods, &pass.pods_api).await?;
             ctx.publish(
                 &run.object_ref(&()),
                 EventType::Warning,
@@ -336,40 +544,78 @@ async fn apply(run: &BenchmarkRun, ctx: &Ctx) -> Result<Action, Error> {
                 &message,
             )
             .await;
-            Action::await_change()
+            ctx.metrics
+                .record_run_results(&pass.namespace, &run.name_any(), &status);
+            Ok(Action::await_change())
         }
-        Progress::InFlight { phase, reason } => match remaining(run, &status, now) {
-            Some(left) if left.is_zero() => {
-                let message = format!(
-                    "the run exceeded spec.timeout ({}); its launcher pods were deleted",
-                    run.spec.timeout
-                );
-                delete_pods(run, &pods, &pods_api).await?;
-                status = status::failed(status, FailureReason::Timeout, &message, generation, now);
-                ctx.publish(
-                    &run.object_ref(&()),
-                    EventType::Warning,
-                    "Timeout",
-                    "Timeout",
-                    &message,
-                )
-                .await;
-                Action::await_change()
-            }
-            left => {
-                status = status::in_flight(run, status, phase, reason, now);
-                let every = if releasing { release::POLL } else { RESYNC };
-                let wait = left.map_or(every, |l| l.min(every)) + Duration::from_millis(500);
-                Action::requeue(wait)
-            }
-        },
-    };
-    write_status(run, old.as_ref(), &status, ctx).await?;
-    if is_finished(Some(&status)) {
-        ctx.metrics
-            .record_run_results(&namespace, &run.name_any(), &status);
+        Outcome::TimedOut => {
+            let message = timeout_message(run, &status, pods);
+            let status = status::failed(status, FailureReason::Timeout, &message, generation, now);
+            write_status(run, pass.old.as_ref(), &status, ctx).await?;
+            delete_pods(run, pods, &pass.pods_api).await?;
+            ctx.publish(
+                &run.object_ref(&()),
+                EventType::Warning,
+                "Timeout",
+                "Timeout",
+                &message,
+            )
+            .await;
+            ctx.metrics
+                .record_run_results(&pass.namespace, &run.name_any(), &status);
+            Ok(Action::await_change())
+        }
+        Outcome::InFlight {
+            phase,
+            reason,
+            poll,
+        } => {
+            let status = status::in_flight(run, status, phase, reason, now);
+            write_status(run, pass.old.as_ref(), &status, ctx).await?;
+            let wait = remaining(run, now).map_or(poll, |left| left.min(poll)) + DEADLINE_SLACK;
+            Ok(Action::requeue(wait))
+        }
     }
-    Ok(action)
+}
+
+/// Why the run timed out, in words: with the last reconcile error when it never got to start.
+fn timeout_message(run: &BenchmarkRun, status: &BenchmarkRunStatus, pods: &[Pod]) -> String {
+    let timeout = &run.spec.timeout;
+    if !pods.is_empty() {
+        return format!(
+            "the run exceeded spec.timeout ({timeout}) counted from its creation; its launcher pods were deleted"
+        );
+    }
+    if status.start_time.is_some() {
+        return format!("the run exceeded spec.timeout ({timeout}) counted from its creation");
+    }
+    let why = [RECONCILED, PROFILE_RENDERED]
+        .into_iter()
+        .find_map(|type_| condition(status, type_).filter(|c| c.status == "False"))
+        .map(|c| format!(": {}", c.message))
+        .unwrap_or_default();
+    format!("the run did not start within spec.timeout ({timeout}) of its creation{why}")
+}
+
+/// A finished run is a record; it is never acted on again. Its results are exported again, which is cheap and
+/// idempotent, and how they come back after an operator restart. A failed run's pods that still run are stopped:
+/// the pass that failed it wrote the status first and may have been cut short before it stopped them.
+async fn settle_finished(
+    run: &BenchmarkRun,
+    done: &BenchmarkRunStatus,
+    ctx: &Ctx,
+) -> Result<Action, Error> {
+    let namespace = run.namespace().unwrap_or_default();
+    ctx.metrics
+        .record_run_results(&namespace, &run.name_any(), done);
+    if done.phase == Some(Phase::Failed) {
+        let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+        let pods = list_pods(run, &api).await?;
+        stop_active_pods(run, &pods, &api).await?;
+    }
+    // Clears an earlier failure of this very step from the status.
+    write_status(run, Some(done), done, ctx).await?;
+    Ok(Action::await_change())
 }
 
 /// Where the release of a sharded run's launchers stands after one look at them.
@@ -454,12 +700,18 @@ async fn release_step(
     }
 }
 
-/// Time left before `spec.timeout`, or `None` when the run has no deadline (debug pods wait for the user).
-fn remaining(run: &BenchmarkRun, status: &BenchmarkRunStatus, now: Timestamp) -> Option<Duration> {
+/// Time left before `spec.timeout`, counted from the run's creation (so a run that can never start still ends),
+/// or `None` when the run has no deadline (debug pods wait for the user).
+fn remaining(run: &BenchmarkRun, now: Timestamp) -> Option<Duration> {
     if run.spec.launcher.debug {
         return None;
     }
-    let start = status.start_time.as_ref()?.0;
+    let created = run
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .or_else(|| run.status.as_ref()?.start_time.as_ref())?
+        .0;
     let timeout = match parse_duration(&run.spec.timeout) {
         Ok(t) => t,
         Err(e) => {
@@ -468,7 +720,7 @@ fn remaining(run: &BenchmarkRun, status: &BenchmarkRunStatus, now: Timestamp) ->
             Duration::from_secs(3600)
         }
     };
-    let elapsed = now.duration_since(start).unsigned_abs();
+    let elapsed = now.duration_since(created).unsigned_abs();
     Some(timeout.saturating_sub(elapsed))
 }
 
@@ -507,14 +759,17 @@ async fn render(
 }
 
 /// The profile does not render: say why on the run and in a Warning event, create nothing, and wait for a change
-/// (of the run, or of the WorkloadProfile it references).
-async fn profile_not_rendered(
-    run: &BenchmarkRun,
-    mut status: BenchmarkRunStatus,
-    error: &ResolveError,
-    ctx: &Ctx,
-    now: Timestamp,
-) -> Result<Action, Error> {
+/// (of the run, or of the WorkloadProfile it references) or for the deadline.
+async fn profile_not_rendered(pass: Pass<'_>, error: &ResolveError) -> Result<Action, Error> {
+    let Pass {
+        run,
+        ctx,
+        now,
+        generation,
+        old,
+        mut status,
+        ..
+    } = pass;
     let message = error.to_string();
     let reason = error.reason();
     let unchanged = status.conditions.iter().any(|c| {
@@ -523,7 +778,6 @@ async fn profile_not_rendered(
             && c.reason == reason
             && c.message == message
     });
-    let generation = run.metadata.generation;
     set_condition(
         &mut status.conditions,
         PROFILE_RENDERED,
@@ -553,10 +807,22 @@ async fn profile_not_rendered(
         )
         .await;
     }
-    write_status(run, run.status.as_ref(), &status, ctx).await?;
-    Ok(Action::await_change())
+    write_status(run, old.as_ref(), &status, ctx).await?;
+    Ok(match remaining(run, now) {
+        Some(left) => Action::requeue(left + DEADLINE_SLACK),
+        None => Action::await_change(),
+    })
 }
 
+fn post_params() -> PostParams {
+    PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    }
+}
+
+/// Creates the profile ConfigMap, or updates it while the run controls it. A ConfigMap of that name that the
+/// run does not control (a user's, another run's) is refused, never taken over.
 async fn apply_config_map(
     run: &BenchmarkRun,
     rendered: &RenderedProfile,
@@ -564,20 +830,38 @@ async fn apply_config_map(
 ) -> Result<(), Error> {
     let cm = profile_config_map(run, &rendered.template_name, &rendered.text)?;
     let name = profile_config_map_name(run);
-    let api: Api<ConfigMap> =
-        Api::namespaced(ctx.client.clone(), &run.namespace().unwrap_or_default());
-    api.patch(
-        &name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&cm),
-    )
-    .await
-    .map_err(|source| Error::ApplyConfigMap {
+    let namespace = run.namespace().unwrap_or_default();
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
+    let err = |source| Error::ApplyConfigMap {
         run: run.name_any(),
-        name,
+        name: name.clone(),
         source,
-    })?;
-    Ok(())
+    };
+    match api.get_opt(&name).await.map_err(err)? {
+        Some(found) if !controlled_by(&found.metadata, builders::uid(run)?) => {
+            Err(Error::ConfigMapNotOwned {
+                run: run.name_any(),
+                namespace,
+                name,
+            })
+        }
+        // Ours: the spec of a run that has not started may have changed since.
+        Some(_) => {
+            api.patch(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&cm),
+            )
+            .await
+            .map_err(err)?;
+            Ok(())
+        }
+        // A create fails if someone made one in between; the next pass then looks at whose it is.
+        None => {
+            api.create(&post_params(), &cm).await.map_err(err)?;
+            Ok(())
+        }
+    }
 }
 
 /// Creates the workload PVC if absent; an existing claim is reused as it is and never changed or deleted.
@@ -604,20 +888,36 @@ async fn ensure_pvc(run: &BenchmarkRun, ctx: &Ctx) -> Result<Vec<String>, Error>
     if let Some(existing) = api.get_opt(&name).await.map_err(err)? {
         return Ok(modes(&existing));
     }
-    match api
-        .create(
-            &PostParams {
-                field_manager: Some(FIELD_MANAGER.to_owned()),
-                ..PostParams::default()
-            },
-            &pvc,
-        )
-        .await
-    {
+    match api.create(&post_params(), &pvc).await {
         Ok(created) => Ok(modes(&created)),
         Err(e) if is_already_exists(&e) => match api.get_opt(&name).await.map_err(err)? {
             Some(existing) => Ok(modes(&existing)),
             None => Ok(modes(&pvc)),
+        },
+        Err(e) => Err(err(e)),
+    }
+}
+
+/// Creates `pod`, one of the run's; `Ok(true)` when created, `Ok(false)` when the run already has it. A pod of
+/// that name that the run does not control (a user's, or an earlier namesake run's still terminating) is refused.
+async fn create_pod(run: &BenchmarkRun, pod: &Pod, api: &Api<Pod>) -> Result<bool, Error> {
+    let name = pod.name_any();
+    let err = |source| Error::CreatePod {
+        run: run.name_any(),
+        name: name.clone(),
+        source,
+    };
+    match api.create(&post_params(), pod).await {
+        Ok(_) => Ok(true),
+        Err(e) if is_already_exists(&e) => match api.get_opt(&name).await.map_err(err)? {
+            Some(found) if controlled_by(&found.metadata, builders::uid(run)?) => Ok(false),
+            Some(_) => Err(Error::PodNotOwned {
+                run: run.name_any(),
+                namespace: run.namespace().unwrap_or_default(),
+                name,
+            }),
+            // Gone in between: the next pass creates it.
+            None => Err(err(e)),
         },
         Err(e) => Err(err(e)),
     }
@@ -643,20 +943,8 @@ async fn create_launchers(
         if colocate {
             colocate_shards(&mut pod, run)?;
         }
-        let params = PostParams {
-            field_manager: Some(FIELD_MANAGER.to_owned()),
-            ..PostParams::default()
-        };
-        match api.create(&params, &pod).await {
-            Ok(_) => created += 1,
-            Err(e) if is_already_exists(&e) => {}
-            Err(source) => {
-                return Err(Error::CreatePod {
-                    run: run.name_any(),
-                    name,
-                    source,
-                });
-            }
+        if create_pod(run, &pod, api).await? {
+            created += 1;
         }
     }
     Ok(created)
@@ -687,29 +975,15 @@ async fn merge_step(
     let name = merge_pod_name(run);
     let Some(pod) = pods.iter().find(|p| p.name_any() == name) else {
         let pod = merge_pod(run, &ctx.launcher)?;
-        let params = PostParams {
-            field_manager: Some(FIELD_MANAGER.to_owned()),
-            ..PostParams::default()
-        };
-        match api.create(&params, &pod).await {
-            Ok(_) => {
-                ctx.publish(
-                    &run.object_ref(&()),
-                    EventType::Normal,
-                    "MergeStarted",
-                    "Merge",
-                    &format!("every launcher succeeded; {name} merges their records"),
-                )
-                .await;
-            }
-            Err(e) if is_already_exists(&e) => {}
-            Err(source) => {
-                return Err(Error::CreatePod {
-                    run: run.name_any(),
-                    name,
-                    source,
-                });
-            }
+        if create_pod(run, &pod, api).await? {
+            ctx.publish(
+                &run.object_ref(&()),
+                EventType::Normal,
+                "MergeStarted",
+                "Merge",
+                &format!("every launcher succeeded; {name} merges their records"),
+            )
+            .await;
         }
         return Ok(MergeStep::Running);
     };
@@ -751,22 +1025,32 @@ async fn log_tail(api: &Api<Pod>, pod: &str, reason: FailureReason) -> Option<St
     }
 }
 
-/// Deletes the pods of a failed run that are still waiting or running, so a failed shard stops the others.
+/// Deletes the pods of a failed run that are still waiting or running (and not already being deleted), so a
+/// failed shard stops the others.
 async fn stop_active_pods(run: &BenchmarkRun, pods: &[Pod], api: &Api<Pod>) -> Result<(), Error> {
     let active: Vec<Pod> = pods
         .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
         .filter(|p| matches!(pod_outcome(p), PodOutcome::Waiting | PodOutcome::Running))
         .cloned()
         .collect();
     delete_pods(run, &active, api).await
 }
 
+/// Deletes `pods` that the run controls, each only as the very pod that was read (a uid precondition), so a
+/// namesake made since is never hit.
 async fn delete_pods(run: &BenchmarkRun, pods: &[Pod], api: &Api<Pod>) -> Result<(), Error> {
+    let uid = builders::uid(run)?;
     for pod in pods {
         let name = pod.name_any();
-        match api.delete(&name, &DeleteParams::default()).await {
+        if !controlled_by(&pod.metadata, uid) {
+            tracing::warn!(run = %run.name_any(), pod = name, "a pod with the run's label that the run does not control; left alone");
+            continue;
+        }
+        match api.delete(&name, &only_this(pod.uid())).await {
             Ok(_) => {}
-            Err(e) if is_not_found(&e) => {}
+            // Gone, or replaced by another pod of that name (the precondition failed): not ours to delete.
+            Err(e) if is_not_found(&e) || is_conflict(&e) => {}
             Err(source) => {
                 return Err(Error::DeletePod {
                     run: run.name_any(),
@@ -779,16 +1063,43 @@ async fn delete_pods(run: &BenchmarkRun, pods: &[Pod], api: &Api<Pod>) -> Result
     Ok(())
 }
 
-/// Server-side applies the whole status, when it changed.
+/// Delete parameters that hit only the object with `uid`.
+fn only_this(uid: Option<String>) -> DeleteParams {
+    DeleteParams {
+        preconditions: Some(Preconditions {
+            uid,
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    }
+}
+
+fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.is_conflict())
+}
+
+/// Server-side applies the status a successful pass made, when it changed. Writing it says the pass succeeded,
+/// so an earlier `Reconciled=False` turns True.
 async fn write_status(
     run: &BenchmarkRun,
     old: Option<&BenchmarkRunStatus>,
     status: &BenchmarkRunStatus,
     ctx: &Ctx,
 ) -> Result<(), Error> {
-    if old == Some(status) {
+    let mut status = status.clone();
+    status::reconcile_succeeded(&mut status, run.metadata.generation, Timestamp::now());
+    if old == Some(&status) {
         return Ok(());
     }
+    patch_status(run, &status, ctx).await
+}
+
+/// Server-side applies the whole status under the operator's field manager.
+async fn patch_status(
+    run: &BenchmarkRun,
+    status: &BenchmarkRunStatus,
+    ctx: &Ctx,
+) -> Result<(), Error> {
     let api: Api<BenchmarkRun> =
         Api::namespaced(ctx.client.clone(), &run.namespace().unwrap_or_default());
     let patch = json!({
@@ -809,8 +1120,44 @@ async fn write_status(
     Ok(())
 }
 
+/// Tells a failed pass on the run: condition `Reconciled=False` with the error (naming the object and the API
+/// server's answer), and a Warning event at most once per reason every few minutes. Best effort: when the API
+/// server is what fails, this fails too, and the log has it.
+async fn surface_error(run: &BenchmarkRun, error: &Error, ctx: &Ctx) {
+    let reason = error.reason();
+    let message = error.cause().to_string();
+    if let Some(namespace) = run.namespace() {
+        let api: Api<BenchmarkRun> = Api::namespaced(ctx.client.clone(), &namespace);
+        // Read again: the failed pass may have written the status before it failed, and the copy it started
+        // from would undo that.
+        match api.get_opt(&run.name_any()).await {
+            Ok(Some(fresh)) => {
+                let old = fresh.status.clone().unwrap_or_default();
+                let mut status = old.clone();
+                status::reconcile_failed(
+                    &mut status,
+                    reason,
+                    &message,
+                    fresh.metadata.generation,
+                    Timestamp::now(),
+                );
+                if status != old
+                    && let Err(e) = patch_status(&fresh, &status, ctx).await
+                {
+                    tracing::warn!(run = %run.name_any(), error = %e, "cannot record the reconcile error on the run");
+                }
+            }
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(run = %run.name_any(), error = %e, "cannot read the run to record the reconcile error");
+            }
+        }
+    }
+    warn_failed(run, reason, &message, ctx).await;
+}
+
 /// The run is being deleted: remove its pods and ConfigMap ourselves (owner references do it only where a
-/// garbage collector runs). The PVC stays: it holds every run's results.
+/// garbage collector runs), only those it controls. The PVC stays: it holds every run's results.
 async fn cleanup(run: &BenchmarkRun, ctx: &Ctx) -> Result<Action, Error> {
     let namespace = run.namespace().unwrap_or_default();
     let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -818,18 +1165,26 @@ async fn cleanup(run: &BenchmarkRun, ctx: &Ctx) -> Result<Action, Error> {
     delete_pods(run, &pods, &pods_api).await?;
     let name = profile_config_map_name(run);
     let cms: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
-    match cms.delete(&name, &DeleteParams::default()).await {
-        Ok(_) => {}
-        Err(e) if is_not_found(&e) => {}
-        Err(source) => {
-            return Err(Error::DeleteConfigMap {
-                run: run.name_any(),
-                name,
-                source,
-            });
+    let err = |source| Error::DeleteConfigMap {
+        run: run.name_any(),
+        name: name.clone(),
+        source,
+    };
+    match cms.get_opt(&name).await.map_err(err)? {
+        Some(cm) if controlled_by(&cm.metadata, builders::uid(run)?) => {
+            match cms.delete(&name, &only_this(cm.uid())).await {
+                Ok(_) => {}
+                Err(e) if is_not_found(&e) || is_conflict(&e) => {}
+                Err(e) => return Err(err(e)),
+            }
         }
+        Some(_) => {
+            tracing::info!(run = %run.name_any(), config_map = name, "the ConfigMap of the run's profile name is not the run's; left alone");
+        }
+        None => {}
     }
     ctx.metrics.forget_run_results(&namespace, &run.name_any());
+    ctx.retries.succeeded(&retry_key(run));
     tracing::info!(run = %run.name_any(), namespace, pods = pods.len(), "cleaned up a deleted run");
     Ok(Action::await_change())
 }
@@ -838,6 +1193,476 @@ async fn cleanup(run: &BenchmarkRun, ctx: &Ctx) -> Result<Action, Error> {
 mod tests {
     use super::*;
     use crate::builders::fixtures;
+    use crate::reconcile::fixtures::{ApiServer, context, list};
+    use crate::reconcile::retry::FIRST_RETRY;
+    use serde_json::Value;
+
+    const RUN_PATH: &str = "/apis/llmbench.dev/v1alpha1/namespaces/team-a/benchmarkruns/bench-1";
+    const STATUS_PATH: &str =
+        "/apis/llmbench.dev/v1alpha1/namespaces/team-a/benchmarkruns/bench-1/status";
+    const PODS_PATH: &str = "/api/v1/namespaces/team-a/pods";
+    const CM_PATH: &str = "/api/v1/namespaces/team-a/configmaps";
+    const PVC_PATH: &str = "/api/v1/namespaces/team-a/persistentvolumeclaims";
+    const EVENTS_PATH: &str = "/apis/events.k8s.io/v1/namespaces/team-a/events";
+    const UID: &str = "0f3c9a2e-5b7d-4c1e-9a8b-1234567890ab";
+
+    /// The basic run as the API server has it: finalized, created `age_s` seconds ago.
+    fn stored_run(spec: &str, age_s: i64) -> BenchmarkRun {
+        let mut run = fixtures::run(spec);
+        run.metadata.finalizers = Some(vec![FINALIZER.to_owned()]);
+        run.metadata.generation = Some(1);
+        run.metadata.resource_version = Some("7".to_owned());
+        let created = Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(age_s);
+        run.metadata.creation_timestamp = Some(Time(created));
+        run
+    }
+
+    fn json_of(value: &impl serde::Serialize) -> Value {
+        serde_json::to_value(value).expect("serializes")
+    }
+
+    /// `object` as created: with a uid and a creation time.
+    fn as_created(mut object: Value, uid: &str) -> Value {
+        object["metadata"]["uid"] = json!(uid);
+        object["metadata"]["creationTimestamp"] = json!(Timestamp::now().to_string());
+        object
+    }
+
+    fn condition_of<'v>(status: &'v Value, type_: &str) -> &'v Value {
+        status["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
+            .unwrap_or_else(|| panic!("no {type_} condition in {status:#}"))
+    }
+
+    /// Runs `reconcile` (and, on error, `error_policy`) against the scripted `scenario`, then checks the scenario
+    /// saw every request it expected and no other.
+    async fn reconcile_with<F, Fut>(
+        run: &BenchmarkRun,
+        scenario: F,
+    ) -> (Result<Action, Error>, Option<Action>)
+    where
+        F: FnOnce(ApiServer) -> Fut,
+        Fut: std::future::Future<Output = ApiServer> + Send + 'static,
+    {
+        let (ctx, server) = context();
+        let (result, policy, server) = reconcile_on(run, &ctx, scenario(server)).await;
+        drop(ctx);
+        tokio::time::timeout(Duration::from_secs(5), server.done())
+            .await
+            .expect("the client is gone");
+        (result, policy)
+    }
+
+    /// One pass on `ctx`, answered by `scenario`, which hands the API server back for the next pass.
+    async fn reconcile_on<Fut>(
+        run: &BenchmarkRun,
+        ctx: &Ctx,
+        scenario: Fut,
+    ) -> (Result<Action, Error>, Option<Action>, ApiServer)
+    where
+        Fut: std::future::Future<Output = ApiServer> + Send + 'static,
+    {
+        let scenario = tokio::spawn(scenario);
+        let result = reconcile(Arc::new(run.clone()), ctx.clone()).await;
+        let policy = result
+            .as_ref()
+            .err()
+            .map(|e| error_policy(Arc::new(run.clone()), e, ctx.clone()));
+        let server = tokio::time::timeout(Duration::from_secs(5), scenario)
+            .await
+            .expect("the scenario finished: every expected request came")
+            .expect("the scenario's assertions held");
+        (result, policy, server)
+    }
+
+    #[tokio::test]
+    async fn a_fresh_run_makes_its_config_map_claim_and_pod_in_order_then_writes_its_status() {
+        let run = stored_run(fixtures::BASIC, 5);
+        let stored = json_of(&run);
+        let (result, _) = reconcile_with(&run, |mut api| async move {
+            api.expect("GET", RUN_PATH).await.ok(&stored);
+            let pods = api.expect("GET", PODS_PATH).await;
+            assert!(
+                pods.query.contains("llmbench.dev%2Frun-uid%3D0f3c9a2e"),
+                "{}",
+                pods.query
+            );
+            pods.ok(&list("PodList", vec![]));
+            // Prepare: the rendered profile's ConfigMap (made only where none is), then the claim.
+            api.expect("GET", &format!("{CM_PATH}/bench-1-profile"))
+                .await
+                .not_found("configmaps \"bench-1-profile\"");
+            let cm = api.expect("POST", CM_PATH).await;
+            assert_eq!(cm.body["metadata"]["ownerReferences"][0]["uid"], UID);
+            assert!(cm.body["data"]["profile.yaml"].is_string());
+            cm.created();
+            api.expect("GET", &format!("{PVC_PATH}/workload-pvc"))
+                .await
+                .not_found("persistentvolumeclaims \"workload-pvc\"");
+            api.expect("POST", PVC_PATH).await.created();
+            // Start: the launcher, then the event saying so.
+            let pod = api.expect("POST", PODS_PATH).await;
+            assert_eq!(pod.body["metadata"]["name"], "bench-1-launcher-0");
+            let created_pod = as_created(pod.body.clone(), "pod-uid-0");
+            pod.reply(201, &created_pod);
+            let event = api.expect("POST", EVENTS_PATH).await;
+            assert_eq!(event.body["reason"], "LaunchersCreated");
+            event.created();
+            api.expect("GET", PODS_PATH)
+                .await
+                .ok(&list("PodList", vec![created_pod]));
+            // Observe and finish: Pending, started, written once.
+            let patch = api.expect("PATCH", STATUS_PATH).await;
+            assert!(
+                patch.query.contains("fieldManager=llmbench-operator"),
+                "{}",
+                patch.query
+            );
+            let status = &patch.body["status"];
+            assert_eq!(status["phase"], "Pending");
+            assert!(status["startTime"].is_string(), "{status:#}");
+            assert_eq!(condition_of(status, "ProfileRendered")["status"], "True");
+            assert_eq!(
+                condition_of(status, "LauncherStarted")["reason"],
+                "LaunchersCreated"
+            );
+            let mut answered = stored.clone();
+            answered["status"] = status.clone();
+            patch.ok(&answered);
+            api
+        })
+        .await;
+        let action = result.expect("the pass succeeds");
+        assert!(
+            action != Action::await_change(),
+            "a running run is looked at again"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refused_pod_becomes_a_reconciled_false_condition_one_event_and_a_growing_backoff() {
+        let run = stored_run(fixtures::BASIC, 5);
+        let stored = json_of(&run);
+        let quota = "pods \"bench-1-launcher-0\" is forbidden: exceeded quota: team-a-quota, requested: \
+                     cpu=1, used: cpu=8, limited: cpu=8";
+        let profile_cm = |body: Value| as_created(body, "cm-uid");
+        let (ctx, server) = context();
+        let first = {
+            let stored = stored.clone();
+            async move {
+                let mut api = server;
+                api.expect("GET", RUN_PATH).await.ok(&stored);
+                api.expect("GET", PODS_PATH)
+                    .await
+                    .ok(&list("PodList", vec![]));
+                api.expect("GET", &format!("{CM_PATH}/bench-1-profile"))
+                    .await
+                    .not_found("configmaps \"bench-1-profile\"");
+                let cm = api.expect("POST", CM_PATH).await;
+                let made = profile_cm(cm.body.clone());
+                cm.reply(201, &made);
+                api.expect("GET", &format!("{PVC_PATH}/workload-pvc"))
+                    .await
+                    .ok(&json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                                "metadata": {"name": "workload-pvc", "namespace": "team-a"}}));
+                api.expect("POST", PODS_PATH)
+                    .await
+                    .fail(403, "Forbidden", quota);
+                // The error, told on the run (read again first) and in a Warning event.
+                api.expect("GET", RUN_PATH).await.ok(&stored);
+                let patch = api.expect("PATCH", STATUS_PATH).await;
+                let reconciled = condition_of(&patch.body["status"], "Reconciled").clone();
+                assert_eq!(reconciled["status"], "False");
+                assert_eq!(reconciled["reason"], "CreatePodFailed");
+                let message = reconciled["message"].as_str().unwrap_or_default();
+                assert!(
+                    message.contains("launcher pod bench-1-launcher-0 for BenchmarkRun bench-1")
+                        && message.contains("exceeded quota"),
+                    "{message}"
+                );
+                let mut answered = stored.clone();
+                answered["status"] = patch.body["status"].clone();
+                patch.ok(&answered);
+                let event = api.expect("POST", EVENTS_PATH).await;
+                assert_eq!(
+                    (&event.body["type"], &event.body["reason"]),
+                    (&json!("Warning"), &json!("CreatePodFailed"))
+                );
+                event.created();
+                (api, answered, made)
+            }
+        };
+        let scenario = tokio::spawn(first);
+        let result = reconcile(Arc::new(run.clone()), ctx.clone()).await;
+        let error = result.expect_err("the pass fails");
+        assert_eq!(error.reason(), "CreatePodFailed");
+        assert_eq!(
+            error_policy(Arc::new(run.clone()), &error, ctx.clone()),
+            Action::requeue(Duration::from_secs(5))
+        );
+        let (server, failed_run, made_cm) = scenario.await.expect("first scenario");
+
+        // The same refusal again: the condition is already there (no write) and the event is not repeated.
+        let second = async move {
+            let mut api = server;
+            api.expect("GET", RUN_PATH).await.ok(&failed_run);
+            api.expect("GET", PODS_PATH)
+                .await
+                .ok(&list("PodList", vec![]));
+            // The run's own ConfigMap, from the first pass: updated in place.
+            api.expect("GET", &format!("{CM_PATH}/bench-1-profile"))
+                .await
+                .ok(&made_cm);
+            let apply = api
+                .expect("PATCH", &format!("{CM_PATH}/bench-1-profile"))
+                .await;
+            assert!(apply.query.contains("force=true"), "{}", apply.query);
+            apply.ok(&made_cm);
+            api.expect("GET", &format!("{PVC_PATH}/workload-pvc"))
+                .await
+                .ok(&json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                            "metadata": {"name": "workload-pvc", "namespace": "team-a"}}));
+            api.expect("POST", PODS_PATH)
+                .await
+                .fail(403, "Forbidden", quota);
+            api.expect("GET", RUN_PATH).await.ok(&failed_run);
+            api
+        };
+        let (result, policy, server) = reconcile_on(&run, &ctx, second).await;
+        assert!(result.is_err());
+        assert_eq!(policy, Some(Action::requeue(Duration::from_secs(10))));
+        drop(ctx);
+        tokio::time::timeout(Duration::from_secs(5), server.done())
+            .await
+            .expect("no event the second time");
+    }
+
+    #[tokio::test]
+    async fn a_config_map_of_the_profile_name_that_the_run_does_not_own_is_refused_not_taken_over()
+    {
+        let run = stored_run(fixtures::BASIC, 5);
+        let stored = json_of(&run);
+        let (result, policy) = reconcile_with(&run, |mut api| async move {
+            api.expect("GET", RUN_PATH).await.ok(&stored);
+            api.expect("GET", PODS_PATH).await.ok(&list("PodList", vec![]));
+            api.expect("GET", &format!("{CM_PATH}/bench-1-profile"))
+                .await
+                .ok(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+                            "metadata": {"name": "bench-1-profile", "namespace": "team-a", "uid": "users"},
+                            "data": {"mine": "keep me"}}));
+            // No write to the ConfigMap: the refusal goes on the run.
+            api.expect("GET", RUN_PATH).await.ok(&stored);
+            let patch = api.expect("PATCH", STATUS_PATH).await;
+            let reconciled = condition_of(&patch.body["status"], "Reconciled").clone();
+            assert_eq!(reconciled["reason"], "ConfigMapNotOwned");
+            assert_eq!(
+                reconciled["message"],
+                "ConfigMap team-a/bench-1-profile exists and is not owned by BenchmarkRun bench-1; delete or \
+                 rename it, or rename the run"
+            );
+            patch.ok(&stored);
+            let event = api.expect("POST", EVENTS_PATH).await;
+            assert_eq!(event.body["reason"], "ConfigMapNotOwned");
+            event.created();
+            api
+        })
+        .await;
+        assert!(matches!(
+            result,
+            Err(Error::Finalizer(ref inner))
+                if matches!(inner.as_ref(), finalizer::Error::ApplyFailed(Error::ConfigMapNotOwned { .. }))
+        ));
+        assert_eq!(policy, Some(Action::requeue(Duration::from_secs(5))));
+    }
+
+    #[tokio::test]
+    async fn a_pod_of_the_launchers_name_that_the_run_does_not_own_is_refused() {
+        let run = stored_run(fixtures::BASIC, 5);
+        let stored = json_of(&run);
+        let (result, _) = reconcile_with(&run, |mut api| async move {
+            api.expect("GET", RUN_PATH).await.ok(&stored);
+            api.expect("GET", PODS_PATH).await.ok(&list("PodList", vec![]));
+            api.expect("GET", &format!("{CM_PATH}/bench-1-profile"))
+                .await
+                .not_found("configmaps \"bench-1-profile\"");
+            api.expect("POST", CM_PATH).await.created();
+            api.expect("GET", &format!("{PVC_PATH}/workload-pvc"))
+                .await
+                .ok(&json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                            "metadata": {"name": "workload-pvc", "namespace": "team-a"}}));
+            api.expect("POST", PODS_PATH).await.fail(
+                409,
+                "AlreadyExists",
+                "pods \"bench-1-launcher-0\" already exists",
+            );
+            // An earlier namesake run's pod, still terminating: not ours.
+            api.expect("GET", &format!("{PODS_PATH}/bench-1-launcher-0"))
+                .await
+                .ok(&json!({"apiVersion": "v1", "kind": "Pod",
+                            "metadata": {"name": "bench-1-launcher-0", "namespace": "team-a", "uid": "old",
+                                         "ownerReferences": [{"apiVersion": "llmbench.dev/v1alpha1",
+                                             "kind": "BenchmarkRun", "name": "bench-1", "uid": "an-older-run",
+                                             "controller": true}]}}));
+            api.expect("GET", RUN_PATH).await.ok(&stored);
+            let patch = api.expect("PATCH", STATUS_PATH).await;
+            assert_eq!(
+                condition_of(&patch.body["status"], "Reconciled")["reason"],
+                "PodNotOwned"
+            );
+            patch.ok(&stored);
+            api.expect("POST", EVENTS_PATH).await.created();
+            api
+        })
+        .await;
+        assert!(result.is_err());
+    }
+
+    fn running_pod() -> Value {
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "name": "bench-1-launcher-0", "namespace": "team-a", "uid": "pod-uid-0",
+                "creationTimestamp": "2026-01-01T00:00:00Z",
+                "labels": {"llmbench.dev/run-uid": UID, "llmbench.dev/launcher-index": "0"},
+                "ownerReferences": [{"apiVersion": "llmbench.dev/v1alpha1", "kind": "BenchmarkRun",
+                                     "name": "bench-1", "uid": UID, "controller": true}],
+            },
+            "status": {"phase": "Running", "containerStatuses": [{"name": "launcher", "image": "i",
+                "imageID": "", "ready": true, "restartCount": 0, "state": {"running": {}}}]},
+        })
+    }
+
+    #[tokio::test]
+    async fn a_timed_out_run_writes_its_failed_status_before_it_deletes_its_pods() {
+        let mut run = stored_run(&format!("{}timeout: 90s\n", fixtures::BASIC), 7200);
+        run.status = Some(BenchmarkRunStatus {
+            phase: Some(Phase::Running),
+            start_time: Some(Time(Timestamp::now())),
+            ..BenchmarkRunStatus::default()
+        });
+        let stored = json_of(&run);
+        let (result, _) = reconcile_with(&run, |mut api| async move {
+            api.expect("GET", RUN_PATH).await.ok(&stored);
+            api.expect("GET", PODS_PATH)
+                .await
+                .ok(&list("PodList", vec![running_pod()]));
+            let patch = api.expect("PATCH", STATUS_PATH).await;
+            let status = patch.body["status"].clone();
+            assert_eq!(status["phase"], "Failed");
+            assert_eq!(condition_of(&status, "Failed")["reason"], "Timeout");
+            let mut answered = stored.clone();
+            answered["status"] = status;
+            patch.ok(&answered);
+            // Only then the pod, and only the very pod that was read.
+            let delete = api
+                .expect("DELETE", &format!("{PODS_PATH}/bench-1-launcher-0"))
+                .await;
+            assert_eq!(delete.body["preconditions"]["uid"], "pod-uid-0");
+            delete.ok(&running_pod());
+            let event = api.expect("POST", EVENTS_PATH).await;
+            assert_eq!(event.body["reason"], "Timeout");
+            event.created();
+            api
+        })
+        .await;
+        assert_eq!(result.expect("the pass succeeds"), Action::await_change());
+    }
+
+    #[tokio::test]
+    async fn a_timed_out_run_whose_status_write_fails_keeps_its_pods() {
+        let mut run = stored_run(&format!("{}timeout: 90s\n", fixtures::BASIC), 7200);
+        run.status = Some(BenchmarkRunStatus {
+            phase: Some(Phase::Running),
+            start_time: Some(Time(Timestamp::now())),
+            ..BenchmarkRunStatus::default()
+        });
+        let stored = json_of(&run);
+        let (result, _) = reconcile_with(&run, |mut api| async move {
+            api.expect("GET", RUN_PATH).await.ok(&stored);
+            api.expect("GET", PODS_PATH)
+                .await
+                .ok(&list("PodList", vec![running_pod()]));
+            api.expect("PATCH", STATUS_PATH).await.fail(
+                500,
+                "InternalError",
+                "etcdserver: request timed out",
+            );
+            // No DELETE: the error is told, and the next pass times the run out again.
+            api.expect("GET", RUN_PATH).await.ok(&stored);
+            api.expect("PATCH", STATUS_PATH).await.fail(
+                500,
+                "InternalError",
+                "etcdserver: request timed out",
+            );
+            api.expect("POST", EVENTS_PATH).await.created();
+            api
+        })
+        .await;
+        assert_eq!(
+            result.map_err(|e| e.reason()).expect_err("fails"),
+            "PatchStatusFailed"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_run_that_never_started_fails_with_timeout_counted_from_its_creation() {
+        let run = stored_run(&format!("{}timeout: 90s\n", fixtures::BASIC), 120);
+        let stored = json_of(&run);
+        let (result, _) = reconcile_with(&run, |mut api| async move {
+            api.expect("GET", RUN_PATH).await.ok(&stored);
+            api.expect("GET", PODS_PATH)
+                .await
+                .ok(&list("PodList", vec![]));
+            let patch = api.expect("PATCH", STATUS_PATH).await;
+            let failed = condition_of(&patch.body["status"], "Failed").clone();
+            assert_eq!(failed["reason"], "Timeout");
+            assert!(
+                failed["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("did not start within spec.timeout (90s)")),
+                "{failed}"
+            );
+            patch.ok(&stored);
+            api.expect("POST", EVENTS_PATH).await.created();
+            api
+        })
+        .await;
+        assert_eq!(result.expect("the pass succeeds"), Action::await_change());
+    }
+
+    #[tokio::test]
+    async fn deleting_a_run_removes_only_the_pods_and_config_map_it_controls() {
+        let mut run = stored_run(fixtures::BASIC, 5);
+        run.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
+        let stored = json_of(&run);
+        let mut foreign = running_pod();
+        foreign["metadata"]["name"] = json!("impostor");
+        foreign["metadata"]["ownerReferences"] = json!([]);
+        let (result, _) = reconcile_with(&run, |mut api| async move {
+            api.expect("GET", RUN_PATH).await.ok(&stored);
+            api.expect("GET", PODS_PATH)
+                .await
+                .ok(&list("PodList", vec![running_pod(), foreign]));
+            let delete = api
+                .expect("DELETE", &format!("{PODS_PATH}/bench-1-launcher-0"))
+                .await;
+            assert_eq!(delete.body["preconditions"]["uid"], "pod-uid-0");
+            delete.ok(&running_pod());
+            // A user's ConfigMap under the profile's name stays.
+            api.expect("GET", &format!("{CM_PATH}/bench-1-profile"))
+                .await
+                .ok(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+                            "metadata": {"name": "bench-1-profile", "namespace": "team-a", "uid": "users"}}));
+            // The finalizer goes: a JSON patch on the run.
+            let finalizer = api.expect("PATCH", RUN_PATH).await;
+            assert!(finalizer.body.to_string().contains("/metadata/finalizers"));
+            finalizer.ok(&stored);
+            api
+        })
+        .await;
+        assert_eq!(result.expect("cleaned up"), Action::await_change());
+    }
 
     #[test]
     fn the_results_path_names_the_volume_and_the_run_directory() {
@@ -854,24 +1679,33 @@ mod tests {
     }
 
     #[test]
-    fn the_deadline_runs_from_the_start_and_debug_runs_have_none() {
-        let run = fixtures::run(&format!("{}timeout: 90s\n", fixtures::BASIC));
-        let start = Timestamp::from_second(1_000).expect("time");
-        let status = BenchmarkRunStatus {
-            start_time: Some(Time(start)),
-            ..BenchmarkRunStatus::default()
-        };
+    fn the_deadline_runs_from_the_creation_and_debug_runs_have_none() {
+        let mut run = fixtures::run(&format!("{}timeout: 90s\n", fixtures::BASIC));
         let at = |s| Timestamp::from_second(s).expect("time");
+        run.metadata.creation_timestamp = Some(Time(at(1_000)));
+        // The pods came much later; the deadline does not move with them.
+        run.status = Some(BenchmarkRunStatus {
+            start_time: Some(Time(at(1_080))),
+            ..BenchmarkRunStatus::default()
+        });
+        assert_eq!(remaining(&run, at(1_030)), Some(Duration::from_secs(60)));
+        assert_eq!(remaining(&run, at(1_090)), Some(Duration::ZERO));
+        assert_eq!(remaining(&run, at(1_200)), Some(Duration::ZERO));
+        let mut debug = fixtures::run(&format!("{}launcher:\n  debug: true\n", fixtures::BASIC));
+        debug.metadata.creation_timestamp = Some(Time(at(1_000)));
+        assert_eq!(remaining(&debug, at(99_999)), None);
+    }
+
+    #[test]
+    fn a_retry_never_sleeps_past_the_deadline_but_keeps_its_backoff_once_it_has_passed() {
+        let backoff = Duration::from_secs(300);
         assert_eq!(
-            remaining(&run, &status, at(1_030)),
-            Some(Duration::from_secs(60))
+            retry_wait(backoff, Some(Duration::from_secs(20))),
+            Duration::from_secs(20) + DEADLINE_SLACK
         );
-        assert_eq!(remaining(&run, &status, at(1_200)), Some(Duration::ZERO));
-        assert_eq!(
-            remaining(&run, &BenchmarkRunStatus::default(), at(1_200)),
-            None
-        );
-        let debug = fixtures::run(&format!("{}launcher:\n  debug: true\n", fixtures::BASIC));
-        assert_eq!(remaining(&debug, &status, at(99_999)), None);
+        assert_eq!(retry_wait(backoff, Some(Duration::from_secs(900))), backoff);
+        assert_eq!(retry_wait(backoff, Some(Duration::ZERO)), backoff);
+        assert_eq!(retry_wait(backoff, None), backoff);
+        assert_eq!(FIRST_RETRY, Duration::from_secs(5));
     }
 }
