@@ -2,7 +2,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all build release test unit lint fmt crds toolchain clean
+.PHONY: all build release test unit lint no-kube-deps fmt crds toolchain clean
 
 all: build
 
@@ -24,9 +24,15 @@ test: lint chart-check e2e-tools node-images
 unit:
 	$(CARGO) test --workspace --lib
 
-lint: toolchain
+lint: toolchain no-kube-deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+## no-kube-deps: llmbench-core, and the launcher without default features, build with no Kubernetes crate.
+no-kube-deps:
+	@tree="$$($(CARGO) tree -p llmbench-core -p llmbench --no-default-features -e normal --prefix none)" || exit 1; \
+	if echo "$$tree" | grep -E '^(kube|kube-[a-z]+|k8s-openapi) '; then \
+		echo "llmbench-core or the launcher (--no-default-features) depends on kube or k8s-openapi"; exit 1; fi
 
 fmt:
 	$(CARGO) fmt --all

@@ -1,16 +1,14 @@
-//! llmbench API: the `BenchmarkRun`, `BenchmarkExperiment` and `WorkloadProfile` custom resources, the profile
-//! renderer that the operator and `llmbench render` share, and the bundled profile library.
+//! llmbench API: the `BenchmarkRun`, `BenchmarkExperiment` and `WorkloadProfile` custom resources and the
+//! experiment plan. What needs no Kubernetes — the profile renderer, the bundled profile library, the capacity
+//! search, the release protocol and the summary contract — lives in `llmbench-core` and is re-exported here at its
+//! old paths.
 #![forbid(unsafe_code)]
 
-pub mod capacity;
 pub mod experiment;
-pub mod library;
-pub mod release;
-pub mod render;
 pub mod v1alpha1;
 
-pub use library::{BuiltinProfile, LibraryError};
-pub use render::{Override, RenderError, render_profile};
+pub use llmbench_core::{BuiltinProfile, LibraryError, Override, RenderError, render_profile};
+pub use llmbench_core::{capacity, library, release, render, summary};
 
 use kube::CustomResourceExt;
 

@@ -11,8 +11,12 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::capacity::{CapacityAnswer, CapacitySearchSpec};
+use crate::capacity::CapacitySearchSpec;
 use crate::render::well_known;
+pub use llmbench_core::harness::Harness;
+pub use llmbench_core::summary::v1::{
+    HarnessVerdict, Latencies, LatencyStats, RunSummary, ServerSummary, Throughput,
+};
 
 mod experiment;
 pub use experiment::*;
@@ -25,75 +29,6 @@ pub const DEFAULT_PVC_SIZE: &str = "20Gi";
 pub const WORKLOAD_MOUNT_PATH: &str = "/requests";
 /// The default run timeout.
 pub const DEFAULT_TIMEOUT: &str = "3600s";
-
-/// A profile dialect: which load generator's configuration format the workload profile is written in.
-#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[serde(rename_all = "kebab-case")]
-pub enum Harness {
-    /// kubernetes-sigs/inference-perf configuration files.
-    InferencePerf,
-    /// vllm-project/guidellm scenarios (the v0.7 `spec:` format and the older flat formats).
-    Guidellm,
-    /// `vllm bench serve` flag maps.
-    VllmBenchmark,
-    /// InferenceMAX `bench_serving` flag maps.
-    Inferencemax,
-    /// No traffic: the launcher only collects (llm-d-benchmark's `nop`).
-    Nop,
-    /// MLPerf Inference LoadGen settings (Offline, Server, SingleStream scenarios; `user.conf` keys), judged
-    /// VALID or INVALID by LoadGen's rules.
-    Mlperf,
-}
-
-impl Harness {
-    /// Every harness, in the order `--help` lists them.
-    pub const ALL: [Harness; 6] = [
-        Harness::InferencePerf,
-        Harness::Guidellm,
-        Harness::VllmBenchmark,
-        Harness::Inferencemax,
-        Harness::Nop,
-        Harness::Mlperf,
-    ];
-
-    /// The name used in profiles, directories and the CLI, e.g. `inference-perf`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Harness::InferencePerf => "inference-perf",
-            Harness::Guidellm => "guidellm",
-            Harness::VllmBenchmark => "vllm-benchmark",
-            Harness::Inferencemax => "inferencemax",
-            Harness::Nop => "nop",
-            Harness::Mlperf => "mlperf",
-        }
-    }
-}
-
-impl std::fmt::Display for Harness {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for Harness {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Harness::ALL
-            .into_iter()
-            .find(|h| h.as_str() == s)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Harness::ALL.iter().map(|h| h.as_str()).collect();
-                let hint = crate::render::nearest(s, names.iter().copied())
-                    .map(|n| format!(" — did you mean `{n}`?"))
-                    .unwrap_or_default();
-                format!(
-                    "unknown harness `{s}`; expected one of {}{hint}",
-                    names.join(", ")
-                )
-            })
-    }
-}
 
 /// One execution of a benchmark against a serving stack. Like a Job, its spec is fixed once the run has
 /// started; a new run is a new object.
@@ -514,129 +449,6 @@ pub struct ShardSummary {
     pub pod: String,
     /// What the pod reported.
     pub summary: RunSummary,
-}
-
-/// A run's headline figures, copied from the launcher's summary.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct RunSummary {
-    /// Requests sent.
-    pub requests: u64,
-    /// Requests that failed.
-    pub failures: u64,
-    /// Wall time of the measured traffic, in seconds.
-    pub duration_seconds: f64,
-    /// Throughput over the run.
-    pub throughput: Throughput,
-    /// Latency statistics in milliseconds.
-    pub latency_ms: Latencies,
-    /// The harness's own pass/fail verdict, where it gives one (MLPerf LoadGen's VALID/INVALID).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub verdict: Option<HarnessVerdict>,
-    /// The share of judged successful requests that met every goodput objective, in percent, where the profile
-    /// sets goodput objectives.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub goodput_percent: Option<f64>,
-    /// The outcome of spec.capacitySearch: the highest load that met every objective.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub capacity: Option<CapacityAnswer>,
-    /// The stack's own metrics over the run, in brief (summary.json's `server_metrics` has every metric, per stage
-    /// and per endpoint), when the launcher scraped any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server: Option<ServerSummary>,
-    /// A sharded run's start skew: the latest shard's actual start minus the earliest's, in milliseconds (summary.json's
-    /// `shard_starts` has each shard's lateness after the release).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub start_skew_ms: Option<f64>,
-}
-
-/// The server side of a run in brief: how the scrape went and the means that say why a stack saturates. The
-/// launcher's compact summary and a run's status carry it in this form.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct ServerSummary {
-    /// Endpoints scraped.
-    pub targets: u32,
-    /// Scrapes that answered, over all endpoints.
-    pub scrapes: u64,
-    /// Scrapes that failed (no answer, an error status, not Prometheus text).
-    pub failed_scrapes: u64,
-    /// vLLM's requests running, summed over endpoints, averaged over the run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requests_running_mean: Option<f64>,
-    /// vLLM's requests waiting (queue depth), summed over endpoints, averaged over the run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requests_waiting_mean: Option<f64>,
-    /// vLLM's KV-cache usage (0–1), averaged over endpoints and the run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kv_cache_usage_mean: Option<f64>,
-    /// Prefix-cache hits over queries in the run, in percent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prefix_cache_hit_percent: Option<f64>,
-    /// Preemptions during the run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub preemptions: Option<f64>,
-}
-
-/// A harness's pass/fail verdict on a run.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct HarnessVerdict {
-    /// Who judged, e.g. `mlperf`.
-    pub by: String,
-    /// Whether the run passed.
-    pub passed: bool,
-    /// The result as the harness words it, e.g. `VALID` or `INVALID`.
-    pub result: String,
-    /// The checks that failed, e.g. `min_duration`, `performance_constraints`, `early_stopping`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub failed_checks: Vec<String>,
-}
-
-/// Throughput over the run.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct Throughput {
-    /// Successful requests per second.
-    pub requests_per_second: f64,
-    /// Prompt tokens per second.
-    pub input_tokens_per_second: f64,
-    /// Generated tokens per second.
-    pub output_tokens_per_second: f64,
-}
-
-/// Latency statistics of successful requests, in milliseconds. A metric the run could not measure (no successful
-/// request, or no streaming for the token metrics) is absent rather than zero.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-pub struct Latencies {
-    /// Time to first token.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ttft: Option<LatencyStats>,
-    /// Time per output token after the first: (last token − first token) / (output tokens − 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tpot: Option<LatencyStats>,
-    /// Inter-token latency: gaps between consecutive streamed chunks, pooled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub itl: Option<LatencyStats>,
-    /// Normalized time per output token: end-to-end latency / output tokens.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ntpot: Option<LatencyStats>,
-    /// End-to-end request latency.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub e2e: Option<LatencyStats>,
-}
-
-/// Mean and percentiles of one latency metric.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-pub struct LatencyStats {
-    /// Arithmetic mean.
-    pub mean: f64,
-    /// Median.
-    pub p50: f64,
-    /// 90th percentile.
-    pub p90: f64,
-    /// 99th percentile.
-    pub p99: f64,
 }
 
 /// What an SLO is judged on: a run's p99 latencies in milliseconds (`None` when not measured) and its counts.

@@ -56,7 +56,7 @@
 
 use std::time::Duration;
 
-use llmbench_api::capacity::{
+use llmbench_core::capacity::{
     CapacitySearch, LatencyMetric, LoadAxis, Metric, Objective, Statistic,
 };
 use serde::{Deserialize, Serialize};

@@ -6,6 +6,7 @@ pub mod capacity;
 pub mod conversations;
 pub mod data;
 pub mod engine;
+#[cfg(feature = "experiment")]
 pub mod experiment;
 pub mod limits;
 pub mod live;

@@ -31,6 +31,7 @@ enum Command {
     /// guidellm). Without an endpoint one embedded simulator serves every run. `experiment report DIR` rewrites the
     /// comparison (and its pictures in plots/) from the files. Exit codes: 1 an error (nothing ran), 3 some run
     /// failed, 4 interrupted.
+    #[cfg(feature = "experiment")]
     Experiment(llmbench::experiment::ExperimentCommand),
     /// Rebuild summary.json, every report and the pictures of a run directory from its run.json, requests.jsonl
     /// and server_metrics.jsonl (also for a run that was killed part way: a torn last record is skipped and the
@@ -114,7 +115,7 @@ fn synth_command(args: SynthArgs) -> anyhow::Result<()> {
 struct RenderArgs {
     /// The profile dialect: inference-perf, guidellm, vllm-benchmark, inferencemax, mlperf or nop.
     #[arg(long)]
-    harness: llmbench_api::v1alpha1::Harness,
+    harness: llmbench_core::harness::Harness,
     /// A profile of the bundled library, e.g. sanity_random (see workload/profiles/<harness>/).
     #[arg(long, value_name = "NAME")]
     profile: Option<String>,
@@ -239,6 +240,7 @@ fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+#[cfg(feature = "experiment")]
 fn experiment_command(
     command: llmbench::experiment::ExperimentCommand,
 ) -> anyhow::Result<ExitCode> {
@@ -425,6 +427,7 @@ fn main() -> ExitCode {
     init_logging();
     let result = match cli.command {
         Command::Run(args) => run_command(*args),
+        #[cfg(feature = "experiment")]
         Command::Experiment(command) => experiment_command(command),
         Command::Report(args) => report_command(args),
         Command::Plot(args) => plot_command(args),

@@ -21,10 +21,9 @@ pub use summary::{
     summarize_stages,
 };
 pub use summary_file::{
-    COMPACT_SUMMARY_MAX_BYTES, CompactStats, CompactSummary, Completion, ConversationSummary,
-    Excluded, RecordsSpilled, RunInfo, RunState, RunSummary, RunVerdict, SUMMARY_SCHEMA,
-    SkippedReport, TurnSummary, WriteSummaryError, compact_summary, write_compact_summary,
-    write_summary_json,
+    COMPACT_SUMMARY_MAX_BYTES, CompactSummary, Completion, ConversationSummary, Excluded,
+    RecordsSpilled, RunInfo, RunState, RunSummary, RunVerdict, SUMMARY_SCHEMA, SkippedReport,
+    TurnSummary, WriteSummaryError, compact_summary, write_compact_summary, write_summary_json,
 };
 pub use weighted::{GuidellmDistribution, GuidellmPercentiles};
 

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use llmbench_api::library::{LibraryError, builtin_profile};
-use llmbench_api::render::{Override, OverrideError, RenderError, render_profile, well_known};
+use llmbench_core::library::{LibraryError, builtin_profile};
+use llmbench_core::render::{Override, OverrideError, RenderError, render_profile, well_known};
 
 /// Why a profile could not be loaded or rendered.
 #[derive(Debug, thiserror::Error)]
@@ -108,7 +108,7 @@ impl Values {
                 })
                 .ok_or_else(|| ProfileError::MalformedSet { text: item.clone() })?;
             let name = name
-                .strip_prefix(llmbench_api::render::TOKEN_PREFIX)
+                .strip_prefix(llmbench_core::render::TOKEN_PREFIX)
                 .unwrap_or(name);
             values.insert(name.to_owned(), value.to_owned());
         }

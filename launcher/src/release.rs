@@ -1,5 +1,5 @@
 //! `llmbench run --wait-for-release ADDR`: a shard of a sharded run starts its clock when every shard is ready, at
-//! one instant the operator names (the protocol: `llmbench_api::release`).
+//! one instant the operator names (the protocol: `llmbench_core::release`).
 //!
 //! The launcher prepares everything before its clock starts (profile, prompts, schedule, results directory), then
 //! answers `waiting` on `GET /ready` and waits for a `POST /release` naming a wall-clock instant. It sleeps until
@@ -18,7 +18,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
-use llmbench_api::release::{READY_PATH, RELEASE_PATH, ReadyAnswer, ReleaseRequest};
+use llmbench_core::release::{READY_PATH, RELEASE_PATH, ReadyAnswer, ReleaseRequest};
 use tokio::sync::watch;
 
 /// Why a launcher did not get released.

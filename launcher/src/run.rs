@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use clap::Args;
-use llmbench_api::v1alpha1::Harness;
+use llmbench_core::harness::Harness;
 
 pub use output::{LOCK_FILE, OutputError, in_use, validate_run_id};
 pub use server::ScrapePlan;
@@ -543,7 +543,7 @@ pub(crate) struct RunContext<'a> {
     /// The profile's keys that were not acted on, for run.json and the summary.
     pub notes: Vec<ProfileNote>,
     /// The SLO capacity search the run carries out, for run.json.
-    pub capacity_search: Option<llmbench_api::capacity::CapacitySearchSpec>,
+    pub capacity_search: Option<llmbench_core::capacity::CapacitySearchSpec>,
     /// The Prometheus server the profile names for server metrics (inference-perf `metrics:`).
     pub prometheus: Option<crate::workload::PrometheusSource>,
 }
@@ -1049,10 +1049,10 @@ impl StagePlanner for RecordDecisions {
 /// `--capacity-search`: the spec as JSON or YAML (JSON is YAML), checked as a profile's would be.
 fn capacity_search_flag(
     text: &str,
-) -> Result<llmbench_api::capacity::CapacitySearchSpec, RunError> {
-    let spec: llmbench_api::capacity::CapacitySearchSpec = serde_saphyr::from_str(text)
+) -> Result<llmbench_core::capacity::CapacitySearchSpec, RunError> {
+    let spec: llmbench_core::capacity::CapacitySearchSpec = serde_saphyr::from_str(text)
         .map_err(|e| RunError::CapacitySearch(format!("--capacity-search: {e}")))?;
-    llmbench_api::capacity::CapacitySearch::try_from(&spec)
+    llmbench_core::capacity::CapacitySearch::try_from(&spec)
         .map_err(|e| RunError::CapacitySearch(format!("--capacity-search: {e}")))?;
     Ok(spec)
 }

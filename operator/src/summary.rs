@@ -1,16 +1,15 @@
 //! The launcher's compact summary (schema `llmbench.summary/v1`, written to the termination log by
 //! `--summary-file`) parsed into the run's status summary; several shards' summaries aggregated into one; the
-//! SLO verdict. Pure: no Kubernetes client.
+//! SLO verdict. Pure: no Kubernetes client. The contract's types are `llmbench_core::summary::v1`'s, the ones the
+//! launcher writes with.
 
-use llmbench_api::capacity::CapacityAnswer;
+use llmbench_api::summary::v1::{self, CompactSummary};
 use llmbench_api::v1alpha1::{
-    HarnessVerdict, Latencies, LatencyStats, RunSummary, ServerSummary, SloFigures, SloSpec,
-    Throughput,
+    HarnessVerdict, Latencies, LatencyStats, RunSummary, SloFigures, SloSpec, Throughput,
 };
-use serde::Deserialize;
 
 /// The schema id the launcher writes.
-pub const SUMMARY_SCHEMA: &str = "llmbench.summary/v1";
+pub const SUMMARY_SCHEMA: &str = v1::SCHEMA;
 
 /// Why a termination message is not a summary.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -25,64 +24,8 @@ pub enum SummaryError {
     Schema { pod: String, found: String },
 }
 
-/// The fields of the compact summary the status needs; everything else is ignored.
-#[derive(Deserialize)]
-struct Compact {
-    #[serde(default)]
-    schema: Option<String>,
-    requests: CompactRequests,
-    duration_s: f64,
-    throughput: CompactThroughput,
-    latency_ms: CompactLatency,
-    #[serde(default)]
-    verdict: Option<CompactVerdict>,
-    #[serde(default)]
-    goodput_percent: Option<f64>,
-    #[serde(default)]
-    capacity: Option<CapacityAnswer>,
-    #[serde(default)]
-    server: Option<ServerSummary>,
-    #[serde(default)]
-    start_skew_ms: Option<f64>,
-}
-
-#[derive(Deserialize)]
-struct CompactVerdict {
-    by: String,
-    passed: bool,
-    result: String,
-    #[serde(default)]
-    failed_checks: Vec<String>,
-}
-
-#[derive(Deserialize)]
-struct CompactRequests {
-    total: u64,
-    failed: u64,
-}
-
-#[derive(Deserialize)]
-struct CompactThroughput {
-    requests_per_s: f64,
-    input_tokens_per_s: f64,
-    output_tokens_per_s: f64,
-}
-
-#[derive(Deserialize)]
-struct CompactLatency {
-    #[serde(default)]
-    ttft: Option<LatencyStats>,
-    #[serde(default)]
-    tpot: Option<LatencyStats>,
-    #[serde(default)]
-    itl: Option<LatencyStats>,
-    #[serde(default)]
-    ntpot: Option<LatencyStats>,
-    #[serde(default)]
-    e2e: Option<LatencyStats>,
-}
-
-/// Parses launcher pod `pod`'s termination message.
+/// Parses launcher pod `pod`'s termination message: the compact summary of `llmbench.summary/v1`, as the
+/// status shows it.
 pub fn parse_summary(pod: &str, message: &str) -> Result<RunSummary, SummaryError> {
     let message = message.trim();
     if message.is_empty() {
@@ -90,43 +33,18 @@ pub fn parse_summary(pod: &str, message: &str) -> Result<RunSummary, SummaryErro
             pod: pod.to_owned(),
         });
     }
-    let compact: Compact = serde_json::from_str(message).map_err(|e| SummaryError::Malformed {
-        pod: pod.to_owned(),
-        message: e.to_string(),
-    })?;
-    if let Some(found) = compact.schema.filter(|s| s != SUMMARY_SCHEMA) {
+    let compact: CompactSummary =
+        serde_json::from_str(message).map_err(|e| SummaryError::Malformed {
+            pod: pod.to_owned(),
+            message: e.to_string(),
+        })?;
+    if !compact.schema.is_empty() && compact.schema != SUMMARY_SCHEMA {
         return Err(SummaryError::Schema {
             pod: pod.to_owned(),
-            found,
+            found: compact.schema,
         });
     }
-    Ok(RunSummary {
-        requests: compact.requests.total,
-        failures: compact.requests.failed,
-        duration_seconds: compact.duration_s,
-        throughput: Throughput {
-            requests_per_second: compact.throughput.requests_per_s,
-            input_tokens_per_second: compact.throughput.input_tokens_per_s,
-            output_tokens_per_second: compact.throughput.output_tokens_per_s,
-        },
-        latency_ms: Latencies {
-            ttft: compact.latency_ms.ttft,
-            tpot: compact.latency_ms.tpot,
-            itl: compact.latency_ms.itl,
-            ntpot: compact.latency_ms.ntpot,
-            e2e: compact.latency_ms.e2e,
-        },
-        verdict: compact.verdict.map(|v| HarnessVerdict {
-            by: v.by,
-            passed: v.passed,
-            result: v.result,
-            failed_checks: v.failed_checks,
-        }),
-        goodput_percent: compact.goodput_percent,
-        capacity: compact.capacity,
-        server: compact.server,
-        start_skew_ms: compact.start_skew_ms,
-    })
+    Ok(RunSummary::from(&compact))
 }
 
 /// One summary for shards that ran side by side: counts and throughputs add up, the duration is the longest

@@ -7,7 +7,6 @@
 //! interrupt leaves the requests in flight a grace period to finish; the other reasons cancel them at once, as
 //! guidellm's `stop_all` does. A cancelled request is still recorded, as `cancelled`, with the timings it had.
 
-use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,60 +14,11 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 use tokio::sync::futures::Notified;
 
-/// Why a run or a stage stopped before its plan was done.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "reason", rename_all = "snake_case")]
-pub enum StopReason {
-    /// A signal asked the launcher to stop (SIGTERM, SIGINT).
-    Interrupted { signal: Signal },
-    /// `requests.jsonl` could not be written (e.g. the disk is full).
-    RecordsUnwritable,
-    /// guidellm `max_errors` tripped.
-    MaxErrors,
-    /// guidellm `max_error_rate` tripped.
-    MaxErrorRate,
-    /// guidellm `max_global_error_rate` tripped.
-    MaxGlobalErrorRate,
-    /// The stage's deadline passed (a capacity-search point that did not drain in time); what was in flight is
-    /// cancelled.
-    Deadline,
-}
-
-/// The signals a launcher handles.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "UPPERCASE")]
-pub enum Signal {
-    Sigterm,
-    Sigint,
-}
-
-impl fmt::Display for Signal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Signal::Sigterm => "SIGTERM",
-            Signal::Sigint => "SIGINT",
-        })
-    }
-}
-
-impl fmt::Display for StopReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StopReason::Interrupted { signal } => write!(f, "interrupted by {signal}"),
-            StopReason::RecordsUnwritable => {
-                f.write_str("the request records could not be written")
-            }
-            StopReason::MaxErrors => f.write_str("max_errors reached"),
-            StopReason::MaxErrorRate => f.write_str("max_error_rate reached"),
-            StopReason::MaxGlobalErrorRate => f.write_str("max_global_error_rate reached"),
-            StopReason::Deadline => f.write_str("the stage's deadline passed"),
-        }
-    }
-}
+/// Why a run stopped, and the signals it handles: part of the summary contract (`summary.json`'s `run`).
+pub use llmbench_core::summary::v1::{Signal, StopReason};
 
 /// One level of stopping (the run, or a stage): a flag to stop issuing, one to cancel what is in flight, and the
 /// first reason given. Stopping a level stops every level below it.

@@ -56,12 +56,8 @@ pub struct Goodput {
     pub attainment_percentage: BTreeMap<String, f64>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RequestCounts {
-    pub total: u64,
-    pub succeeded: u64,
-    pub failed: u64,
-}
+/// Requests of a bucket, as the summary contract counts them.
+pub use llmbench_core::summary::v1::RequestCounts;
 
 /// Rates over the bucket's window (inference-perf's): successful requests, and their input (server-reported
 /// prompt tokens, else as built), output and total tokens, per second.

@@ -9,25 +9,32 @@
 //! tokens per second, latency from the scheduled time); the compact summary has exactly the schema's fields, plus
 //! `stages_omitted` when it had to leave the stages out, and `goodput_percent` and `capacity` (the capacity
 //! search's answer in brief) when the run has them — the figures a BenchmarkExperiment compares.
+//!
+//! The compact summary's types are `llmbench_core::summary::v1`'s, the ones the operator reads with; this module
+//! fills them from the launcher's full figures and keeps them within the size limit.
 
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use llmbench_api::capacity::CapacityAnswer;
+use llmbench_core::capacity::CapacityAnswer;
+use llmbench_core::summary::v1;
+pub use llmbench_core::summary::v1::{
+    CompactBody, CompactDelay, CompactLatency, CompactSchedule, CompactStage, CompactSummary,
+    CompactThroughput, Completion, LatencyStats, RunState, RunVerdict, ServerSummary,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::stats::Stats;
-use super::summary::{RequestCounts, StageSummary, Summary, summarize_stages};
-use crate::engine::StopReason;
+use super::summary::{StageSummary, Summary, summarize_stages};
 use crate::record::RequestRecord;
 
 /// The schema id carried by `summary.json` and by the compact summary.
-pub const SUMMARY_SCHEMA: &str = "llmbench.summary/v1";
+pub const SUMMARY_SCHEMA: &str = v1::SCHEMA;
 
 /// The size limit of the compact summary: a Kubernetes termination message holds 4096 bytes.
-pub const COMPACT_SUMMARY_MAX_BYTES: usize = 4096;
+pub const COMPACT_SUMMARY_MAX_BYTES: usize = v1::COMPACT_MAX_BYTES;
 
 /// What identifies a run in its summary.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -98,36 +105,6 @@ pub struct SkippedReport {
     pub reason: String,
 }
 
-/// Whether a run did what its plan said.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunState {
-    /// Every stage ran to its end (an error limit that ended one stage early included).
-    Complete,
-    /// A signal stopped it; what was measured is recorded, in-flight requests as cancelled.
-    Interrupted,
-    /// It stopped itself early: an error limit with `stopping_scope: all`, or records it could not write.
-    Stopped,
-    /// It never wrote its end: the launcher was killed or crashed. Only `llmbench report` says this.
-    Incomplete,
-}
-
-/// How a run that did not end as planned ended, with its counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Completion {
-    pub state: RunState,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stopped: Option<StopReason>,
-    /// Requests the plan would have sent, when known in advance.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub planned: Option<u64>,
-    /// Requests sent (unknown for a killed run).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sent: Option<u64>,
-    /// Requests recorded.
-    pub finished: u64,
-}
-
 /// Recorded requests left out of the figures.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Excluded {
@@ -168,19 +145,6 @@ pub struct TurnSummary {
     pub input_tokens_mean: Option<f64>,
     pub ttft_ms_mean: Option<f64>,
     pub e2e_ms_mean: Option<f64>,
-}
-
-/// A harness's own verdict on a run, as the operator's SLOMet condition shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunVerdict {
-    /// Who judged, e.g. `mlperf`.
-    pub by: String,
-    pub passed: bool,
-    /// The result line, e.g. `VALID` or `INVALID`.
-    pub result: String,
-    /// The names of the checks that failed, e.g. `min_duration`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub failed_checks: Vec<String>,
 }
 
 impl RunSummary {
@@ -227,102 +191,9 @@ impl RunSummary {
     }
 }
 
-/// The compact summary's shape: the schema's fields only.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CompactSummary {
-    pub schema: String,
-    pub run_id: String,
-    pub harness: String,
-    pub model: String,
-    pub endpoint: String,
-    #[serde(flatten)]
-    pub overall: CompactBody,
-    pub stages: Vec<CompactStage>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub verdict: Option<RunVerdict>,
-    /// The run's overall goodput in percent (`goodput.percentage` of summary.json), when the profile sets
-    /// goodput objectives.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub goodput_percent: Option<f64>,
-    /// The capacity search's answer in brief (summary.json's `capacity` has every point).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub capacity: Option<CapacityAnswer>,
-    /// The server metrics in brief (summary.json's `server_metrics` has them all).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server: Option<llmbench_api::v1alpha1::ServerSummary>,
-    /// How the run ended, when not as planned.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run: Option<Completion>,
-    /// A merged sharded run: the latest shard's start minus the earliest's, in milliseconds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub start_skew_ms: Option<f64>,
-    /// How many stages were left out to stay within the size limit.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub stages_omitted: usize,
-}
-
-fn is_zero(n: &usize) -> bool {
-    *n == 0
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CompactStage {
-    pub stage: u32,
-    #[serde(flatten)]
-    pub body: CompactBody,
-}
-
-/// The schema's fields of one bucket (the run or a stage).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CompactBody {
-    pub requests: RequestCounts,
-    pub duration_s: f64,
-    pub throughput: CompactThroughput,
-    pub latency_ms: CompactLatency,
-    pub schedule: CompactSchedule,
-    pub errors: BTreeMap<String, u64>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct CompactThroughput {
-    pub requests_per_s: f64,
-    pub input_tokens_per_s: f64,
-    pub output_tokens_per_s: f64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct CompactLatency {
-    pub ttft: Option<CompactStats>,
-    pub tpot: Option<CompactStats>,
-    pub itl: Option<CompactStats>,
-    pub ntpot: Option<CompactStats>,
-    pub e2e: Option<CompactStats>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct CompactStats {
-    pub mean: f64,
-    pub p50: f64,
-    pub p90: f64,
-    pub p99: f64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct CompactSchedule {
-    pub requested_rate: Option<f64>,
-    pub achieved_rate: Option<f64>,
-    pub delay_ms: Option<CompactDelay>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct CompactDelay {
-    pub p50: f64,
-    pub p99: f64,
-}
-
-impl From<&Stats> for CompactStats {
+impl From<&Stats> for LatencyStats {
     fn from(s: &Stats) -> Self {
-        CompactStats {
+        LatencyStats {
             mean: s.mean,
             p50: s.p50,
             p90: s.p90,
@@ -333,7 +204,7 @@ impl From<&Stats> for CompactStats {
 
 impl From<&Summary> for CompactBody {
     fn from(s: &Summary) -> Self {
-        let compact = |stats: &Option<Stats>| stats.as_ref().map(CompactStats::from);
+        let compact = |stats: &Option<Stats>| stats.as_ref().map(LatencyStats::from);
         CompactBody {
             requests: s.requests,
             duration_s: s.duration_s,
@@ -393,16 +264,14 @@ impl From<&RunSummary> for CompactSummary {
 
 /// The compact form of the server metrics: scrape counts and the run-wide means of the gauges that explain
 /// saturation.
-pub fn server_brief(
-    server: &crate::server_metrics::ServerMetricsSummary,
-) -> llmbench_api::v1alpha1::ServerSummary {
+pub fn server_brief(server: &crate::server_metrics::ServerMetricsSummary) -> ServerSummary {
     use crate::server_metrics::Figures;
     let overall = &server.overall;
     let mean = |key: &str| match overall.aggregate_metric(key).map(|m| &m.figures) {
         Some(Figures::Gauge { mean, .. }) if mean.is_finite() => Some(*mean),
         _ => None,
     };
-    llmbench_api::v1alpha1::ServerSummary {
+    ServerSummary {
         targets: u32::try_from(server.targets.len()).unwrap_or(u32::MAX),
         scrapes: server.targets.iter().map(|t| t.scrapes).sum(),
         failed_scrapes: server.targets.iter().map(|t| t.failed).sum(),
@@ -832,7 +701,7 @@ mod tests {
         assert_eq!(value["goodput_percent"], 90.0);
         let mut compact = CompactSummary::from(&summary);
         compact.capacity = Some(CapacityAnswer {
-            load: llmbench_api::capacity::LoadAxis::Rate,
+            load: llmbench_core::capacity::LoadAxis::Rate,
             status: "found".into(),
             answer: Some(12.5),
             passing: Some(12.5),
@@ -867,7 +736,7 @@ mod tests {
         });
         let mut compact = CompactSummary::from(&summary);
         compact.capacity = Some(CapacityAnswer {
-            load: llmbench_api::capacity::LoadAxis::Concurrency,
+            load: llmbench_core::capacity::LoadAxis::Concurrency,
             status: huge.clone(),
             answer: Some(f64::MAX),
             passing: Some(-1.2345678901234567e-300),

@@ -31,6 +31,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+#[cfg(feature = "experiment")]
 use crate::experiment::{ExperimentError, ExperimentPlan, RunStatus};
 use crate::metrics::{RunState, RunSummary};
 use crate::record::{ReadRecordsError, RequestRecord, read_jsonl_counting_truncated};
@@ -50,7 +51,11 @@ pub const PLOTS_DIR: &str = "plots";
 pub const REPORT_HTML: &str = "report.html";
 /// The comparison's page.
 pub const COMPARE_HTML: &str = "compare.html";
+#[cfg(feature = "experiment")]
 const EXPERIMENT_FILE: &str = crate::experiment::plan::EXPERIMENT_FILE;
+/// Without the `experiment` feature an experiment directory is still recognised, to say why it cannot be read.
+#[cfg(not(feature = "experiment"))]
+const EXPERIMENT_FILE: &str = "experiment.json";
 
 /// Drawing or writing pictures failed. Each variant names the file or directory it is about.
 #[derive(Debug, thiserror::Error)]
@@ -67,11 +72,17 @@ pub enum PlotError {
         path: PathBuf,
         source: ReadRecordsError,
     },
+    #[cfg(feature = "experiment")]
     #[error("cannot read the experiment in {dir}: {source}")]
     Experiment {
         dir: PathBuf,
         source: Box<ExperimentError>,
     },
+    #[cfg(not(feature = "experiment"))]
+    #[error(
+        "{dir} is an experiment directory, and this llmbench was built without the `experiment` feature"
+    )]
+    ExperimentUnsupported { dir: PathBuf },
     #[error(
         "{dir} is neither a run directory (with {RUN_META_FILE}) nor an experiment directory (with {EXPERIMENT_FILE})"
     )]
@@ -507,8 +518,21 @@ fn compared_run(
     })
 }
 
+/// Without the `experiment` feature, `experiment.json` cannot be read.
+#[cfg(not(feature = "experiment"))]
+fn experiment_entries(
+    dir: &Path,
+    _prefix: Option<&str>,
+    _warnings: &mut Vec<String>,
+) -> Result<Vec<Entry>, PlotError> {
+    Err(PlotError::ExperimentUnsupported {
+        dir: dir.to_owned(),
+    })
+}
+
 /// One entry per treatment of the experiment in `dir` (plan order) with its succeeded runs; treatments without
 /// one are left out with a warning.
+#[cfg(feature = "experiment")]
 fn experiment_entries(
     dir: &Path,
     prefix: Option<&str>,

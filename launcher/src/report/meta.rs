@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use llmbench_api::v1alpha1::Harness;
+use llmbench_core::harness::Harness;
 use serde::{Deserialize, Serialize};
 
 use super::ReportError;
@@ -73,7 +73,7 @@ pub struct RunMeta {
     /// The run's SLO capacity search, as asked: its stages are the search's points, and the summary's `capacity`
     /// is replayed from their figures (so `llmbench report` gives the same answer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub capacity_search: Option<llmbench_api::capacity::CapacitySearchSpec>,
+    pub capacity_search: Option<llmbench_core::capacity::CapacitySearchSpec>,
     /// The server metrics scraped during the run (`server_metrics.jsonl`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_metrics: Option<ServerMetricsMeta>,

@@ -25,7 +25,7 @@ mod vllm;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
-use llmbench_api::v1alpha1::Harness;
+use llmbench_core::harness::Harness;
 use serde::Serialize;
 
 use crate::metrics::transient::{self, StageBounds};
@@ -283,7 +283,7 @@ impl Tally {
         summary.capacity = meta
             .capacity_search
             .as_ref()
-            .and_then(|spec| llmbench_api::capacity::CapacitySearch::try_from(spec).ok())
+            .and_then(|spec| llmbench_core::capacity::CapacitySearch::try_from(spec).ok())
             .map(|search| {
                 let points: Vec<(u32, &crate::metrics::Summary)> = summary
                     .stages

@@ -636,7 +636,7 @@ mod tests {
     use crate::record::{ChunkEvent, ChunkKind, ErrorClass, RequestError, TurnOf, Usage};
     use crate::report::{RunEnd, RunState, Slo, StageEnd, StageMeta, summarize_run, write_all};
     use crate::workload::{SloMetric, Transient, TransientMode, TransientPhase};
-    use llmbench_api::v1alpha1::Harness;
+    use llmbench_core::harness::Harness;
     use proptest::prelude::*;
 
     const MS: u64 = 1_000_000;

@@ -14,8 +14,8 @@
 
 use std::time::Duration;
 
-use llmbench_api::capacity::{CapacitySearch, LoadAxis};
-use llmbench_api::v1alpha1::Harness;
+use llmbench_core::capacity::{CapacitySearch, LoadAxis};
+use llmbench_core::harness::Harness;
 
 use crate::capacity::{Point, Search};
 use crate::engine::{FinishedStage, PlannedStage, PlannerError, StagePlanner};
@@ -224,7 +224,7 @@ impl StagePlanner for CapacityPlanner {
 /// profile's own (both would decide the stages), a load stage to shape the points, and goodput objectives on the
 /// requests when the search bounds goodput.
 pub fn check(
-    spec: &llmbench_api::capacity::CapacitySearchSpec,
+    spec: &llmbench_core::capacity::CapacitySearchSpec,
     workload: &Workload,
     shard: crate::plan::Shard,
     has_sweep: bool,
@@ -249,7 +249,7 @@ pub fn check(
     let bounds_goodput = search
         .objectives
         .iter()
-        .any(|o| o.metric == llmbench_api::capacity::Metric::Goodput);
+        .any(|o| o.metric == llmbench_core::capacity::Metric::Goodput);
     if bounds_goodput && workload.goodput.is_empty() {
         return Err(
             "a goodput objective needs the per-request objectives that make a request good: set the profile's \

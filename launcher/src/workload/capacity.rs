@@ -6,7 +6,7 @@
 //! capacity_search:
 //!   load: rate              # or concurrency
 //!   slo: ["ttft_p99<=500ms", "failure_rate<=1%"]
-//!   start: 1                # optional, defaults in llmbench_api::capacity::CapacitySearch
+//!   start: 1                # optional, defaults in llmbench_core::capacity::CapacitySearch
 //!   max: 256
 //!   growth: 2
 //!   tolerance: 0.05
@@ -15,7 +15,7 @@
 //!   max_points: 20
 //! ```
 
-use llmbench_api::capacity::{CapacitySearch, CapacitySearchSpec, LoadAxis};
+use llmbench_core::capacity::{CapacitySearch, CapacitySearchSpec, LoadAxis};
 
 use super::WorkloadError;
 use super::reader::{At, Ctx, MapReader};
@@ -48,10 +48,13 @@ pub(crate) fn take(
 
 fn read_spec(ctx: &Ctx, map: &mut MapReader<'_>) -> Result<CapacitySearchSpec, WorkloadError> {
     let load_at = map.require(ctx, "load", "what the search varies: rate or concurrency")?;
-    let load: LoadAxis = load_at
-        .str(ctx)?
-        .parse()
-        .map_err(|e: llmbench_api::capacity::ObjectiveError| load_at.invalid(ctx, e.to_string()))?;
+    let load: LoadAxis =
+        load_at
+            .str(ctx)?
+            .parse()
+            .map_err(|e: llmbench_core::capacity::ObjectiveError| {
+                load_at.invalid(ctx, e.to_string())
+            })?;
     let slo_at = map.require(ctx, "slo", "the objectives, e.g. [\"ttft_p99<=500ms\"]")?;
     let slo = match &slo_at.node.value {
         Value::Str(one) => vec![one.clone()],
@@ -64,7 +67,7 @@ fn read_spec(ctx: &Ctx, map: &mut MapReader<'_>) -> Result<CapacitySearchSpec, W
     // Each objective is checked here so its error carries the line of the list.
     for objective in &slo {
         objective
-            .parse::<llmbench_api::capacity::Objective>()
+            .parse::<llmbench_core::capacity::Objective>()
             .map_err(|e| slo_at.invalid(ctx, e.to_string()))?;
     }
     let number = |map: &mut MapReader<'_>, key: &str| -> Result<Option<f64>, WorkloadError> {

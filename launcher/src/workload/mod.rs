@@ -45,7 +45,7 @@ pub struct Parsed {
     /// Unknown keys (and known keys llmbench does not act on), in document order.
     pub warnings: Vec<Warning>,
     /// llmbench's SLO capacity search (`capacity_search:` at the root of any dialect's profile).
-    pub capacity: Option<llmbench_api::capacity::CapacitySearchSpec>,
+    pub capacity: Option<llmbench_core::capacity::CapacitySearchSpec>,
 }
 
 /// Parses a rendered profile of `harness`. `file_name` only labels messages.

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 /// The profile dialect, shared with the API types so the CLI, the operator and the parsers agree on names.
-pub use llmbench_api::v1alpha1::Harness;
+pub use llmbench_core::harness::Harness;
 
 /// Which of a harness's file formats the profile was written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -441,8 +441,11 @@ pub(crate) fn nearest_key<'k>(
         .into_iter()
         .filter(|k| *k != name)
         .filter_map(|k| {
-            let d =
-                llmbench_api::render::edit_distance_within(&lowered, &k.to_lowercase(), max_edits)?;
+            let d = llmbench_core::render::edit_distance_within(
+                &lowered,
+                &k.to_lowercase(),
+                max_edits,
+            )?;
             Some((d, k))
         })
         .min_by_key(|(d, _)| *d)

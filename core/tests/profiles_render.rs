@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use llmbench_api::library::builtin_profiles;
-use llmbench_api::render::{RenderError, render_profile, well_known};
+use llmbench_core::library::builtin_profiles;
+use llmbench_core::render::{RenderError, render_profile, well_known};
 
 fn standard_values() -> BTreeMap<String, String> {
     [
@@ -158,7 +158,7 @@ fn the_bundled_library_has_every_upstream_profile_of_the_supported_harnesses() {
         }
         let stem = file.trim_end_matches(".in").trim_end_matches(".yaml");
         assert!(
-            llmbench_api::library::builtin_profile(harness, stem).is_ok(),
+            llmbench_core::library::builtin_profile(harness, stem).is_ok(),
             "the bundled library lacks {harness}/{stem}"
         );
     }
@@ -166,13 +166,13 @@ fn the_bundled_library_has_every_upstream_profile_of_the_supported_harnesses() {
 
 #[test]
 fn unknown_builtin_names_suggest_the_nearest_profile() {
-    let err = llmbench_api::library::builtin_profile("inference-perf", "sanity_randon")
+    let err = llmbench_core::library::builtin_profile("inference-perf", "sanity_randon")
         .expect_err("unknown");
     assert!(
         err.to_string().contains("did you mean `sanity_random`?"),
         "{err}"
     );
-    let err = llmbench_api::library::builtin_profile("guidelm", "x").expect_err("unknown harness");
+    let err = llmbench_core::library::builtin_profile("guidelm", "x").expect_err("unknown harness");
     assert!(
         err.to_string().contains("did you mean `guidellm`?"),
         "{err}"

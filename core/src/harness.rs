@@ -1,0 +1,74 @@
+//! The harnesses: which load generator's configuration format a workload profile is written in. The names are
+//! those of profiles, result directories, the CLI and the CRDs' `harness` field.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A profile dialect: which load generator's configuration format the workload profile is written in.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum Harness {
+    /// kubernetes-sigs/inference-perf configuration files.
+    InferencePerf,
+    /// vllm-project/guidellm scenarios (the v0.7 `spec:` format and the older flat formats).
+    Guidellm,
+    /// `vllm bench serve` flag maps.
+    VllmBenchmark,
+    /// InferenceMAX `bench_serving` flag maps.
+    Inferencemax,
+    /// No traffic: the launcher only collects (llm-d-benchmark's `nop`).
+    Nop,
+    /// MLPerf Inference LoadGen settings (Offline, Server, SingleStream scenarios; `user.conf` keys), judged
+    /// VALID or INVALID by LoadGen's rules.
+    Mlperf,
+}
+
+impl Harness {
+    /// Every harness, in the order `--help` lists them.
+    pub const ALL: [Harness; 6] = [
+        Harness::InferencePerf,
+        Harness::Guidellm,
+        Harness::VllmBenchmark,
+        Harness::Inferencemax,
+        Harness::Nop,
+        Harness::Mlperf,
+    ];
+
+    /// The name used in profiles, directories and the CLI, e.g. `inference-perf`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Harness::InferencePerf => "inference-perf",
+            Harness::Guidellm => "guidellm",
+            Harness::VllmBenchmark => "vllm-benchmark",
+            Harness::Inferencemax => "inferencemax",
+            Harness::Nop => "nop",
+            Harness::Mlperf => "mlperf",
+        }
+    }
+}
+
+impl std::fmt::Display for Harness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Harness {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Harness::ALL
+            .into_iter()
+            .find(|h| h.as_str() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Harness::ALL.iter().map(|h| h.as_str()).collect();
+                let hint = crate::render::nearest(s, names.iter().copied())
+                    .map(|n| format!(" — did you mean `{n}`?"))
+                    .unwrap_or_default();
+                format!(
+                    "unknown harness `{s}`; expected one of {}{hint}",
+                    names.join(", ")
+                )
+            })
+    }
+}

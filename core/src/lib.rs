@@ -1,0 +1,16 @@
+//! llmbench's core, with no Kubernetes dependency: the profile renderer that the operator and `llmbench render`
+//! share, the bundled profile library, the harness names, the SLO capacity search's spec and answer, the shard
+//! release protocol, and the summary contract (`llmbench.summary/v1`) that the launcher writes and the operator
+//! reads. `llmbench-api` re-exports all of it at its old paths and embeds the summary types in the CRDs.
+#![forbid(unsafe_code)]
+
+pub mod capacity;
+pub mod harness;
+pub mod library;
+pub mod release;
+pub mod render;
+pub mod summary;
+
+pub use harness::Harness;
+pub use library::{BuiltinProfile, LibraryError};
+pub use render::{Override, RenderError, render_profile};
