@@ -557,21 +557,30 @@ fn succeeded_with(
                 .join("; "),
         )
     };
+    // An emptyDir goes with its pod: say so where the user looks, instead of pointing at a path that is gone.
+    let results = if run.spec.storage.pvc_name().is_none() {
+        "the results were on an emptyDir and went with the pod: only this status.summary survives"
+            .to_owned()
+    } else {
+        format!(
+            "results in {}",
+            status
+                .results_path
+                .as_deref()
+                .unwrap_or("the workload volume")
+        )
+    };
     let (reason, message) = match &note {
         None => (
             "Succeeded",
             format!(
-                "{} launcher pod(s) finished{}; results in {}",
+                "{} launcher pod(s) finished{}; {results}",
                 shards.len(),
                 if merge.is_some() {
                     ", their records merged exactly"
                 } else {
                     ""
                 },
-                status
-                    .results_path
-                    .as_deref()
-                    .unwrap_or("the workload volume")
             ),
         ),
         Some(note) => ("SucceededWithoutSummary", note.clone()),
@@ -981,6 +990,32 @@ mod tests {
         assert_eq!(
             condition(&status, COMPLETED).map(|c| c.reason.as_str()),
             Some("Succeeded")
+        );
+    }
+
+    #[test]
+    fn an_empty_dir_run_says_only_its_summary_survives_and_a_claim_run_where_its_results_are() {
+        let summary = r#"{"schema":"llmbench.summary/v1","requests":{"total":10,"succeeded":10,"failed":0},"duration_s":2.0,"throughput":{"requests_per_s":5.0,"input_tokens_per_s":1.0,"output_tokens_per_s":1.0},"latency_ms":{"ttft":null,"tpot":null,"itl":null,"ntpot":null,"e2e":null}}"#;
+        let shards = vec![(0, "bench-1-launcher-0".to_owned(), summary.to_owned())];
+        let now = Timestamp::from_second(5).expect("time");
+        let message = |run: &BenchmarkRun, path: &str| {
+            let status = BenchmarkRunStatus {
+                results_path: Some(path.to_owned()),
+                ..BenchmarkRunStatus::default()
+            };
+            let (status, _) = succeeded(run, status, &shards, now);
+            condition(&status, COMPLETED)
+                .map(|c| c.message.clone())
+                .unwrap_or_default()
+        };
+        let scratch = fixtures::run(&format!("{}storage:\n  emptyDir: {{}}\n", fixtures::BASIC));
+        let said = message(&scratch, "emptyDir:/requests/bench-1-0f3c9a2e");
+        assert!(said.contains("only this status.summary survives"), "{said}");
+        let claim = fixtures::run(fixtures::BASIC);
+        let said = message(&claim, "workload-pvc:/requests/bench-1-0f3c9a2e");
+        assert!(
+            said.ends_with("results in workload-pvc:/requests/bench-1-0f3c9a2e"),
+            "{said}"
         );
     }
 
