@@ -316,6 +316,64 @@ async fn scenario(cp: &ControlPlane, admin: &Client) -> Result<(), String> {
         "llmbench results fetch --force (again)",
     );
 
+    // The errors a user meets first, from the real apiserver: a run that does not exist, and a user who may read
+    // runs and start pods but not exec into them.
+    let missing = Command::new(&llmbench)
+        .env("KUBECONFIG", cp.kubeconfig_path())
+        .args(["results", "fetch", "no-such-run", "-n", NAMESPACE, "--to"])
+        .arg(to.path())
+        .output()
+        .map_err(|e| e.to_string())?;
+    let said = String::from_utf8_lossy(&missing.stderr);
+    if missing.status.code() != Some(1)
+        || !said.contains("no BenchmarkRun no-such-run in namespace bench")
+    {
+        return Err(format!(
+            "fetching a missing run: {:?}\n{said}",
+            missing.status
+        ));
+    }
+    let reader = reader_without_exec(cp, admin).await?;
+    let denied = Command::new(&llmbench)
+        .env("KUBECONFIG", &reader)
+        .args([
+            "results",
+            "fetch",
+            "incluster",
+            "-n",
+            NAMESPACE,
+            "--force",
+            "--to",
+        ])
+        .arg(to.path())
+        .output()
+        .map_err(|e| e.to_string())?;
+    let said = String::from_utf8_lossy(&denied.stderr);
+    if denied.status.code() != Some(1) || !said.contains("create pods/exec") {
+        return Err(format!(
+            "fetching without pods/exec: {:?}\n{said}",
+            denied.status
+        ));
+    }
+    let readers: Api<Pod> = Api::namespaced(admin.clone(), NAMESPACE);
+    eventually(
+        "the denied fetch's reader pod to be deleted",
+        Duration::from_secs(60),
+        || {
+            let readers = readers.clone();
+            async move {
+                let left = readers
+                    .list(
+                        &ListParams::default().labels("app.kubernetes.io/component=results-reader"),
+                    )
+                    .await
+                    .ok()?;
+                left.items.is_empty().then_some(())
+            }
+        },
+    )
+    .await;
+
     // Deleting the run: the garbage collector removes what it owned.
     let pods: Api<Pod> = Api::namespaced(admin.clone(), NAMESPACE);
     let selector = ListParams::default().labels("app.kubernetes.io/managed-by=llmbench-operator");
@@ -349,6 +407,47 @@ async fn scenario(cp: &ControlPlane, admin: &Client) -> Result<(), String> {
     )
     .await;
     Ok(())
+}
+
+/// A kubeconfig for ServiceAccount `reader`, which may read runs and claims and manage pods in the namespace but
+/// not `create pods/exec`.
+async fn reader_without_exec(cp: &ControlPlane, admin: &Client) -> Result<PathBuf, String> {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    create(
+        &Api::<ServiceAccount>::namespaced(admin.clone(), NAMESPACE),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "reader"}}),
+    )
+    .await;
+    create(
+        &Api::<Role>::namespaced(admin.clone(), NAMESPACE),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "reader"},
+            "rules": [
+                {"apiGroups": ["llmbench.dev"], "resources": ["benchmarkruns"], "verbs": ["get", "list"]},
+                {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get"]},
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "create", "delete", "watch"]},
+            ],
+        }),
+    )
+    .await;
+    create(
+        &Api::<RoleBinding>::namespaced(admin.clone(), NAMESPACE),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "reader"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
+            "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": NAMESPACE}],
+        }),
+    )
+    .await;
+    let token = cp
+        .token_for_service_account(NAMESPACE, "reader")
+        .await
+        .map_err(|e| e.to_string())?;
+    cp.kubeconfig_for_token("reader", &token)
+        .map_err(|e| e.to_string())
 }
 
 fn find_file(dir: &Path, name: &str) -> Option<PathBuf> {
