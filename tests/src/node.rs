@@ -10,8 +10,9 @@
 //! controller-manager only talk to the apiserver and run on the host.
 //!
 //! Needs root, containerd, runc, the CNI plugins and iptables (Debian's packages; `tests/tools/node-packages.sh`
-//! installs them), and the pause image from `image/build.sh --pause`. Nothing is pulled: every image a test uses is
-//! imported with [`RealNode::import_image`].
+//! installs them), and the pause image from `image/build.sh --pause`. Nothing is pulled, and nothing could be: the
+//! node's namespace has no route beyond the host's end of its veth, and every image a test uses is imported with
+//! [`RealNode::import_image`].
 
 use std::fs;
 use std::io;
@@ -162,7 +163,6 @@ impl NodeNetwork {
         };
         let host_cidr = format!("{host_ip}/24");
         let node_cidr = format!("{node_ip}/24");
-        let host_gw = host_ip.to_string();
         let steps: [(&str, Vec<&str>); 6] = [
             (
                 "ip",
@@ -194,18 +194,8 @@ impl NodeNetwork {
             run(program, args)?;
         }
         run("ip", &["-n", &network.name, "link", "set", "lo", "up"])?;
-        run(
-            "ip",
-            &[
-                "-n",
-                &network.name,
-                "route",
-                "add",
-                "default",
-                "via",
-                &host_gw,
-            ],
-        )?;
+        // No default route: the node reaches the host's end (the apiserver) on the link and nothing beyond it,
+        // so containerd can never pull an image and no test traffic leaves the namespaces we made.
         // Pods reach the apiserver through the node (forwarding), and Services between pods on the one bridge
         // need bridged traffic to pass iptables (both are per-namespace settings).
         network.in_namespace_sh(

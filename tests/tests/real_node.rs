@@ -316,6 +316,23 @@ async fn scenario(cp: &ControlPlane, admin: &Client) -> Result<(), String> {
         "llmbench results fetch --force (again)",
     );
 
+    let listed = check(
+        Command::new(&llmbench)
+            .env("KUBECONFIG", cp.kubeconfig_path())
+            .args(["results", "list", "-n", NAMESPACE])
+            .output(),
+        "llmbench results list",
+    );
+    let row = listed
+        .lines()
+        .find(|l| l.starts_with("incluster"))
+        .unwrap_or_default();
+    if !(row.contains("Succeeded") && row.contains("workload-pvc") && row.contains("30")) {
+        return Err(format!(
+            "results list does not show the run, its claim and its 30 requests:\n{listed}"
+        ));
+    }
+
     // The errors a user meets first, from the real apiserver: a run that does not exist, and a user who may read
     // runs and start pods but not exec into them.
     let missing = Command::new(&llmbench)
