@@ -153,11 +153,12 @@ pub enum Tool {
     KubeScheduler,
     KubeControllerManager,
     KubeProxy,
+    Coredns,
     LlmDInferenceSim,
 }
 
 impl Tool {
-    pub const ALL: [Tool; 9] = [
+    pub const ALL: [Tool; 10] = [
         Tool::Etcd,
         Tool::KubeApiserver,
         Tool::Kubectl,
@@ -166,6 +167,7 @@ impl Tool {
         Tool::KubeScheduler,
         Tool::KubeControllerManager,
         Tool::KubeProxy,
+        Tool::Coredns,
         Tool::LlmDInferenceSim,
     ];
 
@@ -180,6 +182,7 @@ impl Tool {
             Tool::KubeScheduler => "kube-scheduler",
             Tool::KubeControllerManager => "kube-controller-manager",
             Tool::KubeProxy => "kube-proxy",
+            Tool::Coredns => "coredns",
             Tool::LlmDInferenceSim => "llm-d-inference-sim",
         }
     }
@@ -195,6 +198,7 @@ impl Tool {
             | Tool::KubeProxy => "KUBERNETES_VERSION",
             Tool::Helm => "HELM_VERSION",
             Tool::LlmDInferenceSim => "INFERENCE_SIM_VERSION",
+            Tool::Coredns => "COREDNS_VERSION",
         }
     }
 

@@ -1,7 +1,8 @@
 //! One real Kubernetes node for the end-to-end tests: containerd and runc run the pods' containers, the kubelet,
 //! kube-proxy, kube-scheduler and kube-controller-manager are Kubernetes' own (built by `tests/tools/build-tools.sh`
-//! at the apiserver's version), pods get addresses from the bridge CNI plugin with host-local IPAM, and claims bind
-//! to pre-created hostPath volumes of a default StorageClass.
+//! at the apiserver's version), pods get addresses from the bridge CNI plugin with host-local IPAM, Service names
+//! resolve through CoreDNS's kubernetes plugin (the cluster DNS, on the node's address), and claims bind to
+//! pre-created hostPath volumes of a default StorageClass.
 //!
 //! The node lives in a network namespace of its own, joined to the host by a veth pair: the host's end is the
 //! apiserver's address ([`ControlPlane::start_for_node`]), the node's end is the node's InternalIP. containerd, the
@@ -33,6 +34,8 @@ use crate::control_plane::{ControlPlane, HarnessError, Supervised, Tool};
 pub const NODE_NAME: &str = "llmbench-node";
 /// The default StorageClass whose claims bind to the node's hostPath volumes.
 pub const STORAGE_CLASS: &str = "llmbench-local";
+/// The cluster domain CoreDNS serves and the kubelet writes into pods' search paths.
+pub const CLUSTER_DOMAIN: &str = "cluster.local";
 /// Where pods get their addresses.
 const POD_CIDR: &str = "10.244.0.0/24";
 /// The sandbox image `image/build.sh --pause` makes.
@@ -239,6 +242,7 @@ pub struct RealNode {
     // Drop order matters and is spelled out in `Drop`.
     kubelet: Option<Supervised>,
     kube_proxy: Option<Supervised>,
+    coredns: Option<Supervised>,
     scheduler: Option<Supervised>,
     controller_manager: Option<Supervised>,
     containerd: Option<Supervised>,
@@ -275,6 +279,7 @@ impl RealNode {
         let mut node = RealNode {
             kubelet: None,
             kube_proxy: None,
+            coredns: None,
             scheduler: None,
             controller_manager: None,
             containerd: None,
@@ -326,6 +331,26 @@ impl RealNode {
         )?);
         node.wait_for_containerd().await?;
         node.import_image(pause_archive, "llmbench.local/pause")?;
+
+        // The cluster DNS: CoreDNS's kubernetes plugin on the node's address, which pods reach over their bridge.
+        let corefile = write(
+            "Corefile",
+            format!(
+                ".:53 {{\n    bind {node_ip}\n    errors\n    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{\n        \
+                 kubeconfig {}\n        pods insecure\n        fallthrough in-addr.arpa ip6.arpa\n    }}\n}}\n",
+                path_str(cp.kubeconfig_path())
+            ),
+        )?;
+        node.coredns = Some(Supervised::spawn(
+            "coredns",
+            Path::new("/usr/bin/nsenter"),
+            &in_node(
+                &tools.path(Tool::Coredns)?,
+                vec!["-conf".to_owned(), path_str(&corefile)],
+            ),
+            node.dir.join("coredns.log"),
+            None,
+        )?);
 
         // The kubelet: cgroupfs on this cgroup v1 host, eviction thresholds relaxed to what a shared test disk has,
         // authentication by our CA (the apiserver presents the admin certificate for exec and logs).
@@ -436,6 +461,7 @@ impl RealNode {
             ("kubelet", &self.kubelet),
             ("containerd", &self.containerd),
             ("kube-proxy", &self.kube_proxy),
+            ("coredns", &self.coredns),
             ("kube-scheduler", &self.scheduler),
             ("kube-controller-manager", &self.controller_manager),
         ] {
@@ -478,6 +504,7 @@ impl RealNode {
             for p in [
                 &mut self.kubelet,
                 &mut self.kube_proxy,
+                &mut self.coredns,
                 &mut self.scheduler,
                 &mut self.controller_manager,
                 &mut self.containerd,
@@ -594,6 +621,7 @@ impl Drop for RealNode {
         self.stop_runtime();
         for p in [
             self.kube_proxy.take(),
+            self.coredns.take(),
             self.scheduler.take(),
             self.controller_manager.take(),
         ]
@@ -730,6 +758,8 @@ authentication:
 authorization:
   mode: AlwaysAllow
 resolvConf: {resolv}
+clusterDNS: [{node_ip}]
+clusterDomain: {CLUSTER_DOMAIN}
 # The test disk is shared with the build; eviction at the usual 10-15% free would evict our pods.
 evictionHard:
   memory.available: 50Mi

@@ -73,7 +73,7 @@ where
 }
 
 /// The simulator from our own image, as a Deployment behind a ClusterIP Service on port 8000.
-async fn deploy_sim(client: &Client) -> String {
+async fn deploy_sim(client: &Client) {
     let image = format!("{IMAGE_REPOSITORY}:{VERSION}");
     create(
         &Api::<Deployment>::namespaced(client.clone(), NAMESPACE),
@@ -124,11 +124,6 @@ async fn deploy_sim(client: &Client) -> String {
         },
     )
     .await;
-    let service = services.get("sim").await.expect("the sim Service");
-    service
-        .spec
-        .and_then(|s| s.cluster_ip)
-        .expect("the sim Service has a ClusterIP")
 }
 
 fn helm_install(cp: &ControlPlane) {
@@ -153,14 +148,15 @@ fn helm_install(cp: &ControlPlane) {
     );
 }
 
-fn run_manifest(endpoint: &str) -> Value {
+/// A run against the sim by Service name (`http://sim.bench.svc:8000`): cluster DNS, kube-proxy and the Service.
+fn run_manifest() -> Value {
     json!({
         "apiVersion": "llmbench.dev/v1alpha1", "kind": "BenchmarkRun",
         "metadata": {"name": "incluster", "namespace": NAMESPACE},
         "spec": {
             "harness": "inference-perf",
             "workload": {"builtin": "sanity_random"},
-            "stack": {"endpoint": endpoint, "model": MODEL, "tokenizer": "builtin"},
+            "stack": {"serviceRef": {"name": "sim", "port": 8000}, "model": MODEL, "tokenizer": "builtin"},
             "overrides": ["load.stages.0.rate=10", "load.stages.0.duration=3"],
             "timeout": "5m",
             // One CPU: the launcher must size itself from its container's cgroup quota, not the node's CPUs.
@@ -209,10 +205,10 @@ async fn scenario(cp: &ControlPlane, admin: &Client) -> Result<(), String> {
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
     )
     .await;
-    let cluster_ip = deploy_sim(admin).await;
+    deploy_sim(admin).await;
 
     let runs: Api<BenchmarkRun> = Api::namespaced(admin.clone(), NAMESPACE);
-    create(&runs, run_manifest(&format!("http://{cluster_ip}:8000"))).await;
+    create(&runs, run_manifest()).await;
     let seen = std::sync::Mutex::new(Vec::new());
     let run = eventually(
         "the BenchmarkRun to finish",
