@@ -62,7 +62,7 @@ bench-smoke: ; bash bench/run.sh --smoke
 .PHONY: e2e-tools e2e
 
 ## e2e-tools: build etcd, kube-apiserver, kubectl, helm, llm-d-inference-sim and the node's kubelet, kube-proxy,
-## kube-scheduler and kube-controller-manager into ~/.cache/llmbench-tools (once), and install the node's Debian
+## kube-scheduler, kube-controller-manager and CoreDNS into ~/.cache/llmbench-tools (once), and install the node's Debian
 ## packages (containerd, runc, CNI plugins, iptables, umoci) when missing.
 e2e-tools:
 	bash tests/tools/node-packages.sh

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the end-to-end test tools from the Go module proxy into ~/.cache/llmbench-tools/<tool>-<version>/bin/<tool>:
-# etcd, kube-apiserver, kubectl, helm and llm-d-inference-sim. A tool whose binary is already there is skipped, so a
+# etcd, kube-apiserver, kubectl, helm, llm-d-inference-sim, and the real node's kubelet, kube-scheduler,
+# kube-controller-manager, kube-proxy and CoreDNS. A tool whose binary is already there is skipped, so a
 # second run takes seconds. Versions are pinned in tests/tools/versions.env.
 #
 #   bash tests/tools/build-tools.sh                 # every tool
