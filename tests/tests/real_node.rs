@@ -209,28 +209,7 @@ async fn scenario(cp: &ControlPlane, admin: &Client) -> Result<(), String> {
 
     let runs: Api<BenchmarkRun> = Api::namespaced(admin.clone(), NAMESPACE);
     create(&runs, run_manifest()).await;
-    let seen = std::sync::Mutex::new(Vec::new());
-    let run = eventually(
-        "the BenchmarkRun to finish",
-        Duration::from_secs(300),
-        || {
-            let runs = runs.clone();
-            let seen = &seen;
-            async move {
-                let run = runs.get("incluster").await.ok()?;
-                let phase = run.status.as_ref().and_then(|s| s.phase);
-                if let Some(p) = phase
-                    && let Ok(mut seen) = seen.lock()
-                    && seen.last() != Some(&p)
-                {
-                    seen.push(p);
-                }
-                matches!(phase, Some(Phase::Succeeded | Phase::Failed)).then_some(run)
-            }
-        },
-    )
-    .await;
-    let seen = seen.into_inner().unwrap_or_default();
+    let (run, seen) = finished(&runs, "incluster").await;
     let status = run.status.clone().unwrap_or_default();
     if status.phase != Some(Phase::Succeeded) {
         return Err(format!(
@@ -278,13 +257,11 @@ async fn scenario(cp: &ControlPlane, admin: &Client) -> Result<(), String> {
         "llmbench results fetch",
     );
     let fetched = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
-    let summary_file = find_file(&fetched, "summary.json")
-        .ok_or_else(|| format!("no summary.json under {}", fetched.display()))?;
+    let summary_file = fetched.join("summary.json");
     let text = std::fs::read_to_string(&summary_file).map_err(|e| e.to_string())?;
     let local: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
     compare_with_status(&local, &summary)?;
-    let run_json = find_file(&fetched, "run.json")
-        .ok_or_else(|| format!("no run.json under {}", fetched.display()))?;
+    let run_json = fetched.join("run.json");
     let run_meta: Value =
         serde_json::from_str(&std::fs::read_to_string(&run_json).map_err(|e| e.to_string())?)
             .map_err(|e| e.to_string())?;
@@ -387,6 +364,8 @@ async fn scenario(cp: &ControlPlane, admin: &Client) -> Result<(), String> {
     )
     .await;
 
+    sharded_run(cp, &runs, &llmbench, to.path()).await?;
+
     // Deleting the run: the garbage collector removes what it owned.
     let pods: Api<Pod> = Api::namespaced(admin.clone(), NAMESPACE);
     let selector = ListParams::default().labels("app.kubernetes.io/managed-by=llmbench-operator");
@@ -402,19 +381,26 @@ async fn scenario(cp: &ControlPlane, admin: &Client) -> Result<(), String> {
                 .to_owned(),
         );
     }
-    runs.delete("incluster", &DeleteParams::background())
-        .await
-        .map_err(|e| format!("deleting the run: {e}"))?;
+    for name in ["incluster", "sharded"] {
+        runs.delete(name, &DeleteParams::background())
+            .await
+            .map_err(|e| format!("deleting run {name}: {e}"))?;
+    }
     let configmaps: Api<ConfigMap> = Api::namespaced(admin.clone(), NAMESPACE);
     eventually(
-        "the garbage collector to remove the run's pods and ConfigMap",
+        "the runs' pods and ConfigMaps to go",
         Duration::from_secs(120),
         || {
             let (pods, configmaps, selector) = (pods.clone(), configmaps.clone(), selector.clone());
             async move {
                 let left = pods.list(&selector).await.ok()?.items.len();
-                let profile = configmaps.get_opt("incluster-profile").await.ok()?;
-                (left == 0 && profile.is_none()).then_some(())
+                let profiles = configmaps
+                    .get_opt("incluster-profile")
+                    .await
+                    .ok()?
+                    .is_some()
+                    || configmaps.get_opt("sharded-profile").await.ok()?.is_some();
+                (left == 0 && !profiles).then_some(())
             }
         },
     )
@@ -463,18 +449,102 @@ async fn reader_without_exec(cp: &ControlPlane, admin: &Client) -> Result<PathBu
         .map_err(|e| e.to_string())
 }
 
-fn find_file(dir: &Path, name: &str) -> Option<PathBuf> {
-    for entry in std::fs::read_dir(dir).ok()?.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            if let Some(found) = find_file(&path, name) {
-                return Some(found);
+/// Waits until run `name` is Succeeded or Failed; returns it and the phases it was seen in.
+async fn finished(runs: &Api<BenchmarkRun>, name: &str) -> (BenchmarkRun, Vec<Phase>) {
+    let seen = std::sync::Mutex::new(Vec::new());
+    let run = eventually(
+        &format!("BenchmarkRun {name} to finish"),
+        Duration::from_secs(300),
+        || {
+            let runs = runs.clone();
+            let seen = &seen;
+            async move {
+                let run = runs.get(name).await.ok()?;
+                let phase = run.status.as_ref().and_then(|s| s.phase);
+                if let Some(p) = phase
+                    && let Ok(mut seen) = seen.lock()
+                    && seen.last() != Some(&p)
+                {
+                    seen.push(p);
+                }
+                matches!(phase, Some(Phase::Succeeded | Phase::Failed)).then_some(run)
             }
-        } else if path.file_name().is_some_and(|n| n == name) {
-            return Some(path);
+        },
+    )
+    .await;
+    (run, seen.into_inner().unwrap_or_default())
+}
+
+/// The same workload spread over two launchers on the default ReadWriteOnce claim: the real scheduler must honour
+/// the shards' required pod affinity (one node), the operator releases them at one instant over their pod IPs, and
+/// the merge pod writes the exact summary.
+fn sharded_manifest() -> Value {
+    let mut run = run_manifest();
+    run["metadata"]["name"] = json!("sharded");
+    run["spec"]["launcher"] = json!({
+        "parallelism": 2,
+        "resources": {
+            "requests": {"cpu": "250m", "memory": "256Mi"},
+            "limits": {"cpu": "1", "memory": "1Gi"},
+        },
+    });
+    run
+}
+
+async fn sharded_run(
+    cp: &ControlPlane,
+    runs: &Api<BenchmarkRun>,
+    llmbench: &Path,
+    to: &Path,
+) -> Result<(), String> {
+    create(runs, sharded_manifest()).await;
+    let (run, _) = finished(runs, "sharded").await;
+    let status = run.status.unwrap_or_default();
+    if status.phase != Some(Phase::Succeeded) {
+        return Err(format!(
+            "the sharded run ended {:?}: {:#?}",
+            status.phase, status.conditions
+        ));
+    }
+    let confirmed = status.release.as_ref().map(|r| r.confirmed);
+    if confirmed != Some(2) || status.shards.len() != 2 {
+        return Err(format!(
+            "the sharded run's release confirmed {confirmed:?} shards, status has {} shard summaries",
+            status.shards.len()
+        ));
+    }
+    let summary = status.summary.ok_or("the sharded run has no summary")?;
+    eprintln!(
+        "sharded run on the real node: start skew {:?} ms",
+        summary.start_skew_ms
+    );
+    if summary.requests != 30 {
+        return Err(format!(
+            "two launchers together must send what one sends (30): {summary:?}"
+        ));
+    }
+    let stdout = check(
+        Command::new(llmbench)
+            .env("KUBECONFIG", cp.kubeconfig_path())
+            .args(["results", "fetch", "sharded", "-n", NAMESPACE, "--to"])
+            .arg(to)
+            .output(),
+        "llmbench results fetch sharded",
+    );
+    let fetched = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
+    for shard in ["shard-0", "shard-1"] {
+        if !fetched.join(shard).join("requests.jsonl").is_file() {
+            return Err(format!(
+                "{} has no {shard}/requests.jsonl",
+                fetched.display()
+            ));
         }
     }
-    None
+    let merged = fetched.join("summary.json");
+    let text =
+        std::fs::read_to_string(&merged).map_err(|e| format!("{}: {e}", merged.display()))?;
+    let local: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    compare_with_status(&local, &summary)
 }
 
 /// The fetched `summary.json` and the status summary the operator copied must tell the same numbers.
