@@ -381,12 +381,79 @@ async fn scenario(cp: &ControlPlane, admin: &Client) -> Result<(), String> {
                 .to_owned(),
         );
     }
+    // Everything a run made is controlled by it, so the garbage collector would remove it even without the
+    // operator's finalizer...
+    let run_uids: Vec<String> = runs
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| e.to_string())?
+        .items
+        .iter()
+        .filter_map(|r| r.metadata.uid.clone())
+        .collect();
+    let mut owned: Vec<(
+        String,
+        Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>,
+    )> = pods
+        .list(&selector)
+        .await
+        .map_err(|e| e.to_string())?
+        .items
+        .into_iter()
+        .map(|p| {
+            (
+                format!("pod {}", p.name_any()),
+                p.metadata.owner_references.unwrap_or_default(),
+            )
+        })
+        .collect();
+    let configmaps: Api<ConfigMap> = Api::namespaced(admin.clone(), NAMESPACE);
+    for name in ["incluster-profile", "sharded-profile"] {
+        let cm = configmaps
+            .get(name)
+            .await
+            .map_err(|e| format!("ConfigMap {name}: {e}"))?;
+        owned.push((
+            format!("ConfigMap {name}"),
+            cm.metadata.owner_references.unwrap_or_default(),
+        ));
+    }
+    for (what, refs) in &owned {
+        let controlled = refs.iter().any(|r| {
+            r.kind == "BenchmarkRun" && r.controller == Some(true) && run_uids.contains(&r.uid)
+        });
+        if !controlled {
+            return Err(format!(
+                "{what} is not controlled by its BenchmarkRun: {refs:?}"
+            ));
+        }
+    }
+    // ...and the real one runs here: deleting the sim's Deployment takes its ReplicaSet and pod with it.
+    Api::<Deployment>::namespaced(admin.clone(), NAMESPACE)
+        .delete("sim", &DeleteParams::background())
+        .await
+        .map_err(|e| format!("deleting the sim Deployment: {e}"))?;
+    eventually(
+        "the garbage collector to remove the sim's pod",
+        Duration::from_secs(120),
+        || {
+            let pods = pods.clone();
+            async move {
+                let left = pods
+                    .list(&ListParams::default().labels("app=sim"))
+                    .await
+                    .ok()?;
+                left.items.is_empty().then_some(())
+            }
+        },
+    )
+    .await;
+
     for name in ["incluster", "sharded"] {
         runs.delete(name, &DeleteParams::background())
             .await
             .map_err(|e| format!("deleting run {name}: {e}"))?;
     }
-    let configmaps: Api<ConfigMap> = Api::namespaced(admin.clone(), NAMESPACE);
     eventually(
         "the runs' pods and ConfigMaps to go",
         Duration::from_secs(120),
