@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod experiment;
+pub mod security;
 pub mod v1alpha1;
 
 pub use llmbench_core::{BuiltinProfile, LibraryError, Override, RenderError, render_profile};

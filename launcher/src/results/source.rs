@@ -8,13 +8,13 @@ use std::path::{Component, Path};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, Capabilities, Container, NodeAffinity, NodeSelector, NodeSelectorRequirement,
-    NodeSelectorTerm, PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec,
-    ResourceRequirements, SeccompProfile, SecurityContext, Volume, VolumeMount,
+    Affinity, Container, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
+    PersistentVolumeClaimVolumeSource, Pod, PodSpec, ResourceRequirements, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Status as ExecStatus};
 use kube::ResourceExt;
+use llmbench_api::security;
 use llmbench_api::v1alpha1::{BenchmarkRun, Phase, WORKLOAD_MOUNT_PATH};
 
 use super::ResultsError;
@@ -23,7 +23,7 @@ use super::ResultsError;
 /// (the operator's `--launcher-image` default; both crates share the workspace version).
 pub const DEFAULT_IMAGE: &str = concat!("ghcr.io/llmbench/llmbench:", env!("CARGO_PKG_VERSION"));
 /// The non-root user of the llmbench image, which the launchers write their results as.
-pub const READER_UID: i64 = 65532;
+pub const READER_UID: i64 = security::IMAGE_UID;
 /// The reader pod's container.
 pub const READER_CONTAINER: &str = "reader";
 /// `app.kubernetes.io/component` of reader pods: `kubectl delete pod -l app.kubernetes.io/component=results-reader`
@@ -207,16 +207,7 @@ pub fn reader_pod(run: &BenchmarkRun, results: &RunResults, settings: &ReaderSet
             read_only: Some(true),
             ..VolumeMount::default()
         }]),
-        security_context: Some(SecurityContext {
-            allow_privilege_escalation: Some(false),
-            read_only_root_filesystem: Some(true),
-            run_as_non_root: Some(true),
-            capabilities: Some(Capabilities {
-                drop: Some(vec!["ALL".to_owned()]),
-                ..Capabilities::default()
-            }),
-            ..SecurityContext::default()
-        }),
+        security_context: Some(security::restricted_container()),
         ..Container::default()
     };
     Pod {
@@ -255,16 +246,8 @@ pub fn reader_pod(run: &BenchmarkRun, results: &RunResults, settings: &ReaderSet
             // No fsGroup: on a volume that supports ownership management the kubelet would chown and chmod every
             // file of the claim before starting the pod (slow on a large claim, and a write to what we only read).
             // The launchers wrote the files as this very user.
-            security_context: Some(PodSecurityContext {
-                run_as_non_root: Some(true),
-                run_as_user: Some(READER_UID),
-                run_as_group: Some(READER_UID),
-                seccomp_profile: Some(SeccompProfile {
-                    type_: "RuntimeDefault".to_owned(),
-                    ..SeccompProfile::default()
-                }),
-                ..PodSecurityContext::default()
-            }),
+            // No fs_group: the reader only reads, and the kubelet would chown the whole claim to mount it.
+            security_context: Some(security::restricted_pod()),
             containers: vec![container],
             volumes: Some(vec![Volume {
                 name: "workload".to_owned(),

@@ -5,16 +5,17 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
-    EnvVar, EnvVarSource, ObjectFieldSelector, PersistentVolumeClaimVolumeSource, Pod, PodAffinity,
-    PodAffinityTerm, PodSecurityContext, PodSpec, ResourceRequirements, SeccompProfile,
-    SecretKeySelector, SecurityContext, Volume, VolumeMount,
+    Affinity, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
+    EnvVarSource, ObjectFieldSelector, PersistentVolumeClaimVolumeSource, Pod, PodAffinity,
+    PodAffinityTerm, PodSecurityContext, PodSpec, ResourceRequirements, SecretKeySelector, Volume,
+    VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::ResourceExt;
 use llmbench_api::release::{RELEASE_PORT, RELEASE_PORT_NAME};
 use llmbench_api::render::well_known;
+use llmbench_api::security;
 use llmbench_api::v1alpha1::{BenchmarkRun, LauncherSpec, StorageSpec, WORKLOAD_MOUNT_PATH};
 
 use super::names::{MAX_LABEL_VALUE, MAX_OBJECT_NAME, bounded_name};
@@ -29,7 +30,7 @@ pub const PROFILE_MOUNT_PATH: &str = "/etc/llmbench/profile";
 /// The file the launcher writes its compact summary to; the kubelet turns it into the termination message.
 pub const TERMINATION_LOG: &str = "/dev/termination-log";
 /// The non-root user of the launcher image.
-pub const LAUNCHER_UID: i64 = 65532;
+pub const LAUNCHER_UID: i64 = security::IMAGE_UID;
 /// Label with the pod's index among the run's launchers.
 pub const LAUNCHER_INDEX_LABEL: &str = "llmbench.dev/launcher-index";
 /// After SIGTERM (the pod deleted, or the run's timeout), how long the launcher lets requests in flight finish
@@ -471,16 +472,7 @@ pub fn llmbench_pod(parts: PodParts<'_>) -> Pod {
         volume_mounts: Some(mounts),
         termination_message_path: Some(TERMINATION_LOG.to_owned()),
         termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
-        security_context: Some(SecurityContext {
-            allow_privilege_escalation: Some(false),
-            read_only_root_filesystem: Some(true),
-            run_as_non_root: Some(true),
-            capabilities: Some(Capabilities {
-                drop: Some(vec!["ALL".to_owned()]),
-                ..Capabilities::default()
-            }),
-            ..SecurityContext::default()
-        }),
+        security_context: Some(security::restricted_container()),
         ..Container::default()
     };
 
@@ -494,16 +486,10 @@ pub fn llmbench_pod(parts: PodParts<'_>) -> Pod {
             automount_service_account_token: Some(false),
             node_selector: Some(launcher.node_selector.clone()).filter(|s| !s.is_empty()),
             tolerations: Some(launcher.tolerations.clone()).filter(|t| !t.is_empty()),
+            // The launchers write to the volume, which fs_group makes theirs.
             security_context: Some(PodSecurityContext {
-                run_as_non_root: Some(true),
-                run_as_user: Some(LAUNCHER_UID),
-                run_as_group: Some(LAUNCHER_UID),
                 fs_group: Some(LAUNCHER_UID),
-                seccomp_profile: Some(SeccompProfile {
-                    type_: "RuntimeDefault".to_owned(),
-                    ..SeccompProfile::default()
-                }),
-                ..PodSecurityContext::default()
+                ..security::restricted_pod()
             }),
             containers: vec![container],
             volumes: Some(volumes),

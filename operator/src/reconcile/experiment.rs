@@ -135,28 +135,6 @@ impl Error {
             other => other,
         }
     }
-
-    /// A short label for the metrics.
-    pub fn action(&self) -> &'static str {
-        match self {
-            Error::MissingNamespace { .. } => "missing_namespace",
-            Error::GetExperiment { .. } => "get_experiment",
-            Error::ListRuns { .. } => "list_runs",
-            Error::GetProfile { .. } => "get_profile",
-            Error::CreateRun { .. } => "create_run",
-            Error::RunNameTaken { .. } => "run_name_taken",
-            Error::NotOwned { .. } => "not_owned",
-            Error::ApplyPlan { .. } => "apply_plan",
-            Error::Collector { .. } => "collector",
-            Error::Delete { .. } => "delete",
-            Error::PatchStatus { .. } => "patch_status",
-            Error::Build(_) => "build",
-            Error::Finalizer(inner) => match inner.as_ref() {
-                finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e.action(),
-                _ => "finalizer",
-            },
-        }
-    }
 }
 
 impl Reason for Error {
@@ -203,8 +181,10 @@ pub async fn reconcile(experiment: Arc<BenchmarkExperiment>, ctx: Ctx) -> Result
 /// Retry with a backoff per experiment (see `super::retry`): the error is counted, logged and was told in a
 /// Warning event by `reconcile`.
 pub fn error_policy(experiment: Arc<BenchmarkExperiment>, error: &Error, ctx: Ctx) -> Action {
-    ctx.metrics
-        .failed(ControllerName::benchmarkexperiment, error.action());
+    ctx.metrics.failed(
+        ControllerName::benchmarkexperiment,
+        &super::action_of(error.reason()),
+    );
     let wait = ctx.retries.failed(&retry_key(experiment.as_ref()));
     tracing::warn!(
         experiment = %experiment.name_any(),

@@ -77,6 +77,24 @@ pub trait Reason {
     fn reason(&self) -> &'static str;
 }
 
+/// The metrics' `action` label of a failed reconcile, derived from its reason so the two cannot disagree: snake
+/// case without the `Failed` suffix (`CreatePodFailed` → `create_pod`, `ConfigMapNotOwned` → `config_map_not_owned`).
+pub(crate) fn action_of(reason: &str) -> String {
+    let stem = reason.strip_suffix("Failed").unwrap_or(reason);
+    let mut action = String::with_capacity(stem.len() + 4);
+    for (i, c) in stem.char_indices() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                action.push('_');
+            }
+            action.push(c.to_ascii_lowercase());
+        } else {
+            action.push(c);
+        }
+    }
+    action
+}
+
 /// The key of `object` in [`retry::Retries`]: its uid, unique across kinds and re-creations.
 pub(crate) fn retry_key<K: kube::Resource>(object: &K) -> String {
     object.meta().uid.clone().unwrap_or_else(|| {
@@ -292,4 +310,18 @@ pub async fn run_controllers(
             }
         });
     futures_util::future::join3(run_controller, experiment_controller, profile_controller).await;
+}
+
+#[cfg(test)]
+mod action_tests {
+    use super::action_of;
+
+    #[test]
+    fn the_metrics_action_is_the_reason_in_snake_case_without_failed() {
+        assert_eq!(action_of("CreatePodFailed"), "create_pod");
+        assert_eq!(action_of("ConfigMapNotOwned"), "config_map_not_owned");
+        assert_eq!(action_of("MissingNamespace"), "missing_namespace");
+        assert_eq!(action_of("BuildFailed"), "build");
+        assert_eq!(action_of("PatchStatusFailed"), "patch_status");
+    }
 }

@@ -133,29 +133,6 @@ impl Error {
             other => other,
         }
     }
-
-    /// A short label for the metrics.
-    pub fn action(&self) -> &'static str {
-        match self {
-            Error::MissingNamespace { .. } => "missing_namespace",
-            Error::GetRun { .. } => "get_run",
-            Error::ListPods { .. } => "list_pods",
-            Error::GetProfile { .. } => "get_profile",
-            Error::ApplyConfigMap { .. } => "apply_config_map",
-            Error::ConfigMapNotOwned { .. } => "config_map_not_owned",
-            Error::EnsurePvc { .. } => "ensure_pvc",
-            Error::CreatePod { .. } => "create_pod",
-            Error::PodNotOwned { .. } => "pod_not_owned",
-            Error::DeletePod { .. } => "delete_pod",
-            Error::DeleteConfigMap { .. } => "delete_config_map",
-            Error::PatchStatus { .. } => "patch_status",
-            Error::Build(_) => "build",
-            Error::Finalizer(inner) => match inner.as_ref() {
-                finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e.action(),
-                _ => "finalizer",
-            },
-        }
-    }
 }
 
 impl Reason for Error {
@@ -200,8 +177,10 @@ pub async fn reconcile(run: Arc<BenchmarkRun>, ctx: Ctx) -> Result<Action, Error
 /// Retry with a backoff per run (see `super::retry`), but never sleep past the run's deadline, so a run that
 /// cannot start still fails with Timeout on time. The error was already told on the run by `reconcile`.
 pub fn error_policy(run: Arc<BenchmarkRun>, error: &Error, ctx: Ctx) -> Action {
-    ctx.metrics
-        .failed(ControllerName::benchmarkrun, error.action());
+    ctx.metrics.failed(
+        ControllerName::benchmarkrun,
+        &super::action_of(error.reason()),
+    );
     let backoff = ctx.retries.failed(&retry_key(run.as_ref()));
     let wait = retry_wait(backoff, remaining(&run, Timestamp::now()));
     tracing::warn!(run = %run.name_any(), namespace = ?run.namespace(), error = %error, retry_in = ?wait, "reconcile failed");
