@@ -31,7 +31,7 @@ IMAGE_SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt
 # The Debian packages of the base (the binaries need glibc and libgcc_s; `ldd target/release/llmbench`).
 BASE_PACKAGES=(libc6 libgcc-s1 ca-certificates netbase busybox-static)
 
-PAUSE_REPOSITORY=llmbench.local/pause
+# Imported as llmbench.local/pause:3.10 (tests/src/node.rs: PAUSE_IMAGE).
 PAUSE_TAG=3.10
 
 need() { command -v "$1" >/dev/null || { echo "$1 is not installed: $2" >&2; exit 1; }; }
@@ -48,7 +48,6 @@ fetch_debs() {
             version="$(apt-cache policy "$pkg" | sed -n 's/^ *Candidate: //p')"
         fi
         [[ -n "$version" && "$version" != "(none)" ]] || { echo "no Debian package $pkg" >&2; exit 1; }
-        file="$dir/${pkg}_${version//:/%3a}_amd64.deb"
         # apt names the file itself (the architecture may be `all`).
         file="$(compgen -G "$dir/${pkg}_${version//:/%3a}_*.deb" | head -1 || true)"
         if [[ -z "$file" ]]; then
@@ -59,11 +58,12 @@ fetch_debs() {
     done
 }
 
-# An OCI layout $1 holding one image $2:$3 whose single layer is the directory $4, configured by the rest (umoci
-# config flags). Root only: umoci keeps the ownership of what it unpacks.
+# An OCI layout $1 holding one image tagged $2 whose single layer is the directory $3, configured by the rest
+# (umoci config flags). The repository name is given at import (`ctr images import --base-name`, `podman load`).
+# Root only: umoci keeps the ownership of what it unpacks.
 assemble() {
-    local layout="$1" name="$2" tag="$3" rootfs="$4"
-    shift 4
+    local layout="$1" tag="$2" rootfs="$3"
+    shift 3
     rm -rf "$layout"
     local bundle
     bundle="$(mktemp -d)"
@@ -75,7 +75,6 @@ assemble() {
     umoci config --image "$layout:$tag" --os linux --architecture amd64 "$@"
     umoci gc --layout "$layout"
     rm -rf "$bundle"
-    : "$name"
 }
 
 build_pause() {
@@ -91,7 +90,7 @@ build_pause() {
     local rootfs
     rootfs="$(mktemp -d)"
     gcc -Os -static -s -o "$rootfs/pause" "$root/image/pause.c"
-    assemble "$dir/oci" "$PAUSE_REPOSITORY" "$PAUSE_TAG" "$rootfs" \
+    assemble "$dir/oci" "$PAUSE_TAG" "$rootfs" \
         --config.user 65535:65535 --config.entrypoint /pause
     rm -rf "$rootfs"
     tar -C "$dir/oci" -cf "$archive.partial" .
@@ -152,7 +151,7 @@ EOF
     mkdir -p "$out"
     local cmd_flags=() c
     for c in "${IMAGE_CMD[@]}"; do cmd_flags+=(--config.cmd "$c"); done
-    assemble "$out/oci" "$IMAGE_REPOSITORY" "$version" "$rootfs" \
+    assemble "$out/oci" "$version" "$rootfs" \
         --config.user "$IMAGE_USER" \
         --config.workingdir "$IMAGE_HOME" \
         --config.env "PATH=$IMAGE_PATH" \

@@ -435,18 +435,10 @@ mod tests {
 
     #[test]
     fn a_concurrency_below_the_launcher_count_is_refused_not_lost() {
-        let closed = |concurrency| engine::Stage {
-            plan: engine::StagePlan::Closed {
-                concurrency,
-                total: Some(100),
-                duration: None,
-                rampup: Duration::ZERO,
-            },
-            requested_rate: None,
-            errors: engine::ErrorLimits::default(),
-        };
         let shard = Shard { index: 3, count: 4 };
-        let error = shard.apply(vec![closed(4), closed(3)]).unwrap_err();
+        let error = shard
+            .apply(vec![closed_stage(4), closed_stage(3)])
+            .unwrap_err();
         assert_eq!(
             error.to_string(),
             "stage 1's concurrency of 3 cannot be spread over 4 launchers (--shard, launcher.parallelism): each \

@@ -38,8 +38,10 @@ pub const STORAGE_CLASS: &str = "llmbench-local";
 pub const CLUSTER_DOMAIN: &str = "cluster.local";
 /// Where pods get their addresses.
 const POD_CIDR: &str = "10.244.0.0/24";
-/// The sandbox image `image/build.sh --pause` makes.
-pub const PAUSE_IMAGE: &str = "llmbench.local/pause:3.10";
+/// The sandbox image `image/build.sh --pause` makes, imported as `<PAUSE_REPOSITORY>:<PAUSE_TAG>` (the archive's
+/// own ref holds only the tag; the script caches it in `pause-<PAUSE_TAG>/` of the tools cache).
+pub const PAUSE_REPOSITORY: &str = "llmbench.local/pause";
+pub const PAUSE_TAG: &str = "3.10";
 const NODE_READY_TIMEOUT: Duration = Duration::from_secs(180);
 const CONTAINERD_READY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -330,7 +332,7 @@ impl RealNode {
             None,
         )?);
         node.wait_for_containerd().await?;
-        node.import_image(pause_archive, "llmbench.local/pause")?;
+        node.import_image(pause_archive, PAUSE_REPOSITORY)?;
 
         // The cluster DNS: CoreDNS's kubernetes plugin on the node's address, which pods reach over their bridge.
         let corefile = write(
@@ -437,21 +439,17 @@ impl RealNode {
 
     /// Import an OCI archive (`image/build.sh`) into containerd's CRI namespace as `<base_name>:<tag>`.
     pub fn import_image(&self, archive: &Path, base_name: &str) -> Result<(), NodeError> {
-        run(
-            "ctr",
-            &[
-                "--address",
-                &path_str(&self.containerd_socket),
-                "-n",
-                "k8s.io",
-                "images",
-                "import",
-                "--base-name",
-                base_name,
-                &path_str(archive),
-            ],
-        )
-        .map(drop)
+        let archive = path_str(archive);
+        self.ctr(&["images", "import", "--base-name", base_name, &archive])
+            .map(drop)
+    }
+
+    /// `ctr` on this node's containerd, in the CRI's `k8s.io` namespace.
+    fn ctr(&self, args: &[&str]) -> Result<String, NodeError> {
+        let socket = path_str(&self.containerd_socket);
+        let mut all = vec!["--address", socket.as_str(), "-n", "k8s.io"];
+        all.extend_from_slice(args);
+        run("ctr", &all)
     }
 
     /// The last lines of each component's log, for a failing test's message.
@@ -474,7 +472,6 @@ impl RealNode {
 
     async fn wait_for_containerd(&mut self) -> Result<(), NodeError> {
         let start = Instant::now();
-        let socket = path_str(&self.containerd_socket);
         let mut last = String::from("not checked yet");
         while start.elapsed() < CONTAINERD_READY_TIMEOUT {
             if let Some(p) = self.containerd.as_mut()
@@ -482,7 +479,7 @@ impl RealNode {
             {
                 return Err(p.exited_error(status).into());
             }
-            match run("ctr", &["--address", &socket, "version"]) {
+            match self.ctr(&["version"]) {
                 Ok(_) => return Ok(()),
                 Err(e) => last = e.to_string(),
             }
@@ -547,49 +544,25 @@ impl RealNode {
     /// Kill every container and sandbox, then containerd and its shims, and undo the mounts and namespaces the
     /// pods left.
     fn stop_runtime(&mut self) {
-        let socket = path_str(&self.containerd_socket);
-        if let Ok(tasks) = run(
-            "ctr",
-            &["--address", &socket, "-n", "k8s.io", "tasks", "ls", "-q"],
-        ) {
-            for task in tasks.lines().map(str::trim).filter(|t| !t.is_empty()) {
-                let _ = run(
-                    "ctr",
-                    &[
-                        "--address",
-                        &socket,
-                        "-n",
-                        "k8s.io",
-                        "tasks",
-                        "kill",
-                        "-a",
-                        "-s",
-                        "SIGKILL",
-                        task,
-                    ],
-                );
+        if let Ok(tasks) = self.ctr(&["tasks", "ls", "-q"]) {
+            let tasks: Vec<&str> = tasks
+                .lines()
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .collect();
+            for task in &tasks {
+                let _ = self.ctr(&["tasks", "kill", "-a", "-s", "SIGKILL", task]);
             }
             std::thread::sleep(Duration::from_millis(300));
-            for task in tasks.lines().map(str::trim).filter(|t| !t.is_empty()) {
-                let _ = run(
-                    "ctr",
-                    &[
-                        "--address",
-                        &socket,
-                        "-n",
-                        "k8s.io",
-                        "tasks",
-                        "delete",
-                        "-f",
-                        task,
-                    ],
-                );
+            for task in &tasks {
+                let _ = self.ctr(&["tasks", "delete", "-f", task]);
             }
         }
         if let Some(mut p) = self.containerd.take() {
             p.stop();
         }
         // Shims that outlived containerd hold our socket path on their command line.
+        let socket = path_str(&self.containerd_socket);
         if let Ok(entries) = fs::read_dir("/proc") {
             for entry in entries.flatten() {
                 let cmdline = fs::read(entry.path().join("cmdline")).unwrap_or_default();
@@ -690,7 +663,7 @@ state = "{state}"
   address = "{socket}"
 
 [plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "{PAUSE_IMAGE}"
+  sandbox_image = "{PAUSE_REPOSITORY}:{PAUSE_TAG}"
   # This sandbox lacks CAP_SYS_RESOURCE, so lowering a process's oom_score_adj (the kubelet asks -998 for sandboxes)
   # fails with EACCES; keep scores at or above our own, as containerd does for rootless nodes.
   restrict_oom_score_adj = true

@@ -17,7 +17,7 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use llmbench_api::v1alpha1::{BenchmarkRun, Phase};
 use llmbench_e2e::cluster::{apply_crds, eventually};
-use llmbench_e2e::node::{NodeNetwork, RealNode};
+use llmbench_e2e::node::{NodeNetwork, PAUSE_TAG, RealNode};
 use llmbench_e2e::{ControlPlane, Tool, Tools, e2e_disabled, workspace_binary};
 use serde_json::{Value, json};
 
@@ -47,7 +47,21 @@ fn pause_archive() -> PathBuf {
             PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
                 .join(".cache/llmbench-tools")
         });
-    cache.join("pause-3.10/pause.oci.tar")
+    cache.join(format!("pause-{PAUSE_TAG}/pause.oci.tar"))
+}
+
+/// `llmbench results <args> -n bench` as the user of `kubeconfig`.
+fn results(
+    llmbench: &Path,
+    kubeconfig: &Path,
+    args: &[&str],
+) -> std::io::Result<std::process::Output> {
+    Command::new(llmbench)
+        .env("KUBECONFIG", kubeconfig)
+        .arg("results")
+        .args(args)
+        .args(["-n", NAMESPACE])
+        .output()
 }
 
 fn check(output: std::io::Result<std::process::Output>, what: &str) -> String {
@@ -248,12 +262,14 @@ async fn scenario(cp: &ControlPlane, admin: &Client) -> Result<(), String> {
     // Fetch the whole directory with the user's kubeconfig, through a reader pod and `pods/exec`.
     let to = tempfile::tempdir().map_err(|e| e.to_string())?;
     let llmbench = workspace_binary("llmbench").map_err(|e| e.to_string())?;
+    let admin_config = cp.kubeconfig_path();
+    let to_dir = to.path().display().to_string();
     let stdout = check(
-        Command::new(&llmbench)
-            .env("KUBECONFIG", cp.kubeconfig_path())
-            .args(["results", "fetch", "incluster", "-n", NAMESPACE, "--to"])
-            .arg(to.path())
-            .output(),
+        results(
+            &llmbench,
+            admin_config,
+            &["fetch", "incluster", "--to", &to_dir],
+        ),
         "llmbench results fetch",
     );
     let fetched = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
@@ -272,28 +288,14 @@ async fn scenario(cp: &ControlPlane, admin: &Client) -> Result<(), String> {
         ));
     }
     // A second fetch is safe: it refuses to overwrite, or replaces with --force.
+    let refetch = ["fetch", "incluster", "--force", "--to", &to_dir];
     check(
-        Command::new(&llmbench)
-            .env("KUBECONFIG", cp.kubeconfig_path())
-            .args([
-                "results",
-                "fetch",
-                "incluster",
-                "-n",
-                NAMESPACE,
-                "--force",
-                "--to",
-            ])
-            .arg(to.path())
-            .output(),
+        results(&llmbench, admin_config, &refetch),
         "llmbench results fetch --force (again)",
     );
 
     let listed = check(
-        Command::new(&llmbench)
-            .env("KUBECONFIG", cp.kubeconfig_path())
-            .args(["results", "list", "-n", NAMESPACE])
-            .output(),
+        results(&llmbench, admin_config, &["list"]),
         "llmbench results list",
     );
     let row = listed
@@ -308,12 +310,12 @@ async fn scenario(cp: &ControlPlane, admin: &Client) -> Result<(), String> {
 
     // The errors a user meets first, from the real apiserver: a run that does not exist, and a user who may read
     // runs and start pods but not exec into them.
-    let missing = Command::new(&llmbench)
-        .env("KUBECONFIG", cp.kubeconfig_path())
-        .args(["results", "fetch", "no-such-run", "-n", NAMESPACE, "--to"])
-        .arg(to.path())
-        .output()
-        .map_err(|e| e.to_string())?;
+    let missing = results(
+        &llmbench,
+        admin_config,
+        &["fetch", "no-such-run", "--to", &to_dir],
+    )
+    .map_err(|e| e.to_string())?;
     let said = String::from_utf8_lossy(&missing.stderr);
     if missing.status.code() != Some(1)
         || !said.contains("no BenchmarkRun no-such-run in namespace bench")
@@ -324,20 +326,7 @@ async fn scenario(cp: &ControlPlane, admin: &Client) -> Result<(), String> {
         ));
     }
     let reader = reader_without_exec(cp, admin).await?;
-    let denied = Command::new(&llmbench)
-        .env("KUBECONFIG", &reader)
-        .args([
-            "results",
-            "fetch",
-            "incluster",
-            "-n",
-            NAMESPACE,
-            "--force",
-            "--to",
-        ])
-        .arg(to.path())
-        .output()
-        .map_err(|e| e.to_string())?;
+    let denied = results(&llmbench, &reader, &refetch).map_err(|e| e.to_string())?;
     let said = String::from_utf8_lossy(&denied.stderr);
     if denied.status.code() != Some(1) || !said.contains("create pods/exec") {
         return Err(format!(
@@ -590,12 +579,13 @@ async fn sharded_run(
             "two launchers together must send what one sends (30): {summary:?}"
         ));
     }
+    let to_dir = to.display().to_string();
     let stdout = check(
-        Command::new(llmbench)
-            .env("KUBECONFIG", cp.kubeconfig_path())
-            .args(["results", "fetch", "sharded", "-n", NAMESPACE, "--to"])
-            .arg(to)
-            .output(),
+        results(
+            llmbench,
+            cp.kubeconfig_path(),
+            &["fetch", "sharded", "--to", &to_dir],
+        ),
         "llmbench results fetch sharded",
     );
     let fetched = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());

@@ -337,6 +337,23 @@ impl Default for ReportOptions {
 }
 
 impl RunMeta {
+    /// Stage `stage`'s bounds for the transient cut: when it started (from `end`, once the run ended) and the
+    /// limits and warm-up/cool-down the profile set.
+    pub fn stage_bounds(&self, stage: u32) -> crate::metrics::transient::StageBounds {
+        let stage_meta = self.stages.get(stage as usize).copied().unwrap_or_default();
+        crate::metrics::transient::StageBounds {
+            start_ns: self
+                .end
+                .as_ref()
+                .and_then(|end| end.stages.get(stage as usize))
+                .map(|s| s.start_ns),
+            max_requests: stage_meta.max_requests,
+            max_duration_s: stage_meta.max_duration_s,
+            warmup: stage_meta.warmup,
+            cooldown: stage_meta.cooldown,
+        }
+    }
+
     /// The rate each stage asked of this shard: the whole run's rate split evenly over the shards, as
     /// `Shard::apply` splits the schedule. What this directory's summary compares its achieved rate with.
     pub fn shard_requested_rates(&self) -> Vec<Option<f64>> {

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use llmbench_core::harness::Harness;
 use serde::Serialize;
 
-use crate::metrics::transient::{self, StageBounds};
+use crate::metrics::transient;
 use crate::metrics::{
     Completion, ConversationSummary, Excluded, RunInfo, RunSummary, TurnSummary, WriteSummaryError,
     write_compact_summary, write_summary_json,
@@ -168,18 +168,7 @@ pub fn measured<'a>(meta: &RunMeta, records: &'a [RequestRecord]) -> Measured<'a
     }
     let mut kept: Vec<&RequestRecord> = Vec::with_capacity(records.len());
     for (stage, bucket) in by_stage {
-        let stage_meta = meta.stages.get(stage as usize).copied().unwrap_or_default();
-        let bounds = StageBounds {
-            start_ns: meta
-                .end
-                .as_ref()
-                .and_then(|end| end.stages.get(stage as usize))
-                .map(|s| s.start_ns),
-            max_requests: stage_meta.max_requests,
-            max_duration_s: stage_meta.max_duration_s,
-            warmup: stage_meta.warmup,
-            cooldown: stage_meta.cooldown,
-        };
+        let bounds = meta.stage_bounds(stage);
         let (keep, out) = transient::measured(&bucket, &bounds);
         excluded.warmup += out.warmup;
         excluded.cooldown += out.cooldown;

@@ -30,9 +30,7 @@ use super::{Formats, INFERENCE_PERF_PERCENTILES, REQUESTS_FILE, ReportError, Run
 use crate::metrics::spill::{Slot, Spill, SpillDir};
 use crate::metrics::stats::{NsMoments, squared_deviation};
 use crate::metrics::summary::{Counts, METRICS, Metric, common_requested_rate};
-use crate::metrics::transient::{
-    Completed, CompletionOrder, Cuts, Phase, StageBounds, cuts as transient_cuts,
-};
+use crate::metrics::transient::{Completed, CompletionOrder, Cuts, Phase, cuts as transient_cuts};
 use crate::metrics::{
     Excluded, RecordsSpilled, RunSummary, SkippedReport, StageSummary, Stats, Summary,
 };
@@ -489,22 +487,8 @@ fn transient_pass(
     spill_dir: &Path,
     memory_bytes: u64,
 ) -> Result<BTreeMap<u32, Cuts>, ReportError> {
-    let bounds_of = |stage: u32| {
-        let stage_meta = meta.stages.get(stage as usize).copied().unwrap_or_default();
-        StageBounds {
-            start_ns: meta
-                .end
-                .as_ref()
-                .and_then(|end| end.stages.get(stage as usize))
-                .map(|s| s.start_ns),
-            max_requests: stage_meta.max_requests,
-            max_duration_s: stage_meta.max_duration_s,
-            warmup: stage_meta.warmup,
-            cooldown: stage_meta.cooldown,
-        }
-    };
     let transient = |stage: u32| {
-        let bounds = bounds_of(stage);
+        let bounds = meta.stage_bounds(stage);
         bounds.warmup.is_some() || bounds.cooldown.is_some()
     };
     if !(0..meta.stages.len() as u32).any(transient) {
@@ -556,7 +540,7 @@ fn transient_pass(
             max_in_memory: max_keys(memory_bytes, 40),
             failure: None,
         };
-        let stage_cuts = transient_cuts(&bounds_of(stage), &mut order);
+        let stage_cuts = transient_cuts(&meta.stage_bounds(stage), &mut order);
         if let Some(e) = order.failure {
             return Err(spill_error(e));
         }

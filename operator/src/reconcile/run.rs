@@ -1512,14 +1512,20 @@ mod tests {
         })
     }
 
-    #[tokio::test]
-    async fn a_timed_out_run_writes_its_failed_status_before_it_deletes_its_pods() {
+    /// A Running run created two hours ago with a 90 s timeout.
+    fn running_past_its_timeout() -> BenchmarkRun {
         let mut run = stored_run(&format!("{}timeout: 90s\n", fixtures::BASIC), 7200);
         run.status = Some(BenchmarkRunStatus {
             phase: Some(Phase::Running),
             start_time: Some(Time(Timestamp::now())),
             ..BenchmarkRunStatus::default()
         });
+        run
+    }
+
+    #[tokio::test]
+    async fn a_timed_out_run_writes_its_failed_status_before_it_deletes_its_pods() {
+        let run = running_past_its_timeout();
         let stored = json_of(&run);
         let (result, _) = reconcile_with(&run, |mut api| async move {
             api.expect("GET", RUN_PATH).await.ok(&stored);
@@ -1550,12 +1556,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_timed_out_run_whose_status_write_fails_keeps_its_pods() {
-        let mut run = stored_run(&format!("{}timeout: 90s\n", fixtures::BASIC), 7200);
-        run.status = Some(BenchmarkRunStatus {
-            phase: Some(Phase::Running),
-            start_time: Some(Time(Timestamp::now())),
-            ..BenchmarkRunStatus::default()
-        });
+        let run = running_past_its_timeout();
         let stored = json_of(&run);
         let (result, _) = reconcile_with(&run, |mut api| async move {
             api.expect("GET", RUN_PATH).await.ok(&stored);
