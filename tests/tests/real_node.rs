@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use llmbench_api::v1alpha1::{BenchmarkRun, Phase};
@@ -138,6 +139,30 @@ async fn deploy_sim(client: &Client) {
         },
     )
     .await;
+    // A user's stack has been up for a while; here the run would start while kube-proxy is still programming the
+    // Service. Wait for the ready endpoint it consumes, then for its sync (minSyncPeriod is 1 s).
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), NAMESPACE);
+    eventually(
+        "a ready endpoint of the sim Service",
+        Duration::from_secs(60),
+        || {
+            let slices = slices.clone();
+            async move {
+                let list = slices
+                    .list(&ListParams::default().labels("kubernetes.io/service-name=sim"))
+                    .await
+                    .ok()?;
+                let ready = list
+                    .items
+                    .iter()
+                    .flat_map(|s| &s.endpoints)
+                    .any(|e| e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(false));
+                ready.then_some(())
+            }
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
 }
 
 fn helm_install(cp: &ControlPlane) {
