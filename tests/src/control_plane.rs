@@ -497,6 +497,10 @@ impl Supervised {
         tail(&self.log, LOG_TAIL_LINES)
     }
 
+    pub(crate) fn log_path(&self) -> &Path {
+        &self.log
+    }
+
     pub(crate) fn exited_error(&self, status: ExitStatus) -> HarnessError {
         HarnessError::Exited {
             tool: self.tool,

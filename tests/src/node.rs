@@ -22,9 +22,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Node, PersistentVolume};
+use k8s_openapi::api::core::v1::{Event, Node, PersistentVolume, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, ListParams, LogParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
@@ -455,19 +455,96 @@ impl RealNode {
     /// The last lines of each component's log, for a failing test's message.
     pub fn log_tails(&self) -> String {
         let mut out = String::new();
-        for (name, p) in [
+        for (name, p) in self.components() {
+            out.push_str(&format!("--- {name}:\n{}\n", p.log_tail()));
+        }
+        out
+    }
+
+    /// What a failing test needs to say why: every pod's phase, conditions and container states, the cluster's
+    /// Warning events, then the error and warning lines of each node component's log. Compact on purpose: CI shows
+    /// only the end of a failing test's output.
+    pub async fn diagnosis(&self, admin: &Client) -> String {
+        let mut out = String::from("=== node\n");
+        match Api::<Node>::all(admin.clone()).get_opt(NODE_NAME).await {
+            Ok(Some(node)) => {
+                let status = node.status.clone().unwrap_or_default();
+                for c in status.conditions.iter().flatten() {
+                    out.push_str(&format!(
+                        "  {}={} {}\n",
+                        c.type_,
+                        c.status,
+                        c.message.as_deref().unwrap_or_default()
+                    ));
+                }
+                for t in node.spec.iter().flat_map(|s| s.taints.iter().flatten()) {
+                    out.push_str(&format!("  taint {}:{}\n", t.key, t.effect));
+                }
+            }
+            Ok(None) => out.push_str("  not registered\n"),
+            Err(e) => out.push_str(&format!("  reading the node: {e}\n")),
+        }
+        out.push_str(&format!(
+            "  free disk under {}: {}\n",
+            self.dir.display(),
+            free_disk(&self.dir)
+        ));
+        out.push_str("=== pods\n");
+        match Api::<Pod>::all(admin.clone())
+            .list(&ListParams::default())
+            .await
+        {
+            Ok(pods) => {
+                for pod in &pods.items {
+                    out.push_str(&describe_pod(pod));
+                    out.push_str(&unready_container_logs(admin, pod).await);
+                }
+            }
+            Err(e) => out.push_str(&format!("listing pods: {e}\n")),
+        }
+        out.push_str("=== warning events\n");
+        match Api::<Event>::all(admin.clone())
+            .list(&ListParams::default().fields("type=Warning"))
+            .await
+        {
+            Ok(events) => {
+                for e in events.items.iter().rev().take(25).rev() {
+                    out.push_str(&format!(
+                        "{} {}/{}: {} {} (x{})\n",
+                        e.involved_object.kind.as_deref().unwrap_or("?"),
+                        e.involved_object.namespace.as_deref().unwrap_or("-"),
+                        e.involved_object.name.as_deref().unwrap_or("?"),
+                        e.reason.as_deref().unwrap_or_default(),
+                        e.message.as_deref().unwrap_or_default().trim(),
+                        e.count.unwrap_or(1),
+                    ));
+                }
+            }
+            Err(e) => out.push_str(&format!("listing events: {e}\n")),
+        }
+        for (name, p) in self.components() {
+            let text = fs::read_to_string(p.log_path()).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().filter(|l| is_problem_line(l)).collect();
+            out.push_str(&format!(
+                "=== {name}: last problem lines of {}\n{}\n",
+                p.log_path().display(),
+                lines[lines.len().saturating_sub(12)..].join("\n")
+            ));
+        }
+        out
+    }
+
+    fn components(&self) -> impl Iterator<Item = (&'static str, &Supervised)> {
+        [
             ("kubelet", &self.kubelet),
             ("containerd", &self.containerd),
             ("kube-proxy", &self.kube_proxy),
             ("coredns", &self.coredns),
             ("kube-scheduler", &self.scheduler),
             ("kube-controller-manager", &self.controller_manager),
-        ] {
-            if let Some(p) = p {
-                out.push_str(&format!("--- {name}:\n{}\n", p.log_tail()));
-            }
-        }
-        out
+        ]
+        .into_iter()
+        .filter_map(|(name, p)| p.as_ref().map(|p| (name, p)))
     }
 
     async fn wait_for_containerd(&mut self) -> Result<(), NodeError> {
@@ -611,6 +688,108 @@ impl Drop for RealNode {
     }
 }
 
+/// `df -h`'s answer for `dir`'s filesystem: size, used, available.
+fn free_disk(dir: &Path) -> String {
+    run("df", &["-h", "--output=size,used,avail", &path_str(dir)])
+        .map(|t| t.lines().last().unwrap_or_default().trim().to_owned())
+        .unwrap_or_else(|e| e.to_string())
+}
+
+/// klog's error and warning lines (`E1124 …`, `W1124 …`), containerd's and CoreDNS's `level=error|warning` and
+/// `[ERROR]`/`[WARNING]` lines.
+fn is_problem_line(line: &str) -> bool {
+    let klog = matches!(line.as_bytes(), [b'E' | b'W', d0, d1, d2, d3, ..] if [d0, d1, d2, d3].iter().all(|d| d.is_ascii_digit()));
+    klog || line.contains("level=error")
+        || line.contains("level=warning")
+        || line.contains("[ERROR]")
+        || line.contains("[WARNING]")
+}
+
+/// The last lines each container of `pod` that is not ready logged (its previous run's, if it restarted).
+async fn unready_container_logs(admin: &Client, pod: &Pod) -> String {
+    let api: Api<Pod> = Api::namespaced(admin.clone(), &pod.namespace().unwrap_or_default());
+    let mut out = String::new();
+    let statuses = pod
+        .status
+        .iter()
+        .flat_map(|s| s.container_statuses.iter().flatten());
+    for c in statuses.filter(|c| !c.ready) {
+        let params = LogParams {
+            container: Some(c.name.clone()),
+            tail_lines: Some(8),
+            previous: c.restart_count > 0,
+            ..LogParams::default()
+        };
+        match api.logs(&pod.name_any(), &params).await {
+            Ok(text) => {
+                for line in text.lines() {
+                    out.push_str(&format!("    | {line}\n"));
+                }
+            }
+            Err(e) => out.push_str(&format!("    (no log of {}: {e})\n", c.name)),
+        }
+    }
+    out
+}
+
+/// One pod in a few lines: phase, conditions that are not True, and each container's state.
+fn describe_pod(pod: &Pod) -> String {
+    let status = pod.status.clone().unwrap_or_default();
+    let mut out = format!(
+        "{}/{} on {}: {}\n",
+        pod.namespace().unwrap_or_default(),
+        pod.name_any(),
+        pod.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .unwrap_or("(unscheduled)"),
+        status.phase.as_deref().unwrap_or("?")
+    );
+    for c in status
+        .conditions
+        .iter()
+        .flatten()
+        .filter(|c| c.status != "True")
+    {
+        out.push_str(&format!(
+            "  {}={} {} {}\n",
+            c.type_,
+            c.status,
+            c.reason.as_deref().unwrap_or_default(),
+            c.message.as_deref().unwrap_or_default()
+        ));
+    }
+    let containers = status
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .chain(status.container_statuses.iter().flatten());
+    for c in containers {
+        let state = c.state.clone().unwrap_or_default();
+        let said = if let Some(w) = state.waiting {
+            format!(
+                "waiting {} {}",
+                w.reason.unwrap_or_default(),
+                w.message.unwrap_or_default()
+            )
+        } else if let Some(t) = state.terminated {
+            format!(
+                "terminated {} exit {} {}",
+                t.reason.unwrap_or_default(),
+                t.exit_code,
+                t.message.unwrap_or_default()
+            )
+        } else {
+            "running".to_owned()
+        };
+        out.push_str(&format!(
+            "  container {}: {said}, ready {}, restarts {}\n",
+            c.name, c.ready, c.restart_count
+        ));
+    }
+    out
+}
+
 /// `cni-*` entries under /run/netns: the pods' network namespaces.
 fn pod_namespaces() -> Vec<String> {
     fs::read_dir("/run/netns")
@@ -733,12 +912,13 @@ authorization:
 resolvConf: {resolv}
 clusterDNS: [{node_ip}]
 clusterDomain: {CLUSTER_DOMAIN}
-# The test disk is shared with the build; eviction at the usual 10-15% free would evict our pods.
+# The test disk is shared with the build (a clean clone's target of many GB): thresholds in percent of a large disk
+# taint the node with disk-pressure and evict our pods while gigabytes are free. Absolute floors instead.
 evictionHard:
   memory.available: 50Mi
-  nodefs.available: 1%
+  nodefs.available: 256Mi
   nodefs.inodesFree: 1%
-  imagefs.available: 1%
+  imagefs.available: 256Mi
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false

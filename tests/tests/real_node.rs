@@ -7,10 +7,12 @@
 //! `make test` builds the image (`IMAGE_PROFILE=debug bash image/build.sh`) and the pause image
 //! (`bash image/build.sh --pause`) first; `LLMBENCH_IMAGE_ARCHIVE` names another archive.
 
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -227,9 +229,16 @@ async fn a_benchmark_run_succeeds_in_containers_on_a_real_node_and_its_results_c
     node.import_image(&archive, IMAGE_REPOSITORY)
         .unwrap_or_else(|e| panic!("importing {}: {e}", archive.display()));
     let admin = cp.admin_client().await.expect("admin client");
-    let outcome = scenario(&cp, &admin).await;
-    if let Err(message) = outcome {
-        panic!("{message}\n\nnode logs:\n{}", node.log_tails());
+    // Any failure, an assertion's panic included, ends with what the cluster and the node's components said: CI
+    // shows the end of a failing test's output, and the node is gone once the test returns.
+    let outcome = AssertUnwindSafe(scenario(&cp, &admin)).catch_unwind().await;
+    match outcome {
+        Ok(Ok(())) => {}
+        Ok(Err(message)) => panic!("{message}\n\n{}", node.diagnosis(&admin).await),
+        Err(panic) => {
+            eprintln!("\n{}", node.diagnosis(&admin).await);
+            std::panic::resume_unwind(panic)
+        }
     }
 }
 
