@@ -20,10 +20,16 @@
 //!   arrival order.
 //! - **One choice.** `n` other than 1 and batched prompts are rejected with 400 rather than answered
 //!   partially.
+//! - **Prefix cache.** Prompts are hashed in blocks of `--block-size` tokens and looked up in an LRU of
+//!   `--prefix-cache-blocks` blocks as vLLM's automatic prefix caching does (see `prefix_cache`); the hits are
+//!   reported as `usage.prompt_tokens_details.cached_tokens` (as vLLM does with `--enable-prompt-tokens-details`:
+//!   only when some tokens hit) and counted in `vllm:prefix_cache_hits`. Cached tokens do not shorten the time
+//!   to first token: the simulator's TTFT is the flat `--ttft`, which does not depend on prompt length at all.
 
 mod engine;
 mod metrics;
 mod openai;
+mod prefix_cache;
 mod server;
 mod stamped;
 #[cfg(test)]
@@ -109,6 +115,21 @@ pub struct SimArgs {
     /// are closed.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub shutdown_grace: Duration,
+
+    /// Prefix-cache block size in tokens (vLLM's `--block-size`): prompts are hashed and cached in full
+    /// blocks of this many tokens.
+    #[arg(long, default_value_t = prefix_cache::DEFAULT_BLOCK_SIZE)]
+    pub block_size: u32,
+
+    /// Blocks the prefix cache holds, evicting the least recently used; 0 disables prefix caching (vLLM
+    /// without `--enable-prefix-caching`).
+    #[arg(long, default_value_t = prefix_cache::DEFAULT_BLOCKS)]
+    pub prefix_cache_blocks: usize,
+
+    /// Report `usage.prompt_tokens_details.cached_tokens` as vLLM does with its flag of the same name: only
+    /// for requests with cached tokens. `false` never reports it, as vLLM by default.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub enable_prompt_tokens_details: bool,
 }
 
 /// Simulator settings, each field meaning what the flag of the same name does. Build one from
@@ -127,6 +148,9 @@ pub struct SimConfig {
     pub failure_rate: f64,
     pub failure_kinds: Vec<FailureKind>,
     pub shutdown_grace: Duration,
+    pub block_size: u32,
+    pub prefix_cache_blocks: usize,
+    pub enable_prompt_tokens_details: bool,
 }
 
 impl Default for SimConfig {
@@ -145,6 +169,9 @@ impl Default for SimConfig {
             failure_rate: 0.0,
             failure_kinds: vec![FailureKind::Http500],
             shutdown_grace: Duration::from_secs(5),
+            block_size: prefix_cache::DEFAULT_BLOCK_SIZE,
+            prefix_cache_blocks: prefix_cache::DEFAULT_BLOCKS,
+            enable_prompt_tokens_details: true,
         }
     }
 }
@@ -167,6 +194,9 @@ impl TryFrom<SimArgs> for SimConfig {
             failure_rate: args.failure_rate,
             failure_kinds,
             shutdown_grace: args.shutdown_grace,
+            block_size: args.block_size,
+            prefix_cache_blocks: args.prefix_cache_blocks,
+            enable_prompt_tokens_details: args.enable_prompt_tokens_details,
         };
         config.validate()?;
         Ok(config)
@@ -208,6 +238,13 @@ impl SimConfig {
         if self.max_model_len == 0 {
             return Err(invalid(
                 "--max-model-len",
+                "0".to_owned(),
+                "must be at least 1",
+            ));
+        }
+        if self.block_size == 0 {
+            return Err(invalid(
+                "--block-size",
                 "0".to_owned(),
                 "must be at least 1",
             ));

@@ -21,6 +21,7 @@ use tokio::time::Instant;
 
 use super::metrics::{FinishedReason, FinishedRequest, KvHold, SimMetrics};
 use super::openai::{ChunkHeader, DONE_EVENT, Endpoint, MALFORMED_EVENT, TOKEN_TEXT, Usage};
+use super::prefix_cache::PrefixCache;
 use super::{FailureKind, Phase, SimConfig};
 
 /// Shared state of one simulator.
@@ -32,6 +33,7 @@ pub(crate) struct Engine {
     requests: AtomicU64,
     pub metrics: SimMetrics,
     pub registry: Registry,
+    pub prefix_cache: PrefixCache,
     phase: watch::Receiver<Phase>,
 }
 
@@ -66,10 +68,6 @@ impl Plan {
         }
     }
 
-    fn usage(&self) -> Usage {
-        Usage::new(self.shape.prompt_tokens, self.output_tokens)
-    }
-
     /// Mid-stream faults strike when this many tokens have been sent.
     fn fault_at(&self) -> u32 {
         self.output_tokens / 2
@@ -99,8 +97,10 @@ impl Engine {
             config.max_model_len,
             kv_capacity,
         );
+        let prefix_cache = PrefixCache::new(config.block_size, config.prefix_cache_blocks);
         Self {
             seats: Arc::new(Semaphore::new(config.max_num_seqs)),
+            prefix_cache,
             config,
             seed,
             requests: AtomicU64::new(0),
@@ -175,6 +175,10 @@ impl Engine {
 pub(crate) struct Job {
     engine: Arc<Engine>,
     pub plan: Plan,
+    /// The prompt's full-block hashes for the prefix cache, until admission looks them up (then dropped).
+    blocks: Vec<u64>,
+    /// Prompt tokens found in the prefix cache at admission; `None` while not admitted or with the cache off.
+    cached_tokens: Option<u32>,
     arrival: Instant,
     phase: watch::Receiver<Phase>,
     seat: Option<Seat>,
@@ -222,11 +226,14 @@ impl Drop for Job {
 }
 
 impl Job {
-    pub fn new(engine: Arc<Engine>, plan: Plan, arrival: Instant) -> Self {
+    /// `blocks` are the prompt's full-block hashes (empty with the prefix cache off).
+    pub fn new(engine: Arc<Engine>, plan: Plan, blocks: Vec<u64>, arrival: Instant) -> Self {
         let phase = engine.phase.clone();
         Self {
             engine,
             plan,
+            blocks,
+            cached_tokens: None,
             arrival,
             phase,
             seat: None,
@@ -262,10 +269,15 @@ impl Job {
         let running = self.engine.metrics.running().clone();
         running.inc();
         self.admitted = admitted;
-        let kv = self
-            .engine
-            .metrics
-            .admitted(self.admitted - self.arrival, self.plan.shape.prompt_tokens);
+        // Looked up once scheduled, as vLLM's scheduler calls `get_computed_blocks` when it admits a request.
+        let prompt_tokens = self.plan.shape.prompt_tokens;
+        self.cached_tokens = self.engine.prefix_cache.admit(&self.blocks, prompt_tokens);
+        self.blocks = Vec::new();
+        let kv = self.engine.metrics.admitted(
+            self.admitted - self.arrival,
+            prompt_tokens,
+            self.cached_tokens,
+        );
         self.seat = Some(Seat {
             _permit: permit,
             running,
@@ -316,6 +328,18 @@ impl Job {
                 max_tokens: self.plan.shape.max_tokens,
             },
         );
+    }
+
+    /// The response's `usage`: with `prompt_tokens_details` only when tokens hit and the details are on, as vLLM
+    /// writes it (`if self.enable_prompt_tokens_details and num_cached_tokens:` in its serving code).
+    fn usage(&self) -> Usage {
+        let usage = Usage::new(self.plan.shape.prompt_tokens, self.plan.output_tokens);
+        match self.cached_tokens {
+            Some(cached) if cached > 0 && self.engine.config.enable_prompt_tokens_details => {
+                usage.with_cached_tokens(cached)
+            }
+            _ => usage,
+        }
     }
 
     fn cutoff(&self) -> Cutoff {
@@ -382,7 +406,7 @@ pub(crate) async fn complete(mut job: Job) -> Completed {
     let text = TOKEN_TEXT.repeat(n as usize);
     let body = job
         .header()
-        .response_body(&text, job.plan.finish_reason(), job.plan.usage());
+        .response_body(&text, job.plan.finish_reason(), job.usage());
     let malformed = job.plan.fault == Some(FailureKind::Malformed);
     job.finish(first_token_at, Instant::now());
     if malformed {
@@ -469,7 +493,7 @@ impl SseResponse {
                 Step::Token => return Some(self.token().await),
                 Step::Usage => {
                     self.step = Step::Done;
-                    return Some(Ok(self.job.header().usage_event(self.job.plan.usage())));
+                    return Some(Ok(self.job.header().usage_event(self.job.usage())));
                 }
                 Step::Done => {
                     self.step = Step::End;

@@ -12,8 +12,10 @@
 //!   fraction never exceeds 1. A non-streaming response generates its tokens all at once at the
 //!   end, so while it runs it holds only its prompt. It is computed when scraped, from one atomic
 //!   counter, so the request path pays one atomic add per token and no lock.
-//! - `vllm:prefix_cache_queries` counts every admitted prompt token, as vLLM's scheduler does;
-//!   `vllm:prefix_cache_hits` stays 0: there is no prefix cache model yet (a later issue).
+//! - `vllm:prefix_cache_queries` counts every admitted prompt token and `vllm:prefix_cache_hits` the prompt tokens
+//!   found in the prefix cache (`prefix_cache`), both when a request is admitted, as vLLM's `PrefixCacheStats.record`
+//!   does with `num_tokens` and `num_hits` when the scheduler looks a request up. With the prefix cache off both stay
+//!   0: vLLM does not record a request that skipped the lookup (`record_prefix_cache_stats`).
 //! - `vllm:num_preemptions` stays 0: the simulator never preempts.
 //! - `vllm:iteration_tokens_total` is not exposed: the simulator has no engine steps to count.
 
@@ -63,6 +65,7 @@ pub struct SimMetrics {
     waiting: Gauge,
     kv_cache: KvCacheUsage,
     prefix_cache_queries: Counter,
+    prefix_cache_hits: Counter,
     prompt_tokens: Counter,
     generation_tokens: Counter,
     success_stop: Counter,
@@ -128,12 +131,13 @@ impl SimMetrics {
             help_text("Prefix cache queries, in terms of number of queried tokens."),
             prefix_cache_queries.clone(),
         );
-        // Exposed at 0 so dashboards and summaries see vLLM's full set: nothing ever hits or preempts.
+        let prefix_cache_hits = Counter::default();
         registry.register(
             "vllm:prefix_cache_hits",
             help_text("Prefix cache hits, in terms of number of cached tokens."),
-            Counter::<u64>::default(),
+            prefix_cache_hits.clone(),
         );
+        // Exposed at 0 so dashboards and summaries see vLLM's full set: nothing ever preempts.
         registry.register(
             "vllm:num_preemptions",
             help_text("Cumulative number of preemption from the engine."),
@@ -174,6 +178,7 @@ impl SimMetrics {
             waiting,
             kv_cache,
             prefix_cache_queries,
+            prefix_cache_hits,
             prompt_tokens,
             generation_tokens,
             success_stop,
@@ -251,11 +256,19 @@ impl SimMetrics {
         &self.running
     }
 
-    /// A request got a seat: its prompt is looked up in the (absent) prefix cache and its KV
-    /// blocks are taken, held until the returned [`KvHold`] is dropped.
-    pub(crate) fn admitted(&self, queue_time: Duration, prompt_tokens: u32) -> KvHold {
+    /// A request got a seat: its prompt was looked up in the prefix cache (`cached_tokens` found; `None`
+    /// with the cache off) and its KV blocks are taken, held until the returned [`KvHold`] is dropped.
+    pub(crate) fn admitted(
+        &self,
+        queue_time: Duration,
+        prompt_tokens: u32,
+        cached_tokens: Option<u32>,
+    ) -> KvHold {
         self.request_queue_time.observe(queue_time.as_secs_f64());
-        self.prefix_cache_queries.inc_by(u64::from(prompt_tokens));
+        if let Some(cached) = cached_tokens {
+            self.prefix_cache_queries.inc_by(u64::from(prompt_tokens));
+            self.prefix_cache_hits.inc_by(u64::from(cached));
+        }
         let held = u64::from(prompt_tokens);
         self.kv_cache.held.fetch_add(held, Ordering::Relaxed);
         KvHold {
@@ -463,8 +476,10 @@ mod tests {
         let usage = "vllm:kv_cache_usage_perc{model_name=\"m\",engine=\"0\"}";
         assert!(encode(&registry).contains(&format!("{usage} 0.0\n")));
         // Two requests admitted with 100 and 150 prompt tokens; the first generates 50 tokens.
-        let mut first = metrics.admitted(Duration::ZERO, 100);
-        let second = metrics.admitted(Duration::ZERO, 150);
+        // The second found 48 of its tokens in the prefix cache; a third, looked up with the cache off, counts
+        // in neither prefix-cache counter.
+        let mut first = metrics.admitted(Duration::ZERO, 100, Some(0));
+        let second = metrics.admitted(Duration::ZERO, 150, Some(48));
         for _ in 0..50 {
             first.grow();
         }
@@ -480,11 +495,13 @@ mod tests {
         let text = encode(&registry);
         assert!(text.contains(&format!("{usage} 0.0\n")));
         assert!(text.contains("# TYPE vllm:kv_cache_usage_perc gauge\n"));
-        // Queries count every admitted prompt token; no hits, no preemptions.
+        drop(metrics.admitted(Duration::ZERO, 70, None));
+        let text = encode(&registry);
+        // Queries count every looked-up prompt token (100 + 150), hits the cached ones; no preemptions.
         assert!(
             text.contains("vllm:prefix_cache_queries_total{model_name=\"m\",engine=\"0\"} 250\n")
         );
-        assert!(text.contains("vllm:prefix_cache_hits_total{model_name=\"m\",engine=\"0\"} 0\n"));
+        assert!(text.contains("vllm:prefix_cache_hits_total{model_name=\"m\",engine=\"0\"} 48\n"));
         assert!(text.contains("vllm:num_preemptions_total{model_name=\"m\",engine=\"0\"} 0\n"));
         assert!(text.contains(
             "# HELP vllm:prefix_cache_queries Prefix cache queries, in terms of number of queried tokens.\n"

@@ -4,6 +4,7 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::prefix_cache::BlockHasher;
 use crate::tokenizer::word_count;
 
 /// The text of every output token. Real BPE tokenizers also encode `" token"` as one token, so a
@@ -89,6 +90,21 @@ impl Prompt {
     }
 }
 
+impl Prompt {
+    /// Feeds the prompt's tokens, as [`Prompt::token_count`] counts them, to the prefix cache's hasher. A batch
+    /// was refused by the count already, so only single prompts reach here.
+    pub fn hash_blocks(&self, hasher: &mut BlockHasher) {
+        match self {
+            Prompt::Text(text) => hasher.push_words(text),
+            Prompt::TokenIds(ids) => ids.iter().for_each(|id| hasher.push(id)),
+            Prompt::Texts(texts) => texts.iter().for_each(|text| hasher.push_words(text)),
+            Prompt::TokenIdBatches(batches) => {
+                batches.iter().flatten().for_each(|id| hasher.push(id))
+            }
+        }
+    }
+}
+
 fn batch_error(len: usize) -> String {
     format!(
         "the simulator serves one prompt per request, got a batch of {len}; \
@@ -133,6 +149,20 @@ pub(crate) fn chat_prompt_tokens(messages: &[ChatMessage]) -> u32 {
     saturate(words)
 }
 
+/// Feeds a chat's tokens, as [`chat_prompt_tokens`] counts them, to the prefix cache's hasher: every message's
+/// text words, in order.
+pub(crate) fn chat_hash_blocks(messages: &[ChatMessage], hasher: &mut BlockHasher) {
+    for content in messages.iter().filter_map(|m| m.content.as_ref()) {
+        match content {
+            MessageContent::Text(text) => hasher.push_words(text),
+            MessageContent::Parts(parts) => parts
+                .iter()
+                .filter_map(|part| part.text.as_deref())
+                .for_each(|text| hasher.push_words(text)),
+        }
+    }
+}
+
 fn saturate(count: usize) -> u32 {
     u32::try_from(count).unwrap_or(u32::MAX)
 }
@@ -153,11 +183,20 @@ impl Endpoint {
     }
 }
 
+/// vLLM's `UsageInfo` as its usage chunks write it (`exclude_none`): `prompt_tokens_details` only when set.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub(crate) struct Usage {
     pub prompt_tokens: u32,
     pub total_tokens: u32,
     pub completion_tokens: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens_details: Option<PromptTokensDetails>,
+}
+
+/// vLLM's `PromptTokenUsageInfo`: the prompt tokens served from the prefix cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub(crate) struct PromptTokensDetails {
+    pub cached_tokens: u32,
 }
 
 impl Usage {
@@ -166,7 +205,14 @@ impl Usage {
             prompt_tokens,
             total_tokens: prompt_tokens.saturating_add(completion_tokens),
             completion_tokens,
+            prompt_tokens_details: None,
         }
+    }
+
+    /// The same usage, reporting `cached_tokens` prompt tokens as served from the prefix cache.
+    pub fn with_cached_tokens(mut self, cached_tokens: u32) -> Self {
+        self.prompt_tokens_details = Some(PromptTokensDetails { cached_tokens });
+        self
     }
 }
 
@@ -364,12 +410,14 @@ fn sse_event<T: Serialize>(payload: &T) -> Bytes {
     Bytes::from(event)
 }
 
+/// `UsageInfo` in a whole (non-streaming) response, which vLLM serialises with every field: no cached tokens
+/// reads `"prompt_tokens_details": null`.
 #[derive(Serialize)]
 struct FullUsage {
     prompt_tokens: u32,
     total_tokens: u32,
     completion_tokens: u32,
-    prompt_tokens_details: Option<()>,
+    prompt_tokens_details: Option<PromptTokensDetails>,
 }
 
 impl From<Usage> for FullUsage {
@@ -378,7 +426,7 @@ impl From<Usage> for FullUsage {
             prompt_tokens: usage.prompt_tokens,
             total_tokens: usage.total_tokens,
             completion_tokens: usage.completion_tokens,
-            prompt_tokens_details: None,
+            prompt_tokens_details: usage.prompt_tokens_details,
         }
     }
 }
@@ -543,6 +591,36 @@ mod tests {
             assert_eq!(
                 chunk["usage"],
                 serde_json::json!({"prompt_tokens":3,"total_tokens":7,"completion_tokens":4})
+            );
+            let cached =
+                json_of(&header(endpoint).usage_event(Usage::new(3, 4).with_cached_tokens(2)));
+            assert_eq!(
+                cached["usage"],
+                serde_json::json!({"prompt_tokens":3,"total_tokens":7,"completion_tokens":4,
+                                   "prompt_tokens_details":{"cached_tokens":2}})
+            );
+        }
+    }
+
+    #[test]
+    fn whole_responses_write_prompt_tokens_details_null_unless_tokens_were_cached() {
+        for endpoint in [Endpoint::Chat, Endpoint::Completions] {
+            let body = |usage| -> serde_json::Value {
+                serde_json::from_slice(&header(endpoint).response_body(" token", "length", usage))
+                    .expect("JSON body")
+            };
+            assert_eq!(
+                body(Usage::new(3, 1))["usage"]["prompt_tokens_details"],
+                serde_json::Value::Null
+            );
+            assert!(
+                body(Usage::new(3, 1))["usage"]
+                    .as_object()
+                    .is_some_and(|u| u.contains_key("prompt_tokens_details"))
+            );
+            assert_eq!(
+                body(Usage::new(3, 1).with_cached_tokens(2))["usage"]["prompt_tokens_details"],
+                serde_json::json!({"cached_tokens": 2})
             );
         }
     }

@@ -16,8 +16,9 @@ use super::FailureKind;
 use super::engine::{self, Completed, Engine, Job, RequestShape};
 use super::openai::{
     ChatRequest, CommonParams, CompletionRequest, Endpoint, ErrorBody, ErrorDetail, ModelCard,
-    ModelList, chat_prompt_tokens,
+    ModelList, chat_hash_blocks, chat_prompt_tokens,
 };
+use super::prefix_cache::BlockHasher;
 use super::stamped::RequestArrival;
 
 const JSON: &str = "application/json";
@@ -96,17 +97,19 @@ async fn completions(
             .prompt
             .token_count()
             .map_err(|message| ApiError::bad_request(message).with_param("prompt"))?;
-        request_shape(
+        let shape = request_shape(
             &engine,
             Endpoint::Completions,
             prompt_tokens,
             request.common.max_tokens,
             &request.common,
-        )
+        )?;
+        let blocks = prefix_blocks(&engine, |hasher| request.prompt.hash_blocks(hasher));
+        Ok::<_, ApiError>((shape, blocks))
     }
     .await;
     match result {
-        Ok(shape) => serve(engine, shape, arrival).await,
+        Ok((shape, blocks)) => serve(engine, shape, blocks, arrival).await,
         Err(error) => error.into_response(),
     }
 }
@@ -121,19 +124,33 @@ async fn chat_completions(
         let request: ChatRequest = parse_body(&body)?;
         check_model(&engine, request.model.as_deref())?;
         let prompt_tokens = chat_prompt_tokens(&request.messages);
-        request_shape(
+        let shape = request_shape(
             &engine,
             Endpoint::Chat,
             prompt_tokens,
             request.max_completion_tokens.or(request.common.max_tokens),
             &request.common,
-        )
+        )?;
+        let blocks = prefix_blocks(&engine, |hasher| {
+            chat_hash_blocks(&request.messages, hasher)
+        });
+        Ok::<_, ApiError>((shape, blocks))
     }
     .await;
     match result {
-        Ok(shape) => serve(engine, shape, arrival).await,
+        Ok((shape, blocks)) => serve(engine, shape, blocks, arrival).await,
         Err(error) => error.into_response(),
     }
+}
+
+/// The prompt's full-block hashes, fed by `feed`; nothing (and no hashing) with the prefix cache off.
+fn prefix_blocks(engine: &Engine, feed: impl FnOnce(&mut BlockHasher)) -> Vec<u64> {
+    if !engine.prefix_cache.enabled() {
+        return Vec::new();
+    }
+    let mut hasher = engine.prefix_cache.hasher();
+    feed(&mut hasher);
+    hasher.finish()
 }
 
 fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
@@ -220,7 +237,12 @@ fn request_shape(
     })
 }
 
-async fn serve(engine: Arc<Engine>, shape: RequestShape, arrival: Instant) -> Response {
+async fn serve(
+    engine: Arc<Engine>,
+    shape: RequestShape,
+    blocks: Vec<u64>,
+    arrival: Instant,
+) -> Response {
     let plan = engine.plan(shape);
     match plan.fault {
         Some(FailureKind::Http429) => {
@@ -250,7 +272,7 @@ async fn serve(engine: Arc<Engine>, shape: RequestShape, arrival: Instant) -> Re
         _ => {}
     }
 
-    let job = Job::new(engine, plan, arrival);
+    let job = Job::new(engine, plan, blocks, arrival);
     if shape.stream {
         // Headers go out now; admission, TTFT and tokens follow in the body, as with vLLM.
         return with_content_type(

@@ -637,6 +637,115 @@ async fn metrics_expose_vllm_names_with_counts_after_requests() {
     )), "{metrics}");
 }
 
+/// `n` words `{tag}0 {tag}1 …`.
+fn words(n: usize, tag: &str) -> String {
+    (0..n)
+        .map(|i| format!("{tag}{i}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[tokio::test]
+async fn a_second_request_sharing_a_long_prefix_reports_cached_tokens() {
+    // Blocks of 4 tokens. Every prompt is the same 20 words and 6 words of its own: 26 tokens, 6 full blocks, of
+    // which the first 5 (tokens 0–19) are shared and the sixth holds 4 of the prompt's own words.
+    let h = Harness::start(SimConfig {
+        block_size: 4,
+        ..config()
+    })
+    .await;
+    let shared = words(20, "s");
+    let prompt = |tag: &str| format!("{shared} {}", words(6, tag));
+    let completion = |tag: &str| json!({"model": MODEL, "prompt": prompt(tag), "max_tokens": 2, "ignore_eos": true});
+
+    // The first finds nothing: vLLM leaves prompt_tokens_details out (null in a whole body) when none hit.
+    let (status, first) = h.post("/v1/completions", &completion("a")).await;
+    assert_eq!(status, 200);
+    assert_eq!(first["usage"]["prompt_tokens"], 26);
+    assert_eq!(first["usage"]["prompt_tokens_details"], Value::Null);
+    // The second shares 20 tokens: 5 blocks of 4.
+    let (_, second) = h.post("/v1/completions", &completion("b")).await;
+    assert_eq!(
+        second["usage"]["prompt_tokens_details"],
+        json!({"cached_tokens": 20})
+    );
+    // Streamed, in the usage chunk, and for chat too (the messages' words in order are the tokens).
+    let observed = h
+        .stream("/v1/completions", &with_usage(completion("c")))
+        .await;
+    let usage = observed.json().last().expect("usage chunk")["usage"].clone();
+    assert_eq!(usage["prompt_tokens_details"], json!({"cached_tokens": 20}));
+    let chat = json!({"model": MODEL, "max_tokens": 2, "ignore_eos": true,
+        "messages": [{"role": "system", "content": shared}, {"role": "user", "content": words(6, "d")}]});
+    let observed = h.stream("/v1/chat/completions", &with_usage(chat)).await;
+    let usage = observed.json().last().expect("usage chunk")["usage"].clone();
+    assert_eq!(usage["prompt_tokens"], 26);
+    assert_eq!(usage["prompt_tokens_details"], json!({"cached_tokens": 20}));
+    // The same prompt again hits all 6 of its blocks but recomputes from the last token on: 25 tokens allowed,
+    // 6 blocks of 4 = 24.
+    let (_, again) = h.post("/v1/completions", &completion("a")).await;
+    assert_eq!(
+        again["usage"]["prompt_tokens_details"],
+        json!({"cached_tokens": 24})
+    );
+
+    // vLLM's counters: queries are every looked-up prompt token (5 × 26), hits the cached ones.
+    let metrics = h.metrics().await;
+    let l = labels();
+    assert_eq!(
+        sample(&metrics, &format!("vllm:prefix_cache_queries_total{l}")),
+        130.0
+    );
+    assert_eq!(
+        sample(&metrics, &format!("vllm:prefix_cache_hits_total{l}")),
+        20.0 * 3.0 + 24.0
+    );
+}
+
+#[tokio::test]
+async fn prompt_tokens_details_stay_out_when_disabled_and_nothing_is_cached_without_a_cache() {
+    let prompt = words(40, "w");
+    let body = json!({"model": MODEL, "prompt": prompt, "max_tokens": 1, "ignore_eos": true});
+    // Details off: the cache still works (the counters say so) but usage never mentions it, as vLLM by default.
+    let h = Harness::start(SimConfig {
+        enable_prompt_tokens_details: false,
+        ..config()
+    })
+    .await;
+    for _ in 0..2 {
+        let observed = h.stream("/v1/completions", &with_usage(body.clone())).await;
+        let usage = observed.json().last().expect("usage chunk")["usage"].clone();
+        assert!(usage.get("prompt_tokens_details").is_none(), "{usage}");
+    }
+    // 40 tokens = blocks 0–31 and 32–39 hashed (block 16: two full blocks); the second hits both (cap 39 → 2).
+    let metrics = h.metrics().await;
+    assert_eq!(
+        sample(
+            &metrics,
+            &format!("vllm:prefix_cache_hits_total{}", labels())
+        ),
+        32.0
+    );
+    // No cache at all: nothing hits and nothing is counted as a query.
+    let h = Harness::start(SimConfig {
+        prefix_cache_blocks: 0,
+        ..config()
+    })
+    .await;
+    for _ in 0..2 {
+        let (_, response) = h.post("/v1/completions", &body).await;
+        assert_eq!(response["usage"]["prompt_tokens_details"], Value::Null);
+    }
+    let metrics = h.metrics().await;
+    assert_eq!(
+        sample(
+            &metrics,
+            &format!("vllm:prefix_cache_queries_total{}", labels())
+        ),
+        0.0
+    );
+}
+
 #[tokio::test]
 async fn unknown_model_is_404_with_an_openai_error_body() {
     let h = Harness::start(config()).await;
@@ -843,6 +952,26 @@ fn invalid_flags_are_rejected_naming_the_flag_and_the_value() {
     );
     let seqs = message(&["--max-num-seqs", "0"]);
     assert!(seqs.contains("--max-num-seqs"), "{seqs}");
+}
+
+#[test]
+fn prefix_cache_flags_parse() {
+    let config = parse(&[
+        "--block-size",
+        "32",
+        "--prefix-cache-blocks",
+        "0",
+        "--enable-prompt-tokens-details",
+        "false",
+    ])
+    .expect("valid");
+    assert_eq!(config.block_size, 32);
+    assert_eq!(config.prefix_cache_blocks, 0);
+    assert!(!config.enable_prompt_tokens_details);
+    let block = parse(&["--block-size", "0"])
+        .expect_err("invalid")
+        .to_string();
+    assert!(block.contains("--block-size"), "{block}");
 }
 
 /// Scale check, run by hand:
