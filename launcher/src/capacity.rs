@@ -803,6 +803,7 @@ mod tests {
             },
             errors: BTreeMap::new(),
             goodput: None,
+            prefix_cache: None,
         }
     }
 

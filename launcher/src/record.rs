@@ -74,10 +74,18 @@ pub struct TurnOf {
 }
 
 /// Token counts from the server's `usage` object.
+///
+/// JSON: `{"prompt_tokens":…,"completion_tokens":…}`, plus `"cached_tokens":…` when the server reported
+/// `usage.prompt_tokens_details.cached_tokens`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     pub prompt_tokens: u32,
     pub completion_tokens: u32,
+    /// `usage.prompt_tokens_details.cached_tokens`: prompt tokens the server took from its prefix cache. `None`
+    /// when the server did not send it, which is not the same as 0: vLLM sends it only with
+    /// `--enable-prompt-tokens-details`, and then only for requests that hit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u32>,
 }
 
 /// One response chunk: when it arrived and what it carried.
@@ -641,6 +649,7 @@ mod tests {
         r.usage = Some(Usage {
             prompt_tokens: 12,
             completion_tokens: 7,
+            cached_tokens: None,
         });
         assert_eq!(r.output_tokens(), 7);
         // (300 − 200) / (7 − 1) = 16 with the server's count.
@@ -789,11 +798,26 @@ mod tests {
         r.usage = Some(Usage {
             prompt_tokens: 10,
             completion_tokens: 2,
+            cached_tokens: None,
         });
         let line = serde_json::to_string(&r).unwrap();
         assert_eq!(
             line,
             r#"{"id":1,"stage":0,"scheduled_ns":90,"sent_ns":100,"end_ns":320,"input_tokens":10,"max_tokens":4,"streaming":true,"http_status":200,"usage":{"prompt_tokens":10,"completion_tokens":2},"chunks":[{"at_ns":150,"kind":"empty"},{"at_ns":200,"kind":"content","tokens":2},{"at_ns":310,"kind":"usage_only"}]}"#
+        );
+        assert_eq!(serde_json::from_str::<RequestRecord>(&line).unwrap(), r);
+        // Reported cached tokens join the usage object; records written before they existed still read.
+        r.usage = Some(Usage {
+            prompt_tokens: 10,
+            completion_tokens: 2,
+            cached_tokens: Some(8),
+        });
+        let line = serde_json::to_string(&r).unwrap();
+        assert!(
+            line.contains(
+                r#""usage":{"prompt_tokens":10,"completion_tokens":2,"cached_tokens":8}"#
+            ),
+            "{line}"
         );
         assert_eq!(serde_json::from_str::<RequestRecord>(&line).unwrap(), r);
     }

@@ -92,6 +92,12 @@ pub struct CompactBody {
     pub schedule: CompactSchedule,
     #[serde(default)]
     pub errors: BTreeMap<String, u64>,
+    /// The share (0–1) of prompt tokens the server reported as served from its prefix cache
+    /// (`usage.prompt_tokens_details.cached_tokens`, summed, over `usage.prompt_tokens`, summed, over the
+    /// successful requests with `usage`), when any response reported it. Absent in summaries written before it
+    /// existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache_hit_rate: Option<f64>,
 }
 
 /// Requests of a bucket: sent, and of those, succeeded and failed.
@@ -422,6 +428,18 @@ mod tests {
         // The status form is camelCase and leaves unmeasured metrics out.
         let json = serde_json::to_value(&verdict).expect("serializes");
         assert!(json.get("failedChecks").is_some(), "{json}");
+    }
+
+    #[test]
+    fn the_prefix_cache_hit_rate_is_optional_both_ways() {
+        let parsed: CompactSummary = serde_json::from_str(COMPACT).expect("parses");
+        assert_eq!(parsed.overall.prefix_cache_hit_rate, None);
+        let mut with = parsed.clone();
+        with.overall.prefix_cache_hit_rate = Some(0.6);
+        let json = serde_json::to_string(&with).expect("serializes");
+        assert!(json.contains(r#""prefix_cache_hit_rate":0.6"#), "{json}");
+        let back: CompactSummary = serde_json::from_str(&json).expect("parses");
+        assert_eq!(back, with);
     }
 
     #[test]

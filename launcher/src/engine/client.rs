@@ -471,6 +471,16 @@ struct UsageJson {
     prompt_tokens: u32,
     #[serde(default)]
     completion_tokens: u32,
+    /// OpenAI's and vLLM's `PromptTokenUsageInfo`; vLLM writes `null` (or leaves it out) unless it runs with
+    /// `--enable-prompt-tokens-details` and the request hit its prefix cache.
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptTokensDetailsJson>,
+}
+
+#[derive(Deserialize)]
+struct PromptTokensDetailsJson {
+    #[serde(default)]
+    cached_tokens: Option<u32>,
 }
 
 /// An error a server put in place of a chunk: OpenAI and vLLM send `{"error": {"message", "type", "code"}}`,
@@ -531,6 +541,7 @@ fn parse_chunk(payload: &[u8], keep_text: bool) -> Result<ParsedChunk, RequestEr
     let usage = chunk.usage.map(|u| Usage {
         prompt_tokens: u.prompt_tokens,
         completion_tokens: u.completion_tokens,
+        cached_tokens: u.prompt_tokens_details.and_then(|d| d.cached_tokens),
     });
     let finished = chunk.choices.iter().any(|c| c.finish_reason.is_some());
     let kind = if chunk.choices.is_empty() {
@@ -689,8 +700,38 @@ mod tests {
             chunk.usage,
             Some(Usage {
                 prompt_tokens: 7,
-                completion_tokens: 3
+                completion_tokens: 3,
+                cached_tokens: None,
             })
+        );
+    }
+
+    #[test]
+    fn cached_tokens_are_read_from_prompt_tokens_details_and_absent_stays_absent() {
+        let cached = |json: &[u8]| {
+            parse_chunk(json, false)
+                .expect("parses")
+                .usage
+                .expect("usage")
+                .cached_tokens
+        };
+        assert_eq!(
+            cached(br#"{"choices":[],"usage":{"prompt_tokens":26,"total_tokens":28,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":20}}}"#),
+            Some(20)
+        );
+        // OpenAI's shape, with other details beside it; a reported 0 is kept as 0.
+        assert_eq!(
+            cached(br#"{"usage":{"prompt_tokens":5,"completion_tokens":1,"prompt_tokens_details":{"audio_tokens":0,"cached_tokens":0}},"choices":[]}"#),
+            Some(0)
+        );
+        // vLLM's whole body without the details: null, not 0.
+        assert_eq!(
+            cached(br#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1,"prompt_tokens_details":null}}"#),
+            None
+        );
+        assert_eq!(
+            cached(br#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1,"prompt_tokens_details":{}}}"#),
+            None
         );
     }
 

@@ -389,6 +389,7 @@ mod tests {
             usage: answer.map(|a| Usage {
                 prompt_tokens: turn.request.input_tokens,
                 completion_tokens: a.split_whitespace().count() as u32,
+                cached_tokens: None,
             }),
             error: None,
             chunks: Vec::new(),

@@ -9,6 +9,10 @@
 //! - Latency is from the actual send (TTFT and TPOT as inference-perf, ITL per chunk pooled over requests,
 //!   NTPOT = e2e / n, E2E = end − sent), plus TTFT and E2E from the scheduled time (MLPerf LoadGen).
 //! - Schedule: `achieved_rate = count / (max(sent) − min(sent))`, `delay = sent − scheduled`, as inference-perf.
+//! - Prefix cache ([`PrefixCacheHits`]): Σ `usage.prompt_tokens_details.cached_tokens` / Σ `usage.prompt_tokens`
+//!   over the successful requests whose response carried `usage`, a request without `cached_tokens` counting 0
+//!   cached (inference-perf's `summarize_prompt_token_usage` sums it so); present only when at least one of them
+//!   reported `cached_tokens`.
 //!
 //! Speed: one pass over the records, grouped by stage, collects integer nanoseconds into one vector per
 //! metric, each stage a contiguous range of it, and their exact moments per stage. Statistics then find their
@@ -39,6 +43,77 @@ pub struct Summary {
     /// Successful requests that met every goodput objective, when the profile sets objectives.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub goodput: Option<Goodput>,
+    /// The server's prefix-cache hits as its responses reported them, when any response reported them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache: Option<PrefixCacheHits>,
+}
+
+/// The share of prompt tokens the server reported as served from its prefix cache
+/// (`usage.prompt_tokens_details.cached_tokens`, which vLLM sends with `--enable-prompt-tokens-details`, SGLang with
+/// `--enable-cache-report`, and TensorRT-LLM always).
+///
+/// Over the bucket's successful requests whose response carried `usage`: `hit_rate = cached_tokens /
+/// prompt_tokens`, both summed over those requests. A response with `usage` but without `cached_tokens` counts as 0
+/// cached tokens, because vLLM leaves `prompt_tokens_details` out (or `null`) exactly when nothing hit; counting
+/// only the responses that reported it would count only hits. The whole figure is absent (not 0) when no response
+/// of the bucket reported `cached_tokens`: the server then either does not report it or never hit, and the
+/// responses cannot tell which.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PrefixCacheHits {
+    /// cached_tokens / prompt_tokens, from 0 to 1.
+    pub hit_rate: f64,
+    /// Σ `cached_tokens` over the requests counted.
+    pub cached_tokens: u64,
+    /// Σ `usage.prompt_tokens` over the requests counted.
+    pub prompt_tokens: u64,
+    /// Successful requests whose response carried `usage`: the requests counted.
+    pub requests_with_usage: u64,
+    /// Of those, the ones whose usage reported `prompt_tokens_details.cached_tokens`.
+    pub requests_reporting: u64,
+}
+
+/// What [`PrefixCacheHits`] is made of, summed request by request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct PrefixCacheTally {
+    with_usage: u64,
+    reporting: u64,
+    prompt_tokens: u64,
+    cached_tokens: u64,
+}
+
+impl PrefixCacheTally {
+    /// Counts a successful request (failures are not counted, as for every token sum here).
+    pub(crate) fn add(&mut self, r: &RequestRecord) {
+        let Some(usage) = r.usage else { return };
+        self.with_usage += 1;
+        self.prompt_tokens += u64::from(usage.prompt_tokens);
+        if let Some(cached) = usage.cached_tokens {
+            self.reporting += 1;
+            self.cached_tokens += u64::from(cached);
+        }
+    }
+
+    pub(crate) fn absorb(&mut self, other: &PrefixCacheTally) {
+        self.with_usage += other.with_usage;
+        self.reporting += other.reporting;
+        self.prompt_tokens += other.prompt_tokens;
+        self.cached_tokens += other.cached_tokens;
+    }
+
+    /// `None` when no request reported cached tokens.
+    pub(crate) fn hits(&self) -> Option<PrefixCacheHits> {
+        (self.reporting > 0).then(|| PrefixCacheHits {
+            hit_rate: if self.prompt_tokens == 0 {
+                0.0
+            } else {
+                self.cached_tokens as f64 / self.prompt_tokens as f64
+            },
+            cached_tokens: self.cached_tokens,
+            prompt_tokens: self.prompt_tokens,
+            requests_with_usage: self.with_usage,
+            requests_reporting: self.reporting,
+        })
+    }
 }
 
 /// A bucket's goodput (see `report::goodput` for each tool's definition).
@@ -274,6 +349,7 @@ pub(crate) struct Counts {
     errors: BTreeMap<ErrorKey, u64>,
     /// The moments of this bucket's samples, per [`Metric`], gathered as they are collected.
     moments: [NsMoments; METRICS],
+    prefix_cache: PrefixCacheTally,
 }
 
 impl Default for Counts {
@@ -288,6 +364,7 @@ impl Default for Counts {
             max_end_ns: 0,
             errors: BTreeMap::new(),
             moments: [NsMoments::default(); METRICS],
+            prefix_cache: PrefixCacheTally::default(),
         }
     }
 }
@@ -314,6 +391,7 @@ impl Counts {
         self.succeeded += 1;
         self.input_tokens += u64::from(r.prompt_tokens());
         self.output_tokens += u64::from(r.output_tokens());
+        self.prefix_cache.add(r);
         put(E2e, r.e2e_ns());
         put(E2eFromScheduled, r.e2e_from_scheduled_ns());
         let optional = [
@@ -344,6 +422,7 @@ impl Counts {
         for (mine, theirs) in self.moments.iter_mut().zip(&other.moments) {
             mine.merge(theirs);
         }
+        self.prefix_cache.absorb(&other.prefix_cache);
     }
 
     /// The summary of these counts with these samples.
@@ -426,6 +505,7 @@ impl Counts {
                     errors
                 }),
             goodput: None,
+            prefix_cache: self.prefix_cache.hits(),
         }
     }
 }
@@ -525,11 +605,13 @@ mod tests {
         a.usage = Some(Usage {
             prompt_tokens: 10,
             completion_tokens: 5,
+            cached_tokens: None,
         });
         let mut b = ok(0, 500, 500, &[600], 2000);
         b.usage = Some(Usage {
             prompt_tokens: 10,
             completion_tokens: 15,
+            cached_tokens: None,
         });
         // Window 2000 − 0 = 2 s: 2 requests, 20 input and 20 output tokens.
         let t = summarize(&[a, b], None).throughput;
@@ -537,6 +619,53 @@ mod tests {
         assert_eq!(t.input_tokens_per_s, 10.0);
         assert_eq!(t.output_tokens_per_s, 10.0);
         assert_eq!(t.total_tokens_per_s, 20.0);
+    }
+
+    #[test]
+    fn prefix_cache_hit_rate_counts_usage_without_details_as_no_hit() {
+        let with = |stage: u32, prompt: u32, cached: Option<u32>| {
+            let mut r = ok(stage, 0, 0, &[100], 200);
+            r.usage = Some(Usage {
+                prompt_tokens: prompt,
+                completion_tokens: 1,
+                cached_tokens: cached,
+            });
+            r
+        };
+        let records = [
+            // Stage 0: 40 tokens, nothing reported (vLLM leaves the details out on a miss), then 32 of 40 twice.
+            with(0, 40, None),
+            with(0, 40, Some(32)),
+            with(0, 40, Some(32)),
+            // A response without usage is not counted; nor is a failure, whatever it carried.
+            ok(0, 0, 0, &[100], 200),
+            {
+                let mut r = failed(0, 0, 10, ErrorClass::Timeout, None);
+                r.usage = Some(Usage {
+                    prompt_tokens: 1000,
+                    completion_tokens: 0,
+                    cached_tokens: Some(1000),
+                });
+                r
+            },
+            // Stage 1: usage without details only: no figure at all.
+            with(1, 40, None),
+        ];
+        let (overall, stages) = summarize_stages(&records, &[]);
+        // Stage 0: (0 + 32 + 32) / (3 × 40) = 64 / 120.
+        let stage0 = stages[0].summary.prefix_cache.expect("reported");
+        assert_eq!((stage0.cached_tokens, stage0.prompt_tokens), (64, 120));
+        assert_eq!(stage0.hit_rate, 64.0 / 120.0);
+        assert_eq!(
+            (stage0.requests_with_usage, stage0.requests_reporting),
+            (3, 2)
+        );
+        assert_eq!(stages[1].summary.prefix_cache, None);
+        // The run: 64 / 160, the stage without reports counting its tokens as uncached.
+        let run = overall.prefix_cache.expect("reported");
+        assert_eq!((run.cached_tokens, run.prompt_tokens), (64, 160));
+        assert_eq!(run.hit_rate, 0.4);
+        assert_eq!((run.requests_with_usage, run.requests_reporting), (4, 2));
     }
 
     #[test]
@@ -709,6 +838,7 @@ mod tests {
                     usage: Some(Usage {
                         prompt_tokens: 100,
                         completion_tokens: chunks as u32,
+                        cached_tokens: None,
                     }),
                     error: None,
                     // As a vLLM chat stream: a role-only delta, one chunk per token, the usage chunk.

@@ -8,7 +8,8 @@
 //! stage, and `errors {<class>: count}`. The full file is a superset (every [`Stats`] field, failure rate, total
 //! tokens per second, latency from the scheduled time); the compact summary has exactly the schema's fields, plus
 //! `stages_omitted` when it had to leave the stages out, and `goodput_percent` and `capacity` (the capacity
-//! search's answer in brief) when the run has them — the figures a BenchmarkExperiment compares.
+//! search's answer in brief) when the run has them — the figures a BenchmarkExperiment compares — and each bucket's
+//! `prefix_cache_hit_rate` when the server reported cached prompt tokens (see `summary::PrefixCacheHits`).
 //!
 //! The compact summary's types are `llmbench_core::summary::v1`'s, the ones the operator reads with; this module
 //! fills them from the launcher's full figures and keeps them within the size limit.
@@ -229,6 +230,7 @@ impl From<&Summary> for CompactBody {
                 }),
             },
             errors: s.errors.clone(),
+            prefix_cache_hit_rate: s.prefix_cache.map(|p| p.hit_rate),
         }
     }
 }

@@ -256,6 +256,7 @@ mod tests {
             usage: Some(Usage {
                 prompt_tokens: 10,
                 completion_tokens: chunks_ms.len() as u32,
+                cached_tokens: None,
             }),
             error: None,
             chunks: chunks_ms

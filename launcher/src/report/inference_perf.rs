@@ -106,6 +106,9 @@ pub(crate) struct Lifecycle {
     pub(super) output: Vec<SampleId>,
     pub(super) input_sum: u64,
     pub(super) output_sum: u64,
+    /// Σ `usage.prompt_tokens_details.cached_tokens` of the successes (0 where not reported).
+    cached_sum: u64,
+    failed_cached_sum: u64,
     goodput: GoodputTally,
     failed: u64,
     failed_latency: Vec<SampleId>,
@@ -133,6 +136,8 @@ impl Lifecycle {
             output: sample(),
             input_sum: 0,
             output_sum: 0,
+            cached_sum: 0,
+            failed_cached_sum: 0,
             goodput: GoodputTally::new(goodput, Definition::InferencePerf),
             failed: 0,
             failed_latency: sample(),
@@ -152,6 +157,7 @@ impl Lifecycle {
             self.failed += 1;
             store.push(self.failed_latency[0], secs(r.e2e_ns()));
             store.push(self.failed_prompt[0], f64::from(r.prompt_tokens()));
+            self.failed_cached_sum += cached_tokens(r);
             self.labels.add(r);
             return;
         }
@@ -172,6 +178,7 @@ impl Lifecycle {
         store.push(self.output[0], f64::from(r.output_tokens()));
         self.input_sum += u64::from(r.prompt_tokens());
         self.output_sum += u64::from(r.output_tokens());
+        self.cached_sum += cached_tokens(r);
         self.goodput.add(r);
     }
 
@@ -184,6 +191,8 @@ impl Lifecycle {
         self.ok += other.ok;
         self.input_sum += other.input_sum;
         self.output_sum += other.output_sum;
+        self.cached_sum += other.cached_sum;
+        self.failed_cached_sum += other.failed_cached_sum;
         self.failed += other.failed;
         self.goodput.merge(&other.goodput);
         self.labels.merge(&other.labels);
@@ -284,11 +293,11 @@ impl Lifecycle {
                 "videos_per_sec": 0.0,
                 "audios_per_sec": 0.0,
             },
-            "prompt_tokens": token_usage(&mut store.view(&self.input), percentiles, true)?,
+            "prompt_tokens": token_usage(&mut store.view(&self.input), percentiles, Some(self.cached_sum))?,
             // `prompt_len` is the older name, still read by llm-d-benchmark's converter for old reports.
             "prompt_len": summarize(&mut store.view(&self.input), percentiles)?,
             "output_len": summarize(&mut store.view(&self.output), percentiles)?,
-            "output_tokens": token_usage(&mut store.view(&self.output), percentiles, false)?,
+            "output_tokens": token_usage(&mut store.view(&self.output), percentiles, None)?,
             "token_count_mismatches": 0,
         });
 
@@ -302,7 +311,7 @@ impl Lifecycle {
         let failures = json!({
             "count": self.failed,
             "request_latency": summarize(&mut store.view(&self.failed_latency), percentiles)?,
-            "prompt_tokens": token_usage(&mut store.view(&self.failed_prompt), percentiles, true)?,
+            "prompt_tokens": token_usage(&mut store.view(&self.failed_prompt), percentiles, Some(self.failed_cached_sum))?,
             "by_label": self.labels.to_json(),
         });
 
@@ -347,11 +356,19 @@ fn per_request(r: &RequestRecord) -> Value {
     response.insert(
         "server_usage".into(),
         r.usage.map_or(Value::Null, |u| {
-            json!({
+            let mut usage = json!({
                 "prompt_tokens": u.prompt_tokens,
                 "completion_tokens": u.completion_tokens,
                 "total_tokens": u.prompt_tokens.saturating_add(u.completion_tokens),
-            })
+            });
+            // inference-perf keeps the server's usage object whole; the part of it we keep is the cached count.
+            if let (Some(cached), Some(object)) = (u.cached_tokens, usage.as_object_mut()) {
+                object.insert(
+                    "prompt_tokens_details".into(),
+                    json!({ "cached_tokens": cached }),
+                );
+            }
+            usage
         }),
     );
     if r.streaming {
@@ -417,19 +434,27 @@ fn schedule_delay_s(r: &RequestRecord) -> f64 {
     (r.sent_ns as f64 - r.scheduled_ns as f64) / 1e9
 }
 
-/// `{total, [cached, uncached,] …distribution}` as `summarize_prompt_token_usage` / `…_output_…` write it. We
-/// do not record cached prompt tokens, so `cached` is 0.
+/// A request's reported cached prompt tokens, 0 when not reported (inference-perf's
+/// `safe_float(prompt_tokens_details.get("cached_tokens"))`).
+fn cached_tokens(r: &RequestRecord) -> u64 {
+    r.usage.and_then(|u| u.cached_tokens).map_or(0, u64::from)
+}
+
+/// `{total, [cached, uncached,] …distribution}` as `summarize_prompt_token_usage` / `…_output_…` write it:
+/// `cached` (given for prompt tokens) is the sum of the reported `cached_tokens`, `uncached` is `max(total −
+/// cached, 0)`.
 fn token_usage(
     sample: &mut SampleView<'_>,
     percentiles: &[f64],
-    prompt: bool,
+    cached: Option<u64>,
 ) -> io::Result<Value> {
     let total = sample.sum();
     let mut out = Map::new();
     out.insert("total".into(), json!(total));
-    if prompt {
-        out.insert("cached".into(), json!(0.0));
-        out.insert("uncached".into(), json!(total));
+    if let Some(cached) = cached {
+        let cached = cached as f64;
+        out.insert("cached".into(), json!(cached));
+        out.insert("uncached".into(), json!((total - cached).max(0.0)));
     }
     if let Value::Object(dist) = summarize(sample, percentiles)? {
         out.extend(dist);

@@ -7,6 +7,12 @@
 //! percentiles 0.1 … 99.9, in seconds. Throughput comes from our summary (inference-perf's window), as single
 //! values in `mean`. `load.standardized.tool` names the harness dialect the profile was written in (the
 //! upstream models accept only those names); `tool_version` says it was llmbench.
+//!
+//! The prefix-cache hit rate the server reported in its responses (`usage.prompt_tokens_details.cached_tokens`, see
+//! `metrics::summary::PrefixCacheHits`) has no place of its own in v0.2: `ResourceMetrics.cache_hit_rate` is a
+//! per-component figure of the stack's own metrics (which `server_metrics` fills from `vllm:prefix_cache_*`), and
+//! `results.request_performance` is closed. It goes under `results.observability`, the one open object, as the
+//! llmbench extension [`PREFIX_CACHE_KEY`].
 
 use std::io;
 
@@ -19,6 +25,9 @@ use super::secs;
 use crate::metrics::Summary;
 use crate::record::RequestRecord;
 use crate::wallclock;
+
+/// The llmbench extension key under `results.observability` for the client-reported prefix-cache hits.
+pub const PREFIX_CACHE_KEY: &str = "llmbench_prefix_cache";
 
 /// The file name prefix; the comma is part of upstream's names.
 pub const LLMD_REPORT_PREFIX: &str = "benchmark_report_v0.2,_";
@@ -187,6 +196,22 @@ pub(crate) fn llmd_report_v02_of(
         standardized.insert("concurrency".into(), json!(c));
     }
 
+    let mut results = json!({
+        "request_performance": {
+            "aggregate": {
+                "requests": Value::Object(requests),
+                "latency": Value::Object(latency),
+                "throughput": throughput,
+            },
+        },
+    });
+    if let (Some(hits), Some(object)) = (summary.prefix_cache, results.as_object_mut()) {
+        object.insert(
+            "observability".into(),
+            json!({ PREFIX_CACHE_KEY: prefix_cache_extension(&hits) }),
+        );
+    }
+
     Ok(json!({
         "version": "0.2",
         "run": {
@@ -208,14 +233,19 @@ pub(crate) fn llmd_report_v02_of(
                 },
             },
         },
-        "results": {
-            "request_performance": {
-                "aggregate": {
-                    "requests": Value::Object(requests),
-                    "latency": Value::Object(latency),
-                    "throughput": throughput,
-                },
-            },
-        },
+        "results": results,
     }))
+}
+
+/// The llmbench extension: the hit rate as a `Statistics` in percent (the unit of the schema's own
+/// `cache_hit_rate`), with the sums and counts it is made of and where it comes from.
+fn prefix_cache_extension(hits: &crate::metrics::PrefixCacheHits) -> Value {
+    json!({
+        "source": "usage.prompt_tokens_details.cached_tokens",
+        "hit_rate": single(hits.hit_rate * 100.0, "percent"),
+        "cached_tokens": hits.cached_tokens,
+        "prompt_tokens": hits.prompt_tokens,
+        "requests_with_usage": hits.requests_with_usage,
+        "requests_reporting": hits.requests_reporting,
+    })
 }

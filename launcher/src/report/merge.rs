@@ -428,6 +428,7 @@ mod tests {
             usage: Some(Usage {
                 prompt_tokens: 10,
                 completion_tokens: tokens,
+                cached_tokens: None,
             }),
             error: None,
             chunks,

@@ -41,7 +41,10 @@ pub use inference_perf::{
     PER_REQUEST_LIFECYCLE_FILE, SUMMARY_LIFECYCLE_FILE, lifecycle_metrics, per_request_lifecycle,
     stage_lifecycle_file,
 };
-pub use llmd::{LLMD_REPORT_PREFIX, llmd_report_v02, llmd_report_v02_file};
+pub use llmd::{
+    LLMD_REPORT_PREFIX, PREFIX_CACHE_KEY as LLMD_PREFIX_CACHE_KEY, llmd_report_v02,
+    llmd_report_v02_file,
+};
 pub use meta::{
     ApiKind, Burstiness, INFERENCE_PERF_PERCENTILES, LLMBENCH_VERSION, ProfileNote, RUN_META_FILE,
     RUN_META_SCHEMA, ReleaseMeta, ReportOptions, RunEnd, RunMeta, RunState, ServerMetricsMeta,

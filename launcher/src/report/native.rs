@@ -220,10 +220,16 @@ impl Native {
                     window,
                     report.get_mut("results").and_then(|r| r.as_object_mut()),
                 ) {
-                    results.insert(
-                        "observability".into(),
-                        crate::server_metrics::llmd_observability(window, &series, meta.t0_unix_ns),
-                    );
+                    let mut observability =
+                        crate::server_metrics::llmd_observability(window, &series, meta.t0_unix_ns);
+                    // Keep what the report already put there (the client-reported prefix-cache hits).
+                    if let (Some(Value::Object(ours)), Some(theirs)) = (
+                        results.remove("observability"),
+                        observability.as_object_mut(),
+                    ) {
+                        theirs.extend(ours);
+                    }
+                    results.insert("observability".into(), observability);
                 }
                 let text =
                     serde_saphyr::to_string(&report).map_err(|e| ReportError::Serialize {

@@ -693,6 +693,7 @@ mod tests {
                     usage: (next(2) == 0).then(|| Usage {
                         prompt_tokens: 12 + next(40) as u32,
                         completion_tokens: next(20) as u32,
+                        cached_tokens: None,
                     }),
                     error: None,
                     chunks,

@@ -195,7 +195,7 @@ fn aligned(rows: &[Vec<String>]) -> String {
 }
 
 /// The lines under the table: what changes how the figures read (stages stopped early, requests left out,
-/// goodput, conversations, profile keys not acted on).
+/// goodput, prefix-cache hits the server reported, conversations, profile keys not acted on).
 fn notes(summary: &RunSummary) -> String {
     let mut out = String::new();
     for stage in &summary.stages {
@@ -217,6 +217,28 @@ fn notes(summary: &RunSummary) -> String {
             g.judged,
             num(g.percentage),
             num(g.requests_per_s)
+        ));
+    }
+    if let Some(p) = &summary.overall.prefix_cache {
+        let stages: Vec<String> = summary
+            .stages
+            .iter()
+            .map(|s| {
+                let rate = s.summary.prefix_cache.map_or_else(
+                    || "-".to_owned(),
+                    |p| format!("{}%", num(p.hit_rate * 100.0)),
+                );
+                format!("stage {} {rate}", s.stage)
+            })
+            .collect();
+        out.push_str(&format!(
+            "prefix cache hits reported by the server: {}% of {} prompt tokens ({} of {} requests with usage \
+             reported cached_tokens); {}\n",
+            num(p.hit_rate * 100.0),
+            p.prompt_tokens,
+            p.requests_reporting,
+            p.requests_with_usage,
+            stages.join(", ")
         ));
     }
     if let Some(starts) = &summary.shard_starts {

@@ -90,12 +90,14 @@ fn records() -> Vec<RequestRecord> {
     r1.usage = Some(Usage {
         prompt_tokens: 10,
         completion_tokens: 4,
+        cached_tokens: None,
     });
     let mut r2 = record(2, 0, 500, 510, 600, &[(530, c(1)), (570, c(1))]);
     r2.input_tokens = 12;
     r2.usage = Some(Usage {
         prompt_tokens: 12,
         completion_tokens: 2,
+        cached_tokens: None,
     });
     let mut r3 = record(3, 0, 1000, 1000, 1100, &[]);
     r3.http_status = Some(503);
@@ -732,4 +734,74 @@ fn vllm_writes_the_burstiness_the_profile_asked_for() {
     let back: StageMeta =
         serde_json::from_value(serde_json::to_value(meta.stages[0]).unwrap()).unwrap();
     assert_eq!(back, meta.stages[0]);
+}
+
+// ---- prefix cache ----
+
+/// The fixture's records with stage 0's two successes reporting cached tokens as vLLM does: the first (10 prompt
+/// tokens) with no details (a miss), the second 8 of its 12.
+fn records_with_cache_hits() -> Vec<RequestRecord> {
+    let mut records = records();
+    if let Some(usage) = records[1].usage.as_mut() {
+        usage.cached_tokens = Some(8);
+    }
+    records
+}
+
+#[test]
+fn reported_cached_tokens_reach_every_report_of_the_stage() {
+    let records = records_with_cache_hits();
+    let meta = meta();
+    let summary = summary_of(&meta, &records);
+    // 8 cached of 10 + 12 prompt tokens.
+    let hits = summary.stages[0].summary.prefix_cache.expect("reported");
+    assert_eq!(hits.hit_rate, 8.0 / 22.0);
+    assert_eq!(summary.stages[1].summary.prefix_cache, None);
+
+    // inference-perf sums them as summarize_prompt_token_usage does.
+    let stage0 = lifecycle_metrics(
+        &stage(&records, 0),
+        &INFERENCE_PERF_PERCENTILES,
+        Some(meta.stages[0]),
+        &[],
+    );
+    assert_num(&stage0, "successes.prompt_tokens.total", 22.0);
+    assert_num(&stage0, "successes.prompt_tokens.cached", 8.0);
+    assert_num(&stage0, "successes.prompt_tokens.uncached", 14.0);
+    let per_request = per_request_lifecycle(&stage(&records, 0));
+    let usage = |i: usize| &per_request[i]["info"]["response_metrics"]["server_usage"];
+    assert!(usage(0).get("prompt_tokens_details").is_none());
+    assert_eq!(
+        usage(1)["prompt_tokens_details"],
+        serde_json::json!({"cached_tokens": 8})
+    );
+
+    // The llm-d report carries it as an llmbench extension of results.observability, and still validates.
+    let report = llmd_report_v02(&meta, 0, &stage(&records, 0), &summary.stages[0].summary);
+    let extension = &report["results"]["observability"][LLMD_PREFIX_CACHE_KEY];
+    assert_num(extension, "hit_rate.mean", 800.0 / 22.0);
+    assert_eq!(extension["hit_rate"]["units"], "percent");
+    assert_eq!(extension["requests_with_usage"], 2);
+    assert_eq!(extension["requests_reporting"], 1);
+    assert_eq!(
+        schema_errors(&schema_validator(), &report),
+        Vec::<String>::new()
+    );
+    // The run without reports has none.
+    let plain = llmd_stage_0();
+    assert!(plain["results"].get("observability").is_none());
+
+    // The compact summary and the table say it too.
+    let compact: Value = serde_json::from_str(&crate::metrics::compact_summary(&summary)).unwrap();
+    assert_num(&compact, "prefix_cache_hit_rate", 8.0 / 22.0);
+    assert_num(&compact["stages"][0], "prefix_cache_hit_rate", 8.0 / 22.0);
+    assert!(compact["stages"][1].get("prefix_cache_hit_rate").is_none());
+    let table = print_table(&summary);
+    assert!(
+        table.contains(
+            "prefix cache hits reported by the server: 36.4% of 22 prompt tokens (1 of 2 requests with usage \
+             reported cached_tokens); stage 0 36.4%, stage 1 -"
+        ),
+        "{table}"
+    );
 }
