@@ -202,6 +202,46 @@ fn category_dump(c: &vllm_log::ModelLoadCategory) -> vllm_log::CategoryDump {
     }
 }
 
+/// The model-load figures of a finished nop run, read again from its files (for `llmbench report`, which rebuilds
+/// summary.json from the files alone): the server's name and model from `result.yaml`, the log from the copy beside
+/// it, its dates in the year the run started (`started_at` of run.json). `None` for a run that read no log; a
+/// warning and `None` when those files cannot be read.
+pub fn model_load_from_dir(dir: &Path, started_at: &str) -> Option<ModelLoadSummary> {
+    let result_path = dir.join(RESULT_FILE);
+    if !result_path.exists() {
+        return None;
+    }
+    let read = || -> Result<ModelLoadSummary, String> {
+        let text = std::fs::read_to_string(&result_path).map_err(|e| e.to_string())?;
+        let result: NopResult = serde_saphyr::from_str(&text).map_err(|e| e.to_string())?;
+        let name = result
+            .vllm_metrics
+            .first()
+            .map(|m| m.name.clone())
+            .ok_or("it lists no server")?;
+        let log_path = dir.join(name.replace(' ', "_")).join("vllm.log");
+        let bytes = std::fs::read(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
+        let source = LogSource {
+            name,
+            model: result.scenario.model.name,
+            year: started_at
+                .get(..4)
+                .and_then(|y| y.parse().ok())
+                .unwrap_or_else(current_year),
+        };
+        let analysis = vllm_log::analyze(&String::from_utf8_lossy(&bytes), &source)
+            .map_err(|e| e.to_string())?;
+        Ok(ModelLoadSummary::new(&analysis))
+    };
+    match read() {
+        Ok(summary) => Some(summary),
+        Err(error) => {
+            tracing::warn!(path = %result_path.display(), error, "cannot read the nop run's model-load figures again");
+            None
+        }
+    }
+}
+
 /// The current UTC year, which the log's `MM-DD` dates are read in (as upstream reads them in the current year).
 pub fn current_year() -> i32 {
     let stamp = crate::wallclock::rfc3339_millis(crate::wallclock::unix_ns_now());
