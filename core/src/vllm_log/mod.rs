@@ -12,6 +12,7 @@
 
 pub mod categories;
 pub mod lines;
+mod pyliteral;
 mod report;
 
 #[cfg(test)]
@@ -203,6 +204,8 @@ pub struct Analysis {
     pub sleep_mode: bool,
     /// The text after "non-default args:" (a Python dict literal), as logged.
     pub non_default_args: Option<String>,
+    /// That dict as upstream's `convert_objects_to_dict` reads it; empty where it cannot (as upstream's).
+    pub engine_args: serde_json::Map<String, serde_json::Value>,
     /// The GPUs listed between "--- gpu scenario start name:" and "--- gpu scenario end name:" (llm-d-benchmark's
     /// standalone preprocess prints them).
     pub gpus: Vec<Gpu>,
@@ -380,6 +383,10 @@ fn parse_logs(lines: &[LogLine]) -> Analysis {
         metrics,
         load_format: load_format.unwrap_or(UNKNOWN_LOAD_FORMAT).to_owned(),
         sleep_mode: sleep_mode.unwrap_or(false),
+        engine_args: args
+            .as_deref()
+            .and_then(pyliteral::convert_objects_to_dict)
+            .unwrap_or_default(),
         non_default_args: args,
         gpus: Vec::new(),
         categories: Categories::find(&[], ""),

@@ -44,8 +44,7 @@ pub struct Platform {
 }
 
 /// The server. `image` and `version` come from the cluster and the server's `/version` upstream; a log file
-/// gives neither, and they stay empty. `args` stays empty too: upstream evaluates the "non-default args:" Python
-/// literal, which is not done here (its text is in [`Analysis::non_default_args`]).
+/// gives neither, and they stay empty. `args` is the "non-default args:" dict ([`Analysis::engine_args`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Engine {
     pub name: String,
@@ -89,7 +88,7 @@ impl NopResult {
                         name: source.name.clone(),
                         image: String::new(),
                         version: String::new(),
-                        args: serde_json::Map::new(),
+                        args: analysis.engine_args.clone(),
                     }],
                 },
                 gpus: analysis.gpus.clone(),

@@ -90,6 +90,10 @@ fn the_figures_come_from_the_first_line_that_has_them() {
         )
     );
     assert_eq!(analysis.missing, [CACHED_COMPILED_GRAPH, MEMORY_PROFILING]);
+    assert_eq!(
+        serde_json::Value::Object(analysis.engine_args.clone()),
+        serde_json::json!({"model_tag": "Qwen/Qwen3-0.6B", "model": "Qwen/Qwen3-0.6B", "enable_sleep_mode": true})
+    );
 }
 
 #[test]
@@ -434,6 +438,8 @@ fn the_analysis_text_has_upstreams_labels_and_widths() {
     let text = analysis_text(&result);
     for expected in [
         "  Sleep Mode On        : True\n",
+        // Python's str() of the args dict, in the logged order.
+        "    Args               : {'model_tag': 'Qwen/Qwen3-0.6B', 'model': 'Qwen/Qwen3-0.6B', 'enable_sleep_mode': True}\n",
         "  Start                             : 2025-01-23T15:43:20.000000+00:00\n",
         "  Elapsed(secs)                     :  10.500\n",
         // 1737647432 − 1737647309.
