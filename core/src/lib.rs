@@ -1,6 +1,6 @@
 //! llmbench's core, with no Kubernetes dependency: the profile renderer that the operator and `llmbench render`
 //! share, the bundled profile library, the harness names, the SLO capacity search's spec and answer, the shard
-//! release protocol, and the summary contract (`llmbench.summary/v1`) that the launcher writes and the operator
+//! release protocol, the vLLM startup-log reader of the nop harness (`vllm_log`), and the summary contract (`llmbench.summary/v1`) that the launcher writes and the operator
 //! reads. `llmbench-api` re-exports all of it at its old paths and embeds the summary types in the CRDs.
 #![forbid(unsafe_code)]
 
@@ -10,6 +10,7 @@ pub mod library;
 pub mod release;
 pub mod render;
 pub mod summary;
+pub mod vllm_log;
 
 pub use harness::Harness;
 pub use library::{BuiltinProfile, LibraryError};

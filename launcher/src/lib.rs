@@ -12,6 +12,7 @@ pub mod limits;
 pub mod live;
 pub mod metrics;
 pub mod mlperf;
+pub mod nop;
 pub mod plan;
 pub mod plot;
 pub mod profile;

@@ -154,6 +154,12 @@ pub struct RunArgs {
     /// every record for LoadGen's verdict, with a warning past the budget.
     #[arg(long, value_parser = crate::limits::parse_bytes, default_value = "256MiB", value_name = "BYTES")]
     pub records_memory: u64,
+    /// The nop harness: a vLLM server's log to read model-load times from, as llm-d-benchmark's nop does (weights
+    /// loading, torch.compile, CUDA graph capture, … by startup phase). Its files go into the results directory
+    /// (result.yaml, <name>/categories.log, analysis/result.txt) and the figures into summary.json's
+    /// `model_load`. Refused with any other harness.
+    #[arg(long, value_name = "FILE")]
+    pub vllm_log: Option<PathBuf>,
     /// Embedded simulator: time to first token.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "50ms", value_name = "DURATION")]
     pub sim_ttft: Duration,
@@ -232,6 +238,13 @@ pub enum RunError {
     Release(#[from] crate::release::ReleaseError),
     #[error("not supported: {0}")]
     Unsupported(String),
+    #[error(
+        "--vllm-log is read by the nop harness only (llm-d-benchmark's nop reads model-load times from the server's \
+         log); the {harness} harness sends load and reads no log — run `--harness nop --profile nop --vllm-log FILE`"
+    )]
+    VllmLogNeedsNop { harness: Harness },
+    #[error(transparent)]
+    Nop(#[from] crate::nop::NopError),
     #[error("capacity search: {0}")]
     CapacitySearch(String),
     #[error(
@@ -265,6 +278,11 @@ pub struct RunOutcome {
 
 /// Carries out one run.
 pub async fn run(args: RunArgs) -> Result<RunOutcome, RunError> {
+    if args.vllm_log.is_some() && args.harness != Harness::Nop {
+        return Err(RunError::VllmLogNeedsNop {
+            harness: args.harness,
+        });
+    }
     if let Some(id) = &args.run_id {
         validate_run_id(id)?;
     }
@@ -409,26 +427,7 @@ async fn run_against(
     let workload = parsed.workload;
     context.prometheus = workload.server_metrics.clone();
     if harness == Harness::Nop {
-        // llm-d-benchmark's nop sends nothing (upstream it reads model load times from the stack's logs, which a
-        // launcher pod cannot see); the run records that it ran, with an empty summary.
-        let executed = context
-            .execute(Execution {
-                api: &workload.api,
-                request_model: context
-                    .request_model(workload.api.model.clone())
-                    .unwrap_or_default(),
-                tokenizer_spec: String::new(),
-                stages: context.shard(Vec::new(), &workload.stages)?,
-                interval: workload.stage_interval,
-                requests: Requests::Fixed(Arc::from([])),
-                warmup: None,
-                request_timeout: None,
-                max_concurrency: None,
-                report: report_options(&workload),
-                keep_text: false,
-            })
-            .await?;
-        return context.finish(executed);
+        return run_nop(context, &workload).await;
     }
     let worker_cap = (harness == Harness::InferencePerf)
         .then(|| inference_perf_worker_cap(&workload.workers, crate::sizing::available_cpus()));
@@ -528,6 +527,68 @@ async fn run_against(
             keep_text,
         })
         .await?;
+    context.finish(executed)
+}
+
+/// The nop harness: llm-d-benchmark's nop sends nothing and reads the vLLM server's log for its model-load times.
+/// With `--vllm-log` the log is read (and refused, before the results directory is made, when it is no vLLM log)
+/// and upstream's files and the summary's `model_load` written; without it the run only records that it ran, and
+/// says in run.json and the summary that no log was given.
+async fn run_nop(mut context: RunContext<'_>, workload: &Workload) -> Result<RunOutcome, RunError> {
+    let args = context.args;
+    let log = match &args.vllm_log {
+        Some(path) => Some(crate::nop::read(
+            path,
+            args.model.as_deref(),
+            crate::nop::current_year(),
+        )?),
+        None => {
+            context.notes.push(ProfileNote {
+                key: "--vllm-log".to_owned(),
+                line: None,
+                kind: "ignored".to_owned(),
+                message: "no vLLM log was given, so no model-load times were read (llm-d-benchmark's nop reads \
+                          them from the server's log; pass --vllm-log FILE)"
+                    .to_owned(),
+            });
+            None
+        }
+    };
+    let mut executed = context
+        .execute(Execution {
+            api: &workload.api,
+            request_model: context
+                .request_model(workload.api.model.clone())
+                .unwrap_or_default(),
+            tokenizer_spec: String::new(),
+            stages: context.shard(Vec::new(), &workload.stages)?,
+            interval: workload.stage_interval,
+            requests: Requests::Fixed(Arc::from([])),
+            warmup: None,
+            request_timeout: None,
+            max_concurrency: None,
+            report: report_options(workload),
+            keep_text: false,
+        })
+        .await?;
+    if let Some(log) = log {
+        let start = executed.meta.t0_unix_ns as f64 / 1e9;
+        let stop = wallclock::unix_ns_now() as f64 / 1e9;
+        let files = crate::nop::write_results(&executed.dir, &log, start, stop)?;
+        for file in &files {
+            tracing::info!(file = %file.display(), "wrote");
+        }
+        for marker in &log.analysis.missing {
+            tracing::warn!(
+                log = %log.path.display(),
+                line = marker,
+                "not in the vLLM log: its figure is 0, as llm-d-benchmark's nop reports it"
+            );
+        }
+        executed.summary.model_load = Some(llmbench_core::vllm_log::ModelLoadSummary::new(
+            &log.analysis,
+        ));
+    }
     context.finish(executed)
 }
 

@@ -67,6 +67,9 @@ pub struct CompactSummary {
     /// How many stages were left out to stay within the size limit.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub stages_omitted: usize,
+    /// The nop harness's model-load figures from the vLLM server's log, when it read one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_load: Option<crate::vllm_log::ModelLoadSummary>,
 }
 
 fn is_zero(n: &usize) -> bool {

@@ -87,6 +87,9 @@ pub struct RunSummary {
     /// computed from requests.jsonl on disk (the same numbers), and these result files were not written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub records_spilled: Option<RecordsSpilled>,
+    /// The nop harness's model-load figures, read from the vLLM server's log (`--vllm-log`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_load: Option<llmbench_core::vllm_log::ModelLoadSummary>,
 }
 
 /// A run summarised from its records on disk, because they outgrew the memory budget.
@@ -173,6 +176,7 @@ impl RunSummary {
             server_metrics: None,
             shard_starts: None,
             records_spilled: None,
+            model_load: None,
         }
     }
 
@@ -260,6 +264,7 @@ impl From<&RunSummary> for CompactSummary {
             run: s.run,
             start_skew_ms: s.shard_starts.as_ref().map(|starts| starts.skew_ms),
             stages_omitted: 0,
+            model_load: s.model_load.clone(),
         }
     }
 }
@@ -335,6 +340,11 @@ fn fit_compact(mut compact: CompactSummary) -> String {
 
     compact.stages_omitted = compact.stages.len();
     compact.stages = Vec::new();
+    // The model-load phases and the lines the log lacked are in summary.json; the figures stay.
+    if let Some(model_load) = &mut compact.model_load {
+        model_load.categories.clear();
+        model_load.missing.clear();
+    }
     for digits in [None, Some(6), Some(3)] {
         let json = render(&compact, digits);
         if fits(&json) {

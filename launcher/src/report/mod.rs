@@ -524,6 +524,7 @@ pub fn report_dir_within(
         )?;
         let mut summary = run.summary().clone();
         summary.server_metrics = server_metrics_summary(dir, &meta, None);
+        summary.model_load = nop_model_load(dir, &meta);
         return write_rebuilt_spilled(dir, &meta, run, summary, summary_file);
     }
     let file = std::fs::File::open(&path).map_err(|source| ReportError::Read {
@@ -535,7 +536,15 @@ pub fn report_dir_within(
 
     let mut summary = summarize_run(&meta, &records);
     summary.server_metrics = server_metrics_summary(dir, &meta, None);
+    summary.model_load = nop_model_load(dir, &meta);
     write_rebuilt(dir, &meta, &records, summary, summary_file, truncated_lines)
+}
+
+/// A nop run's model-load figures, read again from the vLLM log it kept.
+fn nop_model_load(dir: &Path, meta: &RunMeta) -> Option<llmbench_core::vllm_log::ModelLoadSummary> {
+    (meta.harness == Harness::Nop)
+        .then(|| crate::nop::model_load_from_dir(dir, &meta.started_at))
+        .flatten()
 }
 
 /// The run's pictures and `report.html` (see [`crate::plot`]) from the records and summary in memory, with the

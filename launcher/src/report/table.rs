@@ -80,6 +80,9 @@ pub fn print_table(summary: &RunSummary) -> String {
     if let Some(server) = &summary.server_metrics {
         out.push_str(&server_table(server));
     }
+    if let Some(model_load) = &summary.model_load {
+        out.push_str(&crate::nop::print_model_load(model_load));
+    }
     out.push_str(&notes(summary));
     out
 }
