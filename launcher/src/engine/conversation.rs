@@ -15,7 +15,9 @@ use super::PreparedRequest;
 #[cfg(test)]
 use super::control::Control;
 use super::control::Flag;
-use crate::conversations::{ConversationSet, Piece, Script, Style, join};
+use crate::conversations::{
+    ConversationSet, Piece, ReplayPlan, ReplayText, ReplayTurn, Script, Style, join,
+};
 use crate::data::{ChatMessage, Prompt};
 use crate::record::{ErrorClass, RequestError, RequestRecord, TurnOf};
 use crate::request::{BodySettings, prepare};
@@ -38,6 +40,90 @@ enum State {
     Sessions(Vec<Arc<tokio::sync::Mutex<Session>>>),
     /// guidellm: conversations waiting for their next turn, oldest first, and the next new conversation.
     Turns(Mutex<TurnQueue>),
+    /// inference-perf `conversation_replay`.
+    Replay(Replay),
+}
+
+/// inference-perf `conversation_replay` in progress (`conversation_replay_datagen.py`, `apis/user_session.py`,
+/// `loadgen/load_generator.py`).
+///
+/// - Request `i` of a stage (counted from 0 in every stage: each stage starts a new `get_data()` generator) is
+///   turn `(i div C) mod T_c` of conversation `c = i mod C` (`load_lazy_data`), C conversations, T_c turns in c.
+///   `num_requests` ends a stage wherever that leaves the conversations, mid-conversation included.
+/// - A turn waits, holding its request slot, until the previous turn of its session has ended (the session
+///   lock, `LocalUserSession.get_context`), then sends the session's context: system prompt, history, then this
+///   turn's prompt, joined by spaces; the history is every earlier turn's prompt and actual answer.
+/// - After a successful answer the turn sleeps its tool-call latency, still holding the session and its slot,
+///   and only then adds the exchange to the history and lets the next turn go (`_ConversationReplayAPIData.
+///   process_response`). Upstream takes a request's end time after that sleep (`openai_client.py`: `end_time`
+///   after `process_response`), so its request latency includes the tool-call latency; so does the record's
+///   `end_ns` here. A failed turn sleeps nothing and leaves the history as it was.
+/// - When a conversation has run all its turns, its slot starts it again from turn 0 as a new session (same
+///   prompts, fresh history), without waiting for the old session's last turn (`turn_idx == 0 and round_num >
+///   0`).
+/// - Stages: upstream's workers clear every session when a stage ends (`LocalUserSession.clear_instances()`),
+///   and the first turn of a conversation in a later stage re-primes its session with a new shared system prompt
+///   (one per stage) but without `system_prompt=` (`load_lazy_data`), so until the conversation restarts at turn
+///   0 that session sends each turn's prompt alone — no system prompt, no history — and keeps no history. This
+///   is what upstream does (with its workers forked, the default), and it is reproduced.
+/// - Truncation (`UserSessionCompletionAPIData.to_request_body`, `LocalUserSession.update_context`): a prompt
+///   over `max_model_len − max_tokens − 200` tokens drops the oldest history entries; with none left, the system
+///   prompt keeps its first tokens (for good), or, when the turn's prompt alone is too long, the system prompt is
+///   dropped and the prompt cut. After an answer, history beyond `max_model_len` is dropped oldest first.
+///   Token counts are the pieces' exact counts (plain words, one token each) plus each answer's output tokens,
+///   never a tokenizer call.
+#[derive(Debug)]
+struct Replay {
+    plan: Arc<ReplayPlan>,
+    cursor: Mutex<Cursor>,
+    slots: Vec<Mutex<Slot>>,
+}
+
+#[derive(Debug, Default)]
+struct Cursor {
+    stage: Option<u32>,
+    /// How many stage changes the run has seen: upstream's sessions live for one stage.
+    epoch: u32,
+    next: u64,
+}
+
+/// A conversation's slot (upstream's `user_sessions[conv_idx]`).
+#[derive(Debug)]
+struct Slot {
+    session: Arc<tokio::sync::Mutex<ReplaySession>>,
+    /// The epoch the session was made in.
+    epoch: u32,
+    /// The epoch of the shared prompt in the blueprint's system prompt (upstream rewrites `bp.system_prompt`
+    /// when it re-primes).
+    system_epoch: u32,
+}
+
+#[derive(Debug)]
+struct ReplaySession {
+    /// `None`: a session re-primed without a system prompt, or whose system prompt was cut to nothing.
+    system: Option<SystemPrompt>,
+    history: VecDeque<Piece>,
+    history_tokens: u64,
+}
+
+/// A session's system prompt: the first `tokens` tokens of the shared prompt of `epoch` and the conversation's
+/// dynamic prompt, its text made on first use and again when truncation shortens it.
+#[derive(Debug)]
+struct SystemPrompt {
+    epoch: u32,
+    conversation: u32,
+    tokens: u32,
+    text: Option<String>,
+}
+
+impl ReplaySession {
+    fn new(system: Option<SystemPrompt>) -> ReplaySession {
+        ReplaySession {
+            system,
+            history: VecDeque::new(),
+            history_tokens: 0,
+        }
+    }
 }
 
 /// An inference-perf user session.
@@ -77,11 +163,17 @@ enum Pending {
         sent: Piece,
     },
     Conversation(Live),
+    Replay {
+        guard: OwnedMutexGuard<ReplaySession>,
+        /// This turn's prompt as sent (after any truncation).
+        prompt: Piece,
+        think_s: u32,
+    },
 }
 
 impl Conversations {
     pub fn new(set: ConversationSet, settings: BodySettings) -> Conversations {
-        let state = match set.style {
+        let state = match &set.style {
             Style::InferencePerfSessions => State::Sessions(
                 set.scripts
                     .iter()
@@ -95,9 +187,27 @@ impl Conversations {
                     .collect(),
             ),
             Style::GuidellmTurns => State::Turns(Mutex::new(TurnQueue::default())),
+            Style::InferencePerfReplay(plan) => {
+                let slots = (0..plan.conversations.len() as u32)
+                    .map(|c| {
+                        Mutex::new(Slot {
+                            session: Arc::new(tokio::sync::Mutex::new(ReplaySession::new(Some(
+                                system_prompt(plan.as_ref(), 0, c),
+                            )))),
+                            epoch: 0,
+                            system_epoch: 0,
+                        })
+                    })
+                    .collect();
+                State::Replay(Replay {
+                    plan: Arc::clone(plan),
+                    cursor: Mutex::new(Cursor::default()),
+                    slots,
+                })
+            }
         };
-        let tags_turns =
-            matches!(state, State::Sessions(_)) || set.scripts.iter().any(|s| s.turns.len() > 1);
+        let tags_turns = matches!(state, State::Sessions(_) | State::Replay(_))
+            || set.scripts.iter().any(|s| s.turns.len() > 1);
         Conversations {
             scripts: set.scripts,
             settings,
@@ -106,10 +216,11 @@ impl Conversations {
         }
     }
 
-    /// The turn that request `id` (run-wide, in issue order) sends; `None` when `cancel` fires first (an
-    /// inference-perf round waiting for its session's previous round).
-    pub async fn begin(&self, id: u64, cancel: &Flag) -> Option<Turn> {
+    /// The turn that request `id` (run-wide, in issue order) of stage `stage` sends; `None` when `cancel` fires
+    /// first (an inference-perf round waiting for its session's previous round).
+    pub async fn begin(&self, id: u64, stage: u32, cancel: &Flag) -> Option<Turn> {
         match &self.state {
+            State::Replay(replay) => self.replay_turn(replay, stage, cancel).await,
             State::Sessions(sessions) => {
                 let user = (id % sessions.len() as u64) as usize;
                 let lock = Arc::clone(&sessions[user]).lock_owned();
@@ -194,6 +305,30 @@ impl Conversations {
                 }
                 Vec::new()
             }
+            Pending::Replay {
+                mut guard,
+                prompt,
+                think_s: _,
+            } => {
+                // `update_context`: only a session with a system prompt keeps a history.
+                if succeeded && let Some(system) = &guard.system {
+                    let limit = u64::from(self.replay_plan().map_or(0, |p| p.max_model_len));
+                    let system_tokens = u64::from(system.tokens);
+                    let entry = Piece {
+                        text: join(&[&prompt.text, answer.trim()]),
+                        tokens: prompt.tokens.saturating_add(answer_tokens),
+                    };
+                    guard.history_tokens += u64::from(entry.tokens);
+                    guard.history.push_back(entry);
+                    while system_tokens + guard.history_tokens > limit {
+                        let Some(old) = guard.history.pop_front() else {
+                            break;
+                        };
+                        guard.history_tokens -= u64::from(old.tokens);
+                    }
+                }
+                Vec::new()
+            }
             Pending::Conversation(mut live) => {
                 let total = self.scripts[live.script].turns.len() as u32;
                 let next = turn.of.turn + 1;
@@ -215,6 +350,83 @@ impl Conversations {
                 Vec::new()
             }
         }
+    }
+
+    /// How long `turn` holds its session (and its request slot) after `record` before the next turn may go:
+    /// inference-perf `conversation_replay`'s tool-call latency, slept after a successful answer only.
+    pub fn think_time(&self, turn: &Turn, record: &RequestRecord) -> Option<std::time::Duration> {
+        match &turn.pending {
+            Pending::Replay { think_s, .. } if *think_s > 0 && record.succeeded() => {
+                Some(std::time::Duration::from_secs(u64::from(*think_s)))
+            }
+            _ => None,
+        }
+    }
+
+    fn replay_plan(&self) -> Option<&ReplayPlan> {
+        match &self.state {
+            State::Replay(replay) => Some(&replay.plan),
+            _ => None,
+        }
+    }
+
+    /// `load_lazy_data` and `to_request_body` for the next request of `stage`.
+    async fn replay_turn(&self, replay: &Replay, stage: u32, cancel: &Flag) -> Option<Turn> {
+        let plan = &replay.plan;
+        // The request's place in its stage is taken before any wait, so turns queue for their session in
+        // issue order, as upstream's requests reach the session lock in queue order.
+        let (index, epoch) = {
+            let mut cursor = replay.cursor.lock().unwrap_or_else(PoisonError::into_inner);
+            if cursor.stage != Some(stage) {
+                if cursor.stage.is_some() {
+                    cursor.epoch += 1;
+                }
+                cursor.stage = Some(stage);
+                cursor.next = 0;
+            }
+            let index = cursor.next;
+            cursor.next += 1;
+            (index, cursor.epoch)
+        };
+        let count = plan.conversations.len() as u64;
+        let c = (index % count) as usize;
+        let round = index / count;
+        let blueprint = &plan.conversations[c];
+        let turn_idx = (round % blueprint.turns.len() as u64) as u32;
+        let session = {
+            let mut slot = replay.slots[c].lock().unwrap_or_else(PoisonError::into_inner);
+            if slot.epoch != epoch {
+                // Cleared at the end of the last stage: re-primed without a system prompt.
+                slot.epoch = epoch;
+                slot.system_epoch = epoch;
+                slot.session = Arc::new(tokio::sync::Mutex::new(ReplaySession::new(None)));
+            }
+            if turn_idx == 0 && round > 0 {
+                slot.session = Arc::new(tokio::sync::Mutex::new(ReplaySession::new(Some(
+                    system_prompt(plan, slot.system_epoch, c as u32),
+                ))));
+            }
+            Arc::clone(&slot.session)
+        };
+        let mut guard = tokio::select! {
+            guard = session.lock_owned() => guard,
+            () = cancel.raised() => return None,
+        };
+        let turn = blueprint.turns[turn_idx as usize];
+        let (text, tokens, prompt) = replay_prompt(plan, &mut guard, c as u32, turn_idx, turn);
+        let request = self.body(Body::CompletionText(text, tokens), Some(turn.max_tokens));
+        Some(Turn {
+            request,
+            of: TurnOf {
+                id: c as u32,
+                turn: turn_idx,
+            },
+            pending: Pending::Replay {
+                guard,
+                prompt,
+                think_s: turn.think_s,
+            },
+        })
     }
 
     /// guidellm: a later turn of a conversation whose earlier turn failed, never sent.
@@ -319,6 +531,102 @@ impl Conversations {
     }
 }
 
+/// The system prompt a new session of conversation `c` starts with: the shared prompt of `epoch` and the
+/// conversation's dynamic prompt (`_build_system_prompt`).
+fn system_prompt(plan: &ReplayPlan, epoch: u32, c: u32) -> SystemPrompt {
+    SystemPrompt {
+        epoch,
+        conversation: c,
+        tokens: plan
+            .shared_tokens
+            .saturating_add(plan.conversations[c as usize].dynamic_tokens),
+        text: None,
+    }
+}
+
+/// The first `system.tokens` tokens of the system prompt: the shared prompt's, then the dynamic prompt's.
+fn system_text(plan: &ReplayPlan, system: &SystemPrompt) -> String {
+    let shared = system.tokens.min(plan.shared_tokens);
+    let dynamic = system.tokens - shared;
+    join(&[
+        &plan.text(ReplayText::Shared { epoch: system.epoch }, shared),
+        &plan.text(
+            ReplayText::Dynamic {
+                conversation: system.conversation,
+            },
+            dynamic,
+        ),
+    ])
+}
+
+/// `UserSessionCompletionAPIData.to_request_body` for turn `t` of conversation `c`: the prompt text and its
+/// tokens, and the turn's own prompt as sent. Truncates the session as upstream does (see [`Replay`]).
+fn replay_prompt(
+    plan: &ReplayPlan,
+    session: &mut ReplaySession,
+    c: u32,
+    t: u32,
+    turn: ReplayTurn,
+) -> (String, u32, Piece) {
+    let target = i64::from(plan.max_model_len) - i64::from(turn.max_tokens) - 200;
+    let mut current = turn.input_tokens;
+    let total = |s: &ReplaySession, current: u32| {
+        s.system.as_ref().map_or(0, |p| i64::from(p.tokens)) + s.history_tokens as i64 + i64::from(current)
+    };
+    if total(session, current) > target {
+        while total(session, current) > target {
+            let Some(old) = session.history.pop_front() else {
+                break;
+            };
+            session.history_tokens -= u64::from(old.tokens);
+        }
+        if total(session, current) > target {
+            let available = target - i64::from(current);
+            match session.system.as_mut() {
+                Some(system) if available > 0 => {
+                    // `system_ids[:available_for_system]`, kept as the session's system prompt.
+                    system.tokens = available as u32;
+                    system.text = None;
+                }
+                _ => {
+                    // No room for a system prompt: it is dropped for good and the prompt cut to the target.
+                    session.system = None;
+                    current = target.max(0) as u32;
+                }
+            }
+        }
+    }
+    let prompt = Piece {
+        text: plan.text(
+            ReplayText::Turn {
+                conversation: c,
+                turn: t,
+            },
+            current,
+        ),
+        tokens: current,
+    };
+    let mut tokens = prompt.tokens;
+    let system = match session.system.as_mut() {
+        Some(system) => {
+            tokens = tokens.saturating_add(system.tokens);
+            if system.text.is_none() {
+                system.text = Some(system_text(plan, system));
+            }
+            system.text.as_deref()
+        }
+        None => None,
+    };
+    let mut parts: Vec<&str> = Vec::with_capacity(session.history.len() + 2);
+    parts.extend(system);
+    for entry in &session.history {
+        parts.push(&entry.text);
+        tokens = tokens.saturating_add(entry.tokens);
+    }
+    parts.push(&prompt.text);
+    (join(&parts), tokens, prompt)
+}
+
 enum Body<'a> {
     Completion(&'a Piece),
     CompletionText(String, u32),
@@ -406,7 +714,7 @@ mod tests {
         };
         let conversations = Conversations::new(set, settings(ApiKind::Chat));
         let cancel = Flag::default();
-        let first = conversations.begin(0, &cancel).await.expect("turn");
+        let first = conversations.begin(0, 0, &cancel).await.expect("turn");
         assert_eq!(first.of, TurnOf { id: 0, turn: 0 });
         assert_eq!(
             body(&first)["messages"],
@@ -422,7 +730,7 @@ mod tests {
         assert_eq!(record.text, None, "the answer is not kept in the record");
         assert_eq!(record.conversation, Some(TurnOf { id: 0, turn: 0 }));
 
-        let second = conversations.begin(1, &cancel).await.expect("turn");
+        let second = conversations.begin(1, 0, &cancel).await.expect("turn");
         assert_eq!(second.of, TurnOf { id: 0, turn: 1 });
         assert_eq!(
             body(&second)["messages"],
@@ -438,7 +746,7 @@ mod tests {
         let mut record = answered(&second, Some("ok"));
         conversations.finish(second, &mut record, false, 20);
         // The conversation is over: the next slot starts conversation 1, on the script again.
-        let third = conversations.begin(2, &cancel).await.expect("turn");
+        let third = conversations.begin(2, 0, &cancel).await.expect("turn");
         assert_eq!(third.of, TurnOf { id: 1, turn: 0 });
     }
 
@@ -450,11 +758,11 @@ mod tests {
         };
         let conversations = Conversations::new(set, settings(ApiKind::Completion));
         let cancel = Flag::default();
-        let first = conversations.begin(0, &cancel).await.expect("turn");
+        let first = conversations.begin(0, 0, &cancel).await.expect("turn");
         assert_eq!(body(&first)["prompt"], "sys a b");
         let mut record = answered(&first, Some("x y z"));
         conversations.finish(first, &mut record, false, 0);
-        let second = conversations.begin(1, &cancel).await.expect("turn");
+        let second = conversations.begin(1, 0, &cancel).await.expect("turn");
         assert_eq!(body(&second)["prompt"], "sys a b x y z c d");
         assert_eq!(second.request.input_tokens, 8);
     }
@@ -467,7 +775,7 @@ mod tests {
         };
         let conversations = Conversations::new(set, settings(ApiKind::Chat));
         let cancel = Flag::default();
-        let first = conversations.begin(0, &cancel).await.expect("turn");
+        let first = conversations.begin(0, 0, &cancel).await.expect("turn");
         let mut record = answered(&first, None);
         let cancelled = conversations.finish(first, &mut record, false, 42);
         let turns: Vec<u32> = cancelled
@@ -480,7 +788,7 @@ mod tests {
             assert_eq!((r.sent_ns, r.end_ns), (42, 42));
         }
         // Nothing of conversation 0 is waiting: the next slot starts conversation 1.
-        let next = conversations.begin(1, &cancel).await.expect("turn");
+        let next = conversations.begin(1, 0, &cancel).await.expect("turn");
         assert_eq!(next.of, TurnOf { id: 1, turn: 0 });
     }
 
@@ -496,19 +804,19 @@ mod tests {
         let conversations = Conversations::new(set, settings(ApiKind::Completion));
         let cancel = Flag::default();
         // Request 0 is user 0's first round: the prefix, then the prompt (which starts with the prefix again).
-        let r0 = conversations.begin(0, &cancel).await.expect("turn");
+        let r0 = conversations.begin(0, 0, &cancel).await.expect("turn");
         assert_eq!(body(&r0)["prompt"], "p q p q question one");
         assert_eq!(r0.of, TurnOf { id: 0, turn: 0 });
         assert_eq!(r0.request.input_tokens, 6);
         let mut rec = answered(&r0, Some("fine thanks"));
         conversations.finish(r0, &mut rec, false, 0);
         // Request 1 is user 1's first round.
-        let r1 = conversations.begin(1, &cancel).await.expect("turn");
+        let r1 = conversations.begin(1, 0, &cancel).await.expect("turn");
         assert_eq!(r1.of, TurnOf { id: 1, turn: 0 });
         let mut rec = answered(&r1, None);
         conversations.finish(r1, &mut rec, false, 0);
         // Request 2: user 0's second round carries the first round and its answer.
-        let r2 = conversations.begin(2, &cancel).await.expect("turn");
+        let r2 = conversations.begin(2, 0, &cancel).await.expect("turn");
         assert_eq!(
             body(&r2)["prompt"],
             "p q p q question one fine thanks p q question one"
@@ -517,7 +825,7 @@ mod tests {
         // Request 3: user 1's failed round left its context as it was.
         let mut rec = answered(&r2, Some("ok"));
         conversations.finish(r2, &mut rec, false, 0);
-        let r3 = conversations.begin(3, &cancel).await.expect("turn");
+        let r3 = conversations.begin(3, 0, &cancel).await.expect("turn");
         assert_eq!(body(&r3)["prompt"], "r s r s question two");
         assert_eq!(r3.of, TurnOf { id: 1, turn: 1 });
     }
@@ -531,7 +839,7 @@ mod tests {
         let conversations = Arc::new(Conversations::new(set, settings(ApiKind::Completion)));
         let control = Control::default();
         let first = conversations
-            .begin(0, control.in_flight())
+            .begin(0, 0, control.in_flight())
             .await
             .expect("turn");
         let waiting = {
@@ -539,7 +847,7 @@ mod tests {
             let control = control.clone();
             tokio::spawn(async move {
                 conversations
-                    .begin(1, control.in_flight())
+                    .begin(1, 0, control.in_flight())
                     .await
                     .map(|t| t.of)
             })
@@ -554,15 +862,316 @@ mod tests {
         );
         // A round still waiting when the run stops gives up.
         let _held = conversations
-            .begin(2, control.in_flight())
+            .begin(2, 0, control.in_flight())
             .await
             .expect("turn");
         let blocked = {
             let conversations = Arc::clone(&conversations);
             let control = control.clone();
-            tokio::spawn(async move { conversations.begin(3, control.in_flight()).await.is_none() })
+            tokio::spawn(async move { conversations.begin(3, 0, control.in_flight()).await.is_none() })
         };
         control.stop_now(crate::engine::StopReason::RecordsUnwritable);
         assert!(blocked.await.expect("joins"));
+    }
+}
+
+/// inference-perf `conversation_replay` sessions, worked by hand on tiny plans.
+#[cfg(test)]
+mod replay_tests {
+    use super::*;
+    use crate::conversations::{Blueprint, WordBank};
+    use crate::record::Usage;
+    use serde_json::Value;
+
+    /// Two conversations of three turns: conversation 0 has a 1-token dynamic prompt and turns of 3, 1 and 2
+    /// tokens; conversation 1 a 2-token one and turns of 2, 2 and 1. The shared prompt is 2 tokens.
+    fn plan(max_model_len: u32, think_s: u32) -> Arc<ReplayPlan> {
+        let turn = |input_tokens| ReplayTurn {
+            input_tokens,
+            max_tokens: 4,
+            think_s,
+        };
+        let words = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta"]
+            .iter()
+            .map(|w| (Box::from(*w), Box::from(format!(" {w}"))))
+            .collect();
+        Arc::new(ReplayPlan {
+            words: WordBank::new(words),
+            seed: 7,
+            shared_tokens: 2,
+            max_model_len,
+            conversations: vec![
+                Blueprint {
+                    dynamic_tokens: 1,
+                    turns: vec![turn(3), turn(1), turn(2)],
+                },
+                Blueprint {
+                    dynamic_tokens: 2,
+                    turns: vec![turn(2), turn(2), turn(1)],
+                },
+            ],
+        })
+    }
+
+    fn conversations(plan: &Arc<ReplayPlan>) -> Conversations {
+        Conversations::new(
+            ConversationSet {
+                style: Style::InferencePerfReplay(Arc::clone(plan)),
+                scripts: Vec::new(),
+            },
+            BodySettings {
+                model: "m".to_owned(),
+                api: ApiKind::Completion,
+                streaming: true,
+                ignore_eos: true,
+                default_max_tokens: None,
+                style: crate::request::BodyStyle::InferencePerf,
+            },
+        )
+    }
+
+    fn shared(plan: &ReplayPlan, epoch: u32, n: u32) -> String {
+        plan.text(ReplayText::Shared { epoch }, n)
+    }
+    fn dynamic(plan: &ReplayPlan, c: u32) -> String {
+        let n = plan.conversations[c as usize].dynamic_tokens;
+        plan.text(ReplayText::Dynamic { conversation: c }, n)
+    }
+    fn user(plan: &ReplayPlan, c: u32, t: u32) -> String {
+        let n = plan.conversations[c as usize].turns[t as usize].input_tokens;
+        plan.text(
+            ReplayText::Turn {
+                conversation: c,
+                turn: t,
+            },
+            n,
+        )
+    }
+
+    fn prompt(turn: &Turn) -> String {
+        let body: Value = serde_json::from_slice(&turn.request.body).expect("json");
+        body["prompt"].as_str().expect("a completion prompt").to_owned()
+    }
+
+    fn answer(turn: &Turn, text: Option<&str>) -> RequestRecord {
+        RequestRecord {
+            id: 0,
+            stage: 0,
+            scheduled_ns: 0,
+            sent_ns: 0,
+            end_ns: 10,
+            input_tokens: turn.request.input_tokens,
+            max_tokens: turn.request.max_tokens,
+            streaming: true,
+            http_status: Some(if text.is_some() { 200 } else { 500 }),
+            usage: text.map(|a| Usage {
+                prompt_tokens: turn.request.input_tokens,
+                completion_tokens: a.split_whitespace().count() as u32,
+            }),
+            error: None,
+            chunks: Vec::new(),
+            text: text.map(|a| Box::new(a.to_owned())),
+            conversation: None,
+            warmup: false,
+        }
+    }
+
+    /// Sends the next request of `stage`, answers it with `text` (a failure when `None`) and returns what was
+    /// sent: its conversation and turn, its prompt and its token count.
+    async fn step(
+        c: &Conversations,
+        stage: u32,
+        text: Option<&str>,
+    ) -> (TurnOf, String, u32, Option<std::time::Duration>) {
+        let turn = c.begin(0, stage, &Flag::default()).await.expect("turn");
+        let sent = (turn.of, prompt(&turn), turn.request.input_tokens);
+        assert_eq!(turn.request.max_tokens, Some(4));
+        let mut record = answer(&turn, text);
+        let think = c.think_time(&turn, &record);
+        assert!(c.finish(turn, &mut record, false, 0).is_empty());
+        (sent.0, sent.1, sent.2, think)
+    }
+
+    fn of(id: u32, turn: u32) -> TurnOf {
+        TurnOf { id, turn }
+    }
+
+    #[tokio::test]
+    async fn turns_interleave_the_conversations_and_carry_the_actual_answers() {
+        let p = plan(1_000_000, 0);
+        let c = conversations(&p);
+        let system0 = join(&[&shared(&p, 0, 2), &dynamic(&p, 0)]);
+        let system1 = join(&[&shared(&p, 0, 2), &dynamic(&p, 1)]);
+        // Request i of the stage is turn (i div 2) mod 3 of conversation i mod 2.
+        let r0 = step(&c, 0, Some("one two")).await;
+        assert_eq!(r0.0, of(0, 0));
+        assert_eq!(r0.1, join(&[&system0, &user(&p, 0, 0)]));
+        assert_eq!(r0.2, 2 + 1 + 3);
+        let r1 = step(&c, 0, Some("three")).await;
+        assert_eq!(r1.0, of(1, 0));
+        assert_eq!(r1.1, join(&[&system1, &user(&p, 1, 0)]));
+        assert_eq!(r1.2, 2 + 2 + 2);
+        // Conversation 0's second turn: system prompt, turn 0 and its answer, turn 1.
+        let r2 = step(&c, 0, Some("four five six")).await;
+        assert_eq!(r2.0, of(0, 1));
+        assert_eq!(
+            r2.1,
+            join(&[&system0, &user(&p, 0, 0), "one two", &user(&p, 0, 1)])
+        );
+        assert_eq!(r2.2, 6 + 2 + 1);
+        // Conversation 1's second turn fails: its history stays as it was for the third.
+        let r3 = step(&c, 0, None).await;
+        assert_eq!(r3.0, of(1, 1));
+        assert_eq!(r3.1, join(&[&system1, &user(&p, 1, 0), "three", &user(&p, 1, 1)]));
+        let r4 = step(&c, 0, Some("x")).await;
+        assert_eq!(r4.0, of(0, 2));
+        assert_eq!(
+            r4.1,
+            join(&[
+                &system0,
+                &user(&p, 0, 0),
+                "one two",
+                &user(&p, 0, 1),
+                "four five six",
+                &user(&p, 0, 2)
+            ])
+        );
+        assert_eq!(r4.2, 9 + 3 + 2);
+        let r5 = step(&c, 0, Some("y")).await;
+        assert_eq!(r5.0, of(1, 2));
+        assert_eq!(
+            r5.1,
+            join(&[&system1, &user(&p, 1, 0), "three", &user(&p, 1, 2)])
+        );
+        // Request 6: conversation 0 has run its three turns and starts again, fresh, with the same prompts.
+        let r6 = step(&c, 0, Some("z")).await;
+        assert_eq!(r6.0, of(0, 0));
+        assert_eq!(r6.1, r0.1);
+    }
+
+    #[tokio::test]
+    async fn a_later_stage_restarts_the_count_and_its_reprimed_sessions_send_the_turn_alone() {
+        let p = plan(1_000_000, 0);
+        let c = conversations(&p);
+        // Stage 0 stops after 3 requests, in the middle of both conversations.
+        for _ in 0..3 {
+            step(&c, 0, Some("a b")).await;
+        }
+        // Stage 1 counts from 0 again: conversation 0, turn 0, in a session re-primed without a system prompt
+        // (upstream `load_lazy_data` after `clear_instances`): the turn's prompt alone, no history kept.
+        let r0 = step(&c, 1, Some("kept nowhere")).await;
+        assert_eq!((r0.0, r0.1.as_str(), r0.2), (of(0, 0), user(&p, 0, 0).as_str(), 3));
+        let r1 = step(&c, 1, Some("b")).await;
+        assert_eq!((r1.0, r1.1.as_str()), (of(1, 0), user(&p, 1, 0).as_str()));
+        let r2 = step(&c, 1, Some("c")).await;
+        assert_eq!((r2.0, r2.1.as_str(), r2.2), (of(0, 1), user(&p, 0, 1).as_str(), 1));
+        for _ in 0..3 {
+            step(&c, 1, Some("d")).await;
+        }
+        // Request 6 restarts conversation 0 as a new session, whose system prompt has stage 1's shared prompt.
+        let r6 = step(&c, 1, Some("e")).await;
+        assert_eq!(r6.0, of(0, 0));
+        assert_eq!(
+            r6.1,
+            join(&[&shared(&p, 1, 2), &dynamic(&p, 0), &user(&p, 0, 0)])
+        );
+        assert_ne!(shared(&p, 1, 2), shared(&p, 0, 2), "a new shared prompt per stage");
+    }
+
+    #[tokio::test]
+    async fn think_time_follows_a_successful_answer_only() {
+        let p = plan(1_000_000, 3);
+        let c = conversations(&p);
+        assert_eq!(
+            step(&c, 0, Some("ok")).await.3,
+            Some(std::time::Duration::from_secs(3))
+        );
+        assert_eq!(step(&c, 0, None).await.3, None);
+        let none = plan(1_000_000, 0);
+        assert_eq!(step(&conversations(&none), 0, Some("ok")).await.3, None);
+    }
+
+    #[tokio::test]
+    async fn the_next_turn_of_a_conversation_waits_for_the_previous_one() {
+        let p = plan(1_000_000, 0);
+        let c = Arc::new(conversations(&p));
+        let cancel = Flag::default();
+        let first = c.begin(0, 0, &cancel).await.expect("turn");
+        // Request 1 (conversation 1) does not wait; request 2 (conversation 0, turn 1) does.
+        let other = c.begin(1, 0, &cancel).await.expect("turn");
+        assert_eq!(other.of, of(1, 0));
+        let waiting = {
+            let c = Arc::clone(&c);
+            tokio::spawn(async move {
+                c.begin(2, 0, &Flag::default())
+                    .await
+                    .map(|t| (t.of, prompt(&t)))
+            })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert!(!waiting.is_finished(), "turn 1 waits for turn 0's answer");
+        let mut record = answer(&first, Some("late answer"));
+        c.finish(first, &mut record, false, 0);
+        let (turn, text) = waiting.await.expect("joins").expect("turn");
+        assert_eq!(turn, of(0, 1));
+        assert!(text.contains(" late answer "), "{text}");
+    }
+
+    /// `max_model_len` 214 and `max_tokens` 4 leave 214 − 4 − 200 = 10 tokens for a prompt.
+    #[tokio::test]
+    async fn an_overlong_prompt_drops_the_oldest_history_then_cuts_the_system_prompt() {
+        let p = plan(214, 0);
+        let c = conversations(&p);
+        let system0 = join(&[&shared(&p, 0, 2), &dynamic(&p, 0)]);
+        // Conversation 0, turn 0: 3 + 3 = 6 tokens; its answer makes a 5-token history entry.
+        assert_eq!(step(&c, 0, Some("a b")).await.2, 6);
+        step(&c, 0, Some("q")).await;
+        // Turn 1: 3 + 5 + 1 = 9 ≤ 10; its 3-token answer makes a 4-token entry.
+        assert_eq!(step(&c, 0, Some("c d e")).await.2, 9);
+        step(&c, 0, Some("q")).await;
+        // Turn 2: 3 + 5 + 4 + 2 = 14 > 10: the oldest entry goes, leaving 3 + 4 + 2 = 9.
+        let r = step(&c, 0, Some("f")).await;
+        assert_eq!(r.0, of(0, 2));
+        assert_eq!(r.1, join(&[&system0, &user(&p, 0, 1), "c d e", &user(&p, 0, 2)]));
+        assert_eq!(r.2, 9);
+
+        // One turn of `input` tokens after a 3-token system prompt.
+        let single = |input_tokens| {
+            Arc::new(ReplayPlan {
+                words: WordBank::new(vec![("w".into(), " w".into()), ("v".into(), " v".into())]),
+                seed: 7,
+                shared_tokens: 2,
+                max_model_len: 214,
+                conversations: vec![Blueprint {
+                    dynamic_tokens: 1,
+                    turns: vec![ReplayTurn {
+                        input_tokens,
+                        max_tokens: 4,
+                        think_s: 0,
+                    }],
+                }],
+            })
+        };
+        // 9 tokens, no history to drop: the system prompt keeps its first 10 − 9 = 1 token, for good.
+        let nine = single(9);
+        let c = conversations(&nine);
+        let r = step(&c, 0, Some("a")).await;
+        assert_eq!(r.1, join(&[&shared(&nine, 0, 1), &user(&nine, 0, 0)]));
+        assert_eq!(r.2, 10);
+        // The conversation restarts as a new session, with its whole system prompt again (then cut again).
+        let r = step(&c, 0, Some("a")).await;
+        assert_eq!(r.2, 10);
+        // 12 tokens: no room for a system prompt at all; it is dropped and the turn cut to its first 10 tokens.
+        let twelve = single(12);
+        let r = step(&conversations(&twelve), 0, Some("a")).await;
+        let cut = twelve.text(
+            ReplayText::Turn {
+                conversation: 0,
+                turn: 0,
+            },
+            10,
+        );
+        assert!(user(&twelve, 0, 0).starts_with(&cut));
+        assert_eq!((r.1, r.2), (cut, 10));
     }
 }

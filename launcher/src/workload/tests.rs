@@ -73,11 +73,6 @@ fn expectation(harness: &str, file: &str) -> Option<Expect> {
         | ("inference-perf", "weka_traces.yaml.in") => {
             Unsupported("load.type", "trace_session_replay")
         }
-        ("inference-perf", "agentic_code_generation.yaml.in")
-        | ("inference-perf", "interactive-chat.yaml.in")
-        | ("inference-perf", "guide_p2p-kv-cache-sharing_1.yaml.in") => {
-            Unsupported("data.type", "conversation_replay")
-        }
         ("inference-perf", "guide_multimodal-serving_1.yaml") => {
             Unsupported("data.shared_prefix.multimodal", "multimodal")
         }
