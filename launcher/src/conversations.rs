@@ -21,7 +21,8 @@ use crate::data::{DataError, LengthDistribution, Synthesizer, SyntheticSpec, syn
 use crate::prompts::{DEFAULT_PROMPTS, MAX_PROMPTS, PromptError, distribution, fixed, to_u32};
 use crate::tokenizer::Tokenizer;
 use crate::workload::{
-    ApiKind, ConversationReplay, DataSpec, LengthShape, SharedPrefix, SyntheticText, TokenLengths, Workload,
+    ApiKind, ConversationReplay, DataSpec, LengthShape, SharedPrefix, SyntheticText, TokenLengths,
+    Workload,
 };
 
 /// Text and its exact length in tokens.
@@ -150,8 +151,28 @@ pub fn build_conversations(
                           conversation replay cannot be built during the run without tokenizing; use a BPE, \
                           SentencePiece or WordPiece tokenizer (or the builtin one)",
                 })?;
+            let mut plan = replay_plan(spec, WordBank::new(words))?;
+            // `LoadConfig.num_workers` defaults to the host's CPU count (`max(1, cpu_count())`).
+            plan.workers = workload.workers.num_workers.unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
+            });
+            plan.stages = workload
+                .stages
+                .iter()
+                .map(
+                    |stage| match (stage.arrival.clone(), stage.limit.requests) {
+                        (crate::workload::Arrival::Closed { concurrency, .. }, Some(requests)) => {
+                            Some(ReplayStage {
+                                requests,
+                                concurrency,
+                            })
+                        }
+                        _ => None,
+                    },
+                )
+                .collect();
             Ok(Some(ConversationSet {
-                style: Style::InferencePerfReplay(Arc::new(replay_plan(spec, WordBank::new(words))?)),
+                style: Style::InferencePerfReplay(Arc::new(plan)),
                 scripts: Vec::new(),
             }))
         }
@@ -183,6 +204,19 @@ pub struct ReplayPlan {
     pub shared_tokens: u32,
     pub max_model_len: u32,
     pub conversations: Vec<Blueprint>,
+    /// inference-perf `load.num_workers`: each worker has its own queue of conversations and its share of the
+    /// concurrency (see `engine::conversation`).
+    pub workers: u32,
+    /// Per stage of the run, its `num_requests` and `concurrency_level` (`None`: not a `concurrent` stage with a
+    /// request count, whose requests are then taken in order by whichever slot is free).
+    pub stages: Vec<Option<ReplayStage>>,
+}
+
+/// A `concurrent` stage: `num_requests` requests, `concurrency_level` at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplayStage {
+    pub requests: u64,
+    pub concurrency: u32,
 }
 
 /// One conversation's plan (upstream's `ConversationBlueprint`, without its texts).
@@ -205,9 +239,16 @@ pub struct ReplayTurn {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReplayText {
     /// The shared system prompt of the `epoch`-th stage (upstream draws a new one per stage).
-    Shared { epoch: u32 },
-    Dynamic { conversation: u32 },
-    Turn { conversation: u32, turn: u32 },
+    Shared {
+        epoch: u32,
+    },
+    Dynamic {
+        conversation: u32,
+    },
+    Turn {
+        conversation: u32,
+        turn: u32,
+    },
 }
 
 impl ReplayPlan {
@@ -217,7 +258,9 @@ impl ReplayPlan {
         let (tag, a, b) = match what {
             ReplayText::Shared { epoch } => (1, u64::from(epoch), 0),
             ReplayText::Dynamic { conversation } => (2, u64::from(conversation), 0),
-            ReplayText::Turn { conversation, turn } => (3, u64::from(conversation), u64::from(turn)),
+            ReplayText::Turn { conversation, turn } => {
+                (3, u64::from(conversation), u64::from(turn))
+            }
         };
         self.words.text(mix(&[self.seed, tag, a, b]), tokens)
     }
@@ -253,7 +296,8 @@ impl WordBank {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
         let mut out = String::with_capacity((n as usize).min(1 << 20) * 6);
         for i in 0..n {
-            let (first, next) = &self.words[rand::RngExt::random_range(&mut rng, 0..self.words.len())];
+            let (first, next) =
+                &self.words[rand::RngExt::random_range(&mut rng, 0..self.words.len())];
             out.push_str(if i == 0 { first } else { next });
         }
         out
@@ -340,10 +384,9 @@ impl UpstreamSampler {
                 } else {
                     let sigma_sq = (1.0 + (s / mean).powi(2)).ln();
                     let mu = mean.ln() - sigma_sq / 2.0;
-                    Draw::LogNormal(
-                        rand_distr::LogNormal::new(mu, sigma_sq.sqrt())
-                            .map_err(|e| invalid(format!("lognormal(mean {mean}, std_dev {s}): {e}")))?,
-                    )
+                    Draw::LogNormal(rand_distr::LogNormal::new(mu, sigma_sq.sqrt()).map_err(
+                        |e| invalid(format!("lognormal(mean {mean}, std_dev {s}): {e}")),
+                    )?)
                 };
                 (kind, min, max)
             }
@@ -392,7 +435,10 @@ impl UpstreamSampler {
 
 /// `_build_conversations`: the per-conversation and per-turn draws, in upstream's order, from one generator
 /// seeded with `seed`.
-fn replay_plan(spec: &ConversationReplay, words: WordBank) -> Result<ReplayPlan, ConversationError> {
+fn replay_plan(
+    spec: &ConversationReplay,
+    words: WordBank,
+) -> Result<ReplayPlan, ConversationError> {
     let n = spec.num_conversations;
     if n > MAX_PROMPTS {
         return Err(ConversationError::TooMany {
@@ -403,13 +449,16 @@ fn replay_plan(spec: &ConversationReplay, words: WordBank) -> Result<ReplayPlan,
     }
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(spec.seed);
     let sampler = |what: &'static str, d: &Option<TokenLengths>| {
-        d.as_ref().map(|d| UpstreamSampler::new(what, d)).transpose()
+        d.as_ref()
+            .map(|d| UpstreamSampler::new(what, d))
+            .transpose()
     };
-    let draw = |s: &Option<UpstreamSampler>, rng: &mut Xoshiro256PlusPlus, fallback: u64, count: u64| {
-        (0..count)
-            .map(|_| s.as_ref().map_or(fallback, |s| s.sample(rng)))
-            .collect::<Vec<u64>>()
-    };
+    let draw =
+        |s: &Option<UpstreamSampler>, rng: &mut Xoshiro256PlusPlus, fallback: u64, count: u64| {
+            (0..count)
+                .map(|_| s.as_ref().map_or(fallback, |s| s.sample(rng)))
+                .collect::<Vec<u64>>()
+        };
     let turns = sampler("turns_per_conversation", &spec.turns_per_conversation)?;
     let dynamic = sampler("dynamic_system_prompt_len", &spec.dynamic_system_prompt_len)?;
     let input = sampler("input_tokens_per_turn", &spec.input_tokens_per_turn)?;
@@ -461,8 +510,12 @@ fn replay_plan(spec: &ConversationReplay, words: WordBank) -> Result<ReplayPlan,
         shared_tokens: to_u32("shared_system_prompt_len", spec.shared_system_prompt_len)?,
         max_model_len: spec
             .max_model_len
-            .map_or(Ok(REPLAY_DEFAULT_MAX_MODEL_LEN), |m| to_u32("max_model_len", m))?,
+            .map_or(Ok(REPLAY_DEFAULT_MAX_MODEL_LEN), |m| {
+                to_u32("max_model_len", m)
+            })?,
         conversations,
+        workers: 1,
+        stages: Vec::new(),
     })
 }
 

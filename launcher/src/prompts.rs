@@ -61,7 +61,9 @@ pub enum PromptError {
         attempts: usize,
     },
     /// Multi-turn data is built by `conversations::build_conversations`, never as a list of prompts.
-    #[error("data: {what} is multi-turn; its requests are built as conversations, not as a list of prompts")]
+    #[error(
+        "data: {what} is multi-turn; its requests are built as conversations, not as a list of prompts"
+    )]
     Conversational { what: &'static str },
 }
 

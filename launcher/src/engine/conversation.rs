@@ -16,7 +16,7 @@ use super::PreparedRequest;
 use super::control::Control;
 use super::control::Flag;
 use crate::conversations::{
-    ConversationSet, Piece, ReplayPlan, ReplayText, ReplayTurn, Script, Style, join,
+    ConversationSet, Piece, ReplayPlan, ReplayStage, ReplayText, ReplayTurn, Script, Style, join,
 };
 use crate::data::{ChatMessage, Prompt};
 use crate::record::{ErrorClass, RequestError, RequestRecord, TurnOf};
@@ -72,11 +72,25 @@ enum State {
 ///   dropped and the prompt cut. After an answer, history beyond `max_model_len` is dropped oldest first.
 ///   Token counts are the pieces' exact counts (plain words, one token each) plus each answer's output tokens,
 ///   never a tokenizer call.
+///
+/// Workers (`load_generator.py::run_stage`, `Worker.loop`, `_set_worker_concurrency`): the data asks for
+/// preferred workers, so each of the `num_workers` workers has its own FIFO queue, and request `i` goes to worker
+/// `(i mod C) mod A`, `A = min(num_workers, concurrency_level)`; worker `w` runs at most `N div W` requests at
+/// once (one more for the first `N mod W` workers), a request holding its place from the moment the worker takes
+/// it — waiting for its session included — until its tool-call sleep ends. Here a free request slot takes the
+/// next request of a worker with room (the lowest such index), or waits, holding the slot, until one has room.
 #[derive(Debug)]
 struct Replay {
     plan: Arc<ReplayPlan>,
-    cursor: Mutex<Cursor>,
+    shared: Arc<ReplayShared>,
     slots: Vec<Mutex<Slot>>,
+}
+
+#[derive(Debug, Default)]
+struct ReplayShared {
+    cursor: Mutex<Cursor>,
+    /// Signalled when a worker's place frees.
+    freed: tokio::sync::Notify,
 }
 
 #[derive(Debug, Default)]
@@ -84,7 +98,113 @@ struct Cursor {
     stage: Option<u32>,
     /// How many stage changes the run has seen: upstream's sessions live for one stage.
     epoch: u32,
+    /// The next request index when the stage has no worker queues (or they are used up).
     next: u64,
+    queues: Option<WorkerQueues>,
+}
+
+/// A stage's worker queues.
+#[derive(Debug)]
+struct WorkerQueues {
+    conversations: u64,
+    requests: u64,
+    /// Per active worker: how many requests it runs at once, how many it runs now, and its next request index
+    /// (`requests` when its queue is used up).
+    capacity: Vec<u32>,
+    in_flight: Vec<u32>,
+    next: Vec<u64>,
+}
+
+impl WorkerQueues {
+    fn new(conversations: u64, workers: u32, stage: ReplayStage) -> WorkerQueues {
+        let workers = u64::from(workers.max(1));
+        let level = u64::from(stage.concurrency.max(1));
+        let active = workers.min(level);
+        let capacity: Vec<u32> = (0..active)
+            .map(|w| (level / workers + u64::from(w < level % workers)) as u32)
+            .collect();
+        let mut queues = WorkerQueues {
+            conversations,
+            requests: stage.requests,
+            in_flight: vec![0; active as usize],
+            next: vec![stage.requests; active as usize],
+            capacity,
+        };
+        for w in 0..active {
+            queues.next[w as usize] = queues.first_from(0, w);
+        }
+        queues
+    }
+
+    /// The first index from `start` on that goes to worker `w` (`requests` if none).
+    fn first_from(&self, start: u64, w: u64) -> u64 {
+        let active = self.capacity.len() as u64;
+        if w >= self.conversations.min(active) {
+            return self.requests;
+        }
+        let mut i = start;
+        // Every run of `conversations` consecutive indices holds one of worker w's conversations.
+        while i < self.requests && (i % self.conversations) % active != w {
+            i += 1;
+        }
+        i.min(self.requests)
+    }
+
+    /// The next request for a worker with room: its index and worker.
+    fn take(&mut self) -> Take {
+        let mut best: Option<usize> = None;
+        for w in 0..self.capacity.len() {
+            if self.in_flight[w] < self.capacity[w]
+                && self.next[w] < self.requests
+                && best.is_none_or(|b| self.next[w] < self.next[b])
+            {
+                best = Some(w);
+            }
+        }
+        match best {
+            Some(w) => {
+                let index = self.next[w];
+                self.next[w] = self.first_from(index + 1, w as u64);
+                self.in_flight[w] += 1;
+                Take::Index(index, w)
+            }
+            None if self.next.iter().all(|&n| n >= self.requests) => Take::UsedUp,
+            None => Take::Wait,
+        }
+    }
+}
+
+enum Take {
+    Index(u64, usize),
+    /// Every queue is used up (a stage issuing more than its `num_requests`).
+    UsedUp,
+    Wait,
+}
+
+/// A request's place in its worker, given back when the turn ends (after its tool-call sleep).
+#[derive(Debug)]
+struct WorkerPlace {
+    shared: Arc<ReplayShared>,
+    epoch: u32,
+    worker: usize,
+}
+
+impl Drop for WorkerPlace {
+    fn drop(&mut self) {
+        {
+            let mut cursor = self
+                .shared
+                .cursor
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if cursor.epoch == self.epoch
+                && let Some(queues) = cursor.queues.as_mut()
+            {
+                queues.in_flight[self.worker] = queues.in_flight[self.worker].saturating_sub(1);
+            }
+        }
+        self.shared.freed.notify_waiters();
+    }
 }
 
 /// A conversation's slot (upstream's `user_sessions[conv_idx]`).
@@ -168,6 +288,8 @@ enum Pending {
         /// This turn's prompt as sent (after any truncation).
         prompt: Piece,
         think_s: u32,
+        /// Held until the turn ends; dropped after the session's update (declared after `guard`).
+        _place: Option<WorkerPlace>,
     },
 }
 
@@ -201,7 +323,7 @@ impl Conversations {
                     .collect();
                 State::Replay(Replay {
                     plan: Arc::clone(plan),
-                    cursor: Mutex::new(Cursor::default()),
+                    shared: Arc::new(ReplayShared::default()),
                     slots,
                 })
             }
@@ -309,6 +431,7 @@ impl Conversations {
                 mut guard,
                 prompt,
                 think_s: _,
+                _place: place,
             } => {
                 // `update_context`: only a session with a system prompt keeps a history.
                 if succeeded && let Some(system) = &guard.system {
@@ -327,6 +450,10 @@ impl Conversations {
                         guard.history_tokens -= u64::from(old.tokens);
                     }
                 }
+                // The session lets its next turn go, then the worker its place (upstream's `update_context`,
+                // then the semaphore release in `schedule_client`'s `finally`).
+                drop(guard);
+                drop(place);
                 Vec::new()
             }
             Pending::Conversation(mut live) => {
@@ -375,26 +502,67 @@ impl Conversations {
         let plan = &replay.plan;
         // The request's place in its stage is taken before any wait, so turns queue for their session in
         // issue order, as upstream's requests reach the session lock in queue order.
-        let (index, epoch) = {
-            let mut cursor = replay.cursor.lock().unwrap_or_else(PoisonError::into_inner);
-            if cursor.stage != Some(stage) {
-                if cursor.stage.is_some() {
-                    cursor.epoch += 1;
-                }
-                cursor.stage = Some(stage);
-                cursor.next = 0;
-            }
-            let index = cursor.next;
-            cursor.next += 1;
-            (index, cursor.epoch)
-        };
         let count = plan.conversations.len() as u64;
+        let (index, epoch, place) = loop {
+            let freed = replay.shared.freed.notified();
+            tokio::pin!(freed);
+            // Registered before the queues are looked at, so a place freed in between is not missed.
+            freed.as_mut().enable();
+            {
+                let mut cursor = replay
+                    .shared
+                    .cursor
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                if cursor.stage != Some(stage) {
+                    if cursor.stage.is_some() {
+                        cursor.epoch += 1;
+                    }
+                    cursor.stage = Some(stage);
+                    cursor.next = 0;
+                    cursor.queues = plan
+                        .stages
+                        .get(stage as usize)
+                        .copied()
+                        .flatten()
+                        .map(|s| WorkerQueues::new(count, plan.workers, s));
+                }
+                let epoch = cursor.epoch;
+                let take = match cursor.queues.as_mut() {
+                    Some(queues) => queues.take(),
+                    None => Take::UsedUp,
+                };
+                match take {
+                    Take::Index(index, worker) => {
+                        let place = WorkerPlace {
+                            shared: Arc::clone(&replay.shared),
+                            epoch,
+                            worker,
+                        };
+                        break (index, epoch, Some(place));
+                    }
+                    Take::UsedUp => {
+                        let requests = cursor.queues.as_ref().map_or(0, |q| q.requests);
+                        let index = cursor.next.max(requests);
+                        cursor.next = index + 1;
+                        break (index, epoch, None);
+                    }
+                    Take::Wait => {}
+                }
+            }
+            tokio::select! {
+                () = freed => {}
+                () = cancel.raised() => return None,
+            }
+        };
         let c = (index % count) as usize;
         let round = index / count;
         let blueprint = &plan.conversations[c];
         let turn_idx = (round % blueprint.turns.len() as u64) as u32;
         let session = {
-            let mut slot = replay.slots[c].lock().unwrap_or_else(PoisonError::into_inner);
+            let mut slot = replay.slots[c]
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             if slot.epoch != epoch {
                 // Cleared at the end of the last stage: re-primed without a system prompt.
                 slot.epoch = epoch;
@@ -425,6 +593,7 @@ impl Conversations {
                 guard,
                 prompt,
                 think_s: turn.think_s,
+                _place: place,
             },
         })
     }
@@ -549,7 +718,12 @@ fn system_text(plan: &ReplayPlan, system: &SystemPrompt) -> String {
     let shared = system.tokens.min(plan.shared_tokens);
     let dynamic = system.tokens - shared;
     join(&[
-        &plan.text(ReplayText::Shared { epoch: system.epoch }, shared),
+        &plan.text(
+            ReplayText::Shared {
+                epoch: system.epoch,
+            },
+            shared,
+        ),
         &plan.text(
             ReplayText::Dynamic {
                 conversation: system.conversation,
@@ -571,7 +745,9 @@ fn replay_prompt(
     let target = i64::from(plan.max_model_len) - i64::from(turn.max_tokens) - 200;
     let mut current = turn.input_tokens;
     let total = |s: &ReplaySession, current: u32| {
-        s.system.as_ref().map_or(0, |p| i64::from(p.tokens)) + s.history_tokens as i64 + i64::from(current)
+        s.system.as_ref().map_or(0, |p| i64::from(p.tokens))
+            + s.history_tokens as i64
+            + i64::from(current)
     };
     if total(session, current) > target {
         while total(session, current) > target {
@@ -868,7 +1044,12 @@ mod tests {
         let blocked = {
             let conversations = Arc::clone(&conversations);
             let control = control.clone();
-            tokio::spawn(async move { conversations.begin(3, 0, control.in_flight()).await.is_none() })
+            tokio::spawn(async move {
+                conversations
+                    .begin(3, 0, control.in_flight())
+                    .await
+                    .is_none()
+            })
         };
         control.stop_now(crate::engine::StopReason::RecordsUnwritable);
         assert!(blocked.await.expect("joins"));
@@ -891,10 +1072,12 @@ mod replay_tests {
             max_tokens: 4,
             think_s,
         };
-        let words = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta"]
-            .iter()
-            .map(|w| (Box::from(*w), Box::from(format!(" {w}"))))
-            .collect();
+        let words = [
+            "alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta",
+        ]
+        .iter()
+        .map(|w| (Box::from(*w), Box::from(format!(" {w}"))))
+        .collect();
         Arc::new(ReplayPlan {
             words: WordBank::new(words),
             seed: 7,
@@ -910,6 +1093,8 @@ mod replay_tests {
                     turns: vec![turn(2), turn(2), turn(1)],
                 },
             ],
+            workers: 1,
+            stages: Vec::new(),
         })
     }
 
@@ -950,7 +1135,10 @@ mod replay_tests {
 
     fn prompt(turn: &Turn) -> String {
         let body: Value = serde_json::from_slice(&turn.request.body).expect("json");
-        body["prompt"].as_str().expect("a completion prompt").to_owned()
+        body["prompt"]
+            .as_str()
+            .expect("a completion prompt")
+            .to_owned()
     }
 
     fn answer(turn: &Turn, text: Option<&str>) -> RequestRecord {
@@ -1022,7 +1210,10 @@ mod replay_tests {
         // Conversation 1's second turn fails: its history stays as it was for the third.
         let r3 = step(&c, 0, None).await;
         assert_eq!(r3.0, of(1, 1));
-        assert_eq!(r3.1, join(&[&system1, &user(&p, 1, 0), "three", &user(&p, 1, 1)]));
+        assert_eq!(
+            r3.1,
+            join(&[&system1, &user(&p, 1, 0), "three", &user(&p, 1, 1)])
+        );
         let r4 = step(&c, 0, Some("x")).await;
         assert_eq!(r4.0, of(0, 2));
         assert_eq!(
@@ -1060,11 +1251,17 @@ mod replay_tests {
         // Stage 1 counts from 0 again: conversation 0, turn 0, in a session re-primed without a system prompt
         // (upstream `load_lazy_data` after `clear_instances`): the turn's prompt alone, no history kept.
         let r0 = step(&c, 1, Some("kept nowhere")).await;
-        assert_eq!((r0.0, r0.1.as_str(), r0.2), (of(0, 0), user(&p, 0, 0).as_str(), 3));
+        assert_eq!(
+            (r0.0, r0.1.as_str(), r0.2),
+            (of(0, 0), user(&p, 0, 0).as_str(), 3)
+        );
         let r1 = step(&c, 1, Some("b")).await;
         assert_eq!((r1.0, r1.1.as_str()), (of(1, 0), user(&p, 1, 0).as_str()));
         let r2 = step(&c, 1, Some("c")).await;
-        assert_eq!((r2.0, r2.1.as_str(), r2.2), (of(0, 1), user(&p, 0, 1).as_str(), 1));
+        assert_eq!(
+            (r2.0, r2.1.as_str(), r2.2),
+            (of(0, 1), user(&p, 0, 1).as_str(), 1)
+        );
         for _ in 0..3 {
             step(&c, 1, Some("d")).await;
         }
@@ -1075,7 +1272,11 @@ mod replay_tests {
             r6.1,
             join(&[&shared(&p, 1, 2), &dynamic(&p, 0), &user(&p, 0, 0)])
         );
-        assert_ne!(shared(&p, 1, 2), shared(&p, 0, 2), "a new shared prompt per stage");
+        assert_ne!(
+            shared(&p, 1, 2),
+            shared(&p, 0, 2),
+            "a new shared prompt per stage"
+        );
     }
 
     #[tokio::test]
@@ -1132,7 +1333,10 @@ mod replay_tests {
         // Turn 2: 3 + 5 + 4 + 2 = 14 > 10: the oldest entry goes, leaving 3 + 4 + 2 = 9.
         let r = step(&c, 0, Some("f")).await;
         assert_eq!(r.0, of(0, 2));
-        assert_eq!(r.1, join(&[&system0, &user(&p, 0, 1), "c d e", &user(&p, 0, 2)]));
+        assert_eq!(
+            r.1,
+            join(&[&system0, &user(&p, 0, 1), "c d e", &user(&p, 0, 2)])
+        );
         assert_eq!(r.2, 9);
 
         // One turn of `input` tokens after a 3-token system prompt.
@@ -1150,6 +1354,8 @@ mod replay_tests {
                         think_s: 0,
                     }],
                 }],
+                workers: 1,
+                stages: Vec::new(),
             })
         };
         // 9 tokens, no history to drop: the system prompt keeps its first 10 − 9 = 1 token, for good.
@@ -1173,5 +1379,82 @@ mod replay_tests {
         );
         assert!(user(&twelve, 0, 0).starts_with(&cut));
         assert_eq!((r.1, r.2), (cut, 10));
+    }
+
+    /// `_set_worker_concurrency`: `N div W` each, one more for the first `N mod W`; only `min(W, N)` workers
+    /// get requests.
+    #[test]
+    fn worker_shares_follow_upstreams_split() {
+        let caps = |n, w| {
+            WorkerQueues::new(
+                40,
+                w,
+                ReplayStage {
+                    requests: 100,
+                    concurrency: n,
+                },
+            )
+            .capacity
+        };
+        assert_eq!(caps(10, 8), vec![2, 2, 1, 1, 1, 1, 1, 1]);
+        assert_eq!(caps(5, 8), vec![1; 5]);
+        assert_eq!(caps(32, 6), vec![6, 6, 5, 5, 5, 5]);
+        // 40 conversations over 5 workers: worker 0 has conversations 0, 5, …, 35, in index order.
+        let mut q = WorkerQueues::new(
+            40,
+            8,
+            ReplayStage {
+                requests: 100,
+                concurrency: 5,
+            },
+        );
+        assert_eq!(q.next, vec![0, 1, 2, 3, 4]);
+        assert_eq!(q.first_from(1, 0), 5);
+        assert_eq!(q.first_from(36, 0), 40);
+        assert_eq!(q.first_from(96, 0), 100, "used up at num_requests");
+        for expected in [0, 1, 2, 3, 4] {
+            assert!(
+                matches!(q.take(), Take::Index(i, w) if i == expected && w == expected as usize)
+            );
+        }
+        assert!(matches!(q.take(), Take::Wait), "every worker is full");
+    }
+
+    /// Four conversations on two workers, one request each at a time: worker 0 has conversations 0 and 2,
+    /// worker 1 has 1 and 3. When conversation 1's turn ends, worker 1's next request is index 3 (conversation
+    /// 3), not index 2, which waits for worker 0.
+    #[tokio::test]
+    async fn a_freed_place_takes_the_next_request_of_its_own_worker() {
+        let base = plan(1_000_000, 0);
+        let p = Arc::new(ReplayPlan {
+            words: WordBank::new(vec![("w".into(), " w".into())]),
+            seed: 1,
+            shared_tokens: 1,
+            max_model_len: 1_000_000,
+            conversations: vec![base.conversations[0].clone(); 4],
+            workers: 2,
+            stages: vec![Some(ReplayStage {
+                requests: 8,
+                concurrency: 2,
+            })],
+        });
+        let c = Arc::new(conversations(&p));
+        let cancel = Flag::default();
+        let a = c.begin(0, 0, &cancel).await.expect("turn");
+        let b = c.begin(1, 0, &cancel).await.expect("turn");
+        assert_eq!((a.of, b.of), (of(0, 0), of(1, 0)));
+        let third = {
+            let c = Arc::clone(&c);
+            tokio::spawn(async move { c.begin(2, 0, &Flag::default()).await.map(|t| t.of) })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert!(!third.is_finished(), "both workers are full");
+        let mut record = answer(&b, Some("x"));
+        c.finish(b, &mut record, false, 0);
+        assert_eq!(third.await.expect("joins"), Some(of(3, 0)));
+        let mut record = answer(&a, Some("x"));
+        c.finish(a, &mut record, false, 0);
+        let fourth = c.begin(3, 0, &cancel).await.expect("turn");
+        assert_eq!(fourth.of, of(2, 0));
     }
 }
