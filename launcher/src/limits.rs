@@ -299,6 +299,22 @@ pub fn estimate_run_memory(workload: &Workload, expected_requests: Option<u64>) 
                 0.0,
                 f.output_len.map(|n| n as f64),
             ),
+            DataSpec::ConversationReplay(r) => {
+                // What a run holds is one session per conversation (system prompt and history, built as it
+                // goes), each within the context window upstream truncates to.
+                let mean = |d: &Option<TokenLengths>, fallback: f64| {
+                    d.as_ref().map_or(fallback, mean_tokens)
+                };
+                let output = mean(&r.output_tokens_per_turn, 256.0);
+                let whole = r.shared_system_prompt_len as f64
+                    + mean(&r.dynamic_system_prompt_len, 0.0)
+                    + mean(&r.turns_per_conversation, 10.0)
+                        * (mean(&r.input_tokens_per_turn, 512.0) + output);
+                let window = r.max_model_len.unwrap_or(u64::from(
+                    crate::conversations::REPLAY_DEFAULT_MAX_MODEL_LEN,
+                )) as f64;
+                (r.num_conversations, whole.min(window), 0.0, Some(output))
+            }
         };
     let prompt_tokens = prompts as f64 * tokens_per_prompt + shared_tokens;
     let prompt_bytes = saturating(prompt_tokens * (BYTES_PER_TOKEN * PROMPT_COPIES) as f64);

@@ -60,6 +60,11 @@ pub enum PromptError {
         fixed_tokens: u32,
         attempts: usize,
     },
+    /// Multi-turn data is built by `conversations::build_conversations`, never as a list of prompts.
+    #[error(
+        "data: {what} is multi-turn; its requests are built as conversations, not as a list of prompts"
+    )]
+    Conversational { what: &'static str },
 }
 
 /// The prompts of `workload`, `expected_requests` being how many requests the plan issues when known.
@@ -171,6 +176,11 @@ pub fn build_prompts(
         },
         DataSpec::Sonnet(sonnet) => vllm_sonnet(sonnet, tokenizer, seed, pool(None))?,
         DataSpec::File(file) => vllm_custom(file, tokenizer, seed, pool(None))?,
+        DataSpec::ConversationReplay(_) => {
+            return Err(PromptError::Conversational {
+                what: "conversation_replay",
+            });
+        }
     };
     Ok(prompts)
 }

@@ -142,6 +142,18 @@ impl<'t> Synthesizer<'t> {
         self.tokenizer
     }
 
+    /// The plain words as owned text (at the start of a text, after another word), when the tokenizer is
+    /// certified: then `n` of them concatenated are exactly `n` tokens, with no tokenizer call — which lets a run
+    /// build long texts as it goes (inference-perf `conversation_replay`) instead of all before it starts.
+    pub fn certified_words(&self) -> Option<Vec<(Box<str>, Box<str>)>> {
+        self.certified.then(|| {
+            self.words
+                .iter()
+                .map(|w| (w.first.clone(), w.next.clone()))
+                .collect()
+        })
+    }
+
     /// Whether a long random sequence of plain words encodes to its ids and decodes to its words' texts.
     fn certify(&self) -> Result<bool, DataError> {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(0x5eed);

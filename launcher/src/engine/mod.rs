@@ -685,13 +685,22 @@ impl StageContext {
                 self.record(record);
             }
             Requests::Conversations(conversations) => {
-                let Some(turn) = conversations.begin(id, cancel).await else {
+                let Some(turn) = conversations.begin(id, self.stage, cancel).await else {
                     // Stopped while waiting for the session's previous round: never sent.
                     return;
                 };
                 self.sink.progress.issued.fetch_add(1, Ordering::Relaxed);
                 let mut record =
                     client::execute(&self.target, &turn.request, issue, &self.clock, cancel).await;
+                if let Some(think) = conversations.think_time(&turn, &record) {
+                    // inference-perf's tool-call latency: slept holding the session and this request's slot,
+                    // and inside the request's end time as upstream measures it.
+                    tokio::select! {
+                        () = tokio::time::sleep(think) => {}
+                        () = cancel.raised() => {}
+                    }
+                    record.end_ns = self.clock.now_ns();
+                }
                 let cancelled = conversations.finish(turn, &mut record, false, self.clock.now_ns());
                 self.record(record);
                 for record in cancelled {

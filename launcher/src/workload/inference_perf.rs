@@ -674,9 +674,11 @@ fn parse_data(
         "weka_trace_replay" => {
             return Err(unsupported("`weka_trace_replay` data (WEKA trace replay)"));
         }
-        "conversation_replay" => {
+        "conversation_replay" if api.kind == ApiKind::Chat => {
+            // `ConversationReplayDataGenerator.get_supported_apis` is `[APIType.Completion]`.
             return Err(unsupported(
-                "`conversation_replay` data (multi-turn agentic conversation replay)",
+                "`conversation_replay` data over `api.type: chat` (inference-perf replays conversations as \
+                 completion prompts only; set `api.type: completion`)",
             ));
         }
         "visionarena" => return Err(unsupported("`visionarena` data (multimodal)")),
@@ -712,12 +714,21 @@ fn parse_data(
         }
         api.use_chat_template = Some(false);
     }
-    for key in TYPE_SUBMAPS {
+    for key in TYPE_SUBMAPS.into_iter().filter(|k| *k != kind) {
         m.ignore(ctx, key, &format!("only read when `type` is `{key}`"));
     }
 
     let spec = match kind {
         "mock" => DataSpec::Mock,
+        "conversation_replay" => {
+            // `ConversationReplayDataGenerator.__init__`: "conversation_replay config is required."
+            let f = m.require(
+                ctx,
+                "conversation_replay",
+                "`type: conversation_replay` needs a `conversation_replay` section",
+            )?;
+            DataSpec::ConversationReplay(conversation_replay(ctx, &f)?)
+        }
         "random" | "synthetic" => {
             let why = "inference-perf's random and synthetic data need both length distributions";
             let input = distribution(ctx, &m.require(ctx, "input_distribution", why)?)?;
@@ -936,6 +947,47 @@ pub(crate) fn distribution(ctx: &mut Ctx, f: &At<'_>) -> Result<TokenLengths, Wo
         )],
     );
     Ok(TokenLengths { shape, total_count })
+}
+
+/// inference-perf's `data.conversation_replay` (`config/datagen/replay.py::ConversationReplayConfig`, with its
+/// defaults: seed 42, 200 conversations, an 8359-token shared system prompt).
+fn conversation_replay(ctx: &mut Ctx, f: &At<'_>) -> Result<ConversationReplay, WorkloadError> {
+    let mut m = f.map(ctx)?;
+    let seed = m.get("seed").map(|f| f.u64(ctx)).transpose()?.unwrap_or(42);
+    let num_conversations = m
+        .get("num_conversations")
+        .map(|f| f.positive_within(ctx, Limit::Samples))
+        .transpose()?
+        .unwrap_or(200);
+    let shared_system_prompt_len = m
+        .get("shared_system_prompt_len")
+        .map(|f| f.tokens(ctx))
+        .transpose()?
+        .unwrap_or(8359);
+    let mut dist = |key: &str| -> Result<Option<TokenLengths>, WorkloadError> {
+        m.get(key).map(|f| distribution(ctx, &f)).transpose()
+    };
+    let dynamic_system_prompt_len = dist("dynamic_system_prompt_len")?;
+    let turns_per_conversation = dist("turns_per_conversation")?;
+    let input_tokens_per_turn = dist("input_tokens_per_turn")?;
+    let output_tokens_per_turn = dist("output_tokens_per_turn")?;
+    let tool_call_latency_sec = dist("tool_call_latency_sec")?;
+    let max_model_len = m
+        .get("max_model_len")
+        .map(|f| f.positive_within(ctx, Limit::Tokens))
+        .transpose()?;
+    m.finish(ctx, &[]);
+    Ok(ConversationReplay {
+        seed,
+        num_conversations,
+        shared_system_prompt_len,
+        dynamic_system_prompt_len,
+        turns_per_conversation,
+        input_tokens_per_turn,
+        output_tokens_per_turn,
+        tool_call_latency_sec,
+        max_model_len,
+    })
 }
 
 /// An int, or a distribution object (shared_prefix lengths).

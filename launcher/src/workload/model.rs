@@ -640,6 +640,26 @@ pub enum DataSpec {
     Sonnet(Sonnet),
     /// A dataset file (vllm `custom`: JSONL with a `prompt` field).
     File(DatasetFile),
+    /// inference-perf `conversation_replay`: synthetic multi-turn agentic conversations.
+    ConversationReplay(ConversationReplay),
+}
+
+/// inference-perf `data.conversation_replay` (`config/datagen/replay.py::ConversationReplayConfig`). A
+/// distribution left out is `None`; the generator's fallbacks (10 turns, 512 input and 256 output tokens, no
+/// dynamic prompt, no tool-call latency) are applied where the conversations are built.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConversationReplay {
+    pub seed: u64,
+    pub num_conversations: u64,
+    pub shared_system_prompt_len: u64,
+    pub dynamic_system_prompt_len: Option<TokenLengths>,
+    pub turns_per_conversation: Option<TokenLengths>,
+    pub input_tokens_per_turn: Option<TokenLengths>,
+    pub output_tokens_per_turn: Option<TokenLengths>,
+    /// Whole seconds after a successful answer before the conversation's next turn.
+    pub tool_call_latency_sec: Option<TokenLengths>,
+    /// Context window the sessions are truncated to; upstream assumes 225000 when unset.
+    pub max_model_len: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

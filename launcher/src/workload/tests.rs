@@ -73,11 +73,6 @@ fn expectation(harness: &str, file: &str) -> Option<Expect> {
         | ("inference-perf", "weka_traces.yaml.in") => {
             Unsupported("load.type", "trace_session_replay")
         }
-        ("inference-perf", "agentic_code_generation.yaml.in")
-        | ("inference-perf", "interactive-chat.yaml.in")
-        | ("inference-perf", "guide_p2p-kv-cache-sharing_1.yaml.in") => {
-            Unsupported("data.type", "conversation_replay")
-        }
         ("inference-perf", "guide_multimodal-serving_1.yaml") => {
             Unsupported("data.shared_prefix.multimodal", "multimodal")
         }
@@ -2607,5 +2602,179 @@ fn every_upstream_profile_spread_over_launchers_sends_exactly_the_whole_schedule
     assert!(
         open > 0 && closed > 0 && refused > 0,
         "{open} {closed} {refused}"
+    );
+}
+
+/// llmbench's own bundled `conversation_replay` profiles, rendered as the upstream ones are above.
+fn bundled_inference_perf(name: &str) -> Workload {
+    let profile = llmbench_core::library::builtin_profile("inference-perf", name)
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    parse_profile(
+        Harness::InferencePerf,
+        &profile.file_name(),
+        &render(profile.template),
+        &ParseOptions::default(),
+    )
+    .unwrap_or_else(|e| panic!("{name}: {e}"))
+    .workload
+}
+
+fn replay(w: &Workload) -> &ConversationReplay {
+    match &w.data {
+        DataSpec::ConversationReplay(r) => r,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn lognormal(mean: f64, std_dev: f64, min: u64, max: u64) -> Option<TokenLengths> {
+    Some(TokenLengths {
+        shape: LengthShape::LogNormal {
+            mean,
+            spread: Spread::StdDev(std_dev),
+            min,
+            max,
+        },
+        total_count: None,
+    })
+}
+
+/// Each stage's `num_requests` and `concurrency_level`.
+fn concurrent_stages(w: &Workload) -> Vec<(u64, u32)> {
+    w.stages
+        .iter()
+        .map(|s| match s.arrival {
+            Arrival::Closed { concurrency, .. } => (s.limit.requests.unwrap_or(0), concurrency),
+            ref other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
+#[test]
+fn the_bundled_conversation_replay_profiles_parse_with_every_key() {
+    let w = bundled_inference_perf("agentic_code_generation");
+    let r = replay(&w);
+    assert_eq!(
+        (
+            r.seed,
+            r.num_conversations,
+            r.max_model_len,
+            r.shared_system_prompt_len
+        ),
+        (42, 40, Some(262144), 3000)
+    );
+    assert_eq!(
+        r.dynamic_system_prompt_len,
+        lognormal(160000.0, 233600.0, 10000, 990000)
+    );
+    assert_eq!(r.turns_per_conversation, lognormal(540.0, 48600.0, 1, 3000));
+    assert_eq!(
+        r.input_tokens_per_turn,
+        lognormal(1500.0, 1200.0, 100, 10000)
+    );
+    assert_eq!(r.output_tokens_per_turn, lognormal(425.0, 825.0, 50, 10000));
+    assert_eq!(r.tool_call_latency_sec, lognormal(15.0, 55.0, 1, 100));
+    assert_eq!(w.api.kind, ApiKind::Completion);
+    assert_eq!(
+        concurrent_stages(&w),
+        vec![(100, 5), (200, 10), (400, 20), (600, 30), (800, 40)]
+    );
+
+    let w = bundled_inference_perf("interactive-chat");
+    let r = replay(&w);
+    assert_eq!(
+        (
+            r.num_conversations,
+            r.max_model_len,
+            r.shared_system_prompt_len
+        ),
+        (50, None, 1000)
+    );
+    assert_eq!(r.turns_per_conversation, lognormal(4.0, 2.5, 1, 15));
+    assert_eq!(r.tool_call_latency_sec, lognormal(45.0, 40.0, 5, 300));
+    assert_eq!(concurrent_stages(&w).len(), 5);
+
+    let w = bundled_inference_perf("guide_p2p-kv-cache-sharing_1");
+    let r = replay(&w);
+    assert_eq!(
+        (r.seed, r.num_conversations, r.max_model_len),
+        (37, 192, Some(65536))
+    );
+    assert_eq!(
+        r.dynamic_system_prompt_len,
+        lognormal(49152.0, 1.0, 49152, 49152)
+    );
+    assert_eq!(concurrent_stages(&w), vec![(1152, 128)]);
+
+    let w = bundled_inference_perf("guide_predicted-latency-routing_1");
+    let r = replay(&w);
+    assert_eq!((r.seed, r.num_conversations), (32, 32));
+    assert_eq!(
+        r.dynamic_system_prompt_len.as_ref().map(|d| &d.shape),
+        Some(&LengthShape::Uniform {
+            min: 15000,
+            max: 100000
+        })
+    );
+    assert_eq!(
+        r.tool_call_latency_sec.as_ref().map(|d| &d.shape),
+        Some(&LengthShape::Normal {
+            mean: 0.0,
+            spread: Spread::StdDev(0.0),
+            min: 0,
+            max: 0
+        })
+    );
+    assert_eq!(concurrent_stages(&w), vec![(192, 32)]);
+}
+
+#[test]
+fn the_bundled_conversation_replay_profiles_build_their_plans() {
+    use crate::conversations::{Style, build_conversations};
+    let plan = |name: &str| {
+        let w = bundled_inference_perf(name);
+        let set = build_conversations(&w, &crate::tokenizer::Tokenizer::builtin(), None)
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+            .expect("multi-turn");
+        match set.style {
+            Style::InferencePerfReplay(plan) => plan,
+            other => panic!("{other:?}"),
+        }
+    };
+    // Every distribution of the P2P guide is pinned, and its 1–2 s latency rounds to 1 or 2.
+    let p = plan("guide_p2p-kv-cache-sharing_1");
+    assert_eq!(
+        (p.conversations.len(), p.shared_tokens, p.max_model_len),
+        (192, 256, 65536)
+    );
+    for c in &p.conversations {
+        assert_eq!((c.dynamic_tokens, c.turns.len()), (49152, 6));
+        for t in &c.turns {
+            assert_eq!((t.input_tokens, t.max_tokens), (256, 256));
+            assert!((1..=2).contains(&t.think_s));
+        }
+    }
+    let p = plan("guide_predicted-latency-routing_1");
+    assert_eq!(
+        p.max_model_len,
+        crate::conversations::REPLAY_DEFAULT_MAX_MODEL_LEN
+    );
+    for c in &p.conversations {
+        assert!((15000..=100000).contains(&c.dynamic_tokens));
+        assert!((2..=20).contains(&c.turns.len()));
+        assert!(c.turns.iter().all(|t| t.think_s == 0));
+    }
+    // The agentic profile's plan is numbers only (its texts are made as turns go out).
+    let p = plan("agentic_code_generation");
+    let turns: usize = p.conversations.iter().map(|c| c.turns.len()).sum();
+    assert!(turns <= 40 * 3000);
+    for c in &p.conversations {
+        assert!((10000..=990000).contains(&c.dynamic_tokens));
+        assert!(c.turns.iter().all(|t| (1..=100).contains(&t.think_s)));
+    }
+    let p = plan("interactive-chat");
+    assert!(
+        p.conversations
+            .iter()
+            .all(|c| (1..=15).contains(&c.turns.len()))
     );
 }
