@@ -1156,6 +1156,7 @@ mod replay_tests {
             usage: text.map(|a| Usage {
                 prompt_tokens: turn.request.input_tokens,
                 completion_tokens: a.split_whitespace().count() as u32,
+                cached_tokens: None,
             }),
             error: None,
             chunks: Vec::new(),
