@@ -61,7 +61,16 @@ fn a_shared_prefix_run_reports_the_hit_rate_its_prompts_predict() {
     let cached: Vec<Option<u64>> = cached.into_iter().map(|(_, c)| c).collect();
     assert_eq!(
         cached,
-        [None, Some(32), Some(32), Some(32), Some(32), Some(32), Some(32), Some(32)]
+        [
+            None,
+            Some(32),
+            Some(32),
+            Some(32),
+            Some(32),
+            Some(32),
+            Some(32),
+            Some(32)
+        ]
     );
     assert!(records.iter().all(|r| r["usage"]["prompt_tokens"] == 40));
 

@@ -133,9 +133,12 @@ async fn scraping_llmbench_sim_under_load_summarizes_per_stage() {
     // Four requests of 50 prompt tokens plus some output, over 4 × 1000 tokens of KV capacity: at least 5 %.
     let kv = gauge_max(busy, "kv_cache_usage");
     assert!((0.05..=0.2).contains(&kv), "{kv}");
+    // The 8 prompts are the same 50 words: the first admitted finds nothing, each other one its first 3 blocks of
+    // 16 (the cap of 49 tokens allows 3): 7 × 48 hits of 400 queried tokens.
+    assert_eq!(increase(busy, "prefix_cache_hits"), 7.0 * 48.0);
     assert_eq!(
         find(busy, "prefix_cache_hit_rate").map(|m| &m.figures),
-        Some(&Figures::Ratio { percent: 0.0 })
+        Some(&Figures::Ratio { percent: 84.0 })
     );
 
     let idle = &summary.stages[1].aggregate;
