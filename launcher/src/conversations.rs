@@ -151,6 +151,14 @@ pub fn build_conversations(
                           conversation replay cannot be built during the run without tokenizing; use a BPE, \
                           SentencePiece or WordPiece tokenizer (or the builtin one)",
                 })?;
+            if workload.stages.len() > 1 {
+                tracing::warn!(
+                    stages = workload.stages.len(),
+                    "conversation_replay: as inference-perf does, stages after the first re-prime each session \
+                     without its system prompt, so until a conversation restarts at turn 0 its turns are sent \
+                     alone (no system prompt, no history); run one stage per run for whole contexts"
+                );
+            }
             let mut plan = replay_plan(spec, WordBank::new(words))?;
             // `LoadConfig.num_workers` defaults to the host's CPU count (`max(1, cpu_count())`).
             plan.workers = workload.workers.num_workers.unwrap_or_else(|| {
