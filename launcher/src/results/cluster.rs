@@ -692,8 +692,17 @@ fn spawn_ticker(
 /// period of 0 would remove the object at once while the container and its mount lived on). A failure is only a
 /// warning: the pod's deadline ends it anyway.
 async fn delete_reader(pods: &Api<Pod>, name: &str, namespace: &str) {
-    let deleted =
-        tokio::time::timeout(DELETE_TIMEOUT, pods.delete(name, &DeleteParams::default())).await;
+    let params = DeleteParams::default();
+    let attempt = || tokio::time::timeout(DELETE_TIMEOUT, pods.delete(name, &params));
+    let mut deleted = attempt().await;
+    // A refused exec upgrade can leave the client's pooled connection reset by the server; the delete that
+    // follows on it fails before the apiserver ever sees it. One retry opens a fresh connection.
+    if let Ok(Err(e)) = &deleted
+        && is_transport_error(e)
+    {
+        tracing::debug!(pod = %name, error = %e, "the reader pod's delete failed in transport; retrying once");
+        deleted = attempt().await;
+    }
     match deleted {
         Ok(Ok(_)) => tracing::debug!(pod = %name, "deleted the reader pod"),
         Ok(Err(e)) if is_not_found(&e) => {}
@@ -707,6 +716,11 @@ async fn delete_reader(pods: &Api<Pod>, name: &str, namespace: &str) {
             "deleting the reader pod timed out; its deadline ends it, or run: kubectl delete pod {name} -n {namespace}"
         ),
     }
+}
+
+/// An error of the connection (reset, closed, refused), not an answer of the apiserver.
+fn is_transport_error(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Service(_) | kube::Error::HyperError(_))
 }
 
 /// `llmbench results list`: the table, or an empty string (and a note on stderr) when there are no runs.
