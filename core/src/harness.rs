@@ -18,6 +18,8 @@ pub enum Harness {
     Inferencemax,
     /// No traffic: the launcher only collects (llm-d-benchmark's `nop`).
     Nop,
+    /// llm-d-benchmark's `aiperf` flag maps (`aiperf profile --key=value`): synthetic prompts or Mooncake traces.
+    Aiperf,
     /// MLPerf Inference LoadGen settings (Offline, Server, SingleStream scenarios; `user.conf` keys), judged
     /// VALID or INVALID by LoadGen's rules.
     Mlperf,
@@ -25,11 +27,12 @@ pub enum Harness {
 
 impl Harness {
     /// Every harness, in the order `--help` lists them.
-    pub const ALL: [Harness; 6] = [
+    pub const ALL: [Harness; 7] = [
         Harness::InferencePerf,
         Harness::Guidellm,
         Harness::VllmBenchmark,
         Harness::Inferencemax,
+        Harness::Aiperf,
         Harness::Nop,
         Harness::Mlperf,
     ];
@@ -41,6 +44,7 @@ impl Harness {
             Harness::Guidellm => "guidellm",
             Harness::VllmBenchmark => "vllm-benchmark",
             Harness::Inferencemax => "inferencemax",
+            Harness::Aiperf => "aiperf",
             Harness::Nop => "nop",
             Harness::Mlperf => "mlperf",
         }

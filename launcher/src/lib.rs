@@ -29,5 +29,6 @@ pub mod sim;
 pub mod sizing;
 pub mod timer;
 pub mod tokenizer;
+pub mod trace;
 pub mod wallclock;
 pub mod workload;
