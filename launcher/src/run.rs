@@ -62,7 +62,7 @@ pub const SIM_MODEL: &str = "llmbench-sim";
 /// Flags of `llmbench run`.
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
-    /// The profile dialect: inference-perf, guidellm, vllm-benchmark, inferencemax, mlperf or nop.
+    /// The profile dialect: inference-perf, guidellm, vllm-benchmark, inferencemax, aiperf, mlperf or nop.
     #[arg(long)]
     pub harness: Harness,
     /// A bundled profile name (e.g. sanity_random) or a profile file (yaml or yaml.in).

@@ -159,6 +159,13 @@ async fn the_bundled_dataset_profile_runs_unchanged_at_the_traces_own_times() {
     std::fs::write(dir.path().join("trace.jsonl"), text).expect("trace");
     let (records, _) = replay(dir.path(), Path::new("dataset"), "bundled").await;
     assert_eq!(records.len(), 3);
+    // AIPerf's own export is written beside llmbench's files.
+    let export: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("bundled/profile_export_aiperf.json"))
+            .expect("aiperf export"),
+    )
+    .expect("json");
+    assert_eq!(export["request_count"]["avg"], 3.0);
     let origin = records
         .iter()
         .map(|r| ns(r, "scheduled_ns"))

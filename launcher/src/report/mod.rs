@@ -9,6 +9,7 @@
 //! long to hold in memory is summarised and reported from its records on disk with the same numbers
 //! ([`spilled`]).
 
+mod aiperf;
 mod goodput;
 mod guidellm;
 mod inference_perf;
