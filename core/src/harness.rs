@@ -16,10 +16,10 @@ pub enum Harness {
     VllmBenchmark,
     /// InferenceMAX `bench_serving` flag maps.
     Inferencemax,
-    /// No traffic: the launcher only collects (llm-d-benchmark's `nop`).
-    Nop,
     /// llm-d-benchmark's `aiperf` flag maps (`aiperf profile --key=value`): synthetic prompts or Mooncake traces.
     Aiperf,
+    /// No traffic: the launcher only collects (llm-d-benchmark's `nop`).
+    Nop,
     /// MLPerf Inference LoadGen settings (Offline, Server, SingleStream scenarios; `user.conf` keys), judged
     /// VALID or INVALID by LoadGen's rules.
     Mlperf,

@@ -130,7 +130,7 @@ pub fn build_replay(
                 .turns
                 .iter()
                 .map(|(index, timing)| {
-                    let (blocks, tokens) = prompts[*index].clone();
+                    let TracePrompt { blocks, tokens } = prompts[*index].clone();
                     ReplayTurn {
                         blocks,
                         tokens,
@@ -151,14 +151,21 @@ pub fn build_replay(
     })
 }
 
-/// One prompt per record: its blocks (shared between records naming the same hash id) and its length in tokens.
+/// One record's prompt: its blocks (shared between records naming the same hash id) and its length in tokens.
+#[derive(Debug, Clone)]
+pub struct TracePrompt {
+    pub blocks: Vec<Arc<str>>,
+    pub tokens: u32,
+}
+
+/// One prompt per record, in record order.
 pub fn synthesize(
     file: &str,
     records: &[TraceRecord],
     block_size: u32,
     tokenizer: &Tokenizer,
     seed: u64,
-) -> Result<Vec<(Vec<Arc<str>>, u32)>, ReplayError> {
+) -> Result<Vec<TracePrompt>, ReplayError> {
     /// What a record's prompt is made of, before the text exists.
     enum Plan {
         Verbatim(Arc<str>, u32),
@@ -231,10 +238,16 @@ pub fn synthesize(
     Ok(plans
         .into_iter()
         .map(|plan| match plan {
-            Plan::Verbatim(text, tokens) => (vec![text], tokens),
+            Plan::Verbatim(text, tokens) => TracePrompt {
+                blocks: vec![text],
+                tokens,
+            },
             Plan::Fresh(i) => {
                 let (text, tokens) = fresh[i].clone();
-                (vec![text], tokens)
+                TracePrompt {
+                    blocks: vec![text],
+                    tokens,
+                }
             }
             Plan::Blocks(ids) => {
                 let mut tokens = 0u32;
@@ -246,7 +259,10 @@ pub fn synthesize(
                         Arc::clone(text)
                     })
                     .collect();
-                (parts, tokens)
+                TracePrompt {
+                    blocks: parts,
+                    tokens,
+                }
             }
         })
         .collect())
@@ -265,8 +281,8 @@ mod tests {
     use crate::workload::Api;
     use std::time::Duration;
 
-    fn joined(prompt: &(Vec<Arc<str>>, u32)) -> String {
-        let parts: Vec<&str> = prompt.0.iter().map(|b| &**b).collect();
+    fn joined(prompt: &TracePrompt) -> String {
+        let parts: Vec<&str> = prompt.blocks.iter().map(|b| &**b).collect();
         crate::conversations::join(&parts)
     }
 
@@ -285,11 +301,11 @@ mod tests {
         );
         // The builtin tokenizer counts whitespace words: 12 and 4 + 4 + 2 = 10 tokens.
         assert_eq!((wa.len(), wb.len()), (12, 10));
-        assert_eq!((prompts[0].1, prompts[1].1), (12, 10));
+        assert_eq!((prompts[0].tokens, prompts[1].tokens), (12, 10));
         assert_eq!(wa[..8], wb[..8], "the first two blocks are the same text");
         assert_ne!(wa[8..10], wb[8..10], "block 3 and block 4 differ");
         // The shared blocks are the same allocation: memory holds each block once.
-        assert!(Arc::ptr_eq(&prompts[0].0[0], &prompts[1].0[0]));
+        assert!(Arc::ptr_eq(&prompts[0].blocks[0], &prompts[1].blocks[0]));
     }
 
     #[test]
@@ -300,8 +316,8 @@ mod tests {
         let prompts =
             synthesize("t.jsonl", &records, 512, &Tokenizer::builtin(), 1).expect("prompts");
         assert_eq!(joined(&prompts[0]), "one two three");
-        assert_eq!(prompts[0].1, 3);
-        assert_eq!(prompts[1].1, 6);
+        assert_eq!(prompts[0].tokens, 3);
+        assert_eq!(prompts[1].tokens, 6);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! AIPerf's `profile_export_aiperf.json`, the file llm-d-benchmark's `aiperf-analyze_results.sh` converts into
 //! its benchmark report. Only what the records can fill is written, each metric under AIPerf's tag and display
-//! unit.
+//! unit. Like guidellm's report it is made from every record at hand, so a run summarised from disk (past
+//! `--records-memory`) goes without it.
 //!
 //! Upstream (`ai-dynamo/aiperf`): `aiperf/exporters/json_exporter.py` (the file), `aiperf/common/models/
 //! export_models.py` `JsonExportData` / `JsonMetricResult` (`unit`, `avg`, `p1` … `p99`, `min`, `max`, `std`),

@@ -684,8 +684,8 @@ fn harness_names_parse_and_unknown_names_list_the_valid_ones() {
         assert_eq!(h.as_str().parse::<Harness>().unwrap(), h);
     }
     assert_eq!(
-        "aiperf".parse::<Harness>().unwrap_err().to_string(),
-        "unknown harness `aiperf`; expected one of inference-perf, guidellm, vllm-benchmark, inferencemax, nop, mlperf — did you mean `mlperf`?"
+        "mlpref".parse::<Harness>().unwrap_err().to_string(),
+        "unknown harness `mlpref`; expected one of inference-perf, guidellm, vllm-benchmark, inferencemax, aiperf, nop, mlperf — did you mean `mlperf`?"
     );
 }
 
