@@ -36,7 +36,7 @@ pub struct Replay {
 
 #[derive(Debug, Clone)]
 pub struct ReplaySession {
-    /// The session's index in the whole trace (records carry it as their conversation).
+    /// The session's index in the whole trace (records of multi-turn sessions carry it as their conversation).
     pub id: u32,
     pub turns: Vec<ReplayTurn>,
 }
@@ -184,10 +184,13 @@ async fn run_session(
         )
         .await;
         previous_end = Instant::now();
-        record.conversation = Some(TurnOf {
-            id: session.id,
-            turn: position as u32,
-        });
+        // Like `Conversations`, only records of multi-turn sessions say their session and turn.
+        if session.turns.len() > 1 {
+            record.conversation = Some(TurnOf {
+                id: session.id,
+                turn: position as u32,
+            });
+        }
         context.record(record);
     }
 }
