@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use super::{StageContext, client};
+use super::{PreparedRequest, StageContext, client};
 use crate::data::Prompt;
 use crate::record::TurnOf;
 use crate::request::{BodySettings, prepare};
@@ -110,10 +110,14 @@ pub(super) async fn run_trace(context: StageContext, start: Instant, replay: Arc
         .map(|n| Arc::new(Semaphore::new(n.max(1))));
     let mut in_flight = JoinSet::new();
     for index in 0..replay.sessions.len() {
-        let first = &replay.sessions[index].turns.first().map(|t| t.timing);
-        let (due, slot) = match (first, &slots) {
-            (Some(TurnTiming::At(at)), None) => {
-                let due = start + *at;
+        let Some(first) = replay.sessions[index].turns.first() else {
+            continue;
+        };
+        // Built before its time, so the send is not late by the body's serialisation.
+        let request = prepare(&first.prompt(), &replay.settings);
+        let (due, slot) = match (first.timing, &slots) {
+            (TurnTiming::At(at), None) => {
+                let due = start + at;
                 tokio::select! {
                     biased;
                     () = context.control.issuing_ended() => break,
@@ -137,29 +141,33 @@ pub(super) async fn run_trace(context: StageContext, start: Instant, replay: Arc
         let replay = Arc::clone(&replay);
         in_flight.spawn(async move {
             let _slot = slot;
-            run_session(&context, start, &replay, index, due).await;
+            run_session(&context, start, &replay, index, due, request).await;
         });
         while in_flight.try_join_next().is_some() {}
     }
     while in_flight.join_next().await.is_some() {}
 }
 
-/// Sends the turns of session `index`, the first at `first_due`, each later one as its timing says once the
-/// previous one has returned.
+/// Sends the turns of session `index`, the first (`first`, already built) at `first_due`, each later one as its
+/// timing says once the previous one has returned (its body built before it is due).
 async fn run_session(
     context: &StageContext,
     start: Instant,
     replay: &Replay,
     index: usize,
     first_due: Instant,
+    first: PreparedRequest,
 ) {
     let session = &replay.sessions[index];
     let mut previous_end = first_due;
+    let mut first = Some(first);
     for (position, turn) in session.turns.iter().enumerate() {
-        let due = if position == 0 {
-            first_due
-        } else {
-            next_due(turn.timing, start, previous_end)
+        let (due, request) = match first.take() {
+            Some(request) => (first_due, request),
+            None => (
+                next_due(turn.timing, start, previous_end),
+                prepare(&turn.prompt(), &replay.settings),
+            ),
         };
         tokio::select! {
             biased;
@@ -167,7 +175,6 @@ async fn run_session(
             () = crate::timer::sleep_until(due) => {}
         }
         let scheduled_ns = context.clock.ns_of(due);
-        let request = prepare(&turn.prompt(), &replay.settings);
         let id = context.next_id.fetch_add(1, Ordering::Relaxed);
         let issue = client::Issue {
             id,
