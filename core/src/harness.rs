@@ -16,6 +16,8 @@ pub enum Harness {
     VllmBenchmark,
     /// InferenceMAX `bench_serving` flag maps.
     Inferencemax,
+    /// llm-d-benchmark's `aiperf` flag maps (`aiperf profile --key=value`): synthetic prompts or Mooncake traces.
+    Aiperf,
     /// No traffic: the launcher only collects (llm-d-benchmark's `nop`).
     Nop,
     /// MLPerf Inference LoadGen settings (Offline, Server, SingleStream scenarios; `user.conf` keys), judged
@@ -25,11 +27,12 @@ pub enum Harness {
 
 impl Harness {
     /// Every harness, in the order `--help` lists them.
-    pub const ALL: [Harness; 6] = [
+    pub const ALL: [Harness; 7] = [
         Harness::InferencePerf,
         Harness::Guidellm,
         Harness::VllmBenchmark,
         Harness::Inferencemax,
+        Harness::Aiperf,
         Harness::Nop,
         Harness::Mlperf,
     ];
@@ -41,6 +44,7 @@ impl Harness {
             Harness::Guidellm => "guidellm",
             Harness::VllmBenchmark => "vllm-benchmark",
             Harness::Inferencemax => "inferencemax",
+            Harness::Aiperf => "aiperf",
             Harness::Nop => "nop",
             Harness::Mlperf => "mlperf",
         }

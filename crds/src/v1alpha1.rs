@@ -76,7 +76,7 @@ pub const DEFAULT_TIMEOUT: &str = "3600s";
 #[x_kube(validation = Rule::new("!(has(self.launcher) && has(self.launcher.parallelism) && self.launcher.parallelism > 1 && has(self.storage) && has(self.storage.pvc) && has(self.storage.pvc.accessModes) && self.storage.pvc.accessModes.exists(m, m == 'ReadWriteOncePod'))").message("a ReadWriteOncePod claim admits one pod: launcher.parallelism > 1 needs ReadWriteMany (shards on any node) or ReadWriteOnce (shards on one node)"))]
 #[serde(rename_all = "camelCase")]
 pub struct BenchmarkRunSpec {
-    /// The profile dialect of the workload: inference-perf, guidellm, vllm-benchmark, inferencemax, nop or mlperf.
+    /// The profile dialect of the workload: inference-perf, guidellm, vllm-benchmark, inferencemax, aiperf, nop or mlperf.
     pub harness: Harness,
     /// The workload profile: exactly one of profileRef, builtin or template.
     pub workload: WorkloadSource,

@@ -30,5 +30,6 @@ pub mod sim;
 pub mod sizing;
 pub mod timer;
 pub mod tokenizer;
+pub mod trace;
 pub mod wallclock;
 pub mod workload;

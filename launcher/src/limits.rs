@@ -315,6 +315,10 @@ pub fn estimate_run_memory(workload: &Workload, expected_requests: Option<u64>) 
                 )) as f64;
                 (r.num_conversations, whole.min(window), 0.0, Some(output))
             }
+            // Built from the file when the run starts, which checks its size then.
+            DataSpec::MooncakeTrace(_) => {
+                (pool(None), NOMINAL_DATASET_PROMPT_TOKENS as f64, 0.0, None)
+            }
         };
     let prompt_tokens = prompts as f64 * tokens_per_prompt + shared_tokens;
     let prompt_bytes = saturating(prompt_tokens * (BYTES_PER_TOKEN * PROMPT_COPIES) as f64);
@@ -424,7 +428,10 @@ fn stage_requests(stage: &Stage) -> Option<u64> {
                 .map(|n| n.saturating_mul(u64::from(size.saturating_sub(2))));
         }
         // inference-perf's sweep: the rates and so the request counts come from the saturation probe.
-        Arrival::Closed { .. } | Arrival::Sweep(Sweep::InferencePerf { .. }) => None,
+        // A trace's size is in its file.
+        Arrival::Closed { .. }
+        | Arrival::Sweep(Sweep::InferencePerf { .. })
+        | Arrival::MooncakeTrace { .. } => None,
     };
     match (from_arrival, stage.limit.requests) {
         (Some(a), Some(r)) => Some(a.min(r)),

@@ -40,6 +40,11 @@ pub enum PlanError {
         stage: usize,
         stages: usize,
     },
+    #[error(
+        "stage {stage} replays a trace, whose send times are in the trace file; it is planned from the file when \
+         the run starts (`trace::replay_plan`)"
+    )]
+    Trace { stage: usize },
     #[error("the workload has no load stages (harness {harness}); nothing to send")]
     NoStages { harness: String },
     #[error(
@@ -68,6 +73,9 @@ pub fn engine_stages(workload: &Workload) -> Result<Vec<engine::Stage>, PlanErro
         .iter()
         .enumerate()
         .map(|(index, stage)| {
+            if matches!(stage.arrival, Arrival::MooncakeTrace { .. }) {
+                return Err(PlanError::Trace { stage: index });
+            }
             engine_stage(stage, stage_seed(workload.seed, index)).ok_or_else(|| {
                 PlanError::Adaptive {
                     stage: index,
@@ -107,7 +115,7 @@ pub(crate) fn engine_stage(stage: &Stage, seed: u64) -> Option<engine::Stage> {
             duration,
             rampup,
         },
-        Schedule::Sweep(_) => return None,
+        Schedule::Sweep(_) | Schedule::Trace => return None,
     };
     Some(engine::Stage {
         plan,
@@ -128,6 +136,7 @@ pub fn stage_meta(stage: &engine::Stage, workload_stage: Option<&Stage>) -> Stag
             max_concurrency, ..
         } => *max_concurrency,
         engine::StagePlan::Closed { concurrency, .. } => Some(*concurrency),
+        engine::StagePlan::Trace(replay) => replay.concurrency,
     };
     StageMeta {
         load: workload_stage.map(|s| s.load),
@@ -170,6 +179,8 @@ pub fn cap_in_flight(stages: &mut [engine::Stage], cap: usize) {
                 max_concurrency, ..
             } => *max_concurrency = Some(max_concurrency.map_or(cap, |c| c.min(cap))),
             engine::StagePlan::Closed { concurrency, .. } => *concurrency = (*concurrency).min(cap),
+            // AIPerf caps nothing on its fixed schedule; a replay is not an inference-perf workload.
+            engine::StagePlan::Trace(_) => {}
         }
     }
 }
@@ -190,7 +201,8 @@ pub fn requested_rate(stage: &Stage) -> Option<f64> {
             ..
         }
         | Arrival::Closed { .. }
-        | Arrival::Sweep(_) => None,
+        | Arrival::Sweep(_)
+        | Arrival::MooncakeTrace { .. } => None,
     }
 }
 
@@ -216,6 +228,10 @@ pub fn expected_size(
             } => {
                 requests = requests.zip(*total).map(|(r, t)| r + t);
                 duration += d.unwrap_or_default();
+            }
+            engine::StagePlan::Trace(replay) => {
+                requests = requests.map(|r| r + replay.requests());
+                duration += replay.span();
             }
         }
     }
@@ -314,6 +330,15 @@ impl Shard {
                             duration,
                             rampup,
                         }
+                    }
+                    engine::StagePlan::Trace(replay) => {
+                        if let Some(refused) = too_narrow(index, "sessions", replay.sessions.len())
+                        {
+                            return Err(refused);
+                        }
+                        engine::StagePlan::Trace(std::sync::Arc::new(
+                            replay.shard(self.index, self.count),
+                        ))
                     }
                 };
                 Ok(engine::Stage {
@@ -423,7 +448,9 @@ mod tests {
                     engine::StagePlan::Closed {
                         concurrency, total, ..
                     } => (*concurrency, *total),
-                    engine::StagePlan::Open { .. } => panic!("closed stays closed"),
+                    engine::StagePlan::Open { .. } | engine::StagePlan::Trace(_) => {
+                        panic!("closed stays closed")
+                    }
                 }
             })
             .collect();

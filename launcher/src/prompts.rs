@@ -37,6 +37,11 @@ pub enum PromptError {
         "data: {what} needs a file path (downloads from dataset hubs are not supported); set it in the profile"
     )]
     MissingPath { what: &'static str },
+    /// A trace's requests are built with their schedule (`crate::trace`), not as a pool of prompts.
+    #[error(
+        "data: a mooncake trace's requests are built from the trace with its schedule, not as a prompt pool"
+    )]
+    TraceData,
     #[error("data: {what} must be a fixed token count for this data type, found {found}")]
     NotFixed { what: &'static str, found: String },
     #[error("data: {what}: {value} does not fit in a 32-bit token count")]
@@ -181,6 +186,7 @@ pub fn build_prompts(
                 what: "conversation_replay",
             });
         }
+        DataSpec::MooncakeTrace(_) => return Err(PromptError::TraceData),
     };
     Ok(prompts)
 }

@@ -34,6 +34,9 @@ pub enum BodyStyle {
     /// text parts; a request with an output length also sends `stop: null` and `ignore_eos: true`; streams ask
     /// for `continuous_usage_stats`.
     Guidellm,
+    /// AIPerf (`aiperf/clients/openai/openai_chat.py`, `openai_completions.py`): chat asks with
+    /// `max_completion_tokens`, string content; `--extra-inputs` (here only `ignore_eos`) merged into the body.
+    Aiperf,
 }
 
 impl BodyStyle {
@@ -41,6 +44,7 @@ impl BodyStyle {
         match harness {
             Harness::VllmBenchmark | Harness::Inferencemax => BodyStyle::Vllm,
             Harness::Guidellm => BodyStyle::Guidellm,
+            Harness::Aiperf => BodyStyle::Aiperf,
             Harness::InferencePerf | Harness::Nop | Harness::Mlperf => BodyStyle::InferencePerf,
         }
     }
@@ -77,7 +81,7 @@ pub fn prepare(prompt: &Prompt, settings: &BodySettings) -> PreparedRequest {
                 Some(turns) => json!(turns),
                 None => json!([{"role": "user", "content": prompt.text}]),
             };
-            if settings.style != BodyStyle::InferencePerf {
+            if !matches!(settings.style, BodyStyle::InferencePerf | BodyStyle::Aiperf) {
                 text_parts(&mut messages);
             }
             body.insert("messages".to_owned(), messages);

@@ -62,7 +62,7 @@ pub const SIM_MODEL: &str = "llmbench-sim";
 /// Flags of `llmbench run`.
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
-    /// The profile dialect: inference-perf, guidellm, vllm-benchmark, inferencemax, mlperf or nop.
+    /// The profile dialect: inference-perf, guidellm, vllm-benchmark, inferencemax, aiperf, mlperf or nop.
     #[arg(long)]
     pub harness: Harness,
     /// A bundled profile name (e.g. sanity_random) or a profile file (yaml or yaml.in).
@@ -247,6 +247,8 @@ pub enum RunError {
     Nop(#[from] crate::nop::NopError),
     #[error("capacity search: {0}")]
     CapacitySearch(String),
+    #[error("trace replay: {0}")]
+    Trace(#[from] crate::trace::ReplayError),
     #[error(
         "{source}; the run stopped there: the stages that ran are recorded and reported in {}",
         dir.display()
@@ -428,6 +430,41 @@ async fn run_against(
     context.prometheus = workload.server_metrics.clone();
     if harness == Harness::Nop {
         return run_nop(context, &workload).await;
+    }
+    if matches!(workload.data, crate::workload::DataSpec::MooncakeTrace(_)) {
+        if capacity_search.is_some() {
+            return Err(RunError::Unsupported(
+                "a capacity search over a trace replay: the trace sets the load".to_owned(),
+            ));
+        }
+        let tokenizer_spec =
+            context.tokenizer_spec(workload.tokenizer.as_ref().map(|t| t.name_or_path.clone()))?;
+        let tokenizer: Tokenizer = load_tokenizer(&tokenizer_spec, &HubOptions::from_env()).await?;
+        let request_model = context.request_model(workload.api.model.clone())?;
+        let settings = BodySettings::new(
+            &workload.api,
+            request_model.clone(),
+            BodyStyle::of(workload.harness),
+        );
+        // The trace is read, checked and turned into prompts before the clock starts.
+        let stage = crate::trace::replay_plan(&workload, &tokenizer, settings)?;
+        let stages = context.shard(vec![stage], &workload.stages)?;
+        let executed = context
+            .execute(Execution {
+                api: &workload.api,
+                request_model,
+                tokenizer_spec,
+                stages,
+                interval: workload.stage_interval,
+                requests: Requests::Trace,
+                warmup: None,
+                request_timeout: workload.request_timeout,
+                max_concurrency: workload.workers.worker_max_concurrency,
+                report: report_options(&workload),
+                keep_text: false,
+            })
+            .await?;
+        return context.finish(executed);
     }
     let worker_cap = (harness == Harness::InferencePerf)
         .then(|| inference_perf_worker_cap(&workload.workers, crate::sizing::available_cpus()));

@@ -16,6 +16,7 @@ pub mod control;
 pub mod conversation;
 pub mod http1;
 pub mod sse;
+pub mod trace;
 
 use std::collections::VecDeque;
 use std::io::Write;
@@ -29,6 +30,7 @@ use tokio::task::JoinSet;
 pub use client::{Clock, Issue, PreparedRequest, Target, Transport};
 pub use control::{Control, Signal, StopReason};
 pub use conversation::Conversations;
+pub use trace::Replay;
 
 use crate::record::{ErrorClass, RequestRecord};
 use crate::workload::{ErrorLimit, GlobalErrorRate, StopScope, WindowedErrorRate};
@@ -50,6 +52,8 @@ pub enum StagePlan {
         duration: Option<Duration>,
         rampup: Duration,
     },
+    /// Replay a trace's sessions (AIPerf's Mooncake traces); the run's requests are [`Requests::Trace`].
+    Trace(Arc<Replay>),
 }
 
 /// One load stage.
@@ -78,13 +82,15 @@ pub enum Requests {
     Fixed(Arc<[PreparedRequest]>),
     /// Multi-turn conversations, whose bodies carry the answers of earlier turns.
     Conversations(Arc<Conversations>),
+    /// A trace: each stage's [`StagePlan::Trace`] carries its requests with their times.
+    Trace,
 }
 
 impl Requests {
     fn is_empty(&self) -> bool {
         match self {
             Requests::Fixed(requests) => requests.is_empty(),
-            Requests::Conversations(_) => false,
+            Requests::Conversations(_) | Requests::Trace => false,
         }
     }
 }
@@ -222,6 +228,10 @@ pub struct Progress {
 pub enum EngineError {
     #[error("the run has no requests to send: the workload produced no prompts")]
     NoRequests,
+    #[error(
+        "a trace replay's stages and requests go together: every stage replays the trace, or none does"
+    )]
+    TraceMismatch,
     #[error(
         "cannot write {path} ({source}) after {written} record(s): the run stopped issuing requests it could not \
          record"
@@ -525,6 +535,11 @@ pub async fn run(
                 () = control.issuing_ended() => break,
             }
         }
+        if matches!(planned.stage.plan, StagePlan::Trace(_))
+            != matches!(plan.requests, Requests::Trace)
+        {
+            return Err(EngineError::TraceMismatch);
+        }
         let index = u32::try_from(times.len()).unwrap_or(u32::MAX);
         sink.progress
             .stage
@@ -569,6 +584,9 @@ pub async fn run(
                     rampup: *rampup,
                 };
                 run_closed(stage_context, start, closed).await;
+            }
+            StagePlan::Trace(replay) => {
+                trace::run_trace(stage_context, start, Arc::clone(replay)).await;
             }
         }
         if let Some(deadline) = deadline {
@@ -684,6 +702,8 @@ impl StageContext {
                     client::execute(&self.target, request, issue, &self.clock, cancel).await;
                 self.record(record);
             }
+            // Only a trace's own stages send its requests (`trace::run_trace`), and `run` refuses any other.
+            Requests::Trace => {}
             Requests::Conversations(conversations) => {
                 let Some(turn) = conversations.begin(id, self.stage, cancel).await else {
                     // Stopped while waiting for the session's previous round: never sent.

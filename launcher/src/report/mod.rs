@@ -9,6 +9,7 @@
 //! long to hold in memory is summarised and reported from its records on disk with the same numbers
 //! ([`spilled`]).
 
+mod aiperf;
 mod goodput;
 mod guidellm;
 mod inference_perf;
@@ -123,6 +124,8 @@ pub struct Formats {
     pub guidellm: bool,
     /// `benchmark_report_v0.2,_stage_N.yaml`, one per stage.
     pub llmd_v02: bool,
+    /// AIPerf's `profile_export_aiperf.json` and `profile_export_aiperf.csv`.
+    pub aiperf: bool,
 }
 
 impl Formats {
@@ -132,6 +135,7 @@ impl Formats {
         vllm: true,
         guidellm: true,
         llmd_v02: true,
+        aiperf: true,
     };
 
     /// The harness's own format, and always the llm-d report. InferenceMAX's `bench_serving` writes vLLM's
@@ -145,6 +149,7 @@ impl Formats {
             Harness::InferencePerf => formats.inference_perf = true,
             Harness::Guidellm => formats.guidellm = true,
             Harness::VllmBenchmark | Harness::Inferencemax => formats.vllm = true,
+            Harness::Aiperf => formats.aiperf = true,
             Harness::Nop | Harness::Mlperf => {}
         }
         formats

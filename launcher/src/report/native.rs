@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use super::aiperf::{AIPERF_JSON_FILE, aiperf_export};
 use super::guidellm::{GUIDELLM_REPORT_FILE, guidellm_report};
 use super::inference_perf::{
     Lifecycle, PER_REQUEST_LIFECYCLE_FILE, SUMMARY_LIFECYCLE_FILE, per_request_lifecycle,
@@ -192,6 +193,15 @@ impl Native {
                 &path,
                 "guidellm report",
                 &mark(guidellm_report(meta, in_memory.stages)),
+            )?;
+            written.push(path);
+        }
+        if let (true, Some(in_memory)) = (formats.aiperf, &records) {
+            let path = dir.join(AIPERF_JSON_FILE);
+            write_json(
+                &path,
+                "aiperf export",
+                &mark(aiperf_export(in_memory.records)),
             )?;
             written.push(path);
         }

@@ -918,7 +918,8 @@ mod tests {
                 .expect("reports");
             let name = |p: &PathBuf| p.file_name().map(|n| n.to_string_lossy().into_owned());
             let written: Vec<Option<String>> = from_disk.iter().map(name).collect();
-            // Everything but the per-request files, and the same bytes.
+            // Everything but the files made of every record (inference-perf's per-request file, guidellm's report,
+            // AIPerf's export), and the same bytes.
             let expected: Vec<Option<String>> = in_memory
                 .iter()
                 .map(name)
@@ -928,6 +929,7 @@ mod tests {
                         Some(
                             super::super::PER_REQUEST_LIFECYCLE_FILE
                                 | super::super::GUIDELLM_REPORT_FILE
+                                | super::super::aiperf::AIPERF_JSON_FILE
                         )
                     )
                 })

@@ -9,11 +9,13 @@
 //! schedule(&workload.stages[i], stage_seed(workload.seed, i))  -> Schedule
 //! ```
 
+mod aiperf;
 pub mod capacity;
 mod error;
 mod guidellm;
 mod inference_perf;
 mod model;
+pub mod mooncake;
 pub(crate) mod reader;
 mod schedule;
 mod vllm_bench;
@@ -72,6 +74,7 @@ pub fn parse_profile(
         Harness::VllmBenchmark | Harness::Inferencemax => {
             vllm_bench::parse(&mut ctx, harness, &doc, options)?
         }
+        Harness::Aiperf => aiperf::parse(&mut ctx, &doc, options)?,
         Harness::Nop => parse_nop(&mut ctx, &doc)?,
         // LoadGen settings carry rules (seeds, query counts, validity) the common model has no place for;
         // they have their own parser and scheduler.

@@ -20,6 +20,8 @@ pub enum Dialect {
     GuidellmFlat,
     /// `vllm bench serve` / InferenceMAX flag map.
     VllmFlags,
+    /// llm-d-benchmark's `aiperf` flag map (`aiperf profile --key=value`).
+    AiperfFlags,
     /// No traffic.
     Nop,
 }
@@ -183,6 +185,8 @@ pub enum LoadKind {
     /// vllm gamma arrivals with burstiness ≠ 1.
     Gamma,
     Sweep,
+    /// A trace replayed at its own times (AIPerf's fixed schedule) or as its sessions allow.
+    Trace,
 }
 
 impl LoadKind {
@@ -195,6 +199,7 @@ impl LoadKind {
             LoadKind::Throughput => "throughput",
             LoadKind::Gamma => "gamma",
             LoadKind::Sweep => "sweep",
+            LoadKind::Trace => "trace",
         }
     }
 }
@@ -233,6 +238,15 @@ pub enum Arrival {
     Closed { concurrency: u32, rampup: Duration },
     /// Rates that depend on measurements made during the run.
     Sweep(Sweep),
+    /// AIPerf's Mooncake trace replay (`super::mooncake`): with timestamps in the trace (its first record has
+    /// one), the fixed schedule sends each session's first turn at its time; without, `concurrency` sessions run
+    /// at once. Later turns of a session follow their previous turn by their delay. The times come from the
+    /// trace, read when the run starts, so the schedule is built there (`crate::trace`).
+    MooncakeTrace {
+        schedule: super::mooncake::FixedSchedule,
+        /// Sessions in flight when the trace has no timestamps (AIPerf's concurrency burst; its default 1).
+        concurrency: u32,
+    },
 }
 
 /// An adaptive sweep; see `Sweep::stages` for how the measured figures become stages.
@@ -642,6 +656,17 @@ pub enum DataSpec {
     File(DatasetFile),
     /// inference-perf `conversation_replay`: synthetic multi-turn agentic conversations.
     ConversationReplay(ConversationReplay),
+    /// AIPerf `mooncake_trace`: JSONL records whose `hash_ids` name shared prompt blocks.
+    MooncakeTrace(MooncakeTraceData),
+}
+
+/// A Mooncake trace file and how its prompts are made (AIPerf `--input-file`, `--custom-dataset-type
+/// mooncake_trace`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MooncakeTraceData {
+    pub path: String,
+    /// AIPerf `--isl-block-size` (512): the tokens of one hash block.
+    pub block_size: u32,
 }
 
 /// inference-perf `data.conversation_replay` (`config/datagen/replay.py::ConversationReplayConfig`). A

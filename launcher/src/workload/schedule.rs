@@ -36,6 +36,8 @@ pub enum Schedule {
     },
     /// Rates depend on measurements; run the measuring phase, then `Sweep::stages`.
     Sweep(Sweep),
+    /// A Mooncake trace: its times are in the trace file, read when the run starts (`crate::trace`).
+    Trace,
 }
 
 /// Derives a stage's seed from the workload seed, so stages differ but stay reproducible.
@@ -123,6 +125,7 @@ pub fn schedule(stage: &Stage, seed: u64) -> Schedule {
             rampup: *rampup,
         },
         Arrival::Sweep(sweep) => Schedule::Sweep(sweep.clone()),
+        Arrival::MooncakeTrace { .. } => Schedule::Trace,
     }
 }
 

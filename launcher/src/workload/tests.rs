@@ -679,8 +679,8 @@ fn harness_names_parse_and_unknown_names_list_the_valid_ones() {
         assert_eq!(h.as_str().parse::<Harness>().unwrap(), h);
     }
     assert_eq!(
-        "aiperf".parse::<Harness>().unwrap_err().to_string(),
-        "unknown harness `aiperf`; expected one of inference-perf, guidellm, vllm-benchmark, inferencemax, nop, mlperf — did you mean `mlperf`?"
+        "mlpref".parse::<Harness>().unwrap_err().to_string(),
+        "unknown harness `mlpref`; expected one of inference-perf, guidellm, vllm-benchmark, inferencemax, aiperf, nop, mlperf — did you mean `mlperf`?"
     );
 }
 
@@ -2592,6 +2592,9 @@ fn every_upstream_profile_spread_over_launchers_sends_exactly_the_whole_schedule
                                 *total,
                                 "{harness}/{file} over {count}"
                             );
+                        }
+                        StagePlan::Trace(_) => {
+                            panic!("{harness}/{file}: engine_stages never plans a trace")
                         }
                     }
                 }

@@ -1,0 +1,225 @@
+//! AIPerf's `profile_export_aiperf.json`, the file llm-d-benchmark's `aiperf-analyze_results.sh` converts into
+//! its benchmark report. Only what the records can fill is written, each metric under AIPerf's tag and display
+//! unit. Like guidellm's report it is made from every record at hand, so a run summarised from disk (past
+//! `--records-memory`) goes without it.
+//!
+//! Upstream (`ai-dynamo/aiperf`): `aiperf/exporters/json_exporter.py` (the file), `aiperf/common/models/
+//! export_models.py` `JsonExportData` / `JsonMetricResult` (`unit`, `avg`, `p1` … `p99`, `min`, `max`, `std`),
+//! `aiperf/metrics/metric_dicts.py` `to_result` (numpy's linear percentiles, population std), and the metrics in
+//! `aiperf/metrics/types/`: per valid request `request_latency` (last response − send), `time_to_first_token`
+//! (first response − send), `time_to_second_token` (second − first response), `inter_token_latency`
+//! (`(request_latency − ttft) / (osl − 1)`, for osl ≥ 2), `output_token_throughput_per_user` (1 / ITL in
+//! seconds), `output_sequence_length`, `input_sequence_length`; and over the run `request_count`,
+//! `error_request_count`, `benchmark_duration` (last response − first request), `request_throughput`,
+//! `output_token_throughput`, `total_osl`, `total_isl`. Times are in ms (`benchmark_duration` in sec).
+//!
+//! Left out: `min_request_timestamp` / `max_response_timestamp` (wall-clock stamps; llmbench's records are on the
+//! monotonic clock), `reasoning_token_count`, `goodput`, `input_config`, `error_summary`, `start_time` /
+//! `end_time`.
+
+use serde_json::{Map, Value, json};
+
+use crate::record::{ChunkKind, RequestRecord};
+
+/// The file AIPerf writes into its `--output-artifact-dir`.
+pub(crate) const AIPERF_JSON_FILE: &str = "profile_export_aiperf.json";
+
+/// AIPerf's JSON export of `records` (the measured ones, in record order).
+pub(crate) fn aiperf_export(records: &[&RequestRecord]) -> Value {
+    let mut latency = Vec::new();
+    let mut ttft = Vec::new();
+    let mut ttst = Vec::new();
+    let mut itl = Vec::new();
+    let mut per_user = Vec::new();
+    let mut osl = Vec::new();
+    let mut isl = Vec::new();
+    let mut errors = 0u64;
+    let (mut first_send, mut last_response) = (u64::MAX, 0u64);
+    for r in records {
+        if !r.succeeded() {
+            errors += 1;
+            continue;
+        }
+        let content: Vec<u64> = if r.streaming {
+            r.chunks
+                .iter()
+                .filter(|c| matches!(c.kind, ChunkKind::Content { .. }))
+                .map(|c| c.at_ns)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        // Without a stream the one response is the whole body.
+        let last = content.last().copied().unwrap_or(r.end_ns);
+        first_send = first_send.min(r.sent_ns);
+        last_response = last_response.max(last);
+        let latency_ns = last.saturating_sub(r.sent_ns) as f64;
+        latency.push(latency_ns / 1e6);
+        let out = f64::from(r.output_tokens());
+        osl.push(out);
+        isl.push(f64::from(r.prompt_tokens()));
+        if let Some(first) = content.first() {
+            let ttft_ns = first.saturating_sub(r.sent_ns) as f64;
+            ttft.push(ttft_ns / 1e6);
+            if let Some(second) = content.get(1) {
+                ttst.push(second.saturating_sub(*first) as f64 / 1e6);
+            }
+            if out >= 2.0 {
+                let itl_ns = (latency_ns - ttft_ns) / (out - 1.0);
+                itl.push(itl_ns / 1e6);
+                if itl_ns > 0.0 {
+                    per_user.push(1e9 / itl_ns);
+                }
+            }
+        }
+    }
+    let mut export = Map::new();
+    let count = latency.len() as f64;
+    let total_osl: f64 = osl.iter().sum();
+    let total_isl: f64 = isl.iter().sum();
+    let duration_s =
+        (last_response > first_send).then(|| (last_response - first_send) as f64 / 1e9);
+    if let Some(d) = duration_s {
+        export.insert(
+            "request_throughput".into(),
+            single("requests/sec", count / d),
+        );
+    }
+    export.insert("request_latency".into(), stats("ms", &mut latency));
+    export.insert("request_count".into(), single("requests", count));
+    export.insert("time_to_first_token".into(), stats("ms", &mut ttft));
+    export.insert("time_to_second_token".into(), stats("ms", &mut ttst));
+    export.insert("inter_token_latency".into(), stats("ms", &mut itl));
+    if let Some(d) = duration_s {
+        export.insert(
+            "output_token_throughput".into(),
+            single("tokens/sec", total_osl / d),
+        );
+    }
+    export.insert(
+        "output_token_throughput_per_user".into(),
+        stats("tokens/sec/user", &mut per_user),
+    );
+    export.insert("output_sequence_length".into(), stats("tokens", &mut osl));
+    export.insert("input_sequence_length".into(), stats("tokens", &mut isl));
+    if let Some(d) = duration_s {
+        export.insert("benchmark_duration".into(), single("sec", d));
+    }
+    export.insert("total_osl".into(), single("tokens", total_osl));
+    export.insert("total_isl".into(), single("tokens", total_isl));
+    if errors > 0 {
+        export.insert(
+            "error_request_count".into(),
+            single("requests", errors as f64),
+        );
+    }
+    export.insert("was_cancelled".into(), Value::Bool(false));
+    // A metric with no value is absent, as AIPerf's `exclude_unset` leaves it out.
+    export.retain(|_, v| !v.is_null());
+    Value::Object(export)
+}
+
+/// An aggregate metric: only `avg` is set.
+fn single(unit: &str, value: f64) -> Value {
+    json!({"unit": unit, "avg": value})
+}
+
+/// A per-request metric's statistics; null when no request had it.
+fn stats(unit: &str, values: &mut [f64]) -> Value {
+    if values.is_empty() {
+        return Value::Null;
+    }
+    values.sort_by(f64::total_cmp);
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let std = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt();
+    let mut out = json!({"unit": unit, "avg": mean});
+    for p in [1u32, 5, 10, 25, 50, 75, 90, 95, 99] {
+        out[format!("p{p}")] = json!(percentile(values, f64::from(p)));
+    }
+    out["min"] = json!(values[0]);
+    out["max"] = json!(values[values.len() - 1]);
+    out["std"] = json!(std);
+    out
+}
+
+/// numpy's default (`linear`) percentile of sorted values: rank `p/100 · (n − 1)`, interpolated.
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let rank = p / 100.0 * (sorted.len() - 1) as f64;
+    let low = rank.floor() as usize;
+    let high = rank.ceil() as usize;
+    sorted[low] + (sorted[high] - sorted[low]) * (rank - low as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{ChunkEvent, Usage};
+
+    fn streamed(sent_ms: u64, chunks_ms: &[u64], tokens: u32) -> RequestRecord {
+        RequestRecord {
+            id: 0,
+            stage: 0,
+            scheduled_ns: sent_ms * 1_000_000,
+            sent_ns: sent_ms * 1_000_000,
+            end_ns: (chunks_ms.last().copied().unwrap_or(sent_ms) + 1) * 1_000_000,
+            input_tokens: 10,
+            max_tokens: Some(tokens),
+            streaming: true,
+            http_status: Some(200),
+            usage: Some(Usage {
+                prompt_tokens: 10,
+                completion_tokens: tokens,
+                cached_tokens: None,
+            }),
+            error: None,
+            chunks: chunks_ms
+                .iter()
+                .map(|ms| ChunkEvent {
+                    at_ns: ms * 1_000_000,
+                    kind: ChunkKind::Content { tokens: 1 },
+                })
+                .collect(),
+            text: None,
+            conversation: None,
+            warmup: false,
+        }
+    }
+
+    #[test]
+    fn metrics_follow_aiperfs_definitions() {
+        // Request a: sent 0, tokens at 10, 12, 14 ms → latency 14, TTFT 10, TTST 2, ITL (14 − 10) / 2 = 2 ms.
+        // Request b: sent 5, tokens at 25, 35 ms → latency 30, TTFT 20, TTST 10, ITL 10 ms.
+        let a = streamed(0, &[10, 12, 14], 3);
+        let b = streamed(5, &[25, 35], 2);
+        let export = aiperf_export(&[&a, &b]);
+        let close = |v: &Value, x: f64| (v.as_f64().expect("number") - x).abs() < 1e-9;
+        assert!(close(&export["request_latency"]["avg"], 22.0));
+        assert!(close(&export["request_latency"]["min"], 14.0));
+        // numpy linear percentile of [14, 30]: p50 = 22, p90 = 14 + 16 · 0.9 = 28.4.
+        assert!(close(&export["request_latency"]["p90"], 28.4));
+        // Population std of [14, 30]: 8.
+        assert!(close(&export["request_latency"]["std"], 8.0));
+        assert!(close(&export["time_to_first_token"]["avg"], 15.0));
+        assert!(close(&export["time_to_second_token"]["max"], 10.0));
+        assert!(close(&export["inter_token_latency"]["avg"], 6.0));
+        // 1 / 2 ms = 500 tokens/s, 1 / 10 ms = 100.
+        assert!(close(
+            &export["output_token_throughput_per_user"]["max"],
+            500.0
+        ));
+        assert_eq!(export["inter_token_latency"]["unit"], "ms");
+        // Duration: first send 0 to last response 35 ms; 2 requests, 5 output tokens.
+        assert!(close(&export["benchmark_duration"]["avg"], 0.035));
+        assert!(close(&export["request_throughput"]["avg"], 2.0 / 0.035));
+        assert!(close(
+            &export["output_token_throughput"]["avg"],
+            5.0 / 0.035
+        ));
+        assert_eq!(
+            export["request_count"],
+            json!({"unit": "requests", "avg": 2.0})
+        );
+        assert!(export.get("error_request_count").is_none());
+    }
+}
