@@ -21,17 +21,20 @@ pub enum Harness {
     /// MLPerf Inference LoadGen settings (Offline, Server, SingleStream scenarios; `user.conf` keys), judged
     /// VALID or INVALID by LoadGen's rules.
     Mlperf,
+    /// llm-d-benchmark's fmperf profiles: fmperf's `LMBenchmarkWorkload`, LMCache's multi-round QA benchmark.
+    Fmperf,
 }
 
 impl Harness {
     /// Every harness, in the order `--help` lists them.
-    pub const ALL: [Harness; 6] = [
+    pub const ALL: [Harness; 7] = [
         Harness::InferencePerf,
         Harness::Guidellm,
         Harness::VllmBenchmark,
         Harness::Inferencemax,
         Harness::Nop,
         Harness::Mlperf,
+        Harness::Fmperf,
     ];
 
     /// The name used in profiles, directories and the CLI, e.g. `inference-perf`.
@@ -43,6 +46,7 @@ impl Harness {
             Harness::Inferencemax => "inferencemax",
             Harness::Nop => "nop",
             Harness::Mlperf => "mlperf",
+            Harness::Fmperf => "fmperf",
         }
     }
 }

@@ -128,6 +128,7 @@ pub fn stage_meta(stage: &engine::Stage, workload_stage: Option<&Stage>) -> Stag
             max_concurrency, ..
         } => *max_concurrency,
         engine::StagePlan::Closed { concurrency, .. } => Some(*concurrency),
+        engine::StagePlan::LmBench(stage) => Some(stage.run.num_users as usize),
     };
     StageMeta {
         load: workload_stage.map(|s| s.load),
@@ -170,6 +171,8 @@ pub fn cap_in_flight(stages: &mut [engine::Stage], cap: usize) {
                 max_concurrency, ..
             } => *max_concurrency = Some(max_concurrency.map_or(cap, |c| c.min(cap))),
             engine::StagePlan::Closed { concurrency, .. } => *concurrency = (*concurrency).min(cap),
+            // Its users have at most one request each in flight; upstream has no other cap.
+            engine::StagePlan::LmBench(_) => {}
         }
     }
 }
@@ -216,6 +219,11 @@ pub fn expected_size(
             } => {
                 requests = requests.zip(*total).map(|(r, t)| r + t);
                 duration += d.unwrap_or_default();
+            }
+            // Sessions send what their users' answers allow: the count is not known in advance.
+            engine::StagePlan::LmBench(stage) => {
+                requests = None;
+                duration += Duration::from_secs(stage.warmup.time + stage.run.time);
             }
         }
     }
@@ -315,6 +323,8 @@ impl Shard {
                             rampup,
                         }
                     }
+                    // LMBenchmark's users belong to one step loop; `crate::fmperf` refuses a sharded run.
+                    plan @ engine::StagePlan::LmBench(_) => plan,
                 };
                 Ok(engine::Stage {
                     plan,
@@ -423,7 +433,9 @@ mod tests {
                     engine::StagePlan::Closed {
                         concurrency, total, ..
                     } => (*concurrency, *total),
-                    engine::StagePlan::Open { .. } => panic!("closed stays closed"),
+                    engine::StagePlan::Open { .. } | engine::StagePlan::LmBench(_) => {
+                        panic!("closed stays closed")
+                    }
                 }
             })
             .collect();

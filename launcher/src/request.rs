@@ -41,7 +41,9 @@ impl BodyStyle {
         match harness {
             Harness::VllmBenchmark | Harness::Inferencemax => BodyStyle::Vllm,
             Harness::Guidellm => BodyStyle::Guidellm,
-            Harness::InferencePerf | Harness::Nop | Harness::Mlperf => BodyStyle::InferencePerf,
+            Harness::InferencePerf | Harness::Nop | Harness::Mlperf | Harness::Fmperf => {
+                BodyStyle::InferencePerf
+            }
         }
     }
 }

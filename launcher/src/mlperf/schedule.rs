@@ -229,7 +229,7 @@ mod tests {
     fn send_at(stage: &Stage) -> &[Duration] {
         match &stage.plan {
             StagePlan::Open { send_at, .. } => send_at,
-            StagePlan::Closed { .. } => panic!("expected an open stage"),
+            StagePlan::Closed { .. } | StagePlan::LmBench(_) => panic!("expected an open stage"),
         }
     }
 
@@ -298,7 +298,7 @@ mod tests {
             StagePlan::Closed {
                 concurrency, total, ..
             } => assert_eq!((*concurrency, *total), (1, Some(200))),
-            StagePlan::Open { .. } => panic!("closed loop expected"),
+            StagePlan::Open { .. } | StagePlan::LmBench(_) => panic!("closed loop expected"),
         }
         assert_eq!(schedule.samples.len(), 200);
     }

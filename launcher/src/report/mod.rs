@@ -142,7 +142,8 @@ impl Formats {
             Harness::InferencePerf => formats.inference_perf = true,
             Harness::Guidellm => formats.guidellm = true,
             Harness::VllmBenchmark | Harness::Inferencemax => formats.vllm = true,
-            Harness::Nop | Harness::Mlperf => {}
+            // fmperf's summary CSVs come from its own run (`crate::fmperf`).
+            Harness::Nop | Harness::Mlperf | Harness::Fmperf => {}
         }
         formats
     }

@@ -2598,6 +2598,9 @@ fn every_upstream_profile_spread_over_launchers_sends_exactly_the_whole_schedule
                                 "{harness}/{file} over {count}"
                             );
                         }
+                        StagePlan::LmBench(_) => {
+                            panic!("{harness}/{file}: no LMBenchmark stage here")
+                        }
                     }
                 }
             }
