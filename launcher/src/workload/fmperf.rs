@@ -441,9 +441,9 @@ mod tests {
         let text = err.to_string();
         assert!(text.contains("scenarios"), "{text}");
         assert!(text.contains("sharegpt/run.json"), "{text}");
-        // The line of `scenarios:` in the bundled file (after the 6-line header and four keys).
+        // The line of `scenarios:` in the bundled file (after the 6-line header and three keys).
         assert_eq!(err.key(), Some("scenarios"));
-        assert!(text.contains("sanity_sharegpt.yaml:11"), "{text}");
+        assert!(text.contains("sanity_sharegpt.yaml:10"), "{text}");
     }
 
     #[test]

@@ -685,7 +685,7 @@ fn harness_names_parse_and_unknown_names_list_the_valid_ones() {
     }
     assert_eq!(
         "aiperf".parse::<Harness>().unwrap_err().to_string(),
-        "unknown harness `aiperf`; expected one of inference-perf, guidellm, vllm-benchmark, inferencemax, nop, mlperf — did you mean `mlperf`?"
+        "unknown harness `aiperf`; expected one of inference-perf, guidellm, vllm-benchmark, inferencemax, nop, mlperf, fmperf — did you mean `mlperf`?"
     );
 }
 
