@@ -23,11 +23,13 @@ pub enum Harness {
     /// MLPerf Inference LoadGen settings (Offline, Server, SingleStream scenarios; `user.conf` keys), judged
     /// VALID or INVALID by LoadGen's rules.
     Mlperf,
+    /// llm-d-benchmark's fmperf profiles: fmperf's `LMBenchmarkWorkload`, LMCache's multi-round QA benchmark.
+    Fmperf,
 }
 
 impl Harness {
     /// Every harness, in the order `--help` lists them.
-    pub const ALL: [Harness; 7] = [
+    pub const ALL: [Harness; 8] = [
         Harness::InferencePerf,
         Harness::Guidellm,
         Harness::VllmBenchmark,
@@ -35,6 +37,7 @@ impl Harness {
         Harness::Aiperf,
         Harness::Nop,
         Harness::Mlperf,
+        Harness::Fmperf,
     ];
 
     /// The name used in profiles, directories and the CLI, e.g. `inference-perf`.
@@ -47,6 +50,7 @@ impl Harness {
             Harness::Aiperf => "aiperf",
             Harness::Nop => "nop",
             Harness::Mlperf => "mlperf",
+            Harness::Fmperf => "fmperf",
         }
     }
 }

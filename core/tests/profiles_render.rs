@@ -128,6 +128,7 @@ fn every_bundled_profile_renders_with_the_standard_values() {
         "vllm-benchmark",
         "inferencemax",
         "nop",
+        "fmperf",
     ] {
         assert!(
             profiles.iter().any(|p| p.harness == harness),

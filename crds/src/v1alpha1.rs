@@ -72,11 +72,13 @@ pub const DEFAULT_TIMEOUT: &str = "3600s";
 // The launchers cannot shard these: a collector reports on one directory, and LoadGen judges one process's queries.
 #[x_kube(validation = Rule::new("!(has(self.skipRun) && self.skipRun && has(self.launcher) && has(self.launcher.parallelism) && self.launcher.parallelism > 1)").message("skipRun runs one collector pod: launcher.parallelism must be 1"))]
 #[x_kube(validation = Rule::new("!(self.harness == 'mlperf' && has(self.launcher) && has(self.launcher.parallelism) && self.launcher.parallelism > 1)").message("the mlperf harness runs one LoadGen, which cannot be sharded: launcher.parallelism must be 1"))]
+#[x_kube(validation = Rule::new("!(self.harness == 'fmperf' && has(self.launcher) && has(self.launcher.parallelism) && self.launcher.parallelism > 1)").message("the fmperf harness runs LMBenchmark's users in one step loop, which cannot be sharded: launcher.parallelism must be 1"))]
 #[x_kube(validation = Rule::new("!(has(self.launcher) && has(self.launcher.parallelism) && self.launcher.parallelism > 1 && has(self.storage) && has(self.storage.emptyDir))").message("launcher.parallelism > 1 needs a PVC: each launcher pod's emptyDir is its own, so the merge could not read the shards' records"))]
 #[x_kube(validation = Rule::new("!(has(self.launcher) && has(self.launcher.parallelism) && self.launcher.parallelism > 1 && has(self.storage) && has(self.storage.pvc) && has(self.storage.pvc.accessModes) && self.storage.pvc.accessModes.exists(m, m == 'ReadWriteOncePod'))").message("a ReadWriteOncePod claim admits one pod: launcher.parallelism > 1 needs ReadWriteMany (shards on any node) or ReadWriteOnce (shards on one node)"))]
 #[serde(rename_all = "camelCase")]
 pub struct BenchmarkRunSpec {
-    /// The profile dialect of the workload: inference-perf, guidellm, vllm-benchmark, inferencemax, aiperf, nop or mlperf.
+    /// The profile dialect of the workload: inference-perf, guidellm, vllm-benchmark, inferencemax, aiperf, nop,
+    /// mlperf or fmperf.
     pub harness: Harness,
     /// The workload profile: exactly one of profileRef, builtin or template.
     pub workload: WorkloadSource,

@@ -8,8 +8,10 @@ pub mod data;
 pub mod engine;
 #[cfg(feature = "experiment")]
 pub mod experiment;
+pub mod fmperf;
 pub mod limits;
 pub mod live;
+pub mod lmbench;
 pub mod metrics;
 pub mod mlperf;
 pub mod nop;

@@ -113,7 +113,7 @@ fn synth_command(args: SynthArgs) -> anyhow::Result<()> {
 #[derive(Args, Debug)]
 #[command(group = clap::ArgGroup::new("source").required(true).args(["profile", "template"]))]
 struct RenderArgs {
-    /// The profile dialect: inference-perf, guidellm, vllm-benchmark, inferencemax, aiperf, mlperf or nop.
+    /// The profile dialect: inference-perf, guidellm, vllm-benchmark, inferencemax, aiperf, mlperf, fmperf or nop.
     #[arg(long)]
     harness: llmbench_core::harness::Harness,
     /// A profile of the bundled library, e.g. sanity_random (see workload/profiles/<harness>/).

@@ -137,6 +137,7 @@ pub fn stage_meta(stage: &engine::Stage, workload_stage: Option<&Stage>) -> Stag
         } => *max_concurrency,
         engine::StagePlan::Closed { concurrency, .. } => Some(*concurrency),
         engine::StagePlan::Trace(replay) => replay.concurrency,
+        engine::StagePlan::LmBench(stage) => Some(stage.run.num_users as usize),
     };
     StageMeta {
         load: workload_stage.map(|s| s.load),
@@ -181,6 +182,8 @@ pub fn cap_in_flight(stages: &mut [engine::Stage], cap: usize) {
             engine::StagePlan::Closed { concurrency, .. } => *concurrency = (*concurrency).min(cap),
             // AIPerf caps nothing on its fixed schedule; a replay is not an inference-perf workload.
             engine::StagePlan::Trace(_) => {}
+            // Its users have at most one request each in flight; upstream has no other cap.
+            engine::StagePlan::LmBench(_) => {}
         }
     }
 }
@@ -232,6 +235,11 @@ pub fn expected_size(
             engine::StagePlan::Trace(replay) => {
                 requests = requests.map(|r| r + replay.requests());
                 duration += replay.span();
+            }
+            // Sessions send what their users' answers allow: the count is not known in advance.
+            engine::StagePlan::LmBench(stage) => {
+                requests = None;
+                duration += Duration::from_secs(stage.warmup.time + stage.run.time);
             }
         }
     }
@@ -340,6 +348,8 @@ impl Shard {
                             replay.shard(self.index, self.count),
                         ))
                     }
+                    // LMBenchmark's users belong to one step loop; `crate::fmperf` refuses a sharded run.
+                    plan @ engine::StagePlan::LmBench(_) => plan,
                 };
                 Ok(engine::Stage {
                     plan,
@@ -448,7 +458,9 @@ mod tests {
                     engine::StagePlan::Closed {
                         concurrency, total, ..
                     } => (*concurrency, *total),
-                    engine::StagePlan::Open { .. } | engine::StagePlan::Trace(_) => {
+                    engine::StagePlan::Open { .. }
+                    | engine::StagePlan::Trace(_)
+                    | engine::StagePlan::LmBench(_) => {
                         panic!("closed stays closed")
                     }
                 }

@@ -45,7 +45,9 @@ impl BodyStyle {
             Harness::VllmBenchmark | Harness::Inferencemax => BodyStyle::Vllm,
             Harness::Guidellm => BodyStyle::Guidellm,
             Harness::Aiperf => BodyStyle::Aiperf,
-            Harness::InferencePerf | Harness::Nop | Harness::Mlperf => BodyStyle::InferencePerf,
+            Harness::InferencePerf | Harness::Nop | Harness::Mlperf | Harness::Fmperf => {
+                BodyStyle::InferencePerf
+            }
         }
     }
 }

@@ -62,7 +62,7 @@ pub const SIM_MODEL: &str = "llmbench-sim";
 /// Flags of `llmbench run`.
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
-    /// The profile dialect: inference-perf, guidellm, vllm-benchmark, inferencemax, aiperf, mlperf or nop.
+    /// The profile dialect: inference-perf, guidellm, vllm-benchmark, inferencemax, aiperf, mlperf, fmperf or nop.
     #[arg(long)]
     pub harness: Harness,
     /// A bundled profile name (e.g. sanity_random) or a profile file (yaml or yaml.in).
@@ -359,6 +359,11 @@ fn profile_server(
                 .settings
                 .server
         }
+        Harness::Fmperf => {
+            crate::workload::parse_fmperf(&template.name, &rendered)?
+                .0
+                .api
+        }
         harness => {
             parse_profile(harness, &template.name, &rendered, &options)?
                 .workload
@@ -410,7 +415,9 @@ async fn run_against(
         capacity_search: None,
         prometheus: None,
     };
-    if args.capacity_search.is_some() && matches!(harness, Harness::Mlperf | Harness::Nop) {
+    if args.capacity_search.is_some()
+        && matches!(harness, Harness::Mlperf | Harness::Nop | Harness::Fmperf)
+    {
         return Err(RunError::CapacitySearch(format!(
             "the {harness} harness has no load to vary; a capacity search runs with inference-perf, guidellm, \
              vllm-benchmark or inferencemax profiles"
@@ -418,6 +425,9 @@ async fn run_against(
     }
     if harness == Harness::Mlperf {
         return crate::mlperf::run::run(&mut context, &options).await;
+    }
+    if harness == Harness::Fmperf {
+        return crate::fmperf::run(&mut context).await;
     }
     let parsed = parse_profile(harness, &template.name, &rendered, &options)?;
     context.note_warnings(&parsed.warnings);

@@ -15,6 +15,7 @@ pub mod client;
 pub mod control;
 pub mod conversation;
 pub mod http1;
+pub mod lmbench;
 pub mod sse;
 pub mod trace;
 
@@ -54,6 +55,9 @@ pub enum StagePlan {
     },
     /// Replay a trace's sessions (AIPerf's Mooncake traces); the run's requests are [`Requests::Trace`].
     Trace(Arc<Replay>),
+    /// One QPS value of an LMBenchmark scenario (fmperf profiles): its users' sessions decide what is sent and
+    /// when, step by step ([`lmbench`]).
+    LmBench(Arc<lmbench::LmBenchStage>),
 }
 
 /// One load stage.
@@ -483,7 +487,10 @@ pub async fn run(
     control: Control,
 ) -> Result<Vec<StageTimes>, EngineError> {
     let plan = plan.into();
-    if plan.requests.is_empty() {
+    // LMBenchmark stages build their own requests.
+    let builds_own = matches!(&plan.stages, Stages::Fixed(stages)
+        if !stages.is_empty() && stages.iter().all(|s| matches!(s.plan, StagePlan::LmBench(_))));
+    if plan.requests.is_empty() && !builds_own {
         return Err(EngineError::NoRequests);
     }
     let next_id = Arc::new(AtomicU64::new(0));
@@ -557,7 +564,7 @@ pub async fn run(
         let stage_context = context(index, levels, planned.stage.errors, kept.clone());
         // The stage's origin: its schedule's offsets count from here, and so do its times.
         let start = Instant::now();
-        let start_ns = clock.ns_of(start);
+        let mut start_ns = clock.ns_of(start);
         let deadline = planned.deadline.map(|after| {
             let due = tokio::time::Instant::from_std(start + after);
             let requests = requests_control.clone();
@@ -587,6 +594,13 @@ pub async fn run(
             }
             StagePlan::Trace(replay) => {
                 trace::run_trace(stage_context, start, Arc::clone(replay)).await;
+            }
+            StagePlan::LmBench(stage) => {
+                // The stage's figures start with its measured invocation, after its warm-ups.
+                if let Some(measured) = lmbench::run_lmbench(stage_context, Arc::clone(stage)).await
+                {
+                    start_ns = measured;
+                }
             }
         }
         if let Some(deadline) = deadline {

@@ -692,6 +692,9 @@ pub fn check(resolved: &Resolved, strict: bool) -> Result<(), ExperimentError> {
                     .map(|_| ())
                     .map_err(|e| e.to_string())
             }
+            Harness::Fmperf => crate::workload::parse_fmperf(&template.name, &rendered)
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
             _ => parse_profile(harness, &template.name, &rendered, &options)
                 .map(|_| ())
                 .map_err(|e| e.to_string()),

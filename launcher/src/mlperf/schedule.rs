@@ -229,7 +229,9 @@ mod tests {
     fn send_at(stage: &Stage) -> &[Duration] {
         match &stage.plan {
             StagePlan::Open { send_at, .. } => send_at,
-            StagePlan::Closed { .. } | StagePlan::Trace(_) => panic!("expected an open stage"),
+            StagePlan::Closed { .. } | StagePlan::Trace(_) | StagePlan::LmBench(_) => {
+                panic!("expected an open stage")
+            }
         }
     }
 
@@ -298,7 +300,9 @@ mod tests {
             StagePlan::Closed {
                 concurrency, total, ..
             } => assert_eq!((*concurrency, *total), (1, Some(200))),
-            StagePlan::Open { .. } | StagePlan::Trace(_) => panic!("closed loop expected"),
+            StagePlan::Open { .. } | StagePlan::Trace(_) | StagePlan::LmBench(_) => {
+                panic!("closed loop expected")
+            }
         }
         assert_eq!(schedule.samples.len(), 200);
     }

@@ -150,7 +150,8 @@ impl Formats {
             Harness::Guidellm => formats.guidellm = true,
             Harness::VllmBenchmark | Harness::Inferencemax => formats.vllm = true,
             Harness::Aiperf => formats.aiperf = true,
-            Harness::Nop | Harness::Mlperf => {}
+            // fmperf's summary CSVs come from its own run (`crate::fmperf`).
+            Harness::Nop | Harness::Mlperf | Harness::Fmperf => {}
         }
         formats
     }

@@ -12,6 +12,7 @@
 mod aiperf;
 pub mod capacity;
 mod error;
+pub mod fmperf;
 mod guidellm;
 mod inference_perf;
 mod model;
@@ -76,6 +77,16 @@ pub fn parse_profile(
         }
         Harness::Aiperf => aiperf::parse(&mut ctx, &doc, options)?,
         Harness::Nop => parse_nop(&mut ctx, &doc)?,
+        Harness::Fmperf => {
+            return Err(WorkloadError::Unsupported {
+                file: file_name.to_string(),
+                key: "harness".to_string(),
+                line: None,
+                feature: "the fmperf dialect through the common workload model (use `workload::parse_fmperf`: \
+                          LMBenchmark's user sessions run on their own step loop)"
+                    .to_string(),
+            });
+        }
         // LoadGen settings carry rules (seeds, query counts, validity) the common model has no place for;
         // they have their own parser and scheduler.
         Harness::Mlperf => {
@@ -111,6 +122,18 @@ pub fn parse_profile(
         warnings: ctx.warnings,
         capacity,
     })
+}
+
+/// Parses an fmperf profile (`LMBenchmarkWorkload` keyword arguments); see [`fmperf`]. Every key is known or
+/// refused, so the warnings only say what upstream itself ignores.
+pub fn parse_fmperf(
+    file_name: &str,
+    yaml: &str,
+) -> Result<(fmperf::FmperfWorkload, Vec<Warning>), WorkloadError> {
+    let doc = yaml::parse_document(file_name, yaml)?;
+    let mut ctx = Ctx::new(file_name);
+    let workload = fmperf::parse(&mut ctx, &doc)?;
+    Ok((workload, ctx.warnings))
 }
 
 /// `nop`: no traffic; `model_name` and `pvc_name` are descriptive.

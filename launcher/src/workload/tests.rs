@@ -680,7 +680,7 @@ fn harness_names_parse_and_unknown_names_list_the_valid_ones() {
     }
     assert_eq!(
         "mlpref".parse::<Harness>().unwrap_err().to_string(),
-        "unknown harness `mlpref`; expected one of inference-perf, guidellm, vllm-benchmark, inferencemax, aiperf, nop, mlperf — did you mean `mlperf`?"
+        "unknown harness `mlpref`; expected one of inference-perf, guidellm, vllm-benchmark, inferencemax, aiperf, nop, mlperf, fmperf — did you mean `mlperf`?"
     );
 }
 
@@ -2595,6 +2595,9 @@ fn every_upstream_profile_spread_over_launchers_sends_exactly_the_whole_schedule
                         }
                         StagePlan::Trace(_) => {
                             panic!("{harness}/{file}: engine_stages never plans a trace")
+                        }
+                        StagePlan::LmBench(_) => {
+                            panic!("{harness}/{file}: no LMBenchmark stage here")
                         }
                     }
                 }
