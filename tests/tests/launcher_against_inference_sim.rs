@@ -346,7 +346,7 @@ fn bad_input_exits_non_zero_naming_the_problem() {
             &["--override", "load.type=sawtooth"],
             &["sawtooth"],
         ),
-        ("aiperf", &[], &["unknown harness `aiperf`"]),
+        ("genai-perf", &[], &["unknown harness `genai-perf`"]),
         (
             "inference-perf",
             &["--tokenizer", "/nonexistent/tokenizer.json"],

@@ -93,6 +93,11 @@ pub(crate) fn parse(
     Ok(workload)
 }
 
+/// Why multimodal profiles are refused: what is missing, not only that it is.
+const MULTIMODAL: &str = "multimodal data (images, video or audio in the prompt: llmbench sends no media yet, and \
+                          `llmbench sim` cannot count an image's tokens, which depend on the served model's vision \
+                          encoder, so its TTFT and input lengths would be wrong)";
+
 /// `tokenizer: {data: ...}` and the like: inference-perf never reads a section nested inside
 /// another one, so the file would run with defaults (lenient) or be rejected (strict).
 fn reject_misplaced_sections(ctx: &Ctx, doc: &Node) -> Result<(), WorkloadError> {
@@ -156,7 +161,8 @@ fn parse_load(
             "trace_session_replay" => {
                 return Err(f.unsupported(
                     ctx,
-                    "`trace_session_replay` load (replaying agent sessions from traces)",
+                    "`trace_session_replay` load (inference-perf's replay of OTel and WEKA agent traces as graphs of \
+                     dependent calls, later calls carrying earlier calls' live outputs)",
                 ));
             }
             other => {
@@ -668,11 +674,13 @@ fn parse_data(
     match kind {
         "otel_trace_replay" => {
             return Err(unsupported(
-                "`otel_trace_replay` data (OpenTelemetry trace replay)",
+                "`otel_trace_replay` data (OpenTelemetry spans rebuilt into a graph of dependent LLM calls)",
             ));
         }
         "weka_trace_replay" => {
-            return Err(unsupported("`weka_trace_replay` data (WEKA trace replay)"));
+            return Err(unsupported(
+                "`weka_trace_replay` data (WEKA agent traces rebuilt into a graph of turns, tool calls and sub-agents)",
+            ));
         }
         "conversation_replay" if api.kind == ApiKind::Chat => {
             // `ConversationReplayDataGenerator.get_supported_apis` is `[APIType.Completion]`.
@@ -681,7 +689,7 @@ fn parse_data(
                  completion prompts only; set `api.type: completion`)",
             ));
         }
-        "visionarena" => return Err(unsupported("`visionarena` data (multimodal)")),
+        "visionarena" => return Err(unsupported(MULTIMODAL)),
         "cnn_dailymail" | "infinity_instruct" | "billsum_conversations" => {
             return Err(unsupported(&format!(
                 "`{kind}` data (a Hugging Face dataset download)"
@@ -690,7 +698,7 @@ fn parse_data(
         _ => {}
     }
     if let Some(f) = m.get("multimodal") {
-        return Err(f.unsupported(ctx, "multimodal data"));
+        return Err(f.unsupported(ctx, MULTIMODAL));
     }
     if let Some(f) = m.get("trace") {
         return Err(f.unsupported(ctx, "trace-driven data (`data.trace`)"));
@@ -1002,7 +1010,7 @@ fn length(ctx: &mut Ctx, f: &At<'_>) -> Result<TokenLengths, WorkloadError> {
 fn shared_prefix(ctx: &mut Ctx, f: &At<'_>) -> Result<SharedPrefix, WorkloadError> {
     let mut m = f.map(ctx)?;
     if let Some(mm) = m.get("multimodal") {
-        return Err(mm.unsupported(ctx, "multimodal shared-prefix data"));
+        return Err(mm.unsupported(ctx, MULTIMODAL));
     }
     let groups_field = m.get_any(&["num_groups", "num_unique_system_prompts"]);
     let num_groups = groups_field
