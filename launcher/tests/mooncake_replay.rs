@@ -178,3 +178,55 @@ async fn the_bundled_dataset_profile_runs_unchanged_at_the_traces_own_times() {
     offsets.sort_unstable();
     assert_eq!(offsets, [0, 30_000_000, 60_000_000]);
 }
+
+/// The point of `hash_ids`: records naming the same blocks send the same text, so a server's prefix cache hits on
+/// them. Blocks of 16 tokens, the simulator's own KV block size: record 0 sends blocks 1, 2, 3 (48 tokens) at
+/// 0 ms, record 1 blocks 1, 2, 4 at 200 ms, long after record 0 was admitted and cached. Record 1's first two blocks
+/// (32 tokens) are record 0's, its third is new, so the simulator serves exactly 32 tokens from its cache; record 0
+/// finds nothing. The run's hit rate is 32 / (48 + 48) = 1/3.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_hash_blocks_are_prefix_cache_hits_in_the_simulator() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let text = "{\"timestamp\": 0, \"input_length\": 48, \"output_length\": 2, \"hash_ids\": [1, 2, 3]}\n\
+                {\"timestamp\": 200, \"input_length\": 48, \"output_length\": 2, \"hash_ids\": [1, 2, 4]}\n";
+    std::fs::write(dir.path().join("trace.jsonl"), text).expect("trace");
+    let template = include_str!("../../workload/profiles/aiperf/dataset.yaml.in");
+    let profile = dir.path().join("dataset_blocks16.yaml.in");
+    std::fs::write(&profile, format!("{template}isl-block-size: 16\n")).expect("profile");
+    let (records, outcome) = replay(dir.path(), &profile, "prefix").await;
+
+    assert_eq!(records.len(), 2);
+    let by_time = |at_ms: i64| {
+        let origin = records
+            .iter()
+            .map(|r| ns(r, "scheduled_ns"))
+            .min()
+            .expect("records");
+        records
+            .iter()
+            .find(|r| ns(r, "scheduled_ns") - origin == at_ms * 1_000_000)
+            .unwrap_or_else(|| panic!("a record scheduled at {at_ms} ms: {records:?}"))
+    };
+    let (first, second) = (by_time(0), by_time(200));
+    assert_eq!(first["usage"]["prompt_tokens"], 48, "{first}");
+    assert_eq!(second["usage"]["prompt_tokens"], 48, "{second}");
+    assert!(
+        first["usage"]["cached_tokens"].is_null(),
+        "nothing is cached before the first request: {first}"
+    );
+    assert_eq!(second["usage"]["cached_tokens"], 32, "{second}");
+    let hits = outcome
+        .summary
+        .overall
+        .prefix_cache
+        .expect("the run reports prefix-cache hits");
+    assert_eq!(
+        (
+            hits.cached_tokens,
+            hits.prompt_tokens,
+            hits.requests_with_usage
+        ),
+        (32, 96, 2)
+    );
+    assert!((hits.hit_rate - 1.0 / 3.0).abs() < 1e-12, "{hits:?}");
+}
