@@ -461,7 +461,8 @@ async fn run_against(
         );
         // The trace is read, checked and turned into prompts before the clock starts.
         let stage = if matches!(workload.data, crate::workload::DataSpec::AzureTrace(_)) {
-            crate::trace::azure_replay_plan(&workload, &tokenizer, settings)?
+            let cap = inference_perf_worker_cap(&workload.workers, crate::sizing::available_cpus());
+            crate::trace::azure_replay_plan(&workload, &tokenizer, settings, cap)?
         } else {
             crate::trace::replay_plan(&workload, &tokenizer, settings)?
         };

@@ -81,11 +81,13 @@ fn read(path: &str) -> Result<String, ReplayError> {
 }
 
 /// The replay of an inference-perf `trace_replay` workload (`load.trace` times, `data.trace` lengths), as the
-/// engine's only stage.
+/// engine's only stage, with at most `in_flight_cap` requests in flight (inference-perf's workers × their
+/// `worker_max_concurrency`).
 pub fn azure_replay_plan(
     workload: &Workload,
     tokenizer: &Tokenizer,
     settings: BodySettings,
+    in_flight_cap: usize,
 ) -> Result<engine::Stage, ReplayError> {
     let (DataSpec::AzureTrace(data), Some(Arrival::InferencePerfTrace { file })) =
         (&workload.data, workload.stages.first().map(|s| &s.arrival))
@@ -98,13 +100,14 @@ pub fn azure_replay_plan(
     } else {
         azure_trace::parse(&data.path, &read(&data.path)?)?
     };
-    let replay = build_azure_replay(
+    let mut replay = build_azure_replay(
         (file, &times),
         (&data.path, &lengths),
         tokenizer,
         settings,
         workload.seed,
     )?;
+    replay.in_flight_cap = Some(in_flight_cap);
     Ok(engine::Stage {
         plan: engine::StagePlan::Trace(Arc::new(replay)),
         requested_rate: None,
@@ -183,6 +186,7 @@ pub fn build_azure_replay(
         sessions,
         settings,
         concurrency: None,
+        in_flight_cap: None,
     })
 }
 
@@ -279,6 +283,7 @@ pub fn build_replay(
         sessions,
         settings,
         concurrency: (!fixed).then_some(concurrency.max(1) as usize),
+        in_flight_cap: None,
     })
 }
 
@@ -570,6 +575,13 @@ mod tests {
             3,
         )
         .expect_err("too few times");
-        assert!(matches!(err, ReplayError::TooFewTimes { rows: 3, times: 2, .. }));
+        assert!(matches!(
+            err,
+            ReplayError::TooFewTimes {
+                rows: 3,
+                times: 2,
+                ..
+            }
+        ));
     }
 }

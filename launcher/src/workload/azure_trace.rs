@@ -213,14 +213,21 @@ mod tests {
         assert_eq!(parse_timestamp("1970-01-02 00:00:00"), Ok(86_400 * 100));
         // 2000-03-01 is day 11017 since the epoch (30 years, 7 leap days 1972..1996, plus Jan 31 + Feb 29 of 2000:
         // 30·365 + 7 + 60 = 11017).
-        assert_eq!(parse_timestamp("2000-03-01 00:00:00.00"), Ok(11_017 * 86_400 * 100));
+        assert_eq!(
+            parse_timestamp("2000-03-01 00:00:00.00"),
+            Ok(11_017 * 86_400 * 100)
+        );
         assert!(parse_timestamp("2023-02-29 00:00:00").is_err());
         assert!(parse_timestamp("18:15:00.0").is_err());
     }
 
     #[test]
     fn a_later_row_earlier_than_the_first_is_due_at_once() {
-        let rows = parse("t.csv", "2023-11-16 18:15:01.00,1,1\n2023-11-16 18:15:00.00,2,2\n").expect("parses");
+        let rows = parse(
+            "t.csv",
+            "2023-11-16 18:15:01.00,1,1\n2023-11-16 18:15:00.00,2,2\n",
+        )
+        .expect("parses");
         assert_eq!(rows[1].offset, Duration::ZERO);
     }
 
@@ -240,14 +247,25 @@ mod tests {
         let text = "2023-11-16 18:15:00.00,100,50\n2023-11-16 18:15:00.00,-1,5\n";
         assert!(matches!(
             parse("t.csv", text),
-            Err(AzureTraceError::Field { line: 2, column: 2, .. })
+            Err(AzureTraceError::Field {
+                line: 2,
+                column: 2,
+                ..
+            })
         ));
         assert!(matches!(
             parse("t.csv", "2023-11-16 18:15:00.00,100\n"),
-            Err(AzureTraceError::Field { line: 1, column: 3, .. })
+            Err(AzureTraceError::Field {
+                line: 1,
+                column: 3,
+                ..
+            })
         ));
         assert!(matches!(
-            parse("t.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n\n2023-11-16 18:15:00.00,1,1\n"),
+            parse(
+                "t.csv",
+                "TIMESTAMP,ContextTokens,GeneratedTokens\n\n2023-11-16 18:15:00.00,1,1\n"
+            ),
             Err(AzureTraceError::BlankFirstRow { line: 2, .. })
         ));
         assert!(matches!(

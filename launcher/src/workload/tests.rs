@@ -835,7 +835,10 @@ fn unsupported_features_are_errors_not_fallbacks() {
         Harness::InferencePerf,
         &format!("{IP_HEAD}load:\n  type: trace_session_replay\n"),
     );
-    assert!(msg.contains("`load.type`: `trace_session_replay` load"), "{msg}");
+    assert!(
+        msg.contains("`load.type`: `trace_session_replay` load"),
+        "{msg}"
+    );
     let msg = err(
         Harness::Guidellm,
         "target: http://x\nprofile: sweep\nmax_seconds: 5\ndata: my/hf-dataset\n",
@@ -2832,16 +2835,25 @@ fn inference_perf_trace_replay_parses_and_refuses_what_upstream_cannot_run() {
         "{msg}"
     );
     // A second stage runs past the data's rows upstream.
-    let two = body.replace("[{rate: 1, duration: 5}]", "[{rate: 1, duration: 5}, {rate: 2, duration: 5}]");
+    let two = body.replace(
+        "[{rate: 1, duration: 5}]",
+        "[{rate: 1, duration: 5}, {rate: 2, duration: 5}]",
+    );
     let msg = err(Harness::InferencePerf, &format!("{IP_HEAD}{two}"));
     assert!(msg.contains("a second `trace_replay` stage"), "{msg}");
     // `data.trace` under a rate load.
-    let constant = body.replace("type: trace_replay\n  trace:\n    file: times.csv\n    format: AzurePublicDataset\n", "type: constant\n");
+    let constant = body.replace(
+        "type: trace_replay\n  trace:\n    file: times.csv\n    format: AzurePublicDataset\n",
+        "type: constant\n",
+    );
     let msg = err(Harness::InferencePerf, &format!("{IP_HEAD}{constant}"));
     assert!(msg.contains("`data.trace`"), "{msg}");
     let msg = err(
         Harness::InferencePerf,
-        &format!("{IP_HEAD}{}", body.replace("AzurePublicDataset", "Mooncake")),
+        &format!(
+            "{IP_HEAD}{}",
+            body.replace("AzurePublicDataset", "Mooncake")
+        ),
     );
     assert!(msg.contains("unknown trace format `Mooncake`"), "{msg}");
 }
