@@ -316,7 +316,7 @@ pub fn estimate_run_memory(workload: &Workload, expected_requests: Option<u64>) 
                 (r.num_conversations, whole.min(window), 0.0, Some(output))
             }
             // Built from the file when the run starts, which checks its size then.
-            DataSpec::MooncakeTrace(_) => {
+            DataSpec::MooncakeTrace(_) | DataSpec::AzureTrace(_) => {
                 (pool(None), NOMINAL_DATASET_PROMPT_TOKENS as f64, 0.0, None)
             }
         };
@@ -431,7 +431,8 @@ fn stage_requests(stage: &Stage) -> Option<u64> {
         // A trace's size is in its file.
         Arrival::Closed { .. }
         | Arrival::Sweep(Sweep::InferencePerf { .. })
-        | Arrival::MooncakeTrace { .. } => None,
+        | Arrival::MooncakeTrace { .. }
+        | Arrival::InferencePerfTrace { .. } => None,
     };
     match (from_arrival, stage.limit.requests) {
         (Some(a), Some(r)) => Some(a.min(r)),

@@ -73,7 +73,10 @@ pub fn engine_stages(workload: &Workload) -> Result<Vec<engine::Stage>, PlanErro
         .iter()
         .enumerate()
         .map(|(index, stage)| {
-            if matches!(stage.arrival, Arrival::MooncakeTrace { .. }) {
+            if matches!(
+                stage.arrival,
+                Arrival::MooncakeTrace { .. } | Arrival::InferencePerfTrace { .. }
+            ) {
                 return Err(PlanError::Trace { stage: index });
             }
             engine_stage(stage, stage_seed(workload.seed, index)).ok_or_else(|| {
@@ -205,7 +208,8 @@ pub fn requested_rate(stage: &Stage) -> Option<f64> {
         }
         | Arrival::Closed { .. }
         | Arrival::Sweep(_)
-        | Arrival::MooncakeTrace { .. } => None,
+        | Arrival::MooncakeTrace { .. }
+        | Arrival::InferencePerfTrace { .. } => None,
     }
 }
 

@@ -186,7 +186,7 @@ pub fn build_prompts(
                 what: "conversation_replay",
             });
         }
-        DataSpec::MooncakeTrace(_) => return Err(PromptError::TraceData),
+        DataSpec::MooncakeTrace(_) | DataSpec::AzureTrace(_) => return Err(PromptError::TraceData),
     };
     Ok(prompts)
 }

@@ -441,7 +441,10 @@ async fn run_against(
     if harness == Harness::Nop {
         return run_nop(context, &workload).await;
     }
-    if matches!(workload.data, crate::workload::DataSpec::MooncakeTrace(_)) {
+    if matches!(
+        workload.data,
+        crate::workload::DataSpec::MooncakeTrace(_) | crate::workload::DataSpec::AzureTrace(_)
+    ) {
         if capacity_search.is_some() {
             return Err(RunError::Unsupported(
                 "a capacity search over a trace replay: the trace sets the load".to_owned(),
@@ -457,7 +460,12 @@ async fn run_against(
             BodyStyle::of(workload.harness),
         );
         // The trace is read, checked and turned into prompts before the clock starts.
-        let stage = crate::trace::replay_plan(&workload, &tokenizer, settings)?;
+        let stage = if matches!(workload.data, crate::workload::DataSpec::AzureTrace(_)) {
+            let cap = inference_perf_worker_cap(&workload.workers, crate::sizing::available_cpus());
+            crate::trace::azure_replay_plan(&workload, &tokenizer, settings, cap)?
+        } else {
+            crate::trace::replay_plan(&workload, &tokenizer, settings)?
+        };
         let stages = context.shard(vec![stage], &workload.stages)?;
         let executed = context
             .execute(Execution {

@@ -23,6 +23,7 @@ use crate::engine::trace::{ReplaySession, ReplayTurn};
 use crate::engine::{self, Replay};
 use crate::request::BodySettings;
 use crate::tokenizer::{Tokenizer, TokenizerError};
+use crate::workload::azure_trace::{self, AzureRow, AzureTraceError};
 use crate::workload::mooncake::{self, FixedSchedule, TraceError, TraceRecord, TurnTiming};
 use crate::workload::{Arrival, DataSpec, Workload};
 
@@ -53,6 +54,140 @@ pub enum ReplayError {
     },
     #[error("the workload is not a mooncake trace replay")]
     NotATrace,
+    #[error(transparent)]
+    Azure(#[from] AzureTraceError),
+    #[error(
+        "{data}: {rows} rows of lengths but {timing} holds only {times} send times; inference-perf's \
+         `run_stage` runs out of trace times there (StopIteration)"
+    )]
+    TooFewTimes {
+        data: String,
+        rows: usize,
+        timing: String,
+        times: usize,
+    },
+    #[error(
+        "{file}:{line}: `ContextTokens` is 0; llmbench does not send an empty prompt (inference-perf would send \
+         an empty string)"
+    )]
+    EmptyPrompt { file: String, line: u32 },
+}
+
+fn read(path: &str) -> Result<String, ReplayError> {
+    std::fs::read_to_string(path).map_err(|source| ReplayError::Read {
+        path: PathBuf::from(path),
+        source,
+    })
+}
+
+/// The replay of an inference-perf `trace_replay` workload (`load.trace` times, `data.trace` lengths), as the
+/// engine's only stage, with at most `in_flight_cap` requests in flight (inference-perf's workers × their
+/// `worker_max_concurrency`).
+pub fn azure_replay_plan(
+    workload: &Workload,
+    tokenizer: &Tokenizer,
+    settings: BodySettings,
+    in_flight_cap: usize,
+) -> Result<engine::Stage, ReplayError> {
+    let (DataSpec::AzureTrace(data), Some(Arrival::InferencePerfTrace { file })) =
+        (&workload.data, workload.stages.first().map(|s| &s.arrival))
+    else {
+        return Err(ReplayError::NotATrace);
+    };
+    let times = azure_trace::parse(file, &read(file)?)?;
+    let lengths = if data.path == *file {
+        times.clone()
+    } else {
+        azure_trace::parse(&data.path, &read(&data.path)?)?
+    };
+    let mut replay = build_azure_replay(
+        (file, &times),
+        (&data.path, &lengths),
+        tokenizer,
+        settings,
+        workload.seed,
+    )?;
+    replay.in_flight_cap = Some(in_flight_cap);
+    Ok(engine::Stage {
+        plan: engine::StagePlan::Trace(Arc::new(replay)),
+        requested_rate: None,
+        errors: engine::ErrorLimits::default(),
+    })
+}
+
+/// Pairs the rows of the timing trace with those of the data trace, as inference-perf's `run_stage` does: it
+/// sends `get_request_count()` requests (the data trace's rows, `random_datagen.py`), the i-th at the i-th time of
+/// `TraceReplayLoadTimer`, with a prompt of the i-th `ContextTokens` random tokens and `max_tokens` of the i-th
+/// `GeneratedTokens` (`load_lazy_data`). Each request is a one-turn session; sessions go out in time order (each
+/// upstream request sleeps to its own time, so rows out of order still go out at their times). Pure but for the
+/// tokenizer.
+pub fn build_azure_replay(
+    (timing_file, times): (&str, &[AzureRow]),
+    (data_file, lengths): (&str, &[AzureRow]),
+    tokenizer: &Tokenizer,
+    settings: BodySettings,
+    seed: u64,
+) -> Result<Replay, ReplayError> {
+    if lengths.len() > MAX_RECORDS {
+        return Err(ReplayError::TooLarge {
+            path: PathBuf::from(data_file),
+            records: lengths.len(),
+        });
+    }
+    if lengths.len() > times.len() {
+        return Err(ReplayError::TooFewTimes {
+            data: data_file.to_owned(),
+            rows: lengths.len(),
+            timing: timing_file.to_owned(),
+            times: times.len(),
+        });
+    }
+    if let Some(row) = lengths.iter().find(|r| r.context_tokens == 0) {
+        return Err(ReplayError::EmptyPrompt {
+            file: data_file.to_owned(),
+            line: row.line,
+        });
+    }
+    // A fresh prompt per row: a record without `hash_ids` is synthesized alone at its length.
+    let records: Vec<TraceRecord> = lengths
+        .iter()
+        .map(|row| TraceRecord {
+            line: row.line,
+            input_length: Some(row.context_tokens),
+            text_input: None,
+            output_length: Some(row.generated_tokens),
+            hash_ids: Vec::new(),
+            timestamp_ms: None,
+            delay_ms: None,
+            session_id: None,
+        })
+        .collect();
+    let prompts = synthesize(data_file, &records, 1, tokenizer, seed)?;
+    let mut sessions: Vec<ReplaySession> = prompts
+        .into_iter()
+        .zip(lengths.iter().zip(times))
+        .enumerate()
+        .map(|(id, (prompt, (row, time)))| ReplaySession {
+            id: u32::try_from(id).unwrap_or(u32::MAX),
+            turns: vec![ReplayTurn {
+                blocks: prompt.blocks,
+                tokens: prompt.tokens,
+                max_tokens: Some(row.generated_tokens),
+                timing: TurnTiming::At(time.offset),
+            }],
+        })
+        .collect();
+    // Stable: rows due at the same time keep their order.
+    sessions.sort_by_key(|s| match s.turns.first().map(|t| t.timing) {
+        Some(TurnTiming::At(at)) => at,
+        _ => std::time::Duration::ZERO,
+    });
+    Ok(Replay {
+        sessions,
+        settings,
+        concurrency: None,
+        in_flight_cap: None,
+    })
 }
 
 /// The replay of `workload`'s trace (read from its `input-file`), as the engine's only stage.
@@ -148,6 +283,7 @@ pub fn build_replay(
         sessions,
         settings,
         concurrency: (!fixed).then_some(concurrency.max(1) as usize),
+        in_flight_cap: None,
     })
 }
 
@@ -365,5 +501,87 @@ mod tests {
         )
         .expect("replay");
         assert_eq!(replay.concurrency, Some(16));
+    }
+
+    /// Rows at .000, .250 and 1.000 s go out at 0, 250 and 1000 ms (hand-worked: offsets from the first row, in
+    /// whole centiseconds), each a one-turn session whose prompt has `ContextTokens` tokens and whose
+    /// `max_tokens` is `GeneratedTokens`. A separate timing file pairs row by row; a row out of order is sent in
+    /// time order.
+    #[test]
+    fn azure_rows_become_one_turn_sessions_at_their_times() {
+        let settings = || {
+            BodySettings::new(
+                &Api::default(),
+                "m".to_owned(),
+                BodyStyle::of(crate::workload::Harness::InferencePerf),
+            )
+        };
+        let csv = "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:00.000,12,5\n\
+                   2023-11-16 18:15:00.250,30,7\n2023-11-16 18:15:01.000,8,1\n";
+        let rows = azure_trace::parse("a.csv", csv).expect("rows");
+        let replay = build_azure_replay(
+            ("a.csv", &rows),
+            ("a.csv", &rows),
+            &Tokenizer::builtin(),
+            settings(),
+            3,
+        )
+        .expect("replay");
+        assert_eq!(replay.concurrency, None);
+        let got: Vec<(u32, u32, Option<u32>, TurnTiming)> = replay
+            .sessions
+            .iter()
+            .map(|s| {
+                let t = &s.turns[0];
+                (s.id, t.tokens, t.max_tokens, t.timing)
+            })
+            .collect();
+        let at = |ms| TurnTiming::At(Duration::from_millis(ms));
+        assert_eq!(
+            got,
+            [
+                (0, 12, Some(5), at(0)),
+                (1, 30, Some(7), at(250)),
+                (2, 8, Some(1), at(1000))
+            ]
+        );
+        // Times from another file whose second row is due last: that request goes out last.
+        let times = azure_trace::parse(
+            "t.csv",
+            "2023-11-16 18:15:00.00,1,1\n2023-11-16 18:15:02.00,1,1\n2023-11-16 18:15:00.50,1,1\n\
+             2023-11-16 18:15:03.00,1,1\n",
+        )
+        .expect("times");
+        let replay = build_azure_replay(
+            ("t.csv", &times),
+            ("a.csv", &rows),
+            &Tokenizer::builtin(),
+            settings(),
+            3,
+        )
+        .expect("replay");
+        let order: Vec<(u32, TurnTiming)> = replay
+            .sessions
+            .iter()
+            .map(|s| (s.id, s.turns[0].timing))
+            .collect();
+        assert_eq!(order, [(0, at(0)), (2, at(500)), (1, at(2000))]);
+        // More rows of lengths than times: upstream's timer runs out.
+        let err = build_azure_replay(
+            ("a.csv", &rows[..2]),
+            ("a.csv", &rows),
+            &Tokenizer::builtin(),
+            settings(),
+            3,
+        )
+        .expect_err("too few times");
+        assert!(matches!(
+            err,
+            ReplayError::TooFewTimes {
+                rows: 3,
+                times: 2,
+                ..
+            }
+        ));
     }
 }

@@ -525,7 +525,7 @@ fn bad_inference_perf_profiles_are_refused_with_key_and_line() {
             IP,
             "trace.yaml",
             "load:\n  type: trace_replay\n  stages: [{rate: 1, duration: 1}]\n",
-            &["`load.type`", "not supported by llmbench"],
+            &["`load.trace`", "needs `load.trace: {file, format}`"],
         ),
         profile(
             IP,

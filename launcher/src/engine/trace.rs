@@ -32,6 +32,10 @@ pub struct Replay {
     pub settings: BodySettings,
     /// `None`: the fixed schedule (each first turn is [`TurnTiming::At`]); `Some(n)`: n sessions at a time.
     pub concurrency: Option<usize>,
+    /// On the fixed schedule, at most this many requests in flight: one due while all are taken waits for the
+    /// first to free, in time order (inference-perf's worker semaphores, `load_generator.py` `Worker.run`; AIPerf
+    /// caps nothing, `None`).
+    pub in_flight_cap: Option<usize>,
 }
 
 #[derive(Debug, Clone)]
@@ -88,6 +92,10 @@ impl Replay {
                 let base = c / count;
                 (base + usize::from(index < c % count)).max(1)
             }),
+            in_flight_cap: self.in_flight_cap.map(|c| {
+                let base = c / count;
+                (base + usize::from(index < c % count)).max(1)
+            }),
         }
     }
 }
@@ -108,6 +116,10 @@ pub(super) async fn run_trace(context: StageContext, start: Instant, replay: Arc
     let slots = replay
         .concurrency
         .map(|n| Arc::new(Semaphore::new(n.max(1))));
+    // Tokio's semaphore is fair, so requests waiting for a slot go out in time order.
+    let cap = replay
+        .in_flight_cap
+        .map(|n| Arc::new(Semaphore::new(n.max(1))));
     let mut in_flight = JoinSet::new();
     for index in 0..replay.sessions.len() {
         let Some(first) = replay.sessions[index].turns.first() else {
@@ -123,7 +135,16 @@ pub(super) async fn run_trace(context: StageContext, start: Instant, replay: Arc
                     () = context.control.issuing_ended() => break,
                     () = crate::timer::sleep_until(due) => {}
                 }
-                (due, None)
+                // Still scheduled at `due`: the wait for a slot is schedule delay.
+                let slot = match &cap {
+                    Some(cap) => tokio::select! {
+                        biased;
+                        () = context.control.issuing_ended() => break,
+                        slot = Arc::clone(cap).acquire_owned() => slot.ok(),
+                    },
+                    None => None,
+                };
+                (due, slot)
             }
             (_, Some(slots)) => {
                 let slot = tokio::select! {
@@ -263,6 +284,7 @@ mod tests {
                 crate::request::BodyStyle::Aiperf,
             ),
             concurrency: Some(5),
+            in_flight_cap: None,
         };
         let ids = |r: &Replay| r.sessions.iter().map(|s| s.id).collect::<Vec<_>>();
         let a = replay.shard(0, 2);

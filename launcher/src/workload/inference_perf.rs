@@ -48,7 +48,7 @@ pub(crate) fn parse(
     let Some(load) = load else {
         return Err(ctx.missing("load", 0, "an inference-perf profile needs `load.stages`"));
     };
-    parse_load(ctx, load, &mut workload, options)?;
+    let trace_replay = parse_load(ctx, load, &mut workload, options)?;
 
     let slo_headers = match root.get("api") {
         Some(f) => Some(parse_api(ctx, f.map(ctx)?, &mut workload.api)?),
@@ -61,9 +61,21 @@ pub(crate) fn parse(
         workload.tokenizer = parse_tokenizer(ctx, f.map(ctx)?)?;
     }
     workload.data = match root.get("data") {
-        Some(f) => parse_data(ctx, f.map(ctx)?, &mut workload.api)?,
+        Some(f) => parse_data(ctx, f.map(ctx)?, &mut workload.api, trace_replay.is_some())?,
         None => DataSpec::Mock,
     };
+    if let Some(line) = trace_replay
+        && !matches!(workload.data, DataSpec::AzureTrace(_))
+    {
+        // `load_generator.py` `run_stage`: without `data.trace` a stage sends `int(rate × duration)` requests of
+        // its data at the trace's times (and fails once the trace runs out).
+        return Err(ctx.unsupported(
+            "load.type",
+            line,
+            "`trace_replay` with prompts from other than `data.type: random` with `data.trace` (inference-perf \
+             then sends `int(rate × duration)` requests of that data at the trace's times)",
+        ));
+    }
     if let Some(f) = root.get("report") {
         parse_report(ctx, f.map(ctx)?, &mut workload)?;
     }
@@ -143,21 +155,21 @@ fn default_of(section: &str) -> &'static str {
     }
 }
 
+/// Parses `load`; returns the line of `load.type` when it is `trace_replay`.
 fn parse_load(
     ctx: &mut Ctx,
     mut load: MapReader<'_>,
     workload: &mut Workload,
     options: &ParseOptions,
-) -> Result<(), WorkloadError> {
+) -> Result<Option<u32>, WorkloadError> {
+    let type_line = load.get("type").map_or(load.line, |f| f.line);
     let kind = match load.get("type") {
         None => LoadKind::Constant,
         Some(f) => match f.str(ctx)? {
             "constant" => LoadKind::Constant,
             "poisson" => LoadKind::Poisson,
             "concurrent" => LoadKind::Concurrent,
-            "trace_replay" => {
-                return Err(f.unsupported(ctx, "`trace_replay` load (replaying a request trace)"));
-            }
+            "trace_replay" => LoadKind::Trace,
             "trace_session_replay" => {
                 return Err(f.unsupported(
                     ctx,
@@ -176,9 +188,19 @@ fn parse_load(
             }
         },
     };
-    if let Some(f) = load.get("trace") {
-        return Err(f.unsupported(ctx, "trace replay (`load.trace`)"));
-    }
+    let trace_file = match load.get("trace") {
+        Some(f) if kind == LoadKind::Trace => Some(trace_config(ctx, &f)?),
+        Some(f) => return Err(f.unsupported(ctx, "trace replay (`load.trace`)")),
+        // `LoadGenerator.__init__`: "Trace file is required for trace replay load generator".
+        None if kind == LoadKind::Trace => {
+            return Err(ctx.missing(
+                "load.trace",
+                type_line,
+                "`type: trace_replay` needs `load.trace: {file, format}`",
+            ));
+        }
+        None => None,
+    };
     for (key, feature) in [
         ("lora_traffic_split", "LoRA traffic split"),
         (
@@ -238,6 +260,9 @@ fn parse_load(
     }
 
     if let Some(f) = load.get("sweep") {
+        if kind == LoadKind::Trace {
+            return Err(f.unsupported(ctx, "a sweep over a `trace_replay` load"));
+        }
         if kind == LoadKind::Concurrent {
             return Err(f.invalid(ctx, "a sweep cannot be combined with a `concurrent` load"));
         }
@@ -258,7 +283,7 @@ fn parse_load(
             cooldown: None,
         }];
         load.finish(ctx, &[]);
-        return Ok(());
+        return Ok(None);
     }
 
     let stages = load.require(ctx, "stages", "at least one stage (or a `sweep`)")?;
@@ -266,15 +291,53 @@ fn parse_load(
     if items.is_empty() {
         return Err(stages.invalid(ctx, "needs at least one stage"));
     }
-    for item in items {
-        let stage = match kind {
-            LoadKind::Concurrent => parse_concurrent_stage(ctx, &item)?,
+    for (index, item) in items.into_iter().enumerate() {
+        let stage = match (kind, &trace_file) {
+            (LoadKind::Concurrent, _) => parse_concurrent_stage(ctx, &item)?,
+            (LoadKind::Trace, Some(file)) => {
+                if index > 0 {
+                    // The random data generator's rows are indexed across stages (`data_index` keeps counting)
+                    // and a second stage indexes past them: upstream fails there.
+                    return Err(item.unsupported(
+                        ctx,
+                        "a second `trace_replay` stage (inference-perf's trace-driven data has run out by then)",
+                    ));
+                }
+                // The stage's `rate` and `duration` are checked as upstream's `StandardLoadStage` checks them, but
+                // with `data.trace` neither is used: the trace's rows are the requests, sent at their times, and
+                // the stage waits for all of them (`run_stage`).
+                let mut stage = parse_rate_stage(ctx, &item, LoadKind::Constant)?;
+                stage.load = LoadKind::Trace;
+                stage.arrival = Arrival::InferencePerfTrace { file: file.clone() };
+                stage.limit = StageLimit::default();
+                stage
+            }
             _ => parse_rate_stage(ctx, &item, kind)?,
         };
         workload.stages.push(stage);
     }
     load.finish(ctx, &[]);
-    Ok(())
+    Ok((kind == LoadKind::Trace).then_some(type_line))
+}
+
+/// `TraceConfig` (`config/datagen/replay.py`): `file`, and `format` (only `AzurePublicDataset`, the default).
+fn trace_config(ctx: &mut Ctx, f: &At<'_>) -> Result<String, WorkloadError> {
+    let mut m = f.map(ctx)?;
+    let file = m
+        .require(ctx, "file", "a trace names its `file`")?
+        .str(ctx)?
+        .to_string();
+    if let Some(format) = m.get("format") {
+        let value = format.str(ctx)?;
+        if value != "AzurePublicDataset" {
+            return Err(format.invalid(
+                ctx,
+                format!("unknown trace format `{value}`; expected AzurePublicDataset"),
+            ));
+        }
+    }
+    m.finish(ctx, &[]);
+    Ok(file)
 }
 
 pub(crate) fn set_default_seed(workload: &mut Workload, options: &ParseOptions, tool: u64) {
@@ -659,6 +722,7 @@ fn parse_data(
     ctx: &mut Ctx,
     mut m: MapReader<'_>,
     api: &mut Api,
+    trace_replay: bool,
 ) -> Result<DataSpec, WorkloadError> {
     let type_field = m.get("type");
     let kind = match &type_field {
@@ -700,9 +764,27 @@ fn parse_data(
     if let Some(f) = m.get("multimodal") {
         return Err(f.unsupported(ctx, MULTIMODAL));
     }
-    if let Some(f) = m.get("trace") {
-        return Err(f.unsupported(ctx, "trace-driven data (`data.trace`)"));
-    }
+    let trace = match m.get("trace") {
+        // Only the random generator reads `data.trace` (`random_datagen.py`); with a rate load its rows would
+        // set the request count under the rate's times, which llmbench does not build.
+        Some(f) if kind == "random" && trace_replay => {
+            if api.kind == ApiKind::Chat {
+                // `RandomDataGenerator.get_data`: "RandomDataGenerator only supports Completion".
+                return Err(f.unsupported(
+                    ctx,
+                    "`data.trace` over `api.type: chat` (inference-perf's random data is completion-only)",
+                ));
+            }
+            Some(trace_config(ctx, &f)?)
+        }
+        Some(f) => {
+            return Err(f.unsupported(
+                ctx,
+                "trace-driven data (`data.trace`) other than `type: random` under a `trace_replay` load",
+            ));
+        }
+        None => None,
+    };
     if let Some(f) = m.get("use_chat_template") {
         let wrap = f.bool(ctx)?;
         if wrap && kind != "random" {
@@ -728,6 +810,16 @@ fn parse_data(
 
     let spec = match kind {
         "mock" => DataSpec::Mock,
+        "random" if trace.is_some() => {
+            // `RandomDataGenerator.__init__`: "Ignoring input and output distributions configurations as trace
+            // file ... is provided".
+            for key in ["input_distribution", "output_distribution"] {
+                m.ignore(ctx, key, "the lengths come from `data.trace`");
+            }
+            DataSpec::AzureTrace(AzureTraceData {
+                path: trace.unwrap_or_default(),
+            })
+        }
         "conversation_replay" => {
             // `ConversationReplayDataGenerator.__init__`: "conversation_replay config is required."
             let f = m.require(

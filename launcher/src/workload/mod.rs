@@ -10,6 +10,7 @@
 //! ```
 
 mod aiperf;
+pub mod azure_trace;
 pub mod capacity;
 mod error;
 pub mod fmperf;

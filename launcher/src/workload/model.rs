@@ -247,6 +247,13 @@ pub enum Arrival {
         /// Sessions in flight when the trace has no timestamps (AIPerf's concurrency burst; its default 1).
         concurrency: u32,
     },
+    /// inference-perf `trace_replay` (`load.trace`, `super::azure_trace`): the stage sends its requests at the
+    /// trace's row times, relative to the first row (`loadgen/load_timer.py` `TraceReplayLoadTimer`). Read when
+    /// the run starts, with the data's trace (`crate::trace::azure_replay_plan`).
+    InferencePerfTrace {
+        /// `load.trace.file`: the rows whose times are the send times.
+        file: String,
+    },
 }
 
 /// An adaptive sweep; see `Sweep::stages` for how the measured figures become stages.
@@ -658,6 +665,16 @@ pub enum DataSpec {
     ConversationReplay(ConversationReplay),
     /// AIPerf `mooncake_trace`: JSONL records whose `hash_ids` name shared prompt blocks.
     MooncakeTrace(MooncakeTraceData),
+    /// inference-perf `random` data with `data.trace`: one prompt of each row's `ContextTokens` random tokens
+    /// and `max_tokens` of its `GeneratedTokens` (`datagen/synthetic/random_datagen.py`).
+    AzureTrace(AzureTraceData),
+}
+
+/// inference-perf `data.trace` (`format: AzurePublicDataset`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AzureTraceData {
+    /// `data.trace.file`.
+    pub path: String,
 }
 
 /// A Mooncake trace file and how its prompts are made (AIPerf `--input-file`, `--custom-dataset-type

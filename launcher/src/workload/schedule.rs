@@ -125,7 +125,7 @@ pub fn schedule(stage: &Stage, seed: u64) -> Schedule {
             rampup: *rampup,
         },
         Arrival::Sweep(sweep) => Schedule::Sweep(sweep.clone()),
-        Arrival::MooncakeTrace { .. } => Schedule::Trace,
+        Arrival::MooncakeTrace { .. } | Arrival::InferencePerfTrace { .. } => Schedule::Trace,
     }
 }
 

@@ -833,9 +833,12 @@ fn unsupported_features_are_errors_not_fallbacks() {
     );
     let msg = err(
         Harness::InferencePerf,
-        &format!("{IP_HEAD}load:\n  type: trace_replay\n"),
+        &format!("{IP_HEAD}load:\n  type: trace_session_replay\n"),
     );
-    assert!(msg.contains("`load.type`: `trace_replay` load"), "{msg}");
+    assert!(
+        msg.contains("`load.type`: `trace_session_replay` load"),
+        "{msg}"
+    );
     let msg = err(
         Harness::Guidellm,
         "target: http://x\nprofile: sweep\nmax_seconds: 5\ndata: my/hf-dataset\n",
@@ -2783,4 +2786,74 @@ fn the_bundled_conversation_replay_profiles_build_their_plans() {
             .iter()
             .all(|c| (1..=15).contains(&c.turns.len()))
     );
+}
+
+/// inference-perf `trace_replay`: `load.trace` times the one stage, `data.trace` (random data) sizes its prompts;
+/// the stage's rate and duration are checked but unused, and the distributions are ignored as upstream ignores
+/// them.
+#[test]
+fn inference_perf_trace_replay_parses_and_refuses_what_upstream_cannot_run() {
+    let body = "load:\n  type: trace_replay\n  trace:\n    file: times.csv\n    format: AzurePublicDataset\n  \
+                stages: [{rate: 1, duration: 5}]\ndata:\n  type: random\n  trace: {file: lengths.csv}\n  \
+                input_distribution: {min: 1, max: 2, mean: 1, std_dev: 0}\n";
+    let parsed = parse(Harness::InferencePerf, &format!("{IP_HEAD}{body}")).expect("parses");
+    let w = parsed.workload;
+    assert_eq!(w.stages.len(), 1);
+    assert_eq!(w.stages[0].load, LoadKind::Trace);
+    assert_eq!(
+        w.stages[0].arrival,
+        Arrival::InferencePerfTrace {
+            file: "times.csv".to_owned()
+        }
+    );
+    // No duration cut: `run_stage` waits for every row's request.
+    assert_eq!(w.stages[0].limit, StageLimit::default());
+    assert_eq!(
+        w.data,
+        DataSpec::AzureTrace(AzureTraceData {
+            path: "lengths.csv".to_owned()
+        })
+    );
+    assert!(
+        parsed
+            .warnings
+            .iter()
+            .any(|w| w.key.contains("input_distribution")),
+        "{:?}",
+        parsed.warnings
+    );
+
+    // Prompts from other data at the trace's times: upstream sends int(rate × duration) of them.
+    let msg = err(
+        Harness::InferencePerf,
+        &format!(
+            "{IP_HEAD}load:\n  type: trace_replay\n  trace: {{file: t.csv}}\n  stages: [{{rate: 1, duration: 5}}]\n"
+        ),
+    );
+    assert!(
+        msg.starts_with("p.yaml:4: `load.type`: `trace_replay` with prompts"),
+        "{msg}"
+    );
+    // A second stage runs past the data's rows upstream.
+    let two = body.replace(
+        "[{rate: 1, duration: 5}]",
+        "[{rate: 1, duration: 5}, {rate: 2, duration: 5}]",
+    );
+    let msg = err(Harness::InferencePerf, &format!("{IP_HEAD}{two}"));
+    assert!(msg.contains("a second `trace_replay` stage"), "{msg}");
+    // `data.trace` under a rate load.
+    let constant = body.replace(
+        "type: trace_replay\n  trace:\n    file: times.csv\n    format: AzurePublicDataset\n",
+        "type: constant\n",
+    );
+    let msg = err(Harness::InferencePerf, &format!("{IP_HEAD}{constant}"));
+    assert!(msg.contains("`data.trace`"), "{msg}");
+    let msg = err(
+        Harness::InferencePerf,
+        &format!(
+            "{IP_HEAD}{}",
+            body.replace("AzurePublicDataset", "Mooncake")
+        ),
+    );
+    assert!(msg.contains("unknown trace format `Mooncake`"), "{msg}");
 }
