@@ -124,6 +124,9 @@ pub fn aggregate(shards: &[RunSummary]) -> Option<RunSummary> {
                 server: shards.iter().find_map(|s| s.server.clone()),
                 // Only the merge knows when each shard started.
                 start_skew_ms: None,
+                // A rate over prompt tokens the shards' summaries do not carry: only the merge's exact summary
+                // has it.
+                prefix_cache_hit_percent: None,
             })
         }
     }
@@ -291,6 +294,7 @@ mod tests {
             capacity: None,
             server: None,
             start_skew_ms: None,
+            prefix_cache_hit_percent: None,
         }
     }
 

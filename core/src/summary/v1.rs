@@ -273,6 +273,11 @@ pub struct RunSummary {
     /// `shard_starts` has each shard's lateness after the release).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_skew_ms: Option<f64>,
+    /// The share of prompt tokens the stack served from its prefix cache, in percent: Σ
+    /// `usage.prompt_tokens_details.cached_tokens` / Σ `usage.prompt_tokens` over the successful requests that
+    /// reported usage, when any response reported cached tokens (summary.json's `prefix_cache` has the counts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache_hit_percent: Option<f64>,
 }
 
 /// The server side of a run in brief: how the scrape went and the means that say why a stack saturates. The
@@ -401,6 +406,7 @@ impl From<&CompactSummary> for RunSummary {
             capacity: c.capacity.clone(),
             server: c.server.clone(),
             start_skew_ms: c.start_skew_ms,
+            prefix_cache_hit_percent: overall.prefix_cache_hit_rate.map(|rate| rate * 100.0),
         }
     }
 }
@@ -431,6 +437,18 @@ mod tests {
         // The status form is camelCase and leaves unmeasured metrics out.
         let json = serde_json::to_value(&verdict).expect("serializes");
         assert!(json.get("failedChecks").is_some(), "{json}");
+    }
+
+    #[test]
+    fn the_status_summary_shows_the_prefix_cache_hit_rate_in_percent() {
+        let mut compact: CompactSummary = serde_json::from_str(COMPACT).expect("parses");
+        assert_eq!(RunSummary::from(&compact).prefix_cache_hit_percent, None);
+        // 96 of 160 prompt tokens cached: 0.6 → 60 %.
+        compact.overall.prefix_cache_hit_rate = Some(0.6);
+        let status = RunSummary::from(&compact);
+        assert_eq!(status.prefix_cache_hit_percent, Some(60.0));
+        let json = serde_json::to_value(&status).expect("serializes");
+        assert_eq!(json["prefixCacheHitPercent"], 60.0);
     }
 
     #[test]
