@@ -414,6 +414,7 @@ async fn run_against(
         notes: Vec::new(),
         capacity_search: None,
         prometheus: None,
+        profile_no_server_metrics: false,
     };
     if args.capacity_search.is_some()
         && matches!(harness, Harness::Mlperf | Harness::Nop | Harness::Fmperf)
@@ -438,6 +439,7 @@ async fn run_against(
     context.capacity_search = capacity_search.clone();
     let workload = parsed.workload;
     context.prometheus = workload.server_metrics.clone();
+    context.profile_no_server_metrics = workload.no_server_metrics;
     if harness == Harness::Nop {
         return run_nop(context, &workload).await;
     }
@@ -662,6 +664,8 @@ pub(crate) struct RunContext<'a> {
     pub capacity_search: Option<llmbench_core::capacity::CapacitySearchSpec>,
     /// The Prometheus server the profile names for server metrics (inference-perf `metrics:`).
     pub prometheus: Option<crate::workload::PrometheusSource>,
+    /// The profile turns server metrics off (AIPerf `no-server-metrics`).
+    pub profile_no_server_metrics: bool,
 }
 
 /// A run's stages.
@@ -1026,7 +1030,7 @@ impl RunContext<'_> {
         }
         let Some(mut plan) = server::plan(
             &args.metrics_endpoints,
-            args.no_server_metrics,
+            args.no_server_metrics || self.profile_no_server_metrics,
             args.metrics_interval,
             self.endpoint,
             self.prometheus.as_ref(),

@@ -24,7 +24,8 @@ use super::inference_perf::set_default_seed;
 use super::model::*;
 use super::mooncake::FixedSchedule;
 use super::reader::{At, Ctx, MapReader};
-use super::yaml::{Node, Value};
+use super::vllm_bench::{flag, number, text};
+use super::yaml::Node;
 use crate::limits::{self, Limit};
 
 /// AIPerf's defaults (`aiperf/common/config/config_defaults.py`).
@@ -85,13 +86,9 @@ pub(crate) fn parse(
     if let Some(f) = m.take("use-server-token-count") {
         w.report.use_server_output_tokens = flag(ctx, &f)?;
     }
+    // AIPerf's scrape of the server's /metrics, off: llmbench's own scrape is the same thing, so it is off too.
     if let Some(f) = m.take("no-server-metrics") {
-        ctx.warn(
-            &f.path,
-            f.line,
-            WarningKind::Ignored,
-            "AIPerf's own scrape of the server's /metrics; llmbench's server-metrics scrape is set by the run",
-        );
+        w.no_server_metrics = flag(ctx, &f)?;
     }
 
     let concurrency_field = m.get("concurrency");
@@ -330,35 +327,6 @@ fn extra_inputs(ctx: &Ctx, f: &At<'_>, api: &mut Api) -> Result<(), WorkloadErro
     Ok(())
 }
 
-fn text(ctx: &Ctx, f: &At<'_>) -> Result<String, WorkloadError> {
-    f.node
-        .scalar_text()
-        .ok_or_else(|| ctx.wrong_type(&f.path, f.node, "a single value"))
-}
-
-/// A bare flag: `none`, empty or `true` set it; `false` (passed as `--key=false`) clears it.
-fn flag(ctx: &Ctx, f: &At<'_>) -> Result<bool, WorkloadError> {
-    match &f.node.value {
-        Value::Null | Value::Bool(true) => Ok(true),
-        Value::Bool(false) => Ok(false),
-        Value::Str(s) if s == "none" || s.is_empty() || s.eq_ignore_ascii_case("true") => Ok(true),
-        Value::Str(s) if s.eq_ignore_ascii_case("false") => Ok(false),
-        _ => Err(ctx.wrong_type(&f.path, f.node, "`none` (a bare flag)")),
-    }
-}
-
-fn number(ctx: &Ctx, f: &At<'_>) -> Result<f64, WorkloadError> {
-    match &f.node.value {
-        Value::Int(i) => Ok(*i as f64),
-        Value::Float(v) => Ok(*v),
-        Value::Str(s) => s
-            .trim()
-            .parse::<f64>()
-            .map_err(|_| ctx.wrong_type(&f.path, f.node, "a number")),
-        _ => Err(ctx.wrong_type(&f.path, f.node, "a number")),
-    }
-}
-
 fn non_negative(ctx: &Ctx, f: &At<'_>) -> Result<u64, WorkloadError> {
     let v = number(ctx, f)?;
     if v.fract() != 0.0 || v < 0.0 {
@@ -460,6 +428,8 @@ mod tests {
         );
         assert_eq!(w.warmup_requests, 0);
         assert!(w.report.use_server_output_tokens);
+        // `no-server-metrics: none`: the scrape of the server's /metrics is off, as the flag turns AIPerf's off.
+        assert!(w.no_server_metrics);
         assert!(
             w.tokenizer
                 .as_ref()

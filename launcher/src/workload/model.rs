@@ -51,6 +51,9 @@ pub struct Workload {
     pub tokenizer: Option<TokenizerSpec>,
     /// Where the profile says server metrics come from (inference-perf `metrics:`); `None` = the run's defaults.
     pub server_metrics: Option<PrometheusSource>,
+    /// The profile turns the server-metrics scrape off (AIPerf `no-server-metrics`), as `--no-server-metrics`
+    /// does.
+    pub no_server_metrics: bool,
 }
 
 /// inference-perf `metrics: {type: prometheus, prometheus: {url, scrape_interval, filters}}`: a Prometheus server
@@ -88,6 +91,7 @@ impl Workload {
             warmup_requests: 0,
             tokenizer: None,
             server_metrics: None,
+            no_server_metrics: false,
         }
     }
 }
