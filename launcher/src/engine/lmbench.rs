@@ -8,7 +8,6 @@
 //! and keeps the summary. The warm-up invocation's requests, and every `warmup_engine` request, are recorded with
 //! `warmup` set, so only the measured invocation's requests make the stage's figures.
 
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -17,7 +16,7 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 use super::StageContext;
-use super::client::{self, Issue, PreparedRequest};
+use super::client::PreparedRequest;
 use crate::lmbench::{
     Answered, ENGINE_WARMUP_MAX_TOKENS, ENGINE_WARMUP_REQUESTS, Launch, Manager, Message,
     STEP_INTERVAL, SessionConfig, SummaryRow, completion_prompt, engine_warmup_message,
@@ -63,7 +62,7 @@ async fn engine_warmup(context: &StageContext, stage: &LmBenchStage) {
         );
         let context = context.clone();
         in_flight.spawn(async move {
-            let mut record = send(&context, &request, context.clock.now_ns()).await;
+            let mut record = context.send(&request, context.clock.now_ns()).await;
             record.text = None;
             record.warmup = true;
             context.record(record);
@@ -101,7 +100,7 @@ async fn sessions(
             let context = context.clone();
             let manager = Arc::clone(&manager);
             in_flight.spawn(async move {
-                let record = send(&context, &request, now_ns).await;
+                let record = context.send(&request, now_ns).await;
                 finish(&context, &manager, &launch, record, measured);
             });
         }
@@ -121,27 +120,6 @@ async fn sessions(
         .unwrap_or_else(PoisonError::into_inner)
         .summary_rows(seconds(clock.now_ns()));
     (first_step_ns, rows)
-}
-
-async fn send(
-    context: &StageContext,
-    request: &PreparedRequest,
-    scheduled_ns: u64,
-) -> RequestRecord {
-    let issue = Issue {
-        id: context.next_id.fetch_add(1, Ordering::Relaxed),
-        stage: context.stage,
-        scheduled_ns,
-    };
-    context.sink.progress.issued.fetch_add(1, Ordering::Relaxed);
-    client::execute(
-        &context.target,
-        request,
-        issue,
-        &context.clock,
-        context.control.in_flight(),
-    )
-    .await
 }
 
 /// A session request's end: on success its answer joins the user's history (`_on_request_finished`); a failure

@@ -699,6 +699,25 @@ struct StageContext {
 }
 
 impl StageContext {
+    /// Sends `request`, scheduled at `scheduled_ns`, under the stage's next id and returns its record unrecorded
+    /// (the caller may tag it first).
+    async fn send(&self, request: &PreparedRequest, scheduled_ns: u64) -> RequestRecord {
+        let issue = Issue {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            stage: self.stage,
+            scheduled_ns,
+        };
+        self.sink.progress.issued.fetch_add(1, Ordering::Relaxed);
+        client::execute(
+            &self.target,
+            request,
+            issue,
+            &self.clock,
+            self.control.in_flight(),
+        )
+        .await
+    }
+
     /// Sends one request scheduled at `scheduled_ns` and records it.
     async fn issue(&self, scheduled_ns: u64) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -830,22 +849,7 @@ async fn run_warmup(context: StageContext, warmup: Warmup) {
         let first = requests[0].clone();
         in_flight.spawn(async move {
             let _slot = slots.acquire_owned().await.ok();
-            let scheduled_ns = context.clock.now_ns();
-            let id = context.next_id.fetch_add(1, Ordering::Relaxed);
-            let issue = Issue {
-                id,
-                stage: context.stage,
-                scheduled_ns,
-            };
-            context.sink.progress.issued.fetch_add(1, Ordering::Relaxed);
-            let mut record = client::execute(
-                &context.target,
-                &first,
-                issue,
-                &context.clock,
-                context.control.in_flight(),
-            )
-            .await;
+            let mut record = context.send(&first, context.clock.now_ns()).await;
             record.warmup = true;
             context.sink.finish(record);
         });

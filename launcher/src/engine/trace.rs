@@ -12,13 +12,12 @@
 //! open-loop stage leaves its unsent arrivals.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use super::{PreparedRequest, StageContext, client};
+use super::{PreparedRequest, StageContext};
 use crate::data::Prompt;
 use crate::record::TurnOf;
 use crate::request::{BodySettings, prepare};
@@ -195,22 +194,7 @@ async fn run_session(
             () = context.control.issuing_ended() => return,
             () = crate::timer::sleep_until(due) => {}
         }
-        let scheduled_ns = context.clock.ns_of(due);
-        let id = context.next_id.fetch_add(1, Ordering::Relaxed);
-        let issue = client::Issue {
-            id,
-            stage: context.stage,
-            scheduled_ns,
-        };
-        context.sink.progress.issued.fetch_add(1, Ordering::Relaxed);
-        let mut record = client::execute(
-            &context.target,
-            &request,
-            issue,
-            &context.clock,
-            context.control.in_flight(),
-        )
-        .await;
+        let mut record = context.send(&request, context.clock.ns_of(due)).await;
         previous_end = Instant::now();
         // Like `Conversations`, only records of multi-turn sessions say their session and turn.
         if session.turns.len() > 1 {

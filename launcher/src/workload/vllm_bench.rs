@@ -904,15 +904,15 @@ fn is_inf(t: &str) -> bool {
     )
 }
 
-/// A flag's value as the tool sees it: text.
-fn text(ctx: &Ctx, f: &At<'_>) -> Result<String, WorkloadError> {
+/// A flag's value as the tool sees it: text. (The aiperf dialect's flag maps read values the same way.)
+pub(super) fn text(ctx: &Ctx, f: &At<'_>) -> Result<String, WorkloadError> {
     f.node
         .scalar_text()
         .ok_or_else(|| ctx.wrong_type(&f.path, f.node, "a single value"))
 }
 
 /// A bare flag: `none`, empty or `true` set it; `false` leaves it unset.
-fn flag(ctx: &Ctx, f: &At<'_>) -> Result<bool, WorkloadError> {
+pub(super) fn flag(ctx: &Ctx, f: &At<'_>) -> Result<bool, WorkloadError> {
     match &f.node.value {
         Value::Null | Value::Bool(true) => Ok(true),
         Value::Bool(false) => Ok(false),
@@ -922,7 +922,7 @@ fn flag(ctx: &Ctx, f: &At<'_>) -> Result<bool, WorkloadError> {
     }
 }
 
-fn number(ctx: &Ctx, f: &At<'_>) -> Result<f64, WorkloadError> {
+pub(super) fn number(ctx: &Ctx, f: &At<'_>) -> Result<f64, WorkloadError> {
     match &f.node.value {
         Value::Int(i) => Ok(*i as f64),
         Value::Float(v) => Ok(*v),
