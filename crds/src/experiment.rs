@@ -36,6 +36,14 @@ pub enum ExperimentError {
     NoLevels(String),
     #[error("factor names must be unique: `{0}` appears twice")]
     DuplicateFactor(String),
+    #[error("models must be unique: `{0}` appears twice")]
+    DuplicateModel(String),
+    #[error(
+        "a factor or override named `model` and `models` would both fill the table's `model` column; rename the factor"
+    )]
+    ModelColumnTaken,
+    #[error("a model in `models` is empty")]
+    EmptyModel,
     #[error("treatment `{treatment}`: override `{text}` is not key=value")]
     Override { treatment: String, text: String },
 }
@@ -48,6 +56,8 @@ pub struct ResolvedTreatment {
     pub overrides: Vec<String>,
     /// Factor → level (matrix form), or override key → value (list form), for the table.
     pub levels: BTreeMap<String, String>,
+    /// The model the run serves and names (`spec.models`), beating the template's stack.model.
+    pub model: Option<String>,
 }
 
 /// One run of the plan.
@@ -76,6 +86,7 @@ pub fn treatments(
 ) -> Result<Vec<ResolvedTreatment>, ExperimentError> {
     let resolved = match (&spec.treatments, &spec.factors) {
         (Some(_), Some(_)) => return Err(ExperimentError::BothForms),
+        (None, None) if !spec.models.is_empty() => Vec::new(),
         (None, None) => return Err(ExperimentError::NoTreatments),
         (Some(list), None) => {
             if list.is_empty() {
@@ -98,6 +109,7 @@ pub fn treatments(
                         name: t.name.clone(),
                         overrides: t.overrides.clone(),
                         levels,
+                        model: None,
                     })
                 })
                 .collect::<Result<Vec<_>, ExperimentError>>()?
@@ -156,11 +168,13 @@ pub fn treatments(
                         name: dns_name(&name_parts.join("-")),
                         overrides,
                         levels,
+                        model: None,
                     }
                 })
                 .collect()
         }
     };
+    let resolved = with_models(resolved, &spec.models)?;
     let mut names = BTreeSet::new();
     for t in &resolved {
         if !valid_name(&t.name) {
@@ -178,6 +192,79 @@ pub fn treatments(
     }
     Ok(resolved)
 }
+
+/// `treatments` crossed with `models` (the model varies slowest, so a model's runs are neighbours in the plan),
+/// each named `<treatment>-<model>` with the model's last path component — the whole model name when two models
+/// share it — and carrying the level `model`. No models: `treatments` as they are; no treatments: one per model.
+fn with_models(
+    treatments: Vec<ResolvedTreatment>,
+    models: &[String],
+) -> Result<Vec<ResolvedTreatment>, ExperimentError> {
+    if models.is_empty() {
+        return Ok(treatments);
+    }
+    let mut seen = BTreeSet::new();
+    for model in models {
+        if model.trim().is_empty() {
+            return Err(ExperimentError::EmptyModel);
+        }
+        if !seen.insert(model.as_str()) {
+            return Err(ExperimentError::DuplicateModel(model.clone()));
+        }
+    }
+    let base = if treatments.is_empty() {
+        vec![ResolvedTreatment {
+            name: String::new(),
+            overrides: Vec::new(),
+            levels: BTreeMap::new(),
+            model: None,
+        }]
+    } else {
+        treatments
+    };
+    if base.iter().any(|t| t.levels.contains_key(MODEL_FACTOR)) {
+        return Err(ExperimentError::ModelColumnTaken);
+    }
+    let count = base.len().saturating_mul(models.len());
+    if count > MAX_TREATMENTS {
+        return Err(ExperimentError::TooManyTreatments {
+            count,
+            how: format!(" ({} treatment(s) × {} model(s))", base.len(), models.len()),
+        });
+    }
+    let short = |m: &str| m.rsplit('/').next().unwrap_or(m).to_owned();
+    let shorts: BTreeSet<String> = models.iter().map(|m| short(m)).collect();
+    let label = |m: &str| {
+        if shorts.len() == models.len() {
+            short(m)
+        } else {
+            m.to_owned()
+        }
+    };
+    Ok(models
+        .iter()
+        .flat_map(|model| {
+            base.iter().map(move |t| {
+                let mut levels = t.levels.clone();
+                levels.insert(MODEL_FACTOR.to_owned(), model.clone());
+                let name = if t.name.is_empty() {
+                    label(model)
+                } else {
+                    format!("{}-{}", t.name, label(model))
+                };
+                ResolvedTreatment {
+                    name: dns_name(&name),
+                    overrides: t.overrides.clone(),
+                    levels,
+                    model: Some(model.clone()),
+                }
+            })
+        })
+        .collect())
+}
+
+/// The table column (and level name) of `spec.models`.
+pub const MODEL_FACTOR: &str = "model";
 
 /// Every run of the experiment, repeat-major (see the module docs).
 pub fn plan(
@@ -408,6 +495,55 @@ mod tests {
     const TEMPLATE: &str = "template:\n  harness: vllm-benchmark\n  workload: {builtin: sanity_random}\n  stack: {endpoint: http://x:8000, model: m}\n";
 
     #[test]
+    fn models_cross_every_treatment_model_slowest_and_set_the_model_level() {
+        let s = spec(&format!(
+            "{TEMPLATE}treatments:\n  - {{name: low, overrides: [rate=1]}}\n  - {{name: high, overrides: [rate=9]}}\nmodels: [org/Llama-3.1-8B, other/qwen3]\n"
+        ));
+        let (treatments, runs) = plan(&s).unwrap();
+        let names: Vec<&str> = treatments.iter().map(|t| t.name.as_str()).collect();
+        // 2 models × 2 treatments, the model outermost; names use the last path component, lowercased.
+        assert_eq!(
+            names,
+            [
+                "low-llama-3-1-8b",
+                "high-llama-3-1-8b",
+                "low-qwen3",
+                "high-qwen3"
+            ]
+        );
+        assert_eq!(treatments[2].model.as_deref(), Some("other/qwen3"));
+        assert_eq!(treatments[2].overrides, ["rate=1"]);
+        assert_eq!(treatments[2].levels["model"], "other/qwen3");
+        assert_eq!(treatments[2].levels["rate"], "1");
+        assert_eq!(runs.len(), 4);
+    }
+
+    #[test]
+    fn models_alone_make_one_treatment_each_and_colliding_short_names_use_the_whole_name() {
+        let s = spec(&format!("{TEMPLATE}models: [a/m, b/m]\n"));
+        let (treatments, _) = plan(&s).unwrap();
+        let names: Vec<&str> = treatments.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["a-m", "b-m"]);
+        assert!(treatments.iter().all(|t| t.overrides.is_empty()));
+        assert_eq!(treatments[1].model.as_deref(), Some("b/m"));
+    }
+
+    #[test]
+    fn models_are_refused_when_repeated_or_when_a_factor_already_names_the_model_column() {
+        let twice = spec(&format!("{TEMPLATE}models: [m1, m1]\n"));
+        assert_eq!(
+            treatments(&twice),
+            Err(ExperimentError::DuplicateModel("m1".to_owned()))
+        );
+        let clash = spec(&format!(
+            "{TEMPLATE}factors:\n  - {{name: model, key: x, levels: ['1']}}\nmodels: [m1]\n"
+        ));
+        assert_eq!(treatments(&clash), Err(ExperimentError::ModelColumnTaken));
+        let neither = spec(TEMPLATE);
+        assert_eq!(treatments(&neither), Err(ExperimentError::NoTreatments));
+    }
+
+    #[test]
     fn a_matrix_is_the_full_factorial_first_factor_slowest() {
         let s = spec(&format!(
             "{TEMPLATE}factors:\n  - {{name: qlen, key: data.shared_prefix.question_len, levels: ['100', '300']}}\n  - {{name: olen, key: data.shared_prefix.output_len, levels: ['10', '20', '30']}}\nrepeats: 2\n"
@@ -535,6 +671,7 @@ mod tests {
     #[test]
     fn the_table_aggregates_repeats_and_picks_the_best_passing_treatment() {
         let t = |name: &str| ResolvedTreatment {
+            model: None,
             name: name.into(),
             overrides: vec![],
             levels: BTreeMap::new(),
@@ -572,6 +709,7 @@ mod tests {
     #[test]
     fn without_an_slo_the_best_is_the_fastest_finished_treatment() {
         let t = |name: &str| ResolvedTreatment {
+            model: None,
             name: name.into(),
             overrides: vec![],
             levels: BTreeMap::new(),

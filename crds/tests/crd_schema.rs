@@ -368,12 +368,26 @@ fn an_experiment_with_both_forms_no_repeats_or_a_bad_cooldown_is_rejected() {
     assert!(
         messages
             .iter()
-            .any(|m| m.contains("set exactly one of treatments (a list) or factors (a matrix)")),
+            .any(|m| m.contains("set at most one of treatments (a list) or factors (a matrix)")),
         "{messages:?}"
     );
     let mut neither = valid_experiment_spec();
     neither.as_object_mut().expect("object").remove("factors");
-    assert!(!rejections_by("benchmarkexperiments.yaml", &experiment(neither), None).is_empty());
+    assert!(
+        !rejections_by(
+            "benchmarkexperiments.yaml",
+            &experiment(neither.clone()),
+            None
+        )
+        .is_empty()
+    );
+    // A model list alone is a valid experiment: one treatment per model.
+    let mut models_only = neither;
+    models_only["models"] = json!(["org/a", "org/b"]);
+    assert_eq!(
+        rejections_by("benchmarkexperiments.yaml", &experiment(models_only), None),
+        Vec::<String>::new()
+    );
     let mut zero = valid_experiment_spec();
     zero["repeats"] = json!(0);
     let messages = rejections_by("benchmarkexperiments.yaml", &experiment(zero), None);

@@ -32,7 +32,7 @@ enum Command {
     /// comparison (and its pictures in plots/) from the files. Exit codes: 1 an error (nothing ran), 3 some run
     /// failed, 4 interrupted.
     #[cfg(feature = "experiment")]
-    Experiment(llmbench::experiment::ExperimentCommand),
+    Experiment(Box<llmbench::experiment::ExperimentCommand>),
     /// Rebuild summary.json, every report and the pictures of a run directory from its run.json, requests.jsonl
     /// and server_metrics.jsonl (also for a run that was killed part way: a torn last record is skipped and the
     /// summary says the run is incomplete).
@@ -428,7 +428,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run_command(*args),
         #[cfg(feature = "experiment")]
-        Command::Experiment(command) => experiment_command(command),
+        Command::Experiment(command) => experiment_command(*command),
         Command::Report(args) => report_command(args),
         Command::Plot(args) => plot_command(args),
         Command::Render(args) => render_command(args).map(|()| ExitCode::SUCCESS),

@@ -288,6 +288,85 @@ fn a_manifest_matrix_with_repeats_runs_every_point_and_aggregates_the_repeats() 
     assert_eq!(csv_rows(&exp.join("treatment_comparison.csv")).len(), 7);
 }
 
+/// llm-d-benchmark's model list: every treatment once per model, each model on its own embedded simulator (its
+/// own stack), the model named in every request and shown as the table's `model` column.
+#[test]
+fn a_model_list_runs_every_treatment_once_per_model_each_on_its_own_stack() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = write(
+        dir.path(),
+        "models.yaml",
+        "apiVersion: llmbench.dev/v1alpha1
+kind: BenchmarkExperiment
+metadata: {name: models}
+spec:
+  template:
+    harness: vllm-benchmark
+    workload: {builtin: random_concurrent}
+    stack: {model: llmbench-sim}
+    overrides: [random-input-len=16, random-output-len=4, num-prompts=3, max-concurrency=1]
+  treatments:
+    - {name: base}
+",
+    );
+    let out = dir.path().join("out");
+    let output = experiment(
+        &file,
+        &out,
+        "m",
+        &[
+            "--models",
+            "org/alpha,org/beta",
+            "--sim-ttft",
+            "1ms",
+            "--sim-itl",
+            "1ms",
+        ],
+    );
+    assert!(
+        output.status.success(),
+        "{}\n{}",
+        stdout(&output),
+        stderr(&output)
+    );
+    assert!(
+        stdout(&output).contains("2 embedded simulators, one per model"),
+        "{}",
+        stdout(&output)
+    );
+    let exp = out.join("m");
+    let plan = json(&exp.join("experiment.json"));
+    let treatments: Vec<(String, String)> = plan["treatments"]
+        .as_array()
+        .expect("treatments")
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap_or("").to_owned(),
+                t["model"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        treatments,
+        [
+            ("base-alpha".to_owned(), "org/alpha".to_owned()),
+            ("base-beta".to_owned(), "org/beta".to_owned())
+        ]
+    );
+    for (dir_name, model) in [("base-alpha-r1", "org/alpha"), ("base-beta-r1", "org/beta")] {
+        let summary = json(&exp.join(dir_name).join("summary.json"));
+        assert_eq!(summary["model"], model, "{dir_name}");
+        // A simulator serving another model would have answered 404 to every request.
+        assert_eq!(summary["requests"]["succeeded"], 3, "{dir_name}: {summary}");
+    }
+    let comparison = json(&exp.join("comparison.json"));
+    let rows = comparison["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["levels"]["model"], "org/alpha");
+    assert_eq!(rows[1]["levels"]["model"], "org/beta");
+}
+
 /// Runs a bad experiment and checks it is refused with `needle` in the message, exit 1, and nothing written.
 fn refused(dir: &Path, file: &Path, extra: &[&str], needle: &str) {
     let out = dir.join("out");

@@ -426,7 +426,7 @@ async fn the_apiserver_accepts_a_valid_experiment_and_rejects_broken_or_edited_o
         (
             "both treatments and factors",
             both,
-            "set exactly one of treatments (a list) or factors (a matrix)",
+            "set at most one of treatments (a list) or factors (a matrix)",
         ),
         (
             "repeats 0",

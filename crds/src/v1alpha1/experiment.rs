@@ -44,7 +44,7 @@ pub const MAX_REPEATS: u32 = 10;
         "!has(oldSelf.status) || !has(oldSelf.status.startTime) || self.spec == oldSelf.spec"
     ).message("spec is immutable once the experiment has started; create a new BenchmarkExperiment instead")
 )]
-#[x_kube(validation = Rule::new("has(self.treatments) != has(self.factors)").message("set exactly one of treatments (a list) or factors (a matrix)"))]
+#[x_kube(validation = Rule::new("!(has(self.treatments) && has(self.factors)) && (has(self.treatments) || has(self.factors) || has(self.models))").message("set at most one of treatments (a list) or factors (a matrix), and at least one of them or models"))]
 #[serde(rename_all = "camelCase")]
 pub struct BenchmarkExperimentSpec {
     /// Everything a BenchmarkRun takes; each run is this template with its treatment's overrides appended to
@@ -58,6 +58,15 @@ pub struct BenchmarkExperimentSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 8))]
     pub factors: Option<Vec<Factor>>,
+    /// The models to run every treatment with, one run per model and treatment, as llm-d-benchmark's model
+    /// list (LLMDBENCH_DEPLOY_MODEL_LIST) runs the harness once per model. Each model is a level of the factor
+    /// `model` in the table; it becomes the run's stack.model (so also its tokenizer unless template.stack.tokenizer
+    /// is set, and the model a standalone stack serves). Treatments are named `<treatment>-<model>` with the
+    /// model's last path component (the whole name when two would collide); with no treatments or factors, each
+    /// model alone is a treatment.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16), inner(length(min = 1, max = 512)))]
+    pub models: Vec<String>,
     /// How many times each treatment runs. Default 1.
     #[serde(default = "default_repeats")]
     #[schemars(range(min = 1, max = 10))]

@@ -636,6 +636,7 @@ mod tests {
                     profile: None,
                     setup: None,
                     endpoint: None,
+                    model: None,
                 })
                 .collect(),
             runs: runs

@@ -37,7 +37,8 @@
 //! cooldown          string, optional           e.g. "30s"
 //! hooks             [{name, method, url}], optional
 //! setup_treatments  [{name, overrides: [string], endpoint}], optional   llm-d-benchmark setup treatments
-//! treatments        [{name, overrides: [string], levels: {string: string}, profile?, setup?, endpoint?}]
+//! treatments        [{name, overrides: [string], levels: {string: string}, profile?, setup?, endpoint?,
+//!                     model?}]     model: the model of `models` (--models) it runs, named in every request
 //! runs              [{dir, treatment, repeat, status, attempts?, hooks?: [{name, method, url, status?, error?}],
 //!                     error?, started_at?, finished_at?, duration_s?}]
 //!                   status: "pending" | "succeeded" | "failed" | "skipped"; dir is relative to the experiment
@@ -198,8 +199,13 @@ pub struct ExperimentArgs {
     #[arg(long, value_name = "URL")]
     pub endpoint: Option<String>,
     /// The served model name; beats template.stack.model.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "models")]
     pub model: Option<String>,
+    /// A model list, comma-separated: every treatment runs once per model, as llm-d-benchmark's
+    /// LLMDBENCH_DEPLOY_MODEL_LIST runs the harness once per model, and the table gets a `model` column; beats
+    /// spec.models. Without --endpoint, each model gets its own embedded simulator.
+    #[arg(long, value_delimiter = ',', value_name = "MODEL,...")]
+    pub models: Vec<String>,
     /// The tokenizer prompts are built with (see `llmbench run --help`).
     #[arg(long, value_name = "SPEC")]
     pub tokenizer: Option<String>,

@@ -121,6 +121,9 @@ pub struct PlanTreatment {
     pub setup: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
+    /// The model it serves and names (`models`), where it is not the plan's `model`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 impl PlanTreatment {
@@ -130,6 +133,7 @@ impl PlanTreatment {
             name: self.name.clone(),
             overrides: self.overrides.clone(),
             levels: self.levels.clone(),
+            model: self.model.clone(),
         }
     }
 }

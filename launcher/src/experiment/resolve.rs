@@ -96,6 +96,9 @@ pub fn resolve(source: Source, args: &ExperimentArgs) -> Result<Resolved, Experi
     if let Some(repeats) = args.repeats {
         parts.spec.repeats = repeats;
     }
+    if !args.models.is_empty() {
+        parts.spec.models = args.models.clone();
+    }
     if let Some(spec) = capacity_flag {
         parts.spec.capacity_search = Some(spec);
     }
@@ -150,6 +153,7 @@ pub fn resolve(source: Source, args: &ExperimentArgs) -> Result<Resolved, Experi
                     .and_then(|s| parts.setups.iter().find(|p| &p.name == s))
                     .map(|s| s.endpoint.clone()),
                 setup,
+                model: t.model.clone(),
             }
         })
         .collect();
@@ -519,6 +523,7 @@ fn from_llmd(
         template,
         treatments: Some(treatments),
         factors: None,
+        models: Vec::new(),
         repeats: 1,
         capacity_search: None,
         ordering: Ordering {

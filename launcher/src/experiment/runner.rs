@@ -3,6 +3,7 @@
 //! run. With no endpoint, one embedded simulator serves the whole experiment, so the hooks and every run hit the
 //! same server. `experiment.json` is rewritten after every run, so a killed experiment still says what ran.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
@@ -72,31 +73,50 @@ pub async fn execute(
         })?;
         resolved.profile = ProfileChoice::File(path);
     }
-    let embedded = if resolved.embedded() {
+    // One simulator per served model, as llm-d-benchmark stands up one stack per model of its model list.
+    let mut embedded: BTreeMap<String, sim::RunningSim> = BTreeMap::new();
+    if resolved.embedded() {
         let served = resolved
             .model
             .clone()
             .unwrap_or_else(|| SIM_MODEL.to_owned());
-        let sim = sim::start(SimConfig {
-            port: 0,
-            model: served.clone(),
-            ttft: args.sim_ttft,
-            itl: args.sim_itl,
-            seed: args.seed,
-            ..SimConfig::default()
-        })
-        .await?;
+        let mut models: Vec<String> = resolved
+            .plan
+            .treatments
+            .iter()
+            .map(|t| t.model.clone().unwrap_or_else(|| served.clone()))
+            .collect();
+        models.sort();
+        models.dedup();
+        for model in models {
+            let sim = sim::start(SimConfig {
+                port: 0,
+                model: model.clone(),
+                ttft: args.sim_ttft,
+                itl: args.sim_itl,
+                seed: args.seed,
+                ..SimConfig::default()
+            })
+            .await?;
+            embedded.insert(model, sim);
+        }
         resolved.model = Some(served);
         // The simulator's prompts are built with the builtin tokenizer unless one is asked for.
         resolved.tokenizer = resolved
             .tokenizer
             .clone()
             .or_else(|| Some(crate::tokenizer::BUILTIN.to_owned()));
-        Some(sim)
-    } else {
-        None
-    };
-    let endpoint = embedded.as_ref().map(sim::RunningSim::base_url);
+    }
+    let sim_urls: BTreeMap<String, String> = embedded
+        .iter()
+        .map(|(model, sim)| (model.clone(), sim.base_url()))
+        .collect();
+    let endpoint = resolved
+        .model
+        .as_ref()
+        .and_then(|m| sim_urls.get(m))
+        .or_else(|| sim_urls.values().next())
+        .cloned();
 
     let stop = Arc::new(Stop::default());
     let watcher = watch_signals(Arc::clone(&stop))?;
@@ -112,6 +132,11 @@ pub async fn execute(
         plan.repeats,
         plan.runs.len(),
         match (&endpoint, &resolved.endpoint) {
+            (Some(_), _) if sim_urls.len() > 1 => format!(
+                "{} embedded simulators, one per model ({})",
+                sim_urls.len(),
+                sim_urls.keys().cloned().collect::<Vec<_>>().join(", ")
+            ),
             (Some(url), _) => format!("the embedded simulator ({url})"),
             (None, Some(url)) => url.clone(),
             (None, None) => "each setup treatment's endpoint".to_owned(),
@@ -124,6 +149,7 @@ pub async fn execute(
         args,
         dir: &dir,
         endpoint: endpoint.clone().or_else(|| resolved.endpoint.clone()),
+        sim_urls,
         client: hook_client()?,
         stop: &stop,
     };
@@ -186,10 +212,10 @@ pub async fn execute(
         }
     }
     watcher.abort();
-    if let Some(sim) = embedded
-        && let Err(e) = sim.shutdown().await
-    {
-        tracing::warn!(error = %e, "the embedded simulator did not shut down cleanly");
+    for (model, sim) in embedded {
+        if let Err(e) = sim.shutdown().await {
+            tracing::warn!(%model, error = %e, "the embedded simulator did not shut down cleanly");
+        }
     }
     plan.interrupted = stop.requested();
     plan.finished_at = Some(wallclock::rfc3339_millis(wallclock::unix_ns_now()));
@@ -228,6 +254,8 @@ struct RunContext<'a> {
     dir: &'a Path,
     /// The experiment's endpoint (the embedded simulator's, or --endpoint); a setup treatment's overrides it.
     endpoint: Option<String>,
+    /// Served model → its embedded simulator's URL; a treatment with a model of `models` runs against its own.
+    sim_urls: BTreeMap<String, String>,
     client: reqwest::Client,
     stop: &'a Stop,
 }
@@ -240,7 +268,16 @@ impl RunContext<'_> {
             run.error = Some(format!("no treatment `{}` in the plan", run.treatment));
             return;
         };
-        let endpoint = treatment.endpoint.clone().or_else(|| self.endpoint.clone());
+        let endpoint = treatment
+            .endpoint
+            .clone()
+            .or_else(|| {
+                treatment
+                    .model
+                    .as_ref()
+                    .and_then(|m| self.sim_urls.get(m).cloned())
+            })
+            .or_else(|| self.endpoint.clone());
         let started = Instant::now();
         run.started_at = Some(wallclock::rfc3339_millis(wallclock::unix_ns_now()));
         let max_attempts = plan.max_attempts.max(1);
@@ -323,7 +360,7 @@ impl RunContext<'_> {
         .map_err(|e| e.to_string())?
         .run;
         args.endpoint = endpoint;
-        args.model = resolved.model.clone();
+        args.model = treatment.model.clone().or_else(|| resolved.model.clone());
         args.tokenizer = resolved.tokenizer.clone();
         args.max_model_len = resolved.max_model_len;
         args.metrics_endpoints = resolved.metrics_endpoints.clone();

@@ -127,6 +127,9 @@ pub fn experiment_run_spec(
     let template = &experiment.spec.template;
     let mut spec = template.clone();
     spec.overrides = run_overrides(&template.overrides, treatment);
+    if let Some(model) = &treatment.model {
+        spec.stack.model = model.clone();
+    }
     spec.results_dir = Some(results_dir);
     if let Some(search) = &experiment.spec.capacity_search {
         spec.capacity_search = Some(search.clone());
@@ -285,6 +288,46 @@ mod tests {
     use super::fixtures::{TWO_BY_TWO, experiment};
     use super::*;
     use llmbench_api::experiment::plan;
+
+    #[test]
+    fn a_model_list_gives_each_run_its_model_as_stack_model_and_keeps_the_rest_of_the_stack() {
+        let exp = experiment(&format!("{TWO_BY_TWO}models: [org/a-7b, org/b-8b]\n"));
+        let (treatments, runs) = plan(&exp.spec).expect("plans");
+        // 2 models × 2 rates, the model slowest; repeat 1 first.
+        let names: Vec<String> = runs[..4]
+            .iter()
+            .map(|r| experiment_run(&exp, &treatments, r, &[]).expect("builds"))
+            .map(|r| {
+                format!(
+                    "{} {}",
+                    r.metadata.name.unwrap_or_default(),
+                    r.spec.stack.model
+                )
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "sweep-rate-5-a-7b-r1 org/a-7b",
+                "sweep-rate-10-a-7b-r1 org/a-7b",
+                "sweep-rate-5-b-8b-r1 org/b-8b",
+                "sweep-rate-10-b-8b-r1 org/b-8b",
+            ]
+        );
+        let run = experiment_run(&exp, &treatments, &runs[2], &[]).expect("builds");
+        assert_eq!(
+            run.spec.stack.endpoint, exp.spec.template.stack.endpoint,
+            "only the model changes"
+        );
+        assert_eq!(
+            run.spec.stack.tokenizer, None,
+            "the tokenizer follows the model"
+        );
+        assert_eq!(
+            run.spec.overrides,
+            ["load.stages.0.duration=5", "load.stages.0.rate=5"]
+        );
+    }
 
     #[test]
     fn a_run_is_the_template_with_its_treatment_after_the_template_overrides() {

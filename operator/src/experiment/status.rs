@@ -322,6 +322,8 @@ pub struct PlanTreatment {
     pub overrides: Vec<String>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub levels: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// A run of the plan file.
@@ -421,6 +423,7 @@ pub fn plan_file(
                 name: t.name.clone(),
                 overrides: t.overrides.clone(),
                 levels: t.levels.clone(),
+                model: t.model.clone(),
             })
             .collect(),
         runs,
