@@ -13,6 +13,12 @@
 //! `error_request_count`, `benchmark_duration` (last response − first request), `request_throughput`,
 //! `output_token_throughput`, `total_osl`, `total_isl`. Times are in ms (`benchmark_duration` in sec).
 //!
+//! `profile_export_aiperf.csv` is the same export as AIPerf's `CsvExporter` (`aiperf/exporters/csv_exporter.py`)
+//! lays it out: the metrics with percentiles first (`Metric,avg,min,max,p1,…,p99,std`, one row per metric sorted by
+//! tag), a blank row, then the single-valued ones (`Metric,Value`); a metric is named by its class's `header` and
+//! display unit (`Request Latency (ms)`; no unit for `requests` and `count`), every number `%.2f` (AIPerf's
+//! `MetricResult` fields are floats by then), lines end in CRLF as Python's `csv.writer` ends them.
+//!
 //! Left out: `min_request_timestamp` / `max_response_timestamp` (wall-clock stamps; llmbench's records are on the
 //! monotonic clock), `reasoning_token_count`, `goodput`, `input_config`, `error_summary`, `start_time` /
 //! `end_time`.
@@ -23,6 +29,91 @@ use crate::record::{ChunkKind, RequestRecord};
 
 /// The file AIPerf writes into its `--output-artifact-dir`.
 pub(crate) const AIPERF_JSON_FILE: &str = "profile_export_aiperf.json";
+/// Its CSV twin, beside it.
+pub(crate) const AIPERF_CSV_FILE: &str = "profile_export_aiperf.csv";
+
+/// AIPerf's `STAT_KEYS` (`aiperf/common/constants.py`), the columns of the CSV's first section.
+const STAT_KEYS: [&str; 13] = [
+    "avg", "min", "max", "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99", "std",
+];
+
+/// The `header` of each metric class this export writes (`aiperf/metrics/types/*.py`).
+fn header(tag: &str) -> Option<&'static str> {
+    Some(match tag {
+        "request_latency" => "Request Latency",
+        "request_count" => "Request Count",
+        "time_to_first_token" => "Time to First Token",
+        "time_to_second_token" => "Time to Second Token",
+        "inter_token_latency" => "Inter Token Latency",
+        "output_token_throughput" => "Output Token Throughput",
+        "output_token_throughput_per_user" => "Output Token Throughput Per User",
+        "output_sequence_length" => "Output Sequence Length",
+        "input_sequence_length" => "Input Sequence Length",
+        "benchmark_duration" => "Benchmark Duration",
+        "total_osl" => "Total Output Sequence Length",
+        "total_isl" => "Total Input Sequence Length",
+        "error_request_count" => "Error Request Count",
+        "request_throughput" => "Request Throughput",
+        _ => return None,
+    })
+}
+
+/// `export` (from [`aiperf_export`]) as AIPerf's CSV export.
+pub(crate) fn aiperf_csv(export: &Value) -> String {
+    let Some(metrics) = export.as_object() else {
+        return String::new();
+    };
+    // Tag order, as `sorted(records.items())`; the map is a BTreeMap unless serde_json preserves order, so sort.
+    let mut tags: Vec<(&String, &Value)> = metrics
+        .iter()
+        .filter(|(tag, value)| header(tag).is_some() && value.is_object())
+        .collect();
+    tags.sort_by(|a, b| a.0.cmp(b.0));
+    let has_percentiles = |v: &Value| {
+        STAT_KEYS
+            .iter()
+            .any(|k| k.starts_with('p') && v.get(*k).is_some_and(|x| !x.is_null()))
+    };
+    let name = |tag: &str, v: &Value| {
+        let header = header(tag).unwrap_or_default();
+        match v.get("unit").and_then(Value::as_str) {
+            Some(unit) if !matches!(unit.to_lowercase().as_str(), "count" | "requests") => {
+                format!("{header} ({unit})")
+            }
+            _ => header.to_owned(),
+        }
+    };
+    let number = |v: Option<&Value>| {
+        v.and_then(Value::as_f64)
+            .map_or(String::new(), |x| format!("{x:.2}"))
+    };
+    let mut lines: Vec<String> = Vec::new();
+    let request: Vec<_> = tags.iter().filter(|(_, v)| has_percentiles(v)).collect();
+    let system: Vec<_> = tags.iter().filter(|(_, v)| !has_percentiles(v)).collect();
+    if !request.is_empty() {
+        lines.push(
+            std::iter::once("Metric")
+                .chain(STAT_KEYS)
+                .collect::<Vec<_>>()
+                .join(","),
+        );
+        for (tag, v) in &request {
+            let mut row = vec![name(tag, v)];
+            row.extend(STAT_KEYS.iter().map(|k| number(v.get(*k))));
+            lines.push(row.join(","));
+        }
+        if !system.is_empty() {
+            lines.push(String::new());
+        }
+    }
+    if !system.is_empty() {
+        lines.push("Metric,Value".to_owned());
+        for (tag, v) in &system {
+            lines.push(format!("{},{}", name(tag, v), number(v.get("avg"))));
+        }
+    }
+    lines.iter().map(|l| format!("{l}\r\n")).collect()
+}
 
 /// AIPerf's JSON export of `records` (the measured ones, in record order).
 pub(crate) fn aiperf_export(records: &[&RequestRecord]) -> Value {
@@ -221,5 +312,58 @@ mod tests {
             json!({"unit": "requests", "avg": 2.0})
         );
         assert!(export.get("error_request_count").is_none());
+    }
+
+    #[test]
+    fn the_csv_lays_the_export_out_as_aiperfs_csv_exporter_does() {
+        // Request a: latency 14, TTFT 10; request b: latency 30, TTFT 20 (as above), so the latency row is
+        // avg 22, min 14, max 30, p1 = 14 + 16 · 0.01 = 14.16, p50 22, p99 = 14 + 16 · 0.99 = 29.84, std 8.
+        let a = streamed(0, &[10, 12, 14], 3);
+        let b = streamed(5, &[25, 35], 2);
+        let csv = aiperf_csv(&aiperf_export(&[&a, &b]));
+        let lines: Vec<&str> = csv.split("\r\n").collect();
+        assert_eq!(
+            lines[0],
+            "Metric,avg,min,max,p1,p5,p10,p25,p50,p75,p90,p95,p99,std"
+        );
+        // Sorted by tag: input_sequence_length, inter_token_latency, output_sequence_length,
+        // output_token_throughput_per_user, request_latency, time_to_first_token, time_to_second_token.
+        let names: Vec<&str> = lines[1..8]
+            .iter()
+            .map(|l| l.split(',').next().unwrap_or_default())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "Input Sequence Length (tokens)",
+                "Inter Token Latency (ms)",
+                "Output Sequence Length (tokens)",
+                "Output Token Throughput Per User (tokens/sec/user)",
+                "Request Latency (ms)",
+                "Time to First Token (ms)",
+                "Time to Second Token (ms)",
+            ]
+        );
+        assert_eq!(
+            lines[5],
+            "Request Latency (ms),22.00,14.00,30.00,14.16,14.80,15.60,18.00,22.00,26.00,28.40,29.20,29.84,8.00"
+        );
+        assert_eq!(lines[8], "", "a blank row between the sections");
+        assert_eq!(lines[9], "Metric,Value");
+        // benchmark_duration, output_token_throughput, request_count (no unit shown), request_throughput,
+        // total_isl, total_osl: duration 0.035 s, 5 tokens / 0.035 s = 142.857…, 2 / 0.035 = 57.142….
+        assert_eq!(
+            &lines[10..16],
+            [
+                "Benchmark Duration (sec),0.04",
+                "Output Token Throughput (tokens/sec),142.86",
+                "Request Count,2.00",
+                "Request Throughput (requests/sec),57.14",
+                "Total Input Sequence Length (tokens),20.00",
+                "Total Output Sequence Length (tokens),5.00",
+            ]
+        );
+        assert_eq!(lines[16], "", "the file ends with CRLF");
+        assert_eq!(lines.len(), 17, "was_cancelled is not a metric row");
     }
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::aiperf::{AIPERF_JSON_FILE, aiperf_export};
+use super::aiperf::{AIPERF_CSV_FILE, AIPERF_JSON_FILE, aiperf_csv, aiperf_export};
 use super::guidellm::{GUIDELLM_REPORT_FILE, guidellm_report};
 use super::inference_perf::{
     Lifecycle, PER_REQUEST_LIFECYCLE_FILE, SUMMARY_LIFECYCLE_FILE, per_request_lifecycle,
@@ -197,13 +197,13 @@ impl Native {
             written.push(path);
         }
         if let (true, Some(in_memory)) = (formats.aiperf, &records) {
+            let export = aiperf_export(in_memory.records);
+            let csv_path = dir.join(AIPERF_CSV_FILE);
+            write_text(&csv_path, &aiperf_csv(&export))?;
             let path = dir.join(AIPERF_JSON_FILE);
-            write_json(
-                &path,
-                "aiperf export",
-                &mark(aiperf_export(in_memory.records)),
-            )?;
+            write_json(&path, "aiperf export", &mark(export))?;
             written.push(path);
+            written.push(csv_path);
         }
         if formats.llmd_v02 {
             // The server's series, read once for every stage's report (each clips them to its stage).

@@ -930,6 +930,7 @@ mod tests {
                             super::super::PER_REQUEST_LIFECYCLE_FILE
                                 | super::super::GUIDELLM_REPORT_FILE
                                 | super::super::aiperf::AIPERF_JSON_FILE
+                                | super::super::aiperf::AIPERF_CSV_FILE
                         )
                     )
                 })

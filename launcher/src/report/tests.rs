@@ -640,7 +640,8 @@ fn write_all_writes_every_format_when_asked() {
         names.contains(&"openai-chat-2.0qps-tiny-model-stage0-20261122-043512.json".to_owned())
     );
     assert!(names.contains(&"profile_export_aiperf.json".to_owned()));
-    assert_eq!(names.len(), 3 + 2 + 1 + 1 + 2);
+    assert!(names.contains(&"profile_export_aiperf.csv".to_owned()));
+    assert_eq!(names.len(), 3 + 2 + 1 + 2 + 2);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
