@@ -142,6 +142,7 @@ pub(crate) fn meta() -> RunMeta {
         server_metrics: None,
         release: None,
         stack: None,
+        profiling: None,
     }
 }
 
