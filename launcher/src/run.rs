@@ -411,7 +411,7 @@ pub async fn run(args: RunArgs) -> Result<RunOutcome, RunError> {
             log_dir: args.output.clone(),
         })
         .await?;
-        Some(Arc::new(served))
+        Some(served)
     } else {
         None
     };
@@ -1081,6 +1081,9 @@ impl RunContext<'_> {
             before_measured,
         };
         let signals = watch_signals(&control, args.interrupt_grace)?;
+        if let Some(served) = &self.served {
+            served.hand_signals_to_the_run();
+        }
         // A stack that dies mid-run stops it as an interrupt does.
         let heartbeat = self
             .served

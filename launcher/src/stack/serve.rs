@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -175,11 +176,13 @@ pub struct Served {
     log: File,
     log_path: Mutex<PathBuf>,
     env: BTreeMap<String, String>,
+    /// Set once the run's own signal handling is in place.
+    run_owns_signals: AtomicBool,
 }
 
 impl Served {
     /// Starts the stack and waits until it is ready; on failure it is stopped again.
-    pub async fn start(options: ServeOptions) -> Result<Served, ServeError> {
+    pub async fn start(options: ServeOptions) -> Result<Arc<Served>, ServeError> {
         let Some((program, args)) = options.command.split_first() else {
             return Err(ServeError::NoCommand);
         };
@@ -234,14 +237,16 @@ impl Served {
             };
             exit_tx.send_replace(Some(status));
         });
-        let served = Served {
+        let served = Arc::new(Served {
             env: recorded_env(std::env::vars()),
             options,
             pid,
             exited,
             log,
             log_path: Mutex::new(log_path),
-        };
+            run_owns_signals: AtomicBool::new(false),
+        });
+        served.guard_signals();
         match served.wait_ready().await {
             Ok(()) => Ok(served),
             Err(e) => {
@@ -249,6 +254,46 @@ impl Served {
                 Err(e)
             }
         }
+    }
+
+    /// Until the run watches SIGINT and SIGTERM itself ([`Served::hand_signals_to_the_run`]), a signal stops the
+    /// stack (unless `--serve-keep`) and ends the launcher with the shell's code for it (130, 143): the stack is
+    /// in a process group of its own, so it would outlive a launcher killed while it waited for the stack to load
+    /// its weights or built its prompts. Once the run has the signals, an interrupt is the run's, as without
+    /// `--serve`.
+    fn guard_signals(self: &Arc<Self>) {
+        use tokio::signal::unix::{SignalKind, signal};
+        let served = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let (Ok(mut term), Ok(mut int)) = (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+            ) else {
+                tracing::warn!("cannot watch SIGTERM and SIGINT while the stack starts");
+                return;
+            };
+            loop {
+                let code = tokio::select! {
+                    Some(()) = term.recv() => 143,
+                    Some(()) = int.recv() => 130,
+                    else => return,
+                };
+                let Some(served) = served.upgrade() else {
+                    return;
+                };
+                if served.run_owns_signals.load(Ordering::Acquire) {
+                    continue;
+                }
+                tracing::warn!("interrupted before the run started; stopping the stack");
+                served.stop().await;
+                std::process::exit(code);
+            }
+        });
+    }
+
+    /// The run watches the signals from now on (see [`Served::guard_signals`]).
+    pub fn hand_signals_to_the_run(&self) {
+        self.run_owns_signals.store(true, Ordering::Release);
     }
 
     /// Polls the readiness path, then `/v1/models`, until both answer 200.
