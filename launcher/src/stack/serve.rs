@@ -730,6 +730,63 @@ mod tests {
         assert!(err.to_string().contains("127.0.0.1:9/health"), "{err}");
     }
 
+    /// A stack whose process lives on but whose health check starts failing: the heartbeat stops the run after
+    /// `health_failures` consecutive failures (3 here, a second apart), with the stack-failed reason.
+    #[tokio::test]
+    async fn consecutive_failed_health_checks_stop_the_run_as_a_stack_failure() {
+        use std::sync::atomic::AtomicBool;
+        let healthy = Arc::new(AtomicBool::new(true));
+        let flag = Arc::clone(&healthy);
+        let app = axum::Router::new()
+            .route(
+                "/health",
+                axum::routing::get(move || {
+                    let ok = flag.load(Ordering::Relaxed);
+                    async move {
+                        if ok {
+                            axum::http::StatusCode::OK
+                        } else {
+                            axum::http::StatusCode::SERVICE_UNAVAILABLE
+                        }
+                    }
+                }),
+            )
+            .route(
+                "/v1/models",
+                axum::routing::get(|| async { r#"{"data":[{"id":"m"}]}"# }),
+            );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let base_url = format!("http://{}", listener.local_addr().expect("addr"));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let tmp = tempfile::tempdir().expect("tmp");
+        let mut options = options("sleep 60", tmp.path(), Duration::from_secs(10));
+        options.base_url = base_url;
+        let served = Served::start(options).await.expect("ready");
+        assert_eq!(served.served_model().await.as_deref(), Some("m"));
+        let control = Control::default();
+        let heartbeat = served.watch(control.clone(), Duration::from_millis(10));
+        // Healthy: two seconds of checks change nothing.
+        tokio::time::sleep(Duration::from_millis(2_100)).await;
+        assert_eq!(control.reason(), None);
+        healthy.store(false, Ordering::Relaxed);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while control.reason().is_none() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(control.reason(), Some(StopReason::StackFailed));
+        let failure = heartbeat.finish().expect("a failure");
+        assert!(
+            failure.reason.starts_with("3 consecutive health checks"),
+            "{failure:?}"
+        );
+        assert!(failure.reason.contains("HTTP 503"), "{failure:?}");
+        assert_eq!(failure.exit_status, None);
+        served.stop().await;
+        assert!(served.exit_status().is_some(), "the stack was stopped");
+    }
+
     #[tokio::test]
     async fn a_command_that_cannot_start_is_named() {
         let tmp = tempfile::tempdir().expect("tmp");
