@@ -127,6 +127,8 @@ pub fn aggregate(shards: &[RunSummary]) -> Option<RunSummary> {
                 // A rate over prompt tokens the shards' summaries do not carry: only the merge's exact summary
                 // has it.
                 prefix_cache_hit_percent: None,
+                // Every shard ran against the same stack and recorded it alike: the first one that says.
+                engine: shards.iter().find_map(|s| s.engine.clone()),
             })
         }
     }
@@ -295,6 +297,7 @@ mod tests {
             server: None,
             start_skew_ms: None,
             prefix_cache_hit_percent: None,
+            engine: None,
         }
     }
 
