@@ -75,7 +75,9 @@ pub fn engine_stages(workload: &Workload) -> Result<Vec<engine::Stage>, PlanErro
         .map(|(index, stage)| {
             if matches!(
                 stage.arrival,
-                Arrival::MooncakeTrace { .. } | Arrival::InferencePerfTrace { .. }
+                Arrival::MooncakeTrace { .. }
+                    | Arrival::InferencePerfTrace { .. }
+                    | Arrival::TraceSessions { .. }
             ) {
                 return Err(PlanError::Trace { stage: index });
             }
@@ -209,7 +211,8 @@ pub fn requested_rate(stage: &Stage) -> Option<f64> {
         | Arrival::Closed { .. }
         | Arrival::Sweep(_)
         | Arrival::MooncakeTrace { .. }
-        | Arrival::InferencePerfTrace { .. } => None,
+        | Arrival::InferencePerfTrace { .. }
+        | Arrival::TraceSessions { .. } => None,
     }
 }
 
