@@ -485,6 +485,7 @@ mod tests {
                     } => (*concurrency, *total),
                     engine::StagePlan::Open { .. }
                     | engine::StagePlan::Trace(_)
+                    | engine::StagePlan::Sessions(_)
                     | engine::StagePlan::LmBench(_) => {
                         panic!("closed stays closed")
                     }

@@ -2680,7 +2680,7 @@ fn every_upstream_profile_spread_over_launchers_sends_exactly_the_whole_schedule
                                 "{harness}/{file} over {count}"
                             );
                         }
-                        StagePlan::Trace(_) => {
+                        StagePlan::Trace(_) | StagePlan::Sessions(_) => {
                             panic!("{harness}/{file}: engine_stages never plans a trace")
                         }
                         StagePlan::LmBench(_) => {
