@@ -51,6 +51,8 @@ pub enum SessionReplayError {
     Unsupported { path: PathBuf, source: Unsupported },
     #[error("No valid trace records found after filtering")]
     Empty,
+    #[error("session id `{0}` cannot be sent in a header (it holds control characters)")]
+    BadSessionId(String),
     #[error("the workload is not a trace session replay")]
     NotASessionReplay,
 }
@@ -204,6 +206,7 @@ fn order(rows: Vec<Row>, seed: u64) -> Vec<SessionSource> {
                 name: format!("trace{slot}_{id}"),
                 path: row.path.clone(),
                 calls: row.calls,
+                header: None,
             }
         })
         .collect()
@@ -219,7 +222,16 @@ pub fn session_plans(
     let DataSpec::OtelTrace(data) = &workload.data else {
         return Err(SessionReplayError::NotASessionReplay);
     };
-    let sessions = corpus(data, workload.seed)?;
+    let mut sessions = corpus(data, workload.seed)?;
+    if let Some(name) = &workload.api.session_id_header {
+        for session in &mut sessions {
+            // `openai_client.py`: `headers[session_id_header_key] = session_id`, the loadgen's session id.
+            if session.name.bytes().any(|b| b.is_ascii_control() && b != b'\t') {
+                return Err(SessionReplayError::BadSessionId(session.name.clone()));
+            }
+            session.header = Some(Arc::new((name.clone(), session.name.clone())));
+        }
+    }
     let options = SessionOptions {
         include_errors: data.include_errors,
         max_wait: Duration::from_millis(data.max_wait_ms),
@@ -332,5 +344,41 @@ mod tests {
         let names: Vec<&str> = sessions.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["trace0_tb", "trace1_ta"]);
         assert!(sessions.iter().all(|s| s.calls == 1));
+
+        // `api.session_id_header_key`: each session's calls carry its name in that header.
+        let mut workload = crate::workload::Workload::empty(
+            crate::workload::Harness::InferencePerf,
+            crate::workload::Dialect::InferencePerf,
+        );
+        workload.seed = 42;
+        workload.api.session_id_header = Some("x-session-id".to_owned());
+        workload.data = DataSpec::OtelTrace(data);
+        workload.stages = vec![crate::workload::Stage {
+            load: crate::workload::LoadKind::Trace,
+            arrival: Arrival::TraceSessions {
+                concurrent_sessions: 1,
+                session_rate: None,
+                num_sessions: Some(1),
+                timeout: None,
+            },
+            limit: crate::workload::StageLimit::default(),
+            max_concurrency: None,
+            warmup: None,
+            cooldown: None,
+        }];
+        let settings = BodySettings::new(
+            &workload.api,
+            "m".to_owned(),
+            crate::request::BodyStyle::InferencePerf,
+        );
+        let stages = session_plans(&workload, settings, 100).unwrap();
+        let StagePlan::Sessions(replay) = &stages[0].plan else {
+            panic!("a session stage");
+        };
+        assert_eq!(replay.sessions.len(), 1, "num_sessions: 1");
+        assert_eq!(
+            replay.sessions[0].header.as_deref(),
+            Some(&("x-session-id".to_owned(), "trace0_tb".to_owned()))
+        );
     }
 }

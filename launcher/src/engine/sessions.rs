@@ -67,6 +67,8 @@ pub struct SessionSource {
     pub path: PathBuf,
     /// How many calls its graph has (0: upstream skips the session).
     pub calls: usize,
+    /// `api.session_id_header_key` with this session's name, sent on each of its calls.
+    pub header: Option<Arc<(String, String)>>,
 }
 
 impl SessionReplay {
@@ -251,9 +253,10 @@ async fn run_session(
         let replay = Arc::clone(&replay);
         let session = Arc::clone(&session);
         let id = source.id;
+        let header = source.header.clone();
         calls.spawn(async move {
             let _slot = slot;
-            run_call(&context, &replay, &session, id, index).await;
+            run_call(&context, &replay, &session, id, index, header).await;
         });
     }
     while calls.join_next().await.is_some() {}
@@ -266,6 +269,7 @@ async fn run_call(
     session: &Session,
     id: u32,
     index: usize,
+    header: Option<Arc<(String, String)>>,
 ) {
     let event = &session.graph.events[index];
     let fail = || {
@@ -310,7 +314,8 @@ async fn run_call(
         messages: Some(sent.to_vec()),
         ..Prompt::text(String::new(), event.input_tokens, Some(event.max_tokens))
     };
-    let request = prepare(&prompt, &replay.settings);
+    let mut request = prepare(&prompt, &replay.settings);
+    request.header = header;
     tokio::select! {
         biased;
         () = context.control.issuing_ended() => return,

@@ -56,7 +56,12 @@ pub(crate) fn parse(
         .any(|s| matches!(s.arrival, Arrival::TraceSessions { .. }));
 
     let slo_headers = match root.get("api") {
-        Some(f) => Some(parse_api(ctx, f.map(ctx)?, &mut workload.api)?),
+        Some(f) => Some(parse_api(
+            ctx,
+            f.map(ctx)?,
+            &mut workload.api,
+            session_replay,
+        )?),
         None => None,
     };
     if let Some(f) = root.get("server") {
@@ -589,6 +594,7 @@ fn parse_api<'n>(
     ctx: &mut Ctx,
     mut m: MapReader<'n>,
     api: &mut Api,
+    session_replay: bool,
 ) -> Result<SloHeaders<'n>, WorkloadError> {
     if let Some(f) = m.get("type") {
         api.kind = match f.str(ctx)? {
@@ -617,13 +623,33 @@ fn parse_api<'n>(
     if let Some(f) = m.get("response_format") {
         return Err(f.unsupported(ctx, "structured output (`response_format`)"));
     }
-    for key in ["session_id_header_key", "session_token_header_key"] {
-        if let Some(f) = m.get(key) {
-            return Err(f.unsupported(
-                ctx,
-                "per-session request headers (a session id, or a session token echoed from responses)",
-            ));
+    if let Some(f) = m.get("session_id_header_key")
+        && !f.is_null()
+    {
+        let name = f.str(ctx)?;
+        if !name.is_empty() {
+            if !session_replay {
+                return Err(f.unsupported(
+                    ctx,
+                    "a session-id header outside `trace_session_replay` (conversation_replay and shared_prefix \
+                     sessions do not send it yet)",
+                ));
+            }
+            let bad = |b: u8| b.is_ascii_control() || b == b':' || b == b' ';
+            if name.bytes().any(bad) {
+                return Err(f.invalid(ctx, format!("`{name}` is not an HTTP header name")));
+            }
+            api.session_id_header = Some(name.to_string());
         }
+    }
+    if let Some(f) = m.get("session_token_header_key")
+        && !f.is_null()
+    {
+        return Err(f.unsupported(
+            ctx,
+            "a session token echoed from responses (`session_token_header_key`: llmbench does not read response \
+             headers yet)",
+        ));
     }
     let slo = SloHeaders {
         unit: m.get("slo_unit").map(|f| f.str(ctx)).transpose()?,

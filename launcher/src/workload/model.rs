@@ -125,6 +125,9 @@ pub struct Api {
     pub headers: Vec<(String, String)>,
     /// inference-perf `data.use_chat_template`: wrap completion prompts in the chat template.
     pub use_chat_template: Option<bool>,
+    /// inference-perf `api.session_id_header_key`: each request of a session carries its session id in this
+    /// header (`openai_client.py`; llmbench sends it for `trace_session_replay` sessions).
+    pub session_id_header: Option<String>,
 }
 
 impl Default for Api {
@@ -139,6 +142,7 @@ impl Default for Api {
             api_key: None,
             headers: Vec::new(),
             use_chat_template: None,
+            session_id_header: None,
         }
     }
 }

@@ -858,7 +858,8 @@ fn unsupported_features_are_errors_not_fallbacks() {
 #[test]
 fn a_trace_session_replay_profile_parses_its_stages_and_trace_source() {
     let yaml = format!(
-        "{IP_HEAD}api:\n  type: chat\n  streaming: true\ndata:\n  type: otel_trace_replay\n  otel_trace_replay:\n    \
+        "{IP_HEAD}api:\n  type: chat\n  streaming: true\n  session_id_header_key: x-session-id\n\
+         data:\n  type: otel_trace_replay\n  otel_trace_replay:\n    \
          trace_directory: /traces\n    use_static_model: true\n    static_model_name: m\n    \
          include_errors: false\n    bad_tool_call_handling: use_recorded\n    max_wait_ms: 250\n\
          load:\n  type: trace_session_replay\n  base_seed: 7\n  worker_max_concurrency: 400\n  stages:\n    \
@@ -878,6 +879,7 @@ fn a_trace_session_replay_profile_parses_its_stages_and_trace_source() {
         })
     );
     assert_eq!(w.seed, 7);
+    assert_eq!(w.api.session_id_header.as_deref(), Some("x-session-id"));
     assert_eq!(w.workers.worker_max_concurrency, Some(400));
     assert_eq!(
         w.stages.iter().map(|s| s.arrival.clone()).collect::<Vec<_>>(),
@@ -1951,7 +1953,12 @@ fn inference_perf_keys_that_change_requests_are_honoured_or_refused() {
         (
             format!("{IP_HEAD}api:\n  session_id_header_key: x-s\n{stages}"),
             "api.session_id_header_key",
-            "per-session request headers",
+            "a session-id header outside `trace_session_replay`",
+        ),
+        (
+            format!("{IP_HEAD}api:\n  session_token_header_key: x-session-token\n{stages}"),
+            "api.session_token_header_key",
+            "llmbench does not read response headers yet",
         ),
         (
             format!(
