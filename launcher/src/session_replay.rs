@@ -42,7 +42,9 @@ pub enum SessionReplayError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("the trace {path} is not a JSON object: {why} (set `skip_invalid_files: true` to leave it out)")]
+    #[error(
+        "the trace {path} is not a JSON object: {why} (set `skip_invalid_files: true` to leave it out)"
+    )]
     Invalid { path: PathBuf, why: String },
     #[error(
         "{path}: {source} — llmbench does not replay it yet; inference-perf would (remove the file from the corpus \
@@ -226,7 +228,11 @@ pub fn session_plans(
     if let Some(name) = &workload.api.session_id_header {
         for session in &mut sessions {
             // `openai_client.py`: `headers[session_id_header_key] = session_id`, the loadgen's session id.
-            if session.name.bytes().any(|b| b.is_ascii_control() && b != b'\t') {
+            if session
+                .name
+                .bytes()
+                .any(|b| b.is_ascii_control() && b != b'\t')
+            {
                 return Err(SessionReplayError::BadSessionId(session.name.clone()));
             }
             session.header = Some(Arc::new((name.clone(), session.name.clone())));
@@ -252,7 +258,10 @@ pub fn session_plans(
         };
         let share = slice(sessions.len(), cursor, num_sessions);
         if share.is_empty() {
-            tracing::warn!(stage = index, "no sessions remaining in trace files, skipping");
+            tracing::warn!(
+                stage = index,
+                "no sessions remaining in trace files, skipping"
+            );
         }
         cursor = share.end;
         stages.push(engine::Stage {
@@ -296,7 +305,10 @@ mod tests {
     #[test]
     fn sessions_take_cpythons_shuffled_order_and_upstreams_names() {
         // random.seed(7) shuffles [0, 1, 2] to [2, 0, 1] (CPython; see py_random's tests).
-        let sessions = order(vec![row("a.json", "x"), row("b.json", ""), row("c.json", "z")], 7);
+        let sessions = order(
+            vec![row("a.json", "x"), row("b.json", ""), row("c.json", "z")],
+            7,
+        );
         let names: Vec<&str> = sessions.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["trace0_z", "trace1_x", "trace2_session_2"]);
         assert_eq!(sessions[2].path, PathBuf::from("b.json"));
@@ -337,7 +349,10 @@ mod tests {
             disable_output_substitution: false,
         };
         let err = corpus(&data, 42).unwrap_err();
-        assert!(matches!(err, SessionReplayError::Invalid { ref path, .. } if path.ends_with("c.json")), "{err}");
+        assert!(
+            matches!(err, SessionReplayError::Invalid { ref path, .. } if path.ends_with("c.json")),
+            "{err}"
+        );
         data.skip_invalid_files = true;
         let sessions = corpus(&data, 42).unwrap();
         // random.seed(42) shuffles [0, 1] to [1, 0] (CPython 3: `random.seed(42); o=[0,1]; random.shuffle(o)`).

@@ -123,13 +123,28 @@ async fn otel_sessions_replay_each_call_after_its_predecessors_by_the_recorded_w
         .map(|l| serde_json::from_str(l).expect("a JSON record"))
         .collect();
     assert_eq!(records.len(), 6, "every call is sent: {records:?}");
-    assert!(records.iter().all(|r| r["http_status"] == 200), "{records:?}");
+    assert!(
+        records.iter().all(|r| r["http_status"] == 200),
+        "{records:?}"
+    );
     // Recorded completion tokens are each call's max_tokens; no answer text is left in the records.
-    assert!(records.iter().all(|r| r["max_tokens"] == 3 && r.get("text").is_none()));
+    assert!(
+        records
+            .iter()
+            .all(|r| r["max_tokens"] == 3 && r.get("text").is_none())
+    );
 
     // random.seed(42) shuffles the two files [a_chain, b_fan] to [b_fan, a_chain]: session 0 is the fan-in.
-    let (x, y, z) = (find(&records, 0, 0), find(&records, 0, 1), find(&records, 0, 2));
-    let (a, b, c) = (find(&records, 1, 0), find(&records, 1, 1), find(&records, 1, 2));
+    let (x, y, z) = (
+        find(&records, 0, 0),
+        find(&records, 0, 1),
+        find(&records, 0, 2),
+    );
+    let (a, b, c) = (
+        find(&records, 1, 0),
+        find(&records, 1, 1),
+        find(&records, 1, 2),
+    );
 
     // Both roots of the fan-in are due at its start; z 200 ms after the later answer.
     assert_eq!(ns(x, "scheduled_ns"), ns(y, "scheduled_ns"));
@@ -137,19 +152,37 @@ async fn otel_sessions_replay_each_call_after_its_predecessors_by_the_recorded_w
     // The due time is taken just after the answer is recorded: a few ms of slack for a busy 2-core machine.
     let within = |got: i64, want_ms: i64| (want_ms * MS..(want_ms + 30) * MS).contains(&got);
     let last = ns(x, "end_ns").max(ns(y, "end_ns"));
-    assert!(within(waited(z, last), 200), "z: {} ns after x, y", waited(z, last));
+    assert!(
+        within(waited(z, last), 200),
+        "z: {} ns after x, y",
+        waited(z, last)
+    );
     // One session at a time: the chain starts once the fan-in has ended.
     assert!(ns(a, "scheduled_ns") >= ns(z, "end_ns"), "{a} {z}");
-    assert!(within(waited(b, ns(a, "end_ns")), 100), "b: {}", waited(b, ns(a, "end_ns")));
-    assert!(within(waited(c, ns(b, "end_ns")), 100), "c: {}", waited(c, ns(b, "end_ns")));
+    assert!(
+        within(waited(b, ns(a, "end_ns")), 100),
+        "b: {}",
+        waited(b, ns(a, "end_ns"))
+    );
+    assert!(
+        within(waited(c, ns(b, "end_ns")), 100),
+        "c: {}",
+        waited(c, ns(b, "end_ns"))
+    );
     // Sent on time, latency counted from the due time.
     for r in &records {
         let late = ns(r, "sent_ns") - ns(r, "scheduled_ns");
-        assert!((0..20 * MS).contains(&late), "sent {late} ns after its time: {r}");
+        assert!(
+            (0..20 * MS).contains(&late),
+            "sent {late} ns after its time: {r}"
+        );
     }
     // The later calls carry earlier answers: the simulator's prompt counts grow along the chain.
     let prompt = |r: &Value| r["usage"]["prompt_tokens"].as_u64().expect("usage");
-    assert!(prompt(a) < prompt(b) && prompt(b) < prompt(c), "{a} {b} {c}");
+    assert!(
+        prompt(a) < prompt(b) && prompt(b) < prompt(c),
+        "{a} {b} {c}"
+    );
 }
 
 /// What llmbench cannot replay is refused before anything is sent, naming the file and span.
@@ -180,5 +213,8 @@ async fn a_trace_with_tool_calls_is_refused_naming_its_file_and_span() {
         panic!("a trace with tool calls replays");
     };
     let msg = err.to_string();
-    assert!(msg.contains("tool.json") && msg.contains("span `tooly`") && msg.contains("tool calls"), "{msg}");
+    assert!(
+        msg.contains("tool.json") && msg.contains("span `tooly`") && msg.contains("tool calls"),
+        "{msg}"
+    );
 }

@@ -1128,7 +1128,10 @@ mod tests {
             body_of(&endpoint, &clock).await,
             (200, b"ok".to_vec(), BodyEnd::Complete)
         );
-        let error = endpoint.send(b"{}", None, &clock).await.expect_err("too many");
+        let error = endpoint
+            .send(b"{}", None, &clock)
+            .await
+            .expect_err("too many");
         assert_eq!(error.class, ErrorClass::Other);
         assert!(
             error.message.contains("more than 16 informational"),

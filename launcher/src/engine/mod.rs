@@ -549,8 +549,7 @@ pub async fn run(
         if matches!(
             planned.stage.plan,
             StagePlan::Trace(_) | StagePlan::Sessions(_)
-        )
-            != matches!(plan.requests, Requests::Trace)
+        ) != matches!(plan.requests, Requests::Trace)
         {
             return Err(EngineError::TraceMismatch);
         }

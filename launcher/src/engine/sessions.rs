@@ -138,7 +138,11 @@ impl Session {
 }
 
 /// Runs `replay` as a stage that started at `start`.
-pub(super) async fn run_sessions(context: StageContext, start: Instant, replay: Arc<SessionReplay>) {
+pub(super) async fn run_sessions(
+    context: StageContext,
+    start: Instant,
+    replay: Arc<SessionReplay>,
+) {
     let timeout = replay.timeout.map(|after| {
         let control = context.control.clone();
         tokio::spawn(async move {
@@ -154,7 +158,9 @@ pub(super) async fn run_sessions(context: StageContext, start: Instant, replay: 
     let pool = (replay.concurrent_sessions > 0)
         .then(|| Arc::new(Semaphore::new(replay.concurrent_sessions as usize)));
     // Tokio's semaphore is fair: calls take places in the order their sessions queued them.
-    let cap = replay.in_flight_cap.map(|n| Arc::new(Semaphore::new(n.max(1))));
+    let cap = replay
+        .in_flight_cap
+        .map(|n| Arc::new(Semaphore::new(n.max(1))));
     let mut next_start = start;
     let mut running = JoinSet::new();
     for source in &replay.sessions {
@@ -186,7 +192,7 @@ pub(super) async fn run_sessions(context: StageContext, start: Instant, replay: 
         let source = source.clone();
         let cap = cap.clone();
         running.spawn(async move {
-            run_session(context, replay, source, started, place, cap).await;
+            run_session(context, replay, source, place, cap).await;
         });
         while running.try_join_next().is_some() {}
     }
@@ -222,13 +228,15 @@ async fn run_session(
     context: StageContext,
     replay: Arc<SessionReplay>,
     source: SessionSource,
-    start: Instant,
     place: Option<OwnedSemaphorePermit>,
     cap: Option<Arc<Semaphore>>,
 ) {
     let Some(graph) = load(&source, replay.options.include_errors).await else {
         return;
     };
+    // The session starts once its graph is built, as upstream stamps its dispatch time after building it
+    // (`dispatch_session`: `is_session_buildable`, then `activate_session`): its roots are due now.
+    let start = Instant::now();
     let outcomes = (0..graph.events.len())
         .map(|_| watch::channel(None).0)
         .collect();
@@ -384,7 +392,9 @@ fn substitute(event: &Event, answered: &[Option<Outcome>], disabled: bool) -> Ve
         let recorded = &event.messages[cursor..end];
         let source = segment.source.and_then(|s| answered.get(s)?.as_ref());
         match (segment.kind, source) {
-            (SegmentKind::Output, Some(Outcome::Answered { answer, .. })) if segment.messages == 1 => {
+            (SegmentKind::Output, Some(Outcome::Answered { answer, .. }))
+                if segment.messages == 1 =>
+            {
                 out.push(ChatMessage {
                     role: "assistant".to_owned(),
                     content: answer.to_string(),
@@ -463,20 +473,43 @@ mod tests {
     fn shared_and_output_segments_carry_what_the_source_really_sent_and_answered() {
         // Recorded: [Q1, A1(recorded), Q2]; segments: 1 shared from 0, 1 output from 0, 1 unique.
         let e = event(
-            vec![m("user", "Q1"), m("assistant", "A1 recorded"), m("user", "Q2")],
             vec![
-                Segment { kind: SegmentKind::Shared, messages: 1, source: Some(0) },
-                Segment { kind: SegmentKind::Output, messages: 1, source: Some(0) },
-                Segment { kind: SegmentKind::Unique, messages: 1, source: None },
+                m("user", "Q1"),
+                m("assistant", "A1 recorded"),
+                m("user", "Q2"),
+            ],
+            vec![
+                Segment {
+                    kind: SegmentKind::Shared,
+                    messages: 1,
+                    source: Some(0),
+                },
+                Segment {
+                    kind: SegmentKind::Output,
+                    messages: 1,
+                    source: Some(0),
+                },
+                Segment {
+                    kind: SegmentKind::Unique,
+                    messages: 1,
+                    source: None,
+                },
             ],
             vec![0],
         );
         let outcomes = vec![answered("live A1", &[("user", "Q1 as sent")])];
         let sent = substitute(&e, &outcomes, false);
-        let pairs: Vec<(&str, &str)> = sent.iter().map(|c| (c.role.as_str(), c.content.as_str())).collect();
+        let pairs: Vec<(&str, &str)> = sent
+            .iter()
+            .map(|c| (c.role.as_str(), c.content.as_str()))
+            .collect();
         assert_eq!(
             pairs,
-            [("user", "Q1 as sent"), ("assistant", "live A1"), ("user", "Q2")]
+            [
+                ("user", "Q1 as sent"),
+                ("assistant", "live A1"),
+                ("user", "Q2")
+            ]
         );
         // Substitution off: the recorded messages.
         let recorded = substitute(&e, &outcomes, true);

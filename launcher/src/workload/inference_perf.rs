@@ -80,6 +80,18 @@ pub(crate) fn parse(
         )?,
         None => DataSpec::Mock,
     };
+    if session_replay {
+        // `ReportConfig.session_lifecycle` defaults to a summary and per-stage reports (`reportgen/base.py`
+        // `generate_session_reports`); what they add is derived from records llmbench writes anyway.
+        ctx.warn(
+            "report.session_lifecycle",
+            load_line,
+            WarningKind::Ignored,
+            "inference-perf also writes session lifecycle reports (session durations, calls, failures) for a \
+             trace_session_replay; llmbench does not write them yet — requests.jsonl carries each call's session \
+             (`conversation.id`) and call index (`conversation.turn`)",
+        );
+    }
     if session_replay && !matches!(workload.data, DataSpec::OtelTrace(_)) {
         // `run_session_stage`: "Session-based replay requires a SessionGenerator".
         return Err(ctx.invalid(
@@ -294,7 +306,10 @@ fn parse_load(
     if let Some(f) = load.get("sweep") {
         if sessions {
             // `LoadConfig` validation: "Cannot have sweep config with CONCURRENT or TRACE_SESSION_REPLAY".
-            return Err(f.invalid(ctx, "a sweep cannot be combined with a `trace_session_replay` load"));
+            return Err(f.invalid(
+                ctx,
+                "a sweep cannot be combined with a `trace_session_replay` load",
+            ));
         }
         if kind == LoadKind::Trace {
             return Err(f.unsupported(ctx, "a sweep over a `trace_replay` load"));
@@ -1227,7 +1242,10 @@ fn otel_trace_replay(ctx: &mut Ctx, f: &At<'_>) -> Result<OtelTraceData, Workloa
     let directory = m.get("trace_directory");
     let files = m.get("trace_files");
     let hf = m.get("hf_dataset_path");
-    let sources = [&directory, &files, &hf].iter().filter(|s| s.is_some()).count();
+    let sources = [&directory, &files, &hf]
+        .iter()
+        .filter(|s| s.is_some())
+        .count();
     if sources > 1 {
         return Err(f.invalid(
             ctx,
@@ -1267,7 +1285,10 @@ fn otel_trace_replay(ctx: &mut Ctx, f: &At<'_>) -> Result<OtelTraceData, Workloa
         }
     };
     let flag = |m: &mut MapReader<'_>, ctx: &mut Ctx, key: &str, default: bool| {
-        m.get(key).map(|f| f.bool(ctx)).transpose().map(|v| v.unwrap_or(default))
+        m.get(key)
+            .map(|f| f.bool(ctx))
+            .transpose()
+            .map(|v| v.unwrap_or(default))
     };
     // `validate_static_model`. The model names themselves are not sent: upstream's requests carry the server's
     // `model_name` (`to_request_body(effective_model_name, ...)`), whatever the trace recorded.
@@ -1283,7 +1304,10 @@ fn otel_trace_replay(ctx: &mut Ctx, f: &At<'_>) -> Result<OtelTraceData, Workloa
         _ => false,
     };
     if use_static_model && static_model_name.is_empty() {
-        return Err(f.invalid(ctx, "static_model_name is required when use_static_model=True"));
+        return Err(f.invalid(
+            ctx,
+            "static_model_name is required when use_static_model=True",
+        ));
     }
     if !use_static_model && !static_model_name.is_empty() && !model_mapping {
         return Err(f.invalid(
@@ -1293,7 +1317,11 @@ fn otel_trace_replay(ctx: &mut Ctx, f: &At<'_>) -> Result<OtelTraceData, Workloa
     }
     let include_errors = flag(&mut m, ctx, "include_errors", true)?;
     let skip_invalid_files = flag(&mut m, ctx, "skip_invalid_files", false)?;
-    let max_wait_ms = m.get("max_wait_ms").map(|f| f.u64(ctx)).transpose()?.unwrap_or(15_000);
+    let max_wait_ms = m
+        .get("max_wait_ms")
+        .map(|f| f.u64(ctx))
+        .transpose()?
+        .unwrap_or(15_000);
     let predecessor_wait_timeout = match m.get("predecessor_wait_timeout_sec") {
         Some(f) => Some(f.seconds(ctx)?).filter(|d| !d.is_zero()),
         None => Some(Duration::from_secs(3600)),
@@ -1311,7 +1339,9 @@ fn otel_trace_replay(ctx: &mut Ctx, f: &At<'_>) -> Result<OtelTraceData, Workloa
             other => {
                 return Err(f.invalid(
                     ctx,
-                    format!("unknown bad_tool_call_handling `{other}`; expected none or use_recorded"),
+                    format!(
+                        "unknown bad_tool_call_handling `{other}`; expected none or use_recorded"
+                    ),
                 ));
             }
         }
@@ -1525,7 +1555,8 @@ fn parse_report(
     m.ignore(
         ctx,
         "session_lifecycle",
-        "session reports belong to trace_session_replay, which llmbench does not run",
+        "llmbench does not write inference-perf's session lifecycle reports yet (the per-request records carry \
+         each call's session and call index)",
     );
     m.finish(ctx, &[]);
     Ok(())

@@ -155,8 +155,14 @@ fn unique_spans(spans: &[Value]) -> Vec<&Value> {
     let mut kept = Vec::new();
     for span in sorted {
         let key = (
-            python_str(span.get("start_time").unwrap_or(&Value::String(String::new()))),
-            python_str(span.get("end_time").unwrap_or(&Value::String(String::new()))),
+            python_str(
+                span.get("start_time")
+                    .unwrap_or(&Value::String(String::new())),
+            ),
+            python_str(
+                span.get("end_time")
+                    .unwrap_or(&Value::String(String::new())),
+            ),
         );
         let attributes = span.get("attributes");
         let bucket = seen.entry(key).or_default();
@@ -253,11 +259,15 @@ fn raw_calls(spans: &[Value], include_errors: bool) -> Result<Vec<RawCall>, Faul
             _ => t_start_ms,
         };
         let tokens = |a: &str, b: &str| -> Result<Option<u64>, Fault> {
-            match attrs.get(a).filter(|v| !v.is_null()).or_else(|| attrs.get(b)) {
+            match attrs
+                .get(a)
+                .filter(|v| !v.is_null())
+                .or_else(|| attrs.get(b))
+            {
                 None | Some(Value::Null) => Ok(None),
-                Some(v) => python_int(v)
-                    .map(Some)
-                    .ok_or_else(|| Fault::Skip(format!("span `{id}`: token count {v} is not an int"))),
+                Some(v) => python_int(v).map(Some).ok_or_else(|| {
+                    Fault::Skip(format!("span `{id}`: token count {v} is not an int"))
+                }),
             }
         };
         calls.push(RawCall {
@@ -279,7 +289,9 @@ fn raw_calls(spans: &[Value], include_errors: bool) -> Result<Vec<RawCall>, Faul
 /// Python's `int(v)` of a JSON number or numeric string, non-negative.
 fn python_int(v: &Value) -> Option<u64> {
     match v {
-        Value::Number(n) => n.as_u64().or_else(|| n.as_f64().filter(|x| *x >= 0.0).map(|x| x.trunc() as u64)),
+        Value::Number(n) => n
+            .as_u64()
+            .or_else(|| n.as_f64().filter(|x| *x >= 0.0).map(|x| x.trunc() as u64)),
         Value::String(s) => s.trim().parse().ok(),
         Value::Bool(b) => Some(u64::from(*b)),
         _ => None,
@@ -325,7 +337,10 @@ fn input_messages(span: &str, raw: Option<&Value>) -> Result<Vec<Message>, Fault
             return Err(Fault::Skip(format!("span `{span}`: a message has no role")));
         };
         let Some(role) = role.as_str() else {
-            return Err(refuse(span, format!("a message's role {role} is not a string")));
+            return Err(refuse(
+                span,
+                format!("a message's role {role} is not a string"),
+            ));
         };
         let role = if role == "developer" { "system" } else { role };
         if item.get("tool_calls").is_some_and(|t| !t.is_null())
@@ -370,7 +385,9 @@ fn output_text(span: &str, attrs: &Map<String, Value>) -> Result<Option<String>,
         return Ok(None);
     };
     let Some(first) = items.first() else {
-        return Err(Fault::Skip(format!("span `{span}`: gen_ai.output.messages is empty")));
+        return Err(Fault::Skip(format!(
+            "span `{span}`: gen_ai.output.messages is empty"
+        )));
     };
     if !first.is_object() {
         return Ok(None);
@@ -463,7 +480,10 @@ fn graph(calls: &[RawCall]) -> Graph {
                 .max()
                 .map_or(0, |last| (call.t_start_ms - last).max(0) as u64);
             let input_tokens = call.prompt_tokens.unwrap_or_else(|| {
-                call.messages.iter().map(|m| estimate_tokens(&m.content)).sum()
+                call.messages
+                    .iter()
+                    .map(|m| estimate_tokens(&m.content))
+                    .sum()
             });
             let max_tokens = call
                 .completion_tokens
@@ -653,11 +673,20 @@ pub fn parse_iso(text: &str) -> Result<f64, String> {
             }
             let h: i64 = o[0..2].parse().map_err(|_| bad())?;
             let m: i64 = o[2..4].parse().map_err(|_| bad())?;
-            let s: i64 = if o.len() >= 6 { o[4..6].parse().map_err(|_| bad())? } else { 0 };
+            let s: i64 = if o.len() >= 6 {
+                o[4..6].parse().map_err(|_| bad())?
+            } else {
+                0
+            };
             sign * (h * 3600 + m * 60 + s)
         }
     };
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 59 {
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 59
+    {
         return Err(bad());
     }
     let days = days_from_civil(year, month, day);
@@ -755,18 +784,42 @@ mod tests {
         assert_eq!(
             g.events[1].segments,
             [
-                Segment { kind: SegmentKind::Shared, messages: 1, source: Some(0) },
-                Segment { kind: SegmentKind::Output, messages: 1, source: Some(0) },
-                Segment { kind: SegmentKind::Unique, messages: 1, source: None },
+                Segment {
+                    kind: SegmentKind::Shared,
+                    messages: 1,
+                    source: Some(0)
+                },
+                Segment {
+                    kind: SegmentKind::Output,
+                    messages: 1,
+                    source: Some(0)
+                },
+                Segment {
+                    kind: SegmentKind::Unique,
+                    messages: 1,
+                    source: None
+                },
             ]
         );
         // c: the first 3 messages shared with b (its longest common prefix), b's output, then Q3.
         assert_eq!(
             g.events[2].segments,
             [
-                Segment { kind: SegmentKind::Shared, messages: 3, source: Some(1) },
-                Segment { kind: SegmentKind::Output, messages: 1, source: Some(1) },
-                Segment { kind: SegmentKind::Unique, messages: 1, source: None },
+                Segment {
+                    kind: SegmentKind::Shared,
+                    messages: 3,
+                    source: Some(1)
+                },
+                Segment {
+                    kind: SegmentKind::Output,
+                    messages: 1,
+                    source: Some(1)
+                },
+                Segment {
+                    kind: SegmentKind::Unique,
+                    messages: 1,
+                    source: None
+                },
             ]
         );
         // max_tokens: the recorded output's max(1, chars // 4): "A1 long answer" is 14 chars → 3.
@@ -790,7 +843,14 @@ mod tests {
         // c (1200 ms): a ends at 2000 (overlaps), b ends at 1000 → temporal on b, wait 200 ms.
         assert_eq!(g.events[2].predecessors, [1]);
         assert_eq!(g.events[2].wait_ms, 200);
-        assert_eq!(g.events[2].segments, [Segment { kind: SegmentKind::Unique, messages: 1, source: None }]);
+        assert_eq!(
+            g.events[2].segments,
+            [Segment {
+                kind: SegmentKind::Unique,
+                messages: 1,
+                source: None
+            }]
+        );
     }
 
     #[test]
@@ -809,28 +869,66 @@ mod tests {
         assert_eq!(
             g.events[2].segments,
             [
-                Segment { kind: SegmentKind::Shared, messages: 1, source: Some(0) },
-                Segment { kind: SegmentKind::Output, messages: 1, source: Some(0) },
-                Segment { kind: SegmentKind::Output, messages: 1, source: Some(1) },
-                Segment { kind: SegmentKind::Unique, messages: 1, source: None },
+                Segment {
+                    kind: SegmentKind::Shared,
+                    messages: 1,
+                    source: Some(0)
+                },
+                Segment {
+                    kind: SegmentKind::Output,
+                    messages: 1,
+                    source: Some(0)
+                },
+                Segment {
+                    kind: SegmentKind::Output,
+                    messages: 1,
+                    source: Some(1)
+                },
+                Segment {
+                    kind: SegmentKind::Unique,
+                    messages: 1,
+                    source: None
+                },
             ]
         );
     }
 
     #[test]
     fn duplicate_and_error_spans_are_dropped_as_upstream_drops_them() {
-        let a = span("a", "2026-01-01T00:00:00", "2026-01-01T00:00:01", json!([msg("user", "x")]), "o");
+        let a = span(
+            "a",
+            "2026-01-01T00:00:00",
+            "2026-01-01T00:00:01",
+            json!([msg("user", "x")]),
+            "o",
+        );
         let mut dup = a.clone();
         dup["span_id"] = json!("z");
-        let mut err = span("e", "2026-01-01T00:00:02", "2026-01-01T00:00:03", json!([msg("user", "q")]), "o2");
+        let mut err = span(
+            "e",
+            "2026-01-01T00:00:02",
+            "2026-01-01T00:00:03",
+            json!([msg("user", "q")]),
+            "o2",
+        );
         err["status"] = json!({"code": 2});
-        let mut tool = span("t", "2026-01-01T00:00:00", "2026-01-01T00:00:01", json!([msg("user", "x")]), "o");
+        let mut tool = span(
+            "t",
+            "2026-01-01T00:00:00",
+            "2026-01-01T00:00:01",
+            json!([msg("user", "x")]),
+            "o",
+        );
         tool["attributes"]["gen_ai.operation.name"] = json!("execute_tool");
         tool["name"] = json!("tool run");
         let trace = json!({"spans": [dup, a, err, tool]});
         let with_errors = graph_of(&trace);
         assert_eq!(
-            with_errors.events.iter().map(|e| e.span_id.as_str()).collect::<Vec<_>>(),
+            with_errors
+                .events
+                .iter()
+                .map(|e| e.span_id.as_str())
+                .collect::<Vec<_>>(),
             ["a", "e"]
         );
         let Ok(Build::Graph(without)) = build(&trace, false) else {
@@ -846,15 +944,30 @@ mod tests {
         let refused = build(&tool, true).unwrap_err();
         assert_eq!(refused.span, "s1");
         assert!(refused.what.contains("tool calls"), "{refused}");
-        let mut bad = span("s2", "2026-01-01T00:00:00", "2026-01-01T00:00:01", json!([]), "o");
+        let mut bad = span(
+            "s2",
+            "2026-01-01T00:00:00",
+            "2026-01-01T00:00:01",
+            json!([]),
+            "o",
+        );
         bad["attributes"]["gen_ai.input.messages"] = json!("[not json");
-        assert!(matches!(build(&json!({"spans": [bad]}), true), Ok(Build::Skipped(_))));
-        assert!(matches!(build(&json!({"spans": []}), true), Ok(Build::Skipped(_))));
+        assert!(matches!(
+            build(&json!({"spans": [bad]}), true),
+            Ok(Build::Skipped(_))
+        ));
+        assert!(matches!(
+            build(&json!({"spans": []}), true),
+            Ok(Build::Skipped(_))
+        ));
     }
 
     #[test]
     fn session_names_follow_normalize_file_trace() {
-        assert_eq!(session_name(&json!({"session_id": "s", "trace_id": "t"}), "f"), "s");
+        assert_eq!(
+            session_name(&json!({"session_id": "s", "trace_id": "t"}), "f"),
+            "s"
+        );
         assert_eq!(session_name(&json!({"trace_id": "t"}), "f"), "t");
         assert_eq!(session_name(&json!({"trace_id": ""}), "f"), "f");
         assert_eq!(session_name(&json!({}), "f"), "f");

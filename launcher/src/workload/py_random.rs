@@ -24,7 +24,11 @@ impl PyRandom {
         // `random_seed`: the absolute value's 32-bit words, least significant first; 0 is one word, 0.
         let low = seed as u32;
         let high = (seed >> 32) as u32;
-        let key: Vec<u32> = if high == 0 { vec![low] } else { vec![low, high] };
+        let key: Vec<u32> = if high == 0 {
+            vec![low]
+        } else {
+            vec![low, high]
+        };
         let mut rng = PyRandom {
             state: Box::new([0; N]),
             index: N,

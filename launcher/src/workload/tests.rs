@@ -72,9 +72,7 @@ fn expectation(harness: &str, file: &str) -> Option<Expect> {
             "data.otel_trace_replay.hf_dataset_path",
             "Hugging Face dataset download",
         ),
-        ("inference-perf", "weka_traces.yaml.in") => {
-            Unsupported("data.type", "weka_trace_replay")
-        }
+        ("inference-perf", "weka_traces.yaml.in") => Unsupported("data.type", "weka_trace_replay"),
         ("inference-perf", "guide_multimodal-serving_1.yaml") => {
             Unsupported("data.shared_prefix.multimodal", "multimodal")
         }
@@ -882,7 +880,10 @@ fn a_trace_session_replay_profile_parses_its_stages_and_trace_source() {
     assert_eq!(w.api.session_id_header.as_deref(), Some("x-session-id"));
     assert_eq!(w.workers.worker_max_concurrency, Some(400));
     assert_eq!(
-        w.stages.iter().map(|s| s.arrival.clone()).collect::<Vec<_>>(),
+        w.stages
+            .iter()
+            .map(|s| s.arrival.clone())
+            .collect::<Vec<_>>(),
         [
             Arrival::TraceSessions {
                 concurrent_sessions: 4,
@@ -910,7 +911,10 @@ fn a_trace_session_replay_profile_parses_its_stages_and_trace_source() {
         Harness::InferencePerf,
         &base("", "concurrent_sessions: 1\n      session_rate: 2"),
     );
-    assert!(msg.contains("session_rate (2) cannot exceed concurrent_sessions (1)"), "{msg}");
+    assert!(
+        msg.contains("session_rate (2) cannot exceed concurrent_sessions (1)"),
+        "{msg}"
+    );
     let msg = err(
         Harness::InferencePerf,
         &base("    use_static_model: true\n", "concurrent_sessions: 1"),
@@ -923,10 +927,15 @@ fn a_trace_session_replay_profile_parses_its_stages_and_trace_source() {
              trace_directory: /t\nload:\n  type: constant\n  stages:\n    - rate: 1\n      duration: 1\n"
         ),
     );
-    assert!(msg.contains("requires load.type 'trace_session_replay'"), "{msg}");
+    assert!(
+        msg.contains("requires load.type 'trace_session_replay'"),
+        "{msg}"
+    );
     let msg = err(
         Harness::InferencePerf,
-        &format!("{IP_HEAD}load:\n  type: trace_session_replay\n  stages:\n    - concurrent_sessions: 1\n"),
+        &format!(
+            "{IP_HEAD}load:\n  type: trace_session_replay\n  stages:\n    - concurrent_sessions: 1\n"
+        ),
     );
     assert!(msg.contains("`load.type`: "), "{msg}");
     assert!(msg.contains("otel_trace_replay"), "{msg}");
