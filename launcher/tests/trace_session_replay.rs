@@ -79,7 +79,7 @@ fn ns(record: &Value, field: &str) -> i64 {
         .unwrap_or_else(|| panic!("{field} in {record}"))
 }
 
-fn find<'a>(records: &'a [Value], session: u64, turn: u64) -> &'a Value {
+fn find(records: &[Value], session: u64, turn: u64) -> &Value {
     records
         .iter()
         .find(|r| r["conversation"]["id"] == session && r["conversation"]["turn"] == turn)
