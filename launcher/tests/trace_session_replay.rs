@@ -218,3 +218,58 @@ async fn a_trace_with_tool_calls_is_refused_naming_its_file_and_span() {
         "{msg}"
     );
 }
+
+/// Upstream's own example traces (kubernetes-sigs/inference-perf `examples/otel/test_traces/`, Apache-2.0, copied
+/// at 7de5ef2 into `tests/fixtures/otel/`) build into the graphs worked out here by hand from their spans.
+#[test]
+fn upstreams_example_traces_build_the_graphs_worked_out_by_hand() {
+    use llmbench::workload::otel_trace::{Build, Graph, SegmentKind::*, build};
+    let graph = |name: &str| -> Graph {
+        let path = format!(
+            "{}/tests/fixtures/otel/{name}.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let text = std::fs::read_to_string(&path).expect("fixture");
+        match build(&serde_json::from_str(&text).expect("JSON"), true) {
+            Ok(Build::Graph(g)) => g,
+            other => panic!("{name}: {other:?}"),
+        }
+    };
+    // fan_in_dependencies: 001 0–2 s; 002 2.5–4.5 s and 003 3–5 s carry no earlier answer, so each follows the
+    // latest call that had ended when it started (001: waits 500 and 1000 ms); 004 at 6 s carries all three
+    // answers (causal edges, latest first) and waits 6000 − 5000 = 1000 ms. Its input: the first question as
+    // 001 sent it, 001's answer, the second question, 002's answer, the third, 003's answer, the last question.
+    let g = graph("fan_in_dependencies");
+    let preds: Vec<Vec<usize>> = g.events.iter().map(|e| e.predecessors.clone()).collect();
+    assert_eq!(preds, [vec![], vec![0], vec![0], vec![2, 1, 0]]);
+    let waits: Vec<u64> = g.events.iter().map(|e| e.wait_ms).collect();
+    assert_eq!(waits, [0, 500, 1000, 1000]);
+    let segments: Vec<_> = g.events[3]
+        .segments
+        .iter()
+        .map(|s| (s.kind, s.messages, s.source))
+        .collect();
+    assert_eq!(
+        segments,
+        [
+            (Shared, 1, Some(0)),
+            (Output, 1, Some(0)),
+            (Unique, 1, None),
+            (Output, 1, Some(1)),
+            (Unique, 1, None),
+            (Output, 1, Some(2)),
+            (Unique, 1, None),
+        ]
+    );
+    // simple_chain: each call carries the previous answer; waits 3000 − 2500 and 6000 − 5000 ms.
+    let g = graph("simple_chain");
+    let preds: Vec<Vec<usize>> = g.events.iter().map(|e| e.predecessors.clone()).collect();
+    assert_eq!(preds, [vec![], vec![0], vec![1]]);
+    assert_eq!(
+        g.events.iter().map(|e| e.wait_ms).collect::<Vec<_>>(),
+        [0, 500, 1000]
+    );
+    // The other two build too (gen_ai.output.messages outputs, +00:00 times, parallel branches).
+    assert_eq!(graph("parallel_requests").events.len(), 5);
+    assert_eq!(graph("prefix_sharing_example").events.len(), 7);
+}
