@@ -641,9 +641,10 @@ pub fn parse_iso(text: &str) -> Result<f64, String> {
                 Err(bad())
             }
         };
-        hour = two(&time[0..2])?;
-        minute = two(&time[3..5])?;
-        rest = &time[5..];
+        // `get`: a multi-byte character where a digit belongs is an error, not a panic.
+        hour = two(time.get(0..2).ok_or_else(bad)?)?;
+        minute = two(time.get(3..5).ok_or_else(bad)?)?;
+        rest = time.get(5..).ok_or_else(bad)?;
         if let Some(s) = rest.strip_prefix(':') {
             second = two(s.get(0..2).ok_or_else(bad)?)?;
             rest = &s[2..];
@@ -748,6 +749,7 @@ mod tests {
             parse_iso("2026-02-25T11:00:02.500+01:00").unwrap()
         );
         assert!(parse_iso("yesterday").is_err());
+        assert!(parse_iso("2026-02-25T10:0é").is_err());
     }
 
     /// Upstream's `simple_chain.json` (examples/otel/test_traces/simple): three calls, each carrying the previous
