@@ -28,6 +28,7 @@ pub mod results;
 pub mod run;
 pub mod rx_stamp;
 pub mod server_metrics;
+pub mod session_replay;
 pub mod sim;
 pub mod sizing;
 pub mod stack;

@@ -316,7 +316,7 @@ pub fn estimate_run_memory(workload: &Workload, expected_requests: Option<u64>) 
                 (r.num_conversations, whole.min(window), 0.0, Some(output))
             }
             // Built from the file when the run starts, which checks its size then.
-            DataSpec::MooncakeTrace(_) | DataSpec::AzureTrace(_) => {
+            DataSpec::MooncakeTrace(_) | DataSpec::AzureTrace(_) | DataSpec::OtelTrace(_) => {
                 (pool(None), NOMINAL_DATASET_PROMPT_TOKENS as f64, 0.0, None)
             }
         };
@@ -432,7 +432,8 @@ fn stage_requests(stage: &Stage) -> Option<u64> {
         Arrival::Closed { .. }
         | Arrival::Sweep(Sweep::InferencePerf { .. })
         | Arrival::MooncakeTrace { .. }
-        | Arrival::InferencePerfTrace { .. } => None,
+        | Arrival::InferencePerfTrace { .. }
+        | Arrival::TraceSessions { .. } => None,
     };
     match (from_arrival, stage.limit.requests) {
         (Some(a), Some(r)) => Some(a.min(r)),

@@ -75,7 +75,9 @@ pub fn engine_stages(workload: &Workload) -> Result<Vec<engine::Stage>, PlanErro
         .map(|(index, stage)| {
             if matches!(
                 stage.arrival,
-                Arrival::MooncakeTrace { .. } | Arrival::InferencePerfTrace { .. }
+                Arrival::MooncakeTrace { .. }
+                    | Arrival::InferencePerfTrace { .. }
+                    | Arrival::TraceSessions { .. }
             ) {
                 return Err(PlanError::Trace { stage: index });
             }
@@ -140,6 +142,9 @@ pub fn stage_meta(stage: &engine::Stage, workload_stage: Option<&Stage>) -> Stag
         } => *max_concurrency,
         engine::StagePlan::Closed { concurrency, .. } => Some(*concurrency),
         engine::StagePlan::Trace(replay) => replay.concurrency,
+        engine::StagePlan::Sessions(replay) => {
+            Some(replay.concurrent_sessions as usize).filter(|c| *c > 0)
+        }
         engine::StagePlan::LmBench(stage) => Some(stage.run.num_users as usize),
     };
     StageMeta {
@@ -185,6 +190,8 @@ pub fn cap_in_flight(stages: &mut [engine::Stage], cap: usize) {
             engine::StagePlan::Closed { concurrency, .. } => *concurrency = (*concurrency).min(cap),
             // AIPerf caps nothing on its fixed schedule; a replay is not an inference-perf workload.
             engine::StagePlan::Trace(_) => {}
+            // Capped when planned: its cap holds calls waiting for their predecessors too.
+            engine::StagePlan::Sessions(_) => {}
             // Its users have at most one request each in flight; upstream has no other cap.
             engine::StagePlan::LmBench(_) => {}
         }
@@ -209,7 +216,8 @@ pub fn requested_rate(stage: &Stage) -> Option<f64> {
         | Arrival::Closed { .. }
         | Arrival::Sweep(_)
         | Arrival::MooncakeTrace { .. }
-        | Arrival::InferencePerfTrace { .. } => None,
+        | Arrival::InferencePerfTrace { .. }
+        | Arrival::TraceSessions { .. } => None,
     }
 }
 
@@ -239,6 +247,10 @@ pub fn expected_size(
             engine::StagePlan::Trace(replay) => {
                 requests = requests.map(|r| r + replay.requests());
                 duration += replay.span();
+            }
+            // Every call of every session, unless one fails (its successors are then not sent).
+            engine::StagePlan::Sessions(replay) => {
+                requests = requests.map(|r| r + replay.requests());
             }
             // Sessions send what their users' answers allow: the count is not known in advance.
             engine::StagePlan::LmBench(stage) => {
@@ -349,6 +361,15 @@ impl Shard {
                             return Err(refused);
                         }
                         engine::StagePlan::Trace(std::sync::Arc::new(
+                            replay.shard(self.index, self.count),
+                        ))
+                    }
+                    engine::StagePlan::Sessions(replay) => {
+                        if let Some(refused) = too_narrow(index, "sessions", replay.sessions.len())
+                        {
+                            return Err(refused);
+                        }
+                        engine::StagePlan::Sessions(std::sync::Arc::new(
                             replay.shard(self.index, self.count),
                         ))
                     }
@@ -464,6 +485,7 @@ mod tests {
                     } => (*concurrency, *total),
                     engine::StagePlan::Open { .. }
                     | engine::StagePlan::Trace(_)
+                    | engine::StagePlan::Sessions(_)
                     | engine::StagePlan::LmBench(_) => {
                         panic!("closed stays closed")
                     }

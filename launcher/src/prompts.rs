@@ -186,7 +186,9 @@ pub fn build_prompts(
                 what: "conversation_replay",
             });
         }
-        DataSpec::MooncakeTrace(_) | DataSpec::AzureTrace(_) => return Err(PromptError::TraceData),
+        DataSpec::MooncakeTrace(_) | DataSpec::AzureTrace(_) | DataSpec::OtelTrace(_) => {
+            return Err(PromptError::TraceData);
+        }
     };
     Ok(prompts)
 }

@@ -305,6 +305,8 @@ pub enum RunError {
     CapacitySearch(String),
     #[error("trace replay: {0}")]
     Trace(#[from] crate::trace::ReplayError),
+    #[error(transparent)]
+    SessionReplay(#[from] crate::session_replay::SessionReplayError),
     #[error(
         "{source}; the run stopped there: the stages that ran are recorded and reported in {}",
         dir.display()
@@ -553,6 +555,44 @@ async fn run_against(
     context.profile_no_server_metrics = workload.no_server_metrics;
     if harness == Harness::Nop {
         return run_nop(context, &workload).await;
+    }
+    if matches!(workload.data, crate::workload::DataSpec::OtelTrace(_)) {
+        if capacity_search.is_some() {
+            return Err(RunError::Unsupported(
+                "a capacity search over a trace session replay: the traces set the load".to_owned(),
+            ));
+        }
+        let tokenizer_spec =
+            context.tokenizer_spec(workload.tokenizer.as_ref().map(|t| t.name_or_path.clone()))?;
+        // Upstream sends the server's model name whatever the traces recorded.
+        let request_model = context.request_model(workload.api.model.clone())?;
+        let settings = BodySettings::new(
+            &workload.api,
+            request_model.clone(),
+            BodyStyle::of(workload.harness),
+        );
+        // The corpus is listed, checked and ordered before the clock starts; each session's graph is rebuilt
+        // from its file when it starts.
+        let cap = inference_perf_worker_cap(&workload.workers, crate::sizing::available_cpus());
+        let planned = crate::session_replay::session_plans(&workload, settings, cap)?;
+        let stages = context.shard(planned, &workload.stages)?;
+        let executed = context
+            .execute(Execution {
+                api: &workload.api,
+                request_model,
+                tokenizer_spec,
+                stages,
+                interval: workload.stage_interval,
+                requests: Requests::Trace,
+                warmup: None,
+                request_timeout: workload.request_timeout,
+                max_concurrency: workload.workers.worker_max_concurrency,
+                report: report_options(&workload),
+                // Later calls carry earlier calls' answers (taken out of the records).
+                keep_text: true,
+            })
+            .await?;
+        return context.finish(executed);
     }
     if matches!(
         workload.data,

@@ -28,6 +28,7 @@ fn completion_body(max_tokens: u32) -> PreparedRequest {
         body: Bytes::from(body.to_string()),
         input_tokens: 8,
         max_tokens: Some(max_tokens),
+        header: None,
     }
 }
 

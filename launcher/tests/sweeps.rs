@@ -741,6 +741,7 @@ mod planner {
             body: Bytes::from(body.to_string()),
             input_tokens: 3,
             max_tokens: Some(max_tokens),
+            header: None,
         }
     }
 

@@ -86,6 +86,9 @@ pub struct PreparedRequest {
     pub body: Bytes,
     pub input_tokens: u32,
     pub max_tokens: Option<u32>,
+    /// A header of this request alone (inference-perf's `session_id_header_key`: the request's session), shared
+    /// by the requests of one session.
+    pub header: Option<std::sync::Arc<(String, String)>>,
 }
 
 /// The identity of one issued request.
@@ -183,7 +186,9 @@ async fn exchange_http1(
     record: &mut RequestRecord,
 ) -> Result<(), RequestError> {
     record.sent_ns = clock.now_ns();
-    let response = endpoint.send(&request.body, clock).await?;
+    let response = endpoint
+        .send(&request.body, request.header.as_deref(), clock)
+        .await?;
     let status = response.status();
     record.http_status = Some(status);
     if !(200..300).contains(&status) {
@@ -237,6 +242,9 @@ async fn exchange_reqwest(
     }
     for (name, value) in &target.headers {
         builder = builder.header(name, value);
+    }
+    if let Some(header) = &request.header {
+        builder = builder.header(&header.0, &header.1);
     }
     record.sent_ns = clock.now_ns();
     let mut response = builder.send().await.map_err(classify_send_error)?;

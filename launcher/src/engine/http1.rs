@@ -77,6 +77,34 @@ fn read_stamped<R>(
     }
 }
 
+const CONTENT_LENGTH: &[u8] = b"Content-Length: ";
+
+/// The bytes of one request: the shared head, the request's own `header` before its `Content-Length` (which
+/// `head_prefix` ends with), the length and the body. Pure.
+fn wire(head_prefix: &[u8], header: Option<&(String, String)>, body: &[u8]) -> Vec<u8> {
+    let length = body.len().to_string();
+    let extra = header.map_or(0, |(n, v)| n.len() + v.len() + 4);
+    let mut wire = Vec::with_capacity(head_prefix.len() + extra + length.len() + 4 + body.len());
+    match header {
+        Some((name, value)) => {
+            let shared = head_prefix
+                .strip_suffix(CONTENT_LENGTH)
+                .unwrap_or(head_prefix);
+            wire.extend_from_slice(shared);
+            wire.extend_from_slice(name.as_bytes());
+            wire.extend_from_slice(b": ");
+            wire.extend_from_slice(value.as_bytes());
+            wire.extend_from_slice(b"\r\n");
+            wire.extend_from_slice(CONTENT_LENGTH);
+        }
+        None => wire.extend_from_slice(head_prefix),
+    }
+    wire.extend_from_slice(length.as_bytes());
+    wire.extend_from_slice(b"\r\n\r\n");
+    wire.extend_from_slice(body);
+    wire
+}
+
 /// One `http://` endpoint: where to connect, the request head every request shares, and the idle connections.
 #[derive(Debug)]
 pub struct Http1Endpoint {
@@ -157,13 +185,13 @@ impl Http1Endpoint {
 
     /// Sends a POST with `body` and waits for the response head. A kept-alive connection the server has closed
     /// meanwhile (no byte of a response on it) is retried once on a fresh connection, as browsers and hyper do.
-    pub async fn send(&self, body: &[u8], clock: &Clock) -> Result<Response<'_>, RequestError> {
-        let length = body.len().to_string();
-        let mut wire = Vec::with_capacity(self.head_prefix.len() + length.len() + 4 + body.len());
-        wire.extend_from_slice(&self.head_prefix);
-        wire.extend_from_slice(length.as_bytes());
-        wire.extend_from_slice(b"\r\n\r\n");
-        wire.extend_from_slice(body);
+    pub async fn send(
+        &self,
+        body: &[u8],
+        header: Option<&(String, String)>,
+        clock: &Clock,
+    ) -> Result<Response<'_>, RequestError> {
+        let wire = wire(&self.head_prefix, header, body);
         loop {
             let pooled = self.take_idle();
             let reused = pooled.is_some();
@@ -862,7 +890,7 @@ mod tests {
     }
 
     async fn body_of(endpoint: &Http1Endpoint, clock: &Clock) -> (u16, Vec<u8>, BodyEnd) {
-        let response = endpoint.send(b"{}", clock).await.expect("response");
+        let response = endpoint.send(b"{}", None, clock).await.expect("response");
         let status = response.status();
         let mut body = Vec::new();
         let end = response
@@ -944,7 +972,7 @@ mod tests {
         .await;
         let endpoint = Http1Endpoint::new(&url, &[], 8).expect("endpoint");
         let clock = Clock::start();
-        let response = endpoint.send(b"{}", &clock).await.expect("head");
+        let response = endpoint.send(b"{}", None, &clock).await.expect("head");
         let error = response
             .read_body(&clock, |_, _| Ok(Flow::More))
             .await
@@ -965,7 +993,7 @@ mod tests {
         drop(listener);
         let endpoint = Http1Endpoint::new(&url, &[], 8).expect("endpoint");
         let error = endpoint
-            .send(b"{}", &Clock::start())
+            .send(b"{}", None, &Clock::start())
             .await
             .expect_err("refused");
         assert_eq!(error.class, ErrorClass::Connect);
@@ -1004,6 +1032,23 @@ mod tests {
             String::from_utf8_lossy(&endpoint.head_prefix),
             "POST /v1/chat/completions?x=1 HTTP/1.1\r\nHost: [::1]:8000\r\nAuthorization: Bearer k\r\n\
              Content-Type: application/json\r\nContent-Length: "
+        );
+    }
+
+    #[test]
+    fn a_requests_own_header_goes_before_its_content_length() {
+        let endpoint =
+            Http1Endpoint::new("http://h:1/v1/chat/completions", &[], 1).expect("endpoint");
+        let header = ("x-session-id".to_owned(), "trace0_s".to_owned());
+        assert_eq!(
+            String::from_utf8_lossy(&wire(&endpoint.head_prefix, Some(&header), b"{}")),
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: h:1\r\nContent-Type: application/json\r\n\
+             x-session-id: trace0_s\r\nContent-Length: 2\r\n\r\n{}"
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&wire(&endpoint.head_prefix, None, b"{}")),
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: h:1\r\nContent-Type: application/json\r\n\
+             Content-Length: 2\r\n\r\n{}"
         );
     }
 
@@ -1057,7 +1102,7 @@ mod tests {
         .await;
         let endpoint = Http1Endpoint::new(&url, &[], 8).expect("endpoint");
         let clock = Clock::start();
-        let response = endpoint.send(b"{}", &clock).await.expect("head");
+        let response = endpoint.send(b"{}", None, &clock).await.expect("head");
         assert_eq!(response.status(), 503);
         let body = promptly(response.read_prefix(&clock, 2048, Duration::from_millis(200))).await;
         assert_eq!(body, b"overloaded");
@@ -1083,7 +1128,10 @@ mod tests {
             body_of(&endpoint, &clock).await,
             (200, b"ok".to_vec(), BodyEnd::Complete)
         );
-        let error = endpoint.send(b"{}", &clock).await.expect_err("too many");
+        let error = endpoint
+            .send(b"{}", None, &clock)
+            .await
+            .expect_err("too many");
         assert_eq!(error.class, ErrorClass::Other);
         assert!(
             error.message.contains("more than 16 informational"),

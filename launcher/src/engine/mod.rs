@@ -16,6 +16,7 @@ pub mod control;
 pub mod conversation;
 pub mod http1;
 pub mod lmbench;
+pub mod sessions;
 pub mod sse;
 pub mod trace;
 
@@ -55,6 +56,9 @@ pub enum StagePlan {
     },
     /// Replay a trace's sessions (AIPerf's Mooncake traces); the run's requests are [`Requests::Trace`].
     Trace(Arc<Replay>),
+    /// inference-perf `trace_session_replay`: sessions of dependent calls ([`sessions`]); the run's requests are
+    /// [`Requests::Trace`].
+    Sessions(Arc<sessions::SessionReplay>),
     /// One QPS value of an LMBenchmark scenario (fmperf profiles): its users' sessions decide what is sent and
     /// when, step by step ([`lmbench`]).
     LmBench(Arc<lmbench::LmBenchStage>),
@@ -549,8 +553,10 @@ pub async fn run(
                 () = control.issuing_ended() => break,
             }
         }
-        if matches!(planned.stage.plan, StagePlan::Trace(_))
-            != matches!(plan.requests, Requests::Trace)
+        if matches!(
+            planned.stage.plan,
+            StagePlan::Trace(_) | StagePlan::Sessions(_)
+        ) != matches!(plan.requests, Requests::Trace)
         {
             return Err(EngineError::TraceMismatch);
         }
@@ -601,6 +607,9 @@ pub async fn run(
             }
             StagePlan::Trace(replay) => {
                 trace::run_trace(stage_context, start, Arc::clone(replay)).await;
+            }
+            StagePlan::Sessions(replay) => {
+                sessions::run_sessions(stage_context, start, Arc::clone(replay)).await;
             }
             StagePlan::LmBench(stage) => {
                 // The stage's figures start with its measured invocation, after its warm-ups.

@@ -229,7 +229,10 @@ mod tests {
     fn send_at(stage: &Stage) -> &[Duration] {
         match &stage.plan {
             StagePlan::Open { send_at, .. } => send_at,
-            StagePlan::Closed { .. } | StagePlan::Trace(_) | StagePlan::LmBench(_) => {
+            StagePlan::Closed { .. }
+            | StagePlan::Trace(_)
+            | StagePlan::Sessions(_)
+            | StagePlan::LmBench(_) => {
                 panic!("expected an open stage")
             }
         }
@@ -300,7 +303,10 @@ mod tests {
             StagePlan::Closed {
                 concurrency, total, ..
             } => assert_eq!((*concurrency, *total), (1, Some(200))),
-            StagePlan::Open { .. } | StagePlan::Trace(_) | StagePlan::LmBench(_) => {
+            StagePlan::Open { .. }
+            | StagePlan::Trace(_)
+            | StagePlan::Sessions(_)
+            | StagePlan::LmBench(_) => {
                 panic!("closed loop expected")
             }
         }

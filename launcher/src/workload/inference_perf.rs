@@ -48,10 +48,20 @@ pub(crate) fn parse(
     let Some(load) = load else {
         return Err(ctx.missing("load", 0, "an inference-perf profile needs `load.stages`"));
     };
+    let load_line = load.line;
     let trace_replay = parse_load(ctx, load, &mut workload, options)?;
+    let session_replay = workload
+        .stages
+        .iter()
+        .any(|s| matches!(s.arrival, Arrival::TraceSessions { .. }));
 
     let slo_headers = match root.get("api") {
-        Some(f) => Some(parse_api(ctx, f.map(ctx)?, &mut workload.api)?),
+        Some(f) => Some(parse_api(
+            ctx,
+            f.map(ctx)?,
+            &mut workload.api,
+            session_replay,
+        )?),
         None => None,
     };
     if let Some(f) = root.get("server") {
@@ -61,9 +71,36 @@ pub(crate) fn parse(
         workload.tokenizer = parse_tokenizer(ctx, f.map(ctx)?)?;
     }
     workload.data = match root.get("data") {
-        Some(f) => parse_data(ctx, f.map(ctx)?, &mut workload.api, trace_replay.is_some())?,
+        Some(f) => parse_data(
+            ctx,
+            f.map(ctx)?,
+            &mut workload.api,
+            trace_replay.is_some(),
+            session_replay,
+        )?,
         None => DataSpec::Mock,
     };
+    if session_replay {
+        // `ReportConfig.session_lifecycle` defaults to a summary and per-stage reports (`reportgen/base.py`
+        // `generate_session_reports`); what they add is derived from records llmbench writes anyway.
+        ctx.warn(
+            "report.session_lifecycle",
+            load_line,
+            WarningKind::Ignored,
+            "inference-perf also writes session lifecycle reports (session durations, calls, failures) for a \
+             trace_session_replay; llmbench does not write them yet — requests.jsonl carries each call's session \
+             (`conversation.id`) and call index (`conversation.turn`)",
+        );
+    }
+    if session_replay && !matches!(workload.data, DataSpec::OtelTrace(_)) {
+        // `run_session_stage`: "Session-based replay requires a SessionGenerator".
+        return Err(ctx.invalid(
+            "load.type",
+            load_line,
+            "`trace_session_replay` replays the sessions of `data.type: otel_trace_replay` (or \
+             `weka_trace_replay`) only",
+        ));
+    }
     if let Some(line) = trace_replay
         && !matches!(workload.data, DataSpec::AzureTrace(_))
     {
@@ -163,6 +200,8 @@ fn parse_load(
     options: &ParseOptions,
 ) -> Result<Option<u32>, WorkloadError> {
     let type_line = load.get("type").map_or(load.line, |f| f.line);
+    // `trace_session_replay`: sessions of a trace corpus, each a graph of dependent calls.
+    let mut sessions = false;
     let kind = match load.get("type") {
         None => LoadKind::Constant,
         Some(f) => match f.str(ctx)? {
@@ -171,11 +210,8 @@ fn parse_load(
             "concurrent" => LoadKind::Concurrent,
             "trace_replay" => LoadKind::Trace,
             "trace_session_replay" => {
-                return Err(f.unsupported(
-                    ctx,
-                    "`trace_session_replay` load (inference-perf's replay of OTel and WEKA agent traces as graphs of \
-                     dependent calls, later calls carrying earlier calls' live outputs)",
-                ));
+                sessions = true;
+                LoadKind::Trace
             }
             other => {
                 return Err(f.invalid(
@@ -188,11 +224,19 @@ fn parse_load(
             }
         },
     };
+    if sessions {
+        // `run_session_stage` never reads `load.trace`: the sessions' own times are the schedule.
+        load.ignore(
+            ctx,
+            "trace",
+            "a `trace_session_replay` load takes its times from the session traces",
+        );
+    }
     let trace_file = match load.get("trace") {
         Some(f) if kind == LoadKind::Trace => Some(trace_config(ctx, &f)?),
         Some(f) => return Err(f.unsupported(ctx, "trace replay (`load.trace`)")),
         // `LoadGenerator.__init__`: "Trace file is required for trace replay load generator".
-        None if kind == LoadKind::Trace => {
+        None if kind == LoadKind::Trace && !sessions => {
             return Err(ctx.missing(
                 "load.trace",
                 type_line,
@@ -260,6 +304,13 @@ fn parse_load(
     }
 
     if let Some(f) = load.get("sweep") {
+        if sessions {
+            // `LoadConfig` validation: "Cannot have sweep config with CONCURRENT or TRACE_SESSION_REPLAY".
+            return Err(f.invalid(
+                ctx,
+                "a sweep cannot be combined with a `trace_session_replay` load",
+            ));
+        }
         if kind == LoadKind::Trace {
             return Err(f.unsupported(ctx, "a sweep over a `trace_replay` load"));
         }
@@ -293,6 +344,7 @@ fn parse_load(
     }
     for (index, item) in items.into_iter().enumerate() {
         let stage = match (kind, &trace_file) {
+            _ if sessions => parse_session_stage(ctx, &item)?,
             (LoadKind::Concurrent, _) => parse_concurrent_stage(ctx, &item)?,
             (LoadKind::Trace, Some(file)) => {
                 if index > 0 {
@@ -317,7 +369,59 @@ fn parse_load(
         workload.stages.push(stage);
     }
     load.finish(ctx, &[]);
-    Ok((kind == LoadKind::Trace).then_some(type_line))
+    Ok((kind == LoadKind::Trace && !sessions).then_some(type_line))
+}
+
+/// A `trace_session_replay` stage (`TraceSessionReplayLoadStage`): `concurrent_sessions` (required, 0 = no limit),
+/// `session_rate` (> 0, at most `concurrent_sessions` when that is set), `num_sessions` (> 0) and `timeout` (s,
+/// > 0).
+fn parse_session_stage(ctx: &mut Ctx, item: &At<'_>) -> Result<Stage, WorkloadError> {
+    let mut m = item.map(ctx)?;
+    let field = m.require(
+        ctx,
+        "concurrent_sessions",
+        "a `trace_session_replay` stage has `concurrent_sessions` (0 for all at once)",
+    )?;
+    let concurrent_sessions = u32::try_from(field.u64(ctx)?)
+        .map_err(|_| field.invalid(ctx, "too many concurrent sessions"))?;
+    let session_rate = match m.get("session_rate") {
+        Some(f) => {
+            let rate = f.positive_f64(ctx)?;
+            if concurrent_sessions > 0 && rate > f64::from(concurrent_sessions) {
+                return Err(f.invalid(
+                    ctx,
+                    format!(
+                        "session_rate ({rate}) cannot exceed concurrent_sessions ({concurrent_sessions}), as \
+                         inference-perf checks"
+                    ),
+                ));
+            }
+            Some(rate)
+        }
+        None => None,
+    };
+    let num_sessions = m.get("num_sessions").map(|f| f.requests(ctx)).transpose()?;
+    let timeout = m
+        .get("timeout")
+        .map(|f| f.positive_seconds(ctx))
+        .transpose()?;
+    m.finish(ctx, &[]);
+    Ok(Stage {
+        load: LoadKind::Trace,
+        arrival: Arrival::TraceSessions {
+            concurrent_sessions,
+            session_rate,
+            num_sessions,
+            timeout,
+        },
+        limit: StageLimit {
+            duration: timeout,
+            ..StageLimit::default()
+        },
+        max_concurrency: None,
+        warmup: None,
+        cooldown: None,
+    })
 }
 
 /// `TraceConfig` (`config/datagen/replay.py`): `file`, and `format` (only `AzurePublicDataset`, the default).
@@ -505,6 +609,7 @@ fn parse_api<'n>(
     ctx: &mut Ctx,
     mut m: MapReader<'n>,
     api: &mut Api,
+    session_replay: bool,
 ) -> Result<SloHeaders<'n>, WorkloadError> {
     if let Some(f) = m.get("type") {
         api.kind = match f.str(ctx)? {
@@ -533,13 +638,33 @@ fn parse_api<'n>(
     if let Some(f) = m.get("response_format") {
         return Err(f.unsupported(ctx, "structured output (`response_format`)"));
     }
-    for key in ["session_id_header_key", "session_token_header_key"] {
-        if let Some(f) = m.get(key) {
-            return Err(f.unsupported(
-                ctx,
-                "per-session request headers (a session id, or a session token echoed from responses)",
-            ));
+    if let Some(f) = m.get("session_id_header_key")
+        && !f.is_null()
+    {
+        let name = f.str(ctx)?;
+        if !name.is_empty() {
+            if !session_replay {
+                return Err(f.unsupported(
+                    ctx,
+                    "a session-id header outside `trace_session_replay` (conversation_replay and shared_prefix \
+                     sessions do not send it yet)",
+                ));
+            }
+            let bad = |b: u8| b.is_ascii_control() || b == b':' || b == b' ';
+            if name.bytes().any(bad) {
+                return Err(f.invalid(ctx, format!("`{name}` is not an HTTP header name")));
+            }
+            api.session_id_header = Some(name.to_string());
         }
+    }
+    if let Some(f) = m.get("session_token_header_key")
+        && !f.is_null()
+    {
+        return Err(f.unsupported(
+            ctx,
+            "a session token echoed from responses (`session_token_header_key`: llmbench does not read response \
+             headers yet)",
+        ));
     }
     let slo = SloHeaders {
         unit: m.get("slo_unit").map(|f| f.str(ctx)).transpose()?,
@@ -723,6 +848,7 @@ fn parse_data(
     mut m: MapReader<'_>,
     api: &mut Api,
     trace_replay: bool,
+    session_replay: bool,
 ) -> Result<DataSpec, WorkloadError> {
     let type_field = m.get("type");
     let kind = match &type_field {
@@ -736,9 +862,21 @@ fn parse_data(
         }
     };
     match kind {
-        "otel_trace_replay" => {
+        "otel_trace_replay" | "weka_trace_replay" if !session_replay => {
+            // `Config.validate_trace_replay_load_type`.
+            let problem = format!(
+                "data.type '{kind}' requires load.type 'trace_session_replay', as inference-perf checks"
+            );
+            return Err(match &type_field {
+                Some(f) => f.invalid(ctx, problem),
+                None => ctx.invalid(&join(&m.path, "type"), m.line, problem),
+            });
+        }
+        "otel_trace_replay" if api.kind != ApiKind::Chat => {
+            // `ReplayGraphSessionGeneratorBase.get_supported_apis`: chat and Anthropic messages.
             return Err(unsupported(
-                "`otel_trace_replay` data (OpenTelemetry spans rebuilt into a graph of dependent LLM calls)",
+                "`otel_trace_replay` data over `api.type: completion` (inference-perf replays traces as chat \
+                 requests only; set `api.type: chat`)",
             ));
         }
         "weka_trace_replay" => {
@@ -819,6 +957,14 @@ fn parse_data(
             DataSpec::AzureTrace(AzureTraceData {
                 path: trace.unwrap_or_default(),
             })
+        }
+        "otel_trace_replay" => {
+            let f = m.require(
+                ctx,
+                "otel_trace_replay",
+                "`type: otel_trace_replay` needs an `otel_trace_replay` section",
+            )?;
+            DataSpec::OtelTrace(otel_trace_replay(ctx, &f)?)
         }
         "conversation_replay" => {
             // `ConversationReplayDataGenerator.__init__`: "conversation_replay config is required."
@@ -1090,6 +1236,163 @@ fn conversation_replay(ctx: &mut Ctx, f: &At<'_>) -> Result<ConversationReplay, 
     })
 }
 
+/// `data.otel_trace_replay` (`OTelTraceReplayConfig` and its `SessionReplayConfig` base).
+fn otel_trace_replay(ctx: &mut Ctx, f: &At<'_>) -> Result<OtelTraceData, WorkloadError> {
+    let mut m = f.map(ctx)?;
+    let directory = m.get("trace_directory");
+    let files = m.get("trace_files");
+    let hf = m.get("hf_dataset_path");
+    let sources = [&directory, &files, &hf]
+        .iter()
+        .filter(|s| s.is_some())
+        .count();
+    if sources > 1 {
+        return Err(f.invalid(
+            ctx,
+            "Cannot specify multiple trace sources; choose one of: trace_directory, trace_files, or hf_dataset_path",
+        ));
+    }
+    let source = match (directory, files, hf) {
+        (Some(d), _, _) => OtelTraceSource::Directory(d.str(ctx)?.to_string()),
+        (_, Some(list), _) => {
+            let mut paths = Vec::new();
+            for item in list.seq(ctx)? {
+                let path = item.str(ctx)?;
+                if path.contains(['*', '?']) {
+                    // Upstream expands them with `glob.glob(recursive=True)` into a set, whose order Python's
+                    // per-process string hashing makes unrepeatable.
+                    return Err(item.unsupported(
+                        ctx,
+                        "glob patterns in `trace_files` (list the files, or use `trace_directory`)",
+                    ));
+                }
+                paths.push(path.to_string());
+            }
+            OtelTraceSource::Files(paths)
+        }
+        (_, _, Some(hf)) => {
+            return Err(hf.unsupported(
+                ctx,
+                "`hf_dataset_path` (a Hugging Face dataset download; put the trace files in a directory and use \
+                 `trace_directory`)",
+            ));
+        }
+        (None, None, None) => {
+            return Err(f.invalid(
+                ctx,
+                "Either trace_directory, trace_files, or hf_dataset_path must be provided in otel_trace_replay config",
+            ));
+        }
+    };
+    let flag = |m: &mut MapReader<'_>, ctx: &mut Ctx, key: &str, default: bool| {
+        m.get(key)
+            .map(|f| f.bool(ctx))
+            .transpose()
+            .map(|v| v.unwrap_or(default))
+    };
+    // `validate_static_model`. The model names themselves are not sent: upstream's requests carry the server's
+    // `model_name` (`to_request_body(effective_model_name, ...)`), whatever the trace recorded.
+    let use_static_model = flag(&mut m, ctx, "use_static_model", false)?;
+    let static_model_name = m
+        .get("static_model_name")
+        .map(|f| f.str(ctx).map(str::to_string))
+        .transpose()?
+        .unwrap_or_default();
+    // An empty mapping is falsy in the check below, as in Python.
+    let model_mapping = match m.get("model_mapping") {
+        Some(f) if !f.is_null() => !string_map(ctx, &f)?.is_empty(),
+        _ => false,
+    };
+    if use_static_model && static_model_name.is_empty() {
+        return Err(f.invalid(
+            ctx,
+            "static_model_name is required when use_static_model=True",
+        ));
+    }
+    if !use_static_model && !static_model_name.is_empty() && !model_mapping {
+        return Err(f.invalid(
+            ctx,
+            "Either use_static_model must be True or model_mapping must be provided",
+        ));
+    }
+    let include_errors = flag(&mut m, ctx, "include_errors", true)?;
+    let skip_invalid_files = flag(&mut m, ctx, "skip_invalid_files", false)?;
+    let max_wait_ms = m
+        .get("max_wait_ms")
+        .map(|f| f.u64(ctx))
+        .transpose()?
+        .unwrap_or(15_000);
+    let predecessor_wait_timeout = match m.get("predecessor_wait_timeout_sec") {
+        Some(f) => Some(f.seconds(ctx)?).filter(|d| !d.is_zero()),
+        None => Some(Duration::from_secs(3600)),
+    };
+    let disable_output_substitution = flag(&mut m, ctx, "disable_output_substitution", false)?;
+    if let Some(f) = m.get("default_max_tokens") {
+        // Only WEKA traces read it; an OTel call asks for its recorded output length.
+        f.positive_u64(ctx)?;
+    }
+    if let Some(f) = m.get("bad_tool_call_handling") {
+        match f.str(ctx)? {
+            // Both only differ on live tool calls, which llmbench never asks for: it refuses traces with tool
+            // calls, and sends no tool definitions.
+            "none" | "use_recorded" => {}
+            other => {
+                return Err(f.invalid(
+                    ctx,
+                    format!(
+                        "unknown bad_tool_call_handling `{other}`; expected none or use_recorded"
+                    ),
+                ));
+            }
+        }
+    }
+    if let Some(f) = m.get("override_tool_call_max_tokens") {
+        // Acts on calls whose recorded output is a tool call, which llmbench refuses.
+        f.bool(ctx)?;
+    }
+    for (key, feature) in [
+        (
+            "filter",
+            "`filter` (a Python lambda that inference-perf evaluates on each trace record)",
+        ),
+        (
+            "duplicate_sessions_target",
+            "`duplicate_sessions_target` (duplicated sessions with random strings injected into their messages)",
+        ),
+        (
+            "attribute_to_header_map",
+            "`attribute_to_header_map` (request headers taken from span attributes)",
+        ),
+        (
+            "attribute_to_label_map",
+            "`attribute_to_label_map` (request labels taken from span attributes)",
+        ),
+    ] {
+        if let Some(f) = m.get(key)
+            && !f.is_null()
+        {
+            return Err(f.unsupported(ctx, feature));
+        }
+    }
+    if let Some(f) = m.get("inject_random_session_id")
+        && f.bool(ctx)?
+    {
+        return Err(f.unsupported(
+            ctx,
+            "`inject_random_session_id` (a random string prepended to each session's unique messages)",
+        ));
+    }
+    m.finish(ctx, &[]);
+    Ok(OtelTraceData {
+        source,
+        include_errors,
+        skip_invalid_files,
+        max_wait_ms,
+        predecessor_wait_timeout,
+        disable_output_substitution,
+    })
+}
+
 /// An int, or a distribution object (shared_prefix lengths).
 fn length(ctx: &mut Ctx, f: &At<'_>) -> Result<TokenLengths, WorkloadError> {
     if f.node.entries().is_some() {
@@ -1252,7 +1555,8 @@ fn parse_report(
     m.ignore(
         ctx,
         "session_lifecycle",
-        "session reports belong to trace_session_replay, which llmbench does not run",
+        "llmbench does not write inference-perf's session lifecycle reports yet (the per-request records carry \
+         each call's session and call index)",
     );
     m.finish(ctx, &[]);
     Ok(())

@@ -18,6 +18,8 @@ mod guidellm;
 mod inference_perf;
 mod model;
 pub mod mooncake;
+pub mod otel_trace;
+pub mod py_random;
 pub(crate) mod reader;
 mod schedule;
 mod vllm_bench;

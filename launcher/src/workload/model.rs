@@ -125,6 +125,9 @@ pub struct Api {
     pub headers: Vec<(String, String)>,
     /// inference-perf `data.use_chat_template`: wrap completion prompts in the chat template.
     pub use_chat_template: Option<bool>,
+    /// inference-perf `api.session_id_header_key`: each request of a session carries its session id in this
+    /// header (`openai_client.py`; llmbench sends it for `trace_session_replay` sessions).
+    pub session_id_header: Option<String>,
 }
 
 impl Default for Api {
@@ -139,6 +142,7 @@ impl Default for Api {
             api_key: None,
             headers: Vec::new(),
             use_chat_template: None,
+            session_id_header: None,
         }
     }
 }
@@ -257,6 +261,17 @@ pub enum Arrival {
     InferencePerfTrace {
         /// `load.trace.file`: the rows whose times are the send times.
         file: String,
+    },
+    /// inference-perf `trace_session_replay` (`TraceSessionReplayLoadStage`, `load_generator.py`
+    /// `run_session_stage`): a pool of at most `concurrent_sessions` sessions (0: all at once), a new one started
+    /// as one completes, at most `session_rate` starts a second; each session's calls go out as its replay graph
+    /// allows ([`super::otel_trace`]). The stage runs the next `num_sessions` of the corpus (all remaining when
+    /// unset) and is cut off after `timeout`.
+    TraceSessions {
+        concurrent_sessions: u32,
+        session_rate: Option<f64>,
+        num_sessions: Option<u64>,
+        timeout: Option<Duration>,
     },
 }
 
@@ -672,6 +687,36 @@ pub enum DataSpec {
     /// inference-perf `random` data with `data.trace`: one prompt of each row's `ContextTokens` random tokens
     /// and `max_tokens` of its `GeneratedTokens` (`datagen/synthetic/random_datagen.py`).
     AzureTrace(AzureTraceData),
+    /// inference-perf `otel_trace_replay`: OpenTelemetry traces, one session per file, replayed as graphs of
+    /// dependent calls (`trace_session_replay` load only).
+    OtelTrace(OtelTraceData),
+}
+
+/// inference-perf `data.otel_trace_replay` (`config/datagen/replay.py::OTelTraceReplayConfig`), the keys that
+/// change what is sent; `use_static_model`, `static_model_name` and `model_mapping` are checked as upstream
+/// checks them and change nothing (upstream sends the server's `model_name` on every request).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OtelTraceData {
+    pub source: OtelTraceSource,
+    /// `include_errors` (true): replay spans whose status is an error.
+    pub include_errors: bool,
+    /// `skip_invalid_files` (false): a file that is not JSON is left out instead of failing the run.
+    pub skip_invalid_files: bool,
+    /// `max_wait_ms` (15000): the recorded wait after a call's predecessors is capped at this.
+    pub max_wait_ms: u64,
+    /// `predecessor_wait_timeout_sec` (3600; 0 = forever): a call whose predecessors take longer fails.
+    pub predecessor_wait_timeout: Option<Duration>,
+    /// `disable_output_substitution` (false): send the recorded messages instead of the live answers.
+    pub disable_output_substitution: bool,
+}
+
+/// Where the traces are.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OtelTraceSource {
+    /// `trace_directory`: its `*.json` files, sorted by name.
+    Directory(String),
+    /// `trace_files`: these files (no glob patterns).
+    Files(Vec<String>),
 }
 
 /// inference-perf `data.trace` (`format: AzurePublicDataset`).

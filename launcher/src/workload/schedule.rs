@@ -125,7 +125,9 @@ pub fn schedule(stage: &Stage, seed: u64) -> Schedule {
             rampup: *rampup,
         },
         Arrival::Sweep(sweep) => Schedule::Sweep(sweep.clone()),
-        Arrival::MooncakeTrace { .. } | Arrival::InferencePerfTrace { .. } => Schedule::Trace,
+        Arrival::MooncakeTrace { .. }
+        | Arrival::InferencePerfTrace { .. }
+        | Arrival::TraceSessions { .. } => Schedule::Trace,
     }
 }
 

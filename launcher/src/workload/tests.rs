@@ -68,11 +68,11 @@ enum Expect {
 fn expectation(harness: &str, file: &str) -> Option<Expect> {
     use Expect::*;
     let e = match (harness, file) {
-        ("inference-perf", "agent_llm_traces_v2.yaml.in")
-        | ("inference-perf", "otel_traces.yaml.in")
-        | ("inference-perf", "weka_traces.yaml.in") => {
-            Unsupported("load.type", "trace_session_replay")
-        }
+        ("inference-perf", "agent_llm_traces_v2.yaml.in") => Unsupported(
+            "data.otel_trace_replay.hf_dataset_path",
+            "Hugging Face dataset download",
+        ),
+        ("inference-perf", "weka_traces.yaml.in") => Unsupported("data.type", "weka_trace_replay"),
         ("inference-perf", "guide_multimodal-serving_1.yaml") => {
             Unsupported("data.shared_prefix.multimodal", "multimodal")
         }
@@ -833,10 +833,14 @@ fn unsupported_features_are_errors_not_fallbacks() {
     );
     let msg = err(
         Harness::InferencePerf,
-        &format!("{IP_HEAD}load:\n  type: trace_session_replay\n"),
+        &format!(
+            "{IP_HEAD}api:\n  type: chat\nload:\n  type: trace_session_replay\n  stages:\n    \
+             - concurrent_sessions: 1\ndata:\n  type: otel_trace_replay\n  otel_trace_replay:\n    trace_directory: /t\n    \
+             filter: \"lambda x: x['max_tokens'] < 10\"\n"
+        ),
     );
     assert!(
-        msg.contains("`load.type`: `trace_session_replay` load"),
+        msg.contains("`data.otel_trace_replay.filter`: `filter` (a Python lambda"),
         "{msg}"
     );
     let msg = err(
@@ -844,6 +848,97 @@ fn unsupported_features_are_errors_not_fallbacks() {
         "target: http://x\nprofile: sweep\nmax_seconds: 5\ndata: my/hf-dataset\n",
     );
     assert!(msg.contains("`data`: dataset `my/hf-dataset`"), "{msg}");
+}
+
+/// inference-perf's `trace_session_replay` with `otel_trace_replay` data: the stage keys and the data keys that
+/// change what is sent, with upstream's defaults (`max_wait_ms` 15000, `predecessor_wait_timeout_sec` 3600,
+/// `include_errors` true, `skip_invalid_files` false).
+#[test]
+fn a_trace_session_replay_profile_parses_its_stages_and_trace_source() {
+    let yaml = format!(
+        "{IP_HEAD}api:\n  type: chat\n  streaming: true\n  session_id_header_key: x-session-id\n\
+         data:\n  type: otel_trace_replay\n  otel_trace_replay:\n    \
+         trace_directory: /traces\n    use_static_model: true\n    static_model_name: m\n    \
+         include_errors: false\n    bad_tool_call_handling: use_recorded\n    max_wait_ms: 250\n\
+         load:\n  type: trace_session_replay\n  base_seed: 7\n  worker_max_concurrency: 400\n  stages:\n    \
+         - concurrent_sessions: 4\n    - concurrent_sessions: 2\n      num_sessions: 3\n      session_rate: 1.5\n      \
+         timeout: 30\n"
+    );
+    let w = parse(Harness::InferencePerf, &yaml).unwrap().workload;
+    assert_eq!(
+        w.data,
+        DataSpec::OtelTrace(OtelTraceData {
+            source: OtelTraceSource::Directory("/traces".into()),
+            include_errors: false,
+            skip_invalid_files: false,
+            max_wait_ms: 250,
+            predecessor_wait_timeout: Some(secs(3600)),
+            disable_output_substitution: false,
+        })
+    );
+    assert_eq!(w.seed, 7);
+    assert_eq!(w.api.session_id_header.as_deref(), Some("x-session-id"));
+    assert_eq!(w.workers.worker_max_concurrency, Some(400));
+    assert_eq!(
+        w.stages
+            .iter()
+            .map(|s| s.arrival.clone())
+            .collect::<Vec<_>>(),
+        [
+            Arrival::TraceSessions {
+                concurrent_sessions: 4,
+                session_rate: None,
+                num_sessions: None,
+                timeout: None,
+            },
+            Arrival::TraceSessions {
+                concurrent_sessions: 2,
+                session_rate: Some(1.5),
+                num_sessions: Some(3),
+                timeout: Some(secs(30)),
+            },
+        ]
+    );
+    // Upstream's validators: a rate above the session limit, a static model without its name, and OTel data
+    // under another load.
+    let base = |data: &str, stage: &str| {
+        format!(
+            "{IP_HEAD}api:\n  type: chat\ndata:\n  type: otel_trace_replay\n  otel_trace_replay:\n    \
+             trace_directory: /t\n{data}load:\n  type: trace_session_replay\n  stages:\n    - {stage}\n"
+        )
+    };
+    let msg = err(
+        Harness::InferencePerf,
+        &base("", "concurrent_sessions: 1\n      session_rate: 2"),
+    );
+    assert!(
+        msg.contains("session_rate (2) cannot exceed concurrent_sessions (1)"),
+        "{msg}"
+    );
+    let msg = err(
+        Harness::InferencePerf,
+        &base("    use_static_model: true\n", "concurrent_sessions: 1"),
+    );
+    assert!(msg.contains("static_model_name is required"), "{msg}");
+    let msg = err(
+        Harness::InferencePerf,
+        &format!(
+            "{IP_HEAD}api:\n  type: chat\ndata:\n  type: otel_trace_replay\n  otel_trace_replay:\n    \
+             trace_directory: /t\nload:\n  type: constant\n  stages:\n    - rate: 1\n      duration: 1\n"
+        ),
+    );
+    assert!(
+        msg.contains("requires load.type 'trace_session_replay'"),
+        "{msg}"
+    );
+    let msg = err(
+        Harness::InferencePerf,
+        &format!(
+            "{IP_HEAD}load:\n  type: trace_session_replay\n  stages:\n    - concurrent_sessions: 1\n"
+        ),
+    );
+    assert!(msg.contains("`load.type`: "), "{msg}");
+    assert!(msg.contains("otel_trace_replay"), "{msg}");
 }
 
 #[test]
@@ -1867,7 +1962,12 @@ fn inference_perf_keys_that_change_requests_are_honoured_or_refused() {
         (
             format!("{IP_HEAD}api:\n  session_id_header_key: x-s\n{stages}"),
             "api.session_id_header_key",
-            "per-session request headers",
+            "a session-id header outside `trace_session_replay`",
+        ),
+        (
+            format!("{IP_HEAD}api:\n  session_token_header_key: x-session-token\n{stages}"),
+            "api.session_token_header_key",
+            "llmbench does not read response headers yet",
         ),
         (
             format!(
@@ -2596,7 +2696,7 @@ fn every_upstream_profile_spread_over_launchers_sends_exactly_the_whole_schedule
                                 "{harness}/{file} over {count}"
                             );
                         }
-                        StagePlan::Trace(_) => {
+                        StagePlan::Trace(_) | StagePlan::Sessions(_) => {
                             panic!("{harness}/{file}: engine_stages never plans a trace")
                         }
                         StagePlan::LmBench(_) => {

@@ -1,0 +1,171 @@
+//! CPython's `random` module, as far as inference-perf's trace session replay uses it: `random.seed(n)` for a
+//! non-negative int, then `random.shuffle(list)`. The order a corpus of sessions is replayed in is this shuffle of
+//! its row indices (`otel_trace_replay_datagen.py`: `random.seed(self.base_seed); random.shuffle(order)`), so
+//! reproducing it exactly makes a stage replay the same sessions in the same order as upstream.
+//!
+//! MT19937 with CPython's seeding (`Modules/_randommodule.c`: `random_seed` → `init_by_array` over the seed's
+//! 32-bit words, least significant first), `getrandbits(k)` for k ≤ 32 (`genrand_uint32() >> (32 − k)`),
+//! `_randbelow_with_getrandbits` (rejection sampling on `n.bit_length()` bits) and `shuffle` (Fisher–Yates from
+//! the end: `for i in reversed(range(1, len(x))): j = _randbelow(i + 1)`), all from `Lib/random.py`.
+
+const N: usize = 624;
+const M: usize = 397;
+
+/// A Mersenne Twister seeded as CPython's `random.seed(n)` seeds it.
+#[derive(Clone)]
+pub struct PyRandom {
+    state: Box<[u32; N]>,
+    index: usize,
+}
+
+impl PyRandom {
+    /// `random.seed(seed)` for a non-negative int.
+    pub fn seed(seed: u64) -> PyRandom {
+        // `random_seed`: the absolute value's 32-bit words, least significant first; 0 is one word, 0.
+        let low = seed as u32;
+        let high = (seed >> 32) as u32;
+        let key: Vec<u32> = if high == 0 {
+            vec![low]
+        } else {
+            vec![low, high]
+        };
+        let mut rng = PyRandom {
+            state: Box::new([0; N]),
+            index: N,
+        };
+        rng.init_by_array(&key);
+        rng
+    }
+
+    fn init_genrand(&mut self, s: u32) {
+        let mt = &mut self.state;
+        mt[0] = s;
+        for i in 1..N {
+            mt[i] = 1_812_433_253u32
+                .wrapping_mul(mt[i - 1] ^ (mt[i - 1] >> 30))
+                .wrapping_add(i as u32);
+        }
+        self.index = N;
+    }
+
+    fn init_by_array(&mut self, key: &[u32]) {
+        self.init_genrand(19_650_218);
+        let mt = &mut self.state;
+        let (mut i, mut j) = (1usize, 0usize);
+        for _ in 0..N.max(key.len()) {
+            mt[i] = (mt[i] ^ (mt[i - 1] ^ (mt[i - 1] >> 30)).wrapping_mul(1_664_525))
+                .wrapping_add(key[j])
+                .wrapping_add(j as u32);
+            i += 1;
+            j += 1;
+            if i >= N {
+                mt[0] = mt[N - 1];
+                i = 1;
+            }
+            if j >= key.len() {
+                j = 0;
+            }
+        }
+        for _ in 0..N - 1 {
+            mt[i] = (mt[i] ^ (mt[i - 1] ^ (mt[i - 1] >> 30)).wrapping_mul(1_566_083_941))
+                .wrapping_sub(i as u32);
+            i += 1;
+            if i >= N {
+                mt[0] = mt[N - 1];
+                i = 1;
+            }
+        }
+        mt[0] = 0x8000_0000;
+    }
+
+    fn next_u32(&mut self) -> u32 {
+        const UPPER: u32 = 0x8000_0000;
+        const LOWER: u32 = 0x7fff_ffff;
+        const MATRIX_A: u32 = 0x9908_b0df;
+        if self.index >= N {
+            let mt = &mut self.state;
+            for k in 0..N {
+                let y = (mt[k] & UPPER) | (mt[(k + 1) % N] & LOWER);
+                let mag = if y & 1 == 1 { MATRIX_A } else { 0 };
+                mt[k] = mt[(k + M) % N] ^ (y >> 1) ^ mag;
+            }
+            self.index = 0;
+        }
+        let mut y = self.state[self.index];
+        self.index += 1;
+        y ^= y >> 11;
+        y ^= (y << 7) & 0x9d2c_5680;
+        y ^= (y << 15) & 0xefc6_0000;
+        y ^= y >> 18;
+        y
+    }
+
+    /// `getrandbits(k)` for 1 ≤ k ≤ 32.
+    fn getrandbits(&mut self, k: u32) -> u32 {
+        self.next_u32() >> (32 - k)
+    }
+
+    /// `_randbelow_with_getrandbits(n)` for 1 ≤ n < 2³².
+    fn randbelow(&mut self, n: u32) -> u32 {
+        let k = 32 - n.leading_zeros();
+        loop {
+            let r = self.getrandbits(k);
+            if r < n {
+                return r;
+            }
+        }
+    }
+
+    /// `random.shuffle(items)`. Lists longer than 2³² − 1 are not shuffled past that index (no corpus comes near).
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            let Ok(bound) = u32::try_from(i + 1) else {
+                continue;
+            };
+            let j = self.randbelow(bound) as usize;
+            items.swap(i, j);
+        }
+    }
+}
+
+impl std::fmt::Debug for PyRandom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PyRandom")
+            .field("index", &self.index)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Expected values printed by CPython 3 on this machine:
+    //   random.seed(42); random.getrandbits(32)                  -> 2746317213
+    //   random.seed(42); o = list(range(10)); random.shuffle(o) -> [7, 3, 2, 8, 5, 6, 9, 4, 0, 1]
+    //   random.seed(7);  o = list(range(3));  random.shuffle(o) -> [2, 0, 1]
+    #[test]
+    fn seed_42_draws_what_cpython_draws() {
+        let mut rng = PyRandom::seed(42);
+        assert_eq!(rng.getrandbits(32), 2_746_317_213);
+    }
+
+    #[test]
+    fn shuffles_as_cpython_shuffles() {
+        let mut order: Vec<u32> = (0..10).collect();
+        PyRandom::seed(42).shuffle(&mut order);
+        assert_eq!(order, [7, 3, 2, 8, 5, 6, 9, 4, 0, 1]);
+        let mut order: Vec<u32> = (0..3).collect();
+        PyRandom::seed(7).shuffle(&mut order);
+        assert_eq!(order, [2, 0, 1]);
+    }
+
+    #[test]
+    fn a_list_of_one_or_none_is_left_alone() {
+        let mut one = [5];
+        PyRandom::seed(1).shuffle(&mut one);
+        assert_eq!(one, [5]);
+        let mut none: [u8; 0] = [];
+        PyRandom::seed(1).shuffle(&mut none);
+    }
+}
