@@ -4,8 +4,7 @@
 //! (`LMBench_long_input_output_{qps}.csv`, `LMBench_short_input_qps{qps}.csv`, the names llm-d-benchmark's
 //! `fmperf-analyze_results.py` globs as `LMBench*.csv`) beside the usual results.
 //!
-//! Not reproduced: the `x-user-id` header upstream puts on every request (llmbench's transport has one header set
-//! per target, fixed before the run), and the second, non-streaming request upstream sends to learn the token
+//! Every question carries upstream's `x-user-id` header. Not reproduced: the second, non-streaming request upstream sends to learn the token
 //! counts when a stream's last chunk carries no `usage` (with `usage` missing, llmbench writes 0 as upstream would
 //! before that fallback).
 

@@ -18,8 +18,7 @@
 //! - a request that fails never calls back, so its user keeps an unfinished request and never asks again
 //!   (`_on_request_finished` runs only on success); it also never leaves the active set.
 //!
-//! Upstream also sends `x-user-id: {id}` on every request; llmbench's transport sends one header set per target,
-//! so that header is not sent (see the module doc of `crate::fmperf`).
+//! Upstream also sends `x-user-id: {id}` on every question; so does llmbench ([`crate::engine::lmbench`]).
 
 use std::fmt::Write as _;
 

@@ -96,7 +96,8 @@ async fn sessions(
             .unwrap_or_else(PoisonError::into_inner)
             .step(seconds(now_ns));
         for launch in launches {
-            let request = body(stage.api, &stage.model, &launch.messages, launch.max_tokens);
+            let mut request = body(stage.api, &stage.model, &launch.messages, launch.max_tokens);
+            request.header = Some(user_header(launch.user_id));
             let context = context.clone();
             let manager = Arc::clone(&manager);
             in_flight.spawn(async move {
@@ -168,6 +169,13 @@ fn finish(
     context.record(record);
 }
 
+/// `extra_headers={"x-user-id": str(user_id)}`, which `UserSession._launch_new_request` puts on every question
+/// (the engine warm-up goes without it), so a router keyed on the header (the stack's `sessionKey`) keeps a user
+/// on one replica.
+pub fn user_header(user_id: u64) -> std::sync::Arc<(String, String)> {
+    std::sync::Arc::new(("x-user-id".to_owned(), user_id.to_string()))
+}
+
 /// The body the OpenAI client sends for `RequestExecutor._async_launch_request`: streaming with usage,
 /// `temperature` 0, `max_tokens`; the chat history as messages, or as one `ROLE: content` prompt for completions.
 /// The input length is the prompt's whitespace words (what the built-in tokenizer and the simulator count;
@@ -234,5 +242,10 @@ mod tests {
             json!([{"role": "user", "content": "hi there"}])
         );
         assert_eq!(chat.input_tokens, 2);
+        assert!(
+            chat.header.is_none(),
+            "the warm-up's requests carry no user"
+        );
+        assert_eq!(*user_header(7), ("x-user-id".to_owned(), "7".to_owned()));
     }
 }
