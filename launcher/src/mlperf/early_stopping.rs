@@ -106,6 +106,9 @@ pub struct EarlyStopping {
     pub min_passing: u64,
     /// LoadGen's message, e.g. " * Run successful.".
     pub message: String,
+    /// SingleStream and MultiStream: the early-stopping estimate of the target percentile, in ns (LoadGen's
+    /// `early_stopping_latency_ss`/`_ms`); `None` for Server or when too few queries ran.
+    pub estimate: Option<u64>,
 }
 
 /// Server early stopping for one metric: `latencies` (any order) against `limit_ns` at `percentile` (0.99),
@@ -132,6 +135,7 @@ pub fn early_stopping(
         )
     };
     EarlyStopping {
+        estimate: None,
         satisfied,
         overlatency: t as u64,
         min_passing: h.max(0) as u64,

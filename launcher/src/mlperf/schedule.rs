@@ -11,14 +11,22 @@
 //!   cut to `max_query_count` and `max_duration` when those are set.
 //! - **SingleStream**, performance: a closed loop with one query in flight for
 //!   `max(min_query_count, ⌈min_duration / expected_latency⌉)` queries, samples drawn as in Server.
-//! - Accuracy runs issue every sample once, in the loaded set's order, with the scenario's timing.
+//! - **MultiStream**, performance: queries of `samples_per_query` contiguous samples of the loaded set (padded
+//!   with its first `samples_per_query − 1` samples so any start has a full query), each starting at a uniform
+//!   draw below the unpadded size, sent together; the next query goes out when the last sample of the previous
+//!   one returns ([`Lockstep`]). `max(min_query_count, ⌈2 · min_duration / period⌉ + 1)` queries are generated
+//!   (period = `expected_latency`, LoadGen's `ScheduleDistribution` and its 2× generation slack); the issue loop
+//!   ends once `min_query_count` are issued and `min_duration` has passed.
+//! - Accuracy runs issue every sample once, in the loaded set's order, with the scenario's timing (MultiStream:
+//!   queries starting at every `samples_per_query`-th loaded sample, in an order shuffled by
+//!   `mt19937(sample_index_rng_seed)`, `SampleDistribution<AccuracyOnly>`).
 //! - Warm-up queries (not a LoadGen notion; MLPerf harnesses warm up outside LoadGen) form a stage of their own
 //!   before the measured one, from the head of the loaded set, at `target_qps` spacing (Server), at once
 //!   (Offline) or one at a time (SingleStream).
 
 use std::time::Duration;
 
-use crate::engine::{ErrorLimits, Stage, StagePlan};
+use crate::engine::{ErrorLimits, Lockstep, Stage, StagePlan};
 
 use super::MlperfError;
 use super::rng::Mt19937;
@@ -64,6 +72,13 @@ pub fn build_schedule(
                 )
             }
             Scenario::SingleStream => closed(count as u64, None),
+            Scenario::MultiStream => {
+                // `warmup_queries` whole queries, from the head of the loaded set.
+                let group = multi_stream_group(settings);
+                samples.truncate(samples.len() - count);
+                samples.extend((0..count * group).map(|i| loaded[i % loaded.len()]));
+                lockstep(group, count as u64, 0, Duration::ZERO, 0, None)
+            }
         };
         stages.push(Stage {
             plan,
@@ -88,6 +103,28 @@ pub fn build_schedule(
         measured_stage,
         samples,
         final_scheduled,
+    })
+}
+
+fn multi_stream_group(settings: &MlperfSettings) -> usize {
+    usize::try_from(settings.multi_stream_samples_per_query.max(1)).unwrap_or(usize::MAX)
+}
+
+fn lockstep(
+    group: usize,
+    queries: u64,
+    min_queries: u64,
+    min_duration: Duration,
+    max_queries: u64,
+    max_duration: Option<Duration>,
+) -> StagePlan {
+    StagePlan::Lockstep(Lockstep {
+        group,
+        queries,
+        min_queries,
+        min_duration,
+        max_queries,
+        max_duration,
     })
 }
 
@@ -151,6 +188,69 @@ fn poisson_arrivals(settings: &MlperfSettings, count: Option<usize>) -> Vec<u64>
     times
 }
 
+/// LoadGen's MultiStream queries: `loadgen.cc` `GenerateLoadableSets` (the padding) and `GenerateQueries` (the
+/// count, and each query's first sample). Returns the plan and every request's dataset index, query after query.
+fn multi_stream(settings: &MlperfSettings, loaded: &[usize]) -> (StagePlan, Vec<usize>) {
+    let group = multi_stream_group(settings);
+    let end = loaded.len();
+    // `set_padding = samples_per_query − 1` copies of the set's first samples, so a query starting at any index
+    // below `end` is whole (the padding cycles when the set is smaller than a query).
+    let padded: Vec<usize> = (0..end + group - 1).map(|i| loaded[i % end]).collect();
+    let mut rng = Mt19937::new(settings.sample_index_rng_seed);
+    let starts: Vec<usize> = match settings.mode {
+        Mode::AccuracyOnly => {
+            // `SampleDistribution<AccuracyOnly>(end, stride, rng)`: every stride-th index, shuffled; the query
+            // count is `padded.len() / samples_per_query`, which is exactly how many there are.
+            let mut starts: Vec<usize> = (0..end).step_by(group).collect();
+            rng.shuffle(&mut starts);
+            starts
+        }
+        Mode::PerformanceOnly => {
+            // Before any draw, GenerateQueries builds its other distributions from the same engine, and they
+            // consume it: the "unique" one shuffles the stride-th indices, the equal-issue one shuffles the padded
+            // set ⌈min_query_count / padded size⌉ times.
+            let mut unique: Vec<usize> = (0..end).step_by(group).collect();
+            rng.shuffle(&mut unique);
+            let mut equal_issue: Vec<usize> = (0..padded.len()).collect();
+            for _ in (0..settings.min_query_count).step_by(padded.len()) {
+                rng.shuffle(&mut equal_issue);
+            }
+            // `ScheduleDistribution<MultiStream>`: a fixed period of 1/target_qps, target_qps = 10⁹/expected
+            // latency, cast to whole ns; queries are generated over twice the target duration.
+            let target_qps = 1e9 / settings.multi_stream_expected_latency_ns.max(1) as f64;
+            let period_ns = ((1.0 / target_qps) * 1e9) as u64;
+            let gen_duration_ns = settings.min_duration_ms.saturating_mul(2_000_000);
+            let (mut count, mut timestamp, mut prev) = (0u64, 0u64, 0u64);
+            while prev < gen_duration_ns || count < settings.min_query_count {
+                count += 1;
+                prev = timestamp;
+                timestamp = timestamp.saturating_add(period_ns.max(1));
+            }
+            (0..count)
+                .map(|_| rng.uniform_below(end as u64) as usize)
+                .collect()
+        }
+    };
+    let samples = starts
+        .iter()
+        .flat_map(|&start| padded[start..start + group].iter().copied())
+        .collect();
+    let queries = starts.len() as u64;
+    let plan = match settings.mode {
+        // Accuracy mode never ends early.
+        Mode::AccuracyOnly => lockstep(group, queries, queries, Duration::ZERO, 0, None),
+        Mode::PerformanceOnly => lockstep(
+            group,
+            queries,
+            settings.min_query_count,
+            Duration::from_millis(settings.min_duration_ms),
+            settings.max_query_count,
+            max_duration(settings),
+        ),
+    };
+    (plan, samples)
+}
+
 fn performance(settings: &MlperfSettings, loaded: &[usize]) -> (StagePlan, Vec<usize>, Duration) {
     let mut sample_rng = Mt19937::new(settings.sample_index_rng_seed);
     let mut draw = |n: usize| -> Vec<usize> {
@@ -196,6 +296,10 @@ fn performance(settings: &MlperfSettings, loaded: &[usize]) -> (StagePlan, Vec<u
                 Duration::ZERO,
             )
         }
+        Scenario::MultiStream => {
+            let (plan, samples) = multi_stream(settings, loaded);
+            (plan, samples, Duration::ZERO)
+        }
     }
 }
 
@@ -210,6 +314,10 @@ fn accuracy(settings: &MlperfSettings, loaded: &[usize]) -> (StagePlan, Vec<usiz
                 .collect(),
         ),
         Scenario::SingleStream => closed(n as u64, None),
+        Scenario::MultiStream => {
+            let (plan, samples) = multi_stream(settings, loaded);
+            return (plan, samples, Duration::ZERO);
+        }
     };
     (plan, loaded.to_vec(), Duration::ZERO)
 }
@@ -229,7 +337,10 @@ mod tests {
     fn send_at(stage: &Stage) -> &[Duration] {
         match &stage.plan {
             StagePlan::Open { send_at, .. } => send_at,
-            StagePlan::Closed { .. } | StagePlan::Trace(_) | StagePlan::LmBench(_) => {
+            StagePlan::Closed { .. }
+            | StagePlan::Trace(_)
+            | StagePlan::LmBench(_)
+            | StagePlan::Lockstep(_) => {
                 panic!("expected an open stage")
             }
         }
@@ -300,7 +411,10 @@ mod tests {
             StagePlan::Closed {
                 concurrency, total, ..
             } => assert_eq!((*concurrency, *total), (1, Some(200))),
-            StagePlan::Open { .. } | StagePlan::Trace(_) | StagePlan::LmBench(_) => {
+            StagePlan::Open { .. }
+            | StagePlan::Trace(_)
+            | StagePlan::LmBench(_)
+            | StagePlan::Lockstep(_) => {
                 panic!("closed loop expected")
             }
         }
@@ -317,6 +431,74 @@ mod tests {
         assert_eq!(schedule.measured_stage, 1);
         assert_eq!(send_at(&schedule.stages[0]).len(), 3);
         assert_eq!(schedule.samples.len(), 13);
+    }
+
+    fn lockstep_of(stage: &Stage) -> &Lockstep {
+        match &stage.plan {
+            StagePlan::Lockstep(l) => l,
+            _ => panic!("expected a lockstep stage"),
+        }
+    }
+
+    #[test]
+    fn multi_stream_sends_contiguous_queries_of_the_padded_loaded_set() {
+        // expected_latency 100 ms → period 100 ms; queries are generated while the previous timestamp is below
+        // 2 · 1 s = 2000 ms or fewer than 5 exist: timestamps 0, 100, …, 2000 → 21 queries (the 21st, at 2000 ms,
+        // is pushed because the one before it, 1900, was below 2000).
+        let s = settings(
+            "model: llama3_1-8b\nscenario: MultiStream\nsamples_per_query: 3\nmin_duration: 1000\n\
+             min_query_count: 5\nexpected_latency: 100\nperformance_sample_count: 4\n",
+        );
+        let schedule = build_schedule(&s, 10).unwrap();
+        let plan = lockstep_of(&schedule.stages[0]);
+        assert_eq!(
+            *plan,
+            Lockstep {
+                group: 3,
+                queries: 21,
+                min_queries: 5,
+                min_duration: Duration::from_secs(1),
+                max_queries: 0,
+                max_duration: None,
+            }
+        );
+        assert_eq!(schedule.samples.len(), 21 * 3);
+        // The loaded set: the first 4 of the qsl_rng_seed shuffle, padded with its first 2.
+        let mut all: Vec<usize> = (0..10).collect();
+        Mt19937::new(s.qsl_rng_seed).shuffle(&mut all);
+        let padded = [all[0], all[1], all[2], all[3], all[0], all[1]];
+        // Each query is 3 consecutive padded samples from a start below 4, drawn after the unique shuffle of
+        // [0, 3] and ⌈5/6⌉ = 1 equal-issue shuffle of 6 indices.
+        let mut rng = Mt19937::new(s.sample_index_rng_seed);
+        rng.shuffle(&mut [0, 3]);
+        rng.shuffle(&mut [0, 1, 2, 3, 4, 5]);
+        for query in schedule.samples.chunks(3) {
+            let start = rng.uniform_below(4) as usize;
+            assert_eq!(query, &padded[start..start + 3]);
+        }
+    }
+
+    #[test]
+    fn multi_stream_accuracy_covers_every_sample_in_shuffled_strides() {
+        // 7 samples, 3 per query: starts 0, 3, 6 (⌈7/3⌉ = 3 queries), the last one padded with the first two.
+        let s = settings(
+            "model: llama3_1-8b\nscenario: MultiStream\nmode: AccuracyOnly\nsamples_per_query: 3\n",
+        );
+        let schedule = build_schedule(&s, 7).unwrap();
+        let plan = lockstep_of(&schedule.stages[0]);
+        assert_eq!((plan.group, plan.queries, plan.min_queries), (3, 3, 3));
+        let mut covered = schedule.samples.clone();
+        covered.sort();
+        covered.dedup();
+        assert_eq!(covered, (0..7).collect::<Vec<_>>());
+        let mut starts = vec![0usize, 3, 6];
+        Mt19937::new(s.sample_index_rng_seed).shuffle(&mut starts);
+        let mut loaded: Vec<usize> = (0..7).collect();
+        Mt19937::new(s.qsl_rng_seed).shuffle(&mut loaded);
+        let padded: Vec<usize> = loaded.iter().chain(&loaded[..2]).copied().collect();
+        for (query, start) in schedule.samples.chunks(3).zip(starts) {
+            assert_eq!(query, &padded[start..start + 3]);
+        }
     }
 
     #[test]
