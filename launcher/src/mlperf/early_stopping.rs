@@ -109,6 +109,8 @@ pub struct EarlyStopping {
     /// SingleStream and MultiStream: the early-stopping estimate of the target percentile, in ns (LoadGen's
     /// `early_stopping_latency_ss`/`_ms`); `None` for Server or when too few queries ran.
     pub estimate: Option<u64>,
+    /// SingleStream: the 99th-percentile estimate LoadGen computes next (`early_stopping_latency_ms`).
+    pub multi_stream_estimate: Option<u64>,
 }
 
 /// Server early stopping for one metric: `latencies` (any order) against `limit_ns` at `percentile` (0.99),
@@ -136,6 +138,7 @@ pub fn early_stopping(
     };
     EarlyStopping {
         estimate: None,
+        multi_stream_estimate: None,
         satisfied,
         overlatency: t as u64,
         min_passing: h.max(0) as u64,

@@ -44,6 +44,12 @@ pub struct MlperfSchedule {
     pub samples: Vec<usize>,
     /// When the last measured query is scheduled, from the measured stage's start (Server; 0 for Offline).
     pub final_scheduled: Duration,
+    /// The QSL's loaded set, in load order (LoadGen logs it as `loaded_qsl_set`).
+    pub loaded: Vec<usize>,
+    /// The measured queries generated, and the samples each holds (`generated_query_count`,
+    /// `generated_samples_per_query`): Offline's one query holds every sample.
+    pub generated_queries: u64,
+    pub samples_per_query: u64,
 }
 
 /// Builds the schedule of `settings` over a dataset of `dataset_len` samples.
@@ -92,7 +98,13 @@ pub fn build_schedule(
         Mode::AccuracyOnly => accuracy(settings, &loaded),
         Mode::PerformanceOnly => performance(settings, &loaded),
     };
+    let measured_samples = measured.len() as u64;
     samples.extend(measured);
+    let (generated_queries, samples_per_query) = match (&plan, settings.scenario) {
+        (_, Scenario::Offline) => (1, measured_samples),
+        (StagePlan::Lockstep(l), _) => (l.queries, l.group as u64),
+        _ => (measured_samples, 1),
+    };
     stages.push(Stage {
         plan,
         requested_rate: requested_rate(settings),
@@ -103,6 +115,9 @@ pub fn build_schedule(
         measured_stage,
         samples,
         final_scheduled,
+        loaded,
+        generated_queries,
+        samples_per_query,
     })
 }
 

@@ -91,6 +91,11 @@ pub struct Verdict {
     pub sample_count: u64,
     pub token_count: u64,
     pub failed_queries: u64,
+    /// SingleStream: the early-stopping estimate of the target percentile (LoadGen's `early_stopping_latency_ss`).
+    pub early_stopping_latency_ss: Option<u64>,
+    /// SingleStream: the 99th-percentile estimate; MultiStream: the target percentile's, on query latencies
+    /// (LoadGen's `early_stopping_latency_ms`, the submission checker's MultiStream result).
+    pub early_stopping_latency_ms: Option<u64>,
     pub latency: Option<LatencyStats>,
     /// MultiStream: per-query latency (issue → slowest sample).
     pub query_latency: Option<LatencyStats>,
@@ -290,10 +295,18 @@ pub fn evaluate(settings: &MlperfSettings, records: &[RequestRecord], run: &RunT
             (Some(tpot_es), ttft_es)
         }
         Scenario::SingleStream => {
-            let tpot_es = single_stream_early_stopping(&tpot, p, queries_issued);
-            let ttft_es = tpot_es
-                .satisfied
-                .then(|| single_stream_early_stopping(&first_token, p, queries_issued));
+            let tpot_es = with_multi_stream_estimate(
+                single_stream_early_stopping(&tpot, p, queries_issued),
+                &tpot,
+                queries_issued,
+            );
+            let ttft_es = tpot_es.satisfied.then(|| {
+                with_multi_stream_estimate(
+                    single_stream_early_stopping(&first_token, p, queries_issued),
+                    &first_token,
+                    queries_issued,
+                )
+            });
             (Some(tpot_es), ttft_es)
         }
         // LoadGen's MultiStream case reads the query latencies whichever token array it is handed, so its TPOT
@@ -306,6 +319,16 @@ pub fn evaluate(settings: &MlperfSettings, records: &[RequestRecord], run: &RunT
                 .then(|| single_stream_early_stopping(queries, p, queries_issued));
             (Some(tpot_es), ttft_es)
         }
+    };
+    // LoadGen keeps the estimates of its last EarlyStopping call (TTFT's when it ran) for the detail log.
+    let last_es = ttft_es.as_ref().or(tpot_es.as_ref());
+    let (early_stopping_latency_ss, early_stopping_latency_ms) = match settings.scenario {
+        Scenario::SingleStream => (
+            last_es.and_then(|e| e.estimate),
+            last_es.and_then(|e| e.multi_stream_estimate),
+        ),
+        Scenario::MultiStream => (None, last_es.and_then(|e| e.estimate)),
+        Scenario::Server | Scenario::Offline => (None, None),
     };
     let early_stopping_met = tpot_es.as_ref().is_none_or(|e| e.satisfied)
         && ttft_es.as_ref().is_none_or(|e| e.satisfied);
@@ -343,6 +366,8 @@ pub fn evaluate(settings: &MlperfSettings, records: &[RequestRecord], run: &RunT
         sample_count,
         token_count,
         failed_queries: failed,
+        early_stopping_latency_ss,
+        early_stopping_latency_ms,
         latency,
         query_latency,
         first_token_latency,
@@ -371,6 +396,7 @@ fn single_stream_early_stopping(latencies: &[u64], p: f64, queries_issued: u64) 
     let h_min = finder.find(1, p, 0.0, 0.99);
     if issued < h_min + 1 {
         return EarlyStopping {
+            multi_stream_estimate: None,
             estimate: None,
             satisfied: false,
             overlatency: 0,
@@ -396,6 +422,7 @@ fn single_stream_early_stopping(latencies: &[u64], p: f64, queries_issued: u64) 
         .min(sorted.len().saturating_sub(1));
     let estimate = sorted.get(index).copied().unwrap_or(0);
     EarlyStopping {
+        multi_stream_estimate: None,
         estimate: Some(estimate),
         satisfied: true,
         overlatency: (t - 1) as u64,
@@ -410,8 +437,34 @@ fn single_stream_early_stopping(latencies: &[u64], p: f64, queries_issued: u64) 
     }
 }
 
+/// LoadGen's SingleStream early stopping goes on, once its own estimate passed, to the 99th percentile's (used to
+/// infer MultiStream from SingleStream), appending to the same message (`results.cc` `EarlyStopping`).
+fn with_multi_stream_estimate(
+    mut es: EarlyStopping,
+    latencies: &[u64],
+    queries_issued: u64,
+) -> EarlyStopping {
+    if !es.satisfied {
+        return es;
+    }
+    let ms = single_stream_early_stopping(latencies, 0.99, queries_issued);
+    match ms.estimate {
+        Some(estimate) => {
+            es.message
+                .push_str(&format!("\n * Early stopping 99.0th percentile estimate: {estimate}"));
+            es.multi_stream_estimate = Some(estimate);
+        }
+        None => es.message.push_str(&format!(
+            "\n * Not enough queries processed for 99.0th percentile\n early stopping estimate (would need to \
+             process at\n least {} total queries).",
+            ms.min_passing + 1
+        )),
+    }
+    es
+}
+
 /// C++ `ostream << double` with the default precision: `%g` with 6 significant digits.
-fn ostream_double(x: f64) -> String {
+pub(crate) fn ostream_double(x: f64) -> String {
     if x == 0.0 || !x.is_finite() {
         return if x.is_nan() {
             "nan".to_string()
@@ -445,7 +498,7 @@ fn ostream_double(x: f64) -> String {
 }
 
 /// LoadGen's `DoubleToString`: fixed, 2 decimals.
-fn fixed2(x: f64) -> String {
+pub(crate) fn fixed2(x: f64) -> String {
     format!("{x:.2}")
 }
 
@@ -1079,6 +1132,46 @@ samples_per_query: 2
              99.0th percentile estimate: 900000000"
         );
         assert_eq!(v.ttft_early_stopping.as_ref().unwrap(), es);
+    }
+
+    #[test]
+    fn single_stream_early_stopping_also_estimates_the_99th_percentile() {
+        // 662 queries one after the other, 1 s apart; TTFT 100 ms except query 5's, 700 ms. LoadGen's
+        // SingleStream early stopping, once its p90 estimate passed, estimates p99 too: 662 ≥ h(1) + 1 = 662 and
+        // h(2) + 2 > 662, so t = 1 and the estimate is sorted[661] = 700 ms, the detail log's
+        // early_stopping_latency_ms (from the TTFT call, LoadGen's last).
+        let s = parse_settings(
+            "p.yaml",
+            "model: llama3_1-8b\nscenario: SingleStream\nmin_duration: 0\nmin_query_count: 1\n",
+            None,
+            &ParseOptions::default(),
+        )
+        .unwrap()
+        .settings;
+        let records: Vec<_> = (0..662u64)
+            .map(|i| query(i, 0, i * 1000, if i == 5 { 700 } else { 100 }, 800, 11))
+            .collect();
+        let v = evaluate(&s, &records, &run());
+        let ttft = v.ttft_early_stopping.as_ref().unwrap();
+        assert!(
+            ttft.message
+                .ends_with("\n * Early stopping 99.0th percentile estimate: 700000000"),
+            "{}",
+            ttft.message
+        );
+        assert_eq!(v.early_stopping_latency_ms, Some(700 * MS));
+        assert_eq!(v.early_stopping_latency_ss, ttft.estimate);
+        // 100 queries pass the p90 estimate but are too few for the p99 one (662 needed).
+        let v = evaluate(&s, &records[..100], &run());
+        assert!(
+            v.ttft_early_stopping.as_ref().unwrap().message.ends_with(
+                "\n * Not enough queries processed for 99.0th percentile\n early stopping estimate (would need to \
+                 process at\n least 662 total queries)."
+            ),
+            "{}",
+            v.summary_txt()
+        );
+        assert_eq!(v.early_stopping_latency_ms, None);
     }
 
     #[test]
