@@ -362,3 +362,28 @@ async fn accuracy_mode_with_the_builtin_tokenizer_writes_no_accuracy_log_and_say
         "{error}"
     );
 }
+
+/// MLPerf's datasets come as pickled pandas DataFrames; a run reads one directly (here a 3-row frame with
+/// `tok_input` token ids, written by pandas 3.1 with protocol 5), and sends every row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mlperf_run_reads_a_pickled_dataframe_dataset() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pickle = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/mlperf-pickles/orca_pandas3_p5.pkl");
+    let profile = dir.path().join("mlperf.yaml");
+    std::fs::write(
+        &profile,
+        format!(
+            "model: llama3_1-8b\nscenario: Offline\nmin_duration: 0\nmin_query_count: 3\nmax_tokens: 4\nserver:\n  \
+             model_name: llmbench-sim\n  ignore_eos: true\ndataset:\n  path: {}\n",
+            pickle.display()
+        ),
+    )
+    .expect("write profile");
+    let outcome = run_profile(&profile, &dir.path().join("out"), "1ms", "1ms").await;
+    let verdict = outcome.mlperf.expect("a verdict");
+    assert_eq!(verdict.sample_count, 3);
+    assert_eq!(verdict.failed_queries, 0);
+    let log = detail_log(&outcome.dir);
+    assert_eq!(value(&log, "qsl_reported_total_count"), 3);
+}

@@ -139,10 +139,10 @@ pub fn detail_log(
         LogValue::Int(run.dataset_len),
         "loadgen.cc",
     );
-    let performance_count = effective_performance_sample_count(s, run.dataset_len);
+    // The QSL reports its own size; the override only changes the effective count below.
     log.put(
         "qsl_reported_performance_count",
-        LogValue::Int(performance_count),
+        LogValue::Int(run.dataset_len),
         "loadgen.cc",
     );
     for (key, value) in requested_settings(s) {
@@ -242,11 +242,11 @@ impl Detail {
         LogValue::Str(key.to_string()).render(out);
         out.push_str(", \"value\": ");
         value.render(out);
-        let _ = write!(
+        let _ = writeln!(
             out,
             ", \"time_ms\": {}.{:06}, \"namespace\": \"mlperf::logging\", \"event_type\": \"POINT_IN_TIME\", \
              \"metadata\": {{\"is_error\": {error}, \"is_warning\": {warning}, \"file\": \"{file}\", \
-             \"line_no\": 0, \"pid\": {pid}, \"tid\": {pid}}}}}\n",
+             \"line_no\": 0, \"pid\": {pid}, \"tid\": {pid}}}}}",
             self.time_ns / 1_000_000,
             self.time_ns % 1_000_000,
             pid = self.pid,

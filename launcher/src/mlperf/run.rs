@@ -69,7 +69,8 @@ pub(crate) async fn run(
         file: context.template_name.to_owned(),
         line: None,
         key: "dataset_path".to_owned(),
-        problem: "an MLPerf run needs a dataset (JSON, JSONL or CSV with `input` or `tok_input`, and `output`)"
+        problem: "an MLPerf run needs a dataset (JSON, JSONL, CSV or a pickled pandas DataFrame with `input` or \
+             `tok_input`, and `output`)"
             .to_owned(),
     })?;
 

@@ -205,7 +205,7 @@ pub struct MlperfSettings {
     pub sut_name: String,
     #[serde(skip)]
     pub server: Api,
-    /// Dataset file (JSON, JSONL or CSV with `input`/`tok_input`/`output`).
+    /// Dataset file (JSON, JSONL, CSV or a pickled pandas DataFrame with `input`/`tok_input`/`output`).
     pub dataset_path: Option<String>,
     /// A `user.conf` path named by the profile; the caller reads it and passes its text to [`parse_settings`].
     pub user_conf_path: Option<String>,
