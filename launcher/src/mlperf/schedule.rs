@@ -1,12 +1,13 @@
 //! LoadGen's query schedules as engine stages (`loadgen.cc::GenerateQueries`, `GenerateLoadableSets`).
 //!
-//! - The loaded sample set: all dataset indices shuffled with `qsl_rng_seed`; a performance run keeps the first
-//!   `performance_sample_count`, an accuracy run all of them.
+//! - The loaded sample set: a performance run's first `performance_sample_count` dataset indices, an accuracy
+//!   run's all, shuffled with `qsl_rng_seed`.
 //! - **Offline**, performance: one query of `max(min_query_count, ⌊1.1 · min_duration · target_qps⌋)` samples,
 //!   the loaded set repeated in order, all sent at t = 0.
 //! - **Server**, performance: arrivals at t₀ = 0 and then exponential gaps at `target_qps` from
 //!   `mt19937(schedule_rng_seed)`, each gap truncated to whole ns; samples drawn uniformly from the loaded set with
-//!   `mt19937(sample_index_rng_seed)`. Queries are generated while the previous arrival is before `min_duration`
+//!   `mt19937(sample_index_rng_seed)`, after the draws LoadGen's unused distributions consume from it. Queries
+//!   are generated while the previous arrival is before `min_duration`
 //!   or fewer than `min_query_count` exist — about `max(min_query_count, target_qps · min_duration + 1)` — then
 //!   cut to `max_query_count` and `max_duration` when those are set.
 //! - **SingleStream**, performance: a closed loop with one query in flight for
@@ -163,14 +164,18 @@ fn closed(total: u64, duration: Option<Duration>) -> StagePlan {
     }
 }
 
-/// The QSL's loadable set: every index shuffled by `qsl_rng_seed`; a performance run keeps the first
-/// `performance_sample_count` (0 = all).
+/// The QSL's loadable set (`loadgen.cc` `GenerateLoadableSets`): the first `performance_sample_count` indices
+/// (0 = all) in a performance run, every index in an accuracy run, shuffled by `qsl_rng_seed` — LoadGen shuffles
+/// only the indices it is asked to load, so a performance run never touches samples past the count.
 fn loaded_samples(settings: &MlperfSettings, dataset_len: usize) -> Vec<usize> {
-    let mut all: Vec<usize> = (0..dataset_len).collect();
+    let count = match (settings.mode, settings.performance_sample_count) {
+        (Mode::PerformanceOnly, n) if n > 0 => {
+            usize::try_from(n).map_or(dataset_len, |n| n.min(dataset_len))
+        }
+        _ => dataset_len,
+    };
+    let mut all: Vec<usize> = (0..count).collect();
     Mt19937::new(settings.qsl_rng_seed).shuffle(&mut all);
-    if settings.mode == Mode::PerformanceOnly && settings.performance_sample_count > 0 {
-        all.truncate(usize::try_from(settings.performance_sample_count).unwrap_or(usize::MAX));
-    }
     all
 }
 
@@ -221,15 +226,7 @@ fn multi_stream(settings: &MlperfSettings, loaded: &[usize]) -> (StagePlan, Vec<
             starts
         }
         Mode::PerformanceOnly => {
-            // Before any draw, GenerateQueries builds its other distributions from the same engine, and they
-            // consume it: the "unique" one shuffles the stride-th indices, the equal-issue one shuffles the padded
-            // set ⌈min_query_count / padded size⌉ times.
-            let mut unique: Vec<usize> = (0..end).step_by(group).collect();
-            rng.shuffle(&mut unique);
-            let mut equal_issue: Vec<usize> = (0..padded.len()).collect();
-            for _ in (0..settings.min_query_count).step_by(padded.len()) {
-                rng.shuffle(&mut equal_issue);
-            }
+            advance_past_unused_distributions(&mut rng, settings, end, group, padded.len());
             // `ScheduleDistribution<MultiStream>`: a fixed period of 1/target_qps, target_qps = 10⁹/expected
             // latency, cast to whole ns; queries are generated over twice the target duration.
             let target_qps = 1e9 / settings.multi_stream_expected_latency_ns.max(1) as f64;
@@ -266,8 +263,28 @@ fn multi_stream(settings: &MlperfSettings, loaded: &[usize]) -> (StagePlan, Vec<
     (plan, samples)
 }
 
+/// Before its first draw, `GenerateQueries` builds its other sample distributions from the same
+/// `mt19937(sample_index_rng_seed)`, used or not, and building them consumes the engine: the "unique" one
+/// shuffles every `stride`-th index below `end`, the equal-issue one shuffles the (padded) loaded set
+/// ⌈min_query_count / set size⌉ times (`SampleDistribution<AccuracyOnly>`, `SampleDistributionEqualIssue`).
+fn advance_past_unused_distributions(
+    rng: &mut Mt19937,
+    settings: &MlperfSettings,
+    end: usize,
+    stride: usize,
+    set_size: usize,
+) {
+    let mut unique: Vec<usize> = (0..end).step_by(stride.max(1)).collect();
+    rng.shuffle(&mut unique);
+    let mut equal_issue: Vec<usize> = (0..set_size).collect();
+    for _ in (0..settings.min_query_count).step_by(set_size.max(1)) {
+        rng.shuffle(&mut equal_issue);
+    }
+}
+
 fn performance(settings: &MlperfSettings, loaded: &[usize]) -> (StagePlan, Vec<usize>, Duration) {
     let mut sample_rng = Mt19937::new(settings.sample_index_rng_seed);
+    advance_past_unused_distributions(&mut sample_rng, settings, loaded.len(), 1, loaded.len());
     let mut draw = |n: usize| -> Vec<usize> {
         (0..n)
             .map(|_| loaded[sample_rng.uniform_below(loaded.len() as u64) as usize])
@@ -478,8 +495,8 @@ mod tests {
             }
         );
         assert_eq!(schedule.samples.len(), 21 * 3);
-        // The loaded set: the first 4 of the qsl_rng_seed shuffle, padded with its first 2.
-        let mut all: Vec<usize> = (0..10).collect();
+        // The loaded set: indices 0..4 (performance_sample_count) shuffled by qsl_rng_seed, padded with its first 2.
+        let mut all: Vec<usize> = (0..4).collect();
         Mt19937::new(s.qsl_rng_seed).shuffle(&mut all);
         let padded = [all[0], all[1], all[2], all[3], all[0], all[1]];
         // Each query is 3 consecutive padded samples from a start below 4, drawn after the unique shuffle of
@@ -491,6 +508,62 @@ mod tests {
             let start = rng.uniform_below(4) as usize;
             assert_eq!(query, &padded[start..start + 3]);
         }
+    }
+
+    /// The sample indices real LoadGen issued for the same settings: the `mlcommons-loadgen` wheel (LoadGen 5.x
+    /// from PyPI) driven by a Python SUT (`ConstructQSL(10, 4, …)`, the seeds of our built-in mlperf.conf,
+    /// `min_duration_ms` 1000, `min_query_count` 5, expected latency 100 ms, MultiStream 3 samples per query,
+    /// Server 10 QPS), printing what `issue_queries` received; its detail log says `loaded_qsl_set` [0,2,1,3,0,2]
+    /// and `generated_query_count` 21 for MultiStream.
+    #[test]
+    fn samples_match_what_loadgen_itself_issues() {
+        let base = "model: llama3_1-8b\nperformance_sample_count: 4\nmin_duration: 1000\nmin_query_count: 5\n\
+                    expected_latency: 100\n";
+        let ms = settings(&format!(
+            "{base}scenario: MultiStream\nsamples_per_query: 3\n"
+        ));
+        let schedule = build_schedule(&ms, 10).unwrap();
+        assert_eq!(schedule.loaded, [0, 2, 1, 3]);
+        let loadgen_ms: [[usize; 3]; 21] = [
+            [1, 3, 0],
+            [0, 2, 1],
+            [2, 1, 3],
+            [3, 0, 2],
+            [1, 3, 0],
+            [0, 2, 1],
+            [1, 3, 0],
+            [0, 2, 1],
+            [0, 2, 1],
+            [3, 0, 2],
+            [1, 3, 0],
+            [0, 2, 1],
+            [2, 1, 3],
+            [3, 0, 2],
+            [0, 2, 1],
+            [0, 2, 1],
+            [0, 2, 1],
+            [3, 0, 2],
+            [3, 0, 2],
+            [3, 0, 2],
+            [2, 1, 3],
+        ];
+        assert_eq!(schedule.generated_queries, 21);
+        let queries: Vec<&[usize]> = schedule.samples.chunks(3).collect();
+        assert_eq!(
+            queries,
+            loadgen_ms.iter().map(|q| &q[..]).collect::<Vec<_>>()
+        );
+        let loadgen_single = [2, 3, 1, 0, 1, 0, 0, 3, 1, 0, 2, 3, 0];
+        let ss = settings(&format!("{base}scenario: SingleStream\n"));
+        assert_eq!(
+            build_schedule(&ss, 10).unwrap().samples[..10],
+            loadgen_single[..10]
+        );
+        let server = settings(&format!("{base}scenario: Server\ntarget_qps: 10\n"));
+        assert_eq!(
+            build_schedule(&server, 10).unwrap().samples[..13],
+            loadgen_single
+        );
     }
 
     #[test]
