@@ -434,11 +434,7 @@ fn result_lines(v: &Verdict) -> Vec<(String, LogValue)> {
     put("result_min_queries_met", Bool(v.checks.min_queries));
     put("early_stopping_met", Bool(v.checks.early_stopping));
     // A failed request is llmbench's own reason (LoadGen cannot have one): it shows as an error line instead.
-    let loadgen_valid = v.checks.performance_constraints.unwrap_or(true)
-        && v.checks.min_duration
-        && v.checks.min_queries
-        && v.checks.early_stopping;
-    if !loadgen_valid {
+    if !v.loadgen_valid() {
         // LoadGen joins the recommendations with a space each and turns newlines into spaces.
         let mut reason = String::new();
         for r in &v.recommendations {

@@ -128,7 +128,7 @@ pub(crate) async fn run(
             "the engine reported no times for the measured stage {measured}"
         ))
     })?;
-    let verdict: Verdict = evaluate(
+    let mut verdict: Verdict = evaluate(
         &settings,
         &executed.records,
         &RunTimes {
@@ -137,6 +137,7 @@ pub(crate) async fn run(
             end_ns: times.end_ns,
         },
     );
+    verdict.dataset_len = Some(samples.len() as u64);
     // The verdict joins the summary (and the operator's SLOMet condition through the compact summary).
     executed.summary.verdict = Some(run_verdict(&verdict));
     let detail = detail_run(

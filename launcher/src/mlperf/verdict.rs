@@ -119,6 +119,9 @@ pub struct Verdict {
     pub warnings: Vec<String>,
     pub errors: Vec<String>,
     pub settings: MlperfSettings,
+    /// The dataset's size, when the caller knows it: the summary's effective `performance_sample_count` (for an
+    /// override of 0) and `accuracy_sample_count`.
+    pub dataset_len: Option<u64>,
 }
 
 fn secs(ns: u64) -> f64 {
@@ -384,6 +387,7 @@ pub fn evaluate(settings: &MlperfSettings, records: &[RequestRecord], run: &RunT
         warnings: Vec::new(),
         errors,
         settings: settings.clone(),
+        dataset_len: None,
     }
 }
 
@@ -503,6 +507,14 @@ pub(crate) fn fixed2(x: f64) -> String {
 }
 
 impl Verdict {
+    /// LoadGen's `all_constraints_met`: every check but llmbench's own failed-request one.
+    pub fn loadgen_valid(&self) -> bool {
+        self.checks.performance_constraints.unwrap_or(true)
+            && self.checks.min_duration
+            && self.checks.min_queries
+            && self.checks.early_stopping
+    }
+
     /// `mlperf_log_summary.txt`, line for line as LoadGen's `LogSummary` writes it for token-latency runs.
     pub fn summary_txt(&self) -> String {
         let s = &self.settings;
@@ -574,7 +586,9 @@ impl Verdict {
             "  Early stopping satisfied: {}",
             yes_no(self.checks.early_stopping)
         ));
-        if !self.valid && !self.recommendations.is_empty() {
+        // LoadGen prints the heading whenever one of its checks failed, even with nothing under it (early
+        // stopping alone); a failed request is llmbench's own reason and shows in the errors line instead.
+        if !self.loadgen_valid() {
             line("Recommendations:".to_string());
             for r in &self.recommendations {
                 line(format!(" * {r}"));
@@ -686,9 +700,9 @@ impl Verdict {
                 &mut out,
                 &self.time_per_output_token,
                 [
-                    "Min Time to Output Token (ns)                : ",
-                    "Max Time to Output Token (ns)                : ",
-                    "Mean Time to Output Token (ns)               : ",
+                    "Min Time per Output Token (ns)                : ",
+                    "Max Time per Output Token (ns)                : ",
+                    "Mean Time per Output Token (ns)               : ",
                     "percentile time to output token (ns)   : ",
                 ],
             );
@@ -735,10 +749,18 @@ impl Verdict {
             ("performance_issue_same_index : ", "0".to_string()),
             (
                 "performance_sample_count : ",
-                s.performance_sample_count.to_string(),
+                // The effective count: the override, else what the QSL reports (the dataset's size).
+                match (s.performance_sample_count, self.dataset_len) {
+                    (0, Some(n)) => n,
+                    (n, _) => n,
+                }
+                .to_string(),
             ),
         ] {
             out.push(format!("{key}{value}"));
+        }
+        if let Some(n) = self.dataset_len {
+            out.push(format!("accuracy_sample_count : {n}"));
         }
         out.push(String::new());
         out.push(if self.warnings.is_empty() {
@@ -1172,6 +1194,29 @@ samples_per_query: 2
             v.summary_txt()
         );
         assert_eq!(v.early_stopping_latency_ms, None);
+    }
+
+    #[test]
+    fn the_summary_follows_loadgen_where_a_real_loadgen_run_showed_it() {
+        // Compared with the summary of the mlcommons-loadgen wheel on a token-latency Server run: an INVALID run
+        // prints "Recommendations:" even when only early stopping failed (nothing under it); the TPOT block's first
+        // lines say "Time per Output Token"; the parameters end with the effective performance and accuracy
+        // sample counts. 3 queries: min queries and duration met (min 0), early stopping fails (h(0) = 459).
+        let mut v = evaluate(
+            &settings("min_duration: 0\nmin_query_count: 3\nperformance_sample_count: 0\n"),
+            &steady(3),
+            &run(),
+        );
+        v.dataset_len = Some(24);
+        let txt = v.summary_txt();
+        assert!(
+            txt.contains(
+                "  Early stopping satisfied: NO\nRecommendations:\nTTFT Early Stopping Result:\n"
+            ),
+            "{txt}"
+        );
+        assert!(txt.contains("Min Time per Output Token (ns)                : 50000000\n"));
+        assert!(txt.contains("performance_sample_count : 24\naccuracy_sample_count : 24\n"));
     }
 
     #[test]
