@@ -56,6 +56,50 @@ enum Command {
     /// Build synthetic prompts of an exact token length, as a run does before its clock starts, and print how long
     /// it took as JSON (`make bench` compares it with the peers' prompt generators).
     Synth(SynthArgs),
+    /// Dataset files: `dataset convert IN.pkl OUT.jsonl` turns a pickled pandas DataFrame (MLPerf's
+    /// `open_orca_gpt4_tokenized_llama.sampled_24576.pkl` and the like) into JSONL records, one per row, every
+    /// column kept (str, numbers, lists of token ids). Runs read such pickles directly; this shows what they read.
+    #[command(subcommand)]
+    Dataset(DatasetCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum DatasetCommand {
+    /// Convert a pickled pandas DataFrame into JSONL records.
+    Convert {
+        /// The `.pkl` file (pandas `to_pickle`, protocol 2-5).
+        input: PathBuf,
+        /// Where to write the JSONL (overwritten).
+        output: PathBuf,
+    },
+}
+
+/// Reads the whole frame, then writes one JSON object per row; prints how many rows went out.
+fn dataset_command(command: DatasetCommand) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let DatasetCommand::Convert { input, output } = command;
+    let bytes =
+        std::fs::read(&input).with_context(|| format!("cannot read {}", input.display()))?;
+    let rows = llmbench::data::pickle::read_dataframe(&bytes)
+        .with_context(|| format!("{}: cannot read the pickled DataFrame", input.display()))?;
+    let file = std::fs::File::create(&output)
+        .with_context(|| format!("cannot create {}", output.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    for row in &rows {
+        serde_json::to_writer(&mut out, row)
+            .with_context(|| format!("cannot write {}", output.display()))?;
+        out.write_all(b"\n")
+            .with_context(|| format!("cannot write {}", output.display()))?;
+    }
+    out.flush()
+        .with_context(|| format!("cannot write {}", output.display()))?;
+    eprintln!(
+        "llmbench: {} rows from {} written to {}",
+        rows.len(),
+        input.display(),
+        output.display()
+    );
+    Ok(())
 }
 
 #[derive(Args, Debug)]
@@ -439,6 +483,7 @@ fn main() -> ExitCode {
         Command::Plot(args) => plot_command(args),
         Command::Render(args) => render_command(args).map(|()| ExitCode::SUCCESS),
         Command::Synth(args) => synth_command(args).map(|()| ExitCode::SUCCESS),
+        Command::Dataset(command) => dataset_command(command).map(|()| ExitCode::SUCCESS),
         Command::Results(command) => results_command(command),
         Command::Sim(args) => runtime().and_then(|rt| {
             rt.block_on(llmbench::sim::run_until_ctrl_c(args))

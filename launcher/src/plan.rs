@@ -146,6 +146,7 @@ pub fn stage_meta(stage: &engine::Stage, workload_stage: Option<&Stage>) -> Stag
             Some(replay.concurrent_sessions as usize).filter(|c| *c > 0)
         }
         engine::StagePlan::LmBench(stage) => Some(stage.run.num_users as usize),
+        engine::StagePlan::Lockstep(lockstep) => Some(lockstep.group),
     };
     StageMeta {
         load: workload_stage.map(|s| s.load),
@@ -194,6 +195,8 @@ pub fn cap_in_flight(stages: &mut [engine::Stage], cap: usize) {
             engine::StagePlan::Sessions(_) => {}
             // Its users have at most one request each in flight; upstream has no other cap.
             engine::StagePlan::LmBench(_) => {}
+            // MLPerf's MultiStream query size is the benchmark's definition, not a load to cap.
+            engine::StagePlan::Lockstep(_) => {}
         }
     }
 }
@@ -256,6 +259,11 @@ pub fn expected_size(
             engine::StagePlan::LmBench(stage) => {
                 requests = None;
                 duration += Duration::from_secs(stage.warmup.time + stage.run.time);
+            }
+            // At most the generated queries; the issue loop may end sooner.
+            engine::StagePlan::Lockstep(lockstep) => {
+                requests = requests.map(|r| r + lockstep.queries * lockstep.group as u64);
+                duration += lockstep.min_duration;
             }
         }
     }
@@ -375,6 +383,8 @@ impl Shard {
                     }
                     // LMBenchmark's users belong to one step loop; `crate::fmperf` refuses a sharded run.
                     plan @ engine::StagePlan::LmBench(_) => plan,
+                    // One issuer's queries follow each other; `crate::mlperf::run` refuses a sharded run.
+                    plan @ engine::StagePlan::Lockstep(_) => plan,
                 };
                 Ok(engine::Stage {
                     plan,
@@ -486,7 +496,8 @@ mod tests {
                     engine::StagePlan::Open { .. }
                     | engine::StagePlan::Trace(_)
                     | engine::StagePlan::Sessions(_)
-                    | engine::StagePlan::LmBench(_) => {
+                    | engine::StagePlan::LmBench(_)
+                    | engine::StagePlan::Lockstep(_) => {
                         panic!("closed stays closed")
                     }
                 }

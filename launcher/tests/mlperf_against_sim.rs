@@ -187,3 +187,203 @@ async fn accuracy_mode_scores_the_generated_texts_with_rouge() {
     );
     assert!(outcome.dir.join("mlperf_accuracy.json").is_file());
 }
+
+/// The `:::MLLOG` lines of a detail log as `tools/submission/log_parser.py` reads them (strict: every marked line
+/// must be JSON), first message per key.
+fn detail_log(dir: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(dir.join("mlperf_log_detail.txt")).expect("detail log");
+    assert!(text.starts_with(":::MLLOG "), "{text}");
+    text.lines()
+        .filter_map(|line| line.trim_end().strip_prefix(":::MLLOG"))
+        .map(|json| serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}")))
+        .collect()
+}
+
+fn value<'a>(log: &'a [serde_json::Value], key: &str) -> &'a serde_json::Value {
+    &log.iter()
+        .find(|m| m["key"] == key)
+        .unwrap_or_else(|| panic!("{key} missing"))["value"]
+}
+
+/// MultiStream on the simulator: queries of 4 samples go out together and the next waits for the slowest, so with
+/// a fixed latency (TTFT 20 ms + 7 · 5 ms ITL ≈ 55 ms) the queries follow each other ~55 ms apart and the run ends
+/// once 20 queries and 0.5 s are both behind it — about 10 per 0.55 s, so the duration decides: ≥ 0.5 s / 55 ms.
+/// The detail log carries the per-query results the submission checker reads for MultiStream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multistream_run_issues_queries_in_lockstep_and_logs_per_query_results() {
+    let settings = "model: llama3_1-8b\nscenario: MultiStream\nsamples_per_query: 4\nmin_query_count: 5\n\
+                    min_duration: 500ms\nexpected_latency: 50ms\n";
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dataset(dir.path(), 64);
+    let profile = dir.path().join("mlperf.yaml");
+    std::fs::write(
+        &profile,
+        format!(
+            "{settings}max_tokens: 8\nserver:\n  model_name: llmbench-sim\n  ignore_eos: true\ndataset:\n  path: {data}\n"
+        ),
+    )
+    .expect("write profile");
+    let outcome = run_profile(&profile, &dir.path().join("out"), "20ms", "5ms").await;
+    let verdict = outcome.mlperf.expect("a verdict");
+    let queries = verdict.queries_issued;
+    assert_eq!(verdict.sample_count, queries * 4);
+    // Lockstep: no query overlaps the next, so the run lasts at least the sum of the query latencies; and it
+    // ended as soon as both minimums were met (one query past 0.5 s at most).
+    let q = verdict.query_latency.clone().expect("per-query latency");
+    assert!(q.min >= 55_000_000, "{q:?}");
+    // Query k is issued after the k before it completed: the last one (n − 1) at ≥ (n − 1) · min; the one before
+    // it was issued before 0.5 s (else the run would have ended there), so (n − 2) · min < 0.5 s.
+    let (n, min_s) = (queries as f64, q.min as f64 / 1e9);
+    assert!(
+        verdict.final_query_issued_time >= (n - 1.0) * min_s,
+        "{verdict:?}"
+    );
+    assert!(
+        queries >= 5 && (n - 2.0) * min_s < 0.5,
+        "{queries} queries, {q:?}"
+    );
+    assert!(verdict.final_query_issued_time >= 0.5);
+    let text =
+        std::fs::read_to_string(outcome.dir.join("mlperf_log_summary.txt")).expect("summary");
+    assert!(text.contains("Scenario : MultiStream"), "{text}");
+    assert!(text.contains("Per-query latency:  "), "{text}");
+    let log = detail_log(&outcome.dir);
+    assert_eq!(value(&log, "effective_scenario"), "MultiStream");
+    assert_eq!(value(&log, "effective_samples_per_query"), 4);
+    assert_eq!(value(&log, "result_query_count"), queries);
+    assert_eq!(
+        value(&log, "result_99.00_percentile_per_query_latency_ns"),
+        q.target
+    );
+    assert!(value(&log, "early_stopping_latency_ms").is_u64());
+    // Performance mode leaves LoadGen's accuracy log empty.
+    let accuracy = std::fs::read_to_string(outcome.dir.join("mlperf_log_accuracy.json"))
+        .expect("accuracy log");
+    assert_eq!(accuracy, "[\n]\n");
+}
+
+/// A word-level `tokenizer.json` that knows the simulator's answer word.
+const WORD_TOKENIZER: &str = r#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],
+"normalizer":null,"pre_tokenizer":{"type":"Whitespace"},"post_processor":null,"decoder":null,
+"model":{"type":"WordLevel","vocab":{"<unk>":0,"token":1,"a":2},"unk_token":"<unk>"}}"#;
+
+/// Accuracy mode writes LoadGen's accuracy log: one entry per response, `data` the hex of its token ids as
+/// little-endian int32 (the reference SUTs' encoding, read back with `np.frombuffer(bytes.fromhex(data),
+/// np.int32)`), which decode to the generated text with the run's tokenizer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accuracy_mode_logs_token_ids_as_the_accuracy_scripts_read_them() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let tokenizer_path = dir.path().join("tokenizer.json");
+    std::fs::write(&tokenizer_path, WORD_TOKENIZER).expect("write tokenizer");
+    let data = dataset(dir.path(), 6);
+    let profile = dir.path().join("accuracy.yaml");
+    std::fs::write(
+        &profile,
+        format!(
+            "model: llama3_1-8b\nscenario: Offline\nmode: AccuracyOnly\nmax_tokens: 4\nserver:\n  model_name: \
+             llmbench-sim\n  ignore_eos: true\ndataset:\n  path: {data}\n"
+        ),
+    )
+    .expect("write profile");
+    let cli = Cli::parse_from([
+        "llmbench",
+        "--harness",
+        "mlperf",
+        "--profile",
+        profile.to_str().expect("utf-8 path"),
+        "--output",
+        dir.path().join("out").to_str().expect("utf-8 path"),
+        "--run-id",
+        "mlperf",
+        "--tokenizer",
+        tokenizer_path.to_str().expect("utf-8 path"),
+    ]);
+    let outcome = run(cli.run)
+        .await
+        .unwrap_or_else(|e| panic!("the run fails: {e}"));
+    let text = std::fs::read_to_string(outcome.dir.join("mlperf_log_accuracy.json"))
+        .expect("accuracy log");
+    let entries: Vec<serde_json::Value> = serde_json::from_str(&text).expect("a JSON list");
+    assert_eq!(entries.len(), 6);
+    let tokenizer = llmbench::tokenizer::Tokenizer::from_file(&tokenizer_path).expect("tokenizer");
+    let mut seen: Vec<u64> = Vec::new();
+    for entry in &entries {
+        let hex = entry["data"].as_str().expect("hex data");
+        let bytes: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
+            .collect();
+        let ids: Vec<u32> = bytes
+            .chunks_exact(4)
+            .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as u32)
+            .collect();
+        assert_eq!(entry["token_count"].as_u64(), Some(ids.len() as u64));
+        // The simulator answers " token" per token: four of them, id 1 each.
+        assert_eq!(ids, [1; 4]);
+        assert_eq!(
+            tokenizer.decode(&ids).expect("decode"),
+            "token token token token"
+        );
+        seen.push(entry["qsl_idx"].as_u64().expect("qsl_idx"));
+    }
+    seen.sort_unstable();
+    assert_eq!(seen, (0..6).collect::<Vec<_>>());
+    let log = detail_log(&outcome.dir);
+    assert_eq!(value(&log, "effective_test_mode"), "AccuracyOnly");
+    assert!(log.iter().all(|m| m["key"] != "result_validity"));
+}
+
+/// With llmbench's built-in tokenizer there are no ids the accuracy scripts could decode: no accuracy log, and
+/// the detail log says why as an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accuracy_mode_with_the_builtin_tokenizer_writes_no_accuracy_log_and_says_why() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dataset(dir.path(), 3);
+    let profile = dir.path().join("accuracy.yaml");
+    std::fs::write(
+        &profile,
+        format!(
+            "model: llama3_1-8b\nscenario: Offline\nmode: AccuracyOnly\nmax_tokens: 4\nserver:\n  model_name: \
+             llmbench-sim\n  ignore_eos: true\ndataset:\n  path: {data}\n"
+        ),
+    )
+    .expect("write profile");
+    let outcome = run_profile(&profile, &dir.path().join("out"), "1ms", "1ms").await;
+    assert!(!outcome.dir.join("mlperf_log_accuracy.json").exists());
+    let log = detail_log(&outcome.dir);
+    let error = log
+        .iter()
+        .find(|m| m["metadata"]["is_error"] == true)
+        .expect("an error line");
+    assert!(
+        error["value"]
+            .as_str()
+            .is_some_and(|v| v.contains("built-in")),
+        "{error}"
+    );
+}
+
+/// MLPerf's datasets come as pickled pandas DataFrames; a run reads one directly (here a 3-row frame with
+/// `tok_input` token ids, written by pandas 3.1 with protocol 5), and sends every row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mlperf_run_reads_a_pickled_dataframe_dataset() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pickle = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/mlperf-pickles/orca_pandas3_p5.pkl");
+    let profile = dir.path().join("mlperf.yaml");
+    std::fs::write(
+        &profile,
+        format!(
+            "model: llama3_1-8b\nscenario: Offline\nmin_duration: 0\nmin_query_count: 3\nmax_tokens: 4\nserver:\n  \
+             model_name: llmbench-sim\n  ignore_eos: true\ndataset:\n  path: {}\n",
+            pickle.display()
+        ),
+    )
+    .expect("write profile");
+    let outcome = run_profile(&profile, &dir.path().join("out"), "1ms", "1ms").await;
+    let verdict = outcome.mlperf.expect("a verdict");
+    assert_eq!(verdict.sample_count, 3);
+    assert_eq!(verdict.failed_queries, 0);
+    let log = detail_log(&outcome.dir);
+    assert_eq!(value(&log, "qsl_reported_total_count"), 3);
+}

@@ -176,8 +176,17 @@ pub fn load_dataset(
     tokenizer: &Tokenizer,
     options: &DatasetOptions,
 ) -> Result<Prompts, DataError> {
-    let bytes = read(path)?;
+    let bytes = read_raw(path)?;
     let mut rows = match extension(path).as_str() {
+        _ if is_pickle(path, &bytes) => super::pickle::read_dataframe(&bytes)
+            .map_err(|source| DataError::PickledFrame {
+                path: path.to_owned(),
+                source,
+            })?
+            .into_iter()
+            .enumerate()
+            .map(|(i, row)| record(path, format!("row {}", i + 1), Value::Object(row)))
+            .collect::<Result<Vec<_>, _>>()?,
         "jsonl" | "ndjson" => jsonl_values(path, &bytes)?
             .into_iter()
             .map(|(location, value)| record(path, location, value))
@@ -271,23 +280,32 @@ impl Row {
     }
 }
 
+/// A file that is not a pickle (ShareGPT and the other JSON readers; a dataset table takes pickles).
 fn read(path: &Path) -> Result<Vec<u8>, DataError> {
     if matches!(extension(path).as_str(), "pkl" | "pickle") {
         return Err(DataError::Pickle {
             path: path.to_owned(),
         });
     }
-    let bytes = std::fs::read(path).map_err(|source| DataError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
-    // Pickle protocol 2+ starts with 0x80, which no JSON or CSV text does.
-    if bytes.first() == Some(&0x80) {
+    let bytes = read_raw(path)?;
+    if is_pickle(path, &bytes) {
         return Err(DataError::Pickle {
             path: path.to_owned(),
         });
     }
     Ok(bytes)
+}
+
+fn read_raw(path: &Path) -> Result<Vec<u8>, DataError> {
+    std::fs::read(path).map_err(|source| DataError::Read {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// By name, or by content: pickle protocol 2+ starts with 0x80, which no JSON or CSV text does.
+fn is_pickle(path: &Path, bytes: &[u8]) -> bool {
+    matches!(extension(path).as_str(), "pkl" | "pickle") || bytes.first() == Some(&0x80)
 }
 
 fn extension(path: &Path) -> String {
@@ -836,21 +854,46 @@ mod tests {
     }
 
     #[test]
-    fn pickles_are_refused_with_a_conversion_hint() {
+    fn pickles_that_are_not_dataframes_are_refused_and_sharegpt_refuses_any() {
         let dir = tempfile::tempdir().expect("tempdir");
         let tokenizer = Tokenizer::builtin();
         let by_name = write(&dir, "data.pkl", "whatever");
         let path = dir.path().join("data.json");
         std::fs::write(&path, [0x80, 0x04, 0x95]).expect("write");
         for p in [by_name, path] {
+            // A dataset table reads DataFrame pickles: these two are not one, and say so.
             let err = load_dataset(&p, &tokenizer, &DatasetOptions::default()).unwrap_err();
-            assert!(matches!(err, DataError::Pickle { .. }), "{err}");
+            assert!(matches!(err, DataError::PickledFrame { .. }), "{err}");
             assert!(
-                err.to_string().contains("read_pickle") && err.to_string().contains("orient"),
+                err.to_string()
+                    .contains("cannot read the pickled DataFrame"),
                 "{err}"
             );
-            assert!(load_sharegpt(&p, &tokenizer, &DatasetOptions::default()).is_err());
+            // ShareGPT never comes pickled: refused with the conversion hint.
+            let err = load_sharegpt(&p, &tokenizer, &DatasetOptions::default()).unwrap_err();
+            assert!(matches!(err, DataError::Pickle { .. }), "{err}");
+            assert!(
+                err.to_string().contains("llmbench dataset convert")
+                    && err.to_string().contains("orient"),
+                "{err}"
+            );
         }
+    }
+
+    #[test]
+    fn a_pickled_mlperf_dataframe_is_a_dataset_table() {
+        // The fixture's rows (make_fixtures.py): tok_input [1, 15043, 3186], [1, 2, 3, 4], [1, 29871]; outputs
+        // "Hi!", "ok" and None.
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/mlperf-pickles/orca_pandas3_p5.pkl");
+        let prompts = load_dataset(&path, &Tokenizer::builtin(), &DatasetOptions::default())
+            .expect("the pickle reads")
+            .into_inner();
+        assert_eq!(prompts.len(), 3);
+        assert_eq!(prompts[0].token_ids.as_deref(), Some(&[1, 15043, 3186][..]));
+        assert_eq!(prompts[1].token_ids.as_deref(), Some(&[1, 2, 3, 4][..]));
+        assert_eq!(prompts[0].output.as_deref(), Some("Hi!"));
+        assert_eq!(prompts[2].output, None);
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! Prompts for a run, built before the clock starts: synthetic prompts of exact token lengths (inference-perf
 //! `random`/`synthetic`/`shared_prefix`, guidellm `synthetic_text` with prefix buckets, vLLM `random` and
-//! `sonnet`), and prompts read from dataset files (ShareGPT, JSON, JSONL, CSV with `input`, `tok_input`, `output`).
+//! `sonnet`), and prompts read from dataset files (ShareGPT, JSON, JSONL, CSV or MLPerf's pickled pandas
+//! DataFrames, with `input`, `tok_input`, `output`).
 //!
 //! Every length is counted under the run's tokenizer, without special tokens.
 
 mod dataset;
 mod lengths;
+pub mod pickle;
 mod synth;
 
 use std::path::PathBuf;
@@ -163,10 +165,17 @@ pub enum DataError {
         source: std::io::Error,
     },
     #[error(
-        "{path} is a Python pickle, which llmbench does not read; convert it to JSON records first, e.g. \
-         python -c 'import pandas as p; p.read_pickle(\"{path}\").to_json(\"out.json\", orient=\"records\")'"
+        "{path} is a Python pickle; llmbench reads pickled pandas DataFrames only as dataset tables (columns \
+         input, tok_input, output: `llmbench dataset convert {path} out.jsonl` shows what it reads), not here; \
+         convert it to JSON records first, e.g. python -c 'import pandas as p; \
+         p.read_pickle(\"{path}\").to_json(\"out.json\", orient=\"records\")'"
     )]
     Pickle { path: PathBuf },
+    #[error("{path}: cannot read the pickled DataFrame: {source}")]
+    PickledFrame {
+        path: PathBuf,
+        source: pickle::PickleError,
+    },
     #[error(
         "{path}: unknown dataset format; use .json, .jsonl or .csv (columns input, tok_input, output)"
     )]

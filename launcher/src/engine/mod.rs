@@ -62,6 +62,38 @@ pub enum StagePlan {
     /// One QPS value of an LMBenchmark scenario (fmperf profiles): its users' sessions decide what is sent and
     /// when, step by step ([`lmbench`]).
     LmBench(Arc<lmbench::LmBenchStage>),
+    /// Queries of `group` requests sent together, the next query once every request of the previous one has
+    /// returned (MLPerf LoadGen's MultiStream).
+    Lockstep(Lockstep),
+}
+
+/// A lockstep stage's shape ([`StagePlan::Lockstep`]): LoadGen's MultiStream query scheduler
+/// (`loadgen/issue_query_controller.cc` `QueryScheduler<TestScenario::MultiStream>::Wait` waits for every sample
+/// of the previous query, then stamps the next query's scheduled and issued time with now) and its issue loop's
+/// ending rules (`IssueQueriesInternal`: after issuing a query, end once `min_queries` are issued and
+/// `min_duration` has passed since the start; end early at `max_queries` or past `max_duration`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lockstep {
+    /// Requests per query (LoadGen's `samples_per_query`).
+    pub group: usize,
+    /// The queries generated in advance; the stage never issues more.
+    pub queries: u64,
+    pub min_queries: u64,
+    pub min_duration: Duration,
+    /// 0 / `None`: unbounded.
+    pub max_queries: u64,
+    pub max_duration: Option<Duration>,
+}
+
+impl Lockstep {
+    /// Whether the issue loop ends after issuing its `issued`-th query `elapsed` after the stage started, as
+    /// LoadGen's `IssueQueriesInternal` checks it (natural end, then max query count, then max duration).
+    pub fn ends_after(&self, issued: u64, elapsed: Duration) -> bool {
+        (issued >= self.min_queries && elapsed >= self.min_duration)
+            || (self.max_queries != 0 && issued >= self.max_queries)
+            || self.max_duration.is_some_and(|max| elapsed > max)
+            || issued >= self.queries
+    }
 }
 
 /// One load stage.
@@ -618,6 +650,7 @@ pub async fn run(
                     start_ns = measured;
                 }
             }
+            StagePlan::Lockstep(lockstep) => run_lockstep(stage_context, start, lockstep).await,
         }
         if let Some(deadline) = deadline {
             deadline.abort();
@@ -958,9 +991,60 @@ async fn run_closed(context: StageContext, start: Instant, closed: ClosedLoop) {
     while workers.join_next().await.is_some() {}
 }
 
+/// Issues `lockstep`'s queries one after the other: every request of a query shares its scheduled time (when it
+/// was issued, as LoadGen stamps it), and the next query waits for the slowest of them.
+async fn run_lockstep(context: StageContext, start: Instant, lockstep: &Lockstep) {
+    let mut issued = 0u64;
+    loop {
+        if context.control.issuing_stopped() {
+            break;
+        }
+        let now = Instant::now();
+        let scheduled_ns = context.clock.ns_of(now);
+        let mut query = JoinSet::new();
+        for _ in 0..lockstep.group.max(1) {
+            let context = context.clone();
+            query.spawn(async move { context.issue(scheduled_ns).await });
+        }
+        issued += 1;
+        let ends = lockstep.ends_after(issued, now.duration_since(start));
+        while query.join_next().await.is_some() {}
+        if ends {
+            break;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lockstep_ends_as_loadgen_multistream_issue_loop_does() {
+        let plan = Lockstep {
+            group: 8,
+            queries: 1000,
+            min_queries: 662,
+            min_duration: Duration::from_secs(600),
+            max_queries: 0,
+            max_duration: None,
+        };
+        // Both minimums are needed for the natural end.
+        assert!(!plan.ends_after(662, Duration::from_secs(599)));
+        assert!(!plan.ends_after(661, Duration::from_secs(600)));
+        assert!(plan.ends_after(662, Duration::from_secs(600)));
+        // The generated queries run out.
+        assert!(plan.ends_after(1000, Duration::from_secs(1)));
+        let capped = Lockstep {
+            max_queries: 10,
+            max_duration: Some(Duration::from_secs(5)),
+            ..plan
+        };
+        assert!(capped.ends_after(10, Duration::ZERO));
+        // Past max_duration, not at it (`duration > settings.max_duration`).
+        assert!(!capped.ends_after(3, Duration::from_secs(5)));
+        assert!(capped.ends_after(3, Duration::from_millis(5001)));
+    }
 
     fn limits(
         max_errors: Option<u64>,

@@ -106,6 +106,11 @@ pub struct EarlyStopping {
     pub min_passing: u64,
     /// LoadGen's message, e.g. " * Run successful.".
     pub message: String,
+    /// SingleStream and MultiStream: the early-stopping estimate of the target percentile, in ns (LoadGen's
+    /// `early_stopping_latency_ss`/`_ms`); `None` for Server or when too few queries ran.
+    pub estimate: Option<u64>,
+    /// SingleStream: the 99th-percentile estimate LoadGen computes next (`early_stopping_latency_ms`).
+    pub multi_stream_estimate: Option<u64>,
 }
 
 /// Server early stopping for one metric: `latencies` (any order) against `limit_ns` at `percentile` (0.99),
@@ -132,6 +137,8 @@ pub fn early_stopping(
         )
     };
     EarlyStopping {
+        estimate: None,
+        multi_stream_estimate: None,
         satisfied,
         overlatency: t as u64,
         min_passing: h.max(0) as u64,

@@ -1,5 +1,5 @@
 //! MLPerf Inference LoadGen support, the pure core: the `mlperf` harness dialect (a YAML profile plus LoadGen's
-//! `user.conf` grammar), LoadGen's query schedules (Offline, Server, SingleStream), the run's verdict
+//! `user.conf` grammar), LoadGen's query schedules (Offline, Server, SingleStream, MultiStream), the run's verdict
 //! (`Result is : VALID`, early stopping, `mlperf_log_summary.txt`) and ROUGE accuracy scoring.
 //!
 //! ```text
@@ -7,6 +7,8 @@
 //! build_schedule(&settings, dataset_len)              -> MlperfSchedule { stages, samples, measured_stage }
 //! evaluate(&settings, &records, &run)                 -> Verdict  (.summary_txt(), .write_summary_txt(), .write_json())
 //! rouge::score(&predictions, &references)             -> RougeScores
+//! logs::detail_log(&settings, Some(&verdict), &run)   -> mlperf_log_detail.txt
+//! logs::accuracy_log(&entries)                        -> mlperf_log_accuracy.json
 //! ```
 //!
 //! Nothing here reads files except the `write_*` helpers; the caller hands in texts and records. Rules follow
@@ -14,6 +16,7 @@
 //! `mlperf.conf`); FORMATS.md §3.6 and §4.5 summarise them.
 
 pub mod early_stopping;
+pub mod logs;
 pub mod rng;
 pub mod rouge;
 pub mod run;

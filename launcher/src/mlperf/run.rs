@@ -1,6 +1,14 @@
 //! `llmbench run --harness mlperf`: LoadGen's settings and schedule on our engine, then LoadGen's verdict beside
-//! the usual results (`mlperf_log_summary.txt`, `mlperf_verdict.json`) — or, in accuracy mode, every sample's
-//! generated text scored with ROUGE (`mlperf_accuracy.json`).
+//! the usual results (`mlperf_log_summary.txt`, `mlperf_log_detail.txt`, an empty `mlperf_log_accuracy.json`,
+//! `mlperf_verdict.json`) — or, in accuracy mode, every sample's generated text scored with ROUGE
+//! (`mlperf_accuracy.json`) and logged as token ids for the MLCommons accuracy scripts
+//! (`mlperf_log_accuracy.json`, with `mlperf_log_detail.txt`).
+//!
+//! Token ids for the accuracy log: llmbench receives text, not ids, and does not tokenize on the request path.
+//! After the run, each answer is encoded with the run's tokenizer (the model's `tokenizer.json`); the scripts
+//! decode those ids with the same tokenizer and `skip_special_tokens`, which gives the answer's text back for
+//! the byte-level BPE tokenizers of the MLPerf LLMs. The ids can differ from the ones the server sampled where a
+//! text has several encodings; the decoded text, which is all the scripts score, does not.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -9,13 +17,17 @@ use std::time::Duration;
 use crate::data::{DataError, DatasetOptions, Prompt, load_dataset};
 use crate::engine::PreparedRequest;
 use crate::metrics::RunVerdict;
+use crate::mlperf::logs::{
+    ACCURACY_LOG_JSON, AccuracyEntry, DETAIL_TXT, DetailRun, write_accuracy_log, write_detail_log,
+};
 use crate::mlperf::{
-    MlperfError, MlperfSettings, Mode, RunTimes, UserConf, Verdict, build_schedule, evaluate,
-    parse_settings, rouge,
+    MlperfError, MlperfSchedule, MlperfSettings, Mode, RunTimes, UserConf, Verdict, build_schedule,
+    evaluate, parse_settings, rouge,
 };
 use crate::report::ReportOptions;
 use crate::request::{BodySettings, prepare};
 use crate::run::{Executed, Execution, RunContext, RunError, RunOutcome};
+use crate::tokenizer::Tokenizer;
 use crate::tokenizer::{HubOptions, load_tokenizer};
 use crate::workload::ParseOptions;
 
@@ -57,7 +69,8 @@ pub(crate) async fn run(
         file: context.template_name.to_owned(),
         line: None,
         key: "dataset_path".to_owned(),
-        problem: "an MLPerf run needs a dataset (JSON, JSONL or CSV with `input` or `tok_input`, and `output`)"
+        problem: "an MLPerf run needs a dataset (JSON, JSONL, CSV or a pickled pandas DataFrame with `input` or \
+             `tok_input`, and `output`)"
             .to_owned(),
     })?;
 
@@ -73,7 +86,7 @@ pub(crate) async fn run(
     )
     .map_err(|e: DataError| RunError::from(e))?
     .into_inner();
-    let schedule = build_schedule(&settings, samples.len())?;
+    let mut schedule = build_schedule(&settings, samples.len())?;
 
     let request_model = context.request_model(settings.server.model.clone())?;
     let body = BodySettings::new(
@@ -93,7 +106,7 @@ pub(crate) async fn run(
             api: &settings.server,
             request_model,
             tokenizer_spec,
-            stages: context.shard(schedule.stages, &[])?,
+            stages: context.shard(std::mem::take(&mut schedule.stages), &[])?,
             interval: Duration::ZERO,
             requests: crate::engine::Requests::Fixed(requests),
             warmup: None,
@@ -105,12 +118,7 @@ pub(crate) async fn run(
         .await?;
     if settings.mode == Mode::AccuracyOnly {
         return accuracy(
-            context,
-            &settings,
-            &samples,
-            &schedule.samples,
-            schedule.measured_stage,
-            executed,
+            context, &settings, &samples, &schedule, &tokenizer, executed,
         );
     }
 
@@ -120,7 +128,7 @@ pub(crate) async fn run(
             "the engine reported no times for the measured stage {measured}"
         ))
     })?;
-    let verdict: Verdict = evaluate(
+    let mut verdict: Verdict = evaluate(
         &settings,
         &executed.records,
         &RunTimes {
@@ -129,10 +137,27 @@ pub(crate) async fn run(
             end_ns: times.end_ns,
         },
     );
+    verdict.dataset_len = Some(samples.len() as u64);
     // The verdict joins the summary (and the operator's SLOMet condition through the compact summary).
     executed.summary.verdict = Some(run_verdict(&verdict));
+    let detail = detail_run(
+        &executed,
+        &schedule,
+        samples.len(),
+        times.start_ns,
+        times.end_ns,
+        &[],
+    );
     let mut outcome = context.finish(executed)?;
     verdict.write_summary_txt(&outcome.dir.join(SUMMARY_TXT))?;
+    write_detail_log(
+        &outcome.dir.join(DETAIL_TXT),
+        &settings,
+        Some(&verdict),
+        &detail,
+    )?;
+    // LoadGen leaves the accuracy log empty in performance mode; the submission tree expects the file.
+    write_accuracy_log(&outcome.dir.join(ACCURACY_LOG_JSON), &[])?;
     verdict.write_json(&outcome.dir.join(VERDICT_JSON))?;
     outcome.mlperf = Some(verdict);
     Ok(outcome)
@@ -144,12 +169,15 @@ fn accuracy(
     context: &RunContext<'_>,
     settings: &MlperfSettings,
     samples: &[Prompt],
-    issued: &[usize],
-    measured_stage: u32,
+    schedule: &MlperfSchedule,
+    tokenizer: &Tokenizer,
     mut executed: Executed,
 ) -> Result<RunOutcome, RunError> {
+    let (issued, measured_stage) = (&schedule.samples, schedule.measured_stage);
     let mut predictions = Vec::with_capacity(executed.records.len());
     let mut references = Vec::with_capacity(executed.records.len());
+    let mut logged = Vec::with_capacity(executed.records.len());
+    let mut errors = Vec::new();
     let mut unscored = 0usize;
     // Warm-up answers are not scored.
     for record in executed
@@ -157,11 +185,31 @@ fn accuracy(
         .iter()
         .filter(|r| r.stage == measured_stage)
     {
-        let reference = usize::try_from(record.id)
+        let sample = usize::try_from(record.id)
             .ok()
             .and_then(|id| issued.get(id))
-            .and_then(|&sample| samples.get(sample))
+            .copied();
+        let reference = sample
+            .and_then(|sample| samples.get(sample))
             .and_then(|s| s.output.clone());
+        if record.error.is_none()
+            && let Some(qsl_idx) = sample
+        {
+            if !tokenizer.is_builtin() {
+                // Off the request path: the run is over.
+                let text = record.text.as_deref().map_or("", |t| t.as_str());
+                logged.push(AccuracyEntry {
+                    seq_id: record.id,
+                    qsl_idx,
+                    token_ids: tokenizer.encode(text)?,
+                });
+            }
+        } else {
+            errors.push(format!(
+                "request {} failed; its sample is missing from the accuracy log",
+                record.id
+            ));
+        }
         match (record.error.is_none(), reference) {
             (true, Some(reference)) => {
                 predictions.push(record.text.as_deref().cloned().unwrap_or_default());
@@ -201,7 +249,33 @@ fn accuracy(
         ),
         failed_checks,
     });
+    let log_ids = !tokenizer.is_builtin();
+    if !log_ids {
+        // The accuracy scripts decode ids with the model's tokenizer; the built-in word tokenizer's ids would
+        // decode to other text there, so no accuracy log is better than a wrong one.
+        let why = "mlperf_log_accuracy.json not written: the run's tokenizer is llmbench's built-in one, whose \
+                   token ids the MLCommons accuracy scripts cannot decode; give the model's tokenizer (--tokenizer \
+                   or the profile's model) to get it";
+        tracing::warn!("{why}");
+        errors.push(why.to_owned());
+    }
+    let times = executed
+        .stage_times
+        .get(measured_stage as usize)
+        .map_or((0, 0), |t| (t.start_ns, t.end_ns));
+    let detail = detail_run(
+        &executed,
+        schedule,
+        samples.len(),
+        times.0,
+        times.1,
+        &errors,
+    );
     let mut outcome = context.finish(executed)?;
+    write_detail_log(&outcome.dir.join(DETAIL_TXT), settings, None, &detail)?;
+    if log_ids {
+        write_accuracy_log(&outcome.dir.join(ACCURACY_LOG_JSON), &logged)?;
+    }
     let path = outcome.dir.join(ACCURACY_JSON);
     std::fs::write(&path, format!("{report:#}\n")).map_err(|source| RunError::WriteOutput {
         path: path.clone(),
@@ -209,6 +283,30 @@ fn accuracy(
     })?;
     outcome.accuracy = Some(scores);
     Ok(outcome)
+}
+
+/// What the detail log takes from the run beside the settings and the verdict.
+fn detail_run<'a>(
+    executed: &Executed,
+    schedule: &'a MlperfSchedule,
+    dataset_len: usize,
+    start_ns: u64,
+    end_ns: u64,
+    errors: &'a [String],
+) -> DetailRun<'a> {
+    DetailRun {
+        test_datetime: crate::wallclock::rfc3339(
+            i64::try_from(executed.meta.t0_unix_ns / 1_000_000_000).unwrap_or(i64::MAX),
+        ),
+        dataset_len: dataset_len as u64,
+        loaded: &schedule.loaded,
+        generated_queries: schedule.generated_queries,
+        samples_per_query: schedule.samples_per_query,
+        start_ns,
+        end_ns,
+        pid: std::process::id(),
+        errors,
+    }
 }
 
 fn run_verdict(verdict: &Verdict) -> RunVerdict {

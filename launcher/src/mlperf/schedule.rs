@@ -1,24 +1,33 @@
 //! LoadGen's query schedules as engine stages (`loadgen.cc::GenerateQueries`, `GenerateLoadableSets`).
 //!
-//! - The loaded sample set: all dataset indices shuffled with `qsl_rng_seed`; a performance run keeps the first
-//!   `performance_sample_count`, an accuracy run all of them.
+//! - The loaded sample set: a performance run's first `performance_sample_count` dataset indices, an accuracy
+//!   run's all, shuffled with `qsl_rng_seed`.
 //! - **Offline**, performance: one query of `max(min_query_count, ⌊1.1 · min_duration · target_qps⌋)` samples,
 //!   the loaded set repeated in order, all sent at t = 0.
 //! - **Server**, performance: arrivals at t₀ = 0 and then exponential gaps at `target_qps` from
 //!   `mt19937(schedule_rng_seed)`, each gap truncated to whole ns; samples drawn uniformly from the loaded set with
-//!   `mt19937(sample_index_rng_seed)`. Queries are generated while the previous arrival is before `min_duration`
+//!   `mt19937(sample_index_rng_seed)`, after the draws LoadGen's unused distributions consume from it. Queries
+//!   are generated while the previous arrival is before `min_duration`
 //!   or fewer than `min_query_count` exist — about `max(min_query_count, target_qps · min_duration + 1)` — then
 //!   cut to `max_query_count` and `max_duration` when those are set.
 //! - **SingleStream**, performance: a closed loop with one query in flight for
 //!   `max(min_query_count, ⌈min_duration / expected_latency⌉)` queries, samples drawn as in Server.
-//! - Accuracy runs issue every sample once, in the loaded set's order, with the scenario's timing.
+//! - **MultiStream**, performance: queries of `samples_per_query` contiguous samples of the loaded set (padded
+//!   with its first `samples_per_query − 1` samples so any start has a full query), each starting at a uniform
+//!   draw below the unpadded size, sent together; the next query goes out when the last sample of the previous
+//!   one returns ([`Lockstep`]). `max(min_query_count, ⌈2 · min_duration / period⌉ + 1)` queries are generated
+//!   (period = `expected_latency`, LoadGen's `ScheduleDistribution` and its 2× generation slack); the issue loop
+//!   ends once `min_query_count` are issued and `min_duration` has passed.
+//! - Accuracy runs issue every sample once, in the loaded set's order, with the scenario's timing (MultiStream:
+//!   queries starting at every `samples_per_query`-th loaded sample, in an order shuffled by
+//!   `mt19937(sample_index_rng_seed)`, `SampleDistribution<AccuracyOnly>`).
 //! - Warm-up queries (not a LoadGen notion; MLPerf harnesses warm up outside LoadGen) form a stage of their own
 //!   before the measured one, from the head of the loaded set, at `target_qps` spacing (Server), at once
 //!   (Offline) or one at a time (SingleStream).
 
 use std::time::Duration;
 
-use crate::engine::{ErrorLimits, Stage, StagePlan};
+use crate::engine::{ErrorLimits, Lockstep, Stage, StagePlan};
 
 use super::MlperfError;
 use super::rng::Mt19937;
@@ -36,6 +45,12 @@ pub struct MlperfSchedule {
     pub samples: Vec<usize>,
     /// When the last measured query is scheduled, from the measured stage's start (Server; 0 for Offline).
     pub final_scheduled: Duration,
+    /// The QSL's loaded set, in load order (LoadGen logs it as `loaded_qsl_set`).
+    pub loaded: Vec<usize>,
+    /// The measured queries generated, and the samples each holds (`generated_query_count`,
+    /// `generated_samples_per_query`): Offline's one query holds every sample.
+    pub generated_queries: u64,
+    pub samples_per_query: u64,
 }
 
 /// Builds the schedule of `settings` over a dataset of `dataset_len` samples.
@@ -64,6 +79,13 @@ pub fn build_schedule(
                 )
             }
             Scenario::SingleStream => closed(count as u64, None),
+            Scenario::MultiStream => {
+                // `warmup_queries` whole queries, from the head of the loaded set.
+                let group = multi_stream_group(settings);
+                samples.truncate(samples.len() - count);
+                samples.extend((0..count * group).map(|i| loaded[i % loaded.len()]));
+                lockstep(group, count as u64, 0, Duration::ZERO, 0, None)
+            }
         };
         stages.push(Stage {
             plan,
@@ -77,7 +99,13 @@ pub fn build_schedule(
         Mode::AccuracyOnly => accuracy(settings, &loaded),
         Mode::PerformanceOnly => performance(settings, &loaded),
     };
+    let measured_samples = measured.len() as u64;
     samples.extend(measured);
+    let (generated_queries, samples_per_query) = match (&plan, settings.scenario) {
+        (_, Scenario::Offline) => (1, measured_samples),
+        (StagePlan::Lockstep(l), _) => (l.queries, l.group as u64),
+        _ => (measured_samples, 1),
+    };
     stages.push(Stage {
         plan,
         requested_rate: requested_rate(settings),
@@ -88,6 +116,31 @@ pub fn build_schedule(
         measured_stage,
         samples,
         final_scheduled,
+        loaded,
+        generated_queries,
+        samples_per_query,
+    })
+}
+
+fn multi_stream_group(settings: &MlperfSettings) -> usize {
+    usize::try_from(settings.multi_stream_samples_per_query.max(1)).unwrap_or(usize::MAX)
+}
+
+fn lockstep(
+    group: usize,
+    queries: u64,
+    min_queries: u64,
+    min_duration: Duration,
+    max_queries: u64,
+    max_duration: Option<Duration>,
+) -> StagePlan {
+    StagePlan::Lockstep(Lockstep {
+        group,
+        queries,
+        min_queries,
+        min_duration,
+        max_queries,
+        max_duration,
     })
 }
 
@@ -111,14 +164,18 @@ fn closed(total: u64, duration: Option<Duration>) -> StagePlan {
     }
 }
 
-/// The QSL's loadable set: every index shuffled by `qsl_rng_seed`; a performance run keeps the first
-/// `performance_sample_count` (0 = all).
+/// The QSL's loadable set (`loadgen.cc` `GenerateLoadableSets`): the first `performance_sample_count` indices
+/// (0 = all) in a performance run, every index in an accuracy run, shuffled by `qsl_rng_seed` — LoadGen shuffles
+/// only the indices it is asked to load, so a performance run never touches samples past the count.
 fn loaded_samples(settings: &MlperfSettings, dataset_len: usize) -> Vec<usize> {
-    let mut all: Vec<usize> = (0..dataset_len).collect();
+    let count = match (settings.mode, settings.performance_sample_count) {
+        (Mode::PerformanceOnly, n) if n > 0 => {
+            usize::try_from(n).map_or(dataset_len, |n| n.min(dataset_len))
+        }
+        _ => dataset_len,
+    };
+    let mut all: Vec<usize> = (0..count).collect();
     Mt19937::new(settings.qsl_rng_seed).shuffle(&mut all);
-    if settings.mode == Mode::PerformanceOnly && settings.performance_sample_count > 0 {
-        all.truncate(usize::try_from(settings.performance_sample_count).unwrap_or(usize::MAX));
-    }
     all
 }
 
@@ -151,8 +208,83 @@ fn poisson_arrivals(settings: &MlperfSettings, count: Option<usize>) -> Vec<u64>
     times
 }
 
+/// LoadGen's MultiStream queries: `loadgen.cc` `GenerateLoadableSets` (the padding) and `GenerateQueries` (the
+/// count, and each query's first sample). Returns the plan and every request's dataset index, query after query.
+fn multi_stream(settings: &MlperfSettings, loaded: &[usize]) -> (StagePlan, Vec<usize>) {
+    let group = multi_stream_group(settings);
+    let end = loaded.len();
+    // `set_padding = samples_per_query − 1` copies of the set's first samples, so a query starting at any index
+    // below `end` is whole (the padding cycles when the set is smaller than a query).
+    let padded: Vec<usize> = (0..end + group - 1).map(|i| loaded[i % end]).collect();
+    let mut rng = Mt19937::new(settings.sample_index_rng_seed);
+    let starts: Vec<usize> = match settings.mode {
+        Mode::AccuracyOnly => {
+            // `SampleDistribution<AccuracyOnly>(end, stride, rng)`: every stride-th index, shuffled; the query
+            // count is `padded.len() / samples_per_query`, which is exactly how many there are.
+            let mut starts: Vec<usize> = (0..end).step_by(group).collect();
+            rng.shuffle(&mut starts);
+            starts
+        }
+        Mode::PerformanceOnly => {
+            advance_past_unused_distributions(&mut rng, settings, end, group, padded.len());
+            // `ScheduleDistribution<MultiStream>`: a fixed period of 1/target_qps, target_qps = 10⁹/expected
+            // latency, cast to whole ns; queries are generated over twice the target duration.
+            let target_qps = 1e9 / settings.multi_stream_expected_latency_ns.max(1) as f64;
+            let period_ns = ((1.0 / target_qps) * 1e9) as u64;
+            let gen_duration_ns = settings.min_duration_ms.saturating_mul(2_000_000);
+            let (mut count, mut timestamp, mut prev) = (0u64, 0u64, 0u64);
+            while prev < gen_duration_ns || count < settings.min_query_count {
+                count += 1;
+                prev = timestamp;
+                timestamp = timestamp.saturating_add(period_ns.max(1));
+            }
+            (0..count)
+                .map(|_| rng.uniform_below(end as u64) as usize)
+                .collect()
+        }
+    };
+    let samples = starts
+        .iter()
+        .flat_map(|&start| padded[start..start + group].iter().copied())
+        .collect();
+    let queries = starts.len() as u64;
+    let plan = match settings.mode {
+        // Accuracy mode never ends early.
+        Mode::AccuracyOnly => lockstep(group, queries, queries, Duration::ZERO, 0, None),
+        Mode::PerformanceOnly => lockstep(
+            group,
+            queries,
+            settings.min_query_count,
+            Duration::from_millis(settings.min_duration_ms),
+            settings.max_query_count,
+            max_duration(settings),
+        ),
+    };
+    (plan, samples)
+}
+
+/// Before its first draw, `GenerateQueries` builds its other sample distributions from the same
+/// `mt19937(sample_index_rng_seed)`, used or not, and building them consumes the engine: the "unique" one
+/// shuffles every `stride`-th index below `end`, the equal-issue one shuffles the (padded) loaded set
+/// ⌈min_query_count / set size⌉ times (`SampleDistribution<AccuracyOnly>`, `SampleDistributionEqualIssue`).
+fn advance_past_unused_distributions(
+    rng: &mut Mt19937,
+    settings: &MlperfSettings,
+    end: usize,
+    stride: usize,
+    set_size: usize,
+) {
+    let mut unique: Vec<usize> = (0..end).step_by(stride.max(1)).collect();
+    rng.shuffle(&mut unique);
+    let mut equal_issue: Vec<usize> = (0..set_size).collect();
+    for _ in (0..settings.min_query_count).step_by(set_size.max(1)) {
+        rng.shuffle(&mut equal_issue);
+    }
+}
+
 fn performance(settings: &MlperfSettings, loaded: &[usize]) -> (StagePlan, Vec<usize>, Duration) {
     let mut sample_rng = Mt19937::new(settings.sample_index_rng_seed);
+    advance_past_unused_distributions(&mut sample_rng, settings, loaded.len(), 1, loaded.len());
     let mut draw = |n: usize| -> Vec<usize> {
         (0..n)
             .map(|_| loaded[sample_rng.uniform_below(loaded.len() as u64) as usize])
@@ -196,6 +328,10 @@ fn performance(settings: &MlperfSettings, loaded: &[usize]) -> (StagePlan, Vec<u
                 Duration::ZERO,
             )
         }
+        Scenario::MultiStream => {
+            let (plan, samples) = multi_stream(settings, loaded);
+            (plan, samples, Duration::ZERO)
+        }
     }
 }
 
@@ -210,6 +346,10 @@ fn accuracy(settings: &MlperfSettings, loaded: &[usize]) -> (StagePlan, Vec<usiz
                 .collect(),
         ),
         Scenario::SingleStream => closed(n as u64, None),
+        Scenario::MultiStream => {
+            let (plan, samples) = multi_stream(settings, loaded);
+            return (plan, samples, Duration::ZERO);
+        }
     };
     (plan, loaded.to_vec(), Duration::ZERO)
 }
@@ -232,7 +372,8 @@ mod tests {
             StagePlan::Closed { .. }
             | StagePlan::Trace(_)
             | StagePlan::Sessions(_)
-            | StagePlan::LmBench(_) => {
+            | StagePlan::LmBench(_)
+            | StagePlan::Lockstep(_) => {
                 panic!("expected an open stage")
             }
         }
@@ -306,7 +447,8 @@ mod tests {
             StagePlan::Open { .. }
             | StagePlan::Trace(_)
             | StagePlan::Sessions(_)
-            | StagePlan::LmBench(_) => {
+            | StagePlan::LmBench(_)
+            | StagePlan::Lockstep(_) => {
                 panic!("closed loop expected")
             }
         }
@@ -323,6 +465,130 @@ mod tests {
         assert_eq!(schedule.measured_stage, 1);
         assert_eq!(send_at(&schedule.stages[0]).len(), 3);
         assert_eq!(schedule.samples.len(), 13);
+    }
+
+    fn lockstep_of(stage: &Stage) -> &Lockstep {
+        match &stage.plan {
+            StagePlan::Lockstep(l) => l,
+            _ => panic!("expected a lockstep stage"),
+        }
+    }
+
+    #[test]
+    fn multi_stream_sends_contiguous_queries_of_the_padded_loaded_set() {
+        // expected_latency 100 ms → period 100 ms; queries are generated while the previous timestamp is below
+        // 2 · 1 s = 2000 ms or fewer than 5 exist: timestamps 0, 100, …, 2000 → 21 queries (the 21st, at 2000 ms,
+        // is pushed because the one before it, 1900, was below 2000).
+        let s = settings(
+            "model: llama3_1-8b\nscenario: MultiStream\nsamples_per_query: 3\nmin_duration: 1000\n\
+             min_query_count: 5\nexpected_latency: 100\nperformance_sample_count: 4\n",
+        );
+        let schedule = build_schedule(&s, 10).unwrap();
+        let plan = lockstep_of(&schedule.stages[0]);
+        assert_eq!(
+            *plan,
+            Lockstep {
+                group: 3,
+                queries: 21,
+                min_queries: 5,
+                min_duration: Duration::from_secs(1),
+                max_queries: 0,
+                max_duration: None,
+            }
+        );
+        assert_eq!(schedule.samples.len(), 21 * 3);
+        // The loaded set: indices 0..4 (performance_sample_count) shuffled by qsl_rng_seed, padded with its first 2.
+        let mut all: Vec<usize> = (0..4).collect();
+        Mt19937::new(s.qsl_rng_seed).shuffle(&mut all);
+        let padded = [all[0], all[1], all[2], all[3], all[0], all[1]];
+        // Each query is 3 consecutive padded samples from a start below 4, drawn after the unique shuffle of
+        // [0, 3] and ⌈5/6⌉ = 1 equal-issue shuffle of 6 indices.
+        let mut rng = Mt19937::new(s.sample_index_rng_seed);
+        rng.shuffle(&mut [0, 3]);
+        rng.shuffle(&mut [0, 1, 2, 3, 4, 5]);
+        for query in schedule.samples.chunks(3) {
+            let start = rng.uniform_below(4) as usize;
+            assert_eq!(query, &padded[start..start + 3]);
+        }
+    }
+
+    /// The sample indices real LoadGen issued for the same settings: the `mlcommons-loadgen` wheel (LoadGen 5.x
+    /// from PyPI) driven by a Python SUT (`ConstructQSL(10, 4, …)`, the seeds of our built-in mlperf.conf,
+    /// `min_duration_ms` 1000, `min_query_count` 5, expected latency 100 ms, MultiStream 3 samples per query,
+    /// Server 10 QPS), printing what `issue_queries` received; its detail log says `loaded_qsl_set` [0,2,1,3,0,2]
+    /// and `generated_query_count` 21 for MultiStream.
+    #[test]
+    fn samples_match_what_loadgen_itself_issues() {
+        let base = "model: llama3_1-8b\nperformance_sample_count: 4\nmin_duration: 1000\nmin_query_count: 5\n\
+                    expected_latency: 100\n";
+        let ms = settings(&format!(
+            "{base}scenario: MultiStream\nsamples_per_query: 3\n"
+        ));
+        let schedule = build_schedule(&ms, 10).unwrap();
+        assert_eq!(schedule.loaded, [0, 2, 1, 3]);
+        let loadgen_ms: [[usize; 3]; 21] = [
+            [1, 3, 0],
+            [0, 2, 1],
+            [2, 1, 3],
+            [3, 0, 2],
+            [1, 3, 0],
+            [0, 2, 1],
+            [1, 3, 0],
+            [0, 2, 1],
+            [0, 2, 1],
+            [3, 0, 2],
+            [1, 3, 0],
+            [0, 2, 1],
+            [2, 1, 3],
+            [3, 0, 2],
+            [0, 2, 1],
+            [0, 2, 1],
+            [0, 2, 1],
+            [3, 0, 2],
+            [3, 0, 2],
+            [3, 0, 2],
+            [2, 1, 3],
+        ];
+        assert_eq!(schedule.generated_queries, 21);
+        let queries: Vec<&[usize]> = schedule.samples.chunks(3).collect();
+        assert_eq!(
+            queries,
+            loadgen_ms.iter().map(|q| &q[..]).collect::<Vec<_>>()
+        );
+        let loadgen_single = [2, 3, 1, 0, 1, 0, 0, 3, 1, 0, 2, 3, 0];
+        let ss = settings(&format!("{base}scenario: SingleStream\n"));
+        assert_eq!(
+            build_schedule(&ss, 10).unwrap().samples[..10],
+            loadgen_single[..10]
+        );
+        let server = settings(&format!("{base}scenario: Server\ntarget_qps: 10\n"));
+        assert_eq!(
+            build_schedule(&server, 10).unwrap().samples[..13],
+            loadgen_single
+        );
+    }
+
+    #[test]
+    fn multi_stream_accuracy_covers_every_sample_in_shuffled_strides() {
+        // 7 samples, 3 per query: starts 0, 3, 6 (⌈7/3⌉ = 3 queries), the last one padded with the first two.
+        let s = settings(
+            "model: llama3_1-8b\nscenario: MultiStream\nmode: AccuracyOnly\nsamples_per_query: 3\n",
+        );
+        let schedule = build_schedule(&s, 7).unwrap();
+        let plan = lockstep_of(&schedule.stages[0]);
+        assert_eq!((plan.group, plan.queries, plan.min_queries), (3, 3, 3));
+        let mut covered = schedule.samples.clone();
+        covered.sort();
+        covered.dedup();
+        assert_eq!(covered, (0..7).collect::<Vec<_>>());
+        let mut starts = vec![0usize, 3, 6];
+        Mt19937::new(s.sample_index_rng_seed).shuffle(&mut starts);
+        let mut loaded: Vec<usize> = (0..7).collect();
+        Mt19937::new(s.qsl_rng_seed).shuffle(&mut loaded);
+        let padded: Vec<usize> = loaded.iter().chain(&loaded[..2]).copied().collect();
+        for (query, start) in schedule.samples.chunks(3).zip(starts) {
+            assert_eq!(query, &padded[start..start + 3]);
+        }
     }
 
     #[test]

@@ -20,6 +20,8 @@ pub enum Scenario {
     Server,
     /// Closed loop, one query in flight.
     SingleStream,
+    /// Closed loop of queries of `samples_per_query` samples sent together, the next once all have returned.
+    MultiStream,
 }
 
 impl Scenario {
@@ -29,13 +31,19 @@ impl Scenario {
             Scenario::Offline => "Offline",
             Scenario::Server => "Server",
             Scenario::SingleStream => "SingleStream",
+            Scenario::MultiStream => "MultiStream",
         }
     }
 
     fn parse(text: &str) -> Option<Self> {
-        [Scenario::Offline, Scenario::Server, Scenario::SingleStream]
-            .into_iter()
-            .find(|s| s.as_str().eq_ignore_ascii_case(text))
+        [
+            Scenario::Offline,
+            Scenario::Server,
+            Scenario::SingleStream,
+            Scenario::MultiStream,
+        ]
+        .into_iter()
+        .find(|s| s.as_str().eq_ignore_ascii_case(text))
     }
 }
 
@@ -130,6 +138,10 @@ llama3_1-8b-interactive.*.performance_sample_count_override = 13368
 *.*.schedule_rng_seed = 18209322760996052031
 *.SingleStream.target_latency_percentile = 90
 *.SingleStream.min_duration = 600000
+*.MultiStream.target_latency_percentile = 99
+*.MultiStream.samples_per_query = 8
+*.MultiStream.min_duration = 600000
+*.MultiStream.min_query_count = 662
 *.Server.target_latency_percentile = 99
 *.Server.min_duration = 600000
 *.Offline.target_latency_percentile = 90
@@ -166,6 +178,10 @@ pub struct MlperfSettings {
     pub target_qps: f64,
     /// SingleStream: expected latency (`*.SingleStream.target_latency`), sizes the query count.
     pub single_stream_expected_latency_ns: u64,
+    /// MultiStream: expected query latency (`*.MultiStream.target_latency`); LoadGen's target QPS is its inverse.
+    pub multi_stream_expected_latency_ns: u64,
+    /// MultiStream: samples per query (`*.MultiStream.samples_per_query`, 8 in `mlperf.conf`).
+    pub multi_stream_samples_per_query: u64,
     pub min_duration_ms: u64,
     /// 0 = unbounded.
     pub max_duration_ms: u64,
@@ -189,7 +205,7 @@ pub struct MlperfSettings {
     pub sut_name: String,
     #[serde(skip)]
     pub server: Api,
-    /// Dataset file (JSON, JSONL or CSV with `input`/`tok_input`/`output`).
+    /// Dataset file (JSON, JSONL, CSV or a pickled pandas DataFrame with `input`/`tok_input`/`output`).
     pub dataset_path: Option<String>,
     /// A `user.conf` path named by the profile; the caller reads it and passes its text to [`parse_settings`].
     pub user_conf_path: Option<String>,
@@ -288,6 +304,7 @@ const CONF_KEYS: &[&str] = &[
     "max_query_count",
     "performance_sample_count_override",
     "use_token_latencies",
+    "samples_per_query",
 ];
 
 /// Conf keys LoadGen reads that do not change what llmbench does (logged as `Ignored`).
@@ -301,7 +318,6 @@ const CONF_IGNORED: &[&str] = &[
     "test05_schedule_rng_seed",
     "infer_token_latencies",
     "token_latency_scaling_factor",
-    "samples_per_query",
     "performance_issue_unique",
     "performance_issue_same",
     "performance_issue_same_index",
@@ -400,6 +416,17 @@ fn apply_conf_key(
         "target_latency" if s.scenario == Scenario::SingleStream => {
             s.single_stream_expected_latency_ns = ms_to_ns(float()?);
         }
+        // LoadGen reads it as `multi_stream_expected_latency_ns` (`FromConfig`, ms × 10⁶).
+        "target_latency" if s.scenario == Scenario::MultiStream => {
+            s.multi_stream_expected_latency_ns = ms_to_ns(float()?).max(1);
+        }
+        // `lookupkv(model, "MultiStream", "samples_per_query", …)`: only MultiStream lines reach it.
+        "samples_per_query" if s.scenario == Scenario::MultiStream => {
+            s.multi_stream_samples_per_query = uint()?;
+            if s.multi_stream_samples_per_query == 0 {
+                return Err(invalid("must be at least 1".to_string()));
+            }
+        }
         "target_qps" => s.target_qps = positive(float()?, &invalid)?,
         "min_duration" => s.min_duration_ms = uint()?,
         "max_duration" => s.max_duration_ms = uint()?,
@@ -450,6 +477,9 @@ fn loadgen_defaults(model: &str, scenario: Scenario) -> MlperfSettings {
         target_latency_percentile: 0.99,
         target_qps: 1.0,
         single_stream_expected_latency_ns: 1_000_000,
+        // `test_settings.h` defaults.
+        multi_stream_expected_latency_ns: 8_000_000,
+        multi_stream_samples_per_query: 8,
         min_duration_ms: 10_000,
         max_duration_ms: 0,
         min_query_count: 100,
@@ -482,6 +512,7 @@ const PROFILE_KEYS: &[&str] = &[
     "target_latency_percentile",
     "target_qps",
     "expected_latency",
+    "samples_per_query",
     "min_duration",
     "max_duration",
     "min_query_count",
@@ -532,7 +563,9 @@ pub fn parse_settings(
     let scenario = Scenario::parse(&scenario_text).ok_or_else(|| {
         p.invalid(
             "scenario",
-            format!("expected Offline, Server or SingleStream, found `{scenario_text}`"),
+            format!(
+                "expected Offline, Server, SingleStream or MultiStream, found `{scenario_text}`"
+            ),
         )
     })?;
     let model = model.replace("llama3.1", "llama3_1");
@@ -585,7 +618,27 @@ pub fn parse_settings(
         s.target_qps = positive(v, &|problem| p.invalid("target_qps", problem))?;
     }
     if let Some(v) = p.opt_duration_ns("expected_latency")? {
-        s.single_stream_expected_latency_ns = v.max(1);
+        match scenario {
+            Scenario::MultiStream => s.multi_stream_expected_latency_ns = v.max(1),
+            _ => s.single_stream_expected_latency_ns = v.max(1),
+        }
+    }
+    if let Some(v) = p.opt_u64("samples_per_query")? {
+        if scenario != Scenario::MultiStream {
+            // Offline sizes its one query from min_query_count and target_qps; Server and SingleStream send one
+            // sample per query. Taking the key anyway would say a query size llmbench does not send.
+            return Err(p.invalid(
+                "samples_per_query",
+                format!(
+                    "only MultiStream takes samples_per_query; {} queries have a fixed size",
+                    scenario.as_str()
+                ),
+            ));
+        }
+        if v == 0 {
+            return Err(p.invalid("samples_per_query", "must be at least 1".to_string()));
+        }
+        s.multi_stream_samples_per_query = v;
     }
     if let Some(v) = p.opt_duration_ns("min_duration")? {
         s.min_duration_ms = v / 1_000_000;
@@ -982,6 +1035,54 @@ llama2-70b.Server.max_query_count = 99
     }
 
     #[test]
+    fn multi_stream_takes_mlperf_conf_defaults_and_user_conf_overrides() {
+        // mlperf.conf: `*.MultiStream.{target_latency_percentile = 99, samples_per_query = 8,
+        // min_duration = 600000, min_query_count = 662}`; test_settings.h: expected latency 8 ms.
+        let s = parse("model: llama3_1-8b\nscenario: MultiStream\n", None).settings;
+        assert_eq!(s.scenario, Scenario::MultiStream);
+        assert_eq!(s.multi_stream_samples_per_query, 8);
+        assert_eq!(s.min_query_count, 662);
+        assert_eq!(s.min_duration_ms, 600_000);
+        assert_eq!(s.target_latency_percentile, 0.99);
+        assert_eq!(s.multi_stream_expected_latency_ns, 8_000_000);
+        // `MultiStream.target_latency` (ms) is the expected latency; samples_per_query only from MultiStream lines.
+        let conf = "*.MultiStream.target_latency = 2000\n*.MultiStream.samples_per_query = 4\n\
+                    *.Server.samples_per_query = 99\n";
+        let s = parse("model: llama3_1-8b\nscenario: MultiStream\n", Some(conf)).settings;
+        assert_eq!(s.multi_stream_expected_latency_ns, 2_000_000_000);
+        assert_eq!(s.multi_stream_samples_per_query, 4);
+        // Only the MultiStream expected latency moved (LoadGen's default 1 ms stays for SingleStream).
+        assert_eq!(s.single_stream_expected_latency_ns, 1_000_000);
+        // The profile's `samples_per_query` is refused where queries have a fixed size.
+        let err = parse_settings(
+            "p.yaml",
+            "model: llama3_1-8b\nscenario: Server\nsamples_per_query: 4\n",
+            None,
+            &ParseOptions::default(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "p.yaml:3: `samples_per_query`: only MultiStream takes samples_per_query; Server queries have a \
+             fixed size"
+        );
+        let err = parse_settings(
+            "p.yaml",
+            "model: llama3_1-8b\nscenario: MultiStream\n",
+            Some(UserConf {
+                file: "user.conf",
+                text: "*.MultiStream.samples_per_query = 0\n",
+            }),
+            &ParseOptions::default(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "user.conf:1: `*.MultiStream.samples_per_query`: must be at least 1"
+        );
+    }
+
+    #[test]
     fn user_conf_errors_name_file_line_and_key() {
         let err = parse_settings(
             "p.yaml",
@@ -1059,7 +1160,7 @@ llama2-70b.Server.max_query_count = 99
         .unwrap_err();
         assert_eq!(
             err.to_string(),
-            "p.yaml:2: `scenario`: expected Offline, Server or SingleStream, found `Batch`"
+            "p.yaml:2: `scenario`: expected Offline, Server, SingleStream or MultiStream, found `Batch`"
         );
     }
 }

@@ -7,6 +7,12 @@
 //! excluded. `Result is : VALID` needs min duration, min queries, the Server TTFT/TPOT p99 limits and early
 //! stopping (TPOT first, then TTFT, short-circuiting as LoadGen's `&&` does). A failed request, which LoadGen
 //! cannot have (every query completes), is reported as an error and makes the run INVALID.
+//!
+//! MultiStream judges queries, not samples: a query's latency is from its issue to its slowest sample
+//! (`loadgen.cc` `IssueQueries`: `scheduled_time` → `all_samples_done_time`), the summary's headline is their
+//! target percentile, early stopping estimates it from them (`results.cc` `EarlyStopping`, MultiStream case, for
+//! both its TPOT and TTFT calls), min queries counts queries and samples (`min_query_count · samples_per_query`),
+//! and min duration is met by the last query's issue time.
 
 use std::io::Write;
 use std::path::Path;
@@ -85,7 +91,14 @@ pub struct Verdict {
     pub sample_count: u64,
     pub token_count: u64,
     pub failed_queries: u64,
+    /// SingleStream: the early-stopping estimate of the target percentile (LoadGen's `early_stopping_latency_ss`).
+    pub early_stopping_latency_ss: Option<u64>,
+    /// SingleStream: the 99th-percentile estimate; MultiStream: the target percentile's, on query latencies
+    /// (LoadGen's `early_stopping_latency_ms`, the submission checker's MultiStream result).
+    pub early_stopping_latency_ms: Option<u64>,
     pub latency: Option<LatencyStats>,
+    /// MultiStream: per-query latency (issue → slowest sample).
+    pub query_latency: Option<LatencyStats>,
     pub first_token_latency: Option<LatencyStats>,
     pub time_per_output_token: Option<LatencyStats>,
     /// Server: `(samples − 1)/final_query_all_samples_done_time`.
@@ -106,6 +119,9 @@ pub struct Verdict {
     pub warnings: Vec<String>,
     pub errors: Vec<String>,
     pub settings: MlperfSettings,
+    /// The dataset's size, when the caller knows it: the summary's effective `performance_sample_count` (for an
+    /// override of 0) and `accuracy_sample_count`.
+    pub dataset_len: Option<u64>,
 }
 
 fn secs(ns: u64) -> f64 {
@@ -160,12 +176,31 @@ pub fn evaluate(settings: &MlperfSettings, records: &[RequestRecord], run: &RunT
             "{short} queries returned fewer than 2 tokens; their TPOT is undefined (LoadGen: error_runtime)"
         ));
     }
-    let queries_issued = measured.len() as u64;
+    // A MultiStream query's samples share their scheduled time (the engine's lockstep stamps the query's issue
+    // time on each), so they group by it.
+    let query_latencies = (settings.scenario == Scenario::MultiStream).then(|| {
+        let mut by_query: std::collections::BTreeMap<u64, u64> = Default::default();
+        for r in &measured {
+            let done = by_query.entry(r.scheduled_ns).or_insert(r.end_ns);
+            *done = (*done).max(r.end_ns);
+        }
+        by_query
+            .into_iter()
+            .map(|(scheduled, done)| done.saturating_sub(scheduled))
+            .collect::<Vec<u64>>()
+    });
+    let queries_issued = match &query_latencies {
+        Some(queries) => queries.len() as u64,
+        None => measured.len() as u64,
+    };
     let sample_count = latencies.len() as u64;
     let p = settings.target_latency_percentile;
     let latency = LatencyStats::of(&latencies, sample_count, p);
     let first_token_latency = LatencyStats::of(&first_token, sample_count, p);
     let time_per_output_token = LatencyStats::of(&tpot, sample_count, p);
+    let query_latency = query_latencies
+        .as_ref()
+        .and_then(|q| LatencyStats::of(q, q.len() as u64, p));
 
     let last_scheduled = measured.iter().max_by_key(|r| (r.scheduled_ns, r.id));
     let final_query_scheduled_time =
@@ -185,13 +220,20 @@ pub fn evaluate(settings: &MlperfSettings, records: &[RequestRecord], run: &RunT
     let min_duration_met = match settings.scenario {
         Scenario::Offline => max_latency >= min_duration,
         Scenario::Server => final_query_scheduled_time >= min_duration,
-        Scenario::SingleStream => final_query_issued_time >= min_duration,
+        Scenario::SingleStream | Scenario::MultiStream => final_query_issued_time >= min_duration,
     };
     let (min_query_count, min_sample_count) = match settings.scenario {
         Scenario::Offline => (1, offline_samples_per_query(settings)),
         Scenario::Server | Scenario::SingleStream => {
             (settings.min_query_count, settings.min_query_count)
         }
+        // `min_sample_count = min_query_count · samples_per_query` (test_settings_internal.cc).
+        Scenario::MultiStream => (
+            settings.min_query_count,
+            settings
+                .min_query_count
+                .saturating_mul(settings.multi_stream_samples_per_query),
+        ),
     };
     // Offline issues one query holding every sample.
     let queries_for_count = match settings.scenario {
@@ -225,7 +267,7 @@ pub fn evaluate(settings: &MlperfSettings, records: &[RequestRecord], run: &RunT
     if !min_duration_met {
         recommendations.push(
             match settings.scenario {
-                Scenario::SingleStream => {
+                Scenario::SingleStream | Scenario::MultiStream => {
                     "Decrease the expected latency so the loadgen pre-generates more queries."
                 }
                 Scenario::Server => {
@@ -256,12 +298,40 @@ pub fn evaluate(settings: &MlperfSettings, records: &[RequestRecord], run: &RunT
             (Some(tpot_es), ttft_es)
         }
         Scenario::SingleStream => {
-            let tpot_es = single_stream_early_stopping(&tpot, p, queries_issued);
-            let ttft_es = tpot_es
-                .satisfied
-                .then(|| single_stream_early_stopping(&first_token, p, queries_issued));
+            let tpot_es = with_multi_stream_estimate(
+                single_stream_early_stopping(&tpot, p, queries_issued),
+                &tpot,
+                queries_issued,
+            );
+            let ttft_es = tpot_es.satisfied.then(|| {
+                with_multi_stream_estimate(
+                    single_stream_early_stopping(&first_token, p, queries_issued),
+                    &first_token,
+                    queries_issued,
+                )
+            });
             (Some(tpot_es), ttft_es)
         }
+        // LoadGen's MultiStream case reads the query latencies whichever token array it is handed, so its TPOT
+        // and TTFT calls give the same estimate; TTFT still runs only when TPOT passed.
+        Scenario::MultiStream => {
+            let queries = query_latencies.as_deref().unwrap_or_default();
+            let tpot_es = single_stream_early_stopping(queries, p, queries_issued);
+            let ttft_es = tpot_es
+                .satisfied
+                .then(|| single_stream_early_stopping(queries, p, queries_issued));
+            (Some(tpot_es), ttft_es)
+        }
+    };
+    // LoadGen keeps the estimates of its last EarlyStopping call (TTFT's when it ran) for the detail log.
+    let last_es = ttft_es.as_ref().or(tpot_es.as_ref());
+    let (early_stopping_latency_ss, early_stopping_latency_ms) = match settings.scenario {
+        Scenario::SingleStream => (
+            last_es.and_then(|e| e.estimate),
+            last_es.and_then(|e| e.multi_stream_estimate),
+        ),
+        Scenario::MultiStream => (None, last_es.and_then(|e| e.estimate)),
+        Scenario::Server | Scenario::Offline => (None, None),
     };
     let early_stopping_met = tpot_es.as_ref().is_none_or(|e| e.satisfied)
         && ttft_es.as_ref().is_none_or(|e| e.satisfied);
@@ -281,7 +351,7 @@ pub fn evaluate(settings: &MlperfSettings, records: &[RequestRecord], run: &RunT
             sps = Some(sample_count as f64 / max_latency);
             tps = Some(token_count as f64 / max_latency);
         }
-        Scenario::SingleStream => {}
+        Scenario::SingleStream | Scenario::MultiStream => {}
     }
 
     Verdict {
@@ -299,7 +369,10 @@ pub fn evaluate(settings: &MlperfSettings, records: &[RequestRecord], run: &RunT
         sample_count,
         token_count,
         failed_queries: failed,
+        early_stopping_latency_ss,
+        early_stopping_latency_ms,
         latency,
+        query_latency,
         first_token_latency,
         time_per_output_token,
         completed_samples_per_second: completed_sps,
@@ -314,17 +387,21 @@ pub fn evaluate(settings: &MlperfSettings, records: &[RequestRecord], run: &RunT
         warnings: Vec::new(),
         errors,
         settings: settings.clone(),
+        dataset_len: None,
     }
 }
 
-/// LoadGen's SingleStream early stopping: an estimate of the target percentile that discards the highest
-/// latencies the sample size allows; it fails only when fewer than h(1) + 1 queries ran.
+/// LoadGen's SingleStream (and MultiStream, on query latencies) early stopping: an estimate of the target
+/// percentile that discards the highest latencies the sample size allows; it fails only when fewer than
+/// h(1) + 1 queries ran.
 fn single_stream_early_stopping(latencies: &[u64], p: f64, queries_issued: u64) -> EarlyStopping {
     let mut finder = MinPassingQueriesFinder::new();
     let issued = i64::try_from(queries_issued).unwrap_or(i64::MAX);
     let h_min = finder.find(1, p, 0.0, 0.99);
     if issued < h_min + 1 {
         return EarlyStopping {
+            multi_stream_estimate: None,
+            estimate: None,
             satisfied: false,
             overlatency: 0,
             min_passing: h_min as u64,
@@ -349,6 +426,8 @@ fn single_stream_early_stopping(latencies: &[u64], p: f64, queries_issued: u64) 
         .min(sorted.len().saturating_sub(1));
     let estimate = sorted.get(index).copied().unwrap_or(0);
     EarlyStopping {
+        multi_stream_estimate: None,
+        estimate: Some(estimate),
         satisfied: true,
         overlatency: (t - 1) as u64,
         min_passing: h_min as u64,
@@ -362,8 +441,34 @@ fn single_stream_early_stopping(latencies: &[u64], p: f64, queries_issued: u64) 
     }
 }
 
+/// LoadGen's SingleStream early stopping goes on, once its own estimate passed, to the 99th percentile's (used to
+/// infer MultiStream from SingleStream), appending to the same message (`results.cc` `EarlyStopping`).
+fn with_multi_stream_estimate(
+    mut es: EarlyStopping,
+    latencies: &[u64],
+    queries_issued: u64,
+) -> EarlyStopping {
+    if !es.satisfied {
+        return es;
+    }
+    let ms = single_stream_early_stopping(latencies, 0.99, queries_issued);
+    match ms.estimate {
+        Some(estimate) => {
+            es.message
+                .push_str(&format!("\n * Early stopping 99.0th percentile estimate: {estimate}"));
+            es.multi_stream_estimate = Some(estimate);
+        }
+        None => es.message.push_str(&format!(
+            "\n * Not enough queries processed for 99.0th percentile\n early stopping estimate (would need to \
+             process at\n least {} total queries).",
+            ms.min_passing + 1
+        )),
+    }
+    es
+}
+
 /// C++ `ostream << double` with the default precision: `%g` with 6 significant digits.
-fn ostream_double(x: f64) -> String {
+pub(crate) fn ostream_double(x: f64) -> String {
     if x == 0.0 || !x.is_finite() {
         return if x.is_nan() {
             "nan".to_string()
@@ -397,11 +502,19 @@ fn ostream_double(x: f64) -> String {
 }
 
 /// LoadGen's `DoubleToString`: fixed, 2 decimals.
-fn fixed2(x: f64) -> String {
+pub(crate) fn fixed2(x: f64) -> String {
     format!("{x:.2}")
 }
 
 impl Verdict {
+    /// LoadGen's `all_constraints_met`: every check but llmbench's own failed-request one.
+    pub fn loadgen_valid(&self) -> bool {
+        self.checks.performance_constraints.unwrap_or(true)
+            && self.checks.min_duration
+            && self.checks.min_queries
+            && self.checks.early_stopping
+    }
+
     /// `mlperf_log_summary.txt`, line for line as LoadGen's `LogSummary` writes it for token-latency runs.
     pub fn summary_txt(&self) -> String {
         let s = &self.settings;
@@ -414,10 +527,15 @@ impl Verdict {
         line(format!("Mode     : {}", s.mode.as_str()));
         let pct1 = format!("{:.1}", s.target_latency_percentile * 100.0);
         match s.scenario {
-            Scenario::SingleStream => {
+            Scenario::SingleStream | Scenario::MultiStream => {
+                // MultiStream's headline is the per-query percentile; its first-token line stays per sample.
+                let headline = match s.scenario {
+                    Scenario::MultiStream => &self.query_latency,
+                    _ => &self.latency,
+                };
                 line(format!(
                     "{pct1}th percentile latency (ns) : {}",
-                    self.latency.as_ref().map_or(0, |l| l.target)
+                    headline.as_ref().map_or(0, |l| l.target)
                 ));
                 line(format!(
                     "{pct1}th first token percentile latency (ns) : {}",
@@ -468,7 +586,9 @@ impl Verdict {
             "  Early stopping satisfied: {}",
             yes_no(self.checks.early_stopping)
         ));
-        if !self.valid && !self.recommendations.is_empty() {
+        // LoadGen prints the heading whenever one of its checks failed, even with nothing under it (early
+        // stopping alone); a failed request is llmbench's own reason and shows in the errors line instead.
+        if !self.loadgen_valid() {
             line("Recommendations:".to_string());
             for r in &self.recommendations {
                 line(format!(" * {r}"));
@@ -508,6 +628,7 @@ impl Verdict {
                 "Scheduled samples per second : {}",
                 fixed2(self.scheduled_samples_per_second.unwrap_or(0.0))
             )),
+            Scenario::MultiStream => line("Per-query latency:  ".to_string()),
             Scenario::Offline => {}
         }
         let stats_block =
@@ -529,7 +650,12 @@ impl Verdict {
             };
         stats_block(
             &mut out,
-            &self.latency,
+            // MultiStream prints the per-query block in place of the per-sample one.
+            if s.scenario == Scenario::MultiStream {
+                &self.query_latency
+            } else {
+                &self.latency
+            },
             [
                 "Min latency (ns)                : ",
                 "Max latency (ns)                : ",
@@ -556,7 +682,7 @@ impl Verdict {
                 "Completed tokens per second                 : {}",
                 fixed2(self.completed_tokens_per_second.unwrap_or(0.0))
             )),
-            Scenario::Offline => {}
+            Scenario::Offline | Scenario::MultiStream => {}
         }
         if s.scenario != Scenario::Offline {
             stats_block(
@@ -574,9 +700,9 @@ impl Verdict {
                 &mut out,
                 &self.time_per_output_token,
                 [
-                    "Min Time to Output Token (ns)                : ",
-                    "Max Time to Output Token (ns)                : ",
-                    "Mean Time to Output Token (ns)               : ",
+                    "Min Time per Output Token (ns)                : ",
+                    "Max Time per Output Token (ns)                : ",
+                    "Mean Time per Output Token (ns)               : ",
                     "percentile time to output token (ns)   : ",
                 ],
             );
@@ -586,6 +712,7 @@ impl Verdict {
             Scenario::Offline => (offline_samples_per_query(s), 1),
             Scenario::Server => (1, 0),
             Scenario::SingleStream => (1, 1),
+            Scenario::MultiStream => (s.multi_stream_samples_per_query, 1),
         };
         let min_query_count = if s.scenario == Scenario::Offline {
             1
@@ -594,6 +721,7 @@ impl Verdict {
         };
         let target_qps = match s.scenario {
             Scenario::SingleStream => 1e9 / s.single_stream_expected_latency_ns.max(1) as f64,
+            Scenario::MultiStream => 1e9 / s.multi_stream_expected_latency_ns.max(1) as f64,
             _ => s.target_qps,
         };
         for (key, value) in [
@@ -621,10 +749,18 @@ impl Verdict {
             ("performance_issue_same_index : ", "0".to_string()),
             (
                 "performance_sample_count : ",
-                s.performance_sample_count.to_string(),
+                // The effective count: the override, else what the QSL reports (the dataset's size).
+                match (s.performance_sample_count, self.dataset_len) {
+                    (0, Some(n)) => n,
+                    (n, _) => n,
+                }
+                .to_string(),
             ),
         ] {
             out.push(format!("{key}{value}"));
+        }
+        if let Some(n) = self.dataset_len {
+            out.push(format!("accuracy_sample_count : {n}"));
         }
         out.push(String::new());
         out.push(if self.warnings.is_empty() {
@@ -912,6 +1048,175 @@ mod tests {
         let txt = v.summary_txt();
         assert!(txt.contains("Mode     : PerformanceOnly\nSamples per second: 2\nTokens per second: 20\nResult is : VALID\n  Min duration satisfied : Yes\n"));
         assert!(!txt.contains("Early Stopping Result"));
+    }
+
+    fn multi_stream(extra: &str) -> MlperfSettings {
+        let yaml = format!("model: llama3_1-8b\nscenario: MultiStream\n{extra}");
+        parse_settings("p.yaml", &yaml, None, &ParseOptions::default())
+            .unwrap()
+            .settings
+    }
+
+    #[test]
+    fn multi_stream_query_latency_is_its_slowest_sample() {
+        // 3 queries of 2 samples, issued back to back (times in ms, from the stage start):
+        //   query A at 0:   samples end 100 and 300 after it → latency 300; the next query goes out at 300
+        //   query B at 300: samples 200 and 250               → latency 250; next at 550
+        //   query C at 550: samples 400 and 150               → latency 400
+        // Sorted query latencies [250, 300, 400]: p50 = sorted[⌊3·0.5⌋ = 1] = 300, p99 = sorted[⌊2.97⌋ = 2] = 400,
+        // min 250, max 400, mean ⌊950/3⌋ = 316.666… ms → 316666666 ns (integer division in ns).
+        // Early stopping needs h(1) + 1 = 662 queries; 3 ran, so it fails and the run is INVALID on it alone
+        // (min queries: 3 ≥ 3 and 6 samples ≥ 3·2; min duration 0 met).
+        let s = multi_stream(
+            "min_duration: 0
+min_query_count: 3
+samples_per_query: 2
+",
+        );
+        let records = vec![
+            query(0, 0, 0, 50, 100, 11),
+            query(1, 0, 0, 50, 300, 11),
+            query(2, 0, 300, 50, 200, 11),
+            query(3, 0, 300, 50, 250, 11),
+            query(4, 0, 550, 50, 400, 11),
+            query(5, 0, 550, 50, 150, 11),
+        ];
+        let v = evaluate(&s, &records, &run());
+        assert_eq!(v.queries_issued, 3);
+        assert_eq!(v.sample_count, 6);
+        let q = v.query_latency.clone().unwrap();
+        assert_eq!((q.min, q.max, q.mean), (250 * MS, 400 * MS, 316_666_666));
+        assert_eq!(q.percentiles[0], (0.5, 300 * MS));
+        assert_eq!(q.target, 400 * MS);
+        assert_eq!(
+            v.checks,
+            Checks {
+                performance_constraints: None,
+                min_duration: true,
+                min_queries: true,
+                early_stopping: false,
+            }
+        );
+        assert!(!v.valid);
+        let txt = v.summary_txt();
+        assert!(
+            txt.contains(
+                "Scenario : MultiStream\nMode     : PerformanceOnly\n99.0th percentile latency (ns) : 400000000\n\
+                 99.0th first token percentile latency (ns) : 50000000\nResult is : INVALID\n"
+            ),
+            "{txt}"
+        );
+        assert!(txt.contains(
+            "TPOT Early Stopping Result:\n * Only processed 3 queries.\n * Need to process at least 662 queries for \
+             early stopping.\n"
+        ));
+        assert!(txt.contains(
+            "Per-query latency:  \nMin latency (ns)                : 250000000\n\
+             Max latency (ns)                : 400000000\nMean latency (ns)               : 316666666\n\
+             50.00 percentile latency (ns)   : 300000000\n"
+        ));
+        assert!(txt.contains("samples_per_query : 2\ntarget_qps : 125\n"));
+        // Too few samples fail min queries even with enough queries: 3 queries of 1 sample < 3·2.
+        let v = evaluate(
+            &s,
+            &[records[0].clone(), records[2].clone(), records[4].clone()],
+            &run(),
+        );
+        assert!(!v.checks.min_queries);
+    }
+
+    #[test]
+    fn multi_stream_with_662_queries_passes_early_stopping_at_its_max() {
+        // 662 queries of 2 samples, one issued every second; every query's slowest sample takes 100 ms except
+        // query 7's, 900 ms. Sorted: 661 × 100 ms then 900 ms.
+        // p99 = sorted[⌊662·0.99⌋ = 655] = 100 ms. Early stopping: 662 ≥ h(1) + 1 = 662; at i = 2, h(2) + 2 > 662,
+        // so t = 1: discard 0 queries, the estimate is sorted[662 − 1] = 900 ms.
+        // Min duration 600 s: the last query is issued at 661 s ≥ 600 s. Valid.
+        let s = multi_stream(
+            "samples_per_query: 2
+",
+        );
+        assert_eq!((s.min_query_count, s.min_duration_ms), (662, 600_000));
+        let mut records = Vec::new();
+        for k in 0..662u64 {
+            let slow = if k == 7 { 900 } else { 100 };
+            records.push(query(2 * k, 0, k * 1000, 20, 60, 11));
+            records.push(query(2 * k + 1, 0, k * 1000, 20, slow, 11));
+        }
+        let v = evaluate(&s, &records, &run());
+        assert!(v.valid, "{}", v.summary_txt());
+        assert_eq!(v.query_latency.as_ref().unwrap().target, 100 * MS);
+        let es = v.tpot_early_stopping.as_ref().unwrap();
+        assert_eq!(es.estimate, Some(900 * MS));
+        assert_eq!(
+            es.message,
+            " * Processed at least 662 queries (662).\n * Would discard 0 highest latency queries.\n * Early stopping \
+             99.0th percentile estimate: 900000000"
+        );
+        assert_eq!(v.ttft_early_stopping.as_ref().unwrap(), es);
+    }
+
+    #[test]
+    fn single_stream_early_stopping_also_estimates_the_99th_percentile() {
+        // 662 queries one after the other, 1 s apart; TTFT 100 ms except query 5's, 700 ms. LoadGen's
+        // SingleStream early stopping, once its p90 estimate passed, estimates p99 too: 662 ≥ h(1) + 1 = 662 and
+        // h(2) + 2 > 662, so t = 1 and the estimate is sorted[661] = 700 ms, the detail log's
+        // early_stopping_latency_ms (from the TTFT call, LoadGen's last).
+        let s = parse_settings(
+            "p.yaml",
+            "model: llama3_1-8b\nscenario: SingleStream\nmin_duration: 0\nmin_query_count: 1\n",
+            None,
+            &ParseOptions::default(),
+        )
+        .unwrap()
+        .settings;
+        let records: Vec<_> = (0..662u64)
+            .map(|i| query(i, 0, i * 1000, if i == 5 { 700 } else { 100 }, 800, 11))
+            .collect();
+        let v = evaluate(&s, &records, &run());
+        let ttft = v.ttft_early_stopping.as_ref().unwrap();
+        assert!(
+            ttft.message
+                .ends_with("\n * Early stopping 99.0th percentile estimate: 700000000"),
+            "{}",
+            ttft.message
+        );
+        assert_eq!(v.early_stopping_latency_ms, Some(700 * MS));
+        assert_eq!(v.early_stopping_latency_ss, ttft.estimate);
+        // 100 queries pass the p90 estimate but are too few for the p99 one (662 needed).
+        let v = evaluate(&s, &records[..100], &run());
+        assert!(
+            v.ttft_early_stopping.as_ref().unwrap().message.ends_with(
+                "\n * Not enough queries processed for 99.0th percentile\n early stopping estimate (would need to \
+                 process at\n least 662 total queries)."
+            ),
+            "{}",
+            v.summary_txt()
+        );
+        assert_eq!(v.early_stopping_latency_ms, None);
+    }
+
+    #[test]
+    fn the_summary_follows_loadgen_where_a_real_loadgen_run_showed_it() {
+        // Compared with the summary of the mlcommons-loadgen wheel on a token-latency Server run: an INVALID run
+        // prints "Recommendations:" even when only early stopping failed (nothing under it); the TPOT block's first
+        // lines say "Time per Output Token"; the parameters end with the effective performance and accuracy
+        // sample counts. 3 queries: min queries and duration met (min 0), early stopping fails (h(0) = 459).
+        let mut v = evaluate(
+            &settings("min_duration: 0\nmin_query_count: 3\nperformance_sample_count: 0\n"),
+            &steady(3),
+            &run(),
+        );
+        v.dataset_len = Some(24);
+        let txt = v.summary_txt();
+        assert!(
+            txt.contains(
+                "  Early stopping satisfied: NO\nRecommendations:\nTTFT Early Stopping Result:\n"
+            ),
+            "{txt}"
+        );
+        assert!(txt.contains("Min Time per Output Token (ns)                : 50000000\n"));
+        assert!(txt.contains("performance_sample_count : 24\naccuracy_sample_count : 24\n"));
     }
 
     #[test]

@@ -2702,6 +2702,11 @@ fn every_upstream_profile_spread_over_launchers_sends_exactly_the_whole_schedule
                         StagePlan::LmBench(_) => {
                             panic!("{harness}/{file}: no LMBenchmark stage here")
                         }
+                        StagePlan::Lockstep(_) => {
+                            panic!(
+                                "{harness}/{file}: only MLPerf's MultiStream plans lockstep queries"
+                            )
+                        }
                     }
                 }
             }
