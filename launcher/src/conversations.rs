@@ -160,6 +160,7 @@ pub fn build_conversations(
                 );
             }
             let mut plan = replay_plan(spec, WordBank::new(words))?;
+            plan.session_header = workload.api.session_id_header.clone();
             // `LoadConfig.num_workers` defaults to the host's CPU count (`max(1, cpu_count())`).
             plan.workers = workload.workers.num_workers.unwrap_or_else(|| {
                 std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
@@ -218,6 +219,8 @@ pub struct ReplayPlan {
     /// Per stage of the run, its `num_requests` and `concurrency_level` (`None`: not a `concurrent` stage with a
     /// request count, whose requests are then taken in order by whichever slot is free).
     pub stages: Vec<Option<ReplayStage>>,
+    /// inference-perf `api.session_id_header_key`: every turn carries its session's id in this header.
+    pub session_header: Option<String>,
 }
 
 /// A `concurrent` stage: `num_requests` requests, `concurrency_level` at a time.
@@ -524,6 +527,7 @@ fn replay_plan(
         conversations,
         workers: 1,
         stages: Vec::new(),
+        session_header: None,
     })
 }
 

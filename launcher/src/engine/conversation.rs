@@ -216,6 +216,9 @@ struct Slot {
     /// The epoch of the shared prompt in the blueprint's system prompt (upstream rewrites `bp.system_prompt`
     /// when it re-primes).
     system_epoch: u32,
+    /// The session's id (`user_session_id`), sent in `api.session_id_header_key`: `conv_{c}` for the slot's first
+    /// conversation, `slot_{c}_convo_{n}` from its n-th restart on. A re-primed session keeps its id.
+    name: Arc<str>,
 }
 
 #[derive(Debug)]
@@ -318,6 +321,7 @@ impl Conversations {
                             )))),
                             epoch: 0,
                             system_epoch: 0,
+                            name: Arc::from(format!("conv_{c}")),
                         })
                     })
                     .collect();
@@ -573,16 +577,22 @@ impl Conversations {
                 slot.session = Arc::new(tokio::sync::Mutex::new(ReplaySession::new(Some(
                     system_prompt(plan, slot.system_epoch, c as u32),
                 ))));
+                let convo = round / blueprint.turns.len() as u64;
+                slot.name = Arc::from(format!("slot_{c}_convo_{convo}"));
             }
-            Arc::clone(&slot.session)
+            (Arc::clone(&slot.session), Arc::clone(&slot.name))
         };
+        let (session, name) = session;
         let mut guard = tokio::select! {
             guard = session.lock_owned() => guard,
             () = cancel.raised() => return None,
         };
         let turn = blueprint.turns[turn_idx as usize];
         let (text, tokens, prompt) = replay_prompt(plan, &mut guard, c as u32, turn_idx, turn);
-        let request = self.body(Body::CompletionText(text, tokens), Some(turn.max_tokens));
+        let mut request = self.body(Body::CompletionText(text, tokens), Some(turn.max_tokens));
+        if let Some(key) = &plan.session_header {
+            request.header = Some(Arc::new((key.clone(), name.to_string())));
+        }
         Some(Turn {
             request,
             of: TurnOf {
@@ -1096,6 +1106,7 @@ mod replay_tests {
             ],
             workers: 1,
             stages: Vec::new(),
+            session_header: None,
         })
     }
 
@@ -1281,6 +1292,53 @@ mod replay_tests {
         );
     }
 
+    /// `user_session_id` as conversation_replay_datagen.py names it: `conv_{c}` for a slot's first conversation,
+    /// `slot_{c}_convo_{n}` when it restarts for the n-th time; a later stage's re-primed session keeps its id.
+    #[tokio::test]
+    async fn session_ids_follow_upstreams_naming_through_restarts_and_stages() {
+        let mut with_header = Arc::try_unwrap(plan(1_000_000, 0)).expect("a fresh plan");
+        with_header.session_header = Some("x-session-id".to_owned());
+        let p = Arc::new(with_header);
+        let c = conversations(&p);
+        let next = async |stage: u32| {
+            let turn = c.begin(0, stage, &Flag::default()).await.expect("turn");
+            let header = turn.request.header.clone().expect("a session header");
+            assert_eq!(header.0, "x-session-id");
+            let mut record = answer(&turn, Some("a"));
+            assert!(c.finish(turn, &mut record, false, 0).is_empty());
+            header.1.clone()
+        };
+        // 2 conversations of 3 turns: requests 0-5 are the first conversations, 6-11 the second, 12 the third.
+        let mut ids = Vec::new();
+        for _ in 0..13 {
+            ids.push(next(0).await);
+        }
+        assert_eq!(
+            ids,
+            [
+                "conv_0",
+                "conv_1",
+                "conv_0",
+                "conv_1",
+                "conv_0",
+                "conv_1",
+                "slot_0_convo_1",
+                "slot_1_convo_1",
+                "slot_0_convo_1",
+                "slot_1_convo_1",
+                "slot_0_convo_1",
+                "slot_1_convo_1",
+                "slot_0_convo_2",
+            ]
+        );
+        // Stage 1 counts from 0: round 0 keeps each slot's last id (upstream re-primes `expected_session_id`).
+        assert_eq!(next(1).await, "slot_0_convo_2");
+        assert_eq!(next(1).await, "slot_1_convo_1");
+        let plain = conversations(&plan(1_000_000, 0));
+        let turn = plain.begin(0, 0, &Flag::default()).await.expect("turn");
+        assert!(turn.request.header.is_none(), "no key, no header");
+    }
+
     #[tokio::test]
     async fn think_time_follows_a_successful_answer_only() {
         let p = plan(1_000_000, 3);
@@ -1358,6 +1416,7 @@ mod replay_tests {
                 }],
                 workers: 1,
                 stages: Vec::new(),
+                session_header: None,
             })
         };
         // 9 tokens, no history to drop: the system prompt keeps its first 10 − 9 = 1 token, for good.
@@ -1439,6 +1498,7 @@ mod replay_tests {
                 requests: 8,
                 concurrency: 2,
             })],
+            session_header: None,
         });
         let c = Arc::new(conversations(&p));
         let cancel = Flag::default();

@@ -55,12 +55,13 @@ pub(crate) fn parse(
         .iter()
         .any(|s| matches!(s.arrival, Arrival::TraceSessions { .. }));
 
+    let mut session_header_line = 0;
     let slo_headers = match root.get("api") {
         Some(f) => Some(parse_api(
             ctx,
             f.map(ctx)?,
             &mut workload.api,
-            session_replay,
+            &mut session_header_line,
         )?),
         None => None,
     };
@@ -80,6 +81,21 @@ pub(crate) fn parse(
         )?,
         None => DataSpec::Mock,
     };
+    if workload.api.session_id_header.is_some()
+        && !matches!(
+            workload.data,
+            DataSpec::OtelTrace(_) | DataSpec::ConversationReplay(_)
+        )
+    {
+        // Upstream sends it for any data carrying a session (`openai_client.py`: `session_id` or
+        // `user_session_id`); shared_prefix's sessions are the ones llmbench does not name yet.
+        return Err(ctx.unsupported(
+            "api.session_id_header_key",
+            session_header_line,
+            "a session-id header on data other than trace_session_replay and conversation_replay \
+             (shared_prefix sessions are not named yet)",
+        ));
+    }
     if session_replay {
         // `ReportConfig.session_lifecycle` defaults to a summary and per-stage reports (`reportgen/base.py`
         // `generate_session_reports`); what they add is derived from records llmbench writes anyway.
@@ -605,11 +621,12 @@ fn parse_sweep(ctx: &mut Ctx, f: &At<'_>, process: SweepProcess) -> Result<Sweep
     })
 }
 
+/// `session_id_header_key` is checked against the data once it is read (see [`parse`]).
 fn parse_api<'n>(
     ctx: &mut Ctx,
     mut m: MapReader<'n>,
     api: &mut Api,
-    session_replay: bool,
+    session_header_line: &mut u32,
 ) -> Result<SloHeaders<'n>, WorkloadError> {
     if let Some(f) = m.get("type") {
         api.kind = match f.str(ctx)? {
@@ -643,18 +660,12 @@ fn parse_api<'n>(
     {
         let name = f.str(ctx)?;
         if !name.is_empty() {
-            if !session_replay {
-                return Err(f.unsupported(
-                    ctx,
-                    "a session-id header outside `trace_session_replay` (conversation_replay and shared_prefix \
-                     sessions do not send it yet)",
-                ));
-            }
             let bad = |b: u8| b.is_ascii_control() || b == b':' || b == b' ';
             if name.bytes().any(bad) {
                 return Err(f.invalid(ctx, format!("`{name}` is not an HTTP header name")));
             }
             api.session_id_header = Some(name.to_string());
+            *session_header_line = f.line;
         }
     }
     if let Some(f) = m.get("session_token_header_key")

@@ -1962,7 +1962,7 @@ fn inference_perf_keys_that_change_requests_are_honoured_or_refused() {
         (
             format!("{IP_HEAD}api:\n  session_id_header_key: x-s\n{stages}"),
             "api.session_id_header_key",
-            "a session-id header outside `trace_session_replay`",
+            "a session-id header on data other than trace_session_replay and conversation_replay",
         ),
         (
             format!("{IP_HEAD}api:\n  session_token_header_key: x-session-token\n{stages}"),
@@ -2818,6 +2818,28 @@ fn the_bundled_conversation_replay_profiles_parse_with_every_key() {
         lognormal(49152.0, 1.0, 49152, 49152)
     );
     assert_eq!(concurrent_stages(&w), vec![(1152, 128)]);
+
+    // The session-affinity header rides on conversation_replay's sessions too (`openai_client.py` reads
+    // `user_session_id`).
+    let profile =
+        llmbench_core::library::builtin_profile("inference-perf", "guide_p2p-kv-cache-sharing_1")
+            .expect("bundled");
+    let text = render(profile.template).replacen(
+        "api:\n",
+        "api:\n  session_id_header_key: x-session-id\n",
+        1,
+    );
+    let with_header = parse_profile(
+        Harness::InferencePerf,
+        "p2p.yaml",
+        &text,
+        &ParseOptions::default(),
+    )
+    .expect("a session header on conversation_replay");
+    assert_eq!(
+        with_header.workload.api.session_id_header.as_deref(),
+        Some("x-session-id")
+    );
 
     let w = bundled_inference_perf("guide_predicted-latency-routing_1");
     let r = replay(&w);
