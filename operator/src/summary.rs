@@ -127,6 +127,8 @@ pub fn aggregate(shards: &[RunSummary]) -> Option<RunSummary> {
                 // A rate over prompt tokens the shards' summaries do not carry: only the merge's exact summary
                 // has it.
                 prefix_cache_hit_percent: None,
+                // Every shard reads the same server log: one shard's figures are the run's.
+                model_load: shards.iter().find_map(|s| s.model_load.clone()),
             })
         }
     }
@@ -295,6 +297,7 @@ mod tests {
             server: None,
             start_skew_ms: None,
             prefix_cache_hit_percent: None,
+            model_load: None,
         }
     }
 
