@@ -586,6 +586,9 @@ pub struct StackStatus {
     /// replaced mid-run counts as the stack dying.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<String>,
+    /// The restarts of that pod's server container when the launchers started; one more during the run fails it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarts: Option<i32>,
     /// Whether the Deployment and Service were deleted after the run (false while it runs, and with keep).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub deleted: bool,

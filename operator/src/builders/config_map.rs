@@ -81,8 +81,7 @@ mod tests {
         );
         let cm = profile_config_map(&run, "nop/nop.yaml.in", "x: 1\n").expect("builds");
         let data = cm.data.expect("data");
-        let info: serde_json::Value =
-            serde_json::from_str(&data["stack-info.json"]).expect("JSON");
+        let info: serde_json::Value = serde_json::from_str(&data["stack-info.json"]).expect("JSON");
         // By hand: the image, the given command and args (no extra args), no env.
         assert_eq!(
             info,

@@ -234,10 +234,7 @@ pub fn launcher_pod(
             args.extend(["--metrics-endpoint".to_owned(), url.clone()]);
         }
         if super::stack::standalone(run).is_some() {
-            args.extend([
-                "--stack-info".to_owned(),
-                super::stack::stack_info_path(),
-            ]);
+            args.extend(["--stack-info".to_owned(), super::stack::stack_info_path()]);
         }
         if let Some(profiling) = &spec.stack.profiling {
             if profiling.vllm {
@@ -567,7 +564,8 @@ mod tests {
     }
 
     #[test]
-    fn a_standalone_stacks_launcher_goes_to_its_service_with_the_stack_info_and_the_profiler_hooks() {
+    fn a_standalone_stacks_launcher_goes_to_its_service_with_the_stack_info_and_the_profiler_hooks()
+    {
         let run = fixtures::run(
             "harness: inference-perf\nworkload:\n  builtin: sanity_random\nstack:\n  model: m\n  standalone: {}\n  \
              profiling: {vllm: true}\n",

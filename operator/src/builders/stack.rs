@@ -290,7 +290,8 @@ stack:
     }
 
     #[test]
-    fn the_default_command_is_llm_d_benchmarks_vllm_serve_with_the_runs_model_length_and_parallelism() {
+    fn the_default_command_is_llm_d_benchmarks_vllm_serve_with_the_runs_model_length_and_parallelism()
+     {
         let run = run();
         let (command, args) = stack_command(&run, stack(&run));
         assert_eq!(command, ["vllm", "serve"]);
@@ -313,7 +314,13 @@ stack:
         assert!(command.is_empty(), "{command:?}");
         assert_eq!(args, ["sim", "--port", "9000", "--enable-prefix-caching"]);
         let deployment = stack_deployment(&run, stack(&run)).expect("builds");
-        let container = &deployment.spec.expect("spec").template.spec.expect("pod").containers[0];
+        let container = &deployment
+            .spec
+            .expect("spec")
+            .template
+            .spec
+            .expect("pod")
+            .containers[0];
         assert_eq!(container.command, None, "the image's entrypoint runs");
         assert_eq!(container.image.as_deref(), Some("llmbench:dev"));
     }
@@ -327,7 +334,10 @@ stack:
         // probe on /health at 8000 every 5 s with 3 failures and a 5 s timeout.
         assert_eq!(value["metadata"]["name"], "bench-1-stack");
         assert_eq!(value["metadata"]["namespace"], "team-a");
-        assert_eq!(value["metadata"]["ownerReferences"][0]["kind"], "BenchmarkRun");
+        assert_eq!(
+            value["metadata"]["ownerReferences"][0]["kind"],
+            "BenchmarkRun"
+        );
         assert_eq!(value["metadata"]["ownerReferences"][0]["controller"], true);
         assert_eq!(
             value["spec"]["selector"],
@@ -355,8 +365,14 @@ stack:
             json!([{"name": "http", "containerPort": 8000, "protocol": "TCP"}])
         );
         assert_eq!(container["resources"]["limits"]["nvidia.com/gpu"], "2");
-        assert_eq!(container["env"][1]["valueFrom"]["secretKeyRef"]["name"], "hf");
-        assert_eq!(value["spec"]["template"]["spec"]["enableServiceLinks"], false);
+        assert_eq!(
+            container["env"][1]["valueFrom"]["secretKeyRef"]["name"],
+            "hf"
+        );
+        assert_eq!(
+            value["spec"]["template"]["spec"]["enableServiceLinks"],
+            false
+        );
     }
 
     #[test]
@@ -392,10 +408,7 @@ stack:
                 "env": {"VLLM_LOGGING_LEVEL": "DEBUG"}
             })
         );
-        assert_eq!(
-            stack_info_path(),
-            "/etc/llmbench/profile/stack-info.json"
-        );
+        assert_eq!(stack_info_path(), "/etc/llmbench/profile/stack-info.json");
     }
 
     #[test]
