@@ -30,6 +30,7 @@ pub mod rx_stamp;
 pub mod server_metrics;
 pub mod sim;
 pub mod sizing;
+pub mod stack;
 pub mod timer;
 pub mod tokenizer;
 pub mod trace;

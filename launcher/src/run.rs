@@ -46,6 +46,7 @@ use crate::report::{
 };
 use crate::request::{BodySettings, BodyStyle, prepare};
 use crate::sim::{self, SimConfig, SimError};
+use crate::stack::{StackSource, StackSpec};
 use crate::tokenizer::{HubOptions, Tokenizer, TokenizerError, load_tokenizer};
 use crate::workload::{
     Api, ApiKind, ParseOptions, Warning, Workload, WorkloadError, parse_profile,
@@ -160,6 +161,13 @@ pub struct RunArgs {
     /// `model_load`. Refused with any other harness.
     #[arg(long, value_name = "FILE")]
     pub vllm_log: Option<PathBuf>,
+    /// How the stack under test was started, as a JSON file `{"image": …, "command": […], "args": […], "env":
+    /// {…}}` (the operator writes it for a standalone stack). Recorded in run.json's `stack`, the llm-d report's
+    /// `scenario.stack` and the summary's `engine`, with the stack's `GET /v1/models` answer and `GET /version`
+    /// (probed before the run; a failed probe is recorded, never fatal). Env values whose names look like secrets
+    /// (…TOKEN…, …KEY…, …SECRET…, …PASSWORD…) are recorded as `<redacted>`.
+    #[arg(long, value_name = "FILE")]
+    pub stack_info: Option<PathBuf>,
     /// Embedded simulator: time to first token.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "50ms", value_name = "DURATION")]
     pub sim_ttft: Duration,
@@ -245,6 +253,8 @@ pub enum RunError {
     VllmLogNeedsNop { harness: Harness },
     #[error(transparent)]
     Nop(#[from] crate::nop::NopError),
+    #[error(transparent)]
+    Stack(#[from] crate::stack::StackError),
     #[error("capacity search: {0}")]
     CapacitySearch(String),
     #[error("trace replay: {0}")]
@@ -288,6 +298,13 @@ pub async fn run(args: RunArgs) -> Result<RunOutcome, RunError> {
     if let Some(id) = &args.run_id {
         validate_run_id(id)?;
     }
+    // Read before anything starts, so a bad record fails the run at once.
+    let stack = args
+        .stack_info
+        .as_deref()
+        .map(crate::stack::read_stack_info)
+        .transpose()?
+        .map(|info| StackSpec::new(StackSource::StackInfo, info));
     let flag = args
         .endpoint
         .as_deref()
@@ -328,7 +345,15 @@ pub async fn run(args: RunArgs) -> Result<RunOutcome, RunError> {
         .model
         .clone()
         .or_else(|| embedded.as_ref().map(|_| SIM_MODEL.to_owned()));
-    let outcome = run_against(&args, &template, &endpoint, model, embedded.is_some()).await;
+    let outcome = run_against(
+        &args,
+        &template,
+        &endpoint,
+        model,
+        embedded.is_some(),
+        stack,
+    )
+    .await;
     if let Some(sim) = embedded
         && let Err(e) = sim.shutdown().await
     {
@@ -393,6 +418,7 @@ async fn run_against(
     endpoint: &str,
     model: Option<String>,
     embedded: bool,
+    stack: Option<StackSpec>,
 ) -> Result<RunOutcome, RunError> {
     let harness = args.harness;
     let values = Values {
@@ -415,6 +441,7 @@ async fn run_against(
         capacity_search: None,
         prometheus: None,
         profile_no_server_metrics: false,
+        stack,
     };
     if args.capacity_search.is_some()
         && matches!(harness, Harness::Mlperf | Harness::Nop | Harness::Fmperf)
@@ -666,6 +693,8 @@ pub(crate) struct RunContext<'a> {
     pub prometheus: Option<crate::workload::PrometheusSource>,
     /// The profile turns server metrics off (AIPerf `no-server-metrics`).
     pub profile_no_server_metrics: bool,
+    /// How the stack under test was started, when the launcher knows (`--stack-info`, `--serve`).
+    pub stack: Option<StackSpec>,
 }
 
 /// A run's stages.
@@ -815,6 +844,14 @@ impl RunContext<'_> {
             RunStages::Adaptive(adaptive) => (Vec::new(), adaptive.stages),
         };
         let scraping = self.scrape_targets().await?;
+        // Probed before the clock starts, so the probes never overlap the measured requests.
+        let stack = match &self.stack {
+            Some(spec) => Some(
+                crate::stack::describe(spec, self.endpoint, api.api_key.as_deref(), &api.headers)
+                    .await,
+            ),
+            None => None,
+        };
         let records_path = dir.join(report::REQUESTS_FILE);
         let records_file =
             std::fs::File::create(&records_path).map_err(|source| RunError::WriteOutput {
@@ -895,6 +932,7 @@ impl RunContext<'_> {
             capacity_search: self.capacity_search.clone(),
             server_metrics: scraping.as_ref().map(ServerMetricsMeta::planned),
             release,
+            stack,
         };
         // Written before the first request, so a killed run can still be reported from requests.jsonl; an adaptive
         // run rewrites it as each stage is decided.

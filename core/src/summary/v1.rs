@@ -70,6 +70,29 @@ pub struct CompactSummary {
     /// The nop harness's model-load figures from the vLLM server's log, when it read one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_load: Option<crate::vllm_log::ModelLoadSummary>,
+    /// The stack under test, when the launcher knew how it was started (`--stack-info`, `--serve`): run.json's
+    /// `stack` in brief.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineInfo>,
+}
+
+/// The stack under test in brief: how it was started and what it said it serves. run.json's `stack` has the whole
+/// record (args and env apart, the raw `/v1/models` answer, probe failures).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct EngineInfo {
+    /// The container image the stack ran, when it ran in one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// The stack's command line: its command, then its args (engine flags among them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// The first model id `GET /v1/models` listed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The engine's version, where it answers `GET /version` (vLLM does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -205,6 +228,9 @@ pub enum StopReason {
     /// The stage's deadline passed (a capacity-search point that did not drain in time); what was in flight is
     /// cancelled.
     Deadline,
+    /// The stack the launcher started and watched (`--serve`) exited or stopped answering its health check; run.json's
+    /// `stack.failure` says how, with the stack's log tail.
+    StackFailed,
 }
 
 /// The signals a launcher handles.
@@ -235,6 +261,7 @@ impl fmt::Display for StopReason {
             StopReason::MaxErrorRate => f.write_str("max_error_rate reached"),
             StopReason::MaxGlobalErrorRate => f.write_str("max_global_error_rate reached"),
             StopReason::Deadline => f.write_str("the stage's deadline passed"),
+            StopReason::StackFailed => f.write_str("the stack under test failed"),
         }
     }
 }
@@ -282,6 +309,10 @@ pub struct RunSummary {
     /// by the launcher from `--vllm-log`, or by the operator from a standalone stack pod's log.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_load: Option<ModelLoad>,
+    /// The stack under test, when the launcher knew how it was started: image, command line, served model and
+    /// engine version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineInfo>,
 }
 
 /// Model-load figures in brief ([`crate::vllm_log::ModelLoadSummary`] in the status's camelCase, its phases one
@@ -481,6 +512,7 @@ impl From<&CompactSummary> for RunSummary {
             start_skew_ms: c.start_skew_ms,
             prefix_cache_hit_percent: overall.prefix_cache_hit_rate.map(|rate| rate * 100.0),
             model_load: c.model_load.as_ref().map(ModelLoad::from),
+            engine: c.engine.clone(),
         }
     }
 }
@@ -535,6 +567,38 @@ mod tests {
         assert!(json.contains(r#""prefix_cache_hit_rate":0.6"#), "{json}");
         let back: CompactSummary = serde_json::from_str(&json).expect("parses");
         assert_eq!(back, with);
+    }
+
+    #[test]
+    fn the_engine_goes_from_the_compact_summary_to_the_status_in_camel_case() {
+        let mut compact: CompactSummary = serde_json::from_str(COMPACT).expect("parses");
+        assert_eq!(RunSummary::from(&compact).engine, None);
+        compact.engine = Some(EngineInfo {
+            image: Some("vllm/vllm-openai:v0.11.0".to_owned()),
+            command: vec!["vllm".to_owned(), "serve".to_owned(), "m".to_owned()],
+            model: Some("m".to_owned()),
+            version: Some("0.11.0".to_owned()),
+        });
+        let json = serde_json::to_string(&compact).expect("serializes");
+        assert!(
+            json.contains(r#""engine":{"image":"vllm/vllm-openai:v0.11.0","command":["vllm","serve","m"],"model":"m","version":"0.11.0"}"#),
+            "{json}"
+        );
+        let back: CompactSummary = serde_json::from_str(&json).expect("parses");
+        assert_eq!(back, compact);
+        let status = serde_json::to_value(RunSummary::from(&compact)).expect("serializes");
+        assert_eq!(status["engine"]["version"], "0.11.0");
+        assert_eq!(status["engine"]["command"][1], "serve");
+    }
+
+    #[test]
+    fn a_stack_failure_is_a_stop_reason_of_its_own() {
+        let json = serde_json::to_string(&StopReason::StackFailed).expect("serializes");
+        assert_eq!(json, r#"{"reason":"stack_failed"}"#);
+        assert_eq!(
+            serde_json::from_str::<StopReason>(&json).expect("parses"),
+            StopReason::StackFailed
+        );
     }
 
     #[test]

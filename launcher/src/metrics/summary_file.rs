@@ -90,6 +90,9 @@ pub struct RunSummary {
     /// The nop harness's model-load figures, read from the vLLM server's log (`--vllm-log`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_load: Option<llmbench_core::vllm_log::ModelLoadSummary>,
+    /// The stack under test in brief (run.json's `stack` has the whole record).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<llmbench_core::summary::v1::EngineInfo>,
 }
 
 /// A run summarised from its records on disk, because they outgrew the memory budget.
@@ -177,6 +180,7 @@ impl RunSummary {
             shard_starts: None,
             records_spilled: None,
             model_load: None,
+            engine: None,
         }
     }
 
@@ -265,6 +269,7 @@ impl From<&RunSummary> for CompactSummary {
             start_skew_ms: s.shard_starts.as_ref().map(|starts| starts.skew_ms),
             stages_omitted: 0,
             model_load: s.model_load.clone(),
+            engine: s.engine.clone(),
         }
     }
 }
@@ -375,6 +380,19 @@ fn fit_compact(mut compact: CompactSummary) -> String {
         }
         if let Some(capacity) = &mut compact.capacity {
             truncate_chars(&mut capacity.status, max_chars.max(16));
+        }
+        // A long engine command line (dozens of engine flags) gives way like the names: run.json has it whole.
+        if let Some(engine) = &mut compact.engine {
+            engine.command.truncate(max_chars);
+            for text in engine
+                .command
+                .iter_mut()
+                .chain(&mut engine.image)
+                .chain(&mut engine.model)
+                .chain(&mut engine.version)
+            {
+                truncate_chars(text, max_chars.max(16));
+            }
         }
         let json = render(&compact, digits);
         if fits(&json) {
@@ -793,6 +811,13 @@ mod tests {
         // Numbers with the longest decimal forms.
         summary.overall.duration_s = -1.2345678901234567e-300;
         summary.overall.throughput.requests_per_s = f64::MAX;
+        // An engine with hundreds of long flags.
+        summary.engine = Some(llmbench_core::summary::v1::EngineInfo {
+            image: Some(huge.clone()),
+            command: (0..300).map(|i| format!("--flag-{i}={huge}")).collect(),
+            model: Some(huge.clone()),
+            version: Some(huge.clone()),
+        });
         let json = compact_summary(&summary);
         assert!(
             json.len() <= COMPACT_SUMMARY_MAX_BYTES,
@@ -802,6 +827,24 @@ mod tests {
         let parsed: CompactSummary = serde_json::from_str(&json).unwrap();
         assert_eq!(parsed.overall.requests, summary.overall.requests);
         assert_eq!(parsed.stages_omitted, 500);
+        assert!(
+            parsed.engine.is_some(),
+            "the engine is shortened, not dropped"
+        );
+    }
+
+    #[test]
+    fn compact_summary_carries_the_engine_whole_when_it_fits() {
+        let mut summary = run(2, 2);
+        let engine = llmbench_core::summary::v1::EngineInfo {
+            image: Some("vllm/vllm-openai:v0.11.0".to_owned()),
+            command: vec!["vllm".into(), "serve".into(), "Qwen/Qwen3-0.6B".into()],
+            model: Some("Qwen/Qwen3-0.6B".to_owned()),
+            version: Some("0.11.0".to_owned()),
+        };
+        summary.engine = Some(engine.clone());
+        let parsed: CompactSummary = serde_json::from_str(&compact_summary(&summary)).unwrap();
+        assert_eq!(parsed.engine, Some(engine));
     }
 
     #[test]

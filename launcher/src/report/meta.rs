@@ -81,6 +81,10 @@ pub struct RunMeta {
     /// told to start at. Its actual start is `t0_unix_ns`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release: Option<ReleaseMeta>,
+    /// The stack under test, when the launcher knew how it was started (`--stack-info`, `--serve`): its command
+    /// line, image and env, its `/v1/models` answer and version, and how it failed if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<crate::stack::StackMeta>,
 }
 
 /// A shard's release, in nanoseconds since the Unix epoch.

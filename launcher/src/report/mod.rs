@@ -291,6 +291,7 @@ impl Tally {
                 crate::capacity::replay(search, &points)
             });
         summary.excluded = excluded;
+        summary.engine = meta.stack.as_ref().map(crate::stack::StackMeta::engine);
         summary.conversations = self.conversations.finish();
         summary.run = completion(meta, recorded);
         summary.ignored_keys = meta

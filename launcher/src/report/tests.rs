@@ -141,6 +141,7 @@ pub(crate) fn meta() -> RunMeta {
         capacity_search: None,
         server_metrics: None,
         release: None,
+        stack: None,
     }
 }
 

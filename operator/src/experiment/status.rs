@@ -484,6 +484,7 @@ mod tests {
             start_skew_ms: None,
             prefix_cache_hit_percent: None,
             model_load: None,
+            engine: None,
         }
     }
 
