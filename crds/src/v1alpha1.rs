@@ -288,7 +288,7 @@ pub struct ReadinessSpec {
     /// How long the stack may take to become available, from when it was created, before the run fails with
     /// reason StackNotReady. A duration such as 15m. Default 15m. The run's own timeout still applies.
     #[serde(default = "default_ready_timeout")]
-    #[x_kube(validation = Rule::new("self.matches('^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')").message("readiness.timeout must be a positive duration such as 15m"))]
+    #[x_kube(validation = Rule::new("self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')").message("readiness.timeout must be a positive duration such as 15m"))]
     #[schemars(
         regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"),
         length(max = 64)

@@ -346,7 +346,9 @@ pub struct ModelLoad {
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelLoadPhase {
+    /// The phase, as llm-d-benchmark's nop names it (e.g. Model Loading, CUDA Graph Capture).
     pub title: String,
+    /// Seconds from the phase's first line to its last; 0 when either is missing, as upstream.
     pub elapsed_seconds: f64,
 }
 
