@@ -321,7 +321,7 @@ pub fn initial_status(deployment: String, url: String, image: String) -> StackSt
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use k8s_openapi::api::apps::v1::DeploymentStatus;
     use k8s_openapi::api::core::v1::{
@@ -506,7 +506,7 @@ mod tests {
     }
 
     /// A vLLM 0.11 startup as `kubectl logs` (the pods/log API) gives it: `core::vllm_log`'s recorded fixture.
-    const V1_LOG: &str = "\
+    pub(crate) const V1_LOG: &str = "\
 INFO 01-23 15:48:28 [__init__.py:216] Automatically detected platform cuda.
 (APIServer pid=1) INFO 01-23 15:48:29 [api_server.py:1842] vLLM API server version 0.11.0
 (APIServer pid=1) INFO 01-23 15:48:29 [utils.py:233] non-default args: {'model_tag': 'Qwen/Qwen3-0.6B', 'model': 'Qwen/Qwen3-0.6B', 'enable_sleep_mode': True}

@@ -2208,6 +2208,72 @@ stack:
         assert_eq!(result.expect("the pass succeeds"), Action::await_change());
     }
 
+    #[tokio::test]
+    async fn a_nop_run_on_a_standalone_stack_reports_the_model_load_from_the_stack_pods_log() {
+        let mut run = stored_run(
+            "harness: nop\nworkload:\n  builtin: nop\nstack:\n  model: Qwen/Qwen3-0.6B\n  standalone: {}\n",
+            60,
+        );
+        run.status = Some(BenchmarkRunStatus {
+            phase: Some(Phase::Running),
+            start_time: Some(Time(Timestamp::now())),
+            stack: Some(llmbench_api::v1alpha1::StackStatus {
+                deployment: "bench-1-stack".to_owned(),
+                service: "bench-1-stack".to_owned(),
+                url: "http://bench-1-stack.team-a.svc:8000".to_owned(),
+                image: llmbench_api::v1alpha1::DEFAULT_STANDALONE_IMAGE.to_owned(),
+                ready: true,
+                pod: Some("bench-1-stack-7d9f".to_owned()),
+                restarts: Some(0),
+                deleted: false,
+            }),
+            ..BenchmarkRunStatus::default()
+        });
+        let stored = json_of(&run);
+        // The nop launcher's compact summary: no requests.
+        let summary = json!({"schema": "llmbench.summary/v1", "run_id": "bench-1-0f3c9a2e", "harness": "nop",
+            "requests": {"total": 0, "succeeded": 0, "failed": 0}, "duration_s": 0.5,
+            "throughput": {"requests_per_s": 0.0, "input_tokens_per_s": 0.0, "output_tokens_per_s": 0.0},
+            "latency_ms": {"ttft": null, "tpot": null, "itl": null, "ntpot": null, "e2e": null}});
+        let mut done = running_pod();
+        done["status"] = json!({"phase": "Succeeded", "containerStatuses": [{"name": "launcher", "image": "i",
+            "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"terminated": {"exitCode": 0, "message": summary.to_string()}}}]});
+        let (result, _) = reconcile_with(&run, |mut api| async move {
+            api.expect("GET", RUN_PATH).await.ok(&stored);
+            api.expect("GET", PODS_PATH)
+                .await
+                .ok(&list("PodList", vec![done]));
+            let log = api
+                .expect("GET", &format!("{PODS_PATH}/bench-1-stack-7d9f/log"))
+                .await;
+            assert!(log.query.contains("container=stack"), "{}", log.query);
+            assert!(!log.query.contains("tailLines"), "the whole log: {}", log.query);
+            log.text(crate::stack::tests::V1_LOG);
+            let patch = api.expect("PATCH", STATUS_PATH).await;
+            let status = patch.body["status"].clone();
+            assert_eq!(status["phase"], "Succeeded");
+            let load = &status["summary"]["modelLoad"];
+            // The recorded vLLM 0.11 log's figures (worked out in crate::stack's tests).
+            assert_eq!(load["name"], "bench-1-stack-7d9f stack");
+            assert_eq!(load["loadSeconds"], 20.442057);
+            assert_eq!(load["vllmStartSeconds"], 123.0);
+            assert_eq!(status["stack"]["deleted"], true);
+            let mut answered = stored.clone();
+            answered["status"] = status;
+            patch.ok(&answered);
+            api.expect("POST", EVENTS_PATH).await.created();
+            for path in [DEPLOY_PATH, SVC_PATH] {
+                api.expect("GET", &format!("{path}/bench-1-stack"))
+                    .await
+                    .not_found("bench-1-stack");
+            }
+            api
+        })
+        .await;
+        assert_eq!(result.expect("the pass succeeds"), Action::await_change());
+    }
+
     /// A Running run created two hours ago with a 90 s timeout.
     fn running_past_its_timeout() -> BenchmarkRun {
         let mut run = stored_run(&format!("{}timeout: 90s\n", fixtures::BASIC), 7200);
