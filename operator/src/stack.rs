@@ -390,7 +390,7 @@ pub(crate) mod tests {
     fn a_stack_is_ready_once_its_deployment_is_available_with_a_ready_pod() {
         let ready = pod("s-1", true, 0, running());
         assert_eq!(
-            stack_state(Some(&deployment(1)), &[ready.clone()], None),
+            stack_state(Some(&deployment(1)), std::slice::from_ref(&ready), None),
             StackState::Ready {
                 pod: "s-1".to_owned(),
                 restarts: 0
@@ -443,7 +443,7 @@ pub(crate) mod tests {
         // Restarted once while loading, then ready: the launchers start, remembering that one restart.
         let once = pod("s-1", true, 1, running());
         assert_eq!(
-            stack_state(Some(&deployment(1)), &[once.clone()], None),
+            stack_state(Some(&deployment(1)), std::slice::from_ref(&once), None),
             StackState::Ready {
                 pod: "s-1".to_owned(),
                 restarts: 1

@@ -444,15 +444,22 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
         condition(&unready, "StackReady").map(|c| (c.0, c.1)),
         Some(("False", "StackNotReady"))
     );
-    assert!(unready.start_time.is_none(), "no launcher was started: {unready:#?}");
+    assert!(
+        unready.start_time.is_none(),
+        "no launcher was started: {unready:#?}"
+    );
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
         Api::namespaced(admin.clone(), NS);
     let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(admin.clone(), NS);
-    eventually("the unready stack's Deployment and Service gone", RUN_TIMEOUT, || async {
-        let left = deployments.get_opt("unready-stack").await.ok()?.is_some()
-            || services.get_opt("unready-stack").await.ok()?.is_some();
-        (!left).then_some(())
-    })
+    eventually(
+        "the unready stack's Deployment and Service gone",
+        RUN_TIMEOUT,
+        || async {
+            let left = deployments.get_opt("unready-stack").await.ok()?.is_some()
+                || services.get_opt("unready-stack").await.ok()?.is_some();
+            (!left).then_some(())
+        },
+    )
     .await;
 
     // The operator killed mid-run: its successor finishes the run with the same, single launcher pod.

@@ -690,26 +690,38 @@ async fn standalone_runs(
     if stack.url != "http://standalone-stack.bench.svc:8000" || !stack.deleted {
         return Err(format!("status.stack: {stack:?}"));
     }
-    let summary = status.summary.clone().ok_or("the standalone run has no summary")?;
+    let summary = status
+        .summary
+        .clone()
+        .ok_or("the standalone run has no summary")?;
     if summary.requests != 30 || summary.failures != 0 {
         return Err(format!(
             "expected 30 requests (10/s for 3 s) to the standalone stack, none failed: {summary:?}"
         ));
     }
     // The launcher recorded the stack it was told about (--stack-info) and what it probed.
-    let engine = summary.engine.clone().ok_or("status.summary.engine is missing")?;
+    let engine = summary
+        .engine
+        .clone()
+        .ok_or("status.summary.engine is missing")?;
+    // The image and command line come from the stack-info record the operator wrote.
     if engine.image.as_deref() != Some(&format!("{IMAGE_REPOSITORY}:{VERSION}")[..])
-        || engine.model.as_deref() != Some(MODEL)
+        || engine.command.first().map(String::as_str) != Some("llmbench")
     {
         return Err(format!("status.summary.engine: {engine:?}"));
     }
+    eprintln!("standalone on the real node: status.summary.engine {engine:?}");
     eventually(
         "the standalone stack's Deployment and Service to go after the run",
         Duration::from_secs(60),
         || {
             let (deployments, services) = (deployments.clone(), services.clone());
             async move {
-                let left = deployments.get_opt("standalone-stack").await.ok()?.is_some()
+                let left = deployments
+                    .get_opt("standalone-stack")
+                    .await
+                    .ok()?
+                    .is_some()
                     || services.get_opt("standalone-stack").await.ok()?.is_some();
                 (!left).then_some(())
             }
@@ -788,7 +800,11 @@ async fn standalone_runs(
         || {
             let (deployments, services) = (deployments.clone(), services.clone());
             async move {
-                let left = deployments.get_opt("stack-dies-stack").await.ok()?.is_some()
+                let left = deployments
+                    .get_opt("stack-dies-stack")
+                    .await
+                    .ok()?
+                    .is_some()
                     || services.get_opt("stack-dies-stack").await.ok()?.is_some();
                 (!left).then_some(())
             }
@@ -796,20 +812,16 @@ async fn standalone_runs(
     )
     .await;
     // The stacks' pods go with their Deployments (the garbage collector, through their ReplicaSets).
-    eventually(
-        "the stacks' pods to go",
-        Duration::from_secs(120),
-        || {
-            let pods = pods.clone();
-            async move {
-                let left = pods
-                    .list(&ListParams::default().labels("app.kubernetes.io/component=stack"))
-                    .await
-                    .ok()?;
-                left.items.is_empty().then_some(())
-            }
-        },
-    )
+    eventually("the stacks' pods to go", Duration::from_secs(120), || {
+        let pods = pods.clone();
+        async move {
+            let left = pods
+                .list(&ListParams::default().labels("app.kubernetes.io/component=stack"))
+                .await
+                .ok()?;
+            left.items.is_empty().then_some(())
+        }
+    })
     .await;
     Ok(())
 }

@@ -128,13 +128,11 @@ pub enum Error {
         name: String,
         source: kube::Error,
     },
-    #[error(
-        "failed to ensure the standalone stack's {kind} {name} for BenchmarkRun {run}: {source}"
-    )]
+    /// `object` is the kind and the name, e.g. `Deployment bench-1-stack`.
+    #[error("failed to ensure the standalone stack's {object} for BenchmarkRun {run}: {source}")]
     EnsureStack {
         run: String,
-        kind: &'static str,
-        name: String,
+        object: String,
         source: kube::Error,
     },
     #[error(
@@ -149,13 +147,10 @@ pub enum Error {
     },
     #[error("failed to read the standalone stack of BenchmarkRun {run}: {source}")]
     ReadStack { run: String, source: kube::Error },
-    #[error(
-        "failed to delete the standalone stack's {kind} {name} of BenchmarkRun {run}: {source}"
-    )]
+    #[error("failed to delete the standalone stack's {object} of BenchmarkRun {run}: {source}")]
     DeleteStack {
         run: String,
-        kind: &'static str,
-        name: String,
+        object: String,
         source: kube::Error,
     },
     #[error("failed to write the status of BenchmarkRun {run}: {source}")]
@@ -555,11 +550,10 @@ async fn ensure_stack(
     let name = stack_name(run);
     let uid = builders::uid(run)?;
     let err = |kind: &'static str| {
-        let name = name.clone();
+        let object = format!("{kind} {name}");
         move |source| Error::EnsureStack {
             run: run.name_any(),
-            kind,
-            name,
+            object,
             source,
         }
     };
@@ -670,8 +664,7 @@ where
 {
     let err = |source| Error::DeleteStack {
         run: run.name_any(),
-        kind,
-        name: name.to_owned(),
+        object: format!("{kind} {name}"),
         source,
     };
     match api.get_opt(name).await.map_err(err)? {
@@ -2248,7 +2241,11 @@ stack:
                 .expect("GET", &format!("{PODS_PATH}/bench-1-stack-7d9f/log"))
                 .await;
             assert!(log.query.contains("container=stack"), "{}", log.query);
-            assert!(!log.query.contains("tailLines"), "the whole log: {}", log.query);
+            assert!(
+                !log.query.contains("tailLines"),
+                "the whole log: {}",
+                log.query
+            );
             log.text(crate::stack::tests::V1_LOG);
             let patch = api.expect("PATCH", STATUS_PATH).await;
             let status = patch.body["status"].clone();
