@@ -69,6 +69,7 @@ pub const DEFAULT_TIMEOUT: &str = "3600s";
     ).message("spec is immutable once the run has started; create a new BenchmarkRun instead")
 )]
 #[x_kube(validation = Rule::new("!has(self.skipRun) || !self.skipRun || has(self.resultsDir)").message("skipRun collects earlier results: set resultsDir to their directory"))]
+#[x_kube(validation = Rule::new("!(has(self.skipRun) && self.skipRun && has(self.stack.standalone))").message("skipRun collects earlier results and sends no load: a standalone stack would be started for nothing"))]
 // The launchers cannot shard these: a collector reports on one directory, and LoadGen judges one process's queries.
 #[x_kube(validation = Rule::new("!(has(self.skipRun) && self.skipRun && has(self.launcher) && has(self.launcher.parallelism) && self.launcher.parallelism > 1)").message("skipRun runs one collector pod: launcher.parallelism must be 1"))]
 #[x_kube(validation = Rule::new("!(self.harness == 'mlperf' && has(self.launcher) && has(self.launcher.parallelism) && self.launcher.parallelism > 1)").message("the mlperf harness runs one LoadGen, which cannot be sharded: launcher.parallelism must be 1"))]

@@ -244,6 +244,16 @@ fn a_standalone_stack_stands_alone_and_its_profiling_hooks_are_vllms_or_named() 
                 .contains("exactly one of stack.endpoint, stack.serviceRef or stack.standalone")),
         "{messages:?}"
     );
+    let mut collect = with(valid_spec(), "/stack", standalone.clone());
+    collect["skipRun"] = json!(true);
+    collect["resultsDir"] = json!("earlier");
+    let messages = rejections(&run(collect), None);
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("a standalone stack would be started for nothing")),
+        "{messages:?}"
+    );
     let mut profiled = standalone;
     profiled["profiling"] = json!({"vllm": true, "start": "/start"});
     let messages = rejections(&run(with(valid_spec(), "/stack", profiled)), None);

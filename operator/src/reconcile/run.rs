@@ -394,8 +394,13 @@ async fn apply(run: &BenchmarkRun, ctx: &Ctx) -> Result<Action, Error> {
     let mut outcome = observe(&mut pass, &pods).await?;
     // The heartbeat: while the launchers run (or when one failed, perhaps because of it), a stack that died is
     // the run's failure.
-    if standalone(run).is_some() && matches!(outcome, Outcome::InFlight { .. } | Outcome::Failed(_))
-    {
+    // A merge (or a collector) reads the volume only: the stack may go by then.
+    let sending = match &outcome {
+        Outcome::InFlight { reason, .. } => !matches!(*reason, "Merging" | "Collecting"),
+        Outcome::Failed(_) => true,
+        _ => false,
+    };
+    if standalone(run).is_some() && sending {
         if let Some(down) = heartbeat(&pass).await? {
             outcome = down;
         } else if let Outcome::InFlight { poll, .. } = &mut outcome {
@@ -2199,6 +2204,57 @@ stack:
         })
         .await;
         assert_eq!(result.expect("the pass succeeds"), Action::await_change());
+    }
+
+    #[tokio::test]
+    async fn a_sharded_runs_merge_does_not_watch_the_stack_it_no_longer_needs() {
+        let mut run = stored_run(&format!("{STANDALONE}launcher:\n  parallelism: 2\n"), 60);
+        run.status = Some(BenchmarkRunStatus {
+            phase: Some(Phase::Collecting),
+            start_time: Some(Time(Timestamp::now())),
+            stack: Some(llmbench_api::v1alpha1::StackStatus {
+                deployment: "bench-1-stack".to_owned(),
+                service: "bench-1-stack".to_owned(),
+                url: "http://bench-1-stack.team-a.svc:8000".to_owned(),
+                image: "llmbench:dev".to_owned(),
+                ready: true,
+                pod: Some("bench-1-stack-7d9f".to_owned()),
+                restarts: Some(0),
+                deleted: false,
+            }),
+            ..BenchmarkRunStatus::default()
+        });
+        let stored = json_of(&run);
+        let launcher = |index: u32| {
+            let mut pod = running_pod();
+            pod["metadata"]["name"] = json!(format!("bench-1-launcher-{index}"));
+            pod["metadata"]["labels"]["llmbench.dev/launcher-index"] = json!(index.to_string());
+            pod["status"] = json!({"phase": "Succeeded", "containerStatuses": [{"name": "launcher",
+                "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"terminated": {"exitCode": 0, "message": "{}"}}}]});
+            pod
+        };
+        let mut merge = running_pod();
+        merge["metadata"]["name"] = json!("bench-1-merge");
+        merge["metadata"]["labels"] = json!({"llmbench.dev/run-uid": UID});
+        let (result, _) = reconcile_with(&run, |mut api| async move {
+            api.expect("GET", RUN_PATH).await.ok(&stored);
+            api.expect("GET", PODS_PATH)
+                .await
+                .ok(&list("PodList", vec![launcher(0), launcher(1), merge]));
+            // No look at the stack's Deployment or pods: the next request is the status.
+            let patch = api.expect("PATCH", STATUS_PATH).await;
+            assert_eq!(
+                condition_of(&patch.body["status"], "Completed")["reason"],
+                "Merging"
+            );
+            let mut answered = stored.clone();
+            answered["status"] = patch.body["status"].clone();
+            patch.ok(&answered);
+            api
+        })
+        .await;
+        assert!(result.is_ok(), "{result:?}");
     }
 
     #[tokio::test]
