@@ -211,6 +211,9 @@ const EXIT_NO_REQUEST_SUCCEEDED: u8 = 3;
 /// The exit code of a run stopped by SIGTERM or SIGINT: what it measured is recorded and reported, marked
 /// interrupted.
 const EXIT_INTERRUPTED: u8 = 4;
+/// The exit code of a run whose stack (`--serve`) failed mid-run: what it measured is recorded and reported, marked
+/// stopped, and run.json's `stack.failure` says how the stack failed.
+const EXIT_STACK_FAILED: u8 = 5;
 
 fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
     let outcome = runtime()?.block_on(llmbench::run::run(args))?;
@@ -226,6 +229,9 @@ fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
             Some(llmbench::engine::StopReason::Interrupted { .. })
         ) {
             return Ok(ExitCode::from(EXIT_INTERRUPTED));
+        }
+        if run.stopped == Some(llmbench::engine::StopReason::StackFailed) {
+            return Ok(ExitCode::from(EXIT_STACK_FAILED));
         }
     }
     let counts = &outcome.summary.overall.requests;

@@ -46,6 +46,7 @@ use crate::report::{
 };
 use crate::request::{BodySettings, BodyStyle, prepare};
 use crate::sim::{self, SimConfig, SimError};
+use crate::stack::profiler::{self, ProfilerHooks};
 use crate::stack::{StackSource, StackSpec};
 use crate::tokenizer::{HubOptions, Tokenizer, TokenizerError, load_tokenizer};
 use crate::workload::{
@@ -168,6 +169,47 @@ pub struct RunArgs {
     /// (…TOKEN…, …KEY…, …SECRET…, …PASSWORD…) are recorded as `<redacted>`.
     #[arg(long, value_name = "FILE")]
     pub stack_info: Option<PathBuf>,
+    /// Start the stack under test for this run: the command after `--` (e.g. `--serve -- vllm serve MODEL --port
+    /// 8000`), its output appended to stack.log in the results directory. The run starts once --serve-ready-path
+    /// and then /v1/models answer 200; the stack exiting, or --serve-health-failures failed health checks a second
+    /// apart, stops the run (stopped: stack_failed, with its exit status and log tail in run.json); afterwards it
+    /// gets SIGTERM, then SIGKILL 30s later. The endpoint is --endpoint, else http://127.0.0.1:PORT with the port
+    /// of the command's --port (default 8000). Its command line and engine env (VLLM_*, CUDA_*, NCCL_*, HF_*, …;
+    /// secret-looking values redacted) are recorded as --stack-info records them.
+    #[arg(long, requires = "serve_command", conflicts_with = "stack_info")]
+    pub serve: bool,
+    /// The command --serve runs, after `--`.
+    #[arg(last = true, value_name = "CMD", requires = "serve")]
+    pub serve_command: Vec<String>,
+    /// --serve: the path that answers 200 once the stack is ready (vLLM's /health).
+    #[arg(
+        long,
+        default_value = "/health",
+        value_name = "PATH",
+        requires = "serve"
+    )]
+    pub serve_ready_path: String,
+    /// --serve: how long the stack may take to get ready (loading weights, compiling) before the run fails.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10m", value_name = "DURATION")]
+    pub serve_timeout: Duration,
+    /// --serve: consecutive failed health checks (a second apart) that fail the run.
+    #[arg(long, default_value_t = crate::stack::serve::DEFAULT_HEALTH_FAILURES, value_name = "N")]
+    pub serve_health_failures: u32,
+    /// --serve: leave the stack running after the run.
+    #[arg(long, requires = "serve")]
+    pub serve_keep: bool,
+    /// Open a profiling window: POST (empty body) to this hook just before the measured phase, after any warm-up.
+    /// An http(s) URL, or a path on the endpoint's base URL. Its status (or error) and latency go into run.json's
+    /// `profiling`; a failed hook is warned about, never fatal.
+    #[arg(long, value_name = "URL|/PATH", conflicts_with = "vllm_profiler")]
+    pub profiler_start: Option<String>,
+    /// Close the profiling window: POST to this hook just after the measured phase (see --profiler-start).
+    #[arg(long, value_name = "URL|/PATH", conflicts_with = "vllm_profiler")]
+    pub profiler_stop: Option<String>,
+    /// vLLM's profiler: --profiler-start /start_profile --profiler-stop /stop_profile (the server must run with
+    /// VLLM_TORCH_PROFILER_DIR set, else it answers 404, which is recorded).
+    #[arg(long)]
+    pub vllm_profiler: bool,
     /// Embedded simulator: time to first token.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "50ms", value_name = "DURATION")]
     pub sim_ttft: Duration,
@@ -255,6 +297,10 @@ pub enum RunError {
     Nop(#[from] crate::nop::NopError),
     #[error(transparent)]
     Stack(#[from] crate::stack::StackError),
+    #[error(transparent)]
+    Profiler(#[from] crate::stack::profiler::ProfilerError),
+    #[error("--serve: {0}")]
+    Serve(#[from] crate::stack::serve::ServeError),
     #[error("capacity search: {0}")]
     CapacitySearch(String),
     #[error("trace replay: {0}")]
@@ -312,6 +358,15 @@ pub async fn run(args: RunArgs) -> Result<RunOutcome, RunError> {
         .transpose()?;
     let template = Template::load(args.harness.as_str(), &template_source(&args.profile))?;
     let (server, profile_model) = match flag {
+        // A served stack is where the run goes: --endpoint, else the port its command names.
+        Some(url) if args.serve => (Server::Served(url), None),
+        None if args.serve => (
+            Server::Served(target::validate(
+                &crate::stack::serve::serve_endpoint(&args.serve_command),
+                "the --serve command's --host and --port",
+            )?),
+            None,
+        ),
         Some(url) => (Server::Flag(url), None),
         None => profile_server(&args, &template)?,
     };
@@ -321,7 +376,7 @@ pub async fn run(args: RunArgs) -> Result<RunOutcome, RunError> {
         args.harness, template.name
     );
     let (endpoint, embedded) = match &server {
-        Server::Flag(url) | Server::Profile(url) => (url.clone(), None),
+        Server::Flag(url) | Server::Profile(url) | Server::Served(url) => (url.clone(), None),
         Server::Embedded => {
             // The simulator serves the model the requests will name: --model, else the profile's own.
             let served = args
@@ -341,10 +396,32 @@ pub async fn run(args: RunArgs) -> Result<RunOutcome, RunError> {
             (sim.base_url(), Some(sim))
         }
     };
-    let model = args
+    let mut model = args
         .model
         .clone()
         .or_else(|| embedded.as_ref().map(|_| SIM_MODEL.to_owned()));
+    let served = if args.serve {
+        let served = crate::stack::serve::Served::start(crate::stack::serve::ServeOptions {
+            command: args.serve_command.clone(),
+            base_url: endpoint.clone(),
+            ready_path: args.serve_ready_path.clone(),
+            ready_timeout: args.serve_timeout,
+            health_failures: args.serve_health_failures,
+            keep: args.serve_keep,
+            log_dir: args.output.clone(),
+        })
+        .await?;
+        Some(served)
+    } else {
+        None
+    };
+    if let Some(served) = &served
+        && model.is_none()
+    {
+        // The model the stack serves, as the embedded simulator's is: requests name what is there.
+        model = served.served_model().await;
+    }
+    let stack = served.as_ref().map(|s| s.spec()).or(stack);
     let outcome = run_against(
         &args,
         &template,
@@ -352,8 +429,13 @@ pub async fn run(args: RunArgs) -> Result<RunOutcome, RunError> {
         model,
         embedded.is_some(),
         stack,
+        served.clone(),
     )
     .await;
+    // Stopped on every way out of the run, failed or not.
+    if let Some(served) = &served {
+        served.stop().await;
+    }
     if let Some(sim) = embedded
         && let Err(e) = sim.shutdown().await
     {
@@ -419,6 +501,7 @@ async fn run_against(
     model: Option<String>,
     embedded: bool,
     stack: Option<StackSpec>,
+    served: Option<Arc<crate::stack::serve::Served>>,
 ) -> Result<RunOutcome, RunError> {
     let harness = args.harness;
     let values = Values {
@@ -442,6 +525,7 @@ async fn run_against(
         prometheus: None,
         profile_no_server_metrics: false,
         stack,
+        served,
     };
     if args.capacity_search.is_some()
         && matches!(harness, Harness::Mlperf | Harness::Nop | Harness::Fmperf)
@@ -695,6 +779,9 @@ pub(crate) struct RunContext<'a> {
     pub profile_no_server_metrics: bool,
     /// How the stack under test was started, when the launcher knows (`--stack-info`, `--serve`).
     pub stack: Option<StackSpec>,
+    /// The stack this launcher started (`--serve`): its log moves into the results directory, and it is watched
+    /// during the run.
+    pub served: Option<Arc<crate::stack::serve::Served>>,
 }
 
 /// A run's stages.
@@ -818,11 +905,26 @@ impl RunContext<'_> {
         let planned_requests =
             expected_requests.map(|n| n + execution.warmup.map_or(0, |w| w.count));
 
+        let api = execution.api;
+        // Named before anything is written, so a mistyped hook fails the run before it starts.
+        let hooks = ProfilerHooks::resolve(
+            args.profiler_start.as_deref(),
+            args.profiler_stop.as_deref(),
+            args.vllm_profiler,
+            self.endpoint,
+        )?;
+        let hook_client = if hooks.is_empty() {
+            None
+        } else {
+            Some(profiler::client(api.api_key.as_deref(), &api.headers)?)
+        };
         let (run_id, run_dir) = self.claim_output()?;
         let dir = run_dir.path.clone();
+        if let Some(served) = &self.served {
+            served.attach(&dir);
+        }
         write_file(&dir.join(report::PROFILE_FILE), self.rendered.as_bytes())?;
 
-        let api = execution.api;
         let url = format!("{}{}", self.endpoint, api.path());
         let target = Arc::new(Target {
             transport: transport(
@@ -933,6 +1035,7 @@ impl RunContext<'_> {
             server_metrics: scraping.as_ref().map(ServerMetricsMeta::planned),
             release,
             stack,
+            profiling: None,
         };
         // Written before the first request, so a killed run can still be reported from requests.jsonl; an adaptive
         // run rewrites it as each stage is decided.
@@ -956,13 +1059,36 @@ impl RunContext<'_> {
             }
         };
         let nothing_to_send = matches!(&stages, Stages::Fixed(s) if s.is_empty());
+        // The window's start, called by the engine once the warm-up is over; its outcome lands here.
+        let profiling_start: Arc<Mutex<Option<profiler::HookCall>>> = Arc::default();
+        let before_measured = match (&hook_client, &hooks.start) {
+            (Some(client), Some(url)) => {
+                let (client, url, slot) =
+                    (client.clone(), url.clone(), Arc::clone(&profiling_start));
+                let call: futures_util::future::BoxFuture<'static, ()> = Box::pin(async move {
+                    let call = profiler::call(&client, &url, clock, "start").await;
+                    *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(call);
+                });
+                Some(call)
+            }
+            _ => None,
+        };
         let plan = EnginePlan {
             stages,
             interval: execution.interval,
             requests: execution.requests,
             warmup: execution.warmup,
+            before_measured,
         };
         let signals = watch_signals(&control, args.interrupt_grace)?;
+        if let Some(served) = &self.served {
+            served.hand_signals_to_the_run();
+        }
+        // A stack that dies mid-run stops it as an interrupt does.
+        let heartbeat = self
+            .served
+            .as_ref()
+            .map(|served| served.watch(control.clone(), args.interrupt_grace));
         let display = progress::spawn(
             Arc::clone(&progress_counters),
             progress::Expectation {
@@ -974,10 +1100,31 @@ impl RunContext<'_> {
         let ran = if nothing_to_send {
             // Nothing to send (the nop harness): the run still leaves its files behind.
             drop(sink);
+            if let Some(hook) = plan.before_measured {
+                hook.await;
+            }
             Ok(Vec::new())
         } else {
             engine::run(target, plan, clock, sink, control.clone()).await
         };
+        if let Some(heartbeat) = heartbeat
+            && let Some(failure) = heartbeat.finish()
+            && let Some(stack) = &mut meta.stack
+        {
+            stack.failure = Some(failure);
+        }
+        // Closed as soon as the measured phase is over, before anything else is waited for.
+        if let Some(client) = &hook_client {
+            let stop = match &hooks.stop {
+                Some(url) => Some(profiler::call(client, url, clock, "stop").await),
+                None => None,
+            };
+            let start = profiling_start
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            meta.profiling = Some(profiler::ProfilingMeta { start, stop });
+        }
         display.abort();
         progress::finish();
         let written = writer.await.map_err(|join| RunError::WriteOutput {

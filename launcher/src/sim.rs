@@ -2,7 +2,8 @@
 //!
 //! It exists so that a fresh machine (or a CI job) can drive the load generator end to end without a
 //! GPU: it speaks `/v1/completions` and `/v1/chat/completions` (streaming and not), `/v1/models`,
-//! `/health` and a vLLM-named `/metrics`, with a configurable time to first token, inter-token
+//! `/health`, `/version`, vLLM's profiler hooks (`/start_profile`, `/stop_profile`, counted) and a vLLM-named
+//! `/metrics`, with a configurable time to first token, inter-token
 //! latency, a `max-num-seqs` admission queue, and injected faults for testing failure handling.
 //!
 //! What it deliberately does not do, and why:
@@ -372,10 +373,26 @@ pub(crate) enum Phase {
     Aborting,
 }
 
+/// Which profiler hook was called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProfilerHook {
+    Start,
+    Stop,
+}
+
+/// One call of `POST /start_profile` or `POST /stop_profile`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProfilerCall {
+    pub hook: ProfilerHook,
+    /// Completion requests that had arrived before it: tells a test whether a warm-up was inside the window.
+    pub requests_before: u64,
+}
+
 /// A simulator serving in the background; dropping it closes every connection at once.
 #[derive(Debug)]
 pub struct RunningSim {
     local_addr: SocketAddr,
+    profiler: Arc<std::sync::Mutex<Vec<ProfilerCall>>>,
     seed: u64,
     phase: watch::Sender<Phase>,
     server: JoinHandle<io::Result<()>>,
@@ -392,6 +409,14 @@ impl RunningSim {
     /// replay the same lengths, faults and ids.
     pub fn seed(&self) -> u64 {
         self.seed
+    }
+
+    /// The profiler hooks called so far, in order.
+    pub fn profiler_calls(&self) -> Vec<ProfilerCall> {
+        self.profiler
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// `http://IP:PORT`, using loopback when the listener is bound to an unspecified address.
@@ -448,6 +473,7 @@ pub async fn start(config: SimConfig) -> Result<RunningSim, SimError> {
     let (phase, phase_rx) = watch::channel(Phase::Serving);
     let shutdown_grace = config.shutdown_grace;
     let engine = Arc::new(engine::Engine::new(config, seed, phase_rx.clone()));
+    let profiler = Arc::clone(&engine.profiler);
     let app = server::router(engine);
 
     let mut signal_rx = phase_rx;
@@ -465,6 +491,7 @@ pub async fn start(config: SimConfig) -> Result<RunningSim, SimError> {
     });
     Ok(RunningSim {
         local_addr,
+        profiler,
         seed,
         phase,
         server,

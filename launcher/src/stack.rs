@@ -6,6 +6,9 @@
 //! Nothing here is fatal to a run once it has started: a probe that fails is recorded with its error, because a
 //! stack behind a gateway or an engine without `/version` is still worth measuring.
 
+pub mod profiler;
+pub mod serve;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

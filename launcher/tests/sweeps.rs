@@ -779,6 +779,7 @@ mod planner {
             // 40 tokens at 10 ms: each request takes about 0.4 s.
             requests: Requests::Fixed(Arc::from(vec![body(40)])),
             warmup: None,
+            before_measured: None,
         };
         let ran = engine::run(target, plan, Clock::start(), sink, Control::default()).await;
         let records = writer.await.expect("joins").expect("written");

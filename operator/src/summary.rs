@@ -129,7 +129,7 @@ pub fn aggregate(shards: &[RunSummary]) -> Option<RunSummary> {
                 prefix_cache_hit_percent: None,
                 // Every shard reads the same server log: one shard's figures are the run's.
                 model_load: shards.iter().find_map(|s| s.model_load.clone()),
-                // Every shard ran against the same stack.
+                // Every shard ran against the same stack and recorded it alike: the first one that says.
                 engine: shards.iter().find_map(|s| s.engine.clone()),
             })
         }

@@ -125,6 +125,9 @@ pub struct EnginePlan {
     pub interval: Duration,
     pub requests: Requests,
     pub warmup: Option<Warmup>,
+    /// Awaited once, after the warm-up and before the first stage: opens the profiling window
+    /// (`--profiler-start`), so the warm-up stays outside it.
+    pub before_measured: Option<futures_util::future::BoxFuture<'static, ()>>,
 }
 
 impl From<RunPlan> for EnginePlan {
@@ -134,6 +137,7 @@ impl From<RunPlan> for EnginePlan {
             interval: plan.interval,
             requests: plan.requests,
             warmup: plan.warmup,
+            before_measured: None,
         }
     }
 }
@@ -518,6 +522,9 @@ pub async fn run(
             probe: false,
         };
         run_warmup(context(0, levels, ErrorLimits::default(), None), warmup).await;
+    }
+    if let Some(hook) = plan.before_measured {
+        hook.await;
     }
     let mut planner: Box<dyn StagePlanner> = match plan.stages {
         Stages::Fixed(stages) => Box::new(FixedStages(stages.into_iter())),

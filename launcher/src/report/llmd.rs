@@ -6,7 +6,8 @@
 //! n = 0), all from the send; statistics are mean, sample stddev (ddof = 1), min, max and numpy linear
 //! percentiles 0.1 … 99.9, in seconds. Throughput comes from our summary (inference-perf's window), as single
 //! values in `mean`. `load.standardized.tool` names the harness dialect the profile was written in (the
-//! upstream models accept only those names); `tool_version` says it was llmbench.
+//! upstream models accept only those names); `tool_version` says it was llmbench. When the launcher knows how the
+//! stack was started (`--stack-info`, `--serve`), `scenario.stack` describes it (see [`stack_component`]).
 //!
 //! The prefix-cache hit rate the server reported in its responses (`usage.prompt_tokens_details.cached_tokens`, see
 //! `metrics::summary::PrefixCacheHits`) has no place of its own in v0.2: `ResourceMetrics.cache_hit_rate` is a
@@ -212,6 +213,19 @@ pub(crate) fn llmd_report_v02_of(
         );
     }
 
+    let mut scenario = json!({
+        "load": {
+            "metadata": { "schema_version": "0.0.1", "description": format!("{} profile {}", meta.harness, meta.profile) },
+            "standardized": Value::Object(standardized),
+            "native": {
+                "args": { "profile": meta.profile, "model": meta.model, "endpoint": meta.endpoint },
+            },
+        },
+    });
+    if let (Some(stack), Some(object)) = (&meta.stack, scenario.as_object_mut()) {
+        object.insert("stack".into(), json!([stack_component(stack)]));
+    }
+
     Ok(json!({
         "version": "0.2",
         "run": {
@@ -224,17 +238,116 @@ pub(crate) fn llmd_report_v02_of(
             },
             "description": meta.run_id,
         },
-        "scenario": {
-            "load": {
-                "metadata": { "schema_version": "0.0.1", "description": format!("{} profile {}", meta.harness, meta.profile) },
-                "standardized": Value::Object(standardized),
-                "native": {
-                    "args": { "profile": meta.profile, "model": meta.model, "endpoint": meta.endpoint },
-                },
-            },
-        },
+        "scenario": scenario,
         "results": results,
     }))
+}
+
+/// The stack under test as one `scenario.stack` component. The schema's `inference_engine` kind requires the
+/// accelerator (model, count, parallelism), which neither a command line nor `/v1/models` says, so the component is
+/// `generic` (whose extra fields the schema leaves open): `tool` is the command's program (`vllm`), `tool_version`
+/// its `/version` answer, else the image, else `unknown`, with the model, image and command alongside. `native`
+/// carries the engine flags as upstream's example does (`--flag: value`, a bare flag `null`), the env as given
+/// (secrets redacted) and, under `config`, the exact command line and the raw `/v1/models` answer.
+fn stack_component(stack: &crate::stack::StackMeta) -> Value {
+    let tool = stack
+        .command
+        .first()
+        .and_then(|program| program.rsplit('/').next())
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+        .or_else(|| stack.image.clone())
+        .unwrap_or_else(|| "unknown".to_owned());
+    let tool_version = stack
+        .version
+        .clone()
+        .or_else(|| stack.image.clone())
+        .unwrap_or_else(|| "unknown".to_owned());
+    let mut standardized = Map::new();
+    standardized.insert("kind".into(), json!("generic"));
+    standardized.insert("tool".into(), json!(tool));
+    standardized.insert("tool_version".into(), json!(tool_version));
+    if let Some(model) = stack.model() {
+        standardized.insert("model".into(), json!({ "name": model }));
+    }
+    if let Some(image) = &stack.image {
+        standardized.insert("image".into(), json!(image));
+    }
+    let command: Vec<&String> = stack.command.iter().chain(&stack.args).collect();
+    json!({
+        "metadata": {
+            "schema_version": "0.0.1",
+            "label": "stack-0",
+            "cfg_id": cfg_id(stack),
+            "description": format!("the stack under test ({})", match stack.source {
+                crate::stack::StackSource::Serve => "started by llmbench --serve",
+                crate::stack::StackSource::StackInfo => "as --stack-info describes it",
+            }),
+        },
+        "standardized": Value::Object(standardized),
+        "native": {
+            "args": Value::Object(flag_map(&stack.args)),
+            "envars": stack.env,
+            "config": {
+                "command": command,
+                "models": stack.models.body,
+            },
+        },
+    })
+}
+
+/// Command-line flags as upstream's report lists them: `--flag value` and `--flag=value` as `"--flag": "value"`, a
+/// flag followed by another flag (or nothing) as `"--flag": null`. Positional arguments (`serve`, the model) are
+/// not flags; the exact command line is in `native.config.command`.
+pub(crate) fn flag_map(args: &[String]) -> Map<String, Value> {
+    let mut flags = Map::new();
+    let mut i = 0;
+    while i < args.len() {
+        let arg = &args[i];
+        i += 1;
+        if !arg.starts_with('-') || arg == "-" || arg == "--" {
+            continue;
+        }
+        if let Some((name, value)) = arg.split_once('=') {
+            flags.insert(name.to_owned(), json!(value));
+            continue;
+        }
+        // A negative number is a value, not a flag.
+        match args.get(i) {
+            Some(next) if !next.starts_with('-') || next.parse::<f64>().is_ok() => {
+                flags.insert(arg.clone(), json!(next));
+                i += 1;
+            }
+            _ => {
+                flags.insert(arg.clone(), Value::Null);
+            }
+        }
+    }
+    flags
+}
+
+/// The component's configuration id, "a hash of this component's configuration": 64-bit FNV-1a of its image,
+/// command line and env, in hex. Stable across runs and machines (unlike std's randomly keyed hasher), so two runs
+/// of one configuration share it.
+fn cfg_id(stack: &crate::stack::StackMeta) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut feed = |text: &str| {
+        for byte in text.bytes().chain([0xff]) {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    feed(stack.image.as_deref().unwrap_or_default());
+    stack
+        .command
+        .iter()
+        .chain(&stack.args)
+        .for_each(|a| feed(a));
+    for (name, value) in &stack.env {
+        feed(name);
+        feed(value);
+    }
+    format!("{hash:016x}")
 }
 
 /// The llmbench extension: the hit rate as a `Statistics` in percent (the unit of the schema's own

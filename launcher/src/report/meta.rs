@@ -85,6 +85,10 @@ pub struct RunMeta {
     /// line, image and env, its `/v1/models` answer and version, and how it failed if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stack: Option<crate::stack::StackMeta>,
+    /// The profiling window's hook calls (`--profiler-start`, `--profiler-stop`, `--vllm-profiler`), each with
+    /// its status or error and latency; written when the run ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profiling: Option<crate::stack::profiler::ProfilingMeta>,
 }
 
 /// A shard's release, in nanoseconds since the Unix epoch.

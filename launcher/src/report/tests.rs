@@ -142,6 +142,7 @@ pub(crate) fn meta() -> RunMeta {
         server_metrics: None,
         release: None,
         stack: None,
+        profiling: None,
     }
 }
 
@@ -471,6 +472,108 @@ fn llmd_report_validates_against_the_v0_2_schema() {
     let back: Value = serde_saphyr::from_str(&yaml).unwrap();
     assert_eq!(schema_errors(&validator, &back), Vec::<String>::new());
     assert_eq!(back["version"], "0.2");
+}
+
+fn served_stack() -> crate::stack::StackMeta {
+    let spec = crate::stack::StackSpec::new(
+        crate::stack::StackSource::Serve,
+        crate::stack::StackInfo {
+            image: Some("vllm/vllm-openai:v0.11.0".to_owned()),
+            command: vec!["/usr/bin/vllm".to_owned()],
+            args: [
+                "serve",
+                "Qwen/Qwen3-0.6B",
+                "--max-model-len",
+                "4096",
+                "--enforce-eager",
+                "--seed=7",
+            ]
+            .map(str::to_owned)
+            .to_vec(),
+            env: [("HF_TOKEN", "hf_x"), ("VLLM_LOGGING_LEVEL", "DEBUG")]
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .into_iter()
+                .collect(),
+        },
+    );
+    let probe = |url: &str, body: Value| crate::stack::Probe {
+        url: url.to_owned(),
+        status: Some(200),
+        body: Some(body),
+        error: None,
+        latency_ms: 1.0,
+    };
+    spec.meta(
+        probe(
+            "http://s/v1/models",
+            serde_json::json!({"object": "list", "data": [{"id": "Qwen/Qwen3-0.6B"}]}),
+        ),
+        probe("http://s/version", serde_json::json!({"version": "0.11.0"})),
+    )
+}
+
+#[test]
+fn llmd_report_describes_the_stack_under_test_and_still_validates() {
+    let records = records();
+    let mut meta = meta();
+    assert!(llmd_stage_0()["scenario"].get("stack").is_none());
+    meta.stack = Some(served_stack());
+    let summary = summary_of(&meta, &records);
+    let report = llmd_report_v02(&meta, 0, &stage(&records, 0), &summary.stages[0].summary);
+    assert_eq!(
+        schema_errors(&schema_validator(), &report),
+        Vec::<String>::new()
+    );
+    let component = &report["scenario"]["stack"][0];
+    let standardized = &component["standardized"];
+    assert_eq!(standardized["kind"], "generic");
+    assert_eq!(standardized["tool"], "vllm");
+    assert_eq!(standardized["tool_version"], "0.11.0");
+    assert_eq!(standardized["model"]["name"], "Qwen/Qwen3-0.6B");
+    // Flags as upstream's example lists them; positional arguments are not flags.
+    assert_eq!(
+        component["native"]["args"],
+        serde_json::json!({"--max-model-len": "4096", "--enforce-eager": null, "--seed": "7"})
+    );
+    assert_eq!(component["native"]["envars"]["HF_TOKEN"], "<redacted>");
+    assert_eq!(
+        component["native"]["config"]["command"][2],
+        "Qwen/Qwen3-0.6B"
+    );
+    // The configuration id is stable and follows the configuration.
+    let id = component["metadata"]["cfg_id"].as_str().unwrap().to_owned();
+    assert_eq!(id.len(), 16);
+    let again = llmd_report_v02(&meta, 0, &stage(&records, 0), &summary.stages[0].summary);
+    assert_eq!(
+        again["scenario"]["stack"][0]["metadata"]["cfg_id"],
+        id.as_str()
+    );
+    if let Some(stack) = &mut meta.stack {
+        stack.args.push("--tensor-parallel-size=2".to_owned());
+    }
+    let other = llmd_report_v02(&meta, 0, &stage(&records, 0), &summary.stages[0].summary);
+    assert_ne!(
+        other["scenario"]["stack"][0]["metadata"]["cfg_id"],
+        id.as_str()
+    );
+    // And the run's summary carries the stack in brief.
+    let summary = super::summarize_run(&meta, &records);
+    assert_eq!(
+        summary.engine.map(|e| e.version),
+        Some(Some("0.11.0".to_owned()))
+    );
+}
+
+#[test]
+fn flags_are_mapped_as_upstream_lists_them() {
+    let args = [
+        "serve", "m", "--a", "1", "--b", "--c=x=y", "-tp", "2", "--neg", "-1", "--last",
+    ]
+    .map(str::to_owned);
+    assert_eq!(
+        Value::Object(super::llmd::flag_map(&args)),
+        serde_json::json!({"--a": "1", "--b": null, "--c": "x=y", "-tp": "2", "--neg": "-1", "--last": null})
+    );
 }
 
 #[test]

@@ -20,6 +20,8 @@ pub enum Server {
     Flag(String),
     /// The profile's own server key.
     Profile(String),
+    /// The stack `--serve` starts: `--endpoint`, else the address its command names.
+    Served(String),
     /// No endpoint anywhere: the embedded simulator (its URL is known once it listens).
     Embedded,
 }
@@ -88,6 +90,7 @@ impl fmt::Display for Server {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Server::Flag(url) => write!(f, "{url} (--endpoint)"),
+            Server::Served(url) => write!(f, "{url} (the stack --serve starts)"),
             Server::Profile(url) => write!(f, "{url} (the server the profile names)"),
             Server::Embedded => f.write_str("the embedded simulator (no endpoint given)"),
         }

@@ -35,6 +35,8 @@ pub(crate) struct Engine {
     pub registry: Registry,
     pub prefix_cache: PrefixCache,
     phase: watch::Receiver<Phase>,
+    /// The profiler hooks called so far, for tests (`RunningSim::profiler_calls`).
+    pub profiler: Arc<std::sync::Mutex<Vec<super::ProfilerCall>>>,
 }
 
 /// What the handler validated from a request body.
@@ -107,7 +109,13 @@ impl Engine {
             metrics,
             registry,
             phase,
+            profiler: Arc::default(),
         }
+    }
+
+    /// Requests that have arrived so far (each one planned, whatever became of it).
+    pub fn arrived(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
     }
 
     /// Draws this request's length, fault and id from an RNG seeded by `(seed, arrival number)`.

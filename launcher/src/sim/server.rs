@@ -31,6 +31,9 @@ pub(crate) fn router(engine: Arc<Engine>) -> Router {
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/models", get(models))
         .route("/health", get(health))
+        .route("/version", get(version))
+        .route("/start_profile", post(start_profile))
+        .route("/stop_profile", post(stop_profile))
         .route("/metrics", get(metrics))
         .with_state(engine)
 }
@@ -320,6 +323,45 @@ async fn models(State(engine): State<Arc<Engine>>) -> Response {
 
 async fn health() -> StatusCode {
     StatusCode::OK
+}
+
+/// The version vLLM answers at `GET /version` (`vllm/entrypoints/openai/api_server.py`, `show_version`:
+/// `{"version": VLLM_VERSION}`); ours names the simulator, so a record never passes it off as a vLLM release.
+pub(crate) fn sim_version() -> String {
+    format!("{}+llmbench-sim", env!("CARGO_PKG_VERSION"))
+}
+
+async fn version() -> Response {
+    let body = serde_json::json!({ "version": sim_version() }).to_string();
+    with_content_type(StatusCode::OK, Body::from(body), JSON)
+}
+
+/// vLLM's `POST /start_profile` (`vllm/entrypoints/serve/profile/api_router.py`): 200 with an empty body, mounted
+/// there only when a profiler is configured (`VLLM_TORCH_PROFILER_DIR`); the simulator has no profiler to start and
+/// always answers, logging as vLLM does and counting the call so tests can see when a run's window opened.
+async fn start_profile(State(engine): State<Arc<Engine>>) -> StatusCode {
+    profiler_call(&engine, super::ProfilerHook::Start);
+    tracing::info!("Profiler started.");
+    StatusCode::OK
+}
+
+/// vLLM's `POST /stop_profile`: as [`start_profile`].
+async fn stop_profile(State(engine): State<Arc<Engine>>) -> StatusCode {
+    profiler_call(&engine, super::ProfilerHook::Stop);
+    tracing::info!("Profiler stopped.");
+    StatusCode::OK
+}
+
+fn profiler_call(engine: &Engine, hook: super::ProfilerHook) {
+    let call = super::ProfilerCall {
+        hook,
+        requests_before: engine.arrived(),
+    };
+    engine
+        .profiler
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .push(call);
 }
 
 async fn metrics(State(engine): State<Arc<Engine>>) -> Response {

@@ -1004,3 +1004,46 @@ async fn scale_nine_thousand_concurrent_slow_streams() {
     eprintln!("{complete} of {streams} streams complete in {elapsed:?}");
     assert_eq!(complete, streams);
 }
+
+#[tokio::test]
+async fn version_answers_as_vllm_does_and_names_the_simulator() {
+    let h = Harness::start(config()).await;
+    let response = h.client.get(h.url("/version")).send().await.expect("sent");
+    assert_eq!(response.status(), reqwest::StatusCode::OK);
+    let body: Value = response.json().await.expect("JSON");
+    // vLLM's `{"version": VLLM_VERSION}`: one string field.
+    assert_eq!(
+        body,
+        json!({ "version": format!("{}+llmbench-sim", env!("CARGO_PKG_VERSION")) })
+    );
+}
+
+#[tokio::test]
+async fn profiler_hooks_answer_200_with_an_empty_body_and_are_counted_in_order() {
+    let h = Harness::start(config()).await;
+    let completion = json!({"model": MODEL, "prompt": "a b c", "max_tokens": 2});
+    let (status, _) = h.post("/v1/completions", &completion).await;
+    assert_eq!(status, reqwest::StatusCode::OK);
+    for path in ["/start_profile", "/stop_profile"] {
+        let response = h.client.post(h.url(path)).send().await.expect("sent");
+        assert_eq!(response.status(), reqwest::StatusCode::OK, "{path}");
+        assert!(response.bytes().await.expect("body").is_empty(), "{path}");
+        if path == "/start_profile" {
+            h.post("/v1/completions", &completion).await;
+        }
+    }
+    // One request before the start, a second one inside the window.
+    assert_eq!(
+        h.sim.profiler_calls(),
+        [
+            ProfilerCall {
+                hook: ProfilerHook::Start,
+                requests_before: 1
+            },
+            ProfilerCall {
+                hook: ProfilerHook::Stop,
+                requests_before: 2
+            },
+        ]
+    );
+}
