@@ -653,6 +653,8 @@ fn standalone_manifest(name: &str, duration_s: u32) -> Value {
                      "--itl", "2ms"],
             "readiness": {"timeout": "2m"},
         },
+        // The simulator answers vLLM's profiler endpoints.
+        "profiling": {"vllm": true},
     });
     run["spec"]["overrides"] = json!([
         "load.stages.0.rate=10",
@@ -711,6 +713,33 @@ async fn standalone_runs(
         return Err(format!("status.summary.engine: {engine:?}"));
     }
     eprintln!("standalone on the real node: status.summary.engine {engine:?}");
+    // run.json has the stack the launcher was told about and the profiling window's two calls, both answered.
+    let to_dir = to.display().to_string();
+    let stdout = check(
+        results(
+            llmbench,
+            cp.kubeconfig_path(),
+            &["fetch", "standalone", "--to", &to_dir],
+        ),
+        "llmbench results fetch standalone",
+    );
+    let fetched = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
+    let run_json = fetched.join("run.json");
+    let meta: Value = serde_json::from_str(
+        &std::fs::read_to_string(&run_json).map_err(|e| format!("{}: {e}", run_json.display()))?,
+    )
+    .map_err(|e| e.to_string())?;
+    for (hook, path) in [("start", "/start_profile"), ("stop", "/stop_profile")] {
+        let call = &meta["profiling"][hook];
+        if call["status"] != json!(200)
+            || call["url"] != json!(format!("http://standalone-stack.bench.svc:8000{path}"))
+        {
+            return Err(format!("run.json profiling.{hook}: {call}"));
+        }
+    }
+    if meta["stack"]["image"] != json!(format!("{IMAGE_REPOSITORY}:{VERSION}")) {
+        return Err(format!("run.json stack: {}", meta["stack"]));
+    }
     eventually(
         "the standalone stack's Deployment and Service to go after the run",
         Duration::from_secs(60),
