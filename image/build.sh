@@ -109,7 +109,8 @@ build_image() {
     local flags=(--locked -p llmbench -p llmbench-operator)
     [[ "$profile" == release ]] && flags+=(--release)
     (cd "$root" && cargo build "${flags[@]}" >&2)
-    local bin="$root/target/$profile"
+    # Where cargo put them: CARGO_TARGET_DIR when set (a shared target directory), else the workspace's.
+    local bin="${CARGO_TARGET_DIR:-$root/target}/$profile"
 
     local rootfs
     rootfs="$(mktemp -d)"

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ResourceRequirements, SecretKeySelector, Toleration};
+use k8s_openapi::api::core::v1::{EnvVar, ResourceRequirements, SecretKeySelector, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -69,6 +69,7 @@ pub const DEFAULT_TIMEOUT: &str = "3600s";
     ).message("spec is immutable once the run has started; create a new BenchmarkRun instead")
 )]
 #[x_kube(validation = Rule::new("!has(self.skipRun) || !self.skipRun || has(self.resultsDir)").message("skipRun collects earlier results: set resultsDir to their directory"))]
+#[x_kube(validation = Rule::new("!(has(self.skipRun) && self.skipRun && has(self.stack.standalone))").message("skipRun collects earlier results and sends no load: a standalone stack would be started for nothing"))]
 // The launchers cannot shard these: a collector reports on one directory, and LoadGen judges one process's queries.
 #[x_kube(validation = Rule::new("!(has(self.skipRun) && self.skipRun && has(self.launcher) && has(self.launcher.parallelism) && self.launcher.parallelism > 1)").message("skipRun runs one collector pod: launcher.parallelism must be 1"))]
 #[x_kube(validation = Rule::new("!(self.harness == 'mlperf' && has(self.launcher) && has(self.launcher.parallelism) && self.launcher.parallelism > 1)").message("the mlperf harness runs one LoadGen, which cannot be sharded: launcher.parallelism must be 1"))]
@@ -167,7 +168,7 @@ pub struct ProfileRef {
 
 /// The serving stack under test.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[x_kube(validation = Rule::new("has(self.endpoint) != has(self.serviceRef)").message("exactly one of stack.endpoint or stack.serviceRef must be set"))]
+#[x_kube(validation = Rule::new("[has(self.endpoint), has(self.serviceRef), has(self.standalone)].filter(x, x).size() == 1").message("exactly one of stack.endpoint, stack.serviceRef or stack.standalone must be set"))]
 #[serde(rename_all = "camelCase")]
 pub struct StackSpec {
     /// The stack's OpenAI-compatible base URL, e.g. http://llm-d-inference-gateway.llm-d.svc:80.
@@ -195,6 +196,142 @@ pub struct StackSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("maxItems" = 64), inner(regex(pattern = r"^https?://[^\s]+$"), length(max = 2048)))]
     pub metrics_endpoints: Vec<String>,
+    /// A stack llmbench starts for this run, as llm-d-benchmark's standalone mode does: a Deployment (one replica)
+    /// and a Service named `<run>-stack`, owned by the run. The launchers start once the Deployment is available;
+    /// a stack that dies while they run fails the run (reason StackFailed) and keeps what was measured; both are
+    /// deleted after the run unless `keep`. Instead of endpoint or serviceRef.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub standalone: Option<StandaloneStack>,
+    /// Profiling hooks around the measured phase (after warm-up): HTTP POSTs with an empty body, e.g. vLLM's
+    /// /start_profile and /stop_profile. A hook that fails is recorded in run.json and warned about, never fatal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profiling: Option<ProfilingSpec>,
+}
+
+/// The default standalone image: vLLM's OpenAI-compatible server, at the version llm-d-benchmark's standalone
+/// defaults pin (`config/templates/values/defaults.yaml`, `vllm-openai_version`).
+pub const DEFAULT_STANDALONE_IMAGE: &str = "docker.io/vllm/vllm-openai:v0.26.0";
+/// The port a standalone stack listens on by default (vLLM's, and llm-d-benchmark's `standalone.vllm.port`).
+pub const DEFAULT_STANDALONE_PORT: u16 = 8000;
+/// How long a standalone stack may take to become ready by default: loading a large model's weights and
+/// compiling take minutes.
+pub const DEFAULT_STANDALONE_READY_TIMEOUT: &str = "15m";
+/// The path a standalone stack's readiness probe asks by default (vLLM's and llm-d-benchmark's).
+pub const DEFAULT_READINESS_PATH: &str = "/health";
+
+/// A serving stack the run starts and owns.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct StandaloneStack {
+    /// The stack's image. Default docker.io/vllm/vllm-openai:v0.26.0 (llm-d-benchmark's standalone default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    pub image: Option<String>,
+    /// The container's command. Default `vllm serve` when args are not given either; with args and no command,
+    /// the image's entrypoint runs them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("maxItems" = 64), inner(length(max = 4096)))]
+    pub command: Vec<String>,
+    /// The container's arguments. Default, as llm-d-benchmark's standalone `vllm serve` command: `<model> --host
+    /// 0.0.0.0 --port <port> --served-model-name <model>`, then `--max-model-len <stack.maxModelLen>` when set and
+    /// `--tensor-parallel-size <tensorParallelSize>` when set. Given, they replace that list entirely.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxItems" = 256), inner(length(max = 4096)))]
+    pub args: Option<Vec<String>>,
+    /// vLLM's --tensor-parallel-size, in the default args. It does not request GPUs: set resources for that.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1024))]
+    pub tensor_parallel_size: Option<u32>,
+    /// Engine flags appended to the args (default or given), e.g. ["--enable-prefix-caching",
+    /// "--gpu-memory-utilization", "0.9"].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("maxItems" = 256), inner(length(max = 4096)))]
+    pub extra_args: Vec<String>,
+    /// The port the server listens on, and the Service's. Default 8000.
+    #[serde(default = "default_standalone_port")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: u16,
+    /// Environment variables of the server container.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("maxItems" = 256))]
+    pub env: Vec<EnvVar>,
+    /// The server container's resources, e.g. limits {nvidia.com/gpu: 1}. None by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    /// Node labels the stack's pod must be scheduled on.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    /// Tolerations of the stack's pod (e.g. of GPU nodes' taints).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("maxItems" = 64))]
+    pub tolerations: Vec<Toleration>,
+    /// When the stack counts as ready, and how long it may take.
+    #[serde(default)]
+    pub readiness: ReadinessSpec,
+    /// Keep the Deployment and Service after the run (they are still deleted with the run).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep: bool,
+}
+
+fn default_standalone_port() -> u16 {
+    DEFAULT_STANDALONE_PORT
+}
+
+/// A standalone stack's readiness: the pod's readinessProbe (an HTTP GET of `path` on the port), then the
+/// launcher's own probe of GET /v1/models before it sends load.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadinessSpec {
+    /// The readinessProbe's path. Default /health.
+    #[serde(default = "default_readiness_path")]
+    #[schemars(regex(pattern = r"^/[^\s]*$"), length(max = 1024))]
+    pub path: String,
+    /// How long the stack may take to become available, from when it was created, before the run fails with
+    /// reason StackNotReady. A duration such as 15m. Default 15m. The run's own timeout still applies.
+    #[serde(default = "default_ready_timeout")]
+    #[x_kube(validation = Rule::new("self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')").message("readiness.timeout must be a positive duration such as 15m"))]
+    #[schemars(
+        regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"),
+        length(max = 64)
+    )]
+    pub timeout: String,
+}
+
+impl Default for ReadinessSpec {
+    fn default() -> Self {
+        ReadinessSpec {
+            path: default_readiness_path(),
+            timeout: default_ready_timeout(),
+        }
+    }
+}
+
+fn default_readiness_path() -> String {
+    DEFAULT_READINESS_PATH.to_owned()
+}
+
+fn default_ready_timeout() -> String {
+    DEFAULT_STANDALONE_READY_TIMEOUT.to_owned()
+}
+
+/// Profiling hooks the launchers call around the measured phase: `llmbench run --profiler-start/--profiler-stop`
+/// (or `--vllm-profiler`).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[x_kube(validation = Rule::new("!(has(self.vllm) && self.vllm && (has(self.start) || has(self.stop)))").message("set profiling.vllm or profiling.start/stop, not both"))]
+#[serde(rename_all = "camelCase")]
+pub struct ProfilingSpec {
+    /// vLLM's profiler: POST /start_profile before and /stop_profile after the measured phase (the server must
+    /// run with VLLM_TORCH_PROFILER_DIR set).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub vllm: bool,
+    /// The hook called before the measured phase: a URL, or a path relative to the stack's base URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 2048))]
+    pub start: Option<String>,
+    /// The hook called after the measured phase: a URL, or a path relative to the stack's base URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 2048))]
+    pub stop: Option<String>,
 }
 
 /// A Service that fronts the stack.
@@ -427,6 +564,35 @@ pub struct BenchmarkRunStatus {
     /// With more than one launcher pod: the instant the operator released every shard at, once all were ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release: Option<ReleaseStatus>,
+    /// The standalone stack the run started (spec.stack.standalone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<StackStatus>,
+}
+
+/// Where a run's standalone stack is.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct StackStatus {
+    /// The stack's Deployment.
+    pub deployment: String,
+    /// The stack's Service.
+    pub service: String,
+    /// The base URL the launchers were given, http://<service>.<namespace>.svc:<port>.
+    pub url: String,
+    /// The stack's image.
+    pub image: String,
+    /// Whether the Deployment has been available (its pod ready) since the launchers were started.
+    pub ready: bool,
+    /// The stack pod the launchers ran against, once it was ready: the heartbeat watches this very pod, so a pod
+    /// replaced mid-run counts as the stack dying.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+    /// The restarts of that pod's server container when the launchers started; one more during the run fails it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarts: Option<i32>,
+    /// Whether the Deployment and Service were deleted after the run (false while it runs, and with keep).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deleted: bool,
 }
 
 /// How the shards of a run were released.

@@ -222,7 +222,45 @@ fn endpoint_and_service_ref_together_are_rejected() {
     assert!(
         messages
             .iter()
-            .any(|m| m.contains("exactly one of stack.endpoint or stack.serviceRef")),
+            .any(|m| m
+                .contains("exactly one of stack.endpoint, stack.serviceRef or stack.standalone")),
+        "{messages:?}"
+    );
+}
+
+#[test]
+fn a_standalone_stack_stands_alone_and_its_profiling_hooks_are_vllms_or_named() {
+    let standalone =
+        json!({"model": "m", "standalone": {"image": "llmbench:dev", "args": ["sim"]}});
+    let spec = with(valid_spec(), "/stack", standalone.clone());
+    assert_eq!(rejections(&run(spec), None), Vec::<String>::new());
+    let mut both = standalone.clone();
+    both["endpoint"] = json!("http://a:1");
+    let messages = rejections(&run(with(valid_spec(), "/stack", both)), None);
+    assert!(
+        messages
+            .iter()
+            .any(|m| m
+                .contains("exactly one of stack.endpoint, stack.serviceRef or stack.standalone")),
+        "{messages:?}"
+    );
+    let mut collect = with(valid_spec(), "/stack", standalone.clone());
+    collect["skipRun"] = json!(true);
+    collect["resultsDir"] = json!("earlier");
+    let messages = rejections(&run(collect), None);
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("a standalone stack would be started for nothing")),
+        "{messages:?}"
+    );
+    let mut profiled = standalone;
+    profiled["profiling"] = json!({"vllm": true, "start": "/start"});
+    let messages = rejections(&run(with(valid_spec(), "/stack", profiled)), None);
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("set profiling.vllm or profiling.start/stop, not both")),
         "{messages:?}"
     );
 }

@@ -12,5 +12,6 @@ pub mod rbac;
 pub mod reconcile;
 pub mod resolve;
 pub mod server;
+pub mod stack;
 pub mod status;
 pub mod summary;

@@ -38,13 +38,22 @@ pub const PERMISSIONS: &[(&str, &str, &[&str])] = &[
     // Launcher and collector creation, listing by run label, the owned-pod watch, the collector read and the
     // owner check of a pod whose name is taken (get), deletion on timeout/failure/cleanup.
     ("", "pods", &["create", "get", "list", "watch", "delete"]),
-    // A failed launcher's log tail.
+    // A failed launcher's log tail; a standalone stack's log (its tail when it fails, the nop harness's whole log).
     ("", "pods/log", &["get"]),
     // <run>-profile and <experiment>-plan: read to check who owns one of that name (get), created where absent,
     // server-side applied while owned (patch), deleted with their owner.
     ("", "configmaps", &["get", "create", "patch", "delete"]),
     // Created if absent; never updated or deleted.
     ("", "persistentvolumeclaims", &["get", "create"]),
+    // A run's standalone stack: the owned-Deployment watch (list, watch), the owner check and the readiness and
+    // heartbeat reads (get), created where absent, deleted after the run.
+    (
+        "apps",
+        "deployments",
+        &["get", "list", "watch", "create", "delete"],
+    ),
+    // The standalone stack's Service: the owner check (get), created where absent, deleted after the run.
+    ("", "services", &["get", "create", "delete"]),
     // kube::runtime::events::Recorder (creates, then patches a repeated event's series).
     ("events.k8s.io", "events", &["create", "patch"]),
 ];

@@ -64,7 +64,7 @@ pub fn render_run_profile(
 ) -> Result<RenderedProfile, ResolveError> {
     let spec = &run.spec;
     let namespace = run.namespace().unwrap_or_default();
-    let mut values = spec.render_values(&namespace);
+    let mut values = crate::builders::run_values(run);
     let (template_name, template) = match (
         &spec.workload.profile_ref,
         &spec.workload.builtin,

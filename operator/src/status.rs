@@ -9,7 +9,7 @@
 //! - `Completed`: False/`Pending`|`Running`|`Collecting`|`Debug` while under way; True/`Succeeded` (or
 //!   `SucceededWithoutSummary`); False/the failure reason when the run failed.
 //! - `Failed`: True/`LauncherFailed`|`OOMKilled`|`ImagePullFailed`|`ContainerConfigError`|`Evicted`|`Timeout`|
-//!   `LauncherLost` with the pod, the exit code and the log tail in the message; absent otherwise.
+//!   `LauncherLost`|`StackNotReady`|`StackFailed` with the pod, the exit code and the log tail in the message; absent otherwise.
 //! - `SLOMet`: True/`WithinSLO` or False/`SLOViolated`|`NoSummary`, when `spec.slo` is set or the harness gives a
 //!   verdict of its own (MLPerf's VALID/INVALID); both must pass when both are there.
 //! - `Reconciled`: False/the failed action's reason (`CreatePodFailed`, `ConfigMapNotOwned`, …) with the error,
@@ -56,6 +56,10 @@ pub enum FailureReason {
     LauncherLost,
     /// Not every shard of a sharded run became ready within `launcher.startTimeout`; none was released.
     ShardsNotReady,
+    /// The run's standalone stack could not start, or did not become ready within its readiness timeout.
+    StackNotReady,
+    /// The run's standalone stack died while the launchers ran against it.
+    StackFailed,
 }
 
 impl FailureReason {
@@ -69,6 +73,8 @@ impl FailureReason {
             FailureReason::Timeout => "Timeout",
             FailureReason::LauncherLost => "LauncherLost",
             FailureReason::ShardsNotReady => "ShardsNotReady",
+            FailureReason::StackNotReady => "StackNotReady",
+            FailureReason::StackFailed => "StackFailed",
         }
     }
 }
@@ -656,6 +662,9 @@ pub fn in_flight(
         "Collecting" => "the collector is reporting on earlier results".to_owned(),
         "Merging" => "every launcher succeeded; the merge pod is merging their records".to_owned(),
         "Running" => "the launcher pods are generating load".to_owned(),
+        "StackStarting" => {
+            "waiting for the standalone stack to become ready; the launchers start then".to_owned()
+        }
         _ => "waiting for the launcher pods to start".to_owned(),
     };
     set_condition(

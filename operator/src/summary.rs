@@ -127,6 +127,8 @@ pub fn aggregate(shards: &[RunSummary]) -> Option<RunSummary> {
                 // A rate over prompt tokens the shards' summaries do not carry: only the merge's exact summary
                 // has it.
                 prefix_cache_hit_percent: None,
+                // Every shard reads the same server log: one shard's figures are the run's.
+                model_load: shards.iter().find_map(|s| s.model_load.clone()),
                 // Every shard ran against the same stack and recorded it alike: the first one that says.
                 engine: shards.iter().find_map(|s| s.engine.clone()),
             })
@@ -297,8 +299,27 @@ mod tests {
             server: None,
             start_skew_ms: None,
             prefix_cache_hit_percent: None,
+            model_load: None,
             engine: None,
         }
+    }
+
+    #[test]
+    fn shards_that_ran_against_one_stack_keep_its_engine_and_model_load() {
+        let engine = llmbench_api::summary::v1::EngineInfo {
+            image: Some("vllm/vllm-openai:v0.26.0".to_owned()),
+            command: vec!["vllm".to_owned(), "serve".to_owned(), "m".to_owned()],
+            model: Some("m".to_owned()),
+            version: Some("0.26.0".to_owned()),
+        };
+        let with = RunSummary {
+            engine: Some(engine.clone()),
+            ..shard(5, 0, None)
+        };
+        // Shard 0 may be the one without (a probe that failed there): any shard's record is the stack's.
+        let total = aggregate(&[shard(5, 0, None), with]).expect("a summary");
+        assert_eq!(total.engine, Some(engine));
+        assert_eq!(total.model_load, None);
     }
 
     #[test]

@@ -216,6 +216,11 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
     let mut slow = sanity(&endpoint, 1, 600);
     slow["timeout"] = json!("4s");
     create("slow", slow).await;
+    // A standalone stack that never becomes ready: no controller-manager runs here, so its Deployment gets no pod.
+    let mut unready = sanity(&endpoint, 1, 1);
+    unready["stack"] = json!({"model": MODEL, "tokenizer": "builtin",
+        "standalone": {"image": "llmbench:never", "readiness": {"timeout": "3s"}}});
+    create("unready", unready).await;
 
     // Two runs at once: each succeeds with its own summary and only its own results.
     let alpha = finished(&runs, "alpha", &operator).await;
@@ -423,6 +428,38 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
     eventually("the timed-out pod gone", RUN_TIMEOUT, || async {
         pods_of(&admin, &slow_run).await.is_empty().then_some(())
     })
+    .await;
+
+    // A standalone stack not ready within its readiness timeout: Failed/StackNotReady naming the timeout, no
+    // launcher started, and the stack's Deployment and Service gone.
+    let unready = finished(&runs, "unready", &operator).await;
+    let (_, reason, message) = condition(&unready, "Failed").expect("a Failed condition");
+    assert_eq!(reason, "StackNotReady", "{message}");
+    assert!(
+        message.contains("readiness.timeout (3s)")
+            && message.contains("the stack's Deployment has no pod yet"),
+        "{message}"
+    );
+    assert_eq!(
+        condition(&unready, "StackReady").map(|c| (c.0, c.1)),
+        Some(("False", "StackNotReady"))
+    );
+    assert!(
+        unready.start_time.is_none(),
+        "no launcher was started: {unready:#?}"
+    );
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(admin.clone(), NS);
+    let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(admin.clone(), NS);
+    eventually(
+        "the unready stack's Deployment and Service gone",
+        RUN_TIMEOUT,
+        || async {
+            let left = deployments.get_opt("unready-stack").await.ok()?.is_some()
+                || services.get_opt("unready-stack").await.ok()?.is_some();
+            (!left).then_some(())
+        },
+    )
     .await;
 
     // The operator killed mid-run: its successor finishes the run with the same, single launcher pod.

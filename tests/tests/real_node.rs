@@ -388,6 +388,7 @@ async fn scenario(cp: &ControlPlane, admin: &Client) -> Result<(), String> {
     .await;
 
     sharded_run(cp, &runs, &llmbench, to.path()).await?;
+    standalone_runs(cp, admin, &runs, &llmbench, to.path()).await?;
 
     // Deleting the run: the garbage collector removes what it owned.
     let pods: Api<Pod> = Api::namespaced(admin.clone(), NAMESPACE);
@@ -472,7 +473,7 @@ async fn scenario(cp: &ControlPlane, admin: &Client) -> Result<(), String> {
     )
     .await;
 
-    for name in ["incluster", "sharded"] {
+    for name in ["incluster", "sharded", "standalone", "stack-dies"] {
         runs.delete(name, &DeleteParams::background())
             .await
             .map_err(|e| format!("deleting run {name}: {e}"))?;
@@ -636,6 +637,222 @@ async fn sharded_run(
         std::fs::read_to_string(&merged).map_err(|e| format!("{}: {e}", merged.display()))?;
     let local: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
     compare_with_status(&local, &summary)
+}
+
+/// A run with a standalone stack: our image's `llmbench sim`, `args` under the image's entrypoint.
+fn standalone_manifest(name: &str, duration_s: u32) -> Value {
+    let mut run = run_manifest();
+    run["metadata"]["name"] = json!(name);
+    run["spec"]["stack"] = json!({
+        "model": MODEL,
+        "tokenizer": "builtin",
+        "standalone": {
+            "image": format!("{IMAGE_REPOSITORY}:{VERSION}"),
+            "command": ["llmbench"],
+            "args": ["sim", "--host", "0.0.0.0", "--port", "8000", "--model", MODEL, "--ttft", "20ms",
+                     "--itl", "2ms"],
+            "readiness": {"timeout": "2m"},
+        },
+        // The simulator answers vLLM's profiler endpoints.
+        "profiling": {"vllm": true},
+    });
+    run["spec"]["overrides"] = json!([
+        "load.stages.0.rate=10",
+        format!("load.stages.0.duration={duration_s}")
+    ]);
+    run
+}
+
+/// Issue 18 on the real node: (a) a standalone stack comes up (StackReady), is benchmarked through its Service and
+/// is torn down; (b) a stack whose pod is deleted mid-run fails the run with StackFailed, naming what happened,
+/// and the records measured until then are kept on the claim.
+async fn standalone_runs(
+    cp: &ControlPlane,
+    admin: &Client,
+    runs: &Api<BenchmarkRun>,
+    llmbench: &Path,
+    to: &Path,
+) -> Result<(), String> {
+    let deployments: Api<Deployment> = Api::namespaced(admin.clone(), NAMESPACE);
+    let services: Api<Service> = Api::namespaced(admin.clone(), NAMESPACE);
+    create(runs, standalone_manifest("standalone", 3)).await;
+    let (run, seen) = finished(runs, "standalone").await;
+    let status = run.status.clone().unwrap_or_default();
+    if status.phase != Some(Phase::Succeeded) {
+        return Err(format!(
+            "the standalone run ended {:?} (seen {seen:?}): {:#?}",
+            status.phase, status.conditions
+        ));
+    }
+    let ready = status.conditions.iter().find(|c| c.type_ == "StackReady");
+    if ready.map(|c| c.status.as_str()) != Some("True") {
+        return Err(format!("the stack never was StackReady: {ready:?}"));
+    }
+    let stack = status.stack.clone().ok_or("no status.stack")?;
+    if stack.url != "http://standalone-stack.bench.svc:8000" || !stack.deleted {
+        return Err(format!("status.stack: {stack:?}"));
+    }
+    let summary = status
+        .summary
+        .clone()
+        .ok_or("the standalone run has no summary")?;
+    if summary.requests != 30 || summary.failures != 0 {
+        return Err(format!(
+            "expected 30 requests (10/s for 3 s) to the standalone stack, none failed: {summary:?}"
+        ));
+    }
+    // The launcher recorded the stack it was told about (--stack-info) and what it probed.
+    let engine = summary
+        .engine
+        .clone()
+        .ok_or("status.summary.engine is missing")?;
+    // The image and command line come from the stack-info record the operator wrote.
+    if engine.image.as_deref() != Some(&format!("{IMAGE_REPOSITORY}:{VERSION}")[..])
+        || engine.command.first().map(String::as_str) != Some("llmbench")
+    {
+        return Err(format!("status.summary.engine: {engine:?}"));
+    }
+    eprintln!("standalone on the real node: status.summary.engine {engine:?}");
+    // run.json has the stack the launcher was told about and the profiling window's two calls, both answered.
+    let to_dir = to.display().to_string();
+    let stdout = check(
+        results(
+            llmbench,
+            cp.kubeconfig_path(),
+            &["fetch", "standalone", "--to", &to_dir],
+        ),
+        "llmbench results fetch standalone",
+    );
+    let fetched = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
+    let run_json = fetched.join("run.json");
+    let meta: Value = serde_json::from_str(
+        &std::fs::read_to_string(&run_json).map_err(|e| format!("{}: {e}", run_json.display()))?,
+    )
+    .map_err(|e| e.to_string())?;
+    for (hook, path) in [("start", "/start_profile"), ("stop", "/stop_profile")] {
+        let call = &meta["profiling"][hook];
+        if call["status"] != json!(200)
+            || call["url"] != json!(format!("http://standalone-stack.bench.svc:8000{path}"))
+        {
+            return Err(format!("run.json profiling.{hook}: {call}"));
+        }
+    }
+    if meta["stack"]["image"] != json!(format!("{IMAGE_REPOSITORY}:{VERSION}")) {
+        return Err(format!("run.json stack: {}", meta["stack"]));
+    }
+    eventually(
+        "the standalone stack's Deployment and Service to go after the run",
+        Duration::from_secs(60),
+        || {
+            let (deployments, services) = (deployments.clone(), services.clone());
+            async move {
+                let left = deployments
+                    .get_opt("standalone-stack")
+                    .await
+                    .ok()?
+                    .is_some()
+                    || services.get_opt("standalone-stack").await.ok()?.is_some();
+                (!left).then_some(())
+            }
+        },
+    )
+    .await;
+
+    // (b): a long run whose stack pod is deleted once load flows.
+    create(runs, standalone_manifest("stack-dies", 60)).await;
+    let stack_pod = eventually(
+        "the stack-dies run to run against its stack",
+        Duration::from_secs(180),
+        || {
+            let runs = runs.clone();
+            async move {
+                let run = runs.get("stack-dies").await.ok()?;
+                let status = run.status?;
+                (status.phase == Some(Phase::Running)).then_some(())?;
+                status.stack?.pod
+            }
+        },
+    )
+    .await;
+    // Let the launcher send for a few seconds first.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), NAMESPACE);
+    pods.delete(&stack_pod, &DeleteParams::default())
+        .await
+        .map_err(|e| format!("deleting the stack pod {stack_pod}: {e}"))?;
+    let (run, _) = finished(runs, "stack-dies").await;
+    let status = run.status.clone().unwrap_or_default();
+    let failed = status.conditions.iter().find(|c| c.type_ == "Failed");
+    let reason_ok = failed.is_some_and(|c| {
+        c.reason == "StackFailed" && c.message.contains(&format!("stack pod {stack_pod}"))
+    });
+    if status.phase != Some(Phase::Failed) || !reason_ok {
+        return Err(format!(
+            "the run whose stack died ended {:?}: {:#?}",
+            status.phase, status.conditions
+        ));
+    }
+    eprintln!(
+        "stack-dies on the real node: {}",
+        failed.map(|c| c.message.as_str()).unwrap_or_default()
+    );
+    // What the launcher measured until it was stopped is on the claim.
+    let to_dir = to.display().to_string();
+    let stdout = check(
+        results(
+            llmbench,
+            cp.kubeconfig_path(),
+            &["fetch", "stack-dies", "--to", &to_dir],
+        ),
+        "llmbench results fetch stack-dies",
+    );
+    let fetched = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
+    let records = std::fs::read_to_string(fetched.join("requests.jsonl"))
+        .map_err(|e| format!("{}: {e}", fetched.display()))?;
+    let kept = records.lines().filter(|l| !l.trim().is_empty()).count();
+    // A record without an error is a request that succeeded (launcher/src/record.rs).
+    let succeeded = records
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.contains("\"error\":"))
+        .count();
+    eprintln!("stack-dies on the real node: {kept} records kept, {succeeded} successful");
+    // 10/s for the 6 s before the stack went, less the launcher's own start: at least 2 s of it.
+    if succeeded < 20 {
+        return Err(format!(
+            "the run whose stack died kept {kept} records ({succeeded} successful), expected at least 20 \
+             successful"
+        ));
+    }
+    eventually(
+        "the dead stack's Deployment and Service to go",
+        Duration::from_secs(60),
+        || {
+            let (deployments, services) = (deployments.clone(), services.clone());
+            async move {
+                let left = deployments
+                    .get_opt("stack-dies-stack")
+                    .await
+                    .ok()?
+                    .is_some()
+                    || services.get_opt("stack-dies-stack").await.ok()?.is_some();
+                (!left).then_some(())
+            }
+        },
+    )
+    .await;
+    // The stacks' pods go with their Deployments (the garbage collector, through their ReplicaSets).
+    eventually("the stacks' pods to go", Duration::from_secs(120), || {
+        let pods = pods.clone();
+        async move {
+            let left = pods
+                .list(&ListParams::default().labels("app.kubernetes.io/component=stack"))
+                .await
+                .ok()?;
+            left.items.is_empty().then_some(())
+        }
+    })
+    .await;
+    Ok(())
 }
 
 /// The fetched `summary.json` and the status summary the operator copied must tell the same numbers.

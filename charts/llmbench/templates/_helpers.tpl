@@ -86,6 +86,15 @@ app.kubernetes.io/component: operator
   # Created if absent, reused if present, never updated or deleted.
   resources: ["persistentvolumeclaims"]
   verbs: ["get", "create"]
+- apiGroups: ["apps"]
+  # A run's standalone stack: watched (list, watch), read for readiness and the heartbeat (get), created where
+  # absent, deleted after the run.
+  resources: ["deployments"]
+  verbs: ["get", "list", "watch", "create", "delete"]
+- apiGroups: [""]
+  # The standalone stack's Service.
+  resources: ["services"]
+  verbs: ["get", "create", "delete"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]

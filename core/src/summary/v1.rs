@@ -305,10 +305,85 @@ pub struct RunSummary {
     /// reported usage, when any response reported cached tokens (summary.json's `prefix_cache` has the counts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix_cache_hit_percent: Option<f64>,
+    /// The nop harness's model-load figures, read from the vLLM server's log as llm-d-benchmark's nop reads it:
+    /// by the launcher from `--vllm-log`, or by the operator from a standalone stack pod's log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_load: Option<ModelLoad>,
     /// The stack under test, when the launcher knew how it was started: image, command line, served model and
     /// engine version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<EngineInfo>,
+}
+
+/// Model-load figures in brief ([`crate::vllm_log::ModelLoadSummary`] in the status's camelCase, its phases one
+/// level deep: a CRD schema cannot recurse). Seconds and GiB; a figure whose log line is missing is 0, as
+/// llm-d-benchmark's nop reports it, and `missing` names those lines.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelLoad {
+    /// The server the log is from.
+    pub name: String,
+    /// "Model loading took … seconds".
+    pub load_seconds: f64,
+    /// "Model loading took … GiB".
+    pub load_gib: f64,
+    /// From the server's first line to "Available routes are:" (upstream's "vLLM Start(secs)").
+    pub vllm_start_seconds: f64,
+    /// torch.compile, in total.
+    pub torch_compile_seconds: f64,
+    /// The memory profiling run.
+    pub memory_profiling_seconds: f64,
+    /// The startup phases (loading weights, compilation, CUDA graph capture, …), a sub-phase titled
+    /// `<phase> / <sub-phase>`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<ModelLoadPhase>,
+    /// The log lines the figures come from that the log lacks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
+}
+
+/// One startup phase.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelLoadPhase {
+    /// The phase, as llm-d-benchmark's nop names it (e.g. Model Loading, CUDA Graph Capture).
+    pub title: String,
+    /// Seconds from the phase's first line to its last; 0 when either is missing, as upstream.
+    pub elapsed_seconds: f64,
+}
+
+impl From<&crate::vllm_log::ModelLoadSummary> for ModelLoad {
+    fn from(m: &crate::vllm_log::ModelLoadSummary) -> Self {
+        fn flatten(
+            prefix: Option<&str>,
+            categories: &[crate::vllm_log::ModelLoadCategory],
+            out: &mut Vec<ModelLoadPhase>,
+        ) {
+            for c in categories {
+                let title = match prefix {
+                    Some(p) => format!("{p} / {}", c.title),
+                    None => c.title.clone(),
+                };
+                out.push(ModelLoadPhase {
+                    title: title.clone(),
+                    elapsed_seconds: c.elapsed_s,
+                });
+                flatten(Some(&title), &c.categories, out);
+            }
+        }
+        let mut phases = Vec::new();
+        flatten(None, &m.categories, &mut phases);
+        ModelLoad {
+            name: m.name.clone(),
+            load_seconds: m.load_s,
+            load_gib: m.load_gib,
+            vllm_start_seconds: m.vllm_start_s,
+            torch_compile_seconds: m.torch_compile_s,
+            memory_profiling_seconds: m.memory_profiling_s,
+            phases,
+            missing: m.missing.clone(),
+        }
+    }
 }
 
 /// The server side of a run in brief: how the scrape went and the means that say why a stack saturates. The
@@ -438,6 +513,7 @@ impl From<&CompactSummary> for RunSummary {
             server: c.server.clone(),
             start_skew_ms: c.start_skew_ms,
             prefix_cache_hit_percent: overall.prefix_cache_hit_rate.map(|rate| rate * 100.0),
+            model_load: c.model_load.as_ref().map(ModelLoad::from),
             engine: c.engine.clone(),
         }
     }

@@ -26,6 +26,14 @@ pub fn profile_config_map(
 ) -> Result<ConfigMap, BuildError> {
     let mut annotations = BTreeMap::new();
     annotations.insert("llmbench.dev/template".to_owned(), template_name.to_owned());
+    let mut data = BTreeMap::from([(PROFILE_FILE.to_owned(), rendered.to_owned())]);
+    // How the run's standalone stack is started, for the launchers to record (`llmbench run --stack-info`).
+    if let Some(stack) = super::stack::standalone(run) {
+        data.insert(
+            super::stack::STACK_INFO_FILE.to_owned(),
+            super::stack::stack_info(run, stack).to_string(),
+        );
+    }
     Ok(ConfigMap {
         metadata: ObjectMeta {
             name: Some(profile_config_map_name(run)),
@@ -35,10 +43,7 @@ pub fn profile_config_map(
             owner_references: Some(vec![owner_reference(run)?]),
             ..ObjectMeta::default()
         },
-        data: Some(BTreeMap::from([(
-            PROFILE_FILE.to_owned(),
-            rendered.to_owned(),
-        )])),
+        data: Some(data),
         ..ConfigMap::default()
     })
 }
@@ -60,6 +65,27 @@ mod tests {
             (owner.kind.as_str(), owner.name.as_str(), owner.controller),
             ("BenchmarkRun", "bench-1", Some(true))
         );
-        assert_eq!(cm.data.expect("data")[PROFILE_FILE], "load: {}\n");
+        let data = cm.data.expect("data");
+        assert_eq!(data[PROFILE_FILE], "load: {}\n");
+        assert!(
+            !data.contains_key(super::super::stack::STACK_INFO_FILE),
+            "no stack info without a standalone stack"
+        );
+    }
+
+    #[test]
+    fn a_standalone_runs_config_map_carries_the_stack_info_the_launchers_read() {
+        let run = fixtures::run(
+            "harness: nop\nworkload:\n  builtin: nop\nstack:\n  model: m\n  standalone:\n    image: sim:1\n    \
+             command: [llmbench]\n    args: [sim, --port, '8000']\n",
+        );
+        let cm = profile_config_map(&run, "nop/nop.yaml.in", "x: 1\n").expect("builds");
+        let data = cm.data.expect("data");
+        let info: serde_json::Value = serde_json::from_str(&data["stack-info.json"]).expect("JSON");
+        // By hand: the image, the given command and args (no extra args), no env.
+        assert_eq!(
+            info,
+            serde_json::json!({"image": "sim:1", "command": ["llmbench"], "args": ["sim", "--port", "8000"], "env": {}})
+        );
     }
 }

@@ -6,6 +6,7 @@ pub mod experiment;
 pub mod names;
 mod pod;
 mod pvc;
+pub mod stack;
 
 use std::collections::BTreeMap;
 
@@ -61,6 +62,19 @@ pub enum BuildError {
         what: &'static str,
         message: String,
     },
+}
+
+/// The placeholder values of `run` (see `BenchmarkRunSpec::render_values`), with a standalone stack's Service URL
+/// as the endpoint unless the run's own `env` sets one.
+pub fn run_values(run: &BenchmarkRun) -> BTreeMap<String, String> {
+    let namespace = run.namespace().unwrap_or_default();
+    let mut values = run.spec.render_values(&namespace);
+    if let Some(stack) = stack::standalone(run) {
+        values
+            .entry(llmbench_api::render::well_known::ENDPOINT_URL.to_owned())
+            .or_insert_with(|| stack::stack_url(run, stack));
+    }
+    values
 }
 
 /// Labels unique to `run`: selecting by them finds this run's pods and nothing else.

@@ -158,8 +158,7 @@ pub fn launcher_pod(
             run: run.name_any(),
             parallelism: spec.launcher.parallelism,
         })?;
-    let namespace = run.namespace().unwrap_or_default();
-    let values = spec.render_values(&namespace);
+    let values = super::run_values(run);
     let mut labels = run_labels(run)?;
     labels.insert(LAUNCHER_INDEX_LABEL.to_owned(), index.to_string());
 
@@ -233,6 +232,20 @@ pub fn launcher_pod(
         // Every shard is told; the launcher of shard 0 scrapes them for the whole run.
         for url in &spec.stack.metrics_endpoints {
             args.extend(["--metrics-endpoint".to_owned(), url.clone()]);
+        }
+        if super::stack::standalone(run).is_some() {
+            args.extend(["--stack-info".to_owned(), super::stack::stack_info_path()]);
+        }
+        if let Some(profiling) = &spec.stack.profiling {
+            if profiling.vllm {
+                args.push("--vllm-profiler".to_owned());
+            }
+            if let Some(start) = &profiling.start {
+                args.extend(["--profiler-start".to_owned(), start.clone()]);
+            }
+            if let Some(stop) = &profiling.stop {
+                args.extend(["--profiler-stop".to_owned(), stop.clone()]);
+            }
         }
         if let Some(search) = &spec.capacity_search {
             // The launcher reads the same type (llmbench_api::capacity::CapacitySearchSpec) from this JSON.
@@ -548,6 +561,41 @@ mod tests {
             command,
             "llmbench report /requests/bench-1-0f3c9a2e --summary-file /dev/termination-log"
         );
+    }
+
+    #[test]
+    fn a_standalone_stacks_launcher_goes_to_its_service_with_the_stack_info_and_the_profiler_hooks()
+    {
+        let run = fixtures::run(
+            "harness: inference-perf\nworkload:\n  builtin: sanity_random\nstack:\n  model: m\n  standalone: {}\n  \
+             profiling: {vllm: true}\n",
+        );
+        let pod = launcher_pod(&run, 0, &settings()).expect("builds");
+        let command = container(&pod).command.clone().expect("command").join(" ");
+        // The Service <run>-stack in the run's namespace on the default port 8000; the ConfigMap's stack-info.json.
+        assert!(
+            command.contains("--endpoint http://bench-1-stack.team-a.svc:8000"),
+            "{command}"
+        );
+        assert!(
+            command.contains("--stack-info /etc/llmbench/profile/stack-info.json --vllm-profiler"),
+            "{command}"
+        );
+        let named = fixtures::run(&format!(
+            "{}  profiling: {{start: /start, stop: 'http://prof:9/stop'}}\n",
+            fixtures::BASIC
+        ));
+        let command = container(&launcher_pod(&named, 0, &settings()).expect("builds"))
+            .command
+            .clone()
+            .expect("command")
+            .join(" ");
+        assert!(
+            command.contains("--profiler-start /start --profiler-stop http://prof:9/stop"),
+            "{command}"
+        );
+        assert!(!command.contains("--stack-info"), "{command}");
+        assert!(!command.contains("--vllm-profiler"), "{command}");
     }
 
     #[test]

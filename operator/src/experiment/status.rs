@@ -486,6 +486,7 @@ mod tests {
             server: None,
             start_skew_ms: None,
             prefix_cache_hit_percent: None,
+            model_load: None,
             engine: None,
         }
     }

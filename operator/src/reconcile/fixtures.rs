@@ -111,6 +111,16 @@ impl Exchange {
         self.send.send_response(response);
     }
 
+    /// Answers 200 with plain text, as the pods/log subresource does.
+    pub fn text(self, body: &str) {
+        let response = Response::builder()
+            .status(200)
+            .header("content-type", "text/plain")
+            .body(Body::from(body.as_bytes().to_vec()))
+            .expect("a response");
+        self.send.send_response(response);
+    }
+
     /// Answers 200 with `body`.
     pub fn ok(self, body: &impl Serialize) {
         self.reply(200, body);

@@ -224,6 +224,15 @@ pub async fn run_controllers(
                 crate::builders::FIELD_MANAGER
             )),
         )
+        // Standalone stacks: a Deployment that becomes available starts the launchers, one that stops being
+        // available is the heartbeat failing.
+        .owns(
+            api::<k8s_openapi::api::apps::v1::Deployment>(&client, namespace),
+            watcher::Config::default().labels(&format!(
+                "app.kubernetes.io/managed-by={}",
+                crate::builders::FIELD_MANAGER
+            )),
+        )
         // A WorkloadProfile that appears or changes wakes the runs that reference it (e.g. ProfileNotFound).
         .watches(
             profiles.clone(),

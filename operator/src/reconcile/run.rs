@@ -11,7 +11,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{
@@ -29,6 +30,10 @@ use serde_json::json;
 
 use super::{Ctx, Reason, is_already_exists, is_not_found, release, retry_key, warn_failed};
 use crate::builders::names::controlled_by;
+use crate::builders::stack::{
+    STACK_CONTAINER, stack_deployment, stack_image, stack_name, stack_selector, stack_service,
+    stack_url, standalone,
+};
 use crate::builders::{
     self, BuildError, FIELD_MANAGER, colocate_shards, launcher_pod, launcher_pod_name, merge_pod,
     merge_pod_name, needs_merge, profile_config_map, profile_config_map_name, run_id, run_selector,
@@ -36,6 +41,7 @@ use crate::builders::{
 };
 use crate::metrics::ControllerName;
 use crate::resolve::{RenderedProfile, ResolveError, render_run_profile};
+use crate::stack::{STACK_READY, StackState, stack_state};
 use crate::status::{
     self, COMPLETED, FailureReason, LAUNCHER_STARTED, PROFILE_RENDERED, PodFailure, PodOutcome,
     Progress, RECONCILED, condition, failure_message, is_finished, parse_duration, pod_outcome,
@@ -50,6 +56,14 @@ const RESYNC: Duration = Duration::from_secs(60);
 const LOG_TAIL_LINES: i64 = 40;
 /// Wake a little after a deadline rather than a little before it.
 const DEADLINE_SLACK: Duration = Duration::from_millis(500);
+/// How often a starting standalone stack is looked at, beside its Deployment's own events.
+const STACK_POLL: Duration = Duration::from_secs(5);
+/// The heartbeat of a standalone stack while launchers run against it: its Deployment's events wake the run at
+/// once when the pod stops being ready; this catches what changes no Deployment status (a pod deleted and
+/// replaced by a ready one between two looks).
+const STACK_HEARTBEAT: Duration = Duration::from_secs(10);
+/// The most of a stack pod's log read for the nop harness: a vLLM startup log is some hundred kilobytes.
+const STACK_LOG_LIMIT_BYTES: i64 = 8 * 1024 * 1024;
 
 /// Why reconciling a BenchmarkRun failed; each names the action and the object.
 #[derive(Debug, thiserror::Error)]
@@ -114,6 +128,31 @@ pub enum Error {
         name: String,
         source: kube::Error,
     },
+    /// `object` is the kind and the name, e.g. `Deployment bench-1-stack`.
+    #[error("failed to ensure the standalone stack's {object} for BenchmarkRun {run}: {source}")]
+    EnsureStack {
+        run: String,
+        object: String,
+        source: kube::Error,
+    },
+    #[error(
+        "{kind} {namespace}/{name} exists and is not owned by BenchmarkRun {run}; delete or rename it, or rename \
+         the run"
+    )]
+    StackNotOwned {
+        run: String,
+        kind: &'static str,
+        namespace: String,
+        name: String,
+    },
+    #[error("failed to read the standalone stack of BenchmarkRun {run}: {source}")]
+    ReadStack { run: String, source: kube::Error },
+    #[error("failed to delete the standalone stack's {object} of BenchmarkRun {run}: {source}")]
+    DeleteStack {
+        run: String,
+        object: String,
+        source: kube::Error,
+    },
     #[error("failed to write the status of BenchmarkRun {run}: {source}")]
     PatchStatus { run: String, source: kube::Error },
     #[error("cannot build the objects of BenchmarkRun: {0}")]
@@ -149,6 +188,10 @@ impl Reason for Error {
             Error::PodNotOwned { .. } => "PodNotOwned",
             Error::DeletePod { .. } => "DeletePodFailed",
             Error::DeleteConfigMap { .. } => "DeleteConfigMapFailed",
+            Error::EnsureStack { .. } => "EnsureStackFailed",
+            Error::StackNotOwned { .. } => "StackNotOwned",
+            Error::ReadStack { .. } => "ReadStackFailed",
+            Error::DeleteStack { .. } => "DeleteStackFailed",
             Error::PatchStatus { .. } => "PatchStatusFailed",
             Error::Build(_) => "BuildFailed",
             Error::Finalizer(inner) => match inner.as_ref() {
@@ -266,6 +309,15 @@ impl<'a> Pass<'a> {
         if status.phase.is_none() {
             status.phase = Some(Phase::Pending);
         }
+        if let Some(stack) = standalone(run)
+            && status.stack.is_none()
+        {
+            status.stack = Some(crate::stack::initial_status(
+                stack_name(run),
+                stack_url(run, stack),
+                stack_image(stack),
+            ));
+        }
         Ok(Pass {
             run,
             ctx,
@@ -295,6 +347,11 @@ enum Outcome {
         merged: Option<(String, String)>,
     },
     Failed(PodFailure),
+    /// The standalone stack could not start (StackNotReady) or died during the run (StackFailed).
+    StackDown {
+        reason: FailureReason,
+        message: String,
+    },
     /// The run outlived `spec.timeout`, counted from its creation.
     TimedOut,
 }
@@ -319,6 +376,12 @@ async fn apply(run: &BenchmarkRun, ctx: &Ctx) -> Result<Action, Error> {
     }
     if pass.status.start_time.is_none() {
         if (pods.len() as u32) < pass.expected {
+            // A standalone stack first: the launchers start once it is ready.
+            if let Some(stack) = standalone(run)
+                && let Some(outcome) = stack_step(&mut pass, stack).await?
+            {
+                return finish(pass, outcome, &pods).await;
+            }
             match prepare(&mut pass).await? {
                 Prepared::NotRendered(error) => return profile_not_rendered(pass, &error).await,
                 Prepared::Ready { access_modes } => {
@@ -328,8 +391,345 @@ async fn apply(run: &BenchmarkRun, ctx: &Ctx) -> Result<Action, Error> {
         }
         mark_started(&mut pass, &pods);
     }
-    let outcome = observe(&mut pass, &pods).await?;
+    let mut outcome = observe(&mut pass, &pods).await?;
+    // The heartbeat: while the launchers run (or when one failed, perhaps because of it), a stack that died is
+    // the run's failure.
+    // A merge (or a collector) reads the volume only: the stack may go by then.
+    let sending = match &outcome {
+        Outcome::InFlight { reason, .. } => !matches!(*reason, "Merging" | "Collecting"),
+        Outcome::Failed(_) => true,
+        _ => false,
+    };
+    if standalone(run).is_some() && sending {
+        if let Some(down) = heartbeat(&pass).await? {
+            outcome = down;
+        } else if let Outcome::InFlight { poll, .. } = &mut outcome {
+            *poll = (*poll).min(STACK_HEARTBEAT);
+        }
+    }
     finish(pass, outcome, &pods).await
+}
+
+/// Makes the standalone stack's Deployment and Service where absent and looks at it: `None` once it is ready (the
+/// launchers may start), else how the pass ends — still starting, or failed with StackNotReady.
+async fn stack_step(
+    pass: &mut Pass<'_>,
+    stack: &llmbench_api::v1alpha1::StandaloneStack,
+) -> Result<Option<Outcome>, Error> {
+    let run = pass.run;
+    let ctx = pass.ctx;
+    let deployment = ensure_stack(run, stack, ctx).await?;
+    let stack_pods = list_stack_pods(run, &pass.pods_api).await?;
+    let state = stack_state(Some(&deployment), &stack_pods, None);
+    let timeout = &stack.readiness.timeout;
+    let (detail, pod, restarted, starting) = match state {
+        StackState::Ready { pod, restarts } => {
+            let url = stack_url(run, stack);
+            let was_ready = pass.status.stack.as_ref().is_some_and(|s| s.ready);
+            if let Some(status) = pass.status.stack.as_mut() {
+                status.ready = true;
+                status.pod = Some(pod.clone());
+                status.restarts = Some(restarts);
+            }
+            let message = format!("stack pod {pod} is ready; the launchers go to {url}");
+            set_condition(
+                &mut pass.status.conditions,
+                STACK_READY,
+                true,
+                "StackReady",
+                &message,
+                pass.generation,
+                pass.now,
+            );
+            if !was_ready {
+                ctx.publish(
+                    &run.object_ref(&()),
+                    EventType::Normal,
+                    "StackReady",
+                    "StartStack",
+                    &message,
+                )
+                .await;
+            }
+            return Ok(None);
+        }
+        StackState::Starting { detail } => (detail, None, false, true),
+        StackState::Failed {
+            pod,
+            detail,
+            restarted,
+        } => (detail, pod, restarted, false),
+    };
+    let created = deployment
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map_or(pass.now, |t| t.0);
+    let limit = parse_duration(timeout).unwrap_or_else(|e| {
+        // The CRD admits only valid durations; fall back to the default rather than never giving up.
+        tracing::warn!(run = %run.name_any(), error = %e, "unparsable readiness.timeout; using 15m");
+        Duration::from_secs(15 * 60)
+    });
+    let waited = pass.now.duration_since(created).unsigned_abs();
+    if starting && waited < limit {
+        set_condition(
+            &mut pass.status.conditions,
+            STACK_READY,
+            false,
+            "StackStarting",
+            &detail,
+            pass.generation,
+            pass.now,
+        );
+        return Ok(Some(Outcome::InFlight {
+            phase: Phase::Pending,
+            reason: "StackStarting",
+            poll: STACK_POLL.min(limit - waited),
+        }));
+    }
+    let pod = pod.or_else(|| stack_pods.first().map(ResourceExt::name_any));
+    let tail = match &pod {
+        Some(pod) => stack_log_tail(&pass.pods_api, pod, restarted).await,
+        None => None,
+    };
+    let message = if starting {
+        crate::stack::not_ready_message(timeout, &detail, tail.as_deref())
+    } else {
+        crate::stack::cannot_start_message(&detail, tail.as_deref())
+    };
+    Ok(Some(Outcome::StackDown {
+        reason: FailureReason::StackNotReady,
+        message,
+    }))
+}
+
+/// The heartbeat of a running run's standalone stack: `Some` (StackFailed) when the pod the launchers run against
+/// died, went away or stopped being ready.
+async fn heartbeat(pass: &Pass<'_>) -> Result<Option<Outcome>, Error> {
+    let Some((pod, restarts)) = pass
+        .status
+        .stack
+        .as_ref()
+        .and_then(|s| Some((s.pod.clone()?, s.restarts.unwrap_or(0))))
+    else {
+        return Ok(None);
+    };
+    let run = pass.run;
+    let deployments: Api<Deployment> = Api::namespaced(pass.ctx.client.clone(), &pass.namespace);
+    let deployment = deployments
+        .get_opt(&stack_name(run))
+        .await
+        .map_err(|source| Error::ReadStack {
+            run: run.name_any(),
+            source,
+        })?;
+    let stack_pods = list_stack_pods(run, &pass.pods_api).await?;
+    match stack_state(deployment.as_ref(), &stack_pods, Some((&pod, restarts))) {
+        StackState::Failed {
+            pod: failed,
+            detail,
+            restarted,
+        } => {
+            // A pod that is gone has no log left to read; a replacement's is not the one that died.
+            let tail = match failed.filter(|p| stack_pods.iter().any(|s| s.name_any() == *p)) {
+                Some(p) => stack_log_tail(&pass.pods_api, &p, restarted).await,
+                None => None,
+            };
+            Ok(Some(Outcome::StackDown {
+                reason: FailureReason::StackFailed,
+                message: crate::stack::failed_message(&detail, tail.as_deref()),
+            }))
+        }
+        StackState::Ready { .. } | StackState::Starting { .. } => Ok(None),
+    }
+}
+
+/// Creates the stack's Deployment and Service where absent and returns the Deployment. Objects of those names
+/// that the run does not control are refused, never taken over.
+async fn ensure_stack(
+    run: &BenchmarkRun,
+    stack: &llmbench_api::v1alpha1::StandaloneStack,
+    ctx: &Ctx,
+) -> Result<Deployment, Error> {
+    let namespace = run.namespace().unwrap_or_default();
+    let name = stack_name(run);
+    let uid = builders::uid(run)?;
+    let err = |kind: &'static str| {
+        let object = format!("{kind} {name}");
+        move |source| Error::EnsureStack {
+            run: run.name_any(),
+            object,
+            source,
+        }
+    };
+    let not_owned = |kind: &'static str| Error::StackNotOwned {
+        run: run.name_any(),
+        kind,
+        namespace: namespace.clone(),
+        name: name.clone(),
+    };
+    let services: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
+    match services.get_opt(&name).await.map_err(err("Service"))? {
+        Some(found) if !controlled_by(&found.metadata, uid) => return Err(not_owned("Service")),
+        Some(_) => {}
+        None => {
+            services
+                .create(&post_params(), &stack_service(run, stack)?)
+                .await
+                .map_err(err("Service"))?;
+        }
+    }
+    let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
+    match deployments
+        .get_opt(&name)
+        .await
+        .map_err(err("Deployment"))?
+    {
+        Some(found) if !controlled_by(&found.metadata, uid) => Err(not_owned("Deployment")),
+        Some(found) => Ok(found),
+        None => {
+            let created = deployments
+                .create(&post_params(), &stack_deployment(run, stack)?)
+                .await
+                .map_err(err("Deployment"))?;
+            ctx.publish(
+                &run.object_ref(&()),
+                EventType::Normal,
+                "StackCreated",
+                "StartStack",
+                &format!(
+                    "created the standalone stack {name} ({}); the launchers start once it is ready",
+                    stack_image(stack)
+                ),
+            )
+            .await;
+            Ok(created)
+        }
+    }
+}
+
+async fn list_stack_pods(run: &BenchmarkRun, pods: &Api<Pod>) -> Result<Vec<Pod>, Error> {
+    let selector = stack_selector(run)?;
+    Ok(pods
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|source| Error::ReadStack {
+            run: run.name_any(),
+            source,
+        })?
+        .items)
+}
+
+/// The last lines of the stack server's log — of its previous instance when it restarted, which is the one that
+/// says why; `None` when there is none or the kubelet cannot be reached.
+async fn stack_log_tail(api: &Api<Pod>, pod: &str, previous: bool) -> Option<String> {
+    let params = LogParams {
+        container: Some(STACK_CONTAINER.to_owned()),
+        tail_lines: Some(LOG_TAIL_LINES),
+        limit_bytes: Some(16 * 1024),
+        previous,
+        ..LogParams::default()
+    };
+    match api.logs(pod, &params).await {
+        Ok(text) => Some(text),
+        Err(e) => {
+            tracing::info!(pod, error = %e, "cannot read the stack's log");
+            None
+        }
+    }
+}
+
+/// Deletes the standalone stack's Deployment and Service, those the run controls, unless it is to be kept
+/// (`keep` is ignored when the run itself is deleted: `force`).
+async fn teardown_stack(run: &BenchmarkRun, ctx: &Ctx, force: bool) -> Result<(), Error> {
+    let Some(stack) = standalone(run) else {
+        return Ok(());
+    };
+    if stack.keep && !force {
+        return Ok(());
+    }
+    let namespace = run.namespace().unwrap_or_default();
+    let name = stack_name(run);
+    let uid = builders::uid(run)?;
+    let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
+    delete_stack_object(run, &deployments, &name, uid, "Deployment").await?;
+    let services: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
+    delete_stack_object(run, &services, &name, uid, "Service").await
+}
+
+async fn delete_stack_object<K>(
+    run: &BenchmarkRun,
+    api: &Api<K>,
+    name: &str,
+    uid: &str,
+    kind: &'static str,
+) -> Result<(), Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let err = |source| Error::DeleteStack {
+        run: run.name_any(),
+        object: format!("{kind} {name}"),
+        source,
+    };
+    match api.get_opt(name).await.map_err(err)? {
+        Some(found) if controlled_by(found.meta(), uid) => {
+            if found.meta().deletion_timestamp.is_some() {
+                return Ok(());
+            }
+            match api.delete(name, &only_this(found.meta().uid.clone())).await {
+                Ok(_) => {
+                    tracing::info!(run = %run.name_any(), kind, name, "deleted the standalone stack");
+                    Ok(())
+                }
+                Err(e) if is_not_found(&e) || is_conflict(&e) => Ok(()),
+                Err(e) => Err(err(e)),
+            }
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The nop harness on a standalone stack: the model-load figures of the stack pod's log, as llm-d-benchmark's nop
+/// reads its vLLM pod's log once the harness ran. A log that cannot be read or is no vLLM log is told in a Warning
+/// event; the run still succeeds, as upstream's nop does.
+async fn stack_model_load(
+    run: &BenchmarkRun,
+    status: &BenchmarkRunStatus,
+    api: &Api<Pod>,
+    ctx: &Ctx,
+    now: Timestamp,
+) -> Option<llmbench_api::summary::v1::ModelLoad> {
+    if run.spec.harness != llmbench_api::v1alpha1::Harness::Nop {
+        return None;
+    }
+    let pod = status.stack.as_ref()?.pod.clone()?;
+    let params = LogParams {
+        container: Some(STACK_CONTAINER.to_owned()),
+        limit_bytes: Some(STACK_LOG_LIMIT_BYTES),
+        ..LogParams::default()
+    };
+    let read = match api.logs(&pod, &params).await {
+        Ok(log) => {
+            let year = now.to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC).year();
+            crate::stack::model_load(&log, &pod, &run.spec.stack.model, i32::from(year))
+        }
+        Err(e) => Err(format!("cannot read the log of stack pod {pod}: {e}")),
+    };
+    match read {
+        Ok(load) => Some(load),
+        Err(why) => {
+            ctx.publish(
+                &run.object_ref(&()),
+                EventType::Warning,
+                "ModelLoadUnread",
+                "Collect",
+                &format!("the nop harness read no model-load times from the stack: {why}"),
+            )
+            .await;
+            None
+        }
+    }
 }
 
 /// Prepare: render the profile, then make the ConfigMap holding it and ensure the workload claim.
@@ -484,13 +884,24 @@ async fn finish(mut pass: Pass<'_>, outcome: Outcome, pods: &[Pod]) -> Result<Ac
     let ctx = pass.ctx;
     let now = pass.now;
     let generation = pass.generation;
-    let status = std::mem::take(&mut pass.status);
-    match outcome {
+    let mut status = std::mem::take(&mut pass.status);
+    let ends = !matches!(outcome, Outcome::InFlight { .. });
+    if ends && let Some(stack) = status.stack.as_mut() {
+        // Written before the deletion follows, as every finishing status is (see above).
+        stack.deleted = !standalone(run).is_some_and(|s| s.keep);
+    }
+    let result = match outcome {
         Outcome::Succeeded { shards, merged } => {
-            let (status, note) = match &merged {
+            let (mut status, note) = match &merged {
                 Some((pod, message)) => status::merged(run, status, &shards, (pod, message), now),
                 None => status::succeeded(run, status, &shards, now),
             };
+            if let Some(load) = stack_model_load(run, &status, &pass.pods_api, ctx, now).await {
+                status
+                    .summary
+                    .get_or_insert_with(Default::default)
+                    .model_load = Some(load);
+            }
             write_status(run, pass.old.as_ref(), &status, ctx).await?;
             let (type_, reason, message) = match note {
                 None => (
@@ -527,6 +938,36 @@ async fn finish(mut pass: Pass<'_>, outcome: Outcome, pods: &[Pod]) -> Result<Ac
                 .record_run_results(&pass.namespace, &run.name_any(), &status);
             Ok(Action::await_change())
         }
+        Outcome::StackDown { reason, message } => {
+            if let Some(stack) = status.stack.as_mut() {
+                stack.ready = false;
+            }
+            set_condition(
+                &mut status.conditions,
+                STACK_READY,
+                false,
+                reason.as_str(),
+                &message,
+                generation,
+                now,
+            );
+            let status = status::failed(status, reason, &message, generation, now);
+            write_status(run, pass.old.as_ref(), &status, ctx).await?;
+            // SIGTERM: each launcher records what is in flight as cancelled and writes every report, marked
+            // interrupted, before it exits.
+            stop_active_pods(run, pods, &pass.pods_api).await?;
+            ctx.publish(
+                &run.object_ref(&()),
+                EventType::Warning,
+                reason.as_str(),
+                "Heartbeat",
+                &message,
+            )
+            .await;
+            ctx.metrics
+                .record_run_results(&pass.namespace, &run.name_any(), &status);
+            Ok(Action::await_change())
+        }
         Outcome::TimedOut => {
             let message = timeout_message(run, &status, pods);
             let status = status::failed(status, FailureReason::Timeout, &message, generation, now);
@@ -554,7 +995,11 @@ async fn finish(mut pass: Pass<'_>, outcome: Outcome, pods: &[Pod]) -> Result<Ac
             let wait = remaining(run, now).map_or(poll, |left| left.min(poll)) + DEADLINE_SLACK;
             Ok(Action::requeue(wait))
         }
+    };
+    if ends && result.is_ok() {
+        teardown_stack(run, ctx, false).await?;
     }
+    result
 }
 
 /// Why the run timed out, in words: with the last reconcile error when it never got to start.
@@ -592,6 +1037,8 @@ async fn settle_finished(
         let pods = list_pods(run, &api).await?;
         stop_active_pods(run, &pods, &api).await?;
     }
+    // The pass that finished the run may have been cut short before it deleted the stack.
+    teardown_stack(run, ctx, false).await?;
     // Clears an earlier failure of this very step from the status.
     write_status(run, Some(done), done, ctx).await?;
     Ok(Action::await_change())
@@ -1162,6 +1609,7 @@ async fn cleanup(run: &BenchmarkRun, ctx: &Ctx) -> Result<Action, Error> {
         }
         None => {}
     }
+    teardown_stack(run, ctx, true).await?;
     ctx.metrics.forget_run_results(&namespace, &run.name_any());
     ctx.retries.succeeded(&retry_key(run));
     tracing::info!(run = %run.name_any(), namespace, pods = pods.len(), "cleaned up a deleted run");
@@ -1510,6 +1958,373 @@ mod tests {
             "status": {"phase": "Running", "containerStatuses": [{"name": "launcher", "image": "i",
                 "imageID": "", "ready": true, "restartCount": 0, "state": {"running": {}}}]},
         })
+    }
+
+    const DEPLOY_PATH: &str = "/apis/apps/v1/namespaces/team-a/deployments";
+    const SVC_PATH: &str = "/api/v1/namespaces/team-a/services";
+    const STANDALONE: &str = "
+harness: inference-perf
+workload:
+  builtin: sanity_random
+stack:
+  model: m
+  standalone:
+    image: llmbench:dev
+    args: [sim, --host, 0.0.0.0, --port, '8000']
+";
+
+    /// `object` as the run's controller owner reference makes it.
+    fn owned(mut object: Value) -> Value {
+        object["metadata"]["uid"] = json!("stack-uid");
+        object["metadata"]["ownerReferences"] = json!([{"apiVersion": "llmbench.dev/v1alpha1",
+            "kind": "BenchmarkRun", "name": "bench-1", "uid": UID, "controller": true}]);
+        object
+    }
+
+    /// The stack's pod: `ready` or not, its container restarted `restarts` times (the last one OOMKilled).
+    fn stack_pod(ready: bool, restarts: i32, phase: &str) -> Value {
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "bench-1-stack-7d9f", "namespace": "team-a", "uid": "stack-pod-uid",
+                         "labels": {"llmbench.dev/stack-of": UID}},
+            "status": {"phase": phase,
+                "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}],
+                "containerStatuses": [{"name": "stack", "image": "i", "imageID": "", "ready": ready,
+                    "restartCount": restarts, "state": {"running": {}},
+                    "lastState": if restarts > 0 {
+                        json!({"terminated": {"exitCode": 137, "reason": "OOMKilled"}})
+                    } else { json!({}) }}]},
+        })
+    }
+
+    /// The stack's Deployment as stored: created `age_s` seconds ago, with `available` replicas.
+    fn stack_deployment_stored(run: &BenchmarkRun, age_s: i64, available: i32) -> Value {
+        let stack = run.spec.stack.standalone.as_ref().expect("standalone");
+        let mut deployment = owned(json_of(&stack_deployment(run, stack).expect("builds")));
+        let created = Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(age_s);
+        deployment["metadata"]["creationTimestamp"] = json!(created.to_string());
+        deployment["status"] = json!({"availableReplicas": available});
+        deployment
+    }
+
+    /// The stack's Deployment and Service deleted after the run, each as the very object that was read.
+    async fn expect_teardown(api: &mut ApiServer, deployment: Value, service: Value) {
+        for (path, object) in [(DEPLOY_PATH, deployment), (SVC_PATH, service)] {
+            let name = format!("{path}/bench-1-stack");
+            api.expect("GET", &name).await.ok(&object);
+            let delete = api.expect("DELETE", &name).await;
+            assert_eq!(delete.body["preconditions"]["uid"], "stack-uid");
+            delete.ok(&object);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_standalone_run_makes_its_stack_first_and_starts_no_launcher_until_it_is_ready() {
+        let run = stored_run(STANDALONE, 5);
+        let stored = json_of(&run);
+        let (result, _) = reconcile_with(&run, |mut api| async move {
+            api.expect("GET", RUN_PATH).await.ok(&stored);
+            api.expect("GET", PODS_PATH)
+                .await
+                .ok(&list("PodList", vec![]));
+            api.expect("GET", &format!("{SVC_PATH}/bench-1-stack"))
+                .await
+                .not_found("services \"bench-1-stack\"");
+            let service = api.expect("POST", SVC_PATH).await;
+            assert_eq!(service.body["metadata"]["ownerReferences"][0]["uid"], UID);
+            assert_eq!(service.body["spec"]["ports"][0]["port"], 8000);
+            service.created();
+            api.expect("GET", &format!("{DEPLOY_PATH}/bench-1-stack"))
+                .await
+                .not_found("deployments.apps \"bench-1-stack\"");
+            let deployment = api.expect("POST", DEPLOY_PATH).await;
+            let container = &deployment.body["spec"]["template"]["spec"]["containers"][0];
+            assert_eq!(container["image"], "llmbench:dev");
+            assert_eq!(container["args"], json!(["sim", "--host", "0.0.0.0", "--port", "8000"]));
+            let created = as_created(deployment.body.clone(), "stack-uid");
+            deployment.reply(201, &created);
+            let event = api.expect("POST", EVENTS_PATH).await;
+            assert_eq!(event.body["reason"], "StackCreated");
+            event.created();
+            let pods = api.expect("GET", PODS_PATH).await;
+            assert!(
+                pods.query.contains("llmbench.dev%2Fstack-of%3D0f3c9a2e"),
+                "{}",
+                pods.query
+            );
+            pods.ok(&list("PodList", vec![stack_pod(false, 0, "Pending")]));
+            // No ConfigMap, claim or launcher yet: the run waits for its stack.
+            let patch = api.expect("PATCH", STATUS_PATH).await;
+            let status = patch.body["status"].clone();
+            assert_eq!(status["phase"], "Pending");
+            assert!(status.get("startTime").is_none(), "{status:#}");
+            let ready = condition_of(&status, "StackReady");
+            assert_eq!((&ready["status"], &ready["reason"]), (&json!("False"), &json!("StackStarting")));
+            assert_eq!(ready["message"], "stack pod bench-1-stack-7d9f: Pending");
+            assert_eq!(
+                status["stack"],
+                json!({"deployment": "bench-1-stack", "service": "bench-1-stack",
+                       "url": "http://bench-1-stack.team-a.svc:8000", "image": "llmbench:dev", "ready": false})
+            );
+            let mut answered = stored.clone();
+            answered["status"] = status;
+            patch.ok(&answered);
+            api
+        })
+        .await;
+        let action = result.expect("the pass succeeds");
+        assert!(
+            action != Action::await_change(),
+            "a starting stack is looked at again"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_stack_not_ready_within_its_timeout_fails_the_run_naming_the_timeout_and_goes() {
+        let run = stored_run(
+            &format!("{STANDALONE}    readiness: {{timeout: 15m}}\n"),
+            20 * 60,
+        );
+        let stored = json_of(&run);
+        let deployment = stack_deployment_stored(&run, 16 * 60, 0);
+        let stack = run.spec.stack.standalone.as_ref().expect("standalone");
+        let service = owned(json_of(&stack_service(&run, stack).expect("builds")));
+        let (result, _) = reconcile_with(&run, |mut api| async move {
+            api.expect("GET", RUN_PATH).await.ok(&stored);
+            api.expect("GET", PODS_PATH)
+                .await
+                .ok(&list("PodList", vec![]));
+            api.expect("GET", &format!("{SVC_PATH}/bench-1-stack"))
+                .await
+                .ok(&service);
+            api.expect("GET", &format!("{DEPLOY_PATH}/bench-1-stack"))
+                .await
+                .ok(&deployment);
+            api.expect("GET", PODS_PATH)
+                .await
+                .ok(&list("PodList", vec![stack_pod(false, 0, "Running")]));
+            let log = api
+                .expect("GET", &format!("{PODS_PATH}/bench-1-stack-7d9f/log"))
+                .await;
+            assert!(log.query.contains("container=stack"), "{}", log.query);
+            log.text("Loading safetensors checkpoint shards: 40% Completed\n");
+            let patch = api.expect("PATCH", STATUS_PATH).await;
+            let status = patch.body["status"].clone();
+            assert_eq!(status["phase"], "Failed");
+            let failed = condition_of(&status, "Failed");
+            assert_eq!(failed["reason"], "StackNotReady");
+            // By hand from not_ready_message: the timeout, where the pod was, the log tail.
+            assert_eq!(
+                failed["message"],
+                "the standalone stack did not become ready within spec.stack.standalone.readiness.timeout \
+                 (15m); stack pod bench-1-stack-7d9f: Running, not ready yet (readiness probe)\nstack log \
+                 tail:\nLoading safetensors checkpoint shards: 40% Completed"
+            );
+            assert_eq!(condition_of(&status, "StackReady")["reason"], "StackNotReady");
+            assert_eq!(status["stack"]["deleted"], true);
+            let mut answered = stored.clone();
+            answered["status"] = status;
+            patch.ok(&answered);
+            let event = api.expect("POST", EVENTS_PATH).await;
+            assert_eq!(event.body["reason"], "StackNotReady");
+            event.created();
+            expect_teardown(&mut api, deployment, service).await;
+            api
+        })
+        .await;
+        assert_eq!(result.expect("the pass succeeds"), Action::await_change());
+    }
+
+    #[tokio::test]
+    async fn a_stack_that_dies_mid_run_fails_it_with_its_reason_and_log_and_stops_the_launchers() {
+        let mut run = stored_run(STANDALONE, 60);
+        run.status = Some(BenchmarkRunStatus {
+            phase: Some(Phase::Running),
+            start_time: Some(Time(Timestamp::now())),
+            stack: Some(llmbench_api::v1alpha1::StackStatus {
+                deployment: "bench-1-stack".to_owned(),
+                service: "bench-1-stack".to_owned(),
+                url: "http://bench-1-stack.team-a.svc:8000".to_owned(),
+                image: "llmbench:dev".to_owned(),
+                ready: true,
+                pod: Some("bench-1-stack-7d9f".to_owned()),
+                restarts: Some(0),
+                deleted: false,
+            }),
+            ..BenchmarkRunStatus::default()
+        });
+        let stored = json_of(&run);
+        let deployment = stack_deployment_stored(&run, 50, 0);
+        let stack = run.spec.stack.standalone.as_ref().expect("standalone");
+        let service = owned(json_of(&stack_service(&run, stack).expect("builds")));
+        let (result, _) = reconcile_with(&run, |mut api| async move {
+            api.expect("GET", RUN_PATH).await.ok(&stored);
+            api.expect("GET", PODS_PATH)
+                .await
+                .ok(&list("PodList", vec![running_pod()]));
+            // The heartbeat: the Deployment, then the stack pod, restarted once since the launchers started.
+            api.expect("GET", &format!("{DEPLOY_PATH}/bench-1-stack"))
+                .await
+                .ok(&deployment);
+            api.expect("GET", PODS_PATH)
+                .await
+                .ok(&list("PodList", vec![stack_pod(false, 1, "Running")]));
+            // The log of the instance that died.
+            let log = api
+                .expect("GET", &format!("{PODS_PATH}/bench-1-stack-7d9f/log"))
+                .await;
+            assert!(log.query.contains("previous=true"), "{}", log.query);
+            log.text("CUDA out of memory\n");
+            let patch = api.expect("PATCH", STATUS_PATH).await;
+            let status = patch.body["status"].clone();
+            assert_eq!(status["phase"], "Failed");
+            let failed = condition_of(&status, "Failed");
+            assert_eq!(failed["reason"], "StackFailed");
+            assert_eq!(
+                failed["message"],
+                "the stack's server in pod bench-1-stack-7d9f terminated (OOMKilled, exit code 137) and was \
+                 restarted 1 time(s) during the run; the launchers were stopped, and what they measured until \
+                 then is on the workload volume, marked interrupted\nstack log tail:\nCUDA out of memory"
+            );
+            assert_eq!(status["stack"]["ready"], false);
+            let mut answered = stored.clone();
+            answered["status"] = status;
+            patch.ok(&answered);
+            // The status first, then the launcher stopped (SIGTERM: it keeps what it measured).
+            let delete = api
+                .expect("DELETE", &format!("{PODS_PATH}/bench-1-launcher-0"))
+                .await;
+            assert_eq!(delete.body["preconditions"]["uid"], "pod-uid-0");
+            delete.ok(&running_pod());
+            let event = api.expect("POST", EVENTS_PATH).await;
+            assert_eq!(event.body["reason"], "StackFailed");
+            event.created();
+            expect_teardown(&mut api, deployment, service).await;
+            api
+        })
+        .await;
+        assert_eq!(result.expect("the pass succeeds"), Action::await_change());
+    }
+
+    #[tokio::test]
+    async fn a_sharded_runs_merge_does_not_watch_the_stack_it_no_longer_needs() {
+        let mut run = stored_run(&format!("{STANDALONE}launcher:\n  parallelism: 2\n"), 60);
+        run.status = Some(BenchmarkRunStatus {
+            phase: Some(Phase::Collecting),
+            start_time: Some(Time(Timestamp::now())),
+            stack: Some(llmbench_api::v1alpha1::StackStatus {
+                deployment: "bench-1-stack".to_owned(),
+                service: "bench-1-stack".to_owned(),
+                url: "http://bench-1-stack.team-a.svc:8000".to_owned(),
+                image: "llmbench:dev".to_owned(),
+                ready: true,
+                pod: Some("bench-1-stack-7d9f".to_owned()),
+                restarts: Some(0),
+                deleted: false,
+            }),
+            ..BenchmarkRunStatus::default()
+        });
+        let stored = json_of(&run);
+        let launcher = |index: u32| {
+            let mut pod = running_pod();
+            pod["metadata"]["name"] = json!(format!("bench-1-launcher-{index}"));
+            pod["metadata"]["labels"]["llmbench.dev/launcher-index"] = json!(index.to_string());
+            pod["status"] = json!({"phase": "Succeeded", "containerStatuses": [{"name": "launcher",
+                "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"terminated": {"exitCode": 0, "message": "{}"}}}]});
+            pod
+        };
+        let mut merge = running_pod();
+        merge["metadata"]["name"] = json!("bench-1-merge");
+        merge["metadata"]["labels"] = json!({"llmbench.dev/run-uid": UID});
+        let (result, _) = reconcile_with(&run, |mut api| async move {
+            api.expect("GET", RUN_PATH).await.ok(&stored);
+            api.expect("GET", PODS_PATH)
+                .await
+                .ok(&list("PodList", vec![launcher(0), launcher(1), merge]));
+            // No look at the stack's Deployment or pods: the next request is the status.
+            let patch = api.expect("PATCH", STATUS_PATH).await;
+            assert_eq!(
+                condition_of(&patch.body["status"], "Completed")["reason"],
+                "Merging"
+            );
+            let mut answered = stored.clone();
+            answered["status"] = patch.body["status"].clone();
+            patch.ok(&answered);
+            api
+        })
+        .await;
+        assert!(result.is_ok(), "{result:?}");
+    }
+
+    #[tokio::test]
+    async fn a_nop_run_on_a_standalone_stack_reports_the_model_load_from_the_stack_pods_log() {
+        let mut run = stored_run(
+            "harness: nop\nworkload:\n  builtin: nop\nstack:\n  model: Qwen/Qwen3-0.6B\n  standalone: {}\n",
+            60,
+        );
+        run.status = Some(BenchmarkRunStatus {
+            phase: Some(Phase::Running),
+            start_time: Some(Time(Timestamp::now())),
+            stack: Some(llmbench_api::v1alpha1::StackStatus {
+                deployment: "bench-1-stack".to_owned(),
+                service: "bench-1-stack".to_owned(),
+                url: "http://bench-1-stack.team-a.svc:8000".to_owned(),
+                image: llmbench_api::v1alpha1::DEFAULT_STANDALONE_IMAGE.to_owned(),
+                ready: true,
+                pod: Some("bench-1-stack-7d9f".to_owned()),
+                restarts: Some(0),
+                deleted: false,
+            }),
+            ..BenchmarkRunStatus::default()
+        });
+        let stored = json_of(&run);
+        // The nop launcher's compact summary: no requests.
+        let summary = json!({"schema": "llmbench.summary/v1", "run_id": "bench-1-0f3c9a2e", "harness": "nop",
+            "requests": {"total": 0, "succeeded": 0, "failed": 0}, "duration_s": 0.5,
+            "throughput": {"requests_per_s": 0.0, "input_tokens_per_s": 0.0, "output_tokens_per_s": 0.0},
+            "latency_ms": {"ttft": null, "tpot": null, "itl": null, "ntpot": null, "e2e": null}});
+        let mut done = running_pod();
+        done["status"] = json!({"phase": "Succeeded", "containerStatuses": [{"name": "launcher", "image": "i",
+            "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"terminated": {"exitCode": 0, "message": summary.to_string()}}}]});
+        let (result, _) = reconcile_with(&run, |mut api| async move {
+            api.expect("GET", RUN_PATH).await.ok(&stored);
+            api.expect("GET", PODS_PATH)
+                .await
+                .ok(&list("PodList", vec![done]));
+            let log = api
+                .expect("GET", &format!("{PODS_PATH}/bench-1-stack-7d9f/log"))
+                .await;
+            assert!(log.query.contains("container=stack"), "{}", log.query);
+            assert!(
+                !log.query.contains("tailLines"),
+                "the whole log: {}",
+                log.query
+            );
+            log.text(crate::stack::tests::V1_LOG);
+            let patch = api.expect("PATCH", STATUS_PATH).await;
+            let status = patch.body["status"].clone();
+            assert_eq!(status["phase"], "Succeeded");
+            let load = &status["summary"]["modelLoad"];
+            // The recorded vLLM 0.11 log's figures (worked out in crate::stack's tests).
+            assert_eq!(load["name"], "bench-1-stack-7d9f stack");
+            assert_eq!(load["loadSeconds"], 20.442057);
+            assert_eq!(load["vllmStartSeconds"], 123.0);
+            assert_eq!(status["stack"]["deleted"], true);
+            let mut answered = stored.clone();
+            answered["status"] = status;
+            patch.ok(&answered);
+            api.expect("POST", EVENTS_PATH).await.created();
+            for path in [DEPLOY_PATH, SVC_PATH] {
+                api.expect("GET", &format!("{path}/bench-1-stack"))
+                    .await
+                    .not_found("bench-1-stack");
+            }
+            api
+        })
+        .await;
+        assert_eq!(result.expect("the pass succeeds"), Action::await_change());
     }
 
     /// A Running run created two hours ago with a 90 s timeout.
