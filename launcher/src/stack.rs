@@ -273,17 +273,34 @@ pub fn client(
         .build()
 }
 
+/// How many times [`probe`] tries to connect.
+pub const PROBE_ATTEMPTS: u32 = 3;
+
 /// `GET url`, recorded whatever happens: an error status or a body that is not JSON is an error, with the body
 /// kept when it parsed.
+///
+/// A connection that fails before any answer is tried again, up to [`PROBE_ATTEMPTS`] times a second apart: a
+/// Service's endpoints can lag its pod's readiness by a moment, and the record should say what the stack serves,
+/// not that the first connection came too early.
 pub async fn probe(client: &reqwest::Client, url: &str) -> Probe {
     let started = Instant::now();
-    let answer = async {
-        let response = client.get(url).send().await?;
-        let status = response.status();
-        let bytes = response.bytes().await?;
-        Ok::<_, reqwest::Error>((status, bytes))
-    }
-    .await;
+    let mut attempt = 1;
+    let answer = loop {
+        let answer = async {
+            let response = client.get(url).send().await?;
+            let status = response.status();
+            let bytes = response.bytes().await?;
+            Ok::<_, reqwest::Error>((status, bytes))
+        }
+        .await;
+        match answer {
+            Err(e) if e.is_connect() && attempt < PROBE_ATTEMPTS => {
+                attempt += 1;
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+            answer => break answer,
+        }
+    };
     let latency_ms = started.elapsed().as_secs_f64() * 1e3;
     match answer {
         Ok((status, bytes)) => {
@@ -367,6 +384,42 @@ pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A Service whose endpoints lag its pod: nothing listens at the first attempt, the server comes up a
+    /// moment later, and the probe records its answer rather than the early refusal.
+    #[tokio::test]
+    async fn a_probe_tries_again_when_the_first_connection_is_refused() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        drop(listener);
+        let server = tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+            let listener = tokio::net::TcpListener::bind(addr).await.expect("rebind");
+            let (mut socket, _) = listener.accept().await.expect("accept");
+            let mut buf = [0u8; 1024];
+            let _ = tokio::io::AsyncReadExt::read(&mut socket, &mut buf).await;
+            let body = r#"{"data":[{"id":"m"}]}"#;
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            tokio::io::AsyncWriteExt::write_all(&mut socket, answer.as_bytes())
+                .await
+                .expect("answer");
+        });
+        let client = reqwest::Client::new();
+        let probe = probe(&client, &format!("http://{addr}/v1/models")).await;
+        assert_eq!(probe.status, Some(200), "{probe:?}");
+        assert_eq!(probe.error, None);
+        server.await.expect("server");
+        // Nothing ever listening: every attempt refused, the error recorded.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let closed = listener.local_addr().expect("addr");
+        drop(listener);
+        let probe = super::probe(&client, &format!("http://{closed}/v1/models")).await;
+        assert_eq!(probe.status, None);
+        assert!(probe.error.is_some());
+    }
 
     #[test]
     fn a_stack_info_record_parses_with_every_field_optional() {
