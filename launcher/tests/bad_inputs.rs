@@ -605,7 +605,7 @@ fn bad_inference_perf_profiles_are_refused_with_key_and_line() {
             ip("api:\n  session_token_header_key: x-t\n"),
             &[
                 "`api.session_token_header_key`",
-                "per-session request headers",
+                "does not read response headers yet",
             ],
         ),
         profile(
