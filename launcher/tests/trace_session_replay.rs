@@ -69,7 +69,8 @@ fn profile(dir: &str) -> String {
          skip_invalid_files: true\n    include_errors: false\n\
          load:\n  type: trace_session_replay\n  base_seed: 42\n  worker_max_concurrency: 400\n  stages:\n    \
          - concurrent_sessions: 1\n\
-         report:\n  request_lifecycle:\n    summary: true\n    per_stage: true\n    per_request: true\n"
+         report:\n  request_lifecycle:\n    summary: true\n    per_stage: true\n    per_request: true\n  \
+         session_lifecycle:\n    per_session: true\n"
     )
 }
 
@@ -183,6 +184,76 @@ async fn otel_sessions_replay_each_call_after_its_predecessors_by_the_recorded_w
         prompt(a) < prompt(b) && prompt(b) < prompt(c),
         "{a} {b} {c}"
     );
+
+    // inference-perf's session lifecycle reports: both sessions answered all 3 calls.
+    let read = |name: &str| -> Value {
+        let text = std::fs::read_to_string(outcome.dir.join(name))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        serde_json::from_str(&text).expect("JSON")
+    };
+    let summary = read("summary_session_lifecycle_metrics.json");
+    assert_eq!(summary["num_sessions"], 2, "{summary}");
+    assert_eq!(summary["num_sessions_succeeded"], 2, "{summary}");
+    assert_eq!(summary["num_sessions_failed"], 0, "{summary}");
+    assert_eq!(summary["total_events"], 6, "{summary}");
+    assert_eq!(summary["total_events_completed"], 6, "{summary}");
+    assert_eq!(summary["total_events_cancelled"], 0, "{summary}");
+    assert_eq!(summary["num_events"]["median"], 3.0, "{summary}");
+    let stage = read("stage_0_session_lifecycle_metrics.json");
+    let first = stage.as_object().and_then(|o| o.keys().next().cloned());
+    assert_eq!(first.as_deref(), Some("stage_metadata"), "{stage}");
+    assert_eq!(stage["stage_metadata"]["status"], "COMPLETED", "{stage}");
+    assert_eq!(stage["stage_metadata"]["concurrent_sessions"], 1, "{stage}");
+    assert_eq!(stage["stage_metadata"]["session_rate"], Value::Null);
+    assert_eq!(stage["num_sessions"], 2, "{stage}");
+    let per = read("per_session_lifecycle_metrics.json");
+    let per = per.as_array().expect("a list");
+    assert_eq!(per.len(), 2, "{per:?}");
+    // One at a time: the fan-in (session 0) ended first. It starts when its roots are due and ends once its last
+    // call answered; its input tokens are its calls' prompt tokens added up.
+    let fan = &per[0];
+    assert!(
+        fan["session_id"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("trace0_")),
+        "{fan}"
+    );
+    assert_eq!(fan["num_events"], 3, "{fan}");
+    assert_eq!(fan["num_events_completed"], 3, "{fan}");
+    assert_eq!(fan["success"], true, "{fan}");
+    assert_eq!(fan["n_recorded_substitutions"], Value::Null, "{fan}");
+    let secs = |v: &Value| v.as_f64().expect("seconds");
+    let start_s = ns(x, "scheduled_ns") as f64 / 1e9;
+    assert!(
+        (secs(&fan["start_time"]) - start_s).abs() < 1e-6,
+        "{fan} {x}"
+    );
+    let end_s = ns(z, "end_ns") as f64 / 1e9;
+    assert!(
+        (end_s..end_s + 0.03).contains(&secs(&fan["end_time"])),
+        "{fan} {z}"
+    );
+    assert_eq!(
+        fan["total_input_tokens"],
+        prompt(x) + prompt(y) + prompt(z),
+        "{fan}"
+    );
+    assert_eq!(
+        per[1]["total_input_tokens"],
+        prompt(a) + prompt(b) + prompt(c)
+    );
+
+    // `llmbench report DIR` rebuilds them from run.json and requests.jsonl.
+    for name in [
+        "summary_session_lifecycle_metrics.json",
+        "stage_0_session_lifecycle_metrics.json",
+        "per_session_lifecycle_metrics.json",
+    ] {
+        let before = read(name);
+        std::fs::remove_file(outcome.dir.join(name)).expect("remove");
+        llmbench::report::report_dir(&outcome.dir, None).expect("report");
+        assert_eq!(read(name), before, "{name} rebuilt");
+    }
 }
 
 /// What llmbench cannot replay is refused before anything is sent, naming the file and span.

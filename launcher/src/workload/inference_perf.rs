@@ -1543,7 +1543,14 @@ fn parse_report(
     // `SessionLifecycleReportConfig` (`config/reportgen/config.py`): a mapping (not Optional, so no `null`) of
     // three switches; the reports are written for a `trace_session_replay` only, as upstream's session collector
     // exists for session stages only.
-    if let Some(f) = m.get("session_lifecycle") {
+    if let Some(f) = m.take("session_lifecycle") {
+        if f.is_null() {
+            return Err(f.invalid(
+                ctx,
+                "inference-perf's `session_lifecycle` is a mapping of `summary`, `per_stage` and `per_session` \
+                 (not Optional: pydantic refuses `null`)",
+            ));
+        }
         let mut s = f.map(ctx)?;
         let report = &mut workload.report;
         if let Some(f) = s.get("summary") {
