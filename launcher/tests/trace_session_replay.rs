@@ -60,6 +60,11 @@ fn fan_in() -> Value {
 }
 
 fn profile(dir: &str) -> String {
+    profile_with(dir, "- concurrent_sessions: 1")
+}
+
+/// The profile with `stage` as its one stage.
+fn profile_with(dir: &str, stage: &str) -> String {
     format!(
         "server:\n  type: vllm\n  base_url: REPLACE_ENV_LLMDBENCH_HARNESS_STACK_ENDPOINT_URL\n  \
          model_name: REPLACE_ENV_LLMDBENCH_DEPLOY_CURRENT_MODEL\n  ignore_eos: true\n\
@@ -68,7 +73,7 @@ fn profile(dir: &str) -> String {
          use_static_model: true\n    static_model_name: REPLACE_ENV_LLMDBENCH_DEPLOY_CURRENT_MODEL\n    \
          skip_invalid_files: true\n    include_errors: false\n\
          load:\n  type: trace_session_replay\n  base_seed: 42\n  worker_max_concurrency: 400\n  stages:\n    \
-         - concurrent_sessions: 1\n\
+         {stage}\n\
          report:\n  request_lifecycle:\n    summary: true\n    per_stage: true\n    per_request: true\n  \
          session_lifecycle:\n    per_session: true\n"
     )
@@ -253,6 +258,50 @@ async fn otel_sessions_replay_each_call_after_its_predecessors_by_the_recorded_w
         std::fs::remove_file(outcome.dir.join(name)).expect("remove");
         llmbench::report::report_dir(&outcome.dir, None).expect("report");
         assert_eq!(read(name), before, "{name} rebuilt");
+    }
+}
+
+/// A session still running when its stage times out is not reported, as upstream's main loop leaves at the
+/// timeout before it sees the session end: with 400 ms to a first token and a 150 ms timeout, both roots of the
+/// first session are cancelled in flight, and no session ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_cut_by_the_stage_timeout_is_not_reported() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let traces = dir.path().join("traces");
+    std::fs::create_dir(&traces).expect("traces dir");
+    std::fs::write(traces.join("b_fan.json"), fan_in().to_string()).expect("trace");
+    let profile_path = dir.path().join("otel.yaml.in");
+    let text = profile_with(
+        traces.to_str().expect("utf-8"),
+        "- {concurrent_sessions: 1, timeout: 0.15}",
+    );
+    std::fs::write(&profile_path, text).expect("profile");
+    let cli = Cli::parse_from([
+        "llmbench",
+        "--harness",
+        "inference-perf",
+        "--profile",
+        profile_path.to_str().expect("utf-8"),
+        "--output",
+        dir.path().to_str().expect("utf-8"),
+        "--run-id",
+        "cut",
+        "--sim-ttft",
+        "400ms",
+    ]);
+    let outcome = run(cli.run)
+        .await
+        .unwrap_or_else(|e| panic!("the replay fails: {e}"));
+    let text = std::fs::read_to_string(outcome.dir.join("requests.jsonl")).expect("requests.jsonl");
+    assert!(
+        text.lines().count() == 2 && text.contains("cancelled"),
+        "both roots cancelled: {text}"
+    );
+    for name in [
+        "summary_session_lifecycle_metrics.json",
+        "stage_0_session_lifecycle_metrics.json",
+    ] {
+        assert!(!outcome.dir.join(name).exists(), "{name} written");
     }
 }
 

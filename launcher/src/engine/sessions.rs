@@ -28,7 +28,7 @@ use tokio::task::JoinSet;
 
 use super::{StageContext, StopReason};
 use crate::data::{ChatMessage, Prompt};
-use crate::record::{SessionRecord, TurnOf};
+use crate::record::{ErrorClass, SessionRecord, TurnOf};
 use crate::request::{BodySettings, prepare};
 use crate::workload::otel_trace::{self, Build, Event, Graph, Message, SegmentKind};
 
@@ -406,7 +406,15 @@ async fn run_call(
         turn: u32::try_from(index).unwrap_or(u32::MAX),
     });
     let ok = record.succeeded();
+    let stopped = record.error_class() == Some(ErrorClass::Cancelled);
     context.record(record);
+    if stopped {
+        // Cancelled by the stage's stop: upstream's main loop left at the timeout before it could see the
+        // session end, so a session still running then is not reported.
+        session.outcomes[index].send_replace(Some(Outcome::Failed));
+        session.leave_pool();
+        return;
+    }
     if !ok {
         return fail(None);
     }
