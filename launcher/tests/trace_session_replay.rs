@@ -3,6 +3,9 @@
 //! replayed one session at a time. Every call is sent, a root at its session's start and every later call its
 //! recorded wait after its last predecessor answered, its latency counted from that time.
 
+#[allow(dead_code)]
+mod fault;
+
 use clap::Parser;
 use llmbench::run::{RunArgs, run};
 use serde_json::{Value, json};
@@ -303,6 +306,61 @@ async fn a_session_cut_by_the_stage_timeout_is_not_reported() {
     ] {
         assert!(!outcome.dir.join(name).exists(), "{name} written");
     }
+}
+
+/// A session whose first call fails: that call is recorded, its successors are not sent, and the session is
+/// reported failed with the call's error, 0 of 3 completed and 3 − 0 − 1 = 2 cancelled (`process_failure`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_call_fails_its_session_and_cancels_the_rest() {
+    let port = fault::serve(fault::Fault::respond(fault::response(
+        "500 Internal Server Error",
+        "content-type: text/plain\r\n",
+        b"boom",
+    )))
+    .await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let traces = dir.path().join("traces");
+    std::fs::create_dir(&traces).expect("traces dir");
+    std::fs::write(traces.join("a_chain.json"), chain().to_string()).expect("trace");
+    let profile_path = dir.path().join("otel.yaml.in");
+    std::fs::write(&profile_path, profile(traces.to_str().expect("utf-8"))).expect("profile");
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let cli = Cli::parse_from([
+        "llmbench",
+        "--harness",
+        "inference-perf",
+        "--profile",
+        profile_path.to_str().expect("utf-8"),
+        "--output",
+        dir.path().to_str().expect("utf-8"),
+        "--run-id",
+        "failed",
+        "--endpoint",
+        &endpoint,
+        "--model",
+        "m",
+    ]);
+    let outcome = run(cli.run)
+        .await
+        .unwrap_or_else(|e| panic!("the replay fails: {e}"));
+    let text = std::fs::read_to_string(outcome.dir.join("requests.jsonl")).expect("requests.jsonl");
+    assert_eq!(text.lines().count(), 1, "only the root is sent: {text}");
+    let read = |name: &str| -> Value {
+        let text = std::fs::read_to_string(outcome.dir.join(name))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        serde_json::from_str(&text).expect("JSON")
+    };
+    let summary = read("summary_session_lifecycle_metrics.json");
+    assert_eq!(summary["num_sessions"], 1, "{summary}");
+    assert_eq!(summary["num_sessions_failed"], 1, "{summary}");
+    assert_eq!(summary["total_events"], 3, "{summary}");
+    assert_eq!(summary["total_events_completed"], 0, "{summary}");
+    assert_eq!(summary["total_events_cancelled"], 2, "{summary}");
+    // The failed call adds no tokens (`process_failure` returns 0 input and 0 output tokens).
+    assert_eq!(summary["total_input_tokens"]["max"], 0.0, "{summary}");
+    let per = read("per_session_lifecycle_metrics.json");
+    assert_eq!(per[0]["success"], false, "{per}");
+    assert_eq!(per[0]["error"]["error_type"], "HTTP Error 500", "{per}");
 }
 
 /// What llmbench cannot replay is refused before anything is sent, naming the file and span.
