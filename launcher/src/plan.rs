@@ -164,6 +164,10 @@ pub fn stage_meta(stage: &engine::Stage, workload_stage: Option<&Stage>) -> Stag
             }
             _ => None,
         }),
+        session_rate: match &stage.plan {
+            engine::StagePlan::Sessions(replay) => replay.session_rate,
+            _ => None,
+        },
     }
 }
 

@@ -73,6 +73,39 @@ pub struct TurnOf {
     pub turn: u32,
 }
 
+/// One finished session of an inference-perf `trace_session_replay` (`SessionLifecycleMetric` of
+/// `inference_perf/apis/base.py`, built by `build_session_metric` in
+/// `datagen/replay/replay_graph_session_datagen.py`): what only the engine knows — the session's graph size, its
+/// calls that answered, and those never sent after its first failure. Token totals and the first request error
+/// are added from the session's request records when the reports are written. A session is recorded once it
+/// answered every call or first failed; one still running when its stage stops is not (upstream reports only the
+/// sessions its main loop saw complete).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    /// Its conversation id: the records of its calls carry it as `conversation.id`.
+    pub id: u32,
+    /// Upstream's `session_id` (`trace{slot}_{session}`).
+    pub name: String,
+    /// The trace file it was read from (upstream's `file_path`).
+    pub file: String,
+    pub stage: u32,
+    /// When its roots were due, on the run clock.
+    pub start_ns: u64,
+    /// When its last call answered, or when it first failed.
+    pub end_ns: u64,
+    /// Calls in its graph.
+    pub num_events: u32,
+    /// Calls that answered (before the first failure, for a failed session).
+    pub completed: u32,
+    /// For a failed session, its calls that neither answered nor were the failing one (upstream:
+    /// `total_events_in_session − completed_so_far − 1`); 0 for one that succeeded.
+    pub cancelled: u32,
+    /// Why it failed when the failing call was not sent (upstream's `SessionReplayError` reason); a session whose
+    /// failing call was sent takes that call's error instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+}
+
 /// Token counts from the server's `usage` object.
 ///
 /// JSON: `{"prompt_tokens":…,"completion_tokens":…}`, plus `"cached_tokens":…` when the server reported

@@ -1474,6 +1474,9 @@ fn report_options(workload: &Workload) -> ReportOptions {
                 workload.report.use_server_output_tokens;
             options.prometheus_summary = workload.report.prometheus_summary;
             options.prometheus_per_stage = workload.report.prometheus_per_stage;
+            options.session_summary = workload.report.session_summary;
+            options.session_per_stage = workload.report.session_per_stage;
+            options.session_per_session = workload.report.session_per_session;
         }
     }
     options

@@ -822,7 +822,7 @@ mod planner {
         assert_eq!(seen[1].times, times[0]);
         assert_eq!(seen[2].times, times[1]);
         // The deadline ended the probe about 100 ms after it started, long before its requests would have.
-        let probe = seen[0].times;
+        let probe = &seen[0].times;
         let probe_ms = (probe.end_ns - probe.start_ns) / 1_000_000;
         assert!((100..300).contains(&probe_ms), "{probe_ms} ms");
         // No interval after a probe; the interval between the two stages.

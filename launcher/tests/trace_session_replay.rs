@@ -3,6 +3,9 @@
 //! replayed one session at a time. Every call is sent, a root at its session's start and every later call its
 //! recorded wait after its last predecessor answered, its latency counted from that time.
 
+#[allow(dead_code)]
+mod fault;
+
 use clap::Parser;
 use llmbench::run::{RunArgs, run};
 use serde_json::{Value, json};
@@ -60,6 +63,11 @@ fn fan_in() -> Value {
 }
 
 fn profile(dir: &str) -> String {
+    profile_with(dir, "- concurrent_sessions: 1")
+}
+
+/// The profile with `stage` as its one stage.
+fn profile_with(dir: &str, stage: &str) -> String {
     format!(
         "server:\n  type: vllm\n  base_url: REPLACE_ENV_LLMDBENCH_HARNESS_STACK_ENDPOINT_URL\n  \
          model_name: REPLACE_ENV_LLMDBENCH_DEPLOY_CURRENT_MODEL\n  ignore_eos: true\n\
@@ -68,8 +76,9 @@ fn profile(dir: &str) -> String {
          use_static_model: true\n    static_model_name: REPLACE_ENV_LLMDBENCH_DEPLOY_CURRENT_MODEL\n    \
          skip_invalid_files: true\n    include_errors: false\n\
          load:\n  type: trace_session_replay\n  base_seed: 42\n  worker_max_concurrency: 400\n  stages:\n    \
-         - concurrent_sessions: 1\n\
-         report:\n  request_lifecycle:\n    summary: true\n    per_stage: true\n    per_request: true\n"
+         {stage}\n\
+         report:\n  request_lifecycle:\n    summary: true\n    per_stage: true\n    per_request: true\n  \
+         session_lifecycle:\n    per_session: true\n"
     )
 }
 
@@ -183,6 +192,175 @@ async fn otel_sessions_replay_each_call_after_its_predecessors_by_the_recorded_w
         prompt(a) < prompt(b) && prompt(b) < prompt(c),
         "{a} {b} {c}"
     );
+
+    // inference-perf's session lifecycle reports: both sessions answered all 3 calls.
+    let read = |name: &str| -> Value {
+        let text = std::fs::read_to_string(outcome.dir.join(name))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        serde_json::from_str(&text).expect("JSON")
+    };
+    let summary = read("summary_session_lifecycle_metrics.json");
+    assert_eq!(summary["num_sessions"], 2, "{summary}");
+    assert_eq!(summary["num_sessions_succeeded"], 2, "{summary}");
+    assert_eq!(summary["num_sessions_failed"], 0, "{summary}");
+    assert_eq!(summary["total_events"], 6, "{summary}");
+    assert_eq!(summary["total_events_completed"], 6, "{summary}");
+    assert_eq!(summary["total_events_cancelled"], 0, "{summary}");
+    assert_eq!(summary["num_events"]["median"], 3.0, "{summary}");
+    let stage = read("stage_0_session_lifecycle_metrics.json");
+    let first = stage.as_object().and_then(|o| o.keys().next().cloned());
+    assert_eq!(first.as_deref(), Some("stage_metadata"), "{stage}");
+    assert_eq!(stage["stage_metadata"]["status"], "COMPLETED", "{stage}");
+    assert_eq!(stage["stage_metadata"]["concurrent_sessions"], 1, "{stage}");
+    assert_eq!(stage["stage_metadata"]["session_rate"], Value::Null);
+    assert_eq!(stage["num_sessions"], 2, "{stage}");
+    let per = read("per_session_lifecycle_metrics.json");
+    let per = per.as_array().expect("a list");
+    assert_eq!(per.len(), 2, "{per:?}");
+    // One at a time: the fan-in (session 0) ended first. It starts when its roots are due and ends once its last
+    // call answered; its input tokens are its calls' prompt tokens added up.
+    let fan = &per[0];
+    assert!(
+        fan["session_id"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("trace0_")),
+        "{fan}"
+    );
+    assert_eq!(fan["num_events"], 3, "{fan}");
+    assert_eq!(fan["num_events_completed"], 3, "{fan}");
+    assert_eq!(fan["success"], true, "{fan}");
+    assert_eq!(fan["n_recorded_substitutions"], Value::Null, "{fan}");
+    let secs = |v: &Value| v.as_f64().expect("seconds");
+    let start_s = ns(x, "scheduled_ns") as f64 / 1e9;
+    assert!(
+        (secs(&fan["start_time"]) - start_s).abs() < 1e-6,
+        "{fan} {x}"
+    );
+    let end_s = ns(z, "end_ns") as f64 / 1e9;
+    assert!(
+        (end_s..end_s + 0.03).contains(&secs(&fan["end_time"])),
+        "{fan} {z}"
+    );
+    assert_eq!(
+        fan["total_input_tokens"],
+        prompt(x) + prompt(y) + prompt(z),
+        "{fan}"
+    );
+    assert_eq!(
+        per[1]["total_input_tokens"],
+        prompt(a) + prompt(b) + prompt(c)
+    );
+
+    // `llmbench report DIR` rebuilds them from run.json and requests.jsonl.
+    for name in [
+        "summary_session_lifecycle_metrics.json",
+        "stage_0_session_lifecycle_metrics.json",
+        "per_session_lifecycle_metrics.json",
+    ] {
+        let before = read(name);
+        std::fs::remove_file(outcome.dir.join(name)).expect("remove");
+        llmbench::report::report_dir(&outcome.dir, None).expect("report");
+        assert_eq!(read(name), before, "{name} rebuilt");
+    }
+}
+
+/// A session still running when its stage times out is not reported, as upstream's main loop leaves at the
+/// timeout before it sees the session end: with 400 ms to a first token and a 150 ms timeout, both roots of the
+/// first session are cancelled in flight, and no session ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_cut_by_the_stage_timeout_is_not_reported() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let traces = dir.path().join("traces");
+    std::fs::create_dir(&traces).expect("traces dir");
+    std::fs::write(traces.join("b_fan.json"), fan_in().to_string()).expect("trace");
+    let profile_path = dir.path().join("otel.yaml.in");
+    let text = profile_with(
+        traces.to_str().expect("utf-8"),
+        "- {concurrent_sessions: 1, timeout: 0.15}",
+    );
+    std::fs::write(&profile_path, text).expect("profile");
+    let cli = Cli::parse_from([
+        "llmbench",
+        "--harness",
+        "inference-perf",
+        "--profile",
+        profile_path.to_str().expect("utf-8"),
+        "--output",
+        dir.path().to_str().expect("utf-8"),
+        "--run-id",
+        "cut",
+        "--sim-ttft",
+        "400ms",
+    ]);
+    let outcome = run(cli.run)
+        .await
+        .unwrap_or_else(|e| panic!("the replay fails: {e}"));
+    let text = std::fs::read_to_string(outcome.dir.join("requests.jsonl")).expect("requests.jsonl");
+    assert!(
+        text.lines().count() == 2 && text.contains("cancelled"),
+        "both roots cancelled: {text}"
+    );
+    for name in [
+        "summary_session_lifecycle_metrics.json",
+        "stage_0_session_lifecycle_metrics.json",
+    ] {
+        assert!(!outcome.dir.join(name).exists(), "{name} written");
+    }
+}
+
+/// A session whose first call fails: that call is recorded, its successors are not sent, and the session is
+/// reported failed with the call's error, 0 of 3 completed and 3 − 0 − 1 = 2 cancelled (`process_failure`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_call_fails_its_session_and_cancels_the_rest() {
+    let port = fault::serve(fault::Fault::respond(fault::response(
+        "500 Internal Server Error",
+        "content-type: text/plain\r\n",
+        b"boom",
+    )))
+    .await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let traces = dir.path().join("traces");
+    std::fs::create_dir(&traces).expect("traces dir");
+    std::fs::write(traces.join("a_chain.json"), chain().to_string()).expect("trace");
+    let profile_path = dir.path().join("otel.yaml.in");
+    std::fs::write(&profile_path, profile(traces.to_str().expect("utf-8"))).expect("profile");
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let cli = Cli::parse_from([
+        "llmbench",
+        "--harness",
+        "inference-perf",
+        "--profile",
+        profile_path.to_str().expect("utf-8"),
+        "--output",
+        dir.path().to_str().expect("utf-8"),
+        "--run-id",
+        "failed",
+        "--endpoint",
+        &endpoint,
+        "--model",
+        "m",
+    ]);
+    let outcome = run(cli.run)
+        .await
+        .unwrap_or_else(|e| panic!("the replay fails: {e}"));
+    let text = std::fs::read_to_string(outcome.dir.join("requests.jsonl")).expect("requests.jsonl");
+    assert_eq!(text.lines().count(), 1, "only the root is sent: {text}");
+    let read = |name: &str| -> Value {
+        let text = std::fs::read_to_string(outcome.dir.join(name))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        serde_json::from_str(&text).expect("JSON")
+    };
+    let summary = read("summary_session_lifecycle_metrics.json");
+    assert_eq!(summary["num_sessions"], 1, "{summary}");
+    assert_eq!(summary["num_sessions_failed"], 1, "{summary}");
+    assert_eq!(summary["total_events"], 3, "{summary}");
+    assert_eq!(summary["total_events_completed"], 0, "{summary}");
+    assert_eq!(summary["total_events_cancelled"], 2, "{summary}");
+    // The failed call adds no tokens (`process_failure` returns 0 input and 0 output tokens).
+    assert_eq!(summary["total_input_tokens"]["max"], 0.0, "{summary}");
+    let per = read("per_session_lifecycle_metrics.json");
+    assert_eq!(per[0]["success"], false, "{per}");
+    assert_eq!(per[0]["error"]["error_type"], "HTTP Error 500", "{per}");
 }
 
 /// What llmbench cannot replay is refused before anything is sent, naming the file and span.

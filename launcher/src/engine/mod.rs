@@ -249,11 +249,13 @@ impl StagePlanner for FixedStages {
 }
 
 /// When each stage ran, in nanoseconds on the run clock, and why it ended early if it did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StageTimes {
     pub start_ns: u64,
     pub end_ns: u64,
     pub stopped: Option<StopReason>,
+    /// A trace session replay's finished sessions (one small record each; empty for other stages).
+    pub sessions: Vec<crate::record::SessionRecord>,
 }
 
 /// Counters a progress display reads while the run goes on, and the run's planned / sent / finished counts.
@@ -610,6 +612,7 @@ pub async fn run(
         // The stage's origin: its schedule's offsets count from here, and so do its times.
         let start = Instant::now();
         let mut start_ns = clock.ns_of(start);
+        let mut finished_sessions = Vec::new();
         let deadline = planned.deadline.map(|after| {
             let due = tokio::time::Instant::from_std(start + after);
             let requests = requests_control.clone();
@@ -641,7 +644,8 @@ pub async fn run(
                 trace::run_trace(stage_context, start, Arc::clone(replay)).await;
             }
             StagePlan::Sessions(replay) => {
-                sessions::run_sessions(stage_context, start, Arc::clone(replay)).await;
+                finished_sessions =
+                    sessions::run_sessions(stage_context, start, Arc::clone(replay)).await;
             }
             StagePlan::LmBench(stage) => {
                 // The stage's figures start with its measured invocation, after its warm-ups.
@@ -659,9 +663,10 @@ pub async fn run(
             start_ns,
             end_ns: clock.now_ns(),
             stopped: stage_control.reason().or_else(|| control.reason()),
+            sessions: finished_sessions,
         };
         if !planned.probe {
-            times.push(stage_times);
+            times.push(stage_times.clone());
         }
         pause = !planned.probe;
         finished = Some(FinishedStage {

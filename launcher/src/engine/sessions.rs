@@ -28,7 +28,7 @@ use tokio::task::JoinSet;
 
 use super::{StageContext, StopReason};
 use crate::data::{ChatMessage, Prompt};
-use crate::record::TurnOf;
+use crate::record::{ErrorClass, SessionRecord, TurnOf};
 use crate::request::{BodySettings, prepare};
 use crate::workload::otel_trace::{self, Build, Event, Graph, Message, SegmentKind};
 
@@ -124,9 +124,38 @@ struct Session {
     /// The pool place, given back when the session completes or first fails.
     place: Mutex<Option<OwnedSemaphorePermit>>,
     answered: Mutex<usize>,
+    /// Set once, when the session answered its last call or first failed: what its record reports.
+    ended: Mutex<Option<Ended>>,
+}
+
+/// How and when a session ended (`completion_data` of upstream's `process_failure` / `_fail_and_notify`, or
+/// its last completion).
+#[derive(Debug, Clone, PartialEq)]
+struct Ended {
+    at: Instant,
+    completed: usize,
+    cancelled: usize,
+    failure: Option<String>,
 }
 
 impl Session {
+    /// The session's first failure: the calls that answered so far count as completed, the failing one as
+    /// neither, the rest as cancelled (`cancelled = total_events_in_session − completed_so_far − 1`).
+    /// `failure` is the reason when the failing call was not sent. Later failures change nothing, as upstream
+    /// notifies only `if not was_already_failed`.
+    fn first_failure(&self, failure: Option<String>) {
+        let completed = *self.answered.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
+        if ended.is_none() {
+            *ended = Some(failed(
+                Instant::now(),
+                self.graph.events.len(),
+                completed,
+                failure,
+            ));
+        }
+    }
+
     fn leave_pool(&self) {
         drop(
             self.place
@@ -137,12 +166,14 @@ impl Session {
     }
 }
 
-/// Runs `replay` as a stage that started at `start`.
+/// Runs `replay` as a stage that started at `start`; returns the records of its sessions that ended, in the
+/// order they ended.
 pub(super) async fn run_sessions(
     context: StageContext,
     start: Instant,
     replay: Arc<SessionReplay>,
-) {
+) -> Vec<SessionRecord> {
+    let mut finished = Vec::new();
     let timeout = replay.timeout.map(|after| {
         let control = context.control.clone();
         tokio::spawn(async move {
@@ -191,15 +222,21 @@ pub(super) async fn run_sessions(
         let replay = Arc::clone(&replay);
         let source = source.clone();
         let cap = cap.clone();
-        running.spawn(async move {
-            run_session(context, replay, source, place, cap).await;
-        });
-        while running.try_join_next().is_some() {}
+        running.spawn(async move { run_session(context, replay, source, place, cap).await });
+        while let Some(done) = running.try_join_next() {
+            finished.extend(done.ok().flatten());
+        }
     }
-    while running.join_next().await.is_some() {}
+    while let Some(done) = running.join_next().await {
+        finished.extend(done.ok().flatten());
+    }
     if let Some(timeout) = timeout {
         timeout.abort();
     }
+    // A session's record is made when its task ends, which for a failed session is after its calls still
+    // running finished: order by end so the file reads as upstream's, which records at the failure.
+    finished.sort_by_key(|s| s.end_ns);
+    finished
 }
 
 /// Reads and builds one session's graph; `None` (logged) when it yields none now.
@@ -230,10 +267,8 @@ async fn run_session(
     source: SessionSource,
     place: Option<OwnedSemaphorePermit>,
     cap: Option<Arc<Semaphore>>,
-) {
-    let Some(graph) = load(&source, replay.options.include_errors).await else {
-        return;
-    };
+) -> Option<SessionRecord> {
+    let graph = load(&source, replay.options.include_errors).await?;
     // The session starts once its graph is built, as upstream stamps its dispatch time after building it
     // (`dispatch_session`: `is_session_buildable`, then `activate_session`): its roots are due now.
     let start = Instant::now();
@@ -246,6 +281,7 @@ async fn run_session(
         start,
         place: Mutex::new(place),
         answered: Mutex::new(0),
+        ended: Mutex::new(None),
     });
     let mut calls = JoinSet::new();
     for index in 0..session.graph.events.len() {
@@ -269,6 +305,35 @@ async fn run_session(
     }
     while calls.join_next().await.is_some() {}
     session.leave_pool();
+    let ended = session
+        .ended
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()?;
+    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    Some(SessionRecord {
+        id: source.id,
+        name: source.name,
+        file: source.path.display().to_string(),
+        stage: context.stage,
+        start_ns: context.clock.ns_of(session.start),
+        end_ns: context.clock.ns_of(ended.at),
+        num_events: count(session.graph.events.len()),
+        completed: count(ended.completed),
+        cancelled: count(ended.cancelled),
+        failure: ended.failure,
+    })
+}
+
+/// A session of `events` calls that first failed at `at`, `completed` of them answered: the failing call is
+/// neither completed nor cancelled (upstream's `cancelled = total − completed_so_far − 1`). Pure.
+fn failed(at: Instant, events: usize, completed: usize, failure: Option<String>) -> Ended {
+    Ended {
+        at,
+        completed,
+        cancelled: events.saturating_sub(completed + 1),
+        failure,
+    }
 }
 
 async fn run_call(
@@ -280,7 +345,8 @@ async fn run_call(
     header: Option<Arc<(String, String)>>,
 ) {
     let event = &session.graph.events[index];
-    let fail = || {
+    let fail = |failure: Option<String>| {
+        session.first_failure(failure);
         session.outcomes[index].send_replace(Some(Outcome::Failed));
         session.leave_pool();
     };
@@ -302,8 +368,11 @@ async fn run_call(
         };
         match outcome {
             Some(Outcome::Answered { at, .. }) => last = last.max(at),
-            // A failed or silent predecessor: skipped, and so are this call's successors.
-            _ => return fail(),
+            // A failed predecessor: skipped, and so are this call's successors. The session already failed.
+            Some(Outcome::Failed) => return fail(None),
+            // A silent one (`predecessor_wait_timeout`): upstream's `_fail_and_notify` reason, with
+            // `asyncio.wait_for`'s exception name.
+            None => return fail(Some("predecessor wait failed: TimeoutError".to_owned())),
         }
         answered[p] = outcome;
     }
@@ -337,9 +406,17 @@ async fn run_call(
         turn: u32::try_from(index).unwrap_or(u32::MAX),
     });
     let ok = record.succeeded();
+    let stopped = record.error_class() == Some(ErrorClass::Cancelled);
     context.record(record);
+    if stopped {
+        // Cancelled by the stage's stop: upstream's main loop left at the timeout before it could see the
+        // session end, so a session still running then is not reported.
+        session.outcomes[index].send_replace(Some(Outcome::Failed));
+        session.leave_pool();
+        return;
+    }
     if !ok {
-        return fail();
+        return fail(None);
     }
     session.outcomes[index].send_replace(Some(Outcome::Answered {
         answer: answer.into(),
@@ -352,6 +429,16 @@ async fn run_call(
         .unwrap_or_else(PoisonError::into_inner);
     *done += 1;
     if *done == session.graph.events.len() {
+        let mut ended = session.ended.lock().unwrap_or_else(PoisonError::into_inner);
+        if ended.is_none() {
+            *ended = Some(Ended {
+                at,
+                completed: *done,
+                cancelled: 0,
+                failure: None,
+            });
+        }
+        drop(ended);
         session.leave_pool();
     }
 }
@@ -450,6 +537,19 @@ mod tests {
                 .collect(),
             at: Instant::now(),
         })
+    }
+
+    #[test]
+    fn a_failed_session_cancels_what_neither_answered_nor_failed() {
+        let t = Instant::now();
+        // 5 calls, 2 answered before the third failed: 5 − 2 − 1 = 2 cancelled (`process_failure`).
+        let e = failed(t, 5, 2, None);
+        assert_eq!((e.completed, e.cancelled), (2, 2));
+        // The last call failing after all others answered: none cancelled.
+        assert_eq!(failed(t, 5, 4, None).cancelled, 0);
+        // A skip's reason is kept for the session's error.
+        let why = Some("predecessor wait failed: TimeoutError".to_owned());
+        assert_eq!(failed(t, 1, 0, why.clone()).failure, why);
     }
 
     #[test]

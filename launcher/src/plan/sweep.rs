@@ -621,6 +621,7 @@ mod tests {
                 start_ns,
                 end_ns,
                 stopped: None,
+                sessions: Vec::new(),
             },
             records,
         }

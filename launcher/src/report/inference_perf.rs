@@ -412,7 +412,7 @@ fn per_request(r: &RequestRecord) -> Value {
 }
 
 /// The exception name inference-perf (aiohttp) records for each way a request fails.
-fn error_type(r: &RequestRecord, class: ErrorClass) -> String {
+pub(super) fn error_type(r: &RequestRecord, class: ErrorClass) -> String {
     match class {
         ErrorClass::HttpStatus => format!(
             "HTTP Error {}",

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use super::meta::{RunEnd, RunMeta, RunState, ShardMeta, StageEnd};
 use super::{REQUESTS_FILE, ReportError};
+use crate::record::SessionRecord;
 use crate::record::{RequestRecord, read_jsonl_counting_truncated};
 
 /// A shard's directory under the run's: `shard-<index>`.
@@ -322,6 +323,7 @@ fn merge_ends(metas: &[RunMeta], offsets_ns: &[u64], planned: Option<u64>) -> Op
         .zip(offsets_ns)
         .map(|(meta, offset)| meta.end.as_ref().map(|end| (end, *offset)))
         .collect::<Option<_>>()?;
+    let count = meta_count(metas);
     let not_complete = ends
         .iter()
         .map(|(end, _)| *end)
@@ -329,14 +331,32 @@ fn merge_ends(metas: &[RunMeta], offsets_ns: &[u64], planned: Option<u64>) -> Op
     let stage_count = ends.iter().map(|(e, _)| e.stages.len()).max().unwrap_or(0);
     let stages = (0..stage_count)
         .filter_map(|i| {
-            let ran: Vec<(StageEnd, u64)> = ends
+            let ran: Vec<(&StageEnd, u64, u32)> = ends
                 .iter()
-                .filter_map(|(end, offset)| end.stages.get(i).map(|s| (*s, *offset)))
+                .zip(metas)
+                .filter_map(|((end, offset), meta)| {
+                    end.stages.get(i).map(|s| (s, *offset, meta.shard.index))
+                })
                 .collect();
+            // Each shard's sessions on the merged timeline, with the conversation ids its records get
+            // (`onto_merged_timeline`), in the order they ended.
+            let mut sessions: Vec<SessionRecord> = ran
+                .iter()
+                .flat_map(|(s, offset, index)| {
+                    s.sessions.iter().map(move |session| SessionRecord {
+                        id: session.id * count + index,
+                        start_ns: session.start_ns + offset,
+                        end_ns: session.end_ns + offset,
+                        ..session.clone()
+                    })
+                })
+                .collect();
+            sessions.sort_by_key(|s| s.end_ns);
             Some(StageEnd {
-                start_ns: ran.iter().map(|(s, o)| s.start_ns + o).min()?,
-                end_ns: ran.iter().map(|(s, o)| s.end_ns + o).max()?,
-                stopped: ran.iter().find_map(|(s, _)| s.stopped),
+                start_ns: ran.iter().map(|(s, o, _)| s.start_ns + o).min()?,
+                end_ns: ran.iter().map(|(s, o, _)| s.end_ns + o).max()?,
+                stopped: ran.iter().find_map(|(s, _, _)| s.stopped),
+                sessions,
             })
         })
         .collect();
@@ -398,6 +418,7 @@ mod tests {
                     start_ns: *start_ns,
                     end_ns: *end_ns,
                     stopped: None,
+                    sessions: Vec::new(),
                 })
                 .collect(),
             failed: None,

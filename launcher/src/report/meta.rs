@@ -151,12 +151,16 @@ pub struct RunEnd {
 }
 
 /// One stage that ran.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StageEnd {
     pub start_ns: u64,
     pub end_ns: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped: Option<StopReason>,
+    /// A trace session replay's finished sessions, kept here (one small record each) so `llmbench report`
+    /// rebuilds inference-perf's session lifecycle reports from the run directory.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sessions: Vec<crate::record::SessionRecord>,
 }
 
 impl RunEnd {
@@ -183,6 +187,7 @@ impl RunEnd {
                     start_ns: t.start_ns,
                     end_ns: t.end_ns,
                     stopped: t.stopped,
+                    sessions: t.sessions.clone(),
                 })
                 .collect(),
             failed: None,
@@ -228,6 +233,10 @@ pub struct StageMeta {
     /// vllm `--burstiness` of a gamma-arrival stage, as vLLM's result JSON writes it (`"inf"` for constant gaps).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub burstiness: Option<Burstiness>,
+    /// inference-perf's `session_rate` of a `trace_session_replay` stage (sessions started a second), which its
+    /// session lifecycle report writes in `stage_metadata`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_rate: Option<f64>,
 }
 
 /// A burstiness factor: a number, or `inf`.
@@ -315,6 +324,12 @@ pub struct ReportOptions {
     pub prometheus_summary: bool,
     /// inference-perf's `report.prometheus.per_stage`: write `stage_N_prometheus_metrics.json`.
     pub prometheus_per_stage: bool,
+    /// inference-perf's `report.session_lifecycle.summary`: write `summary_session_lifecycle_metrics.json`.
+    pub session_summary: bool,
+    /// inference-perf's `report.session_lifecycle.per_stage`: write `stage_N_session_lifecycle_metrics.json`.
+    pub session_per_stage: bool,
+    /// inference-perf's `report.session_lifecycle.per_session`: write `per_session_lifecycle_metrics.json`.
+    pub session_per_session: bool,
     /// The goodput objectives (vllm `--goodput`, inference-perf `report.goodput.constraints`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub goodput: Vec<Slo>,
@@ -339,6 +354,9 @@ impl Default for ReportOptions {
             inference_perf_use_server_output_tokens: false,
             prometheus_summary: true,
             prometheus_per_stage: false,
+            session_summary: true,
+            session_per_stage: true,
+            session_per_session: false,
             goodput: Vec::new(),
         }
     }

@@ -18,6 +18,7 @@ pub mod merge;
 mod meta;
 mod native;
 mod sample;
+mod sessions;
 mod spilled;
 mod starts;
 mod table;

@@ -19,6 +19,7 @@ use super::inference_perf::{
 use super::llmd::{llmd_report_v02_file, llmd_report_v02_of};
 use super::meta::RunMeta;
 use super::sample::FloatStore;
+use super::sessions::{SessionTally, has_sessions, session_reports};
 use super::vllm::{Vllm, vllm_result_file};
 use super::{
     Formats, ReportError, SUMMARY_PROMETHEUS_FILE, server_series, stage_prometheus_file,
@@ -32,6 +33,8 @@ pub(crate) struct Native {
     formats: Formats,
     lifecycle: BTreeMap<u32, Lifecycle>,
     vllm: BTreeMap<u32, Vllm>,
+    /// inference-perf's per-session totals of a trace session replay (one small entry per session).
+    sessions: SessionTally,
 }
 
 /// What only a run held in memory has: its measured records, whole and by stage, and each stage's vLLM peak
@@ -47,6 +50,7 @@ impl Native {
             formats,
             lifecycle: BTreeMap::new(),
             vllm: BTreeMap::new(),
+            sessions: SessionTally::default(),
         }
     }
 
@@ -57,6 +61,9 @@ impl Native {
                 .entry(r.stage)
                 .or_insert_with(|| Lifecycle::new(store, &meta.report.goodput))
                 .add(r, store);
+        }
+        if self.formats.inference_perf && r.conversation.is_some() && has_sessions(meta) {
+            self.sessions.add(r);
         }
         if self.formats.vllm {
             self.vllm
@@ -134,6 +141,13 @@ impl Native {
                     "inference-perf per-request metrics",
                     &per_request_lifecycle(in_memory.records),
                 )?;
+                written.push(path);
+            }
+            // `generate_session_reports`, after the request lifecycle (and Prometheus) reports upstream; their
+            // order among the files does not matter, so they go with the other lifecycle files.
+            for (name, value) in session_reports(meta, &self.sessions) {
+                let path = dir.join(name);
+                write_json(&path, "inference-perf session metrics", &value)?;
                 written.push(path);
             }
         }

@@ -815,6 +815,7 @@ mod tests {
                     start_ns: s * 10_000 * MS + s * n / 3 * 7 * MS,
                     end_ns: s * 10_000 * MS + 9_000 * MS,
                     stopped: None,
+                    sessions: Vec::new(),
                 })
                 .collect(),
             failed: None,

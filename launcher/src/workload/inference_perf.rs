@@ -96,18 +96,6 @@ pub(crate) fn parse(
              (shared_prefix sessions are not named yet)",
         ));
     }
-    if session_replay {
-        // `ReportConfig.session_lifecycle` defaults to a summary and per-stage reports (`reportgen/base.py`
-        // `generate_session_reports`); what they add is derived from records llmbench writes anyway.
-        ctx.warn(
-            "report.session_lifecycle",
-            load_line,
-            WarningKind::Ignored,
-            "inference-perf also writes session lifecycle reports (session durations, calls, failures) for a \
-             trace_session_replay; llmbench does not write them yet — requests.jsonl carries each call's session \
-             (`conversation.id`) and call index (`conversation.turn`)",
-        );
-    }
     if session_replay && !matches!(workload.data, DataSpec::OtelTrace(_)) {
         // `run_session_stage`: "Session-based replay requires a SessionGenerator".
         return Err(ctx.invalid(
@@ -1563,12 +1551,30 @@ fn parse_report(
             p.finish(ctx, &[]);
         }
     }
-    m.ignore(
-        ctx,
-        "session_lifecycle",
-        "llmbench does not write inference-perf's session lifecycle reports yet (the per-request records carry \
-         each call's session and call index)",
-    );
+    // `SessionLifecycleReportConfig` (`config/reportgen/config.py`): a mapping (not Optional, so no `null`) of
+    // three switches; the reports are written for a `trace_session_replay` only, as upstream's session collector
+    // exists for session stages only.
+    if let Some(f) = m.take("session_lifecycle") {
+        if f.is_null() {
+            return Err(f.invalid(
+                ctx,
+                "inference-perf's `session_lifecycle` is a mapping of `summary`, `per_stage` and `per_session` \
+                 (not Optional: pydantic refuses `null`)",
+            ));
+        }
+        let mut s = f.map(ctx)?;
+        let report = &mut workload.report;
+        if let Some(f) = s.get("summary") {
+            report.session_summary = f.bool(ctx)?;
+        }
+        if let Some(f) = s.get("per_stage") {
+            report.session_per_stage = f.bool(ctx)?;
+        }
+        if let Some(f) = s.get("per_session") {
+            report.session_per_session = f.bool(ctx)?;
+        }
+        s.finish(ctx, &[]);
+    }
     m.finish(ctx, &[]);
     Ok(())
 }

@@ -609,6 +609,12 @@ pub struct ReportOptions {
     pub prometheus_summary: bool,
     /// inference-perf `report.prometheus.per_stage` (default false): `stage_N_prometheus_metrics.json`.
     pub prometheus_per_stage: bool,
+    /// inference-perf `report.session_lifecycle.summary` (default true): `summary_session_lifecycle_metrics.json`.
+    pub session_summary: bool,
+    /// inference-perf `report.session_lifecycle.per_stage` (default true): `stage_N_session_lifecycle_metrics.json`.
+    pub session_per_stage: bool,
+    /// inference-perf `report.session_lifecycle.per_session` (default false): `per_session_lifecycle_metrics.json`.
+    pub session_per_session: bool,
 }
 
 /// inference-perf's and guidellm's default percentiles.
@@ -629,6 +635,9 @@ impl Default for ReportOptions {
             file_name: None,
             prometheus_summary: true,
             prometheus_per_stage: false,
+            session_summary: true,
+            session_per_stage: true,
+            session_per_session: false,
         }
     }
 }

@@ -2556,6 +2556,41 @@ fn inference_perf_per_stage_prometheus_reports_stretch_the_stage_interval_to_the
 }
 
 #[test]
+fn inference_perf_session_lifecycle_switches_are_honoured_with_upstreams_defaults() {
+    // `SessionLifecycleReportConfig`: summary and per_stage on, per_session off.
+    let w = parse(Harness::InferencePerf, IP_LOAD).unwrap().workload;
+    assert!(
+        w.report.session_summary && w.report.session_per_stage && !w.report.session_per_session
+    );
+    let yaml = format!(
+        "{IP_LOAD}report:\n  session_lifecycle:\n    summary: false\n    per_stage: false\n    per_session: true\n"
+    );
+    let w = parse(Harness::InferencePerf, &yaml).unwrap().workload;
+    assert!(
+        !w.report.session_summary && !w.report.session_per_stage && w.report.session_per_session
+    );
+    // Not Optional upstream: `null` is no mapping; an unknown switch is named (as every unknown key is).
+    let e = err(
+        Harness::InferencePerf,
+        &format!("{IP_LOAD}report:\n  session_lifecycle: null\n"),
+    );
+    assert!(e.contains("report.session_lifecycle"), "{e}");
+    let parsed = parse(
+        Harness::InferencePerf,
+        &format!("{IP_LOAD}report:\n  session_lifecycle:\n    per_turn: true\n"),
+    )
+    .unwrap();
+    assert!(
+        parsed
+            .warnings
+            .iter()
+            .any(|w| w.key == "report.session_lifecycle.per_turn"),
+        "{:?}",
+        parsed.warnings
+    );
+}
+
+#[test]
 fn inference_perf_default_metrics_client_and_null_prometheus_report() {
     let yaml = format!("{IP_LOAD}metrics:\n  type: default\nreport:\n  prometheus: null\n");
     let w = parse(Harness::InferencePerf, &yaml).unwrap().workload;
