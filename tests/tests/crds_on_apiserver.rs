@@ -276,7 +276,7 @@ async fn the_apiserver_accepts_a_valid_run_and_rejects_broken_specs_with_the_rul
                 "/stack",
                 json!({"endpoint": "http://a:1", "serviceRef": {"name": "vllm", "port": 8000}, "model": "m"}),
             ),
-            "exactly one of stack.endpoint or stack.serviceRef must be set",
+            "exactly one of stack.endpoint, stack.serviceRef or stack.standalone must be set",
         ),
         (
             "shards on emptyDirs",
