@@ -26,16 +26,18 @@ use crate::workload::{Arrival, DataSpec, OtelTraceData, OtelTraceSource, Workloa
 /// Why the corpus could not be planned.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionReplayError {
-    #[error("Trace directory does not exist or cannot be listed: {path}: {source}")]
+    #[error(
+        "`data.otel_trace_replay.trace_directory`: Trace directory does not exist or cannot be listed: {path}: {source}"
+    )]
     ListDirectory {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("No JSON files found in {0}")]
+    #[error("`data.otel_trace_replay.trace_directory`: No JSON files found in {0}")]
     NoFiles(PathBuf),
-    #[error("Trace file does not exist: {0}")]
+    #[error("`data.otel_trace_replay.trace_files`: Trace file does not exist: {0}")]
     MissingFile(PathBuf),
-    #[error("Trace file must be a JSON file: {0}")]
+    #[error("`data.otel_trace_replay.trace_files`: Trace file must be a JSON file: {0}")]
     NotJsonName(PathBuf),
     #[error("cannot read the trace {path}: {source}")]
     Read {
