@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::Output;
 
-use llmbench_e2e::{InferenceSim, e2e_disabled, free_port, workspace_binary};
+use llmbench_e2e::{InferenceSim, Tool, Tools, e2e_disabled, free_port, workspace_binary};
 use serde_json::Value;
 
 const MODEL: &str = "e2e-model";
@@ -246,6 +246,82 @@ async fn bundled_profiles_of_each_dialect_run_unchanged_against_llm_d_inference_
         "{s:#}"
     );
     assert!(dir.join("benchmarks.json").is_file());
+}
+
+/// `llmbench run --serve` with llm-d-inference-sim as the engine: started, waited for (`/health`, then
+/// `/v1/models`), benchmarked, recorded in run.json's `stack`, and stopped afterwards.
+#[tokio::test]
+async fn serve_starts_llm_d_inference_sim_benchmarks_it_and_stops_it() {
+    if e2e_disabled("serve_starts_llm_d_inference_sim_benchmarks_it_and_stops_it") {
+        return;
+    }
+    let binary = Tools::from_env()
+        .and_then(|t| t.path(Tool::LlmDInferenceSim))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let port = free_port().unwrap_or_else(|e| panic!("{e}")).to_string();
+    let out = tempfile::tempdir().expect("output dir");
+    let output = llmbench(&[
+        "run",
+        "--harness",
+        "inference-perf",
+        "--profile",
+        "sanity_random",
+        "--override",
+        "load.stages.0.rate=5",
+        "--override",
+        "load.stages.0.duration=2",
+        "--tokenizer",
+        "builtin",
+        "--output",
+        out.path().to_str().expect("utf-8 temp path"),
+        "--run-id",
+        "served",
+        "--serve",
+        "--",
+        binary.to_str().expect("utf-8 tool path"),
+        "--model",
+        MODEL,
+        "--force-dummy-tokenizer",
+        "--port",
+        &port,
+        "--max-model-len",
+        "8192",
+        "--time-to-first-token",
+        "20ms",
+        "--inter-token-latency",
+        "5ms",
+    ]);
+    assert!(output.status.success(), "{}", explain(&output));
+    let dir = out.path().join("served");
+    let s = summary(&dir);
+    assert_eq!(s["requests"]["succeeded"], 10, "{s:#}");
+    let run: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).expect("run.json"))
+            .expect("run.json parses");
+    // The model came from the server's own /v1/models, as no --model was given.
+    assert_eq!(
+        run["stack"]["models"]["body"]["data"][0]["id"], MODEL,
+        "{:#}",
+        run["stack"]
+    );
+    let pid: i32 = std::fs::read_to_string(dir.join("stack.pid"))
+        .expect("stack.pid")
+        .trim()
+        .parse()
+        .expect("a pid");
+    // Signal 0 probes for the process: gone once the launcher has stopped it.
+    let alive = std::process::Command::new("kill")
+        .args(["-0", &pid.to_string()])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        !alive,
+        "the served llm-d-inference-sim (pid {pid}) outlived the run"
+    );
+    assert!(
+        dir.join("stack.log").is_file(),
+        "the server's output is kept"
+    );
 }
 
 #[tokio::test]
