@@ -575,24 +575,16 @@ async fn run_against(
         // from its file when it starts.
         let cap = inference_perf_worker_cap(&workload.workers, crate::sizing::available_cpus());
         let planned = crate::session_replay::session_plans(&workload, settings, cap)?;
-        let stages = context.shard(planned, &workload.stages)?;
-        let executed = context
-            .execute(Execution {
-                api: &workload.api,
-                request_model,
-                tokenizer_spec,
-                stages,
-                interval: workload.stage_interval,
-                requests: Requests::Trace,
-                warmup: None,
-                request_timeout: workload.request_timeout,
-                max_concurrency: workload.workers.worker_max_concurrency,
-                report: report_options(&workload),
-                // Later calls carry earlier calls' answers (taken out of the records).
-                keep_text: true,
-            })
-            .await?;
-        return context.finish(executed);
+        // Later calls carry earlier calls' answers (taken out of the records).
+        return run_replay(
+            &context,
+            &workload,
+            request_model,
+            tokenizer_spec,
+            planned,
+            true,
+        )
+        .await;
     }
     if matches!(
         workload.data,
@@ -619,23 +611,15 @@ async fn run_against(
         } else {
             crate::trace::replay_plan(&workload, &tokenizer, settings)?
         };
-        let stages = context.shard(vec![stage], &workload.stages)?;
-        let executed = context
-            .execute(Execution {
-                api: &workload.api,
-                request_model,
-                tokenizer_spec,
-                stages,
-                interval: workload.stage_interval,
-                requests: Requests::Trace,
-                warmup: None,
-                request_timeout: workload.request_timeout,
-                max_concurrency: workload.workers.worker_max_concurrency,
-                report: report_options(&workload),
-                keep_text: false,
-            })
-            .await?;
-        return context.finish(executed);
+        return run_replay(
+            &context,
+            &workload,
+            request_model,
+            tokenizer_spec,
+            vec![stage],
+            false,
+        )
+        .await;
     }
     let worker_cap = (harness == Harness::InferencePerf)
         .then(|| inference_perf_worker_cap(&workload.workers, crate::sizing::available_cpus()));
@@ -742,6 +726,35 @@ async fn run_against(
 /// With `--vllm-log` the log is read (and refused, before the results directory is made, when it is no vLLM log)
 /// and upstream's files and the summary's `model_load` written; without it the run only records that it ran, and
 /// says in run.json and the summary that no log was given.
+/// A replay's stages (a trace, or trace sessions), sharded and run: the recording sets every send, so there is no
+/// warm-up and no prompt list; `keep_text` keeps answers that later calls carry.
+async fn run_replay(
+    context: &RunContext<'_>,
+    workload: &Workload,
+    request_model: String,
+    tokenizer_spec: String,
+    planned: Vec<engine::Stage>,
+    keep_text: bool,
+) -> Result<RunOutcome, RunError> {
+    let stages = context.shard(planned, &workload.stages)?;
+    let executed = context
+        .execute(Execution {
+            api: &workload.api,
+            request_model,
+            tokenizer_spec,
+            stages,
+            interval: workload.stage_interval,
+            requests: Requests::Trace,
+            warmup: None,
+            request_timeout: workload.request_timeout,
+            max_concurrency: workload.workers.worker_max_concurrency,
+            report: report_options(workload),
+            keep_text,
+        })
+        .await?;
+    context.finish(executed)
+}
+
 async fn run_nop(mut context: RunContext<'_>, workload: &Workload) -> Result<RunOutcome, RunError> {
     let args = context.args;
     let log = match &args.vllm_log {

@@ -16,6 +16,23 @@ struct Cli {
     run: RunArgs,
 }
 
+/// `llmbench run --harness inference-perf --profile PROFILE --output OUT --run-id ID EXTRA…`, parsed.
+fn cli(profile: &std::path::Path, out: &std::path::Path, run_id: &str, extra: &[&str]) -> Cli {
+    let mut args = vec![
+        "llmbench",
+        "--harness",
+        "inference-perf",
+        "--profile",
+        profile.to_str().expect("utf-8"),
+        "--output",
+        out.to_str().expect("utf-8"),
+        "--run-id",
+        run_id,
+    ];
+    args.extend_from_slice(extra);
+    Cli::parse_from(args)
+}
+
 /// An LLM span as upstream's example traces write them: recorded messages, output and completion tokens.
 fn span(id: &str, start_ms: u64, end_ms: u64, messages: Value, output: &str) -> Value {
     let at = |ms: u64| format!("2026-02-25T10:00:{:02}.{:03}000", ms / 1000, ms % 1000);
@@ -108,21 +125,12 @@ async fn otel_sessions_replay_each_call_after_its_predecessors_by_the_recorded_w
     std::fs::write(traces.join("c_broken.json"), "{").expect("trace");
     let profile_path = dir.path().join("otel.yaml.in");
     std::fs::write(&profile_path, profile(traces.to_str().expect("utf-8"))).expect("profile");
-    let cli = Cli::parse_from([
-        "llmbench",
-        "--harness",
-        "inference-perf",
-        "--profile",
-        profile_path.to_str().expect("utf-8"),
-        "--output",
-        dir.path().to_str().expect("utf-8"),
-        "--run-id",
+    let cli = cli(
+        &profile_path,
+        dir.path(),
         "otel",
-        "--sim-ttft",
-        "5ms",
-        "--sim-itl",
-        "1ms",
-    ]);
+        &["--sim-ttft", "5ms", "--sim-itl", "1ms"],
+    );
     let outcome = run(cli.run)
         .await
         .unwrap_or_else(|e| panic!("the replay fails: {e}"));
@@ -279,19 +287,7 @@ async fn a_session_cut_by_the_stage_timeout_is_not_reported() {
         "- {concurrent_sessions: 1, timeout: 0.15}",
     );
     std::fs::write(&profile_path, text).expect("profile");
-    let cli = Cli::parse_from([
-        "llmbench",
-        "--harness",
-        "inference-perf",
-        "--profile",
-        profile_path.to_str().expect("utf-8"),
-        "--output",
-        dir.path().to_str().expect("utf-8"),
-        "--run-id",
-        "cut",
-        "--sim-ttft",
-        "400ms",
-    ]);
+    let cli = cli(&profile_path, dir.path(), "cut", &["--sim-ttft", "400ms"]);
     let outcome = run(cli.run)
         .await
         .unwrap_or_else(|e| panic!("the replay fails: {e}"));
@@ -325,21 +321,12 @@ async fn a_failed_call_fails_its_session_and_cancels_the_rest() {
     let profile_path = dir.path().join("otel.yaml.in");
     std::fs::write(&profile_path, profile(traces.to_str().expect("utf-8"))).expect("profile");
     let endpoint = format!("http://127.0.0.1:{port}");
-    let cli = Cli::parse_from([
-        "llmbench",
-        "--harness",
-        "inference-perf",
-        "--profile",
-        profile_path.to_str().expect("utf-8"),
-        "--output",
-        dir.path().to_str().expect("utf-8"),
-        "--run-id",
+    let cli = cli(
+        &profile_path,
+        dir.path(),
         "failed",
-        "--endpoint",
-        &endpoint,
-        "--model",
-        "m",
-    ]);
+        &["--endpoint", &endpoint, "--model", "m"],
+    );
     let outcome = run(cli.run)
         .await
         .unwrap_or_else(|e| panic!("the replay fails: {e}"));
@@ -376,17 +363,7 @@ async fn a_trace_with_tool_calls_is_refused_naming_its_file_and_span() {
     std::fs::write(traces.join("tool.json"), tool.to_string()).expect("trace");
     let profile_path = dir.path().join("otel.yaml.in");
     std::fs::write(&profile_path, profile(traces.to_str().expect("utf-8"))).expect("profile");
-    let cli = Cli::parse_from([
-        "llmbench",
-        "--harness",
-        "inference-perf",
-        "--profile",
-        profile_path.to_str().expect("utf-8"),
-        "--output",
-        dir.path().to_str().expect("utf-8"),
-        "--run-id",
-        "tool",
-    ]);
+    let cli = cli(&profile_path, dir.path(), "tool", &[]);
     let Err(err) = run(cli.run).await else {
         panic!("a trace with tool calls replays");
     };

@@ -506,35 +506,8 @@ pub(crate) mod tests {
     }
 
     /// A vLLM 0.11 startup as `kubectl logs` (the pods/log API) gives it: `core::vllm_log`'s recorded fixture.
-    pub(crate) const V1_LOG: &str = "\
-INFO 01-23 15:48:28 [__init__.py:216] Automatically detected platform cuda.
-(APIServer pid=1) INFO 01-23 15:48:29 [api_server.py:1842] vLLM API server version 0.11.0
-(APIServer pid=1) INFO 01-23 15:48:29 [utils.py:233] non-default args: {'model_tag': 'Qwen/Qwen3-0.6B', 'model': 'Qwen/Qwen3-0.6B', 'enable_sleep_mode': True}
-(APIServer pid=1) INFO 01-23 15:48:33 [model.py:1510] Using max model len 32768
-INFO 01-23 15:48:34 [__init__.py:216] Automatically detected platform cuda.
-(EngineCore_DP0 pid=164) INFO 01-23 15:48:36 [core.py:644] Waiting for init message from front-end.
-(EngineCore_DP0 pid=164) INFO 01-23 15:48:36 [core.py:77] Initializing a V1 LLM engine (v0.11.0) with config: model='Qwen/Qwen3-0.6B', download_dir=None, load_format=auto, tensor_parallel_size=1
-(EngineCore_DP0 pid=164) INFO 01-23 15:48:47 [gpu_model_runner.py:2602] Starting to load model Qwen/Qwen3-0.6B...
-Loading safetensors checkpoint shards: 100% Completed | 1/1 [00:19<00:00, 19.47s/it]
-(EngineCore_DP0 pid=164) INFO 01-23 15:49:07 [default_loader.py:267] Loading weights took 19.62 seconds
-(EngineCore_DP0 pid=164) INFO 01-23 15:49:08 [gpu_model_runner.py:2653] Model loading took 3.8844 GiB and 20.442057 seconds
-(EngineCore_DP0 pid=164) INFO 01-23 15:49:11 [backends.py:548] Using cache directory: /root/.cache/vllm/torch_compile_cache/d865434b5b/rank_0_0/backbone for vLLM's torch.compile
-(EngineCore_DP0 pid=164) /usr/lib/python3.12/site-packages/torch/_dynamo/variables/functions.py:1263: UserWarning: Dynamo does not know how to trace the builtin `posix.stat`.
-(EngineCore_DP0 pid=164) INFO 01-23 15:49:11 [backends.py:559] Dynamo bytecode transform time: 3.29 s
-(EngineCore_DP0 pid=164) INFO 01-23 15:49:22 [backends.py:218] Compiling a graph for dynamic shape takes 10.00 s
-(EngineCore_DP0 pid=164) INFO 01-23 15:49:41 [monitor.py:34] torch.compile takes 13.29 s in total
-(EngineCore_DP0 pid=164) DEBUG 01-23 15:50:05 [gpu_worker.py:270] Initial free memory: 78.50 GiB; Requested memory: 0.90 (util), 70.65 GiB
-(EngineCore_DP0 pid=164) DEBUG 01-23 15:50:05 [gpu_worker.py:277] Free memory after profiling: 72.10 GiB (total), 64.25 GiB (within requested)
-(EngineCore_DP0 pid=164) INFO 01-23 15:50:05 [gpu_worker.py:298] Available KV cache memory: 60.12 GiB
-(EngineCore_DP0 pid=164) INFO 01-23 15:50:29 [gpu_model_runner.py:3480] Graph capturing finished in 18 secs, took 0.50 GiB
-(EngineCore_DP0 pid=164) INFO 01-23 15:50:29 [core.py:210] init engine (profile, create kv cache, warmup model) took 81.30 seconds
-(APIServer pid=1) INFO 01-23 15:50:32 [api_server.py:1915] Starting vLLM API server 0 on http://0.0.0.0:8000
-(APIServer pid=1) INFO 01-23 15:50:32 [launcher.py:34] Available routes are:
-(APIServer pid=1) INFO 01-23 15:50:33 [launcher.py:42] Route: /metrics, Methods: GET
-(EngineCore_DP0 pid=164) INFO 01-23 15:52:00 [gpu_worker.py:117] Sleep mode freed 60.50 GiB memory, 1.25 GiB memory is still in use.
-(EngineCore_DP0 pid=164) INFO 01-23 15:52:00 [abstract.py:206] It took 0.812345 seconds to fall asleep.
-(EngineCore_DP0 pid=164) INFO 01-23 15:52:10 [abstract.py:222] It took 0.250000 seconds to wake up.
-";
+    pub(crate) const V1_LOG: &str =
+        include_str!("../../core/src/vllm_log/fixtures/vllm-0.11-startup.log");
 
     #[test]
     fn a_stack_pods_vllm_log_gives_the_model_load_figures_by_phase() {

@@ -635,7 +635,7 @@ mod tests {
     use super::*;
     use crate::mlperf::settings::parse_settings;
     use crate::mlperf::{RunTimes, evaluate};
-    use crate::record::{ChunkEvent, ChunkKind, RequestRecord, Usage};
+    use crate::record::RequestRecord;
     use crate::workload::ParseOptions;
 
     const MS: u64 = 1_000_000;
@@ -646,39 +646,10 @@ mod tests {
             .settings
     }
 
-    /// A streamed request scheduled and sent at `at_ms`, first token `ttft_ms` later, ending `e2e_ms` after it.
+    /// A streamed request of stage 0 scheduled and sent at `at_ms`, first token `ttft_ms` later, ending `e2e_ms`
+    /// after it: the verdict tests' query.
     fn query(id: u64, at_ms: u64, ttft_ms: u64, e2e_ms: u64, tokens: u32) -> RequestRecord {
-        let at = at_ms * MS;
-        RequestRecord {
-            text: None,
-            conversation: None,
-            warmup: false,
-            id,
-            stage: 0,
-            scheduled_ns: at,
-            sent_ns: at,
-            end_ns: at + e2e_ms * MS,
-            input_tokens: 10,
-            max_tokens: Some(128),
-            streaming: true,
-            http_status: Some(200),
-            usage: Some(Usage {
-                prompt_tokens: 10,
-                completion_tokens: tokens,
-                cached_tokens: None,
-            }),
-            error: None,
-            chunks: vec![
-                ChunkEvent {
-                    at_ns: at + ttft_ms * MS,
-                    kind: ChunkKind::Content { tokens: 1 },
-                },
-                ChunkEvent {
-                    at_ns: at + e2e_ms * MS,
-                    kind: ChunkKind::Content { tokens: tokens - 1 },
-                },
-            ],
-        }
+        crate::mlperf::verdict::tests::query(id, 0, at_ms, ttft_ms, e2e_ms, tokens)
     }
 
     fn run_of<'a>(loaded: &'a [usize], samples_per_query: u64, queries: u64) -> DetailRun<'a> {

@@ -804,7 +804,7 @@ impl Verdict {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::mlperf::settings::parse_settings;
     use crate::record::{ChunkEvent, ChunkKind, Usage};
@@ -820,8 +820,8 @@ mod tests {
     }
 
     /// A streamed query scheduled at `at_ms`, first token `ttft_ms` later, `tokens` tokens, ending `e2e_ms` after
-    /// the scheduled time.
-    fn query(
+    /// the scheduled time (also the detail log's tests' request).
+    pub(crate) fn query(
         id: u64,
         stage: u32,
         at_ms: u64,
