@@ -216,9 +216,15 @@ struct Slot {
     /// The epoch of the shared prompt in the blueprint's system prompt (upstream rewrites `bp.system_prompt`
     /// when it re-primes).
     system_epoch: u32,
-    /// The session's id (`user_session_id`), sent in `api.session_id_header_key`: `conv_{c}` for the slot's first
-    /// conversation, `slot_{c}_convo_{n}` from its n-th restart on. A re-primed session keeps its id.
-    name: Arc<str>,
+    /// `api.session_id_header_key` with the session's id (`user_session_id`): `conv_{c}` for the slot's first
+    /// conversation, `slot_{c}_convo_{n}` from its n-th restart on. A re-primed session keeps its id. Made when the
+    /// id changes, so a turn only clones it.
+    header: Option<Arc<(String, String)>>,
+}
+
+/// `key: session`, or nothing without a key.
+fn session_header(key: Option<&String>, session: String) -> Option<Arc<(String, String)>> {
+    key.map(|key| Arc::new((key.clone(), session)))
 }
 
 #[derive(Debug)]
@@ -321,7 +327,10 @@ impl Conversations {
                             )))),
                             epoch: 0,
                             system_epoch: 0,
-                            name: Arc::from(format!("conv_{c}")),
+                            header: session_header(
+                                plan.session_header.as_ref(),
+                                format!("conv_{c}"),
+                            ),
                         })
                     })
                     .collect();
@@ -578,11 +587,14 @@ impl Conversations {
                     system_prompt(plan, slot.system_epoch, c as u32),
                 ))));
                 let convo = round / blueprint.turns.len() as u64;
-                slot.name = Arc::from(format!("slot_{c}_convo_{convo}"));
+                slot.header = session_header(
+                    plan.session_header.as_ref(),
+                    format!("slot_{c}_convo_{convo}"),
+                );
             }
-            (Arc::clone(&slot.session), Arc::clone(&slot.name))
+            (Arc::clone(&slot.session), slot.header.clone())
         };
-        let (session, name) = session;
+        let (session, header) = session;
         let mut guard = tokio::select! {
             guard = session.lock_owned() => guard,
             () = cancel.raised() => return None,
@@ -590,9 +602,7 @@ impl Conversations {
         let turn = blueprint.turns[turn_idx as usize];
         let (text, tokens, prompt) = replay_prompt(plan, &mut guard, c as u32, turn_idx, turn);
         let mut request = self.body(Body::CompletionText(text, tokens), Some(turn.max_tokens));
-        if let Some(key) = &plan.session_header {
-            request.header = Some(Arc::new((key.clone(), name.to_string())));
-        }
+        request.header = header;
         Some(Turn {
             request,
             of: TurnOf {
