@@ -1,6 +1,6 @@
-//! Every template of the upstream llm-d-benchmark library (`../shared/reference/llm-d-benchmark/profiles/`) and
+//! Every template of the upstream llm-d-benchmark library (`tests/fixtures/llm-d-benchmark/profiles/`) and
 //! every file of our own bundled library renders with a standard value set, or fails with the specific error of its
-//! documented upstream defect (`../shared/reference/llm-d-benchmark/SOURCE.md`).
+//! documented upstream defect (`tests/fixtures/llm-d-benchmark/SOURCE.md`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,7 +27,7 @@ fn standard_values() -> BTreeMap<String, String> {
 }
 
 fn upstream_profiles_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference/llm-d-benchmark/profiles")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/llm-d-benchmark/profiles")
 }
 
 fn upstream_templates() -> Vec<(String, String)> {

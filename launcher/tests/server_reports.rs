@@ -163,7 +163,7 @@ fn a_run_scrapes_the_simulator_and_every_report_carries_the_server_side() {
 
     // The llm-d report of each stage has the observability part, still valid v0.2.
     let schema_path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/reference/llm-d-benchmark/benchmark_report/br_v0_2_json_schema.json");
+        .join("../tests/fixtures/llm-d-benchmark/benchmark_report/br_v0_2_json_schema.json");
     let schema: Value =
         serde_json::from_str(&std::fs::read_to_string(schema_path).expect("schema")).expect("json");
     let validator = jsonschema::validator_for(&schema).expect("schema compiles");
@@ -355,7 +355,7 @@ fn nan_and_infinite_samples_are_recorded_and_every_report_stays_valid() {
         let _ = json(&dir.join(file));
     }
     let schema_path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/reference/llm-d-benchmark/benchmark_report/br_v0_2_json_schema.json");
+        .join("../tests/fixtures/llm-d-benchmark/benchmark_report/br_v0_2_json_schema.json");
     let schema: Value =
         serde_json::from_str(&std::fs::read_to_string(schema_path).expect("schema")).expect("json");
     let validator = jsonschema::validator_for(&schema).expect("schema compiles");

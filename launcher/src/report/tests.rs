@@ -448,7 +448,7 @@ fn llmd_stage_0() -> Value {
 
 fn schema_validator() -> jsonschema::Validator {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/reference/llm-d-benchmark/benchmark_report/br_v0_2_json_schema.json");
+        .join("../tests/fixtures/llm-d-benchmark/benchmark_report/br_v0_2_json_schema.json");
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     let schema: Value = serde_json::from_str(&text).unwrap();

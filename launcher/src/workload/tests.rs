@@ -7,7 +7,7 @@ use super::*;
 
 const PROFILES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../shared/reference/llm-d-benchmark/profiles"
+    "/../tests/fixtures/llm-d-benchmark/profiles"
 );
 
 /// The values the renderer would substitute, fixed for the tests.
