@@ -22,8 +22,10 @@ enum Command {
     /// Run a benchmark: render the profile, build every prompt, drive the endpoint (--endpoint, else the server the
     /// profile names, else the embedded simulator), scrape the stack's Prometheus metrics meanwhile, and write
     /// requests.jsonl, server_metrics.jsonl, summary.json, the harness's own result files, an llm-d benchmark
-    /// report, plots/ and report.html to OUTPUT/RUN_ID/. Exit codes: 1 an error, 3 not a single request
-    /// succeeded, 4 interrupted by SIGTERM/SIGINT (everything measured is written, marked interrupted).
+    /// report, plots/ and report.html to OUTPUT/RUN_ID/. Before the clock starts, a pre-flight checks the server
+    /// (see --no-preflight). Exit codes: 1 an error, 3 not a single request succeeded, 4 interrupted by
+    /// SIGTERM/SIGINT (everything measured is written, marked interrupted), 5 the stack --serve started failed
+    /// mid-run, 6 the pre-flight failed (the server cannot be used: nothing was timed or written).
     Run(Box<llmbench::run::RunArgs>),
     /// Run an experiment: a BenchmarkExperiment manifest or an llm-d-benchmark experiment file, one run per
     /// treatment and repeat (every treatment checked before the first starts), then a comparison in OUTPUT/ID/:
@@ -258,9 +260,19 @@ const EXIT_INTERRUPTED: u8 = 4;
 /// The exit code of a run whose stack (`--serve`) failed mid-run: what it measured is recorded and reported, marked
 /// stopped, and run.json's `stack.failure` says how the stack failed.
 const EXIT_STACK_FAILED: u8 = 5;
+/// The exit code of a run whose pre-flight failed: the server cannot be used as the run would use it; nothing was
+/// timed and no results directory was written.
+const EXIT_PREFLIGHT_FAILED: u8 = 6;
 
 fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
-    let outcome = runtime()?.block_on(llmbench::run::run(args))?;
+    let outcome = match runtime()?.block_on(llmbench::run::run(args)) {
+        Ok(outcome) => outcome,
+        Err(e @ llmbench::run::RunError::Preflight(_)) => {
+            eprintln!("llmbench: error: {e}");
+            return Ok(ExitCode::from(EXIT_PREFLIGHT_FAILED));
+        }
+        Err(e) => return Err(e.into()),
+    };
     print!("{}", llmbench::report::print_table(&outcome.summary));
     if let Some(verdict) = &outcome.mlperf {
         print!("{}", verdict.summary_txt());
