@@ -25,7 +25,8 @@ enum Command {
     /// report, plots/ and report.html to OUTPUT/RUN_ID/. Before the clock starts, a pre-flight checks the server
     /// (see --no-preflight). Exit codes: 1 an error, 3 not a single request succeeded, 4 interrupted by
     /// SIGTERM/SIGINT (everything measured is written, marked interrupted), 5 the stack --serve started failed
-    /// mid-run, 6 the pre-flight failed (the server cannot be used: nothing was timed or written).
+    /// mid-run, 6 the pre-flight failed (the server cannot be used: nothing was timed or written), 7 the server
+    /// stopped answering mid-run (--max-connect-failures; everything measured is written, marked stopped).
     Run(Box<llmbench::run::RunArgs>),
     /// Run an experiment: a BenchmarkExperiment manifest or an llm-d-benchmark experiment file, one run per
     /// treatment and repeat (every treatment checked before the first starts), then a comparison in OUTPUT/ID/:
@@ -263,6 +264,9 @@ const EXIT_STACK_FAILED: u8 = 5;
 /// The exit code of a run whose pre-flight failed: the server cannot be used as the run would use it; nothing was
 /// timed and no results directory was written.
 const EXIT_PREFLIGHT_FAILED: u8 = 6;
+/// The exit code of a run stopped because its server stopped answering (`--max-connect-failures`): what it
+/// measured is recorded and reported, marked stopped.
+const EXIT_SERVER_STOPPED_ANSWERING: u8 = 7;
 
 fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
     let outcome = match runtime()?.block_on(llmbench::run::run(args)) {
@@ -288,6 +292,12 @@ fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
         }
         if run.stopped == Some(llmbench::engine::StopReason::StackFailed) {
             return Ok(ExitCode::from(EXIT_STACK_FAILED));
+        }
+        if matches!(
+            run.stopped,
+            Some(llmbench::engine::StopReason::ServerStoppedAnswering { .. })
+        ) {
+            return Ok(ExitCode::from(EXIT_SERVER_STOPPED_ANSWERING));
         }
     }
     let counts = &outcome.summary.overall.requests;

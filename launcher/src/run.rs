@@ -233,6 +233,13 @@ pub struct RunArgs {
     /// field (llama.cpp, many proxies), or a gateway that serves models it does not list.
     #[arg(long)]
     pub allow_model_mismatch: bool,
+    /// Stop the run after N requests in a row failed before the server answered anything (connection refused,
+    /// DNS, reset before any byte): the server stopped answering. The run ends with "the server stopped answering
+    /// at t=…" and exit code 7, every record kept and every report written. Meanwhile a concurrency slot waits
+    /// after each such failure (10ms, doubling to 1s) rather than re-sending at once; a rate stage keeps its
+    /// schedule. 0 never stops.
+    #[arg(long, default_value_t = engine::DEFAULT_MAX_CONNECT_FAILURES, value_name = "N")]
+    pub max_connect_failures: u32,
     /// Set by `llmbench experiment` for a run whose server it has already checked: why this run's pre-flight is
     /// skipped.
     #[arg(skip)]
@@ -1216,6 +1223,7 @@ impl RunContext<'_> {
             requests: execution.requests,
             warmup: execution.warmup,
             before_measured,
+            max_connect_failures: args.max_connect_failures,
         };
         let signals = watch_signals(&control, args.interrupt_grace)?;
         if let Some(served) = &self.served {

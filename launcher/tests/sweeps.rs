@@ -787,6 +787,7 @@ mod planner {
             requests: Requests::Fixed(Arc::from(vec![body(40)])),
             warmup: None,
             before_measured: None,
+            max_connect_failures: engine::DEFAULT_MAX_CONNECT_FAILURES,
         };
         let ran = engine::run(target, plan, Clock::start(), sink, Control::default()).await;
         let records = writer.await.expect("joins").expect("written");

@@ -388,6 +388,10 @@ fn judge(outcome: &RunOutcome, validate_failures: bool) -> Result<(), String> {
     if let Some(StopReason::Interrupted { signal }) = outcome.stopped {
         return Err(format!("interrupted by {signal}"));
     }
+    // Its figures end where the server died: not a measurement of the treatment.
+    if let Some(reason @ StopReason::ServerStoppedAnswering { .. }) = outcome.stopped {
+        return Err(reason.to_string());
+    }
     let counts = outcome.summary.overall.requests;
     if counts.total > 0 && counts.succeeded == 0 {
         return Err(format!(
