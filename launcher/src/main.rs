@@ -31,9 +31,10 @@ enum Command {
     /// Run an experiment: a BenchmarkExperiment manifest or an llm-d-benchmark experiment file, one run per
     /// treatment and repeat (every treatment checked before the first starts), then a comparison in OUTPUT/ID/:
     /// experiment.json, comparison.json, treatment_comparison.csv, experiment-summary.yaml (and benchmarks.json for
-    /// guidellm). Without an endpoint one embedded simulator serves every run. `experiment report DIR` rewrites the
+    /// guidellm). Without an endpoint one embedded simulator serves every run. Each server is checked once, by the
+    /// first run against it (see `llmbench run --help`, --no-preflight). `experiment report DIR` rewrites the
     /// comparison (and its pictures in plots/) from the files. Exit codes: 1 an error (nothing ran), 3 some run
-    /// failed, 4 interrupted.
+    /// failed, 4 interrupted, 6 a server failed its pre-flight (the runs against it were skipped).
     #[cfg(feature = "experiment")]
     Experiment(Box<llmbench::experiment::ExperimentCommand>),
     /// Rebuild summary.json, every report and the pictures of a run directory from its run.json, requests.jsonl
@@ -342,6 +343,12 @@ fn experiment_command(
             "llmbench: the experiment was interrupted; the runs it did not start are marked skipped"
         );
         return Ok(ExitCode::from(experiment::EXIT_INTERRUPTED));
+    }
+    if let Some(failed) = &outcome.preflight_failed {
+        eprintln!(
+            "llmbench: error: a server failed its pre-flight, and the runs against it were skipped: {failed}"
+        );
+        return Ok(ExitCode::from(experiment::EXIT_PREFLIGHT_FAILED));
     }
     let failed = outcome.failed_runs();
     if failed > 0 {

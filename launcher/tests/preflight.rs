@@ -1,13 +1,13 @@
 //! The pre-flight through the real binary: each way a server can be unusable stops the run before anything is
 //! timed, with exit code 6, a message naming what was tried and how to fix it, and no results directory; a server
 //! that passes has what it answered recorded in run.json, and the run's records are the run's requests alone. A
-//! sweep checks its server once.
+//! sweep and an experiment check their server once.
 
 mod common;
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -554,4 +554,89 @@ fn a_sweep_checks_its_server_once_whatever_its_stages() {
         .filter(|r| r.method == "POST" && r.body["max_tokens"] == 1)
         .count();
     assert_eq!(one_token, 1, "one test request for the whole sweep");
+}
+
+fn experiment(dir: &Path, endpoint: &str, id: &str) -> (Output, PathBuf) {
+    let file = write(
+        dir,
+        "two.yaml",
+        "treatments:\n  - {name: a, max-concurrency: 1}\n  - {name: b, max-concurrency: 2}\n",
+    );
+    let out = dir.join("out");
+    let output = llmbench()
+        .arg("experiment")
+        .arg(&file)
+        .arg("--output")
+        .arg(&out)
+        .args(["--id", id])
+        .args([
+            "--harness",
+            "vllm-benchmark",
+            "--profile",
+            "random_concurrent",
+            "--endpoint",
+            endpoint,
+            "--model",
+            "m",
+            "--tokenizer",
+            "builtin",
+            "--override",
+            "num-prompts=4",
+            "--override",
+            "random-input-len=8",
+            "--override",
+            "random-output-len=2",
+        ])
+        .output()
+        .expect("runs");
+    (output, out.join(id))
+}
+
+#[test]
+fn an_experiment_checks_each_server_once_and_skips_the_runs_against_one_that_fails() {
+    let server = TinyServer::start(answering);
+    let dir = tempfile::tempdir().expect("tmp");
+    let (output, exp) = experiment(dir.path(), &server.url, "up");
+    succeeded(&output);
+    assert_eq!(model_listings(&server), 1, "checked once for two runs");
+    let first = json(&exp.join("a-r1/run.json"));
+    assert_eq!(first["preflight"]["request"]["status"], 200);
+    let second = json(&exp.join("b-r1/run.json"));
+    assert!(
+        second["preflight"]["skipped"]
+            .as_str()
+            .is_some_and(|s| s.contains("a-r1")),
+        "{}",
+        second["preflight"]
+    );
+
+    let endpoint = closed_endpoint();
+    let (output, exp) = experiment(dir.path(), &endpoint, "down");
+    assert_eq!(
+        output.status.code(),
+        Some(PREFLIGHT_FAILED),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        stderr(&output)
+            .contains("a server failed its pre-flight, and the runs against it were skipped"),
+        "{}",
+        stderr(&output)
+    );
+    let plan = json(&exp.join("experiment.json"));
+    assert_eq!(plan["runs"][0]["status"], "failed");
+    assert!(
+        plan["runs"][0]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("connection refused")),
+        "{}",
+        plan["runs"][0]
+    );
+    assert_eq!(plan["runs"][1]["status"], "skipped");
+    assert_eq!(
+        plan["runs"][1]["error"],
+        "skipped: its server failed the pre-flight in run a-r1"
+    );
+    assert!(!exp.join("a-r1").exists() && !exp.join("b-r1").exists());
 }
