@@ -28,6 +28,7 @@ pub(crate) async fn run(context: &mut RunContext<'_>) -> Result<RunOutcome, RunE
         ));
     }
     let request_model = context.request_model(workload.api.model.clone())?;
+    let preflight = context.preflight(&workload.api, &request_model).await?;
     let stages: Vec<Arc<LmBenchStage>> = workload
         .stages
         .iter()
@@ -67,6 +68,7 @@ pub(crate) async fn run(context: &mut RunContext<'_>) -> Result<RunOutcome, RunE
             report: ReportOptions::default(),
             // The answers join the users' histories.
             keep_text: true,
+            preflight: Some(preflight),
         })
         .await?;
     let t0_unix_s = executed.meta.t0_unix_ns as f64 / 1e9;

@@ -22,15 +22,19 @@ enum Command {
     /// Run a benchmark: render the profile, build every prompt, drive the endpoint (--endpoint, else the server the
     /// profile names, else the embedded simulator), scrape the stack's Prometheus metrics meanwhile, and write
     /// requests.jsonl, server_metrics.jsonl, summary.json, the harness's own result files, an llm-d benchmark
-    /// report, plots/ and report.html to OUTPUT/RUN_ID/. Exit codes: 1 an error, 3 not a single request
-    /// succeeded, 4 interrupted by SIGTERM/SIGINT (everything measured is written, marked interrupted).
+    /// report, plots/ and report.html to OUTPUT/RUN_ID/. Before the clock starts, a pre-flight checks the server
+    /// (see --no-preflight). Exit codes: 1 an error, 3 not a single request succeeded, 4 interrupted by
+    /// SIGTERM/SIGINT (everything measured is written, marked interrupted), 5 the stack --serve started failed
+    /// mid-run, 6 the pre-flight failed (the server cannot be used: nothing was timed or written), 7 the server
+    /// stopped answering mid-run (--max-connect-failures; everything measured is written, marked stopped).
     Run(Box<llmbench::run::RunArgs>),
     /// Run an experiment: a BenchmarkExperiment manifest or an llm-d-benchmark experiment file, one run per
     /// treatment and repeat (every treatment checked before the first starts), then a comparison in OUTPUT/ID/:
     /// experiment.json, comparison.json, treatment_comparison.csv, experiment-summary.yaml (and benchmarks.json for
-    /// guidellm). Without an endpoint one embedded simulator serves every run. `experiment report DIR` rewrites the
+    /// guidellm). Without an endpoint one embedded simulator serves every run. Each server is checked once, by the
+    /// first run against it (see `llmbench run --help`, --no-preflight). `experiment report DIR` rewrites the
     /// comparison (and its pictures in plots/) from the files. Exit codes: 1 an error (nothing ran), 3 some run
-    /// failed, 4 interrupted.
+    /// failed, 4 interrupted, 6 a server failed its pre-flight (the runs against it were skipped).
     #[cfg(feature = "experiment")]
     Experiment(Box<llmbench::experiment::ExperimentCommand>),
     /// Rebuild summary.json, every report and the pictures of a run directory from its run.json, requests.jsonl
@@ -258,9 +262,22 @@ const EXIT_INTERRUPTED: u8 = 4;
 /// The exit code of a run whose stack (`--serve`) failed mid-run: what it measured is recorded and reported, marked
 /// stopped, and run.json's `stack.failure` says how the stack failed.
 const EXIT_STACK_FAILED: u8 = 5;
+/// The exit code of a run whose pre-flight failed: the server cannot be used as the run would use it; nothing was
+/// timed and no results directory was written.
+const EXIT_PREFLIGHT_FAILED: u8 = 6;
+/// The exit code of a run stopped because its server stopped answering (`--max-connect-failures`): what it
+/// measured is recorded and reported, marked stopped.
+const EXIT_SERVER_STOPPED_ANSWERING: u8 = 7;
 
 fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
-    let outcome = runtime()?.block_on(llmbench::run::run(args))?;
+    let outcome = match runtime()?.block_on(llmbench::run::run(args)) {
+        Ok(outcome) => outcome,
+        Err(e @ llmbench::run::RunError::Preflight(_)) => {
+            eprintln!("llmbench: error: {e}");
+            return Ok(ExitCode::from(EXIT_PREFLIGHT_FAILED));
+        }
+        Err(e) => return Err(e.into()),
+    };
     print!("{}", llmbench::report::print_table(&outcome.summary));
     if let Some(verdict) = &outcome.mlperf {
         print!("{}", verdict.summary_txt());
@@ -276,6 +293,12 @@ fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
         }
         if run.stopped == Some(llmbench::engine::StopReason::StackFailed) {
             return Ok(ExitCode::from(EXIT_STACK_FAILED));
+        }
+        if matches!(
+            run.stopped,
+            Some(llmbench::engine::StopReason::ServerStoppedAnswering { .. })
+        ) {
+            return Ok(ExitCode::from(EXIT_SERVER_STOPPED_ANSWERING));
         }
     }
     let counts = &outcome.summary.overall.requests;
@@ -320,6 +343,12 @@ fn experiment_command(
             "llmbench: the experiment was interrupted; the runs it did not start are marked skipped"
         );
         return Ok(ExitCode::from(experiment::EXIT_INTERRUPTED));
+    }
+    if let Some(failed) = &outcome.preflight_failed {
+        eprintln!(
+            "llmbench: error: a server failed its pre-flight, and the runs against it were skipped: {failed}"
+        );
+        return Ok(ExitCode::from(experiment::EXIT_PREFLIGHT_FAILED));
     }
     let failed = outcome.failed_runs();
     if failed > 0 {

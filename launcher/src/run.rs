@@ -12,6 +12,7 @@
 
 mod capacity;
 mod output;
+pub mod preflight;
 mod server;
 mod target;
 
@@ -41,8 +42,8 @@ use crate::profile::{ProfileError, Template, TemplateSource, Values, render};
 use crate::prompts::{PromptError, build_prompts};
 use crate::record::RequestRecord;
 use crate::report::{
-    self, Formats, LLMBENCH_VERSION, ProfileNote, RUN_META_SCHEMA, ReportError, ReportOptions,
-    RunEnd, RunMeta, ServerMetricsMeta, ShardMeta, StageMeta,
+    self, Formats, LLMBENCH_VERSION, PreflightMeta, ProfileNote, RUN_META_SCHEMA, ReportError,
+    ReportOptions, RunEnd, RunMeta, ServerMetricsMeta, ShardMeta, StageMeta,
 };
 use crate::request::{BodySettings, BodyStyle, prepare};
 use crate::sim::{self, SimConfig, SimError};
@@ -216,6 +217,33 @@ pub struct RunArgs {
     /// Embedded simulator: time between tokens.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "10ms", value_name = "DURATION")]
     pub sim_itl: Duration,
+    /// Skip the pre-flight. By default, before any prompt is built or timed, the run checks its server: that it
+    /// accepts connections, that GET /v1/models lists the model, and that one tiny request of the run's own kind
+    /// (its API path, streaming, headers and API key; one output token) succeeds and answers for that model. A
+    /// failure stops the run with the fix and exit code 6, having timed and written nothing; run.json records what
+    /// the checks found. Skip it when the server must receive no request but the measured ones (request quotas,
+    /// billing, a server that counts requests), or when the endpoint only answers once the run's load arrives.
+    #[arg(long)]
+    pub no_preflight: bool,
+    /// How long the pre-flight's test request may take: a cold engine can be slow to answer its first request.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "60s", value_name = "DURATION")]
+    pub preflight_timeout: Duration,
+    /// Go on (with a warning, and the server's own model name recorded in run.json) when the pre-flight finds that
+    /// the server does not list the model, or answers as another model: a server that ignores the request's model
+    /// field (llama.cpp, many proxies), or a gateway that serves models it does not list.
+    #[arg(long)]
+    pub allow_model_mismatch: bool,
+    /// Stop the run after N requests in a row failed before the server answered anything (connection refused,
+    /// DNS, reset before any byte): the server stopped answering. The run ends with "the server stopped answering
+    /// at t=…" and exit code 7, every record kept and every report written. Meanwhile a concurrency slot waits
+    /// after each such failure (10ms, doubling to 1s) rather than re-sending at once; a rate stage keeps its
+    /// schedule. 0 never stops.
+    #[arg(long, default_value_t = engine::DEFAULT_MAX_CONNECT_FAILURES, value_name = "N")]
+    pub max_connect_failures: u32,
+    /// Set by `llmbench experiment` for a run whose server it has already checked: why this run's pre-flight is
+    /// skipped.
+    #[arg(skip)]
+    pub preflight_done: Option<String>,
 }
 
 /// `--metrics-interval`: a duration of at least 100 ms (a faster scrape loads the server more than it tells).
@@ -307,6 +335,11 @@ pub enum RunError {
     Trace(#[from] crate::trace::ReplayError),
     #[error(transparent)]
     SessionReplay(#[from] crate::session_replay::SessionReplayError),
+    #[error(
+        "pre-flight: {0}\n  note: nothing was timed and no results were written; --no-preflight runs without these \
+         checks"
+    )]
+    Preflight(#[from] preflight::PreflightError),
     #[error(
         "{source}; the run stopped there: the stages that ran are recorded and reported in {}",
         dir.display()
@@ -566,6 +599,7 @@ async fn run_against(
             context.tokenizer_spec(workload.tokenizer.as_ref().map(|t| t.name_or_path.clone()))?;
         // Upstream sends the server's model name whatever the traces recorded.
         let request_model = context.request_model(workload.api.model.clone())?;
+        let preflight = context.preflight(&workload.api, &request_model).await?;
         let settings = BodySettings::new(
             &workload.api,
             request_model.clone(),
@@ -583,6 +617,7 @@ async fn run_against(
             tokenizer_spec,
             planned,
             true,
+            preflight,
         )
         .await;
     }
@@ -597,8 +632,9 @@ async fn run_against(
         }
         let tokenizer_spec =
             context.tokenizer_spec(workload.tokenizer.as_ref().map(|t| t.name_or_path.clone()))?;
-        let tokenizer: Tokenizer = load_tokenizer(&tokenizer_spec, &HubOptions::from_env()).await?;
         let request_model = context.request_model(workload.api.model.clone())?;
+        let preflight = context.preflight(&workload.api, &request_model).await?;
+        let tokenizer: Tokenizer = load_tokenizer(&tokenizer_spec, &HubOptions::from_env()).await?;
         let settings = BodySettings::new(
             &workload.api,
             request_model.clone(),
@@ -618,6 +654,7 @@ async fn run_against(
             tokenizer_spec,
             vec![stage],
             false,
+            preflight,
         )
         .await;
     }
@@ -669,13 +706,15 @@ async fn run_against(
 
     let tokenizer_spec =
         context.tokenizer_spec(workload.tokenizer.as_ref().map(|t| t.name_or_path.clone()))?;
+    let request_model = context.request_model(workload.api.model.clone())?;
+    // Before the tokenizer is fetched and any prompt built: a server that cannot be used fails the run in seconds.
+    let preflight = context.preflight(&workload.api, &request_model).await?;
     let mut hub = HubOptions::from_env();
     // inference-perf's `tokenizer.token` goes to the hub ahead of HF_TOKEN, as `from_pretrained(token=…)`.
     if let Some(token) = workload.tokenizer.as_ref().and_then(|t| t.token.clone()) {
         hub.token = Some(token);
     }
     let tokenizer: Tokenizer = load_tokenizer(&tokenizer_spec, &hub).await?;
-    let request_model = context.request_model(workload.api.model.clone())?;
     let settings = BodySettings::new(
         &workload.api,
         request_model.clone(),
@@ -717,6 +756,7 @@ async fn run_against(
             max_concurrency: workload.workers.worker_max_concurrency,
             report: report_options(&workload),
             keep_text,
+            preflight: Some(preflight),
         })
         .await?;
     context.finish(executed)
@@ -735,6 +775,7 @@ async fn run_replay(
     tokenizer_spec: String,
     planned: Vec<engine::Stage>,
     keep_text: bool,
+    preflight: PreflightMeta,
 ) -> Result<RunOutcome, RunError> {
     let stages = context.shard(planned, &workload.stages)?;
     let executed = context
@@ -750,6 +791,7 @@ async fn run_replay(
             max_concurrency: workload.workers.worker_max_concurrency,
             report: report_options(workload),
             keep_text,
+            preflight: Some(preflight),
         })
         .await?;
     context.finish(executed)
@@ -790,6 +832,8 @@ async fn run_nop(mut context: RunContext<'_>, workload: &Workload) -> Result<Run
             max_concurrency: None,
             report: report_options(workload),
             keep_text: false,
+            // The nop harness sends nothing: there is no server to check.
+            preflight: None,
         })
         .await?;
     if let Some(log) = log {
@@ -885,6 +929,8 @@ pub(crate) struct Execution<'a> {
     pub report: ReportOptions,
     /// Keep each response's text in its record (MLPerf accuracy mode; conversations, which take it out again).
     pub keep_text: bool,
+    /// What the pre-flight found ([`RunContext::preflight`]), for run.json; `None` for a run that sends nothing.
+    pub preflight: Option<PreflightMeta>,
 }
 
 /// A finished execution, before its summary and reports are written: a harness may add its verdict first.
@@ -920,6 +966,50 @@ impl RunContext<'_> {
         from_profile
             .or_else(|| self.model.clone())
             .ok_or(RunError::NoModel)
+    }
+
+    /// Checks the run's server before any prompt is built or timed ([`preflight`]), with the run's own API, client
+    /// settings and model; or says why it is not checked (`--no-preflight`, an experiment that checked it before).
+    /// Called once per run, whatever its stages (a sweep's or a capacity search's included).
+    pub async fn preflight(&self, api: &Api, model: &str) -> Result<PreflightMeta, RunError> {
+        let args = self.args;
+        let skipped = args
+            .preflight_done
+            .clone()
+            .or_else(|| args.no_preflight.then(|| "--no-preflight".to_owned()));
+        if let Some(reason) = skipped {
+            tracing::info!(reason, "pre-flight skipped");
+            return Ok(PreflightMeta {
+                skipped: Some(reason),
+                ..PreflightMeta::default()
+            });
+        }
+        let url = format!("{}{}", self.endpoint, api.path());
+        let target = Target {
+            transport: transport(&url, api.api_key.as_deref(), &api.headers, Some(1))?,
+            url,
+            api_key: api.api_key.clone(),
+            headers: api.headers.clone(),
+            request_timeout: Some(args.preflight_timeout),
+            streaming: api.streaming,
+            keep_text: false,
+        };
+        let checks = preflight::Checks {
+            endpoint: self.endpoint,
+            api,
+            model,
+            style: BodyStyle::of(args.harness),
+            request_timeout: args.preflight_timeout,
+            allow_model_mismatch: args.allow_model_mismatch,
+        };
+        let meta = preflight::check(&checks, target).await?;
+        tracing::info!(
+            endpoint = self.endpoint,
+            model,
+            answered_in_ms = meta.request.as_ref().map(|r| r.latency_ms),
+            "pre-flight passed: the server answers for the model"
+        );
+        Ok(meta)
     }
 
     /// Logs the parser's findings (after the run's first line) and keeps them for run.json and the summary.
@@ -1089,6 +1179,7 @@ impl RunContext<'_> {
             release,
             stack,
             profiling: None,
+            preflight: execution.preflight,
         };
         // Written before the first request, so a killed run can still be reported from requests.jsonl; an adaptive
         // run rewrites it as each stage is decided.
@@ -1132,6 +1223,7 @@ impl RunContext<'_> {
             requests: execution.requests,
             warmup: execution.warmup,
             before_measured,
+            max_connect_failures: args.max_connect_failures,
         };
         let signals = watch_signals(&control, args.interrupt_grace)?;
         if let Some(served) = &self.served {

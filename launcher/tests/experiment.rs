@@ -745,14 +745,20 @@ fn setup_treatments_run_against_the_stacks_given_for_them() {
     let output = experiment(&file, &out, "setups", &extra);
     let _ = server.kill();
     let _ = server.wait();
+    // The stack that refuses connections fails its pre-flight: exit 6, not a run that failed under load.
     assert_eq!(
         output.status.code(),
-        Some(3),
+        Some(6),
         "{}\n{}",
         stdout(&output),
         stderr(&output)
     );
     let plan = json(&out.join("setups/experiment.json"));
+    let error = plan["runs"][0]["error"].as_str().expect("error");
+    assert!(
+        error.contains("pre-flight") && error.contains("connection refused"),
+        "{error}"
+    );
     assert_eq!(plan["setup_treatments"][1]["endpoint"], url.as_str());
     assert_eq!(
         plan["setup_treatments"][1]["overrides"][0],

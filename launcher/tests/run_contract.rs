@@ -138,8 +138,16 @@ fn a_profile_that_names_its_server_is_run_against_it_and_the_first_line_says_so(
     assert!(first.contains(&server.url), "{first}");
     assert!(first.contains("the server the profile names"), "{first}");
     let bodies = server.bodies();
-    assert_eq!(bodies.len(), 3);
+    // The pre-flight's test request went to the same server first: the run's API, its model, one token.
+    assert_eq!(bodies.len(), 4, "{bodies:?}");
+    assert_eq!(bodies[0]["max_tokens"], 1, "{}", bodies[0]);
+    assert_eq!(bodies[0]["stream"], true, "{}", bodies[0]);
     assert!(bodies.iter().all(|b| b["model"] == "served-model"));
+    let meta = json(&dir.path().join("own-server/run.json"));
+    assert_eq!(
+        meta["preflight"]["request"]["url"],
+        format!("{}/v1/completions", server.url)
+    );
 }
 
 #[test]
@@ -489,12 +497,13 @@ fn guidellm_multi_turn_requests_carry_the_earlier_turns_and_the_actual_answers()
             server.url
         ),
     );
+    // Without the pre-flight, whose test request the server would keep among the turns.
     let output = run_profile(
         dir.path(),
         "guidellm",
         &profile,
         "mt",
-        &["--tokenizer", "builtin"],
+        &["--tokenizer", "builtin", "--no-preflight"],
     );
     assert!(output.status.success(), "{}", stderr(&output));
     let bodies = server.bodies();

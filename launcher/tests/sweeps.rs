@@ -335,6 +335,7 @@ fn a_guidellm_sweep_without_a_successful_request_fails_as_guidellm_does() {
         &guidellm_sweep(5, "constant", "[{kind: max_requests, count: 3}]"),
     );
     let endpoint = closed_endpoint();
+    // Without the pre-flight, which would stop the run before its first stage (`preflight.rs` tests that).
     let output = run_profile(
         dir.path(),
         "guidellm",
@@ -347,6 +348,7 @@ fn a_guidellm_sweep_without_a_successful_request_fails_as_guidellm_does() {
             "llmbench-sim",
             "--tokenizer",
             "builtin",
+            "--no-preflight",
         ],
     );
     assert!(!output.status.success(), "{}", stderr(&output));
@@ -390,6 +392,7 @@ fn an_all_scope_error_limit_ends_a_guidellm_sweep_in_its_rate_phase_only() {
         "guidellm",
         &profile,
         "errors",
+        // The script counts requests from the first: the pre-flight's two would shift it.
         &[
             "--endpoint",
             &endpoint,
@@ -397,6 +400,7 @@ fn an_all_scope_error_limit_ends_a_guidellm_sweep_in_its_rate_phase_only() {
             "llmbench-sim",
             "--tokenizer",
             "builtin",
+            "--no-preflight",
         ],
     );
     succeeded(&output);
@@ -575,6 +579,7 @@ fn an_inference_perf_probe_that_sees_nothing_fall_fails_with_inference_perfs_err
     let dir = tempfile::tempdir().expect("tmp");
     let profile = write(dir.path(), "ip.yaml", &inference_perf_sweep(10, 2));
     let endpoint = closed_endpoint();
+    // Without the pre-flight, which would stop the run before its probe stage (`preflight.rs` tests that).
     let output = run_profile(
         dir.path(),
         "inference-perf",
@@ -587,6 +592,7 @@ fn an_inference_perf_probe_that_sees_nothing_fall_fails_with_inference_perfs_err
             "llmbench-sim",
             "--tokenizer",
             "builtin",
+            "--no-preflight",
         ],
     );
     assert!(!output.status.success(), "{}", stderr(&output));
@@ -781,6 +787,7 @@ mod planner {
             requests: Requests::Fixed(Arc::from(vec![body(40)])),
             warmup: None,
             before_measured: None,
+            max_connect_failures: engine::DEFAULT_MAX_CONNECT_FAILURES,
         };
         let ran = engine::run(target, plan, Clock::start(), sink, Control::default()).await;
         let records = writer.await.expect("joins").expect("written");

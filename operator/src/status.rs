@@ -157,13 +157,22 @@ pub fn pod_outcome(pod: &Pod) -> PodOutcome {
             .map(|s| format!(", signal {s}"))
             .unwrap_or_default();
         // The launcher's own exit codes (llmbench's main.rs): 3 when no request succeeded, 4 when a signal
-        // stopped the run after it wrote everything it measured, marked interrupted.
+        // stopped the run after it wrote everything it measured, marked interrupted, 6 when the pre-flight found
+        // the stack unusable (nothing ran; the log tail says why), 7 when the stack stopped answering mid-run.
         let hint = match (reason, terminated.exit_code) {
             (FailureReason::OomKilled, _) => "; raise spec.launcher.resources.limits.memory",
             (_, 3) => "; no request succeeded: see the errors in the summary and requests.jsonl",
             (_, 4) => {
                 "; the launcher was interrupted (SIGTERM): what it measured is on the workload volume, every \
                  report marked interrupted"
+            }
+            (_, 6) => {
+                "; the pre-flight found the stack unusable (unreachable, no such API path or model, or its test \
+                 request failed): nothing was run; the launcher's log says what it tried and how to fix it"
+            }
+            (_, 7) => {
+                "; the stack stopped answering mid-run (connection failures in a row): what was measured is on the \
+                 workload volume, every report marked stopped"
             }
             _ => "",
         };
@@ -760,6 +769,22 @@ mod tests {
              the summary and requests.jsonl"
         );
         assert_eq!(f.termination_message.as_deref(), Some("boom"));
+    }
+
+    #[test]
+    fn a_failed_pre_flight_and_a_stack_that_stopped_answering_are_told_apart() {
+        let f = failure(pod_outcome(&pod(0, "Failed", terminated(6, "Error", ""))));
+        assert!(
+            f.detail.contains("code 6") && f.detail.contains("pre-flight"),
+            "{}",
+            f.detail
+        );
+        let f = failure(pod_outcome(&pod(0, "Failed", terminated(7, "Error", "{}"))));
+        assert!(
+            f.detail.contains("code 7") && f.detail.contains("stopped answering"),
+            "{}",
+            f.detail
+        );
     }
 
     #[test]

@@ -231,6 +231,10 @@ pub enum StopReason {
     /// The stack the launcher started and watched (`--serve`) exited or stopped answering its health check; run.json's
     /// `stack.failure` says how, with the stack's log tail.
     StackFailed,
+    /// The server stopped answering: `failures` connection-level failures in a row (refused, DNS, reset before any
+    /// byte of a response), the first of them `at_ms` after the run's clock started (`--max-connect-failures`).
+    /// What was in flight is cancelled; every record is kept.
+    ServerStoppedAnswering { at_ms: u64, failures: u32 },
 }
 
 /// The signals a launcher handles.
@@ -262,6 +266,12 @@ impl fmt::Display for StopReason {
             StopReason::MaxGlobalErrorRate => f.write_str("max_global_error_rate reached"),
             StopReason::Deadline => f.write_str("the stage's deadline passed"),
             StopReason::StackFailed => f.write_str("the stack under test failed"),
+            StopReason::ServerStoppedAnswering { at_ms, failures } => write!(
+                f,
+                "the server stopped answering at t={}.{:03}s, after {failures} connection failures in a row",
+                at_ms / 1000,
+                at_ms % 1000
+            ),
         }
     }
 }
@@ -591,6 +601,27 @@ mod tests {
         let status = serde_json::to_value(RunSummary::from(&compact)).expect("serializes");
         assert_eq!(status["engine"]["version"], "0.11.0");
         assert_eq!(status["engine"]["command"][1], "serve");
+    }
+
+    #[test]
+    fn a_server_that_stopped_answering_says_when_and_after_how_many_failures() {
+        let reason = StopReason::ServerStoppedAnswering {
+            at_ms: 12_045,
+            failures: 20,
+        };
+        let json = serde_json::to_string(&reason).expect("serializes");
+        assert_eq!(
+            json,
+            r#"{"reason":"server_stopped_answering","at_ms":12045,"failures":20}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<StopReason>(&json).expect("parses"),
+            reason
+        );
+        assert_eq!(
+            reason.to_string(),
+            "the server stopped answering at t=12.045s, after 20 connection failures in a row"
+        );
     }
 
     #[test]

@@ -109,6 +109,56 @@ pub async fn execute(
     clock: &Clock,
     cancel: &super::control::Flag,
 ) -> RequestRecord {
+    execute_tapped(target, request, issue, clock, cancel, &mut |_: &[u8]| {}).await
+}
+
+/// The most of a test request's response body [`probe`] keeps.
+pub const PROBE_BODY_LIMIT: usize = 64 * 1024;
+
+/// A test request's outcome: its record, classified exactly as a run's request would be, and the start of its
+/// response body (at most [`PROBE_BODY_LIMIT`] bytes; for a stream, the event text without its HTTP framing).
+#[derive(Debug)]
+pub struct Probed {
+    pub record: RequestRecord,
+    pub body: Vec<u8>,
+}
+
+/// Sends `request` once, as [`execute`] sends a run's request (the same transport, headers and API key, the
+/// target's timeout), keeping its response body: the pre-flight's test request, which reads what a record does
+/// not keep (the model the answer names).
+pub async fn probe(target: &Target, request: &PreparedRequest, clock: &Clock) -> Probed {
+    let mut body = Vec::new();
+    let never = super::control::Flag::default();
+    let issue = Issue {
+        id: 0,
+        stage: 0,
+        scheduled_ns: clock.now_ns(),
+    };
+    let record = execute_tapped(
+        target,
+        request,
+        issue,
+        clock,
+        &never,
+        &mut |bytes: &[u8]| {
+            let room = PROBE_BODY_LIMIT.saturating_sub(body.len());
+            body.extend_from_slice(&bytes[..bytes.len().min(room)]);
+        },
+    )
+    .await;
+    Probed { record, body }
+}
+
+/// [`execute`], showing every piece of a successful response's body to `tap` as it arrives (a run's requests
+/// pass a tap that does nothing, which compiles to nothing).
+async fn execute_tapped<T: FnMut(&[u8])>(
+    target: &Target,
+    request: &PreparedRequest,
+    issue: Issue,
+    clock: &Clock,
+    cancel: &super::control::Flag,
+    tap: &mut T,
+) -> RequestRecord {
     let mut record = RequestRecord {
         id: issue.id,
         stage: issue.stage,
@@ -130,7 +180,7 @@ pub async fn execute(
     };
     let limit = target.request_timeout.unwrap_or(DEFAULT_REQUEST_TIMEOUT);
     // The exchange writes into `record` as it goes, so chunks that arrived before a timeout stay in it.
-    let exchange = exchange(target, request, clock, &mut record);
+    let exchange = exchange(target, request, clock, &mut record, tap);
     let limited = async {
         tokio::time::timeout(limit, exchange)
             .await
@@ -162,28 +212,30 @@ pub async fn execute(
     record
 }
 
-async fn exchange(
+async fn exchange<T: FnMut(&[u8])>(
     target: &Target,
     request: &PreparedRequest,
     clock: &Clock,
     record: &mut RequestRecord,
+    tap: &mut T,
 ) -> Result<(), RequestError> {
     match &target.transport {
         Transport::Http1(endpoint) => {
-            exchange_http1(endpoint, target, request, clock, record).await
+            exchange_http1(endpoint, target, request, clock, record, tap).await
         }
         Transport::Reqwest(client) => {
-            exchange_reqwest(client, target, request, clock, record).await
+            exchange_reqwest(client, target, request, clock, record, tap).await
         }
     }
 }
 
-async fn exchange_http1(
+async fn exchange_http1<T: FnMut(&[u8])>(
     endpoint: &Http1Endpoint,
     target: &Target,
     request: &PreparedRequest,
     clock: &Clock,
     record: &mut RequestRecord,
+    tap: &mut T,
 ) -> Result<(), RequestError> {
     record.sent_ns = clock.now_ns();
     let response = endpoint
@@ -200,7 +252,10 @@ async fn exchange_http1(
     if target.streaming {
         let mut events = StreamEvents::new(target.keep_text);
         let ended = response
-            .read_body(clock, |bytes, at_ns| events.push(bytes, at_ns, record))
+            .read_body(clock, |bytes, at_ns| {
+                tap(bytes);
+                events.push(bytes, at_ns, record)
+            })
             .await;
         match ended {
             Ok(BodyEnd::Stopped) => Ok(()),
@@ -213,6 +268,7 @@ async fn exchange_http1(
         let mut at_ns = 0;
         let ended = response
             .read_body(clock, |bytes, at| {
+                tap(bytes);
                 append_capped(&mut body, bytes)?;
                 at_ns = at;
                 Ok(Flow::More)
@@ -226,12 +282,13 @@ async fn exchange_http1(
     }
 }
 
-async fn exchange_reqwest(
+async fn exchange_reqwest<T: FnMut(&[u8])>(
     client: &reqwest::Client,
     target: &Target,
     request: &PreparedRequest,
     clock: &Clock,
     record: &mut RequestRecord,
+    tap: &mut T,
 ) -> Result<(), RequestError> {
     let mut builder = client
         .post(&target.url)
@@ -260,6 +317,7 @@ async fn exchange_reqwest(
         while let Some(read) = body.next().await {
             let at_ns = clock.now_ns();
             let bytes = read.map_err(|e| stream_cut(record, &error_chain(&e)))?;
+            tap(&bytes);
             if events.push(&bytes, at_ns, record)? == Flow::Stop {
                 return Ok(());
             }
@@ -272,6 +330,7 @@ async fn exchange_reqwest(
             .await
             .map_err(|e| body_cut(&error_chain(&e)))?
         {
+            tap(&bytes);
             append_capped(&mut body, &bytes)?;
         }
         whole_body(&body, clock.now_ns(), record, target.keep_text)

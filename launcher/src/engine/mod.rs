@@ -19,6 +19,7 @@ pub mod lmbench;
 pub mod sessions;
 pub mod sse;
 pub mod trace;
+pub mod unreachable;
 
 use std::collections::VecDeque;
 use std::io::Write;
@@ -33,6 +34,7 @@ pub use client::{Clock, Issue, PreparedRequest, Target, Transport};
 pub use control::{Control, Signal, StopReason};
 pub use conversation::Conversations;
 pub use trace::Replay;
+pub use unreachable::DEFAULT_MAX_CONNECT_FAILURES;
 
 use crate::record::{ErrorClass, RequestRecord};
 use crate::workload::{ErrorLimit, GlobalErrorRate, StopScope, WindowedErrorRate};
@@ -164,6 +166,8 @@ pub struct EnginePlan {
     /// Awaited once, after the warm-up and before the first stage: opens the profiling window
     /// (`--profiler-start`), so the warm-up stays outside it.
     pub before_measured: Option<futures_util::future::BoxFuture<'static, ()>>,
+    /// Connection-level failures in a row that stop the run (0: never); see [`unreachable`].
+    pub max_connect_failures: u32,
 }
 
 impl From<RunPlan> for EnginePlan {
@@ -174,6 +178,7 @@ impl From<RunPlan> for EnginePlan {
             requests: plan.requests,
             warmup: plan.warmup,
             before_measured: None,
+            max_connect_failures: DEFAULT_MAX_CONNECT_FAILURES,
         }
     }
 }
@@ -518,8 +523,8 @@ fn write_batch(out: &mut impl Write, batch: &[RequestRecord]) -> std::io::Result
 }
 
 /// Runs the warm-up and every stage of `plan` against `target`, sending each finished record to `sink`. `control`
-/// stops the run early (an interrupt, a full disk); a stage may also stop itself on its error limits, or end at its
-/// deadline. Returns each stage that ran with its times (probes left out); the stages after a run-wide stop are
+/// stops the run early (an interrupt, a full disk), and so does a server that stopped answering ([`unreachable`]);
+/// a stage may also stop itself on its error limits, or end at its deadline. Returns each stage that ran with its times (probes left out); the stages after a run-wide stop are
 /// neither run nor, for an adaptive plan, asked for.
 pub async fn run(
     target: Arc<Target>,
@@ -536,6 +541,7 @@ pub async fn run(
         return Err(EngineError::NoRequests);
     }
     let next_id = Arc::new(AtomicU64::new(0));
+    let connect_failures = Arc::new(unreachable::ConnectFailures::new(plan.max_connect_failures));
     let context =
         |stage: u32, levels: StageLevels, errors: ErrorLimits, kept: Option<Kept>| StageContext {
             target: Arc::clone(&target),
@@ -551,6 +557,7 @@ pub async fn run(
             errors,
             probe: levels.probe,
             kept,
+            connect_failures: Arc::clone(&connect_failures),
         };
     if let (Some(warmup), Requests::Fixed(_)) = (plan.warmup, &plan.requests) {
         let level = control.child();
@@ -750,6 +757,8 @@ struct StageContext {
     probe: bool,
     /// Where the stage's records are copied for its planner, if it asked for them.
     kept: Option<Kept>,
+    /// The run's streak of connection-level failures, which stops it when the server is gone.
+    connect_failures: Arc<unreachable::ConnectFailures>,
 }
 
 impl StageContext {
@@ -772,8 +781,9 @@ impl StageContext {
         .await
     }
 
-    /// Sends one request scheduled at `scheduled_ns` and records it.
-    async fn issue(&self, scheduled_ns: u64) {
+    /// Sends one request scheduled at `scheduled_ns` and records it. Returns whether it failed before the server
+    /// answered anything (a closed loop backs off after such a failure).
+    async fn issue(&self, scheduled_ns: u64) -> bool {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let issue = Issue {
             id,
@@ -787,14 +797,14 @@ impl StageContext {
                 self.sink.progress.issued.fetch_add(1, Ordering::Relaxed);
                 let record =
                     client::execute(&self.target, request, issue, &self.clock, cancel).await;
-                self.record(record);
+                self.record(record)
             }
             // Only a trace's own stages send its requests (`trace::run_trace`), and `run` refuses any other.
-            Requests::Trace => {}
+            Requests::Trace => false,
             Requests::Conversations(conversations) => {
                 let Some(turn) = conversations.begin(id, self.stage, cancel).await else {
                     // Stopped while waiting for the session's previous round: never sent.
-                    return;
+                    return false;
                 };
                 self.sink.progress.issued.fetch_add(1, Ordering::Relaxed);
                 let mut record =
@@ -809,18 +819,29 @@ impl StageContext {
                     record.end_ns = self.clock.now_ns();
                 }
                 let cancelled = conversations.finish(turn, &mut record, false, self.clock.now_ns());
-                self.record(record);
+                let connection_failed = self.record(record);
                 for record in cancelled {
                     self.record(record);
                 }
+                connection_failed
             }
         }
     }
 
     /// Hands `record` to the writer (and a copy to the stage's planner, if it keeps them) and checks the stage's
-    /// error limits with it.
-    fn record(&self, mut record: RequestRecord) {
+    /// error limits and the run's connection failures with it. Returns whether it failed before the server
+    /// answered anything.
+    fn record(&self, mut record: RequestRecord) -> bool {
         let errored = !record.succeeded() && record.error_class() != Some(ErrorClass::Cancelled);
+        let connection_failed = unreachable::is_connection_failure(&record);
+        if let Some(reason) = self.connect_failures.observe(&record) {
+            tracing::error!(
+                %reason,
+                "stopping the run: the server no longer accepts connections (--max-connect-failures); what was \
+                 in flight is cancelled, every record is kept"
+            );
+            self.run.stop_now(reason);
+        }
         record.warmup |= self.probe;
         if let Some(kept) = &self.kept {
             kept.push(&record, self.sink.budget_bytes);
@@ -828,7 +849,7 @@ impl StageContext {
         self.sink.finish(record);
         if self.errors == ErrorLimits::default() {
             // No limits: no shared tally to lock for every request.
-            return;
+            return connection_failed;
         }
         let tripped = self
             .tally
@@ -841,6 +862,7 @@ impl StageContext {
                 self.run.stop_now(reason);
             }
         }
+        connection_failed
     }
 }
 
@@ -905,7 +927,7 @@ async fn run_warmup(context: StageContext, warmup: Warmup) {
             let _slot = slots.acquire_owned().await.ok();
             let mut record = context.send(&first, context.clock.now_ns()).await;
             record.warmup = true;
-            context.sink.finish(record);
+            context.record(record);
         });
     }
     while in_flight.join_next().await.is_some() {}
@@ -976,6 +998,7 @@ async fn run_closed(context: StageContext, start: Instant, closed: ClosedLoop) {
                 () = tokio::time::sleep_until(begin.into()) => {}
                 () = context.control.issuing_ended() => return,
             }
+            let mut backoff = unreachable::Backoff::default();
             loop {
                 if context.control.issuing_stopped()
                     || deadline.is_some_and(|d| Instant::now() >= d)
@@ -989,7 +1012,14 @@ async fn run_closed(context: StageContext, start: Instant, closed: ClosedLoop) {
                 }
                 // A closed loop sends as soon as a slot frees: the intended time is now.
                 let scheduled_ns = context.clock.now_ns();
-                context.issue(scheduled_ns).await;
+                let connection_failed = context.issue(scheduled_ns).await;
+                // Not at once after a connection failure: a dead server must not become a storm of records.
+                if let Some(wait) = backoff.after(connection_failed) {
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => {}
+                        () = context.control.issuing_ended() => break,
+                    }
+                }
             }
         });
     }
@@ -1000,6 +1030,7 @@ async fn run_closed(context: StageContext, start: Instant, closed: ClosedLoop) {
 /// was issued, as LoadGen stamps it), and the next query waits for the slowest of them.
 async fn run_lockstep(context: StageContext, start: Instant, lockstep: &Lockstep) {
     let mut issued = 0u64;
+    let mut backoff = unreachable::Backoff::default();
     loop {
         if context.control.issuing_stopped() {
             break;
@@ -1013,9 +1044,20 @@ async fn run_lockstep(context: StageContext, start: Instant, lockstep: &Lockstep
         }
         issued += 1;
         let ends = lockstep.ends_after(issued, now.duration_since(start));
-        while query.join_next().await.is_some() {}
+        let mut connection_failed = false;
+        while let Some(joined) = query.join_next().await {
+            connection_failed |= joined.unwrap_or(false);
+        }
         if ends {
             break;
+        }
+        // The next query follows the last at once, as a closed loop's next request does: not after a failure to
+        // connect.
+        if let Some(wait) = backoff.after(connection_failed) {
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = context.control.issuing_ended() => break,
+            }
         }
     }
 }

@@ -51,7 +51,8 @@
 //! # Exit codes
 //!
 //! 0 every run succeeded; 1 the experiment could not start (a bad file, flag or treatment: nothing ran); 3 some
-//! run failed; 4 SIGINT or SIGTERM stopped it (what ran is compared).
+//! run failed; 4 SIGINT or SIGTERM stopped it (what ran is compared); 6 a server failed its pre-flight (the runs
+//! against it were skipped).
 
 pub mod compare;
 pub mod figures;
@@ -76,6 +77,8 @@ use crate::profile::ProfileError;
 pub const EXIT_RUN_FAILED: u8 = 3;
 /// The exit code when SIGINT or SIGTERM stopped the experiment.
 pub const EXIT_INTERRUPTED: u8 = 4;
+/// The exit code when a server failed its pre-flight: the runs against it were skipped.
+pub const EXIT_PREFLIGHT_FAILED: u8 = 6;
 
 /// Why an experiment could not be read, checked, run or compared. Each names the file, flag or treatment.
 #[derive(Debug, thiserror::Error)]
@@ -254,6 +257,11 @@ pub struct ExperimentArgs {
     /// Embedded simulator: time between tokens.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "10ms", value_name = "DURATION")]
     pub sim_itl: Duration,
+    /// Skip the pre-flight (see `llmbench run --help`). Without it, the first run against each server (an
+    /// endpoint and model) checks it before its clock starts, and the later runs against it do not; a server that
+    /// fails the check has the runs against it skipped.
+    #[arg(long)]
+    pub no_preflight: bool,
 }
 
 /// Reads, checks and runs the experiment in `args.file`. Nothing is created before every check has passed.

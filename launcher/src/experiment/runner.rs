@@ -2,11 +2,15 @@
 //! the hooks before each, retries, stopOnFailure, and SIGINT/SIGTERM stopping the experiment after the current
 //! run. With no endpoint, one embedded simulator serves the whole experiment, so the hooks and every run hit the
 //! same server. `experiment.json` is rewritten after every run, so a killed experiment still says what ran.
+//!
+//! The pre-flight runs once per server (an endpoint and a model), in the first run against it: the later runs
+//! against it skip theirs (their run.json says which run checked), and when it fails the later runs against that
+//! server are skipped instead of each failing the same way.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
@@ -19,7 +23,7 @@ use super::plan::{EXPERIMENT_FILE, ExperimentPlan, HookCall, PlanRun, RunStatus}
 use super::resolve::{INLINE_TEMPLATE_FILE, ProfileChoice, Resolved};
 use super::{ExperimentArgs, ExperimentError};
 use crate::engine::StopReason;
-use crate::run::{RunArgs, RunOutcome, SIM_MODEL};
+use crate::run::{RunArgs, RunError, RunOutcome, SIM_MODEL};
 use crate::sim::{self, SimConfig};
 use crate::wallclock;
 
@@ -32,6 +36,8 @@ pub struct ExperimentOutcome {
     pub written: Written,
     /// SIGINT or SIGTERM stopped it.
     pub interrupted: bool,
+    /// The first pre-flight that failed, with its run: the runs against that server were skipped.
+    pub preflight_failed: Option<String>,
 }
 
 impl ExperimentOutcome {
@@ -152,6 +158,7 @@ pub async fn execute(
         sim_urls,
         client: hook_client()?,
         stop: &stop,
+        checked: Mutex::default(),
     };
     let cooldown = plan
         .cooldown
@@ -222,11 +229,21 @@ pub async fn execute(
     plan.duration_s = Some(started.elapsed().as_secs_f64());
     plan.write(&plan_path)?;
     let written = compare::write_all(&dir, &plan)?;
+    let preflight_failed = context
+        .checked
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .values()
+        .find_map(|checked| match checked {
+            Checked::Failed { run, error } => Some(format!("run {run}: {error}")),
+            Checked::Passed { .. } => None,
+        });
     Ok(ExperimentOutcome {
         dir,
         interrupted: plan.interrupted,
         plan,
         written,
+        preflight_failed,
     })
 }
 
@@ -258,6 +275,20 @@ struct RunContext<'a> {
     sim_urls: BTreeMap<String, String>,
     client: reqwest::Client,
     stop: &'a Stop,
+    /// Each server's pre-flight, by (endpoint, model), as the first run against it found it.
+    checked: Mutex<BTreeMap<ServerKey, Checked>>,
+}
+
+/// A server as a run meets it: its endpoint (none: the one the profile names) and the model its requests name.
+type ServerKey = (Option<String>, Option<String>);
+
+/// How a server's pre-flight went.
+#[derive(Debug, Clone)]
+enum Checked {
+    /// In this run, which got past it.
+    Passed { run: String },
+    /// In this run, with this error.
+    Failed { run: String, error: String },
 }
 
 impl RunContext<'_> {
@@ -278,6 +309,24 @@ impl RunContext<'_> {
                     .and_then(|m| self.sim_urls.get(m).cloned())
             })
             .or_else(|| self.endpoint.clone());
+        let model = treatment
+            .model
+            .clone()
+            .or_else(|| self.resolved.model.clone());
+        let server: ServerKey = (endpoint.clone(), model);
+        let checked = self
+            .checked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&server)
+            .cloned();
+        if let Some(Checked::Failed { run: first, .. }) = &checked {
+            run.status = RunStatus::Skipped;
+            run.error = Some(format!(
+                "skipped: its server failed the pre-flight in run {first}"
+            ));
+            return;
+        }
         let started = Instant::now();
         run.started_at = Some(wallclock::rfc3339_millis(wallclock::unix_ns_now()));
         let max_attempts = plan.max_attempts.max(1);
@@ -287,12 +336,47 @@ impl RunContext<'_> {
                 run.hooks
                     .push(call_hook(&self.client, hook, endpoint.as_deref()).await);
             }
-            let args = self.run_args(plan, treatment, run, endpoint.clone());
+            let args = self
+                .run_args(plan, treatment, run, endpoint.clone())
+                .map(|mut args| {
+                    if let Some(Checked::Passed { run: first }) = &checked {
+                        args.preflight_done = Some(format!(
+                            "the experiment checked this server (endpoint and model) in its run {first}"
+                        ));
+                    }
+                    args
+                });
             let result = match args {
-                Ok(args) => crate::run::run(args)
-                    .await
-                    .map_err(|e| e.to_string())
-                    .and_then(|outcome| judge(&outcome, plan.validate_failures)),
+                Ok(args) => match crate::run::run(args).await {
+                    Ok(outcome) => {
+                        // It got past the pre-flight: the later runs against this server need not check again.
+                        self.checked
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .entry(server.clone())
+                            .or_insert_with(|| Checked::Passed {
+                                run: run.dir.clone(),
+                            });
+                        judge(&outcome, plan.validate_failures)
+                    }
+                    Err(e @ RunError::Preflight(_)) => {
+                        let error = e.to_string();
+                        if attempt == max_attempts || self.stop.requested() {
+                            self.checked
+                                .lock()
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .insert(
+                                    server.clone(),
+                                    Checked::Failed {
+                                        run: run.dir.clone(),
+                                        error: error.clone(),
+                                    },
+                                );
+                        }
+                        Err(error)
+                    }
+                    Err(e) => Err(e.to_string()),
+                },
                 Err(e) => Err(e),
             };
             match result {
@@ -378,6 +462,7 @@ impl RunContext<'_> {
             .map_err(|e| e.to_string())?;
         args.sim_ttft = self.args.sim_ttft;
         args.sim_itl = self.args.sim_itl;
+        args.no_preflight = self.args.no_preflight;
         Ok(args)
     }
 }
@@ -387,6 +472,10 @@ impl RunContext<'_> {
 fn judge(outcome: &RunOutcome, validate_failures: bool) -> Result<(), String> {
     if let Some(StopReason::Interrupted { signal }) = outcome.stopped {
         return Err(format!("interrupted by {signal}"));
+    }
+    // Its figures end where the server died: not a measurement of the treatment.
+    if let Some(reason @ StopReason::ServerStoppedAnswering { .. }) = outcome.stopped {
+        return Err(reason.to_string());
     }
     let counts = outcome.summary.overall.requests;
     if counts.total > 0 && counts.succeeded == 0 {

@@ -75,6 +75,9 @@ pub(crate) async fn run(
     })?;
 
     let tokenizer_spec = context.tokenizer_spec(None)?;
+    let request_model = context.request_model(settings.server.model.clone())?;
+    // Before the tokenizer is fetched and the dataset read: a server that cannot be used fails the run at once.
+    let preflight = context.preflight(&settings.server, &request_model).await?;
     let tokenizer = load_tokenizer(&tokenizer_spec, &HubOptions::from_env()).await?;
     let samples = load_dataset(
         Path::new(&dataset),
@@ -88,7 +91,6 @@ pub(crate) async fn run(
     .into_inner();
     let mut schedule = build_schedule(&settings, samples.len())?;
 
-    let request_model = context.request_model(settings.server.model.clone())?;
     let body = BodySettings::new(
         &settings.server,
         request_model.clone(),
@@ -114,6 +116,7 @@ pub(crate) async fn run(
             max_concurrency: None,
             report: ReportOptions::default(),
             keep_text: settings.mode == Mode::AccuracyOnly,
+            preflight: Some(preflight),
         })
         .await?;
     if settings.mode == Mode::AccuracyOnly {

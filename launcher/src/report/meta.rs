@@ -89,6 +89,53 @@ pub struct RunMeta {
     /// its status or error and latency; written when the run ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profiling: Option<crate::stack::profiler::ProfilingMeta>,
+    /// The pre-flight checks made before the clock started (the server's model list, one test request), or why
+    /// none were; absent for a run that sends nothing (nop) and in run.json files written before pre-flight
+    /// existed. Never part of the records or the metrics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preflight: Option<PreflightMeta>,
+}
+
+/// run.json's `preflight`: what the server answered before the run's clock started. A run is only written when
+/// every check passed, so each call here got an answer the run could go on with (`warnings` says where it went
+/// on against advice, e.g. `--allow-model-mismatch`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct PreflightMeta {
+    /// Why no check was made (`--no-preflight`, or an experiment that checked this server before its first run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+    /// `GET /v1/models`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub models: Option<PreflightCall>,
+    /// The test request: the run's own API, streaming, headers and API key, one output token asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<PreflightCall>,
+    /// The model the requests name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The model the test request's answer named, when it named one: a server that ignores the request's model
+    /// field (llama.cpp, some proxies) names the one it serves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_model: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// One HTTP call of the pre-flight.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct PreflightCall {
+    pub url: String,
+    /// The HTTP status, when the server answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// From sending to the end of the answer.
+    pub latency_ms: f64,
+    /// The model ids a `GET /v1/models` answer listed, when it answered with OpenAI's list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listed: Option<Vec<String>>,
+    /// What the answer meant for the run, when not simply that the check passed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// A shard's release, in nanoseconds since the Unix epoch.

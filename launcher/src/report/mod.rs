@@ -48,9 +48,9 @@ pub use llmd::{
     llmd_report_v02_file,
 };
 pub use meta::{
-    ApiKind, Burstiness, INFERENCE_PERF_PERCENTILES, LLMBENCH_VERSION, ProfileNote, RUN_META_FILE,
-    RUN_META_SCHEMA, ReleaseMeta, ReportOptions, RunEnd, RunMeta, RunState, ServerMetricsMeta,
-    ShardMeta, Slo, StageEnd, StageMeta,
+    ApiKind, Burstiness, INFERENCE_PERF_PERCENTILES, LLMBENCH_VERSION, PreflightCall,
+    PreflightMeta, ProfileNote, RUN_META_FILE, RUN_META_SCHEMA, ReleaseMeta, ReportOptions, RunEnd,
+    RunMeta, RunState, ServerMetricsMeta, ShardMeta, Slo, StageEnd, StageMeta,
 };
 pub use spilled::{
     DEFAULT_RECORDS_MEMORY, Passed, RecordPasses, RecordsFile, SpilledRun, skipped_reports,

@@ -143,6 +143,7 @@ pub(crate) fn meta() -> RunMeta {
         release: None,
         stack: None,
         profiling: None,
+        preflight: None,
     }
 }
 
