@@ -346,6 +346,9 @@ async fn a_dead_stack_is_recorded_request_by_request_and_exits_3() {
         "builtin",
         "--override",
         "num-prompts=5",
+        // The requests themselves against a dead stack are the subject: past the pre-flight, which would stop
+        // the run before the first one (exit 6), and under --max-connect-failures.
+        "--no-preflight",
         "--output",
         out.path().to_str().expect("utf-8 temp path"),
         "--run-id",
@@ -377,6 +380,8 @@ fn bad_input_exits_non_zero_naming_the_problem() {
             "http://127.0.0.1:9",
             "--model",
             MODEL,
+            // Each input is refused on its own account, not because nothing listens at the endpoint.
+            "--no-preflight",
         ];
         args.extend(["--output", out]);
         if !extra.contains(&"--profile") {
