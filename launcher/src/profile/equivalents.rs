@@ -155,13 +155,18 @@ pub fn hint(harness: Harness, key: &str) -> Option<String> {
             .paths()
             .into_iter()
             .find(|(_, p)| p.is_some_and(|p| matches(key, p.pattern)))?;
+        let article = if harness.as_str().starts_with(['a', 'e', 'i', 'o', 'u']) {
+            "an"
+        } else {
+            "a"
+        };
         Some(match here {
             Some(p) => format!(
-                "`{key}` is {dialect}'s {}; in a {harness} profile it is {}",
+                "`{key}` is {dialect}'s {}; in {article} {harness} profile it is {}",
                 setting.what, p.shown
             ),
             None => format!(
-                "`{key}` is {dialect}'s {}; a {harness} profile {}",
+                "`{key}` is {dialect}'s {}; {article} {harness} profile {}",
                 setting.what, setting.absent
             ),
         })
