@@ -311,6 +311,74 @@ mod tests {
         assert_eq!(resolved["X"], "a=b");
     }
 
+    fn template(text: &str) -> Template {
+        Template {
+            name: "t.yaml.in".into(),
+            text: text.into(),
+        }
+    }
+
+    #[test]
+    fn an_unresolved_placeholder_names_the_flag_that_fills_it() {
+        let err = render(
+            &template("m: REPLACE_ENV_LLMDBENCH_DEPLOY_CURRENT_MODEL\nt: REPLACE_ENV_LLMDBENCH_DEPLOY_CURRENT_TOKENIZER\n\
+                       u: REPLACE_ENV_LLMDBENCH_HARNESS_STACK_ENDPOINT_URL\nx: REPLACE_ENV_X\n"),
+            &Values::default(),
+            &[],
+        )
+        .expect_err("unresolved");
+        let message = err.to_string();
+        assert!(
+            message.ends_with(
+                "; pass --model NAME (the profile's model is the placeholder REPLACE_ENV_LLMDBENCH_DEPLOY_CURRENT_MODEL), \
+                 --endpoint URL (the profile's endpoint is the placeholder \
+                 REPLACE_ENV_LLMDBENCH_HARNESS_STACK_ENDPOINT_URL), --set X=VALUE"
+            ),
+            "--model fills the tokenizer too, so --tokenizer is not asked for: {message}"
+        );
+    }
+
+    #[test]
+    fn adds_come_before_overrides_and_lenient_reports_what_an_override_created() {
+        let t = template("a:\n  b: 1\n");
+        let edits = Edits {
+            overrides: vec!["a.c=3".into(), "a.zeta=4".into()],
+            add: vec!["a.c=2".into()],
+            lenient: true,
+        };
+        let rendered =
+            render_edited(&t, &Values::default(), &edits, Harness::InferencePerf).expect("renders");
+        let doc: serde_json::Value = serde_saphyr::from_str(&rendered.text).expect("yaml");
+        assert_eq!(doc["a"]["c"], 3);
+        assert_eq!(doc["a"]["zeta"], 4);
+        assert_eq!(
+            rendered.warnings(),
+            [
+                "--lenient: --override `a.zeta` created a key the profile does not have (`a` has no key `zeta`)"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_malformed_add_names_its_flag() {
+        let edits = Edits {
+            add: vec!["novalue".into()],
+            ..Edits::default()
+        };
+        let err = render_edited(
+            &template("a: 1\n"),
+            &Values::default(),
+            &edits,
+            Harness::Guidellm,
+        )
+        .expect_err("malformed");
+        assert!(
+            err.to_string()
+                .starts_with("--override-add: malformed override"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn malformed_set_is_an_error() {
         for bad in ["noequals", "=v", "bad-name=1"] {

@@ -3,7 +3,8 @@
 //! the summary and every report from the raw records.
 //!
 //! The server is `--endpoint`, else the one the profile names, else the embedded simulator on loopback (so the
-//! main job runs on a fresh machine with no cluster and no network); the run's first line says which.
+//! main job runs on a fresh machine with no cluster and no network). The command line beats the profile for the
+//! model and the tokenizer too; the run's first line says where the server, the model and the tokenizer came from.
 //!
 //! A run never hangs and never loses what it measured: every request ends at its timeout at the latest; SIGTERM
 //! and SIGINT stop issuing, give the requests in flight a grace period, record the rest as cancelled and still
@@ -960,7 +961,8 @@ async fn run_nop(mut context: RunContext<'_>, workload: &Workload) -> Result<Run
 pub(crate) struct RunContext<'a> {
     pub args: &'a RunArgs,
     pub endpoint: &'a str,
-    /// The model from `--model` (or the embedded simulator's).
+    /// The model the run chose: `--model`, else the profile's, else the embedded simulator's or what a `--serve`
+    /// stack serves.
     pub model: Option<String>,
     pub embedded: bool,
     pub template_name: &'a str,

@@ -165,6 +165,14 @@ pub fn parse(path: &Path, text: &str, rule: KeyRule) -> Result<Source, Experimen
     if is_manifest {
         let mut source = read_manifest(path, text)?;
         source.key_lines = manifest_key_lines(&doc);
+        // serde reads past fields it does not know; the apiserver (and so `kubectl apply`) refuses them.
+        let top: Vec<&Key> = entries.iter().map(|(k, _)| k).collect();
+        let mut unknown = unknown_of("", &top, &MANIFEST_KEYS);
+        if let Some(spec) = doc.get("spec") {
+            let schema = llmbench_api::experiment_schema();
+            unknown_fields(spec, &schema["properties"]["spec"], "spec", &mut unknown);
+        }
+        judge_unknown_keys(path, unknown, rule, &mut source.warnings)?;
         Ok(source)
     } else {
         read_llmd(path, entries, rule)
@@ -296,41 +304,60 @@ fn file_stem(path: &Path) -> String {
     }
 }
 
+/// The top-level keys of a manifest.
+const MANIFEST_KEYS: [&str; 5] = ["apiVersion", "kind", "metadata", "spec", "status"];
+
 /// The keys of an llm-d-benchmark file's `experiment` section.
 const LLMD_EXPERIMENT_KEYS: [&str; 5] = ["name", "description", "harness", "profile", "datasetUrl"];
 
-/// Judges the unknown keys of one section of an llm-d-benchmark file by `rule`: near misses of `known` are errors
-/// unless lenient, every unknown key is one when strict, the rest become warnings.
+/// A key an experiment file has and llmbench does not know: its path, line and the known key it is one edit from.
+struct UnknownKey {
+    path: String,
+    line: u32,
+    near: Option<String>,
+}
+
+/// The keys of one section (`section` is its path prefix, e.g. `experiment.`) not in `known`.
+fn unknown_of(section: &str, keys: &[&Key], known: &[&str]) -> Vec<UnknownKey> {
+    keys.iter()
+        .filter(|k| !known.contains(&k.name.as_str()))
+        .map(|k| UnknownKey {
+            path: format!("{section}{}", k.name),
+            line: k.line,
+            near: crate::workload::reader::nearest_key(&k.name, known.iter().copied())
+                .map(|n| format!("{section}{n}")),
+        })
+        .collect()
+}
+
+/// Judges unknown keys by `rule`: every one is an error when strict; a near miss of a known key is one unless
+/// lenient; the rest become warnings.
 fn judge_unknown_keys(
     path: &Path,
-    section: &str,
-    keys: &[&Key],
-    known: &[&str],
+    keys: Vec<UnknownKey>,
     rule: KeyRule,
     warnings: &mut Vec<String>,
 ) -> Result<(), ExperimentError> {
     if keys.is_empty() {
         return Ok(());
     }
-    let near = |k: &Key| crate::workload::reader::nearest_key(&k.name, known.iter().copied());
     if rule.strict {
         return Err(ExperimentError::UnknownKeys {
             path: path.to_owned(),
             keys: keys
                 .iter()
-                .map(|k| format!("`{section}{}` (line {})", k.name, k.line))
+                .map(|k| format!("`{}` (line {})", k.path, k.line))
                 .collect(),
         });
     }
     let misses: Vec<String> = keys
         .iter()
         .filter_map(|k| {
-            near(k).map(|n| {
-                format!(
-                    "`{section}{}` (line {}): did you mean `{section}{n}`?",
-                    k.name, k.line
-                )
-            })
+            let near = k.near.as_ref()?;
+            Some(format!(
+                "`{}` (line {}): did you mean `{near}`?",
+                k.path, k.line
+            ))
         })
         .collect();
     if !misses.is_empty() && !rule.lenient {
@@ -340,17 +367,68 @@ fn judge_unknown_keys(
         });
     }
     for key in keys {
-        let hint = near(key)
-            .map(|n| format!("did you mean `{section}{n}`?"))
-            .unwrap_or_else(|| format!("known: {}", known.join(", ")));
+        let hint = key
+            .near
+            .map(|n| format!("; did you mean `{n}`?"))
+            .unwrap_or_default();
         warnings.push(format!(
-            "{}: line {}: unknown key `{section}{}`, ignored ({hint})",
+            "{}: line {}: unknown key `{}`, ignored{hint}",
             path.display(),
             key.line,
-            key.name,
+            key.path,
         ));
     }
     Ok(())
+}
+
+/// The fields of a manifest that its CRD's `schema` does not have, walking maps by `properties` (and
+/// `additionalProperties` for maps of free keys) and lists by `items`.
+fn unknown_fields(node: &Node, schema: &serde_json::Value, path: &str, out: &mut Vec<UnknownKey>) {
+    let join = |key: &str| {
+        if path.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{path}.{key}")
+        }
+    };
+    if schema["x-kubernetes-preserve-unknown-fields"] == true {
+        return;
+    }
+    match &node.value {
+        Value::Map(entries) => {
+            if let Some(properties) = schema["properties"].as_object() {
+                for (key, value) in entries {
+                    match properties.get(&key.name) {
+                        Some(field) => unknown_fields(value, field, &join(&key.name), out),
+                        None => out.push(UnknownKey {
+                            path: join(&key.name),
+                            line: key.line,
+                            near: crate::workload::reader::nearest_key(
+                                &key.name,
+                                properties.keys().map(String::as_str),
+                            )
+                            .map(|n| join(n)),
+                        }),
+                    }
+                }
+            } else if schema["additionalProperties"].is_object() {
+                for (key, value) in entries {
+                    unknown_fields(
+                        value,
+                        &schema["additionalProperties"],
+                        &join(&key.name),
+                        out,
+                    );
+                }
+            }
+        }
+        Value::Seq(items) => {
+            for (i, item) in items.iter().enumerate() {
+                unknown_fields(item, &schema["items"], &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
 }
 
 fn read_llmd(
@@ -359,12 +437,8 @@ fn read_llmd(
     rule: KeyRule,
 ) -> Result<Source, ExperimentError> {
     let mut warnings = Vec::new();
-    let unknown: Vec<&Key> = entries
-        .iter()
-        .map(|(k, _)| k)
-        .filter(|k| !LLMD_KEYS.contains(&k.name.as_str()))
-        .collect();
-    judge_unknown_keys(path, "", &unknown, &LLMD_KEYS, rule, &mut warnings)?;
+    let keys: Vec<&Key> = entries.iter().map(|(k, _)| k).collect();
+    judge_unknown_keys(path, unknown_of("", &keys, &LLMD_KEYS), rule, &mut warnings)?;
     let get = |name: &str| entries.iter().find(|(k, _)| k.name == name);
     let mut exp = LlmdExperiment {
         name: file_stem(path),
@@ -381,16 +455,10 @@ fn read_llmd(
                 "`experiment` must be a mapping".to_owned(),
             )
         })?;
-        let unknown: Vec<&Key> = meta
-            .iter()
-            .map(|(k, _)| k)
-            .filter(|k| !LLMD_EXPERIMENT_KEYS.contains(&k.name.as_str()))
-            .collect();
+        let keys: Vec<&Key> = meta.iter().map(|(k, _)| k).collect();
         judge_unknown_keys(
             path,
-            "experiment.",
-            &unknown,
-            &LLMD_EXPERIMENT_KEYS,
+            unknown_of("experiment.", &keys, &LLMD_EXPERIMENT_KEYS),
             rule,
             &mut warnings,
         )?;
@@ -840,6 +908,34 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("`reset_cache` (line 3)"), "{err}");
+    }
+
+    #[test]
+    fn a_manifest_field_the_crd_does_not_have_is_judged_like_any_key() {
+        let manifest = "apiVersion: llmbench.dev/v1alpha1\nkind: BenchmarkExperiment\nmetadata: {name: m}\nspec:\n  \
+                        template:\n    harness: guidellm\n    workload: {builtin: sanity_concurrent}\n    stack: {model: \
+                        m}\n    overides: [spec.profile.streams=2]\n  factors:\n    - {name: s, key: spec.profile.streams, \
+                        levels: [\"1\"], note: x}\n  repeat: 2\n";
+        let err = parse(Path::new("bx.yaml"), manifest, KeyRule::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(
+                "`spec.template.overides` (line 9): did you mean `spec.template.overrides`?"
+            ) && err.contains("`spec.repeat` (line 12): did you mean `spec.repeats`?"),
+            "{err}"
+        );
+        let lenient = KeyRule {
+            lenient: true,
+            ..KeyRule::default()
+        };
+        let source = parse(Path::new("bx.yaml"), manifest, lenient).unwrap();
+        assert_eq!(source.warnings.len(), 3, "{:?}", source.warnings);
+        assert!(
+            source.warnings[1].contains("unknown key `spec.factors[0].note`, ignored"),
+            "{:?}",
+            source.warnings
+        );
     }
 
     #[test]

@@ -1564,7 +1564,7 @@ fn a_near_miss_of_a_key_that_changes_the_run_is_an_error_in_every_dialect() {
              prompt_tokens: 8, output_tokens: 8, output_tokens_stddev: 2}\n  profile: {kind: constant, rate: 2}\n  \
              constraints:\n    - {kind: max_requests, count: 4}\n"
                 .to_owned(),
-            "did you mean `output_tokens_stdev`?",
+            "did you mean `spec.data[0].output_tokens_stdev`?",
         ),
         (
             Harness::VllmBenchmark,
@@ -1599,7 +1599,7 @@ fn a_near_miss_of_an_output_location_or_an_ignored_key_stays_a_warning() {
     );
     assert_eq!(
         w,
-        ["p.yaml:5: `storage.local_storag`: unknown key, ignored; did you mean `local_storage`?"]
+        ["p.yaml:6: `storage.local_storag`: unknown key, ignored; did you mean `local_storage`?"]
     );
     let w = warnings_of(Harness::VllmBenchmark, "num-prompts: 5\nsave-reslt: true\n");
     assert_eq!(
@@ -1616,10 +1616,13 @@ fn aiperf_and_fmperf_refuse_an_unknown_key_naming_the_nearest() {
             && message.contains("did you mean `concurrency`?"),
         "{message}"
     );
-    let message = parse_fmperf("p.yaml", "num_user: 4\n")
-        .map(|_| ())
-        .expect_err("refused")
-        .to_string();
+    let message = parse_fmperf(
+        "p.yaml",
+        "model_name: m\nscenarios: short-input\nnum_user: 4\n",
+    )
+    .map(|_| ())
+    .expect_err("refused")
+    .to_string();
     assert!(message.contains("did you mean `num_users`?"), "{message}");
 }
 
