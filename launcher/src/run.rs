@@ -582,20 +582,24 @@ fn sources(args: &RunArgs, facts: &ProfileFacts, model: &ModelChoice, embedded: 
     if model.from == ModelFrom::Nothing || args.harness == Harness::Nop {
         return String::new();
     }
-    let name = model.name.as_deref().unwrap_or("(what the stack serves)");
+    let Some(name) = model.name.as_deref() else {
+        // A --serve stack names its model once it is up.
+        return match &args.tokenizer {
+            Some(t) => format!(", the model the --serve stack serves, tokenizer {t} (--tokenizer)"),
+            None => ", the model the --serve stack serves and its tokenizer".to_owned(),
+        };
+    };
     let model_from = match (&model.from, &facts.model) {
-        (ModelFrom::Flag, Some(own)) if Some(own.as_str()) != model.name.as_deref() => {
+        (ModelFrom::Flag, Some(own)) if own != name => {
             format!("--model, the profile's {own} overridden")
         }
         (ModelFrom::Flag, _) => "--model".to_owned(),
         (ModelFrom::Profile, _) => "the profile's".to_owned(),
         (ModelFrom::Simulator, _) => "the embedded simulator's".to_owned(),
-        (ModelFrom::ServedStack | ModelFrom::Nothing, _) => {
-            "served by the --serve stack".to_owned()
-        }
+        (ModelFrom::ServedStack | ModelFrom::Nothing, _) => "the stack's".to_owned(),
     };
     let (tokenizer, tokenizer_from) = match (&args.tokenizer, &facts.tokenizer) {
-        (Some(t), Some(own)) if own != t && Some(own.as_str()) != model.name.as_deref() => (
+        (Some(t), Some(own)) if own != t && own != name => (
             t.clone(),
             format!("--tokenizer, the profile's {own} overridden"),
         ),
@@ -604,9 +608,7 @@ fn sources(args: &RunArgs, facts: &ProfileFacts, model: &ModelChoice, embedded: 
             crate::tokenizer::BUILTIN.to_owned(),
             "embedded simulator".to_owned(),
         ),
-        (None, Some(own)) if Some(own.as_str()) != model.name.as_deref() => {
-            (own.clone(), "the profile's".to_owned())
-        }
+        (None, Some(own)) if own != name => (own.clone(), "the profile's".to_owned()),
         (None, _) => (name.to_owned(), "the model's".to_owned()),
     };
     format!(", model {name} ({model_from}), tokenizer {tokenizer} ({tokenizer_from})")

@@ -47,14 +47,10 @@ pub enum TokenizerError {
     #[error("cannot download {url}: {source}")]
     HubRequest { url: String, source: reqwest::Error },
     #[error(
-        "cannot reach the Hugging Face hub to download {repo}'s tokenizer ({url}: {cause}); use --tokenizer builtin or \
-         a tokenizer.json (a file, or a directory holding one), or set HF_ENDPOINT to a hub mirror you can reach"
+        "cannot reach the Hugging Face hub to download the tokenizer {url} ({cause}); use --tokenizer builtin or a \
+         tokenizer.json (a file, or a directory holding one), or set HF_ENDPOINT to a hub mirror you can reach"
     )]
-    HubUnreachable {
-        repo: String,
-        url: String,
-        cause: String,
-    },
+    HubUnreachable { url: String, cause: String },
     #[error(
         "the Hugging Face hub refused {repo} (HTTP {status}): the model is gated, private or does not exist{hint}",
         hint = if *token_set { "; check that HF_TOKEN grants access and that its license was accepted on the hub" } else { "; accept its license on the hub and set HF_TOKEN" }
@@ -532,7 +528,6 @@ async fn hub_tokenizer_file(repo: &str, hub: &HubOptions) -> Result<PathBuf, Tok
         // No answer at all (DNS, refused, timed out): the machine is offline, or the hub is blocked.
         if source.is_connect() || source.is_timeout() {
             TokenizerError::HubUnreachable {
-                repo: repo.to_owned(),
                 url: url.clone(),
                 cause: root_cause(&source),
             }

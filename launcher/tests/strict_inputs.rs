@@ -435,8 +435,8 @@ fn a_tokenizer_hub_that_cannot_be_reached_says_use_builtin_or_a_tokenizer_json()
         &output,
         &out,
         &[
-            "cannot reach the Hugging Face hub to download org/model's tokenizer \
-             (http://127.0.0.1:9/org/model/resolve/main/tokenizer.json",
+            "cannot reach the Hugging Face hub to download the tokenizer \
+             http://127.0.0.1:9/org/model/resolve/main/tokenizer.json (",
             "use --tokenizer builtin or a tokenizer.json",
         ],
     );

@@ -135,7 +135,7 @@ pub enum ExperimentError {
     Treatment {
         place: String,
         treatment: String,
-        source: ProfileError,
+        source: Box<ProfileError>,
     },
     #[error("{place}: treatment `{treatment}`: {message}")]
     TreatmentProfile {

@@ -723,7 +723,7 @@ pub fn check(resolved: &Resolved, rule: KeyRule) -> Result<Vec<String>, Experime
         .map_err(|source| ExperimentError::Treatment {
             place: resolved.place_of(&t.overrides, Some(&source)),
             treatment: t.name.clone(),
-            source,
+            source: Box::new(source),
         })?;
         warnings.extend(
             rendered

@@ -407,7 +407,7 @@ fn unknown_fields(node: &Node, schema: &serde_json::Value, path: &str, out: &mut
                                 &key.name,
                                 properties.keys().map(String::as_str),
                             )
-                            .map(|n| join(n)),
+                            .map(&join),
                         }),
                     }
                 }
