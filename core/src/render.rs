@@ -9,7 +9,11 @@
 //! Tokens in block scalars keep the block's indentation; tokens in comments are replaced on one line.
 //!
 //! Unlike llm-d-benchmark's renderer, an unresolved token is an error (listing every name and line), never text
-//! left in the output; an override key that matches nothing is an error too, never a silent no-op.
+//! left in the output; an override key that matches nothing is an error too, never a silent no-op. That includes
+//! the last key of a dotted path: llm-d-benchmark creates a missing leaf, so `load.stages.0.rat=5` would add a key
+//! the harness ignores and the run would go at the profile's own rate. A key is created only when the override says
+//! so ([`Override::parse_add`]: `--override-add`, a BenchmarkRun's `spec.overrideAdd`), or when the caller asks for
+//! upstream's behaviour ([`RenderOptions::create_missing_leaves`], `--lenient`) and reports what was created.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -136,13 +140,29 @@ pub struct OverrideMiss {
     pub key: String,
     pub reason: String,
     pub suggestion: Option<String>,
+    /// Only the last key of a dotted path is missing, under a mapping that exists: an add
+    /// ([`Override::parse_add`]) would create it.
+    pub creatable: bool,
+    /// What the key means elsewhere, filled by a caller that knows the profile's dialect (e.g. "`load.stages.0.rate`
+    /// is inference-perf's request rate; in a guidellm profile it is `spec.profile.rate`"). Shown instead of the
+    /// suggestion.
+    pub hint: Option<String>,
 }
 
 impl fmt::Display for OverrideMiss {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "`{}` ({})", self.key, self.reason)?;
-        if let Some(s) = &self.suggestion {
+        if let Some(hint) = &self.hint {
+            write!(f, " — {hint}")?;
+        } else if let Some(s) = &self.suggestion {
             write!(f, " — did you mean `{s}`?")?;
+        }
+        if self.creatable {
+            write!(
+                f,
+                "; to create `{}`, give it with --override-add (spec.overrideAdd in a BenchmarkRun)",
+                self.key
+            )?;
         }
         Ok(())
     }
@@ -165,18 +185,33 @@ pub struct OverrideError {
 }
 
 /// One `key=value` override. A key with dots is a path from the document root (integer segments index lists,
-/// negative ones count from the end); a bare key sets every key of exactly that name at any depth.
+/// negative ones count from the end); a bare key sets every key of exactly that name at any depth. Every key of the
+/// path must exist, the last one too, unless the override is an add.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Override {
     pub key: String,
     pub path: Vec<String>,
     pub value: Value,
+    /// An add (`--override-add`, `spec.overrideAdd`): the key is a path from the root, bare or dotted, and its last
+    /// key is created under a mapping that exists (an existing one is set). Indexes must still exist: an add
+    /// never appends to a list.
+    pub create: bool,
 }
 
 impl Override {
     /// Parses `key=value`: the key ends at the first `=`; both sides are trimmed; the value is typed like a YAML
     /// scalar (see [`type_scalar`]).
     pub fn parse(text: &str) -> Result<Self, OverrideError> {
+        Self::parse_text(text, false)
+    }
+
+    /// Parses `key=value` as an add: the key is a path from the document root whose last key may be missing, and
+    /// is then created.
+    pub fn parse_add(text: &str) -> Result<Self, OverrideError> {
+        Self::parse_text(text, true)
+    }
+
+    fn parse_text(text: &str, create: bool) -> Result<Self, OverrideError> {
         let fail = |reason: &str| OverrideError {
             text: text.to_owned(),
             reason: reason.to_owned(),
@@ -202,12 +237,30 @@ impl Override {
             key: key.to_owned(),
             path,
             value,
+            create,
         })
     }
 
-    fn is_dotted(&self) -> bool {
-        self.path.len() > 1
+    /// Whether the key is a path from the root rather than a name matched at any depth.
+    fn is_path(&self) -> bool {
+        self.create || self.path.len() > 1
     }
+}
+
+/// How [`render_profile_with`] treats overrides.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RenderOptions {
+    /// llm-d-benchmark's rule (`--lenient`): a dotted override whose last key is missing under an existing mapping
+    /// creates it, and is reported in [`Rendered::created`], instead of failing the render.
+    pub create_missing_leaves: bool,
+}
+
+/// A rendered profile, and the overrides that created a key because [`RenderOptions::create_missing_leaves`] was
+/// set (each as the miss it would otherwise have been).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendered {
+    pub text: String,
+    pub created: Vec<OverrideMiss>,
 }
 
 /// Types an override value the way a YAML reader types a plain scalar: `null`/`~`/empty → null;
@@ -298,7 +351,7 @@ fn is_yaml_float(raw: &str) -> bool {
     mantissa_ok && exponent_ok
 }
 
-/// Renders `template` (named `template_name` in errors) with placeholder `values` and `overrides`.
+/// Renders `template` (named `template_name` in errors) with placeholder `values` and `overrides`, applied in order.
 ///
 /// Without overrides the output is the template text with its tokens replaced, comments and layout kept. With
 /// overrides the document is rewritten in block style (comments are lost, as in llm-d-benchmark).
@@ -308,6 +361,24 @@ pub fn render_profile(
     values: &BTreeMap<String, String>,
     overrides: &[Override],
 ) -> Result<String, RenderError> {
+    render_profile_with(
+        template_name,
+        template,
+        values,
+        overrides,
+        RenderOptions::default(),
+    )
+    .map(|rendered| rendered.text)
+}
+
+/// [`render_profile`] with `options`, saying which keys were created under them.
+pub fn render_profile_with(
+    template_name: &str,
+    template: &str,
+    values: &BTreeMap<String, String>,
+    overrides: &[Override],
+    options: RenderOptions,
+) -> Result<Rendered, RenderError> {
     let substituted = substitute(template_name, template, values)?;
     let document: Value = serde_saphyr::from_str(&substituted).map_err(|e| {
         let (line, column) = error_position(&e.to_string());
@@ -330,14 +401,18 @@ pub fn render_profile(
         }
     })?;
     if overrides.is_empty() {
-        return Ok(substituted);
+        return Ok(Rendered {
+            text: substituted,
+            created: Vec::new(),
+        });
     }
     let mut document = document;
-    apply_overrides(template_name, &mut document, overrides)?;
-    serde_saphyr::to_string(&document).map_err(|e| RenderError::Emit {
+    let created = apply_overrides_with(template_name, &mut document, overrides, options)?;
+    let text = serde_saphyr::to_string(&document).map_err(|e| RenderError::Emit {
         template: template_name.to_owned(),
         message: e.to_string(),
-    })
+    })?;
+    Ok(Rendered { text, created })
 }
 
 /// Every placeholder name the template uses, in order of first appearance (`REPLACE_ENV_` names and `${…}` names).
@@ -628,12 +703,22 @@ fn error_position(message: &str) -> (usize, usize) {
     )
 }
 
-/// Applies overrides to a parsed document. Every key that selects nothing is reported, all at once.
+/// Applies overrides to a parsed document, in order. Every key that selects nothing is reported, all at once.
 pub fn apply_overrides(
     template_name: &str,
     document: &mut Value,
     overrides: &[Override],
 ) -> Result<(), RenderError> {
+    apply_overrides_with(template_name, document, overrides, RenderOptions::default()).map(|_| ())
+}
+
+/// [`apply_overrides`] with `options`; returns the overrides that created a key because of them.
+pub fn apply_overrides_with(
+    template_name: &str,
+    document: &mut Value,
+    overrides: &[Override],
+    options: RenderOptions,
+) -> Result<Vec<OverrideMiss>, RenderError> {
     let found = match document {
         Value::Object(_) => None,
         Value::Null => Some("empty"),
@@ -647,22 +732,34 @@ pub fn apply_overrides(
         });
     }
     let mut misses = Vec::new();
+    let mut created = Vec::new();
     for o in overrides {
-        let result = if o.is_dotted() {
-            set_path(document, &o.path, &o.value)
+        let result = if o.is_path() {
+            set_path(document, &o.path, &o.value, o.create)
         } else {
             set_everywhere(document, &o.key, &o.value)
         };
-        if let Err((reason, suggestion)) = result {
-            misses.push(OverrideMiss {
-                key: o.key.clone(),
-                reason,
-                suggestion,
-            });
+        let Err(miss) = result else {
+            continue;
+        };
+        let miss = OverrideMiss {
+            key: o.key.clone(),
+            reason: miss.reason,
+            suggestion: miss.suggestion,
+            creatable: miss.creatable,
+            hint: None,
+        };
+        if miss.creatable
+            && options.create_missing_leaves
+            && set_path(document, &o.path, &o.value, true).is_ok()
+        {
+            created.push(miss);
+        } else {
+            misses.push(miss);
         }
     }
     if misses.is_empty() {
-        Ok(())
+        Ok(created)
     } else {
         Err(RenderError::UnmatchedOverrides {
             template: template_name.to_owned(),
@@ -671,9 +768,31 @@ pub fn apply_overrides(
     }
 }
 
-type Miss = (String, Option<String>);
+/// Why an override selected nothing.
+struct Miss {
+    reason: String,
+    suggestion: Option<String>,
+    /// Only the last key is missing, under a mapping.
+    creatable: bool,
+}
 
-fn set_path(document: &mut Value, path: &[String], value: &Value) -> Result<(), Miss> {
+impl Miss {
+    fn new(reason: String, suggestion: Option<String>) -> Self {
+        Self {
+            reason,
+            suggestion,
+            creatable: false,
+        }
+    }
+}
+
+/// Sets the value at `path`; with `create`, a missing last key under a mapping is created.
+fn set_path(
+    document: &mut Value,
+    path: &[String],
+    value: &Value,
+    create: bool,
+) -> Result<(), Miss> {
     let mut node = document;
     for (depth, segment) in path.iter().enumerate() {
         let last = depth + 1 == path.len();
@@ -684,33 +803,43 @@ fn set_path(document: &mut Value, path: &[String], value: &Value) -> Result<(), 
         };
         node = match node {
             Value::Object(map) => {
-                if last {
-                    map.insert(segment.clone(), value.clone());
-                    return Ok(());
-                }
                 if !map.contains_key(segment) {
+                    if last && create {
+                        map.insert(segment.clone(), value.clone());
+                        return Ok(());
+                    }
                     let suggestion = nearest(segment, map.keys().map(String::as_str)).map(|s| {
                         let mut p = path[..depth].to_vec();
                         p.push(s.to_owned());
                         p.extend_from_slice(&path[depth + 1..]);
                         p.join(".")
                     });
-                    return Err((format!("{parent} has no key `{segment}`"), suggestion));
+                    return Err(Miss {
+                        reason: format!("{parent} has no key `{segment}`"),
+                        suggestion,
+                        creatable: last,
+                    });
                 }
-                map.get_mut(segment.as_str())
-                    .ok_or_else(|| (format!("{parent} has no key `{segment}`"), None))?
+                let slot = map
+                    .get_mut(segment.as_str())
+                    .ok_or_else(|| Miss::new(format!("{parent} has no key `{segment}`"), None))?;
+                if last {
+                    *slot = value.clone();
+                    return Ok(());
+                }
+                slot
             }
             Value::Array(items) => {
                 let len = items.len();
                 let index: i64 = segment.parse().map_err(|_| {
-                    (
+                    Miss::new(
                         format!("{parent} is a list, and `{segment}` is not an index"),
                         None,
                     )
                 })?;
                 let resolved = if index < 0 { index + len as i64 } else { index };
                 if resolved < 0 || resolved >= len as i64 {
-                    return Err((
+                    return Err(Miss::new(
                         format!("{parent} has {len} item(s), so index {index} is out of range"),
                         None,
                     ));
@@ -722,7 +851,12 @@ fn set_path(document: &mut Value, path: &[String], value: &Value) -> Result<(), 
                 }
                 slot
             }
-            _ => return Err((format!("{parent} is a scalar, not a mapping or list"), None)),
+            _ => {
+                return Err(Miss::new(
+                    format!("{parent} is a scalar, not a mapping or list"),
+                    None,
+                ));
+            }
         };
     }
     Ok(())
@@ -751,7 +885,7 @@ fn set_everywhere(document: &mut Value, key: &str, value: &Value) -> Result<(), 
     }
     let mut keys = Vec::new();
     collect_keys(document, &mut keys);
-    Err((
+    Err(Miss::new(
         "no key of exactly that name at any depth".to_owned(),
         nearest(key, keys.iter().map(String::as_str)).map(str::to_owned),
     ))
@@ -1072,7 +1206,7 @@ load:
 
     #[test]
     fn override_values_are_typed_like_yaml_scalars_and_quoting_keeps_a_string() {
-        let template = "server:\n  model_name: m\ndata:\n  total_count: 1\n";
+        let template = "server:\n  model_name: m\n  flag: 0\n  f: 0\n  n: 0\n  s: 0\ndata:\n  total_count: 1\n";
         let out = render_profile(
             "t",
             template,
@@ -1098,15 +1232,116 @@ load:
     }
 
     #[test]
-    fn dotted_override_creates_a_missing_leaf_under_an_existing_mapping() {
-        let out = render_profile(
+    fn dotted_override_whose_last_key_is_missing_is_an_error_naming_the_nearest_key_and_the_add() {
+        let err = render_profile(
+            "p.yaml.in",
+            DISTRIBUTIONS,
+            &BTreeMap::new(),
+            &overrides(&["load.stages.0.rat=5"]),
+        )
+        .expect_err("a typo in the last key creates nothing");
+        let RenderError::UnmatchedOverrides { misses, .. } = &err else {
+            panic!("unexpected {err}");
+        };
+        assert!(misses[0].creatable);
+        assert_eq!(misses[0].suggestion.as_deref(), Some("load.stages.0.rate"));
+        assert_eq!(
+            err.to_string(),
+            "p.yaml.in: 1 override(s) match nothing: `load.stages.0.rat` (`load.stages.0` has no key `rat`) — did \
+             you mean `load.stages.0.rate`?; to create `load.stages.0.rat`, give it with --override-add \
+             (spec.overrideAdd in a BenchmarkRun)"
+        );
+    }
+
+    #[test]
+    fn an_add_creates_a_missing_last_key_and_sets_an_existing_one() {
+        let adds = [
+            "data.input_distribution.std_dev=30",
+            "data.type=shared_prefix",
+        ]
+        .map(|o| Override::parse_add(o).expect("parses"));
+        let out = render_profile("t", DISTRIBUTIONS, &BTreeMap::new(), &adds).expect("renders");
+        let doc = parse(&out);
+        assert_eq!(doc["data"]["input_distribution"]["std_dev"], 30);
+        assert_eq!(doc["data"]["type"], "shared_prefix");
+    }
+
+    #[test]
+    fn an_add_with_a_bare_key_creates_it_at_the_root_only() {
+        let add = Override::parse_add("min=1").expect("parses");
+        let out = render_profile("t", DISTRIBUTIONS, &BTreeMap::new(), &[add]).expect("renders");
+        let doc = parse(&out);
+        assert_eq!(doc["min"], 1);
+        assert_eq!(
+            doc["data"]["input_distribution"]["min"], 10,
+            "an add is a path, never a name matched at any depth"
+        );
+    }
+
+    #[test]
+    fn an_add_never_creates_a_parent_or_appends_to_a_list() {
+        for (add, reason) in [
+            ("data.nope.x=1", "`data` has no key `nope`"),
+            ("load.stages.1.rate=1", "index 1 is out of range"),
+            ("data.type.x=1", "`data.type` is a scalar"),
+        ] {
+            let err = render_profile(
+                "t",
+                DISTRIBUTIONS,
+                &BTreeMap::new(),
+                &[Override::parse_add(add).expect("parses")],
+            )
+            .expect_err(add);
+            assert!(err.to_string().contains(reason), "{add}: {err}");
+        }
+    }
+
+    #[test]
+    fn an_override_may_set_a_key_an_earlier_add_created() {
+        let edits = vec![
+            Override::parse_add("load.stages.0.concurrency_level=1").expect("parses"),
+            Override::parse("load.stages.0.concurrency_level=8").expect("parses"),
+        ];
+        let out = render_profile("t", DISTRIBUTIONS, &BTreeMap::new(), &edits).expect("renders");
+        assert_eq!(parse(&out)["load"]["stages"][0]["concurrency_level"], 8);
+    }
+
+    #[test]
+    fn creating_missing_leaves_on_request_reports_each_created_key_and_still_refuses_missing_parents()
+     {
+        let options = RenderOptions {
+            create_missing_leaves: true,
+        };
+        let rendered = render_profile_with(
             "t",
             DISTRIBUTIONS,
             &BTreeMap::new(),
-            &overrides(&["data.input_distribution.std_dev=30"]),
+            &overrides(&["load.stages.0.rat=5", "load.stages.0.rate=2"]),
+            options,
         )
         .expect("renders");
-        assert_eq!(parse(&out)["data"]["input_distribution"]["std_dev"], 30);
+        let doc = parse(&rendered.text);
+        assert_eq!(doc["load"]["stages"][0]["rat"], 5);
+        assert_eq!(doc["load"]["stages"][0]["rate"], 2);
+        assert_eq!(rendered.created.len(), 1);
+        assert_eq!(rendered.created[0].key, "load.stages.0.rat");
+        assert_eq!(
+            rendered.created[0].suggestion.as_deref(),
+            Some("load.stages.0.rate")
+        );
+        let err = render_profile_with(
+            "t",
+            DISTRIBUTIONS,
+            &BTreeMap::new(),
+            &overrides(&["lod.stages.0.rate=5"]),
+            options,
+        )
+        .expect_err("a missing parent is never created");
+        assert!(
+            err.to_string()
+                .contains("did you mean `load.stages.0.rate`"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -93,12 +93,21 @@ pub struct BenchmarkRunSpec {
     pub env: BTreeMap<String, String>,
     /// Profile overrides as key=value. A dotted key (load.stages.0.rate=5) is a path from the document root with
     /// integer list indexes; a bare key (total_count=200) sets every key of exactly that name at any depth. Values
-    /// are typed like YAML scalars; quote them to keep a string. A key that matches nothing fails the run.
+    /// are typed like YAML scalars; quote them to keep a string. A key that matches nothing fails the run, the last
+    /// key of a dotted path too (use overrideAdd to create a key).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(validation = Rule::new("self.all(o, o.matches('^[^=.\\\\s]+(\\\\.[^=.\\\\s]+)*=.*$'))").message("each override must be key=value, with a key of non-empty dot-separated segments"))]
     // Bounds on the items keep the CEL rule's estimated cost inside the apiserver's budget.
     #[schemars(extend("maxItems" = 256), inner(length(max = 4096)))]
     pub overrides: Vec<String>,
+    /// Profile keys to create, as key=value: the key is a path from the document root (data.input_distribution.std_dev=30),
+    /// whose last key is created under a mapping that exists (or set, when it exists); a missing parent or an index
+    /// past the end of a list fails the run. Applied before overrides, so an override or an experiment factor may
+    /// set a key created here. The llmbench command line's --override-add.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(validation = Rule::new("self.all(o, o.matches('^[^=.\\\\s]+(\\\\.[^=.\\\\s]+)*=.*$'))").message("each overrideAdd entry must be key=value, with a key of non-empty dot-separated segments"))]
+    #[schemars(extend("maxItems" = 256), inner(length(max = 4096)))]
+    pub override_add: Vec<String>,
     /// The launcher pods that generate the load.
     #[serde(default)]
     pub launcher: LauncherSpec,

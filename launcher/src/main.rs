@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use llmbench::profile::{Template, TemplateSource, Values, render};
+use llmbench::profile::{Edits, Template, TemplateSource, Values, render_edited};
 
 /// llmbench: benchmark LLM serving stacks (llm-d, vLLM, any OpenAI-compatible endpoint) with llm-d-benchmark,
 /// inference-perf, guidellm and vllm-benchmark workload profiles.
@@ -186,9 +186,20 @@ struct RenderArgs {
     #[arg(long = "set", value_name = "NAME=VALUE")]
     set: Vec<String>,
     /// A profile override, KEY=VALUE: a dotted KEY is a path from the root (load.stages.0.rate=5), a bare KEY sets
-    /// every key of that name (total_count=200); values are typed like YAML scalars, quote to keep a string.
+    /// every key of that name (total_count=200); values are typed like YAML scalars, quote to keep a string. A KEY
+    /// that matches nothing is an error, the last key of a dotted path too (a typo would otherwise add a key the
+    /// harness ignores); it names the nearest key, or this dialect's path for another dialect's (rate, concurrency,
+    /// duration, request count, input and output lengths).
     #[arg(long = "override", value_name = "KEY=VALUE")]
     overrides: Vec<String>,
+    /// Create a key, KEY=VALUE: KEY is a path from the root whose last key is created under a mapping that exists
+    /// (set when it exists); a missing parent or an index past a list's end is still an error. Applied before
+    /// --override, so an --override may set what it created. A BenchmarkRun's spec.overrideAdd.
+    #[arg(long = "override-add", value_name = "KEY=VALUE")]
+    override_add: Vec<String>,
+    /// An --override whose last key is missing creates it, with a warning (llm-d-benchmark's rule).
+    #[arg(long)]
+    lenient: bool,
     /// Write the rendered profile here instead of standard output.
     #[arg(long, short, value_name = "FILE")]
     output: Option<PathBuf>,
@@ -438,7 +449,16 @@ fn render_command(args: RenderArgs) -> anyhow::Result<()> {
         max_model_len: args.max_model_len,
         set: args.set,
     };
-    let rendered = render(&template, &values, &args.overrides)?;
+    let edits = Edits {
+        overrides: args.overrides,
+        add: args.override_add,
+        lenient: args.lenient,
+    };
+    let rendered = render_edited(&template, &values, &edits, args.harness)?;
+    for warning in rendered.warnings() {
+        tracing::warn!("{warning}");
+    }
+    let rendered = rendered.text;
     match args.output {
         Some(path) => std::fs::write(&path, rendered)
             .with_context(|| format!("cannot write {}", path.display()))?,

@@ -3,7 +3,8 @@
 //! the summary and every report from the raw records.
 //!
 //! The server is `--endpoint`, else the one the profile names, else the embedded simulator on loopback (so the
-//! main job runs on a fresh machine with no cluster and no network); the run's first line says which.
+//! main job runs on a fresh machine with no cluster and no network). The command line beats the profile for the
+//! model and the tokenizer too; the run's first line says where the server, the model and the tokenizer came from.
 //!
 //! A run never hangs and never loses what it measured: every request ends at its timeout at the latest; SIGTERM
 //! and SIGINT stop issuing, give the requests in flight a grace period, record the rest as cancelled and still
@@ -38,7 +39,7 @@ use crate::plan::{
     PlanError, Shard, cap_in_flight, engine_stages, expected_size, inference_perf_worker_cap,
     stage_meta, sweep_plan,
 };
-use crate::profile::{ProfileError, Template, TemplateSource, Values, render};
+use crate::profile::{Edits, ProfileError, Template, TemplateSource, Values, render_edited};
 use crate::prompts::{PromptError, build_prompts};
 use crate::record::RequestRecord;
 use crate::report::{
@@ -90,9 +91,16 @@ pub struct RunArgs {
     /// A placeholder value, NAME=VALUE (NAME with or without the REPLACE_ENV_ prefix).
     #[arg(long = "set", value_name = "NAME=VALUE")]
     pub set: Vec<String>,
-    /// A profile override, KEY=VALUE (see `llmbench render --help`).
+    /// A profile override, KEY=VALUE (see `llmbench render --help`). Every key of the path must exist, the last one
+    /// too: a key that matches nothing fails the run, naming the nearest key (or the dialect's own path when KEY is
+    /// another dialect's, e.g. `load.stages.0.rate` on a guidellm profile).
     #[arg(long = "override", value_name = "KEY=VALUE")]
     pub overrides: Vec<String>,
+    /// Create a profile key, KEY=VALUE: KEY is a path from the root whose last key is created under a mapping that
+    /// exists (set when it exists); a missing parent or an index past a list's end still fails. Applied before
+    /// --override, so an --override may set what it created.
+    #[arg(long = "override-add", value_name = "KEY=VALUE")]
+    pub override_add: Vec<String>,
     /// Results go to OUTPUT/RUN_ID/.
     #[arg(long, short, default_value = "results", value_name = "DIR")]
     pub output: PathBuf,
@@ -102,9 +110,17 @@ pub struct RunArgs {
     /// Also write a compact JSON summary (at most 4096 bytes) here, e.g. /dev/termination-log in a pod.
     #[arg(long, value_name = "PATH")]
     pub summary_file: Option<PathBuf>,
-    /// Reject profile keys the dialect does not know, instead of warning.
-    #[arg(long)]
+    /// Reject every profile key the dialect does not know. Without it: a key one edit from a key that changes what
+    /// is sent, when, or what is measured (`api.streamming` for `streaming`) is an error naming the file, line and
+    /// the key meant; other unknown keys, and near misses of keys llmbench does not act on (storage, report
+    /// locations, labels), are warnings recorded in run.json.
+    #[arg(long, conflicts_with = "lenient")]
     pub strict: bool,
+    /// Turn the errors that guard against typos into warnings: a near-miss profile key is ignored, and an
+    /// --override whose last key is missing creates it (llm-d-benchmark's rule). Each is warned about and recorded
+    /// in run.json.
+    #[arg(long)]
+    pub lenient: bool,
     /// Seed for arrivals and prompts when the profile sets none.
     #[arg(long)]
     pub seed: Option<u64>,
@@ -276,8 +292,8 @@ pub enum RunError {
     Conversations(#[from] ConversationError),
     #[error(transparent)]
     Engine(#[from] EngineError),
-    #[error("no model to send: the profile names none; pass --model")]
-    NoModel,
+    #[error("no model to send: {0}")]
+    NoModel(String),
     #[error(transparent)]
     Output(#[from] OutputError),
     #[error(transparent)]
@@ -392,36 +408,44 @@ pub async fn run(args: RunArgs) -> Result<RunOutcome, RunError> {
         .map(|url| target::validate(url, "--endpoint"))
         .transpose()?;
     let template = Template::load(args.harness.as_str(), &template_source(&args.profile))?;
-    let (server, profile_model) = match flag {
+    let server = match flag {
         // A served stack is where the run goes: --endpoint, else the port its command names.
-        Some(url) if args.serve => (Server::Served(url), None),
-        None if args.serve => (
-            Server::Served(target::validate(
-                &crate::stack::serve::serve_endpoint(&args.serve_command),
-                "the --serve command's --host and --port",
-            )?),
-            None,
-        ),
-        Some(url) => (Server::Flag(url), None),
-        None => profile_server(&args, &template)?,
+        Some(url) if args.serve => Server::Served(url),
+        None if args.serve => Server::Served(target::validate(
+            &crate::stack::serve::serve_endpoint(&args.serve_command),
+            "the --serve command's --host and --port",
+        )?),
+        Some(url) => Server::Flag(url),
+        None => Server::Embedded,
     };
-    // The first line a user sees says what is being measured.
+    // What the profile itself names, to choose the server, the model and the tokenizer; the command line wins.
+    let facts = profile_facts(&args, &template, &server)?;
+    let server = match server {
+        Server::Embedded => match target::choose(None, facts.base_url.as_deref()) {
+            Server::Profile(url) => Server::Profile(target::validate(
+                &url,
+                &format!("the server {} names", template.name),
+            )?),
+            other => other,
+        },
+        other => other,
+    };
+    let embedded_server = server == Server::Embedded;
+    let model = choose_model(&args, &facts, &server)?;
+    // The first line a user sees says what is being measured, and where each part of it came from.
     println!(
-        "llmbench: {} {} against {server}",
-        args.harness, template.name
+        "llmbench: {} {} against {server}{}",
+        args.harness,
+        template.name,
+        sources(&args, &facts, &model, embedded_server)
     );
     let (endpoint, embedded) = match &server {
         Server::Flag(url) | Server::Profile(url) | Server::Served(url) => (url.clone(), None),
         Server::Embedded => {
-            // The simulator serves the model the requests will name: --model, else the profile's own.
-            let served = args
-                .model
-                .clone()
-                .or(profile_model)
-                .unwrap_or_else(|| SIM_MODEL.to_owned());
+            // The simulator serves the model the requests will name.
             let sim = sim::start(SimConfig {
                 port: 0,
-                model: served,
+                model: model.name.clone().unwrap_or_else(|| SIM_MODEL.to_owned()),
                 ttft: args.sim_ttft,
                 itl: args.sim_itl,
                 seed: args.seed,
@@ -431,10 +455,7 @@ pub async fn run(args: RunArgs) -> Result<RunOutcome, RunError> {
             (sim.base_url(), Some(sim))
         }
     };
-    let mut model = args
-        .model
-        .clone()
-        .or_else(|| embedded.as_ref().map(|_| SIM_MODEL.to_owned()));
+    let mut model = model.name;
     let served = if args.serve {
         let served = crate::stack::serve::Served::start(crate::stack::serve::ServeOptions {
             command: args.serve_command.clone(),
@@ -479,52 +500,166 @@ pub async fn run(args: RunArgs) -> Result<RunOutcome, RunError> {
     outcome
 }
 
-/// The server the profile names, or the embedded simulator when it names none, and the model the profile names
-/// itself (not through the model placeholder). The profile is rendered with [`UNSET_ENDPOINT`] in the endpoint
-/// placeholder, so a bundled profile whose server is only that placeholder names none.
-fn profile_server(
+/// Stands in for the model placeholder while finding out what the profile names itself: a model key that still
+/// holds it names no model of its own.
+const UNSET_MODEL: &str = "llmbench-model-unset.invalid";
+
+/// What a profile names itself: its server, its model and its tokenizer (each `None` when it names none, or only
+/// through a placeholder the command line fills).
+#[derive(Debug, Default)]
+struct ProfileFacts {
+    base_url: Option<String>,
+    model: Option<String>,
+    tokenizer: Option<String>,
+    /// The profile's model is the model placeholder.
+    model_is_placeholder: bool,
+}
+
+/// Renders and parses the profile to learn what it names itself. The endpoint placeholder holds the chosen server
+/// (or [`UNSET_ENDPOINT`] while none is chosen, so a bundled profile whose server is only that placeholder names
+/// none); the model placeholder holds `--model`, else [`UNSET_MODEL`].
+fn profile_facts(
     args: &RunArgs,
     template: &Template,
-) -> Result<(Server, Option<String>), RunError> {
+    server: &Server,
+) -> Result<ProfileFacts, RunError> {
+    let endpoint = match server {
+        Server::Flag(url) | Server::Profile(url) | Server::Served(url) => url.clone(),
+        Server::Embedded => UNSET_ENDPOINT.to_owned(),
+    };
     let values = Values {
-        model: args.model.clone().or_else(|| Some(SIM_MODEL.to_owned())),
+        model: Some(args.model.clone().unwrap_or_else(|| UNSET_MODEL.to_owned())),
         tokenizer: args.tokenizer.clone(),
-        endpoint: Some(UNSET_ENDPOINT.to_owned()),
+        endpoint: Some(endpoint),
         max_model_len: args.max_model_len,
         set: args.set.clone(),
     };
-    let rendered = render(template, &values, &args.overrides)?;
+    let rendered = render_edited(template, &values, &edits(args), args.harness)?.text;
     let options = parse_options(args);
-    let api = match args.harness {
-        Harness::Mlperf => {
+    let (api, tokenizer) = match args.harness {
+        Harness::Mlperf => (
             crate::mlperf::parse_settings(&template.name, &rendered, None, &options)?
                 .settings
-                .server
-        }
-        Harness::Fmperf => {
+                .server,
+            None,
+        ),
+        Harness::Fmperf => (
             crate::workload::parse_fmperf(&template.name, &rendered)?
                 .0
-                .api
-        }
+                .api,
+            None,
+        ),
         harness => {
-            parse_profile(harness, &template.name, &rendered, &options)?
-                .workload
-                .api
+            let workload = parse_profile(harness, &template.name, &rendered, &options)?.workload;
+            (workload.api, workload.tokenizer.map(|t| t.name_or_path))
         }
     };
-    let server = match target::choose(None, api.base_url.as_deref()) {
-        Server::Profile(url) => Server::Profile(target::validate(
-            &url,
-            &format!("the server {} names", template.name),
-        )?),
-        other => other,
+    let unset = |name: &Option<String>| name.as_deref().is_some_and(|n| n.contains(UNSET_MODEL));
+    let model_is_placeholder = unset(&api.model);
+    Ok(ProfileFacts {
+        base_url: api.base_url,
+        model: api.model.filter(|_| !model_is_placeholder),
+        tokenizer: tokenizer.filter(|t| !unset(&Some(t.clone()))),
+        model_is_placeholder,
+    })
+}
+
+/// The model a run names, and where it came from.
+#[derive(Debug)]
+struct ModelChoice {
+    /// `None` until a `--serve` stack says what it serves, and for the nop harness, which sends nothing.
+    name: Option<String>,
+    from: ModelFrom,
+}
+
+#[derive(Debug, PartialEq)]
+enum ModelFrom {
+    Flag,
+    Profile,
+    Simulator,
+    ServedStack,
+    Nothing,
+}
+
+/// `--model`, else the model the profile names, else the embedded simulator's, else what a `--serve` stack serves.
+/// A run against a server with none of them fails before anything starts, saying to pass `--model`.
+fn choose_model(
+    args: &RunArgs,
+    facts: &ProfileFacts,
+    server: &Server,
+) -> Result<ModelChoice, RunError> {
+    let (name, from) = match (&args.model, &facts.model, server) {
+        (Some(m), _, _) => (Some(m.clone()), ModelFrom::Flag),
+        (None, Some(m), _) => (Some(m.clone()), ModelFrom::Profile),
+        (None, None, Server::Embedded) => (Some(SIM_MODEL.to_owned()), ModelFrom::Simulator),
+        (None, None, Server::Served(_)) => (None, ModelFrom::ServedStack),
+        (None, None, _) if args.harness == Harness::Nop => (None, ModelFrom::Nothing),
+        (None, None, _) => {
+            return Err(RunError::NoModel(if facts.model_is_placeholder {
+                format!(
+                    "pass --model NAME (the profile's model is the placeholder {}{})",
+                    llmbench_core::render::TOKEN_PREFIX,
+                    llmbench_core::render::well_known::MODEL
+                )
+            } else {
+                "the profile names none; pass --model NAME".to_owned()
+            }));
+        }
     };
-    Ok((server, api.model))
+    Ok(ModelChoice { name, from })
+}
+
+/// `, model m (--model, the profile's x overridden), tokenizer builtin (embedded simulator)`: the run's model and
+/// tokenizer, each with where it came from.
+fn sources(args: &RunArgs, facts: &ProfileFacts, model: &ModelChoice, embedded: bool) -> String {
+    if model.from == ModelFrom::Nothing || args.harness == Harness::Nop {
+        return String::new();
+    }
+    let Some(name) = model.name.as_deref() else {
+        // A --serve stack names its model once it is up.
+        return match &args.tokenizer {
+            Some(t) => format!(", the model the --serve stack serves, tokenizer {t} (--tokenizer)"),
+            None => ", the model the --serve stack serves and its tokenizer".to_owned(),
+        };
+    };
+    let model_from = match (&model.from, &facts.model) {
+        (ModelFrom::Flag, Some(own)) if own != name => {
+            format!("--model, the profile's {own} overridden")
+        }
+        (ModelFrom::Flag, _) => "--model".to_owned(),
+        (ModelFrom::Profile, _) => "the profile's".to_owned(),
+        (ModelFrom::Simulator, _) => "the embedded simulator's".to_owned(),
+        (ModelFrom::ServedStack | ModelFrom::Nothing, _) => "the stack's".to_owned(),
+    };
+    let (tokenizer, tokenizer_from) = match (&args.tokenizer, &facts.tokenizer) {
+        (Some(t), Some(own)) if own != t && own != name => (
+            t.clone(),
+            format!("--tokenizer, the profile's {own} overridden"),
+        ),
+        (Some(t), _) => (t.clone(), "--tokenizer".to_owned()),
+        (None, _) if embedded => (
+            crate::tokenizer::BUILTIN.to_owned(),
+            "embedded simulator".to_owned(),
+        ),
+        (None, Some(own)) if own != name => (own.clone(), "the profile's".to_owned()),
+        (None, _) => (name.to_owned(), "the model's".to_owned()),
+    };
+    format!(", model {name} ({model_from}), tokenizer {tokenizer} ({tokenizer_from})")
+}
+
+/// The command line's edits to the profile.
+fn edits(args: &RunArgs) -> Edits {
+    Edits {
+        overrides: args.overrides.clone(),
+        add: args.override_add.clone(),
+        lenient: args.lenient,
+    }
 }
 
 fn parse_options(args: &RunArgs) -> ParseOptions {
     ParseOptions {
         strict: args.strict,
+        lenient: args.lenient,
         default_seed: args.seed,
     }
 }
@@ -546,7 +681,9 @@ async fn run_against(
         max_model_len: args.max_model_len,
         set: args.set.clone(),
     };
-    let rendered = render(template, &values, &args.overrides)?;
+    let rendered = render_edited(template, &values, &edits(args), harness)?;
+    let created = rendered.warnings();
+    let rendered = rendered.text;
     let options = parse_options(args);
     let mut context = RunContext {
         args,
@@ -562,6 +699,15 @@ async fn run_against(
         stack,
         served,
     };
+    for warning in created {
+        tracing::warn!("{warning}");
+        context.notes.push(ProfileNote {
+            key: "--override".to_owned(),
+            line: None,
+            kind: "created".to_owned(),
+            message: warning,
+        });
+    }
     if args.capacity_search.is_some()
         && matches!(harness, Harness::Mlperf | Harness::Nop | Harness::Fmperf)
     {
@@ -861,7 +1007,8 @@ async fn run_nop(mut context: RunContext<'_>, workload: &Workload) -> Result<Run
 pub(crate) struct RunContext<'a> {
     pub args: &'a RunArgs,
     pub endpoint: &'a str,
-    /// The model from `--model` (or the embedded simulator's).
+    /// The model the run chose: `--model`, else the profile's, else the embedded simulator's or what a `--serve`
+    /// stack serves.
     pub model: Option<String>,
     pub embedded: bool,
     pub template_name: &'a str,
@@ -958,14 +1105,18 @@ impl RunContext<'_> {
             .or_else(|| self.embedded.then(|| crate::tokenizer::BUILTIN.to_owned()))
             .or(from_profile)
             .or_else(|| self.model.clone())
-            .ok_or(RunError::NoModel)
+            .ok_or_else(|| RunError::NoModel("pass --model NAME, or --tokenizer SPEC".to_owned()))
     }
 
-    /// The model name sent in each request: the profile's, else `--model`.
+    /// The model name sent in each request: `--model`, else the profile's, else the one the run chose (the
+    /// embedded simulator's, or what a `--serve` stack serves).
     pub fn request_model(&self, from_profile: Option<String>) -> Result<String, RunError> {
-        from_profile
+        self.args
+            .model
+            .clone()
+            .or(from_profile)
             .or_else(|| self.model.clone())
-            .ok_or(RunError::NoModel)
+            .ok_or_else(|| RunError::NoModel("pass --model NAME".to_owned()))
     }
 
     /// Checks the run's server before any prompt is built or timed ([`preflight`]), with the run's own API, client

@@ -47,6 +47,11 @@ pub enum TokenizerError {
     #[error("cannot download {url}: {source}")]
     HubRequest { url: String, source: reqwest::Error },
     #[error(
+        "cannot reach the Hugging Face hub to download the tokenizer {url} ({cause}); use --tokenizer builtin or a \
+         tokenizer.json (a file, or a directory holding one), or set HF_ENDPOINT to a hub mirror you can reach"
+    )]
+    HubUnreachable { url: String, cause: String },
+    #[error(
         "the Hugging Face hub refused {repo} (HTTP {status}): the model is gated, private or does not exist{hint}",
         hint = if *token_set { "; check that HF_TOKEN grants access and that its license was accepted on the hub" } else { "; accept its license on the hub and set HF_TOKEN" }
     )]
@@ -65,7 +70,10 @@ pub enum TokenizerError {
     },
     #[error("downloading {url} failed with HTTP {status}")]
     HubStatus { url: String, status: u16 },
-    #[error("{repo} is not in the hub cache {cache} and HF_HUB_OFFLINE is set")]
+    #[error(
+        "{repo} is not in the hub cache {cache} and HF_HUB_OFFLINE is set; use --tokenizer builtin or a \
+         tokenizer.json"
+    )]
     Offline { repo: String, cache: PathBuf },
     #[error("cannot write the hub cache file {path}: {source}")]
     CacheWrite {
@@ -516,7 +524,17 @@ async fn hub_tokenizer_file(repo: &str, hub: &HubOptions) -> Result<PathBuf, Tok
     if let Some(token) = &hub.token {
         request = request.bearer_auth(token);
     }
-    let response = request.send().await.map_err(request_error)?;
+    let response = request.send().await.map_err(|source| {
+        // No answer at all (DNS, refused, timed out): the machine is offline, or the hub is blocked.
+        if source.is_connect() || source.is_timeout() {
+            TokenizerError::HubUnreachable {
+                url: url.clone(),
+                cause: root_cause(&source),
+            }
+        } else {
+            request_error(source)
+        }
+    })?;
     let status = response.status().as_u16();
     match status {
         200..=299 => {}
@@ -554,6 +572,16 @@ async fn hub_tokenizer_file(repo: &str, hub: &HubOptions) -> Result<PathBuf, Tok
         write_atomically(&dir.join("refs").join(&hub.revision), snapshot.as_bytes())?;
     }
     Ok(file)
+}
+
+/// The innermost cause of `error` ("failed to lookup address information: …", "Connection refused (os error
+/// 111)"), which says more than reqwest's "error sending request".
+fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = error;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
 }
 
 /// Writes through a temporary file and a rename, so a concurrent reader (another launcher pod sharing the

@@ -1708,15 +1708,14 @@ fn bad_dataset_files_are_refused_naming_the_file_and_line() {
             "model: llama3_1-8b\nscenario: Offline\ndataset:\n  path: {fixtures}/custom_bad_line.jsonl\n",
             &["custom_bad_line.jsonl:2:", "invalid JSON"],
         ),
-        // A misspelt key is named with its nearest known key before the run fails on its data.
+        // A misspelt key fails the run, naming its nearest known key, before the data is read.
         profile(
             VL,
-            "typo-warning.yaml",
+            "typo-error.yaml",
             format!("{}reqest-rate: 5\n", custom("{tmp}/absent.jsonl")),
             &[
-                "`reqest-rate`",
-                "did you mean `request-rate`?",
-                "absent.jsonl",
+                "`reqest-rate` (line 6): did you mean `request-rate`?",
+                "pass --lenient",
             ],
         ),
     ]);

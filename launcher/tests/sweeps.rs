@@ -443,7 +443,8 @@ fn the_bundled_guidellm_smoke_profile_runs_as_a_sweep_through_overrides() {
         &[
             "--override",
             "spec.profile.kind=sweep",
-            "--override",
+            // The profile has no sweep_size: the key is created on purpose.
+            "--override-add",
             "spec.profile.sweep_size=3",
             "--override",
             "spec.constraints.0.seconds=1",

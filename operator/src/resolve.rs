@@ -32,8 +32,11 @@ pub enum ResolveError {
     },
     #[error("spec.workload.builtin: {0}")]
     Library(#[from] LibraryError),
-    #[error("spec.overrides: {0}")]
-    Override(#[from] OverrideError),
+    #[error("spec.{field}: {source}")]
+    Override {
+        field: &'static str,
+        source: OverrideError,
+    },
     #[error("{0}")]
     Render(#[from] RenderError),
 }
@@ -46,7 +49,7 @@ impl ResolveError {
             ResolveError::ProfileNotFound { .. } => "ProfileNotFound",
             ResolveError::HarnessMismatch { .. } => "HarnessMismatch",
             ResolveError::Library(_) => "UnknownBuiltinProfile",
-            ResolveError::Override(_) => "MalformedOverride",
+            ResolveError::Override { .. } => "MalformedOverride",
             ResolveError::Render(RenderError::UnresolvedPlaceholders { .. }) => {
                 "UnresolvedPlaceholder"
             }
@@ -104,10 +107,22 @@ pub fn render_run_profile(
         ),
         (None, None, None) => return Err(ResolveError::NoSource),
     };
+    // Adds first, so an override (an experiment's factor among them) may set a key an add created.
     let overrides = spec
-        .overrides
+        .override_add
         .iter()
-        .map(|o| Override::parse(o))
+        .map(|o| {
+            Override::parse_add(o).map_err(|source| ResolveError::Override {
+                field: "overrideAdd",
+                source,
+            })
+        })
+        .chain(spec.overrides.iter().map(|o| {
+            Override::parse(o).map_err(|source| ResolveError::Override {
+                field: "overrides",
+                source,
+            })
+        }))
         .collect::<Result<Vec<_>, _>>()?;
     let text = render_profile(&template_name, &template, &values, &overrides)?;
     Ok(RenderedProfile {
@@ -148,6 +163,41 @@ mod tests {
         let err = render_run_profile(&run, None).expect_err("unmatched");
         assert_eq!(err.reason(), "UnmatchedOverride");
         assert!(err.to_string().contains("load.stages.1.rate"), "{err}");
+    }
+
+    #[test]
+    fn an_override_whose_last_key_is_missing_fails_and_names_override_add() {
+        let run = fixtures::run(&format!(
+            "{}overrides: [load.stages.0.rat=5]\n",
+            fixtures::BASIC
+        ));
+        let err = render_run_profile(&run, None).expect_err("a typo creates nothing");
+        assert_eq!(err.reason(), "UnmatchedOverride");
+        let message = err.to_string();
+        assert!(
+            message.contains("did you mean `load.stages.0.rate`?")
+                && message.contains("spec.overrideAdd"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn override_add_creates_a_key_that_overrides_then_set() {
+        let run = fixtures::run(&format!(
+            "{}overrideAdd: [data.input_distribution.skew=1]\noverrides: [data.input_distribution.skew=2]\n",
+            fixtures::BASIC
+        ));
+        let rendered = render_run_profile(&run, None).expect("renders");
+        let doc: serde_json::Value = serde_saphyr::from_str(&rendered.text).expect("yaml");
+        assert_eq!(doc["data"]["input_distribution"]["skew"], 2);
+    }
+
+    #[test]
+    fn a_malformed_override_add_names_its_field() {
+        let run = fixtures::run(&format!("{}overrideAdd: [novalue]\n", fixtures::BASIC));
+        let err = render_run_profile(&run, None).expect_err("malformed");
+        assert_eq!(err.reason(), "MalformedOverride");
+        assert!(err.to_string().starts_with("spec.overrideAdd: "), "{err}");
     }
 
     #[test]

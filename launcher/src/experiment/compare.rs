@@ -618,6 +618,7 @@ mod tests {
             endpoint: None,
             model: None,
             overrides: vec![],
+            override_add: vec![],
             repeats: 1,
             capacity_search: None,
             slo: None,

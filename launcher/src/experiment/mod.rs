@@ -97,6 +97,14 @@ pub enum ExperimentError {
     #[error("{path}: {} unknown top-level key(s) (refused with --strict): {}", .keys.len(), .keys.join(", "))]
     UnknownKeys { path: PathBuf, keys: Vec<String> },
     #[error(
+        "{path}: {} key(s) one edit from a key llm-d-benchmark reads: {}; a misspelt key would be ignored — fix the \
+         spelling, or pass --lenient to run with {} ignored",
+        .keys.len(),
+        .keys.join("; "),
+        if .keys.len() == 1 { "it" } else { "them" }
+    )]
+    NearMisses { path: PathBuf, keys: Vec<String> },
+    #[error(
         "{path}: line {line}: `setup` has {count} setup treatment(s), each a re-deployment of the stack, which \
          llmbench does not do; give each an already deployed stack with --setup-endpoint NAME=URL (missing: {}), \
          or remove `setup` to run the treatments against one stack",
@@ -121,15 +129,33 @@ pub enum ExperimentError {
     Unsupported(String),
     #[error("profile: {0}")]
     Profile(String),
-    #[error("the overrides every run applies (template, constants, --override): {source}")]
-    BaseOverrides { source: ProfileError },
-    #[error("treatment `{treatment}`: {source}")]
+    #[error(
+        "{path}: the overrides every run applies (template, constants, --override-add, --override): {source}"
+    )]
+    BaseOverrides { path: PathBuf, source: ProfileError },
+    /// A treatment's overrides (a factor's key, a level) do not fit its profile. `place` is the file and line.
+    #[error("{place}: treatment `{treatment}`: {source}")]
     Treatment {
+        place: String,
         treatment: String,
-        source: ProfileError,
+        source: Box<ProfileError>,
     },
-    #[error("treatment `{treatment}`: {message}")]
-    TreatmentProfile { treatment: String, message: String },
+    #[error("{place}: treatment `{treatment}`: {message}")]
+    TreatmentProfile {
+        place: String,
+        treatment: String,
+        message: String,
+    },
+    #[error(
+        "{place}: treatments `{first}` and `{second}` run the same workload: what tells them apart changes nothing \
+         llmbench sends or measures, so comparing them would compare noise — check the factor's key and levels \
+         (--lenient runs them anyway)"
+    )]
+    SameWorkload {
+        place: String,
+        first: String,
+        second: String,
+    },
     #[error(
         "the experiment directory {path} already exists and is not empty; choose another --id or --output"
     )]
@@ -223,6 +249,10 @@ pub struct ExperimentArgs {
     /// constants, before each treatment's own (a treatment setting the same key wins, as in llm-d-benchmark).
     #[arg(long = "override", value_name = "KEY=VALUE")]
     pub overrides: Vec<String>,
+    /// Create a profile key for every run, KEY=VALUE (see `llmbench run --help`), after template.overrideAdd and
+    /// before every override, so a treatment or factor may set a key created here.
+    #[arg(long = "override-add", value_name = "KEY=VALUE")]
+    pub override_add: Vec<String>,
     /// The experiment goes to OUTPUT/ID/.
     #[arg(long, short, default_value = "experiments", value_name = "DIR")]
     pub output: PathBuf,
@@ -245,9 +275,16 @@ pub struct ExperimentArgs {
     /// against each, named <setup>-<treatment>.
     #[arg(long = "setup-endpoint", value_name = "NAME=URL")]
     pub setup_endpoints: Vec<String>,
-    /// Refuse unknown top-level keys of an llm-d-benchmark file, and unknown profile keys, instead of warning.
-    #[arg(long)]
+    /// Refuse every unknown key: of an llm-d-benchmark file, and of each treatment's profile. Without it, keys one
+    /// edit from a known key (`reset_cache`, `api.streamming`), factors and treatment overrides that match no key of
+    /// the profile, and treatments that run the same workload are errors, checked for every treatment before the
+    /// first run starts; other unknown keys are warnings.
+    #[arg(long, conflicts_with = "lenient")]
     pub strict: bool,
+    /// Turn those errors into warnings (each is printed): near-miss keys are ignored, an override whose last key is
+    /// missing creates it, and treatments that run the same workload run anyway.
+    #[arg(long)]
+    pub lenient: bool,
     /// Seed for arrivals and prompts when the profile sets none.
     #[arg(long)]
     pub seed: Option<u64>,
@@ -279,9 +316,14 @@ pub async fn run(args: &ExperimentArgs) -> Result<ExperimentOutcome, ExperimentE
 
 /// Reads and checks the experiment in `file` with the command line applied: the plan every run would follow.
 pub fn load(file: &Path, args: &ExperimentArgs) -> Result<resolve::Resolved, ExperimentError> {
-    let source = source::read(file, args.strict)?;
-    let resolved = resolve::resolve(source, args)?;
-    resolve::check(&resolved, args.strict)?;
+    let rule = source::KeyRule {
+        strict: args.strict,
+        lenient: args.lenient,
+    };
+    let source = source::read(file, rule)?;
+    let mut resolved = resolve::resolve(source, args)?;
+    let warnings = resolve::check(&resolved, rule)?;
+    resolved.warnings.extend(warnings);
     Ok(resolved)
 }
 

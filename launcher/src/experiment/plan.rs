@@ -48,6 +48,10 @@ pub struct ExperimentPlan {
     /// command line's `--override`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub overrides: Vec<String>,
+    /// Keys every run creates before any override (the template's `overrideAdd`, the command line's
+    /// `--override-add`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub override_add: Vec<String>,
     pub repeats: u32,
     /// The capacity search every run carries out, as the BenchmarkExperiment's `capacitySearch`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

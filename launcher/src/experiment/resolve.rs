@@ -14,11 +14,14 @@ use llmbench_api::v1alpha1::{
 };
 
 use super::plan::{EXPERIMENT_SCHEMA, ExperimentPlan, PlanRun, PlanSetup, PlanTreatment};
-use super::source::{LlmdExperiment, RESET_CACHE_PATHS, Source, SourceKind, levels_of};
+use super::source::{KeyRule, LlmdExperiment, RESET_CACHE_PATHS, Source, SourceKind, levels_of};
 use super::{ExperimentArgs, ExperimentError};
-use crate::profile::{Template, TemplateSource, Values, render};
+use crate::profile::{
+    Edits, ProfileError, Template, TemplateSource, Values, render, render_edited,
+};
 use crate::run::SIM_MODEL;
-use crate::workload::{ParseOptions, parse_profile};
+use crate::workload::{ParseOptions, WarningKind, parse_profile};
+use llmbench_api::render::RenderError;
 
 /// Where a profile comes from, for the runs (`llmbench run --profile`) and for the checks.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,6 +67,9 @@ pub struct Resolved {
     /// Placeholder values, NAME=VALUE: the template's `env`, then `--set`.
     pub set: Vec<String>,
     pub warnings: Vec<String>,
+    /// The experiment file, and the line each override key is first given on in it, for the checks' messages.
+    pub path: PathBuf,
+    pub key_lines: BTreeMap<String, u32>,
 }
 
 impl Resolved {
@@ -82,6 +88,7 @@ impl Resolved {
 pub fn resolve(source: Source, args: &ExperimentArgs) -> Result<Resolved, ExperimentError> {
     let mut warnings = source.warnings.clone();
     let path = source.path.clone();
+    let key_lines = source.key_lines.clone();
     let format = source.kind.format();
     let base_dir = path.parent().map(Path::to_owned);
     let capacity_flag = args
@@ -196,6 +203,7 @@ pub fn resolve(source: Source, args: &ExperimentArgs) -> Result<Resolved, Experi
         endpoint: parts.endpoint.clone(),
         model: parts.model.clone(),
         overrides: spec.template.overrides.clone(),
+        override_add: spec.template.override_add.clone(),
         repeats: spec.repeats,
         capacity_search: spec.capacity_search.clone(),
         slo: spec.template.slo.clone(),
@@ -224,6 +232,8 @@ pub fn resolve(source: Source, args: &ExperimentArgs) -> Result<Resolved, Experi
         metrics_endpoints: parts.metrics_endpoints,
         set: parts.set,
         warnings,
+        path,
+        key_lines,
     })
 }
 
@@ -312,6 +322,9 @@ fn from_manifest(
         .collect();
     set.extend(args.set.iter().cloned());
     template.overrides.extend(args.overrides.iter().cloned());
+    template
+        .override_add
+        .extend(args.override_add.iter().cloned());
     let metrics_endpoints = stack.metrics_endpoints.clone();
     if template.launcher.parallelism > 1 {
         warnings.push(format!(
@@ -518,7 +531,7 @@ fn from_llmd(
     } else {
         Vec::new()
     };
-    let template = run_template(harness, SIM_MODEL, overrides)?;
+    let template = run_template(harness, SIM_MODEL, overrides, &args.override_add)?;
     let spec = BenchmarkExperimentSpec {
         template,
         treatments: Some(treatments),
@@ -570,12 +583,14 @@ fn run_template(
     harness: Harness,
     model: &str,
     overrides: Vec<String>,
+    override_add: &[String],
 ) -> Result<BenchmarkRunSpec, ExperimentError> {
     serde_json::from_value(serde_json::json!({
         "harness": harness.as_str(),
         "workload": {"builtin": "experiment"},
         "stack": {"model": model},
         "overrides": overrides,
+        "overrideAdd": override_add,
     }))
     .map_err(|e| ExperimentError::Unsupported(format!("cannot build the run template: {e}")))
 }
@@ -622,10 +637,13 @@ pub fn choose_profile(
 }
 
 /// The checks before any run: the profile renders with the overrides every run applies, then with each
-/// treatment's, and parses in its dialect. Refuses naming the treatment and the key.
-pub fn check(resolved: &Resolved, strict: bool) -> Result<(), ExperimentError> {
+/// treatment's, and parses in its dialect; no two treatments run the same workload. Refuses naming the file, the
+/// line, the treatment and the key. `rule.lenient` turns near misses, overrides that create a key and treatments
+/// that run the same workload into the warnings returned.
+pub fn check(resolved: &Resolved, rule: KeyRule) -> Result<Vec<String>, ExperimentError> {
     let harness = resolved.harness;
     let plan = &resolved.plan;
+    let mut warnings = Vec::new();
     let mut templates: BTreeMap<String, Template> = BTreeMap::new();
     let mut load = |choice: &ProfileChoice| -> Result<Template, ExperimentError> {
         let key = match choice {
@@ -651,10 +669,10 @@ pub fn check(resolved: &Resolved, strict: bool) -> Result<(), ExperimentError> {
         templates.insert(key, template.clone());
         Ok(template)
     };
-    let values = |endpoint: Option<&str>| Values {
-        model: resolved
-            .model
-            .clone()
+    let values = |endpoint: Option<&str>, model: Option<&str>| Values {
+        model: model
+            .map(str::to_owned)
+            .or_else(|| resolved.model.clone())
             .or_else(|| resolved.embedded().then(|| SIM_MODEL.to_owned())),
         tokenizer: resolved.tokenizer.clone(),
         // The embedded simulator's address is known only once it runs; any URL renders the same.
@@ -668,46 +686,134 @@ pub fn check(resolved: &Resolved, strict: bool) -> Result<(), ExperimentError> {
         set: resolved.set.clone(),
     };
     let options = ParseOptions {
-        strict,
+        strict: rule.strict,
+        lenient: rule.lenient,
         default_seed: None,
     };
     let base = load(&resolved.profile)?;
     // Placeholders first, so a missing model or `--set` is not blamed on the overrides.
-    render(&base, &values(None), &[]).map_err(|e| {
-        let mut text = e.to_string();
-        if resolved.model.is_none() && text.contains(llmbench_api::render::well_known::MODEL) {
-            text.push_str(" — pass --model");
+    render(&base, &values(None, None), &[]).map_err(|e| ExperimentError::Profile(e.to_string()))?;
+    let base_edits = Edits {
+        overrides: plan.overrides.clone(),
+        add: plan.override_add.clone(),
+        lenient: rule.lenient,
+    };
+    render_edited(&base, &values(None, None), &base_edits, harness).map_err(|source| {
+        ExperimentError::BaseOverrides {
+            path: resolved.path.clone(),
+            source,
         }
-        ExperimentError::Profile(text)
     })?;
-    render(&base, &values(None), &plan.overrides)
-        .map_err(|source| ExperimentError::BaseOverrides { source })?;
+    // What each treatment runs, to find two that run the same.
+    let mut runs: Vec<(&str, String, RunIdentity)> = Vec::new();
     for t in &plan.treatments {
         let template = load(resolved.profile_of(&t.name))?;
-        let treatment_error = |source| ExperimentError::Treatment {
+        let place = resolved.place_of(&t.overrides, None);
+        let edits = Edits {
+            overrides: core::run_overrides(&plan.overrides, &t.resolved()),
+            ..base_edits.clone()
+        };
+        let model = t.model.as_deref();
+        let rendered = render_edited(
+            &template,
+            &values(t.endpoint.as_deref(), model),
+            &edits,
+            harness,
+        )
+        .map_err(|source| ExperimentError::Treatment {
+            place: resolved.place_of(&t.overrides, Some(&source)),
             treatment: t.name.clone(),
-            source,
-        };
-        let overrides = core::run_overrides(&plan.overrides, &t.resolved());
-        let rendered = render(&template, &values(t.endpoint.as_deref()), &overrides)
-            .map_err(treatment_error)?;
-        let parsed = match harness {
-            Harness::Mlperf => {
-                crate::mlperf::parse_settings(&template.name, &rendered, None, &options)
-                    .map(|_| ())
-                    .map_err(|e| e.to_string())
-            }
-            Harness::Fmperf => crate::workload::parse_fmperf(&template.name, &rendered)
-                .map(|_| ())
-                .map_err(|e| e.to_string()),
-            _ => parse_profile(harness, &template.name, &rendered, &options)
-                .map(|_| ())
-                .map_err(|e| e.to_string()),
-        };
-        parsed.map_err(|message| ExperimentError::TreatmentProfile {
+            source: Box::new(source),
+        })?;
+        warnings.extend(
+            rendered
+                .warnings()
+                .into_iter()
+                .map(|w| format!("{place}: treatment `{}`: {w}", t.name)),
+        );
+        let treatment_error = |message: String| ExperimentError::TreatmentProfile {
+            place: place.clone(),
             treatment: t.name.clone(),
             message,
-        })?;
+        };
+        let identity = match harness {
+            Harness::Mlperf => {
+                crate::mlperf::parse_settings(&template.name, &rendered.text, None, &options)
+                    .map_err(|e| treatment_error(e.to_string()))?;
+                RunIdentity::Text(rendered.text)
+            }
+            Harness::Fmperf => {
+                crate::workload::parse_fmperf(&template.name, &rendered.text)
+                    .map_err(|e| treatment_error(e.to_string()))?;
+                RunIdentity::Text(rendered.text)
+            }
+            _ => {
+                let parsed = parse_profile(harness, &template.name, &rendered.text, &options)
+                    .map_err(|e| treatment_error(e.to_string()))?;
+                warnings.extend(
+                    parsed
+                        .warnings
+                        .iter()
+                        .filter(|w| w.kind == WarningKind::NearMiss)
+                        .map(|w| format!("treatment `{}`: --lenient: {w}", t.name)),
+                );
+                RunIdentity::Workload(Box::new((parsed.workload, parsed.capacity)))
+            }
+        };
+        let who = format!(
+            "{}|{}|{}",
+            resolved.profile_of(&t.name).label(),
+            t.endpoint.as_deref().unwrap_or_default(),
+            model.or(resolved.model.as_deref()).unwrap_or_default()
+        );
+        if let Some((first, _, _)) = runs
+            .iter()
+            .find(|(_, other_who, other)| *other_who == who && *other == identity)
+        {
+            let error = ExperimentError::SameWorkload {
+                place: resolved.place_of(&t.overrides, None),
+                first: (*first).to_owned(),
+                second: t.name.clone(),
+            };
+            if !rule.lenient {
+                return Err(error);
+            }
+            warnings.push(format!("--lenient: {error}"));
+        }
+        runs.push((&t.name, who, identity));
     }
-    Ok(())
+    Ok(warnings)
+}
+
+/// What a treatment's run does, as far as two treatments can be compared: the parsed workload (with its capacity
+/// search), or the rendered text for the dialects with their own models (mlperf, fmperf).
+#[derive(Debug, PartialEq)]
+enum RunIdentity {
+    Workload(Box<(crate::workload::Workload, Option<CapacitySearchSpec>)>),
+    Text(String),
+}
+
+impl Resolved {
+    /// `FILE:LINE` of the first of `overrides` the file gives a line for, preferring a key `error` says matched
+    /// nothing; `FILE` alone when none has one.
+    fn place_of(&self, overrides: &[String], error: Option<&ProfileError>) -> String {
+        let missed: Vec<&str> = match error {
+            Some(ProfileError::Render(RenderError::UnmatchedOverrides { misses, .. })) => {
+                misses.iter().map(|m| m.key.as_str()).collect()
+            }
+            _ => Vec::new(),
+        };
+        let keys = overrides
+            .iter()
+            .filter_map(|o| o.split_once('=').map(|(k, _)| k.trim()));
+        let line = missed
+            .iter()
+            .copied()
+            .chain(keys)
+            .find_map(|k| self.key_lines.get(k));
+        match line {
+            Some(line) => format!("{}:{line}", self.path.display()),
+            None => self.path.display().to_string(),
+        }
+    }
 }

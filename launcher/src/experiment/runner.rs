@@ -450,9 +450,11 @@ impl RunContext<'_> {
         args.metrics_endpoints = resolved.metrics_endpoints.clone();
         args.set = resolved.set.clone();
         args.overrides = run_overrides(&plan.overrides, &treatment.resolved());
+        args.override_add = plan.override_add.clone();
         args.output = self.dir.to_owned();
         args.run_id = Some(run.dir.clone());
         args.strict = self.args.strict;
+        args.lenient = self.args.lenient;
         args.seed = self.args.seed;
         args.capacity_search = plan
             .capacity_search

@@ -42,6 +42,22 @@ pub const RESET_CACHE_PATHS: [(&str, &str); 3] = [
     ("reset-encoder-cache", "/reset_encoder_cache"),
 ];
 
+/// How unknown keys of an experiment file are judged (`--strict`, `--lenient`; see `llmbench experiment --help`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KeyRule {
+    /// Every unknown key is an error.
+    pub strict: bool,
+    /// A near miss of a known key is a warning, not an error.
+    pub lenient: bool,
+}
+
+impl KeyRule {
+    pub const STRICT: KeyRule = KeyRule {
+        strict: true,
+        lenient: false,
+    };
+}
+
 /// An experiment as read from its file, before the command line is applied.
 #[derive(Debug, Clone)]
 pub struct Source {
@@ -49,6 +65,9 @@ pub struct Source {
     pub kind: SourceKind,
     /// Things the file holds that llmbench reads but does not act on, worth a warning.
     pub warnings: Vec<String>,
+    /// Each override key (a factor's `key`, a treatment's or the template's `key=value`, an llm-d-benchmark
+    /// treatment's or constant's key) and the line it is first given on, so a check that fails can name the line.
+    pub key_lines: BTreeMap<String, u32>,
 }
 
 #[derive(Debug, Clone)]
@@ -93,6 +112,8 @@ pub struct LlmdExperiment {
     pub setup: Vec<LlmdSetup>,
     /// The line of `setup`.
     pub setup_line: u32,
+    /// Each treatment's and constant's key with its line, in file order.
+    pub key_lines: Vec<(String, u32)>,
 }
 
 /// One run treatment of an llm-d-benchmark file.
@@ -115,18 +136,18 @@ pub struct LlmdSetup {
     pub line: u32,
 }
 
-/// Reads `path`: a manifest or an llm-d-benchmark file. `strict` refuses unknown top-level keys of an
-/// llm-d-benchmark file instead of warning about them.
-pub fn read(path: &Path, strict: bool) -> Result<Source, ExperimentError> {
+/// Reads `path`: a manifest or an llm-d-benchmark file. `rule` judges the unknown keys of an llm-d-benchmark file:
+/// a near miss of a key it reads (`reset_cache`) is an error unless lenient; any other is a warning unless strict.
+pub fn read(path: &Path, rule: KeyRule) -> Result<Source, ExperimentError> {
     let text = std::fs::read_to_string(path).map_err(|source| ExperimentError::Read {
         path: path.to_owned(),
         source,
     })?;
-    parse(path, &text, strict)
+    parse(path, &text, rule)
 }
 
 /// [`read`] on text already in hand.
-pub fn parse(path: &Path, text: &str, strict: bool) -> Result<Source, ExperimentError> {
+pub fn parse(path: &Path, text: &str, rule: KeyRule) -> Result<Source, ExperimentError> {
     let file = path.display().to_string();
     let doc = parse_document(&file, text).map_err(|e| invalid(path, None, e.to_string()))?;
     let Some(entries) = doc.entries() else {
@@ -142,9 +163,19 @@ pub fn parse(path: &Path, text: &str, strict: bool) -> Result<Source, Experiment
         .iter()
         .any(|(k, _)| k.name == "apiVersion" || k.name == "kind");
     if is_manifest {
-        read_manifest(path, text)
+        let mut source = read_manifest(path, text)?;
+        source.key_lines = manifest_key_lines(&doc);
+        // serde reads past fields it does not know; the apiserver (and so `kubectl apply`) refuses them.
+        let top: Vec<&Key> = entries.iter().map(|(k, _)| k).collect();
+        let mut unknown = unknown_of("", &top, &MANIFEST_KEYS);
+        if let Some(spec) = doc.get("spec") {
+            let schema = llmbench_api::experiment_schema();
+            unknown_fields(spec, &schema["properties"]["spec"], "spec", &mut unknown);
+        }
+        judge_unknown_keys(path, unknown, rule, &mut source.warnings)?;
+        Ok(source)
     } else {
-        read_llmd(path, entries, strict)
+        read_llmd(path, entries, rule)
     }
 }
 
@@ -211,7 +242,50 @@ fn read_manifest(path: &Path, text: &str) -> Result<Source, ExperimentError> {
             spec: Box::new(manifest.spec),
         },
         warnings: Vec::new(),
+        key_lines: BTreeMap::new(),
     })
+}
+
+/// Where a manifest gives each override key: `spec.factors[i].key`, and the `key=value` items of
+/// `spec.treatments[i].overrides`, `spec.template.overrides` and `spec.template.overrideAdd`.
+fn manifest_key_lines(doc: &Node) -> BTreeMap<String, u32> {
+    let mut lines = BTreeMap::new();
+    let mut note = |key: Option<String>, line: u32| {
+        if let Some(key) = key.filter(|_| line > 0) {
+            lines.entry(key).or_insert(line);
+        }
+    };
+    let key_of = |n: &Node| {
+        n.scalar_text()
+            .and_then(|t| t.split_once('=').map(|(k, _)| k.trim().to_owned()))
+    };
+    let list = |n: Option<&Node>| -> Vec<Node> {
+        match n.map(|n| &n.value) {
+            Some(Value::Seq(items)) => items.clone(),
+            _ => Vec::new(),
+        }
+    };
+    let spec = doc.get("spec");
+    for factor in list(spec.and_then(|s| s.get("factors"))) {
+        if let Some((k, v)) = factor
+            .entries()
+            .and_then(|e| e.iter().find(|(k, _)| k.name == "key"))
+        {
+            note(v.scalar_text(), k.line);
+        }
+    }
+    for treatment in list(spec.and_then(|s| s.get("treatments"))) {
+        for item in list(treatment.get("overrides")) {
+            note(key_of(&item), item.line);
+        }
+    }
+    let template = spec.and_then(|s| s.get("template"));
+    for field in ["overrideAdd", "overrides"] {
+        for item in list(template.and_then(|t| t.get(field))) {
+            note(key_of(&item), item.line);
+        }
+    }
+    lines
 }
 
 fn file_stem(path: &Path) -> String {
@@ -230,38 +304,141 @@ fn file_stem(path: &Path) -> String {
     }
 }
 
+/// The top-level keys of a manifest.
+const MANIFEST_KEYS: [&str; 5] = ["apiVersion", "kind", "metadata", "spec", "status"];
+
+/// The keys of an llm-d-benchmark file's `experiment` section.
+const LLMD_EXPERIMENT_KEYS: [&str; 5] = ["name", "description", "harness", "profile", "datasetUrl"];
+
+/// A key an experiment file has and llmbench does not know: its path, line and the known key it is one edit from.
+struct UnknownKey {
+    path: String,
+    line: u32,
+    near: Option<String>,
+}
+
+/// The keys of one section (`section` is its path prefix, e.g. `experiment.`) not in `known`.
+fn unknown_of(section: &str, keys: &[&Key], known: &[&str]) -> Vec<UnknownKey> {
+    keys.iter()
+        .filter(|k| !known.contains(&k.name.as_str()))
+        .map(|k| UnknownKey {
+            path: format!("{section}{}", k.name),
+            line: k.line,
+            near: crate::workload::reader::nearest_key(&k.name, known.iter().copied())
+                .map(|n| format!("{section}{n}")),
+        })
+        .collect()
+}
+
+/// Judges unknown keys by `rule`: every one is an error when strict; a near miss of a known key is one unless
+/// lenient; the rest become warnings.
+fn judge_unknown_keys(
+    path: &Path,
+    keys: Vec<UnknownKey>,
+    rule: KeyRule,
+    warnings: &mut Vec<String>,
+) -> Result<(), ExperimentError> {
+    if keys.is_empty() {
+        return Ok(());
+    }
+    if rule.strict {
+        return Err(ExperimentError::UnknownKeys {
+            path: path.to_owned(),
+            keys: keys
+                .iter()
+                .map(|k| format!("`{}` (line {})", k.path, k.line))
+                .collect(),
+        });
+    }
+    let misses: Vec<String> = keys
+        .iter()
+        .filter_map(|k| {
+            let near = k.near.as_ref()?;
+            Some(format!(
+                "`{}` (line {}): did you mean `{near}`?",
+                k.path, k.line
+            ))
+        })
+        .collect();
+    if !misses.is_empty() && !rule.lenient {
+        return Err(ExperimentError::NearMisses {
+            path: path.to_owned(),
+            keys: misses,
+        });
+    }
+    for key in keys {
+        let hint = key
+            .near
+            .map(|n| format!("; did you mean `{n}`?"))
+            .unwrap_or_default();
+        warnings.push(format!(
+            "{}: line {}: unknown key `{}`, ignored{hint}",
+            path.display(),
+            key.line,
+            key.path,
+        ));
+    }
+    Ok(())
+}
+
+/// The fields of a manifest that its CRD's `schema` does not have, walking maps by `properties` (and
+/// `additionalProperties` for maps of free keys) and lists by `items`.
+fn unknown_fields(node: &Node, schema: &serde_json::Value, path: &str, out: &mut Vec<UnknownKey>) {
+    let join = |key: &str| {
+        if path.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{path}.{key}")
+        }
+    };
+    if schema["x-kubernetes-preserve-unknown-fields"] == true {
+        return;
+    }
+    match &node.value {
+        Value::Map(entries) => {
+            if let Some(properties) = schema["properties"].as_object() {
+                for (key, value) in entries {
+                    match properties.get(&key.name) {
+                        Some(field) => unknown_fields(value, field, &join(&key.name), out),
+                        None => out.push(UnknownKey {
+                            path: join(&key.name),
+                            line: key.line,
+                            near: crate::workload::reader::nearest_key(
+                                &key.name,
+                                properties.keys().map(String::as_str),
+                            )
+                            .map(&join),
+                        }),
+                    }
+                }
+            } else if schema["additionalProperties"].is_object() {
+                for (key, value) in entries {
+                    unknown_fields(
+                        value,
+                        &schema["additionalProperties"],
+                        &join(&key.name),
+                        out,
+                    );
+                }
+            }
+        }
+        Value::Seq(items) => {
+            for (i, item) in items.iter().enumerate() {
+                unknown_fields(item, &schema["items"], &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
 fn read_llmd(
     path: &Path,
     entries: &[(Key, Node)],
-    strict: bool,
+    rule: KeyRule,
 ) -> Result<Source, ExperimentError> {
     let mut warnings = Vec::new();
-    let unknown: Vec<&Key> = entries
-        .iter()
-        .map(|(k, _)| k)
-        .filter(|k| !LLMD_KEYS.contains(&k.name.as_str()))
-        .collect();
-    if !unknown.is_empty() {
-        let listed: Vec<String> = unknown
-            .iter()
-            .map(|k| format!("`{}` (line {})", k.name, k.line))
-            .collect();
-        if strict {
-            return Err(ExperimentError::UnknownKeys {
-                path: path.to_owned(),
-                keys: listed,
-            });
-        }
-        for key in unknown {
-            warnings.push(format!(
-                "{}: line {}: unknown top-level key `{}`, ignored (known: {})",
-                path.display(),
-                key.line,
-                key.name,
-                LLMD_KEYS.join(", ")
-            ));
-        }
-    }
+    let keys: Vec<&Key> = entries.iter().map(|(k, _)| k).collect();
+    judge_unknown_keys(path, unknown_of("", &keys, &LLMD_KEYS), rule, &mut warnings)?;
     let get = |name: &str| entries.iter().find(|(k, _)| k.name == name);
     let mut exp = LlmdExperiment {
         name: file_stem(path),
@@ -278,6 +455,13 @@ fn read_llmd(
                 "`experiment` must be a mapping".to_owned(),
             )
         })?;
+        let keys: Vec<&Key> = meta.iter().map(|(k, _)| k).collect();
+        judge_unknown_keys(
+            path,
+            unknown_of("experiment.", &keys, &LLMD_EXPERIMENT_KEYS),
+            rule,
+            &mut warnings,
+        )?;
         for (k, v) in meta {
             let text = || {
                 v.scalar_text().ok_or_else(|| {
@@ -359,6 +543,7 @@ fn read_llmd(
         })?;
         for (k, v) in map {
             exp.constants.push(override_text(path, "constants", k, v)?);
+            exp.key_lines.push((k.name.clone(), k.line));
         }
     }
 
@@ -388,6 +573,11 @@ fn read_llmd(
         for (i, item) in items.iter().enumerate() {
             exp.treatments
                 .push(run_treatment(path, &key.name, i, item, &mut warnings)?);
+            for (k, _) in item.entries().unwrap_or_default() {
+                if k.name != "name" && k.name != "profile" {
+                    exp.key_lines.push((k.name.clone(), k.line));
+                }
+            }
         }
     } else if let Some((key, _)) = get("treatments").or_else(|| get("run")) {
         // Present but empty: the error names its line.
@@ -445,10 +635,15 @@ fn read_llmd(
             }
         }
     }
+    let mut key_lines = BTreeMap::new();
+    for (key, line) in &exp.key_lines {
+        key_lines.entry(key.clone()).or_insert(*line);
+    }
     Ok(Source {
         path: path.to_owned(),
         kind: SourceKind::Llmd(exp),
         warnings,
+        key_lines,
     })
 }
 
@@ -604,7 +799,10 @@ mod tests {
     use super::*;
 
     fn llmd(text: &str) -> LlmdExperiment {
-        match parse(Path::new("x.yaml"), text, false).unwrap().kind {
+        match parse(Path::new("x.yaml"), text, KeyRule::default())
+            .unwrap()
+            .kind
+        {
             SourceKind::Llmd(e) => e,
             SourceKind::Manifest { .. } => panic!("read as a manifest"),
         }
@@ -673,16 +871,86 @@ mod tests {
     }
 
     #[test]
-    fn unknown_keys_warn_or_are_refused_with_strict_naming_the_line() {
-        let text = "treatments:\n  - {name: a, x: 1}\nreset_cache: true\n";
-        let source = parse(Path::new("x.yaml"), text, false).unwrap();
-        assert!(
-            source.warnings[0].contains("line 3") && source.warnings[0].contains("`reset_cache`")
+    fn a_near_miss_key_is_an_error_unless_lenient_other_unknown_keys_warn_and_strict_refuses_all() {
+        let text = "treatments:\n  - {name: a, x: 1}\nreset_cache: true\nnotes: hi\n";
+        let err = parse(Path::new("x.yaml"), text, KeyRule::default())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "x.yaml: 1 key(s) one edit from a key llm-d-benchmark reads: `reset_cache` (line 3): did you mean \
+             `reset_caches`?; a misspelt key would be ignored — fix the spelling, or pass --lenient to run with it \
+             ignored"
         );
-        let err = parse(Path::new("x.yaml"), text, true)
+        let lenient = KeyRule {
+            lenient: true,
+            ..KeyRule::default()
+        };
+        let source = parse(Path::new("x.yaml"), text, lenient).unwrap();
+        assert!(
+            source.warnings[0].contains("line 3")
+                && source.warnings[0].contains("did you mean `reset_caches`?"),
+            "{:?}",
+            source.warnings
+        );
+        let source = parse(
+            Path::new("x.yaml"),
+            "treatments:\n  - {name: a, x: 1}\nnotes: hi\n",
+            KeyRule::default(),
+        )
+        .unwrap();
+        assert!(
+            source.warnings[0].contains("unknown key `notes`"),
+            "{:?}",
+            source.warnings
+        );
+        let err = parse(Path::new("x.yaml"), text, KeyRule::STRICT)
             .unwrap_err()
             .to_string();
         assert!(err.contains("`reset_cache` (line 3)"), "{err}");
+    }
+
+    #[test]
+    fn a_manifest_field_the_crd_does_not_have_is_judged_like_any_key() {
+        let manifest = "apiVersion: llmbench.dev/v1alpha1\nkind: BenchmarkExperiment\nmetadata: {name: m}\nspec:\n  \
+                        template:\n    harness: guidellm\n    workload: {builtin: sanity_concurrent}\n    stack: {model: \
+                        m}\n    overides: [spec.profile.streams=2]\n  factors:\n    - {name: s, key: spec.profile.streams, \
+                        levels: [\"1\"], note: x}\n  repeat: 2\n";
+        let err = parse(Path::new("bx.yaml"), manifest, KeyRule::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(
+                "`spec.template.overides` (line 9): did you mean `spec.template.overrides`?"
+            ) && err.contains("`spec.repeat` (line 12): did you mean `spec.repeats`?"),
+            "{err}"
+        );
+        let lenient = KeyRule {
+            lenient: true,
+            ..KeyRule::default()
+        };
+        let source = parse(Path::new("bx.yaml"), manifest, lenient).unwrap();
+        assert_eq!(source.warnings.len(), 3, "{:?}", source.warnings);
+        assert!(
+            source.warnings[1].contains("unknown key `spec.factors[0].note`, ignored"),
+            "{:?}",
+            source.warnings
+        );
+    }
+
+    #[test]
+    fn a_near_miss_in_the_experiment_section_names_the_key() {
+        let err = parse(
+            Path::new("x.yaml"),
+            "experiment: {name: e, harnes: guidellm}\ntreatments:\n  - {name: a, x: 1}\n",
+            KeyRule::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("`experiment.harnes` (line 1): did you mean `experiment.harness`?"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -690,7 +958,7 @@ mod tests {
         let err = parse(
             Path::new("x.yaml"),
             "treatments:\n  - name: a\n    stages: [1, 2]\n",
-            false,
+            KeyRule::default(),
         )
         .unwrap_err()
         .to_string();
@@ -698,9 +966,13 @@ mod tests {
             err.contains("x.yaml: line 3") && err.contains("`stages` is a list"),
             "{err}"
         );
-        let err = parse(Path::new("x.yaml"), "run:\n  factors: [a]\n", false)
-            .unwrap_err()
-            .to_string();
+        let err = parse(
+            Path::new("x.yaml"),
+            "run:\n  factors: [a]\n",
+            KeyRule::default(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(
             err.contains("line 1") && err.contains("only a list"),
             "{err}"
@@ -726,7 +998,7 @@ mod tests {
         let text = "apiVersion: llmbench.dev/v1alpha1\nkind: BenchmarkExperiment\nmetadata: {name: bx}\nspec:\n  \
                     template:\n    harness: vllm-benchmark\n    workload: {builtin: sanity_random}\n    stack: {model: m}\n  \
                     treatments: [{name: a, overrides: [num-prompts=2]}]\n  repeats: 2\n";
-        let source = parse(Path::new("bx.yaml"), text, false).unwrap();
+        let source = parse(Path::new("bx.yaml"), text, KeyRule::default()).unwrap();
         let SourceKind::Manifest { name, spec } = source.kind else {
             panic!("not a manifest")
         };
@@ -734,7 +1006,7 @@ mod tests {
         let err = parse(
             Path::new("bx.yaml"),
             &text.replace("repeats: 2", "repeats: two"),
-            false,
+            KeyRule::default(),
         )
         .unwrap_err()
         .to_string();
@@ -742,7 +1014,7 @@ mod tests {
         let err = parse(
             Path::new("bx.yaml"),
             &text.replace("kind: BenchmarkExperiment", "kind: BenchmarkRun"),
-            false,
+            KeyRule::default(),
         )
         .unwrap_err()
         .to_string();

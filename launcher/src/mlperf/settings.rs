@@ -7,7 +7,7 @@
 //! `*.*`, LoadGen's `lookupkv` order) and, for the same pattern, the later line.
 
 use crate::workload::yaml::{Node, Value, parse_document};
-use crate::workload::{Api, ApiKind, ParseOptions, Warning, WarningKind};
+use crate::workload::{Api, ApiKind, ParseOptions, Warning, WarningKind, WorkloadError};
 
 use super::MlperfError;
 
@@ -343,20 +343,24 @@ fn apply_conf(
         let known = CONF_KEYS.contains(&line.key.as_str());
         if !known {
             let ignored = CONF_IGNORED.contains(&line.key.as_str());
-            warnings.push(Warning {
-                file: file.to_string(),
-                key: format!("{}.{}.{}", line.model, line.scenario, line.key),
-                line: Some(line.line),
-                kind: if ignored {
-                    WarningKind::Ignored
-                } else {
-                    WarningKind::UnknownKey
-                },
-                message: if ignored {
-                    "a LoadGen key llmbench does not act on; ignored".to_string()
-                } else {
-                    "not a LoadGen setting; ignored".to_string()
-                },
+            let key = format!("{}.{}.{}", line.model, line.scenario, line.key);
+            warnings.push(if ignored {
+                Warning {
+                    file: file.to_string(),
+                    key,
+                    line: Some(line.line),
+                    kind: WarningKind::Ignored,
+                    message: "a LoadGen key llmbench does not act on; ignored".to_string(),
+                }
+            } else {
+                unknown_key(
+                    file,
+                    key,
+                    &line.key,
+                    line.line,
+                    "not a LoadGen setting",
+                    CONF_KEYS,
+                )
             });
             continue;
         }
@@ -502,6 +506,44 @@ fn loadgen_defaults(model: &str, scenario: Scenario) -> MlperfSettings {
     }
 }
 
+/// The keys of the `server` section.
+const SERVER_KEYS: &[&str] = &[
+    "base_url",
+    "model_name",
+    "model",
+    "endpoint",
+    "api",
+    "streaming",
+    "ignore_eos",
+];
+
+/// An unknown key: a near miss (an error unless --lenient) when one edit from a key in `known`, as the other
+/// dialects judge them (`target_qsp` for `target_qps`), else a warning.
+fn unknown_key(
+    file: &str,
+    path: String,
+    name: &str,
+    line: u32,
+    what: &str,
+    known: &[&str],
+) -> Warning {
+    let near = crate::workload::reader::nearest_key(name, known.iter().copied());
+    Warning {
+        file: file.to_string(),
+        key: path,
+        line: Some(line),
+        kind: if near.is_some() {
+            WarningKind::NearMiss
+        } else {
+            WarningKind::UnknownKey
+        },
+        message: match near {
+            Some(k) => format!("{what}; ignored; did you mean `{k}`?"),
+            None => format!("{what}; ignored"),
+        },
+    }
+}
+
 /// Profile keys, with what they set.
 const PROFILE_KEYS: &[&str] = &[
     "model",
@@ -588,13 +630,14 @@ pub fn parse_settings(
 
     for (key, _) in entries {
         if !PROFILE_KEYS.contains(&key.name.as_str()) {
-            warnings.push(Warning {
-                file: file.to_string(),
-                key: key.name.clone(),
-                line: Some(key.line),
-                kind: WarningKind::UnknownKey,
-                message: "not an mlperf setting; ignored".to_string(),
-            });
+            warnings.push(unknown_key(
+                file,
+                key.name.clone(),
+                &key.name,
+                key.line,
+                "not an mlperf setting",
+                PROFILE_KEYS,
+            ));
         }
     }
     if let Some(mode) = p.opt_str("mode")? {
@@ -706,7 +749,7 @@ pub fn parse_settings(
     if options.strict {
         let keys: Vec<String> = warnings
             .iter()
-            .filter(|w| w.kind == WarningKind::UnknownKey)
+            .filter(|w| matches!(w.kind, WarningKind::UnknownKey | WarningKind::NearMiss))
             .map(|w| match w.line {
                 Some(line) => format!("`{}` ({}:{line})", w.key, w.file),
                 None => format!("`{}` ({})", w.key, w.file),
@@ -718,6 +761,18 @@ pub fn parse_settings(
                 keys,
             });
         }
+    }
+    let near: Vec<Warning> = warnings
+        .iter()
+        .filter(|w| w.kind == WarningKind::NearMiss)
+        .cloned()
+        .collect();
+    if !options.lenient && !near.is_empty() {
+        return Err(MlperfError::Yaml(WorkloadError::NearMisses {
+            file: file.to_string(),
+            dialect: "mlperf".to_string(),
+            keys: near,
+        }));
     }
     for w in &warnings {
         tracing::debug!(warning = %w, "mlperf settings warning");
@@ -875,7 +930,7 @@ impl Profile<'_> {
             .ok_or_else(|| self.wrong_type(section, "a map", node))?;
         for (key, _) in entries {
             if key.name != field {
-                warnings.push(self.unknown(section, &key.name, key.line));
+                warnings.push(self.unknown(section, &key.name, key.line, &[field]));
             }
         }
         match node.get(field) {
@@ -887,14 +942,15 @@ impl Profile<'_> {
         }
     }
 
-    fn unknown(&self, section: &str, key: &str, line: u32) -> Warning {
-        Warning {
-            file: self.file.to_string(),
-            key: format!("{section}.{key}"),
-            line: Some(line),
-            kind: WarningKind::UnknownKey,
-            message: "not an mlperf setting; ignored".to_string(),
-        }
+    fn unknown(&self, section: &str, key: &str, line: u32, known: &[&str]) -> Warning {
+        unknown_key(
+            self.file,
+            format!("{section}.{key}"),
+            key,
+            line,
+            "not an mlperf setting",
+            known,
+        )
     }
 
     fn server(
@@ -940,7 +996,7 @@ impl Profile<'_> {
                         _ => return Err(self.wrong_type(&path, "a boolean", value)),
                     }
                 }
-                _ => warnings.push(self.unknown("server", &key.name, key.line)),
+                _ => warnings.push(self.unknown("server", &key.name, key.line, SERVER_KEYS)),
             }
         }
         Ok(())
@@ -1106,18 +1162,52 @@ llama2-70b.Server.max_query_count = 99
     }
 
     #[test]
-    fn unknown_keys_warn_and_strict_rejects_them() {
-        let yaml = "model: llama3_1-8b\nscenario: Server\ntarget_qsp: 3\n";
-        let parsed = parse(yaml, Some("*.*.bogus_key = 1\n*.*.print_timestamps = 1\n"));
+    fn unknown_keys_warn_near_misses_fail_unless_lenient_and_strict_rejects_them_all() {
+        let yaml = "model: llama3_1-8b\nscenario: Server\ntarget_qsp: 3\nsut_label: x\n";
+        let conf = "*.*.bogus_key = 1\n*.*.print_timestamps = 1\n";
+        let err = parse_settings(
+            "p.yaml",
+            yaml,
+            Some(UserConf {
+                file: "user.conf",
+                text: conf,
+            }),
+            &ParseOptions::default(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "p.yaml: 1 key(s) the mlperf dialect does not know, each one edit from a key that changes the run: \
+             `target_qsp` (line 3): did you mean `target_qps`?; a misspelt key would be ignored and the run would \
+             take the default — fix the spelling, or pass --lenient to run with it ignored"
+        );
+        let lenient = ParseOptions {
+            lenient: true,
+            ..ParseOptions::default()
+        };
+        let parsed = parse_settings(
+            "p.yaml",
+            yaml,
+            Some(UserConf {
+                file: "user.conf",
+                text: conf,
+            }),
+            &lenient,
+        )
+        .unwrap();
         let unknown: Vec<_> = parsed
             .warnings
             .iter()
-            .filter(|w| w.kind == WarningKind::UnknownKey)
-            .map(|w| (w.key.as_str(), w.line))
+            .filter(|w| w.kind != WarningKind::Ignored)
+            .map(|w| (w.key.as_str(), w.line, w.kind))
             .collect();
         assert_eq!(
             unknown,
-            vec![("target_qsp", Some(3)), ("*.*.bogus_key", Some(1))]
+            vec![
+                ("target_qsp", Some(3), WarningKind::NearMiss),
+                ("sut_label", Some(4), WarningKind::UnknownKey),
+                ("*.*.bogus_key", Some(1), WarningKind::UnknownKey)
+            ]
         );
         let err = parse_settings(
             "p.yaml",
@@ -1131,7 +1221,7 @@ llama2-70b.Server.max_query_count = 99
         .unwrap_err();
         assert_eq!(
             err.to_string(),
-            "p.yaml: strict mode rejects 1 unknown key(s): `target_qsp` (p.yaml:3)"
+            "p.yaml: strict mode rejects 2 unknown key(s): `target_qsp` (p.yaml:3), `sut_label` (p.yaml:4)"
         );
     }
 

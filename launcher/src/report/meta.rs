@@ -154,7 +154,8 @@ pub struct ProfileNote {
     pub key: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line: Option<u32>,
-    /// `unknown` (the dialect has no such key) or `ignored` (known, changes nothing sent or measured).
+    /// `unknown` (the dialect has no such key), `near_miss` (unknown, one edit from a key that changes the run; run
+    /// under --lenient) or `ignored` (known, changes nothing sent or measured).
     pub kind: String,
     /// What happens instead, with the nearest known key for a likely typo.
     pub message: String,
@@ -167,6 +168,7 @@ impl From<&Warning> for ProfileNote {
             line: w.line,
             kind: match w.kind {
                 WarningKind::UnknownKey => "unknown",
+                WarningKind::NearMiss => "near_miss",
                 WarningKind::Ignored => "ignored",
             }
             .to_owned(),

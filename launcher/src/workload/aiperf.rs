@@ -239,6 +239,13 @@ pub(crate) fn parse(
     }
     // AIPerf's command line refuses a flag it does not know.
     if let Some(key) = m.unread().next() {
+        if let Some(known) = m.nearest_known(&key.name) {
+            return Err(ctx.invalid(
+                &key.name,
+                key.line,
+                format!("not an aiperf flag (aiperf refuses it) — did you mean `{known}`?"),
+            ));
+        }
         return Err(ctx.unsupported(
             &key.name,
             key.line,

@@ -59,6 +59,21 @@ pub enum WorkloadError {
     /// Strict mode: every key the dialect does not know, in document order.
     #[error("{file}: strict mode rejects {} unknown key(s): {}", keys.len(), list(keys))]
     UnknownKeys { file: String, keys: Vec<Warning> },
+    /// Keys one edit from a key that changes the run: misspellings that would otherwise be ignored, leaving the
+    /// run at the key's default.
+    #[error(
+        "{file}: {} key(s) the {dialect} dialect does not know, each one edit from a key that changes the run: {}; a \
+         misspelt key would be ignored and the run would take the default — fix the spelling, or pass --lenient to \
+         run with {} ignored",
+        keys.len(),
+        near_misses(keys),
+        if keys.len() == 1 { "it" } else { "them" }
+    )]
+    NearMisses {
+        file: String,
+        dialect: String,
+        keys: Vec<Warning>,
+    },
 }
 
 impl WorkloadError {
@@ -70,7 +85,9 @@ impl WorkloadError {
             | WorkloadError::Missing { key, .. }
             | WorkloadError::Misplaced { key, .. }
             | WorkloadError::Unsupported { key, .. } => Some(key),
-            WorkloadError::Yaml { .. } | WorkloadError::UnknownKeys { .. } => None,
+            WorkloadError::Yaml { .. }
+            | WorkloadError::UnknownKeys { .. }
+            | WorkloadError::NearMisses { .. } => None,
         }
     }
 
@@ -82,7 +99,9 @@ impl WorkloadError {
             | WorkloadError::Missing { key, .. }
             | WorkloadError::Misplaced { key, .. }
             | WorkloadError::Unsupported { key, .. } => *key = format!("{context}: {key}"),
-            WorkloadError::Yaml { .. } | WorkloadError::UnknownKeys { .. } => {}
+            WorkloadError::Yaml { .. }
+            | WorkloadError::UnknownKeys { .. }
+            | WorkloadError::NearMisses { .. } => {}
         }
         self
     }
@@ -102,11 +121,35 @@ fn list(keys: &[Warning]) -> String {
         .join(", ")
 }
 
+/// `` `api.streamming` (line 13): did you mean `streaming`? `` for each key.
+fn near_misses(keys: &[Warning]) -> String {
+    keys.iter()
+        .map(|w| {
+            // The suggestion is a sibling key: show it as a whole path, as the key is shown.
+            let parent = w.key.rfind('.').map_or("", |i| &w.key[..=i]);
+            let suggestion = w
+                .message
+                .split_once("did you mean `")
+                .map_or(String::new(), |(_, s)| {
+                    format!(": did you mean `{parent}{s}")
+                });
+            match w.line {
+                Some(l) if l > 0 => format!("`{}` (line {l}){suggestion}", w.key),
+                _ => format!("`{}`{suggestion}", w.key),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// What a warning is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WarningKind {
     /// The dialect has no such key; the tool would ignore it (or, strictly, reject it).
     UnknownKey,
+    /// An unknown key one edit from a key that changes the run (`streamming` for `streaming`): an error unless
+    /// `--lenient`, then ignored with this warning.
+    NearMiss,
     /// A known key that llmbench reads but does not act on (e.g. storage locations).
     Ignored,
 }

@@ -233,10 +233,16 @@ pub(crate) fn parse(ctx: &mut Ctx, doc: &Node) -> Result<FmperfWorkload, Workloa
     let (test_duration, _) = figure(ctx, "test_duration", DEFAULT_TEST_DURATION)?;
     let unknown: Vec<(String, u32)> = root.unread().map(|k| (k.name.clone(), k.line)).collect();
     if let Some((key, line)) = unknown.first() {
+        let suggestion = root
+            .nearest_known(key)
+            .map(|k| format!(" — did you mean `{k}`?"))
+            .unwrap_or_default();
         return Err(ctx.invalid(
             key,
             *line,
-            "not an argument of fmperf's LMBenchmarkWorkload (upstream fails with a TypeError)",
+            format!(
+                "not an argument of fmperf's LMBenchmarkWorkload (upstream fails with a TypeError){suggestion}"
+            ),
         ));
     }
     let figures = match scenario {

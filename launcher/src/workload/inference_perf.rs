@@ -123,7 +123,7 @@ pub(crate) fn parse(
     if let Some(slo) = slo_headers {
         slo.apply(ctx, &workload.api, &mut workload.goodput)?;
     }
-    if let Some(f) = root.get("storage") {
+    if let Some(f) = root.get_output("storage") {
         parse_storage(ctx, f.map(ctx)?, &mut workload.report)?;
     }
     if let Some(f) = root.get("metrics") {
@@ -1696,11 +1696,12 @@ pub(crate) fn percentiles(ctx: &Ctx, f: &At<'_>) -> Result<Vec<f64>, WorkloadErr
 
 fn parse_storage(
     ctx: &mut Ctx,
-    mut m: MapReader<'_>,
+    m: MapReader<'_>,
     report: &mut ReportOptions,
 ) -> Result<(), WorkloadError> {
+    let mut m = m.output_only();
     if let Some(f) = m.get("local_storage") {
-        let mut ls = f.map(ctx)?;
+        let mut ls = f.map(ctx)?.output_only();
         if let Some(p) = ls.get("path") {
             report.output_path = Some(p.str(ctx)?.to_string());
         }

@@ -39,6 +39,9 @@ use reader::{Ctx, MapReader};
 pub struct ParseOptions {
     /// Reject the profile when it has unknown keys (`--strict`), listing all of them.
     pub strict: bool,
+    /// Only warn about near misses (`--lenient`): an unknown key one edit from a key that changes the run is
+    /// otherwise an error ([`WorkloadError::NearMisses`]).
+    pub lenient: bool,
     /// Seed to use when the profile sets none (e.g. `--seed`, or the wall clock as the upstream
     /// wrappers do). Without it the tool's fixed default applies (see `SeedOrigin`).
     pub default_seed: Option<u64>,
@@ -103,20 +106,7 @@ pub fn parse_profile(
             });
         }
     };
-    if options.strict {
-        let unknown: Vec<Warning> = ctx
-            .warnings
-            .iter()
-            .filter(|w| w.kind == WarningKind::UnknownKey)
-            .cloned()
-            .collect();
-        if !unknown.is_empty() {
-            return Err(WorkloadError::UnknownKeys {
-                file: file_name.to_string(),
-                keys: unknown,
-            });
-        }
-    }
+    check_unknown_keys(harness, file_name, &ctx.warnings, options)?;
     for w in &ctx.warnings {
         tracing::debug!(warning = %w, "profile warning");
     }
@@ -125,6 +115,43 @@ pub fn parse_profile(
         warnings: ctx.warnings,
         capacity,
     })
+}
+
+/// The rule for keys a dialect does not know: with `--strict` every one is an error; else a near miss of a key
+/// that changes the run is an error unless `--lenient`; the rest are warnings.
+pub(crate) fn check_unknown_keys(
+    harness: Harness,
+    file_name: &str,
+    warnings: &[Warning],
+    options: &ParseOptions,
+) -> Result<(), WorkloadError> {
+    let of_kind = |kinds: &[WarningKind]| -> Vec<Warning> {
+        warnings
+            .iter()
+            .filter(|w| kinds.contains(&w.kind))
+            .cloned()
+            .collect()
+    };
+    if options.strict {
+        let unknown = of_kind(&[WarningKind::UnknownKey, WarningKind::NearMiss]);
+        if !unknown.is_empty() {
+            return Err(WorkloadError::UnknownKeys {
+                file: file_name.to_string(),
+                keys: unknown,
+            });
+        }
+    }
+    if !options.lenient {
+        let near = of_kind(&[WarningKind::NearMiss]);
+        if !near.is_empty() {
+            return Err(WorkloadError::NearMisses {
+                file: file_name.to_string(),
+                dialect: harness.as_str().to_string(),
+                keys: near,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Parses an fmperf profile (`LMBenchmarkWorkload` keyword arguments); see [`fmperf`]. Every key is known or

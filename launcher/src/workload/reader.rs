@@ -1,6 +1,7 @@
 //! Typed, path-aware access to a YAML tree: every getter knows its key path and line, so every
 //! error it returns says where; every map remembers which keys were read, so the rest become
-//! "unknown key" warnings.
+//! "unknown key" findings: a near miss of a key that changes the run ([`WarningKind::NearMiss`], an error unless
+//! `--lenient`), or a warning.
 
 use std::time::Duration;
 
@@ -303,6 +304,12 @@ pub(crate) struct MapReader<'n> {
     /// Every key name the parser asked for, present or not: the map's known keys, from which an unknown key's
     /// likely intended spelling is suggested (`streamming` → `streaming`).
     known: Vec<String>,
+    /// The known keys that change what is sent, when, or what is measured: all but those only ever passed over
+    /// with [`MapReader::skip`] or [`MapReader::ignore`] (storage locations, report switches, labels). A near miss
+    /// of one of these is an error by default; of the others, a warning.
+    acted_on: Vec<String>,
+    /// Every key of this map only says where output goes ([`MapReader::output_only`]): its near misses warn.
+    output_only: bool,
 }
 
 impl<'n> MapReader<'n> {
@@ -313,11 +320,28 @@ impl<'n> MapReader<'n> {
             entries,
             used: vec![false; entries.len()],
             known: Vec::new(),
+            acted_on: Vec::new(),
+            output_only: false,
         }
     }
 
-    /// Notes `key` as a known key of this map without reading it.
+    /// Marks this map as one that only says where output goes (inference-perf `storage`): a misspelt key in it
+    /// changes nothing sent or measured, so it is a warning, never an error.
+    pub fn output_only(mut self) -> Self {
+        self.output_only = true;
+        self
+    }
+
+    /// Notes `key` as a known key of this map (one the run acts on) without reading it.
     fn note(&mut self, key: &str) {
+        self.note_known(key);
+        if !self.acted_on.iter().any(|k| k == key) {
+            self.acted_on.push(key.to_string());
+        }
+    }
+
+    /// Notes `key` as known, without saying that the run acts on it.
+    fn note_known(&mut self, key: &str) {
         if !self.known.iter().any(|k| k == key) {
             self.known.push(key.to_string());
         }
@@ -351,6 +375,12 @@ impl<'n> MapReader<'n> {
     /// The value under `key`, null included, marking it read.
     pub fn take(&mut self, key: &str) -> Option<At<'n>> {
         self.note(key);
+        self.take_known(key)
+    }
+
+    /// [`MapReader::take`] for a key the run does not act on.
+    fn take_known(&mut self, key: &str) -> Option<At<'n>> {
+        self.note_known(key);
         let i = self.find(key)?;
         self.used[i] = true;
         let (k, v) = &self.entries[i];
@@ -360,6 +390,11 @@ impl<'n> MapReader<'n> {
     /// The value under `key` unless it is absent or null (an explicit null means "default").
     pub fn get(&mut self, key: &str) -> Option<At<'n>> {
         self.take(key).filter(|f| !f.is_null())
+    }
+
+    /// [`MapReader::get`] for a key that only says where output goes (a misspelling of it warns).
+    pub fn get_output(&mut self, key: &str) -> Option<At<'n>> {
+        self.take_known(key).filter(|f| !f.is_null())
     }
 
     /// The first of several alias spellings that is set; all are marked read.
@@ -373,22 +408,40 @@ impl<'n> MapReader<'n> {
         found
     }
 
-    /// A required, non-null value.
+    /// A required, non-null value. When it is missing but an unread key is one edit from it, the error says so:
+    /// `rat: 2` is why `rate` is missing.
     pub fn require(&mut self, ctx: &Ctx, key: &str, why: &str) -> Result<At<'n>, WorkloadError> {
-        self.get(key)
-            .ok_or_else(|| ctx.missing(&join(&self.path, key), self.line, why))
+        if let Some(found) = self.get(key) {
+            return Ok(found);
+        }
+        let near = self
+            .unread()
+            .find(|k| nearest_key(&k.name, [key]).is_some())
+            .map(|k| {
+                format!(
+                    " (`{}` on line {} is one edit away: did you mean `{key}`?)",
+                    k.name, k.line
+                )
+            })
+            .unwrap_or_default();
+        Err(ctx.missing(&join(&self.path, key), self.line, format!("{why}{near}")))
     }
 
     /// Marks a key read and notes that llmbench does not act on it.
     pub fn ignore(&mut self, ctx: &mut Ctx, key: &str, why: &str) {
-        if let Some(f) = self.get(key) {
+        if let Some(f) = self.take_known(key).filter(|f| !f.is_null()) {
             ctx.warn(&f.path, f.line, WarningKind::Ignored, why);
         }
     }
 
     /// Marks a key read without comment (known, and meaningless for llmbench).
     pub fn skip(&mut self, key: &str) {
-        let _ = self.take(key);
+        let _ = self.take_known(key);
+    }
+
+    /// The known key of this map that `name` most likely misspells ([`nearest_key`]).
+    pub fn nearest_known(&self, name: &str) -> Option<&str> {
+        nearest_key(name, self.known.iter().map(String::as_str))
     }
 
     /// Unread keys in document order, with their lines.
@@ -400,25 +453,32 @@ impl<'n> MapReader<'n> {
             .map(|((k, _), _)| k)
     }
 
-    /// Every unread key becomes an "unknown key" warning; `hints` maps a key to a suggestion. Without a hint,
-    /// a key within an edit or two of a known key of this map names it: a misspelt key is otherwise silently
-    /// dropped and the run quietly takes the default instead (`streamming: true` runs without streaming).
+    /// Every unread key becomes an "unknown key" finding; `hints` maps a key to a suggestion (upstream's own
+    /// quirks, which its tools ignore: a warning). Without a hint, a key within an edit or two of a known key of
+    /// this map names it, and is a [`WarningKind::NearMiss`] when the run acts on that key: a misspelt key would
+    /// otherwise be dropped and the run would quietly take the default (`streamming: true` runs without
+    /// streaming).
     pub fn finish(self, ctx: &mut Ctx, hints: &[(&str, &str)]) {
         let unread: Vec<&Key> = self.unread().collect();
         for key in unread {
-            let message = match hints.iter().find(|(k, _)| *k == key.name) {
-                Some((_, hint)) => format!("unknown key, ignored; {hint}"),
+            let (kind, message) = match hints.iter().find(|(k, _)| *k == key.name) {
+                Some((_, hint)) => (
+                    WarningKind::UnknownKey,
+                    format!("unknown key, ignored; {hint}"),
+                ),
                 None => match nearest_key(&key.name, self.known.iter().map(String::as_str)) {
-                    Some(known) => format!("unknown key, ignored; did you mean `{known}`?"),
-                    None => "unknown key, ignored".to_string(),
+                    Some(known) => (
+                        if !self.output_only && self.acted_on.iter().any(|k| k == known) {
+                            WarningKind::NearMiss
+                        } else {
+                            WarningKind::UnknownKey
+                        },
+                        format!("unknown key, ignored; did you mean `{known}`?"),
+                    ),
+                    None => (WarningKind::UnknownKey, "unknown key, ignored".to_string()),
                 },
             };
-            ctx.warn(
-                &join(&self.path, &key.name),
-                key.line,
-                WarningKind::UnknownKey,
-                message,
-            );
+            ctx.warn(&join(&self.path, &key.name), key.line, kind, message);
         }
     }
 }

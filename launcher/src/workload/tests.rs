@@ -1491,10 +1491,24 @@ fn warnings_of(harness: Harness, yaml: &str) -> Vec<String> {
         .collect()
 }
 
+/// The warnings of `yaml` parsed with `--lenient`, so near misses are warnings too.
+fn lenient_warnings_of(harness: Harness, yaml: &str) -> Vec<String> {
+    let options = ParseOptions {
+        lenient: true,
+        ..ParseOptions::default()
+    };
+    parse_profile(harness, "p.yaml", yaml, &options)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .warnings
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
 #[test]
 fn a_misspelt_key_names_the_known_key_it_is_nearest_to() {
     // One edit (a doubled letter): `streamming` → `streaming`.
-    let w = warnings_of(
+    let w = lenient_warnings_of(
         Harness::InferencePerf,
         &format!(
             "{IP_HEAD}api:\n  type: chat\n  streamming: true\nload:\n  stages: [{{rate: 1, duration: 1}}]\n"
@@ -1505,19 +1519,19 @@ fn a_misspelt_key_names_the_known_key_it_is_nearest_to() {
         ["p.yaml:5: `api.streamming`: unknown key, ignored; did you mean `streaming`?"]
     );
     // A flag map: `_` and `-` are one spelling, and a dropped letter is one edit.
-    let w = warnings_of(Harness::VllmBenchmark, "reqest_rate: 4\nnum-prompts: 5\n");
+    let w = lenient_warnings_of(Harness::VllmBenchmark, "reqest_rate: 4\nnum-prompts: 5\n");
     assert_eq!(
         w,
         ["p.yaml:1: `reqest-rate`: unknown key, ignored; did you mean `request-rate`?"]
     );
     // Keys the parser only knows (another dataset's flags) are suggested too.
-    let w = warnings_of(Harness::VllmBenchmark, "sonet-input-len: 5\n");
+    let w = lenient_warnings_of(Harness::VllmBenchmark, "sonet-input-len: 5\n");
     assert_eq!(
         w,
         ["p.yaml:1: `sonet-input-len`: unknown key, ignored; did you mean `sonnet-input-len`?"]
     );
     // guidellm flat keys are normalised to underscores; a swap of neighbours is one edit.
-    let w = warnings_of(
+    let w = lenient_warnings_of(
         Harness::Guidellm,
         "target: http://x\nprofile: synchronous\nmax_seconds: 5\ndata: prompt_tokens=8\nrnadom_seed: 3\n",
     );
@@ -1526,7 +1540,7 @@ fn a_misspelt_key_names_the_known_key_it_is_nearest_to() {
         ["p.yaml:5: `rnadom_seed`: unknown key, ignored; did you mean `random_seed`?"]
     );
     // Nothing near: no suggestion; short names need a single edit.
-    let w = warnings_of(Harness::VllmBenchmark, "frobnicate: none\nsed: 3\n");
+    let w = lenient_warnings_of(Harness::VllmBenchmark, "frobnicate: none\nsed: 3\n");
     assert_eq!(
         w,
         [
@@ -1534,6 +1548,82 @@ fn a_misspelt_key_names_the_known_key_it_is_nearest_to() {
             "p.yaml:2: `sed`: unknown key, ignored; did you mean `seed`?"
         ]
     );
+}
+
+#[test]
+fn a_near_miss_of_a_key_that_changes_the_run_is_an_error_in_every_dialect() {
+    for (harness, yaml, expected) in [
+        (
+            Harness::InferencePerf,
+            format!("{IP_HEAD}api:\n  type: chat\n  streamming: true\nload:\n  stages: [{{rate: 1, duration: 1}}]\n"),
+            "`api.streamming` (line 5): did you mean `api.streaming`?",
+        ),
+        (
+            Harness::Guidellm,
+            "spec:\n  backend: {kind: openai_http, target: http://x, model: m}\n  data:\n    - {kind: synthetic_text, \
+             prompt_tokens: 8, output_tokens: 8, output_tokens_stddev: 2}\n  profile: {kind: constant, rate: 2}\n  \
+             constraints:\n    - {kind: max_requests, count: 4}\n"
+                .to_owned(),
+            "did you mean `spec.data[0].output_tokens_stdev`?",
+        ),
+        (
+            Harness::VllmBenchmark,
+            "reqest-rate: 4\nnum-prompts: 5\n".to_owned(),
+            "`reqest-rate` (line 1): did you mean `request-rate`?",
+        ),
+        (
+            Harness::Inferencemax,
+            "num-prompts: 5\nmax-concurency: 2\n".to_owned(),
+            "`max-concurency` (line 2): did you mean `max-concurrency`?",
+        ),
+    ] {
+        let message = err(harness, &yaml);
+        assert!(
+            message.starts_with(&format!("p.yaml: 1 key(s) the {harness} dialect does not know")),
+            "{harness}: {message}"
+        );
+        assert!(message.contains(expected), "{harness}: {message}");
+        assert!(message.contains("pass --lenient"), "{harness}: {message}");
+    }
+}
+
+#[test]
+fn a_near_miss_of_an_output_location_or_an_ignored_key_stays_a_warning() {
+    // inference-perf's storage says where files go; vllm's `save-reslt` is near `save-result`, which changes
+    // nothing llmbench sends or measures.
+    let w = warnings_of(
+        Harness::InferencePerf,
+        &format!(
+            "{IP_HEAD}load:\n  stages: [{{rate: 1, duration: 1}}]\nstorage:\n  local_storag:\n    path: /x\n"
+        ),
+    );
+    assert_eq!(
+        w,
+        ["p.yaml:6: `storage.local_storag`: unknown key, ignored; did you mean `local_storage`?"]
+    );
+    let w = warnings_of(Harness::VllmBenchmark, "num-prompts: 5\nsave-reslt: true\n");
+    assert_eq!(
+        w,
+        ["p.yaml:2: `save-reslt`: unknown key, ignored; did you mean `save-result`?"]
+    );
+}
+
+#[test]
+fn aiperf_and_fmperf_refuse_an_unknown_key_naming_the_nearest() {
+    let message = err(Harness::Aiperf, "model: m\nconcurency: 4\n");
+    assert!(
+        message.contains("p.yaml:2: `concurency`")
+            && message.contains("did you mean `concurrency`?"),
+        "{message}"
+    );
+    let message = parse_fmperf(
+        "p.yaml",
+        "model_name: m\nscenarios: short-input\nnum_user: 4\n",
+    )
+    .map(|_| ())
+    .expect_err("refused")
+    .to_string();
+    assert!(message.contains("did you mean `num_users`?"), "{message}");
 }
 
 #[test]
@@ -2448,9 +2538,10 @@ mod properties {
 
     fn parse_all(text: &str) {
         for harness in HARNESSES {
-            for strict in [false, true] {
+            for (strict, lenient) in [(false, false), (true, false), (false, true)] {
                 let options = ParseOptions {
                     strict,
+                    lenient,
                     default_seed: Some(7),
                 };
                 let _ = parse_profile(harness, "p.yaml", text, &options);
