@@ -261,7 +261,10 @@ const EXIT_STACK_FAILED: u8 = 5;
 
 fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
     let outcome = runtime()?.block_on(llmbench::run::run(args))?;
-    print!("{}", llmbench::report::print_table(&outcome.summary));
+    print!(
+        "{}",
+        llmbench::report::print_run(&outcome.meta, &outcome.summary)
+    );
     if let Some(verdict) = &outcome.mlperf {
         print!("{}", verdict.summary_txt());
     }
@@ -278,16 +281,33 @@ fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_STACK_FAILED));
         }
     }
-    let counts = &outcome.summary.overall.requests;
+    let overall = &outcome.summary.overall;
+    let counts = &overall.requests;
     if counts.succeeded == 0 && counts.total > 0 {
         eprintln!(
-            "llmbench: error: none of the {} requests succeeded; see {}",
+            "llmbench: error: none of the {} requests succeeded{}; see the failures above and {}",
             counts.total,
+            commonest_error(overall),
             outcome.dir.join(llmbench::report::REQUESTS_FILE).display()
         );
         return Ok(ExitCode::from(EXIT_NO_REQUEST_SUCCEEDED));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// ` (connect: cannot connect to …)`: the commonest error class with its first message, or nothing.
+fn commonest_error(overall: &llmbench::metrics::Summary) -> String {
+    let Some((key, _)) = overall
+        .errors
+        .iter()
+        .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
+    else {
+        return String::new();
+    };
+    match overall.error_samples.get(key) {
+        Some(sample) => format!(" ({key}: {sample})"),
+        None => format!(" ({key})"),
+    }
 }
 
 #[cfg(feature = "experiment")]
@@ -359,7 +379,10 @@ fn report_command(args: ReportArgs) -> anyhow::Result<ExitCode> {
             "requests.jsonl ends in a torn record (the run was killed); it was skipped"
         );
     }
-    print!("{}", llmbench::report::print_table(&outcome.summary));
+    print!(
+        "{}",
+        llmbench::report::print_run(&outcome.meta, &outcome.summary)
+    );
     for file in &outcome.files {
         println!("wrote {}", file.display());
     }
