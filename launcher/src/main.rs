@@ -331,9 +331,6 @@ fn experiment_command(
         tracing::warn!("{warning}");
     }
     print!("{}", experiment::print_table(&outcome.written.comparison));
-    if let Some(best) = &outcome.written.comparison.best {
-        println!("best: {best}");
-    }
     println!("results: {}", outcome.dir.display());
     if outcome.interrupted {
         eprintln!(
