@@ -2,7 +2,10 @@
 //! lengths asked and measured, the load offered and achieved, the errors, and the verdict — so the answer is read
 //! before any table.
 
+use llmbench_core::harness::Harness;
+
 use crate::metrics::{LengthStats, RunState, RunSummary, Summary};
+use crate::workload::LoadKind;
 
 use super::capacity_answer::capacity_verdict;
 use super::errors::error_parts;
@@ -53,6 +56,17 @@ pub fn headline(meta: &RunMeta, summary: &RunSummary) -> Headline {
     };
     let overall = &summary.overall;
     let mut lines = vec![line("run", what_ran(meta))];
+    if meta.harness == Harness::Nop {
+        // No requests: the run measures how the server started (the model load below the tables).
+        lines.push(HeadlineLine {
+            label: VERDICT,
+            text:
+                "completed: the nop harness sends no requests; its figures are the model load below"
+                    .to_owned(),
+            tone: Tone::Plain,
+        });
+        return Headline { lines };
+    }
     let lengths = &overall.lengths;
     if lengths.input_asked.is_some() {
         lines.push(line(
@@ -123,7 +137,7 @@ fn output_text(asked: Option<LengthStats>, measured: Option<LengthStats>) -> Str
     format!("asked {asked} · {}", measured_text(measured))
 }
 
-/// A stage's load as the profile asked for it: `1.00 req/s constant`, `4 in flight`, `throughput`.
+/// A stage's load as the profile asked for it: `1.00 req/s constant`, `4 in flight`, `all at once (throughput)`.
 pub fn stage_load(stage: &StageMeta) -> String {
     let kind = stage.load.map(|l| l.name());
     match (stage.rate, stage.concurrency) {
@@ -132,11 +146,30 @@ pub fn stage_load(stage: &StageMeta) -> String {
             None => format!("{} req/s", num(rate)),
         },
         (None, Some(c)) => format!("{c} in flight"),
-        (None, None) => kind.unwrap_or("as planned").to_owned(),
+        (None, None) => match stage.load {
+            Some(LoadKind::Synchronous) => "one at a time (synchronous)".to_owned(),
+            Some(LoadKind::Throughput) => "all at once (throughput)".to_owned(),
+            Some(LoadKind::Trace) => "the trace's timing".to_owned(),
+            Some(kind) => kind.name().to_owned(),
+            None => "as planned".to_owned(),
+        },
     }
 }
 
-/// Offered against achieved: one stage as `asked → sent → served`; several as their range and the most served.
+/// `4.00 req/s`, or `4.00 to 32.0 req/s`.
+fn range(values: &[f64], unit: &str, format: impl Fn(f64) -> String) -> String {
+    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if min == max {
+        format!("{} {unit}", format(min))
+    } else {
+        format!("{} to {} {unit}", format(min), format(max))
+    }
+}
+
+/// Offered against achieved: one stage as `asked → sent → served`; several as the range asked (rates or
+/// concurrencies, lowest to highest, as a sweep or a capacity search visits them in any order) and the most any
+/// stage served.
 fn load_text(meta: &RunMeta, summary: &RunSummary) -> String {
     let overall = &summary.overall;
     let served = if overall.requests.succeeded == 0 {
@@ -161,12 +194,27 @@ fn load_text(meta: &RunMeta, summary: &RunSummary) -> String {
             format!("asked {asked} → sent {sent} → {served}")
         }
         stages => {
-            let asked = |i: u32| {
-                meta.stages
-                    .get(i as usize)
-                    .map_or_else(|| "-".to_owned(), stage_load)
+            let metas: Vec<&StageMeta> = stages
+                .iter()
+                .filter_map(|s| meta.stages.get(s.stage as usize))
+                .collect();
+            let rates: Vec<f64> = metas.iter().filter_map(|m| m.rate).collect();
+            let concurrencies: Vec<f64> = metas
+                .iter()
+                .filter_map(|m| m.concurrency.map(f64::from))
+                .collect();
+            let asked = if rates.len() == stages.len() {
+                range(&rates, "req/s", num)
+            } else if concurrencies.len() == stages.len() {
+                range(&concurrencies, "in flight", |c| format!("{c:.0}"))
+            } else {
+                let load = |i: usize| {
+                    metas
+                        .get(i)
+                        .map_or_else(|| "-".to_owned(), |m| stage_load(m))
+                };
+                format!("{} … {}", load(0), load(metas.len().saturating_sub(1)))
             };
-            let (first, last) = (stages[0].stage, stages[stages.len() - 1].stage);
             let peak = stages.iter().max_by(|a, b| {
                 a.summary
                     .throughput
@@ -180,12 +228,7 @@ fn load_text(meta: &RunMeta, summary: &RunSummary) -> String {
                     p.stage
                 )
             });
-            format!(
-                "{} stages, asked {} … {}{peak}",
-                stages.len(),
-                asked(first),
-                asked(last)
-            )
+            format!("{} stages, asked {asked}{peak}", stages.len())
         }
     }
 }
@@ -321,7 +364,6 @@ mod tests {
     use crate::metrics::{Completion, Goodput, RunInfo, RunSummary};
     use crate::record::{ChunkEvent, ChunkKind, ErrorClass, RequestError, RequestRecord, Usage};
     use crate::report::RUN_META_SCHEMA;
-    use crate::workload::LoadKind;
 
     const MS: u64 = 1_000_000;
 
@@ -515,7 +557,19 @@ mod tests {
         // Stage 1 serves 5 in 5000 → 6100 ms: 5 / 1.1 s = 4.55 req/s.
         assert_eq!(
             text_of(&headline(&meta, &s), "load"),
-            "2 stages, asked 1.00 req/s constant … 4.00 req/s constant; served up to 4.55 req/s (stage 1)"
+            "2 stages, asked 1.00 to 4.00 req/s; served up to 4.55 req/s (stage 1)"
+        );
+        // Stages of different kinds (a guidellm sweep) are named first and last.
+        let sweep = self::meta(vec![
+            StageMeta {
+                load: Some(LoadKind::Synchronous),
+                ..StageMeta::default()
+            },
+            rate_stage(4.0),
+        ]);
+        assert!(
+            text_of(&headline(&sweep, &s), "load")
+                .starts_with("2 stages, asked one at a time (synchronous) … 4.00 req/s constant;")
         );
     }
 
@@ -560,6 +614,16 @@ mod tests {
             load: Some(LoadKind::Throughput),
             ..StageMeta::default()
         };
-        assert_eq!(stage_load(&throughput), "throughput");
+        assert_eq!(stage_load(&throughput), "all at once (throughput)");
+    }
+
+    #[test]
+    fn a_nop_run_says_it_sent_no_requests_without_calling_it_a_failure() {
+        let mut meta = meta(Vec::new());
+        meta.harness = Harness::Nop;
+        let h = headline(&meta, &summary(&[], &[]));
+        assert_eq!(h.lines.len(), 2);
+        assert_eq!(h.tone(), Tone::Plain);
+        assert!(text_of(&h, "verdict").starts_with("completed: the nop harness sends no requests"));
     }
 }
