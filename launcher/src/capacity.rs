@@ -802,6 +802,8 @@ mod tests {
                 delay_ms: Some(stats(1.0)),
             },
             errors: BTreeMap::new(),
+            error_samples: BTreeMap::new(),
+            lengths: Default::default(),
             goodput: None,
             prefix_cache: None,
         }

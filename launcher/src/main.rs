@@ -15,6 +15,26 @@ use llmbench::profile::{Edits, Template, TemplateSource, Values, render_edited};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How logs are written to standard error: `text` (coloured only on a terminal, and never when NO_COLOR is
+    /// set) or `json` (one JSON object a line, as a launcher pod writes them). The level comes from RUST_LOG
+    /// (default info).
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        ignore_case = true,
+        env = "LLMBENCH_LOG_FORMAT",
+        default_value_t = LogFormat::Text,
+        value_name = "FORMAT"
+    )]
+    log_format: LogFormat,
+}
+
+/// `--log-format`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand, Debug)]
@@ -289,7 +309,10 @@ fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
         }
         Err(e) => return Err(e.into()),
     };
-    print!("{}", llmbench::report::print_table(&outcome.summary));
+    print!(
+        "{}",
+        llmbench::report::print_run(&outcome.meta, &outcome.summary)
+    );
     if let Some(verdict) = &outcome.mlperf {
         print!("{}", verdict.summary_txt());
     }
@@ -312,16 +335,33 @@ fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_SERVER_STOPPED_ANSWERING));
         }
     }
-    let counts = &outcome.summary.overall.requests;
+    let overall = &outcome.summary.overall;
+    let counts = &overall.requests;
     if counts.succeeded == 0 && counts.total > 0 {
         eprintln!(
-            "llmbench: error: none of the {} requests succeeded; see {}",
+            "llmbench: error: none of the {} requests succeeded{}; see the failures above and {}",
             counts.total,
+            commonest_error(overall),
             outcome.dir.join(llmbench::report::REQUESTS_FILE).display()
         );
         return Ok(ExitCode::from(EXIT_NO_REQUEST_SUCCEEDED));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// ` (connect: cannot connect to …)`: the commonest error class with its first message, or nothing.
+fn commonest_error(overall: &llmbench::metrics::Summary) -> String {
+    let Some((key, _)) = overall
+        .errors
+        .iter()
+        .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
+    else {
+        return String::new();
+    };
+    match overall.error_samples.get(key) {
+        Some(sample) => format!(" ({key}: {sample})"),
+        None => format!(" ({key})"),
+    }
 }
 
 #[cfg(feature = "experiment")]
@@ -345,9 +385,6 @@ fn experiment_command(
         tracing::warn!("{warning}");
     }
     print!("{}", experiment::print_table(&outcome.written.comparison));
-    if let Some(best) = &outcome.written.comparison.best {
-        println!("best: {best}");
-    }
     println!("results: {}", outcome.dir.display());
     if outcome.interrupted {
         eprintln!(
@@ -399,7 +436,10 @@ fn report_command(args: ReportArgs) -> anyhow::Result<ExitCode> {
             "requests.jsonl ends in a torn record (the run was killed); it was skipped"
         );
     }
-    print!("{}", llmbench::report::print_table(&outcome.summary));
+    print!(
+        "{}",
+        llmbench::report::print_run(&outcome.meta, &outcome.summary)
+    );
     for file in &outcome.files {
         println!("wrote {}", file.display());
     }
@@ -484,19 +524,30 @@ fn results_command(command: llmbench::results::ResultsCommand) -> anyhow::Result
     Ok(ExitCode::SUCCESS)
 }
 
-/// Logs go to stderr: JSON when LLMBENCH_LOG_FORMAT=json (as in a launcher pod), plain text otherwise; the
-/// level comes from RUST_LOG (default info).
-fn init_logging() {
+/// Logs go to stderr: JSON with `--log-format json` (or LLMBENCH_LOG_FORMAT=json, as in a launcher pod), plain text
+/// otherwise, coloured only where [`log_colour`] says; the level comes from RUST_LOG (default info).
+fn init_logging(format: LogFormat) {
+    use std::io::IsTerminal as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let colour = log_colour(
+        std::io::stderr().is_terminal(),
+        std::env::var_os("NO_COLOR").as_deref(),
+    );
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
-    if std::env::var("LLMBENCH_LOG_FORMAT").is_ok_and(|f| f == "json") {
-        builder.json().init();
-    } else {
-        builder.init();
+    match format {
+        LogFormat::Json => builder.with_ansi(false).json().init(),
+        LogFormat::Text => builder.with_ansi(colour).init(),
     }
+}
+
+/// Whether text logs carry ANSI colours: only on a terminal (a file, a pipe or a pod's log gets plain text), and
+/// never when NO_COLOR is set to anything but the empty string (no-color.org: "when present and not an empty
+/// string, regardless of its value").
+fn log_colour(stderr_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
 /// A multi-threaded runtime with one worker per CPU the cgroup allows.
@@ -523,7 +574,7 @@ fn describe(error: &anyhow::Error) -> String {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    init_logging(cli.log_format);
     let result = match cli.command {
         Command::Run(args) => run_command(*args),
         #[cfg(feature = "experiment")]
@@ -546,5 +597,41 @@ fn main() -> ExitCode {
             eprintln!("llmbench: error: {}", describe(&e));
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+
+    use super::*;
+
+    #[test]
+    fn logs_are_coloured_only_on_a_terminal_without_no_color() {
+        assert!(log_colour(true, None));
+        assert!(!log_colour(false, None));
+        assert!(!log_colour(true, Some(OsStr::new("1"))));
+        assert!(!log_colour(true, Some(OsStr::new("false"))));
+        // An empty NO_COLOR is not set, as no-color.org says.
+        assert!(log_colour(true, Some(OsStr::new(""))));
+    }
+
+    #[test]
+    fn log_format_is_a_global_flag_of_every_command() {
+        let cli = Cli::try_parse_from([
+            "llmbench",
+            "render",
+            "--log-format",
+            "json",
+            "--harness",
+            "nop",
+            "--profile",
+            "nop",
+        ])
+        .unwrap();
+        assert_eq!(cli.log_format, LogFormat::Json);
+        let cli = Cli::try_parse_from(["llmbench", "--log-format", "JSON", "sim"]).unwrap();
+        assert_eq!(cli.log_format, LogFormat::Json);
+        assert!(Cli::try_parse_from(["llmbench", "--log-format", "yaml", "sim"]).is_err());
     }
 }

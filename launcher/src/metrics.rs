@@ -17,8 +17,8 @@ pub mod weighted;
 
 pub use stats::{Stats, percentile_linear, percentile_mlperf};
 pub use summary::{
-    Goodput, Latency, PrefixCacheHits, RequestCounts, Schedule, StageSummary, Summary, Throughput,
-    summarize, summarize_stages,
+    ERROR_SAMPLE_CHARS, Goodput, Latency, LengthStats, Lengths, PrefixCacheHits, RequestCounts,
+    Schedule, StageSummary, Summary, Throughput, summarize, summarize_stages,
 };
 pub use summary_file::{
     COMPACT_SUMMARY_MAX_BYTES, CompactSummary, Completion, ConversationSummary, Excluded,

@@ -17,7 +17,7 @@ pub struct Expectation {
 
 /// Starts the display; it stops when the returned handle is aborted.
 pub fn spawn(progress: Arc<Progress>, expected: Expectation) -> tokio::task::JoinHandle<()> {
-    let live = std::io::stderr().is_terminal();
+    let live = live_line();
     let period = if live {
         Duration::from_millis(500)
     } else {
@@ -48,9 +48,16 @@ pub fn spawn(progress: Arc<Progress>, expected: Expectation) -> tokio::task::Joi
     })
 }
 
+/// Whether the progress is one line redrawn in place (`\r` and an erase-line code): on a terminal that
+/// understands the code. Anywhere else — a file, a pipe, a pod's log, `TERM=dumb` — it is a plain line every 10 s,
+/// with no control code.
+fn live_line() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("TERM").is_none_or(|t| t != "dumb")
+}
+
 /// Clears the live line before the final table is printed.
 pub fn finish() {
-    if std::io::stderr().is_terminal() {
+    if live_line() {
         let _ = write!(std::io::stderr(), "\r\x1b[2K");
     }
 }

@@ -376,6 +376,8 @@ impl From<DataError> for RunError {
 #[derive(Debug)]
 pub struct RunOutcome {
     pub dir: PathBuf,
+    /// run.json as the run ended.
+    pub meta: RunMeta,
     pub summary: RunSummary,
     /// LoadGen's verdict, for the mlperf harness in performance mode.
     pub mlperf: Option<crate::mlperf::Verdict>,
@@ -1603,7 +1605,8 @@ impl RunContext<'_> {
             summary,
             mlperf: None,
             accuracy: None,
-            stopped: meta.end.and_then(|end| end.stopped),
+            stopped: meta.end.as_ref().and_then(|end| end.stopped),
+            meta,
         })
     }
 }

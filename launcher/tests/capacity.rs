@@ -182,6 +182,47 @@ fn a_concurrency_search_finds_the_simulators_seats() {
     assert_eq!(capacity["answer"], 4.0, "{capacity:#}");
     assert_eq!(capacity["bracket"]["failing"], 5.0, "{capacity:#}");
     assert_eq!(capacity["confirmed"], true);
+
+    // The answer is printed, in the headline's verdict and in words with every point after the tables.
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.contains("; capacity 4 in flight (confirmed by reruns, 5 fails)\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\ncapacity search\n  objectives  ttft_p99<=100ms (load: concurrency); "),
+        "{text}"
+    );
+    assert!(
+        text.contains("\n  answer      4 in flight, the highest load that met every objective\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\n  fails at    5 in flight: ttft_p99 "),
+        "{text}"
+    );
+    // The points in load order: 1, 2, 4, 4 (its rerun), then the failing loads, each marked.
+    let loads: Vec<f64> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("load (in flight)"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("results:"))
+        .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
+        .collect();
+    assert!(
+        loads.is_sorted() && loads.contains(&4.0) && loads.contains(&5.0),
+        "{text}"
+    );
+    // And report.html says it as well.
+    let html = std::fs::read_to_string(dir.path().join("conc/report.html")).expect("report.html");
+    assert!(html.contains("<h2>Capacity search</h2>"));
+    assert!(html.contains(
+        "<dt>answer</dt><dd>4 in flight, the highest load that met every objective</dd>"
+    ));
+    assert!(
+        html.contains("<tr class=\"bad\"><td>5</td><td class=\"text\">"),
+        "{html}"
+    );
 }
 
 #[test]

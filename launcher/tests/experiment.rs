@@ -164,8 +164,13 @@ fn the_llm_d_max_concurrency_sweep_runs_unchanged_against_the_simulator() {
         text.contains("conc32") && text.contains("req/s (mean±sd)"),
         "{text}"
     );
+    // The table ends with the verdict and the best treatment, then where the results are.
     assert!(
-        text.contains(&format!("results: {}", exp.display())),
+        text.contains(&format!(
+            "\nverdict: 4 treatments compared, no SLO to judge them by\nbest: {} (the highest output tok/s)\nresults: {}",
+            comparison["best"].as_str().expect("a best treatment"),
+            exp.display()
+        )),
         "{text}"
     );
 }

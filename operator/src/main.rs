@@ -142,14 +142,19 @@ fn print_crds() -> ExitCode {
 }
 
 /// Logs go to stderr: JSON when LLMBENCH_LOG_FORMAT=json (as the chart sets it, and as the launcher does), plain
-/// text otherwise; the level comes from RUST_LOG (default info).
+/// text otherwise, coloured only on a terminal and never with NO_COLOR set (no-color.org); the level comes from
+/// RUST_LOG (default info).
 fn init_logging() {
+    use std::io::IsTerminal as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let colour = std::io::stderr().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    if std::env::var("LLMBENCH_LOG_FORMAT").is_ok_and(|f| f == "json") {
+        .with_writer(std::io::stderr)
+        .with_ansi(colour);
+    if std::env::var("LLMBENCH_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json")) {
         builder.json().init();
     } else {
         builder.init();

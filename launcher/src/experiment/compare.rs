@@ -19,7 +19,9 @@ use serde_json::{Map, Value, json};
 use super::ExperimentError;
 use super::figures::{FiguresJson, capacity_block, read_summary, run_figures, slo_verdict};
 use super::plan::{ExperimentPlan, RunStatus, write_atomic};
-use crate::report::{GUIDELLM_REPORT_FILE, LLMD_REPORT_PREFIX};
+use crate::report::{
+    Align, GUIDELLM_REPORT_FILE, LLMD_REPORT_PREFIX, TERMINAL_COLUMNS, Table, Tone,
+};
 
 /// The schema id of `comparison.json`.
 pub const COMPARISON_SCHEMA: &str = "llmbench.comparison/v1";
@@ -523,29 +525,52 @@ pub fn guidellm_benchmarks(
     Some(report)
 }
 
-/// The table printed at the end: treatment, runs, req/s mean±sd, output tok/s, TTFT p99, verdict.
+/// What the terminal shows at the end of an experiment: a row per treatment (runs, req/s mean±sd, output tok/s,
+/// TTFT p99, the capacity where there is one, the verdict), within [`TERMINAL_COLUMNS`] where the treatments'
+/// names allow, then the verdict and the best treatment. Ends with a newline.
 pub fn print_table(comparison: &Comparison) -> String {
+    let mut out = treatment_table(comparison, usize::MAX);
+    let widest = out.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+    if widest > TERMINAL_COLUMNS {
+        // Long treatment names are cut in the middle, where their shared prefix and distinct suffix both stay.
+        let name_width = comparison
+            .rows
+            .iter()
+            .map(|r| r.treatment.chars().count())
+            .max()
+            .unwrap_or(0);
+        let room = name_width.saturating_sub(widest - TERMINAL_COLUMNS);
+        out = treatment_table(comparison, room.max(MIN_TREATMENT_NAME));
+    }
+    for line in verdict_lines(comparison) {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+/// The fewest characters a cut treatment name keeps.
+const MIN_TREATMENT_NAME: usize = 16;
+
+/// The treatments' table, their names cut to `name_chars` characters.
+fn treatment_table(comparison: &Comparison, name_chars: usize) -> String {
     let mut planned: BTreeMap<&str, usize> = BTreeMap::new();
     for run in &comparison.runs {
         *planned.entry(run.treatment.as_str()).or_default() += 1;
     }
-    let width = comparison
-        .rows
-        .iter()
-        .map(|r| r.treatment.len())
-        .max()
-        .unwrap_or(0)
-        .max("treatment".len());
     let capacity = comparison.rows.iter().any(|r| r.capacity.is_some());
-    let mut out = format!(
-        "{:<width$}  {:>7}  {:>17}  {:>11}  {:>12}  {}verdict\n",
-        "treatment",
-        "runs ok",
-        "req/s (mean±sd)",
-        "out tok/s",
-        "TTFT p99 ms",
-        if capacity { "    capacity  " } else { "" }
-    );
+    let mut columns = vec![
+        ("treatment", Align::Left),
+        ("runs ok", Align::Right),
+        ("req/s (mean±sd)", Align::Right),
+        ("out tok/s", Align::Right),
+        ("TTFT p99 ms", Align::Right),
+    ];
+    if capacity {
+        columns.push(("capacity", Align::Right));
+    }
+    columns.push(("verdict", Align::Left));
+    let mut table = Table::new(&columns);
     for row in &comparison.rows {
         let total = planned.get(row.treatment.as_str()).copied().unwrap_or(0);
         let rps = row.requests_per_second.map_or("-".to_owned(), |a| {
@@ -563,24 +588,97 @@ pub fn print_table(comparison: &Comparison) -> String {
         if comparison.best.as_deref() == Some(row.treatment.as_str()) {
             verdict.push_str(" best");
         }
-        let found = if capacity {
-            format!(
-                "{:>12}  ",
-                row.capacity.map_or("-".to_owned(), |a| fmt3(a.mean))
-            )
-        } else {
-            String::new()
-        };
-        out.push_str(&format!(
-            "{:<width$}  {:>7}  {:>17}  {:>11}  {:>12}  {found}{verdict}\n",
-            row.treatment,
+        let mut cells = vec![
+            shorten_middle(&row.treatment, name_chars),
             format!("{}/{}", row.runs, total),
             rps,
             tps,
-            ttft
-        ));
+            ttft,
+        ];
+        if capacity {
+            cells.push(row.capacity.map_or("-".to_owned(), |a| fmt3(a.mean)));
+        }
+        cells.push(verdict);
+        table.push(Tone::Plain, cells);
     }
-    out
+    table.to_text()
+}
+
+fn passed_none(judged: &[&TreatmentRow]) -> bool {
+    judged
+        .iter()
+        .all(|r| r.verdict.as_deref() != Some("passed"))
+}
+
+/// `text` cut to `chars` characters by taking out its middle: `setup_1-tre…ment_12`.
+fn shorten_middle(text: &str, chars: usize) -> String {
+    let count = text.chars().count();
+    if count <= chars || chars < 3 {
+        return text.to_owned();
+    }
+    let tail = (chars - 1) / 2;
+    let head = chars - 1 - tail;
+    let head: String = text.chars().take(head).collect();
+    let tail: String = text.chars().skip(count - tail).collect();
+    format!("{head}…{tail}")
+}
+
+/// The experiment's verdict and its best treatment, one line each: how many treatments met the SLO (when the
+/// experiment has one) and how many runs failed; which treatment is best and by what rule (llmbench-api's
+/// `best`: the highest capacity where the runs searched for one, else the highest output tokens/s among the
+/// treatments that met the SLO).
+pub fn verdict_lines(comparison: &Comparison) -> Vec<String> {
+    let rows = &comparison.rows;
+    let judged: Vec<&TreatmentRow> = rows
+        .iter()
+        .filter(|r| r.runs > 0 && r.verdict.is_some())
+        .collect();
+    let failed_runs: u32 = rows.iter().map(|r| r.failed_runs).sum();
+    let total_runs: u32 = rows.iter().map(|r| r.runs + r.failed_runs).sum();
+    let failed = if failed_runs > 0 {
+        format!("; {failed_runs} of {total_runs} runs failed")
+    } else {
+        String::new()
+    };
+    let verdict = if judged.is_empty() {
+        format!(
+            "verdict: {} treatments compared, no SLO to judge them by{failed}",
+            rows.len()
+        )
+    } else {
+        let missed: Vec<&str> = judged
+            .iter()
+            .filter(|r| r.verdict.as_deref() != Some("passed"))
+            .map(|r| r.treatment.as_str())
+            .collect();
+        let passed = judged.len() - missed.len();
+        let which = match missed.as_slice() {
+            [] => String::new(),
+            [one] => format!(" ({one} did not)"),
+            many if many.len() <= 3 => format!(" ({} did not)", many.join(", ")),
+            many => format!(" ({} did not)", many.len()),
+        };
+        format!(
+            "verdict: {passed} of {} treatments met the SLO{which}{failed}",
+            rows.len()
+        )
+    };
+    let any_capacity = rows.iter().any(|r| r.capacity.is_some());
+    let rule = if any_capacity {
+        "the highest capacity"
+    } else if !judged.is_empty() {
+        "the highest output tok/s of those that met the SLO"
+    } else {
+        "the highest output tok/s"
+    };
+    let best = match &comparison.best {
+        Some(best) => format!("best: {best} ({rule})"),
+        None if !any_capacity && !judged.is_empty() && passed_none(&judged) => {
+            "best: none (no treatment met the SLO)".to_owned()
+        }
+        None => "best: none (no run finished with figures to compare)".to_owned(),
+    };
+    vec![verdict, best]
 }
 
 /// Three significant figures, as the run table prints them.
@@ -803,6 +901,56 @@ mod tests {
         );
         assert!(lines[2].ends_with("passed (1 failed) best"), "{text}");
         assert!(!text.contains("capacity"));
+        // It ends with the verdict and the best, and why it is the best.
+        assert_eq!(
+            &lines[3..],
+            [
+                "verdict: 2 of 2 treatments met the SLO; 1 of 4 runs failed",
+                "best: fast (the highest output tok/s of those that met the SLO)"
+            ]
+        );
+    }
+
+    #[test]
+    fn long_treatment_names_are_cut_in_the_middle_to_fit_a_terminal() {
+        let row = |name: &str, verdict: &str| TreatmentRow {
+            treatment: name.into(),
+            runs: 1,
+            verdict: Some(verdict.into()),
+            ..TreatmentRow::default()
+        };
+        let long = "setup_prefill-4_decode-8-treatment_max-num-seqs-256_block-size-16_kv-cache-fp8";
+        let mut c = comparison(Path::new("/none"), &plan(&[]), &mut Vec::new());
+        c.rows = vec![
+            row(long, "passed"),
+            row(&long.replace("fp8", "auto"), "failed"),
+        ];
+        c.best = core::best(&c.rows);
+        let text = print_table(&c);
+        // The table fits; the verdict and best lines name the treatments in full.
+        for line in text.lines().take_while(|l| !l.starts_with("verdict:")) {
+            assert!(
+                line.chars().count() <= TERMINAL_COLUMNS,
+                "too wide: {line}\n{text}"
+            );
+        }
+        // Both names keep their start and their distinct end.
+        assert!(
+            text.contains("setup_prefill-4_") && text.contains("kv-cache-fp8"),
+            "{text}"
+        );
+        assert!(text.contains("kv-cache-auto"), "{text}");
+        assert!(text.contains(&format!(
+            "verdict: 1 of 2 treatments met the SLO ({} did not)",
+            long.replace("fp8", "auto")
+        )));
+        // Without output figures there is nothing to rank by.
+        assert!(
+            text.ends_with("best: none (no run finished with figures to compare)\n"),
+            "{text}"
+        );
+        assert_eq!(shorten_middle("abcdefghij", 5), "ab…ij");
+        assert_eq!(shorten_middle("abc", 5), "abc");
     }
 
     #[test]

@@ -40,6 +40,14 @@ pub struct Summary {
     pub schedule: Schedule,
     /// Failed requests per class (`http_<status>` for HTTP failures with a status), sorted by key.
     pub errors: BTreeMap<String, u64>,
+    /// One message per key of `errors`: that of the earliest failure (by when it ended) that carried one, cut to
+    /// [`ERROR_SAMPLE_CHARS`] characters. A key whose requests carried no message (a non-2xx status without a body)
+    /// has none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub error_samples: BTreeMap<String, String>,
+    /// Prompt and output lengths in tokens, as asked and as measured.
+    #[serde(default, skip_serializing_if = "Lengths::is_empty")]
+    pub lengths: Lengths,
     /// Successful requests that met every goodput objective, when the profile sets objectives.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub goodput: Option<Goodput>,
@@ -112,6 +120,127 @@ impl PrefixCacheTally {
             prompt_tokens: self.prompt_tokens,
             requests_with_usage: self.with_usage,
             requests_reporting: self.reporting,
+        })
+    }
+}
+
+/// The longest error message a summary keeps per error class: enough to say what went wrong (a connection
+/// refused, a server's JSON error), not a whole HTML error page.
+pub const ERROR_SAMPLE_CHARS: usize = 240;
+
+/// `message` cut to [`ERROR_SAMPLE_CHARS`] characters, with `…` where it was cut.
+fn error_sample(message: &str) -> String {
+    match message.char_indices().nth(ERROR_SAMPLE_CHARS) {
+        Some((end, _)) => format!("{}…", &message[..end]),
+        None => message.to_owned(),
+    }
+}
+
+/// Keeps `message` as `key`'s sample when it ended before the one kept (ties: the smaller message).
+fn keep_earliest(
+    samples: &mut BTreeMap<ErrorKey, (u64, String)>,
+    key: ErrorKey,
+    end_ns: u64,
+    message: &str,
+) {
+    match samples.get_mut(&key) {
+        // Most failures end after the one kept: no copy of their message is made.
+        Some(kept) if end_ns > kept.0 => {}
+        Some(kept) => {
+            let sample = error_sample(message);
+            if (end_ns, sample.as_str()) < (kept.0, kept.1.as_str()) {
+                *kept = (end_ns, sample);
+            }
+        }
+        None => {
+            samples.insert(key, (end_ns, error_sample(message)));
+        }
+    }
+}
+
+/// A bucket's token lengths: what the requests asked for and what the successful ones measured, so a reader sees
+/// at once whether the prompts and answers had the lengths the profile meant (a chat template adds prompt tokens,
+/// a server that stops at EOS gives shorter answers than `max_tokens`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Lengths {
+    /// Prompt tokens as built (under the run's tokenizer), over every request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_asked: Option<LengthStats>,
+    /// `max_tokens` as sent, over the requests that sent one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_asked: Option<LengthStats>,
+    /// Prompt tokens of the successful requests: the server's `usage.prompt_tokens`, else as built.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<LengthStats>,
+    /// Output tokens of the successful requests: the server's `usage.completion_tokens`, else the streamed
+    /// content's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<LengthStats>,
+}
+
+impl Lengths {
+    pub fn is_empty(&self) -> bool {
+        *self == Lengths::default()
+    }
+}
+
+/// A token-length distribution: exact, with numpy's linear percentiles as every other statistic here.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LengthStats {
+    pub count: u64,
+    pub mean: f64,
+    pub min: u32,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: u32,
+}
+
+/// Token lengths counted per distinct length: exact, order-free, mergeable, and small (a run has at most as
+/// many distinct lengths as its context window has tokens).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct LengthTally(BTreeMap<u32, u64>);
+
+impl LengthTally {
+    fn add(&mut self, tokens: u32) {
+        *self.0.entry(tokens).or_default() += 1;
+    }
+
+    fn absorb(&mut self, other: &LengthTally) {
+        for (tokens, count) in &other.0 {
+            *self.0.entry(*tokens).or_default() += count;
+        }
+    }
+
+    /// `None` when nothing was counted.
+    fn stats(&self) -> Option<LengthStats> {
+        let count: u64 = self.0.values().sum();
+        let n = usize::try_from(count).ok().filter(|n| *n > 0)?;
+        let sum: u128 = self
+            .0
+            .iter()
+            .map(|(tokens, k)| u128::from(*tokens) * u128::from(*k))
+            .sum();
+        // The value at sorted position `i`: walk the cumulative counts.
+        let at = |i: usize| -> f64 {
+            let mut seen = 0u64;
+            for (tokens, k) in &self.0 {
+                seen += k;
+                if seen > i as u64 {
+                    return f64::from(*tokens);
+                }
+            }
+            f64::NAN
+        };
+        let p = |q: f64| super::stats::linear_at(n, q, at).unwrap_or(f64::NAN);
+        Some(LengthStats {
+            count,
+            mean: sum as f64 / count as f64,
+            min: self.0.keys().next().copied().unwrap_or(0),
+            p50: p(0.5),
+            p90: p(0.9),
+            p99: p(0.99),
+            max: self.0.keys().next_back().copied().unwrap_or(0),
         })
     }
 }
@@ -347,6 +476,13 @@ pub(crate) struct Counts {
     max_sent_ns: u64,
     max_end_ns: u64,
     errors: BTreeMap<ErrorKey, u64>,
+    /// Per key, the earliest failure's end and message: the earliest, not the first seen, so the sample does not
+    /// depend on the order records are counted in (a sharded run streamed shard by shard, or merged).
+    error_samples: BTreeMap<ErrorKey, (u64, String)>,
+    input_asked: LengthTally,
+    output_asked: LengthTally,
+    input: LengthTally,
+    output: LengthTally,
     /// The moments of this bucket's samples, per [`Metric`], gathered as they are collected.
     moments: [NsMoments; METRICS],
     prefix_cache: PrefixCacheTally,
@@ -363,6 +499,11 @@ impl Default for Counts {
             max_sent_ns: 0,
             max_end_ns: 0,
             errors: BTreeMap::new(),
+            error_samples: BTreeMap::new(),
+            input_asked: LengthTally::default(),
+            output_asked: LengthTally::default(),
+            input: LengthTally::default(),
+            output: LengthTally::default(),
             moments: [NsMoments::default(); METRICS],
             prefix_cache: PrefixCacheTally::default(),
         }
@@ -383,14 +524,23 @@ impl Counts {
         self.max_sent_ns = self.max_sent_ns.max(r.sent_ns);
         self.max_end_ns = self.max_end_ns.max(r.end_ns);
         put(ScheduleDelay, r.schedule_delay_ns());
+        self.input_asked.add(r.input_tokens);
+        if let Some(max_tokens) = r.max_tokens {
+            self.output_asked.add(max_tokens);
+        }
 
         if let Some(key) = r.error_key() {
             *self.errors.entry(key).or_default() += 1;
+            if let Some(error) = r.error.as_deref().filter(|e| !e.message.is_empty()) {
+                keep_earliest(&mut self.error_samples, key, r.end_ns, &error.message);
+            }
             return;
         }
         self.succeeded += 1;
         self.input_tokens += u64::from(r.prompt_tokens());
         self.output_tokens += u64::from(r.output_tokens());
+        self.input.add(r.prompt_tokens());
+        self.output.add(r.output_tokens());
         self.prefix_cache.add(r);
         put(E2e, r.e2e_ns());
         put(E2eFromScheduled, r.e2e_from_scheduled_ns());
@@ -419,6 +569,13 @@ impl Counts {
         for (key, count) in &other.errors {
             *self.errors.entry(*key).or_default() += count;
         }
+        for (key, (end_ns, message)) in &other.error_samples {
+            keep_earliest(&mut self.error_samples, *key, *end_ns, message);
+        }
+        self.input_asked.absorb(&other.input_asked);
+        self.output_asked.absorb(&other.output_asked);
+        self.input.absorb(&other.input);
+        self.output.absorb(&other.output);
         for (mine, theirs) in self.moments.iter_mut().zip(&other.moments) {
             mine.merge(theirs);
         }
@@ -504,6 +661,17 @@ impl Counts {
                     *errors.entry(key.to_string()).or_default() += count;
                     errors
                 }),
+            error_samples: self
+                .error_samples
+                .iter()
+                .map(|(key, (_, message))| (key.to_string(), message.clone()))
+                .collect(),
+            lengths: Lengths {
+                input_asked: self.input_asked.stats(),
+                output_asked: self.output_asked.stats(),
+                input: self.input.stats(),
+                output: self.output.stats(),
+            },
             goodput: None,
             prefix_cache: self.prefix_cache.hits(),
         }
@@ -739,6 +907,95 @@ mod tests {
                 .collect::<BTreeMap<_, _>>()
         );
         assert_eq!(s.failure_rate, 0.8);
+    }
+
+    #[test]
+    fn each_error_class_keeps_its_earliest_message_cut_to_length() {
+        let with_message = |status: Option<u16>, class: ErrorClass, message: &str| {
+            let mut r = failed(0, 0, 1, class, status);
+            r.error.as_mut().unwrap().message = message.to_owned();
+            r
+        };
+        let long = "x".repeat(ERROR_SAMPLE_CHARS + 10);
+        let mut bare_503 = ok(0, 0, 0, &[1], 2);
+        bare_503.http_status = Some(503);
+        let mut later = with_message(Some(503), ErrorClass::HttpStatus, "later");
+        later.end_ns = 5 * MS;
+        let records = [
+            // A 503 without a body first: no message to keep. The one that ended last is recorded before the
+            // earliest one: the earliest is kept, whatever the order.
+            bare_503,
+            later,
+            with_message(Some(503), ErrorClass::HttpStatus, "overloaded"),
+            with_message(None, ErrorClass::Connect, &long),
+            // A 404 that never carried a message has no sample.
+            failed(0, 0, 1, ErrorClass::HttpStatus, Some(404)),
+        ];
+        let s = summarize(&records, None);
+        assert_eq!(s.errors["http_503"], 3);
+        assert_eq!(s.error_samples["http_503"], "overloaded");
+        assert_eq!(
+            s.error_samples["connect"],
+            format!("{}…", "x".repeat(ERROR_SAMPLE_CHARS))
+        );
+        assert!(!s.error_samples.contains_key("http_404"));
+        // Overall, the earliest of the stages' samples.
+        let mut second = with_message(Some(503), ErrorClass::HttpStatus, "stage 1");
+        (second.stage, second.end_ns) = (1, 2 * MS);
+        let mut first = with_message(Some(503), ErrorClass::HttpStatus, "stage 0");
+        (first.stage, first.end_ns) = (0, 3 * MS);
+        let (overall, stages) = summarize_stages(&[second, first], &[]);
+        assert_eq!(overall.error_samples["http_503"], "stage 1");
+        assert_eq!(stages[0].summary.error_samples["http_503"], "stage 0");
+    }
+
+    #[test]
+    fn lengths_compare_what_was_asked_with_what_was_measured() {
+        let with_usage = |input: u32, max_tokens: Option<u32>, prompt: u32, completion: u32| {
+            let mut r = ok(0, 0, 0, &[1], 2);
+            r.input_tokens = input;
+            r.max_tokens = max_tokens;
+            r.usage = Some(Usage {
+                prompt_tokens: prompt,
+                completion_tokens: completion,
+                cached_tokens: None,
+            });
+            r
+        };
+        let mut timeout = failed(0, 0, 1, ErrorClass::Timeout, None);
+        timeout.input_tokens = 400;
+        timeout.max_tokens = Some(50);
+        let records = [
+            // A chat template adds 7 prompt tokens; answers stop short of max_tokens 50.
+            with_usage(100, Some(50), 107, 50),
+            with_usage(200, Some(50), 207, 40),
+            with_usage(300, Some(50), 307, 30),
+            // Asked, failed: counts in what was asked only.
+            timeout,
+        ];
+        let lengths = summarize(&records, None).lengths;
+        // Asked input 100, 200, 300, 400: mean 250; p50 at index 1.5 → 250; p90 at 2.7 → 370; p99 at 2.97 → 397.
+        let asked = lengths.input_asked.unwrap();
+        assert_eq!((asked.count, asked.min, asked.max), (4, 100, 400));
+        assert_eq!((asked.mean, asked.p50), (250.0, 250.0));
+        assert!(close(asked.p90, 370.0) && close(asked.p99, 397.0));
+        let max_tokens = lengths.output_asked.unwrap();
+        assert_eq!(
+            (max_tokens.count, max_tokens.mean, max_tokens.p99),
+            (4, 50.0, 50.0)
+        );
+        // Measured over the three successes: prompts 107, 207, 307; outputs 30, 40, 50.
+        let input = lengths.input.unwrap();
+        assert_eq!((input.count, input.mean, input.p50), (3, 207.0, 207.0));
+        let output = lengths.output.unwrap();
+        assert_eq!((output.min, output.mean, output.max), (30, 40.0, 50));
+        // p99 at index 1.98: 40 + 0.98 · 10 = 49.8.
+        assert!(close(output.p99, 49.8));
+        // No max_tokens sent: nothing asked of the output.
+        let mut open = with_usage(10, None, 10, 5);
+        open.max_tokens = None;
+        assert_eq!(summarize(&[open], None).lengths.output_asked, None);
+        assert!(summarize::<RequestRecord>(&[], None).lengths.is_empty());
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use serde_json::Value;
 
 use crate::metrics::{RunSummary, Stats, Summary};
-use crate::report::{ProfileNote, RunMeta};
+use crate::report::{Align, Headline, ProfileNote, RunMeta, Table, Tone};
 
 use super::figure::Colour;
 use super::run::short_number;
@@ -46,8 +46,85 @@ figcaption { color: #555; font-size: 0.9em; }
 pre { background: #f7f7f7; border: 1px solid #e4e4e4; padding: 12px; overflow-x: auto; font-size: 0.85em; }
 ul.warnings li { margin: 4px 0; }
 span.swatch { display: inline-block; width: 14px; height: 14px; vertical-align: middle; margin-right: 6px; }
-.scroll { overflow-x: auto; }
+.scroll { overflow-x: auto; max-width: 100%; }
+td.wrap { text-align: left; white-space: normal; overflow-wrap: anywhere; min-width: 24ch; max-width: 80ch; }
+tr.good td:first-child { box-shadow: inset 4px 0 #2e7d32; }
+tr.bad td { background: #fdecea; }
+table.headline { font-size: 1em; border: 1px solid #ccc; }
+table.headline th { text-align: left; vertical-align: top; }
+table.headline td { text-align: left; white-space: normal; overflow-wrap: anywhere; }
+table.headline tr.good td { background: #e8f5e9; }
+table.headline tr.warn td { background: #fff8e1; }
+table.headline tr.bad td { background: #fdecea; font-weight: bold; }
+dl.answer { display: grid; grid-template-columns: max-content auto; gap: 4px 16px; }
+dl.answer dt { font-weight: bold; }
+dl.answer dd { margin: 0; }
 ";
+
+/// The CSS class of a row's tone, as ` class="…"` (empty for a plain row).
+fn tone_class(tone: Tone) -> &'static str {
+    match tone {
+        Tone::Plain => "",
+        Tone::Good => " class=\"good\"",
+        Tone::Warn => " class=\"warn\"",
+        Tone::Bad => " class=\"bad\"",
+        Tone::Total => " class=\"all\"",
+    }
+}
+
+/// A [`Table`] of the reports as HTML, in a container that scrolls sideways should it ever be wider than the
+/// page; free text (error messages) wraps instead.
+pub fn table_html(table: &Table) -> String {
+    let class = |c: usize| match table.align.get(c) {
+        Some(Align::Right) => "",
+        Some(Align::Text) => " class=\"wrap\"",
+        _ => " class=\"text\"",
+    };
+    let mut out = String::from("<div class=\"scroll\"><table>\n<tr>");
+    for (c, name) in table.header.iter().enumerate() {
+        let class = match table.align.get(c) {
+            Some(Align::Right) => "",
+            _ => " class=\"text\"",
+        };
+        let _ = write!(out, "<th{class}>{}</th>", escape(name));
+    }
+    out.push_str("</tr>\n");
+    for (tone, cells) in &table.rows {
+        let _ = write!(out, "<tr{}>", tone_class(*tone));
+        for (c, cell) in cells.iter().enumerate() {
+            let _ = write!(out, "<td{}>{}</td>", class(c), escape(cell));
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</table></div>\n");
+    out
+}
+
+/// The headline as a two-column table, the verdict's row coloured by its tone.
+pub fn headline_html(headline: &Headline) -> String {
+    let mut out = String::from("<table class=\"headline\">\n");
+    for line in &headline.lines {
+        let _ = writeln!(
+            out,
+            "<tr{}><th>{}</th><td>{}</td></tr>",
+            tone_class(line.tone),
+            escape(line.label),
+            escape(&line.text)
+        );
+    }
+    out.push_str("</table>\n");
+    out
+}
+
+/// Labelled lines as a definition list.
+fn answer_html(lines: &[(&str, String)]) -> String {
+    let mut out = String::from("<dl class=\"answer\">\n");
+    for (label, text) in lines {
+        let _ = writeln!(out, "<dt>{}</dt><dd>{}</dd>", escape(label), escape(text));
+    }
+    out.push_str("</dl>\n");
+    out
+}
 
 /// A whole page around `body`.
 pub fn page(title: &str, body: &str) -> String {
@@ -113,6 +190,28 @@ pub fn run_page(p: &RunPage<'_>) -> String {
         escape(&m.started_at),
         escape(&m.llmbench_version),
     );
+
+    // The answer first: the headline, then why requests failed, what a capacity search found, how turns fared.
+    b.push_str(&headline_html(&crate::report::headline(m, p.summary)));
+    if let Some(errors) = crate::report::error_table(&p.summary.overall) {
+        b.push_str("<h2>Failures</h2>\n");
+        b.push_str(&table_html(&errors));
+    }
+    if let Some(capacity) = &p.summary.capacity {
+        let report = crate::report::capacity_report(capacity);
+        b.push_str("<h2>Capacity search</h2>\n");
+        b.push_str(&answer_html(&report.lines));
+        b.push_str(&table_html(&report.points));
+    }
+    if let Some(conversations) = &p.summary.conversations {
+        b.push_str("<h2>Turns</h2>\n");
+        let _ = writeln!(
+            b,
+            "<p>{}.</p>",
+            escape(&crate::report::conversations_line(conversations))
+        );
+        b.push_str(&table_html(&crate::report::turn_table(conversations)));
+    }
 
     b.push_str("<h2>Summary</h2>\n");
     b.push_str(&summary_table(p.summary, Some(m)));
@@ -284,7 +383,10 @@ fn push_rows<'a>(rows: &mut Vec<Row<'a>>, stage: &str, list: &str, entries: &'a 
 /// `summary.json`'s `server_metrics`, read generically (its shape belongs to the server-metrics module): per
 /// stage (an array of stages, or an object with `stages`, then its `overall` as `all`), one row per entry of the
 /// stage's `metrics` and `aggregate` lists — and of each target's `metrics` when there are several targets, or no
-/// aggregate — text fields first, then one column per numeric field present. Empty when nothing has that shape.
+/// aggregate. To stay readable on a laptop screen, the rows are grouped by their `kind` (gauge, counter,
+/// histogram…) into one table each, with only the numeric fields that kind has, and each metric's stages follow
+/// one another; the `of` column (which list or target) shows only when it tells rows apart. Text fields come
+/// first, then one column per numeric field present. Empty when nothing has that shape.
 pub fn server_metrics_table(value: &Value) -> String {
     let mut stages: Vec<(Option<String>, &Value)> = match value {
         Value::Array(items) => items.iter().map(|v| (None, v)).collect(),
@@ -332,13 +434,66 @@ pub fn server_metrics_table(value: &Value) -> String {
     if rows.is_empty() {
         return String::new();
     }
+    // Each metric's rows together, metrics in order of first appearance, stages in their order.
+    let identity = |entry: &serde_json::Map<String, Value>| -> String {
+        ["name", "metric", "key"]
+            .iter()
+            .find_map(|k| entry.get(*k).and_then(Value::as_str))
+            .unwrap_or("")
+            .to_owned()
+    };
+    let mut first_seen: Vec<String> = Vec::new();
+    for (_, _, entry) in &rows {
+        let id = identity(entry);
+        if !first_seen.contains(&id) {
+            first_seen.push(id);
+        }
+    }
+    rows.sort_by_key(|(_, _, entry)| {
+        let id = identity(entry);
+        first_seen.iter().position(|seen| *seen == id)
+    });
+    let show_of = rows
+        .iter()
+        .any(|(_, list, _)| list.as_str() != rows[0].1.as_str());
+    // One table per kind, kinds in order of first appearance.
+    let kind_of = |entry: &serde_json::Map<String, Value>| -> String {
+        entry
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    let mut kinds: Vec<String> = Vec::new();
+    for (_, _, entry) in &rows {
+        let kind = kind_of(entry);
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
+    let mut out = String::new();
+    for kind in &kinds {
+        let group: Vec<&Row<'_>> = rows
+            .iter()
+            .filter(|(_, _, e)| kind_of(e) == *kind)
+            .collect();
+        if kinds.len() > 1 && !kind.is_empty() {
+            let _ = writeln!(out, "<h3>{}</h3>", escape(&format!("{kind}s")));
+        }
+        out.push_str(&server_kind_table(&group, show_of));
+    }
+    out
+}
+
+/// One kind's rows of the server metrics as a table: stage, (of), text fields but `kind`, numeric fields.
+fn server_kind_table(rows: &[&Row<'_>], show_of: bool) -> String {
     // Columns in order of first appearance, texts before numbers.
     let mut texts: Vec<&str> = Vec::new();
     let mut numbers: Vec<&str> = Vec::new();
-    for (_, _, entry) in &rows {
+    for (_, _, entry) in rows {
         for (key, v) in entry.iter() {
             let list = match v {
-                Value::String(_) => &mut texts,
+                Value::String(_) if key != "kind" => &mut texts,
                 Value::Number(_) => &mut numbers,
                 _ => continue,
             };
@@ -347,9 +502,10 @@ pub fn server_metrics_table(value: &Value) -> String {
             }
         }
     }
-    let mut out = String::from(
-        "<div class=\"scroll\"><table>\n<tr><th class=\"text\">stage</th><th class=\"text\">of</th>",
-    );
+    let mut out = String::from("<div class=\"scroll\"><table>\n<tr><th class=\"text\">stage</th>");
+    if show_of {
+        out.push_str("<th class=\"text\">of</th>");
+    }
     for t in &texts {
         let _ = write!(out, "<th class=\"text\">{}</th>", escape(t));
     }
@@ -358,12 +514,10 @@ pub fn server_metrics_table(value: &Value) -> String {
     }
     out.push_str("</tr>\n");
     for (stage, list, entry) in rows {
-        let _ = write!(
-            out,
-            "<tr><td class=\"text\">{}</td><td class=\"text\">{}</td>",
-            escape(&stage),
-            escape(&list)
-        );
+        let _ = write!(out, "<tr><td class=\"text\">{}</td>", escape(stage));
+        if show_of {
+            let _ = write!(out, "<td class=\"text\">{}</td>", escape(list));
+        }
         for t in &texts {
             let text = entry.get(*t).and_then(Value::as_str).unwrap_or("");
             let _ = write!(out, "<td class=\"text\">{}</td>", escape(text));
@@ -480,7 +634,12 @@ mod tests {
             "targets": [{"url": "http://a/metrics", "metrics": [entry]}], "aggregate": [entry]}],
             "overall": {"targets": [{"url": "http://a/metrics", "metrics": [entry]}], "aggregate": [entry]}});
         let html = server_metrics_table(&one);
-        assert_eq!(html.matches("<td class=\"text\">aggregate</td>").count(), 2);
+        // Every row is of the aggregate: the `of` column would say nothing.
+        assert!(
+            !html.contains(">of<") && !html.contains(">aggregate<"),
+            "{html}"
+        );
+        assert_eq!(html.matches("<tr>").count(), 3);
         assert!(!html.contains("http://a/metrics"));
         assert!(html.contains("<td class=\"text\">all</td>"));
         let two = serde_json::json!({"stages": [{"stage": 0, "targets": [
@@ -494,6 +653,45 @@ mod tests {
         assert!(server_metrics_table(&top).contains("<td>1.50</td>"));
         assert_eq!(server_metrics_table(&serde_json::json!(3)), "");
         assert_eq!(server_metrics_table(&serde_json::json!({"x": 1})), "");
+    }
+
+    #[test]
+    fn server_metrics_get_a_narrow_table_per_kind_with_each_metrics_stages_together() {
+        // As the scraper writes them: a gauge with seven figures, a histogram with six, over two stages and all.
+        let gauge = |mean: f64| {
+            serde_json::json!({"name": "vllm:num_requests_running", "key": "running", "unit": "requests",
+                "kind": "gauge", "mean": mean, "min": 0.0, "max": 2.0, "p50": 0.0, "p90": 2.0, "p99": 2.0,
+                "samples": 31})
+        };
+        let histogram = serde_json::json!({"name": "vllm:e2e_request_latency_seconds", "key": "e2e",
+            "unit": "s", "kind": "histogram", "count": 30.0, "per_second": 0.98, "mean": 0.52, "p50": 0.55,
+            "p90": 0.75, "p99": 0.795});
+        let window = |mean: f64| serde_json::json!({"aggregate": [gauge(mean), histogram.clone()]});
+        let value = serde_json::json!({"stages": [
+            {"stage": 0, "aggregate": window(0.5)["aggregate"]},
+            {"stage": 1, "aggregate": window(1.5)["aggregate"]}
+        ], "overall": window(1.0)});
+        let html = server_metrics_table(&value);
+        let tables: Vec<&str> = html.split("<table>").skip(1).collect();
+        assert_eq!(tables.len(), 2, "{html}");
+        assert!(html.contains("<h3>gauges</h3>") && html.contains("<h3>histograms</h3>"));
+        // The gauge table: stage, name, key, unit, then its seven figures; no `kind`, no `of`, no histogram
+        // fields.
+        assert!(tables[0].contains(
+            "<tr><th class=\"text\">stage</th><th class=\"text\">name</th><th class=\"text\">key</th>\
+             <th class=\"text\">unit</th><th>mean</th><th>min</th><th>max</th><th>p50</th><th>p90</th><th>p99</th>\
+             <th>samples</th></tr>"
+        ), "{}", tables[0]);
+        assert!(!tables[0].contains("per_second"));
+        // Its rows: stage 0, 1, all of the one gauge, in that order.
+        let stages: Vec<&str> = tables[0]
+            .split("<tr><td class=\"text\">")
+            .skip(1)
+            .map(|row| row.split('<').next().unwrap())
+            .collect();
+        assert_eq!(stages, ["0", "1", "all"]);
+        assert!(tables[1].contains("<th>count</th><th>per_second</th><th>mean</th>"));
+        assert!(!tables[1].contains("<th>samples</th>"));
     }
 
     #[test]

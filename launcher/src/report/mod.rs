@@ -2,7 +2,10 @@
 //! inference-perf's lifecycle metrics, vllm bench serve's result JSON, guidellm's benchmarks report and the
 //! llm-d benchmark report v0.2, each with that tool's own field names, units, percentile method and metric
 //! definitions; plus `run.json` ([`RunMeta`]), which lets `llmbench report DIR` rebuild all of them from
-//! `requests.jsonl`, and the human table printed at the end of a run ([`print_table`]).
+//! `requests.jsonl`, and what a person reads at the end of a run ([`print_run`]): the [`headline`], the stage
+//! tables, the [`error_table`], a capacity search's answer ([`capacity_report`]) and a multi-turn run's
+//! [`turn_table`] — each built as text or [`Table`] rows here and rendered by the terminal and `report.html`
+//! alike.
 //!
 //! Every builder is a pure function from records to a JSON value; writing files is the only fallible step. The
 //! reports made of per-stage statistics are built from buckets filled request by request ([`native`]), so a run too
@@ -10,8 +13,11 @@
 //! ([`spilled`]).
 
 mod aiperf;
+mod capacity_answer;
+mod errors;
 mod goodput;
 mod guidellm;
+mod headline;
 mod inference_perf;
 mod llmd;
 pub mod merge;
@@ -22,6 +28,7 @@ mod sessions;
 mod spilled;
 mod starts;
 mod table;
+mod turns;
 mod vllm;
 
 use std::io::BufReader;
@@ -37,8 +44,11 @@ use crate::metrics::{
 };
 use crate::record::{ReadRecordsError, RequestRecord, read_jsonl_counting_truncated};
 
+pub use capacity_answer::{CapacityReport, capacity_report, capacity_verdict};
+pub use errors::error_table;
 pub use goodput::{Definition, GoodputTally, goodput, inference_perf_goodput_metrics};
 pub use guidellm::{GUIDELLM_REPORT_FILE, guidellm_report};
+pub use headline::{Headline, HeadlineLine, headline, stage_load};
 pub use inference_perf::{
     PER_REQUEST_LIFECYCLE_FILE, SUMMARY_LIFECYCLE_FILE, lifecycle_metrics, per_request_lifecycle,
     stage_lifecycle_file,
@@ -57,7 +67,8 @@ pub use spilled::{
     summarize_spilled,
 };
 pub use starts::{ShardStarts, shard_starts};
-pub use table::print_table;
+pub use table::{Align, TERMINAL_COLUMNS, Table, Tone, print_run, print_table};
+pub use turns::{conversations_line, turn_table};
 pub use vllm::{vllm_result, vllm_result_file};
 
 /// The raw records' file inside a run directory.
@@ -487,6 +498,8 @@ pub fn write_all(
 /// What `llmbench report DIR` rebuilt.
 #[derive(Debug)]
 pub struct ReportOutcome {
+    /// run.json (a sharded run's shards' merged).
+    pub meta: RunMeta,
     pub summary: RunSummary,
     /// `summary.json` first, then every tool's file.
     pub files: Vec<PathBuf>,
@@ -703,6 +716,7 @@ fn write_rebuilt_spilled(
     let mut files = vec![files];
     files.extend(run.write_reports(dir, meta, &summary)?);
     Ok(ReportOutcome {
+        meta: meta.clone(),
         summary,
         files,
         truncated_lines,
@@ -749,6 +763,7 @@ fn write_rebuilt(
     )?);
     write_pictures(dir, meta, records, &summary);
     Ok(ReportOutcome {
+        meta: meta.clone(),
         summary,
         files,
         truncated_lines,

@@ -751,25 +751,48 @@ fn write_all_writes_every_format_when_asked() {
 }
 
 #[test]
-fn table_has_a_row_per_stage_and_one_for_the_run() {
+fn tables_have_a_row_per_stage_and_one_for_the_run_within_a_laptop_terminal() {
     let meta = meta();
     let summary = summary_of(&meta, &records());
     let table = print_table(&summary);
     let lines: Vec<&str> = table.lines().collect();
-    assert_eq!(lines.len(), 4, "{table}");
-    assert!(lines[0].starts_with("stage"));
-    assert!(lines[0].contains("TTFT ms p50/p90/p99"));
+    // The load table, a blank line, the latency table.
+    assert_eq!(lines.len(), 9, "{table}");
+    assert!(lines[0].starts_with("stage") && lines[0].contains("sent/s (asked)"));
     assert!(lines[1].starts_with("0 "));
     assert!(lines[3].starts_with("all"));
-    // Stage 0 TTFT 40 and 20 ms: p50 30, p90 38, p99 39.8; 2 ok, 1 failed; sent 3/0.99 s = 3.03 asked 2.
-    assert!(lines[1].contains("30.0/38.0/39.8"), "{table}");
+    assert_eq!(lines[4], "");
+    assert!(lines[5].starts_with("stage") && lines[5].contains("TTFT ms p50/p90/p99"));
+    // Stage 0: 2 ok, 1 failed; sent 3/0.99 s = 3.03 asked 2; TTFT 40 and 20 ms: p50 30, p90 38, p99 39.8.
     assert!(lines[1].contains("3.03 (2.00)"), "{table}");
+    assert!(lines[6].contains("30.0/38.0/39.8"), "{table}");
     // Columns line up: every row's TTFT column ends at the same place as the header's.
-    let header_end = lines[0].find("TTFT ms p50/p90/p99").unwrap() + "TTFT ms p50/p90/p99".len();
+    let header_end = lines[5].find("TTFT ms p50/p90/p99").unwrap() + "TTFT ms p50/p90/p99".len();
     assert_eq!(
-        &lines[1][header_end - "30.0/38.0/39.8".len()..header_end],
+        &lines[6][header_end - "30.0/38.0/39.8".len()..header_end],
         "30.0/38.0/39.8"
     );
+    for line in &lines {
+        assert!(line.chars().count() <= TERMINAL_COLUMNS, "too wide: {line}");
+    }
+}
+
+#[test]
+fn the_printed_run_opens_with_the_headline_and_ends_with_the_failures() {
+    let meta = meta();
+    let summary = summary_of(&meta, &records());
+    let text = print_run(&meta, &summary);
+    assert!(text.starts_with("run "), "{text}");
+    let verdict = text.lines().position(|l| l.starts_with("verdict")).unwrap();
+    let stages = text.lines().position(|l| l.starts_with("stage")).unwrap();
+    assert!(verdict < stages, "{text}");
+    // r3's HTTP 503, after the tables.
+    let failures = text.find("\nfailures\nerror").expect("a failures table");
+    assert!(failures > text.find("TTFT ms").unwrap(), "{text}");
+    assert!(text.contains("http_status   503      1  25.0%  "), "{text}");
+    for line in text.lines() {
+        assert!(line.chars().count() <= TERMINAL_COLUMNS, "too wide: {line}");
+    }
 }
 
 #[test]
