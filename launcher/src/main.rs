@@ -188,6 +188,9 @@ struct RenderArgs {
     /// Write the rendered profile here instead of standard output.
     #[arg(long, short, value_name = "FILE")]
     output: Option<PathBuf>,
+    /// The load flags, written into the profile's own keys as `llmbench run` writes them.
+    #[command(flatten)]
+    load: llmbench::workload::load_flags::LoadFlags,
 }
 
 #[derive(Args, Debug)]
@@ -410,6 +413,15 @@ fn render_command(args: RenderArgs) -> anyhow::Result<()> {
         set: args.set,
     };
     let rendered = render(&template, &values, &args.overrides)?;
+    let applied =
+        llmbench::workload::load_flags::apply(args.harness, &template.name, &rendered, &args.load)?;
+    if !applied.edits.is_empty() {
+        tracing::info!(
+            "load flags: {}",
+            llmbench::workload::load_flags::describe(&applied.edits)
+        );
+    }
+    let rendered = applied.profile;
     match args.output {
         Some(path) => std::fs::write(&path, rendered)
             .with_context(|| format!("cannot write {}", path.display()))?,

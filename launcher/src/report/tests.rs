@@ -143,6 +143,8 @@ pub(crate) fn meta() -> RunMeta {
         release: None,
         stack: None,
         profiling: None,
+        load_flags: None,
+        api_key_source: None,
     }
 }
 

@@ -26,7 +26,7 @@ use serde_json::{Map, Value, json};
 
 /// The load flags of `llmbench run` and `llmbench render`.
 #[derive(clap::Args, Debug, Clone, Default, PartialEq)]
-#[command(next_help_heading = "Load (mapped onto the dialect's own keys; see README)")]
+#[command(next_help_heading = "Load (written into the profile in its dialect's own keys)")]
 pub struct LoadFlags {
     /// Requests per second: the run becomes one stage at this rate (inference-perf `load.stages`, guidellm
     /// `profile.rate`, vllm `request-rate`, mlperf Server `target_qps`, fmperf `qps_values`), keeping the profile's
@@ -136,6 +136,19 @@ impl LoadFlags {
         flags.iter().copied().find(|f| self.given(*f))
     }
 
+    /// The first of `--rate`, `--concurrency`, `--duration`, `--requests` given: the flags that shape the stages,
+    /// which a capacity search decides itself.
+    pub fn stage_flag(&self) -> Option<&'static str> {
+        [
+            (self.rate.is_some(), "--rate"),
+            (self.concurrency.is_some(), "--concurrency"),
+            (self.duration.is_some(), "--duration"),
+            (self.requests.is_some(), "--requests"),
+        ]
+        .into_iter()
+        .find_map(|(given, name)| given.then_some(name))
+    }
+
     fn sets_load(&self) -> bool {
         self.rate.is_some() || self.concurrency.is_some()
     }
@@ -234,11 +247,24 @@ impl LoadFlagsRecord {
 
 /// Every edit on one line, for the run's log.
 pub fn describe(edits: &[Edit]) -> String {
-    edits
-        .iter()
-        .map(Edit::to_string)
-        .collect::<Vec<_>>()
-        .join("; ")
+    let mut line = String::new();
+    let mut flag: Option<&str> = None;
+    for edit in edits {
+        if flag == Some(edit.flag.as_str()) {
+            line.push_str(", ");
+        } else {
+            if flag.is_some() {
+                line.push_str("; ");
+            }
+            line.push_str(&edit.flag);
+            line.push_str(" → ");
+            flag = Some(&edit.flag);
+        }
+        line.push_str(&edit.key);
+        line.push(' ');
+        line.push_str(&edit.change);
+    }
+    line
 }
 
 /// Writes `flags` into `rendered`, a rendered profile of `harness` (`file` names it in messages). Without flags
@@ -275,14 +301,19 @@ pub fn apply(
             "a map of settings",
         ));
     };
-    if flags.sets_load() && root.contains_key("capacity_search") {
-        let flag = flags
-            .first_of(&[Flag::Rate, Flag::Concurrency])
-            .unwrap_or(Flag::Rate);
+    if root.contains_key("capacity_search")
+        && let Some(flag) = flags.first_of(&[
+            Flag::Rate,
+            Flag::Concurrency,
+            Flag::Duration,
+            Flag::Requests,
+        ])
+    {
         return Err(edit.refuse(
             flag,
-            "the profile's `capacity_search` varies the load itself, point by point",
-            "remove `capacity_search` from the profile to run at one load, or drop the flag",
+            "the profile's `capacity_search` varies the load itself and sizes each point (its `min_duration` and \
+             `min_requests`)",
+            "set them in `capacity_search`, or remove it from the profile to run at one load",
         ));
     }
     match harness {
@@ -410,13 +441,13 @@ fn show(value: &Value) -> String {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     };
-    if text.chars().count() <= 60 {
+    if text.chars().count() <= 80 {
         return text;
     }
     match value {
         Value::Array(items) => format!("a list of {}", items.len()),
         Value::Object(map) => format!("a map of {} keys", map.len()),
-        _ => format!("{}…", text.chars().take(57).collect::<String>()),
+        _ => format!("{}…", text.chars().take(77).collect::<String>()),
     }
 }
 
@@ -858,6 +889,17 @@ fn keep_first_benchmark(
     let Some(Value::Array(entries)) = root.get_mut("benchmarks") else {
         return Ok(());
     };
+    let is_load_key =
+        |k: &String| k == "profile" || k.starts_with("profile.") || k.starts_with("profile[");
+    let first_keeps_something = match entries.first() {
+        Some(Value::Object(first)) => first.keys().any(|k| !is_load_key(k)),
+        _ => true,
+    };
+    if !first_keeps_something {
+        // Every entry only set the load, which the flag now sets: the run is the `spec` alone.
+        edit.remove(flag, "benchmarks", root, "benchmarks");
+        return Ok(());
+    }
     if entries.len() > 1 {
         let dropped = entries.len() - 1;
         entries.truncate(1);
@@ -868,17 +910,10 @@ fn keep_first_benchmark(
         );
     }
     if let Some(Value::Object(first)) = entries.first_mut() {
-        let load_keys: Vec<String> = first
-            .keys()
-            .filter(|k| *k == "profile" || k.starts_with("profile.") || k.starts_with("profile["))
-            .cloned()
-            .collect();
+        let load_keys: Vec<String> = first.keys().filter(|k| is_load_key(k)).cloned().collect();
         for key in load_keys {
             edit.remove(flag, &format!("benchmarks[0].\"{key}\""), first, &key);
         }
-    }
-    if matches!(entries.first(), Some(Value::Object(first)) if first.is_empty()) {
-        edit.remove(flag, "benchmarks", root, "benchmarks");
     }
     Ok(())
 }

@@ -353,23 +353,28 @@ fn guidellm_benchmarks_become_one_benchmark_under_a_load_flag() {
     assert_eq!(w.stages.len(), 1);
     assert!(matches!(w.stages[0].arrival, Arrival::GuidellmConstant { rate, .. } if rate == 2.0));
     assert_eq!(w.stages[0].limit.duration, secs(600));
-    let line = describe(&edits);
-    assert!(
-        line.contains("benchmarks kept the first entry, removed the other 4"),
-        "{line}"
+    assert_eq!(
+        describe(&edits),
+        "--rate 2 → benchmarks removed (was a list of 5), spec.profile.kind = constant (was concurrent), \
+         spec.profile.rate = 2 (added)"
     );
     // multi-turn's first benchmark keeps its request count.
     let streams = LoadFlags {
         concurrency: Some(4),
         ..LoadFlags::default()
     };
-    let (w, _) = run_shape(Harness::Guidellm, "multi-turn", &streams);
+    let (w, edits) = run_shape(Harness::Guidellm, "multi-turn", &streams);
     assert_eq!(w.stages.len(), 1);
     assert!(matches!(
         w.stages[0].arrival,
         Arrival::Closed { concurrency: 4, .. }
     ));
     assert_eq!(w.stages[0].limit.requests, Some(320));
+    let line = describe(&edits);
+    assert!(
+        line.contains("benchmarks kept the first entry, removed the other 4"),
+        "{line}"
+    );
 }
 
 #[test]
