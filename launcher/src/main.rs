@@ -40,6 +40,10 @@ enum Command {
     /// Render a workload profile template: REPLACE_ENV_* placeholders and key=value overrides, exactly as the
     /// operator renders a BenchmarkRun's profile.
     Render(RenderArgs),
+    /// The bundled profile library: `profiles list [--harness H]` (what each profile measures and the flags its
+    /// placeholders need), `profiles show NAME [--harness H]` (its template, headed by those).
+    #[command(subcommand)]
+    Profiles(llmbench::profiles::ProfilesCommand),
     /// Serve the embedded vLLM-compatible OpenAI simulator (completions, chat, models, health, vLLM metrics),
     /// with injectable latency and faults.
     Sim(llmbench::sim::SimArgs),
@@ -494,6 +498,12 @@ fn main() -> ExitCode {
         Command::Report(args) => report_command(args),
         Command::Plot(args) => plot_command(args),
         Command::Render(args) => render_command(args).map(|()| ExitCode::SUCCESS),
+        Command::Profiles(command) => llmbench::profiles::execute(&command)
+            .map(|text| {
+                print!("{text}");
+                ExitCode::SUCCESS
+            })
+            .map_err(anyhow::Error::from),
         Command::Synth(args) => synth_command(args).map(|()| ExitCode::SUCCESS),
         Command::Dataset(command) => dataset_command(command).map(|()| ExitCode::SUCCESS),
         Command::Results(command) => results_command(command),
