@@ -733,3 +733,125 @@ fn the_record_keeps_the_values_and_edits_for_run_json() {
         json!({"duration_s": 1.5, "edits": []})
     );
 }
+
+#[test]
+fn guidellm_underscored_flat_scenarios_with_a_map_or_json_data_are_edited_in_place() {
+    let text = "target: http://stack:8000\nprofile: constant\nrate: [4, 8]\nmax_seconds: 50\nmax_requests: 100\n\
+                data:\n  prompt_tokens: 256\n  prompt_tokens_stdev: 20\n  output_tokens: 128\n";
+    let flags = LoadFlags {
+        concurrency: Some(2),
+        duration: secs(2),
+        input_tokens: Some(10),
+        ..LoadFlags::default()
+    };
+    let applied = apply_to(Harness::Guidellm, text, &flags);
+    let w = parse_profile(
+        Harness::Guidellm,
+        "p.yaml",
+        &applied.profile,
+        &ParseOptions::default(),
+    )
+    .expect("parses")
+    .workload;
+    assert_eq!(w.stages.len(), 1);
+    assert!(matches!(
+        w.stages[0].arrival,
+        Arrival::Closed { concurrency: 2, .. }
+    ));
+    assert_eq!(w.stages[0].limit.duration, secs(2));
+    assert_eq!(w.stages[0].limit.requests, None);
+    let DataSpec::SyntheticText(data) = &w.data else {
+        panic!("{:?}", w.data)
+    };
+    assert_eq!(data.prompt, TokenLengths::fixed(10));
+    assert!(
+        applied.profile.contains("profile: concurrent\nrate: 2\n"),
+        "{}",
+        applied.profile
+    );
+
+    let json_data = "target: http://stack:8000\nprofile: synchronous\nmax_seconds: 5\n\
+                     data: '{\"prompt_tokens\": 64, \"output_tokens\": 8}'\n";
+    let applied = apply_to(
+        Harness::Guidellm,
+        json_data,
+        &LoadFlags {
+            output_tokens: Some(3),
+            ..LoadFlags::default()
+        },
+    );
+    assert!(
+        applied
+            .profile
+            .contains(r#"data: "{\"prompt_tokens\":64,\"output_tokens\":3}""#),
+        "still a JSON string: {}",
+        applied.profile
+    );
+    let w = parse_profile(
+        Harness::Guidellm,
+        "p.yaml",
+        &applied.profile,
+        &ParseOptions::default(),
+    )
+    .expect("parses")
+    .workload;
+    assert!(
+        matches!(&w.data, DataSpec::SyntheticText(d) if d.output == Some(TokenLengths::fixed(3))),
+        "{:?}",
+        w.data
+    );
+}
+
+#[test]
+fn vllm_dataset_length_flags_follow_the_chosen_dataset() {
+    let sonnet = "model: m\nbase-url: http://stack:8000\nbackend: openai-chat\nendpoint: /v1/chat/completions\n\
+                  dataset-name: sonnet\ndataset-path: s.txt\nsonnet-prefix-len: 50\n";
+    let flags = LoadFlags {
+        input_tokens: Some(300),
+        output_tokens: Some(9),
+        ..LoadFlags::default()
+    };
+    let applied = apply_to(Harness::VllmBenchmark, sonnet, &flags);
+    let w = parse_profile(
+        Harness::VllmBenchmark,
+        "p.yaml",
+        &applied.profile,
+        &ParseOptions::default(),
+    )
+    .expect("parses")
+    .workload;
+    assert!(
+        matches!(&w.data, DataSpec::Sonnet(s) if s.input_len == 300 && s.output_len == 9 && s.prefix_len == 50),
+        "{:?}",
+        w.data
+    );
+    let custom = "model: m\nbase-url: http://stack:8000\ndataset-name: custom\ndataset-path: p.jsonl\n\
+                  skip-chat-template: none\noutput-len: 64\n";
+    let applied = apply_to(
+        Harness::VllmBenchmark,
+        custom,
+        &LoadFlags {
+            output_tokens: Some(5),
+            ..LoadFlags::default()
+        },
+    );
+    // The general `output-len` wins over `custom-output-len` in vLLM, so it is the one set.
+    assert!(
+        applied.profile.contains("output-len: 5\n")
+            && !applied.profile.contains("custom-output-len"),
+        "{}",
+        applied.profile
+    );
+    let message = refusal(
+        Harness::VllmBenchmark,
+        custom,
+        &LoadFlags {
+            input_tokens: Some(5),
+            ..LoadFlags::default()
+        },
+    );
+    assert!(
+        message.contains("the `custom` dataset's prompts have the lengths of its records"),
+        "{message}"
+    );
+}
