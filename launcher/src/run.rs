@@ -23,7 +23,7 @@ use std::time::Duration;
 use clap::Args;
 use llmbench_core::harness::Harness;
 
-pub use api_key::{API_KEY_ENV, ApiKey};
+pub use api_key::ApiKey;
 pub use output::{LOCK_FILE, OutputError, in_use, validate_run_id};
 pub use server::ScrapePlan;
 pub use target::{EndpointError, Server, UNSET_ENDPOINT};
