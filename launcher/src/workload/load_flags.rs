@@ -99,9 +99,11 @@ impl LoadFlags {
         let value = match flag {
             Flag::Rate => self.rate.map(format_number),
             Flag::Concurrency => self.concurrency.map(|n| n.to_string()),
-            Flag::Duration => self
-                .duration
-                .map(|d| humantime::format_duration(d).to_string()),
+            // `1.5s` as written, rather than humantime's `1s 500ms`.
+            Flag::Duration => self.duration.map(|d| match d.subsec_nanos() {
+                0 => humantime::format_duration(d).to_string(),
+                _ => format!("{}s", format_number(d.as_secs_f64())),
+            }),
             Flag::Requests => self.requests.map(|n| n.to_string()),
             Flag::InputTokens => self.input_tokens.map(|n| n.to_string()),
             Flag::OutputTokens => self.output_tokens.map(|n| n.to_string()),

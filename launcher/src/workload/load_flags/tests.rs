@@ -208,7 +208,8 @@ fn inference_perf_refuses_what_its_stages_cannot_say() {
                 duration: Some(Duration::from_millis(1500)),
                 ..LoadFlags::default()
             },
-            "inference-perf stage durations are whole seconds",
+            "--duration 1.5s cannot be applied to this inference-perf profile: inference-perf stage durations are \
+             whole seconds",
         ),
         (
             &bundled(Harness::InferencePerf, "otel_traces"),
