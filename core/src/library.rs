@@ -18,7 +18,280 @@ impl BuiltinProfile {
     pub fn file_name(&self) -> String {
         format!("{}/{}.yaml.in", self.harness, self.name)
     }
+
+    /// What the profile measures, in one line (`llmbench profiles list`). The templates open with a paragraph of
+    /// comments, too long for a table; these lines say the same in short, and a test keeps one for every profile.
+    pub fn purpose(&self) -> &'static str {
+        PURPOSES
+            .iter()
+            .find(|(harness, name, _)| *harness == self.harness && *name == self.name)
+            .map_or("", |(_, _, purpose)| purpose)
+    }
 }
+
+/// One line per bundled profile: harness, name, what it measures.
+const PURPOSES: &[(&str, &str, &str)] = &[
+    (
+        "aiperf",
+        "dataset",
+        "Mooncake trace replay: at its timestamps, or 16 sessions at a time",
+    ),
+    (
+        "aiperf",
+        "synthetic",
+        "1000/200-token chat, 500 requests, 16 at a time",
+    ),
+    (
+        "fmperf",
+        "large_model_long_input",
+        "3 users, 5-round chats over 256 + 1024 words, 0.1 to 5 QPS, 300 s each",
+    ),
+    (
+        "fmperf",
+        "medium_model_long_input",
+        "3 users, 5-round chats over 512 + 2048 words, 0.1 to 5 QPS, 300 s each",
+    ),
+    (
+        "fmperf",
+        "sanity_long-input",
+        "LMBenchmark long-input smoke test: one user, 30 s at 1.34 QPS",
+    ),
+    (
+        "fmperf",
+        "sanity_sharegpt",
+        "LMBenchmark ShareGPT at 1.34 QPS (refused: needs the files of LMBenchmark's image)",
+    ),
+    (
+        "fmperf",
+        "sanity_short-input",
+        "LMBenchmark short-input at 0.5 QPS: 320 users in 20-round chats",
+    ),
+    (
+        "fmperf",
+        "small_model_long_input",
+        "Long-input multi-round QA, one user, 0.1 to 0.5 QPS, 60 s each",
+    ),
+    (
+        "guidellm",
+        "concurrent-1k-1k",
+        "1000/1000-token chat at 300, 200, 100, 50, 1 streams",
+    ),
+    (
+        "guidellm",
+        "concurrent-heavy-heterogeneous",
+        "Widely spread chat sizes (up to 30k in, 8k out) at 300 to 1 streams",
+    ),
+    (
+        "guidellm",
+        "multi-turn",
+        "Five-turn chats over 10000-token shared prefixes, 32 to 512 streams",
+    ),
+    (
+        "guidellm",
+        "sanity_concurrent",
+        "30-second smoke test, 2 streams",
+    ),
+    (
+        "guidellm",
+        "sanity_random",
+        "30-second smoke test at 1 req/s",
+    ),
+    (
+        "guidellm",
+        "summarization_synthetic",
+        "Synthetic summarization (~2k in, ~128 out) at 1, 2, 4, 8 req/s",
+    ),
+    (
+        "guidellm",
+        "sweep_random",
+        "Rate sweep: synchronous, throughput, then 8 rates between them, 30 s each",
+    ),
+    (
+        "inference-perf",
+        "agent_llm_traces_v2",
+        "Replay of recorded agent sessions (agent-llm-traces-v2), 64 at once",
+    ),
+    (
+        "inference-perf",
+        "agentic_code_generation",
+        "Synthetic coding-agent conversations, huge contexts, 5 to 40 concurrent",
+    ),
+    (
+        "inference-perf",
+        "chatbot_sharegpt",
+        "ShareGPT chat at 1, 2, 4, 8 req/s",
+    ),
+    (
+        "inference-perf",
+        "chatbot_synthetic",
+        "Synthetic chat (~4k in, ~1k out) at 1, 2, 4, 8 req/s",
+    ),
+    (
+        "inference-perf",
+        "code_completion_synthetic",
+        "Synthetic code completion (~2k in, ~128 out) at 1, 2, 4, 8 req/s",
+    ),
+    (
+        "inference-perf",
+        "guide_kimi-k3-h100_1",
+        "Kimi K3 on TP8 x PP4: 4000/1000 tokens, concurrency 1 to 20",
+    ),
+    (
+        "inference-perf",
+        "guide_multimodal-serving_1",
+        "Chat with four 720p images per request, 5 to 35 req/s after a warm-up",
+    ),
+    (
+        "inference-perf",
+        "guide_optimized-baseline_1",
+        "150 shared 6000-token prefixes, Poisson 3 to 60 req/s (prefix-cache routing)",
+    ),
+    (
+        "inference-perf",
+        "guide_optimized-baseline_2",
+        "150 shared 2000-token prefixes, Poisson 1 to 15 req/s",
+    ),
+    (
+        "inference-perf",
+        "guide_p2p-kv-cache-sharing_1",
+        "192 conversations with private ~48k-token prefixes, 128 in flight",
+    ),
+    (
+        "inference-perf",
+        "guide_pd-disaggregation_1",
+        "Prefill-heavy 5000/250 tokens at 45 req/s (P/D disaggregation)",
+    ),
+    (
+        "inference-perf",
+        "guide_pd-disaggregation_2",
+        "Balanced 1024/1024 tokens at 1 req/s (P/D disaggregation)",
+    ),
+    (
+        "inference-perf",
+        "guide_precise-prefix-cache-routing_1",
+        "Same traffic as optimized-baseline_1, for precise prefix-cache routing",
+    ),
+    (
+        "inference-perf",
+        "guide_precise-prefix-cache-routing_2",
+        "150 shared 2000-token prefixes, Poisson 3 to 30 req/s",
+    ),
+    (
+        "inference-perf",
+        "guide_predicted-latency-routing_1",
+        "32 agent-style conversations of uneven size, 32 at a time",
+    ),
+    (
+        "inference-perf",
+        "guide_tiered-prefix-cache_1",
+        "250 shared 16000-token prefixes (more than GPU memory), Poisson 5 to 40 req/s",
+    ),
+    (
+        "inference-perf",
+        "guide_wide-ep-lws_1",
+        "2048 concurrent 2000/2000-token requests: peak throughput of wide EP",
+    ),
+    (
+        "inference-perf",
+        "interactive-chat",
+        "Multi-turn chat sessions with think time, 10 to 50 concurrent users",
+    ),
+    (
+        "inference-perf",
+        "otel_traces",
+        "Replay of your own OpenTelemetry traces from the dataset directory",
+    ),
+    (
+        "inference-perf",
+        "random_concurrent",
+        "Long prompts (5k-10k tokens), 1, 2, 4, 8 concurrent users",
+    ),
+    (
+        "inference-perf",
+        "sanity_random",
+        "30-second smoke test at 1 req/s",
+    ),
+    (
+        "inference-perf",
+        "shared_prefix_multi_turn_chat",
+        "20 users in growing sessions over one shared prefix, 2 to 5 req/s",
+    ),
+    (
+        "inference-perf",
+        "shared_prefix_synthetic",
+        "32 x 32 shared-prefix prompts, 2 to 20 req/s",
+    ),
+    (
+        "inference-perf",
+        "shared_prefix_synthetic_heavy",
+        "Autoscaling check: a light stage, then a load that needs a second replica",
+    ),
+    (
+        "inference-perf",
+        "shared_prefix_synthetic_short",
+        "One minute of the shared-prefix workload at 1 req/s",
+    ),
+    (
+        "inference-perf",
+        "summarization_synthetic",
+        "Synthetic summarization (~2k in, ~256 out) at 1, 2, 4, 8 req/s",
+    ),
+    (
+        "inference-perf",
+        "sweep_random",
+        "Rate sweep: a saturation probe, then 5 stages of 60 s up to it",
+    ),
+    (
+        "inference-perf",
+        "weka_traces",
+        "Replay of coding-agent sessions (WEKA traces), 64 at once",
+    ),
+    (
+        "inferencemax",
+        "random_concurrent",
+        "32 single-stream 10000/1000-token requests, no rate limit",
+    ),
+    (
+        "mlperf",
+        "llama3_1-8b_offline",
+        "MLPerf Llama-3.1-8B Offline: every sample at once, 128 output tokens",
+    ),
+    (
+        "mlperf",
+        "llama3_1-8b_server",
+        "MLPerf Llama-3.1-8B Server: 10 QPS for 10 min, TTFT 2 s / TPOT 100 ms p99",
+    ),
+    (
+        "nop",
+        "nop",
+        "No traffic: model load time read from the vLLM logs",
+    ),
+    (
+        "vllm-benchmark",
+        "fixed_dataset",
+        "Custom prompt file, 2000 prompts, 4 at a time",
+    ),
+    (
+        "vllm-benchmark",
+        "random_concurrent",
+        "32 single-stream 10000/1000-token requests",
+    ),
+    (
+        "vllm-benchmark",
+        "sanity_random",
+        "20-prompt smoke test with the tool's default lengths",
+    ),
+    (
+        "vllm-benchmark",
+        "sharegpt",
+        "ShareGPT dataset, 2000 prompts at 8 req/s",
+    ),
+    (
+        "vllm-benchmark",
+        "sonnet_concurrent",
+        "Sonnet chat prompts with a 6144-token shared prefix, 20 req/s",
+    ),
+];
 
 include!(concat!(env!("OUT_DIR"), "/profiles.rs"));
 
@@ -82,4 +355,32 @@ pub fn builtin_profile(harness: &str, name: &str) -> Result<&'static BuiltinProf
         suggestion: nearest(name, available.iter().copied()),
         available,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_bundled_profile_has_a_one_line_purpose_and_every_purpose_a_profile() {
+        for profile in builtin_profiles() {
+            let purpose = profile.purpose();
+            assert!(
+                !purpose.is_empty(),
+                "{} has no purpose in library.rs PURPOSES",
+                profile.file_name()
+            );
+            assert!(
+                !purpose.contains('\n') && purpose.len() <= 90,
+                "{}: a purpose is one short line",
+                profile.file_name()
+            );
+        }
+        for (harness, name, _) in PURPOSES {
+            assert!(
+                builtin_profile(harness, name).is_ok(),
+                "PURPOSES names {harness}/{name}, which is not bundled"
+            );
+        }
+    }
 }

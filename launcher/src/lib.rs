@@ -18,6 +18,7 @@ pub mod nop;
 pub mod plan;
 pub mod plot;
 pub mod profile;
+pub mod profiles;
 pub mod progress;
 pub mod prompts;
 pub mod record;

@@ -64,6 +64,10 @@ enum Command {
     /// Render a workload profile template: REPLACE_ENV_* placeholders and key=value overrides, exactly as the
     /// operator renders a BenchmarkRun's profile.
     Render(RenderArgs),
+    /// The bundled profile library: `profiles list [--harness H]` (what each profile measures and the flags its
+    /// placeholders need), `profiles show NAME [--harness H]` (its template, headed by those).
+    #[command(subcommand)]
+    Profiles(llmbench::profiles::ProfilesCommand),
     /// Serve the embedded vLLM-compatible OpenAI simulator (completions, chat, models, health, vLLM metrics),
     /// with injectable latency and faults.
     Sim(llmbench::sim::SimArgs),
@@ -223,6 +227,9 @@ struct RenderArgs {
     /// Write the rendered profile here instead of standard output.
     #[arg(long, short, value_name = "FILE")]
     output: Option<PathBuf>,
+    /// The load flags, written into the profile's own keys as `llmbench run` writes them.
+    #[command(flatten)]
+    load: llmbench::workload::load_flags::LoadFlags,
 }
 
 #[derive(Args, Debug)]
@@ -498,7 +505,19 @@ fn render_command(args: RenderArgs) -> anyhow::Result<()> {
     for warning in rendered.warnings() {
         tracing::warn!("{warning}");
     }
-    let rendered = rendered.text;
+    let applied = llmbench::workload::load_flags::apply(
+        args.harness,
+        &template.name,
+        &rendered.text,
+        &args.load,
+    )?;
+    if !applied.edits.is_empty() {
+        tracing::info!(
+            "load flags: {}",
+            llmbench::workload::load_flags::describe(&applied.edits)
+        );
+    }
+    let rendered = applied.profile;
     match args.output {
         Some(path) => std::fs::write(&path, rendered)
             .with_context(|| format!("cannot write {}", path.display()))?,
@@ -582,6 +601,12 @@ fn main() -> ExitCode {
         Command::Report(args) => report_command(args),
         Command::Plot(args) => plot_command(args),
         Command::Render(args) => render_command(args).map(|()| ExitCode::SUCCESS),
+        Command::Profiles(command) => llmbench::profiles::execute(&command)
+            .map(|text| {
+                print!("{text}");
+                ExitCode::SUCCESS
+            })
+            .map_err(anyhow::Error::from),
         Command::Synth(args) => synth_command(args).map(|()| ExitCode::SUCCESS),
         Command::Dataset(command) => dataset_command(command).map(|()| ExitCode::SUCCESS),
         Command::Results(command) => results_command(command),

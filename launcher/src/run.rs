@@ -11,6 +11,7 @@
 //! write every report, marked interrupted; records are flushed as they finish, so a SIGKILL loses at most the last
 //! few milliseconds of them; a results directory is never reused by accident.
 
+mod api_key;
 mod capacity;
 mod output;
 pub mod preflight;
@@ -24,6 +25,7 @@ use std::time::Duration;
 use clap::Args;
 use llmbench_core::harness::Harness;
 
+pub use api_key::ApiKey;
 pub use output::{LOCK_FILE, OutputError, in_use, validate_run_id};
 pub use server::ScrapePlan;
 pub use target::{EndpointError, Server, UNSET_ENDPOINT};
@@ -51,6 +53,7 @@ use crate::sim::{self, SimConfig, SimError};
 use crate::stack::profiler::{self, ProfilerHooks};
 use crate::stack::{StackSource, StackSpec};
 use crate::tokenizer::{HubOptions, Tokenizer, TokenizerError, load_tokenizer};
+use crate::workload::load_flags::{self, LoadFlagError, LoadFlags, LoadFlagsRecord};
 use crate::workload::{
     Api, ApiKind, ParseOptions, Warning, Workload, WorkloadError, parse_profile,
 };
@@ -227,6 +230,11 @@ pub struct RunArgs {
     /// VLLM_TORCH_PROFILER_DIR set, else it answers 404, which is recorded).
     #[arg(long)]
     pub vllm_profiler: bool,
+    /// The API key, sent as `Authorization: Bearer KEY`; it beats the profile's own key. Without either,
+    /// OPENAI_API_KEY is sent when set (as vllm bench serve does). run.json records where the key came from, never
+    /// the key; no file of the results holds it.
+    #[arg(long, value_name = "KEY")]
+    pub api_key: Option<ApiKey>,
     /// Embedded simulator: time to first token.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "50ms", value_name = "DURATION")]
     pub sim_ttft: Duration,
@@ -260,6 +268,8 @@ pub struct RunArgs {
     /// skipped.
     #[arg(skip)]
     pub preflight_done: Option<String>,
+    #[command(flatten)]
+    pub load: LoadFlags,
 }
 
 /// `--metrics-interval`: a duration of at least 100 ms (a faster scrape loads the server more than it tells).
@@ -280,6 +290,14 @@ pub enum RunError {
     Profile(#[from] ProfileError),
     #[error(transparent)]
     Workload(#[from] WorkloadError),
+    #[error(transparent)]
+    LoadFlags(#[from] LoadFlagError),
+    #[error(
+        "--capacity-search varies the load itself and sizes each point, so {flag} has nothing to set\n  help: set \
+         the search's `start`, `max`, `min_duration` and `min_requests` in its spec, or drop --capacity-search to \
+         run at one load"
+    )]
+    LoadFlagWithCapacitySearch { flag: &'static str },
     #[error(transparent)]
     Plan(#[from] PlanError),
     #[error("cannot start the embedded simulator: {0}")]
@@ -537,6 +555,8 @@ fn profile_facts(
         set: args.set.clone(),
     };
     let rendered = render_edited(template, &values, &edits(args), args.harness)?.text;
+    // Applied here too, so a refused flag stops the run before a simulator starts.
+    let rendered = load_flags::apply(args.harness, &template.name, &rendered, &args.load)?.profile;
     let options = parse_options(args);
     let (api, tokenizer) = match args.harness {
         Harness::Mlperf => (
@@ -686,6 +706,16 @@ async fn run_against(
     let rendered = render_edited(template, &values, &edits(args), harness)?;
     let created = rendered.warnings();
     let rendered = rendered.text;
+    if args.capacity_search.is_some()
+        && let Some(flag) = args.load.stage_flag()
+    {
+        return Err(RunError::LoadFlagWithCapacitySearch { flag });
+    }
+    let applied = load_flags::apply(harness, &template.name, &rendered, &args.load)?;
+    if !applied.edits.is_empty() {
+        tracing::info!("load flags: {}", load_flags::describe(&applied.edits));
+    }
+    let rendered = applied.profile;
     let options = parse_options(args);
     let mut context = RunContext {
         args,
@@ -694,6 +724,7 @@ async fn run_against(
         embedded,
         template_name: &template.name,
         rendered: &rendered,
+        load_flags: LoadFlagsRecord::new(&args.load, &applied.edits),
         notes: Vec::new(),
         capacity_search: None,
         prometheus: None,
@@ -1028,6 +1059,8 @@ pub(crate) struct RunContext<'a> {
     /// The stack this launcher started (`--serve`): its log moves into the results directory, and it is watched
     /// during the run.
     pub served: Option<Arc<crate::stack::serve::Served>>,
+    /// The load flags given and what they changed in the profile, for run.json.
+    pub load_flags: Option<LoadFlagsRecord>,
 }
 
 /// A run's stages.
@@ -1110,6 +1143,12 @@ impl RunContext<'_> {
             .ok_or_else(|| RunError::NoModel("pass --model NAME, or --tokenizer SPEC".to_owned()))
     }
 
+    /// `api` with the key the run sends (`--api-key`, else the profile's, else OPENAI_API_KEY), and where it came
+    /// from.
+    pub fn api_with_key(&self, api: &Api) -> (Api, Option<api_key::KeySource>) {
+        api_key::with_key(api, self.args.api_key.as_ref(), api_key::from_environment())
+    }
+
     /// The model name sent in each request: `--model`, else the profile's, else the one the run chose (the
     /// embedded simulator's, or what a `--serve` stack serves).
     pub fn request_model(&self, from_profile: Option<String>) -> Result<String, RunError> {
@@ -1137,6 +1176,10 @@ impl RunContext<'_> {
                 ..PreflightMeta::default()
             });
         }
+        // The key the run's requests will carry (--api-key, the profile's, OPENAI_API_KEY): a server behind a key
+        // must see it on the test request too.
+        let (api, _) = self.api_with_key(api);
+        let api = &api;
         let url = format!("{}{}", self.endpoint, api.path());
         let target = Target {
             transport: transport(&url, api.api_key.as_deref(), &api.headers, Some(1))?,
@@ -1201,7 +1244,9 @@ impl RunContext<'_> {
         let planned_requests =
             expected_requests.map(|n| n + execution.warmup.map_or(0, |w| w.count));
 
-        let api = execution.api;
+        // The key the requests carry (and the probes and hooks): --api-key, the profile's, else OPENAI_API_KEY.
+        let (api, api_key_source) = self.api_with_key(execution.api);
+        let api = &api;
         // Named before anything is written, so a mistyped hook fails the run before it starts.
         let hooks = ProfilerHooks::resolve(
             args.profiler_start.as_deref(),
@@ -1333,6 +1378,8 @@ impl RunContext<'_> {
             stack,
             profiling: None,
             preflight: execution.preflight,
+            load_flags: self.load_flags.clone(),
+            api_key_source: api_key_source.map(|s| s.as_str().to_owned()),
         };
         // Written before the first request, so a killed run can still be reported from requests.jsonl; an adaptive
         // run rewrites it as each stage is decided.

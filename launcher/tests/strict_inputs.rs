@@ -422,6 +422,8 @@ fn a_tokenizer_hub_that_cannot_be_reached_says_use_builtin_or_a_tokenizer_json()
             "sanity_random",
         ])
         .args(["--endpoint", "http://127.0.0.1:9", "--model", "org/model"])
+        // The tokenizer is the subject, not the server (which the pre-flight would find dead first).
+        .arg("--no-preflight")
         .args(["--run-id", "hub", "--output"])
         .arg(&out)
         // Nothing listens on port 9: the download fails at once, without the network.

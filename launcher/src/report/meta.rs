@@ -89,6 +89,13 @@ pub struct RunMeta {
     /// its status or error and latency; written when the run ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profiling: Option<crate::stack::profiler::ProfilingMeta>,
+    /// The load flags given (`--rate`, `--duration`, …) and every edit they made to the profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_flags: Option<crate::workload::load_flags::LoadFlagsRecord>,
+    /// Where the API key the requests carried came from (`--api-key`, `profile`, `OPENAI_API_KEY`); the key itself
+    /// is never written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_source: Option<String>,
     /// The pre-flight checks made before the clock started (the server's model list, one test request), or why
     /// none were; absent for a run that sends nothing (nop) and in run.json files written before pre-flight
     /// existed. Never part of the records or the metrics.

@@ -144,6 +144,8 @@ pub(crate) fn meta() -> RunMeta {
         stack: None,
         profiling: None,
         preflight: None,
+        load_flags: None,
+        api_key_source: None,
     }
 }
 

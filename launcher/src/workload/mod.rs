@@ -16,6 +16,7 @@ mod error;
 pub mod fmperf;
 mod guidellm;
 mod inference_perf;
+pub mod load_flags;
 mod model;
 pub mod mooncake;
 pub mod otel_trace;
