@@ -26,9 +26,9 @@ const UNSTREAMED: Plan = Plan::unstreamed(5);
 /// How long a server that resets mid-answer waits first, so the client has read what came before the reset
 /// even on a loaded machine (a reset may discard unread bytes).
 const READ_BEFORE_RESET: Duration = Duration::from_millis(300);
-/// A bound for the cases that move tens of MiB before failing: under the timeout, so the caps, not the timeout,
-/// ended them.
-const BEFORE_TIMEOUT: Timing = Timing::Under(Duration::from_millis(1900));
+/// The cases that move tens of MiB before failing: the class and the message (the cap's byte limit) say a cap, not
+/// the timeout, ended them; how long moving that much takes depends on the machine and its load, so no bound.
+const BEFORE_TIMEOUT: Timing = Timing::Any;
 
 async fn assert_cases(cases: Vec<Case>) {
     let count = cases.len();

@@ -459,6 +459,8 @@ pub enum Timing {
     AtTimeout,
     /// Under this long, which is under the request timeout.
     Under(Duration),
+    /// No bound: the record's class and message say what ended it.
+    Any,
 }
 
 /// What every record of a case must show.
