@@ -258,7 +258,10 @@ fn plot_command(args: PlotArgs) -> anyhow::Result<ExitCode> {
 fn treatment_tables(dirs: &[PathBuf]) -> anyhow::Result<Vec<llmbench::plot::TreatmentTable>> {
     let mut tables = Vec::new();
     for dir in dirs {
-        if dir.join(llmbench::experiment::plan::EXPERIMENT_FILE).is_file() {
+        if dir
+            .join(llmbench::experiment::plan::EXPERIMENT_FILE)
+            .is_file()
+        {
             tables.push(llmbench::experiment::compare::treatment_table_of(dir)?);
         }
     }

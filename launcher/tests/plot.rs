@@ -155,7 +155,11 @@ fn plot_draws_each_runs_pictures_and_report_and_compares_runs() {
         );
     }
     // One stage: no per-stage pictures, nothing against a load.
-    assert!(!written.iter().any(|w| w == "stages.png" || w == "latency_vs_load.png"));
+    assert!(
+        !written
+            .iter()
+            .any(|w| w == "stages.png" || w == "latency_vs_load.png")
+    );
     assert!(files.iter().all(|f| f.starts_with(&steady)));
     let report = std::fs::read_to_string(steady.join("report.html")).expect("report.html");
     check_self_contained(&report);
@@ -264,7 +268,9 @@ fn a_capacity_search_run_draws_its_points_against_the_load_with_the_slo() {
     assert!(!chart.contains(">failed<") && !chart.contains(">\nfailed\n<"));
     // The chart leads the run's report.
     let report = std::fs::read_to_string(run.join("report.html")).expect("report.html");
-    let chart_at = report.find("SLO capacity search").expect("the chart in report.html");
+    let chart_at = report
+        .find("SLO capacity search")
+        .expect("the chart in report.html");
     let distribution_at = report.find("TTFT distribution").expect("a distribution");
     assert!(chart_at < distribution_at);
 }

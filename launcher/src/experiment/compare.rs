@@ -575,8 +575,7 @@ fn table_rows(comparison: &Comparison) -> Vec<TableRow<'_>> {
                     .output_tokens_per_second
                     .map_or("-".to_owned(), |a| fmt3(a.mean)),
                 ttft_p99_ms: row.ttft_p99_ms.map_or("-".to_owned(), |a| fmt3(a.mean)),
-                capacity: capacity
-                    .then(|| row.capacity.map_or("-".to_owned(), |a| fmt3(a.mean))),
+                capacity: capacity.then(|| row.capacity.map_or("-".to_owned(), |a| fmt3(a.mean))),
                 verdict,
                 best: comparison.best.as_deref() == Some(row.treatment.as_str()),
             }
@@ -722,7 +721,10 @@ pub fn treatment_table(comparison: &Comparison, slo: Option<&SloSpec>) -> Treatm
     // The treatment, its levels and the verdict.
     let text_columns = (0..=factors.len()).chain([header.len() - 1]).collect();
     TreatmentTable {
-        title: format!("experiment {} (id {})", comparison.experiment, comparison.id),
+        title: format!(
+            "experiment {} (id {})",
+            comparison.experiment, comparison.id
+        ),
         header,
         text_columns,
         best_row: rows.iter().position(|r| r.best),
@@ -1001,7 +1003,15 @@ mod tests {
         assert_eq!(table.title, "experiment sweep (id sweep-1)");
         assert_eq!(
             table.header,
-            ["treatment", "conc", "runs ok", "req/s (mean±sd)", "out tok/s", "TTFT p99 ms", "verdict"]
+            [
+                "treatment",
+                "conc",
+                "runs ok",
+                "req/s (mean±sd)",
+                "out tok/s",
+                "TTFT p99 ms",
+                "verdict"
+            ]
         );
         // The terminal's cells, the level after the treatment.
         assert_eq!(
@@ -1012,7 +1022,10 @@ mod tests {
             ]
         );
         let printed = print_table(&c);
-        assert!(printed.lines().nth(1).unwrap().contains("11.0±1.4"), "{printed}");
+        assert!(
+            printed.lines().nth(1).unwrap().contains("11.0±1.4"),
+            "{printed}"
+        );
         assert_eq!(table.text_columns, [0, 1, 6]);
         assert_eq!(table.best_row, Some(0));
         assert_eq!(

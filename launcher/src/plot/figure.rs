@@ -196,6 +196,8 @@ pub enum Shape {
     Circle,
     /// An ×: told apart from a circle without its colour.
     Cross,
+    /// A filled triangle, pointing up.
+    Triangle,
 }
 
 /// A named set of points.
@@ -520,11 +522,13 @@ pub fn panel_ranges(panel: &Panel) -> ((f64, f64), (f64, f64)) {
     }
     xs.extend(panel.rules.iter().map(|r| r.at).filter(|x| x.is_finite()));
     // Categories sit at 0 … n − 1, half a step in from either edge.
-    let categories = (!panel.x.categories.is_empty())
-        .then(|| (-0.5, panel.x.categories.len() as f64 - 0.5));
-    let x = panel.x.range.or(categories).unwrap_or_else(|| {
-        span(&xs, panel.x.from_zero, if markers { 0.04 } else { 0.0 })
-    });
+    let categories =
+        (!panel.x.categories.is_empty()).then(|| (-0.5, panel.x.categories.len() as f64 - 0.5));
+    let x = panel
+        .x
+        .range
+        .or(categories)
+        .unwrap_or_else(|| span(&xs, panel.x.from_zero, if markers { 0.04 } else { 0.0 }));
     // Bars grow from 0; counts and rates read wrong from any other baseline.
     let y = panel
         .y
@@ -780,7 +784,18 @@ fn draw_series<DB: DrawingBackend>(
         }
         Style::Marks { shape, size } => match shape {
             Shape::Circle => {
-                chart.draw_series(points.iter().map(|&p| Circle::new(p, size, colour.filled())))?;
+                chart.draw_series(
+                    points
+                        .iter()
+                        .map(|&p| Circle::new(p, size, colour.filled())),
+                )?;
+            }
+            Shape::Triangle => {
+                chart.draw_series(
+                    points
+                        .iter()
+                        .map(|&p| TriangleMarker::new(p, size + 1, colour.filled())),
+                )?;
             }
             Shape::Cross => {
                 // Two strokes, in pixels around the point, so the × keeps its shape on any scale.
@@ -827,7 +842,10 @@ fn draw_error_bars<DB: DrawingBackend>(
         if low > high {
             continue;
         }
-        chart.draw_series(std::iter::once(PathElement::new([(x, low), (x, high)], style)))?;
+        chart.draw_series(std::iter::once(PathElement::new(
+            [(x, low), (x, high)],
+            style,
+        )))?;
         for end in [low, high] {
             chart.draw_series(std::iter::once(
                 EmptyElement::at((x, end)) + PathElement::new([(-6, 0), (6, 0)], style),
@@ -955,11 +973,24 @@ fn draw_legend<DB: DrawingBackend>(
             Style::Marks { shape, size } => {
                 let r = size.min(6) as i32;
                 match shape {
-                    Shape::Circle => area.draw(&Circle::new((18, y + 9), r as u32, colour.filled()))?,
+                    Shape::Circle => {
+                        area.draw(&Circle::new((18, y + 9), r as u32, colour.filled()))?
+                    }
+                    Shape::Triangle => area.draw(&TriangleMarker::new(
+                        (18, y + 9),
+                        r as u32 + 1,
+                        colour.filled(),
+                    ))?,
                     Shape::Cross => {
                         let stroke = colour.stroke_width(3);
-                        area.draw(&PathElement::new([(18 - r, y + 9 - r), (18 + r, y + 9 + r)], stroke))?;
-                        area.draw(&PathElement::new([(18 - r, y + 9 + r), (18 + r, y + 9 - r)], stroke))?;
+                        area.draw(&PathElement::new(
+                            [(18 - r, y + 9 - r), (18 + r, y + 9 + r)],
+                            stroke,
+                        ))?;
+                        area.draw(&PathElement::new(
+                            [(18 - r, y + 9 + r), (18 + r, y + 9 - r)],
+                            stroke,
+                        ))?;
                     }
                 }
             }
@@ -1108,7 +1139,10 @@ mod tests {
             .flat_map(grey)
             .collect();
         assert_eq!(decoded, expected);
-        assert_eq!(nearest(&[[0, 0, 0], [10, 10, 10], [20, 20, 20]], [14, 14, 14]), 1);
+        assert_eq!(
+            nearest(&[[0, 0, 0], [10, 10, 10], [20, 20, 20]], [14, 14, 14]),
+            1
+        );
     }
 
     #[test]
@@ -1120,7 +1154,12 @@ mod tests {
         assert_eq!(axis.category_at(2.0), "");
         let p = Panel {
             x: axis,
-            ..panel(vec![Series::marks("a", colour(0), Shape::Circle, vec![(0.0, 1.0), (1.0, 2.0)])])
+            ..panel(vec![Series::marks(
+                "a",
+                colour(0),
+                Shape::Circle,
+                vec![(0.0, 1.0), (1.0, 2.0)],
+            )])
         };
         assert_eq!(panel_ranges(&p).0, (-0.5, 1.5));
     }
@@ -1133,7 +1172,10 @@ mod tests {
                 .error_bars(vec![(4.0, 12.0), (18.0, 30.0)]),
         ]);
         let (_, (y0, y1)) = panel_ranges(&p);
-        assert!((y0 - (4.0 - 1.56)).abs() < 1e-9 && (y1 - 31.56).abs() < 1e-9, "{y0} {y1}");
+        assert!(
+            (y0 - (4.0 - 1.56)).abs() < 1e-9 && (y1 - 31.56).abs() < 1e-9,
+            "{y0} {y1}"
+        );
     }
 
     #[test]

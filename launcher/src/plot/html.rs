@@ -416,15 +416,27 @@ fn treatment_table_html(table: &TreatmentTable) -> String {
         escape(&table.title)
     );
     for (i, name) in table.header.iter().enumerate() {
-        let class = if table.text_columns.contains(&i) { " class=\"text\"" } else { "" };
+        let class = if table.text_columns.contains(&i) {
+            " class=\"text\""
+        } else {
+            ""
+        };
         let _ = write!(out, "<th{class}>{}</th>", escape(name));
     }
     out.push_str("</tr>\n");
     for (r, row) in table.rows.iter().enumerate() {
-        let class = if table.best_row == Some(r) { " class=\"best\"" } else { "" };
+        let class = if table.best_row == Some(r) {
+            " class=\"best\""
+        } else {
+            ""
+        };
         let _ = write!(out, "<tr{class}>");
         for (i, cell) in row.iter().enumerate() {
-            let class = if table.text_columns.contains(&i) { " class=\"text\"" } else { "" };
+            let class = if table.text_columns.contains(&i) {
+                " class=\"text\""
+            } else {
+                ""
+            };
             let _ = write!(out, "<td{class}>{}</td>", escape(cell));
         }
         out.push_str("</tr>\n");

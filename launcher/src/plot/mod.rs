@@ -473,14 +473,14 @@ pub fn compare(
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_else(|| dir.display().to_string())
             });
-            let (treatments, subtitle) =
-                experiment_entries(dir, prefix.as_deref(), &mut warnings)?;
+            let experiment = experiment_entries(dir, prefix.as_deref(), &mut warnings)?;
             figures.extend(varied::factor_figures(
-                &treatments,
+                &experiment.entries,
                 prefix.as_deref(),
-                &subtitle,
+                &experiment.subtitle,
+                &experiment.slo,
             ));
-            entries.extend(treatments);
+            entries.extend(experiment.entries);
         } else if dir.join(RUN_META_FILE).is_file() {
             let run = compared_run(dir, dir.display().to_string(), &mut warnings)?;
             entries.push(Entry {
@@ -514,12 +514,7 @@ pub fn compare(
                 .collect(),
         })
         .collect();
-    let html = compare_page(
-        tables,
-        &page_entries,
-        &page_figures(&drawn, out),
-        &warnings,
-    );
+    let html = compare_page(tables, &page_entries, &page_figures(&drawn, out), &warnings);
     let page = out.join(COMPARE_HTML);
     write(&page, html.as_bytes())?;
     let mut files: Vec<PathBuf> = drawn.into_iter().flat_map(|d| d.files).collect();
@@ -542,26 +537,35 @@ fn compared_run(
     })
 }
 
+/// An experiment's treatments as compared series.
+#[cfg_attr(not(feature = "experiment"), allow(dead_code))]
+struct ExperimentEntries {
+    entries: Vec<Entry>,
+    /// Names the experiment on its pictures.
+    subtitle: String,
+    slo: varied::LatencyBounds,
+}
+
 /// Without the `experiment` feature, `experiment.json` cannot be read.
 #[cfg(not(feature = "experiment"))]
 fn experiment_entries(
     dir: &Path,
     _prefix: Option<&str>,
     _warnings: &mut Vec<String>,
-) -> Result<(Vec<Entry>, String), PlotError> {
+) -> Result<ExperimentEntries, PlotError> {
     Err(PlotError::ExperimentUnsupported {
         dir: dir.to_owned(),
     })
 }
 
-/// One entry per treatment of the experiment in `dir` (plan order) with its succeeded runs, and a subtitle
-/// naming the experiment; treatments without a succeeded run are left out with a warning.
+/// One entry per treatment of the experiment in `dir` (plan order) with its succeeded runs, a subtitle naming
+/// the experiment, and its SLO's latency bounds; treatments without a succeeded run are left out with a warning.
 #[cfg(feature = "experiment")]
 fn experiment_entries(
     dir: &Path,
     prefix: Option<&str>,
     warnings: &mut Vec<String>,
-) -> Result<(Vec<Entry>, String), PlotError> {
+) -> Result<ExperimentEntries, PlotError> {
     let plan = ExperimentPlan::read(&dir.join(EXPERIMENT_FILE)).map_err(|source| {
         PlotError::Experiment {
             dir: dir.to_owned(),
@@ -607,5 +611,19 @@ fn experiment_entries(
         "experiment {} · id {} · {} · {}",
         plan.name, plan.id, plan.harness, plan.profile
     );
-    Ok((entries, subtitle))
+    let slo = plan
+        .slo
+        .as_ref()
+        .map(|slo| varied::LatencyBounds {
+            ttft_p99_ms: slo.ttft_p99_ms,
+            tpot_p99_ms: slo.tpot_p99_ms,
+            itl_p99_ms: slo.itl_p99_ms,
+            e2e_p99_ms: slo.e2e_p99_ms,
+        })
+        .unwrap_or_default();
+    Ok(ExperimentEntries {
+        entries,
+        subtitle,
+        slo,
+    })
 }

@@ -500,7 +500,10 @@ fn ttft_vs_input(data: &RunData, subtitle: &str) -> Option<Figure> {
     let mut series = Vec::new();
     let note = if drawn.highest.is_empty() {
         series.push(Series::points("request", colour(0), drawn.even));
-        format!("{total} requests; p50 and p99 per {} input tokens", plain_number(bin))
+        format!(
+            "{total} requests; p50 and p99 per {} input tokens",
+            plain_number(bin)
+        )
     } else {
         let note = format!(
             "{} of {total} requests drawn: an even sample by input length, and the {} slowest apart; p50 and p99 \
@@ -509,7 +512,11 @@ fn ttft_vs_input(data: &RunData, subtitle: &str) -> Option<Figure> {
             drawn.highest.len(),
             plain_number(bin)
         );
-        series.push(Series::points("request (even sample)", colour(0), drawn.even));
+        series.push(Series::points(
+            "request (even sample)",
+            colour(0),
+            drawn.even,
+        ));
         series.push(Series::points(
             format!("{} slowest", drawn.highest.len()),
             colour(8),
@@ -574,7 +581,7 @@ pub fn value_label(v: f64, spread: f64) -> String {
 }
 
 /// A number without trailing zeros: `0.0001`, `2.5`, `20`.
-fn plain_number(v: f64) -> String {
+pub fn plain_number(v: f64) -> String {
     let text = format!("{v:.9}");
     let text = text.trim_end_matches('0').trim_end_matches('.');
     text.to_owned()
@@ -1244,7 +1251,10 @@ mod tests {
         let figure = token_lengths(&data, "run r1").expect("a figure");
         let (input, output) = (&figure.panels[0], &figure.panels[1]);
         // Bins of one token centred on each length.
-        assert_eq!(input.series[0].points, [(10.0, 2.0), (11.0, 0.0), (12.0, 1.0)]);
+        assert_eq!(
+            input.series[0].points,
+            [(10.0, 2.0), (11.0, 0.0), (12.0, 1.0)]
+        );
         assert_eq!(output.series[0].points, [(1.0, 1.0), (2.0, 2.0)]);
         assert_eq!(
             input.note.as_deref(),

@@ -14,10 +14,13 @@ use crate::workload::LoadKind;
 
 use super::compare::Entry;
 use super::figure::{Axis, Colour, FAILED, Figure, Panel, Rule, Series, Shape, colour};
-use super::run::short_number;
+use super::run::{plain_number, short_number};
 
 /// Passing points: green in every picture, as failures are red.
 const PASSED: Colour = Colour(44, 160, 44);
+
+/// An SLO's bound: near-black, apart from every series' palette colour.
+const SLO_LINE: Colour = Colour(40, 40, 40);
 
 /// What a stage offered the server.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -122,7 +125,10 @@ pub fn load_sweep_figure(
     };
     let note = match left_out.len() {
         0 => "each point a stage, labelled with its index".to_owned(),
-        1 => format!("each point a stage; stage {} had no {what} and is left out", left_out[0]),
+        1 => format!(
+            "each point a stage; stage {} had no {what} and is left out",
+            left_out[0]
+        ),
         _ => format!(
             "each point a stage; stages {} had no {what} and are left out",
             left_out.join(", ")
@@ -145,12 +151,7 @@ pub fn load_sweep_figure(
     if axis == LoadAxis::Rate {
         // Where the server keeps up, the two lines are one.
         requests.push(
-            Series::line(
-                "offered",
-                colour(9),
-                xs.iter().map(|&x| (x, x)).collect(),
-            )
-            .dashed(),
+            Series::line("offered", colour(9), xs.iter().map(|&x| (x, x)).collect()).dashed(),
         );
     }
     let mut panels = vec![
@@ -245,9 +246,14 @@ fn capacity_answer(outcome: &CapacityOutcome) -> String {
     };
     match (outcome.status, outcome.answer) {
         (Status::Found, Some(a)) => format!("capacity {}{failing}{confirmed}", load(a)),
-        (Status::AboveMax, Some(a)) => format!("capacity at least {}: the search's max passed", load(a)),
+        (Status::AboveMax, Some(a)) => {
+            format!("capacity at least {}: the search's max passed", load(a))
+        }
         (Status::Incomplete, Some(a)) => {
-            format!("at least {}: the points ran out before a load failed", load(a))
+            format!(
+                "at least {}: the points ran out before a load failed",
+                load(a)
+            )
         }
         (Status::BelowStart, _) => format!(
             "no capacity: the first load{} failed",
@@ -258,7 +264,8 @@ fn capacity_answer(outcome: &CapacityOutcome) -> String {
                 .unwrap_or_default()
         ),
         (Status::Unstable, _) => {
-            "no stable answer: the passing load failed its rerun and no lower load was confirmed".to_owned()
+            "no stable answer: the passing load failed its rerun and no lower load was confirmed"
+                .to_owned()
         }
         _ => "no answer: the search ran no point to the end".to_owned(),
     }
@@ -310,7 +317,9 @@ fn capacity_series(
     let mut latest: BTreeMap<u64, (u32, f64, f64)> = BTreeMap::new();
     for p in points {
         if let Some(v) = value(p) {
-            let entry = latest.entry(p.load.to_bits()).or_insert((p.index, p.load, v));
+            let entry = latest
+                .entry(p.load.to_bits())
+                .or_insert((p.index, p.load, v));
             if p.index >= entry.0 {
                 *entry = (p.index, p.load, v);
             }
@@ -358,12 +367,7 @@ pub fn capacity_figure(outcome: &CapacityOutcome, subtitle: &str) -> Option<Figu
         };
         let (unit, scale) = objective_unit(&objective);
         let label = format!("{} ({unit})", objective.metric_name());
-        let value = |p: &PointReport| {
-            p.objectives
-                .get(i)
-                .and_then(|o| o.value)
-                .map(|v| v * scale)
-        };
+        let value = |p: &PointReport| p.objectives.get(i).and_then(|o| o.value).map(|v| v * scale);
         let unmeasured = points.iter().filter(|p| value(p).is_none()).count();
         let mut series = capacity_series(points, &value, colour(0));
         let op = match objective.comparison {
@@ -373,8 +377,8 @@ pub fn capacity_figure(outcome: &CapacityOutcome, subtitle: &str) -> Option<Figu
         let bound = objective.bound * scale;
         series.push(
             Series::line(
-                format!("SLO {op} {} {unit}", short_number(bound)),
-                FAILED,
+                format!("SLO {op} {} {unit}", plain_number(bound)),
+                SLO_LINE,
                 vec![(0.0, bound), (top, bound)],
             )
             .dashed(),
@@ -387,7 +391,10 @@ pub fn capacity_figure(outcome: &CapacityOutcome, subtitle: &str) -> Option<Figu
             ));
         }
         panels.push(Panel {
-            title: format!("{} at each load (objective {text})", objective.metric_name()),
+            title: format!(
+                "{} at each load (objective {text})",
+                objective.metric_name()
+            ),
             note: Some(note),
             x: x(),
             y: Axis::new(label).from_zero(),
@@ -397,9 +404,7 @@ pub fn capacity_figure(outcome: &CapacityOutcome, subtitle: &str) -> Option<Figu
     }
     let mut throughput = capacity_series(points, &|p| Some(p.requests_per_s), colour(0));
     if outcome.load == LoadAxis::Rate {
-        throughput.push(
-            Series::line("offered", colour(9), vec![(0.0, 0.0), (top, top)]).dashed(),
-        );
+        throughput.push(Series::line("offered", colour(9), vec![(0.0, 0.0), (top, top)]).dashed());
     }
     panels.push(Panel {
         title: "Achieved throughput at each load".into(),
@@ -431,6 +436,15 @@ pub fn capacity_figure(outcome: &CapacityOutcome, subtitle: &str) -> Option<Figu
         panel_size: (1400, 500),
         panels,
     })
+}
+
+/// The p99 bounds of an experiment's SLO, in milliseconds, drawn on its latency figures.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LatencyBounds {
+    pub ttft_p99_ms: Option<f64>,
+    pub tpot_p99_ms: Option<f64>,
+    pub itl_p99_ms: Option<f64>,
+    pub e2e_p99_ms: Option<f64>,
 }
 
 /// A figure of each run, and how to read it off its summary.
@@ -517,16 +531,27 @@ impl Levels {
 /// A file-name-safe form of a factor's name.
 fn file_stem(text: &str) -> String {
     text.chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
         .collect()
 }
 
 /// An experiment's figures against each factor that has more than one level: for each, successful requests/s,
 /// output tokens/s, and TTFT, TPOT, ITL and E2E p50 and p99 (and the capacity, where the runs searched for it)
 /// against the factor's level, each point a treatment: the mean of its repeats, with an error bar from the
-/// lowest to the highest repeat when it has several. The other factors' levels make one series each. `name`
-/// prefixes the files when several experiments are compared.
-pub fn factor_figures(entries: &[Entry], name: Option<&str>, subtitle: &str) -> Vec<Figure> {
+/// lowest to the highest repeat when it has several; the SLO's p99 bounds as lines. The other factors' levels
+/// make one series each. `name` prefixes the files when several experiments are compared.
+pub fn factor_figures(
+    entries: &[Entry],
+    name: Option<&str>,
+    subtitle: &str,
+    slo: &LatencyBounds,
+) -> Vec<Figure> {
     let mut factors: Vec<&str> = Vec::new();
     for entry in entries {
         for factor in entry.levels.keys() {
@@ -549,7 +574,7 @@ pub fn factor_figures(entries: &[Entry], name: Option<&str>, subtitle: &str) -> 
         .collect();
     varied
         .iter()
-        .map(|factor| factor_figure(entries, factor, &varied, name, subtitle))
+        .map(|factor| factor_figure(entries, factor, &varied, name, subtitle, slo))
         .collect()
 }
 
@@ -559,6 +584,7 @@ fn factor_figure(
     varied: &[&str],
     name: Option<&str>,
     subtitle: &str,
+    slo: &LatencyBounds,
 ) -> Figure {
     let on_axis: Vec<&Entry> = entries
         .iter()
@@ -593,12 +619,13 @@ fn factor_figure(
             0.0
         }
     };
+    // A p99 is told from its p50 by a dashed line, or by a triangle where levels are not joined by lines.
     let series_of = |label: String,
                      c: Colour,
                      g: usize,
                      members: &[&Entry],
                      value: &dyn Fn(&crate::metrics::RunSummary) -> Option<f64>,
-                     dashed: bool| {
+                     p99: bool| {
         let mut points: Vec<((f64, f64), (f64, f64))> = members
             .iter()
             .filter_map(|e| {
@@ -610,10 +637,11 @@ fn factor_figure(
         points.sort_by(|a, b| a.0.0.total_cmp(&b.0.0));
         let (xy, bars): (Vec<_>, Vec<_>) = points.into_iter().unzip();
         let series = if categorical {
-            Series::marks(label, c, Shape::Circle, xy)
+            let shape = if p99 { Shape::Triangle } else { Shape::Circle };
+            Series::marks(label, c, shape, xy)
         } else {
             let line = Series::line(label, c, xy).markers();
-            if dashed { line.dashed() } else { line }
+            if p99 { line.dashed() } else { line }
         };
         series.error_bars(bars)
     };
@@ -652,7 +680,14 @@ fn factor_figure(
             .iter()
             .enumerate()
             .map(|(g, (key, members))| {
-                series_of(name_of(key, ""), colour(g), g, members, &|s| (metric.pick)(s), false)
+                series_of(
+                    name_of(key, ""),
+                    colour(g),
+                    g,
+                    members,
+                    &|s| (metric.pick)(s),
+                    false,
+                )
             })
             .filter(|s| !s.points.is_empty())
             .collect();
@@ -668,13 +703,30 @@ fn factor_figure(
             rules: Vec::new(),
         });
     }
-    let latencies: [(&str, LatencyPick); 4] = [
-        ("TTFT", |s| s.overall.latency_ms.ttft.as_ref()),
-        ("TPOT", |s| s.overall.latency_ms.tpot.as_ref()),
-        ("ITL", |s| s.overall.latency_ms.itl.as_ref()),
-        ("E2E", |s| s.overall.latency_ms.e2e.as_ref()),
+    let latencies: [(&str, LatencyPick, Option<f64>); 4] = [
+        (
+            "TTFT",
+            |s| s.overall.latency_ms.ttft.as_ref(),
+            slo.ttft_p99_ms,
+        ),
+        (
+            "TPOT",
+            |s| s.overall.latency_ms.tpot.as_ref(),
+            slo.tpot_p99_ms,
+        ),
+        ("ITL", |s| s.overall.latency_ms.itl.as_ref(), slo.itl_p99_ms),
+        ("E2E", |s| s.overall.latency_ms.e2e.as_ref(), slo.e2e_p99_ms),
     ];
-    for (metric, pick) in latencies {
+    // Where an SLO line runs: across the categories, or from the lowest level to the highest.
+    let span = match &levels {
+        Levels::Categorical(names) => (-0.5, names.len() as f64 - 0.5),
+        Levels::Numeric => positions
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
+                (lo.min(x), hi.max(x))
+            }),
+    };
+    for (metric, pick, bound) in latencies {
         let mut series = Vec::new();
         for (g, (key, members)) in groups.iter().enumerate() {
             // One series: p50 and p99 in two colours; several: one colour per series, p99 dashed.
@@ -703,6 +755,16 @@ fn factor_figure(
         series.retain(|s| !s.points.is_empty());
         if series.is_empty() {
             continue;
+        }
+        if let Some(bound) = bound {
+            series.push(
+                Series::line(
+                    format!("SLO p99 ≤ {} ms", plain_number(bound)),
+                    SLO_LINE,
+                    vec![(span.0, bound), (span.1, bound)],
+                )
+                .dashed(),
+            );
         }
         panels.push(Panel {
             title: format!("{metric} p50 and p99"),
@@ -827,20 +889,57 @@ mod tests {
         );
         // Every run marked: five passed (● green), four failed (× red), in run order.
         let (passed, failed) = (&ttft.series[1], &ttft.series[2]);
-        assert_eq!((passed.label.as_str(), failed.label.as_str()), ("passed", "failed"));
-        assert_eq!(passed.points, [(4.0, 50.0), (8.0, 51.0), (16.0, 52.0), (19.0, 55.0), (19.0, 60.0)]);
-        assert_eq!(failed.points, [(32.0, 1200.0), (22.6, 300.0), (20.7, 120.0), (20.7, 130.0)]);
-        assert_eq!(passed.style, Style::Marks { shape: Shape::Circle, size: 6 });
-        assert_eq!(failed.style, Style::Marks { shape: Shape::Cross, size: 6 });
+        assert_eq!(
+            (passed.label.as_str(), failed.label.as_str()),
+            ("passed", "failed")
+        );
+        assert_eq!(
+            passed.points,
+            [
+                (4.0, 50.0),
+                (8.0, 51.0),
+                (16.0, 52.0),
+                (19.0, 55.0),
+                (19.0, 60.0)
+            ]
+        );
+        assert_eq!(
+            failed.points,
+            [(32.0, 1200.0), (22.6, 300.0), (20.7, 120.0), (20.7, 130.0)]
+        );
+        assert_eq!(
+            passed.style,
+            Style::Marks {
+                shape: Shape::Circle,
+                size: 6
+            }
+        );
+        assert_eq!(
+            failed.style,
+            Style::Marks {
+                shape: Shape::Cross,
+                size: 6
+            }
+        );
         assert_eq!((passed.colour, failed.colour), (PASSED, FAILED));
         // The SLO's bound, 100 ms, across the whole x range (0 to 5 % past the highest load, 32).
         let slo = &ttft.series[3];
         assert_eq!(slo.label, "SLO ≤ 100 ms");
         assert_eq!(slo.points, [(0.0, 100.0), (32.0 * 1.05, 100.0)]);
-        assert_eq!(slo.style, Style::Line { dashed: true, markers: false });
+        assert_eq!(
+            slo.style,
+            Style::Line {
+                dashed: true,
+                markers: false
+            }
+        );
         assert_eq!(ttft.x.range, Some((0.0, 32.0 * 1.05)));
         // The answer and the failing load above it.
-        let rules: Vec<(f64, &str)> = ttft.rules.iter().map(|r| (r.at, r.label.as_str())).collect();
+        let rules: Vec<(f64, &str)> = ttft
+            .rules
+            .iter()
+            .map(|r| (r.at, r.label.as_str()))
+            .collect();
         assert_eq!(rules, [(19.0, "answer 19.0"), (20.7, "fails 20.7")]);
         assert_eq!(
             ttft.note.as_deref(),
@@ -849,8 +948,19 @@ mod tests {
         // Then the achieved throughput, with the knee among the rules.
         let throughput = &figure.panels[1];
         assert_eq!(throughput.series[0].points[6], (32.0, 20.0));
-        assert!(throughput.rules.iter().any(|r| r.at == 16.0 && r.label == "knee 16.0"));
-        assert!(throughput.note.as_deref().unwrap().starts_with("knee at 16.0 req/s"));
+        assert!(
+            throughput
+                .rules
+                .iter()
+                .any(|r| r.at == 16.0 && r.label == "knee 16.0")
+        );
+        assert!(
+            throughput
+                .note
+                .as_deref()
+                .unwrap()
+                .starts_with("knee at 16.0 req/s")
+        );
     }
 
     #[test]
@@ -895,9 +1005,18 @@ mod tests {
     #[test]
     fn a_stage_offers_its_rate_or_the_concurrency_of_a_closed_loop() {
         let of = |load, rate, c| Offered::of(&stage_meta(load, rate, c));
-        assert_eq!(of(LoadKind::Constant, Some(5.0), Some(512)), Some(Offered::Rate(5.0)));
-        assert_eq!(of(LoadKind::Concurrent, None, Some(8)), Some(Offered::Concurrency(8.0)));
-        assert_eq!(of(LoadKind::Synchronous, None, Some(1)), Some(Offered::Concurrency(1.0)));
+        assert_eq!(
+            of(LoadKind::Constant, Some(5.0), Some(512)),
+            Some(Offered::Rate(5.0))
+        );
+        assert_eq!(
+            of(LoadKind::Concurrent, None, Some(8)),
+            Some(Offered::Concurrency(8.0))
+        );
+        assert_eq!(
+            of(LoadKind::Synchronous, None, Some(1)),
+            Some(Offered::Concurrency(1.0))
+        );
         // guidellm's throughput stage: its concurrency is a cap, not what it offered.
         assert_eq!(of(LoadKind::Throughput, None, Some(512)), None);
     }
@@ -951,9 +1070,15 @@ mod tests {
         // The stages without a rate are named, not drawn.
         assert_eq!(
             requests.note.as_deref(),
-            Some("each point a stage; stages 0 (synchronous), 1 (throughput) had no offered rate and are left out")
+            Some(
+                "each point a stage; stages 0 (synchronous), 1 (throughput) had no offered rate and are left out"
+            )
         );
-        let ttft = figure.panels.iter().find(|p| p.title == "TTFT p50 and p99").unwrap();
+        let ttft = figure
+            .panels
+            .iter()
+            .find(|p| p.title == "TTFT p50 and p99")
+            .unwrap();
         assert_eq!(ttft.series[0].points, [(10.0, 55.0), (30.0, 70.0)]);
         assert_eq!(ttft.series[1].points, [(10.0, 110.0), (30.0, 140.0)]);
         // Only TTFT was measured: no TPOT, ITL or E2E panels.
@@ -1027,16 +1152,31 @@ mod tests {
     fn an_experiment_plots_each_figure_against_the_factors_levels_with_min_max_error_bars() {
         // conc × prompts, conc numeric, twice each but one treatment run once.
         let entries = [
-            entry("c2-p4", &[("conc", "2"), ("prompts", "4")], &[(10.0, 40.0), (12.0, 60.0)]),
-            entry("c8-p4", &[("conc", "8"), ("prompts", "4")], &[(30.0, 80.0), (36.0, 100.0)]),
+            entry(
+                "c2-p4",
+                &[("conc", "2"), ("prompts", "4")],
+                &[(10.0, 40.0), (12.0, 60.0)],
+            ),
+            entry(
+                "c8-p4",
+                &[("conc", "8"), ("prompts", "4")],
+                &[(30.0, 80.0), (36.0, 100.0)],
+            ),
             entry("c2-p8", &[("conc", "2"), ("prompts", "8")], &[(11.0, 50.0)]),
         ];
-        let figures = factor_figures(&entries, None, "experiment x");
+        let slo = LatencyBounds {
+            ttft_p99_ms: Some(95.0),
+            ..LatencyBounds::default()
+        };
+        let figures = factor_figures(&entries, None, "experiment x", &slo);
         let names: Vec<&str> = figures.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, ["by_conc", "by_prompts"]);
         let by_conc = &figures[0];
         let requests = &by_conc.panels[0];
-        assert!(requests.x.categories.is_empty(), "numeric levels, numeric axis");
+        assert!(
+            requests.x.categories.is_empty(),
+            "numeric levels, numeric axis"
+        );
         assert_eq!(requests.x.label, "conc");
         // One series per level of the other factor.
         let labels: Vec<&str> = requests.series.iter().map(|s| s.label.as_str()).collect();
@@ -1047,14 +1187,35 @@ mod tests {
         assert_eq!(requests.series[1].error_bars, [(11.0, 11.0)]);
         assert_eq!(
             requests.note.as_deref(),
-            Some("each point the mean of a treatment's runs; error bars span its lowest to highest run (min–max)")
+            Some(
+                "each point the mean of a treatment's runs; error bars span its lowest to highest run (min–max)"
+            )
         );
-        let ttft = by_conc.panels.iter().find(|p| p.title == "TTFT p50 and p99").unwrap();
-        let p99 = ttft.series.iter().find(|s| s.label == "prompts=4 p99").unwrap();
+        let ttft = by_conc
+            .panels
+            .iter()
+            .find(|p| p.title == "TTFT p50 and p99")
+            .unwrap();
+        let p99 = ttft
+            .series
+            .iter()
+            .find(|s| s.label == "prompts=4 p99")
+            .unwrap();
         assert_eq!(p99.points, [(2.0, 50.0), (8.0, 90.0)]);
         assert_eq!(p99.error_bars, [(40.0, 60.0), (80.0, 100.0)]);
+        // The SLO's TTFT bound across the levels, 2 to 8; no other latency has one.
+        let bound = ttft.series.last().unwrap();
+        assert_eq!(bound.label, "SLO p99 ≤ 95 ms");
+        assert_eq!(bound.points, [(2.0, 95.0), (8.0, 95.0)]);
+        let tpot = by_conc.panels.iter().find(|p| p.title.starts_with("TPOT"));
+        assert!(tpot.is_none_or(|p| !p.series.iter().any(|s| s.label.starts_with("SLO"))));
         // No capacity without a search.
-        assert!(!by_conc.panels.iter().any(|p| p.title.starts_with("Capacity")));
+        assert!(
+            !by_conc
+                .panels
+                .iter()
+                .any(|p| p.title.starts_with("Capacity"))
+        );
     }
 
     #[test]
@@ -1063,13 +1224,42 @@ mod tests {
             entry("a", &[("dtype", "fp8"), ("tp", "1")], &[(10.0, 40.0)]),
             entry("b", &[("dtype", "bf16"), ("tp", "1")], &[(8.0, 50.0)]),
         ];
-        let figures = factor_figures(&entries, Some("exp 1"), "");
+        let figures = factor_figures(&entries, Some("exp 1"), "", &LatencyBounds::default());
         assert_eq!(figures.len(), 1, "tp has one level");
         assert_eq!(figures[0].name, "exp_1_by_dtype");
         let panel = &figures[0].panels[0];
         assert_eq!(panel.x.categories, ["fp8", "bf16"]);
         assert_eq!(panel.series[0].points, [(0.0, 10.0), (1.0, 8.0)]);
-        assert!(matches!(panel.series[0].style, Style::Marks { .. }));
-        assert_eq!(panel.note.as_deref(), Some("each point a treatment's one run"));
+        assert!(matches!(
+            panel.series[0].style,
+            Style::Marks {
+                shape: Shape::Circle,
+                ..
+            }
+        ));
+        // p50 as circles and p99 as triangles, where no line tells them apart.
+        let ttft = figures[0]
+            .panels
+            .iter()
+            .find(|p| p.title == "TTFT p50 and p99")
+            .unwrap();
+        let shapes: Vec<Style> = ttft.series.iter().map(|s| s.style).collect();
+        assert_eq!(
+            shapes,
+            [
+                Style::Marks {
+                    shape: Shape::Circle,
+                    size: 6
+                },
+                Style::Marks {
+                    shape: Shape::Triangle,
+                    size: 6
+                }
+            ]
+        );
+        assert_eq!(
+            panel.note.as_deref(),
+            Some("each point a treatment's one run")
+        );
     }
 }
