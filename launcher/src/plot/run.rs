@@ -1269,7 +1269,7 @@ mod tests {
     #[test]
     fn ttft_vs_input_plots_each_streamed_requests_ttft_at_its_input_length() {
         // TTFT 100 ms at 10 input tokens, 300 ms at 40.
-        let mut records = vec![ok(0, 0, 0, &[100], 200), ok(0, 0, 0, &[300], 400)];
+        let mut records = [ok(0, 0, 0, &[100], 200), ok(0, 0, 0, &[300], 400)];
         records[1].input_tokens = 40;
         let refs: Vec<&RequestRecord> = records.iter().collect();
         let data = RunData::from_records(&meta(), &refs);
