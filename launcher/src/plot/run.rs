@@ -426,7 +426,14 @@ fn token_lengths(data: &RunData, subtitle: &str) -> Option<Figure> {
                 })
             })
             .collect();
-        let (lo, hi) = histogram.range();
+        // At least ten tokens wide, so one length is one slim bar, not the whole plot; never below 0 tokens.
+        let (lo, hi) = match histogram.range() {
+            (lo, hi) if hi - lo < 10.0 => {
+                let lo = ((lo + hi) / 2.0 - 5.0).max(-0.5);
+                (lo, lo + 10.0)
+            }
+            range => range,
+        };
         Some(Panel {
             title: format!("{what} tokens per request"),
             note: Some(format!(
@@ -438,7 +445,9 @@ fn token_lengths(data: &RunData, subtitle: &str) -> Option<Figure> {
                 plain_number(histogram.width),
                 if histogram.width == 1.0 { "" } else { "s" }
             )),
-            x: Axis::new(format!("{} tokens", what.to_lowercase())).range(lo, hi),
+            x: Axis::new(format!("{} tokens", what.to_lowercase()))
+                .range(lo, hi)
+                .integer(),
             y: Axis {
                 integer: histogram.counts.iter().max().is_some_and(|&m| m < 10),
                 ..Axis::new("requests per bin").from_zero()
@@ -1250,7 +1259,9 @@ mod tests {
         let data = RunData::from_records(&meta(), &refs);
         let figure = token_lengths(&data, "run r1").expect("a figure");
         let (input, output) = (&figure.panels[0], &figure.panels[1]);
-        // Bins of one token centred on each length.
+        // Bins of one token centred on each length, on an axis at least ten tokens wide and never below 0.
+        assert_eq!(input.x.range, Some((6.0, 16.0)));
+        assert_eq!(output.x.range, Some((-0.5, 9.5)));
         assert_eq!(
             input.series[0].points,
             [(10.0, 2.0), (11.0, 0.0), (12.0, 1.0)]

@@ -165,7 +165,7 @@ pub fn load_sweep_figure(
         },
         Panel {
             title: "Output tokens/s".into(),
-            note: None,
+            note: Some("output tokens of successful requests, per second of the stage".into()),
             x: load_axis(axis),
             y: Axis::new("output tokens/s").from_zero(),
             series: vec![
