@@ -71,11 +71,14 @@ enum Command {
     /// Serve the embedded vLLM-compatible OpenAI simulator (completions, chat, models, health, vLLM metrics),
     /// with injectable latency and faults.
     Sim(llmbench::sim::SimArgs),
-    /// Draw pictures. For one run directory: its plots/ (PNG and SVG: latency distributions, latency,
-    /// throughput and schedule delay over time, server metrics, per-stage figures of a sweep) and a self-contained
-    /// report.html, written into it (for a sharded run's root, of its shards merged). For several directories, or
-    /// an experiment directory (with experiment.json, one series per treatment): a comparison in --output —
-    /// latency CDFs, throughput vs latency, Pareto, compare.html.
+    /// Draw pictures. For one run directory: its plots/ (PNG and SVG: latency distributions, token lengths,
+    /// TTFT vs input length, latency, throughput and schedule delay over time, server metrics; a sweep's figures
+    /// against each stage's offered rate or concurrency and per stage; a capacity search's points against their
+    /// load with the SLO) and a self-contained report.html, written into it (for a sharded run's root, of its
+    /// shards merged). For several directories, or an experiment directory (with experiment.json, one series per
+    /// treatment): a comparison in --output — each factor's figures against its levels (error bars over
+    /// repeats), latency CDFs, throughput vs latency, Pareto, and compare.html opening with the treatment table,
+    /// the SLO verdict and the best treatment.
     Plot(PlotArgs),
     /// Bring a BenchmarkRun's results directory from its PVC to this machine (`results fetch RUN`), as `kubectl
     /// cp` does, or list a namespace's runs and where their results are (`results list`): through the Kubernetes
@@ -284,12 +287,33 @@ fn plot_command(args: PlotArgs) -> anyhow::Result<ExitCode> {
                 &llmbench::report::server_series(dir),
             )?
         }
-        dirs => llmbench::plot::compare(dirs, &args.output)?,
+        dirs => llmbench::plot::compare(dirs, &args.output, &treatment_tables(dirs)?)?,
     };
     for file in &files {
         println!("wrote {}", file.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The treatment table of each experiment directory among `dirs`, for the top of compare.html.
+#[cfg(feature = "experiment")]
+fn treatment_tables(dirs: &[PathBuf]) -> anyhow::Result<Vec<llmbench::plot::TreatmentTable>> {
+    let mut tables = Vec::new();
+    for dir in dirs {
+        if dir
+            .join(llmbench::experiment::plan::EXPERIMENT_FILE)
+            .is_file()
+        {
+            tables.push(llmbench::experiment::compare::treatment_table_of(dir)?);
+        }
+    }
+    Ok(tables)
+}
+
+/// Without the `experiment` feature no experiment directory can be read (`plot::compare` says so).
+#[cfg(not(feature = "experiment"))]
+fn treatment_tables(_dirs: &[PathBuf]) -> anyhow::Result<Vec<llmbench::plot::TreatmentTable>> {
+    Ok(Vec::new())
 }
 
 /// The exit code of a run in which every request failed: the run itself worked, the stack did not.

@@ -262,6 +262,70 @@ fn a_manifest_matrix_with_repeats_runs_every_point_and_aggregates_the_repeats() 
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(json(&exp.join("comparison.json")), before);
 
+    // compare.html opens with the table the terminal printed, the SLO verdict and the best, before any picture;
+    // each factor gets its figures against its levels, the repeats' spread as error bars.
+    let check_page = |page: &Path| {
+        let html =
+            std::fs::read_to_string(page).unwrap_or_else(|e| panic!("{}: {e}", page.display()));
+        let table = html
+            .find("<table class=\"treatments\">")
+            .expect("the treatment table");
+        assert!(
+            table < html.find("<svg").expect("a picture"),
+            "the table comes first"
+        );
+        for text in [
+            "<th class=\"text\">conc</th><th class=\"text\">prompts</th><th>runs ok</th>",
+            "<td class=\"text\">conc-4-prompts-8</td><td class=\"text\">4</td><td class=\"text\">8</td><td>2/2</td>",
+            "SLO (TTFT p99 ≤ 5000 ms, failure rate ≤ 0): 4 of 4 treatment(s) with a finished run met it in every run.",
+            "<p class=\"best\">Best: ",
+            "error bars span its lowest to highest run (min–max)",
+        ] {
+            assert!(html.contains(text), "{} lacks `{text}`", page.display());
+        }
+        let best = comparison["best"].as_str().expect("a best");
+        assert!(
+            html.contains(&format!(
+                "<tr class=\"best\"><td class=\"text\">{best}</td>"
+            )),
+            "the best row is not marked"
+        );
+    };
+    let plots = exp.join("plots");
+    check_page(&plots.join("compare.html"));
+    for figure in ["by_conc", "by_prompts"] {
+        assert!(
+            plots.join(format!("{figure}.png")).is_file(),
+            "{figure}.png"
+        );
+        let svg = std::fs::read_to_string(plots.join(format!("{figure}.svg"))).expect("svg");
+        roxmltree::Document::parse(&svg).expect("well-formed SVG");
+    }
+    for png in std::fs::read_dir(&plots)
+        .expect("plots/")
+        .map(|e| e.expect("entry").path())
+    {
+        if png.extension().is_some_and(|e| e == "png") {
+            let bytes = std::fs::metadata(&png).expect("stat").len();
+            assert!(
+                bytes <= 200 * 1024,
+                "{} weighs {bytes} bytes",
+                png.display()
+            );
+        }
+    }
+    // `llmbench plot DIR` of the experiment writes the same page.
+    let replotted = dir.path().join("replotted");
+    let output = llmbench()
+        .arg("plot")
+        .arg(&exp)
+        .arg("--output")
+        .arg(&replotted)
+        .output()
+        .expect("plot runs");
+    assert!(output.status.success(), "{}", stderr(&output));
+    check_page(&replotted.join("compare.html"));
+
     // A plan as the operator mounts it: the last run failed and left no directory.
     let mut plan = json(&exp.join("experiment.json"));
     plan["runs"][7]["status"] = "failed".into();

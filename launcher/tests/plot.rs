@@ -1,7 +1,7 @@
 //! `llmbench plot` through the real binary: two short runs against the embedded simulator (one of a single stage,
-//! one a guidellm sweep of several), each run's pictures and report.html, and a comparison of both. Every PNG must
-//! decode at the size its SVG twin declares, every SVG must be well-formed XML, and the pages must name the run and
-//! load nothing from the network.
+//! one a guidellm sweep of several), each run's pictures and report.html, and a comparison of both; and a capacity
+//! search's chart. Every PNG must decode at the size its SVG twin declares and weigh at most 200 KB, every SVG must
+//! be well-formed XML, and the pages must name the run and load nothing from the network.
 
 mod common;
 
@@ -54,7 +54,10 @@ fn svg_size(path: &Path) -> (u32, u32) {
     (number("width"), number("height"))
 }
 
-/// Every written PNG has an SVG twin of the same size, both readable.
+/// The most a picture may weigh: a report of twenty of them stays a few megabytes, and each opens at once.
+const MAX_PNG_BYTES: u64 = 200 * 1024;
+
+/// Every written PNG has an SVG twin of the same size, both readable, and weighs at most [`MAX_PNG_BYTES`].
 fn check_pictures(files: &[PathBuf]) {
     let pngs: Vec<&PathBuf> = files
         .iter()
@@ -67,6 +70,12 @@ fn check_pictures(files: &[PathBuf]) {
         assert!(files.contains(&svg), "{} has no SVG twin", png.display());
         let size = png_size(png);
         assert_eq!(size, svg_size(&svg), "{}", png.display());
+        let bytes = std::fs::metadata(png).expect("stat").len();
+        assert!(
+            bytes <= MAX_PNG_BYTES,
+            "{} weighs {bytes} bytes, over {MAX_PNG_BYTES}",
+            png.display()
+        );
         assert!(
             size.0 >= 800 && size.1 >= 400,
             "{}: {size:?}",
@@ -117,7 +126,8 @@ fn plot_draws_each_runs_pictures_and_report_and_compares_runs() {
         "swept",
         &[
             "--override",
-            "spec.profile.sweep_size=3",
+            // Synchronous, throughput, and two constant rates between them.
+            "spec.profile.sweep_size=4",
             "--override",
             "spec.constraints.0.seconds=1",
         ],
@@ -133,6 +143,8 @@ fn plot_draws_each_runs_pictures_and_report_and_compares_runs() {
         "tpot_distribution.png",
         "itl_distribution.png",
         "e2e_distribution.png",
+        "token_lengths.png",
+        "ttft_vs_input.png",
         "latency_over_time.png",
         "throughput_over_time.png",
         "schedule_delay.png",
@@ -142,8 +154,12 @@ fn plot_draws_each_runs_pictures_and_report_and_compares_runs() {
             "{name} not in {written:?}"
         );
     }
-    // One stage: no per-stage pictures.
-    assert!(!written.iter().any(|w| w == "stages.png"));
+    // One stage: no per-stage pictures, nothing against a load.
+    assert!(
+        !written
+            .iter()
+            .any(|w| w == "stages.png" || w == "latency_vs_load.png")
+    );
     assert!(files.iter().all(|f| f.starts_with(&steady)));
     let report = std::fs::read_to_string(steady.join("report.html")).expect("report.html");
     check_self_contained(&report);
@@ -153,16 +169,25 @@ fn plot_draws_each_runs_pictures_and_report_and_compares_runs() {
     assert!(report.matches("<svg").count() >= 7);
     assert!(report.contains("request_timeout: 30"));
 
-    // A sweep: the per-stage pictures too.
+    // A sweep: its figures against each stage's offered rate, first, and the per-stage pictures.
     let files = plot(&[&swept]);
     check_pictures(&files);
     let written = names(&files);
+    assert_eq!(written[0], "latency_vs_load.png", "{written:?}");
     for name in ["stages.png", "throughput_vs_latency.png", "pareto.png"] {
         assert!(
             written.iter().any(|w| w == name),
             "{name} not in {written:?}"
         );
     }
+    // guidellm's sweep: synchronous, throughput, then a constant rate; only the rates are on the axis, and the
+    // others are named.
+    let by_load = std::fs::read_to_string(swept.join("plots/latency_vs_load.svg")).expect("svg");
+    assert!(by_load.contains("offered rate (requests/s)"));
+    assert!(
+        by_load.contains("stages 0 (synchronous), 1 (throughput) had no offered rate"),
+        "the stages left out are not named"
+    );
     let report = std::fs::read_to_string(swept.join("report.html")).expect("report.html");
     check_self_contained(&report);
     assert!(report.contains("llmbench run swept"));
@@ -204,6 +229,50 @@ fn plot_draws_each_runs_pictures_and_report_and_compares_runs() {
         cdf.contains(">\nsteady\n<") || cdf.contains(">steady<"),
         "no legend entry for steady"
     );
+}
+
+#[test]
+fn a_capacity_search_run_draws_its_points_against_the_load_with_the_slo() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // Concurrency 1 then 2, both well within 5 s: the search ends above its max, with the answer 2.
+    succeeded(&run_profile(
+        tmp.path(),
+        "inference-perf",
+        "sanity_random",
+        "search",
+        &[
+            "--capacity-search",
+            "{load: concurrency, slo: [ttft_p99<=5s], start: 1, max: 2, min_duration: 1s, min_requests: 4}",
+        ],
+    ));
+    let run = tmp.path().join("search");
+    let plots = run.join("plots");
+    let files: Vec<PathBuf> = std::fs::read_dir(&plots)
+        .expect("plots/")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    check_pictures(&files);
+    let chart = std::fs::read_to_string(plots.join("capacity_search.svg")).expect("the chart");
+    roxmltree::Document::parse(&chart).expect("well-formed");
+    for text in [
+        "concurrency (requests in flight)",
+        "ttft_p99 (ms)",
+        "SLO ≤ 5000 ms",
+        "passed",
+        "answer 2",
+        "capacity at least 2 in flight: the search",
+    ] {
+        assert!(chart.contains(text), "the chart lacks `{text}`");
+    }
+    // No point failed, so no mark for one in the legend.
+    assert!(!chart.contains(">failed<") && !chart.contains(">\nfailed\n<"));
+    // The chart leads the run's report.
+    let report = std::fs::read_to_string(run.join("report.html")).expect("report.html");
+    let chart_at = report
+        .find("SLO capacity search")
+        .expect("the chart in report.html");
+    let distribution_at = report.find("TTFT distribution").expect("a distribution");
+    assert!(chart_at < distribution_at);
 }
 
 #[test]

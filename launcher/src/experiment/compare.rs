@@ -12,13 +12,14 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use llmbench_api::experiment::{self as core, RunResult};
-use llmbench_api::v1alpha1::TreatmentRow;
+use llmbench_api::v1alpha1::{SloSpec, TreatmentRow};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::ExperimentError;
 use super::figures::{FiguresJson, capacity_block, read_summary, run_figures, slo_verdict};
 use super::plan::{ExperimentPlan, RunStatus, write_atomic};
+use crate::plot::TreatmentTable;
 use crate::report::{
     Align, GUIDELLM_REPORT_FILE, LLMD_REPORT_PREFIX, TERMINAL_COLUMNS, Table, Tone,
 };
@@ -115,7 +116,12 @@ pub fn write_all(dir: &Path, plan: &ExperimentPlan) -> Result<Written, Experimen
     }
     // The treatments side by side in pictures (throughput vs latency, Pareto, latency CDFs) and compare.html; a
     // picture that cannot be drawn (no run succeeded yet) leaves the numbers standing.
-    match crate::plot::compare(&[dir.to_path_buf()], &dir.join(crate::plot::PLOTS_DIR)) {
+    let table = treatment_table(&comparison, plan.slo.as_ref());
+    match crate::plot::compare(
+        &[dir.to_path_buf()],
+        &dir.join(crate::plot::PLOTS_DIR),
+        &[table],
+    ) {
         Ok(pictures) => files.extend(pictures),
         Err(e) => warnings.push(format!("no comparison pictures: {e}")),
     }
@@ -529,7 +535,7 @@ pub fn guidellm_benchmarks(
 /// TTFT p99, the capacity where there is one, the verdict), within [`TERMINAL_COLUMNS`] where the treatments'
 /// names allow, then the verdict and the best treatment. Ends with a newline.
 pub fn print_table(comparison: &Comparison) -> String {
-    let mut out = treatment_table(comparison, usize::MAX);
+    let mut out = terminal_table(comparison, usize::MAX);
     let widest = out.lines().map(|l| l.chars().count()).max().unwrap_or(0);
     if widest > TERMINAL_COLUMNS {
         // Long treatment names are cut in the middle, where their shared prefix and distinct suffix both stay.
@@ -540,7 +546,7 @@ pub fn print_table(comparison: &Comparison) -> String {
             .max()
             .unwrap_or(0);
         let room = name_width.saturating_sub(widest - TERMINAL_COLUMNS);
-        out = treatment_table(comparison, room.max(MIN_TREATMENT_NAME));
+        out = terminal_table(comparison, room.max(MIN_TREATMENT_NAME));
     }
     for line in verdict_lines(comparison) {
         out.push_str(&line);
@@ -552,13 +558,64 @@ pub fn print_table(comparison: &Comparison) -> String {
 /// The fewest characters a cut treatment name keeps.
 const MIN_TREATMENT_NAME: usize = 16;
 
-/// The treatments' table, their names cut to `name_chars` characters.
-fn treatment_table(comparison: &Comparison, name_chars: usize) -> String {
+/// One treatment's row of the table the terminal and compare.html show, as text.
+struct TableRow<'a> {
+    treatment: &'a str,
+    levels: &'a BTreeMap<String, String>,
+    /// Succeeded / planned runs.
+    runs: String,
+    /// Mean ± standard deviation over its runs.
+    requests_per_second: String,
+    output_tokens_per_second: String,
+    ttft_p99_ms: String,
+    /// Where any treatment's runs searched for their capacity.
+    capacity: Option<String>,
+    /// passed / failed / `-`, and how many runs failed.
+    verdict: String,
+    best: bool,
+}
+
+/// The table's rows: treatment, runs ok, req/s mean±sd, output tok/s, TTFT p99, capacity where any row has one,
+/// verdict.
+fn table_rows(comparison: &Comparison) -> Vec<TableRow<'_>> {
     let mut planned: BTreeMap<&str, usize> = BTreeMap::new();
     for run in &comparison.runs {
         *planned.entry(run.treatment.as_str()).or_default() += 1;
     }
     let capacity = comparison.rows.iter().any(|r| r.capacity.is_some());
+    comparison
+        .rows
+        .iter()
+        .map(|row| {
+            let total = planned.get(row.treatment.as_str()).copied().unwrap_or(0);
+            let mut verdict = row.verdict.clone().unwrap_or_else(|| "-".to_owned());
+            if row.failed_runs > 0 {
+                verdict.push_str(&format!(" ({} failed)", row.failed_runs));
+            }
+            TableRow {
+                treatment: &row.treatment,
+                levels: &row.levels,
+                runs: format!("{}/{}", row.runs, total),
+                requests_per_second: row.requests_per_second.map_or("-".to_owned(), |a| {
+                    let digits = decimals(a.mean);
+                    format!("{:.digits$}±{:.digits$}", a.mean, a.stddev)
+                }),
+                output_tokens_per_second: row
+                    .output_tokens_per_second
+                    .map_or("-".to_owned(), |a| fmt3(a.mean)),
+                ttft_p99_ms: row.ttft_p99_ms.map_or("-".to_owned(), |a| fmt3(a.mean)),
+                capacity: capacity.then(|| row.capacity.map_or("-".to_owned(), |a| fmt3(a.mean))),
+                verdict,
+                best: comparison.best.as_deref() == Some(row.treatment.as_str()),
+            }
+        })
+        .collect()
+}
+
+/// The treatments' table for the terminal, their names cut to `name_chars` characters.
+fn terminal_table(comparison: &Comparison, name_chars: usize) -> String {
+    let rows = table_rows(comparison);
+    let capacity = rows.iter().any(|r| r.capacity.is_some());
     let mut columns = vec![
         ("treatment", Align::Left),
         ("runs ok", Align::Right),
@@ -571,34 +628,20 @@ fn treatment_table(comparison: &Comparison, name_chars: usize) -> String {
     }
     columns.push(("verdict", Align::Left));
     let mut table = Table::new(&columns);
-    for row in &comparison.rows {
-        let total = planned.get(row.treatment.as_str()).copied().unwrap_or(0);
-        let rps = row.requests_per_second.map_or("-".to_owned(), |a| {
-            let digits = decimals(a.mean);
-            format!("{:.digits$}±{:.digits$}", a.mean, a.stddev)
-        });
-        let tps = row
-            .output_tokens_per_second
-            .map_or("-".to_owned(), |a| fmt3(a.mean));
-        let ttft = row.ttft_p99_ms.map_or("-".to_owned(), |a| fmt3(a.mean));
-        let mut verdict = row.verdict.clone().unwrap_or_else(|| "-".to_owned());
-        if row.failed_runs > 0 {
-            verdict.push_str(&format!(" ({} failed)", row.failed_runs));
-        }
-        if comparison.best.as_deref() == Some(row.treatment.as_str()) {
-            verdict.push_str(" best");
-        }
+    for row in &rows {
         let mut cells = vec![
-            shorten_middle(&row.treatment, name_chars),
-            format!("{}/{}", row.runs, total),
-            rps,
-            tps,
-            ttft,
+            shorten_middle(row.treatment, name_chars),
+            row.runs.clone(),
+            row.requests_per_second.clone(),
+            row.output_tokens_per_second.clone(),
+            row.ttft_p99_ms.clone(),
         ];
-        if capacity {
-            cells.push(row.capacity.map_or("-".to_owned(), |a| fmt3(a.mean)));
-        }
-        cells.push(verdict);
+        cells.extend(row.capacity.clone());
+        cells.push(if row.best {
+            format!("{} best", row.verdict)
+        } else {
+            row.verdict.clone()
+        });
         table.push(Tone::Plain, cells);
     }
     table.to_text()
@@ -693,6 +736,126 @@ fn decimals(x: f64) -> usize {
         return 0;
     }
     usize::try_from((2 - x.abs().log10().floor() as i32).max(0)).unwrap_or(0)
+}
+
+/// The SLO in words: `TTFT p99 ≤ 500 ms, failure rate ≤ 0.01`.
+fn slo_text(slo: &SloSpec) -> String {
+    let mut bounds = Vec::new();
+    for (name, bound) in [
+        ("TTFT", slo.ttft_p99_ms),
+        ("TPOT", slo.tpot_p99_ms),
+        ("ITL", slo.itl_p99_ms),
+        ("E2E", slo.e2e_p99_ms),
+    ] {
+        if let Some(bound) = bound {
+            bounds.push(format!("{name} p99 ≤ {bound} ms"));
+        }
+    }
+    if let Some(rate) = slo.max_failure_rate {
+        bounds.push(format!("failure rate ≤ {rate}"));
+    }
+    bounds.join(", ")
+}
+
+/// The table compare.html opens with: the terminal's columns with each factor's level after the treatment, the
+/// best row marked, the SLO and how many treatments met it, and the best treatment with the rule that chose it
+/// (llmbench-api's `best`).
+pub fn treatment_table(comparison: &Comparison, slo: Option<&SloSpec>) -> TreatmentTable {
+    let rows = table_rows(comparison);
+    let mut factors: Vec<&str> = Vec::new();
+    for row in &rows {
+        for factor in row.levels.keys() {
+            if !factors.contains(&factor.as_str()) {
+                factors.push(factor);
+            }
+        }
+    }
+    let capacity = rows.iter().any(|r| r.capacity.is_some());
+    let mut header = vec!["treatment".to_owned()];
+    header.extend(factors.iter().map(|f| (*f).to_owned()));
+    header.extend(
+        ["runs ok", "req/s (mean±sd)", "out tok/s", "TTFT p99 ms"]
+            .into_iter()
+            .map(str::to_owned),
+    );
+    if capacity {
+        header.push("capacity".to_owned());
+    }
+    header.push("verdict".to_owned());
+    let cells = rows
+        .iter()
+        .map(|row| {
+            let mut cells = vec![row.treatment.to_owned()];
+            cells.extend(
+                factors
+                    .iter()
+                    .map(|f| row.levels.get(*f).cloned().unwrap_or_default()),
+            );
+            cells.extend([
+                row.runs.clone(),
+                row.requests_per_second.clone(),
+                row.output_tokens_per_second.clone(),
+                row.ttft_p99_ms.clone(),
+            ]);
+            cells.extend(row.capacity.clone());
+            cells.push(if row.best {
+                format!("{} · best", row.verdict)
+            } else {
+                row.verdict.clone()
+            });
+            cells
+        })
+        .collect();
+    let judged: Vec<&TreatmentRow> = comparison
+        .rows
+        .iter()
+        .filter(|r| r.runs > 0 && r.verdict.is_some())
+        .collect();
+    let passed = judged
+        .iter()
+        .filter(|r| r.verdict.as_deref() == Some("passed"))
+        .count();
+    let verdict = slo.map(|slo| {
+        format!(
+            "SLO ({}): {passed} of {} treatment(s) with a finished run met it in every run.",
+            slo_text(slo),
+            judged.len()
+        )
+    });
+    let why = if comparison.rows.iter().any(|r| r.capacity.is_some()) {
+        "the highest mean capacity"
+    } else if !judged.is_empty() {
+        "the highest mean output tokens/s among the treatments that met the SLO"
+    } else {
+        "the highest mean output tokens/s"
+    };
+    let best = match &comparison.best {
+        Some(best) => format!("Best: {best}, {why}."),
+        None if !judged.is_empty() => "No best: no treatment met the SLO.".to_owned(),
+        None => "No best: no treatment has a finished run.".to_owned(),
+    };
+    // The treatment, its levels and the verdict.
+    let text_columns = (0..=factors.len()).chain([header.len() - 1]).collect();
+    TreatmentTable {
+        title: format!(
+            "experiment {} (id {})",
+            comparison.experiment, comparison.id
+        ),
+        header,
+        text_columns,
+        best_row: rows.iter().position(|r| r.best),
+        rows: cells,
+        verdict,
+        best,
+    }
+}
+
+/// The treatment table of the experiment in `dir`, from its files alone (as `experiment report` builds the
+/// comparison), for `llmbench plot DIR`.
+pub fn treatment_table_of(dir: &Path) -> Result<TreatmentTable, ExperimentError> {
+    let plan = ExperimentPlan::read(&dir.join(super::plan::EXPERIMENT_FILE))?;
+    let comparison = comparison(dir, &plan, &mut Vec::new());
+    Ok(treatment_table(&comparison, plan.slo.as_ref()))
 }
 
 #[cfg(test)]
@@ -962,5 +1125,93 @@ mod tests {
         assert_eq!(c.runs[0].status, RunStatus::Failed);
         assert_eq!((c.rows[0].runs, c.rows[0].failed_runs), (0, 1));
         assert!(warnings[0].contains("summary.json"), "{warnings:?}");
+    }
+
+    #[test]
+    fn compare_html_opens_with_the_printed_tables_rows_the_levels_the_slo_verdict_and_the_best() {
+        use llmbench_api::v1alpha1::Aggregate;
+        let row = |name: &str, conc: &str, rps: &[f64], verdict: &str| TreatmentRow {
+            treatment: name.into(),
+            levels: [("conc".to_owned(), conc.to_owned())].into(),
+            runs: u32::try_from(rps.len()).unwrap(),
+            requests_per_second: Aggregate::of(rps),
+            output_tokens_per_second: Aggregate::of(
+                &rps.iter().map(|r| r * 10.0).collect::<Vec<_>>(),
+            ),
+            ttft_p99_ms: Aggregate::of(&[12.345]),
+            verdict: Some(verdict.into()),
+            ..TreatmentRow::default()
+        };
+        let mut c = comparison(
+            Path::new("/none"),
+            &plan(&[
+                ("a-r1", "a", 1, RunStatus::Succeeded),
+                ("a-r2", "a", 2, RunStatus::Succeeded),
+                ("b-r1", "b", 1, RunStatus::Succeeded),
+            ]),
+            &mut Vec::new(),
+        );
+        c.rows = vec![
+            row("a", "2", &[10.0, 12.0], "passed"),
+            row("b", "8", &[20.0], "failed"),
+        ];
+        c.best = Some("a".into());
+        let slo = SloSpec {
+            ttft_p99_ms: Some(500.0),
+            tpot_p99_ms: None,
+            itl_p99_ms: None,
+            e2e_p99_ms: None,
+            max_failure_rate: Some(0.01),
+        };
+        let table = treatment_table(&c, Some(&slo));
+        assert_eq!(table.title, "experiment sweep (id sweep-1)");
+        assert_eq!(
+            table.header,
+            [
+                "treatment",
+                "conc",
+                "runs ok",
+                "req/s (mean±sd)",
+                "out tok/s",
+                "TTFT p99 ms",
+                "verdict"
+            ]
+        );
+        // The terminal's cells, the level after the treatment.
+        assert_eq!(
+            table.rows,
+            [
+                ["a", "2", "2/2", "11.0±1.4", "110", "12.3", "passed · best"],
+                ["b", "8", "1/1", "20.0±0.0", "200", "12.3", "failed"],
+            ]
+        );
+        let printed = print_table(&c);
+        assert!(
+            printed.lines().nth(1).unwrap().contains("11.0±1.4"),
+            "{printed}"
+        );
+        assert_eq!(table.text_columns, [0, 1, 6]);
+        assert_eq!(table.best_row, Some(0));
+        assert_eq!(
+            table.verdict.as_deref(),
+            Some(
+                "SLO (TTFT p99 ≤ 500 ms, failure rate ≤ 0.01): 1 of 2 treatment(s) with a finished run met it in \
+                 every run."
+            )
+        );
+        assert_eq!(
+            table.best,
+            "Best: a, the highest mean output tokens/s among the treatments that met the SLO."
+        );
+        // Without an SLO: no verdict, and the best is the fastest.
+        c.rows.iter_mut().for_each(|r| r.verdict = None);
+        let table = treatment_table(&c, None);
+        assert_eq!(table.verdict, None);
+        assert_eq!(table.best, "Best: a, the highest mean output tokens/s.");
+        c.best = None;
+        assert_eq!(
+            treatment_table(&c, None).best,
+            "No best: no treatment has a finished run."
+        );
     }
 }

@@ -1,6 +1,8 @@
 //! Runs side by side (`llmbench plot DIR…`): each run directory is one series, each experiment directory one
 //! series per treatment (pooling its succeeded runs); the same pictures hold them all, one colour per series.
 
+use std::collections::BTreeMap;
+
 use super::figure::{Axis, Colour, Figure, Panel, Series, colour};
 use super::math::cdf_points;
 use super::run::{Distributions, StagePoint, pareto, stage_points, throughput_vs_latency};
@@ -33,6 +35,8 @@ impl ComparedRun {
 #[derive(Debug, Clone)]
 pub struct Entry {
     pub label: String,
+    /// An experiment treatment's factor levels (factor or override key → level); empty for a run.
+    pub levels: BTreeMap<String, String>,
     pub runs: Vec<ComparedRun>,
 }
 

@@ -40,6 +40,8 @@ th { background: #f4f4f4; }
 th[colspan] { text-align: center; }
 td.text, th.text { text-align: left; }
 tr.all td { font-weight: bold; background: #fafafa; }
+tr.best td { font-weight: bold; background: #eaf5e9; }
+p.best { font-weight: bold; }
 figure { margin: 18px 0; }
 figure svg { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { color: #555; font-size: 0.9em; }
@@ -542,6 +544,65 @@ fn server_kind_table(rows: &[&Row<'_>], show_of: bool) -> String {
     out
 }
 
+/// An experiment's treatment table, for the top of `compare.html`: the table the terminal prints at the end of
+/// the experiment, as the experiment's own comparison words it (built there, so the page and the terminal agree).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TreatmentTable {
+    /// What it is of: `experiment local-streams (id local)`.
+    pub title: String,
+    /// The column names.
+    pub header: Vec<String>,
+    /// The columns that hold text (left-aligned), by index; the others hold numbers.
+    pub text_columns: Vec<usize>,
+    /// One row per treatment, in plan order.
+    pub rows: Vec<Vec<String>>,
+    /// The SLO the runs were judged by and how the treatments fared, in words; `None` without an SLO.
+    pub verdict: Option<String>,
+    /// The best treatment's row, and the sentence naming it and why (or why there is none).
+    pub best_row: Option<usize>,
+    pub best: String,
+}
+
+/// A treatment table as HTML: the best row highlighted, then the verdict and the best in words.
+fn treatment_table_html(table: &TreatmentTable) -> String {
+    let mut out = format!(
+        "<h2>Treatments: {}</h2>\n<div class=\"scroll\"><table class=\"treatments\">\n<tr>",
+        escape(&table.title)
+    );
+    for (i, name) in table.header.iter().enumerate() {
+        let class = if table.text_columns.contains(&i) {
+            " class=\"text\""
+        } else {
+            ""
+        };
+        let _ = write!(out, "<th{class}>{}</th>", escape(name));
+    }
+    out.push_str("</tr>\n");
+    for (r, row) in table.rows.iter().enumerate() {
+        let class = if table.best_row == Some(r) {
+            " class=\"best\""
+        } else {
+            ""
+        };
+        let _ = write!(out, "<tr{class}>");
+        for (i, cell) in row.iter().enumerate() {
+            let class = if table.text_columns.contains(&i) {
+                " class=\"text\""
+            } else {
+                ""
+            };
+            let _ = write!(out, "<td{class}>{}</td>", escape(cell));
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</table></div>\n");
+    if let Some(verdict) = &table.verdict {
+        let _ = writeln!(out, "<p>{}</p>", escape(verdict));
+    }
+    let _ = writeln!(out, "<p class=\"best\">{}</p>", escape(&table.best));
+    out
+}
+
 /// One compared series (a run, or an experiment's treatment) for `compare.html`.
 pub struct CompareEntry<'a> {
     pub label: &'a str,
@@ -550,8 +611,10 @@ pub struct CompareEntry<'a> {
     pub runs: Vec<(String, &'a RunSummary, Option<&'a RunMeta>)>,
 }
 
-/// `compare.html`: what was compared, each entry's table, and the comparison plots.
+/// `compare.html`: what was compared, each experiment's treatment table with its verdict and best, the
+/// comparison plots, and each entry's runs.
 pub fn compare_page(
+    tables: &[TreatmentTable],
     entries: &[CompareEntry<'_>],
     figures: &[PageFigure<'_>],
     warnings: &[String],
@@ -567,6 +630,9 @@ pub fn compare_page(
             .collect::<Vec<_>>()
             .join(", ")
     );
+    for table in tables {
+        b.push_str(&treatment_table_html(table));
+    }
     if !warnings.is_empty() {
         b.push_str("<h2>Warnings</h2>\n");
         b.push_str(&notes_html(&[], &[], warnings));

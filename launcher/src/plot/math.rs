@@ -152,6 +152,33 @@ impl Histogram {
         })
     }
 
+    /// A histogram of whole numbers (token counts), sorted ascending: about `bins` bins of a whole, nice width
+    /// (1, 2, 3, 5, 10, 20, 25, …), each bin `[lo + i·width, lo + (i + 1)·width)` with `lo` half a unit below a
+    /// multiple of the width, so a bin of width 1 is centred on its number. Nothing is clipped: a count has no
+    /// stall to hide. `None` for no values.
+    pub fn of_sorted_counts(sorted: &[f64], bins: usize) -> Option<Histogram> {
+        let (&min, &max) = (sorted.first()?, sorted.last()?);
+        let width = nice_step((max - min) / bins.max(1) as f64).max(1.0).ceil();
+        let lo = (min / width).floor() * width - 0.5;
+        let n = (((max - lo) / width).floor() as usize + 1).max(1);
+        let mut counts = vec![0u64; n];
+        for &v in sorted {
+            counts[(((v - lo) / width).floor().max(0.0) as usize).min(n - 1)] += 1;
+        }
+        Some(Histogram {
+            lo,
+            width,
+            counts,
+            above: 0,
+            clip: None,
+        })
+    }
+
+    /// Where the bins start and end.
+    pub fn range(&self) -> (f64, f64) {
+        (self.lo, self.lo + self.counts.len() as f64 * self.width)
+    }
+
     /// `(bin centre, count)` per bin.
     pub fn bars(&self) -> Vec<(f64, f64)> {
         self.counts
@@ -457,6 +484,29 @@ mod tests {
         // width nice(50 / 100 = 0.5) = 0.5; lo = 50; one bin holding all three.
         assert_eq!((h.lo, h.width, h.counts.clone()), (50.0, 0.5, vec![3]));
         assert_eq!(Histogram::of_sorted(&[], 60), None);
+    }
+
+    #[test]
+    fn token_count_bins_are_whole_and_centred_on_their_numbers() {
+        // 30 … 35 in 60 bins: raw width 5 / 60 → nice 0.1, at least 1; lo = 30 − 0.5; each count its own bin,
+        // centred on it.
+        let h = Histogram::of_sorted_counts(&[30.0, 31.0, 31.0, 35.0], 60).unwrap();
+        assert_eq!((h.lo, h.width), (29.5, 1.0));
+        assert_eq!(h.counts, [1, 2, 0, 0, 0, 1]);
+        assert_eq!(h.bars()[1], (31.0, 2.0));
+        assert_eq!(h.range(), (29.5, 35.5));
+        // 256 … 512 in 60 bins: raw 4.27 → nice 5; lo = 255 − 0.5, bins [254.5, 259.5) …
+        let h = Histogram::of_sorted_counts(&[256.0, 259.0, 260.0, 512.0], 60).unwrap();
+        assert_eq!((h.lo, h.width), (254.5, 5.0));
+        assert_eq!((h.counts[0], h.counts[1]), (2, 1));
+        assert_eq!(h.counts.iter().sum::<u64>(), 4);
+        // A nice width of 2.5 is no whole number: 3.
+        let h = Histogram::of_sorted_counts(&[0.0, 100.0], 40).unwrap();
+        assert_eq!(h.width, 3.0);
+        // One length: one bar on it.
+        let h = Histogram::of_sorted_counts(&[32.0, 32.0], 60).unwrap();
+        assert_eq!((h.bars(), h.range()), (vec![(32.0, 2.0)], (31.5, 32.5)));
+        assert_eq!(Histogram::of_sorted_counts(&[], 60), None);
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub mod html;
 pub mod math;
 pub mod run;
 mod text;
+pub mod varied;
 
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
@@ -42,6 +43,7 @@ use crate::server_metrics::ServerSeries;
 
 use self::compare::{ComparedRun, Entry, compare_figures, unique_labels};
 use self::figure::{Figure, colour, render_png, render_svg};
+pub use self::html::TreatmentTable;
 use self::html::{CompareEntry, PageFigure, RunPage, compare_page, run_page};
 use self::run::{Distributions, RunData, RunLabel, run_figures};
 
@@ -447,15 +449,23 @@ fn page_figures<'a>(drawn: &'a [Drawn], page_dir: &Path) -> Vec<PageFigure<'a>> 
 }
 
 /// Compares runs side by side: each run directory is one series (legend: its run id), each experiment directory
-/// (with `experiment.json`) one series per treatment, from its succeeded runs. Writes `latency_cdf`,
-/// `throughput_vs_latency` and `pareto` as PNG and SVG, and `compare.html`, into `out`; returns the files,
-/// `compare.html` last.
-pub fn compare(dirs: &[PathBuf], out: &Path) -> Result<Vec<PathBuf>, PlotError> {
+/// (with `experiment.json`) one series per treatment, from its succeeded runs. Writes, into `out`, an
+/// experiment's figures against each factor it varied (`by_<factor>`), then `latency_cdf`,
+/// `throughput_vs_latency` and `pareto`, as PNG and SVG, and `compare.html`, which opens with `tables` (each
+/// experiment's treatment table, as the experiment's comparison builds it); returns the files, `compare.html`
+/// last.
+pub fn compare(
+    dirs: &[PathBuf],
+    out: &Path,
+    tables: &[TreatmentTable],
+) -> Result<Vec<PathBuf>, PlotError> {
     if dirs.is_empty() {
         return Err(PlotError::NoInputs);
     }
     let mut entries = Vec::new();
     let mut warnings = Vec::new();
+    // What each experiment varied comes first: its figures against each factor's levels.
+    let mut figures = Vec::new();
     for dir in dirs {
         if dir.join(EXPERIMENT_FILE).is_file() {
             let prefix = (dirs.len() > 1).then(|| {
@@ -463,11 +473,19 @@ pub fn compare(dirs: &[PathBuf], out: &Path) -> Result<Vec<PathBuf>, PlotError> 
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_else(|| dir.display().to_string())
             });
-            entries.extend(experiment_entries(dir, prefix.as_deref(), &mut warnings)?);
+            let experiment = experiment_entries(dir, prefix.as_deref(), &mut warnings)?;
+            figures.extend(varied::factor_figures(
+                &experiment.entries,
+                prefix.as_deref(),
+                &experiment.subtitle,
+                &experiment.slo,
+            ));
+            entries.extend(experiment.entries);
         } else if dir.join(RUN_META_FILE).is_file() {
             let run = compared_run(dir, dir.display().to_string(), &mut warnings)?;
             entries.push(Entry {
                 label: run.meta.run_id.clone(),
+                levels: Default::default(),
                 runs: vec![run],
             });
         } else {
@@ -481,7 +499,8 @@ pub fn compare(dirs: &[PathBuf], out: &Path) -> Result<Vec<PathBuf>, PlotError> 
     }
 
     create_dir(out)?;
-    let drawn = draw_all(compare_figures(&entries), out)?;
+    figures.extend(compare_figures(&entries));
+    let drawn = draw_all(figures, out)?;
     let page_entries: Vec<CompareEntry<'_>> = entries
         .iter()
         .enumerate()
@@ -495,7 +514,7 @@ pub fn compare(dirs: &[PathBuf], out: &Path) -> Result<Vec<PathBuf>, PlotError> 
                 .collect(),
         })
         .collect();
-    let html = compare_page(&page_entries, &page_figures(&drawn, out), &warnings);
+    let html = compare_page(tables, &page_entries, &page_figures(&drawn, out), &warnings);
     let page = out.join(COMPARE_HTML);
     write(&page, html.as_bytes())?;
     let mut files: Vec<PathBuf> = drawn.into_iter().flat_map(|d| d.files).collect();
@@ -518,26 +537,35 @@ fn compared_run(
     })
 }
 
+/// An experiment's treatments as compared series.
+#[cfg_attr(not(feature = "experiment"), allow(dead_code))]
+struct ExperimentEntries {
+    entries: Vec<Entry>,
+    /// Names the experiment on its pictures.
+    subtitle: String,
+    slo: varied::LatencyBounds,
+}
+
 /// Without the `experiment` feature, `experiment.json` cannot be read.
 #[cfg(not(feature = "experiment"))]
 fn experiment_entries(
     dir: &Path,
     _prefix: Option<&str>,
     _warnings: &mut Vec<String>,
-) -> Result<Vec<Entry>, PlotError> {
+) -> Result<ExperimentEntries, PlotError> {
     Err(PlotError::ExperimentUnsupported {
         dir: dir.to_owned(),
     })
 }
 
-/// One entry per treatment of the experiment in `dir` (plan order) with its succeeded runs; treatments without
-/// one are left out with a warning.
+/// One entry per treatment of the experiment in `dir` (plan order) with its succeeded runs, a subtitle naming
+/// the experiment, and its SLO's latency bounds; treatments without a succeeded run are left out with a warning.
 #[cfg(feature = "experiment")]
 fn experiment_entries(
     dir: &Path,
     prefix: Option<&str>,
     warnings: &mut Vec<String>,
-) -> Result<Vec<Entry>, PlotError> {
+) -> Result<ExperimentEntries, PlotError> {
     let plan = ExperimentPlan::read(&dir.join(EXPERIMENT_FILE)).map_err(|source| {
         PlotError::Experiment {
             dir: dir.to_owned(),
@@ -568,12 +596,34 @@ fn experiment_entries(
             Some(p) => format!("{p}/{}", treatment.name),
             None => treatment.name.clone(),
         };
-        entries.push(Entry { label, runs });
+        entries.push(Entry {
+            label,
+            levels: treatment.levels.clone(),
+            runs,
+        });
     }
     if entries.is_empty() {
         return Err(PlotError::NoRuns {
             dir: dir.to_owned(),
         });
     }
-    Ok(entries)
+    let subtitle = format!(
+        "experiment {} · id {} · {} · {}",
+        plan.name, plan.id, plan.harness, plan.profile
+    );
+    let slo = plan
+        .slo
+        .as_ref()
+        .map(|slo| varied::LatencyBounds {
+            ttft_p99_ms: slo.ttft_p99_ms,
+            tpot_p99_ms: slo.tpot_p99_ms,
+            itl_p99_ms: slo.itl_p99_ms,
+            e2e_p99_ms: slo.e2e_p99_ms,
+        })
+        .unwrap_or_default();
+    Ok(ExperimentEntries {
+        entries,
+        subtitle,
+        slo,
+    })
 }

@@ -8,7 +8,7 @@
 
 use crate::metrics::{RunSummary, StageSummary, Stats};
 use crate::record::RequestRecord;
-use crate::report::RunMeta;
+use crate::report::{RunMeta, StageMeta};
 use crate::server_metrics::ServerSeries;
 
 use super::figure::{Axis, FAILED, Figure, Panel, Rule, Series, Style, colour};
@@ -16,6 +16,7 @@ use super::math::{
     Histogram, MAX_SAMPLE, MAX_SCATTER, Reservoir, binned_percentiles, binned_rates,
     broken_at_gaps, cdf_points, decimate, pareto_frontier, step_points, time_bin_s,
 };
+use crate::metrics::percentile_linear;
 
 /// Which run a picture is of, for its subtitle.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -61,6 +62,8 @@ pub struct RequestPoint {
     pub sent_s: f64,
     pub end_s: f64,
     pub succeeded: bool,
+    /// Prompt tokens, as the summaries count them (the server's count when it gave one).
+    pub input_tokens: u32,
     pub output_tokens: u32,
     /// end − sent, in ms.
     pub e2e_ms: f64,
@@ -124,6 +127,8 @@ pub struct RunData {
     pub distributions: Distributions,
     /// Each stage that ran, by stage index.
     pub stages: Vec<StageSpan>,
+    /// What each stage was asked to offer, as `run.json` records it (its rate or concurrency), by stage index.
+    pub stage_loads: Vec<StageMeta>,
     /// Where the run's timeline ends: the last stage's end or the last request's, whichever is later.
     pub end_s: f64,
 }
@@ -151,6 +156,7 @@ impl RunData {
                 sent_s: secs(r.sent_ns),
                 end_s: secs(r.end_ns),
                 succeeded: r.succeeded(),
+                input_tokens: r.prompt_tokens(),
                 output_tokens: r.output_tokens(),
                 e2e_ms: ms(r.e2e_ns()),
                 ttft_ms: r.ttft_ns().map(ms),
@@ -180,6 +186,7 @@ impl RunData {
                 })
                 .collect(),
         };
+        data.stage_loads = meta.stages.clone();
         let last_request = data.requests.iter().map(|r| r.end_s).fold(0.0, f64::max);
         let last_stage = data.stages.iter().map(|s| s.end_s).fold(0.0, f64::max);
         data.end_s = last_request.max(last_stage);
@@ -199,6 +206,16 @@ pub fn run_figures(
     let latency = &summary.overall.latency_ms;
     let d = &data.distributions;
     let mut figures = Vec::new();
+    // What was varied comes first: it is the answer a search or a sweep was run for.
+    if let Some(outcome) = &summary.capacity {
+        figures.extend(super::varied::capacity_figure(outcome, &subtitle));
+    } else if summary.stages.len() > 1 {
+        figures.extend(super::varied::load_sweep_figure(
+            &summary.stages,
+            &data.stage_loads,
+            &subtitle,
+        ));
+    }
     for (key, name, what, definition, sample, stats) in [
         (
             "ttft",
@@ -247,6 +264,8 @@ pub fn run_figures(
             figures.push(figure);
         }
     }
+    figures.extend(token_lengths(data, &subtitle));
+    figures.extend(ttft_vs_input(data, &subtitle));
     let rules = stage_rules(data);
     if !data.requests.is_empty() {
         figures.push(latency_over_time(data, &rules, &subtitle));
@@ -378,6 +397,162 @@ pub fn distribution_figure(
     })
 }
 
+/// Histograms of the input and output tokens of each successful request (as the summaries count them), with
+/// their p50 and p99. `None` when no request succeeded.
+fn token_lengths(data: &RunData, subtitle: &str) -> Option<Figure> {
+    let ok = || data.requests.iter().filter(|r| r.succeeded);
+    let panel = |what: &str, c: usize, mut values: Vec<f64>| -> Option<Panel> {
+        values.sort_by(f64::total_cmp);
+        let histogram = Histogram::of_sorted_counts(&values, 60)?;
+        let spread = values.last().copied().unwrap_or(0.0) - values.first().copied().unwrap_or(0.0);
+        let mean = values.iter().sum::<f64>() / values.len() as f64;
+        // Token counts are whole; a percentile between two of them keeps its decimals.
+        let count = |v: f64| {
+            if v.fract() == 0.0 {
+                format!("{v:.0}")
+            } else {
+                value_label(v, spread)
+            }
+        };
+        let rules = [("p50", 0.5), ("p99", 0.99)]
+            .into_iter()
+            .filter_map(|(p, q)| {
+                let v = percentile_linear(&values, q)?;
+                Some(Rule {
+                    at: v,
+                    label: format!("{p} {}", count(v)),
+                    short: p.to_owned(),
+                    colour: Some(colour(2)),
+                })
+            })
+            .collect();
+        // At least ten tokens wide, so one length is one slim bar, not the whole plot; never below 0 tokens.
+        let (lo, hi) = match histogram.range() {
+            (lo, hi) if hi - lo < 10.0 => {
+                let lo = ((lo + hi) / 2.0 - 5.0).max(-0.5);
+                (lo, lo + 10.0)
+            }
+            range => range,
+        };
+        Some(Panel {
+            title: format!("{what} tokens per request"),
+            note: Some(format!(
+                "{} requests; mean {}, min {}, max {}; bins of {} token{}",
+                values.len(),
+                short_number(mean),
+                count(values[0]),
+                count(values[values.len() - 1]),
+                plain_number(histogram.width),
+                if histogram.width == 1.0 { "" } else { "s" }
+            )),
+            x: Axis::new(format!("{} tokens", what.to_lowercase()))
+                .range(lo, hi)
+                .integer(),
+            y: Axis {
+                integer: histogram.counts.iter().max().is_some_and(|&m| m < 10),
+                ..Axis::new("requests per bin").from_zero()
+            },
+            series: vec![Series::bars(
+                "requests",
+                colour(c),
+                histogram.width * 0.92,
+                histogram.bars(),
+            )],
+            rules,
+        })
+    };
+    let input = panel(
+        "Input",
+        0,
+        ok().map(|r| f64::from(r.input_tokens)).collect(),
+    )?;
+    let output = panel(
+        "Output",
+        4,
+        ok().map(|r| f64::from(r.output_tokens)).collect(),
+    )?;
+    Some(Figure {
+        name: "token_lengths".into(),
+        title: "Token lengths (successful requests; the server's counts where it gave them)".into(),
+        subtitle: subtitle.to_owned(),
+        columns: 2,
+        panel_size: (760, 480),
+        panels: vec![input, output],
+    })
+}
+
+/// Each successful streamed request's TTFT against its input length (a bounded sample), with the p50 and p99
+/// of each input-length bin: how prefill time grows with the prompt. `None` without TTFTs.
+fn ttft_vs_input(data: &RunData, subtitle: &str) -> Option<Figure> {
+    let points: Vec<(f64, f64)> = data
+        .requests
+        .iter()
+        .filter(|r| r.succeeded)
+        .filter_map(|r| r.ttft_ms.map(|t| (f64::from(r.input_tokens), t)))
+        .collect();
+    if points.is_empty() {
+        return None;
+    }
+    let (lo, hi) = points
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| {
+            (lo.min(p.0), hi.max(p.0))
+        });
+    // About 20 bins of whole tokens; a line breaks over input lengths no request had.
+    let bin = super::math::nice_step((hi - lo) / 20.0).max(1.0).ceil();
+    let percentiles = binned_percentiles(&points, bin, &[0.5, 0.99]);
+    let line = |i: usize| -> Vec<(f64, f64)> {
+        broken_at_gaps(percentiles.iter().map(|(x, qs)| (*x, qs[i])), bin)
+    };
+    let total = points.len();
+    let drawn = decimate(points, MAX_SCATTER);
+    let mut series = Vec::new();
+    let note = if drawn.highest.is_empty() {
+        series.push(Series::points("request", colour(0), drawn.even));
+        format!(
+            "{total} requests; p50 and p99 per {} input tokens",
+            plain_number(bin)
+        )
+    } else {
+        let note = format!(
+            "{} of {total} requests drawn: an even sample by input length, and the {} slowest apart; p50 and p99 \
+             per {} input tokens",
+            drawn.even.len() + drawn.highest.len(),
+            drawn.highest.len(),
+            plain_number(bin)
+        );
+        series.push(Series::points(
+            "request (even sample)",
+            colour(0),
+            drawn.even,
+        ));
+        series.push(Series::points(
+            format!("{} slowest", drawn.highest.len()),
+            colour(8),
+            drawn.highest,
+        ));
+        note
+    };
+    // Markers: a bin alone between empty ones has no line to show it.
+    series.push(Series::line("p50 per bin", colour(1), line(0)).markers());
+    series.push(Series::line("p99 per bin", colour(6), line(1)).markers());
+    Some(Figure {
+        name: "ttft_vs_input".into(),
+        title: "TTFT vs input length (successful requests)".into(),
+        subtitle: subtitle.to_owned(),
+        columns: 1,
+        panel_size: (1400, 560),
+        panels: vec![Panel {
+            title: "Time to first token by prompt length".into(),
+            note: Some(note),
+            x: Axis::new("input tokens"),
+            y: Axis::new("TTFT (ms)").from_zero(),
+            series,
+            rules: Vec::new(),
+        }],
+    })
+}
+
 /// A number with three significant digits, as the run table prints them: `0.425`, `50.6`, `1228`.
 pub fn short_number(v: f64) -> String {
     let a = v.abs();
@@ -415,7 +590,7 @@ pub fn value_label(v: f64, spread: f64) -> String {
 }
 
 /// A number without trailing zeros: `0.0001`, `2.5`, `20`.
-fn plain_number(v: f64) -> String {
+pub fn plain_number(v: f64) -> String {
     let text = format!("{v:.9}");
     let text = text.trim_end_matches('0').trim_end_matches('.');
     text.to_owned()
@@ -1062,6 +1237,73 @@ mod tests {
             }]
         );
         assert_eq!(data.end_s, 0.7);
+    }
+
+    #[test]
+    fn token_lengths_count_the_successful_requests_input_and_output_tokens() {
+        // Inputs 10, 10, 12 with 1, 2, 2 output tokens; a failed request of 99 input tokens is left out.
+        let mut records = vec![
+            ok(0, 0, 0, &[10], 20),
+            ok(0, 0, 0, &[10, 11], 20),
+            ok(0, 0, 0, &[10, 11], 20),
+        ];
+        records[2].input_tokens = 12;
+        let mut failed = ok(0, 0, 0, &[], 20);
+        failed.input_tokens = 99;
+        failed.error = Some(Box::new(RequestError {
+            class: ErrorClass::Timeout,
+            message: String::new(),
+        }));
+        records.push(failed);
+        let refs: Vec<&RequestRecord> = records.iter().collect();
+        let data = RunData::from_records(&meta(), &refs);
+        let figure = token_lengths(&data, "run r1").expect("a figure");
+        let (input, output) = (&figure.panels[0], &figure.panels[1]);
+        // Bins of one token centred on each length, on an axis at least ten tokens wide and never below 0.
+        assert_eq!(input.x.range, Some((6.0, 16.0)));
+        assert_eq!(output.x.range, Some((-0.5, 9.5)));
+        assert_eq!(
+            input.series[0].points,
+            [(10.0, 2.0), (11.0, 0.0), (12.0, 1.0)]
+        );
+        assert_eq!(output.series[0].points, [(1.0, 1.0), (2.0, 2.0)]);
+        assert_eq!(
+            input.note.as_deref(),
+            Some("3 requests; mean 10.7, min 10, max 12; bins of 1 token")
+        );
+        // p50 of [10, 10, 12] = 10, p99 = 10 + 0.98 · 2 = 11.96.
+        let rules: Vec<&str> = input.rules.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(rules, ["p50 10", "p99 12.0"]);
+        assert!(token_lengths(&RunData::default(), "").is_none());
+    }
+
+    #[test]
+    fn ttft_vs_input_plots_each_streamed_requests_ttft_at_its_input_length() {
+        // TTFT 100 ms at 10 input tokens, 300 ms at 40.
+        let mut records = [ok(0, 0, 0, &[100], 200), ok(0, 0, 0, &[300], 400)];
+        records[1].input_tokens = 40;
+        let refs: Vec<&RequestRecord> = records.iter().collect();
+        let data = RunData::from_records(&meta(), &refs);
+        let figure = ttft_vs_input(&data, "run r1").expect("a figure");
+        let panel = &figure.panels[0];
+        assert_eq!(panel.x.label, "input tokens");
+        assert_eq!(panel.series[0].points, [(10.0, 100.0), (40.0, 300.0)]);
+        // Bins of nice(30 / 20) = 2 tokens: 10 is in [10, 12) centred 11, 40 in [40, 42) centred 41; the
+        // empty bins between break the line.
+        let p50 = &panel.series[1];
+        assert_eq!(p50.label, "p50 per bin");
+        assert_eq!(p50.points[0], (11.0, 100.0));
+        assert!(p50.points[1].1.is_nan());
+        assert_eq!(p50.points[2], (41.0, 300.0));
+        assert_eq!(
+            panel.note.as_deref(),
+            Some("2 requests; p50 and p99 per 2 input tokens")
+        );
+        // Not streamed: no TTFT, no figure.
+        let mut unstreamed = ok(0, 0, 0, &[100], 200);
+        unstreamed.streaming = false;
+        let data = RunData::from_records(&meta(), &[&unstreamed]);
+        assert!(ttft_vs_input(&data, "").is_none());
     }
 
     #[test]

@@ -605,9 +605,8 @@ mod tests {
     }
 
     fn schema_validator() -> jsonschema::Validator {
-        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(
-            "../tests/fixtures/llm-d-benchmark/benchmark_report/br_v0_2_json_schema.json",
-        );
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/llm-d-benchmark/benchmark_report/br_v0_2_json_schema.json");
         let text = std::fs::read_to_string(&path)
             .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
         let schema: Value = serde_json::from_str(&text).unwrap();
