@@ -410,12 +410,18 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
         .expect("status");
     assert!(condition(&unmatched, "ProfileRendered").is_some_and(|c| c.2.contains("no_such_key")));
 
-    // A launcher that exits non-zero: Failed, with the exit code.
+    // A launcher that exits non-zero: Failed, with the exit code. Its stack is dead, so the launcher's pre-flight
+    // stops it before the clock (exit 6), and the condition says what the launcher said.
     let dead = finished(&runs, "dead", &operator).await;
     assert_eq!(dead.phase, Some(Phase::Failed), "{dead:#?}");
     let (_, reason, message) = condition(&dead, "Failed").expect("a Failed condition");
     assert_eq!(reason, "LauncherFailed", "{message}");
-    assert!(message.contains("exited with code 3"), "{message}");
+    assert!(message.contains("exited with code 6"), "{message}");
+    assert!(
+        message.contains("pre-flight: cannot connect to http://127.0.0.1:")
+            && message.contains("connection refused"),
+        "{message}"
+    );
 
     // Timeout: Failed/Timeout and the pod gone.
     let slow = finished(&runs, "slow", &operator).await;
