@@ -220,6 +220,28 @@ fn llama_cpp_recorded_pages_give_running_waiting_tokens_and_a_hit_rate_from_cach
 }
 
 #[test]
+fn an_older_llama_cpp_without_a_cached_token_counter_has_no_hit_rate_rather_than_zero() {
+    let summary = summary_of(&["llamacpp_old_0.prom", "llamacpp_old_1.prom"]);
+    assert_eq!(summary.targets[0].engine.as_deref(), Some("llama.cpp"));
+    let metrics = &summary.overall.aggregate;
+    // Its KV-cache gauge, gone from later releases.
+    assert_eq!(
+        metric(metrics, "kv_cache_usage").name,
+        "llamacpp:kv_cache_usage_ratio"
+    );
+    assert_eq!(gauge(metrics, "kv_cache_usage"), (0.1875, 0.375));
+    assert_eq!(increase(metrics, "prompt_tokens_computed"), 1200.0);
+    assert_eq!(increase(metrics, "generation_tokens"), 800.0);
+    // Computed tokens alone say nothing of the cache: no prompt-token total, no hit rate.
+    assert!(find(metrics, "prompt_tokens").is_none());
+    assert!(find(metrics, "prefix_cache_hit_rate").is_none());
+    let successes = &inference_perf_prometheus_metrics(&summary.overall)["successes"];
+    assert_eq!(successes["prefix_cache_hit_percent"], json!({"mean": null}));
+    assert_eq!(successes["prompt_len"], json!({"mean": null, "rate": null}));
+    assert_eq!(successes["kv_cache_usage_percentage"]["mean"], 0.1875);
+}
+
+#[test]
 fn vllm_0_10_counts_each_figure_once_though_it_exposes_old_and_new_names() {
     let summary = summary_of(&["vllm_0.prom", "vllm_1.prom"]);
     assert_eq!(summary.targets[0].engine.as_deref(), Some("vLLM"));
