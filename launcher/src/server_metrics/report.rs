@@ -2,7 +2,8 @@
 //!
 //! - inference-perf's `stage_N_prometheus_metrics.json` / `summary_prometheus_metrics.json`: the
 //!   `ResponsesSummary` that its `reportgen.base.summarize_prometheus_metrics` builds, field for field, each field
-//!   from the vLLM metric its vLLM client (`client/modelserver/vllm_client.py`) declares for it.
+//!   from the catalogue key of the vLLM metric its vLLM client (`client/modelserver/vllm_client.py`) declares for it,
+//!   so every engine's figure of that key fills it; null where the server has none.
 //! - the llm-d benchmark report v0.2's `results.observability`: per-component `ResourceMetrics` statistics and
 //!   `time_series` (only the keys v0.2 allows, units from its `Units` enum), plus per-metric entries keyed like
 //!   llm-d-benchmark's `metrics_processor.py` (`vllm_num_requests_running: {components, aggregated}`), which the
