@@ -11,7 +11,7 @@
 //!
 //! The prefix-cache hit rate the server reported in its responses (`usage.prompt_tokens_details.cached_tokens`, see
 //! `metrics::summary::PrefixCacheHits`) has no place of its own in v0.2: `ResourceMetrics.cache_hit_rate` is a
-//! per-component figure of the stack's own metrics (which `server_metrics` fills from `vllm:prefix_cache_*`), and
+//! per-component figure of the stack's own metrics (which `server_metrics` fills from the engine's cache counters), and
 //! `results.request_performance` is closed. It goes under `results.observability`, the one open object, as the
 //! llmbench extension [`PREFIX_CACHE_KEY`].
 

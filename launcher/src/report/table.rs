@@ -325,9 +325,14 @@ fn server_table(server: &ServerMetricsSummary) -> String {
     let mut out = aligned(&rows);
     for target in &server.targets {
         out.push_str(&format!(
-            "server metrics: {} scrape(s) of {}, {} failed{}\n",
+            "server metrics: {} scrape(s) of {}{}, {} failed{}\n",
             target.scrapes,
             target.url,
+            target
+                .engine
+                .as_ref()
+                .map(|engine| format!(" ({engine})"))
+                .unwrap_or_default(),
             target.failed,
             target
                 .warnings
@@ -336,7 +341,46 @@ fn server_table(server: &ServerMetricsSummary) -> String {
                 .unwrap_or_default()
         ));
     }
+    for warning in &server.warnings {
+        out.push_str(&format!("server metrics: {warning}\n"));
+    }
+    out.push_str(&not_reported(server));
     out
+}
+
+/// The server table's columns the servers' engines do not report at all, so a "-" there is not read as no activity:
+/// `not reported by llama.cpp: KV cache %, TTFT`. Empty when every column has figures, or no engine was recognised.
+fn not_reported(server: &ServerMetricsSummary) -> String {
+    let mut engines: Vec<&str> = Vec::new();
+    for engine in server.targets.iter().filter_map(|t| t.engine.as_deref()) {
+        if !engines.contains(&engine) {
+            engines.push(engine);
+        }
+    }
+    if engines.is_empty() {
+        return String::new();
+    }
+    let columns = [
+        ("running", "running"),
+        ("waiting", "waiting"),
+        ("KV cache %", "kv_cache_usage"),
+        ("prefix hit %", "prefix_cache_hit_rate"),
+        ("gen tok/s", "generation_tokens"),
+        ("TTFT", "ttft"),
+    ];
+    let missing: Vec<&str> = columns
+        .iter()
+        .filter(|(_, key)| server.overall.aggregate_metric(key).is_none())
+        .map(|(column, _)| *column)
+        .collect();
+    if missing.is_empty() {
+        return String::new();
+    }
+    format!(
+        "not reported by {}: {}\n",
+        engines.join(", "),
+        missing.join(", ")
+    )
 }
 
 /// Rows as aligned columns: the first left-aligned, the others right-aligned.

@@ -10,9 +10,14 @@ use std::time::Duration;
 use super::target::{self, EndpointError};
 use crate::workload::PrometheusSource;
 
-/// Series a federated Prometheus server is asked for: vLLM's and llm-d's router (EPP, `inference_*`) — the ones the
-/// summaries know — rather than everything the server holds.
-pub const FEDERATE_SELECTOR: &str = "__name__=~\"vllm:.+|inference_.+\"";
+/// Series a federated Prometheus server is asked for: those of every engine and router the summaries know (the
+/// server-metrics catalogue's prefixes) rather than everything the server holds.
+pub fn federate_selector() -> String {
+    format!(
+        "__name__=~\"{}\"",
+        crate::server_metrics::catalogue::federate_name_pattern()
+    )
+}
 
 /// inference-perf's `PROMETHEUS_SCRAPE_BUFFER_SEC`: after the run it waits the server's scrape interval plus this
 /// before it queries, so the last requests are in the server's samples.
@@ -80,7 +85,7 @@ pub fn federate_url(source: &PrometheusSource) -> Result<String, EndpointError> 
     let mut url = parse(&source.url, "metrics.prometheus.url")?;
     let path = format!("{}/federate", url.path().trim_end_matches('/'));
     url.set_path(&path);
-    let mut matchers = vec![FEDERATE_SELECTOR.to_owned()];
+    let mut matchers = vec![federate_selector()];
     matchers.extend(source.filters.iter().cloned());
     url.query_pairs_mut()
         .append_pair("match[]", &format!("{{{}}}", matchers.join(",")));
@@ -144,12 +149,18 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(plan.default_target, None);
-        // match[]={__name__=~"vllm:.+|inference_.+",namespace="llm-d"}, form-encoded.
+        assert_eq!(plan.targets.len(), 1);
+        let url = reqwest::Url::parse(&plan.targets[0]).unwrap();
+        assert_eq!(url.path(), "/prom/federate");
+        let matchers: Vec<(String, String)> = url.query_pairs().into_owned().collect();
         assert_eq!(
-            plan.targets,
-            [
-                "http://prometheus:9090/prom/federate?match%5B%5D=%7B__name__%3D%7E%22vllm%3A.%2B%7Cinference_.%2B%22%2Cnamespace%3D%22llm-d%22%7D"
-            ]
+            matchers,
+            [(
+                "match[]".to_owned(),
+                "{__name__=~\"vllm:.+|vllm_.+|sglang:.+|trtllm_.+|trtllm:.+|nv_trt_llm_.+|nv_llm_.+|tgi_.+|\
+                 llamacpp:.+|nv_inference_.+|llm_d_epp_.+|inference_.+\",namespace=\"llm-d\"}"
+                    .to_owned()
+            )]
         );
         // inference-perf waits scrape_interval + 2 s after the run.
         assert_eq!(plan.tail, Duration::from_secs(17));

@@ -4,7 +4,8 @@
 //! - [`parse`]: a bounded, streaming parser of the Prometheus text format (why not a crate: see there).
 //! - [`scrape`]: the scraper task ([`spawn`] → [`Scraper::stop`]) and [`probe`].
 //! - [`jsonl`]: the `server_metrics.jsonl` line contract and its streaming reader [`read_jsonl`].
-//! - [`catalogue`]: well-known vLLM and llm-d router (EPP) metrics with units and short keys.
+//! - [`catalogue`]: the engines' names (vLLM, SGLang, TensorRT-LLM, TGI, llama.cpp, Triton, the llm-d router's EPP)
+//!   mapped onto llmbench's keys, with units.
 //! - [`summary`]: per-window figures as Prometheus would compute them ([`summarize`]).
 //! - [`series`]: per-target time series for plots ([`plot_series`]).
 //! - [`report`]: inference-perf's `*_prometheus_metrics.json` and the llm-d report's `results.observability`.

@@ -2,7 +2,8 @@
 //!
 //! - inference-perf's `stage_N_prometheus_metrics.json` / `summary_prometheus_metrics.json`: the
 //!   `ResponsesSummary` that its `reportgen.base.summarize_prometheus_metrics` builds, field for field, each field
-//!   from the vLLM metric its vLLM client (`client/modelserver/vllm_client.py`) declares for it.
+//!   from the catalogue key of the vLLM metric its vLLM client (`client/modelserver/vllm_client.py`) declares for it,
+//!   so every engine's figure of that key fills it; null where the server has none.
 //! - the llm-d benchmark report v0.2's `results.observability`: per-component `ResourceMetrics` statistics and
 //!   `time_series` (only the keys v0.2 allows, units from its `Units` enum), plus per-metric entries keyed like
 //!   llm-d-benchmark's `metrics_processor.py` (`vllm_num_requests_running: {components, aggregated}`), which the
@@ -11,6 +12,7 @@
 use serde_json::{Map, Value, json};
 
 use super::ServerSeries;
+use super::catalogue::{self, Engine};
 use super::summary::{Figures, MetricSummary, WindowSummary, find};
 use crate::wallclock;
 
@@ -28,7 +30,8 @@ fn r6(value: f64) -> f64 {
 
 /// `HistogramResult.as_summary()` / `GaugeResult.as_summary()`: `{mean, median, p90, p99}`. A histogram without
 /// observations has a mean of 0 (inference-perf's `… / (count > 0)` query returns nothing, read as 0) and, where
-/// Prometheus' `histogram_quantile` gives NaN, quantiles of 0 too: JSON has no NaN.
+/// Prometheus' `histogram_quantile` gives NaN, quantiles of 0 too: JSON has no NaN. A metric the server does not
+/// expose has every field null.
 fn as_summary(metric: Option<&MetricSummary>) -> Value {
     let (mean, median, p90, p99) = match metric.map(|m| &m.figures) {
         Some(Figures::Gauge {
@@ -50,30 +53,30 @@ fn as_summary(metric: Option<&MetricSummary>) -> Value {
             p90.unwrap_or(0.0),
             p99.unwrap_or(0.0),
         ),
-        _ => (0.0, 0.0, 0.0, 0.0),
+        _ => return json!({ "mean": null, "median": null, "p90": null, "p99": null }),
     };
     json!({ "mean": r6(mean), "median": r6(median), "p90": r6(p90), "p99": r6(p99) })
 }
 
-/// A counter's window total (`sum(increase(…))`).
-fn total(window: &WindowSummary, key: &str) -> f64 {
+/// A counter's window total (`sum(increase(…))`); null when the server does not expose it.
+fn total(window: &WindowSummary, key: &str) -> Value {
     match window.aggregate_metric(key).map(|m| &m.figures) {
-        Some(Figures::Counter { increase, .. }) => r6(*increase),
-        _ => 0.0,
+        Some(Figures::Counter { increase, .. }) => json!(r6(*increase)),
+        _ => Value::Null,
     }
 }
 
-/// A counter's rate (`sum(rate(…))`).
-fn rate(window: &WindowSummary, key: &str) -> f64 {
+/// A counter's rate (`sum(rate(…))`); null when the server does not expose it.
+fn rate(window: &WindowSummary, key: &str) -> Value {
     match window.aggregate_metric(key).map(|m| &m.figures) {
-        Some(Figures::Counter { per_second, .. }) => r6(*per_second),
-        _ => 0.0,
+        Some(Figures::Counter { per_second, .. }) => json!(r6(*per_second)),
+        _ => Value::Null,
     }
 }
 
 /// A counter's `avg_over_time(rate(…)[d:d])`: inference-perf reads the first series Prometheus returns, one per
-/// pod; here, the mean over targets, which is the same number with one target.
-fn avg_rate(window: &WindowSummary, key: &str) -> f64 {
+/// pod; here, the mean over the targets that have it, which is the same number with one target. Null when none has.
+fn avg_rate(window: &WindowSummary, key: &str) -> Value {
     let rates: Vec<f64> = window
         .targets
         .iter()
@@ -83,39 +86,46 @@ fn avg_rate(window: &WindowSummary, key: &str) -> f64 {
         })
         .collect();
     if rates.is_empty() {
-        0.0
+        Value::Null
     } else {
-        r6(rates.iter().sum::<f64>() / rates.len() as f64)
+        json!(r6(rates.iter().sum::<f64>() / rates.len() as f64))
     }
 }
 
-/// A gauge's `avg_over_time`.
-fn gauge_mean(window: &WindowSummary, key: &str) -> f64 {
+/// A gauge's `avg_over_time`; null when the server does not expose it.
+fn gauge_mean(window: &WindowSummary, key: &str) -> Value {
     match window.aggregate_metric(key).map(|m| &m.figures) {
-        Some(Figures::Gauge { mean, .. }) => r6(*mean),
-        _ => 0.0,
+        Some(Figures::Gauge { mean, .. }) => json!(r6(*mean)),
+        _ => Value::Null,
     }
 }
 
-/// `_ratio(hits.total, queries.total)`: percent, 0 without queries.
-fn ratio(window: &WindowSummary, key: &str) -> f64 {
+/// `_ratio(hits.total, queries.total)`: percent, 0 without queries; null when the server counts neither.
+fn ratio(window: &WindowSummary, key: &str) -> Value {
     match window.aggregate_metric(key).map(|m| &m.figures) {
-        Some(Figures::Ratio { percent }) => r6(*percent),
-        _ => 0.0,
+        Some(Figures::Ratio { percent }) => json!(r6(*percent)),
+        _ => Value::Null,
     }
 }
 
 /// The content of inference-perf's `stage_N_prometheus_metrics.json` (or `summary_prometheus_metrics.json` for the
-/// whole run) for `window`, from its aggregate over targets.
+/// whole run) for `window`, from its aggregate over targets, whichever engine the targets are (the fields are read
+/// by catalogue key, so llama.cpp's, SGLang's or TGI's figures fill the same fields as vLLM's).
 ///
 /// Where this differs from what inference-perf would write, and why:
+/// - a metric the server does not expose is null. inference-perf writes 0 for it (its `ModelServerMetrics`
+///   defaults, and `_ratio` of two missing counters), the same as a measured 0: its SGLang and TGI clients query no
+///   prefix-cache counters, so it reports a 0 % hit rate for them whatever the cache did.
 /// - inference-perf's stage queries end a scrape interval plus 2 s after the stage and extrapolate `increase()` to
 ///   the range's edges; these figures use the window rules of [`summary`](super::summary).
 /// - gauges over several pods: inference-perf keeps whichever pod Prometheus lists first; this uses the aggregate
 ///   (running and waiting summed, cache usage averaged).
 /// - its vLLM client selects `vllm:prompt_tokens` and `vllm:generation_tokens` without the `_total` that vLLM
 ///   exposes; these are matched with or without it, as its `(_total)?` selectors do for the other counters.
-/// - `num_requests_swapped` has no source in its vLLM client and is always 0 there; so it is here.
+/// - `num_requests_swapped`: inference-perf has no source for it and always writes 0; here the mean of the `swapped`
+///   gauge (vLLM v0's `vllm:num_requests_swapped`), null when the server has none.
+/// - `prompt_len` and `output_len` are tokens per second whatever the engine; its TGI client reads request-length
+///   histograms there (a mean length and a request rate).
 pub fn inference_perf_prometheus_metrics(window: &WindowSummary) -> Value {
     let hist = |key: &str| as_summary(window.aggregate_metric(key));
     json!({
@@ -137,7 +147,7 @@ pub fn inference_perf_prometheus_metrics(window: &WindowSummary) -> Value {
             "time_to_first_token": hist("ttft"),
             "time_per_output_token": hist("tpot"),
             "kv_cache_usage_percentage": hist("kv_cache_usage"),
-            "num_requests_swapped": { "mean": 0.0 },
+            "num_requests_swapped": { "mean": gauge_mean(window, "swapped") },
             "num_preemptions_total": { "mean": total(window, "preemptions") },
             "prefix_cache_hit_percent": { "mean": ratio(window, "prefix_cache_hit_rate") },
             "inter_token_latency": hist("itl"),
@@ -205,10 +215,10 @@ fn statistics(metric: &MetricSummary, units: &str) -> Option<Value> {
     }
 }
 
-/// `ResourceMetrics` fields: (field, catalogue key, units).
-const RESOURCE_METRICS: [(&str, &str, &str); 8] = [
+/// `ResourceMetrics` fields: (field, catalogue key, units). vLLM v0's `gpu_cache_usage_perc` is the same figure as
+/// `kv_cache_usage` and is reported as that.
+const RESOURCE_METRICS: [(&str, &str, &str); 7] = [
     ("kv_cache_usage", "kv_cache_usage", "fraction"),
-    ("gpu_cache_usage", "gpu_cache_usage", "fraction"),
     ("cpu_cache_usage", "cpu_cache_usage", "fraction"),
     ("cache_hit_rate", "prefix_cache_hit_rate", "percent"),
     ("running_requests", "running", "count"),
@@ -217,52 +227,111 @@ const RESOURCE_METRICS: [(&str, &str, &str); 8] = [
     ("preemptions", "preemptions", "count"),
 ];
 
-/// v0.2 `TimeSeriesResourceMetrics` fields we have series for: (field, [`ServerSeries::metric`], units).
-const TIME_SERIES: [(&str, &str, &str); 2] = [
-    ("kv_cache_usage", "vllm:kv_cache_usage_perc", "fraction"),
-    ("gpu_cache_usage", "vllm:gpu_cache_usage_perc", "fraction"),
-];
+/// v0.2 `TimeSeriesResourceMetrics` fields we have series for: (field, catalogue key, units).
+const TIME_SERIES: [(&str, &str, &str); 1] = [("kv_cache_usage", "kv_cache_usage", "fraction")];
 
-/// Per-metric entries as llm-d-benchmark's `metrics_processor.py` names them: (report key, catalogue key, units).
-const PER_METRIC: [(&str, &str, &str); 12] = [
-    ("vllm_kv_cache_usage_perc", "kv_cache_usage", "fraction"),
-    ("vllm_num_requests_running", "running", "count"),
-    ("vllm_num_requests_waiting", "waiting", "count"),
-    ("vllm_num_preemptions_total", "preemptions", "count"),
-    ("vllm_prefix_cache_hits_total", "prefix_cache_hits", "count"),
+/// Per-metric entries as llm-d-benchmark's `metrics_processor.py` names them: (report key, catalogue key, units,
+/// engine, the key whose name says which engine a target's figure came by). It reads vLLM's and the EPP's series
+/// only, so an entry is filled from a target only when that key came by a name of that engine (the hit rates by
+/// their queries counter): never another engine's figure under a vLLM name.
+const PER_METRIC: [(&str, &str, &str, Engine, &str); 12] = [
+    (
+        "vllm_kv_cache_usage_perc",
+        "kv_cache_usage",
+        "fraction",
+        Engine::Vllm,
+        "kv_cache_usage",
+    ),
+    (
+        "vllm_num_requests_running",
+        "running",
+        "count",
+        Engine::Vllm,
+        "running",
+    ),
+    (
+        "vllm_num_requests_waiting",
+        "waiting",
+        "count",
+        Engine::Vllm,
+        "waiting",
+    ),
+    (
+        "vllm_num_preemptions_total",
+        "preemptions",
+        "count",
+        Engine::Vllm,
+        "preemptions",
+    ),
+    (
+        "vllm_prefix_cache_hits_total",
+        "prefix_cache_hits",
+        "count",
+        Engine::Vllm,
+        "prefix_cache_hits",
+    ),
     (
         "vllm_prefix_cache_queries_total",
         "prefix_cache_queries",
         "count",
+        Engine::Vllm,
+        "prefix_cache_queries",
     ),
     (
         "vllm_prefix_cache_hit_rate",
         "prefix_cache_hit_rate",
         "percent",
+        Engine::Vllm,
+        "prefix_cache_queries",
     ),
     (
         "vllm_external_prefix_cache_hit_rate",
         "external_prefix_cache_hit_rate",
         "percent",
+        Engine::Vllm,
+        "external_prefix_cache_queries",
     ),
     (
         "epp_pool_avg_kv_cache_utilization",
         "pool_kv_cache_usage",
         "fraction",
+        Engine::LlmdEpp,
+        "pool_kv_cache_usage",
     ),
-    ("epp_pool_avg_queue_size", "pool_queue_size", "count"),
-    ("epp_pool_avg_running_requests", "pool_running", "count"),
-    ("epp_pool_ready_pods", "pool_ready_pods", "count"),
+    (
+        "epp_pool_avg_queue_size",
+        "pool_queue_size",
+        "count",
+        Engine::LlmdEpp,
+        "pool_queue_size",
+    ),
+    (
+        "epp_pool_avg_running_requests",
+        "pool_running",
+        "count",
+        Engine::LlmdEpp,
+        "pool_running",
+    ),
+    (
+        "epp_pool_ready_pods",
+        "pool_ready_pods",
+        "count",
+        Engine::LlmdEpp,
+        "pool_ready_pods",
+    ),
 ];
 
-/// The component a target is, from what it exposes: a vLLM engine, the llm-d router's endpoint picker, or else a
-/// server.
+/// The component a target is, from what it exposes: an inference engine (vLLM, SGLang, llama.cpp, …), the llm-d
+/// router's endpoint picker, or else a server.
 fn component_label(metrics: &[MetricSummary]) -> &'static str {
-    if metrics.iter().any(|m| m.name.starts_with("vllm:")) {
+    let engines: Vec<Engine> = metrics
+        .iter()
+        .filter(|m| m.key.is_some())
+        .filter_map(|m| catalogue::engine_of(&m.name))
+        .collect();
+    if engines.iter().any(|e| *e != Engine::LlmdEpp) {
         "inference-engine"
-    } else if metrics.iter().any(|m| {
-        m.name.starts_with("inference_pool_") || m.name.starts_with("inference_objective_")
-    }) {
+    } else if engines.contains(&Engine::LlmdEpp) {
         "epp"
     } else {
         "server"
@@ -318,10 +387,14 @@ pub fn llmd_observability(
             }
         }
         let mut time_series = Map::new();
-        for (field, metric, units) in TIME_SERIES {
+        for (field, key, units) in TIME_SERIES {
+            // The series is labelled with the name the target's figure came by.
+            let Some(name) = find(&target.metrics, key).map(|m| &m.name) else {
+                continue;
+            };
             let Some(line) = series
                 .iter()
-                .find(|s| s.target == target.url && s.metric == metric)
+                .find(|s| s.target == target.url && &s.metric == name)
             else {
                 continue;
             };
@@ -339,8 +412,13 @@ pub fn llmd_observability(
                 );
             }
         }
-        for (report_key, key, units) in PER_METRIC {
-            let Some(stats) = find(&target.metrics, key).and_then(|m| statistics(m, units)) else {
+        for (report_key, key, units, engine, named_by) in PER_METRIC {
+            let by_engine = find(&target.metrics, named_by)
+                .is_some_and(|m| catalogue::engine_of(&m.name) == Some(engine));
+            let Some(stats) = find(&target.metrics, key)
+                .filter(|_| by_engine)
+                .and_then(|m| statistics(m, units))
+            else {
                 continue;
             };
             let entry = per_metric
@@ -367,7 +445,7 @@ pub fn llmd_observability(
         }
         components.push(component);
     }
-    for (report_key, key, units) in PER_METRIC {
+    for (report_key, key, units, _, _) in PER_METRIC {
         if let Some(entry) = per_metric.get_mut(report_key)
             && let Some(stats) = window
                 .aggregate_metric(key)
@@ -422,11 +500,13 @@ mod tests {
         }
     }
 
-    /// A vLLM page after `n` requests, each with 100 prompt tokens, 10 output tokens, TTFT 0.3 s, e2e 1.2 s.
+    /// A vLLM page after `n` requests, each with 100 prompt tokens, 10 output tokens, TTFT 0.3 s, TPOT 0.1 s, e2e
+    /// 1.2 s.
     fn vllm_page(n: f64, running: f64, usage: f64) -> String {
         let mut text = format!(
             "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{model_name=\"m\"}} {running}\n\
              # TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{{model_name=\"m\"}} 1\n\
+             # TYPE vllm:num_requests_swapped gauge\nvllm:num_requests_swapped{{model_name=\"m\"}} 0\n\
              # TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{{model_name=\"m\"}} {usage}\n\
              # TYPE vllm:prompt_tokens counter\nvllm:prompt_tokens_total{{model_name=\"m\"}} {}\n\
              # TYPE vllm:generation_tokens counter\nvllm:generation_tokens_total{{model_name=\"m\"}} {}\n\
@@ -441,6 +521,7 @@ mod tests {
         );
         for (name, value) in [
             ("vllm:time_to_first_token_seconds", 0.3),
+            ("vllm:request_time_per_output_token_seconds", 0.1),
             ("vllm:e2e_request_latency_seconds", 1.2),
         ] {
             text.push_str(&format!("# TYPE {name} histogram\n"));
@@ -511,10 +592,18 @@ mod tests {
         );
         assert_eq!(successes["prefix_cache_hit_percent"], json!({"mean": 25.0}));
         assert_eq!(successes["num_preemptions_total"], json!({"mean": 0.0}));
-        // Absent on this server: zeros, as inference-perf's defaults.
+        assert_eq!(successes["num_requests_swapped"], json!({"mean": 0.0}));
+        // Every TPOT observation is 0.1 s.
+        assert_eq!(successes["time_per_output_token"]["mean"], 0.1);
+        // Absent on this server: null, not inference-perf's indistinguishable zeros.
         assert_eq!(
             successes["iteration_tokens"],
-            json!({"mean": 0.0, "median": 0.0, "p90": 0.0, "p99": 0.0})
+            json!({"mean": null, "median": null, "p90": null, "p99": null})
+        );
+        assert_eq!(successes["prompt_tokens_cached"], Value::Null);
+        assert_eq!(
+            successes["external_prefix_cache_hit_percent"],
+            json!({"mean": null})
         );
         let keys: Vec<&str> = successes
             .as_object()

@@ -45,6 +45,10 @@ pub struct TargetStatus {
     pub dropped_series: u64,
     /// Distinct warnings, at most [`MAX_WARNINGS`] (plus one line counting the rest).
     pub warnings: Vec<String>,
+    /// The engine its metrics' names say it is (`vLLM`, `llama.cpp`, `vLLM + llm-d EPP` for a federated page), from
+    /// the summary; absent when none of its names is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
 }
 
 /// What [`Scraper::stop`] returns.

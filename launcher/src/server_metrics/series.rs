@@ -1,6 +1,9 @@
 //! Time series of a few server metrics per target, for plots beside the client's own timeline: requests running and
 //! waiting, KV-cache usage, the prefix-cache hit rate per scrape interval, prompt and generation tokens per second
 //! (reset-aware rates between consecutive scrapes), and the llm-d router's pool gauges when a target exposes them.
+//! Every engine in the [`catalogue`](super::catalogue) feeds the same series, each line labelled with the engine's
+//! own name for it; counters a target lacks are built as the summaries build them (llama.cpp's prompt tokens from
+//! computed + cached, its hit rate from cached / prompt tokens).
 //!
 //! Streamed in one pass; each series keeps at most [`MAX_POINTS`] points: when full, neighbouring points are averaged
 //! in pairs and later points each stand for twice as many scrapes, so a long run keeps its whole shape.
@@ -8,7 +11,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::catalogue::{self, Combine};
+use super::catalogue::{self, Combine, Key};
 use super::jsonl::{Scrape, read_jsonl};
 use super::parse::{MetricKind, Role, resolve};
 use super::{ServerMetricsError, ServerSeries};
@@ -20,24 +23,32 @@ pub const PREFIX_CACHE_HIT_RATE: &str = "prefix cache hit rate";
 pub const GENERATION_TOKENS_PER_S: &str = "generation tokens/s";
 pub const PROMPT_TOKENS_PER_S: &str = "prompt tokens/s";
 
-/// Gauges plotted as they are, by their Prometheus name, in plotting order.
-const GAUGES: [&str; 8] = [
-    "vllm:num_requests_running",
-    "vllm:num_requests_waiting",
-    "vllm:kv_cache_usage_perc",
-    "vllm:gpu_cache_usage_perc",
-    "inference_pool_average_kv_cache_utilization",
-    "inference_pool_average_queue_size",
-    "inference_pool_average_running_requests",
-    "inference_pool_ready_pods",
+/// Gauges plotted as they are, by key, in plotting order.
+const GAUGES: [&Key; 7] = [
+    &catalogue::RUNNING,
+    &catalogue::WAITING,
+    &catalogue::KV_CACHE_USAGE,
+    &catalogue::POOL_KV_CACHE_USAGE,
+    &catalogue::POOL_QUEUE_SIZE,
+    &catalogue::POOL_RUNNING,
+    &catalogue::POOL_READY_PODS,
 ];
 
 /// Counters whose increases between scrapes feed the derived series.
-const GENERATION: &str = "vllm:generation_tokens_total";
-const PROMPT: &str = "vllm:prompt_tokens_total";
-const HITS: &str = "vllm:prefix_cache_hits_total";
-const QUERIES: &str = "vllm:prefix_cache_queries_total";
-const COUNTERS: [&str; 4] = [GENERATION, PROMPT, HITS, QUERIES];
+const COUNTERS: [&Key; 6] = [
+    &catalogue::GENERATION_TOKENS,
+    &catalogue::PROMPT_TOKENS,
+    &catalogue::PROMPT_TOKENS_COMPUTED,
+    &catalogue::PROMPT_TOKENS_CACHED,
+    &catalogue::PREFIX_CACHE_HITS,
+    &catalogue::PREFIX_CACHE_QUERIES,
+];
+
+/// Histograms whose observations' total stands in for a token counter a target lacks.
+const TOTALS: [&Key; 2] = [
+    &catalogue::REQUEST_PROMPT_TOKENS,
+    &catalogue::REQUEST_GENERATION_TOKENS,
+];
 
 /// Averages points in pairs whenever it holds `cap`.
 #[derive(Debug, Clone)]
@@ -102,10 +113,13 @@ impl Downsampler {
 #[derive(Debug)]
 struct TargetSeries {
     url: String,
-    gauges: Vec<Option<Downsampler>>,
+    /// Per [`GAUGES`] key: its line and the name it is labelled with.
+    gauges: Vec<Option<(String, Downsampler)>>,
     generation: Option<Downsampler>,
     prompt: Option<Downsampler>,
     hit_rate: Option<Downsampler>,
+    /// Per key, the catalogue entry this target's line comes from (as the summaries choose it).
+    claimed: HashMap<&'static str, usize>,
     /// Counter series id → last raw value.
     last: HashMap<String, f64>,
     /// The previous successful scrape: its time and whether its page was complete.
@@ -137,6 +151,7 @@ where
                 generation: None,
                 prompt: None,
                 hit_rate: None,
+                claimed: HashMap::new(),
                 last: HashMap::new(),
                 previous: None,
             });
@@ -146,57 +161,121 @@ where
     }
     let mut out = Vec::new();
     for target in targets {
-        let mut push = |metric: &str, unit: &str, series: Option<Downsampler>| {
+        let mut push = |metric: String, unit: &str, series: Option<Downsampler>| {
             if let Some(series) = series {
                 out.push(ServerSeries {
-                    metric: metric.to_owned(),
+                    metric,
                     target: target.url.clone(),
                     unit: unit.to_owned(),
                     points: series.finish(),
                 });
             }
         };
-        for (name, series) in GAUGES.iter().zip(target.gauges) {
-            let unit = catalogue::lookup(name, MetricKind::Gauge).map_or("", |(_, k)| k.unit);
-            push(name, unit, series);
+        for (key, line) in GAUGES.iter().zip(target.gauges) {
+            if let Some((name, series)) = line {
+                push(name, key.unit, Some(series));
+            }
         }
-        push(PREFIX_CACHE_HIT_RATE, "percent", target.hit_rate);
-        push(PROMPT_TOKENS_PER_S, "tokens/s", target.prompt);
-        push(GENERATION_TOKENS_PER_S, "tokens/s", target.generation);
+        push(PREFIX_CACHE_HIT_RATE.to_owned(), "percent", target.hit_rate);
+        push(PROMPT_TOKENS_PER_S.to_owned(), "tokens/s", target.prompt);
+        push(
+            GENERATION_TOKENS_PER_S.to_owned(),
+            "tokens/s",
+            target.generation,
+        );
     }
     out
 }
 
+/// A sample the series use: which catalogue entry, and whether it is a gauge value, a counter or a histogram's sum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Use {
+    Gauge,
+    Counter,
+    Total,
+}
+
 fn add_scrape(target: &mut TargetSeries, scrape: &Scrape, cap: usize) {
     let t = scrape.t_s;
-    let mut gauges: Vec<(f64, u32)> = vec![(0.0, 0); GAUGES.len()];
-    let mut increases = [0.0f64; COUNTERS.len()];
-    let mut seen = [false; COUNTERS.len()];
+    // Which samples the series read, and the catalogue entry of each.
+    let mut used: Vec<(usize, usize, Use)> = Vec::new();
+    for (si, sample) in scrape.samples.iter().enumerate() {
+        if sample.value.is_nan() {
+            continue;
+        }
+        let (family, kind, role) = resolve(&sample.name, &scrape.types);
+        let found = match (kind, role) {
+            (MetricKind::Gauge | MetricKind::Untyped, Role::Value) => {
+                catalogue::lookup(&sample.name, &sample.labels, kind)
+                    .filter(|(_, k)| k.key.kind == MetricKind::Gauge)
+                    .map(|(i, _)| (i, Use::Gauge))
+            }
+            _ => None,
+        }
+        .or_else(|| match (kind, role) {
+            (MetricKind::Counter | MetricKind::Untyped, Role::Value) => {
+                catalogue::lookup(&sample.name, &sample.labels, MetricKind::Counter)
+                    .map(|(i, _)| (i, Use::Counter))
+            }
+            (MetricKind::Histogram, Role::Sum) => {
+                catalogue::lookup(family, &sample.labels, MetricKind::Histogram)
+                    .map(|(i, _)| (i, Use::Total))
+            }
+            _ => None,
+        });
+        let Some((i, usage)) = found else {
+            continue;
+        };
+        let key = catalogue::KNOWN[i].key;
+        let wanted = match usage {
+            Use::Gauge => GAUGES.contains(&key),
+            Use::Counter => COUNTERS.contains(&key),
+            Use::Total => TOTALS.contains(&key),
+        };
+        if wanted {
+            used.push((si, i, usage));
+        }
+    }
+    // One name per key per target, the summaries' rule: the first-listed entry the target showed.
+    let mut shown: HashMap<&'static str, usize> = HashMap::new();
+    for &(_, i, _) in &used {
+        let key = catalogue::KNOWN[i].key.key;
+        if !target.claimed.contains_key(key) {
+            shown
+                .entry(key)
+                .and_modify(|first| *first = (*first).min(i))
+                .or_insert(i);
+        }
+    }
+    target.claimed.extend(shown);
+
+    let mut gauges: Vec<Option<(String, f64, u32)>> = vec![None; GAUGES.len()];
+    let mut increases: HashMap<&'static str, f64> = HashMap::new();
     let born_from_zero = target.previous.is_some_and(|(_, complete)| complete);
-    for sample in &scrape.samples {
-        let (_, kind, role) = resolve(&sample.name, &scrape.types);
-        if role != Role::Value || sample.value.is_nan() {
+    for (si, i, usage) in used {
+        let known = &catalogue::KNOWN[i];
+        if target.claimed.get(known.key.key) != Some(&i) {
             continue;
         }
-        if matches!(kind, MetricKind::Gauge | MetricKind::Untyped)
-            && let Some(i) = GAUGES.iter().position(|g| *g == sample.name)
-        {
-            gauges[i].0 += sample.value;
-            gauges[i].1 += 1;
+        let sample = &scrape.samples[si];
+        let value = sample.value * known.scale;
+        if usage == Use::Gauge {
+            let Some(gi) = GAUGES.iter().position(|k| *k == known.key) else {
+                continue;
+            };
+            // Labelled as the summaries name it: the name on the wire, and the label it is picked by.
+            let entry = gauges[gi].get_or_insert_with(|| {
+                let name = match known.label {
+                    Some((label, value)) => format!("{}{{{label}=\"{value}\"}}", sample.name),
+                    None => sample.name.clone(),
+                };
+                (name, 0.0, 0)
+            });
+            entry.1 += value;
+            entry.2 += 1;
             continue;
         }
-        if !matches!(kind, MetricKind::Counter | MetricKind::Untyped) {
-            continue;
-        }
-        let Some((_, known)) = catalogue::lookup(&sample.name, MetricKind::Counter) else {
-            continue;
-        };
-        let Some(ci) = COUNTERS.iter().position(|c| *c == known.name) else {
-            continue;
-        };
-        seen[ci] = true;
         let id = format!("{}{}", sample.name, sample.labels.render_without(""));
-        let value = sample.value;
         let increase = match target.last.insert(id, value) {
             // A drop is a restart: the value after it is all increase.
             Some(last) if value < last => value,
@@ -204,38 +283,46 @@ fn add_scrape(target: &mut TargetSeries, scrape: &Scrape, cap: usize) {
             None if born_from_zero => value,
             None => 0.0,
         };
-        increases[ci] += increase;
+        *increases.entry(known.key.key).or_default() += increase;
     }
-    for (i, (sum, n)) in gauges.into_iter().enumerate() {
-        if n == 0 {
+    for (gi, part) in gauges.into_iter().enumerate() {
+        let Some((name, sum, n)) = part else {
             continue;
-        }
-        let combine = catalogue::lookup(GAUGES[i], MetricKind::Gauge)
-            .map_or(Combine::Mean, |(_, k)| k.combine);
-        let value = match combine {
+        };
+        let value = match GAUGES[gi].combine {
             Combine::Sum => sum,
             Combine::Mean => sum / f64::from(n),
         };
-        target.gauges[i]
-            .get_or_insert_with(|| Downsampler::new(cap))
+        target.gauges[gi]
+            .get_or_insert_with(|| (name, Downsampler::new(cap)))
+            .1
             .push(t, value);
     }
     if let Some((before, _)) = target.previous {
         let dt = t - before;
+        let own = |key: &str| increases.get(key).copied();
+        let total = |key: &str| increases.get(key).copied();
+        // Counters and histogram totals share `increases`: the keys differ.
+        let counter = |key: &str| catalogue::counter_increase(key, &own, &total).map(|(v, _)| v);
         if dt > 0.0 {
-            for (ci, slot) in [(0, &mut target.generation), (1, &mut target.prompt)] {
-                if seen[ci] {
+            for (key, slot) in [
+                ("generation_tokens", &mut target.generation),
+                ("prompt_tokens", &mut target.prompt),
+            ] {
+                if let Some(increase) = counter(key) {
                     slot.get_or_insert_with(|| Downsampler::new(cap))
-                        .push(t, increases[ci] / dt);
+                        .push(t, increase / dt);
                 }
             }
         }
         // Only intervals with queries have a hit rate; an idle interval is a gap, not 0 %.
-        if seen[3] && increases[3] > 0.0 {
+        if let Some((hits, queries, _)) = catalogue::ratio_parts("prefix_cache_hit_rate", &counter)
+            && queries > 0.0
+        {
             target
                 .hit_rate
                 .get_or_insert_with(|| Downsampler::new(cap))
-                .push(t, increases[2] / increases[3] * 100.0);
+                .push(t, hits / queries * 100.0);
         }
     }
     target.previous = Some((t, scrape.truncated.is_none()));

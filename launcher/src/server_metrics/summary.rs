@@ -1,6 +1,10 @@
 //! Per-window summaries of the scraped metrics, computed as Prometheus computes the queries inference-perf issues,
 //! from the raw scrapes streamed back in one pass. Pure: no I/O but the optional file reader at the end.
 //!
+//! Metrics are summarized by catalogue key (`running`, `ttft`, …) whichever engine's name they came by, in the key's
+//! unit ([`catalogue`](super::catalogue)); each target records the engine its names belong to, and a target none of
+//! whose names is known gets a warning saying its families were kept raw.
+//!
 //! Per window (each stage and the whole run) and per target:
 //! - **gauges** (and untyped metrics, and a summary's quantile series): `avg_over_time`, min, max, and
 //!   `quantile_over_time` p50/p90/p99 (Prometheus' quantile: sort, rank = q·(n−1), linear interpolation) over the
@@ -14,7 +18,10 @@
 //!   the bucket, the lowest bucket starting at 0 when its bound is positive, a quantile in the `+Inf` bucket answered
 //!   with the last finite bound, no observations → no quantile); mean = Δsum/Δcount (0 when Δcount is 0),
 //!   count = Δcount, per_second = Δcount / duration.
-//! - **ratios** (prefix cache hit rate …): Δnumerator / Δdenominator · 100 (0 when the denominator did not move).
+//! - **derived counters**, for a target without the counter: built from others it has (llama.cpp's prompt tokens
+//!   = computed + cached; TGI's from its prompt-length histogram's Δsum), named after what they are built from.
+//! - **ratios** (prefix cache hit rate …): Δnumerator / Δdenominator · 100 (0 when the denominator did not move), by
+//!   the first formula whose counters the target has; absent when it has none. Never a 0 for a missing metric.
 //!
 //! Which scrapes bound an increase: the base is the last scrape at or before `start_s` when it is at most
 //! `1.5 × interval` before it (else the first scrape inside); the end is the first scrape at or after `end_s` when it
@@ -25,8 +32,8 @@
 //! same reason). A series that first appears mid-run on a target whose previous scrape was complete counted from
 //! 0 (Prometheus would drop its first value; a new label set means new events).
 //!
-//! **Aggregate** across targets: counters and histograms summed; count-like gauges summed and fraction-like gauges
-//! averaged per scrape round (a round is one tick's scrapes of all targets that answered), then summarized as above.
+//! **Aggregate** across targets, by key: counters (derived ones included) and histograms summed, ratios as
+//! Σnumerators / Σdenominators; count-like gauges summed and fraction-like gauges averaged per scrape round (a round is one tick's scrapes of all targets that answered), then summarized as above.
 //!
 //! **Bounds**: memory follows the number of series and windows open at once, never the run's length: counters keep
 //! one value per series (plus a base per series for each open window), and gauge quantiles keep at most
@@ -34,16 +41,16 @@
 //! max stay exact and quantiles become approximate only past about 68 minutes of 1 s scrapes in one window. Metrics
 //! outside the [`catalogue`](super::catalogue) are summarized raw, at most [`MAX_UNKNOWN_FAMILIES`] per target.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use super::ServerMetricsError;
-use super::catalogue::{self, Combine, Known, RATIOS};
+use super::catalogue::{self, Combine, Engine, Key, Ratio, Source};
 use super::jsonl::{Scrape, read_jsonl};
-use super::parse::{MetricKind, Role, parse_value, resolve};
+use super::parse::{MetricKind, Role, Sample, parse_value, resolve};
 use super::scrape::{MAX_WARNINGS, ScrapeOutcome, TargetStatus};
 
 /// Gauge values kept per metric per window for quantiles.
@@ -359,11 +366,24 @@ enum SumKind {
     Histogram,
 }
 
+/// A metric of a target: a catalogue key (whichever engine's name it came by), or a family kept raw under its name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum MetricId {
+    Known(&'static str),
+    Raw(String),
+}
+
+impl MetricId {
+    /// The id of catalogue key `key`.
+    fn of_key(key: &str) -> Option<MetricId> {
+        catalogue::key(key).map(|k| MetricId::Known(k.key))
+    }
+}
+
 /// How a metric is summarized and listed.
 #[derive(Debug, Clone, Copy)]
 struct MetricInfo {
     kind: SumKind,
-    known: Option<(usize, &'static Known)>,
     combine: Combine,
 }
 
@@ -380,7 +400,7 @@ enum Part {
 /// value plus everything lost at resets, so an increase is a plain difference.
 #[derive(Debug, Clone)]
 struct Cumulative {
-    metric: String,
+    metric: MetricId,
     part: Part,
     last_raw: f64,
     adjusted: f64,
@@ -398,27 +418,51 @@ enum Slot {
 struct OpenWindow {
     /// Series id → adjusted value at the base scrape.
     base: HashMap<String, f64>,
-    gauges: HashMap<String, GaugeAcc>,
+    gauges: HashMap<MetricId, GaugeAcc>,
 }
 
 #[derive(Debug, Default)]
 struct ClosedWindow {
-    counters: BTreeMap<String, f64>,
-    histograms: BTreeMap<String, HistDelta>,
-    gauges: BTreeMap<String, Figures>,
+    counters: BTreeMap<MetricId, f64>,
+    histograms: BTreeMap<MetricId, HistDelta>,
+    gauges: BTreeMap<MetricId, Figures>,
 }
 
 #[derive(Debug)]
 struct TargetState {
     status: TargetStatus,
     warnings: HashSet<String>,
-    metrics: HashMap<String, MetricInfo>,
-    unknown_admitted: usize,
+    /// Families outside the catalogue (or shadowed by another name for their key) summarized raw.
+    raw: HashMap<String, MetricInfo>,
+    /// Raw families beyond [`MAX_UNKNOWN_FAMILIES`].
     omitted: HashSet<String>,
+    /// Per key, the catalogue entry this target's figures come from: the first-listed one its first page with the
+    /// key showed. Another name for the same key is kept raw, so nothing is counted twice.
+    claimed: HashMap<&'static str, usize>,
+    /// How each metric is named in this target's summaries: the name on the wire.
+    names: HashMap<MetricId, String>,
     series: HashMap<String, Cumulative>,
     /// The previous successful scrape: its time, and whether its page was complete.
     previous: Option<(f64, bool)>,
     slots: Vec<Slot>,
+}
+
+impl TargetState {
+    /// The engines whose names this target's figures came by, e.g. `vLLM` or `vLLM + llm-d EPP`.
+    fn engine(&self) -> Option<String> {
+        let engines: BTreeSet<Engine> = self
+            .claimed
+            .values()
+            .map(|&i| catalogue::KNOWN[i].engine)
+            .collect();
+        (!engines.is_empty()).then(|| {
+            engines
+                .into_iter()
+                .map(Engine::name)
+                .collect::<Vec<_>>()
+                .join(" + ")
+        })
+    }
 }
 
 /// The aggregate gauges of one scrape round.
@@ -427,7 +471,67 @@ struct Round {
     t: f64,
     targets: HashSet<usize>,
     /// metric → (sum of per-target values, targets).
-    values: HashMap<String, (f64, u32)>,
+    values: HashMap<MetricId, (f64, u32)>,
+}
+
+/// A sample as a metric sees it: which metric (the name before any catalogue mapping), which part, and the catalogue
+/// entry it may be.
+#[derive(Debug)]
+struct Resolved {
+    metric: String,
+    kind: SumKind,
+    part: Option<Part>,
+    known: Option<usize>,
+}
+
+/// What `sample` is to the summaries under `types`; None for what is not summarized (`_created` timestamps, buckets
+/// without a bound).
+fn resolve_sample(sample: &Sample, types: &BTreeMap<String, MetricKind>) -> Option<Resolved> {
+    let (family, kind, role) = resolve(&sample.name, types);
+    let (metric, sum_kind, part) = match (kind, role) {
+        (_, Role::Created) => return None,
+        (MetricKind::Histogram, Role::Bucket) => {
+            let le = sample.labels.get("le").and_then(parse_value)?;
+            (
+                family.to_owned(),
+                SumKind::Histogram,
+                Some(Part::Bucket(le)),
+            )
+        }
+        (MetricKind::Histogram, Role::Sum) => {
+            (family.to_owned(), SumKind::Histogram, Some(Part::Sum))
+        }
+        (MetricKind::Histogram, Role::Count) => {
+            (family.to_owned(), SumKind::Histogram, Some(Part::Count))
+        }
+        // A summary's `_sum` and `_count` are counters of their own.
+        (MetricKind::Summary, Role::Sum | Role::Count) | (MetricKind::Counter, _) => {
+            (sample.name.clone(), SumKind::Counter, Some(Part::Counter))
+        }
+        (MetricKind::Summary, _) => {
+            let quantile = sample.labels.get("quantile").unwrap_or("");
+            (
+                format!("{}{{quantile=\"{quantile}\"}}", sample.name),
+                SumKind::Gauge,
+                None,
+            )
+        }
+        (MetricKind::Gauge | MetricKind::Untyped | MetricKind::Histogram, _) => {
+            (sample.name.clone(), SumKind::Gauge, None)
+        }
+    };
+    let catalogue_kind = match sum_kind {
+        SumKind::Histogram => MetricKind::Histogram,
+        SumKind::Counter => MetricKind::Counter,
+        SumKind::Gauge => kind,
+    };
+    let known = catalogue::lookup(&metric, &sample.labels, catalogue_kind).map(|(i, _)| i);
+    Some(Resolved {
+        metric,
+        kind: sum_kind,
+        part,
+        known,
+    })
 }
 
 /// Streams scrapes in and produces the summary; see the module docs for the arithmetic.
@@ -437,10 +541,10 @@ pub struct Summarizer {
     windows: Vec<(Option<usize>, Window)>,
     targets: Vec<TargetState>,
     by_url: HashMap<String, usize>,
-    infos: HashMap<String, MetricInfo>,
+    infos: HashMap<MetricId, MetricInfo>,
     round: Option<Round>,
-    aggregate_slots: Vec<Option<HashMap<String, GaugeAcc>>>,
-    aggregate_closed: Vec<BTreeMap<String, Figures>>,
+    aggregate_slots: Vec<Option<HashMap<MetricId, GaugeAcc>>>,
+    aggregate_closed: Vec<BTreeMap<MetricId, Figures>>,
 }
 
 impl Summarizer {
@@ -483,9 +587,10 @@ impl Summarizer {
                 ..TargetStatus::default()
             },
             warnings: HashSet::new(),
-            metrics: HashMap::new(),
-            unknown_admitted: 0,
+            raw: HashMap::new(),
             omitted: HashSet::new(),
+            claimed: HashMap::new(),
+            names: HashMap::new(),
             series: HashMap::new(),
             previous: None,
             slots: (0..self.windows.len()).map(|_| Slot::Pending).collect(),
@@ -520,72 +625,106 @@ impl Summarizer {
         self.add_to_round(ti, t, &gauges.1);
     }
 
-    /// Resolves every sample, admits metrics, and returns (the cumulative samples, each gauge's combined value).
+    /// Resolves every sample, maps it onto its catalogue key or admits it raw, converts known values to their key's
+    /// unit, and returns (the cumulative samples, each gauge's combined value).
     #[allow(clippy::type_complexity)]
     fn read_scrape(
         &mut self,
         ti: usize,
         scrape: &Scrape,
-    ) -> (Vec<(String, String, Part, f64)>, Vec<(String, f64)>) {
+    ) -> (Vec<(String, MetricId, Part, f64)>, Vec<(MetricId, f64)>) {
+        let resolved: Vec<Option<Resolved>> = scrape
+            .samples
+            .iter()
+            .map(|sample| resolve_sample(sample, &scrape.types))
+            .collect();
         let target = &mut self.targets[ti];
+        // Keys this target has not shown yet go to the first-listed entry this page has for them.
+        let mut shown: HashMap<&'static str, usize> = HashMap::new();
+        for i in resolved.iter().flatten().filter_map(|r| r.known) {
+            let key = catalogue::KNOWN[i].key.key;
+            if !target.claimed.contains_key(key) {
+                shown
+                    .entry(key)
+                    .and_modify(|first| *first = (*first).min(i))
+                    .or_insert(i);
+            }
+        }
+        target.claimed.extend(shown);
+
         let mut cumulative = Vec::new();
-        let mut gauge_parts: HashMap<String, (f64, u32, Combine)> = HashMap::new();
-        let mut gauge_order: Vec<String> = Vec::new();
-        for sample in &scrape.samples {
-            let (family, kind, role) = resolve(&sample.name, &scrape.types);
-            let (metric, sum_kind, part) = match (kind, role) {
-                (_, Role::Created) => continue,
-                (MetricKind::Histogram, Role::Bucket) => {
-                    let Some(le) = sample.labels.get("le").and_then(parse_value) else {
-                        continue;
-                    };
-                    (
-                        family.to_owned(),
-                        SumKind::Histogram,
-                        Some(Part::Bucket(le)),
-                    )
-                }
-                (MetricKind::Histogram, Role::Sum) => {
-                    (family.to_owned(), SumKind::Histogram, Some(Part::Sum))
-                }
-                (MetricKind::Histogram, Role::Count) => {
-                    (family.to_owned(), SumKind::Histogram, Some(Part::Count))
-                }
-                // A summary's `_sum` and `_count` are counters of their own.
-                (MetricKind::Summary, Role::Sum | Role::Count) | (MetricKind::Counter, _) => {
-                    (sample.name.clone(), SumKind::Counter, Some(Part::Counter))
-                }
-                (MetricKind::Summary, _) => {
-                    let quantile = sample.labels.get("quantile").unwrap_or("");
-                    (
-                        format!("{}{{quantile=\"{quantile}\"}}", sample.name),
-                        SumKind::Gauge,
-                        None,
-                    )
-                }
-                (MetricKind::Gauge | MetricKind::Untyped | MetricKind::Histogram, _) => {
-                    (sample.name.clone(), SumKind::Gauge, None)
-                }
-            };
-            let Some(info) = admit(target, &mut self.infos, &metric, kind, sum_kind) else {
+        let mut gauge_parts: HashMap<MetricId, (f64, u32, Combine)> = HashMap::new();
+        let mut gauge_order: Vec<MetricId> = Vec::new();
+        for (sample, resolved) in scrape.samples.iter().zip(resolved) {
+            let Some(resolved) = resolved else {
                 continue;
             };
+            let known = resolved
+                .known
+                .filter(|&i| target.claimed.get(catalogue::KNOWN[i].key.key) == Some(&i))
+                .map(|i| &catalogue::KNOWN[i]);
+            let (id, info, scale) = match known {
+                Some(known) => {
+                    let id = MetricId::Known(known.key.key);
+                    let info = MetricInfo {
+                        kind: match known.key.kind {
+                            MetricKind::Counter => SumKind::Counter,
+                            MetricKind::Histogram => SumKind::Histogram,
+                            _ => SumKind::Gauge,
+                        },
+                        combine: known.key.combine,
+                    };
+                    target
+                        .names
+                        .entry(id.clone())
+                        .or_insert_with(|| match known.label {
+                            Some((label, value)) => {
+                                format!("{}{{{label}=\"{value}\"}}", resolved.metric)
+                            }
+                            None => resolved.metric.clone(),
+                        });
+                    (id, info, known.scale)
+                }
+                None => {
+                    // A family the catalogue picks series out of by a label keeps its other series apart by it.
+                    let name = match catalogue::selector_label(&resolved.metric)
+                        .and_then(|label| Some((label, sample.labels.get(label)?)))
+                    {
+                        Some((label, value)) => {
+                            format!("{}{{{label}=\"{value}\"}}", resolved.metric)
+                        }
+                        None => resolved.metric,
+                    };
+                    let Some(info) = admit_raw(target, &name, resolved.kind) else {
+                        continue;
+                    };
+                    let id = MetricId::Raw(name.clone());
+                    target.names.entry(id.clone()).or_insert(name);
+                    (id, info, 1.0)
+                }
+            };
+            self.infos.entry(id.clone()).or_insert(info);
             let value = sample.value;
-            match (info.kind, part) {
-                (SumKind::Gauge, _) => {
-                    let entry = gauge_parts.entry(metric.clone()).or_insert_with(|| {
-                        gauge_order.push(metric.clone());
+            match info.kind {
+                SumKind::Gauge => {
+                    let entry = gauge_parts.entry(id.clone()).or_insert_with(|| {
+                        gauge_order.push(id.clone());
                         (0.0, 0, info.combine)
                     });
                     if !value.is_nan() {
-                        entry.0 += value;
+                        entry.0 += value * scale;
                         entry.1 += 1;
                     }
                 }
-                (SumKind::Counter | SumKind::Histogram, part) => {
-                    let part = part.unwrap_or(Part::Counter);
-                    let id = format!("{}{}", sample.name, sample.labels.render_without(""));
-                    cumulative.push((id, metric, part, value));
+                SumKind::Counter | SumKind::Histogram => {
+                    let (part, value) = match resolved.part.unwrap_or(Part::Counter) {
+                        // Counts stay counts; bounds, sums and counters are in the source's unit.
+                        Part::Count => (Part::Count, value),
+                        Part::Bucket(le) => (Part::Bucket(le * scale), value),
+                        part => (part, value * scale),
+                    };
+                    let series = format!("{}{}", sample.name, sample.labels.render_without(""));
+                    cumulative.push((series, id, part, value));
                 }
             }
         }
@@ -610,8 +749,8 @@ impl Summarizer {
         ti: usize,
         t: f64,
         complete: bool,
-        cumulative: Vec<(String, String, Part, f64)>,
-        gauges: &[(String, f64)],
+        cumulative: Vec<(String, MetricId, Part, f64)>,
+        gauges: &[(MetricId, f64)],
     ) {
         let tolerance = self.tolerance();
         let windows = self.windows.clone();
@@ -720,7 +859,7 @@ impl Summarizer {
         target.previous = Some((t, complete));
     }
 
-    fn add_to_round(&mut self, ti: usize, t: f64, gauges: &[(String, f64)]) {
+    fn add_to_round(&mut self, ti: usize, t: f64, gauges: &[(MetricId, f64)]) {
         let starts_new = match &self.round {
             None => true,
             Some(round) => {
@@ -789,8 +928,7 @@ impl Summarizer {
         let mut summaries: Vec<WindowSummary> = Vec::with_capacity(self.windows.len());
         for (wi, (stage, window)) in self.windows.iter().enumerate() {
             let duration = window.end_s - window.start_s;
-            let mut counters: BTreeMap<String, f64> = BTreeMap::new();
-            let mut histograms: BTreeMap<String, HistDelta> = BTreeMap::new();
+            let mut all = Figured::default();
             let mut targets = Vec::with_capacity(self.targets.len());
             for target in &self.targets {
                 let empty = ClosedWindow::default();
@@ -798,36 +936,21 @@ impl Summarizer {
                     Slot::Closed(closed) => closed.as_ref(),
                     _ => &empty,
                 };
-                for (metric, increase) in &closed.counters {
-                    *counters.entry(metric.clone()).or_default() += increase;
-                }
-                for (metric, delta) in &closed.histograms {
-                    histograms.entry(metric.clone()).or_default().merge(delta);
-                }
+                let figured = Figured::of_target(closed, &target.names);
+                all.add_target(&figured);
                 targets.push(TargetMetrics {
                     url: target.status.url.clone(),
-                    metrics: lay_out(
-                        &self.infos,
-                        &closed.gauges,
-                        &closed.counters,
-                        &closed.histograms,
-                        duration,
-                    ),
+                    metrics: figured.lay_out(duration),
                     unknown_families_omitted: target.omitted.len() as u64,
                 });
             }
+            all.gauges = self.aggregate_closed[wi].clone();
             summaries.push(WindowSummary {
                 stage: *stage,
                 start_s: window.start_s,
                 end_s: window.end_s,
                 targets,
-                aggregate: lay_out(
-                    &self.infos,
-                    &self.aggregate_closed[wi],
-                    &counters,
-                    &histograms,
-                    duration,
-                ),
+                aggregate: all.lay_out(duration),
             });
         }
         let mut windows = summaries.into_iter();
@@ -838,58 +961,53 @@ impl Summarizer {
             targets: Vec::new(),
             aggregate: Vec::new(),
         });
+        let mut warnings = Vec::new();
+        let mut statuses = Vec::with_capacity(self.targets.len());
+        for target in self.targets {
+            let engine = target.engine();
+            if engine.is_none() && target.status.scrapes > 0 {
+                warnings.push(format!(
+                    "no known engine metrics at {}: {} families kept raw",
+                    target.status.url,
+                    target.raw.len() + target.omitted.len()
+                ));
+            }
+            statuses.push(TargetStatus {
+                engine,
+                ..target.status
+            });
+        }
         ServerMetricsSummary {
             interval_s: self.interval_s,
-            targets: self.targets.into_iter().map(|t| t.status).collect(),
+            targets: statuses,
             overall,
             stages: windows.collect(),
-            warnings: Vec::new(),
+            warnings,
         }
     }
 }
 
-/// The summary kind a catalogue entry or a declared type calls for, once per metric per target; None when the metric
-/// is unknown and the target already has its share of unknown families.
-fn admit(
-    target: &mut TargetState,
-    infos: &mut HashMap<String, MetricInfo>,
-    metric: &str,
-    kind: MetricKind,
-    sum_kind: SumKind,
-) -> Option<MetricInfo> {
-    if let Some(info) = target.metrics.get(metric) {
+/// The summary kind of a family the catalogue does not know (or knows by another name on this target), once per
+/// family per target; None when the target already has its share of raw families.
+fn admit_raw(target: &mut TargetState, metric: &str, kind: SumKind) -> Option<MetricInfo> {
+    if let Some(info) = target.raw.get(metric) {
         return Some(*info);
     }
     if target.omitted.contains(metric) {
         return None;
     }
-    let catalogue_kind = match sum_kind {
-        SumKind::Histogram => MetricKind::Histogram,
-        SumKind::Counter => MetricKind::Counter,
-        SumKind::Gauge => kind,
-    };
-    let known = catalogue::lookup(metric, catalogue_kind);
-    if known.is_none() {
-        if target.unknown_admitted >= MAX_UNKNOWN_FAMILIES {
-            // Bounded too: a page of ever-new names cannot grow this set past the series cap's worth.
-            if target.omitted.len() < super::parse::MAX_SERIES {
-                target.omitted.insert(metric.to_owned());
-            }
-            return None;
+    if target.raw.len() >= MAX_UNKNOWN_FAMILIES {
+        // Bounded too: a page of ever-new names cannot grow this set past the series cap's worth.
+        if target.omitted.len() < super::parse::MAX_SERIES {
+            target.omitted.insert(metric.to_owned());
         }
-        target.unknown_admitted += 1;
+        return None;
     }
     let info = MetricInfo {
-        // An untyped sample the catalogue knows as a counter is summed as one.
-        kind: match known {
-            Some((_, k)) if k.kind == MetricKind::Counter => SumKind::Counter,
-            _ => sum_kind,
-        },
-        known,
-        combine: known.map_or(Combine::Mean, |(_, k)| k.combine),
+        kind,
+        combine: Combine::Mean,
     };
-    target.metrics.insert(metric.to_owned(), info);
-    infos.entry(metric.to_owned()).or_insert(info);
+    target.raw.insert(metric.to_owned(), info);
     Some(info)
 }
 
@@ -900,7 +1018,7 @@ fn snapshot(series: &HashMap<String, Cumulative>) -> HashMap<String, f64> {
         .collect()
 }
 
-fn finish_gauges(open: &HashMap<String, GaugeAcc>) -> BTreeMap<String, Figures> {
+fn finish_gauges(open: &HashMap<MetricId, GaugeAcc>) -> BTreeMap<MetricId, Figures> {
     open.iter()
         .filter_map(|(metric, acc)| Some((metric.clone(), acc.figures()?)))
         .collect()
@@ -950,75 +1068,182 @@ fn close(target: &mut TargetState, wi: usize, born: &HashSet<String>, born_from_
     target.slots[wi] = Slot::Closed(Box::new(closed));
 }
 
-/// The metrics of a window in listing order: catalogue order (each ratio after its denominator), then the rest by
-/// name.
-fn lay_out(
-    infos: &HashMap<String, MetricInfo>,
-    gauges: &BTreeMap<String, Figures>,
-    counters: &BTreeMap<String, f64>,
-    histograms: &BTreeMap<String, HistDelta>,
-    duration: f64,
-) -> Vec<MetricSummary> {
-    let mut listed: Vec<((usize, usize, String), MetricSummary)> = Vec::new();
-    let mut push = |metric: &str, figures: Figures| {
-        let known = infos.get(metric).and_then(|i| i.known);
-        let order = known.map_or(usize::MAX, |(i, _)| i);
-        listed.push((
-            (order, 0, metric.to_owned()),
-            MetricSummary {
-                name: metric.to_owned(),
-                key: known.map(|(_, k)| k.key.to_owned()),
-                unit: known.map(|(_, k)| k.unit.to_owned()),
-                figures,
-            },
-        ));
-    };
-    for (metric, figures) in gauges {
-        push(metric, figures.clone());
-    }
-    for (metric, increase) in counters {
-        push(
-            metric,
-            Figures::Counter {
-                increase: *increase,
-                per_second: per_second(*increase, duration),
-            },
-        );
-    }
-    for (metric, delta) in histograms {
-        push(metric, delta.figures(duration));
-    }
-    // A counter is found by its catalogue name whether the page spelled it with `_total` or not.
-    let counter = |name: &str| {
-        counters.iter().find_map(|(metric, increase)| {
-            let known = infos.get(metric).and_then(|i| i.known)?;
-            (known.1.name == name).then_some((*increase, known.0))
-        })
-    };
-    for ratio in RATIOS {
-        let (Some((hits, _)), Some((queries, order))) =
-            (counter(ratio.numerator), counter(ratio.denominator))
-        else {
-            continue;
+/// One window's figures by metric, named, with the counters and ratios built from them: one target's, or every
+/// target's together.
+#[derive(Debug, Default)]
+struct Figured {
+    gauges: BTreeMap<MetricId, Figures>,
+    counters: BTreeMap<MetricId, f64>,
+    histograms: BTreeMap<MetricId, HistDelta>,
+    /// How each metric is named: its name on the wire, what a derived counter is built from, the names of several
+    /// targets that differ.
+    names: BTreeMap<MetricId, String>,
+    /// Ratio key → (Δnumerator, Δdenominator, the formula of the first target that had it).
+    ratios: BTreeMap<&'static str, (f64, f64, &'static Ratio)>,
+}
+
+impl Figured {
+    /// A target's closed window, with the counters it lacks but can build ([`catalogue::DERIVED_COUNTERS`]) and the
+    /// parts of every ratio it has the counters for.
+    fn of_target(closed: &ClosedWindow, names: &HashMap<MetricId, String>) -> Figured {
+        let mut figured = Figured {
+            gauges: closed.gauges.clone(),
+            counters: closed.counters.clone(),
+            histograms: closed.histograms.clone(),
+            ..Figured::default()
         };
-        listed.push((
-            (order, 1, ratio.name.to_owned()),
-            MetricSummary {
-                name: ratio.name.to_owned(),
-                key: Some(ratio.key.to_owned()),
-                unit: Some("percent".to_owned()),
-                figures: Figures::Ratio {
-                    percent: if queries > 0.0 {
-                        hits / queries * 100.0
-                    } else {
-                        0.0
+        let ids: Vec<MetricId> = figured
+            .gauges
+            .keys()
+            .chain(figured.counters.keys())
+            .chain(figured.histograms.keys())
+            .cloned()
+            .collect();
+        for id in ids {
+            let name = names.get(&id).cloned().unwrap_or_else(|| id_text(&id));
+            figured.names.insert(id, name);
+        }
+        let derived_keys: BTreeSet<&'static str> = catalogue::DERIVED_COUNTERS
+            .iter()
+            .map(|derived| derived.key.key)
+            .collect();
+        for key in derived_keys {
+            let counter = |key: &str| figured.counters.get(&MetricId::of_key(key)?).copied();
+            let histogram_total = |key: &str| {
+                figured
+                    .histograms
+                    .get(&MetricId::of_key(key)?)
+                    .map(|h| h.sum)
+            };
+            let Some((value, Some(derived))) =
+                catalogue::counter_increase(key, &counter, &histogram_total)
+            else {
+                continue;
+            };
+            let name_of = |key: &Key| {
+                MetricId::of_key(key.key)
+                    .and_then(|id| figured.names.get(&id).cloned())
+                    .unwrap_or_else(|| key.key.to_owned())
+            };
+            let name = match &derived.from {
+                Source::Sum(parts) => parts
+                    .iter()
+                    .map(|part| name_of(part))
+                    .collect::<Vec<_>>()
+                    .join(" + "),
+                Source::HistogramTotal(histogram) => format!("{}_sum", name_of(histogram)),
+            };
+            let id = MetricId::Known(derived.key.key);
+            figured.counters.insert(id.clone(), value);
+            figured.names.insert(id, name);
+        }
+        for key in catalogue::ratio_keys() {
+            let counter = |key: &str| figured.counters.get(&MetricId::of_key(key)?).copied();
+            if let Some(parts) = catalogue::ratio_parts(key, &counter) {
+                figured.ratios.insert(key, parts);
+            }
+        }
+        figured
+    }
+
+    /// Adds a target's counters, histograms and ratio parts (gauges combine per scrape round instead).
+    fn add_target(&mut self, target: &Figured) {
+        for (id, increase) in &target.counters {
+            *self.counters.entry(id.clone()).or_default() += increase;
+        }
+        for (id, delta) in &target.histograms {
+            self.histograms.entry(id.clone()).or_default().merge(delta);
+        }
+        for (key, (numerator, denominator, ratio)) in &target.ratios {
+            let entry = self.ratios.entry(key).or_insert((0.0, 0.0, ratio));
+            entry.0 += numerator;
+            entry.1 += denominator;
+        }
+        for (id, name) in &target.names {
+            match self.names.get_mut(id) {
+                None => {
+                    self.names.insert(id.clone(), name.clone());
+                }
+                Some(names) if !names.split(", ").any(|n| n == name) => {
+                    names.push_str(", ");
+                    names.push_str(name);
+                }
+                Some(_) => {}
+            }
+        }
+    }
+
+    /// The metrics in listing order: [`catalogue::KEYS`] order (each ratio after its denominator), then the raw
+    /// families by name.
+    fn lay_out(&self, duration: f64) -> Vec<MetricSummary> {
+        let mut listed: Vec<((usize, usize, String), MetricSummary)> = Vec::new();
+        let mut push = |id: &MetricId, figures: Figures| {
+            let key = match id {
+                MetricId::Known(key) => catalogue::key(key),
+                MetricId::Raw(_) => None,
+            };
+            let name = self.names.get(id).cloned().unwrap_or_else(|| id_text(id));
+            listed.push((
+                (
+                    key.map_or(usize::MAX, |k| catalogue::key_order(k.key)),
+                    0,
+                    name.clone(),
+                ),
+                MetricSummary {
+                    name,
+                    key: key.map(|k| k.key.to_owned()),
+                    unit: key.map(|k| k.unit.to_owned()),
+                    figures,
+                },
+            ));
+        };
+        for (id, figures) in &self.gauges {
+            push(id, figures.clone());
+        }
+        for (id, increase) in &self.counters {
+            push(
+                id,
+                Figures::Counter {
+                    increase: *increase,
+                    per_second: per_second(*increase, duration),
+                },
+            );
+        }
+        for (id, delta) in &self.histograms {
+            push(id, delta.figures(duration));
+        }
+        for (key, (numerator, denominator, ratio)) in &self.ratios {
+            listed.push((
+                (
+                    catalogue::key_order(ratio.denominator.key),
+                    1,
+                    ratio.name.to_owned(),
+                ),
+                MetricSummary {
+                    name: ratio.name.to_owned(),
+                    key: Some((*key).to_owned()),
+                    unit: Some("percent".to_owned()),
+                    figures: Figures::Ratio {
+                        percent: if *denominator > 0.0 {
+                            numerator / denominator * 100.0
+                        } else {
+                            0.0
+                        },
                     },
                 },
-            },
-        ));
+            ));
+        }
+        listed.sort_by(|a, b| a.0.cmp(&b.0));
+        listed.into_iter().map(|(_, m)| m).collect()
     }
-    listed.sort_by(|a, b| a.0.cmp(&b.0));
-    listed.into_iter().map(|(_, m)| m).collect()
+}
+
+/// A metric's id as text, for a metric with no recorded name.
+fn id_text(id: &MetricId) -> String {
+    match id {
+        MetricId::Known(key) => (*key).to_owned(),
+        MetricId::Raw(name) => name.clone(),
+    }
 }
 
 /// Summarizes `scrapes` (streamed; see the module docs) over the whole `run` and each stage. Target statuses come
@@ -1039,7 +1264,20 @@ where
     }
     let mut summary = summarizer.finish();
     if let Some(outcome) = outcome {
-        summary.targets = outcome.targets.clone();
+        // The scraper's statuses have its warnings; the engine is what the scrapes showed.
+        let engines: HashMap<String, Option<String>> = summary
+            .targets
+            .drain(..)
+            .map(|t| (t.url, t.engine))
+            .collect();
+        summary.targets = outcome
+            .targets
+            .iter()
+            .map(|t| TargetStatus {
+                engine: engines.get(&t.url).cloned().flatten(),
+                ..t.clone()
+            })
+            .collect();
         summary.warnings.extend(outcome.warnings.iter().cloned());
     }
     summary
