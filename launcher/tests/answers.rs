@@ -4,8 +4,7 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Output, Stdio};
-use std::time::Duration;
+use std::process::Output;
 
 use serde_json::Value;
 
@@ -152,58 +151,22 @@ fn a_run_where_nothing_answers_says_why_on_screen_and_in_report_html() {
 }
 
 /// `llmbench sim` failing half its requests with HTTP 429 or 500, seeded; killed on drop.
-struct FailingSim {
-    child: Child,
-    url: String,
-}
-
-impl FailingSim {
-    fn start() -> FailingSim {
-        let port = refusing_port();
-        let child = llmbench()
-            .args([
-                "sim",
-                "--port",
-                &port.to_string(),
-                "--model",
-                "m",
-                "--seed",
-                "7",
-            ])
-            .args([
-                "--failure-rate",
-                "0.5",
-                "--failure-kinds",
-                "http429,http500",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starts the simulator");
-        let sim = FailingSim {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-        };
-        for _ in 0..100 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return sim;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("the simulator did not start");
-    }
-}
-
-impl Drop for FailingSim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn failing_sim() -> SimProcess {
+    SimProcess::start(&[
+        "--model",
+        "m",
+        "--seed",
+        "7",
+        "--failure-rate",
+        "0.5",
+        "--failure-kinds",
+        "http429,http500",
+    ])
 }
 
 #[test]
 fn some_failures_get_a_row_per_http_status_and_the_run_still_completes() {
-    let sim = FailingSim::start();
+    let sim = failing_sim();
     let dir = tempfile::tempdir().expect("tempdir");
     let mut extra = vec![
         "--endpoint",

@@ -11,53 +11,11 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Output, Stdio};
-use std::time::Duration;
+use std::process::Output;
 
 use serde_json::Value;
 
 use common::*;
-
-/// `llmbench sim` with the capacity above, on a free port; killed on drop.
-struct Sim {
-    child: Child,
-    url: String,
-}
-
-impl Sim {
-    fn start() -> Sim {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let child = llmbench()
-            .args(["sim", "--port", &port.to_string(), "--model", "m"])
-            .args(["--max-num-seqs", "4", "--ttft", "50ms", "--itl", "10ms"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starts the simulator");
-        // Owned at once, so a simulator that never answers is still killed (on drop) when the test panics.
-        let sim = Sim {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-        };
-        for _ in 0..100 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return sim;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("the simulator did not start");
-    }
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// A guidellm profile of 32-token prompts and 16-token answers, with `search` as its `capacity_search:` block.
 fn profile(dir: &Path, search: &str) -> std::path::PathBuf {
@@ -72,7 +30,7 @@ fn profile(dir: &Path, search: &str) -> std::path::PathBuf {
     path
 }
 
-fn run(dir: &Path, sim: &Sim, profile: &Path, run_id: &str, extra: &[&str]) -> Output {
+fn run(dir: &Path, sim: &SimProcess, profile: &Path, run_id: &str, extra: &[&str]) -> Output {
     llmbench()
         .args(["run", "--harness", "guidellm", "--profile"])
         .arg(profile)
@@ -99,7 +57,16 @@ fn capacity(run_dir: &Path) -> Value {
 
 #[test]
 fn a_rate_search_finds_the_simulators_hand_computed_capacity_and_confirms_it() {
-    let sim = Sim::start();
+    let sim = SimProcess::start(&[
+        "--model",
+        "m",
+        "--max-num-seqs",
+        "4",
+        "--ttft",
+        "50ms",
+        "--itl",
+        "10ms",
+    ]);
     let dir = tempfile::tempdir().expect("tempdir");
     let path = profile(
         dir.path(),
@@ -168,7 +135,16 @@ fn a_rate_search_finds_the_simulators_hand_computed_capacity_and_confirms_it() {
 
 #[test]
 fn a_concurrency_search_finds_the_simulators_seats() {
-    let sim = Sim::start();
+    let sim = SimProcess::start(&[
+        "--model",
+        "m",
+        "--max-num-seqs",
+        "4",
+        "--ttft",
+        "50ms",
+        "--itl",
+        "10ms",
+    ]);
     let dir = tempfile::tempdir().expect("tempdir");
     let path = profile(
         dir.path(),
@@ -227,7 +203,16 @@ fn a_concurrency_search_finds_the_simulators_seats() {
 
 #[test]
 fn the_flag_overrides_the_profile_and_bad_searches_are_refused_before_anything_runs() {
-    let sim = Sim::start();
+    let sim = SimProcess::start(&[
+        "--model",
+        "m",
+        "--max-num-seqs",
+        "4",
+        "--ttft",
+        "50ms",
+        "--itl",
+        "10ms",
+    ]);
     let dir = tempfile::tempdir().expect("tempdir");
     let path = profile(dir.path(), "  load: rate\n  slo: [\"ttft_p99<=100ms\"]\n");
     let refused = |extra: &[&str], run_id: &str, expected: &str| {

@@ -8,11 +8,11 @@ mod common;
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Output, Stdio};
+use std::process::Output;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{json, llmbench, run_profile, stderr, succeeded, write};
+use common::{SimProcess, json, llmbench, run_profile, stderr, succeeded, write};
 use serde_json::Value;
 
 /// The exit code of a failed pre-flight.
@@ -159,44 +159,6 @@ fn closed_endpoint() -> String {
     url
 }
 
-/// `llmbench sim` serving `model` on a free port, killed when dropped.
-struct Sim {
-    child: Child,
-    url: String,
-}
-
-impl Sim {
-    fn start(model: &str) -> Sim {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .expect("bind")
-            .local_addr()
-            .expect("addr")
-            .port();
-        let child = llmbench()
-            .args(["sim", "--port", &port.to_string(), "--model", model])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("sim starts");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "the simulator did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Sim {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-        }
-    }
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Runs the small vllm-benchmark profile against `endpoint` as `run_id`, with `extra` flags.
 fn small_run(dir: &Path, endpoint: &str, run_id: &str, extra: &[&str]) -> Output {
     let profile = write(dir, "small.yaml", SMALL_VLLM);
@@ -260,7 +222,7 @@ fn a_host_that_does_not_resolve_and_a_tls_endpoint_on_plain_http_are_named_as_su
         &["the host name `llmbench-preflight.invalid` does not resolve (DNS)"],
     );
     // A server that answers the TLS handshake's first bytes as a plain HTTP request (with a 400).
-    let sim = Sim::start("m");
+    let sim = SimProcess::start(&["--model", "m"]);
     let https = sim.url.replace("http://", "https://");
     let output = small_run(dir.path(), &https, "tls", &[]);
     assert_refused(
@@ -304,7 +266,7 @@ fn a_404_on_the_api_path_names_the_path_and_what_the_server_must_serve() {
 
 #[test]
 fn a_base_url_ending_in_v1_is_told_to_drop_it() {
-    let sim = Sim::start("m");
+    let sim = SimProcess::start(&["--model", "m"]);
     let dir = tempfile::tempdir().expect("tmp");
     for (suffix, run_id) in [("/v1", "v1"), ("/v1/completions/", "v1-completions")] {
         let endpoint = format!("{}{suffix}", sim.url);
@@ -328,7 +290,7 @@ fn a_base_url_ending_in_v1_is_told_to_drop_it() {
 
 #[test]
 fn a_model_the_server_does_not_list_is_refused_naming_what_it_serves() {
-    let sim = Sim::start("served-model");
+    let sim = SimProcess::start(&["--model", "served-model"]);
     let dir = tempfile::tempdir().expect("tmp");
     let output = small_run(dir.path(), &sim.url, "wrong", &["--model", "wrong-model"]);
     assert_refused(

@@ -9,8 +9,7 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Output, Stdio};
-use std::time::Duration;
+use std::process::Output;
 
 use common::*;
 
@@ -276,50 +275,10 @@ fn an_override_in_another_dialects_path_names_this_dialects_key() {
     }
 }
 
-/// `llmbench sim` serving `model` on a free port; killed on drop.
-struct Sim {
-    child: Child,
-    url: String,
-}
-
-impl Sim {
-    fn start(model: &str) -> Sim {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let child = llmbench()
-            .args(["sim", "--port", &port.to_string(), "--model", model])
-            .args(["--ttft", "5ms", "--itl", "1ms"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starts the simulator");
-        let sim = Sim {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-        };
-        for _ in 0..200 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return sim;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("the simulator did not start");
-    }
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn the_command_line_beats_the_profiles_endpoint_model_and_tokenizer_and_the_first_line_says_so() {
     // The simulator serves only the --model name: a request naming the profile's model would get a 404.
-    let sim = Sim::start("cli-model");
+    let sim = SimProcess::start(&["--model", "cli-model", "--ttft", "5ms", "--itl", "1ms"]);
     let dir = tempfile::tempdir().expect("tmp");
     let out = dir.path().join("out");
     let profile = write(

@@ -3,7 +3,8 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -87,4 +88,53 @@ pub fn read_request(reader: &mut impl std::io::BufRead) -> Option<Vec<u8>> {
     let mut body = vec![0; length];
     reader.read_exact(&mut body).ok()?;
     Some(body)
+}
+
+/// `llmbench sim --port PORT ARGS…` on a free port, owned at once so it is killed (on drop) even when the test
+/// panics while it starts.
+pub struct SimProcess {
+    child: Child,
+    pub port: u16,
+    pub url: String,
+}
+
+impl SimProcess {
+    /// Starts the simulator with `args` after `--port` and waits until it accepts connections (20 s at most: a
+    /// bound for a loaded machine, not a timing).
+    pub fn start(args: &[&str]) -> SimProcess {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = llmbench()
+            .args(["sim", "--port", &port.to_string()])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starts the simulator");
+        let sim = SimProcess {
+            child,
+            port,
+            url: format!("http://127.0.0.1:{port}"),
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "the simulator did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        sim
+    }
+
+    /// Kills the simulator now (a server that dies mid-run).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for SimProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
 }
