@@ -575,6 +575,31 @@ struct TableRow<'a> {
     best: bool,
 }
 
+impl TableRow<'_> {
+    /// The figure columns both tables show, in order: runs ok, req/s, output tok/s, TTFT p99, and the capacity
+    /// where any treatment has one.
+    fn figures(&self) -> impl Iterator<Item = String> + '_ {
+        [
+            &self.runs,
+            &self.requests_per_second,
+            &self.output_tokens_per_second,
+            &self.ttft_p99_ms,
+        ]
+        .into_iter()
+        .chain(&self.capacity)
+        .cloned()
+    }
+
+    /// The verdict, with `best_mark` after it on the best treatment's row.
+    fn verdict_cell(&self, best_mark: &str) -> String {
+        if self.best {
+            format!("{}{best_mark}", self.verdict)
+        } else {
+            self.verdict.clone()
+        }
+    }
+}
+
 /// The table's rows: treatment, runs ok, req/s mean±sd, output tok/s, TTFT p99, capacity where any row has one,
 /// verdict.
 fn table_rows(comparison: &Comparison) -> Vec<TableRow<'_>> {
@@ -629,19 +654,9 @@ fn terminal_table(comparison: &Comparison, name_chars: usize) -> String {
     columns.push(("verdict", Align::Left));
     let mut table = Table::new(&columns);
     for row in &rows {
-        let mut cells = vec![
-            shorten_middle(row.treatment, name_chars),
-            row.runs.clone(),
-            row.requests_per_second.clone(),
-            row.output_tokens_per_second.clone(),
-            row.ttft_p99_ms.clone(),
-        ];
-        cells.extend(row.capacity.clone());
-        cells.push(if row.best {
-            format!("{} best", row.verdict)
-        } else {
-            row.verdict.clone()
-        });
+        let mut cells = vec![shorten_middle(row.treatment, name_chars)];
+        cells.extend(row.figures());
+        cells.push(row.verdict_cell(" best"));
         table.push(Tone::Plain, cells);
     }
     table.to_text()
@@ -791,18 +806,8 @@ pub fn treatment_table(comparison: &Comparison, slo: Option<&SloSpec>) -> Treatm
                     .iter()
                     .map(|f| row.levels.get(*f).cloned().unwrap_or_default()),
             );
-            cells.extend([
-                row.runs.clone(),
-                row.requests_per_second.clone(),
-                row.output_tokens_per_second.clone(),
-                row.ttft_p99_ms.clone(),
-            ]);
-            cells.extend(row.capacity.clone());
-            cells.push(if row.best {
-                format!("{} · best", row.verdict)
-            } else {
-                row.verdict.clone()
-            });
+            cells.extend(row.figures());
+            cells.push(row.verdict_cell(" · best"));
             cells
         })
         .collect();
