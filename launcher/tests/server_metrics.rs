@@ -68,8 +68,10 @@ async fn scraping_llmbench_sim_under_load_summarizes_per_stage() {
     let sim = start(SimConfig {
         port: 0,
         seed: Some(3),
+        // Slow tokens keep the seats full for about 1.5 s, so a scraper that a loaded machine delays by a few
+        // hundred ms still sees them full (scrapes are 100 ms apart).
         ttft: Duration::from_millis(20),
-        itl: Duration::from_millis(10),
+        itl: Duration::from_millis(40),
         max_num_seqs: 4,
         max_model_len: 1000,
         ..SimConfig::default()
@@ -82,7 +84,7 @@ async fn scraping_llmbench_sim_under_load_summarizes_per_stage() {
     let t0 = Instant::now();
     let scraper = spawn(vec![format!("{base}/metrics")], INTERVAL, t0, out.clone()).unwrap();
 
-    // Stage 0: 8 streams at once on 4 seats, 50 prompt and 20 output tokens each: two waves of about 210 ms.
+    // Stage 0: 8 streams at once on 4 seats, 50 prompt and 20 output tokens each: two waves of about 780 ms.
     tokio::time::sleep(Duration::from_millis(150)).await;
     let stage0_start = since(t0);
     let client = reqwest::Client::new();
