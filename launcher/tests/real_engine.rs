@@ -1,0 +1,153 @@
+//! llmbench against a real engine: llama.cpp's `llama-server` on the CPU with a tiny random-weight llama model whose
+//! tokenizer is a real byte-level BPE that adds a BOS token (`tests/tools/make-tiny-model.py`; `make test` builds
+//! the server and the model and points `LLMBENCH_LLAMA_*` at them; `cargo test` alone skips these tests).
+//!
+//! What a simulator cannot show: the token counts of a real tokenizer and a real chat template, a real prompt cache.
+//! The tests assert counts and classes, never latencies.
+
+mod common;
+
+use std::path::Path;
+
+use common::{LlamaServer, json, run_profile, succeeded, write};
+use serde_json::Value;
+
+fn records(run: &Path) -> Vec<Value> {
+    std::fs::read_to_string(run.join("requests.jsonl"))
+        .expect("requests.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a record"))
+        .collect()
+}
+
+fn count(record: &Value, key: &str) -> u64 {
+    record[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no {key} in {record}"))
+}
+
+fn usage(record: &Value, key: &str) -> u64 {
+    record["usage"][key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no usage.{key} in {record}"))
+}
+
+/// `llmbench run` against the server with its model and tokenizer, `extra` after.
+fn run(
+    dir: &Path,
+    server: &LlamaServer,
+    profile: &str,
+    run_id: &str,
+    extra: &[&str],
+) -> Vec<Value> {
+    let tokenizer = server.tokenizer.to_str().expect("utf-8 path");
+    let mut args = vec![
+        "--endpoint",
+        &server.url,
+        "--model",
+        &server.model,
+        "--tokenizer",
+        tokenizer,
+    ];
+    args.extend(extra);
+    let output = run_profile(dir, "inference-perf", profile, run_id, &args);
+    succeeded(&output);
+    let records = records(&dir.join(run_id));
+    assert!(!records.is_empty());
+    records
+}
+
+#[test]
+fn completions_prompts_count_as_the_server_counts_them_and_answers_run_to_max_tokens() {
+    let Some(server) = LlamaServer::start(&["-c", "4096", "-np", "2"]) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    // sanity_random: completions, ignore_eos, prompts of 256-512 tokens, answers of 10-100.
+    let records = run(
+        dir.path(),
+        &server,
+        "sanity_random",
+        "completions",
+        &["--rate", "4", "--duration", "3s"],
+    );
+    for r in &records {
+        assert_eq!(r["http_status"], 200, "{r}");
+        // The prompt's text has its length under the server's own tokenizer; the server adds its BOS token.
+        assert_eq!(
+            usage(r, "prompt_tokens"),
+            count(r, "input_tokens") + 1,
+            "{r}"
+        );
+        // ignore_eos: the server generates exactly what was asked.
+        assert_eq!(usage(r, "completion_tokens"), count(r, "max_tokens"), "{r}");
+    }
+}
+
+#[test]
+fn chat_prompts_differ_from_the_servers_count_by_the_chat_template_alone() {
+    let Some(server) = LlamaServer::start(&["-c", "4096", "-np", "2"]) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let records = run(
+        dir.path(),
+        &server,
+        "sanity_random",
+        "chat",
+        &[
+            "--override",
+            "api.type=chat",
+            "--rate",
+            "4",
+            "--duration",
+            "2s",
+        ],
+    );
+    // The template wraps the one user message the same way whatever it says: a constant number of tokens more.
+    let overheads: Vec<i64> = records
+        .iter()
+        .map(|r| usage(r, "prompt_tokens") as i64 - count(r, "input_tokens") as i64)
+        .collect();
+    assert!(overheads[0] > 0, "{overheads:?}");
+    assert!(
+        overheads.iter().all(|o| *o == overheads[0]),
+        "{overheads:?}"
+    );
+}
+
+#[test]
+fn a_shared_prefix_is_served_from_the_engines_prompt_cache() {
+    let Some(server) = LlamaServer::start(&["-c", "4096", "-np", "2"]) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile = write(
+        dir.path(),
+        "shared.yaml",
+        "api: {type: completion, streaming: true}\n\
+         server: {type: vllm, ignore_eos: true, base_url: REPLACE_ENV_LLMDBENCH_HARNESS_STACK_ENDPOINT_URL, \
+         model_name: REPLACE_ENV_LLMDBENCH_DEPLOY_CURRENT_MODEL}\n\
+         data:\n  type: shared_prefix\n  shared_prefix: {num_groups: 2, num_prompts_per_group: 8, \
+         system_prompt_len: 512, question_len: 32, output_len: 8}\n\
+         load: {type: constant, stages: [{rate: 4, duration: 4}]}\n",
+    );
+    let records = run(
+        dir.path(),
+        &server,
+        profile.to_str().expect("utf-8"),
+        "shared",
+        &[],
+    );
+    let cached: u64 = records
+        .iter()
+        .map(|r| r["usage"]["cached_tokens"].as_u64().unwrap_or(0))
+        .sum();
+    // Each group's 512-token prefix is computed once per slot and found again by the requests after it.
+    assert!(cached >= 512, "{cached} cached tokens");
+    let summary = json(&dir.path().join("shared/summary.json"));
+    let hit_rate = summary["prefix_cache"]["hit_rate"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no prefix_cache in {summary}"));
+    assert!(hit_rate > 0.0, "{hit_rate}");
+}
