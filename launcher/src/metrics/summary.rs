@@ -713,6 +713,10 @@ mod tests {
                     kind: ChunkKind::Content { tokens: 1 },
                 })
                 .collect(),
+            ignore_eos: false,
+            finish_reason: None,
+            request_id: None,
+            traceparent: None,
         }
     }
 
@@ -774,12 +778,14 @@ mod tests {
             prompt_tokens: 10,
             completion_tokens: 5,
             cached_tokens: None,
+            reasoning_tokens: None,
         });
         let mut b = ok(0, 500, 500, &[600], 2000);
         b.usage = Some(Usage {
             prompt_tokens: 10,
             completion_tokens: 15,
             cached_tokens: None,
+            reasoning_tokens: None,
         });
         // Window 2000 − 0 = 2 s: 2 requests, 20 input and 20 output tokens.
         let t = summarize(&[a, b], None).throughput;
@@ -797,6 +803,7 @@ mod tests {
                 prompt_tokens: prompt,
                 completion_tokens: 1,
                 cached_tokens: cached,
+                reasoning_tokens: None,
             });
             r
         };
@@ -813,6 +820,7 @@ mod tests {
                     prompt_tokens: 1000,
                     completion_tokens: 0,
                     cached_tokens: Some(1000),
+                    reasoning_tokens: None,
                 });
                 r
             },
@@ -959,6 +967,7 @@ mod tests {
                 prompt_tokens: prompt,
                 completion_tokens: completion,
                 cached_tokens: None,
+                reasoning_tokens: None,
             });
             r
         };
@@ -1096,6 +1105,7 @@ mod tests {
                         prompt_tokens: 100,
                         completion_tokens: chunks as u32,
                         cached_tokens: None,
+                        reasoning_tokens: None,
                     }),
                     error: None,
                     // As a vLLM chat stream: a role-only delta, one chunk per token, the usage chunk.
@@ -1107,6 +1117,10 @@ mod tests {
                             ChunkEvent { at_ns: t, kind }
                         })
                         .collect(),
+                    ignore_eos: false,
+                    finish_reason: None,
+                    request_id: None,
+                    traceparent: None,
                 };
                 r.end_ns = t + next(1000);
                 if next(20) == 0 {

@@ -558,6 +558,10 @@ mod tests {
                     kind: ChunkKind::Content { tokens: 1 },
                 })
                 .to_vec(),
+            ignore_eos: false,
+            finish_reason: None,
+            request_id: None,
+            traceparent: None,
         }
     }
 

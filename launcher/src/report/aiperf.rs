@@ -262,6 +262,7 @@ mod tests {
                 prompt_tokens: 10,
                 completion_tokens: tokens,
                 cached_tokens: None,
+                reasoning_tokens: None,
             }),
             error: None,
             chunks: chunks_ms
@@ -274,6 +275,10 @@ mod tests {
             text: None,
             conversation: None,
             warmup: false,
+            ignore_eos: false,
+            finish_reason: None,
+            request_id: None,
+            traceparent: None,
         }
     }
 

@@ -257,6 +257,7 @@ mod tests {
                 prompt_tokens: 10,
                 completion_tokens: chunks_ms.len() as u32,
                 cached_tokens: None,
+                reasoning_tokens: None,
             }),
             error: None,
             chunks: chunks_ms
@@ -269,6 +270,10 @@ mod tests {
             text: None,
             conversation: None,
             warmup: false,
+            ignore_eos: false,
+            finish_reason: None,
+            request_id: None,
+            traceparent: None,
         }
     }
 

@@ -203,7 +203,7 @@ fn benchmark(meta: &RunMeta, stage: u32, records: &[&RequestRecord]) -> Value {
             .chunks
             .iter()
             .filter(|_| r.streaming)
-            .filter_map(|c| c.kind.content_tokens().map(|t| (at(c.at_ns), f64::from(t))))
+            .filter_map(|c| c.kind.tokens().map(|t| (at(c.at_ns), f64::from(t))))
             .collect();
         if chunks.is_empty() {
             vec![(at(r.end_ns), f64::from(r.output_tokens()))]

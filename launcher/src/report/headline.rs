@@ -412,6 +412,7 @@ mod tests {
                 prompt_tokens: input + 7,
                 completion_tokens: output,
                 cached_tokens: None,
+                reasoning_tokens: None,
             }),
             error: None,
             chunks: vec![ChunkEvent {
@@ -421,6 +422,10 @@ mod tests {
             text: None,
             conversation: None,
             warmup: false,
+            ignore_eos: false,
+            finish_reason: None,
+            request_id: None,
+            traceparent: None,
         }
     }
 

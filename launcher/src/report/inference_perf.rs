@@ -376,7 +376,7 @@ fn per_request(r: &RequestRecord) -> Value {
         let token_times: Vec<f64> = r
             .chunks
             .iter()
-            .filter_map(|c| c.kind.content_tokens().map(|n| (secs(c.at_ns), n)))
+            .filter_map(|c| c.kind.tokens().map(|n| (secs(c.at_ns), n)))
             .flat_map(|(t, n)| std::iter::repeat_n(t, n as usize))
             .collect();
         response.insert("response_chunks".into(), json!([]));

@@ -66,6 +66,10 @@ fn record(
                 kind,
             })
             .collect(),
+        ignore_eos: false,
+        finish_reason: None,
+        request_id: None,
+        traceparent: None,
     }
 }
 
@@ -91,6 +95,7 @@ fn records() -> Vec<RequestRecord> {
         prompt_tokens: 10,
         completion_tokens: 4,
         cached_tokens: None,
+        reasoning_tokens: None,
     });
     let mut r2 = record(2, 0, 500, 510, 600, &[(530, c(1)), (570, c(1))]);
     r2.input_tokens = 12;
@@ -98,6 +103,7 @@ fn records() -> Vec<RequestRecord> {
         prompt_tokens: 12,
         completion_tokens: 2,
         cached_tokens: None,
+        reasoning_tokens: None,
     });
     let mut r3 = record(3, 0, 1000, 1000, 1100, &[]);
     r3.http_status = Some(503);
