@@ -529,19 +529,29 @@ impl RequestRecord {
         self.error_class().is_none()
     }
 
-    /// Whether the answer came back shorter than asked: the request succeeded and asked for `max_tokens`, got
-    /// fewer [output tokens](Self::output_tokens), and either asked for exactly that many (`ignore_eos`) or was
-    /// told the server stopped at a length limit (`finish_reason: length` short of `max_tokens`: the server's own
-    /// context end, as llama.cpp stops instead of rejecting). inference-perf counts the first case a failure
-    /// (`TruncatedResponseError`, kubernetes-sigs/inference-perf#746). A whole body without `usage` is never
-    /// judged: its length is not known.
+    /// Whether the answer came back shorter than asked, though the server answered (no error, a 2xx status):
+    /// - it asked for `max_tokens` and got fewer [output tokens](Self::output_tokens), and either asked for exactly
+    ///   that many (`ignore_eos`: inference-perf counts this case a failure, `TruncatedResponseError`,
+    ///   kubernetes-sigs/inference-perf#746) or was told the server stopped at a length limit (`finish_reason:
+    ///   length` short of `max_tokens`: the server's own context end, where llama.cpp stops instead of refusing);
+    ///   a whole body without `usage` is not judged so, its length being unknown;
+    /// - or the server said it gave up on the answer (`finish_reason: abort`, vLLM's and SGLang's, or `error`,
+    ///   vLLM's for a request that failed in the engine), however long it was.
     pub fn truncated(&self) -> bool {
+        if !self.succeeded() {
+            return false;
+        }
+        if matches!(
+            self.finish_reason,
+            Some(FinishReason::Abort | FinishReason::Error)
+        ) {
+            return true;
+        }
         let Some(max_tokens) = self.max_tokens else {
             return false;
         };
         let length_known = self.usage.is_some() || self.streaming;
-        self.succeeded()
-            && length_known
+        length_known
             && self.output_tokens() < max_tokens
             && (self.ignore_eos || self.finish_reason == Some(FinishReason::Length))
     }
@@ -1221,6 +1231,16 @@ mod tests {
         let mut open = answered(1, Some(FinishReason::Length), true);
         open.max_tokens = None;
         assert!(!open.truncated());
+    }
+
+    #[test]
+    fn an_answer_the_server_aborted_is_truncated_however_long() {
+        for reason in [FinishReason::Abort, FinishReason::Error] {
+            let mut r = answered(4, Some(reason.clone()), false);
+            assert!(r.truncated(), "{reason}");
+            r.max_tokens = None;
+            assert!(r.truncated(), "{reason} without max_tokens");
+        }
     }
 
     #[test]
