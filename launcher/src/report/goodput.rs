@@ -142,7 +142,8 @@ impl GoodputTally {
         }
         let ok = match self.definition {
             Definition::Vllm => super::vllm::succeeded(r),
-            Definition::InferencePerf => r.succeeded(),
+            // An answer cut short is a failure to inference-perf (`TruncatedResponseError`).
+            Definition::InferencePerf => r.outcome() == crate::record::Outcome::Succeeded,
         };
         if !ok {
             return;
