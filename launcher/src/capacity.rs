@@ -778,6 +778,7 @@ mod tests {
                 total: 100,
                 succeeded: 100,
                 failed: 0,
+                truncated: 0,
             },
             failure_rate: 0.0,
             duration_s: 30.0,
@@ -793,6 +794,7 @@ mod tests {
                 itl: l,
                 ntpot: l,
                 e2e: l,
+                ttfo: None,
                 ttft_from_scheduled: l,
                 e2e_from_scheduled: l,
             },
@@ -806,6 +808,9 @@ mod tests {
             lengths: Default::default(),
             goodput: None,
             prefix_cache: None,
+            finish_reasons: BTreeMap::new(),
+            truncation: None,
+            reasoning: None,
         }
     }
 
@@ -1239,6 +1244,7 @@ mod tests {
             total: 100,
             succeeded: 0,
             failed: 100,
+            truncated: 0,
         };
         nothing.failure_rate = 1.0;
         let results = evaluate(&objectives, &nothing);

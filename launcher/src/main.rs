@@ -380,14 +380,28 @@ fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// ` (connect: cannot connect to …)`: the commonest error class with its first message, or nothing.
+/// ` (connect: cannot connect to …)`: the commonest error class with its first message; ` (every answer was cut
+/// short: …)` when nothing failed; or nothing.
 fn commonest_error(overall: &llmbench::metrics::Summary) -> String {
     let Some((key, _)) = overall
         .errors
         .iter()
         .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
     else {
-        return String::new();
+        return overall.truncation.as_ref().map_or_else(String::new, |cut| {
+            format!(
+                " (every answer was cut short: {}–{} of the {}–{} tokens asked, finish_reason {})",
+                cut.output_tokens.min,
+                cut.output_tokens.max,
+                cut.max_tokens.min,
+                cut.max_tokens.max,
+                cut.finish_reasons
+                    .keys()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        });
     };
     match overall.error_samples.get(key) {
         Some(sample) => format!(" ({key}: {sample})"),

@@ -14,6 +14,10 @@
 //! - A non-streaming request records at most one `Content` chunk (the body); token-timing metrics (TTFT, TPOT,
 //!   ITL) are `None` for it, as inference-perf reports them null without streaming.
 //! - A failed request carries `error`; a response with a non-2xx status counts as failed even without one.
+//! - An answer shorter than asked is not an error: the record keeps what the server said (`finish_reason`, `usage`)
+//!   and what was asked (`max_tokens`, `ignore_eos`), and [`RequestRecord::outcome`] calls it `truncated`.
+//! - A chunk that carried only reasoning (`reasoning_content`, or `reasoning`) is a [`ChunkKind::Reasoning`]: a
+//!   token like any other for TTFT, TPOT and ITL, and the end of the wait for TTFO only when content follows.
 
 use std::fmt;
 use std::io::BufRead;
@@ -38,6 +42,10 @@ pub struct RequestRecord {
     /// The `max_tokens` we asked for, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
+    /// Whether the request asked for exactly `max_tokens` output tokens (`ignore_eos: true`), so a shorter answer
+    /// is [`Outcome::Truncated`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ignore_eos: bool,
     /// Whether the request asked for a streamed (SSE) response.
     pub streaming: bool,
     /// HTTP status of the response, if one arrived.
@@ -46,6 +54,10 @@ pub struct RequestRecord {
     /// Token counts reported by the server (`usage`), if it sent them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// Why the server ended the answer, as it sent it (`choices[0].finish_reason`; streamed, the last chunk's that
+    /// carried one); `None` when it sent none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<FinishReason>,
     /// Why the request failed; `None` for a success.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<Box<RequestError>>,
@@ -62,6 +74,14 @@ pub struct RequestRecord {
     /// A warm-up request (vllm `--num-warmups`): sent and recorded, but left out of every metric and report.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub warmup: bool,
+    /// The `x-request-id` header the request carried, so it can be found in the server's logs; `None` when
+    /// llmbench sent none (the profile sets its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<Box<str>>,
+    /// The W3C `traceparent` header the request carried, so it can be found in the server's traces; `None` when
+    /// llmbench sent none (the profile sets its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<TraceParent>,
 }
 
 /// A request's place in a multi-turn conversation.
@@ -109,21 +129,190 @@ pub struct SessionRecord {
 /// Token counts from the server's `usage` object.
 ///
 /// JSON: `{"prompt_tokens":…,"completion_tokens":…}`, plus `"cached_tokens":…` when the server reported
-/// `usage.prompt_tokens_details.cached_tokens`.
+/// `usage.prompt_tokens_details.cached_tokens` and `"reasoning_tokens":…` when it reported
+/// `usage.completion_tokens_details.reasoning_tokens`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     pub prompt_tokens: u32,
+    /// Every generated token, reasoning included (OpenAI's and vLLM's `completion_tokens`).
     pub completion_tokens: u32,
     /// `usage.prompt_tokens_details.cached_tokens`: prompt tokens the server took from its prefix cache. `None`
     /// when the server did not send it, which is not the same as 0: vLLM sends it only with
     /// `--enable-prompt-tokens-details`, and then only for requests that hit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_tokens: Option<u32>,
+    /// `usage.completion_tokens_details.reasoning_tokens`: the part of `completion_tokens` the model spent
+    /// reasoning (OpenAI's field; AIPerf reads it with `--use-server-token-count`). `None` when not reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u32>,
+}
+
+/// Why the server ended an answer: `choices[0].finish_reason` as it sent it.
+///
+/// The reasons OpenAI-compatible servers send have a variant each (so recording one allocates nothing on the
+/// request path); any other is kept verbatim.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FinishReason {
+    /// A stop condition: end of sequence, a stop string or token.
+    Stop,
+    /// A length limit: `max_tokens`, or the server's own context end (llama.cpp).
+    Length,
+    /// The server aborted the request (vLLM, SGLang).
+    Abort,
+    /// The model called a tool.
+    ToolCalls,
+    /// A content filter cut the answer.
+    ContentFilter,
+    /// The server failed the request mid-answer (vLLM's `error`).
+    Error,
+    /// Any other reason, verbatim. Boxed twice so the enum stays two words (a tag and a thin pointer) in every
+    /// record.
+    Other(Box<String>),
+}
+
+impl FinishReason {
+    /// The reason a server sent.
+    pub fn from_server(reason: &str) -> FinishReason {
+        match reason {
+            "stop" => FinishReason::Stop,
+            "length" => FinishReason::Length,
+            "abort" => FinishReason::Abort,
+            "tool_calls" => FinishReason::ToolCalls,
+            "content_filter" => FinishReason::ContentFilter,
+            "error" => FinishReason::Error,
+            other => FinishReason::Other(Box::new(other.to_owned())),
+        }
+    }
+
+    /// The reason as the server spelled it.
+    pub fn as_str(&self) -> &str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+            FinishReason::Abort => "abort",
+            FinishReason::ToolCalls => "tool_calls",
+            FinishReason::ContentFilter => "content_filter",
+            FinishReason::Error => "error",
+            FinishReason::Other(other) => other.as_str(),
+        }
+    }
+}
+
+impl fmt::Display for FinishReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for FinishReason {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for FinishReason {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let reason = std::borrow::Cow::<'de, str>::deserialize(deserializer)?;
+        Ok(FinishReason::from_server(&reason))
+    }
+}
+
+/// A W3C Trace Context `traceparent` (version 00, sampled): the trace and parent span a request carried, written
+/// `00-<32 hex trace id>-<16 hex span id>-01`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TraceParent {
+    pub trace_id: [u8; 16],
+    pub span_id: [u8; 8],
+}
+
+impl TraceParent {
+    /// The header's length: `00-` + 32 + `-` + 16 + `-01`.
+    pub const LEN: usize = 55;
+
+    /// The header value, written into a fixed buffer (no allocation: it is built on the request path).
+    pub fn header_value(&self) -> [u8; Self::LEN] {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut out = [0u8; Self::LEN];
+        out[..3].copy_from_slice(b"00-");
+        let mut at = 3;
+        for byte in self.trace_id {
+            out[at] = HEX[usize::from(byte >> 4)];
+            out[at + 1] = HEX[usize::from(byte & 0xf)];
+            at += 2;
+        }
+        out[at] = b'-';
+        at += 1;
+        for byte in self.span_id {
+            out[at] = HEX[usize::from(byte >> 4)];
+            out[at + 1] = HEX[usize::from(byte & 0xf)];
+            at += 2;
+        }
+        out[at..].copy_from_slice(b"-01");
+        out
+    }
+}
+
+impl fmt::Display for TraceParent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let value = self.header_value();
+        // Only ASCII hex digits and dashes are ever written.
+        f.write_str(std::str::from_utf8(&value).map_err(|_| fmt::Error)?)
+    }
+}
+
+impl std::str::FromStr for TraceParent {
+    type Err = String;
+
+    /// Parses `00-<trace id>-<span id>-<flags>` (the flags are not kept: llmbench always sends `01`).
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>): {s:?}");
+        let mut parts = s.split('-');
+        let (Some("00"), Some(trace), Some(span), Some(flags), None) = (
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+        ) else {
+            return Err(bad());
+        };
+        let hex = |text: &str, out: &mut [u8]| -> Option<()> {
+            if text.len() != out.len() * 2 {
+                return None;
+            }
+            for (i, byte) in out.iter_mut().enumerate() {
+                *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
+            }
+            Some(())
+        };
+        let mut parent = TraceParent {
+            trace_id: [0; 16],
+            span_id: [0; 8],
+        };
+        hex(trace, &mut parent.trace_id).ok_or_else(bad)?;
+        hex(span, &mut parent.span_id).ok_or_else(bad)?;
+        hex(flags, &mut [0u8]).ok_or_else(bad)?;
+        Ok(parent)
+    }
+}
+
+impl Serialize for TraceParent {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for TraceParent {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = std::borrow::Cow::<'de, str>::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 /// One response chunk: when it arrived and what it carried.
 ///
-/// JSON: `{"at_ns":…,"kind":"content","tokens":1}`, `{"at_ns":…,"kind":"empty"}`, `{"at_ns":…,"kind":"usage_only"}`.
+/// JSON: `{"at_ns":…,"kind":"content","tokens":1}`, `{"at_ns":…,"kind":"reasoning","tokens":1}`,
+/// `{"at_ns":…,"kind":"empty"}`, `{"at_ns":…,"kind":"usage_only"}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(from = "ChunkEventRepr", into = "ChunkEventRepr")]
 pub struct ChunkEvent {
@@ -137,6 +326,10 @@ pub enum ChunkKind {
     /// A `choices` chunk with non-empty text/content. `tokens` is what the server said the chunk carried when
     /// known, else 1.
     Content { tokens: u32 },
+    /// A chat chunk whose delta carried reasoning (`reasoning_content`, or `reasoning`) and no content: tokens
+    /// the model generated, which a user does not see as the answer (AIPerf's and guidellm's TTFO waits past
+    /// them). Counted like content everywhere else.
+    Reasoning { tokens: u32 },
     /// A `choices` chunk with empty text, or a role-only chat delta. vllm bench serve counts it for TTFT;
     /// inference-perf does not.
     Empty,
@@ -150,10 +343,10 @@ impl ChunkKind {
         !matches!(self, ChunkKind::UsageOnly)
     }
 
-    /// Tokens carried by a `Content` chunk; `None` for the other kinds.
-    pub fn content_tokens(self) -> Option<u32> {
+    /// Tokens carried by a token chunk (`Content` or `Reasoning`); `None` for the other kinds.
+    pub fn tokens(self) -> Option<u32> {
         match self {
-            ChunkKind::Content { tokens } => Some(tokens),
+            ChunkKind::Content { tokens } | ChunkKind::Reasoning { tokens } => Some(tokens),
             ChunkKind::Empty | ChunkKind::UsageOnly => None,
         }
     }
@@ -163,6 +356,7 @@ impl ChunkKind {
 #[serde(rename_all = "snake_case")]
 enum ChunkKindTag {
     Content,
+    Reasoning,
     Empty,
     UsageOnly,
 }
@@ -184,6 +378,9 @@ impl From<ChunkEventRepr> for ChunkEvent {
             ChunkKindTag::Content => ChunkKind::Content {
                 tokens: repr.tokens.unwrap_or(1),
             },
+            ChunkKindTag::Reasoning => ChunkKind::Reasoning {
+                tokens: repr.tokens.unwrap_or(1),
+            },
             ChunkKindTag::Empty => ChunkKind::Empty,
             ChunkKindTag::UsageOnly => ChunkKind::UsageOnly,
         };
@@ -198,6 +395,7 @@ impl From<ChunkEvent> for ChunkEventRepr {
     fn from(event: ChunkEvent) -> Self {
         let (kind, tokens) = match event.kind {
             ChunkKind::Content { tokens } => (ChunkKindTag::Content, Some(tokens)),
+            ChunkKind::Reasoning { tokens } => (ChunkKindTag::Reasoning, Some(tokens)),
             ChunkKind::Empty => (ChunkKindTag::Empty, None),
             ChunkKind::UsageOnly => (ChunkKindTag::UsageOnly, None),
         };
@@ -278,6 +476,18 @@ impl fmt::Display for ErrorKey {
     }
 }
 
+/// How a request ended, as every summary counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// It answered what was asked.
+    Succeeded,
+    /// It answered, but shorter than asked ([`RequestRecord::truncated`]): counted apart from successes, and kept
+    /// out of the latency figures, whose tokens it did not all produce.
+    Truncated,
+    /// It failed; counted under this key in `errors`.
+    Failed(ErrorKey),
+}
+
 /// `a − b`, or 0 if the clock readings are out of order (they never should be; a bad record must not wrap).
 fn since(a: u64, b: u64) -> u64 {
     a.saturating_sub(b)
@@ -295,7 +505,12 @@ impl RequestRecord {
         let error = self.error.as_ref().map_or(0, |e| {
             std::mem::size_of::<RequestError>() + e.message.capacity()
         });
-        (std::mem::size_of::<RequestRecord>() + chunks + text + error) as u64
+        let request_id = self.request_id.as_ref().map_or(0, |id| id.len());
+        let reason = match &self.finish_reason {
+            Some(FinishReason::Other(reason)) => std::mem::size_of::<String>() + reason.capacity(),
+            _ => 0,
+        };
+        (std::mem::size_of::<RequestRecord>() + chunks + text + error + request_id + reason) as u64
     }
 
     /// Whether the request went on the wire. Only a record the run made for a request it never sent is not: a
@@ -308,9 +523,46 @@ impl RequestRecord {
             && self.chunks.is_empty())
     }
 
-    /// Whether the request succeeded: no error, and no non-2xx status.
+    /// Whether the request succeeded: no error, and no non-2xx status. An answer cut short succeeded in this
+    /// sense (the server answered); [`outcome`](Self::outcome) tells the two apart.
     pub fn succeeded(&self) -> bool {
         self.error_class().is_none()
+    }
+
+    /// Whether the answer came back shorter than asked, though the server answered (no error, a 2xx status):
+    /// - it asked for `max_tokens` and got fewer [output tokens](Self::output_tokens), and either asked for exactly
+    ///   that many (`ignore_eos`: inference-perf counts this case a failure, `TruncatedResponseError`,
+    ///   kubernetes-sigs/inference-perf#746) or was told the server stopped at a length limit (`finish_reason:
+    ///   length` short of `max_tokens`: the server's own context end, where llama.cpp stops instead of refusing);
+    ///   a whole body without `usage` is not judged so, its length being unknown;
+    /// - or the server said it gave up on the answer (`finish_reason: abort`, vLLM's and SGLang's, or `error`,
+    ///   vLLM's for a request that failed in the engine), however long it was.
+    pub fn truncated(&self) -> bool {
+        if !self.succeeded() {
+            return false;
+        }
+        if matches!(
+            self.finish_reason,
+            Some(FinishReason::Abort | FinishReason::Error)
+        ) {
+            return true;
+        }
+        let Some(max_tokens) = self.max_tokens else {
+            return false;
+        };
+        let length_known = self.usage.is_some() || self.streaming;
+        length_known
+            && self.output_tokens() < max_tokens
+            && (self.ignore_eos || self.finish_reason == Some(FinishReason::Length))
+    }
+
+    /// How the request ended: succeeded, answered short of what was asked, or failed.
+    pub fn outcome(&self) -> Outcome {
+        match self.error_key() {
+            Some(key) => Outcome::Failed(key),
+            None if self.truncated() => Outcome::Truncated,
+            None => Outcome::Succeeded,
+        }
     }
 
     /// The failure class: the recorded error's, or `HttpStatus` for a non-2xx response recorded without one.
@@ -331,14 +583,31 @@ impl RequestRecord {
     }
 
     /// Output tokens: the server's `usage.completion_tokens` when present (vllm, guidellm, inference-perf with
-    /// server counts), else the sum of the content chunks' tokens.
+    /// server counts), else the sum of the token chunks' tokens (reasoning included, as in `completion_tokens`).
     pub fn output_tokens(&self) -> u32 {
         match self.usage {
             Some(usage) => usage.completion_tokens,
             None => self
                 .chunks
                 .iter()
-                .filter_map(|c| c.kind.content_tokens())
+                .filter_map(|c| c.kind.tokens())
+                .fold(0u32, u32::saturating_add),
+        }
+    }
+
+    /// Reasoning tokens: the server's `usage.completion_tokens_details.reasoning_tokens` when it reported them,
+    /// else the tokens of the streamed reasoning chunks; 0 for an answer without reasoning. They are part of
+    /// [`output_tokens`](Self::output_tokens), as they are of the server's `completion_tokens`.
+    pub fn reasoning_tokens(&self) -> u32 {
+        match self.usage.and_then(|u| u.reasoning_tokens) {
+            Some(reported) => reported,
+            None => self
+                .streamed_chunks()
+                .iter()
+                .filter_map(|c| match c.kind {
+                    ChunkKind::Reasoning { tokens } => Some(tokens),
+                    _ => None,
+                })
                 .fold(0u32, u32::saturating_add),
         }
     }
@@ -354,18 +623,19 @@ impl RequestRecord {
         if self.streaming { &self.chunks } else { &[] }
     }
 
-    fn content_chunks(&self) -> impl DoubleEndedIterator<Item = &ChunkEvent> {
+    /// The streamed chunks that carried tokens: content and reasoning.
+    fn token_chunks(&self) -> impl DoubleEndedIterator<Item = &ChunkEvent> {
         self.streamed_chunks()
             .iter()
-            .filter(|c| matches!(c.kind, ChunkKind::Content { .. }))
+            .filter(|c| c.kind.tokens().is_some())
     }
 
-    fn first_content_ns(&self) -> Option<u64> {
-        self.content_chunks().next().map(|c| c.at_ns)
+    fn first_token_ns(&self) -> Option<u64> {
+        self.token_chunks().next().map(|c| c.at_ns)
     }
 
-    fn last_content_ns(&self) -> Option<u64> {
-        self.content_chunks().next_back().map(|c| c.at_ns)
+    fn last_token_ns(&self) -> Option<u64> {
+        self.token_chunks().next_back().map(|c| c.at_ns)
     }
 
     /// End-to-end latency from the send: `end − sent` (inference-perf's `request_latency`, guidellm's).
@@ -384,15 +654,25 @@ impl RequestRecord {
         since(self.sent_ns, self.scheduled_ns)
     }
 
-    /// TTFT as inference-perf and guidellm define it: first chunk with non-empty content − sent. `None` without
-    /// a content chunk or without streaming.
+    /// TTFT as inference-perf and guidellm define it: first chunk with non-empty content (or reasoning: the first
+    /// token, whatever it is) − sent. `None` without a token chunk or without streaming.
     pub fn ttft_ns(&self) -> Option<u64> {
-        self.first_content_ns().map(|t| since(t, self.sent_ns))
+        self.first_token_ns().map(|t| since(t, self.sent_ns))
     }
 
-    /// TTFT from the scheduled time: first content chunk − scheduled (MLPerf LoadGen's first-token latency).
+    /// Time to first output token (TTFO) as AIPerf (`time_to_first_output_token`) and guidellm 0.8
+    /// (`time_to_first_output_token_ms`) define it: the first chunk with content, not reasoning, − sent. Equal to
+    /// [`ttft_ns`](Self::ttft_ns) for an answer without reasoning; `None` without content or without streaming.
+    pub fn ttfo_ns(&self) -> Option<u64> {
+        self.streamed_chunks()
+            .iter()
+            .find(|c| matches!(c.kind, ChunkKind::Content { .. }))
+            .map(|c| since(c.at_ns, self.sent_ns))
+    }
+
+    /// TTFT from the scheduled time: first token chunk − scheduled (MLPerf LoadGen's first-token latency).
     pub fn ttft_from_scheduled_ns(&self) -> Option<u64> {
-        self.first_content_ns().map(|t| since(t, self.scheduled_ns))
+        self.first_token_ns().map(|t| since(t, self.scheduled_ns))
     }
 
     /// TTFT as vllm bench serve defines it: first chunk carrying `choices`, even with empty text or a role-only
@@ -421,8 +701,8 @@ impl RequestRecord {
         if n < 2 {
             return None;
         }
-        let first = self.first_content_ns()?;
-        let last = self.last_content_ns()?;
+        let first = self.first_token_ns()?;
+        let last = self.last_token_ns()?;
         Some(since(last, first) / u64::from(n - 1))
     }
 
@@ -453,14 +733,14 @@ impl RequestRecord {
         if n == 0 {
             return None;
         }
-        let last = self.last_content_ns()?;
+        let last = self.last_token_ns()?;
         Some(since(last, self.sent_ns) / u64::from(n))
     }
 
-    /// Inter-token latency per chunk: the gap between each pair of consecutive content chunks (what our
+    /// Inter-token latency per chunk: the gap between each pair of consecutive token chunks (what our
     /// summary's ITL pools). Empty without streaming.
     pub fn itl_gaps_ns(&self) -> impl Iterator<Item = u64> + '_ {
-        gaps(self.content_chunks())
+        gaps(self.token_chunks())
     }
 
     /// Inter-token latency as vllm bench serve defines it: gaps between consecutive chunks carrying `choices`
@@ -478,8 +758,8 @@ impl RequestRecord {
     /// for n content tokens. Empty without streaming.
     pub fn itl_token_gaps_ns(&self) -> impl Iterator<Item = u64> + '_ {
         let mut prev: Option<u64> = None;
-        self.content_chunks().flat_map(move |c| {
-            let tokens = c.kind.content_tokens().unwrap_or(0);
+        self.token_chunks().flat_map(move |c| {
+            let tokens = c.kind.tokens().unwrap_or(0);
             let (gap, zeros) = if tokens == 0 {
                 // A chunk the server says carried no token stamps nothing.
                 (None, 0)
@@ -581,7 +861,7 @@ pub fn for_each_jsonl(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ChunkKind::{Content, Empty, UsageOnly};
+    use ChunkKind::{Content, Empty, Reasoning, UsageOnly};
 
     fn content(tokens: u32) -> ChunkKind {
         Content { tokens }
@@ -600,14 +880,18 @@ mod tests {
             end_ns: 320,
             input_tokens: 10,
             max_tokens: Some(4),
+            ignore_eos: false,
             streaming: true,
             http_status: Some(200),
             usage: None,
+            finish_reason: None,
             error: None,
             chunks: chunks
                 .iter()
                 .map(|&(at_ns, kind)| ChunkEvent { at_ns, kind })
                 .collect(),
+            request_id: None,
+            traceparent: None,
         }
     }
 
@@ -683,6 +967,7 @@ mod tests {
             prompt_tokens: 12,
             completion_tokens: 7,
             cached_tokens: None,
+            reasoning_tokens: None,
         });
         assert_eq!(r.output_tokens(), 7);
         // (300 − 200) / (7 − 1) = 16 with the server's count.
@@ -832,6 +1117,7 @@ mod tests {
             prompt_tokens: 10,
             completion_tokens: 2,
             cached_tokens: None,
+            reasoning_tokens: None,
         });
         let line = serde_json::to_string(&r).unwrap();
         assert_eq!(
@@ -844,6 +1130,7 @@ mod tests {
             prompt_tokens: 10,
             completion_tokens: 2,
             cached_tokens: Some(8),
+            reasoning_tokens: None,
         });
         let line = serde_json::to_string(&r).unwrap();
         assert!(
@@ -879,10 +1166,199 @@ mod tests {
 
     #[test]
     fn record_stays_compact_in_memory() {
-        // 16 bytes per chunk (8 for the time, 8 for the kind and its token count); the record itself fits two
-        // cache lines, so 10,000 in-flight streams hold about 1.3 MB plus their chunks.
+        // 16 bytes per chunk (8 for the time, 8 for the kind and its token count); the record itself fits three
+        // cache lines, so 10,000 in-flight streams hold about 1.9 MB plus their chunks. A streamed answer's chunks
+        // outweigh it after a dozen tokens; the third line holds how the request ended and the ids it carried.
         assert_eq!(std::mem::size_of::<ChunkEvent>(), 16);
-        assert!(std::mem::size_of::<RequestRecord>() <= 128);
+        assert!(std::mem::size_of::<RequestRecord>() <= 192);
+    }
+
+    /// A streamed answer of `got` tokens (by the server's usage) to a request for `max_tokens` 4.
+    fn answered(got: u32, finish: Option<FinishReason>, ignore_eos: bool) -> RequestRecord {
+        let mut r = chat();
+        r.usage = Some(Usage {
+            prompt_tokens: 10,
+            completion_tokens: got,
+            cached_tokens: None,
+            reasoning_tokens: None,
+        });
+        r.finish_reason = finish;
+        r.ignore_eos = ignore_eos;
+        r
+    }
+
+    #[test]
+    fn an_answer_short_of_max_tokens_under_ignore_eos_is_truncated_whatever_the_reason() {
+        for finish in [Some(FinishReason::Length), Some(FinishReason::Stop), None] {
+            let r = answered(3, finish.clone(), true);
+            assert!(r.truncated(), "{finish:?}");
+            assert!(r.succeeded(), "the server answered");
+            assert_eq!(r.outcome(), Outcome::Truncated);
+        }
+        assert_eq!(
+            answered(4, Some(FinishReason::Length), true).outcome(),
+            Outcome::Succeeded
+        );
+    }
+
+    #[test]
+    fn a_length_stop_short_of_max_tokens_is_truncated_even_without_ignore_eos() {
+        // llama.cpp at its context end: finish_reason length with fewer tokens than asked.
+        assert!(answered(3, Some(FinishReason::Length), false).truncated());
+        // A model that stopped at its end of sequence answered in full.
+        assert!(!answered(3, Some(FinishReason::Stop), false).truncated());
+        assert!(!answered(3, None, false).truncated());
+    }
+
+    #[test]
+    fn a_failure_is_never_truncated_and_a_whole_body_without_usage_is_not_judged() {
+        let mut failed = answered(1, Some(FinishReason::Length), true);
+        failed.http_status = Some(500);
+        assert!(!failed.truncated());
+        assert!(matches!(failed.outcome(), Outcome::Failed(_)));
+        // One content chunk stands for the whole body: its length is unknown, not 1.
+        let mut whole = streamed(&[(300, content(1))]);
+        whole.streaming = false;
+        whole.ignore_eos = true;
+        assert!(!whole.truncated());
+        // Streamed without usage, the chunks are the count: 4 of 4 is whole, 2 of 4 is short.
+        let mut counted = chat();
+        counted.ignore_eos = true;
+        assert!(!counted.truncated());
+        counted.chunks.truncate(3);
+        assert!(counted.truncated());
+        // Without max_tokens nothing was asked.
+        let mut open = answered(1, Some(FinishReason::Length), true);
+        open.max_tokens = None;
+        assert!(!open.truncated());
+    }
+
+    #[test]
+    fn an_answer_the_server_aborted_is_truncated_however_long() {
+        for reason in [FinishReason::Abort, FinishReason::Error] {
+            let mut r = answered(4, Some(reason.clone()), false);
+            assert!(r.truncated(), "{reason}");
+            r.max_tokens = None;
+            assert!(r.truncated(), "{reason} without max_tokens");
+        }
+    }
+
+    #[test]
+    fn reasoning_chunks_are_tokens_and_ttfo_waits_for_content() {
+        // Reasoning at 150 and 180, content at 200 and 230.
+        let r = streamed(&[
+            (120, Empty),
+            (150, Reasoning { tokens: 1 }),
+            (180, Reasoning { tokens: 1 }),
+            (200, content(1)),
+            (230, content(1)),
+        ]);
+        assert_eq!(r.ttft_ns(), Some(50), "the first token, reasoning or not");
+        assert_eq!(r.ttfo_ns(), Some(100), "the first content");
+        assert_eq!(r.output_tokens(), 4);
+        assert_eq!(r.reasoning_tokens(), 2);
+        assert_eq!(r.itl_gaps_ns().collect::<Vec<_>>(), [30, 20, 30]);
+        // Without reasoning TTFO is TTFT; without content there is none.
+        assert_eq!(chat().ttfo_ns(), chat().ttft_ns());
+        assert_eq!(chat().reasoning_tokens(), 0);
+        assert_eq!(streamed(&[(150, Reasoning { tokens: 1 })]).ttfo_ns(), None);
+    }
+
+    #[test]
+    fn the_servers_reasoning_count_wins_over_the_streamed_one() {
+        let mut r = streamed(&[(150, Reasoning { tokens: 1 }), (200, content(1))]);
+        r.usage = Some(Usage {
+            prompt_tokens: 10,
+            completion_tokens: 9,
+            cached_tokens: None,
+            reasoning_tokens: Some(7),
+        });
+        assert_eq!(r.reasoning_tokens(), 7);
+    }
+
+    #[test]
+    fn finish_reasons_round_trip_as_the_server_spelled_them() {
+        for reason in [
+            "stop",
+            "length",
+            "abort",
+            "tool_calls",
+            "content_filter",
+            "error",
+            "eos_token",
+        ] {
+            let parsed = FinishReason::from_server(reason);
+            assert_eq!(parsed.as_str(), reason);
+            let json = serde_json::to_string(&parsed).unwrap();
+            assert_eq!(json, format!("\"{reason}\""));
+            assert_eq!(serde_json::from_str::<FinishReason>(&json).unwrap(), parsed);
+        }
+        assert_eq!(
+            FinishReason::from_server("eos_token"),
+            FinishReason::Other(Box::new("eos_token".to_owned()))
+        );
+    }
+
+    #[test]
+    fn a_traceparent_is_written_and_read_in_the_w3c_form() {
+        let parent = TraceParent {
+            trace_id: [
+                0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e,
+                0x47, 0x36,
+            ],
+            span_id: [0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7],
+        };
+        let text = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        assert_eq!(parent.to_string(), text);
+        assert_eq!(&parent.header_value()[..], text.as_bytes());
+        assert_eq!(text.parse::<TraceParent>(), Ok(parent));
+        assert!(
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+                .parse::<TraceParent>()
+                .is_err()
+        );
+        assert!(
+            "00-4bf92f35-00f067aa0ba902b7-01"
+                .parse::<TraceParent>()
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn how_a_request_ended_and_its_ids_round_trip_and_old_records_still_read() {
+        let mut r = answered(3, Some(FinishReason::Length), true);
+        r.chunks.push(ChunkEvent {
+            at_ns: 140,
+            kind: Reasoning { tokens: 1 },
+        });
+        r.request_id = Some("llmbench-run-1".into());
+        r.traceparent = Some(
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+                .parse()
+                .unwrap(),
+        );
+        r.usage = r.usage.map(|u| Usage {
+            reasoning_tokens: Some(1),
+            ..u
+        });
+        let line = serde_json::to_string(&r).unwrap();
+        for part in [
+            r#""ignore_eos":true"#,
+            r#""finish_reason":"length""#,
+            r#""reasoning_tokens":1"#,
+            r#"{"at_ns":140,"kind":"reasoning","tokens":1}"#,
+            r#""request_id":"llmbench-run-1""#,
+            r#""traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01""#,
+        ] {
+            assert!(line.contains(part), "{part} in {line}");
+        }
+        assert_eq!(serde_json::from_str::<RequestRecord>(&line).unwrap(), r);
+        let old = r#"{"id":1,"stage":0,"scheduled_ns":90,"sent_ns":100,"end_ns":320,"input_tokens":10,"streaming":true}"#;
+        let old: RequestRecord = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            (old.finish_reason, old.ignore_eos, old.request_id),
+            (None, false, None)
+        );
     }
 
     #[test]

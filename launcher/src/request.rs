@@ -123,6 +123,7 @@ pub fn prepare(prompt: &Prompt, settings: &BodySettings) -> PreparedRequest {
         body: Bytes::from(Value::Object(body).to_string()),
         input_tokens: prompt.input_tokens,
         max_tokens,
+        ignore_eos: settings.ignore_eos,
         header: None,
     }
 }

@@ -1189,6 +1189,8 @@ impl RunContext<'_> {
             request_timeout: Some(args.preflight_timeout),
             streaming: api.streaming,
             keep_text: false,
+            // Not one of the run's requests: the run has no id yet, and a probe is not looked for in the logs.
+            request_ids: engine::RequestIds::NONE,
         };
         let checks = preflight::Checks {
             endpoint: self.endpoint,
@@ -1280,6 +1282,13 @@ impl RunContext<'_> {
             request_timeout: execution.request_timeout,
             streaming: api.streaming,
             keep_text: execution.keep_text,
+            request_ids: engine::RequestIds::for_run(
+                &run_id,
+                args.shard.index,
+                args.shard.count,
+                &api.headers,
+                api.session_id_header.as_deref(),
+            ),
         });
         // An adaptive run lists its stages as they are decided.
         let (stage_meta, expected_stages) = match &mut execution.stages {

@@ -15,7 +15,15 @@
 //! - **Output length.** With `ignore_eos: true` (vLLM's extension) the output is exactly
 //!   `max_tokens` long and ends with `finish_reason: "length"`. Without it the length is drawn
 //!   uniformly from `[1, max_tokens]` by the seeded RNG; the request ends with `"length"` when the
-//!   draw is `max_tokens` and with `"stop"` otherwise.
+//!   draw is `max_tokens` and with `"stop"` otherwise. A prompt plus `max_tokens` past `--max-model-len` is
+//!   refused with 400 as vLLM refuses it, or with `--stop-at-context-end` answered up to the context's end and
+//!   ended with `"length"`, as llama.cpp's server does (an answer shorter than asked).
+//! - **Reasoning.** With `--reasoning-tokens N` a chat answer's first N tokens are reasoning, streamed as
+//!   `delta.reasoning_content` (and a whole answer's `message.reasoning_content`), as vLLM serves a model with a
+//!   reasoning parser; `usage.completion_tokens` counts them, and, as vLLM's, reports no
+//!   `completion_tokens_details`.
+//! - **Request ids.** A request's `x-request-id` is echoed in the response's headers, as vLLM does with
+//!   `--enable-request-id-headers`, and logged (debug) with its `traceparent`, so a client's ids can be checked.
 //! - **Determinism.** Request number `k` (in arrival order) draws its length, fault and id from an
 //!   RNG seeded with `(--seed, k)`, so a sequential run replays exactly; concurrent runs replay up to
 //!   arrival order.
@@ -87,9 +95,21 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 256)]
     pub max_num_seqs: usize,
 
-    /// Context length: prompt tokens plus `max_tokens` beyond it are rejected with 400, like vLLM.
+    /// Context length: prompt tokens plus `max_tokens` beyond it are rejected with 400, like vLLM (see
+    /// `--stop-at-context-end`).
     #[arg(long, default_value_t = 32768)]
     pub max_model_len: u32,
+
+    /// Answer a request whose prompt plus `max_tokens` passes `--max-model-len` up to the context's end, ending it
+    /// with `finish_reason: "length"` short of `max_tokens`, as llama.cpp's server does, instead of rejecting it
+    /// with 400 as vLLM does (a prompt that fills the context alone is still rejected).
+    #[arg(long)]
+    pub stop_at_context_end: bool,
+
+    /// Make the first N tokens of every chat answer reasoning, streamed as `delta.reasoning_content` as vLLM
+    /// streams them with a reasoning parser (0: no reasoning). Completions have none.
+    #[arg(long, default_value_t = 0)]
+    pub reasoning_tokens: u32,
 
     /// Output tokens to generate when a request has no `max_tokens` (vLLM's completions default is
     /// 16; its chat default, the rest of the context window, is far too long for a simulator).
@@ -144,6 +164,8 @@ pub struct SimConfig {
     pub itl: Duration,
     pub max_num_seqs: usize,
     pub max_model_len: u32,
+    pub stop_at_context_end: bool,
+    pub reasoning_tokens: u32,
     pub default_output_tokens: u32,
     pub seed: Option<u64>,
     pub failure_rate: f64,
@@ -165,6 +187,8 @@ impl Default for SimConfig {
             itl: Duration::ZERO,
             max_num_seqs: 256,
             max_model_len: 32768,
+            stop_at_context_end: false,
+            reasoning_tokens: 0,
             default_output_tokens: 16,
             seed: None,
             failure_rate: 0.0,
@@ -190,6 +214,8 @@ impl TryFrom<SimArgs> for SimConfig {
             itl: args.itl,
             max_num_seqs: args.max_num_seqs,
             max_model_len: args.max_model_len,
+            stop_at_context_end: args.stop_at_context_end,
+            reasoning_tokens: args.reasoning_tokens,
             default_output_tokens: args.default_output_tokens,
             seed: args.seed,
             failure_rate: args.failure_rate,

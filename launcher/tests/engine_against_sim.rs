@@ -28,6 +28,7 @@ fn completion_body(max_tokens: u32) -> PreparedRequest {
         body: Bytes::from(body.to_string()),
         input_tokens: 8,
         max_tokens: Some(max_tokens),
+        ignore_eos: false,
         header: None,
     }
 }
@@ -44,6 +45,7 @@ fn targets(base_url: &str, timeout: Duration) -> [(&'static str, Arc<Target>); 2
             request_timeout: Some(timeout),
             streaming: true,
             keep_text: false,
+            request_ids: llmbench::engine::RequestIds::NONE,
         })
     };
     let http1 = Http1Endpoint::new(&url, &[], 64).expect("plain http endpoint");

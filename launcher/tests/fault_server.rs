@@ -753,6 +753,7 @@ fn target_without_timeout(port: u16, transport: &str) -> Target {
         request_timeout: None,
         streaming: true,
         keep_text: false,
+        request_ids: llmbench::engine::RequestIds::NONE,
     }
 }
 
@@ -784,6 +785,7 @@ async fn the_default_request_timeout_ends_a_request_whose_target_sets_none() {
         body: Bytes::from_static(br#"{"model":"m","prompt":"one","max_tokens":4,"stream":true}"#),
         input_tokens: 1,
         max_tokens: Some(4),
+        ignore_eos: false,
         header: None,
     };
     for transport in ["http1", "reqwest"] {
@@ -819,6 +821,7 @@ async fn a_request_the_server_never_reads_ends_at_its_timeout_even_while_still_b
         body: Bytes::from(prompt),
         input_tokens: 1,
         max_tokens: Some(4),
+        ignore_eos: false,
         header: None,
     };
     for transport in ["http1", "reqwest"] {

@@ -748,6 +748,7 @@ mod planner {
             body: Bytes::from(body.to_string()),
             input_tokens: 3,
             max_tokens: Some(max_tokens),
+            ignore_eos: false,
             header: None,
         }
     }
@@ -774,6 +775,7 @@ mod planner {
             request_timeout: Some(Duration::from_secs(10)),
             streaming: true,
             keep_text: false,
+            request_ids: llmbench::engine::RequestIds::NONE,
         });
         let (sink, writer) = engine::record_writer(
             Box::new(std::io::sink()),

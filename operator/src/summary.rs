@@ -55,7 +55,11 @@ pub fn aggregate(shards: &[RunSummary]) -> Option<RunSummary> {
         [] => None,
         [one] => Some(one.clone()),
         _ => {
-            let weight = |s: &RunSummary| s.requests.saturating_sub(s.failures) as f64;
+            let weight = |s: &RunSummary| {
+                s.requests
+                    .saturating_sub(s.failures)
+                    .saturating_sub(s.truncated) as f64
+            };
             let merge = |pick: fn(&Latencies) -> &Option<LatencyStats>| {
                 let measured: Vec<(f64, &LatencyStats)> = shards
                     .iter()
@@ -83,6 +87,7 @@ pub fn aggregate(shards: &[RunSummary]) -> Option<RunSummary> {
             Some(RunSummary {
                 requests: shards.iter().map(|s| s.requests).sum(),
                 failures: shards.iter().map(|s| s.failures).sum(),
+                truncated: shards.iter().map(|s| s.truncated).sum(),
                 duration_seconds: shards
                     .iter()
                     .map(|s| s.duration_seconds)
@@ -107,6 +112,7 @@ pub fn aggregate(shards: &[RunSummary]) -> Option<RunSummary> {
                     itl: merge(|l| &l.itl),
                     ntpot: merge(|l| &l.ntpot),
                     e2e: merge(|l| &l.e2e),
+                    ttfo: merge(|l| &l.ttfo),
                 },
                 verdict: merge_verdicts(shards),
                 goodput_percent: merge_goodput(shards),
@@ -278,6 +284,7 @@ mod tests {
         RunSummary {
             requests,
             failures,
+            truncated: 0,
             duration_seconds: requests as f64,
             throughput: Throughput {
                 requests_per_second: 2.0,

@@ -126,13 +126,23 @@ pub struct CompactBody {
     pub prefix_cache_hit_rate: Option<f64>,
 }
 
-/// Requests of a bucket: sent, and of those, succeeded and failed.
+/// Requests of a bucket: sent, and of those, succeeded, failed, and answered short of what was asked
+/// (`total = succeeded + failed + truncated`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestCounts {
     pub total: u64,
     #[serde(default)]
     pub succeeded: u64,
     pub failed: u64,
+    /// Answers shorter than asked (`max_tokens` under `ignore_eos`, or a server that stopped at its own length
+    /// limit or aborted): neither successes nor failures. Absent when none (and in summaries written before it
+    /// existed, which counted them as successes).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub truncated: u64,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Successful requests and their input and output tokens, per second.
@@ -151,6 +161,9 @@ pub struct CompactLatency {
     pub itl: Option<LatencyStats>,
     pub ntpot: Option<LatencyStats>,
     pub e2e: Option<LatencyStats>,
+    /// Time to first output token (past the reasoning), only when some answer carried reasoning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfo: Option<LatencyStats>,
 }
 
 /// How the load kept to its schedule.
@@ -286,6 +299,10 @@ pub struct RunSummary {
     pub requests: u64,
     /// Requests that failed.
     pub failures: u64,
+    /// Requests answered short of what they asked (fewer tokens than `max_tokens` under `ignore_eos`, or a server
+    /// that stopped at its own length limit or aborted): neither successes nor failures.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub truncated: u64,
     /// Wall time of the measured traffic, in seconds.
     pub duration_seconds: f64,
     /// Throughput over the run.
@@ -470,6 +487,10 @@ pub struct Latencies {
     /// End-to-end request latency.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub e2e: Option<LatencyStats>,
+    /// Time to first output token: to the first token of the answer after the model's reasoning (AIPerf's and
+    /// guidellm's TTFO); present only when answers carried reasoning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfo: Option<LatencyStats>,
 }
 
 /// Mean and percentiles of one latency metric — the same four numbers in the compact summary and in status.
@@ -504,6 +525,7 @@ impl From<&CompactSummary> for RunSummary {
         RunSummary {
             requests: overall.requests.total,
             failures: overall.requests.failed,
+            truncated: overall.requests.truncated,
             duration_seconds: overall.duration_s,
             throughput: Throughput {
                 requests_per_second: overall.throughput.requests_per_s,
@@ -516,6 +538,7 @@ impl From<&CompactSummary> for RunSummary {
                 itl: overall.latency_ms.itl,
                 ntpot: overall.latency_ms.ntpot,
                 e2e: overall.latency_ms.e2e,
+                ttfo: overall.latency_ms.ttfo,
             },
             verdict: c.verdict.as_ref().map(HarnessVerdict::from),
             goodput_percent: c.goodput_percent,
@@ -631,6 +654,46 @@ mod tests {
         assert_eq!(
             serde_json::from_str::<StopReason>(&json).expect("parses"),
             StopReason::StackFailed
+        );
+    }
+
+    #[test]
+    fn truncated_answers_and_ttfo_are_optional_both_ways_and_reach_the_status() {
+        let parsed: CompactSummary = serde_json::from_str(COMPACT).expect("parses");
+        assert_eq!(parsed.overall.requests.truncated, 0);
+        assert_eq!(parsed.overall.latency_ms.ttfo, None);
+        let mut with = parsed.clone();
+        with.overall.requests = RequestCounts {
+            total: 100,
+            succeeded: 91,
+            failed: 2,
+            truncated: 7,
+        };
+        let stats = LatencyStats {
+            mean: 30.0,
+            p50: 29.0,
+            p90: 40.0,
+            p99: 55.0,
+        };
+        with.overall.latency_ms.ttfo = Some(stats);
+        let json = serde_json::to_string(&with).expect("serializes");
+        assert!(
+            json.contains(r#""requests":{"total":100,"succeeded":91,"failed":2,"truncated":7}"#),
+            "{json}"
+        );
+        assert!(json.contains(r#""ttfo":{"mean":30.0"#), "{json}");
+        let back: CompactSummary = serde_json::from_str(&json).expect("parses");
+        assert_eq!(back, with);
+        let status = RunSummary::from(&with);
+        assert_eq!((status.failures, status.truncated), (2, 7));
+        assert_eq!(status.latency_ms.ttfo, Some(stats));
+        let status = serde_json::to_value(&status).expect("serializes");
+        assert_eq!(status["truncated"], 7);
+        assert!(
+            serde_json::to_value(RunSummary::from(&parsed))
+                .expect("serializes")
+                .get("truncated")
+                .is_none()
         );
     }
 

@@ -7,11 +7,13 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures_util::StreamExt as _;
 use serde::Deserialize;
-use serde::de::IgnoredAny;
 
 use super::http1::{BodyEnd, BodyError, Flow, Http1Endpoint};
+use super::request_ids::{REQUEST_ID_HEADER, RequestIds, TRACEPARENT_HEADER};
 use super::sse::{SseError, SseEvent, SseParser};
-use crate::record::{ChunkEvent, ChunkKind, ErrorClass, RequestError, RequestRecord, Usage};
+use crate::record::{
+    ChunkEvent, ChunkKind, ErrorClass, FinishReason, RequestError, RequestRecord, Usage,
+};
 
 /// How long a request may take when its profile sets no timeout: one hour, from send to the end of the
 /// response, however the server stalls (no head, a stall after it, a trickle, a request it never reads).
@@ -68,6 +70,8 @@ pub struct Target {
     pub streaming: bool,
     /// Keep each response's generated text in its record (for accuracy scoring; off for load runs).
     pub keep_text: bool,
+    /// The `x-request-id` and `traceparent` each request carries.
+    pub request_ids: RequestIds,
 }
 
 /// The HTTP client a run uses.
@@ -86,6 +90,8 @@ pub struct PreparedRequest {
     pub body: Bytes,
     pub input_tokens: u32,
     pub max_tokens: Option<u32>,
+    /// Whether the body asks for exactly `max_tokens` tokens (`ignore_eos: true`).
+    pub ignore_eos: bool,
     /// A header of this request alone (inference-perf's `session_id_header_key`: the request's session), shared
     /// by the requests of one session.
     pub header: Option<std::sync::Arc<(String, String)>>,
@@ -167,9 +173,11 @@ async fn execute_tapped<T: FnMut(&[u8])>(
         end_ns: 0,
         input_tokens: request.input_tokens,
         max_tokens: request.max_tokens,
+        ignore_eos: request.ignore_eos,
         streaming: target.streaming,
         http_status: None,
         usage: None,
+        finish_reason: None,
         error: None,
         // One event per token plus the usage and role events, so a short stream's vector never grows on the I/O
         // path; capped so a huge max_tokens the server never reaches does not reserve memory for nothing.
@@ -177,6 +185,9 @@ async fn execute_tapped<T: FnMut(&[u8])>(
         text: None,
         conversation: None,
         warmup: false,
+        // Made before the clock reads the send time, so they cost the measured latency nothing.
+        request_id: target.request_ids.request_id(issue.id),
+        traceparent: target.request_ids.traceparent(issue.id),
     };
     let limit = target.request_timeout.unwrap_or(DEFAULT_REQUEST_TIMEOUT);
     // The exchange writes into `record` as it goes, so chunks that arrived before a timeout stay in it.
@@ -237,9 +248,19 @@ async fn exchange_http1<T: FnMut(&[u8])>(
     record: &mut RequestRecord,
     tap: &mut T,
 ) -> Result<(), RequestError> {
+    let traceparent = record.traceparent.map(|t| t.header_value());
+    let ids = [
+        record
+            .request_id
+            .as_deref()
+            .map(|id| (REQUEST_ID_HEADER, id.as_bytes())),
+        traceparent
+            .as_ref()
+            .map(|value| (TRACEPARENT_HEADER, value.as_slice())),
+    ];
     record.sent_ns = clock.now_ns();
     let response = endpoint
-        .send(&request.body, request.header.as_deref(), clock)
+        .send(&request.body, request.header.as_deref(), &ids, clock)
         .await?;
     let status = response.status();
     record.http_status = Some(status);
@@ -302,6 +323,12 @@ async fn exchange_reqwest<T: FnMut(&[u8])>(
     }
     if let Some(header) = &request.header {
         builder = builder.header(&header.0, &header.1);
+    }
+    if let Some(id) = &record.request_id {
+        builder = builder.header(REQUEST_ID_HEADER, &**id);
+    }
+    if let Some(parent) = &record.traceparent {
+        builder = builder.header(TRACEPARENT_HEADER, parent.header_value().as_slice());
     }
     record.sent_ns = clock.now_ns();
     let mut response = builder.send().await.map_err(classify_send_error)?;
@@ -429,7 +456,11 @@ impl StreamEvents {
                         record.usage = Some(usage);
                     }
                     keep(record, chunk.text);
-                    self.finished |= chunk.finished;
+                    if let Some(reason) = chunk.finish_reason {
+                        // The last chunk that carried one says how the answer ended.
+                        record.finish_reason = Some(reason);
+                        self.finished = true;
+                    }
                     if let Some(kind) = chunk.kind {
                         record.chunks.push(ChunkEvent { at_ns, kind });
                     }
@@ -477,6 +508,7 @@ fn whole_body(
     }
     let chunk = parse_chunk(body, keep_text)?;
     record.usage = chunk.usage;
+    record.finish_reason = chunk.finish_reason;
     keep(record, chunk.text);
     if let Some(kind) = chunk.kind {
         record.chunks.push(ChunkEvent { at_ns, kind });
@@ -495,7 +527,8 @@ fn keep(record: &mut RequestRecord, text: Option<String>) {
 struct ParsedChunk {
     kind: Option<ChunkKind>,
     usage: Option<Usage>,
-    finished: bool,
+    /// The first choice's `finish_reason` that is set (`null` until the last chunk).
+    finish_reason: Option<FinishReason>,
     /// The chunk's generated text, when asked for.
     text: Option<String>,
 }
@@ -519,17 +552,40 @@ struct ChoiceJson<'a> {
     delta: Option<MessageJson<'a>>,
     #[serde(default, borrow)]
     message: Option<MessageJson<'a>>,
-    /// Only whether it is set matters (`null` until the last chunk).
-    #[serde(default)]
-    finish_reason: Option<IgnoredAny>,
+    /// `null` until the last chunk; borrowed, so reading it allocates nothing.
+    #[serde(default, borrow)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+impl<'a> ChoiceJson<'a> {
+    /// A chat chunk's `delta`, or a whole chat answer's `message`.
+    fn message(&self) -> Option<&MessageJson<'a>> {
+        self.delta.as_ref().or(self.message.as_ref())
+    }
 }
 
 #[derive(Deserialize)]
 struct MessageJson<'a> {
     #[serde(default, borrow)]
     content: Option<Cow<'a, str>>,
+    /// vLLM's reasoning parsers' field (before v0.10.2 the only one)…
     #[serde(default, borrow)]
     reasoning_content: Option<Cow<'a, str>>,
+    /// … and its newer name, which OpenAI-compatible servers (vLLM since 0.10.2, Ollama, OpenRouter) send.
+    #[serde(default, borrow)]
+    reasoning: Option<Cow<'a, str>>,
+}
+
+impl MessageJson<'_> {
+    fn has_content(&self) -> bool {
+        self.content.as_deref().is_some_and(|c| !c.is_empty())
+    }
+
+    fn has_reasoning(&self) -> bool {
+        [&self.reasoning_content, &self.reasoning]
+            .into_iter()
+            .any(|r| r.as_deref().is_some_and(|r| !r.is_empty()))
+    }
 }
 
 #[derive(Deserialize)]
@@ -542,12 +598,21 @@ struct UsageJson {
     /// `--enable-prompt-tokens-details` and the request hit its prefix cache.
     #[serde(default)]
     prompt_tokens_details: Option<PromptTokensDetailsJson>,
+    /// OpenAI's `CompletionTokensDetails`: the reasoning part of `completion_tokens`.
+    #[serde(default)]
+    completion_tokens_details: Option<CompletionTokensDetailsJson>,
 }
 
 #[derive(Deserialize)]
 struct PromptTokensDetailsJson {
     #[serde(default)]
     cached_tokens: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct CompletionTokensDetailsJson {
+    #[serde(default)]
+    reasoning_tokens: Option<u32>,
 }
 
 /// An error a server put in place of a chunk: OpenAI and vLLM send `{"error": {"message", "type", "code"}}`,
@@ -609,24 +674,30 @@ fn parse_chunk(payload: &[u8], keep_text: bool) -> Result<ParsedChunk, RequestEr
         prompt_tokens: u.prompt_tokens,
         completion_tokens: u.completion_tokens,
         cached_tokens: u.prompt_tokens_details.and_then(|d| d.cached_tokens),
+        reasoning_tokens: u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
     });
-    let finished = chunk.choices.iter().any(|c| c.finish_reason.is_some());
+    let finish_reason = chunk
+        .choices
+        .iter()
+        .find_map(|c| c.finish_reason.as_deref())
+        .map(FinishReason::from_server);
     let kind = if chunk.choices.is_empty() {
         usage.map(|_| ChunkKind::UsageOnly)
     } else {
-        let has_text = chunk.choices.iter().any(|c| {
-            let message = c.delta.as_ref().or(c.message.as_ref());
-            let text = c.text.as_deref().unwrap_or_default();
-            let content = message
-                .and_then(|m| m.content.as_deref())
-                .unwrap_or_default();
-            let reasoning = message
-                .and_then(|m| m.reasoning_content.as_deref())
-                .unwrap_or_default();
-            !(text.is_empty() && content.is_empty() && reasoning.is_empty())
+        let has_content = chunk.choices.iter().any(|c| {
+            c.text.as_deref().is_some_and(|t| !t.is_empty())
+                || c.message().is_some_and(MessageJson::has_content)
         });
-        Some(if has_text {
+        let has_reasoning = || {
+            chunk
+                .choices
+                .iter()
+                .any(|c| c.message().is_some_and(MessageJson::has_reasoning))
+        };
+        Some(if has_content {
             ChunkKind::Content { tokens: 1 }
+        } else if has_reasoning() {
+            ChunkKind::Reasoning { tokens: 1 }
         } else {
             ChunkKind::Empty
         })
@@ -647,7 +718,7 @@ fn parse_chunk(payload: &[u8], keep_text: bool) -> Result<ParsedChunk, RequestEr
     Ok(ParsedChunk {
         kind,
         usage,
-        finished,
+        finish_reason,
         text,
     })
 }
@@ -743,9 +814,71 @@ mod tests {
         )
         .expect("parses");
         assert_eq!(chunk.kind, Some(ChunkKind::Content { tokens: 1 }));
-        assert!(chunk.finished);
+        assert_eq!(chunk.finish_reason, Some(FinishReason::Length));
         assert_eq!(chunk.usage, None);
         assert_eq!(chunk.text.as_deref(), Some(" hi"));
+    }
+
+    #[test]
+    fn a_finish_reason_is_read_as_sent_and_null_is_none() {
+        let reason = |json: &[u8]| parse_chunk(json, false).expect("parses").finish_reason;
+        // llama.cpp's last chunk: empty text, the reason, and usage together.
+        assert_eq!(
+            reason(br#"{"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":"length"}],"usage":{"completion_tokens":323,"prompt_tokens":701}}"#),
+            Some(FinishReason::Length)
+        );
+        assert_eq!(
+            reason(br#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#),
+            Some(FinishReason::Stop)
+        );
+        assert_eq!(
+            reason(br#"{"choices":[{"index":0,"text":"a","finish_reason":null}]}"#),
+            None
+        );
+        assert_eq!(
+            reason(br#"{"choices":[{"index":0,"text":"","finish_reason":"eos_token"}]}"#),
+            Some(FinishReason::Other(Box::new("eos_token".to_owned())))
+        );
+    }
+
+    #[test]
+    fn a_delta_of_reasoning_alone_is_a_reasoning_chunk_and_content_wins_over_it() {
+        let kind = |json: &[u8]| parse_chunk(json, true).expect("parses").kind;
+        for field in ["reasoning_content", "reasoning"] {
+            let json = format!(r#"{{"choices":[{{"index":0,"delta":{{"{field}":"hmm"}}}}]}}"#);
+            assert_eq!(
+                kind(json.as_bytes()),
+                Some(ChunkKind::Reasoning { tokens: 1 }),
+                "{field}"
+            );
+        }
+        assert_eq!(
+            kind(
+                br#"{"choices":[{"index":0,"delta":{"reasoning_content":"so","content":"Yes"}}]}"#
+            ),
+            Some(ChunkKind::Content { tokens: 1 })
+        );
+        assert_eq!(
+            kind(br#"{"choices":[{"index":0,"delta":{"reasoning_content":"","content":""}}]}"#),
+            Some(ChunkKind::Empty)
+        );
+        // The kept text is the answer's, not the reasoning.
+        let chunk = parse_chunk(
+            br#"{"choices":[{"index":0,"delta":{"reasoning_content":"so"}}]}"#,
+            true,
+        )
+        .expect("parses");
+        assert_eq!(chunk.text.as_deref(), Some(""));
+    }
+
+    #[test]
+    fn reasoning_tokens_are_read_from_completion_tokens_details() {
+        let chunk = parse_chunk(
+            br#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":40,"completion_tokens_details":{"reasoning_tokens":31}}}"#,
+            false,
+        )
+        .expect("parses");
+        assert_eq!(chunk.usage.and_then(|u| u.reasoning_tokens), Some(31));
     }
 
     #[test]
@@ -769,6 +902,7 @@ mod tests {
                 prompt_tokens: 7,
                 completion_tokens: 3,
                 cached_tokens: None,
+                reasoning_tokens: None,
             })
         );
     }

@@ -650,6 +650,10 @@ impl Conversations {
             text: None,
             conversation: Some(TurnOf { id: live.id, turn }),
             warmup: false,
+            ignore_eos: false,
+            finish_reason: None,
+            request_id: None,
+            traceparent: None,
         }
     }
 
@@ -894,12 +898,17 @@ mod tests {
                 prompt_tokens: turn.request.input_tokens,
                 completion_tokens: a.split_whitespace().count() as u32,
                 cached_tokens: None,
+                reasoning_tokens: None,
             }),
             error: None,
             chunks: Vec::new(),
             text: answer.map(|a| Box::new(a.to_owned())),
             conversation: None,
             warmup: false,
+            ignore_eos: false,
+            finish_reason: None,
+            request_id: None,
+            traceparent: None,
         }
     }
 
@@ -1178,12 +1187,17 @@ mod replay_tests {
                 prompt_tokens: turn.request.input_tokens,
                 completion_tokens: a.split_whitespace().count() as u32,
                 cached_tokens: None,
+                reasoning_tokens: None,
             }),
             error: None,
             chunks: Vec::new(),
             text: text.map(|a| Box::new(a.to_owned())),
             conversation: None,
             warmup: false,
+            ignore_eos: false,
+            finish_reason: None,
+            request_id: None,
+            traceparent: None,
         }
     }
 

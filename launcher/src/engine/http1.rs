@@ -79,25 +79,38 @@ fn read_stamped<R>(
 
 const CONTENT_LENGTH: &[u8] = b"Content-Length: ";
 
-/// The bytes of one request: the shared head, the request's own `header` before its `Content-Length` (which
-/// `head_prefix` ends with), the length and the body. Pure.
-fn wire(head_prefix: &[u8], header: Option<&(String, String)>, body: &[u8]) -> Vec<u8> {
+/// A header of one request, its value as bytes (a `traceparent` is written into a buffer, not a string).
+pub type RequestHeader<'a> = Option<(&'a str, &'a [u8])>;
+
+/// The bytes of one request: the shared head, the request's own headers (`header`, then `more`) before its
+/// `Content-Length` (which `head_prefix` ends with), the length and the body. Pure.
+fn wire(
+    head_prefix: &[u8],
+    header: Option<&(String, String)>,
+    more: &[RequestHeader<'_>],
+    body: &[u8],
+) -> Vec<u8> {
     let length = body.len().to_string();
-    let extra = header.map_or(0, |(n, v)| n.len() + v.len() + 4);
+    let own = header
+        .map(|(n, v)| (n.as_str(), v.as_bytes()))
+        .into_iter()
+        .chain(more.iter().flatten().copied());
+    let extra: usize = own.clone().map(|(n, v)| n.len() + v.len() + 4).sum();
     let mut wire = Vec::with_capacity(head_prefix.len() + extra + length.len() + 4 + body.len());
-    match header {
-        Some((name, value)) => {
-            let shared = head_prefix
-                .strip_suffix(CONTENT_LENGTH)
-                .unwrap_or(head_prefix);
-            wire.extend_from_slice(shared);
+    if extra == 0 {
+        wire.extend_from_slice(head_prefix);
+    } else {
+        let shared = head_prefix
+            .strip_suffix(CONTENT_LENGTH)
+            .unwrap_or(head_prefix);
+        wire.extend_from_slice(shared);
+        for (name, value) in own {
             wire.extend_from_slice(name.as_bytes());
             wire.extend_from_slice(b": ");
-            wire.extend_from_slice(value.as_bytes());
+            wire.extend_from_slice(value);
             wire.extend_from_slice(b"\r\n");
-            wire.extend_from_slice(CONTENT_LENGTH);
         }
-        None => wire.extend_from_slice(head_prefix),
+        wire.extend_from_slice(CONTENT_LENGTH);
     }
     wire.extend_from_slice(length.as_bytes());
     wire.extend_from_slice(b"\r\n\r\n");
@@ -183,15 +196,17 @@ impl Http1Endpoint {
         })
     }
 
-    /// Sends a POST with `body` and waits for the response head. A kept-alive connection the server has closed
-    /// meanwhile (no byte of a response on it) is retried once on a fresh connection, as browsers and hyper do.
+    /// Sends a POST with `body` and the request's own headers (`header`, then `more`), and waits for the response
+    /// head. A kept-alive connection the server has closed meanwhile (no byte of a response on it) is retried
+    /// once on a fresh connection, as browsers and hyper do.
     pub async fn send(
         &self,
         body: &[u8],
         header: Option<&(String, String)>,
+        more: &[RequestHeader<'_>],
         clock: &Clock,
     ) -> Result<Response<'_>, RequestError> {
-        let wire = wire(&self.head_prefix, header, body);
+        let wire = wire(&self.head_prefix, header, more, body);
         loop {
             let pooled = self.take_idle();
             let reused = pooled.is_some();
@@ -890,7 +905,10 @@ mod tests {
     }
 
     async fn body_of(endpoint: &Http1Endpoint, clock: &Clock) -> (u16, Vec<u8>, BodyEnd) {
-        let response = endpoint.send(b"{}", None, clock).await.expect("response");
+        let response = endpoint
+            .send(b"{}", None, &[], clock)
+            .await
+            .expect("response");
         let status = response.status();
         let mut body = Vec::new();
         let end = response
@@ -972,7 +990,7 @@ mod tests {
         .await;
         let endpoint = Http1Endpoint::new(&url, &[], 8).expect("endpoint");
         let clock = Clock::start();
-        let response = endpoint.send(b"{}", None, &clock).await.expect("head");
+        let response = endpoint.send(b"{}", None, &[], &clock).await.expect("head");
         let error = response
             .read_body(&clock, |_, _| Ok(Flow::More))
             .await
@@ -993,7 +1011,7 @@ mod tests {
         drop(listener);
         let endpoint = Http1Endpoint::new(&url, &[], 8).expect("endpoint");
         let error = endpoint
-            .send(b"{}", None, &Clock::start())
+            .send(b"{}", None, &[], &Clock::start())
             .await
             .expect_err("refused");
         assert_eq!(error.class, ErrorClass::Connect);
@@ -1041,12 +1059,23 @@ mod tests {
             Http1Endpoint::new("http://h:1/v1/chat/completions", &[], 1).expect("endpoint");
         let header = ("x-session-id".to_owned(), "trace0_s".to_owned());
         assert_eq!(
-            String::from_utf8_lossy(&wire(&endpoint.head_prefix, Some(&header), b"{}")),
+            String::from_utf8_lossy(&wire(&endpoint.head_prefix, Some(&header), &[], b"{}")),
             "POST /v1/chat/completions HTTP/1.1\r\nHost: h:1\r\nContent-Type: application/json\r\n\
              x-session-id: trace0_s\r\nContent-Length: 2\r\n\r\n{}"
         );
+        let ids = [
+            Some(("x-request-id", b"llmbench-r-7".as_slice())),
+            None,
+            Some(("traceparent", b"00-ab-cd-01".as_slice())),
+        ];
         assert_eq!(
-            String::from_utf8_lossy(&wire(&endpoint.head_prefix, None, b"{}")),
+            String::from_utf8_lossy(&wire(&endpoint.head_prefix, Some(&header), &ids, b"{}")),
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: h:1\r\nContent-Type: application/json\r\n\
+             x-session-id: trace0_s\r\nx-request-id: llmbench-r-7\r\ntraceparent: 00-ab-cd-01\r\n\
+             Content-Length: 2\r\n\r\n{}"
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&wire(&endpoint.head_prefix, None, &[None], b"{}")),
             "POST /v1/chat/completions HTTP/1.1\r\nHost: h:1\r\nContent-Type: application/json\r\n\
              Content-Length: 2\r\n\r\n{}"
         );
@@ -1102,7 +1131,7 @@ mod tests {
         .await;
         let endpoint = Http1Endpoint::new(&url, &[], 8).expect("endpoint");
         let clock = Clock::start();
-        let response = endpoint.send(b"{}", None, &clock).await.expect("head");
+        let response = endpoint.send(b"{}", None, &[], &clock).await.expect("head");
         assert_eq!(response.status(), 503);
         let body = promptly(response.read_prefix(&clock, 2048, Duration::from_millis(200))).await;
         assert_eq!(body, b"overloaded");
@@ -1129,7 +1158,7 @@ mod tests {
             (200, b"ok".to_vec(), BodyEnd::Complete)
         );
         let error = endpoint
-            .send(b"{}", None, &clock)
+            .send(b"{}", None, &[], &clock)
             .await
             .expect_err("too many");
         assert_eq!(error.class, ErrorClass::Other);

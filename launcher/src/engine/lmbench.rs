@@ -211,6 +211,7 @@ pub fn body(api: ApiKind, model: &str, messages: &[Message], max_tokens: u32) ->
         body: Bytes::from(body.to_string()),
         input_tokens: u32::try_from(words).unwrap_or(u32::MAX),
         max_tokens: Some(max_tokens),
+        ignore_eos: false,
         header: None,
     }
 }

@@ -16,6 +16,7 @@ pub mod control;
 pub mod conversation;
 pub mod http1;
 pub mod lmbench;
+pub mod request_ids;
 pub mod sessions;
 pub mod sse;
 pub mod trace;
@@ -33,6 +34,7 @@ use tokio::task::JoinSet;
 pub use client::{Clock, Issue, PreparedRequest, Target, Transport};
 pub use control::{Control, Signal, StopReason};
 pub use conversation::Conversations;
+pub use request_ids::RequestIds;
 pub use trace::Replay;
 pub use unreachable::DEFAULT_MAX_CONNECT_FAILURES;
 
@@ -1186,6 +1188,10 @@ mod tests {
             text: None,
             conversation: None,
             warmup: false,
+            ignore_eos: false,
+            finish_reason: None,
+            request_id: None,
+            traceparent: None,
         }
     }
 

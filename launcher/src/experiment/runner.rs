@@ -481,6 +481,7 @@ fn judge(outcome: &RunOutcome, validate_failures: bool) -> Result<(), String> {
     }
     let counts = outcome.summary.overall.requests;
     if counts.total > 0 && counts.succeeded == 0 {
+        let truncated = (counts.truncated > 0).then(|| format!("cut short: {}", counts.truncated));
         return Err(format!(
             "none of the {} requests succeeded ({})",
             counts.total,
@@ -490,6 +491,7 @@ fn judge(outcome: &RunOutcome, validate_failures: bool) -> Result<(), String> {
                 .errors
                 .iter()
                 .map(|(class, n)| format!("{class}: {n}"))
+                .chain(truncated)
                 .collect::<Vec<_>>()
                 .join(", ")
         ));

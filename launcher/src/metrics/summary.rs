@@ -4,6 +4,13 @@
 //! Definitions (FORMATS.md §3):
 //! - Only successful requests enter latency statistics and token sums; every request counts in the totals,
 //!   the throughput window and the schedule.
+//! - An answer cut short ([`crate::record::Outcome::Truncated`]) is neither a success nor a failure: it is counted
+//!   in `requests.truncated` and described in [`Truncation`], and stays out of the latency statistics and token
+//!   sums, as inference-perf leaves it out (it counts it a failure, `TruncatedResponseError`): its E2E and
+//!   throughput are those of fewer tokens than the run asked for.
+//! - Reasoning ([`Reasoning`]): per successful answer that carried any, its reasoning tokens; TTFO (first content
+//!   chunk − sent, AIPerf's and guidellm's) over every successful streamed request, shown only when some answer
+//!   reasoned.
 //! - Throughput is inference-perf's: sums over successes / (max(end) − min(sent)) over all requests of the
 //!   bucket. `duration_s` is that window.
 //! - Latency is from the actual send (TTFT and TPOT as inference-perf, ITL per chunk pooled over requests,
@@ -25,7 +32,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::stats::{NsMoments, Stats};
-use crate::record::{ErrorKey, RequestRecord};
+use crate::record::{ErrorKey, Outcome, RequestRecord};
 
 /// Summary of a bucket of requests: one stage, or the whole run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -54,6 +61,43 @@ pub struct Summary {
     /// The server's prefix-cache hits as its responses reported them, when any response reported them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix_cache: Option<PrefixCacheHits>,
+    /// How the server said its answers ended: every request's `finish_reason`, counted by reason as sent.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub finish_reasons: BTreeMap<String, u64>,
+    /// The answers cut short, when any was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncation: Option<Truncation>,
+    /// The reasoning in the successful answers, when any carried some.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<Reasoning>,
+}
+
+/// The answers a bucket got shorter than asked ([`crate::record::RequestRecord::truncated`]), so a reader sees how
+/// short and why: a server that stops at the end of its context window (llama.cpp) instead of refusing the
+/// request gives `length` with fewer tokens than `max_tokens`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Truncation {
+    /// Answers cut short (the summary's `requests.truncated`).
+    pub requests: u64,
+    /// Of those, the ones that asked for exactly `max_tokens` (`ignore_eos`).
+    pub ignore_eos: u64,
+    /// The output tokens they got (the server's `usage.completion_tokens`, else the streamed chunks').
+    pub output_tokens: LengthStats,
+    /// The `max_tokens` they asked for.
+    pub max_tokens: LengthStats,
+    /// Their `finish_reason`s as the server sent them; `none` when it sent none.
+    pub finish_reasons: BTreeMap<String, u64>,
+}
+
+/// The reasoning of a bucket's successful answers (a model served with a reasoning parser streams it apart, as
+/// `reasoning_content` or `reasoning`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reasoning {
+    /// Successful answers that carried reasoning.
+    pub requests: u64,
+    /// Their reasoning tokens: the server's `usage.completion_tokens_details.reasoning_tokens` when it reported
+    /// them, else the streamed reasoning chunks' (part of the output tokens, as of `completion_tokens`).
+    pub tokens: LengthStats,
 }
 
 /// The share of prompt tokens the server reported as served from its prefix cache
@@ -212,6 +256,11 @@ impl LengthTally {
         }
     }
 
+    /// Lengths counted.
+    fn count(&self) -> u64 {
+        self.0.values().sum()
+    }
+
     /// `None` when nothing was counted.
     fn stats(&self) -> Option<LengthStats> {
         let count: u64 = self.0.values().sum();
@@ -287,6 +336,10 @@ pub struct Latency {
     pub ntpot: Option<Stats>,
     /// end − sent.
     pub e2e: Option<Stats>,
+    /// Time to first output token: the first content chunk after the reasoning − sent (AIPerf's and guidellm's
+    /// TTFO), when some answer of the bucket carried reasoning (without, it is TTFT).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfo: Option<Stats>,
     /// First content chunk − scheduled (coordinated-omission free).
     pub ttft_from_scheduled: Option<Stats>,
     /// end − scheduled (coordinated-omission free).
@@ -403,9 +456,10 @@ pub(crate) enum Metric {
     TtftFromScheduled,
     E2eFromScheduled,
     ScheduleDelay,
+    Ttfo,
 }
 
-pub(crate) const METRICS: usize = 8;
+pub(crate) const METRICS: usize = 9;
 
 impl Metric {
     /// Every metric, in index order.
@@ -418,6 +472,7 @@ impl Metric {
         Metric::TtftFromScheduled,
         Metric::E2eFromScheduled,
         Metric::ScheduleDelay,
+        Metric::Ttfo,
     ];
 }
 
@@ -486,6 +541,55 @@ pub(crate) struct Counts {
     /// The moments of this bucket's samples, per [`Metric`], gathered as they are collected.
     moments: [NsMoments; METRICS],
     prefix_cache: PrefixCacheTally,
+    finish_reasons: BTreeMap<String, u64>,
+    truncated: TruncationTally,
+    /// Reasoning tokens of each successful answer that carried reasoning.
+    reasoning: LengthTally,
+}
+
+/// What [`Truncation`] is made of, request by request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct TruncationTally {
+    ignore_eos: u64,
+    output_tokens: LengthTally,
+    max_tokens: LengthTally,
+    finish_reasons: BTreeMap<String, u64>,
+}
+
+impl TruncationTally {
+    fn add(&mut self, r: &RequestRecord) {
+        self.ignore_eos += u64::from(r.ignore_eos);
+        self.output_tokens.add(r.output_tokens());
+        if let Some(max_tokens) = r.max_tokens {
+            self.max_tokens.add(max_tokens);
+        }
+        let reason = r.finish_reason.as_ref().map_or("none", |f| f.as_str());
+        *self.finish_reasons.entry(reason.to_owned()).or_default() += 1;
+    }
+
+    fn absorb(&mut self, other: &TruncationTally) {
+        self.ignore_eos += other.ignore_eos;
+        self.output_tokens.absorb(&other.output_tokens);
+        self.max_tokens.absorb(&other.max_tokens);
+        add_counts(&mut self.finish_reasons, &other.finish_reasons);
+    }
+
+    /// `None` when no answer was cut short.
+    fn truncation(&self) -> Option<Truncation> {
+        Some(Truncation {
+            requests: self.output_tokens.count(),
+            ignore_eos: self.ignore_eos,
+            output_tokens: self.output_tokens.stats()?,
+            max_tokens: self.max_tokens.stats()?,
+            finish_reasons: self.finish_reasons.clone(),
+        })
+    }
+}
+
+fn add_counts(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
+    for (key, count) in from {
+        *into.entry(key.clone()).or_default() += count;
+    }
 }
 
 impl Default for Counts {
@@ -506,6 +610,9 @@ impl Default for Counts {
             output: LengthTally::default(),
             moments: [NsMoments::default(); METRICS],
             prefix_cache: PrefixCacheTally::default(),
+            finish_reasons: BTreeMap::new(),
+            truncated: TruncationTally::default(),
+            reasoning: LengthTally::default(),
         }
     }
 }
@@ -528,15 +635,35 @@ impl Counts {
         if let Some(max_tokens) = r.max_tokens {
             self.output_asked.add(max_tokens);
         }
-
-        if let Some(key) = r.error_key() {
-            *self.errors.entry(key).or_default() += 1;
-            if let Some(error) = r.error.as_deref().filter(|e| !e.message.is_empty()) {
-                keep_earliest(&mut self.error_samples, key, r.end_ns, &error.message);
+        if let Some(reason) = &r.finish_reason {
+            // Looked up before inserting: an allocation only for a reason not seen yet.
+            match self.finish_reasons.get_mut(reason.as_str()) {
+                Some(count) => *count += 1,
+                None => {
+                    self.finish_reasons.insert(reason.as_str().to_owned(), 1);
+                }
             }
-            return;
+        }
+
+        match r.outcome() {
+            Outcome::Failed(key) => {
+                *self.errors.entry(key).or_default() += 1;
+                if let Some(error) = r.error.as_deref().filter(|e| !e.message.is_empty()) {
+                    keep_earliest(&mut self.error_samples, key, r.end_ns, &error.message);
+                }
+                return;
+            }
+            Outcome::Truncated => {
+                self.truncated.add(r);
+                return;
+            }
+            Outcome::Succeeded => {}
         }
         self.succeeded += 1;
+        let reasoning = r.reasoning_tokens();
+        if reasoning > 0 {
+            self.reasoning.add(reasoning);
+        }
         self.input_tokens += u64::from(r.prompt_tokens());
         self.output_tokens += u64::from(r.output_tokens());
         self.input.add(r.prompt_tokens());
@@ -549,6 +676,7 @@ impl Counts {
             (TtftFromScheduled, r.ttft_from_scheduled_ns()),
             (Tpot, r.tpot_ns()),
             (Ntpot, r.ntpot_ns()),
+            (Ttfo, r.ttfo_ns()),
         ];
         for (metric, ns) in optional {
             if let Some(ns) = ns {
@@ -580,6 +708,9 @@ impl Counts {
             mine.merge(theirs);
         }
         self.prefix_cache.absorb(&other.prefix_cache);
+        add_counts(&mut self.finish_reasons, &other.finish_reasons);
+        self.truncated.absorb(&other.truncated);
+        self.reasoning.absorb(&other.reasoning);
     }
 
     /// The summary of these counts with these samples.
@@ -604,8 +735,14 @@ impl Counts {
             ttft_from_scheduled,
             e2e_from_scheduled,
             delay,
+            ttfo,
         ] = Metric::ALL.map(|metric| stats(metric, &self.moments[metric as usize]));
-        let failed = self.total - self.succeeded;
+        let truncated = self.truncated.output_tokens.count();
+        let failed = self.total - self.succeeded - truncated;
+        let reasoning = self.reasoning.stats().map(|tokens| Reasoning {
+            requests: tokens.count,
+            tokens,
+        });
         let window_ns = if self.total == 0 {
             0
         } else {
@@ -627,6 +764,7 @@ impl Counts {
                 total: self.total,
                 succeeded: self.succeeded,
                 failed,
+                truncated,
             },
             failure_rate: if self.total == 0 {
                 0.0
@@ -646,6 +784,7 @@ impl Counts {
                 itl,
                 ntpot,
                 e2e,
+                ttfo: ttfo.filter(|_| reasoning.is_some()),
                 ttft_from_scheduled,
                 e2e_from_scheduled,
             },
@@ -674,6 +813,9 @@ impl Counts {
             },
             goodput: None,
             prefix_cache: self.prefix_cache.hits(),
+            finish_reasons: self.finish_reasons.clone(),
+            truncation: self.truncated.truncation(),
+            reasoning,
         }
     }
 }
@@ -681,7 +823,7 @@ impl Counts {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{ChunkEvent, ChunkKind, ErrorClass, RequestError, Usage};
+    use crate::record::{ChunkEvent, ChunkKind, ErrorClass, FinishReason, RequestError, Usage};
 
     const MS: u64 = 1_000_000;
 
@@ -713,6 +855,10 @@ mod tests {
                     kind: ChunkKind::Content { tokens: 1 },
                 })
                 .collect(),
+            ignore_eos: false,
+            finish_reason: None,
+            request_id: None,
+            traceparent: None,
         }
     }
 
@@ -732,6 +878,86 @@ mod tests {
         r
     }
 
+    /// `ok`, asking `max_tokens` under `ignore_eos` and ending as the server said.
+    fn asked(max_tokens: u32, tokens_at: &[u64], finish: Option<FinishReason>) -> RequestRecord {
+        let mut r = ok(0, 0, 0, tokens_at, 300);
+        r.max_tokens = Some(max_tokens);
+        r.ignore_eos = true;
+        r.finish_reason = finish;
+        r
+    }
+
+    #[test]
+    fn answers_cut_short_are_counted_apart_and_stay_out_of_the_latencies() {
+        let records = [
+            // Whole: 3 of 3, TTFT 100.
+            asked(3, &[100, 120, 140], Some(FinishReason::Length)),
+            // Cut at the context end: 2 of 8 (TTFT 10), and a stop under ignore_eos: 1 of 4.
+            asked(8, &[10, 20], Some(FinishReason::Length)),
+            asked(4, &[30], Some(FinishReason::Stop)),
+            failed(0, 10, 5010, ErrorClass::Timeout, None),
+        ];
+        let s = summarize(&records, None);
+        assert_eq!(
+            s.requests,
+            RequestCounts {
+                total: 4,
+                succeeded: 1,
+                failed: 1,
+                truncated: 2,
+            }
+        );
+        assert_eq!(s.failure_rate, 0.25);
+        assert_eq!(
+            s.errors.len(),
+            1,
+            "truncation is not an error: {:?}",
+            s.errors
+        );
+        let ttft = s.latency_ms.ttft.expect("ttft");
+        assert_eq!((ttft.count, ttft.max), (1, 100.0));
+        assert_eq!(s.lengths.output.map(|o| o.count), Some(1));
+        let cut = s.truncation.expect("truncation");
+        assert_eq!((cut.requests, cut.ignore_eos), (2, 2));
+        assert_eq!((cut.output_tokens.min, cut.output_tokens.max), (1, 2));
+        assert_eq!((cut.max_tokens.min, cut.max_tokens.max), (4, 8));
+        assert_eq!(
+            cut.finish_reasons,
+            BTreeMap::from([("length".to_owned(), 1), ("stop".to_owned(), 1)])
+        );
+        // Every request that said how it ended, whatever its outcome.
+        assert_eq!(
+            s.finish_reasons,
+            BTreeMap::from([("length".to_owned(), 2), ("stop".to_owned(), 1)])
+        );
+        assert_eq!(summarize(&records[..1], None).truncation, None);
+    }
+
+    #[test]
+    fn reasoning_tokens_and_ttfo_appear_only_when_answers_reasoned() {
+        let plain = ok(0, 0, 0, &[100, 120], 150);
+        let s = summarize(&[plain.clone()], None);
+        assert_eq!((s.reasoning.clone(), s.latency_ms.ttfo), (None, None));
+        // Reasoning at 50 and 60 ms, the answer from 100 ms: TTFT 50, TTFO 100.
+        let mut thinking = ok(0, 0, 0, &[100, 120], 150);
+        for at in [60, 50] {
+            thinking.chunks.insert(
+                0,
+                ChunkEvent {
+                    at_ns: at * MS,
+                    kind: ChunkKind::Reasoning { tokens: 1 },
+                },
+            );
+        }
+        let s = summarize(&[thinking, plain], None);
+        let reasoning = s.reasoning.expect("reasoning");
+        assert_eq!((reasoning.requests, reasoning.tokens.max), (1, 2));
+        let ttfo = s.latency_ms.ttfo.expect("ttfo");
+        // Over both answers: 100 and 100 ms (the plain answer's TTFO is its TTFT).
+        assert_eq!((ttfo.count, ttfo.min, ttfo.max), (2, 100.0, 100.0));
+        assert_eq!(s.latency_ms.ttft.map(|t| t.min), Some(50.0));
+    }
+
     #[test]
     fn failed_requests_do_not_enter_latency_stats() {
         let records = [
@@ -747,7 +973,8 @@ mod tests {
             RequestCounts {
                 total: 2,
                 succeeded: 1,
-                failed: 1
+                failed: 1,
+                truncated: 0,
             }
         );
         assert_eq!(s.failure_rate, 0.5);
@@ -774,12 +1001,14 @@ mod tests {
             prompt_tokens: 10,
             completion_tokens: 5,
             cached_tokens: None,
+            reasoning_tokens: None,
         });
         let mut b = ok(0, 500, 500, &[600], 2000);
         b.usage = Some(Usage {
             prompt_tokens: 10,
             completion_tokens: 15,
             cached_tokens: None,
+            reasoning_tokens: None,
         });
         // Window 2000 − 0 = 2 s: 2 requests, 20 input and 20 output tokens.
         let t = summarize(&[a, b], None).throughput;
@@ -797,6 +1026,7 @@ mod tests {
                 prompt_tokens: prompt,
                 completion_tokens: 1,
                 cached_tokens: cached,
+                reasoning_tokens: None,
             });
             r
         };
@@ -813,6 +1043,7 @@ mod tests {
                     prompt_tokens: 1000,
                     completion_tokens: 0,
                     cached_tokens: Some(1000),
+                    reasoning_tokens: None,
                 });
                 r
             },
@@ -959,6 +1190,7 @@ mod tests {
                 prompt_tokens: prompt,
                 completion_tokens: completion,
                 cached_tokens: None,
+                reasoning_tokens: None,
             });
             r
         };
@@ -1096,6 +1328,7 @@ mod tests {
                         prompt_tokens: 100,
                         completion_tokens: chunks as u32,
                         cached_tokens: None,
+                        reasoning_tokens: None,
                     }),
                     error: None,
                     // As a vLLM chat stream: a role-only delta, one chunk per token, the usage chunk.
@@ -1107,6 +1340,10 @@ mod tests {
                             ChunkEvent { at_ns: t, kind }
                         })
                         .collect(),
+                    ignore_eos: false,
+                    finish_reason: None,
+                    request_id: None,
+                    traceparent: None,
                 };
                 r.end_ns = t + next(1000);
                 if next(20) == 0 {

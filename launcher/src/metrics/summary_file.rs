@@ -228,6 +228,7 @@ impl From<&Summary> for CompactBody {
                 itl: compact(&s.latency_ms.itl),
                 ntpot: compact(&s.latency_ms.ntpot),
                 e2e: compact(&s.latency_ms.e2e),
+                ttfo: compact(&s.latency_ms.ttfo),
             },
             schedule: CompactSchedule {
                 requested_rate: s.schedule.requested_rate,
@@ -558,6 +559,10 @@ mod tests {
                     kind: ChunkKind::Content { tokens: 1 },
                 })
                 .to_vec(),
+            ignore_eos: false,
+            finish_reason: None,
+            request_id: None,
+            traceparent: None,
         }
     }
 

@@ -847,6 +847,7 @@ pub(crate) mod tests {
                 prompt_tokens: 10,
                 completion_tokens: tokens,
                 cached_tokens: None,
+                reasoning_tokens: None,
             }),
             error: None,
             chunks: vec![
@@ -861,6 +862,10 @@ pub(crate) mod tests {
                     },
                 },
             ],
+            ignore_eos: false,
+            finish_reason: None,
+            request_id: None,
+            traceparent: None,
         }
     }
 

@@ -598,6 +598,10 @@ mod tests {
             text: None,
             conversation: None,
             warmup: false,
+            ignore_eos: false,
+            finish_reason: None,
+            request_id: None,
+            traceparent: None,
         }
     }
 
@@ -907,6 +911,10 @@ mod tests {
             text: None,
             conversation: None,
             warmup: true,
+            ignore_eos: false,
+            finish_reason: None,
+            request_id: None,
+            traceparent: None,
         };
         // A turn cancelled before it was sent (sent = end, no response) is not active.
         let records = [record(5 * S, 5 * S, true), record(5 * S, 6 * S, false)];

@@ -101,9 +101,10 @@ impl Default for Distributions {
 }
 
 impl Distributions {
-    /// Adds a request's latencies, as `summarize` takes them: successful requests only.
+    /// Adds a request's latencies, as `summarize` takes them: successful requests only (an answer cut short is
+    /// not one).
     pub fn add(&mut self, r: &RequestRecord) {
-        if !r.succeeded() {
+        if r.outcome() != crate::record::Outcome::Succeeded {
             return;
         }
         self.e2e.push(ms(r.e2e_ns()));
@@ -155,7 +156,7 @@ impl RunData {
                 scheduled_s: secs(r.scheduled_ns),
                 sent_s: secs(r.sent_ns),
                 end_s: secs(r.end_ns),
-                succeeded: r.succeeded(),
+                succeeded: r.outcome() == crate::record::Outcome::Succeeded,
                 input_tokens: r.prompt_tokens(),
                 output_tokens: r.output_tokens(),
                 e2e_ms: ms(r.e2e_ns()),
@@ -1175,6 +1176,10 @@ mod tests {
             text: None,
             conversation: None,
             warmup: false,
+            ignore_eos: false,
+            finish_reason: None,
+            request_id: None,
+            traceparent: None,
         }
     }
 

@@ -9,7 +9,10 @@
 //! `aiperf/metrics/types/`: per valid request `request_latency` (last response − send), `time_to_first_token`
 //! (first response − send), `time_to_second_token` (second − first response), `inter_token_latency`
 //! (`(request_latency − ttft) / (osl − 1)`, for osl ≥ 2), `output_token_throughput_per_user` (1 / ITL in
-//! seconds), `output_sequence_length`, `input_sequence_length`; and over the run `request_count`,
+//! seconds), `output_sequence_length`, `input_sequence_length`, and for answers that carried reasoning
+//! `time_to_first_output_token` (first content, not reasoning, response − send:
+//! `time_to_first_output_token_metric.py`) and `reasoning_token_count` (the server's
+//! `completion_tokens_details.reasoning_tokens`, else the streamed reasoning chunks'); and over the run `request_count`,
 //! `error_request_count`, `benchmark_duration` (last response − first request), `request_throughput`,
 //! `output_token_throughput`, `total_osl`, `total_isl`. Times are in ms (`benchmark_duration` in sec).
 //!
@@ -20,12 +23,13 @@
 //! `MetricResult` fields are floats by then), lines end in CRLF as Python's `csv.writer` ends them.
 //!
 //! Left out: `min_request_timestamp` / `max_response_timestamp` (wall-clock stamps; llmbench's records are on the
-//! monotonic clock), `reasoning_token_count`, `goodput`, `input_config`, `error_summary`, `start_time` /
-//! `end_time`.
+//! monotonic clock), `goodput`, `input_config`, `error_summary`, `start_time` / `end_time`. An answer llmbench
+//! counts as cut short is a valid record here: AIPerf has no such failure (it counts a length that misses the
+//! request's, `osl_mismatch_count`, without invalidating the record).
 
 use serde_json::{Map, Value, json};
 
-use crate::record::{ChunkKind, RequestRecord};
+use crate::record::RequestRecord;
 
 /// The file AIPerf writes into its `--output-artifact-dir`.
 pub(crate) const AIPERF_JSON_FILE: &str = "profile_export_aiperf.json";
@@ -44,6 +48,8 @@ fn header(tag: &str) -> Option<&'static str> {
         "request_count" => "Request Count",
         "time_to_first_token" => "Time to First Token",
         "time_to_second_token" => "Time to Second Token",
+        "time_to_first_output_token" => "Time to First Output Token",
+        "reasoning_token_count" => "Reasoning Token Count",
         "inter_token_latency" => "Inter Token Latency",
         "output_token_throughput" => "Output Token Throughput",
         "output_token_throughput_per_user" => "Output Token Throughput Per User",
@@ -120,6 +126,8 @@ pub(crate) fn aiperf_export(records: &[&RequestRecord]) -> Value {
     let mut latency = Vec::new();
     let mut ttft = Vec::new();
     let mut ttst = Vec::new();
+    let mut ttfo = Vec::new();
+    let mut reasoning = Vec::new();
     let mut itl = Vec::new();
     let mut per_user = Vec::new();
     let mut osl = Vec::new();
@@ -131,15 +139,23 @@ pub(crate) fn aiperf_export(records: &[&RequestRecord]) -> Value {
             errors += 1;
             continue;
         }
+        // Every response that carried tokens, reasoning included (AIPerf's `content_responses`).
         let content: Vec<u64> = if r.streaming {
             r.chunks
                 .iter()
-                .filter(|c| matches!(c.kind, ChunkKind::Content { .. }))
+                .filter(|c| c.kind.tokens().is_some())
                 .map(|c| c.at_ns)
                 .collect()
         } else {
             Vec::new()
         };
+        if let Some(ns) = r.ttfo_ns() {
+            ttfo.push(ns as f64 / 1e6);
+        }
+        let reasoned = r.reasoning_tokens();
+        if reasoned > 0 {
+            reasoning.push(f64::from(reasoned));
+        }
         // Without a stream the one response is the whole body.
         let last = content.last().copied().unwrap_or(r.end_ns);
         first_send = first_send.min(r.sent_ns);
@@ -180,6 +196,13 @@ pub(crate) fn aiperf_export(records: &[&RequestRecord]) -> Value {
     export.insert("request_count".into(), single("requests", count));
     export.insert("time_to_first_token".into(), stats("ms", &mut ttft));
     export.insert("time_to_second_token".into(), stats("ms", &mut ttst));
+    if !reasoning.is_empty() {
+        export.insert("time_to_first_output_token".into(), stats("ms", &mut ttfo));
+        export.insert(
+            "reasoning_token_count".into(),
+            stats("tokens", &mut reasoning),
+        );
+    }
     export.insert("inter_token_latency".into(), stats("ms", &mut itl));
     if let Some(d) = duration_s {
         export.insert(
@@ -245,7 +268,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{ChunkEvent, Usage};
+    use crate::record::{ChunkEvent, ChunkKind, Usage};
 
     fn streamed(sent_ms: u64, chunks_ms: &[u64], tokens: u32) -> RequestRecord {
         RequestRecord {
@@ -262,6 +285,7 @@ mod tests {
                 prompt_tokens: 10,
                 completion_tokens: tokens,
                 cached_tokens: None,
+                reasoning_tokens: None,
             }),
             error: None,
             chunks: chunks_ms
@@ -274,7 +298,37 @@ mod tests {
             text: None,
             conversation: None,
             warmup: false,
+            ignore_eos: false,
+            finish_reason: None,
+            request_id: None,
+            traceparent: None,
         }
+    }
+
+    #[test]
+    fn reasoning_answers_add_ttfo_and_reasoning_tokens_and_ttft_counts_the_reasoning() {
+        // Sent 0; reasoning at 10 and 12 ms, content at 20 and 22: TTFT 10, TTFO 20, 2 reasoning tokens.
+        let mut a = streamed(0, &[10, 12, 20, 22], 4);
+        for chunk in &mut a.chunks[..2] {
+            chunk.kind = ChunkKind::Reasoning { tokens: 1 };
+        }
+        let b = streamed(5, &[25, 35], 2);
+        let export = aiperf_export(&[&a, &b]);
+        let close = |v: &Value, x: f64| (v.as_f64().expect("number") - x).abs() < 1e-9;
+        assert!(close(&export["time_to_first_token"]["min"], 10.0));
+        // a: 20; b (no reasoning): its TTFT, 20.
+        assert!(close(&export["time_to_first_output_token"]["avg"], 20.0));
+        assert!(close(&export["reasoning_token_count"]["avg"], 2.0));
+        assert_eq!(export["reasoning_token_count"]["unit"], "tokens");
+        assert!(
+            aiperf_csv(&export).contains("Time to First Output Token (ms),"),
+            "{}",
+            aiperf_csv(&export)
+        );
+        // Without reasoning neither is written.
+        let plain = aiperf_export(&[&b]);
+        assert!(plain.get("time_to_first_output_token").is_none());
+        assert!(plain.get("reasoning_token_count").is_none());
     }
 
     #[test]

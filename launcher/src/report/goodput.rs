@@ -142,7 +142,8 @@ impl GoodputTally {
         }
         let ok = match self.definition {
             Definition::Vllm => super::vllm::succeeded(r),
-            Definition::InferencePerf => r.succeeded(),
+            // An answer cut short is a failure to inference-perf (`TruncatedResponseError`).
+            Definition::InferencePerf => r.outcome() == crate::record::Outcome::Succeeded,
         };
         if !ok {
             return;
@@ -257,6 +258,7 @@ mod tests {
                 prompt_tokens: 10,
                 completion_tokens: chunks_ms.len() as u32,
                 cached_tokens: None,
+                reasoning_tokens: None,
             }),
             error: None,
             chunks: chunks_ms
@@ -269,6 +271,10 @@ mod tests {
             text: None,
             conversation: None,
             warmup: false,
+            ignore_eos: false,
+            finish_reason: None,
+            request_id: None,
+            traceparent: None,
         }
     }
 

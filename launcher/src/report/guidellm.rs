@@ -2,14 +2,16 @@
 //! metric a `StatusDistributionSummary {successful, errored, incomplete, total}` of guidellm's weighted
 //! distributions ([`GuidellmDistribution`]), timestamps in epoch seconds.
 //!
-//! guidellm's definitions: `time_to_first_token_ms` = first token − sent; `inter_token_latency_ms` =
+//! guidellm's definitions: `time_to_first_token_ms` = first token − sent (reasoning or not);
+//! `time_to_first_output_token_ms` = first content token − sent (guidellm 0.8, `request_stats.py`); `inter_token_latency_ms` =
 //! (last token − first token)/(n − 1), weighted by n − 1 (vLLM's and inference-perf's TPOT);
 //! `time_per_output_token_ms` = (last token − sent)/n, weighted by n; `request_latency` in seconds; rates
 //! (`requests_per_second`, `output_tokens_per_second`, `tokens_per_second`) and `request_concurrency` are
 //! distributions over time. guidellm writes 0 where a request lacks a metric (TTFT without streaming); we
 //! leave such requests out, so a distribution never mixes measurements with placeholders. A request cancelled
 //! in flight (an interrupt, an error limit) is `incomplete`; one cancelled before it was sent (a later turn of a
-//! conversation whose turn failed) is left out, as guidellm leaves it out.
+//! conversation whose turn failed) is left out, as guidellm leaves it out. guidellm has no notion of an answer cut
+//! short: one is `successful` here, as guidellm counts it.
 
 use serde_json::{Value, json};
 
@@ -203,7 +205,7 @@ fn benchmark(meta: &RunMeta, stage: u32, records: &[&RequestRecord]) -> Value {
             .chunks
             .iter()
             .filter(|_| r.streaming)
-            .filter_map(|c| c.kind.content_tokens().map(|t| (at(c.at_ns), f64::from(t))))
+            .filter_map(|c| c.kind.tokens().map(|t| (at(c.at_ns), f64::from(t))))
             .collect();
         if chunks.is_empty() {
             vec![(at(r.end_ns), f64::from(r.output_tokens()))]
@@ -244,6 +246,8 @@ fn benchmark(meta: &RunMeta, stage: u32, records: &[&RequestRecord]) -> Value {
             Some((f64::from(r.prompt_tokens()) + f64::from(r.output_tokens()), 1.0))
         }),
         "time_to_first_token_ms": status_of(&buckets, |r| r.ttft_ns().map(|t| (ms(t), 1.0))),
+        // guidellm 0.8's TTFO: the first content (not reasoning) iteration − request start.
+        "time_to_first_output_token_ms": status_of(&buckets, |r| r.ttfo_ns().map(|t| (ms(t), 1.0))),
         "time_per_output_token_ms": status_of(&buckets, |r| {
             r.guidellm_tpot_ns().map(|t| (ms(t), f64::from(r.output_tokens())))
         }),

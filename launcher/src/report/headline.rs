@@ -80,6 +80,13 @@ pub fn headline(meta: &RunMeta, summary: &RunSummary) -> Headline {
     }
     lines.push(line("load", load_text(meta, summary)));
     lines.push(line("errors", errors_text(overall)));
+    if let Some(text) = truncation_text(overall) {
+        lines.push(HeadlineLine {
+            label: "cut short",
+            text,
+            tone: Tone::Warn,
+        });
+    }
     let (tone, text) = verdict(meta, summary);
     lines.push(HeadlineLine {
         label: VERDICT,
@@ -258,6 +265,68 @@ fn errors_text(overall: &Summary) -> String {
     )
 }
 
+/// `19 tokens`, or `19–1424 tokens`.
+fn tokens_range(stats: &LengthStats) -> String {
+    if stats.min == stats.max {
+        format!("{}", stats.min)
+    } else {
+        format!("{}–{}", stats.min, stats.max)
+    }
+}
+
+/// `7 of 11 answers were cut short`, `1 of 11 answers was cut short`.
+fn cut_short_count(truncated: u64, total: u64) -> String {
+    let verb = if truncated == 1 { "was" } else { "were" };
+    format!("{truncated} of {total} answers {verb} cut short")
+}
+
+/// What the finish reasons of the answers cut short say, the commonest first.
+fn truncation_causes(reasons: &std::collections::BTreeMap<String, u64>) -> String {
+    let mut reasons: Vec<(&String, &u64)> = reasons.iter().collect();
+    reasons.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+    reasons
+        .iter()
+        .map(|(reason, _)| match reason.as_str() {
+            "length" => {
+                "length: the server stopped before max_tokens at a limit of its own, likely its context window \
+                 (prompt + max_tokens is larger: raise vLLM's --max-model-len or llama.cpp's -c per slot, or ask \
+                 for fewer tokens)"
+            }
+            "stop" => "stop: the server ignored ignore_eos",
+            "abort" | "error" => "abort or error: the server gave up on the answer",
+            "none" => "no finish_reason: the server did not say why",
+            _ => "an unusual finish_reason: see requests.jsonl",
+        })
+        .fold(Vec::<&str>::new(), |mut kept, cause| {
+            if !kept.contains(&cause) {
+                kept.push(cause);
+            }
+            kept
+        })
+        .join("; ")
+}
+
+/// `7 of 11 answers were cut short: 19–1424 of the 800–1835 tokens asked (finish_reason length 6, stop 1) — …`;
+/// `None` when no answer was.
+fn truncation_text(overall: &Summary) -> Option<String> {
+    let cut = overall.truncation.as_ref()?;
+    let mut reasons: Vec<(&String, &u64)> = cut.finish_reasons.iter().collect();
+    reasons.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+    let reasons: Vec<String> = reasons
+        .iter()
+        .map(|(reason, count)| format!("{reason} {count}"))
+        .collect();
+    Some(format!(
+        "{}: {} of the {} tokens asked (finish_reason {}). {}. Not counted as successes, nor in the latency \
+         figures",
+        cut_short_count(cut.requests, overall.requests.total),
+        tokens_range(&cut.output_tokens),
+        tokens_range(&cut.max_tokens),
+        reasons.join(", "),
+        truncation_causes(&cut.finish_reasons),
+    ))
+}
+
 /// How the run ended and what it answers, good or bad news first.
 fn verdict(meta: &RunMeta, summary: &RunSummary) -> (Tone, String) {
     let overall = &summary.overall;
@@ -290,26 +359,44 @@ fn verdict(meta: &RunMeta, summary: &RunSummary) -> (Tone, String) {
             )
         }
         None if counts.total == 0 => (Tone::Bad, "no request was sent".to_owned()),
-        None if counts.failed == 0 => (
+        None if counts.failed == 0 && counts.truncated == 0 => (
             Tone::Good,
             format!("completed: all {} requests succeeded", counts.total),
         ),
-        None => (
+        None if counts.failed == 0 => (
             Tone::Warn,
             format!(
-                "completed: {} of {} requests failed",
-                counts.failed, counts.total
+                "completed: {}",
+                cut_short_count(counts.truncated, counts.total)
             ),
         ),
+        None => {
+            let mut text = format!(
+                "completed: {} of {} requests failed",
+                counts.failed, counts.total
+            );
+            if counts.truncated > 0 {
+                text.push_str(&format!(", {} cut short", counts.truncated));
+            }
+            (Tone::Warn, text)
+        }
     };
     if counts.total > 0 && counts.succeeded == 0 {
         tone = Tone::Bad;
+        let why = top_error(overall).or_else(|| {
+            overall.truncation.as_ref().map(|cut| {
+                format!(
+                    "{} ({} of the {} tokens asked)",
+                    cut_short_count(cut.requests, counts.total),
+                    tokens_range(&cut.output_tokens),
+                    tokens_range(&cut.max_tokens)
+                )
+            })
+        });
         text = format!(
             "failed: none of the {} requests succeeded{}",
             counts.total,
-            top_error(overall)
-                .map(|e| format!(" — {e}"))
-                .unwrap_or_default()
+            why.map(|e| format!(" — {e}")).unwrap_or_default()
         );
         if let Some(run) = &summary.run {
             text.push_str(&format!(
@@ -412,6 +499,7 @@ mod tests {
                 prompt_tokens: input + 7,
                 completion_tokens: output,
                 cached_tokens: None,
+                reasoning_tokens: None,
             }),
             error: None,
             chunks: vec![ChunkEvent {
@@ -421,6 +509,10 @@ mod tests {
             text: None,
             conversation: None,
             warmup: false,
+            ignore_eos: false,
+            finish_reason: None,
+            request_id: None,
+            traceparent: None,
         }
     }
 
@@ -519,6 +611,65 @@ mod tests {
         assert_eq!(
             text_of(&h, "load"),
             "asked 1.00 req/s constant → sent 1.50 req/s → served nothing"
+        );
+    }
+
+    /// `ok`, asking exactly 50 tokens (`ignore_eos`) and ending as the server said.
+    fn exact(sent: u64, output: u32, finish: &str) -> RequestRecord {
+        let mut r = ok(0, sent, 100, output);
+        r.ignore_eos = true;
+        r.finish_reason = Some(crate::record::FinishReason::from_server(finish));
+        r
+    }
+
+    #[test]
+    fn answers_cut_short_get_a_line_of_their_own_and_temper_the_verdict() {
+        let records = [
+            exact(0, 50, "length"),
+            exact(1000, 19, "length"),
+            exact(2000, 42, "length"),
+            exact(3000, 7, "stop"),
+        ];
+        let h = headline(
+            &meta(vec![rate_stage(1.0)]),
+            &summary(&records, &[Some(1.0)]),
+        );
+        assert_eq!(text_of(&h, "errors"), "none");
+        assert_eq!(
+            text_of(&h, "cut short"),
+            "3 of 4 answers were cut short: 7–42 of the 50 tokens asked (finish_reason length 2, stop 1). \
+             length: the server stopped before max_tokens at a limit of its own, likely its context window \
+             (prompt + max_tokens is larger: raise vLLM's --max-model-len or llama.cpp's -c per slot, or ask for \
+             fewer tokens); stop: the server ignored ignore_eos. Not counted as successes, nor in the latency \
+             figures"
+        );
+        assert_eq!(
+            text_of(&h, "verdict"),
+            "completed: 3 of 4 answers were cut short"
+        );
+        assert_eq!(h.tone(), Tone::Warn);
+        // Only answers cut short: nothing succeeded, and the verdict says why.
+        let h = headline(
+            &meta(vec![rate_stage(1.0)]),
+            &summary(&records[1..3], &[Some(1.0)]),
+        );
+        assert_eq!(
+            text_of(&h, "verdict"),
+            "failed: none of the 2 requests succeeded — 2 of 2 answers were cut short (19–42 of the 50 tokens \
+             asked)"
+        );
+        assert_eq!(h.tone(), Tone::Bad);
+        // With failures too, both are counted.
+        let h = headline(
+            &meta(vec![rate_stage(1.0)]),
+            &summary(
+                &[records[0].clone(), records[1].clone(), refused(0, 4000)],
+                &[Some(1.0)],
+            ),
+        );
+        assert_eq!(
+            text_of(&h, "verdict"),
+            "completed: 1 of 3 requests failed, 1 cut short"
         );
     }
 

@@ -5,6 +5,13 @@
 //! (0 for n = 0); with more than one token timestamp (streaming), `time_to_first_token = first token − sent`,
 //! `time_per_output_token = (last token − first token) / (n − 1)` and the per-token gaps pooled into
 //! `inter_token_latency` (every token of a chunk stamped with the chunk's arrival, so 0 inside a chunk).
+//!
+//! An answer cut short (llmbench's `truncated` outcome) is a failure here, `TruncatedResponseError` (label
+//! `truncatedresponseerror`, the message naming the tokens delivered of those requested and the finish reason),
+//! as inference-perf's fix for short completions under `ignore_eos` records it (kubernetes-sigs/inference-perf#746,
+//! closing #655); llmbench applies it to every answer it counts as cut short, a server's abort and its own length
+//! limit included. Each per-request entry carries the `finish_reason` and the `max_tokens` asked, as that change
+//! adds them.
 
 use std::io;
 
@@ -14,7 +21,7 @@ use super::goodput::{Definition, GoodputTally};
 use super::meta::{Slo, StageMeta};
 use super::sample::{FloatStore, SampleId, SampleView};
 use super::secs;
-use crate::record::{ErrorClass, RequestRecord};
+use crate::record::{ErrorClass, Outcome, RequestRecord};
 
 /// The whole run's file.
 pub const SUMMARY_LIFECYCLE_FILE: &str = "summary_lifecycle_metrics.json";
@@ -153,7 +160,7 @@ impl Lifecycle {
         self.max_sent_ns = self.max_sent_ns.max(r.sent_ns);
         self.max_end_ns = self.max_end_ns.max(r.end_ns);
         store.push(self.schedule_delay[0], schedule_delay_s(r));
-        if !r.succeeded() {
+        if r.outcome() != Outcome::Succeeded {
             self.failed += 1;
             store.push(self.failed_latency[0], secs(r.e2e_ns()));
             store.push(self.failed_prompt[0], f64::from(r.prompt_tokens()));
@@ -376,7 +383,7 @@ fn per_request(r: &RequestRecord) -> Value {
         let token_times: Vec<f64> = r
             .chunks
             .iter()
-            .filter_map(|c| c.kind.content_tokens().map(|n| (secs(c.at_ns), n)))
+            .filter_map(|c| c.kind.tokens().map(|n| (secs(c.at_ns), n)))
             .flat_map(|(t, n)| std::iter::repeat_n(t, n as usize))
             .collect();
         response.insert("response_chunks".into(), json!([]));
@@ -388,15 +395,22 @@ fn per_request(r: &RequestRecord) -> Value {
         extra.insert("user_session".into(), json!(of.id.to_string()));
         extra.insert("chat_round".into(), json!(of.turn + 1));
     }
-    let error = r.error_class().map(|class| {
+    response.insert(
+        "finish_reason".into(),
+        r.finish_reason
+            .as_ref()
+            .map_or(Value::Null, |f| json!(f.as_str())),
+    );
+    let error = failure(r).map(|(error_type, error_msg)| {
         json!({
-            "error_type": error_type(r, class),
-            "error_msg": r.error.as_ref().map_or("", |e| e.message.as_str()),
+            "error_type": error_type,
+            "error_msg": error_msg,
         })
     });
     json!({
         "start_time": secs(r.sent_ns),
         "end_time": secs(r.end_ns),
+        "max_tokens": r.max_tokens,
         "request": Value::Null,
         "response": Value::Null,
         "info": {
@@ -409,6 +423,35 @@ fn per_request(r: &RequestRecord) -> Value {
         },
         "error": error,
     })
+}
+
+/// The exception type inference-perf's fix for short answers records (kubernetes-sigs/inference-perf#746).
+const TRUNCATED_RESPONSE_ERROR: &str = "TruncatedResponseError";
+
+/// How inference-perf records `r`'s failure: its exception type and message; `None` for a success.
+fn failure(r: &RequestRecord) -> Option<(String, String)> {
+    match r.outcome() {
+        Outcome::Succeeded => None,
+        Outcome::Truncated => Some((TRUNCATED_RESPONSE_ERROR.to_owned(), truncated_message(r))),
+        Outcome::Failed(key) => Some((
+            error_type(r, key.class),
+            r.error
+                .as_ref()
+                .map_or_else(String::new, |e| e.message.clone()),
+        )),
+    }
+}
+
+/// `delivered 19 of 800 requested output tokens (finish_reason length)`.
+fn truncated_message(r: &RequestRecord) -> String {
+    let requested = r
+        .max_tokens
+        .map_or_else(|| "?".to_owned(), |m| m.to_string());
+    let reason = r.finish_reason.as_ref().map_or("none", |f| f.as_str());
+    format!(
+        "delivered {} of {requested} requested output tokens (finish_reason {reason})",
+        r.output_tokens()
+    )
 }
 
 /// The exception name inference-perf (aiohttp) records for each way a request fails.
@@ -463,8 +506,11 @@ fn token_usage(
 }
 
 /// inference-perf's `make_concise_label`: `"<code> - <label>"` for HTTP errors, `Timeout`, `Connection Error`,
-/// or the error type in lower case.
+/// or the error type in lower case (`truncatedresponseerror` for an answer cut short).
 fn concise_label(r: &RequestRecord) -> String {
+    if r.outcome() == Outcome::Truncated {
+        return TRUNCATED_RESPONSE_ERROR.to_ascii_lowercase();
+    }
     let message = r
         .error
         .as_ref()
@@ -520,8 +566,8 @@ impl FailureLabels {
 
     fn add(&mut self, r: &RequestRecord) {
         let label = concise_label(r);
-        let message = r.error.as_ref().map_or("", |e| e.message.as_str());
-        self.count(label, 1, std::slice::from_ref(&message));
+        let message = failure(r).map(|(_, message)| message).unwrap_or_default();
+        self.count(label, 1, &[message.as_str()]);
     }
 
     fn count(&mut self, label: String, count: u64, messages: &[&str]) {

@@ -450,12 +450,17 @@ mod tests {
                 prompt_tokens: 10,
                 completion_tokens: tokens,
                 cached_tokens: None,
+                reasoning_tokens: None,
             }),
             error: None,
             chunks,
             text: None,
             conversation: None,
             warmup: false,
+            ignore_eos: false,
+            finish_reason: None,
+            request_id: None,
+            traceparent: None,
         }
     }
 

@@ -362,7 +362,8 @@ struct TurnTally {
 impl ConversationTally {
     fn add(&mut self, r: &RequestRecord) {
         let Some(of) = r.conversation else { return };
-        let ok = r.succeeded();
+        // As the summary counts: an answer cut short is not a success.
+        let ok = r.outcome() == crate::record::Outcome::Succeeded;
         *self.conversations.entry(of.id).or_insert(true) &= ok;
         let turn = self.turns.entry(of.turn).or_default();
         turn.requests += 1;

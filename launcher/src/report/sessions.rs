@@ -366,12 +366,17 @@ mod tests {
                 prompt_tokens: prompt,
                 completion_tokens: completion,
                 cached_tokens: cached,
+                reasoning_tokens: None,
             }),
             error: None,
             chunks: Vec::new(),
             text: None,
             conversation: Some(TurnOf { id, turn: 0 }),
             warmup: false,
+            ignore_eos: false,
+            finish_reason: None,
+            request_id: None,
+            traceparent: None,
         }
     }
 

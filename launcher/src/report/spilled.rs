@@ -694,6 +694,7 @@ mod tests {
                         prompt_tokens: 12 + next(40) as u32,
                         completion_tokens: next(20) as u32,
                         cached_tokens: None,
+                        reasoning_tokens: None,
                     }),
                     error: None,
                     chunks,
@@ -703,6 +704,10 @@ mod tests {
                         turn: next(3) as u32,
                     }),
                     warmup: stage == 0 && id < 3,
+                    ignore_eos: false,
+                    finish_reason: None,
+                    request_id: None,
+                    traceparent: None,
                 };
                 match next(14) {
                     0 => {
@@ -987,6 +992,10 @@ mod tests {
             text: None,
             conversation: None,
             warmup: false,
+            ignore_eos: false,
+            finish_reason: None,
+            request_id: None,
+            traceparent: None,
         };
         let records = [record(0, 0, &[10, 20, 40]), record(1, 100, &[10, 50, 110])];
         let meta = crate::report::tests::meta();

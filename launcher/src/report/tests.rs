@@ -66,6 +66,10 @@ fn record(
                 kind,
             })
             .collect(),
+        ignore_eos: false,
+        finish_reason: None,
+        request_id: None,
+        traceparent: None,
     }
 }
 
@@ -91,6 +95,7 @@ fn records() -> Vec<RequestRecord> {
         prompt_tokens: 10,
         completion_tokens: 4,
         cached_tokens: None,
+        reasoning_tokens: None,
     });
     let mut r2 = record(2, 0, 500, 510, 600, &[(530, c(1)), (570, c(1))]);
     r2.input_tokens = 12;
@@ -98,6 +103,7 @@ fn records() -> Vec<RequestRecord> {
         prompt_tokens: 12,
         completion_tokens: 2,
         cached_tokens: None,
+        reasoning_tokens: None,
     });
     let mut r3 = record(3, 0, 1000, 1000, 1100, &[]);
     r3.http_status = Some(503);
@@ -936,4 +942,75 @@ fn reported_cached_tokens_reach_every_report_of_the_stage() {
         ),
         "{table}"
     );
+}
+
+// ---- answers cut short, and reasoning ----
+
+/// Stage 0's records with r2 asked for exactly 4 tokens (`ignore_eos`) and given 2, stopped at a length limit.
+fn with_a_truncated_answer() -> Vec<RequestRecord> {
+    let mut records = records();
+    records[1].ignore_eos = true;
+    records[1].finish_reason = Some(crate::record::FinishReason::Length);
+    records
+}
+
+#[test]
+fn inference_perf_records_an_answer_cut_short_as_a_truncated_response_error() {
+    let records = with_a_truncated_answer();
+    let v = lifecycle_metrics(
+        &stage(&records, 0),
+        &INFERENCE_PERF_PERCENTILES,
+        Some(meta().stages[0]),
+        &[],
+    );
+    assert_num(&v, "successes.count", 1.0);
+    assert_num(&v, "failures.count", 2.0);
+    let label = &v["failures"]["by_label"]["truncatedresponseerror"];
+    assert_eq!(label["count"], 1);
+    assert_eq!(
+        label["messages"][0]["message"],
+        "delivered 2 of 4 requested output tokens (finish_reason length)"
+    );
+    let per_request = per_request_lifecycle(&stage(&records, 0));
+    assert_eq!(
+        per_request[1]["error"]["error_type"],
+        "TruncatedResponseError"
+    );
+    assert_eq!(per_request[1]["max_tokens"], 4);
+    assert_eq!(
+        per_request[1]["info"]["response_metrics"]["finish_reason"],
+        "length"
+    );
+    assert!(per_request[0]["error"].is_null());
+    assert!(per_request[0]["info"]["response_metrics"]["finish_reason"].is_null());
+}
+
+#[test]
+fn vllm_and_guidellm_count_an_answer_cut_short_as_their_tools_do_a_success() {
+    let records = with_a_truncated_answer();
+    let vllm = vllm_result(&meta(), 0, &stage(&records, 0));
+    assert_eq!(vllm["completed"], 2);
+    let report = guidellm_report(&meta(), &[(0, stage(&records, 0))]);
+    assert_eq!(
+        report["benchmarks"][0]["metrics"]["request_totals"]["successful"],
+        2
+    );
+    // llmbench's own summary counts it apart.
+    let summary = summary_of(&meta(), &records);
+    assert_eq!(summary.stages[0].summary.requests.truncated, 1);
+    assert_eq!(summary.stages[0].summary.requests.succeeded, 1);
+}
+
+#[test]
+fn guidellm_reports_ttfo_past_the_reasoning() {
+    let mut records = records();
+    // r1's chunks at 50 and 60 ms reasoned: TTFT stays 40 ms after its send at 10 (the first token), TTFO is 70
+    // (the content at 80); r2 has no reasoning, its TTFO is its TTFT, 20.
+    for chunk in &mut records[0].chunks[1..3] {
+        chunk.kind = ChunkKind::Reasoning { tokens: 1 };
+    }
+    let report = guidellm_report(&meta(), &[(0, stage(&records, 0))]);
+    let m = &report["benchmarks"][0]["metrics"];
+    assert_num(m, "time_to_first_token_ms.successful.mean", 30.0);
+    assert_num(m, "time_to_first_output_token_ms.successful.mean", 45.0);
 }

@@ -48,6 +48,8 @@ pub(crate) struct RequestShape {
     pub prompt_tokens: u32,
     pub max_tokens: u32,
     pub ignore_eos: bool,
+    /// Tokens the answer reasons before it answers (`--reasoning-tokens`, chat only).
+    pub reasoning_tokens: u32,
 }
 
 /// Everything decided about a request before any waiting starts.
@@ -411,10 +413,15 @@ pub(crate) async fn complete(mut job: Job) -> Completed {
     let metrics = &job.engine.metrics;
     metrics.first_token(job.plan.shape.prompt_tokens, first_token_at - job.arrival);
     metrics.next_tokens(job.engine.config.itl, n - 1);
-    let text = TOKEN_TEXT.repeat(n as usize);
-    let body = job
-        .header()
-        .response_body(&text, job.plan.finish_reason(), job.usage());
+    let reasoning = job.plan.shape.reasoning_tokens.min(n);
+    let text = TOKEN_TEXT.repeat((n - reasoning) as usize);
+    let reasoning = (reasoning > 0).then(|| TOKEN_TEXT.repeat(reasoning as usize));
+    let body = job.header().response_body(
+        &text,
+        reasoning.as_deref(),
+        job.plan.finish_reason(),
+        job.usage(),
+    );
     let malformed = job.plan.fault == Some(FailureKind::Malformed);
     job.finish(first_token_at, Instant::now());
     if malformed {
@@ -448,6 +455,8 @@ struct SseResponse {
     last_token_at: Instant,
     /// Built once per request: every token event but the last is these same bytes.
     token_event: Bytes,
+    /// The same for the reasoning tokens that come first (empty without reasoning).
+    reasoning_event: Bytes,
 }
 
 /// The body stream of a streaming response; polled by the connection's task.
@@ -457,6 +466,11 @@ pub(crate) fn sse_stream(job: Job) -> impl Stream<Item = Result<Bytes, Cutoff>> 
         Some(FailureKind::Stall | FailureKind::Disconnect | FailureKind::Malformed)
     );
     let token_event = job.header().token_event(None);
+    let reasoning_event = if job.plan.shape.reasoning_tokens > 0 {
+        job.header().reasoning_event(None)
+    } else {
+        Bytes::new()
+    };
     let now = Instant::now();
     let response = SseResponse {
         job,
@@ -466,6 +480,7 @@ pub(crate) fn sse_stream(job: Job) -> impl Stream<Item = Result<Bytes, Cutoff>> 
         first_token_at: now,
         last_token_at: now,
         token_event,
+        reasoning_event,
     };
     futures_util::stream::unfold(response, |mut response| async move {
         let event = response.next_event().await?;
@@ -559,8 +574,14 @@ impl SseResponse {
             seat.kv.grow();
         }
 
+        // The token just sent (numbered from 1) is reasoning while it is among the first `reasoning_tokens`.
+        let reasoning = self.sent <= self.job.plan.shape.reasoning_tokens;
         if self.sent < self.job.plan.output_tokens {
-            return Ok(self.token_event.clone());
+            return Ok(if reasoning {
+                self.reasoning_event.clone()
+            } else {
+                self.token_event.clone()
+            });
         }
         self.job.finish(self.first_token_at, now);
         self.step = if self.job.plan.shape.include_usage {
@@ -568,9 +589,12 @@ impl SseResponse {
         } else {
             Step::Done
         };
-        Ok(self
-            .job
-            .header()
-            .token_event(Some(self.job.plan.finish_reason())))
+        let finish = Some(self.job.plan.finish_reason());
+        let header = self.job.header();
+        Ok(if reasoning {
+            header.reasoning_event(finish)
+        } else {
+            header.token_event(finish)
+        })
     }
 }

@@ -269,11 +269,16 @@ struct ChatStreamChoice<'a> {
     stop_reason: Option<Option<()>>,
 }
 
+/// vLLM's `DeltaMessage`, written with `exclude_unset`: a reasoning token carries `reasoning_content` and no
+/// `content`.
 #[derive(Serialize)]
 struct Delta<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     role: Option<&'static str>,
-    content: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_content: Option<&'a str>,
 }
 
 impl ChunkHeader<'_> {
@@ -284,7 +289,8 @@ impl ChunkHeader<'_> {
                 index: 0,
                 delta: Delta {
                     role: Some("assistant"),
-                    content: "",
+                    content: Some(""),
+                    reasoning_content: None,
                 },
                 logprobs: None,
                 finish_reason: None,
@@ -296,6 +302,15 @@ impl ChunkHeader<'_> {
 
     /// One output token; `finish_reason` is set on the last one.
     pub fn token_event(&self, finish_reason: Option<&'static str>) -> Bytes {
+        self.output_event(finish_reason, false)
+    }
+
+    /// One reasoning token of a chat answer (a completion has none: it gets an output token).
+    pub fn reasoning_event(&self, finish_reason: Option<&'static str>) -> Bytes {
+        self.output_event(finish_reason, true)
+    }
+
+    fn output_event(&self, finish_reason: Option<&'static str>, reasoning: bool) -> Bytes {
         match self.endpoint {
             Endpoint::Completions => self.completion_event(
                 &[CompletionStreamChoice {
@@ -310,9 +325,18 @@ impl ChunkHeader<'_> {
             Endpoint::Chat => self.chat_event(
                 &[ChatStreamChoice {
                     index: 0,
-                    delta: Delta {
-                        role: None,
-                        content: TOKEN_TEXT,
+                    delta: if reasoning {
+                        Delta {
+                            role: None,
+                            content: None,
+                            reasoning_content: Some(TOKEN_TEXT),
+                        }
+                    } else {
+                        Delta {
+                            role: None,
+                            content: Some(TOKEN_TEXT),
+                            reasoning_content: None,
+                        }
                     },
                     logprobs: None,
                     finish_reason,
@@ -357,8 +381,14 @@ impl ChunkHeader<'_> {
         })
     }
 
-    /// The whole non-streaming response body.
-    pub fn response_body(&self, text: &str, finish_reason: &'static str, usage: Usage) -> Vec<u8> {
+    /// The whole non-streaming response body; `reasoning` is a chat answer's reasoning text, if any.
+    pub fn response_body(
+        &self,
+        text: &str,
+        reasoning: Option<&str>,
+        finish_reason: &'static str,
+        usage: Usage,
+    ) -> Vec<u8> {
         let result = match self.endpoint {
             Endpoint::Completions => serde_json::to_vec(&CompletionResponse {
                 id: self.id,
@@ -385,6 +415,7 @@ impl ChunkHeader<'_> {
                     message: ChatResponseMessage {
                         role: "assistant",
                         content: text,
+                        reasoning_content: reasoning,
                         tool_calls: [],
                     },
                     logprobs: None,
@@ -475,6 +506,8 @@ struct ChatChoice<'a> {
 struct ChatResponseMessage<'a> {
     role: &'static str,
     content: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_content: Option<&'a str>,
     tool_calls: [(); 0],
 }
 
@@ -606,8 +639,10 @@ mod tests {
     fn whole_responses_write_prompt_tokens_details_null_unless_tokens_were_cached() {
         for endpoint in [Endpoint::Chat, Endpoint::Completions] {
             let body = |usage| -> serde_json::Value {
-                serde_json::from_slice(&header(endpoint).response_body(" token", "length", usage))
-                    .expect("JSON body")
+                serde_json::from_slice(
+                    &header(endpoint).response_body(" token", None, "length", usage),
+                )
+                .expect("JSON body")
             };
             assert_eq!(
                 body(Usage::new(3, 1))["usage"]["prompt_tokens_details"],

@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tokio::time::Instant;
@@ -90,6 +90,7 @@ fn with_content_type(status: StatusCode, body: Body, content_type: &'static str)
 async fn completions(
     State(engine): State<Arc<Engine>>,
     ConnectInfo(arrival): ConnectInfo<RequestArrival>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     let arrival = arrival.instant();
@@ -111,15 +112,17 @@ async fn completions(
         Ok::<_, ApiError>((shape, blocks))
     }
     .await;
-    match result {
-        Ok((shape, blocks)) => serve(engine, shape, blocks, arrival).await,
+    let response = match result {
+        Ok((shape, blocks)) => serve(engine, shape, blocks, arrival, &headers).await,
         Err(error) => error.into_response(),
-    }
+    };
+    echo_request_id(&headers, response)
 }
 
 async fn chat_completions(
     State(engine): State<Arc<Engine>>,
     ConnectInfo(arrival): ConnectInfo<RequestArrival>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     let arrival = arrival.instant();
@@ -140,10 +143,11 @@ async fn chat_completions(
         Ok::<_, ApiError>((shape, blocks))
     }
     .await;
-    match result {
-        Ok((shape, blocks)) => serve(engine, shape, blocks, arrival).await,
+    let response = match result {
+        Ok((shape, blocks)) => serve(engine, shape, blocks, arrival, &headers).await,
         Err(error) => error.into_response(),
-    }
+    };
+    echo_request_id(&headers, response)
 }
 
 /// The prompt's full-block hashes, fed by `feed`; nothing (and no hashing) with the prefix cache off.
@@ -219,6 +223,8 @@ fn request_shape(
         }
         Some(requested) => match u32::try_from(requested).ok().filter(|m| *m <= room) {
             Some(max_tokens) => max_tokens,
+            // llama.cpp's way: generate to the end of the context, then stop with `length`.
+            None if engine.config.stop_at_context_end => room,
             None => {
                 return Err(ApiError::bad_request(format!(
                     "'max_tokens' or 'max_completion_tokens' is too large: {requested}. This \
@@ -237,16 +243,39 @@ fn request_shape(
         prompt_tokens,
         max_tokens,
         ignore_eos: common.ignore_eos.unwrap_or(false),
+        reasoning_tokens: match endpoint {
+            Endpoint::Chat => engine.config.reasoning_tokens,
+            Endpoint::Completions => 0,
+        },
     })
 }
+
+/// `x-request-id` back on the response, as vLLM answers with `--enable-request-id-headers`.
+fn echo_request_id(request: &HeaderMap, mut response: Response) -> Response {
+    if let Some(id) = request.get(REQUEST_ID) {
+        response.headers_mut().insert(REQUEST_ID, id.clone());
+    }
+    response
+}
+
+const REQUEST_ID: &str = "x-request-id";
 
 async fn serve(
     engine: Arc<Engine>,
     shape: RequestShape,
     blocks: Vec<u64>,
     arrival: Instant,
+    headers: &HeaderMap,
 ) -> Response {
     let plan = engine.plan(shape);
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    // What a client's ids are checked against: the sim's own id beside the ones the request carried.
+    tracing::debug!(
+        id = plan.id,
+        x_request_id = text(REQUEST_ID),
+        traceparent = text("traceparent"),
+        "request"
+    );
     match plan.fault {
         Some(FailureKind::Http429) => {
             return ApiError {

@@ -809,6 +809,111 @@ async fn prompt_plus_max_tokens_beyond_max_model_len_is_400() {
 }
 
 #[tokio::test]
+async fn at_the_context_end_it_stops_with_length_when_told_to_as_llama_cpp_does() {
+    let h = Harness::start(SimConfig {
+        max_model_len: 10,
+        stop_at_context_end: true,
+        ..config()
+    })
+    .await;
+    // 4 prompt words leave room for 6 of the 50 tokens asked.
+    let (status, body) = h.post("/v1/completions", &completion(50)).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["choices"][0]["finish_reason"], "length");
+    assert_eq!(body["usage"]["completion_tokens"], 6);
+    let streamed = h
+        .stream("/v1/chat/completions", &with_usage(streaming(chat(50))))
+        .await;
+    let events = streamed.json();
+    let usage = events.last().expect("usage chunk")["usage"].clone();
+    // 2 prompt words leave 8.
+    assert_eq!(usage["completion_tokens"], 8);
+    assert_eq!(streamed.token_times().len(), 8);
+    assert!(
+        events
+            .iter()
+            .any(|e| e["choices"][0]["finish_reason"] == "length")
+    );
+    // A prompt that fills the context alone is still refused.
+    let (status, _) = h
+        .post(
+            "/v1/completions",
+            &json!({"prompt": "a b c d e f g h i j", "max_tokens": 1}),
+        )
+        .await;
+    assert_eq!(status, 400);
+}
+
+#[tokio::test]
+async fn reasoning_tokens_come_first_as_reasoning_content_in_chat_only() {
+    let h = Harness::start(SimConfig {
+        reasoning_tokens: 3,
+        ..config()
+    })
+    .await;
+    let streamed = h
+        .stream("/v1/chat/completions", &with_usage(streaming(chat(5))))
+        .await;
+    let deltas: Vec<Value> = streamed
+        .json()
+        .iter()
+        .filter_map(|e| e["choices"].get(0).map(|c| c["delta"].clone()))
+        .collect();
+    // The role, 3 reasoning tokens, 2 answer tokens.
+    assert_eq!(deltas.len(), 6, "{deltas:?}");
+    for delta in &deltas[1..4] {
+        assert_eq!(delta, &json!({"reasoning_content": " token"}));
+    }
+    for delta in &deltas[4..] {
+        assert_eq!(delta, &json!({"content": " token"}));
+    }
+    let usage = streamed.json().last().expect("usage")["usage"].clone();
+    assert_eq!(usage["completion_tokens"], 5);
+    // A whole answer carries its reasoning apart; completions have none.
+    let (_, whole) = h.post("/v1/chat/completions", &chat(5)).await;
+    let message = &whole["choices"][0]["message"];
+    assert_eq!(message["reasoning_content"], " token token token");
+    assert_eq!(message["content"], " token token");
+    let (_, completion) = h.post("/v1/completions", &completion(5)).await;
+    assert_eq!(completion["choices"][0]["text"], " token".repeat(5));
+    // Fewer tokens than the reasoning: all of them reason, the last one finishes.
+    let short = h.stream("/v1/chat/completions", &streaming(chat(2))).await;
+    let last = short.json().last().expect("last")["choices"][0].clone();
+    assert_eq!(last["delta"], json!({"reasoning_content": " token"}));
+    assert_eq!(last["finish_reason"], "length");
+}
+
+#[tokio::test]
+async fn a_request_id_is_echoed_on_the_response() {
+    let h = Harness::start(config()).await;
+    let response = h
+        .client
+        .post(h.url("/v1/completions"))
+        .header("x-request-id", "llmbench-run-7")
+        .header(
+            "traceparent",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        )
+        .json(&completion(2))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers().get("x-request-id").map(|v| v.as_bytes()),
+        Some(b"llmbench-run-7".as_slice())
+    );
+    let plain = h
+        .client
+        .post(h.url("/v1/completions"))
+        .json(&completion(2))
+        .send()
+        .await
+        .expect("sent");
+    assert!(plain.headers().get("x-request-id").is_none());
+}
+
+#[tokio::test]
 async fn stream_options_without_stream_and_batches_are_400() {
     let h = Harness::start(config()).await;
     let mut body = completion(2);

@@ -452,6 +452,7 @@ mod tests {
         RunSummary {
             requests: 100,
             failures: 1,
+            truncated: 0,
             duration_seconds: 10.0,
             throughput: Throughput {
                 requests_per_second: rps,
