@@ -80,6 +80,17 @@ pub fn headline(meta: &RunMeta, summary: &RunSummary) -> Headline {
     }
     lines.push(line("load", load_text(meta, summary)));
     lines.push(line("errors", errors_text(overall)));
+    if let Some(text) = super::cache::cache_line(meta, summary) {
+        lines.push(HeadlineLine {
+            label: "cache",
+            text,
+            tone: if summary.prefix_cache_warm.is_some() {
+                Tone::Warn
+            } else {
+                Tone::Plain
+            },
+        });
+    }
     let (tone, text) = verdict(meta, summary);
     lines.push(HeadlineLine {
         label: VERDICT,
