@@ -794,6 +794,7 @@ mod tests {
                 requests_per_second: tps / 10.0,
                 output_tokens_per_second: tps,
                 ttft_p99_ms: Some(tps),
+                prefix_cache_hit_percent: Some(tps / 100.0),
                 slo_met: Some(met),
                 failures: 1,
                 ..RunFigures::default()
@@ -809,6 +810,7 @@ mod tests {
         ];
         let rows = table(&treatments, &results);
         assert_eq!(rows[0].output_tokens_per_second.unwrap().mean, 150.0);
+        assert_eq!(rows[0].prefix_cache_hit_percent.unwrap().mean, 1.5);
         assert_eq!(rows[0].verdict.as_deref(), Some("passed"));
         assert_eq!(rows[0].failures, 2);
         // One of fast's two runs missed its SLO: the treatment fails, so the best passing one is slow.
