@@ -778,11 +778,13 @@ pub fn check(resolved: &Resolved, rule: KeyRule) -> Result<Vec<String>, Experime
                 RunIdentity::Workload(Box::new((parsed.workload, parsed.capacity)))
             }
         };
+        // A cold and a warm run of one workload differ in the cache they meet.
         let who = format!(
-            "{}|{}|{}",
+            "{}|{}|{}|{}",
             resolved.profile_of(&t.name).label(),
             t.endpoint.as_deref().unwrap_or_default(),
-            model.or(resolved.model.as_deref()).unwrap_or_default()
+            model.or(resolved.model.as_deref()).unwrap_or_default(),
+            t.cache.map_or("", |c| c.as_str())
         );
         if let Some((first, _, _)) = runs
             .iter()

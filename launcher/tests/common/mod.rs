@@ -138,3 +138,94 @@ impl Drop for SimProcess {
         self.kill();
     }
 }
+
+/// A real llama.cpp `llama-server` on a free port, for the tests that run against a real engine. The binary, the
+/// GGUF model and the model's `tokenizer.json` come from `LLMBENCH_LLAMA_SERVER`, `LLMBENCH_LLAMA_MODEL` and
+/// `LLMBENCH_LLAMA_TOKENIZER` (`make test` sets them); killed on drop, however the test ends.
+pub struct LlamaServer {
+    child: Child,
+    pub endpoint: String,
+    pub tokenizer: PathBuf,
+}
+
+impl LlamaServer {
+    /// Starts `llama-server -m MODEL --host 127.0.0.1 --port PORT -c 4096 -np 4 --metrics ARGS…` and waits for its
+    /// `/health` (60 s at most: loading a model on a loaded machine, not a timing). `None`, with a note, when the
+    /// variables are unset: the test then passes without a server.
+    pub fn start(args: &[&str]) -> Option<LlamaServer> {
+        let var = |name| {
+            std::env::var_os(name)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        let (Some(binary), Some(model), Some(tokenizer)) = (
+            var("LLMBENCH_LLAMA_SERVER"),
+            var("LLMBENCH_LLAMA_MODEL"),
+            var("LLMBENCH_LLAMA_TOKENIZER"),
+        ) else {
+            eprintln!(
+                "skipping: set LLMBENCH_LLAMA_SERVER, LLMBENCH_LLAMA_MODEL and LLMBENCH_LLAMA_TOKENIZER to run \
+                 against a real llama-server"
+            );
+            return None;
+        };
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new(&binary)
+            .arg("-m")
+            .arg(&model)
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .args(["-c", "4096", "-np", "4", "--metrics"])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("llama-server starts");
+        let server = LlamaServer {
+            child,
+            endpoint: format!("http://127.0.0.1:{port}"),
+            tokenizer,
+        };
+        // Loading the model: wait for /health, as a deployment's readiness probe would.
+        let health = format!("{}/health", server.endpoint);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while http_status(&health) != Some(200) {
+            assert!(
+                Instant::now() < deadline,
+                "llama-server did not become ready on {}",
+                server.endpoint
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Some(server)
+    }
+}
+
+impl Drop for LlamaServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The HTTP status of a GET, or None when nothing answers.
+pub fn http_status(url: &str) -> Option<u16> {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://")?;
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let mut stream = std::net::TcpStream::connect(host).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        stream,
+        "GET /{path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+}
