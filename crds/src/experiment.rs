@@ -747,7 +747,12 @@ mod tests {
         assert_eq!(runs.len(), 4);
         // Alone, each state is a treatment.
         let alone = spec(&format!("{TEMPLATE}cacheStates: [warm, cold]\n"));
-        let names: Vec<String> = plan(&alone).unwrap().0.into_iter().map(|t| t.name).collect();
+        let names: Vec<String> = plan(&alone)
+            .unwrap()
+            .0
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
         assert_eq!(names, ["warm", "cold"]);
         let twice = spec(&format!("{TEMPLATE}cacheStates: [cold, cold]\n"));
         assert_eq!(

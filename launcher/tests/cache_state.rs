@@ -68,7 +68,8 @@ fn two_runs_of_a_profile_send_different_prompts_so_the_second_finds_nothing_cach
         assert!(summary.get("prefix_cache_warm").is_none(), "{summary:#}");
     }
     // Each run drew its prompts with a seed of its own, and says so.
-    let prompts = |id: &str| json(&dir.path().join(id).join("run.json"))["cache"]["prompts"].clone();
+    let prompts =
+        |id: &str| json(&dir.path().join(id).join("run.json"))["cache"]["prompts"].clone();
     assert_eq!(prompts("first")["origin"], "fresh");
     assert_eq!(prompts("second")["origin"], "fresh");
     assert_ne!(prompts("first")["seed"], prompts("second")["seed"]);
@@ -81,7 +82,14 @@ fn a_pinned_seed_reproduces_the_prompts_and_the_second_run_is_told_the_cache_is_
     let first = sanity(dir.path(), &sim.url, "builtin", "first", &["--seed", "7"]);
     assert!(first.get("prefix_cache_warm").is_none(), "{first:#}");
     let output = run_profile(dir.path(), "inference-perf", "sanity_random", "second", &{
-        let mut args = vec!["--endpoint", &sim.url, "--model", "m", "--tokenizer", "builtin"];
+        let mut args = vec![
+            "--endpoint",
+            &sim.url,
+            "--model",
+            "m",
+            "--tokenizer",
+            "builtin",
+        ];
         args.extend(SHORT);
         args.extend(["--seed", "7"]);
         args
@@ -128,7 +136,10 @@ fn a_pinned_seed_reproduces_the_prompts_and_the_second_run_is_told_the_cache_is_
     );
     // report.html's headline carries it too.
     let html = std::fs::read_to_string(dir.path().join("second/report.html")).expect("report.html");
-    assert!(html.contains("WARM from an earlier run"), "no warning in report.html");
+    assert!(
+        html.contains("WARM from an earlier run"),
+        "no warning in report.html"
+    );
 }
 
 #[test]
@@ -189,7 +200,13 @@ fn a_server_without_a_reset_is_refused_by_name_before_anything_is_written() {
         "--reset-prefix-cache",
     ];
     args.extend(SHORT);
-    let output = run_profile(dir.path(), "inference-perf", "sanity_random", "refused", &args);
+    let output = run_profile(
+        dir.path(),
+        "inference-perf",
+        "sanity_random",
+        "refused",
+        &args,
+    );
     assert!(!output.status.success());
     let error = stderr(&output);
     assert!(
@@ -223,16 +240,31 @@ fn each_stage_of_a_fresh_run_sends_prompts_no_other_stage_sent_and_a_pinned_run_
     let dir = tempfile::tempdir().expect("tempdir");
     let profile = two_stages(dir.path());
     let run = |id: &str, extra: &[&str]| {
-        let mut args = vec!["--endpoint", &sim.url, "--model", "m", "--tokenizer", "builtin"];
+        let mut args = vec![
+            "--endpoint",
+            &sim.url,
+            "--model",
+            "m",
+            "--tokenizer",
+            "builtin",
+        ];
         args.extend(extra);
-        succeeded(&run_profile(dir.path(), "inference-perf", &profile, id, &args));
+        succeeded(&run_profile(
+            dir.path(),
+            "inference-perf",
+            &profile,
+            id,
+            &args,
+        ));
         json(&dir.path().join(id).join("summary.json"))
     };
     // Fresh: the second stage draws 4 prompts of its own, so nothing of either stage hits.
     let fresh = run("fresh", &[]);
     for stage in 0..2 {
         assert_eq!(
-            fresh["stages"][stage]["prefix_cache"]["hit_rate"].as_f64().unwrap_or(0.0),
+            fresh["stages"][stage]["prefix_cache"]["hit_rate"]
+                .as_f64()
+                .unwrap_or(0.0),
             0.0,
             "stage {stage}: {fresh:#}"
         );
@@ -243,7 +275,9 @@ fn each_stage_of_a_fresh_run_sends_prompts_no_other_stage_sent_and_a_pinned_run_
     // behaviour, kept for a reproducible run) and every one of them hits.
     let pinned = run("pinned", &["--seed", "3"]);
     assert_eq!(
-        pinned["stages"][0]["prefix_cache"]["hit_rate"].as_f64().unwrap_or(0.0),
+        pinned["stages"][0]["prefix_cache"]["hit_rate"]
+            .as_f64()
+            .unwrap_or(0.0),
         0.0
     );
     assert_eq!(
@@ -270,8 +304,21 @@ fn every_point_of_a_capacity_search_sends_prompts_of_its_own() {
          capacity_search:\n  load: concurrency\n  slo: [\"ttft_p99<=10s\"]\n  start: 1\n  max: 2\n  \
          min_duration: 300ms\n  min_requests: 1\n  max_points: 3\n",
     );
-    let args = ["--endpoint", &sim.url, "--model", "m", "--tokenizer", "builtin"];
-    succeeded(&run_profile(dir.path(), "guidellm", &profile, "search", &args));
+    let args = [
+        "--endpoint",
+        &sim.url,
+        "--model",
+        "m",
+        "--tokenizer",
+        "builtin",
+    ];
+    succeeded(&run_profile(
+        dir.path(),
+        "guidellm",
+        &profile,
+        "search",
+        &args,
+    ));
     let records = records(&dir.path().join("search"));
     let stages: std::collections::BTreeSet<u64> = records
         .iter()
@@ -335,7 +382,10 @@ fn an_experiment_compares_a_cold_and_a_warm_cache_with_their_hit_rates() {
     let exp = out.join("cw");
     let comparison = json(&exp.join("comparison.json"));
     let rows = comparison["rows"].as_array().expect("rows");
-    let names: Vec<&str> = rows.iter().map(|r| r["treatment"].as_str().unwrap()).collect();
+    let names: Vec<&str> = rows
+        .iter()
+        .map(|r| r["treatment"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["cold", "warm"]);
     assert_eq!(rows[0]["levels"]["cache"], "cold");
     let hit = |row: &Value| {
@@ -354,7 +404,10 @@ fn an_experiment_compares_a_cold_and_a_warm_cache_with_their_hit_rates() {
     let printed = stdout(&output);
     assert!(printed.contains("prefix hit %"), "{printed}");
     let html = std::fs::read_to_string(exp.join("plots/compare.html")).expect("compare.html");
-    assert!(html.contains("prefix hit %"), "no hit rate column in compare.html");
+    assert!(
+        html.contains("prefix hit %"),
+        "no hit rate column in compare.html"
+    );
 }
 
 // ---- Against the real llama-server ----
@@ -393,7 +446,8 @@ fn llama_server_slots_are_erased_by_reset_prefix_cache_so_a_pinned_run_starts_co
     let slots = tempfile::tempdir().expect("tempdir");
     let slot_path = slots.path().to_string_lossy().into_owned();
     // Slot actions need --slot-save-path; --cache-ram 0 keeps no copy of erased slots in host memory.
-    let Some(server) = LlamaServer::start(&["--slot-save-path", &slot_path, "--cache-ram", "0"]) else {
+    let Some(server) = LlamaServer::start(&["--slot-save-path", &slot_path, "--cache-ram", "0"])
+    else {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
@@ -446,7 +500,13 @@ fn llama_server_without_slot_save_path_refuses_the_reset_naming_the_flag() {
         "--reset-prefix-cache",
     ];
     args.extend(SHORT);
-    let output = run_profile(dir.path(), "inference-perf", "sanity_random", "refused", &args);
+    let output = run_profile(
+        dir.path(),
+        "inference-perf",
+        "sanity_random",
+        "refused",
+        &args,
+    );
     assert!(!output.status.success());
     let error = stderr(&output);
     assert!(

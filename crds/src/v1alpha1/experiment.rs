@@ -96,7 +96,9 @@ pub struct BenchmarkExperimentSpec {
 }
 
 /// The prefix cache a run of a cold/warm comparison meets.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum CacheState {
     /// Reset before the run, with prompts new to it.

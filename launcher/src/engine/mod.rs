@@ -568,21 +568,21 @@ pub async fn run(
                    levels: StageLevels,
                    errors: ErrorLimits,
                    kept: Option<Kept>| StageContext {
-            target: Arc::clone(&target),
-            requests,
-            clock,
-            sink: sink.clone(),
-            next_id: Arc::clone(&next_id),
-            stage,
-            control: levels.requests,
-            limits: levels.stage,
-            run: control.clone(),
-            tally: Arc::new(Mutex::new(Tally::default())),
-            errors,
-            probe: levels.probe,
-            kept,
-            connect_failures: Arc::clone(&connect_failures),
-        };
+        target: Arc::clone(&target),
+        requests,
+        clock,
+        sink: sink.clone(),
+        next_id: Arc::clone(&next_id),
+        stage,
+        control: levels.requests,
+        limits: levels.stage,
+        run: control.clone(),
+        tally: Arc::new(Mutex::new(Tally::default())),
+        errors,
+        probe: levels.probe,
+        kept,
+        connect_failures: Arc::clone(&connect_failures),
+    };
     if let (Some(warmup), Requests::Fixed(_)) = (plan.warmup, &plan.requests) {
         let level = control.child();
         let levels = StageLevels {

@@ -467,8 +467,7 @@ impl RunContext<'_> {
         args.sim_itl = self.args.sim_itl;
         args.no_preflight = self.args.no_preflight;
         // A cold run meets an emptied cache, a warm one a cache primed with its own prompts.
-        args.reset_prefix_cache =
-            plan.cache_reset || treatment.cache == Some(CacheState::Cold);
+        args.reset_prefix_cache = plan.cache_reset || treatment.cache == Some(CacheState::Cold);
         args.warm_prefix_cache = match treatment.cache {
             Some(CacheState::Warm) => true,
             Some(CacheState::Cold) => false,

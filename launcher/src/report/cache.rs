@@ -228,7 +228,10 @@ pub(crate) fn cache_line(meta: &RunMeta, summary: &RunSummary) -> Option<String>
         None => {}
     }
     if let Some(reset) = &cache.reset {
-        parts.push(format!("{} prefix cache reset before the run", reset.engine));
+        parts.push(format!(
+            "{} prefix cache reset before the run",
+            reset.engine
+        ));
     }
     if let Some(primed) = cache.primed_prompts {
         parts.push(format!(

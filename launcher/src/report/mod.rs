@@ -13,11 +13,11 @@
 //! ([`spilled`]).
 
 mod aiperf;
+mod cache;
 mod capacity_answer;
 mod errors;
 mod goodput;
 mod guidellm;
-mod cache;
 mod headline;
 mod inference_perf;
 mod llmd;

@@ -291,7 +291,11 @@ impl StageRequests for FreshStagePrompts {
         let prompts = build_prompts(&self.workload, &self.tokenizer, expected)?;
         let bodies: Arc<[PreparedRequest]> =
             prompts.iter().map(|p| prepare(p, &self.settings)).collect();
-        tracing::debug!(stage = nth, prompts = bodies.len(), "fresh prompts for the stage");
+        tracing::debug!(
+            stage = nth,
+            prompts = bodies.len(),
+            "fresh prompts for the stage"
+        );
         Ok(Some(Requests::Fixed(bodies)))
     }
 }

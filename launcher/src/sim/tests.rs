@@ -709,7 +709,8 @@ async fn reset_prefix_cache_empties_the_cache_as_vllm_dev_mode_does() {
         ..config()
     })
     .await;
-    let body = json!({"model": MODEL, "prompt": words(26, "p"), "max_tokens": 2, "ignore_eos": true});
+    let body =
+        json!({"model": MODEL, "prompt": words(26, "p"), "max_tokens": 2, "ignore_eos": true});
     let (_, first) = h.post("/v1/completions", &body).await;
     assert_eq!(first["usage"]["prompt_tokens_details"], Value::Null);
     let (_, warm) = h.post("/v1/completions", &body).await;

@@ -606,11 +606,13 @@ mod tests {
 
     #[test]
     fn the_runs_prefix_cache_spec_becomes_launcher_flags() {
-        let plain = container(&launcher_pod(&fixtures::run(fixtures::BASIC), 0, &settings()).expect("builds"))
-            .command
-            .clone()
-            .expect("command")
-            .join(" ");
+        let plain = container(
+            &launcher_pod(&fixtures::run(fixtures::BASIC), 0, &settings()).expect("builds"),
+        )
+        .command
+        .clone()
+        .expect("command")
+        .join(" ");
         assert!(!plain.contains("prefix-cache"), "{plain}");
         let run = fixtures::run(&format!(
             "{}prefixCache: {{reset: true, warm: true}}\n",
