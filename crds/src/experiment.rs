@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::render::Override;
 use crate::v1alpha1::{
-    Aggregate, BenchmarkExperimentSpec, MAX_REPEATS, MAX_TREATMENTS, TreatmentRow,
+    Aggregate, BenchmarkExperimentSpec, CacheState, MAX_REPEATS, MAX_TREATMENTS, TreatmentRow,
 };
 
 /// Why an experiment cannot run. Every variant names what is wrong and where.
@@ -44,6 +44,13 @@ pub enum ExperimentError {
     ModelColumnTaken,
     #[error("a model in `models` is empty")]
     EmptyModel,
+    #[error("cacheStates must be unique: `{0}` appears twice")]
+    DuplicateCacheState(&'static str),
+    #[error(
+        "a factor or override named `cache` and `cacheStates` would both fill the table's `cache` column; rename the \
+         factor"
+    )]
+    CacheColumnTaken,
     #[error("treatment `{treatment}`: override `{text}` is not key=value")]
     Override { treatment: String, text: String },
 }
@@ -58,6 +65,8 @@ pub struct ResolvedTreatment {
     pub levels: BTreeMap<String, String>,
     /// The model the run serves and names (`spec.models`), beating the template's stack.model.
     pub model: Option<String>,
+    /// The prefix cache the run meets (`spec.cacheStates`).
+    pub cache: Option<CacheState>,
 }
 
 /// One run of the plan.
@@ -86,7 +95,7 @@ pub fn treatments(
 ) -> Result<Vec<ResolvedTreatment>, ExperimentError> {
     let resolved = match (&spec.treatments, &spec.factors) {
         (Some(_), Some(_)) => return Err(ExperimentError::BothForms),
-        (None, None) if !spec.models.is_empty() => Vec::new(),
+        (None, None) if !spec.models.is_empty() || !spec.cache_states.is_empty() => Vec::new(),
         (None, None) => return Err(ExperimentError::NoTreatments),
         (Some(list), None) => {
             if list.is_empty() {
@@ -110,6 +119,7 @@ pub fn treatments(
                         overrides: t.overrides.clone(),
                         levels,
                         model: None,
+                        cache: None,
                     })
                 })
                 .collect::<Result<Vec<_>, ExperimentError>>()?
@@ -169,12 +179,14 @@ pub fn treatments(
                         overrides,
                         levels,
                         model: None,
+                        cache: None,
                     }
                 })
                 .collect()
         }
     };
     let resolved = with_models(resolved, &spec.models)?;
+    let resolved = with_cache_states(resolved, &spec.cache_states)?;
     let mut names = BTreeSet::new();
     for t in &resolved {
         if !valid_name(&t.name) {
@@ -218,6 +230,7 @@ fn with_models(
             overrides: Vec::new(),
             levels: BTreeMap::new(),
             model: None,
+            cache: None,
         }]
     } else {
         treatments
@@ -257,6 +270,70 @@ fn with_models(
                     overrides: t.overrides.clone(),
                     levels,
                     model: Some(model.clone()),
+                    cache: None,
+                }
+            })
+        })
+        .collect())
+}
+
+/// `treatments` crossed with the cache states (the state varies fastest, so a treatment's cold and warm runs are
+/// neighbours in the plan), each named `<treatment>-<state>` and carrying the level `cache`. No states:
+/// `treatments` as they are; no treatments: one per state.
+fn with_cache_states(
+    treatments: Vec<ResolvedTreatment>,
+    states: &[CacheState],
+) -> Result<Vec<ResolvedTreatment>, ExperimentError> {
+    if states.is_empty() {
+        return Ok(treatments);
+    }
+    let mut seen = BTreeSet::new();
+    for state in states {
+        if !seen.insert(*state) {
+            return Err(ExperimentError::DuplicateCacheState(state.as_str()));
+        }
+    }
+    let base = if treatments.is_empty() {
+        vec![ResolvedTreatment {
+            name: String::new(),
+            overrides: Vec::new(),
+            levels: BTreeMap::new(),
+            model: None,
+            cache: None,
+        }]
+    } else {
+        treatments
+    };
+    if base.iter().any(|t| t.levels.contains_key(CACHE_FACTOR)) {
+        return Err(ExperimentError::CacheColumnTaken);
+    }
+    let count = base.len().saturating_mul(states.len());
+    if count > MAX_TREATMENTS {
+        return Err(ExperimentError::TooManyTreatments {
+            count,
+            how: format!(
+                " ({} treatment(s) × {} cache state(s))",
+                base.len(),
+                states.len()
+            ),
+        });
+    }
+    Ok(base
+        .iter()
+        .flat_map(|t| {
+            states.iter().map(move |state| {
+                let mut levels = t.levels.clone();
+                levels.insert(CACHE_FACTOR.to_owned(), state.as_str().to_owned());
+                let name = if t.name.is_empty() {
+                    state.as_str().to_owned()
+                } else {
+                    format!("{}-{}", t.name, state.as_str())
+                };
+                ResolvedTreatment {
+                    name: dns_name(&name),
+                    cache: Some(*state),
+                    levels,
+                    ..t.clone()
                 }
             })
         })
@@ -265,6 +342,8 @@ fn with_models(
 
 /// The table column (and level name) of `spec.models`.
 pub const MODEL_FACTOR: &str = "model";
+/// The table column (and level name) of `spec.cacheStates`.
+pub const CACHE_FACTOR: &str = "cache";
 
 /// Every run of the experiment, repeat-major (see the module docs).
 pub fn plan(
@@ -358,6 +437,8 @@ pub struct RunFigures {
     pub goodput_percent: Option<f64>,
     /// The capacity the run's search found.
     pub capacity: Option<f64>,
+    /// The share of prompt tokens the stack served from its prefix cache, in percent, where it reported them.
+    pub prefix_cache_hit_percent: Option<f64>,
     pub failures: u64,
     /// Whether the run met its SLO; None without one.
     pub slo_met: Option<bool>,
@@ -456,6 +537,7 @@ pub fn table(
                 itl_p99_ms: some(|f| f.itl_p99_ms),
                 goodput_percent: some(|f| f.goodput_percent),
                 capacity: some(|f| f.capacity),
+                prefix_cache_hit_percent: some(|f| f.prefix_cache_hit_percent),
                 verdict,
             }
         })
@@ -650,6 +732,40 @@ mod tests {
     }
 
     #[test]
+    fn cache_states_cross_every_treatment_fastest_and_set_the_cache_level() {
+        let s = spec(&format!(
+            "{TEMPLATE}treatments:\n  - {{name: low, overrides: [rate=1]}}\n  - {{name: high, overrides: [rate=9]}}\ncacheStates: [cold, warm]\n"
+        ));
+        let (treatments, runs) = plan(&s).unwrap();
+        let names: Vec<&str> = treatments.iter().map(|t| t.name.as_str()).collect();
+        // A treatment's cold and warm runs are neighbours.
+        assert_eq!(names, ["low-cold", "low-warm", "high-cold", "high-warm"]);
+        assert_eq!(treatments[1].cache, Some(CacheState::Warm));
+        assert_eq!(treatments[1].levels[CACHE_FACTOR], "warm");
+        assert_eq!(treatments[1].levels["rate"], "1");
+        assert_eq!(treatments[1].overrides, ["rate=1"]);
+        assert_eq!(runs.len(), 4);
+        // Alone, each state is a treatment.
+        let alone = spec(&format!("{TEMPLATE}cacheStates: [warm, cold]\n"));
+        let names: Vec<String> = plan(&alone)
+            .unwrap()
+            .0
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
+        assert_eq!(names, ["warm", "cold"]);
+        let twice = spec(&format!("{TEMPLATE}cacheStates: [cold, cold]\n"));
+        assert_eq!(
+            plan(&twice).unwrap_err(),
+            ExperimentError::DuplicateCacheState("cold")
+        );
+        let taken = spec(&format!(
+            "{TEMPLATE}factors:\n  - {{name: cache, key: x, levels: [a]}}\ncacheStates: [cold]\n"
+        ));
+        assert_eq!(plan(&taken).unwrap_err(), ExperimentError::CacheColumnTaken);
+    }
+
+    #[test]
     fn long_or_odd_names_become_distinct_dns_names() {
         assert_eq!(dns_name("Rate_0.5"), "rate-0-5");
         let a = dns_name("system_prompt_len-8000-num_groups-40-question_len-100");
@@ -672,6 +788,7 @@ mod tests {
     fn the_table_aggregates_repeats_and_picks_the_best_passing_treatment() {
         let t = |name: &str| ResolvedTreatment {
             model: None,
+            cache: None,
             name: name.into(),
             overrides: vec![],
             levels: BTreeMap::new(),
@@ -682,6 +799,7 @@ mod tests {
                 requests_per_second: tps / 10.0,
                 output_tokens_per_second: tps,
                 ttft_p99_ms: Some(tps),
+                prefix_cache_hit_percent: Some(tps / 100.0),
                 slo_met: Some(met),
                 failures: 1,
                 ..RunFigures::default()
@@ -697,6 +815,7 @@ mod tests {
         ];
         let rows = table(&treatments, &results);
         assert_eq!(rows[0].output_tokens_per_second.unwrap().mean, 150.0);
+        assert_eq!(rows[0].prefix_cache_hit_percent.unwrap().mean, 1.5);
         assert_eq!(rows[0].verdict.as_deref(), Some("passed"));
         assert_eq!(rows[0].failures, 2);
         // One of fast's two runs missed its SLO: the treatment fails, so the best passing one is slow.
@@ -710,6 +829,7 @@ mod tests {
     fn without_an_slo_the_best_is_the_fastest_finished_treatment() {
         let t = |name: &str| ResolvedTreatment {
             model: None,
+            cache: None,
             name: name.into(),
             overrides: vec![],
             levels: BTreeMap::new(),

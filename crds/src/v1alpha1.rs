@@ -143,6 +143,31 @@ pub struct BenchmarkRunSpec {
     /// ramp brackets the knee, bisection narrows it. The answer is in status.summary.capacity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity_search: Option<CapacitySearchSpec>,
+    /// The stack's prefix cache as the run meets it. Whatever this says, the run's synthetic prompts are new to
+    /// the stack unless the profile pins them (its own seed, a dataset).
+    #[serde(default, skip_serializing_if = "PrefixCacheSpec::is_default")]
+    pub prefix_cache: PrefixCacheSpec,
+}
+
+/// What a run does to the stack's prefix cache before its clock starts.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PrefixCacheSpec {
+    /// Empty the engine's prefix cache first (the launcher's --reset-prefix-cache): vLLM's POST
+    /// /reset_prefix_cache (VLLM_SERVER_DEV_MODE=1), SGLang's POST /flush_cache or llama.cpp's slot erase
+    /// (--slot-save-path), found by trying them in that order; a stack with none fails the run before it starts.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reset: bool,
+    /// Warm it first with the run's own prompts, each sent once and left out of every figure, so the run
+    /// measures a cache that holds them (the launcher's --warm-prefix-cache).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub warm: bool,
+}
+
+impl PrefixCacheSpec {
+    pub fn is_default(&self) -> bool {
+        *self == PrefixCacheSpec::default()
+    }
 }
 
 fn default_timeout() -> String {

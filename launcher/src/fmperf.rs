@@ -69,6 +69,8 @@ pub(crate) async fn run(context: &mut RunContext<'_>) -> Result<RunOutcome, RunE
             // The answers join the users' histories.
             keep_text: true,
             preflight: Some(preflight),
+            stage_requests: None,
+            prime: None,
         })
         .await?;
     let t0_unix_s = executed.meta.t0_unix_ns as f64 / 1e9;

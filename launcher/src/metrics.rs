@@ -22,8 +22,9 @@ pub use summary::{
 };
 pub use summary_file::{
     COMPACT_SUMMARY_MAX_BYTES, CompactSummary, Completion, ConversationSummary, Excluded,
-    RecordsSpilled, RunInfo, RunState, RunSummary, RunVerdict, SUMMARY_SCHEMA, SkippedReport,
-    TurnSummary, WriteSummaryError, compact_summary, write_compact_summary, write_summary_json,
+    PrefixCacheWarm, RecordsSpilled, RunInfo, RunState, RunSummary, RunVerdict, SUMMARY_SCHEMA,
+    SkippedReport, TurnSummary, WriteSummaryError, compact_summary, write_compact_summary,
+    write_summary_json,
 };
 pub use weighted::{GuidellmDistribution, GuidellmPercentiles};
 

@@ -15,8 +15,8 @@ use crate::data::{
 };
 use crate::tokenizer::Tokenizer;
 use crate::workload::{
-    ApiKind, DataSpec, DatasetFile, Harness, LengthShape, PromptText, ShareGpt, Sonnet, Spread,
-    TokenLengths, Workload,
+    ApiKind, DataSpec, DatasetFile, Harness, LengthShape, PromptText, SeedOrigin, ShareGpt, Sonnet,
+    Spread, TokenLengths, Workload,
 };
 
 /// The most prompts built for one run; longer runs cycle through them, as inference-perf does with its
@@ -70,6 +70,94 @@ pub enum PromptError {
         "data: {what} is multi-turn; its requests are built as conversations, not as a list of prompts"
     )]
     Conversational { what: &'static str },
+}
+
+/// Whether a run's prompts are new to the server, as far as its prefix cache can tell.
+///
+/// Every run of a profile used to send the same prompts, so an engine's prefix cache carried hits from one run
+/// into the next (0 % and then 99.7 % of prompt tokens on llama.cpp for two runs of one profile). Synthetic data
+/// drawn with the tool's default seed is therefore drawn with a seed of the run's own instead; data that the
+/// profile pins (its own seed, `--seed`, a dataset file, a trace) is sent as the upstream tool would send it, and
+/// the run says that an earlier run may have warmed the cache with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PromptOrigin {
+    /// Synthetic, drawn with `seed`, this run's own: no earlier run sent these prompts.
+    Fresh { seed: u64 },
+    /// The same in every run; `by` says what pins them (`the profile's seed 7`, `the dataset file d.jsonl`).
+    Pinned { by: String },
+}
+
+impl PromptOrigin {
+    /// The seed synthetic data is drawn with: the run's own when fresh, else the workload's.
+    pub fn seed(&self, workload: &Workload) -> u64 {
+        match self {
+            PromptOrigin::Fresh { seed } => *seed,
+            PromptOrigin::Pinned { .. } => workload.seed,
+        }
+    }
+}
+
+/// Where `workload`'s prompts come from: fresh ones drawn with `nonce` (a value no earlier run used, e.g. from
+/// the wall clock) unless the profile pins them. Only the prompts change: arrivals keep the workload's seed, so
+/// two runs of one profile still offer the same schedule.
+pub fn prompt_origin(workload: &Workload, nonce: u64) -> PromptOrigin {
+    let pinned = |by: String| PromptOrigin::Pinned { by };
+    match &workload.data {
+        DataSpec::ShareGpt(ShareGpt { path, .. }) => {
+            return pinned(dataset("the ShareGPT file", path.as_deref()));
+        }
+        DataSpec::Sonnet(sonnet) => return pinned(format!("the sonnet file {}", sonnet.path)),
+        DataSpec::File(file) => return pinned(format!("the dataset file {}", file.path)),
+        DataSpec::MooncakeTrace(_) | DataSpec::AzureTrace(_) | DataSpec::OtelTrace(_) => {
+            return pinned("the trace it replays".to_owned());
+        }
+        DataSpec::SharedPrefix(shared) if shared.seed.is_some() => {
+            return pinned(format!(
+                "the profile's data seed {}",
+                shared.seed.unwrap_or_default()
+            ));
+        }
+        DataSpec::Mock
+        | DataSpec::Random(_)
+        | DataSpec::SharedPrefix(_)
+        | DataSpec::SyntheticText(_)
+        | DataSpec::ConversationReplay(_) => {}
+    }
+    match workload.seed_origin {
+        SeedOrigin::Profile => pinned(format!("the profile's seed {}", workload.seed)),
+        SeedOrigin::Caller => pinned(format!("the seed given, --seed {}", workload.seed)),
+        SeedOrigin::ToolDefault => PromptOrigin::Fresh { seed: nonce },
+    }
+}
+
+fn dataset(what: &str, path: Option<&str>) -> String {
+    match path {
+        Some(path) => format!("{what} {path}"),
+        None => what.to_owned(),
+    }
+}
+
+/// Whether `workload`'s prompts share text by design (a shared prefix, prefix buckets, a random prefix): such a
+/// run keeps one set of prompts for all its stages, so what its prompts share stays shared within the run.
+pub fn shares_prefixes(workload: &Workload) -> bool {
+    match &workload.data {
+        DataSpec::SharedPrefix(_) | DataSpec::Sonnet(_) => true,
+        DataSpec::Random(random) => random.prefix_len > 0,
+        DataSpec::SyntheticText(text) => !text.prefix_buckets.is_empty(),
+        _ => false,
+    }
+}
+
+/// The seed of stage `stage`'s own prompts, for a run with fresh prompts: the run's seed for its first stage,
+/// then a different one per stage (SplitMix64's finaliser of the pair), so no stage re-sends another's prompts.
+pub fn stage_prompt_seed(seed: u64, stage: u32) -> u64 {
+    if stage == 0 {
+        return seed;
+    }
+    let mut z = seed ^ u64::from(stage).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// The prompts of `workload`, `expected_requests` being how many requests the plan issues when known.

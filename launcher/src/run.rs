@@ -12,6 +12,7 @@
 //! few milliseconds of them; a results directory is never reused by accident.
 
 mod api_key;
+mod cache;
 mod capacity;
 mod output;
 pub mod preflight;
@@ -26,6 +27,7 @@ use clap::Args;
 use llmbench_core::harness::Harness;
 
 pub use api_key::ApiKey;
+pub use cache::{CacheResetError, reset_prefix_cache};
 pub use output::{LOCK_FILE, OutputError, in_use, validate_run_id};
 pub use server::ScrapePlan;
 pub use target::{EndpointError, Server, UNSET_ENDPOINT};
@@ -42,11 +44,14 @@ use crate::plan::{
     stage_meta, sweep_plan,
 };
 use crate::profile::{Edits, ProfileError, Template, TemplateSource, Values, render_edited};
-use crate::prompts::{PromptError, build_prompts};
+use crate::prompts::{
+    PromptError, PromptOrigin, build_prompts, prompt_origin, shares_prefixes, stage_prompt_seed,
+};
 use crate::record::RequestRecord;
 use crate::report::{
-    self, Formats, LLMBENCH_VERSION, PreflightMeta, ProfileNote, RUN_META_SCHEMA, ReportError,
-    ReportOptions, RunEnd, RunMeta, ServerMetricsMeta, ShardMeta, StageMeta,
+    self, CacheMeta, Formats, LLMBENCH_VERSION, PreflightMeta, ProfileNote, PromptsMeta,
+    PromptsOrigin, RUN_META_SCHEMA, ReportError, ReportOptions, RunEnd, RunMeta, ServerMetricsMeta,
+    ShardMeta, StageMeta,
 };
 use crate::request::{BodySettings, BodyStyle, prepare};
 use crate::sim::{self, SimConfig, SimError};
@@ -264,6 +269,21 @@ pub struct RunArgs {
     /// schedule. 0 never stops.
     #[arg(long, default_value_t = engine::DEFAULT_MAX_CONNECT_FAILURES, value_name = "N")]
     pub max_connect_failures: u32,
+    /// Empty the server's prefix cache just before the run's clock starts, so the run measures a cold cache even
+    /// with prompts an earlier run sent (a dataset, a pinned seed). The engine is found by its endpoint, tried in
+    /// this order: vLLM's POST /reset_prefix_cache (served with VLLM_SERVER_DEV_MODE=1; also the embedded
+    /// simulator), SGLang's POST /flush_cache, llama.cpp's slot erase (GET /slots, then POST
+    /// /slots/ID?action=erase; llama-server needs --slot-save-path, and --cache-ram 0 to keep no copy in host
+    /// memory). A server with none of them is refused before anything is timed. run.json's `cache.reset` records
+    /// the engine and every call.
+    #[arg(long)]
+    pub reset_prefix_cache: bool,
+    /// Warm the server's prefix cache before the first stage: each of the run's prompts is sent once (one output
+    /// token each, recorded as warm-up and left out of every figure), and every stage then draws from those same
+    /// prompts, so the run measures a cache that holds them (the `warm` side of an experiment's cold/warm
+    /// comparison). Not for multi-turn or trace runs, whose requests are built as they go.
+    #[arg(long)]
+    pub warm_prefix_cache: bool,
     /// Set by `llmbench experiment` for a run whose server it has already checked: why this run's pre-flight is
     /// skipped.
     #[arg(skip)]
@@ -374,6 +394,8 @@ pub enum RunError {
          checks"
     )]
     Preflight(#[from] preflight::PreflightError),
+    #[error("{0}\n  note: nothing was timed and no results were written")]
+    CacheReset(#[from] CacheResetError),
     #[error(
         "{source}; the run stopped there: the stages that ran are recorded and reported in {}",
         dir.display()
@@ -731,6 +753,7 @@ async fn run_against(
         profile_no_server_metrics: false,
         stack,
         served,
+        prompts: None,
     };
     for warning in created {
         tracing::warn!("{warning}");
@@ -768,6 +791,20 @@ async fn run_against(
     if harness == Harness::Nop {
         return run_nop(context, &workload).await;
     }
+    if args.warm_prefix_cache
+        && matches!(
+            workload.data,
+            crate::workload::DataSpec::OtelTrace(_)
+                | crate::workload::DataSpec::MooncakeTrace(_)
+                | crate::workload::DataSpec::AzureTrace(_)
+        )
+    {
+        return Err(RunError::Unsupported(
+            "--warm-prefix-cache with a trace replay: the trace sets what is sent and when; replay it twice to \
+             measure it warm"
+                .to_owned(),
+        ));
+    }
     if matches!(workload.data, crate::workload::DataSpec::OtelTrace(_)) {
         if capacity_search.is_some() {
             return Err(RunError::Unsupported(
@@ -788,6 +825,7 @@ async fn run_against(
         // from its file when it starts.
         let cap = inference_perf_worker_cap(&workload.workers, crate::sizing::available_cpus());
         let planned = crate::session_replay::session_plans(&workload, settings, cap)?;
+        context.note_prompts(&prompt_origin(&workload, 0), false, false, None);
         // Later calls carry earlier calls' answers (taken out of the records).
         return run_replay(
             &context,
@@ -826,6 +864,7 @@ async fn run_against(
         } else {
             crate::trace::replay_plan(&workload, &tokenizer, settings)?
         };
+        context.note_prompts(&prompt_origin(&workload, 0), false, false, None);
         return run_replay(
             &context,
             &workload,
@@ -899,17 +938,73 @@ async fn run_against(
         request_model.clone(),
         BodyStyle::of(workload.harness),
     );
-    let (requests, keep_text) = match build_conversations(&workload, &tokenizer, expected_requests)?
-    {
-        Some(set) => (
-            Requests::Conversations(Arc::new(engine::Conversations::new(set, settings))),
-            // The answers' text is needed for the next turns (and taken out of the records).
-            true,
-        ),
+    // Synthetic prompts are new to the server unless the profile pins them (see `prompts::PromptOrigin`).
+    let origin = prompt_origin(&workload, run_nonce(args.shard));
+    let data = Workload {
+        seed: origin.seed(&workload),
+        ..workload.clone()
+    };
+    let mut stage_requests: Option<Box<dyn engine::StageRequests>> = None;
+    let mut prime = None;
+    let (requests, keep_text) = match build_conversations(&data, &tokenizer, expected_requests)? {
+        Some(set) => {
+            if args.warm_prefix_cache {
+                return Err(RunError::Unsupported(
+                    "--warm-prefix-cache with multi-turn conversations: each turn carries the answers before it, \
+                     so there is no list of prompts to send ahead"
+                        .to_owned(),
+                ));
+            }
+            context.note_prompts(&origin, shares_prefixes(&workload), false, None);
+            (
+                Requests::Conversations(Arc::new(engine::Conversations::new(set, settings))),
+                // The answers' text is needed for the next turns (and taken out of the records).
+                true,
+            )
+        }
         None => {
-            let prompts: Vec<Prompt> = build_prompts(&workload, &tokenizer, expected_requests)?;
+            let prompts: Vec<Prompt> = build_prompts(&data, &tokenizer, expected_requests)?;
             let bodies: Arc<[engine::PreparedRequest]> =
                 prompts.iter().map(|p| prepare(p, &settings)).collect();
+            if args.warm_prefix_cache {
+                // Prefill is what fills the cache: one output token is enough.
+                prime = Some(
+                    prompts
+                        .iter()
+                        .map(|p| {
+                            let one = Prompt {
+                                max_tokens: Some(1),
+                                ..p.clone()
+                            };
+                            prepare(&one, &settings)
+                        })
+                        .collect(),
+                );
+            }
+            // A fresh run of several stages gives each its own prompts, unless they share prefixes by design or
+            // the cache is warmed with the run's one list.
+            let several = match &stages {
+                RunStages::Fixed { mine, .. } => mine.len() > 1,
+                RunStages::Adaptive(_) => true,
+            };
+            let per_stage = matches!(origin, PromptOrigin::Fresh { .. })
+                && several
+                && !shares_prefixes(&workload)
+                && !args.warm_prefix_cache;
+            if let (true, PromptOrigin::Fresh { seed }) = (per_stage, &origin) {
+                stage_requests = Some(Box::new(cache::FreshStagePrompts {
+                    workload: data.clone(),
+                    tokenizer: tokenizer.clone(),
+                    settings: settings.clone(),
+                    seed: *seed,
+                }));
+            }
+            context.note_prompts(
+                &origin,
+                shares_prefixes(&workload),
+                per_stage,
+                Some(bodies.len() as u64),
+            );
             (Requests::Fixed(bodies), false)
         }
     };
@@ -936,9 +1031,17 @@ async fn run_against(
             report: report_options(&workload),
             keep_text,
             preflight: Some(preflight),
+            stage_requests,
+            prime,
         })
         .await?;
     context.finish(executed)
+}
+
+/// A value no earlier run used, for fresh prompts: the wall clock in nanoseconds, mixed with the shard's index so
+/// the launchers of one sharded run draw different prompts too.
+fn run_nonce(shard: Shard) -> u64 {
+    stage_prompt_seed(wallclock::unix_ns_now(), shard.index.wrapping_add(1))
 }
 
 /// The nop harness: llm-d-benchmark's nop sends nothing and reads the vLLM server's log for its model-load times.
@@ -971,6 +1074,8 @@ async fn run_replay(
             report: report_options(workload),
             keep_text,
             preflight: Some(preflight),
+            stage_requests: None,
+            prime: None,
         })
         .await?;
     context.finish(executed)
@@ -1013,6 +1118,8 @@ async fn run_nop(mut context: RunContext<'_>, workload: &Workload) -> Result<Run
             keep_text: false,
             // The nop harness sends nothing: there is no server to check.
             preflight: None,
+            stage_requests: None,
+            prime: None,
         })
         .await?;
     if let Some(log) = log {
@@ -1061,6 +1168,8 @@ pub(crate) struct RunContext<'a> {
     pub served: Option<Arc<crate::stack::serve::Served>>,
     /// The load flags given and what they changed in the profile, for run.json.
     pub load_flags: Option<LoadFlagsRecord>,
+    /// Where the run's prompts come from, for run.json's `cache` (its reset and priming are added by `execute`).
+    pub prompts: Option<PromptsMeta>,
 }
 
 /// A run's stages.
@@ -1113,6 +1222,10 @@ pub(crate) struct Execution<'a> {
     pub keep_text: bool,
     /// What the pre-flight found ([`RunContext::preflight`]), for run.json; `None` for a run that sends nothing.
     pub preflight: Option<PreflightMeta>,
+    /// Each stage's own fresh prompts (see [`cache::FreshStagePrompts`]); `None`: every stage sends `requests`.
+    pub stage_requests: Option<Box<dyn engine::StageRequests>>,
+    /// `--warm-prefix-cache`: the run's prompts, one output token each, sent once before the first stage.
+    pub prime: Option<Arc<[engine::PreparedRequest]>>,
 }
 
 /// A finished execution, before its summary and reports are written: a harness may add its verdict first.
@@ -1210,6 +1323,56 @@ impl RunContext<'_> {
         Ok(meta)
     }
 
+    /// Says where the run's prompts come from (the log now, run.json later): fresh, and so new to the server, or
+    /// pinned, and so possibly cached from an earlier run. `shares` says the prompts share prefixes by design;
+    /// `distinct` counts the run's (first stage's) prompts.
+    pub fn note_prompts(
+        &mut self,
+        origin: &PromptOrigin,
+        shares: bool,
+        per_stage: bool,
+        distinct: Option<u64>,
+    ) {
+        let meta = match origin {
+            PromptOrigin::Fresh { seed } => {
+                tracing::info!(
+                    seed,
+                    per_stage,
+                    "prompts: fresh for this run{}, so no earlier run sent them (--seed {seed} draws them again)",
+                    if per_stage { " and for each stage" } else { "" }
+                );
+                PromptsMeta {
+                    origin: PromptsOrigin::Fresh,
+                    seed: Some(*seed),
+                    pinned_by: None,
+                    per_stage,
+                    shares_prefixes: shares,
+                    distinct,
+                }
+            }
+            PromptOrigin::Pinned { by } => {
+                tracing::info!(
+                    "prompts: pinned by {by}: every run sends the same ones, so the server's prefix cache may hold \
+                     them from an earlier run{}",
+                    if self.args.reset_prefix_cache {
+                        " (--reset-prefix-cache empties it first)"
+                    } else {
+                        "; --reset-prefix-cache empties it first"
+                    }
+                );
+                PromptsMeta {
+                    origin: PromptsOrigin::Pinned,
+                    seed: None,
+                    pinned_by: Some(by.clone()),
+                    per_stage: false,
+                    shares_prefixes: shares,
+                    distinct,
+                }
+            }
+        };
+        self.prompts = Some(meta);
+    }
+
     /// Logs the parser's findings (after the run's first line) and keeps them for run.json and the summary.
     pub fn note_warnings(&mut self, warnings: &[Warning]) {
         for warning in warnings {
@@ -1243,8 +1406,10 @@ impl RunContext<'_> {
         let harness = args.harness;
         let (expected_requests, expected_duration) =
             execution.stages.expected_size(execution.interval);
-        let planned_requests =
-            expected_requests.map(|n| n + execution.warmup.map_or(0, |w| w.count));
+        let planned_requests = expected_requests.map(|n| {
+            n + execution.warmup.map_or(0, |w| w.count)
+                + execution.prime.as_ref().map_or(0, |p| p.len() as u64)
+        });
 
         // The key the requests carry (and the probes and hooks): --api-key, the profile's, else OPENAI_API_KEY.
         let (api, api_key_source) = self.api_with_key(execution.api);
@@ -1260,6 +1425,27 @@ impl RunContext<'_> {
             None
         } else {
             Some(profiler::client(api.api_key.as_deref(), &api.headers)?)
+        };
+        // Before anything is written: a server that cannot be reset fails the run with nothing timed. Right before
+        // the clock, after the prompts are built and the pre-flight's test request is answered.
+        let reset = if args.reset_prefix_cache {
+            let reset = cache::reset_prefix_cache(self.endpoint, api).await?;
+            tracing::info!(
+                engine = reset.engine,
+                calls = reset.calls.len(),
+                "prefix cache reset before the run"
+            );
+            if let Some(note) = &reset.note {
+                tracing::warn!("{note}");
+            }
+            Some(reset)
+        } else {
+            None
+        };
+        let cache = CacheMeta {
+            prompts: self.prompts.clone(),
+            reset,
+            primed_prompts: execution.prime.as_ref().map(|p| p.len() as u64),
         };
         let (run_id, run_dir) = self.claim_output()?;
         let dir = run_dir.path.clone();
@@ -1389,6 +1575,7 @@ impl RunContext<'_> {
             preflight: execution.preflight,
             load_flags: self.load_flags.clone(),
             api_key_source: api_key_source.map(|s| s.as_str().to_owned()),
+            cache: (cache != CacheMeta::default()).then_some(cache),
         };
         // Written before the first request, so a killed run can still be reported from requests.jsonl; an adaptive
         // run rewrites it as each stage is decided.
@@ -1433,6 +1620,8 @@ impl RunContext<'_> {
             warmup: execution.warmup,
             before_measured,
             max_connect_failures: args.max_connect_failures,
+            stage_requests: execution.stage_requests.take(),
+            prime: execution.prime.take(),
         };
         let signals = watch_signals(&control, args.interrupt_grace)?;
         if let Some(served) = &self.served {
@@ -1546,7 +1735,10 @@ impl RunContext<'_> {
             Some(spilled) => spilled.summary().clone(),
             None => report::summarize_run(&meta, &records),
         };
-        summary.server_metrics = report::server_metrics_summary(&dir, &meta, scraped.as_ref());
+        report::add_server_metrics(&dir, &meta, scraped.as_ref(), &mut summary);
+        if let Some(warm) = &summary.prefix_cache_warm {
+            tracing::warn!("{}", warm.message);
+        }
         Ok(Executed {
             dir,
             meta,

@@ -34,6 +34,7 @@
 //!   reported as `usage.prompt_tokens_details.cached_tokens` (as vLLM does with `--enable-prompt-tokens-details`:
 //!   only when some tokens hit) and counted in `vllm:prefix_cache_hits`. Cached tokens do not shorten the time
 //!   to first token: the simulator's TTFT is the flat `--ttft`, which does not depend on prompt length at all.
+//!   `POST /reset_prefix_cache` empties it, as vLLM's dev-mode endpoint of that name does (mounted here always).
 
 mod engine;
 mod metrics;

@@ -679,17 +679,21 @@ fn the_example_runs_with_its_hooks_recorded_and_one_guidellm_report_for_all_runs
     let exp = out.join("local");
     let plan = json(&exp.join("experiment.json"));
     assert_eq!(plan["runs"].as_array().map(Vec::len), Some(4));
-    // The embedded simulator serves no cache reset: the 404 is recorded, and the run goes on.
+    // Every run called the hook, and reset the simulator's prefix cache (cacheReset) before its clock started.
     for run in plan["runs"].as_array().expect("runs") {
         assert_eq!(run["status"], "succeeded", "{run}");
         let hook = &run["hooks"][0];
-        assert_eq!(hook["name"], "reset-prefix-cache");
-        assert_eq!(hook["status"], 404, "{hook}");
+        assert_eq!(hook["name"], "health");
+        assert_eq!(hook["status"], 200, "{hook}");
         assert!(
-            hook["url"]
-                .as_str()
-                .is_some_and(|u| u.ends_with("/reset_prefix_cache")),
+            hook["url"].as_str().is_some_and(|u| u.ends_with("/health")),
             "{hook}"
+        );
+        let meta = json(&exp.join(run["dir"].as_str().expect("dir")).join("run.json"));
+        assert_eq!(meta["cache"]["reset"]["engine"], "vllm", "{meta:#}");
+        assert_eq!(
+            meta["cache"]["reset"]["calls"][0],
+            serde_json::json!({"method": "POST", "path": "/reset_prefix_cache", "status": 200})
         );
     }
     // One server for the whole experiment: every run drove the same endpoint the hooks called.
@@ -719,7 +723,7 @@ fn the_example_runs_with_its_hooks_recorded_and_one_guidellm_report_for_all_runs
 }
 
 #[test]
-fn reset_caches_in_an_llm_d_file_calls_the_three_resets_before_each_run() {
+fn reset_caches_in_an_llm_d_file_resets_the_engines_prefix_cache_and_calls_vllms_other_resets() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = write(
         dir.path(),
@@ -750,14 +754,11 @@ fn reset_caches_in_an_llm_d_file_calls_the_three_resets_before_each_run() {
                 .unwrap_or_default()
         })
         .collect();
-    assert_eq!(
-        urls,
-        [
-            "reset_prefix_cache",
-            "reset_mm_cache",
-            "reset_encoder_cache"
-        ]
-    );
+    // The prefix cache is the run's own reset, found by its engine; vLLM's two other caches stay hooks.
+    assert_eq!(urls, ["reset_mm_cache", "reset_encoder_cache"]);
+    let dir = plan["runs"][0]["dir"].as_str().expect("dir");
+    let meta = json(&out.join("reset").join(dir).join("run.json"));
+    assert_eq!(meta["cache"]["reset"]["engine"], "vllm", "{meta:#}");
 }
 
 #[test]

@@ -791,6 +791,8 @@ mod planner {
             warmup: None,
             before_measured: None,
             max_connect_failures: engine::DEFAULT_MAX_CONNECT_FAILURES,
+            stage_requests: None,
+            prime: None,
         };
         let ran = engine::run(target, plan, Clock::start(), sink, Control::default()).await;
         let records = writer.await.expect("joins").expect("written");

@@ -44,7 +44,7 @@ pub const MAX_REPEATS: u32 = 10;
         "!has(oldSelf.status) || !has(oldSelf.status.startTime) || self.spec == oldSelf.spec"
     ).message("spec is immutable once the experiment has started; create a new BenchmarkExperiment instead")
 )]
-#[x_kube(validation = Rule::new("!(has(self.treatments) && has(self.factors)) && (has(self.treatments) || has(self.factors) || has(self.models))").message("set at most one of treatments (a list) or factors (a matrix), and at least one of them or models"))]
+#[x_kube(validation = Rule::new("!(has(self.treatments) && has(self.factors)) && (has(self.treatments) || has(self.factors) || has(self.models) || has(self.cacheStates))").message("set at most one of treatments (a list) or factors (a matrix), and at least one of them, models or cacheStates"))]
 #[serde(rename_all = "camelCase")]
 pub struct BenchmarkExperimentSpec {
     /// Everything a BenchmarkRun takes; each run is this template with its treatment's overrides appended to
@@ -82,6 +82,47 @@ pub struct BenchmarkExperimentSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 8))]
     pub hooks: Vec<Hook>,
+    /// Empty the stack's prefix cache before every run (each run's prefixCache.reset): the engine's own reset,
+    /// found by its endpoint (vLLM with VLLM_SERVER_DEV_MODE=1, SGLang, llama.cpp with --slot-save-path).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cache_reset: bool,
+    /// Compare the stack with a cold and a warm prefix cache: every treatment runs once per state listed, named
+    /// `<treatment>-<state>`, with the state as the table's `cache` column. cold: the cache is reset before the run
+    /// and the prompts are new to it; warm: the run's prompts are sent once before it, so it meets a cache that
+    /// holds them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 2))]
+    pub cache_states: Vec<CacheState>,
+}
+
+/// The prefix cache a run of a cold/warm comparison meets.
+#[derive(
+    JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheState {
+    /// Reset before the run, with prompts new to it.
+    Cold,
+    /// Primed with the run's own prompts before the run.
+    Warm,
+}
+
+impl CacheState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheState::Cold => "cold",
+            CacheState::Warm => "warm",
+        }
+    }
+
+    /// Parses `cold` or `warm`.
+    pub fn parse(text: &str) -> Option<CacheState> {
+        match text.trim() {
+            "cold" => Some(CacheState::Cold),
+            "warm" => Some(CacheState::Warm),
+            _ => None,
+        }
+    }
 }
 
 fn default_repeats() -> u32 {
@@ -276,6 +317,10 @@ pub struct TreatmentRow {
     /// The capacity found by each run's search, where the experiment has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<Aggregate>,
+    /// The share of prompt tokens the stack served from its prefix cache, in percent, where the runs' responses
+    /// reported cached tokens: tells a cold run from a warm one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache_hit_percent: Option<Aggregate>,
     /// passed (every finished run met the SLO), failed, or none (no SLO).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<String>,

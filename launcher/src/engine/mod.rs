@@ -170,7 +170,26 @@ pub struct EnginePlan {
     pub before_measured: Option<futures_util::future::BoxFuture<'static, ()>>,
     /// Connection-level failures in a row that stop the run (0: never); see [`unreachable`].
     pub max_connect_failures: u32,
+    /// Each stage's own requests, where a stage must not re-send another's (fresh prompts per stage); `None`:
+    /// every stage sends from `requests`.
+    pub stage_requests: Option<Box<dyn StageRequests>>,
+    /// Sent once each before the first stage (after the warm-up), recorded as warm-up and left out of every
+    /// figure: the priming pass that warms the server's prefix cache with the run's prompts
+    /// (`--warm-prefix-cache`).
+    pub prime: Option<Arc<[PreparedRequest]>>,
 }
+
+/// Gives each stage of a run its own requests instead of the run's one list.
+pub trait StageRequests: Send {
+    /// The requests of the `nth` stage the run starts (0-based, probes counted: a probe's prompts must not be the
+    /// next stage's either), or `None` to send from the run's own list. Called between stages, with nothing of the
+    /// run in flight and before the stage's clock starts.
+    fn requests(&mut self, nth: u32, stage: &Stage) -> Result<Option<Requests>, PlannerError>;
+}
+
+/// How many priming requests are in flight at once: enough to prime a large pool quickly, few enough that a
+/// small server queues rather than rejects them.
+pub const PRIME_CONCURRENCY: usize = 32;
 
 impl From<RunPlan> for EnginePlan {
     fn from(plan: RunPlan) -> Self {
@@ -181,6 +200,8 @@ impl From<RunPlan> for EnginePlan {
             warmup: plan.warmup,
             before_measured: None,
             max_connect_failures: DEFAULT_MAX_CONNECT_FAILURES,
+            stage_requests: None,
+            prime: None,
         }
     }
 }
@@ -535,7 +556,7 @@ pub async fn run(
     sink: RecordSink,
     control: Control,
 ) -> Result<Vec<StageTimes>, EngineError> {
-    let plan = plan.into();
+    let mut plan = plan.into();
     // LMBenchmark stages build their own requests.
     let builds_own = matches!(&plan.stages, Stages::Fixed(stages)
         if !stages.is_empty() && stages.iter().all(|s| matches!(s.plan, StagePlan::LmBench(_))));
@@ -544,23 +565,26 @@ pub async fn run(
     }
     let next_id = Arc::new(AtomicU64::new(0));
     let connect_failures = Arc::new(unreachable::ConnectFailures::new(plan.max_connect_failures));
-    let context =
-        |stage: u32, levels: StageLevels, errors: ErrorLimits, kept: Option<Kept>| StageContext {
-            target: Arc::clone(&target),
-            requests: plan.requests.clone(),
-            clock,
-            sink: sink.clone(),
-            next_id: Arc::clone(&next_id),
-            stage,
-            control: levels.requests,
-            limits: levels.stage,
-            run: control.clone(),
-            tally: Arc::new(Mutex::new(Tally::default())),
-            errors,
-            probe: levels.probe,
-            kept,
-            connect_failures: Arc::clone(&connect_failures),
-        };
+    let context = |requests: Requests,
+                   stage: u32,
+                   levels: StageLevels,
+                   errors: ErrorLimits,
+                   kept: Option<Kept>| StageContext {
+        target: Arc::clone(&target),
+        requests,
+        clock,
+        sink: sink.clone(),
+        next_id: Arc::clone(&next_id),
+        stage,
+        control: levels.requests,
+        limits: levels.stage,
+        run: control.clone(),
+        tally: Arc::new(Mutex::new(Tally::default())),
+        errors,
+        probe: levels.probe,
+        kept,
+        connect_failures: Arc::clone(&connect_failures),
+    };
     if let (Some(warmup), Requests::Fixed(_)) = (plan.warmup, &plan.requests) {
         let level = control.child();
         let levels = StageLevels {
@@ -568,11 +592,37 @@ pub async fn run(
             requests: level,
             probe: false,
         };
-        run_warmup(context(0, levels, ErrorLimits::default(), None), warmup).await;
+        let context = context(
+            plan.requests.clone(),
+            0,
+            levels,
+            ErrorLimits::default(),
+            None,
+        );
+        run_warmup(context, warmup).await;
     }
-    if let Some(hook) = plan.before_measured {
+    if let Some(prime) = plan.prime.take() {
+        let level = control.child();
+        let levels = StageLevels {
+            stage: level.clone(),
+            requests: level,
+            probe: false,
+        };
+        let context = context(
+            Requests::Fixed(Arc::clone(&prime)),
+            0,
+            levels,
+            ErrorLimits::default(),
+            None,
+        );
+        run_prime(context, prime).await;
+    }
+    if let Some(hook) = plan.before_measured.take() {
         hook.await;
     }
+    let mut stage_requests = plan.stage_requests.take();
+    // Stages started so far, probes counted: what `StageRequests` numbers them by.
+    let mut started: u32 = 0;
     let mut planner: Box<dyn StagePlanner> = match plan.stages {
         Stages::Fixed(stages) => Box::new(FixedStages(stages.into_iter())),
         Stages::Adaptive(planner) => planner,
@@ -590,6 +640,14 @@ pub async fn run(
             Ok(None) => break,
             Err(source) => return Err(EngineError::Planner { ran: times, source }),
         };
+        let own = match stage_requests.as_mut() {
+            Some(source) => match source.requests(started, &planned.stage) {
+                Ok(own) => own,
+                Err(source) => return Err(EngineError::Planner { ran: times, source }),
+            },
+            None => None,
+        };
+        started = started.saturating_add(1);
         if pause && !plan.interval.is_zero() {
             tokio::select! {
                 () = tokio::time::sleep(plan.interval) => {}
@@ -617,7 +675,13 @@ pub async fn run(
             requests: requests_control.clone(),
             probe: planned.probe,
         };
-        let stage_context = context(index, levels, planned.stage.errors, kept.clone());
+        let stage_context = context(
+            own.unwrap_or_else(|| plan.requests.clone()),
+            index,
+            levels,
+            planned.stage.errors,
+            kept.clone(),
+        );
         // The stage's origin: its schedule's offsets count from here, and so do its times.
         let start = Instant::now();
         let mut start_ns = clock.ns_of(start);
@@ -928,6 +992,29 @@ async fn run_warmup(context: StageContext, warmup: Warmup) {
         in_flight.spawn(async move {
             let _slot = slots.acquire_owned().await.ok();
             let mut record = context.send(&first, context.clock.now_ns()).await;
+            record.warmup = true;
+            context.record(record);
+        });
+    }
+    while in_flight.join_next().await.is_some() {}
+}
+
+/// The priming pass: each of `requests` once, [`PRIME_CONCURRENCY`] at a time, recorded as warm-up.
+async fn run_prime(context: StageContext, requests: Arc<[PreparedRequest]>) {
+    let slots = Arc::new(Semaphore::new(PRIME_CONCURRENCY));
+    let mut in_flight = JoinSet::new();
+    for index in 0..requests.len() {
+        if context.control.issuing_stopped() {
+            break;
+        }
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            break;
+        };
+        let context = context.clone();
+        let requests = Arc::clone(&requests);
+        in_flight.spawn(async move {
+            let _slot = slot;
+            let mut record = context.send(&requests[index], context.clock.now_ns()).await;
             record.warmup = true;
             context.record(record);
         });

@@ -568,6 +568,9 @@ struct TableRow<'a> {
     requests_per_second: String,
     output_tokens_per_second: String,
     ttft_p99_ms: String,
+    /// The share of prompt tokens served from the prefix cache, where any treatment's runs reported it: tells a
+    /// cold treatment from a warm one.
+    prefix_hit: Option<String>,
     /// Where any treatment's runs searched for their capacity.
     capacity: Option<String>,
     /// passed / failed / `-`, and how many runs failed.
@@ -576,8 +579,8 @@ struct TableRow<'a> {
 }
 
 impl TableRow<'_> {
-    /// The figure columns both tables show, in order: runs ok, req/s, output tok/s, TTFT p99, and the capacity
-    /// where any treatment has one.
+    /// The figure columns both tables show, in order: runs ok, req/s, output tok/s, TTFT p99, then the prefix
+    /// cache's hit rate and the capacity where any treatment has them.
     fn figures(&self) -> impl Iterator<Item = String> + '_ {
         [
             &self.runs,
@@ -586,6 +589,7 @@ impl TableRow<'_> {
             &self.ttft_p99_ms,
         ]
         .into_iter()
+        .chain(&self.prefix_hit)
         .chain(&self.capacity)
         .cloned()
     }
@@ -608,6 +612,10 @@ fn table_rows(comparison: &Comparison) -> Vec<TableRow<'_>> {
         *planned.entry(run.treatment.as_str()).or_default() += 1;
     }
     let capacity = comparison.rows.iter().any(|r| r.capacity.is_some());
+    let prefix_hit = comparison
+        .rows
+        .iter()
+        .any(|r| r.prefix_cache_hit_percent.is_some());
     comparison
         .rows
         .iter()
@@ -629,6 +637,10 @@ fn table_rows(comparison: &Comparison) -> Vec<TableRow<'_>> {
                     .output_tokens_per_second
                     .map_or("-".to_owned(), |a| fmt3(a.mean)),
                 ttft_p99_ms: row.ttft_p99_ms.map_or("-".to_owned(), |a| fmt3(a.mean)),
+                prefix_hit: prefix_hit.then(|| {
+                    row.prefix_cache_hit_percent
+                        .map_or("-".to_owned(), |a| format!("{:.1}", a.mean))
+                }),
                 capacity: capacity.then(|| row.capacity.map_or("-".to_owned(), |a| fmt3(a.mean))),
                 verdict,
                 best: comparison.best.as_deref() == Some(row.treatment.as_str()),
@@ -648,6 +660,9 @@ fn terminal_table(comparison: &Comparison, name_chars: usize) -> String {
         ("out tok/s", Align::Right),
         ("TTFT p99 ms", Align::Right),
     ];
+    if rows.iter().any(|r| r.prefix_hit.is_some()) {
+        columns.push(("prefix hit %", Align::Right));
+    }
     if capacity {
         columns.push(("capacity", Align::Right));
     }
@@ -793,6 +808,9 @@ pub fn treatment_table(comparison: &Comparison, slo: Option<&SloSpec>) -> Treatm
             .into_iter()
             .map(str::to_owned),
     );
+    if rows.iter().any(|r| r.prefix_hit.is_some()) {
+        header.push("prefix hit %".to_owned());
+    }
     if capacity {
         header.push("capacity".to_owned());
     }
@@ -893,6 +911,8 @@ mod tests {
             stop_on_failure: false,
             cooldown: None,
             hooks: vec![],
+            cache_reset: false,
+            cache_warm: false,
             setup_treatments: vec![],
             treatments: names
                 .iter()
@@ -904,6 +924,7 @@ mod tests {
                     setup: None,
                     endpoint: None,
                     model: None,
+                    cache: None,
                 })
                 .collect(),
             runs: runs

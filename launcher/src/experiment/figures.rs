@@ -47,8 +47,26 @@ pub fn run_figures(read: &ReadSummary, slo: Option<&SloSpec>) -> RunFigures {
         itl_p99_ms: p99(&latency.itl),
         goodput_percent: overall.goodput.as_ref().map(|g| g.percentage),
         capacity: read.summary.capacity.as_ref().and_then(|c| c.answer),
+        prefix_cache_hit_percent: prefix_cache_hit_percent(&read.summary),
         failures: overall.requests.failed,
         slo_met: slo.map(|slo| slo_verdict(slo, &read.summary).is_ok()),
+    }
+}
+
+/// The share of prompt tokens the server took from its prefix cache over the whole run, in percent: from the
+/// responses' cached tokens, else from the server's prefix-cache counters, where either was reported.
+fn prefix_cache_hit_percent(summary: &RunSummary) -> Option<f64> {
+    if let Some(hits) = summary.overall.prefix_cache {
+        return Some(hits.hit_rate * 100.0);
+    }
+    let metric = summary
+        .server_metrics
+        .as_ref()?
+        .overall
+        .aggregate_metric("prefix_cache_hit_rate")?;
+    match metric.figures {
+        crate::server_metrics::Figures::Ratio { percent } => Some(percent),
+        _ => None,
     }
 }
 
@@ -87,6 +105,8 @@ pub struct FiguresJson {
     pub itl_p99_ms: Option<f64>,
     pub goodput_percent: Option<f64>,
     pub capacity: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache_hit_percent: Option<f64>,
     pub failures: u64,
     pub slo_met: Option<bool>,
 }
@@ -104,6 +124,7 @@ impl From<&RunFigures> for FiguresJson {
             itl_p99_ms: f.itl_p99_ms,
             goodput_percent: f.goodput_percent,
             capacity: f.capacity,
+            prefix_cache_hit_percent: f.prefix_cache_hit_percent,
             failures: f.failures,
             slo_met: f.slo_met,
         }

@@ -36,9 +36,14 @@
 //! stop_on_failure   bool, optional (false)
 //! cooldown          string, optional           e.g. "30s"
 //! hooks             [{name, method, url}], optional
+//! cache_reset       bool, optional (false)     every run resets the engine's prefix cache first (cacheReset,
+//!                                              template.prefixCache.reset, llm-d-benchmark's reset_caches)
+//! cache_warm        bool, optional (false)     every run primes the cache with its prompts first
+//!                                              (template.prefixCache.warm)
 //! setup_treatments  [{name, overrides: [string], endpoint}], optional   llm-d-benchmark setup treatments
 //! treatments        [{name, overrides: [string], levels: {string: string}, profile?, setup?, endpoint?,
-//!                     model?}]     model: the model of `models` (--models) it runs, named in every request
+//!                     model?, cache?}]   model: the model of `models` (--models) it runs, named in every
+//!                                        request; cache: "cold" | "warm" (cacheStates), beating cache_warm
 //! runs              [{dir, treatment, repeat, status, attempts?, hooks?: [{name, method, url, status?, error?}],
 //!                     error?, started_at?, finished_at?, duration_s?}]
 //!                   status: "pending" | "succeeded" | "failed" | "skipped"; dir is relative to the experiment

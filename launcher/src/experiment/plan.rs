@@ -8,7 +8,7 @@ use std::path::Path;
 
 use llmbench_api::capacity::CapacitySearchSpec;
 use llmbench_api::experiment::ResolvedTreatment;
-use llmbench_api::v1alpha1::{Hook, SloSpec};
+use llmbench_api::v1alpha1::{CacheState, Hook, SloSpec};
 use serde::{Deserialize, Serialize};
 
 use super::ExperimentError;
@@ -73,6 +73,13 @@ pub struct ExperimentPlan {
     /// HTTP calls on the stack before each run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hooks: Vec<Hook>,
+    /// Every run resets the engine's prefix cache before its clock starts (`cacheReset`, the template's
+    /// `prefixCache.reset`, llm-d-benchmark's `reset_caches`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cache_reset: bool,
+    /// Every run warms the prefix cache with its own prompts first (the template's `prefixCache.warm`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cache_warm: bool,
     /// llm-d-benchmark setup treatments, each run against an already deployed stack (`--setup-endpoint`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub setup_treatments: Vec<PlanSetup>,
@@ -128,6 +135,9 @@ pub struct PlanTreatment {
     /// The model it serves and names (`models`), where it is not the plan's `model`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The prefix cache its runs meet (`cacheStates`): `cold` (reset first) or `warm` (primed first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheState>,
 }
 
 impl PlanTreatment {
@@ -138,6 +148,7 @@ impl PlanTreatment {
             overrides: self.overrides.clone(),
             levels: self.levels.clone(),
             model: self.model.clone(),
+            cache: self.cache,
         }
     }
 }

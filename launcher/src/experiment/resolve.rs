@@ -139,21 +139,25 @@ pub fn resolve(source: Source, args: &ExperimentArgs) -> Result<Resolved, Experi
     };
     let (mut treatments, runs) = core::plan(&parts.spec).map_err(located)?;
     for t in &mut treatments {
-        if let Some(levels) = parts.levels.get(&t.name) {
+        if let Some(levels) = parts.levels.get(base_name(t)) {
+            let cache = t.levels.get(core::CACHE_FACTOR).cloned();
             t.levels = levels.clone();
+            if let Some(cache) = cache {
+                t.levels.insert(core::CACHE_FACTOR.to_owned(), cache);
+            }
         }
     }
     let plan_treatments: Vec<PlanTreatment> = treatments
         .iter()
         .map(|t| {
-            let setup = parts.setup_of.get(&t.name).cloned();
+            let setup = parts.setup_of.get(base_name(t)).cloned();
             PlanTreatment {
                 name: t.name.clone(),
                 overrides: t.overrides.clone(),
                 levels: t.levels.clone(),
                 profile: parts
                     .treatment_profiles
-                    .get(&t.name)
+                    .get(base_name(t))
                     .map(ProfileChoice::label),
                 endpoint: setup
                     .as_ref()
@@ -161,6 +165,7 @@ pub fn resolve(source: Source, args: &ExperimentArgs) -> Result<Resolved, Experi
                     .map(|s| s.endpoint.clone()),
                 setup,
                 model: t.model.clone(),
+                cache: t.cache,
             }
         })
         .collect();
@@ -212,6 +217,8 @@ pub fn resolve(source: Source, args: &ExperimentArgs) -> Result<Resolved, Experi
         stop_on_failure: spec.ordering.stop_on_failure,
         cooldown: spec.ordering.cooldown.clone(),
         hooks: spec.hooks.clone(),
+        cache_reset: spec.cache_reset || spec.template.prefix_cache.reset,
+        cache_warm: spec.template.prefix_cache.warm,
         setup_treatments: parts.setups.clone(),
         treatments: plan_treatments,
         runs: plan_runs,
@@ -235,6 +242,14 @@ pub fn resolve(source: Source, args: &ExperimentArgs) -> Result<Resolved, Experi
         path,
         key_lines,
     })
+}
+
+/// The name a treatment has in its file: without the `-cold`/`-warm` that `cacheStates` adds.
+fn base_name(t: &core::ResolvedTreatment) -> &str {
+    t.cache
+        .and_then(|state| t.name.strip_suffix(state.as_str()))
+        .and_then(|name| name.strip_suffix('-'))
+        .unwrap_or(&t.name)
 }
 
 /// The pieces both forms produce.
@@ -545,6 +560,9 @@ fn from_llmd(
             stop_on_failure: exp.stop_on_error || args.stop_on_failure,
         },
         hooks,
+        // llm-d-benchmark resets vLLM's prefix cache before each treatment; llmbench resets whichever engine's.
+        cache_reset: exp.reset_caches,
+        cache_states: exp.cache_states.clone(),
     };
     let endpoint = args.endpoint.clone();
     let model = args
@@ -760,11 +778,13 @@ pub fn check(resolved: &Resolved, rule: KeyRule) -> Result<Vec<String>, Experime
                 RunIdentity::Workload(Box::new((parsed.workload, parsed.capacity)))
             }
         };
+        // A cold and a warm run of one workload differ in the cache they meet.
         let who = format!(
-            "{}|{}|{}",
+            "{}|{}|{}|{}",
             resolved.profile_of(&t.name).label(),
             t.endpoint.as_deref().unwrap_or_default(),
-            model.or(resolved.model.as_deref()).unwrap_or_default()
+            model.or(resolved.model.as_deref()).unwrap_or_default(),
+            t.cache.map_or("", |c| c.as_str())
         );
         if let Some((first, _, _)) = runs
             .iter()

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use llmbench_api::capacity::parse_duration;
 use llmbench_api::experiment::run_overrides;
+use llmbench_api::v1alpha1::CacheState;
 use tokio::sync::Notify;
 
 use super::compare::{self, Written};
@@ -465,6 +466,13 @@ impl RunContext<'_> {
         args.sim_ttft = self.args.sim_ttft;
         args.sim_itl = self.args.sim_itl;
         args.no_preflight = self.args.no_preflight;
+        // A cold run meets an emptied cache, a warm one a cache primed with its own prompts.
+        args.reset_prefix_cache = plan.cache_reset || treatment.cache == Some(CacheState::Cold);
+        args.warm_prefix_cache = match treatment.cache {
+            Some(CacheState::Warm) => true,
+            Some(CacheState::Cold) => false,
+            None => plan.cache_warm,
+        };
         Ok(args)
     }
 }

@@ -21,8 +21,9 @@ pub const API_VERSION: &str = "llmbench.dev/v1alpha1";
 /// The kind a manifest must carry.
 pub const KIND: &str = "BenchmarkExperiment";
 
-/// The top-level keys of an llm-d-benchmark experiment file (FORMATS.md §1.8).
-const LLMD_KEYS: [&str; 10] = [
+/// The top-level keys of an llm-d-benchmark experiment file (FORMATS.md §1.8), and llmbench's own
+/// `cache_states` (the BenchmarkExperiment's `cacheStates`; llm-d-benchmark has no cold/warm comparison).
+const LLMD_KEYS: [&str; 11] = [
     "experiment",
     "design",
     "setup",
@@ -33,11 +34,13 @@ const LLMD_KEYS: [&str; 10] = [
     "treatment_max_attempts",
     "treatment_stop_on_error",
     "validate_failures",
+    "cache_states",
 ];
 
-/// llm-d-benchmark's `reset_caches`: vLLM's dev-mode cache resets, POSTed to the stack before each treatment.
-pub const RESET_CACHE_PATHS: [(&str, &str); 3] = [
-    ("reset-prefix-cache", "/reset_prefix_cache"),
+/// llm-d-benchmark's `reset_caches`: vLLM's dev-mode cache resets, POSTed to the stack before each treatment. The
+/// prefix cache is reset by the run itself (`--reset-prefix-cache`, which finds the engine's own reset); these two,
+/// vLLM's alone, are called as hooks (recorded, never fatal).
+pub const RESET_CACHE_PATHS: [(&str, &str); 2] = [
     ("reset-mm-cache", "/reset_mm_cache"),
     ("reset-encoder-cache", "/reset_encoder_cache"),
 ];
@@ -104,6 +107,8 @@ pub struct LlmdExperiment {
     /// The line of `treatments` (or `run`).
     pub treatments_line: u32,
     pub reset_caches: bool,
+    /// llmbench's `cache_states: [cold, warm]`, as the BenchmarkExperiment's `cacheStates`.
+    pub cache_states: Vec<llmbench_api::v1alpha1::CacheState>,
     /// `treatment_max_attempts`, at least 1.
     pub max_attempts: u32,
     pub stop_on_error: bool,
@@ -510,6 +515,25 @@ fn read_llmd(
         }
     };
     exp.reset_caches = flag("reset_caches")?;
+    if let Some((key, node)) = get("cache_states").filter(|(_, n)| !n.is_null()) {
+        let bad = |what: String| {
+            invalid(
+                path,
+                Some(key.line),
+                format!("`cache_states` must be a list of `cold` and `warm`, {what}"),
+            )
+        };
+        let Value::Seq(items) = &node.value else {
+            return Err(bad(format!("not {}", node.value.describe())));
+        };
+        for item in items {
+            let state = item
+                .scalar_text()
+                .and_then(|t| llmbench_api::v1alpha1::CacheState::parse(&t))
+                .ok_or_else(|| bad(format!("not {}", item.value.describe())))?;
+            exp.cache_states.push(state);
+        }
+    }
     exp.stop_on_error = flag("treatment_stop_on_error")?;
     exp.validate_failures = flag("validate_failures")?;
     if let Some((key, node)) = get("treatment_max_attempts").filter(|(_, n)| !n.is_null()) {

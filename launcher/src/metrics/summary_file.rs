@@ -93,6 +93,53 @@ pub struct RunSummary {
     /// The stack under test in brief (run.json's `stack` has the whole record).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<llmbench_core::summary::v1::EngineInfo>,
+    /// The server's prefix cache already held the run's prompts when it started (see `report::cache`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache_warm: Option<PrefixCacheWarm>,
+}
+
+/// The server's prefix cache was warm when the run started: an earlier run (or another client) had sent the
+/// prompts, so the figures measure a warm cache, which nothing else in the run says.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PrefixCacheWarm {
+    /// The first stage's prefix-cache hit rate, 0–1: from the responses' cached tokens, else the server's metrics.
+    pub first_stage_hit_rate: f64,
+    /// The share of the first measured request's prompt tokens that hit, when the responses report cached tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_request_hit_rate: Option<f64>,
+    /// Where the figures come from: `usage` (the responses) or `server_metrics`.
+    pub source: String,
+    /// The warning as printed.
+    pub message: String,
+}
+
+impl PrefixCacheWarm {
+    /// The warning for a first stage that hit `first_stage_hit_rate`; `pinned_by` says what makes every run send
+    /// these prompts, when something does.
+    pub fn new(
+        first_stage_hit_rate: f64,
+        first_request_hit_rate: Option<f64>,
+        source: &str,
+        pinned_by: Option<String>,
+    ) -> Self {
+        let why = match pinned_by {
+            Some(by) => format!(
+                "the prompts are pinned by {by}, so every run sends them; --reset-prefix-cache empties the cache \
+                 before the run"
+            ),
+            None => "--reset-prefix-cache empties the cache before the run".to_owned(),
+        };
+        PrefixCacheWarm {
+            message: format!(
+                "the server's prefix cache is warm from an earlier run: {:.1} % of prompt tokens hit in the first \
+                 stage ({why})",
+                first_stage_hit_rate * 100.0
+            ),
+            first_stage_hit_rate,
+            first_request_hit_rate,
+            source: source.to_owned(),
+        }
+    }
 }
 
 /// A run summarised from its records on disk, because they outgrew the memory budget.
@@ -115,7 +162,7 @@ pub struct SkippedReport {
 /// Recorded requests left out of the figures.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Excluded {
-    /// vllm `--num-warmups` requests, sent before the first stage.
+    /// Requests sent before the first stage: vllm `--num-warmups`, and `--warm-prefix-cache`'s priming pass.
     #[serde(default)]
     pub warmup_requests: u64,
     /// guidellm `warmup`: requests of a stage's warm-up phase.
@@ -181,6 +228,7 @@ impl RunSummary {
             records_spilled: None,
             model_load: None,
             engine: None,
+            prefix_cache_warm: None,
         }
     }
 

@@ -90,6 +90,14 @@ pub(crate) async fn run(
     .map_err(|e: DataError| RunError::from(e))?
     .into_inner();
     let mut schedule = build_schedule(&settings, samples.len())?;
+    context.note_prompts(
+        &crate::prompts::PromptOrigin::Pinned {
+            by: format!("the MLPerf dataset {dataset}"),
+        },
+        false,
+        false,
+        Some(samples.len() as u64),
+    );
 
     let body = BodySettings::new(
         &settings.server,
@@ -117,6 +125,8 @@ pub(crate) async fn run(
             report: ReportOptions::default(),
             keep_text: settings.mode == Mode::AccuracyOnly,
             preflight: Some(preflight),
+            stage_requests: None,
+            prime: None,
         })
         .await?;
     if settings.mode == Mode::AccuracyOnly {

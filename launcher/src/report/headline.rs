@@ -87,6 +87,17 @@ pub fn headline(meta: &RunMeta, summary: &RunSummary) -> Headline {
             tone: Tone::Warn,
         });
     }
+    if let Some(text) = super::cache::cache_line(meta, summary) {
+        lines.push(HeadlineLine {
+            label: "cache",
+            text,
+            tone: if summary.prefix_cache_warm.is_some() {
+                Tone::Warn
+            } else {
+                Tone::Plain
+            },
+        });
+    }
     let (tone, text) = verdict(meta, summary);
     lines.push(HeadlineLine {
         label: VERDICT,

@@ -101,6 +101,10 @@ pub struct RunMeta {
     /// existed. Never part of the records or the metrics.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preflight: Option<PreflightMeta>,
+    /// What the run did about the server's prefix cache: its prompts fresh or pinned, a reset before it, a
+    /// priming pass (see `report::cache`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<super::CacheMeta>,
 }
 
 /// run.json's `preflight`: what the server answered before the run's clock started. A run is only written when

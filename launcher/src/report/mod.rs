@@ -13,6 +13,7 @@
 //! ([`spilled`]).
 
 mod aiperf;
+mod cache;
 mod capacity_answer;
 mod errors;
 mod goodput;
@@ -44,6 +45,7 @@ use crate::metrics::{
 };
 use crate::record::{ReadRecordsError, RequestRecord, read_jsonl_counting_truncated};
 
+pub use cache::{CacheMeta, CacheReset, PromptsMeta, PromptsOrigin, ResetCall, WARM_SHARE};
 pub use capacity_answer::{CapacityReport, capacity_report, capacity_verdict};
 pub use errors::error_table;
 pub use goodput::{Definition, GoodputTally, goodput, inference_perf_goodput_metrics};
@@ -243,6 +245,7 @@ fn run_info(meta: &RunMeta) -> RunInfo {
 /// (so a run streamed back from disk counts as one held in memory): each stage's goodput, and the conversations.
 struct Tally {
     goodput: std::collections::BTreeMap<u32, GoodputTally>,
+    first: cache::FirstRequest,
     slos: Vec<Slo>,
     definition: Definition,
     conversations: ConversationTally,
@@ -252,6 +255,7 @@ impl Tally {
     fn new(meta: &RunMeta) -> Tally {
         Tally {
             goodput: Default::default(),
+            first: cache::FirstRequest::default(),
             slos: meta.report.goodput.clone(),
             definition: goodput_definition(meta.harness),
             conversations: ConversationTally::default(),
@@ -266,6 +270,7 @@ impl Tally {
                 .add(r);
         }
         self.conversations.add(r);
+        self.first.add(r);
     }
 
     /// Completes `summary` (its per-stage figures in): goodput, how each stage and the run ended, the capacity
@@ -305,6 +310,7 @@ impl Tally {
         summary.excluded = excluded;
         summary.engine = meta.stack.as_ref().map(crate::stack::StackMeta::engine);
         summary.conversations = self.conversations.finish();
+        summary.prefix_cache_warm = self.first.warm(meta, summary);
         summary.run = completion(meta, recorded);
         summary.ignored_keys = meta
             .profile_notes
@@ -401,6 +407,20 @@ impl ConversationTally {
                 })
                 .collect(),
         })
+    }
+}
+
+/// Completes `summary` with what the server's metrics say: their summary ([`server_metrics_summary`]), and the
+/// warm-cache warning where only they can give it (see `cache`).
+pub fn add_server_metrics(
+    dir: &Path,
+    meta: &RunMeta,
+    outcome: Option<&crate::server_metrics::ScrapeOutcome>,
+    summary: &mut RunSummary,
+) {
+    summary.server_metrics = server_metrics_summary(dir, meta, outcome);
+    if summary.prefix_cache_warm.is_none() {
+        summary.prefix_cache_warm = cache::warm_from_server_metrics(meta, summary);
     }
 }
 
@@ -545,7 +565,7 @@ pub fn report_dir_within(
             memory_bytes,
         )?;
         let mut summary = run.summary().clone();
-        summary.server_metrics = server_metrics_summary(dir, &meta, None);
+        add_server_metrics(dir, &meta, None, &mut summary);
         summary.model_load = nop_model_load(dir, &meta);
         return write_rebuilt_spilled(dir, &meta, run, summary, summary_file);
     }
@@ -557,7 +577,7 @@ pub fn report_dir_within(
         .map_err(|source| ReportError::Records { path, source })?;
 
     let mut summary = summarize_run(&meta, &records);
-    summary.server_metrics = server_metrics_summary(dir, &meta, None);
+    add_server_metrics(dir, &meta, None, &mut summary);
     summary.model_load = nop_model_load(dir, &meta);
     write_rebuilt(dir, &meta, &records, summary, summary_file, truncated_lines)
 }
@@ -692,7 +712,7 @@ fn complete_merged_summary(
     warnings: &[String],
     summary: &mut RunSummary,
 ) {
-    summary.server_metrics = server_metrics_summary(dir, meta, None);
+    add_server_metrics(dir, meta, None, &mut *summary);
     let shard_metas: Vec<RunMeta> = shards
         .iter()
         .filter_map(|shard| RunMeta::read(shard).ok())

@@ -152,6 +152,7 @@ pub(crate) fn meta() -> RunMeta {
         preflight: None,
         load_flags: None,
         api_key_source: None,
+        cache: None,
     }
 }
 

@@ -121,6 +121,17 @@ impl PrefixCache {
         BlockHasher::new(self.block_size)
     }
 
+    /// Forgets every cached block (vLLM's `POST /reset_prefix_cache`); returns how many there were.
+    pub fn reset(&self) -> usize {
+        let Some(lru) = self.lru.as_ref() else {
+            return 0;
+        };
+        let mut lru = lru.lock().unwrap_or_else(PoisonError::into_inner);
+        let blocks = lru.slots.len();
+        *lru = Lru::new(lru.capacity);
+        blocks
+    }
+
     /// Looks a prompt up and then caches its blocks; returns its cached tokens, `None` when the cache is off.
     /// `blocks` are the prompt's full-block hashes ([`BlockHasher::finish`]), `prompt_tokens` its length.
     pub fn admit(&self, blocks: &[u64], prompt_tokens: u32) -> Option<u32> {

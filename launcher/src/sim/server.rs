@@ -34,6 +34,7 @@ pub(crate) fn router(engine: Arc<Engine>) -> Router {
         .route("/version", get(version))
         .route("/start_profile", post(start_profile))
         .route("/stop_profile", post(stop_profile))
+        .route("/reset_prefix_cache", post(reset_prefix_cache))
         .route("/metrics", get(metrics))
         .with_state(engine)
 }
@@ -378,6 +379,15 @@ async fn start_profile(State(engine): State<Arc<Engine>>) -> StatusCode {
 async fn stop_profile(State(engine): State<Arc<Engine>>) -> StatusCode {
     profiler_call(&engine, super::ProfilerHook::Stop);
     tracing::info!("Profiler stopped.");
+    StatusCode::OK
+}
+
+/// vLLM's `POST /reset_prefix_cache` (`vllm/entrypoints/serve/dev`, mounted with `VLLM_SERVER_DEV_MODE=1`): 200
+/// with an empty body once the cache is empty. The simulator always mounts it, so `--reset-prefix-cache` and an
+/// experiment's `cacheReset` work against it.
+async fn reset_prefix_cache(State(engine): State<Arc<Engine>>) -> StatusCode {
+    let blocks = engine.prefix_cache.reset();
+    tracing::info!(blocks, "Resetting prefix cache...");
     StatusCode::OK
 }
 

@@ -703,6 +703,33 @@ async fn a_second_request_sharing_a_long_prefix_reports_cached_tokens() {
 }
 
 #[tokio::test]
+async fn reset_prefix_cache_empties_the_cache_as_vllm_dev_mode_does() {
+    let h = Harness::start(SimConfig {
+        block_size: 4,
+        ..config()
+    })
+    .await;
+    let body =
+        json!({"model": MODEL, "prompt": words(26, "p"), "max_tokens": 2, "ignore_eos": true});
+    let (_, first) = h.post("/v1/completions", &body).await;
+    assert_eq!(first["usage"]["prompt_tokens_details"], Value::Null);
+    let (_, warm) = h.post("/v1/completions", &body).await;
+    assert_eq!(
+        warm["usage"]["prompt_tokens_details"],
+        json!({"cached_tokens": 24})
+    );
+    let reset = reqwest::Client::new()
+        .post(h.url("/reset_prefix_cache"))
+        .send()
+        .await
+        .expect("reset");
+    assert_eq!(reset.status(), 200);
+    // Cold again: the same prompt finds nothing.
+    let (_, cold) = h.post("/v1/completions", &body).await;
+    assert_eq!(cold["usage"]["prompt_tokens_details"], Value::Null);
+}
+
+#[tokio::test]
 async fn prompt_tokens_details_stay_out_when_disabled_and_nothing_is_cached_without_a_cache() {
     let prompt = words(40, "w");
     let body = json!({"model": MODEL, "prompt": prompt, "max_tokens": 1, "ignore_eos": true});

@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::{Resource, ResourceExt};
 use llmbench_api::experiment::{PlannedRun, ResolvedTreatment, run_overrides};
 use llmbench_api::v1alpha1::{
-    BenchmarkExperiment, BenchmarkRun, BenchmarkRunSpec, WORKLOAD_MOUNT_PATH,
+    BenchmarkExperiment, BenchmarkRun, BenchmarkRunSpec, CacheState, WORKLOAD_MOUNT_PATH,
 };
 
 use super::names::MAX_OBJECT_NAME;
@@ -133,6 +133,16 @@ pub fn experiment_run_spec(
     spec.results_dir = Some(results_dir);
     if let Some(search) = &experiment.spec.capacity_search {
         spec.capacity_search = Some(search.clone());
+    }
+    // A cold run meets an emptied cache, a warm one a cache primed with its own prompts.
+    spec.prefix_cache.reset |= experiment.spec.cache_reset;
+    match treatment.cache {
+        Some(CacheState::Cold) => {
+            spec.prefix_cache.reset = true;
+            spec.prefix_cache.warm = false;
+        }
+        Some(CacheState::Warm) => spec.prefix_cache.warm = true,
+        None => {}
     }
     spec
 }
@@ -327,6 +337,28 @@ mod tests {
             run.spec.overrides,
             ["load.stages.0.duration=5", "load.stages.0.rate=5"]
         );
+    }
+
+    #[test]
+    fn cache_states_make_cold_runs_reset_and_warm_runs_prime_the_prefix_cache() {
+        let exp = experiment(&format!("{TWO_BY_TWO}cacheStates: [cold, warm]\n"));
+        let (treatments, runs) = plan(&exp.spec).expect("plan");
+        let run_of = |name: &str| {
+            let planned = runs
+                .iter()
+                .find(|r| treatments[r.treatment].name == name)
+                .expect("planned");
+            experiment_run(&exp, &treatments, planned, &[]).expect("run")
+        };
+        let cold = run_of("rate-5-cold");
+        assert!(cold.spec.prefix_cache.reset && !cold.spec.prefix_cache.warm);
+        let warm = run_of("rate-5-warm");
+        assert!(!warm.spec.prefix_cache.reset && warm.spec.prefix_cache.warm);
+        // cacheReset resets before every run, warm ones too.
+        let exp = experiment(&format!("{TWO_BY_TWO}cacheReset: true\n"));
+        let (treatments, runs) = plan(&exp.spec).expect("plan");
+        let run = experiment_run(&exp, &treatments, &runs[0], &[]).expect("run");
+        assert!(run.spec.prefix_cache.reset && !run.spec.prefix_cache.warm);
     }
 
     #[test]

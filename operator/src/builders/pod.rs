@@ -247,6 +247,12 @@ pub fn launcher_pod(
                 args.extend(["--profiler-stop".to_owned(), stop.clone()]);
             }
         }
+        if spec.prefix_cache.reset {
+            args.push("--reset-prefix-cache".to_owned());
+        }
+        if spec.prefix_cache.warm {
+            args.push("--warm-prefix-cache".to_owned());
+        }
         if let Some(search) = &spec.capacity_search {
             // The launcher reads the same type (llmbench_api::capacity::CapacitySearchSpec) from this JSON.
             let json = serde_json::to_string(search).map_err(|e| BuildError::CapacitySearch {
@@ -596,6 +602,28 @@ mod tests {
         );
         assert!(!command.contains("--stack-info"), "{command}");
         assert!(!command.contains("--vllm-profiler"), "{command}");
+    }
+
+    #[test]
+    fn the_runs_prefix_cache_spec_becomes_launcher_flags() {
+        let plain = container(
+            &launcher_pod(&fixtures::run(fixtures::BASIC), 0, &settings()).expect("builds"),
+        )
+        .command
+        .clone()
+        .expect("command")
+        .join(" ");
+        assert!(!plain.contains("prefix-cache"), "{plain}");
+        let run = fixtures::run(&format!(
+            "{}prefixCache: {{reset: true, warm: true}}\n",
+            fixtures::BASIC
+        ));
+        let pod = launcher_pod(&run, 0, &settings()).expect("builds");
+        let command = container(&pod).command.clone().expect("command").join(" ");
+        assert!(
+            command.contains("--reset-prefix-cache --warm-prefix-cache"),
+            "{command}"
+        );
     }
 
     #[test]

@@ -220,6 +220,13 @@ pub fn figures(summary: &RunSummary, slo_met: Option<bool>) -> RunFigures {
         itl_p99_ms: latency.itl.as_ref().map(|s| s.p99),
         goodput_percent: summary.goodput_percent,
         capacity: summary.capacity.as_ref().and_then(|c| c.answer),
+        // The responses' cached tokens, else the server's own counters.
+        prefix_cache_hit_percent: summary.prefix_cache_hit_percent.or_else(|| {
+            summary
+                .server
+                .as_ref()
+                .and_then(|s| s.prefix_cache_hit_percent)
+        }),
         failures: summary.failures,
         slo_met,
     }
@@ -324,6 +331,8 @@ pub struct PlanTreatment {
     pub levels: BTreeMap<String, String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache: Option<llmbench_api::v1alpha1::CacheState>,
 }
 
 /// A run of the plan file.
@@ -424,6 +433,7 @@ pub fn plan_file(
                 overrides: t.overrides.clone(),
                 levels: t.levels.clone(),
                 model: t.model.clone(),
+                cache: t.cache,
             })
             .collect(),
         runs,
