@@ -51,7 +51,7 @@ use crate::report::{
 use crate::request::{BodySettings, BodyStyle, prepare};
 use crate::sim::{self, SimConfig, SimError};
 use crate::stack::profiler::{self, ProfilerHooks};
-use crate::stack::{StackSource, StackSpec};
+use crate::stack::{StackSource, StackSpec, identity};
 use crate::tokenizer::{HubOptions, Tokenizer, TokenizerError, load_tokenizer};
 use crate::workload::load_flags::{self, LoadFlagError, LoadFlags, LoadFlagsRecord};
 use crate::workload::{
@@ -1287,14 +1287,30 @@ impl RunContext<'_> {
             RunStages::Adaptive(adaptive) => (Vec::new(), adaptive.stages),
         };
         let scraping = self.scrape_targets().await?;
-        // Probed before the clock starts, so the probes never overlap the measured requests.
-        let stack = match &self.stack {
-            Some(spec) => Some(
-                crate::stack::describe(spec, self.endpoint, api.api_key.as_deref(), &api.headers)
-                    .await,
-            ),
-            None => None,
+        // What the server is, asked before the clock starts so the questions never overlap the measured requests;
+        // not under --no-preflight (nothing is sent before the clock) unless the stack was described to us.
+        let answers = if args.no_preflight && self.stack.is_none() {
+            None
+        } else {
+            Some(identity::ask(self.endpoint, api.api_key.as_deref(), &api.headers).await)
         };
+        let server = answers.as_ref().map(identity::identify);
+        if let Some(server) = &server {
+            tracing::info!(
+                engine = server.engine.as_deref().unwrap_or("unknown"),
+                version = server.version.as_deref().unwrap_or_default(),
+                models = server.models.len(),
+                "server under test"
+            );
+            for failed in server.probes.iter().filter(|p| p.error.is_some()) {
+                tracing::debug!(url = failed.url, error = failed.error, "not answered");
+            }
+        }
+        let stack = self
+            .stack
+            .as_ref()
+            .zip(answers.as_ref())
+            .map(|(spec, answers)| spec.meta(answers.models.clone(), answers.version.clone()));
         let records_path = dir.join(report::REQUESTS_FILE);
         let records_file =
             std::fs::File::create(&records_path).map_err(|source| RunError::WriteOutput {
@@ -1376,6 +1392,7 @@ impl RunContext<'_> {
             server_metrics: scraping.as_ref().map(ServerMetricsMeta::planned),
             release,
             stack,
+            server,
             profiling: None,
             preflight: execution.preflight,
             load_flags: self.load_flags.clone(),
