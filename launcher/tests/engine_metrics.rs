@@ -8,10 +8,10 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-use common::{json, llmbench, run_profile, stdout, succeeded, write};
+use common::{LlamaServer, json, llmbench, run_profile, stdout, succeeded, write};
 use llmbench::server_metrics::parse::parse_page;
 use llmbench::server_metrics::summary::find;
 use llmbench::server_metrics::{
@@ -619,65 +619,14 @@ fn a_run_against_a_server_of_no_known_engine_says_its_families_were_kept_raw() {
 
 // ---- Against the real llama-server ----
 
-/// `LLMBENCH_LLAMA_SERVER`, `LLMBENCH_LLAMA_MODEL`, `LLMBENCH_LLAMA_TOKENIZER`, when all three are set.
-fn llama_server() -> Option<(PathBuf, PathBuf, PathBuf)> {
-    let var = |name| {
-        std::env::var_os(name)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    Some((
-        var("LLMBENCH_LLAMA_SERVER")?,
-        var("LLMBENCH_LLAMA_MODEL")?,
-        var("LLMBENCH_LLAMA_TOKENIZER")?,
-    ))
-}
-
-/// Kills the server when the test ends, however it ends.
-struct Server(std::process::Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn a_run_against_llama_server_maps_its_metrics_and_counts_every_prompt_token() {
-    let Some((binary, model, tokenizer)) = llama_server() else {
-        eprintln!(
-            "skipping: set LLMBENCH_LLAMA_SERVER, LLMBENCH_LLAMA_MODEL and LLMBENCH_LLAMA_TOKENIZER to run against \
-             a real llama-server"
-        );
+    let Some(llama) = LlamaServer::start(
+        "a_run_against_llama_server_maps_its_metrics_and_counts_every_prompt_token",
+    ) else {
         return;
     };
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let _server = Server(
-        std::process::Command::new(&binary)
-            .arg("-m")
-            .arg(&model)
-            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-            .args(["-c", "4096", "-np", "4", "--metrics"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("llama-server starts"),
-    );
-    let endpoint = format!("http://127.0.0.1:{port}");
-    // Loading the model: wait for /health, as a deployment's readiness probe would (no timing is asserted).
-    let health = format!("{endpoint}/health");
-    let ready = (0..600).any(|_| {
-        let up = http_status(&health) == Some(200);
-        if !up {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        up
-    });
-    assert!(ready, "llama-server did not become ready on {endpoint}");
+    let (endpoint, tokenizer) = (&llama.endpoint, &llama.tokenizer);
     let out = tempfile::tempdir().expect("tempdir");
     let output = llmbench()
         .args([
@@ -732,24 +681,4 @@ fn a_run_against_llama_server_maps_its_metrics_and_counts_every_prompt_token() {
             .any(|m| m["key"] == "prefix_cache_hit_rate"),
         "{aggregate:#?}"
     );
-}
-
-/// The HTTP status of a GET, or None when nothing answers.
-fn http_status(url: &str) -> Option<u16> {
-    use std::io::{Read, Write};
-    let rest = url.strip_prefix("http://")?;
-    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
-    let mut stream = std::net::TcpStream::connect(host).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(
-        stream,
-        "GET /{path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut response = String::new();
-    let _ = stream.read_to_string(&mut response);
-    response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
 }

@@ -138,3 +138,101 @@ impl Drop for SimProcess {
         self.kill();
     }
 }
+
+/// A real llama.cpp `llama-server` serving the tiny model, on a free port, killed on drop (however the test ends).
+/// Tests against it are gated on `LLMBENCH_LLAMA_SERVER` (the binary), `LLMBENCH_LLAMA_MODEL` (the GGUF) and
+/// `LLMBENCH_LLAMA_TOKENIZER` (its tokenizer.json), which `make test` sets.
+pub struct LlamaServer {
+    child: Child,
+    pub endpoint: String,
+    /// The model file, as given to `-m`: the name the server answers with (it has no `--alias`).
+    pub model: PathBuf,
+    pub tokenizer: PathBuf,
+}
+
+impl LlamaServer {
+    /// Starts the server (4 slots of 1024 tokens, metrics on) and waits until `/health` answers 200 — or, when the
+    /// variables are not all set, says so and returns None, so the test passes without one.
+    pub fn start(test: &str) -> Option<LlamaServer> {
+        let var = |name| {
+            std::env::var_os(name)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        let (Some(binary), Some(model), Some(tokenizer)) = (
+            var("LLMBENCH_LLAMA_SERVER"),
+            var("LLMBENCH_LLAMA_MODEL"),
+            var("LLMBENCH_LLAMA_TOKENIZER"),
+        ) else {
+            eprintln!(
+                "skipping {test}: set LLMBENCH_LLAMA_SERVER, LLMBENCH_LLAMA_MODEL and LLMBENCH_LLAMA_TOKENIZER to \
+                 run against a real llama-server"
+            );
+            return None;
+        };
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new(&binary)
+            .arg("-m")
+            .arg(&model)
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .args(["-c", "4096", "-np", "4", "--metrics"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("llama-server starts");
+        let server = LlamaServer {
+            child,
+            endpoint: format!("http://127.0.0.1:{port}"),
+            model,
+            tokenizer,
+        };
+        // Loading the model: wait for /health, as a deployment's readiness probe would (60 s at most: a bound for
+        // a loaded machine, not a timing).
+        let health = format!("{}/health", server.endpoint);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while http_status(&health) != Some(200) {
+            assert!(
+                Instant::now() < deadline,
+                "llama-server did not become ready on {}",
+                server.endpoint
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Some(server)
+    }
+
+    /// The name the server gives its model.
+    pub fn model_name(&self) -> String {
+        self.model.display().to_string()
+    }
+}
+
+impl Drop for LlamaServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The HTTP status of a GET, or None when nothing answers.
+pub fn http_status(url: &str) -> Option<u16> {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://")?;
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let mut stream = std::net::TcpStream::connect(host).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        stream,
+        "GET /{path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+}
