@@ -636,9 +636,9 @@ fn a_run_against_llama_server_maps_its_metrics_and_counts_every_prompt_token() {
             "--profile",
             "sanity_random",
         ])
-        .args(["--endpoint", &endpoint, "--model", "tiny", "--no-preflight"])
+        .args(["--endpoint", endpoint, "--model", "tiny", "--no-preflight"])
         .arg("--tokenizer")
-        .arg(&tokenizer)
+        .arg(tokenizer)
         .args(["--run-id", "real", "--output"])
         .arg(out.path())
         .output()
