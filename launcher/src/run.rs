@@ -184,8 +184,9 @@ pub struct RunArgs {
     pub vllm_log: Option<PathBuf>,
     /// How the stack under test was started, as a JSON file `{"image": …, "command": […], "args": […], "env":
     /// {…}}` (the operator writes it for a standalone stack). Recorded in run.json's `stack`, the llm-d report's
-    /// `scenario.stack` and the summary's `engine`, with the stack's `GET /v1/models` answer and `GET /version`
-    /// (probed before the run; a failed probe is recorded, never fatal). Env values whose names look like secrets
+    /// `scenario.stack` and the summary's `engine`, beside what the server says it is (run.json's `server`: its
+    /// `GET /v1/models`, `/version`, `/props`, `/get_server_info` and `/info` answers, asked before the run; a
+    /// question not answered is recorded, never fatal). Env values whose names look like secrets
     /// (…TOKEN…, …KEY…, …SECRET…, …PASSWORD…) are recorded as `<redacted>`.
     #[arg(long, value_name = "FILE")]
     pub stack_info: Option<PathBuf>,
@@ -247,6 +248,8 @@ pub struct RunArgs {
     /// failure stops the run with the fix and exit code 6, having timed and written nothing; run.json records what
     /// the checks found. Skip it when the server must receive no request but the measured ones (request quotas,
     /// billing, a server that counts requests), or when the endpoint only answers once the run's load arrives.
+    /// It also skips asking the server what it is (engine, version, models: run.json's `server`), unless
+    /// --stack-info or --serve describes the stack.
     #[arg(long)]
     pub no_preflight: bool,
     /// How long the pre-flight's test request may take: a cold engine can be slow to answer its first request.
