@@ -563,6 +563,7 @@ fn inference_perf_sessions(
             prompt_tokens: distribution("question_len", &spec.question_len)?,
             output_tokens: Some(distribution("output_len", &spec.output_len)?),
             prefix_buckets: Vec::new(),
+            specials_in_each_length: 0,
             seed: seed.wrapping_add(1),
         },
     )?
@@ -683,6 +684,7 @@ fn pieces(
             prompt_tokens: lengths,
             output_tokens: None,
             prefix_buckets: Vec::new(),
+            specials_in_each_length: 0,
             seed,
         },
     )?;

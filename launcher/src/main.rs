@@ -163,6 +163,7 @@ fn synth_command(args: SynthArgs) -> anyhow::Result<()> {
         prompt_tokens: LengthDistribution::Fixed(args.prompt_tokens),
         output_tokens: None,
         prefix_buckets: Vec::new(),
+        specials_in_each_length: 0,
         seed: args.seed,
     };
     let prompts = synthetic_prompts(&synth, &spec)?.into_inner();

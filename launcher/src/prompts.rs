@@ -1,6 +1,10 @@
 //! From the workload's data section to the run's prompts, all built before the clock starts: synthetic prompts
 //! of exact token lengths, shared-prefix groups, and dataset files read the way each tool reads them (vLLM's
 //! `sharegpt`, `sonnet` and `custom` datasets, inference-perf's `shareGPT`).
+//!
+//! A synthetic prompt of "N tokens" is as long on the server as the imitated tool's own would be: each tool counts
+//! the special tokens its tokenizer adds (a BOS) in its own way (`SpecialTokens`), and the length recorded for
+//! the request is what the server counts for a completion — the text's own tokens and those special tokens.
 
 use std::path::{Path, PathBuf};
 
@@ -13,7 +17,7 @@ use crate::data::{
     self, DataError, DatasetOptions, LengthDistribution, Prompt, SharedPrefixSpec, Synthesizer,
     SyntheticSpec,
 };
-use crate::tokenizer::Tokenizer;
+use crate::tokenizer::{AddedSpecialTokens, Tokenizer};
 use crate::workload::{
     ApiKind, DataSpec, DatasetFile, Harness, LengthShape, PromptText, SeedOrigin, ShareGpt, Sonnet,
     Spread, TokenLengths, Workload,
@@ -64,6 +68,19 @@ pub enum PromptError {
         prefix_lines: usize,
         fixed_tokens: u32,
         attempts: usize,
+    },
+    /// vLLM's `RandomDataset` refuses an input length that leaves no token once the special tokens are out.
+    #[error(
+        "data: random-input-len {input_len} leaves no token of text: the tokenizer adds {specials} special \
+         token(s), which vLLM counts in the input length (the text is random-input-len − {specials} tokens{range}); \
+         raise random-input-len or random-prefix-len{ratio_help}",
+        range = if *range_ratio > 0.0 { format!(", at least {:.0}% of it with random-range-ratio {range_ratio}", (1.0 - range_ratio) * 100.0) } else { String::new() },
+        ratio_help = if *range_ratio > 0.0 { ", or lower random-range-ratio" } else { "" }
+    )]
+    VllmInputTooShort {
+        input_len: u64,
+        specials: u32,
+        range_ratio: f64,
     },
     /// Multi-turn data is built by `conversations::build_conversations`, never as a list of prompts.
     #[error(
@@ -175,17 +192,32 @@ pub fn build_prompts(
         };
         n.clamp(1, MAX_PROMPTS) as usize
     };
+    // Synthetic prompts count the special tokens the tokenizer adds as the imitated tool does, and record the
+    // length the server counts for them: their own tokens and those special tokens.
+    let specials = tokenizer.added_special_tokens().map_err(DataError::from)?;
+    let counting = SpecialTokens::of(workload.harness);
+    let in_each_length = counting.in_each_length(specials);
+    let as_sent = |prompts: Vec<Prompt>| -> Vec<Prompt> {
+        prompts
+            .into_iter()
+            .map(|mut p| {
+                p.input_tokens = p.input_tokens.saturating_add(specials.total);
+                p
+            })
+            .collect()
+    };
     let prompts = match &workload.data {
-        DataSpec::Mock => synthetic(
+        DataSpec::Mock => as_sent(synthetic(
             tokenizer,
             &SyntheticSpec {
                 num_prompts: pool(None),
                 prompt_tokens: LengthDistribution::Fixed(MOCK_PROMPT_TOKENS),
                 output_tokens: Some(LengthDistribution::Fixed(MOCK_MAX_TOKENS)),
                 prefix_buckets: Vec::new(),
+                specials_in_each_length: in_each_length,
                 seed,
             },
-        )?,
+        )?),
         DataSpec::Random(random) => {
             let prefix_buckets = if random.prefix_len > 0 {
                 vec![data::PrefixBucket {
@@ -196,14 +228,21 @@ pub fn build_prompts(
             } else {
                 Vec::new()
             };
+            let input = match counting {
+                SpecialTokens::InInputLen => {
+                    vllm_real_input_len(&random.input, specials.total, random.prefix_len)?
+                }
+                _ => random.input.clone(),
+            };
             let spec = SyntheticSpec {
                 num_prompts: pool(random.input.total_count),
-                prompt_tokens: distribution("input length", &random.input)?,
+                prompt_tokens: distribution("input length", &input)?,
                 output_tokens: Some(distribution("output length", &random.output)?),
                 prefix_buckets,
+                specials_in_each_length: in_each_length,
                 seed,
             };
-            match &random.text {
+            let prompts = match &random.text {
                 // inference-perf `synthetic` with a corpus file: prompts are cut from its text.
                 PromptText::Corpus { path: Some(path) } => {
                     let corpus = read_text(Path::new(path))?;
@@ -213,9 +252,10 @@ pub fn build_prompts(
                 PromptText::Corpus { path: None } | PromptText::RandomTokens => {
                     synthetic(tokenizer, &spec)?
                 }
-            }
+            };
+            as_sent(prompts)
         }
-        DataSpec::SyntheticText(text) => synthetic(
+        DataSpec::SyntheticText(text) => as_sent(synthetic(
             tokenizer,
             &SyntheticSpec {
                 num_prompts: pool(Some(text.samples)),
@@ -236,12 +276,13 @@ pub fn build_prompts(
                         })
                     })
                     .collect::<Result<_, PromptError>>()?,
+                specials_in_each_length: in_each_length,
                 seed,
             },
-        )?,
+        )?),
         DataSpec::SharedPrefix(shared) => {
             let synth = Synthesizer::new(tokenizer)?;
-            data::shared_prefix_prompts(
+            let prompts = data::shared_prefix_prompts(
                 &synth,
                 &SharedPrefixSpec {
                     num_groups: to_u32("num_groups", shared.num_groups)?,
@@ -256,10 +297,12 @@ pub fn build_prompts(
                     question_len: distribution("question_len", &shared.question_len)?,
                     output_len: Some(distribution("output_len", &shared.output_len)?),
                     shuffle: true,
+                    specials_in_each_length: in_each_length,
                     seed: shared.seed.unwrap_or(seed),
                 },
             )?
-            .into_inner()
+            .into_inner();
+            as_sent(prompts)
         }
         DataSpec::ShareGpt(sharegpt) => match workload.harness {
             Harness::InferencePerf => {
@@ -284,6 +327,92 @@ pub fn build_prompts(
 fn synthetic(tokenizer: &Tokenizer, spec: &SyntheticSpec) -> Result<Vec<Prompt>, PromptError> {
     let synth = Synthesizer::new(tokenizer)?;
     Ok(data::synthetic_prompts(&synth, spec)?.into_inner())
+}
+
+/// How the tool a dialect imitates counts the special tokens its tokenizer adds around a prompt (a BOS, …) in the
+/// lengths a profile asks for. The server counts them whatever the tool does, so each tool's prompts are as long
+/// on the server as that tool's own would be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SpecialTokens {
+    /// A length is the text's own tokens, the special tokens come on top: AIPerf (its tokenizer wrapper encodes
+    /// with `add_special_tokens=False`), InferenceMAX's `bench_serving` (re-encodes so, and counts no special
+    /// token), and llmbench's own data.
+    OnTop,
+    /// Each generated text's length counts all of them: inference-perf's `count_tokens` calls the tokenizer with
+    /// its default `add_special_tokens=True` until the count is exact (`random`, `synthetic`, `shared_prefix`:
+    /// the system prompt and each question alike).
+    InEachText,
+    /// Each generated text's length counts those in front: guidellm's synthetic text keeps the first N ids of
+    /// `encode(text)` (a BOS among them) and decodes them with `skip_special_tokens=True` (the prompt and each
+    /// prefix alike).
+    LeadingInEachText,
+    /// The input length counts all of them, the random prefix none: vLLM's `RandomDataset` draws from
+    /// `real_input_len = input_len − num_special_tokens_to_add()` (its range ratio around that), as vLLM's Rust
+    /// `vllm-bench` does.
+    InInputLen,
+}
+
+impl SpecialTokens {
+    fn of(harness: Harness) -> Self {
+        match harness {
+            Harness::VllmBenchmark => SpecialTokens::InInputLen,
+            Harness::InferencePerf => SpecialTokens::InEachText,
+            Harness::Guidellm => SpecialTokens::LeadingInEachText,
+            Harness::Inferencemax
+            | Harness::Aiperf
+            | Harness::Nop
+            | Harness::Mlperf
+            | Harness::Fmperf => SpecialTokens::OnTop,
+        }
+    }
+
+    /// How many tokens of each generated text's length are special tokens rather than text.
+    fn in_each_length(self, specials: AddedSpecialTokens) -> u32 {
+        match self {
+            SpecialTokens::InEachText => specials.total,
+            SpecialTokens::LeadingInEachText => specials.leading,
+            SpecialTokens::OnTop | SpecialTokens::InInputLen => 0,
+        }
+    }
+}
+
+/// vLLM `random`'s input length with the special tokens taken out, as its `RandomDataset` draws it; refused, as
+/// vLLM refuses it, when the shortest prompt it can draw (with the random prefix) would have no token.
+fn vllm_real_input_len(
+    lengths: &TokenLengths,
+    specials: u32,
+    prefix_len: u64,
+) -> Result<TokenLengths, PromptError> {
+    let real = |len: u64| len.saturating_sub(u64::from(specials));
+    let (shape, input_len, ratio) = match lengths.shape {
+        LengthShape::Fixed(len) => (LengthShape::Fixed(real(len)), len, 0.0),
+        LengthShape::RangeRatio { len, ratio } => (
+            LengthShape::RangeRatio {
+                len: real(len),
+                ratio,
+            },
+            len,
+            ratio,
+        ),
+        ref other => {
+            return Err(PromptError::NotFixed {
+                what: "random-input-len",
+                found: describe_shape(other),
+            });
+        }
+    };
+    let shortest = (real(input_len) as f64 * (1.0 - ratio)).floor() as u64;
+    if prefix_len + shortest < 1 {
+        return Err(PromptError::VllmInputTooShort {
+            input_len,
+            specials,
+            range_ratio: ratio,
+        });
+    }
+    Ok(TokenLengths {
+        shape,
+        total_count: lengths.total_count,
+    })
 }
 
 /// A text file the profile names (a corpus, a sonnet), with the path in the error.
@@ -1178,5 +1307,169 @@ mod tests {
             "data: output length must be a fixed token count for this data type, found a normal distribution \
              (mean 5, std_dev 2, min 1, max 9)"
         );
+    }
+
+    // ---- Special tokens: each dialect counts the BOS as its tool does ----
+
+    fn random(input: TokenLengths, prefix_len: u64) -> DataSpec {
+        DataSpec::Random(crate::workload::RandomData {
+            input,
+            output: TokenLengths::fixed(5),
+            prefix_len,
+            text: PromptText::RandomTokens,
+        })
+    }
+
+    fn synthetic_text(prompt: u64, prefix: u64) -> DataSpec {
+        DataSpec::SyntheticText(crate::workload::SyntheticText {
+            prompt: TokenLengths::fixed(prompt),
+            output: Some(TokenLengths::fixed(5)),
+            turns: 1,
+            prefix_buckets: (prefix > 0)
+                .then_some(crate::workload::PrefixBucket {
+                    prefix_tokens: prefix,
+                    prefix_count: 1,
+                    bucket_weight: 100,
+                })
+                .into_iter()
+                .collect(),
+            samples: 8,
+        })
+    }
+
+    /// Each prompt's own tokens (re-encoded without special tokens) and the length it records, over `n` prompts
+    /// of `w` under the BOS-adding fixture tokenizer; every prompt of these fixed-length specs is alike.
+    fn own_and_recorded(w: &Workload, n: u64) -> (u32, u32) {
+        let tokenizer = crate::tokenizer::testing::bos_bpe();
+        let prompts = build_prompts(w, &tokenizer, Some(n)).expect("prompts");
+        assert_eq!(prompts.len() as u64, n);
+        let pairs: std::collections::BTreeSet<(u32, u32)> = prompts
+            .iter()
+            .map(|p| (tokenizer.count(&p.text).expect("count"), p.input_tokens))
+            .collect();
+        assert_eq!(pairs.len(), 1, "{:?}: {pairs:?}", w.harness);
+        pairs.into_iter().next().expect("one")
+    }
+
+    #[test]
+    fn vllm_random_prompts_leave_room_for_the_bos_in_the_input_length_but_not_in_the_prefix() {
+        // vLLM: real_input_len = 100 − 1; the server counts 99 + its BOS = 100, as asked.
+        let w = workload(
+            Harness::VllmBenchmark,
+            random(TokenLengths::fixed(100), 0),
+            ApiKind::Completion,
+        );
+        assert_eq!(own_and_recorded(&w, 8), (99, 100));
+        // The random prefix is not reduced: 10 + 99 of text.
+        let w = workload(
+            Harness::VllmBenchmark,
+            random(TokenLengths::fixed(100), 10),
+            ApiKind::Completion,
+        );
+        assert_eq!(own_and_recorded(&w, 8), (109, 110));
+        // InferenceMAX's bench_serving counts no special token: 100 of text, 101 on the server.
+        let w = workload(
+            Harness::Inferencemax,
+            random(TokenLengths::fixed(100), 0),
+            ApiKind::Completion,
+        );
+        assert_eq!(own_and_recorded(&w, 8), (100, 101));
+        // The range ratio is taken around the reduced length, as vLLM's bounds are: [floor(99·0.5), ceil(99·1.5)].
+        let ranged = TokenLengths {
+            shape: LengthShape::RangeRatio {
+                len: 100,
+                ratio: 0.5,
+            },
+            total_count: None,
+        };
+        let real = vllm_real_input_len(&ranged, 1, 0).expect("valid");
+        assert_eq!(
+            distribution("input length", &real).expect("valid"),
+            LengthDistribution::Uniform { min: 49, max: 149 }
+        );
+    }
+
+    #[test]
+    fn vllm_refuses_an_input_length_its_special_tokens_use_up_unless_a_prefix_is_left() {
+        let w = workload(
+            Harness::VllmBenchmark,
+            random(TokenLengths::fixed(1), 0),
+            ApiKind::Completion,
+        );
+        let e = build_prompts(&w, &crate::tokenizer::testing::bos_bpe(), Some(2))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "data: random-input-len 1 leaves no token of text: the tokenizer adds 1 special token(s), which vLLM \
+             counts in the input length (the text is random-input-len − 1 tokens); raise random-input-len or \
+             random-prefix-len"
+        );
+        let ranged = TokenLengths {
+            shape: LengthShape::RangeRatio { len: 2, ratio: 0.5 },
+            total_count: None,
+        };
+        let e = vllm_real_input_len(&ranged, 1, 0).unwrap_err().to_string();
+        assert!(
+            e.contains("at least 50% of it with random-range-ratio 0.5")
+                && e.ends_with("or lower random-range-ratio"),
+            "{e}"
+        );
+        // With a prefix the prompt is the prefix alone, as vLLM sends it.
+        let w = workload(
+            Harness::VllmBenchmark,
+            random(TokenLengths::fixed(1), 5),
+            ApiKind::Completion,
+        );
+        assert_eq!(own_and_recorded(&w, 2), (5, 6));
+        // Without special tokens nothing changes.
+        let w = workload(
+            Harness::VllmBenchmark,
+            random(TokenLengths::fixed(1), 0),
+            ApiKind::Completion,
+        );
+        let prompts = build(&w, 2).expect("prompts");
+        assert!(prompts.iter().all(|p| p.input_tokens == 1), "{prompts:?}");
+    }
+
+    #[test]
+    fn inference_perf_counts_the_bos_in_every_text_it_generates() {
+        // count_tokens adds the BOS: 99 tokens of text make "100 tokens".
+        let w = workload(
+            Harness::InferencePerf,
+            random(TokenLengths::fixed(100), 0),
+            ApiKind::Completion,
+        );
+        assert_eq!(own_and_recorded(&w, 8), (99, 100));
+        // shared_prefix: the system prompt (20 → 19) and the question (30 → 29) are each generated to a count
+        // with the BOS, so the server sees 19 + 29 + 1.
+        let w = workload(
+            Harness::InferencePerf,
+            DataSpec::SharedPrefix(SharedPrefix {
+                num_groups: 2,
+                num_prompts_per_group: 3,
+                system_prompt_len: TokenLengths::fixed(20),
+                question_len: TokenLengths::fixed(30),
+                output_len: TokenLengths::fixed(5),
+                seed: None,
+                multi_turn: false,
+            }),
+            ApiKind::Completion,
+        );
+        assert_eq!(own_and_recorded(&w, 6), (48, 49));
+    }
+
+    #[test]
+    fn guidellm_counts_the_leading_bos_in_the_prompt_and_each_prefix_and_aiperf_counts_none() {
+        // guidellm keeps the first 100 ids of encode(text), the BOS among them: 99 of text; its prefix likewise.
+        let w = workload(
+            Harness::Guidellm,
+            synthetic_text(100, 20),
+            ApiKind::Completion,
+        );
+        assert_eq!(own_and_recorded(&w, 8), (19 + 99, 119));
+        // AIPerf encodes with add_special_tokens=False: 100 of text, 101 on the server.
+        let w = workload(Harness::Aiperf, synthetic_text(100, 0), ApiKind::Completion);
+        assert_eq!(own_and_recorded(&w, 8), (100, 101));
     }
 }

@@ -56,7 +56,7 @@ use crate::report::{
 use crate::request::{BodySettings, BodyStyle, prepare};
 use crate::sim::{self, SimConfig, SimError};
 use crate::stack::profiler::{self, ProfilerHooks};
-use crate::stack::{StackSource, StackSpec};
+use crate::stack::{StackSource, StackSpec, identity};
 use crate::tokenizer::{HubOptions, Tokenizer, TokenizerError, load_tokenizer};
 use crate::workload::load_flags::{self, LoadFlagError, LoadFlags, LoadFlagsRecord};
 use crate::workload::{
@@ -189,8 +189,9 @@ pub struct RunArgs {
     pub vllm_log: Option<PathBuf>,
     /// How the stack under test was started, as a JSON file `{"image": …, "command": […], "args": […], "env":
     /// {…}}` (the operator writes it for a standalone stack). Recorded in run.json's `stack`, the llm-d report's
-    /// `scenario.stack` and the summary's `engine`, with the stack's `GET /v1/models` answer and `GET /version`
-    /// (probed before the run; a failed probe is recorded, never fatal). Env values whose names look like secrets
+    /// `scenario.stack` and the summary's `engine`, beside what the server says it is (run.json's `server`: its
+    /// `GET /v1/models`, `/version`, `/props`, `/get_server_info` and `/info` answers, asked before the run; a
+    /// question not answered is recorded, never fatal). Env values whose names look like secrets
     /// (…TOKEN…, …KEY…, …SECRET…, …PASSWORD…) are recorded as `<redacted>`.
     #[arg(long, value_name = "FILE")]
     pub stack_info: Option<PathBuf>,
@@ -252,6 +253,8 @@ pub struct RunArgs {
     /// failure stops the run with the fix and exit code 6, having timed and written nothing; run.json records what
     /// the checks found. Skip it when the server must receive no request but the measured ones (request quotas,
     /// billing, a server that counts requests), or when the endpoint only answers once the run's load arrives.
+    /// It also skips asking the server what it is (engine, version, models: run.json's `server`), unless
+    /// --stack-info or --serve describes the stack.
     #[arg(long)]
     pub no_preflight: bool,
     /// How long the pre-flight's test request may take: a cold engine can be slow to answer its first request.
@@ -1482,14 +1485,30 @@ impl RunContext<'_> {
             RunStages::Adaptive(adaptive) => (Vec::new(), adaptive.stages),
         };
         let scraping = self.scrape_targets().await?;
-        // Probed before the clock starts, so the probes never overlap the measured requests.
-        let stack = match &self.stack {
-            Some(spec) => Some(
-                crate::stack::describe(spec, self.endpoint, api.api_key.as_deref(), &api.headers)
-                    .await,
-            ),
-            None => None,
+        // What the server is, asked before the clock starts so the questions never overlap the measured requests;
+        // not under --no-preflight (nothing is sent before the clock) unless the stack was described to us.
+        let answers = if args.no_preflight && self.stack.is_none() {
+            None
+        } else {
+            Some(identity::ask(self.endpoint, api.api_key.as_deref(), &api.headers).await)
         };
+        let server = answers.as_ref().map(identity::identify);
+        if let Some(server) = &server {
+            tracing::info!(
+                engine = server.engine.as_deref().unwrap_or("unknown"),
+                version = server.version.as_deref().unwrap_or_default(),
+                models = server.models.len(),
+                "server under test"
+            );
+            for failed in server.probes.iter().filter(|p| p.error.is_some()) {
+                tracing::debug!(url = failed.url, error = failed.error, "not answered");
+            }
+        }
+        let stack = self
+            .stack
+            .as_ref()
+            .zip(answers.as_ref())
+            .map(|(spec, answers)| spec.meta(answers.models.clone(), answers.version.clone()));
         let records_path = dir.join(report::REQUESTS_FILE);
         let records_file =
             std::fs::File::create(&records_path).map_err(|source| RunError::WriteOutput {
@@ -1571,6 +1590,7 @@ impl RunContext<'_> {
             server_metrics: scraping.as_ref().map(ServerMetricsMeta::planned),
             release,
             stack,
+            server,
             profiling: None,
             preflight: execution.preflight,
             load_flags: self.load_flags.clone(),

@@ -58,6 +58,10 @@ use tokio::task::JoinHandle;
 
 pub use metrics::SimMetrics;
 
+/// What the simulator's `GET /version` ends with after llmbench's version, so a record of what served a run tells
+/// it from a vLLM release (`crate::stack::identity` reads it).
+pub const VERSION_SUFFIX: &str = "+llmbench-sim";
+
 /// The simulator's prompt-token count for a text prompt, exposed so the built-in tokenizer's test can pin that
 /// both count alike.
 #[cfg(test)]

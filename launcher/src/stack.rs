@@ -1,11 +1,12 @@
 //! The stack under test: how it was started (`--stack-info`, written by the operator, or `--serve`, which starts it
-//! here) and what it says about itself before the run (`GET /v1/models`, and `GET /version` where the engine has it,
-//! as vLLM does). The record goes into run.json's `stack`, the llm-d report's `scenario.stack` and, in brief
-//! ([`EngineInfo`]), the compact summary and a BenchmarkRun's status.
+//! here), and what the server says it is before the run ([`identity`]: engine, version, models, settings, asked of
+//! every server). The records go into run.json's `stack` and `server`, the llm-d report's `scenario.stack` and, in
+//! brief ([`EngineInfo`]), the compact summary and a BenchmarkRun's status.
 //!
 //! Nothing here is fatal to a run once it has started: a probe that fails is recorded with its error, because a
 //! stack behind a gateway or an engine without `/version` is still worth measuring.
 
+pub mod identity;
 pub mod profiler;
 pub mod serve;
 
@@ -198,16 +199,6 @@ impl StackMeta {
     pub fn model(&self) -> Option<String> {
         first_model_id(self.models.body.as_ref()?)
     }
-
-    /// The record in brief, for the compact summary and the status: the command line is the command then its args.
-    pub fn engine(&self) -> EngineInfo {
-        EngineInfo {
-            image: self.image.clone(),
-            command: self.command.iter().chain(&self.args).cloned().collect(),
-            model: self.model(),
-            version: self.version.clone(),
-        }
-    }
 }
 
 /// The first `data[].id` of an OpenAI model list.
@@ -326,47 +317,6 @@ pub async fn probe(client: &reqwest::Client, url: &str) -> Probe {
             latency_ms,
         },
     }
-}
-
-/// Probes the stack at `base` (`/v1/models`, `/version`) and makes run.json's record of it. Failures are
-/// recorded and logged, never returned.
-pub async fn describe(
-    spec: &StackSpec,
-    base: &str,
-    api_key: Option<&str>,
-    headers: &[(String, String)],
-) -> StackMeta {
-    let models_url = join_url(base, "/v1/models");
-    let version_url = join_url(base, "/version");
-    let (models, version_probe) = match client(PROBE_TIMEOUT, api_key, headers) {
-        Ok(client) => tokio::join!(probe(&client, &models_url), probe(&client, &version_url)),
-        Err(e) => {
-            let failed = |url: String| Probe {
-                url,
-                status: None,
-                body: None,
-                error: Some(format!("cannot build the HTTP client: {e}")),
-                latency_ms: 0.0,
-            };
-            (failed(models_url), failed(version_url))
-        }
-    };
-    for probe in [&models, &version_probe] {
-        if let Some(error) = &probe.error {
-            tracing::warn!(
-                url = probe.url,
-                error,
-                "the stack did not answer a probe; recorded in run.json"
-            );
-        }
-    }
-    let meta = spec.meta(models, version_probe);
-    tracing::info!(
-        model = meta.model().unwrap_or_default(),
-        version = meta.version.clone().unwrap_or_default(),
-        "stack under test"
-    );
-    meta
 }
 
 /// An error with its causes, as one line (reqwest's own message leaves out the connection error below it).
@@ -523,13 +473,14 @@ mod tests {
             answered("http://s/version", serde_json::json!({"version": "0.11.0"})),
         );
         assert_eq!(
-            meta.engine(),
-            EngineInfo {
+            identity::engine_in_brief(None, Some(&meta), None),
+            Some(EngineInfo {
+                name: None,
                 image: None,
                 command: vec!["vllm".into(), "serve".into(), "Qwen/Qwen3-0.6B".into()],
                 model: Some("Qwen/Qwen3-0.6B".to_owned()),
                 version: Some("0.11.0".to_owned()),
-            }
+            })
         );
     }
 

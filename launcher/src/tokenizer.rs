@@ -9,8 +9,9 @@
 //! - [`BUILTIN`], a word-level tokenizer that needs no file and counts tokens exactly as the embedded simulator
 //!   counts prompt tokens (whitespace-separated words), so a run against `llmbench sim` gets exact lengths too.
 //!
-//! Token counts never include the special tokens a model adds around a prompt (BOS and the like): they are the
-//! prompt's own tokens, which is what "a prompt of N tokens" means to inference-perf and guidellm.
+//! Token counts (`count`, `encode`) never include the special tokens a tokenizer adds around a prompt (BOS and the
+//! like): they are the text's own tokens. How many it adds is [`Tokenizer::added_special_tokens`]; whether a
+//! profile's "N tokens" counts them is each tool's own choice, which `crate::prompts` follows.
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -250,6 +251,29 @@ impl Tokenizer {
         Ok(u32::try_from(n).unwrap_or(u32::MAX))
     }
 
+    /// The special tokens this tokenizer adds around one text when asked to (its post-processor's BOS, EOS, …):
+    /// what a server that tokenizes the prompt itself counts on top of the prompt's own tokens, and what Hugging
+    /// Face's `num_special_tokens_to_add()` returns. The built-in word tokenizer adds none.
+    pub fn added_special_tokens(&self) -> Result<AddedSpecialTokens, TokenizerError> {
+        let Backend::Hf(inner) = &self.backend else {
+            return Ok(AddedSpecialTokens::default());
+        };
+        // Any non-empty text shows where the post-processor puts its tokens.
+        let encoding = inner
+            .encode_fast("a", true)
+            .map_err(|e| TokenizerError::Encode {
+                tokenizer: self.name.clone(),
+                message: e.to_string(),
+            })?;
+        let mask = encoding.get_special_tokens_mask();
+        let leading = mask.iter().take_while(|&&m| m == 1).count();
+        let total = mask.iter().filter(|&&m| m == 1).count();
+        Ok(AddedSpecialTokens {
+            leading: u32::try_from(leading).unwrap_or(u32::MAX),
+            total: u32::try_from(total).unwrap_or(u32::MAX),
+        })
+    }
+
     /// The vocabulary size, added tokens included.
     pub fn vocab_size(&self) -> usize {
         match &self.backend {
@@ -267,6 +291,15 @@ impl Tokenizer {
             Backend::Hf(inner) => hf_plain_words(self, inner),
         }
     }
+}
+
+/// The special tokens a tokenizer adds around one text ([`Tokenizer::added_special_tokens`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AddedSpecialTokens {
+    /// Those before the text's own tokens (a BOS).
+    pub leading: u32,
+    /// All of them, before and after (`num_special_tokens_to_add()`).
+    pub total: u32,
 }
 
 /// `text.split_whitespace().count()`, with a byte loop for ASCII text. The simulator counts every prompt this way,
@@ -682,6 +715,19 @@ pub(crate) mod testing {
             .into_bytes()
     }
 
+    /// The real-engine tests' tokenizer (`tests/fixtures/tokenizers/bos-bpe`): a byte-level BPE whose
+    /// post-processor puts `<|bos|>` before every text, as Llama's do.
+    pub fn bos_bpe() -> super::Tokenizer {
+        super::Tokenizer::from_file(std::path::Path::new(BOS_BPE))
+            .expect("loading the bos-bpe fixture")
+    }
+
+    /// Where [`bos_bpe`] is.
+    pub const BOS_BPE: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/tokenizers/bos-bpe/tokenizer.json"
+    );
+
     /// A loaded test tokenizer of `style`, trained once per test binary.
     pub fn bpe(style: Style) -> super::Tokenizer {
         static TRAINED: [OnceLock<super::Tokenizer>; 2] = [OnceLock::new(), OnceLock::new()];
@@ -1045,5 +1091,48 @@ mod tests {
         };
         let err = load_tokenizer("org/other", &offline).await.unwrap_err();
         assert!(matches!(err, TokenizerError::Offline { .. }), "{err}");
+    }
+
+    #[test]
+    fn added_special_tokens_are_what_the_post_processor_puts_around_a_text() {
+        let bos = super::testing::bos_bpe();
+        assert_eq!(
+            bos.added_special_tokens().expect("counted"),
+            AddedSpecialTokens {
+                leading: 1,
+                total: 1
+            }
+        );
+        // `encode` and `count` stay the text's own tokens: the BOS (id 0) is never among them.
+        let own = bos.encode("hello world").expect("encode");
+        assert!(!own.is_empty() && !own.contains(&0), "{own:?}");
+        for none in [Tokenizer::builtin(), bpe(Style::ByteLevel)] {
+            assert_eq!(
+                none.added_special_tokens().expect("counted"),
+                AddedSpecialTokens::default(),
+                "{}",
+                none.name()
+            );
+        }
+        // A template with an EOS after the text too (T5-like): one leading, two in all.
+        let mut json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(super::testing::BOS_BPE).expect("fixture"))
+                .expect("json");
+        json["post_processor"]["single"] = serde_json::json!([
+            {"SpecialToken": {"id": "<|bos|>", "type_id": 0}},
+            {"Sequence": {"id": "A", "type_id": 0}},
+            {"SpecialToken": {"id": "<|eos|>", "type_id": 0}}
+        ]);
+        json["post_processor"]["special_tokens"]["<|eos|>"] =
+            serde_json::json!({"id": "<|eos|>", "ids": [1], "tokens": ["<|eos|>"]});
+        let both =
+            Tokenizer::from_json_bytes("bos-eos", json.to_string().as_bytes()).expect("loads");
+        assert_eq!(
+            both.added_special_tokens().expect("counted"),
+            AddedSpecialTokens {
+                leading: 1,
+                total: 2
+            }
+        );
     }
 }

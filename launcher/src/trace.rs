@@ -357,6 +357,7 @@ pub fn synthesize(
                 prompt_tokens: LengthDistribution::Fixed(len),
                 output_tokens: None,
                 prefix_buckets: Vec::new(),
+                specials_in_each_length: 0,
                 seed: seed ^ u64::from(len).wrapping_mul(0x9E37_79B9_7F4A_7C15),
             },
         )?

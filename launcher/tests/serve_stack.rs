@@ -114,6 +114,10 @@ fn a_served_stack_is_waited_for_benchmarked_recorded_profiled_after_warm_up_and_
     assert_eq!(summary["engine"]["model"], "served-model");
     assert_eq!(summary["engine"]["version"], version.as_str());
     assert_eq!(summary["engine"]["command"][1], "sim");
+    // What the server said it is, recorded beside how it was started.
+    assert_eq!(meta["server"]["engine"], "llmbench sim");
+    assert_eq!(meta["server"]["models"][0]["id"], "served-model");
+    assert_eq!(summary["engine"]["name"], "llmbench sim");
 
     // The profiling window: both hooks answered, the start after the last warm-up ended, the stop after the last
     // measured request ended.
@@ -325,6 +329,7 @@ fn a_stack_info_file_is_recorded_with_the_stacks_answers_and_secrets_redacted() 
     assert_eq!(
         summary["engine"],
         serde_json::json!({
+            "name": "llmbench sim",
             "image": "vllm/vllm-openai:v0.11.0",
             "command": ["vllm", "serve", "m", "--max-model-len", "4096"],
             "model": "llmbench-sim",

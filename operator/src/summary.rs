@@ -314,6 +314,7 @@ mod tests {
     #[test]
     fn shards_that_ran_against_one_stack_keep_its_engine_and_model_load() {
         let engine = llmbench_api::summary::v1::EngineInfo {
+            name: Some("vLLM".to_owned()),
             image: Some("vllm/vllm-openai:v0.26.0".to_owned()),
             command: vec!["vllm".to_owned(), "serve".to_owned(), "m".to_owned()],
             model: Some("m".to_owned()),

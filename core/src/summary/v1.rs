@@ -76,21 +76,26 @@ pub struct CompactSummary {
     pub engine: Option<EngineInfo>,
 }
 
-/// The stack under test in brief: how it was started and what it said it serves. run.json's `stack` has the whole
-/// record (args and env apart, the raw `/v1/models` answer, probe failures).
+/// The stack under test in brief: the engine and version the server said it is, the model that answered the run,
+/// and how the stack was started when the launcher was told. run.json's `server` and `stack` have the whole record
+/// (every model listed, the engine's settings, each probe, args and env apart).
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct EngineInfo {
+    /// The engine the server said it is (`vLLM`, `llama.cpp`, `SGLang`, `TGI`, `llmbench sim`), when it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// The container image the stack ran, when it ran in one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
     /// The stack's command line: its command, then its args (engine flags among them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub command: Vec<String>,
-    /// The first model id `GET /v1/models` listed.
+    /// The model that answered the run: the one the pre-flight's test answer named, else the listed model the
+    /// requests name, else the first `GET /v1/models` listed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    /// The engine's version, where it answers `GET /version` (vLLM does).
+    /// The engine's version: vLLM's `GET /version`, llama.cpp's build, SGLang's and TGI's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
 }
@@ -609,6 +614,7 @@ mod tests {
         let mut compact: CompactSummary = serde_json::from_str(COMPACT).expect("parses");
         assert_eq!(RunSummary::from(&compact).engine, None);
         compact.engine = Some(EngineInfo {
+            name: Some("vLLM".to_owned()),
             image: Some("vllm/vllm-openai:v0.11.0".to_owned()),
             command: vec!["vllm".to_owned(), "serve".to_owned(), "m".to_owned()],
             model: Some("m".to_owned()),
@@ -616,13 +622,14 @@ mod tests {
         });
         let json = serde_json::to_string(&compact).expect("serializes");
         assert!(
-            json.contains(r#""engine":{"image":"vllm/vllm-openai:v0.11.0","command":["vllm","serve","m"],"model":"m","version":"0.11.0"}"#),
+            json.contains(r#""engine":{"name":"vLLM","image":"vllm/vllm-openai:v0.11.0","command":["vllm","serve","m"],"model":"m","version":"0.11.0"}"#),
             "{json}"
         );
         let back: CompactSummary = serde_json::from_str(&json).expect("parses");
         assert_eq!(back, compact);
         let status = serde_json::to_value(RunSummary::from(&compact)).expect("serializes");
         assert_eq!(status["engine"]["version"], "0.11.0");
+        assert_eq!(status["engine"]["name"], "vLLM");
         assert_eq!(status["engine"]["command"][1], "serve");
     }
 

@@ -3,7 +3,9 @@
 //! `sonnet`), and prompts read from dataset files (ShareGPT, JSON, JSONL, CSV or MLPerf's pickled pandas
 //! DataFrames, with `input`, `tok_input`, `output`).
 //!
-//! Every length is counted under the run's tokenizer, without special tokens.
+//! Every length here is a text's own tokens under the run's tokenizer, without the special tokens (BOS, …) the
+//! tokenizer adds; `crate::prompts` says how each tool counts those and adds them to the synthetic prompts it
+//! makes into requests.
 
 mod dataset;
 mod lengths;
@@ -33,7 +35,8 @@ pub struct Prompt {
     pub token_ids: Option<Vec<u32>>,
     /// Chat turns, when the data has them; otherwise chat requests send `text` as one user turn.
     pub messages: Option<Vec<ChatMessage>>,
-    /// The prompt's length under the run's tokenizer (without special tokens).
+    /// The prompt's length in tokens under the run's tokenizer: its own tokens; for a synthetic prompt made into a
+    /// request (`crate::prompts`), also the special tokens the tokenizer adds, as the server counts a completion.
     pub input_tokens: u32,
     /// `max_tokens` to request; None leaves it to the server (or the run's default).
     pub max_tokens: Option<u32>,

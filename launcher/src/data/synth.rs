@@ -343,6 +343,10 @@ pub struct SyntheticSpec {
     pub output_tokens: Option<LengthDistribution>,
     /// Prefixes put before the prompt tokens; empty for none. A prompt's length is its prefix plus its draw.
     pub prefix_buckets: Vec<PrefixBucket>,
+    /// How many tokens of each length (a prefix's, a draw's) are special tokens the tokenizer adds rather than
+    /// text: the tool being imitated counts them in (see `crate::prompts`), so each text is that many tokens
+    /// shorter. 0: every length is the text's own tokens.
+    pub specials_in_each_length: u32,
     pub seed: u64,
 }
 
@@ -357,6 +361,8 @@ pub struct SharedPrefixSpec {
     pub output_len: Option<LengthDistribution>,
     /// Interleave the groups in a seeded random order, as inference-perf does; false keeps them group by group.
     pub shuffle: bool,
+    /// As [`SyntheticSpec::specials_in_each_length`], for the system prompt's and each question's length.
+    pub specials_in_each_length: u32,
     pub seed: u64,
 }
 
@@ -400,9 +406,9 @@ pub fn synthetic_prompts(
             let mut bucket_prefixes =
                 Vec::with_capacity((bucket.prefix_count as usize).min(PREALLOCATED));
             for _ in 0..bucket.prefix_count {
-                let segment = match bucket.prefix_tokens {
+                let segment = match own_tokens(bucket.prefix_tokens, spec.specials_in_each_length) {
                     0 => None,
-                    n => Some(batch.segment(None, n as usize)?),
+                    n => Some(batch.segment(None, n)?),
                 };
                 bucket_prefixes.push((next_group, segment));
                 next_group = next_group.saturating_add(1);
@@ -411,7 +417,10 @@ pub fn synthetic_prompts(
         }
         let mut prompts = Vec::with_capacity(spec.num_prompts.min(PREALLOCATED));
         for _ in 0..spec.num_prompts {
-            let drawn = prompt_lengths.sample(&mut batch.rng) as usize;
+            let drawn = own_tokens(
+                prompt_lengths.sample(&mut batch.rng),
+                spec.specials_in_each_length,
+            );
             let max_tokens = output_lengths
                 .as_ref()
                 .map(|s| s.sample(&mut batch.rng).max(1));
@@ -452,12 +461,18 @@ pub fn shared_prefix_prompts(
         // the profile.
         let mut prompts = Vec::with_capacity(total.min(PREALLOCATED));
         for group in 0..spec.num_groups {
-            let system = match system_lengths.sample(&mut batch.rng) {
+            let system = match own_tokens(
+                system_lengths.sample(&mut batch.rng),
+                spec.specials_in_each_length,
+            ) {
                 0 => None,
-                n => Some(batch.segment(None, n as usize)?),
+                n => Some(batch.segment(None, n)?),
             };
             for _ in 0..spec.prompts_per_group {
-                let drawn = question_lengths.sample(&mut batch.rng) as usize;
+                let drawn = own_tokens(
+                    question_lengths.sample(&mut batch.rng),
+                    spec.specials_in_each_length,
+                );
                 let max_tokens = output_lengths
                     .as_ref()
                     .map(|s| s.sample(&mut batch.rng).max(1));
@@ -478,6 +493,11 @@ pub fn shared_prefix_prompts(
         }
         Ok(Prompts::new(prompts, 0))
     })
+}
+
+/// The text's own tokens of a `length` that counts `specials` special tokens.
+fn own_tokens(length: u32, specials: u32) -> usize {
+    length.saturating_sub(specials) as usize
 }
 
 fn token_count(n: usize) -> u32 {
@@ -505,6 +525,7 @@ mod tests {
             prompt_tokens,
             output_tokens: Some(LengthDistribution::Fixed(17)),
             prefix_buckets: Vec::new(),
+            specials_in_each_length: 0,
             seed: 42,
         }
     }
@@ -590,6 +611,7 @@ mod tests {
                     question_len: LengthDistribution::Uniform { min: 5, max: 40 },
                     output_len: Some(LengthDistribution::Fixed(9)),
                     shuffle: true,
+                    specials_in_each_length: 0,
                     seed: 3,
                 },
             )

@@ -436,6 +436,7 @@ fn fit_compact(mut compact: CompactSummary) -> String {
             for text in engine
                 .command
                 .iter_mut()
+                .chain(&mut engine.name)
                 .chain(&mut engine.image)
                 .chain(&mut engine.model)
                 .chain(&mut engine.version)
@@ -866,6 +867,7 @@ mod tests {
         summary.overall.throughput.requests_per_s = f64::MAX;
         // An engine with hundreds of long flags.
         summary.engine = Some(llmbench_core::summary::v1::EngineInfo {
+            name: Some(huge.clone()),
             image: Some(huge.clone()),
             command: (0..300).map(|i| format!("--flag-{i}={huge}")).collect(),
             model: Some(huge.clone()),
@@ -890,6 +892,7 @@ mod tests {
     fn compact_summary_carries_the_engine_whole_when_it_fits() {
         let mut summary = run(2, 2);
         let engine = llmbench_core::summary::v1::EngineInfo {
+            name: Some("vLLM".to_owned()),
             image: Some("vllm/vllm-openai:v0.11.0".to_owned()),
             command: vec!["vllm".into(), "serve".into(), "Qwen/Qwen3-0.6B".into()],
             model: Some("Qwen/Qwen3-0.6B".to_owned()),

@@ -107,12 +107,28 @@ pub fn headline(meta: &RunMeta, summary: &RunSummary) -> Headline {
     Headline { lines }
 }
 
-/// `inference-perf sanity_random · model m · http://host:8000`.
+/// `inference-perf sanity_random · model m · http://host:8000`, then what the server said it is (`· llama.cpp
+/// b6123`) and, when the model that answered is not the one asked for (a server that ignores the request's
+/// model field), which one did: `model m (served: /models/tiny.gguf)`.
 fn what_ran(meta: &RunMeta) -> String {
+    // What the test request's answer named; a list's first entry says nothing of which model answered.
+    let served = meta
+        .preflight
+        .as_ref()
+        .and_then(|p| p.server_model.as_deref())
+        .filter(|&served| served != meta.model)
+        .map(|served| format!(" (served: {served})"))
+        .unwrap_or_default();
     let mut text = format!(
-        "{} {} · model {} · {}",
+        "{} {} · model {}{served} · {}",
         meta.harness, meta.profile, meta.model, meta.endpoint
     );
+    if let Some(engine) = meta.server.as_ref().and_then(|s| s.engine.as_deref()) {
+        text.push_str(&format!(" · {engine}"));
+        if let Some(version) = meta.server.as_ref().and_then(|s| s.version.as_deref()) {
+            text.push_str(&format!(" {version}"));
+        }
+    }
     if meta.shard.count > 1 {
         text.push_str(&format!(" · {} shards", meta.shard.count));
     }
@@ -550,6 +566,41 @@ mod tests {
             .find(|l| l.label == label)
             .map(|l| l.text.clone())
             .unwrap_or_else(|| panic!("no {label} line in {headline:?}"))
+    }
+
+    #[test]
+    fn the_run_line_names_the_engine_and_the_model_that_answered_when_it_is_not_the_one_asked() {
+        let records = [ok(0, 0, 100, 30)];
+        let mut meta = meta(vec![rate_stage(1.0)]);
+        meta.server = serde_json::from_value(serde_json::json!({
+            "engine": "llama.cpp",
+            "version": "b6123-abc",
+            "models": [{"id": "/models/tiny.gguf"}],
+            "probes": [],
+        }))
+        .expect("a server record");
+        meta.preflight = Some(crate::report::PreflightMeta {
+            model: Some("m".to_owned()),
+            server_model: Some("/models/tiny.gguf".to_owned()),
+            ..Default::default()
+        });
+        let h = headline(&meta, &summary(&records, &[Some(1.0)]));
+        assert_eq!(
+            text_of(&h, "run"),
+            "inference-perf sanity_random · model m (served: /models/tiny.gguf) · http://127.0.0.1:9 · llama.cpp \
+             b6123-abc"
+        );
+        // The model asked is the one that answered: nothing more is said of it; no engine known, none named.
+        meta.preflight = Some(crate::report::PreflightMeta {
+            server_model: Some("m".to_owned()),
+            ..Default::default()
+        });
+        meta.server = None;
+        let h = headline(&meta, &summary(&records, &[Some(1.0)]));
+        assert_eq!(
+            text_of(&h, "run"),
+            "inference-perf sanity_random · model m · http://127.0.0.1:9"
+        );
     }
 
     #[test]

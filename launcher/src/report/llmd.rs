@@ -6,8 +6,9 @@
 //! n = 0), all from the send; statistics are mean, sample stddev (ddof = 1), min, max and numpy linear
 //! percentiles 0.1 … 99.9, in seconds. Throughput comes from our summary (inference-perf's window), as single
 //! values in `mean`. `load.standardized.tool` names the harness dialect the profile was written in (the
-//! upstream models accept only those names); `tool_version` says it was llmbench. When the launcher knows how the
-//! stack was started (`--stack-info`, `--serve`), `scenario.stack` describes it (see [`stack_component`]).
+//! upstream models accept only those names); `tool_version` says it was llmbench. `scenario.stack` describes the
+//! stack under test: what the server said it is and, when the launcher knows, how it was started (see
+//! [`stack_component`]).
 //!
 //! The prefix-cache hit rate the server reported in its responses (`usage.prompt_tokens_details.cached_tokens`, see
 //! `metrics::summary::PrefixCacheHits`) has no place of its own in v0.2: `ResourceMetrics.cache_hit_rate` is a
@@ -222,8 +223,8 @@ pub(crate) fn llmd_report_v02_of(
             },
         },
     });
-    if let (Some(stack), Some(object)) = (&meta.stack, scenario.as_object_mut()) {
-        object.insert("stack".into(), json!([stack_component(stack)]));
+    if let (Some(component), Some(object)) = (stack_component(meta), scenario.as_object_mut()) {
+        object.insert("stack".into(), json!([component]));
     }
 
     Ok(json!({
@@ -243,57 +244,75 @@ pub(crate) fn llmd_report_v02_of(
     }))
 }
 
-/// The stack under test as one `scenario.stack` component. The schema's `inference_engine` kind requires the
-/// accelerator (model, count, parallelism), which neither a command line nor `/v1/models` says, so the component is
-/// `generic` (whose extra fields the schema leaves open): `tool` is the command's program (`vllm`), `tool_version`
-/// its `/version` answer, else the image, else `unknown`, with the model, image and command alongside. `native`
-/// carries the engine flags as upstream's example does (`--flag: value`, a bare flag `null`), the env as given
-/// (secrets redacted) and, under `config`, the exact command line and the raw `/v1/models` answer.
-fn stack_component(stack: &crate::stack::StackMeta) -> Value {
-    let tool = stack
-        .command
-        .first()
+/// The stack under test as one `scenario.stack` component, when the run knows anything of it: what the server
+/// said it is (run.json's `server`, asked of every server) and how it was started (`--stack-info`, `--serve`). The
+/// schema's `inference_engine` kind requires the accelerator (model, count, parallelism), which neither a command
+/// line nor the server's answers say, so the component is `generic` (whose extra fields the schema leaves open):
+/// `tool` is the engine the server named (`llama.cpp`), else the command's program (`vllm`), else the image;
+/// `tool_version` the engine's version, else the image; `model` the one that answered the run. `native` carries the
+/// engine flags as upstream's example does (`--flag: value`, a bare flag `null`), the env as given (secrets
+/// redacted) and, under `config`, the exact command line, the raw `/v1/models` answer and the server's record.
+fn stack_component(meta: &RunMeta) -> Option<Value> {
+    let (stack, server) = (meta.stack.as_ref(), meta.server.as_ref());
+    if stack.is_none() && server.is_none() {
+        return None;
+    }
+    let program = stack
+        .and_then(|s| s.command.first())
         .and_then(|program| program.rsplit('/').next())
         .filter(|name| !name.is_empty())
-        .map(str::to_owned)
-        .or_else(|| stack.image.clone())
+        .map(str::to_owned);
+    let image = stack.and_then(|s| s.image.clone());
+    let tool = server
+        .and_then(|s| s.engine.clone())
+        .or(program)
+        .or_else(|| image.clone())
         .unwrap_or_else(|| "unknown".to_owned());
-    let tool_version = stack
-        .version
-        .clone()
-        .or_else(|| stack.image.clone())
+    let tool_version = server
+        .and_then(|s| s.version.clone())
+        .or_else(|| stack.and_then(|s| s.version.clone()))
+        .or_else(|| image.clone())
         .unwrap_or_else(|| "unknown".to_owned());
     let mut standardized = Map::new();
     standardized.insert("kind".into(), json!("generic"));
     standardized.insert("tool".into(), json!(tool));
     standardized.insert("tool_version".into(), json!(tool_version));
-    if let Some(model) = stack.model() {
+    let model =
+        super::served_model(meta).or_else(|| stack.and_then(crate::stack::StackMeta::model));
+    if let Some(model) = model {
         standardized.insert("model".into(), json!({ "name": model }));
     }
-    if let Some(image) = &stack.image {
+    if let Some(image) = &image {
         standardized.insert("image".into(), json!(image));
     }
-    let command: Vec<&String> = stack.command.iter().chain(&stack.args).collect();
-    json!({
+    let empty = Vec::new();
+    let args = stack.map_or(&empty, |s| &s.args);
+    let command: Vec<&String> = stack
+        .map(|s| s.command.iter().chain(&s.args).collect())
+        .unwrap_or_default();
+    let description = match stack.map(|s| s.source) {
+        Some(crate::stack::StackSource::Serve) => "started by llmbench --serve",
+        Some(crate::stack::StackSource::StackInfo) => "as --stack-info describes it",
+        None => "as its answers describe it",
+    };
+    Some(json!({
         "metadata": {
             "schema_version": "0.0.1",
             "label": "stack-0",
-            "cfg_id": cfg_id(stack),
-            "description": format!("the stack under test ({})", match stack.source {
-                crate::stack::StackSource::Serve => "started by llmbench --serve",
-                crate::stack::StackSource::StackInfo => "as --stack-info describes it",
-            }),
+            "cfg_id": cfg_id(stack, server),
+            "description": format!("the stack under test ({description})"),
         },
         "standardized": Value::Object(standardized),
         "native": {
-            "args": Value::Object(flag_map(&stack.args)),
-            "envars": stack.env,
+            "args": Value::Object(flag_map(args)),
+            "envars": stack.map(|s| json!(s.env)).unwrap_or_else(|| json!({})),
             "config": {
                 "command": command,
-                "models": stack.models.body,
+                "models": stack.and_then(|s| s.models.body.clone()),
+                "server": server,
             },
         },
-    })
+    }))
 }
 
 /// Command-line flags as upstream's report lists them: `--flag value` and `--flag=value` as `"--flag": "value"`, a
@@ -327,9 +346,12 @@ pub(crate) fn flag_map(args: &[String]) -> Map<String, Value> {
 }
 
 /// The component's configuration id, "a hash of this component's configuration": 64-bit FNV-1a of its image,
-/// command line and env, in hex. Stable across runs and machines (unlike std's randomly keyed hasher), so two runs
-/// of one configuration share it.
-fn cfg_id(stack: &crate::stack::StackMeta) -> String {
+/// command line and env, and of the engine, version, models and settings the server reported, in hex. Stable
+/// across runs and machines (unlike std's randomly keyed hasher), so two runs of one configuration share it.
+fn cfg_id(
+    stack: Option<&crate::stack::StackMeta>,
+    server: Option<&crate::stack::identity::ServerIdentity>,
+) -> String {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     let mut feed = |text: &str| {
         for byte in text.bytes().chain([0xff]) {
@@ -337,15 +359,28 @@ fn cfg_id(stack: &crate::stack::StackMeta) -> String {
             hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
         }
     };
-    feed(stack.image.as_deref().unwrap_or_default());
-    stack
-        .command
-        .iter()
-        .chain(&stack.args)
-        .for_each(|a| feed(a));
-    for (name, value) in &stack.env {
-        feed(name);
-        feed(value);
+    if let Some(stack) = stack {
+        feed(stack.image.as_deref().unwrap_or_default());
+        stack
+            .command
+            .iter()
+            .chain(&stack.args)
+            .for_each(|a| feed(a));
+        for (name, value) in &stack.env {
+            feed(name);
+            feed(value);
+        }
+    }
+    if let Some(server) = server {
+        feed(server.engine.as_deref().unwrap_or_default());
+        feed(server.version.as_deref().unwrap_or_default());
+        for model in &server.models {
+            feed(&model.id);
+        }
+        for (name, value) in &server.settings {
+            feed(name);
+            feed(&value.to_string());
+        }
     }
     format!("{hash:016x}")
 }

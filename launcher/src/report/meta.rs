@@ -85,6 +85,11 @@ pub struct RunMeta {
     /// line, image and env, its `/v1/models` answer and version, and how it failed if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stack: Option<crate::stack::StackMeta>,
+    /// What the server under test said it is before the clock started (its engine, version, models and key
+    /// settings, and each question asked), whoever started it; absent when nothing was asked (`--no-preflight`
+    /// without a described stack) and in run.json files written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<crate::stack::identity::ServerIdentity>,
     /// The profiling window's hook calls (`--profiler-start`, `--profiler-stop`, `--vllm-profiler`), each with
     /// its status or error and latency; written when the run ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]

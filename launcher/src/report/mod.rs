@@ -308,7 +308,11 @@ impl Tally {
                 crate::capacity::replay(search, &points)
             });
         summary.excluded = excluded;
-        summary.engine = meta.stack.as_ref().map(crate::stack::StackMeta::engine);
+        summary.engine = crate::stack::identity::engine_in_brief(
+            meta.server.as_ref(),
+            meta.stack.as_ref(),
+            served_model(meta),
+        );
         summary.conversations = self.conversations.finish();
         summary.prefix_cache_warm = self.first.warm(meta, summary);
         summary.run = completion(meta, recorded);
@@ -321,6 +325,20 @@ impl Tally {
             })
             .collect();
     }
+}
+
+/// The model that answered the run: the one the pre-flight's test answer named (a server that ignores the
+/// request's model field names its own), else the listed model the requests name, else the first listed.
+pub fn served_model(meta: &RunMeta) -> Option<String> {
+    meta.preflight
+        .as_ref()
+        .and_then(|p| p.server_model.clone())
+        .or_else(|| {
+            meta.server
+                .as_ref()?
+                .model_for(&meta.model)
+                .map(|m| m.id.clone())
+        })
 }
 
 /// How the run ended, for the summary: nothing for a run that did all it planned, its state otherwise, and
@@ -467,6 +485,18 @@ pub fn server_metrics_summary(
         Ok(mut summary) => {
             if outcome.is_none() {
                 summary.warnings.extend(scraped.warnings.iter().cloned());
+            }
+            // The metrics' names are a second witness of the engine: say where they disagree with the server.
+            if let Some(server) = &meta.server {
+                summary
+                    .warnings
+                    .extend(crate::stack::identity::metrics_disagree(
+                        server,
+                        summary
+                            .targets
+                            .iter()
+                            .map(|t| (t.url.as_str(), t.engine.as_deref())),
+                    ));
             }
             Some(summary)
         }

@@ -148,6 +148,7 @@ pub(crate) fn meta() -> RunMeta {
         server_metrics: None,
         release: None,
         stack: None,
+        server: None,
         profiling: None,
         preflight: None,
         load_flags: None,
@@ -571,6 +572,79 @@ fn llmd_report_describes_the_stack_under_test_and_still_validates() {
     assert_eq!(
         summary.engine.map(|e| e.version),
         Some(Some("0.11.0".to_owned()))
+    );
+}
+
+#[test]
+fn llmd_report_describes_a_server_nobody_described_from_its_own_answers_and_still_validates() {
+    let records = records();
+    let mut meta = meta();
+    let llama = |path: &str| {
+        let file = format!(
+            "{}/tests/fixtures/server_identity/{path}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        crate::stack::Probe {
+            url: format!("http://s/{path}"),
+            status: Some(200),
+            body: Some(serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap()),
+            error: None,
+            latency_ms: 1.0,
+        }
+    };
+    let missing = crate::stack::Probe {
+        url: "http://s/missing".to_owned(),
+        status: Some(404),
+        body: None,
+        error: Some("HTTP 404".to_owned()),
+        latency_ms: 1.0,
+    };
+    meta.server = Some(crate::stack::identity::identify(
+        &crate::stack::identity::Answers {
+            models: llama("llamacpp_models.json"),
+            version: missing.clone(),
+            props: llama("llamacpp_props.json"),
+            server_info: missing.clone(),
+            info: missing,
+        },
+    ));
+    let summary = summary_of(&meta, &records);
+    let report = llmd_report_v02(&meta, 0, &stage(&records, 0), &summary.stages[0].summary);
+    assert_eq!(
+        schema_errors(&schema_validator(), &report),
+        Vec::<String>::new()
+    );
+    let component = &report["scenario"]["stack"][0];
+    assert_eq!(component["standardized"]["tool"], "llama.cpp");
+    assert_eq!(component["standardized"]["tool_version"], "b0-unknown");
+    // No test answer named a model: the listed one the requests name, else the first listed.
+    assert_eq!(
+        component["standardized"]["model"]["name"],
+        "/models/tiny.gguf"
+    );
+    assert_eq!(
+        component["metadata"]["description"],
+        "the stack under test (as its answers describe it)"
+    );
+    assert_eq!(
+        component["native"]["config"]["server"]["settings"]["n_ctx"],
+        1024
+    );
+    // The summary's engine in brief: the engine, its build, the model.
+    let engine = super::summarize_run(&meta, &records)
+        .engine
+        .expect("an engine");
+    assert_eq!(
+        (
+            engine.name.as_deref(),
+            engine.version.as_deref(),
+            engine.model.as_deref()
+        ),
+        (
+            Some("llama.cpp"),
+            Some("b0-unknown"),
+            Some("/models/tiny.gguf")
+        )
     );
 }
 

@@ -358,7 +358,7 @@ async fn health() -> StatusCode {
 /// The version vLLM answers at `GET /version` (`vllm/entrypoints/openai/api_server.py`, `show_version`:
 /// `{"version": VLLM_VERSION}`); ours names the simulator, so a record never passes it off as a vLLM release.
 pub(crate) fn sim_version() -> String {
-    format!("{}+llmbench-sim", env!("CARGO_PKG_VERSION"))
+    format!("{}{}", env!("CARGO_PKG_VERSION"), super::VERSION_SUFFIX)
 }
 
 async fn version() -> Response {
