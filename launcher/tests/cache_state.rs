@@ -453,8 +453,7 @@ fn llama_server_slots_are_erased_by_reset_prefix_cache_so_a_pinned_run_starts_co
     let slots = tempfile::tempdir().expect("tempdir");
     let slot_path = slots.path().to_string_lossy().into_owned();
     // Slot actions need --slot-save-path; --cache-ram 0 keeps no copy of erased slots in host memory.
-    let Some(server) = start_llama(&["--slot-save-path", &slot_path, "--cache-ram", "0"])
-    else {
+    let Some(server) = start_llama(&["--slot-save-path", &slot_path, "--cache-ram", "0"]) else {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
