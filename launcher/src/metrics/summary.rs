@@ -936,7 +936,7 @@ mod tests {
     #[test]
     fn reasoning_tokens_and_ttfo_appear_only_when_answers_reasoned() {
         let plain = ok(0, 0, 0, &[100, 120], 150);
-        let s = summarize(&[plain.clone()], None);
+        let s = summarize(std::slice::from_ref(&plain), None);
         assert_eq!((s.reasoning.clone(), s.latency_ms.ttfo), (None, None));
         // Reasoning at 50 and 60 ms, the answer from 100 ms: TTFT 50, TTFO 100.
         let mut thinking = ok(0, 0, 0, &[100, 120], 150);
