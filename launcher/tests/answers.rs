@@ -104,15 +104,23 @@ fn a_run_where_nothing_answers_says_why_on_screen_and_in_report_html() {
     let text = stdout(&output);
     let refused = format!("connect: cannot connect to 127.0.0.1:{port}: Connection refused");
     // The headline opens the output after the first line and says why.
-    let headline: Vec<&str> = text.lines().skip(1).take(6).collect();
+    let headline: Vec<&str> = text.lines().skip(1).take_while(|l| !l.is_empty()).collect();
+    let line = |label: &str| {
+        headline
+            .iter()
+            .find(|l| l.starts_with(label))
+            .unwrap_or_else(|| panic!("no {label} line in the headline: {text}"))
+    };
     assert!(headline[0].starts_with("run      inference-perf"), "{text}");
     assert!(
-        headline[4].starts_with("errors   4 of 4 requests failed (100%): connect 4"),
+        line("errors ").starts_with("errors   4 of 4 requests failed (100%): connect 4"),
         "{text}"
     );
+    // The verdict closes the headline.
+    assert_eq!(headline.last(), Some(line("verdict ")), "{text}");
     assert!(
-        headline[5].starts_with("verdict  failed: none of the 4 requests succeeded — ")
-            && headline[5].contains(&refused),
+        line("verdict ").starts_with("verdict  failed: none of the 4 requests succeeded — ")
+            && line("verdict ").contains(&refused),
         "{text}"
     );
     // The failures: one row, its sample message whole.
