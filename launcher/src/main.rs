@@ -391,11 +391,9 @@ fn commonest_error(overall: &llmbench::metrics::Summary) -> String {
     else {
         return overall.truncation.as_ref().map_or_else(String::new, |cut| {
             format!(
-                " (every answer was cut short: {}–{} of the {}–{} tokens asked, finish_reason {})",
-                cut.output_tokens.min,
-                cut.output_tokens.max,
-                cut.max_tokens.min,
-                cut.max_tokens.max,
+                " (every answer was cut short: {} of the {} tokens asked, finish_reason {})",
+                llmbench::report::tokens_range(&cut.output_tokens),
+                llmbench::report::tokens_range(&cut.max_tokens),
                 cut.finish_reasons
                     .keys()
                     .map(String::as_str)

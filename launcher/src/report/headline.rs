@@ -292,8 +292,8 @@ fn errors_text(overall: &Summary) -> String {
     )
 }
 
-/// `19 tokens`, or `19–1424 tokens`.
-fn tokens_range(stats: &LengthStats) -> String {
+/// A range of token counts: `124` when all agree, else `19–1424`.
+pub fn tokens_range(stats: &LengthStats) -> String {
     if stats.min == stats.max {
         format!("{}", stats.min)
     } else {
