@@ -225,7 +225,7 @@ fn events_and_bodies_that_cannot_be_parsed_fail_as_malformed_event() {
                 Step::Send(b"HTTP/1.1 200 OK\r\ncontent-length: 999999999999\r\n\r\n".to_vec()),
                 Step::Endless(vec![b' '; 1 << 20]),
             ]),
-            Plan::unstreamed(2),
+            Plan::unstreamed(2).with_room(),
             Expect::failure(MalformedEvent, &["malformed", "67108864-byte limit"])
                 .with_timing(BEFORE_TIMEOUT),
         ),
@@ -288,8 +288,11 @@ fn answers_that_bend_the_format_within_the_rules_succeed() {
     let chat_events = vec![
         b"data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n"
             .to_vec(),
+        // All four tokens asked: an answer shorter than asked would be counted cut short.
         chat_delta(" one", false),
-        chat_delta(" two", true),
+        chat_delta(" two", false),
+        chat_delta(" three", false),
+        chat_delta(" four", true),
         DONE.to_vec(),
     ];
     let cases = vec![
@@ -380,16 +383,22 @@ fn answers_that_bend_the_format_within_the_rules_succeed() {
         ),
         Case::new(
             "stream-with-a-finish-reason-but-no-done",
-            Fault::respond(stream_of(&[&token(" one"), &last_token(" two")])),
+            Fault::respond(stream_of(&[
+                &token(" one"),
+                &token(" two"),
+                &token(" three"),
+                &last_token(" four"),
+            ])),
             STREAMED,
             Expect::success(),
         ),
-        // Nothing was generated, but nothing broke either: the record says so (no chunks) and the reports decide.
+        // Nothing was generated, but nothing broke either: the record says so (no chunks), and an answer of none
+        // of the tokens asked under ignore_eos is cut short, so nothing succeeded.
         Case::new(
             "stream-with-done-and-no-content",
             Fault::respond(stream_of(&[DONE])),
             STREAMED,
-            Expect::success().with_chunks(0),
+            Expect::cut_short().with_chunks(0),
         ),
         Case::new(
             "every-byte-in-its-own-write",
@@ -731,7 +740,7 @@ fn the_reqwest_transport_records_the_same_faults_the_same_way() {
                 Step::Send(b"HTTP/1.1 200 OK\r\ncontent-length: 999999999999\r\n\r\n".to_vec()),
                 Step::Endless(vec![b' '; 1 << 20]),
             ]),
-            Plan::unstreamed(2).through_reqwest(),
+            Plan::unstreamed(2).through_reqwest().with_room(),
             Expect::failure(MalformedEvent, &["67108864-byte limit"]).with_timing(BEFORE_TIMEOUT),
         ),
     ];

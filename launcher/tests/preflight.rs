@@ -509,7 +509,8 @@ fn a_sweep_checks_its_server_once_whatever_its_stages() {
     succeeded(&output);
     let meta = json(&dir.path().join("sweep/run.json"));
     assert_eq!(meta["stages"].as_array().map(Vec::len), Some(4));
-    assert_eq!(model_listings(&server), 1);
+    // Listed twice: once by the pre-flight, once when the run asks the server what it is (run.json's `server`).
+    assert_eq!(model_listings(&server), 2);
     let one_token = server
         .seen()
         .iter()
@@ -560,7 +561,15 @@ fn an_experiment_checks_each_server_once_and_skips_the_runs_against_one_that_fai
     let dir = tempfile::tempdir().expect("tmp");
     let (output, exp) = experiment(dir.path(), &server.url, "up");
     succeeded(&output);
-    assert_eq!(model_listings(&server), 1, "checked once for two runs");
+    // Checked once for two runs (one test request); listed once by that check and once by each run, which asks
+    // the server what it is, as it may have been restarted between treatments.
+    let test_requests = server
+        .seen()
+        .iter()
+        .filter(|r| r.method == "POST" && r.body["max_tokens"] == 1)
+        .count();
+    assert_eq!(test_requests, 1, "checked once for two runs");
+    assert_eq!(model_listings(&server), 3);
     let first = json(&exp.join("a-r1/run.json"));
     assert_eq!(first["preflight"]["request"]["status"], 200);
     let second = json(&exp.join("b-r1/run.json"));

@@ -53,9 +53,14 @@ fn answer(stream: TcpStream, count: &AtomicU64, fails: fn(u64) -> bool) {
     let mut reader = BufReader::new(stream.try_clone().expect("clone"));
     let mut writer = stream;
     loop {
-        if common::read_request(&mut reader).is_none() {
+        let Some(body) = common::read_request(&mut reader) else {
             return;
-        }
+        };
+        // As many tokens as asked: an answer shorter than asked would be counted cut short.
+        let asked = serde_json::from_slice::<Value>(&body)
+            .ok()
+            .and_then(|b| b["max_tokens"].as_u64())
+            .unwrap_or(2);
         let n = count.fetch_add(1, Ordering::SeqCst) + 1;
         let response = if fails(n) {
             let error = r#"{"error": {"message": "scripted failure", "type": "server_error"}}"#;
@@ -65,9 +70,13 @@ fn answer(stream: TcpStream, count: &AtomicU64, fails: fn(u64) -> bool) {
             )
         } else {
             std::thread::sleep(Duration::from_millis(20));
-            let chunk =
-                r#"{"choices": [{"index": 0, "text": "one two", "finish_reason": "length"}]}"#;
-            let usage = r#"{"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 2}}"#;
+            let text = " t".repeat(asked as usize);
+            let chunk = format!(
+                r#"{{"choices": [{{"index": 0, "text": "{text}", "finish_reason": "length"}}]}}"#
+            );
+            let usage = format!(
+                r#"{{"choices": [], "usage": {{"prompt_tokens": 1, "completion_tokens": {asked}}}}}"#
+            );
             let events = format!("data: {chunk}\n\ndata: {usage}\n\ndata: [DONE]\n\n");
             format!(
                 "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{events}",

@@ -51,8 +51,10 @@ fn two_by_two(endpoint: &str) -> Value {
         "repeats": 2,
         "ordering": {"cooldown": "1s"},
         "hooks": [
-            // llmbench sim has no prefix cache to reset: a 404, recorded and not fatal.
+            // llmbench sim resets its prefix cache as vLLM's dev-mode endpoint does; it is no SGLang, so its
+            // flush is a 404, recorded and not fatal.
             {"name": "reset-prefix-cache", "method": "POST", "url": "/reset_prefix_cache"},
+            {"name": "flush-cache", "method": "POST", "url": "/flush_cache"},
             {"name": "health", "method": "GET", "url": "/health"},
         ],
     })
@@ -271,7 +273,7 @@ async fn an_experiment_runs_its_runs_one_at_a_time_and_compares_them() {
         assert_eq!(run.phase.as_deref(), Some("Succeeded"), "{run:?}");
         assert_eq!(
             run.hooks,
-            ["reset-prefix-cache: 404", "health: 200"],
+            ["reset-prefix-cache: 200", "flush-cache: 404", "health: 200"],
             "{run:?}"
         );
     }
