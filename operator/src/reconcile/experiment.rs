@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{self, Event as FinalizerEvent, finalizer};
@@ -26,12 +26,12 @@ use llmbench_api::v1alpha1::{
 };
 use serde_json::json;
 
-use super::{Ctx, Reason, is_already_exists, is_not_found, retry_key, warn_failed};
+use super::children::{ChildError, Children};
+use super::{Ctx, Reason, retry_key, warn_failed};
 use crate::builders::experiment::{
-    EXPERIMENT_UID_LABEL, collector_pod, collector_pod_name, experiment_run, experiment_selector,
-    plan_config_map, plan_config_map_name,
+    collector_pod, collector_pod_name, experiment_run, experiment_selector, plan_config_map,
+    plan_config_map_name,
 };
-use crate::builders::names::controlled_by;
 use crate::builders::{BuildError, FIELD_MANAGER};
 use crate::experiment::hooks::{HookCall, call_hooks};
 use crate::experiment::schedule::{RunState, schedule};
@@ -259,7 +259,8 @@ async fn apply(experiment: &BenchmarkExperiment, ctx: &Ctx) -> Result<Action, Er
     let mut status = old.clone().unwrap_or_default();
     status.observed_generation = generation;
 
-    let owned = list_runs(experiment, ctx).await?;
+    let children = children_of(experiment, ctx);
+    let owned = list_runs(experiment, &children).await?;
     // Once a run exists the spec is frozen (the CRD's rule): the plan is never re-made, only re-derived.
     let started = status.start_time.is_some() || !owned.is_empty();
     let checked = if started {
@@ -310,7 +311,7 @@ async fn apply(experiment: &BenchmarkExperiment, ctx: &Ctx) -> Result<Action, Er
     for &index in &decision.start {
         let hooks = run_hooks(experiment, &plan, index, endpoint.as_deref(), ctx).await;
         let run = experiment_run(experiment, &plan.treatments, &plan.runs[index], &hooks)?;
-        create_run(experiment, &run, ctx).await?;
+        create_run(experiment, &run, &children).await?;
         let planned = &plan.runs[index];
         ctx.publish(
             &experiment.object_ref(&()),
@@ -370,7 +371,17 @@ async fn apply(experiment: &BenchmarkExperiment, ctx: &Ctx) -> Result<Action, Er
                 plan.runs.len()
             )
         });
-        match collect(experiment, &plan, &observations, endpoint, ctx, now).await? {
+        match collect(
+            experiment,
+            &plan,
+            &observations,
+            endpoint,
+            &children,
+            ctx,
+            now,
+        )
+        .await?
+        {
             Collected::InFlight => {
                 status.phase = Some(ExperimentPhase::Collecting);
                 let finished_what = match &stopped {
@@ -727,61 +738,43 @@ async fn invalid_experiment(
 
 async fn list_runs(
     experiment: &BenchmarkExperiment,
-    ctx: &Ctx,
+    children: &Children,
 ) -> Result<Vec<BenchmarkRun>, Error> {
-    let api: Api<BenchmarkRun> = Api::namespaced(
-        ctx.client.clone(),
-        &experiment.namespace().unwrap_or_default(),
-    );
-    let selector = experiment_selector(experiment)?;
-    Ok(api
-        .list(&ListParams::default().labels(&selector))
+    children
+        .list(&experiment_selector(experiment)?)
         .await
         .map_err(|source| Error::ListRuns {
             experiment: experiment.name_any(),
             source,
-        })?
-        .items)
+        })
 }
 
-/// Creates `run`; one that already exists is ours only if it carries this experiment's UID.
+/// The experiment's runs, plan ConfigMap and collector pod: what it controls by its uid.
+fn children_of(experiment: &BenchmarkExperiment, ctx: &Ctx) -> Children {
+    Children::new(
+        ctx.client.clone(),
+        &experiment.namespace().unwrap_or_default(),
+        &experiment.uid().unwrap_or_default(),
+    )
+}
+
+/// Creates `run`; one that already exists is this experiment's only if the experiment controls it.
 async fn create_run(
     experiment: &BenchmarkExperiment,
     run: &BenchmarkRun,
-    ctx: &Ctx,
+    children: &Children,
 ) -> Result<(), Error> {
-    let api: Api<BenchmarkRun> = Api::namespaced(
-        ctx.client.clone(),
-        &experiment.namespace().unwrap_or_default(),
-    );
-    let name = run.name_any();
-    let params = PostParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PostParams::default()
-    };
-    let err = |source| Error::CreateRun {
-        experiment: experiment.name_any(),
-        run: name.clone(),
-        source,
-    };
-    match api.create(&params, run).await {
+    match children.create(run).await {
         Ok(_) => Ok(()),
-        Err(e) if is_already_exists(&e) => {
-            let existing = api.get_opt(&name).await.map_err(err)?;
-            let ours = existing.as_ref().is_some_and(|r| {
-                r.labels().get(EXPERIMENT_UID_LABEL).map(String::as_str)
-                    == experiment.uid().as_deref()
-            });
-            if ours {
-                Ok(())
-            } else {
-                Err(Error::RunNameTaken {
-                    experiment: experiment.name_any(),
-                    run: name,
-                })
-            }
-        }
-        Err(e) => Err(err(e)),
+        Err(ChildError::NotOwned) => Err(Error::RunNameTaken {
+            experiment: experiment.name_any(),
+            run: run.name_any(),
+        }),
+        Err(ChildError::Api(source)) => Err(Error::CreateRun {
+            experiment: experiment.name_any(),
+            run: run.name_any(),
+            source,
+        }),
     }
 }
 
@@ -798,27 +791,25 @@ async fn collect(
     plan: &Plan,
     observations: &[Observation],
     endpoint: Option<String>,
+    children: &Children,
     ctx: &Ctx,
     now: Timestamp,
 ) -> Result<Collected, Error> {
-    let namespace = experiment.namespace().unwrap_or_default();
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     let name = collector_pod_name(experiment);
+    let not_owned = |what, name: String| Error::NotOwned {
+        experiment: experiment.name_any(),
+        what,
+        namespace: experiment.namespace().unwrap_or_default(),
+        name,
+    };
     let collector_err = |source| Error::Collector {
         experiment: experiment.name_any(),
         name: name.clone(),
         source,
     };
-    let uid = experiment.uid().unwrap_or_default();
-    let not_owned = |what, name: &str| Error::NotOwned {
-        experiment: experiment.name_any(),
-        what,
-        namespace: namespace.clone(),
-        name: name.to_owned(),
-    };
-    if let Some(pod) = pods.get_opt(&name).await.map_err(collector_err)? {
-        if !controlled_by(&pod.metadata, &uid) {
-            return Err(not_owned("pod", &name));
+    if let Some(pod) = children.get::<Pod>(&name).await.map_err(collector_err)? {
+        if !children.controls(&pod.metadata) {
+            return Err(not_owned("pod", name));
         }
         return Ok(match pod_outcome(&pod) {
             PodOutcome::Succeeded { .. } => Collected::Succeeded,
@@ -837,46 +828,25 @@ async fn collect(
         what: "the plan file",
         message: e.to_string(),
     })?;
-    let config_map = plan_config_map(experiment, &json)?;
-    let cm_name = plan_config_map_name(experiment);
-    let cms: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
-    let plan_err = |source| Error::ApplyPlan {
-        experiment: experiment.name_any(),
-        name: cm_name.clone(),
-        source,
-    };
-    // Made where absent, updated while ours, and a namesake someone else made is never taken over.
-    match cms.get_opt(&cm_name).await.map_err(plan_err)? {
-        Some(found) if !controlled_by(&found.metadata, &uid) => {
-            return Err(not_owned("ConfigMap", &cm_name));
-        }
-        Some(_) => {
-            cms.patch(
-                &cm_name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&config_map),
-            )
-            .await
-            .map_err(plan_err)?;
-        }
-        None => {
-            let params = PostParams {
-                field_manager: Some(FIELD_MANAGER.to_owned()),
-                ..PostParams::default()
-            };
-            cms.create(&params, &config_map).await.map_err(plan_err)?;
-        }
-    }
-    let pod = collector_pod(experiment, &ctx.launcher)?;
-    let params = PostParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PostParams::default()
-    };
-    match pods.create(&params, &pod).await {
-        Ok(_) => {}
-        Err(e) if is_already_exists(&e) => {}
-        Err(e) => return Err(collector_err(e)),
-    }
+    let plan_name = plan_config_map_name(experiment);
+    children
+        .apply(&plan_config_map(experiment, &json)?)
+        .await
+        .map_err(|e| match e {
+            ChildError::NotOwned => not_owned("ConfigMap", plan_name.clone()),
+            ChildError::Api(source) => Error::ApplyPlan {
+                experiment: experiment.name_any(),
+                name: plan_name.clone(),
+                source,
+            },
+        })?;
+    children
+        .create(&collector_pod(experiment, &ctx.launcher)?)
+        .await
+        .map_err(|e| match e {
+            ChildError::NotOwned => not_owned("pod", name.clone()),
+            ChildError::Api(source) => collector_err(source),
+        })?;
     Ok(Collected::InFlight)
 }
 
@@ -921,6 +891,7 @@ async fn cleanup(experiment: &BenchmarkExperiment, ctx: &Ctx) -> Result<Action, 
         return Ok(Action::await_change());
     }
     let namespace = experiment.namespace().unwrap_or_default();
+    let children = children_of(experiment, ctx);
     let delete_err = |what: &'static str, name: String| {
         move |source| Error::Delete {
             experiment: experiment.name_any(),
@@ -929,62 +900,24 @@ async fn cleanup(experiment: &BenchmarkExperiment, ctx: &Ctx) -> Result<Action, 
             source,
         }
     };
-    // Only what the experiment controls, each only as the very object that was read (a uid precondition).
-    let uid = experiment.uid().unwrap_or_default();
-    let only = |object_uid: Option<String>, params: DeleteParams| DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: object_uid,
-            resource_version: None,
-        }),
-        ..params
-    };
-    let gone =
-        |e: &kube::Error| is_not_found(e) || matches!(e, kube::Error::Api(s) if s.is_conflict());
-    let runs = list_runs(experiment, ctx).await?;
-    let run_api: Api<BenchmarkRun> = Api::namespaced(ctx.client.clone(), &namespace);
-    for run in runs.iter().filter(|r| controlled_by(&r.metadata, &uid)) {
-        let name = run.name_any();
-        match run_api
-            .delete(&name, &only(run.uid(), DeleteParams::background()))
+    // Only what the experiment controls, each only as the very object that was read.
+    let runs = list_runs(experiment, &children).await?;
+    for run in &runs {
+        children
+            .delete(run, DeleteParams::background())
             .await
-        {
-            Ok(_) => {}
-            Err(e) if gone(&e) => {}
-            Err(e) => return Err(delete_err("BenchmarkRun", name)(e)),
-        }
+            .map_err(delete_err("BenchmarkRun", run.name_any()))?;
     }
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     let pod = collector_pod_name(experiment);
-    let found = pods
-        .get_opt(&pod)
+    children
+        .delete_named::<Pod>(&pod, DeleteParams::default())
         .await
         .map_err(delete_err("collector pod", pod.clone()))?;
-    if let Some(found) = found.filter(|p| controlled_by(&p.metadata, &uid)) {
-        match pods
-            .delete(&pod, &only(found.uid(), DeleteParams::default()))
-            .await
-        {
-            Ok(_) => {}
-            Err(e) if gone(&e) => {}
-            Err(e) => return Err(delete_err("collector pod", pod)(e)),
-        }
-    }
-    let cms: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
     let cm = plan_config_map_name(experiment);
-    let found = cms
-        .get_opt(&cm)
+    children
+        .delete_named::<ConfigMap>(&cm, DeleteParams::default())
         .await
         .map_err(delete_err("plan ConfigMap", cm.clone()))?;
-    if let Some(found) = found.filter(|c| controlled_by(&c.metadata, &uid)) {
-        match cms
-            .delete(&cm, &only(found.uid(), DeleteParams::default()))
-            .await
-        {
-            Ok(_) => {}
-            Err(e) if gone(&e) => {}
-            Err(e) => return Err(delete_err("plan ConfigMap", cm)(e)),
-        }
-    }
     tracing::info!(
         experiment = %experiment.name_any(),
         namespace,

@@ -2,6 +2,7 @@
 //! back with server-side apply under one field manager. Nothing that decides what to do is remembered between
 //! reconciles; only when to retry a failing object and which Warning events went out lately (`retry`).
 
+mod children;
 pub mod experiment;
 #[cfg(test)]
 pub(crate) mod fixtures;

@@ -9,6 +9,7 @@ use kube::{Resource, ResourceExt};
 use llmbench_api::v1alpha1::{BenchmarkRun, BenchmarkRunStatus, Phase};
 use serde_json::json;
 
+use super::children_of;
 use super::error::Error;
 use super::launchers::{delete_pods, list_pods, log_tail, stop_active_pods};
 use super::standalone_stack::{stack_model_load, teardown_stack};
@@ -76,7 +77,7 @@ pub(super) async fn finish(
             let status = status::failed(status, failure.reason, &message, generation, now);
             write_status(run, pass.old.as_ref(), &status, ctx).await?;
             // A failed shard stops the others.
-            stop_active_pods(run, pods, &pass.pods_api).await?;
+            stop_active_pods(run, pods, &pass.children).await?;
             ctx.publish(
                 &run.object_ref(&()),
                 EventType::Warning,
@@ -106,7 +107,7 @@ pub(super) async fn finish(
             write_status(run, pass.old.as_ref(), &status, ctx).await?;
             // SIGTERM: each launcher records what is in flight as cancelled and writes every report, marked
             // interrupted, before it exits.
-            stop_active_pods(run, pods, &pass.pods_api).await?;
+            stop_active_pods(run, pods, &pass.children).await?;
             ctx.publish(
                 &run.object_ref(&()),
                 EventType::Warning,
@@ -123,7 +124,7 @@ pub(super) async fn finish(
             let message = timeout_message(run, &status, pods);
             let status = status::failed(status, FailureReason::Timeout, &message, generation, now);
             write_status(run, pass.old.as_ref(), &status, ctx).await?;
-            delete_pods(run, pods, &pass.pods_api).await?;
+            delete_pods(run, pods, &pass.children).await?;
             ctx.publish(
                 &run.object_ref(&()),
                 EventType::Warning,
@@ -188,9 +189,9 @@ pub(super) async fn settle_finished(
     ctx.metrics
         .record_run_results(&namespace, &run.name_any(), done);
     if done.phase == Some(Phase::Failed) {
-        let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
-        let pods = list_pods(run, &api).await?;
-        stop_active_pods(run, &pods, &api).await?;
+        let children = children_of(run, ctx)?;
+        let pods = list_pods(run, &children).await?;
+        stop_active_pods(run, &pods, &children).await?;
     }
     // The pass that finished the run may have been cut short before it deleted the stack.
     teardown_stack(run, ctx, false).await?;

@@ -2,18 +2,19 @@
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, ListParams, LogParams};
+use kube::api::DeleteParams;
+use kube::api::{Api, LogParams};
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use llmbench_api::v1alpha1::BenchmarkRun;
 
 use super::error::Error;
-use super::{LOG_TAIL_LINES, Pass, is_conflict, only_this, post_params};
-use crate::builders::names::controlled_by;
+use super::{LOG_TAIL_LINES, Pass};
 use crate::builders::{
-    self, colocate_shards, launcher_pod, launcher_pod_name, run_selector, shards_share_a_node,
+    colocate_shards, launcher_pod, launcher_pod_name, run_selector, shards_share_a_node,
 };
-use crate::reconcile::{Ctx, is_already_exists, is_not_found};
+use crate::reconcile::Ctx;
+use crate::reconcile::children::{ChildError, Children, Removal};
 use crate::status::{FailureReason, LAUNCHER_STARTED, PodOutcome, pod_outcome, set_condition};
 
 /// Start: create the launcher pods that are missing; returns the run's pods as they are now.
@@ -28,7 +29,7 @@ pub(super) async fn start(
         pods,
         pass.expected,
         access_modes,
-        &pass.pods_api,
+        &pass.children,
         pass.ctx,
     )
     .await?;
@@ -51,7 +52,7 @@ pub(super) async fn start(
             )
             .await;
     }
-    list_pods(run, &pass.pods_api).await
+    list_pods(run, &pass.children).await
 }
 
 /// The run has its pods: record when it started and that the launchers exist.
@@ -83,16 +84,14 @@ pub(super) fn mark_started(pass: &mut Pass<'_>, pods: &[Pod]) {
     );
 }
 
-pub(super) async fn list_pods(run: &BenchmarkRun, pods: &Api<Pod>) -> Result<Vec<Pod>, Error> {
-    let selector = run_selector(run)?;
-    Ok(pods
-        .list(&ListParams::default().labels(&selector))
+pub(super) async fn list_pods(run: &BenchmarkRun, children: &Children) -> Result<Vec<Pod>, Error> {
+    children
+        .list(&run_selector(run)?)
         .await
         .map_err(|source| Error::ListPods {
             run: run.name_any(),
             source,
-        })?
-        .items)
+        })
 }
 
 /// Creates `pod`, one of the run's; `Ok(true)` when created, `Ok(false)` when the run already has it. A pod of
@@ -100,28 +99,20 @@ pub(super) async fn list_pods(run: &BenchmarkRun, pods: &Api<Pod>) -> Result<Vec
 pub(super) async fn create_pod(
     run: &BenchmarkRun,
     pod: &Pod,
-    api: &Api<Pod>,
+    children: &Children,
 ) -> Result<bool, Error> {
-    let name = pod.name_any();
-    let err = |source| Error::CreatePod {
-        run: run.name_any(),
-        name: name.clone(),
-        source,
-    };
-    match api.create(&post_params(), pod).await {
-        Ok(_) => Ok(true),
-        Err(e) if is_already_exists(&e) => match api.get_opt(&name).await.map_err(err)? {
-            Some(found) if controlled_by(&found.metadata, builders::uid(run)?) => Ok(false),
-            Some(_) => Err(Error::PodNotOwned {
-                run: run.name_any(),
-                namespace: run.namespace().unwrap_or_default(),
-                name,
-            }),
-            // Gone in between: the next pass creates it.
-            None => Err(err(e)),
+    children.create(pod).await.map_err(|e| match e {
+        ChildError::Api(source) => Error::CreatePod {
+            run: run.name_any(),
+            name: pod.name_any(),
+            source,
         },
-        Err(e) => Err(err(e)),
-    }
+        ChildError::NotOwned => Error::PodNotOwned {
+            run: run.name_any(),
+            namespace: run.namespace().unwrap_or_default(),
+            name: pod.name_any(),
+        },
+    })
 }
 
 /// Creates each missing launcher pod; a pod that already exists is left alone, so a restart never makes a second.
@@ -130,7 +121,7 @@ pub(super) async fn create_launchers(
     existing: &[Pod],
     expected: u32,
     access_modes: &[String],
-    api: &Api<Pod>,
+    children: &Children,
     ctx: &Ctx,
 ) -> Result<u32, Error> {
     let mut created = 0;
@@ -144,7 +135,7 @@ pub(super) async fn create_launchers(
         if colocate {
             colocate_shards(&mut pod, run)?;
         }
-        if create_pod(run, &pod, api).await? {
+        if create_pod(run, &pod, children).await? {
             created += 1;
         }
     }
@@ -182,7 +173,7 @@ pub(super) async fn log_tail(api: &Api<Pod>, pod: &str, reason: FailureReason) -
 pub(super) async fn stop_active_pods(
     run: &BenchmarkRun,
     pods: &[Pod],
-    api: &Api<Pod>,
+    children: &Children,
 ) -> Result<(), Error> {
     let active: Vec<Pod> = pods
         .iter()
@@ -190,7 +181,7 @@ pub(super) async fn stop_active_pods(
         .filter(|p| matches!(pod_outcome(p), PodOutcome::Waiting | PodOutcome::Running))
         .cloned()
         .collect();
-    delete_pods(run, &active, api).await
+    delete_pods(run, &active, children).await
 }
 
 /// Deletes `pods` that the run controls, each only as the very pod that was read (a uid precondition), so a
@@ -198,26 +189,19 @@ pub(super) async fn stop_active_pods(
 pub(super) async fn delete_pods(
     run: &BenchmarkRun,
     pods: &[Pod],
-    api: &Api<Pod>,
+    children: &Children,
 ) -> Result<(), Error> {
-    let uid = builders::uid(run)?;
     for pod in pods {
-        let name = pod.name_any();
-        if !controlled_by(&pod.metadata, uid) {
-            tracing::warn!(run = %run.name_any(), pod = name, "a pod with the run's label that the run does not control; left alone");
-            continue;
-        }
-        match api.delete(&name, &only_this(pod.uid())).await {
-            Ok(_) => {}
-            // Gone, or replaced by another pod of that name (the precondition failed): not ours to delete.
-            Err(e) if is_not_found(&e) || is_conflict(&e) => {}
-            Err(source) => {
-                return Err(Error::DeletePod {
-                    run: run.name_any(),
-                    name,
-                    source,
-                });
-            }
+        let removal = children
+            .delete(pod, DeleteParams::default())
+            .await
+            .map_err(|source| Error::DeletePod {
+                run: run.name_any(),
+                name: pod.name_any(),
+                source,
+            })?;
+        if removal == Removal::NotOwned {
+            tracing::warn!(run = %run.name_any(), pod = pod.name_any(), "a pod with the run's label that the run does not control; left alone");
         }
     }
     Ok(())

@@ -25,18 +25,19 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, PostParams, Preconditions};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use llmbench_api::v1alpha1::{BenchmarkRun, BenchmarkRunStatus, Phase, WORKLOAD_MOUNT_PATH};
 
+use crate::builders;
 use crate::builders::stack::{stack_image, stack_name, stack_url, standalone};
-use crate::builders::{
-    BuildError, FIELD_MANAGER, launcher_pod_name, profile_config_map_name, run_id,
-};
+use crate::builders::{BuildError, launcher_pod_name, profile_config_map_name, run_id};
 use crate::metrics::ControllerName;
+use crate::reconcile::children::Children;
 use crate::reconcile::{Ctx, Reason, retry_key};
 use crate::status::{FailureReason, PodFailure, is_finished, parse_duration};
+
 use cleanup::cleanup;
 pub use error::Error;
 use finish::{finish, settle_finished, surface_error};
@@ -124,6 +125,15 @@ fn results_path(run: &BenchmarkRun) -> Result<String, BuildError> {
     Ok(format!("{volume}:{WORKLOAD_MOUNT_PATH}/{}", run_id(run)?))
 }
 
+/// The run's pods, ConfigMap and standalone stack: what it controls by its uid.
+fn children_of(run: &BenchmarkRun, ctx: &Ctx) -> Result<Children, Error> {
+    Ok(Children::new(
+        ctx.client.clone(),
+        &run.namespace().unwrap_or_default(),
+        builders::uid(run)?,
+    ))
+}
+
 fn launcher_count(run: &BenchmarkRun) -> Result<u32, BuildError> {
     u32::try_from(run.spec.launcher.parallelism)
         .ok()
@@ -139,6 +149,8 @@ struct Pass<'a> {
     run: &'a BenchmarkRun,
     ctx: &'a Ctx,
     pods_api: Api<Pod>,
+    /// The run's pods, ConfigMap and stack, made and removed through one place.
+    children: Children,
     namespace: String,
     now: Timestamp,
     generation: Option<i64>,
@@ -177,6 +189,7 @@ impl<'a> Pass<'a> {
             run,
             ctx,
             pods_api: Api::namespaced(ctx.client.clone(), &namespace),
+            children: children_of(run, ctx)?,
             namespace,
             now: Timestamp::now(),
             generation,
@@ -216,7 +229,7 @@ async fn apply(run: &BenchmarkRun, ctx: &Ctx) -> Result<Action, Error> {
         return settle_finished(run, done, ctx).await;
     }
     let mut pass = Pass::new(run, ctx)?;
-    let mut pods = list_pods(run, &pass.pods_api).await?;
+    let mut pods = list_pods(run, &pass.children).await?;
     // First, so that a run whose every pass fails further on (a quota, an admission webhook) still ends.
     if remaining(run, pass.now).is_some_and(|left| left.is_zero()) {
         return finish(pass, Outcome::TimedOut, &pods).await;
@@ -279,26 +292,4 @@ fn remaining(run: &BenchmarkRun, now: Timestamp) -> Option<Duration> {
     };
     let elapsed = now.duration_since(created).unsigned_abs();
     Some(timeout.saturating_sub(elapsed))
-}
-
-fn post_params() -> PostParams {
-    PostParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PostParams::default()
-    }
-}
-
-/// Delete parameters that hit only the object with `uid`.
-fn only_this(uid: Option<String>) -> DeleteParams {
-    DeleteParams {
-        preconditions: Some(Preconditions {
-            uid,
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    }
-}
-
-fn is_conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.is_conflict())
 }

@@ -44,7 +44,7 @@ pub(super) async fn observe(pass: &mut Pass<'_>, pods: &[Pod]) -> Result<Outcome
     Ok(match progress {
         Progress::Succeeded { shards } if needs_merge(run) => {
             // A sharded run is done only once its merge pod has merged the shards' records.
-            match merge_step(run, pods, &pass.pods_api, pass.ctx).await? {
+            match merge_step(run, pods, &pass.children, pass.ctx).await? {
                 MergeStep::Done { pod, message } => Outcome::Succeeded {
                     shards,
                     merged: Some((pod, message)),

@@ -1,8 +1,7 @@
 //! Prepare: render the run's profile, make the ConfigMap holding it and ensure the workload claim; a profile that
 //! does not render is told on the run and nothing starts.
 
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim};
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
@@ -10,12 +9,10 @@ use llmbench_api::v1alpha1::{BenchmarkRun, Phase, WorkloadProfile};
 
 use super::error::Error;
 use super::finish::write_status;
-use super::{DEADLINE_SLACK, Pass, post_params, remaining};
-use crate::builders::names::controlled_by;
-use crate::builders::{
-    self, FIELD_MANAGER, profile_config_map, profile_config_map_name, workload_pvc,
-};
-use crate::reconcile::{Ctx, is_already_exists};
+use super::{DEADLINE_SLACK, Pass, remaining};
+use crate::builders::{profile_config_map, profile_config_map_name, workload_pvc};
+use crate::reconcile::Ctx;
+use crate::reconcile::children::{ChildError, Children};
 use crate::resolve::{RenderedProfile, ResolveError, render_run_profile};
 use crate::status::{COMPLETED, PROFILE_RENDERED, set_condition};
 
@@ -42,8 +39,8 @@ pub(super) async fn prepare(pass: &mut Pass<'_>) -> Result<Prepared, Error> {
         pass.generation,
         pass.now,
     );
-    apply_config_map(pass.run, &rendered, pass.ctx).await?;
-    let access_modes = ensure_pvc(pass.run, pass.ctx).await?;
+    apply_config_map(pass.run, &rendered, &pass.children).await?;
+    let access_modes = ensure_pvc(pass.run, &pass.children).await?;
     Ok(Prepared::Ready { access_modes })
 }
 
@@ -128,79 +125,48 @@ pub(super) async fn profile_not_rendered(
     })
 }
 
-/// Creates the profile ConfigMap, or updates it while the run controls it. A ConfigMap of that name that the
-/// run does not control (a user's, another run's) is refused, never taken over.
+/// Creates the profile ConfigMap, or updates it while the run controls it (the spec of a run that has not started
+/// may have changed since). A ConfigMap of that name that the run does not control (a user's, another run's) is
+/// refused, never taken over.
 pub(super) async fn apply_config_map(
     run: &BenchmarkRun,
     rendered: &RenderedProfile,
-    ctx: &Ctx,
+    children: &Children,
 ) -> Result<(), Error> {
     let cm = profile_config_map(run, &rendered.template_name, &rendered.text)?;
-    let name = profile_config_map_name(run);
-    let namespace = run.namespace().unwrap_or_default();
-    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
-    let err = |source| Error::ApplyConfigMap {
-        run: run.name_any(),
-        name: name.clone(),
-        source,
-    };
-    match api.get_opt(&name).await.map_err(err)? {
-        Some(found) if !controlled_by(&found.metadata, builders::uid(run)?) => {
-            Err(Error::ConfigMapNotOwned {
-                run: run.name_any(),
-                namespace,
-                name,
-            })
-        }
-        // Ours: the spec of a run that has not started may have changed since.
-        Some(_) => {
-            api.patch(
-                &name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&cm),
-            )
-            .await
-            .map_err(err)?;
-            Ok(())
-        }
-        // A create fails if someone made one in between; the next pass then looks at whose it is.
-        None => {
-            api.create(&post_params(), &cm).await.map_err(err)?;
-            Ok(())
-        }
-    }
+    children.apply(&cm).await.map_err(|e| match e {
+        ChildError::Api(source) => Error::ApplyConfigMap {
+            run: run.name_any(),
+            name: profile_config_map_name(run),
+            source,
+        },
+        ChildError::NotOwned => Error::ConfigMapNotOwned {
+            run: run.name_any(),
+            namespace: run.namespace().unwrap_or_default(),
+            name: profile_config_map_name(run),
+        },
+    })
 }
 
 /// Creates the workload PVC if absent; an existing claim is reused as it is and never changed or deleted.
 /// Returns the claim's access modes (none for an emptyDir run).
-pub(super) async fn ensure_pvc(run: &BenchmarkRun, ctx: &Ctx) -> Result<Vec<String>, Error> {
+pub(super) async fn ensure_pvc(
+    run: &BenchmarkRun,
+    children: &Children,
+) -> Result<Vec<String>, Error> {
     let Some(pvc) = workload_pvc(run) else {
         return Ok(Vec::new());
     };
-    let modes = |claim: &PersistentVolumeClaim| {
-        claim
-            .spec
-            .as_ref()
-            .and_then(|spec| spec.access_modes.clone())
-            .unwrap_or_default()
-    };
-    let name = pvc.name_any();
-    let api: Api<PersistentVolumeClaim> =
-        Api::namespaced(ctx.client.clone(), &run.namespace().unwrap_or_default());
-    let err = |source| Error::EnsurePvc {
-        run: run.name_any(),
-        name: name.clone(),
-        source,
-    };
-    if let Some(existing) = api.get_opt(&name).await.map_err(err)? {
-        return Ok(modes(&existing));
-    }
-    match api.create(&post_params(), &pvc).await {
-        Ok(created) => Ok(modes(&created)),
-        Err(e) if is_already_exists(&e) => match api.get_opt(&name).await.map_err(err)? {
-            Some(existing) => Ok(modes(&existing)),
-            None => Ok(modes(&pvc)),
-        },
-        Err(e) => Err(err(e)),
-    }
+    let claim = children
+        .reuse_or_create(&pvc)
+        .await
+        .map_err(|source| Error::EnsurePvc {
+            run: run.name_any(),
+            name: pvc.name_any(),
+            source,
+        })?;
+    Ok(claim
+        .spec
+        .and_then(|spec| spec.access_modes)
+        .unwrap_or_default())
 }

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::Api;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use llmbench_api::release::ReadyAnswer;
@@ -14,6 +13,7 @@ use llmbench_api::v1alpha1::{BenchmarkRun, BenchmarkRunStatus, ReleaseStatus};
 use super::error::Error;
 use super::launchers::create_pod;
 use crate::builders::{launcher_pod_name, merge_pod, merge_pod_name};
+use crate::reconcile::children::Children;
 use crate::reconcile::{Ctx, release};
 use crate::status::{self, FailureReason, PodFailure, PodOutcome, parse_duration, pod_outcome};
 
@@ -118,13 +118,13 @@ pub(super) enum MergeStep {
 pub(super) async fn merge_step(
     run: &BenchmarkRun,
     pods: &[Pod],
-    api: &Api<Pod>,
+    children: &Children,
     ctx: &Ctx,
 ) -> Result<MergeStep, Error> {
     let name = merge_pod_name(run);
     let Some(pod) = pods.iter().find(|p| p.name_any() == name) else {
         let pod = merge_pod(run, &ctx.launcher)?;
-        if create_pod(run, &pod, api).await? {
+        if create_pod(run, &pod, children).await? {
             ctx.publish(
                 &run.object_ref(&()),
                 EventType::Normal,

@@ -6,20 +6,21 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ListParams, LogParams};
+use kube::api::DeleteParams;
+use kube::api::{Api, LogParams};
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use llmbench_api::v1alpha1::{BenchmarkRun, BenchmarkRunStatus, Phase};
 
+use super::children_of;
 use super::error::Error;
-use super::{LOG_TAIL_LINES, Outcome, Pass, is_conflict, only_this, post_params};
-use crate::builders::names::controlled_by;
+use super::{LOG_TAIL_LINES, Outcome, Pass};
 use crate::builders::stack::{
     STACK_CONTAINER, stack_deployment, stack_image, stack_name, stack_selector, stack_service,
     stack_url, standalone,
 };
-use crate::builders::{self};
-use crate::reconcile::{Ctx, is_not_found};
+use crate::reconcile::Ctx;
+use crate::reconcile::children::{Child, ChildError, Children, Ensured, Removal};
 use crate::stack::{STACK_READY, StackState, stack_state};
 use crate::status::{FailureReason, parse_duration, set_condition};
 
@@ -42,8 +43,8 @@ pub(super) async fn stack_step(
 ) -> Result<Option<Outcome>, Error> {
     let run = pass.run;
     let ctx = pass.ctx;
-    let deployment = ensure_stack(run, stack, ctx).await?;
-    let stack_pods = list_stack_pods(run, &pass.pods_api).await?;
+    let deployment = ensure_stack(run, stack, &pass.children, ctx).await?;
+    let stack_pods = list_stack_pods(run, &pass.children).await?;
     let state = stack_state(Some(&deployment), &stack_pods, None);
     let timeout = &stack.readiness.timeout;
     let (detail, pod, restarted, starting) = match state {
@@ -139,15 +140,15 @@ pub(super) async fn heartbeat(pass: &Pass<'_>) -> Result<Option<Outcome>, Error>
         return Ok(None);
     };
     let run = pass.run;
-    let deployments: Api<Deployment> = Api::namespaced(pass.ctx.client.clone(), &pass.namespace);
-    let deployment = deployments
-        .get_opt(&stack_name(run))
+    let deployment = pass
+        .children
+        .get::<Deployment>(&stack_name(run))
         .await
         .map_err(|source| Error::ReadStack {
             run: run.name_any(),
             source,
         })?;
-    let stack_pods = list_stack_pods(run, &pass.pods_api).await?;
+    let stack_pods = list_stack_pods(run, &pass.children).await?;
     match stack_state(deployment.as_ref(), &stack_pods, Some((&pod, restarts))) {
         StackState::Failed {
             pod: failed,
@@ -170,52 +171,40 @@ pub(super) async fn heartbeat(pass: &Pass<'_>) -> Result<Option<Outcome>, Error>
 
 /// Creates the stack's Deployment and Service where absent and returns the Deployment. Objects of those names
 /// that the run does not control are refused, never taken over.
-pub(super) async fn ensure_stack(
+async fn ensure_stack(
     run: &BenchmarkRun,
     stack: &llmbench_api::v1alpha1::StandaloneStack,
+    children: &Children,
     ctx: &Ctx,
 ) -> Result<Deployment, Error> {
-    let namespace = run.namespace().unwrap_or_default();
     let name = stack_name(run);
-    let uid = builders::uid(run)?;
     let err = |kind: &'static str| {
-        let object = format!("{kind} {name}");
-        move |source| Error::EnsureStack {
-            run: run.name_any(),
-            object,
-            source,
+        let name = name.clone();
+        move |e| match e {
+            ChildError::Api(source) => Error::EnsureStack {
+                run: run.name_any(),
+                object: format!("{kind} {name}"),
+                source,
+            },
+            ChildError::NotOwned => Error::StackNotOwned {
+                run: run.name_any(),
+                kind,
+                namespace: run.namespace().unwrap_or_default(),
+                name,
+            },
         }
     };
-    let not_owned = |kind: &'static str| Error::StackNotOwned {
-        run: run.name_any(),
-        kind,
-        namespace: namespace.clone(),
-        name: name.clone(),
-    };
-    let services: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
-    match services.get_opt(&name).await.map_err(err("Service"))? {
-        Some(found) if !controlled_by(&found.metadata, uid) => return Err(not_owned("Service")),
-        Some(_) => {}
-        None => {
-            services
-                .create(&post_params(), &stack_service(run, stack)?)
-                .await
-                .map_err(err("Service"))?;
-        }
-    }
-    let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
-    match deployments
-        .get_opt(&name)
+    children
+        .ensure(&stack_service(run, stack)?)
+        .await
+        .map_err(err("Service"))?;
+    match children
+        .ensure(&stack_deployment(run, stack)?)
         .await
         .map_err(err("Deployment"))?
     {
-        Some(found) if !controlled_by(&found.metadata, uid) => Err(not_owned("Deployment")),
-        Some(found) => Ok(found),
-        None => {
-            let created = deployments
-                .create(&post_params(), &stack_deployment(run, stack)?)
-                .await
-                .map_err(err("Deployment"))?;
+        Ensured::Existing(found) => Ok(found),
+        Ensured::Created(created) => {
             ctx.publish(
                 &run.object_ref(&()),
                 EventType::Normal,
@@ -232,19 +221,14 @@ pub(super) async fn ensure_stack(
     }
 }
 
-pub(super) async fn list_stack_pods(
-    run: &BenchmarkRun,
-    pods: &Api<Pod>,
-) -> Result<Vec<Pod>, Error> {
-    let selector = stack_selector(run)?;
-    Ok(pods
-        .list(&ListParams::default().labels(&selector))
+async fn list_stack_pods(run: &BenchmarkRun, children: &Children) -> Result<Vec<Pod>, Error> {
+    children
+        .list(&stack_selector(run)?)
         .await
         .map_err(|source| Error::ReadStack {
             run: run.name_any(),
             source,
-        })?
-        .items)
+        })
 }
 
 /// The last lines of the stack server's log — of its previous instance when it restarted, which is the one that
@@ -279,46 +263,30 @@ pub(super) async fn teardown_stack(
     if stack.keep && !force {
         return Ok(());
     }
-    let namespace = run.namespace().unwrap_or_default();
+    let children = children_of(run, ctx)?;
     let name = stack_name(run);
-    let uid = builders::uid(run)?;
-    let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
-    delete_stack_object(run, &deployments, &name, uid, "Deployment").await?;
-    let services: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
-    delete_stack_object(run, &services, &name, uid, "Service").await
+    delete_stack_object::<Deployment>(run, &children, &name, "Deployment").await?;
+    delete_stack_object::<Service>(run, &children, &name, "Service").await
 }
 
-pub(super) async fn delete_stack_object<K>(
+async fn delete_stack_object<K: Child>(
     run: &BenchmarkRun,
-    api: &Api<K>,
+    children: &Children,
     name: &str,
-    uid: &str,
     kind: &'static str,
-) -> Result<(), Error>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let err = |source| Error::DeleteStack {
-        run: run.name_any(),
-        object: format!("{kind} {name}"),
-        source,
-    };
-    match api.get_opt(name).await.map_err(err)? {
-        Some(found) if controlled_by(found.meta(), uid) => {
-            if found.meta().deletion_timestamp.is_some() {
-                return Ok(());
-            }
-            match api.delete(name, &only_this(found.meta().uid.clone())).await {
-                Ok(_) => {
-                    tracing::info!(run = %run.name_any(), kind, name, "deleted the standalone stack");
-                    Ok(())
-                }
-                Err(e) if is_not_found(&e) || is_conflict(&e) => Ok(()),
-                Err(e) => Err(err(e)),
-            }
-        }
-        _ => Ok(()),
+) -> Result<(), Error> {
+    let removal = children
+        .delete_named::<K>(name, DeleteParams::default())
+        .await
+        .map_err(|source| Error::DeleteStack {
+            run: run.name_any(),
+            object: format!("{kind} {name}"),
+            source,
+        })?;
+    if removal == Removal::Deleted {
+        tracing::info!(run = %run.name_any(), kind, name, "deleted the standalone stack");
     }
+    Ok(())
 }
 
 /// The nop harness on a standalone stack: the model-load figures of the stack pod's log, as llm-d-benchmark's nop

@@ -1,13 +1,14 @@
 //! Scripted API server tests of the BenchmarkRun reconciler: each pass's requests in order, and what it writes.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::runtime::finalizer;
+use serde_json::{Value, json};
+
 use super::*;
 use crate::builders::fixtures;
 use crate::builders::stack::{stack_deployment, stack_service};
 use crate::reconcile::fixtures::{ApiServer, context, list};
 use crate::reconcile::retry::FIRST_RETRY;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::runtime::finalizer;
-use serde_json::{Value, json};
 
 const RUN_PATH: &str = "/apis/llmbench.dev/v1alpha1/namespaces/team-a/benchmarkruns/bench-1";
 const STATUS_PATH: &str =
