@@ -245,83 +245,79 @@ fn is_conflict(e: &kube::Error) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use k8s_openapi::api::core::v1::ConfigMap;
     use serde_json::json;
 
     use super::*;
-    use crate::reconcile::fixtures::client;
+    use crate::reconcile::fixtures::{ApiServer, scripted};
 
     const CM_PATH: &str = "/api/v1/namespaces/team-a/configmaps";
 
-    fn config_map(owner_uid: &str, extra: serde_json::Value) -> serde_json::Value {
+    /// ConfigMap `plan` controlled by the owner with `owner_uid`, with `metadata` added.
+    fn config_map(owner_uid: &str, metadata: serde_json::Value) -> serde_json::Value {
         let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "plan", "namespace": "team-a", "uid": "cm-uid",
                 "ownerReferences": [{"apiVersion": "llmbench.dev/v1alpha1", "kind": "BenchmarkRun",
                     "name": "bench-1", "uid": owner_uid, "controller": true}]}});
-        if let Some(extra) = extra.as_object() {
-            for (k, v) in extra {
-                cm["metadata"][k] = v.clone();
-            }
+        for (key, value) in metadata.as_object().into_iter().flatten() {
+            cm["metadata"][key] = value.clone();
         }
         cm
     }
 
     #[tokio::test]
     async fn a_namesake_the_owner_does_not_control_is_refused_and_never_written() {
-        let (client, mut api) = client();
-        let children = Children::new(client, "team-a", "owner");
         let desired: ConfigMap =
             serde_json::from_value(config_map("owner", json!({}))).expect("a ConfigMap");
-        let server = tokio::spawn(async move {
-            api.expect("GET", &format!("{CM_PATH}/plan"))
-                .await
-                .ok(&config_map("someone-else", json!({})));
-            api
-        });
-        let result = children.apply(&desired).await;
+        let result = scripted(
+            |mut api: ApiServer| async move {
+                api.expect("GET", &format!("{CM_PATH}/plan"))
+                    .await
+                    .ok(&config_map("someone-else", json!({})));
+                api
+            },
+            |ctx| async move {
+                let children = Children::new(ctx.client.clone(), "team-a", "owner");
+                children.apply(&desired).await
+            },
+        )
+        .await;
         assert!(matches!(result, Err(ChildError::NotOwned)), "{result:?}");
-        drop(children);
-        let api = server.await.expect("the scenario ran");
-        tokio::time::timeout(Duration::from_secs(5), api.done())
-            .await
-            .expect("no write after the refusal");
     }
 
     #[tokio::test]
     async fn a_child_already_being_deleted_is_not_deleted_again_and_a_live_one_only_as_read() {
-        let (client, mut api) = client();
-        let children = Children::new(client, "team-a", "owner");
-        let server = tokio::spawn(async move {
-            api.expect("GET", &format!("{CM_PATH}/plan"))
-                .await
-                .ok(&config_map(
-                    "owner",
-                    json!({"deletionTimestamp": "2026-01-01T00:00:00Z"}),
-                ));
-            api.expect("GET", &format!("{CM_PATH}/plan"))
-                .await
-                .ok(&config_map("owner", json!({})));
-            let delete = api.expect("DELETE", &format!("{CM_PATH}/plan")).await;
-            assert_eq!(delete.body["preconditions"]["uid"], "cm-uid");
-            delete.ok(&config_map("owner", json!({})));
-            api
-        });
-        let going = children
-            .delete_named::<ConfigMap>("plan", DeleteParams::default())
-            .await
-            .expect("read");
-        assert_eq!(going, Removal::AlreadyGoing);
-        let deleted = children
-            .delete_named::<ConfigMap>("plan", DeleteParams::default())
-            .await
-            .expect("deleted");
-        assert_eq!(deleted, Removal::Deleted);
-        drop(children);
-        let api = server.await.expect("the scenario ran");
-        tokio::time::timeout(Duration::from_secs(5), api.done())
-            .await
-            .expect("no other request");
+        let removals = scripted(
+            |mut api: ApiServer| async move {
+                api.expect("GET", &format!("{CM_PATH}/plan"))
+                    .await
+                    .ok(&config_map(
+                        "owner",
+                        json!({"deletionTimestamp": "2026-01-01T00:00:00Z"}),
+                    ));
+                api.expect("GET", &format!("{CM_PATH}/plan"))
+                    .await
+                    .ok(&config_map("owner", json!({})));
+                let delete = api.expect("DELETE", &format!("{CM_PATH}/plan")).await;
+                assert_eq!(delete.body["preconditions"]["uid"], "cm-uid");
+                delete.ok(&config_map("owner", json!({})));
+                api
+            },
+            |ctx| async move {
+                let children = Children::new(ctx.client.clone(), "team-a", "owner");
+                let mut removals = Vec::new();
+                for _ in 0..2 {
+                    removals.push(
+                        children
+                            .delete_named::<ConfigMap>("plan", DeleteParams::default())
+                            .await
+                            .expect("answered"),
+                    );
+                }
+                removals
+            },
+        )
+        .await;
+        assert_eq!(removals, [Removal::AlreadyGoing, Removal::Deleted]);
     }
 }

@@ -11,6 +11,7 @@ use super::*;
 use crate::builders::experiment::experiment_run;
 use crate::builders::experiment::fixtures::{TWO_BY_TWO, experiment};
 use crate::experiment::validate::{Plan, validate};
+use crate::reconcile::fixtures::{ApiServer, list, scripted};
 
 fn owned(plan: &Plan, index: usize, phase: Phase) -> BenchmarkRun {
     let exp = experiment(TWO_BY_TWO);
@@ -74,9 +75,6 @@ fn long_messages_are_bounded_on_a_char_boundary() {
 
 #[tokio::test]
 async fn deleting_an_experiment_removes_only_the_runs_and_objects_it_controls() {
-    use crate::reconcile::fixtures::{context, list};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-
     let mut exp = experiment(TWO_BY_TWO);
     exp.metadata.finalizers = Some(vec![FINALIZER.to_owned()]);
     exp.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
@@ -90,8 +88,7 @@ async fn deleting_an_experiment_removes_only_the_runs_and_objects_it_controls() 
     stray["metadata"]["ownerReferences"] = json!([]);
     let run_name = ours["metadata"]["name"].as_str().expect("name").to_owned();
     const BASE: &str = "/apis/llmbench.dev/v1alpha1/namespaces/team-a";
-    let (ctx, mut api) = context();
-    let scenario = tokio::spawn(async move {
+    let scenario = |mut api: ApiServer| async move {
         api.expect("GET", &format!("{BASE}/benchmarkexperiments/sweep"))
             .await
             .ok(&stored);
@@ -115,15 +112,7 @@ async fn deleting_an_experiment_removes_only_the_runs_and_objects_it_controls() 
             .await
             .ok(&stored);
         api
-    });
-    let result = reconcile(Arc::new(exp), ctx.clone()).await;
+    };
+    let result = scripted(scenario, |ctx| reconcile(Arc::new(exp), ctx)).await;
     assert_eq!(result.expect("cleaned up"), Action::await_change());
-    let api = tokio::time::timeout(Duration::from_secs(5), scenario)
-        .await
-        .expect("every expected request came")
-        .expect("the scenario's assertions held");
-    drop(ctx);
-    tokio::time::timeout(Duration::from_secs(5), api.done())
-        .await
-        .expect("no other request");
 }
