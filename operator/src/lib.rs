@@ -5,7 +5,9 @@
 #![forbid(unsafe_code)]
 
 pub mod builders;
+mod duration;
 pub mod experiment;
+mod hook_call;
 pub mod leader;
 pub mod metrics;
 pub mod rbac;
