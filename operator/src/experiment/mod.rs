@@ -2,7 +2,7 @@
 //! and plan file derived from its runs, and the HTTP hooks called between runs. The experiment
 //! reconciler reads the cluster, calls these and applies.
 
-pub mod hooks;
-pub mod schedule;
-pub mod status;
-pub mod validate;
+pub(crate) mod hooks;
+pub(crate) mod schedule;
+pub(crate) mod status;
+pub(crate) mod validate;

@@ -3,13 +3,13 @@
 //! reconciles; only when to retry a failing object and which Warning events went out lately (`retry`).
 
 mod children;
-pub mod experiment;
+mod experiment;
 #[cfg(test)]
 pub(crate) mod fixtures;
-pub mod profile;
+mod profile;
 mod release;
-pub mod retry;
-pub mod run;
+pub(crate) mod retry;
+mod run;
 
 use std::sync::Arc;
 
