@@ -14,6 +14,7 @@ mod run;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Client, ResourceExt};
 
@@ -123,6 +124,45 @@ where
         )
         .await;
     }
+}
+
+/// The reconciler's own error inside the finalizer's wrapping (its apply or cleanup failed), if that is what it is.
+pub(crate) fn own_error<E>(error: &kube::runtime::finalizer::Error<E>) -> Option<&E>
+where
+    E: std::error::Error + 'static,
+{
+    use kube::runtime::finalizer::Error;
+    match error {
+        Error::ApplyFailed(e) | Error::CleanupFailed(e) => Some(e),
+        _ => None,
+    }
+}
+
+/// Server-side applies `status` as the whole status of `object` under the operator's field manager.
+pub(crate) async fn apply_status<K>(
+    client: &Client,
+    object: &K,
+    status: &impl serde::Serialize,
+) -> Result<(), kube::Error>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), &object.namespace().unwrap_or_default());
+    let patch = serde_json::json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "status": status,
+    });
+    api.patch_status(
+        &object.name_any(),
+        &PatchParams::apply(crate::builders::FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await?;
+    Ok(())
 }
 
 /// Whether `e` is the API's 404.

@@ -4,7 +4,7 @@
 use kube::runtime::finalizer::{self};
 
 use crate::builders::BuildError;
-use crate::reconcile::Reason;
+use crate::reconcile::{Reason, own_error};
 
 /// Why reconciling a BenchmarkExperiment failed; each names the action and the object.
 #[derive(Debug, thiserror::Error)]
@@ -84,10 +84,7 @@ impl Error {
     /// The error itself, out of the finalizer's wrapping: what a condition or an event should say.
     pub fn cause(&self) -> &Error {
         match self {
-            Error::Finalizer(inner) => match inner.as_ref() {
-                finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e.cause(),
-                _ => self,
-            },
+            Error::Finalizer(inner) => own_error(inner).map_or(self, Error::cause),
             other => other,
         }
     }
@@ -108,10 +105,7 @@ impl Reason for Error {
             Error::Delete { .. } => "DeleteFailed",
             Error::PatchStatus { .. } => "PatchStatusFailed",
             Error::Build(_) => "BuildFailed",
-            Error::Finalizer(inner) => match inner.as_ref() {
-                finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e.reason(),
-                _ => "FinalizerFailed",
-            },
+            Error::Finalizer(inner) => own_error(inner).map_or("FinalizerFailed", Reason::reason),
         }
     }
 }

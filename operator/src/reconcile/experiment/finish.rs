@@ -5,20 +5,17 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use llmbench_api::experiment::RunResult;
 use llmbench_api::v1alpha1::{BenchmarkExperiment, BenchmarkExperimentStatus, ExperimentPhase};
-use serde_json::json;
 
 use super::error::Error;
 use super::{Pass, RESYNC};
-use crate::builders::FIELD_MANAGER;
 use crate::experiment::status::{Observation, comparison, experiment_runs, finished, progress};
 use crate::experiment::validate::Plan;
-use crate::reconcile::Ctx;
+use crate::reconcile::{Ctx, apply_status};
 use crate::status::{COMPLETED, set_condition};
 
 /// Condition messages stay readable in `kubectl describe`.
@@ -174,24 +171,10 @@ pub(super) async fn write_status(
     if old == Some(status) {
         return Ok(());
     }
-    let api: Api<BenchmarkExperiment> = Api::namespaced(
-        ctx.client.clone(),
-        &experiment.namespace().unwrap_or_default(),
-    );
-    let patch = json!({
-        "apiVersion": BenchmarkExperiment::api_version(&()),
-        "kind": BenchmarkExperiment::kind(&()),
-        "status": status,
-    });
-    api.patch_status(
-        &experiment.name_any(),
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map_err(|source| Error::PatchStatus {
-        experiment: experiment.name_any(),
-        source,
-    })?;
-    Ok(())
+    apply_status(&ctx.client, experiment, status)
+        .await
+        .map_err(|source| Error::PatchStatus {
+            experiment: experiment.name_any(),
+            source,
+        })
 }

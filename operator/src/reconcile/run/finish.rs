@@ -2,21 +2,19 @@
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use llmbench_api::v1alpha1::{BenchmarkRun, BenchmarkRunStatus, Phase};
-use serde_json::json;
 
 use super::children_of;
 use super::error::Error;
 use super::launchers::{delete_pods, list_pods, log_tail, stop_active_pods};
 use super::standalone_stack::{stack_model_load, teardown_stack};
 use super::{DEADLINE_SLACK, Outcome, Pass, remaining};
-use crate::builders::FIELD_MANAGER;
 use crate::builders::stack::standalone;
-use crate::reconcile::{Ctx, Reason, warn_failed};
+use crate::reconcile::{Ctx, Reason, apply_status, warn_failed};
 use crate::stack::STACK_READY;
 use crate::status::{
     self, COMPLETED, FailureReason, PROFILE_RENDERED, RECONCILED, condition, failure_message,
@@ -222,24 +220,12 @@ pub(super) async fn patch_status(
     status: &BenchmarkRunStatus,
     ctx: &Ctx,
 ) -> Result<(), Error> {
-    let api: Api<BenchmarkRun> =
-        Api::namespaced(ctx.client.clone(), &run.namespace().unwrap_or_default());
-    let patch = json!({
-        "apiVersion": BenchmarkRun::api_version(&()),
-        "kind": BenchmarkRun::kind(&()),
-        "status": status,
-    });
-    api.patch_status(
-        &run.name_any(),
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map_err(|source| Error::PatchStatus {
-        run: run.name_any(),
-        source,
-    })?;
-    Ok(())
+    apply_status(&ctx.client, run, status)
+        .await
+        .map_err(|source| Error::PatchStatus {
+            run: run.name_any(),
+            source,
+        })
 }
 
 /// Tells a failed pass on the run: condition `Reconciled=False` with the error (naming the object and the API

@@ -148,6 +148,7 @@ fn launcher_count(run: &BenchmarkRun) -> Result<u32, BuildError> {
 struct Pass<'a> {
     run: &'a BenchmarkRun,
     ctx: &'a Ctx,
+    /// For the pods' logs: a failed launcher's tail, the stack's.
     pods_api: Api<Pod>,
     /// The run's pods, ConfigMap and stack, made and removed through one place.
     children: Children,
