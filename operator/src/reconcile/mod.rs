@@ -4,8 +4,6 @@
 
 mod children;
 mod experiment;
-#[cfg(test)]
-pub(crate) mod fixtures;
 mod profile;
 mod release;
 pub(crate) mod retry;
@@ -361,6 +359,9 @@ pub async fn run_controllers(
         });
     futures_util::future::join3(run_controller, experiment_controller, profile_controller).await;
 }
+
+#[cfg(test)]
+pub(crate) mod fixtures;
 
 #[cfg(test)]
 mod action_tests {

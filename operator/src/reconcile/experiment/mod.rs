@@ -12,8 +12,6 @@ mod collect;
 mod error;
 mod finish;
 mod runs;
-#[cfg(test)]
-mod tests;
 mod validate;
 
 use std::sync::Arc;
@@ -197,3 +195,6 @@ async fn apply(experiment: &BenchmarkExperiment, ctx: &Ctx) -> Result<Action, Er
     write_status(experiment, pass.old.as_ref(), &pass.status, ctx).await?;
     Ok(action)
 }
+
+#[cfg(test)]
+mod tests;

@@ -16,8 +16,6 @@ mod observe;
 mod prepare;
 mod shards;
 mod standalone_stack;
-#[cfg(test)]
-mod tests;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -294,3 +292,6 @@ fn remaining(run: &BenchmarkRun, now: Timestamp) -> Option<Duration> {
     let elapsed = now.duration_since(created).unsigned_abs();
     Some(timeout.saturating_sub(elapsed))
 }
+
+#[cfg(test)]
+mod tests;
