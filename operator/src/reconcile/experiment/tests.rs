@@ -116,3 +116,162 @@ async fn deleting_an_experiment_removes_only_the_runs_and_objects_it_controls() 
     let result = scripted(scenario, |ctx| reconcile(Arc::new(exp), ctx)).await;
     assert_eq!(result.expect("cleaned up"), Action::await_change());
 }
+
+const BASE: &str = "/apis/llmbench.dev/v1alpha1/namespaces/team-a";
+const EVENTS_PATH: &str = "/apis/events.k8s.io/v1/namespaces/team-a/events";
+
+/// The experiment as the API server has it: finalized, at generation 1.
+fn stored_experiment() -> BenchmarkExperiment {
+    let mut exp = experiment(TWO_BY_TWO);
+    exp.metadata.finalizers = Some(vec![FINALIZER.to_owned()]);
+    exp.metadata.generation = Some(1);
+    exp
+}
+
+fn condition<'v>(status: &'v serde_json::Value, type_: &str) -> &'v serde_json::Value {
+    status["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
+        .unwrap_or_else(|| panic!("no {type_} condition in {status:#}"))
+}
+
+#[tokio::test]
+async fn a_fresh_experiment_is_validated_starts_its_first_run_and_says_it_is_running() {
+    let exp = stored_experiment();
+    let stored = serde_json::to_value(&exp).expect("json");
+    let scenario = |mut api: ApiServer| async move {
+        api.expect("GET", &format!("{BASE}/benchmarkexperiments/sweep"))
+            .await
+            .ok(&stored);
+        // Observe: its runs, by its uid label; none yet.
+        let runs = api.expect("GET", &format!("{BASE}/benchmarkruns")).await;
+        assert!(
+            runs.query
+                .contains("llmbench.dev%2Fexperiment-uid%3D7d1e2f30"),
+            "{}",
+            runs.query
+        );
+        runs.ok(&list("BenchmarkRunList", vec![]));
+        // Start: the first run of the plan, owned by the experiment, then the event saying so.
+        let run = api.expect("POST", &format!("{BASE}/benchmarkruns")).await;
+        assert!(
+            run.query.contains("fieldManager=llmbench-operator"),
+            "{}",
+            run.query
+        );
+        assert_eq!(
+            run.body["metadata"]["ownerReferences"][0]["uid"],
+            "7d1e2f30-aaaa-bbbb-cccc-1234567890ab"
+        );
+        let name = run.body["metadata"]["name"].clone();
+        run.created();
+        let event = api.expect("POST", EVENTS_PATH).await;
+        assert_eq!(event.body["reason"], "RunCreated");
+        let note = event.body["note"].as_str().unwrap_or_default().to_owned();
+        assert!(
+            note.starts_with(&format!(
+                "created BenchmarkRun {}",
+                name.as_str().unwrap_or("?")
+            )) && note.ends_with("run 1 of 4)"),
+            "{note}"
+        );
+        event.created();
+        // Write: Running, valid, started, four runs planned.
+        let patch = api
+            .expect(
+                "PATCH",
+                &format!("{BASE}/benchmarkexperiments/sweep/status"),
+            )
+            .await;
+        let status = patch.body["status"].clone();
+        assert_eq!(status["phase"], "Running");
+        assert!(status["startTime"].is_string(), "{status:#}");
+        assert_eq!(status["runs"].as_array().map(Vec::len), Some(4));
+        let valid = condition(&status, "Valid");
+        assert_eq!(
+            (&valid["status"], &valid["reason"]),
+            (&json!("True"), &json!("Valid"))
+        );
+        let completed = condition(&status, "Completed");
+        assert_eq!(completed["reason"], "Running");
+        assert_eq!(completed["message"], "0 of 4 run(s) finished (0 failed)");
+        let mut answered = stored.clone();
+        answered["status"] = status;
+        patch.ok(&answered);
+        api
+    };
+    let action = scripted(scenario, |ctx| reconcile(Arc::new(exp), ctx))
+        .await
+        .expect("the pass succeeds");
+    assert_eq!(action, Action::requeue(RESYNC));
+}
+
+#[tokio::test]
+async fn an_experiment_whose_runs_all_finished_writes_its_plan_and_starts_the_collector() {
+    let mut exp = stored_experiment();
+    exp.status = Some(BenchmarkExperimentStatus {
+        phase: Some(ExperimentPhase::Running),
+        start_time: Some(Time(Timestamp::now())),
+        ..BenchmarkExperimentStatus::default()
+    });
+    let stored = serde_json::to_value(&exp).expect("json");
+    let plan = validate(&exp, None).expect("valid");
+    let runs: Vec<serde_json::Value> = (0..plan.runs.len())
+        .map(|i| serde_json::to_value(owned(&plan, i, Phase::Succeeded)).expect("json"))
+        .collect();
+    let scenario = |mut api: ApiServer| async move {
+        api.expect("GET", &format!("{BASE}/benchmarkexperiments/sweep"))
+            .await
+            .ok(&stored);
+        api.expect("GET", &format!("{BASE}/benchmarkruns"))
+            .await
+            .ok(&list("BenchmarkRunList", runs));
+        // Conclude: no collector yet, so the plan file first (made where absent), then the collector.
+        api.expect("GET", "/api/v1/namespaces/team-a/pods/sweep-collector")
+            .await
+            .not_found("pods \"sweep-collector\"");
+        api.expect("GET", "/api/v1/namespaces/team-a/configmaps/sweep-plan")
+            .await
+            .not_found("configmaps \"sweep-plan\"");
+        let plan_cm = api
+            .expect("POST", "/api/v1/namespaces/team-a/configmaps")
+            .await;
+        assert_eq!(
+            plan_cm.body["metadata"]["ownerReferences"][0]["uid"],
+            "7d1e2f30-aaaa-bbbb-cccc-1234567890ab"
+        );
+        plan_cm.created();
+        let collector = api.expect("POST", "/api/v1/namespaces/team-a/pods").await;
+        assert_eq!(collector.body["metadata"]["name"], "sweep-collector");
+        collector.created();
+        // The phase changed: an event, then the status.
+        let event = api.expect("POST", EVENTS_PATH).await;
+        assert_eq!(event.body["reason"], "Collecting");
+        event.created();
+        let patch = api
+            .expect(
+                "PATCH",
+                &format!("{BASE}/benchmarkexperiments/sweep/status"),
+            )
+            .await;
+        let status = patch.body["status"].clone();
+        assert_eq!(status["phase"], "Collecting");
+        let completed = condition(&status, "Completed");
+        assert_eq!(completed["reason"], "Collecting");
+        assert!(
+            completed["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("every run finished (")
+                    && m.ends_with("collector pod sweep-collector is writing the comparison")),
+            "{completed}"
+        );
+        let mut answered = stored.clone();
+        answered["status"] = status;
+        patch.ok(&answered);
+        api
+    };
+    let action = scripted(scenario, |ctx| reconcile(Arc::new(exp), ctx))
+        .await
+        .expect("the pass succeeds");
+    assert_eq!(action, Action::requeue(RESYNC));
+}
