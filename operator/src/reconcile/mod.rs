@@ -212,6 +212,36 @@ pub async fn run_controllers(
         }
     }
 
+    /// Only our objects: the label every object the operator makes carries.
+    fn ours() -> watcher::Config {
+        watcher::Config::default().labels(&format!(
+            "app.kubernetes.io/managed-by={}",
+            crate::builders::FIELD_MANAGER
+        ))
+    }
+
+    /// The objects in `store` whose WorkloadProfile reference (`profile_ref`) names `profile`.
+    fn referencing_profile<K>(
+        store: &kube::runtime::reflector::Store<K>,
+        profile: &WorkloadProfile,
+        profile_ref: impl Fn(&K) -> Option<&llmbench_api::v1alpha1::ProfileRef>,
+    ) -> Vec<ObjectRef<K>>
+    where
+        K: kube::Resource<DynamicType = ()> + Clone + 'static,
+    {
+        let name = profile.name_any();
+        let namespace = profile.namespace();
+        store
+            .state()
+            .into_iter()
+            .filter(|object| {
+                object.namespace() == namespace
+                    && profile_ref(object).is_some_and(|r| r.name == name)
+            })
+            .map(|object| ObjectRef::from_obj(object.as_ref()))
+            .collect()
+    }
+
     let client = ctx.client.clone();
     let runs: Api<BenchmarkRun> = api(&client, namespace);
     let pods: Api<Pod> = api(&client, namespace);
@@ -256,43 +286,21 @@ pub async fn run_controllers(
     let referencing = store.clone();
     let run_controller = run_controller
         // Only our pods: the label every launcher carries.
-        .owns(
-            pods.clone(),
-            watcher::Config::default().labels(&format!(
-                "app.kubernetes.io/managed-by={}",
-                crate::builders::FIELD_MANAGER
-            )),
-        )
+        .owns(pods.clone(), ours())
         // Standalone stacks: a Deployment that becomes available starts the launchers, one that stops being
         // available is the heartbeat failing.
         .owns(
             api::<k8s_openapi::api::apps::v1::Deployment>(&client, namespace),
-            watcher::Config::default().labels(&format!(
-                "app.kubernetes.io/managed-by={}",
-                crate::builders::FIELD_MANAGER
-            )),
+            ours(),
         )
         // A WorkloadProfile that appears or changes wakes the runs that reference it (e.g. ProfileNotFound).
         .watches(
             profiles.clone(),
             watcher::Config::default(),
             move |profile| {
-                let name = profile.name_any();
-                let namespace = profile.namespace();
-                referencing
-                    .state()
-                    .into_iter()
-                    .filter(|run| {
-                        run.namespace() == namespace
-                            && run
-                                .spec
-                                .workload
-                                .profile_ref
-                                .as_ref()
-                                .is_some_and(|r| r.name == name)
-                    })
-                    .map(|run| ObjectRef::from_obj(run.as_ref()))
-                    .collect::<Vec<_>>()
+                referencing_profile(&referencing, &profile, |run: &BenchmarkRun| {
+                    run.spec.workload.profile_ref.as_ref()
+                })
             },
         )
         .graceful_shutdown_on(shutdown.clone().map(|_| ()))
@@ -310,35 +318,19 @@ pub async fn run_controllers(
             watcher::Config::default().labels(crate::builders::experiment::EXPERIMENT_UID_LABEL),
         )
         // Its collector pod.
-        .owns(
-            pods,
-            watcher::Config::default().labels(&format!(
-                "app.kubernetes.io/managed-by={}",
-                crate::builders::FIELD_MANAGER
-            )),
-        )
+        .owns(pods, ours())
         // A WorkloadProfile that appears or changes wakes the experiments whose template references it.
         .watches(
             profiles.clone(),
             watcher::Config::default(),
             move |profile| {
-                let name = profile.name_any();
-                let namespace = profile.namespace();
-                referencing
-                    .state()
-                    .into_iter()
-                    .filter(|experiment| {
-                        experiment.namespace() == namespace
-                            && experiment
-                                .spec
-                                .template
-                                .workload
-                                .profile_ref
-                                .as_ref()
-                                .is_some_and(|r| r.name == name)
-                    })
-                    .map(|experiment| ObjectRef::from_obj(experiment.as_ref()))
-                    .collect::<Vec<_>>()
+                referencing_profile(
+                    &referencing,
+                    &profile,
+                    |experiment: &BenchmarkExperiment| {
+                        experiment.spec.template.workload.profile_ref.as_ref()
+                    },
+                )
             },
         )
         .graceful_shutdown_on(shutdown.clone().map(|_| ()))

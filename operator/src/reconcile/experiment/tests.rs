@@ -87,11 +87,8 @@ async fn deleting_an_experiment_removes_only_the_runs_and_objects_it_controls() 
     stray["metadata"]["name"] = json!("stray");
     stray["metadata"]["ownerReferences"] = json!([]);
     let run_name = ours["metadata"]["name"].as_str().expect("name").to_owned();
-    const BASE: &str = "/apis/llmbench.dev/v1alpha1/namespaces/team-a";
     let scenario = |mut api: ApiServer| async move {
-        api.expect("GET", &format!("{BASE}/benchmarkexperiments/sweep"))
-            .await
-            .ok(&stored);
+        reads_experiment(&mut api, &stored).await;
         api.expect("GET", &format!("{BASE}/benchmarkruns"))
             .await
             .ok(&list("BenchmarkRunList", vec![ours.clone(), stray]));
@@ -128,6 +125,34 @@ fn stored_experiment() -> BenchmarkExperiment {
     exp
 }
 
+/// The experiment read fresh at the start of a pass.
+async fn reads_experiment(api: &mut ApiServer, stored: &serde_json::Value) {
+    api.expect("GET", &format!("{BASE}/benchmarkexperiments/sweep"))
+        .await
+        .ok(stored);
+}
+
+/// The pass's status write, server-side applied under the operator's field manager and answered with the stored
+/// experiment carrying it. Returns the status.
+async fn writes_status(api: &mut ApiServer, stored: &serde_json::Value) -> serde_json::Value {
+    let patch = api
+        .expect(
+            "PATCH",
+            &format!("{BASE}/benchmarkexperiments/sweep/status"),
+        )
+        .await;
+    assert!(
+        patch.query.contains("fieldManager=llmbench-operator"),
+        "{}",
+        patch.query
+    );
+    let status = patch.body["status"].clone();
+    let mut answered = stored.clone();
+    answered["status"] = status.clone();
+    patch.ok(&answered);
+    status
+}
+
 fn condition<'v>(status: &'v serde_json::Value, type_: &str) -> &'v serde_json::Value {
     status["conditions"]
         .as_array()
@@ -140,9 +165,7 @@ async fn a_fresh_experiment_is_validated_starts_its_first_run_and_says_it_is_run
     let exp = stored_experiment();
     let stored = serde_json::to_value(&exp).expect("json");
     let scenario = |mut api: ApiServer| async move {
-        api.expect("GET", &format!("{BASE}/benchmarkexperiments/sweep"))
-            .await
-            .ok(&stored);
+        reads_experiment(&mut api, &stored).await;
         // Observe: its runs, by its uid label; none yet.
         let runs = api.expect("GET", &format!("{BASE}/benchmarkruns")).await;
         assert!(
@@ -177,13 +200,7 @@ async fn a_fresh_experiment_is_validated_starts_its_first_run_and_says_it_is_run
         );
         event.created();
         // Write: Running, valid, started, four runs planned.
-        let patch = api
-            .expect(
-                "PATCH",
-                &format!("{BASE}/benchmarkexperiments/sweep/status"),
-            )
-            .await;
-        let status = patch.body["status"].clone();
+        let status = writes_status(&mut api, &stored).await;
         assert_eq!(status["phase"], "Running");
         assert!(status["startTime"].is_string(), "{status:#}");
         assert_eq!(status["runs"].as_array().map(Vec::len), Some(4));
@@ -195,9 +212,6 @@ async fn a_fresh_experiment_is_validated_starts_its_first_run_and_says_it_is_run
         let completed = condition(&status, "Completed");
         assert_eq!(completed["reason"], "Running");
         assert_eq!(completed["message"], "0 of 4 run(s) finished (0 failed)");
-        let mut answered = stored.clone();
-        answered["status"] = status;
-        patch.ok(&answered);
         api
     };
     let action = scripted(scenario, |ctx| reconcile(Arc::new(exp), ctx))
@@ -220,9 +234,7 @@ async fn an_experiment_whose_runs_all_finished_writes_its_plan_and_starts_the_co
         .map(|i| serde_json::to_value(owned(&plan, i, Phase::Succeeded)).expect("json"))
         .collect();
     let scenario = |mut api: ApiServer| async move {
-        api.expect("GET", &format!("{BASE}/benchmarkexperiments/sweep"))
-            .await
-            .ok(&stored);
+        reads_experiment(&mut api, &stored).await;
         api.expect("GET", &format!("{BASE}/benchmarkruns"))
             .await
             .ok(&list("BenchmarkRunList", runs));
@@ -248,13 +260,7 @@ async fn an_experiment_whose_runs_all_finished_writes_its_plan_and_starts_the_co
         let event = api.expect("POST", EVENTS_PATH).await;
         assert_eq!(event.body["reason"], "Collecting");
         event.created();
-        let patch = api
-            .expect(
-                "PATCH",
-                &format!("{BASE}/benchmarkexperiments/sweep/status"),
-            )
-            .await;
-        let status = patch.body["status"].clone();
+        let status = writes_status(&mut api, &stored).await;
         assert_eq!(status["phase"], "Collecting");
         let completed = condition(&status, "Completed");
         assert_eq!(completed["reason"], "Collecting");
@@ -265,9 +271,6 @@ async fn an_experiment_whose_runs_all_finished_writes_its_plan_and_starts_the_co
                     && m.ends_with("collector pod sweep-collector is writing the comparison")),
             "{completed}"
         );
-        let mut answered = stored.clone();
-        answered["status"] = status;
-        patch.ok(&answered);
         api
     };
     let action = scripted(scenario, |ctx| reconcile(Arc::new(exp), ctx))
