@@ -1,6 +1,7 @@
 //! The controllers: thin shells that read the cluster, call the pure builders and status functions, and write
 //! back with server-side apply under one field manager. Nothing that decides what to do is remembered between
-//! reconciles; only when to retry a failing object and which Warning events went out lately (`retry`).
+//! reconciles; only when to retry a failing object and which Warning events went out lately (`retry`). Every
+//! object a reconciler owns is made, found and removed through one child manager (`children`).
 
 mod children;
 mod experiment;
