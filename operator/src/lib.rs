@@ -4,14 +4,27 @@
 //! desired object; the reconcilers only read, call them and apply.
 #![forbid(unsafe_code)]
 
-pub mod builders;
-pub mod experiment;
-pub mod leader;
-pub mod metrics;
-pub mod rbac;
-pub mod reconcile;
-pub mod resolve;
-pub mod server;
-pub mod stack;
-pub mod status;
-pub mod summary;
+mod builders;
+mod duration;
+mod experiment;
+mod hook_call;
+mod leader;
+mod metrics;
+#[cfg(test)]
+mod rbac;
+mod reconcile;
+mod resolve;
+mod server;
+mod stack;
+mod status;
+mod summary;
+
+// What the operator binary wires together; everything else is the crate's own.
+pub use builders::{FIELD_MANAGER, LauncherSettings};
+pub use duration::parse_duration;
+pub use experiment::hooks::HOOK_TIMEOUT;
+pub use leader::{LeaderElector, LeaseConfig, Timing, Work, lead};
+pub use metrics::{DEFAULT_RUN_RESULTS_PER_NAMESPACE, Metrics};
+pub use reconcile::retry::Retries;
+pub use reconcile::{Context, DEFAULT_CONCURRENCY, run_controllers};
+pub use server::{Health, router, serve};

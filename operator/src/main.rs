@@ -10,14 +10,11 @@ use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
-use llmbench_operator::builders::{FIELD_MANAGER, LauncherSettings};
-use llmbench_operator::experiment::hooks::HOOK_TIMEOUT;
-use llmbench_operator::leader::{self, LeaderElector, LeaseConfig, Timing, Work};
-use llmbench_operator::metrics::Metrics;
-use llmbench_operator::reconcile::retry::Retries;
-use llmbench_operator::reconcile::{Context, DEFAULT_CONCURRENCY, run_controllers};
-use llmbench_operator::server::{Health, router, serve};
-use llmbench_operator::status::parse_duration;
+use llmbench_operator::{
+    Context, DEFAULT_CONCURRENCY, FIELD_MANAGER, HOOK_TIMEOUT, Health, LauncherSettings,
+    LeaderElector, LeaseConfig, Metrics, Retries, Timing, Work, parse_duration, router,
+    run_controllers, serve,
+};
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
@@ -93,7 +90,7 @@ struct RunArgs {
     #[arg(
         long,
         env = "LLMBENCH_RUN_RESULTS_PER_NAMESPACE",
-        default_value_t = llmbench_operator::metrics::DEFAULT_RUN_RESULTS_PER_NAMESPACE
+        default_value_t = llmbench_operator::DEFAULT_RUN_RESULTS_PER_NAMESPACE
     )]
     run_results_per_namespace: usize,
     /// How often the Lease is renewed or retried.
@@ -332,7 +329,7 @@ async fn lead(
         },
     );
     let lease_health = health.clone();
-    leader::lead(
+    llmbench_operator::lead(
         &mut elector,
         timing,
         stop,

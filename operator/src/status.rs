@@ -16,8 +16,6 @@
 //!   naming the object and the API server's answer, while the operator cannot act on the run (it retries with a
 //!   backoff); True/`Reconciled` once a later pass succeeds; absent while no pass ever failed.
 
-use std::time::Duration;
-
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -25,6 +23,7 @@ use kube::ResourceExt;
 use llmbench_api::v1alpha1::{BenchmarkRun, BenchmarkRunStatus, Phase, RunSummary, ShardSummary};
 
 use crate::builders::LAUNCHER_INDEX_LABEL;
+pub use crate::duration::parse_duration;
 use crate::summary::{SummaryError, aggregate, harness_verdict, parse_summary, slo_verdict};
 
 pub const PROFILE_RENDERED: &str = "ProfileRendered";
@@ -249,38 +248,6 @@ fn truncate_keep_end(text: &str, max: usize, head: &str) -> String {
         start += 1;
     }
     format!("{head}{marker}{}", &text[start..])
-}
-
-/// Parses a Go-style duration as the CRD admits it: `3600s`, `90m`, `1h30m`, `1.5h`, `250ms`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let err = || format!("`{text}` is not a duration such as 3600s, 90m or 1h30m");
-    let mut rest = text.trim();
-    if rest.is_empty() {
-        return Err(err());
-    }
-    let mut total = 0f64;
-    while !rest.is_empty() {
-        let number_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(err)?;
-        let number: f64 = rest[..number_len].parse().map_err(|_| err())?;
-        rest = &rest[number_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let seconds = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(err()),
-        };
-        total += number * seconds;
-        rest = &rest[unit_len..];
-    }
-    Duration::try_from_secs_f64(total).map_err(|_| err())
 }
 
 /// Where the run's pods are, all of them considered.
@@ -872,17 +839,6 @@ mod tests {
         assert!(message.len() <= MAX_MESSAGE_BYTES);
         assert!(message.starts_with("launcher pod bench-1-launcher-0 exited"));
         assert!(message.ends_with("THE ERROR"));
-    }
-
-    #[test]
-    fn durations_parse_like_the_crd_admits_them() {
-        assert_eq!(parse_duration("3600s"), Ok(Duration::from_secs(3600)));
-        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
-        assert_eq!(parse_duration("1.5h"), Ok(Duration::from_secs(5400)));
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        for bad in ["", "10", "5d", "h", "1..2s"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
-        }
     }
 
     fn parallel_run(n: u32) -> BenchmarkRun {

@@ -15,7 +15,7 @@ use llmbench_api::v1alpha1::{
 use super::names::MAX_OBJECT_NAME;
 pub use super::names::bounded_name;
 use super::{BuildError, FIELD_MANAGER, LauncherSettings, PodParts, llmbench_pod};
-use crate::experiment::hooks::HookCall;
+use crate::hook_call::HookCall;
 
 /// Label with the experiment's name (shortened to a label value) on everything it owns.
 pub const EXPERIMENT_LABEL: &str = "llmbench.dev/experiment";

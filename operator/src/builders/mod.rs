@@ -2,11 +2,11 @@
 //! collector pod of a BenchmarkExperiment. No client, no I/O; tested with plain objects.
 
 mod config_map;
-pub mod experiment;
-pub mod names;
+pub(crate) mod experiment;
+pub(crate) mod names;
 mod pod;
 mod pvc;
-pub mod stack;
+pub(crate) mod stack;
 
 use std::collections::BTreeMap;
 
@@ -16,9 +16,9 @@ use llmbench_api::v1alpha1::BenchmarkRun;
 
 pub use config_map::{PROFILE_FILE, profile_config_map, profile_config_map_name};
 pub use pod::{
-    LAUNCHER_INDEX_LABEL, LauncherSettings, PROFILE_MOUNT_PATH, PodParts, TERMINATION_LOG,
-    colocate_shards, launcher_pod, launcher_pod_name, llmbench_pod, merge_pod, merge_pod_name,
-    needs_merge, run_id, shards_share_a_node,
+    LAUNCHER_INDEX_LABEL, LauncherSettings, PROFILE_MOUNT_PATH, PodParts, colocate_shards,
+    launcher_pod, launcher_pod_name, llmbench_pod, merge_pod, merge_pod_name, needs_merge, run_id,
+    shards_share_a_node,
 };
 pub use pvc::workload_pvc;
 
@@ -54,8 +54,6 @@ pub enum BuildError {
     },
     #[error("BenchmarkRun {run}: spec.launcher.startTimeout: {message}")]
     StartTimeout { run: String, message: String },
-    #[error("BenchmarkExperiment {experiment}: its plan has no treatment {index}")]
-    UnknownTreatment { experiment: String, index: usize },
     #[error("BenchmarkExperiment {experiment}: cannot encode {what}: {message}")]
     Encode {
         experiment: String,

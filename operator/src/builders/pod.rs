@@ -23,7 +23,7 @@ use super::{
     BuildError, PROFILE_FILE, RUN_UID_LABEL, owner_reference, profile_config_map_name, run_labels,
     uid,
 };
-use crate::status::parse_duration;
+use crate::duration::parse_duration;
 
 /// Where the rendered profile is mounted.
 pub const PROFILE_MOUNT_PATH: &str = "/etc/llmbench/profile";

@@ -3,6 +3,7 @@
 //! must, and answers it as the API server would.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::{Request, Response};
 use kube::Client;
@@ -46,6 +47,29 @@ pub fn context() -> (Ctx, ApiServer) {
         retries: Retries::default(),
     };
     (Arc::new(ctx), server)
+}
+
+/// The one preamble of a scripted test: runs `pass` on a fresh context while `scenario` answers its requests, then
+/// checks the scenario saw every request it expected (within 5 s) and, once `pass` dropped the context, no other.
+pub async fn scripted<S, P, T>(
+    scenario: impl FnOnce(ApiServer) -> S,
+    pass: impl FnOnce(Ctx) -> P,
+) -> T
+where
+    S: Future<Output = ApiServer> + Send + 'static,
+    P: Future<Output = T>,
+{
+    let (ctx, api) = context();
+    let scenario = tokio::spawn(scenario(api));
+    let outcome = pass(ctx).await;
+    let api = tokio::time::timeout(Duration::from_secs(5), scenario)
+        .await
+        .expect("the scenario finished: every expected request came")
+        .expect("the scenario's assertions held");
+    tokio::time::timeout(Duration::from_secs(5), api.done())
+        .await
+        .expect("no other request once the pass is over");
+    outcome
 }
 
 /// The API server's side of the mock.

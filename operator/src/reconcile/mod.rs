@@ -1,18 +1,19 @@
 //! The controllers: thin shells that read the cluster, call the pure builders and status functions, and write
 //! back with server-side apply under one field manager. Nothing that decides what to do is remembered between
-//! reconciles; only when to retry a failing object and which Warning events went out lately (`retry`).
+//! reconciles; only when to retry a failing object and which Warning events went out lately (`retry`). Every
+//! object a reconciler owns is made, found and removed through one child manager (`children`).
 
-pub mod experiment;
-#[cfg(test)]
-pub(crate) mod fixtures;
-pub mod profile;
+mod children;
+mod experiment;
+mod profile;
 mod release;
-pub mod retry;
-pub mod run;
+pub(crate) mod retry;
+mod run;
 
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Client, ResourceExt};
 
@@ -124,6 +125,45 @@ where
     }
 }
 
+/// The reconciler's own error inside the finalizer's wrapping (its apply or cleanup failed), if that is what it is.
+pub(crate) fn own_error<E>(error: &kube::runtime::finalizer::Error<E>) -> Option<&E>
+where
+    E: std::error::Error + 'static,
+{
+    use kube::runtime::finalizer::Error;
+    match error {
+        Error::ApplyFailed(e) | Error::CleanupFailed(e) => Some(e),
+        _ => None,
+    }
+}
+
+/// Server-side applies `status` as the whole status of `object` under the operator's field manager.
+pub(crate) async fn apply_status<K>(
+    client: &Client,
+    object: &K,
+    status: &impl serde::Serialize,
+) -> Result<(), kube::Error>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), &object.namespace().unwrap_or_default());
+    let patch = serde_json::json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "status": status,
+    });
+    api.patch_status(
+        &object.name_any(),
+        &PatchParams::apply(crate::builders::FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
 /// Whether `e` is the API's 404.
 pub(crate) fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.is_not_found())
@@ -173,6 +213,36 @@ pub async fn run_controllers(
         }
     }
 
+    /// Only our objects: the label every object the operator makes carries.
+    fn ours() -> watcher::Config {
+        watcher::Config::default().labels(&format!(
+            "app.kubernetes.io/managed-by={}",
+            crate::builders::FIELD_MANAGER
+        ))
+    }
+
+    /// The objects in `store` whose WorkloadProfile reference (`profile_ref`) names `profile`.
+    fn referencing_profile<K>(
+        store: &kube::runtime::reflector::Store<K>,
+        profile: &WorkloadProfile,
+        profile_ref: impl Fn(&K) -> Option<&llmbench_api::v1alpha1::ProfileRef>,
+    ) -> Vec<ObjectRef<K>>
+    where
+        K: kube::Resource<DynamicType = ()> + Clone + 'static,
+    {
+        let name = profile.name_any();
+        let namespace = profile.namespace();
+        store
+            .state()
+            .into_iter()
+            .filter(|object| {
+                object.namespace() == namespace
+                    && profile_ref(object).is_some_and(|r| r.name == name)
+            })
+            .map(|object| ObjectRef::from_obj(object.as_ref()))
+            .collect()
+    }
+
     let client = ctx.client.clone();
     let runs: Api<BenchmarkRun> = api(&client, namespace);
     let pods: Api<Pod> = api(&client, namespace);
@@ -217,43 +287,21 @@ pub async fn run_controllers(
     let referencing = store.clone();
     let run_controller = run_controller
         // Only our pods: the label every launcher carries.
-        .owns(
-            pods.clone(),
-            watcher::Config::default().labels(&format!(
-                "app.kubernetes.io/managed-by={}",
-                crate::builders::FIELD_MANAGER
-            )),
-        )
+        .owns(pods.clone(), ours())
         // Standalone stacks: a Deployment that becomes available starts the launchers, one that stops being
         // available is the heartbeat failing.
         .owns(
             api::<k8s_openapi::api::apps::v1::Deployment>(&client, namespace),
-            watcher::Config::default().labels(&format!(
-                "app.kubernetes.io/managed-by={}",
-                crate::builders::FIELD_MANAGER
-            )),
+            ours(),
         )
         // A WorkloadProfile that appears or changes wakes the runs that reference it (e.g. ProfileNotFound).
         .watches(
             profiles.clone(),
             watcher::Config::default(),
             move |profile| {
-                let name = profile.name_any();
-                let namespace = profile.namespace();
-                referencing
-                    .state()
-                    .into_iter()
-                    .filter(|run| {
-                        run.namespace() == namespace
-                            && run
-                                .spec
-                                .workload
-                                .profile_ref
-                                .as_ref()
-                                .is_some_and(|r| r.name == name)
-                    })
-                    .map(|run| ObjectRef::from_obj(run.as_ref()))
-                    .collect::<Vec<_>>()
+                referencing_profile(&referencing, &profile, |run: &BenchmarkRun| {
+                    run.spec.workload.profile_ref.as_ref()
+                })
             },
         )
         .graceful_shutdown_on(shutdown.clone().map(|_| ()))
@@ -271,35 +319,19 @@ pub async fn run_controllers(
             watcher::Config::default().labels(crate::builders::experiment::EXPERIMENT_UID_LABEL),
         )
         // Its collector pod.
-        .owns(
-            pods,
-            watcher::Config::default().labels(&format!(
-                "app.kubernetes.io/managed-by={}",
-                crate::builders::FIELD_MANAGER
-            )),
-        )
+        .owns(pods, ours())
         // A WorkloadProfile that appears or changes wakes the experiments whose template references it.
         .watches(
             profiles.clone(),
             watcher::Config::default(),
             move |profile| {
-                let name = profile.name_any();
-                let namespace = profile.namespace();
-                referencing
-                    .state()
-                    .into_iter()
-                    .filter(|experiment| {
-                        experiment.namespace() == namespace
-                            && experiment
-                                .spec
-                                .template
-                                .workload
-                                .profile_ref
-                                .as_ref()
-                                .is_some_and(|r| r.name == name)
-                    })
-                    .map(|experiment| ObjectRef::from_obj(experiment.as_ref()))
-                    .collect::<Vec<_>>()
+                referencing_profile(
+                    &referencing,
+                    &profile,
+                    |experiment: &BenchmarkExperiment| {
+                        experiment.spec.template.workload.profile_ref.as_ref()
+                    },
+                )
             },
         )
         .graceful_shutdown_on(shutdown.clone().map(|_| ()))
@@ -320,6 +352,9 @@ pub async fn run_controllers(
         });
     futures_util::future::join3(run_controller, experiment_controller, profile_controller).await;
 }
+
+#[cfg(test)]
+pub(crate) mod fixtures;
 
 #[cfg(test)]
 mod action_tests {

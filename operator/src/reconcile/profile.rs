@@ -5,17 +5,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kube::api::{Api, Patch, PatchParams};
+use kube::ResourceExt;
 use kube::runtime::controller::Action;
-use kube::{Resource, ResourceExt};
 use llmbench_api::render::{placeholders, render_profile, well_known};
 use llmbench_api::v1alpha1::{
     DEFAULT_PVC_NAME, WORKLOAD_MOUNT_PATH, WorkloadProfile, WorkloadProfileStatus,
 };
-use serde_json::json;
 
-use super::Ctx;
-use crate::builders::FIELD_MANAGER;
+use super::{Ctx, apply_status};
 use crate::metrics::ControllerName;
 
 /// Why reconciling a WorkloadProfile failed.
@@ -90,26 +87,15 @@ async fn write_status(profile: &WorkloadProfile, ctx: &Ctx) -> Result<(), Error>
         return Ok(());
     }
     let name = profile.name_any();
-    let namespace = profile.namespace().ok_or_else(|| Error::MissingNamespace {
-        profile: name.clone(),
-    })?;
-    let api: Api<WorkloadProfile> = Api::namespaced(ctx.client.clone(), &namespace);
-    let patch = json!({
-        "apiVersion": WorkloadProfile::api_version(&()),
-        "kind": WorkloadProfile::kind(&()),
-        "status": status,
-    });
-    api.patch_status(
-        &name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map_err(|source| Error::PatchStatus {
-        profile: name.clone(),
-        source,
-    })?;
-    Ok(())
+    if profile.namespace().is_none() {
+        return Err(Error::MissingNamespace { profile: name });
+    }
+    apply_status(&ctx.client, profile, &status)
+        .await
+        .map_err(|source| Error::PatchStatus {
+            profile: name,
+            source,
+        })
 }
 
 #[cfg(test)]
