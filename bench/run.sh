@@ -49,7 +49,7 @@ if [[ $build == debug ]]; then
 else
     (cd "$repo" && $cargo build --release -q -p llmbench) || { echo "cargo build failed" >&2; exit 1; }
 fi
-llmbench="$repo/target/$build/llmbench"
+llmbench="${CARGO_TARGET_DIR:-$repo/target}/$build/llmbench"
 # More sockets than streams: the scale scenario opens 10 000 connections on each side of loopback.
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
