@@ -4,9 +4,13 @@
 //! reads. `llmbench-api` re-exports all of it at its old paths and embeds the summary types in the CRDs.
 #![forbid(unsafe_code)]
 
+pub mod calendar;
 pub mod capacity;
+pub mod fnv;
+pub mod go_duration;
 pub mod harness;
 pub mod library;
+pub mod percentile;
 pub mod release;
 pub mod render;
 pub mod summary;

@@ -416,9 +416,7 @@ pub fn dns_name(text: &str) -> String {
         };
     }
     // FNV-1a: stable across versions and platforms, unlike std's hasher.
-    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-    });
+    let hash = llmbench_core::fnv::fnv1a_64(text.as_bytes());
     let head = trimmed[..31].trim_end_matches('-');
     format!("{head}-{:08x}", hash as u32)
 }
