@@ -6,6 +6,7 @@
 
 pub mod calendar;
 pub mod capacity;
+pub mod experiment;
 pub mod fnv;
 pub mod go_duration;
 pub mod harness;
@@ -13,6 +14,7 @@ pub mod library;
 pub mod percentile;
 pub mod release;
 pub mod render;
+pub mod slo;
 pub mod summary;
 pub mod vllm_log;
 

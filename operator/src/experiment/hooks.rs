@@ -5,41 +5,13 @@ use std::time::Duration;
 
 use llmbench_api::v1alpha1::Hook;
 use reqwest::Url;
-use serde::{Deserialize, Serialize};
 
 /// How long one hook may take.
 pub const HOOK_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest error kept in a record (the whole error goes to the Warning event).
 const MAX_ERROR_CHARS: usize = 120;
 
-/// One hook call and how it went: an HTTP status, or the error that kept it from getting one. The same shape as
-/// `experiment.json`'s `runs[].hooks[]`, so the collector's comparison carries it too.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct HookCall {
-    pub name: String,
-    pub method: String,
-    pub url: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<u16>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-impl HookCall {
-    /// Whether the call got a 2xx answer.
-    pub fn succeeded(&self) -> bool {
-        self.status.is_some_and(|s| (200..300).contains(&s))
-    }
-
-    /// The line in `status.runs[].hooks`: `reset-prefix-cache: 200`, `warm: error: connection refused`.
-    pub fn record(&self) -> String {
-        match (&self.status, &self.error) {
-            (Some(status), _) => format!("{}: {status}", self.name),
-            (None, Some(error)) => format!("{}: error: {error}", self.name),
-            (None, None) => format!("{}: no answer", self.name),
-        }
-    }
-}
+pub use llmbench_core::experiment::v1::HookCall;
 
 /// The URL a hook calls: a full http(s) URL as it is, anything else resolved against the stack's endpoint the
 /// way a browser resolves a link (`/reset_prefix_cache` from the endpoint's root).
