@@ -15,6 +15,7 @@ pub mod percentile;
 pub mod release;
 pub mod render;
 pub mod slo;
+pub mod stack_info;
 pub mod summary;
 pub mod vllm_log;
 
