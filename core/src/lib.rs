@@ -10,6 +10,7 @@ pub mod experiment;
 pub mod fnv;
 pub mod go_duration;
 pub mod harness;
+pub mod launcher_command;
 pub mod library;
 pub mod percentile;
 pub mod release;
