@@ -387,41 +387,13 @@ fn parse_percent(text: &str) -> Result<f64, &'static str> {
     Ok(value)
 }
 
-/// A duration such as `30s`, `2m`, `1m30s`, `500ms`.
+/// A duration such as `30s`, `2m`, `1m30s`, `500ms`: Go's syntax, as the CRD's other durations.
 pub fn parse_duration(text: &str) -> Result<std::time::Duration, ObjectiveError> {
-    let bad = || {
+    crate::go_duration::parse(text.trim()).ok_or_else(|| {
         ObjectiveError::Spec(format!(
             "`{text}` is not a duration such as 30s, 2m or 500ms"
         ))
-    };
-    let mut rest = text.trim();
-    if rest.is_empty() {
-        return Err(bad());
-    }
-    let mut total = 0f64;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(bad)?;
-        let (number, tail) = rest.split_at(digits);
-        let value: f64 = number.parse().map_err(|_| bad())?;
-        let unit_len = tail
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(tail.len());
-        let (unit, next) = tail.split_at(unit_len);
-        let scale = match unit {
-            "ns" => 1e-9,
-            "us" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(bad()),
-        };
-        total += value * scale;
-        rest = next;
-    }
-    std::time::Duration::try_from_secs_f64(total).map_err(|_| bad())
+    })
 }
 
 /// A search spec with its defaults filled in and every objective parsed.

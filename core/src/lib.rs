@@ -4,11 +4,19 @@
 //! reads. `llmbench-api` re-exports all of it at its old paths and embeds the summary types in the CRDs.
 #![forbid(unsafe_code)]
 
+pub mod calendar;
 pub mod capacity;
+pub mod experiment;
+pub mod fnv;
+pub mod go_duration;
 pub mod harness;
+pub mod launcher_command;
 pub mod library;
+pub mod percentile;
 pub mod release;
 pub mod render;
+pub mod slo;
+pub mod stack_info;
 pub mod summary;
 pub mod vllm_log;
 

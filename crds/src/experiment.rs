@@ -69,6 +69,19 @@ pub struct ResolvedTreatment {
     pub cache: Option<CacheState>,
 }
 
+impl From<&llmbench_core::experiment::v1::PlanTreatment> for ResolvedTreatment {
+    /// A treatment as `experiment.json` records it, for the table code.
+    fn from(t: &llmbench_core::experiment::v1::PlanTreatment) -> Self {
+        ResolvedTreatment {
+            name: t.name.clone(),
+            overrides: t.overrides.clone(),
+            levels: t.levels.clone(),
+            model: t.model.clone(),
+            cache: t.cache,
+        }
+    }
+}
+
 /// One run of the plan.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlannedRun {
@@ -416,33 +429,12 @@ pub fn dns_name(text: &str) -> String {
         };
     }
     // FNV-1a: stable across versions and platforms, unlike std's hasher.
-    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-    });
+    let hash = llmbench_core::fnv::fnv1a_64(text.as_bytes());
     let head = trimmed[..31].trim_end_matches('-');
     format!("{head}-{:08x}", hash as u32)
 }
 
-/// What one finished run contributes to its treatment's row.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct RunFigures {
-    pub requests_per_second: f64,
-    pub output_tokens_per_second: f64,
-    pub ttft_p50_ms: Option<f64>,
-    pub ttft_p99_ms: Option<f64>,
-    pub tpot_p50_ms: Option<f64>,
-    pub tpot_p99_ms: Option<f64>,
-    pub itl_p50_ms: Option<f64>,
-    pub itl_p99_ms: Option<f64>,
-    pub goodput_percent: Option<f64>,
-    /// The capacity the run's search found.
-    pub capacity: Option<f64>,
-    /// The share of prompt tokens the stack served from its prefix cache, in percent, where it reported them.
-    pub prefix_cache_hit_percent: Option<f64>,
-    pub failures: u64,
-    /// Whether the run met its SLO; None without one.
-    pub slo_met: Option<bool>,
-}
+pub use llmbench_core::experiment::v1::RunFigures;
 
 /// How one run of a treatment ended.
 #[derive(Debug, Clone, PartialEq)]

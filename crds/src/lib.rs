@@ -9,7 +9,9 @@ pub mod security;
 pub mod v1alpha1;
 
 pub use llmbench_core::{BuiltinProfile, LibraryError, Override, RenderError, render_profile};
-pub use llmbench_core::{capacity, library, release, render, summary, vllm_log};
+pub use llmbench_core::{
+    capacity, fnv, go_duration, library, percentile, release, render, summary, vllm_log,
+};
 
 use kube::CustomResourceExt;
 

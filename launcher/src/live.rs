@@ -435,39 +435,23 @@ async fn metrics_handler(State(metrics): State<Arc<LiveMetrics>>) -> impl IntoRe
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{ChunkEvent, ChunkKind, RequestError};
+    use crate::record::RequestError;
 
     /// A streamed request scheduled at 0 and sent at 2 ms, with content chunks at 100, 130 and 150 ms (one token
     /// each) and its end at 160 ms: TTFT 98 ms, ITL gaps 30 and 20 ms, E2E 158 ms, schedule delay 2 ms.
     fn streamed() -> RequestRecord {
         let ms = 1_000_000;
-        RequestRecord {
-            id: 0,
-            stage: 0,
-            scheduled_ns: 0,
-            sent_ns: 2 * ms,
-            end_ns: 160 * ms,
-            input_tokens: 10,
-            max_tokens: Some(3),
-            streaming: true,
-            http_status: Some(200),
-            usage: None,
-            error: None,
-            chunks: [100, 130, 150]
-                .into_iter()
-                .map(|at| ChunkEvent {
-                    at_ns: at * ms,
-                    kind: ChunkKind::Content { tokens: 1 },
-                })
-                .collect(),
-            text: None,
-            conversation: None,
-            warmup: false,
-            ignore_eos: false,
-            finish_reason: None,
-            request_id: None,
-            traceparent: None,
+        let mut record = RequestRecord::builder(0)
+            .sent(2 * ms)
+            .scheduled(0)
+            .end(160 * ms)
+            .input_tokens(10)
+            .max_tokens(3)
+            .ok();
+        for at in [100, 130, 150] {
+            record = record.content_at(at * ms, 1);
         }
+        record.build()
     }
 
     fn failed(class: ErrorClass) -> RequestRecord {

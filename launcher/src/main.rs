@@ -696,4 +696,143 @@ mod tests {
         assert_eq!(cli.log_format, LogFormat::Json);
         assert!(Cli::try_parse_from(["llmbench", "--log-format", "yaml", "sim"]).is_err());
     }
+
+    /// The operator renders the launcher's command line with `llmbench_core::launcher_command`; every flag it can
+    /// set must parse here, into the field it means. A flag renamed on either side fails this test.
+    #[test]
+    fn the_operators_command_line_parses_with_every_flag_into_its_field() {
+        use std::time::Duration;
+
+        use llmbench_core::capacity::CapacitySearchSpec;
+        use llmbench_core::launcher_command::{
+            DEFAULT_INTERRUPT_GRACE, Release, RunCommand, experiment_report_argv, report_argv,
+        };
+        let search: CapacitySearchSpec = serde_json::from_value(serde_json::json!(
+            {"load": "rate", "slo": ["ttft_p99<=100ms"], "start": 1, "max": 8}
+        ))
+        .unwrap();
+        let mut launch = RunCommand::new(
+            llmbench_core::harness::Harness::InferencePerf,
+            "/etc/llmbench/profile/profile.yaml",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "/requests/team",
+            "bench-1",
+            "/dev/termination-log",
+        );
+        launch.shard = (2, 4);
+        launch.interrupt_grace = Duration::from_millis(2500);
+        launch.metrics_listen = Some("10.0.0.7:9464".into());
+        launch.release = Some(Release {
+            address: "10.0.0.7:9465".into(),
+            timeout: Duration::from_secs(960),
+        });
+        launch.endpoint = Some("http://bench-1-stack.team.svc:8000".into());
+        launch.tokenizer = Some("meta-llama/Llama-3.1-8B-Instruct".into());
+        launch.metrics_endpoints = vec![
+            "http://a:8000/metrics".into(),
+            "http://b:8000/metrics".into(),
+        ];
+        launch.stack_info = Some("/etc/llmbench/profile/stack-info.json".into());
+        launch.profiler_start = Some("/start_profile".into());
+        launch.profiler_stop = Some("/stop_profile".into());
+        launch.reset_prefix_cache = true;
+        launch.warm_prefix_cache = true;
+        launch.capacity_search = Some(search.clone());
+        let Command::Run(run) = Cli::try_parse_from(launch.argv().unwrap()).unwrap().command else {
+            panic!("not `llmbench run`");
+        };
+        assert_eq!(run.harness, llmbench_core::harness::Harness::InferencePerf);
+        assert_eq!(run.profile, "/etc/llmbench/profile/profile.yaml");
+        assert_eq!(
+            run.model.as_deref(),
+            Some("meta-llama/Llama-3.1-8B-Instruct")
+        );
+        assert_eq!(run.output, PathBuf::from("/requests/team"));
+        assert_eq!(run.run_id.as_deref(), Some("bench-1"));
+        assert_eq!(
+            run.summary_file,
+            Some(PathBuf::from("/dev/termination-log"))
+        );
+        assert_eq!((run.shard.index, run.shard.count), (2, 4));
+        assert_eq!(run.interrupt_grace, Duration::from_millis(2500));
+        assert_eq!(run.metrics_listen, Some("10.0.0.7:9464".parse().unwrap()));
+        assert_eq!(run.wait_for_release, Some("10.0.0.7:9465".parse().unwrap()));
+        assert_eq!(run.release_timeout, Duration::from_secs(960));
+        assert_eq!(
+            run.endpoint.as_deref(),
+            Some("http://bench-1-stack.team.svc:8000")
+        );
+        assert_eq!(
+            run.tokenizer.as_deref(),
+            Some("meta-llama/Llama-3.1-8B-Instruct")
+        );
+        assert_eq!(
+            run.metrics_endpoints,
+            ["http://a:8000/metrics", "http://b:8000/metrics"]
+        );
+        assert_eq!(
+            run.stack_info,
+            Some(PathBuf::from("/etc/llmbench/profile/stack-info.json"))
+        );
+        assert_eq!(run.profiler_start.as_deref(), Some("/start_profile"));
+        assert_eq!(run.profiler_stop.as_deref(), Some("/stop_profile"));
+        assert!(run.reset_prefix_cache && run.warm_prefix_cache);
+        let parsed: CapacitySearchSpec =
+            serde_json::from_str(run.capacity_search.as_deref().unwrap()).unwrap();
+        assert_eq!(parsed, search);
+
+        // `--vllm-profiler` conflicts with the hooks, so it goes alone; the defaults are the builder's.
+        let mut vllm = RunCommand::new(
+            llmbench_core::harness::Harness::Nop,
+            "nop",
+            "m",
+            "/requests",
+            "r",
+            "/dev/termination-log",
+        );
+        vllm.vllm_profiler = true;
+        let Command::Run(run) = Cli::try_parse_from(vllm.argv().unwrap()).unwrap().command else {
+            panic!("not `llmbench run`");
+        };
+        assert!(run.vllm_profiler);
+        assert_eq!((run.shard.index, run.shard.count), (0, 1));
+        assert_eq!(run.interrupt_grace, DEFAULT_INTERRUPT_GRACE);
+        assert_eq!(run.metrics_listen, None);
+
+        // Without the flag, clap's default is the same grace.
+        let Command::Run(run) =
+            Cli::try_parse_from(["llmbench", "run", "--harness", "nop", "--profile", "nop"])
+                .unwrap()
+                .command
+        else {
+            panic!("not `llmbench run`");
+        };
+        assert_eq!(run.interrupt_grace, DEFAULT_INTERRUPT_GRACE);
+
+        let Command::Report(report) =
+            Cli::try_parse_from(report_argv("/requests/bench-1", "/dev/termination-log"))
+                .unwrap()
+                .command
+        else {
+            panic!("not `llmbench report`");
+        };
+        assert_eq!(report.dir, PathBuf::from("/requests/bench-1"));
+        assert_eq!(
+            report.summary_file,
+            Some(PathBuf::from("/dev/termination-log"))
+        );
+
+        let argv = experiment_report_argv("/requests/sweep", "/etc/llmbench/experiment.json");
+        let Command::Experiment(command) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("not `llmbench experiment`");
+        };
+        let Some(llmbench::experiment::ExperimentAction::Report(report)) = command.action else {
+            panic!("not `llmbench experiment report`");
+        };
+        assert_eq!(report.dir, PathBuf::from("/requests/sweep"));
+        assert_eq!(
+            report.plan,
+            Some(PathBuf::from("/etc/llmbench/experiment.json"))
+        );
+    }
 }

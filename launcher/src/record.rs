@@ -858,6 +858,162 @@ pub fn for_each_jsonl(
     Ok(skipped)
 }
 
+impl RequestRecord {
+    /// A record set field by field, for tests and tools in any crate: request `id`, stage 0, every time 0, no
+    /// input tokens, streaming, and no answer until one is given (`.ok()`, `.status(…)`, `.error(…)`). A field
+    /// added to [`RequestRecord`] gets its default here once, not in every test.
+    pub fn builder(id: u64) -> RequestRecordBuilder {
+        RequestRecordBuilder(RequestRecord {
+            id,
+            stage: 0,
+            scheduled_ns: 0,
+            sent_ns: 0,
+            end_ns: 0,
+            input_tokens: 0,
+            max_tokens: None,
+            ignore_eos: false,
+            streaming: true,
+            http_status: None,
+            usage: None,
+            finish_reason: None,
+            error: None,
+            chunks: Vec::new(),
+            text: None,
+            conversation: None,
+            warmup: false,
+            request_id: None,
+            traceparent: None,
+        })
+    }
+}
+
+/// Builds a [`RequestRecord`]: `RequestRecord::builder(7).sent(ms(5)).end(ms(90)).ok().content_at(ms(40), 3).build()`.
+/// Times are nanoseconds since the run's t0, as in the record.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct RequestRecordBuilder(RequestRecord);
+
+impl RequestRecordBuilder {
+    pub fn stage(mut self, stage: u32) -> Self {
+        self.0.stage = stage;
+        self
+    }
+
+    /// When the schedule wanted the request sent.
+    pub fn scheduled(mut self, ns: u64) -> Self {
+        self.0.scheduled_ns = ns;
+        self
+    }
+
+    /// When it was sent, and scheduled for then too (set [`scheduled`](Self::scheduled) after it to differ).
+    pub fn sent(mut self, ns: u64) -> Self {
+        self.0.scheduled_ns = ns;
+        self.0.sent_ns = ns;
+        self
+    }
+
+    pub fn end(mut self, ns: u64) -> Self {
+        self.0.end_ns = ns;
+        self
+    }
+
+    pub fn input_tokens(mut self, tokens: u32) -> Self {
+        self.0.input_tokens = tokens;
+        self
+    }
+
+    pub fn max_tokens(mut self, tokens: u32) -> Self {
+        self.0.max_tokens = Some(tokens);
+        self
+    }
+
+    pub fn ignore_eos(mut self) -> Self {
+        self.0.ignore_eos = true;
+        self
+    }
+
+    pub fn streaming(mut self, streaming: bool) -> Self {
+        self.0.streaming = streaming;
+        self
+    }
+
+    /// Answered 200.
+    pub fn ok(self) -> Self {
+        self.status(200)
+    }
+
+    pub fn status(mut self, status: u16) -> Self {
+        self.0.http_status = Some(status);
+        self
+    }
+
+    /// The answer's `usage` with prompt and completion tokens only.
+    pub fn usage(self, prompt_tokens: u32, completion_tokens: u32) -> Self {
+        self.usage_of(Usage {
+            prompt_tokens,
+            completion_tokens,
+            cached_tokens: None,
+            reasoning_tokens: None,
+        })
+    }
+
+    pub fn usage_of(mut self, usage: Usage) -> Self {
+        self.0.usage = Some(usage);
+        self
+    }
+
+    pub fn finish_reason(mut self, reason: FinishReason) -> Self {
+        self.0.finish_reason = Some(reason);
+        self
+    }
+
+    /// Failed: `class`, with `message`.
+    pub fn error(mut self, class: ErrorClass, message: impl Into<String>) -> Self {
+        self.0.error = Some(Box::new(RequestError {
+            class,
+            message: message.into(),
+        }));
+        self
+    }
+
+    /// A chunk arrived at `at_ns`, carrying `kind`.
+    pub fn chunk(mut self, at_ns: u64, kind: ChunkKind) -> Self {
+        self.0.chunks.push(ChunkEvent { at_ns, kind });
+        self
+    }
+
+    /// A content chunk of `tokens` tokens arrived at `at_ns`.
+    pub fn content_at(self, at_ns: u64, tokens: u32) -> Self {
+        self.chunk(at_ns, ChunkKind::Content { tokens })
+    }
+
+    /// The answer's text (kept only with `--save-text` and the like).
+    pub fn text(mut self, text: impl Into<String>) -> Self {
+        self.0.text = Some(Box::new(text.into()));
+        self
+    }
+
+    /// Turn `turn` of conversation `id`.
+    pub fn turn(mut self, id: u32, turn: u32) -> Self {
+        self.0.conversation = Some(TurnOf { id, turn });
+        self
+    }
+
+    pub fn warmup(mut self) -> Self {
+        self.0.warmup = true;
+        self
+    }
+
+    pub fn request_id(mut self, id: &str) -> Self {
+        self.0.request_id = Some(id.into());
+        self
+    }
+
+    pub fn build(self) -> RequestRecord {
+        self.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -869,33 +1025,91 @@ mod tests {
 
     /// A streamed chat request scheduled at 90, sent at 100 and ended at 320, with these chunks.
     fn streamed(chunks: &[(u64, ChunkKind)]) -> RequestRecord {
-        RequestRecord {
-            text: None,
-            conversation: None,
-            warmup: false,
-            id: 1,
-            stage: 0,
-            scheduled_ns: 90,
-            sent_ns: 100,
-            end_ns: 320,
-            input_tokens: 10,
-            max_tokens: Some(4),
-            ignore_eos: false,
-            streaming: true,
-            http_status: Some(200),
-            usage: None,
-            finish_reason: None,
-            error: None,
-            chunks: chunks
-                .iter()
-                .map(|&(at_ns, kind)| ChunkEvent { at_ns, kind })
-                .collect(),
-            request_id: None,
-            traceparent: None,
+        let mut record = RequestRecord::builder(1)
+            .sent(100)
+            .scheduled(90)
+            .end(320)
+            .input_tokens(10)
+            .max_tokens(4)
+            .ok();
+        for &(at_ns, kind) in chunks {
+            record = record.chunk(at_ns, kind);
         }
+        record.build()
     }
 
     /// Role-only delta at 150, tokens at 200, 230, 260, 300, usage chunk at 310.
+    #[test]
+    fn the_builder_sets_what_it_is_told_and_leaves_the_rest_unanswered() {
+        let bare = RequestRecord::builder(3).build();
+        assert_eq!(
+            (bare.id, bare.stage, bare.sent_ns, bare.end_ns),
+            (3, 0, 0, 0)
+        );
+        assert!(bare.streaming && bare.http_status.is_none() && bare.error.is_none());
+        assert!(bare.chunks.is_empty() && bare.usage.is_none() && !bare.warmup);
+        let record = RequestRecord::builder(7)
+            .stage(2)
+            .sent(100)
+            .scheduled(90)
+            .end(400)
+            .input_tokens(12)
+            .max_tokens(3)
+            .ignore_eos()
+            .ok()
+            .usage(12, 3)
+            .finish_reason(FinishReason::Length)
+            .content_at(200, 2)
+            .chunk(300, UsageOnly)
+            .turn(4, 1)
+            .request_id("r-7")
+            .build();
+        assert_eq!(
+            (record.scheduled_ns, record.sent_ns, record.end_ns),
+            (90, 100, 400)
+        );
+        assert_eq!(
+            (record.stage, record.max_tokens, record.ignore_eos),
+            (2, Some(3), true)
+        );
+        assert_eq!(record.http_status, Some(200));
+        assert_eq!(
+            record.usage.map(|u| (u.prompt_tokens, u.completion_tokens)),
+            Some((12, 3))
+        );
+        assert_eq!(
+            record.chunks,
+            [
+                ChunkEvent {
+                    at_ns: 200,
+                    kind: content(2)
+                },
+                ChunkEvent {
+                    at_ns: 300,
+                    kind: UsageOnly
+                }
+            ]
+        );
+        assert_eq!(record.conversation, Some(TurnOf { id: 4, turn: 1 }));
+        assert_eq!(record.request_id.as_deref(), Some("r-7"));
+        let failed = RequestRecord::builder(1)
+            .status(503)
+            .error(ErrorClass::HttpStatus, "busy")
+            .build();
+        assert_eq!(
+            failed.error.map(|e| (e.class, e.message)),
+            Some((ErrorClass::HttpStatus, "busy".to_owned()))
+        );
+        assert!(
+            !RequestRecord::builder(0)
+                .streaming(false)
+                .warmup()
+                .text("hi")
+                .build()
+                .streaming
+        );
+    }
+
     fn chat() -> RequestRecord {
         streamed(&[
             (150, Empty),

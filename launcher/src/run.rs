@@ -64,9 +64,9 @@ use crate::workload::{
 };
 use crate::{progress, wallclock};
 
-/// How long requests in flight may still finish after SIGTERM or SIGINT before they are cancelled. A launcher
-/// pod's `terminationGracePeriodSeconds` leaves room for this and for writing the reports.
-pub const DEFAULT_INTERRUPT_GRACE: Duration = Duration::from_secs(5);
+/// How long requests in flight may still finish after SIGTERM or SIGINT before they are cancelled (`--interrupt-grace`'s
+/// default, which a test holds to this value); the operator's launcher pods use it too.
+pub use llmbench_core::launcher_command::DEFAULT_INTERRUPT_GRACE;
 
 /// The model name the embedded simulator serves.
 pub const SIM_MODEL: &str = "llmbench-sim";

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+pub use llmbench_core::stack_info::{StackInfo, StackInfoError};
 pub use llmbench_core::summary::v1::EngineInfo;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -37,30 +38,11 @@ pub enum StackError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error(
-        "{path}: not a stack-info record ({{\"image\": string?, \"command\": [string], \"args\": [string], \"env\": \
-         {{string: string}}}}): {source}"
-    )]
+    #[error("{path}: {source}")]
     Parse {
         path: PathBuf,
-        source: serde_json::Error,
+        source: StackInfoError,
     },
-}
-
-/// The stack-info file (`--stack-info`): how the stack under test was started. The operator writes it into the
-/// run's ConfigMap; every field may be left out. An unknown field is refused (naming it, with its line), so a
-/// writer's typo never drops part of the record silently.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StackInfo {
-    #[serde(default)]
-    pub image: Option<String>,
-    #[serde(default)]
-    pub command: Vec<String>,
-    #[serde(default)]
-    pub args: Vec<String>,
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
 }
 
 /// Reads and checks `--stack-info FILE`.
@@ -74,7 +56,7 @@ pub fn read_stack_info(path: &Path) -> Result<StackInfo, StackError> {
 
 /// Parses a stack-info record; `path` names it in the error (serde_json's error carries the line and column).
 pub fn parse_stack_info(path: &Path, text: &str) -> Result<StackInfo, StackError> {
-    serde_json::from_str(text).map_err(|source| StackError::Parse {
+    StackInfo::parse(text).map_err(|source| StackError::Parse {
         path: path.to_owned(),
         source,
     })
@@ -459,6 +441,7 @@ mod tests {
         let spec = StackSpec::new(
             StackSource::Serve,
             StackInfo {
+                schema: None,
                 image: None,
                 command: vec!["vllm".to_owned()],
                 args: vec!["serve".to_owned(), "Qwen/Qwen3-0.6B".to_owned()],

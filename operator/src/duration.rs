@@ -2,36 +2,11 @@
 
 use std::time::Duration;
 
-/// Parses a Go-style duration as the CRD admits it: `3600s`, `90m`, `1h30m`, `1.5h`, `250ms`.
+/// Parses a Go duration (`time.ParseDuration`, one copy in core) as the CRD admits it: `3600s`, `90m`, `1h30m`,
+/// `1.5h`, `250ms`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let err = || format!("`{text}` is not a duration such as 3600s, 90m or 1h30m");
-    let mut rest = text.trim();
-    if rest.is_empty() {
-        return Err(err());
-    }
-    let mut total = 0f64;
-    while !rest.is_empty() {
-        let number_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(err)?;
-        let number: f64 = rest[..number_len].parse().map_err(|_| err())?;
-        rest = &rest[number_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let seconds = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(err()),
-        };
-        total += number * seconds;
-        rest = &rest[unit_len..];
-    }
-    Duration::try_from_secs_f64(total).map_err(|_| err())
+    llmbench_api::go_duration::parse(text.trim())
+        .ok_or_else(|| format!("`{text}` is not a duration such as 3600s, 90m or 1h30m"))
 }
 
 #[cfg(test)]

@@ -106,13 +106,6 @@ fn ttfts_ms(path: &std::path::Path) -> Vec<f64> {
         .collect()
 }
 
-/// numpy's default percentile of sorted values: linear between the two closest ranks.
-fn linear_percentile(sorted: &[f64], p: f64) -> f64 {
-    let rank = p * (sorted.len() - 1) as f64;
-    let (low, high) = (rank.floor() as usize, rank.ceil() as usize);
-    sorted[low] + (sorted[high] - sorted[low]) * (rank - low as f64)
-}
-
 fn lines(path: &Path) -> usize {
     std::fs::read_to_string(path)
         .map(|t| t.lines().count())
@@ -304,7 +297,7 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
     union_ttft_ms.sort_by(f64::total_cmp);
     let ttft = merged.latency_ms.ttft.as_ref().expect("merged ttft");
     for (p, reported) in [(0.5, ttft.p50), (0.9, ttft.p90), (0.99, ttft.p99)] {
-        let expected = linear_percentile(&union_ttft_ms, p);
+        let expected = llmbench_api::percentile::linear(&union_ttft_ms, p).expect("TTFTs");
         assert!(
             (expected - reported).abs() < 1e-6,
             "p{p}: {expected} from the union vs {reported} in status"

@@ -8,6 +8,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::calendar::{days_from_civil, days_in_month};
+
 /// A line's timestamp: vLLM logs `MM-DD HH:MM:SS` (with `.mmm` in some versions) and no year, so the year is the
 /// reader's (upstream prepends `datetime.now().year`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -141,7 +143,7 @@ fn stamp(
 ) -> Option<Stamp> {
     if !(1..=12).contains(&month)
         || day == 0
-        || day > days_in_month(year, month)
+        || Some(day) > days_in_month(i64::from(year), month)
         || hour > 23
         || minute > 59
         || second > 59
@@ -161,26 +163,6 @@ fn stamp(
         second: second as u8,
         millis: millis as u16,
     })
-}
-
-fn days_in_month(year: i32, month: u32) -> u32 {
-    match month {
-        2 if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (i64::from(month) + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + i64::from(day) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 /// The last `(…pid=N…)` group of the line (upstream: the matches of `\(.*?\)` from the last, the first holding

@@ -7,6 +7,8 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
+use crate::calendar::civil_from_days;
+
 use super::{Analysis, CategoryDump, LogSource, VllmMetrics};
 
 /// Upstream's `result.yaml` (`BenchmarkResult.dump()`), field for field.
@@ -458,18 +460,4 @@ fn iso_utc(seconds: f64) -> String {
         secs % 60,
         rem % 1_000_000
     )
-}
-
-/// The date of a count of days since 1970-01-01 (Howard Hinnant's `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }

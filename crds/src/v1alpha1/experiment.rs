@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::BenchmarkRunSpec;
 use crate::capacity::CapacitySearchSpec;
+pub use llmbench_core::experiment::v1::{CacheState, Hook};
 
 /// The most treatments an experiment may have (list entries, or the product of the factors' levels).
 pub const MAX_TREATMENTS: usize = 100;
@@ -95,36 +96,6 @@ pub struct BenchmarkExperimentSpec {
     pub cache_states: Vec<CacheState>,
 }
 
-/// The prefix cache a run of a cold/warm comparison meets.
-#[derive(
-    JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum CacheState {
-    /// Reset before the run, with prompts new to it.
-    Cold,
-    /// Primed with the run's own prompts before the run.
-    Warm,
-}
-
-impl CacheState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CacheState::Cold => "cold",
-            CacheState::Warm => "warm",
-        }
-    }
-
-    /// Parses `cold` or `warm`.
-    pub fn parse(text: &str) -> Option<CacheState> {
-        match text.trim() {
-            "cold" => Some(CacheState::Cold),
-            "warm" => Some(CacheState::Warm),
-            _ => None,
-        }
-    }
-}
-
 fn default_repeats() -> u32 {
     1
 }
@@ -187,26 +158,6 @@ impl Default for Ordering {
 
 fn default_parallelism() -> u32 {
     1
-}
-
-/// An HTTP call on the stack between runs.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct Hook {
-    /// A name for the record, e.g. reset-prefix-cache.
-    #[schemars(regex(pattern = r"^[A-Za-z0-9_.-]{1,63}$"))]
-    pub name: String,
-    /// The HTTP method. Default POST.
-    #[serde(default = "default_method")]
-    #[schemars(regex(pattern = r"^(GET|POST|PUT|DELETE)$"))]
-    pub method: String,
-    /// A path on the stack's endpoint (/reset_prefix_cache) or a full http(s) URL.
-    #[schemars(length(min = 1, max = 2048))]
-    pub url: String,
-}
-
-fn default_method() -> String {
-    "POST".to_owned()
 }
 
 /// Where an experiment is.

@@ -1259,27 +1259,11 @@ mod tests {
 
     /// A successful record with only its id set apart.
     fn record(id: u64) -> RequestRecord {
-        RequestRecord {
-            id,
-            stage: 0,
-            scheduled_ns: 0,
-            sent_ns: 0,
-            end_ns: 1,
-            input_tokens: 1,
-            max_tokens: None,
-            streaming: true,
-            http_status: Some(200),
-            usage: None,
-            error: None,
-            chunks: Vec::new(),
-            text: None,
-            conversation: None,
-            warmup: false,
-            ignore_eos: false,
-            finish_reason: None,
-            request_id: None,
-            traceparent: None,
-        }
+        RequestRecord::builder(id)
+            .end(1)
+            .input_tokens(1)
+            .ok()
+            .build()
     }
 
     /// The ids an observer saw, in the order it saw them.

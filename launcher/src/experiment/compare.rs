@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::ExperimentError;
-use super::figures::{FiguresJson, capacity_block, read_summary, run_figures, slo_verdict};
+use super::figures::{capacity_block, read_summary, run_figures, slo_verdict};
 use super::plan::{ExperimentPlan, RunStatus, write_atomic};
 use crate::plot::TreatmentTable;
 use crate::report::{
@@ -58,7 +58,7 @@ pub struct RunComparison {
     pub status: RunStatus,
     /// Its figures, where its summary.json could be read (also for a failed run that wrote one; the table counts
     /// succeeded runs only).
-    pub figures: Option<FiguresJson>,
+    pub figures: Option<llmbench_api::experiment::RunFigures>,
     /// The SLO verdict's wording, where the plan has an SLO.
     pub slo: Option<String>,
     /// `summary.json`'s `capacity` block, as the run wrote it, where it did.
@@ -134,7 +134,11 @@ pub fn write_all(dir: &Path, plan: &ExperimentPlan) -> Result<Written, Experimen
 
 /// The comparison: each run's figures from its summary.json, the table over succeeded runs.
 pub fn comparison(dir: &Path, plan: &ExperimentPlan, warnings: &mut Vec<String>) -> Comparison {
-    let treatments: Vec<_> = plan.treatments.iter().map(|t| t.resolved()).collect();
+    let treatments: Vec<_> = plan
+        .treatments
+        .iter()
+        .map(llmbench_api::experiment::ResolvedTreatment::from)
+        .collect();
     let mut results = Vec::new();
     let mut runs = Vec::new();
     for run in &plan.runs {
@@ -178,7 +182,7 @@ pub fn comparison(dir: &Path, plan: &ExperimentPlan, warnings: &mut Vec<String>)
             treatment: run.treatment.clone(),
             repeat: run.repeat,
             status,
-            figures: figures.as_ref().map(FiguresJson::from),
+            figures,
             slo,
             capacity,
             error,
@@ -876,7 +880,7 @@ pub fn treatment_table(comparison: &Comparison, slo: Option<&SloSpec>) -> Treatm
 /// The treatment table of the experiment in `dir`, from its files alone (as `experiment report` builds the
 /// comparison), for `llmbench plot DIR`.
 pub fn treatment_table_of(dir: &Path) -> Result<TreatmentTable, ExperimentError> {
-    let plan = ExperimentPlan::read(&dir.join(super::plan::EXPERIMENT_FILE))?;
+    let plan = super::plan::read(&dir.join(super::plan::EXPERIMENT_FILE))?;
     let comparison = comparison(dir, &plan, &mut Vec::new());
     Ok(treatment_table(&comparison, plan.slo.as_ref()))
 }

@@ -5,7 +5,6 @@ use std::path::Path;
 
 use llmbench_api::experiment::RunFigures;
 use llmbench_api::v1alpha1::SloSpec;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::metrics::{RunSummary, Stats};
@@ -90,45 +89,6 @@ pub fn slo_verdict(slo: &SloSpec, summary: &RunSummary) -> Result<String, String
         requests: summary.overall.requests.total,
         failures: summary.overall.requests.failed,
     })
-}
-
-/// [`RunFigures`] as comparison.json writes them (the shared type has no serde).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FiguresJson {
-    pub requests_per_second: f64,
-    pub output_tokens_per_second: f64,
-    pub ttft_p50_ms: Option<f64>,
-    pub ttft_p99_ms: Option<f64>,
-    pub tpot_p50_ms: Option<f64>,
-    pub tpot_p99_ms: Option<f64>,
-    pub itl_p50_ms: Option<f64>,
-    pub itl_p99_ms: Option<f64>,
-    pub goodput_percent: Option<f64>,
-    pub capacity: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prefix_cache_hit_percent: Option<f64>,
-    pub failures: u64,
-    pub slo_met: Option<bool>,
-}
-
-impl From<&RunFigures> for FiguresJson {
-    fn from(f: &RunFigures) -> Self {
-        FiguresJson {
-            requests_per_second: f.requests_per_second,
-            output_tokens_per_second: f.output_tokens_per_second,
-            ttft_p50_ms: f.ttft_p50_ms,
-            ttft_p99_ms: f.ttft_p99_ms,
-            tpot_p50_ms: f.tpot_p50_ms,
-            tpot_p99_ms: f.tpot_p99_ms,
-            itl_p50_ms: f.itl_p50_ms,
-            itl_p99_ms: f.itl_p99_ms,
-            goodput_percent: f.goodput_percent,
-            capacity: f.capacity,
-            prefix_cache_hit_percent: f.prefix_cache_hit_percent,
-            failures: f.failures,
-            slo_met: f.slo_met,
-        }
-    }
 }
 
 #[cfg(test)]

@@ -337,7 +337,7 @@ pub fn report(args: &ExperimentReportArgs) -> Result<(ExperimentPlan, Written), 
     let target = args.dir.join(plan::EXPERIMENT_FILE);
     let plan = match &args.plan {
         Some(file) => {
-            let plan = ExperimentPlan::read(file)?;
+            let plan = plan::read(file)?;
             std::fs::create_dir_all(&args.dir).map_err(|source| ExperimentError::Write {
                 path: args.dir.clone(),
                 source,
@@ -351,7 +351,7 @@ pub fn report(args: &ExperimentReportArgs) -> Result<(ExperimentPlan, Written), 
             }
             plan
         }
-        None => ExperimentPlan::read(&target)?,
+        None => plan::read(&target)?,
     };
     let written = compare::write_all(&args.dir, &plan)?;
     Ok((plan, written))

@@ -728,7 +728,10 @@ pub fn check(resolved: &Resolved, rule: KeyRule) -> Result<Vec<String>, Experime
         let template = load(resolved.profile_of(&t.name))?;
         let place = resolved.place_of(&t.overrides, None);
         let edits = Edits {
-            overrides: core::run_overrides(&plan.overrides, &t.resolved()),
+            overrides: core::run_overrides(
+                &plan.overrides,
+                &llmbench_api::experiment::ResolvedTreatment::from(t),
+            ),
             ..base_edits.clone()
         };
         let model = t.model.as_deref();

@@ -131,7 +131,7 @@ pub async fn execute(
     let mut plan = resolved.plan.clone();
     plan.started_at = Some(wallclock::rfc3339_millis(wallclock::unix_ns_now()));
     let plan_path = dir.join(EXPERIMENT_FILE);
-    plan.write(&plan_path)?;
+    super::plan::write(&plan, &plan_path)?;
     println!(
         "llmbench: experiment {} — {} treatment(s) × {} repeat(s) = {} run(s) against {} → {}",
         plan.name,
@@ -211,7 +211,7 @@ pub async fn execute(
         );
         let failed = run.status == RunStatus::Failed;
         plan.runs[index] = run;
-        plan.write(&plan_path)?;
+        super::plan::write(&plan, &plan_path)?;
         if stop.requested() {
             halted = Some("interrupted");
         } else if failed && plan.stop_on_failure {
@@ -228,7 +228,7 @@ pub async fn execute(
     plan.interrupted = stop.requested();
     plan.finished_at = Some(wallclock::rfc3339_millis(wallclock::unix_ns_now()));
     plan.duration_s = Some(started.elapsed().as_secs_f64());
-    plan.write(&plan_path)?;
+    super::plan::write(&plan, &plan_path)?;
     let written = compare::write_all(&dir, &plan)?;
     let preflight_failed = context
         .checked
@@ -450,7 +450,10 @@ impl RunContext<'_> {
         args.max_model_len = resolved.max_model_len;
         args.metrics_endpoints = resolved.metrics_endpoints.clone();
         args.set = resolved.set.clone();
-        args.overrides = run_overrides(&plan.overrides, &treatment.resolved());
+        args.overrides = run_overrides(
+            &plan.overrides,
+            &llmbench_api::experiment::ResolvedTreatment::from(treatment),
+        );
         args.override_add = plan.override_add.clone();
         args.output = self.dir.to_owned();
         args.run_id = Some(run.dir.clone());

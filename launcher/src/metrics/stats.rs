@@ -8,6 +8,8 @@
 //! linear passes (`select_ranks`), which keeps a summary of tens of millions of pooled ITL gaps fast.
 //! Mean and standard deviation come from exact integer sums gathered while the values are collected.
 
+pub use llmbench_core::percentile::linear as percentile_linear;
+pub(crate) use llmbench_core::percentile::{linear_at, linear_neighbours};
 use serde::{Deserialize, Serialize};
 
 /// Descriptive statistics of one metric. The unit is the caller's (the summary uses milliseconds).
@@ -332,43 +334,6 @@ fn select_ranks(values: &[u64], min: u64, max: u64, ranks: &[usize], out: &mut V
     }
 }
 
-/// The `p` quantile (a fraction: 0.99 is p99) of a sample sorted ascending, by numpy's default method
-/// (`np.percentile(..., method="linear")`): the value at virtual index `(n − 1)·p`, interpolated linearly
-/// between its neighbours. `None` for an empty sample or a NaN `p`; `p` is clamped to [0, 1].
-///
-/// `[1, 2, 3, 4]`: p = 0.5 → index 1.5 → 2.5; p = 0.9 → index 2.7 → 3 + 0.7·(4 − 3) = 3.7.
-pub fn percentile_linear(sorted: &[f64], p: f64) -> Option<f64> {
-    linear_at(sorted.len(), p, |i| sorted[i])
-}
-
-/// numpy's virtual index `(n − 1)·p` for a non-empty sample, clamped p.
-fn virtual_index(n: usize, p: f64) -> f64 {
-    (n - 1) as f64 * p.clamp(0.0, 1.0)
-}
-
-/// The sorted positions `linear_at` reads for `p` in a non-empty sample.
-pub(crate) fn linear_neighbours(n: usize, p: f64) -> (usize, usize) {
-    let lo = (virtual_index(n, p).floor() as usize).min(n - 1);
-    (lo, (lo + 1).min(n - 1))
-}
-
-pub(crate) fn linear_at(n: usize, p: f64, value: impl Fn(usize) -> f64) -> Option<f64> {
-    if n == 0 || p.is_nan() {
-        return None;
-    }
-    let h = virtual_index(n, p);
-    let gamma = h - h.floor();
-    let (lo, hi) = linear_neighbours(n, p);
-    let (a, b) = (value(lo), value(hi));
-    let diff = b - a;
-    // numpy's `_lerp`: interpolating from the nearer end, as numpy does, gives its results to the last bit.
-    Some(if gamma >= 0.5 {
-        b - diff * (1.0 - gamma)
-    } else {
-        a + diff * gamma
-    })
-}
-
 /// The `p` quantile (a fraction: 0.99 is p99) of a sample sorted ascending, as MLPerf LoadGen computes it:
 /// `sorted[floor(n·p)]`, clamped to the last value. `None` for an empty sample or a NaN `p`.
 ///
@@ -388,38 +353,6 @@ mod tests {
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() <= 1e-9 * b.abs().max(1.0)
-    }
-
-    #[test]
-    fn linear_percentile_interpolates_like_numpy() {
-        let v = [1.0, 2.0, 3.0, 4.0];
-        // index (4 − 1)·0.5 = 1.5 → halfway between 2 and 3.
-        assert_eq!(percentile_linear(&v, 0.5), Some(2.5));
-        // index 2.7 → 3 + 0.7·1 = 3.7 (np.percentile([1,2,3,4], 90) == 3.7).
-        assert!(close(percentile_linear(&v, 0.9).unwrap(), 3.7));
-        // index 2.97 → 3.97.
-        assert!(close(percentile_linear(&v, 0.99).unwrap(), 3.97));
-        // index 0.3 → 1.3 (np.percentile([1,2,3,4], 10) == 1.3).
-        assert!(close(percentile_linear(&v, 0.1).unwrap(), 1.3));
-        assert_eq!(percentile_linear(&v, 0.0), Some(1.0));
-        assert_eq!(percentile_linear(&v, 1.0), Some(4.0));
-    }
-
-    #[test]
-    fn linear_percentile_of_an_uneven_sample() {
-        // [10, 20, 40, 80, 160]: p90 → index 3.6 → 80 + 0.6·80 = 128; p25 → index 1 → 20.
-        let v = [10.0, 20.0, 40.0, 80.0, 160.0];
-        assert!(close(percentile_linear(&v, 0.9).unwrap(), 128.0));
-        assert_eq!(percentile_linear(&v, 0.25), Some(20.0));
-    }
-
-    #[test]
-    fn linear_percentile_clamps_p_and_rejects_empty_samples() {
-        assert_eq!(percentile_linear(&[], 0.5), None);
-        assert_eq!(percentile_linear(&[1.0], f64::NAN), None);
-        assert_eq!(percentile_linear(&[7.0], 0.99), Some(7.0));
-        assert_eq!(percentile_linear(&[1.0, 2.0], 1.5), Some(2.0));
-        assert_eq!(percentile_linear(&[1.0, 2.0], -1.0), Some(1.0));
     }
 
     #[test]

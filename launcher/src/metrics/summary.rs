@@ -833,33 +833,17 @@ mod tests {
 
     /// A successful streamed request; times in ms, one token per content chunk.
     fn ok(stage: u32, scheduled: u64, sent: u64, tokens_at: &[u64], end: u64) -> RequestRecord {
-        RequestRecord {
-            text: None,
-            conversation: None,
-            warmup: false,
-            id: 0,
-            stage,
-            scheduled_ns: scheduled * MS,
-            sent_ns: sent * MS,
-            end_ns: end * MS,
-            input_tokens: 10,
-            max_tokens: None,
-            streaming: true,
-            http_status: Some(200),
-            usage: None,
-            error: None,
-            chunks: tokens_at
-                .iter()
-                .map(|&t| ChunkEvent {
-                    at_ns: t * MS,
-                    kind: ChunkKind::Content { tokens: 1 },
-                })
-                .collect(),
-            ignore_eos: false,
-            finish_reason: None,
-            request_id: None,
-            traceparent: None,
+        let mut record = RequestRecord::builder(0)
+            .stage(stage)
+            .sent(sent * MS)
+            .scheduled(scheduled * MS)
+            .end(end * MS)
+            .input_tokens(10)
+            .ok();
+        for &t in tokens_at {
+            record = record.content_at(t * MS, 1);
         }
+        record.build()
     }
 
     fn failed(

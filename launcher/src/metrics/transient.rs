@@ -353,27 +353,12 @@ mod tests {
 
     /// A request sent at `sent_ms` and finished at `end_ms` (scheduled at its send).
     fn record(id: u64, sent_ms: u64, end_ms: u64) -> RequestRecord {
-        RequestRecord {
-            id,
-            stage: 0,
-            scheduled_ns: sent_ms * 1_000_000,
-            sent_ns: sent_ms * 1_000_000,
-            end_ns: end_ms * 1_000_000,
-            input_tokens: 1,
-            max_tokens: None,
-            streaming: true,
-            http_status: Some(200),
-            usage: None,
-            error: None,
-            chunks: Vec::new(),
-            text: None,
-            conversation: None,
-            warmup: false,
-            ignore_eos: false,
-            finish_reason: None,
-            request_id: None,
-            traceparent: None,
-        }
+        RequestRecord::builder(id)
+            .sent(sent_ms * 1_000_000)
+            .end(end_ms * 1_000_000)
+            .input_tokens(1)
+            .ok()
+            .build()
     }
 
     /// Ten requests, one sent every second from t = 0 s, each taking 500 ms.

@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 #[cfg(feature = "experiment")]
-use crate::experiment::{ExperimentError, ExperimentPlan, RunStatus};
+use crate::experiment::{ExperimentError, RunStatus};
 use crate::metrics::{RunState, RunSummary};
 use crate::record::{ReadRecordsError, RequestRecord, read_jsonl_counting_truncated};
 use crate::report::{
@@ -53,11 +53,9 @@ pub const PLOTS_DIR: &str = "plots";
 pub const REPORT_HTML: &str = "report.html";
 /// The comparison's page.
 pub const COMPARE_HTML: &str = "compare.html";
-#[cfg(feature = "experiment")]
-const EXPERIMENT_FILE: &str = crate::experiment::plan::EXPERIMENT_FILE;
-/// Without the `experiment` feature an experiment directory is still recognised, to say why it cannot be read.
-#[cfg(not(feature = "experiment"))]
-const EXPERIMENT_FILE: &str = "experiment.json";
+/// Known with or without the `experiment` feature: without it an experiment directory is still recognised, to
+/// say why it cannot be read.
+const EXPERIMENT_FILE: &str = llmbench_core::experiment::v1::FILE;
 
 /// Drawing or writing pictures failed. Each variant names the file or directory it is about.
 #[derive(Debug, thiserror::Error)]
@@ -566,7 +564,7 @@ fn experiment_entries(
     prefix: Option<&str>,
     warnings: &mut Vec<String>,
 ) -> Result<ExperimentEntries, PlotError> {
-    let plan = ExperimentPlan::read(&dir.join(EXPERIMENT_FILE)).map_err(|source| {
+    let plan = crate::experiment::plan::read(&dir.join(EXPERIMENT_FILE)).map_err(|source| {
         PlotError::Experiment {
             dir: dir.to_owned(),
             source: Box::new(source),

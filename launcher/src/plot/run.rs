@@ -1148,39 +1148,23 @@ pub fn pareto(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{ChunkEvent, ChunkKind, ErrorClass, RequestError};
+    use crate::record::{ErrorClass, RequestError};
 
     const MS: u64 = 1_000_000;
 
     /// A successful streamed request: times in ms, one token per content chunk.
     fn ok(stage: u32, scheduled: u64, sent: u64, tokens_at: &[u64], end: u64) -> RequestRecord {
-        RequestRecord {
-            id: 0,
-            stage,
-            scheduled_ns: scheduled * MS,
-            sent_ns: sent * MS,
-            end_ns: end * MS,
-            input_tokens: 10,
-            max_tokens: None,
-            streaming: true,
-            http_status: Some(200),
-            usage: None,
-            error: None,
-            chunks: tokens_at
-                .iter()
-                .map(|&t| ChunkEvent {
-                    at_ns: t * MS,
-                    kind: ChunkKind::Content { tokens: 1 },
-                })
-                .collect(),
-            text: None,
-            conversation: None,
-            warmup: false,
-            ignore_eos: false,
-            finish_reason: None,
-            request_id: None,
-            traceparent: None,
+        let mut record = RequestRecord::builder(0)
+            .stage(stage)
+            .sent(sent * MS)
+            .scheduled(scheduled * MS)
+            .end(end * MS)
+            .input_tokens(10)
+            .ok();
+        for &t in tokens_at {
+            record = record.content_at(t * MS, 1);
         }
+        record.build()
     }
 
     /// A run.json with two stages, 0–1 s and 1–2.5 s; built from JSON so fields added later default.

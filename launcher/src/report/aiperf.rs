@@ -257,12 +257,9 @@ fn stats(unit: &str, values: &mut [f64]) -> Value {
     out
 }
 
-/// numpy's default (`linear`) percentile of sorted values: rank `p/100 · (n − 1)`, interpolated.
+/// numpy's default (`linear`) percentile of sorted values, `p` in percent, as AIPerf's `np.percentile`.
 fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let rank = p / 100.0 * (sorted.len() - 1) as f64;
-    let low = rank.floor() as usize;
-    let high = rank.ceil() as usize;
-    sorted[low] + (sorted[high] - sorted[low]) * (rank - low as f64)
+    llmbench_core::percentile::linear(sorted, p / 100.0).unwrap_or(f64::NAN)
 }
 
 #[cfg(test)]

@@ -68,35 +68,17 @@ mod tests {
 
     use super::*;
     use crate::metrics::summarize;
-    use crate::record::{ErrorClass, RequestError, RequestRecord};
+    use crate::record::{ErrorClass, RequestRecord};
 
     fn failed(class: ErrorClass, status: Option<u16>, message: &str) -> RequestRecord {
-        RequestRecord {
-            id: 0,
-            stage: 0,
-            scheduled_ns: 0,
-            sent_ns: 0,
-            end_ns: 1,
-            input_tokens: 10,
-            max_tokens: None,
-            streaming: true,
-            http_status: status,
-            usage: None,
-            error: (!message.is_empty()).then(|| {
-                Box::new(RequestError {
-                    class,
-                    message: message.to_owned(),
-                })
-            }),
-            chunks: Vec::new(),
-            text: None,
-            conversation: None,
-            warmup: false,
-            ignore_eos: false,
-            finish_reason: None,
-            request_id: None,
-            traceparent: None,
+        let mut record = RequestRecord::builder(0).end(1).input_tokens(10);
+        if let Some(status) = status {
+            record = record.status(status);
         }
+        if !message.is_empty() {
+            record = record.error(class, message);
+        }
+        record.build()
     }
 
     #[test]

@@ -476,7 +476,7 @@ fn top_error(overall: &Summary) -> Option<String> {
 mod tests {
     use super::*;
     use crate::metrics::{Completion, Goodput, RunInfo, RunSummary};
-    use crate::record::{ChunkEvent, ChunkKind, ErrorClass, RequestError, RequestRecord, Usage};
+    use crate::record::{ErrorClass, RequestError, RequestRecord};
     use crate::report::RUN_META_SCHEMA;
 
     const MS: u64 = 1_000_000;
@@ -512,35 +512,16 @@ mod tests {
     /// A request sent at `sent` ms that took 100 ms, built with `input` prompt tokens and `max_tokens` 50; the
     /// server counts `input + 7` prompt tokens and `output` completion tokens.
     fn ok(stage: u32, sent: u64, input: u32, output: u32) -> RequestRecord {
-        RequestRecord {
-            id: sent,
-            stage,
-            scheduled_ns: sent * MS,
-            sent_ns: sent * MS,
-            end_ns: (sent + 100) * MS,
-            input_tokens: input,
-            max_tokens: Some(50),
-            streaming: true,
-            http_status: Some(200),
-            usage: Some(Usage {
-                prompt_tokens: input + 7,
-                completion_tokens: output,
-                cached_tokens: None,
-                reasoning_tokens: None,
-            }),
-            error: None,
-            chunks: vec![ChunkEvent {
-                at_ns: (sent + 50) * MS,
-                kind: ChunkKind::Content { tokens: output },
-            }],
-            text: None,
-            conversation: None,
-            warmup: false,
-            ignore_eos: false,
-            finish_reason: None,
-            request_id: None,
-            traceparent: None,
-        }
+        RequestRecord::builder(sent)
+            .stage(stage)
+            .sent(sent * MS)
+            .end((sent + 100) * MS)
+            .input_tokens(input)
+            .max_tokens(50)
+            .ok()
+            .usage(input + 7, output)
+            .content_at((sent + 50) * MS, output)
+            .build()
     }
 
     fn refused(stage: u32, sent: u64) -> RequestRecord {

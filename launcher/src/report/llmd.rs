@@ -352,12 +352,11 @@ fn cfg_id(
     stack: Option<&crate::stack::StackMeta>,
     server: Option<&crate::stack::identity::ServerIdentity>,
 ) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut hash = llmbench_core::fnv::Fnv1a64::new();
+    // Each text ends in 0xff, a byte no UTF-8 text holds, so ("ab", "c") and ("a", "bc") differ.
     let mut feed = |text: &str| {
-        for byte in text.bytes().chain([0xff]) {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        }
+        hash.write(text.as_bytes());
+        hash.write(&[0xff]);
     };
     if let Some(stack) = stack {
         feed(stack.image.as_deref().unwrap_or_default());
@@ -382,7 +381,7 @@ fn cfg_id(
             feed(&value.to_string());
         }
     }
-    format!("{hash:016x}")
+    format!("{:016x}", hash.finish())
 }
 
 /// The llmbench extension: the hit rate as a `Statistics` in percent (the unit of the schema's own

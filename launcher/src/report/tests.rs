@@ -489,6 +489,7 @@ fn served_stack() -> crate::stack::StackMeta {
     let spec = crate::stack::StackSpec::new(
         crate::stack::StackSource::Serve,
         crate::stack::StackInfo {
+            schema: None,
             image: Some("vllm/vllm-openai:v0.11.0".to_owned()),
             command: vec!["/usr/bin/vllm".to_owned()],
             args: [

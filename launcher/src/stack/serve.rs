@@ -383,12 +383,7 @@ impl Served {
             .split_at(1.min(self.options.command.len()));
         StackSpec::new(
             StackSource::Serve,
-            StackInfo {
-                image: None,
-                command: command.to_vec(),
-                args: args.to_vec(),
-                env: self.env.clone(),
-            },
+            StackInfo::new(None, command.to_vec(), args.to_vec(), self.env.clone()),
         )
     }
 

@@ -14,6 +14,8 @@
 
 use std::time::Duration;
 
+use llmbench_core::calendar::{days_from_civil, days_in_month};
+
 /// One row of the trace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AzureRow {
@@ -148,30 +150,14 @@ pub fn parse_timestamp(raw: &str) -> Result<i64, String> {
     }
     let (year, month, day) = (number(y, 4)?, number(mo, 2)?, number(d, 2)?);
     let (hour, minute, second) = (number(h, 2)?, number(mi, 2)?, number(s, 2)?);
-    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
-    let month_days = match month {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if leap => 29,
-        2 => 28,
-        _ => return Err(problem()),
-    };
+    // Two digits each: a month and a day fit in u32.
+    let (month, day) = (month as u32, day as u32);
+    let month_days = days_in_month(year, month).ok_or_else(problem)?;
     if day < 1 || day > month_days || hour > 23 || minute > 59 || second > 59 {
         return Err(problem());
     }
     let seconds = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
     Ok(seconds * 100 + centis)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]

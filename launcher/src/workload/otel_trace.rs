@@ -14,6 +14,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use llmbench_core::calendar::days_from_civil;
 use serde_json::{Map, Value};
 
 /// Why a trace cannot be replayed by llmbench although upstream would replay it.
@@ -690,20 +691,10 @@ pub fn parse_iso(text: &str) -> Result<f64, String> {
     {
         return Err(bad());
     }
-    let days = days_from_civil(year, month, day);
+    // Checked above: a month of 1..=12 and a day of 1..=31 fit in u32.
+    let days = days_from_civil(year, month as u32, day as u32);
     let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset_s;
     Ok((seconds * 1_000_000 + micros) as f64 / 1e6)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]

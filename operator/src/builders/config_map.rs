@@ -31,7 +31,7 @@ pub fn profile_config_map(
     if let Some(stack) = super::stack::standalone(run) {
         data.insert(
             super::stack::STACK_INFO_FILE.to_owned(),
-            super::stack::stack_info(run, stack).to_string(),
+            super::stack::stack_info(run, stack).to_json(),
         );
     }
     Ok(ConfigMap {
@@ -85,7 +85,7 @@ mod tests {
         // By hand: the image, the given command and args (no extra args), no env.
         assert_eq!(
             info,
-            serde_json::json!({"image": "sim:1", "command": ["llmbench"], "args": ["sim", "--port", "8000"], "env": {}})
+            serde_json::json!({"schema": "llmbench.stack-info/v1", "image": "sim:1", "command": ["llmbench"], "args": ["sim", "--port", "8000"], "env": {}})
         );
     }
 }

@@ -234,14 +234,10 @@ pub fn collector_pod(
         "app.kubernetes.io/component".to_owned(),
         "collector".to_owned(),
     );
-    let command = vec![
-        "llmbench".to_owned(),
-        "experiment".to_owned(),
-        "report".to_owned(),
-        format!("{WORKLOAD_MOUNT_PATH}/{}", experiment_dir(experiment)?),
-        "--plan".to_owned(),
-        format!("{PLAN_MOUNT_PATH}/{PLAN_FILE}"),
-    ];
+    let command = llmbench_core::launcher_command::experiment_report_argv(
+        &format!("{WORKLOAD_MOUNT_PATH}/{}", experiment_dir(experiment)?),
+        &format!("{PLAN_MOUNT_PATH}/{PLAN_FILE}"),
+    );
     Ok(llmbench_pod(PodParts {
         metadata: ObjectMeta {
             name: Some(collector_pod_name(experiment)),

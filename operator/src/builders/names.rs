@@ -12,12 +12,9 @@ pub const MAX_LABEL_VALUE: usize = 63;
 /// The longest object name (a DNS subdomain).
 pub const MAX_OBJECT_NAME: usize = 253;
 
-/// FNV-1a, 32 bits: stable across versions and platforms, unlike std's hasher.
+/// The low 32 bits of 64-bit FNV-1a: stable across versions and platforms, unlike std's hasher.
 fn fnv32(text: &str) -> u32 {
-    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-    });
-    hash as u32
+    llmbench_api::fnv::fnv1a_64(text.as_bytes()) as u32
 }
 
 /// `text` within `max` characters: as it is when it fits, else its head and a hash of the whole, so two long

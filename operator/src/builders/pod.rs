@@ -24,6 +24,7 @@ use super::{
     uid,
 };
 use crate::duration::parse_duration;
+use llmbench_core::launcher_command::{Release, RunCommand, report_argv};
 
 /// Where the rendered profile is mounted.
 pub const PROFILE_MOUNT_PATH: &str = "/etc/llmbench/profile";
@@ -33,10 +34,7 @@ pub const TERMINATION_LOG: &str = "/dev/termination-log";
 pub const LAUNCHER_UID: i64 = security::IMAGE_UID;
 /// Label with the pod's index among the run's launchers.
 pub const LAUNCHER_INDEX_LABEL: &str = "llmbench.dev/launcher-index";
-/// After SIGTERM (the pod deleted, or the run's timeout), how long the launcher lets requests in flight finish
-/// before it records them as cancelled (`llmbench run --interrupt-grace`).
-pub const LAUNCHER_INTERRUPT_GRACE_SECONDS: i64 = 5;
-/// The pod's `terminationGracePeriodSeconds`: the launcher's interrupt grace, then time to write every report of
+/// The pod's `terminationGracePeriodSeconds`: the launcher's interrupt grace ([`llmbench_core::launcher_command::DEFAULT_INTERRUPT_GRACE`]), then time to write every report of
 /// a long run (a million records take a few seconds per format), before the kubelet sends SIGKILL.
 pub const LAUNCHER_TERMINATION_GRACE_SECONDS: i64 = 60;
 /// The port of a running launcher's live metrics (`llmbench run --metrics-listen`): the OpenTelemetry/Prometheus
@@ -167,13 +165,10 @@ pub fn launcher_pod(
         vec!["sleep".to_owned(), "2147483647".to_owned()]
     } else if spec.skip_run {
         // Collect only: re-analyse what an earlier run left on the volume; no load is generated.
-        vec![
-            "llmbench".to_owned(),
-            "report".to_owned(),
-            format!("{WORKLOAD_MOUNT_PATH}/{}", run_id(run)?),
-            "--summary-file".to_owned(),
-            TERMINATION_LOG.to_owned(),
-        ]
+        report_argv(
+            &format!("{WORKLOAD_MOUNT_PATH}/{}", run_id(run)?),
+            TERMINATION_LOG,
+        )
     } else {
         // A nested resultsDir (`team/bench-1`) is an output directory and a run id: the launcher takes a run id
         // of one path component only.
@@ -182,30 +177,18 @@ pub fn launcher_pod(
             Some((parent, id)) => (format!("{WORKLOAD_MOUNT_PATH}/{parent}"), id.to_owned()),
             None => (WORKLOAD_MOUNT_PATH.to_owned(), results_dir.clone()),
         };
-        let mut args = vec![
-            "llmbench".to_owned(),
-            "run".to_owned(),
-            "--harness".to_owned(),
-            spec.harness.to_string(),
-            "--profile".to_owned(),
+        let mut launch = RunCommand::new(
+            spec.harness,
             format!("{PROFILE_MOUNT_PATH}/{PROFILE_FILE}"),
-            "--model".to_owned(),
             spec.stack.model.clone(),
-            "--output".to_owned(),
             output,
-            "--run-id".to_owned(),
             id,
-            "--summary-file".to_owned(),
-            TERMINATION_LOG.to_owned(),
-            "--shard".to_owned(),
-            format!("{index}/{parallelism}"),
-            "--interrupt-grace".to_owned(),
-            format!("{LAUNCHER_INTERRUPT_GRACE_SECONDS}s"),
-            // The pod's own address rather than 0.0.0.0: the same in a pod network, and launchers that share a
-            // host's network (hostNetwork, a test kubelet) each bind their own.
-            "--metrics-listen".to_owned(),
-            format!("$({POD_IP_ENV}):{LAUNCHER_METRICS_PORT}"),
-        ];
+            TERMINATION_LOG,
+        );
+        launch.shard = (index, parallelism);
+        // The pod's own address rather than 0.0.0.0: the same in a pod network, and launchers that share a
+        // host's network (hostNetwork, a test kubelet) each bind their own.
+        launch.metrics_listen = Some(format!("$({POD_IP_ENV}):{LAUNCHER_METRICS_PORT}"));
         if parallelism > 1 {
             // Every shard waits for the operator's release, so all start their clocks at one instant; it gives up
             // a while after the operator would have failed the run (ShardsNotReady) had the shards not come up.
@@ -216,52 +199,34 @@ pub fn launcher_pod(
                         message,
                     }
                 })?;
-            args.extend([
-                "--wait-for-release".to_owned(),
-                format!("$({POD_IP_ENV}):{RELEASE_PORT}"),
-                "--release-timeout".to_owned(),
-                format!("{}s", (start_timeout + RELEASE_TIMEOUT_MARGIN).as_secs()),
-            ]);
+            launch.release = Some(Release {
+                address: format!("$({POD_IP_ENV}):{RELEASE_PORT}"),
+                // Whole seconds, as the operator has always written it.
+                timeout: std::time::Duration::from_secs(
+                    (start_timeout + RELEASE_TIMEOUT_MARGIN).as_secs(),
+                ),
+            });
         }
-        if let Some(endpoint) = values.get(well_known::ENDPOINT_URL) {
-            args.extend(["--endpoint".to_owned(), endpoint.clone()]);
-        }
-        if let Some(tokenizer) = values.get(well_known::TOKENIZER) {
-            args.extend(["--tokenizer".to_owned(), tokenizer.clone()]);
-        }
+        launch.endpoint = values.get(well_known::ENDPOINT_URL).cloned();
+        launch.tokenizer = values.get(well_known::TOKENIZER).cloned();
         // Every shard is told; the launcher of shard 0 scrapes them for the whole run.
-        for url in &spec.stack.metrics_endpoints {
-            args.extend(["--metrics-endpoint".to_owned(), url.clone()]);
-        }
+        launch.metrics_endpoints = spec.stack.metrics_endpoints.clone();
         if super::stack::standalone(run).is_some() {
-            args.extend(["--stack-info".to_owned(), super::stack::stack_info_path()]);
+            launch.stack_info = Some(super::stack::stack_info_path());
         }
         if let Some(profiling) = &spec.stack.profiling {
-            if profiling.vllm {
-                args.push("--vllm-profiler".to_owned());
-            }
-            if let Some(start) = &profiling.start {
-                args.extend(["--profiler-start".to_owned(), start.clone()]);
-            }
-            if let Some(stop) = &profiling.stop {
-                args.extend(["--profiler-stop".to_owned(), stop.clone()]);
-            }
+            launch.vllm_profiler = profiling.vllm;
+            launch.profiler_start = profiling.start.clone();
+            launch.profiler_stop = profiling.stop.clone();
         }
-        if spec.prefix_cache.reset {
-            args.push("--reset-prefix-cache".to_owned());
-        }
-        if spec.prefix_cache.warm {
-            args.push("--warm-prefix-cache".to_owned());
-        }
-        if let Some(search) = &spec.capacity_search {
-            // The launcher reads the same type (llmbench_api::capacity::CapacitySearchSpec) from this JSON.
-            let json = serde_json::to_string(search).map_err(|e| BuildError::CapacitySearch {
-                run: run.name_any(),
-                message: e.to_string(),
-            })?;
-            args.extend(["--capacity-search".to_owned(), json]);
-        }
-        args
+        launch.reset_prefix_cache = spec.prefix_cache.reset;
+        launch.warm_prefix_cache = spec.prefix_cache.warm;
+        // The launcher reads the same type (llmbench_core::capacity::CapacitySearchSpec) from this JSON.
+        launch.capacity_search = spec.capacity_search.clone();
+        launch.argv().map_err(|e| BuildError::CapacitySearch {
+            run: run.name_any(),
+            message: e.to_string(),
+        })?
     };
 
     let mut env = Vec::new();
@@ -784,7 +749,10 @@ mod tests {
             .termination_grace_period_seconds
             .expect("a termination grace period");
         // The launcher's own grace for requests in flight, then at least 30 s to write its reports.
-        assert!(grace >= LAUNCHER_INTERRUPT_GRACE_SECONDS + 30, "{grace}");
+        assert!(
+            grace >= llmbench_core::launcher_command::DEFAULT_INTERRUPT_GRACE.as_secs() as i64 + 30,
+            "{grace}"
+        );
         let command = container(&pod).command.clone().expect("command").join(" ");
         assert!(command.contains("--interrupt-grace 5s"), "{command}");
     }

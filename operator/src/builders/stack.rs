@@ -23,7 +23,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 use llmbench_api::v1alpha1::{BenchmarkRun, DEFAULT_STANDALONE_IMAGE, StandaloneStack};
-use serde_json::{Value, json};
+use llmbench_core::stack_info::StackInfo;
 
 use super::names::{MAX_LABEL_VALUE, bounded_name, label_value};
 use super::{BuildError, FIELD_MANAGER, PROFILE_MOUNT_PATH, RUN_LABEL, owner_reference, uid};
@@ -130,21 +130,16 @@ pub fn stack_command(run: &BenchmarkRun, stack: &StandaloneStack) -> (Vec<String
     (command, args)
 }
 
-/// The stack-info record (`llmbench run --stack-info`): `{"image", "command", "args", "env"}`, how the stack was
-/// started. `env` holds the literal values only: a value from a Secret or a field is not the operator's to copy.
-pub fn stack_info(run: &BenchmarkRun, stack: &StandaloneStack) -> Value {
+/// The stack-info record (`llmbench run --stack-info`): how the stack was started. `env` holds the literal values
+/// only: a value from a Secret or a field is not the operator's to copy.
+pub fn stack_info(run: &BenchmarkRun, stack: &StandaloneStack) -> StackInfo {
     let (command, args) = stack_command(run, stack);
-    let env: serde_json::Map<String, Value> = stack
+    let env = stack
         .env
         .iter()
-        .filter_map(|e| Some((e.name.clone(), Value::String(e.value.clone()?))))
+        .filter_map(|e| Some((e.name.clone(), e.value.clone()?)))
         .collect();
-    json!({
-        "image": stack_image(stack),
-        "command": command,
-        "args": args,
-        "env": env,
-    })
+    StackInfo::new(Some(stack_image(stack)), command, args, env)
 }
 
 /// Where the launchers find the stack-info record: the run's ConfigMap, mounted with the profile.
@@ -262,6 +257,7 @@ pub fn stack_service(run: &BenchmarkRun, stack: &StandaloneStack) -> Result<Serv
 mod tests {
     use super::*;
     use crate::builders::fixtures;
+    use serde_json::json;
 
     const STANDALONE: &str = "
 harness: inference-perf
@@ -398,8 +394,9 @@ stack:
     fn the_stack_info_has_the_image_the_command_line_and_the_literal_env_only() {
         let run = run();
         assert_eq!(
-            stack_info(&run, stack(&run)),
+            serde_json::to_value(stack_info(&run, stack(&run))).expect("JSON"),
             json!({
+                "schema": "llmbench.stack-info/v1",
                 "image": "docker.io/vllm/vllm-openai:v0.26.0",
                 "command": ["vllm", "serve"],
                 "args": ["meta-llama/Llama-3.1-8B-Instruct", "--host", "0.0.0.0", "--port", "8000",

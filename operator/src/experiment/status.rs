@@ -19,13 +19,12 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use llmbench_api::capacity::CapacitySearchSpec;
 use llmbench_api::experiment::{RunFigures, RunResult, best, table};
 use llmbench_api::v1alpha1::{
-    BenchmarkExperiment, BenchmarkRun, ExperimentRun, Hook, Phase, RunSummary, SloSpec,
-    TreatmentRow,
+    BenchmarkExperiment, BenchmarkRun, ExperimentRun, Phase, RunSummary, TreatmentRow,
 };
-use serde::Serialize;
+
+use llmbench_core::experiment::v1::{ExperimentPlan, PlanRun, PlanTreatment, RunStatus, SCHEMA};
 
 use super::hooks::HookCall;
 use super::schedule::RunState;
@@ -284,78 +283,6 @@ pub fn comparison(
     (rows, best)
 }
 
-/// `experiment.json` as the launcher's `llmbench experiment report` reads it (schema `llmbench.experiment/v1`;
-/// mirrored here field for field, since the operator does not depend on the launcher crate).
-#[derive(Serialize, Debug, Clone, PartialEq)]
-pub struct PlanFile {
-    pub schema: &'static str,
-    pub name: String,
-    pub id: String,
-    pub harness: String,
-    pub profile: String,
-    pub source_format: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub endpoint: Option<String>,
-    pub model: String,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub overrides: Vec<String>,
-    pub repeats: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub capacity_search: Option<CapacitySearchSpec>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub slo: Option<SloSpec>,
-    pub max_attempts: u32,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub stop_on_failure: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cooldown: Option<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub hooks: Vec<Hook>,
-    pub treatments: Vec<PlanTreatment>,
-    pub runs: Vec<PlanRun>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub started_at: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub finished_at: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub duration_s: Option<f64>,
-}
-
-/// A treatment of the plan file.
-#[derive(Serialize, Debug, Clone, PartialEq)]
-pub struct PlanTreatment {
-    pub name: String,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub overrides: Vec<String>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub levels: BTreeMap<String, String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cache: Option<llmbench_api::v1alpha1::CacheState>,
-}
-
-/// A run of the plan file.
-#[derive(Serialize, Debug, Clone, PartialEq)]
-pub struct PlanRun {
-    pub dir: String,
-    pub treatment: String,
-    pub repeat: u32,
-    /// pending, succeeded, failed or skipped.
-    pub status: &'static str,
-    pub attempts: u32,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub hooks: Vec<HookCall>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub started_at: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub finished_at: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub duration_s: Option<f64>,
-}
-
 fn seconds_between(start: Option<Timestamp>, end: Option<Timestamp>) -> Option<f64> {
     Some(end?.duration_since(start?).as_secs_f64()).filter(|s| *s >= 0.0)
 }
@@ -368,7 +295,7 @@ pub fn plan_file(
     observations: &[Observation],
     endpoint: Option<String>,
     now: Timestamp,
-) -> PlanFile {
+) -> ExperimentPlan {
     let spec = &experiment.spec;
     let template = &spec.template;
     let workload = &template.workload;
@@ -392,10 +319,10 @@ pub fn plan_file(
                 .unwrap_or_default(),
             repeat: planned.repeat,
             status: match (&seen.state, &seen.result) {
-                (RunState::NotCreated, _) => "skipped",
-                (RunState::Active, _) | (_, RunResult::Pending) => "pending",
-                (_, RunResult::Succeeded(_)) => "succeeded",
-                (_, RunResult::Failed) => "failed",
+                (RunState::NotCreated, _) => RunStatus::Skipped,
+                (RunState::Active, _) | (_, RunResult::Pending) => RunStatus::Pending,
+                (_, RunResult::Succeeded(_)) => RunStatus::Succeeded,
+                (_, RunResult::Failed) => RunStatus::Failed,
             },
             attempts: u32::from(!matches!(seen.state, RunState::NotCreated)),
             hooks: seen.hooks.clone(),
@@ -405,16 +332,18 @@ pub fn plan_file(
             duration_s: seconds_between(seen.started_at, seen.finished_at),
         })
         .collect();
-    PlanFile {
-        schema: "llmbench.experiment/v1",
+    ExperimentPlan {
+        schema: SCHEMA.to_owned(),
         name: experiment.name_any(),
         id: plan.experiment_dir.clone(),
         harness: template.harness.to_string(),
         profile,
-        source_format: "BenchmarkExperiment",
+        source: None,
+        source_format: Some("BenchmarkExperiment".to_owned()),
         endpoint,
-        model: template.stack.model.clone(),
+        model: Some(template.stack.model.clone()),
         overrides: template.overrides.clone(),
+        override_add: Vec::new(),
         repeats: spec.repeats,
         capacity_search: spec
             .capacity_search
@@ -422,9 +351,13 @@ pub fn plan_file(
             .or_else(|| template.capacity_search.clone()),
         slo: template.slo.clone(),
         max_attempts: 1,
+        validate_failures: false,
         stop_on_failure: spec.ordering.stop_on_failure,
         cooldown: spec.ordering.cooldown.clone(),
         hooks: spec.hooks.clone(),
+        cache_reset: false,
+        cache_warm: false,
+        setup_treatments: Vec::new(),
         treatments: plan
             .treatments
             .iter()
@@ -432,6 +365,9 @@ pub fn plan_file(
                 name: t.name.clone(),
                 overrides: t.overrides.clone(),
                 levels: t.levels.clone(),
+                profile: None,
+                setup: None,
+                endpoint: None,
                 model: t.model.clone(),
                 cache: t.cache,
             })
@@ -440,6 +376,7 @@ pub fn plan_file(
         started_at: started.map(|t| t.to_string()),
         finished_at: Some(now.to_string()),
         duration_s: seconds_between(started, Some(now)),
+        interrupted: false,
     }
 }
 

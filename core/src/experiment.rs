@@ -1,0 +1,4 @@
+//! The experiment contracts between the launcher and the operator (`experiment.json`, hook calls, comparison
+//! figures), by schema version.
+
+pub mod v1;
