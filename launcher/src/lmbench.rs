@@ -18,7 +18,7 @@
 //! - a request that fails never calls back, so its user keeps an unfinished request and never asks again
 //!   (`_on_request_finished` runs only on success); it also never leaves the active set.
 //!
-//! Upstream also sends `x-user-id: {id}` on every question; so does llmbench ([`crate::engine::lmbench`]).
+//! Upstream also sends `x-user-id: {id}` on every question; so does llmbench (the engine's `lmbench` module).
 
 use std::fmt::Write as _;
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 pub use sweep::{SweepError, SweepPlan, saturation_rate, sweep_plan};
 
 use crate::engine;
-use crate::report::StageMeta;
+use crate::workload::stage_meta::StageMeta;
 use crate::workload::{
     Arrival, Rate, Schedule, Stage, WorkerSettings, Workload, schedule, stage_seed,
 };
@@ -160,7 +160,7 @@ pub fn stage_meta(stage: &engine::Stage, workload_stage: Option<&Stage>) -> Stag
         cooldown: workload_stage.and_then(|s| s.cooldown),
         burstiness: workload_stage.and_then(|s| match s.arrival {
             Arrival::VllmGamma { burstiness, .. } => {
-                Some(crate::report::Burstiness::of(burstiness))
+                Some(crate::workload::stage_meta::Burstiness::of(burstiness))
             }
             _ => None,
         }),
@@ -385,9 +385,9 @@ impl Shard {
                             replay.shard(self.index, self.count),
                         ))
                     }
-                    // LMBenchmark's users belong to one step loop; `crate::fmperf` refuses a sharded run.
+                    // LMBenchmark's users belong to one step loop; the fmperf runner refuses a sharded run.
                     plan @ engine::StagePlan::LmBench(_) => plan,
-                    // One issuer's queries follow each other; `crate::mlperf::run` refuses a sharded run.
+                    // One issuer's queries follow each other; the mlperf runner refuses a sharded run.
                     plan @ engine::StagePlan::Lockstep(_) => plan,
                 };
                 Ok(engine::Stage {

@@ -41,7 +41,7 @@ pub enum PromptError {
         "data: {what} needs a file path (downloads from dataset hubs are not supported); set it in the profile"
     )]
     MissingPath { what: &'static str },
-    /// A trace's requests are built with their schedule (`crate::trace`), not as a pool of prompts.
+    /// A trace's requests are built with their schedule (the `trace` module), not as a pool of prompts.
     #[error(
         "data: a mooncake trace's requests are built from the trace with its schedule, not as a prompt pool"
     )]

@@ -5,8 +5,20 @@ use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
 use crate::data::Prompt;
-use crate::engine::PreparedRequest;
 use crate::workload::{Api, ApiKind, Harness};
+
+/// A request body built before the clock starts, with what the record needs to know about it.
+#[derive(Debug, Clone)]
+pub struct PreparedRequest {
+    pub body: Bytes,
+    pub input_tokens: u32,
+    pub max_tokens: Option<u32>,
+    /// Whether the body asks for exactly `max_tokens` tokens (`ignore_eos: true`).
+    pub ignore_eos: bool,
+    /// A header of this request alone (inference-perf's `session_id_header_key`: the request's session), shared
+    /// by the requests of one session.
+    pub header: Option<std::sync::Arc<(String, String)>>,
+}
 
 /// What every body of a run shares.
 #[derive(Debug, Clone)]

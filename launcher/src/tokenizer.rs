@@ -11,7 +11,7 @@
 //!
 //! Token counts (`count`, `encode`) never include the special tokens a tokenizer adds around a prompt (BOS and the
 //! like): they are the text's own tokens. How many it adds is [`Tokenizer::added_special_tokens`]; whether a
-//! profile's "N tokens" counts them is each tool's own choice, which `crate::prompts` follows.
+//! profile's "N tokens" counts them is each tool's own choice, which the `prompts` module follows.
 
 use std::collections::HashMap;
 use std::io::Write as _;

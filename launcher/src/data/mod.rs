@@ -4,7 +4,7 @@
 //! DataFrames, with `input`, `tok_input`, `output`).
 //!
 //! Every length here is a text's own tokens under the run's tokenizer, without the special tokens (BOS, …) the
-//! tokenizer adds; `crate::prompts` says how each tool counts those and adds them to the synthetic prompts it
+//! tokenizer adds; the `prompts` module says how each tool counts those and adds them to the synthetic prompts it
 //! makes into requests.
 
 mod dataset;
@@ -36,7 +36,7 @@ pub struct Prompt {
     /// Chat turns, when the data has them; otherwise chat requests send `text` as one user turn.
     pub messages: Option<Vec<ChatMessage>>,
     /// The prompt's length in tokens under the run's tokenizer: its own tokens; for a synthetic prompt made into a
-    /// request (`crate::prompts`), also the special tokens the tokenizer adds, as the server counts a completion.
+    /// request (the `prompts` module), also the special tokens the tokenizer adds, as the server counts a completion.
     pub input_tokens: u32,
     /// `max_tokens` to request; None leaves it to the server (or the run's default).
     pub max_tokens: Option<u32>,

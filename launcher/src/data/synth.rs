@@ -344,7 +344,7 @@ pub struct SyntheticSpec {
     /// Prefixes put before the prompt tokens; empty for none. A prompt's length is its prefix plus its draw.
     pub prefix_buckets: Vec<PrefixBucket>,
     /// How many tokens of each length (a prefix's, a draw's) are special tokens the tokenizer adds rather than
-    /// text: the tool being imitated counts them in (see `crate::prompts`), so each text is that many tokens
+    /// text: the tool being imitated counts them in (see the `prompts` module), so each text is that many tokens
     /// shorter. 0: every length is the text's own tokens.
     pub specials_in_each_length: u32,
     pub seed: u64,

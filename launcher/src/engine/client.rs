@@ -4,7 +4,6 @@
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use futures_util::StreamExt as _;
 use serde::Deserialize;
 
@@ -14,6 +13,7 @@ use super::sse::{SseError, SseEvent, SseParser};
 use crate::record::{
     ChunkEvent, ChunkKind, ErrorClass, FinishReason, RequestError, RequestRecord, Usage,
 };
+use crate::request::PreparedRequest;
 
 /// How long a request may take when its profile sets no timeout: one hour, from send to the end of the
 /// response, however the server stalls (no head, a stall after it, a trickle, a request it never reads).
@@ -82,19 +82,6 @@ pub enum Transport {
     Http1(Http1Endpoint),
     /// TLS or a proxy: reqwest, which handles both.
     Reqwest(reqwest::Client),
-}
-
-/// A request body built before the clock starts, with what the record needs to know about it.
-#[derive(Debug, Clone)]
-pub struct PreparedRequest {
-    pub body: Bytes,
-    pub input_tokens: u32,
-    pub max_tokens: Option<u32>,
-    /// Whether the body asks for exactly `max_tokens` tokens (`ignore_eos: true`).
-    pub ignore_eos: bool,
-    /// A header of this request alone (inference-perf's `session_id_header_key`: the request's session), shared
-    /// by the requests of one session.
-    pub header: Option<std::sync::Arc<(String, String)>>,
 }
 
 /// The identity of one issued request.

@@ -16,12 +16,12 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 use super::StageContext;
-use super::client::PreparedRequest;
 use crate::lmbench::{
     Answered, ENGINE_WARMUP_MAX_TOKENS, ENGINE_WARMUP_REQUESTS, Launch, Manager, Message,
     STEP_INTERVAL, SessionConfig, SummaryRow, completion_prompt, engine_warmup_message,
 };
 use crate::record::{RequestRecord, TurnOf};
+use crate::request::PreparedRequest;
 use crate::workload::ApiKind;
 
 /// One QPS value of an LMBenchmark scenario.

@@ -31,7 +31,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 
-pub use client::{Clock, Issue, PreparedRequest, Target, Transport};
+pub use crate::request::PreparedRequest;
+pub use client::{Clock, Issue, Target, Transport};
 pub use control::{Control, Signal, StopReason};
 pub use conversation::Conversations;
 pub use request_ids::RequestIds;
@@ -244,7 +245,7 @@ pub struct PlannedStage {
     pub deadline: Option<Duration>,
     /// What run.json says of the stage, for the planner's caller; the engine does not read it (nor is it used
     /// for a probe).
-    pub meta: crate::report::StageMeta,
+    pub meta: crate::workload::stage_meta::StageMeta,
 }
 
 /// A stage that ended, as its planner is told.
@@ -271,7 +272,7 @@ impl StagePlanner for FixedStages {
             keep_records: false,
             probe: false,
             deadline: None,
-            meta: crate::report::StageMeta::default(),
+            meta: crate::workload::stage_meta::StageMeta::default(),
         }))
     }
 }

@@ -18,7 +18,7 @@ use super::{PlanError, Shard, cap_in_flight, engine_stage, requested_rate, stage
 use crate::engine::{self, FinishedStage, PlannedStage, PlannerError, StagePlanner};
 use crate::metrics::percentile_linear;
 use crate::record::RequestRecord;
-use crate::report::StageMeta;
+use crate::workload::stage_meta::StageMeta;
 use crate::workload::{
     Arrival, LoadKind, Stage, StageLimit, StopScope, Sweep, SweepMeasurements, SweepProcess,
     Workload, stage_seed,

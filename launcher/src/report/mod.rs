@@ -164,7 +164,7 @@ impl Formats {
             Harness::Guidellm => formats.guidellm = true,
             Harness::VllmBenchmark | Harness::Inferencemax => formats.vllm = true,
             Harness::Aiperf => formats.aiperf = true,
-            // fmperf's summary CSVs come from its own run (`crate::fmperf`).
+            // fmperf's summary CSVs come from its own run (the fmperf runner).
             Harness::Nop | Harness::Mlperf | Harness::Fmperf => {}
         }
         formats

@@ -21,12 +21,12 @@ use std::time::Duration;
 use super::ParseOptions;
 use super::error::{WarningKind, WorkloadError};
 use super::inference_perf::set_default_seed;
+use super::limits::{self, Limit};
 use super::model::*;
 use super::mooncake::FixedSchedule;
 use super::reader::{At, Ctx, MapReader};
 use super::vllm_bench::{flag, number, text};
 use super::yaml::Node;
-use crate::limits::{self, Limit};
 
 /// AIPerf's defaults (`aiperf/common/config/config_defaults.py`).
 const DEFAULT_REQUEST_COUNT: u64 = 10;

@@ -11,10 +11,10 @@ use std::time::Duration;
 use super::ParseOptions;
 use super::error::WorkloadError;
 use super::inference_perf::{set_default_seed, string_map};
+use super::limits::{self, Limit};
 use super::model::*;
 use super::reader::{At, Ctx, MapReader, join};
 use super::yaml::{Key, Node, Value};
-use crate::limits::{self, Limit};
 
 /// guidellm's `settings.max_concurrency`, the stream count of `throughput` without a cap.
 const DEFAULT_MAX_CONCURRENCY: u32 = 10240;

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use super::ParseOptions;
 use super::error::{WarningKind, WorkloadError};
+use super::limits::{self, Limit};
 use super::model::*;
 use super::reader::{At, Ctx, MapReader, join};
 use super::yaml::Node;
-use crate::limits::{self, Limit};
 
 const SECTIONS: [&str; 9] = [
     "load",

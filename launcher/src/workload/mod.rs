@@ -16,6 +16,7 @@ mod error;
 pub mod fmperf;
 mod guidellm;
 mod inference_perf;
+pub mod limits;
 pub mod load_flags;
 mod model;
 pub mod mooncake;
@@ -23,6 +24,7 @@ pub mod otel_trace;
 pub mod py_random;
 pub(crate) mod reader;
 mod schedule;
+pub mod stage_meta;
 mod vllm_bench;
 pub(crate) mod yaml;
 

@@ -249,7 +249,7 @@ pub enum Arrival {
     /// AIPerf's Mooncake trace replay (`super::mooncake`): with timestamps in the trace (its first record has
     /// one), the fixed schedule sends each session's first turn at its time; without, `concurrency` sessions run
     /// at once. Later turns of a session follow their previous turn by their delay. The times come from the
-    /// trace, read when the run starts, so the schedule is built there (`crate::trace`).
+    /// trace, read when the run starts, so the schedule is built there (the `trace` module).
     MooncakeTrace {
         schedule: super::mooncake::FixedSchedule,
         /// Sessions in flight when the trace has no timestamps (AIPerf's concurrency burst; its default 1).
@@ -257,7 +257,7 @@ pub enum Arrival {
     },
     /// inference-perf `trace_replay` (`load.trace`, `super::azure_trace`): the stage sends its requests at the
     /// trace's row times, relative to the first row (`loadgen/load_timer.py` `TraceReplayLoadTimer`). Read when
-    /// the run starts, with the data's trace (`crate::trace::azure_replay_plan`).
+    /// the run starts, with the data's trace (`trace::azure_replay_plan`).
     InferencePerfTrace {
         /// `load.trace.file`: the rows whose times are the send times.
         file: String,

@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use super::error::{Warning, WarningKind, WorkloadError};
+use super::limits::{self, Limit};
 use super::yaml::{Key, Node, Value};
-use crate::limits::{self, Limit};
 
 /// Per-document state: the file name for messages and the warnings found so far.
 pub(crate) struct Ctx {
@@ -214,7 +214,7 @@ impl<'n> At<'n> {
         }
     }
 
-    /// A non-negative number of seconds, at most [`crate::limits::MAX_DURATION`].
+    /// A non-negative number of seconds, at most [`super::limits::MAX_DURATION`].
     pub fn seconds(&self, ctx: &Ctx) -> Result<Duration, WorkloadError> {
         let v = self.non_negative_f64(ctx)?;
         limits::check(ctx, self, Limit::Duration, v)?;
@@ -222,13 +222,13 @@ impl<'n> At<'n> {
             .map_err(|_| self.invalid(ctx, format!("{v} s is out of range")))
     }
 
-    /// A number of seconds > 0, at most [`crate::limits::MAX_DURATION`].
+    /// A number of seconds > 0, at most [`super::limits::MAX_DURATION`].
     pub fn positive_seconds(&self, ctx: &Ctx) -> Result<Duration, WorkloadError> {
         self.positive_f64(ctx)?;
         self.seconds(ctx)
     }
 
-    /// A request rate > 0, at most [`crate::limits::MAX_RATE`].
+    /// A request rate > 0, at most [`super::limits::MAX_RATE`].
     pub fn rate(&self, ctx: &Ctx) -> Result<f64, WorkloadError> {
         let v = self.positive_f64(ctx)?;
         limits::check(ctx, self, Limit::Rate, v)?;
@@ -249,18 +249,18 @@ impl<'n> At<'n> {
         Ok(v)
     }
 
-    /// A token count ≥ 0, at most [`crate::limits::MAX_TOKENS`].
+    /// A token count ≥ 0, at most [`super::limits::MAX_TOKENS`].
     pub fn tokens(&self, ctx: &Ctx) -> Result<u64, WorkloadError> {
         self.u64_within(ctx, Limit::Tokens)
     }
 
-    /// A concurrency > 0, at most [`crate::limits::MAX_CONCURRENCY`].
+    /// A concurrency > 0, at most [`super::limits::MAX_CONCURRENCY`].
     pub fn concurrency(&self, ctx: &Ctx) -> Result<u32, WorkloadError> {
         let v = self.positive_within(ctx, Limit::Concurrency)?;
         u32::try_from(v).map_err(|_| self.invalid(ctx, format!("{v} is too large")))
     }
 
-    /// A request count > 0, at most [`crate::limits::MAX_REQUESTS`].
+    /// A request count > 0, at most [`super::limits::MAX_REQUESTS`].
     pub fn requests(&self, ctx: &Ctx) -> Result<u64, WorkloadError> {
         self.positive_within(ctx, Limit::Requests)
     }
@@ -275,7 +275,7 @@ impl<'n> At<'n> {
         }
     }
 
-    /// A list of stages (or of per-stage figures), at most [`crate::limits::MAX_STAGES`] long.
+    /// A list of stages (or of per-stage figures), at most [`super::limits::MAX_STAGES`] long.
     pub fn stage_list(&self, ctx: &Ctx) -> Result<Vec<At<'n>>, WorkloadError> {
         let items = self.seq(ctx)?;
         limits::check(ctx, self, Limit::Stages, items.len() as f64)?;

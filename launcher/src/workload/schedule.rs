@@ -36,7 +36,7 @@ pub enum Schedule {
     },
     /// Rates depend on measurements; run the measuring phase, then `Sweep::stages`.
     Sweep(Sweep),
-    /// A Mooncake trace: its times are in the trace file, read when the run starts (`crate::trace`).
+    /// A Mooncake trace: its times are in the trace file, read when the run starts (the `trace` module).
     Trace,
 }
 

@@ -9,10 +9,10 @@ use std::time::Duration;
 use super::ParseOptions;
 use super::error::{WarningKind, WorkloadError};
 use super::inference_perf::set_default_seed;
+use super::limits::{self, Limit};
 use super::model::*;
 use super::reader::{At, Ctx, MapReader};
 use super::yaml::{Key, Node, Value};
-use crate::limits::{self, Limit};
 
 // Defaults of `vllm bench serve` (vllm/benchmarks/serve.py, datasets/arg_utils.py).
 const DEFAULT_NUM_PROMPTS: u64 = 1000;
