@@ -2,7 +2,6 @@
 //! front end, and the embedded vLLM-compatible simulator behind `llmbench sim`.
 #![forbid(unsafe_code)]
 
-pub mod capacity;
 pub mod conversations;
 pub mod data;
 pub mod engine;

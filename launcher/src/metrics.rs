@@ -5,8 +5,11 @@
 //! rounded sums ([`fsum`]) and samples spilled to files with exact selection of their order statistics
 //! ([`spill`]).
 //!
+//! The SLO capacity search ([`capacity`]) is here too: it reads stage summaries and nothing else.
+//!
 //! Nothing here touches the network or a clock; writing a file (a spill file included) is the only fallible step.
 
+pub mod capacity;
 pub mod fsum;
 pub mod spill;
 pub mod stats;
@@ -23,8 +26,8 @@ pub use summary::{
 pub use summary_file::{
     COMPACT_SUMMARY_MAX_BYTES, CompactSummary, Completion, ConversationSummary, Excluded,
     PrefixCacheWarm, RecordsSpilled, RunInfo, RunState, RunSummary, RunVerdict, SUMMARY_SCHEMA,
-    SkippedReport, TurnSummary, WriteSummaryError, compact_summary, write_compact_summary,
-    write_summary_json,
+    ShardStarts, SkippedReport, TurnSummary, WriteSummaryError, compact_summary,
+    write_compact_summary, write_summary_json,
 };
 pub use weighted::{GuidellmDistribution, GuidellmPercentiles};
 

@@ -76,13 +76,13 @@ pub struct RunSummary {
     pub ignored_keys: Vec<String>,
     /// The SLO capacity search's answer, bracket, knee and every point, when the run was one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub capacity: Option<crate::capacity::CapacityOutcome>,
+    pub capacity: Option<crate::metrics::capacity::CapacityOutcome>,
     /// The stack's own metrics over the run and per stage, from `server_metrics.jsonl`, when any were scraped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_metrics: Option<crate::server_metrics::ServerMetricsSummary>,
     /// A sharded run merged by `llmbench report`: when the shards were released and when each one started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shard_starts: Option<crate::report::ShardStarts>,
+    pub shard_starts: Option<ShardStarts>,
     /// Set when the run's records outgrew the records memory budget (`--records-memory`): the summary was
     /// computed from requests.jsonl on disk (the same numbers), and these result files were not written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -355,7 +355,7 @@ pub fn server_brief(server: &crate::server_metrics::ServerMetricsSummary) -> Ser
 
 /// The compact form of a capacity search's full outcome (summary.json's `capacity`): what the operator copies into
 /// the run's status and a BenchmarkExperiment compares.
-pub fn capacity_answer(outcome: &crate::capacity::CapacityOutcome) -> CapacityAnswer {
+pub fn capacity_answer(outcome: &crate::metrics::capacity::CapacityOutcome) -> CapacityAnswer {
     let status = serde_json::to_value(outcome.status)
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
@@ -565,6 +565,19 @@ pub fn write_compact_summary(path: &Path, summary: &RunSummary) -> Result<(), Wr
         path: path.to_owned(),
         source,
     })
+}
+
+/// The shards' starts, in milliseconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardStarts {
+    /// The instant the shards were released at (RFC 3339), when they were released together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released_at: Option<String>,
+    /// Per shard (by index): its start after the release instant, or after the earliest shard's start when the
+    /// shards were not released together.
+    pub late_ms: Vec<f64>,
+    /// The latest shard's start minus the earliest one's.
+    pub skew_ms: f64,
 }
 
 #[cfg(test)]

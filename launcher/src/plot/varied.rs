@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use llmbench_core::capacity::{Comparison, LoadAxis, Metric, Objective};
 
-use crate::capacity::{CapacityOutcome, PointReport, Status};
+use crate::metrics::capacity::{CapacityOutcome, PointReport, Status};
 use crate::metrics::{StageSummary, Stats, Summary};
 use crate::report::StageMeta;
 use crate::workload::LoadKind;
@@ -801,8 +801,8 @@ fn factor_figure(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capacity::{Bracket, Knee, ObjectiveResult, Phase};
     use crate::metrics::RunSummary;
+    use crate::metrics::capacity::{Bracket, Knee, ObjectiveResult, Phase};
     use crate::plot::compare::ComparedRun;
     use crate::plot::figure::Style;
 

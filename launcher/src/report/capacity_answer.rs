@@ -4,7 +4,7 @@
 
 use llmbench_core::capacity::{LoadAxis, Metric, Objective};
 
-use crate::capacity::{CapacityOutcome, ObjectiveResult, Phase, PointReport, Status};
+use crate::metrics::capacity::{CapacityOutcome, ObjectiveResult, Phase, PointReport, Status};
 
 use super::table::{Align, Table, Tone, num, percent};
 
@@ -289,7 +289,7 @@ fn points_table(outcome: &CapacityOutcome) -> Table {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capacity::{Bracket, Knee, Percentiles, Uncertainty};
+    use crate::metrics::capacity::{Bracket, Knee, Percentiles, Uncertainty};
 
     fn point(index: u32, load: f64, phase: Phase, ttft_p99: f64, failure_rate: f64) -> PointReport {
         let objectives = vec![

@@ -440,7 +440,7 @@ pub struct ServerMetricsMeta {
 impl ServerMetricsMeta {
     /// What run.json records of a scrape before it starts, so a run killed part way can still have its server
     /// metrics summarized by `llmbench report`.
-    pub fn planned(plan: &crate::run::ScrapePlan) -> Self {
+    pub fn planned(plan: &crate::server_metrics::ScrapePlan) -> Self {
         ServerMetricsMeta {
             targets: plan.targets.clone(),
             interval_s: plan.interval.as_secs_f64(),
@@ -451,7 +451,7 @@ impl ServerMetricsMeta {
 
     /// The plan and every warning the scraper gave (per target, prefixed with the target).
     pub fn new(
-        plan: &crate::run::ScrapePlan,
+        plan: &crate::server_metrics::ScrapePlan,
         outcome: &crate::server_metrics::ScrapeOutcome,
     ) -> Self {
         let mut warnings = outcome.warnings.clone();

@@ -305,7 +305,7 @@ impl Tally {
                     .iter()
                     .map(|s| (s.stage, &s.summary))
                     .collect();
-                crate::capacity::replay(search, &points)
+                crate::metrics::capacity::replay(search, &points)
             });
         summary.excluded = excluded;
         summary.engine = crate::stack::identity::engine_in_brief(

@@ -2,22 +2,9 @@
 //! (its run.json's `t0_unix_ns`), for the merged summary. The spread says how far apart the shards' clocks began;
 //! each shard's lateness after the release says how well the release worked.
 
-use serde::{Deserialize, Serialize};
-
 use super::meta::RunMeta;
 
-/// The shards' starts, in milliseconds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ShardStarts {
-    /// The instant the shards were released at (RFC 3339), when they were released together.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub released_at: Option<String>,
-    /// Per shard (by index): its start after the release instant, or after the earliest shard's start when the
-    /// shards were not released together.
-    pub late_ms: Vec<f64>,
-    /// The latest shard's start minus the earliest one's.
-    pub skew_ms: f64,
-}
+pub use crate::metrics::ShardStarts;
 
 /// The starts of `shards` (any order); `None` without shards. The release instant is the one the shards agree
 /// on: shards released at different instants (launched by hand, or released twice) are measured from the

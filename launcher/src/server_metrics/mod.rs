@@ -35,6 +35,20 @@ pub use summary::{
     WindowSummary, summarize, summarize_file,
 };
 
+/// What a run scrapes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScrapePlan {
+    /// URLs scraped whether or not they answer (a target that does not is a recorded warning).
+    pub targets: Vec<String>,
+    /// The run's endpoint's `/metrics`, scraped only if a probe before the run finds Prometheus text there.
+    pub default_target: Option<String>,
+    pub interval: Duration,
+    /// How long scraping goes on after the last request, so its effect is in the samples: nothing for a direct
+    /// scrape (the final scrape as the run ends sees it), the server's scrape interval plus
+    /// `run::server::PROMETHEUS_SCRAPE_BUFFER` (inference-perf's) through a Prometheus server.
+    pub tail: Duration,
+}
+
 /// Everything that can go wrong setting up a scrape or reading its file back. Scrape failures during a run are not
 /// errors: they are counted and become warnings in [`ScrapeOutcome`].
 #[derive(Debug, thiserror::Error)]

@@ -61,7 +61,7 @@ use llmbench_core::capacity::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::metrics::{Stats, Summary};
+use super::{Stats, Summary};
 
 /// The points bisection leaves for the two confirmations.
 const CONFIRMATIONS: usize = 2;
