@@ -7,7 +7,6 @@ pub mod data;
 pub mod engine;
 #[cfg(feature = "experiment")]
 pub mod experiment;
-pub mod fmperf;
 pub mod limits;
 pub mod live;
 pub mod lmbench;

@@ -11,7 +11,8 @@
 //! logs::accuracy_log(&entries)                        -> mlperf_log_accuracy.json
 //! ```
 //!
-//! Nothing here reads files except the `write_*` helpers; the caller hands in texts and records. Rules follow
+//! Nothing here reads files except the `write_*` helpers; the caller (the `run` module's mlperf runner) hands in
+//! texts and records. Rules follow
 //! mlcommons/inference `loadgen/` (`results.cc`, `early_stopping.cc`, `loadgen.cc`, `test_settings_internal.cc`,
 //! `mlperf.conf`); FORMATS.md §3.6 and §4.5 summarise them.
 
@@ -19,7 +20,6 @@ pub mod early_stopping;
 pub mod logs;
 pub mod rng;
 pub mod rouge;
-pub mod run;
 pub mod schedule;
 pub mod settings;
 pub mod verdict;

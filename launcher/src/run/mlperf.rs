@@ -14,6 +14,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::{Executed, Execution, RunContext, RunError, RunOutcome};
 use crate::data::{DataError, DatasetOptions, Prompt, load_dataset};
 use crate::engine::PreparedRequest;
 use crate::metrics::RunVerdict;
@@ -26,7 +27,6 @@ use crate::mlperf::{
 };
 use crate::report::ReportOptions;
 use crate::request::{BodySettings, prepare};
-use crate::run::{Executed, Execution, RunContext, RunError, RunOutcome};
 use crate::tokenizer::Tokenizer;
 use crate::tokenizer::{HubOptions, load_tokenizer};
 use crate::workload::ParseOptions;

@@ -11,11 +11,11 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use super::{Execution, RunContext, RunError, RunOutcome};
 use crate::engine::lmbench::LmBenchStage;
 use crate::engine::{self, Requests};
 use crate::lmbench::{SummaryRow, summary_csv};
 use crate::report::ReportOptions;
-use crate::run::{Execution, RunContext, RunError, RunOutcome};
 use crate::workload::parse_fmperf;
 
 pub(crate) async fn run(context: &mut RunContext<'_>) -> Result<RunOutcome, RunError> {
