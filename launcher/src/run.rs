@@ -1864,7 +1864,7 @@ impl RunContext<'_> {
                     &summary,
                     Formats::for_harness(self.args.harness),
                 )?;
-                report::write_pictures(&dir, &meta, &records, &summary);
+                crate::plot::write_pictures(&dir, &meta, &records, &summary);
             }
         }
         if let Some(source) = failure {

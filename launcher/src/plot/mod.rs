@@ -32,8 +32,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-#[cfg(feature = "experiment")]
-use crate::experiment::{ExperimentError, ExperimentPlan, RunStatus};
+use std::collections::BTreeMap;
+
 use crate::metrics::{RunState, RunSummary};
 use crate::record::{ReadRecordsError, RequestRecord, read_jsonl_counting_truncated};
 use crate::report::{
@@ -53,11 +53,9 @@ pub const PLOTS_DIR: &str = "plots";
 pub const REPORT_HTML: &str = "report.html";
 /// The comparison's page.
 pub const COMPARE_HTML: &str = "compare.html";
-#[cfg(feature = "experiment")]
-const EXPERIMENT_FILE: &str = crate::experiment::plan::EXPERIMENT_FILE;
-/// Without the `experiment` feature an experiment directory is still recognised, to say why it cannot be read.
-#[cfg(not(feature = "experiment"))]
-const EXPERIMENT_FILE: &str = "experiment.json";
+/// The file an experiment directory is recognised by (the experiment module writes and reads it; without the
+/// `experiment` feature a directory with it is still recognised, to say why it cannot be read).
+pub const EXPERIMENT_FILE: &str = "experiment.json";
 
 /// Drawing or writing pictures failed. Each variant names the file or directory it is about.
 #[derive(Debug, thiserror::Error)]
@@ -74,13 +72,11 @@ pub enum PlotError {
         path: PathBuf,
         source: ReadRecordsError,
     },
-    #[cfg(feature = "experiment")]
     #[error("cannot read the experiment in {dir}: {source}")]
     Experiment {
         dir: PathBuf,
-        source: Box<ExperimentError>,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
-    #[cfg(not(feature = "experiment"))]
     #[error(
         "{dir} is an experiment directory, and this llmbench was built without the `experiment` feature"
     )]
@@ -393,6 +389,19 @@ pub fn write_run_plots_of(
     draw_run(dir, run, server)
 }
 
+/// The run's pictures and `report.html` (see [`write_run_plots_of`]) from the records and summary in memory, with the
+/// server metrics' series when it scraped any. A picture that cannot be drawn is a warning: the numbers are all in
+/// the files already written.
+pub fn write_pictures(dir: &Path, meta: &RunMeta, records: &[RequestRecord], summary: &RunSummary) {
+    let server = crate::report::server_series(dir);
+    match write_run_plots_of(dir, meta, records, summary, &server) {
+        Ok(files) => tracing::debug!(count = files.len(), "pictures written"),
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot draw the run's pictures")
+        }
+    }
+}
+
 /// Draws a loaded run's pictures into `dir/plots/` and writes `dir/report.html`.
 fn draw_run(
     dir: &Path,
@@ -453,11 +462,13 @@ fn page_figures<'a>(drawn: &'a [Drawn], page_dir: &Path) -> Vec<PageFigure<'a>> 
 /// experiment's figures against each factor it varied (`by_<factor>`), then `latency_cdf`,
 /// `throughput_vs_latency` and `pareto`, as PNG and SVG, and `compare.html`, which opens with `tables` (each
 /// experiment's treatment table, as the experiment's comparison builds it); returns the files, `compare.html`
-/// last.
+/// last. `read_experiment` reads an experiment directory's treatments and runs: `experiment.json` is the
+/// experiment module's to read, and this one's to draw.
 pub fn compare(
     dirs: &[PathBuf],
     out: &Path,
     tables: &[TreatmentTable],
+    read_experiment: ReadExperiment<'_>,
 ) -> Result<Vec<PathBuf>, PlotError> {
     if dirs.is_empty() {
         return Err(PlotError::NoInputs);
@@ -473,7 +484,8 @@ pub fn compare(
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_else(|| dir.display().to_string())
             });
-            let experiment = experiment_entries(dir, prefix.as_deref(), &mut warnings)?;
+            let experiment = read_experiment(dir)?;
+            let experiment = experiment_entries(dir, experiment, prefix.as_deref(), &mut warnings)?;
             figures.extend(varied::factor_figures(
                 &experiment.entries,
                 prefix.as_deref(),
@@ -537,8 +549,37 @@ fn compared_run(
     })
 }
 
+/// Reads an experiment directory for [`compare`]: what the experiment module knows of its `experiment.json`.
+pub type ReadExperiment<'a> = &'a dyn Fn(&Path) -> Result<ExperimentRuns, PlotError>;
+
+/// An experiment's treatments, in plan order, with their runs, as [`compare`] draws them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExperimentRuns {
+    /// Names the experiment on its pictures.
+    pub subtitle: String,
+    /// Its SLO's latency bounds, drawn on the pictures against each factor.
+    pub slo: varied::LatencyBounds,
+    pub treatments: Vec<TreatmentRuns>,
+}
+
+/// One treatment of an experiment: its factor levels and its runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TreatmentRuns {
+    pub name: String,
+    /// Factor or override key → level.
+    pub levels: BTreeMap<String, String>,
+    pub runs: Vec<ExperimentRun>,
+}
+
+/// One run of a treatment: its directory inside the experiment's, and its status (`succeeded`, `failed`, ...).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExperimentRun {
+    pub dir: PathBuf,
+    pub succeeded: bool,
+    pub status: &'static str,
+}
+
 /// An experiment's treatments as compared series.
-#[cfg_attr(not(feature = "experiment"), allow(dead_code))]
 struct ExperimentEntries {
     entries: Vec<Entry>,
     /// Names the experiment on its pictures.
@@ -546,40 +587,22 @@ struct ExperimentEntries {
     slo: varied::LatencyBounds,
 }
 
-/// Without the `experiment` feature, `experiment.json` cannot be read.
-#[cfg(not(feature = "experiment"))]
+/// One entry per treatment of the experiment in `dir` (plan order) with its succeeded runs, and the experiment's
+/// subtitle and SLO; treatments without a succeeded run are left out with a warning.
 fn experiment_entries(
     dir: &Path,
-    _prefix: Option<&str>,
-    _warnings: &mut Vec<String>,
-) -> Result<ExperimentEntries, PlotError> {
-    Err(PlotError::ExperimentUnsupported {
-        dir: dir.to_owned(),
-    })
-}
-
-/// One entry per treatment of the experiment in `dir` (plan order) with its succeeded runs, a subtitle naming
-/// the experiment, and its SLO's latency bounds; treatments without a succeeded run are left out with a warning.
-#[cfg(feature = "experiment")]
-fn experiment_entries(
-    dir: &Path,
+    experiment: ExperimentRuns,
     prefix: Option<&str>,
     warnings: &mut Vec<String>,
 ) -> Result<ExperimentEntries, PlotError> {
-    let plan = ExperimentPlan::read(&dir.join(EXPERIMENT_FILE)).map_err(|source| {
-        PlotError::Experiment {
-            dir: dir.to_owned(),
-            source: Box::new(source),
-        }
-    })?;
     let mut entries = Vec::new();
-    for treatment in &plan.treatments {
+    for treatment in experiment.treatments {
         let mut runs = Vec::new();
-        for run in plan.runs.iter().filter(|r| r.treatment == treatment.name) {
+        for run in &treatment.runs {
             let run_dir = dir.join(&run.dir);
             let name = run_dir.display().to_string();
-            if run.status != RunStatus::Succeeded {
-                warnings.push(format!("{name}: {} run left out", run.status.as_str()));
+            if !run.succeeded {
+                warnings.push(format!("{name}: {} run left out", run.status));
                 continue;
             }
             runs.push(compared_run(&run_dir, name, warnings)?);
@@ -598,7 +621,7 @@ fn experiment_entries(
         };
         entries.push(Entry {
             label,
-            levels: treatment.levels.clone(),
+            levels: treatment.levels,
             runs,
         });
     }
@@ -607,23 +630,9 @@ fn experiment_entries(
             dir: dir.to_owned(),
         });
     }
-    let subtitle = format!(
-        "experiment {} · id {} · {} · {}",
-        plan.name, plan.id, plan.harness, plan.profile
-    );
-    let slo = plan
-        .slo
-        .as_ref()
-        .map(|slo| varied::LatencyBounds {
-            ttft_p99_ms: slo.ttft_p99_ms,
-            tpot_p99_ms: slo.tpot_p99_ms,
-            itl_p99_ms: slo.itl_p99_ms,
-            e2e_p99_ms: slo.e2e_p99_ms,
-        })
-        .unwrap_or_default();
     Ok(ExperimentEntries {
         entries,
-        subtitle,
-        slo,
+        subtitle: experiment.subtitle,
+        slo: experiment.slo,
     })
 }

@@ -563,8 +563,12 @@ pub struct ReportOutcome {
 /// launcher was killed has no end in run.json and may end in a torn record: the torn line is skipped and the
 /// summary says the run is incomplete, with what it planned and what it recorded. Records files larger than
 /// [`DEFAULT_RECORDS_MEMORY`] are summarised from disk (see [`report_dir_within`]).
-pub fn report_dir(dir: &Path, summary_file: Option<&Path>) -> Result<ReportOutcome, ReportError> {
-    report_dir_within(dir, summary_file, DEFAULT_RECORDS_MEMORY)
+pub fn report_dir(
+    dir: &Path,
+    summary_file: Option<&Path>,
+    draw: DrawPictures<'_>,
+) -> Result<ReportOutcome, ReportError> {
+    report_dir_within(dir, summary_file, DEFAULT_RECORDS_MEMORY, draw)
 }
 
 /// [`report_dir`] with a memory budget: a run (or a sharded run's shards together) whose records files are
@@ -575,13 +579,14 @@ pub fn report_dir_within(
     dir: &Path,
     summary_file: Option<&Path>,
     memory_bytes: u64,
+    draw: DrawPictures<'_>,
 ) -> Result<ReportOutcome, ReportError> {
     if let Some(sharded) = merge::read_sharded_metas(dir)? {
         if sharded.records_bytes > memory_bytes {
             return report_merged_spilled(dir, sharded, summary_file, memory_bytes);
         }
         if let Some(merged) = merge::read_sharded(dir)? {
-            return report_merged(dir, merged, summary_file);
+            return report_merged(dir, merged, summary_file, draw);
         }
     }
     let meta = RunMeta::read(dir)?;
@@ -609,7 +614,15 @@ pub fn report_dir_within(
     let mut summary = summarize_run(&meta, &records);
     add_server_metrics(dir, &meta, None, &mut summary);
     summary.model_load = nop_model_load(dir, &meta);
-    write_rebuilt(dir, &meta, &records, summary, summary_file, truncated_lines)
+    write_rebuilt(
+        dir,
+        &meta,
+        &records,
+        summary,
+        summary_file,
+        truncated_lines,
+        draw,
+    )
 }
 
 /// A nop run's model-load figures, read again from the vLLM log it kept.
@@ -619,18 +632,9 @@ fn nop_model_load(dir: &Path, meta: &RunMeta) -> Option<llmbench_core::vllm_log:
         .flatten()
 }
 
-/// The run's pictures and `report.html` (see [`crate::plot`]) from the records and summary in memory, with the
-/// server metrics' series when it scraped any. A picture that cannot be drawn is a warning: the numbers are all in
-/// the files already written.
-pub fn write_pictures(dir: &Path, meta: &RunMeta, records: &[RequestRecord], summary: &RunSummary) {
-    let server = server_series(dir);
-    match crate::plot::write_run_plots_of(dir, meta, records, summary, &server) {
-        Ok(files) => tracing::debug!(count = files.len(), "pictures written"),
-        Err(e) => {
-            tracing::warn!(dir = %dir.display(), error = %e, "cannot draw the run's pictures")
-        }
-    }
-}
+/// What draws a rebuilt run's pictures and `report.html` from its records and summary (`plot::write_pictures`
+/// for `llmbench report`): this module writes the numbers and leaves drawing to its caller.
+pub type DrawPictures<'a> = &'a dyn Fn(&Path, &RunMeta, &[RequestRecord], &RunSummary);
 
 /// The server metrics' time series of a run directory, for the llm-d report and the plots; none when the run
 /// scraped nothing or the file cannot be read (a warning).
@@ -653,6 +657,7 @@ fn report_merged(
     dir: &Path,
     merged: merge::Merged,
     summary_file: Option<&Path>,
+    draw: DrawPictures<'_>,
 ) -> Result<ReportOutcome, ReportError> {
     let merge::Merged {
         meta,
@@ -665,7 +670,15 @@ fn report_merged(
     prepare_merged_root(dir, &meta, &shards, &offsets_ns, &warnings)?;
     let mut summary = summarize_run(&meta, &records);
     complete_merged_summary(dir, &meta, &shards, &warnings, &mut summary);
-    write_rebuilt(dir, &meta, &records, summary, summary_file, truncated_lines)
+    write_rebuilt(
+        dir,
+        &meta,
+        &records,
+        summary,
+        summary_file,
+        truncated_lines,
+        draw,
+    )
 }
 
 /// [`report_merged`] of shards whose records together outgrow `memory_bytes`: streamed from the shards' files onto
@@ -803,6 +816,7 @@ fn write_rebuilt(
     summary: RunSummary,
     summary_file: Option<&Path>,
     truncated_lines: usize,
+    draw: DrawPictures<'_>,
 ) -> Result<ReportOutcome, ReportError> {
     let mut files = vec![write_summaries(dir, &summary, summary_file)?];
     files.extend(write_all(
@@ -812,7 +826,7 @@ fn write_rebuilt(
         &summary,
         Formats::for_harness(meta.harness),
     )?);
-    write_pictures(dir, meta, records, &summary);
+    draw(dir, meta, records, &summary);
     Ok(ReportOutcome {
         meta: meta.clone(),
         summary,
