@@ -4,27 +4,23 @@
 
 // The layers below, under the names the launcher's modules (and its users) have always called them.
 pub use llmbench_model::{record, rx_stamp, timer, wallclock};
+pub use llmbench_workload::{
+    conversations, data, limits, lmbench, profile, prompts, request, tokenizer, workload,
+};
 
-pub mod conversations;
-pub mod data;
 pub mod engine;
 #[cfg(feature = "experiment")]
 pub mod experiment;
-pub mod limits;
 pub mod live;
-pub mod lmbench;
 pub mod metrics;
 pub mod mlperf;
 pub mod nop;
 pub mod plan;
 pub mod plot;
-pub mod profile;
 pub mod profiles;
 pub mod progress;
-pub mod prompts;
 pub mod release;
 pub mod report;
-pub mod request;
 pub mod results;
 pub mod run;
 pub mod server_metrics;
@@ -32,6 +28,4 @@ pub mod session_replay;
 pub mod sim;
 pub mod sizing;
 pub mod stack;
-pub mod tokenizer;
 pub mod trace;
-pub mod workload;

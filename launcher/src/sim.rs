@@ -62,8 +62,7 @@ pub use metrics::SimMetrics;
 /// it from a vLLM release (`crate::stack::identity` reads it).
 pub const VERSION_SUFFIX: &str = "+llmbench-sim";
 
-/// The simulator's prompt-token count for a text prompt, exposed so the built-in tokenizer's test can pin that
-/// both count alike.
+/// The simulator's prompt-token count for a text prompt, for the test that pins it to the built-in tokenizer's.
 #[cfg(test)]
 pub(crate) fn text_prompt_tokens(text: &str) -> u32 {
     openai::Prompt::Text(text.to_owned())

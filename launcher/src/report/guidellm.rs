@@ -123,36 +123,34 @@ fn requests_per_second(t0_unix_ns: u64, records: &[&RequestRecord]) -> Value {
     )
 }
 
-impl StageMeta {
-    /// guidellm's `request_throughput.successful.mean` of this stage (its benchmark's
-    /// `metrics.requests_per_second.successful.mean` in benchmarks.json), from the stage's records in the order
-    /// they finished: the requests its warm-up and cool-down leave out are left out first, exactly as the report
-    /// leaves them out. What guidellm's sweep interpolates its rates between. `start_ns` is when the stage
-    /// started on the run clock.
-    pub fn guidellm_successful_rate(
-        &self,
-        t0_unix_ns: u64,
-        start_ns: u64,
-        records: &[RequestRecord],
-    ) -> f64 {
-        let bucket: Vec<&RequestRecord> = records.iter().filter(|r| !r.warmup).collect();
-        let bounds = StageBounds {
-            start_ns: Some(start_ns),
-            max_requests: self.max_requests,
-            max_duration_s: self.max_duration_s,
-            warmup: self.warmup,
-            cooldown: self.cooldown,
-        };
-        let (keep, _) = transient::measured(&bucket, &bounds);
-        let measured: Vec<&RequestRecord> = bucket
-            .into_iter()
-            .zip(keep)
-            .filter_map(|(r, k)| k.then_some(r))
-            .collect();
-        requests_per_second(t0_unix_ns, &measured)["successful"]["mean"]
-            .as_f64()
-            .unwrap_or(0.0)
-    }
+/// guidellm's `request_throughput.successful.mean` of `stage` (its benchmark's
+/// `metrics.requests_per_second.successful.mean` in benchmarks.json), from the stage's records in the order
+/// they finished: the requests its warm-up and cool-down leave out are left out first, exactly as the report
+/// leaves them out. What guidellm's sweep interpolates its rates between. `start_ns` is when the stage
+/// started on the run clock.
+pub fn guidellm_successful_rate(
+    stage: &StageMeta,
+    t0_unix_ns: u64,
+    start_ns: u64,
+    records: &[RequestRecord],
+) -> f64 {
+    let bucket: Vec<&RequestRecord> = records.iter().filter(|r| !r.warmup).collect();
+    let bounds = StageBounds {
+        start_ns: Some(start_ns),
+        max_requests: stage.max_requests,
+        max_duration_s: stage.max_duration_s,
+        warmup: stage.warmup,
+        cooldown: stage.cooldown,
+    };
+    let (keep, _) = transient::measured(&bucket, &bounds);
+    let measured: Vec<&RequestRecord> = bucket
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(r, k)| k.then_some(r))
+        .collect();
+    requests_per_second(t0_unix_ns, &measured)["successful"]["mean"]
+        .as_f64()
+        .unwrap_or(0.0)
 }
 
 /// The benchmark's `config.strategy` as guidellm dumps its scheduling strategy: the type, and the rate, stream

@@ -49,7 +49,7 @@ pub use cache::{CacheMeta, CacheReset, PromptsMeta, PromptsOrigin, ResetCall, WA
 pub use capacity_answer::{CapacityReport, capacity_report, capacity_verdict};
 pub use errors::error_table;
 pub use goodput::{Definition, GoodputTally, goodput, inference_perf_goodput_metrics};
-pub use guidellm::{GUIDELLM_REPORT_FILE, guidellm_report};
+pub use guidellm::{GUIDELLM_REPORT_FILE, guidellm_report, guidellm_successful_rate};
 pub use headline::{Headline, HeadlineLine, headline, stage_load, tokens_range};
 pub use inference_perf::{
     PER_REQUEST_LIFECYCLE_FILE, SUMMARY_LIFECYCLE_FILE, lifecycle_metrics, per_request_lifecycle,

@@ -1179,3 +1179,23 @@ async fn profiler_hooks_answer_200_with_an_empty_body_and_are_counted_in_order()
         ]
     );
 }
+
+#[test]
+fn builtin_counts_prompt_tokens_exactly_as_the_simulator_does() {
+    let tokenizer = crate::tokenizer::Tokenizer::builtin();
+    for text in [
+        "",
+        "one",
+        "hello world",
+        "  leading and trailing  ",
+        "tabs\tand\nnewlines\r\n mixed   spaces",
+        "unknown zyzzyva words count too",
+        "ünïcödé wörds — and punctuation!",
+    ] {
+        assert_eq!(
+            tokenizer.count(text).expect("count"),
+            super::text_prompt_tokens(text),
+            "{text:?}"
+        );
+    }
+}

@@ -885,7 +885,7 @@ mod tests {
         // The fixture's rows (make_fixtures.py): tok_input [1, 15043, 3186], [1, 2, 3, 4], [1, 29871]; outputs
         // "Hi!", "ok" and None.
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/mlperf-pickles/orca_pandas3_p5.pkl");
+            .join("../../launcher/tests/fixtures/mlperf-pickles/orca_pandas3_p5.pkl");
         let prompts = load_dataset(&path, &Tokenizer::builtin(), &DatasetOptions::default())
             .expect("the pickle reads")
             .into_inner();

@@ -929,7 +929,7 @@ mod tests {
 
     fn fixture(name: &str) -> Vec<u8> {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/mlperf-pickles")
+            .join("../../launcher/tests/fixtures/mlperf-pickles")
             .join(name);
         std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }

@@ -386,8 +386,8 @@ mod tests {
         parse_profile(Harness::Aiperf, "p.yaml", text, &ParseOptions::default()).map(|p| p.workload)
     }
 
-    const SYNTHETIC: &str = include_str!("../../../workload/profiles/aiperf/synthetic.yaml.in");
-    const DATASET: &str = include_str!("../../../workload/profiles/aiperf/dataset.yaml.in");
+    const SYNTHETIC: &str = include_str!("../../../../workload/profiles/aiperf/synthetic.yaml.in");
+    const DATASET: &str = include_str!("../../../../workload/profiles/aiperf/dataset.yaml.in");
 
     fn api(kind: ApiKind, ignore_eos: bool) -> Api {
         Api {

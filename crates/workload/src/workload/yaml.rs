@@ -14,20 +14,20 @@ use super::error::WorkloadError;
 
 /// One YAML node and the 1-based line it starts on (0 when unknown).
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Node {
+pub struct Node {
     pub value: Value,
     pub line: u32,
 }
 
 /// A map key and the line it was written on.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Key {
+pub struct Key {
     pub name: String,
     pub line: u32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Value {
+pub enum Value {
     Null,
     Bool(bool),
     Int(i64),
@@ -204,7 +204,7 @@ impl<'de> Deserialize<'de> for Value {
 }
 
 /// Parses one YAML document. An empty document is `null`.
-pub(crate) fn parse_document(file: &str, text: &str) -> Result<Node, WorkloadError> {
+pub fn parse_document(file: &str, text: &str) -> Result<Node, WorkloadError> {
     let meaningful = text
         .lines()
         .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#') && l.trim() != "---");

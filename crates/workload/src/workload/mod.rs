@@ -22,12 +22,14 @@ mod model;
 pub mod mooncake;
 pub mod otel_trace;
 pub mod py_random;
-pub(crate) mod reader;
+pub mod reader;
 mod schedule;
 pub mod stage_meta;
 mod vllm_bench;
-pub(crate) mod yaml;
+pub mod yaml;
 
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 #[cfg(test)]
 mod tests;
 
