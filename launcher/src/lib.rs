@@ -3,29 +3,25 @@
 #![forbid(unsafe_code)]
 
 // The layers below, under the names the launcher's modules (and its users) have always called them.
+pub use llmbench_engine::{engine, live, progress, session_replay, trace};
 pub use llmbench_model::{record, rx_stamp, timer, wallclock};
 pub use llmbench_workload::{
     conversations, data, limits, lmbench, profile, prompts, request, tokenizer, workload,
 };
 
-pub mod engine;
 #[cfg(feature = "experiment")]
 pub mod experiment;
-pub mod live;
 pub mod metrics;
 pub mod mlperf;
 pub mod nop;
 pub mod plan;
 pub mod plot;
 pub mod profiles;
-pub mod progress;
 pub mod release;
 pub mod report;
 pub mod results;
 pub mod run;
 pub mod server_metrics;
-pub mod session_replay;
 pub mod sim;
 pub mod sizing;
 pub mod stack;
-pub mod trace;

@@ -486,10 +486,7 @@ impl<'n> MapReader<'n> {
 /// The known key `name` most likely misspells: at most one edit away for names of up to five characters, two
 /// for longer ones (insertions, deletions, substitutions and swaps of neighbours, ignoring case), so `rate`
 /// suggests nothing for `size` but `reqest-rate` suggests `request-rate`. Ties go to the first known key.
-pub fn nearest_key<'k>(
-    name: &str,
-    known: impl IntoIterator<Item = &'k str>,
-) -> Option<&'k str> {
+pub fn nearest_key<'k>(name: &str, known: impl IntoIterator<Item = &'k str>) -> Option<&'k str> {
     let len = name.chars().count();
     let max_edits = match len {
         0..=2 => return None,

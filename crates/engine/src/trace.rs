@@ -1,5 +1,5 @@
 //! Mooncake trace replay, built before the clock starts: the trace read and checked
-//! ([`crate::workload::mooncake`]), its prompts synthesized so that equal `hash_ids` are equal text, and its
+//! ([`llmbench_workload::workload::mooncake`]), its prompts synthesized so that equal `hash_ids` are equal text, and its
 //! sessions timed into the engine's [`Replay`].
 //!
 //! Prompts follow AIPerf's `PromptGenerator._generate_cached_prompt` (`aiperf/dataset/generator/prompt.py`): a
@@ -18,14 +18,18 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::data::{DataError, LengthDistribution, Synthesizer, SyntheticSpec, synthetic_prompts};
 use crate::engine::trace::{ReplaySession, ReplayTurn};
 use crate::engine::{self, Replay};
-use crate::request::BodySettings;
-use crate::tokenizer::{Tokenizer, TokenizerError};
-use crate::workload::azure_trace::{self, AzureRow, AzureTraceError};
-use crate::workload::mooncake::{self, FixedSchedule, TraceError, TraceRecord, TurnTiming};
-use crate::workload::{Arrival, DataSpec, Workload};
+use llmbench_workload::data::{
+    DataError, LengthDistribution, Synthesizer, SyntheticSpec, synthetic_prompts,
+};
+use llmbench_workload::request::BodySettings;
+use llmbench_workload::tokenizer::{Tokenizer, TokenizerError};
+use llmbench_workload::workload::azure_trace::{self, AzureRow, AzureTraceError};
+use llmbench_workload::workload::mooncake::{
+    self, FixedSchedule, TraceError, TraceRecord, TurnTiming,
+};
+use llmbench_workload::workload::{Arrival, DataSpec, Workload};
 
 /// More records than this are refused: their prompts are all built before the run.
 pub const MAX_RECORDS: usize = 1_000_000;
@@ -414,13 +418,13 @@ enum Slot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request::BodyStyle;
-    use crate::workload::Api;
+    use llmbench_workload::request::BodyStyle;
+    use llmbench_workload::workload::Api;
     use std::time::Duration;
 
     fn joined(prompt: &TracePrompt) -> String {
         let parts: Vec<&str> = prompt.blocks.iter().map(|b| &**b).collect();
-        crate::conversations::join(&parts)
+        llmbench_workload::conversations::join(&parts)
     }
 
     #[test]
@@ -514,7 +518,7 @@ mod tests {
             BodySettings::new(
                 &Api::default(),
                 "m".to_owned(),
-                BodyStyle::of(crate::workload::Harness::InferencePerf),
+                BodyStyle::of(llmbench_workload::workload::Harness::InferencePerf),
             )
         };
         let csv = "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:00.000,12,5\n\

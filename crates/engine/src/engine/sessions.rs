@@ -27,10 +27,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::{StageContext, StopReason};
-use crate::data::{ChatMessage, Prompt};
-use crate::record::{ErrorClass, SessionRecord, TurnOf};
-use crate::request::{BodySettings, prepare};
-use crate::workload::otel_trace::{self, Build, Event, Graph, Message, SegmentKind};
+use llmbench_model::record::{ErrorClass, SessionRecord, TurnOf};
+use llmbench_workload::data::{ChatMessage, Prompt};
+use llmbench_workload::request::{BodySettings, prepare};
+use llmbench_workload::workload::otel_trace::{self, Build, Event, Graph, Message, SegmentKind};
 
 /// One stage of a trace session replay.
 #[derive(Debug, Clone)]
@@ -211,7 +211,7 @@ pub(super) async fn run_sessions(
             tokio::select! {
                 biased;
                 () = context.control.issuing_ended() => break,
-                () = crate::timer::sleep_until(next_start) => {}
+                () = llmbench_model::timer::sleep_until(next_start) => {}
             }
         }
         let started = Instant::now();
@@ -396,7 +396,7 @@ async fn run_call(
     tokio::select! {
         biased;
         () = context.control.issuing_ended() => return,
-        () = crate::timer::sleep_until(due) => {}
+        () = llmbench_model::timer::sleep_until(due) => {}
     }
     let mut record = context.send(&request, context.clock.ns_of(due)).await;
     let at = Instant::now();
@@ -502,7 +502,7 @@ fn substitute(event: &Event, answered: &[Option<Outcome>], disabled: bool) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::otel_trace::Segment;
+    use llmbench_workload::workload::otel_trace::Segment;
 
     fn m(role: &str, content: &str) -> Message {
         Message {

@@ -15,7 +15,7 @@
 //! The run's part (prefix, key) is prepared before the clock starts; per request, the id is a few digits appended
 //! and the trace ids two multiplications, made before the request's send time is taken.
 
-use crate::record::TraceParent;
+use llmbench_model::record::TraceParent;
 
 /// The `x-request-id` header's name.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";

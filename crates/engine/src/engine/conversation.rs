@@ -1,6 +1,6 @@
 //! Multi-turn conversations on the wire: which conversation and turn a request slot sends, the request body with
 //! the conversation's history (the model's actual answers included), and what a finished turn does to its
-//! conversation. The two tools' rules are in [`crate::conversations::Style`].
+//! conversation. The two tools' rules are in [`llmbench_workload::conversations::Style`].
 //!
 //! A body is built when its turn goes out, because it carries answers that arrived moments ago; building it is
 //! JSON serialisation of text already in memory, never tokenisation. Memory follows the conversations in
@@ -15,13 +15,13 @@ use super::PreparedRequest;
 #[cfg(test)]
 use super::control::Control;
 use super::control::Flag;
-use crate::conversations::{
+use llmbench_model::record::{ErrorClass, RequestError, RequestRecord, TurnOf};
+use llmbench_workload::conversations::{
     ConversationSet, Piece, ReplayPlan, ReplayStage, ReplayText, ReplayTurn, Script, Style, join,
 };
-use crate::data::{ChatMessage, Prompt};
-use crate::record::{ErrorClass, RequestError, RequestRecord, TurnOf};
-use crate::request::{BodySettings, prepare};
-use crate::workload::ApiKind;
+use llmbench_workload::data::{ChatMessage, Prompt};
+use llmbench_workload::request::{BodySettings, prepare};
+use llmbench_workload::workload::ApiKind;
 
 /// A run's conversations in progress.
 #[derive(Debug)]
@@ -843,8 +843,8 @@ fn message(role: &str, content: &str) -> ChatMessage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conversations::UserTurn;
-    use crate::record::Usage;
+    use llmbench_model::record::Usage;
+    use llmbench_workload::conversations::UserTurn;
     use serde_json::{Value, json};
 
     fn piece(text: &str) -> Piece {
@@ -874,7 +874,7 @@ mod tests {
             streaming: true,
             ignore_eos: true,
             default_max_tokens: None,
-            style: crate::request::BodyStyle::InferencePerf,
+            style: llmbench_workload::request::BodyStyle::InferencePerf,
         }
     }
 
@@ -1090,8 +1090,8 @@ mod tests {
 #[cfg(test)]
 mod replay_tests {
     use super::*;
-    use crate::conversations::{Blueprint, WordBank};
-    use crate::record::Usage;
+    use llmbench_model::record::Usage;
+    use llmbench_workload::conversations::{Blueprint, WordBank};
     use serde_json::Value;
 
     /// Two conversations of three turns: conversation 0 has a 1-token dynamic prompt and turns of 3, 1 and 2
@@ -1141,7 +1141,7 @@ mod replay_tests {
                 streaming: true,
                 ignore_eos: true,
                 default_max_tokens: None,
-                style: crate::request::BodyStyle::InferencePerf,
+                style: llmbench_workload::request::BodyStyle::InferencePerf,
             },
         )
     }

@@ -30,8 +30,8 @@ use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpStream;
 
 use super::client::Clock;
-use crate::record::{ErrorClass, RequestError};
-use crate::rx_stamp;
+use llmbench_model::record::{ErrorClass, RequestError};
+use llmbench_model::rx_stamp;
 
 /// Why an endpoint cannot be served by this client; the run reports it before any request is sent.
 #[derive(Debug, thiserror::Error)]

@@ -10,10 +10,10 @@ use serde::Deserialize;
 use super::http1::{BodyEnd, BodyError, Flow, Http1Endpoint};
 use super::request_ids::{REQUEST_ID_HEADER, RequestIds, TRACEPARENT_HEADER};
 use super::sse::{SseError, SseEvent, SseParser};
-use crate::record::{
+use llmbench_model::record::{
     ChunkEvent, ChunkKind, ErrorClass, FinishReason, RequestError, RequestRecord, Usage,
 };
-use crate::request::PreparedRequest;
+use llmbench_workload::request::PreparedRequest;
 
 /// How long a request may take when its profile sets no timeout: one hour, from send to the end of the
 /// response, however the server stalls (no head, a stall after it, a trickle, a request it never reads).

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::StopReason;
-use crate::record::{ErrorClass, RequestRecord};
+use llmbench_model::record::{ErrorClass, RequestRecord};
 
 /// How many connection-level failures in a row stop a run unless `--max-connect-failures` says otherwise: enough
 /// that a server restarting one of several replicas, or a connection pool's stale sockets, do not stop it, few
@@ -110,7 +110,7 @@ impl Backoff {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::RequestError;
+    use llmbench_model::record::RequestError;
 
     fn finished(
         class: Option<ErrorClass>,

@@ -47,7 +47,7 @@ use prometheus_client::registry::Registry;
 use tokio::sync::oneshot;
 
 use crate::engine::{ObserveRecords, Progress};
-use crate::record::{ErrorClass, RequestRecord};
+use llmbench_model::record::{ErrorClass, RequestRecord};
 
 /// TTFT bounds in seconds: 10 ms (a warm cache on a small model) to 2 min (a long prompt queued behind others).
 const TTFT_BUCKETS: [f64; 18] = [
@@ -379,7 +379,7 @@ impl LiveServer {
 /// A server that runs until this is dropped: it then stops accepting, and closes each connection once its request in
 /// progress is answered.
 #[derive(Debug)]
-pub(crate) struct Serving(Option<oneshot::Sender<()>>);
+pub struct Serving(Option<oneshot::Sender<()>>);
 
 impl Drop for Serving {
     fn drop(&mut self) {
@@ -392,7 +392,7 @@ impl Drop for Serving {
 
 /// Serves `router` on `listener` in the background until the returned guard is dropped; `what` names the server in
 /// the warning should it stop on an error.
-pub(crate) fn serve_until_dropped(
+pub fn serve_until_dropped(
     listener: tokio::net::TcpListener,
     router: Router,
     what: &'static str,
@@ -435,7 +435,7 @@ async fn metrics_handler(State(metrics): State<Arc<LiveMetrics>>) -> impl IntoRe
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{ChunkEvent, ChunkKind, RequestError};
+    use llmbench_model::record::{ChunkEvent, ChunkKind, RequestError};
 
     /// A streamed request scheduled at 0 and sent at 2 ms, with content chunks at 100, 130 and 150 ms (one token
     /// each) and its end at 160 ms: TTFT 98 ms, ITL gaps 30 and 20 ms, E2E 158 ms, schedule delay 2 ms.

@@ -6,7 +6,7 @@
 //! - `trace_directory`: its `*.json` files sorted by name (`sorted(trace_dir.glob("*.json"))`); `trace_files`: the
 //!   files listed. A file that is not JSON fails the run, or is left out with `skip_invalid_files`.
 //! - Each file is one session, named `trace{slot}_{session_id}` after its slot in the order
-//!   `random.seed(base_seed); random.shuffle(order)` gives ([`crate::workload::py_random`]).
+//!   `random.seed(base_seed); random.shuffle(order)` gives ([`llmbench_workload::workload::py_random`]).
 //! - Stage k runs the next `num_sessions` sessions (all remaining when unset; none when the corpus is used up).
 //! - Every file's graph is built once here, so what llmbench cannot replay (tool calls, structured content) is
 //!   refused before anything is sent, naming the file and span; the graphs are dropped again and rebuilt one
@@ -18,10 +18,10 @@ use std::time::Duration;
 
 use crate::engine::sessions::{SessionOptions, SessionReplay, SessionSource};
 use crate::engine::{self, StagePlan};
-use crate::request::BodySettings;
-use crate::workload::otel_trace::{self, Build, Unsupported};
-use crate::workload::py_random::PyRandom;
-use crate::workload::{Arrival, DataSpec, OtelTraceData, OtelTraceSource, Workload};
+use llmbench_workload::request::BodySettings;
+use llmbench_workload::workload::otel_trace::{self, Build, Unsupported};
+use llmbench_workload::workload::py_random::PyRandom;
+use llmbench_workload::workload::{Arrival, DataSpec, OtelTraceData, OtelTraceSource, Workload};
 
 /// Why the corpus could not be planned.
 #[derive(Debug, thiserror::Error)]
@@ -363,22 +363,22 @@ mod tests {
         assert!(sessions.iter().all(|s| s.calls == 1));
 
         // `api.session_id_header_key`: each session's calls carry its name in that header.
-        let mut workload = crate::workload::Workload::empty(
-            crate::workload::Harness::InferencePerf,
-            crate::workload::Dialect::InferencePerf,
+        let mut workload = llmbench_workload::workload::Workload::empty(
+            llmbench_workload::workload::Harness::InferencePerf,
+            llmbench_workload::workload::Dialect::InferencePerf,
         );
         workload.seed = 42;
         workload.api.session_id_header = Some("x-session-id".to_owned());
         workload.data = DataSpec::OtelTrace(data);
-        workload.stages = vec![crate::workload::Stage {
-            load: crate::workload::LoadKind::Trace,
+        workload.stages = vec![llmbench_workload::workload::Stage {
+            load: llmbench_workload::workload::LoadKind::Trace,
             arrival: Arrival::TraceSessions {
                 concurrent_sessions: 1,
                 session_rate: None,
                 num_sessions: Some(1),
                 timeout: None,
             },
-            limit: crate::workload::StageLimit::default(),
+            limit: llmbench_workload::workload::StageLimit::default(),
             max_concurrency: None,
             warmup: None,
             cooldown: None,
@@ -386,7 +386,7 @@ mod tests {
         let settings = BodySettings::new(
             &workload.api,
             "m".to_owned(),
-            crate::request::BodyStyle::InferencePerf,
+            llmbench_workload::request::BodyStyle::InferencePerf,
         );
         let stages = session_plans(&workload, settings, 100).unwrap();
         let StagePlan::Sessions(replay) = &stages[0].plan else {

@@ -18,10 +18,10 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::{PreparedRequest, StageContext};
-use crate::data::Prompt;
-use crate::record::TurnOf;
-use crate::request::{BodySettings, prepare};
-use crate::workload::mooncake::TurnTiming;
+use llmbench_model::record::TurnOf;
+use llmbench_workload::data::Prompt;
+use llmbench_workload::request::{BodySettings, prepare};
+use llmbench_workload::workload::mooncake::TurnTiming;
 
 /// A trace's sessions, ready to send.
 #[derive(Debug, Clone)]
@@ -103,7 +103,7 @@ impl ReplayTurn {
     fn prompt(&self) -> Prompt {
         let parts: Vec<&str> = self.blocks.iter().map(|b| &**b).collect();
         Prompt::text(
-            crate::conversations::join(&parts),
+            llmbench_workload::conversations::join(&parts),
             self.tokens,
             self.max_tokens,
         )
@@ -132,7 +132,7 @@ pub(super) async fn run_trace(context: StageContext, start: Instant, replay: Arc
                 tokio::select! {
                     biased;
                     () = context.control.issuing_ended() => break,
-                    () = crate::timer::sleep_until(due) => {}
+                    () = llmbench_model::timer::sleep_until(due) => {}
                 }
                 // Still scheduled at `due`: the wait for a slot is schedule delay.
                 let slot = match &cap {
@@ -192,7 +192,7 @@ async fn run_session(
         tokio::select! {
             biased;
             () = context.control.issuing_ended() => return,
-            () = crate::timer::sleep_until(due) => {}
+            () = llmbench_model::timer::sleep_until(due) => {}
         }
         let mut record = context.send(&request, context.clock.ns_of(due)).await;
         previous_end = Instant::now();
@@ -263,9 +263,9 @@ mod tests {
         let replay = Replay {
             sessions: (0..5).map(session).collect(),
             settings: BodySettings::new(
-                &crate::workload::Api::default(),
+                &llmbench_workload::workload::Api::default(),
                 "m".to_owned(),
-                crate::request::BodyStyle::Aiperf,
+                llmbench_workload::request::BodyStyle::Aiperf,
             ),
             concurrency: Some(5),
             in_flight_cap: None,

@@ -1,6 +1,6 @@
 //! An LMBenchmark stage on the wire (fmperf profiles): the invocations of `multi-round-qa.py` one QPS value of
 //! `run_benchmarks.sh` makes, each run as upstream's `main` does. The user-session rules are the pure
-//! [`crate::lmbench::Manager`]; this module only turns its decisions into requests and its clock into steps.
+//! [`llmbench_workload::lmbench::Manager`]; this module only turns its decisions into requests and its clock into steps.
 //!
 //! Each session phase starts with `warmup_engine` (10 requests at once, then every answer awaited), then calls
 //! `step` every 0.1 s (upstream: `step`, then `time.sleep(0.1)`) until more than `--time` seconds have passed
@@ -16,13 +16,13 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 use super::StageContext;
-use crate::lmbench::{
+use llmbench_model::record::{RequestRecord, TurnOf};
+use llmbench_workload::lmbench::{
     Answered, ENGINE_WARMUP_MAX_TOKENS, ENGINE_WARMUP_REQUESTS, Launch, Manager, Message,
     STEP_INTERVAL, SessionConfig, SummaryRow, completion_prompt, engine_warmup_message,
 };
-use crate::record::{RequestRecord, TurnOf};
-use crate::request::PreparedRequest;
-use crate::workload::ApiKind;
+use llmbench_workload::request::PreparedRequest;
+use llmbench_workload::workload::ApiKind;
 
 /// One QPS value of an LMBenchmark scenario.
 #[derive(Debug)]
@@ -219,7 +219,7 @@ pub fn body(api: ApiKind, model: &str, messages: &[Message], max_tokens: u32) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lmbench::Role;
+    use llmbench_workload::lmbench::Role;
 
     #[test]
     fn bodies_are_what_the_openai_client_sends() {

@@ -31,16 +31,16 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 
-pub use crate::request::PreparedRequest;
 pub use client::{Clock, Issue, Target, Transport};
 pub use control::{Control, Signal, StopReason};
 pub use conversation::Conversations;
+pub use llmbench_workload::request::PreparedRequest;
 pub use request_ids::RequestIds;
 pub use trace::Replay;
 pub use unreachable::DEFAULT_MAX_CONNECT_FAILURES;
 
-use crate::record::{ErrorClass, RequestRecord};
-use crate::workload::{ErrorLimit, GlobalErrorRate, StopScope, WindowedErrorRate};
+use llmbench_model::record::{ErrorClass, RequestRecord};
+use llmbench_workload::workload::{ErrorLimit, GlobalErrorRate, StopScope, WindowedErrorRate};
 
 /// How one stage issues requests.
 #[derive(Debug, Clone)]
@@ -245,7 +245,7 @@ pub struct PlannedStage {
     pub deadline: Option<Duration>,
     /// What run.json says of the stage, for the planner's caller; the engine does not read it (nor is it used
     /// for a probe).
-    pub meta: crate::workload::stage_meta::StageMeta,
+    pub meta: llmbench_workload::workload::stage_meta::StageMeta,
 }
 
 /// A stage that ended, as its planner is told.
@@ -272,7 +272,7 @@ impl StagePlanner for FixedStages {
             keep_records: false,
             probe: false,
             deadline: None,
-            meta: crate::workload::stage_meta::StageMeta::default(),
+            meta: llmbench_workload::workload::stage_meta::StageMeta::default(),
         }))
     }
 }
@@ -284,7 +284,7 @@ pub struct StageTimes {
     pub end_ns: u64,
     pub stopped: Option<StopReason>,
     /// A trace session replay's finished sessions (one small record each; empty for other stages).
-    pub sessions: Vec<crate::record::SessionRecord>,
+    pub sessions: Vec<llmbench_model::record::SessionRecord>,
 }
 
 /// Counters a progress display reads while the run goes on, and the run's planned / sent / finished counts.
@@ -495,7 +495,7 @@ fn write_records(
                     held = held.saturating_add(batch.iter().map(RequestRecord::memory_bytes).sum());
                     if held > budget.bytes && budget.past == PastBudget::Spill {
                         tracing::info!(
-                            budget = %crate::limits::bytes(budget.bytes),
+                            budget = %llmbench_workload::limits::bytes(budget.bytes),
                             records = kept.written,
                             "the records outgrew their memory budget (--records-memory): none is kept in memory \
                              from now on, and the run will be summarised from requests.jsonl"
@@ -507,7 +507,7 @@ fn write_records(
                     } else {
                         if held > budget.bytes && !warned {
                             tracing::warn!(
-                                budget = %crate::limits::bytes(budget.bytes),
+                                budget = %llmbench_workload::limits::bytes(budget.bytes),
                                 "this run keeps every record in memory for its verdict (MLPerf), past the records \
                                  memory budget (--records-memory)"
                             );
@@ -785,7 +785,7 @@ impl Kept {
             kept.warned = true;
             tracing::warn!(
                 stage = record.stage,
-                budget = %crate::limits::bytes(budget_bytes),
+                budget = %llmbench_workload::limits::bytes(budget_bytes),
                 "this stage's records, kept in memory for the planner to judge the stage (capacity search, \
                  sweep), outgrow the records memory budget (--records-memory); shorter points keep them smaller"
             );
@@ -1037,7 +1037,7 @@ async fn run_open(
         tokio::select! {
             biased;
             () = context.control.issuing_ended() => break,
-            () = crate::timer::sleep_until(due) => {}
+            () = llmbench_model::timer::sleep_until(due) => {}
         }
         let scheduled_ns = context.clock.ns_of(due);
         let context = context.clone();
