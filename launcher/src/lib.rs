@@ -5,6 +5,7 @@
 // The layers below, under the names the launcher's modules (and its users) have always called them.
 pub use llmbench_engine::{engine, live, progress, session_replay, trace};
 pub use llmbench_model::{record, rx_stamp, timer, wallclock};
+pub use llmbench_sim::sim;
 pub use llmbench_workload::{
     conversations, data, limits, lmbench, profile, prompts, request, tokenizer, workload,
 };
@@ -22,6 +23,5 @@ pub mod report;
 pub mod results;
 pub mod run;
 pub mod server_metrics;
-pub mod sim;
 pub mod sizing;
 pub mod stack;

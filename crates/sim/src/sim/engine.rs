@@ -305,7 +305,7 @@ impl Job {
             biased;
             () = aborting(&mut self.phase) => false,
             // Precise to tens of microseconds: the injected TTFT and ITL are the truth clients are checked against.
-            () = crate::timer::sleep_until(deadline.into_std()) => true,
+            () = llmbench_model::timer::sleep_until(deadline.into_std()) => true,
         }
     }
 

@@ -1,4 +1,4 @@
-//! The simulator's listener: connections whose reads keep the kernel's arrival stamp (see [`crate::rx_stamp`]),
+//! The simulator's listener: connections whose reads keep the kernel's arrival stamp (see [`llmbench_model::rx_stamp`]),
 //! so a request's clock — its TTFT and every token deadline after it — starts when the request reached the
 //! socket, not when a busy worker got around to parsing it. A client's measurement is then checked against the
 //! time the request really arrived.
@@ -17,7 +17,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 
-use crate::rx_stamp;
+use llmbench_model::rx_stamp;
 
 /// Accepts connections with Nagle off (token events are tiny writes) and kernel receive stamps on.
 pub(crate) struct StampedListener(pub TcpListener);

@@ -59,7 +59,7 @@ use tokio::task::JoinHandle;
 pub use metrics::SimMetrics;
 
 /// What the simulator's `GET /version` ends with after llmbench's version, so a record of what served a run tells
-/// it from a vLLM release (`crate::stack::identity` reads it).
+/// it from a vLLM release (the launcher's `stack::identity` reads it).
 pub const VERSION_SUFFIX: &str = "+llmbench-sim";
 
 /// The simulator's prompt-token count for a text prompt, for the test that pins it to the built-in tokenizer's.
