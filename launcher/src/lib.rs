@@ -4,6 +4,7 @@
 
 // The layers below, under the names the launcher's modules (and its users) have always called them.
 pub use llmbench_engine::{engine, live, progress, session_replay, trace};
+pub use llmbench_metrics::{metrics, mlperf, server_metrics};
 pub use llmbench_model::{record, rx_stamp, timer, wallclock};
 pub use llmbench_sim::sim;
 pub use llmbench_workload::{
@@ -12,8 +13,6 @@ pub use llmbench_workload::{
 
 #[cfg(feature = "experiment")]
 pub mod experiment;
-pub mod metrics;
-pub mod mlperf;
 pub mod nop;
 pub mod plan;
 pub mod plot;
@@ -22,6 +21,5 @@ pub mod release;
 pub mod report;
 pub mod results;
 pub mod run;
-pub mod server_metrics;
 pub mod sizing;
 pub mod stack;

@@ -83,7 +83,7 @@ impl Stats {
     /// `moments` are theirs, `select` returns the values at the given sorted positions (ascending, distinct), and
     /// `squares` the exactly rounded sum of their squared deviations from a mean, asked only when the exact
     /// integer variance overflows. Both callers of the same values get the same statistics to the last bit.
-    pub(crate) fn from_ns_moments(
+    pub fn from_ns_moments(
         moments: &NsMoments,
         select: impl FnOnce(&[usize]) -> Vec<u64>,
         squares: impl FnOnce(f64) -> f64,
@@ -137,14 +137,14 @@ pub(crate) fn squared_deviations(values: impl Iterator<Item = u64>, mean: f64) -
 }
 
 /// One term of [`squared_deviations`].
-pub(crate) fn squared_deviation(value: u64, mean: f64) -> f64 {
+pub fn squared_deviation(value: u64, mean: f64) -> f64 {
     (value as f64 - mean).powi(2)
 }
 
 /// Exact running moments of nanosecond durations: count, sum, sum of squares, min and max, in integers, so
 /// they merge across stages and give the same mean and stddev whatever the order of the values.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct NsMoments {
+pub struct NsMoments {
     count: u64,
     sum: u128,
     squares: u128,
@@ -169,12 +169,12 @@ impl Default for NsMoments {
 
 impl NsMoments {
     /// The smallest value added (`u64::MAX` before any).
-    pub(crate) fn min(&self) -> u64 {
+    pub fn min(&self) -> u64 {
         self.min
     }
 
     /// The largest value added (0 before any).
-    pub(crate) fn max(&self) -> u64 {
+    pub fn max(&self) -> u64 {
         self.max
     }
 
@@ -347,12 +347,12 @@ fn virtual_index(n: usize, p: f64) -> f64 {
 }
 
 /// The sorted positions `linear_at` reads for `p` in a non-empty sample.
-pub(crate) fn linear_neighbours(n: usize, p: f64) -> (usize, usize) {
+pub fn linear_neighbours(n: usize, p: f64) -> (usize, usize) {
     let lo = (virtual_index(n, p).floor() as usize).min(n - 1);
     (lo, (lo + 1).min(n - 1))
 }
 
-pub(crate) fn linear_at(n: usize, p: f64, value: impl Fn(usize) -> f64) -> Option<f64> {
+pub fn linear_at(n: usize, p: f64, value: impl Fn(usize) -> f64) -> Option<f64> {
     if n == 0 || p.is_nan() {
         return None;
     }

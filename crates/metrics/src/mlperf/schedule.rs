@@ -27,7 +27,7 @@
 
 use std::time::Duration;
 
-use crate::engine::{ErrorLimits, Lockstep, Stage, StagePlan};
+use llmbench_engine::engine::{ErrorLimits, Lockstep, Stage, StagePlan};
 
 use super::MlperfError;
 use super::rng::Mt19937;
@@ -358,7 +358,7 @@ fn accuracy(settings: &MlperfSettings, loaded: &[usize]) -> (StagePlan, Vec<usiz
 mod tests {
     use super::*;
     use crate::mlperf::settings::{ParsedSettings, parse_settings};
-    use crate::workload::ParseOptions;
+    use llmbench_workload::workload::ParseOptions;
 
     fn settings(yaml: &str) -> MlperfSettings {
         let ParsedSettings { settings, .. } =

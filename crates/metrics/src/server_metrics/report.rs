@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 use super::ServerSeries;
 use super::catalogue::{self, Engine};
 use super::summary::{Figures, MetricSummary, WindowSummary, find};
-use crate::wallclock;
+use llmbench_model::wallclock;
 
 /// Points per embedded time series (llm-d-benchmark's default `METRICS_TS_MAX_POINTS`).
 pub const LLMD_MAX_TIME_SERIES_POINTS: usize = 256;
@@ -695,7 +695,7 @@ mod tests {
 
     fn schema_validator() -> jsonschema::Validator {
         let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../tests/fixtures/llm-d-benchmark/benchmark_report/br_v0_2_json_schema.json");
+            .join("../../tests/fixtures/llm-d-benchmark/benchmark_report/br_v0_2_json_schema.json");
         let text = std::fs::read_to_string(&path)
             .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
         let schema: Value = serde_json::from_str(&text).unwrap();

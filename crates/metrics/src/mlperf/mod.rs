@@ -33,7 +33,7 @@ pub use settings::{
 };
 pub use verdict::{Checks, LatencyStats, RunTimes, Verdict, evaluate, offline_samples_per_query};
 
-use crate::workload::WorkloadError;
+use llmbench_workload::workload::WorkloadError;
 
 /// Why MLPerf settings could not be read, a schedule built or a verdict written. Every variant names the file,
 /// line and key it is about where there is one.

@@ -6,8 +6,10 @@
 //! Within one conf file the most specific pattern wins (`model.Scenario` over `*.Scenario` over `model.*` over
 //! `*.*`, LoadGen's `lookupkv` order) and, for the same pattern, the later line.
 
-use crate::workload::yaml::{Node, Value, parse_document};
-use crate::workload::{Api, ApiKind, ParseOptions, Warning, WarningKind, WorkloadError};
+use llmbench_workload::workload::yaml::{Node, Value, parse_document};
+use llmbench_workload::workload::{
+    Api, ApiKind, ParseOptions, Warning, WarningKind, WorkloadError,
+};
 
 use super::MlperfError;
 
@@ -527,7 +529,7 @@ fn unknown_key(
     what: &str,
     known: &[&str],
 ) -> Warning {
-    let near = crate::workload::reader::nearest_key(name, known.iter().copied());
+    let near = llmbench_workload::workload::reader::nearest_key(name, known.iter().copied());
     Warning {
         file: file.to_string(),
         key: path,

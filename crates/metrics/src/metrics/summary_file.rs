@@ -29,7 +29,7 @@ use serde_json::Value;
 
 use super::stats::Stats;
 use super::summary::{StageSummary, Summary, summarize_stages};
-use crate::record::RequestRecord;
+use llmbench_model::record::RequestRecord;
 
 /// The schema id carried by `summary.json` and by the compact summary.
 pub const SUMMARY_SCHEMA: &str = v1::SCHEMA;
@@ -584,7 +584,7 @@ pub struct ShardStarts {
 mod tests {
     use super::*;
     use crate::metrics::testing::assert_json_close;
-    use crate::record::{ChunkEvent, ChunkKind, ErrorClass, RequestError};
+    use llmbench_model::record::{ChunkEvent, ChunkKind, ErrorClass, RequestError};
 
     const MS: u64 = 1_000_000;
 

@@ -635,8 +635,8 @@ mod tests {
     use super::*;
     use crate::mlperf::settings::parse_settings;
     use crate::mlperf::{RunTimes, evaluate};
-    use crate::record::RequestRecord;
-    use crate::workload::ParseOptions;
+    use llmbench_model::record::RequestRecord;
+    use llmbench_workload::workload::ParseOptions;
 
     const MS: u64 = 1_000_000;
 

@@ -1,4 +1,4 @@
-//! Metric math, pure and derived after the run from the raw [`RequestRecord`](crate::record::RequestRecord)s:
+//! Metric math, pure and derived after the run from the raw [`RequestRecord`](llmbench_model::record::RequestRecord)s:
 //! exact statistics with each tool's percentile method ([`stats`]), the per-stage and overall [`Summary`]
 //! ([`summary`]), the `summary.json` / `--summary-file` outputs ([`summary_file`]), guidellm's weighted
 //! distributions ([`weighted`]), and what lets a long run be summarised from disk with the same numbers: exactly

@@ -18,7 +18,7 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::metrics::percentile_mlperf;
-use crate::record::RequestRecord;
+use llmbench_model::record::RequestRecord;
 
 use super::MlperfError;
 use super::early_stopping::{EarlyStopping, MinPassingQueriesFinder, early_stopping};
@@ -807,8 +807,8 @@ impl Verdict {
 pub(crate) mod tests {
     use super::*;
     use crate::mlperf::settings::parse_settings;
-    use crate::record::{ChunkEvent, ChunkKind, Usage};
-    use crate::workload::ParseOptions;
+    use llmbench_model::record::{ChunkEvent, ChunkKind, Usage};
+    use llmbench_workload::workload::ParseOptions;
 
     const MS: u64 = 1_000_000;
 

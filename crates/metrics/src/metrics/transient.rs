@@ -9,8 +9,8 @@
 //!   measurement window, `[measure_start, measure_end]`, and the measured requests are those that end after it
 //!   starts and start before it ends (`get_within_range`).
 
-use crate::record::RequestRecord;
-use crate::workload::{Transient, TransientMode, TransientPhase};
+use llmbench_model::record::RequestRecord;
+use llmbench_workload::workload::{Transient, TransientMode, TransientPhase};
 
 /// What a stage's warm-up and cool-down are measured against.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

@@ -4,7 +4,7 @@
 //! Definitions (FORMATS.md §3):
 //! - Only successful requests enter latency statistics and token sums; every request counts in the totals,
 //!   the throughput window and the schedule.
-//! - An answer cut short ([`crate::record::Outcome::Truncated`]) is neither a success nor a failure: it is counted
+//! - An answer cut short ([`llmbench_model::record::Outcome::Truncated`]) is neither a success nor a failure: it is counted
 //!   in `requests.truncated` and described in [`Truncation`], and stays out of the latency statistics and token
 //!   sums, as inference-perf leaves it out (it counts it a failure, `TruncatedResponseError`): its E2E and
 //!   throughput are those of fewer tokens than the run asked for.
@@ -32,7 +32,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::stats::{NsMoments, Stats};
-use crate::record::{ErrorKey, Outcome, RequestRecord};
+use llmbench_model::record::{ErrorKey, Outcome, RequestRecord};
 
 /// Summary of a bucket of requests: one stage, or the whole run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -72,7 +72,7 @@ pub struct Summary {
     pub reasoning: Option<Reasoning>,
 }
 
-/// The answers a bucket got shorter than asked ([`crate::record::RequestRecord::truncated`]), so a reader sees how
+/// The answers a bucket got shorter than asked ([`llmbench_model::record::RequestRecord::truncated`]), so a reader sees how
 /// short and why: a server that stops at the end of its context window (llama.cpp) instead of refusing the
 /// request gives `length` with fewer tokens than `max_tokens`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -364,7 +364,7 @@ pub struct StageSummary {
     pub summary: Summary,
     /// Why the stage ended before its plan was done: an error limit, or the run's stop.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stopped: Option<crate::engine::StopReason>,
+    pub stopped: Option<llmbench_engine::engine::StopReason>,
 }
 
 /// Summarises `records` as one bucket, whatever their stages.
@@ -415,7 +415,7 @@ pub fn summarize_stages(
 }
 
 /// The overall requested rate: the stages' common rate, or `None` when they differ.
-pub(crate) fn common_requested_rate(stages: &[StageSummary]) -> Option<f64> {
+pub fn common_requested_rate(stages: &[StageSummary]) -> Option<f64> {
     let mut rates = stages.iter().map(|s| s.summary.schedule.requested_rate);
     match rates.next() {
         Some(first) if rates.all(|r| r == first) => first,
@@ -447,7 +447,7 @@ fn collect_by_stage<'a>(
 
 /// The sampled metrics, in the order of `Samples`' vectors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Metric {
+pub enum Metric {
     Ttft,
     Tpot,
     Itl,
@@ -459,11 +459,11 @@ pub(crate) enum Metric {
     Ttfo,
 }
 
-pub(crate) const METRICS: usize = 9;
+pub const METRICS: usize = 9;
 
 impl Metric {
     /// Every metric, in index order.
-    pub(crate) const ALL: [Metric; METRICS] = [
+    pub const ALL: [Metric; METRICS] = [
         Metric::Ttft,
         Metric::Tpot,
         Metric::Itl,
@@ -522,7 +522,7 @@ impl Samples {
 /// Everything but the samples a summary needs, accumulated in one pass; where the samples go is the caller's
 /// (vectors in memory here, spill files for a run summarised from disk).
 #[derive(Debug, Clone)]
-pub(crate) struct Counts {
+pub struct Counts {
     total: u64,
     succeeded: u64,
     input_tokens: u64,
@@ -619,7 +619,7 @@ impl Default for Counts {
 
 impl Counts {
     /// Counts `r`, handing each of its samples to `sample`.
-    pub(crate) fn add(&mut self, r: &RequestRecord, mut sample: impl FnMut(Metric, u64)) {
+    pub fn add(&mut self, r: &RequestRecord, mut sample: impl FnMut(Metric, u64)) {
         use Metric::*;
         let moments = &mut self.moments;
         let mut put = |metric: Metric, ns: u64| {
@@ -686,7 +686,7 @@ impl Counts {
         r.itl_gaps_ns().for_each(|gap| put(Itl, gap));
     }
 
-    pub(crate) fn absorb(&mut self, other: &Counts) {
+    pub fn absorb(&mut self, other: &Counts) {
         self.total += other.total;
         self.succeeded += other.succeeded;
         self.input_tokens += other.input_tokens;
@@ -721,7 +721,7 @@ impl Counts {
     }
 
     /// The summary of these counts, `stats` giving each metric's statistics from its moments.
-    pub(crate) fn summary_with(
+    pub fn summary_with(
         &self,
         requested_rate: Option<f64>,
         mut stats: impl FnMut(Metric, &NsMoments) -> Option<Stats>,
@@ -823,7 +823,9 @@ impl Counts {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{ChunkEvent, ChunkKind, ErrorClass, FinishReason, RequestError, Usage};
+    use llmbench_model::record::{
+        ChunkEvent, ChunkKind, ErrorClass, FinishReason, RequestError, Usage,
+    };
 
     const MS: u64 = 1_000_000;
 

@@ -521,7 +521,7 @@ mod tests {
 
     use super::*;
     use crate::server_metrics::read_jsonl;
-    use crate::sim::{SimConfig, start};
+    use llmbench_sim::sim::{SimConfig, start};
 
     /// Serves `app` on a loopback port; the URL of `path` on it.
     async fn serve(app: Router, path: &str) -> String {
