@@ -3,7 +3,7 @@
 #![forbid(unsafe_code)]
 
 // The layers below, under the names the launcher's modules (and its users) have always called them.
-pub use llmbench_engine::{engine, live, progress, session_replay, trace};
+pub use llmbench_engine::{engine, live, progress, session_replay, stack, trace};
 pub use llmbench_metrics::{metrics, mlperf, server_metrics};
 pub use llmbench_model::{record, rx_stamp, timer, wallclock};
 pub use llmbench_sim::sim;
@@ -22,4 +22,3 @@ pub mod report;
 pub mod results;
 pub mod run;
 pub mod sizing;
-pub mod stack;

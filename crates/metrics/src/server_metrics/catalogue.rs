@@ -993,4 +993,17 @@ mod tests {
         );
         assert_eq!(pattern.split('|').count(), PREFIXES.len());
     }
+
+    #[test]
+    fn engine_names_are_the_stack_identity_s() {
+        use llmbench_engine::stack::identity::{LLAMA_CPP, SGLANG, TGI, VLLM};
+        for (ours, catalogue) in [
+            (VLLM, Engine::Vllm),
+            (LLAMA_CPP, Engine::LlamaCpp),
+            (SGLANG, Engine::Sglang),
+            (TGI, Engine::Tgi),
+        ] {
+            assert_eq!(ours, catalogue.name());
+        }
+    }
 }

@@ -192,7 +192,7 @@ impl Served {
         })?;
         let log_path = options.log_dir.join(format!(
             "stack-{}-{}.log",
-            crate::wallclock::compact_utc_now(),
+            llmbench_model::wallclock::compact_utc_now(),
             std::process::id()
         ));
         let open_log = || {

@@ -8,7 +8,7 @@
 //! | llama.cpp | `GET /props` | `build_info` (its version), `model_path`, `default_generation_settings.n_ctx`, `total_slots`, `chat_template` | `tools/server/server.cpp` (recorded from a real `llama-server`) |
 //! | SGLang | `GET /get_server_info` | its server args, the scheduler's token budget, `version` | `python/sglang/srt/entrypoints/http_server.py` |
 //! | TGI | `GET /info` | `model_id`, `model_sha`, token limits, `router`, `version` | `router/src/server.rs` `Info` |
-//! | `llmbench sim` | `GET /version` | a version ending in [`crate::sim::VERSION_SUFFIX`] | `crate::sim` |
+//! | `llmbench sim` | `GET /version` | a version ending in [`llmbench_sim::sim::VERSION_SUFFIX`] | `llmbench_sim::sim` |
 //!
 //! A server that is none of these (a gateway, a proxy) still lists its models; its engine is left unknown rather
 //! than guessed. Whatever an engine answers is kept bounded ([`MAX_MODELS`] models, a short list of settings per
@@ -218,7 +218,7 @@ pub fn identify(answers: &Answers) -> ServerIdentity {
     // The most specific answer names the engine: its own endpoint, else its model list's owner.
     let (engine, from, version, settings) = if version_answer
         .as_deref()
-        .is_some_and(|v| v.ends_with(crate::sim::VERSION_SUFFIX))
+        .is_some_and(|v| v.ends_with(llmbench_sim::sim::VERSION_SUFFIX))
     {
         (
             Some(LLMBENCH_SIM),
@@ -432,7 +432,7 @@ mod tests {
 
     fn fixture(name: &str) -> Value {
         let path = format!(
-            "{}/tests/fixtures/server_identity/{name}",
+            "{}/../../launcher/tests/fixtures/server_identity/{name}",
             env!("CARGO_MANIFEST_DIR")
         );
         serde_json::from_str(&std::fs::read_to_string(&path).expect("fixture")).expect("json")
@@ -594,7 +594,7 @@ mod tests {
 
     #[test]
     fn the_simulator_is_never_passed_off_as_vllm_and_an_unknown_server_is_left_unknown() {
-        let sim_version = format!("0.1.0{}", crate::sim::VERSION_SUFFIX);
+        let sim_version = format!("0.1.0{}", llmbench_sim::sim::VERSION_SUFFIX);
         let identity = identify(&answers(&[
             ("/v1/models", fixture("vllm_models.json")),
             ("/version", serde_json::json!({"version": sim_version})),
@@ -638,19 +638,6 @@ mod tests {
             MAX_TEXT_CHARS + 1,
             "cut, with an ellipsis"
         );
-    }
-
-    #[test]
-    fn engine_names_are_the_server_metrics_catalogue_s() {
-        use crate::server_metrics::catalogue::Engine;
-        for (ours, catalogue) in [
-            (VLLM, Engine::Vllm),
-            (LLAMA_CPP, Engine::LlamaCpp),
-            (SGLANG, Engine::Sglang),
-            (TGI, Engine::Tgi),
-        ] {
-            assert_eq!(ours, catalogue.name());
-        }
     }
 
     #[test]

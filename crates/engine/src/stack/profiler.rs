@@ -229,9 +229,9 @@ mod tests {
 
     #[tokio::test]
     async fn an_error_status_is_recorded_as_a_failure_with_its_status() {
-        let sim = crate::sim::start(crate::sim::SimConfig {
+        let sim = llmbench_sim::sim::start(llmbench_sim::sim::SimConfig {
             port: 0,
-            ..crate::sim::SimConfig::default()
+            ..llmbench_sim::sim::SimConfig::default()
         })
         .await
         .expect("sim");
