@@ -14,9 +14,9 @@ pub use llmbench_workload::{
 
 #[cfg(feature = "experiment")]
 pub mod experiment;
-pub mod plan;
+mod plan;
 pub mod profiles;
-pub mod release;
+mod release;
 pub mod results;
 pub mod run;
 pub mod sizing;

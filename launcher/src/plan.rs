@@ -6,7 +6,7 @@ mod sweep;
 
 use std::time::Duration;
 
-pub use sweep::{SweepError, SweepPlan, saturation_rate, sweep_plan};
+pub use sweep::sweep_plan;
 
 use crate::engine;
 use crate::workload::stage_meta::StageMeta;
