@@ -2,7 +2,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all build release test unit lint no-kube-deps fmt crds toolchain clean
+.PHONY: all build release test unit lint no-kube-deps layers fmt crds toolchain clean
 
 all: build
 
@@ -25,7 +25,7 @@ test: lint chart-check e2e-tools node-images llama-engine
 unit:
 	$(CARGO) test --workspace --lib
 
-lint: toolchain no-kube-deps
+lint: toolchain no-kube-deps layers
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
@@ -34,6 +34,10 @@ no-kube-deps:
 	@tree="$$($(CARGO) tree -p llmbench-core -p llmbench --no-default-features -e normal --prefix none)" || exit 1; \
 	if echo "$$tree" | grep -E '^(kube|kube-[a-z]+|k8s-openapi) '; then \
 		echo "llmbench-core or the launcher (--no-default-features) depends on kube or k8s-openapi"; exit 1; fi
+
+## layers: every workspace crate depends only on crates below it, in the order tests/tools/check-layers.py declares.
+layers:
+	python3 tests/tools/check-layers.py
 
 fmt:
 	$(CARGO) fmt --all

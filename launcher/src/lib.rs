@@ -2,39 +2,21 @@
 //! front end, and the embedded vLLM-compatible simulator behind `llmbench sim`.
 #![forbid(unsafe_code)]
 
-pub mod capacity;
-pub mod conversations;
-pub mod data;
-pub mod engine;
+// The layers below, under the names the launcher's modules (and its users) have always called them.
+pub use llmbench_engine::{engine, live, progress, session_replay, stack, trace};
+pub use llmbench_metrics::{metrics, mlperf, server_metrics};
+pub use llmbench_model::{record, rx_stamp, timer, wallclock};
+pub use llmbench_report::{nop, plot, report};
+pub use llmbench_sim::sim;
+pub use llmbench_workload::{
+    conversations, data, limits, lmbench, profile, prompts, request, tokenizer, workload,
+};
+
 #[cfg(feature = "experiment")]
 pub mod experiment;
-pub mod fmperf;
-pub mod limits;
-pub mod live;
-pub mod lmbench;
-pub mod metrics;
-pub mod mlperf;
-pub mod nop;
-pub mod plan;
-pub mod plot;
-pub mod profile;
+mod plan;
 pub mod profiles;
-pub mod progress;
-pub mod prompts;
-pub mod record;
-pub mod release;
-pub mod report;
-pub mod request;
+mod release;
 pub mod results;
 pub mod run;
-pub mod rx_stamp;
-pub mod server_metrics;
-pub mod session_replay;
-pub mod sim;
 pub mod sizing;
-pub mod stack;
-pub mod timer;
-pub mod tokenizer;
-pub mod trace;
-pub mod wallclock;
-pub mod workload;

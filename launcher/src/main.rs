@@ -1,7 +1,7 @@
 //! The `llmbench` command line.
 #![forbid(unsafe_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -288,7 +288,12 @@ fn plot_command(args: PlotArgs) -> anyhow::Result<ExitCode> {
                 &llmbench::report::server_series(dir),
             )?
         }
-        dirs => llmbench::plot::compare(dirs, &args.output, &treatment_tables(dirs)?)?,
+        dirs => llmbench::plot::compare(
+            dirs,
+            &args.output,
+            &treatment_tables(dirs)?,
+            &read_experiment,
+        )?,
     };
     for file in &files {
         println!("wrote {}", file.display());
@@ -315,6 +320,24 @@ fn treatment_tables(dirs: &[PathBuf]) -> anyhow::Result<Vec<llmbench::plot::Trea
 #[cfg(not(feature = "experiment"))]
 fn treatment_tables(_dirs: &[PathBuf]) -> anyhow::Result<Vec<llmbench::plot::TreatmentTable>> {
     Ok(Vec::new())
+}
+
+/// An experiment directory's treatments and runs, for `llmbench plot`'s pictures.
+#[cfg(feature = "experiment")]
+fn read_experiment(
+    dir: &Path,
+) -> Result<llmbench::plot::ExperimentRuns, llmbench::plot::PlotError> {
+    llmbench::experiment::plotted::plotted_runs(dir)
+}
+
+/// Without the `experiment` feature no experiment directory can be read: `plot::compare` says so.
+#[cfg(not(feature = "experiment"))]
+fn read_experiment(
+    dir: &Path,
+) -> Result<llmbench::plot::ExperimentRuns, llmbench::plot::PlotError> {
+    Err(llmbench::plot::PlotError::ExperimentUnsupported {
+        dir: dir.to_owned(),
+    })
 }
 
 /// The exit code of a run in which every request failed: the run itself worked, the stack did not.
@@ -473,6 +496,7 @@ fn report_command(args: ReportArgs) -> anyhow::Result<ExitCode> {
         &args.dir,
         args.summary_file.as_deref(),
         args.records_memory,
+        &llmbench::plot::write_pictures,
     )?;
     if outcome.truncated_lines > 0 {
         tracing::warn!(

@@ -6,10 +6,10 @@ mod sweep;
 
 use std::time::Duration;
 
-pub use sweep::{SweepError, SweepPlan, saturation_rate, sweep_plan};
+pub use sweep::sweep_plan;
 
 use crate::engine;
-use crate::report::StageMeta;
+use crate::workload::stage_meta::StageMeta;
 use crate::workload::{
     Arrival, Rate, Schedule, Stage, WorkerSettings, Workload, schedule, stage_seed,
 };
@@ -160,7 +160,7 @@ pub fn stage_meta(stage: &engine::Stage, workload_stage: Option<&Stage>) -> Stag
         cooldown: workload_stage.and_then(|s| s.cooldown),
         burstiness: workload_stage.and_then(|s| match s.arrival {
             Arrival::VllmGamma { burstiness, .. } => {
-                Some(crate::report::Burstiness::of(burstiness))
+                Some(crate::workload::stage_meta::Burstiness::of(burstiness))
             }
             _ => None,
         }),
@@ -385,9 +385,9 @@ impl Shard {
                             replay.shard(self.index, self.count),
                         ))
                     }
-                    // LMBenchmark's users belong to one step loop; `crate::fmperf` refuses a sharded run.
+                    // LMBenchmark's users belong to one step loop; the fmperf runner refuses a sharded run.
                     plan @ engine::StagePlan::LmBench(_) => plan,
-                    // One issuer's queries follow each other; `crate::mlperf::run` refuses a sharded run.
+                    // One issuer's queries follow each other; the mlperf runner refuses a sharded run.
                     plan @ engine::StagePlan::Lockstep(_) => plan,
                 };
                 Ok(engine::Stage {
@@ -548,5 +548,131 @@ mod tests {
         for bad in ["4/4", "1", "a/2", "0/0"] {
             assert!(Shard::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    /// Every upstream profile with a fixed plan, spread over 2, 3 and 4 launchers: the launchers' arrivals together are
+    /// exactly the one-launcher schedule (open loops), their concurrencies, caps and request totals add up to the
+    /// whole (closed loops), or the split is refused because a concurrency is below the launcher count. Sweeps are
+    /// decided as they run and are refused for shards elsewhere (`PlanError::SweepSharded`).
+    #[test]
+    fn every_upstream_profile_spread_over_launchers_sends_exactly_the_whole_schedule() {
+        use crate::engine::StagePlan;
+        use crate::plan::{PlanError, Shard, engine_stages};
+        use crate::workload::testing::{PROFILES, upstream};
+        let (mut open, mut closed, mut refused) = (0, 0, 0);
+        for harness in [
+            "inference-perf",
+            "guidellm",
+            "vllm-benchmark",
+            "inferencemax",
+        ] {
+            let dir = format!("{PROFILES}/{harness}");
+            let mut files: Vec<String> = std::fs::read_dir(&dir)
+                .unwrap_or_else(|e| panic!("{dir}: {e}"))
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            files.sort();
+            for file in files {
+                let Ok(parsed) = upstream(harness, &file) else {
+                    continue;
+                };
+                let Ok(whole) = engine_stages(&parsed.workload) else {
+                    continue;
+                };
+                for count in 2..=4u32 {
+                    let shards: Result<Vec<Vec<crate::engine::Stage>>, PlanError> = (0..count)
+                        .map(|index| Shard { index, count }.apply(whole.clone()))
+                        .collect();
+                    let shards = match shards {
+                        Ok(shards) => shards,
+                        Err(PlanError::ShardTooNarrow { limit, .. }) => {
+                            assert!((limit as u32) < count, "{harness}/{file}");
+                            refused += 1;
+                            continue;
+                        }
+                        Err(e) => panic!("{harness}/{file} over {count}: {e}"),
+                    };
+                    for (stage_index, stage) in whole.iter().enumerate() {
+                        let parts = shards.iter().map(|stages| &stages[stage_index].plan);
+                        match &stage.plan {
+                            StagePlan::Open {
+                                send_at,
+                                max_concurrency,
+                            } => {
+                                open += 1;
+                                let mut union = Vec::new();
+                                let mut caps = Vec::new();
+                                for part in parts {
+                                    let StagePlan::Open {
+                                        send_at,
+                                        max_concurrency,
+                                    } = part
+                                    else {
+                                        panic!("{harness}/{file}: an open stage became closed");
+                                    };
+                                    union.extend(send_at.iter().copied());
+                                    caps.push(*max_concurrency);
+                                }
+                                union.sort();
+                                let mut whole_sorted = send_at.clone();
+                                whole_sorted.sort();
+                                assert_eq!(union, whole_sorted, "{harness}/{file} over {count}");
+                                let cap_sum = caps.iter().copied().sum::<Option<usize>>();
+                                assert_eq!(
+                                    cap_sum, *max_concurrency,
+                                    "{harness}/{file} over {count}"
+                                );
+                            }
+                            StagePlan::Closed {
+                                concurrency,
+                                total,
+                                duration,
+                                ..
+                            } => {
+                                closed += 1;
+                                let (mut streams, mut totals) = (0, Vec::new());
+                                for part in parts {
+                                    let StagePlan::Closed {
+                                        concurrency: c,
+                                        total: t,
+                                        duration: d,
+                                        ..
+                                    } = part
+                                    else {
+                                        panic!("{harness}/{file}: a closed stage became open");
+                                    };
+                                    assert!(*c >= 1, "{harness}/{file}: a shard without a stream");
+                                    assert_eq!(d, duration, "{harness}/{file}");
+                                    streams += c;
+                                    totals.push(*t);
+                                }
+                                assert_eq!(streams, *concurrency, "{harness}/{file} over {count}");
+                                assert_eq!(
+                                    totals.into_iter().sum::<Option<u64>>(),
+                                    *total,
+                                    "{harness}/{file} over {count}"
+                                );
+                            }
+                            StagePlan::Trace(_) | StagePlan::Sessions(_) => {
+                                panic!("{harness}/{file}: engine_stages never plans a trace")
+                            }
+                            StagePlan::LmBench(_) => {
+                                panic!("{harness}/{file}: no LMBenchmark stage here")
+                            }
+                            StagePlan::Lockstep(_) => {
+                                panic!(
+                                    "{harness}/{file}: only MLPerf's MultiStream plans lockstep queries"
+                                )
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // The upstream library has both kinds, and inferencemax's concurrency-1 profiles cannot be split.
+        assert!(
+            open > 0 && closed > 0 && refused > 0,
+            "{open} {closed} {refused}"
+        );
     }
 }

@@ -84,7 +84,8 @@ impl ReleaseServer {
     }
 
     /// The address it listens on.
-    pub fn local_addr(&self) -> SocketAddr {
+    #[cfg(test)]
+    fn local_addr(&self) -> SocketAddr {
         self.addr
     }
 

@@ -14,6 +14,8 @@
 mod api_key;
 mod cache;
 mod capacity;
+mod fmperf;
+mod mlperf;
 mod output;
 pub mod preflight;
 mod server;
@@ -776,10 +778,10 @@ async fn run_against(
         )));
     }
     if harness == Harness::Mlperf {
-        return crate::mlperf::run::run(&mut context, &options).await;
+        return mlperf::run(&mut context, &options).await;
     }
     if harness == Harness::Fmperf {
-        return crate::fmperf::run(&mut context).await;
+        return fmperf::run(&mut context).await;
     }
     let parsed = parse_profile(harness, &template.name, &rendered, &options)?;
     context.note_warnings(&parsed.warnings);
@@ -1862,7 +1864,7 @@ impl RunContext<'_> {
                     &summary,
                     Formats::for_harness(self.args.harness),
                 )?;
-                report::write_pictures(&dir, &meta, &records, &summary);
+                crate::plot::write_pictures(&dir, &meta, &records, &summary);
             }
         }
         if let Some(source) = failure {

@@ -54,7 +54,7 @@ fn served_run(dir: &Path, profile: &Path, run_id: &str, extra: &[&str], sim: &[&
     let mut command = llmbench();
     command
         // The served simulator inherits it: its startup and profiler lines reach stack.log.
-        .env("RUST_LOG", "warn,llmbench::sim=info")
+        .env("RUST_LOG", "warn,llmbench_sim::sim=info")
         .args(["run", "--harness", "vllm-benchmark", "--profile"])
         .arg(profile)
         .args(["--run-id", run_id, "--output"])

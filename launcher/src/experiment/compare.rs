@@ -121,6 +121,7 @@ pub fn write_all(dir: &Path, plan: &ExperimentPlan) -> Result<Written, Experimen
         &[dir.to_path_buf()],
         &dir.join(crate::plot::PLOTS_DIR),
         &[table],
+        &super::plotted::plotted_runs,
     ) {
         Ok(pictures) => files.extend(pictures),
         Err(e) => warnings.push(format!("no comparison pictures: {e}")),

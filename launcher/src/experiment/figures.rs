@@ -177,7 +177,7 @@ mod tests {
         .expect("a spec");
         let search = llmbench_api::capacity::CapacitySearch::try_from(&spec).expect("valid");
         let point = summary(1.0, 0, Value::Null).summary.overall;
-        let outcome = crate::capacity::replay(search, &[(0, &point)]);
+        let outcome = crate::metrics::capacity::replay(search, &[(0, &point)]);
         assert_eq!(outcome.answer, Some(1.0));
         let with = summary(
             1.0,

@@ -62,6 +62,7 @@
 pub mod compare;
 pub mod figures;
 pub mod plan;
+pub mod plotted;
 pub mod resolve;
 pub mod runner;
 pub mod source;

@@ -18,7 +18,7 @@ use super::{PlanError, Shard, cap_in_flight, engine_stage, requested_rate, stage
 use crate::engine::{self, FinishedStage, PlannedStage, PlannerError, StagePlanner};
 use crate::metrics::percentile_linear;
 use crate::record::RequestRecord;
-use crate::report::StageMeta;
+use crate::workload::stage_meta::StageMeta;
 use crate::workload::{
     Arrival, LoadKind, Stage, StageLimit, StopScope, Sweep, SweepMeasurements, SweepProcess,
     Workload, stage_seed,
@@ -201,7 +201,8 @@ impl GuidellmSweep {
 
     /// The finished stage's `request_throughput.successful.mean`.
     fn rate(&self, finished: &FinishedStage) -> f64 {
-        self.last.guidellm_successful_rate(
+        crate::report::guidellm_successful_rate(
+            &self.last,
             self.t0_unix_ns,
             finished.times.start_ns,
             &finished.records,
@@ -651,7 +652,7 @@ mod tests {
         assert_eq!(sync.meta.load, Some(LoadKind::Synchronous));
         assert!(sync.keep_records && !sync.probe);
         let sync_records = sequential(0.0, false);
-        let s = sync.meta.guidellm_successful_rate(0, 0, &sync_records);
+        let s = crate::report::guidellm_successful_rate(&sync.meta, 0, 0, &sync_records);
         let throughput = planner
             .next_stage(Some(finished(&sync, 0, sync_records)))
             .unwrap()
@@ -668,9 +669,12 @@ mod tests {
                 record(i, start, start + 0.25, false)
             })
             .collect();
-        let t = throughput
-            .meta
-            .guidellm_successful_rate(0, 3_000_000_000, &throughput_records);
+        let t = crate::report::guidellm_successful_rate(
+            &throughput.meta,
+            0,
+            3_000_000_000,
+            &throughput_records,
+        );
         assert!(s > 0.0 && t > s, "{s} {t}");
         let mut next = planner
             .next_stage(Some(finished(&throughput, 1, throughput_records)))
@@ -733,7 +737,7 @@ mod tests {
             .planner(0);
         let sync = planner.next_stage(None).unwrap().expect("synchronous");
         let records = sequential(0.0, false);
-        let s = sync.meta.guidellm_successful_rate(0, 0, &records);
+        let s = crate::report::guidellm_successful_rate(&sync.meta, 0, 0, &records);
         let throughput = planner
             .next_stage(Some(finished(&sync, 0, records)))
             .unwrap()

@@ -17,9 +17,9 @@ use std::time::Duration;
 use llmbench_core::capacity::{CapacitySearch, LoadAxis};
 use llmbench_core::harness::Harness;
 
-use crate::capacity::{Point, Search};
 use crate::engine::{FinishedStage, PlannedStage, PlannerError, StagePlanner};
 use crate::metrics::Summary;
+use crate::metrics::capacity::{Point, Search};
 use crate::plan::{engine_stage, stage_meta};
 use crate::record::RequestRecord;
 use crate::report::{RunMeta, StageMeta};
@@ -137,7 +137,7 @@ pub struct CapacityPlanner {
 
 impl CapacityPlanner {
     /// A planner for `search`, its points shaped like `template` (the profile's first stage). The summary's
-    /// `capacity` is not taken from here but replayed from the stages' figures (`crate::capacity::replay`), which
+    /// `capacity` is not taken from here but replayed from the stages' figures (`crate::metrics::capacity::replay`), which
     /// gives the same outcome and survives `llmbench report`.
     pub fn new(
         workload: &Workload,

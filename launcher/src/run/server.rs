@@ -23,19 +23,7 @@ pub fn federate_selector() -> String {
 /// before it queries, so the last requests are in the server's samples.
 pub const PROMETHEUS_SCRAPE_BUFFER: Duration = Duration::from_secs(2);
 
-/// What a run scrapes.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ScrapePlan {
-    /// URLs scraped whether or not they answer (a target that does not is a recorded warning).
-    pub targets: Vec<String>,
-    /// The run's endpoint's `/metrics`, scraped only if a probe before the run finds Prometheus text there.
-    pub default_target: Option<String>,
-    pub interval: Duration,
-    /// How long scraping goes on after the last request, so its effect is in the samples: nothing for a direct
-    /// scrape (the final scrape as the run ends sees it), the server's scrape interval plus
-    /// [`PROMETHEUS_SCRAPE_BUFFER`] through a Prometheus server.
-    pub tail: Duration,
-}
+pub use crate::server_metrics::ScrapePlan;
 
 /// The plan from the flags, the run's endpoint and the profile's Prometheus server; `None` when nothing is to be
 /// scraped.

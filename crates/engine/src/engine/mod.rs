@@ -1,0 +1,1422 @@
+//! The load engine: issues prepared requests on a precomputed schedule (open loop) or keeps N in flight (closed
+//! loop), and records every request raw. It knows nothing of profiles or metrics: a plan comes in, records go out
+//! as they finish (to `requests.jsonl`, and to the in-memory list the metrics are derived from afterwards while
+//! that list fits its budget; past it, a long run is summarised from the file).
+//!
+//! A plan's stages are fixed ([`RunPlan`]), or decided one at a time by a [`StagePlanner`] from what the stages
+//! before measured ([`Stages::Adaptive`]: sweeps, searches): the engine hands the planner each finished stage,
+//! with a copy of its records when the planner asked for them, and runs whatever it decides next.
+//!
+//! Open-loop requests are issued at `stage start + offset` whatever happened before, so a slow server or a slow
+//! client shows up as schedule delay and in the from-scheduled latencies instead of silently lowering the rate
+//! (no coordinated omission).
+
+pub mod client;
+pub mod control;
+pub mod conversation;
+pub mod http1;
+pub mod lmbench;
+pub mod request_ids;
+pub mod sessions;
+pub mod sse;
+pub mod trace;
+pub mod unreachable;
+
+use std::collections::VecDeque;
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinSet;
+
+pub use client::{Clock, Issue, Target, Transport};
+pub use control::{Control, Signal, StopReason};
+pub use conversation::Conversations;
+pub use llmbench_workload::request::PreparedRequest;
+pub use request_ids::RequestIds;
+pub use trace::Replay;
+pub use unreachable::DEFAULT_MAX_CONNECT_FAILURES;
+
+use llmbench_model::record::{ErrorClass, RequestRecord};
+use llmbench_workload::workload::{ErrorLimit, GlobalErrorRate, StopScope, WindowedErrorRate};
+
+/// How one stage issues requests.
+#[derive(Debug, Clone)]
+pub enum StagePlan {
+    /// Send at these offsets from the stage start; with `max_concurrency`, a request waits for a free slot before
+    /// it is sent (vllm bench serve's `--max-concurrency`), and the wait counts as schedule delay.
+    Open {
+        send_at: Vec<Duration>,
+        max_concurrency: Option<usize>,
+    },
+    /// Keep `concurrency` requests in flight until `total` have been issued or `duration` has passed; with a
+    /// `rampup`, the workers start evenly spread over it.
+    Closed {
+        concurrency: usize,
+        total: Option<u64>,
+        duration: Option<Duration>,
+        rampup: Duration,
+    },
+    /// Replay a trace's sessions (AIPerf's Mooncake traces); the run's requests are [`Requests::Trace`].
+    Trace(Arc<Replay>),
+    /// inference-perf `trace_session_replay`: sessions of dependent calls ([`sessions`]); the run's requests are
+    /// [`Requests::Trace`].
+    Sessions(Arc<sessions::SessionReplay>),
+    /// One QPS value of an LMBenchmark scenario (fmperf profiles): its users' sessions decide what is sent and
+    /// when, step by step ([`lmbench`]).
+    LmBench(Arc<lmbench::LmBenchStage>),
+    /// Queries of `group` requests sent together, the next query once every request of the previous one has
+    /// returned (MLPerf LoadGen's MultiStream).
+    Lockstep(Lockstep),
+}
+
+/// A lockstep stage's shape ([`StagePlan::Lockstep`]): LoadGen's MultiStream query scheduler
+/// (`loadgen/issue_query_controller.cc` `QueryScheduler<TestScenario::MultiStream>::Wait` waits for every sample
+/// of the previous query, then stamps the next query's scheduled and issued time with now) and its issue loop's
+/// ending rules (`IssueQueriesInternal`: after issuing a query, end once `min_queries` are issued and
+/// `min_duration` has passed since the start; end early at `max_queries` or past `max_duration`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lockstep {
+    /// Requests per query (LoadGen's `samples_per_query`).
+    pub group: usize,
+    /// The queries generated in advance; the stage never issues more.
+    pub queries: u64,
+    pub min_queries: u64,
+    pub min_duration: Duration,
+    /// 0 / `None`: unbounded.
+    pub max_queries: u64,
+    pub max_duration: Option<Duration>,
+}
+
+impl Lockstep {
+    /// Whether the issue loop ends after issuing its `issued`-th query `elapsed` after the stage started, as
+    /// LoadGen's `IssueQueriesInternal` checks it (natural end, then max query count, then max duration).
+    pub fn ends_after(&self, issued: u64, elapsed: Duration) -> bool {
+        (issued >= self.min_queries && elapsed >= self.min_duration)
+            || (self.max_queries != 0 && issued >= self.max_queries)
+            || self.max_duration.is_some_and(|max| elapsed > max)
+            || issued >= self.queries
+    }
+}
+
+/// One load stage.
+#[derive(Debug, Clone)]
+pub struct Stage {
+    pub plan: StagePlan,
+    /// The rate the profile asked for, reported beside the achieved rate.
+    pub requested_rate: Option<f64>,
+    /// When errors end the stage early (guidellm's error constraints).
+    pub errors: ErrorLimits,
+}
+
+/// guidellm's error stop conditions for one stage (`scheduler/constraints/error.py`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ErrorLimits {
+    pub max_errors: Option<ErrorLimit<u64>>,
+    pub max_error_rate: Option<ErrorLimit<WindowedErrorRate>>,
+    pub max_global_error_rate: Option<ErrorLimit<GlobalErrorRate>>,
+}
+
+/// What requests a run sends.
+#[derive(Debug, Clone)]
+pub enum Requests {
+    /// Independent request bodies, built before the clock started, used in order and cycled when a run issues
+    /// more requests than there are bodies.
+    Fixed(Arc<[PreparedRequest]>),
+    /// Multi-turn conversations, whose bodies carry the answers of earlier turns.
+    Conversations(Arc<Conversations>),
+    /// A trace: each stage's [`StagePlan::Trace`] carries its requests with their times.
+    Trace,
+}
+
+impl Requests {
+    fn is_empty(&self) -> bool {
+        match self {
+            Requests::Fixed(requests) => requests.is_empty(),
+            Requests::Conversations(_) | Requests::Trace => false,
+        }
+    }
+}
+
+/// vllm bench serve's warm-up (`--num-warmups`): `count` copies of the first request, sent at once (at most
+/// `max_concurrency` at a time) before the first stage; recorded, and left out of every metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Warmup {
+    pub count: u64,
+    pub max_concurrency: Option<usize>,
+}
+
+/// Everything the engine needs for a run whose stages are known before it starts.
+#[derive(Debug, Clone)]
+pub struct RunPlan {
+    pub stages: Vec<Stage>,
+    /// The pause between stages.
+    pub interval: Duration,
+    pub requests: Requests,
+    pub warmup: Option<Warmup>,
+}
+
+/// Everything the engine needs for a run, its stages fixed or decided as it goes. A [`RunPlan`] converts into
+/// one with fixed stages.
+pub struct EnginePlan {
+    pub stages: Stages,
+    /// The pause between stages (none after a probe).
+    pub interval: Duration,
+    pub requests: Requests,
+    pub warmup: Option<Warmup>,
+    /// Awaited once, after the warm-up and before the first stage: opens the profiling window
+    /// (`--profiler-start`), so the warm-up stays outside it.
+    pub before_measured: Option<futures_util::future::BoxFuture<'static, ()>>,
+    /// Connection-level failures in a row that stop the run (0: never); see [`unreachable`].
+    pub max_connect_failures: u32,
+    /// Each stage's own requests, where a stage must not re-send another's (fresh prompts per stage); `None`:
+    /// every stage sends from `requests`.
+    pub stage_requests: Option<Box<dyn StageRequests>>,
+    /// Sent once each before the first stage (after the warm-up), recorded as warm-up and left out of every
+    /// figure: the priming pass that warms the server's prefix cache with the run's prompts
+    /// (`--warm-prefix-cache`).
+    pub prime: Option<Arc<[PreparedRequest]>>,
+}
+
+/// Gives each stage of a run its own requests instead of the run's one list.
+pub trait StageRequests: Send {
+    /// The requests of the `nth` stage the run starts (0-based, probes counted: a probe's prompts must not be the
+    /// next stage's either), or `None` to send from the run's own list. Called between stages, with nothing of the
+    /// run in flight and before the stage's clock starts.
+    fn requests(&mut self, nth: u32, stage: &Stage) -> Result<Option<Requests>, PlannerError>;
+}
+
+/// How many priming requests are in flight at once: enough to prime a large pool quickly, few enough that a
+/// small server queues rather than rejects them.
+pub const PRIME_CONCURRENCY: usize = 32;
+
+impl From<RunPlan> for EnginePlan {
+    fn from(plan: RunPlan) -> Self {
+        EnginePlan {
+            stages: Stages::Fixed(plan.stages),
+            interval: plan.interval,
+            requests: plan.requests,
+            warmup: plan.warmup,
+            before_measured: None,
+            max_connect_failures: DEFAULT_MAX_CONNECT_FAILURES,
+            stage_requests: None,
+            prime: None,
+        }
+    }
+}
+
+/// A run's stages.
+pub enum Stages {
+    /// Known before the run: each runs in turn.
+    Fixed(Vec<Stage>),
+    /// Decided one at a time, from what the earlier stages measured.
+    Adaptive(Box<dyn StagePlanner>),
+}
+
+/// Decides an adaptive run's stages one at a time.
+pub trait StagePlanner: Send {
+    /// The next stage, given the one that just finished (`None` before the first); `Ok(None)` ends the run, and an
+    /// error ends it as failed ([`EngineError::Planner`]). Not asked again once the run is stopped (an interrupt,
+    /// an error limit with `stopping_scope: all`).
+    fn next_stage(
+        &mut self,
+        finished: Option<FinishedStage>,
+    ) -> Result<Option<PlannedStage>, PlannerError>;
+}
+
+/// Why a planner could not decide the next stage.
+pub type PlannerError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A stage a [`StagePlanner`] decided.
+#[derive(Debug, Clone)]
+pub struct PlannedStage {
+    pub stage: Stage,
+    /// Hand the stage's records to the planner when it ends: copies taken as they finish (every record still goes
+    /// to the writer), held for this stage only and dropped once the planner has seen them.
+    pub keep_records: bool,
+    /// A probe, run to measure and not to report: its records are flagged `warmup` (left out of every figure and
+    /// report, still written to `requests.jsonl` with the index the next stage will have), it is not counted as a
+    /// stage (no index, no times among the run's), and the stage after it follows without the interval.
+    pub probe: bool,
+    /// Ends the stage this long after it starts: nothing more is sent, and requests still in flight are cancelled
+    /// (recorded as `cancelled`).
+    pub deadline: Option<Duration>,
+    /// What run.json says of the stage, for the planner's caller; the engine does not read it (nor is it used
+    /// for a probe).
+    pub meta: llmbench_workload::workload::stage_meta::StageMeta,
+}
+
+/// A stage that ended, as its planner is told.
+#[derive(Debug)]
+pub struct FinishedStage {
+    /// Its index among the run's stages; a probe carries the index the next stage will have.
+    pub index: u32,
+    pub probe: bool,
+    pub times: StageTimes,
+    /// Its records in the order they finished, when the planned stage asked to keep them; else empty.
+    pub records: Vec<RequestRecord>,
+}
+
+/// A fixed list of stages, handed out in order: how the engine runs a [`Stages::Fixed`].
+struct FixedStages(std::vec::IntoIter<Stage>);
+
+impl StagePlanner for FixedStages {
+    fn next_stage(
+        &mut self,
+        _finished: Option<FinishedStage>,
+    ) -> Result<Option<PlannedStage>, PlannerError> {
+        Ok(self.0.next().map(|stage| PlannedStage {
+            stage,
+            keep_records: false,
+            probe: false,
+            deadline: None,
+            meta: llmbench_workload::workload::stage_meta::StageMeta::default(),
+        }))
+    }
+}
+
+/// When each stage ran, in nanoseconds on the run clock, and why it ended early if it did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StageTimes {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub stopped: Option<StopReason>,
+    /// A trace session replay's finished sessions (one small record each; empty for other stages).
+    pub sessions: Vec<llmbench_model::record::SessionRecord>,
+}
+
+/// Counters a progress display reads while the run goes on, and the run's planned / sent / finished counts.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Requests sent (or, for a conversation turn, about to be).
+    pub issued: AtomicU64,
+    /// Records handed to the writer.
+    pub finished: AtomicU64,
+    pub failed: AtomicU64,
+    pub stage: AtomicU64,
+}
+
+/// Errors that stop a run (a single request's failure never does; it is recorded).
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("the run has no requests to send: the workload produced no prompts")]
+    NoRequests,
+    #[error(
+        "a trace replay's stages and requests go together: every stage replays the trace, or none does"
+    )]
+    TraceMismatch,
+    #[error(
+        "cannot write {path} ({source}) after {written} record(s): the run stopped issuing requests it could not \
+         record"
+    )]
+    WriteRecords {
+        path: String,
+        written: u64,
+        source: std::io::Error,
+    },
+    /// The planner could not decide the next stage; `ran` holds the times of the stages that ran before.
+    #[error("{source}")]
+    Planner {
+        ran: Vec<StageTimes>,
+        source: PlannerError,
+    },
+}
+
+/// Where finished records go: a channel to the writer task that appends them to `requests.jsonl`.
+#[derive(Debug, Clone)]
+pub struct RecordSink {
+    tx: mpsc::UnboundedSender<RequestRecord>,
+    progress: Arc<Progress>,
+    /// The writer's memory budget for records, which a stage's copies for its planner are held to as well.
+    budget_bytes: u64,
+}
+
+impl RecordSink {
+    fn finish(&self, record: RequestRecord) {
+        self.progress.finished.fetch_add(1, Ordering::Relaxed);
+        if !record.succeeded() {
+            self.progress.failed.fetch_add(1, Ordering::Relaxed);
+        }
+        // The writer outlives every sender; a send can only fail after it stopped on a write error, which the run
+        // reports when it joins the writer.
+        let _ = self.tx.send(record);
+    }
+}
+
+/// How long the record writer waits between batches; a killed launcher loses at most this much of finished
+/// records on top of the requests in flight.
+const WRITER_PAUSE: Duration = Duration::from_millis(5);
+
+/// Sees every finished record on the record writer's thread, once it is written: live metrics are kept here, off
+/// the request path (the I/O tasks only hand records to a channel, as they do without an observer).
+pub trait ObserveRecords: Send + 'static {
+    /// A batch the writer has just written, in the order its records finished. Runs on the writer's blocking
+    /// thread between writes, so it should be quick; it never sees a record twice.
+    fn observe(&mut self, batch: &[RequestRecord]);
+}
+
+/// The record writer's handle: yields every record once all sinks are dropped.
+pub type WriterHandle = tokio::task::JoinHandle<Result<Vec<RequestRecord>, EngineError>>;
+
+/// How many records the writer keeps in memory once it has written them (`llmbench run --records-memory`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordsBudget {
+    /// The records' estimated memory ([`RequestRecord::memory_bytes`]) the writer keeps at most.
+    pub bytes: u64,
+    /// What happens past it.
+    pub past: PastBudget,
+}
+
+/// What the writer does once the records it keeps outgrow their budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PastBudget {
+    /// Frees them and keeps none from then on: the run is summarised from requests.jsonl ([`Written::spilled`]).
+    Spill,
+    /// Keeps every record all the same, with one warning: for a run whose verdict needs them all (MLPerf).
+    Keep,
+}
+
+impl RecordsBudget {
+    /// Keep everything, warn never.
+    pub const UNLIMITED: RecordsBudget = RecordsBudget {
+        bytes: u64::MAX,
+        past: PastBudget::Keep,
+    };
+}
+
+/// What the record writer leaves once every sink is dropped.
+#[derive(Debug, Default)]
+pub struct Written {
+    /// Every record written, in the order they finished; empty when [`spilled`](Self::spilled).
+    pub records: Vec<RequestRecord>,
+    /// The records outgrew their budget: none is kept, requests.jsonl holds them all.
+    pub spilled: bool,
+    /// How many records were written.
+    pub written: u64,
+}
+
+/// The budgeted record writer's handle.
+pub type BudgetedWriterHandle = tokio::task::JoinHandle<Result<Written, EngineError>>;
+
+/// Starts the writer that appends each finished record to `out` as one JSON line, flushing after every batch so
+/// a killed launcher loses at most the requests in flight and the last [`WRITER_PAUSE`] of records. A write that
+/// fails (a full disk) stops the run at once through `control`: load that cannot be recorded is not sent. Returns
+/// the sink and the writer's handle, which yields every record once all sinks are dropped.
+pub fn record_writer(
+    out: Box<dyn Write + Send>,
+    path: String,
+    progress: Arc<Progress>,
+    control: Control,
+) -> (RecordSink, WriterHandle) {
+    record_writer_observed(out, path, progress, control, None)
+}
+
+/// [`record_writer`], also showing each written batch to `observer` (`llmbench run --metrics-listen`). Records
+/// that could not be written are not shown: the observer sees what `requests.jsonl` holds.
+pub fn record_writer_observed(
+    out: Box<dyn Write + Send>,
+    path: String,
+    progress: Arc<Progress>,
+    control: Control,
+    observer: Option<Box<dyn ObserveRecords>>,
+) -> (RecordSink, WriterHandle) {
+    let (tx, rx) = mpsc::unbounded_channel::<RequestRecord>();
+    let handle = tokio::task::spawn_blocking(move || {
+        write_records(rx, out, path, control, observer, RecordsBudget::UNLIMITED)
+            .map(|written| written.records)
+    });
+    let sink = RecordSink {
+        tx,
+        progress,
+        budget_bytes: u64::MAX,
+    };
+    (sink, handle)
+}
+
+/// [`record_writer_observed`] keeping the records it wrote within `budget`: past it, a long run holds no record in
+/// memory ([`PastBudget::Spill`]) and is summarised from requests.jsonl afterwards.
+pub fn record_writer_budgeted(
+    out: Box<dyn Write + Send>,
+    path: String,
+    progress: Arc<Progress>,
+    control: Control,
+    observer: Option<Box<dyn ObserveRecords>>,
+    budget: RecordsBudget,
+) -> (RecordSink, BudgetedWriterHandle) {
+    let (tx, rx) = mpsc::unbounded_channel::<RequestRecord>();
+    let handle = tokio::task::spawn_blocking(move || {
+        write_records(rx, out, path, control, observer, budget)
+    });
+    let sink = RecordSink {
+        tx,
+        progress,
+        budget_bytes: budget.bytes,
+    };
+    (sink, handle)
+}
+
+/// The writer's loop, on a blocking thread: appends each batch, shows it to the observer, and keeps it while the
+/// kept records fit `budget`.
+fn write_records(
+    mut rx: mpsc::UnboundedReceiver<RequestRecord>,
+    out: Box<dyn Write + Send>,
+    path: String,
+    control: Control,
+    mut observer: Option<Box<dyn ObserveRecords>>,
+    budget: RecordsBudget,
+) -> Result<Written, EngineError> {
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+    let mut kept = Written::default();
+    let mut held = 0u64;
+    let mut warned = false;
+    let mut batch = Vec::new();
+    let mut failure: Option<std::io::Error> = None;
+    while let Some(first) = rx.blocking_recv() {
+        batch.push(first);
+        while let Ok(more) = rx.try_recv() {
+            batch.push(more);
+        }
+        if failure.is_some() {
+            // Drain what is still in flight so its senders never block; it can no longer be recorded.
+            batch.clear();
+            continue;
+        }
+        match write_batch(&mut out, &batch) {
+            Ok(()) => {
+                kept.written += batch.len() as u64;
+                if let Some(observer) = observer.as_mut() {
+                    observer.observe(&batch);
+                }
+                if kept.spilled {
+                    batch.clear();
+                } else {
+                    held = held.saturating_add(batch.iter().map(RequestRecord::memory_bytes).sum());
+                    if held > budget.bytes && budget.past == PastBudget::Spill {
+                        tracing::info!(
+                            budget = %llmbench_workload::limits::bytes(budget.bytes),
+                            records = kept.written,
+                            "the records outgrew their memory budget (--records-memory): none is kept in memory \
+                             from now on, and the run will be summarised from requests.jsonl"
+                        );
+                        kept.spilled = true;
+                        // Freed now, not at the end: the point is what the run holds while it goes.
+                        kept.records = Vec::new();
+                        batch.clear();
+                    } else {
+                        if held > budget.bytes && !warned {
+                            tracing::warn!(
+                                budget = %llmbench_workload::limits::bytes(budget.bytes),
+                                "this run keeps every record in memory for its verdict (MLPerf), past the records \
+                                 memory budget (--records-memory)"
+                            );
+                            warned = true;
+                        }
+                        kept.records.append(&mut batch);
+                    }
+                }
+            }
+            Err(e) => {
+                control.stop_now(StopReason::RecordsUnwritable);
+                failure = Some(e);
+                batch.clear();
+                continue;
+            }
+        }
+        // Let records pile up for a moment: waking this thread for every record costs the I/O workers a
+        // futex call each (thousands per second at the ceiling), while a batch every few ms costs nothing.
+        std::thread::sleep(WRITER_PAUSE);
+    }
+    match failure {
+        Some(source) => Err(EngineError::WriteRecords {
+            path,
+            written: kept.written,
+            source,
+        }),
+        None => Ok(kept),
+    }
+}
+
+fn write_batch(out: &mut impl Write, batch: &[RequestRecord]) -> std::io::Result<()> {
+    for record in batch {
+        serde_json::to_writer(&mut *out, record).map_err(std::io::Error::from)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()
+}
+
+/// Runs the warm-up and every stage of `plan` against `target`, sending each finished record to `sink`. `control`
+/// stops the run early (an interrupt, a full disk), and so does a server that stopped answering ([`unreachable`]);
+/// a stage may also stop itself on its error limits, or end at its deadline. Returns each stage that ran with its times (probes left out); the stages after a run-wide stop are
+/// neither run nor, for an adaptive plan, asked for.
+pub async fn run(
+    target: Arc<Target>,
+    plan: impl Into<EnginePlan>,
+    clock: Clock,
+    sink: RecordSink,
+    control: Control,
+) -> Result<Vec<StageTimes>, EngineError> {
+    let mut plan = plan.into();
+    // LMBenchmark stages build their own requests.
+    let builds_own = matches!(&plan.stages, Stages::Fixed(stages)
+        if !stages.is_empty() && stages.iter().all(|s| matches!(s.plan, StagePlan::LmBench(_))));
+    if plan.requests.is_empty() && !builds_own {
+        return Err(EngineError::NoRequests);
+    }
+    let next_id = Arc::new(AtomicU64::new(0));
+    let connect_failures = Arc::new(unreachable::ConnectFailures::new(plan.max_connect_failures));
+    let context = |requests: Requests,
+                   stage: u32,
+                   levels: StageLevels,
+                   errors: ErrorLimits,
+                   kept: Option<Kept>| StageContext {
+        target: Arc::clone(&target),
+        requests,
+        clock,
+        sink: sink.clone(),
+        next_id: Arc::clone(&next_id),
+        stage,
+        control: levels.requests,
+        limits: levels.stage,
+        run: control.clone(),
+        tally: Arc::new(Mutex::new(Tally::default())),
+        errors,
+        probe: levels.probe,
+        kept,
+        connect_failures: Arc::clone(&connect_failures),
+    };
+    if let (Some(warmup), Requests::Fixed(_)) = (plan.warmup, &plan.requests) {
+        let level = control.child();
+        let levels = StageLevels {
+            stage: level.clone(),
+            requests: level,
+            probe: false,
+        };
+        let context = context(
+            plan.requests.clone(),
+            0,
+            levels,
+            ErrorLimits::default(),
+            None,
+        );
+        run_warmup(context, warmup).await;
+    }
+    if let Some(prime) = plan.prime.take() {
+        let level = control.child();
+        let levels = StageLevels {
+            stage: level.clone(),
+            requests: level,
+            probe: false,
+        };
+        let context = context(
+            Requests::Fixed(Arc::clone(&prime)),
+            0,
+            levels,
+            ErrorLimits::default(),
+            None,
+        );
+        run_prime(context, prime).await;
+    }
+    if let Some(hook) = plan.before_measured.take() {
+        hook.await;
+    }
+    let mut stage_requests = plan.stage_requests.take();
+    // Stages started so far, probes counted: what `StageRequests` numbers them by.
+    let mut started: u32 = 0;
+    let mut planner: Box<dyn StagePlanner> = match plan.stages {
+        Stages::Fixed(stages) => Box::new(FixedStages(stages.into_iter())),
+        Stages::Adaptive(planner) => planner,
+    };
+    let mut times: Vec<StageTimes> = Vec::new();
+    let mut finished: Option<FinishedStage> = None;
+    // The interval separates stages; the first stage and a stage after a probe start at once.
+    let mut pause = false;
+    loop {
+        if control.issuing_stopped() {
+            break;
+        }
+        let planned = match planner.next_stage(finished.take()) {
+            Ok(Some(planned)) => planned,
+            Ok(None) => break,
+            Err(source) => return Err(EngineError::Planner { ran: times, source }),
+        };
+        let own = match stage_requests.as_mut() {
+            Some(source) => match source.requests(started, &planned.stage) {
+                Ok(own) => own,
+                Err(source) => return Err(EngineError::Planner { ran: times, source }),
+            },
+            None => None,
+        };
+        started = started.saturating_add(1);
+        if pause && !plan.interval.is_zero() {
+            tokio::select! {
+                () = tokio::time::sleep(plan.interval) => {}
+                () = control.issuing_ended() => break,
+            }
+        }
+        if matches!(
+            planned.stage.plan,
+            StagePlan::Trace(_) | StagePlan::Sessions(_)
+        ) != matches!(plan.requests, Requests::Trace)
+        {
+            return Err(EngineError::TraceMismatch);
+        }
+        let index = u32::try_from(times.len()).unwrap_or(u32::MAX);
+        sink.progress
+            .stage
+            .store(u64::from(index), Ordering::Relaxed);
+        let stage_control = control.child();
+        // The stage's requests wait on a level of their own below the stage's: a deadline ends them there, while
+        // the stage's level keeps the reason its error limits stopped it for.
+        let requests_control = stage_control.child();
+        let kept: Option<Kept> = planned.keep_records.then(Kept::default);
+        let levels = StageLevels {
+            stage: stage_control.clone(),
+            requests: requests_control.clone(),
+            probe: planned.probe,
+        };
+        let stage_context = context(
+            own.unwrap_or_else(|| plan.requests.clone()),
+            index,
+            levels,
+            planned.stage.errors,
+            kept.clone(),
+        );
+        // The stage's origin: its schedule's offsets count from here, and so do its times.
+        let start = Instant::now();
+        let mut start_ns = clock.ns_of(start);
+        let mut finished_sessions = Vec::new();
+        let deadline = planned.deadline.map(|after| {
+            let due = tokio::time::Instant::from_std(start + after);
+            let requests = requests_control.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep_until(due).await;
+                requests.stop_now(DEADLINE);
+            })
+        });
+        match &planned.stage.plan {
+            StagePlan::Open {
+                send_at,
+                max_concurrency,
+            } => run_open(stage_context, start, send_at, *max_concurrency).await,
+            StagePlan::Closed {
+                concurrency,
+                total,
+                duration,
+                rampup,
+            } => {
+                let closed = ClosedLoop {
+                    concurrency: *concurrency,
+                    total: *total,
+                    duration: *duration,
+                    rampup: *rampup,
+                };
+                run_closed(stage_context, start, closed).await;
+            }
+            StagePlan::Trace(replay) => {
+                trace::run_trace(stage_context, start, Arc::clone(replay)).await;
+            }
+            StagePlan::Sessions(replay) => {
+                finished_sessions =
+                    sessions::run_sessions(stage_context, start, Arc::clone(replay)).await;
+            }
+            StagePlan::LmBench(stage) => {
+                // The stage's figures start with its measured invocation, after its warm-ups.
+                if let Some(measured) = lmbench::run_lmbench(stage_context, Arc::clone(stage)).await
+                {
+                    start_ns = measured;
+                }
+            }
+            StagePlan::Lockstep(lockstep) => run_lockstep(stage_context, start, lockstep).await,
+        }
+        if let Some(deadline) = deadline {
+            deadline.abort();
+        }
+        let stage_times = StageTimes {
+            start_ns,
+            end_ns: clock.now_ns(),
+            stopped: stage_control.reason().or_else(|| control.reason()),
+            sessions: finished_sessions,
+        };
+        if !planned.probe {
+            times.push(stage_times.clone());
+        }
+        pause = !planned.probe;
+        finished = Some(FinishedStage {
+            index,
+            probe: planned.probe,
+            times: stage_times,
+            records: kept.map(Kept::take).unwrap_or_default(),
+        });
+    }
+    Ok(times)
+}
+
+/// A deadline stops only the level a stage's requests wait on: the stage's cancelled requests say it came.
+const DEADLINE: StopReason = StopReason::Deadline;
+
+/// The control levels of one stage: the stage's own (its error limits stop it, and its reason is the stage's), and
+/// the one its requests wait on, below it (a deadline stops that one alone).
+struct StageLevels {
+    stage: Control,
+    requests: Control,
+    probe: bool,
+}
+
+/// A stage's records kept for its planner, copied as they finish. A capacity search or a sweep judges each of
+/// its stages from them, so they are kept whatever their size; one stage at a time, dropped once the planner has
+/// seen them, with a warning when they alone outgrow the records memory budget.
+#[derive(Clone, Default)]
+struct Kept(Arc<Mutex<KeptRecords>>);
+
+#[derive(Default)]
+struct KeptRecords {
+    records: Vec<RequestRecord>,
+    bytes: u64,
+    warned: bool,
+}
+
+impl Kept {
+    fn push(&self, record: &RequestRecord, budget_bytes: u64) {
+        let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.bytes = kept.bytes.saturating_add(record.memory_bytes());
+        if kept.bytes > budget_bytes && !kept.warned {
+            kept.warned = true;
+            tracing::warn!(
+                stage = record.stage,
+                budget = %llmbench_workload::limits::bytes(budget_bytes),
+                "this stage's records, kept in memory for the planner to judge the stage (capacity search, \
+                 sweep), outgrow the records memory budget (--records-memory); shorter points keep them smaller"
+            );
+        }
+        kept.records.push(record.clone());
+    }
+
+    fn take(self) -> Vec<RequestRecord> {
+        std::mem::take(
+            &mut self
+                .0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .records,
+        )
+    }
+}
+
+#[derive(Clone)]
+struct StageContext {
+    target: Arc<Target>,
+    requests: Requests,
+    clock: Clock,
+    sink: RecordSink,
+    next_id: Arc<AtomicU64>,
+    stage: u32,
+    /// What the stage's requests wait on: stopped with the stage, and by its deadline …
+    control: Control,
+    /// … the stage's own level (its error limits stop it) …
+    limits: Control,
+    /// … and the run's (an error limit with `stopping_scope: all` stops it).
+    run: Control,
+    tally: Arc<Mutex<Tally>>,
+    errors: ErrorLimits,
+    /// A probe's records are flagged `warmup`.
+    probe: bool,
+    /// Where the stage's records are copied for its planner, if it asked for them.
+    kept: Option<Kept>,
+    /// The run's streak of connection-level failures, which stops it when the server is gone.
+    connect_failures: Arc<unreachable::ConnectFailures>,
+}
+
+impl StageContext {
+    /// Sends `request`, scheduled at `scheduled_ns`, under the stage's next id and returns its record unrecorded
+    /// (the caller may tag it first).
+    async fn send(&self, request: &PreparedRequest, scheduled_ns: u64) -> RequestRecord {
+        let issue = Issue {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            stage: self.stage,
+            scheduled_ns,
+        };
+        self.sink.progress.issued.fetch_add(1, Ordering::Relaxed);
+        client::execute(
+            &self.target,
+            request,
+            issue,
+            &self.clock,
+            self.control.in_flight(),
+        )
+        .await
+    }
+
+    /// Sends one request scheduled at `scheduled_ns` and records it. Returns whether it failed before the server
+    /// answered anything (a closed loop backs off after such a failure).
+    async fn issue(&self, scheduled_ns: u64) -> bool {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let issue = Issue {
+            id,
+            stage: self.stage,
+            scheduled_ns,
+        };
+        let cancel = self.control.in_flight();
+        match &self.requests {
+            Requests::Fixed(requests) => {
+                let request = &requests[(id % requests.len() as u64) as usize];
+                self.sink.progress.issued.fetch_add(1, Ordering::Relaxed);
+                let record =
+                    client::execute(&self.target, request, issue, &self.clock, cancel).await;
+                self.record(record)
+            }
+            // Only a trace's own stages send its requests (`trace::run_trace`), and `run` refuses any other.
+            Requests::Trace => false,
+            Requests::Conversations(conversations) => {
+                let Some(turn) = conversations.begin(id, self.stage, cancel).await else {
+                    // Stopped while waiting for the session's previous round: never sent.
+                    return false;
+                };
+                self.sink.progress.issued.fetch_add(1, Ordering::Relaxed);
+                let mut record =
+                    client::execute(&self.target, &turn.request, issue, &self.clock, cancel).await;
+                if let Some(think) = conversations.think_time(&turn, &record) {
+                    // inference-perf's tool-call latency: slept holding the session and this request's slot,
+                    // and inside the request's end time as upstream measures it.
+                    tokio::select! {
+                        () = tokio::time::sleep(think) => {}
+                        () = cancel.raised() => {}
+                    }
+                    record.end_ns = self.clock.now_ns();
+                }
+                let cancelled = conversations.finish(turn, &mut record, false, self.clock.now_ns());
+                let connection_failed = self.record(record);
+                for record in cancelled {
+                    self.record(record);
+                }
+                connection_failed
+            }
+        }
+    }
+
+    /// Hands `record` to the writer (and a copy to the stage's planner, if it keeps them) and checks the stage's
+    /// error limits and the run's connection failures with it. Returns whether it failed before the server
+    /// answered anything.
+    fn record(&self, mut record: RequestRecord) -> bool {
+        let errored = !record.succeeded() && record.error_class() != Some(ErrorClass::Cancelled);
+        let connection_failed = unreachable::is_connection_failure(&record);
+        if let Some(reason) = self.connect_failures.observe(&record) {
+            tracing::error!(
+                %reason,
+                "stopping the run: the server no longer accepts connections (--max-connect-failures); what was \
+                 in flight is cancelled, every record is kept"
+            );
+            self.run.stop_now(reason);
+        }
+        record.warmup |= self.probe;
+        if let Some(kept) = &self.kept {
+            kept.push(&record, self.sink.budget_bytes);
+        }
+        self.sink.finish(record);
+        if self.errors == ErrorLimits::default() {
+            // No limits: no shared tally to lock for every request.
+            return connection_failed;
+        }
+        let tripped = self
+            .tally
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .observe(errored, &self.errors);
+        if let Some((reason, scope)) = tripped {
+            self.limits.stop_now(reason);
+            if scope == StopScope::Run {
+                self.run.stop_now(reason);
+            }
+        }
+        connection_failed
+    }
+}
+
+/// A stage's finished requests, as guidellm's error constraints count them.
+#[derive(Debug, Default)]
+struct Tally {
+    processed: u64,
+    errored: u64,
+    /// Whether each of the last `window` finished requests errored.
+    window: VecDeque<bool>,
+}
+
+impl Tally {
+    /// Counts one finished request; returns the limit it made trip, if any (checked in guidellm's order).
+    fn observe(&mut self, errored: bool, limits: &ErrorLimits) -> Option<(StopReason, StopScope)> {
+        self.processed += 1;
+        self.errored += u64::from(errored);
+        if let Some(limit) = &limits.max_error_rate {
+            self.window.push_back(errored);
+            while self.window.len() as u64 > limit.limit.window {
+                self.window.pop_front();
+            }
+        }
+        if let Some(limit) = &limits.max_errors
+            && self.errored >= limit.limit
+        {
+            return Some((StopReason::MaxErrors, limit.scope));
+        }
+        if let Some(limit) = &limits.max_error_rate {
+            let in_window = self.window.len() as f64;
+            let rate = self.window.iter().filter(|e| **e).count() as f64 / in_window.max(1.0);
+            if self.processed >= limit.limit.window && rate >= limit.limit.rate {
+                return Some((StopReason::MaxErrorRate, limit.scope));
+            }
+        }
+        if let Some(limit) = &limits.max_global_error_rate {
+            let rate = self.errored as f64 / self.processed as f64;
+            if self.processed >= limit.limit.minimum && rate >= limit.limit.rate {
+                return Some((StopReason::MaxGlobalErrorRate, limit.scope));
+            }
+        }
+        None
+    }
+}
+
+async fn run_warmup(context: StageContext, warmup: Warmup) {
+    let Requests::Fixed(requests) = &context.requests else {
+        return;
+    };
+    let slots = Arc::new(Semaphore::new(
+        warmup.max_concurrency.unwrap_or(usize::MAX >> 4).max(1),
+    ));
+    let mut in_flight = JoinSet::new();
+    for _ in 0..warmup.count {
+        if context.control.issuing_stopped() {
+            break;
+        }
+        let context = context.clone();
+        let slots = Arc::clone(&slots);
+        let first = requests[0].clone();
+        in_flight.spawn(async move {
+            let _slot = slots.acquire_owned().await.ok();
+            let mut record = context.send(&first, context.clock.now_ns()).await;
+            record.warmup = true;
+            context.record(record);
+        });
+    }
+    while in_flight.join_next().await.is_some() {}
+}
+
+/// The priming pass: each of `requests` once, [`PRIME_CONCURRENCY`] at a time, recorded as warm-up.
+async fn run_prime(context: StageContext, requests: Arc<[PreparedRequest]>) {
+    let slots = Arc::new(Semaphore::new(PRIME_CONCURRENCY));
+    let mut in_flight = JoinSet::new();
+    for index in 0..requests.len() {
+        if context.control.issuing_stopped() {
+            break;
+        }
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            break;
+        };
+        let context = context.clone();
+        let requests = Arc::clone(&requests);
+        in_flight.spawn(async move {
+            let _slot = slot;
+            let mut record = context.send(&requests[index], context.clock.now_ns()).await;
+            record.warmup = true;
+            context.record(record);
+        });
+    }
+    while in_flight.join_next().await.is_some() {}
+}
+
+async fn run_open(
+    context: StageContext,
+    stage_start: Instant,
+    send_at: &[Duration],
+    max_concurrency: Option<usize>,
+) {
+    let slots = max_concurrency.map(|n| Arc::new(Semaphore::new(n.max(1))));
+    let mut in_flight = JoinSet::new();
+    for offset in send_at {
+        let due = stage_start + *offset;
+        // tokio's wheel alone would send up to a millisecond late: one tick per request at 1 000 req/s.
+        tokio::select! {
+            biased;
+            () = context.control.issuing_ended() => break,
+            () = llmbench_model::timer::sleep_until(due) => {}
+        }
+        let scheduled_ns = context.clock.ns_of(due);
+        let context = context.clone();
+        let slots = slots.clone();
+        in_flight.spawn(async move {
+            // Held for the request's lifetime; the semaphore is never closed, so acquiring cannot fail.
+            let _slot = match &slots {
+                Some(s) => tokio::select! {
+                    slot = Arc::clone(s).acquire_owned() => slot.ok(),
+                    // Stopped while waiting for a slot: the request was never sent.
+                    () = context.control.issuing_ended() => return,
+                },
+                None => None,
+            };
+            context.issue(scheduled_ns).await;
+        });
+        // Reap finished tasks as we go so a long stage does not hold every handle.
+        while in_flight.try_join_next().is_some() {}
+    }
+    while in_flight.join_next().await.is_some() {}
+}
+
+/// A closed loop's shape ([`StagePlan::Closed`]).
+struct ClosedLoop {
+    concurrency: usize,
+    total: Option<u64>,
+    duration: Option<Duration>,
+    rampup: Duration,
+}
+
+async fn run_closed(context: StageContext, start: Instant, closed: ClosedLoop) {
+    let ClosedLoop {
+        concurrency,
+        total,
+        duration,
+        rampup,
+    } = closed;
+    let deadline = duration.map(|d| start + d);
+    let issued = Arc::new(AtomicU64::new(0));
+    let mut workers = JoinSet::new();
+    let concurrency = concurrency.max(1);
+    for worker in 0..concurrency {
+        let context = context.clone();
+        let issued = Arc::clone(&issued);
+        let begin = start + rampup.mul_f64(worker as f64 / concurrency as f64);
+        workers.spawn(async move {
+            tokio::select! {
+                () = tokio::time::sleep_until(begin.into()) => {}
+                () = context.control.issuing_ended() => return,
+            }
+            let mut backoff = unreachable::Backoff::default();
+            loop {
+                if context.control.issuing_stopped()
+                    || deadline.is_some_and(|d| Instant::now() >= d)
+                {
+                    break;
+                }
+                if let Some(total) = total
+                    && issued.fetch_add(1, Ordering::Relaxed) >= total
+                {
+                    break;
+                }
+                // A closed loop sends as soon as a slot frees: the intended time is now.
+                let scheduled_ns = context.clock.now_ns();
+                let connection_failed = context.issue(scheduled_ns).await;
+                // Not at once after a connection failure: a dead server must not become a storm of records.
+                if let Some(wait) = backoff.after(connection_failed) {
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => {}
+                        () = context.control.issuing_ended() => break,
+                    }
+                }
+            }
+        });
+    }
+    while workers.join_next().await.is_some() {}
+}
+
+/// Issues `lockstep`'s queries one after the other: every request of a query shares its scheduled time (when it
+/// was issued, as LoadGen stamps it), and the next query waits for the slowest of them.
+async fn run_lockstep(context: StageContext, start: Instant, lockstep: &Lockstep) {
+    let mut issued = 0u64;
+    let mut backoff = unreachable::Backoff::default();
+    loop {
+        if context.control.issuing_stopped() {
+            break;
+        }
+        let now = Instant::now();
+        let scheduled_ns = context.clock.ns_of(now);
+        let mut query = JoinSet::new();
+        for _ in 0..lockstep.group.max(1) {
+            let context = context.clone();
+            query.spawn(async move { context.issue(scheduled_ns).await });
+        }
+        issued += 1;
+        let ends = lockstep.ends_after(issued, now.duration_since(start));
+        let mut connection_failed = false;
+        while let Some(joined) = query.join_next().await {
+            connection_failed |= joined.unwrap_or(false);
+        }
+        if ends {
+            break;
+        }
+        // The next query follows the last at once, as a closed loop's next request does: not after a failure to
+        // connect.
+        if let Some(wait) = backoff.after(connection_failed) {
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = context.control.issuing_ended() => break,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lockstep_ends_as_loadgen_multistream_issue_loop_does() {
+        let plan = Lockstep {
+            group: 8,
+            queries: 1000,
+            min_queries: 662,
+            min_duration: Duration::from_secs(600),
+            max_queries: 0,
+            max_duration: None,
+        };
+        // Both minimums are needed for the natural end.
+        assert!(!plan.ends_after(662, Duration::from_secs(599)));
+        assert!(!plan.ends_after(661, Duration::from_secs(600)));
+        assert!(plan.ends_after(662, Duration::from_secs(600)));
+        // The generated queries run out.
+        assert!(plan.ends_after(1000, Duration::from_secs(1)));
+        let capped = Lockstep {
+            max_queries: 10,
+            max_duration: Some(Duration::from_secs(5)),
+            ..plan
+        };
+        assert!(capped.ends_after(10, Duration::ZERO));
+        // Past max_duration, not at it (`duration > settings.max_duration`).
+        assert!(!capped.ends_after(3, Duration::from_secs(5)));
+        assert!(capped.ends_after(3, Duration::from_millis(5001)));
+    }
+
+    fn limits(
+        max_errors: Option<u64>,
+        rate: Option<(f64, u64)>,
+        global: Option<(f64, u64)>,
+    ) -> ErrorLimits {
+        ErrorLimits {
+            max_errors: max_errors.map(|limit| ErrorLimit {
+                limit,
+                scope: StopScope::Stage,
+            }),
+            max_error_rate: rate.map(|(rate, window)| ErrorLimit {
+                limit: WindowedErrorRate { rate, window },
+                scope: StopScope::Run,
+            }),
+            max_global_error_rate: global.map(|(rate, minimum)| ErrorLimit {
+                limit: GlobalErrorRate { rate, minimum },
+                scope: StopScope::Stage,
+            }),
+        }
+    }
+
+    /// The index (1-based) of the request that trips, feeding `pattern` (true = errored).
+    fn trips_at(limits: &ErrorLimits, pattern: &[bool]) -> Option<(usize, StopReason)> {
+        let mut tally = Tally::default();
+        pattern
+            .iter()
+            .enumerate()
+            .find_map(|(i, errored)| tally.observe(*errored, limits).map(|(r, _)| (i + 1, r)))
+    }
+
+    #[test]
+    fn max_errors_trips_on_the_errored_request_that_reaches_the_count() {
+        let l = limits(Some(3), None, None);
+        // ok, err, ok, err, err → the third error is the 5th request.
+        assert_eq!(
+            trips_at(&l, &[false, true, false, true, true, true]),
+            Some((5, StopReason::MaxErrors))
+        );
+        assert_eq!(trips_at(&l, &[true, true, false, false]), None);
+    }
+
+    #[test]
+    fn max_error_rate_waits_for_a_full_window_then_uses_only_the_window() {
+        // window 4, rate 0.5: three errors in the first three requests do not count before 4 are processed.
+        let l = limits(None, Some((0.5, 4)), None);
+        assert_eq!(
+            trips_at(&l, &[true, true, true, false]),
+            Some((4, StopReason::MaxErrorRate))
+        );
+        // Errors early, then successes: the window slides past them.
+        assert_eq!(
+            trips_at(&l, &[true, false, false, false, false, true, false]),
+            None
+        );
+        // Exactly at the rate counts (guidellm: error_rate >= max).
+        assert_eq!(
+            trips_at(&l, &[false, false, true, true]),
+            Some((4, StopReason::MaxErrorRate))
+        );
+    }
+
+    #[test]
+    fn max_global_error_rate_applies_after_its_minimum_over_the_whole_stage() {
+        let l = limits(None, None, Some((0.25, 8)));
+        // 2 errors in the first 2: 100 %, but only 2 of the minimum 8 processed.
+        let mut pattern = vec![true, true];
+        pattern.extend([false; 5]);
+        // After 7: 2/7 ≈ 0.29 ≥ 0.25 but 7 < 8; the 8th (ok) makes 2/8 = 0.25: trips.
+        pattern.push(false);
+        assert_eq!(
+            trips_at(&l, &pattern),
+            Some((8, StopReason::MaxGlobalErrorRate))
+        );
+    }
+
+    /// A successful record with only its id set apart.
+    fn record(id: u64) -> RequestRecord {
+        RequestRecord::builder(id)
+            .end(1)
+            .input_tokens(1)
+            .ok()
+            .build()
+    }
+
+    /// The ids an observer saw, in the order it saw them.
+    #[derive(Clone, Default)]
+    struct Seen(Arc<Mutex<Vec<u64>>>);
+
+    impl ObserveRecords for Seen {
+        fn observe(&mut self, batch: &[RequestRecord]) {
+            self.0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .extend(batch.iter().map(|r| r.id));
+        }
+    }
+
+    #[tokio::test]
+    async fn the_observer_sees_every_written_record_once_in_finishing_order() {
+        let seen = Seen::default();
+        let progress = Arc::new(Progress::default());
+        let (sink, writer) = record_writer_observed(
+            Box::new(std::io::sink()),
+            "requests.jsonl".to_owned(),
+            Arc::clone(&progress),
+            Control::default(),
+            Some(Box::new(seen.clone())),
+        );
+        for id in [3, 1, 4, 0, 2] {
+            sink.finish(record(id));
+        }
+        drop(sink);
+        let records = writer.await.expect("the writer joins").expect("writes");
+        assert_eq!(records.len(), 5);
+        assert_eq!(*seen.0.lock().expect("lock"), [3, 1, 4, 0, 2]);
+        assert_eq!(progress.finished.load(Ordering::Relaxed), 5);
+    }
+
+    /// A file in memory that the test can read after the writer is done.
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn records_past_their_budget_are_freed_and_only_written() {
+        let out = Shared::default();
+        let one = record(0).memory_bytes();
+        let (sink, writer) = record_writer_budgeted(
+            Box::new(out.clone()),
+            "requests.jsonl".to_owned(),
+            Arc::new(Progress::default()),
+            Control::default(),
+            None,
+            RecordsBudget {
+                bytes: 3 * one,
+                past: PastBudget::Spill,
+            },
+        );
+        for id in 0..10 {
+            sink.finish(record(id));
+        }
+        drop(sink);
+        let written = writer.await.expect("the writer joins").expect("writes");
+        assert!(written.spilled);
+        assert!(written.records.is_empty());
+        assert_eq!(written.written, 10);
+        let text = String::from_utf8(out.0.lock().expect("lock").clone()).expect("utf-8");
+        assert_eq!(text.lines().count(), 10);
+    }
+
+    #[tokio::test]
+    async fn records_within_their_budget_or_kept_past_it_are_all_returned() {
+        let one = record(0).memory_bytes();
+        for budget in [
+            RecordsBudget {
+                bytes: 100 * one,
+                past: PastBudget::Spill,
+            },
+            RecordsBudget {
+                bytes: one,
+                past: PastBudget::Keep,
+            },
+        ] {
+            let (sink, writer) = record_writer_budgeted(
+                Box::new(std::io::sink()),
+                "requests.jsonl".to_owned(),
+                Arc::new(Progress::default()),
+                Control::default(),
+                None,
+                budget,
+            );
+            for id in 0..10 {
+                sink.finish(record(id));
+            }
+            drop(sink);
+            let written = writer.await.expect("the writer joins").expect("writes");
+            assert!(!written.spilled);
+            assert_eq!(written.records.len(), 10);
+        }
+    }
+
+    /// A disk that is always full.
+    struct Full;
+
+    impl Write for Full {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::Error::other("no space left on device"))
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn the_observer_never_sees_a_record_that_could_not_be_written() {
+        let seen = Seen::default();
+        let (sink, writer) = record_writer_observed(
+            Box::new(Full),
+            "requests.jsonl".to_owned(),
+            Arc::new(Progress::default()),
+            Control::default(),
+            Some(Box::new(seen.clone())),
+        );
+        sink.finish(record(0));
+        drop(sink);
+        assert!(matches!(
+            writer.await.expect("the writer joins"),
+            Err(EngineError::WriteRecords { written: 0, .. })
+        ));
+        assert!(seen.0.lock().expect("lock").is_empty());
+    }
+
+    #[test]
+    fn the_first_limit_that_trips_names_its_scope() {
+        let l = limits(None, Some((0.5, 2)), None);
+        let mut tally = Tally::default();
+        tally.observe(true, &l);
+        assert_eq!(
+            tally.observe(true, &l),
+            Some((StopReason::MaxErrorRate, StopScope::Run))
+        );
+    }
+}

@@ -1,0 +1,9 @@
+//! llmbench-model: the bottom of the launcher's layers. What one request's measurement is ([`record`]), and the
+//! clocks that take it: the wall clock ([`wallclock`]), sleeps that wake on time ([`timer`]) and the kernel's
+//! receive stamps ([`rx_stamp`]). It imports no other llmbench crate.
+#![forbid(unsafe_code)]
+
+pub mod record;
+pub mod rx_stamp;
+pub mod timer;
+pub mod wallclock;

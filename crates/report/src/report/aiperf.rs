@@ -1,0 +1,420 @@
+//! AIPerf's `profile_export_aiperf.json`, the file llm-d-benchmark's `aiperf-analyze_results.sh` converts into
+//! its benchmark report. Only what the records can fill is written, each metric under AIPerf's tag and display
+//! unit. Like guidellm's report it is made from every record at hand, so a run summarised from disk (past
+//! `--records-memory`) goes without it.
+//!
+//! Upstream (`ai-dynamo/aiperf`): `aiperf/exporters/json_exporter.py` (the file), `aiperf/common/models/
+//! export_models.py` `JsonExportData` / `JsonMetricResult` (`unit`, `avg`, `p1` … `p99`, `min`, `max`, `std`),
+//! `aiperf/metrics/metric_dicts.py` `to_result` (numpy's linear percentiles, population std), and the metrics in
+//! `aiperf/metrics/types/`: per valid request `request_latency` (last response − send), `time_to_first_token`
+//! (first response − send), `time_to_second_token` (second − first response), `inter_token_latency`
+//! (`(request_latency − ttft) / (osl − 1)`, for osl ≥ 2), `output_token_throughput_per_user` (1 / ITL in
+//! seconds), `output_sequence_length`, `input_sequence_length`, and for answers that carried reasoning
+//! `time_to_first_output_token` (first content, not reasoning, response − send:
+//! `time_to_first_output_token_metric.py`) and `reasoning_token_count` (the server's
+//! `completion_tokens_details.reasoning_tokens`, else the streamed reasoning chunks'); and over the run `request_count`,
+//! `error_request_count`, `benchmark_duration` (last response − first request), `request_throughput`,
+//! `output_token_throughput`, `total_osl`, `total_isl`. Times are in ms (`benchmark_duration` in sec).
+//!
+//! `profile_export_aiperf.csv` is the same export as AIPerf's `CsvExporter` (`aiperf/exporters/csv_exporter.py`)
+//! lays it out: the metrics with percentiles first (`Metric,avg,min,max,p1,…,p99,std`, one row per metric sorted by
+//! tag), a blank row, then the single-valued ones (`Metric,Value`); a metric is named by its class's `header` and
+//! display unit (`Request Latency (ms)`; no unit for `requests` and `count`), every number `%.2f` (AIPerf's
+//! `MetricResult` fields are floats by then), lines end in CRLF as Python's `csv.writer` ends them.
+//!
+//! Left out: `min_request_timestamp` / `max_response_timestamp` (wall-clock stamps; llmbench's records are on the
+//! monotonic clock), `goodput`, `input_config`, `error_summary`, `start_time` / `end_time`. An answer llmbench
+//! counts as cut short is a valid record here: AIPerf has no such failure (it counts a length that misses the
+//! request's, `osl_mismatch_count`, without invalidating the record).
+
+use serde_json::{Map, Value, json};
+
+use llmbench_model::record::RequestRecord;
+
+/// The file AIPerf writes into its `--output-artifact-dir`.
+pub(crate) const AIPERF_JSON_FILE: &str = "profile_export_aiperf.json";
+/// Its CSV twin, beside it.
+pub(crate) const AIPERF_CSV_FILE: &str = "profile_export_aiperf.csv";
+
+/// AIPerf's `STAT_KEYS` (`aiperf/common/constants.py`), the columns of the CSV's first section.
+const STAT_KEYS: [&str; 13] = [
+    "avg", "min", "max", "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99", "std",
+];
+
+/// The `header` of each metric class this export writes (`aiperf/metrics/types/*.py`).
+fn header(tag: &str) -> Option<&'static str> {
+    Some(match tag {
+        "request_latency" => "Request Latency",
+        "request_count" => "Request Count",
+        "time_to_first_token" => "Time to First Token",
+        "time_to_second_token" => "Time to Second Token",
+        "time_to_first_output_token" => "Time to First Output Token",
+        "reasoning_token_count" => "Reasoning Token Count",
+        "inter_token_latency" => "Inter Token Latency",
+        "output_token_throughput" => "Output Token Throughput",
+        "output_token_throughput_per_user" => "Output Token Throughput Per User",
+        "output_sequence_length" => "Output Sequence Length",
+        "input_sequence_length" => "Input Sequence Length",
+        "benchmark_duration" => "Benchmark Duration",
+        "total_osl" => "Total Output Sequence Length",
+        "total_isl" => "Total Input Sequence Length",
+        "error_request_count" => "Error Request Count",
+        "request_throughput" => "Request Throughput",
+        _ => return None,
+    })
+}
+
+/// `export` (from [`aiperf_export`]) as AIPerf's CSV export.
+pub(crate) fn aiperf_csv(export: &Value) -> String {
+    let Some(metrics) = export.as_object() else {
+        return String::new();
+    };
+    // Tag order, as `sorted(records.items())`; the map is a BTreeMap unless serde_json preserves order, so sort.
+    let mut tags: Vec<(&String, &Value)> = metrics
+        .iter()
+        .filter(|(tag, value)| header(tag).is_some() && value.is_object())
+        .collect();
+    tags.sort_by(|a, b| a.0.cmp(b.0));
+    let has_percentiles = |v: &Value| {
+        STAT_KEYS
+            .iter()
+            .any(|k| k.starts_with('p') && v.get(*k).is_some_and(|x| !x.is_null()))
+    };
+    let name = |tag: &str, v: &Value| {
+        let header = header(tag).unwrap_or_default();
+        match v.get("unit").and_then(Value::as_str) {
+            Some(unit) if !matches!(unit.to_lowercase().as_str(), "count" | "requests") => {
+                format!("{header} ({unit})")
+            }
+            _ => header.to_owned(),
+        }
+    };
+    let number = |v: Option<&Value>| {
+        v.and_then(Value::as_f64)
+            .map_or(String::new(), |x| format!("{x:.2}"))
+    };
+    let mut lines: Vec<String> = Vec::new();
+    let request: Vec<_> = tags.iter().filter(|(_, v)| has_percentiles(v)).collect();
+    let system: Vec<_> = tags.iter().filter(|(_, v)| !has_percentiles(v)).collect();
+    if !request.is_empty() {
+        lines.push(
+            std::iter::once("Metric")
+                .chain(STAT_KEYS)
+                .collect::<Vec<_>>()
+                .join(","),
+        );
+        for (tag, v) in &request {
+            let mut row = vec![name(tag, v)];
+            row.extend(STAT_KEYS.iter().map(|k| number(v.get(*k))));
+            lines.push(row.join(","));
+        }
+        if !system.is_empty() {
+            lines.push(String::new());
+        }
+    }
+    if !system.is_empty() {
+        lines.push("Metric,Value".to_owned());
+        for (tag, v) in &system {
+            lines.push(format!("{},{}", name(tag, v), number(v.get("avg"))));
+        }
+    }
+    lines.iter().map(|l| format!("{l}\r\n")).collect()
+}
+
+/// AIPerf's JSON export of `records` (the measured ones, in record order).
+pub(crate) fn aiperf_export(records: &[&RequestRecord]) -> Value {
+    let mut latency = Vec::new();
+    let mut ttft = Vec::new();
+    let mut ttst = Vec::new();
+    let mut ttfo = Vec::new();
+    let mut reasoning = Vec::new();
+    let mut itl = Vec::new();
+    let mut per_user = Vec::new();
+    let mut osl = Vec::new();
+    let mut isl = Vec::new();
+    let mut errors = 0u64;
+    let (mut first_send, mut last_response) = (u64::MAX, 0u64);
+    for r in records {
+        if !r.succeeded() {
+            errors += 1;
+            continue;
+        }
+        // Every response that carried tokens, reasoning included (AIPerf's `content_responses`).
+        let content: Vec<u64> = if r.streaming {
+            r.chunks
+                .iter()
+                .filter(|c| c.kind.tokens().is_some())
+                .map(|c| c.at_ns)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if let Some(ns) = r.ttfo_ns() {
+            ttfo.push(ns as f64 / 1e6);
+        }
+        let reasoned = r.reasoning_tokens();
+        if reasoned > 0 {
+            reasoning.push(f64::from(reasoned));
+        }
+        // Without a stream the one response is the whole body.
+        let last = content.last().copied().unwrap_or(r.end_ns);
+        first_send = first_send.min(r.sent_ns);
+        last_response = last_response.max(last);
+        let latency_ns = last.saturating_sub(r.sent_ns) as f64;
+        latency.push(latency_ns / 1e6);
+        let out = f64::from(r.output_tokens());
+        osl.push(out);
+        isl.push(f64::from(r.prompt_tokens()));
+        if let Some(first) = content.first() {
+            let ttft_ns = first.saturating_sub(r.sent_ns) as f64;
+            ttft.push(ttft_ns / 1e6);
+            if let Some(second) = content.get(1) {
+                ttst.push(second.saturating_sub(*first) as f64 / 1e6);
+            }
+            if out >= 2.0 {
+                let itl_ns = (latency_ns - ttft_ns) / (out - 1.0);
+                itl.push(itl_ns / 1e6);
+                if itl_ns > 0.0 {
+                    per_user.push(1e9 / itl_ns);
+                }
+            }
+        }
+    }
+    let mut export = Map::new();
+    let count = latency.len() as f64;
+    let total_osl: f64 = osl.iter().sum();
+    let total_isl: f64 = isl.iter().sum();
+    let duration_s =
+        (last_response > first_send).then(|| (last_response - first_send) as f64 / 1e9);
+    if let Some(d) = duration_s {
+        export.insert(
+            "request_throughput".into(),
+            single("requests/sec", count / d),
+        );
+    }
+    export.insert("request_latency".into(), stats("ms", &mut latency));
+    export.insert("request_count".into(), single("requests", count));
+    export.insert("time_to_first_token".into(), stats("ms", &mut ttft));
+    export.insert("time_to_second_token".into(), stats("ms", &mut ttst));
+    if !reasoning.is_empty() {
+        export.insert("time_to_first_output_token".into(), stats("ms", &mut ttfo));
+        export.insert(
+            "reasoning_token_count".into(),
+            stats("tokens", &mut reasoning),
+        );
+    }
+    export.insert("inter_token_latency".into(), stats("ms", &mut itl));
+    if let Some(d) = duration_s {
+        export.insert(
+            "output_token_throughput".into(),
+            single("tokens/sec", total_osl / d),
+        );
+    }
+    export.insert(
+        "output_token_throughput_per_user".into(),
+        stats("tokens/sec/user", &mut per_user),
+    );
+    export.insert("output_sequence_length".into(), stats("tokens", &mut osl));
+    export.insert("input_sequence_length".into(), stats("tokens", &mut isl));
+    if let Some(d) = duration_s {
+        export.insert("benchmark_duration".into(), single("sec", d));
+    }
+    export.insert("total_osl".into(), single("tokens", total_osl));
+    export.insert("total_isl".into(), single("tokens", total_isl));
+    if errors > 0 {
+        export.insert(
+            "error_request_count".into(),
+            single("requests", errors as f64),
+        );
+    }
+    export.insert("was_cancelled".into(), Value::Bool(false));
+    // A metric with no value is absent, as AIPerf's `exclude_unset` leaves it out.
+    export.retain(|_, v| !v.is_null());
+    Value::Object(export)
+}
+
+/// An aggregate metric: only `avg` is set.
+fn single(unit: &str, value: f64) -> Value {
+    json!({"unit": unit, "avg": value})
+}
+
+/// A per-request metric's statistics; null when no request had it.
+fn stats(unit: &str, values: &mut [f64]) -> Value {
+    if values.is_empty() {
+        return Value::Null;
+    }
+    values.sort_by(f64::total_cmp);
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let std = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt();
+    let mut out = json!({"unit": unit, "avg": mean});
+    for p in [1u32, 5, 10, 25, 50, 75, 90, 95, 99] {
+        out[format!("p{p}")] = json!(percentile(values, f64::from(p)));
+    }
+    out["min"] = json!(values[0]);
+    out["max"] = json!(values[values.len() - 1]);
+    out["std"] = json!(std);
+    out
+}
+
+/// numpy's default (`linear`) percentile of sorted values, `p` in percent, as AIPerf's `np.percentile`.
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    llmbench_core::percentile::linear(sorted, p / 100.0).unwrap_or(f64::NAN)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use llmbench_model::record::{ChunkEvent, ChunkKind, Usage};
+
+    fn streamed(sent_ms: u64, chunks_ms: &[u64], tokens: u32) -> RequestRecord {
+        RequestRecord {
+            id: 0,
+            stage: 0,
+            scheduled_ns: sent_ms * 1_000_000,
+            sent_ns: sent_ms * 1_000_000,
+            end_ns: (chunks_ms.last().copied().unwrap_or(sent_ms) + 1) * 1_000_000,
+            input_tokens: 10,
+            max_tokens: Some(tokens),
+            streaming: true,
+            http_status: Some(200),
+            usage: Some(Usage {
+                prompt_tokens: 10,
+                completion_tokens: tokens,
+                cached_tokens: None,
+                reasoning_tokens: None,
+            }),
+            error: None,
+            chunks: chunks_ms
+                .iter()
+                .map(|ms| ChunkEvent {
+                    at_ns: ms * 1_000_000,
+                    kind: ChunkKind::Content { tokens: 1 },
+                })
+                .collect(),
+            text: None,
+            conversation: None,
+            warmup: false,
+            ignore_eos: false,
+            finish_reason: None,
+            request_id: None,
+            traceparent: None,
+        }
+    }
+
+    #[test]
+    fn reasoning_answers_add_ttfo_and_reasoning_tokens_and_ttft_counts_the_reasoning() {
+        // Sent 0; reasoning at 10 and 12 ms, content at 20 and 22: TTFT 10, TTFO 20, 2 reasoning tokens.
+        let mut a = streamed(0, &[10, 12, 20, 22], 4);
+        for chunk in &mut a.chunks[..2] {
+            chunk.kind = ChunkKind::Reasoning { tokens: 1 };
+        }
+        let b = streamed(5, &[25, 35], 2);
+        let export = aiperf_export(&[&a, &b]);
+        let close = |v: &Value, x: f64| (v.as_f64().expect("number") - x).abs() < 1e-9;
+        assert!(close(&export["time_to_first_token"]["min"], 10.0));
+        // a: 20; b (no reasoning): its TTFT, 20.
+        assert!(close(&export["time_to_first_output_token"]["avg"], 20.0));
+        assert!(close(&export["reasoning_token_count"]["avg"], 2.0));
+        assert_eq!(export["reasoning_token_count"]["unit"], "tokens");
+        assert!(
+            aiperf_csv(&export).contains("Time to First Output Token (ms),"),
+            "{}",
+            aiperf_csv(&export)
+        );
+        // Without reasoning neither is written.
+        let plain = aiperf_export(&[&b]);
+        assert!(plain.get("time_to_first_output_token").is_none());
+        assert!(plain.get("reasoning_token_count").is_none());
+    }
+
+    #[test]
+    fn metrics_follow_aiperfs_definitions() {
+        // Request a: sent 0, tokens at 10, 12, 14 ms → latency 14, TTFT 10, TTST 2, ITL (14 − 10) / 2 = 2 ms.
+        // Request b: sent 5, tokens at 25, 35 ms → latency 30, TTFT 20, TTST 10, ITL 10 ms.
+        let a = streamed(0, &[10, 12, 14], 3);
+        let b = streamed(5, &[25, 35], 2);
+        let export = aiperf_export(&[&a, &b]);
+        let close = |v: &Value, x: f64| (v.as_f64().expect("number") - x).abs() < 1e-9;
+        assert!(close(&export["request_latency"]["avg"], 22.0));
+        assert!(close(&export["request_latency"]["min"], 14.0));
+        // numpy linear percentile of [14, 30]: p50 = 22, p90 = 14 + 16 · 0.9 = 28.4.
+        assert!(close(&export["request_latency"]["p90"], 28.4));
+        // Population std of [14, 30]: 8.
+        assert!(close(&export["request_latency"]["std"], 8.0));
+        assert!(close(&export["time_to_first_token"]["avg"], 15.0));
+        assert!(close(&export["time_to_second_token"]["max"], 10.0));
+        assert!(close(&export["inter_token_latency"]["avg"], 6.0));
+        // 1 / 2 ms = 500 tokens/s, 1 / 10 ms = 100.
+        assert!(close(
+            &export["output_token_throughput_per_user"]["max"],
+            500.0
+        ));
+        assert_eq!(export["inter_token_latency"]["unit"], "ms");
+        // Duration: first send 0 to last response 35 ms; 2 requests, 5 output tokens.
+        assert!(close(&export["benchmark_duration"]["avg"], 0.035));
+        assert!(close(&export["request_throughput"]["avg"], 2.0 / 0.035));
+        assert!(close(
+            &export["output_token_throughput"]["avg"],
+            5.0 / 0.035
+        ));
+        assert_eq!(
+            export["request_count"],
+            json!({"unit": "requests", "avg": 2.0})
+        );
+        assert!(export.get("error_request_count").is_none());
+    }
+
+    #[test]
+    fn the_csv_lays_the_export_out_as_aiperfs_csv_exporter_does() {
+        // Request a: latency 14, TTFT 10; request b: latency 30, TTFT 20 (as above), so the latency row is
+        // avg 22, min 14, max 30, p1 = 14 + 16 · 0.01 = 14.16, p50 22, p99 = 14 + 16 · 0.99 = 29.84, std 8.
+        let a = streamed(0, &[10, 12, 14], 3);
+        let b = streamed(5, &[25, 35], 2);
+        let csv = aiperf_csv(&aiperf_export(&[&a, &b]));
+        let lines: Vec<&str> = csv.split("\r\n").collect();
+        assert_eq!(
+            lines[0],
+            "Metric,avg,min,max,p1,p5,p10,p25,p50,p75,p90,p95,p99,std"
+        );
+        // Sorted by tag: input_sequence_length, inter_token_latency, output_sequence_length,
+        // output_token_throughput_per_user, request_latency, time_to_first_token, time_to_second_token.
+        let names: Vec<&str> = lines[1..8]
+            .iter()
+            .map(|l| l.split(',').next().unwrap_or_default())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "Input Sequence Length (tokens)",
+                "Inter Token Latency (ms)",
+                "Output Sequence Length (tokens)",
+                "Output Token Throughput Per User (tokens/sec/user)",
+                "Request Latency (ms)",
+                "Time to First Token (ms)",
+                "Time to Second Token (ms)",
+            ]
+        );
+        assert_eq!(
+            lines[5],
+            "Request Latency (ms),22.00,14.00,30.00,14.16,14.80,15.60,18.00,22.00,26.00,28.40,29.20,29.84,8.00"
+        );
+        assert_eq!(lines[8], "", "a blank row between the sections");
+        assert_eq!(lines[9], "Metric,Value");
+        // benchmark_duration, output_token_throughput, request_count (no unit shown), request_throughput,
+        // total_isl, total_osl: duration 0.035 s, 5 tokens / 0.035 s = 142.857…, 2 / 0.035 = 57.142….
+        assert_eq!(
+            &lines[10..16],
+            [
+                "Benchmark Duration (sec),0.04",
+                "Output Token Throughput (tokens/sec),142.86",
+                "Request Count,2.00",
+                "Request Throughput (requests/sec),57.14",
+                "Total Input Sequence Length (tokens),20.00",
+                "Total Output Sequence Length (tokens),5.00",
+            ]
+        );
+        assert_eq!(lines[16], "", "the file ends with CRLF");
+        assert_eq!(lines.len(), 17, "was_cancelled is not a metric row");
+    }
+}

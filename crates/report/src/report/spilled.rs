@@ -1,0 +1,1116 @@
+//! A run summarised from its records on disk in bounded memory: for runs too long to hold every record (the
+//! launcher's `--records-memory` budget), and for `llmbench report` of such a run. The records are streamed from
+//! `requests.jsonl` (or a sharded run's shard files) one at a time, and the summary is exactly
+//! [`summarize_run`](super::summarize_run)'s, to the last bit:
+//! - counts, token sums, extremes, exact integer moments and goodput and conversation tallies are gathered as the
+//!   records go by, as the in-memory summary gathers them;
+//! - every latency sample (one value per request and metric, one per chunk gap for ITL) is appended to a spill file
+//!   per stage and metric, and the percentiles' order statistics are selected from the files
+//!   ([`Spill::select`]), which reads exactly the values a full sort would;
+//! - guidellm's warm-up and cool-down need a stage's completion order before any of its requests can be judged:
+//!   when a profile sets them, a first pass spills each such stage's (end, id) places and selects the few the
+//!   rules read.
+//!
+//! Memory is the per-stage accumulators, the spill files' write buffers and a selection's working set, all bounded
+//! by constants and the budget, not by the run's length; the spill files live in a temporary directory inside
+//! the run's, removed when the [`SpilledRun`] is dropped.
+//!
+//! The native reports made of per-stage statistics (inference-perf's lifecycle metrics, vllm's result JSON, the
+//! llm-d report) are gathered in the same pass and written from the same kind of spilled samples
+//! ([`SpilledRun::write_reports`]). The files that need every record in memory are not written, each named with
+//! the reason in a warning and in `summary.json` ([`skipped_reports`]).
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{self, BufReader};
+use std::path::{Path, PathBuf};
+
+use super::native::Native;
+use super::sample::FloatStore;
+use super::{Formats, INFERENCE_PERF_PERCENTILES, REQUESTS_FILE, ReportError, RunMeta, Tally};
+use llmbench_metrics::metrics::spill::{Slot, Spill, SpillDir};
+use llmbench_metrics::metrics::stats::{NsMoments, squared_deviation};
+use llmbench_metrics::metrics::summary::{Counts, METRICS, Metric, common_requested_rate};
+use llmbench_metrics::metrics::transient::{
+    Completed, CompletionOrder, Cuts, Phase, cuts as transient_cuts,
+};
+use llmbench_metrics::metrics::{
+    Excluded, RecordsSpilled, RunSummary, SkippedReport, StageSummary, Stats, Summary,
+};
+use llmbench_model::record::{RequestRecord, for_each_jsonl};
+
+/// Records to stream, as many times as the summary needs to read them.
+pub trait RecordPasses {
+    /// Calls `f` with every record, in the order they are stored, with the key that breaks ties of equal end
+    /// times in completion order (see [`Completed::tie`]). Returns how many records were read and how many torn
+    /// last lines were skipped.
+    fn pass(&self, f: &mut dyn FnMut(&RequestRecord, [u64; 3])) -> Result<Passed, ReportError>;
+}
+
+/// What one pass read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Passed {
+    pub records: u64,
+    pub truncated_lines: usize,
+}
+
+/// The default budget for records held in memory (`llmbench run --records-memory`, `llmbench report
+/// --records-memory`): 256 MiB, about 100 000 requests of 128 streamed tokens. Past it a run keeps no record in
+/// memory and is summarised from disk.
+pub const DEFAULT_RECORDS_MEMORY: u64 = 256 << 20;
+
+/// A run directory's `requests.jsonl`.
+#[derive(Debug, Clone)]
+pub struct RecordsFile {
+    pub path: PathBuf,
+}
+
+impl RecordsFile {
+    /// The records file of the run in `dir`.
+    pub fn of(dir: &Path) -> RecordsFile {
+        RecordsFile {
+            path: dir.join(REQUESTS_FILE),
+        }
+    }
+}
+
+impl RecordPasses for RecordsFile {
+    fn pass(&self, f: &mut dyn FnMut(&RequestRecord, [u64; 3])) -> Result<Passed, ReportError> {
+        self.stream(|record| f(&record, [0, 0, record.id]))
+    }
+}
+
+impl RecordsFile {
+    /// Hands every record of the file to `f`, one at a time.
+    pub(crate) fn stream(&self, mut f: impl FnMut(RequestRecord)) -> Result<Passed, ReportError> {
+        let file = std::fs::File::open(&self.path).map_err(|source| ReportError::Read {
+            path: self.path.clone(),
+            source,
+        })?;
+        let mut records = 0u64;
+        let truncated_lines = for_each_jsonl(BufReader::with_capacity(1 << 20, file), |record| {
+            records += 1;
+            f(record);
+            Ok(())
+        })
+        .map_err(|source| ReportError::Records {
+            path: self.path.clone(),
+            source,
+        })?;
+        Ok(Passed {
+            records,
+            truncated_lines,
+        })
+    }
+}
+
+/// Records held in memory, streamed as a file would be (the tests compare both summaries on them).
+impl RecordPasses for [RequestRecord] {
+    fn pass(&self, f: &mut dyn FnMut(&RequestRecord, [u64; 3])) -> Result<Passed, ReportError> {
+        self.iter().for_each(|r| f(r, [0, 0, r.id]));
+        Ok(Passed {
+            records: self.len() as u64,
+            truncated_lines: 0,
+        })
+    }
+}
+
+/// The result files a run summarised from disk does not write, each with why.
+pub fn skipped_reports(meta: &RunMeta, formats: Formats) -> Vec<SkippedReport> {
+    let mut skipped = Vec::new();
+    let mut skip = |file: &str, reason: &str| {
+        skipped.push(SkippedReport {
+            file: file.to_owned(),
+            reason: reason.to_owned(),
+        })
+    };
+    if formats.inference_perf && meta.report.inference_perf_per_request {
+        skip(
+            super::PER_REQUEST_LIFECYCLE_FILE,
+            "one entry per request: it would hold every record in memory",
+        );
+    }
+    if formats.guidellm {
+        skip(
+            super::GUIDELLM_REPORT_FILE,
+            "guidellm's rate and concurrency distributions sort every request's events in memory",
+        );
+    }
+    if formats.vllm && meta.report.vllm_save_detailed {
+        skip(
+            "vllm result `--save-detailed` arrays (input_lens, output_lens, ttfts, itls, errors)",
+            "one entry per request: the result files are written without them",
+        );
+    }
+    skip(
+        "plots/ and report.html",
+        "the pictures place every request on the timeline; run `llmbench plot` on a machine with the memory",
+    );
+    skipped
+}
+
+/// A run summarised from disk: its summary, and what its native reports are written from.
+pub struct SpilledRun {
+    summary: RunSummary,
+    formats: Formats,
+    native: Native,
+    store: FloatStore,
+    peaks: BTreeMap<u32, (f64, u64)>,
+    truncated_lines: usize,
+    /// Dropped last: the spill files go with it.
+    _dir: SpillDir,
+}
+
+impl SpilledRun {
+    /// The run's summary (its `records_spilled` says what was not written and why).
+    pub fn summary(&self) -> &RunSummary {
+        &self.summary
+    }
+
+    /// Torn last lines skipped while reading the records.
+    pub fn truncated_lines(&self) -> usize {
+        self.truncated_lines
+    }
+
+    /// Writes the native reports that are made of per-stage statistics into `dir` (see [`Native::write`]) and
+    /// warns of each file not written; `summary` is the run's, completed (server metrics). Removes the spill
+    /// files.
+    pub fn write_reports(
+        mut self,
+        dir: &Path,
+        meta: &RunMeta,
+        summary: &RunSummary,
+    ) -> Result<Vec<PathBuf>, ReportError> {
+        let written = self
+            .native
+            .write(dir, meta, summary, &mut self.store, &self.peaks, None)?;
+        for skipped in skipped_reports(meta, self.formats) {
+            tracing::warn!(
+                file = skipped.file,
+                reason = skipped.reason,
+                "not written: the run's records outgrew the records memory budget and were summarised from disk"
+            );
+        }
+        Ok(written)
+    }
+}
+
+/// How many keys of `key_bytes` a selection may gather within `memory_bytes`: half of it (the sort runs in
+/// place, and the rest of the summary needs a little too).
+fn max_keys(memory_bytes: u64, key_bytes: usize) -> usize {
+    usize::try_from(memory_bytes / 2 / key_bytes as u64)
+        .unwrap_or(usize::MAX)
+        .max(16)
+}
+
+/// The spill files' write buffers, all of them together: a sixteenth of the budget, at most 8 MiB.
+fn buffer_bytes(memory_bytes: u64) -> usize {
+    usize::try_from(memory_bytes / 16)
+        .unwrap_or(usize::MAX)
+        .min(8 << 20)
+}
+
+/// Summarises the run of `meta` from `source` in bounded memory: exactly [`super::summarize_run`]'s summary,
+/// with `records_spilled` set; the native reports of `formats` are gathered too, for
+/// [`SpilledRun::write_reports`]. The spill files go into a temporary directory inside `dir`.
+pub fn summarize_spilled(
+    dir: &Path,
+    meta: &RunMeta,
+    source: &(impl RecordPasses + ?Sized),
+    formats: Formats,
+    memory_bytes: u64,
+) -> Result<SpilledRun, ReportError> {
+    let spill_dir = SpillDir::create_in(dir).map_err(|source| ReportError::Write {
+        path: dir.to_owned(),
+        source,
+    })?;
+    let spill_error = |source: io::Error| ReportError::Write {
+        path: spill_dir.path().to_owned(),
+        source,
+    };
+    let cuts = transient_pass(meta, source, spill_dir.path(), memory_bytes)?;
+
+    let mut ns: Spill<1> = Spill::new(spill_dir.path(), "ns", buffer_bytes(memory_bytes));
+    let mut prefetch: Vec<f64> = meta
+        .report
+        .percentiles
+        .iter()
+        .chain(&INFERENCE_PERF_PERCENTILES)
+        .chain(&meta.report.vllm_metric_percentiles)
+        .map(|p| p / 100.0)
+        .chain([0.5])
+        .chain(super::llmd::STAT_PERCENTILES.map(|(_, p)| p))
+        .collect();
+    prefetch.sort_by(f64::total_cmp);
+    prefetch.dedup();
+    let mut store = FloatStore::spilled(
+        spill_dir.path(),
+        max_keys(memory_bytes, 8),
+        buffer_bytes(memory_bytes),
+        prefetch,
+    );
+    let mut native = Native::new(formats);
+    let mut peaks = formats
+        .vllm
+        .then(|| PeakSpill::new(spill_dir.path(), buffer_bytes(memory_bytes)));
+    let mut stages: BTreeMap<u32, StageSamples> = BTreeMap::new();
+    let mut tally = Tally::new(meta);
+    let mut excluded = Excluded::default();
+    let mut write_failure: Option<io::Error> = None;
+
+    let passed = source.pass(&mut |r, tie| {
+        if r.warmup {
+            excluded.warmup_requests += 1;
+            return;
+        }
+        if let Some(cut) = cuts.get(&r.stage) {
+            let place = Completed {
+                end_ns: r.end_ns,
+                tie,
+                sent_ns: r.sent_ns,
+            };
+            match cut.leaves_out(r, &place) {
+                Some(Phase::Warmup) => return excluded.warmup += 1,
+                Some(Phase::Cooldown) => return excluded.cooldown += 1,
+                None => {}
+            }
+        }
+        let stage = stages
+            .entry(r.stage)
+            .or_insert_with(|| StageSamples::new(&mut ns));
+        let slots = stage.slots;
+        stage.counts.add(r, |metric, value| {
+            if let Err(e) = ns.push(slots[metric as usize], [value])
+                && write_failure.is_none()
+            {
+                write_failure = Some(e);
+            }
+        });
+        tally.add(r);
+        native.add(r, meta, &mut store);
+        if let Some(peaks) = peaks.as_mut()
+            && let Err(e) = peaks.add(r)
+            && write_failure.is_none()
+        {
+            write_failure = Some(e);
+        }
+    })?;
+    if let Some(e) = write_failure {
+        return Err(spill_error(e));
+    }
+    store.check().map_err(spill_error)?;
+
+    let max_in_memory = max_keys(memory_bytes, 8);
+    let mut stats = StatsCache::default();
+    let rates = meta.shard_requested_rates();
+    let mut overall = Counts::default();
+    let mut summaries = Vec::with_capacity(stages.len());
+    for (stage, samples) in &stages {
+        let summary = stage_summary(
+            &samples.counts,
+            rates.get(*stage as usize).copied().flatten(),
+            |metric| vec![samples.slots[metric as usize]],
+            &ns,
+            &mut stats,
+            max_in_memory,
+        )
+        .map_err(spill_error)?;
+        summaries.push(StageSummary {
+            stage: *stage,
+            summary,
+            stopped: None,
+        });
+        overall.absorb(&samples.counts);
+    }
+    let overall = stage_summary(
+        &overall,
+        common_requested_rate(&summaries),
+        |metric| stages.values().map(|s| s.slots[metric as usize]).collect(),
+        &ns,
+        &mut stats,
+        max_in_memory,
+    )
+    .map_err(spill_error)?;
+    let mut summary = RunSummary::new(super::run_info(meta), overall, summaries);
+    tally.finish(meta, &mut summary, excluded, passed.records);
+    summary.records_spilled = Some(RecordsSpilled {
+        memory_bytes,
+        skipped: skipped_reports(meta, formats),
+    });
+    let peaks = match peaks {
+        Some(peaks) => peaks.finish().map_err(spill_error)?,
+        None => BTreeMap::new(),
+    };
+    Ok(SpilledRun {
+        summary,
+        formats,
+        native,
+        store,
+        peaks,
+        truncated_lines: passed.truncated_lines,
+        _dir: spill_dir,
+    })
+}
+
+/// One stage's counts and the spill slots of its samples, one per [`Metric`].
+struct StageSamples {
+    counts: Counts,
+    slots: [Slot; METRICS],
+}
+
+impl StageSamples {
+    fn new(ns: &mut Spill<1>) -> StageSamples {
+        StageSamples {
+            counts: Counts::default(),
+            slots: Metric::ALL.map(|_| ns.slot()),
+        }
+    }
+}
+
+/// Statistics already selected, by the slots they are of: a run of one stage has the same samples overall.
+#[derive(Default)]
+struct StatsCache(HashMap<Vec<Slot>, Option<Stats>>);
+
+/// The summary of `counts`, each metric's statistics selected from the spill `slots(metric)`.
+fn stage_summary(
+    counts: &Counts,
+    requested_rate: Option<f64>,
+    slots: impl Fn(Metric) -> Vec<Slot>,
+    ns: &Spill<1>,
+    cache: &mut StatsCache,
+    max_in_memory: usize,
+) -> io::Result<Summary> {
+    let mut failure = None;
+    let summary = counts.summary_with(requested_rate, |metric, moments| {
+        let slots = slots(metric);
+        if let Some(known) = cache.0.get(&slots) {
+            return *known;
+        }
+        match spilled_stats(ns, &slots, moments, max_in_memory) {
+            Ok(stats) => {
+                cache.0.insert(slots, stats);
+                stats
+            }
+            Err(e) => {
+                failure.get_or_insert(e);
+                None
+            }
+        }
+    });
+    failure.map_or(Ok(summary), Err)
+}
+
+/// [`Stats`] of nanosecond samples in spill `slots`, whose moments are `moments`.
+fn spilled_stats(
+    ns: &Spill<1>,
+    slots: &[Slot],
+    moments: &NsMoments,
+    max_in_memory: usize,
+) -> io::Result<Option<Stats>> {
+    let mut select_failure = None;
+    let mut read_failure = None;
+    let stats = Stats::from_ns_moments(
+        moments,
+        |ranks| {
+            let wanted: Vec<u64> = ranks.iter().map(|&r| r as u64).collect();
+            match ns.select(
+                slots,
+                &wanted,
+                Some((moments.min(), moments.max())),
+                max_in_memory,
+            ) {
+                Ok(keys) => keys.into_iter().map(|k| k[0]).collect(),
+                Err(e) => {
+                    select_failure = Some(e);
+                    vec![0; ranks.len()]
+                }
+            }
+        },
+        |mean| {
+            // The same terms as in memory, into one exact sum: equal whatever order they come in.
+            let mut sum = llmbench_metrics::metrics::fsum::Fsum::new();
+            if let Err(e) = ns.for_each(slots, |k| sum.add(squared_deviation(k[0], mean))) {
+                read_failure = Some(e);
+            }
+            sum.value()
+        },
+    );
+    select_failure.or(read_failure).map_or(Ok(stats), Err)
+}
+
+/// Each transient stage's completion order, spilled: `[end, tie…, sent]` per record.
+struct SpilledOrder<'a> {
+    spill: &'a Spill<5>,
+    slot: Slot,
+    len: u64,
+    min_sent_ns: u64,
+    min_scheduled_ns: u64,
+    max_in_memory: usize,
+    failure: Option<io::Error>,
+}
+
+impl CompletionOrder for SpilledOrder<'_> {
+    fn count(&self) -> u64 {
+        self.len
+    }
+
+    fn min_sent_ns(&self) -> u64 {
+        self.min_sent_ns
+    }
+
+    fn min_scheduled_ns(&self) -> u64 {
+        self.min_scheduled_ns
+    }
+
+    fn at(&mut self, position: u64) -> Option<Completed> {
+        if position >= self.len {
+            return None;
+        }
+        match self
+            .spill
+            .select(&[self.slot], &[position], None, self.max_in_memory)
+        {
+            Ok(keys) => keys.first().map(|k| Completed {
+                end_ns: k[0],
+                tie: [k[1], k[2], k[3]],
+                sent_ns: k[4],
+            }),
+            Err(e) => {
+                self.failure.get_or_insert(e);
+                None
+            }
+        }
+    }
+}
+
+/// The first pass, for a run whose profile sets guidellm warm-up or cool-down: each such stage's cuts.
+fn transient_pass(
+    meta: &RunMeta,
+    source: &(impl RecordPasses + ?Sized),
+    spill_dir: &Path,
+    memory_bytes: u64,
+) -> Result<BTreeMap<u32, Cuts>, ReportError> {
+    let transient = |stage: u32| {
+        let bounds = meta.stage_bounds(stage);
+        bounds.warmup.is_some() || bounds.cooldown.is_some()
+    };
+    if !(0..meta.stages.len() as u32).any(transient) {
+        return Ok(BTreeMap::new());
+    }
+    let spill_error = |source: io::Error| ReportError::Write {
+        path: spill_dir.to_owned(),
+        source,
+    };
+    struct Seen {
+        slot: Slot,
+        len: u64,
+        min_sent_ns: u64,
+        min_scheduled_ns: u64,
+    }
+    let mut spill: Spill<5> = Spill::new(spill_dir, "order", buffer_bytes(memory_bytes));
+    let mut seen: BTreeMap<u32, Seen> = BTreeMap::new();
+    let mut failure = None;
+    source.pass(&mut |r, tie| {
+        if r.warmup || !transient(r.stage) {
+            return;
+        }
+        let stage = seen.entry(r.stage).or_insert_with(|| Seen {
+            slot: spill.slot(),
+            len: 0,
+            min_sent_ns: u64::MAX,
+            min_scheduled_ns: u64::MAX,
+        });
+        stage.len += 1;
+        stage.min_sent_ns = stage.min_sent_ns.min(r.sent_ns);
+        stage.min_scheduled_ns = stage.min_scheduled_ns.min(r.scheduled_ns);
+        if let Err(e) = spill.push(stage.slot, [r.end_ns, tie[0], tie[1], tie[2], r.sent_ns])
+            && failure.is_none()
+        {
+            failure = Some(e);
+        }
+    })?;
+    if let Some(e) = failure {
+        return Err(spill_error(e));
+    }
+    let mut cuts = BTreeMap::new();
+    for (stage, s) in seen {
+        let mut order = SpilledOrder {
+            spill: &spill,
+            slot: s.slot,
+            len: s.len,
+            min_sent_ns: s.min_sent_ns,
+            min_scheduled_ns: s.min_scheduled_ns,
+            max_in_memory: max_keys(memory_bytes, 40),
+            failure: None,
+        };
+        let stage_cuts = transient_cuts(&meta.stage_bounds(stage), &mut order);
+        if let Some(e) = order.failure {
+            return Err(spill_error(e));
+        }
+        cuts.insert(stage, stage_cuts);
+    }
+    Ok(cuts)
+}
+
+/// vllm's peak second per stage: its successes' sends, ends and `choices` chunks spilled as they go by, counted
+/// once the stage's first send is known.
+struct PeakSpill {
+    spill: Spill<2>,
+    stages: BTreeMap<u32, PeakStage>,
+}
+
+struct PeakStage {
+    /// `[at, 0]` per `choices` chunk.
+    tokens: Slot,
+    /// `[sent, end]` per request.
+    requests: Slot,
+    min_start_ns: u64,
+    max_end_ns: u64,
+}
+
+impl PeakSpill {
+    fn new(dir: &Path, buffer_bytes: usize) -> PeakSpill {
+        PeakSpill {
+            spill: Spill::new(dir, "peak", buffer_bytes),
+            stages: BTreeMap::new(),
+        }
+    }
+
+    fn add(&mut self, r: &RequestRecord) -> io::Result<()> {
+        if !super::vllm::succeeded(r) {
+            return Ok(());
+        }
+        let spill = &mut self.spill;
+        let stage = self.stages.entry(r.stage).or_insert_with(|| PeakStage {
+            tokens: spill.slot(),
+            requests: spill.slot(),
+            min_start_ns: u64::MAX,
+            max_end_ns: 0,
+        });
+        let (sent, end_of, chunks) = super::vllm::peak_events(r);
+        stage.min_start_ns = stage.min_start_ns.min(sent);
+        stage.max_end_ns = stage.max_end_ns.max(end_of);
+        spill.push(stage.requests, [sent, end_of])?;
+        for at in chunks {
+            spill.push(stage.tokens, [at, 0])?;
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> io::Result<BTreeMap<u32, (f64, u64)>> {
+        use super::vllm::{Event, peak_second_of};
+        let mut peaks = BTreeMap::new();
+        for (stage, s) in &self.stages {
+            let peak = peak_second_of(s.min_start_ns, s.max_end_ns, |count| {
+                self.spill.for_each(&[s.requests], |k| {
+                    count(Event::Request {
+                        sent: k[0],
+                        end_of: k[1],
+                    })
+                })?;
+                self.spill
+                    .for_each(&[s.tokens], |k| count(Event::Token { at: k[0] }))
+            })?;
+            peaks.insert(*stage, peak);
+        }
+        Ok(peaks)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{RunEnd, RunState, Slo, StageEnd, StageMeta, summarize_run, write_all};
+    use llmbench_core::harness::Harness;
+    use llmbench_model::record::{ChunkEvent, ChunkKind, ErrorClass, RequestError, TurnOf, Usage};
+    use llmbench_workload::workload::{SloMetric, Transient, TransientMode, TransientPhase};
+    use proptest::prelude::*;
+
+    const MS: u64 = 1_000_000;
+    /// A budget of 1 KiB: selections gather at most 64 keys and the write buffers hold 8, so every sample goes
+    /// through its file and every percentile through several counting passes.
+    const TINY: u64 = 1024;
+
+    /// xorshift64*: a fixed pseudo-random sequence.
+    fn pseudo_random(seed: u64) -> impl FnMut(u64) -> u64 {
+        let mut x = seed | 1;
+        move |bound| {
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            x.wrapping_mul(0x2545_F491_4F6C_DD1D) % bound.max(1)
+        }
+    }
+
+    /// `n` records of three stages with everything a summary tells apart: vllm warm-ups, failures of every kind
+    /// (cancelled before and after the send, HTTP statuses with and without an error), non-streaming requests,
+    /// role-only and usage-only chunks, multi-token chunks, conversations, equal end times (completion-order
+    /// ties), a few minutes-long stalls, and stage 0's stragglers finishing among stage 1's records.
+    fn varied(seed: u64, n: u64) -> Vec<RequestRecord> {
+        let mut next = pseudo_random(seed);
+        let mut records: Vec<RequestRecord> = (0..n)
+            .map(|id| {
+                let stage = (id * 3 / n.max(1)) as u32;
+                let scheduled = stage as u64 * 10_000 * MS + id * 7 * MS + next(3) * MS;
+                let sent = scheduled + next(4) * 250_000;
+                let streaming = next(5) != 0;
+                let mut at = sent + next(80) * MS;
+                let mut chunks = Vec::new();
+                if next(2) == 0 {
+                    chunks.push(ChunkEvent {
+                        at_ns: at,
+                        kind: ChunkKind::Empty,
+                    });
+                }
+                for _ in 0..next(12) {
+                    // Rounded gaps, so samples hold many equal values.
+                    at += next(6) * 500_000 + if next(200) == 0 { 90_000 * MS } else { 0 };
+                    chunks.push(ChunkEvent {
+                        at_ns: at,
+                        kind: ChunkKind::Content {
+                            tokens: [1, 1, 1, 2, 3, 0][next(6) as usize] as u32,
+                        },
+                    });
+                }
+                if next(3) == 0 {
+                    at += MS;
+                    chunks.push(ChunkEvent {
+                        at_ns: at,
+                        kind: ChunkKind::UsageOnly,
+                    });
+                }
+                if !streaming {
+                    chunks.truncate(1);
+                }
+                let mut r = RequestRecord {
+                    id,
+                    stage,
+                    scheduled_ns: scheduled,
+                    sent_ns: sent,
+                    // Ends on a 4 ms grid: several requests end at the same instant.
+                    end_ns: (at + MS) / (4 * MS) * (4 * MS) + 4 * MS,
+                    input_tokens: 10 + next(50) as u32,
+                    max_tokens: Some(16),
+                    streaming,
+                    http_status: Some(200),
+                    usage: (next(2) == 0).then(|| Usage {
+                        prompt_tokens: 12 + next(40) as u32,
+                        completion_tokens: next(20) as u32,
+                        cached_tokens: None,
+                        reasoning_tokens: None,
+                    }),
+                    error: None,
+                    chunks,
+                    text: None,
+                    conversation: (next(2) == 0).then(|| TurnOf {
+                        id: next(9) as u32,
+                        turn: next(3) as u32,
+                    }),
+                    warmup: stage == 0 && id < 3,
+                    ignore_eos: false,
+                    finish_reason: None,
+                    request_id: None,
+                    traceparent: None,
+                };
+                match next(14) {
+                    0 => {
+                        r.error = Some(Box::new(RequestError {
+                            class: ErrorClass::Timeout,
+                            message: "timed out".into(),
+                        }))
+                    }
+                    1 => {
+                        r.http_status = Some([429, 503][next(2) as usize]);
+                        r.error = Some(Box::new(RequestError {
+                            class: ErrorClass::HttpStatus,
+                            message: format!("status {}", next(3)),
+                        }));
+                    }
+                    2 => r.http_status = Some(500),
+                    3 => {
+                        // Cancelled before it was sent.
+                        r.sent_ns = r.end_ns;
+                        r.http_status = None;
+                        r.chunks.clear();
+                        r.error = Some(Box::new(RequestError {
+                            class: ErrorClass::Cancelled,
+                            message: String::new(),
+                        }));
+                    }
+                    4 => {
+                        r.error = Some(Box::new(RequestError {
+                            class: ErrorClass::StreamCut,
+                            message: "ended before [DONE]".into(),
+                        }))
+                    }
+                    _ => {}
+                }
+                r
+            })
+            .collect();
+        // Finishing order, as requests.jsonl holds them: by end, so stage 0's slowest land among stage 1's.
+        records.sort_by_key(|r| r.end_ns);
+        records
+    }
+
+    fn phase(percent: Option<f64>, value: Option<f64>, mode: TransientMode) -> Option<Transient> {
+        Some(Transient::GuidellmPhase(TransientPhase {
+            percent,
+            value,
+            mode,
+        }))
+    }
+
+    /// Run metadata for `varied` records: stage 0 with guidellm v0.3 fractions, stage 1 with v0.4 phases by count
+    /// and by time, stage 2 with neither; goodput objectives of `harness`'s definition.
+    fn meta_for(harness: Harness, n: u64, transient: u8) -> RunMeta {
+        let mut meta = crate::report::tests::meta();
+        meta.harness = harness;
+        let third = (n / 3).max(1);
+        let fraction = |f| Some(Transient::GuidellmFraction { fraction: f });
+        let (w0, c0, w1, c1) = match transient % 4 {
+            0 => (None, None, None, None),
+            1 => (
+                fraction(0.1),
+                fraction(0.2),
+                phase(None, Some(3.0), TransientMode::Requests),
+                phase(Some(0.1), None, TransientMode::Both),
+            ),
+            2 => (
+                fraction(0.3),
+                None,
+                phase(Some(0.25), None, TransientMode::PreferDuration),
+                phase(None, Some(2.0), TransientMode::Requests),
+            ),
+            _ => (
+                None,
+                fraction(0.05),
+                phase(None, Some(0.05), TransientMode::Duration),
+                phase(Some(0.3), None, TransientMode::PreferRequests),
+            ),
+        };
+        meta.stages = vec![
+            StageMeta {
+                rate: Some(5.0),
+                max_requests: Some(third),
+                max_duration_s: Some(third as f64 * 0.007 + 0.05),
+                warmup: w0,
+                cooldown: c0,
+                ..StageMeta::default()
+            },
+            StageMeta {
+                concurrency: Some(4),
+                max_requests: Some(third),
+                max_duration_s: Some(third as f64 * 0.007 + 0.05),
+                warmup: w1,
+                cooldown: c1,
+                ..StageMeta::default()
+            },
+            StageMeta {
+                rate: Some(5.0),
+                ..StageMeta::default()
+            },
+        ];
+        meta.end = Some(RunEnd {
+            state: RunState::Complete,
+            stopped: None,
+            planned: Some(n),
+            sent: n,
+            finished: n,
+            // Each stage starts where `varied` schedules its first request.
+            stages: (0..3)
+                .map(|s| StageEnd {
+                    start_ns: s * 10_000 * MS + s * n / 3 * 7 * MS,
+                    end_ns: s * 10_000 * MS + 9_000 * MS,
+                    stopped: None,
+                    sessions: Vec::new(),
+                })
+                .collect(),
+            failed: None,
+        });
+        meta.report.goodput = match harness {
+            Harness::VllmBenchmark => vec![
+                Slo {
+                    metric: SloMetric::Ttft,
+                    limit_s: 0.05,
+                },
+                Slo {
+                    metric: SloMetric::Tpot,
+                    limit_s: 0.002,
+                },
+            ],
+            _ => vec![
+                Slo {
+                    metric: SloMetric::Ttft,
+                    limit_s: 0.04,
+                },
+                Slo {
+                    metric: SloMetric::Itl,
+                    limit_s: 0.002,
+                },
+                Slo {
+                    metric: SloMetric::E2e,
+                    limit_s: 0.07,
+                },
+            ],
+        };
+        meta.report.vllm_metric_percentiles = vec![25.0, 50.0, 99.0, 99.9];
+        meta.report.vllm_percentile_metrics =
+            ["ttft", "tpot", "itl", "e2el"].map(String::from).to_vec();
+        meta
+    }
+
+    /// The summary from disk, without the note saying it was.
+    fn from_disk(meta: &RunMeta, records: &[RequestRecord], memory: u64) -> RunSummary {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let run =
+            summarize_spilled(dir.path(), meta, records, Formats::ALL, memory).expect("spilled");
+        let mut summary = run.summary().clone();
+        assert!(summary.records_spilled.take().is_some());
+        summary
+    }
+
+    /// The same summary, compared as values and as the JSON summary.json holds, bit for bit.
+    fn assert_same(got: &RunSummary, expected: &RunSummary) {
+        assert_eq!(got, expected);
+        assert_eq!(got.to_json_pretty(), expected.to_json_pretty());
+    }
+
+    #[test]
+    fn the_summary_from_disk_is_the_summary_in_memory_bit_for_bit() {
+        for (seed, harness, transient) in [
+            (1, Harness::InferencePerf, 0),
+            (2, Harness::Guidellm, 1),
+            (3, Harness::VllmBenchmark, 2),
+            (4, Harness::Guidellm, 3),
+        ] {
+            let records = varied(seed, 600);
+            let meta = meta_for(harness, 600, transient);
+            let expected = summarize_run(&meta, &records);
+            assert!(
+                expected.stages.len() == 3 && expected.conversations.is_some(),
+                "{:?} {:?}",
+                expected
+                    .stages
+                    .iter()
+                    .map(|s| (s.stage, s.summary.requests))
+                    .collect::<Vec<_>>(),
+                records.iter().filter(|r| r.stage == 1).count()
+            );
+            assert!(expected.overall.requests.failed > 0 && expected.overall.goodput.is_some());
+            if transient > 0 {
+                assert!(expected.excluded.warmup + expected.excluded.cooldown > 0);
+            }
+            for memory in [TINY, 64 << 10, DEFAULT_RECORDS_MEMORY] {
+                assert_same(&from_disk(&meta, &records, memory), &expected);
+            }
+        }
+    }
+
+    #[test]
+    fn every_report_written_from_disk_is_the_one_written_from_memory() {
+        for (seed, harness, transient) in [
+            (5, Harness::InferencePerf, 1),
+            (6, Harness::VllmBenchmark, 2),
+        ] {
+            let records = varied(seed, 450);
+            let meta = meta_for(harness, 450, transient);
+            let summary = summarize_run(&meta, &records);
+            let memory = tempfile::tempdir().expect("temp dir");
+            let in_memory = write_all(memory.path(), &meta, &records, &summary, Formats::ALL)
+                .expect("in memory");
+            let disk = tempfile::tempdir().expect("temp dir");
+            let run = summarize_spilled(disk.path(), &meta, records.as_slice(), Formats::ALL, TINY)
+                .expect("spilled");
+            let from_disk = run
+                .write_reports(disk.path(), &meta, &summary)
+                .expect("reports");
+            let name = |p: &PathBuf| p.file_name().map(|n| n.to_string_lossy().into_owned());
+            let written: Vec<Option<String>> = from_disk.iter().map(name).collect();
+            // Everything but the files made of every record (inference-perf's per-request file, guidellm's report,
+            // AIPerf's export), and the same bytes.
+            let expected: Vec<Option<String>> = in_memory
+                .iter()
+                .map(name)
+                .filter(|n| {
+                    !matches!(
+                        n.as_deref(),
+                        Some(
+                            super::super::PER_REQUEST_LIFECYCLE_FILE
+                                | super::super::GUIDELLM_REPORT_FILE
+                                | super::super::aiperf::AIPERF_JSON_FILE
+                                | super::super::aiperf::AIPERF_CSV_FILE
+                        )
+                    )
+                })
+                .collect();
+            assert_eq!(written, expected);
+            assert!(written.len() >= 9, "{written:?}");
+            for path in &from_disk {
+                let file = path.file_name().expect("a file");
+                assert_eq!(
+                    std::fs::read_to_string(path).expect("from disk"),
+                    std::fs::read_to_string(memory.path().join(file)).expect("in memory"),
+                    "{}",
+                    file.to_string_lossy()
+                );
+            }
+            // The spill files are gone once the reports are written.
+            let left: Vec<_> = std::fs::read_dir(disk.path())
+                .expect("dir")
+                .filter_map(Result::ok)
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with(".llmbench-spill")
+                })
+                .collect();
+            assert!(left.is_empty());
+        }
+    }
+
+    #[test]
+    fn a_small_case_worked_by_hand() {
+        // Two streamed requests of stage 0, sent at 0 and 100 ms: content chunks at +10, +20, +40 ms and +10,
+        // +50, +110 ms, ending 10 ms after their last chunk. ITL pools 10, 20, 40, 60 ms; TTFT 10, 10; E2E 50, 120.
+        let record = |id: u64, sent_ms: u64, chunks_ms: &[u64]| RequestRecord {
+            id,
+            stage: 0,
+            scheduled_ns: sent_ms * MS,
+            sent_ns: sent_ms * MS,
+            end_ns: (sent_ms + chunks_ms[chunks_ms.len() - 1] + 10) * MS,
+            input_tokens: 10,
+            max_tokens: None,
+            streaming: true,
+            http_status: Some(200),
+            usage: None,
+            error: None,
+            chunks: chunks_ms
+                .iter()
+                .map(|&c| ChunkEvent {
+                    at_ns: (sent_ms + c) * MS,
+                    kind: ChunkKind::Content { tokens: 1 },
+                })
+                .collect(),
+            text: None,
+            conversation: None,
+            warmup: false,
+            ignore_eos: false,
+            finish_reason: None,
+            request_id: None,
+            traceparent: None,
+        };
+        let records = [record(0, 0, &[10, 20, 40]), record(1, 100, &[10, 50, 110])];
+        let meta = crate::report::tests::meta();
+        let s = from_disk(&meta, &records, TINY);
+        let itl = s.overall.latency_ms.itl.expect("itl");
+        // [10, 20, 40, 60]: mean 32.5; p50 at index 1.5 → 30; p90 at index 2.7 → 40 + 0.7·20 = 54.
+        assert_eq!(
+            (itl.count, itl.mean, itl.min, itl.max),
+            (4, 32.5, 10.0, 60.0)
+        );
+        assert_eq!(itl.p50, 30.0);
+        assert!((itl.p90 - 54.0).abs() < 1e-9);
+        let e2e = s.overall.latency_ms.e2e.expect("e2e");
+        // E2E 50 and 120 ms: p50 85.
+        assert_eq!((e2e.mean, e2e.p50), (85.0, 85.0));
+        // TPOT (40 − 10)/2 = 15 and (110 − 10)/2 = 50.
+        assert_eq!(s.overall.latency_ms.tpot.expect("tpot").mean, 32.5);
+        // The window: first send 0 to last end 220 ms; 6 output tokens.
+        assert_eq!(s.overall.duration_s, 0.22);
+        assert!((s.overall.throughput.output_tokens_per_s - 6.0 / 0.22).abs() < 1e-9);
+        assert_same(&s, &summarize_run(&meta, &records));
+    }
+
+    #[test]
+    fn a_sharded_run_streamed_from_its_shards_equals_the_merge_in_memory() {
+        let root = tempfile::tempdir().expect("temp dir");
+        let records = varied(9, 300);
+        let mut shards = Vec::new();
+        for index in 0..3u32 {
+            let mut meta = meta_for(Harness::Guidellm, 300, 1);
+            meta.shard = crate::report::ShardMeta { index, count: 3 };
+            meta.t0_unix_ns += u64::from(index) * 7 * MS;
+            let mine: Vec<RequestRecord> = records
+                .iter()
+                .filter(|r| r.id % 3 == u64::from(index))
+                .cloned()
+                .collect();
+            let dir = root.path().join(format!("shard-{index}"));
+            std::fs::create_dir(&dir).expect("shard dir");
+            meta.write(&dir).expect("run.json");
+            let lines: String = mine
+                .iter()
+                .map(|r| serde_json::to_string(r).expect("json") + "\n")
+                .collect();
+            std::fs::write(dir.join(REQUESTS_FILE), lines).expect("records");
+            shards.push((meta, mine));
+        }
+        let merged = crate::report::merge::merge(shards).expect("merge");
+        let expected = summarize_run(&merged.meta, &merged.records);
+        let sharded = crate::report::merge::read_sharded_metas(root.path())
+            .expect("read")
+            .expect("sharded");
+        let run = summarize_spilled(
+            root.path(),
+            &sharded.merged.meta,
+            &sharded.records,
+            Formats::ALL,
+            TINY,
+        )
+        .expect("spilled");
+        let mut got = run.summary().clone();
+        got.records_spilled = None;
+        assert_same(&got, &expected);
+    }
+
+    #[test]
+    fn report_dir_within_a_small_budget_rebuilds_the_same_summary() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let records = varied(11, 200);
+        let meta = meta_for(Harness::InferencePerf, 200, 0);
+        meta.write(dir.path()).expect("run.json");
+        let lines: String = records
+            .iter()
+            .map(|r| serde_json::to_string(r).expect("json") + "\n")
+            .collect();
+        std::fs::write(dir.path().join(REQUESTS_FILE), lines).expect("records");
+        let in_memory = crate::report::report_dir(dir.path(), None, &crate::plot::write_pictures)
+            .expect("in memory");
+        assert!(in_memory.summary.records_spilled.is_none());
+        let spilled =
+            crate::report::report_dir_within(dir.path(), None, TINY, &crate::plot::write_pictures)
+                .expect("from disk");
+        let mut summary = spilled.summary.clone();
+        let note = summary.records_spilled.take().expect("said so");
+        assert!(
+            note.skipped
+                .iter()
+                .any(|s| s.file == "plots/ and report.html")
+        );
+        assert_same(&summary, &in_memory.summary);
+        // summary.json says the run was summarised from disk.
+        let text = std::fs::read_to_string(dir.path().join(crate::report::SUMMARY_FILE))
+            .expect("summary.json");
+        assert!(text.contains("records_spilled"), "{text}");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(40))]
+        /// Any records, any transient rules, any budget: the summary from disk is the one in memory.
+        #[test]
+        fn summaries_from_disk_and_memory_agree(
+            seed in any::<u64>(),
+            n in 1u64..160,
+            transient in 0u8..4,
+            harness in prop::sample::select(vec![Harness::InferencePerf, Harness::Guidellm, Harness::VllmBenchmark]),
+            memory in 200u64..4096,
+        ) {
+            let records = varied(seed, n);
+            let meta = meta_for(harness, n, transient);
+            let expected = summarize_run(&meta, &records);
+            let got = from_disk(&meta, &records, memory);
+            prop_assert_eq!(&got, &expected);
+            prop_assert_eq!(got.to_json_pretty(), expected.to_json_pretty());
+        }
+    }
+}

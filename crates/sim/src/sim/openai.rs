@@ -1,0 +1,662 @@
+//! OpenAI/vLLM wire shapes: the request fields the simulator reads, and the response, chunk and
+//! error bodies it writes, field for field as vLLM serialises them.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use super::prefix_cache::BlockHasher;
+use llmbench_workload::tokenizer::word_count;
+
+/// The text of every output token. Real BPE tokenizers also encode `" token"` as one token, so a
+/// client that re-tokenises the output counts what `usage` reports.
+pub(crate) const TOKEN_TEXT: &str = " token";
+
+pub(crate) const DONE_EVENT: &[u8] = b"data: [DONE]\n\n";
+
+/// The `malformed` fault: a `data:` event whose payload is not JSON.
+pub(crate) const MALFORMED_EVENT: &[u8] = b"data: {\"id\": llmbench-sim malformed event\n\n";
+
+/// `POST /v1/completions`; unknown fields are ignored, as vLLM does.
+#[derive(Debug, Deserialize)]
+pub(crate) struct CompletionRequest {
+    #[serde(default)]
+    pub model: Option<String>,
+    pub prompt: Prompt,
+    #[serde(flatten)]
+    pub common: CommonParams,
+}
+
+/// `POST /v1/chat/completions`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct ChatRequest {
+    #[serde(default)]
+    pub model: Option<String>,
+    pub messages: Vec<ChatMessage>,
+    /// OpenAI's newer name for `max_tokens`; wins over it, as in vLLM.
+    #[serde(default)]
+    pub max_completion_tokens: Option<i64>,
+    #[serde(flatten)]
+    pub common: CommonParams,
+}
+
+/// Sampling and streaming fields shared by both endpoints.
+#[derive(Debug, Deserialize)]
+pub(crate) struct CommonParams {
+    #[serde(default)]
+    pub stream: Option<bool>,
+    #[serde(default)]
+    pub stream_options: Option<StreamOptions>,
+    #[serde(default)]
+    pub max_tokens: Option<i64>,
+    #[serde(default)]
+    pub ignore_eos: Option<bool>,
+    #[serde(default)]
+    pub n: Option<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct StreamOptions {
+    #[serde(default)]
+    pub include_usage: Option<bool>,
+}
+
+/// Every prompt form vLLM accepts; only single prompts are served.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum Prompt {
+    Text(String),
+    TokenIds(Vec<u32>),
+    Texts(Vec<String>),
+    TokenIdBatches(Vec<Vec<u32>>),
+}
+
+impl Prompt {
+    /// The simulator's token estimate: words of a text prompt, ids of a token-id prompt. A batch
+    /// of more than one prompt is refused (it would need one choice per prompt).
+    pub fn token_count(&self) -> Result<u32, String> {
+        let count = match self {
+            Prompt::Text(text) => word_count(text),
+            Prompt::TokenIds(ids) => ids.len(),
+            Prompt::Texts(texts) => match texts.as_slice() {
+                [text] => word_count(text),
+                _ => return Err(batch_error(texts.len())),
+            },
+            Prompt::TokenIdBatches(batches) => match batches.as_slice() {
+                [ids] => ids.len(),
+                _ => return Err(batch_error(batches.len())),
+            },
+        };
+        Ok(saturate(count))
+    }
+}
+
+impl Prompt {
+    /// Feeds the prompt's tokens, as [`Prompt::token_count`] counts them, to the prefix cache's hasher. A batch
+    /// was refused by the count already, so only single prompts reach here.
+    pub fn hash_blocks(&self, hasher: &mut BlockHasher) {
+        match self {
+            Prompt::Text(text) => hasher.push_words(text),
+            Prompt::TokenIds(ids) => ids.iter().for_each(|id| hasher.push(id)),
+            Prompt::Texts(texts) => texts.iter().for_each(|text| hasher.push_words(text)),
+            Prompt::TokenIdBatches(batches) => {
+                batches.iter().flatten().for_each(|id| hasher.push(id))
+            }
+        }
+    }
+}
+
+fn batch_error(len: usize) -> String {
+    format!(
+        "the simulator serves one prompt per request, got a batch of {len}; \
+         send a string or a token-id array"
+    )
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ChatMessage {
+    #[serde(default)]
+    pub content: Option<MessageContent>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum MessageContent {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+/// A multi-part content item; only text parts carry tokens for the estimate.
+#[derive(Debug, Deserialize)]
+pub(crate) struct ContentPart {
+    #[serde(default)]
+    pub text: Option<String>,
+}
+
+/// The chat token estimate: the words of every message's text (no chat-template overhead).
+pub(crate) fn chat_prompt_tokens(messages: &[ChatMessage]) -> u32 {
+    let words: usize = messages
+        .iter()
+        .filter_map(|message| message.content.as_ref())
+        .map(|content| match content {
+            MessageContent::Text(text) => word_count(text),
+            MessageContent::Parts(parts) => parts
+                .iter()
+                .filter_map(|part| part.text.as_deref())
+                .map(word_count)
+                .sum(),
+        })
+        .sum();
+    saturate(words)
+}
+
+/// Feeds a chat's tokens, as [`chat_prompt_tokens`] counts them, to the prefix cache's hasher: every message's
+/// text words, in order.
+pub(crate) fn chat_hash_blocks(messages: &[ChatMessage], hasher: &mut BlockHasher) {
+    for content in messages.iter().filter_map(|m| m.content.as_ref()) {
+        match content {
+            MessageContent::Text(text) => hasher.push_words(text),
+            MessageContent::Parts(parts) => parts
+                .iter()
+                .filter_map(|part| part.text.as_deref())
+                .for_each(|text| hasher.push_words(text)),
+        }
+    }
+}
+
+fn saturate(count: usize) -> u32 {
+    u32::try_from(count).unwrap_or(u32::MAX)
+}
+
+/// Which endpoint a response is for; decides object names and chunk layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Endpoint {
+    Completions,
+    Chat,
+}
+
+impl Endpoint {
+    pub fn id_prefix(self) -> &'static str {
+        match self {
+            Endpoint::Completions => "cmpl-",
+            Endpoint::Chat => "chatcmpl-",
+        }
+    }
+}
+
+/// vLLM's `UsageInfo` as its usage chunks write it (`exclude_none`): `prompt_tokens_details` only when set.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub(crate) struct Usage {
+    pub prompt_tokens: u32,
+    pub total_tokens: u32,
+    pub completion_tokens: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens_details: Option<PromptTokensDetails>,
+}
+
+/// vLLM's `PromptTokenUsageInfo`: the prompt tokens served from the prefix cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub(crate) struct PromptTokensDetails {
+    pub cached_tokens: u32,
+}
+
+impl Usage {
+    pub fn new(prompt_tokens: u32, completion_tokens: u32) -> Self {
+        Self {
+            prompt_tokens,
+            total_tokens: prompt_tokens.saturating_add(completion_tokens),
+            completion_tokens,
+            prompt_tokens_details: None,
+        }
+    }
+
+    /// The same usage, reporting `cached_tokens` prompt tokens as served from the prefix cache.
+    pub fn with_cached_tokens(mut self, cached_tokens: u32) -> Self {
+        self.prompt_tokens_details = Some(PromptTokensDetails { cached_tokens });
+        self
+    }
+}
+
+/// The per-request constants every chunk repeats.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ChunkHeader<'a> {
+    pub endpoint: Endpoint,
+    pub id: &'a str,
+    pub created: u64,
+    pub model: &'a str,
+}
+
+#[derive(Serialize)]
+struct CompletionChunk<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: u64,
+    model: &'a str,
+    choices: &'a [CompletionStreamChoice<'a>],
+    /// vLLM serialises completion chunks with every field, so `usage` is `null` until the usage
+    /// chunk, where (with `exclude_none`) it is an object.
+    usage: Option<Usage>,
+}
+
+#[derive(Serialize)]
+struct CompletionStreamChoice<'a> {
+    index: u32,
+    text: &'a str,
+    logprobs: Option<()>,
+    finish_reason: Option<&'static str>,
+    stop_reason: Option<()>,
+}
+
+#[derive(Serialize)]
+struct ChatChunk<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: u64,
+    model: &'a str,
+    choices: &'a [ChatStreamChoice<'a>],
+    /// vLLM serialises chat chunks with `exclude_unset`, so `usage` appears only in the usage chunk.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<Usage>,
+}
+
+#[derive(Serialize)]
+struct ChatStreamChoice<'a> {
+    index: u32,
+    delta: Delta<'a>,
+    logprobs: Option<()>,
+    finish_reason: Option<&'static str>,
+    /// Set (to `null`) only on the finishing chunk, like vLLM.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stop_reason: Option<Option<()>>,
+}
+
+/// vLLM's `DeltaMessage`, written with `exclude_unset`: a reasoning token carries `reasoning_content` and no
+/// `content`.
+#[derive(Serialize)]
+struct Delta<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    role: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_content: Option<&'a str>,
+}
+
+impl ChunkHeader<'_> {
+    /// The chat stream's opening chunk: the role-only delta vLLM sends with the first token.
+    pub fn role_event(&self) -> Bytes {
+        self.chat_event(
+            &[ChatStreamChoice {
+                index: 0,
+                delta: Delta {
+                    role: Some("assistant"),
+                    content: Some(""),
+                    reasoning_content: None,
+                },
+                logprobs: None,
+                finish_reason: None,
+                stop_reason: None,
+            }],
+            None,
+        )
+    }
+
+    /// One output token; `finish_reason` is set on the last one.
+    pub fn token_event(&self, finish_reason: Option<&'static str>) -> Bytes {
+        self.output_event(finish_reason, false)
+    }
+
+    /// One reasoning token of a chat answer (a completion has none: it gets an output token).
+    pub fn reasoning_event(&self, finish_reason: Option<&'static str>) -> Bytes {
+        self.output_event(finish_reason, true)
+    }
+
+    fn output_event(&self, finish_reason: Option<&'static str>, reasoning: bool) -> Bytes {
+        match self.endpoint {
+            Endpoint::Completions => self.completion_event(
+                &[CompletionStreamChoice {
+                    index: 0,
+                    text: TOKEN_TEXT,
+                    logprobs: None,
+                    finish_reason,
+                    stop_reason: None,
+                }],
+                None,
+            ),
+            Endpoint::Chat => self.chat_event(
+                &[ChatStreamChoice {
+                    index: 0,
+                    delta: if reasoning {
+                        Delta {
+                            role: None,
+                            content: None,
+                            reasoning_content: Some(TOKEN_TEXT),
+                        }
+                    } else {
+                        Delta {
+                            role: None,
+                            content: Some(TOKEN_TEXT),
+                            reasoning_content: None,
+                        }
+                    },
+                    logprobs: None,
+                    finish_reason,
+                    stop_reason: finish_reason.map(|_| None),
+                }],
+                None,
+            ),
+        }
+    }
+
+    /// The `stream_options.include_usage` chunk: empty `choices`, then `usage`.
+    pub fn usage_event(&self, usage: Usage) -> Bytes {
+        match self.endpoint {
+            Endpoint::Completions => self.completion_event(&[], Some(usage)),
+            Endpoint::Chat => self.chat_event(&[], Some(usage)),
+        }
+    }
+
+    fn completion_event(
+        &self,
+        choices: &[CompletionStreamChoice<'_>],
+        usage: Option<Usage>,
+    ) -> Bytes {
+        sse_event(&CompletionChunk {
+            id: self.id,
+            object: "text_completion",
+            created: self.created,
+            model: self.model,
+            choices,
+            usage,
+        })
+    }
+
+    fn chat_event(&self, choices: &[ChatStreamChoice<'_>], usage: Option<Usage>) -> Bytes {
+        sse_event(&ChatChunk {
+            id: self.id,
+            object: "chat.completion.chunk",
+            created: self.created,
+            model: self.model,
+            choices,
+            usage,
+        })
+    }
+
+    /// The whole non-streaming response body; `reasoning` is a chat answer's reasoning text, if any.
+    pub fn response_body(
+        &self,
+        text: &str,
+        reasoning: Option<&str>,
+        finish_reason: &'static str,
+        usage: Usage,
+    ) -> Vec<u8> {
+        let result = match self.endpoint {
+            Endpoint::Completions => serde_json::to_vec(&CompletionResponse {
+                id: self.id,
+                object: "text_completion",
+                created: self.created,
+                model: self.model,
+                choices: [CompletionChoice {
+                    index: 0,
+                    text,
+                    logprobs: None,
+                    finish_reason,
+                    stop_reason: None,
+                    prompt_logprobs: None,
+                }],
+                usage: FullUsage::from(usage),
+            }),
+            Endpoint::Chat => serde_json::to_vec(&ChatResponse {
+                id: self.id,
+                object: "chat.completion",
+                created: self.created,
+                model: self.model,
+                choices: [ChatChoice {
+                    index: 0,
+                    message: ChatResponseMessage {
+                        role: "assistant",
+                        content: text,
+                        reasoning_content: reasoning,
+                        tool_calls: [],
+                    },
+                    logprobs: None,
+                    finish_reason,
+                    stop_reason: None,
+                }],
+                usage: FullUsage::from(usage),
+                prompt_logprobs: None,
+            }),
+        };
+        // Serialising these plain structs into a Vec cannot fail.
+        result.unwrap_or_default()
+    }
+}
+
+fn sse_event<T: Serialize>(payload: &T) -> Bytes {
+    let mut event = Vec::with_capacity(256);
+    event.extend_from_slice(b"data: ");
+    // Serialising plain structs into a Vec cannot fail; an empty payload would still be a valid
+    // (if useless) event, so there is nothing to recover from.
+    let _ = serde_json::to_writer(&mut event, payload);
+    event.extend_from_slice(b"\n\n");
+    Bytes::from(event)
+}
+
+/// `UsageInfo` in a whole (non-streaming) response, which vLLM serialises with every field: no cached tokens
+/// reads `"prompt_tokens_details": null`.
+#[derive(Serialize)]
+struct FullUsage {
+    prompt_tokens: u32,
+    total_tokens: u32,
+    completion_tokens: u32,
+    prompt_tokens_details: Option<PromptTokensDetails>,
+}
+
+impl From<Usage> for FullUsage {
+    fn from(usage: Usage) -> Self {
+        Self {
+            prompt_tokens: usage.prompt_tokens,
+            total_tokens: usage.total_tokens,
+            completion_tokens: usage.completion_tokens,
+            prompt_tokens_details: usage.prompt_tokens_details,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct CompletionResponse<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: u64,
+    model: &'a str,
+    choices: [CompletionChoice<'a>; 1],
+    usage: FullUsage,
+}
+
+#[derive(Serialize)]
+struct CompletionChoice<'a> {
+    index: u32,
+    text: &'a str,
+    logprobs: Option<()>,
+    finish_reason: &'static str,
+    stop_reason: Option<()>,
+    prompt_logprobs: Option<()>,
+}
+
+#[derive(Serialize)]
+struct ChatResponse<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: u64,
+    model: &'a str,
+    choices: [ChatChoice<'a>; 1],
+    usage: FullUsage,
+    prompt_logprobs: Option<()>,
+}
+
+#[derive(Serialize)]
+struct ChatChoice<'a> {
+    index: u32,
+    message: ChatResponseMessage<'a>,
+    logprobs: Option<()>,
+    finish_reason: &'static str,
+    stop_reason: Option<()>,
+}
+
+#[derive(Serialize)]
+struct ChatResponseMessage<'a> {
+    role: &'static str,
+    content: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_content: Option<&'a str>,
+    tool_calls: [(); 0],
+}
+
+/// `GET /v1/models`.
+#[derive(Serialize)]
+pub(crate) struct ModelList<'a> {
+    pub object: &'static str,
+    pub data: [ModelCard<'a>; 1],
+}
+
+#[derive(Serialize)]
+pub(crate) struct ModelCard<'a> {
+    pub id: &'a str,
+    pub object: &'static str,
+    pub created: u64,
+    pub owned_by: &'static str,
+    pub root: &'a str,
+    pub parent: Option<()>,
+    pub max_model_len: u32,
+}
+
+/// vLLM's error body: `{"error": {"message", "type", "param", "code"}}`.
+#[derive(Serialize)]
+pub(crate) struct ErrorBody<'a> {
+    pub error: ErrorDetail<'a>,
+}
+
+#[derive(Serialize)]
+pub(crate) struct ErrorDetail<'a> {
+    pub message: &'a str,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub param: Option<&'static str>,
+    pub code: u16,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(endpoint: Endpoint) -> ChunkHeader<'static> {
+        ChunkHeader {
+            endpoint,
+            id: "x-1",
+            created: 7,
+            model: "m",
+        }
+    }
+
+    fn json_of(event: &Bytes) -> serde_json::Value {
+        let text = std::str::from_utf8(event).expect("utf-8");
+        let payload = text
+            .strip_prefix("data: ")
+            .and_then(|rest| rest.strip_suffix("\n\n"))
+            .expect("one SSE event");
+        serde_json::from_str(payload).expect("JSON payload")
+    }
+
+    #[test]
+    fn text_prompts_count_words_and_token_arrays_count_ids() {
+        let parse = |json: &str| serde_json::from_str::<Prompt>(json).expect("prompt");
+        assert_eq!(parse(r#""one two  three\nfour""#).token_count(), Ok(4));
+        assert_eq!(parse("[1, 2, 3]").token_count(), Ok(3));
+        assert_eq!(parse(r#"["a b"]"#).token_count(), Ok(2));
+        assert_eq!(parse("[[5, 6]]").token_count(), Ok(2));
+        assert!(parse(r#"["a", "b"]"#).token_count().is_err());
+    }
+
+    #[test]
+    fn chat_prompts_count_words_of_every_text_part() {
+        let messages: Vec<ChatMessage> = serde_json::from_str(
+            r#"[{"role":"system","content":"be brief"},
+                {"role":"user","content":[{"type":"text","text":"hi there you"},{"type":"image_url"}]},
+                {"role":"assistant"}]"#,
+        )
+        .expect("messages");
+        assert_eq!(chat_prompt_tokens(&messages), 5);
+    }
+
+    #[test]
+    fn chat_role_chunk_matches_vllm() {
+        let chunk = json_of(&header(Endpoint::Chat).role_event());
+        assert_eq!(
+            chunk,
+            serde_json::json!({"id":"x-1","object":"chat.completion.chunk","created":7,"model":"m",
+                "choices":[{"index":0,"delta":{"role":"assistant","content":""},
+                            "logprobs":null,"finish_reason":null}]})
+        );
+    }
+
+    #[test]
+    fn last_token_chunks_carry_the_finish_reason() {
+        let chat = json_of(&header(Endpoint::Chat).token_event(Some("length")));
+        assert_eq!(
+            chat["choices"][0],
+            serde_json::json!({"index":0,"delta":{"content":" token"},"logprobs":null,
+                               "finish_reason":"length","stop_reason":null})
+        );
+        let completion = json_of(&header(Endpoint::Completions).token_event(None));
+        assert_eq!(
+            completion,
+            serde_json::json!({"id":"x-1","object":"text_completion","created":7,"model":"m",
+                "choices":[{"index":0,"text":" token","logprobs":null,"finish_reason":null,
+                            "stop_reason":null}],
+                "usage":null})
+        );
+    }
+
+    #[test]
+    fn usage_chunks_have_empty_choices() {
+        for endpoint in [Endpoint::Chat, Endpoint::Completions] {
+            let chunk = json_of(&header(endpoint).usage_event(Usage::new(3, 4)));
+            assert_eq!(chunk["choices"], serde_json::json!([]));
+            assert_eq!(
+                chunk["usage"],
+                serde_json::json!({"prompt_tokens":3,"total_tokens":7,"completion_tokens":4})
+            );
+            let cached =
+                json_of(&header(endpoint).usage_event(Usage::new(3, 4).with_cached_tokens(2)));
+            assert_eq!(
+                cached["usage"],
+                serde_json::json!({"prompt_tokens":3,"total_tokens":7,"completion_tokens":4,
+                                   "prompt_tokens_details":{"cached_tokens":2}})
+            );
+        }
+    }
+
+    #[test]
+    fn whole_responses_write_prompt_tokens_details_null_unless_tokens_were_cached() {
+        for endpoint in [Endpoint::Chat, Endpoint::Completions] {
+            let body = |usage| -> serde_json::Value {
+                serde_json::from_slice(
+                    &header(endpoint).response_body(" token", None, "length", usage),
+                )
+                .expect("JSON body")
+            };
+            assert_eq!(
+                body(Usage::new(3, 1))["usage"]["prompt_tokens_details"],
+                serde_json::Value::Null
+            );
+            assert!(
+                body(Usage::new(3, 1))["usage"]
+                    .as_object()
+                    .is_some_and(|u| u.contains_key("prompt_tokens_details"))
+            );
+            assert_eq!(
+                body(Usage::new(3, 1).with_cached_tokens(2))["usage"]["prompt_tokens_details"],
+                serde_json::json!({"cached_tokens": 2})
+            );
+        }
+    }
+}

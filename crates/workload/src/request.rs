@@ -1,0 +1,262 @@
+//! Request bodies, built once before the clock starts: each prompt becomes the exact JSON an OpenAI-compatible
+//! server receives, so the request path only sends bytes.
+
+use bytes::Bytes;
+use serde_json::{Map, Value, json};
+
+use crate::data::Prompt;
+use crate::workload::{Api, ApiKind, Harness};
+
+/// A request body built before the clock starts, with what the record needs to know about it.
+#[derive(Debug, Clone)]
+pub struct PreparedRequest {
+    pub body: Bytes,
+    pub input_tokens: u32,
+    pub max_tokens: Option<u32>,
+    /// Whether the body asks for exactly `max_tokens` tokens (`ignore_eos: true`).
+    pub ignore_eos: bool,
+    /// A header of this request alone (inference-perf's `session_id_header_key`: the request's session), shared
+    /// by the requests of one session.
+    pub header: Option<std::sync::Arc<(String, String)>>,
+}
+
+/// What every body of a run shares.
+#[derive(Debug, Clone)]
+pub struct BodySettings {
+    pub model: String,
+    pub api: ApiKind,
+    pub streaming: bool,
+    pub ignore_eos: bool,
+    /// `max_tokens` for prompts that carry none (inference-perf sends 30 when its data sets none).
+    pub default_max_tokens: Option<u32>,
+    /// Whose request body this is: the tools spell the same request differently.
+    pub style: BodyStyle,
+}
+
+/// How a tool writes its request bodies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BodyStyle {
+    /// inference-perf (`apis/completion.py`, `apis/chat.py`) and MLPerf: `max_tokens`, string content.
+    #[default]
+    InferencePerf,
+    /// vllm bench serve (`lib/endpoint_request_func.py`): chat asks with `max_completion_tokens` and sends the
+    /// user's content as a list of text parts.
+    Vllm,
+    /// guidellm (`backends/openai/request_handlers.py`): chat asks with `max_completion_tokens`, user content as
+    /// text parts; a request with an output length also sends `stop: null` and `ignore_eos: true`; streams ask
+    /// for `continuous_usage_stats`.
+    Guidellm,
+    /// AIPerf (`aiperf/clients/openai/openai_chat.py`, `openai_completions.py`): chat asks with
+    /// `max_completion_tokens`, string content; `--extra-inputs` (here only `ignore_eos`) merged into the body.
+    Aiperf,
+}
+
+impl BodyStyle {
+    pub fn of(harness: Harness) -> BodyStyle {
+        match harness {
+            Harness::VllmBenchmark | Harness::Inferencemax => BodyStyle::Vllm,
+            Harness::Guidellm => BodyStyle::Guidellm,
+            Harness::Aiperf => BodyStyle::Aiperf,
+            Harness::InferencePerf | Harness::Nop | Harness::Mlperf | Harness::Fmperf => {
+                BodyStyle::InferencePerf
+            }
+        }
+    }
+}
+
+impl BodySettings {
+    pub fn new(api: &Api, model: String, style: BodyStyle) -> Self {
+        Self {
+            model,
+            api: api.kind,
+            streaming: api.streaming,
+            ignore_eos: api.ignore_eos,
+            default_max_tokens: None,
+            style,
+        }
+    }
+}
+
+/// The request for `prompt`: a token-id prompt stays token ids, chat turns stay messages.
+pub fn prepare(prompt: &Prompt, settings: &BodySettings) -> PreparedRequest {
+    let max_tokens = prompt.max_tokens.or(settings.default_max_tokens);
+    let mut body = Map::new();
+    body.insert("model".to_owned(), Value::String(settings.model.clone()));
+    match settings.api {
+        ApiKind::Completion => {
+            let prompt_value = match &prompt.token_ids {
+                Some(ids) => json!(ids),
+                None => Value::String(prompt.text.clone()),
+            };
+            body.insert("prompt".to_owned(), prompt_value);
+        }
+        ApiKind::Chat => {
+            let mut messages = match &prompt.messages {
+                Some(turns) => json!(turns),
+                None => json!([{"role": "user", "content": prompt.text}]),
+            };
+            if !matches!(settings.style, BodyStyle::InferencePerf | BodyStyle::Aiperf) {
+                text_parts(&mut messages);
+            }
+            body.insert("messages".to_owned(), messages);
+        }
+    }
+    if settings.style == BodyStyle::Vllm && settings.api == ApiKind::Completion {
+        // `async_request_openai_completions` sends both, always.
+        body.insert("repetition_penalty".to_owned(), json!(1.0));
+        body.insert("logprobs".to_owned(), Value::Null);
+    }
+    let chat_field = settings.api == ApiKind::Chat && settings.style != BodyStyle::InferencePerf;
+    if let Some(max) = max_tokens {
+        let field = if chat_field {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        };
+        body.insert(field.to_owned(), json!(max));
+        if settings.style == BodyStyle::Guidellm && settings.ignore_eos {
+            body.insert("stop".to_owned(), Value::Null);
+        }
+    }
+    if settings.ignore_eos {
+        // vLLM's extension: generate exactly max_tokens, so output lengths are what the profile asked for.
+        body.insert("ignore_eos".to_owned(), Value::Bool(true));
+    }
+    body.insert("stream".to_owned(), Value::Bool(settings.streaming));
+    if settings.streaming {
+        let options = if settings.style == BodyStyle::Guidellm {
+            json!({"include_usage": true, "continuous_usage_stats": true})
+        } else {
+            json!({"include_usage": true})
+        };
+        body.insert("stream_options".to_owned(), options);
+    }
+    PreparedRequest {
+        body: Bytes::from(Value::Object(body).to_string()),
+        input_tokens: prompt.input_tokens,
+        max_tokens,
+        ignore_eos: settings.ignore_eos,
+        header: None,
+    }
+}
+
+/// User messages' string content as a list of one text part, as vLLM and guidellm send it.
+fn text_parts(messages: &mut Value) {
+    let Some(list) = messages.as_array_mut() else {
+        return;
+    };
+    for message in list {
+        if message["role"] == "user"
+            && let Some(text) = message["content"].as_str().map(str::to_owned)
+        {
+            message["content"] = json!([{"type": "text", "text": text}]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::ChatMessage;
+
+    fn settings(api: ApiKind, streaming: bool) -> BodySettings {
+        BodySettings {
+            model: "m".to_owned(),
+            api,
+            streaming,
+            ignore_eos: true,
+            default_max_tokens: Some(30),
+            style: BodyStyle::InferencePerf,
+        }
+    }
+
+    fn body(request: &PreparedRequest) -> Value {
+        serde_json::from_slice(&request.body).expect("valid JSON")
+    }
+
+    #[test]
+    fn a_streamed_completion_asks_for_usage_and_exact_length() {
+        let prompt = Prompt::text("hello world".to_owned(), 2, Some(8));
+        let request = prepare(&prompt, &settings(ApiKind::Completion, true));
+        assert_eq!(
+            body(&request),
+            json!({"model": "m", "prompt": "hello world", "max_tokens": 8, "ignore_eos": true, "stream": true,
+                   "stream_options": {"include_usage": true}})
+        );
+        assert_eq!((request.input_tokens, request.max_tokens), (2, Some(8)));
+    }
+
+    #[test]
+    fn pre_tokenized_prompts_are_sent_as_token_ids() {
+        let mut prompt = Prompt::text(String::new(), 3, None);
+        prompt.token_ids = Some(vec![1, 2, 3]);
+        let request = prepare(&prompt, &settings(ApiKind::Completion, false));
+        let value = body(&request);
+        assert_eq!(value["prompt"], json!([1, 2, 3]));
+        assert_eq!(
+            value["max_tokens"], 30,
+            "the default applies when the prompt sets none"
+        );
+        assert!(value.get("stream_options").is_none());
+    }
+
+    #[test]
+    fn chat_prompts_become_messages() {
+        let prompt = Prompt::text("hi".to_owned(), 1, Some(4));
+        assert_eq!(
+            body(&prepare(&prompt, &settings(ApiKind::Chat, true)))["messages"],
+            json!([{"role": "user", "content": "hi"}])
+        );
+        let mut turns = Prompt::text(String::new(), 5, Some(4));
+        turns.messages = Some(vec![
+            ChatMessage {
+                role: "system".to_owned(),
+                content: "be brief".to_owned(),
+            },
+            ChatMessage {
+                role: "user".to_owned(),
+                content: "hi".to_owned(),
+            },
+        ]);
+        assert_eq!(
+            body(&prepare(&turns, &settings(ApiKind::Chat, true)))["messages"][0]["role"],
+            "system"
+        );
+    }
+
+    #[test]
+    fn each_tool_spells_a_chat_request_its_own_way() {
+        let prompt = Prompt::text("hi".to_owned(), 1, Some(4));
+        let with = |style| {
+            let mut s = settings(ApiKind::Chat, true);
+            s.style = style;
+            body(&prepare(&prompt, &s))
+        };
+        let ip = with(BodyStyle::InferencePerf);
+        assert_eq!(ip["max_tokens"], 4);
+        assert_eq!(ip["messages"][0]["content"], "hi");
+        assert_eq!(ip["stream_options"], json!({"include_usage": true}));
+        let vllm = with(BodyStyle::Vllm);
+        assert_eq!(vllm["max_completion_tokens"], 4);
+        assert!(vllm.get("max_tokens").is_none());
+        assert_eq!(
+            vllm["messages"][0]["content"],
+            json!([{"type": "text", "text": "hi"}])
+        );
+        let guidellm = with(BodyStyle::Guidellm);
+        assert_eq!(guidellm["max_completion_tokens"], 4);
+        assert_eq!(guidellm["stop"], Value::Null);
+        assert_eq!(guidellm["ignore_eos"], true);
+        assert_eq!(
+            guidellm["stream_options"],
+            json!({"include_usage": true, "continuous_usage_stats": true})
+        );
+        // Completions keep max_tokens for every tool; vLLM's also fix the repetition penalty and ask no logprobs.
+        let mut s = settings(ApiKind::Completion, true);
+        s.style = BodyStyle::Vllm;
+        let vllm = body(&prepare(&prompt, &s));
+        assert_eq!(vllm["max_tokens"], 4);
+        assert_eq!(vllm["repetition_penalty"], 1.0);
+        assert!(vllm.get("logprobs").is_some_and(Value::is_null));
+    }
+}

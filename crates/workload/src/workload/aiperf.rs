@@ -1,0 +1,549 @@
+//! llm-d-benchmark's `aiperf` flag maps → `Workload` (FORMATS 1.4 §aiperf).
+//!
+//! The harness (`llm-d/llm-d-benchmark: workload/harnesses/aiperf-llm-d-benchmark.sh`) turns every non-null,
+//! non-empty `key: value` into `--key=value` and `key: none` into a bare `--key`, and runs `aiperf profile` with
+//! them. AIPerf's command line refuses a flag it does not know, so an unknown key is an error here too.
+//!
+//! Semantics, from `ai-dynamo/aiperf`:
+//! - `aiperf/common/config/user_config.py` `validate_timing_mode`: a `mooncake_trace` whose first record has a
+//!   timestamp runs the fixed schedule whatever `--concurrency` says; otherwise, without `--request-rate`, a
+//!   concurrency burst (closed loop) of `--concurrency` (default 1). `get_effective_request_count`: a mooncake
+//!   trace sends every record, whatever `--request-count` says (default 10 otherwise).
+//! - `aiperf/common/config/prompt_config.py`, `config_defaults.py`: `--isl` (mean 550, stddev 0),
+//!   `--osl` (no default: without it no `max_tokens` is sent), `--isl-block-size` (512). A stddev of 0 makes
+//!   every length exactly the mean (`utils.sample_positive_normal_integer`).
+//! - `aiperf/clients/openai/openai_chat.py`: chat requests carry `max_completion_tokens`, completions
+//!   `max_tokens`; `--extra-inputs` entries are merged into every body (`ignore_eos:true` → `"ignore_eos": true`).
+//! - Warm-up: `--warmup-request-count` defaults to 0, so these profiles send none.
+
+use std::time::Duration;
+
+use super::ParseOptions;
+use super::error::{WarningKind, WorkloadError};
+use super::inference_perf::set_default_seed;
+use super::limits::{self, Limit};
+use super::model::*;
+use super::mooncake::FixedSchedule;
+use super::reader::{At, Ctx, MapReader};
+use super::vllm_bench::{flag, number, text};
+use super::yaml::Node;
+
+/// AIPerf's defaults (`aiperf/common/config/config_defaults.py`).
+const DEFAULT_REQUEST_COUNT: u64 = 10;
+const DEFAULT_CONCURRENCY: u32 = 1;
+const DEFAULT_ISL: u64 = 550;
+const DEFAULT_BLOCK_SIZE: u64 = 512;
+/// `--num-dataset-entries`: the synthetic prompts AIPerf makes, which its requests then reuse.
+const DEFAULT_DATASET_ENTRIES: u64 = 100;
+
+pub(crate) fn parse(
+    ctx: &mut Ctx,
+    doc: &Node,
+    options: &ParseOptions,
+) -> Result<Workload, WorkloadError> {
+    let mut m = MapReader::root(ctx, doc)?;
+    let mut w = Workload::empty(Harness::Aiperf, Dialect::AiperfFlags);
+    set_default_seed(&mut w, options, 0);
+
+    let model = m.require(ctx, "model", "`aiperf profile` needs `--model`")?;
+    let model = text(ctx, &model)?;
+    w.tokenizer = Some(TokenizerSpec {
+        // AIPerf's tokenizer defaults to the model's name (`--tokenizer` unset).
+        name_or_path: model.clone(),
+        token: None,
+        trust_remote_code: match m.take("tokenizer-trust-remote-code") {
+            Some(f) => flag(ctx, &f)?,
+            None => false,
+        },
+    });
+    w.api.model = Some(model);
+    if let Some(f) = m.get("url") {
+        w.api.base_url = Some(text(ctx, &f)?);
+    }
+    if let Some(f) = m.get("endpoint-type") {
+        w.api.kind = match text(ctx, &f)?.as_str() {
+            "chat" => ApiKind::Chat,
+            "completions" => ApiKind::Completion,
+            other => {
+                return Err(f.unsupported(
+                    ctx,
+                    format!("endpoint type `{other}` (chat and completions are)"),
+                ));
+            }
+        };
+    } else {
+        w.api.kind = ApiKind::Chat;
+    }
+    w.api.streaming = match m.take("streaming") {
+        Some(f) => flag(ctx, &f)?,
+        None => false,
+    };
+    if let Some(f) = m.get("extra-inputs") {
+        extra_inputs(ctx, &f, &mut w.api)?;
+    }
+    // Server-side token counts: the reports take `usage` figures over the tokenizer's (llmbench always asks for
+    // usage and prefers it; this makes output counts come from it as well).
+    if let Some(f) = m.take("use-server-token-count") {
+        w.report.use_server_output_tokens = flag(ctx, &f)?;
+    }
+    // AIPerf's scrape of the server's /metrics, off: llmbench's own scrape is the same thing, so it is off too.
+    if let Some(f) = m.take("no-server-metrics") {
+        w.no_server_metrics = flag(ctx, &f)?;
+    }
+
+    let concurrency_field = m.get("concurrency");
+    let concurrency = match &concurrency_field {
+        Some(f) => {
+            let n = positive(ctx, f)?;
+            limits::check(ctx, f, Limit::Concurrency, n as f64)?;
+            u32::try_from(n).map_err(|_| f.invalid(ctx, format!("{n} is too large")))?
+        }
+        None => DEFAULT_CONCURRENCY,
+    };
+    let request_count_field = m.get("request-count");
+    let request_count = match &request_count_field {
+        Some(f) => {
+            let n = positive(ctx, f)?;
+            limits::check(ctx, f, Limit::Arrivals, n as f64)?;
+            n
+        }
+        None => DEFAULT_REQUEST_COUNT,
+    };
+    let isl = m.get_any(&[
+        "isl",
+        "synthetic-input-tokens-mean",
+        "prompt-input-tokens-mean",
+    ]);
+    let isl_stddev = m.get_any(&[
+        "isl-stddev",
+        "synthetic-input-tokens-stddev",
+        "prompt-input-tokens-stddev",
+    ]);
+    let osl = m.get_any(&["osl", "output-tokens-mean", "prompt-output-tokens-mean"]);
+    let osl_stddev = m.get_any(&[
+        "osl-stddev",
+        "output-tokens-stddev",
+        "prompt-output-tokens-stddev",
+    ]);
+    for f in [&isl_stddev, &osl_stddev].into_iter().flatten() {
+        if number(ctx, f)? != 0.0 {
+            return Err(f.unsupported(
+                ctx,
+                "a non-zero length stddev (AIPerf's ceil of a resampled positive normal is not reproduced)",
+            ));
+        }
+    }
+    let block_size = match m.get_any(&[
+        "isl-block-size",
+        "synthetic-input-tokens-block-size",
+        "prompt-input-tokens-block-size",
+    ]) {
+        Some(f) => {
+            let n = positive(ctx, &f)?;
+            u32::try_from(n).map_err(|_| f.invalid(ctx, format!("{n} is too large")))?
+        }
+        None => DEFAULT_BLOCK_SIZE as u32,
+    };
+    let schedule = fixed_schedule(ctx, &mut m)?;
+
+    let input_file = m.get("input-file");
+    let dataset_type = m.get("custom-dataset-type");
+    match (&input_file, &dataset_type) {
+        (Some(file), Some(kind)) => {
+            let kind_name = text(ctx, kind)?;
+            if kind_name != "mooncake_trace" {
+                return Err(kind.unsupported(
+                    ctx,
+                    format!("custom dataset type `{kind_name}` (mooncake_trace is supported)"),
+                ));
+            }
+            // Lengths come from the trace: AIPerf reads `input_length`/`output_length` per record and ignores
+            // `--isl`/`--osl` for it.
+            for f in [&isl, &osl].into_iter().flatten() {
+                ctx.warn(
+                    &f.path,
+                    f.line,
+                    WarningKind::Ignored,
+                    "a mooncake trace sets each request's lengths",
+                );
+            }
+            if let Some(f) = &request_count_field {
+                ctx.warn(
+                    &f.path,
+                    f.line,
+                    WarningKind::Ignored,
+                    "AIPerf sends every record of a mooncake trace, whatever the request count",
+                );
+            }
+            w.data = DataSpec::MooncakeTrace(MooncakeTraceData {
+                path: text(ctx, file)?,
+                block_size,
+            });
+            w.stages = vec![Stage {
+                load: LoadKind::Trace,
+                arrival: Arrival::MooncakeTrace {
+                    schedule,
+                    concurrency,
+                },
+                limit: StageLimit::default(),
+                max_concurrency: None,
+                warmup: None,
+                cooldown: None,
+            }];
+        }
+        (Some(file), None) => {
+            return Err(file.unsupported(
+                ctx,
+                "an input file without `custom-dataset-type` (AIPerf would guess the format; name it: mooncake_trace)",
+            ));
+        }
+        (None, Some(kind)) => {
+            return Err(ctx.missing(
+                "input-file",
+                kind.line,
+                "`custom-dataset-type` needs the file it describes",
+            ));
+        }
+        (None, None) => {
+            if schedule != FixedSchedule::default() {
+                return Err(ctx.invalid(
+                    "fixed-schedule",
+                    0,
+                    "the fixed-schedule options need a trace (`input-file`, `custom-dataset-type: mooncake_trace`)",
+                ));
+            }
+            let input = match &isl {
+                Some(f) => tokens(ctx, f)?,
+                None => DEFAULT_ISL,
+            };
+            let output = osl.as_ref().map(|f| tokens(ctx, f)).transpose()?;
+            w.data = DataSpec::SyntheticText(SyntheticText {
+                prompt: TokenLengths::fixed(input),
+                output: output.map(TokenLengths::fixed),
+                turns: 1,
+                prefix_buckets: Vec::new(),
+                samples: DEFAULT_DATASET_ENTRIES,
+            });
+            w.stages = vec![Stage {
+                load: LoadKind::Concurrent,
+                arrival: Arrival::Closed {
+                    concurrency,
+                    rampup: Duration::ZERO,
+                },
+                limit: StageLimit::requests(request_count),
+                max_concurrency: None,
+                warmup: None,
+                cooldown: None,
+            }];
+        }
+    }
+    // AIPerf's command line refuses a flag it does not know.
+    if let Some(key) = m.unread().next() {
+        if let Some(known) = m.nearest_known(&key.name) {
+            return Err(ctx.invalid(
+                &key.name,
+                key.line,
+                format!("not an aiperf flag (aiperf refuses it) — did you mean `{known}`?"),
+            ));
+        }
+        return Err(ctx.unsupported(
+            &key.name,
+            key.line,
+            "this aiperf flag (known: model, url, endpoint-type, streaming, concurrency, request-count, isl, osl, \
+             extra-inputs, input-file, custom-dataset-type, use-server-token-count, tokenizer-trust-remote-code, \
+             no-server-metrics, isl-block-size, fixed-schedule*)",
+        ));
+    }
+    Ok(w)
+}
+
+/// `--fixed-schedule`, `--fixed-schedule-auto-offset`, `--fixed-schedule-start-offset`,
+/// `--fixed-schedule-end-offset` (ms) and `--fixed-schedule-speedup`, checked as AIPerf's `InputConfig` checks them.
+fn fixed_schedule(ctx: &Ctx, m: &mut MapReader<'_>) -> Result<FixedSchedule, WorkloadError> {
+    let mut schedule = FixedSchedule::default();
+    if let Some(f) = m.take("fixed-schedule")
+        && !flag(ctx, &f)?
+    {
+        return Err(f.unsupported(
+            ctx,
+            "turning the fixed schedule off for a trace with timestamps",
+        ));
+    }
+    if let Some(f) = m.take("fixed-schedule-auto-offset") {
+        schedule.auto_offset = flag(ctx, &f)?;
+    }
+    let start = m.get("fixed-schedule-start-offset");
+    if let Some(f) = &start {
+        if schedule.auto_offset {
+            return Err(f.invalid(
+                ctx,
+                "cannot be used together with fixed-schedule-auto-offset (AIPerf refuses it)",
+            ));
+        }
+        schedule.start_offset_ms = Some(non_negative(ctx, f)?);
+    }
+    if let Some(f) = m.get("fixed-schedule-end-offset") {
+        let end = non_negative(ctx, &f)?;
+        if schedule.start_offset_ms.is_some_and(|s| s > end) {
+            return Err(f.invalid(
+                ctx,
+                "must be at least fixed-schedule-start-offset (AIPerf refuses it)",
+            ));
+        }
+        schedule.end_offset_ms = Some(end);
+    }
+    if let Some(f) = m.get("fixed-schedule-speedup") {
+        let v = number(ctx, &f)?;
+        if !(v.is_finite() && v > 0.0) {
+            return Err(f.invalid(ctx, format!("must be a number greater than 0, found {v}")));
+        }
+        schedule.speedup = v;
+    }
+    Ok(schedule)
+}
+
+/// `--extra-inputs`: `name:value` pairs (comma-separated) or a JSON object, merged into every request body.
+/// llmbench builds bodies itself, so only the entries it can send exactly are taken.
+fn extra_inputs(ctx: &Ctx, f: &At<'_>, api: &mut Api) -> Result<(), WorkloadError> {
+    let raw = text(ctx, f)?;
+    let pairs: Vec<(String, String)> = if raw.trim_start().starts_with('{') {
+        let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&raw)
+            .map_err(|e| f.invalid(ctx, format!("not a JSON object: {e}")))?;
+        map.into_iter().map(|(k, v)| (k, v.to_string())).collect()
+    } else {
+        raw.split(',')
+            .map(|item| {
+                item.split_once(':')
+                    .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+                    .ok_or_else(|| f.invalid(ctx, format!("`{item}` is not `name:value`")))
+            })
+            .collect::<Result<_, _>>()?
+    };
+    for (name, value) in pairs {
+        match (name.as_str(), value.to_ascii_lowercase().as_str()) {
+            ("ignore_eos", "true") => api.ignore_eos = true,
+            ("ignore_eos", "false") => api.ignore_eos = false,
+            _ => {
+                return Err(f.unsupported(
+                    ctx,
+                    format!("the extra input `{name}:{value}` (ignore_eos is supported)"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn non_negative(ctx: &Ctx, f: &At<'_>) -> Result<u64, WorkloadError> {
+    let v = number(ctx, f)?;
+    if v.fract() != 0.0 || v < 0.0 {
+        return Err(f.invalid(
+            ctx,
+            format!("must be a whole number of at least 0, found {v}"),
+        ));
+    }
+    Ok(v as u64)
+}
+
+fn positive(ctx: &Ctx, f: &At<'_>) -> Result<u64, WorkloadError> {
+    let n = non_negative(ctx, f)?;
+    if n == 0 {
+        return Err(f.invalid(ctx, "must be at least 1"));
+    }
+    Ok(n)
+}
+
+fn tokens(ctx: &Ctx, f: &At<'_>) -> Result<u64, WorkloadError> {
+    let n = positive(ctx, f)?;
+    limits::check(ctx, f, Limit::Tokens, n as f64)?;
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{ParseOptions, parse_profile};
+
+    /// The upstream profiles (`llm-d-benchmark: workload/profiles/aiperf/*.yaml.in`), rendered with test values.
+    fn render(template: &str) -> String {
+        template
+            .replace(
+                "REPLACE_ENV_LLMDBENCH_DEPLOY_CURRENT_MODEL",
+                "Qwen/Qwen3-0.6B",
+            )
+            .replace(
+                "REPLACE_ENV_LLMDBENCH_HARNESS_STACK_ENDPOINT_URL",
+                "http://stack:8000",
+            )
+            .replace(
+                "REPLACE_ENV_LLMDBENCH_RUN_DATASET_DIR",
+                "/requests/datasets",
+            )
+            .replace("REPLACE_ENV_LLMDBENCH_RUN_DATASET_FILE", "trace.jsonl")
+    }
+
+    fn parse_text(text: &str) -> Result<Workload, WorkloadError> {
+        parse_profile(Harness::Aiperf, "p.yaml", text, &ParseOptions::default()).map(|p| p.workload)
+    }
+
+    const SYNTHETIC: &str = include_str!("../../../../workload/profiles/aiperf/synthetic.yaml.in");
+    const DATASET: &str = include_str!("../../../../workload/profiles/aiperf/dataset.yaml.in");
+
+    fn api(kind: ApiKind, ignore_eos: bool) -> Api {
+        Api {
+            kind,
+            streaming: true,
+            ignore_eos,
+            model: Some("Qwen/Qwen3-0.6B".to_owned()),
+            base_url: Some("http://stack:8000".to_owned()),
+            ..Api::default()
+        }
+    }
+
+    #[test]
+    fn the_synthetic_profile_is_a_closed_loop_of_fixed_lengths() {
+        let w = parse_text(&render(SYNTHETIC)).expect("parses");
+        assert_eq!(w.dialect, Dialect::AiperfFlags);
+        // `streaming: none` is the bare `--streaming`; `extra-inputs: ignore_eos:true` goes into every body.
+        assert_eq!(w.api, api(ApiKind::Chat, true));
+        // isl 1000 / osl 200 with AIPerf's stddev 0: exactly those lengths.
+        assert_eq!(
+            w.data,
+            DataSpec::SyntheticText(SyntheticText {
+                prompt: TokenLengths::fixed(1000),
+                output: Some(TokenLengths::fixed(200)),
+                turns: 1,
+                prefix_buckets: Vec::new(),
+                // AIPerf makes `--num-dataset-entries` (100) prompts and reuses them.
+                samples: 100,
+            })
+        );
+        // No request rate: AIPerf's concurrency burst, 16 in flight, 500 requests, no warm-up.
+        assert_eq!(
+            w.stages,
+            [Stage {
+                load: LoadKind::Concurrent,
+                arrival: Arrival::Closed {
+                    concurrency: 16,
+                    rampup: Duration::ZERO
+                },
+                limit: StageLimit::requests(500),
+                max_concurrency: None,
+                warmup: None,
+                cooldown: None,
+            }]
+        );
+        assert_eq!(w.warmup_requests, 0);
+        assert!(w.report.use_server_output_tokens);
+        // `no-server-metrics: none`: the scrape of the server's /metrics is off, as the flag turns AIPerf's off.
+        assert!(w.no_server_metrics);
+        assert!(
+            w.tokenizer
+                .as_ref()
+                .is_some_and(|t| t.trust_remote_code && t.name_or_path == "Qwen/Qwen3-0.6B")
+        );
+    }
+
+    #[test]
+    fn the_dataset_profile_replays_a_mooncake_trace() {
+        let parsed = parse_profile(
+            Harness::Aiperf,
+            "p.yaml",
+            &render(DATASET),
+            &ParseOptions::default(),
+        )
+        .expect("parses");
+        let w = parsed.workload;
+        assert_eq!(w.api, api(ApiKind::Chat, false));
+        assert_eq!(
+            w.data,
+            DataSpec::MooncakeTrace(MooncakeTraceData {
+                path: "/requests/datasets/trace.jsonl".to_owned(),
+                block_size: 512,
+            })
+        );
+        // The trace decides: fixed schedule if it has timestamps, else 16 sessions at once; every record is sent.
+        assert_eq!(
+            w.stages[0].arrival,
+            Arrival::MooncakeTrace {
+                schedule: FixedSchedule::default(),
+                concurrency: 16
+            }
+        );
+        assert_eq!(w.stages[0].limit, StageLimit::default());
+        assert!(parsed.warnings.iter().any(|w| w.key == "request-count"));
+    }
+
+    #[test]
+    fn fixed_schedule_options_are_read_and_checked() {
+        let text = "model: m\ninput-file: t.jsonl\ncustom-dataset-type: mooncake_trace\nfixed-schedule-speedup: 2.5\n\
+                    fixed-schedule-start-offset: 100\nfixed-schedule-end-offset: 900\nisl-block-size: 16\n";
+        let w = parse_text(text).expect("parses");
+        assert_eq!(
+            w.stages[0].arrival,
+            Arrival::MooncakeTrace {
+                schedule: FixedSchedule {
+                    speedup: 2.5,
+                    auto_offset: false,
+                    start_offset_ms: Some(100),
+                    end_offset_ms: Some(900)
+                },
+                concurrency: 1
+            }
+        );
+        assert!(matches!(&w.data, DataSpec::MooncakeTrace(d) if d.block_size == 16));
+        let both = "model: m\ninput-file: t\ncustom-dataset-type: mooncake_trace\nfixed-schedule-auto-offset: none\n\
+                    fixed-schedule-start-offset: 5\n";
+        assert!(
+            parse_text(both)
+                .expect_err("refused")
+                .to_string()
+                .contains("fixed-schedule-start-offset")
+        );
+    }
+
+    #[test]
+    fn unknown_flags_and_unsupported_values_are_refused_with_their_line() {
+        let err = parse_text("model: m\nrequest-rate: 5\n")
+            .expect_err("refused")
+            .to_string();
+        assert!(err.starts_with("p.yaml:2: `request-rate`"), "{err}");
+        let err = parse_text("model: m\nextra-inputs: temperature:0.5\n")
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            err.contains("p.yaml:2: `extra-inputs`") && err.contains("temperature"),
+            "{err}"
+        );
+        let err = parse_text("model: m\ninput-file: x\ncustom-dataset-type: single_turn\n")
+            .expect_err("refused")
+            .to_string();
+        assert!(err.contains("p.yaml:3: `custom-dataset-type`"), "{err}");
+        let err = parse_text("model: m\nisl: 10\nisl-stddev: 3\n")
+            .expect_err("refused")
+            .to_string();
+        assert!(err.contains("p.yaml:3: `isl-stddev`"), "{err}");
+        let err = parse_text("url: http://x\n")
+            .expect_err("refused")
+            .to_string();
+        assert!(err.contains("`model` is required"), "{err}");
+    }
+
+    #[test]
+    fn defaults_are_aiperfs() {
+        let w = parse_text("model: m\n").expect("parses");
+        assert_eq!(w.api.kind, ApiKind::Chat);
+        assert!(!w.api.streaming);
+        assert!(
+            matches!(&w.data, DataSpec::SyntheticText(s) if s.prompt == TokenLengths::fixed(550) && s.output.is_none())
+        );
+        assert_eq!(w.stages[0].limit, StageLimit::requests(10));
+        assert_eq!(
+            w.stages[0].arrival,
+            Arrival::Closed {
+                concurrency: 1,
+                rampup: Duration::ZERO
+            }
+        );
+    }
+}

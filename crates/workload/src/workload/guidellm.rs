@@ -1,0 +1,1785 @@
+//! guidellm scenarios → `Workload`: the v0.7 `spec:` format with `benchmarks[]` (dialect C) and
+//! the older flat format with hyphenated or underscored keys (dialects A and B, FORMATS 1.4).
+//!
+//! Each `benchmarks[]` entry is a map of dotted paths relative to `spec` (`profile.streams`,
+//! `constraints[0].count`); it is applied to a copy of `spec`, and the result is parsed like a
+//! scenario of its own, so the base `spec` may be incomplete (multi-turn's `max_requests`
+//! without `count`, `concurrent` without `streams`) as long as every entry completes it.
+
+use std::time::Duration;
+
+use super::ParseOptions;
+use super::error::WorkloadError;
+use super::inference_perf::{set_default_seed, string_map};
+use super::limits::{self, Limit};
+use super::model::*;
+use super::reader::{At, Ctx, MapReader, join};
+use super::yaml::{Key, Node, Value};
+
+/// guidellm's `settings.max_concurrency`, the stream count of `throughput` without a cap.
+const DEFAULT_MAX_CONCURRENCY: u32 = 10240;
+/// The `max_concurrency` of guidellm's `sweep` profile (`SweepProfileArgs`, v0.7), for its throughput and rate
+/// stages; before v0.7 a sweep left it unset and guidellm's `settings.max_concurrency`, also 512, applied.
+const SWEEP_MAX_CONCURRENCY: u32 = 512;
+/// guidellm's default seed.
+const DEFAULT_SEED: u64 = 42;
+/// guidellm's default synthetic `samples` and sweep size.
+const DEFAULT_SAMPLES: u64 = 1000;
+const DEFAULT_SWEEP_SIZE: u32 = 10;
+
+pub(crate) fn parse(
+    ctx: &mut Ctx,
+    doc: &Node,
+    options: &ParseOptions,
+) -> Result<Workload, WorkloadError> {
+    if doc.get("spec").is_some() {
+        parse_scenario(ctx, doc, options)
+    } else {
+        parse_flat(ctx, doc, options)
+    }
+}
+
+/// What one (possibly overlaid) `spec` yields.
+struct SpecParts {
+    api: Api,
+    data: DataSpec,
+    stages: Vec<Stage>,
+    seed: Option<u64>,
+    timeout: Option<Duration>,
+    tokenizer: Option<TokenizerSpec>,
+}
+
+fn parse_scenario(
+    ctx: &mut Ctx,
+    doc: &Node,
+    options: &ParseOptions,
+) -> Result<Workload, WorkloadError> {
+    let mut root = MapReader::root(ctx, doc)?;
+    let spec = root.require(ctx, "spec", "a guidellm scenario has a `spec`")?;
+    let spec_node = spec.node.clone();
+    let spec_line = spec.line;
+    if let Some(meta) = root.get("metadata") {
+        meta.map(ctx)?; // must be a map; its labels are descriptive only
+    }
+    let benchmarks = match root.get("benchmarks") {
+        Some(f) => f.seq(ctx)?,
+        None => Vec::new(),
+    };
+    root.finish(ctx, &[]);
+
+    let mut parts: Vec<SpecParts> = Vec::new();
+    if benchmarks.is_empty() {
+        parts.push(parse_spec(ctx, &spec_node, spec_line)?);
+    } else {
+        for (i, bench) in benchmarks.iter().enumerate() {
+            let Some(entries) = bench.node.entries() else {
+                return Err(ctx.wrong_type(
+                    &bench.path,
+                    bench.node,
+                    "a map of dotted `spec` paths",
+                ));
+            };
+            let mut overlaid = spec_node.clone();
+            for (key, value) in entries {
+                set_path(&mut overlaid, &key.name, value.clone(), key.line).map_err(|problem| {
+                    ctx.invalid(&join(&bench.path, &key.name), key.line, problem)
+                })?;
+            }
+            let part = parse_spec(ctx, &overlaid, spec_line)
+                .map_err(|e| e.in_context(&format!("benchmarks[{i}]")))?;
+            parts.push(part);
+        }
+    }
+
+    let mut workload = Workload::empty(Harness::Guidellm, Dialect::GuidellmScenario);
+    let Some(first) = parts.first() else {
+        return Err(ctx.missing("spec", spec_line, "a scenario needs a `spec`"));
+    };
+    if let Some((i, _)) = parts
+        .iter()
+        .enumerate()
+        .find(|(_, p)| p.api != first.api || p.data != first.data)
+    {
+        return Err(ctx.unsupported(
+            &format!("benchmarks[{i}]"),
+            benchmarks.get(i).map_or(0, |b| b.line),
+            "benchmarks that change the backend or the data of the scenario",
+        ));
+    }
+    workload.api = first.api.clone();
+    workload.data = first.data.clone();
+    workload.request_timeout = first.timeout;
+    workload.tokenizer = first.tokenizer.clone();
+    match first.seed {
+        Some(seed) => {
+            workload.seed = seed;
+            workload.seed_origin = SeedOrigin::Profile;
+        }
+        None => set_default_seed(&mut workload, options, DEFAULT_SEED),
+    }
+    workload.stages = parts.into_iter().flat_map(|p| p.stages).collect();
+    Ok(workload)
+}
+
+fn parse_spec(ctx: &mut Ctx, spec: &Node, line: u32) -> Result<SpecParts, WorkloadError> {
+    let at = At::new(spec, "spec", line);
+    let mut m = at.map(ctx)?;
+
+    let mut api = Api {
+        streaming: true,
+        kind: ApiKind::Chat,
+        ..Api::default()
+    };
+    let mut timeout = None;
+    let backend = m.require(
+        ctx,
+        "backend",
+        "a scenario names its `backend` and `target`",
+    )?;
+    let mut bm = backend.map(ctx)?;
+    if let Some(k) = bm.get("kind") {
+        let kind = k.str(ctx)?;
+        if kind != "openai_http" {
+            return Err(k.unsupported(ctx, format!("backend `{kind}`")));
+        }
+    }
+    let mut request_max_tokens = backend_args(ctx, &mut bm, &mut api, &mut timeout, true)?;
+    bm.finish(ctx, &[]);
+    if let Some(f) = m.get("request_formatter")
+        && let Some(n) = request_formatter(ctx, &f, &mut api)?
+    {
+        request_max_tokens = Some(n);
+    }
+
+    let tokenizer = scenario_tokenizer(ctx, &mut m)?;
+
+    let samples = match m.get("data_loader") {
+        Some(f) => {
+            let mut dl = f.map(ctx)?;
+            if let Some(k) = dl.get("kind") {
+                let kind = k.str(ctx)?;
+                if kind != "pytorch" {
+                    return Err(k.unsupported(ctx, format!("data loader `{kind}`")));
+                }
+            }
+            let samples = match dl.get("samples") {
+                Some(s) if matches!(s.node.value, Value::Int(-1)) => None,
+                Some(s) => Some(s.positive_within(ctx, Limit::Samples)?),
+                None => None,
+            };
+            dl.ignore(
+                ctx,
+                "shuffle",
+                "shuffles the order of synthetic samples, which are independent draws; the distribution sent is \
+                 the same",
+            );
+            dl.ignore(ctx, "num_workers", "data-loading processes");
+            dl.finish(ctx, &[]);
+            samples
+        }
+        None => None,
+    };
+    only_default(
+        ctx,
+        &mut m,
+        "data_column_mapper",
+        &["generative_column_mapper"],
+    )?;
+    only_default(ctx, &mut m, "data_preprocessors", &["encode_media"])?;
+    only_default(ctx, &mut m, "data_finalizer", &["generative"])?;
+    let data_field = m.require(ctx, "data", "a scenario needs a `data` source")?;
+    let mut data = scenario_data(ctx, &data_field, samples)?;
+    apply_request_max_tokens(&mut data, &mut api, request_max_tokens);
+    if let Some(f) = m.get("metrics") {
+        metrics_args(ctx, &f)?;
+    }
+
+    let constraints = match m.get("constraints") {
+        Some(f) => constraints(ctx, &f)?,
+        None => Constraints::default(),
+    };
+
+    let mut seed = match m.get("seed") {
+        Some(f) => Some(seed_value(ctx, &f)?),
+        None => None,
+    };
+    let profile = m.require(ctx, "profile", "a scenario needs a `profile` (its load)")?;
+    let mut pm = profile.map(ctx)?;
+    let kind_field = pm.require(ctx, "kind", "the profile kind")?;
+    let kind = kind_field.str(ctx)?;
+    if let Some(s) = pm.get("random_seed") {
+        seed.get_or_insert(s.u64(ctx)?);
+    }
+    let mut stages = profile_stages(ctx, &mut pm, &kind_field, kind, &constraints, false)?;
+    // v0.7 keeps warm-up and cool-down in `profile`; earlier scenarios had them beside it.
+    let mut transients = [None, None];
+    for (slot, key) in transients.iter_mut().zip(["warmup", "cooldown"]) {
+        if let Some(f) = m.get(key) {
+            *slot = transient_phase(ctx, &f)?;
+        }
+        if let Some(f) = pm.get(key) {
+            *slot = transient_phase(ctx, &f)?;
+        }
+    }
+    for stage in &mut stages {
+        [stage.warmup, stage.cooldown] = transients;
+    }
+    pm.finish(ctx, &[]);
+    for key in ["outputs", "output"] {
+        m.ignore(
+            ctx,
+            key,
+            "guidellm's output files; llmbench writes its results (benchmarks.json included) to --output",
+        );
+    }
+    m.finish(ctx, &[]);
+    Ok(SpecParts {
+        api,
+        data,
+        stages,
+        seed,
+        timeout,
+        tokenizer,
+    })
+}
+
+/// The OpenAI HTTP backend's arguments (`OpenAIHTTPBackendArgs` in v0.7, the backend's constructor and
+/// `backend_kwargs` in v0.4–v0.6). Returns `max_tokens` when the backend sets one for requests whose data gives
+/// no output length. `with_target`: the target is required here (v0.7 `spec.backend`); flat scenarios give it at
+/// the top level.
+fn backend_args(
+    ctx: &mut Ctx,
+    b: &mut MapReader<'_>,
+    api: &mut Api,
+    timeout: &mut Option<Duration>,
+    with_target: bool,
+) -> Result<Option<u64>, WorkloadError> {
+    let target = if with_target {
+        Some(b.require(ctx, "target", "the server's URL")?)
+    } else {
+        b.get("target")
+    };
+    if let Some(f) = target {
+        api.base_url = Some(guidellm_target(f.str(ctx)?));
+    }
+    if let Some(f) = b.get("model") {
+        api.model = Some(f.str(ctx)?.to_string());
+    }
+    if let Some(f) = b.get("request_format") {
+        let (kind, path) = request_format(ctx, &f)?;
+        api.kind = kind;
+        api.endpoint = path;
+    }
+    if let Some(f) = b.get("api_key") {
+        api.api_key = Some(f.str(ctx)?.to_string());
+    }
+    if let Some(f) = b.get("headers") {
+        // Not a guidellm backend argument (v0.7 refuses it; headers go in `extras.headers`), but an explicit
+        // wish for headers that llmbench can honour.
+        api.headers = string_map(ctx, &f)?;
+    }
+    if let Some(f) = b.get("stream") {
+        api.streaming = f.bool(ctx)?;
+    }
+    if let Some(f) = b.get("timeout") {
+        *timeout = Some(f.positive_seconds(ctx)?);
+    }
+    let max_tokens = match b.get_any(&["max_tokens", "max_completion_tokens", "max_output_tokens"])
+    {
+        Some(f) => Some(f.positive_within(ctx, Limit::Tokens)?),
+        None => None,
+    };
+    if let Some(f) = b.get("extras") {
+        extras(ctx, &f, api)?;
+    }
+    // v0.3's backend sends these as OpenAI's organization and project headers.
+    for (key, header) in [
+        ("organization", "OpenAI-Organization"),
+        ("project", "OpenAI-Project"),
+    ] {
+        if let Some(f) = b.get(key) {
+            api.headers
+                .push((header.to_string(), f.str(ctx)?.to_string()));
+        }
+    }
+    for key in ["extra_query", "extra_body"] {
+        if let Some(f) = b.get(key) {
+            return Err(f.unsupported(ctx, format!("extra request arguments (`{key}`)")));
+        }
+    }
+    if let Some(f) = b.get("api_routes") {
+        // Merged over the default routes: only a route for the request format in use matters.
+        let routes = string_map(ctx, &f)?;
+        let format = api.path().to_string();
+        if let Some((_, route)) = routes.iter().find(|(k, _)| *k == format) {
+            let route = if route.starts_with('/') {
+                route.clone()
+            } else {
+                format!("/{route}")
+            };
+            api.endpoint = Some(route);
+        }
+    }
+    if let Some(f) = b.get("request_handlers") {
+        return Err(f.unsupported(ctx, "custom request handlers (`request_handlers`)"));
+    }
+    for key in ["server_history", "multiturn_reasoning"] {
+        if let Some(f) = b.get(key) {
+            let on = match &f.node.value {
+                Value::Bool(b) => *b,
+                Value::Str(s) => !s.is_empty() && !s.eq_ignore_ascii_case("false"),
+                _ => true,
+            };
+            if on {
+                return Err(f.unsupported(
+                    ctx,
+                    format!("`{key}` (server-side or reasoning-carrying conversation history)"),
+                ));
+            }
+        }
+    }
+    b.ignore(
+        ctx,
+        "timeout_connect",
+        "only bounds connecting; a request that cannot connect fails either way",
+    );
+    b.ignore(
+        ctx,
+        "http2",
+        "guidellm speaks HTTP/2 only over TLS (httpx negotiates it by ALPN); over http:// both send HTTP/1.1",
+    );
+    b.ignore(
+        ctx,
+        "follow_redirects",
+        "an OpenAI endpoint does not redirect",
+    );
+    b.ignore(
+        ctx,
+        "verify",
+        "TLS certificate checks; llmbench always verifies certificates on https endpoints",
+    );
+    b.ignore(
+        ctx,
+        "validate_backend",
+        "guidellm's health check before the run; it is not measured",
+    );
+    b.ignore(
+        ctx,
+        "tool_call_missing_behavior",
+        "only used with tool calls, which llmbench refuses",
+    );
+    Ok(max_tokens)
+}
+
+/// guidellm's `strip_target`: trailing slashes and a trailing `/v1` are removed, since the request paths carry
+/// `/v1` themselves.
+fn guidellm_target(target: &str) -> String {
+    let trimmed = target.trim_end_matches('/');
+    trimmed.strip_suffix("/v1").unwrap_or(trimmed).to_string()
+}
+
+/// `extras` (`GenerationRequestArguments`): extra request headers are honoured; anything that changes the
+/// request body or its method is refused.
+fn extras(ctx: &mut Ctx, f: &At<'_>, api: &mut Api) -> Result<(), WorkloadError> {
+    let mut m = f.map(ctx)?;
+    if let Some(h) = m.get("headers") {
+        api.headers.extend(string_map(ctx, &h)?);
+    }
+    if let Some(s) = m.get("stream") {
+        api.streaming = s.bool(ctx)?;
+    }
+    for key in ["method", "params", "body", "files", "content"] {
+        if let Some(x) = m.get(key) {
+            return Err(x.unsupported(ctx, format!("extra request arguments (`extras.{key}`)")));
+        }
+    }
+    m.finish(ctx, &[]);
+    Ok(())
+}
+
+/// `/v1/completions`, `/v1/chat/completions`, or the ≤ v0.6 names.
+fn request_format(ctx: &Ctx, f: &At<'_>) -> Result<(ApiKind, Option<String>), WorkloadError> {
+    match f.str(ctx)? {
+        "/v1/completions" => Ok((ApiKind::Completion, Some("/v1/completions".into()))),
+        "/v1/chat/completions" => Ok((ApiKind::Chat, Some("/v1/chat/completions".into()))),
+        "text_completions" => Ok((ApiKind::Completion, None)),
+        "chat_completions" => Ok((ApiKind::Chat, None)),
+        other @ ("/v1/embeddings"
+        | "/v1/responses"
+        | "/v1/audio/transcriptions"
+        | "/v1/audio/translations"
+        | "/pooling"
+        | "audio_transcriptions"
+        | "audio_translations") => Err(f.unsupported(ctx, format!("request format `{other}`"))),
+        other => Err(f.invalid(
+            ctx,
+            format!(
+                "unknown request format `{other}`; guidellm takes /v1/completions, /v1/chat/completions (or \
+                 text_completions, chat_completions), /v1/responses, /v1/embeddings, the audio routes or /pooling"
+            ),
+        )),
+    }
+}
+
+/// guidellm v0.4–v0.6 `data_request_formatter` (aliases `request_type`, `request-type`): a formatter name, or a
+/// map of the name (`request_type`) and the formatter's arguments (`stream`, `max_tokens`,
+/// `max_completion_tokens`, `extras`, `encode_kwargs`). Returns the formatter's `max_tokens`, which applies to
+/// requests whose data gives no output length.
+fn request_formatter(
+    ctx: &mut Ctx,
+    f: &At<'_>,
+    api: &mut Api,
+) -> Result<Option<u64>, WorkloadError> {
+    if !matches!(f.node.value, Value::Map(_)) {
+        let (kind, path) = request_format(ctx, f)?;
+        api.kind = kind;
+        api.endpoint = path;
+        return Ok(None);
+    }
+    let mut m = f.map(ctx)?;
+    if let Some(t) = m.get("request_type") {
+        let (kind, path) = request_format(ctx, &t)?;
+        api.kind = kind;
+        api.endpoint = path;
+    }
+    if let Some(s) = m.get("stream") {
+        api.streaming = s.bool(ctx)?;
+    }
+    let max_tokens = match m.get_any(&["max_tokens", "max_completion_tokens"]) {
+        Some(n) => Some(n.positive_within(ctx, Limit::Tokens)?),
+        None => None,
+    };
+    if let Some(x) = m.get("extras") {
+        extras(ctx, &x, api)?;
+    }
+    m.ignore(
+        ctx,
+        "encode_kwargs",
+        "how guidellm encodes images, audio and video; synthetic text has none",
+    );
+    m.finish(ctx, &[]);
+    Ok(max_tokens)
+}
+
+/// A backend or formatter `max_tokens` is sent when the data gives no output length (without `ignore_eos`, which
+/// guidellm adds only for lengths from the data).
+fn apply_request_max_tokens(data: &mut DataSpec, api: &mut Api, max_tokens: Option<u64>) {
+    if let DataSpec::SyntheticText(s) = data {
+        // guidellm sends `ignore_eos` with `max_tokens` for synthetic data with output lengths.
+        api.ignore_eos = s.output.is_some();
+        if s.output.is_none() {
+            s.output = max_tokens.map(TokenLengths::fixed);
+        }
+    }
+}
+
+/// v0.7 `spec.tokenizer {kind: huggingface_auto | hf_auto, model, load_kwargs}`, or the older `processor`.
+fn scenario_tokenizer(
+    ctx: &mut Ctx,
+    m: &mut MapReader<'_>,
+) -> Result<Option<TokenizerSpec>, WorkloadError> {
+    let mut name = match m.get("processor") {
+        Some(f) => Some(f.str(ctx)?.to_string()),
+        None => None,
+    };
+    m.ignore(
+        ctx,
+        "processor_args",
+        "arguments for loading the tokenizer (revision, cache); llmbench loads the named tokenizer.json",
+    );
+    if let Some(f) = m.get("tokenizer") {
+        let mut t = f.map(ctx)?;
+        if let Some(k) = t.get("kind") {
+            let kind = k.str(ctx)?;
+            if kind != "huggingface_auto" && kind != "hf_auto" {
+                return Err(k.unsupported(ctx, format!("tokenizer kind `{kind}`")));
+            }
+        }
+        if let Some(n) = t.get("model") {
+            name = Some(n.str(ctx)?.to_string());
+        }
+        t.ignore(
+            ctx,
+            "load_kwargs",
+            "arguments for loading the tokenizer (revision, cache); llmbench loads the named tokenizer.json",
+        );
+        t.finish(ctx, &[]);
+    }
+    Ok(name.map(|name_or_path| TokenizerSpec {
+        name_or_path,
+        token: None,
+        trust_remote_code: false,
+    }))
+}
+
+/// v0.7 `spec.metrics {kind: generative, sample_size, prefer_response_metrics}`.
+fn metrics_args(ctx: &mut Ctx, f: &At<'_>) -> Result<(), WorkloadError> {
+    let mut m = f.map(ctx)?;
+    if let Some(k) = m.get("kind") {
+        let kind = k.str(ctx)?;
+        if kind != "generative" {
+            return Err(k.unsupported(ctx, format!("metrics kind `{kind}`")));
+        }
+    }
+    sample_size(ctx, &mut m, "sample_size");
+    prefer_response_metrics(ctx, &mut m)?;
+    m.finish(ctx, &[]);
+    Ok(())
+}
+
+/// `sample_size` / `sample_requests`: how many requests guidellm keeps in full in its report file; every
+/// statistic is computed over all of them either way.
+fn sample_size(ctx: &mut Ctx, m: &mut MapReader<'_>, key: &str) {
+    m.ignore(
+        ctx,
+        key,
+        "how many requests guidellm lists in full in its report; statistics cover every request either way, \
+         and llmbench keeps every request in requests.jsonl",
+    );
+}
+
+/// `prefer_response_metrics` (default true): token counts from the server's `usage` rather than counted
+/// locally. llmbench always prefers the server's counts, so only `true` is what it does.
+fn prefer_response_metrics(ctx: &mut Ctx, m: &mut MapReader<'_>) -> Result<(), WorkloadError> {
+    if let Some(f) = m.get("prefer_response_metrics")
+        && !f.bool(ctx)?
+    {
+        return Err(f.unsupported(
+                ctx,
+                "counting tokens locally instead of taking the server's `usage` (`prefer_response_metrics: \
+                 false`)",
+            ));
+    }
+    Ok(())
+}
+
+/// A pipeline stage llmbench runs only in its default form: the default name, `{kind: <default>}`, or a list of
+/// those; anything else (a custom column mapping, extra preprocessors) changes the requests and is refused.
+fn only_default(
+    ctx: &mut Ctx,
+    m: &mut MapReader<'_>,
+    key: &str,
+    defaults: &[&str],
+) -> Result<(), WorkloadError> {
+    let Some(f) = m.get(key) else {
+        return Ok(());
+    };
+    let items = match &f.node.value {
+        Value::Seq(items) => items.iter().collect::<Vec<_>>(),
+        _ => vec![f.node],
+    };
+    for node in items {
+        let name = match &node.value {
+            Value::Str(s) => Some(s.as_str()),
+            Value::Map(entries) if entries.len() == 1 && entries[0].0.name == "kind" => entries[0]
+                .1
+                .scalar_text()
+                .and_then(|_| match &entries[0].1.value {
+                    Value::Str(s) => Some(s.as_str()),
+                    _ => None,
+                }),
+            _ => None,
+        };
+        if !name.is_some_and(|n| defaults.contains(&n)) {
+            return Err(f.unsupported(
+                ctx,
+                format!(
+                    "a `{key}` other than guidellm's default ({}), which changes how the data becomes requests,",
+                    defaults.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn seed_value(ctx: &mut Ctx, f: &At<'_>) -> Result<u64, WorkloadError> {
+    if f.node.entries().is_none() {
+        return f.u64(ctx);
+    }
+    let mut m = f.map(ctx)?;
+    if let Some(k) = m.get("kind") {
+        let kind = k.str(ctx)?;
+        if kind != "static" {
+            return Err(k.unsupported(ctx, format!("seed kind `{kind}`")));
+        }
+    }
+    let v = m
+        .require(ctx, "value", "a static seed has a `value`")?
+        .u64(ctx)?;
+    m.finish(ctx, &[]);
+    Ok(v)
+}
+
+/// A v0.7 scenario's constraints. Every figure may be a list: the i-th stage a profile runs (its i-th rate or
+/// stream count) takes item `min(i, len − 1)` (`MaxNumberConstraint`, `current_index`).
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Constraints {
+    duration: Vec<Duration>,
+    requests: Vec<u64>,
+    max_errors: Option<(Vec<u64>, StopScope)>,
+    max_error_rate: Option<(Vec<f64>, u64, StopScope)>,
+    max_global_error_rate: Option<(Vec<f64>, u64, StopScope)>,
+}
+
+fn pick<T: Copy>(values: &[T], i: usize) -> Option<T> {
+    values.get(i.min(values.len().saturating_sub(1))).copied()
+}
+
+impl Constraints {
+    /// The limits of the profile's `i`-th stage.
+    fn at(&self, i: usize) -> StageLimit {
+        StageLimit {
+            duration: pick(&self.duration, i),
+            requests: pick(&self.requests, i),
+            max_errors: self.max_errors.as_ref().and_then(|(v, scope)| {
+                pick(v, i).map(|limit| ErrorLimit {
+                    limit,
+                    scope: *scope,
+                })
+            }),
+            max_error_rate: self.max_error_rate.as_ref().and_then(|(v, window, scope)| {
+                pick(v, i).map(|rate| ErrorLimit {
+                    limit: WindowedErrorRate {
+                        rate,
+                        window: *window,
+                    },
+                    scope: *scope,
+                })
+            }),
+            max_global_error_rate: self.max_global_error_rate.as_ref().and_then(
+                |(v, minimum, scope)| {
+                    pick(v, i).map(|rate| ErrorLimit {
+                        limit: GlobalErrorRate {
+                            rate,
+                            minimum: *minimum,
+                        },
+                        scope: *scope,
+                    })
+                },
+            ),
+        }
+    }
+
+    /// The longest list of any figure.
+    fn longest(&self) -> usize {
+        [
+            self.duration.len(),
+            self.requests.len(),
+            self.max_errors.as_ref().map_or(0, |(v, _)| v.len()),
+            self.max_error_rate.as_ref().map_or(0, |(v, _, _)| v.len()),
+            self.max_global_error_rate
+                .as_ref()
+                .map_or(0, |(v, _, _)| v.len()),
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0)
+    }
+
+    fn has_stop(&self) -> bool {
+        !self.duration.is_empty() || !self.requests.is_empty()
+    }
+
+    /// Flat scenarios' single figures.
+    fn from_limit(limit: &StageLimit) -> Self {
+        Constraints {
+            duration: limit.duration.into_iter().collect(),
+            requests: limit.requests.into_iter().collect(),
+            max_errors: limit.max_errors.map(|e| (vec![e.limit], e.scope)),
+            max_error_rate: limit
+                .max_error_rate
+                .map(|e| (vec![e.limit.rate], e.limit.window, e.scope)),
+            max_global_error_rate: limit
+                .max_global_error_rate
+                .map(|e| (vec![e.limit.rate], e.limit.minimum, e.scope)),
+        }
+    }
+}
+
+/// A constraint figure: a number or a non-empty list of numbers.
+fn figures<'n>(ctx: &Ctx, f: &At<'n>) -> Result<Vec<At<'n>>, WorkloadError> {
+    if matches!(f.node.value, Value::Seq(_)) {
+        let items = f.stage_list(ctx)?;
+        if items.is_empty() {
+            return Err(f.invalid(ctx, "the list is empty"));
+        }
+        Ok(items)
+    } else {
+        Ok(vec![At::new(f.node, f.path.clone(), f.line)])
+    }
+}
+
+/// `constraints[]` of a v0.7 scenario.
+fn constraints(ctx: &mut Ctx, f: &At<'_>) -> Result<Constraints, WorkloadError> {
+    let items = if f.node.entries().is_some() {
+        vec![At::new(f.node, f.path.clone(), f.line)]
+    } else {
+        f.seq(ctx)?
+    };
+    let mut limit = Constraints::default();
+    for item in items {
+        let mut c = item.map(ctx)?;
+        let kind_field = c.require(ctx, "kind", "each constraint has a `kind`")?;
+        match kind_field.str(ctx)? {
+            "max_duration" => {
+                let s = c.require(ctx, "seconds", "`max_duration` needs `seconds`")?;
+                limit.duration = figures(ctx, &s)?
+                    .iter()
+                    .map(|v| v.positive_seconds(ctx))
+                    .collect::<Result<_, _>>()?;
+                stage_only_scope(ctx, &mut c, "max_duration")?;
+            }
+            "max_requests" => {
+                let n = c.require(ctx, "count", "`max_requests` needs `count`")?;
+                limit.requests = figures(ctx, &n)?
+                    .iter()
+                    .map(|v| v.requests(ctx))
+                    .collect::<Result<_, _>>()?;
+                stage_only_scope(ctx, &mut c, "max_requests")?;
+            }
+            "max_errors" => {
+                let n = c.require(ctx, "count", "`max_errors` needs `count`")?;
+                let counts = figures(ctx, &n)?
+                    .iter()
+                    .map(|v| v.requests(ctx))
+                    .collect::<Result<_, _>>()?;
+                limit.max_errors = Some((counts, stopping_scope(ctx, &mut c)?));
+            }
+            "max_error_rate" => {
+                let r = c.require(ctx, "rate", "`max_error_rate` needs `rate`")?;
+                let rates = figures(ctx, &r)?
+                    .iter()
+                    .map(|v| error_rate(ctx, v))
+                    .collect::<Result<_, _>>()?;
+                let window = match c.get("window") {
+                    Some(w) => w.requests(ctx)?,
+                    None => GUIDELLM_ERROR_WINDOW,
+                };
+                limit.max_error_rate = Some((rates, window, stopping_scope(ctx, &mut c)?));
+            }
+            "max_global_error_rate" => {
+                let r = c.require(ctx, "rate", "`max_global_error_rate` needs `rate`")?;
+                let rates = figures(ctx, &r)?
+                    .iter()
+                    .map(|v| error_rate(ctx, v))
+                    .collect::<Result<_, _>>()?;
+                let minimum = match c.get("minimum") {
+                    Some(w) => w.requests(ctx)?,
+                    None => GUIDELLM_ERROR_MIN_PROCESSED,
+                };
+                limit.max_global_error_rate = Some((rates, minimum, stopping_scope(ctx, &mut c)?));
+            }
+            "over_saturation" => {
+                return Err(kind_field.unsupported(ctx, "the `over_saturation` constraint"));
+            }
+            other => {
+                return Err(kind_field.invalid(
+                    ctx,
+                    format!(
+                        "unknown constraint `{other}`; expected max_duration, max_requests, \
+                         max_errors, max_error_rate, max_global_error_rate or over_saturation"
+                    ),
+                ));
+            }
+        }
+        c.finish(ctx, &[]);
+    }
+    Ok(limit)
+}
+
+/// An error rate as guidellm validates it: strictly between 0 and 1.
+fn error_rate(ctx: &Ctx, f: &At<'_>) -> Result<f64, WorkloadError> {
+    let v = f.positive_f64(ctx)?;
+    if v >= 1.0 {
+        return Err(f.invalid(
+            ctx,
+            format!("an error rate is a fraction in (0, 1), found {v}"),
+        ));
+    }
+    Ok(v)
+}
+
+/// The `stopping_scope` of a duration or request constraint: `current` (guidellm's default) only. With `all`,
+/// guidellm ends its rate or stream escalation after the first benchmark that reaches the figure, which llmbench
+/// does not do.
+fn stage_only_scope(ctx: &mut Ctx, c: &mut MapReader<'_>, kind: &str) -> Result<(), WorkloadError> {
+    let Some(f) = c.get("stopping_scope") else {
+        return Ok(());
+    };
+    match f.str(ctx)? {
+        "current" => Ok(()),
+        "all" => Err(f.unsupported(
+            ctx,
+            format!(
+                "`stopping_scope: all` on `{kind}` (ending every later benchmark once one reaches its limit)"
+            ),
+        )),
+        other => Err(f.invalid(
+            ctx,
+            format!("unknown stopping_scope `{other}`; expected current or all"),
+        )),
+    }
+}
+
+/// A constraint's `stopping_scope`: `current` (guidellm's default) or `all`.
+fn stopping_scope(ctx: &mut Ctx, c: &mut MapReader<'_>) -> Result<StopScope, WorkloadError> {
+    match c.get("stopping_scope") {
+        None => Ok(StopScope::Stage),
+        Some(f) => match f.str(ctx)? {
+            "current" => Ok(StopScope::Stage),
+            "all" => Ok(StopScope::Run),
+            other => Err(f.invalid(
+                ctx,
+                format!("unknown stopping_scope `{other}`; expected current or all"),
+            )),
+        },
+    }
+}
+
+/// guidellm ≥ v0.4 `warmup` / `cooldown` (`TransientPhaseConfig`): a number (a fraction when below 1, else
+/// seconds or requests), a JSON string of either, or `{percent, value, mode}`.
+fn transient_phase(ctx: &mut Ctx, f: &At<'_>) -> Result<Option<Transient>, WorkloadError> {
+    let parsed;
+    let f = match &f.node.value {
+        Value::Str(text) => {
+            parsed = string_data(text, f.line)
+                .filter(|_| text.trim_start().starts_with('{'))
+                .or_else(|| {
+                    text.trim()
+                        .parse::<f64>()
+                        .ok()
+                        .map(|v| Node::new(Value::Float(v), f.line))
+                })
+                .ok_or_else(|| {
+                    ctx.wrong_type(&f.path, f.node, "a number or {percent, value, mode}")
+                })?;
+            At::new(&parsed, f.path.clone(), f.line)
+        }
+        _ => At::new(f.node, f.path.clone(), f.line),
+    };
+    let phase = if f.node.entries().is_some() {
+        let mut m = f.map(ctx)?;
+        let percent = match m.get("percent") {
+            Some(p) => Some(transient_percent(ctx, &p)?),
+            None => None,
+        };
+        let value = m
+            .get("value")
+            .map(|v| v.non_negative_f64(ctx))
+            .transpose()?;
+        let mode = match m.get("mode") {
+            None => TransientMode::PreferDuration,
+            Some(k) => match k.str(ctx)? {
+                "duration" => TransientMode::Duration,
+                "requests" => TransientMode::Requests,
+                "prefer_duration" => TransientMode::PreferDuration,
+                "prefer_requests" => TransientMode::PreferRequests,
+                "both" => TransientMode::Both,
+                other => {
+                    return Err(k.invalid(
+                        ctx,
+                        format!(
+                            "unknown mode `{other}`; expected duration, requests, prefer_duration, \
+                             prefer_requests or both"
+                        ),
+                    ));
+                }
+            },
+        };
+        m.finish(ctx, &[]);
+        TransientPhase {
+            percent,
+            value,
+            mode,
+        }
+    } else {
+        let v = f.non_negative_f64(ctx)?;
+        TransientPhase {
+            percent: (v < 1.0).then_some(v),
+            value: (v >= 1.0).then_some(v),
+            mode: TransientMode::PreferDuration,
+        }
+    };
+    let empty = phase.percent.is_none_or(|p| p == 0.0) && phase.value.is_none_or(|v| v == 0.0);
+    Ok((!empty).then_some(Transient::GuidellmPhase(phase)))
+}
+
+fn transient_percent(ctx: &Ctx, f: &At<'_>) -> Result<f64, WorkloadError> {
+    let v = f.non_negative_f64(ctx)?;
+    if v >= 1.0 {
+        return Err(f.invalid(
+            ctx,
+            format!("`percent` is a fraction of the stage in [0, 1), found {v}"),
+        ));
+    }
+    Ok(v)
+}
+
+/// A number or a list of numbers, each > 0 (rates, stream counts).
+fn scalar_or_list<'n>(ctx: &Ctx, f: &At<'n>) -> Result<Vec<At<'n>>, WorkloadError> {
+    if matches!(f.node.value, Value::Seq(_)) {
+        let items = f.stage_list(ctx)?;
+        if items.is_empty() {
+            return Err(f.invalid(ctx, "the list is empty"));
+        }
+        Ok(items)
+    } else {
+        Ok(vec![At::new(f.node, f.path.clone(), f.line)])
+    }
+}
+
+/// Turns a profile kind and its parameters into stages; the i-th stage takes the constraints' i-th figures.
+/// `flat`: the ≤ v0.6 meaning of `rate` (stream count for concurrent, sweep size for sweep).
+fn profile_stages(
+    ctx: &mut Ctx,
+    pm: &mut MapReader<'_>,
+    kind_field: &At<'_>,
+    kind: &str,
+    limits_of: &Constraints,
+    flat: bool,
+) -> Result<Vec<Stage>, WorkloadError> {
+    let max_concurrency = pm
+        .get("max_concurrency")
+        .map(|f| f.concurrency(ctx))
+        .transpose()?;
+    let rampup = match pm.get_any(&["rampup_duration", "rampup"]) {
+        Some(f) => f.seconds(ctx)?,
+        None => Duration::ZERO,
+    };
+    let needs_limit = |ctx: &Ctx| -> Result<(), WorkloadError> {
+        if !limits_of.has_stop() {
+            let key = if flat {
+                "max_seconds"
+            } else {
+                "spec.constraints"
+            };
+            return Err(ctx.missing(
+                key,
+                kind_field.line,
+                "a duration or request limit (max_duration / max_requests); without one the \
+                 benchmark never ends",
+            ));
+        }
+        Ok(())
+    };
+    let closed = |load: LoadKind, concurrency: u32, index: usize| Stage {
+        load,
+        arrival: Arrival::Closed {
+            concurrency,
+            rampup,
+        },
+        limit: limits_of.at(index),
+        max_concurrency: None,
+        warmup: None,
+        cooldown: None,
+    };
+    let stages = match kind {
+        "synchronous" => {
+            needs_limit(ctx)?;
+            if flat {
+                pm.skip("rate");
+            }
+            vec![closed(LoadKind::Synchronous, 1, 0)]
+        }
+        "throughput" => {
+            needs_limit(ctx)?;
+            if flat {
+                pm.skip("rate");
+            }
+            vec![closed(
+                LoadKind::Throughput,
+                max_concurrency.unwrap_or(DEFAULT_MAX_CONCURRENCY),
+                0,
+            )]
+        }
+        "concurrent" => {
+            needs_limit(ctx)?;
+            let key = if flat { "rate" } else { "streams" };
+            let f = match pm.get(key) {
+                Some(f) => f,
+                None => {
+                    return Err(ctx.missing(
+                        &join(&pm.path, key),
+                        kind_field.line,
+                        "a `concurrent` profile needs its number of streams",
+                    ));
+                }
+            };
+            scalar_or_list(ctx, &f)?
+                .iter()
+                .enumerate()
+                .map(|(i, s)| Ok(closed(LoadKind::Concurrent, s.concurrency(ctx)?, i)))
+                .collect::<Result<Vec<_>, WorkloadError>>()?
+        }
+        "constant" | "async" | "poisson" => {
+            needs_limit(ctx)?;
+            let f = match pm.get("rate") {
+                Some(f) => f,
+                None => {
+                    return Err(ctx.missing(
+                        &join(&pm.path, "rate"),
+                        kind_field.line,
+                        "a rate profile needs `rate` (requests/s)",
+                    ));
+                }
+            };
+            scalar_or_list(ctx, &f)?
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    let rate = r.rate(ctx)?;
+                    let limit = limits_of.at(i);
+                    check_arrivals(ctx, r, rate, &limit, kind == "poisson")?;
+                    let (load, arrival) = if kind == "poisson" {
+                        (LoadKind::Poisson, Arrival::GuidellmPoisson { rate })
+                    } else {
+                        (
+                            LoadKind::Constant,
+                            Arrival::GuidellmConstant { rate, rampup },
+                        )
+                    };
+                    Ok(Stage {
+                        load,
+                        arrival,
+                        limit,
+                        max_concurrency,
+                        warmup: None,
+                        cooldown: None,
+                    })
+                })
+                .collect::<Result<Vec<_>, WorkloadError>>()?
+        }
+        "sweep" => {
+            needs_limit(ctx)?;
+            let size_key = if flat { "rate" } else { "sweep_size" };
+            let size = match pm.get_any(&[size_key, "sweep_size"]) {
+                Some(f) => {
+                    let f = match scalar_or_list(ctx, &f)?.as_slice() {
+                        [one] => At::new(one.node, one.path.clone(), one.line),
+                        _ => {
+                            return Err(f.invalid(ctx, "a sweep has one size, not a list of them"));
+                        }
+                    };
+                    let n = f.positive_within(ctx, Limit::Stages)?;
+                    if n < 2 {
+                        return Err(f.invalid(
+                            ctx,
+                            "a sweep runs synchronous and throughput first, so its size is at least 2",
+                        ));
+                    }
+                    u32::try_from(n).map_err(|_| f.invalid(ctx, format!("{n} is too large")))?
+                }
+                None => DEFAULT_SWEEP_SIZE,
+            };
+            let process = match pm.get_any(&["strategy_type", "strategy"]) {
+                None => SweepProcess::Constant,
+                Some(f) => match f.str(ctx)? {
+                    "constant" | "async" => SweepProcess::Constant,
+                    "poisson" => SweepProcess::Poisson,
+                    other => {
+                        return Err(f.invalid(
+                            ctx,
+                            format!(
+                                "unknown sweep strategy `{other}`; expected constant or poisson"
+                            ),
+                        ));
+                    }
+                },
+            };
+            // Synchronous is the sweep's stage 0 and throughput stage 1; the measured rates are stages 2 and
+            // on, which llmbench generates from one limit, so their constraint figures must agree.
+            if limits_of.longest() > 3 {
+                return Err(kind_field.unsupported(
+                    ctx,
+                    "constraint lists with a different figure for each rate of a sweep (give at most three: \
+                     synchronous, throughput, and every measured rate)",
+                ));
+            }
+            let rates_limit = limits_of.at(2);
+            let cap = max_concurrency.unwrap_or(SWEEP_MAX_CONCURRENCY);
+            vec![
+                closed(LoadKind::Synchronous, 1, 0),
+                closed(LoadKind::Throughput, cap, 1),
+                Stage {
+                    load: LoadKind::Sweep,
+                    arrival: Arrival::Sweep(Sweep::Guidellm {
+                        size,
+                        process,
+                        limit: rates_limit.clone(),
+                        max_concurrency: cap,
+                    }),
+                    limit: rates_limit,
+                    max_concurrency: Some(cap),
+                    warmup: None,
+                    cooldown: None,
+                },
+            ]
+        }
+        "replay" => return Err(kind_field.unsupported(ctx, "the `replay` profile (trace replay)")),
+        other => {
+            return Err(kind_field.invalid(
+                ctx,
+                format!(
+                    "unknown profile `{other}`; expected synchronous, concurrent, throughput, \
+                     constant, poisson or sweep"
+                ),
+            ));
+        }
+    };
+    if stages.len() as u64 > limits::MAX_STAGES {
+        return Err(kind_field.invalid(ctx, limits::exceeded(Limit::Stages, stages.len() as f64)));
+    }
+    Ok(stages)
+}
+
+/// A rate stage's send times are all computed before it starts: at most the request limit, else
+/// `rate × duration` (with room for a Poisson process's spread).
+fn check_arrivals(
+    ctx: &Ctx,
+    rate_field: &At<'_>,
+    rate: f64,
+    limit: &StageLimit,
+    poisson: bool,
+) -> Result<(), WorkloadError> {
+    let by_time = limit.duration.map(|d| {
+        let mean = rate * d.as_secs_f64();
+        if poisson {
+            mean + 6.0 * mean.sqrt()
+        } else {
+            mean
+        }
+    });
+    let expected = match (limit.requests.map(|n| n as f64), by_time) {
+        (Some(n), Some(t)) => n.min(t),
+        (Some(n), None) => n,
+        (None, Some(t)) => t,
+        (None, None) => return Ok(()),
+    };
+    if expected > limits::MAX_ARRIVALS as f64 {
+        return Err(rate_field.invalid(
+            ctx,
+            format!(
+                "{rate} requests/s within the stage's limits is about {} requests; {}",
+                expected.floor(),
+                limits::exceeded(Limit::Arrivals, expected.floor())
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `spec.data`: one synthetic_text source (a one-item list, or a map).
+fn scenario_data(
+    ctx: &mut Ctx,
+    f: &At<'_>,
+    samples: Option<u64>,
+) -> Result<DataSpec, WorkloadError> {
+    let items = if f.node.entries().is_some() {
+        vec![At::new(f.node, f.path.clone(), f.line)]
+    } else {
+        f.seq(ctx)?
+    };
+    match items.len() {
+        0 => return Err(f.invalid(ctx, "needs one data source")),
+        1 => {}
+        _ => return Err(items[1].unsupported(ctx, "more than one data source")),
+    }
+    let item = &items[0];
+    if let Value::Str(s) = &item.node.value {
+        return Err(item.unsupported(
+            ctx,
+            format!("dataset `{s}` (a file or Hugging Face dataset)"),
+        ));
+    }
+    let mut m = item.map(ctx)?;
+    if let Some(k) = m.get_any(&["kind", "type"]) {
+        let kind = k.str(ctx)?;
+        if kind != "synthetic_text" {
+            return Err(k.unsupported(ctx, format!("data kind `{kind}`")));
+        }
+    }
+    let data = synthetic(ctx, &mut m, samples)?;
+    m.finish(ctx, &[]);
+    Ok(DataSpec::SyntheticText(data))
+}
+
+/// The synthetic_text keys, shared by every dialect.
+fn synthetic(
+    ctx: &mut Ctx,
+    m: &mut MapReader<'_>,
+    samples: Option<u64>,
+) -> Result<SyntheticText, WorkloadError> {
+    let prompt = lengths(ctx, m, "prompt_tokens")?.ok_or_else(|| {
+        ctx.missing(
+            &join(&m.path, "prompt_tokens"),
+            m.line,
+            "synthetic data needs the prompt length",
+        )
+    })?;
+    let output = lengths(ctx, m, "output_tokens")?;
+    let turns = match m.get("turns") {
+        Some(f) => {
+            let n = f.positive_within(ctx, Limit::Turns)?;
+            u32::try_from(n).map_err(|_| f.invalid(ctx, format!("{n} is too large")))?
+        }
+        None => 1,
+    };
+    let samples = match m.get("samples") {
+        Some(f) => f.positive_within(ctx, Limit::Samples)?,
+        None => samples.unwrap_or(DEFAULT_SAMPLES),
+    };
+    let mut prefix_buckets = Vec::new();
+    let mut prefixes: u64 = 0;
+    if let Some(f) = m.get("prefix_buckets") {
+        for b in f.seq(ctx)? {
+            let mut bm = b.map(ctx)?;
+            let prefix_tokens = bm
+                .require(ctx, "prefix_tokens", "a prefix bucket has `prefix_tokens`")?
+                .tokens(ctx)?;
+            let count_field = bm.get("prefix_count");
+            let prefix_count = count_field
+                .as_ref()
+                .map(|f| f.positive_within(ctx, Limit::Prefixes))
+                .transpose()?
+                .unwrap_or(1);
+            // Every prefix of every bucket is synthesised and kept for the run.
+            prefixes = prefixes.saturating_add(prefix_count);
+            if prefixes > limits::MAX_PREFIXES {
+                return Err(count_field.as_ref().unwrap_or(&b).invalid(
+                    ctx,
+                    format!(
+                        "the buckets so far hold {prefixes} prefixes: {}",
+                        limits::exceeded(Limit::Prefixes, prefixes as f64)
+                    ),
+                ));
+            }
+            let bucket_weight = bm
+                .get("bucket_weight")
+                .map(|f| f.positive_u64(ctx))
+                .transpose()?
+                .unwrap_or(100);
+            bm.finish(ctx, &[]);
+            prefix_buckets.push(PrefixBucket {
+                prefix_tokens,
+                prefix_count,
+                bucket_weight,
+            });
+        }
+    }
+    // ≤ v0.6: one prefix of `prefix_tokens`, shared by `prefix_count` groups.
+    if let Some(f) = m.get("prefix_tokens") {
+        let prefix_tokens = f.tokens(ctx)?;
+        let prefix_count = m
+            .get("prefix_count")
+            .map(|f| f.positive_within(ctx, Limit::Prefixes))
+            .transpose()?
+            .unwrap_or(1);
+        if prefix_tokens > 0 {
+            prefix_buckets.push(PrefixBucket {
+                prefix_tokens,
+                prefix_count,
+                bucket_weight: 100,
+            });
+        }
+    }
+    m.ignore(
+        ctx,
+        "source",
+        "the corpus guidellm cuts prompt text from; llmbench's prompt words are its own either way, with the \
+         same token counts",
+    );
+    for key in [
+        "tool_call_turns",
+        "tools",
+        "tool_response_tokens",
+        "tool_response_tokens_stdev",
+        "tool_response_tokens_min",
+        "tool_response_tokens_max",
+        "server_tool_call_turns",
+    ] {
+        if let Some(f) = m.get(key) {
+            return Err(f.unsupported(ctx, "synthetic tool-call turns"));
+        }
+    }
+    for key in ["delay", "delay_stdev", "delay_min", "delay_max"] {
+        if let Some(f) = m.get(key) {
+            return Err(f.unsupported(
+                ctx,
+                "think time between the turns of a conversation (`delay`)",
+            ));
+        }
+    }
+    Ok(SyntheticText {
+        prompt,
+        output,
+        turns,
+        prefix_buckets,
+        samples,
+    })
+}
+
+/// `<name>`, `<name>_stdev`, `<name>_min`, `<name>_max` as guidellm's `IntegerRangeSampler`
+/// reads them (`src/guidellm/utils/random.py`): without a stdev, min and max default to the
+/// average and the draw is uniform in [min, max]; with one, min defaults to
+/// max(1, avg − 5·stdev), max to avg + 5·stdev, and the draw is a clipped normal.
+fn lengths(
+    ctx: &mut Ctx,
+    m: &mut MapReader<'_>,
+    name: &str,
+) -> Result<Option<TokenLengths>, WorkloadError> {
+    let Some(avg_field) = m.get(name) else {
+        for suffix in ["_stdev", "_min", "_max"] {
+            if let Some(f) = m.get(&format!("{name}{suffix}")) {
+                return Err(ctx.missing(
+                    &join(&m.path, name),
+                    f.line,
+                    format!("`{name}{suffix}` is set, so the average `{name}` is needed too"),
+                ));
+            }
+        }
+        return Ok(None);
+    };
+    let avg = avg_field.tokens(ctx)?;
+    let stdev = m
+        .get(&format!("{name}_stdev"))
+        .map(|f| f.tokens(ctx))
+        .transpose()?
+        .filter(|s| *s > 0);
+    let min = m
+        .get(&format!("{name}_min"))
+        .map(|f| f.tokens(ctx))
+        .transpose()?;
+    let max = m
+        .get(&format!("{name}_max"))
+        .map(|f| f.tokens(ctx))
+        .transpose()?;
+    let calc_min = min.unwrap_or(match stdev {
+        Some(s) => avg.saturating_sub(s.saturating_mul(5)).max(1),
+        None => avg.max(1),
+    });
+    let calc_max = max.unwrap_or(match stdev {
+        Some(s) => avg.saturating_add(s.saturating_mul(5)),
+        None => avg,
+    });
+    if calc_max > limits::MAX_TOKENS {
+        return Err(avg_field.invalid(
+            ctx,
+            format!(
+                "lengths reach {calc_max} tokens (the average plus five `{name}_stdev`, as guidellm draws them): {}; \
+                 set `{name}_max`",
+                limits::exceeded(Limit::Tokens, calc_max as f64)
+            ),
+        ));
+    }
+    if calc_min > calc_max {
+        return Err(avg_field.invalid(
+            ctx,
+            format!("the length range [{calc_min}, {calc_max}] is empty"),
+        ));
+    }
+    let shape = if calc_min == calc_max {
+        LengthShape::Fixed(calc_min)
+    } else {
+        match stdev {
+            None => LengthShape::Uniform {
+                min: calc_min,
+                max: calc_max,
+            },
+            Some(s) => LengthShape::Normal {
+                mean: avg as f64,
+                spread: Spread::StdDev(s as f64),
+                min: calc_min,
+                max: calc_max,
+            },
+        }
+    };
+    Ok(Some(TokenLengths {
+        shape,
+        total_count: None,
+    }))
+}
+
+/// Dialects A and B: a flat map; `-` and `_` are interchangeable in keys (as in v0.4–v0.6).
+fn parse_flat(
+    ctx: &mut Ctx,
+    doc: &Node,
+    options: &ParseOptions,
+) -> Result<Workload, WorkloadError> {
+    let Some(entries) = doc.entries() else {
+        return Err(ctx.wrong_type("(document root)", doc, "a map of settings"));
+    };
+    let normalized: Vec<(Key, Node)> = entries
+        .iter()
+        .map(|(k, v)| {
+            (
+                Key {
+                    name: k.name.replace('-', "_"),
+                    line: k.line,
+                },
+                v.clone(),
+            )
+        })
+        .collect();
+    let mut m = MapReader::new(&normalized, "", doc.line);
+    let mut workload = Workload::empty(Harness::Guidellm, Dialect::GuidellmFlat);
+    workload.api.streaming = true;
+    // The default request format changed with v0.4: v0.3 sent text completions
+    // (`settings.preferred_route`), v0.4–v0.6 chat completions (`data_request_formatter`, `DEFAULT_API`).
+    // A file with hyphenated keys is v0.4+ (v0.3 read underscores only); v0.3-only keys mark a v0.3 file.
+    let v03 = !entries.iter().any(|(k, _)| k.name.contains('-'))
+        && [
+            "rate_type",
+            "backend_type",
+            "backend_args",
+            "warmup_percent",
+            "cooldown_percent",
+            "output_sampling",
+        ]
+        .iter()
+        .any(|k| doc.get(k).is_some());
+    workload.api.kind = if v03 {
+        ApiKind::Completion
+    } else {
+        ApiKind::Chat
+    };
+
+    workload.api.base_url = Some(guidellm_target(
+        m.require(ctx, "target", "the server's URL")?.str(ctx)?,
+    ));
+    if let Some(f) = m.get("model") {
+        workload.api.model = Some(f.str(ctx)?.to_string());
+    }
+    if let Some(f) = m.get_any(&["backend_type", "backend"]) {
+        let kind = f.str(ctx)?;
+        if kind != "openai_http" {
+            return Err(f.unsupported(ctx, format!("backend `{kind}`")));
+        }
+    }
+    let mut request_max_tokens = None;
+    let mut timeout = None;
+    if let Some(f) = m.get_any(&["backend_kwargs", "backend_args"]) {
+        let mut b = f.map(ctx)?;
+        request_max_tokens = backend_args(ctx, &mut b, &mut workload.api, &mut timeout, false)?;
+        b.finish(ctx, &[]);
+    }
+    workload.request_timeout = timeout;
+    // `data_request_formatter` and its aliases `request_type` / `request-type` (v0.4–v0.6), or a v0.6
+    // `request_format` path.
+    if let Some(f) = m.get_any(&["data_request_formatter", "request_type", "request_format"])
+        && let Some(n) = request_formatter(ctx, &f, &mut workload.api)?
+    {
+        request_max_tokens = Some(n);
+    }
+    workload.tokenizer = scenario_tokenizer(ctx, &mut m)?;
+    if let Some(f) = m.get("data_args") {
+        let empty = match &f.node.value {
+            Value::Seq(items) => items
+                .iter()
+                .all(|n| n.is_null() || n.entries().is_some_and(<[_]>::is_empty)),
+            Value::Map(entries) => entries.is_empty(),
+            _ => false,
+        };
+        if !empty {
+            return Err(f.unsupported(ctx, "per-dataset loading arguments (`data_args`)"));
+        }
+    }
+    if let Some(f) = m.get("data_samples")
+        && !matches!(f.node.value, Value::Int(-1))
+    {
+        return Err(f.unsupported(
+            ctx,
+            "capping the number of data samples (`data_samples` other than -1)",
+        ));
+    }
+    only_default(
+        ctx,
+        &mut m,
+        "data_column_mapper",
+        &["generative_column_mapper"],
+    )?;
+    only_default(ctx, &mut m, "data_preprocessors", &["encode_media"])?;
+    only_default(ctx, &mut m, "data_finalizer", &["generative"])?;
+    only_default(ctx, &mut m, "data_collator", &["generative"])?;
+    m.ignore(
+        ctx,
+        "data_sampler",
+        "the order synthetic samples are drawn in; they are independent draws, so the distribution sent is the \
+         same",
+    );
+    for key in [
+        "data_num_workers",
+        "dataloader_kwargs",
+        "data_preprocessors_kwargs",
+    ] {
+        m.ignore(
+            ctx,
+            key,
+            "how guidellm's data loader runs; the data it yields is the same",
+        );
+    }
+    for key in ["outputs", "output_dir", "output_path"] {
+        m.ignore(
+            ctx,
+            key,
+            "guidellm's output files; llmbench writes its results (benchmarks.json included) to --output",
+        );
+    }
+    sample_size(ctx, &mut m, "sample_requests");
+    sample_size(ctx, &mut m, "output_sampling");
+    prefer_response_metrics(ctx, &mut m)?;
+    if let Some(f) = m.get("over_saturation") {
+        return Err(f.unsupported(ctx, "the `over_saturation` constraint"));
+    }
+
+    let data_field = m.require(
+        ctx,
+        "data",
+        "the data source (e.g. `prompt_tokens=256,output_tokens=128`)",
+    )?;
+    let data = flat_data(ctx, &data_field)?;
+    workload.data = DataSpec::SyntheticText(data);
+    apply_request_max_tokens(&mut workload.data, &mut workload.api, request_max_tokens);
+
+    let mut limit = StageLimit::default();
+    if let Some(f) = m.get("max_seconds") {
+        limit.duration = Some(f.positive_seconds(ctx)?);
+    }
+    if let Some(f) = m.get("max_requests") {
+        limit.requests = Some(f.requests(ctx)?);
+    }
+    if let Some(f) = m.get_any(&["max_errors", "max_error"]) {
+        limit.max_errors = Some(ErrorLimit {
+            limit: f.requests(ctx)?,
+            scope: StopScope::Stage,
+        });
+    }
+    if let Some(f) = m.get("max_error_rate") {
+        limit.max_error_rate = Some(ErrorLimit {
+            limit: WindowedErrorRate {
+                rate: error_rate(ctx, &f)?,
+                window: GUIDELLM_ERROR_WINDOW,
+            },
+            scope: StopScope::Stage,
+        });
+    }
+    if let Some(f) = m.get("max_global_error_rate") {
+        limit.max_global_error_rate = Some(ErrorLimit {
+            limit: GlobalErrorRate {
+                rate: error_rate(ctx, &f)?,
+                minimum: GUIDELLM_ERROR_MIN_PROCESSED,
+            },
+            scope: StopScope::Stage,
+        });
+    }
+    // ≤ v0.3: `warmup_percent` / `cooldown_percent`, fractions in (0, 1]; v0.4–v0.6: `warmup` / `cooldown`.
+    let mut transients = [None, None];
+    for (slot, (old, new)) in transients.iter_mut().zip([
+        ("warmup_percent", "warmup"),
+        ("cooldown_percent", "cooldown"),
+    ]) {
+        if let Some(f) = m.get(old) {
+            let v = f.positive_f64(ctx)?;
+            if v > 1.0 {
+                return Err(f.invalid(ctx, format!("a fraction of the stage in (0, 1], found {v}")));
+            }
+            *slot = Some(Transient::GuidellmFraction { fraction: v });
+        }
+        if let Some(f) = m.get(new) {
+            *slot = transient_phase(ctx, &f)?;
+        }
+    }
+    match m.get("random_seed") {
+        Some(f) => {
+            workload.seed = f.u64(ctx)?;
+            workload.seed_origin = SeedOrigin::Profile;
+        }
+        None => set_default_seed(&mut workload, options, DEFAULT_SEED),
+    }
+
+    let kind_field = m.get_any(&["profile", "rate_type"]).ok_or_else(|| {
+        ctx.missing("profile", 0, "the load (`profile` or `rate-type`: synchronous, concurrent, throughput, constant, poisson, sweep)")
+    })?;
+    let kind = kind_field.str(ctx)?;
+    workload.stages = profile_stages(
+        ctx,
+        &mut m,
+        &kind_field,
+        kind,
+        &Constraints::from_limit(&limit),
+        true,
+    )?;
+    for stage in &mut workload.stages {
+        [stage.warmup, stage.cooldown] = transients;
+    }
+    m.finish(ctx, &[]);
+    Ok(workload)
+}
+
+/// Flat `data`: a map, a JSON object string, or `key=value,...`; anything else names a
+/// dataset, which llmbench does not download.
+fn flat_data(ctx: &mut Ctx, f: &At<'_>) -> Result<SyntheticText, WorkloadError> {
+    let node = match &f.node.value {
+        Value::Map(_) => f.node.clone(),
+        Value::Str(s) => match string_data(s, f.line) {
+            Some(node) => node,
+            None => {
+                return Err(f.unsupported(
+                    ctx,
+                    format!("dataset `{s}` (a file or Hugging Face dataset)"),
+                ));
+            }
+        },
+        _ => return Err(ctx.wrong_type(&f.path, f.node, "a map or a `key=value,...` string")),
+    };
+    let at = At::new(&node, f.path.clone(), f.line);
+    let mut m = at.map(ctx)?;
+    let data = synthetic(ctx, &mut m, None)?;
+    m.finish(ctx, &[]);
+    Ok(data)
+}
+
+/// `prompt_tokens=256,output_tokens=128` or `{"prompt_tokens": 256}` as a map node.
+fn string_data(s: &str, line: u32) -> Option<Node> {
+    let trimmed = s.trim();
+    if trimmed.starts_with('{') {
+        let json: serde_json::Value = serde_json::from_str(trimmed).ok()?;
+        let obj = json.as_object()?;
+        let entries = obj
+            .iter()
+            .map(|(k, v)| {
+                let value = match v {
+                    serde_json::Value::Number(n) => n
+                        .as_i64()
+                        .map(Value::Int)
+                        .or_else(|| n.as_f64().map(Value::Float))?,
+                    serde_json::Value::String(s) => Value::Str(s.clone()),
+                    serde_json::Value::Bool(b) => Value::Bool(*b),
+                    serde_json::Value::Null => Value::Null,
+                    _ => return None,
+                };
+                Some((
+                    Key {
+                        name: k.clone(),
+                        line,
+                    },
+                    Node::new(value, line),
+                ))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        return Some(Node::new(Value::Map(entries), line));
+    }
+    if !trimmed.contains('=') {
+        return None;
+    }
+    let mut entries = Vec::new();
+    for part in trimmed.split(',').filter(|p| !p.trim().is_empty()) {
+        let (k, v) = part.split_once('=')?;
+        let v = v.trim();
+        let value = v
+            .parse::<i64>()
+            .map(Value::Int)
+            .or_else(|_| v.parse::<f64>().map(Value::Float))
+            .unwrap_or_else(|_| Value::Str(v.to_string()));
+        entries.push((
+            Key {
+                name: k.trim().replace('-', "_"),
+                line,
+            },
+            Node::new(value, line),
+        ));
+    }
+    Some(Node::new(Value::Map(entries), line))
+}
+
+/// Sets a dotted path (`profile.streams`, `constraints[0].count`, `constraints.0.count`) in a
+/// copy of `spec`. Missing map keys are created; list indexes must exist.
+fn set_path(root: &mut Node, path: &str, value: Node, line: u32) -> Result<(), String> {
+    let mut segments: Vec<Segment> = Vec::new();
+    for part in path.split('.') {
+        let (name, mut rest) = match part.find('[') {
+            Some(i) => (&part[..i], &part[i..]),
+            None => (part, ""),
+        };
+        if name.is_empty() && rest.is_empty() {
+            return Err(format!("`{path}` has an empty segment"));
+        }
+        if !name.is_empty() {
+            match name.parse::<usize>() {
+                Ok(i) => segments.push(Segment::Index(i)),
+                Err(_) => segments.push(Segment::Key(name.to_string())),
+            }
+        }
+        while let Some(stripped) = rest.strip_prefix('[') {
+            let end = stripped
+                .find(']')
+                .ok_or_else(|| format!("`{path}`: unclosed `[`"))?;
+            let index = stripped[..end]
+                .trim()
+                .parse::<usize>()
+                .map_err(|_| format!("`{path}`: `{}` is not a list index", &stripped[..end]))?;
+            segments.push(Segment::Index(index));
+            rest = &stripped[end + 1..];
+        }
+        if !rest.is_empty() {
+            return Err(format!("`{path}`: unexpected `{rest}`"));
+        }
+    }
+    let mut node = root;
+    for (i, seg) in segments.iter().enumerate() {
+        let last = i + 1 == segments.len();
+        if matches!(seg, Segment::Key(_)) && node.is_null() {
+            node.value = Value::Map(Vec::new());
+        }
+        node = match (seg, &mut node.value) {
+            (Segment::Key(k), Value::Map(entries)) => {
+                let pos = match entries.iter().position(|(key, _)| key.name == *k) {
+                    Some(pos) => pos,
+                    None => {
+                        entries.push((
+                            Key {
+                                name: k.clone(),
+                                line,
+                            },
+                            Node::new(Value::Map(Vec::new()), line),
+                        ));
+                        entries.len() - 1
+                    }
+                };
+                &mut entries[pos].1
+            }
+            (Segment::Index(idx), Value::Seq(items)) => {
+                let len = items.len();
+                items.get_mut(*idx).ok_or_else(|| {
+                    format!("`{path}`: index {idx} is out of range (the list has {len})")
+                })?
+            }
+            (seg, other) => {
+                return Err(format!(
+                    "`{path}`: cannot apply `{}` to {}",
+                    seg.describe(),
+                    other.describe()
+                ));
+            }
+        };
+        if last {
+            *node = value;
+            return Ok(());
+        }
+    }
+    Err(format!("`{path}` is empty"))
+}
+
+enum Segment {
+    Key(String),
+    Index(usize),
+}
+
+impl Segment {
+    fn describe(&self) -> String {
+        match self {
+            Segment::Key(k) => format!("key `{k}`"),
+            Segment::Index(i) => format!("index [{i}]"),
+        }
+    }
+}

@@ -1,0 +1,1722 @@
+//! inference-perf's config file (`inference_perf/config/config.py`, FORMATS 1.4) → `Workload`.
+//!
+//! Lenient like inference-perf ≤ v0.6.1 (unknown keys are warnings), with the exceptions that
+//! would silently change what runs: a section nested where it is never read, and features
+//! llmbench does not run yet, are errors.
+
+use std::time::Duration;
+
+use super::ParseOptions;
+use super::error::{WarningKind, WorkloadError};
+use super::limits::{self, Limit};
+use super::model::*;
+use super::reader::{At, Ctx, MapReader, join};
+use super::yaml::Node;
+
+const SECTIONS: [&str; 9] = [
+    "load",
+    "api",
+    "server",
+    "tokenizer",
+    "data",
+    "report",
+    "storage",
+    "metrics",
+    "circuit_breakers",
+];
+
+/// aiohttp's default total timeout, which inference-perf keeps when a profile sets no `load.request_timeout`.
+pub const INFERENCE_PERF_DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
+
+pub(crate) fn parse(
+    ctx: &mut Ctx,
+    doc: &Node,
+    options: &ParseOptions,
+) -> Result<Workload, WorkloadError> {
+    let mut root = MapReader::root(ctx, doc)?;
+    reject_misplaced_sections(ctx, doc)?;
+
+    let mut workload = Workload::empty(Harness::InferencePerf, Dialect::InferencePerf);
+    workload.stage_interval = Duration::from_secs(1);
+    workload.api.ignore_eos = true;
+
+    // Load first: an unsupported load type is the most fundamental thing to report.
+    let load = match root.get("load") {
+        Some(f) => Some(f.map(ctx)?),
+        None => None,
+    };
+    let Some(load) = load else {
+        return Err(ctx.missing("load", 0, "an inference-perf profile needs `load.stages`"));
+    };
+    let load_line = load.line;
+    let trace_replay = parse_load(ctx, load, &mut workload, options)?;
+    let session_replay = workload
+        .stages
+        .iter()
+        .any(|s| matches!(s.arrival, Arrival::TraceSessions { .. }));
+
+    let mut session_header_line = 0;
+    let slo_headers = match root.get("api") {
+        Some(f) => Some(parse_api(
+            ctx,
+            f.map(ctx)?,
+            &mut workload.api,
+            &mut session_header_line,
+        )?),
+        None => None,
+    };
+    if let Some(f) = root.get("server") {
+        parse_server(ctx, f.map(ctx)?, &mut workload.api)?;
+    }
+    if let Some(f) = root.get("tokenizer") {
+        workload.tokenizer = parse_tokenizer(ctx, f.map(ctx)?)?;
+    }
+    workload.data = match root.get("data") {
+        Some(f) => parse_data(
+            ctx,
+            f.map(ctx)?,
+            &mut workload.api,
+            trace_replay.is_some(),
+            session_replay,
+        )?,
+        None => DataSpec::Mock,
+    };
+    if workload.api.session_id_header.is_some()
+        && !matches!(
+            workload.data,
+            DataSpec::OtelTrace(_) | DataSpec::ConversationReplay(_)
+        )
+    {
+        // Upstream sends it for any data carrying a session (`openai_client.py`: `session_id` or
+        // `user_session_id`); shared_prefix's sessions are the ones llmbench does not name yet.
+        return Err(ctx.unsupported(
+            "api.session_id_header_key",
+            session_header_line,
+            "a session-id header on data other than trace_session_replay and conversation_replay \
+             (shared_prefix sessions are not named yet)",
+        ));
+    }
+    if session_replay && !matches!(workload.data, DataSpec::OtelTrace(_)) {
+        // `run_session_stage`: "Session-based replay requires a SessionGenerator".
+        return Err(ctx.invalid(
+            "load.type",
+            load_line,
+            "`trace_session_replay` replays the sessions of `data.type: otel_trace_replay` (or \
+             `weka_trace_replay`) only",
+        ));
+    }
+    if let Some(line) = trace_replay
+        && !matches!(workload.data, DataSpec::AzureTrace(_))
+    {
+        // `load_generator.py` `run_stage`: without `data.trace` a stage sends `int(rate × duration)` requests of
+        // its data at the trace's times (and fails once the trace runs out).
+        return Err(ctx.unsupported(
+            "load.type",
+            line,
+            "`trace_replay` with prompts from other than `data.type: random` with `data.trace` (inference-perf \
+             then sends `int(rate × duration)` requests of that data at the trace's times)",
+        ));
+    }
+    if let Some(f) = root.get("report") {
+        parse_report(ctx, f.map(ctx)?, &mut workload)?;
+    }
+    if let Some(slo) = slo_headers {
+        slo.apply(ctx, &workload.api, &mut workload.goodput)?;
+    }
+    if let Some(f) = root.get_output("storage") {
+        parse_storage(ctx, f.map(ctx)?, &mut workload.report)?;
+    }
+    if let Some(f) = root.get("metrics") {
+        workload.server_metrics = parse_metrics(ctx, f.map(ctx)?)?;
+    }
+    // inference-perf's main: per-stage Prometheus reports need every stage's last samples scraped before the next
+    // stage starts, so the pause between stages is at least the Prometheus scrape interval.
+    if let Some(source) = &workload.server_metrics
+        && workload.report.prometheus_per_stage
+    {
+        workload.stage_interval = workload.stage_interval.max(source.scrape_interval);
+    }
+    if let Some(f) = root.get("circuit_breakers") {
+        let empty = matches!(&f.node.value, super::yaml::Value::Seq(v) if v.is_empty());
+        if !empty {
+            return Err(f.unsupported(ctx, "circuit breakers"));
+        }
+    }
+    root.finish(ctx, &[]);
+    Ok(workload)
+}
+
+/// Why multimodal profiles are refused: what is missing, not only that it is.
+const MULTIMODAL: &str = "multimodal data (images, video or audio in the prompt: llmbench sends no media yet, and \
+                          `llmbench sim` cannot count an image's tokens, which depend on the served model's vision \
+                          encoder, so its TTFT and input lengths would be wrong)";
+
+/// `tokenizer: {data: ...}` and the like: inference-perf never reads a section nested inside
+/// another one, so the file would run with defaults (lenient) or be rejected (strict).
+fn reject_misplaced_sections(ctx: &Ctx, doc: &Node) -> Result<(), WorkloadError> {
+    let Some(entries) = doc.entries() else {
+        return Ok(());
+    };
+    for (section, node) in entries {
+        let Some(inner) = node.entries() else {
+            continue;
+        };
+        for (key, _) in inner {
+            // `load.circuit_breakers` is the load's list of breakers to enable, not the top-level section.
+            let own_field = section.name == "load" && key.name == "circuit_breakers";
+            if SECTIONS.contains(&key.name.as_str()) && key.name != section.name && !own_field {
+                let top_level = doc.get(&key.name).is_some();
+                return Err(ctx.misplaced(
+                    &format!("{}.{}", section.name, key.name),
+                    key.line,
+                    format!(
+                        "`{}` is a top-level section; nested under `{}` it is never read, so \
+                         inference-perf would run with {} (lenient versions) or reject the file \
+                         (strict versions); move it to the top level",
+                        key.name,
+                        section.name,
+                        if top_level {
+                            "the top-level one only".to_string()
+                        } else {
+                            format!("the default `{}`", default_of(&key.name))
+                        },
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn default_of(section: &str) -> &'static str {
+    match section {
+        "data" => "mock data",
+        "load" => "load (constant)",
+        _ => "settings",
+    }
+}
+
+/// Parses `load`; returns the line of `load.type` when it is `trace_replay`.
+fn parse_load(
+    ctx: &mut Ctx,
+    mut load: MapReader<'_>,
+    workload: &mut Workload,
+    options: &ParseOptions,
+) -> Result<Option<u32>, WorkloadError> {
+    let type_line = load.get("type").map_or(load.line, |f| f.line);
+    // `trace_session_replay`: sessions of a trace corpus, each a graph of dependent calls.
+    let mut sessions = false;
+    let kind = match load.get("type") {
+        None => LoadKind::Constant,
+        Some(f) => match f.str(ctx)? {
+            "constant" => LoadKind::Constant,
+            "poisson" => LoadKind::Poisson,
+            "concurrent" => LoadKind::Concurrent,
+            "trace_replay" => LoadKind::Trace,
+            "trace_session_replay" => {
+                sessions = true;
+                LoadKind::Trace
+            }
+            other => {
+                return Err(f.invalid(
+                    ctx,
+                    format!(
+                        "unknown load type `{other}`; expected constant, poisson, concurrent, \
+                         trace_replay or trace_session_replay"
+                    ),
+                ));
+            }
+        },
+    };
+    if sessions {
+        // `run_session_stage` never reads `load.trace`: the sessions' own times are the schedule.
+        load.ignore(
+            ctx,
+            "trace",
+            "a `trace_session_replay` load takes its times from the session traces",
+        );
+    }
+    let trace_file = match load.get("trace") {
+        Some(f) if kind == LoadKind::Trace => Some(trace_config(ctx, &f)?),
+        Some(f) => return Err(f.unsupported(ctx, "trace replay (`load.trace`)")),
+        // `LoadGenerator.__init__`: "Trace file is required for trace replay load generator".
+        None if kind == LoadKind::Trace && !sessions => {
+            return Err(ctx.missing(
+                "load.trace",
+                type_line,
+                "`type: trace_replay` needs `load.trace: {file, format}`",
+            ));
+        }
+        None => None,
+    };
+    for (key, feature) in [
+        ("lora_traffic_split", "LoRA traffic split"),
+        (
+            "circuit_breakers",
+            "circuit breakers (`load.circuit_breakers`)",
+        ),
+    ] {
+        if let Some(f) = load.get(key) {
+            let empty = matches!(&f.node.value, super::yaml::Value::Seq(v) if v.is_empty());
+            if !empty {
+                return Err(f.unsupported(ctx, feature));
+            }
+        }
+    }
+    if let Some(f) = load.get("interval") {
+        workload.stage_interval = f.seconds(ctx)?;
+    }
+    if let Some(f) = load.get("num_workers") {
+        workload.workers.num_workers = Some(f.concurrency(ctx)?);
+    }
+    if let Some(f) = load.get("worker_max_concurrency") {
+        workload.workers.worker_max_concurrency = Some(f.concurrency(ctx)?);
+    }
+    if let Some(f) = load.get("worker_max_tcp_connections") {
+        // Each worker's aiohttp connector holds at most this many connections; llmbench opens one per request
+        // in flight. A cap at or above the worker's in-flight cap never binds, so it changes nothing; a lower
+        // one would queue requests inside the client, which llmbench does not reproduce.
+        let connections = f.concurrency(ctx)?;
+        let in_flight = workload
+            .workers
+            .worker_max_concurrency
+            .unwrap_or(INFERENCE_PERF_WORKER_MAX_CONCURRENCY);
+        if connections < in_flight {
+            return Err(f.unsupported(
+                ctx,
+                format!(
+                    "a TCP connection cap ({connections}) below the worker's in-flight cap \
+                     (`worker_max_concurrency`, {in_flight}), which makes requests queue for a connection inside \
+                     the client (raise it to at least {in_flight})"
+                ),
+            ));
+        }
+        workload.workers.worker_max_tcp_connections = Some(connections);
+    }
+    // Without `request_timeout` inference-perf's aiohttp session keeps aiohttp's default timeout, 300 s in all
+    // (`openai_client.py`: `ClientTimeout(total=timeout) if timeout else sentinel`).
+    workload.request_timeout = Some(match load.get("request_timeout") {
+        Some(f) => f.positive_seconds(ctx)?,
+        None => INFERENCE_PERF_DEFAULT_REQUEST_TIMEOUT,
+    });
+    match load.get("base_seed") {
+        Some(f) => {
+            workload.seed = f.u64(ctx)?;
+            workload.seed_origin = SeedOrigin::Profile;
+        }
+        None => set_default_seed(workload, options, 0),
+    }
+
+    if let Some(f) = load.get("sweep") {
+        if sessions {
+            // `LoadConfig` validation: "Cannot have sweep config with CONCURRENT or TRACE_SESSION_REPLAY".
+            return Err(f.invalid(
+                ctx,
+                "a sweep cannot be combined with a `trace_session_replay` load",
+            ));
+        }
+        if kind == LoadKind::Trace {
+            return Err(f.unsupported(ctx, "a sweep over a `trace_replay` load"));
+        }
+        if kind == LoadKind::Concurrent {
+            return Err(f.invalid(ctx, "a sweep cannot be combined with a `concurrent` load"));
+        }
+        let process = if kind == LoadKind::Poisson {
+            SweepProcess::Poisson
+        } else {
+            SweepProcess::Constant
+        };
+        let sweep = parse_sweep(ctx, &f, process)?;
+        // The sweep generates the stages; listed ones are replaced, as upstream does.
+        load.ignore(ctx, "stages", "replaced by the stages the sweep generates");
+        workload.stages = vec![Stage {
+            load: LoadKind::Sweep,
+            arrival: Arrival::Sweep(sweep),
+            limit: StageLimit::default(),
+            max_concurrency: None,
+            warmup: None,
+            cooldown: None,
+        }];
+        load.finish(ctx, &[]);
+        return Ok(None);
+    }
+
+    let stages = load.require(ctx, "stages", "at least one stage (or a `sweep`)")?;
+    let items = stages.stage_list(ctx)?;
+    if items.is_empty() {
+        return Err(stages.invalid(ctx, "needs at least one stage"));
+    }
+    for (index, item) in items.into_iter().enumerate() {
+        let stage = match (kind, &trace_file) {
+            _ if sessions => parse_session_stage(ctx, &item)?,
+            (LoadKind::Concurrent, _) => parse_concurrent_stage(ctx, &item)?,
+            (LoadKind::Trace, Some(file)) => {
+                if index > 0 {
+                    // The random data generator's rows are indexed across stages (`data_index` keeps counting)
+                    // and a second stage indexes past them: upstream fails there.
+                    return Err(item.unsupported(
+                        ctx,
+                        "a second `trace_replay` stage (inference-perf's trace-driven data has run out by then)",
+                    ));
+                }
+                // The stage's `rate` and `duration` are checked as upstream's `StandardLoadStage` checks them, but
+                // with `data.trace` neither is used: the trace's rows are the requests, sent at their times, and
+                // the stage waits for all of them (`run_stage`).
+                let mut stage = parse_rate_stage(ctx, &item, LoadKind::Constant)?;
+                stage.load = LoadKind::Trace;
+                stage.arrival = Arrival::InferencePerfTrace { file: file.clone() };
+                stage.limit = StageLimit::default();
+                stage
+            }
+            _ => parse_rate_stage(ctx, &item, kind)?,
+        };
+        workload.stages.push(stage);
+    }
+    load.finish(ctx, &[]);
+    Ok((kind == LoadKind::Trace && !sessions).then_some(type_line))
+}
+
+/// A `trace_session_replay` stage (`TraceSessionReplayLoadStage`): `concurrent_sessions` (required, 0 = no limit),
+/// `session_rate` (> 0, at most `concurrent_sessions` when that is set), `num_sessions` (> 0) and `timeout` (s,
+/// > 0).
+fn parse_session_stage(ctx: &mut Ctx, item: &At<'_>) -> Result<Stage, WorkloadError> {
+    let mut m = item.map(ctx)?;
+    let field = m.require(
+        ctx,
+        "concurrent_sessions",
+        "a `trace_session_replay` stage has `concurrent_sessions` (0 for all at once)",
+    )?;
+    let concurrent_sessions = u32::try_from(field.u64(ctx)?)
+        .map_err(|_| field.invalid(ctx, "too many concurrent sessions"))?;
+    let session_rate = match m.get("session_rate") {
+        Some(f) => {
+            let rate = f.positive_f64(ctx)?;
+            if concurrent_sessions > 0 && rate > f64::from(concurrent_sessions) {
+                return Err(f.invalid(
+                    ctx,
+                    format!(
+                        "session_rate ({rate}) cannot exceed concurrent_sessions ({concurrent_sessions}), as \
+                         inference-perf checks"
+                    ),
+                ));
+            }
+            Some(rate)
+        }
+        None => None,
+    };
+    let num_sessions = m.get("num_sessions").map(|f| f.requests(ctx)).transpose()?;
+    let timeout = m
+        .get("timeout")
+        .map(|f| f.positive_seconds(ctx))
+        .transpose()?;
+    m.finish(ctx, &[]);
+    Ok(Stage {
+        load: LoadKind::Trace,
+        arrival: Arrival::TraceSessions {
+            concurrent_sessions,
+            session_rate,
+            num_sessions,
+            timeout,
+        },
+        limit: StageLimit {
+            duration: timeout,
+            ..StageLimit::default()
+        },
+        max_concurrency: None,
+        warmup: None,
+        cooldown: None,
+    })
+}
+
+/// `TraceConfig` (`config/datagen/replay.py`): `file`, and `format` (only `AzurePublicDataset`, the default).
+fn trace_config(ctx: &mut Ctx, f: &At<'_>) -> Result<String, WorkloadError> {
+    let mut m = f.map(ctx)?;
+    let file = m
+        .require(ctx, "file", "a trace names its `file`")?
+        .str(ctx)?
+        .to_string();
+    if let Some(format) = m.get("format") {
+        let value = format.str(ctx)?;
+        if value != "AzurePublicDataset" {
+            return Err(format.invalid(
+                ctx,
+                format!("unknown trace format `{value}`; expected AzurePublicDataset"),
+            ));
+        }
+    }
+    m.finish(ctx, &[]);
+    Ok(file)
+}
+
+pub(crate) fn set_default_seed(workload: &mut Workload, options: &ParseOptions, tool: u64) {
+    match options.default_seed {
+        Some(seed) => {
+            workload.seed = seed;
+            workload.seed_origin = SeedOrigin::Caller;
+        }
+        None => {
+            workload.seed = tool;
+            workload.seed_origin = SeedOrigin::ToolDefault;
+        }
+    }
+}
+
+fn parse_rate_stage(ctx: &mut Ctx, item: &At<'_>, kind: LoadKind) -> Result<Stage, WorkloadError> {
+    let mut m = item.map(ctx)?;
+    let rate_field = m.require(
+        ctx,
+        "rate",
+        "a rate stage has `rate` (requests/s) and `duration` (s)",
+    )?;
+    let rate = rate_field.rate(ctx)?;
+    let duration_field = m.require(
+        ctx,
+        "duration",
+        "a rate stage has `rate` (requests/s) and `duration` (s)",
+    )?;
+    let duration = duration_field.positive_seconds(ctx)?;
+    let seconds = duration_field.positive_u64(ctx)?;
+    // Every send time of the stage is computed before it starts: `int(rate × duration)` of them.
+    let arrivals = (rate * seconds as f64).floor();
+    if arrivals > limits::MAX_ARRIVALS as f64 {
+        return Err(rate_field.invalid(
+            ctx,
+            format!(
+                "{rate} requests/s for {seconds} s is {arrivals} requests; {}",
+                limits::exceeded(Limit::Arrivals, arrivals)
+            ),
+        ));
+    }
+    // Explicit nulls are accepted (guide_pd-disaggregation_{1,2}); values are not.
+    for key in ["num_requests", "concurrency_level"] {
+        if let Some(f) = m.get(key) {
+            return Err(f.invalid(
+                ctx,
+                format!(
+                    "a `{}` stage takes `rate` and `duration`; `{key}` belongs to `concurrent` \
+                     stages",
+                    kind.name()
+                ),
+            ));
+        }
+    }
+    m.finish(ctx, &[]);
+    let arrival = if kind == LoadKind::Poisson {
+        Arrival::InferencePerfPoisson { rate, duration }
+    } else {
+        Arrival::InferencePerfConstant { rate, duration }
+    };
+    Ok(Stage {
+        load: kind,
+        arrival,
+        limit: StageLimit::duration(duration),
+        max_concurrency: None,
+        warmup: None,
+        cooldown: None,
+    })
+}
+
+fn parse_concurrent_stage(ctx: &mut Ctx, item: &At<'_>) -> Result<Stage, WorkloadError> {
+    let mut m = item.map(ctx)?;
+    let why = "a `concurrent` stage has `num_requests` and `concurrency_level`";
+    let num_requests = m.require(ctx, "num_requests", why)?.requests(ctx)?;
+    let concurrency = m.require(ctx, "concurrency_level", why)?.concurrency(ctx)?;
+    for key in ["rate", "duration"] {
+        if let Some(f) = m.get(key) {
+            return Err(f.invalid(
+                ctx,
+                format!(
+                    "a `concurrent` stage takes `num_requests` and `concurrency_level`; `{key}` \
+                     belongs to `constant` and `poisson` stages"
+                ),
+            ));
+        }
+    }
+    m.finish(ctx, &[]);
+    Ok(Stage {
+        load: LoadKind::Concurrent,
+        arrival: Arrival::Closed {
+            concurrency,
+            rampup: Duration::ZERO,
+        },
+        limit: StageLimit::requests(num_requests),
+        max_concurrency: None,
+        warmup: None,
+        cooldown: None,
+    })
+}
+
+fn parse_sweep(ctx: &mut Ctx, f: &At<'_>, process: SweepProcess) -> Result<Sweep, WorkloadError> {
+    let mut m = f.map(ctx)?;
+    // `SweepConfig` in inference-perf's loadgen config: `type` has no default; the rest do.
+    let type_field = m.require(
+        ctx,
+        "type",
+        "inference-perf's sweep needs its `type` (linear or geometric)",
+    )?;
+    let progression = match type_field.str(ctx)? {
+        "linear" => SweepProgression::Linear,
+        "geometric" => SweepProgression::Geometric,
+        other => {
+            return Err(type_field.invalid(
+                ctx,
+                format!("unknown sweep type `{other}`; expected linear or geometric"),
+            ));
+        }
+    };
+    let num_stages = match m.get("num_stages") {
+        Some(f) => {
+            let n = f.positive_within(ctx, Limit::Stages)?;
+            u32::try_from(n).map_err(|_| f.invalid(ctx, format!("{n} is too large")))?
+        }
+        None => 5,
+    };
+    let stage_duration = match m.get("stage_duration") {
+        Some(f) => {
+            let d = f.positive_seconds(ctx)?;
+            f.positive_u64(ctx)?;
+            d
+        }
+        None => Duration::from_secs(180),
+    };
+    let num_requests = Some(match m.get("num_requests") {
+        Some(f) => f.requests(ctx)?,
+        None => 2000,
+    });
+    let timeout = Some(match m.get("timeout") {
+        Some(f) => f.seconds(ctx)?,
+        None => Duration::from_secs(60),
+    });
+    let saturation_percentile = Some(match m.get("saturation_percentile") {
+        Some(p) => {
+            let v = p.positive_f64(ctx)?;
+            if v > 100.0 {
+                return Err(p.invalid(ctx, format!("a percentile is at most 100, found {v}")));
+            }
+            v
+        }
+        None => 95.0,
+    });
+    m.finish(ctx, &[]);
+    Ok(Sweep::InferencePerf {
+        process,
+        progression,
+        num_stages,
+        stage_duration,
+        num_requests,
+        timeout,
+        saturation_percentile,
+    })
+}
+
+/// `session_id_header_key` is checked against the data once it is read (see [`parse`]).
+fn parse_api<'n>(
+    ctx: &mut Ctx,
+    mut m: MapReader<'n>,
+    api: &mut Api,
+    session_header_line: &mut u32,
+) -> Result<SloHeaders<'n>, WorkloadError> {
+    if let Some(f) = m.get("type") {
+        api.kind = match f.str(ctx)? {
+            "completion" => ApiKind::Completion,
+            "chat" => ApiKind::Chat,
+            "anthropic_messages" => {
+                return Err(f.unsupported(ctx, "the `anthropic_messages` API"));
+            }
+            other => {
+                return Err(f.invalid(
+                    ctx,
+                    format!(
+                        "unknown API type `{other}`; expected completion, chat or \
+                         anthropic_messages"
+                    ),
+                ));
+            }
+        };
+    }
+    if let Some(f) = m.get("streaming") {
+        api.streaming = f.bool(ctx)?;
+    }
+    if let Some(f) = m.get("headers") {
+        api.headers = string_map(ctx, &f)?;
+    }
+    if let Some(f) = m.get("response_format") {
+        return Err(f.unsupported(ctx, "structured output (`response_format`)"));
+    }
+    if let Some(f) = m.get("session_id_header_key")
+        && !f.is_null()
+    {
+        let name = f.str(ctx)?;
+        if !name.is_empty() {
+            let bad = |b: u8| b.is_ascii_control() || b == b':' || b == b' ';
+            if name.bytes().any(bad) {
+                return Err(f.invalid(ctx, format!("`{name}` is not an HTTP header name")));
+            }
+            api.session_id_header = Some(name.to_string());
+            *session_header_line = f.line;
+        }
+    }
+    if let Some(f) = m.get("session_token_header_key")
+        && !f.is_null()
+    {
+        return Err(f.unsupported(
+            ctx,
+            "a session token echoed from responses (`session_token_header_key`: llmbench does not read response \
+             headers yet)",
+        ));
+    }
+    let slo = SloHeaders {
+        unit: m.get("slo_unit").map(|f| f.str(ctx)).transpose()?,
+        ttft: m.get("slo_ttft_header").map(|f| f.str(ctx)).transpose()?,
+        tpot: m.get("slo_tpot_header").map(|f| f.str(ctx)).transpose()?,
+    };
+    m.finish(ctx, &[]);
+    Ok(slo)
+}
+
+/// inference-perf's per-request SLO headers (`api.slo_unit`, `slo_ttft_header`, `slo_tpot_header`): when a
+/// streamed request carries `x-slo-ttft-<unit>` / `x-slo-tpot-<unit>` (or the configured names) among its
+/// headers, the value, in `unit` (`ms` by default; `s`, `us`; any other unit counts as seconds), is that
+/// request's TTFT / TPOT SLO for goodput, taking precedence over `report.goodput` (`openai_client.py`,
+/// `reportgen/base.py::calculate_goodput_metrics`). Every request carries the same `api.headers`, so the
+/// header values become the run's TTFT / TPOT goodput constraints.
+struct SloHeaders<'n> {
+    unit: Option<&'n str>,
+    ttft: Option<&'n str>,
+    tpot: Option<&'n str>,
+}
+
+impl SloHeaders<'_> {
+    fn apply(
+        &self,
+        ctx: &Ctx,
+        api: &Api,
+        goodput: &mut Vec<GoodputConstraint>,
+    ) -> Result<(), WorkloadError> {
+        // Only streamed requests with token timestamps get header SLOs upstream.
+        if !api.streaming {
+            return Ok(());
+        }
+        let unit = self.unit.unwrap_or("ms");
+        let factor = match unit.to_ascii_lowercase().as_str() {
+            "s" => 1.0,
+            "ms" => 0.001,
+            "us" => 0.000_001,
+            _ => 1.0,
+        };
+        for (metric, configured, name) in [
+            (SloMetric::Ttft, self.ttft, "ttft"),
+            (SloMetric::Tpot, self.tpot, "tpot"),
+        ] {
+            let header = configured.map_or_else(|| format!("x-slo-{name}-{unit}"), str::to_string);
+            let Some((_, value)) = api
+                .headers
+                .iter()
+                .rev()
+                .find(|(k, _)| k.eq_ignore_ascii_case(&header))
+            else {
+                continue;
+            };
+            if value == "default" {
+                continue;
+            }
+            let key = format!("api.headers.{header}");
+            let seconds = value
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite() && *v >= 0.0)
+                .ok_or_else(|| {
+                    // inference-perf logs "Invalid TTFT SLO value" and ignores it; a goodput SLO that silently
+                    // vanishes changes what is measured, so it is refused here.
+                    ctx.invalid(
+                        &key,
+                        0,
+                        format!("`{value}` is not a number of {unit}: the header is inference-perf's per-request {} SLO", name.to_uppercase()),
+                    )
+                })?
+                * factor;
+            let limit = Duration::try_from_secs_f64(seconds)
+                .ok()
+                .filter(|d| *d <= limits::MAX_DURATION)
+                .ok_or_else(|| ctx.invalid(&key, 0, limits::exceeded(Limit::Duration, seconds)))?;
+            goodput.retain(|c| c.metric != metric);
+            goodput.push(GoodputConstraint { metric, limit });
+        }
+        Ok(())
+    }
+}
+
+/// inference-perf's default `load.worker_max_concurrency`.
+const INFERENCE_PERF_WORKER_MAX_CONCURRENCY: u32 = 100;
+
+/// A map of header-like `name: value` pairs; scalar values are taken as text.
+pub(crate) fn string_map(ctx: &Ctx, f: &At<'_>) -> Result<Vec<(String, String)>, WorkloadError> {
+    let Some(entries) = f.node.entries() else {
+        return Err(ctx.wrong_type(&f.path, f.node, "a map of names to values"));
+    };
+    entries
+        .iter()
+        .map(|(k, v)| {
+            v.scalar_text()
+                .map(|text| (k.name.clone(), text))
+                .ok_or_else(|| ctx.wrong_type(&join(&f.path, &k.name), v, "a string"))
+        })
+        .collect()
+}
+
+fn parse_server(ctx: &mut Ctx, mut m: MapReader<'_>, api: &mut Api) -> Result<(), WorkloadError> {
+    if let Some(f) = m.get("type") {
+        match f.str(ctx)? {
+            "vllm" | "sglang" | "tgi" => {}
+            "mock" => {
+                return Err(f.unsupported(
+                    ctx,
+                    "inference-perf's in-process `mock` server (use `llmbench sim` instead)",
+                ));
+            }
+            other => {
+                return Err(f.invalid(
+                    ctx,
+                    format!("unknown server type `{other}`; expected vllm, sglang, tgi or mock"),
+                ));
+            }
+        }
+    }
+    if let Some(f) = m.get("model_name") {
+        api.model = Some(f.str(ctx)?.to_string());
+    }
+    api.base_url = Some(
+        m.require(ctx, "base_url", "inference-perf needs the server's URL")?
+            .str(ctx)?
+            .to_string(),
+    );
+    if let Some(f) = m.get("ignore_eos") {
+        api.ignore_eos = f.bool(ctx)?;
+    }
+    if let Some(f) = m.get("api_key") {
+        api.api_key = Some(f.str(ctx)?.to_string());
+    }
+    for key in ["cert_path", "key_path"] {
+        if let Some(f) = m.get(key) {
+            return Err(f.unsupported(ctx, "TLS client certificates"));
+        }
+    }
+    m.finish(ctx, &[]);
+    Ok(())
+}
+
+fn parse_tokenizer(
+    ctx: &mut Ctx,
+    mut m: MapReader<'_>,
+) -> Result<Option<TokenizerSpec>, WorkloadError> {
+    let name = m
+        .get("pretrained_model_name_or_path")
+        .map(|f| f.str(ctx).map(str::to_string))
+        .transpose()?;
+    let trust_remote_code = m
+        .get("trust_remote_code")
+        .map(|f| f.bool(ctx))
+        .transpose()?
+        .unwrap_or(false);
+    let token = m
+        .get("token")
+        .map(|f| f.str(ctx).map(str::to_string))
+        .transpose()?;
+    m.finish(ctx, &[]);
+    Ok(name.map(|name_or_path| TokenizerSpec {
+        name_or_path,
+        token,
+        trust_remote_code,
+    }))
+}
+
+const DATA_TYPES: &str = "mock, shareGPT, synthetic, random, shared_prefix, cnn_dailymail, \
+                          infinity_instruct, billsum_conversations, otel_trace_replay, \
+                          weka_trace_replay, conversation_replay, visionarena";
+
+/// Per-type sub-maps: read only when `type` names them.
+const TYPE_SUBMAPS: [&str; 3] = [
+    "otel_trace_replay",
+    "weka_trace_replay",
+    "conversation_replay",
+];
+
+fn parse_data(
+    ctx: &mut Ctx,
+    mut m: MapReader<'_>,
+    api: &mut Api,
+    trace_replay: bool,
+    session_replay: bool,
+) -> Result<DataSpec, WorkloadError> {
+    let type_field = m.get("type");
+    let kind = match &type_field {
+        Some(f) => f.str(ctx)?,
+        None => "mock",
+    };
+    let unsupported = |feature: &str| -> WorkloadError {
+        match &type_field {
+            Some(f) => f.unsupported(ctx, feature),
+            None => ctx.unsupported(&join(&m.path, "type"), m.line, feature),
+        }
+    };
+    match kind {
+        "otel_trace_replay" | "weka_trace_replay" if !session_replay => {
+            // `Config.validate_trace_replay_load_type`.
+            let problem = format!(
+                "data.type '{kind}' requires load.type 'trace_session_replay', as inference-perf checks"
+            );
+            return Err(match &type_field {
+                Some(f) => f.invalid(ctx, problem),
+                None => ctx.invalid(&join(&m.path, "type"), m.line, problem),
+            });
+        }
+        "otel_trace_replay" if api.kind != ApiKind::Chat => {
+            // `ReplayGraphSessionGeneratorBase.get_supported_apis`: chat and Anthropic messages.
+            return Err(unsupported(
+                "`otel_trace_replay` data over `api.type: completion` (inference-perf replays traces as chat \
+                 requests only; set `api.type: chat`)",
+            ));
+        }
+        "weka_trace_replay" => {
+            return Err(unsupported(
+                "`weka_trace_replay` data (WEKA agent traces rebuilt into a graph of turns, tool calls and sub-agents)",
+            ));
+        }
+        "conversation_replay" if api.kind == ApiKind::Chat => {
+            // `ConversationReplayDataGenerator.get_supported_apis` is `[APIType.Completion]`.
+            return Err(unsupported(
+                "`conversation_replay` data over `api.type: chat` (inference-perf replays conversations as \
+                 completion prompts only; set `api.type: completion`)",
+            ));
+        }
+        "visionarena" => return Err(unsupported(MULTIMODAL)),
+        "cnn_dailymail" | "infinity_instruct" | "billsum_conversations" => {
+            return Err(unsupported(&format!(
+                "`{kind}` data (a Hugging Face dataset download)"
+            )));
+        }
+        _ => {}
+    }
+    if let Some(f) = m.get("multimodal") {
+        return Err(f.unsupported(ctx, MULTIMODAL));
+    }
+    let trace = match m.get("trace") {
+        // Only the random generator reads `data.trace` (`random_datagen.py`); with a rate load its rows would
+        // set the request count under the rate's times, which llmbench does not build.
+        Some(f) if kind == "random" && trace_replay => {
+            if api.kind == ApiKind::Chat {
+                // `RandomDataGenerator.get_data`: "RandomDataGenerator only supports Completion".
+                return Err(f.unsupported(
+                    ctx,
+                    "`data.trace` over `api.type: chat` (inference-perf's random data is completion-only)",
+                ));
+            }
+            Some(trace_config(ctx, &f)?)
+        }
+        Some(f) => {
+            return Err(f.unsupported(
+                ctx,
+                "trace-driven data (`data.trace`) other than `type: random` under a `trace_replay` load",
+            ));
+        }
+        None => None,
+    };
+    if let Some(f) = m.get("use_chat_template") {
+        let wrap = f.bool(ctx)?;
+        if wrap && kind != "random" {
+            return Err(f.invalid(
+                ctx,
+                format!(
+                    "inference-perf accepts `use_chat_template` only with `type: random` (this is `{kind}`); unset it"
+                ),
+            ));
+        }
+        if wrap {
+            return Err(f.unsupported(
+                ctx,
+                "wrapping prompts in the tokenizer's chat template (`use_chat_template: true`; llmbench does not \
+                 render chat templates — unset it, or use `api.type: chat` to let the server apply the template)",
+            ));
+        }
+        api.use_chat_template = Some(false);
+    }
+    for key in TYPE_SUBMAPS.into_iter().filter(|k| *k != kind) {
+        m.ignore(ctx, key, &format!("only read when `type` is `{key}`"));
+    }
+
+    let spec = match kind {
+        "mock" => DataSpec::Mock,
+        "random" if trace.is_some() => {
+            // `RandomDataGenerator.__init__`: "Ignoring input and output distributions configurations as trace
+            // file ... is provided".
+            for key in ["input_distribution", "output_distribution"] {
+                m.ignore(ctx, key, "the lengths come from `data.trace`");
+            }
+            DataSpec::AzureTrace(AzureTraceData {
+                path: trace.unwrap_or_default(),
+            })
+        }
+        "otel_trace_replay" => {
+            let f = m.require(
+                ctx,
+                "otel_trace_replay",
+                "`type: otel_trace_replay` needs an `otel_trace_replay` section",
+            )?;
+            DataSpec::OtelTrace(otel_trace_replay(ctx, &f)?)
+        }
+        "conversation_replay" => {
+            // `ConversationReplayDataGenerator.__init__`: "conversation_replay config is required."
+            let f = m.require(
+                ctx,
+                "conversation_replay",
+                "`type: conversation_replay` needs a `conversation_replay` section",
+            )?;
+            DataSpec::ConversationReplay(conversation_replay(ctx, &f)?)
+        }
+        "random" | "synthetic" => {
+            let why = "inference-perf's random and synthetic data need both length distributions";
+            let input = distribution(ctx, &m.require(ctx, "input_distribution", why)?)?;
+            let output = distribution(ctx, &m.require(ctx, "output_distribution", why)?)?;
+            let text = if kind == "random" {
+                PromptText::RandomTokens
+            } else {
+                let path = match m.get_any(&["corpus_file_path", "path"]) {
+                    Some(f) => Some(f.str(ctx)?.to_string()),
+                    None => {
+                        // inference-perf's built-in corpus is Shakespeare, which llmbench does not ship: the
+                        // prompt words differ, their token counts do not.
+                        ctx.warn(
+                            &join(&m.path, "type"),
+                            m.line,
+                            WarningKind::Ignored,
+                            "`synthetic` without `corpus_file_path` cuts prompts from inference-perf's built-in \
+                             Shakespeare text; llmbench draws its own words, with the same token counts (set \
+                             `corpus_file_path` to cut them from a file)",
+                        );
+                        None
+                    }
+                };
+                PromptText::Corpus { path }
+            };
+            DataSpec::Random(RandomData {
+                input,
+                output,
+                prefix_len: 0,
+                text,
+            })
+        }
+        "shared_prefix" => {
+            let f = m.require(
+                ctx,
+                "shared_prefix",
+                "`type: shared_prefix` needs a `shared_prefix` section",
+            )?;
+            DataSpec::SharedPrefix(shared_prefix(ctx, &f)?)
+        }
+        "shareGPT" => {
+            let path = match m.get("path") {
+                Some(f) => {
+                    // `HFShareGPTDataGenerator`: a `.json` file, or a directory of them.
+                    let path = f.str(ctx)?;
+                    if !path.ends_with(".json")
+                        && !path.ends_with('/')
+                        && std::path::Path::new(path).is_file()
+                    {
+                        return Err(f.invalid(
+                            ctx,
+                            format!(
+                                "inference-perf reads ShareGPT from a `.json` file (or a directory of them); \
+                                 `{path}` is neither"
+                            ),
+                        ));
+                    }
+                    Some(path.to_string())
+                }
+                None => None,
+            };
+            // Both distributions are filters only: an entry whose prompt (answer) token count is outside
+            // `[min, max]` is skipped, and the answer's own length is the request's `max_tokens`
+            // (`hf_sharegpt_datagen.py`). Their mean, spread and type are not used.
+            let input_filter = m
+                .get("input_distribution")
+                .map(|f| distribution(ctx, &f))
+                .transpose()?;
+            let output_filter = m
+                .get("output_distribution")
+                .map(|f| distribution(ctx, &f))
+                .transpose()?;
+            DataSpec::ShareGpt(ShareGpt {
+                path,
+                input_filter,
+                output: None,
+                output_filter,
+                shuffle: false,
+            })
+        }
+        other => {
+            let at = type_field
+                .as_ref()
+                .map_or((join(&m.path, "type"), m.line), |f| {
+                    (f.path.clone(), f.line)
+                });
+            return Err(ctx.invalid(
+                &at.0,
+                at.1,
+                format!("unknown data type `{other}`; expected one of {DATA_TYPES}"),
+            ));
+        }
+    };
+    // Keys of the other data types are known; they just do nothing for this one.
+    for key in [
+        "path",
+        "corpus_file_path",
+        "input_distribution",
+        "output_distribution",
+        "shared_prefix",
+    ] {
+        if !m.is_read(key) {
+            m.ignore(ctx, key, &format!("not used by `{kind}` data"));
+        }
+    }
+    m.finish(ctx, &[]);
+    Ok(spec)
+}
+
+/// An inference-perf distribution object, with its defaults.
+pub(crate) fn distribution(ctx: &mut Ctx, f: &At<'_>) -> Result<TokenLengths, WorkloadError> {
+    let mut m = f.map(ctx)?;
+    let min = m
+        .get("min")
+        .map(|f| f.tokens(ctx))
+        .transpose()?
+        .unwrap_or(10);
+    let max = m
+        .get("max")
+        .map(|f| f.tokens(ctx))
+        .transpose()?
+        .unwrap_or(1024);
+    let mean_field = m.get("mean");
+    let mean = match &mean_field {
+        Some(f) => {
+            let v = f.non_negative_f64(ctx)?;
+            limits::check(ctx, f, Limit::Tokens, v)?;
+            v
+        }
+        None => 512.0,
+    };
+    let std_dev_field = m.get("std_dev");
+    let std_dev = std_dev_field
+        .as_ref()
+        .map(|f| f.non_negative_f64(ctx))
+        .transpose()?;
+    let variance = m.get("variance");
+    // `Distribution.validate_distribution`: `variance` is refused while `std_dev` is above 0, and `std_dev`
+    // defaults to 200, so `variance` needs an explicit `std_dev: 0` beside it.
+    let spread = match (std_dev, &variance) {
+        (Some(0.0), Some(v)) => Spread::Variance(v.non_negative_f64(ctx)?),
+        (_, Some(v)) => {
+            return Err(v.invalid(
+                ctx,
+                "inference-perf refuses `variance` while `std_dev` is above 0, and `std_dev` defaults to 200: \
+                 set `std_dev` instead, or add `std_dev: 0` beside `variance`",
+            ));
+        }
+        (Some(s), None) => Spread::StdDev(s),
+        (None, None) => Spread::StdDev(200.0),
+    };
+    let total_count = m
+        .get("total_count")
+        .map(|f| f.positive_within(ctx, Limit::Samples))
+        .transpose()?;
+    let skew = m.get("skew").map(|f| f.f64(ctx)).transpose()?;
+    if min > max {
+        return Err(f.invalid(ctx, format!("`min` ({min}) is greater than `max` ({max})")));
+    }
+    let shape = match m.get("type") {
+        None => LengthShape::Normal {
+            mean,
+            spread,
+            min,
+            max,
+        },
+        Some(t) => match t.str(ctx)? {
+            "normal" => LengthShape::Normal {
+                mean,
+                spread,
+                min,
+                max,
+            },
+            "skew_normal" => LengthShape::SkewNormal {
+                mean,
+                spread,
+                skew: skew.unwrap_or(0.0),
+                min,
+                max,
+            },
+            "lognormal" => LengthShape::LogNormal {
+                mean,
+                spread,
+                min,
+                max,
+            },
+            "uniform" => LengthShape::Uniform { min, max },
+            "poisson" => LengthShape::Poisson { mean, min, max },
+            "fixed" => {
+                if mean.fract() != 0.0 {
+                    let at = mean_field.as_ref().unwrap_or(f);
+                    return Err(at.invalid(
+                        ctx,
+                        format!("a `fixed` length must be a whole number of tokens, found {mean}"),
+                    ));
+                }
+                LengthShape::Fixed(mean as u64)
+            }
+            other => {
+                return Err(t.invalid(
+                    ctx,
+                    format!(
+                        "unknown distribution type `{other}`; expected normal, skew_normal, \
+                         lognormal, uniform, poisson or fixed"
+                    ),
+                ));
+            }
+        },
+    };
+    m.finish(
+        ctx,
+        &[(
+            "std",
+            "did you mean `std_dev`? inference-perf ≤ v0.6.1 ignores it and uses the default \
+             std_dev (200); later versions reject the file",
+        )],
+    );
+    Ok(TokenLengths { shape, total_count })
+}
+
+/// inference-perf's `data.conversation_replay` (`config/datagen/replay.py::ConversationReplayConfig`, with its
+/// defaults: seed 42, 200 conversations, an 8359-token shared system prompt).
+fn conversation_replay(ctx: &mut Ctx, f: &At<'_>) -> Result<ConversationReplay, WorkloadError> {
+    let mut m = f.map(ctx)?;
+    let seed = m.get("seed").map(|f| f.u64(ctx)).transpose()?.unwrap_or(42);
+    let num_conversations = m
+        .get("num_conversations")
+        .map(|f| f.positive_within(ctx, Limit::Samples))
+        .transpose()?
+        .unwrap_or(200);
+    let shared_system_prompt_len = m
+        .get("shared_system_prompt_len")
+        .map(|f| f.tokens(ctx))
+        .transpose()?
+        .unwrap_or(8359);
+    let mut dist = |key: &str| -> Result<Option<TokenLengths>, WorkloadError> {
+        m.get(key).map(|f| distribution(ctx, &f)).transpose()
+    };
+    let dynamic_system_prompt_len = dist("dynamic_system_prompt_len")?;
+    let turns_per_conversation = dist("turns_per_conversation")?;
+    let input_tokens_per_turn = dist("input_tokens_per_turn")?;
+    let output_tokens_per_turn = dist("output_tokens_per_turn")?;
+    let tool_call_latency_sec = dist("tool_call_latency_sec")?;
+    let max_model_len = m
+        .get("max_model_len")
+        .map(|f| f.positive_within(ctx, Limit::Tokens))
+        .transpose()?;
+    m.finish(ctx, &[]);
+    Ok(ConversationReplay {
+        seed,
+        num_conversations,
+        shared_system_prompt_len,
+        dynamic_system_prompt_len,
+        turns_per_conversation,
+        input_tokens_per_turn,
+        output_tokens_per_turn,
+        tool_call_latency_sec,
+        max_model_len,
+    })
+}
+
+/// `data.otel_trace_replay` (`OTelTraceReplayConfig` and its `SessionReplayConfig` base).
+fn otel_trace_replay(ctx: &mut Ctx, f: &At<'_>) -> Result<OtelTraceData, WorkloadError> {
+    let mut m = f.map(ctx)?;
+    let directory = m.get("trace_directory");
+    let files = m.get("trace_files");
+    let hf = m.get("hf_dataset_path");
+    let sources = [&directory, &files, &hf]
+        .iter()
+        .filter(|s| s.is_some())
+        .count();
+    if sources > 1 {
+        return Err(f.invalid(
+            ctx,
+            "Cannot specify multiple trace sources; choose one of: trace_directory, trace_files, or hf_dataset_path",
+        ));
+    }
+    let source = match (directory, files, hf) {
+        (Some(d), _, _) => OtelTraceSource::Directory(d.str(ctx)?.to_string()),
+        (_, Some(list), _) => {
+            let mut paths = Vec::new();
+            for item in list.seq(ctx)? {
+                let path = item.str(ctx)?;
+                if path.contains(['*', '?']) {
+                    // Upstream expands them with `glob.glob(recursive=True)` into a set, whose order Python's
+                    // per-process string hashing makes unrepeatable.
+                    return Err(item.unsupported(
+                        ctx,
+                        "glob patterns in `trace_files` (list the files, or use `trace_directory`)",
+                    ));
+                }
+                paths.push(path.to_string());
+            }
+            OtelTraceSource::Files(paths)
+        }
+        (_, _, Some(hf)) => {
+            return Err(hf.unsupported(
+                ctx,
+                "`hf_dataset_path` (a Hugging Face dataset download; put the trace files in a directory and use \
+                 `trace_directory`)",
+            ));
+        }
+        (None, None, None) => {
+            return Err(f.invalid(
+                ctx,
+                "Either trace_directory, trace_files, or hf_dataset_path must be provided in otel_trace_replay config",
+            ));
+        }
+    };
+    let flag = |m: &mut MapReader<'_>, ctx: &mut Ctx, key: &str, default: bool| {
+        m.get(key)
+            .map(|f| f.bool(ctx))
+            .transpose()
+            .map(|v| v.unwrap_or(default))
+    };
+    // `validate_static_model`. The model names themselves are not sent: upstream's requests carry the server's
+    // `model_name` (`to_request_body(effective_model_name, ...)`), whatever the trace recorded.
+    let use_static_model = flag(&mut m, ctx, "use_static_model", false)?;
+    let static_model_name = m
+        .get("static_model_name")
+        .map(|f| f.str(ctx).map(str::to_string))
+        .transpose()?
+        .unwrap_or_default();
+    // An empty mapping is falsy in the check below, as in Python.
+    let model_mapping = match m.get("model_mapping") {
+        Some(f) if !f.is_null() => !string_map(ctx, &f)?.is_empty(),
+        _ => false,
+    };
+    if use_static_model && static_model_name.is_empty() {
+        return Err(f.invalid(
+            ctx,
+            "static_model_name is required when use_static_model=True",
+        ));
+    }
+    if !use_static_model && !static_model_name.is_empty() && !model_mapping {
+        return Err(f.invalid(
+            ctx,
+            "Either use_static_model must be True or model_mapping must be provided",
+        ));
+    }
+    let include_errors = flag(&mut m, ctx, "include_errors", true)?;
+    let skip_invalid_files = flag(&mut m, ctx, "skip_invalid_files", false)?;
+    let max_wait_ms = m
+        .get("max_wait_ms")
+        .map(|f| f.u64(ctx))
+        .transpose()?
+        .unwrap_or(15_000);
+    let predecessor_wait_timeout = match m.get("predecessor_wait_timeout_sec") {
+        Some(f) => Some(f.seconds(ctx)?).filter(|d| !d.is_zero()),
+        None => Some(Duration::from_secs(3600)),
+    };
+    let disable_output_substitution = flag(&mut m, ctx, "disable_output_substitution", false)?;
+    if let Some(f) = m.get("default_max_tokens") {
+        // Only WEKA traces read it; an OTel call asks for its recorded output length.
+        f.positive_u64(ctx)?;
+    }
+    if let Some(f) = m.get("bad_tool_call_handling") {
+        match f.str(ctx)? {
+            // Both only differ on live tool calls, which llmbench never asks for: it refuses traces with tool
+            // calls, and sends no tool definitions.
+            "none" | "use_recorded" => {}
+            other => {
+                return Err(f.invalid(
+                    ctx,
+                    format!(
+                        "unknown bad_tool_call_handling `{other}`; expected none or use_recorded"
+                    ),
+                ));
+            }
+        }
+    }
+    if let Some(f) = m.get("override_tool_call_max_tokens") {
+        // Acts on calls whose recorded output is a tool call, which llmbench refuses.
+        f.bool(ctx)?;
+    }
+    for (key, feature) in [
+        (
+            "filter",
+            "`filter` (a Python lambda that inference-perf evaluates on each trace record)",
+        ),
+        (
+            "duplicate_sessions_target",
+            "`duplicate_sessions_target` (duplicated sessions with random strings injected into their messages)",
+        ),
+        (
+            "attribute_to_header_map",
+            "`attribute_to_header_map` (request headers taken from span attributes)",
+        ),
+        (
+            "attribute_to_label_map",
+            "`attribute_to_label_map` (request labels taken from span attributes)",
+        ),
+    ] {
+        if let Some(f) = m.get(key)
+            && !f.is_null()
+        {
+            return Err(f.unsupported(ctx, feature));
+        }
+    }
+    if let Some(f) = m.get("inject_random_session_id")
+        && f.bool(ctx)?
+    {
+        return Err(f.unsupported(
+            ctx,
+            "`inject_random_session_id` (a random string prepended to each session's unique messages)",
+        ));
+    }
+    m.finish(ctx, &[]);
+    Ok(OtelTraceData {
+        source,
+        include_errors,
+        skip_invalid_files,
+        max_wait_ms,
+        predecessor_wait_timeout,
+        disable_output_substitution,
+    })
+}
+
+/// An int, or a distribution object (shared_prefix lengths).
+fn length(ctx: &mut Ctx, f: &At<'_>) -> Result<TokenLengths, WorkloadError> {
+    if f.node.entries().is_some() {
+        distribution(ctx, f)
+    } else {
+        Ok(TokenLengths::fixed(f.tokens(ctx)?))
+    }
+}
+
+fn shared_prefix(ctx: &mut Ctx, f: &At<'_>) -> Result<SharedPrefix, WorkloadError> {
+    let mut m = f.map(ctx)?;
+    if let Some(mm) = m.get("multimodal") {
+        return Err(mm.unsupported(ctx, MULTIMODAL));
+    }
+    let groups_field = m.get_any(&["num_groups", "num_unique_system_prompts"]);
+    let num_groups = groups_field
+        .as_ref()
+        .map(|f| f.positive_within(ctx, Limit::Prefixes))
+        .transpose()?
+        .unwrap_or(10);
+    let per_group_field = m.get_any(&["num_prompts_per_group", "num_users_per_system_prompt"]);
+    let num_prompts_per_group = per_group_field
+        .as_ref()
+        .map(|f| f.positive_within(ctx, Limit::Samples))
+        .transpose()?
+        .unwrap_or(10);
+    // Every prompt of every group is built before the run.
+    let prompts = num_groups.saturating_mul(num_prompts_per_group);
+    if prompts > limits::MAX_SAMPLES {
+        let at = per_group_field
+            .as_ref()
+            .or(groups_field.as_ref())
+            .unwrap_or(f);
+        return Err(at.invalid(
+            ctx,
+            format!(
+                "{num_groups} groups × {num_prompts_per_group} prompts per group: {}",
+                limits::exceeded(Limit::Samples, prompts as f64)
+            ),
+        ));
+    }
+    let system_prompt_len = match m.get("system_prompt_len") {
+        Some(f) => length(ctx, &f)?,
+        None => TokenLengths::fixed(100),
+    };
+    // `question_len` / `output_len`: an int or an inline distribution; the legacy `question_distribution` /
+    // `output_distribution` replace an int (`_resolve_distribution`), and both at once is an error upstream.
+    let mut resolved = |m: &mut MapReader<'_>, key: &str, legacy: &str, default: u64| {
+        let inline = m.get(key);
+        let legacy_field = m.get(legacy);
+        match (inline, legacy_field) {
+            (Some(i), Some(l)) if i.node.entries().is_some() => Err(l.invalid(
+                ctx,
+                format!(
+                    "`{key}` is already a distribution; inference-perf refuses `{legacy}` beside it"
+                ),
+            )),
+            (_, Some(l)) => distribution(ctx, &l),
+            (Some(i), None) => length(ctx, &i),
+            (None, None) => Ok(TokenLengths::fixed(default)),
+        }
+    };
+    let question_len = resolved(&mut m, "question_len", "question_distribution", 50)?;
+    let output_len = resolved(&mut m, "output_len", "output_distribution", 50)?;
+    let seed = m.get("seed").map(|f| f.u64(ctx)).transpose()?;
+    let multi_turn = m
+        .get("enable_multi_turn_chat")
+        .map(|f| f.bool(ctx))
+        .transpose()?
+        .unwrap_or(false);
+    m.finish(ctx, &[]);
+    Ok(SharedPrefix {
+        num_groups,
+        num_prompts_per_group,
+        system_prompt_len,
+        question_len,
+        output_len,
+        seed,
+        multi_turn,
+    })
+}
+
+fn parse_report(
+    ctx: &mut Ctx,
+    mut m: MapReader<'_>,
+    workload: &mut Workload,
+) -> Result<(), WorkloadError> {
+    if let Some(f) = m.get("request_lifecycle") {
+        let mut rl = f.map(ctx)?;
+        let report = &mut workload.report;
+        if let Some(f) = rl.get("summary") {
+            report.summary = f.bool(ctx)?;
+        }
+        if let Some(f) = rl.get("per_stage") {
+            report.per_stage = f.bool(ctx)?;
+        }
+        if let Some(f) = rl.get("per_request") {
+            report.per_request = f.bool(ctx)?;
+        }
+        if let Some(f) = rl.get("use_server_output_tokens") {
+            report.use_server_output_tokens = f.bool(ctx)?;
+        }
+        if let Some(f) = rl.get("percentiles") {
+            report.percentiles = percentiles(ctx, &f)?;
+        }
+        for key in ["per_adapter", "per_adapter_stage"] {
+            rl.ignore(
+                ctx,
+                key,
+                "per-LoRA-adapter reports: llmbench refuses LoRA traffic splits, so there are no adapters to report",
+            );
+        }
+        rl.ignore(
+            ctx,
+            "max_error_messages",
+            "how many distinct error messages inference-perf lists in its report; llmbench records every error",
+        );
+        rl.finish(ctx, &[]);
+    }
+    if let Some(f) = m.get("goodput") {
+        let mut g = f.map(ctx)?;
+        if let Some(c) = g.get("constraints") {
+            let mut c = c.map(ctx)?;
+            for (key, metric) in [
+                ("ttft", SloMetric::Ttft),
+                ("tpot", SloMetric::Tpot),
+                ("itl", SloMetric::Itl),
+                ("ntpot", SloMetric::Ntpot),
+                ("request_latency", SloMetric::E2e),
+            ] {
+                if let Some(v) = c.get(key) {
+                    v.positive_f64(ctx)?;
+                    workload.goodput.push(GoodputConstraint {
+                        metric,
+                        limit: v.seconds(ctx)?,
+                    });
+                }
+            }
+            c.finish(ctx, &[]);
+        }
+        g.finish(ctx, &[]);
+    }
+    // `prometheus: null` is pydantic's None: no Prometheus reports at all (not the defaults).
+    if let Some(f) = m.take("prometheus") {
+        let report = &mut workload.report;
+        if f.is_null() {
+            report.prometheus_summary = false;
+            report.prometheus_per_stage = false;
+        } else {
+            let mut p = f.map(ctx)?;
+            if let Some(f) = p.get("summary") {
+                report.prometheus_summary = f.bool(ctx)?;
+            }
+            if let Some(f) = p.get("per_stage") {
+                report.prometheus_per_stage = f.bool(ctx)?;
+            }
+            p.finish(ctx, &[]);
+        }
+    }
+    // `SessionLifecycleReportConfig` (`config/reportgen/config.py`): a mapping (not Optional, so no `null`) of
+    // three switches; the reports are written for a `trace_session_replay` only, as upstream's session collector
+    // exists for session stages only.
+    if let Some(f) = m.take("session_lifecycle") {
+        if f.is_null() {
+            return Err(f.invalid(
+                ctx,
+                "inference-perf's `session_lifecycle` is a mapping of `summary`, `per_stage` and `per_session` \
+                 (not Optional: pydantic refuses `null`)",
+            ));
+        }
+        let mut s = f.map(ctx)?;
+        let report = &mut workload.report;
+        if let Some(f) = s.get("summary") {
+            report.session_summary = f.bool(ctx)?;
+        }
+        if let Some(f) = s.get("per_stage") {
+            report.session_per_stage = f.bool(ctx)?;
+        }
+        if let Some(f) = s.get("per_session") {
+            report.session_per_session = f.bool(ctx)?;
+        }
+        s.finish(ctx, &[]);
+    }
+    m.finish(ctx, &[]);
+    Ok(())
+}
+
+/// `metrics: {type, prometheus: {url, scrape_interval, filters, google_managed}}` (inference-perf
+/// `MetricsClientConfig`). `type: default` (or no `prometheus:` section) is no Prometheus client: the run falls back to
+/// its own defaults (the endpoint's `/metrics`, `--metrics-endpoint`).
+fn parse_metrics(
+    ctx: &mut Ctx,
+    mut m: MapReader<'_>,
+) -> Result<Option<PrometheusSource>, WorkloadError> {
+    let kind = m.require(
+        ctx,
+        "type",
+        "inference-perf's metrics client needs a `type`",
+    )?;
+    let prometheus = match kind.str(ctx)? {
+        "prometheus" => true,
+        "default" => false,
+        other => {
+            return Err(kind.invalid(
+                ctx,
+                format!("`{other}` is not a metrics client type; inference-perf knows prometheus and default"),
+            ));
+        }
+    };
+    let Some(section) = m.get("prometheus") else {
+        m.finish(ctx, &[]);
+        return Ok(None);
+    };
+    let section_line = section.line;
+    let mut p = section.map(ctx)?;
+    let google = match p.get("google_managed") {
+        Some(f) => Some((f.bool(ctx)?, f)),
+        None => None,
+    };
+    if let Some((true, f)) = google {
+        return Err(f.unsupported(
+            ctx,
+            "Google Cloud Managed Prometheus (it needs Google credentials in the launcher); give the serving \
+             pods' /metrics URLs with --metrics-endpoint or stack.metricsEndpoints instead",
+        ));
+    }
+    let url = match p.get("url") {
+        Some(f) => {
+            let url = f.str(ctx)?;
+            if !(url.starts_with("http://") || url.starts_with("https://"))
+                || url.contains(char::is_whitespace)
+            {
+                return Err(f.invalid(
+                    ctx,
+                    format!("`{url}` is not an http(s) URL of a Prometheus server"),
+                ));
+            }
+            Some(url.trim_end_matches('/').to_owned())
+        }
+        None => None,
+    };
+    let scrape_interval = match p.get("scrape_interval") {
+        Some(f) => Duration::from_secs(f.positive_u64(ctx)?),
+        None => Duration::from_secs(15),
+    };
+    let mut filters = Vec::new();
+    if let Some(f) = p.get("filters") {
+        for item in f.seq(ctx)? {
+            let filter = item.str(ctx)?.trim();
+            let well_formed = ["=~", "!~", "!=", "="].iter().any(|op| {
+                filter.split_once(op).is_some_and(|(label, value)| {
+                    let label = label.trim();
+                    !label.is_empty()
+                        && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                        && value.trim().starts_with('"')
+                        && value.trim().ends_with('"')
+                        && value.trim().len() >= 2
+                })
+            });
+            if !well_formed {
+                return Err(item.invalid(
+                    ctx,
+                    format!("`{filter}` is not a PromQL label matcher like namespace=\"llm-d\""),
+                ));
+            }
+            filters.push(filter.to_owned());
+        }
+    }
+    p.finish(ctx, &[]);
+    m.finish(ctx, &[]);
+    if !prometheus {
+        return Ok(None);
+    }
+    let Some(url) = url else {
+        return Err(ctx.missing(
+            "metrics.prometheus.url",
+            section_line,
+            "inference-perf needs exactly one of `url` or `google_managed`",
+        ));
+    };
+    Ok(Some(PrometheusSource {
+        url,
+        scrape_interval,
+        filters,
+    }))
+}
+
+/// A list of percentiles in (0, 100].
+pub(crate) fn percentiles(ctx: &Ctx, f: &At<'_>) -> Result<Vec<f64>, WorkloadError> {
+    f.seq(ctx)?
+        .iter()
+        .map(|p| {
+            let v = p.positive_f64(ctx)?;
+            if v > 100.0 {
+                Err(p.invalid(ctx, format!("a percentile is at most 100, found {v}")))
+            } else {
+                Ok(v)
+            }
+        })
+        .collect()
+}
+
+fn parse_storage(
+    ctx: &mut Ctx,
+    m: MapReader<'_>,
+    report: &mut ReportOptions,
+) -> Result<(), WorkloadError> {
+    let mut m = m.output_only();
+    if let Some(f) = m.get("local_storage") {
+        let mut ls = f.map(ctx)?.output_only();
+        if let Some(p) = ls.get("path") {
+            report.output_path = Some(p.str(ctx)?.to_string());
+        }
+        if let Some(p) = ls.get("report_file_prefix") {
+            report.file_name = Some(p.str(ctx)?.to_string());
+        }
+        ls.finish(ctx, &[]);
+    }
+    for key in ["google_cloud_storage", "simple_storage_service"] {
+        m.ignore(
+            ctx,
+            key,
+            "llmbench writes results to its --output directory; upload them from there",
+        );
+    }
+    m.finish(ctx, &[]);
+    Ok(())
+}

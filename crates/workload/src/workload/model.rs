@@ -1,0 +1,1000 @@
+//! The internal workload model: what every dialect parses into and what the engine runs.
+//!
+//! Figures are kept exactly as the profile wrote them (rates as `f64`, distribution parameters
+//! as given); derived values, such as guidellm's default length bounds, are computed the way the
+//! tool computes them and documented where they are.
+
+use std::time::Duration;
+
+/// The profile dialect, shared with the API types so the CLI, the operator and the parsers agree on names.
+pub use llmbench_core::harness::Harness;
+
+/// Which of a harness's file formats the profile was written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// inference-perf's `Config` YAML.
+    InferencePerf,
+    /// guidellm v0.7 scenario: `spec:` plus `benchmarks[]` (dialect C).
+    GuidellmScenario,
+    /// guidellm ≤ v0.6 flat scenario, hyphenated or underscored keys (dialects A and B).
+    GuidellmFlat,
+    /// `vllm bench serve` / InferenceMAX flag map.
+    VllmFlags,
+    /// llm-d-benchmark's `aiperf` flag map (`aiperf profile --key=value`).
+    AiperfFlags,
+    /// No traffic.
+    Nop,
+}
+
+/// The whole workload of one profile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    pub harness: Harness,
+    pub dialect: Dialect,
+    pub api: Api,
+    /// Run in order; each has its own arrival process and limit.
+    pub stages: Vec<Stage>,
+    /// Pause between stages (inference-perf `load.interval`, 1 s by default; 0 elsewhere).
+    pub stage_interval: Duration,
+    pub data: DataSpec,
+    pub request_timeout: Option<Duration>,
+    /// Seed for arrivals and data; see `seed_origin`.
+    pub seed: u64,
+    pub seed_origin: SeedOrigin,
+    pub workers: WorkerSettings,
+    pub report: ReportOptions,
+    /// Service-level objectives a request must all meet to count as "good".
+    pub goodput: Vec<GoodputConstraint>,
+    /// vllm `--num-warmups`: this many copies of the first request, sent at once (under `max_concurrency`)
+    /// before the first stage and left out of every metric and report.
+    pub warmup_requests: u64,
+    pub tokenizer: Option<TokenizerSpec>,
+    /// Where the profile says server metrics come from (inference-perf `metrics:`); `None` = the run's defaults.
+    pub server_metrics: Option<PrometheusSource>,
+    /// The profile turns the server-metrics scrape off (AIPerf `no-server-metrics`), as `--no-server-metrics`
+    /// does.
+    pub no_server_metrics: bool,
+}
+
+/// inference-perf `metrics: {type: prometheus, prometheus: {url, scrape_interval, filters}}`: a Prometheus server
+/// that scrapes the stack. llmbench reads the series it holds through the server's `/federate` endpoint (the
+/// latest sample of every matching series, in the text format its own scraper reads), instead of evaluating
+/// PromQL at the end, so the figures come from the same per-stage arithmetic as a direct scrape.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrometheusSource {
+    /// The Prometheus server's base URL.
+    pub url: String,
+    /// `scrape_interval` (s, default 15): how stale the server's samples can be. inference-perf waits this plus
+    /// 2 s after the run before it queries, and stretches `load.interval` to at least this between stages when
+    /// per-stage Prometheus reports are asked for; llmbench does both.
+    pub scrape_interval: Duration,
+    /// `filters`: label matchers added to every selector, e.g. `namespace="llm-d"`.
+    pub filters: Vec<String>,
+}
+
+impl Workload {
+    /// A workload that sends nothing (the `nop` harness).
+    pub fn empty(harness: Harness, dialect: Dialect) -> Self {
+        Workload {
+            harness,
+            dialect,
+            api: Api::default(),
+            stages: Vec::new(),
+            stage_interval: Duration::ZERO,
+            data: DataSpec::Mock,
+            request_timeout: None,
+            seed: 0,
+            seed_origin: SeedOrigin::ToolDefault,
+            workers: WorkerSettings::default(),
+            report: ReportOptions::default(),
+            goodput: Vec::new(),
+            warmup_requests: 0,
+            tokenizer: None,
+            server_metrics: None,
+            no_server_metrics: false,
+        }
+    }
+}
+
+/// Where `Workload::seed` came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeedOrigin {
+    /// Written in the profile.
+    Profile,
+    /// `ParseOptions::default_seed` (e.g. `--seed`, or the wall clock as upstream wrappers do).
+    Caller,
+    /// The tool's fixed default: guidellm 42, vllm 0; inference-perf has none (it uses the
+    /// current time), so 0 stands in.
+    ToolDefault,
+}
+
+/// The HTTP API requests are sent to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Api {
+    pub kind: ApiKind,
+    pub streaming: bool,
+    /// Ask the server to ignore EOS so outputs have exactly the requested length.
+    pub ignore_eos: bool,
+    pub model: Option<String>,
+    pub base_url: Option<String>,
+    /// Path under `base_url` when the profile gives one (vllm `endpoint`, guidellm
+    /// `request_format`); otherwise `/v1/completions` or `/v1/chat/completions` by `kind`.
+    pub endpoint: Option<String>,
+    pub api_key: Option<String>,
+    /// Extra request headers, in profile order.
+    pub headers: Vec<(String, String)>,
+    /// inference-perf `data.use_chat_template`: wrap completion prompts in the chat template.
+    pub use_chat_template: Option<bool>,
+    /// inference-perf `api.session_id_header_key`: each request of a session carries its session id in this
+    /// header (`openai_client.py`; llmbench sends it for `trace_session_replay` sessions).
+    pub session_id_header: Option<String>,
+}
+
+impl Default for Api {
+    fn default() -> Self {
+        Api {
+            kind: ApiKind::Completion,
+            streaming: false,
+            ignore_eos: false,
+            model: None,
+            base_url: None,
+            endpoint: None,
+            api_key: None,
+            headers: Vec::new(),
+            use_chat_template: None,
+            session_id_header: None,
+        }
+    }
+}
+
+impl Api {
+    /// The request path: the profile's, or the OpenAI default for `kind`.
+    pub fn path(&self) -> &str {
+        match (&self.endpoint, self.kind) {
+            (Some(p), _) => p,
+            (None, ApiKind::Completion) => "/v1/completions",
+            (None, ApiKind::Chat) => "/v1/chat/completions",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApiKind {
+    /// `/v1/completions`
+    Completion,
+    /// `/v1/chat/completions`
+    Chat,
+}
+
+/// One stage: how requests arrive and when the stage stops.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stage {
+    pub load: LoadKind,
+    pub arrival: Arrival,
+    pub limit: StageLimit,
+    /// Cap on requests in flight on top of the arrival process (vllm `--max-concurrency`,
+    /// guidellm `max_concurrency`).
+    pub max_concurrency: Option<u32>,
+    /// Requests at the start of the stage left out of its metrics (guidellm `warmup`).
+    pub warmup: Option<Transient>,
+    /// Requests at the end of the stage left out of its metrics (guidellm `cooldown`).
+    pub cooldown: Option<Transient>,
+}
+
+/// The tool's own name for the stage's load, for reports (run.json carries it as this name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoadKind {
+    Constant,
+    Poisson,
+    Concurrent,
+    Synchronous,
+    Throughput,
+    /// vllm gamma arrivals with burstiness ≠ 1.
+    Gamma,
+    Sweep,
+    /// A trace replayed at its own times (AIPerf's fixed schedule) or as its sessions allow.
+    Trace,
+}
+
+impl LoadKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            LoadKind::Constant => "constant",
+            LoadKind::Poisson => "poisson",
+            LoadKind::Concurrent => "concurrent",
+            LoadKind::Synchronous => "synchronous",
+            LoadKind::Throughput => "throughput",
+            LoadKind::Gamma => "gamma",
+            LoadKind::Sweep => "sweep",
+            LoadKind::Trace => "trace",
+        }
+    }
+}
+
+/// A request rate that may be unbounded (vllm `--request-rate inf`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Rate {
+    PerSecond(f64),
+    Infinite,
+}
+
+/// Each tool's arrival process, exactly as that tool generates it (FORMATS 3.8).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Arrival {
+    /// inference-perf `constant`: `int(rate·duration)` exponential gaps rescaled to sum to
+    /// `duration`.
+    InferencePerfConstant { rate: f64, duration: Duration },
+    /// inference-perf `poisson`: per 1-s slot, `n ~ Poisson(rate)` arrivals placed like
+    /// `constant` with rate n over 1 s; an empty slot skips 1 s; `int(rate·duration)` in all.
+    InferencePerfPoisson { rate: f64, duration: Duration },
+    /// guidellm `constant`: the i-th request (1-based) at `i/rate`; with a ramp-up the
+    /// index-to-time map is `n = rate·t²/(2·rampup)` until the ramp ends.
+    GuidellmConstant { rate: f64, rampup: Duration },
+    /// guidellm `poisson`: `expovariate(rate)` gaps, the first one included.
+    GuidellmPoisson { rate: f64 },
+    /// vllm bench serve: gamma gaps (shape = burstiness, scale = 1/(rate·burstiness)), the
+    /// cumulative sum rescaled so the last of `count` arrivals is at exactly `count/rate`;
+    /// an infinite rate sends everything at t = 0.
+    VllmGamma {
+        rate: Rate,
+        burstiness: f64,
+        count: u64,
+    },
+    /// Closed loop: keep `concurrency` requests in flight (inference-perf `concurrent`,
+    /// guidellm `concurrent`/`synchronous`/`throughput`). `rampup` staggers the first starts.
+    Closed { concurrency: u32, rampup: Duration },
+    /// Rates that depend on measurements made during the run.
+    Sweep(Sweep),
+    /// AIPerf's Mooncake trace replay (`super::mooncake`): with timestamps in the trace (its first record has
+    /// one), the fixed schedule sends each session's first turn at its time; without, `concurrency` sessions run
+    /// at once. Later turns of a session follow their previous turn by their delay. The times come from the
+    /// trace, read when the run starts, so the schedule is built there (the `trace` module).
+    MooncakeTrace {
+        schedule: super::mooncake::FixedSchedule,
+        /// Sessions in flight when the trace has no timestamps (AIPerf's concurrency burst; its default 1).
+        concurrency: u32,
+    },
+    /// inference-perf `trace_replay` (`load.trace`, `super::azure_trace`): the stage sends its requests at the
+    /// trace's row times, relative to the first row (`loadgen/load_timer.py` `TraceReplayLoadTimer`). Read when
+    /// the run starts, with the data's trace (`trace::azure_replay_plan`).
+    InferencePerfTrace {
+        /// `load.trace.file`: the rows whose times are the send times.
+        file: String,
+    },
+    /// inference-perf `trace_session_replay` (`TraceSessionReplayLoadStage`, `load_generator.py`
+    /// `run_session_stage`): a pool of at most `concurrent_sessions` sessions (0: all at once), a new one started
+    /// as one completes, at most `session_rate` starts a second; each session's calls go out as its replay graph
+    /// allows ([`super::otel_trace`]). The stage runs the next `num_sessions` of the corpus (all remaining when
+    /// unset) and is cut off after `timeout`.
+    TraceSessions {
+        concurrent_sessions: u32,
+        session_rate: Option<f64>,
+        num_sessions: Option<u64>,
+        timeout: Option<Duration>,
+    },
+}
+
+/// An adaptive sweep; see `Sweep::stages` for how the measured figures become stages.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Sweep {
+    /// inference-perf `load.sweep`: a probe finds the saturation rate, then `num_stages` stages
+    /// of `stage_duration` at [`inference_perf_sweep_rates`].
+    InferencePerf {
+        process: SweepProcess,
+        progression: SweepProgression,
+        num_stages: u32,
+        stage_duration: Duration,
+        /// Requests of the saturation probe (`sweep.num_requests`).
+        num_requests: Option<u64>,
+        timeout: Option<Duration>,
+        saturation_percentile: Option<f64>,
+    },
+    /// guidellm `sweep`: synchronous, throughput, then `size − 2` rates
+    /// `linspace(sync_rate, throughput_rate, size − 1)[1:]` of `process` ([`guidellm_sweep_rates`]), each capped at
+    /// `max_concurrency` requests in flight.
+    Guidellm {
+        size: u32,
+        process: SweepProcess,
+        limit: StageLimit,
+        /// The sweep's `max_concurrency` (guidellm's default for a sweep: 512), which its throughput stage and
+        /// every rate stage keep in flight at most.
+        max_concurrency: u32,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SweepProcess {
+    Constant,
+    Poisson,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SweepProgression {
+    Linear,
+    Geometric,
+}
+
+/// Figures measured during a sweep.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SweepMeasurements {
+    /// inference-perf: the saturation rate found by the probe (requests/s).
+    pub saturation_rate: f64,
+    /// guidellm: the synchronous benchmark's successful request rate.
+    pub synchronous_rate: f64,
+    /// guidellm: the throughput benchmark's successful request rate.
+    pub throughput_rate: f64,
+}
+
+impl Sweep {
+    /// The rate stages that follow the measuring phase.
+    pub fn stages(&self, measured: &SweepMeasurements) -> Vec<Stage> {
+        match self {
+            Sweep::InferencePerf {
+                process,
+                progression,
+                num_stages,
+                stage_duration,
+                ..
+            } => inference_perf_sweep_rates(measured.saturation_rate, *num_stages, *progression)
+                .into_iter()
+                .map(|rate| {
+                    let (load, arrival) = match process {
+                        SweepProcess::Constant => (
+                            LoadKind::Constant,
+                            Arrival::InferencePerfConstant {
+                                rate,
+                                duration: *stage_duration,
+                            },
+                        ),
+                        SweepProcess::Poisson => (
+                            LoadKind::Poisson,
+                            Arrival::InferencePerfPoisson {
+                                rate,
+                                duration: *stage_duration,
+                            },
+                        ),
+                    };
+                    Stage {
+                        load,
+                        arrival,
+                        limit: StageLimit::duration(*stage_duration),
+                        max_concurrency: None,
+                        warmup: None,
+                        cooldown: None,
+                    }
+                })
+                .collect(),
+            Sweep::Guidellm {
+                size,
+                process,
+                limit,
+                max_concurrency,
+            } => guidellm_sweep_rates(measured.synchronous_rate, measured.throughput_rate, *size)
+                .into_iter()
+                .map(|rate| {
+                    // guidellm's sweep builds its constant strategies without the profile's ramp-up.
+                    let (load, arrival) = match process {
+                        SweepProcess::Constant => (
+                            LoadKind::Constant,
+                            Arrival::GuidellmConstant {
+                                rate,
+                                rampup: Duration::ZERO,
+                            },
+                        ),
+                        SweepProcess::Poisson => {
+                            (LoadKind::Poisson, Arrival::GuidellmPoisson { rate })
+                        }
+                    };
+                    Stage {
+                        load,
+                        arrival,
+                        limit: limit.clone(),
+                        max_concurrency: Some(*max_concurrency),
+                        warmup: None,
+                        cooldown: None,
+                    }
+                })
+                .collect(),
+        }
+    }
+}
+
+/// inference-perf's `generateRates` (`loadgen/load_generator.py`): geometric → `round(1 + sat − g, 2)` for g in
+/// `np.geomspace(sat, 1, n)`; linear → `round(r, 2)` for r in `np.linspace(1, sat, n)`. Rounded as numpy rounds a
+/// float64 (`np.round`: × 100, round half to even, ÷ 100).
+pub fn inference_perf_sweep_rates(
+    saturation: f64,
+    stages: u32,
+    progression: SweepProgression,
+) -> Vec<f64> {
+    let n = stages as usize;
+    let rates = match progression {
+        SweepProgression::Linear => linspace(1.0, saturation, n),
+        SweepProgression::Geometric => geomspace(saturation, 1.0, n)
+            .into_iter()
+            .map(|g| 1.0 + saturation - g)
+            .collect(),
+    };
+    rates.into_iter().map(|r| numpy_round(r, 2)).collect()
+}
+
+/// guidellm's sweep rates after its synchronous and throughput benchmarks (`profiles/sweep.py`):
+/// `np.linspace(synchronous, throughput, size − 1)[1:]`, unrounded.
+pub fn guidellm_sweep_rates(synchronous: f64, throughput: f64, size: u32) -> Vec<f64> {
+    let n = (size as usize).saturating_sub(1);
+    linspace(synchronous, throughput, n)
+        .into_iter()
+        .skip(1)
+        .collect()
+}
+
+/// numpy's `round(x, decimals)` of a float64: `rint(x · 10^d) / 10^d`, halves to even.
+fn numpy_round(x: f64, decimals: i32) -> f64 {
+    let scale = 10f64.powi(decimals);
+    (x * scale).round_ties_even() / scale
+}
+
+/// numpy's `linspace(a, b, n)` (both ends included): `i · step + a` with `step = (b − a)/(n − 1)`, the last
+/// value exactly `b`.
+fn linspace(a: f64, b: f64, n: usize) -> Vec<f64> {
+    match n {
+        0 => Vec::new(),
+        1 => vec![a],
+        _ => {
+            let step = (b - a) / (n - 1) as f64;
+            (0..n)
+                .map(|i| if i == n - 1 { b } else { i as f64 * step + a })
+                .collect()
+        }
+    }
+}
+
+/// numpy's `geomspace(a, b, n)` for positive a and b: `10 ** linspace(log10 a, log10 b, n)`, the ends exactly a
+/// and b.
+fn geomspace(a: f64, b: f64, n: usize) -> Vec<f64> {
+    linspace(a.log10(), b.log10(), n)
+        .into_iter()
+        .enumerate()
+        .map(|(i, l)| match i {
+            0 => a,
+            _ if i == n - 1 => b,
+            _ => 10f64.powf(l),
+        })
+        .collect()
+}
+
+/// When a stage stops. Both set: whichever comes first.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StageLimit {
+    /// guidellm `max_duration`, inference-perf rate-stage `duration`.
+    pub duration: Option<Duration>,
+    /// guidellm `max_requests`, vllm `--num-prompts`, inference-perf `num_requests`.
+    pub requests: Option<u64>,
+    /// guidellm `max_errors`: stop once this many requests of the stage have errored.
+    pub max_errors: Option<ErrorLimit<u64>>,
+    /// guidellm `max_error_rate`: stop once the errored share of the last `window` finished requests reaches
+    /// `rate` (checked only after `window` requests finished).
+    pub max_error_rate: Option<ErrorLimit<WindowedErrorRate>>,
+    /// guidellm `max_global_error_rate`: stop once errored / finished over the whole stage reaches `rate`
+    /// (checked only after `minimum` requests finished).
+    pub max_global_error_rate: Option<ErrorLimit<GlobalErrorRate>>,
+}
+
+/// An error stop condition and how far its stop reaches (guidellm `stopping_scope`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ErrorLimit<T> {
+    pub limit: T,
+    pub scope: StopScope,
+}
+
+/// What an error stop condition ends when it trips.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StopScope {
+    /// guidellm `current` (its default): this stage only; later stages run.
+    #[default]
+    Stage,
+    /// guidellm `all`: this stage and every later one.
+    Run,
+}
+
+/// guidellm `max_error_rate {rate, window}` (window default 30).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WindowedErrorRate {
+    /// In (0, 1).
+    pub rate: f64,
+    pub window: u64,
+}
+
+/// guidellm `max_global_error_rate {rate, minimum}` (minimum default 30).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GlobalErrorRate {
+    /// In (0, 1).
+    pub rate: f64,
+    pub minimum: u64,
+}
+
+/// guidellm's defaults for the error-rate windows (`settings.constraint_error_window_size`,
+/// `settings.constraint_error_min_processed`).
+pub const GUIDELLM_ERROR_WINDOW: u64 = 30;
+pub const GUIDELLM_ERROR_MIN_PROCESSED: u64 = 30;
+
+impl StageLimit {
+    /// Whether any error stop condition is set.
+    pub fn has_error_limits(&self) -> bool {
+        self.max_errors.is_some()
+            || self.max_error_rate.is_some()
+            || self.max_global_error_rate.is_some()
+    }
+}
+
+/// A stage's warm-up or cool-down: requests sent like any other but left out of the stage's metrics.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Transient {
+    /// guidellm ≤ v0.3 `warmup_percent` / `cooldown_percent` (a fraction in (0, 1]): a request is left out when
+    /// its completion index is within the first (last) `fraction × max_requests`, or when it started within
+    /// the first (last) `fraction × max_duration` of the stage (`aggregator.py`).
+    GuidellmFraction { fraction: f64 },
+    /// guidellm ≥ v0.4 `TransientPhaseConfig`: the stage's measurement window starts after (ends before) the
+    /// phase, and only requests overlapping the window are measured (`benchmark/schemas/base.py`).
+    GuidellmPhase(TransientPhase),
+}
+
+/// guidellm's `TransientPhaseConfig {percent, value, mode}`. A bare number `n` in a profile is
+/// `percent = n` when `n < 1`, else `value = n`.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TransientPhase {
+    /// A fraction in [0, 1) of the stage's duration or request budget.
+    pub percent: Option<f64>,
+    /// Seconds or requests, by `mode`.
+    pub value: Option<f64>,
+    pub mode: TransientMode,
+}
+
+/// How a [`TransientPhase`] is measured (guidellm default `prefer_duration`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransientMode {
+    Duration,
+    Requests,
+    #[default]
+    PreferDuration,
+    PreferRequests,
+    Both,
+}
+
+impl StageLimit {
+    pub fn duration(d: Duration) -> Self {
+        StageLimit {
+            duration: Some(d),
+            ..StageLimit::default()
+        }
+    }
+
+    pub fn requests(n: u64) -> Self {
+        StageLimit {
+            requests: Some(n),
+            ..StageLimit::default()
+        }
+    }
+}
+
+/// Process-level sizing as the profile asks for it (the engine may size from the cgroup).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct WorkerSettings {
+    pub num_workers: Option<u32>,
+    pub worker_max_concurrency: Option<u32>,
+    pub worker_max_tcp_connections: Option<u32>,
+}
+
+/// What to report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportOptions {
+    pub summary: bool,
+    pub per_stage: bool,
+    pub per_request: bool,
+    /// Percentiles to report, as written (e.g. `0.1`, `99.9`).
+    pub percentiles: Vec<f64>,
+    /// vllm `--percentile-metrics` (e.g. `ttft`, `tpot`, `itl`, `e2el`); empty = tool default.
+    pub percentile_metrics: Vec<String>,
+    /// inference-perf `use_server_output_tokens`.
+    pub use_server_output_tokens: bool,
+    /// Where the tool would write results (inference-perf `storage.local_storage.path`,
+    /// vllm `result-dir`); llmbench writes to its `--output` regardless.
+    pub output_path: Option<String>,
+    /// inference-perf `report_file_prefix`, vllm `result-filename`.
+    pub file_name: Option<String>,
+    /// inference-perf `report.prometheus.summary` (default true): `summary_prometheus_metrics.json`.
+    pub prometheus_summary: bool,
+    /// inference-perf `report.prometheus.per_stage` (default false): `stage_N_prometheus_metrics.json`.
+    pub prometheus_per_stage: bool,
+    /// inference-perf `report.session_lifecycle.summary` (default true): `summary_session_lifecycle_metrics.json`.
+    pub session_summary: bool,
+    /// inference-perf `report.session_lifecycle.per_stage` (default true): `stage_N_session_lifecycle_metrics.json`.
+    pub session_per_stage: bool,
+    /// inference-perf `report.session_lifecycle.per_session` (default false): `per_session_lifecycle_metrics.json`.
+    pub session_per_session: bool,
+}
+
+/// inference-perf's and guidellm's default percentiles.
+pub const DEFAULT_PERCENTILES: [f64; 11] = [
+    0.1, 1.0, 5.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9,
+];
+
+impl Default for ReportOptions {
+    fn default() -> Self {
+        ReportOptions {
+            summary: true,
+            per_stage: true,
+            per_request: false,
+            percentiles: DEFAULT_PERCENTILES.to_vec(),
+            percentile_metrics: Vec::new(),
+            use_server_output_tokens: false,
+            output_path: None,
+            file_name: None,
+            prometheus_summary: true,
+            prometheus_per_stage: false,
+            session_summary: true,
+            session_per_stage: true,
+            session_per_session: false,
+        }
+    }
+}
+
+/// A latency bound for goodput.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GoodputConstraint {
+    pub metric: SloMetric,
+    pub limit: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SloMetric {
+    Ttft,
+    Tpot,
+    Itl,
+    Ntpot,
+    /// inference-perf `request_latency`, vllm `e2el`.
+    E2e,
+}
+
+/// The tokenizer the profile names.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenizerSpec {
+    /// Hub id or local path.
+    pub name_or_path: String,
+    /// inference-perf `tokenizer.token` (a hub token written in the profile).
+    pub token: Option<String>,
+    /// Recorded for fidelity; the `tokenizers` crate never runs model code.
+    pub trust_remote_code: bool,
+}
+
+/// Where prompts come from and how long prompts and outputs are.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DataSpec {
+    /// inference-perf `mock` (its default): a fixed placeholder prompt.
+    Mock,
+    /// Generated prompts of sampled token lengths (inference-perf `random` / `synthetic`,
+    /// vllm `random`).
+    Random(RandomData),
+    /// Groups of prompts sharing a system prompt (inference-perf `shared_prefix`).
+    SharedPrefix(SharedPrefix),
+    /// guidellm `synthetic_text`.
+    SyntheticText(SyntheticText),
+    /// ShareGPT conversations (inference-perf `shareGPT`, vllm `sharegpt`).
+    ShareGpt(ShareGpt),
+    /// vllm `sonnet`: lines of a poem, with a shared prefix.
+    Sonnet(Sonnet),
+    /// A dataset file (vllm `custom`: JSONL with a `prompt` field).
+    File(DatasetFile),
+    /// inference-perf `conversation_replay`: synthetic multi-turn agentic conversations.
+    ConversationReplay(ConversationReplay),
+    /// AIPerf `mooncake_trace`: JSONL records whose `hash_ids` name shared prompt blocks.
+    MooncakeTrace(MooncakeTraceData),
+    /// inference-perf `random` data with `data.trace`: one prompt of each row's `ContextTokens` random tokens
+    /// and `max_tokens` of its `GeneratedTokens` (`datagen/synthetic/random_datagen.py`).
+    AzureTrace(AzureTraceData),
+    /// inference-perf `otel_trace_replay`: OpenTelemetry traces, one session per file, replayed as graphs of
+    /// dependent calls (`trace_session_replay` load only).
+    OtelTrace(OtelTraceData),
+}
+
+/// inference-perf `data.otel_trace_replay` (`config/datagen/replay.py::OTelTraceReplayConfig`), the keys that
+/// change what is sent; `use_static_model`, `static_model_name` and `model_mapping` are checked as upstream
+/// checks them and change nothing (upstream sends the server's `model_name` on every request).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OtelTraceData {
+    pub source: OtelTraceSource,
+    /// `include_errors` (true): replay spans whose status is an error.
+    pub include_errors: bool,
+    /// `skip_invalid_files` (false): a file that is not JSON is left out instead of failing the run.
+    pub skip_invalid_files: bool,
+    /// `max_wait_ms` (15000): the recorded wait after a call's predecessors is capped at this.
+    pub max_wait_ms: u64,
+    /// `predecessor_wait_timeout_sec` (3600; 0 = forever): a call whose predecessors take longer fails.
+    pub predecessor_wait_timeout: Option<Duration>,
+    /// `disable_output_substitution` (false): send the recorded messages instead of the live answers.
+    pub disable_output_substitution: bool,
+}
+
+/// Where the traces are.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OtelTraceSource {
+    /// `trace_directory`: its `*.json` files, sorted by name.
+    Directory(String),
+    /// `trace_files`: these files (no glob patterns).
+    Files(Vec<String>),
+}
+
+/// inference-perf `data.trace` (`format: AzurePublicDataset`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AzureTraceData {
+    /// `data.trace.file`.
+    pub path: String,
+}
+
+/// A Mooncake trace file and how its prompts are made (AIPerf `--input-file`, `--custom-dataset-type
+/// mooncake_trace`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MooncakeTraceData {
+    pub path: String,
+    /// AIPerf `--isl-block-size` (512): the tokens of one hash block.
+    pub block_size: u32,
+}
+
+/// inference-perf `data.conversation_replay` (`config/datagen/replay.py::ConversationReplayConfig`). A
+/// distribution left out is `None`; the generator's fallbacks (10 turns, 512 input and 256 output tokens, no
+/// dynamic prompt, no tool-call latency) are applied where the conversations are built.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConversationReplay {
+    pub seed: u64,
+    pub num_conversations: u64,
+    pub shared_system_prompt_len: u64,
+    pub dynamic_system_prompt_len: Option<TokenLengths>,
+    pub turns_per_conversation: Option<TokenLengths>,
+    pub input_tokens_per_turn: Option<TokenLengths>,
+    pub output_tokens_per_turn: Option<TokenLengths>,
+    /// Whole seconds after a successful answer before the conversation's next turn.
+    pub tool_call_latency_sec: Option<TokenLengths>,
+    /// Context window the sessions are truncated to; upstream assumes 225000 when unset.
+    pub max_model_len: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RandomData {
+    pub input: TokenLengths,
+    pub output: TokenLengths,
+    /// vllm `--random-prefix-len`: a fixed random prefix before every prompt.
+    pub prefix_len: u64,
+    pub text: PromptText,
+}
+
+/// What prompt text is made of.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PromptText {
+    /// Random token ids decoded to text (inference-perf `random`, vllm `random`).
+    RandomTokens,
+    /// Text cut from a corpus (inference-perf `synthetic`; its built-in corpus when `path` is
+    /// unset).
+    Corpus { path: Option<String> },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SharedPrefix {
+    /// `num_groups` (alias `num_unique_system_prompts`).
+    pub num_groups: u64,
+    /// `num_prompts_per_group` (alias `num_users_per_system_prompt`).
+    pub num_prompts_per_group: u64,
+    pub system_prompt_len: TokenLengths,
+    pub question_len: TokenLengths,
+    pub output_len: TokenLengths,
+    pub seed: Option<u64>,
+    /// `enable_multi_turn_chat`: each group's user keeps its conversation and resends it.
+    pub multi_turn: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SyntheticText {
+    pub prompt: TokenLengths,
+    /// None: no `max_tokens` is sent, the server decides.
+    pub output: Option<TokenLengths>,
+    /// Turns per conversation (1 = single turn).
+    pub turns: u32,
+    pub prefix_buckets: Vec<PrefixBucket>,
+    /// `data_loader.samples` / `samples` (1000).
+    pub samples: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PrefixBucket {
+    pub prefix_tokens: u64,
+    pub prefix_count: u64,
+    /// Relative weight (guidellm default 100).
+    pub bucket_weight: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShareGpt {
+    /// None: the tool's default download, which llmbench does not perform.
+    pub path: Option<String>,
+    /// inference-perf: input lengths outside `[min, max]` are filtered out.
+    pub input_filter: Option<TokenLengths>,
+    /// inference-perf: output length distribution; vllm `--sharegpt-output-len`: fixed.
+    pub output: Option<TokenLengths>,
+    /// inference-perf `output_distribution`: entries whose reference answer is outside `[min, max]` tokens are
+    /// skipped, and the answer's own length is the request's `max_tokens`.
+    pub output_filter: Option<TokenLengths>,
+    /// vllm: shuffle the entries with the run's seed before taking them (unless `--disable-shuffle`);
+    /// inference-perf reads the file in order.
+    pub shuffle: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sonnet {
+    pub path: String,
+    pub input_len: u64,
+    pub output_len: u64,
+    pub prefix_len: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DatasetFile {
+    pub path: String,
+    /// vllm `--custom-output-len`; None for `-1` (the dataset's own output lengths).
+    pub output_len: Option<u64>,
+    /// Shuffle the records with the run's seed before taking them (vllm, unless `--disable-shuffle`).
+    pub shuffle: bool,
+}
+
+/// A token-length distribution, clipped to its bounds and rounded when sampled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenLengths {
+    pub shape: LengthShape,
+    /// inference-perf `total_count`: how many lengths to pre-generate.
+    pub total_count: Option<u64>,
+}
+
+impl TokenLengths {
+    pub fn fixed(n: u64) -> Self {
+        TokenLengths {
+            shape: LengthShape::Fixed(n),
+            total_count: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum LengthShape {
+    Fixed(u64),
+    /// Uniform integers in `[min, max]`.
+    Uniform {
+        min: u64,
+        max: u64,
+    },
+    Normal {
+        mean: f64,
+        spread: Spread,
+        min: u64,
+        max: u64,
+    },
+    SkewNormal {
+        mean: f64,
+        spread: Spread,
+        skew: f64,
+        min: u64,
+        max: u64,
+    },
+    LogNormal {
+        mean: f64,
+        spread: Spread,
+        min: u64,
+        max: u64,
+    },
+    Poisson {
+        mean: f64,
+        min: u64,
+        max: u64,
+    },
+    /// vllm `--random-*-len L --random-range-ratio r`: uniform in `[L·(1−r), L·(1+r)]`.
+    RangeRatio {
+        len: u64,
+        ratio: f64,
+    },
+}
+
+/// A distribution's spread, as written: inference-perf accepts either (exclusively).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Spread {
+    StdDev(f64),
+    Variance(f64),
+}
+
+impl Spread {
+    pub fn std_dev(self) -> f64 {
+        match self {
+            Spread::StdDev(s) => s,
+            Spread::Variance(v) => v.sqrt(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inference_perf_geometric_rates_crowd_towards_saturation_rounded_to_cents() {
+        // geomspace(10, 1, 5) = 10, 10^0.75 = 5.6234, 10^0.5 = 3.1623, 10^0.25 = 1.7783, 1
+        // → 1 + 10 − g = 1, 5.3766, 7.8377, 9.2217, 10 → round(·, 2).
+        assert_eq!(
+            inference_perf_sweep_rates(10.0, 5, SweepProgression::Geometric),
+            [1.0, 5.38, 7.84, 9.22, 10.0]
+        );
+    }
+
+    #[test]
+    fn inference_perf_linear_rates_run_from_one_to_saturation_rounded_to_cents() {
+        // linspace(1, 10, 5): step 9/4 = 2.25.
+        assert_eq!(
+            inference_perf_sweep_rates(10.0, 5, SweepProgression::Linear),
+            [1.0, 3.25, 5.5, 7.75, 10.0]
+        );
+        // A saturation with more decimals is rounded too: linspace(1, 7.456, 3) = 1, 4.228, 7.456.
+        assert_eq!(
+            inference_perf_sweep_rates(7.456, 3, SweepProgression::Linear),
+            [1.0, 4.23, 7.46]
+        );
+    }
+
+    #[test]
+    fn rounding_is_numpys_half_to_even_of_the_scaled_float() {
+        // 0.125 · 100 = 12.5 exactly → 12; 0.375 · 100 = 37.5 → 38. 2.675 is 2.674999999999999822…, but its
+        // product with 100 rounds to 267.5 → 268: numpy's 2.68, where Python's own (correctly rounded) `round`
+        // of a float says 2.67.
+        assert_eq!(numpy_round(0.125, 2), 0.12);
+        assert_eq!(numpy_round(0.375, 2), 0.38);
+        assert_eq!(numpy_round(2.675, 2), 2.68);
+    }
+
+    #[test]
+    fn guidellm_rates_interpolate_between_synchronous_and_throughput() {
+        // sweep_size 5: linspace(2, 17, 4) = 2, 7, 12, 17, without the synchronous rate it starts at.
+        assert_eq!(guidellm_sweep_rates(2.0, 17.0, 5), [7.0, 12.0, 17.0]);
+        // sweep_size 2 runs only synchronous and throughput; 3 adds the throughput rate once more.
+        assert!(guidellm_sweep_rates(2.0, 17.0, 2).is_empty());
+        assert_eq!(guidellm_sweep_rates(2.0, 17.0, 3), [17.0]);
+        // numpy's i·step + start: linspace(0.3, 1.0, 4)[1] = 1 · (0.7/3) + 0.3.
+        assert_eq!(
+            guidellm_sweep_rates(0.3, 1.0, 5)[0],
+            (1.0f64 - 0.3) / 3.0 + 0.3
+        );
+    }
+
+    #[test]
+    fn guidellm_sweep_stages_keep_the_sweeps_cap_and_limits() {
+        let sweep = Sweep::Guidellm {
+            size: 4,
+            process: SweepProcess::Poisson,
+            limit: StageLimit::requests(20),
+            max_concurrency: 512,
+        };
+        let stages = sweep.stages(&SweepMeasurements {
+            saturation_rate: 0.0,
+            synchronous_rate: 1.0,
+            throughput_rate: 5.0,
+        });
+        // linspace(1, 5, 3)[1:] = 3, 5.
+        assert_eq!(
+            stages.iter().map(|s| s.arrival.clone()).collect::<Vec<_>>(),
+            [
+                Arrival::GuidellmPoisson { rate: 3.0 },
+                Arrival::GuidellmPoisson { rate: 5.0 }
+            ]
+        );
+        assert!(stages.iter().all(|s| s.max_concurrency == Some(512)
+            && s.limit == StageLimit::requests(20)
+            && s.load == LoadKind::Poisson));
+    }
+}

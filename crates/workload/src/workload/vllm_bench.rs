@@ -1,0 +1,958 @@
+//! `vllm bench serve` / InferenceMAX flag maps → `Workload` (FORMATS 1.4, 3.4, 3.8).
+//!
+//! Every key is a command-line flag (`--key=value`); `none` (or an empty value) is a bare flag,
+//! `executable` names the script and is not a flag. As vLLM's argument parser does, `_` and `-`
+//! are interchangeable in flag names. Values reach the tool as text, so quoted numbers are fine.
+
+use std::time::Duration;
+
+use super::ParseOptions;
+use super::error::{WarningKind, WorkloadError};
+use super::inference_perf::set_default_seed;
+use super::limits::{self, Limit};
+use super::model::*;
+use super::reader::{At, Ctx, MapReader};
+use super::yaml::{Key, Node, Value};
+
+// Defaults of `vllm bench serve` (vllm/benchmarks/serve.py, datasets/arg_utils.py).
+const DEFAULT_NUM_PROMPTS: u64 = 1000;
+const DEFAULT_RANDOM_INPUT_LEN: u64 = 1024;
+const DEFAULT_RANDOM_OUTPUT_LEN: u64 = 128;
+const DEFAULT_SONNET_INPUT_LEN: u64 = 550;
+const DEFAULT_SONNET_OUTPUT_LEN: u64 = 150;
+const DEFAULT_SONNET_PREFIX_LEN: u64 = 200;
+const DEFAULT_CUSTOM_OUTPUT_LEN: i64 = 256;
+
+/// Flags that configure one dataset or another: known whichever dataset is chosen, and without effect on the
+/// others (vLLM parses them all and reads only the chosen dataset's).
+const DATASET_KEYS: [&str; 48] = [
+    "dataset-path",
+    "random-input-len",
+    "random-output-len",
+    "random-prefix-len",
+    "random-range-ratio",
+    "random-batch-size",
+    "no-reranker",
+    "random-mm-base-items-per-request",
+    "random-mm-num-mm-items-range-ratio",
+    "random-mm-limit-mm-per-prompt",
+    "random-mm-bucket-config",
+    "sharegpt-output-len",
+    "sonnet-input-len",
+    "sonnet-output-len",
+    "sonnet-prefix-len",
+    "custom-output-len",
+    "custom-skip-chat-template",
+    "custom-ensure-client-side-data",
+    "skip-chat-template",
+    "chat-template-kwargs",
+    "hf-subset",
+    "hf-split",
+    "hf-name",
+    "hf-output-len",
+    "no-stream",
+    "spec-bench-output-len",
+    "spec-bench-category",
+    "speed-bench-dataset-subset",
+    "speed-bench-output-len",
+    "speed-bench-category",
+    "blazedit-min-distance",
+    "blazedit-max-distance",
+    "asr-max-audio-len-sec",
+    "asr-min-audio-len-sec",
+    "timed-trace-chunk-hash-size",
+    "timed-trace-sec-multiplier",
+    "timed-trace-label-timestamp",
+    "timed-trace-label-input-length",
+    "timed-trace-label-output-length",
+    "timed-trace-label-hash-ids",
+    "prefix-repetition-prefix-len",
+    "prefix-repetition-suffix-len",
+    "prefix-repetition-num-prefixes",
+    "prefix-repetition-output-len",
+    "bfcl-categories",
+    "enable-multimodal-chat",
+    "disable-shuffle",
+    "no-oversample",
+];
+
+/// Flags that only change what vLLM prints or where it writes its own files; llmbench writes its results to
+/// `--output` whatever they say.
+const OUTPUT_ONLY: [(&str, &str); 7] = [
+    ("save-result", ""),
+    ("disable-tqdm", ""),
+    (
+        "label",
+        "the result label vLLM writes into its JSON; llmbench names results by --run-id",
+    ),
+    (
+        "metadata",
+        "KEY=VALUE pairs vLLM copies into its result JSON",
+    ),
+    (
+        "append-result",
+        "llmbench writes a fresh result file per run",
+    ),
+    ("plot-timeline", "vLLM's HTML timeline plot"),
+    ("plot-dataset-stats", "vLLM's dataset statistics plot"),
+];
+
+/// Sampling parameters and other request-body options vLLM adds to every request, which llmbench does not send.
+const REFUSED_BODY_OPTIONS: [&str; 9] = [
+    "temperature",
+    "top-p",
+    "top-k",
+    "min-p",
+    "frequency-penalty",
+    "presence-penalty",
+    "repetition-penalty",
+    "logprobs",
+    "extra-body",
+];
+
+pub(crate) fn parse(
+    ctx: &mut Ctx,
+    harness: Harness,
+    doc: &Node,
+    options: &ParseOptions,
+) -> Result<Workload, WorkloadError> {
+    let Some(entries) = doc.entries() else {
+        return Err(ctx.wrong_type("(document root)", doc, "a map of command-line flags"));
+    };
+    let normalized: Vec<(Key, Node)> = entries
+        .iter()
+        .map(|(k, v)| {
+            (
+                Key {
+                    name: k.name.replace('_', "-"),
+                    line: k.line,
+                },
+                v.clone(),
+            )
+        })
+        .collect();
+    let mut m = MapReader::new(&normalized, "", doc.line);
+    let mut w = Workload::empty(harness, Dialect::VllmFlags);
+    w.api.streaming = true; // vllm bench serve always streams
+    w.report.percentiles = vec![99.0];
+    w.report.percentile_metrics = vec!["ttft".into(), "tpot".into(), "itl".into()];
+
+    m.skip("executable");
+    // The tokenizer is `--tokenizer`, else `--model`; the name sent in requests is `--served-model-name`, else
+    // `--model` (serve.py `main_async`). Without `--model` vLLM asks the server for its first model and ignores
+    // `--served-model-name`.
+    let model = m.get("model").map(|f| text(ctx, &f)).transpose()?;
+    let tokenizer = m.get("tokenizer").map(|f| text(ctx, &f)).transpose()?;
+    let served = m.get("served-model-name");
+    w.api.model = match (&model, served) {
+        (Some(_), Some(f)) => Some(text(ctx, &f)?),
+        (None, Some(f)) => {
+            ctx.warn(
+                &f.path,
+                f.line,
+                WarningKind::Ignored,
+                "vLLM uses it only together with `model`; without one it asks the server for its first model",
+            );
+            None
+        }
+        (model, None) => model.clone(),
+    };
+    if let Some(name) = tokenizer.or(model) {
+        w.tokenizer = Some(TokenizerSpec {
+            name_or_path: name,
+            token: None,
+            trust_remote_code: false,
+        });
+    }
+    if let Some(f) = m.get("tokenizer-mode") {
+        let mode = text(ctx, &f)?;
+        // `auto` and `hf` load the Hugging Face fast tokenizer (tokenizer.json), which is what llmbench loads;
+        // the others load different tokenizer implementations, whose counts can differ.
+        if mode != "auto" && mode != "hf" {
+            return Err(f.unsupported(
+                ctx,
+                format!("tokenizer mode `{mode}` (llmbench loads tokenizer.json, as `hf` does)"),
+            ));
+        }
+    }
+    // The `tokenizers` crate never runs model code, so remote code is irrelevant.
+    m.skip("trust-remote-code");
+    w.api.base_url = match m.get("base-url") {
+        Some(f) => Some(text(ctx, &f)?),
+        None => {
+            let host = m.get("host").map(|f| text(ctx, &f)).transpose()?;
+            let port = m.get("port").map(|f| text(ctx, &f)).transpose()?;
+            match (host, port) {
+                (None, None) => None,
+                (h, p) => Some(format!(
+                    "http://{}:{}",
+                    h.unwrap_or_else(|| "127.0.0.1".into()),
+                    p.unwrap_or_else(|| "8000".into())
+                )),
+            }
+        }
+    };
+    let backend_field = m.get("backend");
+    let backend = match &backend_field {
+        Some(f) => text(ctx, f)?,
+        None => "openai".to_string(),
+    };
+    w.api.kind = match backend.as_str() {
+        "openai-chat" => ApiKind::Chat,
+        "openai" | "vllm" => ApiKind::Completion,
+        other => {
+            let line = backend_field.as_ref().map_or(0, |f| f.line);
+            return Err(ctx.unsupported("backend", line, format!("backend `{other}`")));
+        }
+    };
+    // vLLM's default endpoint is /v1/completions whatever the backend, and each backend checks the URL's end
+    // (`_validate_api_url`): a chat backend needs `chat/completions`.
+    let endpoint_field = m.get("endpoint");
+    let path = match &endpoint_field {
+        Some(f) => text(ctx, f)?,
+        None => "/v1/completions".to_string(),
+    };
+    let (suffix, api_name) = match w.api.kind {
+        ApiKind::Chat => ("chat/completions", "OpenAI Chat Completions"),
+        ApiKind::Completion => ("completions", "OpenAI Completions"),
+    };
+    if !path.ends_with(suffix) {
+        let (key, line) = match &endpoint_field {
+            Some(f) => (f.path.clone(), f.line),
+            None => (
+                "endpoint".to_string(),
+                backend_field.as_ref().map_or(0, |f| f.line),
+            ),
+        };
+        return Err(ctx.invalid(
+            &key,
+            line,
+            format!(
+                "backend `{backend}` sends {api_name} requests, whose URL must end with `{suffix}` (vLLM refuses \
+                 `{path}`, its default being /v1/completions); set `endpoint: /v1/{suffix}`"
+            ),
+        ));
+    }
+    if let Some(f) = &endpoint_field
+        && w.api.kind == ApiKind::Completion
+        && path.ends_with("chat/completions")
+    {
+        // vLLM's check passes (the URL ends with `completions`), but it then posts a completions body (a
+        // `prompt`) to the chat endpoint, which every server refuses.
+        return Err(f.invalid(
+            ctx,
+            format!(
+                "backend `{backend}` sends completions requests (a `prompt`), which `{path}` does not take; use \
+                 `backend: openai-chat` for the chat endpoint"
+            ),
+        ));
+    }
+    w.api.endpoint = endpoint_field.is_some().then_some(path);
+    if let Some(f) = m.get("header") {
+        w.api.headers = headers(ctx, &f)?;
+    }
+    let ignore_eos = match m.take("ignore-eos") {
+        Some(f) => flag(ctx, &f)?,
+        None => false,
+    };
+
+    let num_prompts = match m.get("num-prompts") {
+        Some(f) => {
+            let n = positive_u64(ctx, &f)?;
+            // Every send time is computed before the run (vLLM builds every request first too).
+            limits::check(ctx, &f, Limit::Arrivals, n as f64)?;
+            n
+        }
+        None => DEFAULT_NUM_PROMPTS,
+    };
+    let rate_field = m.get("request-rate");
+    let rate = match &rate_field {
+        None => Rate::Infinite,
+        Some(f) => {
+            let t = text(ctx, f)?;
+            if is_inf(&t) {
+                Rate::Infinite
+            } else {
+                let v = number(ctx, f)?;
+                if v.is_infinite() && v > 0.0 {
+                    Rate::Infinite
+                } else if v > 0.0 {
+                    limits::check(ctx, f, Limit::Rate, v)?;
+                    Rate::PerSecond(v)
+                } else {
+                    return Err(
+                        f.invalid(ctx, format!("must be greater than 0 (or `inf`), found {t}"))
+                    );
+                }
+            }
+        }
+    };
+    let burstiness = match m.get("burstiness") {
+        Some(f) => {
+            // `inf` makes the gaps constant (1/rate).
+            let v = if is_inf(&text(ctx, &f)?) {
+                f64::INFINITY
+            } else {
+                number(ctx, &f)?
+            };
+            if v.is_nan() || v <= 0.0 {
+                return Err(f.invalid(ctx, format!("must be greater than 0 (or `inf`), found {v}")));
+            }
+            v
+        }
+        None => 1.0,
+    };
+    let max_concurrency = m
+        .get("max-concurrency")
+        .map(|f| {
+            let n = positive_u64(ctx, &f)?;
+            limits::check(ctx, &f, Limit::Concurrency, n as f64)?;
+            u32::try_from(n).map_err(|_| f.invalid(ctx, format!("{n} is too large")))
+        })
+        .transpose()?;
+    for key in ["ramp-up-strategy", "ramp-up-start-rps", "ramp-up-end-rps"] {
+        if let Some(f) = m.get(key) {
+            return Err(f.unsupported(ctx, "request-rate ramp-up (`ramp-up-strategy`)"));
+        }
+    }
+    match m.get("seed") {
+        Some(f) => {
+            w.seed = non_negative_u64(ctx, &f)?;
+            w.seed_origin = SeedOrigin::Profile;
+        }
+        None => set_default_seed(&mut w, options, 0),
+    }
+
+    let dataset = match m.get("dataset-name") {
+        Some(f) => (text(ctx, &f)?, f.line),
+        None => ("random".to_string(), 0),
+    };
+    // The general lengths of recent vLLM: `input-len` sets `random-input-len`, `output-len` every dataset's
+    // output length (serve.py `main_async`).
+    let general = GeneralLengths {
+        input: m
+            .get("input-len")
+            .map(|f| positive_u64(ctx, &f).map(|n| (n, f)))
+            .transpose()?,
+        output: m
+            .get("output-len")
+            .map(|f| positive_u64(ctx, &f).map(|n| (n, f)))
+            .transpose()?,
+    };
+    w.data = dataset_spec(ctx, &mut m, &dataset.0, dataset.1, &general, w.api.kind)?;
+    m.known(&DATASET_KEYS);
+    for key in DATASET_KEYS {
+        if !m.is_read(key) {
+            m.ignore(
+                ctx,
+                key,
+                &format!("not used by the `{}` dataset", dataset.0),
+            );
+        }
+    }
+    // vllm forces ignore_eos for random data with OpenAI backends (FORMATS 3.4).
+    w.api.ignore_eos = ignore_eos || matches!(w.data, DataSpec::Random(_));
+
+    if let Some(f) = m.get("percentile-metrics") {
+        let t = text(ctx, &f)?;
+        let metrics: Vec<String> = t
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect();
+        for metric in &metrics {
+            match metric.as_str() {
+                "ttft" | "tpot" | "itl" | "e2el" => {}
+                "client_queue_time" | "e2el_including_client_queue" => {
+                    return Err(f.unsupported(
+                        ctx,
+                        format!("the `{metric}` percentile metric (time spent waiting for the client's concurrency cap)"),
+                    ));
+                }
+                other => {
+                    return Err(f.invalid(
+                        ctx,
+                        format!("unknown metric `{other}`; expected ttft, tpot, itl or e2el"),
+                    ));
+                }
+            }
+        }
+        w.report.percentile_metrics = metrics;
+    }
+    if let Some(f) = m.get("metric-percentiles") {
+        let t = text(ctx, &f)?;
+        let mut out = Vec::new();
+        for part in t.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            match part.parse::<f64>() {
+                Ok(v) if v > 0.0 && v <= 100.0 => out.push(v),
+                _ => {
+                    return Err(f.invalid(ctx, format!("`{part}` is not a percentile in (0, 100]")));
+                }
+            }
+        }
+        w.report.percentiles = out;
+    }
+    if let Some(f) = m.get("num-warmups") {
+        let n = non_negative_u64(ctx, &f)?;
+        limits::check(ctx, &f, Limit::Requests, n as f64)?;
+        w.warmup_requests = n;
+    }
+    if let Some(f) = m.get("goodput") {
+        w.goodput = goodput(ctx, &f)?;
+    }
+    if let Some(f) = m.get("result-filename") {
+        w.report.file_name = Some(text(ctx, &f)?);
+    }
+    if let Some(f) = m.get("result-dir") {
+        w.report.output_path = Some(text(ctx, &f)?);
+    }
+    if let Some(f) = m.take("save-detailed") {
+        w.report.per_request = flag(ctx, &f)?;
+    }
+    if let Some(f) = m.get("request-timeout") {
+        let v = number(ctx, &f)?;
+        if !(v > 0.0 && v.is_finite()) {
+            return Err(f.invalid(ctx, format!("must be greater than 0, found {v}")));
+        }
+        limits::check(ctx, &f, Limit::Duration, v)?;
+        w.request_timeout = Some(
+            Duration::try_from_secs_f64(v)
+                .map_err(|_| f.invalid(ctx, format!("{v} s is out of range")))?,
+        );
+    }
+    for (key, why) in OUTPUT_ONLY {
+        if why.is_empty() {
+            m.skip(key);
+        } else {
+            m.ignore(ctx, key, why);
+        }
+    }
+    m.ignore(
+        ctx,
+        "timeline-itl-thresholds",
+        "colours of vLLM's timeline plot, which llmbench does not draw",
+    );
+    refuse_unsupported_flags(ctx, &mut m, w.api.base_url.as_deref())?;
+
+    w.stages = vec![Stage {
+        load: match rate {
+            Rate::Infinite if max_concurrency.is_some() => LoadKind::Concurrent,
+            Rate::Infinite => LoadKind::Throughput,
+            Rate::PerSecond(_) if burstiness == 1.0 => LoadKind::Poisson,
+            Rate::PerSecond(_) if burstiness.is_infinite() => LoadKind::Constant,
+            Rate::PerSecond(_) => LoadKind::Gamma,
+        },
+        arrival: Arrival::VllmGamma {
+            rate,
+            burstiness,
+            count: num_prompts,
+        },
+        limit: StageLimit::requests(num_prompts),
+        max_concurrency,
+        warmup: None,
+        cooldown: None,
+    }];
+    w.stage_interval = Duration::ZERO;
+    m.finish(ctx, &[]);
+    Ok(w)
+}
+
+/// Flags that change what is sent or measured in ways llmbench does not reproduce: each is refused when it asks
+/// for something other than what llmbench does (a flag at its default value is accepted).
+fn refuse_unsupported_flags(
+    ctx: &mut Ctx,
+    m: &mut MapReader<'_>,
+    base_url: Option<&str>,
+) -> Result<(), WorkloadError> {
+    for key in REFUSED_BODY_OPTIONS {
+        if let Some(f) = m.take(key) {
+            return Err(f.unsupported(ctx, format!("the request option `--{key}`")));
+        }
+    }
+    if let Some(f) = m.take("use-beam-search")
+        && flag(ctx, &f)?
+    {
+        return Err(f.unsupported(ctx, "beam search (`--use-beam-search`)"));
+    }
+    if let Some(f) = m.take("lora-modules") {
+        return Err(f.unsupported(ctx, "LoRA modules"));
+    }
+    // Only chooses among `lora-modules`, which are refused above.
+    m.ignore(ctx, "lora-assignment", "only used with `lora-modules`");
+    if let Some(f) = m.take("profile")
+        && flag(ctx, &f)?
+    {
+        return Err(f.unsupported(
+            ctx,
+            "vLLM's profiler (`--profile` calls the server's /start_profile and /stop_profile)",
+        ));
+    }
+    if let Some(f) = m.get("request-id-prefix") {
+        return Err(f.unsupported(
+            ctx,
+            "per-request `x-request-id` headers (`request-id-prefix`: remove it, llmbench sends no request ids)",
+        ));
+    }
+    for (key, feature) in [
+        (
+            "ready-check-timeout-sec",
+            "waiting for the endpoint to answer before the run (`ready-check-timeout-sec` above 0)",
+        ),
+        (
+            "probe-request-rate",
+            "probe requests beside the workload (`probe-request-rate` above 0)",
+        ),
+    ] {
+        if let Some(f) = m.get(key)
+            && number(ctx, &f)? != 0.0
+        {
+            return Err(f.unsupported(ctx, feature));
+        }
+    }
+    if let Some(f) = m.take("self-timed") {
+        return Err(f.invalid(
+            ctx,
+            "vLLM accepts `self-timed` only with the `timed_trace` dataset, which llmbench does not run",
+        ));
+    }
+    if let Some(f) = m.take("skip-tokenizer-init")
+        && flag(ctx, &f)?
+    {
+        return Err(f.unsupported(
+                ctx,
+                "running without a tokenizer (`skip-tokenizer-init`: vLLM then counts every prompt as 1 token)",
+            ));
+    }
+    if let Some(f) = m.take("insecure")
+        && flag(ctx, &f)?
+    {
+        if base_url.is_some_and(|u| u.starts_with("https://")) {
+            return Err(f.unsupported(
+                    ctx,
+                    "skipping TLS certificate checks (`insecure`: llmbench always verifies certificates)",
+                ));
+        }
+        ctx.warn(
+            &f.path,
+            f.line,
+            WarningKind::Ignored,
+            "only turns off TLS certificate checks, and the endpoint is not https",
+        );
+    }
+    Ok(())
+}
+
+/// `input-len` / `output-len` with their fields, for messages.
+struct GeneralLengths<'n> {
+    input: Option<(u64, At<'n>)>,
+    output: Option<(u64, At<'n>)>,
+}
+
+fn dataset_spec(
+    ctx: &mut Ctx,
+    m: &mut MapReader<'_>,
+    name: &str,
+    line: u32,
+    general: &GeneralLengths<'_>,
+    kind: ApiKind,
+) -> Result<DataSpec, WorkloadError> {
+    let len = |m: &mut MapReader<'_>, key: &str, default: u64| -> Result<u64, WorkloadError> {
+        match m.get(key) {
+            Some(f) => {
+                let n = non_negative_u64(ctx, &f)?;
+                limits::check(ctx, &f, Limit::Tokens, n as f64)?;
+                Ok(n)
+            }
+            None => Ok(default),
+        }
+    };
+    let with_general = |n: u64, general: &Option<(u64, At<'_>)>| -> Result<u64, WorkloadError> {
+        match general {
+            Some((g, f)) => {
+                limits::check(ctx, f, Limit::Tokens, *g as f64)?;
+                Ok(*g)
+            }
+            None => Ok(n),
+        }
+    };
+    let shuffle = match m.take("disable-shuffle") {
+        Some(f) => !flag(ctx, &f)?,
+        None => true,
+    };
+    for (key, feature) in [
+        (
+            "no-oversample",
+            "sending fewer requests than `num-prompts` when the dataset is smaller (`no-oversample`)",
+        ),
+        (
+            "enable-multimodal-chat",
+            "multimodal chat messages (`enable-multimodal-chat`)",
+        ),
+    ] {
+        if let Some(f) = m.take(key)
+            && flag(ctx, &f)?
+        {
+            return Err(f.unsupported(ctx, feature));
+        }
+    }
+    let spec = match name {
+        "random" => {
+            if let Some(f) = m.get("dataset-path") {
+                return Err(f.invalid(
+                    ctx,
+                    "vLLM refuses a `dataset-path` with the `random` dataset; remove it, or choose the dataset \
+                     that reads the file (`sharegpt`, `custom`)",
+                ));
+            }
+            let input = with_general(
+                len(m, "random-input-len", DEFAULT_RANDOM_INPUT_LEN)?,
+                &general.input,
+            )?;
+            let output = with_general(
+                len(m, "random-output-len", DEFAULT_RANDOM_OUTPUT_LEN)?,
+                &general.output,
+            )?;
+            let prefix_len = len(m, "random-prefix-len", 0)?;
+            let (input_ratio, output_ratio) = match m.get("random-range-ratio") {
+                Some(f) => range_ratios(ctx, &f)?,
+                None => (0.0, 0.0),
+            };
+            if let Some(f) = m.get("random-batch-size")
+                && integer(ctx, &f)? != 1
+            {
+                return Err(f.unsupported(
+                    ctx,
+                    "batched prompts (`random-batch-size` other than 1, for embedding benchmarks)",
+                ));
+            }
+            let shape = |l: u64, ratio: f64| TokenLengths {
+                shape: if ratio == 0.0 {
+                    LengthShape::Fixed(l)
+                } else {
+                    LengthShape::RangeRatio { len: l, ratio }
+                },
+                total_count: None,
+            };
+            DataSpec::Random(RandomData {
+                input: shape(input, input_ratio),
+                output: shape(output, output_ratio),
+                prefix_len,
+                text: PromptText::RandomTokens,
+            })
+        }
+        "sharegpt" => {
+            let path = m
+                .require(
+                    ctx,
+                    "dataset-path",
+                    "the sharegpt dataset is read from a JSON file",
+                )
+                .and_then(|f| text(ctx, &f))?;
+            let output = match m.get("sharegpt-output-len") {
+                Some(f) => {
+                    let n = non_negative_u64(ctx, &f)?;
+                    limits::check(ctx, &f, Limit::Tokens, n as f64)?;
+                    Some(n)
+                }
+                None => None,
+            };
+            let output = match &general.output {
+                Some((n, _)) => Some(*n),
+                None => output,
+            };
+            DataSpec::ShareGpt(ShareGpt {
+                path: Some(path),
+                input_filter: None,
+                output: output.map(TokenLengths::fixed),
+                output_filter: None,
+                shuffle,
+            })
+        }
+        "sonnet" => {
+            let path = m
+                .require(
+                    ctx,
+                    "dataset-path",
+                    "the sonnet dataset is read from a text file",
+                )
+                .and_then(|f| text(ctx, &f))?;
+            if kind != ApiKind::Chat {
+                // `get_samples`: with any backend but openai-chat vLLM sends the prompt rendered through the
+                // tokenizer's chat template.
+                return Err(ctx.unsupported(
+                    "dataset-name",
+                    line,
+                    "the `sonnet` dataset with a completions backend (vLLM then sends each prompt rendered \
+                     through the tokenizer's chat template, which llmbench does not render: use `backend: \
+                     openai-chat` with `endpoint: /v1/chat/completions`)",
+                ));
+            }
+            let input_field = m.get("sonnet-input-len");
+            let input_len = len(m, "sonnet-input-len", DEFAULT_SONNET_INPUT_LEN)?;
+            let output_len = len(m, "sonnet-output-len", DEFAULT_SONNET_OUTPUT_LEN)?;
+            let prefix_len = len(m, "sonnet-prefix-len", DEFAULT_SONNET_PREFIX_LEN)?;
+            if input_len == 0 {
+                let line = input_field.map_or(line, |f| f.line);
+                return Err(ctx.invalid(
+                    "sonnet-input-len",
+                    line,
+                    "must be greater than the base prompt's length (vLLM refuses 0)",
+                ));
+            }
+            DataSpec::Sonnet(Sonnet {
+                path,
+                input_len,
+                output_len,
+                prefix_len,
+            })
+        }
+        "custom" => {
+            let path_field = m.require(
+                ctx,
+                "dataset-path",
+                "the custom dataset is read from a JSONL file",
+            )?;
+            let path = text(ctx, &path_field)?;
+            if !path.ends_with(".jsonl") {
+                return Err(path_field.invalid(
+                    ctx,
+                    format!(
+                        "vLLM's custom dataset reads only `.jsonl` files (one JSON record with a `prompt` per \
+                         line); `{path}` is not one"
+                    ),
+                ));
+            }
+            let output_len = match m.get("custom-output-len") {
+                None => Some(DEFAULT_CUSTOM_OUTPUT_LEN as u64),
+                Some(f) => {
+                    let v = integer(ctx, &f)?;
+                    match v {
+                        -1 => None,
+                        v if v > 0 => {
+                            limits::check(ctx, &f, Limit::Tokens, v as f64)?;
+                            Some(v as u64)
+                        }
+                        v => {
+                            return Err(f.invalid(
+                                ctx,
+                                format!(
+                                    "must be > 0, or -1 for each record's `output_tokens`; found {v}"
+                                ),
+                            ));
+                        }
+                    }
+                }
+            };
+            let output_len = match &general.output {
+                Some((n, _)) => Some(*n),
+                None => output_len,
+            };
+            // `CustomDataset.sample` renders every prompt through the tokenizer's chat template unless told to
+            // skip it, and sends the rendered text (to either endpoint).
+            let mut skip_template = false;
+            for key in ["skip-chat-template", "custom-skip-chat-template"] {
+                if let Some(f) = m.take(key) {
+                    skip_template |= flag(ctx, &f)?;
+                }
+            }
+            if !skip_template {
+                return Err(ctx.unsupported(
+                    "skip-chat-template",
+                    line,
+                    "the `custom` dataset without `skip-chat-template` (vLLM then sends each prompt rendered \
+                     through the tokenizer's chat template, which llmbench does not render: add \
+                     `skip-chat-template: none` to send the prompts as written, or write the rendered prompts \
+                     into the file)",
+                ));
+            }
+            DataSpec::File(DatasetFile {
+                path,
+                output_len,
+                shuffle,
+            })
+        }
+        "random-mm" | "random-rerank" | "hf" | "burstgpt" | "prefix_repetition"
+        | "prefix-repetition" | "spec_bench" | "spec-bench" | "speed_bench" | "sharegpt4v"
+        | "visionarena" | "instructcoder" | "mtbench" | "custom_image" | "custom_audio"
+        | "timed_trace" => {
+            return Err(ctx.unsupported("dataset-name", line, format!("the `{name}` dataset")));
+        }
+        other => {
+            return Err(ctx.invalid(
+                "dataset-name",
+                line,
+                format!(
+                    "unknown dataset `{other}`; llmbench runs random, sharegpt, sonnet and custom"
+                ),
+            ));
+        }
+    };
+    Ok(spec)
+}
+
+/// `--random-range-ratio`: one number for both lengths, or (recent vLLM) a JSON object
+/// `{"input": r, "output": r}`; each in [0, 1).
+fn range_ratios(ctx: &Ctx, f: &At<'_>) -> Result<(f64, f64), WorkloadError> {
+    let check = |r: f64| -> Result<f64, WorkloadError> {
+        if (0.0..1.0).contains(&r) {
+            Ok(r)
+        } else {
+            Err(f.invalid(ctx, format!("must be in [0, 1), found {r}")))
+        }
+    };
+    if let Value::Map(entries) = &f.node.value {
+        let get = |name: &str| -> Result<f64, WorkloadError> {
+            match entries.iter().find(|(k, _)| k.name == name) {
+                Some((_, v)) => {
+                    number(ctx, &At::new(v, format!("{}.{name}", f.path), f.line)).and_then(check)
+                }
+                None => Ok(0.0),
+            }
+        };
+        return Ok((get("input")?, get("output")?));
+    }
+    let t = text(ctx, f)?;
+    if t.trim_start().starts_with('{') {
+        let json: serde_json::Value = serde_json::from_str(&t)
+            .map_err(|e| f.invalid(ctx, format!("not a number or a JSON object: {e}")))?;
+        let get = |name: &str| -> Result<f64, WorkloadError> {
+            match json.get(name) {
+                None => Ok(0.0),
+                Some(v) => v
+                    .as_f64()
+                    .ok_or_else(|| f.invalid(ctx, format!("`{name}` is not a number")))
+                    .and_then(check),
+            }
+        };
+        return Ok((get("input")?, get("output")?));
+    }
+    let r = check(number(ctx, f)?)?;
+    Ok((r, r))
+}
+
+/// `--header KEY=VALUE [KEY=VALUE...]`: pairs separated by whitespace (or given as a list); vLLM refuses a pair
+/// without `=`.
+fn headers(ctx: &Ctx, f: &At<'_>) -> Result<Vec<(String, String)>, WorkloadError> {
+    let items: Vec<String> = match &f.node.value {
+        Value::Seq(items) => items
+            .iter()
+            .map(|n| {
+                n.scalar_text()
+                    .ok_or_else(|| ctx.wrong_type(&f.path, n, "KEY=VALUE text"))
+            })
+            .collect::<Result<_, _>>()?,
+        _ => text(ctx, f)?
+            .split_whitespace()
+            .map(str::to_string)
+            .collect(),
+    };
+    items
+        .iter()
+        .map(|item| {
+            let (k, v) = item.split_once('=').ok_or_else(|| {
+                f.invalid(ctx, format!("`{item}` is not KEY=VALUE (vLLM refuses it)"))
+            })?;
+            let k = k.trim();
+            if k.is_empty() {
+                return Err(f.invalid(ctx, format!("`{item}` has an empty header name")));
+            }
+            Ok((k.to_string(), v.trim().to_string()))
+        })
+        .collect()
+}
+
+/// `--goodput ttft:500 tpot:50` (milliseconds); commas are accepted as separators too.
+fn goodput(ctx: &Ctx, f: &At<'_>) -> Result<Vec<GoodputConstraint>, WorkloadError> {
+    let t = text(ctx, f)?;
+    let mut out = Vec::new();
+    for item in t.split([' ', ',']).map(str::trim).filter(|s| !s.is_empty()) {
+        let Some((name, value)) = item.split_once(':') else {
+            return Err(f.invalid(ctx, format!("`{item}` is not `metric:milliseconds`")));
+        };
+        let metric = match name {
+            "ttft" => SloMetric::Ttft,
+            "tpot" => SloMetric::Tpot,
+            "e2el" => SloMetric::E2e,
+            other => {
+                return Err(f.invalid(
+                    ctx,
+                    format!("unknown goodput metric `{other}`; expected ttft, tpot or e2el"),
+                ));
+            }
+        };
+        let limit = value
+            .parse::<f64>()
+            .ok()
+            .filter(|v| *v > 0.0)
+            .and_then(|ms| Duration::try_from_secs_f64(ms / 1000.0).ok())
+            .ok_or_else(|| {
+                f.invalid(
+                    ctx,
+                    format!("`{value}` is not a positive number of milliseconds"),
+                )
+            })?;
+        out.push(GoodputConstraint { metric, limit });
+    }
+    Ok(out)
+}
+
+/// Python's `float()` spellings of +infinity.
+fn is_inf(t: &str) -> bool {
+    matches!(
+        t.trim().to_ascii_lowercase().as_str(),
+        "inf" | "+inf" | "infinity" | "+infinity" | ".inf"
+    )
+}
+
+/// A flag's value as the tool sees it: text. (The aiperf dialect's flag maps read values the same way.)
+pub(super) fn text(ctx: &Ctx, f: &At<'_>) -> Result<String, WorkloadError> {
+    f.node
+        .scalar_text()
+        .ok_or_else(|| ctx.wrong_type(&f.path, f.node, "a single value"))
+}
+
+/// A bare flag: `none`, empty or `true` set it; `false` leaves it unset.
+pub(super) fn flag(ctx: &Ctx, f: &At<'_>) -> Result<bool, WorkloadError> {
+    match &f.node.value {
+        Value::Null | Value::Bool(true) => Ok(true),
+        Value::Bool(false) => Ok(false),
+        Value::Str(s) if s == "none" || s.is_empty() || s.eq_ignore_ascii_case("true") => Ok(true),
+        Value::Str(s) if s.eq_ignore_ascii_case("false") => Ok(false),
+        _ => Err(ctx.wrong_type(&f.path, f.node, "`none` (a bare flag)")),
+    }
+}
+
+pub(super) fn number(ctx: &Ctx, f: &At<'_>) -> Result<f64, WorkloadError> {
+    match &f.node.value {
+        Value::Int(i) => Ok(*i as f64),
+        Value::Float(v) => Ok(*v),
+        Value::Str(s) => s
+            .trim()
+            .parse::<f64>()
+            .map_err(|_| ctx.wrong_type(&f.path, f.node, "a number")),
+        _ => Err(ctx.wrong_type(&f.path, f.node, "a number")),
+    }
+}
+
+fn integer(ctx: &Ctx, f: &At<'_>) -> Result<i64, WorkloadError> {
+    match &f.node.value {
+        Value::Int(i) => Ok(*i),
+        Value::Str(s) => s
+            .trim()
+            .parse::<i64>()
+            .map_err(|_| ctx.wrong_type(&f.path, f.node, "a whole number")),
+        _ => Err(ctx.wrong_type(&f.path, f.node, "a whole number")),
+    }
+}
+
+fn non_negative_u64(ctx: &Ctx, f: &At<'_>) -> Result<u64, WorkloadError> {
+    let v = integer(ctx, f)?;
+    u64::try_from(v).map_err(|_| f.invalid(ctx, format!("must not be negative, found {v}")))
+}
+
+fn positive_u64(ctx: &Ctx, f: &At<'_>) -> Result<u64, WorkloadError> {
+    match non_negative_u64(ctx, f)? {
+        0 => Err(f.invalid(ctx, "must be greater than 0, found 0")),
+        v => Ok(v),
+    }
+}

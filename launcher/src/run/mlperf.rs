@@ -1,0 +1,347 @@
+//! `llmbench run --harness mlperf`: LoadGen's settings and schedule on our engine, then LoadGen's verdict beside
+//! the usual results (`mlperf_log_summary.txt`, `mlperf_log_detail.txt`, an empty `mlperf_log_accuracy.json`,
+//! `mlperf_verdict.json`) — or, in accuracy mode, every sample's generated text scored with ROUGE
+//! (`mlperf_accuracy.json`) and logged as token ids for the MLCommons accuracy scripts
+//! (`mlperf_log_accuracy.json`, with `mlperf_log_detail.txt`).
+//!
+//! Token ids for the accuracy log: llmbench receives text, not ids, and does not tokenize on the request path.
+//! After the run, each answer is encoded with the run's tokenizer (the model's `tokenizer.json`); the scripts
+//! decode those ids with the same tokenizer and `skip_special_tokens`, which gives the answer's text back for
+//! the byte-level BPE tokenizers of the MLPerf LLMs. The ids can differ from the ones the server sampled where a
+//! text has several encodings; the decoded text, which is all the scripts score, does not.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Executed, Execution, RunContext, RunError, RunOutcome};
+use crate::data::{DataError, DatasetOptions, Prompt, load_dataset};
+use crate::engine::PreparedRequest;
+use crate::metrics::RunVerdict;
+use crate::mlperf::logs::{
+    ACCURACY_LOG_JSON, AccuracyEntry, DETAIL_TXT, DetailRun, write_accuracy_log, write_detail_log,
+};
+use crate::mlperf::{
+    MlperfError, MlperfSchedule, MlperfSettings, Mode, RunTimes, UserConf, Verdict, build_schedule,
+    evaluate, parse_settings, rouge,
+};
+use crate::report::ReportOptions;
+use crate::request::{BodySettings, prepare};
+use crate::tokenizer::Tokenizer;
+use crate::tokenizer::{HubOptions, load_tokenizer};
+use crate::workload::ParseOptions;
+
+/// The verdict files, beside summary.json.
+pub const SUMMARY_TXT: &str = "mlperf_log_summary.txt";
+pub const VERDICT_JSON: &str = "mlperf_verdict.json";
+/// Accuracy mode's ROUGE scores and target check.
+pub const ACCURACY_JSON: &str = "mlperf_accuracy.json";
+
+pub(crate) async fn run(
+    context: &mut RunContext<'_>,
+    options: &ParseOptions,
+) -> Result<RunOutcome, RunError> {
+    let parsed = parse_settings(context.template_name, context.rendered, None, options)?;
+    let parsed = match &parsed.settings.user_conf_path {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|source| RunError::ReadInput {
+                what: "the user.conf the profile names",
+                path: path.into(),
+                source,
+            })?;
+            let conf = UserConf {
+                file: path,
+                text: &text,
+            };
+            parse_settings(context.template_name, context.rendered, Some(conf), options)?
+        }
+        None => parsed,
+    };
+    context.note_warnings(&parsed.warnings);
+    let settings = parsed.settings;
+    if context.args.shard.count > 1 {
+        // LoadGen's schedule and its sample order belong to one issuer; each shard would be judged alone.
+        return Err(RunError::Unsupported(
+            "mlperf runs on one launcher: --shard (parallelism) must be 0/1".to_owned(),
+        ));
+    }
+    let dataset = settings.dataset_path.clone().ok_or_else(|| MlperfError::Invalid {
+        file: context.template_name.to_owned(),
+        line: None,
+        key: "dataset_path".to_owned(),
+        problem: "an MLPerf run needs a dataset (JSON, JSONL, CSV or a pickled pandas DataFrame with `input` or \
+             `tok_input`, and `output`)"
+            .to_owned(),
+    })?;
+
+    let tokenizer_spec = context.tokenizer_spec(None)?;
+    let request_model = context.request_model(settings.server.model.clone())?;
+    // Before the tokenizer is fetched and the dataset read: a server that cannot be used fails the run at once.
+    let preflight = context.preflight(&settings.server, &request_model).await?;
+    let tokenizer = load_tokenizer(&tokenizer_spec, &HubOptions::from_env()).await?;
+    let samples = load_dataset(
+        Path::new(&dataset),
+        &tokenizer,
+        &DatasetOptions {
+            output_tokens: Some(settings.max_tokens),
+            ..DatasetOptions::default()
+        },
+    )
+    .map_err(|e: DataError| RunError::from(e))?
+    .into_inner();
+    let mut schedule = build_schedule(&settings, samples.len())?;
+    context.note_prompts(
+        &crate::prompts::PromptOrigin::Pinned {
+            by: format!("the MLPerf dataset {dataset}"),
+        },
+        false,
+        false,
+        Some(samples.len() as u64),
+    );
+
+    let body = BodySettings::new(
+        &settings.server,
+        request_model.clone(),
+        crate::request::BodyStyle::InferencePerf,
+    );
+    let prepared: Vec<PreparedRequest> = samples.iter().map(|p| prepare(p, &body)).collect();
+    let requests: Arc<[PreparedRequest]> = schedule
+        .samples
+        .iter()
+        .map(|&i| prepared[i].clone())
+        .collect();
+
+    let mut executed = context
+        .execute(Execution {
+            api: &settings.server,
+            request_model,
+            tokenizer_spec,
+            stages: context.shard(std::mem::take(&mut schedule.stages), &[])?,
+            interval: Duration::ZERO,
+            requests: crate::engine::Requests::Fixed(requests),
+            warmup: None,
+            request_timeout: None,
+            max_concurrency: None,
+            report: ReportOptions::default(),
+            keep_text: settings.mode == Mode::AccuracyOnly,
+            preflight: Some(preflight),
+            stage_requests: None,
+            prime: None,
+        })
+        .await?;
+    if settings.mode == Mode::AccuracyOnly {
+        return accuracy(
+            context, &settings, &samples, &schedule, &tokenizer, executed,
+        );
+    }
+
+    let measured = schedule.measured_stage as usize;
+    let times = executed.stage_times.get(measured).ok_or_else(|| {
+        RunError::Unsupported(format!(
+            "the engine reported no times for the measured stage {measured}"
+        ))
+    })?;
+    let mut verdict: Verdict = evaluate(
+        &settings,
+        &executed.records,
+        &RunTimes {
+            measured_stage: schedule.measured_stage,
+            start_ns: times.start_ns,
+            end_ns: times.end_ns,
+        },
+    );
+    verdict.dataset_len = Some(samples.len() as u64);
+    // The verdict joins the summary (and the operator's SLOMet condition through the compact summary).
+    executed.summary.verdict = Some(run_verdict(&verdict));
+    let detail = detail_run(
+        &executed,
+        &schedule,
+        samples.len(),
+        times.start_ns,
+        times.end_ns,
+        &[],
+    );
+    let mut outcome = context.finish(executed)?;
+    verdict.write_summary_txt(&outcome.dir.join(SUMMARY_TXT))?;
+    write_detail_log(
+        &outcome.dir.join(DETAIL_TXT),
+        &settings,
+        Some(&verdict),
+        &detail,
+    )?;
+    // LoadGen leaves the accuracy log empty in performance mode; the submission tree expects the file.
+    write_accuracy_log(&outcome.dir.join(ACCURACY_LOG_JSON), &[])?;
+    verdict.write_json(&outcome.dir.join(VERDICT_JSON))?;
+    outcome.mlperf = Some(verdict);
+    Ok(outcome)
+}
+
+/// Accuracy mode: every sample's generated text scored with ROUGE against its reference `output`, and checked
+/// against the accuracy target (a fraction of the model's reference scores).
+fn accuracy(
+    context: &RunContext<'_>,
+    settings: &MlperfSettings,
+    samples: &[Prompt],
+    schedule: &MlperfSchedule,
+    tokenizer: &Tokenizer,
+    mut executed: Executed,
+) -> Result<RunOutcome, RunError> {
+    let (issued, measured_stage) = (&schedule.samples, schedule.measured_stage);
+    let mut predictions = Vec::with_capacity(executed.records.len());
+    let mut references = Vec::with_capacity(executed.records.len());
+    let mut logged = Vec::with_capacity(executed.records.len());
+    let mut errors = Vec::new();
+    let mut unscored = 0usize;
+    // Warm-up answers are not scored.
+    for record in executed
+        .records
+        .iter()
+        .filter(|r| r.stage == measured_stage)
+    {
+        let sample = usize::try_from(record.id)
+            .ok()
+            .and_then(|id| issued.get(id))
+            .copied();
+        let reference = sample
+            .and_then(|sample| samples.get(sample))
+            .and_then(|s| s.output.clone());
+        if record.error.is_none()
+            && let Some(qsl_idx) = sample
+        {
+            if !tokenizer.is_builtin() {
+                // Off the request path: the run is over.
+                let text = record.text.as_deref().map_or("", |t| t.as_str());
+                logged.push(AccuracyEntry {
+                    seq_id: record.id,
+                    qsl_idx,
+                    token_ids: tokenizer.encode(text)?,
+                });
+            }
+        } else {
+            errors.push(format!(
+                "request {} failed; its sample is missing from the accuracy log",
+                record.id
+            ));
+        }
+        match (record.error.is_none(), reference) {
+            (true, Some(reference)) => {
+                predictions.push(record.text.as_deref().cloned().unwrap_or_default());
+                references.push(reference);
+            }
+            _ => unscored += 1,
+        }
+    }
+    let scores = rouge::score(&predictions, &references);
+    let check = settings
+        .rouge_reference
+        .map(|reference| scores.check(reference, settings.accuracy_target));
+    let report = serde_json::json!({
+        "model": settings.model,
+        "mode": "AccuracyOnly",
+        "scores": scores,
+        "unscored_samples": unscored,
+        "target": check,
+    });
+    let mut failed_checks = Vec::new();
+    if check.is_some_and(|c| !c.passed) {
+        failed_checks.push("rouge".to_owned());
+    }
+    if unscored > 0 {
+        failed_checks.push("unscored_samples".to_owned());
+    }
+    let passed = failed_checks.is_empty();
+    executed.summary.verdict = Some(RunVerdict {
+        by: "mlperf-accuracy".to_owned(),
+        passed,
+        result: format!(
+            "{} (ROUGE-1 {:.4}, ROUGE-2 {:.4}, ROUGE-L {:.4})",
+            if passed { "PASS" } else { "FAIL" },
+            scores.rouge1,
+            scores.rouge2,
+            scores.rouge_l
+        ),
+        failed_checks,
+    });
+    let log_ids = !tokenizer.is_builtin();
+    if !log_ids {
+        // The accuracy scripts decode ids with the model's tokenizer; the built-in word tokenizer's ids would
+        // decode to other text there, so no accuracy log is better than a wrong one.
+        let why = "mlperf_log_accuracy.json not written: the run's tokenizer is llmbench's built-in one, whose \
+                   token ids the MLCommons accuracy scripts cannot decode; give the model's tokenizer (--tokenizer \
+                   or the profile's model) to get it";
+        tracing::warn!("{why}");
+        errors.push(why.to_owned());
+    }
+    let times = executed
+        .stage_times
+        .get(measured_stage as usize)
+        .map_or((0, 0), |t| (t.start_ns, t.end_ns));
+    let detail = detail_run(
+        &executed,
+        schedule,
+        samples.len(),
+        times.0,
+        times.1,
+        &errors,
+    );
+    let mut outcome = context.finish(executed)?;
+    write_detail_log(&outcome.dir.join(DETAIL_TXT), settings, None, &detail)?;
+    if log_ids {
+        write_accuracy_log(&outcome.dir.join(ACCURACY_LOG_JSON), &logged)?;
+    }
+    let path = outcome.dir.join(ACCURACY_JSON);
+    std::fs::write(&path, format!("{report:#}\n")).map_err(|source| RunError::WriteOutput {
+        path: path.clone(),
+        source,
+    })?;
+    outcome.accuracy = Some(scores);
+    Ok(outcome)
+}
+
+/// What the detail log takes from the run beside the settings and the verdict.
+fn detail_run<'a>(
+    executed: &Executed,
+    schedule: &'a MlperfSchedule,
+    dataset_len: usize,
+    start_ns: u64,
+    end_ns: u64,
+    errors: &'a [String],
+) -> DetailRun<'a> {
+    DetailRun {
+        test_datetime: crate::wallclock::rfc3339(
+            i64::try_from(executed.meta.t0_unix_ns / 1_000_000_000).unwrap_or(i64::MAX),
+        ),
+        dataset_len: dataset_len as u64,
+        loaded: &schedule.loaded,
+        generated_queries: schedule.generated_queries,
+        samples_per_query: schedule.samples_per_query,
+        start_ns,
+        end_ns,
+        pid: std::process::id(),
+        errors,
+    }
+}
+
+fn run_verdict(verdict: &Verdict) -> RunVerdict {
+    let checks = &verdict.checks;
+    let failed_checks = [
+        (
+            "performance_constraints",
+            checks.performance_constraints.unwrap_or(true),
+        ),
+        ("min_duration", checks.min_duration),
+        ("min_queries", checks.min_queries),
+        ("early_stopping", checks.early_stopping),
+        ("failed_queries", verdict.failed_queries == 0),
+    ]
+    .into_iter()
+    .filter(|(_, passed)| !passed)
+    .map(|(name, _)| name.to_owned())
+    .collect();
+    RunVerdict {
+        by: "mlperf".to_owned(),
+        passed: verdict.valid,
+        result: if verdict.valid { "VALID" } else { "INVALID" }.to_owned(),
+        failed_checks,
+    }
+}
