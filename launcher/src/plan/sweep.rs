@@ -576,34 +576,20 @@ mod tests {
 
     /// A request sent at `sent_s` that ended at `end_s` (run-clock seconds), successful unless `failed`.
     fn record(id: u64, sent_s: f64, end_s: f64, failed: bool) -> RequestRecord {
-        use crate::record::{ErrorClass, RequestError};
+        use crate::record::ErrorClass;
         let ns = |s: f64| (s * 1e9) as u64;
-        RequestRecord {
-            id,
-            stage: 0,
-            scheduled_ns: ns(sent_s),
-            sent_ns: ns(sent_s),
-            end_ns: ns(end_s),
-            input_tokens: 8,
-            max_tokens: Some(4),
-            streaming: false,
-            http_status: Some(if failed { 500 } else { 200 }),
-            usage: None,
-            error: failed.then(|| {
-                Box::new(RequestError {
-                    class: ErrorClass::HttpStatus,
-                    message: "500".into(),
-                })
-            }),
-            chunks: Vec::new(),
-            text: None,
-            conversation: None,
-            warmup: false,
-            ignore_eos: false,
-            finish_reason: None,
-            request_id: None,
-            traceparent: None,
+        let record = RequestRecord::builder(id)
+            .sent(ns(sent_s))
+            .end(ns(end_s))
+            .input_tokens(8)
+            .max_tokens(4)
+            .streaming(false);
+        if failed {
+            record.status(500).error(ErrorClass::HttpStatus, "500")
+        } else {
+            record.ok()
         }
+        .build()
     }
 
     /// Four requests one after the other, each 0.5 s, from `from_s`.
@@ -893,32 +879,20 @@ mod tests {
 
     #[test]
     fn only_sent_requests_count_as_active() {
-        use crate::record::{ErrorClass, RequestError};
-        let record = |sent_ns: u64, end_ns: u64, cancelled: bool| RequestRecord {
-            id: 0,
-            stage: 0,
-            scheduled_ns: sent_ns,
-            sent_ns,
-            end_ns,
-            input_tokens: 1,
-            max_tokens: None,
-            streaming: false,
-            http_status: None,
-            usage: None,
-            error: cancelled.then(|| {
-                Box::new(RequestError {
-                    class: ErrorClass::Cancelled,
-                    message: String::new(),
-                })
-            }),
-            chunks: Vec::new(),
-            text: None,
-            conversation: None,
-            warmup: true,
-            ignore_eos: false,
-            finish_reason: None,
-            request_id: None,
-            traceparent: None,
+        use crate::record::ErrorClass;
+        let record = |sent_ns: u64, end_ns: u64, cancelled: bool| {
+            let record = RequestRecord::builder(0)
+                .sent(sent_ns)
+                .end(end_ns)
+                .input_tokens(1)
+                .streaming(false)
+                .warmup();
+            if cancelled {
+                record.error(ErrorClass::Cancelled, "")
+            } else {
+                record
+            }
+            .build()
         };
         // A turn cancelled before it was sent (sent = end, no response) is not active.
         let records = [record(5 * S, 5 * S, true), record(5 * S, 6 * S, false)];

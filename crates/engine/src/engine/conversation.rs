@@ -843,7 +843,7 @@ fn message(role: &str, content: &str) -> ChatMessage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use llmbench_model::record::Usage;
+
     use llmbench_workload::conversations::UserTurn;
     use serde_json::{Value, json};
 
@@ -884,32 +884,22 @@ mod tests {
 
     /// A finished record for `turn` whose answer was `answer` (or a failure).
     fn answered(turn: &Turn, answer: Option<&str>) -> RequestRecord {
-        RequestRecord {
-            id: 0,
-            stage: 0,
-            scheduled_ns: 0,
-            sent_ns: 0,
-            end_ns: 10,
-            input_tokens: turn.request.input_tokens,
-            max_tokens: turn.request.max_tokens,
-            streaming: true,
-            http_status: Some(if answer.is_some() { 200 } else { 500 }),
-            usage: answer.map(|a| Usage {
-                prompt_tokens: turn.request.input_tokens,
-                completion_tokens: a.split_whitespace().count() as u32,
-                cached_tokens: None,
-                reasoning_tokens: None,
-            }),
-            error: None,
-            chunks: Vec::new(),
-            text: answer.map(|a| Box::new(a.to_owned())),
-            conversation: None,
-            warmup: false,
-            ignore_eos: false,
-            finish_reason: None,
-            request_id: None,
-            traceparent: None,
+        let mut record = RequestRecord::builder(0)
+            .end(10)
+            .input_tokens(turn.request.input_tokens)
+            .status(if answer.is_some() { 200 } else { 500 });
+        if let Some(max_tokens) = turn.request.max_tokens {
+            record = record.max_tokens(max_tokens);
         }
+        if let Some(a) = answer {
+            record = record
+                .usage(
+                    turn.request.input_tokens,
+                    a.split_whitespace().count() as u32,
+                )
+                .text(a);
+        }
+        record.build()
     }
 
     #[tokio::test]
@@ -1090,7 +1080,7 @@ mod tests {
 #[cfg(test)]
 mod replay_tests {
     use super::*;
-    use llmbench_model::record::Usage;
+
     use llmbench_workload::conversations::{Blueprint, WordBank};
     use serde_json::Value;
 
@@ -1173,32 +1163,22 @@ mod replay_tests {
     }
 
     fn answer(turn: &Turn, text: Option<&str>) -> RequestRecord {
-        RequestRecord {
-            id: 0,
-            stage: 0,
-            scheduled_ns: 0,
-            sent_ns: 0,
-            end_ns: 10,
-            input_tokens: turn.request.input_tokens,
-            max_tokens: turn.request.max_tokens,
-            streaming: true,
-            http_status: Some(if text.is_some() { 200 } else { 500 }),
-            usage: text.map(|a| Usage {
-                prompt_tokens: turn.request.input_tokens,
-                completion_tokens: a.split_whitespace().count() as u32,
-                cached_tokens: None,
-                reasoning_tokens: None,
-            }),
-            error: None,
-            chunks: Vec::new(),
-            text: text.map(|a| Box::new(a.to_owned())),
-            conversation: None,
-            warmup: false,
-            ignore_eos: false,
-            finish_reason: None,
-            request_id: None,
-            traceparent: None,
+        let mut record = RequestRecord::builder(0)
+            .end(10)
+            .input_tokens(turn.request.input_tokens)
+            .status(if text.is_some() { 200 } else { 500 });
+        if let Some(max_tokens) = turn.request.max_tokens {
+            record = record.max_tokens(max_tokens);
         }
+        if let Some(a) = text {
+            record = record
+                .usage(
+                    turn.request.input_tokens,
+                    a.split_whitespace().count() as u32,
+                )
+                .text(a);
+        }
+        record.build()
     }
 
     /// Sends the next request of `stage`, answers it with `text` (a failure when `None`) and returns what was

@@ -584,7 +584,7 @@ pub struct ShardStarts {
 mod tests {
     use super::*;
     use crate::metrics::testing::assert_json_close;
-    use llmbench_model::record::{ChunkEvent, ChunkKind, ErrorClass, RequestError};
+    use llmbench_model::record::{ErrorClass, RequestError};
 
     const MS: u64 = 1_000_000;
 
@@ -600,32 +600,16 @@ mod tests {
     /// Request `i` of `stage`: sent at i·100 ms, tokens 50 ms and 60 ms later, ended at 70 ms.
     fn request(stage: u32, i: u64) -> RequestRecord {
         let sent = (u64::from(stage) * 1000 + i) * 100 * MS;
-        RequestRecord {
-            text: None,
-            conversation: None,
-            warmup: false,
-            id: i,
-            stage,
-            scheduled_ns: sent,
-            sent_ns: sent,
-            end_ns: sent + 70 * MS,
-            input_tokens: 10,
-            max_tokens: Some(2),
-            streaming: true,
-            http_status: Some(200),
-            usage: None,
-            error: None,
-            chunks: [50, 60]
-                .map(|t| ChunkEvent {
-                    at_ns: sent + t * MS,
-                    kind: ChunkKind::Content { tokens: 1 },
-                })
-                .to_vec(),
-            ignore_eos: false,
-            finish_reason: None,
-            request_id: None,
-            traceparent: None,
-        }
+        RequestRecord::builder(i)
+            .stage(stage)
+            .sent(sent)
+            .end(sent + 70 * MS)
+            .input_tokens(10)
+            .max_tokens(2)
+            .ok()
+            .content_at(sent + 50 * MS, 1)
+            .content_at(sent + 60 * MS, 1)
+            .build()
     }
 
     fn run(stages: u32, error_statuses: u16) -> RunSummary {

@@ -807,7 +807,7 @@ impl Verdict {
 pub(crate) mod tests {
     use super::*;
     use crate::mlperf::settings::parse_settings;
-    use llmbench_model::record::{ChunkEvent, ChunkKind, Usage};
+
     use llmbench_workload::workload::ParseOptions;
 
     const MS: u64 = 1_000_000;
@@ -830,43 +830,17 @@ pub(crate) mod tests {
         tokens: u32,
     ) -> RequestRecord {
         let at = at_ms * MS;
-        RequestRecord {
-            text: None,
-            conversation: None,
-            warmup: false,
-            id,
-            stage,
-            scheduled_ns: at,
-            sent_ns: at,
-            end_ns: at + e2e_ms * MS,
-            input_tokens: 10,
-            max_tokens: Some(128),
-            streaming: true,
-            http_status: Some(200),
-            usage: Some(Usage {
-                prompt_tokens: 10,
-                completion_tokens: tokens,
-                cached_tokens: None,
-                reasoning_tokens: None,
-            }),
-            error: None,
-            chunks: vec![
-                ChunkEvent {
-                    at_ns: at + ttft_ms * MS,
-                    kind: ChunkKind::Content { tokens: 1 },
-                },
-                ChunkEvent {
-                    at_ns: at + e2e_ms * MS,
-                    kind: ChunkKind::Content {
-                        tokens: tokens.saturating_sub(1),
-                    },
-                },
-            ],
-            ignore_eos: false,
-            finish_reason: None,
-            request_id: None,
-            traceparent: None,
-        }
+        RequestRecord::builder(id)
+            .stage(stage)
+            .sent(at)
+            .end(at + e2e_ms * MS)
+            .input_tokens(10)
+            .max_tokens(128)
+            .ok()
+            .usage(10, tokens)
+            .content_at(at + ttft_ms * MS, 1)
+            .content_at(at + e2e_ms * MS, tokens.saturating_sub(1))
+            .build()
     }
 
     fn run() -> RunTimes {

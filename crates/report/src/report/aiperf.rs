@@ -265,41 +265,20 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use llmbench_model::record::{ChunkEvent, ChunkKind, Usage};
+    use llmbench_model::record::ChunkKind;
 
     fn streamed(sent_ms: u64, chunks_ms: &[u64], tokens: u32) -> RequestRecord {
-        RequestRecord {
-            id: 0,
-            stage: 0,
-            scheduled_ns: sent_ms * 1_000_000,
-            sent_ns: sent_ms * 1_000_000,
-            end_ns: (chunks_ms.last().copied().unwrap_or(sent_ms) + 1) * 1_000_000,
-            input_tokens: 10,
-            max_tokens: Some(tokens),
-            streaming: true,
-            http_status: Some(200),
-            usage: Some(Usage {
-                prompt_tokens: 10,
-                completion_tokens: tokens,
-                cached_tokens: None,
-                reasoning_tokens: None,
-            }),
-            error: None,
-            chunks: chunks_ms
-                .iter()
-                .map(|ms| ChunkEvent {
-                    at_ns: ms * 1_000_000,
-                    kind: ChunkKind::Content { tokens: 1 },
-                })
-                .collect(),
-            text: None,
-            conversation: None,
-            warmup: false,
-            ignore_eos: false,
-            finish_reason: None,
-            request_id: None,
-            traceparent: None,
+        let mut record = RequestRecord::builder(0)
+            .sent(sent_ms * 1_000_000)
+            .end((chunks_ms.last().copied().unwrap_or(sent_ms) + 1) * 1_000_000)
+            .input_tokens(10)
+            .max_tokens(tokens)
+            .ok()
+            .usage(10, tokens);
+        for ms in chunks_ms {
+            record = record.content_at(ms * 1_000_000, 1);
         }
+        record.build()
     }
 
     #[test]

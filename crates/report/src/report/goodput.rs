@@ -240,42 +240,18 @@ impl GoodputTally {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use llmbench_model::record::{ChunkEvent, ChunkKind, Usage};
 
     /// A streamed success sent at 0: content chunks at `chunks_ms`, ended at `end_ms`, `n` output tokens.
     fn streamed(chunks_ms: &[u64], end_ms: u64) -> RequestRecord {
-        RequestRecord {
-            id: 0,
-            stage: 0,
-            scheduled_ns: 0,
-            sent_ns: 0,
-            end_ns: end_ms * 1_000_000,
-            input_tokens: 10,
-            max_tokens: None,
-            streaming: true,
-            http_status: Some(200),
-            usage: Some(Usage {
-                prompt_tokens: 10,
-                completion_tokens: chunks_ms.len() as u32,
-                cached_tokens: None,
-                reasoning_tokens: None,
-            }),
-            error: None,
-            chunks: chunks_ms
-                .iter()
-                .map(|&ms| ChunkEvent {
-                    at_ns: ms * 1_000_000,
-                    kind: ChunkKind::Content { tokens: 1 },
-                })
-                .collect(),
-            text: None,
-            conversation: None,
-            warmup: false,
-            ignore_eos: false,
-            finish_reason: None,
-            request_id: None,
-            traceparent: None,
+        let mut record = RequestRecord::builder(0)
+            .end(end_ms * 1_000_000)
+            .input_tokens(10)
+            .ok()
+            .usage(10, chunks_ms.len() as u32);
+        for &ms in chunks_ms {
+            record = record.content_at(ms * 1_000_000, 1);
         }
+        record.build()
     }
 
     fn slo(metric: SloMetric, limit_ms: f64) -> Slo {

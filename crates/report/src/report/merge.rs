@@ -399,7 +399,7 @@ pub fn shift_server_metrics(from: &Path, to: &Path, offset_ns: u64) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
-    use llmbench_model::record::{ChunkEvent, ChunkKind, Usage};
+
     use proptest::prelude::*;
 
     fn meta(index: u32, count: u32, t0: u64, stages: &[(u64, u64)]) -> RunMeta {
@@ -431,38 +431,20 @@ mod tests {
     fn record(id: u64, sent_ms: u64, ttft_ms: u64, itl_ms: u64, tokens: u32) -> RequestRecord {
         let ms = 1_000_000;
         let sent = sent_ms * ms;
-        let chunks: Vec<ChunkEvent> = (0..u64::from(tokens))
-            .map(|i| ChunkEvent {
-                at_ns: sent + ttft_ms * ms + i * itl_ms * ms,
-                kind: ChunkKind::Content { tokens: 1 },
-            })
+        let chunks: Vec<u64> = (0..u64::from(tokens))
+            .map(|i| sent + ttft_ms * ms + i * itl_ms * ms)
             .collect();
-        RequestRecord {
-            id,
-            stage: 0,
-            scheduled_ns: sent,
-            sent_ns: sent,
-            end_ns: chunks.last().map_or(sent, |c| c.at_ns),
-            input_tokens: 10,
-            max_tokens: Some(tokens),
-            streaming: true,
-            http_status: Some(200),
-            usage: Some(Usage {
-                prompt_tokens: 10,
-                completion_tokens: tokens,
-                cached_tokens: None,
-                reasoning_tokens: None,
-            }),
-            error: None,
-            chunks,
-            text: None,
-            conversation: None,
-            warmup: false,
-            ignore_eos: false,
-            finish_reason: None,
-            request_id: None,
-            traceparent: None,
+        let mut record = RequestRecord::builder(id)
+            .sent(sent)
+            .end(chunks.last().copied().unwrap_or(sent))
+            .input_tokens(10)
+            .max_tokens(tokens)
+            .ok()
+            .usage(10, tokens);
+        for at in chunks {
+            record = record.content_at(at, 1);
         }
+        record.build()
     }
 
     #[test]

@@ -334,7 +334,7 @@ pub(crate) fn session_reports(meta: &RunMeta, tally: &SessionTally) -> Vec<(Stri
 mod tests {
     use super::*;
     use crate::report::meta::{RunEnd, RunState, StageEnd, StageMeta};
-    use llmbench_model::record::{ErrorClass, RequestError, TurnOf, Usage};
+    use llmbench_model::record::{ErrorClass, RequestError, Usage};
 
     fn session(id: u32, start_s: u64, end_s: u64, events: u32) -> SessionRecord {
         SessionRecord {
@@ -352,32 +352,19 @@ mod tests {
     }
 
     fn call(id: u32, prompt: u32, completion: u32, cached: Option<u32>) -> RequestRecord {
-        RequestRecord {
-            id: 0,
-            stage: 0,
-            scheduled_ns: 0,
-            sent_ns: 0,
-            end_ns: 1,
-            input_tokens: prompt,
-            max_tokens: None,
-            streaming: false,
-            http_status: Some(200),
-            usage: Some(Usage {
+        RequestRecord::builder(0)
+            .end(1)
+            .input_tokens(prompt)
+            .streaming(false)
+            .ok()
+            .usage_of(Usage {
                 prompt_tokens: prompt,
                 completion_tokens: completion,
                 cached_tokens: cached,
                 reasoning_tokens: None,
-            }),
-            error: None,
-            chunks: Vec::new(),
-            text: None,
-            conversation: Some(TurnOf { id, turn: 0 }),
-            warmup: false,
-            ignore_eos: false,
-            finish_reason: None,
-            request_id: None,
-            traceparent: None,
-        }
+            })
+            .turn(id, 0)
+            .build()
     }
 
     fn http_500(id: u32) -> RequestRecord {

@@ -972,32 +972,16 @@ mod tests {
     fn a_small_case_worked_by_hand() {
         // Two streamed requests of stage 0, sent at 0 and 100 ms: content chunks at +10, +20, +40 ms and +10,
         // +50, +110 ms, ending 10 ms after their last chunk. ITL pools 10, 20, 40, 60 ms; TTFT 10, 10; E2E 50, 120.
-        let record = |id: u64, sent_ms: u64, chunks_ms: &[u64]| RequestRecord {
-            id,
-            stage: 0,
-            scheduled_ns: sent_ms * MS,
-            sent_ns: sent_ms * MS,
-            end_ns: (sent_ms + chunks_ms[chunks_ms.len() - 1] + 10) * MS,
-            input_tokens: 10,
-            max_tokens: None,
-            streaming: true,
-            http_status: Some(200),
-            usage: None,
-            error: None,
-            chunks: chunks_ms
-                .iter()
-                .map(|&c| ChunkEvent {
-                    at_ns: (sent_ms + c) * MS,
-                    kind: ChunkKind::Content { tokens: 1 },
-                })
-                .collect(),
-            text: None,
-            conversation: None,
-            warmup: false,
-            ignore_eos: false,
-            finish_reason: None,
-            request_id: None,
-            traceparent: None,
+        let record = |id: u64, sent_ms: u64, chunks_ms: &[u64]| {
+            let mut record = RequestRecord::builder(id)
+                .sent(sent_ms * MS)
+                .end((sent_ms + chunks_ms[chunks_ms.len() - 1] + 10) * MS)
+                .input_tokens(10)
+                .ok();
+            for &c in chunks_ms {
+                record = record.content_at((sent_ms + c) * MS, 1);
+            }
+            record.build()
         };
         let records = [record(0, 0, &[10, 20, 40]), record(1, 100, &[10, 50, 110])];
         let meta = crate::report::tests::meta();

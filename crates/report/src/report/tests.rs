@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 use super::*;
-use llmbench_model::record::{ChunkEvent, ChunkKind, ErrorClass, RequestError, Usage};
+use llmbench_model::record::{ChunkKind, ErrorClass, RequestError, Usage};
 
 const MS: u64 = 1_000_000;
 /// 2026-11-22T04:35:12Z.
@@ -44,33 +44,18 @@ fn record(
     end: u64,
     chunks: &[(u64, ChunkKind)],
 ) -> RequestRecord {
-    RequestRecord {
-        text: None,
-        conversation: None,
-        warmup: false,
-        id,
-        stage,
-        scheduled_ns: scheduled * MS,
-        sent_ns: sent * MS,
-        end_ns: end * MS,
-        input_tokens: 8,
-        max_tokens: Some(4),
-        streaming: true,
-        http_status: Some(200),
-        usage: None,
-        error: None,
-        chunks: chunks
-            .iter()
-            .map(|&(at, kind)| ChunkEvent {
-                at_ns: at * MS,
-                kind,
-            })
-            .collect(),
-        ignore_eos: false,
-        finish_reason: None,
-        request_id: None,
-        traceparent: None,
+    let mut record = RequestRecord::builder(id)
+        .stage(stage)
+        .sent(sent * MS)
+        .scheduled(scheduled * MS)
+        .end(end * MS)
+        .input_tokens(8)
+        .max_tokens(4)
+        .ok();
+    for &(at, kind) in chunks {
+        record = record.chunk(at * MS, kind);
     }
+    record.build()
 }
 
 fn records() -> Vec<RequestRecord> {
