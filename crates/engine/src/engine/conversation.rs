@@ -883,7 +883,7 @@ mod tests {
     }
 
     /// A finished record for `turn` whose answer was `answer` (or a failure).
-    fn answered(turn: &Turn, answer: Option<&str>) -> RequestRecord {
+    pub(super) fn answered(turn: &Turn, answer: Option<&str>) -> RequestRecord {
         let mut record = RequestRecord::builder(0)
             .end(10)
             .input_tokens(turn.request.input_tokens)
@@ -1162,24 +1162,7 @@ mod replay_tests {
             .to_owned()
     }
 
-    fn answer(turn: &Turn, text: Option<&str>) -> RequestRecord {
-        let mut record = RequestRecord::builder(0)
-            .end(10)
-            .input_tokens(turn.request.input_tokens)
-            .status(if text.is_some() { 200 } else { 500 });
-        if let Some(max_tokens) = turn.request.max_tokens {
-            record = record.max_tokens(max_tokens);
-        }
-        if let Some(a) = text {
-            record = record
-                .usage(
-                    turn.request.input_tokens,
-                    a.split_whitespace().count() as u32,
-                )
-                .text(a);
-        }
-        record.build()
-    }
+    use super::tests::answered as answer;
 
     /// Sends the next request of `stage`, answers it with `text` (a failure when `None`) and returns what was
     /// sent: its conversation and turn, its prompt and its token count.
