@@ -237,27 +237,11 @@ fn with_models(
             return Err(ExperimentError::DuplicateModel(model.clone()));
         }
     }
-    let base = if treatments.is_empty() {
-        vec![ResolvedTreatment {
-            name: String::new(),
-            overrides: Vec::new(),
-            levels: BTreeMap::new(),
-            model: None,
-            cache: None,
-        }]
-    } else {
-        treatments
-    };
+    let base = or_one_unnamed(treatments);
     if base.iter().any(|t| t.levels.contains_key(MODEL_FACTOR)) {
         return Err(ExperimentError::ModelColumnTaken);
     }
-    let count = base.len().saturating_mul(models.len());
-    if count > MAX_TREATMENTS {
-        return Err(ExperimentError::TooManyTreatments {
-            count,
-            how: format!(" ({} treatment(s) × {} model(s))", base.len(), models.len()),
-        });
-    }
+    check_crossing(base.len(), models.len(), "model(s)")?;
     let short = |m: &str| m.rsplit('/').next().unwrap_or(m).to_owned();
     let shorts: BTreeSet<String> = models.iter().map(|m| short(m)).collect();
     let label = |m: &str| {
@@ -273,13 +257,8 @@ fn with_models(
             base.iter().map(move |t| {
                 let mut levels = t.levels.clone();
                 levels.insert(MODEL_FACTOR.to_owned(), model.clone());
-                let name = if t.name.is_empty() {
-                    label(model)
-                } else {
-                    format!("{}-{}", t.name, label(model))
-                };
                 ResolvedTreatment {
-                    name: dns_name(&name),
+                    name: crossed_name(&t.name, &label(model)),
                     overrides: t.overrides.clone(),
                     levels,
                     model: Some(model.clone()),
@@ -306,44 +285,19 @@ fn with_cache_states(
             return Err(ExperimentError::DuplicateCacheState(state.as_str()));
         }
     }
-    let base = if treatments.is_empty() {
-        vec![ResolvedTreatment {
-            name: String::new(),
-            overrides: Vec::new(),
-            levels: BTreeMap::new(),
-            model: None,
-            cache: None,
-        }]
-    } else {
-        treatments
-    };
+    let base = or_one_unnamed(treatments);
     if base.iter().any(|t| t.levels.contains_key(CACHE_FACTOR)) {
         return Err(ExperimentError::CacheColumnTaken);
     }
-    let count = base.len().saturating_mul(states.len());
-    if count > MAX_TREATMENTS {
-        return Err(ExperimentError::TooManyTreatments {
-            count,
-            how: format!(
-                " ({} treatment(s) × {} cache state(s))",
-                base.len(),
-                states.len()
-            ),
-        });
-    }
+    check_crossing(base.len(), states.len(), "cache state(s)")?;
     Ok(base
         .iter()
         .flat_map(|t| {
             states.iter().map(move |state| {
                 let mut levels = t.levels.clone();
                 levels.insert(CACHE_FACTOR.to_owned(), state.as_str().to_owned());
-                let name = if t.name.is_empty() {
-                    state.as_str().to_owned()
-                } else {
-                    format!("{}-{}", t.name, state.as_str())
-                };
                 ResolvedTreatment {
-                    name: dns_name(&name),
+                    name: crossed_name(&t.name, state.as_str()),
                     cache: Some(*state),
                     levels,
                     ..t.clone()
@@ -351,6 +305,42 @@ fn with_cache_states(
             })
         })
         .collect())
+}
+
+/// The treatments a crossing multiplies: those given, or one unnamed treatment when there are none (an experiment of
+/// models or cache states alone).
+fn or_one_unnamed(treatments: Vec<ResolvedTreatment>) -> Vec<ResolvedTreatment> {
+    if !treatments.is_empty() {
+        return treatments;
+    }
+    vec![ResolvedTreatment {
+        name: String::new(),
+        overrides: Vec::new(),
+        levels: BTreeMap::new(),
+        model: None,
+        cache: None,
+    }]
+}
+
+/// Refuses a crossing of `treatments` × `levels` (`what`: "model(s)") past [`MAX_TREATMENTS`].
+fn check_crossing(treatments: usize, levels: usize, what: &str) -> Result<(), ExperimentError> {
+    let count = treatments.saturating_mul(levels);
+    if count > MAX_TREATMENTS {
+        return Err(ExperimentError::TooManyTreatments {
+            count,
+            how: format!(" ({treatments} treatment(s) × {levels} {what})"),
+        });
+    }
+    Ok(())
+}
+
+/// `<treatment>-<level>` as a DNS name, or the level alone for the unnamed treatment.
+fn crossed_name(treatment: &str, level: &str) -> String {
+    if treatment.is_empty() {
+        dns_name(level)
+    } else {
+        dns_name(&format!("{treatment}-{level}"))
+    }
 }
 
 /// The table column (and level name) of `spec.models`.
