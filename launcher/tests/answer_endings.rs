@@ -6,7 +6,7 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::Output;
@@ -200,37 +200,13 @@ fn capturing_server() -> (String, Arc<Mutex<Vec<WireIds>>>) {
                 let mut writer = stream.try_clone().expect("clone");
                 let mut reader = BufReader::new(stream);
                 loop {
-                    let (mut id, mut trace, mut length) = (None, None, 0usize);
-                    let mut request_line = String::new();
-                    if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
+                    let Some(request) = read_whole_request(&mut reader) else {
                         return;
-                    }
-                    let mut line = String::new();
-                    loop {
-                        line.clear();
-                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        if line == "\r\n" {
-                            break;
-                        }
-                        let Some((name, value)) = line.split_once(':') else {
-                            continue;
-                        };
-                        let value = value.trim().to_owned();
-                        match name.to_ascii_lowercase().as_str() {
-                            "x-request-id" => id = Some(value),
-                            "traceparent" => trace = Some(value),
-                            "content-length" => length = value.parse().unwrap_or(0),
-                            _ => {}
-                        }
-                    }
-                    let mut body = vec![0; length];
-                    if reader.read_exact(&mut body).is_err() {
-                        return;
-                    }
+                    };
                     // Only the measured requests: the server-metrics scrapes (GET /metrics) carry no ids.
-                    if request_line.starts_with("POST ") {
+                    if request.line.starts_with("POST ") {
+                        let id = request.header("x-request-id").map(str::to_owned);
+                        let trace = request.header("traceparent").map(str::to_owned);
                         seen.lock().expect("lock").push((id, trace));
                     }
                     let answer = r#"{"id":"c","object":"text_completion","model":"m","choices":[{"index":0,"text":"a b","finish_reason":"length"}],"usage":{"prompt_tokens":8,"completion_tokens":2,"total_tokens":10}}"#;

@@ -66,7 +66,34 @@ pub fn succeeded(output: &Output) {
 /// The body of the next HTTP/1.1 request on `reader` (by its `content-length`), for the tests' bare servers;
 /// `None` once the client has closed the connection or the body is cut short.
 pub fn read_request(reader: &mut impl std::io::BufRead) -> Option<Vec<u8>> {
-    let mut length = 0usize;
+    read_whole_request(reader).map(|request| request.body)
+}
+
+/// One HTTP/1.1 request as a bare server read it: its request line, headers (names lowercased, values trimmed) and
+/// body.
+pub struct WireRequest {
+    pub line: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl WireRequest {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The next HTTP/1.1 request on `reader` (its body by `content-length`); `None` once the client has closed the
+/// connection or the body is cut short.
+pub fn read_whole_request(reader: &mut impl std::io::BufRead) -> Option<WireRequest> {
+    let mut request_line = String::new();
+    if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
+        return None;
+    }
+    let mut headers = Vec::new();
     let mut line = String::new();
     loop {
         line.clear();
@@ -76,18 +103,22 @@ pub fn read_request(reader: &mut impl std::io::BufRead) -> Option<Vec<u8>> {
         if line == "\r\n" {
             break;
         }
-        if let Some(v) = line
-            .to_ascii_lowercase()
-            .strip_prefix("content-length:")
-            .map(str::trim)
-            .and_then(|v| v.parse().ok())
-        {
-            length = v;
+        if let Some((name, value)) = line.split_once(':') {
+            headers.push((name.to_ascii_lowercase(), value.trim().to_owned()));
         }
     }
+    let length = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0usize);
     let mut body = vec![0; length];
     reader.read_exact(&mut body).ok()?;
-    Some(body)
+    Some(WireRequest {
+        line: request_line.trim_end().to_owned(),
+        headers,
+        body,
+    })
 }
 
 /// `llmbench sim --port PORT ARGS…` on a free port, owned at once so it is killed (on drop) even when the test
