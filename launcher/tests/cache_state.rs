@@ -143,6 +143,27 @@ fn a_pinned_seed_reproduces_the_prompts_and_the_second_run_is_told_the_cache_is_
 }
 
 #[test]
+fn a_server_that_reports_no_cached_tokens_is_found_warm_from_its_prefix_cache_metrics() {
+    // vLLM's default: no `cached_tokens` in the responses, only the prefix-cache counters on /metrics.
+    let sim = SimProcess::start(&["--model", "m", "--enable-prompt-tokens-details", "false"]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let first = sanity(dir.path(), &sim.url, "builtin", "first", &["--seed", "7"]);
+    assert!(first.get("prefix_cache_warm").is_none(), "{first:#}");
+    let second = sanity(dir.path(), &sim.url, "builtin", "second", &["--seed", "7"]);
+    assert!(
+        records(&dir.path().join("second"))
+            .iter()
+            .all(|r| cached(r) == 0)
+    );
+    let warm = &second["prefix_cache_warm"];
+    assert_eq!(warm["source"], "server_metrics", "{second:#}");
+    assert!(
+        warm["first_stage_hit_rate"].as_f64().expect("rate") > 0.5,
+        "{second:#}"
+    );
+}
+
+#[test]
 fn reset_prefix_cache_empties_the_simulators_cache_so_a_pinned_run_starts_cold() {
     let sim = SimProcess::start(&["--model", "m"]);
     let dir = tempfile::tempdir().expect("tempdir");

@@ -15,13 +15,15 @@
 //! A server that reports no cached tokens in its responses (vLLM without `--enable-prompt-tokens-details`) is read
 //! from its prefix-cache metrics instead, when they were scraped: the first stage's hit rate, where nothing in the
 //! stage itself could have hit — its prompts share no prefix by design and it sent no more requests than the run
-//! has prompts.
+//! has prompts — and no later stage began within the reach of the scrape that closes the stage's window (a next
+//! stage started at once may re-send the pool, and its hits would be read as the first stage's).
 //!
 //! A run primed on purpose (`--warm-prefix-cache`) is warm by design and never warned about.
 
 use serde::{Deserialize, Serialize};
 
 use llmbench_metrics::metrics::{PrefixCacheWarm, RunSummary};
+use llmbench_metrics::server_metrics::summary::WindowSummary;
 use llmbench_model::record::RequestRecord;
 
 use super::RunMeta;
@@ -169,12 +171,14 @@ pub(crate) fn warm_from_server_metrics(
     if prompts.shares_prefixes || first_stage.summary.requests.total > distinct {
         return None;
     }
-    let window = summary
-        .server_metrics
-        .as_ref()?
+    let server = summary.server_metrics.as_ref()?;
+    let window = server
         .stages
         .iter()
         .find(|w| w.stage == Some(first_stage.stage as usize))?;
+    if !isolated(window, &server.stages, server.interval_s) {
+        return None;
+    }
     let percent = match window.aggregate_metric("prefix_cache_hit_rate")?.figures {
         llmbench_metrics::server_metrics::Figures::Ratio { percent } => percent,
         _ => return None,
@@ -182,6 +186,18 @@ pub(crate) fn warm_from_server_metrics(
     let rate = percent / 100.0;
     (rate >= WARM_SHARE)
         .then(|| PrefixCacheWarm::new(rate, None, "server_metrics", prompts_note(meta)))
+}
+
+/// Whether the window's counter increases can hold nothing of another stage: a window is bounded by the first
+/// scrape at or after its end, up to 1.5 scrape intervals later (see the server-metrics summary), so a stage that
+/// starts within that reach of the window's end may be counted in it — and a next stage that re-sends the first
+/// stage's prompts (a pinned pool) hits them, which would read as a cache warm from before the run.
+fn isolated(window: &WindowSummary, stages: &[WindowSummary], interval_s: f64) -> bool {
+    let reach = window.end_s + 1.5 * interval_s;
+    stages
+        .iter()
+        .filter(|other| other.stage != window.stage && other.start_s >= window.start_s)
+        .all(|other| other.start_s > reach)
 }
 
 /// The run warmed the cache on purpose (`--warm-prefix-cache`).
@@ -242,4 +258,40 @@ pub(crate) fn cache_line(meta: &RunMeta, summary: &RunSummary) -> Option<String>
         parts.push("--reset-prefix-cache empties it before the run".to_owned());
     }
     (!parts.is_empty()).then(|| parts.join(" · "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stage(stage: usize, start_s: f64, end_s: f64) -> WindowSummary {
+        WindowSummary {
+            stage: Some(stage),
+            start_s,
+            end_s,
+            targets: Vec::new(),
+            aggregate: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_stage_followed_at_once_by_the_next_is_not_isolated_from_it() {
+        // Scrapes every 1 s close stage 0's window up to 1.5 s after its end at 2 s: a stage 1 from 2.01 s or
+        // 3.5 s is within reach, one from 3.6 s is not.
+        let first = stage(0, 0.0, 2.0);
+        for (next_start, isolated_expected) in [(2.01, false), (3.5, false), (3.6, true)] {
+            let stages = [first.clone(), stage(1, next_start, next_start + 2.0)];
+            assert_eq!(
+                isolated(&first, &stages, 1.0),
+                isolated_expected,
+                "next stage at {next_start} s"
+            );
+        }
+    }
+
+    #[test]
+    fn a_single_stage_is_isolated() {
+        let only = stage(0, 0.0, 2.0);
+        assert!(isolated(&only, std::slice::from_ref(&only), 1.0));
+    }
 }
