@@ -938,11 +938,12 @@ async fn run_against(
         hub.token = Some(token);
     }
     let tokenizer: Tokenizer = load_tokenizer(&tokenizer_spec, &hub).await?;
-    let settings = BodySettings::new(
+    let mut settings = BodySettings::new(
         &workload.api,
         request_model.clone(),
         BodyStyle::of(workload.harness),
     );
+    settings.ignore_eos = crate::prompts::asks_exact_lengths(&workload)?;
     // Synthetic prompts are new to the server unless the profile pins them (see `prompts::PromptOrigin`).
     let origin = prompt_origin(&workload, run_nonce(args.shard));
     let data = Workload {

@@ -189,6 +189,12 @@ pub fn estimate_run_memory(workload: &Workload, expected_requests: Option<u64>) 
                 0.0,
                 f.output_len.map(|n| n as f64),
             ),
+            DataSpec::GuidellmFile(f) => (
+                pool(f.samples),
+                NOMINAL_DATASET_PROMPT_TOKENS as f64,
+                0.0,
+                None,
+            ),
             DataSpec::ConversationReplay(r) => {
                 // What a run holds is one session per conversation (system prompt and history, built as it
                 // goes), each within the context window upstream truncates to.

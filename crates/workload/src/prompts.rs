@@ -6,6 +6,8 @@
 //! the special tokens its tokenizer adds (a BOS) in its own way (`SpecialTokens`), and the length recorded for
 //! the request is what the server counts for a completion — the text's own tokens and those special tokens.
 
+mod guidellm_file;
+
 use std::path::{Path, PathBuf};
 
 use rand::rngs::Xoshiro256PlusPlus;
@@ -125,6 +127,7 @@ pub fn prompt_origin(workload: &Workload, nonce: u64) -> PromptOrigin {
         }
         DataSpec::Sonnet(sonnet) => return pinned(format!("the sonnet file {}", sonnet.path)),
         DataSpec::File(file) => return pinned(format!("the dataset file {}", file.path)),
+        DataSpec::GuidellmFile(file) => return pinned(format!("the data file {}", file.path)),
         DataSpec::MooncakeTrace(_) | DataSpec::AzureTrace(_) | DataSpec::OtelTrace(_) => {
             return pinned("the trace it replays".to_owned());
         }
@@ -162,6 +165,15 @@ pub fn shares_prefixes(workload: &Workload) -> bool {
         DataSpec::Random(random) => random.prefix_len > 0,
         DataSpec::SyntheticText(text) => !text.prefix_buckets.is_empty(),
         _ => false,
+    }
+}
+
+/// Whether the requests ask for exactly their `max_tokens` (`ignore_eos`): the profile's setting, except for a
+/// guidellm data file, whose rows decide (guidellm sends `ignore_eos` with a row's output token count).
+pub fn asks_exact_lengths(workload: &Workload) -> Result<bool, PromptError> {
+    match &workload.data {
+        DataSpec::GuidellmFile(file) => guidellm_file::asks_exact_lengths(file),
+        _ => Ok(workload.api.ignore_eos),
     }
 }
 
@@ -312,6 +324,19 @@ pub fn build_prompts(
         },
         DataSpec::Sonnet(sonnet) => vllm_sonnet(sonnet, tokenizer, seed, pool(None))?,
         DataSpec::File(file) => vllm_custom(file, tokenizer, seed, pool(None))?,
+        DataSpec::GuidellmFile(file) => {
+            let prompts = guidellm_file::guidellm_file_prompts(file, tokenizer)?;
+            if prompts.skipped > 0 {
+                tracing::warn!(
+                    file = file.path,
+                    skipped = prompts.skipped,
+                    "rows without text in the prompt (or prefix) column are left out, as guidellm skips them"
+                );
+            }
+            let mut prompts = prompts.into_inner();
+            prompts.truncate(pool(None));
+            prompts
+        }
         DataSpec::ConversationReplay(_) => {
             return Err(PromptError::Conversational {
                 what: "conversation_replay",

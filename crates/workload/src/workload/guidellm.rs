@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use super::ParseOptions;
-use super::error::WorkloadError;
+use super::error::{WarningKind, WorkloadError};
 use super::inference_perf::{set_default_seed, string_map};
 use super::limits::{self, Limit};
 use super::model::*;
@@ -167,28 +167,20 @@ fn parse_spec(ctx: &mut Ctx, spec: &Node, line: u32) -> Result<SpecParts, Worklo
                 Some(s) => Some(s.positive_within(ctx, Limit::Samples)?),
                 None => None,
             };
-            dl.ignore(
-                ctx,
-                "shuffle",
-                "shuffles the order of synthetic samples, which are independent draws; the distribution sent is \
-                 the same",
-            );
+            let shuffle = dl.get("shuffle").filter(|f| !f.is_null());
             dl.ignore(ctx, "num_workers", "data-loading processes");
             dl.finish(ctx, &[]);
-            samples
+            (samples, shuffle)
         }
-        None => None,
+        None => (None, None),
     };
-    only_default(
-        ctx,
-        &mut m,
-        "data_column_mapper",
-        &["generative_column_mapper"],
-    )?;
+    let (samples, shuffle) = samples;
+    let mappings = column_mapper(ctx, &mut m)?;
     only_default(ctx, &mut m, "data_preprocessors", &["encode_media"])?;
     only_default(ctx, &mut m, "data_finalizer", &["generative"])?;
     let data_field = m.require(ctx, "data", "a scenario needs a `data` source")?;
     let mut data = scenario_data(ctx, &data_field, samples)?;
+    file_settings(ctx, &mut data, mappings, samples, shuffle)?;
     apply_request_max_tokens(&mut data, &mut api, request_max_tokens);
     if let Some(f) = m.get("metrics") {
         metrics_args(ctx, &f)?;
@@ -464,6 +456,10 @@ fn request_formatter(
 /// A backend or formatter `max_tokens` is sent when the data gives no output length (without `ignore_eos`, which
 /// guidellm adds only for lengths from the data).
 fn apply_request_max_tokens(data: &mut DataSpec, api: &mut Api, max_tokens: Option<u64>) {
+    if let DataSpec::GuidellmFile(file) = data {
+        // The rows decide `ignore_eos` when the prompts are built (`prompts::asks_exact_lengths`).
+        file.default_max_tokens = max_tokens;
+    }
     if let DataSpec::SyntheticText(s) = data {
         // guidellm sends `ignore_eos` with `max_tokens` for synthetic data with output lengths.
         api.ignore_eos = s.output.is_some();
@@ -1187,21 +1183,249 @@ fn scenario_data(
     }
     let item = &items[0];
     if let Value::Str(s) = &item.node.value {
-        return Err(item.unsupported(
-            ctx,
-            format!("dataset `{s}` (a file or Hugging Face dataset)"),
-        ));
+        // The command line's `--data` forms: `prompt_tokens=256,output_tokens=128` (or JSON), else a path.
+        if let Some(node) = string_data(s, item.line) {
+            let at = At::new(&node, item.path.clone(), item.line);
+            let mut m = at.map(ctx)?;
+            let data = synthetic(ctx, &mut m, samples)?;
+            m.finish(ctx, &[]);
+            return Ok(DataSpec::SyntheticText(data));
+        }
+        return data_path(ctx, item, s, None).map(DataSpec::GuidellmFile);
     }
     let mut m = item.map(ctx)?;
     if let Some(k) = m.get_any(&["kind", "type"]) {
-        let kind = k.str(ctx)?;
-        if kind != "synthetic_text" {
-            return Err(k.unsupported(ctx, format!("data kind `{kind}`")));
+        let kind = k.str(ctx)?.to_owned();
+        match kind.as_str() {
+            "synthetic_text" => {}
+            "json_file" | "csv_file" | "text_file" => {
+                let path_field = m.require(ctx, "path", "a file data source names its `path`")?;
+                let path = path_field.str(ctx)?.to_owned();
+                if let Some(f) = m.get("load_kwargs")
+                    && !f.node.entries().is_some_and(<[_]>::is_empty)
+                    && !f.is_null()
+                {
+                    return Err(
+                        f.unsupported(ctx, "Hugging Face loading arguments (`load_kwargs`)")
+                    );
+                }
+                m.finish(ctx, &[]);
+                return data_path(ctx, &path_field, &path, Some(&kind)).map(DataSpec::GuidellmFile);
+            }
+            _ => return Err(k.unsupported(ctx, format!("data kind `{kind}`"))),
         }
     }
     let data = synthetic(ctx, &mut m, samples)?;
     m.finish(ctx, &[]);
     Ok(DataSpec::SyntheticText(data))
+}
+
+/// A local data file, read by the guidellm deserializer its suffix selects (`kind`, when the profile names one,
+/// must agree, as each deserializer checks the suffix); anything else guidellm loads is refused by name.
+fn data_path(
+    ctx: &Ctx,
+    f: &At<'_>,
+    path: &str,
+    kind: Option<&str>,
+) -> Result<GuidellmFile, WorkloadError> {
+    let suffix = std::path::Path::new(path)
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+        .unwrap_or_default();
+    let format = match suffix.as_str() {
+        "json" | "jsonl" => GuidellmFileFormat::Json,
+        "csv" => GuidellmFileFormat::Csv,
+        "txt" | "text" => GuidellmFileFormat::Text,
+        "parquet" | "arrow" | "hdf5" | "h5" | "db" | "tar" => {
+            return Err(f.unsupported(
+                ctx,
+                format!(
+                    "a .{suffix} data file (llmbench reads guidellm's .json, .jsonl, .csv and .txt files; convert                      it to JSON lines)"
+                ),
+            ));
+        }
+        _ => {
+            return Err(f.unsupported(
+                ctx,
+                format!(
+                    "dataset `{path}` (a Hugging Face dataset, a dataset directory or a file of another kind;                      llmbench reads local .json, .jsonl, .csv and .txt files)"
+                ),
+            ));
+        }
+    };
+    let expected = match format {
+        GuidellmFileFormat::Json => "json_file",
+        GuidellmFileFormat::Csv => "csv_file",
+        GuidellmFileFormat::Text => "text_file",
+    };
+    if let Some(kind) = kind
+        && kind != expected
+    {
+        return Err(f.invalid(
+            ctx,
+            format!("`{path}` is not a {kind} (guidellm's {kind} reads {expected} suffixes only: name it {expected})"),
+        ));
+    }
+    Ok(GuidellmFile {
+        path: path.to_owned(),
+        format,
+        column_mappings: None,
+        samples: None,
+        default_max_tokens: None,
+    })
+}
+
+/// guidellm's column types (`GenerativeColumnMapper.defaults`), the keys `column_mappings` takes.
+const COLUMN_TYPES: &[&str] = &[
+    "prompt_tokens_count_column",
+    "output_tokens_count_column",
+    "prefix_column",
+    "text_column",
+    "image_column",
+    "video_column",
+    "audio_column",
+    "tools_column",
+    "tool_response_column",
+    "relative_timestamp_column",
+    "requeue_delay_column",
+    "conversation_turns_column",
+];
+
+/// A profile's `column_mappings`, and where it is.
+struct ColumnMappings {
+    path: String,
+    line: u32,
+    mappings: Vec<(String, Vec<String>)>,
+}
+
+/// `data_column_mapper`: guidellm's default mapper, with or without `column_mappings` (per column type, a name or
+/// a list of names).
+fn column_mapper(
+    ctx: &mut Ctx,
+    m: &mut MapReader<'_>,
+) -> Result<Option<ColumnMappings>, WorkloadError> {
+    let Some(f) = m.get("data_column_mapper") else {
+        return Ok(None);
+    };
+    if matches!(&f.node.value, Value::Str(s) if s == "generative_column_mapper") {
+        return Ok(None);
+    }
+    // guidellm ≤ v0.6 took the mappings themselves (`{text_column: question}`); later ones take the mapper's
+    // arguments (`{kind, column_mappings}`).
+    let bare = f.node.entries().is_some_and(|entries| {
+        entries
+            .iter()
+            .all(|(k, _)| k.name != "kind" && k.name != "column_mappings")
+    });
+    if bare {
+        let mappings = column_mappings(ctx, &f)?;
+        return Ok(Some(mappings));
+    }
+    let mut mapper = f.map(ctx)?;
+    if let Some(k) = mapper.get("kind") {
+        let kind = k.str(ctx)?;
+        if kind != "generative_column_mapper" {
+            return Err(k.unsupported(
+                ctx,
+                format!(
+                    "the column mapper `{kind}` (guidellm's generative_column_mapper is supported)"
+                ),
+            ));
+        }
+    }
+    let mappings = match mapper.get("column_mappings").filter(|f| !f.is_null()) {
+        Some(c) => Some(column_mappings(ctx, &c)?),
+        None => None,
+    };
+    mapper.finish(ctx, &[]);
+    Ok(mappings)
+}
+
+/// `column_mappings`: per guidellm column type, a column name or a list of names in priority order.
+fn column_mappings(ctx: &mut Ctx, c: &At<'_>) -> Result<ColumnMappings, WorkloadError> {
+    let Some(entries) = c.node.entries() else {
+        return Err(ctx.wrong_type(&c.path, c.node, "a map of column types to column names"));
+    };
+    let mut mappings = Vec::new();
+    for (key, value) in entries {
+        let path = join(&c.path, &key.name);
+        if !COLUMN_TYPES.contains(&key.name.as_str()) {
+            let hint = super::reader::nearest_key(&key.name, COLUMN_TYPES.iter().copied())
+                .map(|k| format!(" — did you mean `{k}`?"))
+                .unwrap_or_default();
+            return Err(ctx.invalid(
+                &path,
+                key.line,
+                format!(
+                    "not a guidellm column type (known: {}){hint}",
+                    COLUMN_TYPES.join(", ")
+                ),
+            ));
+        }
+        let names = match &value.value {
+            Value::Str(s) => vec![s.clone()],
+            Value::Seq(items) => items
+                .iter()
+                .map(|n| match &n.value {
+                    Value::Str(s) => Ok(s.clone()),
+                    _ => Err(ctx.wrong_type(&path, n, "a column name")),
+                })
+                .collect::<Result<_, _>>()?,
+            _ => return Err(ctx.wrong_type(&path, value, "a column name or a list of names")),
+        };
+        mappings.push((key.name.clone(), names));
+    }
+    Ok(ColumnMappings {
+        path: c.path.clone(),
+        line: c.line,
+        mappings,
+    })
+}
+
+/// Settings that only a data file takes: its column mapping, its sample count, and the loader's shuffle (torch's
+/// shuffled order cannot be reproduced, so it is refused for a file; for synthetic samples, independent draws,
+/// it changes nothing).
+fn file_settings(
+    ctx: &mut Ctx,
+    data: &mut DataSpec,
+    mappings: Option<ColumnMappings>,
+    samples: Option<u64>,
+    shuffle: Option<At<'_>>,
+) -> Result<(), WorkloadError> {
+    match data {
+        DataSpec::GuidellmFile(file) => {
+            if let Some(f) = shuffle
+                && f.bool(ctx)?
+            {
+                return Err(f.unsupported(
+                    ctx,
+                    "shuffling a data file's rows (torch's shuffled order cannot be reproduced; guidellm's default                      reads them in file order)",
+                ));
+            }
+            file.column_mappings = mappings.map(|m| m.mappings);
+            file.samples = samples;
+        }
+        _ => {
+            if let Some(m) = mappings {
+                return Err(ctx.unsupported(
+                    &m.path,
+                    m.line,
+                    "column mappings for synthetic data (they apply to data files)",
+                ));
+            }
+            if let Some(f) = shuffle {
+                ctx.warn(
+                    &f.path,
+                    f.line,
+                    WarningKind::Ignored,
+                    "shuffles the order of synthetic samples, which are independent draws; the distribution sent \
+                     is the same",
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The synthetic_text keys, shared by every dialect.
@@ -1484,29 +1708,14 @@ fn parse_flat(
             return Err(f.unsupported(ctx, "per-dataset loading arguments (`data_args`)"));
         }
     }
-    if let Some(f) = m.get("data_samples")
-        && !matches!(f.node.value, Value::Int(-1))
-    {
-        return Err(f.unsupported(
-            ctx,
-            "capping the number of data samples (`data_samples` other than -1)",
-        ));
-    }
-    only_default(
-        ctx,
-        &mut m,
-        "data_column_mapper",
-        &["generative_column_mapper"],
-    )?;
+    let data_samples = m
+        .get("data_samples")
+        .filter(|f| !matches!(f.node.value, Value::Int(-1)));
+    let mappings = column_mapper(ctx, &mut m)?;
     only_default(ctx, &mut m, "data_preprocessors", &["encode_media"])?;
     only_default(ctx, &mut m, "data_finalizer", &["generative"])?;
     only_default(ctx, &mut m, "data_collator", &["generative"])?;
-    m.ignore(
-        ctx,
-        "data_sampler",
-        "the order synthetic samples are drawn in; they are independent draws, so the distribution sent is the \
-         same",
-    );
+    let sampler = m.get("data_sampler").filter(|f| !f.is_null());
     for key in [
         "data_num_workers",
         "dataloader_kwargs",
@@ -1537,8 +1746,43 @@ fn parse_flat(
         "data",
         "the data source (e.g. `prompt_tokens=256,output_tokens=128`)",
     )?;
-    let data = flat_data(ctx, &data_field)?;
-    workload.data = DataSpec::SyntheticText(data);
+    workload.data = flat_data(ctx, &data_field)?;
+    let samples = match &data_samples {
+        Some(f) if matches!(workload.data, DataSpec::GuidellmFile(_)) => {
+            Some(f.positive_within(ctx, Limit::Samples)?)
+        }
+        Some(f) => {
+            return Err(f.unsupported(
+                ctx,
+                "capping the number of synthetic samples (`data_samples` other than -1)",
+            ));
+        }
+        None => None,
+    };
+    // `data_sampler: shuffle` is torch's random order (refused for a file, meaningless for synthetic draws).
+    let shuffle = match &sampler {
+        Some(f) => Some(f.str(ctx)? == "shuffle"),
+        None => None,
+    };
+    if let (Some(f), Some(true), DataSpec::GuidellmFile(_)) = (&sampler, shuffle, &workload.data) {
+        return Err(f.unsupported(
+            ctx,
+            "shuffling a data file's rows (torch's shuffled order cannot be reproduced; guidellm's default reads \
+             them in file order)",
+        ));
+    }
+    if let Some(f) = &sampler
+        && !matches!(workload.data, DataSpec::GuidellmFile(_))
+    {
+        ctx.warn(
+            &f.path,
+            f.line,
+            WarningKind::Ignored,
+            "the order synthetic samples are drawn in; they are independent draws, so the distribution sent is \
+             the same",
+        );
+    }
+    file_settings(ctx, &mut workload.data, mappings, samples, None)?;
     apply_request_max_tokens(&mut workload.data, &mut workload.api, request_max_tokens);
 
     let mut limit = StageLimit::default();
@@ -1618,17 +1862,12 @@ fn parse_flat(
 
 /// Flat `data`: a map, a JSON object string, or `key=value,...`; anything else names a
 /// dataset, which llmbench does not download.
-fn flat_data(ctx: &mut Ctx, f: &At<'_>) -> Result<SyntheticText, WorkloadError> {
+fn flat_data(ctx: &mut Ctx, f: &At<'_>) -> Result<DataSpec, WorkloadError> {
     let node = match &f.node.value {
         Value::Map(_) => f.node.clone(),
         Value::Str(s) => match string_data(s, f.line) {
             Some(node) => node,
-            None => {
-                return Err(f.unsupported(
-                    ctx,
-                    format!("dataset `{s}` (a file or Hugging Face dataset)"),
-                ));
-            }
+            None => return data_path(ctx, f, s, None).map(DataSpec::GuidellmFile),
         },
         _ => return Err(ctx.wrong_type(&f.path, f.node, "a map or a `key=value,...` string")),
     };
@@ -1636,7 +1875,7 @@ fn flat_data(ctx: &mut Ctx, f: &At<'_>) -> Result<SyntheticText, WorkloadError> 
     let mut m = at.map(ctx)?;
     let data = synthetic(ctx, &mut m, None)?;
     m.finish(ctx, &[]);
-    Ok(data)
+    Ok(DataSpec::SyntheticText(data))
 }
 
 /// `prompt_tokens=256,output_tokens=128` or `{"prompt_tokens": 256}` as a map node.

@@ -689,6 +689,9 @@ pub enum DataSpec {
     Sonnet(Sonnet),
     /// A dataset file (vllm `custom`: JSONL with a `prompt` field).
     File(DatasetFile),
+    /// guidellm data from a local file (`json_file`, `csv_file`, `text_file`, or a bare path): each row becomes one
+    /// request through guidellm's default column mapper.
+    GuidellmFile(GuidellmFile),
     /// inference-perf `conversation_replay`: synthetic multi-turn agentic conversations.
     ConversationReplay(ConversationReplay),
     /// AIPerf `mooncake_trace`: JSONL records whose `hash_ids` name shared prompt blocks.
@@ -846,6 +849,33 @@ pub struct DatasetFile {
     pub output_len: Option<u64>,
     /// Shuffle the records with the run's seed before taking them (vllm, unless `--disable-shuffle`).
     pub shuffle: bool,
+}
+
+/// guidellm data read from a local file (`data/deserializers/file.py`), mapped to requests by its generative column
+/// mapper (`data/preprocessors/mappers.py`) and request handlers (`backends/openai/request_handlers.py`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GuidellmFile {
+    pub path: String,
+    pub format: GuidellmFileFormat,
+    /// `data_column_mapper.column_mappings`: per column type (`text_column`, `prefix_column`, …) the candidate
+    /// column names, in priority order; given, they replace guidellm's defaults entirely, as upstream does.
+    pub column_mappings: Option<Vec<(String, Vec<String>)>>,
+    /// `data_loader.samples` / `data_samples`: only the first this many rows (guidellm refuses a file with fewer);
+    /// None: every row, read again from the top once the file is used up.
+    pub samples: Option<u64>,
+    /// The backend's `max_tokens`, sent (without `ignore_eos`) when the rows carry no output token count.
+    pub default_max_tokens: Option<u64>,
+}
+
+/// Which of guidellm's file deserializers reads the file, by its suffix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuidellmFileFormat {
+    /// `.json` (an array of records, or records one per line) and `.jsonl`.
+    Json,
+    /// `.csv`, with a header row.
+    Csv,
+    /// `.txt` / `.text`: each line (with its line break, as Python's `readlines`) is a row's `text`.
+    Text,
 }
 
 /// A token-length distribution, clipped to its bounds and rounded when sampled.

@@ -2192,7 +2192,7 @@ fn guidellm_pipeline_and_metric_keys_are_honoured_or_refused() {
         (
             format!("{head}data: prompt_tokens=8\ndata_column_mapper: {{text_column: question}}\n"),
             "data_column_mapper",
-            "other than guidellm's default",
+            "column mappings for synthetic data",
         ),
         (
             format!("{head}data: prompt_tokens=8\ndata_preprocessors: [turn_pivot]\n"),
@@ -2207,7 +2207,7 @@ fn guidellm_pipeline_and_metric_keys_are_honoured_or_refused() {
         (
             format!("{head}data: prompt_tokens=8\ndata_samples: 100\n"),
             "data_samples",
-            "capping the number of data samples",
+            "capping the number of synthetic samples",
         ),
         (
             format!("{head}data: prompt_tokens=8\nover_saturation: {{enabled: true}}\n"),

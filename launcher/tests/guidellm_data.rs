@@ -1,0 +1,265 @@
+//! guidellm data files through the binary: each row of a local JSON/JSONL/CSV/text file becomes the request
+//! guidellm's request handlers build from it (`backends/openai/request_handlers.py`), with the columns its
+//! generative column mapper picks (`data/preprocessors/mappers.py`), rows in file order and read again from the
+//! top when used up. What is sent is read off the wire by a bare server.
+
+mod common;
+
+use std::io::{BufReader, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+use common::*;
+
+/// A bare server answering every POST at once (non-streamed, chat or completion by path), keeping each body.
+fn capturing_server() -> (String, Arc<Mutex<Vec<Value>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let kept = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let seen = Arc::clone(&kept);
+            std::thread::spawn(move || {
+                let mut writer = stream.try_clone().expect("clone");
+                let mut reader = BufReader::new(stream);
+                while let Some(request) = read_whole_request(&mut reader) {
+                    let chat = request.line.contains("/chat/");
+                    // Exactly the tokens asked, so no answer reads as cut short.
+                    let mut asked = 2;
+                    if request.line.starts_with("POST ") {
+                        let body: Value =
+                            serde_json::from_slice(&request.body).expect("a JSON body");
+                        asked = body["max_tokens"]
+                            .as_u64()
+                            .or(body["max_completion_tokens"].as_u64())
+                            .unwrap_or(2);
+                        seen.lock().expect("lock").push(body);
+                    }
+                    let text = vec!["a"; asked as usize].join(" ");
+                    let choice = if chat {
+                        json!({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"})
+                    } else {
+                        json!({"index": 0, "text": text, "finish_reason": "length"})
+                    };
+                    let answer = json!({"id": "c", "model": "m", "choices": [choice],
+                        "usage": {"prompt_tokens": 8, "completion_tokens": asked, "total_tokens": 8 + asked}})
+                    .to_string();
+                    let response = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
+                        answer.len()
+                    );
+                    if writer.write_all(response.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, seen)
+}
+
+/// A guidellm v0.7 scenario of `requests` synchronous requests over `data` (YAML of one `data` item), with
+/// `extra` lines under `spec`.
+fn scenario(format: &str, data: &str, requests: u64, extra: &str) -> String {
+    format!(
+        "spec:\n  backend:\n    kind: openai_http\n    target: REPLACE_ENV_LLMDBENCH_HARNESS_STACK_ENDPOINT_URL\n    \
+         model: REPLACE_ENV_LLMDBENCH_DEPLOY_CURRENT_MODEL\n    stream: false\n    request_format: {format}\n  data:\n    - {data}\n  \
+         profile:\n    kind: synchronous\n  constraints:\n    - kind: max_requests\n      count: {requests}\n{extra}"
+    )
+}
+
+/// Runs `profile` against `url` and returns what stdout and stderr said.
+fn run(dir: &Path, profile: &str, url: &str) -> std::process::Output {
+    let path = write(dir, "scenario.yaml", profile);
+    llmbench()
+        .args(["run", "--harness", "guidellm", "--profile"])
+        .arg(&path)
+        .args(["--endpoint", url, "--model", "m", "--tokenizer", "builtin"])
+        .args([
+            "--no-preflight",
+            "--no-server-metrics",
+            "--run-id",
+            "r",
+            "--output",
+        ])
+        .arg(dir)
+        .output()
+        .expect("runs")
+}
+
+fn bodies(seen: &Arc<Mutex<Vec<Value>>>) -> Vec<Value> {
+    seen.lock().expect("lock").clone()
+}
+
+#[test]
+fn a_jsonl_file_sends_each_row_as_guidellm_builds_its_chat_request_in_file_order() {
+    let (url, seen) = capturing_server();
+    let dir = tempfile::tempdir().expect("tempdir");
+    // `system` is a prefix column, `question` the text column (it comes first among the candidates in the file),
+    // `output_tokens_count` each row's length; `id` is no column guidellm maps.
+    let data = write(
+        dir.path(),
+        "rows.jsonl",
+        "{\"id\": 1, \"system\": \"Be brief.\", \"question\": \"What is two and two?\", \"output_tokens_count\": 7}\n\
+         {\"id\": 2, \"system\": \"Be kind.\", \"question\": \"Name a colour.\", \"output_tokens_count\": 3}\n\
+         {\"id\": 3, \"system\": \"\", \"question\": \"Say hi.\", \"output_tokens_count\": 5}\n",
+    );
+    let profile = scenario(
+        "/v1/chat/completions",
+        &format!("{{kind: json_file, path: {}}}", data.display()),
+        4,
+        "",
+    );
+    let output = run(dir.path(), &profile, &url);
+    succeeded(&output);
+    let sent = bodies(&seen);
+    assert_eq!(sent.len(), 4, "{sent:#?}");
+    // Rows 1, 2, 3, then row 1 again; an empty prefix sends no system message.
+    let expected = [
+        (Some("Be brief."), "What is two and two?", 7),
+        (Some("Be kind."), "Name a colour.", 3),
+        (None, "Say hi.", 5),
+        (Some("Be brief."), "What is two and two?", 7),
+    ];
+    for (body, (system, user, length)) in sent.iter().zip(expected) {
+        let mut messages = Vec::new();
+        if let Some(system) = system {
+            messages.push(json!({"role": "system", "content": system}));
+        }
+        messages.push(json!({"role": "user", "content": [{"type": "text", "text": user}]}));
+        assert_eq!(body["messages"], json!(messages), "{body:#}");
+        assert_eq!(body["max_completion_tokens"], length, "{body:#}");
+        assert_eq!(body["ignore_eos"], true, "{body:#}");
+        assert_eq!(body["stop"], Value::Null, "{body:#}");
+        assert!(body.as_object().is_some_and(|b| b.contains_key("stop")));
+    }
+}
+
+#[test]
+fn a_csv_file_without_lengths_sends_the_backends_max_tokens_without_ignore_eos() {
+    let (url, seen) = capturing_server();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = write(
+        dir.path(),
+        "rows.csv",
+        "prefix,prompt\nYou are terse.,Count to three.\nYou are kind.,Describe rain.\n",
+    );
+    // The bare path form of `data`, and the backend's `max_tokens`.
+    let profile = scenario("/v1/completions", &data.display().to_string(), 2, "")
+        .replace("request_format:", "max_tokens: 6\n    request_format:");
+    let output = run(dir.path(), &profile, &url);
+    succeeded(&output);
+    let sent = bodies(&seen);
+    let prompts: Vec<&str> = sent.iter().filter_map(|b| b["prompt"].as_str()).collect();
+    // Completions join the prefix and the text with a space.
+    assert_eq!(
+        prompts,
+        [
+            "You are terse. Count to three.",
+            "You are kind. Describe rain."
+        ]
+    );
+    for body in &sent {
+        assert_eq!(body["max_tokens"], 6, "{body:#}");
+        assert!(body.get("ignore_eos").is_none(), "{body:#}");
+    }
+}
+
+#[test]
+fn column_mappings_and_samples_pick_the_column_and_the_rows_sent() {
+    let (url, seen) = capturing_server();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = write(
+        dir.path(),
+        "rows.json",
+        "[{\"prompt\": \"not this\", \"body\": \"first\"}, {\"prompt\": \"nor this\", \"body\": \"second\"}, \
+         {\"prompt\": \"never\", \"body\": \"third\"}]",
+    );
+    // Only the first 2 rows (`samples`), read again from the top for the 3rd and 4th requests.
+    let extra = "  data_loader:\n    samples: 2\n  data_column_mapper:\n    kind: generative_column_mapper\n    \
+                 column_mappings:\n      text_column: body\n";
+    let profile = scenario("/v1/completions", &data.display().to_string(), 4, extra);
+    let output = run(dir.path(), &profile, &url);
+    succeeded(&output);
+    let prompts: Vec<String> = bodies(&seen)
+        .iter()
+        .filter_map(|b| b["prompt"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(prompts, ["first", "second", "first", "second"]);
+}
+
+#[test]
+fn a_text_file_sends_each_line_with_its_line_break() {
+    let (url, seen) = capturing_server();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = write(dir.path(), "lines.txt", "first line\nsecond line");
+    let profile = scenario(
+        "/v1/completions",
+        &format!("{{kind: text_file, path: {}}}", data.display()),
+        2,
+        "",
+    );
+    succeeded(&run(dir.path(), &profile, &url));
+    let prompts: Vec<String> = bodies(&seen)
+        .iter()
+        .filter_map(|b| b["prompt"].as_str().map(str::to_owned))
+        .collect();
+    // Python's readlines keeps each line's break; the last line has none.
+    assert_eq!(prompts, ["first line\n", "second line"]);
+}
+
+#[test]
+fn data_guidellm_reads_otherwise_is_refused_before_anything_is_sent() {
+    let (url, seen) = capturing_server();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mixed = write(
+        dir.path(),
+        "mixed.jsonl",
+        "{\"prompt\": \"a\", \"output_tokens_count\": 4}\n{\"prompt\": \"b\"}\n",
+    );
+    let turns = write(
+        dir.path(),
+        "turns.jsonl",
+        "{\"prompt_0\": \"a\", \"prompt_1\": \"b\"}\n",
+    );
+    let few = write(dir.path(), "few.jsonl", "{\"prompt\": \"a\"}\n");
+    let cases: [(String, String, &str); 5] = [
+        (
+            format!("{{kind: csv_file, path: {}}}", mixed.display()),
+            String::new(),
+            "is not a csv_file",
+        ),
+        (
+            "data.parquet".to_owned(),
+            String::new(),
+            "a .parquet data file",
+        ),
+        (
+            mixed.display().to_string(),
+            String::new(),
+            "lacks an output token count, unlike line 1",
+        ),
+        (
+            turns.display().to_string(),
+            String::new(),
+            "columns prompt_0, prompt_1",
+        ),
+        (
+            few.display().to_string(),
+            "  data_loader:\n    samples: 3\n".to_owned(),
+            "3 samples asked",
+        ),
+    ];
+    for (data, extra, needle) in cases {
+        let profile = scenario("/v1/completions", &data, 2, &extra);
+        let output = run(dir.path(), &profile, &url);
+        assert!(!output.status.success(), "{data}: ran");
+        let said = stderr(&output);
+        assert!(said.contains(needle), "{data}: {said}");
+    }
+    assert!(bodies(&seen).is_empty(), "a refused run sent requests");
+}
