@@ -428,3 +428,51 @@ fn upstreams_example_traces_build_the_graphs_worked_out_by_hand() {
     assert_eq!(graph("parallel_requests").events.len(), 5);
     assert_eq!(graph("prefix_sharing_example").events.len(), 7);
 }
+
+/// `trace_files` glob patterns are expanded as upstream's `glob.glob(pattern, recursive=True)`: `**` reaches every
+/// level, hidden names and other suffixes stay out, and every matched file is one session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trace_file_patterns_replay_every_file_they_match() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let traces = dir.path().join("traces");
+    for (path, trace) in [
+        ("a_chain.json", chain()),
+        ("day1/b_fan.json", fan_in()),
+        ("day1/deep/c_chain.json", chain()),
+        (".old/d_chain.json", chain()),
+        ("notes.txt", chain()),
+    ] {
+        let full = traces.join(path);
+        std::fs::create_dir_all(full.parent().expect("parent")).expect("dirs");
+        std::fs::write(full, trace.to_string()).expect("trace");
+    }
+    let pattern = format!("{}/**/*.json", traces.display());
+    let text = profile(traces.to_str().expect("utf-8")).replace(
+        &format!("trace_directory: {}", traces.display()),
+        &format!("trace_files: [\"{pattern}\"]"),
+    );
+    let profile_path = dir.path().join("otel.yaml.in");
+    std::fs::write(&profile_path, text).expect("profile");
+    let outcome = run(cli(&profile_path, dir.path(), "globbed", &[]).run)
+        .await
+        .unwrap_or_else(|e| panic!("the replay fails: {e}"));
+    let summary: Value = serde_json::from_str(
+        &std::fs::read_to_string(outcome.dir.join("summary_session_lifecycle_metrics.json"))
+            .expect("session summary"),
+    )
+    .expect("JSON");
+    // a_chain (3 calls), b_fan and c_chain: three sessions; .old and notes.txt are not matched.
+    assert_eq!(summary["num_sessions"], 3, "{summary}");
+    let missing = profile(traces.to_str().expect("utf-8")).replace(
+        &format!("trace_directory: {}", traces.display()),
+        &format!("trace_files: [\"{}/*.yaml\"]", traces.display()),
+    );
+    std::fs::write(&profile_path, missing).expect("profile");
+    let Err(err) = run(cli(&profile_path, dir.path(), "none", &[]).run).await else {
+        panic!("a pattern matching nothing replays");
+    };
+    assert!(
+        err.to_string().contains("No trace files resolved from"),
+        "{err}"
+    );
+}

@@ -4,13 +4,16 @@
 //! `run_session_stage`).
 //!
 //! - `trace_directory`: its `*.json` files sorted by name (`sorted(trace_dir.glob("*.json"))`); `trace_files`: the
-//!   files listed. A file that is not JSON fails the run, or is left out with `skip_invalid_files`.
+//!   files listed, and what their glob patterns match (`glob.glob(pattern, recursive=True)`, files only; upstream
+//!   keeps them in a set, in an order each Python process draws anew, so here they are sorted by path). A file that is not JSON fails the run, or is left out with `skip_invalid_files`.
 //! - Each file is one session, named `trace{slot}_{session_id}` after its slot in the order
 //!   `random.seed(base_seed); random.shuffle(order)` gives ([`llmbench_workload::workload::py_random`]).
 //! - Stage k runs the next `num_sessions` sessions (all remaining when unset; none when the corpus is used up).
 //! - Every file's graph is built once here, so what llmbench cannot replay (tool calls, structured content) is
 //!   refused before anything is sent, naming the file and span; the graphs are dropped again and rebuilt one
 //!   session at a time while the run goes on, so memory holds the sessions in flight only.
+
+mod glob;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -39,6 +42,8 @@ pub enum SessionReplayError {
     MissingFile(PathBuf),
     #[error("`data.otel_trace_replay.trace_files`: Trace file must be a JSON file: {0}")]
     NotJsonName(PathBuf),
+    #[error("`data.otel_trace_replay.trace_files`: No trace files resolved from {0}")]
+    NoMatch(String),
     #[error("cannot read the trace {path}: {source}")]
     Read {
         path: PathBuf,
@@ -97,7 +102,18 @@ fn list(source: &OtelTraceSource) -> Result<Vec<PathBuf>, SessionReplayError> {
         }
         OtelTraceSource::Files(paths) => {
             let mut files = Vec::with_capacity(paths.len());
+            let mut patterns = false;
             for p in paths {
+                if glob::is_pattern(p) {
+                    // `glob.glob(pattern, recursive=True)`, files only.
+                    patterns = true;
+                    for path in glob::expand(p) {
+                        if path.is_file() && !files.contains(&path) {
+                            files.push(path);
+                        }
+                    }
+                    continue;
+                }
                 let path = PathBuf::from(p);
                 if !path.is_file() {
                     return Err(SessionReplayError::MissingFile(path));
@@ -107,6 +123,14 @@ fn list(source: &OtelTraceSource) -> Result<Vec<PathBuf>, SessionReplayError> {
                 }
                 if !files.contains(&path) {
                     files.push(path);
+                }
+            }
+            if patterns {
+                // Upstream collects the files in a set, whose order Python's per-process string hashing changes
+                // from run to run; sorted, the corpus is the same in every run.
+                files.sort();
+                if files.is_empty() {
+                    return Err(SessionReplayError::NoMatch(paths.join(", ")));
                 }
             }
             if files.is_empty() {

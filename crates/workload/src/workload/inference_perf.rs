@@ -1256,16 +1256,8 @@ fn otel_trace_replay(ctx: &mut Ctx, f: &At<'_>) -> Result<OtelTraceData, Workloa
         (_, Some(list), _) => {
             let mut paths = Vec::new();
             for item in list.seq(ctx)? {
-                let path = item.str(ctx)?;
-                if path.contains(['*', '?']) {
-                    // Upstream expands them with `glob.glob(recursive=True)` into a set, whose order Python's
-                    // per-process string hashing makes unrepeatable.
-                    return Err(item.unsupported(
-                        ctx,
-                        "glob patterns in `trace_files` (list the files, or use `trace_directory`)",
-                    ));
-                }
-                paths.push(path.to_string());
+                // Glob patterns are expanded when the run starts (`session_replay`), as upstream expands them.
+                paths.push(item.str(ctx)?.to_string());
             }
             OtelTraceSource::Files(paths)
         }

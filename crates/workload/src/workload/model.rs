@@ -727,7 +727,7 @@ pub struct OtelTraceData {
 pub enum OtelTraceSource {
     /// `trace_directory`: its `*.json` files, sorted by name.
     Directory(String),
-    /// `trace_files`: these files (no glob patterns).
+    /// `trace_files`: these files, and the files their glob patterns (`*`, `?`, `**`) match.
     Files(Vec<String>),
 }
 
