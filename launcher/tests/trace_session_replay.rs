@@ -476,3 +476,44 @@ async fn trace_file_patterns_replay_every_file_they_match() {
         "{err}"
     );
 }
+
+/// `inject_random_session_id` starts each session's unique messages with a string of its own: two sessions of one
+/// recorded prompt, one after the other, find the first one's prompt in the simulator's prefix cache without it,
+/// and nothing with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn injected_session_ids_keep_sessions_from_sharing_cached_prompts() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let traces = dir.path().join("traces");
+    std::fs::create_dir(&traces).expect("traces dir");
+    let question = "tell me about the rivers and mountains of the world ".repeat(12);
+    let trace =
+        json!({"trace_id": "one", "spans": [span("a", 0, 300, json!([user(&question)]), "Many.")]});
+    for name in ["a.json", "b.json"] {
+        std::fs::write(traces.join(name), trace.to_string()).expect("trace");
+    }
+    let cached_in_second_session = |inject: bool, id: &'static str| {
+        let text = profile(traces.to_str().expect("utf-8")).replace(
+            "skip_invalid_files: true",
+            &format!("skip_invalid_files: true\n    inject_random_session_id: {inject}"),
+        );
+        let profile_path = dir.path().join(format!("{id}.yaml.in"));
+        std::fs::write(&profile_path, text).expect("profile");
+        let out = dir.path().to_owned();
+        async move {
+            let outcome = run(cli(&profile_path, &out, id, &[]).run)
+                .await
+                .unwrap_or_else(|e| panic!("the replay fails: {e}"));
+            let text = std::fs::read_to_string(outcome.dir.join("requests.jsonl"))
+                .expect("requests.jsonl");
+            let mut records: Vec<Value> = text
+                .lines()
+                .map(|l| serde_json::from_str(l).expect("record"))
+                .collect();
+            assert_eq!(records.len(), 2, "{text}");
+            records.sort_by_key(|r| r["sent_ns"].as_u64());
+            records[1]["usage"]["cached_tokens"].as_u64().unwrap_or(0)
+        }
+    };
+    assert!(cached_in_second_session(false, "plain").await > 0);
+    assert_eq!(cached_in_second_session(true, "injected").await, 0);
+}

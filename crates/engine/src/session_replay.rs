@@ -269,6 +269,7 @@ pub fn session_plans(
         max_wait: Duration::from_millis(data.max_wait_ms),
         predecessor_wait_timeout: data.predecessor_wait_timeout,
         disable_output_substitution: data.disable_output_substitution,
+        inject_random_session_id: data.inject_random_session_id,
     };
     let mut cursor = 0usize;
     let mut stages = Vec::with_capacity(workload.stages.len());
@@ -373,6 +374,7 @@ mod tests {
             max_wait_ms: 15_000,
             predecessor_wait_timeout: None,
             disable_output_substitution: false,
+            inject_random_session_id: false,
         };
         let err = corpus(&data, 42).unwrap_err();
         assert!(

@@ -55,6 +55,9 @@ pub struct SessionOptions {
     /// `None`: wait for predecessors forever.
     pub predecessor_wait_timeout: Option<Duration>,
     pub disable_output_substitution: bool,
+    /// `inject_random_session_id`: each session's unique messages start with `[SESS:<16 hex>] `, a string of
+    /// its own, so no session finds another's prompts in the server's prefix cache.
+    pub inject_random_session_id: bool,
 }
 
 /// A session of the corpus: a trace file, read again when the session starts.
@@ -126,6 +129,9 @@ struct Session {
     answered: Mutex<usize>,
     /// Set once, when the session answered its last call or first failed: what its record reports.
     ended: Mutex<Option<Ended>>,
+    /// What `inject_random_session_id` prepends to its unique messages (`[SESS:<hex>] `), drawn per session as
+    /// upstream draws `uuid.uuid4().hex[:16]`.
+    marker: Option<String>,
 }
 
 /// How and when a session ended (`completion_data` of upstream's `process_failure` / `_fail_and_notify`, or
@@ -282,6 +288,10 @@ async fn run_session(
         place: Mutex::new(place),
         answered: Mutex::new(0),
         ended: Mutex::new(None),
+        marker: replay
+            .options
+            .inject_random_session_id
+            .then(|| format!("[SESS:{:016x}] ", rand::random::<u64>())),
     });
     let mut calls = JoinSet::new();
     for index in 0..session.graph.events.len() {
@@ -385,7 +395,12 @@ async fn run_call(
         }
     }
     let due = next_due(last, event, replay.options.max_wait);
-    let messages = substitute(event, &answered, replay.options.disable_output_substitution);
+    let messages = substitute(
+        event,
+        &answered,
+        replay.options.disable_output_substitution,
+        session.marker.as_deref(),
+    );
     let sent: Arc<[ChatMessage]> = messages.into();
     let prompt = Prompt {
         messages: Some(sent.to_vec()),
@@ -462,14 +477,21 @@ fn chat(m: &Message) -> ChatMessage {
 /// The messages a call sends (`_build_messages_with_substitution`): a `shared` segment is the first messages its
 /// source sent (the recorded ones if it sent fewer), an `output` segment the source's live answer as an
 /// assistant message, the rest as recorded. Without substitution, or without shared and output segments, the
-/// recorded messages. `answered[s]` is source `s`'s outcome. Pure.
-fn substitute(event: &Event, answered: &[Option<Outcome>], disabled: bool) -> Vec<ChatMessage> {
-    let needs = !disabled
+/// recorded messages. With a session `marker` (`inject_random_session_id`), each message of a `unique` segment starts
+/// with it. `answered[s]` is source `s`'s outcome. Pure.
+fn substitute(
+    event: &Event,
+    answered: &[Option<Outcome>],
+    disabled: bool,
+    marker: Option<&str>,
+) -> Vec<ChatMessage> {
+    let substitutes = !disabled
         && event
             .segments
             .iter()
             .any(|s| matches!(s.kind, SegmentKind::Shared | SegmentKind::Output));
-    if !needs {
+    let injects = marker.is_some() && event.segments.iter().any(|s| s.kind == SegmentKind::Unique);
+    if !substitutes && !injects {
         return event.messages.iter().map(chat).collect();
     }
     let mut out = Vec::with_capacity(event.messages.len());
@@ -491,6 +513,13 @@ fn substitute(event: &Event, answered: &[Option<Outcome>], disabled: bool) -> Ve
                 if sent.len() >= segment.messages =>
             {
                 out.extend(sent[..segment.messages].iter().cloned());
+            }
+            (SegmentKind::Unique, _) if marker.is_some() => {
+                let marker = marker.unwrap_or_default();
+                out.extend(recorded.iter().map(|m| ChatMessage {
+                    role: m.role.clone(),
+                    content: format!("{marker}{}", m.content),
+                }));
             }
             _ => out.extend(recorded.iter().map(chat)),
         }
@@ -598,7 +627,7 @@ mod tests {
             vec![0],
         );
         let outcomes = vec![answered("live A1", &[("user", "Q1 as sent")])];
-        let sent = substitute(&e, &outcomes, false);
+        let sent = substitute(&e, &outcomes, false, None);
         let pairs: Vec<(&str, &str)> = sent
             .iter()
             .map(|c| (c.role.as_str(), c.content.as_str()))
@@ -612,10 +641,10 @@ mod tests {
             ]
         );
         // Substitution off: the recorded messages.
-        let recorded = substitute(&e, &outcomes, true);
+        let recorded = substitute(&e, &outcomes, true, None);
         assert_eq!(recorded[1].content, "A1 recorded");
         // A source that sent fewer messages than the shared prefix: the recorded prefix.
         let short = vec![answered("live A1", &[])];
-        assert_eq!(substitute(&e, &short, false)[0].content, "Q1");
+        assert_eq!(substitute(&e, &short, false, None)[0].content, "Q1");
     }
 }

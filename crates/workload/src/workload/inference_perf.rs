@@ -1365,12 +1365,20 @@ fn otel_trace_replay(ctx: &mut Ctx, f: &At<'_>) -> Result<OtelTraceData, Workloa
             return Err(f.unsupported(ctx, feature));
         }
     }
-    if let Some(f) = m.get("inject_random_session_id")
-        && f.bool(ctx)?
+    let inject_field = m.get("inject_random_session_id");
+    let inject_random_session_id = match &inject_field {
+        Some(f) => f.bool(ctx)?,
+        None => false,
+    };
+    if let Some(f) =
+        inject_field.filter(|_| inject_random_session_id && disable_output_substitution)
     {
-        return Err(f.unsupported(
+        // `OTelTraceReplayConfig.validate_output_substitution`.
+        return Err(f.invalid(
             ctx,
-            "`inject_random_session_id` (a random string prepended to each session's unique messages)",
+            "disable_output_substitution=True cannot be combined with inject_random_session_id: those options \
+             trigger random session-ID injection, which substitutes live predecessor output into output/shared \
+             segments — the opposite of replaying recorded outputs as-is",
         ));
     }
     m.finish(ctx, &[]);
@@ -1381,6 +1389,7 @@ fn otel_trace_replay(ctx: &mut Ctx, f: &At<'_>) -> Result<OtelTraceData, Workloa
         max_wait_ms,
         predecessor_wait_timeout,
         disable_output_substitution,
+        inject_random_session_id,
     })
 }
 

@@ -720,6 +720,9 @@ pub struct OtelTraceData {
     pub predecessor_wait_timeout: Option<Duration>,
     /// `disable_output_substitution` (false): send the recorded messages instead of the live answers.
     pub disable_output_substitution: bool,
+    /// `inject_random_session_id` (false): each session's unique messages start with `[SESS:<16 hex>] `, drawn
+    /// per session, so sessions (and runs) do not share cached prefixes.
+    pub inject_random_session_id: bool,
 }
 
 /// Where the traces are.

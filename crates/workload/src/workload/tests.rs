@@ -832,6 +832,7 @@ fn a_trace_session_replay_profile_parses_its_stages_and_trace_source() {
             max_wait_ms: 250,
             predecessor_wait_timeout: Some(secs(3600)),
             disable_output_substitution: false,
+            inject_random_session_id: false,
         })
     );
     assert_eq!(w.seed, 7);
@@ -878,6 +879,26 @@ fn a_trace_session_replay_profile_parses_its_stages_and_trace_source() {
         &base("    use_static_model: true\n", "concurrent_sessions: 1"),
     );
     assert!(msg.contains("static_model_name is required"), "{msg}");
+    // `inject_random_session_id` is honoured, but not with recorded outputs (`validate_output_substitution`).
+    let injecting = base(
+        "    inject_random_session_id: true\n",
+        "concurrent_sessions: 1",
+    );
+    let w = parse(Harness::InferencePerf, &injecting).unwrap().workload;
+    assert!(matches!(&w.data, DataSpec::OtelTrace(d) if d.inject_random_session_id));
+    let msg = err(
+        Harness::InferencePerf,
+        &base(
+            "    inject_random_session_id: true\n    disable_output_substitution: true\n",
+            "concurrent_sessions: 1",
+        ),
+    );
+    assert!(
+        msg.contains(
+            "disable_output_substitution=True cannot be combined with inject_random_session_id"
+        ),
+        "{msg}"
+    );
     let msg = err(
         Harness::InferencePerf,
         &format!(
