@@ -68,6 +68,8 @@ pub fn engine_stages(workload: &Workload) -> Result<Vec<engine::Stage>, PlanErro
             harness: workload.harness.to_string(),
         });
     }
+    // One state for the run: a breaker that opened in a stage stays open for the next.
+    let breakers = engine::RunBreakers::new(&workload.circuit_breakers);
     workload
         .stages
         .iter()
@@ -81,12 +83,13 @@ pub fn engine_stages(workload: &Workload) -> Result<Vec<engine::Stage>, PlanErro
             ) {
                 return Err(PlanError::Trace { stage: index });
             }
-            engine_stage(stage, stage_seed(workload.seed, index)).ok_or_else(|| {
-                PlanError::Adaptive {
+            let mut engine_stage = engine_stage(stage, stage_seed(workload.seed, index))
+                .ok_or_else(|| PlanError::Adaptive {
                     stage: index,
                     tool: sweep_tool(stage),
-                }
-            })
+                })?;
+            engine_stage.errors.breakers = breakers.clone();
+            Ok(engine_stage)
         })
         .collect()
 }
@@ -129,6 +132,7 @@ pub(crate) fn engine_stage(stage: &Stage, seed: u64) -> Option<engine::Stage> {
             max_errors: stage.limit.max_errors,
             max_error_rate: stage.limit.max_error_rate,
             max_global_error_rate: stage.limit.max_global_error_rate,
+            breakers: None,
         },
     })
 }

@@ -253,6 +253,9 @@ pub enum StopReason {
     /// byte of a response), the first of them `at_ms` after the run's clock started (`--max-connect-failures`).
     /// What was in flight is cancelled; every record is kept.
     ServerStoppedAnswering { at_ms: u64, failures: u32 },
+    /// An inference-perf circuit breaker (`load.circuit_breakers`) opened; the log names it. What was in flight is
+    /// cancelled; every record is kept.
+    CircuitBreakerOpen,
 }
 
 /// The signals a launcher handles.
@@ -284,6 +287,7 @@ impl fmt::Display for StopReason {
             StopReason::MaxGlobalErrorRate => f.write_str("max_global_error_rate reached"),
             StopReason::Deadline => f.write_str("the stage's deadline passed"),
             StopReason::StackFailed => f.write_str("the stack under test failed"),
+            StopReason::CircuitBreakerOpen => f.write_str("a circuit breaker opened"),
             StopReason::ServerStoppedAnswering { at_ms, failures } => write!(
                 f,
                 "the server stopped answering at t={}.{:03}s, after {failures} connection failures in a row",

@@ -3,6 +3,7 @@
 //! receive stamps ([`rx_stamp`]). It imports no other llmbench crate.
 #![forbid(unsafe_code)]
 
+pub mod inference_perf;
 pub mod record;
 pub mod rx_stamp;
 pub mod timer;

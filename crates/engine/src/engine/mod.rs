@@ -40,6 +40,7 @@ pub use trace::Replay;
 pub use unreachable::DEFAULT_MAX_CONNECT_FAILURES;
 
 use llmbench_model::record::{ErrorClass, RequestRecord};
+use llmbench_workload::workload::circuit_breaker;
 use llmbench_workload::workload::{ErrorLimit, GlobalErrorRate, StopScope, WindowedErrorRate};
 
 /// How one stage issues requests.
@@ -111,12 +112,47 @@ pub struct Stage {
     pub errors: ErrorLimits,
 }
 
-/// guidellm's error stop conditions for one stage (`scheduler/constraints/error.py`).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+/// guidellm's error stop conditions for one stage (`scheduler/constraints/error.py`), and the run's inference-perf
+/// circuit breakers.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ErrorLimits {
     pub max_errors: Option<ErrorLimit<u64>>,
     pub max_error_rate: Option<ErrorLimit<WindowedErrorRate>>,
     pub max_global_error_rate: Option<ErrorLimit<GlobalErrorRate>>,
+    /// inference-perf `load.circuit_breakers`: one state shared by every stage of the run, as upstream's breakers
+    /// outlive the stage that opened them; an open breaker stops the run.
+    pub breakers: Option<RunBreakers>,
+}
+
+/// The run's circuit breakers ([`llmbench_workload::workload::circuit_breaker`]), fed every finished request.
+#[derive(Debug, Clone)]
+pub struct RunBreakers(Arc<Mutex<circuit_breaker::Breakers>>);
+
+impl RunBreakers {
+    /// The breakers `load.circuit_breakers` enables, or `None` when it enables none.
+    pub fn new(configs: &[circuit_breaker::CircuitBreaker]) -> Option<Self> {
+        (!configs.is_empty()).then(|| {
+            RunBreakers(Arc::new(Mutex::new(circuit_breaker::Breakers::new(
+                configs,
+            ))))
+        })
+    }
+
+    /// Feeds `record`; the name of the open breaker, if one is open now.
+    fn feed(&self, record: &RequestRecord) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .feed(record)
+            .map(str::to_owned)
+    }
+}
+
+impl PartialEq for RunBreakers {
+    /// The same run's breakers.
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 /// What requests a run sends.
@@ -680,7 +716,7 @@ pub async fn run(
             own.unwrap_or_else(|| plan.requests.clone()),
             index,
             levels,
-            planned.stage.errors,
+            planned.stage.errors.clone(),
             kept.clone(),
         );
         // The stage's origin: its schedule's offsets count from here, and so do its times.
@@ -913,8 +949,23 @@ impl StageContext {
         if let Some(kept) = &self.kept {
             kept.push(&record, self.sink.budget_bytes);
         }
+        if let Some(breakers) = &self.errors.breakers
+            && let Some(name) = breakers.feed(&record)
+            && !self.run.issuing_stopped()
+        {
+            // inference-perf leaves the stage (and, the breaker staying open, every later one).
+            tracing::warn!(
+                breaker = name,
+                "stopping the run: circuit breaker \"{name}\" is open; what was in flight is cancelled, every \
+                 record is kept"
+            );
+            self.run.stop_now(StopReason::CircuitBreakerOpen);
+        }
         self.sink.finish(record);
-        if self.errors == ErrorLimits::default() {
+        if self.errors.max_errors.is_none()
+            && self.errors.max_error_rate.is_none()
+            && self.errors.max_global_error_rate.is_none()
+        {
             // No limits: no shared tally to lock for every request.
             return connection_failed;
         }
@@ -1201,6 +1252,7 @@ mod tests {
                 limit: GlobalErrorRate { rate, minimum },
                 scope: StopScope::Stage,
             }),
+            breakers: None,
         }
     }
 

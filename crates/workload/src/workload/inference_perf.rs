@@ -49,7 +49,9 @@ pub(crate) fn parse(
         return Err(ctx.missing("load", 0, "an inference-perf profile needs `load.stages`"));
     };
     let load_line = load.line;
-    let trace_replay = parse_load(ctx, load, &mut workload, options)?;
+    // `load.circuit_breakers`: (name, key path, line) of each breaker the load enables.
+    let mut enabled_breakers = Vec::new();
+    let trace_replay = parse_load(ctx, load, &mut workload, options, &mut enabled_breakers)?;
     let session_replay = workload
         .stages
         .iter()
@@ -136,11 +138,28 @@ pub(crate) fn parse(
     {
         workload.stage_interval = workload.stage_interval.max(source.scrape_interval);
     }
-    if let Some(f) = root.get("circuit_breakers") {
-        let empty = matches!(&f.node.value, super::yaml::Value::Seq(v) if v.is_empty());
-        if !empty {
-            return Err(f.unsupported(ctx, "circuit breakers"));
-        }
+    let configured = match root.get("circuit_breakers").filter(|f| !f.is_null()) {
+        Some(f) => super::circuit_breaker::parse_configs(ctx, &f)?,
+        None => Vec::new(),
+    };
+    workload.circuit_breakers =
+        super::circuit_breaker::enabled(ctx, configured, &enabled_breakers)?;
+    if let Some((_, path, line)) = enabled_breakers.first()
+        && workload.stages.iter().any(|s| {
+            matches!(
+                s.arrival,
+                Arrival::Sweep(_)
+                    | Arrival::InferencePerfTrace { .. }
+                    | Arrival::TraceSessions { .. }
+            )
+        })
+    {
+        return Err(ctx.unsupported(
+            path,
+            *line,
+            "circuit breakers with a sweep or a trace replay (llmbench feeds them on constant, poisson and \
+             concurrent stages)",
+        ));
     }
     root.finish(ctx, &[]);
     Ok(workload)
@@ -202,6 +221,7 @@ fn parse_load(
     mut load: MapReader<'_>,
     workload: &mut Workload,
     options: &ParseOptions,
+    enabled_breakers: &mut Vec<(String, String, u32)>,
 ) -> Result<Option<u32>, WorkloadError> {
     let type_line = load.get("type").map_or(load.line, |f| f.line);
     // `trace_session_replay`: sessions of a trace corpus, each a graph of dependent calls.
@@ -249,13 +269,12 @@ fn parse_load(
         }
         None => None,
     };
-    for (key, feature) in [
-        ("lora_traffic_split", "LoRA traffic split"),
-        (
-            "circuit_breakers",
-            "circuit breakers (`load.circuit_breakers`)",
-        ),
-    ] {
+    if let Some(f) = load.get("circuit_breakers") {
+        for item in f.seq(ctx)? {
+            enabled_breakers.push((item.str(ctx)?.to_owned(), item.path.clone(), item.line));
+        }
+    }
+    for (key, feature) in [("lora_traffic_split", "LoRA traffic split")] {
         if let Some(f) = load.get(key) {
             let empty = matches!(&f.node.value, super::yaml::Value::Seq(v) if v.is_empty());
             if !empty {

@@ -12,6 +12,7 @@
 mod aiperf;
 pub mod azure_trace;
 pub mod capacity;
+pub mod circuit_breaker;
 mod error;
 pub mod fmperf;
 mod guidellm;

@@ -54,6 +54,8 @@ pub struct Workload {
     /// The profile turns the server-metrics scrape off (AIPerf `no-server-metrics`), as `--no-server-metrics`
     /// does.
     pub no_server_metrics: bool,
+    /// inference-perf's circuit breakers that `load.circuit_breakers` enables, in its order.
+    pub circuit_breakers: Vec<super::circuit_breaker::CircuitBreaker>,
 }
 
 /// inference-perf `metrics: {type: prometheus, prometheus: {url, scrape_interval, filters}}`: a Prometheus server
@@ -92,6 +94,7 @@ impl Workload {
             tokenizer: None,
             server_metrics: None,
             no_server_metrics: false,
+            circuit_breakers: Vec::new(),
         }
     }
 }

@@ -2013,8 +2013,8 @@ fn inference_perf_keys_that_change_requests_are_honoured_or_refused() {
             format!(
                 "{IP_HEAD}load:\n  circuit_breakers: [errors]\n  stages: [{{rate: 1, duration: 1}}]\n"
             ),
-            "load.circuit_breakers",
-            "circuit breakers",
+            "load.circuit_breakers[0]",
+            "Unknown circuit breaker: errors",
         ),
         (
             format!(
@@ -2966,4 +2966,53 @@ fn inference_perf_trace_replay_parses_and_refuses_what_upstream_cannot_run() {
         ),
     );
     assert!(msg.contains("unknown trace format `Mooncake`"), "{msg}");
+}
+
+/// inference-perf's `examples/vllm/config-circuitbreaker.yml` (7de5ef2): the breaker it defines, enabled by
+/// `load.circuit_breakers`, with its two triggers.
+#[test]
+fn inference_perf_circuit_breakers_are_read_as_upstreams_example_writes_them() {
+    use crate::workload::circuit_breaker::Trigger;
+    let yaml = format!(
+        "{IP_HEAD}circuit_breakers:\n  - name: request_timeout_breaker\n    metrics:\n      matches:\n        \
+         - error.error_type == 'TimeoutError'\n    triggers:\n      - type: consecutive\n        threshold: 10\n      \
+         - type: rate_over_window\n        window_sec: 2.5\n        threshold: 0.8\n        min_samples: 2\n\
+         load:\n  type: constant\n  stages:\n  - rate: 1\n    duration: 30\n  circuit_breakers:\n    \
+         - request_timeout_breaker\n"
+    );
+    let w = parse(Harness::InferencePerf, &yaml).unwrap().workload;
+    assert_eq!(w.circuit_breakers.len(), 1);
+    let breaker = &w.circuit_breakers[0];
+    assert_eq!(breaker.name, "request_timeout_breaker");
+    assert_eq!(breaker.matches.len(), 1);
+    assert!(breaker.rules.is_empty());
+    assert_eq!(
+        breaker.triggers,
+        [
+            Trigger::Consecutive { threshold: 10 },
+            Trigger::RateOverWindow {
+                window: Duration::from_millis(2500),
+                threshold: 0.8,
+                min_samples: 2
+            }
+        ]
+    );
+    // A misspelt breaker name in the load, and an expression over a field llmbench does not read.
+    let msg = err(
+        Harness::InferencePerf,
+        &yaml.replace(
+            "    - request_timeout_breaker",
+            "    - request_timeout_braker",
+        ),
+    );
+    assert!(
+        msg.contains("Unknown circuit breaker: request_timeout_braker")
+            && msg.contains("did you mean `request_timeout_breaker`?"),
+        "{msg}"
+    );
+    let msg = err(
+        Harness::InferencePerf,
+        &yaml.replace("error.error_type ==", "response_data =="),
+    );
+    assert!(msg.contains("`response_data` is no field"), "{msg}");
 }
