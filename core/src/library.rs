@@ -88,6 +88,11 @@ const PURPOSES: &[(&str, &str, &str)] = &[
     ),
     (
         "guidellm",
+        "quickstart",
+        "guidellm's Quick Start: a 30-second sweep, 256/128-token chat",
+    ),
+    (
+        "guidellm",
         "sanity_concurrent",
         "30-second smoke test, 2 streams",
     ),
