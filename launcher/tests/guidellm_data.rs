@@ -263,3 +263,59 @@ fn data_guidellm_reads_otherwise_is_refused_before_anything_is_sent() {
     }
     assert!(bodies(&seen).is_empty(), "a refused run sent requests");
 }
+
+/// guidellm's think time (`delay`): a conversation's next turn may go only that long after its answer, and a free
+/// stream meanwhile starts the next conversation (`_get_next_ready_node`). One stream, two-turn conversations,
+/// 4 requests: without a delay they are turns 0, 1, 0, 1 of two conversations; with a 30-second one, the first
+/// turns of four.
+#[test]
+fn think_time_lets_a_stream_start_new_conversations_while_others_think() {
+    let sim = SimProcess::start(&["--model", "m"]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let turns_sent = |id: &str, delay: &str| -> Vec<(u64, u64)> {
+        let profile = format!(
+            "spec:\n  backend:\n    kind: openai_http\n    target: REPLACE_ENV_LLMDBENCH_HARNESS_STACK_ENDPOINT_URL\n    \
+             model: REPLACE_ENV_LLMDBENCH_DEPLOY_CURRENT_MODEL\n    request_format: /v1/chat/completions\n  \
+             data:\n    - kind: synthetic_text\n      prompt_tokens: 16\n      output_tokens: 2\n      turns: 2\n\
+             {delay}  profile:\n    kind: synchronous\n  constraints:\n    - kind: max_requests\n      count: 4\n"
+        );
+        let path = write(dir.path(), &format!("{id}.yaml"), &profile);
+        let output = llmbench()
+            .args(["run", "--harness", "guidellm", "--profile"])
+            .arg(&path)
+            .args([
+                "--endpoint",
+                &sim.url,
+                "--model",
+                "m",
+                "--tokenizer",
+                "builtin",
+            ])
+            .args(["--no-server-metrics", "--run-id", id, "--output"])
+            .arg(dir.path())
+            .output()
+            .expect("runs");
+        succeeded(&output);
+        let text = std::fs::read_to_string(dir.path().join(id).join("requests.jsonl"))
+            .expect("requests.jsonl");
+        let mut records: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("record"))
+            .collect();
+        records.sort_by_key(|r| r["sent_ns"].as_u64());
+        records
+            .iter()
+            .map(|r| {
+                (
+                    r["conversation"]["id"].as_u64().expect("conversation"),
+                    r["conversation"]["turn"].as_u64().expect("turn"),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(turns_sent("eager", ""), [(0, 0), (0, 1), (1, 0), (1, 1)]);
+    assert_eq!(
+        turns_sent("thinking", "      delay: 30\n"),
+        [(0, 0), (1, 0), (2, 0), (3, 0)]
+    );
+}

@@ -10,6 +10,7 @@
 //! can merge or split a token or two, which is why every report prefers the server's `usage.prompt_tokens`.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use rand::SeedableRng as _;
 use rand::rngs::Xoshiro256PlusPlus;
@@ -21,8 +22,8 @@ use crate::data::{DataError, LengthDistribution, Synthesizer, SyntheticSpec, syn
 use crate::prompts::{DEFAULT_PROMPTS, MAX_PROMPTS, PromptError, distribution, fixed, to_u32};
 use crate::tokenizer::Tokenizer;
 use crate::workload::{
-    ApiKind, ConversationReplay, DataSpec, LengthShape, SharedPrefix, SyntheticText, TokenLengths,
-    Workload,
+    ApiKind, ConversationReplay, DataSpec, LengthShape, SharedPrefix, SyntheticText, ThinkTime,
+    TokenLengths, Workload,
 };
 
 /// Text and its exact length in tokens.
@@ -47,6 +48,8 @@ pub struct Script {
     pub system: Option<Arc<Piece>>,
     /// guidellm: the turns, in order. inference-perf: one prompt, sent again in every round.
     pub turns: Vec<UserTurn>,
+    /// guidellm `delay`: how long after a turn's answer its next turn may go (one value per conversation).
+    pub think: Option<Duration>,
 }
 
 /// How a tool runs its conversations.
@@ -583,6 +586,7 @@ fn inference_perf_sessions(
                     max_tokens: question.max_tokens,
                 }],
                 system: Some(system),
+                think: None,
             }
         })
         .collect();
@@ -641,8 +645,12 @@ fn guidellm_conversations(
         )
     };
 
+    // Think times come from a generator of their own (guidellm seeds its delay sampler apart, `random_seed + 2`),
+    // so they leave the lengths drawn as without them.
+    let mut think_rng = Xoshiro256PlusPlus::seed_from_u64(seed.wrapping_add(2));
     let mut scripts = Vec::with_capacity(count);
     for c in 0..count {
+        let think = spec.think_time.map(|t| draw_think_time(&t, &mut think_rng));
         let length = prompt_lengths.sample(&mut rng).max(1);
         let max_tokens = output_lengths.as_ref().map(|s| s.sample(&mut rng).max(1));
         let system = choose_bucket.as_ref().and_then(|choice| {
@@ -665,9 +673,25 @@ fn guidellm_conversations(
                     max_tokens,
                 })
                 .collect(),
+            think,
         });
     }
     Ok(scripts)
+}
+
+/// One conversation's think time, as guidellm's `FloatRangeSampler` draws it.
+fn draw_think_time(think: &ThinkTime, rng: &mut Xoshiro256PlusPlus) -> Duration {
+    let (low, high) = think.bounds();
+    let seconds = match think.stdev.filter(|s| *s > 0.0) {
+        _ if low == high => low,
+        None => rand::RngExt::random_range(rng, low..=high),
+        Some(stdev) => {
+            let normal =
+                rand_distr::Normal::new(think.mean, stdev).map_or(think.mean, |n| n.sample(rng));
+            normal.clamp(low, high)
+        }
+    };
+    Duration::try_from_secs_f64(seconds).unwrap_or(Duration::ZERO)
 }
 
 /// `n` texts of lengths drawn from `lengths`.

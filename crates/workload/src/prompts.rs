@@ -1359,6 +1359,7 @@ mod tests {
                 .into_iter()
                 .collect(),
             samples: 8,
+            think_time: None,
         })
     }
 

@@ -275,6 +275,8 @@ struct Live {
     script: usize,
     /// The answer to each turn sent so far, with its output tokens.
     answers: Vec<(String, u32)>,
+    /// When its next turn may go: its think time after the last answer (`delay`); `None`: at once.
+    ready_at: Option<std::time::Instant>,
 }
 
 /// A turn on its way: the request to send and what to do with its answer.
@@ -383,7 +385,14 @@ impl Conversations {
             State::Turns(queue) => {
                 let live = {
                     let mut queue = queue.lock().unwrap_or_else(PoisonError::into_inner);
-                    match queue.waiting.pop_front() {
+                    // guidellm's worker (`_get_next_ready_node`): the oldest conversation whose think time is
+                    // over, else a new one.
+                    let now = std::time::Instant::now();
+                    let ready = queue
+                        .waiting
+                        .iter()
+                        .position(|live| live.ready_at.is_none_or(|at| at <= now));
+                    match ready.and_then(|i| queue.waiting.remove(i)) {
                         Some(live) => live,
                         None => {
                             let id = queue.next_conversation;
@@ -392,6 +401,7 @@ impl Conversations {
                                 id,
                                 script: id as usize % self.scripts.len(),
                                 answers: Vec::new(),
+                                ready_at: None,
                             }
                         }
                     }
@@ -479,6 +489,10 @@ impl Conversations {
                 }
                 if next < total {
                     live.answers.push((answer, answer_tokens));
+                    // `DAGExecutionState.mark_completed`: the next turn unlocks its think time after now.
+                    live.ready_at = self.scripts[live.script]
+                        .think
+                        .map(|think| std::time::Instant::now() + think);
                     if let State::Turns(queue) = &self.state {
                         queue
                             .lock()
@@ -864,6 +878,7 @@ mod tests {
                     max_tokens: Some(2),
                 })
                 .collect(),
+            think: None,
         }
     }
 

@@ -223,6 +223,7 @@ pub(crate) fn parse(
                 turns: 1,
                 prefix_buckets: Vec::new(),
                 samples: DEFAULT_DATASET_ENTRIES,
+                think_time: None,
             });
             w.stages = vec![Stage {
                 load: LoadKind::Concurrent,
@@ -416,6 +417,7 @@ mod tests {
                 prefix_buckets: Vec::new(),
                 // AIPerf makes `--num-dataset-entries` (100) prompts and reuses them.
                 samples: 100,
+                think_time: None,
             })
         );
         // No request rate: AIPerf's concurrency burst, 16 in flight, 500 requests, no warm-up.

@@ -1526,20 +1526,14 @@ fn synthetic(
             return Err(f.unsupported(ctx, "synthetic tool-call turns"));
         }
     }
-    for key in ["delay", "delay_stdev", "delay_min", "delay_max"] {
-        if let Some(f) = m.get(key) {
-            return Err(f.unsupported(
-                ctx,
-                "think time between the turns of a conversation (`delay`)",
-            ));
-        }
-    }
+    let think_time = think_time(ctx, m)?;
     Ok(SyntheticText {
         prompt,
         output,
         turns,
         prefix_buckets,
         samples,
+        think_time,
     })
 }
 
@@ -1876,6 +1870,64 @@ fn flat_data(ctx: &mut Ctx, f: &At<'_>) -> Result<DataSpec, WorkloadError> {
     let data = synthetic(ctx, &mut m, None)?;
     m.finish(ctx, &[]);
     Ok(DataSpec::SyntheticText(data))
+}
+
+/// `delay`, `delay_stdev`, `delay_min`, `delay_max` (seconds), checked as guidellm's `SyntheticTextDatasetConfig`
+/// checks them (`delay` and `delay_stdev` > 0, `delay_min` ≥ 0, `delay_max` > 0). Without `delay` guidellm draws no
+/// think time, whatever the others say.
+fn think_time(ctx: &mut Ctx, m: &mut MapReader<'_>) -> Result<Option<ThinkTime>, WorkloadError> {
+    let seconds = |ctx: &mut Ctx, f: &At<'_>, zero_ok: bool| -> Result<f64, WorkloadError> {
+        let v = f.f64(ctx)?;
+        if v < 0.0 || (v == 0.0 && !zero_ok) {
+            return Err(f.invalid(
+                ctx,
+                format!(
+                    "must be {} 0 seconds, found {v}",
+                    if zero_ok { "at least" } else { "more than" }
+                ),
+            ));
+        }
+        limits::check(ctx, f, Limit::Duration, v)?;
+        Ok(v)
+    };
+    let mean = m.get("delay");
+    let stdev = m
+        .get("delay_stdev")
+        .map(|f| seconds(ctx, &f, false))
+        .transpose()?;
+    let min = m
+        .get("delay_min")
+        .map(|f| seconds(ctx, &f, true))
+        .transpose()?;
+    let max = m
+        .get("delay_max")
+        .map(|f| seconds(ctx, &f, false))
+        .transpose()?;
+    let Some(mean_field) = mean else {
+        if stdev.is_some() || min.is_some() || max.is_some() {
+            ctx.warn(
+                &join(&m.path, "delay_stdev"),
+                m.line,
+                WarningKind::Ignored,
+                "without `delay` guidellm draws no think time",
+            );
+        }
+        return Ok(None);
+    };
+    let think = ThinkTime {
+        mean: seconds(ctx, &mean_field, false)?,
+        stdev,
+        min,
+        max,
+    };
+    let (low, high) = think.bounds();
+    if low > high {
+        return Err(mean_field.invalid(
+            ctx,
+            format!("the think time's bounds are crossed: {low} s is above {high} s"),
+        ));
+    }
+    Ok(Some(think))
 }
 
 /// `prompt_tokens=256,output_tokens=128` or `{"prompt_tokens": 256}` as a map node.

@@ -814,6 +814,36 @@ pub struct SyntheticText {
     pub prefix_buckets: Vec<PrefixBucket>,
     /// `data_loader.samples` / `samples` (1000).
     pub samples: u64,
+    /// `delay` (with `delay_stdev`, `delay_min`, `delay_max`): the think time between a conversation's turns.
+    pub think_time: Option<ThinkTime>,
+}
+
+/// guidellm's think time (`delay*` of synthetic data, `utils/random.py` `FloatRangeSampler`): one value per
+/// conversation, drawn from a normal of `mean` and `stdev` clipped to [min, max] (min defaults to
+/// max(0, mean − 5·stdev), max to mean + 5·stdev), uniform over [min, max] without a stdev, `mean` itself when
+/// the bounds meet. A turn's next turn may go that long after its answer ended.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ThinkTime {
+    pub mean: f64,
+    pub stdev: Option<f64>,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+}
+
+impl ThinkTime {
+    /// The bounds the sampler draws within, in seconds.
+    pub fn bounds(&self) -> (f64, f64) {
+        let stdev = self.stdev.filter(|s| *s > 0.0);
+        let min = self.min.unwrap_or_else(|| match stdev {
+            Some(s) => (self.mean - 5.0 * s).max(0.0),
+            None => self.mean,
+        });
+        let max = self.max.unwrap_or_else(|| match stdev {
+            Some(s) => self.mean + 5.0 * s,
+            None => self.mean,
+        });
+        (min, max)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -2236,9 +2236,9 @@ fn guidellm_pipeline_and_metric_keys_are_honoured_or_refused() {
             "over_saturation",
         ),
         (
-            format!("{head}data: prompt_tokens=8,turns=2,delay=1.5\n"),
+            format!("{head}data: prompt_tokens=8,turns=2,delay=1.5,delay_min=2,delay_max=1\n"),
             "data.delay",
-            "think time",
+            "the think time's bounds are crossed",
         ),
         (
             format!(
@@ -2252,6 +2252,19 @@ fn guidellm_pipeline_and_metric_keys_are_honoured_or_refused() {
         assert_eq!(e.key(), Some(key), "{yaml}: {e}");
         assert!(e.to_string().contains(needle), "{yaml}: {e}");
     }
+    // Think time: `delay` alone is that many seconds; with a stdev the bounds default to ±5 stdev, min at 0.
+    let w = parse(
+        Harness::Guidellm,
+        &format!("{head}data: prompt_tokens=8,turns=2,delay=1.5,delay_stdev=0.5\n"),
+    )
+    .unwrap()
+    .workload;
+    let DataSpec::SyntheticText(text) = &w.data else {
+        panic!("synthetic: {:?}", w.data);
+    };
+    let think = text.think_time.expect("a think time");
+    assert_eq!((think.mean, think.stdev), (1.5, Some(0.5)));
+    assert_eq!(think.bounds(), (0.0, 4.0));
     // Backend arguments: the key, extra headers and the timeout are honoured.
     let w = parse(
         Harness::Guidellm,
