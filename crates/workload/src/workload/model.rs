@@ -838,7 +838,7 @@ impl ThinkTime {
             Some(s) => (self.mean - 5.0 * s).max(0.0),
             None => self.mean,
         });
-        let max = self.max.unwrap_or_else(|| match stdev {
+        let max = self.max.unwrap_or(match stdev {
             Some(s) => self.mean + 5.0 * s,
             None => self.mean,
         });
