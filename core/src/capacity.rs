@@ -476,6 +476,14 @@ impl TryFrom<&CapacitySearchSpec> for CapacitySearch {
         if search.min_duration.is_zero() {
             return spec_error("minDuration must be positive".to_owned());
         }
+        if search.min_duration > MAX_POINT_DURATION {
+            return spec_error(format!(
+                "minDuration {} s is above the {} s (30 days) a point may run, the longest stage a profile may \
+                 ask for; longer soak tests are a sequence of runs",
+                search.min_duration.as_secs(),
+                MAX_POINT_DURATION.as_secs()
+            ));
+        }
         if search.min_requests == 0 {
             return spec_error("minRequests must be at least 1".to_owned());
         }
@@ -485,6 +493,10 @@ impl TryFrom<&CapacitySearchSpec> for CapacitySearch {
         Ok(search)
     }
 }
+
+/// The longest one point of a search may run: 30 days, the profiles' limit on a stage's duration
+/// (`llmbench_workload::workload::limits::MAX_DURATION` is this one).
+pub const MAX_POINT_DURATION: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
 
 /// The compact form of a capacity search's outcome, as the launcher's compact summary and a run's status carry
 /// it (the full outcome, with every point, is `capacity` in the run's summary.json).
@@ -580,6 +592,11 @@ mod tests {
             CapacitySearch::try_from(&s).unwrap_err().to_string()
         };
         assert!(bad(|s| s.slo.clear()).contains("no objectives"));
+        // 744 hours is 31 days: above the 30 a point (like a stage) may run.
+        assert!(
+            bad(|s| s.min_duration = Some("744h".into()))
+                .contains("minDuration 2678400 s is above")
+        );
         assert!(bad(|s| s.growth = Some(1.0)).contains("growth"));
         assert!(bad(|s| s.max = Some(0.5)).contains("at least start"));
         assert!(

@@ -60,6 +60,11 @@ pub enum SessionReplayError {
     Unsupported { path: PathBuf, source: Unsupported },
     #[error("No valid trace records found after filtering")]
     Empty,
+    #[error(
+        "none of the {0} trace files yields a replay graph (each was skipped: see the warnings above), so the \
+         replay would send nothing"
+    )]
+    NoGraph(usize),
     #[error("session id `{0}` cannot be sent in a header (it holds control characters)")]
     BadSessionId(String),
     #[error("the workload is not a trace session replay")]
@@ -210,6 +215,11 @@ pub fn corpus(data: &OtelTraceData, seed: u64) -> Result<Vec<SessionSource>, Ses
     }
     if rows.is_empty() {
         return Err(SessionReplayError::Empty);
+    }
+    // Upstream skips a session without a replay graph and, with none left, ends having sent nothing: refused
+    // here before the clock starts instead of a run that exits 0 empty.
+    if rows.iter().all(|r| r.calls == 0) {
+        return Err(SessionReplayError::NoGraph(rows.len()));
     }
     Ok(order(rows, seed))
 }
@@ -423,5 +433,23 @@ mod tests {
             replay.sessions[0].header.as_deref(),
             Some(&("x-session-id".to_owned(), "trace0_tb".to_owned()))
         );
+    }
+
+    #[test]
+    fn a_corpus_whose_files_all_lack_a_graph_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.json"), r#"{"spans": []}"#).unwrap();
+        std::fs::write(dir.path().join("b.json"), r#"{"spans": []}"#).unwrap();
+        let data = OtelTraceData {
+            source: OtelTraceSource::Directory(dir.path().display().to_string()),
+            include_errors: true,
+            skip_invalid_files: false,
+            max_wait_ms: 15_000,
+            predecessor_wait_timeout: None,
+            disable_output_substitution: false,
+            inject_random_session_id: false,
+        };
+        let err = corpus(&data, 42).unwrap_err();
+        assert!(matches!(err, SessionReplayError::NoGraph(2)), "{err}");
     }
 }

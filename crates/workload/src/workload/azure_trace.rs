@@ -86,15 +86,35 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<AzureRow>, AzureTraceError> {
         let centis = parse_timestamp(field(0)?).map_err(|problem| bad(0, problem))?;
         let tokens = |column: usize| -> Result<u32, AzureTraceError> {
             let value = field(column)?.trim();
-            value
+            let n = value
                 .parse::<u32>()
-                .map_err(|_| bad(column, format!("`{value}` is not a token count")))
+                .map_err(|_| bad(column, format!("`{value}` is not a token count")))?;
+            if u64::from(n) > super::limits::MAX_TOKENS {
+                return Err(bad(
+                    column,
+                    super::limits::exceeded(super::limits::Limit::Tokens, f64::from(n)),
+                ));
+            }
+            Ok(n)
         };
         let context_tokens = tokens(1)?;
         let generated_tokens = tokens(2)?;
         let origin = *origin.get_or_insert(centis);
         // Rows earlier than the first are due at once (upstream sleeps only for a positive wait).
-        let offset_centis = u64::try_from(centis - origin).unwrap_or(0);
+        let offset_centis = u64::try_from(centis.saturating_sub(origin)).unwrap_or(0);
+        if offset_centis as f64 / 100.0 > super::limits::MAX_DURATION.as_secs_f64() {
+            return Err(bad(
+                0,
+                format!(
+                    "{} s after the first row: {}",
+                    offset_centis / 100,
+                    super::limits::exceeded(
+                        super::limits::Limit::Duration,
+                        offset_centis as f64 / 100.0
+                    )
+                ),
+            ));
+        }
         rows.push(AzureRow {
             line,
             offset: Duration::from_millis(offset_centis * 10),
@@ -258,5 +278,21 @@ mod tests {
             parse("t.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n"),
             Err(AzureTraceError::Empty { .. })
         ));
+    }
+
+    #[test]
+    fn rows_beyond_the_profiles_limits_are_refused_with_their_line() {
+        let late = "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:00.00,1,1\n2023-12-26 18:15:00.00,1,1\n";
+        let e = parse("t.csv", late).expect_err("40 days").to_string();
+        assert!(
+            e.starts_with("t.csv:3: column 1 (`TIMESTAMP`): 3456000 s after the first row")
+                && e.contains("30 days"),
+            "{e}"
+        );
+        let long = "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:00.00,1000000000,1\n";
+        let e = parse("t.csv", long)
+            .expect_err("a billion tokens")
+            .to_string();
+        assert!(e.starts_with("t.csv:2: column 2 (`ContextTokens`)"), "{e}");
     }
 }

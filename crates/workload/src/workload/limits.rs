@@ -24,7 +24,7 @@ pub const MAX_ARRIVALS: u64 = super::MAX_ARRIVALS;
 /// bounds a prompt's text at about 80 MB.
 pub const MAX_TOKENS: u64 = 10_000_000;
 /// One stage's (or one pause's) duration: 30 days. Longer soak tests are a sequence of runs.
-pub const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
+pub const MAX_DURATION: Duration = llmbench_core::capacity::MAX_POINT_DURATION;
 /// Requests in flight at once. Each costs a task and a connection (about 5 KiB); a million is 5 GB and far more
 /// sockets than one launcher pod can open.
 pub const MAX_CONCURRENCY: u64 = 1_000_000;

@@ -139,6 +139,12 @@ fn record(file: &str, line: u32, map: &Map<String, Value>) -> Result<TraceRecord
     let u32_of = |field: &'static str| -> Result<Option<u32>, TraceError> {
         int(field)?
             .map(|n| {
+                if n > super::limits::MAX_TOKENS {
+                    return Err(bad(
+                        field,
+                        super::limits::exceeded(super::limits::Limit::Tokens, n as f64),
+                    ));
+                }
                 u32::try_from(n)
                     .map_err(|_| bad(field, format!("{n} does not fit in a 32-bit token count")))
             })
@@ -365,9 +371,32 @@ pub fn sessions(
     } else {
         schedule.start_offset_ms.unwrap_or(0) as f64
     };
+    // Every time the schedule holds, after the speed-up, within the profiles' limit on durations: a timestamp of
+    // 10^15 ms, or a speed-up of 1e-9, would otherwise schedule a request for years from now.
+    let too_late = |line: u32, field: &'static str, ms: f64| -> Result<(), TraceError> {
+        let seconds = ms / speedup / 1000.0;
+        if seconds > super::limits::MAX_DURATION.as_secs_f64() {
+            return Err(TraceError::Field {
+                file: file.to_owned(),
+                line,
+                field,
+                problem: format!(
+                    "{ms} ms at speed-up {speedup} is {seconds:.0} s into the replay: {}",
+                    super::limits::exceeded(super::limits::Limit::Duration, seconds)
+                ),
+            });
+        }
+        Ok(())
+    };
     for session in &mut order {
         for (position, (index, timing)) in session.turns.iter_mut().enumerate() {
             let record = &records[*index];
+            if fixed_schedule && let Some(ts) = record.timestamp_ms {
+                too_late(record.line, "timestamp", ts as f64 - zero_ms)?;
+            }
+            if let Some(delay) = record.delay_ms {
+                too_late(record.line, "delay", delay as f64)?;
+            }
             *timing = match (record.timestamp_ms, record.delay_ms) {
                 (Some(ts), _) if fixed_schedule => TurnTiming::At(scaled(ts as f64 - zero_ms)),
                 _ if position == 0 && fixed_schedule => {
@@ -689,6 +718,47 @@ mod tests {
                 (0, TurnTiming::Immediately),
                 (1, TurnTiming::After(Duration::from_millis(10)))
             ]
+        );
+    }
+
+    #[test]
+    fn times_and_lengths_beyond_the_profiles_limits_are_refused_with_their_line() {
+        // 10^15 ms is 31 700 years; a speed-up of 1e-9 makes 1 s a billion.
+        for (records, schedule, needle) in [
+            (
+                vec![
+                    timed(1, Some(0), None, None),
+                    timed(2, Some(1_000_000_000_000_000), None, None),
+                ],
+                FixedSchedule::default(),
+                "trace.jsonl:2: `timestamp`:",
+            ),
+            (
+                vec![timed(1, Some(1000), None, None)],
+                FixedSchedule {
+                    speedup: 1e-9,
+                    ..FixedSchedule::default()
+                },
+                "trace.jsonl:1: `timestamp`: 1000 ms at speed-up 0.000000001",
+            ),
+            (
+                vec![
+                    timed(1, None, Some("s"), None),
+                    timed(2, None, Some("s"), Some(40 * 86_400_000)),
+                ],
+                FixedSchedule::default(),
+                "trace.jsonl:2: `delay`:",
+            ),
+        ] {
+            let e = sessions(FILE, &records, &schedule)
+                .expect_err("refused")
+                .to_string();
+            assert!(e.starts_with(needle) && e.contains("30 days"), "{e}");
+        }
+        let e = error_of(r#"{"input_length": 1000000000}"#);
+        assert!(
+            e.starts_with("trace.jsonl:2: `input_length`:") && e.contains("tokens per prompt"),
+            "{e}"
         );
     }
 }
