@@ -70,6 +70,7 @@ pub fn read_sharded(dir: &Path) -> Result<Option<Merged>, ReportError> {
     }
     let mut shards = Vec::with_capacity(dirs.len());
     let mut truncated_lines = 0;
+    same_profile(dir, &dirs)?;
     for shard_dir in &dirs {
         let meta = RunMeta::read(shard_dir)?;
         let path = shard_dir.join(REQUESTS_FILE);
@@ -89,6 +90,45 @@ pub fn read_sharded(dir: &Path) -> Result<Option<Merged>, ReportError> {
     merged.shards = dirs;
     merged.truncated_lines = truncated_lines;
     Ok(Some(merged))
+}
+
+/// Refuses shards that ran different profiles (their `profile.yaml`, written before each shard's clock started,
+/// with the shard's own endpoint masked: shards of one run may each drive their own replica): shards of two runs
+/// left under one run id.
+fn same_profile(dir: &Path, dirs: &[PathBuf]) -> Result<(), ReportError> {
+    let mut first: Option<(&PathBuf, String)> = None;
+    for shard_dir in dirs {
+        let Ok(profile) = std::fs::read_to_string(shard_dir.join(super::PROFILE_FILE)) else {
+            continue;
+        };
+        let endpoint = RunMeta::read(shard_dir)?.endpoint;
+        let profile = if endpoint.is_empty() {
+            profile
+        } else {
+            profile.replace(&endpoint, "<endpoint>")
+        };
+        match &first {
+            None => first = Some((shard_dir, profile)),
+            Some((first_dir, first_profile)) if *first_profile != profile => {
+                let name = |d: &Path| {
+                    d.file_name()
+                        .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+                };
+                return Err(ReportError::Merge {
+                    dir: dir.to_owned(),
+                    message: format!(
+                        "{} ran another profile than {} ({} differs): shards of different runs under one run id; \
+                         move the stale shard directory away and report again",
+                        name(shard_dir),
+                        name(first_dir),
+                        super::PROFILE_FILE
+                    ),
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
 }
 
 /// Merges shards (each its run.json and records) onto the earliest shard's clock. Pure: the tests feed it shards
@@ -164,6 +204,31 @@ pub fn merge_metas(metas: &[RunMeta]) -> Result<MergedMeta, String> {
                 meta.shard.count,
                 first.shard.index,
                 first.shard.count
+            ));
+        }
+        // One run id reused (a rerun into the same directory) leaves shards of two runs side by side: what they
+        // ran, and the release that started them together, tell them apart.
+        let differs = if meta.harness != first.harness {
+            Some(format!("harness {} vs {}", meta.harness, first.harness))
+        } else if meta.profile != first.profile {
+            Some(format!("profile `{}` vs `{}`", meta.profile, first.profile))
+        } else if meta.model != first.model {
+            Some(format!("model `{}` vs `{}`", meta.model, first.model))
+        } else {
+            match (&meta.release, &first.release) {
+                (Some(a), Some(b)) if a.at_unix_ns != b.at_unix_ns => Some(format!(
+                    "released at {} vs {}",
+                    llmbench_model::wallclock::rfc3339_millis(a.at_unix_ns),
+                    llmbench_model::wallclock::rfc3339_millis(b.at_unix_ns)
+                )),
+                _ => None,
+            }
+        };
+        if let Some(what) = differs {
+            return Err(format!(
+                "shard {} and shard {} of run `{run_id}` are of different runs ({what}); move the stale shard \
+                 directory away and report again",
+                meta.shard.index, first.shard.index
             ));
         }
     }
@@ -270,6 +335,7 @@ pub fn read_sharded_metas(dir: &Path) -> Result<Option<Sharded>, ReportError> {
     if dirs.is_empty() {
         return Ok(None);
     }
+    same_profile(dir, &dirs)?;
     let mut metas = Vec::with_capacity(dirs.len());
     for shard_dir in &dirs {
         metas.push(RunMeta::read(shard_dir)?);
@@ -494,6 +560,72 @@ mod tests {
             "{:?}",
             merged.warnings
         );
+    }
+
+    #[test]
+    fn shards_of_two_runs_under_one_id_are_told_apart_by_what_they_ran_and_their_release() {
+        let a = meta(0, 2, 0, &[]);
+        let mut b = meta(1, 2, 0, &[]);
+        b.profile = "chatbot_sharegpt".to_owned();
+        let e = merge(vec![(a.clone(), vec![]), (b, vec![])]).unwrap_err();
+        assert!(e.contains("are of different runs (profile"), "{e}");
+        let released = |meta: &RunMeta, at: u64| {
+            let mut meta = meta.clone();
+            meta.release = Some(super::super::meta::ReleaseMeta {
+                ready_unix_ns: at - 1,
+                at_unix_ns: at,
+            });
+            meta
+        };
+        let c = meta(1, 2, 0, &[]);
+        let e = merge(vec![
+            (released(&a, 1_000_000_000), vec![]),
+            (released(&c, 2_000_000_000), vec![]),
+        ])
+        .unwrap_err();
+        assert!(e.contains("released at"), "{e}");
+        assert!(
+            merge(vec![
+                (released(&a, 1_000_000_000), vec![]),
+                (released(&c, 1_000_000_000), vec![])
+            ])
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn shards_that_ran_different_profiles_are_not_merged() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let shards: Vec<PathBuf> = ["shard-0", "shard-1"]
+            .iter()
+            .map(|name| dir.path().join(name))
+            .collect();
+        for ((i, shard), profile) in shards.iter().enumerate().zip([
+            "load: {rate: 1}\nurl: http://a:1\n",
+            "load: {rate: 2}\nurl: http://b:2\n",
+        ]) {
+            std::fs::create_dir(shard).expect("mkdir");
+            std::fs::write(shard.join(super::super::PROFILE_FILE), profile).expect("write");
+            let mut meta = meta(i as u32, 2, 0, &[]);
+            meta.endpoint = ["http://a:1", "http://b:2"][i].to_owned();
+            std::fs::write(
+                shard.join(super::super::RUN_META_FILE),
+                serde_json::to_string(&meta).expect("json"),
+            )
+            .expect("write");
+        }
+        let e = same_profile(dir.path(), &shards).unwrap_err().to_string();
+        assert!(
+            e.contains("shard-1 ran another profile than shard-0 (profile.yaml differs)"),
+            "{e}"
+        );
+        // The same profile against each shard's own endpoint is one run's.
+        std::fs::write(
+            shards[1].join(super::super::PROFILE_FILE),
+            "load: {rate: 1}\nurl: http://b:2\n",
+        )
+        .expect("write");
+        assert!(same_profile(dir.path(), &shards).is_ok());
     }
 
     #[test]
