@@ -381,3 +381,52 @@ fn a_stack_that_exits_before_it_is_ready_fails_the_run_with_its_status_and_log()
     assert!(err.contains("exit status: 7"), "{err}");
     assert!(err.contains("CUDA out of memory"), "{err}");
 }
+
+/// `--serve` stops the stack's whole process group: a process the stack's command forked (here a `sleep` beside
+/// the simulator the shell execs) does not outlive the run.
+#[test]
+fn nothing_the_stack_forked_outlives_the_run() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let profile = write(
+        dir.path(),
+        "p.yaml",
+        "dataset-name: random\nrandom-input-len: 8\nrandom-output-len: 4\nnum-prompts: 3\nrequest-rate: 50\n",
+    );
+    let child_pid = dir.path().join("child.pid");
+    let port = free_port();
+    // The child's output goes nowhere: it must not hold the run's pipes.
+    let script = format!(
+        "sleep 600 >/dev/null 2>&1 & echo $! > {}; exec {} sim --port {port}",
+        child_pid.display(),
+        env!("CARGO_BIN_EXE_llmbench"),
+    );
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let output = llmbench()
+        .args(["run", "--harness", "vllm-benchmark", "--profile"])
+        .arg(&profile)
+        .args(["--run-id", "forked", "--output"])
+        .arg(dir.path())
+        .args([
+            "--tokenizer",
+            "builtin",
+            "--endpoint",
+            &endpoint,
+            "--model",
+            "llmbench-sim",
+        ])
+        .args(["--serve", "--", "sh", "-c", &script])
+        .output()
+        .expect("runs");
+    succeeded(&output);
+    let pid: u32 = std::fs::read_to_string(&child_pid)
+        .expect("child.pid")
+        .trim()
+        .parse()
+        .expect("a pid");
+    // The group was signalled before the run ended; give the kernel a moment to deliver it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!alive(pid), "the stack's child {pid} still runs");
+}

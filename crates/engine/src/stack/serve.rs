@@ -487,10 +487,15 @@ impl Served {
             return;
         }
         signal(self.pid, Stop::Term);
+        let termed = tokio::time::Instant::now();
         let mut exited = self.exited.clone();
         let gone = tokio::time::timeout(STOP_GRACE, exited.wait_for(Option::is_some))
             .await
             .is_ok();
+        // The rest of the group (vLLM's workers) gets what is left of the grace to follow its leader.
+        while gone && group_alive(self.pid) && termed.elapsed() < STOP_GRACE {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         if !gone {
             tracing::warn!(
                 pid = self.pid,
@@ -499,6 +504,14 @@ impl Served {
             );
             signal(self.pid, Stop::Kill);
             let _ = tokio::time::timeout(STOP_GRACE, exited.wait_for(Option::is_some)).await;
+        } else if group_alive(self.pid) {
+            // The leader is gone but processes it forked still run after the grace (children that ignore
+            // SIGTERM): nothing of the stack may outlive the run.
+            tracing::warn!(
+                pid = self.pid,
+                "processes of the stack's group outlived its leader; killing them"
+            );
+            signal(self.pid, Stop::Kill);
         }
         match self.exit_status() {
             Some(status) => tracing::info!(pid = self.pid, %status, "the stack stopped"),
@@ -537,24 +550,37 @@ enum Stop {
     Kill,
 }
 
-/// SIGTERM to the stack's leader (vLLM shuts its workers down itself), SIGKILL to its whole process group (nothing
-/// of it survives).
+/// SIGTERM, then SIGKILL, to the stack's whole process group (its id is the leader's pid, `process_group(0)`):
+/// whatever the stack's command forked — a launcher script's server, vLLM's workers — is signalled with it.
 #[cfg(target_os = "linux")]
 fn signal(pid: u32, stop: Stop) {
-    use nix::sys::signal::{Signal, kill, killpg};
+    use nix::sys::signal::{Signal, killpg};
     use nix::unistd::Pid;
     let Ok(raw) = i32::try_from(pid) else {
         return;
     };
     let pid = Pid::from_raw(raw);
     let sent = match stop {
-        Stop::Term => kill(pid, Signal::SIGTERM),
-        // The group's id is the leader's pid (`process_group(0)`).
+        Stop::Term => killpg(pid, Signal::SIGTERM),
         Stop::Kill => killpg(pid, Signal::SIGKILL),
     };
     if let Err(e) = sent {
         tracing::debug!(%pid, error = %e, "cannot signal the stack (it may be gone)");
     }
+}
+
+/// Whether any process of the stack's group is still there.
+#[cfg(target_os = "linux")]
+fn group_alive(pid: u32) -> bool {
+    let Ok(raw) = i32::try_from(pid) else {
+        return false;
+    };
+    nix::sys::signal::killpg(nix::unistd::Pid::from_raw(raw), None).is_ok()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn group_alive(_pid: u32) -> bool {
+    false
 }
 
 #[cfg(not(target_os = "linux"))]
