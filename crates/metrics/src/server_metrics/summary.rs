@@ -655,10 +655,19 @@ impl Summarizer {
         let mut cumulative = Vec::new();
         let mut gauge_parts: HashMap<MetricId, (f64, u32, Combine)> = HashMap::new();
         let mut gauge_order: Vec<MetricId> = Vec::new();
+        // A page that lists one series twice is malformed (Prometheus refuses the whole scrape): the first sample
+        // counts, the others are left out and said, never summed.
+        let mut series_seen: HashSet<String> = HashSet::with_capacity(scrape.samples.len());
+        let mut duplicates: BTreeMap<String, u64> = BTreeMap::new();
         for (sample, resolved) in scrape.samples.iter().zip(resolved) {
             let Some(resolved) = resolved else {
                 continue;
             };
+            let series = format!("{}{}", sample.name, sample.labels.render_without(""));
+            if !series_seen.insert(series.clone()) {
+                *duplicates.entry(series).or_default() += 1;
+                continue;
+            }
             let known = resolved
                 .known
                 .filter(|&i| target.claimed.get(catalogue::KNOWN[i].key.key) == Some(&i))
@@ -723,9 +732,21 @@ impl Summarizer {
                         Part::Bucket(le) => (Part::Bucket(le * scale), value),
                         part => (part, value * scale),
                     };
-                    let series = format!("{}{}", sample.name, sample.labels.render_without(""));
                     cumulative.push((series, id, part, value));
                 }
+            }
+        }
+        for (series, count) in duplicates {
+            let warning = format!(
+                "{} lists `{series}` {} times in one scrape; only its first sample is counted (Prometheus refuses \
+                 such a page)",
+                target.status.url,
+                count + 1
+            );
+            // Once per series: the same malformed page comes back every scrape.
+            if target.status.warnings.len() < MAX_WARNINGS && target.warnings.insert(series) {
+                tracing::warn!("{warning}");
+                target.status.warnings.push(warning);
             }
         }
         let gauges = gauge_order
@@ -1455,6 +1476,37 @@ mod tests {
         assert_eq!(
             find(&summary.overall.aggregate, "running").unwrap(),
             running
+        );
+    }
+
+    #[test]
+    fn a_series_listed_twice_in_a_scrape_counts_once_and_is_said() {
+        let target = "http://a/metrics";
+        // 500 copies of one series: summing them would read 500 × 5 running requests.
+        let mut page = String::from("# TYPE vllm:num_requests_running gauge\n");
+        for _ in 0..500 {
+            page.push_str("vllm:num_requests_running{engine=\"0\"} 5\n");
+        }
+        page.push_str("# TYPE vllm:prompt_tokens_total counter\n");
+        for value in [100.0, 100.0] {
+            page.push_str(&format!(
+                "vllm:prompt_tokens_total{{model_name=\"m\"}} {value}\n"
+            ));
+        }
+        let scrapes = vec![scrape(target, 1.0, &page), scrape(target, 2.0, &page)];
+        let summary = summarize(scrapes, INTERVAL, run(1.0, 2.0), &[], None);
+        let metrics = &summary.overall.targets[0].metrics;
+        let Figures::Gauge { mean, max, .. } = find(metrics, "running").unwrap().figures else {
+            panic!("not a gauge");
+        };
+        assert_eq!((mean, max), (5.0, 5.0));
+        let warnings = &summary.targets[0].warnings;
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(
+            warnings[0].contains(
+                "lists `vllm:num_requests_running{engine=\"0\"}` 500 times in one scrape"
+            ),
+            "{warnings:?}"
         );
     }
 
