@@ -1453,6 +1453,39 @@ impl RunContext<'_> {
             reset,
             primed_prompts: execution.prime.as_ref().map(|p| p.len() as u64),
         };
+        // What the server is, asked before anything is written (a request longer than its context fails the run
+        // here) and before the clock starts, so the questions never overlap the measured requests;
+        // not under --no-preflight (nothing is sent before the clock) unless the stack was described to us.
+        let answers = if args.no_preflight && self.stack.is_none() {
+            None
+        } else {
+            Some(identity::ask(self.endpoint, api.api_key.as_deref(), &api.headers).await)
+        };
+        let server = answers.as_ref().map(identity::identify);
+        // Requests longer than the server's context, found before the clock starts.
+        if let (Some(server), Requests::Fixed(requests)) = (&server, &execution.requests) {
+            let limit = server
+                .models
+                .iter()
+                .find(|m| m.id == execution.request_model)
+                .and_then(|m| m.max_model_len);
+            preflight::check_context(
+                &execution.request_model,
+                limit,
+                requests.iter().map(|r| (r.input_tokens, r.max_tokens)),
+            )?;
+        }
+        if let Some(server) = &server {
+            tracing::info!(
+                engine = server.engine.as_deref().unwrap_or("unknown"),
+                version = server.version.as_deref().unwrap_or_default(),
+                models = server.models.len(),
+                "server under test"
+            );
+            for failed in server.probes.iter().filter(|p| p.error.is_some()) {
+                tracing::debug!(url = failed.url, error = failed.error, "not answered");
+            }
+        }
         let (run_id, run_dir) = self.claim_output()?;
         let dir = run_dir.path.clone();
         if let Some(served) = &self.served {
@@ -1488,25 +1521,6 @@ impl RunContext<'_> {
             RunStages::Adaptive(adaptive) => (Vec::new(), adaptive.stages),
         };
         let scraping = self.scrape_targets().await?;
-        // What the server is, asked before the clock starts so the questions never overlap the measured requests;
-        // not under --no-preflight (nothing is sent before the clock) unless the stack was described to us.
-        let answers = if args.no_preflight && self.stack.is_none() {
-            None
-        } else {
-            Some(identity::ask(self.endpoint, api.api_key.as_deref(), &api.headers).await)
-        };
-        let server = answers.as_ref().map(identity::identify);
-        if let Some(server) = &server {
-            tracing::info!(
-                engine = server.engine.as_deref().unwrap_or("unknown"),
-                version = server.version.as_deref().unwrap_or_default(),
-                models = server.models.len(),
-                "server under test"
-            );
-            for failed in server.probes.iter().filter(|p| p.error.is_some()) {
-                tracing::debug!(url = failed.url, error = failed.error, "not answered");
-            }
-        }
         let stack = self
             .stack
             .as_ref()

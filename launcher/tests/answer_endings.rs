@@ -93,12 +93,27 @@ fn answers_the_simulator_cuts_at_its_context_end_are_counted_apart_from_successe
     // 150 prompt tokens + 100 asked > 200 of context: each answer stops after 50 tokens, as llama.cpp stops.
     let sim = SimProcess::start(&["--max-model-len", "200", "--stop-at-context-end"]);
     let dir = tempfile::tempdir().expect("tempdir");
-    let output = run(
+    // The pre-flight sees every request pass the context the server lists and stops the run before its clock;
+    // past it (--no-preflight), the answers come back cut short.
+    let refused = run(
         dir.path(),
         &vllm_random(150, 100, 4, false),
         &sim.url,
         "llmbench-sim",
         &["--tokenizer", "builtin"],
+    );
+    assert_eq!(refused.status.code(), Some(6), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("than the server's context of 200"),
+        "{}",
+        stderr(&refused)
+    );
+    let output = run(
+        dir.path(),
+        &vllm_random(150, 100, 4, false),
+        &sim.url,
+        "llmbench-sim",
+        &["--tokenizer", "builtin", "--no-preflight"],
     );
     assert_all_cut_short(&output, dir.path(), 100);
     for r in records(dir.path()) {
@@ -114,12 +129,26 @@ fn answers_llama_server_cuts_at_its_context_end_are_counted_apart_from_successes
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let tokenizer = llama.tokenizer.to_string_lossy().into_owned();
-    let output = run(
+    // llama.cpp lists its context per slot (`meta.n_ctx`): the pre-flight refuses a run none of whose requests fit.
+    let refused = run(
         dir.path(),
         &vllm_random(900, 400, 4, false),
         &llama.url,
         &llama.model,
         &["--tokenizer", &tokenizer],
+    );
+    assert_eq!(refused.status.code(), Some(6), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("than the server's context of 1024"),
+        "{}",
+        stderr(&refused)
+    );
+    let output = run(
+        dir.path(),
+        &vllm_random(900, 400, 4, false),
+        &llama.url,
+        &llama.model,
+        &["--tokenizer", &tokenizer, "--no-preflight"],
     );
     assert_all_cut_short(&output, dir.path(), 400);
     for r in records(dir.path()) {

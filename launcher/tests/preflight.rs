@@ -611,3 +611,52 @@ fn an_experiment_checks_each_server_once_and_skips_the_runs_against_one_that_fai
     );
     assert!(!exp.join("a-r1").exists() && !exp.join("b-r1").exists());
 }
+
+/// Requests longer than the server's context (`max_model_len` in `GET /v1/models`) are found before the clock
+/// starts: all of them fails the pre-flight; some of them is a warning with their count, and the run goes on.
+#[test]
+fn requests_longer_than_the_servers_context_are_refused_or_counted_before_the_clock() {
+    let sim = SimProcess::start(&["--model", "m", "--max-model-len", "1024"]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = small_run(
+        dir.path(),
+        &sim.url,
+        "long",
+        &["--input-tokens", "1000", "--output-tokens", "100"],
+    );
+    assert_refused(
+        &output,
+        &dir.path().join("long"),
+        &[
+            "asks for more tokens than the server's context of 1024",
+            "prompt + max_tokens is 1100 at least",
+        ],
+    );
+    // vLLM's random dataset spreads the prompts ±50 % around 800: some fit with 100 more tokens, some do not.
+    let profile = write(
+        dir.path(),
+        "spread.yaml",
+        "dataset-name: random\nrandom-input-len: 800\nrandom-range-ratio: 0.5\nrandom-output-len: 100\n\
+         num-prompts: 40\nrequest-rate: inf\nignore-eos: true\n",
+    );
+    let output = run_profile(
+        dir.path(),
+        "vllm-benchmark",
+        &profile,
+        "spread",
+        &[
+            "--endpoint",
+            &sim.url,
+            "--model",
+            "m",
+            "--tokenizer",
+            "builtin",
+        ],
+    );
+    let err = stderr(&output);
+    assert!(
+        err.contains("ask for more tokens than the server's context of 1024"),
+        "{err}"
+    );
+    assert!(dir.path().join("spread/summary.json").is_file(), "{err}");
+}

@@ -131,6 +131,18 @@ pub enum PreflightError {
         humantime::format_duration(*timeout)
     )]
     RequestTimeout { url: String, timeout: Duration },
+    #[error(
+        "every one of the run's {requests} requests asks for more tokens than the server's context of {limit} \
+         (`{model}`'s max_model_len): prompt + max_tokens is {shortest} at least\n  help: ask for fewer tokens \
+         (--input-tokens, --output-tokens or the profile's lengths), or serve the model with a longer context \
+         (vLLM --max-model-len, llama.cpp -c per slot)"
+    )]
+    ContextTooShort {
+        model: String,
+        limit: u64,
+        requests: usize,
+        shortest: u64,
+    },
     #[error("the test request failed (POST {url}, {class}): {message}\n  help: {help}")]
     Request {
         url: String,
@@ -590,5 +602,82 @@ mod tests {
             tls.contains("h:443 failed (bad cert)") && tls.contains("http://"),
             "{tls}"
         );
+    }
+}
+
+/// Requests that ask for more than the server's context: the server rejects them (vLLM answers 400) or cuts them
+/// short (llama.cpp stops at its context end). All of them is a run that cannot succeed, refused before the clock
+/// starts; some is a warning with their count. `asked` holds each prepared request's (prompt tokens, max_tokens).
+pub fn check_context(
+    model: &str,
+    limit: Option<u64>,
+    asked: impl Iterator<Item = (u32, Option<u32>)>,
+) -> Result<(), PreflightError> {
+    let Some(limit) = limit else {
+        return Ok(());
+    };
+    let (mut total, mut over, mut shortest_over, mut longest) = (0usize, 0usize, u64::MAX, 0u64);
+    for (input, max_tokens) in asked {
+        total += 1;
+        let need = u64::from(input) + u64::from(max_tokens.unwrap_or(0));
+        longest = longest.max(need);
+        if need > limit {
+            over += 1;
+            shortest_over = shortest_over.min(need);
+        }
+    }
+    if over == 0 {
+        return Ok(());
+    }
+    if over == total {
+        return Err(PreflightError::ContextTooShort {
+            model: model.to_owned(),
+            limit,
+            requests: total,
+            shortest: shortest_over,
+        });
+    }
+    tracing::warn!(
+        model,
+        max_model_len = limit,
+        over,
+        of = total,
+        longest,
+        "{over} of the run's {total} prepared requests ask for more tokens than the server's context of {limit} \
+         (prompt + max_tokens up to {longest}): the server will reject them or cut them short"
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod context_tests {
+    use super::*;
+
+    #[test]
+    fn requests_beyond_the_context_are_refused_when_all_are_and_counted_when_some_are() {
+        // A 1024-token context: 1000 + 100 does not fit, 900 + 100 does.
+        let all = check_context(
+            "m",
+            Some(1024),
+            [(1000, Some(100)), (1020, Some(10))].into_iter(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            all.starts_with("every one of the run's 2 requests asks for more tokens than the server's context of 1024")
+                && all.contains("prompt + max_tokens is 1030 at least"),
+            "{all}"
+        );
+        assert!(
+            check_context(
+                "m",
+                Some(1024),
+                [(1000, Some(100)), (900, Some(100))].into_iter()
+            )
+            .is_ok()
+        );
+        // No max_tokens: only the prompt counts; no known context: nothing to check.
+        assert!(check_context("m", Some(1024), [(1000, None)].into_iter()).is_ok());
+        assert!(check_context("m", None, [(5000, Some(5000))].into_iter()).is_ok());
     }
 }
