@@ -552,13 +552,13 @@ fn bad_inference_perf_profiles_are_refused_with_key_and_line() {
             IP,
             "breakers.yaml",
             ip("circuit_breakers: [{name: b}]\n"),
-            &["`circuit_breakers`", "circuit breakers"],
+            &["`circuit_breakers[0].metrics` is required"],
         ),
         profile(
             IP,
             "loadbreakers.yaml",
             "load:\n  circuit_breakers: [errors]\n  stages: [{rate: 1, duration: 1}]\n",
-            &["`load.circuit_breakers`", "not supported"],
+            &["`load.circuit_breakers[0]`", "Unknown circuit breaker: errors"],
         ),
         profile(
             IP,
@@ -954,8 +954,9 @@ fn bad_guidellm_scenarios_are_refused_with_key_and_line() {
         profile(
             GL,
             "delay.yaml",
-            "spec:\n  backend: {target: http://x}\n  data: [{prompt_tokens: 8, turns: 3, delay: 2}]\n",
-            &["`spec.data[0].delay`", "think time"],
+            "spec:\n  backend: {target: http://x}\n  data: [{prompt_tokens: 8, turns: 3, delay: -2}]\n  profile: \
+             {kind: synchronous}\n  constraints: [{kind: max_requests, count: 5}]\n",
+            &["`spec.data[0].delay`", "must be more than 0 seconds"],
         ),
         profile(
             GL,
@@ -1019,7 +1020,10 @@ fn bad_guidellm_scenarios_are_refused_with_key_and_line() {
             gl(
                 "  data_column_mapper: {kind: generative_column_mapper, column_mappings: {text_column: q}}\n  profile: {kind: synchronous}\n  constraints: [{kind: max_requests, count: 5}]\n",
             ),
-            &["`spec.data_column_mapper`", "other than guidellm's default"],
+            &[
+                "`spec.data_column_mapper.column_mappings`",
+                "column mappings for synthetic data",
+            ],
         ),
         profile(
             GL,
@@ -1043,7 +1047,7 @@ fn bad_guidellm_scenarios_are_refused_with_key_and_line() {
             GL,
             "flatfile.yaml",
             "target: http://x\nprofile: synchronous\nmax_seconds: 5\ndata: /data/prompts.json\n",
-            &["`data`", "dataset `/data/prompts.json`"],
+            &["cannot read /data/prompts.json"],
         ),
         profile(
             GL,
@@ -1070,7 +1074,7 @@ fn bad_guidellm_scenarios_are_refused_with_key_and_line() {
             GL,
             "flatsamples.yaml",
             flat("data_samples: 10\n"),
-            &["`data_samples`", "capping the number of data samples"],
+            &["`data_samples`", "capping the number of synthetic samples"],
         ),
         profile(
             GL,
