@@ -11,7 +11,7 @@ pub use sweep::sweep_plan;
 use crate::engine;
 use crate::workload::stage_meta::StageMeta;
 use crate::workload::{
-    Arrival, Rate, Schedule, Stage, WorkerSettings, Workload, schedule, stage_seed,
+    AiperfPace, Arrival, Rate, Schedule, Stage, WorkerSettings, Workload, schedule, stage_seed,
 };
 
 /// A stage the engine cannot run.
@@ -45,6 +45,12 @@ pub enum PlanError {
          the run starts (`trace::replay_plan`)"
     )]
     Trace { stage: usize },
+    #[error(
+        "stage {stage} is AIPerf's request-rate loop, which cannot be spread over {count} launchers (--shard, \
+         launcher.parallelism): each wait follows the send before it, and a send held by the concurrency delays \
+         every later one, so no split sends what one loop sends; run it in one launcher"
+    )]
+    PacedSharded { stage: usize, count: u32 },
     #[error("the workload has no load stages (harness {harness}); nothing to send")]
     NoStages { harness: String },
     #[error(
@@ -120,6 +126,19 @@ pub(crate) fn engine_stage(stage: &Stage, seed: u64) -> Option<engine::Stage> {
             duration,
             rampup,
         },
+        Schedule::Paced {
+            gaps,
+            max_in_flight,
+            total,
+            duration,
+            grace,
+        } => engine::StagePlan::Paced(engine::Paced {
+            gaps,
+            max_concurrency: max_in_flight.map(|n| n as usize),
+            total,
+            duration,
+            grace,
+        }),
         Schedule::Sweep(_) | Schedule::Trace => return None,
     };
     Some(engine::Stage {
@@ -141,6 +160,7 @@ pub fn stage_meta(stage: &engine::Stage, workload_stage: Option<&Stage>) -> Stag
             max_concurrency, ..
         } => *max_concurrency,
         engine::StagePlan::Closed { concurrency, .. } => Some(*concurrency),
+        engine::StagePlan::Paced(paced) => paced.max_concurrency,
         engine::StagePlan::Trace(replay) => replay.concurrency,
         engine::StagePlan::Sessions(replay) => {
             Some(replay.concurrent_sessions as usize).filter(|c| *c > 0)
@@ -193,6 +213,8 @@ pub fn cap_in_flight(stages: &mut [engine::Stage], cap: usize) {
                 max_concurrency, ..
             } => *max_concurrency = Some(max_concurrency.map_or(cap, |c| c.min(cap))),
             engine::StagePlan::Closed { concurrency, .. } => *concurrency = (*concurrency).min(cap),
+            // AIPerf's rate loop has its own `--concurrency` and nothing else; it is not an inference-perf workload.
+            engine::StagePlan::Paced(_) => {}
             // AIPerf caps nothing on its fixed schedule; a replay is not an inference-perf workload.
             engine::StagePlan::Trace(_) => {}
             // Capped when planned: its cap holds calls waiting for their predecessors too.
@@ -211,13 +233,21 @@ pub fn requested_rate(stage: &Stage) -> Option<f64> {
         Arrival::InferencePerfConstant { rate, .. }
         | Arrival::InferencePerfPoisson { rate, .. }
         | Arrival::GuidellmConstant { rate, .. }
-        | Arrival::GuidellmPoisson { rate } => Some(*rate),
+        | Arrival::GuidellmPoisson { rate }
+        | Arrival::AiperfRate {
+            pace: AiperfPace::Poisson { rate, .. } | AiperfPace::Constant { rate },
+            ..
+        } => Some(*rate),
         Arrival::VllmGamma {
             rate: Rate::PerSecond(rate),
             ..
         } => Some(*rate),
         Arrival::VllmGamma {
             rate: Rate::Infinite,
+            ..
+        }
+        | Arrival::AiperfRate {
+            pace: AiperfPace::Burst,
             ..
         }
         | Arrival::Closed { .. }
@@ -250,6 +280,11 @@ pub fn expected_size(
             } => {
                 requests = requests.zip(*total).map(|(r, t)| r + t);
                 duration += d.unwrap_or_default();
+            }
+            // A count is sent in full; a duration sends what its gaps and concurrency allow.
+            engine::StagePlan::Paced(paced) => {
+                requests = requests.zip(paced.total).map(|(r, t)| r + t);
+                duration += paced.duration.unwrap_or_else(|| paced.gaps.iter().sum());
             }
             engine::StagePlan::Trace(replay) => {
                 requests = requests.map(|r| r + replay.requests());
@@ -366,6 +401,12 @@ impl Shard {
                             duration,
                             rampup,
                         }
+                    }
+                    engine::StagePlan::Paced(_) => {
+                        return Err(PlanError::PacedSharded {
+                            stage: index,
+                            count: self.count,
+                        });
                     }
                     engine::StagePlan::Trace(replay) => {
                         if let Some(refused) = too_narrow(index, "sessions", replay.sessions.len())
@@ -498,6 +539,7 @@ mod tests {
                         concurrency, total, ..
                     } => (*concurrency, *total),
                     engine::StagePlan::Open { .. }
+                    | engine::StagePlan::Paced(_)
                     | engine::StagePlan::Trace(_)
                     | engine::StagePlan::Sessions(_)
                     | engine::StagePlan::LmBench(_)
@@ -658,6 +700,11 @@ mod tests {
                             }
                             StagePlan::LmBench(_) => {
                                 panic!("{harness}/{file}: no LMBenchmark stage here")
+                            }
+                            StagePlan::Paced(_) => {
+                                panic!(
+                                    "{harness}/{file}: only the aiperf dialect plans its rate loop"
+                                )
                             }
                             StagePlan::Lockstep(_) => {
                                 panic!(

@@ -319,7 +319,9 @@ fn stage_requests(stage: &Stage) -> Option<u64> {
         }
         // inference-perf's sweep: the rates and so the request counts come from the saturation probe.
         // A trace's size is in its file.
+        // AIPerf's rate loop: its request count, or as many as its gaps and concurrency allow in the duration.
         Arrival::Closed { .. }
+        | Arrival::AiperfRate { .. }
         | Arrival::Sweep(Sweep::InferencePerf { .. })
         | Arrival::MooncakeTrace { .. }
         | Arrival::InferencePerfTrace { .. }

@@ -59,6 +59,8 @@ pub enum StagePlan {
         duration: Option<Duration>,
         rampup: Duration,
     },
+    /// AIPerf's request-rate loop ([`Paced`]).
+    Paced(Paced),
     /// Replay a trace's sessions (AIPerf's Mooncake traces); the run's requests are [`Requests::Trace`].
     Trace(Arc<Replay>),
     /// inference-perf `trace_session_replay`: sessions of dependent calls ([`sessions`]); the run's requests are
@@ -70,6 +72,20 @@ pub enum StagePlan {
     /// Queries of `group` requests sent together, the next query once every request of the previous one has
     /// returned (MLPerf LoadGen's MultiStream).
     Lockstep(Lockstep),
+}
+
+/// AIPerf's `RequestRateStrategy._execute_single_phase` ([`StagePlan::Paced`]): the first request at the stage
+/// start; before each send, with `max_concurrency`, a wait for a free slot (a request holds one until it
+/// returns); after the i-th send, a wait of `gaps[i]` (none past the list's end) counted from that send. Sending
+/// ends once `total` were sent or `duration` has passed; with a duration, what is still in flight at
+/// `duration + grace` is cancelled (AIPerf's grace period, whose late responses it leaves out of its metrics).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Paced {
+    pub gaps: Vec<Duration>,
+    pub max_concurrency: Option<usize>,
+    pub total: Option<u64>,
+    pub duration: Option<Duration>,
+    pub grace: Option<Duration>,
 }
 
 /// A lockstep stage's shape ([`StagePlan::Lockstep`]): LoadGen's MultiStream query scheduler
@@ -700,6 +716,7 @@ pub async fn run(
                 send_at,
                 max_concurrency,
             } => run_open(stage_context, start, send_at, *max_concurrency).await,
+            StagePlan::Paced(paced) => run_paced(stage_context, start, paced).await,
             StagePlan::Closed {
                 concurrency,
                 total,
@@ -1056,6 +1073,80 @@ async fn run_open(
         });
         // Reap finished tasks as we go so a long stage does not hold every handle.
         while in_flight.try_join_next().is_some() {}
+    }
+    while in_flight.join_next().await.is_some() {}
+}
+
+async fn run_paced(context: StageContext, start: Instant, paced: &Paced) {
+    let slots = paced
+        .max_concurrency
+        .map(|n| Arc::new(Semaphore::new(n.max(1))));
+    let sending_ends = paced.duration.map(|d| start + d);
+    let mut in_flight = JoinSet::new();
+    let mut sent: u64 = 0;
+    // When the next send is due: the previous send plus its gap.
+    let mut due = start;
+    loop {
+        if paced.total.is_some_and(|total| sent >= total) {
+            break;
+        }
+        let sending_over = async {
+            match sending_ends {
+                Some(end) => llmbench_model::timer::sleep_until(end).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            () = context.control.issuing_ended() => break,
+            () = sending_over => break,
+            () = llmbench_model::timer::sleep_until(due) => {}
+        }
+        // AIPerf takes its semaphore before it sends, so a send blocked on it delays every later one: the next
+        // gap then counts from when the slot came free. Unblocked, it counts from when this send was due, so the
+        // timer's wake-up latency does not add up over the sends.
+        let mut sent_at = due;
+        let slot = match &slots {
+            Some(s) => match Arc::clone(s).try_acquire_owned() {
+                Ok(slot) => Some(slot),
+                Err(_) => {
+                    let slot = tokio::select! {
+                        biased;
+                        () = context.control.issuing_ended() => break,
+                        slot = Arc::clone(s).acquire_owned() => slot.ok(),
+                    };
+                    sent_at = Instant::now().max(due);
+                    // Checked again after the wait, as AIPerf checks `should_send` once it holds a slot.
+                    if sending_ends.is_some_and(|end| sent_at >= end) {
+                        break;
+                    }
+                    slot
+                }
+            },
+            None => None,
+        };
+        let scheduled_ns = context.clock.ns_of(due);
+        let request_context = context.clone();
+        in_flight.spawn(async move {
+            let _slot = slot;
+            request_context.issue(scheduled_ns).await;
+        });
+        while in_flight.try_join_next().is_some() {}
+        let gap = usize::try_from(sent)
+            .ok()
+            .and_then(|i| paced.gaps.get(i))
+            .copied()
+            .unwrap_or(Duration::ZERO);
+        sent += 1;
+        due = sent_at + gap;
+    }
+    if let (Some(duration), Some(grace)) = (paced.duration, paced.grace) {
+        let cut = start + duration + grace;
+        let drained = async { while in_flight.join_next().await.is_some() {} };
+        tokio::select! {
+            () = drained => return,
+            () = llmbench_model::timer::sleep_until(cut) => context.control.stop_now(DEADLINE),
+        }
     }
     while in_flight.join_next().await.is_some() {}
 }

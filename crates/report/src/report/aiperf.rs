@@ -22,6 +22,9 @@
 //! display unit (`Request Latency (ms)`; no unit for `requests` and `count`), every number `%.2f` (AIPerf's
 //! `MetricResult` fields are floats by then), lines end in CRLF as Python's `csv.writer` ends them.
 //!
+//! A request cancelled in flight (the end of `--benchmark-grace-period` cut it) is left out altogether, as AIPerf's
+//! `RecordsManager._should_include_request_by_duration` leaves out a request that answered after the grace period.
+//!
 //! Left out: `min_request_timestamp` / `max_response_timestamp` (wall-clock stamps; llmbench's records are on the
 //! monotonic clock), `goodput`, `input_config`, `error_summary`, `start_time` / `end_time`. An answer llmbench
 //! counts as cut short is a valid record here: AIPerf has no such failure (it counts a length that misses the
@@ -29,7 +32,7 @@
 
 use serde_json::{Map, Value, json};
 
-use llmbench_model::record::RequestRecord;
+use llmbench_model::record::{ErrorClass, RequestRecord};
 
 /// The file AIPerf writes into its `--output-artifact-dir`.
 pub(crate) const AIPERF_JSON_FILE: &str = "profile_export_aiperf.json";
@@ -135,6 +138,11 @@ pub(crate) fn aiperf_export(records: &[&RequestRecord]) -> Value {
     let mut errors = 0u64;
     let (mut first_send, mut last_response) = (u64::MAX, 0u64);
     for r in records {
+        // A request cancelled at the end of `--benchmark-grace-period` answered after it: AIPerf's records manager
+        // leaves every such request out of its metrics, errors included (`_should_include_request_by_duration`).
+        if r.error_class() == Some(ErrorClass::Cancelled) {
+            continue;
+        }
         if !r.succeeded() {
             errors += 1;
             continue;

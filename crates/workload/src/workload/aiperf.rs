@@ -14,7 +14,18 @@
 //!   every length exactly the mean (`utils.sample_positive_normal_integer`).
 //! - `aiperf/clients/openai/openai_chat.py`: chat requests carry `max_completion_tokens`, completions
 //!   `max_tokens`; `--extra-inputs` entries are merged into every body (`ignore_eos:true` → `"ignore_eos": true`).
+//! - `aiperf/timing/request_rate_strategy.py` `RequestRateStrategy`: with `--request-rate`, the first request at
+//!   the start and a gap after each send — `random.expovariate(rate)` for `--request-rate-mode poisson` (the
+//!   default; drawn with CPython's generator seeded by `--random-seed`, so the gaps are AIPerf's own), `1/rate`
+//!   for `constant`; `--concurrency` beside a rate is a semaphore taken before each send (a blocked send delays
+//!   the later ones). `credit_issuing_strategy.py`: `--benchmark-duration` replaces the request count (AIPerf
+//!   refuses both), nothing is sent after it, and what is still in flight `--benchmark-grace-period` (default
+//!   30 s) later is cut; `records/records_manager.py` leaves those requests out of every metric.
 //! - Warm-up: `--warmup-request-count` defaults to 0, so these profiles send none.
+//! - Still refused, by name: `--warmup-request-count` (a warm-up phase with the profiling phase's timing is not
+//!   built yet), non-zero ISL/OSL stddevs, extra inputs other than `ignore_eos`, custom dataset types other than
+//!   `mooncake_trace`, a rate or duration over a trace, goodput, multi-turn (`conversation-*`), prefix pools,
+//!   headers, and every other flag.
 
 use std::time::Duration;
 
@@ -100,7 +111,19 @@ pub(crate) fn parse(
         }
         None => DEFAULT_CONCURRENCY,
     };
-    let request_count_field = m.get("request-count");
+    // `--random-seed`: AIPerf seeds its Poisson gaps (and its synthetic data) with it.
+    if let Some(f) = m.get("random-seed") {
+        w.seed = non_negative(ctx, &f)?;
+        w.seed_origin = SeedOrigin::Profile;
+    }
+    let load = load(ctx, &mut m, w.seed)?;
+    let request_count_field = m.get_any(&["request-count", "num-requests"]);
+    if let (Some(f), Some(_)) = (&request_count_field, load.duration) {
+        return Err(f.invalid(
+            ctx,
+            "cannot be used together with benchmark-duration (AIPerf refuses it: a run is count- or duration-based)",
+        ));
+    }
     let request_count = match &request_count_field {
         Some(f) => {
             let n = positive(ctx, f)?;
@@ -150,6 +173,14 @@ pub(crate) fn parse(
     let dataset_type = m.get("custom-dataset-type");
     match (&input_file, &dataset_type) {
         (Some(file), Some(kind)) => {
+            if let Some((name, line)) = load.flag() {
+                return Err(ctx.unsupported(
+                    name,
+                    line,
+                    "a request rate or benchmark duration over a trace (AIPerf's rate loop over its records is \
+                     not implemented; its fixed schedule and concurrency are)",
+                ));
+            }
             let kind_name = text(ctx, kind)?;
             if kind_name != "mooncake_trace" {
                 return Err(kind.unsupported(
@@ -224,17 +255,11 @@ pub(crate) fn parse(
                 prefix_buckets: Vec::new(),
                 samples: DEFAULT_DATASET_ENTRIES,
             });
-            w.stages = vec![Stage {
-                load: LoadKind::Concurrent,
-                arrival: Arrival::Closed {
-                    concurrency,
-                    rampup: Duration::ZERO,
-                },
-                limit: StageLimit::requests(request_count),
-                max_concurrency: None,
-                warmup: None,
-                cooldown: None,
-            }];
+            w.stages = vec![synthetic_stage(
+                &load,
+                concurrency_field.is_some().then_some(concurrency),
+                request_count,
+            )];
         }
     }
     // AIPerf's command line refuses a flag it does not know.
@@ -249,12 +274,166 @@ pub(crate) fn parse(
         return Err(ctx.unsupported(
             &key.name,
             key.line,
-            "this aiperf flag (known: model, url, endpoint-type, streaming, concurrency, request-count, isl, osl, \
+            "this aiperf flag (known: model, url, endpoint-type, streaming, concurrency, request-count, \
+             request-rate, request-rate-mode, random-seed, benchmark-duration, benchmark-grace-period, isl, osl, \
              extra-inputs, input-file, custom-dataset-type, use-server-token-count, tokenizer-trust-remote-code, \
              no-server-metrics, isl-block-size, fixed-schedule*)",
         ));
     }
     Ok(w)
+}
+
+/// The load flags of AIPerf's rate loop (`aiperf/common/config/loadgen_config.py`).
+struct Load {
+    /// `--request-rate` with `--request-rate-mode`; `None`: AIPerf's concurrency burst.
+    pace: AiperfPace,
+    /// `--benchmark-duration`: the profiling phase sends until it, instead of a request count.
+    duration: Option<Duration>,
+    /// `--benchmark-grace-period` (only with a duration; AIPerf's default 30 s).
+    grace: Duration,
+    /// The first of these flags the profile set, with its line, for a refusal that must name one.
+    first: Option<(String, u32)>,
+}
+
+impl Load {
+    fn flag(&self) -> Option<(&str, u32)> {
+        self.first
+            .as_ref()
+            .map(|(name, line)| (name.as_str(), *line))
+    }
+}
+
+/// AIPerf's `--benchmark-grace-period` default (`LoadGeneratorDefaults.BENCHMARK_GRACE_PERIOD`).
+const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+
+/// Reads `--request-rate`, `--request-rate-mode`, `--benchmark-duration` and `--benchmark-grace-period`, checked as
+/// AIPerf's `UserConfig` validators check them (`validate_timing_mode`, `validate_benchmark_mode`).
+fn load(ctx: &Ctx, m: &mut MapReader<'_>, seed: u64) -> Result<Load, WorkloadError> {
+    let mut first: Option<(String, u32)> = None;
+    let mut note = |f: &At<'_>| {
+        if first.is_none() {
+            first = Some((f.path.clone(), f.line));
+        }
+    };
+    let rate = match m.get("request-rate") {
+        Some(f) => {
+            note(&f);
+            let rate = number(ctx, &f)?;
+            if !(rate.is_finite() && rate > 0.0) {
+                return Err(f.invalid(ctx, format!("must be greater than 0, found {rate}")));
+            }
+            limits::check(ctx, &f, Limit::Rate, rate)?;
+            Some(rate)
+        }
+        None => None,
+    };
+    let mode = match m.get("request-rate-mode") {
+        Some(f) => {
+            let mode = text(ctx, &f)?;
+            match (mode.as_str(), rate) {
+                ("poisson" | "constant", _) => {}
+                ("concurrency_burst", None) => {}
+                ("concurrency_burst", Some(_)) => {
+                    return Err(f.invalid(
+                        ctx,
+                        "cannot be concurrency_burst when a request rate is given (AIPerf refuses it)",
+                    ));
+                }
+                (other, _) => {
+                    return Err(f.invalid(
+                        ctx,
+                        format!("`{other}` is not a request rate mode (constant, poisson, concurrency_burst)"),
+                    ));
+                }
+            }
+            mode
+        }
+        // `LoadGeneratorDefaults.REQUEST_RATE_MODE`.
+        None => "poisson".to_owned(),
+    };
+    let pace = match rate {
+        Some(rate) if mode == "constant" => AiperfPace::Constant { rate },
+        Some(rate) => AiperfPace::Poisson { rate, seed },
+        // Without a rate AIPerf runs its concurrency burst, whatever the mode said.
+        None => AiperfPace::Burst,
+    };
+    let duration = match m.get("benchmark-duration") {
+        Some(f) => {
+            note(&f);
+            let secs = number(ctx, &f)?;
+            if !(secs.is_finite() && secs >= 1.0) {
+                return Err(f.invalid(ctx, format!("must be at least 1 (seconds), found {secs}")));
+            }
+            limits::check(ctx, &f, Limit::Duration, secs)?;
+            Some(Duration::from_secs_f64(secs))
+        }
+        None => None,
+    };
+    let grace = match m.get("benchmark-grace-period") {
+        Some(f) if duration.is_none() => {
+            return Err(f.invalid(
+                ctx,
+                "can only be used with benchmark-duration (AIPerf refuses it)",
+            ));
+        }
+        Some(f) => {
+            let secs = number(ctx, &f)?;
+            if !(secs.is_finite() && secs >= 0.0) {
+                return Err(f.invalid(ctx, format!("must be at least 0 (seconds), found {secs}")));
+            }
+            limits::check(ctx, &f, Limit::Duration, secs)?;
+            Duration::from_secs_f64(secs)
+        }
+        None => DEFAULT_GRACE,
+    };
+    Ok(Load {
+        pace,
+        duration,
+        grace,
+        first,
+    })
+}
+
+/// The one stage of a synthetic run: AIPerf's profiling phase. A plain concurrency burst by count is llmbench's
+/// closed loop (AIPerf's semaphore with no gaps is one); a rate or a duration is AIPerf's own rate loop.
+fn synthetic_stage(load: &Load, concurrency: Option<u32>, request_count: u64) -> Stage {
+    let limit = match load.duration {
+        Some(d) => StageLimit::duration(d),
+        None => StageLimit::requests(request_count),
+    };
+    let (kind, arrival) = match (load.pace, load.duration) {
+        (AiperfPace::Burst, None) => (
+            LoadKind::Concurrent,
+            Arrival::Closed {
+                concurrency: concurrency.unwrap_or(DEFAULT_CONCURRENCY),
+                rampup: Duration::ZERO,
+            },
+        ),
+        (pace, duration) => (
+            match pace {
+                AiperfPace::Poisson { .. } => LoadKind::Poisson,
+                AiperfPace::Constant { .. } => LoadKind::Constant,
+                AiperfPace::Burst => LoadKind::Concurrent,
+            },
+            Arrival::AiperfRate {
+                pace,
+                // The burst needs its semaphore: AIPerf sets concurrency 1 when none is given.
+                concurrency: match pace {
+                    AiperfPace::Burst => Some(concurrency.unwrap_or(DEFAULT_CONCURRENCY)),
+                    _ => concurrency,
+                },
+                grace: duration.map(|_| load.grace),
+            },
+        ),
+    };
+    Stage {
+        load: kind,
+        arrival,
+        limit,
+        max_concurrency: None,
+        warmup: None,
+        cooldown: None,
+    }
 }
 
 /// `--fixed-schedule`, `--fixed-schedule-auto-offset`, `--fixed-schedule-start-offset`,
@@ -504,10 +683,10 @@ mod tests {
 
     #[test]
     fn unknown_flags_and_unsupported_values_are_refused_with_their_line() {
-        let err = parse_text("model: m\nrequest-rate: 5\n")
+        let err = parse_text("model: m\nconversation-num: 5\n")
             .expect_err("refused")
             .to_string();
-        assert!(err.starts_with("p.yaml:2: `request-rate`"), "{err}");
+        assert!(err.starts_with("p.yaml:2: `conversation-num`"), "{err}");
         let err = parse_text("model: m\nextra-inputs: temperature:0.5\n")
             .expect_err("refused")
             .to_string();
@@ -527,6 +706,120 @@ mod tests {
             .expect_err("refused")
             .to_string();
         assert!(err.contains("`model` is required"), "{err}");
+    }
+
+    fn aiperf_stage(text: &str) -> Stage {
+        let mut w = parse_text(text).expect("parses");
+        assert_eq!(w.stages.len(), 1);
+        w.stages.remove(0)
+    }
+
+    #[test]
+    fn a_request_rate_is_poisson_by_default_seeded_by_random_seed_and_capped_by_concurrency() {
+        let stage = aiperf_stage(
+            "model: m\nrequest-rate: 2.5\nconcurrency: 4\nrandom-seed: 42\nnum-requests: 7\n",
+        );
+        assert_eq!(stage.load, LoadKind::Poisson);
+        assert_eq!(
+            stage.arrival,
+            Arrival::AiperfRate {
+                pace: AiperfPace::Poisson {
+                    rate: 2.5,
+                    seed: 42
+                },
+                concurrency: Some(4),
+                grace: None,
+            }
+        );
+        assert_eq!(stage.limit, StageLimit::requests(7));
+        // Without `--random-seed` the gaps come from the run's seed; without `--concurrency` nothing caps them.
+        let stage = aiperf_stage("model: m\nrequest-rate: 3\nrequest-rate-mode: constant\n");
+        assert_eq!(stage.load, LoadKind::Constant);
+        assert_eq!(
+            stage.arrival,
+            Arrival::AiperfRate {
+                pace: AiperfPace::Constant { rate: 3.0 },
+                concurrency: None,
+                grace: None,
+            }
+        );
+        assert_eq!(stage.limit, StageLimit::requests(10));
+        let w = parse_text("model: m\nrequest-rate: 3\n").expect("parses");
+        assert!(matches!(
+            w.stages[0].arrival,
+            Arrival::AiperfRate { pace: AiperfPace::Poisson { seed, .. }, .. } if seed == w.seed
+        ));
+    }
+
+    #[test]
+    fn a_benchmark_duration_replaces_the_count_with_a_thirty_second_grace_by_default() {
+        let stage = aiperf_stage("model: m\nrequest-rate: 8\nbenchmark-duration: 60\n");
+        assert_eq!(stage.limit, StageLimit::duration(Duration::from_secs(60)));
+        assert!(matches!(
+            stage.arrival,
+            Arrival::AiperfRate { grace: Some(g), .. } if g == Duration::from_secs(30)
+        ));
+        // No rate: AIPerf's concurrency burst (concurrency 1 unless given) for the duration.
+        let stage = aiperf_stage(
+            "model: m\nconcurrency: 3\nbenchmark-duration: 2.5\nbenchmark-grace-period: 0\n",
+        );
+        assert_eq!(stage.load, LoadKind::Concurrent);
+        assert_eq!(
+            stage.limit,
+            StageLimit::duration(Duration::from_millis(2500))
+        );
+        assert_eq!(
+            stage.arrival,
+            Arrival::AiperfRate {
+                pace: AiperfPace::Burst,
+                concurrency: Some(3),
+                grace: Some(Duration::ZERO),
+            }
+        );
+    }
+
+    #[test]
+    fn rate_and_duration_flags_are_checked_as_aiperf_checks_them() {
+        for (text, key, says) in [
+            (
+                "model: m\nrequest-count: 5\nbenchmark-duration: 10\n",
+                "p.yaml:2: `request-count`",
+                "benchmark-duration",
+            ),
+            (
+                "model: m\nbenchmark-grace-period: 5\n",
+                "p.yaml:2: `benchmark-grace-period`",
+                "only be used with benchmark-duration",
+            ),
+            (
+                "model: m\nrequest-rate: 4\nrequest-rate-mode: concurrency_burst\n",
+                "p.yaml:3: `request-rate-mode`",
+                "concurrency_burst",
+            ),
+            (
+                "model: m\nrequest-rate: 4\nrequest-rate-mode: gamma\n",
+                "p.yaml:3: `request-rate-mode`",
+                "not a request rate mode",
+            ),
+            (
+                "model: m\nrequest-rate: 0\n",
+                "p.yaml:2: `request-rate`",
+                "greater than 0",
+            ),
+            (
+                "model: m\nbenchmark-duration: 0.5\n",
+                "p.yaml:2: `benchmark-duration`",
+                "at least 1",
+            ),
+            (
+                "model: m\ninput-file: t.jsonl\ncustom-dataset-type: mooncake_trace\nrequest-rate: 2\n",
+                "p.yaml:4: `request-rate`",
+                "over a trace",
+            ),
+        ] {
+            let err = parse_text(text).expect_err(text).to_string();
+            assert!(err.starts_with(key) && err.contains(says), "{text}: {err}");
+        }
     }
 
     #[test]

@@ -241,6 +241,17 @@ pub enum Arrival {
         burstiness: f64,
         count: u64,
     },
+    /// AIPerf's `RequestRateStrategy` (`aiperf/timing/request_rate_strategy.py`): the first request at the stage
+    /// start, then a wait of one gap *after* each send; with `concurrency`, a send first waits for one of that
+    /// many slots (a semaphore released as each request returns), so a blocked send delays every later one. The
+    /// stage's limit is a request count or, for `--benchmark-duration`, a duration: nothing is sent after it, and
+    /// what is still in flight `grace` later is cancelled.
+    AiperfRate {
+        pace: AiperfPace,
+        concurrency: Option<u32>,
+        /// `--benchmark-grace-period` (a duration limit only).
+        grace: Option<Duration>,
+    },
     /// Closed loop: keep `concurrency` requests in flight (inference-perf `concurrent`,
     /// guidellm `concurrent`/`synchronous`/`throughput`). `rampup` staggers the first starts.
     Closed { concurrency: u32, rampup: Duration },
@@ -273,6 +284,18 @@ pub enum Arrival {
         num_sessions: Option<u64>,
         timeout: Option<Duration>,
     },
+}
+
+/// The gaps of AIPerf's request-rate generators (`RequestRateGeneratorFactory`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum AiperfPace {
+    /// `--request-rate-mode poisson` (its default): `random.expovariate(rate)` gaps from a CPython `random.Random`
+    /// seeded with `seed` (`--random-seed`; without it, the run's seed), so a seed gives AIPerf's own gaps.
+    Poisson { rate: f64, seed: u64 },
+    /// `--request-rate-mode constant`: `1/rate` gaps.
+    Constant { rate: f64 },
+    /// No `--request-rate` (`concurrency_burst`): no gaps; the concurrency alone paces the sends.
+    Burst,
 }
 
 /// An adaptive sweep; see `Sweep::stages` for how the measured figures become stages.

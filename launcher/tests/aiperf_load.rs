@@ -1,0 +1,182 @@
+//! AIPerf's load flags through the binary's run path against the embedded simulator: `--request-rate` with its
+//! two modes, `--random-seed`, `--concurrency` beside a rate, `--benchmark-duration` and its grace period. The
+//! expected send times are worked out by hand from AIPerf's `RequestRateStrategy`
+//! (`aiperf/timing/request_rate_strategy.py`, ai-dynamo/aiperf db4f6397): the first request at the start, a gap
+//! after each send, with a concurrency a send waits for a free slot first.
+
+use std::path::Path;
+
+use clap::Parser;
+use llmbench::run::{RunArgs, run};
+use serde_json::Value;
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// Runs `flags` (the aiperf dialect's `key: value` lines, after a model and short completions) against the
+/// simulator answering after `ttft`, and returns its records in the order they were scheduled.
+async fn run_aiperf(dir: &Path, name: &str, flags: &str, ttft: &str) -> Vec<Value> {
+    let profile = dir.join(format!("{name}.yaml"));
+    std::fs::write(
+        &profile,
+        format!("model: m\nendpoint-type: completions\nisl: 16\nosl: 2\n{flags}"),
+    )
+    .expect("profile");
+    let cli = Cli::parse_from([
+        "llmbench",
+        "--harness",
+        "aiperf",
+        "--profile",
+        profile.to_str().expect("utf-8"),
+        "--output",
+        dir.to_str().expect("utf-8"),
+        "--run-id",
+        name,
+        "--sim-ttft",
+        ttft,
+        "--sim-itl",
+        "1ms",
+    ]);
+    let outcome = run(cli.run)
+        .await
+        .unwrap_or_else(|e| panic!("the run fails: {e}"));
+    let text = std::fs::read_to_string(outcome.dir.join("requests.jsonl")).expect("requests.jsonl");
+    let mut records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON record"))
+        .collect();
+    records.sort_by_key(|r| ns(r, "scheduled_ns"));
+    records
+}
+
+fn ns(record: &Value, field: &str) -> i64 {
+    record[field]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{field} in {record}"))
+}
+
+/// Each record's scheduled time from the first's, in ns.
+fn offsets(records: &[Value]) -> Vec<i64> {
+    let origin = ns(&records[0], "scheduled_ns");
+    records
+        .iter()
+        .map(|r| ns(r, "scheduled_ns") - origin)
+        .collect()
+}
+
+fn assert_close(got: &[i64], want: &[i64]) {
+    assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");
+    for (g, w) in got.iter().zip(want) {
+        // Gaps are whole nanoseconds: their sum may round a nanosecond or two off Python's float sum.
+        assert!((g - w).abs() < 1_000, "{got:?} vs {want:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_constant_request_rate_sends_the_first_at_once_then_one_every_period() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let records = run_aiperf(
+        dir.path(),
+        "constant",
+        "request-rate: 20\nrequest-rate-mode: constant\nrequest-count: 6\n",
+        "5ms",
+    )
+    .await;
+    // 1/20 s = 50 ms gaps, the first request at the start: 0, 50, …, 250 ms.
+    assert_close(
+        &offsets(&records),
+        &[
+            0,
+            50_000_000,
+            100_000_000,
+            150_000_000,
+            200_000_000,
+            250_000_000,
+        ],
+    );
+    assert!(records.iter().all(|r| r["http_status"] == 200));
+    assert!(
+        records
+            .iter()
+            .all(|r| ns(r, "sent_ns") >= ns(r, "scheduled_ns")),
+        "nothing is sent early"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seeded_poisson_rate_sends_at_cpythons_expovariate_gaps() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // `--request-rate-mode` left at AIPerf's default, poisson.
+    let records = run_aiperf(
+        dir.path(),
+        "poisson",
+        "request-rate: 10\nrandom-seed: 7\nrequest-count: 5\n",
+        "5ms",
+    )
+    .await;
+    // CPython: r = random.Random(7); [r.expovariate(10.0) for _ in range(4)] →
+    // [0.039131484423480425, 0.016351845700547814, 0.10524956180709269, 0.007519379323994551], summed in ns.
+    assert_close(
+        &offsets(&records),
+        &[0, 39_131_484, 55_483_330, 160_732_892, 168_252_271],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_concurrency_beside_a_rate_holds_each_send_until_a_slot_is_free() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // 1 ms gaps, but each answer takes 40 ms and one slot: every send waits for the previous answer.
+    let records = run_aiperf(
+        dir.path(),
+        "semaphore",
+        "request-rate: 1000\nrequest-rate-mode: constant\nconcurrency: 1\nrequest-count: 4\n",
+        "40ms",
+    )
+    .await;
+    assert_eq!(records.len(), 4);
+    for pair in records.windows(2) {
+        assert!(
+            ns(&pair[1], "sent_ns") >= ns(&pair[0], "end_ns"),
+            "a send waits for the slot the previous request held: {pair:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_benchmark_duration_stops_sending_and_its_grace_period_cuts_what_is_still_in_flight() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // 2 req/s for 1.2 s: sends at 0, 0.5 and 1.0 s (the next, at 1.5 s, is past the duration). Each answer takes
+    // 400 ms: the first two are back by 0.9 s, the third (due at 1.4 s) is still in flight when the grace period
+    // of 0 ends the phase at 1.2 s, and is cancelled.
+    let flags = "request-rate: 2\nrequest-rate-mode: constant\nbenchmark-duration: 1.2\n";
+    let cut = run_aiperf(
+        dir.path(),
+        "cut",
+        &format!("{flags}benchmark-grace-period: 0\n"),
+        "400ms",
+    )
+    .await;
+    assert_close(&offsets(&cut), &[0, 500_000_000, 1_000_000_000]);
+    let outcomes: Vec<&Value> = cut.iter().map(|r| &r["error"]["class"]).collect();
+    assert_eq!(
+        outcomes,
+        [&Value::Null, &Value::Null, &Value::from("cancelled")],
+        "{cut:?}"
+    );
+    // AIPerf leaves the cut request out of its metrics altogether: two requests, no errors.
+    let export: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("cut/profile_export_aiperf.json"))
+            .expect("aiperf export"),
+    )
+    .expect("json");
+    assert_eq!(export["request_count"]["avg"], 2.0);
+    assert!(export.get("error_request_count").is_none(), "{export}");
+
+    // AIPerf's default grace of 30 s waits for the third answer.
+    let graced = run_aiperf(dir.path(), "graced", flags, "400ms").await;
+    assert_eq!(graced.len(), 3);
+    assert!(graced.iter().all(|r| r["http_status"] == 200), "{graced:?}");
+}
