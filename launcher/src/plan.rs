@@ -132,12 +132,14 @@ pub(crate) fn engine_stage(stage: &Stage, seed: u64) -> Option<engine::Stage> {
             total,
             duration,
             grace,
+            warmup,
         } => engine::StagePlan::Paced(engine::Paced {
             gaps,
             max_concurrency: max_in_flight.map(|n| n as usize),
             total,
             duration,
             grace,
+            warmup,
         }),
         Schedule::Sweep(_) | Schedule::Trace => return None,
     };

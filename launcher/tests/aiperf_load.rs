@@ -180,3 +180,35 @@ async fn a_benchmark_duration_stops_sending_and_its_grace_period_cuts_what_is_st
     assert_eq!(graced.len(), 3);
     assert!(graced.iter().all(|r| r["http_status"] == 200), "{graced:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warmup_phase_is_paced_alike_and_the_profiling_phase_starts_once_it_returned() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let records = run_aiperf(
+        dir.path(),
+        "warmup",
+        "request-rate: 20\nrequest-rate-mode: constant\nwarmup-request-count: 2\nrequest-count: 3\n",
+        "100ms",
+    )
+    .await;
+    assert_eq!(records.len(), 5);
+    let (warmup, profiling): (Vec<Value>, Vec<Value>) =
+        records.into_iter().partition(|r| r["warmup"] == true);
+    // The warm-up phase: two sends 50 ms apart, flagged warm-up.
+    assert_close(&offsets(&warmup), &[0, 50_000_000]);
+    // The profiling phase: three sends 50 ms apart, the first once both warm-up answers were back.
+    assert_close(&offsets(&profiling), &[0, 50_000_000, 100_000_000]);
+    let warmup_done = warmup
+        .iter()
+        .map(|r| ns(r, "end_ns"))
+        .max()
+        .expect("warm-up");
+    assert!(ns(&profiling[0], "scheduled_ns") >= warmup_done);
+    // Left out of every figure: AIPerf's export counts the profiling phase only.
+    let export: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("warmup/profile_export_aiperf.json"))
+            .expect("aiperf export"),
+    )
+    .expect("json");
+    assert_eq!(export["request_count"]["avg"], 3.0);
+}

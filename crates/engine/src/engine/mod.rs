@@ -86,6 +86,9 @@ pub struct Paced {
     pub total: Option<u64>,
     pub duration: Option<Duration>,
     pub grace: Option<Duration>,
+    /// AIPerf's `--warmup-request-count`: a phase of this many requests, paced the same way (the gaps continue
+    /// from it), flagged warm-up; the profiling phase, and its duration, start once all of them returned.
+    pub warmup: u64,
 }
 
 /// A lockstep stage's shape ([`StagePlan::Lockstep`]): LoadGen's MultiStream query scheduler
@@ -716,7 +719,12 @@ pub async fn run(
                 send_at,
                 max_concurrency,
             } => run_open(stage_context, start, send_at, *max_concurrency).await,
-            StagePlan::Paced(paced) => run_paced(stage_context, start, paced).await,
+            StagePlan::Paced(paced) => {
+                // With a warm-up phase, the stage's figures start with the profiling phase.
+                if let Some(profiling) = run_paced(stage_context, start, paced).await {
+                    start_ns = profiling;
+                }
+            }
             StagePlan::Closed {
                 concurrency,
                 total,
@@ -1077,19 +1085,81 @@ async fn run_open(
     while in_flight.join_next().await.is_some() {}
 }
 
-async fn run_paced(context: StageContext, start: Instant, paced: &Paced) {
+/// Runs AIPerf's warm-up phase (when there is one) and then its profiling phase; returns when the profiling
+/// phase started if a warm-up came first (the stage's figures start there).
+async fn run_paced(context: StageContext, start: Instant, paced: &Paced) -> Option<u64> {
     let slots = paced
         .max_concurrency
         .map(|n| Arc::new(Semaphore::new(n.max(1))));
-    let sending_ends = paced.duration.map(|d| start + d);
+    // One generator serves both phases, as AIPerf's strategy keeps one for all of them.
+    let mut gaps = paced.gaps.iter().copied();
+    let mut start = start;
+    let mut profiling_start = None;
+    if paced.warmup > 0 {
+        // AIPerf's warm-up phase: its requests are sent like the profiling phase's, and the profiling phase
+        // starts once every one of them has returned. Flagged warm-up, they stay out of every figure.
+        let mut warmup = context.clone();
+        warmup.probe = true;
+        let mut in_flight = JoinSet::new();
+        let phase = Phase {
+            start,
+            total: Some(paced.warmup),
+            sending_ends: None,
+        };
+        send_phase(&warmup, phase, &mut gaps, slots.as_ref(), &mut in_flight).await;
+        while in_flight.join_next().await.is_some() {}
+        if context.control.issuing_stopped() {
+            return None;
+        }
+        start = Instant::now();
+        profiling_start = Some(context.clock.ns_of(start));
+    }
     let mut in_flight = JoinSet::new();
+    let phase = Phase {
+        start,
+        total: paced.total,
+        sending_ends: paced.duration.map(|d| start + d),
+    };
+    send_phase(&context, phase, &mut gaps, slots.as_ref(), &mut in_flight).await;
+    if let (Some(duration), Some(grace)) = (paced.duration, paced.grace) {
+        let cut = start + duration + grace;
+        let drained = async { while in_flight.join_next().await.is_some() {} };
+        tokio::select! {
+            () = drained => return profiling_start,
+            () = llmbench_model::timer::sleep_until(cut) => context.control.stop_now(DEADLINE),
+        }
+    }
+    while in_flight.join_next().await.is_some() {}
+    profiling_start
+}
+
+/// One phase of AIPerf's rate loop: its start, and when it stops sending.
+struct Phase {
+    start: Instant,
+    total: Option<u64>,
+    sending_ends: Option<Instant>,
+}
+
+/// `RequestRateStrategy._execute_single_phase`: send, then (unless the phase is done) wait the next gap.
+async fn send_phase(
+    context: &StageContext,
+    phase: Phase,
+    gaps: &mut impl Iterator<Item = Duration>,
+    slots: Option<&Arc<Semaphore>>,
+    in_flight: &mut JoinSet<()>,
+) {
+    let Phase {
+        start,
+        total,
+        sending_ends,
+    } = phase;
+    if total == Some(0) {
+        return;
+    }
     let mut sent: u64 = 0;
     // When the next send is due: the previous send plus its gap.
     let mut due = start;
     loop {
-        if paced.total.is_some_and(|total| sent >= total) {
-            break;
-        }
         let sending_over = async {
             match sending_ends {
                 Some(end) => llmbench_model::timer::sleep_until(end).await,
@@ -1106,7 +1176,7 @@ async fn run_paced(context: StageContext, start: Instant, paced: &Paced) {
         // gap then counts from when the slot came free. Unblocked, it counts from when this send was due, so the
         // timer's wake-up latency does not add up over the sends.
         let mut sent_at = due;
-        let slot = match &slots {
+        let slot = match slots {
             Some(s) => match Arc::clone(s).try_acquire_owned() {
                 Ok(slot) => Some(slot),
                 Err(_) => {
@@ -1132,23 +1202,13 @@ async fn run_paced(context: StageContext, start: Instant, paced: &Paced) {
             request_context.issue(scheduled_ns).await;
         });
         while in_flight.try_join_next().is_some() {}
-        let gap = usize::try_from(sent)
-            .ok()
-            .and_then(|i| paced.gaps.get(i))
-            .copied()
-            .unwrap_or(Duration::ZERO);
         sent += 1;
-        due = sent_at + gap;
-    }
-    if let (Some(duration), Some(grace)) = (paced.duration, paced.grace) {
-        let cut = start + duration + grace;
-        let drained = async { while in_flight.join_next().await.is_some() {} };
-        tokio::select! {
-            () = drained => return,
-            () = llmbench_model::timer::sleep_until(cut) => context.control.stop_now(DEADLINE),
+        // AIPerf checks whether the phase is done before it sleeps, so the last send of a phase takes no gap.
+        if total.is_some_and(|total| sent >= total) {
+            break;
         }
+        due = sent_at + gaps.next().unwrap_or(Duration::ZERO);
     }
-    while in_flight.join_next().await.is_some() {}
 }
 
 /// A closed loop's shape ([`StagePlan::Closed`]).

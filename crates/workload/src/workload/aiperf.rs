@@ -21,9 +21,11 @@
 //!   the later ones). `credit_issuing_strategy.py`: `--benchmark-duration` replaces the request count (AIPerf
 //!   refuses both), nothing is sent after it, and what is still in flight `--benchmark-grace-period` (default
 //!   30 s) later is cut; `records/records_manager.py` leaves those requests out of every metric.
-//! - Warm-up: `--warmup-request-count` defaults to 0, so these profiles send none.
-//! - Still refused, by name: `--warmup-request-count` (a warm-up phase with the profiling phase's timing is not
-//!   built yet), non-zero ISL/OSL stddevs, extra inputs other than `ignore_eos`, custom dataset types other than
+//! - Warm-up: `--warmup-request-count` (`--num-warmup-requests`, default 0) is a phase of that many requests
+//!   before the profiling phase, paced by the same strategy (the same rate generator, whose gaps continue, and
+//!   semaphore); the profiling phase starts once they all returned (`_execute_phases` waits for each phase's
+//!   credits). Its records are flagged warm-up and left out of every figure.
+//! - Still refused, by name: non-zero ISL/OSL stddevs, extra inputs other than `ignore_eos`, custom dataset types other than
 //!   `mooncake_trace`, a rate or duration over a trace, goodput, multi-turn (`conversation-*`), prefix pools,
 //!   headers, and every other flag.
 
@@ -177,8 +179,8 @@ pub(crate) fn parse(
                 return Err(ctx.unsupported(
                     name,
                     line,
-                    "a request rate or benchmark duration over a trace (AIPerf's rate loop over its records is \
-                     not implemented; its fixed schedule and concurrency are)",
+                    "a request rate, benchmark duration or warm-up over a trace (AIPerf's rate loop over its \
+                     records is not implemented; its fixed schedule and concurrency are)",
                 ));
             }
             let kind_name = text(ctx, kind)?;
@@ -275,7 +277,8 @@ pub(crate) fn parse(
             &key.name,
             key.line,
             "this aiperf flag (known: model, url, endpoint-type, streaming, concurrency, request-count, \
-             request-rate, request-rate-mode, random-seed, benchmark-duration, benchmark-grace-period, isl, osl, \
+             request-rate, request-rate-mode, random-seed, benchmark-duration, benchmark-grace-period, \
+             warmup-request-count, isl, osl, \
              extra-inputs, input-file, custom-dataset-type, use-server-token-count, tokenizer-trust-remote-code, \
              no-server-metrics, isl-block-size, fixed-schedule*)",
         ));
@@ -291,6 +294,8 @@ struct Load {
     duration: Option<Duration>,
     /// `--benchmark-grace-period` (only with a duration; AIPerf's default 30 s).
     grace: Duration,
+    /// `--warmup-request-count` (`--num-warmup-requests`): AIPerf's warm-up phase.
+    warmup: u64,
     /// The first of these flags the profile set, with its line, for a refusal that must name one.
     first: Option<(String, u32)>,
 }
@@ -386,23 +391,36 @@ fn load(ctx: &Ctx, m: &mut MapReader<'_>, seed: u64) -> Result<Load, WorkloadErr
         }
         None => DEFAULT_GRACE,
     };
+    let warmup = match m.get_any(&["warmup-request-count", "num-warmup-requests"]) {
+        Some(f) => {
+            let n = non_negative(ctx, &f)?;
+            if n > 0 {
+                note(&f);
+            }
+            limits::check(ctx, &f, Limit::Arrivals, n as f64)?;
+            n
+        }
+        None => 0,
+    };
     Ok(Load {
         pace,
         duration,
         grace,
+        warmup,
         first,
     })
 }
 
-/// The one stage of a synthetic run: AIPerf's profiling phase. A plain concurrency burst by count is llmbench's
-/// closed loop (AIPerf's semaphore with no gaps is one); a rate or a duration is AIPerf's own rate loop.
+/// The one stage of a synthetic run: AIPerf's profiling phase, after its warm-up phase if any. A plain
+/// concurrency burst by count is llmbench's closed loop (AIPerf's semaphore with no gaps is one); a rate, a
+/// duration or a warm-up is AIPerf's own rate loop.
 fn synthetic_stage(load: &Load, concurrency: Option<u32>, request_count: u64) -> Stage {
     let limit = match load.duration {
         Some(d) => StageLimit::duration(d),
         None => StageLimit::requests(request_count),
     };
     let (kind, arrival) = match (load.pace, load.duration) {
-        (AiperfPace::Burst, None) => (
+        (AiperfPace::Burst, None) if load.warmup == 0 => (
             LoadKind::Concurrent,
             Arrival::Closed {
                 concurrency: concurrency.unwrap_or(DEFAULT_CONCURRENCY),
@@ -423,6 +441,7 @@ fn synthetic_stage(load: &Load, concurrency: Option<u32>, request_count: u64) ->
                     _ => concurrency,
                 },
                 grace: duration.map(|_| load.grace),
+                warmup_requests: load.warmup,
             },
         ),
     };
@@ -729,6 +748,7 @@ mod tests {
                 },
                 concurrency: Some(4),
                 grace: None,
+                warmup_requests: 0,
             }
         );
         assert_eq!(stage.limit, StageLimit::requests(7));
@@ -741,6 +761,7 @@ mod tests {
                 pace: AiperfPace::Constant { rate: 3.0 },
                 concurrency: None,
                 grace: None,
+                warmup_requests: 0,
             }
         );
         assert_eq!(stage.limit, StageLimit::requests(10));
@@ -774,8 +795,36 @@ mod tests {
                 pace: AiperfPace::Burst,
                 concurrency: Some(3),
                 grace: Some(Duration::ZERO),
+                warmup_requests: 0,
             }
         );
+    }
+
+    #[test]
+    fn a_warmup_request_count_is_a_warmup_phase_of_the_same_pacing() {
+        let stage = aiperf_stage("model: m\nrequest-rate: 5\nwarmup-request-count: 3\n");
+        assert!(matches!(
+            stage.arrival,
+            Arrival::AiperfRate {
+                warmup_requests: 3,
+                ..
+            }
+        ));
+        // A burst with a warm-up is AIPerf's rate loop too (its closed loop has no warm-up phase); the alias works.
+        let stage = aiperf_stage("model: m\nconcurrency: 2\nnum-warmup-requests: 4\n");
+        assert_eq!(
+            stage.arrival,
+            Arrival::AiperfRate {
+                pace: AiperfPace::Burst,
+                concurrency: Some(2),
+                grace: None,
+                warmup_requests: 4,
+            }
+        );
+        assert_eq!(stage.limit, StageLimit::requests(10));
+        // Zero is AIPerf's default: no warm-up, the plain closed loop.
+        let stage = aiperf_stage("model: m\nwarmup-request-count: 0\n");
+        assert!(matches!(stage.arrival, Arrival::Closed { .. }));
     }
 
     #[test]

@@ -251,6 +251,9 @@ pub enum Arrival {
         concurrency: Option<u32>,
         /// `--benchmark-grace-period` (a duration limit only).
         grace: Option<Duration>,
+        /// `--warmup-request-count`: a warm-up phase of this many requests, paced the same way, before the stage's
+        /// own (its profiling phase), which starts once they all returned; they are left out of every figure.
+        warmup_requests: u64,
     },
     /// Closed loop: keep `concurrency` requests in flight (inference-perf `concurrent`,
     /// guidellm `concurrent`/`synchronous`/`throughput`). `rampup` staggers the first starts.

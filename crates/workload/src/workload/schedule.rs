@@ -44,6 +44,8 @@ pub enum Schedule {
         total: Option<u64>,
         duration: Option<Duration>,
         grace: Option<Duration>,
+        /// A warm-up phase of this many sends first, its gaps the list's first `warmup − 1`.
+        warmup: u64,
     },
     /// Rates depend on measurements; run the measuring phase, then `Sweep::stages`.
     Sweep(Sweep),
@@ -139,12 +141,17 @@ pub fn schedule(stage: &Stage, seed: u64) -> Schedule {
             pace,
             concurrency,
             grace,
+            warmup_requests,
         } => Schedule::Paced {
-            gaps: aiperf_gaps(*pace, stage).into_iter().map(secs).collect(),
+            gaps: aiperf_gaps(*pace, *warmup_requests, stage)
+                .into_iter()
+                .map(secs)
+                .collect(),
             max_in_flight: *concurrency,
             total: stage.limit.requests,
             duration: stage.limit.duration,
             grace: *grace,
+            warmup: *warmup_requests,
         },
         Arrival::Sweep(sweep) => Schedule::Sweep(sweep.clone()),
         Arrival::MooncakeTrace { .. }
@@ -243,9 +250,10 @@ fn inference_perf_poisson(rng: &mut Xoshiro256PlusPlus, rate: f64, duration: f64
     times
 }
 
-/// The gaps AIPerf's rate generator gives after each send but the last: `count − 1` of them for a request count;
-/// for a duration, until they add up to it (a send waits at least its gaps, so none after that is sent in time).
-fn aiperf_gaps(pace: AiperfPace, stage: &Stage) -> Vec<f64> {
+/// The gaps AIPerf's rate generator gives after each send but the last of a phase: first the warm-up phase's
+/// `warmup − 1`, then the profiling phase's, `count − 1` of them for a request count, or for a duration until they
+/// add up to it (a send waits at least its gaps, so none after that is sent in time).
+fn aiperf_gaps(pace: AiperfPace, warmup: u64, stage: &Stage) -> Vec<f64> {
     let mut gap: Box<dyn FnMut() -> f64> = match pace {
         AiperfPace::Poisson { rate, seed } => {
             let mut rng = PyRandom::seed(seed);
@@ -254,10 +262,11 @@ fn aiperf_gaps(pace: AiperfPace, stage: &Stage) -> Vec<f64> {
         AiperfPace::Constant { rate } => Box::new(move || 1.0 / rate),
         AiperfPace::Burst => return Vec::new(),
     };
+    let mut gaps: Vec<f64> = (1..capped(warmup)).map(|_| gap()).collect();
+    let warmup_gaps = gaps.len() as u64;
     let (max_sends, until) = bounds(stage);
-    let mut gaps = Vec::new();
     let mut elapsed = 0.0;
-    while (gaps.len() as u64) + 1 < max_sends && elapsed < until {
+    while (gaps.len() as u64 - warmup_gaps) + 1 < max_sends && elapsed < until {
         let g = gap();
         elapsed += g;
         gaps.push(g);
@@ -628,6 +637,7 @@ mod tests {
                 pace,
                 concurrency,
                 grace: limit.duration.map(|_| Duration::from_secs(30)),
+                warmup_requests: 0,
             },
             limit,
         )
@@ -704,6 +714,30 @@ mod tests {
             1,
         );
         assert!(aiperf_gaps_of(&burst).is_empty());
+    }
+
+    #[test]
+    fn aiperf_warmup_gaps_come_first_from_the_same_generator() {
+        // Three warm-up sends take the generator's first two gaps; four profiling sends its next three.
+        let with_warmup = stage(
+            Arrival::AiperfRate {
+                pace: AiperfPace::Poisson {
+                    rate: 2.0,
+                    seed: 42,
+                },
+                concurrency: None,
+                grace: None,
+                warmup_requests: 3,
+            },
+            StageLimit::requests(4),
+        );
+        let gaps = aiperf_gaps_of(&schedule(&with_warmup, 1));
+        let mut rng = PyRandom::seed(42);
+        let expected: Vec<f64> = (0..5).map(|_| rng.expovariate(2.0)).collect();
+        assert_eq!(gaps.len(), 5);
+        for (got, want) in gaps.iter().zip(&expected) {
+            assert!((got - want).abs() < 1e-9, "{gaps:?} vs {expected:?}");
+        }
     }
 
     #[test]
