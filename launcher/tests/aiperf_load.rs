@@ -212,3 +212,53 @@ async fn a_warmup_phase_is_paced_alike_and_the_profiling_phase_starts_once_it_re
     .expect("json");
     assert_eq!(export["request_count"]["avg"], 3.0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bundled_quick_start_sends_64_streamed_chats_at_seeded_poisson_gaps() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cli = Cli::parse_from([
+        "llmbench",
+        "--harness",
+        "aiperf",
+        "--profile",
+        "quickstart",
+        "--output",
+        dir.path().to_str().expect("utf-8"),
+        "--run-id",
+        "quickstart",
+        "--sim-ttft",
+        "2ms",
+        "--sim-itl",
+        "1ms",
+    ]);
+    let outcome = run(cli.run)
+        .await
+        .unwrap_or_else(|e| panic!("the run fails: {e}"));
+    let text = std::fs::read_to_string(outcome.dir.join("requests.jsonl")).expect("requests.jsonl");
+    let mut records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON record"))
+        .collect();
+    records.sort_by_key(|r| ns(r, "scheduled_ns"));
+    assert_eq!(records.len(), 64);
+    assert!(
+        records
+            .iter()
+            .all(|r| r["http_status"] == 200 && r["streaming"] == true)
+    );
+    // No `--random-seed`: the gaps come from the run's seed, AIPerf's dialect default 0. CPython:
+    // r = random.Random(0); the running sums of [r.expovariate(32.0) for _ in range(63)] begin
+    // 0, 58143972, 102476133, 119529669, 128893491 ns and end at 2298326630 ns.
+    let offsets = offsets(&records);
+    assert_close(
+        &[&offsets[..5], &offsets[63..]].concat(),
+        &[
+            0,
+            58_143_972,
+            102_476_133,
+            119_529_669,
+            128_893_491,
+            2_298_326_630,
+        ],
+    );
+}

@@ -87,6 +87,12 @@ pub(crate) fn parse(
     } else {
         w.api.kind = ApiKind::Chat;
     }
+    // `--endpoint` (`--custom-endpoint`): the path under the URL in place of the endpoint type's
+    // (`ModelEndpointInfo.url`: base URL, `/`, the path without its leading slashes).
+    if let Some(f) = m.get_any(&["endpoint", "custom-endpoint"]) {
+        let path = text(ctx, &f)?;
+        w.api.endpoint = Some(format!("/{}", path.trim_start_matches('/')));
+    }
     w.api.streaming = match m.take("streaming") {
         Some(f) => flag(ctx, &f)?,
         None => false,
@@ -276,7 +282,7 @@ pub(crate) fn parse(
         return Err(ctx.unsupported(
             &key.name,
             key.line,
-            "this aiperf flag (known: model, url, endpoint-type, streaming, concurrency, request-count, \
+            "this aiperf flag (known: model, url, endpoint-type, endpoint, streaming, concurrency, request-count, \
              request-rate, request-rate-mode, random-seed, benchmark-duration, benchmark-grace-period, \
              warmup-request-count, isl, osl, \
              extra-inputs, input-file, custom-dataset-type, use-server-token-count, tokenizer-trust-remote-code, \
@@ -825,6 +831,39 @@ mod tests {
         // Zero is AIPerf's default: no warm-up, the plain closed loop.
         let stage = aiperf_stage("model: m\nwarmup-request-count: 0\n");
         assert!(matches!(stage.arrival, Arrival::Closed { .. }));
+    }
+
+    #[test]
+    fn the_quick_start_profile_is_a_poisson_rate_of_64_streamed_chat_requests() {
+        const QUICKSTART: &str =
+            include_str!("../../../../workload/profiles/aiperf/quickstart.yaml.in");
+        let w = parse_text(&render(QUICKSTART)).expect("parses");
+        assert_eq!(
+            w.api,
+            Api {
+                endpoint: Some("/v1/chat/completions".to_owned()),
+                ..api(ApiKind::Chat, false)
+            }
+        );
+        assert_eq!(
+            w.stages[0].arrival,
+            Arrival::AiperfRate {
+                pace: AiperfPace::Poisson {
+                    rate: 32.0,
+                    seed: w.seed
+                },
+                concurrency: None,
+                grace: None,
+                warmup_requests: 0,
+            }
+        );
+        assert_eq!(w.stages[0].limit, StageLimit::requests(64));
+        // No `--isl`/`--osl`: AIPerf's 550-token prompts and no output limit.
+        assert!(
+            matches!(&w.data, DataSpec::SyntheticText(s) if s.prompt == TokenLengths::fixed(550) && s.output.is_none())
+        );
+        let custom = parse_text("model: m\ncustom-endpoint: v2/generate\n").expect("parses");
+        assert_eq!(custom.api.endpoint.as_deref(), Some("/v2/generate"));
     }
 
     #[test]
