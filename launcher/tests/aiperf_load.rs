@@ -16,13 +16,13 @@ struct Cli {
     run: RunArgs,
 }
 
-/// Runs `flags` (the aiperf dialect's `key: value` lines, after a model and short completions) against the
+/// Runs `flags` (the aiperf dialect's `key: value` lines, after a model and 16-token completions prompts) against the
 /// simulator answering after `ttft`, and returns its records in the order they were scheduled.
 async fn run_aiperf(dir: &Path, name: &str, flags: &str, ttft: &str) -> Vec<Value> {
     let profile = dir.join(format!("{name}.yaml"));
     std::fs::write(
         &profile,
-        format!("model: m\nendpoint-type: completions\nisl: 16\nosl: 2\n{flags}"),
+        format!("model: m\nendpoint-type: completions\nisl: 16\n{flags}"),
     )
     .expect("profile");
     let cli = Cli::parse_from([
@@ -81,7 +81,7 @@ async fn a_constant_request_rate_sends_the_first_at_once_then_one_every_period()
     let records = run_aiperf(
         dir.path(),
         "constant",
-        "request-rate: 20\nrequest-rate-mode: constant\nrequest-count: 6\n",
+        "osl: 2\nrequest-rate: 20\nrequest-rate-mode: constant\nrequest-count: 6\n",
         "5ms",
     )
     .await;
@@ -113,7 +113,7 @@ async fn a_seeded_poisson_rate_sends_at_cpythons_expovariate_gaps() {
     let records = run_aiperf(
         dir.path(),
         "poisson",
-        "request-rate: 10\nrandom-seed: 7\nrequest-count: 5\n",
+        "osl: 2\nrequest-rate: 10\nrandom-seed: 7\nrequest-count: 5\n",
         "5ms",
     )
     .await;
@@ -132,7 +132,7 @@ async fn a_concurrency_beside_a_rate_holds_each_send_until_a_slot_is_free() {
     let records = run_aiperf(
         dir.path(),
         "semaphore",
-        "request-rate: 1000\nrequest-rate-mode: constant\nconcurrency: 1\nrequest-count: 4\n",
+        "osl: 2\nrequest-rate: 1000\nrequest-rate-mode: constant\nconcurrency: 1\nrequest-count: 4\n",
         "40ms",
     )
     .await;
@@ -151,7 +151,7 @@ async fn a_benchmark_duration_stops_sending_and_its_grace_period_cuts_what_is_st
     // 2 req/s for 1.2 s: sends at 0, 0.5 and 1.0 s (the next, at 1.5 s, is past the duration). Each answer takes
     // 400 ms: the first two are back by 0.9 s, the third (due at 1.4 s) is still in flight when the grace period
     // of 0 ends the phase at 1.2 s, and is cancelled.
-    let flags = "request-rate: 2\nrequest-rate-mode: constant\nbenchmark-duration: 1.2\n";
+    let flags = "osl: 2\nrequest-rate: 2\nrequest-rate-mode: constant\nbenchmark-duration: 1.2\n";
     let cut = run_aiperf(
         dir.path(),
         "cut",
@@ -187,7 +187,7 @@ async fn a_warmup_phase_is_paced_alike_and_the_profiling_phase_starts_once_it_re
     let records = run_aiperf(
         dir.path(),
         "warmup",
-        "request-rate: 20\nrequest-rate-mode: constant\nwarmup-request-count: 2\nrequest-count: 3\n",
+        "osl: 2\nrequest-rate: 20\nrequest-rate-mode: constant\nwarmup-request-count: 2\nrequest-count: 3\n",
         "100ms",
     )
     .await;
@@ -260,5 +260,39 @@ async fn the_bundled_quick_start_sends_64_streamed_chats_at_seeded_poisson_gaps(
             128_893_491,
             2_298_326_630,
         ],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn length_stddevs_are_drawn_once_per_dataset_entry_and_reused_in_turn() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // Three entries, nine requests one at a time: each entry's drawn lengths come back every third request.
+    let records = run_aiperf(
+        dir.path(),
+        "lengths",
+        "isl-stddev: 15\nosl: 6\nosl-stddev: 3\nnum-dataset-entries: 3\nrequest-count: 9\n",
+        "2ms",
+    )
+    .await;
+    assert_eq!(records.len(), 9);
+    let lengths: Vec<(u64, u64)> = records
+        .iter()
+        .map(|r| {
+            (
+                r["input_tokens"].as_u64().expect("input_tokens"),
+                r["max_tokens"].as_u64().expect("max_tokens"),
+            )
+        })
+        .collect();
+    assert_eq!(lengths[..3], lengths[3..6], "{lengths:?}");
+    assert_eq!(lengths[..3], lengths[6..], "{lengths:?}");
+    // Drawn, not the mean: the entries differ from one another, and every length is at least 1.
+    assert!(
+        lengths[0] != lengths[1] || lengths[1] != lengths[2],
+        "{lengths:?}"
+    );
+    assert!(
+        lengths.iter().all(|&(i, o)| i >= 1 && o >= 1),
+        "{lengths:?}"
     );
 }

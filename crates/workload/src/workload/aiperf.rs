@@ -25,7 +25,12 @@
 //!   before the profiling phase, paced by the same strategy (the same rate generator, whose gaps continue, and
 //!   semaphore); the profiling phase starts once they all returned (`_execute_phases` waits for each phase's
 //!   credits). Its records are flagged warm-up and left out of every figure.
-//! - Still refused, by name: non-zero ISL/OSL stddevs, extra inputs other than `ignore_eos`, custom dataset types other than
+//! - `aiperf/dataset/composer/synthetic.py` and `base.py`: `--conversation-num` (`--num-dataset-entries`,
+//!   `--num-prompts`, …; default 100) single-turn entries, each with its prompt length drawn by
+//!   `sample_positive_normal_integer(isl, isl_stddev)` (a normal redrawn below 0, rounded up) and its `max_tokens`
+//!   by the same over `osl`/`osl_stddev`; requests reuse the entries (AIPerf picks them with `random.choice`,
+//!   llmbench in turn). The draws use llmbench's seeded generator, not numpy's.
+//! - Still refused, by name: extra inputs other than `ignore_eos`, custom dataset types other than
 //!   `mooncake_trace`, a rate or duration over a trace, goodput, multi-turn (`conversation-*`), prefix pools,
 //!   headers, and every other flag.
 
@@ -156,14 +161,24 @@ pub(crate) fn parse(
         "output-tokens-stddev",
         "prompt-output-tokens-stddev",
     ]);
-    for f in [&isl_stddev, &osl_stddev].into_iter().flatten() {
-        if number(ctx, f)? != 0.0 {
-            return Err(f.unsupported(
-                ctx,
-                "a non-zero length stddev (AIPerf's ceil of a resampled positive normal is not reproduced)",
-            ));
+    let isl_stddev = isl_stddev.map(|f| stddev(ctx, &f)).transpose()?;
+    let osl_stddev = osl_stddev.map(|f| stddev(ctx, &f)).transpose()?;
+    // `--conversation-num` and its aliases: how many dataset entries AIPerf makes (each one turn, its lengths drawn
+    // once), which its requests then reuse.
+    let entries = match m.get_any(&[
+        "conversation-num",
+        "num-conversations",
+        "num-sessions",
+        "num-dataset-entries",
+        "num-prompts",
+    ]) {
+        Some(f) => {
+            let n = positive(ctx, &f)?;
+            limits::check(ctx, &f, Limit::Samples, n as f64)?;
+            n
         }
-    }
+        None => DEFAULT_DATASET_ENTRIES,
+    };
     let block_size = match m.get_any(&[
         "isl-block-size",
         "synthetic-input-tokens-block-size",
@@ -257,11 +272,12 @@ pub(crate) fn parse(
             };
             let output = osl.as_ref().map(|f| tokens(ctx, f)).transpose()?;
             w.data = DataSpec::SyntheticText(SyntheticText {
-                prompt: TokenLengths::fixed(input),
-                output: output.map(TokenLengths::fixed),
+                prompt: lengths(input, isl_stddev),
+                // AIPerf samples `max_tokens` only when `--osl` is given; a stddev alone sends none.
+                output: output.map(|mean| lengths(mean, osl_stddev)),
                 turns: 1,
                 prefix_buckets: Vec::new(),
-                samples: DEFAULT_DATASET_ENTRIES,
+                samples: entries,
             });
             w.stages = vec![synthetic_stage(
                 &load,
@@ -284,7 +300,7 @@ pub(crate) fn parse(
             key.line,
             "this aiperf flag (known: model, url, endpoint-type, endpoint, streaming, concurrency, request-count, \
              request-rate, request-rate-mode, random-seed, benchmark-duration, benchmark-grace-period, \
-             warmup-request-count, isl, osl, \
+             warmup-request-count, isl, osl, isl-stddev, osl-stddev, conversation-num, \
              extra-inputs, input-file, custom-dataset-type, use-server-token-count, tokenizer-trust-remote-code, \
              no-server-metrics, isl-block-size, fixed-schedule*)",
         ));
@@ -538,6 +554,31 @@ fn extra_inputs(ctx: &Ctx, f: &At<'_>, api: &mut Api) -> Result<(), WorkloadErro
     Ok(())
 }
 
+/// A length of `mean` tokens with AIPerf's stddev: `sample_positive_normal_integer(mean, stddev)` per dataset
+/// entry; a stddev of 0 draws the mean itself.
+fn lengths(mean: u64, stddev: Option<f64>) -> TokenLengths {
+    match stddev {
+        Some(std_dev) if std_dev > 0.0 => TokenLengths {
+            shape: LengthShape::PositiveNormal {
+                mean: mean as f64,
+                std_dev,
+            },
+            total_count: None,
+        },
+        _ => TokenLengths::fixed(mean),
+    }
+}
+
+/// `--isl-stddev`, `--osl-stddev`: AIPerf takes any float and numpy refuses a negative scale.
+fn stddev(ctx: &Ctx, f: &At<'_>) -> Result<f64, WorkloadError> {
+    let v = number(ctx, f)?;
+    if !(v.is_finite() && v >= 0.0) {
+        return Err(f.invalid(ctx, format!("must be at least 0, found {v}")));
+    }
+    limits::check(ctx, f, Limit::Tokens, v)?;
+    Ok(v)
+}
+
 fn non_negative(ctx: &Ctx, f: &At<'_>) -> Result<u64, WorkloadError> {
     let v = number(ctx, f)?;
     if v.fract() != 0.0 || v < 0.0 {
@@ -708,10 +749,13 @@ mod tests {
 
     #[test]
     fn unknown_flags_and_unsupported_values_are_refused_with_their_line() {
-        let err = parse_text("model: m\nconversation-num: 5\n")
+        let err = parse_text("model: m\nconversation-turn-mean: 5\n")
             .expect_err("refused")
             .to_string();
-        assert!(err.starts_with("p.yaml:2: `conversation-num`"), "{err}");
+        assert!(
+            err.starts_with("p.yaml:2: `conversation-turn-mean`"),
+            "{err}"
+        );
         let err = parse_text("model: m\nextra-inputs: temperature:0.5\n")
             .expect_err("refused")
             .to_string();
@@ -723,7 +767,7 @@ mod tests {
             .expect_err("refused")
             .to_string();
         assert!(err.contains("p.yaml:3: `custom-dataset-type`"), "{err}");
-        let err = parse_text("model: m\nisl: 10\nisl-stddev: 3\n")
+        let err = parse_text("model: m\nisl: 10\nisl-stddev: -3\n")
             .expect_err("refused")
             .to_string();
         assert!(err.contains("p.yaml:3: `isl-stddev`"), "{err}");
@@ -864,6 +908,34 @@ mod tests {
         );
         let custom = parse_text("model: m\ncustom-endpoint: v2/generate\n").expect("parses");
         assert_eq!(custom.api.endpoint.as_deref(), Some("/v2/generate"));
+    }
+
+    #[test]
+    fn length_stddevs_are_aiperfs_positive_normal_drawn_once_per_dataset_entry() {
+        let w = parse_text(
+            "model: m\nsynthetic-input-tokens-mean: 200\nsynthetic-input-tokens-stddev: 50\n\
+             output-tokens-mean: 100\noutput-tokens-stddev: 20\nnum-dataset-entries: 7\n",
+        )
+        .expect("parses");
+        let normal = |mean: f64, std_dev: f64| TokenLengths {
+            shape: LengthShape::PositiveNormal { mean, std_dev },
+            total_count: None,
+        };
+        assert_eq!(
+            w.data,
+            DataSpec::SyntheticText(SyntheticText {
+                prompt: normal(200.0, 50.0),
+                output: Some(normal(100.0, 20.0)),
+                turns: 1,
+                prefix_buckets: Vec::new(),
+                samples: 7,
+            })
+        );
+        // An output stddev without `--osl` sends no `max_tokens`, as AIPerf samples one only with a mean.
+        let w = parse_text("model: m\nosl-stddev: 5\nnum-prompts: 3\n").expect("parses");
+        assert!(
+            matches!(&w.data, DataSpec::SyntheticText(s) if s.output.is_none() && s.samples == 3)
+        );
     }
 
     #[test]

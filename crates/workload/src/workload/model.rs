@@ -923,6 +923,12 @@ pub enum LengthShape {
         min: u64,
         max: u64,
     },
+    /// AIPerf's `sample_positive_normal_integer` (`aiperf/dataset/utils.py`): normal draws, redrawn until one is
+    /// at least 0, rounded up; no upper bound.
+    PositiveNormal {
+        mean: f64,
+        std_dev: f64,
+    },
     /// vllm `--random-*-len L --random-range-ratio r`: uniform in `[L·(1−r), L·(1+r)]`.
     RangeRatio {
         len: u64,
