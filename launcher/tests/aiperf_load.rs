@@ -4,9 +4,15 @@
 //! (`aiperf/timing/request_rate_strategy.py`, ai-dynamo/aiperf db4f6397): the first request at the start, a gap
 //! after each send, with a concurrency a send waits for a free slot first.
 
+mod common;
+
+use std::io::{BufReader, Write as _};
+use std::net::TcpListener;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use clap::Parser;
+use common::{llmbench, read_whole_request, succeeded, write};
 use llmbench::run::{RunArgs, run};
 use serde_json::Value;
 
@@ -295,4 +301,81 @@ async fn length_stddevs_are_drawn_once_per_dataset_entry_and_reused_in_turn() {
         lengths.iter().all(|&(i, o)| i >= 1 && o >= 1),
         "{lengths:?}"
     );
+}
+
+/// A bare server answering every POST with one short completion, keeping each POST's headers and body.
+fn capturing_server() -> (String, Arc<Mutex<Vec<common::WireRequest>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let kept = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let seen = Arc::clone(&kept);
+            std::thread::spawn(move || {
+                let mut writer = stream.try_clone().expect("clone");
+                let mut reader = BufReader::new(stream);
+                while let Some(request) = read_whole_request(&mut reader) {
+                    let answer = r#"{"id":"c","object":"text_completion","model":"m","choices":[{"index":0,"text":"a b","finish_reason":"length"}],"usage":{"prompt_tokens":16,"completion_tokens":2,"total_tokens":18}}"#;
+                    if request.line.starts_with("POST ") {
+                        seen.lock().expect("lock").push(request);
+                    }
+                    let response = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
+                        answer.len()
+                    );
+                    if writer.write_all(response.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, seen)
+}
+
+#[test]
+fn extra_inputs_are_merged_into_every_body_with_aiperfs_types_and_headers_are_sent() {
+    let (url, seen) = capturing_server();
+    let dir = tempfile::tempdir().expect("tempdir");
+    // AIPerf's `coerce_value`: `2` an int, `0.0` and `0.95` floats, `true` a bool, `007` (a leading zero) and
+    // `hi there` text; `ignore_eos` also sets llmbench's record of it.
+    let profile = write(
+        dir.path(),
+        "extras.yaml",
+        "model: m\nendpoint-type: completions\nisl: 16\nosl: 2\nrequest-count: 2\n\
+         extra-inputs: min_tokens:2,temperature:0.0,top_p:0.95,ignore_eos:true,seed:007,note:hi there\n\
+         header: X-Tenant:blue,X-Retries:3\n",
+    );
+    let output = llmbench()
+        .args(["run", "--harness", "aiperf", "--profile"])
+        .arg(&profile)
+        .args(["--endpoint", &url, "--model", "m", "--tokenizer", "builtin"])
+        .args(["--no-preflight", "--run-id", "r", "--output"])
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    succeeded(&output);
+    let seen = seen.lock().expect("lock");
+    assert_eq!(seen.len(), 2);
+    for request in seen.iter() {
+        assert!(
+            request.line.starts_with("POST /v1/completions "),
+            "{}",
+            request.line
+        );
+        assert_eq!(request.header("x-tenant"), Some("blue"));
+        assert_eq!(request.header("x-retries"), Some("3"));
+        let body: Value = serde_json::from_slice(&request.body).expect("a JSON body");
+        assert_eq!(body["model"], "m");
+        assert_eq!(body["max_tokens"], 2);
+        assert_eq!(body["stream"], false);
+        assert_eq!(body["ignore_eos"], true);
+        assert_eq!(body["min_tokens"], serde_json::json!(2));
+        assert!(body["min_tokens"].is_i64());
+        assert!(body["temperature"].is_f64() && body["temperature"] == 0.0);
+        assert_eq!(body["top_p"], 0.95);
+        assert_eq!(body["seed"], "007");
+        assert_eq!(body["note"], "hi there");
+    }
 }

@@ -875,6 +875,7 @@ mod tests {
             ignore_eos: true,
             default_max_tokens: None,
             style: llmbench_workload::request::BodyStyle::InferencePerf,
+            extra: Vec::new(),
         }
     }
 
@@ -1132,6 +1133,7 @@ mod replay_tests {
                 ignore_eos: true,
                 default_max_tokens: None,
                 style: llmbench_workload::request::BodyStyle::InferencePerf,
+                extra: Vec::new(),
             },
         )
     }

@@ -30,7 +30,10 @@
 //!   `sample_positive_normal_integer(isl, isl_stddev)` (a normal redrawn below 0, rounded up) and its `max_tokens`
 //!   by the same over `osl`/`osl_stddev`; requests reuse the entries (AIPerf picks them with `random.choice`,
 //!   llmbench in turn). The draws use llmbench's seeded generator, not numpy's.
-//! - Still refused, by name: extra inputs other than `ignore_eos`, custom dataset types other than
+//! - `--extra-inputs` (`config_validators.py` `parse_str_or_dict_as_tuple_list`, `coerce_value`): every entry set
+//!   in every body after AIPerf's own fields; only those llmbench builds and measures by (`stream`, `model`,
+//!   `max_tokens`, …) are refused. `--header`/`-H` the same way, sent with every request.
+//! - Still refused, by name: custom dataset types other than
 //!   `mooncake_trace`, a rate or duration over a trace, goodput, multi-turn (`conversation-*`), prefix pools,
 //!   headers, and every other flag.
 
@@ -104,6 +107,9 @@ pub(crate) fn parse(
     };
     if let Some(f) = m.get("extra-inputs") {
         extra_inputs(ctx, &f, &mut w.api)?;
+    }
+    if let Some(f) = m.get_any(&["header", "H"]) {
+        headers(ctx, &f, &mut w.api)?;
     }
     // Server-side token counts: the reports take `usage` figures over the tokenizer's (llmbench always asks for
     // usage and prefers it; this makes output counts come from it as well).
@@ -301,7 +307,7 @@ pub(crate) fn parse(
             "this aiperf flag (known: model, url, endpoint-type, endpoint, streaming, concurrency, request-count, \
              request-rate, request-rate-mode, random-seed, benchmark-duration, benchmark-grace-period, \
              warmup-request-count, isl, osl, isl-stddev, osl-stddev, conversation-num, \
-             extra-inputs, input-file, custom-dataset-type, use-server-token-count, tokenizer-trust-remote-code, \
+             extra-inputs, header, input-file, custom-dataset-type, use-server-token-count, tokenizer-trust-remote-code, \
              no-server-metrics, isl-block-size, fixed-schedule*)",
         ));
     }
@@ -522,36 +528,136 @@ fn fixed_schedule(ctx: &Ctx, m: &mut MapReader<'_>) -> Result<FixedSchedule, Wor
     Ok(schedule)
 }
 
-/// `--extra-inputs`: `name:value` pairs (comma-separated) or a JSON object, merged into every request body.
-/// llmbench builds bodies itself, so only the entries it can send exactly are taken.
+/// `--extra-inputs` (or a list of them): merged into every request body after AIPerf's own fields, later entries
+/// winning (`payload.update(extra)` in `openai_chat.py`/`openai_completions.py`). `ignore_eos` is also what
+/// llmbench's records say of each request's length; fields that decide what llmbench sends or parses are refused.
 fn extra_inputs(ctx: &Ctx, f: &At<'_>, api: &mut Api) -> Result<(), WorkloadError> {
-    let raw = text(ctx, f)?;
-    let pairs: Vec<(String, String)> = if raw.trim_start().starts_with('{') {
-        let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&raw)
-            .map_err(|e| f.invalid(ctx, format!("not a JSON object: {e}")))?;
-        map.into_iter().map(|(k, v)| (k, v.to_string())).collect()
-    } else {
-        raw.split(',')
-            .map(|item| {
-                item.split_once(':')
-                    .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-                    .ok_or_else(|| f.invalid(ctx, format!("`{item}` is not `name:value`")))
-            })
-            .collect::<Result<_, _>>()?
-    };
-    for (name, value) in pairs {
-        match (name.as_str(), value.to_ascii_lowercase().as_str()) {
-            ("ignore_eos", "true") => api.ignore_eos = true,
-            ("ignore_eos", "false") => api.ignore_eos = false,
-            _ => {
+    for (name, value) in pairs(ctx, f)? {
+        match name.as_str() {
+            "ignore_eos" => match value {
+                serde_json::Value::Bool(on) => api.ignore_eos = on,
+                other => {
+                    return Err(f.invalid(
+                        ctx,
+                        format!(
+                            "the extra input `ignore_eos` must be true or false, found {other}"
+                        ),
+                    ));
+                }
+            },
+            "stream"
+            | "stream_options"
+            | "model"
+            | "messages"
+            | "prompt"
+            | "max_tokens"
+            | "max_completion_tokens"
+            | "n" => {
                 return Err(f.unsupported(
                     ctx,
-                    format!("the extra input `{name}:{value}` (ignore_eos is supported)"),
+                    format!(
+                        "the extra input `{name}` (llmbench builds it from the other flags and measures by it: \
+                         use --model, --streaming or --osl)"
+                    ),
                 ));
+            }
+            _ => {
+                api.extra_body.retain(|(known, _)| *known != name);
+                api.extra_body.push((name, value));
             }
         }
     }
     Ok(())
+}
+
+/// `--header` (`-H`): `Header:Value` pairs sent with every request, parsed as the extra inputs are.
+fn headers(ctx: &Ctx, f: &At<'_>, api: &mut Api) -> Result<(), WorkloadError> {
+    for (name, value) in pairs(ctx, f)? {
+        let value = match value {
+            serde_json::Value::String(s) => s,
+            other => other.to_string(),
+        };
+        api.headers.push((name, value));
+    }
+    Ok(())
+}
+
+/// AIPerf's `parse_str_or_dict_as_tuple_list` (`aiperf/common/config/config_validators.py`): a JSON object when the
+/// text starts with `{`, else comma-separated `name:value` items whose values `coerce_value` types; a list is each
+/// of its items in turn.
+fn pairs(ctx: &Ctx, f: &At<'_>) -> Result<Vec<(String, serde_json::Value)>, WorkloadError> {
+    let listed;
+    let items: Vec<&At<'_>> = match &f.node.value {
+        super::yaml::Value::Seq(_) => {
+            listed = f.seq(ctx)?;
+            listed.iter().collect()
+        }
+        _ => vec![f],
+    };
+    let mut pairs = Vec::new();
+    for item in items {
+        let raw = text(ctx, item)?;
+        if raw.starts_with('{') {
+            let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&raw)
+                .map_err(|e| item.invalid(ctx, format!("not a valid JSON object: {e}")))?;
+            pairs.extend(map);
+            continue;
+        }
+        for part in raw.split(',') {
+            let mut halves = part.split(':');
+            match (halves.next(), halves.next(), halves.next()) {
+                (Some(name), Some(value), None) => {
+                    pairs.push((name.trim().to_owned(), coerce_value(value.trim())));
+                }
+                // Python's `key, value = item.split(":")` fails on anything but exactly one colon.
+                _ => {
+                    return Err(item.invalid(
+                        ctx,
+                        format!("`{part}` is not `name:value` with exactly one colon (AIPerf refuses it)"),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(pairs)
+}
+
+/// AIPerf's `coerce_value`: `true`/`false` (any case) → a bool, `none`/`null` → null, plain digits without a
+/// leading zero (`0` itself, and with a leading `-`) → an int, digits with one `.` → a float, else the text.
+fn coerce_value(value: &str) -> serde_json::Value {
+    use serde_json::Value;
+    let lower = value.to_ascii_lowercase();
+    if lower == "true" || lower == "false" {
+        return Value::Bool(lower == "true");
+    }
+    if lower == "none" || lower == "null" {
+        return Value::Null;
+    }
+    // `str.isdigit()`: non-empty, every character a digit.
+    let digits = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
+    let int = |s: &str| s.parse::<i64>().map(Value::from).ok();
+    if digits(value)
+        && (!value.starts_with('0') || value == "0")
+        && let Some(v) = int(value)
+    {
+        return v;
+    }
+    if let Some(rest) = value.strip_prefix('-')
+        && digits(rest)
+        && (!value.starts_with("-0") || value == "-0")
+        && let Some(v) = int(value)
+    {
+        return v;
+    }
+    let without_dot = value.replacen('.', "", 1);
+    if value.matches('.').count() == 1
+        && (digits(&without_dot) || without_dot.strip_prefix('-').is_some_and(digits))
+        && let Ok(v) = value.parse::<f64>()
+        && let Some(n) = serde_json::Number::from_f64(v)
+    {
+        return Value::Number(n);
+    }
+    Value::String(value.to_owned())
 }
 
 /// A length of `mean` tokens with AIPerf's stddev: `sample_positive_normal_integer(mean, stddev)` per dataset
@@ -756,13 +862,17 @@ mod tests {
             err.starts_with("p.yaml:2: `conversation-turn-mean`"),
             "{err}"
         );
-        let err = parse_text("model: m\nextra-inputs: temperature:0.5\n")
+        let err = parse_text("model: m\nextra-inputs: temperature:0.5,stream:false\n")
             .expect_err("refused")
             .to_string();
         assert!(
-            err.contains("p.yaml:2: `extra-inputs`") && err.contains("temperature"),
+            err.contains("p.yaml:2: `extra-inputs`") && err.contains("`stream`"),
             "{err}"
         );
+        let err = parse_text("model: m\nextra-inputs: url:http://x\n")
+            .expect_err("refused")
+            .to_string();
+        assert!(err.contains("exactly one colon"), "{err}");
         let err = parse_text("model: m\ninput-file: x\ncustom-dataset-type: single_turn\n")
             .expect_err("refused")
             .to_string();
@@ -935,6 +1045,57 @@ mod tests {
         let w = parse_text("model: m\nosl-stddev: 5\nnum-prompts: 3\n").expect("parses");
         assert!(
             matches!(&w.data, DataSpec::SyntheticText(s) if s.output.is_none() && s.samples == 3)
+        );
+    }
+
+    #[test]
+    fn extra_input_values_are_typed_as_aiperfs_coerce_value_types_them() {
+        use serde_json::json;
+        for (text, value) in [
+            ("true", json!(true)),
+            ("FALSE", json!(false)),
+            ("None", json!(null)),
+            ("null", json!(null)),
+            ("42", json!(42)),
+            ("0", json!(0)),
+            ("-7", json!(-7)),
+            ("-0", json!(0)),
+            ("007", json!("007")),
+            ("-07", json!("-07")),
+            ("0.5", json!(0.5)),
+            ("-1.25", json!(-1.25)),
+            (".5", json!(0.5)),
+            ("1.2.3", json!("1.2.3")),
+            ("1e3", json!("1e3")),
+            ("", json!("")),
+            ("text", json!("text")),
+        ] {
+            assert_eq!(coerce_value(text), value, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn extra_inputs_and_headers_are_read_as_aiperf_reads_them() {
+        let w = parse_text(
+            "model: m\nextra-inputs:\n  - min_tokens:200\n  - ignore_eos:true\n  - '{\"top_k\": 5, \"min_tokens\": 100}'\n\
+             H: 'X-A:1, X-B : two'\n",
+        )
+        .expect("parses");
+        // Later entries win, as `payload.update` with the list of pairs makes them.
+        assert_eq!(
+            w.api.extra_body,
+            [
+                ("top_k".to_owned(), serde_json::json!(5)),
+                ("min_tokens".to_owned(), serde_json::json!(100)),
+            ]
+        );
+        assert!(w.api.ignore_eos);
+        assert_eq!(
+            w.api.headers,
+            [
+                ("X-A".to_owned(), "1".to_owned()),
+                ("X-B".to_owned(), "two".to_owned())
+            ]
         );
     }
 

@@ -128,6 +128,9 @@ pub struct Api {
     /// inference-perf `api.session_id_header_key`: each request of a session carries its session id in this
     /// header (`openai_client.py`; llmbench sends it for `trace_session_replay` sessions).
     pub session_id_header: Option<String>,
+    /// Fields set in every request body after llmbench's own, replacing any of the same name (AIPerf
+    /// `--extra-inputs`, which its request converters merge with `payload.update`).
+    pub extra_body: Vec<(String, serde_json::Value)>,
 }
 
 impl Default for Api {
@@ -143,6 +146,7 @@ impl Default for Api {
             headers: Vec::new(),
             use_chat_template: None,
             session_id_header: None,
+            extra_body: Vec::new(),
         }
     }
 }
