@@ -379,3 +379,53 @@ fn extra_inputs_are_merged_into_every_body_with_aiperfs_types_and_headers_are_se
         assert_eq!(body["note"], "hi there");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn goodput_counts_the_requests_within_every_objective_by_aiperfs_definitions() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // ignore_eos: every answer is 4 tokens, so each has an inter-token latency (a 1-token answer has none and is
+    // never good, as AIPerf judges a missing metric).
+    let flags = "streaming: none\nosl: 4\nrequest-count: 4\nextra-inputs: ignore_eos:true\n";
+    // The simulator's first token comes after 20 ms: within 10 s every time, within 5 ms never.
+    for (name, objectives, good) in [
+        (
+            "met",
+            "time_to_first_token:10000 inter_token_latency:10000",
+            4u64,
+        ),
+        (
+            "missed",
+            "time_to_first_token:5 inter_token_latency:10000",
+            0,
+        ),
+    ] {
+        let records = run_aiperf(
+            dir.path(),
+            name,
+            &format!("{flags}goodput: '{objectives}'\n"),
+            "20ms",
+        )
+        .await;
+        assert_eq!(records.len(), 4);
+        let export: Value = serde_json::from_str(
+            &std::fs::read_to_string(
+                dir.path()
+                    .join(format!("{name}/profile_export_aiperf.json")),
+            )
+            .expect("aiperf export"),
+        )
+        .expect("json");
+        assert_eq!(export["good_request_count"]["avg"], good as f64, "{export}");
+        let duration = export["benchmark_duration"]["avg"]
+            .as_f64()
+            .expect("duration");
+        let goodput = export["goodput"]["avg"].as_f64().expect("goodput");
+        assert!((goodput - good as f64 / duration).abs() < 1e-9, "{export}");
+        let summary: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join(format!("{name}/summary.json")))
+                .expect("summary"),
+        )
+        .expect("json");
+        assert_eq!(summary["goodput"]["good"], good);
+    }
+}

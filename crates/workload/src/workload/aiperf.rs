@@ -33,6 +33,9 @@
 //! - `--extra-inputs` (`config_validators.py` `parse_str_or_dict_as_tuple_list`, `coerce_value`): every entry set
 //!   in every body after AIPerf's own fields; only those llmbench builds and measures by (`stream`, `model`,
 //!   `max_tokens`, …) are refused. `--header`/`-H` the same way, sent with every request.
+//! - `--goodput` (`good_request_count_metric.py`): `time_to_first_token`, `inter_token_latency`,
+//!   `request_latency` in ms, judged by AIPerf's definitions; `summary.json` and `profile_export_aiperf.json` carry
+//!   the good request count and goodput. Other metric tags are refused.
 //! - Still refused, by name: custom dataset types other than
 //!   `mooncake_trace`, a rate or duration over a trace, goodput, multi-turn (`conversation-*`), prefix pools,
 //!   headers, and every other flag.
@@ -110,6 +113,9 @@ pub(crate) fn parse(
     }
     if let Some(f) = m.get_any(&["header", "H"]) {
         headers(ctx, &f, &mut w.api)?;
+    }
+    if let Some(f) = m.get("goodput") {
+        w.goodput = goodput(ctx, &f)?;
     }
     // Server-side token counts: the reports take `usage` figures over the tokenizer's (llmbench always asks for
     // usage and prefers it; this makes output counts come from it as well).
@@ -307,7 +313,7 @@ pub(crate) fn parse(
             "this aiperf flag (known: model, url, endpoint-type, endpoint, streaming, concurrency, request-count, \
              request-rate, request-rate-mode, random-seed, benchmark-duration, benchmark-grace-period, \
              warmup-request-count, isl, osl, isl-stddev, osl-stddev, conversation-num, \
-             extra-inputs, header, input-file, custom-dataset-type, use-server-token-count, tokenizer-trust-remote-code, \
+             extra-inputs, header, goodput, input-file, custom-dataset-type, use-server-token-count, tokenizer-trust-remote-code, \
              no-server-metrics, isl-block-size, fixed-schedule*)",
         ));
     }
@@ -580,6 +586,57 @@ fn headers(ctx: &Ctx, f: &At<'_>, api: &mut Api) -> Result<(), WorkloadError> {
         api.headers.push((name, value));
     }
     Ok(())
+}
+
+/// `--goodput "time_to_first_token:100 inter_token_latency:3.4"`: AIPerf's `parse_str_as_numeric_dict` (space-
+/// separated `tag:value`, values floats, a repeated tag's last value) in each metric's display unit, ms for the
+/// three latencies llmbench measures as AIPerf does.
+fn goodput(ctx: &Ctx, f: &At<'_>) -> Result<Vec<GoodputConstraint>, WorkloadError> {
+    let raw = text(ctx, f)?;
+    if raw.trim().is_empty() {
+        return Err(f.invalid(
+            ctx,
+            "expected space-separated `tag:value` pairs, found nothing",
+        ));
+    }
+    let mut out: Vec<GoodputConstraint> = Vec::new();
+    for item in raw.split_whitespace() {
+        let Some((tag, value)) = item.split_once(':') else {
+            return Err(f.invalid(ctx, format!("`{item}` is not in `tag:value` format")));
+        };
+        let metric = match tag.trim() {
+            "time_to_first_token" => SloMetric::Ttft,
+            "inter_token_latency" => SloMetric::Itl,
+            "request_latency" => SloMetric::E2e,
+            other => {
+                return Err(f.unsupported(
+                    ctx,
+                    format!(
+                        "the goodput metric `{other}` (time_to_first_token, inter_token_latency and \
+                         request_latency are supported)"
+                    ),
+                ));
+            }
+        };
+        let ms: f64 = value.trim().parse().map_err(|_| {
+            f.invalid(
+                ctx,
+                format!("the value for `{tag}` must be numeric, found `{value}`"),
+            )
+        })?;
+        if !(ms.is_finite() && ms >= 0.0) {
+            return Err(f.invalid(
+                ctx,
+                format!("the value for `{tag}` must be at least 0, found {ms}"),
+            ));
+        }
+        out.retain(|c| c.metric != metric);
+        out.push(GoodputConstraint {
+            metric,
+            limit: Duration::from_secs_f64(ms / 1000.0),
+        });
+    }
+    Ok(out)
 }
 
 /// AIPerf's `parse_str_or_dict_as_tuple_list` (`aiperf/common/config/config_validators.py`): a JSON object when the
@@ -1097,6 +1154,46 @@ mod tests {
                 ("X-B".to_owned(), "two".to_owned())
             ]
         );
+    }
+
+    #[test]
+    fn goodput_objectives_are_aiperfs_tags_in_milliseconds() {
+        let w = parse_text(
+            "model: m\ngoodput: 'time_to_first_token:100 inter_token_latency:3.40 request_latency:2500 time_to_first_token:50'\n",
+        )
+        .expect("parses");
+        assert_eq!(
+            w.goodput,
+            [
+                GoodputConstraint {
+                    metric: SloMetric::Itl,
+                    limit: Duration::from_micros(3400)
+                },
+                GoodputConstraint {
+                    metric: SloMetric::E2e,
+                    limit: Duration::from_millis(2500)
+                },
+                // A repeated tag keeps its last value, as a dict does.
+                GoodputConstraint {
+                    metric: SloMetric::Ttft,
+                    limit: Duration::from_millis(50)
+                },
+            ]
+        );
+        for (text, says) in [
+            (
+                "model: m\ngoodput: output_token_throughput_per_user:600\n",
+                "output_token_throughput_per_user",
+            ),
+            ("model: m\ngoodput: time_to_first_token=100\n", "tag:value"),
+            ("model: m\ngoodput: time_to_first_token:fast\n", "numeric"),
+        ] {
+            let err = parse_text(text).expect_err(text).to_string();
+            assert!(
+                err.contains("p.yaml:2: `goodput`") && err.contains(says),
+                "{err}"
+            );
+        }
     }
 
     #[test]
