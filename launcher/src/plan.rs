@@ -558,6 +558,30 @@ mod tests {
     }
 
     #[test]
+    fn aiperfs_rate_loop_is_refused_over_several_launchers() {
+        let paced = engine::Stage {
+            plan: engine::StagePlan::Paced(engine::Paced {
+                gaps: vec![Duration::from_millis(100); 3],
+                max_concurrency: Some(4),
+                total: Some(4),
+                duration: None,
+                grace: None,
+                warmup: 0,
+            }),
+            requested_rate: Some(10.0),
+            errors: engine::ErrorLimits::default(),
+        };
+        assert_eq!(
+            Shard { index: 0, count: 2 }
+                .apply(vec![paced.clone()])
+                .unwrap_err(),
+            PlanError::PacedSharded { stage: 0, count: 2 }
+        );
+        // One launcher runs it whole.
+        assert!(Shard { index: 0, count: 1 }.apply(vec![paced]).is_ok());
+    }
+
+    #[test]
     fn a_concurrency_below_the_launcher_count_is_refused_not_lost() {
         let shard = Shard { index: 3, count: 4 };
         let error = shard
