@@ -38,6 +38,11 @@ const PURPOSES: &[(&str, &str, &str)] = &[
     ),
     (
         "aiperf",
+        "quickstart",
+        "AIPerf's vLLM quick start: streamed chat, Poisson 32 req/s, 64 requests",
+    ),
+    (
+        "aiperf",
         "synthetic",
         "1000/200-token chat, 500 requests, 16 at a time",
     ),

@@ -358,7 +358,9 @@ const EXIT_SERVER_STOPPED_ANSWERING: u8 = 7;
 fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
     let outcome = match runtime()?.block_on(llmbench::run::run(args)) {
         Ok(outcome) => outcome,
-        Err(e @ llmbench::run::RunError::Preflight(_)) => {
+        Err(
+            e @ (llmbench::run::RunError::Preflight(_) | llmbench::run::RunError::RequestsUnfit(_)),
+        ) => {
             eprintln!("llmbench: error: {e}");
             return Ok(ExitCode::from(EXIT_PREFLIGHT_FAILED));
         }

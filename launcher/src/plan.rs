@@ -11,7 +11,7 @@ pub use sweep::sweep_plan;
 use crate::engine;
 use crate::workload::stage_meta::StageMeta;
 use crate::workload::{
-    Arrival, Rate, Schedule, Stage, WorkerSettings, Workload, schedule, stage_seed,
+    AiperfPace, Arrival, Rate, Schedule, Stage, WorkerSettings, Workload, schedule, stage_seed,
 };
 
 /// A stage the engine cannot run.
@@ -45,6 +45,12 @@ pub enum PlanError {
          the run starts (`trace::replay_plan`)"
     )]
     Trace { stage: usize },
+    #[error(
+        "stage {stage} is AIPerf's request-rate loop, which cannot be spread over {count} launchers (--shard, \
+         launcher.parallelism): each wait follows the send before it, and a send held by the concurrency delays \
+         every later one, so no split sends what one loop sends; run it in one launcher"
+    )]
+    PacedSharded { stage: usize, count: u32 },
     #[error("the workload has no load stages (harness {harness}); nothing to send")]
     NoStages { harness: String },
     #[error(
@@ -123,6 +129,21 @@ pub(crate) fn engine_stage(stage: &Stage, seed: u64) -> Option<engine::Stage> {
             duration,
             rampup,
         },
+        Schedule::Paced {
+            gaps,
+            max_in_flight,
+            total,
+            duration,
+            grace,
+            warmup,
+        } => engine::StagePlan::Paced(engine::Paced {
+            gaps,
+            max_concurrency: max_in_flight.map(|n| n as usize),
+            total,
+            duration,
+            grace,
+            warmup,
+        }),
         Schedule::Sweep(_) | Schedule::Trace => return None,
     };
     Some(engine::Stage {
@@ -145,6 +166,7 @@ pub fn stage_meta(stage: &engine::Stage, workload_stage: Option<&Stage>) -> Stag
             max_concurrency, ..
         } => *max_concurrency,
         engine::StagePlan::Closed { concurrency, .. } => Some(*concurrency),
+        engine::StagePlan::Paced(paced) => paced.max_concurrency,
         engine::StagePlan::Trace(replay) => replay.concurrency,
         engine::StagePlan::Sessions(replay) => {
             Some(replay.concurrent_sessions as usize).filter(|c| *c > 0)
@@ -197,6 +219,8 @@ pub fn cap_in_flight(stages: &mut [engine::Stage], cap: usize) {
                 max_concurrency, ..
             } => *max_concurrency = Some(max_concurrency.map_or(cap, |c| c.min(cap))),
             engine::StagePlan::Closed { concurrency, .. } => *concurrency = (*concurrency).min(cap),
+            // AIPerf's rate loop has its own `--concurrency` and nothing else; it is not an inference-perf workload.
+            engine::StagePlan::Paced(_) => {}
             // AIPerf caps nothing on its fixed schedule; a replay is not an inference-perf workload.
             engine::StagePlan::Trace(_) => {}
             // Capped when planned: its cap holds calls waiting for their predecessors too.
@@ -215,13 +239,21 @@ pub fn requested_rate(stage: &Stage) -> Option<f64> {
         Arrival::InferencePerfConstant { rate, .. }
         | Arrival::InferencePerfPoisson { rate, .. }
         | Arrival::GuidellmConstant { rate, .. }
-        | Arrival::GuidellmPoisson { rate } => Some(*rate),
+        | Arrival::GuidellmPoisson { rate }
+        | Arrival::AiperfRate {
+            pace: AiperfPace::Poisson { rate, .. } | AiperfPace::Constant { rate },
+            ..
+        } => Some(*rate),
         Arrival::VllmGamma {
             rate: Rate::PerSecond(rate),
             ..
         } => Some(*rate),
         Arrival::VllmGamma {
             rate: Rate::Infinite,
+            ..
+        }
+        | Arrival::AiperfRate {
+            pace: AiperfPace::Burst,
             ..
         }
         | Arrival::Closed { .. }
@@ -254,6 +286,11 @@ pub fn expected_size(
             } => {
                 requests = requests.zip(*total).map(|(r, t)| r + t);
                 duration += d.unwrap_or_default();
+            }
+            // A count is sent in full; a duration sends what its gaps and concurrency allow.
+            engine::StagePlan::Paced(paced) => {
+                requests = requests.zip(paced.total).map(|(r, t)| r + t);
+                duration += paced.duration.unwrap_or_else(|| paced.gaps.iter().sum());
             }
             engine::StagePlan::Trace(replay) => {
                 requests = requests.map(|r| r + replay.requests());
@@ -370,6 +407,12 @@ impl Shard {
                             duration,
                             rampup,
                         }
+                    }
+                    engine::StagePlan::Paced(_) => {
+                        return Err(PlanError::PacedSharded {
+                            stage: index,
+                            count: self.count,
+                        });
                     }
                     engine::StagePlan::Trace(replay) => {
                         if let Some(refused) = too_narrow(index, "sessions", replay.sessions.len())
@@ -502,6 +545,7 @@ mod tests {
                         concurrency, total, ..
                     } => (*concurrency, *total),
                     engine::StagePlan::Open { .. }
+                    | engine::StagePlan::Paced(_)
                     | engine::StagePlan::Trace(_)
                     | engine::StagePlan::Sessions(_)
                     | engine::StagePlan::LmBench(_)
@@ -515,6 +559,30 @@ mod tests {
             parts,
             vec![(3, Some(26)), (3, Some(25)), (2, Some(25)), (2, Some(25))]
         );
+    }
+
+    #[test]
+    fn aiperfs_rate_loop_is_refused_over_several_launchers() {
+        let paced = engine::Stage {
+            plan: engine::StagePlan::Paced(engine::Paced {
+                gaps: vec![Duration::from_millis(100); 3],
+                max_concurrency: Some(4),
+                total: Some(4),
+                duration: None,
+                grace: None,
+                warmup: 0,
+            }),
+            requested_rate: Some(10.0),
+            errors: engine::ErrorLimits::default(),
+        };
+        assert_eq!(
+            Shard { index: 0, count: 2 }
+                .apply(vec![paced.clone()])
+                .unwrap_err(),
+            PlanError::PacedSharded { stage: 0, count: 2 }
+        );
+        // One launcher runs it whole.
+        assert!(Shard { index: 0, count: 1 }.apply(vec![paced]).is_ok());
     }
 
     #[test]
@@ -662,6 +730,11 @@ mod tests {
                             }
                             StagePlan::LmBench(_) => {
                                 panic!("{harness}/{file}: no LMBenchmark stage here")
+                            }
+                            StagePlan::Paced(_) => {
+                                panic!(
+                                    "{harness}/{file}: only the aiperf dialect plans its rate loop"
+                                )
                             }
                             StagePlan::Lockstep(_) => {
                                 panic!(

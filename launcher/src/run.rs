@@ -399,6 +399,13 @@ pub enum RunError {
          checks"
     )]
     Preflight(#[from] preflight::PreflightError),
+    /// The pre-flight found this run's own requests unusable on the server (longer than its context): a failure of
+    /// the run, not of the server, which other runs against it may still use.
+    #[error(
+        "pre-flight: {0}\n  note: nothing was timed and no results were written; --no-preflight runs without these \
+         checks"
+    )]
+    RequestsUnfit(preflight::PreflightError),
     #[error("{0}\n  note: nothing was timed and no results were written")]
     CacheReset(#[from] CacheResetError),
     #[error(
@@ -1473,7 +1480,8 @@ impl RunContext<'_> {
                 &execution.request_model,
                 limit,
                 requests.iter().map(|r| (r.input_tokens, r.max_tokens)),
-            )?;
+            )
+            .map_err(RunError::RequestsUnfit)?;
         }
         if let Some(server) = &server {
             tracing::info!(

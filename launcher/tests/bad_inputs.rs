@@ -558,7 +558,10 @@ fn bad_inference_perf_profiles_are_refused_with_key_and_line() {
             IP,
             "loadbreakers.yaml",
             "load:\n  circuit_breakers: [errors]\n  stages: [{rate: 1, duration: 1}]\n",
-            &["`load.circuit_breakers[0]`", "Unknown circuit breaker: errors"],
+            &[
+                "`load.circuit_breakers[0]`",
+                "Unknown circuit breaker: errors",
+            ],
         ),
         profile(
             IP,

@@ -598,8 +598,8 @@ fn bad_experiments_are_refused_before_any_run_with_what_is_wrong() {
     refused(d, &parallel, &[], "ordering.parallelism is 2");
 }
 
-/// Two treatments, the first of which every request of fails: its prompts are longer than the simulator's
-/// context (32768 tokens), so each request is answered 400.
+/// Two treatments, the first of which cannot run: its prompts are longer than the simulator's context (32768
+/// tokens), which the run's pre-flight finds before its clock starts; the server is still fine for the second.
 const FAILING: &str =
     "experiment: {name: failing, harness: vllm-benchmark, profile: random_concurrent.yaml}
 constants: {num-prompts: 2, random-output-len: 4}
@@ -620,7 +620,7 @@ fn a_failing_run_is_reported_and_the_experiment_goes_on_unless_told_to_stop() {
     assert_eq!(plan["runs"][0]["status"], "failed");
     let error = plan["runs"][0]["error"].as_str().expect("error");
     assert!(
-        error.contains("none of the 2 requests succeeded") && error.contains("http_400"),
+        error.contains("asks for more tokens than the server's context of 32768"),
         "{error}"
     );
     assert_eq!(plan["runs"][1]["status"], "succeeded");
@@ -630,7 +630,9 @@ fn a_failing_run_is_reported_and_the_experiment_goes_on_unless_told_to_stop() {
     assert_ne!(comparison["best"], "too-long");
     assert!(stderr(&output).contains("1 of 2 runs failed"));
 
-    // treatment_stop_on_error stops it; treatment_max_attempts retries in a fresh directory each time.
+    // treatment_stop_on_error stops it; treatment_max_attempts retries in a fresh directory each time. Without the
+    // pre-flight the too-long run starts and every request is answered 400, so each attempt leaves a directory.
+    let sim = ["--sim-ttft", "1ms", "--sim-itl", "1ms", "--no-preflight"];
     let stopping = write(
         dir.path(),
         "stopping.yaml",
@@ -641,6 +643,11 @@ fn a_failing_run_is_reported_and_the_experiment_goes_on_unless_told_to_stop() {
     let exp = out.join("stop");
     let plan = json(&exp.join("experiment.json"));
     assert_eq!(plan["runs"][0]["status"], "failed");
+    let error = plan["runs"][0]["error"].as_str().expect("error");
+    assert!(
+        error.contains("none of the 2 requests succeeded") && error.contains("http_400"),
+        "{error}"
+    );
     assert_eq!(plan["runs"][0]["attempts"], 2);
     assert!(
         exp.join("too-long-r1.attempt1/run.json").is_file(),

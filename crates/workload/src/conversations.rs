@@ -420,6 +420,11 @@ impl UpstreamSampler {
                     "a vLLM range ratio is not an inference-perf distribution".to_owned(),
                 ));
             }
+            LengthShape::PositiveNormal { .. } => {
+                return Err(invalid(
+                    "AIPerf's positive normal is not an inference-perf distribution".to_owned(),
+                ));
+            }
         };
         Ok(UpstreamSampler {
             kind,

@@ -325,7 +325,9 @@ fn stage_requests(stage: &Stage) -> Option<u64> {
         }
         // inference-perf's sweep: the rates and so the request counts come from the saturation probe.
         // A trace's size is in its file.
+        // AIPerf's rate loop: its request count, or as many as its gaps and concurrency allow in the duration.
         Arrival::Closed { .. }
+        | Arrival::AiperfRate { .. }
         | Arrival::Sweep(Sweep::InferencePerf { .. })
         | Arrival::MooncakeTrace { .. }
         | Arrival::InferencePerfTrace { .. }
@@ -347,6 +349,8 @@ fn mean_tokens(lengths: &TokenLengths) -> f64 {
         | LengthShape::LogNormal { mean, min, max, .. }
         | LengthShape::Poisson { mean, min, max } => mean.clamp(min as f64, max as f64),
         LengthShape::RangeRatio { len, .. } => len as f64,
+        // Redrawing below 0 and rounding up lift the mean a little; the mean is close enough for an estimate.
+        LengthShape::PositiveNormal { mean, .. } => mean,
     }
 }
 
@@ -360,6 +364,8 @@ fn max_tokens(lengths: &TokenLengths) -> u64 {
         | LengthShape::LogNormal { max, .. }
         | LengthShape::Poisson { max, .. } => max,
         LengthShape::RangeRatio { len, ratio } => saturating((len as f64 * (1.0 + ratio)).ceil()),
+        // Unbounded: six standard deviations above the mean, which one draw in a billion passes.
+        LengthShape::PositiveNormal { mean, std_dev } => saturating((mean + 6.0 * std_dev).ceil()),
     }
 }
 

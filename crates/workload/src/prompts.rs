@@ -507,6 +507,9 @@ pub(crate) fn describe_shape(shape: &LengthShape) -> String {
         LengthShape::RangeRatio { len, ratio } => {
             format!("{len} tokens with a range ratio of {ratio}")
         }
+        LengthShape::PositiveNormal { mean, std_dev } => {
+            format!("AIPerf's positive normal (mean {mean}, stddev {std_dev})")
+        }
     }
 }
 
@@ -564,6 +567,9 @@ pub(crate) fn distribution(
         },
         LengthShape::RangeRatio { len, ratio } => {
             LengthDistribution::vllm_range(bound(len)?, ratio)?
+        }
+        LengthShape::PositiveNormal { mean, std_dev } => {
+            LengthDistribution::PositiveNormal { mean, std_dev }
         }
     })
 }
@@ -656,6 +662,7 @@ fn inference_perf_sharegpt(
             | LengthShape::LogNormal { min, max, .. }
             | LengthShape::Poisson { min, max, .. } => (min, max),
             LengthShape::RangeRatio { len, .. } => (len, len),
+            LengthShape::PositiveNormal { .. } => (0, u64::MAX),
         })
     };
     let input = bounds(&sharegpt.input_filter);

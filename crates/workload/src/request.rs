@@ -31,6 +31,8 @@ pub struct BodySettings {
     pub default_max_tokens: Option<u32>,
     /// Whose request body this is: the tools spell the same request differently.
     pub style: BodyStyle,
+    /// Set last, replacing llmbench's own fields of the same name ([`Api::extra_body`]).
+    pub extra: Vec<(String, Value)>,
 }
 
 /// How a tool writes its request bodies.
@@ -47,7 +49,7 @@ pub enum BodyStyle {
     /// for `continuous_usage_stats`.
     Guidellm,
     /// AIPerf (`aiperf/clients/openai/openai_chat.py`, `openai_completions.py`): chat asks with
-    /// `max_completion_tokens`, string content; `--extra-inputs` (here only `ignore_eos`) merged into the body.
+    /// `max_completion_tokens`, string content; `--extra-inputs` merged into the body last ([`BodySettings::extra`]).
     Aiperf,
 }
 
@@ -73,6 +75,7 @@ impl BodySettings {
             ignore_eos: api.ignore_eos,
             default_max_tokens: None,
             style,
+            extra: api.extra_body.clone(),
         }
     }
 }
@@ -131,6 +134,9 @@ pub fn prepare(prompt: &Prompt, settings: &BodySettings) -> PreparedRequest {
         };
         body.insert("stream_options".to_owned(), options);
     }
+    for (name, value) in &settings.extra {
+        body.insert(name.clone(), value.clone());
+    }
     PreparedRequest {
         body: Bytes::from(Value::Object(body).to_string()),
         input_tokens: prompt.input_tokens,
@@ -167,6 +173,7 @@ mod tests {
             ignore_eos: true,
             default_max_tokens: Some(30),
             style: BodyStyle::InferencePerf,
+            extra: Vec::new(),
         }
     }
 
@@ -184,6 +191,22 @@ mod tests {
                    "stream_options": {"include_usage": true}})
         );
         assert_eq!((request.input_tokens, request.max_tokens), (2, Some(8)));
+    }
+
+    #[test]
+    fn extra_fields_are_set_last_and_replace_llmbenchs_own() {
+        let mut settings = settings(ApiKind::Completion, false);
+        settings.style = BodyStyle::Aiperf;
+        settings.extra = vec![
+            ("min_tokens".to_owned(), json!(4)),
+            ("ignore_eos".to_owned(), json!(false)),
+        ];
+        let prompt = Prompt::text("hi".to_owned(), 1, Some(8));
+        assert_eq!(
+            body(&prepare(&prompt, &settings)),
+            json!({"model": "m", "prompt": "hi", "max_tokens": 8, "ignore_eos": false, "stream": false,
+                   "min_tokens": 4})
+        );
     }
 
     #[test]

@@ -284,6 +284,7 @@ impl StageRequests for FreshStagePrompts {
         let expected = match &stage.plan {
             StagePlan::Open { send_at, .. } => Some(send_at.len() as u64),
             StagePlan::Closed { total, .. } => *total,
+            StagePlan::Paced(paced) => paced.total,
             // Traces, sessions and the rest bring their own requests.
             _ => return Ok(None),
         };

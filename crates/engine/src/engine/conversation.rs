@@ -890,6 +890,7 @@ mod tests {
             ignore_eos: true,
             default_max_tokens: None,
             style: llmbench_workload::request::BodyStyle::InferencePerf,
+            extra: Vec::new(),
         }
     }
 
@@ -1147,6 +1148,7 @@ mod replay_tests {
                 ignore_eos: true,
                 default_max_tokens: None,
                 style: llmbench_workload::request::BodyStyle::InferencePerf,
+                extra: Vec::new(),
             },
         )
     }

@@ -60,6 +60,8 @@ pub enum StagePlan {
         duration: Option<Duration>,
         rampup: Duration,
     },
+    /// AIPerf's request-rate loop ([`Paced`]).
+    Paced(Paced),
     /// Replay a trace's sessions (AIPerf's Mooncake traces); the run's requests are [`Requests::Trace`].
     Trace(Arc<Replay>),
     /// inference-perf `trace_session_replay`: sessions of dependent calls ([`sessions`]); the run's requests are
@@ -71,6 +73,23 @@ pub enum StagePlan {
     /// Queries of `group` requests sent together, the next query once every request of the previous one has
     /// returned (MLPerf LoadGen's MultiStream).
     Lockstep(Lockstep),
+}
+
+/// AIPerf's `RequestRateStrategy._execute_single_phase` ([`StagePlan::Paced`]): the first request at the stage
+/// start; before each send, with `max_concurrency`, a wait for a free slot (a request holds one until it
+/// returns); after the i-th send, a wait of `gaps[i]` (none past the list's end) counted from that send. Sending
+/// ends once `total` were sent or `duration` has passed; with a duration, what is still in flight at
+/// `duration + grace` is cancelled (AIPerf's grace period, whose late responses it leaves out of its metrics).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Paced {
+    pub gaps: Vec<Duration>,
+    pub max_concurrency: Option<usize>,
+    pub total: Option<u64>,
+    pub duration: Option<Duration>,
+    pub grace: Option<Duration>,
+    /// AIPerf's `--warmup-request-count`: a phase of this many requests, paced the same way (the gaps continue
+    /// from it), flagged warm-up; the profiling phase, and its duration, start once all of them returned.
+    pub warmup: u64,
 }
 
 /// A lockstep stage's shape ([`StagePlan::Lockstep`]): LoadGen's MultiStream query scheduler
@@ -736,6 +755,12 @@ pub async fn run(
                 send_at,
                 max_concurrency,
             } => run_open(stage_context, start, send_at, *max_concurrency).await,
+            StagePlan::Paced(paced) => {
+                // With a warm-up phase, the stage's figures start with the profiling phase.
+                if let Some(profiling) = run_paced(stage_context, start, paced).await {
+                    start_ns = profiling;
+                }
+            }
             StagePlan::Closed {
                 concurrency,
                 total,
@@ -1109,6 +1134,132 @@ async fn run_open(
         while in_flight.try_join_next().is_some() {}
     }
     while in_flight.join_next().await.is_some() {}
+}
+
+/// Runs AIPerf's warm-up phase (when there is one) and then its profiling phase; returns when the profiling
+/// phase started if a warm-up came first (the stage's figures start there).
+async fn run_paced(context: StageContext, start: Instant, paced: &Paced) -> Option<u64> {
+    let slots = paced
+        .max_concurrency
+        .map(|n| Arc::new(Semaphore::new(n.max(1))));
+    // One generator serves both phases, as AIPerf's strategy keeps one for all of them.
+    let mut gaps = paced.gaps.iter().copied();
+    let mut start = start;
+    let mut profiling_start = None;
+    if paced.warmup > 0 {
+        // AIPerf's warm-up phase: its requests are sent like the profiling phase's, and the profiling phase
+        // starts once every one of them has returned. Flagged warm-up, they stay out of every figure.
+        let mut warmup = context.clone();
+        warmup.probe = true;
+        let mut in_flight = JoinSet::new();
+        let phase = Phase {
+            start,
+            total: Some(paced.warmup),
+            sending_ends: None,
+        };
+        send_phase(&warmup, phase, &mut gaps, slots.as_ref(), &mut in_flight).await;
+        while in_flight.join_next().await.is_some() {}
+        if context.control.issuing_stopped() {
+            return None;
+        }
+        start = Instant::now();
+        profiling_start = Some(context.clock.ns_of(start));
+    }
+    let mut in_flight = JoinSet::new();
+    let phase = Phase {
+        start,
+        total: paced.total,
+        sending_ends: paced.duration.map(|d| start + d),
+    };
+    send_phase(&context, phase, &mut gaps, slots.as_ref(), &mut in_flight).await;
+    if let (Some(duration), Some(grace)) = (paced.duration, paced.grace) {
+        let cut = start + duration + grace;
+        let drained = async { while in_flight.join_next().await.is_some() {} };
+        tokio::select! {
+            () = drained => return profiling_start,
+            () = llmbench_model::timer::sleep_until(cut) => context.control.stop_now(DEADLINE),
+        }
+    }
+    while in_flight.join_next().await.is_some() {}
+    profiling_start
+}
+
+/// One phase of AIPerf's rate loop: its start, and when it stops sending.
+struct Phase {
+    start: Instant,
+    total: Option<u64>,
+    sending_ends: Option<Instant>,
+}
+
+/// `RequestRateStrategy._execute_single_phase`: send, then (unless the phase is done) wait the next gap.
+async fn send_phase(
+    context: &StageContext,
+    phase: Phase,
+    gaps: &mut impl Iterator<Item = Duration>,
+    slots: Option<&Arc<Semaphore>>,
+    in_flight: &mut JoinSet<()>,
+) {
+    let Phase {
+        start,
+        total,
+        sending_ends,
+    } = phase;
+    if total == Some(0) {
+        return;
+    }
+    let mut sent: u64 = 0;
+    // When the next send is due: the previous send plus its gap.
+    let mut due = start;
+    loop {
+        let sending_over = async {
+            match sending_ends {
+                Some(end) => llmbench_model::timer::sleep_until(end).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            () = context.control.issuing_ended() => break,
+            () = sending_over => break,
+            () = llmbench_model::timer::sleep_until(due) => {}
+        }
+        // AIPerf takes its semaphore before it sends, so a send blocked on it delays every later one: the next
+        // gap then counts from when the slot came free. Unblocked, it counts from when this send was due, so the
+        // timer's wake-up latency does not add up over the sends.
+        let mut sent_at = due;
+        let slot = match slots {
+            Some(s) => match Arc::clone(s).try_acquire_owned() {
+                Ok(slot) => Some(slot),
+                Err(_) => {
+                    let slot = tokio::select! {
+                        biased;
+                        () = context.control.issuing_ended() => break,
+                        slot = Arc::clone(s).acquire_owned() => slot.ok(),
+                    };
+                    sent_at = Instant::now().max(due);
+                    // Checked again after the wait, as AIPerf checks `should_send` once it holds a slot.
+                    if sending_ends.is_some_and(|end| sent_at >= end) {
+                        break;
+                    }
+                    slot
+                }
+            },
+            None => None,
+        };
+        let scheduled_ns = context.clock.ns_of(due);
+        let request_context = context.clone();
+        in_flight.spawn(async move {
+            let _slot = slot;
+            request_context.issue(scheduled_ns).await;
+        });
+        while in_flight.try_join_next().is_some() {}
+        sent += 1;
+        // AIPerf checks whether the phase is done before it sleeps, so the last send of a phase takes no gap.
+        if total.is_some_and(|total| sent >= total) {
+            break;
+        }
+        due = sent_at + gaps.next().unwrap_or(Duration::ZERO);
+    }
 }
 
 /// A closed loop's shape ([`StagePlan::Closed`]).

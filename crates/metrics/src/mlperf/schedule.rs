@@ -370,6 +370,7 @@ mod tests {
         match &stage.plan {
             StagePlan::Open { send_at, .. } => send_at,
             StagePlan::Closed { .. }
+            | StagePlan::Paced(_)
             | StagePlan::Trace(_)
             | StagePlan::Sessions(_)
             | StagePlan::LmBench(_)
@@ -445,6 +446,7 @@ mod tests {
                 concurrency, total, ..
             } => assert_eq!((*concurrency, *total), (1, Some(200))),
             StagePlan::Open { .. }
+            | StagePlan::Paced(_)
             | StagePlan::Trace(_)
             | StagePlan::Sessions(_)
             | StagePlan::LmBench(_)

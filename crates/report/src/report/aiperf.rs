@@ -22,14 +22,23 @@
 //! display unit (`Request Latency (ms)`; no unit for `requests` and `count`), every number `%.2f` (AIPerf's
 //! `MetricResult` fields are floats by then), lines end in CRLF as Python's `csv.writer` ends them.
 //!
+//! A request cancelled in flight (the end of `--benchmark-grace-period` cut it) is left out altogether, as AIPerf's
+//! `RecordsManager._should_include_request_by_duration` leaves out a request that answered after the grace period.
+//!
+//! With `--goodput` objectives, `good_request_count` (`good_request_count_metric.py`: valid requests whose every
+//! named metric is at most its limit; one without the metric is not good) and `goodput` (that count over
+//! `benchmark_duration`, `goodput_metric.py`).
+//!
 //! Left out: `min_request_timestamp` / `max_response_timestamp` (wall-clock stamps; llmbench's records are on the
-//! monotonic clock), `goodput`, `input_config`, `error_summary`, `start_time` / `end_time`. An answer llmbench
+//! monotonic clock), `input_config`, `error_summary`, `start_time` / `end_time`. An answer llmbench
 //! counts as cut short is a valid record here: AIPerf has no such failure (it counts a length that misses the
 //! request's, `osl_mismatch_count`, without invalidating the record).
 
 use serde_json::{Map, Value, json};
 
-use llmbench_model::record::RequestRecord;
+use super::meta::Slo;
+use llmbench_model::record::{ErrorClass, RequestRecord};
+use llmbench_workload::workload::SloMetric;
 
 /// The file AIPerf writes into its `--output-artifact-dir`.
 pub(crate) const AIPERF_JSON_FILE: &str = "profile_export_aiperf.json";
@@ -56,6 +65,8 @@ fn header(tag: &str) -> Option<&'static str> {
         "output_sequence_length" => "Output Sequence Length",
         "input_sequence_length" => "Input Sequence Length",
         "benchmark_duration" => "Benchmark Duration",
+        "good_request_count" => "GoodRequestCount",
+        "goodput" => "Goodput",
         "total_osl" => "Total Output Sequence Length",
         "total_isl" => "Total Input Sequence Length",
         "error_request_count" => "Error Request Count",
@@ -121,8 +132,65 @@ pub(crate) fn aiperf_csv(export: &Value) -> String {
     lines.iter().map(|l| format!("{l}\r\n")).collect()
 }
 
-/// AIPerf's JSON export of `records` (the measured ones, in record order).
-pub(crate) fn aiperf_export(records: &[&RequestRecord]) -> Value {
+/// The times AIPerf measures of one valid request, in nanoseconds: `request_latency` (last response − send; without a
+/// stream the one response is the whole body), `time_to_first_token` (first response with tokens − send) and the
+/// second response's time after the first, streams only; `inter_token_latency` = `(request_latency − ttft) /
+/// (osl − 1)`, for osl ≥ 2.
+pub(crate) struct AiperfTimes {
+    pub last_response_ns: u64,
+    pub request_latency_ns: f64,
+    pub ttft_ns: Option<f64>,
+    pub ttst_ns: Option<f64>,
+    pub itl_ns: Option<f64>,
+}
+
+pub(crate) fn aiperf_times(r: &RequestRecord) -> AiperfTimes {
+    // Every response that carried tokens, reasoning included (AIPerf's `content_responses`).
+    let mut content = r
+        .chunks
+        .iter()
+        .filter(|c| r.streaming && c.kind.tokens().is_some())
+        .map(|c| c.at_ns);
+    let first = content.next();
+    let second = content.next();
+    let last = content.next_back().or(second).or(first).unwrap_or(r.end_ns);
+    let request_latency_ns = last.saturating_sub(r.sent_ns) as f64;
+    let ttft_ns = first.map(|f| f.saturating_sub(r.sent_ns) as f64);
+    let out = f64::from(r.output_tokens());
+    AiperfTimes {
+        last_response_ns: last,
+        request_latency_ns,
+        ttft_ns,
+        ttst_ns: first.zip(second).map(|(f, s)| s.saturating_sub(f) as f64),
+        itl_ns: ttft_ns
+            .filter(|_| out >= 2.0)
+            .map(|t| (request_latency_ns - t) / (out - 1.0)),
+    }
+}
+
+/// Whether a valid request met every `--goodput` objective (`GoodRequestCountMetric._is_good`): each metric at most
+/// its limit (all three are smaller-is-better), and a metric the request does not have fails it.
+fn aiperf_good(times: &AiperfTimes, slos: &[Slo]) -> bool {
+    slos.iter()
+        .all(|slo| aiperf_metric_s(times, slo.metric).is_some_and(|v| v <= slo.limit_s))
+}
+
+/// The AIPerf metric an objective names, in seconds: `time_to_first_token`, `inter_token_latency` or
+/// `request_latency`; `None` when the request has none.
+pub(crate) fn aiperf_metric_s(times: &AiperfTimes, metric: SloMetric) -> Option<f64> {
+    let ns = match metric {
+        SloMetric::Ttft => times.ttft_ns,
+        SloMetric::Itl => times.itl_ns,
+        SloMetric::E2e => Some(times.request_latency_ns),
+        // The aiperf dialect maps no AIPerf tag to these.
+        SloMetric::Tpot | SloMetric::Ntpot => None,
+    };
+    ns.map(|v| v / 1e9)
+}
+
+/// AIPerf's JSON export of `records` (the measured ones, in record order), with `good_request_count` and `goodput`
+/// when the profile set `--goodput` objectives.
+pub(crate) fn aiperf_export(records: &[&RequestRecord], slos: &[Slo]) -> Value {
     let mut latency = Vec::new();
     let mut ttft = Vec::new();
     let mut ttst = Vec::new();
@@ -133,22 +201,18 @@ pub(crate) fn aiperf_export(records: &[&RequestRecord]) -> Value {
     let mut osl = Vec::new();
     let mut isl = Vec::new();
     let mut errors = 0u64;
+    let mut good = 0u64;
     let (mut first_send, mut last_response) = (u64::MAX, 0u64);
     for r in records {
+        // A request cancelled at the end of `--benchmark-grace-period` answered after it: AIPerf's records manager
+        // leaves every such request out of its metrics, errors included (`_should_include_request_by_duration`).
+        if r.error_class() == Some(ErrorClass::Cancelled) {
+            continue;
+        }
         if !r.succeeded() {
             errors += 1;
             continue;
         }
-        // Every response that carried tokens, reasoning included (AIPerf's `content_responses`).
-        let content: Vec<u64> = if r.streaming {
-            r.chunks
-                .iter()
-                .filter(|c| c.kind.tokens().is_some())
-                .map(|c| c.at_ns)
-                .collect()
-        } else {
-            Vec::new()
-        };
         if let Some(ns) = r.ttfo_ns() {
             ttfo.push(ns as f64 / 1e6);
         }
@@ -156,29 +220,21 @@ pub(crate) fn aiperf_export(records: &[&RequestRecord]) -> Value {
         if reasoned > 0 {
             reasoning.push(f64::from(reasoned));
         }
-        // Without a stream the one response is the whole body.
-        let last = content.last().copied().unwrap_or(r.end_ns);
+        let times = aiperf_times(r);
         first_send = first_send.min(r.sent_ns);
-        last_response = last_response.max(last);
-        let latency_ns = last.saturating_sub(r.sent_ns) as f64;
-        latency.push(latency_ns / 1e6);
-        let out = f64::from(r.output_tokens());
-        osl.push(out);
+        last_response = last_response.max(times.last_response_ns);
+        latency.push(times.request_latency_ns / 1e6);
+        osl.push(f64::from(r.output_tokens()));
         isl.push(f64::from(r.prompt_tokens()));
-        if let Some(first) = content.first() {
-            let ttft_ns = first.saturating_sub(r.sent_ns) as f64;
-            ttft.push(ttft_ns / 1e6);
-            if let Some(second) = content.get(1) {
-                ttst.push(second.saturating_sub(*first) as f64 / 1e6);
-            }
-            if out >= 2.0 {
-                let itl_ns = (latency_ns - ttft_ns) / (out - 1.0);
-                itl.push(itl_ns / 1e6);
-                if itl_ns > 0.0 {
-                    per_user.push(1e9 / itl_ns);
-                }
+        ttft.extend(times.ttft_ns.map(|t| t / 1e6));
+        ttst.extend(times.ttst_ns.map(|t| t / 1e6));
+        if let Some(itl_ns) = times.itl_ns {
+            itl.push(itl_ns / 1e6);
+            if itl_ns > 0.0 {
+                per_user.push(1e9 / itl_ns);
             }
         }
+        good += u64::from(!slos.is_empty() && aiperf_good(&times, slos));
     }
     let mut export = Map::new();
     let count = latency.len() as f64;
@@ -218,6 +274,12 @@ pub(crate) fn aiperf_export(records: &[&RequestRecord]) -> Value {
     export.insert("input_sequence_length".into(), stats("tokens", &mut isl));
     if let Some(d) = duration_s {
         export.insert("benchmark_duration".into(), single("sec", d));
+    }
+    if !slos.is_empty() {
+        export.insert("good_request_count".into(), single("requests", good as f64));
+        if let Some(d) = duration_s {
+            export.insert("goodput".into(), single("requests/sec", good as f64 / d));
+        }
     }
     export.insert("total_osl".into(), single("tokens", total_osl));
     export.insert("total_isl".into(), single("tokens", total_isl));
@@ -289,7 +351,7 @@ mod tests {
             chunk.kind = ChunkKind::Reasoning { tokens: 1 };
         }
         let b = streamed(5, &[25, 35], 2);
-        let export = aiperf_export(&[&a, &b]);
+        let export = aiperf_export(&[&a, &b], &[]);
         let close = |v: &Value, x: f64| (v.as_f64().expect("number") - x).abs() < 1e-9;
         assert!(close(&export["time_to_first_token"]["min"], 10.0));
         // a: 20; b (no reasoning): its TTFT, 20.
@@ -302,7 +364,7 @@ mod tests {
             aiperf_csv(&export)
         );
         // Without reasoning neither is written.
-        let plain = aiperf_export(&[&b]);
+        let plain = aiperf_export(&[&b], &[]);
         assert!(plain.get("time_to_first_output_token").is_none());
         assert!(plain.get("reasoning_token_count").is_none());
     }
@@ -313,7 +375,7 @@ mod tests {
         // Request b: sent 5, tokens at 25, 35 ms → latency 30, TTFT 20, TTST 10, ITL 10 ms.
         let a = streamed(0, &[10, 12, 14], 3);
         let b = streamed(5, &[25, 35], 2);
-        let export = aiperf_export(&[&a, &b]);
+        let export = aiperf_export(&[&a, &b], &[]);
         let close = |v: &Value, x: f64| (v.as_f64().expect("number") - x).abs() < 1e-9;
         assert!(close(&export["request_latency"]["avg"], 22.0));
         assert!(close(&export["request_latency"]["min"], 14.0));
@@ -350,7 +412,7 @@ mod tests {
         // avg 22, min 14, max 30, p1 = 14 + 16 · 0.01 = 14.16, p50 22, p99 = 14 + 16 · 0.99 = 29.84, std 8.
         let a = streamed(0, &[10, 12, 14], 3);
         let b = streamed(5, &[25, 35], 2);
-        let csv = aiperf_csv(&aiperf_export(&[&a, &b]));
+        let csv = aiperf_csv(&aiperf_export(&[&a, &b], &[]));
         let lines: Vec<&str> = csv.split("\r\n").collect();
         assert_eq!(
             lines[0],

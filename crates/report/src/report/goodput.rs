@@ -9,6 +9,10 @@
 //!   `request_goodput` and `token_goodput` per second of `max(end) − min(start)` over those requests, and each
 //!   metric's attainment percentage.
 //!
+//! - AIPerf (`good_request_count_metric.py`, `goodput_metric.py`): over the valid requests, a request is good when
+//!   each named metric (`time_to_first_token`, `inter_token_latency`, `request_latency`, by AIPerf's definitions:
+//!   [`super::aiperf::aiperf_times`]) is at most its limit; one without the metric is not good.
+//!
 //! guidellm has no goodput; its profiles get inference-perf's definition in `summary.json`.
 
 use serde_json::{Value, json};
@@ -25,16 +29,19 @@ use llmbench_workload::workload::SloMetric;
 pub enum Definition {
     Vllm,
     InferencePerf,
+    Aiperf,
 }
 
 fn metric_name(metric: SloMetric, definition: Definition) -> &'static str {
     match (metric, definition) {
+        (SloMetric::Ttft, Definition::Aiperf) => "time_to_first_token",
+        (SloMetric::Itl, Definition::Aiperf) => "inter_token_latency",
         (SloMetric::Ttft, _) => "ttft",
         (SloMetric::Tpot, _) => "tpot",
         (SloMetric::Itl, _) => "itl",
         (SloMetric::Ntpot, _) => "ntpot",
         (SloMetric::E2e, Definition::Vllm) => "e2el",
-        (SloMetric::E2e, Definition::InferencePerf) => "request_latency",
+        (SloMetric::E2e, Definition::InferencePerf | Definition::Aiperf) => "request_latency",
     }
 }
 
@@ -58,6 +65,9 @@ fn value_s(r: &RequestRecord, metric: SloMetric, definition: Definition) -> Opti
                 // Not vLLM metrics; the parser refuses them for vllm profiles.
                 SloMetric::Itl | SloMetric::Ntpot => None,
             }
+        }
+        Definition::Aiperf => {
+            super::aiperf::aiperf_metric_s(&super::aiperf::aiperf_times(r), metric)
         }
         Definition::InferencePerf => {
             let l = latencies(r);
@@ -144,6 +154,8 @@ impl GoodputTally {
             Definition::Vllm => super::vllm::succeeded(r),
             // An answer cut short is a failure to inference-perf (`TruncatedResponseError`).
             Definition::InferencePerf => r.outcome() == llmbench_model::record::Outcome::Succeeded,
+            // AIPerf's valid records: no error (an answer cut short included), and not cut by its grace period.
+            Definition::Aiperf => r.succeeded(),
         };
         if !ok {
             return;

@@ -213,6 +213,7 @@ pub fn measured<'a>(meta: &RunMeta, records: &'a [RequestRecord]) -> Measured<'a
 fn goodput_definition(harness: Harness) -> Definition {
     match harness {
         Harness::VllmBenchmark | Harness::Inferencemax => Definition::Vllm,
+        Harness::Aiperf => Definition::Aiperf,
         _ => Definition::InferencePerf,
     }
 }

@@ -213,7 +213,7 @@ impl Native {
             written.push(path);
         }
         if let (true, Some(in_memory)) = (formats.aiperf, &records) {
-            let export = aiperf_export(in_memory.records);
+            let export = aiperf_export(in_memory.records, &meta.report.goodput);
             let csv_path = dir.join(AIPERF_CSV_FILE);
             write_text(&csv_path, &aiperf_csv(&export))?;
             let path = dir.join(AIPERF_JSON_FILE);

@@ -41,6 +41,11 @@ pub enum LengthDistribution {
         min: u32,
         max: u32,
     },
+    /// AIPerf's `sample_positive_normal_integer`: `ceil` of the first normal draw that is at least 0.
+    PositiveNormal {
+        mean: f64,
+        std_dev: f64,
+    },
 }
 
 impl LengthDistribution {
@@ -146,6 +151,17 @@ impl LengthDistribution {
                     .map_err(|e| invalid(format!("poisson(mean {mean}): {e}")))?;
                 Kind::Poisson(dist, bounds(min, max)?)
             }
+            LengthDistribution::PositiveNormal { mean, std_dev } => {
+                // AIPerf refuses a negative mean (`sample_positive_normal`); with one, redrawing could not end.
+                if !(mean.is_finite() && mean >= 0.0) {
+                    return Err(invalid(format!(
+                        "mean must be a finite number ≥ 0, found {mean}"
+                    )));
+                }
+                let normal = Normal::new(mean, spread(std_dev)?)
+                    .map_err(|e| invalid(format!("normal(mean {mean}, std_dev {std_dev}): {e}")))?;
+                Kind::PositiveNormal(normal)
+            }
         };
         Ok(LengthSampler { kind })
     }
@@ -165,6 +181,7 @@ enum Kind {
     SkewNormal(SkewNormal<f64>, (u32, u32)),
     Lognormal(LogNormal<f64>, (u32, u32)),
     Poisson(Poisson<f64>, (u32, u32)),
+    PositiveNormal(Normal<f64>),
 }
 
 impl LengthSampler {
@@ -184,6 +201,13 @@ impl LengthSampler {
             Kind::SkewNormal(d, b) => clip(d.sample(rng), *b),
             Kind::Lognormal(d, b) => clip(d.sample(rng), *b),
             Kind::Poisson(d, b) => clip(d.sample(rng), *b),
+            // `sample_normal(mean, stddev, lower=0)` redraws below 0; `math.ceil` rounds up.
+            Kind::PositiveNormal(d) => loop {
+                let x = d.sample(rng);
+                if x >= 0.0 {
+                    break x.ceil().min(f64::from(u32::MAX)) as u32;
+                }
+            },
         }
     }
 }
@@ -269,6 +293,7 @@ mod tests {
                 | LengthDistribution::Lognormal { min, max, .. }
                 | LengthDistribution::Poisson { min, max, .. } => (min, max),
                 LengthDistribution::Fixed(n) => (n, n),
+                LengthDistribution::PositiveNormal { .. } => (0, u32::MAX),
             };
             let a = draws(dist, 2000, 7);
             assert!(a.iter().all(|&x| (min..=max).contains(&x)), "{dist:?}");
@@ -375,6 +400,38 @@ mod tests {
                 max: 1
             }
             .sampler("x")
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn aiperfs_positive_normal_redraws_below_zero_and_rounds_up() {
+        // Stddev 0: the mean itself, rounded up.
+        let fixed = LengthDistribution::PositiveNormal {
+            mean: 99.2,
+            std_dev: 0.0,
+        };
+        assert!(draws(&fixed, 50, 1).iter().all(|&x| x == 100));
+        // N(1, 10) redrawn below 0 is the upper part of the normal: E[X | X ≥ 0] = 1 + 10·φ(0.1)/Φ(0.1)
+        // = 1 + 10 · 0.396953 / 0.539828 = 8.353, and rounding up adds about 0.5: ≈ 8.85. Clamping at 0 instead
+        // (the other normals here) would give E[max(X, 0)] ≈ 4.5.
+        let wide = LengthDistribution::PositiveNormal {
+            mean: 1.0,
+            std_dev: 10.0,
+        };
+        let a = draws(&wide, 20_000, 3);
+        assert!(
+            a.iter().all(|&x| x >= 1),
+            "a draw of exactly 0.0 aside, every length is at least 1"
+        );
+        let m = mean(&a);
+        assert!((8.6..9.1).contains(&m), "mean {m}");
+        assert!(
+            LengthDistribution::PositiveNormal {
+                mean: -1.0,
+                std_dev: 1.0
+            }
+            .sampler("isl")
             .is_err()
         );
     }

@@ -14,7 +14,31 @@
 //!   every length exactly the mean (`utils.sample_positive_normal_integer`).
 //! - `aiperf/clients/openai/openai_chat.py`: chat requests carry `max_completion_tokens`, completions
 //!   `max_tokens`; `--extra-inputs` entries are merged into every body (`ignore_eos:true` → `"ignore_eos": true`).
-//! - Warm-up: `--warmup-request-count` defaults to 0, so these profiles send none.
+//! - `aiperf/timing/request_rate_strategy.py` `RequestRateStrategy`: with `--request-rate`, the first request at
+//!   the start and a gap after each send — `random.expovariate(rate)` for `--request-rate-mode poisson` (the
+//!   default; drawn with CPython's generator seeded by `--random-seed`, so the gaps are AIPerf's own), `1/rate`
+//!   for `constant`; `--concurrency` beside a rate is a semaphore taken before each send (a blocked send delays
+//!   the later ones). `credit_issuing_strategy.py`: `--benchmark-duration` replaces the request count (AIPerf
+//!   refuses both), nothing is sent after it, and what is still in flight `--benchmark-grace-period` (default
+//!   30 s) later is cut; `records/records_manager.py` leaves those requests out of every metric.
+//! - Warm-up: `--warmup-request-count` (`--num-warmup-requests`, default 0) is a phase of that many requests
+//!   before the profiling phase, paced by the same strategy (the same rate generator, whose gaps continue, and
+//!   semaphore); the profiling phase starts once they all returned (`_execute_phases` waits for each phase's
+//!   credits). Its records are flagged warm-up and left out of every figure.
+//! - `aiperf/dataset/composer/synthetic.py` and `base.py`: `--conversation-num` (`--num-dataset-entries`,
+//!   `--num-prompts`, …; default 100) single-turn entries, each with its prompt length drawn by
+//!   `sample_positive_normal_integer(isl, isl_stddev)` (a normal redrawn below 0, rounded up) and its `max_tokens`
+//!   by the same over `osl`/`osl_stddev`; requests reuse the entries (AIPerf picks them with `random.choice`,
+//!   llmbench in turn). The draws use llmbench's seeded generator, not numpy's.
+//! - `--extra-inputs` (`config_validators.py` `parse_str_or_dict_as_tuple_list`, `coerce_value`): every entry set
+//!   in every body after AIPerf's own fields; only those llmbench builds and measures by (`stream`, `model`,
+//!   `max_tokens`, …) are refused. `--header`/`-H` the same way, sent with every request.
+//! - `--goodput` (`good_request_count_metric.py`): `time_to_first_token`, `inter_token_latency`,
+//!   `request_latency` in ms, judged by AIPerf's definitions; `summary.json` and `profile_export_aiperf.json` carry
+//!   the good request count and goodput. Other metric tags are refused.
+//! - Still refused, by name: custom dataset types other than
+//!   `mooncake_trace`, a rate or duration over a trace, goodput, multi-turn (`conversation-*`), prefix pools,
+//!   headers, and every other flag.
 
 use std::time::Duration;
 
@@ -74,12 +98,24 @@ pub(crate) fn parse(
     } else {
         w.api.kind = ApiKind::Chat;
     }
+    // `--endpoint` (`--custom-endpoint`): the path under the URL in place of the endpoint type's
+    // (`ModelEndpointInfo.url`: base URL, `/`, the path without its leading slashes).
+    if let Some(f) = m.get_any(&["endpoint", "custom-endpoint"]) {
+        let path = text(ctx, &f)?;
+        w.api.endpoint = Some(format!("/{}", path.trim_start_matches('/')));
+    }
     w.api.streaming = match m.take("streaming") {
         Some(f) => flag(ctx, &f)?,
         None => false,
     };
     if let Some(f) = m.get("extra-inputs") {
         extra_inputs(ctx, &f, &mut w.api)?;
+    }
+    if let Some(f) = m.get_any(&["header", "H"]) {
+        headers(ctx, &f, &mut w.api)?;
+    }
+    if let Some(f) = m.get("goodput") {
+        w.goodput = goodput(ctx, &f)?;
     }
     // Server-side token counts: the reports take `usage` figures over the tokenizer's (llmbench always asks for
     // usage and prefers it; this makes output counts come from it as well).
@@ -100,7 +136,19 @@ pub(crate) fn parse(
         }
         None => DEFAULT_CONCURRENCY,
     };
-    let request_count_field = m.get("request-count");
+    // `--random-seed`: AIPerf seeds its Poisson gaps (and its synthetic data) with it.
+    if let Some(f) = m.get("random-seed") {
+        w.seed = non_negative(ctx, &f)?;
+        w.seed_origin = SeedOrigin::Profile;
+    }
+    let load = load(ctx, &mut m, w.seed)?;
+    let request_count_field = m.get_any(&["request-count", "num-requests"]);
+    if let (Some(f), Some(_)) = (&request_count_field, load.duration) {
+        return Err(f.invalid(
+            ctx,
+            "cannot be used together with benchmark-duration (AIPerf refuses it: a run is count- or duration-based)",
+        ));
+    }
     let request_count = match &request_count_field {
         Some(f) => {
             let n = positive(ctx, f)?;
@@ -125,14 +173,24 @@ pub(crate) fn parse(
         "output-tokens-stddev",
         "prompt-output-tokens-stddev",
     ]);
-    for f in [&isl_stddev, &osl_stddev].into_iter().flatten() {
-        if number(ctx, f)? != 0.0 {
-            return Err(f.unsupported(
-                ctx,
-                "a non-zero length stddev (AIPerf's ceil of a resampled positive normal is not reproduced)",
-            ));
+    let isl_stddev = isl_stddev.map(|f| stddev(ctx, &f)).transpose()?;
+    let osl_stddev = osl_stddev.map(|f| stddev(ctx, &f)).transpose()?;
+    // `--conversation-num` and its aliases: how many dataset entries AIPerf makes (each one turn, its lengths drawn
+    // once), which its requests then reuse.
+    let entries = match m.get_any(&[
+        "conversation-num",
+        "num-conversations",
+        "num-sessions",
+        "num-dataset-entries",
+        "num-prompts",
+    ]) {
+        Some(f) => {
+            let n = positive(ctx, &f)?;
+            limits::check(ctx, &f, Limit::Samples, n as f64)?;
+            n
         }
-    }
+        None => DEFAULT_DATASET_ENTRIES,
+    };
     let block_size = match m.get_any(&[
         "isl-block-size",
         "synthetic-input-tokens-block-size",
@@ -150,6 +208,14 @@ pub(crate) fn parse(
     let dataset_type = m.get("custom-dataset-type");
     match (&input_file, &dataset_type) {
         (Some(file), Some(kind)) => {
+            if let Some((name, line)) = load.flag() {
+                return Err(ctx.unsupported(
+                    name,
+                    line,
+                    "a request rate, benchmark duration or warm-up over a trace (AIPerf's rate loop over its \
+                     records is not implemented; its fixed schedule and concurrency are)",
+                ));
+            }
             let kind_name = text(ctx, kind)?;
             if kind_name != "mooncake_trace" {
                 return Err(kind.unsupported(
@@ -218,24 +284,19 @@ pub(crate) fn parse(
             };
             let output = osl.as_ref().map(|f| tokens(ctx, f)).transpose()?;
             w.data = DataSpec::SyntheticText(SyntheticText {
-                prompt: TokenLengths::fixed(input),
-                output: output.map(TokenLengths::fixed),
+                prompt: lengths(input, isl_stddev),
+                // AIPerf samples `max_tokens` only when `--osl` is given; a stddev alone sends none.
+                output: output.map(|mean| lengths(mean, osl_stddev)),
                 turns: 1,
                 prefix_buckets: Vec::new(),
-                samples: DEFAULT_DATASET_ENTRIES,
+                samples: entries,
                 think_time: None,
             });
-            w.stages = vec![Stage {
-                load: LoadKind::Concurrent,
-                arrival: Arrival::Closed {
-                    concurrency,
-                    rampup: Duration::ZERO,
-                },
-                limit: StageLimit::requests(request_count),
-                max_concurrency: None,
-                warmup: None,
-                cooldown: None,
-            }];
+            w.stages = vec![synthetic_stage(
+                &load,
+                concurrency_field.is_some().then_some(concurrency),
+                request_count,
+            )];
         }
     }
     // AIPerf's command line refuses a flag it does not know.
@@ -250,12 +311,183 @@ pub(crate) fn parse(
         return Err(ctx.unsupported(
             &key.name,
             key.line,
-            "this aiperf flag (known: model, url, endpoint-type, streaming, concurrency, request-count, isl, osl, \
-             extra-inputs, input-file, custom-dataset-type, use-server-token-count, tokenizer-trust-remote-code, \
+            "this aiperf flag (known: model, url, endpoint-type, endpoint, streaming, concurrency, request-count, \
+             request-rate, request-rate-mode, random-seed, benchmark-duration, benchmark-grace-period, \
+             warmup-request-count, isl, osl, isl-stddev, osl-stddev, conversation-num, \
+             extra-inputs, header, goodput, input-file, custom-dataset-type, use-server-token-count, tokenizer-trust-remote-code, \
              no-server-metrics, isl-block-size, fixed-schedule*)",
         ));
     }
     Ok(w)
+}
+
+/// The load flags of AIPerf's rate loop (`aiperf/common/config/loadgen_config.py`).
+struct Load {
+    /// `--request-rate` with `--request-rate-mode`; `None`: AIPerf's concurrency burst.
+    pace: AiperfPace,
+    /// `--benchmark-duration`: the profiling phase sends until it, instead of a request count.
+    duration: Option<Duration>,
+    /// `--benchmark-grace-period` (only with a duration; AIPerf's default 30 s).
+    grace: Duration,
+    /// `--warmup-request-count` (`--num-warmup-requests`): AIPerf's warm-up phase.
+    warmup: u64,
+    /// The first of these flags the profile set, with its line, for a refusal that must name one.
+    first: Option<(String, u32)>,
+}
+
+impl Load {
+    fn flag(&self) -> Option<(&str, u32)> {
+        self.first
+            .as_ref()
+            .map(|(name, line)| (name.as_str(), *line))
+    }
+}
+
+/// AIPerf's `--benchmark-grace-period` default (`LoadGeneratorDefaults.BENCHMARK_GRACE_PERIOD`).
+const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+
+/// Reads `--request-rate`, `--request-rate-mode`, `--benchmark-duration` and `--benchmark-grace-period`, checked as
+/// AIPerf's `UserConfig` validators check them (`validate_timing_mode`, `validate_benchmark_mode`).
+fn load(ctx: &Ctx, m: &mut MapReader<'_>, seed: u64) -> Result<Load, WorkloadError> {
+    let mut first: Option<(String, u32)> = None;
+    let mut note = |f: &At<'_>| {
+        if first.is_none() {
+            first = Some((f.path.clone(), f.line));
+        }
+    };
+    let rate = match m.get("request-rate") {
+        Some(f) => {
+            note(&f);
+            let rate = number(ctx, &f)?;
+            if !(rate.is_finite() && rate > 0.0) {
+                return Err(f.invalid(ctx, format!("must be greater than 0, found {rate}")));
+            }
+            limits::check(ctx, &f, Limit::Rate, rate)?;
+            Some(rate)
+        }
+        None => None,
+    };
+    let mode = match m.get("request-rate-mode") {
+        Some(f) => {
+            let mode = text(ctx, &f)?;
+            match (mode.as_str(), rate) {
+                ("poisson" | "constant", _) => {}
+                ("concurrency_burst", None) => {}
+                ("concurrency_burst", Some(_)) => {
+                    return Err(f.invalid(
+                        ctx,
+                        "cannot be concurrency_burst when a request rate is given (AIPerf refuses it)",
+                    ));
+                }
+                (other, _) => {
+                    return Err(f.invalid(
+                        ctx,
+                        format!("`{other}` is not a request rate mode (constant, poisson, concurrency_burst)"),
+                    ));
+                }
+            }
+            mode
+        }
+        // `LoadGeneratorDefaults.REQUEST_RATE_MODE`.
+        None => "poisson".to_owned(),
+    };
+    let pace = match rate {
+        Some(rate) if mode == "constant" => AiperfPace::Constant { rate },
+        Some(rate) => AiperfPace::Poisson { rate, seed },
+        // Without a rate AIPerf runs its concurrency burst, whatever the mode said.
+        None => AiperfPace::Burst,
+    };
+    let duration = match m.get("benchmark-duration") {
+        Some(f) => {
+            note(&f);
+            let secs = number(ctx, &f)?;
+            if !(secs.is_finite() && secs >= 1.0) {
+                return Err(f.invalid(ctx, format!("must be at least 1 (seconds), found {secs}")));
+            }
+            limits::check(ctx, &f, Limit::Duration, secs)?;
+            Some(Duration::from_secs_f64(secs))
+        }
+        None => None,
+    };
+    let grace = match m.get("benchmark-grace-period") {
+        Some(f) if duration.is_none() => {
+            return Err(f.invalid(
+                ctx,
+                "can only be used with benchmark-duration (AIPerf refuses it)",
+            ));
+        }
+        Some(f) => {
+            let secs = number(ctx, &f)?;
+            if !(secs.is_finite() && secs >= 0.0) {
+                return Err(f.invalid(ctx, format!("must be at least 0 (seconds), found {secs}")));
+            }
+            limits::check(ctx, &f, Limit::Duration, secs)?;
+            Duration::from_secs_f64(secs)
+        }
+        None => DEFAULT_GRACE,
+    };
+    let warmup = match m.get_any(&["warmup-request-count", "num-warmup-requests"]) {
+        Some(f) => {
+            let n = non_negative(ctx, &f)?;
+            if n > 0 {
+                note(&f);
+            }
+            limits::check(ctx, &f, Limit::Arrivals, n as f64)?;
+            n
+        }
+        None => 0,
+    };
+    Ok(Load {
+        pace,
+        duration,
+        grace,
+        warmup,
+        first,
+    })
+}
+
+/// The one stage of a synthetic run: AIPerf's profiling phase, after its warm-up phase if any. A plain
+/// concurrency burst by count is llmbench's closed loop (AIPerf's semaphore with no gaps is one); a rate, a
+/// duration or a warm-up is AIPerf's own rate loop.
+fn synthetic_stage(load: &Load, concurrency: Option<u32>, request_count: u64) -> Stage {
+    let limit = match load.duration {
+        Some(d) => StageLimit::duration(d),
+        None => StageLimit::requests(request_count),
+    };
+    let (kind, arrival) = match (load.pace, load.duration) {
+        (AiperfPace::Burst, None) if load.warmup == 0 => (
+            LoadKind::Concurrent,
+            Arrival::Closed {
+                concurrency: concurrency.unwrap_or(DEFAULT_CONCURRENCY),
+                rampup: Duration::ZERO,
+            },
+        ),
+        (pace, duration) => (
+            match pace {
+                AiperfPace::Poisson { .. } => LoadKind::Poisson,
+                AiperfPace::Constant { .. } => LoadKind::Constant,
+                AiperfPace::Burst => LoadKind::Concurrent,
+            },
+            Arrival::AiperfRate {
+                pace,
+                // The burst needs its semaphore: AIPerf sets concurrency 1 when none is given.
+                concurrency: match pace {
+                    AiperfPace::Burst => Some(concurrency.unwrap_or(DEFAULT_CONCURRENCY)),
+                    _ => concurrency,
+                },
+                grace: duration.map(|_| load.grace),
+                warmup_requests: load.warmup,
+            },
+        ),
+    };
+    Stage {
+        load: kind,
+        arrival,
+        limit,
+        max_concurrency: None,
+        warmup: None,
+        cooldown: None,
+    }
 }
 
 /// `--fixed-schedule`, `--fixed-schedule-auto-offset`, `--fixed-schedule-start-offset`,
@@ -303,36 +535,212 @@ fn fixed_schedule(ctx: &Ctx, m: &mut MapReader<'_>) -> Result<FixedSchedule, Wor
     Ok(schedule)
 }
 
-/// `--extra-inputs`: `name:value` pairs (comma-separated) or a JSON object, merged into every request body.
-/// llmbench builds bodies itself, so only the entries it can send exactly are taken.
+/// `--extra-inputs` (or a list of them): merged into every request body after AIPerf's own fields, later entries
+/// winning (`payload.update(extra)` in `openai_chat.py`/`openai_completions.py`). `ignore_eos` is also what
+/// llmbench's records say of each request's length; fields that decide what llmbench sends or parses are refused.
 fn extra_inputs(ctx: &Ctx, f: &At<'_>, api: &mut Api) -> Result<(), WorkloadError> {
-    let raw = text(ctx, f)?;
-    let pairs: Vec<(String, String)> = if raw.trim_start().starts_with('{') {
-        let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&raw)
-            .map_err(|e| f.invalid(ctx, format!("not a JSON object: {e}")))?;
-        map.into_iter().map(|(k, v)| (k, v.to_string())).collect()
-    } else {
-        raw.split(',')
-            .map(|item| {
-                item.split_once(':')
-                    .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-                    .ok_or_else(|| f.invalid(ctx, format!("`{item}` is not `name:value`")))
-            })
-            .collect::<Result<_, _>>()?
-    };
-    for (name, value) in pairs {
-        match (name.as_str(), value.to_ascii_lowercase().as_str()) {
-            ("ignore_eos", "true") => api.ignore_eos = true,
-            ("ignore_eos", "false") => api.ignore_eos = false,
-            _ => {
+    for (name, value) in pairs(ctx, f)? {
+        match name.as_str() {
+            "ignore_eos" => match value {
+                serde_json::Value::Bool(on) => api.ignore_eos = on,
+                other => {
+                    return Err(f.invalid(
+                        ctx,
+                        format!(
+                            "the extra input `ignore_eos` must be true or false, found {other}"
+                        ),
+                    ));
+                }
+            },
+            "stream"
+            | "stream_options"
+            | "model"
+            | "messages"
+            | "prompt"
+            | "max_tokens"
+            | "max_completion_tokens"
+            | "n" => {
                 return Err(f.unsupported(
                     ctx,
-                    format!("the extra input `{name}:{value}` (ignore_eos is supported)"),
+                    format!(
+                        "the extra input `{name}` (llmbench builds it from the other flags and measures by it: \
+                         use --model, --streaming or --osl)"
+                    ),
                 ));
+            }
+            _ => {
+                api.extra_body.retain(|(known, _)| *known != name);
+                api.extra_body.push((name, value));
             }
         }
     }
     Ok(())
+}
+
+/// `--header` (`-H`): `Header:Value` pairs sent with every request, parsed as the extra inputs are.
+fn headers(ctx: &Ctx, f: &At<'_>, api: &mut Api) -> Result<(), WorkloadError> {
+    for (name, value) in pairs(ctx, f)? {
+        let value = match value {
+            serde_json::Value::String(s) => s,
+            other => other.to_string(),
+        };
+        api.headers.push((name, value));
+    }
+    Ok(())
+}
+
+/// `--goodput "time_to_first_token:100 inter_token_latency:3.4"`: AIPerf's `parse_str_as_numeric_dict` (space-
+/// separated `tag:value`, values floats, a repeated tag's last value) in each metric's display unit, ms for the
+/// three latencies llmbench measures as AIPerf does.
+fn goodput(ctx: &Ctx, f: &At<'_>) -> Result<Vec<GoodputConstraint>, WorkloadError> {
+    let raw = text(ctx, f)?;
+    if raw.trim().is_empty() {
+        return Err(f.invalid(
+            ctx,
+            "expected space-separated `tag:value` pairs, found nothing",
+        ));
+    }
+    let mut out: Vec<GoodputConstraint> = Vec::new();
+    for item in raw.split_whitespace() {
+        let Some((tag, value)) = item.split_once(':') else {
+            return Err(f.invalid(ctx, format!("`{item}` is not in `tag:value` format")));
+        };
+        let metric = match tag.trim() {
+            "time_to_first_token" => SloMetric::Ttft,
+            "inter_token_latency" => SloMetric::Itl,
+            "request_latency" => SloMetric::E2e,
+            other => {
+                return Err(f.unsupported(
+                    ctx,
+                    format!(
+                        "the goodput metric `{other}` (time_to_first_token, inter_token_latency and \
+                         request_latency are supported)"
+                    ),
+                ));
+            }
+        };
+        let ms: f64 = value.trim().parse().map_err(|_| {
+            f.invalid(
+                ctx,
+                format!("the value for `{tag}` must be numeric, found `{value}`"),
+            )
+        })?;
+        if !(ms.is_finite() && ms >= 0.0) {
+            return Err(f.invalid(
+                ctx,
+                format!("the value for `{tag}` must be at least 0, found {ms}"),
+            ));
+        }
+        out.retain(|c| c.metric != metric);
+        out.push(GoodputConstraint {
+            metric,
+            limit: Duration::from_secs_f64(ms / 1000.0),
+        });
+    }
+    Ok(out)
+}
+
+/// AIPerf's `parse_str_or_dict_as_tuple_list` (`aiperf/common/config/config_validators.py`): a JSON object when the
+/// text starts with `{`, else comma-separated `name:value` items whose values `coerce_value` types; a list is each
+/// of its items in turn.
+fn pairs(ctx: &Ctx, f: &At<'_>) -> Result<Vec<(String, serde_json::Value)>, WorkloadError> {
+    let listed;
+    let items: Vec<&At<'_>> = match &f.node.value {
+        super::yaml::Value::Seq(_) => {
+            listed = f.seq(ctx)?;
+            listed.iter().collect()
+        }
+        _ => vec![f],
+    };
+    let mut pairs = Vec::new();
+    for item in items {
+        let raw = text(ctx, item)?;
+        if raw.starts_with('{') {
+            let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&raw)
+                .map_err(|e| item.invalid(ctx, format!("not a valid JSON object: {e}")))?;
+            pairs.extend(map);
+            continue;
+        }
+        for part in raw.split(',') {
+            let mut halves = part.split(':');
+            match (halves.next(), halves.next(), halves.next()) {
+                (Some(name), Some(value), None) => {
+                    pairs.push((name.trim().to_owned(), coerce_value(value.trim())));
+                }
+                // Python's `key, value = item.split(":")` fails on anything but exactly one colon.
+                _ => {
+                    return Err(item.invalid(
+                        ctx,
+                        format!("`{part}` is not `name:value` with exactly one colon (AIPerf refuses it)"),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(pairs)
+}
+
+/// AIPerf's `coerce_value`: `true`/`false` (any case) → a bool, `none`/`null` → null, plain digits without a
+/// leading zero (`0` itself, and with a leading `-`) → an int, digits with one `.` → a float, else the text.
+fn coerce_value(value: &str) -> serde_json::Value {
+    use serde_json::Value;
+    let lower = value.to_ascii_lowercase();
+    if lower == "true" || lower == "false" {
+        return Value::Bool(lower == "true");
+    }
+    if lower == "none" || lower == "null" {
+        return Value::Null;
+    }
+    // `str.isdigit()`: non-empty, every character a digit.
+    let digits = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
+    let int = |s: &str| s.parse::<i64>().map(Value::from).ok();
+    if digits(value)
+        && (!value.starts_with('0') || value == "0")
+        && let Some(v) = int(value)
+    {
+        return v;
+    }
+    if let Some(rest) = value.strip_prefix('-')
+        && digits(rest)
+        && (!value.starts_with("-0") || value == "-0")
+        && let Some(v) = int(value)
+    {
+        return v;
+    }
+    let without_dot = value.replacen('.', "", 1);
+    if value.matches('.').count() == 1
+        && (digits(&without_dot) || without_dot.strip_prefix('-').is_some_and(digits))
+        && let Ok(v) = value.parse::<f64>()
+        && let Some(n) = serde_json::Number::from_f64(v)
+    {
+        return Value::Number(n);
+    }
+    Value::String(value.to_owned())
+}
+
+/// A length of `mean` tokens with AIPerf's stddev: `sample_positive_normal_integer(mean, stddev)` per dataset
+/// entry; a stddev of 0 draws the mean itself.
+fn lengths(mean: u64, stddev: Option<f64>) -> TokenLengths {
+    match stddev {
+        Some(std_dev) if std_dev > 0.0 => TokenLengths {
+            shape: LengthShape::PositiveNormal {
+                mean: mean as f64,
+                std_dev,
+            },
+            total_count: None,
+        },
+        _ => TokenLengths::fixed(mean),
+    }
+}
+
+/// `--isl-stddev`, `--osl-stddev`: AIPerf takes any float and numpy refuses a negative scale.
+fn stddev(ctx: &Ctx, f: &At<'_>) -> Result<f64, WorkloadError> {
+    let v = number(ctx, f)?;
+    if !(v.is_finite() && v >= 0.0) {
+        return Err(f.invalid(ctx, format!("must be at least 0, found {v}")));
+    }
+    limits::check(ctx, f, Limit::Tokens, v)?;
+    Ok(v)
 }
 
 fn non_negative(ctx: &Ctx, f: &At<'_>) -> Result<u64, WorkloadError> {
@@ -506,22 +914,29 @@ mod tests {
 
     #[test]
     fn unknown_flags_and_unsupported_values_are_refused_with_their_line() {
-        let err = parse_text("model: m\nrequest-rate: 5\n")
-            .expect_err("refused")
-            .to_string();
-        assert!(err.starts_with("p.yaml:2: `request-rate`"), "{err}");
-        let err = parse_text("model: m\nextra-inputs: temperature:0.5\n")
+        let err = parse_text("model: m\nconversation-turn-mean: 5\n")
             .expect_err("refused")
             .to_string();
         assert!(
-            err.contains("p.yaml:2: `extra-inputs`") && err.contains("temperature"),
+            err.starts_with("p.yaml:2: `conversation-turn-mean`"),
             "{err}"
         );
+        let err = parse_text("model: m\nextra-inputs: temperature:0.5,stream:false\n")
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            err.contains("p.yaml:2: `extra-inputs`") && err.contains("`stream`"),
+            "{err}"
+        );
+        let err = parse_text("model: m\nextra-inputs: url:http://x\n")
+            .expect_err("refused")
+            .to_string();
+        assert!(err.contains("exactly one colon"), "{err}");
         let err = parse_text("model: m\ninput-file: x\ncustom-dataset-type: single_turn\n")
             .expect_err("refused")
             .to_string();
         assert!(err.contains("p.yaml:3: `custom-dataset-type`"), "{err}");
-        let err = parse_text("model: m\nisl: 10\nisl-stddev: 3\n")
+        let err = parse_text("model: m\nisl: 10\nisl-stddev: -3\n")
             .expect_err("refused")
             .to_string();
         assert!(err.contains("p.yaml:3: `isl-stddev`"), "{err}");
@@ -529,6 +944,303 @@ mod tests {
             .expect_err("refused")
             .to_string();
         assert!(err.contains("`model` is required"), "{err}");
+    }
+
+    fn aiperf_stage(text: &str) -> Stage {
+        let mut w = parse_text(text).expect("parses");
+        assert_eq!(w.stages.len(), 1);
+        w.stages.remove(0)
+    }
+
+    #[test]
+    fn a_request_rate_is_poisson_by_default_seeded_by_random_seed_and_capped_by_concurrency() {
+        let stage = aiperf_stage(
+            "model: m\nrequest-rate: 2.5\nconcurrency: 4\nrandom-seed: 42\nnum-requests: 7\n",
+        );
+        assert_eq!(stage.load, LoadKind::Poisson);
+        assert_eq!(
+            stage.arrival,
+            Arrival::AiperfRate {
+                pace: AiperfPace::Poisson {
+                    rate: 2.5,
+                    seed: 42
+                },
+                concurrency: Some(4),
+                grace: None,
+                warmup_requests: 0,
+            }
+        );
+        assert_eq!(stage.limit, StageLimit::requests(7));
+        // Without `--random-seed` the gaps come from the run's seed; without `--concurrency` nothing caps them.
+        let stage = aiperf_stage("model: m\nrequest-rate: 3\nrequest-rate-mode: constant\n");
+        assert_eq!(stage.load, LoadKind::Constant);
+        assert_eq!(
+            stage.arrival,
+            Arrival::AiperfRate {
+                pace: AiperfPace::Constant { rate: 3.0 },
+                concurrency: None,
+                grace: None,
+                warmup_requests: 0,
+            }
+        );
+        assert_eq!(stage.limit, StageLimit::requests(10));
+        let w = parse_text("model: m\nrequest-rate: 3\n").expect("parses");
+        assert!(matches!(
+            w.stages[0].arrival,
+            Arrival::AiperfRate { pace: AiperfPace::Poisson { seed, .. }, .. } if seed == w.seed
+        ));
+    }
+
+    #[test]
+    fn a_benchmark_duration_replaces_the_count_with_a_thirty_second_grace_by_default() {
+        let stage = aiperf_stage("model: m\nrequest-rate: 8\nbenchmark-duration: 60\n");
+        assert_eq!(stage.limit, StageLimit::duration(Duration::from_secs(60)));
+        assert!(matches!(
+            stage.arrival,
+            Arrival::AiperfRate { grace: Some(g), .. } if g == Duration::from_secs(30)
+        ));
+        // No rate: AIPerf's concurrency burst (concurrency 1 unless given) for the duration.
+        let stage = aiperf_stage(
+            "model: m\nconcurrency: 3\nbenchmark-duration: 2.5\nbenchmark-grace-period: 0\n",
+        );
+        assert_eq!(stage.load, LoadKind::Concurrent);
+        assert_eq!(
+            stage.limit,
+            StageLimit::duration(Duration::from_millis(2500))
+        );
+        assert_eq!(
+            stage.arrival,
+            Arrival::AiperfRate {
+                pace: AiperfPace::Burst,
+                concurrency: Some(3),
+                grace: Some(Duration::ZERO),
+                warmup_requests: 0,
+            }
+        );
+    }
+
+    #[test]
+    fn a_warmup_request_count_is_a_warmup_phase_of_the_same_pacing() {
+        let stage = aiperf_stage("model: m\nrequest-rate: 5\nwarmup-request-count: 3\n");
+        assert!(matches!(
+            stage.arrival,
+            Arrival::AiperfRate {
+                warmup_requests: 3,
+                ..
+            }
+        ));
+        // A burst with a warm-up is AIPerf's rate loop too (its closed loop has no warm-up phase); the alias works.
+        let stage = aiperf_stage("model: m\nconcurrency: 2\nnum-warmup-requests: 4\n");
+        assert_eq!(
+            stage.arrival,
+            Arrival::AiperfRate {
+                pace: AiperfPace::Burst,
+                concurrency: Some(2),
+                grace: None,
+                warmup_requests: 4,
+            }
+        );
+        assert_eq!(stage.limit, StageLimit::requests(10));
+        // Zero is AIPerf's default: no warm-up, the plain closed loop.
+        let stage = aiperf_stage("model: m\nwarmup-request-count: 0\n");
+        assert!(matches!(stage.arrival, Arrival::Closed { .. }));
+    }
+
+    #[test]
+    fn the_quick_start_profile_is_a_poisson_rate_of_64_streamed_chat_requests() {
+        const QUICKSTART: &str =
+            include_str!("../../../../workload/profiles/aiperf/quickstart.yaml.in");
+        let w = parse_text(&render(QUICKSTART)).expect("parses");
+        assert_eq!(
+            w.api,
+            Api {
+                endpoint: Some("/v1/chat/completions".to_owned()),
+                ..api(ApiKind::Chat, false)
+            }
+        );
+        assert_eq!(
+            w.stages[0].arrival,
+            Arrival::AiperfRate {
+                pace: AiperfPace::Poisson {
+                    rate: 32.0,
+                    seed: w.seed
+                },
+                concurrency: None,
+                grace: None,
+                warmup_requests: 0,
+            }
+        );
+        assert_eq!(w.stages[0].limit, StageLimit::requests(64));
+        // No `--isl`/`--osl`: AIPerf's 550-token prompts and no output limit.
+        assert!(
+            matches!(&w.data, DataSpec::SyntheticText(s) if s.prompt == TokenLengths::fixed(550) && s.output.is_none())
+        );
+        let custom = parse_text("model: m\ncustom-endpoint: v2/generate\n").expect("parses");
+        assert_eq!(custom.api.endpoint.as_deref(), Some("/v2/generate"));
+    }
+
+    #[test]
+    fn length_stddevs_are_aiperfs_positive_normal_drawn_once_per_dataset_entry() {
+        let w = parse_text(
+            "model: m\nsynthetic-input-tokens-mean: 200\nsynthetic-input-tokens-stddev: 50\n\
+             output-tokens-mean: 100\noutput-tokens-stddev: 20\nnum-dataset-entries: 7\n",
+        )
+        .expect("parses");
+        let normal = |mean: f64, std_dev: f64| TokenLengths {
+            shape: LengthShape::PositiveNormal { mean, std_dev },
+            total_count: None,
+        };
+        assert_eq!(
+            w.data,
+            DataSpec::SyntheticText(SyntheticText {
+                prompt: normal(200.0, 50.0),
+                output: Some(normal(100.0, 20.0)),
+                turns: 1,
+                prefix_buckets: Vec::new(),
+                samples: 7,
+                think_time: None,
+            })
+        );
+        // An output stddev without `--osl` sends no `max_tokens`, as AIPerf samples one only with a mean.
+        let w = parse_text("model: m\nosl-stddev: 5\nnum-prompts: 3\n").expect("parses");
+        assert!(
+            matches!(&w.data, DataSpec::SyntheticText(s) if s.output.is_none() && s.samples == 3)
+        );
+    }
+
+    #[test]
+    fn extra_input_values_are_typed_as_aiperfs_coerce_value_types_them() {
+        use serde_json::json;
+        for (text, value) in [
+            ("true", json!(true)),
+            ("FALSE", json!(false)),
+            ("None", json!(null)),
+            ("null", json!(null)),
+            ("42", json!(42)),
+            ("0", json!(0)),
+            ("-7", json!(-7)),
+            ("-0", json!(0)),
+            ("007", json!("007")),
+            ("-07", json!("-07")),
+            ("0.5", json!(0.5)),
+            ("-1.25", json!(-1.25)),
+            (".5", json!(0.5)),
+            ("1.2.3", json!("1.2.3")),
+            ("1e3", json!("1e3")),
+            ("", json!("")),
+            ("text", json!("text")),
+        ] {
+            assert_eq!(coerce_value(text), value, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn extra_inputs_and_headers_are_read_as_aiperf_reads_them() {
+        let w = parse_text(
+            "model: m\nextra-inputs:\n  - min_tokens:200\n  - ignore_eos:true\n  - '{\"top_k\": 5, \"min_tokens\": 100}'\n\
+             H: 'X-A:1, X-B : two'\n",
+        )
+        .expect("parses");
+        // Later entries win, as `payload.update` with the list of pairs makes them.
+        assert_eq!(
+            w.api.extra_body,
+            [
+                ("top_k".to_owned(), serde_json::json!(5)),
+                ("min_tokens".to_owned(), serde_json::json!(100)),
+            ]
+        );
+        assert!(w.api.ignore_eos);
+        assert_eq!(
+            w.api.headers,
+            [
+                ("X-A".to_owned(), "1".to_owned()),
+                ("X-B".to_owned(), "two".to_owned())
+            ]
+        );
+    }
+
+    #[test]
+    fn goodput_objectives_are_aiperfs_tags_in_milliseconds() {
+        let w = parse_text(
+            "model: m\ngoodput: 'time_to_first_token:100 inter_token_latency:3.40 request_latency:2500 time_to_first_token:50'\n",
+        )
+        .expect("parses");
+        assert_eq!(
+            w.goodput,
+            [
+                GoodputConstraint {
+                    metric: SloMetric::Itl,
+                    limit: Duration::from_micros(3400)
+                },
+                GoodputConstraint {
+                    metric: SloMetric::E2e,
+                    limit: Duration::from_millis(2500)
+                },
+                // A repeated tag keeps its last value, as a dict does.
+                GoodputConstraint {
+                    metric: SloMetric::Ttft,
+                    limit: Duration::from_millis(50)
+                },
+            ]
+        );
+        for (text, says) in [
+            (
+                "model: m\ngoodput: output_token_throughput_per_user:600\n",
+                "output_token_throughput_per_user",
+            ),
+            ("model: m\ngoodput: time_to_first_token=100\n", "tag:value"),
+            ("model: m\ngoodput: time_to_first_token:fast\n", "numeric"),
+        ] {
+            let err = parse_text(text).expect_err(text).to_string();
+            assert!(
+                err.contains("p.yaml:2: `goodput`") && err.contains(says),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn rate_and_duration_flags_are_checked_as_aiperf_checks_them() {
+        for (text, key, says) in [
+            (
+                "model: m\nrequest-count: 5\nbenchmark-duration: 10\n",
+                "p.yaml:2: `request-count`",
+                "benchmark-duration",
+            ),
+            (
+                "model: m\nbenchmark-grace-period: 5\n",
+                "p.yaml:2: `benchmark-grace-period`",
+                "only be used with benchmark-duration",
+            ),
+            (
+                "model: m\nrequest-rate: 4\nrequest-rate-mode: concurrency_burst\n",
+                "p.yaml:3: `request-rate-mode`",
+                "concurrency_burst",
+            ),
+            (
+                "model: m\nrequest-rate: 4\nrequest-rate-mode: gamma\n",
+                "p.yaml:3: `request-rate-mode`",
+                "not a request rate mode",
+            ),
+            (
+                "model: m\nrequest-rate: 0\n",
+                "p.yaml:2: `request-rate`",
+                "greater than 0",
+            ),
+            (
+                "model: m\nbenchmark-duration: 0.5\n",
+                "p.yaml:2: `benchmark-duration`",
+                "at least 1",
+            ),
+            (
+                "model: m\ninput-file: t.jsonl\ncustom-dataset-type: mooncake_trace\nrequest-rate: 2\n",
+                "p.yaml:4: `request-rate`",
+                "over a trace",
+            ),
+        ] {
+            let err = parse_text(text).expect_err(text).to_string();
+            assert!(err.starts_with(key) && err.contains(says), "{text}: {err}");
+        }
     }
 
     #[test]

@@ -131,6 +131,9 @@ pub struct Api {
     /// inference-perf `api.session_id_header_key`: each request of a session carries its session id in this
     /// header (`openai_client.py`; llmbench sends it for `trace_session_replay` sessions).
     pub session_id_header: Option<String>,
+    /// Fields set in every request body after llmbench's own, replacing any of the same name (AIPerf
+    /// `--extra-inputs`, which its request converters merge with `payload.update`).
+    pub extra_body: Vec<(String, serde_json::Value)>,
 }
 
 impl Default for Api {
@@ -146,6 +149,7 @@ impl Default for Api {
             headers: Vec::new(),
             use_chat_template: None,
             session_id_header: None,
+            extra_body: Vec::new(),
         }
     }
 }
@@ -244,6 +248,20 @@ pub enum Arrival {
         burstiness: f64,
         count: u64,
     },
+    /// AIPerf's `RequestRateStrategy` (`aiperf/timing/request_rate_strategy.py`): the first request at the stage
+    /// start, then a wait of one gap *after* each send; with `concurrency`, a send first waits for one of that
+    /// many slots (a semaphore released as each request returns), so a blocked send delays every later one. The
+    /// stage's limit is a request count or, for `--benchmark-duration`, a duration: nothing is sent after it, and
+    /// what is still in flight `grace` later is cancelled.
+    AiperfRate {
+        pace: AiperfPace,
+        concurrency: Option<u32>,
+        /// `--benchmark-grace-period` (a duration limit only).
+        grace: Option<Duration>,
+        /// `--warmup-request-count`: a warm-up phase of this many requests, paced the same way, before the stage's
+        /// own (its profiling phase), which starts once they all returned; they are left out of every figure.
+        warmup_requests: u64,
+    },
     /// Closed loop: keep `concurrency` requests in flight (inference-perf `concurrent`,
     /// guidellm `concurrent`/`synchronous`/`throughput`). `rampup` staggers the first starts.
     Closed { concurrency: u32, rampup: Duration },
@@ -276,6 +294,18 @@ pub enum Arrival {
         num_sessions: Option<u64>,
         timeout: Option<Duration>,
     },
+}
+
+/// The gaps of AIPerf's request-rate generators (`RequestRateGeneratorFactory`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum AiperfPace {
+    /// `--request-rate-mode poisson` (its default): `random.expovariate(rate)` gaps from a CPython `random.Random`
+    /// seeded with `seed` (`--random-seed`; without it, the run's seed), so a seed gives AIPerf's own gaps.
+    Poisson { rate: f64, seed: u64 },
+    /// `--request-rate-mode constant`: `1/rate` gaps.
+    Constant { rate: f64 },
+    /// No `--request-rate` (`concurrency_burst`): no gaps; the concurrency alone paces the sends.
+    Burst,
 }
 
 /// An adaptive sweep; see `Sweep::stages` for how the measured figures become stages.
@@ -962,6 +992,12 @@ pub enum LengthShape {
         mean: f64,
         min: u64,
         max: u64,
+    },
+    /// AIPerf's `sample_positive_normal_integer` (`aiperf/dataset/utils.py`): normal draws, redrawn until one is
+    /// at least 0, rounded up; no upper bound.
+    PositiveNormal {
+        mean: f64,
+        std_dev: f64,
     },
     /// vllm `--random-*-len L --random-range-ratio r`: uniform in `[L·(1−r), L·(1+r)]`.
     RangeRatio {

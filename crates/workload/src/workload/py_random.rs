@@ -6,7 +6,9 @@
 //! MT19937 with CPython's seeding (`Modules/_randommodule.c`: `random_seed` → `init_by_array` over the seed's
 //! 32-bit words, least significant first), `getrandbits(k)` for k ≤ 32 (`genrand_uint32() >> (32 − k)`),
 //! `_randbelow_with_getrandbits` (rejection sampling on `n.bit_length()` bits) and `shuffle` (Fisher–Yates from
-//! the end: `for i in reversed(range(1, len(x))): j = _randbelow(i + 1)`), all from `Lib/random.py`.
+//! the end: `for i in reversed(range(1, len(x))): j = _randbelow(i + 1)`), all from `Lib/random.py`; `random()`
+//! (`random_random`: 53 bits from two draws) and `expovariate(lambd)` (`-log(1.0 - random()) / lambd`), which
+//! AIPerf's Poisson rate generator draws its gaps with (`aiperf/timing/request_rate_strategy.py`).
 
 const N: usize = 624;
 const M: usize = 397;
@@ -116,6 +118,18 @@ impl PyRandom {
         }
     }
 
+    /// `random.random()`: `(a·2²⁶ + b) / 2⁵³` with `a` the top 27 bits of one draw and `b` the top 26 of the next.
+    pub fn random(&mut self) -> f64 {
+        let a = f64::from(self.next_u32() >> 5);
+        let b = f64::from(self.next_u32() >> 6);
+        (a * 67_108_864.0 + b) * (1.0 / 9_007_199_254_740_992.0)
+    }
+
+    /// `random.expovariate(lambd)`.
+    pub fn expovariate(&mut self, lambd: f64) -> f64 {
+        -(1.0 - self.random()).ln() / lambd
+    }
+
     /// `random.shuffle(items)`. Lists longer than 2³² − 1 are not shuffled past that index (no corpus comes near).
     pub fn shuffle<T>(&mut self, items: &mut [T]) {
         for i in (1..items.len()).rev() {
@@ -148,6 +162,27 @@ mod tests {
     fn seed_42_draws_what_cpython_draws() {
         let mut rng = PyRandom::seed(42);
         assert_eq!(rng.getrandbits(32), 2_746_317_213);
+    }
+
+    // random.seed(42); [random.random() for _ in range(2)] -> [0.6394267984578837, 0.025010755222666936]
+    // random.seed(42); [random.expovariate(2.0) for _ in range(4)]
+    //   -> [0.5100301436374005, 0.012664419521369446, 0.1608120320374828, 0.12629309283505677]
+    #[test]
+    fn random_and_expovariate_draw_what_cpython_draws() {
+        let mut rng = PyRandom::seed(42);
+        assert_eq!(rng.random(), 0.6394267984578837);
+        assert_eq!(rng.random(), 0.025010755222666936);
+        let mut rng = PyRandom::seed(42);
+        let gaps: Vec<f64> = (0..4).map(|_| rng.expovariate(2.0)).collect();
+        assert_eq!(
+            gaps,
+            [
+                0.5100301436374005,
+                0.012664419521369446,
+                0.1608120320374828,
+                0.12629309283505677
+            ]
+        );
     }
 
     #[test]

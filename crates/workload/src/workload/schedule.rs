@@ -11,7 +11,8 @@ use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand_distr::{Distribution, Exp1, Gamma, Poisson};
 
-use super::model::{Arrival, Rate, Stage, Sweep};
+use super::model::{AiperfPace, Arrival, Rate, Stage, Sweep};
+use super::py_random::PyRandom;
 
 /// More arrivals than this are never precomputed (≈160 MB of times); a stage that asks for
 /// more is cut here and a warning is logged.
@@ -33,6 +34,18 @@ pub enum Schedule {
         total: Option<u64>,
         duration: Option<Duration>,
         rampup: Duration,
+    },
+    /// AIPerf's request-rate loop ([`Arrival::AiperfRate`]): send, wait `gaps[i]` after the i-th send (none past
+    /// the list's end), and with `max_in_flight` wait for a free slot before each send, until `total` were sent
+    /// or `duration` passed; `grace` after the duration, what is still in flight is cancelled.
+    Paced {
+        gaps: Vec<Duration>,
+        max_in_flight: Option<u32>,
+        total: Option<u64>,
+        duration: Option<Duration>,
+        grace: Option<Duration>,
+        /// A warm-up phase of this many sends first, its gaps the list's first `warmup − 1`.
+        warmup: u64,
     },
     /// Rates depend on measurements; run the measuring phase, then `Sweep::stages`.
     Sweep(Sweep),
@@ -123,6 +136,22 @@ pub fn schedule(stage: &Stage, seed: u64) -> Schedule {
             total: stage.limit.requests,
             duration: stage.limit.duration,
             rampup: *rampup,
+        },
+        Arrival::AiperfRate {
+            pace,
+            concurrency,
+            grace,
+            warmup_requests,
+        } => Schedule::Paced {
+            gaps: aiperf_gaps(*pace, *warmup_requests, stage)
+                .into_iter()
+                .map(secs)
+                .collect(),
+            max_in_flight: *concurrency,
+            total: stage.limit.requests,
+            duration: stage.limit.duration,
+            grace: *grace,
+            warmup: *warmup_requests,
         },
         Arrival::Sweep(sweep) => Schedule::Sweep(sweep.clone()),
         Arrival::MooncakeTrace { .. }
@@ -221,6 +250,30 @@ fn inference_perf_poisson(rng: &mut Xoshiro256PlusPlus, rate: f64, duration: f64
     times
 }
 
+/// The gaps AIPerf's rate generator gives after each send but the last of a phase: first the warm-up phase's
+/// `warmup − 1`, then the profiling phase's, `count − 1` of them for a request count, or for a duration until they
+/// add up to it (a send waits at least its gaps, so none after that is sent in time).
+fn aiperf_gaps(pace: AiperfPace, warmup: u64, stage: &Stage) -> Vec<f64> {
+    let mut gap: Box<dyn FnMut() -> f64> = match pace {
+        AiperfPace::Poisson { rate, seed } => {
+            let mut rng = PyRandom::seed(seed);
+            Box::new(move || rng.expovariate(rate))
+        }
+        AiperfPace::Constant { rate } => Box::new(move || 1.0 / rate),
+        AiperfPace::Burst => return Vec::new(),
+    };
+    let mut gaps: Vec<f64> = (1..capped(warmup)).map(|_| gap()).collect();
+    let warmup_gaps = gaps.len() as u64;
+    let (max_sends, until) = bounds(stage);
+    let mut elapsed = 0.0;
+    while (gaps.len() as u64 - warmup_gaps) + 1 < max_sends && elapsed < until {
+        let g = gap();
+        elapsed += g;
+        gaps.push(g);
+    }
+    gaps
+}
+
 /// vllm's `get_request`: gamma gaps (shape = burstiness, scale = 1/(rate·burstiness)), the
 /// cumulative sum rescaled so the last of n arrivals is at exactly n/rate.
 fn vllm_gamma(rng: &mut Xoshiro256PlusPlus, rate: f64, burstiness: f64, n: u64) -> Vec<f64> {
@@ -254,7 +307,7 @@ fn vllm_gamma(rng: &mut Xoshiro256PlusPlus, rate: f64, burstiness: f64, n: u64) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::model::{LoadKind, StageLimit};
+    use crate::workload::model::{AiperfPace, LoadKind, StageLimit};
 
     fn stage(arrival: Arrival, limit: StageLimit) -> Stage {
         Stage {
@@ -569,6 +622,122 @@ mod tests {
                 rampup: Duration::ZERO
             }
         );
+    }
+
+    fn aiperf_gaps_of(s: &Schedule) -> Vec<f64> {
+        match s {
+            Schedule::Paced { gaps, .. } => gaps.iter().map(Duration::as_secs_f64).collect(),
+            other => panic!("expected a paced schedule, got {other:?}"),
+        }
+    }
+
+    fn aiperf(pace: AiperfPace, concurrency: Option<u32>, limit: StageLimit) -> Stage {
+        stage(
+            Arrival::AiperfRate {
+                pace,
+                concurrency,
+                grace: limit.duration.map(|_| Duration::from_secs(30)),
+                warmup_requests: 0,
+            },
+            limit,
+        )
+    }
+
+    #[test]
+    fn aiperf_poisson_gaps_are_cpythons_expovariate_with_the_seed_one_fewer_than_the_count() {
+        // CPython: r = random.Random(42); [r.expovariate(2.0) for _ in range(3)]
+        //   -> [0.5100301436374005, 0.012664419521369446, 0.1608120320374828]
+        // Four sends: the first at once, a gap after each of the first three.
+        let s = schedule(
+            &aiperf(
+                AiperfPace::Poisson {
+                    rate: 2.0,
+                    seed: 42,
+                },
+                Some(3),
+                StageLimit::requests(4),
+            ),
+            999,
+        );
+        let gaps = aiperf_gaps_of(&s);
+        let expected = [0.5100301436374005, 0.012664419521369446, 0.1608120320374828];
+        assert_eq!(gaps.len(), 3);
+        for (got, want) in gaps.iter().zip(expected) {
+            assert!((got - want).abs() < 1e-9, "{got} vs {want}");
+        }
+        let Schedule::Paced {
+            max_in_flight,
+            total,
+            duration,
+            grace,
+            ..
+        } = s
+        else {
+            unreachable!()
+        };
+        assert_eq!(
+            (max_in_flight, total, duration, grace),
+            (Some(3), Some(4), None, None)
+        );
+    }
+
+    #[test]
+    fn aiperf_constant_gaps_cover_the_duration_and_a_burst_has_none() {
+        let s = schedule(
+            &aiperf(
+                AiperfPace::Constant { rate: 4.0 },
+                None,
+                StageLimit::duration(Duration::from_millis(1100)),
+            ),
+            1,
+        );
+        // 0.25 s gaps until they reach 1.1 s: the sends at 0, 0.25, 0.5, 0.75, 1.0 (the next, at 1.25, is late).
+        assert_eq!(aiperf_gaps_of(&s), [0.25; 5]);
+        let Schedule::Paced {
+            total,
+            duration,
+            grace,
+            ..
+        } = s
+        else {
+            unreachable!()
+        };
+        assert_eq!(total, None);
+        assert_eq!(duration, Some(Duration::from_millis(1100)));
+        assert_eq!(grace, Some(Duration::from_secs(30)));
+        let burst = schedule(
+            &aiperf(
+                AiperfPace::Burst,
+                Some(2),
+                StageLimit::duration(Duration::from_secs(5)),
+            ),
+            1,
+        );
+        assert!(aiperf_gaps_of(&burst).is_empty());
+    }
+
+    #[test]
+    fn aiperf_warmup_gaps_come_first_from_the_same_generator() {
+        // Three warm-up sends take the generator's first two gaps; four profiling sends its next three.
+        let with_warmup = stage(
+            Arrival::AiperfRate {
+                pace: AiperfPace::Poisson {
+                    rate: 2.0,
+                    seed: 42,
+                },
+                concurrency: None,
+                grace: None,
+                warmup_requests: 3,
+            },
+            StageLimit::requests(4),
+        );
+        let gaps = aiperf_gaps_of(&schedule(&with_warmup, 1));
+        let mut rng = PyRandom::seed(42);
+        let expected: Vec<f64> = (0..5).map(|_| rng.expovariate(2.0)).collect();
+        assert_eq!(gaps.len(), 5);
+        for (got, want) in gaps.iter().zip(&expected) {
+            assert!((got - want).abs() < 1e-9, "{gaps:?} vs {expected:?}");
+        }
     }
 
     #[test]
