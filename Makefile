@@ -109,6 +109,17 @@ chart-check: e2e-tools
 	$(HELM) template llmbench charts/llmbench --namespace llmbench-system --set rbac.scope=namespace --set leaderElection.enabled=false >/dev/null
 	! $(HELM) template llmbench charts/llmbench --set rbac.scope=everything >/dev/null 2>&1
 
+.PHONY: loadgen
+
+# The Python with MLPerf LoadGen (the pinned `mlcommons-loadgen` wheel) that launcher/tests/mlperf_oracle.rs runs
+# as its oracle; without LLMBENCH_LOADGEN_PYTHON those tests skip.
+LOADGEN_PYTHON = $(shell bash tests/tools/install-loadgen.sh --print-python)
+LOADGEN_ENV = LLMBENCH_LOADGEN_PYTHON="$(LOADGEN_PYTHON)"
+
+## loadgen: MLPerf LoadGen from PyPI into a venv under ~/.cache/llmbench-tools (once, seconds), the mlperf oracle.
+loadgen:
+	bash tests/tools/install-loadgen.sh
+
 .PHONY: llama-engine
 
 # Where tests/tools/build-llama-server.sh keeps llama-server, gguf-py, the BPE corpus and the Python venv.

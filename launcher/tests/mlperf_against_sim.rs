@@ -144,6 +144,13 @@ async fn an_offline_run_reports_samples_and_tokens_per_second() {
     );
     assert!(text.contains("Samples per second"), "{text}");
     assert!(text.contains("Tokens per second"), "{text}");
+    // LoadGen's one Offline query: max(64, ⌊1.1 · 1 s · 100/s⌋ = 110) samples, padded by equal-issue mode (on for
+    // llama3_1-8b in mlperf.conf) to two whole shuffles of the 64 loaded samples.
+    assert_eq!(
+        (verdict.queries_issued, verdict.sample_count),
+        (1, 128),
+        "{text}"
+    );
 }
 
 /// Accuracy mode scores what the simulator generated (" token" per token) against each sample's `output`: half the

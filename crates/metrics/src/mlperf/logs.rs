@@ -336,7 +336,10 @@ fn requested_settings(s: &MlperfSettings) -> Vec<(String, LogValue)> {
         ),
         ("requested_accuracy_sample_count_override", Int(0)),
         // llmbench draws samples without LoadGen's equal-issue mode, whatever mlperf.conf asks.
-        ("requested_sample_concatenate_permutation", Bool(false)),
+        (
+            "requested_sample_concatenate_permutation",
+            Bool(s.sample_concatenate_permutation),
+        ),
         ("requested_use_token_latencies", Bool(true)),
     ]);
     if s.scenario != Scenario::Offline {
@@ -407,7 +410,10 @@ fn effective_settings(s: &MlperfSettings, dataset_len: u64) -> Vec<(String, LogV
             Int(effective_performance_sample_count(s, dataset_len)),
         ),
         ("effective_accuracy_sample_count", Int(dataset_len)),
-        ("effective_sample_concatenate_permutation", Bool(false)),
+        (
+            "effective_sample_concatenate_permutation",
+            Bool(s.sample_concatenate_permutation),
+        ),
     ];
     v.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }

@@ -32,6 +32,7 @@ use llmbench_engine::engine::{ErrorLimits, Lockstep, Stage, StagePlan};
 use super::MlperfError;
 use super::rng::Mt19937;
 use super::settings::{MlperfSettings, Mode, Scenario};
+use super::verdict::offline_samples_per_query;
 
 /// A run the engine can execute, and which dataset sample each request carries.
 #[derive(Debug, Clone)]
@@ -184,11 +185,21 @@ fn max_duration(settings: &MlperfSettings) -> Option<Duration> {
 }
 
 /// Poisson arrival offsets, LoadGen's generation loop: a query at each timestamp while the previous one is
-/// before `min_duration` or fewer than `min_queries` exist (`min_queries = None`: exactly `count`).
-fn poisson_arrivals(settings: &MlperfSettings, count: Option<usize>) -> Vec<u64> {
+/// before `min_duration` or fewer than `min_queries` exist (`count`: exactly that many). In equal-issue mode
+/// (`equal_issue_sets`: the loaded set's size) `min_queries` is first rounded up to whole sets and grows by a set
+/// whenever it is reached before `min_duration`, so the count is a whole number of sets.
+fn poisson_arrivals(
+    settings: &MlperfSettings,
+    min_queries: u64,
+    equal_issue_sets: Option<usize>,
+    count: Option<usize>,
+) -> Vec<u64> {
     let mut rng = Mt19937::new(settings.schedule_rng_seed);
     let min_duration_ns = settings.min_duration_ms.saturating_mul(1_000_000);
-    let min_queries = settings.min_query_count as usize;
+    let mut min_queries = match equal_issue_sets {
+        Some(set_size) => round_up_to_sets(min_queries, set_size),
+        None => min_queries,
+    } as usize;
     let mut times = Vec::new();
     let (mut timestamp, mut prev) = (0u64, 0u64);
     loop {
@@ -204,6 +215,12 @@ fn poisson_arrivals(settings: &MlperfSettings, count: Option<usize>) -> Vec<u64>
         // duration<double> → nanoseconds truncates toward zero.
         let gap = rng.exponential(settings.target_qps) * 1e9;
         timestamp = timestamp.saturating_add(gap as u64);
+        if let Some(set_size) = equal_issue_sets
+            && times.len() >= min_queries
+            && prev < min_duration_ns
+        {
+            min_queries += set_size;
+        }
     }
     times
 }
@@ -226,17 +243,27 @@ fn multi_stream(settings: &MlperfSettings, loaded: &[usize]) -> (StagePlan, Vec<
             starts
         }
         Mode::PerformanceOnly => {
-            advance_past_unused_distributions(&mut rng, settings, end, group, padded.len());
+            sample_distributions(&mut rng, settings.min_query_count, end, group, padded.len());
             // `ScheduleDistribution<MultiStream>`: a fixed period of 1/target_qps, target_qps = 10⁹/expected
             // latency, cast to whole ns; queries are generated over twice the target duration.
             let target_qps = 1e9 / settings.multi_stream_expected_latency_ns.max(1) as f64;
             let period_ns = ((1.0 / target_qps) * 1e9) as u64;
             let gen_duration_ns = settings.min_duration_ms.saturating_mul(2_000_000);
+            // Equal issue rounds `min_queries` up to whole padded sets and adds a set whenever it is reached
+            // before the generation duration; MultiStream still draws its query starts uniformly.
+            let equal_issue = settings.sample_concatenate_permutation;
+            let mut min_queries = match equal_issue {
+                true => round_up_to_sets(settings.min_query_count, padded.len()),
+                false => settings.min_query_count,
+            };
             let (mut count, mut timestamp, mut prev) = (0u64, 0u64, 0u64);
-            while prev < gen_duration_ns || count < settings.min_query_count {
+            while prev < gen_duration_ns || count < min_queries {
                 count += 1;
                 prev = timestamp;
                 timestamp = timestamp.saturating_add(period_ns.max(1));
+                if equal_issue && count >= min_queries && prev < gen_duration_ns {
+                    min_queries += padded.len() as u64;
+                }
             }
             (0..count)
                 .map(|_| rng.uniform_below(end as u64) as usize)
@@ -265,29 +292,65 @@ fn multi_stream(settings: &MlperfSettings, loaded: &[usize]) -> (StagePlan, Vec<
 
 /// Before its first draw, `GenerateQueries` builds its other sample distributions from the same
 /// `mt19937(sample_index_rng_seed)`, used or not, and building them consumes the engine: the "unique" one
-/// shuffles every `stride`-th index below `end`, the equal-issue one shuffles the (padded) loaded set
-/// ⌈min_query_count / set size⌉ times (`SampleDistribution<AccuracyOnly>`, `SampleDistributionEqualIssue`).
-fn advance_past_unused_distributions(
+/// shuffles every `stride`-th index below `end`, the equal-issue one shuffles the loaded set
+/// ⌈min_queries / set size⌉ times (`SampleDistribution<AccuracyOnly>`, `SampleDistributionEqualIssue`). Returns
+/// the equal-issue order: those shuffles of loaded-set positions, one after another (its draw `i` is entry
+/// `i mod len`).
+fn sample_distributions(
     rng: &mut Mt19937,
-    settings: &MlperfSettings,
+    min_queries: u64,
     end: usize,
     stride: usize,
     set_size: usize,
-) {
+) -> Vec<usize> {
     let mut unique: Vec<usize> = (0..end).step_by(stride.max(1)).collect();
     rng.shuffle(&mut unique);
-    let mut equal_issue: Vec<usize> = (0..set_size).collect();
-    for _ in (0..settings.min_query_count).step_by(set_size.max(1)) {
-        rng.shuffle(&mut equal_issue);
+    let mut shuffled: Vec<usize> = (0..set_size).collect();
+    let mut equal_issue = Vec::new();
+    for _ in (0..min_queries).step_by(set_size.max(1)) {
+        rng.shuffle(&mut shuffled);
+        equal_issue.extend_from_slice(&shuffled);
+    }
+    equal_issue
+}
+
+/// `min_query_count` as `TestSettingsInternal` makes it: Offline's one query makes it 1; equal-issue SingleStream
+/// takes at least ⌊2 · min_duration / expected latency⌋ and then adds `performance_sample_count − (count mod
+/// performance_sample_count)` (a whole set more when it already is a multiple, as LoadGen does).
+fn effective_min_query_count(settings: &MlperfSettings, set_size: usize) -> u64 {
+    match settings.scenario {
+        Scenario::Offline => 1,
+        Scenario::SingleStream if settings.sample_concatenate_permutation => {
+            const SLACK: f64 = 2.0;
+            let expected_s = settings.single_stream_expected_latency_ns.max(1) as f64 / 1e9;
+            let expected_queries =
+                (SLACK * settings.min_duration_ms as f64 / 1000.0 / expected_s) as u64;
+            let count = settings.min_query_count.max(expected_queries);
+            let set = set_size.max(1) as u64;
+            count + (set - count % set)
+        }
+        _ => settings.min_query_count,
     }
 }
 
+/// `min_queries` rounded up to whole loaded sets, as `GenerateQueries` pads it in equal-issue mode.
+fn round_up_to_sets(min_queries: u64, set_size: usize) -> u64 {
+    min_queries.next_multiple_of(set_size.max(1) as u64)
+}
+
 fn performance(settings: &MlperfSettings, loaded: &[usize]) -> (StagePlan, Vec<usize>, Duration) {
+    let equal_issue = settings.sample_concatenate_permutation;
+    let set_size = loaded.len();
+    let min_queries = effective_min_query_count(settings, set_size);
     let mut sample_rng = Mt19937::new(settings.sample_index_rng_seed);
-    advance_past_unused_distributions(&mut sample_rng, settings, loaded.len(), 1, loaded.len());
+    let equal_issue_order =
+        sample_distributions(&mut sample_rng, min_queries, set_size, 1, set_size);
     let mut draw = |n: usize| -> Vec<usize> {
         (0..n)
-            .map(|_| loaded[sample_rng.uniform_below(loaded.len() as u64) as usize])
+            .map(|i| match equal_issue {
+                true => loaded[equal_issue_order[i % equal_issue_order.len()]],
+                false => loaded[sample_rng.uniform_below(set_size as u64) as usize],
+            })
             .collect()
     };
     let cap = |n: usize| match settings.max_query_count {
@@ -296,15 +359,24 @@ fn performance(settings: &MlperfSettings, loaded: &[usize]) -> (StagePlan, Vec<u
     };
     match settings.scenario {
         Scenario::Offline => {
-            const SLACK: f64 = 1.1;
-            let target =
-                (SLACK * settings.min_duration_ms as f64 / 1000.0 * settings.target_qps) as u64;
-            let n = settings.min_query_count.max(target) as usize;
-            let samples = (0..n).map(|i| loaded[i % loaded.len()]).collect();
+            let mut n = offline_samples_per_query(settings) as usize;
+            if !equal_issue {
+                let samples = (0..n).map(|i| loaded[i % set_size]).collect();
+                return (open(vec![Duration::ZERO; n]), samples, Duration::ZERO);
+            }
+            // Equal issue: the query padded to whole loaded sets, each one shuffled in turn by the sample rng.
+            n = round_up_to_sets(n as u64, set_size) as usize;
+            let mut samples = Vec::with_capacity(n);
+            for _ in 0..n / set_size {
+                let mut set = loaded.to_vec();
+                sample_rng.shuffle(&mut set);
+                samples.extend(set);
+            }
             (open(vec![Duration::ZERO; n]), samples, Duration::ZERO)
         }
         Scenario::Server => {
-            let mut times = poisson_arrivals(settings, None);
+            let equal_issue_sets = equal_issue.then_some(set_size);
+            let mut times = poisson_arrivals(settings, min_queries, equal_issue_sets, None);
             times.truncate(cap(times.len()));
             if settings.max_duration_ms > 0 {
                 let max_ns = settings.max_duration_ms.saturating_mul(1_000_000);
@@ -321,7 +393,7 @@ fn performance(settings: &MlperfSettings, loaded: &[usize]) -> (StagePlan, Vec<u
                 .min_duration_ms
                 .saturating_mul(1_000_000)
                 .div_ceil(expected);
-            let n = cap(settings.min_query_count.max(by_duration) as usize);
+            let n = cap(min_queries.max(by_duration) as usize);
             (
                 closed(n as u64, max_duration(settings)),
                 draw(n),
@@ -340,7 +412,7 @@ fn accuracy(settings: &MlperfSettings, loaded: &[usize]) -> (StagePlan, Vec<usiz
     let plan = match settings.scenario {
         Scenario::Offline => open(vec![Duration::ZERO; n]),
         Scenario::Server => open(
-            poisson_arrivals(settings, Some(n))
+            poisson_arrivals(settings, 0, None, Some(n))
                 .into_iter()
                 .map(Duration::from_nanos)
                 .collect(),
@@ -385,7 +457,7 @@ mod tests {
         // ⌊1.1 · 10 s · 50/s⌋ = 550 > min_query_count 100.
         let s = settings(
             "model: llama3_1-8b\nscenario: Offline\ntarget_qps: 50\nmin_duration: 10000\nmin_query_count: 100\n\
-             performance_sample_count: 0\n",
+             performance_sample_count: 0\nsample_concatenate_permutation: false\n",
         );
         let schedule = build_schedule(&s, 200).unwrap();
         assert_eq!(schedule.stages.len(), 1);
@@ -402,7 +474,8 @@ mod tests {
     #[test]
     fn server_arrivals_are_seeded_poisson_until_min_duration_and_min_queries() {
         let s = settings(
-            "model: llama3_1-8b\nscenario: Server\ntarget_qps: 10\nmin_duration: 60000\nmin_query_count: 100\n",
+            "model: llama3_1-8b\nscenario: Server\ntarget_qps: 10\nmin_duration: 60000\nmin_query_count: 100\n\
+             sample_concatenate_permutation: false\n",
         );
         let a = build_schedule(&s, 1000).unwrap();
         let b = build_schedule(&s, 1000).unwrap();
@@ -438,7 +511,8 @@ mod tests {
     fn single_stream_is_a_closed_loop_of_one() {
         // ⌈2000 ms / 10 ms⌉ = 200 > 100.
         let s = settings(
-            "model: llama3_1-8b\nscenario: SingleStream\nmin_duration: 2000\nexpected_latency: 10\n",
+            "model: llama3_1-8b\nscenario: SingleStream\nmin_duration: 2000\nexpected_latency: 10\n\
+             sample_concatenate_permutation: false\n",
         );
         let schedule = build_schedule(&s, 10).unwrap();
         match &schedule.stages[0].plan {
@@ -483,7 +557,8 @@ mod tests {
         // is pushed because the one before it, 1900, was below 2000).
         let s = settings(
             "model: llama3_1-8b\nscenario: MultiStream\nsamples_per_query: 3\nmin_duration: 1000\n\
-             min_query_count: 5\nexpected_latency: 100\nperformance_sample_count: 4\n",
+             min_query_count: 5\nexpected_latency: 100\nperformance_sample_count: 4\n\
+             sample_concatenate_permutation: false\n",
         );
         let schedule = build_schedule(&s, 10).unwrap();
         let plan = lockstep_of(&schedule.stages[0]);
@@ -521,8 +596,11 @@ mod tests {
     /// and `generated_query_count` 21 for MultiStream.
     #[test]
     fn samples_match_what_loadgen_itself_issues() {
+        // That wheel's seeds, and no equal issue: it was driven through TestSettings, not FromConfig.
         let base = "model: llama3_1-8b\nperformance_sample_count: 4\nmin_duration: 1000\nmin_query_count: 5\n\
-                    expected_latency: 100\n";
+                    expected_latency: 100\nqsl_rng_seed: 1780908523862526354\n\
+                    sample_index_rng_seed: 14771362308971278857\nschedule_rng_seed: 18209322760996052031\n\
+                    sample_concatenate_permutation: false\n";
         let ms = settings(&format!(
             "{base}scenario: MultiStream\nsamples_per_query: 3\n"
         ));
@@ -568,6 +646,81 @@ mod tests {
             build_schedule(&server, 10).unwrap().samples[..13],
             loadgen_single
         );
+    }
+
+    /// What LoadGen 6.0.17 (the `mlcommons-loadgen` wheel) issued with its built-in mlperf.conf and a user.conf of
+    /// `min_duration = 1000`, `min_query_count = 5`, `Server.target_qps = 20`, `Offline.target_qps = 10`, for
+    /// llama3_1-8b over a QSL of 10 samples (`launcher/tests/mlperf_oracle/loadgen_sut.py … 10 4`; mlperf.conf's
+    /// performance_sample_count 13368 loads all 10).
+    #[test]
+    fn equal_issue_samples_and_counts_match_loadgen_6() {
+        let base = "model: llama3_1-8b\nmin_duration: 1000\nmin_query_count: 5\n";
+        let server = settings(&format!("{base}scenario: Server\ntarget_qps: 20\n"));
+        assert!(server.sample_concatenate_permutation);
+        let schedule = build_schedule(&server, 10).unwrap();
+        // ~20 arrivals in 1 s, rounded up to whole sets of 10: 30. `min_queries` was 5 when the equal-issue
+        // distribution was built, so it holds one shuffle, issued three times over.
+        let permutation = [7, 2, 1, 0, 5, 6, 3, 4, 8, 9];
+        assert_eq!(schedule.generated_queries, 30);
+        assert_eq!(schedule.samples, permutation.repeat(3));
+
+        let offline = settings(&format!("{base}scenario: Offline\ntarget_qps: 10\n"));
+        let schedule = build_schedule(&offline, 10).unwrap();
+        // One query of max(5, ⌊1.1 · 1 s · 10/s⌋ = 11) samples, padded to 20: two shuffles of the loaded set.
+        assert_eq!(
+            (schedule.generated_queries, schedule.samples_per_query),
+            (1, 20)
+        );
+        assert_eq!(
+            schedule.samples,
+            [1, 9, 7, 5, 2, 6, 0, 4, 3, 8, 6, 5, 7, 2, 9, 1, 0, 3, 4, 8]
+        );
+    }
+
+    /// LoadGen 6.0.17, MultiStream, user.conf `min_duration = 1000`, `min_query_count = 5`,
+    /// `MultiStream.samples_per_query = 3`, `MultiStream.target_latency = 100`,
+    /// `performance_sample_count_override = 4`: 21 queries by duration, `min_queries` 5 rounded up to the padded
+    /// set of 6 and grown by 6 while under 2 s → 24 (its detail log: `generated_query_count` 24). Query starts are
+    /// still uniform draws.
+    #[test]
+    fn equal_issue_multi_stream_rounds_the_query_count_to_padded_sets() {
+        let s = settings(
+            "model: llama3_1-8b\nscenario: MultiStream\nsamples_per_query: 3\nmin_duration: 1000\n\
+             min_query_count: 5\nexpected_latency: 100\nperformance_sample_count: 4\n",
+        );
+        let schedule = build_schedule(&s, 10).unwrap();
+        assert_eq!(schedule.generated_queries, 24);
+        let loadgen: [usize; 72] = [
+            2, 3, 1, 2, 3, 1, 1, 0, 2, 2, 3, 1, 3, 1, 0, 3, 1, 0, 3, 1, 0, 3, 1, 0, 0, 2, 3, 1, 0,
+            2, 1, 0, 2, 3, 1, 0, 2, 3, 1, 2, 3, 1, 0, 2, 3, 2, 3, 1, 0, 2, 3, 0, 2, 3, 3, 1, 0, 1,
+            0, 2, 3, 1, 0, 0, 2, 3, 2, 3, 1, 0, 2, 3,
+        ];
+        assert_eq!(schedule.samples, loadgen);
+    }
+
+    #[test]
+    fn equal_issue_single_stream_rounds_min_query_count_as_test_settings_internal_does() {
+        // max(5, ⌊2 · 1 s / 10 ms⌋ = 200) = 200, plus 10 − 200 mod 10 = a whole set more: 210.
+        let s = settings(
+            "model: llama3_1-8b\nscenario: SingleStream\nmin_duration: 1000\nmin_query_count: 5\n\
+             expected_latency: 10\n",
+        );
+        let schedule = build_schedule(&s, 10).unwrap();
+        assert_eq!(schedule.samples.len(), 210);
+        // LoadGen 6.0.17's first three sets (same run as above, SingleStream).
+        assert_eq!(
+            schedule.samples[..30],
+            [
+                7, 2, 1, 0, 5, 6, 3, 4, 8, 9, 7, 8, 1, 2, 4, 0, 5, 9, 3, 6, 2, 8, 1, 9, 3, 7, 4, 5,
+                6, 0
+            ]
+        );
+        // The equal-issue order of 210 queries: 21 shuffles of the set, each a permutation.
+        for set in schedule.samples.chunks(10) {
+            let mut sorted = set.to_vec();
+            sorted.sort();
+            assert_eq!(sorted, (0..10).collect::<Vec<_>>());
+        }
     }
 
     #[test]

@@ -64,6 +64,11 @@ impl Mode {
         }
     }
 
+    /// LoadGen's modes llmbench does not run: `SubmissionRun` (0: accuracy, then performance, in one test) and
+    /// `FindPeakPerformance` (3: a search over Server's target_qps). Named in refusals.
+    const NOT_RUN: &'static str = "SubmissionRun (0) and FindPeakPerformance (3) are not run by llmbench: run \
+                                   AccuracyOnly and PerformanceOnly as two runs";
+
     /// A name, or LoadGen's `mode` integer (1 = AccuracyOnly, 2 = PerformanceOnly).
     fn parse(text: &str) -> Option<Self> {
         match text.trim() {
@@ -128,16 +133,21 @@ impl LlmModel {
 }
 
 /// The `mlperf.conf` facts llmbench builds in (mlcommons/inference `loadgen/mlperf.conf`; FORMATS.md §4.5),
-/// parsed with the same grammar as `user.conf`. Seeds are the ones of the stored `mlperf.conf` (commit
-/// `001712e`); a submission round that changes them is overridden by a `user.conf` line.
+/// parsed with the same grammar as `user.conf`: the lines for the models llmbench knows, as LoadGen 6.0.17 (the
+/// PyPI `mlcommons-loadgen` wheel, `loadgen/mlperf.conf` at mlcommons/inference `b66003e1`) carries them. The seeds
+/// are LoadGen's to set: a `user.conf` cannot change them (see [`USER_CONF_UNREAD`]).
 pub const MLPERF_CONF: &str = "\
 llama2-70b.*.performance_sample_count_override = 24576
 llama2-70b-interactive.*.performance_sample_count_override = 24576
 llama3_1-8b.*.performance_sample_count_override = 13368
 llama3_1-8b-interactive.*.performance_sample_count_override = 13368
-*.*.qsl_rng_seed = 1780908523862526354
-*.*.sample_index_rng_seed = 14771362308971278857
-*.*.schedule_rng_seed = 18209322760996052031
+*.*.qsl_rng_seed = 2085463073848966840
+*.*.sample_index_rng_seed = 2747215439041700203
+*.*.schedule_rng_seed = 16159082839903944936
+llama2-70b.*.sample_concatenate_permutation = 1
+llama2-70b-interactive.*.sample_concatenate_permutation = 1
+llama3_1-8b.*.sample_concatenate_permutation = 1
+llama3_1-8b-interactive.*.sample_concatenate_permutation = 1
 *.SingleStream.target_latency_percentile = 90
 *.SingleStream.min_duration = 600000
 *.MultiStream.target_latency_percentile = 99
@@ -195,6 +205,9 @@ pub struct MlperfSettings {
     pub qsl_rng_seed: u64,
     pub sample_index_rng_seed: u64,
     pub schedule_rng_seed: u64,
+    /// LoadGen's equal-issue mode: the samples are issued as whole shuffles of the loaded set and the query count
+    /// is rounded up to whole sets (on for the LLMs in `mlperf.conf`).
+    pub sample_concatenate_permutation: bool,
     /// Output tokens asked for per query.
     pub max_tokens: u32,
     /// Queries sent before the measured run, excluded from every metric.
@@ -307,6 +320,20 @@ const CONF_KEYS: &[&str] = &[
     "performance_sample_count_override",
     "use_token_latencies",
     "samples_per_query",
+    "sample_concatenate_permutation",
+];
+
+/// Keys LoadGen reads from its own `mlperf.conf` only (`TestSettings::FromConfig` looks them up when
+/// `conf_type == 0`): in a `user.conf` it skips them without a word, so llmbench skips them too and says so.
+const USER_CONF_UNREAD: &[&str] = &[
+    "qsl_rng_seed",
+    "sample_index_rng_seed",
+    "schedule_rng_seed",
+    "accuracy_log_probability",
+    "test05",
+    "test05_qsl_rng_seed",
+    "test05_sample_index_rng_seed",
+    "test05_schedule_rng_seed",
 ];
 
 /// Conf keys LoadGen reads that do not change what llmbench does (logged as `Ignored`).
@@ -323,7 +350,6 @@ const CONF_IGNORED: &[&str] = &[
     "performance_issue_unique",
     "performance_issue_same",
     "performance_issue_same_index",
-    "sample_concatenate_permutation",
     "coalesce_queries",
     "max_async_queries",
     "target_duration",
@@ -332,16 +358,36 @@ const CONF_IGNORED: &[&str] = &[
     "server_num_issue_query_threads",
 ];
 
+/// Which conf a text is, for LoadGen's `FromConfig(…, conf_type)`: its own `mlperf.conf` (0) or a `user.conf` (1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ConfKind {
+    Mlperf,
+    User,
+}
+
 /// Applies the lines of one conf file that match the settings' model and scenario: for each key, the most
 /// specific matching pattern, and the later line among equals.
 fn apply_conf(
     settings: &mut MlperfSettings,
     file: &str,
+    kind: ConfKind,
     lines: &[ConfLine],
     warnings: &mut Vec<Warning>,
 ) -> Result<(), MlperfError> {
     let mut chosen: Vec<(&ConfLine, u8)> = Vec::new();
     for line in lines {
+        if kind == ConfKind::User && USER_CONF_UNREAD.contains(&line.key.as_str()) {
+            warnings.push(Warning {
+                file: file.to_string(),
+                key: format!("{}.{}.{}", line.model, line.scenario, line.key),
+                line: Some(line.line),
+                kind: WarningKind::Ignored,
+                message: "LoadGen reads this key from its own mlperf.conf only and skips it in a user.conf; \
+                          ignored (set it in the profile to run off the official value)"
+                    .to_string(),
+            });
+            continue;
+        }
         let known = CONF_KEYS.contains(&line.key.as_str());
         if !known {
             let ignored = CONF_IGNORED.contains(&line.key.as_str());
@@ -408,7 +454,8 @@ fn apply_conf_key(
         "mode" => {
             s.mode = Mode::parse(v).ok_or_else(|| {
                 invalid(format!(
-                    "expected PerformanceOnly (2) or AccuracyOnly (1), found `{v}`"
+                    "expected PerformanceOnly (2) or AccuracyOnly (1), found `{v}`; {}",
+                    Mode::NOT_RUN
                 ))
             })?
         }
@@ -439,6 +486,8 @@ fn apply_conf_key(
         "min_query_count" => s.min_query_count = uint()?,
         "max_query_count" => s.max_query_count = uint()?,
         "performance_sample_count_override" => s.performance_sample_count = uint()?,
+        // `sample_concatenate_permutation = (val == 1)`.
+        "sample_concatenate_permutation" => s.sample_concatenate_permutation = uint()? == 1,
         "use_token_latencies" if uint()? == 0 => {
             warnings.push(Warning {
                 file: file.to_string(),
@@ -494,6 +543,7 @@ fn loadgen_defaults(model: &str, scenario: Scenario) -> MlperfSettings {
         qsl_rng_seed: 0,
         sample_index_rng_seed: 0,
         schedule_rng_seed: 0,
+        sample_concatenate_permutation: false,
         max_tokens: llm.map_or(128, LlmModel::max_tokens),
         warmup_queries: 0,
         accuracy_target: 0.99,
@@ -565,6 +615,7 @@ const PROFILE_KEYS: &[&str] = &[
     "qsl_rng_seed",
     "sample_index_rng_seed",
     "schedule_rng_seed",
+    "sample_concatenate_permutation",
     "max_tokens",
     "warmup_queries",
     "accuracy_target",
@@ -615,7 +666,13 @@ pub fn parse_settings(
     let model = model.replace("llama3.1", "llama3_1");
     let mut s = loadgen_defaults(&model, scenario);
     let builtin = parse_user_conf("mlperf.conf (built in)", MLPERF_CONF)?;
-    apply_conf(&mut s, "mlperf.conf (built in)", &builtin, &mut warnings)?;
+    apply_conf(
+        &mut s,
+        "mlperf.conf (built in)",
+        ConfKind::Mlperf,
+        &builtin,
+        &mut warnings,
+    )?;
     let explicit_limits = p.node("ttft_latency").is_some() && p.node("tpot_latency").is_some();
     if LlmModel::from_conf_name(&model).is_none()
         && scenario == Scenario::Server
@@ -646,7 +703,10 @@ pub fn parse_settings(
         s.mode = Mode::parse(&mode).ok_or_else(|| {
             p.invalid(
                 "mode",
-                format!("expected PerformanceOnly or AccuracyOnly, found `{mode}`"),
+                format!(
+                    "expected PerformanceOnly or AccuracyOnly, found `{mode}`; {}",
+                    Mode::NOT_RUN
+                ),
             )
         })?;
     }
@@ -704,6 +764,9 @@ pub fn parse_settings(
             *slot = v;
         }
     }
+    if let Some(v) = p.opt_bool("sample_concatenate_permutation")? {
+        s.sample_concatenate_permutation = v;
+    }
     if let Some(v) = p.opt_u64("max_tokens")? {
         s.max_tokens = u32::try_from(v)
             .ok()
@@ -745,7 +808,7 @@ pub fn parse_settings(
 
     if let Some(conf) = user_conf {
         let lines = parse_user_conf(conf.file, conf.text)?;
-        apply_conf(&mut s, conf.file, &lines, &mut warnings)?;
+        apply_conf(&mut s, conf.file, ConfKind::User, &lines, &mut warnings)?;
     }
 
     if options.strict {
@@ -836,6 +899,16 @@ impl Profile<'_> {
             Some(n) => match &n.value {
                 Value::Str(s) => Ok(Some(s.clone())),
                 _ => Err(self.wrong_type(key, "a string", n)),
+            },
+        }
+    }
+
+    fn opt_bool(&self, key: &str) -> Result<Option<bool>, MlperfError> {
+        match self.node(key) {
+            None => Ok(None),
+            Some(n) => match n.value {
+                Value::Bool(b) => Ok(Some(b)),
+                _ => Err(self.wrong_type(key, "true or false", n)),
             },
         }
     }
@@ -1031,7 +1104,16 @@ mod tests {
         assert_eq!(s.min_query_count, 100);
         assert_eq!(s.target_latency_percentile, 0.99);
         assert_eq!(s.performance_sample_count, 13368);
-        assert_eq!(s.sample_index_rng_seed, 14771362308971278857);
+        // LoadGen 6.0.17's mlperf.conf.
+        assert_eq!(
+            (s.qsl_rng_seed, s.sample_index_rng_seed, s.schedule_rng_seed),
+            (
+                2085463073848966840,
+                2747215439041700203,
+                16159082839903944936
+            )
+        );
+        assert!(s.sample_concatenate_permutation);
         assert_eq!(s.max_tokens, 128);
         let i = parse("model: llama2-70b-interactive\nscenario: Server\n", None).settings;
         assert_eq!(
@@ -1090,6 +1172,45 @@ llama2-70b.Server.max_query_count = 99
         assert_eq!(s.min_query_count, 7);
         // Lines for another model or scenario do not apply.
         assert_eq!(s.max_query_count, 0);
+    }
+
+    #[test]
+    fn user_conf_cannot_set_the_seeds_loadgen_reads_from_mlperf_conf_only() {
+        let conf = "\
+*.*.qsl_rng_seed = 1
+*.*.schedule_rng_seed = 2
+llama3_1-8b.*.sample_concatenate_permutation = 0
+*.*.test05 = 1
+";
+        let parsed = parse("model: llama3_1-8b\nscenario: Server\n", Some(conf));
+        let s = parsed.settings;
+        assert_eq!(s.qsl_rng_seed, 2085463073848966840);
+        assert_eq!(s.schedule_rng_seed, 16159082839903944936);
+        // Equal-issue mode is a key user.conf may set (open division).
+        assert!(!s.sample_concatenate_permutation);
+        let ignored: Vec<(&str, Option<u32>)> = parsed
+            .warnings
+            .iter()
+            .filter(|w| w.kind == WarningKind::Ignored)
+            .map(|w| (w.key.as_str(), w.line))
+            .collect();
+        assert_eq!(
+            ignored,
+            [
+                ("*.*.qsl_rng_seed", Some(1)),
+                ("*.*.schedule_rng_seed", Some(2)),
+                ("*.*.test05", Some(4))
+            ]
+        );
+        assert!(parsed.warnings[0].message.contains("mlperf.conf only"));
+        // The profile (LoadGen's TestSettings fields, set by the harness) still may.
+        let p = parse(
+            "model: llama3_1-8b\nscenario: Server\nqsl_rng_seed: 1\nsample_concatenate_permutation: false\n",
+            None,
+        )
+        .settings;
+        assert_eq!(p.qsl_rng_seed, 1);
+        assert!(!p.sample_concatenate_permutation);
     }
 
     #[test]

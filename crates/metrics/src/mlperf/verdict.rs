@@ -189,9 +189,11 @@ pub fn evaluate(settings: &MlperfSettings, records: &[RequestRecord], run: &RunT
             .map(|(scheduled, done)| done.saturating_sub(scheduled))
             .collect::<Vec<u64>>()
     });
-    let queries_issued = match &query_latencies {
-        Some(queries) => queries.len() as u64,
-        None => measured.len() as u64,
+    // Offline issues one query holding every sample: LoadGen counts (and logs as `result_query_count`) 1.
+    let queries_issued = match (&query_latencies, settings.scenario) {
+        (Some(queries), _) => queries.len() as u64,
+        (None, Scenario::Offline) => u64::from(!measured.is_empty()),
+        (None, _) => measured.len() as u64,
     };
     let sample_count = latencies.len() as u64;
     let p = settings.target_latency_percentile;
@@ -235,12 +237,7 @@ pub fn evaluate(settings: &MlperfSettings, records: &[RequestRecord], run: &RunT
                 .saturating_mul(settings.multi_stream_samples_per_query),
         ),
     };
-    // Offline issues one query holding every sample.
-    let queries_for_count = match settings.scenario {
-        Scenario::Offline => u64::from(queries_issued > 0),
-        _ => queries_issued,
-    };
-    let min_queries_met = queries_for_count >= min_query_count && sample_count >= min_sample_count;
+    let min_queries_met = queries_issued >= min_query_count && sample_count >= min_sample_count;
 
     let mut recommendations = Vec::new();
     let performance_constraints = (settings.scenario == Scenario::Server).then(|| {
@@ -1024,6 +1021,8 @@ pub(crate) mod tests {
         assert!(v.valid, "{}", v.summary_txt());
         assert_eq!(v.samples_per_second, Some(2.0));
         assert_eq!(v.tokens_per_second, Some(20.0));
+        // One query of four samples, as LoadGen counts it.
+        assert_eq!(v.queries_issued, 1);
         let txt = v.summary_txt();
         assert!(txt.contains("Mode     : PerformanceOnly\nSamples per second: 2\nTokens per second: 20\nResult is : VALID\n  Min duration satisfied : Yes\n"));
         assert!(!txt.contains("Early Stopping Result"));
