@@ -16,9 +16,9 @@ release:
 ## (the first run builds the control-plane tools and llama.cpp's server into ~/.cache/llmbench-tools; later runs
 ## reuse them), the real-engine tests against llama-server with a tiny model made for the run, then a smoke run of
 ## the benchmark driver on the debug build so `make bench` cannot rot.
-test: lint chart-check e2e-tools node-images llama-engine
+test: lint chart-check e2e-tools node-images llama-engine loadgen
 	$(CARGO) build -p llmbench-operator -p llmbench
-	$(LLAMA_ENV) $(CARGO) test --workspace --all-targets
+	$(LLAMA_ENV) $(LOADGEN_ENV) $(CARGO) test --workspace --all-targets
 	@BENCH_BUILD=debug bash bench/run.sh --smoke >target/bench-smoke.md 2>&1 \
 		|| { cat target/bench-smoke.md; echo "bench smoke failed"; exit 1; }
 
