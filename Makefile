@@ -14,7 +14,8 @@ release:
 
 ## test: everything CI checks — formatting, clippy, the generated CRDs, and every test, end-to-end ones included
 ## (the first run builds the control-plane tools and llama.cpp's server into ~/.cache/llmbench-tools; later runs
-## reuse them), the real-engine tests against llama-server with a tiny model made for the run, then a smoke run of
+## reuse them), the real-engine tests against llama-server with a tiny model made for the run, the MLPerf oracle
+## against the real LoadGen wheel (make loadgen), then a smoke run of
 ## the benchmark driver on the debug build so `make bench` cannot rot.
 test: lint chart-check e2e-tools node-images llama-engine loadgen
 	$(CARGO) build -p llmbench-operator -p llmbench
