@@ -890,6 +890,8 @@ mod tests {
             ignore_eos: true,
             default_max_tokens: None,
             style: llmbench_workload::request::BodyStyle::InferencePerf,
+            extra_body: Default::default(),
+            logprobs: None,
         }
     }
 
@@ -1147,6 +1149,8 @@ mod replay_tests {
                 ignore_eos: true,
                 default_max_tokens: None,
                 style: llmbench_workload::request::BodyStyle::InferencePerf,
+                extra_body: Default::default(),
+                logprobs: None,
             },
         )
     }
