@@ -1248,8 +1248,11 @@ fn bad_vllm_and_inferencemax_flag_maps_are_refused_with_key_and_line() {
         profile(
             VL,
             "customtpl.yaml",
-            "dataset-name: custom\ndataset-path: /d.jsonl\n",
-            &["`skip-chat-template`", "chat template"],
+            "dataset-name: custom\ndataset-path: /d.jsonl\nchat-template-kwargs: '[1]'\n",
+            &[
+                "`chat-template-kwargs`",
+                "a JSON object of template variables",
+            ],
         ),
         profile(
             VL,

@@ -198,3 +198,94 @@ fn a_linear_ramp_up_plans_each_send_one_gap_of_its_own_rate_after_the_last() {
     assert_eq!(gaps[0], 500_000_000, "{planned:?}");
     assert!((gaps[1] - 333_333_333).abs() <= 1, "{planned:?}");
 }
+
+/// A word-level tokenizer.json: ChatML's two markers are special tokens, every other whitespace-separated word is
+/// one token (known or `[UNK]`), so counts can be worked out by hand.
+const WORD_TOKENIZER: &str = r#"{"version": "1.0", "truncation": null, "padding": null,
+ "added_tokens": [
+  {"id": 0, "content": "<|im_start|>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},
+  {"id": 1, "content": "<|im_end|>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}],
+ "normalizer": null, "pre_tokenizer": {"type": "WhitespaceSplit"}, "post_processor": null, "decoder": null,
+ "model": {"type": "WordLevel", "vocab": {"<|im_start|>": 0, "<|im_end|>": 1, "[UNK]": 2, "user": 3,
+           "assistant": 4}, "unk_token": "[UNK]"}}"#;
+
+/// The classic ChatML template (as OpenHermes-2.5 ships it in its tokenizer_config.json).
+const CHATML: &str = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + \
+                      '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}\
+                      {% endif %}";
+
+#[test]
+fn custom_prompts_are_sent_rendered_through_the_tokenizers_chat_template_and_counted_after_it() {
+    let (url, seen) = capturing_server();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tokenizer = dir.path().join("tok");
+    std::fs::create_dir(&tokenizer).expect("mkdir");
+    write(&tokenizer, "tokenizer.json", WORD_TOKENIZER);
+    let config = json!({"eos_token": "<|im_end|>", "chat_template": CHATML});
+    write(&tokenizer, "tokenizer_config.json", &config.to_string());
+    let data = write(
+        dir.path(),
+        "d.jsonl",
+        "{\"prompt\": \"Hello world\"}\n{\"prompt\": \"one two three\"}\n",
+    );
+    let profile = format!(
+        "model: m\ndataset-name: custom\ndataset-path: {}\ncustom-output-len: 2\nnum-prompts: 2\n\
+         disable-shuffle: none\nmax-concurrency: 1\n",
+        data.display()
+    );
+    let path = write(dir.path(), "profile.yaml", &profile);
+    let output = llmbench()
+        .args(["run", "--harness", "vllm-benchmark", "--profile"])
+        .arg(&path)
+        .args(["--endpoint", &url, "--tokenizer"])
+        .arg(&tokenizer)
+        .args(["--no-preflight", "--run-id", "r", "--output"])
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    succeeded(&output);
+    // apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False).
+    let prompts: Vec<Value> = seen
+        .lock()
+        .expect("lock")
+        .iter()
+        .map(|(_, body)| body["prompt"].clone())
+        .collect();
+    assert_eq!(
+        prompts,
+        [
+            "<|im_start|>user\nHello world<|im_end|>\n<|im_start|>assistant\n",
+            "<|im_start|>user\none two three<|im_end|>\n<|im_start|>assistant\n",
+        ]
+    );
+    // Counted after the template: <|im_start|> + "user Hello world" + <|im_end|> + <|im_start|> + "assistant"
+    // = 1 + 3 + 1 + 1 + 1 = 7 tokens, and 8 with three words.
+    let counts: Vec<Value> = records(dir.path())
+        .iter()
+        .map(|r| r["input_tokens"].clone())
+        .collect();
+    assert_eq!(counts, [7, 8]);
+
+    // A tokenizer without a chat template: refused before anything is sent, saying what to pass.
+    std::fs::remove_file(tokenizer.join("tokenizer_config.json")).expect("rm");
+    let before = seen.lock().expect("lock").len();
+    let output = llmbench()
+        .args(["run", "--harness", "vllm-benchmark", "--profile"])
+        .arg(&path)
+        .args(["--endpoint", &url, "--tokenizer"])
+        .arg(&tokenizer)
+        .args(["--no-preflight", "--run-id", "r2", "--output"])
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    assert!(!output.status.success());
+    let error = stderr(&output);
+    assert!(
+        error.contains(
+            "vLLM's custom dataset renders every prompt through the tokenizer's chat template"
+        ) && error.contains("has none")
+            && error.contains("`skip-chat-template: none`"),
+        "{error}"
+    );
+    assert_eq!(seen.lock().expect("lock").len(), before);
+}

@@ -926,6 +926,9 @@ pub struct DatasetFile {
     pub output_len: Option<u64>,
     /// Shuffle the records with the run's seed before taking them (vllm, unless `--disable-shuffle`).
     pub shuffle: bool,
+    /// Render each prompt through the tokenizer's chat template as one user turn (vllm without
+    /// `--skip-chat-template`), with these extra template variables (`--chat-template-kwargs`).
+    pub chat_template: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// guidellm data read from a local file (`data/deserializers/file.py`), mapped to requests by its generative column

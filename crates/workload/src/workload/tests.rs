@@ -544,18 +544,17 @@ fn vllm_profiles_figures() {
     );
 
     // fixed_dataset with a `.jsonl` file: vLLM renders each prompt through the chat template unless told to
-    // skip it, which llmbench refuses; with `skip-chat-template` the records' own output lengths are kept.
+    // skip it; with `skip-chat-template` the records' own output lengths are kept, as written.
     let text = std::fs::read_to_string(format!("{PROFILES}/vllm-benchmark/fixed_dataset.yaml.in"))
         .expect("fixed_dataset")
         .replace("REPLACE_ENV_LLMDBENCH_RUN_DATASET_FILE", "data.jsonl");
-    let err = parse(Harness::VllmBenchmark, &render(&text)).unwrap_err();
+    let w = parse(Harness::VllmBenchmark, &render(&text))
+        .unwrap()
+        .workload;
     assert!(
-        matches!(&err, WorkloadError::Unsupported { key, .. } if key == "skip-chat-template"),
-        "{err:?}"
-    );
-    assert!(
-        err.to_string().contains("add `skip-chat-template: none`"),
-        "{err}"
+        matches!(&w.data, DataSpec::File(f) if f.chat_template == Some(serde_json::Map::new())),
+        "{:?}",
+        w.data
     );
     let w = parse(
         Harness::VllmBenchmark,
@@ -569,6 +568,7 @@ fn vllm_profiles_figures() {
             path: "/requests/datasets/data.jsonl".into(),
             output_len: None,
             shuffle: true,
+            chat_template: None,
         })
     );
     assert_eq!(w.report.percentiles, [99.0, 100.0]);
@@ -1729,6 +1729,7 @@ fn vllm_custom_minus_one_takes_output_tokens_and_needs_jsonl_and_skip_chat_templ
             path: "/d/data.jsonl".into(),
             output_len: None,
             shuffle: false,
+            chat_template: None,
         })
     );
     // `output-len` (recent vLLM) sets every dataset's output length.

@@ -901,20 +901,35 @@ fn dataset_spec(
                     skip_template |= flag(ctx, &f)?;
                 }
             }
-            if !skip_template {
-                return Err(ctx.unsupported(
-                    "skip-chat-template",
-                    line,
-                    "the `custom` dataset without `skip-chat-template` (vLLM then sends each prompt rendered \
-                     through the tokenizer's chat template, which llmbench does not render: add \
-                     `skip-chat-template: none` to send the prompts as written, or write the rendered prompts \
-                     into the file)",
-                ));
-            }
+            let chat_template = if skip_template {
+                None
+            } else {
+                Some(match m.get("chat-template-kwargs") {
+                    Some(f) => {
+                        let t = text(ctx, &f)?;
+                        match serde_json::from_str(&t) {
+                            Ok(serde_json::Value::Object(kwargs)) => kwargs,
+                            Ok(_) => {
+                                return Err(
+                                    f.invalid(ctx, "must be a JSON object of template variables")
+                                );
+                            }
+                            Err(e) => {
+                                return Err(f.invalid(
+                                    ctx,
+                                    format!("not JSON (vLLM reads it with json.loads): {e}"),
+                                ));
+                            }
+                        }
+                    }
+                    None => serde_json::Map::new(),
+                })
+            };
             DataSpec::File(DatasetFile {
                 path,
                 output_len,
                 shuffle,
+                chat_template,
             })
         }
         "random-mm" | "random-rerank" | "hf" | "burstgpt" | "prefix_repetition"
