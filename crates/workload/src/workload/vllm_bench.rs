@@ -829,8 +829,8 @@ fn dataset_spec(
                     "dataset-name",
                     line,
                     "the `sonnet` dataset with a completions backend (vLLM then sends each prompt rendered \
-                     through the tokenizer's chat template, which llmbench does not render: use `backend: \
-                     openai-chat` with `endpoint: /v1/chat/completions`)",
+                     through the tokenizer's chat template, which llmbench renders for the `custom` dataset only: \
+                     use `backend: openai-chat` with `endpoint: /v1/chat/completions`)",
                 ));
             }
             let input_field = m.get("sonnet-input-len");
