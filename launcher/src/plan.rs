@@ -248,8 +248,9 @@ pub fn requested_rate(stage: &Stage) -> Option<f64> {
             rate: Rate::PerSecond(rate),
             ..
         } => Some(*rate),
+        // A ramp has no one rate: each request goes at its own.
         Arrival::VllmGamma {
-            rate: Rate::Infinite,
+            rate: Rate::Infinite | Rate::RampUp(_),
             ..
         }
         | Arrival::AiperfRate {

@@ -1521,6 +1521,7 @@ impl RunContext<'_> {
                 args.shard.count,
                 &api.headers,
                 api.session_id_header.as_deref(),
+                api.request_id_prefix.as_deref(),
             ),
         });
         // An adaptive run lists its stages as they are decided.

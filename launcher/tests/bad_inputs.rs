@@ -1255,8 +1255,11 @@ fn bad_vllm_and_inferencemax_flag_maps_are_refused_with_key_and_line() {
         profile(
             VL,
             "customtpl.yaml",
-            "dataset-name: custom\ndataset-path: /d.jsonl\n",
-            &["`skip-chat-template`", "chat template"],
+            "dataset-name: custom\ndataset-path: /d.jsonl\nchat-template-kwargs: '[1]'\n",
+            &[
+                "`chat-template-kwargs`",
+                "a JSON object of template variables",
+            ],
         ),
         profile(
             VL,
@@ -1279,14 +1282,14 @@ fn bad_vllm_and_inferencemax_flag_maps_are_refused_with_key_and_line() {
         profile(
             VL,
             "temperature.yaml",
-            "temperature: 0\n",
-            &["`temperature`", "the request option `--temperature`"],
+            "temperature: inf\n",
+            &["`temperature`", "must be a finite number"],
         ),
         profile(
             VL,
             "extrabody.yaml",
-            "extra-body: '{\"seed\": 1}'\n",
-            &["`extra-body`", "not supported"],
+            "extra-body: '{\"stream\": false}'\n",
+            &["`extra-body`", "replacing the body's `stream`"],
         ),
         profile(
             VL,
@@ -1326,12 +1329,6 @@ fn bad_vllm_and_inferencemax_flag_maps_are_refused_with_key_and_line() {
         ),
         profile(
             VL,
-            "reqid.yaml",
-            "request-id-prefix: bench-\n",
-            &["`request-id-prefix`", "x-request-id"],
-        ),
-        profile(
-            VL,
             "ready.yaml",
             "ready-check-timeout-sec: 600\n",
             &["`ready-check-timeout-sec`", "waiting for the endpoint"],
@@ -1339,8 +1336,8 @@ fn bad_vllm_and_inferencemax_flag_maps_are_refused_with_key_and_line() {
         profile(
             VL,
             "rampup.yaml",
-            "ramp-up-strategy: linear\nramp-up-start-rps: 1\nramp-up-end-rps: 5\n",
-            &["`ramp-up-strategy`", "ramp-up"],
+            "ramp-up-strategy: linear\nramp-up-start-rps: 1\nramp-up-end-rps: 5\nrequest-rate: 3\n",
+            &["`request-rate`", "refuses a `request-rate` with a ramp-up"],
         ),
         profile(
             VL,

@@ -5,6 +5,7 @@
 //! ([`limits`]). Pure of the network but for tokenizer downloads; it imports no other launcher crate.
 #![forbid(unsafe_code)]
 
+pub mod chat_template;
 pub mod conversations;
 pub mod data;
 pub mod limits;

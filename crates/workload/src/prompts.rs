@@ -15,6 +15,7 @@ use rand::seq::SliceRandom as _;
 use rand::{RngExt as _, SeedableRng as _};
 use serde_json::Value;
 
+use crate::chat_template::{ChatTemplate, ChatTemplateError};
 use crate::data::{
     self, DataError, DatasetOptions, LengthDistribution, Prompt, SharedPrefixSpec, Synthesizer,
     SyntheticSpec,
@@ -39,6 +40,18 @@ const MOCK_MAX_TOKENS: u32 = 30;
 pub enum PromptError {
     #[error("{0}")]
     Data(#[from] DataError),
+    #[error("data: {0}")]
+    ChatTemplate(#[from] ChatTemplateError),
+    #[error(
+        "data: {what} renders every prompt through the tokenizer's chat template, and {tokenizer} has none: pass \
+         --tokenizer a directory holding the model's tokenizer.json and tokenizer_config.json, or skip the \
+         template (vLLM: `skip-chat-template: none`; inference-perf: `use_chat_template: false`)"
+    )]
+    NoChatTemplate {
+        /// Which tokenizer, and where its template was looked for.
+        tokenizer: String,
+        what: &'static str,
+    },
     #[error(
         "data: {what} needs a file path (downloads from dataset hubs are not supported); set it in the profile"
     )]
@@ -823,8 +836,9 @@ fn vllm_sonnet(
 /// allocation before its first prompt exists.
 const PREALLOCATED_PROMPTS: usize = 65_536;
 
-/// vLLM's `custom` dataset (`CustomDataset`): a `.jsonl` file of records whose `prompt` is the text sent as is
-/// (the parser requires `skip-chat-template`), shuffled with the seed unless `--disable-shuffle`. With
+/// vLLM's `custom` dataset (`CustomDataset`): a `.jsonl` file of records whose `prompt` is sent rendered as one
+/// user turn through the tokenizer's chat template (as is with `skip-chat-template`), shuffled with the seed unless
+/// `--disable-shuffle`. With
 /// `--custom-output-len -1` each record's `output_tokens` (an integer) is its `max_tokens`, and vLLM refuses a
 /// record without one; otherwise every request asks for the fixed length.
 fn vllm_custom(
@@ -911,9 +925,22 @@ fn vllm_custom(
         records.shuffle(&mut Xoshiro256PlusPlus::seed_from_u64(seed));
     }
     records.truncate(pool);
+    // `CustomDataset.sample`: unless told to skip it, each prompt is one user turn rendered through the chat
+    // template with the generation prompt, and its length is counted after the template.
+    let template = match &file.chat_template {
+        Some(kwargs) => Some((
+            chat_template_of(tokenizer, "vLLM's custom dataset")?,
+            kwargs,
+        )),
+        None => None,
+    };
     records
         .into_iter()
         .map(|(number, prompt, max_tokens)| {
+            let prompt = match &template {
+                Some((template, kwargs)) => template.render_user(&prompt, kwargs)?,
+                None => prompt,
+            };
             let n = tokenizer
                 .count(&prompt)
                 .map_err(|source| DataError::Tokenize {
@@ -924,6 +951,30 @@ fn vllm_custom(
             Ok(Prompt::text(prompt, n, Some(max_tokens)))
         })
         .collect()
+}
+
+/// The chat template of `tokenizer`, which `what` renders every prompt through; an error saying what to pass when
+/// it has none.
+pub fn chat_template_of(
+    tokenizer: &Tokenizer,
+    what: &'static str,
+) -> Result<ChatTemplate, PromptError> {
+    let template = match tokenizer.directory() {
+        Some(dir) => ChatTemplate::beside(dir)?,
+        None => None,
+    };
+    template.ok_or_else(|| PromptError::NoChatTemplate {
+        tokenizer: if tokenizer.is_builtin() {
+            "the built-in word tokenizer".to_owned()
+        } else {
+            format!(
+                "the tokenizer {} (no `chat_template` in a tokenizer_config.json, nor a chat_template.jinja, \
+                 beside its tokenizer.json)",
+                tokenizer.name()
+            )
+        },
+        what,
+    })
 }
 
 /// A record's `output_tokens` as vLLM reads it (`int(item["output_tokens"])`): an integer, a number (its whole
@@ -1052,6 +1103,7 @@ mod tests {
             path,
             output_len,
             shuffle: false,
+            chat_template: None,
         })
     }
 

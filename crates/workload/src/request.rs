@@ -31,8 +31,10 @@ pub struct BodySettings {
     pub default_max_tokens: Option<u32>,
     /// Whose request body this is: the tools spell the same request differently.
     pub style: BodyStyle,
-    /// Set last, replacing llmbench's own fields of the same name ([`Api::extra_body`]).
-    pub extra: Vec<(String, Value)>,
+    /// Merged last into every body, replacing fields of the same name (vLLM's sampling flags and `--extra-body`).
+    pub extra_body: Map<String, Value>,
+    /// vLLM `--logprobs`, sent in its completions bodies (`null` when unset).
+    pub logprobs: Option<i64>,
 }
 
 /// How a tool writes its request bodies.
@@ -75,7 +77,8 @@ impl BodySettings {
             ignore_eos: api.ignore_eos,
             default_max_tokens: None,
             style,
-            extra: api.extra_body.clone(),
+            extra_body: api.extra_body.clone(),
+            logprobs: api.logprobs,
         }
     }
 }
@@ -105,9 +108,9 @@ pub fn prepare(prompt: &Prompt, settings: &BodySettings) -> PreparedRequest {
         }
     }
     if settings.style == BodyStyle::Vllm && settings.api == ApiKind::Completion {
-        // `async_request_openai_completions` sends both, always.
+        // `async_request_openai_completions` sends both, always (`--logprobs` or null).
         body.insert("repetition_penalty".to_owned(), json!(1.0));
-        body.insert("logprobs".to_owned(), Value::Null);
+        body.insert("logprobs".to_owned(), json!(settings.logprobs));
     }
     let chat_field = settings.api == ApiKind::Chat && settings.style != BodyStyle::InferencePerf;
     if let Some(max) = max_tokens {
@@ -134,16 +137,38 @@ pub fn prepare(prompt: &Prompt, settings: &BodySettings) -> PreparedRequest {
         };
         body.insert("stream_options".to_owned(), options);
     }
-    for (name, value) in &settings.extra {
-        body.insert(name.clone(), value.clone());
+    // vLLM's `_update_payload_common`: `payload.update(extra_body)`, so a field given there replaces the tool's.
+    for (key, value) in &settings.extra_body {
+        body.insert(key.clone(), value.clone());
     }
+    // What the record says was asked is what the body asks, after the merge.
+    let max_tokens = if settings.extra_body.is_empty() {
+        max_tokens
+    } else {
+        asked_max_tokens(&body, chat_field).or(max_tokens)
+    };
+    let ignore_eos = body.get("ignore_eos") == Some(&Value::Bool(true));
     PreparedRequest {
         body: Bytes::from(Value::Object(body).to_string()),
         input_tokens: prompt.input_tokens,
         max_tokens,
-        ignore_eos: settings.ignore_eos,
+        ignore_eos,
         header: None,
     }
+}
+
+/// The output length a body asks for: a chat body's `max_completion_tokens` before its older `max_tokens` (as
+/// vLLM's chat server reads them).
+fn asked_max_tokens(body: &Map<String, Value>, chat: bool) -> Option<u32> {
+    let fields: &[&str] = if chat {
+        &["max_completion_tokens", "max_tokens"]
+    } else {
+        &["max_tokens"]
+    };
+    fields
+        .iter()
+        .find_map(|f| body.get(*f).and_then(Value::as_u64))
+        .and_then(|n| u32::try_from(n).ok())
 }
 
 /// User messages' string content as a list of one text part, as vLLM and guidellm send it.
@@ -173,7 +198,8 @@ mod tests {
             ignore_eos: true,
             default_max_tokens: Some(30),
             style: BodyStyle::InferencePerf,
-            extra: Vec::new(),
+            extra_body: Default::default(),
+            logprobs: None,
         }
     }
 
@@ -197,10 +223,10 @@ mod tests {
     fn extra_fields_are_set_last_and_replace_llmbenchs_own() {
         let mut settings = settings(ApiKind::Completion, false);
         settings.style = BodyStyle::Aiperf;
-        settings.extra = vec![
+        settings.extra_body = Map::from_iter([
             ("min_tokens".to_owned(), json!(4)),
             ("ignore_eos".to_owned(), json!(false)),
-        ];
+        ]);
         let prompt = Prompt::text("hi".to_owned(), 1, Some(8));
         assert_eq!(
             body(&prepare(&prompt, &settings)),
@@ -281,5 +307,34 @@ mod tests {
         assert_eq!(vllm["max_tokens"], 4);
         assert_eq!(vllm["repetition_penalty"], 1.0);
         assert!(vllm.get("logprobs").is_some_and(Value::is_null));
+    }
+
+    #[test]
+    fn vllm_extra_body_is_merged_last_and_the_record_asks_what_the_body_asks() {
+        let prompt = Prompt::text("hi".to_owned(), 1, Some(4));
+        let mut s = settings(ApiKind::Completion, true);
+        s.style = BodyStyle::Vllm;
+        s.logprobs = Some(2);
+        s.extra_body = serde_json::from_str(
+            r#"{"temperature": 0.0, "repetition_penalty": 1.2, "max_tokens": 9, "ignore_eos": false}"#,
+        )
+        .expect("a map");
+        let request = prepare(&prompt, &s);
+        // `payload.update(extra_body)`: the tool's repetition_penalty 1.0, max_tokens and ignore_eos give way.
+        assert_eq!(
+            body(&request),
+            json!({"model": "m", "prompt": "hi", "repetition_penalty": 1.2, "logprobs": 2, "max_tokens": 9,
+                   "ignore_eos": false, "stream": true, "stream_options": {"include_usage": true},
+                   "temperature": 0.0})
+        );
+        assert_eq!((request.max_tokens, request.ignore_eos), (Some(9), false));
+        // A chat body asks by max_completion_tokens; an extra max_tokens beside it does not change the ask.
+        let mut s = settings(ApiKind::Chat, true);
+        s.style = BodyStyle::Vllm;
+        s.logprobs = Some(2);
+        s.extra_body = serde_json::from_str(r#"{"max_tokens": 9}"#).expect("a map");
+        let request = prepare(&prompt, &s);
+        assert_eq!(request.max_tokens, Some(4));
+        assert!(body(&request).get("logprobs").is_none());
     }
 }

@@ -149,6 +149,9 @@ impl HubOptions {
 pub struct Tokenizer {
     name: String,
     backend: Backend,
+    /// The directory its tokenizer.json was read from, where its `tokenizer_config.json` (and chat template)
+    /// sits; `None` for the built-in tokenizer and one read from memory.
+    directory: Option<PathBuf>,
 }
 
 #[derive(Clone)]
@@ -171,6 +174,7 @@ impl Tokenizer {
         Tokenizer {
             name: BUILTIN.to_owned(),
             backend: Backend::Words(WordVocabulary::new()),
+            directory: None,
         }
     }
 
@@ -193,6 +197,7 @@ impl Tokenizer {
         Ok(Tokenizer {
             name: name.to_owned(),
             backend: Backend::Hf(Box::new(inner)),
+            directory: None,
         })
     }
 
@@ -202,7 +207,14 @@ impl Tokenizer {
             path: path.to_owned(),
             source,
         })?;
-        Self::from_json_bytes(&path.display().to_string(), &bytes)
+        let mut tokenizer = Self::from_json_bytes(&path.display().to_string(), &bytes)?;
+        tokenizer.directory = path.parent().map(Path::to_owned);
+        Ok(tokenizer)
+    }
+
+    /// The directory its tokenizer.json came from (where `tokenizer_config.json` and the chat template sit).
+    pub fn directory(&self) -> Option<&Path> {
+        self.directory.as_deref()
     }
 
     /// Where the tokenizer came from: a path, a model id, or `builtin`.
@@ -493,7 +505,10 @@ pub async fn load_tokenizer(spec: &str, hub: &HubOptions) -> Result<Tokenizer, T
         path: file.clone(),
         source,
     })?;
-    Tokenizer::from_json_bytes(spec, &bytes)
+    let mut tokenizer = Tokenizer::from_json_bytes(spec, &bytes)?;
+    // The hub snapshot's directory: its tokenizer_config.json is there when the cache holds it.
+    tokenizer.directory = file.parent().map(Path::to_owned);
+    Ok(tokenizer)
 }
 
 /// `name` or `org/name`, in the characters the hub allows.

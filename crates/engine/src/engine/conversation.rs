@@ -890,7 +890,8 @@ mod tests {
             ignore_eos: true,
             default_max_tokens: None,
             style: llmbench_workload::request::BodyStyle::InferencePerf,
-            extra: Vec::new(),
+            extra_body: Default::default(),
+            logprobs: None,
         }
     }
 
@@ -1148,7 +1149,8 @@ mod replay_tests {
                 ignore_eos: true,
                 default_max_tokens: None,
                 style: llmbench_workload::request::BodyStyle::InferencePerf,
-                extra: Vec::new(),
+                extra_body: Default::default(),
+                logprobs: None,
             },
         )
     }

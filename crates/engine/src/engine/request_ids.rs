@@ -41,12 +41,14 @@ impl RequestIds {
 
     /// The ids of run `run_id` (shard `shard` of `shards`), leaving out the headers in `profile_headers` (any
     /// case) or named by the per-request header `session_header` (inference-perf's `session_id_header_key`).
+    /// `prefix` (vLLM's `--request-id-prefix`) replaces `llmbench-<run id>-`.
     pub fn for_run(
         run_id: &str,
         shard: u32,
         shards: u32,
         profile_headers: &[(String, String)],
         session_header: Option<&str>,
+        prefix: Option<&str>,
     ) -> RequestIds {
         let taken = |name: &str| {
             profile_headers
@@ -56,10 +58,11 @@ impl RequestIds {
                 .any(|n| n.eq_ignore_ascii_case(name))
         };
         let request_id_prefix = (!taken(REQUEST_ID_HEADER)).then(|| {
+            let prefix = prefix.map_or_else(|| format!("llmbench-{run_id}-"), str::to_owned);
             if shards > 1 {
-                format!("llmbench-{run_id}-s{shard}-")
+                format!("{prefix}s{shard}-")
             } else {
-                format!("llmbench-{run_id}-")
+                prefix
             }
         });
         let trace_key = (!taken(TRACEPARENT_HEADER)).then(|| [rand::random(), rand::random()]);
@@ -123,18 +126,28 @@ mod tests {
 
     #[test]
     fn the_request_id_names_the_run_and_the_record() {
-        let ids = RequestIds::for_run("inference-perf-sanity-1", 0, 1, &[], None);
+        let ids = RequestIds::for_run("inference-perf-sanity-1", 0, 1, &[], None, None);
         assert_eq!(
             ids.request_id(17).as_deref(),
             Some("llmbench-inference-perf-sanity-1-17")
         );
-        let shard = RequestIds::for_run("run", 2, 4, &[], None);
+        let shard = RequestIds::for_run("run", 2, 4, &[], None, None);
         assert_eq!(shard.request_id(0).as_deref(), Some("llmbench-run-s2-0"));
     }
 
     #[test]
+    fn a_request_id_prefix_replaces_the_run_name() {
+        let ids = RequestIds::for_run("r", 0, 1, &[], None, Some("bench-a1b2-"));
+        assert_eq!(ids.request_id(0).as_deref(), Some("bench-a1b2-0"));
+        assert_eq!(ids.request_id(12).as_deref(), Some("bench-a1b2-12"));
+        // Shards still number apart, so no two requests of a run share an id.
+        let shard = RequestIds::for_run("r", 1, 2, &[], None, Some("bench-"));
+        assert_eq!(shard.request_id(3).as_deref(), Some("bench-s1-3"));
+    }
+
+    #[test]
     fn trace_ids_are_unique_in_a_run_and_new_in_every_run() {
-        let ids = RequestIds::for_run("r", 0, 1, &[], None);
+        let ids = RequestIds::for_run("r", 0, 1, &[], None, None);
         let parents: Vec<TraceParent> = (0..10_000)
             .map(|n| ids.traceparent(n).expect("sent"))
             .collect();
@@ -145,7 +158,7 @@ mod tests {
             ids.traceparent(5),
             "one request, one id"
         );
-        let again = RequestIds::for_run("r", 0, 1, &[], None);
+        let again = RequestIds::for_run("r", 0, 1, &[], None, None);
         assert_ne!(again.traceparent(0), ids.traceparent(0));
         let text = ids.traceparent(0).expect("sent").to_string();
         assert!(text.starts_with("00-") && text.ends_with("-01"), "{text}");
@@ -155,11 +168,11 @@ mod tests {
     #[test]
     fn a_header_the_profile_sets_is_left_to_it_in_any_case() {
         let headers = [("X-Request-ID".to_owned(), "mine".to_owned())];
-        let ids = RequestIds::for_run("r", 0, 1, &headers, None);
+        let ids = RequestIds::for_run("r", 0, 1, &headers, None, None);
         assert_eq!(ids.request_id(1), None);
         assert!(ids.traceparent(1).is_some());
         let headers = [("TraceParent".to_owned(), "00-…".to_owned())];
-        let ids = RequestIds::for_run("r", 0, 1, &headers, Some("x-request-id"));
+        let ids = RequestIds::for_run("r", 0, 1, &headers, Some("x-request-id"), None);
         assert!(!ids.any());
         assert_eq!(RequestIds::NONE.request_id(1), None);
     }

@@ -569,8 +569,9 @@ fn extra_inputs(ctx: &Ctx, f: &At<'_>, api: &mut Api) -> Result<(), WorkloadErro
                 ));
             }
             _ => {
-                api.extra_body.retain(|(known, _)| *known != name);
-                api.extra_body.push((name, value));
+                // A later entry replaces an earlier one, and moves to the end, as AIPerf's dict does.
+                api.extra_body.shift_remove(&name);
+                api.extra_body.insert(name, value);
             }
         }
     }
@@ -1143,10 +1144,10 @@ mod tests {
         .expect("parses");
         // Later entries win, as `payload.update` with the list of pairs makes them.
         assert_eq!(
-            w.api.extra_body,
+            w.api.extra_body.iter().collect::<Vec<_>>(),
             [
-                ("top_k".to_owned(), serde_json::json!(5)),
-                ("min_tokens".to_owned(), serde_json::json!(100)),
+                (&"top_k".to_owned(), &serde_json::json!(5)),
+                (&"min_tokens".to_owned(), &serde_json::json!(100)),
             ]
         );
         assert!(w.api.ignore_eos);

@@ -954,8 +954,10 @@ fn parse_data(
         if wrap {
             return Err(f.unsupported(
                 ctx,
-                "wrapping prompts in the tokenizer's chat template (`use_chat_template: true`; llmbench does not \
-                 render chat templates — unset it, or use `api.type: chat` to let the server apply the template)",
+                "wrapping random prompts in the tokenizer's chat template (`use_chat_template: true`: \
+                 inference-perf converges each prompt to its length over the templated text and sends \
+                 `add_special_tokens: false`, which llmbench does not reproduce yet — unset it, or use `api.type: \
+                 chat` to let the server apply the template)",
             ));
         }
         api.use_chat_template = Some(false);

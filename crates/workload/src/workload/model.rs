@@ -131,9 +131,13 @@ pub struct Api {
     /// inference-perf `api.session_id_header_key`: each request of a session carries its session id in this
     /// header (`openai_client.py`; llmbench sends it for `trace_session_replay` sessions).
     pub session_id_header: Option<String>,
-    /// Fields set in every request body after llmbench's own, replacing any of the same name (AIPerf
-    /// `--extra-inputs`, which its request converters merge with `payload.update`).
-    pub extra_body: Vec<(String, serde_json::Value)>,
+    /// Fields merged last into every request body, replacing the tool's own of the same name: vLLM's sampling
+    /// flags then its `--extra-body`, merged as `serve.py` merges them (`{**sampling_params, **extra_body}`).
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// vLLM `--logprobs`: its completions bodies carry it, `null` when unset (its chat bodies carry none).
+    pub logprobs: Option<i64>,
+    /// vLLM `--request-id-prefix`: each request's `x-request-id` is this and the request's number.
+    pub request_id_prefix: Option<String>,
 }
 
 impl Default for Api {
@@ -149,7 +153,9 @@ impl Default for Api {
             headers: Vec::new(),
             use_chat_template: None,
             session_id_header: None,
-            extra_body: Vec::new(),
+            extra_body: serde_json::Map::new(),
+            logprobs: None,
+            request_id_prefix: None,
         }
     }
 }
@@ -219,11 +225,42 @@ impl LoadKind {
     }
 }
 
-/// A request rate that may be unbounded (vllm `--request-rate inf`).
+/// A request rate that may be unbounded (vllm `--request-rate inf`) or ramp up over the run.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Rate {
     PerSecond(f64),
     Infinite,
+    /// vllm `--ramp-up-strategy`: request `i` of `n` goes at its own rate, from `start_rps` for the first to
+    /// `end_rps` for the last (`serve.py` `_get_current_request_rate`).
+    RampUp(RampUp),
+}
+
+/// vllm bench serve's ramp-up from `start_rps` to `end_rps` (whole numbers: argparse reads them as `int`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RampUp {
+    pub strategy: RampUpStrategy,
+    pub start_rps: u64,
+    pub end_rps: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RampUpStrategy {
+    /// `start + (end − start)·progress`
+    Linear,
+    /// `start·(end/start)^progress`
+    Exponential,
+}
+
+impl RampUp {
+    /// The rate of request `index` of `total`, `progress` being `index / max(total − 1, 1)`.
+    pub fn rate(&self, index: u64, total: u64) -> f64 {
+        let progress = index as f64 / total.saturating_sub(1).max(1) as f64;
+        let (start, end) = (self.start_rps as f64, self.end_rps as f64);
+        match self.strategy {
+            RampUpStrategy::Linear => start + (end - start) * progress,
+            RampUpStrategy::Exponential => start * (end / start).powf(progress),
+        }
+    }
 }
 
 /// Each tool's arrival process, exactly as that tool generates it (FORMATS 3.8).
@@ -915,6 +952,9 @@ pub struct DatasetFile {
     pub output_len: Option<u64>,
     /// Shuffle the records with the run's seed before taking them (vllm, unless `--disable-shuffle`).
     pub shuffle: bool,
+    /// Render each prompt through the tokenizer's chat template as one user turn (vllm without
+    /// `--skip-chat-template`), with these extra template variables (`--chat-template-kwargs`).
+    pub chat_template: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// guidellm data read from a local file (`data/deserializers/file.py`), mapped to requests by its generative column

@@ -11,7 +11,7 @@ use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand_distr::{Distribution, Exp1, Gamma, Poisson};
 
-use super::model::{AiperfPace, Arrival, Rate, Stage, Sweep};
+use super::model::{AiperfPace, Arrival, RampUp, Rate, Stage, Sweep};
 use super::py_random::PyRandom;
 
 /// More arrivals than this are never precomputed (≈160 MB of times); a stage that asks for
@@ -126,6 +126,7 @@ pub fn schedule(stage: &Stage, seed: u64) -> Schedule {
             match rate {
                 Rate::Infinite => open(vec![0.0; n as usize]),
                 Rate::PerSecond(rate) => open(vllm_gamma(&mut rng, *rate, *burstiness, n)),
+                Rate::RampUp(ramp) => open(vllm_ramp_up(&mut rng, ramp, *burstiness, n)),
             }
         }
         Arrival::Closed {
@@ -302,6 +303,22 @@ fn vllm_gamma(rng: &mut Xoshiro256PlusPlus, rate: f64, burstiness: f64, n: u64) 
         }
     }
     times
+}
+
+/// vllm bench serve's ramp-up (`get_request`): each gap drawn at its request's own rate (a constant `1/rate` when
+/// burstiness is infinite), summed from the first gap on, and — unlike a fixed rate — not rescaled.
+fn vllm_ramp_up(rng: &mut Xoshiro256PlusPlus, ramp: &RampUp, burstiness: f64, n: u64) -> Vec<f64> {
+    let mut t = 0.0;
+    (0..n)
+        .map(|i| {
+            let rate = ramp.rate(i, n);
+            t += match Gamma::new(burstiness, 1.0 / (rate * burstiness)) {
+                Ok(g) if burstiness.is_finite() => g.sample(&mut *rng),
+                _ => 1.0 / rate,
+            };
+            t
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -571,6 +588,61 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn vllm_ramp_up_sends_each_request_one_gap_of_its_own_rate_after_the_last() {
+        use crate::workload::model::RampUpStrategy;
+        let ramp = |strategy, start_rps, end_rps, count| {
+            let st = stage(
+                Arrival::VllmGamma {
+                    rate: Rate::RampUp(RampUp {
+                        strategy,
+                        start_rps,
+                        end_rps,
+                    }),
+                    burstiness: f64::INFINITY,
+                    count,
+                },
+                StageLimit::requests(count),
+            );
+            times(&schedule(&st, 0)).to_vec()
+        };
+        let ms = |v: &[u64]| {
+            v.iter()
+                .map(|&m| Duration::from_millis(m))
+                .collect::<Vec<_>>()
+        };
+        // Linear 1 → 4 rps over 4 requests: rates 1, 2, 3, 4; gaps 1, 1/2, 1/3, 1/4 s, the first one included and
+        // none rescaled (a ramp is not normalised to count/rate).
+        let linear = ramp(RampUpStrategy::Linear, 1, 4, 4);
+        let expected = [1.0, 1.5, 1.5 + 1.0 / 3.0, 1.5 + 1.0 / 3.0 + 0.25];
+        assert_eq!(linear.len(), 4);
+        for (t, e) in linear.iter().zip(expected) {
+            assert!((t.as_secs_f64() - e).abs() < 1e-9, "{linear:?}");
+        }
+        // Exponential 1 → 4 rps over 3 requests: rates 1, 2, 4; gaps 1, 0.5, 0.25 s.
+        assert_eq!(
+            ramp(RampUpStrategy::Exponential, 1, 4, 3),
+            ms(&[1000, 1500, 1750])
+        );
+        // Gamma gaps at each request's rate: still sorted, one per request.
+        let st = stage(
+            Arrival::VllmGamma {
+                rate: Rate::RampUp(RampUp {
+                    strategy: RampUpStrategy::Linear,
+                    start_rps: 1,
+                    end_rps: 50,
+                }),
+                burstiness: 1.0,
+                count: 100,
+            },
+            StageLimit::requests(100),
+        );
+        let s = schedule(&st, 7);
+        let t = times(&s);
+        assert_eq!(t.len(), 100);
+        assert!(is_sorted(t) && t[0] > Duration::ZERO);
     }
 
     #[test]

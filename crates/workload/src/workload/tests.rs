@@ -544,18 +544,17 @@ fn vllm_profiles_figures() {
     );
 
     // fixed_dataset with a `.jsonl` file: vLLM renders each prompt through the chat template unless told to
-    // skip it, which llmbench refuses; with `skip-chat-template` the records' own output lengths are kept.
+    // skip it; with `skip-chat-template` the records' own output lengths are kept, as written.
     let text = std::fs::read_to_string(format!("{PROFILES}/vllm-benchmark/fixed_dataset.yaml.in"))
         .expect("fixed_dataset")
         .replace("REPLACE_ENV_LLMDBENCH_RUN_DATASET_FILE", "data.jsonl");
-    let err = parse(Harness::VllmBenchmark, &render(&text)).unwrap_err();
+    let w = parse(Harness::VllmBenchmark, &render(&text))
+        .unwrap()
+        .workload;
     assert!(
-        matches!(&err, WorkloadError::Unsupported { key, .. } if key == "skip-chat-template"),
-        "{err:?}"
-    );
-    assert!(
-        err.to_string().contains("add `skip-chat-template: none`"),
-        "{err}"
+        matches!(&w.data, DataSpec::File(f) if f.chat_template == Some(serde_json::Map::new())),
+        "{:?}",
+        w.data
     );
     let w = parse(
         Harness::VllmBenchmark,
@@ -569,6 +568,7 @@ fn vllm_profiles_figures() {
             path: "/requests/datasets/data.jsonl".into(),
             output_len: None,
             shuffle: true,
+            chat_template: None,
         })
     );
     assert_eq!(w.report.percentiles, [99.0, 100.0]);
@@ -1729,6 +1729,7 @@ fn vllm_custom_minus_one_takes_output_tokens_and_needs_jsonl_and_skip_chat_templ
             path: "/d/data.jsonl".into(),
             output_len: None,
             shuffle: false,
+            chat_template: None,
         })
     );
     // `output-len` (recent vLLM) sets every dataset's output length.
@@ -1808,11 +1809,6 @@ fn vllm_flags_that_change_requests_are_honoured_or_refused() {
             "tokenizer mode `mistral`",
         ),
         (
-            "request-id-prefix: run-\n",
-            "request-id-prefix",
-            "x-request-id",
-        ),
-        (
             "ready-check-timeout-sec: 600\n",
             "ready-check-timeout-sec",
             "waiting for the endpoint",
@@ -1822,11 +1818,44 @@ fn vllm_flags_that_change_requests_are_honoured_or_refused() {
             "probe-request-rate",
             "probe requests",
         ),
-        ("ramp-up-strategy: linear\n", "ramp-up-strategy", "ramp-up"),
         (
-            "frequency-penalty: 0.5\n",
-            "frequency-penalty",
-            "the request option",
+            "ramp-up-strategy: linear\n",
+            "ramp-up-strategy",
+            "needs both",
+        ),
+        (
+            "ramp-up-strategy: steps\nramp-up-start-rps: 1\nramp-up-end-rps: 2\n",
+            "ramp-up-strategy",
+            "expected linear or exponential",
+        ),
+        (
+            "ramp-up-strategy: linear\nramp-up-start-rps: 4\nramp-up-end-rps: 2\n",
+            "ramp-up-start-rps",
+            "must not be above `ramp-up-end-rps` (2)",
+        ),
+        (
+            "ramp-up-strategy: linear\nramp-up-start-rps: 0\nramp-up-end-rps: 2\n",
+            "ramp-up-start-rps",
+            "a rate of 0",
+        ),
+        (
+            "ramp-up-strategy: exponential\nramp-up-start-rps: 1\nramp-up-end-rps: 2\nrequest-rate: 5\n",
+            "request-rate",
+            "refuses a `request-rate` with a ramp-up",
+        ),
+        ("frequency-penalty: inf\n", "frequency-penalty", "finite"),
+        ("top-k: 0.5\n", "top-k", "a whole number"),
+        ("extra-body: '[1]'\n", "extra-body", "a JSON object"),
+        ("extra-body: '{oops'\n", "extra-body", "not JSON"),
+        (
+            "extra-body: '{\"stream\": false}'\n",
+            "extra-body",
+            "replacing the body's `stream`",
+        ),
+        (
+            "extra-body: '{\"max_tokens\": \"many\"}'\n",
+            "extra-body",
+            "`max_tokens` must be a whole number",
         ),
         ("profile: none\n", "profile", "profiler"),
         ("no-oversample: none\n", "no-oversample", "fewer requests"),
@@ -1885,6 +1914,90 @@ fn vllm_flags_that_change_requests_are_honoured_or_refused() {
     assert!(
         w.iter()
             .any(|w| w.contains("`insecure`") && w.contains("not https")),
+        "{w:?}"
+    );
+}
+
+#[test]
+fn vllm_sampling_flags_then_extra_body_are_merged_into_every_body_as_vllm_merges_them() {
+    // serve.py: sampling_params in its own order (top_p, top_k, min_p, temperature, frequency_penalty,
+    // presence_penalty, repetition_penalty), floats as argparse's `float` makes them, then
+    // `{**sampling_params, **extra_body}`: extra-body's `top_k` replaces the flag's in place.
+    let w = parse(
+        Harness::VllmBenchmark,
+        "temperature: 0\nrepetition-penalty: 1.1\ntop-k: 50\ntop-p: '0.9'\nmin-p: 0.05\n\
+         frequency-penalty: 1\npresence-penalty: -0.5\nlogprobs: 3\nrequest-id-prefix: bench-1a2b-\n\
+         extra-body: '{\"top_k\": 20, \"chat_template_kwargs\": {\"enable_thinking\": false}}'\n",
+    )
+    .unwrap()
+    .workload;
+    assert_eq!(
+        serde_json::to_string(&w.api.extra_body).unwrap(),
+        r#"{"top_p":0.9,"top_k":20,"min_p":0.05,"temperature":0.0,"frequency_penalty":1.0,"presence_penalty":-0.5,"repetition_penalty":1.1,"chat_template_kwargs":{"enable_thinking":false}}"#
+    );
+    assert_eq!(w.api.logprobs, Some(3));
+    assert_eq!(w.api.request_id_prefix.as_deref(), Some("bench-1a2b-"));
+    // Nothing given, nothing merged: the server's defaults apply (vLLM no longer sends temperature 0).
+    let w = parse(Harness::VllmBenchmark, "num-prompts: 2\n")
+        .unwrap()
+        .workload;
+    assert!(w.api.extra_body.is_empty());
+    assert_eq!((w.api.logprobs, w.api.request_id_prefix), (None, None));
+    // vLLM's chat body has no logprobs: the flag does nothing there, and says so.
+    let w = warnings_of(
+        Harness::VllmBenchmark,
+        "backend: openai-chat\nendpoint: /v1/chat/completions\nlogprobs: 1\n",
+    );
+    assert!(
+        w.iter()
+            .any(|w| w.contains("`logprobs`") && w.contains("chat requests carry no logprobs")),
+        "{w:?}"
+    );
+}
+
+#[test]
+fn vllm_ramp_up_sets_each_requests_rate_from_start_to_end() {
+    let w = parse(
+        Harness::VllmBenchmark,
+        "num-prompts: 5\nramp-up-strategy: exponential\nramp-up-start-rps: 2\nramp-up-end-rps: 32\n\
+         burstiness: inf\n",
+    )
+    .unwrap()
+    .workload;
+    let ramp = RampUp {
+        strategy: RampUpStrategy::Exponential,
+        start_rps: 2,
+        end_rps: 32,
+    };
+    assert_eq!(
+        w.stages[0].arrival,
+        Arrival::VllmGamma {
+            rate: Rate::RampUp(ramp),
+            burstiness: f64::INFINITY,
+            count: 5,
+        }
+    );
+    assert_eq!(w.stages[0].load, LoadKind::Constant);
+    // progress i/4: 2·16^(i/4) = 2, 4, 8, 16, 32.
+    let rates: Vec<f64> = (0..5).map(|i| ramp.rate(i, 5)).collect();
+    assert_eq!(rates, [2.0, 4.0, 8.0, 16.0, 32.0]);
+    let linear = RampUp {
+        strategy: RampUpStrategy::Linear,
+        ..ramp
+    };
+    // 2 + 30·i/4.
+    let rates: Vec<f64> = (0..5).map(|i| linear.rate(i, 5)).collect();
+    assert_eq!(rates, [2.0, 9.5, 17.0, 24.5, 32.0]);
+    // One request goes at the start rate (progress 0/max(0, 1)).
+    assert_eq!(linear.rate(0, 1), 2.0);
+    // The rates alone are read only with a strategy.
+    let w = warnings_of(
+        Harness::VllmBenchmark,
+        "ramp-up-start-rps: 1\nramp-up-end-rps: 2\n",
+    );
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert!(
+        w.iter().all(|w| w.contains("only with `ramp-up-strategy`")),
         "{w:?}"
     );
 }

@@ -97,18 +97,21 @@ const OUTPUT_ONLY: [(&str, &str); 7] = [
     ("plot-dataset-stats", "vLLM's dataset statistics plot"),
 ];
 
-/// Sampling parameters and other request-body options vLLM adds to every request, which llmbench does not send.
-const REFUSED_BODY_OPTIONS: [&str; 9] = [
-    "temperature",
-    "top-p",
-    "top-k",
-    "min-p",
-    "frequency-penalty",
-    "presence-penalty",
-    "repetition-penalty",
-    "logprobs",
-    "extra-body",
+/// vLLM's sampling flags as `serve.py` collects them into `sampling_params` (in its order), each with the body
+/// field it fills and whether argparse reads it as an `int` (`--top-k`) or a `float`.
+const SAMPLING_FLAGS: [(&str, &str, bool); 7] = [
+    ("top-p", "top_p", false),
+    ("top-k", "top_k", true),
+    ("min-p", "min_p", false),
+    ("temperature", "temperature", false),
+    ("frequency-penalty", "frequency_penalty", false),
+    ("presence-penalty", "presence_penalty", false),
+    ("repetition-penalty", "repetition_penalty", false),
 ];
+
+/// Body fields `--extra-body` may not replace: llmbench builds them from the dataset and reads the answer by them
+/// (the prompt's token count, whether and how the answer streams).
+const BUILT_BODY_FIELDS: [&str; 4] = ["prompt", "messages", "stream", "stream_options"];
 
 pub(crate) fn parse(
     ctx: &mut Ctx,
@@ -251,6 +254,23 @@ pub(crate) fn parse(
     if let Some(f) = m.get("header") {
         w.api.headers = headers(ctx, &f)?;
     }
+    w.api.extra_body = extra_body(ctx, &mut m)?;
+    if let Some(f) = m.get("logprobs") {
+        w.api.logprobs = Some(integer(ctx, &f)?);
+        if w.api.kind == ApiKind::Chat {
+            // `async_request_openai_chat_completions` builds its payload without `logprobs`.
+            ctx.warn(
+                &f.path,
+                f.line,
+                WarningKind::Ignored,
+                "vLLM sends it only in completions requests; its chat requests carry no logprobs",
+            );
+        }
+    }
+    // Each request's `x-request-id` is the prefix and the request's number (`SampleRequest.request_id`).
+    if let Some(f) = m.get("request-id-prefix") {
+        w.api.request_id_prefix = Some(text(ctx, &f)?);
+    }
     let ignore_eos = match m.take("ignore-eos") {
         Some(f) => flag(ctx, &f)?,
         None => false,
@@ -310,11 +330,23 @@ pub(crate) fn parse(
             u32::try_from(n).map_err(|_| f.invalid(ctx, format!("{n} is too large")))
         })
         .transpose()?;
-    for key in ["ramp-up-strategy", "ramp-up-start-rps", "ramp-up-end-rps"] {
-        if let Some(f) = m.get(key) {
-            return Err(f.unsupported(ctx, "request-rate ramp-up (`ramp-up-strategy`)"));
+    let rate = match ramp_up(ctx, &mut m)? {
+        Some((ramp, strategy_line)) => {
+            if let Some(f) = &rate_field
+                && rate != Rate::Infinite
+            {
+                return Err(f.invalid(
+                    ctx,
+                    format!(
+                        "vLLM refuses a `request-rate` with a ramp-up (line {strategy_line}): the ramp sets the \
+                         rate; remove `request-rate`"
+                    ),
+                ));
+            }
+            Rate::RampUp(ramp)
         }
-    }
+        None => rate,
+    };
     match m.get("seed") {
         Some(f) => {
             w.seed = non_negative_u64(ctx, &f)?;
@@ -438,9 +470,9 @@ pub(crate) fn parse(
         load: match rate {
             Rate::Infinite if max_concurrency.is_some() => LoadKind::Concurrent,
             Rate::Infinite => LoadKind::Throughput,
-            Rate::PerSecond(_) if burstiness == 1.0 => LoadKind::Poisson,
-            Rate::PerSecond(_) if burstiness.is_infinite() => LoadKind::Constant,
-            Rate::PerSecond(_) => LoadKind::Gamma,
+            Rate::PerSecond(_) | Rate::RampUp(_) if burstiness == 1.0 => LoadKind::Poisson,
+            Rate::PerSecond(_) | Rate::RampUp(_) if burstiness.is_infinite() => LoadKind::Constant,
+            Rate::PerSecond(_) | Rate::RampUp(_) => LoadKind::Gamma,
         },
         arrival: Arrival::VllmGamma {
             rate,
@@ -464,11 +496,6 @@ fn refuse_unsupported_flags(
     m: &mut MapReader<'_>,
     base_url: Option<&str>,
 ) -> Result<(), WorkloadError> {
-    for key in REFUSED_BODY_OPTIONS {
-        if let Some(f) = m.take(key) {
-            return Err(f.unsupported(ctx, format!("the request option `--{key}`")));
-        }
-    }
     if let Some(f) = m.take("use-beam-search")
         && flag(ctx, &f)?
     {
@@ -485,12 +512,6 @@ fn refuse_unsupported_flags(
         return Err(f.unsupported(
             ctx,
             "vLLM's profiler (`--profile` calls the server's /start_profile and /stop_profile)",
-        ));
-    }
-    if let Some(f) = m.get("request-id-prefix") {
-        return Err(f.unsupported(
-            ctx,
-            "per-request `x-request-id` headers (`request-id-prefix`: remove it, llmbench sends no request ids)",
         ));
     }
     for (key, feature) in [
@@ -540,6 +561,131 @@ fn refuse_unsupported_flags(
         );
     }
     Ok(())
+}
+
+/// `--ramp-up-strategy` with its start and end rates, checked as `serve.py` `main_async` checks them; with the
+/// strategy's line for messages. Without a strategy vLLM reads neither rate.
+fn ramp_up(ctx: &mut Ctx, m: &mut MapReader<'_>) -> Result<Option<(RampUp, u32)>, WorkloadError> {
+    let start = m.get("ramp-up-start-rps");
+    let end = m.get("ramp-up-end-rps");
+    let Some(f) = m.get("ramp-up-strategy") else {
+        for f in [start, end].into_iter().flatten() {
+            ctx.warn(
+                &f.path,
+                f.line,
+                WarningKind::Ignored,
+                "vLLM reads it only with `ramp-up-strategy`",
+            );
+        }
+        return Ok(None);
+    };
+    let strategy = match text(ctx, &f)?.as_str() {
+        "linear" => RampUpStrategy::Linear,
+        "exponential" => RampUpStrategy::Exponential,
+        other => {
+            return Err(f.invalid(
+                ctx,
+                format!("unknown ramp-up strategy `{other}`; expected linear or exponential"),
+            ));
+        }
+    };
+    let (Some(start), Some(end)) = (start, end) else {
+        return Err(f.invalid(
+            ctx,
+            "vLLM needs both `ramp-up-start-rps` and `ramp-up-end-rps` with a ramp-up strategy",
+        ));
+    };
+    let start_rps = non_negative_u64(ctx, &start)?;
+    let end_rps = non_negative_u64(ctx, &end)?;
+    limits::check(ctx, &end, Limit::Rate, end_rps as f64)?;
+    if start_rps > end_rps {
+        return Err(start.invalid(
+            ctx,
+            format!("must not be above `ramp-up-end-rps` ({end_rps}), found {start_rps} (vLLM refuses it)"),
+        ));
+    }
+    if start_rps == 0 {
+        // Exponential: vLLM refuses it; linear: its first request's rate is 0, which `get_request` asserts against.
+        return Err(start.invalid(
+            ctx,
+            "must be at least 1: the first request goes at the start rate, and vLLM fails on a rate of 0",
+        ));
+    }
+    Ok(Some((
+        RampUp {
+            strategy,
+            start_rps,
+            end_rps,
+        },
+        f.line,
+    )))
+}
+
+/// What vLLM merges into every body: the sampling flags given, then `--extra-body` over them
+/// (`extra_body = {**sampling_params, **extra_body}` in `serve.py` `main_async`).
+fn extra_body(
+    ctx: &Ctx,
+    m: &mut MapReader<'_>,
+) -> Result<serde_json::Map<String, serde_json::Value>, WorkloadError> {
+    let mut body = serde_json::Map::new();
+    for (key, field, is_int) in SAMPLING_FLAGS {
+        let Some(f) = m.get(key) else { continue };
+        let value = if is_int {
+            serde_json::Value::from(integer(ctx, &f)?)
+        } else {
+            let v = number(ctx, &f)?;
+            // Python's json would write NaN or Infinity, which no server parses.
+            if !v.is_finite() {
+                return Err(f.invalid(ctx, format!("must be a finite number, found {v}")));
+            }
+            // A float, as argparse's `type=float` makes it: `--temperature 0` is sent as 0.0.
+            serde_json::Value::from(v)
+        };
+        body.insert(field.to_owned(), value);
+    }
+    if let Some(f) = m.get("extra-body") {
+        let t = text(ctx, &f)?;
+        let extra: serde_json::Value = serde_json::from_str(&t).map_err(|e| {
+            f.invalid(
+                ctx,
+                format!("not JSON (vLLM reads it with json.loads): {e}"),
+            )
+        })?;
+        let serde_json::Value::Object(extra) = extra else {
+            return Err(f.invalid(ctx, "must be a JSON object of body fields"));
+        };
+        for (key, value) in extra {
+            if BUILT_BODY_FIELDS.contains(&key.as_str()) {
+                return Err(f.unsupported(
+                    ctx,
+                    format!(
+                        "replacing the body's `{key}` through `extra-body` (llmbench builds it from the dataset \
+                         and reads the answer by it)"
+                    ),
+                ));
+            }
+            let ok = match key.as_str() {
+                "max_tokens" | "max_completion_tokens" => value.as_u64().is_some(),
+                "ignore_eos" => value.is_boolean(),
+                _ => true,
+            };
+            if !ok {
+                return Err(f.invalid(
+                    ctx,
+                    format!(
+                        "`{key}` must be a {}",
+                        if key == "ignore_eos" {
+                            "boolean"
+                        } else {
+                            "whole number of tokens"
+                        }
+                    ),
+                ));
+            }
+            body.insert(key, value);
+        }
+    }
+    Ok(body)
 }
 
 /// `input-len` / `output-len` with their fields, for messages.
@@ -683,8 +829,8 @@ fn dataset_spec(
                     "dataset-name",
                     line,
                     "the `sonnet` dataset with a completions backend (vLLM then sends each prompt rendered \
-                     through the tokenizer's chat template, which llmbench does not render: use `backend: \
-                     openai-chat` with `endpoint: /v1/chat/completions`)",
+                     through the tokenizer's chat template, which llmbench renders for the `custom` dataset only: \
+                     use `backend: openai-chat` with `endpoint: /v1/chat/completions`)",
                 ));
             }
             let input_field = m.get("sonnet-input-len");
@@ -755,20 +901,35 @@ fn dataset_spec(
                     skip_template |= flag(ctx, &f)?;
                 }
             }
-            if !skip_template {
-                return Err(ctx.unsupported(
-                    "skip-chat-template",
-                    line,
-                    "the `custom` dataset without `skip-chat-template` (vLLM then sends each prompt rendered \
-                     through the tokenizer's chat template, which llmbench does not render: add \
-                     `skip-chat-template: none` to send the prompts as written, or write the rendered prompts \
-                     into the file)",
-                ));
-            }
+            let chat_template = if skip_template {
+                None
+            } else {
+                Some(match m.get("chat-template-kwargs") {
+                    Some(f) => {
+                        let t = text(ctx, &f)?;
+                        match serde_json::from_str(&t) {
+                            Ok(serde_json::Value::Object(kwargs)) => kwargs,
+                            Ok(_) => {
+                                return Err(
+                                    f.invalid(ctx, "must be a JSON object of template variables")
+                                );
+                            }
+                            Err(e) => {
+                                return Err(f.invalid(
+                                    ctx,
+                                    format!("not JSON (vLLM reads it with json.loads): {e}"),
+                                ));
+                            }
+                        }
+                    }
+                    None => serde_json::Map::new(),
+                })
+            };
             DataSpec::File(DatasetFile {
                 path,
                 output_len,
                 shuffle,
+                chat_template,
             })
         }
         "random-mm" | "random-rerank" | "hf" | "burstgpt" | "prefix_repetition"

@@ -1,0 +1,291 @@
+//! `vllm bench serve` as its users write it, through the binary: sampling flags, `--extra-body` and `--logprobs`
+//! sent in the body exactly as vLLM sends them (checked against bodies worked out by hand from `serve.py` and
+//! `lib/endpoint_request_func.py`), `--request-id-prefix` on the wire, and the send times of a ramp-up. Bodies,
+//! headers and planned send times only, never measured timings.
+
+mod common;
+
+use std::io::{BufReader, Write as _};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::Output;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+use common::*;
+
+/// One POST as the server read it: its `x-request-id` and its body.
+type Seen = (Option<String>, Value);
+
+/// A bare OpenAI-compatible server keeping every POST's request id and body, answering each with one streamed
+/// completion (or chat) chunk, a usage chunk and `[DONE]`.
+fn capturing_server() -> (String, Arc<Mutex<Vec<Seen>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let kept = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let seen = Arc::clone(&kept);
+            std::thread::spawn(move || {
+                let mut writer = stream.try_clone().expect("clone");
+                let mut reader = BufReader::new(stream);
+                while let Some(request) = read_whole_request(&mut reader) {
+                    let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+                    let chat = body.get("messages").is_some();
+                    // Only the API's requests: the server-metrics scrapes (GET /metrics) have no body.
+                    if request.line.starts_with("POST ") {
+                        let id = request.header("x-request-id").map(str::to_owned);
+                        seen.lock().expect("lock").push((id, body));
+                    }
+                    let chunk = if chat {
+                        json!({"choices": [{"index": 0, "delta": {"content": "a b"}, "finish_reason": "length"}]})
+                    } else {
+                        json!({"choices": [{"index": 0, "text": "a b", "finish_reason": "length"}]})
+                    };
+                    let usage = json!({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 2}});
+                    let events = format!("data: {chunk}\n\ndata: {usage}\n\ndata: [DONE]\n\n");
+                    let response = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{events}",
+                        events.len()
+                    );
+                    if writer.write_all(response.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, seen)
+}
+
+fn run(dir: &Path, profile: &str, endpoint: &str) -> Output {
+    let path = write(dir, "profile.yaml", profile);
+    llmbench()
+        .args(["run", "--harness", "vllm-benchmark", "--profile"])
+        .arg(&path)
+        .args([
+            "--endpoint",
+            endpoint,
+            "--tokenizer",
+            "builtin",
+            "--no-preflight",
+        ])
+        .args(["--run-id", "r", "--output"])
+        .arg(dir)
+        .output()
+        .expect("runs")
+}
+
+fn records(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("r/requests.jsonl"))
+        .expect("requests.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a record"))
+        .collect()
+}
+
+/// The bodies in the order they were sent, each without its prompt (random text), and the ids they carried.
+fn sent(seen: &Mutex<Vec<Seen>>, prompt_field: &str) -> (Vec<Option<String>>, Vec<Value>) {
+    let seen = seen.lock().expect("lock");
+    let ids = seen.iter().map(|(id, _)| id.clone()).collect();
+    let bodies = seen
+        .iter()
+        .map(|(_, body)| {
+            let mut body = body.clone();
+            let prompt = body
+                .as_object_mut()
+                .and_then(|b| b.remove(prompt_field))
+                .expect("a prompt");
+            assert!(!prompt.is_null());
+            body
+        })
+        .collect();
+    (ids, bodies)
+}
+
+#[test]
+fn sampling_flags_extra_body_logprobs_and_request_ids_are_sent_as_vllm_sends_them() {
+    let (url, seen) = capturing_server();
+    let dir = tempfile::tempdir().expect("tempdir");
+    // One request at a time, so the server sees them in the order they were numbered.
+    let profile = "model: m\ndataset-name: random\nrandom-input-len: 4\nrandom-output-len: 2\nnum-prompts: 3\n\
+                   max-concurrency: 1\ntemperature: 0\ntop-k: 50\ntop-p: 0.9\nrepetition-penalty: 1.1\n\
+                   logprobs: 2\nrequest-id-prefix: bench-3f9a-\n\
+                   extra-body: '{\"top_k\": 20, \"chat_template_kwargs\": {\"enable_thinking\": false}}'\n";
+    let output = run(dir.path(), profile, &url);
+    succeeded(&output);
+    let (ids, bodies) = sent(&seen, "prompt");
+    // `SampleRequest.request_id` is the prefix and the sample's index; `_update_headers_common` sends it.
+    assert_eq!(
+        ids,
+        ["bench-3f9a-0", "bench-3f9a-1", "bench-3f9a-2"].map(|s| Some(s.to_owned()))
+    );
+    // async_request_openai_completions: {model, prompt, repetition_penalty: 1.0, max_tokens, logprobs, stream,
+    // stream_options}; ignore_eos (random data); then payload.update({**sampling_params, **extra_body}) with
+    // sampling_params = {top_p: 0.9, top_k: 50, temperature: 0.0, repetition_penalty: 1.1} and extra-body's
+    // top_k 20 replacing the flag's.
+    let expected = json!({"model": "m", "repetition_penalty": 1.1, "max_tokens": 2, "logprobs": 2,
+                          "stream": true, "stream_options": {"include_usage": true}, "ignore_eos": true,
+                          "top_p": 0.9, "top_k": 20, "temperature": 0.0,
+                          "chat_template_kwargs": {"enable_thinking": false}});
+    assert_eq!(bodies, vec![expected; 3]);
+    // The records name the ids the server saw.
+    let recorded: Vec<Value> = records(dir.path())
+        .iter()
+        .map(|r| r["request_id"].clone())
+        .collect();
+    assert_eq!(recorded, ["bench-3f9a-0", "bench-3f9a-1", "bench-3f9a-2"]);
+}
+
+#[test]
+fn chat_bodies_carry_the_sampling_flags_but_no_logprobs_as_in_vllm() {
+    let (url, seen) = capturing_server();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile = "model: m\nbackend: openai-chat\nendpoint: /v1/chat/completions\ndataset-name: random\n\
+                   random-input-len: 4\nrandom-output-len: 3\nnum-prompts: 2\nmax-concurrency: 1\n\
+                   temperature: 0.7\nmin-p: 0.1\nfrequency-penalty: 0.5\npresence-penalty: 0.25\nlogprobs: 5\n\
+                   extra-body: '{\"max_completion_tokens\": 2}'\n";
+    let output = run(dir.path(), profile, &format!("{url}/v1/chat/completions"));
+    succeeded(&output);
+    let (ids, bodies) = sent(&seen, "messages");
+    // async_request_openai_chat_completions builds {model, messages, max_completion_tokens, stream,
+    // stream_options} — no logprobs — then ignore_eos and the merged extras; extra-body's
+    // max_completion_tokens replaces the dataset's 3.
+    let expected = json!({"model": "m", "max_completion_tokens": 2, "stream": true,
+                          "stream_options": {"include_usage": true}, "ignore_eos": true,
+                          "min_p": 0.1, "temperature": 0.7, "frequency_penalty": 0.5,
+                          "presence_penalty": 0.25});
+    assert_eq!(bodies, vec![expected; 2]);
+    // Without a prefix, llmbench's own ids name the run.
+    assert!(
+        ids.iter().all(|id| id
+            .as_deref()
+            .is_some_and(|id| id.starts_with("llmbench-r-"))),
+        "{ids:?}"
+    );
+    // The record asks what the body asked.
+    assert!(
+        records(dir.path()).iter().all(|r| r["max_tokens"] == 2),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        stderr(&output).contains("chat requests carry no logprobs"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn a_linear_ramp_up_plans_each_send_one_gap_of_its_own_rate_after_the_last() {
+    let sim = SimProcess::start(&["--model", "m"]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Rates 1, 2, 3 rps (1 + 2·i/2); with burstiness inf the gaps are 1/rate: 1, 1/2, 1/3 s, not rescaled.
+    let profile = "model: m\ndataset-name: random\nrandom-input-len: 4\nrandom-output-len: 2\nnum-prompts: 3\n\
+                   ramp-up-strategy: linear\nramp-up-start-rps: 1\nramp-up-end-rps: 3\nburstiness: inf\n";
+    let output = run(dir.path(), profile, &sim.url);
+    succeeded(&output);
+    let mut planned: Vec<i64> = records(dir.path())
+        .iter()
+        .map(|r| r["scheduled_ns"].as_i64().expect("scheduled_ns"))
+        .collect();
+    planned.sort_unstable();
+    assert_eq!(planned.len(), 3);
+    let gaps = [planned[1] - planned[0], planned[2] - planned[1]];
+    // Durations are whole nanoseconds: 1.5 − 1.0 s and (1.5 + 1/3) − 1.5 s.
+    assert_eq!(gaps[0], 500_000_000, "{planned:?}");
+    assert!((gaps[1] - 333_333_333).abs() <= 1, "{planned:?}");
+}
+
+/// A word-level tokenizer.json: ChatML's two markers are special tokens, every other whitespace-separated word is
+/// one token (known or `[UNK]`), so counts can be worked out by hand.
+const WORD_TOKENIZER: &str = r#"{"version": "1.0", "truncation": null, "padding": null,
+ "added_tokens": [
+  {"id": 0, "content": "<|im_start|>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},
+  {"id": 1, "content": "<|im_end|>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}],
+ "normalizer": null, "pre_tokenizer": {"type": "WhitespaceSplit"}, "post_processor": null, "decoder": null,
+ "model": {"type": "WordLevel", "vocab": {"<|im_start|>": 0, "<|im_end|>": 1, "[UNK]": 2, "user": 3,
+           "assistant": 4}, "unk_token": "[UNK]"}}"#;
+
+/// The classic ChatML template (as OpenHermes-2.5 ships it in its tokenizer_config.json).
+const CHATML: &str = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + \
+                      '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}\
+                      {% endif %}";
+
+#[test]
+fn custom_prompts_are_sent_rendered_through_the_tokenizers_chat_template_and_counted_after_it() {
+    let (url, seen) = capturing_server();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tokenizer = dir.path().join("tok");
+    std::fs::create_dir(&tokenizer).expect("mkdir");
+    write(&tokenizer, "tokenizer.json", WORD_TOKENIZER);
+    let config = json!({"eos_token": "<|im_end|>", "chat_template": CHATML});
+    write(&tokenizer, "tokenizer_config.json", &config.to_string());
+    let data = write(
+        dir.path(),
+        "d.jsonl",
+        "{\"prompt\": \"Hello world\"}\n{\"prompt\": \"one two three\"}\n",
+    );
+    let profile = format!(
+        "model: m\ndataset-name: custom\ndataset-path: {}\ncustom-output-len: 2\nnum-prompts: 2\n\
+         disable-shuffle: none\nmax-concurrency: 1\n",
+        data.display()
+    );
+    let path = write(dir.path(), "profile.yaml", &profile);
+    let output = llmbench()
+        .args(["run", "--harness", "vllm-benchmark", "--profile"])
+        .arg(&path)
+        .args(["--endpoint", &url, "--tokenizer"])
+        .arg(&tokenizer)
+        .args(["--no-preflight", "--run-id", "r", "--output"])
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    succeeded(&output);
+    // apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False).
+    let prompts: Vec<Value> = seen
+        .lock()
+        .expect("lock")
+        .iter()
+        .map(|(_, body)| body["prompt"].clone())
+        .collect();
+    assert_eq!(
+        prompts,
+        [
+            "<|im_start|>user\nHello world<|im_end|>\n<|im_start|>assistant\n",
+            "<|im_start|>user\none two three<|im_end|>\n<|im_start|>assistant\n",
+        ]
+    );
+    // Counted after the template: <|im_start|> + "user Hello world" + <|im_end|> + <|im_start|> + "assistant"
+    // = 1 + 3 + 1 + 1 + 1 = 7 tokens, and 8 with three words.
+    let counts: Vec<Value> = records(dir.path())
+        .iter()
+        .map(|r| r["input_tokens"].clone())
+        .collect();
+    assert_eq!(counts, [7, 8]);
+
+    // A tokenizer without a chat template: refused before anything is sent, saying what to pass.
+    std::fs::remove_file(tokenizer.join("tokenizer_config.json")).expect("rm");
+    let before = seen.lock().expect("lock").len();
+    let output = llmbench()
+        .args(["run", "--harness", "vllm-benchmark", "--profile"])
+        .arg(&path)
+        .args(["--endpoint", &url, "--tokenizer"])
+        .arg(&tokenizer)
+        .args(["--no-preflight", "--run-id", "r2", "--output"])
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    assert!(!output.status.success());
+    let error = stderr(&output);
+    assert!(
+        error.contains(
+            "vLLM's custom dataset renders every prompt through the tokenizer's chat template"
+        ) && error.contains("has none")
+            && error.contains("`skip-chat-template: none`"),
+        "{error}"
+    );
+    assert_eq!(seen.lock().expect("lock").len(), before);
+}
