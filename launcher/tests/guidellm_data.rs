@@ -148,9 +148,11 @@ fn a_csv_file_without_lengths_sends_the_backends_max_tokens_without_ignore_eos()
         "rows.csv",
         "prefix,prompt\nYou are terse.,Count to three.\nYou are kind.,Describe rain.\n",
     );
-    // The bare path form of `data`, and the backend's `max_tokens`.
-    let profile = scenario("/v1/completions", &data.display().to_string(), 2, "")
-        .replace("request_format:", "max_tokens: 6\n    request_format:");
+    // The bare path form of `data`, the backend's `max_tokens`, and extra body fields (`extras.body`).
+    let profile = scenario("/v1/completions", &data.display().to_string(), 2, "").replace(
+        "request_format:",
+        "max_tokens: 6\n    extras: {body: {temperature: 0.0, top_k: 5}}\n    request_format:",
+    );
     let output = run(dir.path(), &profile, &url);
     succeeded(&output);
     let sent = bodies(&seen);
@@ -166,6 +168,11 @@ fn a_csv_file_without_lengths_sends_the_backends_max_tokens_without_ignore_eos()
     for body in &sent {
         assert_eq!(body["max_tokens"], 6, "{body:#}");
         assert!(body.get("ignore_eos").is_none(), "{body:#}");
+        assert_eq!(
+            (&body["temperature"], &body["top_k"]),
+            (&json!(0.0), &json!(5)),
+            "{body:#}"
+        );
     }
 }
 

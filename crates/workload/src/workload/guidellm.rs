@@ -380,13 +380,55 @@ fn extras(ctx: &mut Ctx, f: &At<'_>, api: &mut Api) -> Result<(), WorkloadError>
     if let Some(s) = m.get("stream") {
         api.streaming = s.bool(ctx)?;
     }
-    for key in ["method", "params", "body", "files", "content"] {
+    if let Some(b) = m.get("body") {
+        // `GenerationRequestArguments.model_combine`: the body's fields go over guidellm's model, stream and
+        // token fields; the prompt or messages guidellm writes after them.
+        let value = yaml_json(&b.node);
+        let serde_json::Value::Object(fields) = value else {
+            return Err(ctx.wrong_type(&b.path, b.node, "a map of request body fields"));
+        };
+        for (name, value) in fields {
+            if matches!(
+                name.as_str(),
+                "prompt" | "messages" | "model" | "stream" | "stream_options"
+            ) {
+                return Err(b.unsupported(
+                    ctx,
+                    format!(
+                        "`extras.body.{name}` (llmbench builds it and measures by it: the profile's data, model and \
+                         `stream` set it)"
+                    ),
+                ));
+            }
+            api.extra_body.insert(name, value);
+        }
+    }
+    for key in ["method", "params", "files", "content"] {
         if let Some(x) = m.get(key) {
             return Err(x.unsupported(ctx, format!("extra request arguments (`extras.{key}`)")));
         }
     }
     m.finish(ctx, &[]);
     Ok(())
+}
+
+/// A YAML value as the JSON guidellm's pydantic model would hold it.
+fn yaml_json(node: &Node) -> serde_json::Value {
+    match &node.value {
+        Value::Null => serde_json::Value::Null,
+        Value::Bool(b) => serde_json::Value::Bool(*b),
+        Value::Int(i) => serde_json::Value::from(*i),
+        Value::Float(f) => serde_json::Number::from_f64(*f)
+            .map_or(serde_json::Value::Null, serde_json::Value::Number),
+        Value::Str(s) => serde_json::Value::String(s.clone()),
+        Value::Seq(items) => serde_json::Value::Array(items.iter().map(yaml_json).collect()),
+        Value::Map(entries) => serde_json::Value::Object(
+            entries
+                .iter()
+                .map(|(k, v)| (k.name.clone(), yaml_json(v)))
+                .collect(),
+        ),
+    }
 }
 
 /// `/v1/completions`, `/v1/chat/completions`, or the ≤ v0.6 names.

@@ -2355,9 +2355,9 @@ fn guidellm_pipeline_and_metric_keys_are_honoured_or_refused() {
         ),
         (
             format!(
-                "{head}data: prompt_tokens=8\nbackend_kwargs: {{extras: {{body: {{seed: 1}}}}}}\n"
+                "{head}data: prompt_tokens=8\nbackend_kwargs: {{extras: {{params: {{seed: 1}}}}}}\n"
             ),
-            "backend_kwargs.extras.body",
+            "backend_kwargs.extras.params",
             "extra request arguments",
         ),
     ] {
