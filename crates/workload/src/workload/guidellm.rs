@@ -383,7 +383,7 @@ fn extras(ctx: &mut Ctx, f: &At<'_>, api: &mut Api) -> Result<(), WorkloadError>
     if let Some(b) = m.get("body") {
         // `GenerationRequestArguments.model_combine`: the body's fields go over guidellm's model, stream and
         // token fields; the prompt or messages guidellm writes after them.
-        let value = yaml_json(&b.node);
+        let value = yaml_json(b.node);
         let serde_json::Value::Object(fields) = value else {
             return Err(ctx.wrong_type(&b.path, b.node, "a map of request body fields"));
         };
