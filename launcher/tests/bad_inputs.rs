@@ -1003,8 +1003,8 @@ fn bad_guidellm_scenarios_are_refused_with_key_and_line() {
         profile(
             GL,
             "extras.yaml",
-            "spec:\n  backend: {target: http://x, extras: {body: {seed: 3}}}\n",
-            &["`spec.backend.extras.body`", "extra request arguments"],
+            "spec:\n  backend: {target: http://x, extras: {params: {seed: 3}}}\n",
+            &["`spec.backend.extras.params`", "extra request arguments"],
         ),
         profile(
             GL,

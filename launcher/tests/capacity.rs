@@ -148,7 +148,9 @@ fn a_concurrency_search_finds_the_simulators_seats() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = profile(
         dir.path(),
-        "  load: concurrency\n  slo: [\"ttft_p99<=100ms\"]\n  min_duration: 2s\n  min_requests: 20\n",
+        // A request holds its seat 50 + 15 × 10 = 200 ms: with 4 in flight a first token comes after ~50 ms, with 5
+        // the fifth waits a whole request (~250 ms). 200 ms sits between with room for a loaded machine's delays.
+        "  load: concurrency\n  slo: [\"ttft_p99<=200ms\"]\n  min_duration: 2s\n  min_requests: 20\n",
     );
     let output = run(dir.path(), &sim, &path, "conc", &[]);
     succeeded(&output);
@@ -166,7 +168,7 @@ fn a_concurrency_search_finds_the_simulators_seats() {
         "{text}"
     );
     assert!(
-        text.contains("\ncapacity search\n  objectives  ttft_p99<=100ms (load: concurrency); "),
+        text.contains("\ncapacity search\n  objectives  ttft_p99<=200ms (load: concurrency); "),
         "{text}"
     );
     assert!(
