@@ -1058,12 +1058,18 @@ mod tests {
             .map(|r| serde_json::to_string(r).expect("json") + "\n")
             .collect();
         std::fs::write(dir.path().join(REQUESTS_FILE), lines).expect("records");
-        let in_memory = crate::report::report_dir(dir.path(), None, &crate::plot::write_pictures)
-            .expect("in memory");
+        let in_memory =
+            crate::report::report_dir(dir.path(), None, None, &crate::plot::write_pictures)
+                .expect("in memory");
         assert!(in_memory.summary.records_spilled.is_none());
-        let spilled =
-            crate::report::report_dir_within(dir.path(), None, TINY, &crate::plot::write_pictures)
-                .expect("from disk");
+        let spilled = crate::report::report_dir_within(
+            dir.path(),
+            None,
+            TINY,
+            None,
+            &crate::plot::write_pictures,
+        )
+        .expect("from disk");
         let mut summary = spilled.summary.clone();
         let note = summary.records_spilled.take().expect("said so");
         assert!(
