@@ -6,7 +6,7 @@
 pub use llmbench_engine::{engine, live, progress, session_replay, stack, trace};
 pub use llmbench_metrics::{metrics, mlperf, server_metrics};
 pub use llmbench_model::{record, rx_stamp, timer, wallclock};
-pub use llmbench_report::{nop, plot, report};
+pub use llmbench_report::{plot, report};
 pub use llmbench_sim::sim;
 pub use llmbench_workload::{
     conversations, data, limits, lmbench, profile, prompts, request, tokenizer, workload,

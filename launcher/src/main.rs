@@ -498,6 +498,7 @@ fn report_command(args: ReportArgs) -> anyhow::Result<ExitCode> {
         &args.dir,
         args.summary_file.as_deref(),
         args.records_memory,
+        llmbench::run::nop::model_load_of_run(&args.dir),
         &llmbench::plot::write_pictures,
     )?;
     if outcome.truncated_lines > 0 {

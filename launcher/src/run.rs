@@ -16,6 +16,7 @@ mod cache;
 mod capacity;
 mod fmperf;
 mod mlperf;
+pub mod nop;
 mod output;
 pub mod preflight;
 mod server;
@@ -381,7 +382,7 @@ pub enum RunError {
     )]
     VllmLogNeedsNop { harness: Harness },
     #[error(transparent)]
-    Nop(#[from] crate::nop::NopError),
+    Nop(#[from] nop::NopError),
     #[error(transparent)]
     Stack(#[from] crate::stack::StackError),
     #[error(transparent)]
@@ -1097,11 +1098,7 @@ async fn run_replay(
 async fn run_nop(mut context: RunContext<'_>, workload: &Workload) -> Result<RunOutcome, RunError> {
     let args = context.args;
     let log = match &args.vllm_log {
-        Some(path) => Some(crate::nop::read(
-            path,
-            args.model.as_deref(),
-            crate::nop::current_year(),
-        )?),
+        Some(path) => Some(nop::read(path, args.model.as_deref(), nop::current_year())?),
         None => {
             context.notes.push(ProfileNote {
                 key: "--vllm-log".to_owned(),
@@ -1138,7 +1135,7 @@ async fn run_nop(mut context: RunContext<'_>, workload: &Workload) -> Result<Run
     if let Some(log) = log {
         let start = executed.meta.t0_unix_ns as f64 / 1e9;
         let stop = wallclock::unix_ns_now() as f64 / 1e9;
-        let files = crate::nop::write_results(&executed.dir, &log, start, stop)?;
+        let files = nop::write_results(&executed.dir, &log, start, stop)?;
         for file in &files {
             tracing::info!(file = %file.display(), "wrote");
         }

@@ -1293,52 +1293,32 @@ mod tests {
             .map(|id| {
                 let sent = id * 1000 + next(500);
                 let mut t = sent;
-                let mut r = RequestRecord {
-                    text: None,
-                    conversation: None,
-                    warmup: false,
-                    id,
-                    stage: if grouped {
-                        (id * stages / count) as u32
-                    } else {
-                        next(stages) as u32
-                    },
-                    scheduled_ns: id * 1000,
-                    sent_ns: sent,
-                    end_ns: 0,
-                    input_tokens: 100,
-                    max_tokens: Some(chunks as u32),
-                    streaming: true,
-                    http_status: Some(200),
-                    usage: Some(Usage {
-                        prompt_tokens: 100,
-                        completion_tokens: chunks as u32,
-                        cached_tokens: None,
-                        reasoning_tokens: None,
-                    }),
-                    error: None,
-                    // As a vLLM chat stream: a role-only delta, one chunk per token, the usage chunk.
-                    chunks: std::iter::once(ChunkKind::Empty)
-                        .chain((0..chunks).map(|_| ChunkKind::Content { tokens: 1 }))
-                        .chain(std::iter::once(ChunkKind::UsageOnly))
-                        .map(|kind| {
-                            t += 1 + next(1_000_000);
-                            ChunkEvent { at_ns: t, kind }
-                        })
-                        .collect(),
-                    ignore_eos: false,
-                    finish_reason: None,
-                    request_id: None,
-                    traceparent: None,
+                let stage = if grouped {
+                    (id * stages / count) as u32
+                } else {
+                    next(stages) as u32
                 };
-                r.end_ns = t + next(1000);
-                if next(20) == 0 {
-                    r.error = Some(Box::new(RequestError {
-                        class: ErrorClass::Timeout,
-                        message: String::new(),
-                    }));
+                let mut record = RequestRecord::builder(id)
+                    .stage(stage)
+                    .sent(sent)
+                    .scheduled(id * 1000)
+                    .input_tokens(100)
+                    .max_tokens(chunks as u32)
+                    .ok()
+                    .usage(100, chunks as u32);
+                // As a vLLM chat stream: a role-only delta, one chunk per token, the usage chunk.
+                let kinds = std::iter::once(ChunkKind::Empty)
+                    .chain((0..chunks).map(|_| ChunkKind::Content { tokens: 1 }))
+                    .chain(std::iter::once(ChunkKind::UsageOnly));
+                for kind in kinds {
+                    t += 1 + next(1_000_000);
+                    record = record.chunk(t, kind);
                 }
-                r
+                record = record.end(t + next(1000));
+                if next(20) == 0 {
+                    record = record.error(ErrorClass::Timeout, "");
+                }
+                record.build()
             })
             .collect()
     }

@@ -36,6 +36,7 @@ use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use llmbench_core::harness::Harness;
+use llmbench_core::vllm_log::ModelLoadSummary;
 use serde::Serialize;
 
 use llmbench_metrics::metrics::transient;
@@ -563,13 +564,15 @@ pub struct ReportOutcome {
 /// harness's native files and the llm-d report; with `summary_file`, also the compact summary there. A run whose
 /// launcher was killed has no end in run.json and may end in a torn record: the torn line is skipped and the
 /// summary says the run is incomplete, with what it planned and what it recorded. Records files larger than
-/// [`DEFAULT_RECORDS_MEMORY`] are summarised from disk (see [`report_dir_within`]).
+/// [`DEFAULT_RECORDS_MEMORY`] are summarised from disk (see [`report_dir_within`]). `model_load` is a nop run's
+/// model-load figures, which its caller reads again from the files the nop harness wrote (none for other runs).
 pub fn report_dir(
     dir: &Path,
     summary_file: Option<&Path>,
+    model_load: Option<ModelLoadSummary>,
     draw: DrawPictures<'_>,
 ) -> Result<ReportOutcome, ReportError> {
-    report_dir_within(dir, summary_file, DEFAULT_RECORDS_MEMORY, draw)
+    report_dir_within(dir, summary_file, DEFAULT_RECORDS_MEMORY, model_load, draw)
 }
 
 /// [`report_dir`] with a memory budget: a run (or a sharded run's shards together) whose records files are
@@ -580,6 +583,7 @@ pub fn report_dir_within(
     dir: &Path,
     summary_file: Option<&Path>,
     memory_bytes: u64,
+    model_load: Option<ModelLoadSummary>,
     draw: DrawPictures<'_>,
 ) -> Result<ReportOutcome, ReportError> {
     if let Some(sharded) = merge::read_sharded_metas(dir)? {
@@ -602,7 +606,7 @@ pub fn report_dir_within(
         )?;
         let mut summary = run.summary().clone();
         add_server_metrics(dir, &meta, None, &mut summary);
-        summary.model_load = nop_model_load(dir, &meta);
+        summary.model_load = model_load;
         return write_rebuilt_spilled(dir, &meta, run, summary, summary_file);
     }
     let file = std::fs::File::open(&path).map_err(|source| ReportError::Read {
@@ -614,7 +618,7 @@ pub fn report_dir_within(
 
     let mut summary = summarize_run(&meta, &records);
     add_server_metrics(dir, &meta, None, &mut summary);
-    summary.model_load = nop_model_load(dir, &meta);
+    summary.model_load = model_load;
     write_rebuilt(
         dir,
         &meta,
@@ -624,13 +628,6 @@ pub fn report_dir_within(
         truncated_lines,
         draw,
     )
-}
-
-/// A nop run's model-load figures, read again from the vLLM log it kept.
-fn nop_model_load(dir: &Path, meta: &RunMeta) -> Option<llmbench_core::vllm_log::ModelLoadSummary> {
-    (meta.harness == Harness::Nop)
-        .then(|| crate::nop::model_load_from_dir(dir, &meta.started_at))
-        .flatten()
 }
 
 /// What draws a rebuilt run's pictures and `report.html` from its records and summary (`plot::write_pictures`

@@ -681,36 +681,29 @@ mod tests {
                 if !streaming {
                     chunks.truncate(1);
                 }
-                let mut r = RequestRecord {
-                    id,
-                    stage,
-                    scheduled_ns: scheduled,
-                    sent_ns: sent,
+                let mut record = RequestRecord::builder(id)
+                    .stage(stage)
+                    .sent(sent)
+                    .scheduled(scheduled)
                     // Ends on a 4 ms grid: several requests end at the same instant.
-                    end_ns: (at + MS) / (4 * MS) * (4 * MS) + 4 * MS,
-                    input_tokens: 10 + next(50) as u32,
-                    max_tokens: Some(16),
-                    streaming,
-                    http_status: Some(200),
-                    usage: (next(2) == 0).then(|| Usage {
-                        prompt_tokens: 12 + next(40) as u32,
-                        completion_tokens: next(20) as u32,
-                        cached_tokens: None,
-                        reasoning_tokens: None,
-                    }),
-                    error: None,
-                    chunks,
-                    text: None,
-                    conversation: (next(2) == 0).then(|| TurnOf {
-                        id: next(9) as u32,
-                        turn: next(3) as u32,
-                    }),
-                    warmup: stage == 0 && id < 3,
-                    ignore_eos: false,
-                    finish_reason: None,
-                    request_id: None,
-                    traceparent: None,
-                };
+                    .end((at + MS) / (4 * MS) * (4 * MS) + 4 * MS)
+                    .input_tokens(10 + next(50) as u32)
+                    .max_tokens(16)
+                    .streaming(streaming)
+                    .ok();
+                if next(2) == 0 {
+                    record = record.usage(12 + next(40) as u32, next(20) as u32);
+                }
+                for chunk in chunks {
+                    record = record.chunk(chunk.at_ns, chunk.kind);
+                }
+                if next(2) == 0 {
+                    record = record.turn(next(9) as u32, next(3) as u32);
+                }
+                if stage == 0 && id < 3 {
+                    record = record.warmup();
+                }
+                let mut r = record.build();
                 match next(14) {
                     0 => {
                         r.error = Some(Box::new(RequestError {
@@ -1058,12 +1051,18 @@ mod tests {
             .map(|r| serde_json::to_string(r).expect("json") + "\n")
             .collect();
         std::fs::write(dir.path().join(REQUESTS_FILE), lines).expect("records");
-        let in_memory = crate::report::report_dir(dir.path(), None, &crate::plot::write_pictures)
-            .expect("in memory");
+        let in_memory =
+            crate::report::report_dir(dir.path(), None, None, &crate::plot::write_pictures)
+                .expect("in memory");
         assert!(in_memory.summary.records_spilled.is_none());
-        let spilled =
-            crate::report::report_dir_within(dir.path(), None, TINY, &crate::plot::write_pictures)
-                .expect("from disk");
+        let spilled = crate::report::report_dir_within(
+            dir.path(),
+            None,
+            TINY,
+            None,
+            &crate::plot::write_pictures,
+        )
+        .expect("from disk");
         let mut summary = spilled.summary.clone();
         let note = summary.records_spilled.take().expect("said so");
         assert!(

@@ -2,6 +2,9 @@
 //! whole run; and [`Table`], the plain rows of text that the terminal prints aligned and `report.html` renders as
 //! HTML, so both show the same figures.
 
+use std::fmt::Write as _;
+
+use llmbench_core::vllm_log::{self, ModelLoadSummary};
 use llmbench_metrics::metrics::{RunSummary, Stats, Summary};
 use llmbench_metrics::server_metrics::{Figures, ServerMetricsSummary, WindowSummary};
 
@@ -253,7 +256,7 @@ pub fn print_table(summary: &RunSummary) -> String {
         out.push_str(&server_table(server));
     }
     if let Some(model_load) = &summary.model_load {
-        out.push_str(&crate::nop::print_model_load(model_load));
+        out.push_str(&print_model_load(model_load));
     }
     out.push_str(&notes(summary));
     out
@@ -485,4 +488,67 @@ fn notes(summary: &RunSummary) -> String {
         out.push_str(&format!("not acted on: {key}\n"));
     }
     out
+}
+
+/// The model-load figures as a table for the terminal: the headline figures, the phases, what the log lacked.
+fn print_model_load(m: &ModelLoadSummary) -> String {
+    let mut out = String::new();
+    let figure = |v: f64, unit: &str| {
+        if v == 0.0 {
+            "-".to_owned()
+        } else {
+            format!("{v:.3} {unit}")
+        }
+    };
+    let mut rows: Vec<(&str, String)> = vec![
+        ("model loading", figure(m.load_s, "s")),
+        ("weights", figure(m.load_gib, "GiB")),
+        ("load rate", figure(m.load_gib_per_s, "GiB/s")),
+        (
+            "dynamo bytecode transform",
+            figure(m.dynamo_bytecode_transform_s, "s"),
+        ),
+    ];
+    if let Some(v) = m.load_cached_compiled_graph_s {
+        rows.push(("compiled graph from cache", figure(v, "s")));
+    }
+    if let Some(v) = m.compile_graph_s {
+        rows.push(("graph compilation", figure(v, "s")));
+    }
+    rows.extend([
+        ("torch.compile in total", figure(m.torch_compile_s, "s")),
+        ("memory profiling", figure(m.memory_profiling_s, "s")),
+        ("free GPU memory before", figure(m.initial_free_gib, "GiB")),
+        ("free GPU memory after", figure(m.after_free_gib, "GiB")),
+        ("server start to ready", figure(m.vllm_start_s, "s")),
+    ]);
+    let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    // Writing to a String cannot fail.
+    let _ = writeln!(out, "\nmodel load ({}), from the vLLM log:", m.name);
+    for (key, value) in rows {
+        let _ = writeln!(out, "  {key:<width$}  {value}");
+    }
+    let dump: Vec<vllm_log::CategoryDump> = m.categories.iter().map(category_dump).collect();
+    if !dump.is_empty() {
+        let _ = writeln!(out);
+        out.push_str(&vllm_log::category_table_text(&dump));
+    }
+    if !m.missing.is_empty() {
+        let _ = writeln!(
+            out,
+            "  not in the log (their figures are 0, as upstream): {}",
+            m.missing.join("; ")
+        );
+    }
+    out
+}
+
+fn category_dump(c: &vllm_log::ModelLoadCategory) -> vllm_log::CategoryDump {
+    vllm_log::CategoryDump {
+        title: c.title.clone(),
+        process: None,
+        elapsed: c.elapsed_s,
+        categories: (!c.categories.is_empty())
+            .then(|| c.categories.iter().map(category_dump).collect()),
+    }
 }

@@ -1,7 +1,7 @@
 //! `llmbench run --harness nop --vllm-log FILE`: llm-d-benchmark's nop harness sends no load; it reads a vLLM
 //! server's log and reports how long the server took to load its model, by startup phase. The reading is
 //! `llmbench_core::vllm_log` (shared with the operator, which reads a stack pod's log); this module reads the
-//! file, writes upstream's files into the run's directory and prints the figures.
+//! file, writes upstream's files into the run's directory, and reads them again for `llmbench report`.
 //!
 //! Files, as upstream's harness (`workload/harnesses/nop-llm-d-benchmark.py`, `populate_benchmark` of
 //! `nop_functions.py`) and analyser (`nop-analyze_results.py`) lay them out under the results directory:
@@ -9,12 +9,13 @@
 //! `benchmark_report/result.yaml` (its v0.1 report, made by its `benchmark-report` tool) is not written; the run's
 //! own summary carries the figures (`model_load`).
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use llmbench_core::harness::Harness;
 use llmbench_core::vllm_log::{
     self, Analysis, LogSource, ModelLoadSummary, NopResult, VllmLogError, analysis_text,
 };
+use llmbench_report::report::RunMeta;
 
 /// The native result file, beside the run's own.
 pub const RESULT_FILE: &str = "result.yaml";
@@ -139,74 +140,20 @@ pub fn write_results(
     Ok(written)
 }
 
-/// The model-load figures as a table for the terminal: the headline figures, the phases, what the log lacked.
-pub fn print_model_load(m: &ModelLoadSummary) -> String {
-    let mut out = String::new();
-    let figure = |v: f64, unit: &str| {
-        if v == 0.0 {
-            "-".to_owned()
-        } else {
-            format!("{v:.3} {unit}")
-        }
-    };
-    let mut rows: Vec<(&str, String)> = vec![
-        ("model loading", figure(m.load_s, "s")),
-        ("weights", figure(m.load_gib, "GiB")),
-        ("load rate", figure(m.load_gib_per_s, "GiB/s")),
-        (
-            "dynamo bytecode transform",
-            figure(m.dynamo_bytecode_transform_s, "s"),
-        ),
-    ];
-    if let Some(v) = m.load_cached_compiled_graph_s {
-        rows.push(("compiled graph from cache", figure(v, "s")));
-    }
-    if let Some(v) = m.compile_graph_s {
-        rows.push(("graph compilation", figure(v, "s")));
-    }
-    rows.extend([
-        ("torch.compile in total", figure(m.torch_compile_s, "s")),
-        ("memory profiling", figure(m.memory_profiling_s, "s")),
-        ("free GPU memory before", figure(m.initial_free_gib, "GiB")),
-        ("free GPU memory after", figure(m.after_free_gib, "GiB")),
-        ("server start to ready", figure(m.vllm_start_s, "s")),
-    ]);
-    let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-    // Writing to a String cannot fail.
-    let _ = writeln!(out, "\nmodel load ({}), from the vLLM log:", m.name);
-    for (key, value) in rows {
-        let _ = writeln!(out, "  {key:<width$}  {value}");
-    }
-    let dump: Vec<vllm_log::CategoryDump> = m.categories.iter().map(category_dump).collect();
-    if !dump.is_empty() {
-        let _ = writeln!(out);
-        out.push_str(&vllm_log::category_table_text(&dump));
-    }
-    if !m.missing.is_empty() {
-        let _ = writeln!(
-            out,
-            "  not in the log (their figures are 0, as upstream): {}",
-            m.missing.join("; ")
-        );
-    }
-    out
+/// The model-load figures of a finished run in `dir`, read again from its files for `llmbench report`, which
+/// rebuilds summary.json from the files alone and is handed these figures. `None` for a run of another harness or
+/// one whose run.json cannot be read (the report says why).
+pub fn model_load_of_run(dir: &Path) -> Option<ModelLoadSummary> {
+    let meta = RunMeta::read(dir).ok()?;
+    (meta.harness == Harness::Nop)
+        .then(|| model_load_from_dir(dir, &meta.started_at))
+        .flatten()
 }
 
-fn category_dump(c: &vllm_log::ModelLoadCategory) -> vllm_log::CategoryDump {
-    vllm_log::CategoryDump {
-        title: c.title.clone(),
-        process: None,
-        elapsed: c.elapsed_s,
-        categories: (!c.categories.is_empty())
-            .then(|| c.categories.iter().map(category_dump).collect()),
-    }
-}
-
-/// The model-load figures of a finished nop run, read again from its files (for `llmbench report`, which rebuilds
-/// summary.json from the files alone): the server's name and model from `result.yaml`, the log from the copy beside
-/// it, its dates in the year the run started (`started_at` of run.json). `None` for a run that read no log; a
-/// warning and `None` when those files cannot be read.
-pub fn model_load_from_dir(dir: &Path, started_at: &str) -> Option<ModelLoadSummary> {
+/// A nop run's model-load figures from its files: the server's name and model from `result.yaml`, the log from the
+/// copy beside it, its dates in the year the run started (`started_at` of run.json). `None` for a run that read no
+/// log; a warning and `None` when those files cannot be read.
+fn model_load_from_dir(dir: &Path, started_at: &str) -> Option<ModelLoadSummary> {
     let result_path = dir.join(RESULT_FILE);
     if !result_path.exists() {
         return None;
