@@ -621,7 +621,7 @@ mod tests {
     use super::*;
     use crate::report::{RunEnd, RunState, Slo, StageEnd, StageMeta, summarize_run, write_all};
     use llmbench_core::harness::Harness;
-    use llmbench_model::record::{ChunkEvent, ChunkKind, ErrorClass, RequestError, TurnOf, Usage};
+    use llmbench_model::record::{ChunkEvent, ChunkKind, ErrorClass, RequestError};
     use llmbench_workload::workload::{SloMetric, Transient, TransientMode, TransientPhase};
     use proptest::prelude::*;
 
