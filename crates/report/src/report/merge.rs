@@ -207,11 +207,10 @@ pub fn merge_metas(metas: &[RunMeta]) -> Result<MergedMeta, String> {
             ));
         }
         // One run id reused (a rerun into the same directory) leaves shards of two runs side by side: what they
-        // ran, and the release that started them together, tell them apart.
+        // ran, and the release that started them together, tell them apart. (The profile's path is each pod's
+        // own mount; what it holds is compared in `same_profile`.)
         let differs = if meta.harness != first.harness {
             Some(format!("harness {} vs {}", meta.harness, first.harness))
-        } else if meta.profile != first.profile {
-            Some(format!("profile `{}` vs `{}`", meta.profile, first.profile))
         } else if meta.model != first.model {
             Some(format!("model `{}` vs `{}`", meta.model, first.model))
         } else {
@@ -566,9 +565,9 @@ mod tests {
     fn shards_of_two_runs_under_one_id_are_told_apart_by_what_they_ran_and_their_release() {
         let a = meta(0, 2, 0, &[]);
         let mut b = meta(1, 2, 0, &[]);
-        b.profile = "chatbot_sharegpt".to_owned();
+        b.model = "other-model".to_owned();
         let e = merge(vec![(a.clone(), vec![]), (b, vec![])]).unwrap_err();
-        assert!(e.contains("are of different runs (profile"), "{e}");
+        assert!(e.contains("are of different runs (model"), "{e}");
         let released = |meta: &RunMeta, at: u64| {
             let mut meta = meta.clone();
             meta.release = Some(super::super::meta::ReleaseMeta {
