@@ -6,13 +6,10 @@
 
 mod common;
 
-use std::io::{BufReader, Write as _};
-use std::net::TcpListener;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 
 use clap::Parser;
-use common::{llmbench, read_whole_request, succeeded, write};
+use common::{llmbench, succeeded, write};
 use llmbench::run::{RunArgs, run};
 use serde_json::Value;
 
@@ -303,40 +300,17 @@ async fn length_stddevs_are_drawn_once_per_dataset_entry_and_reused_in_turn() {
     );
 }
 
-/// A bare server answering every POST with one short completion, keeping each POST's headers and body.
-fn capturing_server() -> (String, Arc<Mutex<Vec<common::WireRequest>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let kept = Arc::clone(&seen);
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let seen = Arc::clone(&kept);
-            std::thread::spawn(move || {
-                let mut writer = stream.try_clone().expect("clone");
-                let mut reader = BufReader::new(stream);
-                while let Some(request) = read_whole_request(&mut reader) {
-                    let answer = r#"{"id":"c","object":"text_completion","model":"m","choices":[{"index":0,"text":"a b","finish_reason":"length"}],"usage":{"prompt_tokens":16,"completion_tokens":2,"total_tokens":18}}"#;
-                    if request.line.starts_with("POST ") {
-                        seen.lock().expect("lock").push(request);
-                    }
-                    let response = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
-                        answer.len()
-                    );
-                    if writer.write_all(response.as_bytes()).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    (url, seen)
+/// One short completion, whatever was asked.
+fn short_completion(_: &common::WireRequest) -> String {
+    common::ok_response(
+        "application/json",
+        r#"{"id":"c","object":"text_completion","model":"m","choices":[{"index":0,"text":"a b","finish_reason":"length"}],"usage":{"prompt_tokens":16,"completion_tokens":2,"total_tokens":18}}"#,
+    )
 }
 
 #[test]
 fn extra_inputs_are_merged_into_every_body_with_aiperfs_types_and_headers_are_sent() {
-    let (url, seen) = capturing_server();
+    let (url, seen) = common::capturing_server(short_completion);
     let dir = tempfile::tempdir().expect("tempdir");
     // AIPerf's `coerce_value`: `2` an int, `0.0` and `0.95` floats, `true` a bool, `007` (a leading zero) and
     // `hi there` text; `ignore_eos` also sets llmbench's record of it.

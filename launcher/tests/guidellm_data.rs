@@ -5,8 +5,6 @@
 
 mod common;
 
-use std::io::{BufReader, Write};
-use std::net::TcpListener;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -14,52 +12,34 @@ use serde_json::{Value, json};
 
 use common::*;
 
-/// A bare server answering every POST at once (non-streamed, chat or completion by path), keeping each body.
-fn capturing_server() -> (String, Arc<Mutex<Vec<Value>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let kept = Arc::clone(&seen);
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let seen = Arc::clone(&kept);
-            std::thread::spawn(move || {
-                let mut writer = stream.try_clone().expect("clone");
-                let mut reader = BufReader::new(stream);
-                while let Some(request) = read_whole_request(&mut reader) {
-                    let chat = request.line.contains("/chat/");
-                    // Exactly the tokens asked, so no answer reads as cut short.
-                    let mut asked = 2;
-                    if request.line.starts_with("POST ") {
-                        let body: Value =
-                            serde_json::from_slice(&request.body).expect("a JSON body");
-                        asked = body["max_tokens"]
-                            .as_u64()
-                            .or(body["max_completion_tokens"].as_u64())
-                            .unwrap_or(2);
-                        seen.lock().expect("lock").push(body);
-                    }
-                    let text = vec!["a"; asked as usize].join(" ");
-                    let choice = if chat {
-                        json!({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"})
-                    } else {
-                        json!({"index": 0, "text": text, "finish_reason": "length"})
-                    };
-                    let answer = json!({"id": "c", "model": "m", "choices": [choice],
-                        "usage": {"prompt_tokens": 8, "completion_tokens": asked, "total_tokens": 8 + asked}})
-                    .to_string();
-                    let response = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
-                        answer.len()
-                    );
-                    if writer.write_all(response.as_bytes()).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    (url, seen)
+/// Exactly the tokens asked (so no answer reads as cut short), non-streamed, chat or completion by path.
+fn exact_answer(request: &WireRequest) -> String {
+    let asked = serde_json::from_slice::<Value>(&request.body)
+        .ok()
+        .and_then(|b| {
+            b["max_tokens"]
+                .as_u64()
+                .or(b["max_completion_tokens"].as_u64())
+        })
+        .unwrap_or(2);
+    let text = vec!["a"; asked as usize].join(" ");
+    let choice = if request.line.contains("/chat/") {
+        json!({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"})
+    } else {
+        json!({"index": 0, "text": text, "finish_reason": "length"})
+    };
+    let answer = json!({"id": "c", "model": "m", "choices": [choice],
+        "usage": {"prompt_tokens": 8, "completion_tokens": asked, "total_tokens": 8 + asked}});
+    ok_response("application/json", &answer.to_string())
+}
+
+/// Each kept POST's JSON body.
+fn bodies(seen: &Arc<Mutex<Vec<WireRequest>>>) -> Vec<Value> {
+    seen.lock()
+        .expect("lock")
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).expect("a JSON body"))
+        .collect()
 }
 
 /// A guidellm v0.7 scenario of `requests` synchronous requests over `data` (YAML of one `data` item), with
@@ -91,13 +71,9 @@ fn run(dir: &Path, profile: &str, url: &str) -> std::process::Output {
         .expect("runs")
 }
 
-fn bodies(seen: &Arc<Mutex<Vec<Value>>>) -> Vec<Value> {
-    seen.lock().expect("lock").clone()
-}
-
 #[test]
 fn a_jsonl_file_sends_each_row_as_guidellm_builds_its_chat_request_in_file_order() {
-    let (url, seen) = capturing_server();
+    let (url, seen) = capturing_server(exact_answer);
     let dir = tempfile::tempdir().expect("tempdir");
     // `system` is a prefix column, `question` the text column (it comes first among the candidates in the file),
     // `output_tokens_count` each row's length; `id` is no column guidellm maps.
@@ -141,7 +117,7 @@ fn a_jsonl_file_sends_each_row_as_guidellm_builds_its_chat_request_in_file_order
 
 #[test]
 fn a_csv_file_without_lengths_sends_the_backends_max_tokens_without_ignore_eos() {
-    let (url, seen) = capturing_server();
+    let (url, seen) = capturing_server(exact_answer);
     let dir = tempfile::tempdir().expect("tempdir");
     let data = write(
         dir.path(),
@@ -178,7 +154,7 @@ fn a_csv_file_without_lengths_sends_the_backends_max_tokens_without_ignore_eos()
 
 #[test]
 fn column_mappings_and_samples_pick_the_column_and_the_rows_sent() {
-    let (url, seen) = capturing_server();
+    let (url, seen) = capturing_server(exact_answer);
     let dir = tempfile::tempdir().expect("tempdir");
     let data = write(
         dir.path(),
@@ -201,7 +177,7 @@ fn column_mappings_and_samples_pick_the_column_and_the_rows_sent() {
 
 #[test]
 fn a_text_file_sends_each_line_with_its_line_break() {
-    let (url, seen) = capturing_server();
+    let (url, seen) = capturing_server(exact_answer);
     let dir = tempfile::tempdir().expect("tempdir");
     let data = write(dir.path(), "lines.txt", "first line\nsecond line");
     let profile = scenario(
@@ -221,7 +197,7 @@ fn a_text_file_sends_each_line_with_its_line_break() {
 
 #[test]
 fn data_guidellm_reads_otherwise_is_refused_before_anything_is_sent() {
-    let (url, seen) = capturing_server();
+    let (url, seen) = capturing_server(exact_answer);
     let dir = tempfile::tempdir().expect("tempdir");
     let mixed = write(
         dir.path(),

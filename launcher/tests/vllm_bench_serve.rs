@@ -5,59 +5,41 @@
 
 mod common;
 
-use std::io::{BufReader, Write as _};
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::Output;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use serde_json::{Value, json};
 
 use common::*;
 
-/// One POST as the server read it: its `x-request-id` and its body.
-type Seen = (Option<String>, Value);
+/// One streamed completion (or chat) chunk, a usage chunk and `[DONE]`, whatever was asked.
+fn streamed_answer(request: &WireRequest) -> String {
+    let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+    let chunk = if body.get("messages").is_some() {
+        json!({"choices": [{"index": 0, "delta": {"content": "a b"}, "finish_reason": "length"}]})
+    } else {
+        json!({"choices": [{"index": 0, "text": "a b", "finish_reason": "length"}]})
+    };
+    let usage = json!({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 2}});
+    ok_response(
+        "text/event-stream",
+        &format!("data: {chunk}\n\ndata: {usage}\n\ndata: [DONE]\n\n"),
+    )
+}
 
-/// A bare OpenAI-compatible server keeping every POST's request id and body, answering each with one streamed
-/// completion (or chat) chunk, a usage chunk and `[DONE]`.
-fn capturing_server() -> (String, Arc<Mutex<Vec<Seen>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let kept = Arc::clone(&seen);
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let seen = Arc::clone(&kept);
-            std::thread::spawn(move || {
-                let mut writer = stream.try_clone().expect("clone");
-                let mut reader = BufReader::new(stream);
-                while let Some(request) = read_whole_request(&mut reader) {
-                    let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
-                    let chat = body.get("messages").is_some();
-                    // Only the API's requests: the server-metrics scrapes (GET /metrics) have no body.
-                    if request.line.starts_with("POST ") {
-                        let id = request.header("x-request-id").map(str::to_owned);
-                        seen.lock().expect("lock").push((id, body));
-                    }
-                    let chunk = if chat {
-                        json!({"choices": [{"index": 0, "delta": {"content": "a b"}, "finish_reason": "length"}]})
-                    } else {
-                        json!({"choices": [{"index": 0, "text": "a b", "finish_reason": "length"}]})
-                    };
-                    let usage = json!({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 2}});
-                    let events = format!("data: {chunk}\n\ndata: {usage}\n\ndata: [DONE]\n\n");
-                    let response = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{events}",
-                        events.len()
-                    );
-                    if writer.write_all(response.as_bytes()).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    (url, seen)
+/// Each kept POST's `x-request-id` and JSON body.
+fn posts(seen: &Mutex<Vec<WireRequest>>) -> Vec<(Option<String>, Value)> {
+    seen.lock()
+        .expect("lock")
+        .iter()
+        .map(|r| {
+            (
+                r.header("x-request-id").map(str::to_owned),
+                serde_json::from_slice(&r.body).unwrap_or(Value::Null),
+            )
+        })
+        .collect()
 }
 
 fn run(dir: &Path, profile: &str, endpoint: &str) -> Output {
@@ -87,8 +69,8 @@ fn records(dir: &Path) -> Vec<Value> {
 }
 
 /// The bodies in the order they were sent, each without its prompt (random text), and the ids they carried.
-fn sent(seen: &Mutex<Vec<Seen>>, prompt_field: &str) -> (Vec<Option<String>>, Vec<Value>) {
-    let seen = seen.lock().expect("lock");
+fn sent(seen: &Mutex<Vec<WireRequest>>, prompt_field: &str) -> (Vec<Option<String>>, Vec<Value>) {
+    let seen = posts(seen);
     let ids = seen.iter().map(|(id, _)| id.clone()).collect();
     let bodies = seen
         .iter()
@@ -107,7 +89,7 @@ fn sent(seen: &Mutex<Vec<Seen>>, prompt_field: &str) -> (Vec<Option<String>>, Ve
 
 #[test]
 fn sampling_flags_extra_body_logprobs_and_request_ids_are_sent_as_vllm_sends_them() {
-    let (url, seen) = capturing_server();
+    let (url, seen) = capturing_server(streamed_answer);
     let dir = tempfile::tempdir().expect("tempdir");
     // One request at a time, so the server sees them in the order they were numbered.
     let profile = "model: m\ndataset-name: random\nrandom-input-len: 4\nrandom-output-len: 2\nnum-prompts: 3\n\
@@ -141,7 +123,7 @@ fn sampling_flags_extra_body_logprobs_and_request_ids_are_sent_as_vllm_sends_the
 
 #[test]
 fn chat_bodies_carry_the_sampling_flags_but_no_logprobs_as_in_vllm() {
-    let (url, seen) = capturing_server();
+    let (url, seen) = capturing_server(streamed_answer);
     let dir = tempfile::tempdir().expect("tempdir");
     let profile = "model: m\nbackend: openai-chat\nendpoint: /v1/chat/completions\ndataset-name: random\n\
                    random-input-len: 4\nrandom-output-len: 3\nnum-prompts: 2\nmax-concurrency: 1\n\
@@ -216,7 +198,7 @@ const CHATML: &str = "{% for message in messages %}{{'<|im_start|>' + message['r
 
 #[test]
 fn custom_prompts_are_sent_rendered_through_the_tokenizers_chat_template_and_counted_after_it() {
-    let (url, seen) = capturing_server();
+    let (url, seen) = capturing_server(streamed_answer);
     let dir = tempfile::tempdir().expect("tempdir");
     let tokenizer = dir.path().join("tok");
     std::fs::create_dir(&tokenizer).expect("mkdir");
@@ -245,9 +227,7 @@ fn custom_prompts_are_sent_rendered_through_the_tokenizers_chat_template_and_cou
         .expect("runs");
     succeeded(&output);
     // apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False).
-    let prompts: Vec<Value> = seen
-        .lock()
-        .expect("lock")
+    let prompts: Vec<Value> = posts(&seen)
         .iter()
         .map(|(_, body)| body["prompt"].clone())
         .collect();

@@ -121,6 +121,47 @@ pub fn read_whole_request(reader: &mut impl std::io::BufRead) -> Option<WireRequ
     })
 }
 
+/// A bare server on a free port that keeps every POST it reads and answers each request (POST or not: the
+/// server-metrics scrape is a GET) with the whole HTTP response `answer` writes for it. Returns its base URL and
+/// what it kept, in arrival order.
+pub fn capturing_server(
+    answer: fn(&WireRequest) -> String,
+) -> (String, std::sync::Arc<std::sync::Mutex<Vec<WireRequest>>>) {
+    use std::io::Write as _;
+    use std::sync::{Arc, Mutex};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let kept = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let seen = Arc::clone(&kept);
+            std::thread::spawn(move || {
+                let mut writer = stream.try_clone().expect("clone");
+                let mut reader = std::io::BufReader::new(stream);
+                while let Some(request) = read_whole_request(&mut reader) {
+                    let response = answer(&request);
+                    if request.line.starts_with("POST ") {
+                        seen.lock().expect("lock").push(request);
+                    }
+                    if writer.write_all(response.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, seen)
+}
+
+/// A `200 OK` response of `content_type` carrying `body`.
+pub fn ok_response(content_type: &str, body: &str) -> String {
+    format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
 /// `llmbench sim --port PORT ARGS…` on a free port, owned at once so it is killed (on drop) even when the test
 /// panics while it starts.
 pub struct SimProcess {
