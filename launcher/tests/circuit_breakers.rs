@@ -26,9 +26,12 @@ fn profile(dir: &Path, error_type: &str) -> std::path::PathBuf {
     )
 }
 
-#[test]
-fn an_open_breaker_stops_the_run_and_the_summary_says_so() {
-    // Every request fails with HTTP 500: the third failure opens the breaker.
+/// A run of the profile with a breaker over `error_type`, against a simulator that answers every request with
+/// HTTP 500: what it printed, and its summary.
+fn run_against_failing_server(
+    error_type: &str,
+    run_id: &str,
+) -> (std::process::Output, serde_json::Value) {
     let sim = SimProcess::start(&[
         "--model",
         "m",
@@ -38,12 +41,12 @@ fn an_open_breaker_stops_the_run_and_the_summary_says_so() {
         "http500",
     ]);
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = profile(dir.path(), "HTTP Error 500");
+    let path = profile(dir.path(), error_type);
     let output = run_profile(
         dir.path(),
         "inference-perf",
         path.to_str().expect("utf-8"),
-        "tripped",
+        run_id,
         &[
             "--endpoint",
             &sim.url,
@@ -54,8 +57,15 @@ fn an_open_breaker_stops_the_run_and_the_summary_says_so() {
             "--no-preflight",
         ],
     );
+    let summary = json(&dir.path().join(run_id).join("summary.json"));
+    (output, summary)
+}
+
+#[test]
+fn an_open_breaker_stops_the_run_and_the_summary_says_so() {
+    // Every request fails with HTTP 500: the third failure opens the breaker.
+    let (output, summary) = run_against_failing_server("HTTP Error 500", "tripped");
     assert!(!output.status.success(), "{}", stdout(&output));
-    let summary = json(&dir.path().join("tripped/summary.json"));
     let text = summary.to_string();
     assert!(text.contains("circuit_breaker_open"), "{summary:#}");
     let total = summary["requests"]["total"].as_u64().expect("total");
@@ -71,33 +81,8 @@ fn an_open_breaker_stops_the_run_and_the_summary_says_so() {
 
 #[test]
 fn a_breaker_whose_requests_never_match_lets_the_run_finish() {
-    let sim = SimProcess::start(&[
-        "--model",
-        "m",
-        "--failure-rate",
-        "1",
-        "--failure-kinds",
-        "http500",
-    ]);
-    let dir = tempfile::tempdir().expect("tempdir");
     // Watches timeouts; the server answers 500s.
-    let path = profile(dir.path(), "TimeoutError");
-    let output = run_profile(
-        dir.path(),
-        "inference-perf",
-        path.to_str().expect("utf-8"),
-        "untripped",
-        &[
-            "--endpoint",
-            &sim.url,
-            "--model",
-            "m",
-            "--tokenizer",
-            "builtin",
-            "--no-preflight",
-        ],
-    );
-    let summary = json(&dir.path().join("untripped/summary.json"));
+    let (output, summary) = run_against_failing_server("TimeoutError", "untripped");
     assert_eq!(summary["requests"]["total"], 40, "{}", stdout(&output));
     assert!(!summary.to_string().contains("circuit_breaker_open"));
 }
