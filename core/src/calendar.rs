@@ -3,7 +3,7 @@
 //! (trace files, vLLM logs) or writes (run.json, reports). No time zones, no leap seconds, as Unix time has none.
 
 /// Seconds in a day of Unix time.
-pub const SECONDS_PER_DAY: i64 = 86_400;
+pub(crate) const SECONDS_PER_DAY: i64 = 86_400;
 
 /// Days from 1970-01-01 to a date (negative before it). `month` is 1..=12 and `day` 1..=31; the caller checks the
 /// date first ([`days_in_month`]), as a day past the month's end counts on into the next month.
@@ -18,7 +18,7 @@ pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
 }
 
 /// The date (year, month 1..=12, day 1..=31) of a count of days since 1970-01-01.
-pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+pub(crate) fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
@@ -43,7 +43,7 @@ pub fn civil_from_unix(secs: i64) -> ((i64, u32, u32), (u32, u32, u32)) {
 }
 
 /// Whether `year` has a 29 February.
-pub fn is_leap_year(year: i64) -> bool {
+pub(crate) fn is_leap_year(year: i64) -> bool {
     year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
 }
 

@@ -411,13 +411,13 @@ pub struct CapacitySearch {
 }
 
 impl CapacitySearch {
-    pub const DEFAULT_START: f64 = 1.0;
-    pub const DEFAULT_MAX: f64 = 1024.0;
-    pub const DEFAULT_GROWTH: f64 = 2.0;
-    pub const DEFAULT_TOLERANCE: f64 = 0.05;
-    pub const DEFAULT_MIN_DURATION: std::time::Duration = std::time::Duration::from_secs(30);
-    pub const DEFAULT_MIN_REQUESTS: u64 = 200;
-    pub const DEFAULT_MAX_POINTS: u32 = 20;
+    pub(crate) const DEFAULT_START: f64 = 1.0;
+    pub(crate) const DEFAULT_MAX: f64 = 1024.0;
+    pub(crate) const DEFAULT_GROWTH: f64 = 2.0;
+    pub(crate) const DEFAULT_TOLERANCE: f64 = 0.05;
+    pub(crate) const DEFAULT_MIN_DURATION: std::time::Duration = std::time::Duration::from_secs(30);
+    pub(crate) const DEFAULT_MIN_REQUESTS: u64 = 200;
+    pub(crate) const DEFAULT_MAX_POINTS: u32 = 20;
 }
 
 impl TryFrom<&CapacitySearchSpec> for CapacitySearch {

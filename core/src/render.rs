@@ -703,17 +703,9 @@ fn error_position(message: &str) -> (usize, usize) {
     )
 }
 
-/// Applies overrides to a parsed document, in order. Every key that selects nothing is reported, all at once.
-pub fn apply_overrides(
-    template_name: &str,
-    document: &mut Value,
-    overrides: &[Override],
-) -> Result<(), RenderError> {
-    apply_overrides_with(template_name, document, overrides, RenderOptions::default()).map(|_| ())
-}
-
-/// [`apply_overrides`] with `options`; returns the overrides that created a key because of them.
-pub fn apply_overrides_with(
+/// Applies overrides to a parsed document, in order, with `options`. Every key that selects nothing is reported,
+/// all at once. Returns the overrides that created a key because of them.
+pub(crate) fn apply_overrides_with(
     template_name: &str,
     document: &mut Value,
     overrides: &[Override],

@@ -344,7 +344,7 @@ fn crossed_name(treatment: &str, level: &str) -> String {
 }
 
 /// The table column (and level name) of `spec.models`.
-pub const MODEL_FACTOR: &str = "model";
+pub(crate) const MODEL_FACTOR: &str = "model";
 /// The table column (and level name) of `spec.cacheStates`.
 pub const CACHE_FACTOR: &str = "cache";
 

@@ -29,7 +29,7 @@ pub const DEFAULT_PVC_SIZE: &str = "20Gi";
 /// Where the launcher pod mounts the workload volume (llm-d-benchmark's `/requests`).
 pub const WORKLOAD_MOUNT_PATH: &str = "/requests";
 /// The default run timeout.
-pub const DEFAULT_TIMEOUT: &str = "3600s";
+pub(crate) const DEFAULT_TIMEOUT: &str = "3600s";
 
 /// One execution of a benchmark against a serving stack. Like a Job, its spec is fixed once the run has
 /// started; a new run is a new object.
@@ -166,7 +166,7 @@ pub struct PrefixCacheSpec {
 }
 
 impl PrefixCacheSpec {
-    pub fn is_default(&self) -> bool {
+    pub(crate) fn is_default(&self) -> bool {
         *self == PrefixCacheSpec::default()
     }
 }
@@ -247,12 +247,12 @@ pub struct StackSpec {
 /// defaults pin (`config/templates/values/defaults.yaml`, `vllm-openai_version`).
 pub const DEFAULT_STANDALONE_IMAGE: &str = "docker.io/vllm/vllm-openai:v0.26.0";
 /// The port a standalone stack listens on by default (vLLM's, and llm-d-benchmark's `standalone.vllm.port`).
-pub const DEFAULT_STANDALONE_PORT: u16 = 8000;
+pub(crate) const DEFAULT_STANDALONE_PORT: u16 = 8000;
 /// How long a standalone stack may take to become ready by default: loading a large model's weights and
 /// compiling take minutes.
-pub const DEFAULT_STANDALONE_READY_TIMEOUT: &str = "15m";
+pub(crate) const DEFAULT_STANDALONE_READY_TIMEOUT: &str = "15m";
 /// The path a standalone stack's readiness probe asks by default (vLLM's and llm-d-benchmark's).
-pub const DEFAULT_READINESS_PATH: &str = "/health";
+pub(crate) const DEFAULT_READINESS_PATH: &str = "/health";
 
 /// A serving stack the run starts and owns.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -444,7 +444,7 @@ fn default_parallelism() -> i32 {
 }
 
 /// `launcher.startTimeout`'s default.
-pub const DEFAULT_START_TIMEOUT: &str = "10m";
+pub(crate) const DEFAULT_START_TIMEOUT: &str = "10m";
 
 fn default_start_timeout() -> String {
     DEFAULT_START_TIMEOUT.to_owned()

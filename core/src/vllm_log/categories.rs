@@ -331,7 +331,7 @@ impl Categories {
     }
 
     /// Whether any phase found a start or an end line.
-    pub fn any_found(&self) -> bool {
+    pub(crate) fn any_found(&self) -> bool {
         self.nodes
             .iter()
             .any(|c| c.defined && (c.start.is_some() || c.end.is_some()))

@@ -32,7 +32,7 @@ impl Stamp {
     }
 
     /// `%m-%d %H:%M:%S.%f` cut to milliseconds, as upstream's `categories.log` prints a date.
-    pub fn month_day_time(self) -> String {
+    pub(crate) fn month_day_time(self) -> String {
         format!(
             "{:02}-{:02} {:02}:{:02}:{:02}.{:03}",
             self.month, self.day, self.hour, self.minute, self.second, self.millis
@@ -49,7 +49,7 @@ pub struct Process {
 
 impl Process {
     /// `name pid=N`, or nothing for an empty process (upstream's `BenchmarkProcess.desc`).
-    pub fn desc(&self) -> String {
+    pub(crate) fn desc(&self) -> String {
         if self.name.is_empty() && self.pid == 0 {
             String::new()
         } else {
@@ -167,7 +167,7 @@ fn stamp(
 
 /// The last `(…pid=N…)` group of the line (upstream: the matches of `\(.*?\)` from the last, the first holding
 /// `pid=`; the name is what precedes `pid=` without `(` and spaces; a pid that is no integer is 0).
-pub fn process_from_line(line: &str) -> Option<Process> {
+pub(crate) fn process_from_line(line: &str) -> Option<Process> {
     let mut groups = Vec::new();
     let mut rest = 0;
     while let Some(open) = line[rest..].find('(') {
@@ -206,7 +206,7 @@ fn python_int(text: &str) -> Option<i64> {
 
 /// The numbers from the first `key` to the end of the line (upstream's `find_floats_in_line`); none when the line
 /// has no `key`.
-pub fn floats_after(key: &str, line: &str) -> Vec<f64> {
+pub(crate) fn floats_after(key: &str, line: &str) -> Vec<f64> {
     match line.find(key) {
         Some(at) => extract_floats(&line[at..]),
         None => Vec::new(),
@@ -265,11 +265,13 @@ pub struct Pattern(pub &'static str);
 
 impl Pattern {
     /// The characters that would make the pattern more than alternatives of literals with `.`.
-    pub const UNSUPPORTED: &'static [char] =
+    #[cfg(test)]
+    pub(crate) const UNSUPPORTED: &'static [char] =
         &['\\', '(', ')', '[', ']', '{', '}', '*', '+', '?', '^', '$'];
 
     /// Whether the pattern is one this matcher reads as Python's `re` would.
-    pub fn is_supported(self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_supported(self) -> bool {
         !self.0.contains(Self::UNSUPPORTED)
     }
 

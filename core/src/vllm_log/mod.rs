@@ -67,28 +67,28 @@ pub const MARKERS: &[&str] = &[
 
 /// The earliest API-server line since vLLM 0.24 ("non-default args: %s", `vllm/entrypoints/utils.py`
 /// `log_non_default_args`): the server process's start.
-pub const VLLM_START_MARKER: &str = "non-default args:";
+pub(crate) const VLLM_START_MARKER: &str = "non-default args:";
 /// "Available routes are:" (`vllm/entrypoints/openai/api_server.py`): the server is ready.
-pub const AVAILABLE_ROUTES: &str = "Available routes are:";
+pub(crate) const AVAILABLE_ROUTES: &str = "Available routes are:";
 /// "Model loading took %.4f GiB and %.6f seconds" (`vllm/v1/worker/gpu_model_runner.py`; "GB" in vLLM v0,
 /// "GiB memory and" in later v1): the weights' size and load time.
-pub const MODEL_LOADING_TOOK: &str = "Model loading took";
+pub(crate) const MODEL_LOADING_TOOK: &str = "Model loading took";
 /// "Dynamo bytecode transform time: %.2f s" (`vllm/compilation/backends.py`).
-pub const DYNAMO_BYTECODE_TRANSFORM: &str = "Dynamo bytecode transform time";
+pub(crate) const DYNAMO_BYTECODE_TRANSFORM: &str = "Dynamo bytecode transform time";
 /// "Directly load the compiled graph(s) for {dynamic shape | shape %s | compile range %s} from the cache, took
 /// %.3f s" (`vllm/compilation/backends.py`).
-pub const CACHED_COMPILED_GRAPH: &str = "Directly load the compiled graph(s) for ";
+pub(crate) const CACHED_COMPILED_GRAPH: &str = "Directly load the compiled graph(s) for ";
 /// "Compiling a graph for {dynamic shape | shape %s | compile range %s} takes %.2f s"
 /// (`vllm/compilation/backends.py`).
-pub const COMPILED_GRAPH: &str = "Compiling a graph for ";
+pub(crate) const COMPILED_GRAPH: &str = "Compiling a graph for ";
 /// "torch.compile takes %.2f s in total" (`vllm/compilation/monitor.py`).
-pub const TORCH_COMPILE: &str = "torch.compile takes";
+pub(crate) const TORCH_COMPILE: &str = "torch.compile takes";
 /// "Initial free memory: %.2f GiB; Requested memory: …" (`vllm/v1/worker/gpu_worker.py`, debug level).
-pub const INITIAL_FREE_MEMORY: &str = "Initial free memory:";
+pub(crate) const INITIAL_FREE_MEMORY: &str = "Initial free memory:";
 /// "Free memory after profiling: %.2f GiB (total), …" (`vllm/v1/worker/gpu_worker.py`, debug level).
-pub const FREE_MEMORY_AFTER_PROFILING: &str = "Free memory after profiling:";
+pub(crate) const FREE_MEMORY_AFTER_PROFILING: &str = "Free memory after profiling:";
 /// "Memory profiling takes %.2f seconds" (`vllm/worker/worker.py` of vLLM v0; a debug line of v1's worker).
-pub const MEMORY_PROFILING: &str = "Memory profiling takes";
+pub(crate) const MEMORY_PROFILING: &str = "Memory profiling takes";
 
 const SERVER_NON_DEFAULT_ARGS: &str = "non-default args:";
 const MODEL_SLEEP_MODE: &str = "'enable_sleep_mode':";
@@ -118,7 +118,7 @@ const LOAD_FORMATS: &[&str] = &[
 ];
 
 /// The load format when the log names none of [`LOAD_FORMATS`].
-pub const UNKNOWN_LOAD_FORMAT: &str = "unknown";
+pub(crate) const UNKNOWN_LOAD_FORMAT: &str = "unknown";
 
 /// Upstream's `BenchmarkVllmMetrics`, field for field in its dump order.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -6,7 +6,7 @@
 use serde_json::{Map, Number, Value};
 
 /// The dict, or `None` where upstream's conversion fails or gives something other than a dict.
-pub fn convert_objects_to_dict(text: &str) -> Option<Map<String, Value>> {
+pub(crate) fn convert_objects_to_dict(text: &str) -> Option<Map<String, Value>> {
     let mut text = text.to_owned();
     loop {
         let next = replace_objects(&text);

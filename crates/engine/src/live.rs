@@ -110,7 +110,7 @@ struct RunInfoLabels {
 /// The figures taken from finished records: shared handles, so the copy the writer thread updates and the one
 /// the registry encodes are the same series.
 #[derive(Clone, Debug)]
-pub struct RecordMetrics {
+pub(crate) struct RecordMetrics {
     ttft: Histogram,
     itl: Histogram,
     e2e: Histogram,
@@ -143,7 +143,7 @@ impl RecordMetrics {
     }
 
     /// Counts one finished record (see the module doc for which figures a record feeds).
-    pub fn observe_record(&self, record: &RequestRecord) {
+    pub(crate) fn observe_record(&self, record: &RequestRecord) {
         if let Some(class) = record.error_class() {
             self.failed
                 .get_or_create(&FailureLabels {
@@ -232,7 +232,7 @@ impl Collector for ProgressCollector {
 
 /// A run's live metrics: the registry `/metrics` encodes, and the record observer that feeds it.
 #[derive(Debug)]
-pub struct LiveMetrics {
+pub(crate) struct LiveMetrics {
     registry: Registry,
     records: RecordMetrics,
 }
@@ -288,7 +288,8 @@ impl LiveMetrics {
     }
 
     /// The observer to hand the record writer ([`crate::engine::record_writer_observed`]).
-    pub fn observer(&self) -> Box<dyn ObserveRecords> {
+    #[cfg(test)]
+    fn observer(&self) -> Box<dyn ObserveRecords> {
         Box::new(self.records.clone())
     }
 

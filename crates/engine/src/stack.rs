@@ -24,7 +24,7 @@ use serde_json::Value;
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What an env value whose name looks like a secret is recorded as.
-pub const REDACTED: &str = "<redacted>";
+pub(crate) const REDACTED: &str = "<redacted>";
 
 /// The parts of an environment variable's name that mark its value as a secret (compared upper-case): HF_TOKEN,
 /// OPENAI_API_KEY, AWS_SECRET_ACCESS_KEY, …; results directories are shared, credentials must not travel with them.
@@ -55,7 +55,7 @@ pub fn read_stack_info(path: &Path) -> Result<StackInfo, StackError> {
 }
 
 /// Parses a stack-info record; `path` names it in the error (serde_json's error carries the line and column).
-pub fn parse_stack_info(path: &Path, text: &str) -> Result<StackInfo, StackError> {
+pub(crate) fn parse_stack_info(path: &Path, text: &str) -> Result<StackInfo, StackError> {
     StackInfo::parse(text).map_err(|source| StackError::Parse {
         path: path.to_owned(),
         source,
@@ -63,13 +63,13 @@ pub fn parse_stack_info(path: &Path, text: &str) -> Result<StackInfo, StackError
 }
 
 /// Whether an environment variable's name marks its value as a secret.
-pub fn is_secret_name(name: &str) -> bool {
+pub(crate) fn is_secret_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     SECRET_NAME_PARTS.iter().any(|part| upper.contains(part))
 }
 
 /// `env` as run.json records it: every name, and the value of each one that does not look like a secret.
-pub fn redact_env(env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+pub(crate) fn redact_env(env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
     env.iter()
         .map(|(name, value)| {
             let value = if is_secret_name(name) {
@@ -184,7 +184,7 @@ impl StackMeta {
 }
 
 /// The first `data[].id` of an OpenAI model list.
-pub fn first_model_id(models: &Value) -> Option<String> {
+pub(crate) fn first_model_id(models: &Value) -> Option<String> {
     models
         .get("data")?
         .as_array()?
@@ -247,7 +247,7 @@ pub fn client(
 }
 
 /// How many times [`probe`] tries to connect.
-pub const PROBE_ATTEMPTS: u32 = 3;
+pub(crate) const PROBE_ATTEMPTS: u32 = 3;
 
 /// `GET url`, recorded whatever happens: an error status or a body that is not JSON is an error, with the body
 /// kept when it parsed.

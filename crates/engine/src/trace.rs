@@ -32,7 +32,7 @@ use llmbench_workload::workload::mooncake::{
 use llmbench_workload::workload::{Arrival, DataSpec, Workload};
 
 /// More records than this are refused: their prompts are all built before the run.
-pub const MAX_RECORDS: usize = 1_000_000;
+pub(crate) const MAX_RECORDS: usize = 1_000_000;
 
 /// Why a trace could not become a replay.
 #[derive(Debug, thiserror::Error)]
@@ -125,7 +125,7 @@ pub fn azure_replay_plan(
 /// `GeneratedTokens` (`load_lazy_data`). Each request is a one-turn session; sessions go out in time order (each
 /// upstream request sleeps to its own time, so rows out of order still go out at their times). Pure but for the
 /// tokenizer.
-pub fn build_azure_replay(
+pub(crate) fn build_azure_replay(
     (timing_file, times): (&str, &[AzureRow]),
     (data_file, lengths): (&str, &[AzureRow]),
     tokenizer: &Tokenizer,
@@ -234,7 +234,7 @@ pub fn replay_plan(
 
 /// Builds the replay of the trace `text` (named `file` in messages). Pure but for the tokenizer.
 #[allow(clippy::too_many_arguments)]
-pub fn build_replay(
+pub(crate) fn build_replay(
     file: &str,
     text: &str,
     block_size: u32,
@@ -293,13 +293,13 @@ pub fn build_replay(
 
 /// One record's prompt: its blocks (shared between records naming the same hash id) and its length in tokens.
 #[derive(Debug, Clone)]
-pub struct TracePrompt {
+pub(crate) struct TracePrompt {
     pub blocks: Vec<Arc<str>>,
     pub tokens: u32,
 }
 
 /// One prompt per record, in record order.
-pub fn synthesize(
+pub(crate) fn synthesize(
     file: &str,
     records: &[TraceRecord],
     block_size: u32,

@@ -575,7 +575,7 @@ impl RequestRecord {
     }
 
     /// The key this request is counted under in `errors`, `None` for a success.
-    pub fn error_key(&self) -> Option<ErrorKey> {
+    pub(crate) fn error_key(&self) -> Option<ErrorKey> {
         self.error_class().map(|class| ErrorKey {
             class,
             http_status: self.http_status.filter(|_| class == ErrorClass::HttpStatus),

@@ -34,7 +34,7 @@ pub fn age(stamp_ns: u64) -> Option<Duration> {
 }
 
 /// Room for the stamp's control message, to pass to [`read`].
-pub fn control_buffer() -> Vec<u8> {
+pub(crate) fn control_buffer() -> Vec<u8> {
     #[cfg(target_os = "linux")]
     return nix::cmsg_space!(nix::sys::time::TimeSpec);
     #[cfg(not(target_os = "linux"))]
@@ -92,7 +92,7 @@ mod linux {
     use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
     use tokio::net::TcpStream;
 
-    pub fn recv_stamped(
+    pub(crate) fn recv_stamped(
         stream: &TcpStream,
         data: &mut [u8],
         control: &mut [u8],

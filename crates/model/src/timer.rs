@@ -24,11 +24,11 @@ use futures_util::task::AtomicWaker;
 
 /// How long before a deadline the coarse tokio sleep hands over to the timer thread: more than the wheel's tick
 /// plus its rounding, so the hand-over is never late itself.
-pub const COARSE_MARGIN: Duration = Duration::from_millis(3);
+pub(crate) const COARSE_MARGIN: Duration = Duration::from_millis(3);
 
 /// Sleeps up to this long skip the coarse step: for them it would cost a second wake-up (a simulator token every
 /// 10 ms would wake twice) only to keep a short-lived entry off the timer thread's heap.
-pub const COARSE_ABOVE: Duration = Duration::from_millis(25);
+pub(crate) const COARSE_ABOVE: Duration = Duration::from_millis(25);
 
 /// Waits until `deadline`, waking within tens of microseconds after it (see the module documentation).
 /// Dropping the future cancels the wait.

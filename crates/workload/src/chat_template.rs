@@ -43,7 +43,7 @@ pub enum ChatTemplateError {
 }
 
 /// A compiled chat template with the special tokens its tokenizer gives it.
-pub struct ChatTemplate {
+pub(crate) struct ChatTemplate {
     env: Environment<'static>,
     special_tokens: Map<String, serde_json::Value>,
     origin: PathBuf,
@@ -135,14 +135,9 @@ impl ChatTemplate {
         })
     }
 
-    /// Where the template came from.
-    pub fn origin(&self) -> &Path {
-        &self.origin
-    }
-
     /// One user turn `content` rendered with the generation prompt, `kwargs` (vLLM's `--chat-template-kwargs`)
     /// added to the context over the special tokens.
-    pub fn render_user(
+    pub(crate) fn render_user(
         &self,
         content: &str,
         kwargs: &Map<String, serde_json::Value>,

@@ -194,7 +194,7 @@ pub fn build_conversations(
 
 /// upstream's context window when `max_model_len` is unset (`ConversationReplayDataGenerator.__init__`:
 /// `self.cr_config.max_model_len or 225000`).
-pub const REPLAY_DEFAULT_MAX_MODEL_LEN: u32 = 225_000;
+pub(crate) const REPLAY_DEFAULT_MAX_MODEL_LEN: u32 = 225_000;
 
 /// inference-perf `conversation_replay`, drawn before the clock starts: per conversation its dynamic system
 /// prompt length and its turns' lengths and tool-call latencies (`_build_conversations`). Only numbers are kept:
@@ -324,7 +324,7 @@ impl WordBank {
 /// itself), a uniform is drawn from `[min, max + 1)`, and every draw is clipped to `[min, max]`, rounded half to
 /// even (`np.round`) and clipped again.
 #[derive(Debug, Clone)]
-pub struct UpstreamSampler {
+pub(crate) struct UpstreamSampler {
     kind: Draw,
     min: f64,
     max: f64,

@@ -19,19 +19,19 @@ pub use crate::workload::limits::{
 
 /// Bytes one prompt token takes in memory, counted generously: a plain-word token of the built-in tokenizer is
 /// six to eight bytes of text with its space, a BPE token of English text about four.
-pub const BYTES_PER_TOKEN: u64 = 8;
+pub(crate) const BYTES_PER_TOKEN: u64 = 8;
 /// Copies of each prompt's text held while a run goes: the prompt itself and the request body prepared from it.
-pub const PROMPT_COPIES: u64 = 2;
+pub(crate) const PROMPT_COPIES: u64 = 2;
 /// Bytes of one chunk event in a request's record (its arrival time and token count).
-pub const BYTES_PER_CHUNK: u64 = 16;
+pub(crate) const BYTES_PER_CHUNK: u64 = 16;
 /// Bytes of one request's record apart from its chunks: timestamps, counts, status, the chunk list's header and
 /// the allocator's rounding. The launcher keeps records until the run ends while they fit `--records-memory`.
-pub const RECORD_BYTES: u64 = 256;
+pub(crate) const RECORD_BYTES: u64 = 256;
 /// Tokens assumed for a prompt whose length only the dataset file knows (ShareGPT, custom files): vLLM's
 /// ShareGPT filter keeps prompts of at most 1024 tokens.
-pub const NOMINAL_DATASET_PROMPT_TOKENS: u64 = 1024;
+pub(crate) const NOMINAL_DATASET_PROMPT_TOKENS: u64 = 1024;
 /// Answer tokens assumed when the profile leaves `max_tokens` to the server.
-pub const NOMINAL_OUTPUT_TOKENS: u64 = 256;
+pub(crate) const NOMINAL_OUTPUT_TOKENS: u64 = 256;
 
 /// How much memory a run will hold, by part.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -249,7 +249,8 @@ impl Manager {
     }
 
     /// Users currently in the active set.
-    pub fn active_users(&self) -> usize {
+    #[cfg(test)]
+    fn active_users(&self) -> usize {
         self.users.len()
     }
 
@@ -351,7 +352,7 @@ pub fn completion_prompt(messages: &[Message]) -> String {
 }
 
 /// The columns of `summary.to_csv(output, index=False)`.
-pub const CSV_HEADER: &str = "prompt_tokens,generation_tokens,ttft,generation_time,user_id,question_id,launch_time,finish_time";
+pub(crate) const CSV_HEADER: &str = "prompt_tokens,generation_tokens,ttft,generation_time,user_id,question_id,launch_time,finish_time";
 
 /// The summary CSV, as pandas writes it (floats as Python's `repr`).
 pub fn summary_csv(rows: &[SummaryRow]) -> String {

@@ -28,9 +28,9 @@ use crate::workload::{
 
 /// The most prompts built for one run; longer runs cycle through them, as inference-perf does with its
 /// `total_count` pool.
-pub const MAX_PROMPTS: u64 = 200_000;
+pub(crate) const MAX_PROMPTS: u64 = 200_000;
 /// Prompts built when neither the profile nor the schedule says how many (closed loops bounded by time).
-pub const DEFAULT_PROMPTS: u64 = 1_000;
+pub(crate) const DEFAULT_PROMPTS: u64 = 1_000;
 /// inference-perf's `mock` data: a short fixed prompt; the server client asks for 30 tokens when data sets none.
 const MOCK_PROMPT_TOKENS: u32 = 10;
 const MOCK_MAX_TOKENS: u32 = 30;
@@ -955,7 +955,7 @@ fn vllm_custom(
 
 /// The chat template of `tokenizer`, which `what` renders every prompt through; an error saying what to pass when
 /// it has none.
-pub fn chat_template_of(
+pub(crate) fn chat_template_of(
     tokenizer: &Tokenizer,
     what: &'static str,
 ) -> Result<ChatTemplate, PromptError> {

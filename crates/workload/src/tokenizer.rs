@@ -22,7 +22,7 @@ use std::time::Duration;
 /// The spec of the built-in word-level tokenizer.
 pub const BUILTIN: &str = "builtin";
 /// Another spelling of [`BUILTIN`], naming what the tokens are.
-pub const BUILTIN_WORDS: &str = "builtin:words";
+pub(crate) const BUILTIN_WORDS: &str = "builtin:words";
 
 const HUB_ENDPOINT: &str = "https://huggingface.co";
 const TOKENIZER_FILE: &str = "tokenizer.json";
@@ -109,7 +109,7 @@ impl HubOptions {
     }
 
     /// The options for an environment given as a lookup (testable without touching the process environment).
-    pub fn from_lookup(var: impl Fn(&str) -> Option<String>) -> Self {
+    pub(crate) fn from_lookup(var: impl Fn(&str) -> Option<String>) -> Self {
         let cache_dir = var("HF_HUB_CACHE")
             .map(PathBuf::from)
             .or_else(|| var("HF_HOME").map(|home| PathBuf::from(home).join("hub")))
@@ -179,7 +179,7 @@ impl Tokenizer {
     }
 
     /// A `tokenizer.json` already in memory; `name` says where it came from in messages.
-    pub fn from_json_bytes(name: &str, bytes: &[u8]) -> Result<Self, TokenizerError> {
+    pub(crate) fn from_json_bytes(name: &str, bytes: &[u8]) -> Result<Self, TokenizerError> {
         let mut inner =
             tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| TokenizerError::Parse {
                 path: PathBuf::from(name),
@@ -266,7 +266,7 @@ impl Tokenizer {
     /// The special tokens this tokenizer adds around one text when asked to (its post-processor's BOS, EOS, …):
     /// what a server that tokenizes the prompt itself counts on top of the prompt's own tokens, and what Hugging
     /// Face's `num_special_tokens_to_add()` returns. The built-in word tokenizer adds none.
-    pub fn added_special_tokens(&self) -> Result<AddedSpecialTokens, TokenizerError> {
+    pub(crate) fn added_special_tokens(&self) -> Result<AddedSpecialTokens, TokenizerError> {
         let Backend::Hf(inner) = &self.backend else {
             return Ok(AddedSpecialTokens::default());
         };
@@ -287,7 +287,8 @@ impl Tokenizer {
     }
 
     /// The vocabulary size, added tokens included.
-    pub fn vocab_size(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn vocab_size(&self) -> usize {
         match &self.backend {
             Backend::Words(words) => words.len(),
             Backend::Hf(inner) => inner.get_vocab_size(true),
@@ -297,7 +298,7 @@ impl Tokenizer {
     /// Token ids that are each one whole lower-case word: a sequence of them decodes to words separated by
     /// single spaces, and that text encodes back to the same ids (checked on each token and on a pair of it).
     /// Synthesis draws prompts from these, so random prompts read as words and survive re-encoding.
-    pub fn plain_words(&self) -> Vec<u32> {
+    pub(crate) fn plain_words(&self) -> Vec<u32> {
         match &self.backend {
             Backend::Words(words) => (0..words.builtin as u32).collect(),
             Backend::Hf(inner) => hf_plain_words(self, inner),
@@ -307,7 +308,7 @@ impl Tokenizer {
 
 /// The special tokens a tokenizer adds around one text ([`Tokenizer::added_special_tokens`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct AddedSpecialTokens {
+pub(crate) struct AddedSpecialTokens {
     /// Those before the text's own tokens (a BOS).
     pub leading: u32,
     /// All of them, before and after (`num_special_tokens_to_add()`).
@@ -437,6 +438,7 @@ impl WordVocabulary {
         }
     }
 
+    #[cfg(test)]
     fn len(&self) -> usize {
         self.table
             .read()
@@ -678,7 +680,7 @@ pub(crate) mod testing {
     }
 
     /// Text to train on: varied English-like words, punctuation and digits.
-    pub fn training_text() -> Vec<String> {
+    pub(crate) fn training_text() -> Vec<String> {
         let base = "The quick brown fox jumps over the lazy dog. A benchmark measures time to first token, \
                     inter-token latency and throughput; servers batch requests, cache prefixes and stream tokens! \
                     Numbers like 12345 and 3.14 appear, as do words such as tokenizer, tokenization, tokens, \
@@ -695,7 +697,7 @@ pub(crate) mod testing {
     }
 
     /// A trained BPE tokenizer serialised as `tokenizer.json` bytes.
-    pub fn bpe_json(style: Style, vocab_size: usize) -> Vec<u8> {
+    pub(crate) fn bpe_json(style: Style, vocab_size: usize) -> Vec<u8> {
         let mut tokenizer = HfTokenizer::new(BPE::default());
         let (pre, dec): (PreTokenizerWrapper, DecoderWrapper) = match style {
             Style::ByteLevel => (
@@ -732,19 +734,19 @@ pub(crate) mod testing {
 
     /// The real-engine tests' tokenizer (`tests/fixtures/tokenizers/bos-bpe`): a byte-level BPE whose
     /// post-processor puts `<|bos|>` before every text, as Llama's do.
-    pub fn bos_bpe() -> super::Tokenizer {
+    pub(crate) fn bos_bpe() -> super::Tokenizer {
         super::Tokenizer::from_file(std::path::Path::new(BOS_BPE))
             .expect("loading the bos-bpe fixture")
     }
 
     /// Where [`bos_bpe`] is.
-    pub const BOS_BPE: &str = concat!(
+    pub(crate) const BOS_BPE: &str = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../launcher/tests/fixtures/tokenizers/bos-bpe/tokenizer.json"
     );
 
     /// A loaded test tokenizer of `style`, trained once per test binary.
-    pub fn bpe(style: Style) -> super::Tokenizer {
+    pub(crate) fn bpe(style: Style) -> super::Tokenizer {
         static TRAINED: [OnceLock<super::Tokenizer>; 2] = [OnceLock::new(), OnceLock::new()];
         TRAINED[style as usize]
             .get_or_init(|| {

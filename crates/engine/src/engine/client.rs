@@ -32,7 +32,7 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 /// The largest non-streamed response body accepted. A completion with logprobs for tens of thousands of tokens
 /// stays below it; beyond it is a server that does not stop, and keeping its bytes would take the launcher's
 /// memory.
-pub const MAX_BODY: usize = 64 * 1024 * 1024;
+pub(crate) const MAX_BODY: usize = 64 * 1024 * 1024;
 
 /// The run's monotonic clock: every timestamp is nanoseconds since `t0`.
 #[derive(Debug, Clone, Copy)]
@@ -49,11 +49,11 @@ impl Clock {
         self.t0
     }
 
-    pub fn ns_of(&self, at: Instant) -> u64 {
+    pub(crate) fn ns_of(&self, at: Instant) -> u64 {
         u64::try_from(at.saturating_duration_since(self.t0).as_nanos()).unwrap_or(u64::MAX)
     }
 
-    pub fn now_ns(&self) -> u64 {
+    pub(crate) fn now_ns(&self) -> u64 {
         self.ns_of(Instant::now())
     }
 }
@@ -106,7 +106,7 @@ pub async fn execute(
 }
 
 /// The most of a test request's response body [`probe`] keeps.
-pub const PROBE_BODY_LIMIT: usize = 64 * 1024;
+pub(crate) const PROBE_BODY_LIMIT: usize = 64 * 1024;
 
 /// A test request's outcome: its record, classified exactly as a run's request would be, and the start of its
 /// response body (at most [`PROBE_BODY_LIMIT`] bytes; for a stream, the event text without its HTTP framing).

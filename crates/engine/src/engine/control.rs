@@ -50,7 +50,7 @@ pub struct Flag {
 
 impl Flag {
     /// Whether the flag is raised: one atomic load.
-    pub fn is_raised(&self) -> bool {
+    pub(crate) fn is_raised(&self) -> bool {
         self.raised.load(Ordering::Acquire)
     }
 
@@ -195,12 +195,12 @@ impl Control {
     }
 
     /// Whether no new request may be issued.
-    pub fn issuing_stopped(&self) -> bool {
+    pub(crate) fn issuing_stopped(&self) -> bool {
         self.level.issuing.is_raised()
     }
 
     /// Resolves when issuing stops.
-    pub fn issuing_ended(&self) -> Cancelled<'_> {
+    pub(crate) fn issuing_ended(&self) -> Cancelled<'_> {
         self.level.issuing.raised()
     }
 

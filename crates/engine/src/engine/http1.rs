@@ -54,7 +54,7 @@ pub enum Http1Error {
 const MAX_HEAD: usize = 64 * 1024;
 /// Informational (1xx) heads accepted before the final one. A server sends one or two (`103 Early Hints`); an
 /// endless run of them would keep a request waiting on heads that never end, so more than this is a failure.
-pub const MAX_INFORMATIONAL_HEADS: usize = 16;
+pub(crate) const MAX_INFORMATIONAL_HEADS: usize = 16;
 /// One non-blocking read into the thread's scratch buffer: `Ok(None)` when nothing was ready, else what `with`
 /// made of the bytes (none at the end of the stream) and their arrival time on `clock`: the kernel's stamp where
 /// it gave one, else now.
@@ -80,7 +80,7 @@ fn read_stamped<R>(
 const CONTENT_LENGTH: &[u8] = b"Content-Length: ";
 
 /// A header of one request, its value as bytes (a `traceparent` is written into a buffer, not a string).
-pub type RequestHeader<'a> = Option<(&'a str, &'a [u8])>;
+pub(crate) type RequestHeader<'a> = Option<(&'a str, &'a [u8])>;
 
 /// The bytes of one request: the shared head, the request's own headers (`header`, then `more`) before its
 /// `Content-Length` (which `head_prefix` ends with), the length and the body. Pure.
@@ -279,7 +279,7 @@ fn is_quiet(stream: &TcpStream) -> bool {
 
 /// What the caller wants after a piece of body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Flow {
+pub(crate) enum Flow {
     More,
     /// The caller has what it needs (an SSE stream's `[DONE]`); the rest of the body is not delivered.
     Stop,
@@ -287,7 +287,7 @@ pub enum Flow {
 
 /// How a body read ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BodyEnd {
+pub(crate) enum BodyEnd {
     /// The body's framing ended (or the connection closed a close-delimited body).
     Complete,
     /// The caller stopped.
@@ -329,7 +329,7 @@ fn deliver(
 
 /// Why a body read failed.
 #[derive(Debug)]
-pub enum BodyError {
+pub(crate) enum BodyError {
     /// The caller's own error, returned as it was.
     Caller(RequestError),
     /// The connection ended or failed before the body did, or its framing was broken.
@@ -356,7 +356,7 @@ impl Response<'_> {
 
     /// Reads the body, giving `on_data` each decoded piece with the time its read returned (nanoseconds on
     /// `clock`). A connection whose body ended cleanly goes back to the idle pool.
-    pub async fn read_body(
+    pub(crate) async fn read_body(
         mut self,
         clock: &Clock,
         mut on_data: impl FnMut(&[u8], u64) -> Result<Flow, RequestError>,
@@ -401,7 +401,7 @@ impl Response<'_> {
     /// Reads at most `limit` bytes of the body (an error status's message) for at most `wait`, whatever happens
     /// to the connection: the status is the answer, and a server that stalls in its error body must not turn it
     /// into a timeout.
-    pub async fn read_prefix(self, clock: &Clock, limit: usize, wait: Duration) -> Vec<u8> {
+    pub(crate) async fn read_prefix(self, clock: &Clock, limit: usize, wait: Duration) -> Vec<u8> {
         let mut body = Vec::new();
         let read = self.read_body(clock, |data, _| {
             let room = limit.saturating_sub(body.len());

@@ -172,7 +172,7 @@ fn finish(
 /// `extra_headers={"x-user-id": str(user_id)}`, which `UserSession._launch_new_request` puts on every question
 /// (the engine warm-up goes without it), so a router keyed on the header (the stack's `sessionKey`) keeps a user
 /// on one replica.
-pub fn user_header(user_id: u64) -> std::sync::Arc<(String, String)> {
+pub(crate) fn user_header(user_id: u64) -> std::sync::Arc<(String, String)> {
     std::sync::Arc::new(("x-user-id".to_owned(), user_id.to_string()))
 }
 

@@ -113,7 +113,7 @@ pub struct Lockstep {
 impl Lockstep {
     /// Whether the issue loop ends after issuing its `issued`-th query `elapsed` after the stage started, as
     /// LoadGen's `IssueQueriesInternal` checks it (natural end, then max query count, then max duration).
-    pub fn ends_after(&self, issued: u64, elapsed: Duration) -> bool {
+    pub(crate) fn ends_after(&self, issued: u64, elapsed: Duration) -> bool {
         (issued >= self.min_queries && elapsed >= self.min_duration)
             || (self.max_queries != 0 && issued >= self.max_queries)
             || self.max_duration.is_some_and(|max| elapsed > max)
@@ -245,7 +245,7 @@ pub trait StageRequests: Send {
 
 /// How many priming requests are in flight at once: enough to prime a large pool quickly, few enough that a
 /// small server queues rather than rejects them.
-pub const PRIME_CONCURRENCY: usize = 32;
+pub(crate) const PRIME_CONCURRENCY: usize = 32;
 
 impl From<RunPlan> for EnginePlan {
     fn from(plan: RunPlan) -> Self {
@@ -413,7 +413,7 @@ pub trait ObserveRecords: Send + 'static {
 }
 
 /// The record writer's handle: yields every record once all sinks are dropped.
-pub type WriterHandle = tokio::task::JoinHandle<Result<Vec<RequestRecord>, EngineError>>;
+pub(crate) type WriterHandle = tokio::task::JoinHandle<Result<Vec<RequestRecord>, EngineError>>;
 
 /// How many records the writer keeps in memory once it has written them (`llmbench run --records-memory`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -435,7 +435,7 @@ pub enum PastBudget {
 
 impl RecordsBudget {
     /// Keep everything, warn never.
-    pub const UNLIMITED: RecordsBudget = RecordsBudget {
+    pub(crate) const UNLIMITED: RecordsBudget = RecordsBudget {
         bytes: u64::MAX,
         past: PastBudget::Keep,
     };
@@ -453,7 +453,7 @@ pub struct Written {
 }
 
 /// The budgeted record writer's handle.
-pub type BudgetedWriterHandle = tokio::task::JoinHandle<Result<Written, EngineError>>;
+pub(crate) type BudgetedWriterHandle = tokio::task::JoinHandle<Result<Written, EngineError>>;
 
 /// Starts the writer that appends each finished record to `out` as one JSON line, flushing after every batch so
 /// a killed launcher loses at most the requests in flight and the last [`WRITER_PAUSE`] of records. A write that
@@ -470,7 +470,7 @@ pub fn record_writer(
 
 /// [`record_writer`], also showing each written batch to `observer` (`llmbench run --metrics-listen`). Records
 /// that could not be written are not shown: the observer sees what `requests.jsonl` holds.
-pub fn record_writer_observed(
+pub(crate) fn record_writer_observed(
     out: Box<dyn Write + Send>,
     path: String,
     progress: Arc<Progress>,

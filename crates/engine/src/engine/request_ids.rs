@@ -18,9 +18,9 @@
 use llmbench_model::record::TraceParent;
 
 /// The `x-request-id` header's name.
-pub const REQUEST_ID_HEADER: &str = "x-request-id";
+pub(crate) const REQUEST_ID_HEADER: &str = "x-request-id";
 /// The W3C Trace Context header's name.
-pub const TRACEPARENT_HEADER: &str = "traceparent";
+pub(crate) const TRACEPARENT_HEADER: &str = "traceparent";
 
 /// How a run names its requests. A header the profile sets itself is left to it: its value wins, and llmbench
 /// records none.

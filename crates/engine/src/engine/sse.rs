@@ -7,7 +7,7 @@
 /// The longest SSE line (an event's `data:` payload and its prefix) accepted. An OpenAI chunk is a few hundred
 /// bytes; even a whole long answer with logprobs in one event stays far below this. Anything longer is a server
 /// that never ends its line, and holding it would let one stream take the launcher's memory.
-pub const MAX_LINE: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_LINE: usize = 16 * 1024 * 1024;
 
 /// What one complete SSE event carried.
 #[derive(Debug, PartialEq, Eq)]
@@ -47,7 +47,7 @@ impl Default for SseParser {
 
 impl SseParser {
     /// A parser refusing lines longer than `line_limit` bytes (the end-of-line bytes not counted).
-    pub fn with_line_limit(line_limit: usize) -> Self {
+    pub(crate) fn with_line_limit(line_limit: usize) -> Self {
         Self {
             buffer: Vec::new(),
             consumed: 0,
@@ -109,7 +109,7 @@ impl SseParser {
     }
 
     /// Whether bytes of an unfinished line remain (a stream that ends here was cut mid-event).
-    pub fn has_partial(&self) -> bool {
+    pub(crate) fn has_partial(&self) -> bool {
         self.buffer[self.consumed..]
             .iter()
             .any(|b| !b.is_ascii_whitespace())

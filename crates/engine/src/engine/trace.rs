@@ -209,7 +209,7 @@ async fn run_session(
 
 /// When a later turn is due, given when the previous turn of its session returned: at its time on the schedule
 /// (or at once if that has passed), after its delay, or at once. Pure, so the rule is tested alone.
-pub fn next_due(timing: TurnTiming, start: Instant, previous_end: Instant) -> Instant {
+pub(crate) fn next_due(timing: TurnTiming, start: Instant, previous_end: Instant) -> Instant {
     match timing {
         TurnTiming::At(at) => (start + at).max(previous_end),
         TurnTiming::After(delay) => previous_end + delay,

@@ -24,13 +24,13 @@ use llmbench_model::record::{ErrorClass, RequestRecord};
 pub const DEFAULT_MAX_CONNECT_FAILURES: u32 = 20;
 
 /// A closed-loop slot's first wait after a connection failure.
-pub const FIRST_BACKOFF: Duration = Duration::from_millis(10);
+pub(crate) const FIRST_BACKOFF: Duration = Duration::from_millis(10);
 /// The longest a closed-loop slot waits between connection failures.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(1);
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 /// Whether `record` failed before the server answered anything: the connection could not be made (refused,
 /// DNS, unreachable), or it was reset or closed before a response head arrived.
-pub fn is_connection_failure(record: &RequestRecord) -> bool {
+pub(crate) fn is_connection_failure(record: &RequestRecord) -> bool {
     match record.error_class() {
         Some(ErrorClass::Connect) => true,
         Some(ErrorClass::ConnectionReset) => record.http_status.is_none(),
@@ -41,7 +41,7 @@ pub fn is_connection_failure(record: &RequestRecord) -> bool {
 /// The run's streak of connection-level failures, shared by every request task. Two atomics and no lock: every
 /// finished request passes here, and one that succeeds only reads the counter unless a streak was running.
 #[derive(Debug)]
-pub struct ConnectFailures {
+pub(crate) struct ConnectFailures {
     /// 0: never stop.
     limit: u32,
     in_a_row: AtomicU32,
@@ -88,7 +88,7 @@ impl ConnectFailures {
 /// [`FIRST_BACKOFF`] after a first connection failure, twice the last wait after each further one, at most
 /// [`MAX_BACKOFF`].
 #[derive(Debug, Default)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     last: Option<Duration>,
 }
 

@@ -29,12 +29,12 @@ pub const LLAMA_CPP: &str = "llama.cpp";
 pub const SGLANG: &str = "SGLang";
 pub const TGI: &str = "TGI";
 /// llmbench's embedded simulator (`llmbench sim`).
-pub const LLMBENCH_SIM: &str = "llmbench sim";
+pub(crate) const LLMBENCH_SIM: &str = "llmbench sim";
 
 /// The most models of a list kept: a proxy in front of many models lists them all.
-pub const MAX_MODELS: usize = 16;
+pub(crate) const MAX_MODELS: usize = 16;
 /// The longest text kept from an answer (a chat template, a path), in characters.
-pub const MAX_TEXT_CHARS: usize = 256;
+pub(crate) const MAX_TEXT_CHARS: usize = 256;
 
 /// SGLang's settings worth a run's record, by their `ServerArgs` names (and the scheduler's token budget): what
 /// decides its throughput and latency. Its answer has ~200 more, and its API key, which are never read.

@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 use crate::engine::Clock;
 
 /// vLLM's hooks, for `--vllm-profiler`.
-pub const VLLM_START: &str = "/start_profile";
-pub const VLLM_STOP: &str = "/stop_profile";
+pub(crate) const VLLM_START: &str = "/start_profile";
+pub(crate) const VLLM_STOP: &str = "/stop_profile";
 
 /// How long a hook may take. vLLM answers `/stop_profile` only once the torch profiler has written its trace,
 /// which takes minutes for a long window; a hook that never answers still must not hang the run.
@@ -70,7 +70,7 @@ impl ProfilerHooks {
 
 /// A hook as a URL: an `http://` or `https://` URL as given; anything else is a path on the endpoint's base URL
 /// (`/start_profile` on `http://vllm:8000` is `http://vllm:8000/start_profile`).
-pub fn resolve_hook(
+pub(crate) fn resolve_hook(
     hook: &str,
     endpoint: &str,
     flag: &'static str,

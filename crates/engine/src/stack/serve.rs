@@ -27,10 +27,10 @@ use super::{StackFailure, StackInfo, StackSource, StackSpec};
 use crate::engine::{Control, StopReason};
 
 /// The stack's log inside the results directory.
-pub const STACK_LOG_FILE: &str = "stack.log";
+pub(crate) const STACK_LOG_FILE: &str = "stack.log";
 
 /// The stack's process id inside the results directory, for whoever needs to find it (tests kill it by it).
-pub const STACK_PID_FILE: &str = "stack.pid";
+pub(crate) const STACK_PID_FILE: &str = "stack.pid";
 
 /// How many of the log's last lines a failure carries.
 pub const LOG_TAIL_LINES: usize = 40;
@@ -51,10 +51,10 @@ const READY_POLL_INTERVAL: Duration = Duration::from_millis(250);
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Between SIGTERM and SIGKILL when the stack is stopped: vLLM drains and frees its GPU memory within it.
-pub const STOP_GRACE: Duration = Duration::from_secs(30);
+pub(crate) const STOP_GRACE: Duration = Duration::from_secs(30);
 
 /// The port vLLM (`vllm serve`) listens on unless told otherwise.
-pub const VLLM_DEFAULT_PORT: u16 = 8000;
+pub(crate) const VLLM_DEFAULT_PORT: u16 = 8000;
 
 /// The prefixes of the environment variables recorded with a served stack: what configures an engine (vLLM, CUDA,
 /// NCCL, the Hugging Face hub, PyTorch). Everything else in the launcher's environment is the user's business.
@@ -147,7 +147,9 @@ pub fn serve_endpoint(command: &[String]) -> String {
 
 /// The environment recorded with a served stack: the variables whose names start with one of
 /// [`RECORDED_ENV_PREFIXES`] (secret-looking values are redacted by [`StackSpec::new`]).
-pub fn recorded_env(vars: impl IntoIterator<Item = (String, String)>) -> BTreeMap<String, String> {
+pub(crate) fn recorded_env(
+    vars: impl IntoIterator<Item = (String, String)>,
+) -> BTreeMap<String, String> {
     vars.into_iter()
         .filter(|(name, _)| RECORDED_ENV_PREFIXES.iter().any(|p| name.starts_with(p)))
         .collect()

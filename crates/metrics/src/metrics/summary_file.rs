@@ -325,7 +325,7 @@ impl From<&RunSummary> for CompactSummary {
 
 /// The compact form of the server metrics: scrape counts and the run-wide means of the gauges that explain
 /// saturation.
-pub fn server_brief(server: &crate::server_metrics::ServerMetricsSummary) -> ServerSummary {
+pub(crate) fn server_brief(server: &crate::server_metrics::ServerMetricsSummary) -> ServerSummary {
     use crate::server_metrics::Figures;
     let overall = &server.overall;
     let mean = |key: &str| match overall.aggregate_metric(key).map(|m| &m.figures) {

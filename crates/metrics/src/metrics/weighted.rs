@@ -38,7 +38,7 @@ pub struct GuidellmPercentiles {
 }
 
 /// guidellm merges event times closer than this (seconds) before computing rates and concurrency.
-pub const GUIDELLM_MERGE_THRESHOLD_S: f64 = 1e-4;
+pub(crate) const GUIDELLM_MERGE_THRESHOLD_S: f64 = 1e-4;
 const EPSILON: f64 = 1e-6;
 
 impl GuidellmDistribution {

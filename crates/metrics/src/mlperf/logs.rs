@@ -43,7 +43,7 @@ pub const ACCURACY_LOG_JSON: &str = "mlperf_log_accuracy.json";
 
 /// One logged value, formatted as LoadGen's `ArgValueTransform` formats its type.
 #[derive(Debug, Clone, PartialEq)]
-pub enum LogValue {
+pub(crate) enum LogValue {
     Str(String),
     Int(u64),
     Bool(bool),
@@ -607,7 +607,7 @@ pub struct AccuracyEntry {
 }
 
 /// `mlperf_log_accuracy.json`: `entries` in the order given (LoadGen writes them as responses complete).
-pub fn accuracy_log(entries: &[AccuracyEntry]) -> String {
+pub(crate) fn accuracy_log(entries: &[AccuracyEntry]) -> String {
     let mut out = String::from("[");
     for (i, entry) in entries.iter().enumerate() {
         out.push_str(if i == 0 { "\n{ " } else { ",\n{ " });

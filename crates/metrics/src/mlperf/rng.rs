@@ -5,7 +5,7 @@
 
 /// The 32-bit Mersenne Twister, `std::mt19937`.
 #[derive(Clone)]
-pub struct Mt19937 {
+pub(crate) struct Mt19937 {
     state: [u32; 624],
     index: usize,
 }
@@ -45,7 +45,7 @@ impl Mt19937 {
     }
 
     /// `std::generate_canonical<double, 53>`: two draws, `(g1 + g2·2^32) / 2^64` summed in double, below 1.
-    pub fn canonical(&mut self) -> f64 {
+    pub(crate) fn canonical(&mut self) -> f64 {
         const R: f64 = 4_294_967_296.0;
         let mut sum = 0.0f64;
         let mut scale = 1.0f64;
@@ -68,7 +68,7 @@ impl Mt19937 {
 
     /// `std::uniform_int_distribution(0, n − 1)(gen)` for `1 ≤ n ≤ 2^32`, as libstdc++ draws it from a 32-bit
     /// engine.
-    pub fn uniform_below(&mut self, n: u64) -> u64 {
+    pub(crate) fn uniform_below(&mut self, n: u64) -> u64 {
         if n > u64::from(u32::MAX) {
             // Not reached by any sample count; libstdc++ would upscale here. Keep it total.
             return (u64::from(self.next_u32()) << 32 | u64::from(self.next_u32())) % n.max(1);

@@ -99,7 +99,7 @@ impl LlmModel {
     ];
 
     /// The conf name, e.g. `llama3_1-8b`.
-    pub fn conf_name(self) -> &'static str {
+    pub(crate) fn conf_name(self) -> &'static str {
         match self {
             LlmModel::Llama3_1_8b => "llama3_1-8b",
             LlmModel::Llama3_1_8bInteractive => "llama3_1-8b-interactive",
@@ -108,7 +108,7 @@ impl LlmModel {
         }
     }
 
-    pub fn from_conf_name(name: &str) -> Option<Self> {
+    pub(crate) fn from_conf_name(name: &str) -> Option<Self> {
         // `llama3.1-8b` is the benchmark's display name; accept it for the conf name.
         let name = name.replace("llama3.1", "llama3_1");
         Self::ALL.into_iter().find(|m| m.conf_name() == name)

@@ -505,7 +505,7 @@ pub(crate) fn fixed2(x: f64) -> String {
 
 impl Verdict {
     /// LoadGen's `all_constraints_met`: every check but llmbench's own failed-request one.
-    pub fn loadgen_valid(&self) -> bool {
+    pub(crate) fn loadgen_valid(&self) -> bool {
         self.checks.performance_constraints.unwrap_or(true)
             && self.checks.min_duration
             && self.checks.min_queries

@@ -108,27 +108,28 @@ const fn histogram(key: &'static str, unit: &'static str) -> Key {
 // Scheduler state.
 pub const RUNNING: Key = gauge("running", "requests", Combine::Sum);
 pub const WAITING: Key = gauge("waiting", "requests", Combine::Sum);
-pub const SWAPPED: Key = gauge("swapped", "requests", Combine::Sum);
-pub const KV_CACHE_USAGE: Key = gauge("kv_cache_usage", "fraction", Combine::Mean);
-pub const CPU_CACHE_USAGE: Key = gauge("cpu_cache_usage", "fraction", Combine::Mean);
+pub(crate) const SWAPPED: Key = gauge("swapped", "requests", Combine::Sum);
+pub(crate) const KV_CACHE_USAGE: Key = gauge("kv_cache_usage", "fraction", Combine::Mean);
+pub(crate) const CPU_CACHE_USAGE: Key = gauge("cpu_cache_usage", "fraction", Combine::Mean);
 // Cache and token counters.
-pub const PREFIX_CACHE_QUERIES: Key = counter("prefix_cache_queries", "tokens");
-pub const PREFIX_CACHE_HITS: Key = counter("prefix_cache_hits", "tokens");
-pub const EXTERNAL_PREFIX_CACHE_QUERIES: Key = counter("external_prefix_cache_queries", "tokens");
-pub const EXTERNAL_PREFIX_CACHE_HITS: Key = counter("external_prefix_cache_hits", "tokens");
-pub const PREEMPTIONS: Key = counter("preemptions", "requests");
+pub(crate) const PREFIX_CACHE_QUERIES: Key = counter("prefix_cache_queries", "tokens");
+pub(crate) const PREFIX_CACHE_HITS: Key = counter("prefix_cache_hits", "tokens");
+pub(crate) const EXTERNAL_PREFIX_CACHE_QUERIES: Key =
+    counter("external_prefix_cache_queries", "tokens");
+pub(crate) const EXTERNAL_PREFIX_CACHE_HITS: Key = counter("external_prefix_cache_hits", "tokens");
+pub(crate) const PREEMPTIONS: Key = counter("preemptions", "requests");
 /// Every prompt token of the requests the engine took, cached or not.
 pub const PROMPT_TOKENS: Key = counter("prompt_tokens", "tokens");
 /// Prompt tokens the engine computed, leaving out those it found in its cache.
-pub const PROMPT_TOKENS_COMPUTED: Key = counter("prompt_tokens_computed", "tokens");
+pub(crate) const PROMPT_TOKENS_COMPUTED: Key = counter("prompt_tokens_computed", "tokens");
 /// Prompt tokens served from the cache.
-pub const PROMPT_TOKENS_CACHED: Key = counter("prompt_tokens_cached", "tokens");
-pub const GENERATION_TOKENS: Key = counter("generation_tokens", "tokens");
-pub const REQUESTS_FINISHED: Key = counter("requests_finished", "requests");
-pub const REQUESTS_FAILED: Key = counter("requests_failed", "requests");
-pub const CORRUPTED_REQUESTS: Key = counter("corrupted_requests", "requests");
-pub const MM_CACHE_QUERIES: Key = counter("mm_cache_queries", "items");
-pub const MM_CACHE_HITS: Key = counter("mm_cache_hits", "items");
+pub(crate) const PROMPT_TOKENS_CACHED: Key = counter("prompt_tokens_cached", "tokens");
+pub(crate) const GENERATION_TOKENS: Key = counter("generation_tokens", "tokens");
+pub(crate) const REQUESTS_FINISHED: Key = counter("requests_finished", "requests");
+pub(crate) const REQUESTS_FAILED: Key = counter("requests_failed", "requests");
+pub(crate) const CORRUPTED_REQUESTS: Key = counter("corrupted_requests", "requests");
+pub(crate) const MM_CACHE_QUERIES: Key = counter("mm_cache_queries", "items");
+pub(crate) const MM_CACHE_HITS: Key = counter("mm_cache_hits", "items");
 // Per-request histograms.
 pub const TTFT: Key = histogram("ttft", "s");
 /// Time between consecutive output tokens.
@@ -136,47 +137,50 @@ pub const ITL: Key = histogram("itl", "s");
 /// Each request's mean time per output token.
 pub const TPOT: Key = histogram("tpot", "s");
 pub const E2E: Key = histogram("e2e", "s");
-pub const QUEUE_TIME: Key = histogram("queue_time", "s");
-pub const PREFILL_TIME: Key = histogram("prefill_time", "s");
-pub const DECODE_TIME: Key = histogram("decode_time", "s");
-pub const INFERENCE_TIME: Key = histogram("inference_time", "s");
+pub(crate) const QUEUE_TIME: Key = histogram("queue_time", "s");
+pub(crate) const PREFILL_TIME: Key = histogram("prefill_time", "s");
+pub(crate) const DECODE_TIME: Key = histogram("decode_time", "s");
+pub(crate) const INFERENCE_TIME: Key = histogram("inference_time", "s");
 /// Triton's time to a request's first response: the first token only when the model streams tokens.
-pub const FIRST_RESPONSE: Key = histogram("first_response", "s");
-pub const MODEL_FORWARD_TIME: Key = histogram("model_forward_time", "s");
-pub const MODEL_EXECUTE_TIME: Key = histogram("model_execute_time", "s");
-pub const REQUEST_PROMPT_TOKENS: Key = histogram("request_prompt_tokens", "tokens");
-pub const REQUEST_GENERATION_TOKENS: Key = histogram("request_generation_tokens", "tokens");
-pub const REQUEST_MAX_TOKENS: Key = histogram("request_max_tokens", "tokens");
-pub const REQUEST_MAX_GENERATION_TOKENS: Key = histogram("request_max_generation_tokens", "tokens");
-pub const REQUEST_N: Key = histogram("request_n", "count");
-pub const ITERATION_TOKENS: Key = histogram("iteration_tokens", "tokens");
-pub const PREFILL_KV_COMPUTED_TOKENS: Key = histogram("prefill_kv_computed_tokens", "tokens");
-pub const KV_BLOCK_IDLE_BEFORE_EVICT: Key = histogram("kv_block_idle_before_evict", "s");
-pub const KV_BLOCK_LIFETIME: Key = histogram("kv_block_lifetime", "s");
-pub const KV_BLOCK_REUSE_GAP: Key = histogram("kv_block_reuse_gap", "s");
+pub(crate) const FIRST_RESPONSE: Key = histogram("first_response", "s");
+pub(crate) const MODEL_FORWARD_TIME: Key = histogram("model_forward_time", "s");
+pub(crate) const MODEL_EXECUTE_TIME: Key = histogram("model_execute_time", "s");
+pub(crate) const REQUEST_PROMPT_TOKENS: Key = histogram("request_prompt_tokens", "tokens");
+pub(crate) const REQUEST_GENERATION_TOKENS: Key = histogram("request_generation_tokens", "tokens");
+pub(crate) const REQUEST_MAX_TOKENS: Key = histogram("request_max_tokens", "tokens");
+pub(crate) const REQUEST_MAX_GENERATION_TOKENS: Key =
+    histogram("request_max_generation_tokens", "tokens");
+pub(crate) const REQUEST_N: Key = histogram("request_n", "count");
+pub(crate) const ITERATION_TOKENS: Key = histogram("iteration_tokens", "tokens");
+pub(crate) const PREFILL_KV_COMPUTED_TOKENS: Key =
+    histogram("prefill_kv_computed_tokens", "tokens");
+pub(crate) const KV_BLOCK_IDLE_BEFORE_EVICT: Key = histogram("kv_block_idle_before_evict", "s");
+pub(crate) const KV_BLOCK_LIFETIME: Key = histogram("kv_block_lifetime", "s");
+pub(crate) const KV_BLOCK_REUSE_GAP: Key = histogram("kv_block_reuse_gap", "s");
 // The llm-d router's endpoint picker: pool gauges are already averages over the pool, so several EPP replicas
 // reporting the same pool are averaged, not added.
-pub const POOL_KV_CACHE_USAGE: Key = gauge("pool_kv_cache_usage", "fraction", Combine::Mean);
-pub const POOL_QUEUE_SIZE: Key = gauge("pool_queue_size", "requests", Combine::Mean);
-pub const POOL_RUNNING: Key = gauge("pool_running", "requests", Combine::Mean);
-pub const POOL_READY_PODS: Key = gauge("pool_ready_pods", "pods", Combine::Mean);
-pub const EPP_RUNNING: Key = gauge("epp_running", "requests", Combine::Sum);
-pub const EPP_POOL_SATURATION: Key = gauge("epp_pool_saturation", "fraction", Combine::Mean);
-pub const EPP_FLOW_CONTROL_QUEUE_SIZE: Key =
+pub(crate) const POOL_KV_CACHE_USAGE: Key = gauge("pool_kv_cache_usage", "fraction", Combine::Mean);
+pub(crate) const POOL_QUEUE_SIZE: Key = gauge("pool_queue_size", "requests", Combine::Mean);
+pub(crate) const POOL_RUNNING: Key = gauge("pool_running", "requests", Combine::Mean);
+pub(crate) const POOL_READY_PODS: Key = gauge("pool_ready_pods", "pods", Combine::Mean);
+pub(crate) const EPP_RUNNING: Key = gauge("epp_running", "requests", Combine::Sum);
+pub(crate) const EPP_POOL_SATURATION: Key = gauge("epp_pool_saturation", "fraction", Combine::Mean);
+pub(crate) const EPP_FLOW_CONTROL_QUEUE_SIZE: Key =
     gauge("epp_flow_control_queue_size", "requests", Combine::Sum);
-pub const EPP_PREFIX_INDEXER_SIZE: Key = gauge("epp_prefix_indexer_size", "entries", Combine::Sum);
-pub const EPP_REQUESTS: Key = counter("epp_requests", "requests");
-pub const EPP_REQUEST_ERRORS: Key = counter("epp_request_errors", "requests");
-pub const EPP_REQUEST_DURATION: Key = histogram("epp_request_duration", "s");
-pub const EPP_TTFT: Key = histogram("epp_ttft", "s");
-pub const EPP_TPOT: Key = histogram("epp_tpot", "s");
-pub const EPP_ITL: Key = histogram("epp_itl", "s");
-pub const EPP_NTPOT: Key = histogram("epp_ntpot", "s");
-pub const EPP_INPUT_TOKENS: Key = histogram("epp_input_tokens", "tokens");
-pub const EPP_OUTPUT_TOKENS: Key = histogram("epp_output_tokens", "tokens");
-pub const EPP_CACHED_TOKENS: Key = histogram("epp_cached_tokens", "tokens");
-pub const EPP_SCHEDULER_E2E: Key = histogram("epp_scheduler_e2e", "s");
-pub const EPP_PLUGIN_DURATION: Key = histogram("epp_plugin_duration", "s");
+pub(crate) const EPP_PREFIX_INDEXER_SIZE: Key =
+    gauge("epp_prefix_indexer_size", "entries", Combine::Sum);
+pub(crate) const EPP_REQUESTS: Key = counter("epp_requests", "requests");
+pub(crate) const EPP_REQUEST_ERRORS: Key = counter("epp_request_errors", "requests");
+pub(crate) const EPP_REQUEST_DURATION: Key = histogram("epp_request_duration", "s");
+pub(crate) const EPP_TTFT: Key = histogram("epp_ttft", "s");
+pub(crate) const EPP_TPOT: Key = histogram("epp_tpot", "s");
+pub(crate) const EPP_ITL: Key = histogram("epp_itl", "s");
+pub(crate) const EPP_NTPOT: Key = histogram("epp_ntpot", "s");
+pub(crate) const EPP_INPUT_TOKENS: Key = histogram("epp_input_tokens", "tokens");
+pub(crate) const EPP_OUTPUT_TOKENS: Key = histogram("epp_output_tokens", "tokens");
+pub(crate) const EPP_CACHED_TOKENS: Key = histogram("epp_cached_tokens", "tokens");
+pub(crate) const EPP_SCHEDULER_E2E: Key = histogram("epp_scheduler_e2e", "s");
+pub(crate) const EPP_PLUGIN_DURATION: Key = histogram("epp_plugin_duration", "s");
 
 /// Every key, in the order summaries list them.
 pub const KEYS: &[&Key] = &[
@@ -306,7 +310,7 @@ const fn epp(name: &'static str, key: &'static Key) -> Known {
 }
 
 /// The catalogue, in priority order: for one key on one target, the first entry the target exposes is the one used.
-pub const KNOWN: &[Known] = &[
+pub(crate) const KNOWN: &[Known] = &[
     // vLLM v1: vllm/v1/metrics/loggers.py (vllm-project/vllm; 005a810bc40f, 0.10, for the names it had both ways;
     // the current file for request_time_per_output_token, prompt_tokens_cached, external prefix cache, mm cache,
     // corrupted requests, prefill KV computed tokens and the --kv-cache-metrics histograms), and
@@ -545,7 +549,7 @@ pub const KNOWN: &[Known] = &[
 ];
 
 /// Name prefixes of every engine in the catalogue, in the spellings matched.
-pub const PREFIXES: &[&str] = &[
+pub(crate) const PREFIXES: &[&str] = &[
     "vllm:",
     "vllm_",
     "sglang:",
@@ -630,12 +634,12 @@ pub fn lookup(name: &str, labels: &Labels, kind: MetricKind) -> Option<(usize, &
 
 /// The label that picks catalogue entries out of family `name`, if any does (so the family's other series are kept
 /// apart by it when summarized raw).
-pub fn selector_label(name: &str) -> Option<&'static str> {
+pub(crate) fn selector_label(name: &str) -> Option<&'static str> {
     candidates(name).find_map(|(_, known)| known.label.map(|(label, _)| label))
 }
 
 /// The engine a summary's metric name (`name` or `name{label="value"}`) belongs to.
-pub fn engine_of(display_name: &str) -> Option<Engine> {
+pub(crate) fn engine_of(display_name: &str) -> Option<Engine> {
     let name = display_name.split('{').next().unwrap_or(display_name);
     candidates(name).next().map(|(_, known)| known.engine)
 }
@@ -646,7 +650,7 @@ pub fn key(key: &str) -> Option<&'static Key> {
 }
 
 /// Where key `key` is listed ([`KEYS`] order; unknown keys last).
-pub fn key_order(key: &str) -> usize {
+pub(crate) fn key_order(key: &str) -> usize {
     KEYS.iter().position(|k| k.key == key).unwrap_or(KEYS.len())
 }
 
@@ -664,13 +668,13 @@ pub enum Source {
 
 /// A counter built from others when a target lacks it.
 #[derive(Debug, PartialEq)]
-pub struct DerivedCounter {
+pub(crate) struct DerivedCounter {
     pub key: &'static Key,
     pub from: Source,
 }
 
 /// In order of preference.
-pub const DERIVED_COUNTERS: &[DerivedCounter] = &[
+pub(crate) const DERIVED_COUNTERS: &[DerivedCounter] = &[
     DerivedCounter {
         key: &PROMPT_TOKENS,
         from: Source::Sum(&[&PROMPT_TOKENS_COMPUTED, &PROMPT_TOKENS_CACHED]),
@@ -687,7 +691,7 @@ pub const DERIVED_COUNTERS: &[DerivedCounter] = &[
 
 /// The increase of counter `key` from what a target has: its own counter (`counter`, by key), else the first
 /// derivation whose inputs it has (`histogram_total` gives a histogram's Δsum by key). None when neither.
-pub fn counter_increase(
+pub(crate) fn counter_increase(
     key: &str,
     counter: &impl Fn(&str) -> Option<f64>,
     histogram_total: &impl Fn(&str) -> Option<f64>,
@@ -720,7 +724,7 @@ pub struct Ratio {
 }
 
 /// Ratios, each reported right after its denominator; for one key, the first whose counters a target has.
-pub const RATIOS: &[Ratio] = &[
+pub(crate) const RATIOS: &[Ratio] = &[
     Ratio {
         name: "prefix cache hit rate",
         key: "prefix_cache_hit_rate",
@@ -749,7 +753,7 @@ pub const RATIOS: &[Ratio] = &[
 ];
 
 /// The keys of [`RATIOS`], each once, in order.
-pub fn ratio_keys() -> impl Iterator<Item = &'static str> {
+pub(crate) fn ratio_keys() -> impl Iterator<Item = &'static str> {
     RATIOS
         .iter()
         .enumerate()
@@ -759,7 +763,7 @@ pub fn ratio_keys() -> impl Iterator<Item = &'static str> {
 
 /// (numerator, denominator, formula) of ratio `key` from counter increases by key (derived counters included): the
 /// first formula whose two counters the target has.
-pub fn ratio_parts(
+pub(crate) fn ratio_parts(
     key: &str,
     counter: &impl Fn(&str) -> Option<f64>,
 ) -> Option<(f64, f64, &'static Ratio)> {

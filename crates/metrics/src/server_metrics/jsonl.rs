@@ -19,7 +19,7 @@ use super::parse::{MetricKind, Sample};
 
 /// The longest line the reader accepts. A page is capped at 4 MiB and 20,000 series, so a line written by the
 /// scraper stays well below this; a longer one is damage, skipped as an error.
-pub const MAX_LINE_BYTES: u64 = 64 * 1024 * 1024;
+pub(crate) const MAX_LINE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// How a page was cut short.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

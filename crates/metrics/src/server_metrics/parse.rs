@@ -23,9 +23,9 @@ use serde::ser::{SerializeMap, SerializeStruct};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The most bytes of one page the scraper reads; the rest of a larger page is not fetched.
-pub const MAX_PAGE_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) const MAX_PAGE_BYTES: usize = 4 * 1024 * 1024;
 /// The most series (sample lines) one scrape of one target keeps; the rest are counted as dropped.
-pub const MAX_SERIES: usize = 20_000;
+pub(crate) const MAX_SERIES: usize = 20_000;
 
 /// A metric family's declared type (`# TYPE`). Families without a TYPE line are `untyped`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -79,7 +79,7 @@ impl Labels {
     }
 
     /// `{a="x",b="y"}` (empty when there are none), leaving out `skip`: a stable identity for a series.
-    pub fn render_without(&self, skip: &str) -> String {
+    pub(crate) fn render_without(&self, skip: &str) -> String {
         let mut out = String::new();
         for (name, value) in self.0.iter().filter(|(name, _)| name != skip) {
             out.push(if out.is_empty() { '{' } else { ',' });
@@ -319,7 +319,7 @@ enum State {
 
 /// Feeds a page in chunks as they arrive; at most `max_series` samples are ever held.
 #[derive(Debug)]
-pub struct PageParser {
+pub(crate) struct PageParser {
     max_series: usize,
     /// The unfinished last line of the chunks fed so far.
     partial: Vec<u8>,
@@ -479,7 +479,7 @@ pub fn parse_page(text: &str, max_series: usize) -> Page {
 }
 
 /// A sample value: `NaN`, `+Inf`, `-Inf`, `Inf` and decimal or exponent notation.
-pub fn parse_value(text: &str) -> Option<f64> {
+pub(crate) fn parse_value(text: &str) -> Option<f64> {
     match text {
         "+Inf" | "Inf" | "+inf" | "inf" => Some(f64::INFINITY),
         "-Inf" | "-inf" => Some(f64::NEG_INFINITY),

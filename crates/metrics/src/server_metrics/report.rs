@@ -17,7 +17,7 @@ use super::summary::{Figures, MetricSummary, WindowSummary, find};
 use llmbench_model::wallclock;
 
 /// Points per embedded time series (llm-d-benchmark's default `METRICS_TS_MAX_POINTS`).
-pub const LLMD_MAX_TIME_SERIES_POINTS: usize = 256;
+pub(crate) const LLMD_MAX_TIME_SERIES_POINTS: usize = 256;
 
 /// inference-perf rounds every PromQL result to 6 decimals.
 fn r6(value: f64) -> f64 {

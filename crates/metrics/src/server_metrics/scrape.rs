@@ -22,11 +22,11 @@ use super::jsonl::{ScrapeLine, Truncated, round_to};
 use super::parse::{MAX_PAGE_BYTES, MAX_SERIES, Page, PageParser};
 
 /// The shortest scrape interval accepted: below it a scrape of a large page could not finish before the next.
-pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
+pub(crate) const MIN_INTERVAL: Duration = Duration::from_millis(100);
 /// The longest a single scrape may take, whatever the interval.
-pub const MAX_SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const MAX_SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Distinct warnings kept per target; further distinct ones are only counted.
-pub const MAX_WARNINGS: usize = 20;
+pub(crate) const MAX_WARNINGS: usize = 20;
 /// How long [`probe`] waits for an answer.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Plain 0.0.4 text first (no `_created` lines, smaller pages), OpenMetrics text accepted.

@@ -17,11 +17,11 @@ use super::parse::{MetricKind, Role, resolve};
 use super::{ServerMetricsError, ServerSeries};
 
 /// The most points a plot series keeps.
-pub const MAX_POINTS: usize = 2000;
+pub(crate) const MAX_POINTS: usize = 2000;
 /// [`ServerSeries::metric`] of the derived series.
-pub const PREFIX_CACHE_HIT_RATE: &str = "prefix cache hit rate";
-pub const GENERATION_TOKENS_PER_S: &str = "generation tokens/s";
-pub const PROMPT_TOKENS_PER_S: &str = "prompt tokens/s";
+pub(crate) const PREFIX_CACHE_HIT_RATE: &str = "prefix cache hit rate";
+pub(crate) const GENERATION_TOKENS_PER_S: &str = "generation tokens/s";
+pub(crate) const PROMPT_TOKENS_PER_S: &str = "prompt tokens/s";
 
 /// Gauges plotted as they are, by key, in plotting order.
 const GAUGES: [&Key; 7] = [

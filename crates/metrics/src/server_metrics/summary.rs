@@ -54,9 +54,9 @@ use super::parse::{MetricKind, Role, Sample, parse_value, resolve};
 use super::scrape::{MAX_WARNINGS, ScrapeOutcome, TargetStatus};
 
 /// Gauge values kept per metric per window for quantiles.
-pub const MAX_GAUGE_VALUES: usize = 4096;
+pub(crate) const MAX_GAUGE_VALUES: usize = 4096;
 /// Metric families outside the catalogue summarized per target; the rest are counted.
-pub const MAX_UNKNOWN_FAMILIES: usize = 200;
+pub(crate) const MAX_UNKNOWN_FAMILIES: usize = 200;
 
 /// A span of the run's clock, seconds since t0, both ends included.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -178,7 +178,7 @@ pub fn find<'a>(metrics: &'a [MetricSummary], key_or_name: &str) -> Option<&'a M
 
 /// Prometheus' `quantile` over a set of values: rank = q·(n−1), linear interpolation between neighbours.
 /// `values` must be sorted ascending and non-empty.
-pub fn quantile_sorted(q: f64, values: &[f64]) -> f64 {
+pub(crate) fn quantile_sorted(q: f64, values: &[f64]) -> f64 {
     let n = values.len();
     if n == 0 {
         return f64::NAN;
@@ -192,7 +192,7 @@ pub fn quantile_sorted(q: f64, values: &[f64]) -> f64 {
 
 /// Prometheus' `histogram_quantile` over cumulative buckets `(upper bound, count)` sorted by bound. None when there
 /// is nothing to answer from (no `+Inf` bucket, fewer than two buckets, or no observations).
-pub fn histogram_quantile(q: f64, buckets: &[(f64, f64)]) -> Option<f64> {
+pub(crate) fn histogram_quantile(q: f64, buckets: &[(f64, f64)]) -> Option<f64> {
     let n = buckets.len();
     if n < 2 || buckets[n - 1].0 != f64::INFINITY {
         return None;

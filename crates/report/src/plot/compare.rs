@@ -53,7 +53,7 @@ pub fn subtitle(entries: &[Entry]) -> String {
 }
 
 /// The comparison pictures: latency CDFs, throughput vs latency, and the Pareto view.
-pub fn compare_figures(entries: &[Entry]) -> Vec<Figure> {
+pub(crate) fn compare_figures(entries: &[Entry]) -> Vec<Figure> {
     let subtitle = subtitle(entries);
     let mut figures = vec![latency_cdfs(entries, &subtitle)];
     let groups: Vec<(String, Colour, Vec<StagePoint>)> = entries
@@ -122,7 +122,7 @@ fn latency_cdfs(entries: &[Entry], subtitle: &str) -> Figure {
 }
 
 /// Unique labels: a label that repeats gets `#2`, `#3`, … so the legend tells them apart.
-pub fn unique_labels(labels: &mut [String]) {
+pub(crate) fn unique_labels(labels: &mut [String]) {
     let original = labels.to_vec();
     for (i, label) in labels.iter_mut().enumerate() {
         let repeats = original[..i].iter().filter(|l| **l == original[i]).count();

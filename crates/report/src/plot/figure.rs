@@ -49,7 +49,7 @@ impl Colour {
 }
 
 /// Tableau 10: ten colours told apart by most readers, colour-blind ones included.
-pub const PALETTE: [Colour; 10] = [
+pub(crate) const PALETTE: [Colour; 10] = [
     Colour(78, 121, 167),
     Colour(242, 142, 43),
     Colour(225, 87, 89),
@@ -248,7 +248,7 @@ impl Series {
         }
     }
 
-    pub fn dashed(mut self) -> Series {
+    pub(crate) fn dashed(mut self) -> Series {
         if let Style::Line { dashed, .. } = &mut self.style {
             *dashed = true;
         }
@@ -281,14 +281,14 @@ impl Series {
     }
 
     /// An error bar `(low, high)` per point, in the same order.
-    pub fn error_bars(mut self, bars: Vec<(f64, f64)>) -> Series {
+    pub(crate) fn error_bars(mut self, bars: Vec<(f64, f64)>) -> Series {
         self.error_bars = bars;
         self
     }
 }
 
 /// The figure as an SVG document.
-pub fn render_svg(figure: &Figure) -> Result<String, PlotError> {
+pub(crate) fn render_svg(figure: &Figure) -> Result<String, PlotError> {
     register()?;
     let mut out = String::new();
     {
@@ -302,7 +302,7 @@ pub fn render_svg(figure: &Figure) -> Result<String, PlotError> {
 
 /// The figure as a PNG file's bytes (8-bit indexed, see [`encode_indexed`]), its text drawn by
 /// `text::GlyphBackend`.
-pub fn render_png(figure: &Figure) -> Result<Vec<u8>, PlotError> {
+pub(crate) fn render_png(figure: &Figure) -> Result<Vec<u8>, PlotError> {
     register()?;
     let (width, height) = figure.size();
     let mut rgb = vec![0u8; width as usize * height as usize * 3];
@@ -494,7 +494,7 @@ fn gutters<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, panel: &Panel) -> 
 
 /// The x and y ranges a panel draws: fixed where its axes say, else the data's (bars' full width, rules too),
 /// with a margin so markers at the edges are not cut.
-pub fn panel_ranges(panel: &Panel) -> ((f64, f64), (f64, f64)) {
+pub(crate) fn panel_ranges(panel: &Panel) -> ((f64, f64), (f64, f64)) {
     let finite = |p: &&(f64, f64)| p.0.is_finite() && p.1.is_finite();
     let mut xs = Vec::new();
     let mut ys = Vec::new();
@@ -566,7 +566,7 @@ fn span(values: &[f64], from_zero: bool, pad: f64) -> (f64, f64) {
 
 /// A tick label for `v` on an axis spanning `span`: as few decimals as tell the ticks apart (ticks are a nice
 /// step of about an eighth of the span apart), more if `v` needs them, and thousands as `k`, millions as `M`.
-pub fn tick_label(v: f64, span: f64) -> String {
+pub(crate) fn tick_label(v: f64, span: f64) -> String {
     let (scaled, scaled_span, suffix) = match span.abs() {
         s if s >= 1e7 => (v / 1e6, span / 1e6, "M"),
         s if s >= 1e4 => (v / 1e3, span / 1e3, "k"),

@@ -76,7 +76,7 @@ fn tone_class(tone: Tone) -> &'static str {
 
 /// A [`Table`] of the reports as HTML, in a container that scrolls sideways should it ever be wider than the
 /// page; free text (error messages) wraps instead.
-pub fn table_html(table: &Table) -> String {
+pub(crate) fn table_html(table: &Table) -> String {
     let class = |c: usize| match table.align.get(c) {
         Some(Align::Right) => "",
         Some(Align::Text) => " class=\"wrap\"",
@@ -103,7 +103,7 @@ pub fn table_html(table: &Table) -> String {
 }
 
 /// The headline as a two-column table, the verdict's row coloured by its tone.
-pub fn headline_html(headline: &Headline) -> String {
+pub(crate) fn headline_html(headline: &Headline) -> String {
     let mut out = String::from("<table class=\"headline\">\n");
     for line in &headline.lines {
         let _ = writeln!(
@@ -139,7 +139,7 @@ pub fn page(title: &str, body: &str) -> String {
 }
 
 /// A drawn figure for a page: its SVG and the names of its files beside the page.
-pub struct PageFigure<'a> {
+pub(crate) struct PageFigure<'a> {
     pub title: &'a str,
     pub svg: &'a str,
     /// Relative paths of its PNG and SVG files.
@@ -165,7 +165,7 @@ fn figures_html(out: &mut String, figures: &[PageFigure<'_>]) {
 }
 
 /// Everything `report.html` shows.
-pub struct RunPage<'a> {
+pub(crate) struct RunPage<'a> {
     pub meta: &'a RunMeta,
     pub summary: &'a RunSummary,
     pub figures: Vec<PageFigure<'a>>,
@@ -178,7 +178,7 @@ pub struct RunPage<'a> {
 }
 
 /// `report.html` of one run.
-pub fn run_page(p: &RunPage<'_>) -> String {
+pub(crate) fn run_page(p: &RunPage<'_>) -> String {
     let m = p.meta;
     let mut b = String::new();
     let _ = writeln!(b, "<h1>llmbench run {}</h1>", escape(&m.run_id));
@@ -328,7 +328,7 @@ fn summary_row(out: &mut String, stage: &str, load: &str, s: &Summary, class: &s
 }
 
 /// A stage's load as the profile asked for it: `constant 142 req/s`, `concurrent 4`.
-pub fn load_text(meta: Option<&RunMeta>, stage: u32) -> String {
+pub(crate) fn load_text(meta: Option<&RunMeta>, stage: u32) -> String {
     let Some(s) = meta.and_then(|m| m.stages.get(stage as usize)) else {
         return String::new();
     };
@@ -346,7 +346,7 @@ pub fn load_text(meta: Option<&RunMeta>, stage: u32) -> String {
 
 /// The run table: per stage and overall, requests ok and failed, req/s, output tok/s, TTFT/TPOT/ITL/E2E
 /// p50/p90/p99 in ms.
-pub fn summary_table(summary: &RunSummary, meta: Option<&RunMeta>) -> String {
+pub(crate) fn summary_table(summary: &RunSummary, meta: Option<&RunMeta>) -> String {
     let mut out = String::from(
         "<div class=\"scroll\"><table>\n<tr><th class=\"text\" rowspan=\"2\">stage</th>\
          <th class=\"text\" rowspan=\"2\">load</th><th rowspan=\"2\">ok</th><th rowspan=\"2\">failed</th>\
@@ -389,7 +389,7 @@ fn push_rows<'a>(rows: &mut Vec<Row<'a>>, stage: &str, list: &str, entries: &'a 
 /// histogram…) into one table each, with only the numeric fields that kind has, and each metric's stages follow
 /// one another; the `of` column (which list or target) shows only when it tells rows apart. Text fields come
 /// first, then one column per numeric field present. Empty when nothing has that shape.
-pub fn server_metrics_table(value: &Value) -> String {
+pub(crate) fn server_metrics_table(value: &Value) -> String {
     let mut stages: Vec<(Option<String>, &Value)> = match value {
         Value::Array(items) => items.iter().map(|v| (None, v)).collect(),
         Value::Object(map) => match map.get("stages") {
@@ -604,7 +604,7 @@ fn treatment_table_html(table: &TreatmentTable) -> String {
 }
 
 /// One compared series (a run, or an experiment's treatment) for `compare.html`.
-pub struct CompareEntry<'a> {
+pub(crate) struct CompareEntry<'a> {
     pub label: &'a str,
     pub colour: Colour,
     /// The directories its figures come from, and their summaries.
@@ -613,7 +613,7 @@ pub struct CompareEntry<'a> {
 
 /// `compare.html`: what was compared, each experiment's treatment table with its verdict and best, the
 /// comparison plots, and each entry's runs.
-pub fn compare_page(
+pub(crate) fn compare_page(
     tables: &[TreatmentTable],
     entries: &[CompareEntry<'_>],
     figures: &[PageFigure<'_>],

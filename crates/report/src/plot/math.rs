@@ -7,13 +7,13 @@ use llmbench_metrics::metrics::percentile_linear;
 
 /// At most this many values are kept per distribution: beyond it, a uniform sample stands for the rest. A CDF
 /// or histogram of a million values looks the same as one of all of them, and memory stays bounded.
-pub const MAX_SAMPLE: usize = 1 << 20;
+pub(crate) const MAX_SAMPLE: usize = 1 << 20;
 
 /// At most this many points are drawn per scatter series.
-pub const MAX_SCATTER: usize = 10_000;
+pub(crate) const MAX_SCATTER: usize = 10_000;
 
 /// At most this many time bins per run; longer runs get wider bins.
-pub const MAX_TIME_BINS: usize = 1200;
+pub(crate) const MAX_TIME_BINS: usize = 1200;
 
 /// A uniform random sample of at most `cap` values (Algorithm R), deterministic (a fixed seed), so the same
 /// run always gives the same picture. Below the cap it keeps every value, in order.
@@ -63,7 +63,7 @@ impl Reservoir {
     }
 
     /// The kept values sorted ascending.
-    pub fn into_sorted(self) -> Vec<f64> {
+    pub(crate) fn into_sorted(self) -> Vec<f64> {
         let mut values = self.values;
         values.sort_by(f64::total_cmp);
         values
@@ -82,7 +82,7 @@ impl Reservoir {
 
 /// The smallest "nice" number (1, 2, 2.5 or 5 times a power of ten) at least `raw`: bin widths a person can
 /// read off an axis.
-pub fn nice_step(raw: f64) -> f64 {
+pub(crate) fn nice_step(raw: f64) -> f64 {
     if !(raw.is_finite() && raw > 0.0) {
         return 1.0;
     }
@@ -112,7 +112,7 @@ impl Histogram {
     /// About `bins` bins over the values (sorted ascending). When the largest value is more than twice the
     /// p99.9, the range ends at the p99.9 so one stall does not squeeze every other value into one bin; the
     /// CDF beside it shows the whole range. `None` for no values.
-    pub fn of_sorted(sorted: &[f64], bins: usize) -> Option<Histogram> {
+    pub(crate) fn of_sorted(sorted: &[f64], bins: usize) -> Option<Histogram> {
         let (&min, &max) = (sorted.first()?, sorted.last()?);
         let p999 = percentile_linear(sorted, 0.999)?;
         let clip = (max > 2.0 * p999 && p999 > min).then_some(p999);
@@ -156,7 +156,7 @@ impl Histogram {
     /// (1, 2, 3, 5, 10, 20, 25, …), each bin `[lo + i·width, lo + (i + 1)·width)` with `lo` half a unit below a
     /// multiple of the width, so a bin of width 1 is centred on its number. Nothing is clipped: a count has no
     /// stall to hide. `None` for no values.
-    pub fn of_sorted_counts(sorted: &[f64], bins: usize) -> Option<Histogram> {
+    pub(crate) fn of_sorted_counts(sorted: &[f64], bins: usize) -> Option<Histogram> {
         let (&min, &max) = (sorted.first()?, sorted.last()?);
         let width = nice_step((max - min) / bins.max(1) as f64).max(1.0).ceil();
         let lo = (min / width).floor() * width - 0.5;
@@ -192,7 +192,7 @@ impl Histogram {
 /// The empirical CDF of sorted values as at most about `points` + 5 points `(value, percent ≤ value)`:
 /// evenly spaced ranks plus the ranks of p99, p99.5, p99.9, p99.95 and p99.99, where the tail a person looks
 /// for would otherwise fall between two points.
-pub fn cdf_points(sorted: &[f64], points: usize) -> Vec<(f64, f64)> {
+pub(crate) fn cdf_points(sorted: &[f64], points: usize) -> Vec<(f64, f64)> {
     let n = sorted.len();
     if n == 0 {
         return Vec::new();
@@ -216,7 +216,7 @@ pub fn cdf_points(sorted: &[f64], points: usize) -> Vec<(f64, f64)> {
 
 /// The width of time bins for a run of `span_s` seconds: 1 s, unless that makes more than [`MAX_TIME_BINS`]
 /// bins, then the smallest of 2, 5, 10, 15, 30 s, 1, 2, 5, 10, 15, 30 min, 1 h … that does not.
-pub fn time_bin_s(span_s: f64) -> f64 {
+pub(crate) fn time_bin_s(span_s: f64) -> f64 {
     const STEPS: [f64; 13] = [
         1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0,
     ];
@@ -232,7 +232,7 @@ pub fn time_bin_s(span_s: f64) -> f64 {
 /// sum is divided by its width. The last bin ends at `end_s`; when that leaves it less than half a bin, it is
 /// merged into the one before, so a sliver at the end does not read as a collapse or a spike. Returns `(start,
 /// end, rate)` per bin.
-pub fn binned_rates(
+pub(crate) fn binned_rates(
     events: impl Iterator<Item = (f64, f64)>,
     bin_s: f64,
     end_s: f64,
@@ -268,7 +268,7 @@ pub fn binned_rates(
 
 /// A step line through per-bin values: `(start, v), (end, v)` for each bin, so a rate reads as constant over
 /// its bin rather than as a slope between bin centres.
-pub fn step_points(bins: &[(f64, f64, f64)]) -> Vec<(f64, f64)> {
+pub(crate) fn step_points(bins: &[(f64, f64, f64)]) -> Vec<(f64, f64)> {
     bins.iter()
         .flat_map(|&(start, end, v)| [(start, v), (end, v)])
         .collect()
@@ -277,7 +277,11 @@ pub fn step_points(bins: &[(f64, f64, f64)]) -> Vec<(f64, f64)> {
 /// The `p` quantiles (fractions) of the values in each time bin of `bin_s`, by the summaries' linear method:
 /// one `(bin centre, [value per p])` per bin that has any values, in time order. `points` are `(time_s,
 /// value)` in any order.
-pub fn binned_percentiles(points: &[(f64, f64)], bin_s: f64, ps: &[f64]) -> Vec<(f64, Vec<f64>)> {
+pub(crate) fn binned_percentiles(
+    points: &[(f64, f64)],
+    bin_s: f64,
+    ps: &[f64],
+) -> Vec<(f64, Vec<f64>)> {
     let mut by_bin: Vec<(i64, f64)> = points
         .iter()
         .filter(|(t, v)| t.is_finite() && v.is_finite())
@@ -303,7 +307,10 @@ pub fn binned_percentiles(points: &[(f64, f64)], bin_s: f64, ps: &[f64]) -> Vec<
 /// Per-bin points (bin centres `bin_s` apart) with a `(x, NaN)` gap after any point whose next one is more than a
 /// bin away, so a line drawn through them breaks over the empty bins (a pause between stages, a queue draining)
 /// instead of bridging time in which nothing was measured.
-pub fn broken_at_gaps(points: impl IntoIterator<Item = (f64, f64)>, bin_s: f64) -> Vec<(f64, f64)> {
+pub(crate) fn broken_at_gaps(
+    points: impl IntoIterator<Item = (f64, f64)>,
+    bin_s: f64,
+) -> Vec<(f64, f64)> {
     let mut out: Vec<(f64, f64)> = Vec::new();
     for (x, y) in points {
         if let Some(&(previous, _)) = out.last()
@@ -330,7 +337,7 @@ pub struct Decimated {
 /// At most `max` of `points` for a scatter, keeping both its density and its outliers: four fifths of the budget
 /// an even sample in x order (so the dots are as dense as the requests were), one fifth the highest by y. Both
 /// sorted by x; non-finite points dropped.
-pub fn decimate(mut points: Vec<(f64, f64)>, max: usize) -> Decimated {
+pub(crate) fn decimate(mut points: Vec<(f64, f64)>, max: usize) -> Decimated {
     points.retain(|(x, y)| x.is_finite() && y.is_finite());
     points.sort_by(|a, b| a.0.total_cmp(&b.0));
     let n = points.len();
@@ -369,7 +376,7 @@ pub fn decimate(mut points: Vec<(f64, f64)>, max: usize) -> Decimated {
 
 /// The indexes of the points on the Pareto frontier when both coordinates are better larger: those no other
 /// point matches or beats in both. In ascending x.
-pub fn pareto_frontier(points: &[(f64, f64)]) -> Vec<usize> {
+pub(crate) fn pareto_frontier(points: &[(f64, f64)]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..points.len())
         .filter(|&i| points[i].0.is_finite() && points[i].1.is_finite())
         .collect();

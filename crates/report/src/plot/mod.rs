@@ -50,9 +50,9 @@ use self::run::{Distributions, RunData, RunLabel, run_figures};
 /// The pictures' directory inside a run directory.
 pub const PLOTS_DIR: &str = "plots";
 /// The run's page, beside its `plots/`.
-pub const REPORT_HTML: &str = "report.html";
+pub(crate) const REPORT_HTML: &str = "report.html";
 /// The comparison's page.
-pub const COMPARE_HTML: &str = "compare.html";
+pub(crate) const COMPARE_HTML: &str = "compare.html";
 /// The file an experiment directory is recognised by (the experiment module writes and reads it; without the
 /// `experiment` feature a directory with it is still recognised, to say why it cannot be read).
 pub const EXPERIMENT_FILE: &str = llmbench_core::experiment::v1::FILE;
@@ -550,7 +550,7 @@ fn compared_run(
 }
 
 /// Reads an experiment directory for [`compare`]: what the experiment module knows of its `experiment.json`.
-pub type ReadExperiment<'a> = &'a dyn Fn(&Path) -> Result<ExperimentRuns, PlotError>;
+pub(crate) type ReadExperiment<'a> = &'a dyn Fn(&Path) -> Result<ExperimentRuns, PlotError>;
 
 /// An experiment's treatments, in plan order, with their runs, as [`compare`] draws them.
 #[derive(Debug, Clone, PartialEq)]

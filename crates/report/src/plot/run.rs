@@ -309,7 +309,7 @@ pub struct Metric {
 }
 
 /// The histogram and CDF of one latency, with the summary's p50, p90 and p99 as rules. `None` without values.
-pub fn distribution_figure(
+pub(crate) fn distribution_figure(
     metric: Metric,
     sample: &Reservoir,
     stats: Option<&Stats>,
@@ -555,7 +555,7 @@ fn ttft_vs_input(data: &RunData, subtitle: &str) -> Option<Figure> {
 }
 
 /// A number with three significant digits, as the run table prints them: `0.425`, `50.6`, `1228`.
-pub fn short_number(v: f64) -> String {
+pub(crate) fn short_number(v: f64) -> String {
     let a = v.abs();
     if !v.is_finite() {
         "–".to_owned()
@@ -573,7 +573,7 @@ pub fn short_number(v: f64) -> String {
 
 /// A percentile's value beside its rule: three significant digits, or as many decimals as the axis ticks over
 /// `spread` have if that is more (a narrow distribution's percentiles must read apart: 10.0012, 10.0045).
-pub fn value_label(v: f64, spread: f64) -> String {
+pub(crate) fn value_label(v: f64, spread: f64) -> String {
     let a = v.abs();
     let significant = if a >= 100.0 || a == 0.0 || !a.is_finite() {
         0
@@ -591,7 +591,7 @@ pub fn value_label(v: f64, spread: f64) -> String {
 }
 
 /// A number without trailing zeros: `0.0001`, `2.5`, `20`.
-pub fn plain_number(v: f64) -> String {
+pub(crate) fn plain_number(v: f64) -> String {
     let text = format!("{v:.9}");
     let text = text.trim_end_matches('0').trim_end_matches('.');
     text.to_owned()
@@ -841,7 +841,7 @@ fn schedule_delay_over_time(data: &RunData, rules: &[Rule], subtitle: &str) -> F
 
 /// The server's metrics on the client's timeline: the client's completed requests/s on top, then one panel
 /// per unit, every panel on the same x range.
-pub fn server_metrics_figure(
+pub(crate) fn server_metrics_figure(
     data: &RunData,
     server: &[ServerSeries],
     rules: &[Rule],
@@ -929,7 +929,7 @@ impl StagePoint {
 
     /// Output tokens per second seen by one user: 1000 / TPOT p50 (ms), the rate at which one stream's tokens
     /// arrive once it has started.
-    pub fn tokens_per_s_per_user(&self) -> Option<f64> {
+    pub(crate) fn tokens_per_s_per_user(&self) -> Option<f64> {
         self.tpot
             .map(|(p50, _)| p50)
             .filter(|p50| *p50 > 0.0)
@@ -937,7 +937,7 @@ impl StagePoint {
     }
 }
 
-pub fn stage_points(stages: &[StageSummary]) -> Vec<StagePoint> {
+pub(crate) fn stage_points(stages: &[StageSummary]) -> Vec<StagePoint> {
     stages
         .iter()
         .map(|s| StagePoint::of(s.stage.to_string(), &s.summary))

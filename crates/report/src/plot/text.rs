@@ -52,7 +52,7 @@ fn layout(font: &FontRef<'_>, size: f64, text: &str) -> Line {
 }
 
 /// A bitmap backend whose text is drawn by [`layout`].
-pub struct GlyphBackend<B> {
+pub(crate) struct GlyphBackend<B> {
     inner: B,
     font: FontRef<'static>,
 }

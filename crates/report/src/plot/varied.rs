@@ -24,7 +24,7 @@ const SLO_LINE: Colour = Colour(40, 40, 40);
 
 /// What a stage offered the server.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Offered {
+pub(crate) enum Offered {
     /// Requests per second, sent open loop.
     Rate(f64),
     /// Requests kept in flight (a closed loop).
@@ -78,7 +78,7 @@ fn load_text(axis: LoadAxis, load: f64) -> String {
 /// p99, each stage a point, in load order. The axis is the offered rate when any stage has one, else the
 /// concurrency; stages without a value on it (guidellm's throughput stage) are named in a note. `None` for
 /// fewer than two stages with a load.
-pub fn load_sweep_figure(
+pub(crate) fn load_sweep_figure(
     stages: &[StageSummary],
     loads: &[StageMeta],
     subtitle: &str,
@@ -352,7 +352,7 @@ fn capacity_series(
 /// load, the objective's bound as a dashed line, each point marked passed (●) or failed (×) by every objective,
 /// a line through the loads in load order, and the answer and the failing load above it as rules; then the
 /// achieved requests/s against the load, with the knee. `None` when the search ran no point.
-pub fn capacity_figure(outcome: &CapacityOutcome, subtitle: &str) -> Option<Figure> {
+pub(crate) fn capacity_figure(outcome: &CapacityOutcome, subtitle: &str) -> Option<Figure> {
     let points = &outcome.points;
     if points.is_empty() {
         return None;
@@ -485,7 +485,7 @@ impl Spread {
 /// A factor's levels on an axis: numbers on a numeric axis when every level is one, else names in the order
 /// the treatments come, on a categorical axis.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Levels {
+pub(crate) enum Levels {
     Numeric,
     Categorical(Vec<String>),
 }
@@ -546,7 +546,7 @@ fn file_stem(text: &str) -> String {
 /// against the factor's level, each point a treatment: the mean of its repeats, with an error bar from the
 /// lowest to the highest repeat when it has several; the SLO's p99 bounds as lines. The other factors' levels
 /// make one series each. `name` prefixes the files when several experiments are compared.
-pub fn factor_figures(
+pub(crate) fn factor_figures(
     entries: &[Entry],
     name: Option<&str>,
     subtitle: &str,

@@ -6,7 +6,7 @@ use llmbench_metrics::metrics::Summary;
 use super::table::{Align, Table, Tone, percent};
 
 /// The summary's error counts by key (`connect`, `http_429`), the commonest first, ties by key.
-pub fn error_parts(summary: &Summary) -> Vec<(String, u64)> {
+pub(crate) fn error_parts(summary: &Summary) -> Vec<(String, u64)> {
     let mut parts: Vec<(String, u64)> = summary
         .errors
         .iter()

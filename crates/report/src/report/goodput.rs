@@ -223,7 +223,7 @@ impl GoodputTally {
 
     /// inference-perf's `goodput_metrics` object over the judged requests' own window; `None` without
     /// objectives or successes.
-    pub fn inference_perf_metrics(&self) -> Option<Value> {
+    pub(crate) fn inference_perf_metrics(&self) -> Option<Value> {
         if self.judged == 0 {
             return None;
         }

@@ -37,7 +37,8 @@ impl Headline {
     }
 
     /// The verdict line's tone.
-    pub fn tone(&self) -> Tone {
+    #[cfg(test)]
+    fn tone(&self) -> Tone {
         self.lines
             .iter()
             .find(|l| l.label == VERDICT)

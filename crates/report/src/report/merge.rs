@@ -19,7 +19,7 @@ use llmbench_model::record::SessionRecord;
 use llmbench_model::record::{RequestRecord, read_jsonl_counting_truncated};
 
 /// A shard's directory under the run's: `shard-<index>`.
-pub const SHARD_DIR_PREFIX: &str = "shard-";
+pub(crate) const SHARD_DIR_PREFIX: &str = "shard-";
 
 /// A sharded run read back and merged.
 #[derive(Debug)]
@@ -178,7 +178,7 @@ fn meta_count(metas: &[RunMeta]) -> u32 {
 
 /// The merged run's metadata, without its records.
 #[derive(Debug, Clone)]
-pub struct MergedMeta {
+pub(crate) struct MergedMeta {
     /// The whole run's metadata: the earliest shard's t0, one shard of one, the shards' counts added up.
     pub meta: RunMeta,
     /// Each shard's start on the merged timeline (ns after the earliest shard's t0), in the order given.
@@ -189,7 +189,7 @@ pub struct MergedMeta {
 
 /// Merges the shards' run.json files (sorted by shard index) into the whole run's; fails when they are not of
 /// one run.
-pub fn merge_metas(metas: &[RunMeta]) -> Result<MergedMeta, String> {
+pub(crate) fn merge_metas(metas: &[RunMeta]) -> Result<MergedMeta, String> {
     let Some(first) = metas.first() else {
         return Err("no shard to merge".to_owned());
     };
@@ -292,7 +292,7 @@ fn onto_merged_timeline(record: &mut RequestRecord, offset: u64, index: u32, cou
 /// Records come shard by shard; their completion order breaks ties by what the merge in memory renumbers them by
 /// (scheduled send, shard, id).
 #[derive(Debug, Clone)]
-pub struct ShardRecords {
+pub(crate) struct ShardRecords {
     /// Each shard's records file, its index and its offset on the merged timeline.
     shards: Vec<(PathBuf, u32, u64)>,
     count: u32,
@@ -319,7 +319,7 @@ impl super::RecordPasses for ShardRecords {
 /// A sharded run read without its records: its merged metadata, the shard directories, and its records as a
 /// stream.
 #[derive(Debug)]
-pub struct Sharded {
+pub(crate) struct Sharded {
     pub merged: MergedMeta,
     /// The shard directories, by shard index.
     pub shards: Vec<PathBuf>,
@@ -329,7 +329,7 @@ pub struct Sharded {
 }
 
 /// Reads every shard's run.json of the run in `dir` and merges them; `None` when `dir` has no shard directories.
-pub fn read_sharded_metas(dir: &Path) -> Result<Option<Sharded>, ReportError> {
+pub(crate) fn read_sharded_metas(dir: &Path) -> Result<Option<Sharded>, ReportError> {
     let dirs = shard_dirs(dir);
     if dirs.is_empty() {
         return Ok(None);
@@ -438,7 +438,11 @@ fn merge_ends(metas: &[RunMeta], offsets_ns: &[u64], planned: Option<u64>) -> Op
 
 /// Copies shard 0's `server_metrics.jsonl` to `to`, each scrape's time moved onto the merged timeline (`offset_ns`
 /// is shard 0's). Lines that cannot be read are dropped, as the summary would skip them.
-pub fn shift_server_metrics(from: &Path, to: &Path, offset_ns: u64) -> Result<(), ReportError> {
+pub(crate) fn shift_server_metrics(
+    from: &Path,
+    to: &Path,
+    offset_ns: u64,
+) -> Result<(), ReportError> {
     use std::io::Write;
     let write_error = |source| ReportError::Write {
         path: to.to_owned(),

@@ -370,7 +370,10 @@ impl Default for ReportOptions {
 impl RunMeta {
     /// Stage `stage`'s bounds for the transient cut: when it started (from `end`, once the run ended) and the
     /// limits and warm-up/cool-down the profile set.
-    pub fn stage_bounds(&self, stage: u32) -> llmbench_metrics::metrics::transient::StageBounds {
+    pub(crate) fn stage_bounds(
+        &self,
+        stage: u32,
+    ) -> llmbench_metrics::metrics::transient::StageBounds {
         let stage_meta = self.stages.get(stage as usize).copied().unwrap_or_default();
         llmbench_metrics::metrics::transient::StageBounds {
             start_ns: self
@@ -387,7 +390,7 @@ impl RunMeta {
 
     /// The rate each stage asked of this shard: the whole run's rate split evenly over the shards, as
     /// `Shard::apply` splits the schedule. What this directory's summary compares its achieved rate with.
-    pub fn shard_requested_rates(&self) -> Vec<Option<f64>> {
+    pub(crate) fn shard_requested_rates(&self) -> Vec<Option<f64>> {
         let count = f64::from(self.shard.count.max(1));
         self.stages
             .iter()
@@ -396,7 +399,7 @@ impl RunMeta {
     }
 
     /// Epoch seconds of a record timestamp.
-    pub fn unix_s(&self, ns: u64) -> f64 {
+    pub(crate) fn unix_s(&self, ns: u64) -> f64 {
         (self.t0_unix_ns as f64 + ns as f64) / 1e9
     }
 

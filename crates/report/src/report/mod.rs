@@ -83,10 +83,10 @@ pub const PROFILE_FILE: &str = "profile.yaml";
 /// The raw server metrics scraped during the run, one line per scrape per target.
 pub const SERVER_METRICS_FILE: &str = "server_metrics.jsonl";
 /// inference-perf's server-side summaries (`report.prometheus`).
-pub const SUMMARY_PROMETHEUS_FILE: &str = "summary_prometheus_metrics.json";
+pub(crate) const SUMMARY_PROMETHEUS_FILE: &str = "summary_prometheus_metrics.json";
 
 /// inference-perf's per-stage server-side summary file.
-pub fn stage_prometheus_file(stage: u32) -> String {
+pub(crate) fn stage_prometheus_file(stage: u32) -> String {
     format!("stage_{stage}_prometheus_metrics.json")
 }
 
@@ -447,7 +447,7 @@ pub fn add_server_metrics(
 /// The server-side summary of a run that scraped server metrics (run.json says so), from `server_metrics.jsonl`:
 /// the whole run and each stage, each window reaching the scrape's lag past its end (a Prometheus server's samples
 /// lag its scrapes). A file that cannot be read is a warning, never fatal: the client-side figures stand alone.
-pub fn server_metrics_summary(
+pub(crate) fn server_metrics_summary(
     dir: &Path,
     meta: &RunMeta,
     outcome: Option<&llmbench_metrics::server_metrics::ScrapeOutcome>,
@@ -632,7 +632,7 @@ pub fn report_dir_within(
 
 /// What draws a rebuilt run's pictures and `report.html` from its records and summary (`plot::write_pictures`
 /// for `llmbench report`): this module writes the numbers and leaves drawing to its caller.
-pub type DrawPictures<'a> = &'a dyn Fn(&Path, &RunMeta, &[RequestRecord], &RunSummary);
+pub(crate) type DrawPictures<'a> = &'a dyn Fn(&Path, &RunMeta, &[RequestRecord], &RunSummary);
 
 /// The server metrics' time series of a run directory, for the llm-d report and the plots; none when the run
 /// scraped nothing or the file cannot be read (a warning).

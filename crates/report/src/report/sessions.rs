@@ -20,13 +20,13 @@ use llmbench_metrics::metrics::percentile_linear;
 use llmbench_model::record::{RequestRecord, SessionRecord};
 
 /// The whole run's sessions.
-pub const SUMMARY_SESSION_FILE: &str = "summary_session_lifecycle_metrics.json";
+pub(crate) const SUMMARY_SESSION_FILE: &str = "summary_session_lifecycle_metrics.json";
 
 /// `report.session_lifecycle.per_session`'s file.
-pub const PER_SESSION_FILE: &str = "per_session_lifecycle_metrics.json";
+pub(crate) const PER_SESSION_FILE: &str = "per_session_lifecycle_metrics.json";
 
 /// A stage's sessions: `stage_N_session_lifecycle_metrics.json`.
-pub fn stage_session_file(stage: u32) -> String {
+pub(crate) fn stage_session_file(stage: u32) -> String {
     format!("stage_{stage}_session_lifecycle_metrics.json")
 }
 

@@ -92,7 +92,7 @@ impl Table {
     /// [`to_text`](Table::to_text) within `columns` characters a line, where cutting its free-text columns
     /// ([`Align::Text`], e.g. error messages, cut with `…`) makes it fit; never narrower than 24 characters a
     /// text column.
-    pub fn to_text_within(&self, columns: usize) -> String {
+    pub(crate) fn to_text_within(&self, columns: usize) -> String {
         const MIN_TEXT: usize = 24;
         let width = |c: usize| {
             std::iter::once(&self.header)

@@ -93,7 +93,7 @@ impl Prompt {
 impl Prompt {
     /// Feeds the prompt's tokens, as [`Prompt::token_count`] counts them, to the prefix cache's hasher. A batch
     /// was refused by the count already, so only single prompts reach here.
-    pub fn hash_blocks(&self, hasher: &mut BlockHasher) {
+    pub(crate) fn hash_blocks(&self, hasher: &mut BlockHasher) {
         match self {
             Prompt::Text(text) => hasher.push_words(text),
             Prompt::TokenIds(ids) => ids.iter().for_each(|id| hasher.push(id)),
@@ -175,7 +175,7 @@ pub(crate) enum Endpoint {
 }
 
 impl Endpoint {
-    pub fn id_prefix(self) -> &'static str {
+    pub(crate) fn id_prefix(self) -> &'static str {
         match self {
             Endpoint::Completions => "cmpl-",
             Endpoint::Chat => "chatcmpl-",
@@ -210,7 +210,7 @@ impl Usage {
     }
 
     /// The same usage, reporting `cached_tokens` prompt tokens as served from the prefix cache.
-    pub fn with_cached_tokens(mut self, cached_tokens: u32) -> Self {
+    pub(crate) fn with_cached_tokens(mut self, cached_tokens: u32) -> Self {
         self.prompt_tokens_details = Some(PromptTokensDetails { cached_tokens });
         self
     }
@@ -283,7 +283,7 @@ struct Delta<'a> {
 
 impl ChunkHeader<'_> {
     /// The chat stream's opening chunk: the role-only delta vLLM sends with the first token.
-    pub fn role_event(&self) -> Bytes {
+    pub(crate) fn role_event(&self) -> Bytes {
         self.chat_event(
             &[ChatStreamChoice {
                 index: 0,
@@ -301,12 +301,12 @@ impl ChunkHeader<'_> {
     }
 
     /// One output token; `finish_reason` is set on the last one.
-    pub fn token_event(&self, finish_reason: Option<&'static str>) -> Bytes {
+    pub(crate) fn token_event(&self, finish_reason: Option<&'static str>) -> Bytes {
         self.output_event(finish_reason, false)
     }
 
     /// One reasoning token of a chat answer (a completion has none: it gets an output token).
-    pub fn reasoning_event(&self, finish_reason: Option<&'static str>) -> Bytes {
+    pub(crate) fn reasoning_event(&self, finish_reason: Option<&'static str>) -> Bytes {
         self.output_event(finish_reason, true)
     }
 
@@ -348,7 +348,7 @@ impl ChunkHeader<'_> {
     }
 
     /// The `stream_options.include_usage` chunk: empty `choices`, then `usage`.
-    pub fn usage_event(&self, usage: Usage) -> Bytes {
+    pub(crate) fn usage_event(&self, usage: Usage) -> Bytes {
         match self.endpoint {
             Endpoint::Completions => self.completion_event(&[], Some(usage)),
             Endpoint::Chat => self.chat_event(&[], Some(usage)),
@@ -382,7 +382,7 @@ impl ChunkHeader<'_> {
     }
 
     /// The whole non-streaming response body; `reasoning` is a chat answer's reasoning text, if any.
-    pub fn response_body(
+    pub(crate) fn response_body(
         &self,
         text: &str,
         reasoning: Option<&str>,

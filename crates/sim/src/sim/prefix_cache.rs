@@ -39,7 +39,7 @@ pub const DEFAULT_BLOCK_SIZE: u32 = 16;
 
 /// Blocks the simulator's prefix cache holds by default: 65,536 blocks of 16 tokens are about a million tokens, the
 /// KV cache of a mid-sized model on one large GPU, in a few megabytes of simulator memory.
-pub const DEFAULT_BLOCKS: usize = 65_536;
+pub(crate) const DEFAULT_BLOCKS: usize = 65_536;
 
 /// The parent hash of a prompt's first block (vLLM's `NONE_HASH`, there random per process; fixed here so that
 /// hashes, and therefore tests, are the same in every run).
@@ -77,7 +77,7 @@ impl BlockHasher {
     }
 
     /// Each whitespace-separated word of `text`, as the simulator counts tokens.
-    pub fn push_words(&mut self, text: &str) {
+    pub(crate) fn push_words(&mut self, text: &str) {
         text.split_whitespace().for_each(|word| self.push(word));
     }
 

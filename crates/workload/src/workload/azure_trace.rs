@@ -140,7 +140,7 @@ fn is_header(line: &str) -> bool {
 }
 
 /// `AzurePublicDatasetReader.parse_timestamp`: centiseconds since the Unix epoch (UTC).
-pub fn parse_timestamp(raw: &str) -> Result<i64, String> {
+pub(crate) fn parse_timestamp(raw: &str) -> Result<i64, String> {
     let ts = raw.trim().trim_matches('"').replace('T', " ");
     let ts = ts.trim_end_matches('Z').trim();
     let (head, centis) = match ts.split_once('.') {

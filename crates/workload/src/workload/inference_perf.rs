@@ -26,7 +26,7 @@ const SECTIONS: [&str; 9] = [
 ];
 
 /// aiohttp's default total timeout, which inference-perf keeps when a profile sets no `load.request_timeout`.
-pub const INFERENCE_PERF_DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
+pub(crate) const INFERENCE_PERF_DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
 
 pub(crate) fn parse(
     ctx: &mut Ctx,

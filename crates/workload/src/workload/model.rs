@@ -491,7 +491,7 @@ pub fn inference_perf_sweep_rates(
 
 /// guidellm's sweep rates after its synchronous and throughput benchmarks (`profiles/sweep.py`):
 /// `np.linspace(synchronous, throughput, size − 1)[1:]`, unrounded.
-pub fn guidellm_sweep_rates(synchronous: f64, throughput: f64, size: u32) -> Vec<f64> {
+pub(crate) fn guidellm_sweep_rates(synchronous: f64, throughput: f64, size: u32) -> Vec<f64> {
     let n = (size as usize).saturating_sub(1);
     linspace(synchronous, throughput, n)
         .into_iter()
@@ -586,17 +586,8 @@ pub struct GlobalErrorRate {
 
 /// guidellm's defaults for the error-rate windows (`settings.constraint_error_window_size`,
 /// `settings.constraint_error_min_processed`).
-pub const GUIDELLM_ERROR_WINDOW: u64 = 30;
-pub const GUIDELLM_ERROR_MIN_PROCESSED: u64 = 30;
-
-impl StageLimit {
-    /// Whether any error stop condition is set.
-    pub fn has_error_limits(&self) -> bool {
-        self.max_errors.is_some()
-            || self.max_error_rate.is_some()
-            || self.max_global_error_rate.is_some()
-    }
-}
+pub(crate) const GUIDELLM_ERROR_WINDOW: u64 = 30;
+pub(crate) const GUIDELLM_ERROR_MIN_PROCESSED: u64 = 30;
 
 /// A stage's warm-up or cool-down: requests sent like any other but left out of the stage's metrics.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]

@@ -614,7 +614,7 @@ fn decompose(
 
 /// `parse_iso` (`datetime.fromisoformat`, `Z` as UTC, naive as UTC) → seconds since the epoch, as CPython's
 /// `timestamp()` computes it: whole microseconds divided by 10⁶, correctly rounded.
-pub fn parse_iso(text: &str) -> Result<f64, String> {
+pub(crate) fn parse_iso(text: &str) -> Result<f64, String> {
     let bad = || format!("`{text}` is not an ISO-8601 time");
     let b = text.as_bytes();
     let num = |range: std::ops::Range<usize>| -> Result<i64, String> {

@@ -59,7 +59,12 @@ impl Ctx {
         }
     }
 
-    pub fn unsupported(&self, key: &str, line: u32, feature: impl Into<String>) -> WorkloadError {
+    pub(crate) fn unsupported(
+        &self,
+        key: &str,
+        line: u32,
+        feature: impl Into<String>,
+    ) -> WorkloadError {
         WorkloadError::Unsupported {
             file: self.file.clone(),
             key: key.to_string(),
@@ -125,7 +130,7 @@ impl<'n> At<'n> {
         ctx.invalid(&self.path, self.line, problem)
     }
 
-    pub fn unsupported(&self, ctx: &Ctx, feature: impl Into<String>) -> WorkloadError {
+    pub(crate) fn unsupported(&self, ctx: &Ctx, feature: impl Into<String>) -> WorkloadError {
         ctx.unsupported(&self.path, self.line, feature)
     }
 
@@ -144,7 +149,7 @@ impl<'n> At<'n> {
     }
 
     /// A number > 0 (rates, durations that must not be empty).
-    pub fn positive_f64(&self, ctx: &Ctx) -> Result<f64, WorkloadError> {
+    pub(crate) fn positive_f64(&self, ctx: &Ctx) -> Result<f64, WorkloadError> {
         let v = self.f64(ctx)?;
         if v > 0.0 {
             Ok(v)
@@ -154,7 +159,7 @@ impl<'n> At<'n> {
     }
 
     /// A number ≥ 0.
-    pub fn non_negative_f64(&self, ctx: &Ctx) -> Result<f64, WorkloadError> {
+    pub(crate) fn non_negative_f64(&self, ctx: &Ctx) -> Result<f64, WorkloadError> {
         let v = self.f64(ctx)?;
         if v >= 0.0 {
             Ok(v)
@@ -188,7 +193,7 @@ impl<'n> At<'n> {
     }
 
     /// A whole number > 0.
-    pub fn positive_u64(&self, ctx: &Ctx) -> Result<u64, WorkloadError> {
+    pub(crate) fn positive_u64(&self, ctx: &Ctx) -> Result<u64, WorkloadError> {
         let v = self.u64(ctx)?;
         if v > 0 {
             Ok(v)
@@ -223,7 +228,7 @@ impl<'n> At<'n> {
     }
 
     /// A number of seconds > 0, at most [`super::limits::MAX_DURATION`].
-    pub fn positive_seconds(&self, ctx: &Ctx) -> Result<Duration, WorkloadError> {
+    pub(crate) fn positive_seconds(&self, ctx: &Ctx) -> Result<Duration, WorkloadError> {
         self.positive_f64(ctx)?;
         self.seconds(ctx)
     }
@@ -236,14 +241,14 @@ impl<'n> At<'n> {
     }
 
     /// A whole number ≥ 0 within `limit`.
-    pub fn u64_within(&self, ctx: &Ctx, limit: Limit) -> Result<u64, WorkloadError> {
+    pub(crate) fn u64_within(&self, ctx: &Ctx, limit: Limit) -> Result<u64, WorkloadError> {
         let v = self.u64(ctx)?;
         limits::check(ctx, self, limit, v as f64)?;
         Ok(v)
     }
 
     /// A whole number > 0 within `limit`.
-    pub fn positive_within(&self, ctx: &Ctx, limit: Limit) -> Result<u64, WorkloadError> {
+    pub(crate) fn positive_within(&self, ctx: &Ctx, limit: Limit) -> Result<u64, WorkloadError> {
         let v = self.positive_u64(ctx)?;
         limits::check(ctx, self, limit, v as f64)?;
         Ok(v)
@@ -276,7 +281,7 @@ impl<'n> At<'n> {
     }
 
     /// A list of stages (or of per-stage figures), at most [`super::limits::MAX_STAGES`] long.
-    pub fn stage_list(&self, ctx: &Ctx) -> Result<Vec<At<'n>>, WorkloadError> {
+    pub(crate) fn stage_list(&self, ctx: &Ctx) -> Result<Vec<At<'n>>, WorkloadError> {
         let items = self.seq(ctx)?;
         limits::check(ctx, self, Limit::Stages, items.len() as f64)?;
         Ok(items)
@@ -327,7 +332,7 @@ impl<'n> MapReader<'n> {
 
     /// Marks this map as one that only says where output goes (inference-perf `storage`): a misspelt key in it
     /// changes nothing sent or measured, so it is a warning, never an error.
-    pub fn output_only(mut self) -> Self {
+    pub(crate) fn output_only(mut self) -> Self {
         self.output_only = true;
         self
     }
@@ -367,7 +372,7 @@ impl<'n> MapReader<'n> {
     }
 
     /// Whether `key` is absent or was already read.
-    pub fn is_read(&mut self, key: &str) -> bool {
+    pub(crate) fn is_read(&mut self, key: &str) -> bool {
         self.note(key);
         self.find(key).is_none_or(|i| self.used[i])
     }
@@ -393,12 +398,12 @@ impl<'n> MapReader<'n> {
     }
 
     /// [`MapReader::get`] for a key that only says where output goes (a misspelling of it warns).
-    pub fn get_output(&mut self, key: &str) -> Option<At<'n>> {
+    pub(crate) fn get_output(&mut self, key: &str) -> Option<At<'n>> {
         self.take_known(key).filter(|f| !f.is_null())
     }
 
     /// The first of several alias spellings that is set; all are marked read.
-    pub fn get_any(&mut self, keys: &[&str]) -> Option<At<'n>> {
+    pub(crate) fn get_any(&mut self, keys: &[&str]) -> Option<At<'n>> {
         let mut found = None;
         for key in keys {
             if let Some(f) = self.get(key) {
@@ -410,7 +415,12 @@ impl<'n> MapReader<'n> {
 
     /// A required, non-null value. When it is missing but an unread key is one edit from it, the error says so:
     /// `rat: 2` is why `rate` is missing.
-    pub fn require(&mut self, ctx: &Ctx, key: &str, why: &str) -> Result<At<'n>, WorkloadError> {
+    pub(crate) fn require(
+        &mut self,
+        ctx: &Ctx,
+        key: &str,
+        why: &str,
+    ) -> Result<At<'n>, WorkloadError> {
         if let Some(found) = self.get(key) {
             return Ok(found);
         }
@@ -440,7 +450,7 @@ impl<'n> MapReader<'n> {
     }
 
     /// The known key of this map that `name` most likely misspells ([`nearest_key`]).
-    pub fn nearest_known(&self, name: &str) -> Option<&str> {
+    pub(crate) fn nearest_known(&self, name: &str) -> Option<&str> {
         nearest_key(name, self.known.iter().map(String::as_str))
     }
 
