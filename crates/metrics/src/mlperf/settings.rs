@@ -345,18 +345,95 @@ const CONF_IGNORED: &[&str] = &[
     "test05_qsl_rng_seed",
     "test05_sample_index_rng_seed",
     "test05_schedule_rng_seed",
-    "infer_token_latencies",
     "token_latency_scaling_factor",
-    "performance_issue_unique",
-    "performance_issue_same",
     "performance_issue_same_index",
-    "coalesce_queries",
-    "max_async_queries",
     "target_duration",
     "accuracy_sample_count_override",
     "print_timestamps",
     "server_num_issue_query_threads",
 ];
+
+/// LoadGen settings that change what is issued or how latencies are reported, which llmbench does not implement:
+/// a conf line that turns one on (as LoadGen reads the value) is refused; off, it changes nothing and is accepted.
+/// Each with how `FromConfig` reads it and what it does in LoadGen 6.0.17 (`loadgen/test_settings_internal.cc`).
+const CONF_REFUSED_WHEN_ON: &[(&str, OnWhen, &str)] = &[
+    (
+        "performance_issue_unique",
+        OnWhen::NotZero,
+        "compliance TEST04's mode: each query issues samples never issued before",
+    ),
+    (
+        "performance_issue_same",
+        OnWhen::NotZero,
+        "compliance TEST04's mode: every query issues the sample performance_issue_same_index",
+    ),
+    (
+        "coalesce_queries",
+        OnWhen::NotZero,
+        "Server queries that fall due together are issued as one query",
+    ),
+    (
+        "max_async_queries",
+        OnWhen::NotZero,
+        "caps the Server queries in flight; llmbench issues every query when it falls due, as LoadGen's default 0",
+    ),
+    (
+        "infer_token_latencies",
+        OnWhen::One,
+        "token latencies inferred from a non-streamed answer's length; llmbench measures them from the stream",
+    ),
+];
+
+/// How LoadGen turns a conf value into a switch: `strtoull(value, nullptr, 0)`, then `!= 0` or `== 1`.
+#[derive(Debug, Clone, Copy)]
+enum OnWhen {
+    NotZero,
+    One,
+}
+
+impl OnWhen {
+    fn is_on(self, value: &str) -> bool {
+        let n = strtoull(value);
+        match self {
+            OnWhen::NotZero => n != 0,
+            OnWhen::One => n == 1,
+        }
+    }
+}
+
+/// C's `strtoull(text, nullptr, 0)`: leading white space, an optional sign, then `0x` hex, `0` octal or decimal
+/// digits as far as they go (none: 0); a minus sign negates modulo 2^64, and a value past 2^64 - 1 saturates.
+fn strtoull(text: &str) -> u64 {
+    let t = text.trim_start();
+    let (negative, t) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let (radix, digits) = if let Some(hex) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        if hex.starts_with(|c: char| c.is_ascii_hexdigit()) {
+            (16, hex)
+        } else {
+            (8, &t[..1])
+        }
+    } else if t.starts_with('0') {
+        (8, t)
+    } else {
+        (10, t)
+    };
+    let mut n: u64 = 0;
+    for c in digits.chars() {
+        let Some(d) = c.to_digit(radix) else { break };
+        n = match n
+            .checked_mul(u64::from(radix))
+            .and_then(|n| n.checked_add(u64::from(d)))
+        {
+            Some(n) => n,
+            None => return u64::MAX,
+        };
+    }
+    if negative { n.wrapping_neg() } else { n }
+}
 
 /// Which conf a text is, for LoadGen's `FromConfig(…, conf_type)`: its own `mlperf.conf` (0) or a `user.conf` (1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -388,7 +465,8 @@ fn apply_conf(
             });
             continue;
         }
-        let known = CONF_KEYS.contains(&line.key.as_str());
+        let known = CONF_KEYS.contains(&line.key.as_str())
+            || CONF_REFUSED_WHEN_ON.iter().any(|(k, _, _)| *k == line.key);
         if !known {
             let ignored = CONF_IGNORED.contains(&line.key.as_str());
             let key = format!("{}.{}.{}", line.model, line.scenario, line.key);
@@ -450,6 +528,15 @@ fn apply_conf_key(
             .filter(|f| f.is_finite() && *f >= 0.0)
             .ok_or_else(|| invalid(format!("expected a non-negative number, found `{v}`")))
     };
+    if let Some((_, on_when, what)) = CONF_REFUSED_WHEN_ON.iter().find(|(k, _, _)| *k == line.key) {
+        if on_when.is_on(v) {
+            return Err(invalid(format!(
+                "`{v}` turns on a LoadGen setting llmbench does not implement ({what}); remove the line or \
+                 set it to 0"
+            )));
+        }
+        return Ok(());
+    }
     match line.key.as_str() {
         "mode" => {
             s.mode = Mode::parse(v).ok_or_else(|| {
@@ -1093,6 +1180,72 @@ mod tests {
             &ParseOptions::default(),
         )
         .unwrap()
+    }
+
+    fn parse_err(yaml: &str, conf: &str) -> String {
+        let conf = UserConf {
+            file: "user.conf",
+            text: conf,
+        };
+        match parse_settings("p.yaml", yaml, Some(conf), &ParseOptions::default()) {
+            Ok(_) => panic!("accepted: {conf:?}", conf = conf.text),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn loadgen_settings_llmbench_does_not_implement_are_refused_when_on_naming_file_line_and_key() {
+        const SERVER: &str = "model: llama3_1-8b\nscenario: Server\n";
+        let e = parse_err(SERVER, "# TEST04\n*.Server.performance_issue_unique = 1\n");
+        assert!(
+            e.starts_with("user.conf:2: `*.Server.performance_issue_unique`: `1` turns on"),
+            "{e}"
+        );
+        assert!(e.contains("TEST04"), "{e}");
+        // strtoull(…, 0): hex and a negative number are on too, as LoadGen reads them.
+        let e = parse_err(SERVER, "llama3_1-8b.*.performance_issue_same = 0x10\n");
+        assert!(
+            e.contains("`llama3_1-8b.*.performance_issue_same`: `0x10` turns on"),
+            "{e}"
+        );
+        let e = parse_err(SERVER, "*.Server.coalesce_queries = -1\n");
+        assert!(e.contains("coalesce_queries"), "{e}");
+        let e = parse_err(SERVER, "*.Server.max_async_queries = 4\n");
+        assert!(e.contains("max_async_queries"), "{e}");
+        // `infer_token_latencies = (val == 1)`.
+        let e = parse_err(SERVER, "*.*.infer_token_latencies = 1\n");
+        assert!(e.contains("infer_token_latencies"), "{e}");
+    }
+
+    #[test]
+    fn loadgen_settings_llmbench_does_not_implement_are_accepted_when_loadgen_reads_them_as_off() {
+        // 0, `true` (strtoull reads no digit: 0), 2 for a `== 1` switch, a later more specific line turning it
+        // off, and lines for another scenario or model, which LoadGen's lookup never reaches.
+        let conf = "\
+*.*.performance_issue_unique = 1
+llama3_1-8b.Server.performance_issue_unique = 0
+*.*.performance_issue_same = true
+*.*.infer_token_latencies = 2
+*.Offline.coalesce_queries = 1
+other-model.*.max_async_queries = 8
+*.*.performance_issue_same_index = 3
+";
+        let parsed = parse("model: llama3_1-8b\nscenario: Server\n", Some(conf));
+        assert_eq!(parsed.settings.scenario, Scenario::Server);
+    }
+
+    #[test]
+    fn strtoull_reads_a_conf_value_as_c_does_with_base_0() {
+        assert_eq!(strtoull("12"), 12);
+        assert_eq!(strtoull("  7 # x"), 7);
+        assert_eq!(strtoull("0x1F"), 31);
+        assert_eq!(strtoull("010"), 8);
+        assert_eq!(strtoull("09"), 0);
+        assert_eq!(strtoull("0x"), 0);
+        assert_eq!(strtoull("true"), 0);
+        assert_eq!(strtoull("-1"), u64::MAX);
+        assert_eq!(strtoull("+3"), 3);
+        assert_eq!(strtoull("99999999999999999999999"), u64::MAX);
     }
 
     #[test]
