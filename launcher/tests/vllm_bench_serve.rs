@@ -269,3 +269,37 @@ fn custom_prompts_are_sent_rendered_through_the_tokenizers_chat_template_and_cou
     );
     assert_eq!(seen.lock().expect("lock").len(), before);
 }
+
+#[test]
+fn prefix_repetition_sends_whole_groups_of_prompts_sharing_each_prefix() {
+    let (url, seen) = capturing_server(streamed_answer);
+    let dir = tempfile::tempdir().expect("tempdir");
+    // 25 prompts over 3 prefixes: vLLM's dataset makes 25 // 3 = 8 per prefix, 24 requests.
+    let profile = "model: m\ndataset-name: prefix_repetition\nnum-prompts: 25\nmax-concurrency: 1\n\
+                   prefix-repetition-prefix-len: 40\nprefix-repetition-suffix-len: 12\n\
+                   prefix-repetition-num-prefixes: 3\nprefix-repetition-output-len: 2\n";
+    let output = run(dir.path(), profile, &url);
+    succeeded(&output);
+    let bodies: Vec<Value> = posts(&seen).into_iter().map(|(_, b)| b).collect();
+    assert_eq!(bodies.len(), 24);
+    // The canned answer is 2 tokens long: asking for 2 keeps every answer whole.
+    assert!(bodies.iter().all(|b| b["max_tokens"] == 2), "{bodies:?}");
+    // Not the random dataset: vLLM leaves ignore_eos unset.
+    assert!(
+        bodies.iter().all(|b| b.get("ignore_eos").is_none()),
+        "{bodies:?}"
+    );
+    // The built-in tokenizer is one token per word: 40 words of prefix, 12 of suffix.
+    let mut groups: std::collections::BTreeMap<String, usize> = Default::default();
+    for b in &bodies {
+        let words: Vec<&str> = b["prompt"].as_str().expect("a prompt").split(' ').collect();
+        assert_eq!(words.len(), 52, "{words:?}");
+        *groups.entry(words[..40].join(" ")).or_default() += 1;
+    }
+    assert_eq!(groups.into_values().collect::<Vec<_>>(), [8, 8, 8]);
+    let recorded: Vec<u64> = records(dir.path())
+        .iter()
+        .map(|r| r["input_tokens"].as_u64().expect("input_tokens"))
+        .collect();
+    assert_eq!(recorded, vec![52; 24]);
+}

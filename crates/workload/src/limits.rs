@@ -383,8 +383,8 @@ fn saturating(v: f64) -> u64 {
 mod tests {
     use super::*;
     use crate::workload::{
-        Api, Dialect, Harness, LoadKind, PromptText, RandomData, SharedPrefix, StageLimit,
-        SyntheticText,
+        Api, Dialect, Harness, LoadKind, PromptText, RandomData, SharedPrefix, SharedPrefixStyle,
+        StageLimit, SyntheticText,
     };
 
     fn workload(data: DataSpec, streaming: bool, stages: Vec<Stage>) -> Workload {
@@ -464,6 +464,7 @@ mod tests {
             output_len: TokenLengths::fixed(10),
             seed: None,
             multi_turn: false,
+            style: SharedPrefixStyle::InferencePerf,
         });
         let w = workload(
             data,
@@ -602,6 +603,7 @@ mod tests {
             output_len: TokenLengths::fixed(u64::MAX),
             seed: None,
             multi_turn: false,
+            style: SharedPrefixStyle::InferencePerf,
         });
         let w = workload(data, true, vec![closed(Some(u64::MAX), None)]);
         let e = estimate_run_memory(&w, Some(u64::MAX));

@@ -21,9 +21,10 @@ use crate::data::{
     SyntheticSpec,
 };
 use crate::tokenizer::{AddedSpecialTokens, Tokenizer};
+use crate::workload::py_random::PyRandom;
 use crate::workload::{
-    ApiKind, DataSpec, DatasetFile, Harness, LengthShape, PromptText, SeedOrigin, ShareGpt, Sonnet,
-    Spread, TokenLengths, Workload,
+    ApiKind, DataSpec, DatasetFile, Harness, LengthShape, PromptText, SeedOrigin, ShareGpt,
+    SharedPrefixStyle, Sonnet, Spread, TokenLengths, Workload,
 };
 
 /// The most prompts built for one run; longer runs cycle through them, as inference-perf does with its
@@ -307,7 +308,13 @@ pub fn build_prompts(
         )?),
         DataSpec::SharedPrefix(shared) => {
             let synth = Synthesizer::new(tokenizer)?;
-            let prompts = data::shared_prefix_prompts(
+            let (shuffle, specials_in_each_length, py_shuffle) = match shared.style {
+                SharedPrefixStyle::InferencePerf => (true, in_each_length, false),
+                // `PrefixRepetitionRandomDataset.sample`: token ids of exactly the asked lengths, decoded
+                // without special tokens; the list is shuffled by Python's `random` seeded in `__init__`.
+                SharedPrefixStyle::VllmPrefixRepetition { shuffle } => (false, 0, shuffle),
+            };
+            let mut prompts = data::shared_prefix_prompts(
                 &synth,
                 &SharedPrefixSpec {
                     num_groups: to_u32("num_groups", shared.num_groups)?,
@@ -321,12 +328,15 @@ pub fn build_prompts(
                     )?,
                     question_len: distribution("question_len", &shared.question_len)?,
                     output_len: Some(distribution("output_len", &shared.output_len)?),
-                    shuffle: true,
-                    specials_in_each_length: in_each_length,
+                    shuffle,
+                    specials_in_each_length,
                     seed: shared.seed.unwrap_or(seed),
                 },
             )?
             .into_inner();
+            if py_shuffle {
+                PyRandom::seed(shared.seed.unwrap_or(seed)).shuffle(&mut prompts);
+            }
             as_sent(prompts)
         }
         DataSpec::ShareGpt(sharegpt) => match workload.harness {
@@ -1012,7 +1022,7 @@ fn output_tokens(value: Option<&Value>) -> Result<u32, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::{Api, Dialect, SharedPrefix};
+    use crate::workload::{Api, Dialect, SharedPrefix, SharedPrefixStyle};
 
     fn write(dir: &tempfile::TempDir, name: &str, content: &str) -> String {
         let path = dir.path().join(name);
@@ -1357,6 +1367,7 @@ mod tests {
             output_len: TokenLengths::fixed(4),
             seed: Some(3),
             multi_turn: false,
+            style: SharedPrefixStyle::InferencePerf,
         });
         let w = workload(Harness::InferencePerf, data, ApiKind::Completion);
         let prompts = build(&w, 18).expect("prompts");
@@ -1538,10 +1549,60 @@ mod tests {
                 output_len: TokenLengths::fixed(5),
                 seed: None,
                 multi_turn: false,
+                style: SharedPrefixStyle::InferencePerf,
             }),
             ApiKind::Completion,
         );
         assert_eq!(own_and_recorded(&w, 6), (48, 49));
+    }
+
+    fn prefix_repetition(shuffle: bool) -> DataSpec {
+        DataSpec::SharedPrefix(SharedPrefix {
+            num_groups: 2,
+            num_prompts_per_group: 3,
+            system_prompt_len: TokenLengths::fixed(20),
+            question_len: TokenLengths::fixed(30),
+            output_len: TokenLengths::fixed(5),
+            seed: None,
+            multi_turn: false,
+            style: SharedPrefixStyle::VllmPrefixRepetition { shuffle },
+        })
+    }
+
+    #[test]
+    fn vllm_prefix_repetition_sends_exactly_prefix_plus_suffix_tokens_in_python_s_shuffled_order() {
+        // `PrefixRepetitionRandomDataset` decodes exactly 20 + 30 ids without special tokens: the server adds
+        // its BOS on top (unlike vLLM's random dataset, which counts it in the asked length).
+        let mut w = workload(
+            Harness::VllmBenchmark,
+            prefix_repetition(false),
+            ApiKind::Completion,
+        );
+        w.seed = 0;
+        assert_eq!(own_and_recorded(&w, 6), (50, 51));
+        let grouped = build(&w, 6).expect("prompts");
+        let groups: Vec<_> = grouped.iter().map(|p| p.prefix_group).collect();
+        assert_eq!(groups, [0, 0, 0, 1, 1, 1].map(Some));
+        assert!(grouped.iter().all(|p| p.max_tokens == Some(5)));
+        // Each group's prompts share the 20-token prefix and differ after it.
+        let prefix =
+            |p: &Prompt| Tokenizer::builtin().encode(&p.text).expect("encode")[..20].to_vec();
+        assert_eq!(prefix(&grouped[0]), prefix(&grouped[2]));
+        assert_ne!(prefix(&grouped[0]), prefix(&grouped[3]));
+        assert_ne!(grouped[0].text, grouped[1].text);
+        // Shuffled as `random.seed(0); random.shuffle(requests)` orders a list of 6: [4, 2, 1, 0, 5, 3]
+        // (CPython 3), i.e. groups 1, 0, 0, 0, 1, 1 — and the same prompts as the grouped build.
+        let mut w = workload(
+            Harness::VllmBenchmark,
+            prefix_repetition(true),
+            ApiKind::Completion,
+        );
+        w.seed = 0;
+        let shuffled = build(&w, 6).expect("prompts");
+        let order = [4, 2, 1, 0, 5, 3];
+        let expected: Vec<&str> = order.iter().map(|&i| grouped[i].text.as_str()).collect();
+        let got: Vec<&str> = shuffled.iter().map(|p| p.text.as_str()).collect();
+        assert_eq!(got, expected);
     }
 
     #[test]

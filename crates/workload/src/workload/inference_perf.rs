@@ -1493,6 +1493,7 @@ fn shared_prefix(ctx: &mut Ctx, f: &At<'_>) -> Result<SharedPrefix, WorkloadErro
         output_len,
         seed,
         multi_turn,
+        style: SharedPrefixStyle::InferencePerf,
     })
 }
 

@@ -860,6 +860,21 @@ pub struct SharedPrefix {
     pub seed: Option<u64>,
     /// `enable_multi_turn_chat`: each group's user keeps its conversation and resends it.
     pub multi_turn: bool,
+    /// Whose dataset this is, which decides the order and how lengths count special tokens.
+    pub style: SharedPrefixStyle,
+}
+
+/// The tools that send groups of prompts sharing a prefix, each ordering and counting them its own way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SharedPrefixStyle {
+    /// inference-perf's `shared_prefix`: groups interleaved in a seeded random order; each length counts the
+    /// special tokens the tokenizer adds, as inference-perf does.
+    #[default]
+    InferencePerf,
+    /// vLLM's `prefix_repetition` (`PrefixRepetitionRandomDataset`): exactly `prefix_len + suffix_len` tokens
+    /// (the server adds its special tokens on top), shuffled by CPython's `random.shuffle` seeded with `--seed`
+    /// unless `--disable-shuffle`.
+    VllmPrefixRepetition { shuffle: bool },
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -2024,6 +2024,63 @@ fn vllm_sonnet_keeps_the_prefix_inside_the_input_length() {
 }
 
 #[test]
+fn vllm_prefix_repetition_makes_whole_groups_of_num_prompts_as_vllm_s_dataset_does() {
+    // 25 prompts over 3 prefixes: 8 suffixes each, 24 requests (`num_requests // num_prefixes` per prefix).
+    let w = parse(
+        Harness::VllmBenchmark,
+        "dataset-name: prefix_repetition\nnum-prompts: 25\nprefix-repetition-prefix-len: 40\n\
+         prefix-repetition-suffix-len: 12\nprefix-repetition-num-prefixes: 3\nprefix-repetition-output-len: 9\n\
+         disable-shuffle: true\n",
+    )
+    .unwrap()
+    .workload;
+    assert_eq!(
+        w.data,
+        DataSpec::SharedPrefix(SharedPrefix {
+            num_groups: 3,
+            num_prompts_per_group: 8,
+            system_prompt_len: TokenLengths::fixed(40),
+            question_len: TokenLengths::fixed(12),
+            output_len: TokenLengths::fixed(9),
+            seed: None,
+            multi_turn: false,
+            style: SharedPrefixStyle::VllmPrefixRepetition { shuffle: false },
+        })
+    );
+    assert_eq!(w.stages[0].limit.requests, Some(24));
+    // Not a random dataset: vLLM leaves ignore_eos off.
+    assert!(!w.api.ignore_eos);
+    // vLLM's defaults (256 + 256 tokens, 10 prefixes, 128 out), shuffled; `output-len` sets the answer length.
+    let w = parse(
+        Harness::VllmBenchmark,
+        "dataset-name: prefix_repetition\nnum-prompts: 1000\noutput-len: 64\n",
+    )
+    .unwrap()
+    .workload;
+    let DataSpec::SharedPrefix(sp) = &w.data else {
+        panic!("{:?}", w.data)
+    };
+    assert_eq!(
+        (sp.num_groups, sp.num_prompts_per_group, &sp.output_len),
+        (10, 100, &TokenLengths::fixed(64))
+    );
+    assert_eq!(sp.system_prompt_len, TokenLengths::fixed(256));
+    assert_eq!(
+        sp.style,
+        SharedPrefixStyle::VllmPrefixRepetition { shuffle: true }
+    );
+    // Fewer prompts than prefixes is vLLM's ValueError.
+    let e = err(
+        Harness::VllmBenchmark,
+        "dataset-name: prefix_repetition\nnum-prompts: 4\nprefix-repetition-num-prefixes: 5\n",
+    );
+    assert!(
+        e.contains("num_requests (4) must be greater than or equal to num_prefixes (5)"),
+        "{e}"
+    );
+}
+
+#[test]
 fn inference_perf_keys_that_change_requests_are_honoured_or_refused() {
     // Per-request SLO headers become the goodput constraints (ms by default), over report.goodput.
     let w = parse(

@@ -372,6 +372,27 @@ pub(crate) fn parse(
             .transpose()?,
     };
     w.data = dataset_spec(ctx, &mut m, &dataset.0, dataset.1, &general, w.api.kind)?;
+    // vLLM sends what the dataset returns: prefix_repetition makes `num-prefixes` whole groups, so
+    // `num-prompts` rounds down to a multiple of them (and fewer prompts than prefixes is vLLM's ValueError).
+    let num_prompts = match &mut w.data {
+        DataSpec::SharedPrefix(shared) => {
+            let per_prefix = num_prompts / shared.num_groups;
+            if per_prefix == 0 {
+                return Err(ctx.invalid(
+                    "num-prompts",
+                    m.get("num-prompts").map_or(0, |f| f.line),
+                    format!(
+                        "num_requests ({num_prompts}) must be greater than or equal to num_prefixes ({}), as \
+                         vLLM's prefix_repetition dataset requires",
+                        shared.num_groups
+                    ),
+                ));
+            }
+            shared.num_prompts_per_group = per_prefix;
+            per_prefix * shared.num_groups
+        }
+        _ => num_prompts,
+    };
     m.known(&DATASET_KEYS);
     for key in DATASET_KEYS {
         if !m.is_read(key) {
@@ -932,10 +953,39 @@ fn dataset_spec(
                 chat_template,
             })
         }
-        "random-mm" | "random-rerank" | "hf" | "burstgpt" | "prefix_repetition"
-        | "prefix-repetition" | "spec_bench" | "spec-bench" | "speed_bench" | "sharegpt4v"
-        | "visionarena" | "instructcoder" | "mtbench" | "custom_image" | "custom_audio"
-        | "timed_trace" => {
+        "prefix_repetition" => {
+            // `PrefixRepetitionRandomDataset` (vllm/benchmarks/datasets.py): `num-prefixes` random prefixes of
+            // `prefix-len` tokens, each followed by `num-prompts // num-prefixes` random suffixes of
+            // `suffix-len` tokens; `output-len` sets every answer's length. The general `input-len` is not read.
+            let prefix_len = len(m, "prefix-repetition-prefix-len", 256)?;
+            let suffix_len = len(m, "prefix-repetition-suffix-len", 256)?;
+            let output_len = with_general(
+                len(m, "prefix-repetition-output-len", 128)?,
+                &general.output,
+            )?;
+            let num_prefixes = match m.get("prefix-repetition-num-prefixes") {
+                Some(f) => {
+                    let n = positive_u64(ctx, &f)?;
+                    limits::check(ctx, &f, Limit::Prefixes, n as f64)?;
+                    n
+                }
+                None => 10,
+            };
+            DataSpec::SharedPrefix(SharedPrefix {
+                num_groups: num_prefixes,
+                // Set from `num-prompts` by the caller, which knows it.
+                num_prompts_per_group: 0,
+                system_prompt_len: TokenLengths::fixed(prefix_len),
+                question_len: TokenLengths::fixed(suffix_len),
+                output_len: TokenLengths::fixed(output_len),
+                seed: None,
+                multi_turn: false,
+                style: SharedPrefixStyle::VllmPrefixRepetition { shuffle },
+            })
+        }
+        "random-mm" | "random-rerank" | "hf" | "burstgpt" | "spec_bench" | "spec-bench"
+        | "speed_bench" | "sharegpt4v" | "visionarena" | "instructcoder" | "mtbench"
+        | "custom_image" | "custom_audio" | "timed_trace" => {
             return Err(ctx.unsupported("dataset-name", line, format!("the `{name}` dataset")));
         }
         other => {
