@@ -303,3 +303,54 @@ fn prefix_repetition_sends_whole_groups_of_prompts_sharing_each_prefix() {
         .collect();
     assert_eq!(recorded, vec![52; 24]);
 }
+
+#[test]
+fn burstgpt_rows_are_sampled_as_pandas_samples_them_and_sent_as_vllm_builds_them() {
+    let (url, seen) = capturing_server(streamed_answer);
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Three GPT-4 rows with a response (the ChatGPT row and the failed one are dropped, as vLLM drops them);
+    // answers of 2 tokens, as long as the canned answer.
+    let csv = write(
+        dir.path(),
+        "burstgpt.csv",
+        "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n\
+         1,GPT-4,3,2,5,Conversation log\n2,ChatGPT,50,2,52,API log\n3,GPT-4,4,2,6,API log\n\
+         4,GPT-4,9,0,9,API log\n5,GPT-4,2,2,4,Conversation log\n",
+    );
+    let profile = format!(
+        "model: m\ndataset-name: burstgpt\ndataset-path: {}\nnum-prompts: 2\nseed: 0\nmax-concurrency: 1\n",
+        csv.display()
+    );
+    let output = run(dir.path(), &profile, &url);
+    succeeded(&output);
+    // sample(n=2, random_state=0) takes positions [2, 1] (numpy's RandomState(0).permutation(3)[:2]): the rows
+    // of 2 and 4 request tokens; request i sends ids i, i + 1, … decoded: one word per id here.
+    let bodies: Vec<Value> = posts(&seen).into_iter().map(|(_, b)| b).collect();
+    let words: Vec<usize> = bodies
+        .iter()
+        .map(|b| b["prompt"].as_str().expect("a prompt").split(' ').count())
+        .collect();
+    assert_eq!(words, [2, 4]);
+    assert!(bodies.iter().all(|b| b["max_tokens"] == 2), "{bodies:?}");
+    assert!(
+        bodies.iter().all(|b| b.get("ignore_eos").is_none()),
+        "{bodies:?}"
+    );
+    // The second prompt starts one id later than the first.
+    let first: Vec<&str> = bodies[0]["prompt"]
+        .as_str()
+        .expect("a prompt")
+        .split(' ')
+        .collect();
+    let second: Vec<&str> = bodies[1]["prompt"]
+        .as_str()
+        .expect("a prompt")
+        .split(' ')
+        .collect();
+    assert_eq!(first[1], second[0]);
+    let recorded: Vec<u64> = records(dir.path())
+        .iter()
+        .map(|r| r["input_tokens"].as_u64().expect("input_tokens"))
+        .collect();
+    assert_eq!(recorded, [2, 4]);
+}

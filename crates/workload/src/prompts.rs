@@ -6,6 +6,7 @@
 //! the special tokens its tokenizer adds (a BOS) in its own way (`SpecialTokens`), and the length recorded for
 //! the request is what the server counts for a completion — the text's own tokens and those special tokens.
 
+mod burstgpt;
 mod guidellm_file;
 
 use std::path::{Path, PathBuf};
@@ -142,6 +143,7 @@ pub fn prompt_origin(workload: &Workload, nonce: u64) -> PromptOrigin {
         DataSpec::Sonnet(sonnet) => return pinned(format!("the sonnet file {}", sonnet.path)),
         DataSpec::File(file) => return pinned(format!("the dataset file {}", file.path)),
         DataSpec::GuidellmFile(file) => return pinned(format!("the data file {}", file.path)),
+        DataSpec::BurstGpt(file) => return pinned(format!("the BurstGPT file {}", file.path)),
         DataSpec::MooncakeTrace(_) | DataSpec::AzureTrace(_) | DataSpec::OtelTrace(_) => {
             return pinned("the trace it replays".to_owned());
         }
@@ -347,6 +349,7 @@ pub fn build_prompts(
         },
         DataSpec::Sonnet(sonnet) => vllm_sonnet(sonnet, tokenizer, seed, pool(None))?,
         DataSpec::File(file) => vllm_custom(file, tokenizer, seed, pool(None))?,
+        DataSpec::BurstGpt(file) => burstgpt::burstgpt_prompts(file, tokenizer, seed, pool(None))?,
         DataSpec::GuidellmFile(file) => {
             let prompts = guidellm_file::guidellm_file_prompts(file, tokenizer)?;
             if prompts.skipped > 0 {

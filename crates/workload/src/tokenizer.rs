@@ -286,6 +286,15 @@ impl Tokenizer {
         })
     }
 
+    /// The base vocabulary's size, added tokens left out (Hugging Face's `tokenizer.vocab_size`); for the
+    /// built-in tokenizer its word list, not the words it learns as it encodes.
+    pub(crate) fn base_vocab_size(&self) -> usize {
+        match &self.backend {
+            Backend::Words(words) => words.builtin,
+            Backend::Hf(inner) => inner.get_vocab_size(false),
+        }
+    }
+
     /// The vocabulary size, added tokens included.
     #[cfg(test)]
     pub(crate) fn vocab_size(&self) -> usize {

@@ -753,6 +753,9 @@ pub enum DataSpec {
     /// guidellm data from a local file (`json_file`, `csv_file`, `text_file`, or a bare path): each row becomes one
     /// request through guidellm's default column mapper.
     GuidellmFile(GuidellmFile),
+    /// vLLM's `burstgpt`: rows of a BurstGPT CSV sampled as `BurstGPTDataset` samples them, each sending a prompt
+    /// of the row's request tokens for its response tokens.
+    BurstGpt(BurstGpt),
     /// inference-perf `conversation_replay`: synthetic multi-turn agentic conversations.
     ConversationReplay(ConversationReplay),
     /// AIPerf `mooncake_trace`: JSONL records whose `hash_ids` name shared prompt blocks.
@@ -961,6 +964,12 @@ pub struct DatasetFile {
     /// Render each prompt through the tokenizer's chat template as one user turn (vllm without
     /// `--skip-chat-template`), with these extra template variables (`--chat-template-kwargs`).
     pub chat_template: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// vLLM's BurstGPT dataset (`BurstGPTDataset`, vllm/benchmarks/datasets.py) from a local CSV.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BurstGpt {
+    pub path: String,
 }
 
 /// guidellm data read from a local file (`data/deserializers/file.py`), mapped to requests by its generative column

@@ -9,6 +9,9 @@
 //! the end: `for i in reversed(range(1, len(x))): j = _randbelow(i + 1)`), all from `Lib/random.py`; `random()`
 //! (`random_random`: 53 bits from two draws) and `expovariate(lambd)` (`-log(1.0 - random()) / lambd`), which
 //! AIPerf's Poisson rate generator draws its gaps with (`aiperf/timing/request_rate_strategy.py`).
+//!
+//! The same generator seeded as numpy's legacy `RandomState(seed)` seeds it ([`NumpyRandomState`]), for
+//! `DataFrame.sample(n, random_state=seed)`, which vLLM's BurstGPT dataset samples its rows with.
 
 const N: usize = 624;
 const M: usize = 397;
@@ -142,6 +145,65 @@ impl PyRandom {
     }
 }
 
+/// numpy's legacy `np.random.RandomState(seed)` for a 32-bit seed (`_legacy_seeding` → `mt19937_seed`, Knuth's
+/// `init_genrand`), as far as pandas' `DataFrame.sample(n, random_state=seed)` uses it: `choice(len, n,
+/// replace)` with no weights (`numpy/random/mtrand.pyx`), whose draws are `random_interval` (masked rejection on
+/// 32-bit outputs, `legacy-distributions.c`).
+pub struct NumpyRandomState(PyRandom);
+
+impl NumpyRandomState {
+    pub fn seed(seed: u32) -> NumpyRandomState {
+        let mut rng = PyRandom {
+            state: Box::new([0; N]),
+            index: N,
+        };
+        rng.init_genrand(seed);
+        NumpyRandomState(rng)
+    }
+
+    /// `random_interval(max)`: uniform in `[0, max]` for `max < 2³²`.
+    fn interval(&mut self, max: u32) -> u32 {
+        if max == 0 {
+            return 0;
+        }
+        let mask = u32::MAX >> max.leading_zeros();
+        loop {
+            let value = self.0.next_u32() & mask;
+            if value <= max {
+                return value;
+            }
+        }
+    }
+
+    /// `choice(population, size, replace=False)`: `permutation(population)[:size]`, the permutation being
+    /// `shuffle(arange(population))` (Fisher–Yates from the end with `random_interval(i)`). `None` past 2³².
+    pub fn choice_without_replacement(
+        &mut self,
+        population: usize,
+        size: usize,
+    ) -> Option<Vec<usize>> {
+        u32::try_from(population).ok()?;
+        let mut order: Vec<usize> = (0..population).collect();
+        for i in (1..population).rev() {
+            let j = self.interval(i as u32) as usize;
+            order.swap(i, j);
+        }
+        order.truncate(size);
+        Some(order)
+    }
+
+    /// `choice(population, size, replace=True)`: `randint(0, population, size)`, each a `random_interval` of
+    /// `population - 1`. `None` when the population is empty or past 2³².
+    pub fn choice_with_replacement(
+        &mut self,
+        population: usize,
+        size: usize,
+    ) -> Option<Vec<usize>> {
+        let max = u32::try_from(population.checked_sub(1)?).ok()?;
+        Some((0..size).map(|_| self.interval(max) as usize).collect())
+    }
+}
+
 impl std::fmt::Debug for PyRandom {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PyRandom")
@@ -202,5 +264,35 @@ mod tests {
         assert_eq!(one, [5]);
         let mut none: [u8; 0] = [];
         PyRandom::seed(1).shuffle(&mut none);
+    }
+
+    #[test]
+    fn samples_rows_as_numpy_s_legacy_random_state_chooses_them() {
+        // numpy 2.4.6: np.random.RandomState(0).permutation(10), RandomState(42).permutation(7),
+        // RandomState(0).choice(10, 4, replace=False), RandomState(4294967295).permutation(12).
+        let choose = |seed: u32, n: usize, k: usize| {
+            NumpyRandomState::seed(seed)
+                .choice_without_replacement(n, k)
+                .expect("fits")
+        };
+        assert_eq!(choose(0, 10, 10), [2, 8, 4, 9, 1, 6, 7, 3, 0, 5]);
+        assert_eq!(choose(42, 7, 7), [0, 1, 5, 2, 4, 3, 6]);
+        assert_eq!(choose(0, 10, 4), [2, 8, 4, 9]);
+        assert_eq!(
+            choose(u32::MAX, 12, 12),
+            [11, 8, 5, 9, 1, 10, 6, 0, 4, 7, 2, 3]
+        );
+        // RandomState(0).choice(5, 8, replace=True), RandomState(7).choice(300, 6, replace=True).
+        let with = |seed: u32, n: usize, k: usize| {
+            NumpyRandomState::seed(seed)
+                .choice_with_replacement(n, k)
+                .expect("fits")
+        };
+        assert_eq!(with(0, 5, 8), [4, 0, 3, 3, 3, 1, 3, 2]);
+        assert_eq!(with(7, 300, 6), [175, 196, 25, 67, 211, 103]);
+        assert_eq!(
+            NumpyRandomState::seed(0).choice_with_replacement(0, 3),
+            None
+        );
     }
 }

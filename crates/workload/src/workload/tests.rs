@@ -2081,6 +2081,26 @@ fn vllm_prefix_repetition_makes_whole_groups_of_num_prompts_as_vllm_s_dataset_do
 }
 
 #[test]
+fn vllm_burstgpt_reads_its_csv_and_needs_a_path() {
+    let w = parse(
+        Harness::VllmBenchmark,
+        "dataset-name: burstgpt\ndataset-path: /data/BurstGPT_1.csv\nnum-prompts: 7\n",
+    )
+    .unwrap()
+    .workload;
+    assert_eq!(
+        w.data,
+        DataSpec::BurstGpt(BurstGpt {
+            path: "/data/BurstGPT_1.csv".into()
+        })
+    );
+    assert_eq!(w.stages[0].limit.requests, Some(7));
+    assert!(!w.api.ignore_eos);
+    let e = err(Harness::VllmBenchmark, "dataset-name: burstgpt\n");
+    assert!(e.contains("dataset-path"), "{e}");
+}
+
+#[test]
 fn inference_perf_keys_that_change_requests_are_honoured_or_refused() {
     // Per-request SLO headers become the goodput constraints (ms by default), over report.goodput.
     let w = parse(

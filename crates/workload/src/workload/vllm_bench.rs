@@ -983,9 +983,21 @@ fn dataset_spec(
                 style: SharedPrefixStyle::VllmPrefixRepetition { shuffle },
             })
         }
-        "random-mm" | "random-rerank" | "hf" | "burstgpt" | "spec_bench" | "spec-bench"
-        | "speed_bench" | "sharegpt4v" | "visionarena" | "instructcoder" | "mtbench"
-        | "custom_image" | "custom_audio" | "timed_trace" => {
+        "burstgpt" => {
+            // `BurstGPTDataset` reads `dataset-path` with pandas and samples `num-prompts` rows; no length flag
+            // reaches it (`output-len` is not mapped to it).
+            let path = m
+                .require(
+                    ctx,
+                    "dataset-path",
+                    "the burstgpt dataset is read from a CSV file",
+                )
+                .and_then(|f| text(ctx, &f))?;
+            DataSpec::BurstGpt(BurstGpt { path })
+        }
+        "random-mm" | "random-rerank" | "hf" | "spec_bench" | "spec-bench" | "speed_bench"
+        | "sharegpt4v" | "visionarena" | "instructcoder" | "mtbench" | "custom_image"
+        | "custom_audio" | "timed_trace" => {
             return Err(ctx.unsupported("dataset-name", line, format!("the `{name}` dataset")));
         }
         other => {
