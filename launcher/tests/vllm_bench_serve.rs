@@ -354,3 +354,59 @@ fn burstgpt_rows_are_sampled_as_pandas_samples_them_and_sent_as_vllm_builds_them
         .collect();
     assert_eq!(recorded, [2, 4]);
 }
+
+#[test]
+fn spec_bench_sends_each_records_first_turn_of_the_category_through_the_chat_template() {
+    let (url, seen) = capturing_server(streamed_answer);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tokenizer = dir.path().join("tok");
+    std::fs::create_dir(&tokenizer).expect("mkdir");
+    write(&tokenizer, "tokenizer.json", WORD_TOKENIZER);
+    let config = json!({"eos_token": "<|im_end|>", "chat_template": CHATML});
+    write(&tokenizer, "tokenizer_config.json", &config.to_string());
+    // Spec-Bench's question.jsonl layout: question_id, category, turns.
+    let data = write(
+        dir.path(),
+        "question.jsonl",
+        "{\"question_id\": 1, \"category\": \"writing\", \"turns\": [\"Hello world\", \"Again\"]}\n\
+         {\"question_id\": 2, \"category\": \"math\", \"turns\": [\"two plus two\"]}\n\
+         {\"question_id\": 3, \"category\": \"writing\", \"turns\": [\"one two three\"]}\n",
+    );
+    // skip-chat-template is not passed to SpecBench by vLLM: the template is rendered anyway.
+    let profile = format!(
+        "model: m\ndataset-name: spec_bench\ndataset-path: {}\nspec-bench-category: writing\n\
+         spec-bench-output-len: 2\nnum-prompts: 2\nmax-concurrency: 1\nskip-chat-template: true\n",
+        data.display()
+    );
+    let path = write(dir.path(), "profile.yaml", &profile);
+    let output = llmbench()
+        .args(["run", "--harness", "vllm-benchmark", "--profile"])
+        .arg(&path)
+        .args(["--endpoint", &url, "--tokenizer"])
+        .arg(&tokenizer)
+        .args(["--no-preflight", "--run-id", "r", "--output"])
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    succeeded(&output);
+    assert!(
+        stderr(&output)
+            .contains("renders every prompt through the chat template whatever this says"),
+        "{}",
+        stderr(&output)
+    );
+    // The two writing records' first turns, in the order random.seed(0); random.shuffle([0, 1]) leaves: [0, 1].
+    let prompts: Vec<Value> = posts(&seen)
+        .iter()
+        .map(|(_, body)| body["prompt"].clone())
+        .collect();
+    assert_eq!(
+        prompts,
+        [
+            "<|im_start|>user\nHello world<|im_end|>\n<|im_start|>assistant\n",
+            "<|im_start|>user\none two three<|im_end|>\n<|im_start|>assistant\n",
+        ]
+    );
+    let bodies: Vec<Value> = posts(&seen).into_iter().map(|(_, b)| b).collect();
+    assert!(bodies.iter().all(|b| b["max_tokens"] == 2), "{bodies:?}");
+}

@@ -12,7 +12,6 @@ mod guidellm_file;
 use std::path::{Path, PathBuf};
 
 use rand::rngs::Xoshiro256PlusPlus;
-use rand::seq::SliceRandom as _;
 use rand::{RngExt as _, SeedableRng as _};
 use serde_json::Value;
 
@@ -24,8 +23,8 @@ use crate::data::{
 use crate::tokenizer::{AddedSpecialTokens, Tokenizer};
 use crate::workload::py_random::PyRandom;
 use crate::workload::{
-    ApiKind, DataSpec, DatasetFile, Harness, LengthShape, PromptText, SeedOrigin, ShareGpt,
-    SharedPrefixStyle, Sonnet, Spread, TokenLengths, Workload,
+    ApiKind, DataSpec, DatasetFile, DatasetRows, Harness, LengthShape, PromptText, SeedOrigin,
+    ShareGpt, SharedPrefixStyle, Sonnet, Spread, TokenLengths, Workload,
 };
 
 /// The most prompts built for one run; longer runs cycle through them, as inference-perf does with its
@@ -348,7 +347,7 @@ pub fn build_prompts(
             _ => vllm_sharegpt(sharegpt, tokenizer, seed, pool(None))?,
         },
         DataSpec::Sonnet(sonnet) => vllm_sonnet(sonnet, tokenizer, seed, pool(None))?,
-        DataSpec::File(file) => vllm_custom(file, tokenizer, seed, pool(None))?,
+        DataSpec::File(file) => vllm_custom(file, tokenizer, pool(None))?,
         DataSpec::BurstGpt(file) => burstgpt::burstgpt_prompts(file, tokenizer, seed, pool(None))?,
         DataSpec::GuidellmFile(file) => {
             let prompts = guidellm_file::guidellm_file_prompts(file, tokenizer)?;
@@ -854,10 +853,12 @@ const PREALLOCATED_PROMPTS: usize = 65_536;
 /// `--disable-shuffle`. With
 /// `--custom-output-len -1` each record's `output_tokens` (an integer) is its `max_tokens`, and vLLM refuses a
 /// record without one; otherwise every request asks for the fixed length.
+/// `BenchmarkDataset.DEFAULT_SEED`: the seed of a vLLM dataset built without `random_seed`.
+const VLLM_DATASET_DEFAULT_SEED: u64 = 0;
+
 fn vllm_custom(
     file: &DatasetFile,
     tokenizer: &Tokenizer,
-    seed: u64,
     pool: usize,
 ) -> Result<Vec<Prompt>, PromptError> {
     let path = PathBuf::from(&file.path);
@@ -902,6 +903,29 @@ fn vllm_custom(
         let Value::Object(record) = value else {
             return Err(field("prompt", "expected a record (a JSON object)".to_owned()).into());
         };
+        if let DatasetRows::SpecBench { category } = &file.rows {
+            // `SpecBench.load_data`: `row["turns"][0]` of each row, of one category when given.
+            if let Some(category) = category
+                && record.get("category").and_then(Value::as_str) != Some(category.as_str())
+            {
+                continue;
+            }
+            let first_turn = match record.get("turns") {
+                Some(Value::Array(turns)) => turns.first(),
+                _ => None,
+            };
+            let Some(Value::String(prompt)) = first_turn else {
+                return Err(field(
+                    "turns",
+                    "vLLM's spec_bench dataset reads each record's first `turns` entry as its prompt text"
+                        .to_owned(),
+                )
+                .into());
+            };
+            // spec_bench always sets its output length (`spec-bench-output-len`, 256 by default).
+            records.push((number, prompt.clone(), fixed_output.unwrap_or(256)));
+            continue;
+        }
         let prompt = match record.get("prompt") {
             Some(Value::String(s)) => s.clone(),
             Some(other) => {
@@ -928,21 +952,43 @@ fn vllm_custom(
         records.push((number, prompt, max_tokens));
     }
     if records.is_empty() {
-        return Err(DataError::NoPrompts {
-            path,
-            reason: "the file has no records".to_owned(),
-        }
-        .into());
+        let reason = match &file.rows {
+            DatasetRows::SpecBench {
+                category: Some(category),
+            } => format!("no record of the category `{category}` (spec-bench-category)"),
+            _ => "the file has no records".to_owned(),
+        };
+        return Err(DataError::NoPrompts { path, reason }.into());
     }
+    // `CustomDataset.load_data`: `random.seed(self.random_seed); random.shuffle(self.data)`. get_samples builds
+    // the dataset without `random_seed`, so the seed is `BenchmarkDataset.DEFAULT_SEED`, 0, whatever `--seed` says.
     if file.shuffle {
-        records.shuffle(&mut Xoshiro256PlusPlus::seed_from_u64(seed));
+        PyRandom::seed(VLLM_DATASET_DEFAULT_SEED).shuffle(&mut records);
     }
     records.truncate(pool);
+    // `maybe_oversample_requests`: too few records for `num-prompts` are topped up with `random.choice` of them,
+    // Python's generator seeded again with the dataset's seed.
+    if records.len() < pool {
+        let mut rng = PyRandom::seed(VLLM_DATASET_DEFAULT_SEED);
+        let have = records.len();
+        for _ in have..pool {
+            let Some(i) = rng.choice_index(have) else {
+                break;
+            };
+            records.push(records[i].clone());
+        }
+    }
     // `CustomDataset.sample`: unless told to skip it, each prompt is one user turn rendered through the chat
     // template with the generation prompt, and its length is counted after the template.
     let template = match &file.chat_template {
         Some(kwargs) => Some((
-            chat_template_of(tokenizer, "vLLM's custom dataset")?,
+            chat_template_of(
+                tokenizer,
+                match file.rows {
+                    DatasetRows::Custom => "vLLM's custom dataset",
+                    DatasetRows::SpecBench { .. } => "vLLM's spec_bench dataset",
+                },
+            )?,
             kwargs,
         )),
         None => None,
@@ -1117,6 +1163,7 @@ mod tests {
             output_len,
             shuffle: false,
             chat_template: None,
+            rows: DatasetRows::Custom,
         })
     }
 
@@ -1135,7 +1182,7 @@ mod tests {
             custom(path.clone(), None),
             ApiKind::Completion,
         );
-        let got: Vec<(u32, Option<u32>)> = build(&w, 10)
+        let got: Vec<(u32, Option<u32>)> = build(&w, 3)
             .expect("prompts")
             .iter()
             .map(|p| (p.input_tokens, p.max_tokens))
@@ -1153,6 +1200,37 @@ mod tests {
                 .iter()
                 .all(|p| p.max_tokens == Some(5))
         );
+    }
+
+    #[test]
+    fn vllm_custom_shuffles_and_oversamples_with_python_s_random_seeded_0_as_vllm_does() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = write(
+            &dir,
+            "d.jsonl",
+            "{\"prompt\": \"a\"}\n{\"prompt\": \"b\"}\n{\"prompt\": \"c\"}\n{\"prompt\": \"d\"}\n",
+        );
+        let texts = |shuffle: bool, n: u64| -> Vec<String> {
+            let mut spec = custom(path.clone(), Some(5));
+            if let DataSpec::File(f) = &mut spec {
+                f.shuffle = shuffle;
+            }
+            let mut w = workload(Harness::VllmBenchmark, spec, ApiKind::Completion);
+            // vLLM builds CustomDataset without `random_seed`: the run's seed does not change the order.
+            w.seed = 99;
+            build(&w, n)
+                .expect("prompts")
+                .into_iter()
+                .map(|p| p.text)
+                .collect()
+        };
+        // random.seed(0); random.shuffle(list(range(4))) gives [2, 0, 1, 3] (CPython 3).
+        assert_eq!(texts(true, 4), ["c", "a", "b", "d"]);
+        assert_eq!(texts(false, 4), ["a", "b", "c", "d"]);
+        // Six prompts from four records (`maybe_oversample_requests`): the four, then `random.choice(requests)`
+        // twice after random.seed(0) again, which picks index 3 and 3.
+        assert_eq!(texts(true, 6), ["c", "a", "b", "d", "d", "d"]);
+        assert_eq!(texts(false, 6), ["a", "b", "c", "d", "d", "d"]);
     }
 
     #[test]

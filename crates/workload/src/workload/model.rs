@@ -964,6 +964,19 @@ pub struct DatasetFile {
     /// Render each prompt through the tokenizer's chat template as one user turn (vllm without
     /// `--skip-chat-template`), with these extra template variables (`--chat-template-kwargs`).
     pub chat_template: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Which of vLLM's JSONL datasets reads the file.
+    pub rows: DatasetRows,
+}
+
+/// How a vLLM JSONL dataset turns a record into a prompt.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum DatasetRows {
+    /// `custom` (`CustomDataset`): each record's `prompt`, and its `output_tokens` with `custom-output-len -1`.
+    #[default]
+    Custom,
+    /// `spec_bench` (`SpecBench`, Spec-Bench's `question.jsonl`): each record's first `turns` entry, only the
+    /// records of `category` when one is given.
+    SpecBench { category: Option<String> },
 }
 
 /// vLLM's BurstGPT dataset (`BurstGPTDataset`, vllm/benchmarks/datasets.py) from a local CSV.

@@ -133,6 +133,13 @@ impl PyRandom {
         -(1.0 - self.random()).ln() / lambd
     }
 
+    /// `random.choice(seq)`'s index into a sequence of `len` items (`_randbelow(len)`); `None` when empty or
+    /// past 2³² − 1.
+    pub fn choice_index(&mut self, len: usize) -> Option<usize> {
+        let n = u32::try_from(len).ok().filter(|n| *n > 0)?;
+        Some(self.randbelow(n) as usize)
+    }
+
     /// `random.shuffle(items)`. Lists longer than 2³² − 1 are not shuffled past that index (no corpus comes near).
     pub fn shuffle<T>(&mut self, items: &mut [T]) {
         for i in (1..items.len()).rev() {

@@ -569,6 +569,7 @@ fn vllm_profiles_figures() {
             output_len: None,
             shuffle: true,
             chat_template: None,
+            rows: DatasetRows::Custom,
         })
     );
     assert_eq!(w.report.percentiles, [99.0, 100.0]);
@@ -1730,6 +1731,7 @@ fn vllm_custom_minus_one_takes_output_tokens_and_needs_jsonl_and_skip_chat_templ
             output_len: None,
             shuffle: false,
             chat_template: None,
+            rows: DatasetRows::Custom,
         })
     );
     // `output-len` (recent vLLM) sets every dataset's output length.
@@ -2098,6 +2100,48 @@ fn vllm_burstgpt_reads_its_csv_and_needs_a_path() {
     assert!(!w.api.ignore_eos);
     let e = err(Harness::VllmBenchmark, "dataset-name: burstgpt\n");
     assert!(e.contains("dataset-path"), "{e}");
+}
+
+#[test]
+fn vllm_spec_bench_reads_first_turns_of_a_category_always_through_the_chat_template() {
+    let parsed = parse(
+        Harness::VllmBenchmark,
+        "dataset-name: spec_bench\ndataset-path: /d/question.jsonl\nspec-bench-category: coding\n\
+         skip-chat-template: true\noutput-len: 64\n",
+    )
+    .unwrap();
+    assert_eq!(
+        parsed.workload.data,
+        DataSpec::File(DatasetFile {
+            path: "/d/question.jsonl".into(),
+            output_len: Some(64),
+            shuffle: true,
+            chat_template: Some(serde_json::Map::new()),
+            rows: DatasetRows::SpecBench {
+                category: Some("coding".into())
+            },
+        })
+    );
+    let warning = parsed
+        .warnings
+        .iter()
+        .find(|w| w.key == "skip-chat-template")
+        .expect("a warning");
+    assert_eq!(warning.line, Some(4));
+    // The default output length is spec-bench-output-len's 256.
+    let w = parse(
+        Harness::VllmBenchmark,
+        "dataset-name: spec_bench\ndataset-path: /d/q.jsonl\n",
+    )
+    .unwrap()
+    .workload;
+    let DataSpec::File(f) = &w.data else {
+        panic!("{:?}", w.data)
+    };
+    assert_eq!(
+        (f.output_len, &f.rows),
+        (Some(256), &DatasetRows::SpecBench { category: None })
+    );
 }
 
 #[test]

@@ -925,32 +925,50 @@ fn dataset_spec(
             let chat_template = if skip_template {
                 None
             } else {
-                Some(match m.get("chat-template-kwargs") {
-                    Some(f) => {
-                        let t = text(ctx, &f)?;
-                        match serde_json::from_str(&t) {
-                            Ok(serde_json::Value::Object(kwargs)) => kwargs,
-                            Ok(_) => {
-                                return Err(
-                                    f.invalid(ctx, "must be a JSON object of template variables")
-                                );
-                            }
-                            Err(e) => {
-                                return Err(f.invalid(
-                                    ctx,
-                                    format!("not JSON (vLLM reads it with json.loads): {e}"),
-                                ));
-                            }
-                        }
-                    }
-                    None => serde_json::Map::new(),
-                })
+                Some(chat_template_kwargs(ctx, m)?)
             };
             DataSpec::File(DatasetFile {
                 path,
                 output_len,
                 shuffle,
                 chat_template,
+                rows: DatasetRows::Custom,
+            })
+        }
+        "spec_bench" => {
+            // `SpecBench` (a `CustomDataset`): each record's first turn, of `spec-bench-category` only when given.
+            // get_samples passes it no `skip_chat_template`, so every prompt goes through the chat template.
+            let path = m
+                .require(
+                    ctx,
+                    "dataset-path",
+                    "the spec_bench dataset is read from Spec-Bench's question.jsonl",
+                )
+                .and_then(|f| text(ctx, &f))?;
+            let output_len = with_general(len(m, "spec-bench-output-len", 256)?, &general.output)?;
+            let category = m
+                .get("spec-bench-category")
+                .map(|f| text(ctx, &f))
+                .transpose()?;
+            for key in ["skip-chat-template", "custom-skip-chat-template"] {
+                if let Some(f) = m.take(key)
+                    && flag(ctx, &f)?
+                {
+                    ctx.warn(
+                        key,
+                        f.line,
+                        WarningKind::Ignored,
+                        "vLLM's spec_bench dataset renders every prompt through the chat template whatever this \
+                         says (get_samples does not pass it on); llmbench does the same",
+                    );
+                }
+            }
+            DataSpec::File(DatasetFile {
+                path,
+                output_len: Some(output_len),
+                shuffle,
+                chat_template: Some(chat_template_kwargs(ctx, m)?),
+                rows: DatasetRows::SpecBench { category },
             })
         }
         "prefix_repetition" => {
@@ -995,9 +1013,8 @@ fn dataset_spec(
                 .and_then(|f| text(ctx, &f))?;
             DataSpec::BurstGpt(BurstGpt { path })
         }
-        "random-mm" | "random-rerank" | "hf" | "spec_bench" | "spec-bench" | "speed_bench"
-        | "sharegpt4v" | "visionarena" | "instructcoder" | "mtbench" | "custom_image"
-        | "custom_audio" | "timed_trace" => {
+        "random-mm" | "random-rerank" | "hf" | "speed_bench" | "sharegpt4v" | "visionarena"
+        | "instructcoder" | "mtbench" | "custom_image" | "custom_audio" | "timed_trace" => {
             return Err(ctx.unsupported("dataset-name", line, format!("the `{name}` dataset")));
         }
         other => {
@@ -1011,6 +1028,25 @@ fn dataset_spec(
         }
     };
     Ok(spec)
+}
+
+/// `chat-template-kwargs`: a JSON object of extra template variables (none when not given).
+fn chat_template_kwargs(
+    ctx: &mut Ctx,
+    m: &mut MapReader<'_>,
+) -> Result<serde_json::Map<String, serde_json::Value>, WorkloadError> {
+    let Some(f) = m.get("chat-template-kwargs") else {
+        return Ok(serde_json::Map::new());
+    };
+    let t = text(ctx, &f)?;
+    match serde_json::from_str(&t) {
+        Ok(serde_json::Value::Object(kwargs)) => Ok(kwargs),
+        Ok(_) => Err(f.invalid(ctx, "must be a JSON object of template variables")),
+        Err(e) => Err(f.invalid(
+            ctx,
+            format!("not JSON (vLLM reads it with json.loads): {e}"),
+        )),
+    }
 }
 
 /// `--random-range-ratio`: one number for both lengths, or (recent vLLM) a JSON object
