@@ -1303,7 +1303,7 @@ impl RunContext<'_> {
         // must see it on the test request too.
         let (api, _) = self.api_with_key(api);
         let api = &api;
-        let url = format!("{}{}", self.endpoint, api.path());
+        let url = format!("{}{}", self.endpoint, api.target());
         let target = Target {
             transport: transport(&url, api.api_key.as_deref(), &api.headers, Some(1))?,
             url,
@@ -1498,7 +1498,7 @@ impl RunContext<'_> {
         }
         write_file(&dir.join(report::PROFILE_FILE), self.rendered.as_bytes())?;
 
-        let url = format!("{}{}", self.endpoint, api.path());
+        let url = format!("{}{}", self.endpoint, api.target());
         let target = Arc::new(Target {
             transport: transport(
                 &url,

@@ -1003,8 +1003,8 @@ fn bad_guidellm_scenarios_are_refused_with_key_and_line() {
         profile(
             GL,
             "extras.yaml",
-            "spec:\n  backend: {target: http://x, extras: {params: {seed: 3}}}\n",
-            &["`spec.backend.extras.params`", "extra request arguments"],
+            "spec:\n  backend: {target: http://x, extras: {method: PUT}}\n",
+            &["`spec.backend.extras.method`", "extra request arguments"],
         ),
         profile(
             GL,
@@ -1095,10 +1095,10 @@ fn bad_guidellm_scenarios_are_refused_with_key_and_line() {
             GL,
             "flatformatter.yaml",
             flat(
-                "data_request_formatter: {request_type: chat_completions, extras: {params: {a: 1}}}\n",
+                "data_request_formatter: {request_type: chat_completions, extras: {method: PUT}}\n",
             ),
             &[
-                "`data_request_formatter.extras.params`",
+                "`data_request_formatter.extras.method`",
                 "extra request arguments",
             ],
         ),
@@ -1117,8 +1117,8 @@ fn bad_vllm_and_inferencemax_flag_maps_are_refused_with_key_and_line() {
         profile(
             VL,
             "dataset.yaml",
-            "dataset-name: burstgpt\n",
-            &["`dataset-name`", "the `burstgpt` dataset"],
+            "dataset-name: mtbench\n",
+            &["`dataset-name`", "the `mtbench` dataset"],
         ),
         profile(
             VL,

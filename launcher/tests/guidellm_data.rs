@@ -124,10 +124,12 @@ fn a_csv_file_without_lengths_sends_the_backends_max_tokens_without_ignore_eos()
         "rows.csv",
         "prefix,prompt\nYou are terse.,Count to three.\nYou are kind.,Describe rain.\n",
     );
-    // The bare path form of `data`, the backend's `max_tokens`, and extra body fields (`extras.body`).
+    // The bare path form of `data`, the backend's `max_tokens`, extra body fields (`extras.body`) and query
+    // parameters (`extras.params`, which httpx encodes into the URL).
     let profile = scenario("/v1/completions", &data.display().to_string(), 2, "").replace(
         "request_format:",
-        "max_tokens: 6\n    extras: {body: {temperature: 0.0, top_k: 5}}\n    request_format:",
+        "max_tokens: 6\n    extras: {body: {temperature: 0.0, top_k: 5}, params: {api-version: 2024-10 b, \
+         debug: true, tag: [a, 'b&c'], ratio: 2.0}}\n    request_format:",
     );
     let output = run(dir.path(), &profile, &url);
     succeeded(&output);
@@ -139,6 +141,20 @@ fn a_csv_file_without_lengths_sends_the_backends_max_tokens_without_ignore_eos()
         [
             "You are terse. Count to three.",
             "You are kind. Describe rain."
+        ]
+    );
+    // `urlencode` with quote_plus; a list repeats its name; True is `true`; 2.0 is written as Python writes it.
+    let lines: Vec<String> = seen
+        .lock()
+        .expect("lock")
+        .iter()
+        .map(|r| r.line.clone())
+        .collect();
+    assert_eq!(
+        lines,
+        vec![
+            "POST /v1/completions?api-version=2024-10+b&debug=true&tag=a&tag=b%26c&ratio=2.0 HTTP/1.1".to_owned();
+            2
         ]
     );
     for body in &sent {

@@ -230,7 +230,7 @@ pub async fn check(checks: &Checks<'_>, target: Target) -> Result<PreflightMeta,
     if let Some(answered) = &answered
         && answered != checks.model
     {
-        let url = join_url(checks.endpoint, checks.api.path());
+        let url = join_url(checks.endpoint, &checks.api.target());
         if !checks.allow_model_mismatch {
             return Err(PreflightError::ModelMismatch {
                 sent: checks.model.to_owned(),

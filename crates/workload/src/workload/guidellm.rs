@@ -403,13 +403,65 @@ fn extras(ctx: &mut Ctx, f: &At<'_>, api: &mut Api) -> Result<(), WorkloadError>
             api.extra_body.insert(name, value);
         }
     }
-    for key in ["method", "params", "files", "content"] {
+    if let Some(p) = m.get("params") {
+        api.query.extend(query_params(ctx, &p)?);
+    }
+    for key in ["method", "files", "content"] {
         if let Some(x) = m.get(key) {
             return Err(x.unsupported(ctx, format!("extra request arguments (`extras.{key}`)")));
         }
     }
     m.finish(ctx, &[]);
     Ok(())
+}
+
+/// `extras.params`: the query parameters httpx sends (`QueryParams`: a list value repeats its name; `True`,
+/// `False` and `None` as `true`, `false` and nothing; numbers as Python writes them).
+fn query_params(ctx: &mut Ctx, f: &At<'_>) -> Result<Vec<(String, String)>, WorkloadError> {
+    let serde_json::Value::Object(params) = yaml_json(f.node) else {
+        return Err(ctx.wrong_type(&f.path, f.node, "a map of query parameters"));
+    };
+    let text = |name: &str, v: &serde_json::Value| -> Result<String, WorkloadError> {
+        Ok(match v {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Bool(b) => b.to_string(),
+            serde_json::Value::Null => String::new(),
+            serde_json::Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+                (Some(i), _, _) => i.to_string(),
+                (_, Some(u), _) => u.to_string(),
+                // Python's repr of a float: `1.0` for a whole one; Rust's shortest round trip matches it between
+                // 1e-4 and 1e16, where Python writes no exponent.
+                (_, _, Some(x)) if x.fract() == 0.0 && x.abs() < 1e16 => format!("{x:.1}"),
+                (_, _, Some(x)) if (1e-4..1e16).contains(&x.abs()) => x.to_string(),
+                _ => {
+                    return Err(f.invalid(
+                        ctx,
+                        format!(
+                            "`{name}`: {n} is written with an exponent by Python; give it as text (in quotes)"
+                        ),
+                    ));
+                }
+            },
+            serde_json::Value::Array(_) | serde_json::Value::Object(_) => {
+                return Err(f.invalid(
+                    ctx,
+                    format!("`{name}`: a query parameter is text, a number, true/false or a list of them"),
+                ));
+            }
+        })
+    };
+    let mut pairs = Vec::new();
+    for (name, value) in &params {
+        match value {
+            serde_json::Value::Array(items) => {
+                for item in items {
+                    pairs.push((name.clone(), text(name, item)?));
+                }
+            }
+            other => pairs.push((name.clone(), text(name, other)?)),
+        }
+    }
+    Ok(pairs)
 }
 
 /// A YAML value as the JSON guidellm's pydantic model would hold it.

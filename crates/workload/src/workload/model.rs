@@ -138,6 +138,8 @@ pub struct Api {
     pub logprobs: Option<i64>,
     /// vLLM `--request-id-prefix`: each request's `x-request-id` is this and the request's number.
     pub request_id_prefix: Option<String>,
+    /// Query parameters added to every request's URL, in order (guidellm `extras.params`, sent by httpx).
+    pub query: Vec<(String, String)>,
 }
 
 impl Default for Api {
@@ -156,6 +158,7 @@ impl Default for Api {
             extra_body: serde_json::Map::new(),
             logprobs: None,
             request_id_prefix: None,
+            query: Vec::new(),
         }
     }
 }
@@ -167,6 +170,37 @@ impl Api {
             (Some(p), _) => p,
             (None, ApiKind::Completion) => "/v1/completions",
             (None, ApiKind::Chat) => "/v1/chat/completions",
+        }
+    }
+
+    /// The request target: [`Api::path`] and the query parameters, encoded as httpx encodes them
+    /// (`urllib.parse.urlencode`: `quote_plus` on each name and value).
+    pub fn target(&self) -> String {
+        let mut target = self.path().to_owned();
+        for (i, (name, value)) in self.query.iter().enumerate() {
+            target.push(if i == 0 && !target.contains('?') {
+                '?'
+            } else {
+                '&'
+            });
+            quote_plus(&mut target, name);
+            target.push('=');
+            quote_plus(&mut target, value);
+        }
+        target
+    }
+}
+
+/// Python's `urllib.parse.quote_plus`: letters, digits and `_.-~` as they are, a space as `+`, every other byte of
+/// the UTF-8 text as `%XX`.
+fn quote_plus(out: &mut String, text: &str) {
+    for b in text.bytes() {
+        match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' | b'-' | b'~' => {
+                out.push(b as char)
+            }
+            b' ' => out.push('+'),
+            _ => out.push_str(&format!("%{b:02X}")),
         }
     }
 }
@@ -1093,6 +1127,23 @@ impl Spread {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn query_parameters_are_appended_to_the_path_as_urlencode_quotes_them() {
+        let api = Api {
+            query: vec![("a b".into(), "x/y?".into()), ("n".into(), "é~_.-".into())],
+            ..Api::default()
+        };
+        // urllib.parse.urlencode([("a b", "x/y?"), ("n", "é~_.-")]) == "a+b=x%2Fy%3F&n=%C3%A9~_.-"
+        assert_eq!(api.target(), "/v1/completions?a+b=x%2Fy%3F&n=%C3%A9~_.-");
+        let api = Api {
+            endpoint: Some("/v1/completions?api-version=1".into()),
+            query: vec![("k".into(), String::new())],
+            ..Api::default()
+        };
+        assert_eq!(api.target(), "/v1/completions?api-version=1&k=");
+        assert_eq!(Api::default().target(), "/v1/completions");
+    }
 
     #[test]
     fn inference_perf_geometric_rates_crowd_towards_saturation_rounded_to_cents() {

@@ -2475,10 +2475,8 @@ fn guidellm_pipeline_and_metric_keys_are_honoured_or_refused() {
             "the think time's bounds are crossed",
         ),
         (
-            format!(
-                "{head}data: prompt_tokens=8\nbackend_kwargs: {{extras: {{params: {{seed: 1}}}}}}\n"
-            ),
-            "backend_kwargs.extras.params",
+            format!("{head}data: prompt_tokens=8\nbackend_kwargs: {{extras: {{method: PUT}}}}\n"),
+            "backend_kwargs.extras.method",
             "extra request arguments",
         ),
     ] {
