@@ -181,30 +181,11 @@ fn a_linear_ramp_up_plans_each_send_one_gap_of_its_own_rate_after_the_last() {
     assert!((gaps[1] - 333_333_333).abs() <= 1, "{planned:?}");
 }
 
-/// A word-level tokenizer.json: ChatML's two markers are special tokens, every other whitespace-separated word is
-/// one token (known or `[UNK]`), so counts can be worked out by hand.
-const WORD_TOKENIZER: &str = r#"{"version": "1.0", "truncation": null, "padding": null,
- "added_tokens": [
-  {"id": 0, "content": "<|im_start|>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},
-  {"id": 1, "content": "<|im_end|>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}],
- "normalizer": null, "pre_tokenizer": {"type": "WhitespaceSplit"}, "post_processor": null, "decoder": null,
- "model": {"type": "WordLevel", "vocab": {"<|im_start|>": 0, "<|im_end|>": 1, "[UNK]": 2, "user": 3,
-           "assistant": 4}, "unk_token": "[UNK]"}}"#;
-
-/// The classic ChatML template (as OpenHermes-2.5 ships it in its tokenizer_config.json).
-const CHATML: &str = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + \
-                      '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}\
-                      {% endif %}";
-
 #[test]
 fn custom_prompts_are_sent_rendered_through_the_tokenizers_chat_template_and_counted_after_it() {
     let (url, seen) = capturing_server(streamed_answer);
     let dir = tempfile::tempdir().expect("tempdir");
-    let tokenizer = dir.path().join("tok");
-    std::fs::create_dir(&tokenizer).expect("mkdir");
-    write(&tokenizer, "tokenizer.json", WORD_TOKENIZER);
-    let config = json!({"eos_token": "<|im_end|>", "chat_template": CHATML});
-    write(&tokenizer, "tokenizer_config.json", &config.to_string());
+    let tokenizer = chatml_tokenizer(dir.path());
     let data = write(
         dir.path(),
         "d.jsonl",
@@ -359,11 +340,7 @@ fn burstgpt_rows_are_sampled_as_pandas_samples_them_and_sent_as_vllm_builds_them
 fn spec_bench_sends_each_records_first_turn_of_the_category_through_the_chat_template() {
     let (url, seen) = capturing_server(streamed_answer);
     let dir = tempfile::tempdir().expect("tempdir");
-    let tokenizer = dir.path().join("tok");
-    std::fs::create_dir(&tokenizer).expect("mkdir");
-    write(&tokenizer, "tokenizer.json", WORD_TOKENIZER);
-    let config = json!({"eos_token": "<|im_end|>", "chat_template": CHATML});
-    write(&tokenizer, "tokenizer_config.json", &config.to_string());
+    let tokenizer = chatml_tokenizer(dir.path());
     // Spec-Bench's question.jsonl layout: question_id, category, turns.
     let data = write(
         dir.path(),

@@ -62,6 +62,22 @@ pub enum PromptError {
         "data: a mooncake trace's requests are built from the trace with its schedule, not as a prompt pool"
     )]
     TraceData,
+    /// inference-perf refuses an input length its chat template alone fills.
+    #[error(
+        "data: an input length of {length} tokens does not exceed the chat template's own {overhead}: with \
+         `use_chat_template: true` inference-perf's lengths are the templated prompt's, so each must be longer"
+    )]
+    BelowTemplate { length: u32, overhead: u32 },
+    /// The templated prompt never tokenized to its length (inference-perf gives up after the same 20 tries).
+    #[error(
+        "data: no templated prompt of exactly {length} tokens after {tries} tries (the last had {last}); the \
+         tokenizer likely does not match the model's"
+    )]
+    NeverExact {
+        length: u32,
+        tries: usize,
+        last: u32,
+    },
     #[error("data: {what} must be a fixed token count for this data type, found {found}")]
     NotFixed { what: &'static str, found: String },
     #[error("data: {what}: {value} does not fit in a 32-bit token count")]
@@ -261,12 +277,15 @@ pub fn build_prompts(
                 }
                 _ => random.input.clone(),
             };
+            // inference-perf's `use_chat_template`: the length is the templated text's, which carries its own
+            // special tokens.
+            let wrap = workload.api.use_chat_template == Some(true);
             let spec = SyntheticSpec {
                 num_prompts: pool(random.input.total_count),
                 prompt_tokens: distribution("input length", &input)?,
                 output_tokens: Some(distribution("output length", &random.output)?),
                 prefix_buckets,
-                specials_in_each_length: in_each_length,
+                specials_in_each_length: if wrap { 0 } else { in_each_length },
                 seed,
             };
             let prompts = match &random.text {
@@ -280,7 +299,11 @@ pub fn build_prompts(
                     synthetic(tokenizer, &spec)?
                 }
             };
-            as_sent(prompts)
+            if wrap {
+                chat_templated(prompts, tokenizer, seed)?
+            } else {
+                as_sent(prompts)
+            }
         }
         DataSpec::SyntheticText(text) => as_sent(synthetic(
             tokenizer,
@@ -853,6 +876,59 @@ const PREALLOCATED_PROMPTS: usize = 65_536;
 /// `--disable-shuffle`. With
 /// `--custom-output-len -1` each record's `output_tokens` (an integer) is its `max_tokens`, and vLLM refuses a
 /// record without one; otherwise every request asks for the fixed length.
+/// inference-perf's `use_chat_template` (`converge_to_exact_length_text` with the template as `wrap_fn`): each
+/// prompt becomes one user turn of the tokenizer's chat template, its content trimmed or extended until the
+/// rendered text counts exactly the prompt's length without special tokens — what the server counts, since the
+/// request asks it to add none. As upstream: at most 20 tries, and every length must exceed the template's own.
+fn chat_templated(
+    prompts: Vec<Prompt>,
+    tokenizer: &Tokenizer,
+    seed: u64,
+) -> Result<Vec<Prompt>, PromptError> {
+    const TRIES: usize = 20;
+    let template = chat_template_of(tokenizer, "inference-perf's `use_chat_template: true`")?;
+    let kwargs = serde_json::Map::new();
+    let count = |text: &str| tokenizer.count(text).map_err(DataError::from);
+    let overhead = count(&template.render_user("", &kwargs)?)?;
+    let words = tokenizer.plain_words();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    prompts
+        .into_iter()
+        .map(|mut prompt| {
+            let target = prompt.input_tokens;
+            if target <= overhead {
+                return Err(PromptError::BelowTemplate {
+                    length: target,
+                    overhead,
+                });
+            }
+            let mut ids = tokenizer.encode(&prompt.text).map_err(DataError::from)?;
+            let mut last = 0;
+            for _ in 0..TRIES {
+                let content = tokenizer.decode(&ids).map_err(DataError::from)?;
+                let text = template.render_user(&content, &kwargs)?;
+                let n = count(&text)?;
+                if n == target {
+                    prompt.text = text;
+                    return Ok(prompt);
+                }
+                last = n;
+                if n < target && !words.is_empty() {
+                    ids.extend((n..target).map(|_| words[rng.random_range(0..words.len())]));
+                } else {
+                    let extra = (n - target.min(n)) as usize;
+                    ids.truncate(ids.len().saturating_sub(extra));
+                }
+            }
+            Err(PromptError::NeverExact {
+                length: target,
+                tries: TRIES,
+                last,
+            })
+        })
+        .collect()
+}
+
 /// `BenchmarkDataset.DEFAULT_SEED`: the seed of a vLLM dataset built without `random_seed`.
 const VLLM_DATASET_DEFAULT_SEED: u64 = 0;
 

@@ -310,3 +310,29 @@ pub fn http_get(url: &str) -> Option<(u16, String)> {
         .unwrap_or_default();
     Some((status, body))
 }
+
+/// A word-level tokenizer.json: ChatML's two markers are special tokens, every other whitespace-separated word is
+/// one token (known or `[UNK]`), so counts can be worked out by hand.
+pub const WORD_TOKENIZER: &str = r#"{"version": "1.0", "truncation": null, "padding": null,
+ "added_tokens": [
+  {"id": 0, "content": "<|im_start|>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},
+  {"id": 1, "content": "<|im_end|>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}],
+ "normalizer": null, "pre_tokenizer": {"type": "WhitespaceSplit"}, "post_processor": null, "decoder": null,
+ "model": {"type": "WordLevel", "vocab": {"<|im_start|>": 0, "<|im_end|>": 1, "[UNK]": 2, "user": 3,
+           "assistant": 4}, "unk_token": "[UNK]"}}"#;
+
+/// The classic ChatML template (as OpenHermes-2.5 ships it in its tokenizer_config.json).
+pub const CHATML: &str = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + \
+                      '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}\
+                      {% endif %}";
+
+/// A tokenizer directory under `dir` holding [`WORD_TOKENIZER`] and a tokenizer_config.json with [`CHATML`] as its
+/// chat template.
+pub fn chatml_tokenizer(dir: &Path) -> PathBuf {
+    let tokenizer = dir.join("tok");
+    std::fs::create_dir(&tokenizer).expect("mkdir");
+    write(&tokenizer, "tokenizer.json", WORD_TOKENIZER);
+    let config = serde_json::json!({"eos_token": "<|im_end|>", "chat_template": CHATML});
+    write(&tokenizer, "tokenizer_config.json", &config.to_string());
+    tokenizer
+}

@@ -951,16 +951,22 @@ fn parse_data(
                 ),
             ));
         }
-        if wrap {
+        if wrap && trace.is_some() {
             return Err(f.unsupported(
                 ctx,
-                "wrapping random prompts in the tokenizer's chat template (`use_chat_template: true`: \
-                 inference-perf converges each prompt to its length over the templated text and sends \
-                 `add_special_tokens: false`, which llmbench does not reproduce yet — unset it, or use `api.type: \
-                 chat` to let the server apply the template)",
+                "wrapping trace-driven random prompts in the chat template (`use_chat_template` with \
+                 `data.trace`)",
             ));
         }
-        api.use_chat_template = Some(false);
+        // `RandomDataGenerator`: each prompt is the templated text, converged to its length, and the request
+        // asks the server to add no special tokens of its own (`CompletionAPIData.add_special_tokens = False`).
+        api.use_chat_template = Some(wrap);
+        if wrap {
+            api.extra_body.insert(
+                "add_special_tokens".to_owned(),
+                serde_json::Value::Bool(false),
+            );
+        }
     }
     for key in TYPE_SUBMAPS.into_iter().filter(|k| *k != kind) {
         m.ignore(ctx, key, &format!("only read when `type` is `{key}`"));

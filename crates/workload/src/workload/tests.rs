@@ -2251,13 +2251,6 @@ fn inference_perf_keys_that_change_requests_are_honoured_or_refused() {
             "Unknown circuit breaker: errors",
         ),
         (
-            format!(
-                "{IP_HEAD}{stages}data:\n  type: random\n  use_chat_template: true\n  input_distribution: {{}}\n  output_distribution: {{}}\n"
-            ),
-            "data.use_chat_template",
-            "chat template",
-        ),
-        (
             format!("{IP_HEAD}{stages}data:\n  type: mock\n  use_chat_template: true\n"),
             "data.use_chat_template",
             "only with `type: random`",

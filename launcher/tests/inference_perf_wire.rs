@@ -1,0 +1,75 @@
+//! inference-perf profiles as they reach the server, through the binary: what the body carries and how long the
+//! prompt is on the server's count, worked out by hand from inference-perf's source. Bodies only, never timings.
+
+mod common;
+
+use serde_json::Value;
+
+use common::*;
+
+/// One streamed completion chunk of 2 tokens, a usage chunk and `[DONE]`.
+fn streamed_answer(_: &WireRequest) -> String {
+    let chunk =
+        serde_json::json!({"choices": [{"index": 0, "text": "a b", "finish_reason": "length"}]});
+    let usage =
+        serde_json::json!({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 2}});
+    ok_response(
+        "text/event-stream",
+        &format!("data: {chunk}\n\ndata: {usage}\n\ndata: [DONE]\n\n"),
+    )
+}
+
+#[test]
+fn use_chat_template_sends_templated_prompts_of_exactly_the_asked_length_without_added_special_tokens()
+ {
+    let (url, seen) = capturing_server(streamed_answer);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tokenizer = chatml_tokenizer(dir.path());
+    // Three requests of 12 input tokens: the templated text counts 12 without special tokens added.
+    let profile = format!(
+        "load:\n  type: constant\n  stages: [{{rate: 3, duration: 1}}]\napi:\n  type: completion\n  \
+         streaming: true\nserver:\n  type: vllm\n  model_name: m\n  base_url: {url}\ndata:\n  type: random\n  \
+         use_chat_template: true\n  input_distribution: {{min: 12, max: 12, mean: 12, std_dev: 0}}\n  \
+         output_distribution: {{min: 2, max: 2, mean: 2, std_dev: 0}}\n"
+    );
+    let path = write(dir.path(), "profile.yaml", &profile);
+    let output = llmbench()
+        .args(["run", "--harness", "inference-perf", "--profile"])
+        .arg(&path)
+        .args(["--tokenizer"])
+        .arg(&tokenizer)
+        .args(["--no-preflight", "--run-id", "r", "--output"])
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    succeeded(&output);
+    let bodies: Vec<Value> = seen
+        .lock()
+        .expect("lock")
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).expect("json"))
+        .collect();
+    assert_eq!(bodies.len(), 3, "{bodies:?}");
+    for body in &bodies {
+        // `CompletionAPIData.to_payload` with `add_special_tokens=False`.
+        assert_eq!(body["add_special_tokens"], false, "{body}");
+        let prompt = body["prompt"].as_str().expect("a prompt");
+        // One user turn of ChatML with the generation prompt: <|im_start|> user <content> <|im_end|> <|im_start|>
+        // assistant, i.e. 5 tokens of template and 7 words of content.
+        let content = prompt
+            .strip_prefix("<|im_start|>user\n")
+            .and_then(|p| p.strip_suffix("<|im_end|>\n<|im_start|>assistant\n"))
+            .unwrap_or_else(|| panic!("not one ChatML user turn: {prompt:?}"));
+        assert_eq!(content.split_whitespace().count(), 7, "{prompt:?}");
+    }
+    let recorded: Vec<u64> = std::fs::read_to_string(dir.path().join("r/requests.jsonl"))
+        .expect("records")
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).expect("record")["input_tokens"]
+                .as_u64()
+                .expect("n")
+        })
+        .collect();
+    assert_eq!(recorded, [12, 12, 12]);
+}
