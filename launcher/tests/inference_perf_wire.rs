@@ -33,15 +33,7 @@ fn use_chat_template_sends_templated_prompts_of_exactly_the_asked_length_without
          output_distribution: {{min: 2, max: 2, mean: 2, std_dev: 0}}\n"
     );
     let path = write(dir.path(), "profile.yaml", &profile);
-    let output = llmbench()
-        .args(["run", "--harness", "inference-perf", "--profile"])
-        .arg(&path)
-        .args(["--tokenizer"])
-        .arg(&tokenizer)
-        .args(["--no-preflight", "--run-id", "r", "--output"])
-        .arg(dir.path())
-        .output()
-        .expect("runs");
+    let output = run_against("inference-perf", &path, &url, &tokenizer, dir.path(), "r");
     succeeded(&output);
     let bodies: Vec<Value> = seen
         .lock()

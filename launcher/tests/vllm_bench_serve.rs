@@ -44,20 +44,7 @@ fn posts(seen: &Mutex<Vec<WireRequest>>) -> Vec<(Option<String>, Value)> {
 
 fn run(dir: &Path, profile: &str, endpoint: &str) -> Output {
     let path = write(dir, "profile.yaml", profile);
-    llmbench()
-        .args(["run", "--harness", "vllm-benchmark", "--profile"])
-        .arg(&path)
-        .args([
-            "--endpoint",
-            endpoint,
-            "--tokenizer",
-            "builtin",
-            "--no-preflight",
-        ])
-        .args(["--run-id", "r", "--output"])
-        .arg(dir)
-        .output()
-        .expect("runs")
+    run_against("vllm-benchmark", &path, endpoint, "builtin", dir, "r")
 }
 
 fn records(dir: &Path) -> Vec<Value> {
@@ -197,15 +184,7 @@ fn custom_prompts_are_sent_rendered_through_the_tokenizers_chat_template_and_cou
         data.display()
     );
     let path = write(dir.path(), "profile.yaml", &profile);
-    let output = llmbench()
-        .args(["run", "--harness", "vllm-benchmark", "--profile"])
-        .arg(&path)
-        .args(["--endpoint", &url, "--tokenizer"])
-        .arg(&tokenizer)
-        .args(["--no-preflight", "--run-id", "r", "--output"])
-        .arg(dir.path())
-        .output()
-        .expect("runs");
+    let output = run_against("vllm-benchmark", &path, &url, &tokenizer, dir.path(), "r");
     succeeded(&output);
     // apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False).
     let prompts: Vec<Value> = posts(&seen)
@@ -230,15 +209,7 @@ fn custom_prompts_are_sent_rendered_through_the_tokenizers_chat_template_and_cou
     // A tokenizer without a chat template: refused before anything is sent, saying what to pass.
     std::fs::remove_file(tokenizer.join("tokenizer_config.json")).expect("rm");
     let before = seen.lock().expect("lock").len();
-    let output = llmbench()
-        .args(["run", "--harness", "vllm-benchmark", "--profile"])
-        .arg(&path)
-        .args(["--endpoint", &url, "--tokenizer"])
-        .arg(&tokenizer)
-        .args(["--no-preflight", "--run-id", "r2", "--output"])
-        .arg(dir.path())
-        .output()
-        .expect("runs");
+    let output = run_against("vllm-benchmark", &path, &url, &tokenizer, dir.path(), "r2");
     assert!(!output.status.success());
     let error = stderr(&output);
     assert!(
@@ -356,15 +327,7 @@ fn spec_bench_sends_each_records_first_turn_of_the_category_through_the_chat_tem
         data.display()
     );
     let path = write(dir.path(), "profile.yaml", &profile);
-    let output = llmbench()
-        .args(["run", "--harness", "vllm-benchmark", "--profile"])
-        .arg(&path)
-        .args(["--endpoint", &url, "--tokenizer"])
-        .arg(&tokenizer)
-        .args(["--no-preflight", "--run-id", "r", "--output"])
-        .arg(dir.path())
-        .output()
-        .expect("runs");
+    let output = run_against("vllm-benchmark", &path, &url, &tokenizer, dir.path(), "r");
     succeeded(&output);
     assert!(
         stderr(&output)

@@ -489,6 +489,22 @@ fn vllm_real_input_len(
 }
 
 /// A text file the profile names (a corpus, a sonnet), with the path in the error.
+/// A reader of the CSV `text`, as pandas reads one: a header row, every row as wide as it.
+fn csv_reader(text: &str) -> csv::Reader<&[u8]> {
+    csv::ReaderBuilder::new()
+        .flexible(false)
+        .from_reader(text.as_bytes())
+}
+
+/// A CSV error of the file at `path`, with its line.
+fn csv_error(path: &Path) -> impl Fn(csv::Error) -> DataError + Copy + '_ {
+    move |e| DataError::Csv {
+        path: path.to_owned(),
+        line: e.position().map_or(0, csv::Position::line),
+        message: e.to_string(),
+    }
+}
+
 fn read_text(path: &Path) -> Result<String, DataError> {
     std::fs::read_to_string(path).map_err(|source| DataError::Read {
         path: path.to_owned(),

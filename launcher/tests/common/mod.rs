@@ -326,6 +326,27 @@ pub const CHATML: &str = "{% for message in messages %}{{'<|im_start|>' + messag
                       '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}\
                       {% endif %}";
 
+/// `llmbench run` of the `harness` profile at `profile` against `endpoint` with `tokenizer` (`builtin` or a path),
+/// without the pre-flight, its results in `out/run_id`.
+pub fn run_against(
+    harness: &str,
+    profile: &Path,
+    endpoint: &str,
+    tokenizer: impl AsRef<std::ffi::OsStr>,
+    out: &Path,
+    run_id: &str,
+) -> Output {
+    llmbench()
+        .args(["run", "--harness", harness, "--profile"])
+        .arg(profile)
+        .args(["--endpoint", endpoint, "--tokenizer"])
+        .arg(tokenizer)
+        .args(["--no-preflight", "--run-id", run_id, "--output"])
+        .arg(out)
+        .output()
+        .expect("runs")
+}
+
 /// A tokenizer directory under `dir` holding [`WORD_TOKENIZER`] and a tokenizer_config.json with [`CHATML`] as its
 /// chat template.
 pub fn chatml_tokenizer(dir: &Path) -> PathBuf {

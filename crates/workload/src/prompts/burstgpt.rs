@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{PromptError, read_text};
+use super::{PromptError, csv_error, csv_reader, read_text};
 use crate::data::{DataError, Prompt};
 use crate::limits::MAX_TOKENS;
 use crate::tokenizer::Tokenizer;
@@ -85,14 +85,8 @@ pub(super) fn burstgpt_prompts(
 
 /// The rows `BurstGPTDataset.load_data` keeps, in file order.
 fn read_rows(path: &Path, text: &str) -> Result<Vec<Row>, DataError> {
-    let csv_error = |e: csv::Error| DataError::Csv {
-        path: path.to_owned(),
-        line: e.position().map_or(0, csv::Position::line),
-        message: e.to_string(),
-    };
-    let mut reader = csv::ReaderBuilder::new()
-        .flexible(false)
-        .from_reader(text.as_bytes());
+    let csv_error = csv_error(path);
+    let mut reader = csv_reader(text);
     let headers = reader.headers().map_err(csv_error)?.clone();
     let column = |name: &str| {
         headers

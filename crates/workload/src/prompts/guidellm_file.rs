@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use super::PromptError;
+use super::{PromptError, csv_error, csv_reader};
 use crate::data::{ChatMessage, DataError, Prompt, Prompts};
 use crate::tokenizer::Tokenizer;
 use crate::workload::{GuidellmFile, GuidellmFileFormat};
@@ -442,14 +442,8 @@ fn read_rows(
 }
 
 fn csv_rows(path: &Path, text: &str) -> Result<Vec<Row>, DataError> {
-    let csv_error = |e: csv::Error| DataError::Csv {
-        path: path.to_owned(),
-        line: e.position().map_or(0, csv::Position::line),
-        message: e.to_string(),
-    };
-    let mut reader = csv::ReaderBuilder::new()
-        .flexible(false)
-        .from_reader(text.as_bytes());
+    let csv_error = csv_error(path);
+    let mut reader = csv_reader(text);
     let headers: Vec<String> = reader
         .headers()
         .map_err(csv_error)?
