@@ -317,6 +317,7 @@ fn detail_run<'a>(
         samples_per_query: schedule.samples_per_query,
         start_ns,
         end_ns,
+        start_unix_ns: executed.meta.t0_unix_ns.saturating_add(start_ns),
         pid: std::process::id(),
         errors,
     }

@@ -17,8 +17,8 @@
 //! What differs, on purpose: `loadgen_version` says llmbench wrote the log (no LoadGen build, git or file-hash
 //! lines exist to copy); `file` names the LoadGen source that logs the key but `line_no` is 0, since no LoadGen
 //! line ran; `pid` and `tid` are this process's id; strings are JSON-escaped (LoadGen writes them raw, which only
-//! matters for quotes and newlines, which its own keys avoid); `power_*` and LoadGen's logger statistics are not
-//! written (no power measurement, no LoadGen logger). `generated_query_duration` is not written: llmbench's
+//! matters for quotes and newlines, which its own keys avoid); LoadGen's logger statistics are not written (no
+//! LoadGen logger). `power_begin`/`power_end` are written as LoadGen writes them, for a power analyser to align with. `generated_query_duration` is not written: llmbench's
 //! Server schedule does not keep the timestamp after the last arrival that LoadGen reports.
 //!
 //! **Accuracy log** follows `logging.cc` `AsyncLog::LogAccuracy` with token latencies on: `[`, then per response
@@ -97,6 +97,8 @@ pub struct DetailRun<'a> {
     /// The measured stage's start and end on the log's clock (ns from its origin, the run's start).
     pub start_ns: u64,
     pub end_ns: u64,
+    /// The wall-clock instant (Unix ns) of `start_ns`: LoadGen's `start_for_power`, taken as issuing begins.
+    pub start_unix_ns: u64,
     /// The process id written as `pid` and `tid`.
     pub pid: u32,
     /// Errors of an accuracy run (a performance run's come from its verdict).
@@ -177,6 +179,23 @@ pub fn detail_log(
         "loadgen.cc",
     );
     log.time_ns = run.end_ns;
+    if verdict.is_some() {
+        // `RunPerformanceMode`: the SUT's active interval on the wall clock, from `start_for_power` for as long
+        // as the run took to its last completion, for the power analyser to align its samples with.
+        let end_unix_ns = run
+            .start_unix_ns
+            .saturating_add(run.end_ns.saturating_sub(run.start_ns));
+        for (key, unix_ns) in [
+            ("power_begin", run.start_unix_ns),
+            ("power_end", end_unix_ns),
+        ] {
+            log.put(
+                key,
+                LogValue::Str(date_time_for_power(unix_ns)),
+                "loadgen.cc",
+            );
+        }
+    }
     let errors: &[String] = match verdict {
         Some(v) => &v.errors,
         None => run.errors,
@@ -210,6 +229,15 @@ pub fn detail_log(
         );
     }
     log.out
+}
+
+/// LoadGen's `DateTimeStringForPower`: `%m-%d-%Y %T` in UTC, a dot and the whole milliseconds in 3 digits.
+fn date_time_for_power(unix_ns: u64) -> String {
+    let secs = unix_ns / 1_000_000_000;
+    let ms = (unix_ns % 1_000_000_000) / 1_000_000;
+    let ((year, month, day), (hour, minute, second)) =
+        llmbench_core::calendar::civil_from_unix(i64::try_from(secs).unwrap_or(i64::MAX));
+    format!("{month:02}-{day:02}-{year:04} {hour:02}:{minute:02}:{second:02}.{ms:03}")
 }
 
 /// Writes [`detail_log`] to `path`.
@@ -667,6 +695,8 @@ mod tests {
             samples_per_query,
             start_ns: 7_090,
             end_ns: 920_503_448_925,
+            // 2026-11-25T02:41:26.123456789Z.
+            start_unix_ns: 1_795_574_486_123_456_789,
             pid: 42,
             errors: &[],
         }
@@ -917,6 +947,20 @@ mod tests {
         );
         assert!(pairs.contains(&("loaded_qsl_set".to_string(), "[4,0,2,1,3]".to_string())));
         assert!(pairs[0].1.contains("not LoadGen"));
+        // `DateTimeStringForPower` of start_for_power and of it plus the run to its last completion
+        // (920.503441835 s later): UTC, milliseconds cut, not rounded.
+        let at = |key: &str| keys.iter().position(|k| *k == key).expect(key);
+        assert!(pairs.contains(&(
+            "power_begin".to_string(),
+            "\"11-25-2026 02:41:26.123\"".to_string()
+        )));
+        assert!(pairs.contains(&(
+            "power_end".to_string(),
+            "\"11-25-2026 02:56:46.626\"".to_string()
+        )));
+        assert!(at("generated_samples_per_query") < at("power_begin"));
+        assert_eq!(at("power_begin") + 1, at("power_end"));
+        assert!(at("power_end") < at("result_validity"));
     }
 
     #[test]
@@ -1049,6 +1093,7 @@ mod tests {
             "Starting accuracy mode"
         );
         assert!(log.get("result_validity").is_none());
+        assert!(log.get("power_begin").is_none());
         // No num_errors line: the parser counts the flagged messages.
         assert_eq!(log.num_errors(), 1);
     }
