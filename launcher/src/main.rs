@@ -53,8 +53,10 @@ enum Command {
     /// experiment.json, comparison.json, treatment_comparison.csv, experiment-summary.yaml (and benchmarks.json for
     /// guidellm). Without an endpoint one embedded simulator serves every run. Each server is checked once, by the
     /// first run against it (see `llmbench run --help`, --no-preflight). `experiment report DIR` rewrites the
-    /// comparison (and its pictures in plots/) from the files. Exit codes: 1 an error (nothing ran), 3 some run
-    /// failed, 4 interrupted, 6 a server failed its pre-flight (the runs against it were skipped).
+    /// comparison (and its pictures in plots/) from the files, and says which runs were killed mid-run (their
+    /// reports rebuilt from what they recorded, as `llmbench report` does). Exit codes: 1 an error (nothing ran),
+    /// 3 some run failed, 4 interrupted, 6 a server failed its pre-flight (the runs against it were skipped), 8
+    /// (`experiment report`) some run was killed.
     #[cfg(feature = "experiment")]
     Experiment(Box<llmbench::experiment::ExperimentCommand>),
     /// Rebuild summary.json, every report and the pictures of a run directory from its run.json, requests.jsonl
@@ -454,6 +456,12 @@ fn experiment_command(
         print!("{}", experiment::print_table(&written.comparison));
         for file in &written.files {
             println!("wrote {}", file.display());
+        }
+        for killed in &written.killed {
+            eprintln!("llmbench: run {} was killed: {}", killed.dir, killed.what);
+        }
+        if !written.killed.is_empty() {
+            return Ok(ExitCode::from(EXIT_RUN_KILLED));
         }
         return Ok(ExitCode::SUCCESS);
     }

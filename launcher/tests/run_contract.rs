@@ -508,6 +508,12 @@ fn after_sigkill_report_counts_every_sent_request_as_recorded_or_lost_in_flight(
         summary["server_metrics"]["targets"][0]["scrapes"].as_u64() >= Some(1),
         "{summary:#}"
     );
+    // With no stage times, the server metrics' window is the scrapes it spans: numbers, which JSON can carry.
+    let window = &summary["server_metrics"]["overall"];
+    assert!(
+        window["start_s"].as_f64() <= window["end_s"].as_f64() && window["end_s"].is_f64(),
+        "{window:#}"
+    );
 }
 
 #[test]
