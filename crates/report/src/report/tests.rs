@@ -1153,3 +1153,89 @@ fn report_dir_of_a_killed_run_counts_the_requests_it_sent_and_never_recorded_per
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_sharded_run_with_a_killed_shard_counts_what_each_shard_sent() {
+    use llmbench_model::sent::{SENT_FILE, SentEntry, write_header};
+    let dir = temp_dir("lost-shards");
+    let request = |id: u64| {
+        RequestRecord::builder(id)
+            .sent(1_000_000 * id)
+            .end(1_000_000 * id + 500_000)
+            .input_tokens(9)
+            .ok()
+            .content_at(1_000_000 * id + 400_000, 1)
+            .build()
+    };
+    let write_records = |shard: &Path, ids: &[u64]| {
+        let text: String = ids
+            .iter()
+            .map(|id| serde_json::to_string(&request(*id)).unwrap() + "\n")
+            .collect();
+        std::fs::write(shard.join(REQUESTS_FILE), text).unwrap();
+    };
+    // Shard 0 ended: it sent and recorded 2.
+    let shard_0 = dir.join("shard-0");
+    std::fs::create_dir_all(&shard_0).unwrap();
+    let mut ended = meta();
+    ended.shard = ShardMeta { index: 0, count: 2 };
+    ended.end = Some(RunEnd {
+        state: RunState::Complete,
+        stopped: None,
+        planned: None,
+        sent: 2,
+        finished: 2,
+        stages: vec![
+            StageEnd {
+                start_ns: 0,
+                end_ns: 10_000_000,
+                stopped: None,
+                sessions: Vec::new(),
+            };
+            2
+        ],
+        failed: None,
+    });
+    ended.write(&shard_0).unwrap();
+    write_records(&shard_0, &[0, 1]);
+    // Shard 1 was killed: it sent 3 (its own ids 0, 1, 2) and recorded one.
+    let shard_1 = dir.join("shard-1");
+    std::fs::create_dir_all(&shard_1).unwrap();
+    let mut killed = meta();
+    killed.shard = ShardMeta { index: 1, count: 2 };
+    killed.write(&shard_1).unwrap();
+    write_records(&shard_1, &[1]);
+    let mut log = Vec::new();
+    write_header(&mut log).unwrap();
+    for id in 0..3 {
+        SentEntry {
+            id,
+            stage: 0,
+            scheduled_ns: 1_000_000 * id,
+            sent_ns: 1_000_000 * id,
+            input_tokens: 9,
+            max_tokens: None,
+            warmup: false,
+        }
+        .write_to(&mut log)
+        .unwrap();
+    }
+    std::fs::write(shard_1.join(SENT_FILE), log).unwrap();
+
+    let outcome = report_dir(&dir, None, None, &crate::plot::write_pictures).unwrap();
+    let run = outcome.summary.run.expect("the merged run is incomplete");
+    assert_eq!(run.state, RunState::Incomplete);
+    assert_eq!((run.sent, run.finished), (Some(5), 3));
+    assert_eq!(outcome.summary.overall.requests.lost_in_flight, 2);
+    // Listed at the run's root, each with the shard that sent it and its id there.
+    let list = std::fs::read_to_string(dir.join(LOST_IN_FLIGHT_FILE)).unwrap();
+    let lost: Vec<(u64, u64)> = list
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            (v["shard"].as_u64().unwrap(), v["id"].as_u64().unwrap())
+        })
+        .collect();
+    assert_eq!(lost, [(1, 0), (1, 2)]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
