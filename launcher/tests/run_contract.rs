@@ -503,6 +503,17 @@ fn after_sigkill_report_counts_every_sent_request_as_recorded_or_lost_in_flight(
     assert!(stdout(&output).contains(&words), "{}", stdout(&output));
     let html = std::fs::read_to_string(run.join("report.html")).expect("report.html");
     assert!(html.contains(&words), "report.html does not say: {words}");
+    // Summarised from disk in bounded memory, the same requests are lost.
+    let spilled = llmbench()
+        .arg("report")
+        .arg(&run)
+        .args(["--records-memory", "1KiB"])
+        .output()
+        .expect("report runs");
+    assert_eq!(spilled.status.code(), Some(8), "{}", stderr(&spilled));
+    let again = json(&run.join("summary.json"));
+    assert_eq!(again["requests"]["lost_in_flight"].as_u64(), Some(lost));
+    assert_eq!(again["run"]["sent"].as_u64(), Some(sent));
     // The server metrics scraped until the kill are summarized too: run.json named the scrape when it started.
     assert!(
         summary["server_metrics"]["targets"][0]["scrapes"].as_u64() >= Some(1),
