@@ -53,13 +53,17 @@ enum Command {
     /// experiment.json, comparison.json, treatment_comparison.csv, experiment-summary.yaml (and benchmarks.json for
     /// guidellm). Without an endpoint one embedded simulator serves every run. Each server is checked once, by the
     /// first run against it (see `llmbench run --help`, --no-preflight). `experiment report DIR` rewrites the
-    /// comparison (and its pictures in plots/) from the files. Exit codes: 1 an error (nothing ran), 3 some run
-    /// failed, 4 interrupted, 6 a server failed its pre-flight (the runs against it were skipped).
+    /// comparison (and its pictures in plots/) from the files, and says which runs were killed mid-run (their
+    /// reports rebuilt from what they recorded, as `llmbench report` does). Exit codes: 1 an error (nothing ran),
+    /// 3 some run failed, 4 interrupted, 6 a server failed its pre-flight (the runs against it were skipped), 8
+    /// (`experiment report`) some run was killed.
     #[cfg(feature = "experiment")]
     Experiment(Box<llmbench::experiment::ExperimentCommand>),
     /// Rebuild summary.json, every report and the pictures of a run directory from its run.json, requests.jsonl
-    /// and server_metrics.jsonl (also for a run that was killed part way: a torn last record is skipped and the
-    /// summary says the run is incomplete).
+    /// and server_metrics.jsonl (also for a run that was killed part way: a torn last record is skipped, the
+    /// requests its sent log lists and no record holds are counted as lost in flight and listed in
+    /// lost_in_flight.jsonl, and the summary says the run is incomplete). Exit codes: 1 an error, 8 the run was
+    /// killed (its reports were rebuilt from what it recorded).
     Report(ReportArgs),
     /// Render a workload profile template: REPLACE_ENV_* placeholders and key=value overrides, exactly as the
     /// operator renders a BenchmarkRun's profile.
@@ -354,6 +358,9 @@ const EXIT_PREFLIGHT_FAILED: u8 = 6;
 /// The exit code of a run stopped because its server stopped answering (`--max-connect-failures`): what it
 /// measured is recorded and reported, marked stopped.
 const EXIT_SERVER_STOPPED_ANSWERING: u8 = 7;
+/// The exit code of `llmbench report` (and `llmbench experiment report`) for a run that was killed: its reports
+/// are rebuilt from what it recorded, and the requests in flight at the kill are counted as lost.
+const EXIT_RUN_KILLED: u8 = 8;
 
 fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
     let outcome = match runtime()?.block_on(llmbench::run::run(args)) {
@@ -375,7 +382,10 @@ fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
     }
     println!("results: {}", outcome.dir.display());
     if let Some(run) = &outcome.summary.run {
-        eprintln!("llmbench: {}", describe_completion(run));
+        eprintln!(
+            "llmbench: {}",
+            describe_completion(run, outcome.summary.overall.requests.lost_in_flight)
+        );
         if matches!(
             run.stopped,
             Some(llmbench::engine::StopReason::Interrupted { .. })
@@ -447,6 +457,12 @@ fn experiment_command(
         for file in &written.files {
             println!("wrote {}", file.display());
         }
+        for killed in &written.killed {
+            eprintln!("llmbench: run {} was killed: {}", killed.dir, killed.what);
+        }
+        if !written.killed.is_empty() {
+            return Ok(ExitCode::from(EXIT_RUN_KILLED));
+        }
         return Ok(ExitCode::SUCCESS);
     }
     let outcome = runtime()?.block_on(experiment::run(&command.run))?;
@@ -515,13 +531,19 @@ fn report_command(args: ReportArgs) -> anyhow::Result<ExitCode> {
         println!("wrote {}", file.display());
     }
     if let Some(run) = &outcome.summary.run {
-        eprintln!("llmbench: {}", describe_completion(run));
+        eprintln!(
+            "llmbench: {}",
+            describe_completion(run, outcome.summary.overall.requests.lost_in_flight)
+        );
+        if run.state == llmbench::metrics::RunState::Incomplete {
+            return Ok(ExitCode::from(EXIT_RUN_KILLED));
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
 
 /// One line on how a run ended when it did not end as planned.
-fn describe_completion(run: &llmbench::metrics::Completion) -> String {
+fn describe_completion(run: &llmbench::metrics::Completion, lost_in_flight: u64) -> String {
     use llmbench::metrics::RunState;
     let planned = run
         .planned
@@ -539,9 +561,8 @@ fn describe_completion(run: &llmbench::metrics::Completion) -> String {
             run.finished
         ),
         RunState::Incomplete => format!(
-            "the run is incomplete: its run.json has no end, so the launcher was killed or crashed; {planned} \
-             requests planned, {} recorded; these figures cover only what was recorded",
-            run.finished
+            "{}; these figures cover only what was recorded",
+            llmbench::report::killed_run(run, lost_in_flight)
         ),
     }
 }

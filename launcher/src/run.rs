@@ -1538,6 +1538,8 @@ impl RunContext<'_> {
                 path: records_path.clone(),
                 source,
             })?;
+        let sent_path = dir.join(crate::sent::SENT_FILE);
+        let sent_log = open_sent_log(&sent_path)?;
         let control = Control::default();
         let progress_counters = Arc::new(Progress::default());
         // `--metrics-listen`: served until this function returns (the records are summarised by then); dropping
@@ -1565,6 +1567,7 @@ impl RunContext<'_> {
                 bytes: args.records_memory,
                 past,
             },
+            Some(sent_log),
         );
         tracing::info!(
             run_id,
@@ -1758,6 +1761,11 @@ impl RunContext<'_> {
         let rewritten = meta.write(&dir);
         let written = written??;
         rewritten?;
+        // Every request sent is recorded now, and run.json has the end: the sent log only mattered had the
+        // launcher been killed before this point (`llmbench report` reads it for a run with no end).
+        if let Err(e) = std::fs::remove_file(&sent_path) {
+            tracing::warn!(path = %sent_path.display(), error = %e, "cannot remove the sent log of a run that ended");
+        }
         if let Some(reason) = stopped {
             tracing::warn!(%reason, "the run stopped before its plan was done");
         }
@@ -2050,6 +2058,21 @@ fn template_source(profile: &str) -> TemplateSource {
 fn profile_stem(template_name: &str) -> &str {
     let file = template_name.rsplit('/').next().unwrap_or(template_name);
     file.trim_end_matches(".in").trim_end_matches(".yaml")
+}
+
+/// Creates the run's sent log with its header written, before the first request: what a killed run's report
+/// reads to find the requests that were in flight ([`crate::sent`]).
+fn open_sent_log(path: &Path) -> Result<engine::SentLog, RunError> {
+    let failed = |source| RunError::WriteOutput {
+        path: path.to_owned(),
+        source,
+    };
+    let mut file = std::fs::File::create(path).map_err(failed)?;
+    crate::sent::write_header(&mut file).map_err(failed)?;
+    Ok(engine::SentLog {
+        out: Box::new(file),
+        path: path.display().to_string(),
+    })
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), RunError> {

@@ -911,3 +911,96 @@ fn sigint_stops_the_experiment_after_the_current_run_and_still_compares_what_ran
     assert_eq!(comparison["rows"][0]["runs"], 1);
     assert!(seen.contains("results:"), "{seen}");
 }
+
+#[test]
+fn experiment_report_says_which_run_was_killed_and_reports_what_it_recorded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = write(
+        dir.path(),
+        "sweep.yaml",
+        "treatments:\n  - name: conc4\n    max-concurrency: 4\n  - name: conc8\n    max-concurrency: 8\n",
+    );
+    let out = dir.path().join("out");
+    // A second per request, four at a time: the first run keeps four requests in flight for a minute.
+    let mut child = llmbench()
+        .arg("experiment")
+        .arg(&file)
+        .arg("--output")
+        .arg(&out)
+        .args(["--id", "killed", "--harness", "vllm-benchmark"])
+        .args(["--profile", "random_concurrent.yaml"])
+        .args(["--override", "num-prompts=200"])
+        .args(["--override", "random-input-len=32"])
+        .args(["--override", "random-output-len=50"])
+        .args(["--sim-ttft", "1ms", "--sim-itl", "20ms"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starts");
+    let exp = out.join("killed");
+    let records = exp.join("conc4-r1/requests.jsonl");
+    let start = Instant::now();
+    while std::fs::read_to_string(&records).map_or(0, |t| t.lines().count()) < 3 {
+        // A hang guard, not a timing.
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the first run never recorded a request"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    let recorded = std::fs::read_to_string(&records)
+        .expect("records")
+        .lines()
+        .filter(|l| serde_json::from_str::<Value>(l).is_ok())
+        .count() as u64;
+
+    let output = llmbench()
+        .args(["experiment", "report"])
+        .arg(&exp)
+        .output()
+        .expect("report runs");
+    // 8: a run was killed.
+    assert_eq!(
+        output.status.code(),
+        Some(8),
+        "{}\n{}",
+        stdout(&output),
+        stderr(&output)
+    );
+    assert!(
+        stderr(&output).contains("run conc4-r1 was killed"),
+        "{}",
+        stderr(&output)
+    );
+    let comparison = json(&exp.join("comparison.json"));
+    let killed = &comparison["runs"][0];
+    assert_eq!(killed["dir"], "conc4-r1");
+    assert_eq!(killed["status"], "killed");
+    // Its partial records are reported: figures for the run, kept out of the treatment's row.
+    assert!(
+        killed["figures"]["requests_per_second"].as_f64() > Some(0.0),
+        "{killed:#}"
+    );
+    assert!(
+        killed["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("were in flight when the run was killed")),
+        "{killed:#}"
+    );
+    assert_eq!(comparison["runs"][1]["status"], "pending");
+    // Its own summary, rebuilt as `llmbench report` rebuilds it: every request it sent, recorded or lost.
+    let summary = json(&exp.join("conc4-r1/summary.json"));
+    assert_eq!(summary["run"]["state"], "incomplete");
+    let finished = summary["run"]["finished"].as_u64().expect("finished");
+    let lost = summary["requests"]["lost_in_flight"]
+        .as_u64()
+        .expect("lost_in_flight");
+    assert_eq!(finished, recorded);
+    assert!(lost > 0, "{summary:#}");
+    assert_eq!(summary["run"]["sent"].as_u64(), Some(finished + lost));
+    assert!(exp.join("conc4-r1/lost_in_flight.jsonl").is_file());
+    let doe = yaml(&exp.join("experiment-summary.yaml"));
+    assert_eq!(doe["failed"], 1, "{doe:#?}");
+}

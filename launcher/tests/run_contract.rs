@@ -440,30 +440,90 @@ fn a_second_sigint_cancels_requests_in_flight_at_once() {
 }
 
 #[test]
-fn after_sigkill_report_keeps_every_flushed_record_and_says_the_run_is_incomplete() {
+fn after_sigkill_report_counts_every_sent_request_as_recorded_or_lost_in_flight() {
     let dir = tempfile::tempdir().expect("tmp");
+    // A second per request at 20 requests/s: some twenty are in flight at any moment.
     let child = start_long_run(dir.path(), &[]);
     signal(&child, "KILL");
     let _ = finish(child, Duration::from_secs(10));
     let run = dir.path().join("long");
-    let recorded = records(&run).len();
-    assert!(recorded >= 3);
+    let recorded = records(&run);
+    assert!(recorded.len() >= 3);
     let output = report(&run);
-    assert!(output.status.success(), "{}", stderr(&output));
-    assert!(
-        stderr(&output).contains("incomplete"),
-        "{}",
-        stderr(&output)
-    );
+    // 8: the run was killed; its reports were rebuilt from what it recorded.
+    assert_eq!(output.status.code(), Some(8), "{}", stderr(&output));
     let summary = json(&run.join("summary.json"));
     assert_eq!(summary["run"]["state"], "incomplete");
     assert_eq!(summary["run"]["planned"], 100);
-    assert_eq!(summary["run"]["finished"].as_u64(), Some(recorded as u64));
-    assert_eq!(summary["requests"]["total"].as_u64(), Some(recorded as u64));
+    let finished = summary["run"]["finished"].as_u64().expect("finished");
+    let sent = summary["run"]["sent"]
+        .as_u64()
+        .expect("sent, from the sent log");
+    let lost = summary["requests"]["lost_in_flight"]
+        .as_u64()
+        .expect("lost_in_flight");
+    assert_eq!(finished, recorded.len() as u64);
+    assert!(lost > 0, "requests were in flight at the kill: {summary:#}");
+    assert_eq!(sent, finished + lost, "{summary:#}");
+    // The lost are neither successes nor failures of the server.
+    assert_eq!(summary["requests"]["total"].as_u64(), Some(finished));
+    assert_eq!(
+        summary["requests"]["succeeded"]
+            .as_u64()
+            .expect("succeeded")
+            + summary["requests"]["failed"].as_u64().expect("failed"),
+        finished
+    );
+    // Every lost request is listed, once, and none of them has a record.
+    let recorded_ids: std::collections::BTreeSet<u64> = recorded
+        .iter()
+        .map(|r| r["id"].as_u64().expect("id"))
+        .collect();
+    let listed: Vec<Value> = std::fs::read_to_string(run.join("lost_in_flight.jsonl"))
+        .expect("lost_in_flight.jsonl")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect();
+    assert_eq!(listed.len() as u64, lost);
+    let listed_ids: std::collections::BTreeSet<u64> = listed
+        .iter()
+        .map(|l| l["id"].as_u64().expect("id"))
+        .collect();
+    assert_eq!(listed_ids.len() as u64, lost);
+    assert!(listed_ids.is_disjoint(&recorded_ids));
+    for line in &listed {
+        assert_eq!(line["outcome"], "lost_in_flight");
+        assert!(line["sent_ns"].as_u64() >= line["scheduled_ns"].as_u64());
+        assert_eq!(line["max_tokens"], 50);
+    }
+    // The words the user reads, on the terminal and in report.html.
+    let words =
+        format!("{lost} requests were in flight when the run was killed; their answers are lost");
+    assert!(stderr(&output).contains(&words), "{}", stderr(&output));
+    assert!(stdout(&output).contains(&words), "{}", stdout(&output));
+    let html = std::fs::read_to_string(run.join("report.html")).expect("report.html");
+    assert!(html.contains(&words), "report.html does not say: {words}");
+    // Summarised from disk in bounded memory, the same requests are lost.
+    let spilled = llmbench()
+        .arg("report")
+        .arg(&run)
+        .args(["--records-memory", "1KiB"])
+        .output()
+        .expect("report runs");
+    assert_eq!(spilled.status.code(), Some(8), "{}", stderr(&spilled));
+    let again = json(&run.join("summary.json"));
+    assert_eq!(again["requests"]["lost_in_flight"].as_u64(), Some(lost));
+    assert_eq!(again["run"]["sent"].as_u64(), Some(sent));
     // The server metrics scraped until the kill are summarized too: run.json named the scrape when it started.
     assert!(
         summary["server_metrics"]["targets"][0]["scrapes"].as_u64() >= Some(1),
         "{summary:#}"
+    );
+    // With no stage times, the server metrics' window is the scrapes it spans: numbers, which JSON can carry.
+    let window = &summary["server_metrics"]["overall"];
+    assert!(
+        window["start_s"].as_f64() <= window["end_s"].as_f64() && window["end_s"].is_f64(),
+        "{window:#}"
     );
 }
 
@@ -473,6 +533,8 @@ fn a_torn_last_record_is_skipped_and_reported() {
     let done = quick_run(dir.path(), "torn", &[]);
     assert!(done.status.success(), "{}", stderr(&done));
     let run = dir.path().join("torn");
+    // A run that ended has recorded everything it sent: its sent log is gone.
+    assert!(!run.join("sent.bin").exists());
     let mut text = std::fs::read_to_string(run.join("requests.jsonl")).expect("records");
     text.push_str("{\"id\":99,\"stage\":0,\"sched");
     std::fs::write(run.join("requests.jsonl"), text).expect("tear");

@@ -155,6 +155,10 @@ pub enum RunStatus {
     Failed,
     /// Never started: the experiment stopped first (stopOnFailure, or an interrupt).
     Skipped,
+    /// Started and never ended: its launcher was killed (SIGKILL, the OOM killer) or crashed mid-run, so its
+    /// run.json has no end. `llmbench experiment report` says so, rebuilds its reports from what it recorded
+    /// (figures of part of a run, kept out of the table) and counts the requests that were in flight as lost.
+    Killed,
 }
 
 impl RunStatus {
@@ -164,6 +168,7 @@ impl RunStatus {
             RunStatus::Succeeded => "succeeded",
             RunStatus::Failed => "failed",
             RunStatus::Skipped => "skipped",
+            RunStatus::Killed => "killed",
         }
     }
 }
@@ -385,6 +390,15 @@ mod tests {
         let without: ExperimentPlan =
             serde_json::from_str(&OPERATOR.replace(r#""max_attempts":1,"#, "")).expect("parses");
         assert_eq!(without.max_attempts, 1);
+    }
+
+    #[test]
+    fn a_killed_run_round_trips_under_its_own_status() {
+        let killed = OPERATOR.replace(r#""status":"skipped""#, r#""status":"killed""#);
+        let plan: ExperimentPlan = serde_json::from_str(&killed).expect("parses");
+        assert_eq!(plan.runs[0].status, RunStatus::Killed);
+        assert_eq!(plan.runs[0].status.as_str(), "killed");
+        assert_eq!(serde_json::to_string(&plan).expect("serializes"), killed);
     }
 
     #[test]

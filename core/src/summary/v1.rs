@@ -131,9 +131,10 @@ pub struct CompactBody {
     pub prefix_cache_hit_rate: Option<f64>,
 }
 
-/// Requests of a bucket: sent, and of those, succeeded, failed, and answered short of what was asked
-/// (`total = succeeded + failed + truncated`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// Requests of a bucket: recorded, and of those, succeeded, failed, and answered short of what was asked
+/// (`total = succeeded + failed + truncated`); and apart from them, those whose answers were lost when the launcher
+/// was killed (`lost_in_flight`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestCounts {
     pub total: u64,
     #[serde(default)]
@@ -144,6 +145,11 @@ pub struct RequestCounts {
     /// existed, which counted them as successes).
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub truncated: u64,
+    /// Requests sent and never recorded: in flight when the launcher was killed (SIGKILL, the OOM killer), found
+    /// by `llmbench report` in the run's sent log. Their answers are lost: neither successes nor failures of the
+    /// server, and not in `total`. Absent when none.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub lost_in_flight: u64,
 }
 
 fn is_zero_u64(n: &u64) -> bool {
@@ -209,7 +215,9 @@ pub enum RunState {
     Interrupted,
     /// It stopped itself early: an error limit with `stopping_scope: all`, or records it could not write.
     Stopped,
-    /// It never wrote its end: the launcher was killed or crashed. Only `llmbench report` says this.
+    /// It never wrote its end: the launcher was killed (SIGKILL, the OOM killer) or crashed. Only `llmbench report`
+    /// says this; with the run's sent log, it also says how many requests were sent (`sent`) and which of them were
+    /// in flight, their answers lost (`requests.lost_in_flight`).
     Incomplete,
 }
 
@@ -222,7 +230,7 @@ pub struct Completion {
     /// Requests the plan would have sent, when known in advance.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub planned: Option<u64>,
-    /// Requests sent (unknown for a killed run).
+    /// Requests sent (for a killed run, as its sent log counts them; unknown without one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sent: Option<u64>,
     /// Requests recorded.
@@ -679,6 +687,7 @@ mod tests {
             succeeded: 91,
             failed: 2,
             truncated: 7,
+            lost_in_flight: 0,
         };
         let stats = LatencyStats {
             mean: 30.0,
@@ -706,6 +715,36 @@ mod tests {
                 .get("truncated")
                 .is_none()
         );
+    }
+
+    #[test]
+    fn a_killed_run_counts_its_lost_requests_apart_and_round_trips() {
+        let killed = COMPACT
+            .replace(
+                r#""requests":{"total":100,"succeeded":98,"failed":2}"#,
+                r#""requests":{"total":100,"succeeded":98,"failed":2,"lost_in_flight":7}"#,
+            )
+            .replace(
+                r#""run":{"state":"interrupted","stopped":{"reason":"interrupted","signal":"SIGTERM"},"sent":100,"finished":100}"#,
+                r#""run":{"state":"incomplete","planned":200,"sent":107,"finished":100}"#,
+            );
+        let parsed: CompactSummary = serde_json::from_str(&killed).expect("parses");
+        assert_eq!(parsed.overall.requests.lost_in_flight, 7);
+        let run = parsed.run.expect("run");
+        assert_eq!(run.state, RunState::Incomplete);
+        // Sent = recorded + lost in flight: the lost are neither successes nor failures.
+        assert_eq!(
+            run.sent,
+            Some(run.finished + parsed.overall.requests.lost_in_flight)
+        );
+        assert_eq!(
+            parsed.overall.requests.total,
+            parsed.overall.requests.succeeded + parsed.overall.requests.failed
+        );
+        assert_eq!(serde_json::to_string(&parsed).expect("serializes"), killed);
+        // None lost: the field is left out, as in every summary written before it existed.
+        let parsed: CompactSummary = serde_json::from_str(COMPACT).expect("parses");
+        assert_eq!(parsed.overall.requests.lost_in_flight, 0);
     }
 
     #[test]

@@ -73,11 +73,25 @@ pub struct Written {
     pub files: Vec<PathBuf>,
     /// Problems with individual runs' files (a succeeded run whose summary.json cannot be read).
     pub warnings: Vec<String>,
+    /// The runs whose launcher was killed mid-run, each with what its rebuilt summary says of it.
+    pub killed: Vec<KilledRun>,
 }
 
-/// Builds every comparison file of the experiment in `dir` from `plan` and the runs' directories.
+/// A run of the experiment whose launcher was killed mid-run ([`RunStatus::Killed`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KilledRun {
+    pub dir: String,
+    /// What its rebuilt summary says: what it recorded, what it sent, the requests lost in flight.
+    pub what: String,
+}
+
+/// Builds every comparison file of the experiment in `dir` from `plan` and the runs' directories. A run that
+/// was started and never ended (its launcher was killed) is reported as `killed`, with its reports rebuilt from
+/// what it recorded, as `llmbench report` rebuilds them.
 pub fn write_all(dir: &Path, plan: &ExperimentPlan) -> Result<Written, ExperimentError> {
     let mut warnings = Vec::new();
+    let (plan, killed) = settle_killed_runs(dir, plan, &mut warnings);
+    let plan = &plan;
     let comparison = comparison(dir, plan, &mut warnings);
     let mut files = Vec::new();
 
@@ -130,7 +144,81 @@ pub fn write_all(dir: &Path, plan: &ExperimentPlan) -> Result<Written, Experimen
         comparison,
         files,
         warnings,
+        killed,
     })
+}
+
+/// `plan` with each run whose launcher was killed marked [`RunStatus::Killed`], its reports rebuilt from what it
+/// recorded (`llmbench report`: summary.json, the native files, the requests lost in flight). A killed run is
+/// one the plan has not seen succeed or be skipped, whose directory (or a shard of it) holds a run.json without
+/// an end, and which no launcher holds now (an experiment still going is writing it).
+fn settle_killed_runs(
+    dir: &Path,
+    plan: &ExperimentPlan,
+    warnings: &mut Vec<String>,
+) -> (ExperimentPlan, Vec<KilledRun>) {
+    let mut plan = plan.clone();
+    let mut killed = Vec::new();
+    for run in &mut plan.runs {
+        if !matches!(
+            run.status,
+            RunStatus::Pending | RunStatus::Failed | RunStatus::Killed
+        ) {
+            continue;
+        }
+        let run_dir = dir.join(&run.dir);
+        if !was_killed(&run_dir) {
+            continue;
+        }
+        let rebuilt = crate::report::report_dir(
+            &run_dir,
+            None,
+            crate::run::nop::model_load_of_run(&run_dir),
+            &crate::plot::write_pictures,
+        );
+        let what = match rebuilt {
+            Ok(outcome) => match &outcome.summary.run {
+                Some(ended) => crate::report::killed_run(
+                    ended,
+                    outcome.summary.overall.requests.lost_in_flight,
+                ),
+                None => "its launcher was killed before the run ended".to_owned(),
+            },
+            Err(e) => {
+                warnings.push(format!(
+                    "run {}: its launcher was killed, and its reports cannot be rebuilt: {e}",
+                    run.dir
+                ));
+                format!("its launcher was killed, and its reports cannot be rebuilt: {e}")
+            }
+        };
+        run.status = RunStatus::Killed;
+        // An error the plan recorded (a pod that failed) stays; the kill is said in `killed`.
+        run.error.get_or_insert_with(|| what.clone());
+        killed.push(KilledRun {
+            dir: run.dir.clone(),
+            what,
+        });
+    }
+    (plan, killed)
+}
+
+/// Whether the run in `run_dir` began and never wrote its end (run.json, or a shard's, has none) while no launcher
+/// holds its directory now.
+fn was_killed(run_dir: &Path) -> bool {
+    let shards = crate::report::merge::shard_dirs(run_dir);
+    let dirs = if shards.is_empty() {
+        vec![run_dir.to_owned()]
+    } else {
+        shards
+    };
+    let metas: Vec<_> = dirs
+        .iter()
+        .filter_map(|d| crate::report::RunMeta::read(d).ok())
+        .collect();
+    !metas.is_empty()
+        && metas.iter().any(|meta| meta.end.is_none())
+        && dirs.iter().all(|d| !crate::run::in_use(d))
 }
 
 /// The comparison: each run's figures from its summary.json, the table over succeeded runs.
@@ -162,7 +250,8 @@ pub fn comparison(dir: &Path, plan: &ExperimentPlan, warnings: &mut Vec<String>)
         };
         let result = match (status, &figures) {
             (RunStatus::Succeeded, Some(f)) => RunResult::Succeeded(f.clone()),
-            (RunStatus::Failed, _) => RunResult::Failed,
+            // A killed run's figures are of part of a run: shown for it, kept out of the table.
+            (RunStatus::Failed | RunStatus::Killed, _) => RunResult::Failed,
             _ => RunResult::Pending,
         };
         results.push((index, result));
@@ -443,9 +532,12 @@ pub fn experiment_summary(dir: &Path, plan: &ExperimentPlan) -> Value {
     let mut entries = Vec::new();
     let (mut succeeded, mut failed) = (0, 0);
     for (name, runs, treatments) in groups {
-        let started = runs
-            .iter()
-            .any(|r| matches!(r.status, RunStatus::Succeeded | RunStatus::Failed));
+        let started = runs.iter().any(|r| {
+            matches!(
+                r.status,
+                RunStatus::Succeeded | RunStatus::Failed | RunStatus::Killed
+            )
+        });
         if !started {
             continue;
         }

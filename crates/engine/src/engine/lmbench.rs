@@ -62,7 +62,7 @@ async fn engine_warmup(context: &StageContext, stage: &LmBenchStage) {
         );
         let context = context.clone();
         in_flight.spawn(async move {
-            let mut record = context.send(&request, context.clock.now_ns()).await;
+            let mut record = context.send(&request, context.clock.now_ns(), true).await;
             record.text = None;
             record.warmup = true;
             context.record(record);
@@ -101,7 +101,7 @@ async fn sessions(
             let context = context.clone();
             let manager = Arc::clone(&manager);
             in_flight.spawn(async move {
-                let record = context.send(&request, now_ns).await;
+                let record = context.send(&request, now_ns, !measured).await;
                 finish(&context, &manager, &launch, record, measured);
             });
         }

@@ -1,7 +1,9 @@
 //! The load engine: issues prepared requests on a precomputed schedule (open loop) or keeps N in flight (closed
 //! loop), and records every request raw. It knows nothing of profiles or metrics: a plan comes in, records go out
 //! as they finish (to `requests.jsonl`, and to the in-memory list the metrics are derived from afterwards while
-//! that list fits its budget; past it, a long run is summarised from the file).
+//! that list fits its budget; past it, a long run is summarised from the file). With a sent log, each request
+//! also leaves a small entry as it goes out ([`llmbench_model::sent`]), so a run killed with requests in flight
+//! still says what it sent.
 //!
 //! A plan's stages are fixed ([`RunPlan`]), or decided one at a time by a [`StagePlanner`] from what the stages
 //! before measured ([`Stages::Adaptive`]: sweeps, searches): the engine hands the planner each finished stage,
@@ -40,6 +42,7 @@ pub use trace::Replay;
 pub use unreachable::DEFAULT_MAX_CONNECT_FAILURES;
 
 use llmbench_model::record::{ErrorClass, RequestRecord};
+use llmbench_model::sent::SentEntry;
 use llmbench_workload::workload::circuit_breaker;
 use llmbench_workload::workload::{ErrorLimit, GlobalErrorRate, StopScope, WindowedErrorRate};
 
@@ -379,13 +382,24 @@ pub enum EngineError {
     },
 }
 
-/// Where finished records go: a channel to the writer task that appends them to `requests.jsonl`.
+/// What the I/O tasks hand the record writer, on one channel: a request as it goes out, and its record once it
+/// ended. One channel keeps them in order, so a request's sent entry is never written after its record.
+#[derive(Debug)]
+enum ToWriter {
+    Sent(SentEntry),
+    Finished(RequestRecord),
+}
+
+/// Where finished records go: a channel to the writer task that appends them to `requests.jsonl` (and, with a
+/// sent log, each request's entry as it goes out).
 #[derive(Debug, Clone)]
 pub struct RecordSink {
-    tx: mpsc::UnboundedSender<RequestRecord>,
+    tx: mpsc::UnboundedSender<ToWriter>,
     progress: Arc<Progress>,
     /// The writer's memory budget for records, which a stage's copies for its planner are held to as well.
     budget_bytes: u64,
+    /// Whether the writer keeps a sent log: without one, nothing is sent down the channel as requests go out.
+    logs_sent: bool,
 }
 
 impl RecordSink {
@@ -396,8 +410,23 @@ impl RecordSink {
         }
         // The writer outlives every sender; a send can only fail after it stopped on a write error, which the run
         // reports when it joins the writer.
-        let _ = self.tx.send(record);
+        let _ = self.tx.send(ToWriter::Finished(record));
     }
+
+    /// Counts a request that goes out now and, with a sent log, hands the writer its entry.
+    fn went_out(&self, entry: impl FnOnce() -> SentEntry) {
+        self.progress.issued.fetch_add(1, Ordering::Relaxed);
+        if self.logs_sent {
+            let _ = self.tx.send(ToWriter::Sent(entry()));
+        }
+    }
+}
+
+/// The sent log a run's writer appends each request's entry to as it goes out ([`llmbench_model::sent`]): the
+/// file, its header already written, and its path for errors.
+pub struct SentLog {
+    pub out: Box<dyn Write + Send>,
+    pub path: String,
 }
 
 /// How long the record writer waits between batches; a killed launcher loses at most this much of finished
@@ -477,21 +506,28 @@ pub(crate) fn record_writer_observed(
     control: Control,
     observer: Option<Box<dyn ObserveRecords>>,
 ) -> (RecordSink, WriterHandle) {
-    let (tx, rx) = mpsc::unbounded_channel::<RequestRecord>();
+    let (tx, rx) = mpsc::unbounded_channel::<ToWriter>();
+    let files = WriterFiles {
+        records: out,
+        records_path: path,
+        sent: None,
+    };
     let handle = tokio::task::spawn_blocking(move || {
-        write_records(rx, out, path, control, observer, RecordsBudget::UNLIMITED)
+        write_records(rx, files, control, observer, RecordsBudget::UNLIMITED)
             .map(|written| written.records)
     });
     let sink = RecordSink {
         tx,
         progress,
         budget_bytes: u64::MAX,
+        logs_sent: false,
     };
     (sink, handle)
 }
 
 /// [`record_writer_observed`] keeping the records it wrote within `budget`: past it, a long run holds no record in
-/// memory ([`PastBudget::Spill`]) and is summarised from requests.jsonl afterwards.
+/// memory ([`PastBudget::Spill`]) and is summarised from requests.jsonl afterwards. With `sent`, each request's
+/// entry is appended there as it goes out, in the same batches as the records and flushed before them.
 pub fn record_writer_budgeted(
     out: Box<dyn Write + Send>,
     path: String,
@@ -499,42 +535,90 @@ pub fn record_writer_budgeted(
     control: Control,
     observer: Option<Box<dyn ObserveRecords>>,
     budget: RecordsBudget,
+    sent: Option<SentLog>,
 ) -> (RecordSink, BudgetedWriterHandle) {
-    let (tx, rx) = mpsc::unbounded_channel::<RequestRecord>();
-    let handle = tokio::task::spawn_blocking(move || {
-        write_records(rx, out, path, control, observer, budget)
-    });
+    let (tx, rx) = mpsc::unbounded_channel::<ToWriter>();
+    let logs_sent = sent.is_some();
+    let files = WriterFiles {
+        records: out,
+        records_path: path,
+        sent,
+    };
+    let handle =
+        tokio::task::spawn_blocking(move || write_records(rx, files, control, observer, budget));
     let sink = RecordSink {
         tx,
         progress,
         budget_bytes: budget.bytes,
+        logs_sent,
     };
     (sink, handle)
 }
 
-/// The writer's loop, on a blocking thread: appends each batch, shows it to the observer, and keeps it while the
-/// kept records fit `budget`.
+/// What the writer appends to.
+struct WriterFiles {
+    records: Box<dyn Write + Send>,
+    records_path: String,
+    sent: Option<SentLog>,
+}
+
+/// The writer's loop, on a blocking thread: appends each batch (the sent entries first, flushed before the
+/// records, so a record on disk always has its entry there too), shows it to the observer, and keeps it while
+/// the kept records fit `budget`.
 fn write_records(
-    mut rx: mpsc::UnboundedReceiver<RequestRecord>,
-    out: Box<dyn Write + Send>,
-    path: String,
+    mut rx: mpsc::UnboundedReceiver<ToWriter>,
+    files: WriterFiles,
     control: Control,
     mut observer: Option<Box<dyn ObserveRecords>>,
     budget: RecordsBudget,
 ) -> Result<Written, EngineError> {
+    let WriterFiles {
+        records: out,
+        records_path: path,
+        sent,
+    } = files;
     let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+    let (mut sent_out, sent_path) = match sent {
+        Some(SentLog { out, path }) => {
+            (Some(std::io::BufWriter::with_capacity(1 << 16, out)), path)
+        }
+        None => (None, String::new()),
+    };
     let mut kept = Written::default();
     let mut held = 0u64;
     let mut warned = false;
     let mut batch = Vec::new();
-    let mut failure: Option<std::io::Error> = None;
+    let mut failure: Option<(String, std::io::Error)> = None;
+    // The sent entries are written as they are drained, into the sent log's buffer; the first error stops them.
+    let mut sent_failure: Option<std::io::Error> = None;
     while let Some(first) = rx.blocking_recv() {
-        batch.push(first);
-        while let Ok(more) = rx.try_recv() {
-            batch.push(more);
+        let mut next = Some(first);
+        while let Some(message) = next {
+            match message {
+                ToWriter::Finished(record) => batch.push(record),
+                ToWriter::Sent(entry) => {
+                    if let (Some(sent), None) = (sent_out.as_mut(), &sent_failure)
+                        && let Err(e) = entry.write_to(sent)
+                    {
+                        sent_failure = Some(e);
+                    }
+                }
+            }
+            next = rx.try_recv().ok();
         }
         if failure.is_some() {
             // Drain what is still in flight so its senders never block; it can no longer be recorded.
+            batch.clear();
+            continue;
+        }
+        let sent_flushed = match (sent_failure.take(), sent_out.as_mut()) {
+            (Some(e), _) => Err(e),
+            (None, Some(sent)) => sent.flush(),
+            (None, None) => Ok(()),
+        };
+        if let Err(e) = sent_flushed {
+            control.stop_now(StopReason::RecordsUnwritable);
+            failure = Some((sent_path.clone(), e));
             batch.clear();
             continue;
         }
@@ -574,7 +658,7 @@ fn write_records(
             }
             Err(e) => {
                 control.stop_now(StopReason::RecordsUnwritable);
-                failure = Some(e);
+                failure = Some((path.clone(), e));
                 batch.clear();
                 continue;
             }
@@ -584,7 +668,7 @@ fn write_records(
         std::thread::sleep(WRITER_PAUSE);
     }
     match failure {
-        Some(source) => Err(EngineError::WriteRecords {
+        Some((path, source)) => Err(EngineError::WriteRecords {
             path,
             written: kept.written,
             source,
@@ -891,14 +975,19 @@ struct StageContext {
 
 impl StageContext {
     /// Sends `request`, scheduled at `scheduled_ns`, under the stage's next id and returns its record unrecorded
-    /// (the caller may tag it first).
-    async fn send(&self, request: &PreparedRequest, scheduled_ns: u64) -> RequestRecord {
+    /// (the caller may tag it first; `warmup` says whether it will flag it a warm-up, for the sent log).
+    async fn send(
+        &self,
+        request: &PreparedRequest,
+        scheduled_ns: u64,
+        warmup: bool,
+    ) -> RequestRecord {
         let issue = Issue {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             stage: self.stage,
             scheduled_ns,
         };
-        self.sink.progress.issued.fetch_add(1, Ordering::Relaxed);
+        self.went_out(&issue, request, warmup);
         client::execute(
             &self.target,
             request,
@@ -922,7 +1011,7 @@ impl StageContext {
         match &self.requests {
             Requests::Fixed(requests) => {
                 let request = &requests[(id % requests.len() as u64) as usize];
-                self.sink.progress.issued.fetch_add(1, Ordering::Relaxed);
+                self.went_out(&issue, request, false);
                 let record =
                     client::execute(&self.target, request, issue, &self.clock, cancel).await;
                 self.record(record)
@@ -934,7 +1023,7 @@ impl StageContext {
                     // Stopped while waiting for the session's previous round: never sent.
                     return false;
                 };
-                self.sink.progress.issued.fetch_add(1, Ordering::Relaxed);
+                self.went_out(&issue, &turn.request, false);
                 let mut record =
                     client::execute(&self.target, &turn.request, issue, &self.clock, cancel).await;
                 if let Some(think) = conversations.think_time(&turn, &record) {
@@ -954,6 +1043,20 @@ impl StageContext {
                 connection_failed
             }
         }
+    }
+
+    /// Counts `request` as sent now and hands its sent entry to the writer: the last step before the client sends
+    /// it, so the entry is on its way to disk before any answer can be.
+    fn went_out(&self, issue: &Issue, request: &PreparedRequest, warmup: bool) {
+        self.sink.went_out(|| SentEntry {
+            id: issue.id,
+            stage: issue.stage,
+            scheduled_ns: issue.scheduled_ns,
+            sent_ns: self.clock.now_ns(),
+            input_tokens: request.input_tokens,
+            max_tokens: request.max_tokens,
+            warmup: warmup || self.probe,
+        });
     }
 
     /// Hands `record` to the writer (and a copy to the stage's planner, if it keeps them) and checks the stage's
@@ -1068,7 +1171,7 @@ async fn run_warmup(context: StageContext, warmup: Warmup) {
         let first = requests[0].clone();
         in_flight.spawn(async move {
             let _slot = slots.acquire_owned().await.ok();
-            let mut record = context.send(&first, context.clock.now_ns()).await;
+            let mut record = context.send(&first, context.clock.now_ns(), true).await;
             record.warmup = true;
             context.record(record);
         });
@@ -1091,7 +1194,9 @@ async fn run_prime(context: StageContext, requests: Arc<[PreparedRequest]>) {
         let requests = Arc::clone(&requests);
         in_flight.spawn(async move {
             let _slot = slot;
-            let mut record = context.send(&requests[index], context.clock.now_ns()).await;
+            let mut record = context
+                .send(&requests[index], context.clock.now_ns(), true)
+                .await;
             record.warmup = true;
             context.record(record);
         });
@@ -1536,6 +1641,7 @@ mod tests {
                 bytes: 3 * one,
                 past: PastBudget::Spill,
             },
+            None,
         );
         for id in 0..10 {
             sink.finish(record(id));
@@ -1569,6 +1675,7 @@ mod tests {
                 Control::default(),
                 None,
                 budget,
+                None,
             );
             for id in 0..10 {
                 sink.finish(record(id));
@@ -1578,6 +1685,66 @@ mod tests {
             assert!(!written.spilled);
             assert_eq!(written.records.len(), 10);
         }
+    }
+
+    #[tokio::test]
+    async fn each_sent_entry_is_written_in_order_and_before_its_record() {
+        let records = Shared::default();
+        let sent = Shared::default();
+        let mut header = Vec::new();
+        llmbench_model::sent::write_header(&mut header).expect("header");
+        sent.clone().write_all(&header).expect("header");
+        let (sink, writer) = record_writer_budgeted(
+            Box::new(records.clone()),
+            "requests.jsonl".to_owned(),
+            Arc::new(Progress::default()),
+            Control::default(),
+            None,
+            RecordsBudget::UNLIMITED,
+            Some(SentLog {
+                out: Box::new(sent.clone()),
+                path: "sent.bin".to_owned(),
+            }),
+        );
+        let entry = |id: u64| SentEntry {
+            id,
+            stage: 1,
+            scheduled_ns: 10 * id,
+            sent_ns: 10 * id + 3,
+            input_tokens: 32,
+            max_tokens: Some(16),
+            warmup: id == 0,
+        };
+        // Three go out; one of them (1) comes back; 0 and 2 are still in flight when the writer stops.
+        for id in 0..3 {
+            sink.went_out(|| entry(id));
+        }
+        sink.finish(record(1));
+        drop(sink);
+        let written = writer.await.expect("the writer joins").expect("writes");
+        assert_eq!(written.written, 1);
+        let bytes = sent.0.lock().expect("lock").clone();
+        let mut read = Vec::new();
+        let end = llmbench_model::sent::for_each_sent(&bytes[..], |e| read.push(e)).expect("reads");
+        assert_eq!(read, vec![entry(0), entry(1), entry(2)]);
+        assert_eq!(end.torn, 0);
+        // Forty bytes a request, past the file's eight-byte header.
+        assert_eq!(bytes.len(), 8 + 3 * 40);
+    }
+
+    #[tokio::test]
+    async fn a_sink_without_a_sent_log_sends_no_entry_but_still_counts_the_request() {
+        let progress = Arc::new(Progress::default());
+        let (sink, writer) = record_writer(
+            Box::new(std::io::sink()),
+            "requests.jsonl".to_owned(),
+            Arc::clone(&progress),
+            Control::default(),
+        );
+        sink.went_out(|| unreachable!("no entry is built without a sent log"));
+        drop(sink);
+        writer.await.expect("the writer joins").expect("writes");
+        assert_eq!(progress.issued.load(Ordering::Relaxed), 1);
     }
 
     /// A disk that is always full.

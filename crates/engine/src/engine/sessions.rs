@@ -413,7 +413,9 @@ async fn run_call(
         () = context.control.issuing_ended() => return,
         () = llmbench_model::timer::sleep_until(due) => {}
     }
-    let mut record = context.send(&request, context.clock.ns_of(due)).await;
+    let mut record = context
+        .send(&request, context.clock.ns_of(due), false)
+        .await;
     let at = Instant::now();
     let answer = record.text.take().map(|t| *t).unwrap_or_default();
     record.conversation = Some(TurnOf {

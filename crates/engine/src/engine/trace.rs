@@ -194,7 +194,9 @@ async fn run_session(
             () = context.control.issuing_ended() => return,
             () = llmbench_model::timer::sleep_until(due) => {}
         }
-        let mut record = context.send(&request, context.clock.ns_of(due)).await;
+        let mut record = context
+            .send(&request, context.clock.ns_of(due), false)
+            .await;
         previous_end = Instant::now();
         // Like `Conversations`, only records of multi-turn sessions say their session and turn.
         if session.turns.len() > 1 {

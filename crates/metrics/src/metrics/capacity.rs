@@ -779,6 +779,7 @@ mod tests {
                 succeeded: 100,
                 failed: 0,
                 truncated: 0,
+                lost_in_flight: 0,
             },
             failure_rate: 0.0,
             duration_s: 30.0,
@@ -1245,6 +1246,7 @@ mod tests {
             succeeded: 0,
             failed: 100,
             truncated: 0,
+            lost_in_flight: 0,
         };
         nothing.failure_rate = 1.0;
         let results = evaluate(&objectives, &nothing);

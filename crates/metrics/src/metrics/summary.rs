@@ -765,6 +765,7 @@ impl Counts {
                 succeeded: self.succeeded,
                 failed,
                 truncated,
+                lost_in_flight: 0,
             },
             failure_rate: if self.total == 0 {
                 0.0
@@ -891,6 +892,7 @@ mod tests {
                 succeeded: 1,
                 failed: 1,
                 truncated: 2,
+                lost_in_flight: 0,
             }
         );
         assert_eq!(s.failure_rate, 0.25);
@@ -961,6 +963,7 @@ mod tests {
                 succeeded: 1,
                 failed: 1,
                 truncated: 0,
+                lost_in_flight: 0,
             }
         );
         assert_eq!(s.failure_rate, 0.5);

@@ -545,6 +545,8 @@ pub struct Summarizer {
     round: Option<Round>,
     aggregate_slots: Vec<Option<HashMap<MetricId, GaugeAcc>>>,
     aggregate_closed: Vec<BTreeMap<MetricId, Figures>>,
+    /// The first and last scrape times read: what an open-ended window (a killed run's) spans in the summary.
+    scraped: Option<(f64, f64)>,
 }
 
 impl Summarizer {
@@ -569,6 +571,7 @@ impl Summarizer {
             round: None,
             aggregate_slots: (0..n).map(|_| None).collect(),
             aggregate_closed: (0..n).map(|_| BTreeMap::new()).collect(),
+            scraped: None,
         }
     }
 
@@ -881,6 +884,7 @@ impl Summarizer {
     }
 
     fn add_to_round(&mut self, ti: usize, t: f64, gauges: &[(MetricId, f64)]) {
+        self.scraped = Some(self.scraped.map_or((t, t), |(a, b)| (a.min(t), b.max(t))));
         let starts_new = match &self.round {
             None => true,
             Some(round) => {
@@ -966,10 +970,21 @@ impl Summarizer {
                 });
             }
             all.gauges = self.aggregate_closed[wi].clone();
+            // An open-ended window (a killed run has no stage times) is written as the scrapes it spans: JSON has
+            // no infinity, and a reader of summary.json must get numbers back.
+            let (first, last) = self.scraped.unwrap_or((0.0, 0.0));
             summaries.push(WindowSummary {
                 stage: *stage,
-                start_s: window.start_s,
-                end_s: window.end_s,
+                start_s: if window.start_s.is_finite() {
+                    window.start_s
+                } else {
+                    first
+                },
+                end_s: if window.end_s.is_finite() {
+                    window.end_s
+                } else {
+                    last
+                },
                 targets,
                 aggregate: all.lay_out(duration),
             });

@@ -185,9 +185,8 @@ fn loaded(
     if let Some(run) = &summary.run {
         warnings.push(match run.state {
             RunState::Incomplete => format!(
-                "the run is incomplete: its {RUN_META_FILE} has no end (the launcher was killed or crashed); {} \
-                 requests recorded",
-                run.finished
+                "the run's {RUN_META_FILE} has no end: {}",
+                crate::report::killed_run(run, summary.overall.requests.lost_in_flight)
             ),
             state => format!(
                 "the run did not end as planned ({}{}): {} requests recorded",
@@ -195,9 +194,7 @@ fn loaded(
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_owned))
                     .unwrap_or_default(),
-                run.stopped
-                    .map(|s| format!(", {s}"))
-                    .unwrap_or_default(),
+                run.stopped.map(|s| format!(", {s}")).unwrap_or_default(),
                 run.finished
             ),
         });

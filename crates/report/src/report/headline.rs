@@ -4,7 +4,7 @@
 
 use llmbench_core::harness::Harness;
 
-use llmbench_metrics::metrics::{LengthStats, RunState, RunSummary, Summary};
+use llmbench_metrics::metrics::{Completion, LengthStats, RunState, RunSummary, Summary};
 use llmbench_workload::workload::LoadKind;
 
 use super::capacity_answer::capacity_verdict;
@@ -355,21 +355,44 @@ fn truncation_text(overall: &Summary) -> Option<String> {
     ))
 }
 
+/// What a killed run's summary says of it: `incomplete: the launcher was killed (or crashed) before the run
+/// ended; 40 requests recorded of 52 sent (100 planned); 12 requests were in flight when the run was killed; their
+/// answers are lost`. The terminal, report.html and `llmbench report` all say it in these words.
+pub fn killed_run(run: &Completion, lost_in_flight: u64) -> String {
+    let mut text = format!(
+        "incomplete: the launcher was killed (or crashed) before the run ended; {} requests recorded",
+        run.finished
+    );
+    if let Some(sent) = run.sent {
+        text.push_str(&format!(" of {sent} sent"));
+    }
+    if let Some(planned) = run.planned {
+        text.push_str(&format!(" ({planned} planned)"));
+    }
+    match (lost_in_flight, run.sent) {
+        (0, Some(_)) => text.push_str("; none was in flight when the run was killed"),
+        (0, None) => text.push_str(
+            "; how many were in flight is unknown (the run has no sent log), and the figures cover only what was \
+             recorded",
+        ),
+        (1, _) => text.push_str(
+            "; 1 request was in flight when the run was killed; its answer is lost (lost_in_flight.jsonl)",
+        ),
+        (n, _) => text.push_str(&format!(
+            "; {n} requests were in flight when the run was killed; their answers are lost (lost_in_flight.jsonl)"
+        )),
+    }
+    text
+}
+
 /// How the run ended and what it answers, good or bad news first.
 fn verdict(meta: &RunMeta, summary: &RunSummary) -> (Tone, String) {
     let overall = &summary.overall;
     let counts = &overall.requests;
     let (mut tone, mut text) = match &summary.run {
-        Some(run) if run.state == RunState::Incomplete => (
-            Tone::Bad,
-            format!(
-                "incomplete: the launcher was killed or crashed; {} requests recorded{}",
-                run.finished,
-                run.planned
-                    .map(|p| format!(" of {p} planned"))
-                    .unwrap_or_default()
-            ),
-        ),
+        Some(run) if run.state == RunState::Incomplete => {
+            (Tone::Bad, killed_run(run, counts.lost_in_flight))
+        }
         Some(run) => {
             let why = run
                 .stopped

@@ -21,6 +21,7 @@ mod guidellm;
 mod headline;
 mod inference_perf;
 mod llmd;
+pub mod lost;
 pub mod merge;
 mod meta;
 mod native;
@@ -51,7 +52,7 @@ pub use capacity_answer::{CapacityReport, capacity_report, capacity_verdict};
 pub use errors::error_table;
 pub use goodput::{Definition, GoodputTally, goodput, inference_perf_goodput_metrics};
 pub use guidellm::{GUIDELLM_REPORT_FILE, guidellm_report, guidellm_successful_rate};
-pub use headline::{Headline, HeadlineLine, headline, stage_load, tokens_range};
+pub use headline::{Headline, HeadlineLine, headline, killed_run, stage_load, tokens_range};
 pub use inference_perf::{
     PER_REQUEST_LIFECYCLE_FILE, SUMMARY_LIFECYCLE_FILE, lifecycle_metrics, per_request_lifecycle,
     stage_lifecycle_file,
@@ -60,6 +61,7 @@ pub use llmd::{
     LLMD_REPORT_PREFIX, PREFIX_CACHE_KEY as LLMD_PREFIX_CACHE_KEY, llmd_report_v02,
     llmd_report_v02_file,
 };
+pub use lost::LOST_IN_FLIGHT_FILE;
 pub use meta::{
     ApiKind, Burstiness, INFERENCE_PERF_PERCENTILES, LLMBENCH_VERSION, PreflightCall,
     PreflightMeta, ProfileNote, RUN_META_FILE, RUN_META_SCHEMA, ReleaseMeta, ReportOptions, RunEnd,
@@ -118,6 +120,20 @@ pub enum ReportError {
         path: PathBuf,
         what: &'static str,
         message: String,
+    },
+    #[error("cannot read the sent log {path}: {source}")]
+    SentLog {
+        path: PathBuf,
+        source: llmbench_model::sent::ReadSentError,
+    },
+    #[error(
+        "the sent log {path} is damaged: it names request id {max_id} among only {entries} entries (ids count up \
+         from 0 in a run); move it aside to report the run from its records alone"
+    )]
+    SentLogDamaged {
+        path: PathBuf,
+        max_id: u64,
+        entries: u64,
     },
     #[error("cannot merge the shards of {dir}: {message}")]
     Merge { dir: PathBuf, message: String },
@@ -607,7 +623,10 @@ pub fn report_dir_within(
         let mut summary = run.summary().clone();
         add_server_metrics(dir, &meta, None, &mut summary);
         summary.model_load = model_load;
-        return write_rebuilt_spilled(dir, &meta, run, summary, summary_file);
+        let lost = lost::note_lost_in_flight(dir, &[dir.to_owned()], false, &mut summary)?;
+        let mut outcome = write_rebuilt_spilled(dir, &meta, run, summary, summary_file)?;
+        outcome.files.extend(lost);
+        return Ok(outcome);
     }
     let file = std::fs::File::open(&path).map_err(|source| ReportError::Read {
         path: path.clone(),
@@ -619,7 +638,8 @@ pub fn report_dir_within(
     let mut summary = summarize_run(&meta, &records);
     add_server_metrics(dir, &meta, None, &mut summary);
     summary.model_load = model_load;
-    write_rebuilt(
+    let lost = lost::note_lost_in_flight(dir, &[dir.to_owned()], false, &mut summary)?;
+    let mut outcome = write_rebuilt(
         dir,
         &meta,
         &records,
@@ -627,7 +647,9 @@ pub fn report_dir_within(
         summary_file,
         truncated_lines,
         draw,
-    )
+    )?;
+    outcome.files.extend(lost);
+    Ok(outcome)
 }
 
 /// What draws a rebuilt run's pictures and `report.html` from its records and summary (`plot::write_pictures`
@@ -668,7 +690,8 @@ fn report_merged(
     prepare_merged_root(dir, &meta, &shards, &offsets_ns, &warnings)?;
     let mut summary = summarize_run(&meta, &records);
     complete_merged_summary(dir, &meta, &shards, &warnings, &mut summary);
-    write_rebuilt(
+    let lost = lost::note_lost_in_flight(dir, &shards, true, &mut summary)?;
+    let mut outcome = write_rebuilt(
         dir,
         &meta,
         &records,
@@ -676,7 +699,9 @@ fn report_merged(
         summary_file,
         truncated_lines,
         draw,
-    )
+    )?;
+    outcome.files.extend(lost);
+    Ok(outcome)
 }
 
 /// [`report_merged`] of shards whose records together outgrow `memory_bytes`: streamed from the shards' files onto
@@ -708,7 +733,10 @@ fn report_merged_spilled(
     )?;
     let mut summary = run.summary().clone();
     complete_merged_summary(dir, &meta, &shards, &warnings, &mut summary);
-    write_rebuilt_spilled(dir, &meta, run, summary, summary_file)
+    let lost = lost::note_lost_in_flight(dir, &shards, true, &mut summary)?;
+    let mut outcome = write_rebuilt_spilled(dir, &meta, run, summary, summary_file)?;
+    outcome.files.extend(lost);
+    Ok(outcome)
 }
 
 /// What a merged run's root needs besides its records: the merge's warnings logged, shard 0's server metrics

@@ -1076,3 +1076,166 @@ fn guidellm_reports_ttfo_past_the_reasoning() {
     assert_num(m, "time_to_first_token_ms.successful.mean", 30.0);
     assert_num(m, "time_to_first_output_token_ms.successful.mean", 45.0);
 }
+
+#[test]
+fn report_dir_of_a_killed_run_counts_the_requests_it_sent_and_never_recorded_per_stage() {
+    use llmbench_model::sent::{SENT_FILE, SentEntry, write_header};
+    let dir = temp_dir("lost");
+    let meta = meta();
+    meta.write(&dir).unwrap();
+    // Records 1, 2, 3 (stage 0) and 4 (stage 1) came back.
+    let records = records();
+    let text: String = records
+        .iter()
+        .map(|r| serde_json::to_string(r).unwrap() + "\n")
+        .collect();
+    std::fs::write(dir.join(REQUESTS_FILE), text).unwrap();
+    // Sent: a warm-up (0) and 6 in stage 0, 5 in stage 1, none of them recorded.
+    let sent = |id: u64, stage: u32, warmup: bool| SentEntry {
+        id,
+        stage,
+        scheduled_ns: 100 * id,
+        sent_ns: 100 * id + 1,
+        input_tokens: 9,
+        max_tokens: None,
+        warmup,
+    };
+    let mut log = Vec::new();
+    write_header(&mut log).unwrap();
+    for entry in [
+        sent(0, 0, true),
+        sent(1, 0, false),
+        sent(2, 0, false),
+        sent(3, 0, false),
+        sent(4, 1, false),
+        sent(5, 1, false),
+        sent(6, 0, false),
+    ] {
+        entry.write_to(&mut log).unwrap();
+    }
+    std::fs::write(dir.join(SENT_FILE), log).unwrap();
+
+    let outcome = report_dir(&dir, None, None, &crate::plot::write_pictures).unwrap();
+    let summary = &outcome.summary;
+    let run = summary.run.expect("the run is incomplete");
+    assert_eq!(run.sent, Some(7));
+    assert_eq!(run.finished, 4);
+    // The warm-up is lost too, but, as its record would be, left out of the figures' counts.
+    assert_eq!(summary.overall.requests.lost_in_flight, 2);
+    assert_eq!(summary.overall.requests.total, 4);
+    let lost_in = |stage: u32| {
+        summary
+            .stages
+            .iter()
+            .find(|s| s.stage == stage)
+            .map(|s| s.summary.requests.lost_in_flight)
+    };
+    assert_eq!((lost_in(0), lost_in(1)), (Some(1), Some(1)));
+    let list = std::fs::read_to_string(dir.join(LOST_IN_FLIGHT_FILE)).unwrap();
+    let ids: Vec<u64> = list
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["id"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(ids, [0, 5, 6]);
+    assert!(list.lines().next().unwrap().contains(r#""warmup":true"#));
+    assert!(outcome.files.contains(&dir.join(LOST_IN_FLIGHT_FILE)));
+    let words = headline::killed_run(&run, 2);
+    assert!(
+        words.ends_with(
+            "4 requests recorded of 7 sent; 2 requests were in flight when the run was killed; their answers \
+             are lost (lost_in_flight.jsonl)"
+        ),
+        "{words}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_sharded_run_with_a_killed_shard_counts_what_each_shard_sent() {
+    use llmbench_model::sent::{SENT_FILE, SentEntry, write_header};
+    let dir = temp_dir("lost-shards");
+    let request = |id: u64| {
+        RequestRecord::builder(id)
+            .sent(1_000_000 * id)
+            .end(1_000_000 * id + 500_000)
+            .input_tokens(9)
+            .ok()
+            .content_at(1_000_000 * id + 400_000, 1)
+            .build()
+    };
+    let write_records = |shard: &Path, ids: &[u64]| {
+        let text: String = ids
+            .iter()
+            .map(|id| serde_json::to_string(&request(*id)).unwrap() + "\n")
+            .collect();
+        std::fs::write(shard.join(REQUESTS_FILE), text).unwrap();
+    };
+    // Shard 0 ended: it sent and recorded 2.
+    let shard_0 = dir.join("shard-0");
+    std::fs::create_dir_all(&shard_0).unwrap();
+    let mut ended = meta();
+    ended.shard = ShardMeta { index: 0, count: 2 };
+    ended.end = Some(RunEnd {
+        state: RunState::Complete,
+        stopped: None,
+        planned: None,
+        sent: 2,
+        finished: 2,
+        stages: vec![
+            StageEnd {
+                start_ns: 0,
+                end_ns: 10_000_000,
+                stopped: None,
+                sessions: Vec::new(),
+            };
+            2
+        ],
+        failed: None,
+    });
+    ended.write(&shard_0).unwrap();
+    write_records(&shard_0, &[0, 1]);
+    // Shard 1 was killed: it sent 3 (its own ids 0, 1, 2) and recorded one.
+    let shard_1 = dir.join("shard-1");
+    std::fs::create_dir_all(&shard_1).unwrap();
+    let mut killed = meta();
+    killed.shard = ShardMeta { index: 1, count: 2 };
+    killed.write(&shard_1).unwrap();
+    write_records(&shard_1, &[1]);
+    let mut log = Vec::new();
+    write_header(&mut log).unwrap();
+    for id in 0..3 {
+        SentEntry {
+            id,
+            stage: 0,
+            scheduled_ns: 1_000_000 * id,
+            sent_ns: 1_000_000 * id,
+            input_tokens: 9,
+            max_tokens: None,
+            warmup: false,
+        }
+        .write_to(&mut log)
+        .unwrap();
+    }
+    std::fs::write(shard_1.join(SENT_FILE), log).unwrap();
+
+    let outcome = report_dir(&dir, None, None, &crate::plot::write_pictures).unwrap();
+    let run = outcome.summary.run.expect("the merged run is incomplete");
+    assert_eq!(run.state, RunState::Incomplete);
+    assert_eq!((run.sent, run.finished), (Some(5), 3));
+    assert_eq!(outcome.summary.overall.requests.lost_in_flight, 2);
+    // Listed at the run's root, each with the shard that sent it and its id there.
+    let list = std::fs::read_to_string(dir.join(LOST_IN_FLIGHT_FILE)).unwrap();
+    let lost: Vec<(u64, u64)> = list
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            (v["shard"].as_u64().unwrap(), v["id"].as_u64().unwrap())
+        })
+        .collect();
+    assert_eq!(lost, [(1, 0), (1, 2)]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
