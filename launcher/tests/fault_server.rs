@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use fault::{
-    COMPLETION_JSON, Case, DONE, Expect, Fault, LAST_CHUNK, Plan, SSE_HEAD, Step, Timing,
-    chat_delta, chunk, good_events, last_token, response, sse_response, token,
+    COMPLETION_JSON, Case, DONE, Expect, Fault, LAST_CHUNK, Plan, REQUEST_TIMEOUT, SSE_HEAD, Step,
+    Timing, chat_delta, chunk, good_events, last_token, response, sse_response, token,
 };
 use llmbench::engine::Control;
 use llmbench::engine::client::{self, DEFAULT_REQUEST_TIMEOUT};
@@ -172,7 +172,7 @@ fn complete_answers_without_a_body_are_recorded_at_once() {
             STREAMED,
             // The status is the answer; its body is waited for one second at most, never for the timeout.
             Expect::status(503, &["503", "shedding load"])
-                .with_timing(Timing::Under(Duration::from_millis(1500))),
+                .with_timing(Timing::Under(REQUEST_TIMEOUT - Duration::from_millis(500))),
         ),
     ];
     runtime_for_processes().block_on(assert_cases(cases));
