@@ -15,6 +15,7 @@
 mod aiperf;
 mod cache;
 mod capacity_answer;
+mod entries;
 mod errors;
 mod goodput;
 mod guidellm;
@@ -523,7 +524,7 @@ pub fn write_all(
     let measured = measured(meta, records);
     let stages = stage_buckets(&measured.records);
     let mut store = sample::FloatStore::memory();
-    let mut native = native::Native::new(formats);
+    let mut native = native::Native::new(formats, &mut store);
     for r in &measured.records {
         native.add(r, meta, &mut store);
     }
@@ -545,6 +546,7 @@ pub fn write_all(
             records: &measured.records,
             stages: &stages,
         }),
+        None,
     )
 }
 

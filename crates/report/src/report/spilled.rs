@@ -115,7 +115,7 @@ impl RecordPasses for [RequestRecord] {
 }
 
 /// The result files a run summarised from disk does not write, each with why.
-pub fn skipped_reports(meta: &RunMeta, formats: Formats) -> Vec<SkippedReport> {
+pub fn skipped_reports(formats: Formats) -> Vec<SkippedReport> {
     let mut skipped = Vec::new();
     let mut skip = |file: &str, reason: &str| {
         skipped.push(SkippedReport {
@@ -123,22 +123,10 @@ pub fn skipped_reports(meta: &RunMeta, formats: Formats) -> Vec<SkippedReport> {
             reason: reason.to_owned(),
         })
     };
-    if formats.inference_perf && meta.report.inference_perf_per_request {
-        skip(
-            super::PER_REQUEST_LIFECYCLE_FILE,
-            "one entry per request: it would hold every record in memory",
-        );
-    }
     if formats.guidellm {
         skip(
             super::GUIDELLM_REPORT_FILE,
             "guidellm's rate and concurrency distributions sort every request's events in memory",
-        );
-    }
-    if formats.vllm && meta.report.vllm_save_detailed {
-        skip(
-            "vllm result `--save-detailed` arrays (input_lens, output_lens, ttfts, itls, errors)",
-            "one entry per request: the result files are written without them",
         );
     }
     skip(
@@ -180,10 +168,10 @@ impl SpilledRun {
         meta: &RunMeta,
         summary: &RunSummary,
     ) -> Result<Vec<PathBuf>, ReportError> {
-        let written = self
-            .native
-            .write(dir, meta, summary, &mut self.store, &self.peaks, None)?;
-        for skipped in skipped_reports(meta, self.formats) {
+        let written =
+            self.native
+                .write(dir, meta, summary, &mut self.store, &self.peaks, None, None)?;
+        for skipped in skipped_reports(self.formats) {
             tracing::warn!(
                 file = skipped.file,
                 reason = skipped.reason,
@@ -239,6 +227,7 @@ pub fn summarize_spilled(
         .map(|p| p / 100.0)
         .chain([0.5])
         .chain(super::llmd::STAT_PERCENTILES.map(|(_, p)| p))
+        .chain(super::aiperf::AIPERF_PERCENTILES.map(|p| f64::from(p) / 100.0))
         .collect();
     prefetch.sort_by(f64::total_cmp);
     prefetch.dedup();
@@ -248,7 +237,12 @@ pub fn summarize_spilled(
         buffer_bytes(memory_bytes),
         prefetch,
     );
-    let mut native = Native::new(formats);
+    let mut native = Native::spilled(
+        formats,
+        &mut store,
+        spill_dir.path(),
+        buffer_bytes(memory_bytes),
+    );
     let mut peaks = formats
         .vllm
         .then(|| PeakSpill::new(spill_dir.path(), buffer_bytes(memory_bytes)));
@@ -298,6 +292,7 @@ pub fn summarize_spilled(
         return Err(spill_error(e));
     }
     store.check().map_err(spill_error)?;
+    native.check().map_err(spill_error)?;
 
     let max_in_memory = max_keys(memory_bytes, 8);
     let mut stats = StatsCache::default();
@@ -334,7 +329,7 @@ pub fn summarize_spilled(
     tally.finish(meta, &mut summary, excluded, passed.records);
     summary.records_spilled = Some(RecordsSpilled {
         memory_bytes,
-        skipped: skipped_reports(meta, formats),
+        skipped: skipped_reports(formats),
     });
     let peaks = match peaks {
         Some(peaks) => peaks.finish().map_err(spill_error)?,
@@ -906,7 +901,9 @@ mod tests {
             (6, Harness::VllmBenchmark, 2),
         ] {
             let records = varied(seed, 450);
-            let meta = meta_for(harness, 450, transient);
+            let mut meta = meta_for(harness, 450, transient);
+            meta.report.inference_perf_per_request = true;
+            meta.report.vllm_save_detailed = true;
             let summary = summarize_run(&meta, &records);
             let memory = tempfile::tempdir().expect("temp dir");
             let in_memory = write_all(memory.path(), &meta, &records, &summary, Formats::ALL)
@@ -919,22 +916,11 @@ mod tests {
                 .expect("reports");
             let name = |p: &PathBuf| p.file_name().map(|n| n.to_string_lossy().into_owned());
             let written: Vec<Option<String>> = from_disk.iter().map(name).collect();
-            // Everything but the files made of every record (inference-perf's per-request file, guidellm's report,
-            // AIPerf's export), and the same bytes.
+            // Everything but guidellm's report, and the same bytes.
             let expected: Vec<Option<String>> = in_memory
                 .iter()
                 .map(name)
-                .filter(|n| {
-                    !matches!(
-                        n.as_deref(),
-                        Some(
-                            super::super::PER_REQUEST_LIFECYCLE_FILE
-                                | super::super::GUIDELLM_REPORT_FILE
-                                | super::super::aiperf::AIPERF_JSON_FILE
-                                | super::super::aiperf::AIPERF_CSV_FILE
-                        )
-                    )
-                })
+                .filter(|n| n.as_deref() != Some(super::super::GUIDELLM_REPORT_FILE))
                 .collect();
             assert_eq!(written, expected);
             assert!(written.len() >= 9, "{written:?}");
