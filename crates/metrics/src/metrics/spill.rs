@@ -120,6 +120,22 @@ impl<const W: usize> Spill<W> {
         Slot(index)
     }
 
+    /// The directory the files are in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Empties `slot` and removes its file: a sample read for the last time gives its disk back.
+    pub fn discard(&mut self, slot: Slot) {
+        let file = &mut self.slots[slot.0];
+        self.buffered -= file.buffer.len();
+        file.buffer = Vec::new();
+        if file.on_disk > 0 {
+            let _ = std::fs::remove_file(&file.path);
+            file.on_disk = 0;
+        }
+    }
+
     /// How many keys `slot` holds.
     pub fn len(&self, slot: Slot) -> u64 {
         let file = &self.slots[slot.0];

@@ -67,8 +67,8 @@ pub use meta::{
     RunMeta, RunState, ServerMetricsMeta, ShardMeta, Slo, StageEnd, StageMeta,
 };
 pub use spilled::{
-    DEFAULT_RECORDS_MEMORY, Passed, RecordPasses, RecordsFile, SpilledRun, skipped_reports,
-    summarize_spilled,
+    DEFAULT_RECORDS_MEMORY, PICTURE_BYTES_PER_REQUEST, Passed, RecordPasses, RecordsFile,
+    SpilledRun, for_each_measured, pictures_fit, skipped_reports, summarize_spilled,
 };
 pub use starts::{ShardStarts, shard_starts};
 pub use table::{Align, TERMINAL_COLUMNS, Table, Tone, print_run, print_table};
@@ -590,7 +590,7 @@ pub fn report_dir_within(
 ) -> Result<ReportOutcome, ReportError> {
     if let Some(sharded) = merge::read_sharded_metas(dir)? {
         if sharded.records_bytes > memory_bytes {
-            return report_merged_spilled(dir, sharded, summary_file, memory_bytes);
+            return report_merged_spilled(dir, sharded, summary_file, memory_bytes, draw);
         }
         if let Some(merged) = merge::read_sharded(dir)? {
             return report_merged(dir, merged, summary_file, draw);
@@ -609,7 +609,14 @@ pub fn report_dir_within(
         let mut summary = run.summary().clone();
         add_server_metrics(dir, &meta, None, &mut summary);
         summary.model_load = model_load;
-        return write_rebuilt_spilled(dir, &meta, run, summary, summary_file);
+        return write_rebuilt_spilled(
+            dir,
+            &meta,
+            run,
+            summary,
+            summary_file,
+            (&RecordsFile::of(dir), memory_bytes, draw),
+        );
     }
     let file = std::fs::File::open(&path).map_err(|source| ReportError::Read {
         path: path.clone(),
@@ -632,9 +639,25 @@ pub fn report_dir_within(
     )
 }
 
-/// What draws a rebuilt run's pictures and `report.html` from its records and summary (`plot::write_pictures`
-/// for `llmbench report`): this module writes the numbers and leaves drawing to its caller.
-pub type DrawPictures<'a> = &'a dyn Fn(&Path, &RunMeta, &[RequestRecord], &RunSummary);
+/// What draws a run's pictures and `report.html` (`plot::RunPictures` for `llmbench report`): this module writes
+/// the numbers and leaves drawing to its caller.
+pub trait Pictures {
+    /// From the run's records in memory.
+    fn draw(&self, dir: &Path, meta: &RunMeta, records: &[RequestRecord], summary: &RunSummary);
+
+    /// From its records streamed from `source`, within `memory_bytes` (a run summarised from disk).
+    fn draw_streamed(
+        &self,
+        dir: &Path,
+        meta: &RunMeta,
+        source: &dyn RecordPasses,
+        summary: &RunSummary,
+        memory_bytes: u64,
+    );
+}
+
+/// See [`Pictures`].
+pub type DrawPictures<'a> = &'a dyn Pictures;
 
 /// The server metrics' time series of a run directory, for the llm-d report and the plots; none when the run
 /// scraped nothing or the file cannot be read (a warning).
@@ -688,6 +711,7 @@ fn report_merged_spilled(
     sharded: merge::Sharded,
     summary_file: Option<&Path>,
     memory_bytes: u64,
+    draw: DrawPictures<'_>,
 ) -> Result<ReportOutcome, ReportError> {
     let merge::Sharded {
         merged,
@@ -710,7 +734,14 @@ fn report_merged_spilled(
     )?;
     let mut summary = run.summary().clone();
     complete_merged_summary(dir, &meta, &shards, &warnings, &mut summary);
-    write_rebuilt_spilled(dir, &meta, run, summary, summary_file)
+    write_rebuilt_spilled(
+        dir,
+        &meta,
+        run,
+        summary,
+        summary_file,
+        (&records, memory_bytes, draw),
+    )
 }
 
 /// What a merged run's root needs besides its records: the merge's warnings logged, shard 0's server metrics
@@ -766,19 +797,26 @@ fn complete_merged_summary(
         .extend(warnings.iter().map(|w| format!("merge: {w}")));
 }
 
-/// Writes what `llmbench report` rebuilt from disk: `summary.json` (and the compact summary to `summary_file`)
-/// and the native reports `run` can write.
+/// Writes what `llmbench report` rebuilt from disk: `summary.json` (and the compact summary to `summary_file`),
+/// the native reports, and the pictures when they fit the budget, drawn from the records streamed again from
+/// `pictures`' source.
 fn write_rebuilt_spilled(
     dir: &Path,
     meta: &RunMeta,
     run: SpilledRun,
     summary: RunSummary,
     summary_file: Option<&Path>,
+    pictures: (&dyn RecordPasses, u64, DrawPictures<'_>),
 ) -> Result<ReportOutcome, ReportError> {
     let files = write_summaries(dir, &summary, summary_file)?;
     let truncated_lines = run.truncated_lines();
+    let draws = run.draws_pictures();
     let mut files = vec![files];
     files.extend(run.write_reports(dir, meta, &summary)?);
+    let (source, memory_bytes, draw) = pictures;
+    if draws {
+        draw.draw_streamed(dir, meta, source, &summary, memory_bytes);
+    }
     Ok(ReportOutcome {
         meta: meta.clone(),
         summary,
@@ -826,7 +864,7 @@ fn write_rebuilt(
         &summary,
         Formats::for_harness(meta.harness),
     )?);
-    draw(dir, meta, records, &summary);
+    draw.draw(dir, meta, records, &summary);
     Ok(ReportOutcome {
         meta: meta.clone(),
         summary,
