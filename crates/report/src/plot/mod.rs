@@ -436,24 +436,23 @@ pub fn write_pictures_streamed(
     memory_bytes: u64,
 ) {
     let mut gathered = run::Gathered::default();
-    let drawn = crate::report::for_each_measured(dir, meta, source, memory_bytes, |r| {
-        gathered.add(r)
-    })
-    .map_err(|source| PlotError::ReadRun {
-        dir: dir.to_owned(),
-        source,
-    })
-    .and_then(|_| {
-        let run = LoadedRun {
-            meta: meta.clone(),
-            summary: summary.clone(),
-            summary_json: serde_json::to_value(summary).ok(),
-            data: gathered.finish(meta),
-            warnings: Vec::new(),
-        };
-        let run = with_warnings(dir, run);
-        draw_run(dir, run, &crate::report::server_series(dir))
-    });
+    let drawn =
+        crate::report::for_each_measured(dir, meta, source, memory_bytes, |r| gathered.add(r))
+            .map_err(|source| PlotError::ReadRun {
+                dir: dir.to_owned(),
+                source,
+            })
+            .and_then(|_| {
+                let run = LoadedRun {
+                    meta: meta.clone(),
+                    summary: summary.clone(),
+                    summary_json: serde_json::to_value(summary).ok(),
+                    data: gathered.finish(meta),
+                    warnings: Vec::new(),
+                };
+                let run = with_warnings(dir, run);
+                draw_run(dir, run, &crate::report::server_series(dir))
+            });
     match drawn {
         Ok(files) => tracing::debug!(count = files.len(), "pictures written"),
         Err(e) => {

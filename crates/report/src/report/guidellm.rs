@@ -171,7 +171,11 @@ pub(crate) fn output_events(meta: &RunMeta, r: &RequestRecord) -> Vec<(f64, f64)
         .chunks
         .iter()
         .filter(|_| r.streaming)
-        .filter_map(|c| c.kind.tokens().map(|t| (meta.unix_s(c.at_ns), f64::from(t))))
+        .filter_map(|c| {
+            c.kind
+                .tokens()
+                .map(|t| (meta.unix_s(c.at_ns), f64::from(t)))
+        })
         .collect();
     if chunks.is_empty() {
         vec![(meta.unix_s(r.end_ns), f64::from(r.output_tokens()))]

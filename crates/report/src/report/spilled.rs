@@ -408,7 +408,9 @@ fn left_out(r: &RequestRecord, tie: [u64; 3], cuts: &BTreeMap<u32, Cuts>) -> Opt
         tie,
         sent_ns: r.sent_ns,
     };
-    cuts.get(&r.stage)?.leaves_out(r, &place).map(LeftOut::Phase)
+    cuts.get(&r.stage)?
+        .leaves_out(r, &place)
+        .map(LeftOut::Phase)
 }
 
 /// Calls `f` with every measured record of `source`, in the order stored, leaving out what the summary leaves

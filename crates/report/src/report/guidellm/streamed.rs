@@ -159,7 +159,8 @@ impl StageSpill {
         let at = |ns: u64| (meta.t0_unix_ns as f64 + ns as f64) / 1e9;
         let window = Some((at(start_ns), at(end_ns)));
         let by_status =
-            |slots: &[[Slot; 3]], f: &mut dyn FnMut(&[Slot]) -> io::Result<GuidellmDistribution>| {
+            |slots: &[[Slot; 3]],
+             f: &mut dyn FnMut(&[Slot]) -> io::Result<GuidellmDistribution>| {
                 let pick = |statuses: &[usize]| -> Vec<Slot> {
                     slots
                         .iter()
