@@ -579,8 +579,8 @@ pub fn report_dir(
 
 /// [`report_dir`] with a memory budget: a run (or a sharded run's shards together) whose records files are
 /// larger than `memory_bytes` is summarised from disk in bounded memory ([`summarize_spilled`]: the same
-/// summary), and its native reports are written but for those that need every record in memory, which are named
-/// in a warning and in `summary.json`.
+/// summary and the same files), its pictures drawn from the records streamed again when they fit the budget (else
+/// named in a warning and in `summary.json`).
 pub fn report_dir_within(
     dir: &Path,
     summary_file: Option<&Path>,

@@ -15,10 +15,13 @@
 //! by constants and the budget, not by the run's length; the spill files live in a temporary directory inside
 //! the run's, removed when the [`SpilledRun`] is dropped.
 //!
-//! The native reports made of per-stage statistics (inference-perf's lifecycle metrics, vllm's result JSON, the
-//! llm-d report) are gathered in the same pass and written from the same kind of spilled samples
-//! ([`SpilledRun::write_reports`]). The files that need every record in memory are not written, each named with
-//! the reason in a warning and in `summary.json` ([`skipped_reports`]).
+//! Every native report is gathered in the same pass and written byte for byte as the in-memory path writes it
+//! ([`SpilledRun::write_reports`]): those made of per-stage statistics (inference-perf's lifecycle metrics, vllm's
+//! result JSON, AIPerf's export, the llm-d report) from the same kind of spilled samples, the per-request files
+//! from spilled entries (`entries`), guidellm's report from spilled and sorted events (`guidellm::streamed`). The
+//! pictures are drawn by the caller from a second pass ([`for_each_measured`]) when their few numbers per request
+//! fit the budget ([`pictures_fit`]); else they are named with the reason in a warning and in `summary.json`
+//! ([`skipped_reports`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, BufReader};
