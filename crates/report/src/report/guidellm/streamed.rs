@@ -139,7 +139,11 @@ impl GuidellmStreamed {
         for (&stage, s) in &self.stages {
             let mut sorter = Sorter {
                 spill: &self.spill,
-                scratch: Spill::new(self.spill.dir(), "guidellm-sorted", 1 << 16),
+                scratch: Spill::new(
+                    self.spill.dir(),
+                    &format!("guidellm-sorted-{stage}"),
+                    1 << 16,
+                ),
                 max_in_memory,
             };
             let figures = s.figures(meta, &mut sorter)?;
