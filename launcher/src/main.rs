@@ -249,8 +249,8 @@ struct ReportArgs {
     #[arg(long, value_name = "PATH")]
     summary_file: Option<PathBuf>,
     /// Records files (a sharded run's shards together) larger than this are summarised from disk in bounded
-    /// memory, with the same numbers; the per-request files and the pictures are then not written (summary.json
-    /// says so).
+    /// memory, with the same numbers and every report file; the pictures keep 80 bytes per request, and past
+    /// half the budget in those they are not drawn (summary.json says so).
     #[arg(long, value_parser = llmbench::limits::parse_bytes, default_value = "256MiB", value_name = "BYTES")]
     records_memory: u64,
 }
@@ -515,7 +515,7 @@ fn report_command(args: ReportArgs) -> anyhow::Result<ExitCode> {
         args.summary_file.as_deref(),
         args.records_memory,
         llmbench::run::nop::model_load_of_run(&args.dir),
-        &llmbench::plot::write_pictures,
+        &llmbench::plot::RunPictures,
     )?;
     if outcome.truncated_lines > 0 {
         tracing::warn!(

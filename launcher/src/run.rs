@@ -178,9 +178,9 @@ pub struct RunArgs {
     pub no_server_metrics: bool,
     /// Memory for the records of finished requests (e.g. 256MiB, 1GiB). A run whose records fit is summarised
     /// from memory; past the budget the launcher keeps no record in memory (requests.jsonl has them all) and
-    /// summarises the run from disk afterwards in bounded memory, with the same numbers. The per-request files
-    /// (inference-perf's per-request metrics, guidellm's benchmarks.json, vllm's --save-detailed arrays) and the
-    /// pictures need every record in memory, and are then not written: summary.json says so. MLPerf runs keep
+    /// summarises the run from disk afterwards in bounded memory, with the same numbers and every report file,
+    /// byte for byte. The pictures keep 80 bytes per request: past half the budget in those they are not drawn,
+    /// and summary.json says so with the budget that would draw them. MLPerf runs keep
     /// every record for LoadGen's verdict, with a warning past the budget.
     #[arg(long, value_parser = crate::limits::parse_bytes, default_value = "256MiB", value_name = "BYTES")]
     pub records_memory: u64,
@@ -1881,9 +1881,20 @@ impl RunContext<'_> {
             write_compact_summary(path, &summary)?;
         }
         match spilled {
-            // Only what bounded memory can write; the rest is named in a warning and in summary.json.
+            // Every report, and the pictures when they fit the budget (else named in a warning and in
+            // summary.json), from the records streamed back from disk.
             Some(spilled) => {
+                let draws = spilled.draws_pictures();
                 spilled.write_reports(&dir, &meta, &summary)?;
+                if draws {
+                    crate::plot::write_pictures_streamed(
+                        &dir,
+                        &meta,
+                        &report::RecordsFile::of(&dir),
+                        &summary,
+                        self.args.records_memory,
+                    );
+                }
             }
             None => {
                 report::write_all(

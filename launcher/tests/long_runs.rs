@@ -1,7 +1,8 @@
 //! Runs whose records outgrow `--records-memory`, through the real binary: the launcher keeps no record past the
 //! budget, summarises the run from requests.jsonl afterwards with exactly the numbers a summary in memory gives
-//! (checked against `llmbench report` of the same directory with room for every record), writes the native
-//! reports made of per-stage statistics byte for byte as that report does, and says which files it did not write.
+//! (checked against `llmbench report` of the same directory with room for every record), writes every file that
+//! report writes byte for byte — the per-request files, guidellm's report and the pictures included — and says so
+//! when the pictures outgrow the budget.
 
 mod common;
 
@@ -92,17 +93,17 @@ fn a_run_past_its_records_budget_is_summarised_from_disk_exactly() {
         .filter_map(|s| s["file"].as_str())
         .collect();
     assert!(
-        skipped.contains(&"per_request_lifecycle_metrics.json"),
+        !skipped.contains(&"per_request_lifecycle_metrics.json"),
         "{skipped:?}"
     );
     assert!(skipped.contains(&"plots/ and report.html"), "{skipped:?}");
     // Said loudly, file by file.
     let log = stderr(&output);
     assert!(
-        log.contains("per_request_lifecycle_metrics.json") && log.contains("not written"),
+        log.contains("plots/ and report.html") && log.contains("not written"),
         "{log}"
     );
-    assert!(!run.join("per_request_lifecycle_metrics.json").exists());
+    assert!(run.join("per_request_lifecycle_metrics.json").exists());
     assert!(!run.join("report.html").exists());
     assert!(summary["requests"]["total"].as_u64().expect("total") > 500);
     // No spill file is left behind.
@@ -130,11 +131,7 @@ fn a_run_past_its_records_budget_is_summarised_from_disk_exactly() {
     let in_memory = json(&run.join("summary.json"));
     assert!(in_memory.get("records_spilled").is_none());
     assert_eq!(from_disk, in_memory);
-    assert!(run.join("per_request_lifecycle_metrics.json").exists());
-    let reports_in_memory: Vec<(String, String)> = result_files(&run)
-        .into_iter()
-        .filter(|(name, _)| name != "per_request_lifecycle_metrics.json")
-        .collect();
+    let reports_in_memory = result_files(&run);
     assert_eq!(reports_from_disk, reports_in_memory);
 
     // And `llmbench report` itself streams a file larger than its budget, to the same summary.
@@ -176,10 +173,120 @@ fn a_guidellm_run_with_warmup_and_cooldown_is_summarised_from_disk_exactly() {
         summary["excluded"]["cooldown"].as_u64().unwrap_or(0) > 0,
         "{summary:#}"
     );
-    assert!(stderr(&output).contains("benchmarks.json"));
-    assert!(!run.join("benchmarks.json").exists());
+    let benchmarks = std::fs::read_to_string(run.join("benchmarks.json")).expect("benchmarks.json");
     let from_disk = summary_without_note(&run);
     report(&run, "1GiB");
     assert_eq!(from_disk, json(&run.join("summary.json")));
-    assert!(run.join("benchmarks.json").exists());
+    assert_eq!(
+        benchmarks,
+        std::fs::read_to_string(run.join("benchmarks.json")).expect("benchmarks.json")
+    );
+}
+
+/// Every file under `dir` (requests.jsonl aside), by path relative to it, with its bytes.
+fn files_under(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    fn walk(root: &Path, dir: &Path, out: &mut std::collections::BTreeMap<String, Vec<u8>>) {
+        for entry in std::fs::read_dir(dir).expect("dir").filter_map(Result::ok) {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else {
+                let name = path
+                    .strip_prefix(root)
+                    .expect("under")
+                    .to_string_lossy()
+                    .into_owned();
+                out.insert(name, std::fs::read(&path).expect("read"));
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+#[test]
+fn a_run_past_its_records_budget_writes_every_file_a_run_in_memory_writes() {
+    let dir = tempfile::tempdir().expect("tmp");
+    // Two stages, every inference-perf file: about 300 records of a kilobyte or two outgrow 64 KiB many times,
+    // and their pictures (80 bytes a request) still fit in half of it.
+    let profile = write(
+        dir.path(),
+        "every.yaml",
+        "api: {type: completion, streaming: true}\ndata:\n  type: random\n  input_distribution: {min: 8, max: 16, \
+         mean: 12, std_dev: 2}\n  output_distribution: {min: 4, max: 24, mean: 12, std_dev: 6}\nload:\n  type: \
+         constant\n  stages: [{rate: 150, duration: 1}, {rate: 120, duration: 1}]\nreport:\n  request_lifecycle: \
+         {summary: true, per_stage: true, per_request: true}\n",
+    );
+    let output = run_profile(
+        dir.path(),
+        "inference-perf",
+        &profile,
+        "every",
+        &[
+            "--records-memory",
+            "64KiB",
+            "--no-server-metrics",
+            "--sim-ttft",
+            "2ms",
+            "--sim-itl",
+            "1ms",
+        ],
+    );
+    succeeded(&output);
+    let run = dir.path().join("every");
+    let summary = json(&run.join("summary.json"));
+    assert_eq!(
+        summary["records_spilled"]["memory_bytes"],
+        64 * 1024,
+        "{summary:#}"
+    );
+    assert!(
+        summary["records_spilled"].get("skipped").is_none(),
+        "nothing is skipped: {summary:#}"
+    );
+    assert!(
+        !stderr(&output).contains("not written"),
+        "{}",
+        stderr(&output)
+    );
+    let from_disk = files_under(&run);
+
+    // The same directory re-reported with room for every record: the files of a run held in memory.
+    report(&run, "1GiB");
+    let in_memory = files_under(&run);
+    assert!(
+        json(&run.join("summary.json"))
+            .get("records_spilled")
+            .is_none()
+    );
+    assert_eq!(
+        from_disk.keys().collect::<Vec<_>>(),
+        in_memory.keys().collect::<Vec<_>>(),
+        "the same files"
+    );
+    for expected in [
+        "per_request_lifecycle_metrics.json",
+        "summary_lifecycle_metrics.json",
+        "stage_1_lifecycle_metrics.json",
+        "benchmark_report_v0.2,_stage_1.yaml",
+        "report.html",
+        "plots/latency_over_time.png",
+        "plots/ttft_distribution.svg",
+    ] {
+        assert!(
+            in_memory.contains_key(expected),
+            "{expected}: {:?}",
+            in_memory.keys()
+        );
+    }
+    for (file, bytes) in &in_memory {
+        // summary.json says the first was summarised from disk; everything else is the same.
+        if file != "summary.json" {
+            assert!(from_disk[file] == *bytes, "{file} differs");
+        }
+    }
+    let mut spilled: Value = serde_json::from_slice(&from_disk["summary.json"]).expect("summary");
+    spilled.as_object_mut().map(|o| o.remove("records_spilled"));
+    assert_eq!(spilled, json(&run.join("summary.json")));
 }

@@ -177,7 +177,7 @@ async fn the_nop_harness_reads_model_load_times_from_a_vllm_log() {
         None,
         1 << 30,
         llmbench::run::nop::model_load_of_run(run_dir),
-        &llmbench::plot::write_pictures,
+        &llmbench::plot::RunPictures,
     )
     .expect("report");
     assert_eq!(json(&run_dir.join("summary.json"))["model_load"], before);

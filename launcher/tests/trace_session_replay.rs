@@ -265,7 +265,7 @@ async fn otel_sessions_replay_each_call_after_its_predecessors_by_the_recorded_w
     ] {
         let before = read(name);
         std::fs::remove_file(outcome.dir.join(name)).expect("remove");
-        llmbench::report::report_dir(&outcome.dir, None, None, &llmbench::plot::write_pictures)
+        llmbench::report::report_dir(&outcome.dir, None, None, &llmbench::plot::RunPictures)
             .expect("report");
         assert_eq!(read(name), before, "{name} rebuilt");
     }

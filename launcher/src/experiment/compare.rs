@@ -174,7 +174,7 @@ fn settle_killed_runs(
             &run_dir,
             None,
             crate::run::nop::model_load_of_run(&run_dir),
-            &crate::plot::write_pictures,
+            &crate::plot::RunPictures,
         );
         let what = match rebuilt {
             Ok(outcome) => match &outcome.summary.run {

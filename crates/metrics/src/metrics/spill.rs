@@ -120,6 +120,22 @@ impl<const W: usize> Spill<W> {
         Slot(index)
     }
 
+    /// The directory the files are in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Empties `slot` and removes its file: a sample read for the last time gives its disk back.
+    pub fn discard(&mut self, slot: Slot) {
+        let file = &mut self.slots[slot.0];
+        self.buffered -= file.buffer.len();
+        file.buffer = Vec::new();
+        if file.on_disk > 0 {
+            let _ = std::fs::remove_file(&file.path);
+            file.on_disk = 0;
+        }
+    }
+
     /// How many keys `slot` holds.
     pub fn len(&self, slot: Slot) -> u64 {
         let file = &self.slots[slot.0];
@@ -246,6 +262,160 @@ impl<const W: usize> Spill<W> {
         }
         Ok(out)
     }
+}
+
+/// The most sorted runs merged at once by [`Spill::for_each_sorted`]; more are merged in rounds.
+const MERGE_FANOUT: usize = 64;
+/// The fewest keys a sorted run holds, whatever the budget (a run's read buffer is at least this many).
+const MIN_RUN_KEYS: usize = 64;
+/// Tells apart the sorted runs' files of one process.
+static NEXT_RUN: AtomicU64 = AtomicU64::new(0);
+
+impl<const W: usize> Spill<W> {
+    /// Calls `f` with every key of `slots` in ascending order (lexicographic over the words; equal keys are
+    /// indistinguishable), holding at most `max_in_memory` keys at once: an external merge sort. Runs of that
+    /// many keys are sorted and written beside the slots' files, then merged at most [`MERGE_FANOUT`] at a time,
+    /// each run read through a buffer of its share of the budget; the runs' files are removed as they are merged.
+    pub fn for_each_sorted(
+        &self,
+        slots: &[Slot],
+        max_in_memory: usize,
+        mut f: impl FnMut(&[u64; W]),
+    ) -> io::Result<()> {
+        let run_keys = max_in_memory.max(MIN_RUN_KEYS);
+        let mut runs: Vec<PathBuf> = Vec::new();
+        let mut keys: Vec<[u64; W]> = Vec::new();
+        let mut failure = None;
+        self.for_each(slots, |key| {
+            keys.push(*key);
+            if keys.len() >= run_keys && failure.is_none() {
+                keys.sort_unstable();
+                match self.write_run(&keys) {
+                    Ok(path) => runs.push(path),
+                    Err(e) => failure = Some(e),
+                }
+                keys.clear();
+            }
+        })?;
+        if let Some(e) = failure {
+            remove_runs(&runs);
+            return Err(e);
+        }
+        keys.sort_unstable();
+        if runs.is_empty() {
+            keys.iter().for_each(&mut f);
+            return Ok(());
+        }
+        if !keys.is_empty() {
+            match self.write_run(&keys) {
+                Ok(path) => runs.push(path),
+                Err(e) => {
+                    remove_runs(&runs);
+                    return Err(e);
+                }
+            }
+        }
+        drop(keys);
+        let per_run = |runs: usize| (run_keys / runs.max(1)).max(MIN_RUN_KEYS) * 8 * W;
+        while runs.len() > MERGE_FANOUT {
+            let mut merged = Vec::with_capacity(runs.len() / MERGE_FANOUT + 1);
+            for group in runs.chunks(MERGE_FANOUT) {
+                let path = self.run_path();
+                let result = (|| -> io::Result<()> {
+                    let mut out = io::BufWriter::with_capacity(
+                        per_run(group.len() + 1),
+                        File::create(&path)?,
+                    );
+                    let mut failure = None;
+                    merge_runs::<W>(group, per_run(group.len() + 1), |key| {
+                        if failure.is_none()
+                            && let Err(e) =
+                                key.iter().try_for_each(|w| out.write_all(&w.to_le_bytes()))
+                        {
+                            failure = Some(e);
+                        }
+                    })?;
+                    failure.map_or(Ok(()), Err)?;
+                    out.flush()
+                })();
+                remove_runs(group);
+                merged.push(path);
+                if let Err(e) = result {
+                    remove_runs(&merged);
+                    remove_runs(&runs);
+                    return Err(e);
+                }
+            }
+            runs = merged;
+        }
+        let result = merge_runs::<W>(&runs, per_run(runs.len()), f);
+        remove_runs(&runs);
+        result
+    }
+
+    fn run_path(&self) -> PathBuf {
+        let n = NEXT_RUN.fetch_add(1, Ordering::Relaxed);
+        self.dir.join(format!("{}-run-{n}", self.prefix))
+    }
+
+    /// Writes sorted `keys` to a new run file.
+    fn write_run(&self, keys: &[[u64; W]]) -> io::Result<PathBuf> {
+        let path = self.run_path();
+        let mut bytes = Vec::with_capacity(keys.len() * 8 * W);
+        for key in keys {
+            for word in key {
+                bytes.extend_from_slice(&word.to_le_bytes());
+            }
+        }
+        std::fs::write(&path, bytes)?;
+        Ok(path)
+    }
+}
+
+fn remove_runs(runs: &[PathBuf]) {
+    for run in runs {
+        let _ = std::fs::remove_file(run);
+    }
+}
+
+/// Calls `f` with the keys of the sorted `runs` in ascending order, each run read through `buffer_bytes`.
+fn merge_runs<const W: usize>(
+    runs: &[PathBuf],
+    buffer_bytes: usize,
+    mut f: impl FnMut(&[u64; W]),
+) -> io::Result<()> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    let mut readers = runs
+        .iter()
+        .map(|path| {
+            Ok(io::BufReader::with_capacity(
+                buffer_bytes,
+                File::open(path)?,
+            ))
+        })
+        .collect::<io::Result<Vec<_>>>()?;
+    let mut bytes = vec![0u8; 8 * W];
+    let mut next = |reader: &mut io::BufReader<File>| -> io::Result<Option<[u64; W]>> {
+        match reader.read_exact(&mut bytes) {
+            Ok(()) => Ok(Some(decode(&bytes))),
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(None),
+            Err(e) => Err(e),
+        }
+    };
+    let mut heap = BinaryHeap::with_capacity(readers.len());
+    for (i, reader) in readers.iter_mut().enumerate() {
+        if let Some(key) = next(reader)? {
+            heap.push(Reverse((key, i)));
+        }
+    }
+    while let Some(Reverse((key, i))) = heap.pop() {
+        f(&key);
+        if let Some(key) = next(&mut readers[i])? {
+            heap.push(Reverse((key, i)));
+        }
+    }
+    Ok(())
 }
 
 impl<const W: usize> SlotFile<W> {
@@ -422,6 +592,33 @@ mod tests {
         let mut all: Vec<[u64; W]> = samples.iter().flatten().copied().collect();
         all.sort_unstable();
         all
+    }
+
+    #[test]
+    fn sorting_through_files_gives_every_key_in_order_with_runs_merged_in_rounds() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut x = 7u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % 1000
+        };
+        // 9 000 keys in runs of 64: 141 runs, more than one round of 64.
+        let samples: Vec<Vec<[u64; 2]>> = (0..3)
+            .map(|_| (0..3000).map(|_| [next(), next()]).collect())
+            .collect();
+        let (spill, slots) = spill_of(dir.path(), &samples);
+        for budget in [0, 100, 5000, 100_000] {
+            let mut got = Vec::new();
+            spill
+                .for_each_sorted(&slots, budget, |k| got.push(*k))
+                .expect("sorted");
+            assert_eq!(got, sorted_union(&samples), "budget {budget}");
+        }
+        // The runs' files are gone; only the slots' files are left.
+        let left = std::fs::read_dir(dir.path()).expect("dir").count();
+        assert_eq!(left, slots.len());
     }
 
     #[test]

@@ -147,7 +147,7 @@ impl PrefixCacheWarm {
 pub struct RecordsSpilled {
     /// The budget, in bytes.
     pub memory_bytes: u64,
-    /// The result files that need every record in memory, not written.
+    /// The result files not written, each with why: the pictures, when their points outgrow the budget.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<SkippedReport>,
 }
@@ -704,6 +704,28 @@ mod tests {
         let summary = run(3, 2);
         let parsed: RunSummary = serde_json::from_str(&summary.to_json_pretty()).unwrap();
         assert_json_close(&parsed, &summary);
+    }
+
+    #[test]
+    fn a_run_summarised_from_disk_round_trips_with_and_without_files_left_out() {
+        for skipped in [
+            Vec::new(),
+            vec![SkippedReport {
+                file: "plots/ and report.html".into(),
+                reason: "too many points".into(),
+            }],
+        ] {
+            let mut summary = run(2, 1);
+            summary.records_spilled = Some(RecordsSpilled {
+                memory_bytes: 1 << 20,
+                skipped: skipped.clone(),
+            });
+            let text = summary.to_json_pretty();
+            // Nothing left out: no list at all.
+            assert_eq!(text.contains("\"skipped\""), !skipped.is_empty(), "{text}");
+            let parsed: RunSummary = serde_json::from_str(&text).unwrap();
+            assert_eq!(parsed.records_spilled, summary.records_spilled);
+        }
     }
 
     #[test]

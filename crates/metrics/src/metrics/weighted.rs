@@ -72,57 +72,108 @@ impl GuidellmDistribution {
             return Self::empty(0);
         }
         let count = count.unwrap_or_else(|| values.iter().map(|v| v.1).sum::<f64>().round() as u64);
-        let mut sorted: Vec<(f64, f64)> =
-            values.iter().copied().filter(|v| v.0.is_finite()).collect();
+        let mut sorted = values.to_vec();
+        // Stable: equal values' weights are summed in the order given.
         sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
         let mut pdf: Vec<(f64, f64)> = Vec::with_capacity(sorted.len());
+        let mut merge = PdfMerge::default();
         for (value, weight) in sorted {
-            match pdf.last_mut() {
-                Some(last) if last.0 == value => last.1 += weight,
-                _ => pdf.push((value, weight)),
-            }
+            merge.push(value, weight, &mut |v, w| pdf.push((v, w)));
         }
-        let mut nonzero: Vec<(f64, f64)> = pdf.iter().copied().filter(|v| v.1 > 0.0).collect();
-        let mut total: f64 = nonzero.iter().map(|v| v.1).sum();
-        if total <= EPSILON {
-            // guidellm falls back to a uniform distribution over the values it kept, those with positive weight.
-            nonzero = nonzero.iter().map(|v| (v.0, 1.0)).collect();
-            total = nonzero.len() as f64;
-        }
-        if nonzero.is_empty() {
-            return Self::empty(count);
-        }
-        for v in &mut nonzero {
-            v.1 /= total;
-        }
-        Self::from_pdf(&nonzero, count)
+        merge.finish(&mut |v, w| pdf.push((v, w)));
+        infallible(Self::from_merged_pdf(count, |f| {
+            pdf.iter().for_each(|&(v, w)| f(v, w));
+            Ok(())
+        }))
     }
 
-    /// `DistributionSummary.from_pdf`: `pdf` is (value, probability), values ascending, probabilities summing
-    /// to 1.
-    fn from_pdf(pdf: &[(f64, f64)], count: u64) -> Self {
-        let mean: f64 = pdf.iter().map(|(v, p)| v * p).sum();
-        let variance: f64 = pdf.iter().map(|(v, p)| (v - mean).powi(2) * p).sum();
+    /// The summary of a pdf as [`PdfMerge`] gives it — finite values ascending, each once, with its summed
+    /// weight — that `pass` hands over (as many times as called: three). Zero weights are dropped; the others are
+    /// normalised by their sum, or, if that is (almost) nothing, count equally (guidellm's `from_values`, then
+    /// `from_pdf`). Each sum is taken in ascending order of value, as the in-memory arrays are summed, so a pdf
+    /// streamed from disk gives the same bits.
+    pub fn from_merged_pdf<E>(
+        count: u64,
+        mut pass: impl FnMut(&mut dyn FnMut(f64, f64)) -> Result<(), E>,
+    ) -> Result<Self, E> {
+        // `Iterator::sum` of floats starts at −0.0; so do these.
+        let mut total = -0.0;
+        let mut kept = 0u64;
+        pass(&mut |_, w| {
+            if w > 0.0 {
+                total += w;
+                kept += 1;
+            }
+        })?;
+        // guidellm falls back to a uniform distribution over the values it kept, those with positive weight.
+        let uniform = total <= EPSILON;
+        if uniform {
+            total = kept as f64;
+        }
+        if kept == 0 {
+            return Ok(Self::empty(count));
+        }
+        let probability = |w: f64| if uniform { 1.0 } else { w } / total;
+        let mut mean = -0.0;
         // np.argmax takes the first maximum.
-        let mode = pdf
-            .iter()
-            .fold((f64::NAN, f64::NEG_INFINITY), |best, &(v, p)| {
-                if p > best.1 { (v, p) } else { best }
-            })
-            .0;
-        let percentiles = percentiles_from_pdf(pdf);
-        GuidellmDistribution {
+        let mut mode = (f64::NAN, f64::NEG_INFINITY);
+        let (mut min, mut max) = (f64::NAN, f64::NAN);
+        // np.searchsorted(cdf, q, side="left"): the first value whose cumulative probability reaches q; the last
+        // value where rounding leaves every one short.
+        let mut cdf = 0.0;
+        let mut percentiles = [f64::NAN; PERCENTILES.len()];
+        let mut reached = 0;
+        pass(&mut |v, w| {
+            if w <= 0.0 {
+                return;
+            }
+            let p = probability(w);
+            mean += v * p;
+            if p > mode.1 {
+                mode = (v, p);
+            }
+            if min.is_nan() {
+                min = v;
+            }
+            max = v;
+            cdf += p;
+            while reached < PERCENTILES.len() && cdf >= PERCENTILES[reached] {
+                percentiles[reached] = v;
+                reached += 1;
+            }
+        })?;
+        percentiles[reached..].fill(max);
+        let mut variance = -0.0;
+        pass(&mut |v, w| {
+            if w > 0.0 {
+                variance += (v - mean).powi(2) * probability(w);
+            }
+        })?;
+        let [p001, p01, p05, p10, p25, p50, p75, p90, p95, p99, p999] = percentiles;
+        Ok(GuidellmDistribution {
             mean,
-            median: percentiles.p50,
-            mode,
+            median: p50,
+            mode: mode.0,
             variance,
             std_dev: variance.sqrt(),
-            min: pdf[0].0,
-            max: pdf[pdf.len() - 1].0,
+            min,
+            max,
             count,
             total_sum: mean * count as f64,
-            percentiles,
-        }
+            percentiles: GuidellmPercentiles {
+                p001,
+                p01,
+                p05,
+                p10,
+                p25,
+                p50,
+                p75,
+                p90,
+                p95,
+                p99,
+                p999,
+            },
+        })
     }
 
     /// `rate_distribution_from_timings`: events at times (seconds) with weights (1 per request, or a token
@@ -141,103 +192,205 @@ impl GuidellmDistribution {
             times.push((t, 0.0));
         }
         times.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let times = merge_close_times(&times, GUIDELLM_MERGE_THRESHOLD_S);
-        if times.len() <= 1 {
+        let mut rates: Vec<(f64, f64)> = Vec::with_capacity(times.len());
+        let mut steps = RateSteps::default();
+        let mut close = CloseTimes::default();
+        for (t, w) in times {
+            close.push(t, w, &mut |t, w| {
+                steps.push(t, w, &mut |r, d| rates.push((r, d)))
+            });
+        }
+        close.finish(&mut |t, w| steps.push(t, w, &mut |r, d| rates.push((r, d))));
+        match steps.finish(&mut |r, d| rates.push((r, d))) {
             // guidellm's `from_values([], count=…)` returns before it reads `count`: the summary counts 0.
-            return Self::empty(0);
+            None => Self::empty(0),
+            Some(count) => Self::from_weighted(&rates, Some(count)),
         }
-        let n = times.len();
-        let midpoints: Vec<f64> = times.windows(2).map(|w| (w[0].0 + w[1].0) / 2.0).collect();
-        let mut durations = vec![0.0; n];
-        durations[0] = midpoints[0] - times[0].0;
-        for i in 1..n - 1 {
-            durations[i] = midpoints[i] - midpoints[i - 1];
-        }
-        durations[n - 1] = (times[n - 1].0 - midpoints[n - 2]).max(EPSILON);
-        let count = times.iter().map(|t| t.1).sum::<f64>().round() as u64;
-        let rates: Vec<(f64, f64)> = times
-            .iter()
-            .zip(&durations)
-            .map(|(&(_, occurrences), &duration)| {
-                let rate = if duration > 0.0 {
-                    occurrences / duration
-                } else {
-                    0.0
-                };
-                (rate, duration)
-            })
-            .collect();
-        Self::from_weighted(&rates, Some(count))
     }
 
     /// `concurrency_distribution_from_timings`: intervals (start, end) in seconds; the number in flight over
     /// time, each level weighted by how long it held.
     pub fn concurrency_from_intervals(intervals: &[(f64, f64)]) -> Self {
-        let count = intervals.len() as u64;
         let mut changes: Vec<(f64, f64)> = intervals
             .iter()
             .flat_map(|&(s, e)| [(s, 1.0), (e, -1.0)])
             .collect();
         changes.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let changes = merge_close_times(&changes, GUIDELLM_MERGE_THRESHOLD_S);
-        if changes.len() <= 1 {
-            return match changes.first() {
-                Some(&(_, level)) if count > 0 => Self::from_values(&[level.max(0.0)]),
-                _ => Self::empty(0),
+        let mut levels = ConcurrencyLevels::default();
+        let mut close = CloseTimes::default();
+        for (t, w) in changes {
+            close.push(t, w, &mut |t, w| levels.push(t, w));
+        }
+        close.finish(&mut |t, w| levels.push(t, w));
+        levels.finish(intervals.len() as u64)
+    }
+}
+
+/// guidellm's percentiles, as fractions, in the order of [`GuidellmPercentiles`]' fields.
+const PERCENTILES: [f64; 11] = [
+    0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.999,
+];
+
+fn infallible<T>(result: Result<T, std::convert::Infallible>) -> T {
+    match result {
+        Ok(value) => value,
+        Err(never) => match never {},
+    }
+}
+
+/// Builds a pdf from `(value, weight)` pairs sorted by value: non-finite values dropped, equal values merged
+/// into one with their weights summed in the order given (guidellm's `np.unique` and `np.add.at`).
+#[derive(Debug, Default)]
+pub struct PdfMerge {
+    last: Option<(f64, f64)>,
+}
+
+impl PdfMerge {
+    pub fn push(&mut self, value: f64, weight: f64, out: &mut impl FnMut(f64, f64)) {
+        if !value.is_finite() {
+            return;
+        }
+        match &mut self.last {
+            Some(last) if last.0 == value => last.1 += weight,
+            _ => {
+                if let Some((v, w)) = self.last.replace((value, weight)) {
+                    out(v, w);
+                }
+            }
+        }
+    }
+
+    pub fn finish(self, out: &mut impl FnMut(f64, f64)) {
+        if let Some((v, w)) = self.last {
+            out(v, w);
+        }
+    }
+}
+
+/// Merges time-ordered `(time, weight)` events as guidellm's `_merge_sorted_times_with_weights` does: each run of
+/// times within [`GUIDELLM_MERGE_THRESHOLD_S`] of the run's first becomes that first time, with the run's
+/// weights summed.
+#[derive(Debug, Default)]
+pub struct CloseTimes {
+    last: Option<(f64, f64)>,
+}
+
+impl CloseTimes {
+    pub fn push(&mut self, t: f64, w: f64, out: &mut impl FnMut(f64, f64)) {
+        match &mut self.last {
+            Some(last) if t - last.0 <= GUIDELLM_MERGE_THRESHOLD_S => last.1 += w,
+            _ => {
+                if let Some((t, w)) = self.last.replace((t, w)) {
+                    out(t, w);
+                }
+            }
+        }
+    }
+
+    pub fn finish(self, out: &mut impl FnMut(f64, f64)) {
+        if let Some((t, w)) = self.last {
+            out(t, w);
+        }
+    }
+}
+
+/// `rate_distribution_from_timings` over merged times, one at a time: each time's rate (its weight over the span
+/// it stands for, from the midpoint before it to the midpoint after it) and that span, in time order, handed on
+/// one time late.
+#[derive(Debug, Default)]
+pub struct RateSteps {
+    times: u64,
+    /// The time before, and its weight.
+    previous: Option<(f64, f64)>,
+    /// The midpoint before the previous time (none while it is the first).
+    midpoint: Option<f64>,
+    occurrences: f64,
+}
+
+impl RateSteps {
+    pub fn push(&mut self, t: f64, w: f64, out: &mut impl FnMut(f64, f64)) {
+        if self.times == 0 {
+            self.occurrences = -0.0;
+        }
+        self.times += 1;
+        self.occurrences += w;
+        if let Some((before, occurrences)) = self.previous {
+            let midpoint = (before + t) / 2.0;
+            let duration = midpoint - self.midpoint.unwrap_or(before);
+            out(rate(occurrences, duration), duration);
+            self.midpoint = Some(midpoint);
+        }
+        self.previous = Some((t, w));
+    }
+
+    /// Hands on the last time's rate; returns the events' count (their weights' rounded sum), or none when
+    /// fewer than two times were given (no rate).
+    pub fn finish(self, out: &mut impl FnMut(f64, f64)) -> Option<u64> {
+        let (Some((last, occurrences)), Some(midpoint)) = (self.previous, self.midpoint) else {
+            return None;
+        };
+        let duration = (last - midpoint).max(EPSILON);
+        out(rate(occurrences, duration), duration);
+        Some(self.occurrences.round() as u64)
+    }
+}
+
+fn rate(occurrences: f64, duration: f64) -> f64 {
+    if duration > 0.0 {
+        occurrences / duration
+    } else {
+        0.0
+    }
+}
+
+/// `concurrency_distribution_from_timings` over merged changes (+1 at a start, −1 at an end), one at a time:
+/// each level held and for how long, summed per level in time order (what sorting by level and merging equal
+/// levels does); the levels are few (at most the peak in flight).
+#[derive(Debug, Default)]
+pub struct ConcurrencyLevels {
+    changes: u64,
+    first: Option<(f64, f64)>,
+    previous: Option<(f64, f64)>,
+    level: f64,
+    held: std::collections::BTreeMap<u64, (f64, f64)>,
+    any_held: bool,
+}
+
+impl ConcurrencyLevels {
+    pub fn push(&mut self, t: f64, w: f64) {
+        self.changes += 1;
+        self.first.get_or_insert((t, w));
+        if let Some((before, change)) = self.previous {
+            self.level += change;
+            let level = f64::max(self.level, 0.0);
+            let duration = (t - before).max(0.0);
+            self.any_held |= duration > 0.0;
+            self.held
+                .entry(super::spill::f64_key(level))
+                .and_modify(|held| held.1 += duration)
+                .or_insert((level, duration));
+        }
+        self.previous = Some((t, w));
+    }
+
+    /// The distribution of `intervals` requests' concurrency.
+    pub fn finish(self, intervals: u64) -> GuidellmDistribution {
+        if self.changes <= 1 {
+            return match self.first {
+                Some((_, level)) if intervals > 0 => {
+                    GuidellmDistribution::from_values(&[level.max(0.0)])
+                }
+                _ => GuidellmDistribution::empty(0),
             };
         }
-        let mut level = 0.0;
-        let mut weighted = Vec::with_capacity(changes.len() - 1);
-        for w in changes.windows(2) {
-            level += w[0].1;
-            weighted.push((f64::max(level, 0.0), (w[1].0 - w[0].0).max(0.0)));
+        if !self.any_held {
+            return GuidellmDistribution::empty(intervals);
         }
-        if weighted.iter().all(|w| w.1 <= 0.0) {
-            return Self::empty(count);
-        }
-        Self::from_weighted(&weighted, Some(count))
+        infallible(GuidellmDistribution::from_merged_pdf(intervals, |f| {
+            self.held.values().for_each(|&(v, w)| f(v, w));
+            Ok(())
+        }))
     }
-}
-
-/// guidellm's `Percentiles.from_pdf`: the first value whose cumulative probability reaches p.
-fn percentiles_from_pdf(pdf: &[(f64, f64)]) -> GuidellmPercentiles {
-    let mut cdf = Vec::with_capacity(pdf.len());
-    let mut acc = 0.0;
-    for &(_, p) in pdf {
-        acc += p;
-        cdf.push(acc);
-    }
-    let at = |q: f64| {
-        // np.searchsorted(cdf, q, side="left"), clamped to the last value against rounding.
-        let i = cdf.partition_point(|&c| c < q).min(pdf.len() - 1);
-        pdf[i].0
-    };
-    GuidellmPercentiles {
-        p001: at(0.001),
-        p01: at(0.01),
-        p05: at(0.05),
-        p10: at(0.1),
-        p25: at(0.25),
-        p50: at(0.5),
-        p75: at(0.75),
-        p90: at(0.9),
-        p95: at(0.95),
-        p99: at(0.99),
-        p999: at(0.999),
-    }
-}
-
-/// Sums the weights of equal times, then merges each run of times within `threshold` of the run's first time
-/// into that first time (guidellm's `_merge_sorted_times_with_weights`). `times` must be sorted.
-fn merge_close_times(times: &[(f64, f64)], threshold: f64) -> Vec<(f64, f64)> {
-    let mut merged: Vec<(f64, f64)> = Vec::with_capacity(times.len());
-    for &(t, w) in times {
-        match merged.last_mut() {
-            Some(last) if t - last.0 <= threshold => last.1 += w,
-            _ => merged.push((t, w)),
-        }
-    }
-    merged
 }
 
 #[cfg(test)]
@@ -322,7 +475,12 @@ mod tests {
 
     #[test]
     fn times_closer_than_the_threshold_merge_into_the_first() {
-        let merged = merge_close_times(&[(1.0, 1.0), (1.00005, 1.0), (1.5, 1.0)], 1e-4);
+        let mut merged = Vec::new();
+        let mut close = CloseTimes::default();
+        for (t, w) in [(1.0, 1.0), (1.00005, 1.0), (1.5, 1.0)] {
+            close.push(t, w, &mut |t, w| merged.push((t, w)));
+        }
+        close.finish(&mut |t, w| merged.push((t, w)));
         assert_eq!(merged, vec![(1.0, 2.0), (1.5, 1.0)]);
     }
 }

@@ -167,7 +167,7 @@ fn loaded(
     summary: RunSummary,
     summary_json: Option<Value>,
     timeline: bool,
-    mut warnings: Vec<String>,
+    warnings: Vec<String>,
 ) -> LoadedRun {
     let data = {
         let measured = crate::report::measured(&meta, records);
@@ -182,6 +182,28 @@ fn loaded(
             }
         }
     };
+    with_warnings(
+        dir,
+        LoadedRun {
+            meta,
+            summary,
+            summary_json,
+            data,
+            warnings,
+        },
+    )
+}
+
+/// `run` with the warnings a reader of its pictures needs: how the run ended and what went wrong scraping the
+/// server.
+fn with_warnings(dir: &Path, run: LoadedRun) -> LoadedRun {
+    let LoadedRun {
+        meta,
+        summary,
+        summary_json,
+        data,
+        mut warnings,
+    } = run;
     if let Some(run) = &summary.run {
         warnings.push(match run.state {
             RunState::Incomplete => format!(
@@ -396,6 +418,64 @@ pub fn write_pictures(dir: &Path, meta: &RunMeta, records: &[RequestRecord], sum
         Err(e) => {
             tracing::warn!(dir = %dir.display(), error = %e, "cannot draw the run's pictures")
         }
+    }
+}
+
+/// The run's pictures and `report.html` from its measured records streamed from `source` (a run summarised from
+/// disk): the same pictures as [`write_pictures`] draws from the records in memory, made of the few numbers per
+/// request the pictures keep ([`run::Gathered`]) — the caller draws them only when those fit its budget
+/// (`report::pictures_fit`). A picture that cannot be drawn is a warning.
+pub fn write_pictures_streamed(
+    dir: &Path,
+    meta: &RunMeta,
+    source: &dyn crate::report::RecordPasses,
+    summary: &RunSummary,
+    memory_bytes: u64,
+) {
+    let mut gathered = run::Gathered::default();
+    let drawn =
+        crate::report::for_each_measured(dir, meta, source, memory_bytes, |r| gathered.add(r))
+            .map_err(|source| PlotError::ReadRun {
+                dir: dir.to_owned(),
+                source,
+            })
+            .and_then(|_| {
+                let run = LoadedRun {
+                    meta: meta.clone(),
+                    summary: summary.clone(),
+                    summary_json: serde_json::to_value(summary).ok(),
+                    data: gathered.finish(meta),
+                    warnings: Vec::new(),
+                };
+                let run = with_warnings(dir, run);
+                draw_run(dir, run, &crate::report::server_series(dir))
+            });
+    match drawn {
+        Ok(files) => tracing::debug!(count = files.len(), "pictures written"),
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot draw the run's pictures")
+        }
+    }
+}
+
+/// What draws pictures for `llmbench report` and a finished run: [`write_pictures`] and
+/// [`write_pictures_streamed`].
+pub struct RunPictures;
+
+impl crate::report::Pictures for RunPictures {
+    fn draw(&self, dir: &Path, meta: &RunMeta, records: &[RequestRecord], summary: &RunSummary) {
+        write_pictures(dir, meta, records, summary)
+    }
+
+    fn draw_streamed(
+        &self,
+        dir: &Path,
+        meta: &RunMeta,
+        source: &dyn crate::report::RecordPasses,
+        summary: &RunSummary,
+        memory_bytes: u64,
+    ) {
+        write_pictures_streamed(dir, meta, source, summary, memory_bytes)
     }
 }
 

@@ -146,27 +146,46 @@ impl RunData {
     /// From the run's measured records (see `report::measured`): the stage spans from `run.json`'s end, or,
     /// for a run killed before writing it, from the records (first send to last end of each stage).
     pub fn from_records(meta: &RunMeta, records: &[&RequestRecord]) -> RunData {
-        let mut data = RunData::default();
-        data.requests.reserve_exact(records.len());
-        let mut spans: std::collections::BTreeMap<u32, (u64, u64)> = Default::default();
-        for r in records {
-            data.distributions.add(r);
-            data.requests.push(RequestPoint {
-                stage: r.stage,
-                scheduled_s: secs(r.scheduled_ns),
-                sent_s: secs(r.sent_ns),
-                end_s: secs(r.end_ns),
-                succeeded: r.outcome() == llmbench_model::record::Outcome::Succeeded,
-                input_tokens: r.prompt_tokens(),
-                output_tokens: r.output_tokens(),
-                e2e_ms: ms(r.e2e_ns()),
-                ttft_ms: r.ttft_ns().map(ms),
-                delay_ms: ms(r.schedule_delay_ns()),
-            });
-            let span = spans.entry(r.stage).or_insert((u64::MAX, 0));
-            span.0 = span.0.min(r.sent_ns);
-            span.1 = span.1.max(r.end_ns);
-        }
+        let mut gathered = Gathered::default();
+        gathered.data.requests.reserve_exact(records.len());
+        records.iter().for_each(|r| gathered.add(r));
+        gathered.finish(meta)
+    }
+}
+
+/// [`RunData`] gathered one measured record at a time (in memory, or streamed back from disk).
+#[derive(Debug, Default)]
+pub struct Gathered {
+    data: RunData,
+    spans: std::collections::BTreeMap<u32, (u64, u64)>,
+}
+
+impl Gathered {
+    pub fn add(&mut self, r: &RequestRecord) {
+        let data = &mut self.data;
+        data.distributions.add(r);
+        data.requests.push(RequestPoint {
+            stage: r.stage,
+            scheduled_s: secs(r.scheduled_ns),
+            sent_s: secs(r.sent_ns),
+            end_s: secs(r.end_ns),
+            succeeded: r.outcome() == llmbench_model::record::Outcome::Succeeded,
+            input_tokens: r.prompt_tokens(),
+            output_tokens: r.output_tokens(),
+            e2e_ms: ms(r.e2e_ns()),
+            ttft_ms: r.ttft_ns().map(ms),
+            delay_ms: ms(r.schedule_delay_ns()),
+        });
+        let span = self.spans.entry(r.stage).or_insert((u64::MAX, 0));
+        span.0 = span.0.min(r.sent_ns);
+        span.1 = span.1.max(r.end_ns);
+    }
+
+    /// The data, its requests listed stage by stage (as `report::measured` lists the records; a stream from
+    /// disk gives them in the order they finished).
+    pub fn finish(self, meta: &RunMeta) -> RunData {
+        let Gathered { mut data, spans } = self;
+        data.requests.sort_by_key(|r| r.stage);
         data.stages = match meta.end.as_ref().filter(|end| !end.stages.is_empty()) {
             Some(end) => end
                 .stages

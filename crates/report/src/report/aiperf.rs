@@ -1,7 +1,7 @@
 //! AIPerf's `profile_export_aiperf.json`, the file llm-d-benchmark's `aiperf-analyze_results.sh` converts into
 //! its benchmark report. Only what the records can fill is written, each metric under AIPerf's tag and display
-//! unit. Like guidellm's report it is made from every record at hand, so a run summarised from disk (past
-//! `--records-memory`) goes without it.
+//! unit. Its samples live in a [`FloatStore`], so a run summarised from disk (past `--records-memory`) writes the
+//! same export as one held in memory.
 //!
 //! Upstream (`ai-dynamo/aiperf`): `aiperf/exporters/json_exporter.py` (the file), `aiperf/common/models/
 //! export_models.py` `JsonExportData` / `JsonMetricResult` (`unit`, `avg`, `p1` … `p99`, `min`, `max`, `std`),
@@ -36,7 +36,10 @@
 
 use serde_json::{Map, Value, json};
 
+use std::io;
+
 use super::meta::Slo;
+use super::sample::{FloatStore, SampleId};
 use llmbench_model::record::{ErrorClass, RequestRecord};
 use llmbench_workload::workload::SloMetric;
 
@@ -188,111 +191,184 @@ pub(crate) fn aiperf_metric_s(times: &AiperfTimes, metric: SloMetric) -> Option<
     ns.map(|v| v / 1e9)
 }
 
-/// AIPerf's JSON export of `records` (the measured ones, in record order), with `good_request_count` and `goodput`
-/// when the profile set `--goodput` objectives.
+/// AIPerf's JSON export of `records` (the measured ones), with `good_request_count` and `goodput` when the profile
+/// set `--goodput` objectives; the samples held in memory.
+#[cfg(test)]
 pub(crate) fn aiperf_export(records: &[&RequestRecord], slos: &[Slo]) -> Value {
-    let mut latency = Vec::new();
-    let mut ttft = Vec::new();
-    let mut ttst = Vec::new();
-    let mut ttfo = Vec::new();
-    let mut reasoning = Vec::new();
-    let mut itl = Vec::new();
-    let mut per_user = Vec::new();
-    let mut osl = Vec::new();
-    let mut isl = Vec::new();
-    let mut errors = 0u64;
-    let mut good = 0u64;
-    let (mut first_send, mut last_response) = (u64::MAX, 0u64);
-    for r in records {
+    let mut store = FloatStore::memory();
+    let mut bucket = Aiperf::new(&mut store);
+    records.iter().for_each(|r| bucket.add(r, slos, &mut store));
+    // Samples in memory cannot fail to be read.
+    bucket.export(slos, &mut store).unwrap_or(Value::Null)
+}
+
+/// What AIPerf's export needs of the measured requests, gathered request by request: counts, extremes and exact
+/// integer sums here, each per-request metric a sample of a [`FloatStore`] — so the export of a run streamed back
+/// from disk is the one of the run held in memory. Means are the exactly rounded sum over the count and `std` the
+/// population deviation from exact sums of squares (numpy's pairwise sums agree to rounding; AIPerf prints `%.2f`).
+pub(crate) struct Aiperf {
+    latency: SampleId,
+    ttft: SampleId,
+    ttst: SampleId,
+    ttfo: SampleId,
+    reasoning: SampleId,
+    itl: SampleId,
+    per_user: SampleId,
+    osl: SampleId,
+    isl: SampleId,
+    count: u64,
+    reasoned: u64,
+    total_osl: u64,
+    total_isl: u64,
+    errors: u64,
+    good: u64,
+    first_send: u64,
+    last_response: u64,
+}
+
+impl Aiperf {
+    pub(crate) fn new(store: &mut FloatStore) -> Aiperf {
+        Aiperf {
+            latency: store.sample(),
+            ttft: store.sample(),
+            ttst: store.sample(),
+            ttfo: store.sample(),
+            reasoning: store.sample(),
+            itl: store.sample(),
+            per_user: store.sample(),
+            osl: store.sample(),
+            isl: store.sample(),
+            count: 0,
+            reasoned: 0,
+            total_osl: 0,
+            total_isl: 0,
+            errors: 0,
+            good: 0,
+            first_send: u64::MAX,
+            last_response: 0,
+        }
+    }
+
+    /// Counts a measured request.
+    pub(crate) fn add(&mut self, r: &RequestRecord, slos: &[Slo], store: &mut FloatStore) {
         // A request cancelled at the end of `--benchmark-grace-period` answered after it: AIPerf's records manager
         // leaves every such request out of its metrics, errors included (`_should_include_request_by_duration`).
         if r.error_class() == Some(ErrorClass::Cancelled) {
-            continue;
+            return;
         }
         if !r.succeeded() {
-            errors += 1;
-            continue;
+            self.errors += 1;
+            return;
         }
         if let Some(ns) = r.ttfo_ns() {
-            ttfo.push(ns as f64 / 1e6);
+            store.push(self.ttfo, ns as f64 / 1e6);
         }
         let reasoned = r.reasoning_tokens();
         if reasoned > 0 {
-            reasoning.push(f64::from(reasoned));
+            self.reasoned += 1;
+            store.push(self.reasoning, f64::from(reasoned));
         }
         let times = aiperf_times(r);
-        first_send = first_send.min(r.sent_ns);
-        last_response = last_response.max(times.last_response_ns);
-        latency.push(times.request_latency_ns / 1e6);
-        osl.push(f64::from(r.output_tokens()));
-        isl.push(f64::from(r.prompt_tokens()));
-        ttft.extend(times.ttft_ns.map(|t| t / 1e6));
-        ttst.extend(times.ttst_ns.map(|t| t / 1e6));
+        self.first_send = self.first_send.min(r.sent_ns);
+        self.last_response = self.last_response.max(times.last_response_ns);
+        self.count += 1;
+        store.push(self.latency, times.request_latency_ns / 1e6);
+        store.push(self.osl, f64::from(r.output_tokens()));
+        store.push(self.isl, f64::from(r.prompt_tokens()));
+        self.total_osl += u64::from(r.output_tokens());
+        self.total_isl += u64::from(r.prompt_tokens());
+        if let Some(t) = times.ttft_ns {
+            store.push(self.ttft, t / 1e6);
+        }
+        if let Some(t) = times.ttst_ns {
+            store.push(self.ttst, t / 1e6);
+        }
         if let Some(itl_ns) = times.itl_ns {
-            itl.push(itl_ns / 1e6);
+            store.push(self.itl, itl_ns / 1e6);
             if itl_ns > 0.0 {
-                per_user.push(1e9 / itl_ns);
+                store.push(self.per_user, 1e9 / itl_ns);
             }
         }
-        good += u64::from(!slos.is_empty() && aiperf_good(&times, slos));
+        self.good += u64::from(!slos.is_empty() && aiperf_good(&times, slos));
     }
-    let mut export = Map::new();
-    let count = latency.len() as f64;
-    let total_osl: f64 = osl.iter().sum();
-    let total_isl: f64 = isl.iter().sum();
-    let duration_s =
-        (last_response > first_send).then(|| (last_response - first_send) as f64 / 1e9);
-    if let Some(d) = duration_s {
-        export.insert(
-            "request_throughput".into(),
-            single("requests/sec", count / d),
-        );
-    }
-    export.insert("request_latency".into(), stats("ms", &mut latency));
-    export.insert("request_count".into(), single("requests", count));
-    export.insert("time_to_first_token".into(), stats("ms", &mut ttft));
-    export.insert("time_to_second_token".into(), stats("ms", &mut ttst));
-    if !reasoning.is_empty() {
-        export.insert("time_to_first_output_token".into(), stats("ms", &mut ttfo));
-        export.insert(
-            "reasoning_token_count".into(),
-            stats("tokens", &mut reasoning),
-        );
-    }
-    export.insert("inter_token_latency".into(), stats("ms", &mut itl));
-    if let Some(d) = duration_s {
-        export.insert(
-            "output_token_throughput".into(),
-            single("tokens/sec", total_osl / d),
-        );
-    }
-    export.insert(
-        "output_token_throughput_per_user".into(),
-        stats("tokens/sec/user", &mut per_user),
-    );
-    export.insert("output_sequence_length".into(), stats("tokens", &mut osl));
-    export.insert("input_sequence_length".into(), stats("tokens", &mut isl));
-    if let Some(d) = duration_s {
-        export.insert("benchmark_duration".into(), single("sec", d));
-    }
-    if !slos.is_empty() {
-        export.insert("good_request_count".into(), single("requests", good as f64));
+
+    /// The export, as `profile_export_aiperf.json` holds it.
+    pub(crate) fn export(&self, slos: &[Slo], store: &mut FloatStore) -> io::Result<Value> {
+        let mut export = Map::new();
+        let count = self.count as f64;
+        let (total_osl, total_isl) = (self.total_osl as f64, self.total_isl as f64);
+        let duration_s = (self.last_response > self.first_send)
+            .then(|| (self.last_response - self.first_send) as f64 / 1e9);
         if let Some(d) = duration_s {
-            export.insert("goodput".into(), single("requests/sec", good as f64 / d));
+            export.insert(
+                "request_throughput".into(),
+                single("requests/sec", count / d),
+            );
         }
-    }
-    export.insert("total_osl".into(), single("tokens", total_osl));
-    export.insert("total_isl".into(), single("tokens", total_isl));
-    if errors > 0 {
+        export.insert("request_latency".into(), stats("ms", store, self.latency)?);
+        export.insert("request_count".into(), single("requests", count));
+        export.insert("time_to_first_token".into(), stats("ms", store, self.ttft)?);
         export.insert(
-            "error_request_count".into(),
-            single("requests", errors as f64),
+            "time_to_second_token".into(),
+            stats("ms", store, self.ttst)?,
         );
+        if self.reasoned > 0 {
+            export.insert(
+                "time_to_first_output_token".into(),
+                stats("ms", store, self.ttfo)?,
+            );
+            export.insert(
+                "reasoning_token_count".into(),
+                stats("tokens", store, self.reasoning)?,
+            );
+        }
+        export.insert("inter_token_latency".into(), stats("ms", store, self.itl)?);
+        if let Some(d) = duration_s {
+            export.insert(
+                "output_token_throughput".into(),
+                single("tokens/sec", total_osl / d),
+            );
+        }
+        export.insert(
+            "output_token_throughput_per_user".into(),
+            stats("tokens/sec/user", store, self.per_user)?,
+        );
+        export.insert(
+            "output_sequence_length".into(),
+            stats("tokens", store, self.osl)?,
+        );
+        export.insert(
+            "input_sequence_length".into(),
+            stats("tokens", store, self.isl)?,
+        );
+        if let Some(d) = duration_s {
+            export.insert("benchmark_duration".into(), single("sec", d));
+        }
+        if !slos.is_empty() {
+            export.insert(
+                "good_request_count".into(),
+                single("requests", self.good as f64),
+            );
+            if let Some(d) = duration_s {
+                export.insert(
+                    "goodput".into(),
+                    single("requests/sec", self.good as f64 / d),
+                );
+            }
+        }
+        export.insert("total_osl".into(), single("tokens", total_osl));
+        export.insert("total_isl".into(), single("tokens", total_isl));
+        if self.errors > 0 {
+            export.insert(
+                "error_request_count".into(),
+                single("requests", self.errors as f64),
+            );
+        }
+        export.insert("was_cancelled".into(), Value::Bool(false));
+        // A metric with no value is absent, as AIPerf's `exclude_unset` leaves it out.
+        export.retain(|_, v| !v.is_null());
+        Ok(Value::Object(export))
     }
-    export.insert("was_cancelled".into(), Value::Bool(false));
-    // A metric with no value is absent, as AIPerf's `exclude_unset` leaves it out.
-    export.retain(|_, v| !v.is_null());
-    Value::Object(export)
 }
 
 /// An aggregate metric: only `avg` is set.
@@ -300,28 +376,27 @@ fn single(unit: &str, value: f64) -> Value {
     json!({"unit": unit, "avg": value})
 }
 
-/// A per-request metric's statistics; null when no request had it.
-fn stats(unit: &str, values: &mut [f64]) -> Value {
-    if values.is_empty() {
-        return Value::Null;
-    }
-    values.sort_by(f64::total_cmp);
-    let n = values.len() as f64;
-    let mean = values.iter().sum::<f64>() / n;
-    let std = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt();
-    let mut out = json!({"unit": unit, "avg": mean});
-    for p in [1u32, 5, 10, 25, 50, 75, 90, 95, 99] {
-        out[format!("p{p}")] = json!(percentile(values, f64::from(p)));
-    }
-    out["min"] = json!(values[0]);
-    out["max"] = json!(values[values.len() - 1]);
-    out["std"] = json!(std);
-    out
-}
+/// AIPerf's percentiles (`to_result`), in percent.
+pub(crate) const AIPERF_PERCENTILES: [u32; 9] = [1, 5, 10, 25, 50, 75, 90, 95, 99];
 
-/// numpy's default (`linear`) percentile of sorted values, `p` in percent, as AIPerf's `np.percentile`.
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    llmbench_core::percentile::linear(sorted, p / 100.0).unwrap_or(f64::NAN)
+/// A per-request metric's statistics (numpy's linear percentiles, population std); null when no request had it.
+fn stats(unit: &str, store: &mut FloatStore, sample: SampleId) -> io::Result<Value> {
+    let mut view = store.view(&[sample]);
+    let (Some(mean), Some((min, max))) = (view.mean(), view.min_max()?) else {
+        return Ok(Value::Null);
+    };
+    let n = view.len() as f64;
+    let std = (view.squared_deviations(mean)? / n).sqrt();
+    let fractions = AIPERF_PERCENTILES.map(|p| f64::from(p) / 100.0);
+    let percentiles = view.percentiles(&fractions)?;
+    let mut out = json!({"unit": unit, "avg": mean});
+    for (p, value) in AIPERF_PERCENTILES.iter().zip(percentiles) {
+        out[format!("p{p}")] = json!(value);
+    }
+    out["min"] = json!(min);
+    out["max"] = json!(max);
+    out["std"] = json!(std);
+    Ok(out)
 }
 
 #[cfg(test)]

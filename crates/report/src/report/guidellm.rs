@@ -25,6 +25,28 @@ use llmbench_workload::workload::LoadKind;
 /// The report's file name (guidellm's `--output-path` default before v0.6).
 pub const GUIDELLM_REPORT_FILE: &str = "benchmarks.json";
 
+mod streamed;
+
+pub(crate) use streamed::GuidellmStreamed;
+
+/// guidellm's status of a request: `successful`, `errored`, `incomplete`, each an index into [`ByStatus`]'s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Status {
+    Successful = 0,
+    Errored = 1,
+    Incomplete = 2,
+}
+
+/// A request's status; none for one cancelled before it was sent, which guidellm leaves out.
+pub(crate) fn status(r: &RequestRecord) -> Option<Status> {
+    match r.error_class() {
+        None => Some(Status::Successful),
+        Some(ErrorClass::Cancelled) if r.was_sent() => Some(Status::Incomplete),
+        Some(ErrorClass::Cancelled) => None,
+        Some(_) => Some(Status::Errored),
+    }
+}
+
 /// A stage's requests by guidellm's status.
 struct Buckets<'a> {
     ok: Vec<&'a RequestRecord>,
@@ -40,62 +62,137 @@ impl<'a> Buckets<'a> {
             incomplete: Vec::new(),
         };
         for r in records {
-            match r.error_class() {
-                None => buckets.ok.push(r),
-                Some(ErrorClass::Cancelled) if r.was_sent() => buckets.incomplete.push(r),
-                Some(ErrorClass::Cancelled) => {}
-                Some(_) => buckets.errored.push(r),
+            match status(r) {
+                Some(Status::Successful) => buckets.ok.push(r),
+                Some(Status::Incomplete) => buckets.incomplete.push(r),
+                Some(Status::Errored) => buckets.errored.push(r),
+                None => {}
             }
         }
         buckets
     }
 
-    fn totals(&self) -> Value {
-        json!({
-            "successful": self.ok.len(),
-            "incomplete": self.incomplete.len(),
-            "errored": self.errored.len(),
-            "total": self.ok.len() + self.incomplete.len() + self.errored.len(),
-        })
+    fn counts(&self) -> [u64; 3] {
+        [self.ok.len(), self.errored.len(), self.incomplete.len()].map(|n| n as u64)
     }
 
     /// Every counted request: successful, then errored, then incomplete.
     fn all(&self) -> impl Iterator<Item = &&'a RequestRecord> {
         self.ok.iter().chain(&self.errored).chain(&self.incomplete)
     }
+
+    /// Per status, then all together, the distribution `of` the requests.
+    fn by_status(
+        &self,
+        of: impl Fn(&mut dyn Iterator<Item = &&'a RequestRecord>) -> GuidellmDistribution,
+    ) -> ByStatus {
+        ByStatus {
+            successful: of(&mut self.ok.iter()),
+            errored: of(&mut self.errored.iter()),
+            incomplete: of(&mut self.incomplete.iter()),
+            total: of(&mut self.all()),
+        }
+    }
 }
 
-/// A metric's per-status distributions, built by one function per request (`None` leaves the request out).
-fn status_of(buckets: &Buckets<'_>, value: impl Fn(&RequestRecord) -> Option<(f64, f64)>) -> Value {
-    let pick = |records: &[&RequestRecord]| -> Vec<(f64, f64)> {
-        records.iter().filter_map(|r| value(r)).collect()
-    };
-    let total: Vec<(f64, f64)> = buckets.all().filter_map(|r| value(r)).collect();
+/// `request_totals` and `requests_made`: the counts of each status and their sum.
+fn totals(counts: [u64; 3]) -> Value {
+    let [successful, errored, incomplete] = counts;
     json!({
-        "successful": GuidellmDistribution::from_weighted(&pick(&buckets.ok), None),
-        "errored": GuidellmDistribution::from_weighted(&pick(&buckets.errored), None),
-        "incomplete": GuidellmDistribution::from_weighted(&pick(&buckets.incomplete), None),
-        "total": GuidellmDistribution::from_weighted(&total, None),
+        "successful": successful,
+        "incomplete": incomplete,
+        "errored": errored,
+        "total": successful + incomplete + errored,
     })
 }
 
-/// Rate distributions per status, from per-request events (epoch seconds, weight).
-fn rate_status(
-    buckets: &Buckets<'_>,
-    window: Option<(f64, f64)>,
-    events: impl Fn(&RequestRecord) -> Vec<(f64, f64)>,
-) -> Value {
-    let (start, end) = (window.map(|w| w.0), window.map(|w| w.1));
-    let pick = |records: &[&RequestRecord]| -> Vec<(f64, f64)> {
-        records.iter().flat_map(|r| events(r)).collect()
-    };
-    let all: Vec<(f64, f64)> = buckets.all().flat_map(|r| events(r)).collect();
-    json!({
-        "successful": GuidellmDistribution::rate_from_timings(&pick(&buckets.ok), start, end),
-        "errored": GuidellmDistribution::rate_from_timings(&pick(&buckets.errored), start, end),
-        "incomplete": GuidellmDistribution::rate_from_timings(&pick(&buckets.incomplete), start, end),
-        "total": GuidellmDistribution::rate_from_timings(&all, start, end),
-    })
+/// guidellm's `StatusDistributionSummary`: a metric's distribution per status and over all of them.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ByStatus {
+    pub successful: GuidellmDistribution,
+    pub errored: GuidellmDistribution,
+    pub incomplete: GuidellmDistribution,
+    pub total: GuidellmDistribution,
+}
+
+impl ByStatus {
+    fn to_json(&self) -> Value {
+        json!({
+            "successful": self.successful,
+            "errored": self.errored,
+            "incomplete": self.incomplete,
+            "total": self.total,
+        })
+    }
+}
+
+/// The per-request metrics, each a value and its weight per request (`None` leaves the request out), in the
+/// order the report lists them.
+pub(crate) const REQUEST_METRICS: [&str; 8] = [
+    "request_latency",
+    "prompt_token_count",
+    "output_token_count",
+    "total_token_count",
+    "time_to_first_token_ms",
+    "time_to_first_output_token_ms",
+    "time_per_output_token_ms",
+    "inter_token_latency_ms",
+];
+
+/// [`REQUEST_METRICS`]`[metric]` of `r`. Every weight is a whole number (1 or a token count), so sums of
+/// weights are exact in any order.
+pub(crate) fn request_metric(metric: usize, r: &RequestRecord) -> Option<(f64, f64)> {
+    let ms = |ns: u64| ns as f64 / 1e6;
+    match metric {
+        0 => Some((secs(r.e2e_ns()), 1.0)),
+        1 => Some((f64::from(r.prompt_tokens()), 1.0)),
+        2 => Some((f64::from(r.output_tokens()), 1.0)),
+        3 => Some((
+            f64::from(r.prompt_tokens()) + f64::from(r.output_tokens()),
+            1.0,
+        )),
+        4 => r.ttft_ns().map(|t| (ms(t), 1.0)),
+        // guidellm 0.8's TTFO: the first content (not reasoning) iteration − request start.
+        5 => r.ttfo_ns().map(|t| (ms(t), 1.0)),
+        6 => r
+            .guidellm_tpot_ns()
+            .map(|t| (ms(t), f64::from(r.output_tokens()))),
+        7 => r
+            .tpot_ns()
+            .map(|t| (ms(t), f64::from(r.output_tokens()) - 1.0)),
+        _ => None,
+    }
+}
+
+/// Output tokens as timed events (epoch seconds, tokens): each content chunk's tokens at its arrival; without
+/// streaming, all at the end.
+pub(crate) fn output_events(meta: &RunMeta, r: &RequestRecord) -> Vec<(f64, f64)> {
+    let chunks: Vec<(f64, f64)> = r
+        .chunks
+        .iter()
+        .filter(|_| r.streaming)
+        .filter_map(|c| {
+            c.kind
+                .tokens()
+                .map(|t| (meta.unix_s(c.at_ns), f64::from(t)))
+        })
+        .collect();
+    if chunks.is_empty() {
+        vec![(meta.unix_s(r.end_ns), f64::from(r.output_tokens()))]
+    } else {
+        chunks
+    }
+}
+
+/// Prompt tokens as a timed event: they count when the first token arrives (prefill done), else at the end.
+pub(crate) fn prompt_event(meta: &RunMeta, r: &RequestRecord) -> (f64, f64) {
+    let first = r.ttft_ns().map_or(r.end_ns, |t| r.sent_ns + t);
+    (meta.unix_s(first), f64::from(r.prompt_tokens()))
+}
+
+/// `requests_per_second`'s event of a request: it counts once, when it ended (epoch seconds).
+fn completion_time(t0_unix_ns: u64, r: &RequestRecord) -> f64 {
+    (t0_unix_ns as f64 + r.end_ns as f64) / 1e9
 }
 
 /// A stage's request span on the run clock: its first send and its last end (0, 0 without records).
@@ -105,22 +202,19 @@ fn request_span(records: &[&RequestRecord]) -> (u64, u64) {
     (start_ns, end_ns)
 }
 
-/// `requests_per_second`'s events: each request counts once, when it ended (epoch seconds by `at`).
-fn completion_event(at: impl Fn(u64) -> f64) -> impl Fn(&RequestRecord) -> Vec<(f64, f64)> {
-    move |r| vec![(at(r.end_ns), 1.0)]
-}
-
 /// `requests_per_second` of a stage's measured requests: per status, guidellm's rate distribution of their
 /// completions over the stage's request span. `t0_unix_ns` anchors record times to the epoch, as guidellm's
 /// timestamps are.
-fn requests_per_second(t0_unix_ns: u64, records: &[&RequestRecord]) -> Value {
-    let at = |ns: u64| (t0_unix_ns as f64 + ns as f64) / 1e9;
+fn requests_per_second(t0_unix_ns: u64, records: &[&RequestRecord]) -> ByStatus {
     let (start_ns, end_ns) = request_span(records);
-    rate_status(
-        &Buckets::of(records),
-        Some((at(start_ns), at(end_ns))),
-        completion_event(at),
-    )
+    let at = |ns: u64| (t0_unix_ns as f64 + ns as f64) / 1e9;
+    let window = (Some(at(start_ns)), Some(at(end_ns)));
+    Buckets::of(records).by_status(|records| {
+        let events: Vec<(f64, f64)> = records
+            .map(|r| (completion_time(t0_unix_ns, r), 1.0))
+            .collect();
+        GuidellmDistribution::rate_from_timings(&events, window.0, window.1)
+    })
 }
 
 /// guidellm's `request_throughput.successful.mean` of `stage` (its benchmark's
@@ -148,9 +242,7 @@ pub fn guidellm_successful_rate(
         .zip(keep)
         .filter_map(|(r, k)| k.then_some(r))
         .collect();
-    requests_per_second(t0_unix_ns, &measured)["successful"]["mean"]
-        .as_f64()
-        .unwrap_or(0.0)
+    requests_per_second(t0_unix_ns, &measured).successful.mean
 }
 
 /// The benchmark's `config.strategy` as guidellm dumps its scheduling strategy: the type, and the rate, stream
@@ -178,102 +270,123 @@ fn strategy(stage: &StageMeta) -> Value {
     }
 }
 
-/// One stage as a guidellm `generative_benchmark`.
-fn benchmark(meta: &RunMeta, stage: u32, records: &[&RequestRecord]) -> Value {
-    let buckets = Buckets::of(records);
-    let (ok, errored, incomplete) = (&buckets.ok, &buckets.errored, &buckets.incomplete);
-    let at = |ns: u64| meta.unix_s(ns);
-    let (start_ns, end_ns) = request_span(records);
-    let first_scheduled_ns = records.iter().map(|r| r.scheduled_ns).min().unwrap_or(0);
-    let delay_avg = if records.is_empty() {
-        -1.0
-    } else {
-        records
-            .iter()
-            .map(|r| secs(r.schedule_delay_ns()))
-            .sum::<f64>()
-            / records.len() as f64
-    };
-    let strategy = strategy(&meta.stages.get(stage as usize).copied().unwrap_or_default());
+/// What a stage's benchmark is made of, however it was gathered: held in memory ([`Figures::of`]) or streamed
+/// from disk ([`GuidellmStreamed`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Figures {
+    /// Requests of each status: successful, errored, incomplete.
+    pub counts: [u64; 3],
+    pub first_scheduled_ns: u64,
+    /// The first send and the last end (0, 0 without records).
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// The mean schedule delay in seconds; −1 without records.
+    pub delay_avg: f64,
+    pub requests_per_second: ByStatus,
+    pub request_concurrency: ByStatus,
+    /// [`REQUEST_METRICS`], in order.
+    pub request_metrics: Vec<ByStatus>,
+    pub prompt_tokens_per_second: ByStatus,
+    pub output_tokens_per_second: ByStatus,
+    pub tokens_per_second: ByStatus,
+}
 
-    // Output tokens as timed events: each content chunk's tokens at its arrival; without streaming, all at
-    // the end. Prompt tokens count when the first token arrives (prefill done), else at the end.
-    let output_events = |r: &RequestRecord| -> Vec<(f64, f64)> {
-        let chunks: Vec<(f64, f64)> = r
-            .chunks
-            .iter()
-            .filter(|_| r.streaming)
-            .filter_map(|c| c.kind.tokens().map(|t| (at(c.at_ns), f64::from(t))))
-            .collect();
-        if chunks.is_empty() {
-            vec![(at(r.end_ns), f64::from(r.output_tokens()))]
+impl Figures {
+    /// The figures of a stage's measured records held in memory.
+    fn of(meta: &RunMeta, records: &[&RequestRecord]) -> Figures {
+        let buckets = Buckets::of(records);
+        let (start_ns, end_ns) = request_span(records);
+        let delay_avg = if records.is_empty() {
+            -1.0
         } else {
-            chunks
+            records
+                .iter()
+                .map(|r| secs(r.schedule_delay_ns()))
+                .sum::<f64>()
+                / records.len() as f64
+        };
+        let rate = |events: &dyn Fn(&RequestRecord) -> Vec<(f64, f64)>| {
+            buckets.by_status(|records| {
+                let all: Vec<(f64, f64)> = records.flat_map(|r| events(r)).collect();
+                GuidellmDistribution::rate_from_timings(&all, None, None)
+            })
+        };
+        Figures {
+            counts: buckets.counts(),
+            first_scheduled_ns: records.iter().map(|r| r.scheduled_ns).min().unwrap_or(0),
+            start_ns,
+            end_ns,
+            delay_avg,
+            requests_per_second: requests_per_second(meta.t0_unix_ns, records),
+            request_concurrency: buckets.by_status(|records| {
+                let intervals: Vec<(f64, f64)> = records
+                    .map(|r| (meta.unix_s(r.sent_ns), meta.unix_s(r.end_ns)))
+                    .collect();
+                GuidellmDistribution::concurrency_from_intervals(&intervals)
+            }),
+            request_metrics: (0..REQUEST_METRICS.len())
+                .map(|metric| {
+                    buckets.by_status(|records| {
+                        let values: Vec<(f64, f64)> =
+                            records.filter_map(|r| request_metric(metric, r)).collect();
+                        GuidellmDistribution::from_weighted(&values, None)
+                    })
+                })
+                .collect(),
+            prompt_tokens_per_second: rate(&|r| vec![prompt_event(meta, r)]),
+            output_tokens_per_second: rate(&|r| output_events(meta, r)),
+            tokens_per_second: rate(&|r| {
+                let mut events = output_events(meta, r);
+                events.push(prompt_event(meta, r));
+                events
+            }),
         }
-    };
-    let prompt_event = |r: &RequestRecord| -> (f64, f64) {
-        let first = r.ttft_ns().map_or(r.end_ns, |t| r.sent_ns + t);
-        (at(first), f64::from(r.prompt_tokens()))
-    };
-    let ms = |ns: u64| ns as f64 / 1e6;
+    }
+}
 
-    let intervals_of = |records: &[&RequestRecord]| -> Vec<(f64, f64)> {
-        records
-            .iter()
-            .map(|r| (at(r.sent_ns), at(r.end_ns)))
-            .collect()
-    };
-    let intervals: Vec<(f64, f64)> = buckets
-        .all()
-        .map(|r| (at(r.sent_ns), at(r.end_ns)))
-        .collect();
-
-    let metrics = json!({
-        "request_totals": buckets.totals(),
-        "requests_per_second": requests_per_second(meta.t0_unix_ns, records),
-        "request_concurrency": {
-            "successful": GuidellmDistribution::concurrency_from_intervals(&intervals_of(ok)),
-            "errored": GuidellmDistribution::concurrency_from_intervals(&intervals_of(errored)),
-            "incomplete": GuidellmDistribution::concurrency_from_intervals(&intervals_of(incomplete)),
-            "total": GuidellmDistribution::concurrency_from_intervals(&intervals),
-        },
-        "request_latency": status_of(&buckets, |r| Some((secs(r.e2e_ns()), 1.0))),
-        "prompt_token_count": status_of(&buckets, |r| Some((f64::from(r.prompt_tokens()), 1.0))),
-        "output_token_count": status_of(&buckets, |r| Some((f64::from(r.output_tokens()), 1.0))),
-        "total_token_count": status_of(&buckets, |r| {
-            Some((f64::from(r.prompt_tokens()) + f64::from(r.output_tokens()), 1.0))
-        }),
-        "time_to_first_token_ms": status_of(&buckets, |r| r.ttft_ns().map(|t| (ms(t), 1.0))),
-        // guidellm 0.8's TTFO: the first content (not reasoning) iteration − request start.
-        "time_to_first_output_token_ms": status_of(&buckets, |r| r.ttfo_ns().map(|t| (ms(t), 1.0))),
-        "time_per_output_token_ms": status_of(&buckets, |r| {
-            r.guidellm_tpot_ns().map(|t| (ms(t), f64::from(r.output_tokens())))
-        }),
-        "inter_token_latency_ms": status_of(&buckets, |r| {
-            r.tpot_ns().map(|t| (ms(t), f64::from(r.output_tokens()) - 1.0))
-        }),
-        "prompt_tokens_per_second": rate_status(&buckets, None, |r| vec![prompt_event(r)]),
-        "output_tokens_per_second": rate_status(&buckets, None, output_events),
-        "tokens_per_second": rate_status(&buckets, None, |r| {
-            let mut events = output_events(r);
-            events.push(prompt_event(r));
-            events
-        }),
-    });
+/// One stage as a guidellm `generative_benchmark`.
+pub(crate) fn benchmark(meta: &RunMeta, stage: u32, figures: &Figures) -> Value {
+    let at = |ns: u64| meta.unix_s(ns);
+    let strategy = strategy(&meta.stages.get(stage as usize).copied().unwrap_or_default());
+    let mut metrics = serde_json::Map::new();
+    metrics.insert("request_totals".into(), totals(figures.counts));
+    metrics.insert(
+        "requests_per_second".into(),
+        figures.requests_per_second.to_json(),
+    );
+    metrics.insert(
+        "request_concurrency".into(),
+        figures.request_concurrency.to_json(),
+    );
+    for (name, by_status) in REQUEST_METRICS.iter().zip(&figures.request_metrics) {
+        metrics.insert((*name).into(), by_status.to_json());
+    }
+    metrics.insert(
+        "prompt_tokens_per_second".into(),
+        figures.prompt_tokens_per_second.to_json(),
+    );
+    metrics.insert(
+        "output_tokens_per_second".into(),
+        figures.output_tokens_per_second.to_json(),
+    );
+    metrics.insert(
+        "tokens_per_second".into(),
+        figures.tokens_per_second.to_json(),
+    );
 
     json!({
         "type_": "generative_benchmark",
         "id_": format!("{}-stage-{stage}", meta.run_id),
         "config": { "strategy": strategy, "stage": stage },
         "scheduler_metrics": {
-            "start_time": at(first_scheduled_ns.min(start_ns)),
-            "request_start_time": at(start_ns),
-            "measure_start_time": at(start_ns),
-            "measure_end_time": at(end_ns),
-            "request_end_time": at(end_ns),
-            "end_time": at(end_ns),
-            "requests_made": buckets.totals(),
-            "request_targeted_start_delay_avg": delay_avg,
+            "start_time": at(figures.first_scheduled_ns.min(figures.start_ns)),
+            "request_start_time": at(figures.start_ns),
+            "measure_start_time": at(figures.start_ns),
+            "measure_end_time": at(figures.end_ns),
+            "request_end_time": at(figures.end_ns),
+            "end_time": at(figures.end_ns),
+            "requests_made": totals(figures.counts),
+            "request_targeted_start_delay_avg": figures.delay_avg,
         },
         "metrics": metrics,
         // Per-request entries carry prompt and output texts, which we do not keep.
@@ -283,10 +396,17 @@ fn benchmark(meta: &RunMeta, stage: u32, records: &[&RequestRecord]) -> Value {
 
 /// The whole report: one benchmark per stage, in stage order.
 pub fn guidellm_report(meta: &RunMeta, stages: &[(u32, Vec<&RequestRecord>)]) -> Value {
-    let benchmarks: Vec<Value> = stages
-        .iter()
-        .map(|(stage, records)| benchmark(meta, *stage, records))
-        .collect();
+    report(
+        meta,
+        stages
+            .iter()
+            .map(|(stage, records)| benchmark(meta, *stage, &Figures::of(meta, records)))
+            .collect(),
+    )
+}
+
+/// The report around its `benchmarks`.
+pub(crate) fn report(meta: &RunMeta, benchmarks: Vec<Value>) -> Value {
     json!({
         "metadata": {
             "version": 2,

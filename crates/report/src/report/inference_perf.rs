@@ -357,7 +357,8 @@ pub fn per_request_lifecycle(records: &[&RequestRecord]) -> Value {
     Value::Array(records.iter().map(|r| per_request(r)).collect())
 }
 
-fn per_request(r: &RequestRecord) -> Value {
+/// One request's entry of [`per_request_lifecycle`].
+pub(crate) fn per_request(r: &RequestRecord) -> Value {
     let mut response = Map::new();
     response.insert("output_tokens".into(), json!(r.output_tokens()));
     response.insert(

@@ -15,6 +15,7 @@
 mod aiperf;
 mod cache;
 mod capacity_answer;
+mod entries;
 mod errors;
 mod goodput;
 mod guidellm;
@@ -68,8 +69,8 @@ pub use meta::{
     RunMeta, RunState, ServerMetricsMeta, ShardMeta, Slo, StageEnd, StageMeta,
 };
 pub use spilled::{
-    DEFAULT_RECORDS_MEMORY, Passed, RecordPasses, RecordsFile, SpilledRun, skipped_reports,
-    summarize_spilled,
+    DEFAULT_RECORDS_MEMORY, PICTURE_BYTES_PER_REQUEST, Passed, RecordPasses, RecordsFile,
+    SpilledRun, for_each_measured, pictures_fit, skipped_reports, summarize_spilled,
 };
 pub use starts::{ShardStarts, shard_starts};
 pub use table::{Align, TERMINAL_COLUMNS, Table, Tone, print_run, print_table};
@@ -539,7 +540,7 @@ pub fn write_all(
     let measured = measured(meta, records);
     let stages = stage_buckets(&measured.records);
     let mut store = sample::FloatStore::memory();
-    let mut native = native::Native::new(formats);
+    let mut native = native::Native::new(formats, &mut store);
     for r in &measured.records {
         native.add(r, meta, &mut store);
     }
@@ -561,6 +562,7 @@ pub fn write_all(
             records: &measured.records,
             stages: &stages,
         }),
+        None,
     )
 }
 
@@ -593,8 +595,8 @@ pub fn report_dir(
 
 /// [`report_dir`] with a memory budget: a run (or a sharded run's shards together) whose records files are
 /// larger than `memory_bytes` is summarised from disk in bounded memory ([`summarize_spilled`]: the same
-/// summary), and its native reports are written but for those that need every record in memory, which are named
-/// in a warning and in `summary.json`.
+/// summary and the same files), its pictures drawn from the records streamed again when they fit the budget (else
+/// named in a warning and in `summary.json`).
 pub fn report_dir_within(
     dir: &Path,
     summary_file: Option<&Path>,
@@ -604,7 +606,7 @@ pub fn report_dir_within(
 ) -> Result<ReportOutcome, ReportError> {
     if let Some(sharded) = merge::read_sharded_metas(dir)? {
         if sharded.records_bytes > memory_bytes {
-            return report_merged_spilled(dir, sharded, summary_file, memory_bytes);
+            return report_merged_spilled(dir, sharded, summary_file, memory_bytes, draw);
         }
         if let Some(merged) = merge::read_sharded(dir)? {
             return report_merged(dir, merged, summary_file, draw);
@@ -624,7 +626,14 @@ pub fn report_dir_within(
         add_server_metrics(dir, &meta, None, &mut summary);
         summary.model_load = model_load;
         let lost = lost::note_lost_in_flight(dir, &[dir.to_owned()], false, &mut summary)?;
-        let mut outcome = write_rebuilt_spilled(dir, &meta, run, summary, summary_file)?;
+        let mut outcome = write_rebuilt_spilled(
+            dir,
+            &meta,
+            run,
+            summary,
+            summary_file,
+            (&RecordsFile::of(dir), memory_bytes, draw),
+        )?;
         outcome.files.extend(lost);
         return Ok(outcome);
     }
@@ -652,9 +661,25 @@ pub fn report_dir_within(
     Ok(outcome)
 }
 
-/// What draws a rebuilt run's pictures and `report.html` from its records and summary (`plot::write_pictures`
-/// for `llmbench report`): this module writes the numbers and leaves drawing to its caller.
-pub(crate) type DrawPictures<'a> = &'a dyn Fn(&Path, &RunMeta, &[RequestRecord], &RunSummary);
+/// What draws a run's pictures and `report.html` (`plot::RunPictures` for `llmbench report`): this module writes
+/// the numbers and leaves drawing to its caller.
+pub trait Pictures {
+    /// From the run's records in memory.
+    fn draw(&self, dir: &Path, meta: &RunMeta, records: &[RequestRecord], summary: &RunSummary);
+
+    /// From its records streamed from `source`, within `memory_bytes` (a run summarised from disk).
+    fn draw_streamed(
+        &self,
+        dir: &Path,
+        meta: &RunMeta,
+        source: &dyn RecordPasses,
+        summary: &RunSummary,
+        memory_bytes: u64,
+    );
+}
+
+/// See [`Pictures`].
+pub type DrawPictures<'a> = &'a dyn Pictures;
 
 /// The server metrics' time series of a run directory, for the llm-d report and the plots; none when the run
 /// scraped nothing or the file cannot be read (a warning).
@@ -711,6 +736,7 @@ fn report_merged_spilled(
     sharded: merge::Sharded,
     summary_file: Option<&Path>,
     memory_bytes: u64,
+    draw: DrawPictures<'_>,
 ) -> Result<ReportOutcome, ReportError> {
     let merge::Sharded {
         merged,
@@ -734,7 +760,14 @@ fn report_merged_spilled(
     let mut summary = run.summary().clone();
     complete_merged_summary(dir, &meta, &shards, &warnings, &mut summary);
     let lost = lost::note_lost_in_flight(dir, &shards, true, &mut summary)?;
-    let mut outcome = write_rebuilt_spilled(dir, &meta, run, summary, summary_file)?;
+    let mut outcome = write_rebuilt_spilled(
+        dir,
+        &meta,
+        run,
+        summary,
+        summary_file,
+        (&records, memory_bytes, draw),
+    )?;
     outcome.files.extend(lost);
     Ok(outcome)
 }
@@ -792,19 +825,26 @@ fn complete_merged_summary(
         .extend(warnings.iter().map(|w| format!("merge: {w}")));
 }
 
-/// Writes what `llmbench report` rebuilt from disk: `summary.json` (and the compact summary to `summary_file`)
-/// and the native reports `run` can write.
+/// Writes what `llmbench report` rebuilt from disk: `summary.json` (and the compact summary to `summary_file`),
+/// the native reports, and the pictures when they fit the budget, drawn from the records streamed again from
+/// `pictures`' source.
 fn write_rebuilt_spilled(
     dir: &Path,
     meta: &RunMeta,
     run: SpilledRun,
     summary: RunSummary,
     summary_file: Option<&Path>,
+    pictures: (&dyn RecordPasses, u64, DrawPictures<'_>),
 ) -> Result<ReportOutcome, ReportError> {
     let files = write_summaries(dir, &summary, summary_file)?;
     let truncated_lines = run.truncated_lines();
+    let draws = run.draws_pictures();
     let mut files = vec![files];
     files.extend(run.write_reports(dir, meta, &summary)?);
+    let (source, memory_bytes, draw) = pictures;
+    if draws {
+        draw.draw_streamed(dir, meta, source, &summary, memory_bytes);
+    }
     Ok(ReportOutcome {
         meta: meta.clone(),
         summary,
@@ -852,7 +892,7 @@ fn write_rebuilt(
         &summary,
         Formats::for_harness(meta.harness),
     )?);
-    draw(dir, meta, records, &summary);
+    draw.draw(dir, meta, records, &summary);
     Ok(ReportOutcome {
         meta: meta.clone(),
         summary,

@@ -1,26 +1,29 @@
 //! The native reports made of per-stage statistics — inference-perf's lifecycle metrics, vllm bench serve's
 //! result JSON, the llm-d report — gathered request by request into per-stage buckets ([`Native::add`]) and
 //! written from them ([`Native::write`]). The same buckets serve a run summarised in memory and one streamed back
-//! from disk (their samples in a [`FloatStore`] of either kind), so both write the same files. The files that need
-//! every record at hand (inference-perf's per-request file, guidellm's report, vllm's `--save-detailed` arrays)
-//! are written only when the records are ([`InMemory`]).
+//! from disk (their samples in a [`FloatStore`] of either kind), so both write the same files. The per-request
+//! entries (inference-perf's per-request file, vllm's `--save-detailed` arrays) are built from the records at hand
+//! ([`InMemory`]) or, streamed from disk, spilled as the records go by ([`EntryLists`]) and written back element by
+//! element. guidellm's report, which sorts every request's events, comes from the caller ([`Native::write`]'s
+//! `guidellm`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::aiperf::{AIPERF_CSV_FILE, AIPERF_JSON_FILE, aiperf_csv, aiperf_export};
+use super::aiperf::{AIPERF_CSV_FILE, AIPERF_JSON_FILE, Aiperf, aiperf_csv};
+use super::entries::{EntryLists, ListId, WithArrays, write_json_streamed};
 use super::guidellm::{GUIDELLM_REPORT_FILE, guidellm_report};
 use super::inference_perf::{
-    Lifecycle, PER_REQUEST_LIFECYCLE_FILE, SUMMARY_LIFECYCLE_FILE, per_request_lifecycle,
-    stage_lifecycle_file,
+    Lifecycle, PER_REQUEST_LIFECYCLE_FILE, SUMMARY_LIFECYCLE_FILE, per_request,
+    per_request_lifecycle, stage_lifecycle_file,
 };
 use super::llmd::{llmd_report_v02_file, llmd_report_v02_of};
 use super::meta::RunMeta;
 use super::sample::FloatStore;
 use super::sessions::{SessionTally, has_sessions, session_reports};
-use super::vllm::{Vllm, vllm_result_file};
+use super::vllm::{DETAILED_ARRAYS, Vllm, detailed_entries, vllm_result_file};
 use super::{
     Formats, ReportError, SUMMARY_PROMETHEUS_FILE, server_series, stage_prometheus_file,
     write_json, write_text,
@@ -35,6 +38,18 @@ pub(crate) struct Native {
     vllm: BTreeMap<u32, Vllm>,
     /// inference-perf's per-session totals of a trace session replay (one small entry per session).
     sessions: SessionTally,
+    aiperf: Option<Aiperf>,
+    /// The per-request entries, spilled, for a run streamed from disk.
+    entries: Option<Entries>,
+}
+
+/// The per-request entries of a run streamed from disk: each stage's lists.
+struct Entries {
+    lists: EntryLists,
+    /// inference-perf's per-request file, by stage.
+    per_request: BTreeMap<u32, ListId>,
+    /// vllm's [`DETAILED_ARRAYS`], by stage.
+    detailed: BTreeMap<u32, [ListId; 5]>,
 }
 
 /// What only a run held in memory has: its measured records, whole and by stage, and each stage's vLLM peak
@@ -45,17 +60,68 @@ pub(crate) struct InMemory<'a> {
 }
 
 impl Native {
-    pub(crate) fn new(formats: Formats) -> Native {
+    /// Buckets for a run whose records are at hand when the files are written.
+    pub(crate) fn new(formats: Formats, store: &mut FloatStore) -> Native {
         Native {
             formats,
             lifecycle: BTreeMap::new(),
             vllm: BTreeMap::new(),
             sessions: SessionTally::default(),
+            aiperf: formats.aiperf.then(|| Aiperf::new(store)),
+            entries: None,
         }
+    }
+
+    /// Buckets for a run streamed from disk: the per-request entries are spilled into `dir`, buffering at most
+    /// `buffer_bytes`.
+    pub(crate) fn spilled(
+        formats: Formats,
+        store: &mut FloatStore,
+        dir: &Path,
+        buffer_bytes: usize,
+    ) -> Native {
+        Native {
+            entries: Some(Entries {
+                lists: EntryLists::new(dir, buffer_bytes),
+                per_request: BTreeMap::new(),
+                detailed: BTreeMap::new(),
+            }),
+            ..Native::new(formats, store)
+        }
+    }
+
+    /// The first write of a spilled entry that failed, if any did.
+    pub(crate) fn check(&mut self) -> std::io::Result<()> {
+        self.entries
+            .as_mut()
+            .map_or(Ok(()), |entries| entries.lists.check())
     }
 
     /// Counts a measured request in its stage's buckets.
     pub(crate) fn add(&mut self, r: &RequestRecord, meta: &RunMeta, store: &mut FloatStore) {
+        if let Some(aiperf) = &mut self.aiperf {
+            aiperf.add(r, &meta.report.goodput, store);
+        }
+        if let Some(entries) = &mut self.entries {
+            if self.formats.inference_perf && meta.report.inference_perf_per_request {
+                let lists = &mut entries.lists;
+                let list = *entries
+                    .per_request
+                    .entry(r.stage)
+                    .or_insert_with(|| lists.list());
+                lists.push(list, &per_request(r));
+            }
+            if self.formats.vllm && meta.report.vllm_save_detailed {
+                let lists = &mut entries.lists;
+                let ids = *entries
+                    .detailed
+                    .entry(r.stage)
+                    .or_insert_with(|| std::array::from_fn(|_| lists.list()));
+                for (list, entry) in ids.into_iter().zip(detailed_entries(r)) {
+                    lists.push(list, &entry);
+                }
+            }
+        }
         if self.formats.inference_perf || self.formats.llmd_v02 {
             self.lifecycle
                 .entry(r.stage)
@@ -74,8 +140,10 @@ impl Native {
     }
 
     /// Writes the chosen tools' files into `dir`; returns their paths in the order written. `peaks` are each
-    /// stage's vLLM peak second; `records`, when the run is held in memory, lets the per-request files be written
-    /// too.
+    /// stage's vLLM peak second; `records`, when the run is held in memory, are what its per-request entries are
+    /// built from (else the spilled entries are); `guidellm` is guidellm's report of a run streamed from disk
+    /// (one held in memory is reported from `records`).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn write(
         &self,
         dir: &Path,
@@ -84,6 +152,7 @@ impl Native {
         store: &mut FloatStore,
         peaks: &BTreeMap<u32, (f64, u64)>,
         records: Option<InMemory<'_>>,
+        guidellm: Option<Value>,
     ) -> Result<Vec<PathBuf>, ReportError> {
         let formats = self.formats;
         let mut written = Vec::new();
@@ -134,13 +203,20 @@ impl Native {
                 write_json(&path, "inference-perf stage metrics", &mark(value))?;
                 written.push(path);
             }
-            if let (true, Some(in_memory)) = (meta.report.inference_perf_per_request, &records) {
+            if meta.report.inference_perf_per_request {
                 let path = dir.join(PER_REQUEST_LIFECYCLE_FILE);
-                write_json(
-                    &path,
-                    "inference-perf per-request metrics",
-                    &per_request_lifecycle(in_memory.records),
-                )?;
+                let what = "inference-perf per-request metrics";
+                match (&records, &self.entries) {
+                    (Some(in_memory), _) => {
+                        write_json(&path, what, &per_request_lifecycle(in_memory.records))?
+                    }
+                    (None, Some(entries)) => {
+                        // Stage by stage, as the measured records are listed in memory.
+                        let lists: Vec<ListId> = entries.per_request.values().copied().collect();
+                        write_json_streamed(&path, what, &entries.lists.array(&lists))?
+                    }
+                    (None, None) => {}
+                }
                 written.push(path);
             }
             // `generate_session_reports`, after the request lifecycle (and Prometheus) reports upstream; their
@@ -188,35 +264,68 @@ impl Native {
             let several = self.vllm.len() > 1;
             for (stage, bucket) in &self.vllm {
                 let path = dir.join(vllm_result_file(meta, *stage, several));
-                let detailed = records.as_ref().and_then(|in_memory| {
-                    in_memory
+                let detailed = match &records {
+                    Some(in_memory) => in_memory
                         .stages
                         .iter()
                         .find(|(s, _)| s == stage)
-                        .map(|(_, bucket)| bucket.as_slice())
-                });
+                        .map(|(_, bucket)| bucket.as_slice()),
+                    // Empty arrays in their places, streamed in from the spilled entries below.
+                    None => Some(&[][..]),
+                };
                 let peak = peaks.get(stage).copied().unwrap_or((0.0, 0));
-                let value = bucket
-                    .result(meta, *stage, store, peak, detailed)
-                    .map_err(|e| read_error(&path, e))?;
-                write_json(&path, "vllm result", &mark(value))?;
+                let value = mark(
+                    bucket
+                        .result(meta, *stage, store, peak, detailed)
+                        .map_err(|e| read_error(&path, e))?,
+                );
+                let spilled = self
+                    .entries
+                    .as_ref()
+                    .filter(|_| records.is_none() && meta.report.vllm_save_detailed);
+                match spilled {
+                    Some(entries) => {
+                        let lists = entries.detailed.get(stage).copied();
+                        let arrays = DETAILED_ARRAYS
+                            .iter()
+                            .enumerate()
+                            .map(|(i, name)| {
+                                let list: Vec<ListId> = lists.iter().map(|l| l[i]).collect();
+                                (*name, entries.lists.array(&list))
+                            })
+                            .collect();
+                        write_json_streamed(
+                            &path,
+                            "vllm result",
+                            &WithArrays {
+                                value: &value,
+                                arrays,
+                            },
+                        )?
+                    }
+                    None => write_json(&path, "vllm result", &value)?,
+                }
                 written.push(path);
             }
         }
-        if let (true, Some(in_memory)) = (formats.guidellm, &records) {
+        let guidellm = match (&records, guidellm) {
+            (Some(in_memory), _) if formats.guidellm => {
+                Some(guidellm_report(meta, in_memory.stages))
+            }
+            (_, report) => report.filter(|_| formats.guidellm),
+        };
+        if let Some(report) = guidellm {
             let path = dir.join(GUIDELLM_REPORT_FILE);
-            write_json(
-                &path,
-                "guidellm report",
-                &mark(guidellm_report(meta, in_memory.stages)),
-            )?;
+            write_json(&path, "guidellm report", &mark(report))?;
             written.push(path);
         }
-        if let (true, Some(in_memory)) = (formats.aiperf, &records) {
-            let export = aiperf_export(in_memory.records, &meta.report.goodput);
+        if let Some(aiperf) = &self.aiperf {
+            let path = dir.join(AIPERF_JSON_FILE);
+            let export = aiperf
+                .export(&meta.report.goodput, store)
+                .map_err(|e| read_error(&path, e))?;
             let csv_path = dir.join(AIPERF_CSV_FILE);
             write_text(&csv_path, &aiperf_csv(&export))?;
-            let path = dir.join(AIPERF_JSON_FILE);
             write_json(&path, "aiperf export", &mark(export))?;
             written.push(path);
             written.push(csv_path);

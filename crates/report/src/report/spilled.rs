@@ -15,15 +15,19 @@
 //! by constants and the budget, not by the run's length; the spill files live in a temporary directory inside
 //! the run's, removed when the [`SpilledRun`] is dropped.
 //!
-//! The native reports made of per-stage statistics (inference-perf's lifecycle metrics, vllm's result JSON, the
-//! llm-d report) are gathered in the same pass and written from the same kind of spilled samples
-//! ([`SpilledRun::write_reports`]). The files that need every record in memory are not written, each named with
-//! the reason in a warning and in `summary.json` ([`skipped_reports`]).
+//! Every native report is gathered in the same pass and written byte for byte as the in-memory path writes it
+//! ([`SpilledRun::write_reports`]): those made of per-stage statistics (inference-perf's lifecycle metrics, vllm's
+//! result JSON, AIPerf's export, the llm-d report) from the same kind of spilled samples, the per-request files
+//! from spilled entries (`entries`), guidellm's report from spilled and sorted events (`guidellm::streamed`). The
+//! pictures are drawn by the caller from a second pass ([`for_each_measured`]) when their few numbers per request
+//! fit the budget ([`pictures_fit`]); else they are named with the reason in a warning and in `summary.json`
+//! ([`skipped_reports`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, BufReader};
 use std::path::{Path, PathBuf};
 
+use super::guidellm::GuidellmStreamed;
 use super::native::Native;
 use super::sample::FloatStore;
 use super::{Formats, INFERENCE_PERF_PERCENTILES, REQUESTS_FILE, ReportError, RunMeta, Tally};
@@ -103,6 +107,12 @@ impl RecordsFile {
     }
 }
 
+impl<T: RecordPasses + ?Sized> RecordPasses for &T {
+    fn pass(&self, f: &mut dyn FnMut(&RequestRecord, [u64; 3])) -> Result<Passed, ReportError> {
+        (**self).pass(f)
+    }
+}
+
 /// Records held in memory, streamed as a file would be (the tests compare both summaries on them).
 impl RecordPasses for [RequestRecord] {
     fn pass(&self, f: &mut dyn FnMut(&RequestRecord, [u64; 3])) -> Result<Passed, ReportError> {
@@ -114,47 +124,41 @@ impl RecordPasses for [RequestRecord] {
     }
 }
 
-/// The result files a run summarised from disk does not write, each with why.
-pub fn skipped_reports(meta: &RunMeta, formats: Formats) -> Vec<SkippedReport> {
-    let mut skipped = Vec::new();
-    let mut skip = |file: &str, reason: &str| {
-        skipped.push(SkippedReport {
-            file: file.to_owned(),
-            reason: reason.to_owned(),
-        })
-    };
-    if formats.inference_perf && meta.report.inference_perf_per_request {
-        skip(
-            super::PER_REQUEST_LIFECYCLE_FILE,
-            "one entry per request: it would hold every record in memory",
-        );
+/// What the pictures keep of each measured request, in bytes (`plot::run::RequestPoint`, 72 bytes, with room):
+/// a run summarised from disk draws them when every request's fits in half the records budget.
+pub const PICTURE_BYTES_PER_REQUEST: u64 = 80;
+
+/// Whether the pictures of `measured` requests fit in `memory_bytes` (see [`PICTURE_BYTES_PER_REQUEST`]).
+pub fn pictures_fit(measured: u64, memory_bytes: u64) -> bool {
+    measured.saturating_mul(PICTURE_BYTES_PER_REQUEST) <= memory_bytes / 2
+}
+
+/// The result files a run summarised from disk does not write, each with why: every native report is
+/// written; the pictures when every measured request's point fits in the budget.
+pub fn skipped_reports(measured: u64, memory_bytes: u64) -> Vec<SkippedReport> {
+    if pictures_fit(measured, memory_bytes) {
+        return Vec::new();
     }
-    if formats.guidellm {
-        skip(
-            super::GUIDELLM_REPORT_FILE,
-            "guidellm's rate and concurrency distributions sort every request's events in memory",
-        );
-    }
-    if formats.vllm && meta.report.vllm_save_detailed {
-        skip(
-            "vllm result `--save-detailed` arrays (input_lens, output_lens, ttfts, itls, errors)",
-            "one entry per request: the result files are written without them",
-        );
-    }
-    skip(
-        "plots/ and report.html",
-        "the pictures place every request on the timeline; run `llmbench plot` on a machine with the memory",
-    );
-    skipped
+    let needed_mib = (measured.saturating_mul(PICTURE_BYTES_PER_REQUEST) * 2).div_ceil(1 << 20);
+    vec![SkippedReport {
+        file: "plots/ and report.html".to_owned(),
+        reason: format!(
+            "the pictures place each of the {measured} measured requests on the timeline, {PICTURE_BYTES_PER_REQUEST} \
+             bytes each: run `llmbench report DIR --records-memory {needed_mib}MiB` to draw them"
+        ),
+    }]
 }
 
 /// A run summarised from disk: its summary, and what its native reports are written from.
 pub struct SpilledRun {
     summary: RunSummary,
-    formats: Formats,
     native: Native,
     store: FloatStore,
     peaks: BTreeMap<u32, (f64, u64)>,
+    guidellm: Option<GuidellmStreamed>,
+    memory_bytes: u64,
+    /// Records measured (not left out).
+    measured: u64,
     truncated_lines: usize,
     /// Dropped last: the spill files go with it.
     _dir: SpillDir,
@@ -164,6 +168,12 @@ impl SpilledRun {
     /// The run's summary (its `records_spilled` says what was not written and why).
     pub fn summary(&self) -> &RunSummary {
         &self.summary
+    }
+
+    /// Whether the run's pictures fit its budget (see [`pictures_fit`]): else `summary.json` and a warning say
+    /// they were not drawn.
+    pub fn draws_pictures(&self) -> bool {
+        pictures_fit(self.measured, self.memory_bytes)
     }
 
     /// Torn last lines skipped while reading the records.
@@ -180,10 +190,32 @@ impl SpilledRun {
         meta: &RunMeta,
         summary: &RunSummary,
     ) -> Result<Vec<PathBuf>, ReportError> {
-        let written = self
-            .native
-            .write(dir, meta, summary, &mut self.store, &self.peaks, None)?;
-        for skipped in skipped_reports(meta, self.formats) {
+        let guidellm = match self.guidellm.as_mut() {
+            Some(guidellm) => Some(
+                guidellm
+                    .report(meta, max_keys(self.memory_bytes, 32))
+                    .map_err(|source| ReportError::Write {
+                        path: self._dir.path().to_owned(),
+                        source,
+                    })?,
+            ),
+            None => None,
+        };
+        let written = self.native.write(
+            dir,
+            meta,
+            summary,
+            &mut self.store,
+            &self.peaks,
+            None,
+            guidellm,
+        )?;
+        for skipped in self
+            .summary
+            .records_spilled
+            .iter()
+            .flat_map(|note| &note.skipped)
+        {
             tracing::warn!(
                 file = skipped.file,
                 reason = skipped.reason,
@@ -239,6 +271,7 @@ pub fn summarize_spilled(
         .map(|p| p / 100.0)
         .chain([0.5])
         .chain(super::llmd::STAT_PERCENTILES.map(|(_, p)| p))
+        .chain(super::aiperf::AIPERF_PERCENTILES.map(|p| f64::from(p) / 100.0))
         .collect();
     prefetch.sort_by(f64::total_cmp);
     prefetch.dedup();
@@ -248,32 +281,32 @@ pub fn summarize_spilled(
         buffer_bytes(memory_bytes),
         prefetch,
     );
-    let mut native = Native::new(formats);
+    let mut native = Native::spilled(
+        formats,
+        &mut store,
+        spill_dir.path(),
+        buffer_bytes(memory_bytes),
+    );
     let mut peaks = formats
         .vllm
         .then(|| PeakSpill::new(spill_dir.path(), buffer_bytes(memory_bytes)));
+    let mut guidellm = formats
+        .guidellm
+        .then(|| GuidellmStreamed::new(spill_dir.path(), buffer_bytes(memory_bytes)));
     let mut stages: BTreeMap<u32, StageSamples> = BTreeMap::new();
     let mut tally = Tally::new(meta);
     let mut excluded = Excluded::default();
+    let mut measured = 0u64;
     let mut write_failure: Option<io::Error> = None;
 
     let passed = source.pass(&mut |r, tie| {
-        if r.warmup {
-            excluded.warmup_requests += 1;
-            return;
+        match left_out(r, tie, &cuts) {
+            Some(LeftOut::WarmupRequest) => return excluded.warmup_requests += 1,
+            Some(LeftOut::Phase(Phase::Warmup)) => return excluded.warmup += 1,
+            Some(LeftOut::Phase(Phase::Cooldown)) => return excluded.cooldown += 1,
+            None => {}
         }
-        if let Some(cut) = cuts.get(&r.stage) {
-            let place = Completed {
-                end_ns: r.end_ns,
-                tie,
-                sent_ns: r.sent_ns,
-            };
-            match cut.leaves_out(r, &place) {
-                Some(Phase::Warmup) => return excluded.warmup += 1,
-                Some(Phase::Cooldown) => return excluded.cooldown += 1,
-                None => {}
-            }
-        }
+        measured += 1;
         let stage = stages
             .entry(r.stage)
             .or_insert_with(|| StageSamples::new(&mut ns));
@@ -287,6 +320,9 @@ pub fn summarize_spilled(
         });
         tally.add(r);
         native.add(r, meta, &mut store);
+        if let Some(guidellm) = guidellm.as_mut() {
+            guidellm.add(meta, r);
+        }
         if let Some(peaks) = peaks.as_mut()
             && let Err(e) = peaks.add(r)
             && write_failure.is_none()
@@ -298,6 +334,10 @@ pub fn summarize_spilled(
         return Err(spill_error(e));
     }
     store.check().map_err(spill_error)?;
+    native.check().map_err(spill_error)?;
+    if let Some(guidellm) = guidellm.as_mut() {
+        guidellm.check().map_err(spill_error)?;
+    }
 
     let max_in_memory = max_keys(memory_bytes, 8);
     let mut stats = StatsCache::default();
@@ -334,7 +374,7 @@ pub fn summarize_spilled(
     tally.finish(meta, &mut summary, excluded, passed.records);
     summary.records_spilled = Some(RecordsSpilled {
         memory_bytes,
-        skipped: skipped_reports(meta, formats),
+        skipped: skipped_reports(measured, memory_bytes),
     });
     let peaks = match peaks {
         Some(peaks) => peaks.finish().map_err(spill_error)?,
@@ -342,12 +382,59 @@ pub fn summarize_spilled(
     };
     Ok(SpilledRun {
         summary,
-        formats,
         native,
         store,
         peaks,
+        guidellm,
+        memory_bytes,
+        measured,
         truncated_lines: passed.truncated_lines,
         _dir: spill_dir,
+    })
+}
+
+/// Why a record is not measured.
+enum LeftOut {
+    /// vllm's `--num-warmups` and the like: sent before the first stage.
+    WarmupRequest,
+    /// In its stage's guidellm warm-up or cool-down.
+    Phase(Phase),
+}
+
+/// Whether the summary leaves `r` (with completion-order tie key `tie`) out, given each stage's `cuts`.
+fn left_out(r: &RequestRecord, tie: [u64; 3], cuts: &BTreeMap<u32, Cuts>) -> Option<LeftOut> {
+    if r.warmup {
+        return Some(LeftOut::WarmupRequest);
+    }
+    let place = Completed {
+        end_ns: r.end_ns,
+        tie,
+        sent_ns: r.sent_ns,
+    };
+    cuts.get(&r.stage)?
+        .leaves_out(r, &place)
+        .map(LeftOut::Phase)
+}
+
+/// Calls `f` with every measured record of `source`, in the order stored, leaving out what the summary leaves
+/// out (see [`summarize_spilled`]); a profile's guidellm warm-up and cool-down are worked out first, in bounded
+/// memory, with spill files in a temporary directory inside `dir`. What the pictures of a long run are drawn from.
+pub fn for_each_measured(
+    dir: &Path,
+    meta: &RunMeta,
+    source: &(impl RecordPasses + ?Sized),
+    memory_bytes: u64,
+    mut f: impl FnMut(&RequestRecord),
+) -> Result<Passed, ReportError> {
+    let spill_dir = SpillDir::create_in(dir).map_err(|source| ReportError::Write {
+        path: dir.to_owned(),
+        source,
+    })?;
+    let cuts = transient_pass(meta, source, spill_dir.path(), memory_bytes)?;
+    source.pass(&mut |r, tie| {
+        if left_out(r, tie, &cuts).is_none() {
+            f(r)
+        }
     })
 }
 
@@ -899,65 +986,92 @@ mod tests {
         }
     }
 
+    /// Every file under `dir` (spill files aside), by path relative to it, with its bytes.
+    fn files_under(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+        fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+            for entry in std::fs::read_dir(dir).expect("dir").filter_map(Result::ok) {
+                let path = entry.path();
+                if path.is_dir() {
+                    walk(root, &path, out);
+                } else {
+                    let name = path
+                        .strip_prefix(root)
+                        .expect("under the root")
+                        .to_string_lossy()
+                        .into_owned();
+                    out.insert(name, std::fs::read(&path).expect("read"));
+                }
+            }
+        }
+        let mut out = BTreeMap::new();
+        walk(dir, dir, &mut out);
+        out
+    }
+
     #[test]
     fn every_report_written_from_disk_is_the_one_written_from_memory() {
-        for (seed, harness, transient) in [
-            (5, Harness::InferencePerf, 1),
-            (6, Harness::VllmBenchmark, 2),
+        for (seed, harness, transient, memory) in [
+            (5, Harness::InferencePerf, 1, TINY),
+            (6, Harness::VllmBenchmark, 2, TINY),
+            (7, Harness::Guidellm, 3, TINY),
+            (8, Harness::Guidellm, 1, 64 << 10),
+            (9, Harness::InferencePerf, 0, DEFAULT_RECORDS_MEMORY),
         ] {
             let records = varied(seed, 450);
-            let meta = meta_for(harness, 450, transient);
+            let mut meta = meta_for(harness, 450, transient);
+            meta.report.inference_perf_per_request = true;
+            meta.report.vllm_save_detailed = true;
             let summary = summarize_run(&meta, &records);
-            let memory = tempfile::tempdir().expect("temp dir");
-            let in_memory = write_all(memory.path(), &meta, &records, &summary, Formats::ALL)
+            let in_memory = tempfile::tempdir().expect("temp dir");
+            let written = write_all(in_memory.path(), &meta, &records, &summary, Formats::ALL)
                 .expect("in memory");
+            crate::plot::write_pictures(in_memory.path(), &meta, &records, &summary);
             let disk = tempfile::tempdir().expect("temp dir");
-            let run = summarize_spilled(disk.path(), &meta, records.as_slice(), Formats::ALL, TINY)
-                .expect("spilled");
+            let run =
+                summarize_spilled(disk.path(), &meta, records.as_slice(), Formats::ALL, memory)
+                    .expect("spilled");
             let from_disk = run
                 .write_reports(disk.path(), &meta, &summary)
                 .expect("reports");
+            crate::plot::write_pictures_streamed(
+                disk.path(),
+                &meta,
+                &records.as_slice(),
+                &summary,
+                memory,
+            );
+            // The same files, written in the same order: every tool's (guidellm's, AIPerf's, the per-request
+            // ones included), the pictures and report.html.
             let name = |p: &PathBuf| p.file_name().map(|n| n.to_string_lossy().into_owned());
-            let written: Vec<Option<String>> = from_disk.iter().map(name).collect();
-            // Everything but the files made of every record (inference-perf's per-request file, guidellm's report,
-            // AIPerf's export), and the same bytes.
-            let expected: Vec<Option<String>> = in_memory
-                .iter()
-                .map(name)
-                .filter(|n| {
-                    !matches!(
-                        n.as_deref(),
-                        Some(
-                            super::super::PER_REQUEST_LIFECYCLE_FILE
-                                | super::super::GUIDELLM_REPORT_FILE
-                                | super::super::aiperf::AIPERF_JSON_FILE
-                                | super::super::aiperf::AIPERF_CSV_FILE
-                        )
-                    )
-                })
-                .collect();
-            assert_eq!(written, expected);
-            assert!(written.len() >= 9, "{written:?}");
-            for path in &from_disk {
-                let file = path.file_name().expect("a file");
-                assert_eq!(
-                    std::fs::read_to_string(path).expect("from disk"),
-                    std::fs::read_to_string(memory.path().join(file)).expect("in memory"),
-                    "{}",
-                    file.to_string_lossy()
+            assert_eq!(
+                from_disk.iter().map(name).collect::<Vec<_>>(),
+                written.iter().map(name).collect::<Vec<_>>()
+            );
+            assert!(from_disk.len() >= 12, "{from_disk:?}");
+            let (got, expected) = (files_under(disk.path()), files_under(in_memory.path()));
+            assert_eq!(
+                got.keys().collect::<Vec<_>>(),
+                expected.keys().collect::<Vec<_>>()
+            );
+            assert!(
+                expected.contains_key("report.html")
+                    && expected.keys().filter(|k| k.starts_with("plots/")).count() >= 10,
+                "{:?}",
+                expected.keys()
+            );
+            // Byte for byte, the pictures (SVG and PNG) too.
+            for (file, bytes) in &expected {
+                assert!(
+                    got[file] == *bytes,
+                    "{file} differs (seed {seed}, budget {memory})"
                 );
             }
-            // The spill files are gone once the reports are written.
-            let left: Vec<_> = std::fs::read_dir(disk.path())
-                .expect("dir")
-                .filter_map(Result::ok)
-                .filter(|e| {
-                    e.file_name()
-                        .to_string_lossy()
-                        .starts_with(".llmbench-spill")
-                })
-                .collect();
-            assert!(left.is_empty());
+            // Nothing of the spill files is left.
+            assert!(
+                got.keys().all(|k| !k.starts_with(".llmbench-spill")),
+                "{:?}",
+                got.keys()
+            );
         }
     }
 
@@ -1052,7 +1166,7 @@ mod tests {
             .collect();
         std::fs::write(dir.path().join(REQUESTS_FILE), lines).expect("records");
         let in_memory =
-            crate::report::report_dir(dir.path(), None, None, &crate::plot::write_pictures)
+            crate::report::report_dir(dir.path(), None, None, &crate::plot::RunPictures)
                 .expect("in memory");
         assert!(in_memory.summary.records_spilled.is_none());
         let spilled = crate::report::report_dir_within(
@@ -1060,7 +1174,7 @@ mod tests {
             None,
             TINY,
             None,
-            &crate::plot::write_pictures,
+            &crate::plot::RunPictures,
         )
         .expect("from disk");
         let mut summary = spilled.summary.clone();

@@ -733,7 +733,7 @@ fn a_shard_is_asked_its_share_of_the_rate() {
 #[test]
 fn missing_run_json_names_the_file() {
     let dir = temp_dir("missing");
-    let err = report_dir(&dir, None, None, &crate::plot::write_pictures).unwrap_err();
+    let err = report_dir(&dir, None, None, &crate::plot::RunPictures).unwrap_err();
     assert!(
         matches!(&err, ReportError::Read { path, .. } if path.ends_with("run.json")),
         "{err}"
@@ -758,7 +758,7 @@ fn report_dir_rebuilds_everything_from_a_killed_run() {
     std::fs::write(dir.join(REQUESTS_FILE), text).unwrap();
     let compact = dir.join("termination-log");
 
-    let outcome = report_dir(&dir, Some(&compact), None, &crate::plot::write_pictures).unwrap();
+    let outcome = report_dir(&dir, Some(&compact), None, &crate::plot::RunPictures).unwrap();
     assert_eq!(outcome.truncated_lines, 1);
     // Its run.json has no end: the summary says the run is incomplete, with what it recorded.
     let mut expected = summary_of(&meta, &records);
@@ -1115,7 +1115,7 @@ fn report_dir_of_a_killed_run_counts_the_requests_it_sent_and_never_recorded_per
     }
     std::fs::write(dir.join(SENT_FILE), log).unwrap();
 
-    let outcome = report_dir(&dir, None, None, &crate::plot::write_pictures).unwrap();
+    let outcome = report_dir(&dir, None, None, &crate::plot::RunPictures).unwrap();
     let summary = &outcome.summary;
     let run = summary.run.expect("the run is incomplete");
     assert_eq!(run.sent, Some(7));
@@ -1222,7 +1222,7 @@ fn a_sharded_run_with_a_killed_shard_counts_what_each_shard_sent() {
     }
     std::fs::write(shard_1.join(SENT_FILE), log).unwrap();
 
-    let outcome = report_dir(&dir, None, None, &crate::plot::write_pictures).unwrap();
+    let outcome = report_dir(&dir, None, None, &crate::plot::RunPictures).unwrap();
     let run = outcome.summary.run.expect("the merged run is incomplete");
     assert_eq!(run.state, RunState::Incomplete);
     assert_eq!((run.sent, run.finished), (Some(5), 3));

@@ -178,7 +178,8 @@ impl Vllm {
     }
 
     /// The result JSON; `peak` is [`peak_second_of`] the stage's successes, `detailed` its records when the
-    /// profile asks for the per-request arrays (`--save-detailed`) and they are at hand.
+    /// profile asks for the per-request arrays (`--save-detailed`) and they are at hand (none: the arrays are
+    /// empty, for a writer that streams them in from disk).
     pub(crate) fn result(
         &self,
         meta: &RunMeta,
@@ -309,41 +310,34 @@ pub(crate) fn stage_peak(records: &[&RequestRecord]) -> (f64, u64) {
     peak_second(&ok)
 }
 
-/// Per request, failures included with zeros, as vLLM lists its outputs; generated texts are not kept.
+/// The `--save-detailed` arrays, in the order the result JSON holds them.
+pub(crate) const DETAILED_ARRAYS: [&str; 5] =
+    ["input_lens", "output_lens", "ttfts", "itls", "errors"];
+
+/// One request's entry of each [`DETAILED_ARRAYS`] array: failures included with zeros, as vLLM lists its
+/// outputs; generated texts are not kept.
+pub(crate) fn detailed_entries(r: &RequestRecord) -> [Value; 5] {
+    let ok_or = |v: Value| if succeeded(r) { v } else { json!(0) };
+    [
+        json!(r.prompt_tokens()),
+        ok_or(json!(r.output_tokens())),
+        ok_or(json!(r.ttft_vllm_ns().map_or(0.0, secs))),
+        json!(r.itl_vllm_gaps_ns().map(secs).collect::<Vec<f64>>()),
+        json!(r.error.as_ref().map_or("", |e| e.message.as_str())),
+    ]
+}
+
+/// Per request, the [`DETAILED_ARRAYS`].
 fn insert_detailed(out: &mut Map<String, Value>, records: &[&RequestRecord]) {
-    let ok_or = |r: &RequestRecord, v: Value| if succeeded(r) { v } else { json!(0) };
-    out.insert(
-        "input_lens".into(),
-        records.iter().map(|r| json!(r.prompt_tokens())).collect(),
-    );
-    out.insert(
-        "output_lens".into(),
-        records
-            .iter()
-            .map(|r| ok_or(r, json!(r.output_tokens())))
-            .collect(),
-    );
-    out.insert(
-        "ttfts".into(),
-        records
-            .iter()
-            .map(|r| ok_or(r, json!(r.ttft_vllm_ns().map_or(0.0, secs))))
-            .collect(),
-    );
-    out.insert(
-        "itls".into(),
-        records
-            .iter()
-            .map(|r| json!(r.itl_vllm_gaps_ns().map(secs).collect::<Vec<f64>>()))
-            .collect(),
-    );
-    out.insert(
-        "errors".into(),
-        records
-            .iter()
-            .map(|r| json!(r.error.as_ref().map_or("", |e| e.message.as_str())))
-            .collect(),
-    );
+    let mut arrays: [Vec<Value>; 5] = Default::default();
+    for r in records {
+        for (array, entry) in arrays.iter_mut().zip(detailed_entries(r)) {
+            array.push(entry);
+        }
+    }
+    for (name, array) in DETAILED_ARRAYS.iter().zip(arrays) {
+        out.insert((*name).into(), Value::Array(array));
+    }
 }
 
 /// What [`peak_second_of`] counts of one successful request: its send, when it ended by vLLM's reckoning, and
