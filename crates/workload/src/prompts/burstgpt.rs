@@ -15,9 +15,9 @@ use std::path::{Path, PathBuf};
 
 use super::{PromptError, csv_error, csv_reader, read_text};
 use crate::data::{DataError, Prompt};
-use crate::limits::MAX_TOKENS;
 use crate::tokenizer::Tokenizer;
 use crate::workload::BurstGpt;
+use crate::workload::limits::MAX_TOKENS;
 use crate::workload::py_random::NumpyRandomState;
 
 /// One kept row: its line in the file and its two lengths.
