@@ -19,6 +19,9 @@ mod mlperf;
 pub mod nop;
 mod output;
 pub mod preflight;
+mod profile;
+mod replay;
+mod runner;
 mod server;
 mod target;
 
@@ -32,38 +35,41 @@ use llmbench_core::harness::Harness;
 pub use api_key::ApiKey;
 pub use cache::{CacheResetError, reset_prefix_cache};
 pub use output::{LOCK_FILE, OutputError, in_use, validate_run_id};
+pub use runner::RunOutcome;
 pub use server::ScrapePlan;
 pub use target::{EndpointError, Server, UNSET_ENDPOINT};
 
-use crate::conversations::{ConversationError, build_conversations};
-use crate::data::{DataError, Prompt};
+use fmperf::FmperfRun;
+use mlperf::MlperfRun;
+use nop::NopRun;
+use profile::ProfileRun;
+use replay::{SessionReplay, TraceReplay};
+use runner::Runner;
+
+use crate::conversations::ConversationError;
+use crate::data::DataError;
 use crate::engine::{
     self, Clock, Control, EngineError, EnginePlan, FinishedStage, PlannedStage, PlannerError,
     Progress, Requests, Signal, StagePlanner, Stages, StopReason, Target, Transport,
 };
 use crate::metrics::{RunSummary, WriteSummaryError, write_compact_summary, write_summary_json};
-use crate::plan::{
-    PlanError, Shard, cap_in_flight, engine_stages, expected_size, inference_perf_worker_cap,
-    stage_meta, sweep_plan,
-};
+use crate::plan::{PlanError, Shard, expected_size, stage_meta};
 use crate::profile::{Edits, ProfileError, Template, TemplateSource, Values, render_edited};
-use crate::prompts::{
-    PromptError, PromptOrigin, build_prompts, prompt_origin, shares_prefixes, stage_prompt_seed,
-};
+use crate::prompts::{PromptError, PromptOrigin};
 use crate::record::RequestRecord;
 use crate::report::{
     self, CacheMeta, Formats, LLMBENCH_VERSION, PreflightMeta, ProfileNote, PromptsMeta,
     PromptsOrigin, RUN_META_SCHEMA, ReportError, ReportOptions, RunEnd, RunMeta, ServerMetricsMeta,
     ShardMeta, StageMeta,
 };
-use crate::request::{BodySettings, BodyStyle, prepare};
+use crate::request::BodyStyle;
 use crate::sim::{self, SimConfig, SimError};
 use crate::stack::profiler::{self, ProfilerHooks};
 use crate::stack::{StackSource, StackSpec, identity};
-use crate::tokenizer::{HubOptions, Tokenizer, TokenizerError, load_tokenizer};
+use crate::tokenizer::TokenizerError;
 use crate::workload::load_flags::{self, LoadFlagError, LoadFlags, LoadFlagsRecord};
 use crate::workload::{
-    Api, ApiKind, ParseOptions, Warning, Workload, WorkloadError, parse_profile,
+    Api, ApiKind, DataSpec, ParseOptions, Warning, Workload, WorkloadError, parse_profile,
 };
 use crate::{progress, wallclock};
 
@@ -425,21 +431,6 @@ impl From<DataError> for RunError {
     }
 }
 
-/// What a finished run leaves behind.
-#[derive(Debug)]
-pub struct RunOutcome {
-    pub dir: PathBuf,
-    /// run.json as the run ended.
-    pub meta: RunMeta,
-    pub summary: RunSummary,
-    /// LoadGen's verdict, for the mlperf harness in performance mode.
-    pub mlperf: Option<crate::mlperf::Verdict>,
-    /// ROUGE scores, for the mlperf harness in accuracy mode.
-    pub accuracy: Option<crate::mlperf::RougeScores>,
-    /// Why the run stopped before its plan was done, if it did (an interrupt, a `stopping_scope: all` limit).
-    pub stopped: Option<StopReason>,
-}
-
 /// Carries out one run.
 pub async fn run(args: RunArgs) -> Result<RunOutcome, RunError> {
     if args.vllm_log.is_some() && args.harness != Harness::Nop {
@@ -785,372 +776,29 @@ async fn run_against(
              vllm-benchmark or inferencemax profiles"
         )));
     }
-    if harness == Harness::Mlperf {
-        return mlperf::run(&mut context, &options).await;
-    }
-    if harness == Harness::Fmperf {
-        return fmperf::run(&mut context).await;
+    // The harnesses that read their own profile format.
+    match harness {
+        Harness::Mlperf => return MlperfRun { options }.run(&mut context).await,
+        Harness::Fmperf => return FmperfRun.run(&mut context).await,
+        _ => {}
     }
     let parsed = parse_profile(harness, &template.name, &rendered, &options)?;
     context.note_warnings(&parsed.warnings);
-    let capacity_search = match &args.capacity_search {
+    context.capacity_search = match &args.capacity_search {
         Some(text) => Some(capacity_search_flag(text)?),
         None => parsed.capacity,
     };
-    context.capacity_search = capacity_search.clone();
     let workload = parsed.workload;
     context.prometheus = workload.server_metrics.clone();
     context.profile_no_server_metrics = workload.no_server_metrics;
-    if harness == Harness::Nop {
-        return run_nop(context, &workload).await;
+    match workload.data {
+        _ if harness == Harness::Nop => NopRun { workload }.run(&mut context).await,
+        DataSpec::OtelTrace(_) => SessionReplay { workload }.run(&mut context).await,
+        DataSpec::MooncakeTrace(_) | DataSpec::AzureTrace(_) => {
+            TraceReplay { workload }.run(&mut context).await
+        }
+        _ => ProfileRun { workload }.run(&mut context).await,
     }
-    if args.warm_prefix_cache
-        && matches!(
-            workload.data,
-            crate::workload::DataSpec::OtelTrace(_)
-                | crate::workload::DataSpec::MooncakeTrace(_)
-                | crate::workload::DataSpec::AzureTrace(_)
-        )
-    {
-        return Err(RunError::Unsupported(
-            "--warm-prefix-cache with a trace replay: the trace sets what is sent and when; replay it twice to \
-             measure it warm"
-                .to_owned(),
-        ));
-    }
-    if matches!(workload.data, crate::workload::DataSpec::OtelTrace(_)) {
-        if capacity_search.is_some() {
-            return Err(RunError::Unsupported(
-                "a capacity search over a trace session replay: the traces set the load".to_owned(),
-            ));
-        }
-        let tokenizer_spec =
-            context.tokenizer_spec(workload.tokenizer.as_ref().map(|t| t.name_or_path.clone()))?;
-        // Upstream sends the server's model name whatever the traces recorded.
-        let request_model = context.request_model(workload.api.model.clone())?;
-        let preflight = context.preflight(&workload.api, &request_model).await?;
-        let settings = BodySettings::new(
-            &workload.api,
-            request_model.clone(),
-            BodyStyle::of(workload.harness),
-        );
-        // The corpus is listed, checked and ordered before the clock starts; each session's graph is rebuilt
-        // from its file when it starts.
-        let cap = inference_perf_worker_cap(&workload.workers, crate::sizing::available_cpus());
-        let planned = crate::session_replay::session_plans(&workload, settings, cap)?;
-        context.note_prompts(&prompt_origin(&workload, 0), false, false, None);
-        // Later calls carry earlier calls' answers (taken out of the records).
-        return run_replay(
-            &context,
-            &workload,
-            request_model,
-            tokenizer_spec,
-            planned,
-            true,
-            preflight,
-        )
-        .await;
-    }
-    if matches!(
-        workload.data,
-        crate::workload::DataSpec::MooncakeTrace(_) | crate::workload::DataSpec::AzureTrace(_)
-    ) {
-        if capacity_search.is_some() {
-            return Err(RunError::Unsupported(
-                "a capacity search over a trace replay: the trace sets the load".to_owned(),
-            ));
-        }
-        let tokenizer_spec =
-            context.tokenizer_spec(workload.tokenizer.as_ref().map(|t| t.name_or_path.clone()))?;
-        let request_model = context.request_model(workload.api.model.clone())?;
-        let preflight = context.preflight(&workload.api, &request_model).await?;
-        let tokenizer: Tokenizer = load_tokenizer(&tokenizer_spec, &HubOptions::from_env()).await?;
-        let settings = BodySettings::new(
-            &workload.api,
-            request_model.clone(),
-            BodyStyle::of(workload.harness),
-        );
-        // The trace is read, checked and turned into prompts before the clock starts.
-        let stage = if matches!(workload.data, crate::workload::DataSpec::AzureTrace(_)) {
-            let cap = inference_perf_worker_cap(&workload.workers, crate::sizing::available_cpus());
-            crate::trace::azure_replay_plan(&workload, &tokenizer, settings, cap)?
-        } else {
-            crate::trace::replay_plan(&workload, &tokenizer, settings)?
-        };
-        context.note_prompts(&prompt_origin(&workload, 0), false, false, None);
-        return run_replay(
-            &context,
-            &workload,
-            request_model,
-            tokenizer_spec,
-            vec![stage],
-            false,
-            preflight,
-        )
-        .await;
-    }
-    let worker_cap = (harness == Harness::InferencePerf)
-        .then(|| inference_perf_worker_cap(&workload.workers, crate::sizing::available_cpus()));
-    let stages = match (
-        &capacity_search,
-        sweep_plan(&workload, args.shard, worker_cap)?,
-    ) {
-        (Some(spec), sweep) => {
-            let search = capacity::check(spec, &workload, args.shard, sweep.is_some())
-                .map_err(RunError::CapacitySearch)?;
-            let max_points = search.max_points as usize;
-            let template = workload.stages.first().cloned().ok_or_else(|| {
-                RunError::CapacitySearch(
-                    "the profile has no load stage to shape the points".to_owned(),
-                )
-            })?;
-            let shaped = workload.clone();
-            RunStages::Adaptive(Adaptive {
-                stages: max_points,
-                planner: Box::new(move |meta: &RunMeta| {
-                    Box::new(capacity::CapacityPlanner::new(
-                        &shaped, template, search, worker_cap, meta,
-                    ))
-                }),
-            })
-        }
-        (None, Some(sweep)) => RunStages::Adaptive(Adaptive {
-            stages: sweep.stages(),
-            planner: Box::new(move |meta: &RunMeta| sweep.planner(meta.t0_unix_ns)),
-        }),
-        (None, None) => {
-            let mut stages = context.shard(engine_stages(&workload)?, &workload.stages)?;
-            if let (Some(cap), RunStages::Fixed { mine, .. }) = (worker_cap, &mut stages) {
-                cap_in_flight(mine, cap);
-            }
-            stages
-        }
-    };
-    let (expected_requests, _) = stages.expected_size(workload.stage_interval);
-    // Refused before a prompt is built: a run that cannot fit would be OOM-killed part way.
-    let estimate = crate::limits::estimate_run_memory(&workload, expected_requests)
-        .with_records_within(args.records_memory);
-    if let Some(available) = crate::sizing::available_memory() {
-        crate::limits::check_fits(&estimate, available)?;
-    }
-    tracing::debug!(%estimate, "memory the run will hold");
-
-    let tokenizer_spec =
-        context.tokenizer_spec(workload.tokenizer.as_ref().map(|t| t.name_or_path.clone()))?;
-    let request_model = context.request_model(workload.api.model.clone())?;
-    // Before the tokenizer is fetched and any prompt built: a server that cannot be used fails the run in seconds.
-    let preflight = context.preflight(&workload.api, &request_model).await?;
-    let mut hub = HubOptions::from_env();
-    // inference-perf's `tokenizer.token` goes to the hub ahead of HF_TOKEN, as `from_pretrained(token=…)`.
-    if let Some(token) = workload.tokenizer.as_ref().and_then(|t| t.token.clone()) {
-        hub.token = Some(token);
-    }
-    let tokenizer: Tokenizer = load_tokenizer(&tokenizer_spec, &hub).await?;
-    let mut settings = BodySettings::new(
-        &workload.api,
-        request_model.clone(),
-        BodyStyle::of(workload.harness),
-    );
-    settings.ignore_eos = crate::prompts::asks_exact_lengths(&workload)?;
-    // Synthetic prompts are new to the server unless the profile pins them (see `prompts::PromptOrigin`).
-    let origin = prompt_origin(&workload, run_nonce(args.shard));
-    let data = Workload {
-        seed: origin.seed(&workload),
-        ..workload.clone()
-    };
-    let mut stage_requests: Option<Box<dyn engine::StageRequests>> = None;
-    let mut prime = None;
-    let (requests, keep_text) = match build_conversations(&data, &tokenizer, expected_requests)? {
-        Some(set) => {
-            if args.warm_prefix_cache {
-                return Err(RunError::Unsupported(
-                    "--warm-prefix-cache with multi-turn conversations: each turn carries the answers before it, \
-                     so there is no list of prompts to send ahead"
-                        .to_owned(),
-                ));
-            }
-            context.note_prompts(&origin, shares_prefixes(&workload), false, None);
-            (
-                Requests::Conversations(Arc::new(engine::Conversations::new(set, settings))),
-                // The answers' text is needed for the next turns (and taken out of the records).
-                true,
-            )
-        }
-        None => {
-            let prompts: Vec<Prompt> = build_prompts(&data, &tokenizer, expected_requests)?;
-            let bodies: Arc<[engine::PreparedRequest]> =
-                prompts.iter().map(|p| prepare(p, &settings)).collect();
-            if args.warm_prefix_cache {
-                // Prefill is what fills the cache: one output token is enough.
-                prime = Some(
-                    prompts
-                        .iter()
-                        .map(|p| {
-                            let one = Prompt {
-                                max_tokens: Some(1),
-                                ..p.clone()
-                            };
-                            prepare(&one, &settings)
-                        })
-                        .collect(),
-                );
-            }
-            // A fresh run of several stages gives each its own prompts, unless they share prefixes by design or
-            // the cache is warmed with the run's one list.
-            let several = match &stages {
-                RunStages::Fixed { mine, .. } => mine.len() > 1,
-                RunStages::Adaptive(_) => true,
-            };
-            let per_stage = matches!(origin, PromptOrigin::Fresh { .. })
-                && several
-                && !shares_prefixes(&workload)
-                && !args.warm_prefix_cache;
-            if let (true, PromptOrigin::Fresh { seed }) = (per_stage, &origin) {
-                stage_requests = Some(Box::new(cache::FreshStagePrompts {
-                    workload: data.clone(),
-                    tokenizer: tokenizer.clone(),
-                    settings: settings.clone(),
-                    seed: *seed,
-                }));
-            }
-            context.note_prompts(
-                &origin,
-                shares_prefixes(&workload),
-                per_stage,
-                Some(bodies.len() as u64),
-            );
-            (Requests::Fixed(bodies), false)
-        }
-    };
-    let warmup = (workload.warmup_requests > 0).then(|| engine::Warmup {
-        count: workload.warmup_requests,
-        max_concurrency: workload
-            .stages
-            .first()
-            .and_then(|s| s.max_concurrency)
-            .map(|c| c as usize),
-    });
-
-    let executed = context
-        .execute(Execution {
-            api: &workload.api,
-            request_model,
-            tokenizer_spec,
-            stages,
-            interval: workload.stage_interval,
-            requests,
-            warmup,
-            request_timeout: workload.request_timeout,
-            max_concurrency: workload.workers.worker_max_concurrency,
-            report: report_options(&workload),
-            keep_text,
-            preflight: Some(preflight),
-            stage_requests,
-            prime,
-        })
-        .await?;
-    context.finish(executed)
-}
-
-/// A value no earlier run used, for fresh prompts: the wall clock in nanoseconds, mixed with the shard's index so
-/// the launchers of one sharded run draw different prompts too.
-fn run_nonce(shard: Shard) -> u64 {
-    stage_prompt_seed(wallclock::unix_ns_now(), shard.index.wrapping_add(1))
-}
-
-/// The nop harness: llm-d-benchmark's nop sends nothing and reads the vLLM server's log for its model-load times.
-/// With `--vllm-log` the log is read (and refused, before the results directory is made, when it is no vLLM log)
-/// and upstream's files and the summary's `model_load` written; without it the run only records that it ran, and
-/// says in run.json and the summary that no log was given.
-/// A replay's stages (a trace, or trace sessions), sharded and run: the recording sets every send, so there is no
-/// warm-up and no prompt list; `keep_text` keeps answers that later calls carry.
-async fn run_replay(
-    context: &RunContext<'_>,
-    workload: &Workload,
-    request_model: String,
-    tokenizer_spec: String,
-    planned: Vec<engine::Stage>,
-    keep_text: bool,
-    preflight: PreflightMeta,
-) -> Result<RunOutcome, RunError> {
-    let stages = context.shard(planned, &workload.stages)?;
-    let executed = context
-        .execute(Execution {
-            api: &workload.api,
-            request_model,
-            tokenizer_spec,
-            stages,
-            interval: workload.stage_interval,
-            requests: Requests::Trace,
-            warmup: None,
-            request_timeout: workload.request_timeout,
-            max_concurrency: workload.workers.worker_max_concurrency,
-            report: report_options(workload),
-            keep_text,
-            preflight: Some(preflight),
-            stage_requests: None,
-            prime: None,
-        })
-        .await?;
-    context.finish(executed)
-}
-
-async fn run_nop(mut context: RunContext<'_>, workload: &Workload) -> Result<RunOutcome, RunError> {
-    let args = context.args;
-    let log = match &args.vllm_log {
-        Some(path) => Some(nop::read(path, args.model.as_deref(), nop::current_year())?),
-        None => {
-            context.notes.push(ProfileNote {
-                key: "--vllm-log".to_owned(),
-                line: None,
-                kind: "ignored".to_owned(),
-                message: "no vLLM log was given, so no model-load times were read (llm-d-benchmark's nop reads \
-                          them from the server's log; pass --vllm-log FILE)"
-                    .to_owned(),
-            });
-            None
-        }
-    };
-    let mut executed = context
-        .execute(Execution {
-            api: &workload.api,
-            request_model: context
-                .request_model(workload.api.model.clone())
-                .unwrap_or_default(),
-            tokenizer_spec: String::new(),
-            stages: context.shard(Vec::new(), &workload.stages)?,
-            interval: workload.stage_interval,
-            requests: Requests::Fixed(Arc::from([])),
-            warmup: None,
-            request_timeout: None,
-            max_concurrency: None,
-            report: report_options(workload),
-            keep_text: false,
-            // The nop harness sends nothing: there is no server to check.
-            preflight: None,
-            stage_requests: None,
-            prime: None,
-        })
-        .await?;
-    if let Some(log) = log {
-        let start = executed.meta.t0_unix_ns as f64 / 1e9;
-        let stop = wallclock::unix_ns_now() as f64 / 1e9;
-        let files = nop::write_results(&executed.dir, &log, start, stop)?;
-        for file in &files {
-            tracing::info!(file = %file.display(), "wrote");
-        }
-        for marker in &log.analysis.missing {
-            tracing::warn!(
-                log = %log.path.display(),
-                line = marker,
-                "not in the vLLM log: its figure is 0, as llm-d-benchmark's nop reports it"
-            );
-        }
-        executed.summary.model_load = Some(llmbench_core::vllm_log::ModelLoadSummary::new(
-            &log.analysis,
-        ));
-    }
-    context.finish(executed)
 }
 
 /// What every run shares, whatever its dialect: the flags, the endpoint and the rendered profile.

@@ -10,12 +10,18 @@
 //! own summary carries the figures (`model_load`).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use llmbench_core::harness::Harness;
 use llmbench_core::vllm_log::{
     self, Analysis, LogSource, ModelLoadSummary, NopResult, VllmLogError, analysis_text,
 };
-use llmbench_report::report::RunMeta;
+use llmbench_engine::engine::Requests;
+use llmbench_report::report::{ProfileNote, RunMeta};
+use llmbench_workload::workload::Workload;
+
+use super::runner::{RunOutcome, Runner};
+use super::{Execution, RunContext, RunError, report_options};
 
 /// The native result file, beside the run's own.
 pub const RESULT_FILE: &str = "result.yaml";
@@ -193,6 +199,73 @@ fn model_load_from_dir(dir: &Path, started_at: &str) -> Option<ModelLoadSummary>
 pub fn current_year() -> i32 {
     let stamp = llmbench_model::wallclock::rfc3339_millis(llmbench_model::wallclock::unix_ns_now());
     stamp.get(..4).and_then(|y| y.parse().ok()).unwrap_or(1970)
+}
+
+/// The nop harness: llm-d-benchmark's nop sends nothing and reads the vLLM server's log for its model-load times.
+/// With `--vllm-log` the log is read (and refused, before the results directory is made, when it is no vLLM log)
+/// and upstream's files and the summary's `model_load` written; without it the run only records that it ran, and
+/// says in run.json and the summary that no log was given.
+pub(crate) struct NopRun {
+    pub workload: Workload,
+}
+
+impl Runner for NopRun {
+    async fn run(self, context: &mut RunContext<'_>) -> Result<RunOutcome, RunError> {
+        let workload = &self.workload;
+        let args = context.args;
+        let log = match &args.vllm_log {
+            Some(path) => Some(read(path, args.model.as_deref(), current_year())?),
+            None => {
+                context.notes.push(ProfileNote {
+                    key: "--vllm-log".to_owned(),
+                    line: None,
+                    kind: "ignored".to_owned(),
+                    message: "no vLLM log was given, so no model-load times were read (llm-d-benchmark's nop reads \
+                              them from the server's log; pass --vllm-log FILE)"
+                        .to_owned(),
+                });
+                None
+            }
+        };
+        let mut executed = context
+            .execute(Execution {
+                api: &workload.api,
+                request_model: context
+                    .request_model(workload.api.model.clone())
+                    .unwrap_or_default(),
+                tokenizer_spec: String::new(),
+                stages: context.shard(Vec::new(), &workload.stages)?,
+                interval: workload.stage_interval,
+                requests: Requests::Fixed(Arc::from([])),
+                warmup: None,
+                request_timeout: None,
+                max_concurrency: None,
+                report: report_options(workload),
+                keep_text: false,
+                // The nop harness sends nothing: there is no server to check.
+                preflight: None,
+                stage_requests: None,
+                prime: None,
+            })
+            .await?;
+        if let Some(log) = log {
+            let start = executed.meta.t0_unix_ns as f64 / 1e9;
+            let stop = llmbench_model::wallclock::unix_ns_now() as f64 / 1e9;
+            let files = write_results(&executed.dir, &log, start, stop)?;
+            for file in &files {
+                tracing::info!(file = %file.display(), "wrote");
+            }
+            for marker in &log.analysis.missing {
+                tracing::warn!(
+                    log = %log.path.display(),
+                    line = marker,
+                    "not in the vLLM log: its figure is 0, as llm-d-benchmark's nop reports it"
+                );
+            }
+            executed.summary.model_load = Some(ModelLoadSummary::new(&log.analysis));
+        }
+        context.finish(executed)
+    }
 }
 
 #[cfg(test)]
