@@ -8,9 +8,9 @@ use std::time::Duration;
 
 pub use sweep::sweep_plan;
 
-use crate::engine;
-use crate::workload::stage_meta::StageMeta;
-use crate::workload::{
+use llmbench_engine::engine;
+use llmbench_workload::workload::stage_meta::StageMeta;
+use llmbench_workload::workload::{
     AiperfPace, Arrival, Rate, Schedule, Stage, WorkerSettings, Workload, schedule, stage_seed,
 };
 
@@ -103,7 +103,9 @@ pub fn engine_stages(workload: &Workload) -> Result<Vec<engine::Stage>, PlanErro
 /// The tool whose sweep `stage` is.
 fn sweep_tool(stage: &Stage) -> &'static str {
     match &stage.arrival {
-        Arrival::Sweep(crate::workload::Sweep::InferencePerf { .. }) => "inference-perf",
+        Arrival::Sweep(llmbench_workload::workload::Sweep::InferencePerf { .. }) => {
+            "inference-perf"
+        }
         _ => "guidellm",
     }
 }
@@ -185,9 +187,9 @@ pub fn stage_meta(stage: &engine::Stage, workload_stage: Option<&Stage>) -> Stag
         warmup: workload_stage.and_then(|s| s.warmup),
         cooldown: workload_stage.and_then(|s| s.cooldown),
         burstiness: workload_stage.and_then(|s| match s.arrival {
-            Arrival::VllmGamma { burstiness, .. } => {
-                Some(crate::workload::stage_meta::Burstiness::of(burstiness))
-            }
+            Arrival::VllmGamma { burstiness, .. } => Some(
+                llmbench_workload::workload::stage_meta::Burstiness::of(burstiness),
+            ),
             _ => None,
         }),
         session_rate: match &stage.plan {
@@ -629,9 +631,9 @@ mod tests {
     /// decided as they run and are refused for shards elsewhere (`PlanError::SweepSharded`).
     #[test]
     fn every_upstream_profile_spread_over_launchers_sends_exactly_the_whole_schedule() {
-        use crate::engine::StagePlan;
         use crate::plan::{PlanError, Shard, engine_stages};
-        use crate::workload::testing::{PROFILES, upstream};
+        use llmbench_engine::engine::StagePlan;
+        use llmbench_workload::workload::testing::{PROFILES, upstream};
         let (mut open, mut closed, mut refused) = (0, 0, 0);
         for harness in [
             "inference-perf",
@@ -653,7 +655,8 @@ mod tests {
                     continue;
                 };
                 for count in 2..=4u32 {
-                    let shards: Result<Vec<Vec<crate::engine::Stage>>, PlanError> = (0..count)
+                    let shards: Result<Vec<Vec<llmbench_engine::engine::Stage>>, PlanError> = (0
+                        ..count)
                         .map(|index| Shard { index, count }.apply(whole.clone()))
                         .collect();
                     let shards = match shards {

@@ -59,7 +59,7 @@ fn accept(current: ReadyAnswer, request: ReleaseRequest) -> (ReadyAnswer, bool) 
 pub struct ReleaseServer {
     addr: SocketAddr,
     state: watch::Sender<ReadyAnswer>,
-    _serving: crate::live::Serving,
+    _serving: llmbench_engine::live::Serving,
 }
 
 impl ReleaseServer {
@@ -74,7 +74,8 @@ impl ReleaseServer {
             .route(READY_PATH, get(ready_handler))
             .route(RELEASE_PATH, post(release_handler))
             .with_state(state.clone());
-        let serving = crate::live::serve_until_dropped(listener, router, "the release server");
+        let serving =
+            llmbench_engine::live::serve_until_dropped(listener, router, "the release server");
         tracing::info!("waiting for release: http://{bound}{READY_PATH}");
         Ok(ReleaseServer {
             addr: bound,
@@ -157,13 +158,13 @@ async fn release_handler(
 pub async fn wait_for_release(
     addr: SocketAddr,
     timeout: Duration,
-) -> Result<(ReleaseServer, crate::report::ReleaseMeta), ReleaseError> {
+) -> Result<(ReleaseServer, llmbench_report::report::ReleaseMeta), ReleaseError> {
     use tokio::signal::unix::{SignalKind, signal};
     let server = ReleaseServer::start(addr).await?;
     let mut term = signal(SignalKind::terminate()).map_err(ReleaseError::Signals)?;
     let mut int = signal(SignalKind::interrupt()).map_err(ReleaseError::Signals)?;
     server.ready();
-    let ready_unix_ns = crate::wallclock::unix_ns_now();
+    let ready_unix_ns = llmbench_model::wallclock::unix_ns_now();
     let at_unix_ns = tokio::select! {
         at = server.released(timeout) => at?,
         _ = term.recv() => return Err(ReleaseError::Interrupted { signal: "SIGTERM" }),
@@ -172,7 +173,7 @@ pub async fn wait_for_release(
     sleep_until_unix(at_unix_ns).await;
     Ok((
         server,
-        crate::report::ReleaseMeta {
+        llmbench_report::report::ReleaseMeta {
             ready_unix_ns,
             at_unix_ns,
         },
@@ -182,9 +183,9 @@ pub async fn wait_for_release(
 /// Sleeps until the wall-clock instant `at_unix_ns` on the monotonic clock, with the engine's precise timer. The
 /// wall clock is read once, here, so a clock step during the wait does not move the start.
 pub async fn sleep_until_unix(at_unix_ns: u64) {
-    let now_unix = crate::wallclock::unix_ns_now();
+    let now_unix = llmbench_model::wallclock::unix_ns_now();
     let ahead = Duration::from_nanos(at_unix_ns.saturating_sub(now_unix));
-    crate::timer::sleep_until(Instant::now() + ahead).await;
+    llmbench_model::timer::sleep_until(Instant::now() + ahead).await;
 }
 
 /// A listen address `HOST:PORT` where HOST may be an IPv6 address without brackets, as Kubernetes substitutes a

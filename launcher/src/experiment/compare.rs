@@ -19,8 +19,8 @@ use serde_json::{Map, Value, json};
 use super::ExperimentError;
 use super::figures::{capacity_block, read_summary, run_figures, slo_verdict};
 use super::plan::{ExperimentPlan, RunStatus, write_atomic};
-use crate::plot::TreatmentTable;
-use crate::report::{
+use llmbench_report::plot::TreatmentTable;
+use llmbench_report::report::{
     Align, GUIDELLM_REPORT_FILE, LLMD_REPORT_PREFIX, TERMINAL_COLUMNS, Table, Tone,
 };
 
@@ -117,9 +117,9 @@ pub fn write_all(dir: &Path, plan: &ExperimentPlan) -> Result<Written, Experimen
     // The treatments side by side in pictures (throughput vs latency, Pareto, latency CDFs) and compare.html; a
     // picture that cannot be drawn (no run succeeded yet) leaves the numbers standing.
     let table = treatment_table(&comparison, plan.slo.as_ref());
-    match crate::plot::compare(
+    match llmbench_report::plot::compare(
         &[dir.to_path_buf()],
-        &dir.join(crate::plot::PLOTS_DIR),
+        &dir.join(llmbench_report::plot::PLOTS_DIR),
         &[table],
         &super::plotted::plotted_runs,
     ) {

@@ -7,7 +7,7 @@ use llmbench_api::experiment::RunFigures;
 use llmbench_api::v1alpha1::SloSpec;
 use serde_json::Value;
 
-use crate::metrics::{RunSummary, Stats};
+use llmbench_metrics::metrics::{RunSummary, Stats};
 
 /// A run's `summary.json`, typed, and as raw JSON for the fields other code is still adding (`capacity`).
 #[derive(Debug, Clone)]
@@ -18,7 +18,7 @@ pub struct ReadSummary {
 
 /// Reads `dir/summary.json`.
 pub fn read_summary(dir: &Path) -> Result<ReadSummary, String> {
-    let path = dir.join(crate::report::SUMMARY_FILE);
+    let path = dir.join(llmbench_report::report::SUMMARY_FILE);
     let text = std::fs::read_to_string(&path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let raw: Value =
@@ -64,7 +64,7 @@ fn prefix_cache_hit_percent(summary: &RunSummary) -> Option<f64> {
         .overall
         .aggregate_metric("prefix_cache_hit_rate")?;
     match metric.figures {
-        crate::server_metrics::Figures::Ratio { percent } => Some(percent),
+        llmbench_metrics::server_metrics::Figures::Ratio { percent } => Some(percent),
         _ => None,
     }
 }
@@ -177,7 +177,7 @@ mod tests {
         .expect("a spec");
         let search = llmbench_api::capacity::CapacitySearch::try_from(&spec).expect("valid");
         let point = summary(1.0, 0, Value::Null).summary.overall;
-        let outcome = crate::metrics::capacity::replay(search, &[(0, &point)]);
+        let outcome = llmbench_metrics::metrics::capacity::replay(search, &[(0, &point)]);
         assert_eq!(outcome.answer, Some(1.0));
         let with = summary(
             1.0,

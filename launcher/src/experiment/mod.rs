@@ -77,7 +77,7 @@ pub use compare::{Comparison, Written, print_table};
 pub use plan::{ExperimentPlan, HookCall, PlanRun, PlanSetup, PlanTreatment, RunStatus};
 pub use runner::ExperimentOutcome;
 
-use crate::profile::ProfileError;
+use llmbench_workload::profile::ProfileError;
 
 /// The exit code when some run of the experiment failed.
 pub const EXIT_RUN_FAILED: u8 = 3;
@@ -172,7 +172,7 @@ pub enum ExperimentError {
         source: std::io::Error,
     },
     #[error("cannot start the embedded simulator: {0}")]
-    Sim(#[from] crate::sim::SimError),
+    Sim(#[from] llmbench_sim::sim::SimError),
     #[error("{path}: not an experiment plan: {message}")]
     BadPlan { path: PathBuf, message: String },
     #[error("cannot handle {signal}: {source}")]

@@ -16,12 +16,12 @@ use llmbench_api::v1alpha1::{
 use super::plan::{EXPERIMENT_SCHEMA, ExperimentPlan, PlanRun, PlanSetup, PlanTreatment};
 use super::source::{KeyRule, LlmdExperiment, RESET_CACHE_PATHS, Source, SourceKind, levels_of};
 use super::{ExperimentArgs, ExperimentError};
-use crate::profile::{
+use crate::run::SIM_MODEL;
+use llmbench_api::render::RenderError;
+use llmbench_workload::profile::{
     Edits, ProfileError, Template, TemplateSource, Values, render, render_edited,
 };
-use crate::run::SIM_MODEL;
-use crate::workload::{ParseOptions, WarningKind, parse_profile};
-use llmbench_api::render::RenderError;
+use llmbench_workload::workload::{ParseOptions, WarningKind, parse_profile};
 
 /// Where a profile comes from, for the runs (`llmbench run --profile`) and for the checks.
 #[derive(Debug, Clone, PartialEq)]
@@ -189,7 +189,7 @@ pub fn resolve(source: Source, args: &ExperimentArgs) -> Result<Resolved, Experi
         None => format!(
             "{}-{}",
             dns_name(&parts.name),
-            crate::wallclock::compact_utc_now()
+            llmbench_model::wallclock::compact_utc_now()
         ),
     };
     crate::run::validate_run_id(&id).map_err(|e| ExperimentError::Flag {
@@ -759,12 +759,17 @@ pub fn check(resolved: &Resolved, rule: KeyRule) -> Result<Vec<String>, Experime
         };
         let identity = match harness {
             Harness::Mlperf => {
-                crate::mlperf::parse_settings(&template.name, &rendered.text, None, &options)
-                    .map_err(|e| treatment_error(e.to_string()))?;
+                llmbench_metrics::mlperf::parse_settings(
+                    &template.name,
+                    &rendered.text,
+                    None,
+                    &options,
+                )
+                .map_err(|e| treatment_error(e.to_string()))?;
                 RunIdentity::Text(rendered.text)
             }
             Harness::Fmperf => {
-                crate::workload::parse_fmperf(&template.name, &rendered.text)
+                llmbench_workload::workload::parse_fmperf(&template.name, &rendered.text)
                     .map_err(|e| treatment_error(e.to_string()))?;
                 RunIdentity::Text(rendered.text)
             }
@@ -812,7 +817,12 @@ pub fn check(resolved: &Resolved, rule: KeyRule) -> Result<Vec<String>, Experime
 /// search), or the rendered text for the dialects with their own models (mlperf, fmperf).
 #[derive(Debug, PartialEq)]
 enum RunIdentity {
-    Workload(Box<(crate::workload::Workload, Option<CapacitySearchSpec>)>),
+    Workload(
+        Box<(
+            llmbench_workload::workload::Workload,
+            Option<CapacitySearchSpec>,
+        )>,
+    ),
     Text(String),
 }
 

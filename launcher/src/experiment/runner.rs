@@ -23,10 +23,10 @@ use super::compare::{self, Written};
 use super::plan::{EXPERIMENT_FILE, ExperimentPlan, HookCall, PlanRun, RunStatus};
 use super::resolve::{INLINE_TEMPLATE_FILE, ProfileChoice, Resolved};
 use super::{ExperimentArgs, ExperimentError};
-use crate::engine::StopReason;
 use crate::run::{RunArgs, RunError, RunOutcome, SIM_MODEL};
-use crate::sim::{self, SimConfig};
-use crate::wallclock;
+use llmbench_engine::engine::StopReason;
+use llmbench_model::wallclock;
+use llmbench_sim::sim::{self, SimConfig};
 
 /// How an experiment ended.
 #[derive(Debug)]
@@ -112,7 +112,7 @@ pub async fn execute(
         resolved.tokenizer = resolved
             .tokenizer
             .clone()
-            .or_else(|| Some(crate::tokenizer::BUILTIN.to_owned()));
+            .or_else(|| Some(llmbench_workload::tokenizer::BUILTIN.to_owned()));
     }
     let sim_urls: BTreeMap<String, String> = embedded
         .iter()

@@ -14,7 +14,7 @@ use llmbench_api::v1alpha1::BenchmarkExperimentSpec;
 use serde::Deserialize;
 
 use super::ExperimentError;
-use crate::workload::yaml::{Key, Node, Value, parse_document};
+use llmbench_workload::workload::yaml::{Key, Node, Value, parse_document};
 
 /// The group/version a manifest must carry.
 pub const API_VERSION: &str = "llmbench.dev/v1alpha1";
@@ -329,7 +329,7 @@ fn unknown_of(section: &str, keys: &[&Key], known: &[&str]) -> Vec<UnknownKey> {
         .map(|k| UnknownKey {
             path: format!("{section}{}", k.name),
             line: k.line,
-            near: crate::workload::reader::nearest_key(&k.name, known.iter().copied())
+            near: llmbench_workload::workload::reader::nearest_key(&k.name, known.iter().copied())
                 .map(|n| format!("{section}{n}")),
         })
         .collect()
@@ -408,7 +408,7 @@ fn unknown_fields(node: &Node, schema: &serde_json::Value, path: &str, out: &mut
                         None => out.push(UnknownKey {
                             path: join(&key.name),
                             line: key.line,
-                            near: crate::workload::reader::nearest_key(
+                            near: llmbench_workload::workload::reader::nearest_key(
                                 &key.name,
                                 properties.keys().map(String::as_str),
                             )

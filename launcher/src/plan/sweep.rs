@@ -10,16 +10,16 @@
 //! - inference-perf `load.sweep` (`loadgen/load_generator.py`, `preprocess`): a probe of `num_requests` requests
 //!   over 5 s, ended at `timeout`, whose records are left out of every report (inference-perf's stage −1); the
 //!   saturation rate from the probe's active-request counter ([`saturation_rate`]); then `num_stages` stages of
-//!   `stage_duration` at `generateRates` ([`crate::workload::inference_perf_sweep_rates`]), numbered from 0.
+//!   `stage_duration` at `generateRates` ([`llmbench_workload::workload::inference_perf_sweep_rates`]), numbered from 0.
 
 use std::time::Duration;
 
 use super::{PlanError, Shard, cap_in_flight, engine_stage, requested_rate, stage_meta};
-use crate::engine::{self, FinishedStage, PlannedStage, PlannerError, StagePlanner};
-use crate::metrics::percentile_linear;
-use crate::record::RequestRecord;
-use crate::workload::stage_meta::StageMeta;
-use crate::workload::{
+use llmbench_engine::engine::{self, FinishedStage, PlannedStage, PlannerError, StagePlanner};
+use llmbench_metrics::metrics::percentile_linear;
+use llmbench_model::record::RequestRecord;
+use llmbench_workload::workload::stage_meta::StageMeta;
+use llmbench_workload::workload::{
     Arrival, LoadKind, Stage, StageLimit, StopScope, Sweep, SweepMeasurements, SweepProcess,
     Workload, stage_seed,
 };
@@ -201,7 +201,7 @@ impl GuidellmSweep {
 
     /// The finished stage's `request_throughput.successful.mean`.
     fn rate(&self, finished: &FinishedStage) -> f64 {
-        crate::report::guidellm_successful_rate(
+        llmbench_report::report::guidellm_successful_rate(
             &self.last,
             self.t0_unix_ns,
             finished.times.start_ns,
@@ -556,15 +556,15 @@ mod tests {
         );
     }
 
-    fn parse(harness: crate::workload::Harness, yaml: &str) -> Workload {
-        crate::workload::parse_profile(harness, "t.yaml", yaml, &Default::default())
+    fn parse(harness: llmbench_workload::workload::Harness, yaml: &str) -> Workload {
+        llmbench_workload::workload::parse_profile(harness, "t.yaml", yaml, &Default::default())
             .expect("parses")
             .workload
     }
 
     fn guidellm(extra_constraint: &str) -> Workload {
         parse(
-            crate::workload::Harness::Guidellm,
+            llmbench_workload::workload::Harness::Guidellm,
             &format!(
                 "spec:\n  backend: {{kind: openai_http, target: http://x}}\n  \
                  data: [{{kind: synthetic_text, prompt_tokens: 8, output_tokens: 4}}]\n  \
@@ -576,7 +576,7 @@ mod tests {
 
     /// A request sent at `sent_s` that ended at `end_s` (run-clock seconds), successful unless `failed`.
     fn record(id: u64, sent_s: f64, end_s: f64, failed: bool) -> RequestRecord {
-        use crate::record::ErrorClass;
+        use llmbench_model::record::ErrorClass;
         let ns = |s: f64| (s * 1e9) as u64;
         let record = RequestRecord::builder(id)
             .sent(ns(sent_s))
@@ -638,7 +638,7 @@ mod tests {
         assert_eq!(sync.meta.load, Some(LoadKind::Synchronous));
         assert!(sync.keep_records && !sync.probe);
         let sync_records = sequential(0.0, false);
-        let s = crate::report::guidellm_successful_rate(&sync.meta, 0, 0, &sync_records);
+        let s = llmbench_report::report::guidellm_successful_rate(&sync.meta, 0, 0, &sync_records);
         let throughput = planner
             .next_stage(Some(finished(&sync, 0, sync_records)))
             .unwrap()
@@ -655,7 +655,7 @@ mod tests {
                 record(i, start, start + 0.25, false)
             })
             .collect();
-        let t = crate::report::guidellm_successful_rate(
+        let t = llmbench_report::report::guidellm_successful_rate(
             &throughput.meta,
             0,
             3_000_000_000,
@@ -723,7 +723,7 @@ mod tests {
             .planner(0);
         let sync = planner.next_stage(None).unwrap().expect("synchronous");
         let records = sequential(0.0, false);
-        let s = crate::report::guidellm_successful_rate(&sync.meta, 0, 0, &records);
+        let s = llmbench_report::report::guidellm_successful_rate(&sync.meta, 0, 0, &records);
         let throughput = planner
             .next_stage(Some(finished(&sync, 0, records)))
             .unwrap()
@@ -773,7 +773,7 @@ mod tests {
 
     fn inference_perf(sweep: &str) -> Workload {
         parse(
-            crate::workload::Harness::InferencePerf,
+            llmbench_workload::workload::Harness::InferencePerf,
             &format!("server:\n  base_url: http://x\nload:\n  type: constant\n  sweep: {sweep}\n"),
         )
     }
@@ -879,7 +879,7 @@ mod tests {
 
     #[test]
     fn only_sent_requests_count_as_active() {
-        use crate::record::ErrorClass;
+        use llmbench_model::record::ErrorClass;
         let record = |sent_ns: u64, end_ns: u64, cancelled: bool| {
             let record = RequestRecord::builder(0)
                 .sent(sent_ns)

@@ -8,7 +8,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::workload::Api;
+use llmbench_workload::workload::Api;
 
 /// The environment variable `vllm bench serve` (and the OpenAI clients) read the key from.
 pub const API_KEY_ENV: &str = "OPENAI_API_KEY";

@@ -21,12 +21,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::{PlannerError, PreparedRequest, Requests, Stage, StagePlan, StageRequests};
-use crate::prompts::{build_prompts, stage_prompt_seed};
-use crate::report::{CacheReset, ResetCall};
-use crate::request::{BodySettings, prepare};
-use crate::tokenizer::Tokenizer;
-use crate::workload::{Api, Workload};
+use llmbench_engine::engine::{
+    PlannerError, PreparedRequest, Requests, Stage, StagePlan, StageRequests,
+};
+use llmbench_report::report::{CacheReset, ResetCall};
+use llmbench_workload::prompts::{build_prompts, stage_prompt_seed};
+use llmbench_workload::request::{BodySettings, prepare};
+use llmbench_workload::tokenizer::Tokenizer;
+use llmbench_workload::workload::{Api, Workload};
 
 /// How long one reset call may take: llama.cpp defers a slot's erase until the slot is idle.
 const RESET_TIMEOUT: Duration = Duration::from_secs(60);

@@ -1,6 +1,6 @@
 //! `llmbench run --harness fmperf`: llm-d-benchmark's fmperf profiles (fmperf's `LMBenchmarkWorkload`), run as
-//! LMBenchmark's multi-round QA runs them ([`crate::workload::fmperf`] for the profile, [`crate::lmbench`] for
-//! the user sessions, [`crate::engine::lmbench`] for the wire), with LMBenchmark's summary CSV per QPS value
+//! LMBenchmark's multi-round QA runs them ([`llmbench_workload::workload::fmperf`] for the profile, [`llmbench_workload::lmbench`] for
+//! the user sessions, [`llmbench_engine::engine::lmbench`] for the wire), with LMBenchmark's summary CSV per QPS value
 //! (`LMBench_long_input_output_{qps}.csv`, `LMBench_short_input_qps{qps}.csv`, the names llm-d-benchmark's
 //! `fmperf-analyze_results.py` globs as `LMBench*.csv`) beside the usual results.
 //!
@@ -13,11 +13,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::runner::{RunOutcome, Runner};
 use super::{Execution, RunContext, RunError};
-use crate::engine::lmbench::LmBenchStage;
-use crate::engine::{self, Requests};
-use crate::lmbench::{SummaryRow, summary_csv};
-use crate::report::ReportOptions;
-use crate::workload::parse_fmperf;
+use llmbench_engine::engine::lmbench::LmBenchStage;
+use llmbench_engine::engine::{self, Requests};
+use llmbench_report::report::ReportOptions;
+use llmbench_workload::lmbench::{SummaryRow, summary_csv};
+use llmbench_workload::workload::parse_fmperf;
 
 /// An fmperf run: LMBenchmark's multi-round QA users, one step loop per QPS value.
 pub(crate) struct FmperfRun;
@@ -58,7 +58,7 @@ impl Runner for FmperfRun {
             .collect();
         let tokenizer_spec = context
             .tokenizer_spec(None)
-            .unwrap_or_else(|_| crate::tokenizer::BUILTIN.to_owned());
+            .unwrap_or_else(|_| llmbench_workload::tokenizer::BUILTIN.to_owned());
         let executed = context
             .execute(Execution {
                 api: &workload.api,

@@ -16,21 +16,21 @@ use std::time::Duration;
 
 use super::runner::{RunOutcome, Runner};
 use super::{Executed, Execution, RunContext, RunError};
-use crate::data::{DataError, DatasetOptions, Prompt, load_dataset};
-use crate::engine::PreparedRequest;
-use crate::metrics::RunVerdict;
-use crate::mlperf::logs::{
+use llmbench_engine::engine::PreparedRequest;
+use llmbench_metrics::metrics::RunVerdict;
+use llmbench_metrics::mlperf::logs::{
     ACCURACY_LOG_JSON, AccuracyEntry, DETAIL_TXT, DetailRun, write_accuracy_log, write_detail_log,
 };
-use crate::mlperf::{
+use llmbench_metrics::mlperf::{
     MlperfError, MlperfSchedule, MlperfSettings, Mode, RunTimes, UserConf, Verdict, build_schedule,
     evaluate, parse_settings, rouge,
 };
-use crate::report::ReportOptions;
-use crate::request::{BodySettings, prepare};
-use crate::tokenizer::Tokenizer;
-use crate::tokenizer::{HubOptions, load_tokenizer};
-use crate::workload::ParseOptions;
+use llmbench_report::report::ReportOptions;
+use llmbench_workload::data::{DataError, DatasetOptions, Prompt, load_dataset};
+use llmbench_workload::request::{BodySettings, prepare};
+use llmbench_workload::tokenizer::Tokenizer;
+use llmbench_workload::tokenizer::{HubOptions, load_tokenizer};
+use llmbench_workload::workload::ParseOptions;
 
 /// The verdict files, beside summary.json.
 pub const SUMMARY_TXT: &str = "mlperf_log_summary.txt";
@@ -96,7 +96,7 @@ impl Runner for MlperfRun {
         .into_inner();
         let mut schedule = build_schedule(&settings, samples.len())?;
         context.note_prompts(
-            &crate::prompts::PromptOrigin::Pinned {
+            &llmbench_workload::prompts::PromptOrigin::Pinned {
                 by: format!("the MLPerf dataset {dataset}"),
             },
             false,
@@ -107,7 +107,7 @@ impl Runner for MlperfRun {
         let body = BodySettings::new(
             &settings.server,
             request_model.clone(),
-            crate::request::BodyStyle::InferencePerf,
+            llmbench_workload::request::BodyStyle::InferencePerf,
         );
         let prepared: Vec<PreparedRequest> = samples.iter().map(|p| prepare(p, &body)).collect();
         let requests: Arc<[PreparedRequest]> = schedule
@@ -123,7 +123,7 @@ impl Runner for MlperfRun {
                 tokenizer_spec,
                 stages: context.shard(std::mem::take(&mut schedule.stages), &[])?,
                 interval: Duration::ZERO,
-                requests: crate::engine::Requests::Fixed(requests),
+                requests: llmbench_engine::engine::Requests::Fixed(requests),
                 warmup: None,
                 request_timeout: None,
                 max_concurrency: None,
@@ -314,7 +314,7 @@ fn detail_run<'a>(
     errors: &'a [String],
 ) -> DetailRun<'a> {
     DetailRun {
-        test_datetime: crate::wallclock::rfc3339(
+        test_datetime: llmbench_model::wallclock::rfc3339(
             i64::try_from(executed.meta.t0_unix_ns / 1_000_000_000).unwrap_or(i64::MAX),
         ),
         dataset_len: dataset_len as u64,

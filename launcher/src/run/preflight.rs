@@ -25,15 +25,15 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::data::Prompt;
-use crate::engine::client::{self, Probed};
-use crate::engine::sse::{SseEvent, SseParser};
-use crate::engine::{Clock, Target};
-use crate::record::ErrorClass;
-use crate::report::{PreflightCall, PreflightMeta};
-use crate::request::{BodySettings, BodyStyle, prepare};
-use crate::stack::{error_chain, join_url};
-use crate::workload::{Api, ApiKind};
+use llmbench_engine::engine::client::{self, Probed};
+use llmbench_engine::engine::sse::{SseEvent, SseParser};
+use llmbench_engine::engine::{Clock, Target};
+use llmbench_engine::stack::{error_chain, join_url};
+use llmbench_model::record::ErrorClass;
+use llmbench_report::report::{PreflightCall, PreflightMeta};
+use llmbench_workload::data::Prompt;
+use llmbench_workload::request::{BodySettings, BodyStyle, prepare};
+use llmbench_workload::workload::{Api, ApiKind};
 
 /// How long connecting, and the `GET /v1/models` answer, may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -255,7 +255,7 @@ pub async fn check(checks: &Checks<'_>, target: Target) -> Result<PreflightMeta,
 /// is the pre-flight's first failure.
 async fn list_models(checks: &Checks<'_>) -> Result<PreflightCall, PreflightError> {
     let url = join_url(checks.endpoint, "/v1/models");
-    let client = crate::stack::client(
+    let client = llmbench_engine::stack::client(
         CONNECT_TIMEOUT,
         checks.api.api_key.as_deref(),
         &checks.api.headers,

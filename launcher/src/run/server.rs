@@ -8,14 +8,14 @@
 use std::time::Duration;
 
 use super::target::{self, EndpointError};
-use crate::workload::PrometheusSource;
+use llmbench_workload::workload::PrometheusSource;
 
 /// Series a federated Prometheus server is asked for: those of every engine and router the summaries know (the
 /// server-metrics catalogue's prefixes) rather than everything the server holds.
 pub fn federate_selector() -> String {
     format!(
         "__name__=~\"{}\"",
-        crate::server_metrics::catalogue::federate_name_pattern()
+        llmbench_metrics::server_metrics::catalogue::federate_name_pattern()
     )
 }
 
@@ -23,7 +23,7 @@ pub fn federate_selector() -> String {
 /// before it queries, so the last requests are in the server's samples.
 pub const PROMETHEUS_SCRAPE_BUFFER: Duration = Duration::from_secs(2);
 
-pub use crate::server_metrics::ScrapePlan;
+pub use llmbench_metrics::server_metrics::ScrapePlan;
 
 /// The plan from the flags, the run's endpoint and the profile's Prometheus server; `None` when nothing is to be
 /// scraped.
