@@ -6,7 +6,7 @@ mod sweep;
 
 use std::time::Duration;
 
-pub use sweep::sweep_plan;
+pub(crate) use sweep::sweep_plan;
 
 use llmbench_engine::engine;
 use llmbench_workload::workload::stage_meta::StageMeta;
@@ -68,7 +68,7 @@ pub enum PlanError {
 
 /// The engine stages of `workload`, with the rate each one asked for. A workload with a sweep has none: see
 /// [`sweep_plan`].
-pub fn engine_stages(workload: &Workload) -> Result<Vec<engine::Stage>, PlanError> {
+pub(crate) fn engine_stages(workload: &Workload) -> Result<Vec<engine::Stage>, PlanError> {
     if workload.stages.is_empty() {
         return Err(PlanError::NoStages {
             harness: workload.harness.to_string(),
@@ -162,7 +162,7 @@ pub(crate) fn engine_stage(stage: &Stage, seed: u64) -> Option<engine::Stage> {
 
 /// What run.json records of a stage: its load, the rate or concurrency the profile asked of the whole run, and
 /// what decides which of its requests are measured.
-pub fn stage_meta(stage: &engine::Stage, workload_stage: Option<&Stage>) -> StageMeta {
+pub(crate) fn stage_meta(stage: &engine::Stage, workload_stage: Option<&Stage>) -> StageMeta {
     let concurrency = match &stage.plan {
         engine::StagePlan::Open {
             max_concurrency, ..
@@ -203,7 +203,7 @@ pub fn stage_meta(stage: &engine::Stage, workload_stage: Option<&Stage>) -> Stag
 /// semaphore slots (default 100), so no more than their product are ever in flight, whatever the load asks
 /// (`loadgen/load_generator.py`). Without `num_workers` inference-perf starts one worker per CPU; `cpus` is ours
 /// (the cgroup's, where inference-perf counts the node's: inference-perf PR #722).
-pub fn inference_perf_worker_cap(workers: &WorkerSettings, cpus: usize) -> usize {
+pub(crate) fn inference_perf_worker_cap(workers: &WorkerSettings, cpus: usize) -> usize {
     const DEFAULT_WORKER_MAX_CONCURRENCY: u64 = 100;
     let processes = workers.num_workers.map_or(cpus as u64, u64::from).max(1);
     let per_worker = workers
@@ -214,7 +214,7 @@ pub fn inference_perf_worker_cap(workers: &WorkerSettings, cpus: usize) -> usize
 
 /// Caps what `stages` keep in flight at `cap`: an open stage waits for a free slot (the wait is schedule delay),
 /// a closed loop runs at most `cap` at once.
-pub fn cap_in_flight(stages: &mut [engine::Stage], cap: usize) {
+pub(crate) fn cap_in_flight(stages: &mut [engine::Stage], cap: usize) {
     for stage in stages {
         match &mut stage.plan {
             engine::StagePlan::Open {
@@ -236,7 +236,7 @@ pub fn cap_in_flight(stages: &mut [engine::Stage], cap: usize) {
 }
 
 /// The rate a stage asked for; `None` for closed loops, whose rate is whatever the server sustains.
-pub fn requested_rate(stage: &Stage) -> Option<f64> {
+pub(crate) fn requested_rate(stage: &Stage) -> Option<f64> {
     match &stage.arrival {
         Arrival::InferencePerfConstant { rate, .. }
         | Arrival::InferencePerfPoisson { rate, .. }
@@ -269,7 +269,7 @@ pub fn requested_rate(stage: &Stage) -> Option<f64> {
 
 /// How many requests the plan issues, when that is known in advance (closed loops bounded only by time are
 /// not), and how long it is expected to take at least.
-pub fn expected_size(
+pub(crate) fn expected_size(
     stages: &[engine::Stage],
     interval: Duration,
 ) -> (Option<u64>, Option<Duration>) {
@@ -326,11 +326,8 @@ pub struct Shard {
 }
 
 impl Shard {
-    /// The whole run in one launcher.
-    pub const WHOLE: Shard = Shard { index: 0, count: 1 };
-
     /// Parses `index/count`, with `index < count`.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub(crate) fn parse(text: &str) -> Result<Self, String> {
         let (index, count) = text
             .split_once('/')
             .ok_or_else(|| format!("--shard {text:?}: expected INDEX/COUNT, e.g. 0/4"))?;
@@ -360,7 +357,7 @@ impl Shard {
     /// `count`-th arrival starting at its index, so together they send exactly the whole schedule; closed loops split
     /// their concurrency and totals, and a cap on what is in flight is split too. A concurrency (or cap) below the
     /// number of launchers cannot be split so that each has a stream, and is refused.
-    pub fn apply(self, stages: Vec<engine::Stage>) -> Result<Vec<engine::Stage>, PlanError> {
+    pub(crate) fn apply(self, stages: Vec<engine::Stage>) -> Result<Vec<engine::Stage>, PlanError> {
         if self.count == 1 {
             return Ok(stages);
         }

@@ -56,7 +56,7 @@ fn accept(current: ReadyAnswer, request: ReleaseRequest) -> (ReadyAnswer, bool) 
 
 /// The release server of one launcher. Dropping it stops serving.
 #[derive(Debug)]
-pub struct ReleaseServer {
+pub(crate) struct ReleaseServer {
     addr: SocketAddr,
     state: watch::Sender<ReadyAnswer>,
     _serving: llmbench_engine::live::Serving,
@@ -64,7 +64,7 @@ pub struct ReleaseServer {
 
 impl ReleaseServer {
     /// Listens on `addr` (port 0 picks a free one) and answers `preparing` until [`ReleaseServer::ready`].
-    pub async fn start(addr: SocketAddr) -> Result<ReleaseServer, ReleaseError> {
+    pub(crate) async fn start(addr: SocketAddr) -> Result<ReleaseServer, ReleaseError> {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|source| ReleaseError::Bind { addr, source })?;
@@ -91,7 +91,7 @@ impl ReleaseServer {
     }
 
     /// Everything is prepared: answer `waiting` (unless a release already came).
-    pub fn ready(&self) {
+    pub(crate) fn ready(&self) {
         self.state.send_if_modified(|state| {
             let preparing = *state == ReadyAnswer::Preparing;
             if preparing {
@@ -102,7 +102,7 @@ impl ReleaseServer {
     }
 
     /// Waits up to `timeout` for the release; the instant it names, in ns since the Unix epoch.
-    pub async fn released(&self, timeout: Duration) -> Result<u64, ReleaseError> {
+    pub(crate) async fn released(&self, timeout: Duration) -> Result<u64, ReleaseError> {
         let mut state = self.state.subscribe();
         let waited = tokio::time::timeout(
             timeout,
@@ -155,7 +155,7 @@ async fn release_handler(
 /// Prepared: serves `waiting` on `addr` until released (or `timeout`, or SIGTERM / SIGINT), then sleeps until the
 /// released instant. Returns the server (keep it until the run ends, so the instant can be read back) and the
 /// release as run.json records it.
-pub async fn wait_for_release(
+pub(crate) async fn wait_for_release(
     addr: SocketAddr,
     timeout: Duration,
 ) -> Result<(ReleaseServer, llmbench_report::report::ReleaseMeta), ReleaseError> {
@@ -182,7 +182,7 @@ pub async fn wait_for_release(
 
 /// Sleeps until the wall-clock instant `at_unix_ns` on the monotonic clock, with the engine's precise timer. The
 /// wall clock is read once, here, so a clock step during the wait does not move the start.
-pub async fn sleep_until_unix(at_unix_ns: u64) {
+pub(crate) async fn sleep_until_unix(at_unix_ns: u64) {
     let now_unix = llmbench_model::wallclock::unix_ns_now();
     let ahead = Duration::from_nanos(at_unix_ns.saturating_sub(now_unix));
     llmbench_model::timer::sleep_until(Instant::now() + ahead).await;
@@ -190,7 +190,7 @@ pub async fn sleep_until_unix(at_unix_ns: u64) {
 
 /// A listen address `HOST:PORT` where HOST may be an IPv6 address without brackets, as Kubernetes substitutes a
 /// pod's IP into `$(POD_IP):9465`.
-pub fn parse_listen_addr(text: &str) -> Result<SocketAddr, String> {
+pub(crate) fn parse_listen_addr(text: &str) -> Result<SocketAddr, String> {
     if let Ok(addr) = text.parse::<SocketAddr>() {
         return Ok(addr);
     }

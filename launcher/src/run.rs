@@ -23,7 +23,7 @@ mod fmperf;
 mod mlperf;
 pub mod nop;
 mod output;
-pub mod preflight;
+pub(crate) mod preflight;
 mod profile;
 mod replay;
 mod runner;
@@ -43,14 +43,13 @@ use llmbench_workload::profile::{Edits, Template, TemplateSource, Values, render
 use llmbench_workload::workload::load_flags::{self, LoadFlagsRecord};
 use llmbench_workload::workload::{DataSpec, ParseOptions, parse_profile};
 
-pub use api_key::ApiKey;
+pub(crate) use api_key::ApiKey;
 pub use args::RunArgs;
-pub use cache::{CacheResetError, reset_prefix_cache};
+pub(crate) use cache::CacheResetError;
 pub use error::RunError;
 pub use output::{LOCK_FILE, OutputError, in_use, validate_run_id};
 pub use runner::RunOutcome;
-pub use server::ScrapePlan;
-pub use target::{EndpointError, Server, UNSET_ENDPOINT};
+pub(crate) use target::{EndpointError, Server, UNSET_ENDPOINT};
 
 use context::{Adaptive, Executed, Execution, RunContext, RunStages, report_options};
 use fmperf::FmperfRun;
@@ -60,12 +59,8 @@ use profile::ProfileRun;
 use replay::{SessionReplay, TraceReplay};
 use runner::Runner;
 
-/// How long requests in flight may still finish after SIGTERM or SIGINT before they are cancelled (`--interrupt-grace`'s
-/// default, which a test holds to this value); the operator's launcher pods use it too.
-pub use llmbench_core::launcher_command::DEFAULT_INTERRUPT_GRACE;
-
 /// The model name the embedded simulator serves.
-pub const SIM_MODEL: &str = "llmbench-sim";
+pub(crate) const SIM_MODEL: &str = "llmbench-sim";
 
 /// Carries out one run.
 pub async fn run(args: RunArgs) -> Result<RunOutcome, RunError> {

@@ -25,12 +25,12 @@ use llmbench_report::report::{
 };
 
 /// The schema id of `comparison.json`.
-pub const COMPARISON_SCHEMA: &str = "llmbench.comparison/v1";
-pub const COMPARISON_FILE: &str = "comparison.json";
+pub(crate) const COMPARISON_SCHEMA: &str = "llmbench.comparison/v1";
+pub(crate) const COMPARISON_FILE: &str = "comparison.json";
 /// llm-d-benchmark's cross-treatment CSV.
-pub const TREATMENT_CSV_FILE: &str = "treatment_comparison.csv";
+pub(crate) const TREATMENT_CSV_FILE: &str = "treatment_comparison.csv";
 /// llm-d-benchmark's DoE experiment summary.
-pub const EXPERIMENT_SUMMARY_FILE: &str = "experiment-summary.yaml";
+pub(crate) const EXPERIMENT_SUMMARY_FILE: &str = "experiment-summary.yaml";
 
 /// `comparison.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -76,7 +76,7 @@ pub struct Written {
 }
 
 /// Builds every comparison file of the experiment in `dir` from `plan` and the runs' directories.
-pub fn write_all(dir: &Path, plan: &ExperimentPlan) -> Result<Written, ExperimentError> {
+pub(crate) fn write_all(dir: &Path, plan: &ExperimentPlan) -> Result<Written, ExperimentError> {
     let mut warnings = Vec::new();
     let comparison = comparison(dir, plan, &mut warnings);
     let mut files = Vec::new();
@@ -134,7 +134,11 @@ pub fn write_all(dir: &Path, plan: &ExperimentPlan) -> Result<Written, Experimen
 }
 
 /// The comparison: each run's figures from its summary.json, the table over succeeded runs.
-pub fn comparison(dir: &Path, plan: &ExperimentPlan, warnings: &mut Vec<String>) -> Comparison {
+pub(crate) fn comparison(
+    dir: &Path,
+    plan: &ExperimentPlan,
+    warnings: &mut Vec<String>,
+) -> Comparison {
     let treatments: Vec<_> = plan
         .treatments
         .iter()
@@ -321,7 +325,7 @@ const CSV_COLUMNS: [(&str, &str); 28] = [
 /// name (`<treatment>-r<repeat>`). Upstream walks the results directory's subdirectories in name order; we walk
 /// the runs in plan order, which is the same set of rows in an order that keeps repeats together as they ran.
 /// A run without reports (it failed before writing them) has no row, as upstream.
-pub fn treatment_csv(dir: &Path, plan: &ExperimentPlan) -> String {
+pub(crate) fn treatment_csv(dir: &Path, plan: &ExperimentPlan) -> String {
     let mut writer = csv::WriterBuilder::new()
         .terminator(csv::Terminator::CRLF)
         .from_writer(Vec::new());
@@ -410,7 +414,7 @@ fn csv_text(value: &Value) -> String {
 /// directory) and `error` (the first failed run's). Without setup treatments there is one entry named `default`,
 /// as upstream synthesises for a file without `setup`. A setup treatment none of whose runs started (the
 /// experiment stopped first) has no entry, as upstream's loop breaks before recording it.
-pub fn experiment_summary(dir: &Path, plan: &ExperimentPlan) -> Value {
+pub(crate) fn experiment_summary(dir: &Path, plan: &ExperimentPlan) -> Value {
     let mut groups: Vec<(String, Vec<&super::plan::PlanRun>, usize)> = Vec::new();
     if plan.setup_treatments.is_empty() {
         groups.push((
@@ -505,7 +509,7 @@ fn round1(x: f64) -> f64 {
 
 /// guidellm's `benchmarks.json` for the whole experiment: the first run's report with `benchmarks` replaced by
 /// every run's benchmarks in plan order (each run's own `benchmarks.json`). `None` when no run wrote one.
-pub fn guidellm_benchmarks(
+pub(crate) fn guidellm_benchmarks(
     dir: &Path,
     plan: &ExperimentPlan,
     warnings: &mut Vec<String>,
@@ -705,7 +709,7 @@ fn shorten_middle(text: &str, chars: usize) -> String {
 /// experiment has one) and how many runs failed; which treatment is best and by what rule (llmbench-api's
 /// `best`: the highest capacity where the runs searched for one, else the highest output tokens/s among the
 /// treatments that met the SLO).
-pub fn verdict_lines(comparison: &Comparison) -> Vec<String> {
+pub(crate) fn verdict_lines(comparison: &Comparison) -> Vec<String> {
     let rows = &comparison.rows;
     let judged: Vec<&TreatmentRow> = rows
         .iter()
@@ -795,7 +799,7 @@ fn slo_text(slo: &SloSpec) -> String {
 /// The table compare.html opens with: the terminal's columns with each factor's level after the treatment, the
 /// best row marked, the SLO and how many treatments met it, and the best treatment with the rule that chose it
 /// (llmbench-api's `best`).
-pub fn treatment_table(comparison: &Comparison, slo: Option<&SloSpec>) -> TreatmentTable {
+pub(crate) fn treatment_table(comparison: &Comparison, slo: Option<&SloSpec>) -> TreatmentTable {
     let rows = table_rows(comparison);
     let mut factors: Vec<&str> = Vec::new();
     for row in &rows {

@@ -11,13 +11,13 @@ use llmbench_metrics::metrics::{RunSummary, Stats};
 
 /// A run's `summary.json`, typed, and as raw JSON for the fields other code is still adding (`capacity`).
 #[derive(Debug, Clone)]
-pub struct ReadSummary {
-    pub summary: RunSummary,
-    pub raw: Value,
+pub(crate) struct ReadSummary {
+    pub(crate) summary: RunSummary,
+    pub(crate) raw: Value,
 }
 
 /// Reads `dir/summary.json`.
-pub fn read_summary(dir: &Path) -> Result<ReadSummary, String> {
+pub(crate) fn read_summary(dir: &Path) -> Result<ReadSummary, String> {
     let path = dir.join(llmbench_report::report::SUMMARY_FILE);
     let text = std::fs::read_to_string(&path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
@@ -30,7 +30,7 @@ pub fn read_summary(dir: &Path) -> Result<ReadSummary, String> {
 
 /// The figures of one run: throughput, TTFT/TPOT/ITL p50 and p99 in milliseconds, goodput where the profile set
 /// objectives, failed requests, the SLO verdict and the capacity its search found.
-pub fn run_figures(read: &ReadSummary, slo: Option<&SloSpec>) -> RunFigures {
+pub(crate) fn run_figures(read: &ReadSummary, slo: Option<&SloSpec>) -> RunFigures {
     let overall = &read.summary.overall;
     let latency = &overall.latency_ms;
     let p50 = |s: &Option<Stats>| s.as_ref().map(|s| s.p50);
@@ -70,7 +70,7 @@ fn prefix_cache_hit_percent(summary: &RunSummary) -> Option<f64> {
 }
 
 /// The raw `capacity` block of `summary.json`, for comparison.json.
-pub fn capacity_block(summary_json: &Value) -> Option<Value> {
+pub(crate) fn capacity_block(summary_json: &Value) -> Option<Value> {
     summary_json
         .get("capacity")
         .filter(|c| !c.is_null())
@@ -78,7 +78,7 @@ pub fn capacity_block(summary_json: &Value) -> Option<Value> {
 }
 
 /// The SLO verdict over the full summary, by the operator's rule (`SloSpec::verdict`).
-pub fn slo_verdict(slo: &SloSpec, summary: &RunSummary) -> Result<String, String> {
+pub(crate) fn slo_verdict(slo: &SloSpec, summary: &RunSummary) -> Result<String, String> {
     let latency = &summary.overall.latency_ms;
     let p99 = |stats: &Option<Stats>| stats.as_ref().map(|s| s.p99);
     slo.verdict(&llmbench_api::v1alpha1::SloFigures {

@@ -60,12 +60,12 @@
 //! against it were skipped).
 
 pub mod compare;
-pub mod figures;
+pub(crate) mod figures;
 pub mod plan;
 pub mod plotted;
-pub mod resolve;
-pub mod runner;
-pub mod source;
+pub(crate) mod resolve;
+pub(crate) mod runner;
+pub(crate) mod source;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -74,8 +74,8 @@ use clap::{Args, Subcommand};
 use llmbench_api::v1alpha1::Harness;
 
 pub use compare::{Comparison, Written, print_table};
-pub use plan::{ExperimentPlan, HookCall, PlanRun, PlanSetup, PlanTreatment, RunStatus};
-pub use runner::ExperimentOutcome;
+pub(crate) use plan::ExperimentPlan;
+pub(crate) use runner::ExperimentOutcome;
 
 use llmbench_workload::profile::ProfileError;
 
@@ -321,7 +321,10 @@ pub async fn run(args: &ExperimentArgs) -> Result<ExperimentOutcome, ExperimentE
 }
 
 /// Reads and checks the experiment in `file` with the command line applied: the plan every run would follow.
-pub fn load(file: &Path, args: &ExperimentArgs) -> Result<resolve::Resolved, ExperimentError> {
+pub(crate) fn load(
+    file: &Path,
+    args: &ExperimentArgs,
+) -> Result<resolve::Resolved, ExperimentError> {
     let rule = source::KeyRule {
         strict: args.strict,
         lenient: args.lenient,

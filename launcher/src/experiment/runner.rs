@@ -66,7 +66,7 @@ impl Stop {
 }
 
 /// Runs `resolved` into `<output>/<id>/`.
-pub async fn execute(
+pub(crate) async fn execute(
     mut resolved: Resolved,
     args: &ExperimentArgs,
 ) -> Result<ExperimentOutcome, ExperimentError> {
@@ -524,7 +524,7 @@ fn hook_client() -> Result<reqwest::Client, ExperimentError> {
 }
 
 /// A hook's URL: a full http(s) URL as it is, a path joined to the stack's endpoint.
-pub fn hook_url(url: &str, endpoint: Option<&str>) -> Option<String> {
+pub(crate) fn hook_url(url: &str, endpoint: Option<&str>) -> Option<String> {
     if url.starts_with("http://") || url.starts_with("https://") {
         return Some(url.to_owned());
     }

@@ -26,7 +26,7 @@ use llmbench_workload::workload::{
 
 /// Why a sweep could not decide its next stage: the run fails, as the tool's does.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum SweepError {
+pub(crate) enum SweepError {
     /// guidellm's `RuntimeError("Invalid rates in sweep; aborting. Were there any successful requests?")`.
     #[error(
         "guidellm sweep: invalid rates in sweep; aborting: the synchronous stage measured {synchronous} successful \
@@ -44,7 +44,7 @@ pub enum SweepError {
 }
 
 /// A workload's sweep, ready to become its run's planner.
-pub struct SweepPlan {
+pub(crate) struct SweepPlan {
     sweep: Planner,
 }
 
@@ -55,7 +55,7 @@ enum Planner {
 
 impl SweepPlan {
     /// How many stages the sweep runs at most (probes aside).
-    pub fn stages(&self) -> usize {
+    pub(crate) fn stages(&self) -> usize {
         match &self.sweep {
             Planner::Guidellm(g) => g.size as usize,
             Planner::InferencePerf(p) => p.num_stages as usize,
@@ -64,7 +64,7 @@ impl SweepPlan {
 
     /// The run's planner. `t0_unix_ns` is the wall clock at the run's t0: guidellm's rates are figured on epoch
     /// timestamps, as its report figures them.
-    pub fn planner(self, t0_unix_ns: u64) -> Box<dyn StagePlanner> {
+    pub(crate) fn planner(self, t0_unix_ns: u64) -> Box<dyn StagePlanner> {
         match self.sweep {
             Planner::Guidellm(mut g) => {
                 g.t0_unix_ns = t0_unix_ns;
@@ -77,7 +77,7 @@ impl SweepPlan {
 
 /// The sweep of `workload`, if it has one. `in_flight_cap` bounds what every stage keeps in flight (inference-perf's
 /// workers × their concurrency). A sweep is refused across shards: its rates come from what the launcher measures.
-pub fn sweep_plan(
+pub(crate) fn sweep_plan(
     workload: &Workload,
     shard: Shard,
     in_flight_cap: Option<usize>,
@@ -417,7 +417,7 @@ const SAMPLING_LEAD_NS: i128 = 1_000_000_000;
 /// reports the `percentile`-th percentile of those rates (numpy's linear interpolation). Here the samples are at
 /// exactly `start − 1 s + k · 0.5 s`, and active(t) = #{requests: sent ≤ t < end}. Fewer than two rates is
 /// inference-perf's error.
-pub fn saturation_rate(
+pub(crate) fn saturation_rate(
     requests: &[(u64, u64)],
     start_ns: u64,
     timeout: Duration,
@@ -473,6 +473,8 @@ fn sent(records: &[RequestRecord]) -> Vec<(u64, u64)> {
 mod tests {
     use super::*;
 
+    /// The whole run in one launcher.
+    const WHOLE: Shard = Shard { index: 0, count: 1 };
     const S: u64 = 1_000_000_000;
     const MS: u64 = 1_000_000;
 
@@ -625,9 +627,7 @@ mod tests {
     #[test]
     fn the_guidellm_sweep_runs_synchronous_throughput_then_rates_between_their_rates() {
         let w = guidellm("");
-        let sweep = sweep_plan(&w, Shard::WHOLE, None)
-            .unwrap()
-            .expect("a sweep");
+        let sweep = sweep_plan(&w, WHOLE, None).unwrap().expect("a sweep");
         assert_eq!(sweep.stages(), 5);
         let mut planner = sweep.planner(0);
         let sync = planner.next_stage(None).unwrap().expect("synchronous");
@@ -689,7 +689,7 @@ mod tests {
 
     #[test]
     fn a_guidellm_sweep_without_any_successful_rate_fails() {
-        let mut planner = sweep_plan(&guidellm(""), Shard::WHOLE, None)
+        let mut planner = sweep_plan(&guidellm(""), WHOLE, None)
             .unwrap()
             .expect("a sweep")
             .planner(0);
@@ -717,7 +717,7 @@ mod tests {
 
     #[test]
     fn a_throughput_rate_below_the_synchronous_one_ends_the_sweep_at_its_first_non_positive_rate() {
-        let mut planner = sweep_plan(&guidellm(""), Shard::WHOLE, None)
+        let mut planner = sweep_plan(&guidellm(""), WHOLE, None)
             .unwrap()
             .expect("a sweep")
             .planner(0);
@@ -751,7 +751,7 @@ mod tests {
     #[test]
     fn an_all_scope_error_limit_reaches_past_its_stage_only_in_the_rate_phase() {
         let w = guidellm(", {kind: max_errors, count: 3, stopping_scope: all}");
-        let mut planner = sweep_plan(&w, Shard::WHOLE, None)
+        let mut planner = sweep_plan(&w, WHOLE, None)
             .unwrap()
             .expect("a sweep")
             .planner(0);
@@ -783,7 +783,7 @@ mod tests {
         let w = inference_perf(
             "{type: linear, num_requests: 100, timeout: 12, num_stages: 3, stage_duration: 20}",
         );
-        let mut planner = sweep_plan(&w, Shard::WHOLE, Some(7))
+        let mut planner = sweep_plan(&w, WHOLE, Some(7))
             .unwrap()
             .expect("a sweep")
             .planner(0);
@@ -846,7 +846,7 @@ mod tests {
 
     #[test]
     fn a_probe_with_too_few_falls_fails_the_sweep() {
-        let mut planner = sweep_plan(&inference_perf("{type: geometric}"), Shard::WHOLE, None)
+        let mut planner = sweep_plan(&inference_perf("{type: geometric}"), WHOLE, None)
             .unwrap()
             .expect("a sweep")
             .planner(0);

@@ -28,7 +28,12 @@ use llmbench_workload::workload::{
 };
 
 /// The stage that runs `point`, shaped like `template` (the profile's first stage) for `harness`.
-pub fn point_stage(harness: Harness, template: &Stage, axis: LoadAxis, point: &Point) -> Stage {
+pub(crate) fn point_stage(
+    harness: Harness,
+    template: &Stage,
+    axis: LoadAxis,
+    point: &Point,
+) -> Stage {
     let (load, arrival, limit) = match axis {
         LoadAxis::Concurrency => (
             LoadKind::Concurrent,
@@ -124,7 +129,7 @@ pub fn point_stage(harness: Harness, template: &Stage, axis: LoadAxis, point: &P
 const DRAIN_ALLOWANCE: Duration = Duration::from_secs(5);
 
 /// The run's planner for a capacity search: each point a stage, judged on the stage's own summary.
-pub struct CapacityPlanner {
+pub(crate) struct CapacityPlanner {
     harness: Harness,
     template: Stage,
     seed: u64,
@@ -141,7 +146,7 @@ impl CapacityPlanner {
     /// A planner for `search`, its points shaped like `template` (the profile's first stage). The summary's
     /// `capacity` is not taken from here but replayed from the stages' figures (`llmbench_metrics::metrics::capacity::replay`), which
     /// gives the same outcome and survives `llmbench report`.
-    pub fn new(
+    pub(crate) fn new(
         workload: &Workload,
         template: Stage,
         search: CapacitySearch,
@@ -225,7 +230,7 @@ impl StagePlanner for CapacityPlanner {
 /// Whether `spec` can run on `workload`: one launcher (the search decides from what it measures), no sweep of the
 /// profile's own (both would decide the stages), a load stage to shape the points, and goodput objectives on the
 /// requests when the search bounds goodput.
-pub fn check(
+pub(crate) fn check(
     spec: &llmbench_core::capacity::CapacitySearchSpec,
     workload: &Workload,
     shard: crate::plan::Shard,

@@ -25,31 +25,31 @@ use crate::plan::{expected_size, stage_meta};
 
 /// What every run shares, whatever its dialect: the flags, the endpoint and the rendered profile.
 pub(crate) struct RunContext<'a> {
-    pub args: &'a RunArgs,
-    pub endpoint: &'a str,
+    pub(crate) args: &'a RunArgs,
+    pub(crate) endpoint: &'a str,
     /// The model the run chose: `--model`, else the profile's, else the embedded simulator's or what a `--serve`
     /// stack serves.
-    pub model: Option<String>,
-    pub embedded: bool,
-    pub template_name: &'a str,
-    pub rendered: &'a str,
+    pub(crate) model: Option<String>,
+    pub(crate) embedded: bool,
+    pub(crate) template_name: &'a str,
+    pub(crate) rendered: &'a str,
     /// The profile's keys that were not acted on, for run.json and the summary.
-    pub notes: Vec<ProfileNote>,
+    pub(crate) notes: Vec<ProfileNote>,
     /// The SLO capacity search the run carries out, for run.json.
-    pub capacity_search: Option<llmbench_core::capacity::CapacitySearchSpec>,
+    pub(crate) capacity_search: Option<llmbench_core::capacity::CapacitySearchSpec>,
     /// The Prometheus server the profile names for server metrics (inference-perf `metrics:`).
-    pub prometheus: Option<llmbench_workload::workload::PrometheusSource>,
+    pub(crate) prometheus: Option<llmbench_workload::workload::PrometheusSource>,
     /// The profile turns server metrics off (AIPerf `no-server-metrics`).
-    pub profile_no_server_metrics: bool,
+    pub(crate) profile_no_server_metrics: bool,
     /// How the stack under test was started, when the launcher knows (`--stack-info`, `--serve`).
-    pub stack: Option<StackSpec>,
+    pub(crate) stack: Option<StackSpec>,
     /// The stack this launcher started (`--serve`): its log moves into the results directory, and it is watched
     /// during the run.
-    pub served: Option<Arc<llmbench_engine::stack::serve::Served>>,
+    pub(crate) served: Option<Arc<llmbench_engine::stack::serve::Served>>,
     /// The load flags given and what they changed in the profile, for run.json.
-    pub load_flags: Option<LoadFlagsRecord>,
+    pub(crate) load_flags: Option<LoadFlagsRecord>,
     /// Where the run's prompts come from, for run.json's `cache` (its reset and priming are added by `execute`).
-    pub prompts: Option<PromptsMeta>,
+    pub(crate) prompts: Option<PromptsMeta>,
 }
 
 /// A run's stages.
@@ -67,9 +67,9 @@ pub(crate) enum RunStages {
 /// An adaptive run's stages.
 pub(crate) struct Adaptive {
     /// How many stages the run expects at most, for the progress line.
-    pub stages: usize,
+    pub(crate) stages: usize,
     /// Makes the planner once the run's clock has started and run.json has its anchor.
-    pub planner: MakePlanner,
+    pub(crate) planner: MakePlanner,
 }
 
 /// Makes an adaptive run's planner from its run.json as it starts.
@@ -88,45 +88,45 @@ impl RunStages {
 
 /// A run ready to go: every request body built, the stages sharded.
 pub(crate) struct Execution<'a> {
-    pub api: &'a Api,
-    pub request_model: String,
-    pub tokenizer_spec: String,
-    pub stages: RunStages,
-    pub interval: Duration,
-    pub requests: Requests,
-    pub warmup: Option<engine::Warmup>,
-    pub request_timeout: Option<Duration>,
-    pub max_concurrency: Option<u32>,
-    pub report: ReportOptions,
+    pub(crate) api: &'a Api,
+    pub(crate) request_model: String,
+    pub(crate) tokenizer_spec: String,
+    pub(crate) stages: RunStages,
+    pub(crate) interval: Duration,
+    pub(crate) requests: Requests,
+    pub(crate) warmup: Option<engine::Warmup>,
+    pub(crate) request_timeout: Option<Duration>,
+    pub(crate) max_concurrency: Option<u32>,
+    pub(crate) report: ReportOptions,
     /// Keep each response's text in its record (MLPerf accuracy mode; conversations, which take it out again).
-    pub keep_text: bool,
+    pub(crate) keep_text: bool,
     /// What the pre-flight found ([`RunContext::preflight`]), for run.json; `None` for a run that sends nothing.
-    pub preflight: Option<PreflightMeta>,
+    pub(crate) preflight: Option<PreflightMeta>,
     /// Each stage's own fresh prompts (see [`cache::FreshStagePrompts`]); `None`: every stage sends `requests`.
-    pub stage_requests: Option<Box<dyn engine::StageRequests>>,
+    pub(crate) stage_requests: Option<Box<dyn engine::StageRequests>>,
     /// `--warm-prefix-cache`: the run's prompts, one output token each, sent once before the first stage.
-    pub prime: Option<Arc<[engine::PreparedRequest]>>,
+    pub(crate) prime: Option<Arc<[engine::PreparedRequest]>>,
 }
 
 /// A finished execution, before its summary and reports are written: a harness may add its verdict first.
 pub(crate) struct Executed {
-    pub dir: PathBuf,
-    pub meta: RunMeta,
+    pub(crate) dir: PathBuf,
+    pub(crate) meta: RunMeta,
     /// Every record, unless they outgrew `--records-memory` (then empty, and `spilled` is set).
-    pub records: Vec<RequestRecord>,
-    pub stage_times: Vec<engine::StageTimes>,
-    pub summary: RunSummary,
+    pub(crate) records: Vec<RequestRecord>,
+    pub(crate) stage_times: Vec<engine::StageTimes>,
+    pub(crate) summary: RunSummary,
     /// The run summarised from requests.jsonl, its records having outgrown `--records-memory`.
-    pub spilled: Option<report::SpilledRun>,
+    pub(crate) spilled: Option<report::SpilledRun>,
     /// Why an adaptive run could not go on: its reports are written, then the run fails.
-    pub failure: Option<engine::PlannerError>,
+    pub(crate) failure: Option<engine::PlannerError>,
     /// Held until the reports are written: a second run with this id is refused meanwhile.
-    pub _lock: output::RunDir,
+    pub(crate) _lock: output::RunDir,
 }
 
 impl RunContext<'_> {
     /// `--tokenizer`, else the built-in one for the embedded simulator, else the profile's, else the model.
-    pub fn tokenizer_spec(&self, from_profile: Option<String>) -> Result<String, RunError> {
+    pub(crate) fn tokenizer_spec(&self, from_profile: Option<String>) -> Result<String, RunError> {
         self.args
             .tokenizer
             .clone()
@@ -141,13 +141,13 @@ impl RunContext<'_> {
 
     /// `api` with the key the run sends (`--api-key`, else the profile's, else OPENAI_API_KEY), and where it came
     /// from.
-    pub fn api_with_key(&self, api: &Api) -> (Api, Option<api_key::KeySource>) {
+    pub(crate) fn api_with_key(&self, api: &Api) -> (Api, Option<api_key::KeySource>) {
         api_key::with_key(api, self.args.api_key.as_ref(), api_key::from_environment())
     }
 
     /// The model name sent in each request: `--model`, else the profile's, else the one the run chose (the
     /// embedded simulator's, or what a `--serve` stack serves).
-    pub fn request_model(&self, from_profile: Option<String>) -> Result<String, RunError> {
+    pub(crate) fn request_model(&self, from_profile: Option<String>) -> Result<String, RunError> {
         self.args
             .model
             .clone()
@@ -159,7 +159,11 @@ impl RunContext<'_> {
     /// Checks the run's server before any prompt is built or timed ([`preflight`]), with the run's own API, client
     /// settings and model; or says why it is not checked (`--no-preflight`, an experiment that checked it before).
     /// Called once per run, whatever its stages (a sweep's or a capacity search's included).
-    pub async fn preflight(&self, api: &Api, model: &str) -> Result<PreflightMeta, RunError> {
+    pub(crate) async fn preflight(
+        &self,
+        api: &Api,
+        model: &str,
+    ) -> Result<PreflightMeta, RunError> {
         let args = self.args;
         let skipped = args
             .preflight_done
@@ -209,7 +213,7 @@ impl RunContext<'_> {
     /// Says where the run's prompts come from (the log now, run.json later): fresh, and so new to the server, or
     /// pinned, and so possibly cached from an earlier run. `shares` says the prompts share prefixes by design;
     /// `distinct` counts the run's (first stage's) prompts.
-    pub fn note_prompts(
+    pub(crate) fn note_prompts(
         &mut self,
         origin: &PromptOrigin,
         shares: bool,
@@ -257,7 +261,7 @@ impl RunContext<'_> {
     }
 
     /// Logs the parser's findings (after the run's first line) and keeps them for run.json and the summary.
-    pub fn note_warnings(&mut self, warnings: &[Warning]) {
+    pub(crate) fn note_warnings(&mut self, warnings: &[Warning]) {
         for warning in warnings {
             tracing::warn!("{warning}");
             self.notes.push(ProfileNote::from(warning));
@@ -266,7 +270,7 @@ impl RunContext<'_> {
 
     /// `whole_run` as run.json records it (with each stage's warm-up, cool-down and limits), and this launcher's
     /// share of it (`--shard`).
-    pub fn shard(
+    pub(crate) fn shard(
         &self,
         whole_run: Vec<engine::Stage>,
         profile_stages: &[llmbench_workload::workload::Stage],

@@ -36,7 +36,7 @@ impl RunContext<'_> {
     /// records' writer started, the clock started and run.json written (before the first request), the stages
     /// driven with requests.jsonl written as requests finish, the recording stopped, and the summary derived;
     /// [`RunContext::finish`] writes it with every report.
-    pub async fn execute(&self, mut execution: Execution<'_>) -> Result<Executed, RunError> {
+    pub(crate) async fn execute(&self, mut execution: Execution<'_>) -> Result<Executed, RunError> {
         // The key the requests carry (and the probes and hooks): --api-key, the profile's, else OPENAI_API_KEY.
         let (api, api_key_source) = self.api_with_key(execution.api);
         let (ready, profiling) = self.ready_server(&api, &execution, api_key_source).await?;
@@ -589,7 +589,7 @@ impl RunContext<'_> {
 
     /// Writes what every run leaves besides its records: summary.json, the compact summary (`--summary-file`),
     /// the harness's own result files and the llm-d report.
-    pub fn finish(&self, executed: Executed) -> Result<RunOutcome, RunError> {
+    pub(crate) fn finish(&self, executed: Executed) -> Result<RunOutcome, RunError> {
         let Executed {
             dir,
             meta,

@@ -33,14 +33,14 @@ use llmbench_workload::tokenizer::{HubOptions, load_tokenizer};
 use llmbench_workload::workload::ParseOptions;
 
 /// The verdict files, beside summary.json.
-pub const SUMMARY_TXT: &str = "mlperf_log_summary.txt";
-pub const VERDICT_JSON: &str = "mlperf_verdict.json";
+pub(crate) const SUMMARY_TXT: &str = "mlperf_log_summary.txt";
+pub(crate) const VERDICT_JSON: &str = "mlperf_verdict.json";
 /// Accuracy mode's ROUGE scores and target check.
-pub const ACCURACY_JSON: &str = "mlperf_accuracy.json";
+pub(crate) const ACCURACY_JSON: &str = "mlperf_accuracy.json";
 
 /// An MLPerf run: LoadGen's settings and schedule, then its verdict (or, in accuracy mode, the ROUGE scores).
 pub(crate) struct MlperfRun {
-    pub options: ParseOptions,
+    pub(crate) options: ParseOptions,
 }
 
 impl Runner for MlperfRun {

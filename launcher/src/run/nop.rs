@@ -24,9 +24,9 @@ use super::runner::{RunOutcome, Runner};
 use super::{Execution, RunContext, RunError, report_options};
 
 /// The native result file, beside the run's own.
-pub const RESULT_FILE: &str = "result.yaml";
+pub(crate) const RESULT_FILE: &str = "result.yaml";
 /// The analyser's text report, under `analysis/`.
-pub const ANALYSIS_FILE: &str = "analysis/result.txt";
+pub(crate) const ANALYSIS_FILE: &str = "analysis/result.txt";
 
 /// Why the vLLM log could not be read or its results written.
 #[derive(Debug, thiserror::Error)]
@@ -54,17 +54,17 @@ pub enum NopError {
 
 /// A vLLM log read and analysed.
 #[derive(Debug)]
-pub struct VllmLog {
-    pub path: PathBuf,
+pub(crate) struct VllmLog {
+    pub(crate) path: PathBuf,
     /// The bytes as read, copied into the results as upstream copies the pod's log.
-    pub bytes: Vec<u8>,
-    pub source: LogSource,
-    pub analysis: Analysis,
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) source: LogSource,
+    pub(crate) analysis: Analysis,
 }
 
 /// Reads and analyses `path`. The server's name is the file's stem; the model is `model` (`--model`), else the
 /// one the log's "non-default args:" names; the log's dates are in `year`.
-pub fn read(path: &Path, model: Option<&str>, year: i32) -> Result<VllmLog, NopError> {
+pub(crate) fn read(path: &Path, model: Option<&str>, year: i32) -> Result<VllmLog, NopError> {
     let bytes = std::fs::read(path).map_err(|source| NopError::Read {
         path: path.to_owned(),
         source,
@@ -108,7 +108,7 @@ fn model_in_args(text: &str) -> Option<String> {
 }
 
 /// Writes upstream's files for a harness run from `start` to `stop` (epoch seconds) into `dir`; returns them.
-pub fn write_results(
+pub(crate) fn write_results(
     dir: &Path,
     log: &VllmLog,
     start: f64,
@@ -196,7 +196,7 @@ fn model_load_from_dir(dir: &Path, started_at: &str) -> Option<ModelLoadSummary>
 }
 
 /// The current UTC year, which the log's `MM-DD` dates are read in (as upstream reads them in the current year).
-pub fn current_year() -> i32 {
+pub(crate) fn current_year() -> i32 {
     let stamp = llmbench_model::wallclock::rfc3339_millis(llmbench_model::wallclock::unix_ns_now());
     stamp.get(..4).and_then(|y| y.parse().ok()).unwrap_or(1970)
 }
@@ -206,7 +206,7 @@ pub fn current_year() -> i32 {
 /// and upstream's files and the summary's `model_load` written; without it the run only records that it ran, and
 /// says in run.json and the summary that no log was given.
 pub(crate) struct NopRun {
-    pub workload: Workload,
+    pub(crate) workload: Workload,
 }
 
 impl Runner for NopRun {

@@ -23,7 +23,7 @@ use crate::plan::{Shard, cap_in_flight, engine_stages, inference_perf_worker_cap
 
 /// A profile's load stages, run as its dialect runs them.
 pub(crate) struct ProfileRun {
-    pub workload: Workload,
+    pub(crate) workload: Workload,
 }
 
 impl Runner for ProfileRun {

@@ -17,12 +17,12 @@ use crate::plan::inference_perf_worker_cap;
 /// A trace session replay (inference-perf's `otel_trace_replay`): each session's calls, later ones carrying
 /// earlier answers.
 pub(crate) struct SessionReplay {
-    pub workload: Workload,
+    pub(crate) workload: Workload,
 }
 
 /// A trace replay (`mooncake_trace`, `azure_trace`): every row sent at its time with its lengths.
 pub(crate) struct TraceReplay {
-    pub workload: Workload,
+    pub(crate) workload: Workload,
 }
 
 impl Runner for SessionReplay {
