@@ -28,17 +28,16 @@ pub(crate) struct TraceReplay {
 impl Runner for SessionReplay {
     async fn run(self, context: &mut RunContext<'_>) -> Result<RunOutcome, RunError> {
         let workload = &self.workload;
-        refuse_warm_cache(context)?;
-        if context.capacity_search.is_some() {
-            return Err(RunError::Unsupported(
-                "a capacity search over a trace session replay: the traces set the load".to_owned(),
-            ));
-        }
-        let tokenizer_spec =
-            context.tokenizer_spec(workload.tokenizer.as_ref().map(|t| t.name_or_path.clone()))?;
-        // Upstream sends the server's model name whatever the traces recorded.
-        let request_model = context.request_model(workload.api.model.clone())?;
-        let preflight = context.preflight(&workload.api, &request_model).await?;
+        let Checked {
+            request_model,
+            tokenizer_spec,
+            preflight,
+        } = check(
+            context,
+            workload,
+            "a capacity search over a trace session replay: the traces set the load",
+        )
+        .await?;
         let settings = BodySettings::new(
             &workload.api,
             request_model.clone(),
@@ -64,16 +63,16 @@ impl Runner for SessionReplay {
 impl Runner for TraceReplay {
     async fn run(self, context: &mut RunContext<'_>) -> Result<RunOutcome, RunError> {
         let workload = &self.workload;
-        refuse_warm_cache(context)?;
-        if context.capacity_search.is_some() {
-            return Err(RunError::Unsupported(
-                "a capacity search over a trace replay: the trace sets the load".to_owned(),
-            ));
-        }
-        let tokenizer_spec =
-            context.tokenizer_spec(workload.tokenizer.as_ref().map(|t| t.name_or_path.clone()))?;
-        let request_model = context.request_model(workload.api.model.clone())?;
-        let preflight = context.preflight(&workload.api, &request_model).await?;
+        let Checked {
+            request_model,
+            tokenizer_spec,
+            preflight,
+        } = check(
+            context,
+            workload,
+            "a capacity search over a trace replay: the trace sets the load",
+        )
+        .await?;
         let tokenizer: Tokenizer = load_tokenizer(&tokenizer_spec, &HubOptions::from_env()).await?;
         let settings = BodySettings::new(
             &workload.api,
@@ -99,8 +98,21 @@ impl Runner for TraceReplay {
     }
 }
 
-/// `--warm-prefix-cache` sends the run's prompts ahead; a replay has no list of them.
-fn refuse_warm_cache(context: &RunContext<'_>) -> Result<(), RunError> {
+/// What a replay knows once it is checked: the model its requests name, its tokenizer, and the pre-flight.
+struct Checked {
+    request_model: String,
+    tokenizer_spec: String,
+    preflight: PreflightMeta,
+}
+
+/// Refuses what a replay cannot honour (`--warm-prefix-cache` sends the run's prompts ahead, and a replay has no
+/// list of them; a capacity search varies the load the recording sets, refused with `no_capacity_search`), then
+/// chooses the tokenizer and the model and checks the server.
+async fn check(
+    context: &RunContext<'_>,
+    workload: &Workload,
+    no_capacity_search: &str,
+) -> Result<Checked, RunError> {
     if context.args.warm_prefix_cache {
         return Err(RunError::Unsupported(
             "--warm-prefix-cache with a trace replay: the trace sets what is sent and when; replay it twice to \
@@ -108,7 +120,19 @@ fn refuse_warm_cache(context: &RunContext<'_>) -> Result<(), RunError> {
                 .to_owned(),
         ));
     }
-    Ok(())
+    if context.capacity_search.is_some() {
+        return Err(RunError::Unsupported(no_capacity_search.to_owned()));
+    }
+    let tokenizer_spec =
+        context.tokenizer_spec(workload.tokenizer.as_ref().map(|t| t.name_or_path.clone()))?;
+    // The run's model, whatever a trace recorded (upstream sends the server's model name).
+    let request_model = context.request_model(workload.api.model.clone())?;
+    let preflight = context.preflight(&workload.api, &request_model).await?;
+    Ok(Checked {
+        request_model,
+        tokenizer_spec,
+        preflight,
+    })
 }
 
 /// A replay's planned stages, ready to shard and run; `keep_text` keeps answers that later calls carry.
