@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use llmbench::profile::{Edits, Template, TemplateSource, Values, render_edited};
+use llmbench_workload::profile::{Edits, Template, TemplateSource, Values, render_edited};
 
 /// llmbench: benchmark LLM serving stacks (llm-d, vLLM, any OpenAI-compatible endpoint) with llm-d-benchmark,
 /// inference-perf, guidellm and vllm-benchmark workload profiles.
@@ -74,7 +74,7 @@ enum Command {
     Profiles(llmbench::profiles::ProfilesCommand),
     /// Serve the embedded vLLM-compatible OpenAI simulator (completions, chat, models, health, vLLM metrics),
     /// with injectable latency and faults.
-    Sim(llmbench::sim::SimArgs),
+    Sim(llmbench_sim::sim::SimArgs),
     /// Draw pictures. For one run directory: its plots/ (PNG and SVG: latency distributions, token lengths,
     /// TTFT vs input length, latency, throughput and schedule delay over time, server metrics; a sweep's figures
     /// against each stage's offered rate or concurrency and per stage; a capacity search's points against their
@@ -115,7 +115,7 @@ fn dataset_command(command: DatasetCommand) -> anyhow::Result<()> {
     let DatasetCommand::Convert { input, output } = command;
     let bytes =
         std::fs::read(&input).with_context(|| format!("cannot read {}", input.display()))?;
-    let rows = llmbench::data::pickle::read_dataframe(&bytes)
+    let rows = llmbench_workload::data::pickle::read_dataframe(&bytes)
         .with_context(|| format!("{}: cannot read the pickled DataFrame", input.display()))?;
     let file = std::fs::File::create(&output)
         .with_context(|| format!("cannot create {}", output.display()))?;
@@ -155,10 +155,12 @@ struct SynthArgs {
 /// Times prompt synthesis alone (the tokenizer is loaded first, outside the timing), then checks every prompt's
 /// length by re-encoding it.
 fn synth_command(args: SynthArgs) -> anyhow::Result<()> {
-    use llmbench::data::{LengthDistribution, Synthesizer, SyntheticSpec, synthetic_prompts};
-    let tokenizer = runtime()?.block_on(llmbench::tokenizer::load_tokenizer(
+    use llmbench_workload::data::{
+        LengthDistribution, Synthesizer, SyntheticSpec, synthetic_prompts,
+    };
+    let tokenizer = runtime()?.block_on(llmbench_workload::tokenizer::load_tokenizer(
         &args.tokenizer,
-        &llmbench::tokenizer::HubOptions::from_env(),
+        &llmbench_workload::tokenizer::HubOptions::from_env(),
     ))?;
     let started = std::time::Instant::now();
     let synth = Synthesizer::new(&tokenizer)?;
@@ -237,7 +239,7 @@ struct RenderArgs {
     output: Option<PathBuf>,
     /// The load flags, written into the profile's own keys as `llmbench run` writes them.
     #[command(flatten)]
-    load: llmbench::workload::load_flags::LoadFlags,
+    load: llmbench_workload::workload::load_flags::LoadFlags,
 }
 
 #[derive(Args, Debug)]
@@ -251,7 +253,7 @@ struct ReportArgs {
     /// Records files (a sharded run's shards together) larger than this are summarised from disk in bounded
     /// memory, with the same numbers and every report file; the pictures keep 80 bytes per request, and past
     /// half the budget in those they are not drawn (summary.json says so).
-    #[arg(long, value_parser = llmbench::limits::parse_bytes, default_value = "256MiB", value_name = "BYTES")]
+    #[arg(long, value_parser = llmbench_workload::limits::parse_bytes, default_value = "256MiB", value_name = "BYTES")]
     records_memory: u64,
 }
 
@@ -268,7 +270,7 @@ struct PlotArgs {
 /// One run directory: its own pictures and report.html, rewritten in place. Anything else: a comparison.
 fn plot_command(args: PlotArgs) -> anyhow::Result<ExitCode> {
     let files = match args.dirs.as_slice() {
-        [dir] if dir.join(llmbench::report::RUN_META_FILE).is_file() => {
+        [dir] if dir.join(llmbench_report::report::RUN_META_FILE).is_file() => {
             if llmbench::run::in_use(dir) {
                 anyhow::bail!(
                     "a run is still writing {} (it holds {}); plot it once it has ended",
@@ -276,23 +278,26 @@ fn plot_command(args: PlotArgs) -> anyhow::Result<ExitCode> {
                     llmbench::run::LOCK_FILE
                 );
             }
-            llmbench::plot::write_run_plots(dir, &llmbench::report::server_series(dir))?
+            llmbench_report::plot::write_run_plots(
+                dir,
+                &llmbench_report::report::server_series(dir),
+            )?
         }
         // A sharded run's root: its shards merged onto one timeline, as `llmbench report` merges them.
-        [dir] if !llmbench::report::merge::shard_dirs(dir).is_empty() => {
-            let Some(merged) = llmbench::report::merge::read_sharded(dir)? else {
+        [dir] if !llmbench_report::report::merge::shard_dirs(dir).is_empty() => {
+            let Some(merged) = llmbench_report::report::merge::read_sharded(dir)? else {
                 anyhow::bail!("{} has no shard with results", dir.display());
             };
-            let summary = llmbench::report::summarize_run(&merged.meta, &merged.records);
-            llmbench::plot::write_run_plots_of(
+            let summary = llmbench_report::report::summarize_run(&merged.meta, &merged.records);
+            llmbench_report::plot::write_run_plots_of(
                 dir,
                 &merged.meta,
                 &merged.records,
                 &summary,
-                &llmbench::report::server_series(dir),
+                &llmbench_report::report::server_series(dir),
             )?
         }
-        dirs => llmbench::plot::compare(
+        dirs => llmbench_report::plot::compare(
             dirs,
             &args.output,
             &treatment_tables(dirs)?,
@@ -307,7 +312,9 @@ fn plot_command(args: PlotArgs) -> anyhow::Result<ExitCode> {
 
 /// The treatment table of each experiment directory among `dirs`, for the top of compare.html.
 #[cfg(feature = "experiment")]
-fn treatment_tables(dirs: &[PathBuf]) -> anyhow::Result<Vec<llmbench::plot::TreatmentTable>> {
+fn treatment_tables(
+    dirs: &[PathBuf],
+) -> anyhow::Result<Vec<llmbench_report::plot::TreatmentTable>> {
     let mut tables = Vec::new();
     for dir in dirs {
         if dir
@@ -322,7 +329,9 @@ fn treatment_tables(dirs: &[PathBuf]) -> anyhow::Result<Vec<llmbench::plot::Trea
 
 /// Without the `experiment` feature no experiment directory can be read (`plot::compare` says so).
 #[cfg(not(feature = "experiment"))]
-fn treatment_tables(_dirs: &[PathBuf]) -> anyhow::Result<Vec<llmbench::plot::TreatmentTable>> {
+fn treatment_tables(
+    _dirs: &[PathBuf],
+) -> anyhow::Result<Vec<llmbench_report::plot::TreatmentTable>> {
     Ok(Vec::new())
 }
 
@@ -330,7 +339,7 @@ fn treatment_tables(_dirs: &[PathBuf]) -> anyhow::Result<Vec<llmbench::plot::Tre
 #[cfg(feature = "experiment")]
 fn read_experiment(
     dir: &Path,
-) -> Result<llmbench::plot::ExperimentRuns, llmbench::plot::PlotError> {
+) -> Result<llmbench_report::plot::ExperimentRuns, llmbench_report::plot::PlotError> {
     llmbench::experiment::plotted::plotted_runs(dir)
 }
 
@@ -338,8 +347,8 @@ fn read_experiment(
 #[cfg(not(feature = "experiment"))]
 fn read_experiment(
     dir: &Path,
-) -> Result<llmbench::plot::ExperimentRuns, llmbench::plot::PlotError> {
-    Err(llmbench::plot::PlotError::ExperimentUnsupported {
+) -> Result<llmbench_report::plot::ExperimentRuns, llmbench_report::plot::PlotError> {
+    Err(llmbench_report::plot::PlotError::ExperimentUnsupported {
         dir: dir.to_owned(),
     })
 }
@@ -375,7 +384,7 @@ fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
     };
     print!(
         "{}",
-        llmbench::report::print_run(&outcome.meta, &outcome.summary)
+        llmbench_report::report::print_run(&outcome.meta, &outcome.summary)
     );
     if let Some(verdict) = &outcome.mlperf {
         print!("{}", verdict.summary_txt());
@@ -388,16 +397,16 @@ fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
         );
         if matches!(
             run.stopped,
-            Some(llmbench::engine::StopReason::Interrupted { .. })
+            Some(llmbench_engine::engine::StopReason::Interrupted { .. })
         ) {
             return Ok(ExitCode::from(EXIT_INTERRUPTED));
         }
-        if run.stopped == Some(llmbench::engine::StopReason::StackFailed) {
+        if run.stopped == Some(llmbench_engine::engine::StopReason::StackFailed) {
             return Ok(ExitCode::from(EXIT_STACK_FAILED));
         }
         if matches!(
             run.stopped,
-            Some(llmbench::engine::StopReason::ServerStoppedAnswering { .. })
+            Some(llmbench_engine::engine::StopReason::ServerStoppedAnswering { .. })
         ) {
             return Ok(ExitCode::from(EXIT_SERVER_STOPPED_ANSWERING));
         }
@@ -409,7 +418,10 @@ fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
             "llmbench: error: none of the {} requests succeeded{}; see the failures above and {}",
             counts.total,
             commonest_error(overall),
-            outcome.dir.join(llmbench::report::REQUESTS_FILE).display()
+            outcome
+                .dir
+                .join(llmbench_report::report::REQUESTS_FILE)
+                .display()
         );
         return Ok(ExitCode::from(EXIT_NO_REQUEST_SUCCEEDED));
     }
@@ -418,7 +430,7 @@ fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
 
 /// ` (connect: cannot connect to …)`: the commonest error class with its first message; ` (every answer was cut
 /// short: …)` when nothing failed; or nothing.
-fn commonest_error(overall: &llmbench::metrics::Summary) -> String {
+fn commonest_error(overall: &llmbench_metrics::metrics::Summary) -> String {
     let Some((key, _)) = overall
         .errors
         .iter()
@@ -427,8 +439,8 @@ fn commonest_error(overall: &llmbench::metrics::Summary) -> String {
         return overall.truncation.as_ref().map_or_else(String::new, |cut| {
             format!(
                 " (every answer was cut short: {} of the {} tokens asked, finish_reason {})",
-                llmbench::report::tokens_range(&cut.output_tokens),
-                llmbench::report::tokens_range(&cut.max_tokens),
+                llmbench_report::report::tokens_range(&cut.output_tokens),
+                llmbench_report::report::tokens_range(&cut.max_tokens),
                 cut.finish_reasons
                     .keys()
                     .map(String::as_str)
@@ -500,7 +512,7 @@ fn experiment_command(
 
 fn report_command(args: ReportArgs) -> anyhow::Result<ExitCode> {
     // A sharded run is merged from its shards: every one of them must have ended.
-    let shards = llmbench::report::merge::shard_dirs(&args.dir);
+    let shards = llmbench_report::report::merge::shard_dirs(&args.dir);
     for dir in std::iter::once(&args.dir).chain(&shards) {
         if llmbench::run::in_use(dir) {
             anyhow::bail!(
@@ -510,12 +522,12 @@ fn report_command(args: ReportArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    let outcome = llmbench::report::report_dir_within(
+    let outcome = llmbench_report::report::report_dir_within(
         &args.dir,
         args.summary_file.as_deref(),
         args.records_memory,
         llmbench::run::nop::model_load_of_run(&args.dir),
-        &llmbench::plot::RunPictures,
+        &llmbench_report::plot::RunPictures,
     )?;
     if outcome.truncated_lines > 0 {
         tracing::warn!(
@@ -525,7 +537,7 @@ fn report_command(args: ReportArgs) -> anyhow::Result<ExitCode> {
     }
     print!(
         "{}",
-        llmbench::report::print_run(&outcome.meta, &outcome.summary)
+        llmbench_report::report::print_run(&outcome.meta, &outcome.summary)
     );
     for file in &outcome.files {
         println!("wrote {}", file.display());
@@ -535,7 +547,7 @@ fn report_command(args: ReportArgs) -> anyhow::Result<ExitCode> {
             "llmbench: {}",
             describe_completion(run, outcome.summary.overall.requests.lost_in_flight)
         );
-        if run.state == llmbench::metrics::RunState::Incomplete {
+        if run.state == llmbench_metrics::metrics::RunState::Incomplete {
             return Ok(ExitCode::from(EXIT_RUN_KILLED));
         }
     }
@@ -543,8 +555,8 @@ fn report_command(args: ReportArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// One line on how a run ended when it did not end as planned.
-fn describe_completion(run: &llmbench::metrics::Completion, lost_in_flight: u64) -> String {
-    use llmbench::metrics::RunState;
+fn describe_completion(run: &llmbench_metrics::metrics::Completion, lost_in_flight: u64) -> String {
+    use llmbench_metrics::metrics::RunState;
     let planned = run
         .planned
         .map_or_else(|| "an open number of".to_owned(), |n| n.to_string());
@@ -562,7 +574,7 @@ fn describe_completion(run: &llmbench::metrics::Completion, lost_in_flight: u64)
         ),
         RunState::Incomplete => format!(
             "{}; these figures cover only what was recorded",
-            llmbench::report::killed_run(run, lost_in_flight)
+            llmbench_report::report::killed_run(run, lost_in_flight)
         ),
     }
 }
@@ -590,7 +602,7 @@ fn render_command(args: RenderArgs) -> anyhow::Result<()> {
     for warning in rendered.warnings() {
         tracing::warn!("{warning}");
     }
-    let applied = llmbench::workload::load_flags::apply(
+    let applied = llmbench_workload::workload::load_flags::apply(
         args.harness,
         &template.name,
         &rendered.text,
@@ -599,7 +611,7 @@ fn render_command(args: RenderArgs) -> anyhow::Result<()> {
     if !applied.edits.is_empty() {
         tracing::info!(
             "load flags: {}",
-            llmbench::workload::load_flags::describe(&applied.edits)
+            llmbench_workload::workload::load_flags::describe(&applied.edits)
         );
     }
     let rendered = applied.profile;
@@ -696,7 +708,7 @@ fn main() -> ExitCode {
         Command::Dataset(command) => dataset_command(command).map(|()| ExitCode::SUCCESS),
         Command::Results(command) => results_command(command),
         Command::Sim(args) => runtime().and_then(|rt| {
-            rt.block_on(llmbench::sim::run_until_ctrl_c(args))
+            rt.block_on(llmbench_sim::sim::run_until_ctrl_c(args))
                 .map(|()| ExitCode::SUCCESS)
                 .map_err(anyhow::Error::from)
         }),

@@ -6,11 +6,11 @@ mod sweep;
 
 use std::time::Duration;
 
-pub use sweep::sweep_plan;
+pub(crate) use sweep::sweep_plan;
 
-use crate::engine;
-use crate::workload::stage_meta::StageMeta;
-use crate::workload::{
+use llmbench_engine::engine;
+use llmbench_workload::workload::stage_meta::StageMeta;
+use llmbench_workload::workload::{
     AiperfPace, Arrival, Rate, Schedule, Stage, WorkerSettings, Workload, schedule, stage_seed,
 };
 
@@ -68,7 +68,7 @@ pub enum PlanError {
 
 /// The engine stages of `workload`, with the rate each one asked for. A workload with a sweep has none: see
 /// [`sweep_plan`].
-pub fn engine_stages(workload: &Workload) -> Result<Vec<engine::Stage>, PlanError> {
+pub(crate) fn engine_stages(workload: &Workload) -> Result<Vec<engine::Stage>, PlanError> {
     if workload.stages.is_empty() {
         return Err(PlanError::NoStages {
             harness: workload.harness.to_string(),
@@ -103,7 +103,9 @@ pub fn engine_stages(workload: &Workload) -> Result<Vec<engine::Stage>, PlanErro
 /// The tool whose sweep `stage` is.
 fn sweep_tool(stage: &Stage) -> &'static str {
     match &stage.arrival {
-        Arrival::Sweep(crate::workload::Sweep::InferencePerf { .. }) => "inference-perf",
+        Arrival::Sweep(llmbench_workload::workload::Sweep::InferencePerf { .. }) => {
+            "inference-perf"
+        }
         _ => "guidellm",
     }
 }
@@ -160,7 +162,7 @@ pub(crate) fn engine_stage(stage: &Stage, seed: u64) -> Option<engine::Stage> {
 
 /// What run.json records of a stage: its load, the rate or concurrency the profile asked of the whole run, and
 /// what decides which of its requests are measured.
-pub fn stage_meta(stage: &engine::Stage, workload_stage: Option<&Stage>) -> StageMeta {
+pub(crate) fn stage_meta(stage: &engine::Stage, workload_stage: Option<&Stage>) -> StageMeta {
     let concurrency = match &stage.plan {
         engine::StagePlan::Open {
             max_concurrency, ..
@@ -185,9 +187,9 @@ pub fn stage_meta(stage: &engine::Stage, workload_stage: Option<&Stage>) -> Stag
         warmup: workload_stage.and_then(|s| s.warmup),
         cooldown: workload_stage.and_then(|s| s.cooldown),
         burstiness: workload_stage.and_then(|s| match s.arrival {
-            Arrival::VllmGamma { burstiness, .. } => {
-                Some(crate::workload::stage_meta::Burstiness::of(burstiness))
-            }
+            Arrival::VllmGamma { burstiness, .. } => Some(
+                llmbench_workload::workload::stage_meta::Burstiness::of(burstiness),
+            ),
             _ => None,
         }),
         session_rate: match &stage.plan {
@@ -201,7 +203,7 @@ pub fn stage_meta(stage: &engine::Stage, workload_stage: Option<&Stage>) -> Stag
 /// semaphore slots (default 100), so no more than their product are ever in flight, whatever the load asks
 /// (`loadgen/load_generator.py`). Without `num_workers` inference-perf starts one worker per CPU; `cpus` is ours
 /// (the cgroup's, where inference-perf counts the node's: inference-perf PR #722).
-pub fn inference_perf_worker_cap(workers: &WorkerSettings, cpus: usize) -> usize {
+pub(crate) fn inference_perf_worker_cap(workers: &WorkerSettings, cpus: usize) -> usize {
     const DEFAULT_WORKER_MAX_CONCURRENCY: u64 = 100;
     let processes = workers.num_workers.map_or(cpus as u64, u64::from).max(1);
     let per_worker = workers
@@ -212,7 +214,7 @@ pub fn inference_perf_worker_cap(workers: &WorkerSettings, cpus: usize) -> usize
 
 /// Caps what `stages` keep in flight at `cap`: an open stage waits for a free slot (the wait is schedule delay),
 /// a closed loop runs at most `cap` at once.
-pub fn cap_in_flight(stages: &mut [engine::Stage], cap: usize) {
+pub(crate) fn cap_in_flight(stages: &mut [engine::Stage], cap: usize) {
     for stage in stages {
         match &mut stage.plan {
             engine::StagePlan::Open {
@@ -234,7 +236,7 @@ pub fn cap_in_flight(stages: &mut [engine::Stage], cap: usize) {
 }
 
 /// The rate a stage asked for; `None` for closed loops, whose rate is whatever the server sustains.
-pub fn requested_rate(stage: &Stage) -> Option<f64> {
+pub(crate) fn requested_rate(stage: &Stage) -> Option<f64> {
     match &stage.arrival {
         Arrival::InferencePerfConstant { rate, .. }
         | Arrival::InferencePerfPoisson { rate, .. }
@@ -267,7 +269,7 @@ pub fn requested_rate(stage: &Stage) -> Option<f64> {
 
 /// How many requests the plan issues, when that is known in advance (closed loops bounded only by time are
 /// not), and how long it is expected to take at least.
-pub fn expected_size(
+pub(crate) fn expected_size(
     stages: &[engine::Stage],
     interval: Duration,
 ) -> (Option<u64>, Option<Duration>) {
@@ -324,11 +326,8 @@ pub struct Shard {
 }
 
 impl Shard {
-    /// The whole run in one launcher.
-    pub const WHOLE: Shard = Shard { index: 0, count: 1 };
-
     /// Parses `index/count`, with `index < count`.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub(crate) fn parse(text: &str) -> Result<Self, String> {
         let (index, count) = text
             .split_once('/')
             .ok_or_else(|| format!("--shard {text:?}: expected INDEX/COUNT, e.g. 0/4"))?;
@@ -358,7 +357,7 @@ impl Shard {
     /// `count`-th arrival starting at its index, so together they send exactly the whole schedule; closed loops split
     /// their concurrency and totals, and a cap on what is in flight is split too. A concurrency (or cap) below the
     /// number of launchers cannot be split so that each has a stream, and is refused.
-    pub fn apply(self, stages: Vec<engine::Stage>) -> Result<Vec<engine::Stage>, PlanError> {
+    pub(crate) fn apply(self, stages: Vec<engine::Stage>) -> Result<Vec<engine::Stage>, PlanError> {
         if self.count == 1 {
             return Ok(stages);
         }
@@ -629,9 +628,9 @@ mod tests {
     /// decided as they run and are refused for shards elsewhere (`PlanError::SweepSharded`).
     #[test]
     fn every_upstream_profile_spread_over_launchers_sends_exactly_the_whole_schedule() {
-        use crate::engine::StagePlan;
         use crate::plan::{PlanError, Shard, engine_stages};
-        use crate::workload::testing::{PROFILES, upstream};
+        use llmbench_engine::engine::StagePlan;
+        use llmbench_workload::workload::testing::{PROFILES, upstream};
         let (mut open, mut closed, mut refused) = (0, 0, 0);
         for harness in [
             "inference-perf",
@@ -653,7 +652,8 @@ mod tests {
                     continue;
                 };
                 for count in 2..=4u32 {
-                    let shards: Result<Vec<Vec<crate::engine::Stage>>, PlanError> = (0..count)
+                    let shards: Result<Vec<Vec<llmbench_engine::engine::Stage>>, PlanError> = (0
+                        ..count)
                         .map(|index| Shard { index, count }.apply(whole.clone()))
                         .collect();
                     let shards = match shards {

@@ -52,7 +52,7 @@ pub fn execute(command: &ProfilesCommand) -> Result<String, ProfilesError> {
 }
 
 /// The table of bundled profiles, of one harness or all.
-pub fn list(harness: Option<Harness>) -> String {
+pub(crate) fn list(harness: Option<Harness>) -> String {
     let rows: Vec<[String; 4]> = builtin_profiles()
         .iter()
         .filter(|p| harness.is_none_or(|h| h.as_str() == p.harness))
@@ -95,7 +95,7 @@ pub fn list(harness: Option<Harness>) -> String {
 }
 
 /// The template of `name`, headed by comments: what it measures, each placeholder and its flag, how to run it.
-pub fn show(name: &str, harness: Option<Harness>) -> Result<String, ProfilesError> {
+pub(crate) fn show(name: &str, harness: Option<Harness>) -> Result<String, ProfilesError> {
     let profile = find(name, harness)?;
     let mut out = format!("# {}: {}\n", profile.file_name(), profile.purpose());
     let names = ordered_placeholders(profile.template);

@@ -56,15 +56,15 @@ fn accept(current: ReadyAnswer, request: ReleaseRequest) -> (ReadyAnswer, bool) 
 
 /// The release server of one launcher. Dropping it stops serving.
 #[derive(Debug)]
-pub struct ReleaseServer {
+pub(crate) struct ReleaseServer {
     addr: SocketAddr,
     state: watch::Sender<ReadyAnswer>,
-    _serving: crate::live::Serving,
+    _serving: llmbench_engine::live::Serving,
 }
 
 impl ReleaseServer {
     /// Listens on `addr` (port 0 picks a free one) and answers `preparing` until [`ReleaseServer::ready`].
-    pub async fn start(addr: SocketAddr) -> Result<ReleaseServer, ReleaseError> {
+    pub(crate) async fn start(addr: SocketAddr) -> Result<ReleaseServer, ReleaseError> {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|source| ReleaseError::Bind { addr, source })?;
@@ -74,7 +74,8 @@ impl ReleaseServer {
             .route(READY_PATH, get(ready_handler))
             .route(RELEASE_PATH, post(release_handler))
             .with_state(state.clone());
-        let serving = crate::live::serve_until_dropped(listener, router, "the release server");
+        let serving =
+            llmbench_engine::live::serve_until_dropped(listener, router, "the release server");
         tracing::info!("waiting for release: http://{bound}{READY_PATH}");
         Ok(ReleaseServer {
             addr: bound,
@@ -90,7 +91,7 @@ impl ReleaseServer {
     }
 
     /// Everything is prepared: answer `waiting` (unless a release already came).
-    pub fn ready(&self) {
+    pub(crate) fn ready(&self) {
         self.state.send_if_modified(|state| {
             let preparing = *state == ReadyAnswer::Preparing;
             if preparing {
@@ -101,7 +102,7 @@ impl ReleaseServer {
     }
 
     /// Waits up to `timeout` for the release; the instant it names, in ns since the Unix epoch.
-    pub async fn released(&self, timeout: Duration) -> Result<u64, ReleaseError> {
+    pub(crate) async fn released(&self, timeout: Duration) -> Result<u64, ReleaseError> {
         let mut state = self.state.subscribe();
         let waited = tokio::time::timeout(
             timeout,
@@ -154,16 +155,16 @@ async fn release_handler(
 /// Prepared: serves `waiting` on `addr` until released (or `timeout`, or SIGTERM / SIGINT), then sleeps until the
 /// released instant. Returns the server (keep it until the run ends, so the instant can be read back) and the
 /// release as run.json records it.
-pub async fn wait_for_release(
+pub(crate) async fn wait_for_release(
     addr: SocketAddr,
     timeout: Duration,
-) -> Result<(ReleaseServer, crate::report::ReleaseMeta), ReleaseError> {
+) -> Result<(ReleaseServer, llmbench_report::report::ReleaseMeta), ReleaseError> {
     use tokio::signal::unix::{SignalKind, signal};
     let server = ReleaseServer::start(addr).await?;
     let mut term = signal(SignalKind::terminate()).map_err(ReleaseError::Signals)?;
     let mut int = signal(SignalKind::interrupt()).map_err(ReleaseError::Signals)?;
     server.ready();
-    let ready_unix_ns = crate::wallclock::unix_ns_now();
+    let ready_unix_ns = llmbench_model::wallclock::unix_ns_now();
     let at_unix_ns = tokio::select! {
         at = server.released(timeout) => at?,
         _ = term.recv() => return Err(ReleaseError::Interrupted { signal: "SIGTERM" }),
@@ -172,7 +173,7 @@ pub async fn wait_for_release(
     sleep_until_unix(at_unix_ns).await;
     Ok((
         server,
-        crate::report::ReleaseMeta {
+        llmbench_report::report::ReleaseMeta {
             ready_unix_ns,
             at_unix_ns,
         },
@@ -181,15 +182,15 @@ pub async fn wait_for_release(
 
 /// Sleeps until the wall-clock instant `at_unix_ns` on the monotonic clock, with the engine's precise timer. The
 /// wall clock is read once, here, so a clock step during the wait does not move the start.
-pub async fn sleep_until_unix(at_unix_ns: u64) {
-    let now_unix = crate::wallclock::unix_ns_now();
+pub(crate) async fn sleep_until_unix(at_unix_ns: u64) {
+    let now_unix = llmbench_model::wallclock::unix_ns_now();
     let ahead = Duration::from_nanos(at_unix_ns.saturating_sub(now_unix));
-    crate::timer::sleep_until(Instant::now() + ahead).await;
+    llmbench_model::timer::sleep_until(Instant::now() + ahead).await;
 }
 
 /// A listen address `HOST:PORT` where HOST may be an IPv6 address without brackets, as Kubernetes substitutes a
 /// pod's IP into `$(POD_IP):9465`.
-pub fn parse_listen_addr(text: &str) -> Result<SocketAddr, String> {
+pub(crate) fn parse_listen_addr(text: &str) -> Result<SocketAddr, String> {
     if let Ok(addr) = text.parse::<SocketAddr>() {
         return Ok(addr);
     }

@@ -18,7 +18,7 @@ pub fn available_cpus() -> usize {
 
 /// The memory this process may still use, in bytes: the cgroup limit minus what the cgroup uses now, capped by
 /// the host's available memory (`MemAvailable`); `None` when neither can be read.
-pub fn available_memory() -> Option<u64> {
+pub(crate) fn available_memory() -> Option<u64> {
     let host = std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|text| mem_available(&text));

@@ -6,14 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use llmbench::engine::http1::Http1Endpoint;
-use llmbench::engine::{
+use llmbench_engine::engine::http1::Http1Endpoint;
+use llmbench_engine::engine::{
     self, Clock, Control, ErrorLimits, PreparedRequest, Progress, Requests, RunPlan, Stage,
     StagePlan, StopReason, Target, Transport,
 };
-use llmbench::record::{ErrorClass, RequestRecord};
-use llmbench::sim::{self, FailureKind, SimConfig};
-use llmbench::workload::{ErrorLimit, StopScope};
+use llmbench_model::record::{ErrorClass, RequestRecord};
+use llmbench_sim::sim::{self, FailureKind, SimConfig};
+use llmbench_workload::workload::{ErrorLimit, StopScope};
 
 fn completion_body(max_tokens: u32) -> PreparedRequest {
     let body = serde_json::json!({
@@ -45,7 +45,7 @@ fn targets(base_url: &str, timeout: Duration) -> [(&'static str, Arc<Target>); 2
             request_timeout: Some(timeout),
             streaming: true,
             keep_text: false,
-            request_ids: llmbench::engine::RequestIds::NONE,
+            request_ids: llmbench_engine::engine::RequestIds::NONE,
         })
     };
     let http1 = Http1Endpoint::new(&url, &[], 64).expect("plain http endpoint");

@@ -12,9 +12,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::{LlamaServer, json, llmbench, run_profile, stdout, succeeded, write};
-use llmbench::server_metrics::parse::parse_page;
-use llmbench::server_metrics::summary::find;
-use llmbench::server_metrics::{
+use llmbench_metrics::server_metrics::parse::parse_page;
+use llmbench_metrics::server_metrics::summary::find;
+use llmbench_metrics::server_metrics::{
     Figures, MetricSummary, Scrape, ServerMetricsSummary, Window,
     inference_perf_prometheus_metrics, plot_series, summarize,
 };

@@ -11,11 +11,11 @@ use fault::{
     COMPLETION_JSON, Case, DONE, Expect, Fault, LAST_CHUNK, Plan, REQUEST_TIMEOUT, SSE_HEAD, Step,
     Timing, chat_delta, chunk, good_events, last_token, response, sse_response, token,
 };
-use llmbench::engine::Control;
-use llmbench::engine::client::{self, DEFAULT_REQUEST_TIMEOUT};
-use llmbench::engine::http1::Http1Endpoint;
-use llmbench::engine::{Clock, Issue, PreparedRequest, Target, Transport};
-use llmbench::record::ErrorClass::{
+use llmbench_engine::engine::Control;
+use llmbench_engine::engine::client::{self, DEFAULT_REQUEST_TIMEOUT};
+use llmbench_engine::engine::http1::Http1Endpoint;
+use llmbench_engine::engine::{Clock, Issue, PreparedRequest, Target, Transport};
+use llmbench_model::record::ErrorClass::{
     Connect, ConnectionReset, MalformedEvent, Other, StreamCut, Timeout,
 };
 
@@ -762,7 +762,7 @@ fn target_without_timeout(port: u16, transport: &str) -> Target {
         request_timeout: None,
         streaming: true,
         keep_text: false,
-        request_ids: llmbench::engine::RequestIds::NONE,
+        request_ids: llmbench_engine::engine::RequestIds::NONE,
     }
 }
 
@@ -770,7 +770,7 @@ fn target_without_timeout(port: u16, transport: &str) -> Target {
 async fn execute_once(
     target: &Target,
     request: &PreparedRequest,
-) -> llmbench::record::RequestRecord {
+) -> llmbench_model::record::RequestRecord {
     let issue = Issue {
         id: 0,
         stage: 0,

@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use clap::Parser;
-use llmbench::record::RequestRecord;
 use llmbench::run::{RunArgs, RunOutcome, run};
+use llmbench_model::record::RequestRecord;
 
 #[derive(Parser)]
 struct Cli {

@@ -6,9 +6,9 @@
 use std::path::Path;
 
 use clap::Parser;
-use llmbench::metrics::RunVerdict;
-use llmbench::mlperf::Verdict;
 use llmbench::run::{RunArgs, RunOutcome, run};
+use llmbench_metrics::metrics::RunVerdict;
+use llmbench_metrics::mlperf::Verdict;
 
 #[derive(Parser)]
 struct Cli {
@@ -312,7 +312,8 @@ async fn accuracy_mode_logs_token_ids_as_the_accuracy_scripts_read_them() {
         .expect("accuracy log");
     let entries: Vec<serde_json::Value> = serde_json::from_str(&text).expect("a JSON list");
     assert_eq!(entries.len(), 6);
-    let tokenizer = llmbench::tokenizer::Tokenizer::from_file(&tokenizer_path).expect("tokenizer");
+    let tokenizer =
+        llmbench_workload::tokenizer::Tokenizer::from_file(&tokenizer_path).expect("tokenizer");
     let mut seen: Vec<u64> = Vec::new();
     for entry in &entries {
         let hex = entry["data"].as_str().expect("hex data");

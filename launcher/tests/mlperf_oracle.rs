@@ -14,9 +14,9 @@ use std::path::Path;
 use std::process::Command;
 
 use clap::Parser;
-use llmbench::mlperf::{UserConf, build_schedule, parse_settings};
 use llmbench::run::{RunArgs, run};
-use llmbench::workload::ParseOptions;
+use llmbench_metrics::mlperf::{UserConf, build_schedule, parse_settings};
+use llmbench_workload::workload::ParseOptions;
 
 const USER_CONF: &str = "\
 *.*.min_duration = 1000

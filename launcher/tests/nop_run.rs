@@ -172,12 +172,12 @@ async fn the_nop_harness_reads_model_load_times_from_a_vllm_log() {
     assert_eq!(compact["model_load"]["torch_compile_s"], 13.29);
     // `llmbench report` rebuilds summary.json from the files alone, the model-load figures included.
     let before = summary["model_load"].clone();
-    llmbench::report::report_dir_within(
+    llmbench_report::report::report_dir_within(
         run_dir,
         None,
         1 << 30,
         llmbench::run::nop::model_load_of_run(run_dir),
-        &llmbench::plot::RunPictures,
+        &llmbench_report::plot::RunPictures,
     )
     .expect("report");
     assert_eq!(json(&run_dir.join("summary.json"))["model_load"], before);

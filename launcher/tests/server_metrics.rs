@@ -7,12 +7,12 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
-use llmbench::server_metrics::summary::find;
-use llmbench::server_metrics::{
+use llmbench_metrics::server_metrics::summary::find;
+use llmbench_metrics::server_metrics::{
     Figures, MetricSummary, StageWindow, Window, inference_perf_prometheus_metrics,
     llmd_observability, plot_series_file, read_jsonl, spawn, summarize_file,
 };
-use llmbench::sim::{SimConfig, start};
+use llmbench_sim::sim::{SimConfig, start};
 use serde_json::json;
 
 const INTERVAL: Duration = Duration::from_millis(100);
@@ -284,7 +284,7 @@ async fn scraping_llm_d_inference_sim_reads_its_0_0_4_text() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let metrics_url = format!("{base}/metrics");
-    assert!(llmbench::server_metrics::probe(&metrics_url).await);
+    assert!(llmbench_metrics::server_metrics::probe(&metrics_url).await);
 
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("server_metrics.jsonl");
@@ -312,7 +312,7 @@ async fn scraping_llm_d_inference_sim_reads_its_0_0_4_text() {
     let last = read_jsonl(&out).unwrap().last().unwrap().unwrap();
     assert_eq!(
         last.types.get("vllm:prompt_tokens_total"),
-        Some(&llmbench::server_metrics::MetricKind::Counter),
+        Some(&llmbench_metrics::server_metrics::MetricKind::Counter),
         "{:?}",
         last.types
     );

@@ -667,15 +667,15 @@ mod planner {
     use std::time::Duration;
 
     use bytes::Bytes;
-    use llmbench::engine::http1::Http1Endpoint;
-    use llmbench::engine::{
+    use llmbench_engine::engine::http1::Http1Endpoint;
+    use llmbench_engine::engine::{
         self, Clock, Control, EngineError, EnginePlan, ErrorLimits, FinishedStage, PlannedStage,
         PlannerError, PreparedRequest, Progress, Requests, Stage, StagePlan, StagePlanner,
         StageTimes, Stages, Target, Transport,
     };
-    use llmbench::record::{ErrorClass, RequestRecord};
-    use llmbench::report::StageMeta;
-    use llmbench::sim::{self, SimConfig};
+    use llmbench_model::record::{ErrorClass, RequestRecord};
+    use llmbench_report::report::StageMeta;
+    use llmbench_sim::sim::{self, SimConfig};
 
     /// What a planner was told of a finished stage.
     #[derive(Debug, Clone, PartialEq)]
@@ -784,7 +784,7 @@ mod planner {
             request_timeout: Some(Duration::from_secs(10)),
             streaming: true,
             keep_text: false,
-            request_ids: llmbench::engine::RequestIds::NONE,
+            request_ids: llmbench_engine::engine::RequestIds::NONE,
         });
         let (sink, writer) = engine::record_writer(
             Box::new(std::io::sink()),

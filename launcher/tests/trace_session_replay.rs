@@ -265,8 +265,13 @@ async fn otel_sessions_replay_each_call_after_its_predecessors_by_the_recorded_w
     ] {
         let before = read(name);
         std::fs::remove_file(outcome.dir.join(name)).expect("remove");
-        llmbench::report::report_dir(&outcome.dir, None, None, &llmbench::plot::RunPictures)
-            .expect("report");
+        llmbench_report::report::report_dir(
+            &outcome.dir,
+            None,
+            None,
+            &llmbench_report::plot::RunPictures,
+        )
+        .expect("report");
         assert_eq!(read(name), before, "{name} rebuilt");
     }
 }
@@ -378,7 +383,7 @@ async fn a_trace_with_tool_calls_is_refused_naming_its_file_and_span() {
 /// at 7de5ef2 into `tests/fixtures/otel/`) build into the graphs worked out here by hand from their spans.
 #[test]
 fn upstreams_example_traces_build_the_graphs_worked_out_by_hand() {
-    use llmbench::workload::otel_trace::{Build, Graph, SegmentKind::*, build};
+    use llmbench_workload::workload::otel_trace::{Build, Graph, SegmentKind::*, build};
     let graph = |name: &str| -> Graph {
         let path = format!(
             "{}/tests/fixtures/otel/{name}.json",

@@ -19,18 +19,18 @@ use serde_json::{Map, Value, json};
 use super::ExperimentError;
 use super::figures::{capacity_block, read_summary, run_figures, slo_verdict};
 use super::plan::{ExperimentPlan, RunStatus, write_atomic};
-use crate::plot::TreatmentTable;
-use crate::report::{
+use llmbench_report::plot::TreatmentTable;
+use llmbench_report::report::{
     Align, GUIDELLM_REPORT_FILE, LLMD_REPORT_PREFIX, TERMINAL_COLUMNS, Table, Tone,
 };
 
 /// The schema id of `comparison.json`.
-pub const COMPARISON_SCHEMA: &str = "llmbench.comparison/v1";
-pub const COMPARISON_FILE: &str = "comparison.json";
+pub(crate) const COMPARISON_SCHEMA: &str = "llmbench.comparison/v1";
+pub(crate) const COMPARISON_FILE: &str = "comparison.json";
 /// llm-d-benchmark's cross-treatment CSV.
-pub const TREATMENT_CSV_FILE: &str = "treatment_comparison.csv";
+pub(crate) const TREATMENT_CSV_FILE: &str = "treatment_comparison.csv";
 /// llm-d-benchmark's DoE experiment summary.
-pub const EXPERIMENT_SUMMARY_FILE: &str = "experiment-summary.yaml";
+pub(crate) const EXPERIMENT_SUMMARY_FILE: &str = "experiment-summary.yaml";
 
 /// `comparison.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -88,7 +88,7 @@ pub struct KilledRun {
 /// Builds every comparison file of the experiment in `dir` from `plan` and the runs' directories. A run that
 /// was started and never ended (its launcher was killed) is reported as `killed`, with its reports rebuilt from
 /// what it recorded, as `llmbench report` rebuilds them.
-pub fn write_all(dir: &Path, plan: &ExperimentPlan) -> Result<Written, ExperimentError> {
+pub(crate) fn write_all(dir: &Path, plan: &ExperimentPlan) -> Result<Written, ExperimentError> {
     let mut warnings = Vec::new();
     let (plan, killed) = settle_killed_runs(dir, plan, &mut warnings);
     let plan = &plan;
@@ -131,9 +131,9 @@ pub fn write_all(dir: &Path, plan: &ExperimentPlan) -> Result<Written, Experimen
     // The treatments side by side in pictures (throughput vs latency, Pareto, latency CDFs) and compare.html; a
     // picture that cannot be drawn (no run succeeded yet) leaves the numbers standing.
     let table = treatment_table(&comparison, plan.slo.as_ref());
-    match crate::plot::compare(
+    match llmbench_report::plot::compare(
         &[dir.to_path_buf()],
-        &dir.join(crate::plot::PLOTS_DIR),
+        &dir.join(llmbench_report::plot::PLOTS_DIR),
         &[table],
         &super::plotted::plotted_runs,
     ) {
@@ -170,15 +170,15 @@ fn settle_killed_runs(
         if !was_killed(&run_dir) {
             continue;
         }
-        let rebuilt = crate::report::report_dir(
+        let rebuilt = llmbench_report::report::report_dir(
             &run_dir,
             None,
             crate::run::nop::model_load_of_run(&run_dir),
-            &crate::plot::RunPictures,
+            &llmbench_report::plot::RunPictures,
         );
         let what = match rebuilt {
             Ok(outcome) => match &outcome.summary.run {
-                Some(ended) => crate::report::killed_run(
+                Some(ended) => llmbench_report::report::killed_run(
                     ended,
                     outcome.summary.overall.requests.lost_in_flight,
                 ),
@@ -206,7 +206,7 @@ fn settle_killed_runs(
 /// Whether the run in `run_dir` began and never wrote its end (run.json, or a shard's, has none) while no launcher
 /// holds its directory now.
 fn was_killed(run_dir: &Path) -> bool {
-    let shards = crate::report::merge::shard_dirs(run_dir);
+    let shards = llmbench_report::report::merge::shard_dirs(run_dir);
     let dirs = if shards.is_empty() {
         vec![run_dir.to_owned()]
     } else {
@@ -214,7 +214,7 @@ fn was_killed(run_dir: &Path) -> bool {
     };
     let metas: Vec<_> = dirs
         .iter()
-        .filter_map(|d| crate::report::RunMeta::read(d).ok())
+        .filter_map(|d| llmbench_report::report::RunMeta::read(d).ok())
         .collect();
     !metas.is_empty()
         && metas.iter().any(|meta| meta.end.is_none())
@@ -222,7 +222,11 @@ fn was_killed(run_dir: &Path) -> bool {
 }
 
 /// The comparison: each run's figures from its summary.json, the table over succeeded runs.
-pub fn comparison(dir: &Path, plan: &ExperimentPlan, warnings: &mut Vec<String>) -> Comparison {
+pub(crate) fn comparison(
+    dir: &Path,
+    plan: &ExperimentPlan,
+    warnings: &mut Vec<String>,
+) -> Comparison {
     let treatments: Vec<_> = plan
         .treatments
         .iter()
@@ -410,7 +414,7 @@ const CSV_COLUMNS: [(&str, &str); 28] = [
 /// name (`<treatment>-r<repeat>`). Upstream walks the results directory's subdirectories in name order; we walk
 /// the runs in plan order, which is the same set of rows in an order that keeps repeats together as they ran.
 /// A run without reports (it failed before writing them) has no row, as upstream.
-pub fn treatment_csv(dir: &Path, plan: &ExperimentPlan) -> String {
+pub(crate) fn treatment_csv(dir: &Path, plan: &ExperimentPlan) -> String {
     let mut writer = csv::WriterBuilder::new()
         .terminator(csv::Terminator::CRLF)
         .from_writer(Vec::new());
@@ -499,7 +503,7 @@ fn csv_text(value: &Value) -> String {
 /// directory) and `error` (the first failed run's). Without setup treatments there is one entry named `default`,
 /// as upstream synthesises for a file without `setup`. A setup treatment none of whose runs started (the
 /// experiment stopped first) has no entry, as upstream's loop breaks before recording it.
-pub fn experiment_summary(dir: &Path, plan: &ExperimentPlan) -> Value {
+pub(crate) fn experiment_summary(dir: &Path, plan: &ExperimentPlan) -> Value {
     let mut groups: Vec<(String, Vec<&super::plan::PlanRun>, usize)> = Vec::new();
     if plan.setup_treatments.is_empty() {
         groups.push((
@@ -597,7 +601,7 @@ fn round1(x: f64) -> f64 {
 
 /// guidellm's `benchmarks.json` for the whole experiment: the first run's report with `benchmarks` replaced by
 /// every run's benchmarks in plan order (each run's own `benchmarks.json`). `None` when no run wrote one.
-pub fn guidellm_benchmarks(
+pub(crate) fn guidellm_benchmarks(
     dir: &Path,
     plan: &ExperimentPlan,
     warnings: &mut Vec<String>,
@@ -797,7 +801,7 @@ fn shorten_middle(text: &str, chars: usize) -> String {
 /// experiment has one) and how many runs failed; which treatment is best and by what rule (llmbench-api's
 /// `best`: the highest capacity where the runs searched for one, else the highest output tokens/s among the
 /// treatments that met the SLO).
-pub fn verdict_lines(comparison: &Comparison) -> Vec<String> {
+pub(crate) fn verdict_lines(comparison: &Comparison) -> Vec<String> {
     let rows = &comparison.rows;
     let judged: Vec<&TreatmentRow> = rows
         .iter()
@@ -887,7 +891,7 @@ fn slo_text(slo: &SloSpec) -> String {
 /// The table compare.html opens with: the terminal's columns with each factor's level after the treatment, the
 /// best row marked, the SLO and how many treatments met it, and the best treatment with the rule that chose it
 /// (llmbench-api's `best`).
-pub fn treatment_table(comparison: &Comparison, slo: Option<&SloSpec>) -> TreatmentTable {
+pub(crate) fn treatment_table(comparison: &Comparison, slo: Option<&SloSpec>) -> TreatmentTable {
     let rows = table_rows(comparison);
     let mut factors: Vec<&str> = Vec::new();
     for row in &rows {

@@ -7,18 +7,18 @@ use llmbench_api::experiment::RunFigures;
 use llmbench_api::v1alpha1::SloSpec;
 use serde_json::Value;
 
-use crate::metrics::{RunSummary, Stats};
+use llmbench_metrics::metrics::{RunSummary, Stats};
 
 /// A run's `summary.json`, typed, and as raw JSON for the fields other code is still adding (`capacity`).
 #[derive(Debug, Clone)]
-pub struct ReadSummary {
-    pub summary: RunSummary,
-    pub raw: Value,
+pub(crate) struct ReadSummary {
+    pub(crate) summary: RunSummary,
+    pub(crate) raw: Value,
 }
 
 /// Reads `dir/summary.json`.
-pub fn read_summary(dir: &Path) -> Result<ReadSummary, String> {
-    let path = dir.join(crate::report::SUMMARY_FILE);
+pub(crate) fn read_summary(dir: &Path) -> Result<ReadSummary, String> {
+    let path = dir.join(llmbench_report::report::SUMMARY_FILE);
     let text = std::fs::read_to_string(&path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let raw: Value =
@@ -30,7 +30,7 @@ pub fn read_summary(dir: &Path) -> Result<ReadSummary, String> {
 
 /// The figures of one run: throughput, TTFT/TPOT/ITL p50 and p99 in milliseconds, goodput where the profile set
 /// objectives, failed requests, the SLO verdict and the capacity its search found.
-pub fn run_figures(read: &ReadSummary, slo: Option<&SloSpec>) -> RunFigures {
+pub(crate) fn run_figures(read: &ReadSummary, slo: Option<&SloSpec>) -> RunFigures {
     let overall = &read.summary.overall;
     let latency = &overall.latency_ms;
     let p50 = |s: &Option<Stats>| s.as_ref().map(|s| s.p50);
@@ -64,13 +64,13 @@ fn prefix_cache_hit_percent(summary: &RunSummary) -> Option<f64> {
         .overall
         .aggregate_metric("prefix_cache_hit_rate")?;
     match metric.figures {
-        crate::server_metrics::Figures::Ratio { percent } => Some(percent),
+        llmbench_metrics::server_metrics::Figures::Ratio { percent } => Some(percent),
         _ => None,
     }
 }
 
 /// The raw `capacity` block of `summary.json`, for comparison.json.
-pub fn capacity_block(summary_json: &Value) -> Option<Value> {
+pub(crate) fn capacity_block(summary_json: &Value) -> Option<Value> {
     summary_json
         .get("capacity")
         .filter(|c| !c.is_null())
@@ -78,7 +78,7 @@ pub fn capacity_block(summary_json: &Value) -> Option<Value> {
 }
 
 /// The SLO verdict over the full summary, by the operator's rule (`SloSpec::verdict`).
-pub fn slo_verdict(slo: &SloSpec, summary: &RunSummary) -> Result<String, String> {
+pub(crate) fn slo_verdict(slo: &SloSpec, summary: &RunSummary) -> Result<String, String> {
     let latency = &summary.overall.latency_ms;
     let p99 = |stats: &Option<Stats>| stats.as_ref().map(|s| s.p99);
     slo.verdict(&llmbench_api::v1alpha1::SloFigures {
@@ -177,7 +177,7 @@ mod tests {
         .expect("a spec");
         let search = llmbench_api::capacity::CapacitySearch::try_from(&spec).expect("valid");
         let point = summary(1.0, 0, Value::Null).summary.overall;
-        let outcome = crate::metrics::capacity::replay(search, &[(0, &point)]);
+        let outcome = llmbench_metrics::metrics::capacity::replay(search, &[(0, &point)]);
         assert_eq!(outcome.answer, Some(1.0));
         let with = summary(
             1.0,

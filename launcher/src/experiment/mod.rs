@@ -60,12 +60,12 @@
 //! against it were skipped).
 
 pub mod compare;
-pub mod figures;
+pub(crate) mod figures;
 pub mod plan;
 pub mod plotted;
-pub mod resolve;
-pub mod runner;
-pub mod source;
+pub(crate) mod resolve;
+pub(crate) mod runner;
+pub(crate) mod source;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -74,10 +74,10 @@ use clap::{Args, Subcommand};
 use llmbench_api::v1alpha1::Harness;
 
 pub use compare::{Comparison, Written, print_table};
-pub use plan::{ExperimentPlan, HookCall, PlanRun, PlanSetup, PlanTreatment, RunStatus};
-pub use runner::ExperimentOutcome;
+pub(crate) use plan::ExperimentPlan;
+pub(crate) use runner::ExperimentOutcome;
 
-use crate::profile::ProfileError;
+use llmbench_workload::profile::ProfileError;
 
 /// The exit code when some run of the experiment failed.
 pub const EXIT_RUN_FAILED: u8 = 3;
@@ -172,7 +172,7 @@ pub enum ExperimentError {
         source: std::io::Error,
     },
     #[error("cannot start the embedded simulator: {0}")]
-    Sim(#[from] crate::sim::SimError),
+    Sim(#[from] llmbench_sim::sim::SimError),
     #[error("{path}: not an experiment plan: {message}")]
     BadPlan { path: PathBuf, message: String },
     #[error("cannot handle {signal}: {source}")]
@@ -321,7 +321,10 @@ pub async fn run(args: &ExperimentArgs) -> Result<ExperimentOutcome, ExperimentE
 }
 
 /// Reads and checks the experiment in `file` with the command line applied: the plan every run would follow.
-pub fn load(file: &Path, args: &ExperimentArgs) -> Result<resolve::Resolved, ExperimentError> {
+pub(crate) fn load(
+    file: &Path,
+    args: &ExperimentArgs,
+) -> Result<resolve::Resolved, ExperimentError> {
     let rule = source::KeyRule {
         strict: args.strict,
         lenient: args.lenient,

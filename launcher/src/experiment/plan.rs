@@ -13,7 +13,7 @@ pub use llmbench_core::experiment::v1::{
 use super::ExperimentError;
 
 /// Reads and checks a plan file.
-pub fn read(path: &Path) -> Result<ExperimentPlan, ExperimentError> {
+pub(crate) fn read(path: &Path) -> Result<ExperimentPlan, ExperimentError> {
     let text = std::fs::read_to_string(path).map_err(|source| ExperimentError::Read {
         path: path.to_owned(),
         source,
@@ -28,7 +28,7 @@ pub fn read(path: &Path) -> Result<ExperimentPlan, ExperimentError> {
 }
 
 /// Writes the plan as pretty JSON, through a temporary file so a reader never sees half of it.
-pub fn write(plan: &ExperimentPlan, path: &Path) -> Result<(), ExperimentError> {
+pub(crate) fn write(plan: &ExperimentPlan, path: &Path) -> Result<(), ExperimentError> {
     let mut text = serde_json::to_string_pretty(plan).map_err(|e| ExperimentError::Write {
         path: path.to_owned(),
         source: std::io::Error::other(e),

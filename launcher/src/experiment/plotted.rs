@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use crate::plot::varied::LatencyBounds;
-use crate::plot::{ExperimentRun, ExperimentRuns, PlotError, TreatmentRuns};
+use llmbench_report::plot::varied::LatencyBounds;
+use llmbench_report::plot::{ExperimentRun, ExperimentRuns, PlotError, TreatmentRuns};
 
 use super::plan::{EXPERIMENT_FILE, RunStatus};
 
@@ -60,6 +60,9 @@ pub fn plotted_runs(dir: &Path) -> Result<ExperimentRuns, PlotError> {
 mod tests {
     #[test]
     fn plot_recognises_an_experiment_directory_by_the_file_the_experiment_writes() {
-        assert_eq!(crate::plot::EXPERIMENT_FILE, super::EXPERIMENT_FILE);
+        assert_eq!(
+            llmbench_report::plot::EXPERIMENT_FILE,
+            super::EXPERIMENT_FILE
+        );
     }
 }

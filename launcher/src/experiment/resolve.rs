@@ -16,16 +16,16 @@ use llmbench_api::v1alpha1::{
 use super::plan::{EXPERIMENT_SCHEMA, ExperimentPlan, PlanRun, PlanSetup, PlanTreatment};
 use super::source::{KeyRule, LlmdExperiment, RESET_CACHE_PATHS, Source, SourceKind, levels_of};
 use super::{ExperimentArgs, ExperimentError};
-use crate::profile::{
+use crate::run::SIM_MODEL;
+use llmbench_api::render::RenderError;
+use llmbench_workload::profile::{
     Edits, ProfileError, Template, TemplateSource, Values, render, render_edited,
 };
-use crate::run::SIM_MODEL;
-use crate::workload::{ParseOptions, WarningKind, parse_profile};
-use llmbench_api::render::RenderError;
+use llmbench_workload::workload::{ParseOptions, WarningKind, parse_profile};
 
 /// Where a profile comes from, for the runs (`llmbench run --profile`) and for the checks.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ProfileChoice {
+pub(crate) enum ProfileChoice {
     /// A bundled profile of the harness, by name.
     Builtin(String),
     File(PathBuf),
@@ -35,7 +35,7 @@ pub enum ProfileChoice {
 
 impl ProfileChoice {
     /// How experiment.json and `llmbench run --profile` name it.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         match self {
             ProfileChoice::Builtin(name) => name.clone(),
             ProfileChoice::File(path) => path.display().to_string(),
@@ -45,47 +45,47 @@ impl ProfileChoice {
 }
 
 /// The file a manifest's inline template is written to, in the experiment directory.
-pub const INLINE_TEMPLATE_FILE: &str = "template.yaml.in";
+pub(crate) const INLINE_TEMPLATE_FILE: &str = "template.yaml.in";
 
 /// An experiment ready to run: its plan, and what each run needs besides its treatment.
 #[derive(Debug, Clone)]
-pub struct Resolved {
+pub(crate) struct Resolved {
     /// The plan, every run pending.
-    pub plan: ExperimentPlan,
-    pub harness: Harness,
-    pub profile: ProfileChoice,
+    pub(crate) plan: ExperimentPlan,
+    pub(crate) harness: Harness,
+    pub(crate) profile: ProfileChoice,
     /// Per treatment with its own profile (llm-d-benchmark `profile:` on a treatment).
-    pub treatment_profiles: BTreeMap<String, ProfileChoice>,
+    pub(crate) treatment_profiles: BTreeMap<String, ProfileChoice>,
     /// The stack's endpoint; `None` (and no setup endpoints) means the embedded simulator.
-    pub endpoint: Option<String>,
+    pub(crate) endpoint: Option<String>,
     /// The model every request names; with the embedded simulator also the model it serves.
-    pub model: Option<String>,
-    pub tokenizer: Option<String>,
-    pub max_model_len: Option<u32>,
+    pub(crate) model: Option<String>,
+    pub(crate) tokenizer: Option<String>,
+    pub(crate) max_model_len: Option<u32>,
     /// Prometheus endpoints every run scrapes (`template.stack.metricsEndpoints`).
-    pub metrics_endpoints: Vec<String>,
+    pub(crate) metrics_endpoints: Vec<String>,
     /// Placeholder values, NAME=VALUE: the template's `env`, then `--set`.
-    pub set: Vec<String>,
-    pub warnings: Vec<String>,
+    pub(crate) set: Vec<String>,
+    pub(crate) warnings: Vec<String>,
     /// The experiment file, and the line each override key is first given on in it, for the checks' messages.
-    pub path: PathBuf,
-    pub key_lines: BTreeMap<String, u32>,
+    pub(crate) path: PathBuf,
+    pub(crate) key_lines: BTreeMap<String, u32>,
 }
 
 impl Resolved {
     /// Whether the runs drive the embedded simulator (one for the whole experiment).
-    pub fn embedded(&self) -> bool {
+    pub(crate) fn embedded(&self) -> bool {
         self.endpoint.is_none() && self.plan.setup_treatments.is_empty()
     }
 
     /// The profile of treatment `name`.
-    pub fn profile_of(&self, name: &str) -> &ProfileChoice {
+    pub(crate) fn profile_of(&self, name: &str) -> &ProfileChoice {
         self.treatment_profiles.get(name).unwrap_or(&self.profile)
     }
 }
 
 /// Applies the command line to what the file says.
-pub fn resolve(source: Source, args: &ExperimentArgs) -> Result<Resolved, ExperimentError> {
+pub(crate) fn resolve(source: Source, args: &ExperimentArgs) -> Result<Resolved, ExperimentError> {
     let mut warnings = source.warnings.clone();
     let path = source.path.clone();
     let key_lines = source.key_lines.clone();
@@ -189,7 +189,7 @@ pub fn resolve(source: Source, args: &ExperimentArgs) -> Result<Resolved, Experi
         None => format!(
             "{}-{}",
             dns_name(&parts.name),
-            crate::wallclock::compact_utc_now()
+            llmbench_model::wallclock::compact_utc_now()
         ),
     };
     crate::run::validate_run_id(&id).map_err(|e| ExperimentError::Flag {
@@ -631,7 +631,7 @@ fn bundled(harness: Harness) -> Vec<&'static str> {
 /// A profile as llm-d-benchmark names it (`random_concurrent.yaml`, a file under `workload/profiles/<harness>/`)
 /// or as `llmbench run --profile` takes it: an existing file (also relative to the experiment file), a path, else
 /// the bundled profile of that name with or without `.yaml` / `.yaml.in`.
-pub fn choose_profile(
+pub(crate) fn choose_profile(
     harness: Harness,
     text: &str,
     base_dir: Option<&Path>,
@@ -658,7 +658,7 @@ pub fn choose_profile(
 /// treatment's, and parses in its dialect; no two treatments run the same workload. Refuses naming the file, the
 /// line, the treatment and the key. `rule.lenient` turns near misses, overrides that create a key and treatments
 /// that run the same workload into the warnings returned.
-pub fn check(resolved: &Resolved, rule: KeyRule) -> Result<Vec<String>, ExperimentError> {
+pub(crate) fn check(resolved: &Resolved, rule: KeyRule) -> Result<Vec<String>, ExperimentError> {
     let harness = resolved.harness;
     let plan = &resolved.plan;
     let mut warnings = Vec::new();
@@ -759,12 +759,17 @@ pub fn check(resolved: &Resolved, rule: KeyRule) -> Result<Vec<String>, Experime
         };
         let identity = match harness {
             Harness::Mlperf => {
-                crate::mlperf::parse_settings(&template.name, &rendered.text, None, &options)
-                    .map_err(|e| treatment_error(e.to_string()))?;
+                llmbench_metrics::mlperf::parse_settings(
+                    &template.name,
+                    &rendered.text,
+                    None,
+                    &options,
+                )
+                .map_err(|e| treatment_error(e.to_string()))?;
                 RunIdentity::Text(rendered.text)
             }
             Harness::Fmperf => {
-                crate::workload::parse_fmperf(&template.name, &rendered.text)
+                llmbench_workload::workload::parse_fmperf(&template.name, &rendered.text)
                     .map_err(|e| treatment_error(e.to_string()))?;
                 RunIdentity::Text(rendered.text)
             }
@@ -812,7 +817,12 @@ pub fn check(resolved: &Resolved, rule: KeyRule) -> Result<Vec<String>, Experime
 /// search), or the rendered text for the dialects with their own models (mlperf, fmperf).
 #[derive(Debug, PartialEq)]
 enum RunIdentity {
-    Workload(Box<(crate::workload::Workload, Option<CapacitySearchSpec>)>),
+    Workload(
+        Box<(
+            llmbench_workload::workload::Workload,
+            Option<CapacitySearchSpec>,
+        )>,
+    ),
     Text(String),
 }
 

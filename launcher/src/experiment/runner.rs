@@ -23,10 +23,10 @@ use super::compare::{self, Written};
 use super::plan::{EXPERIMENT_FILE, ExperimentPlan, HookCall, PlanRun, RunStatus};
 use super::resolve::{INLINE_TEMPLATE_FILE, ProfileChoice, Resolved};
 use super::{ExperimentArgs, ExperimentError};
-use crate::engine::StopReason;
 use crate::run::{RunArgs, RunError, RunOutcome, SIM_MODEL};
-use crate::sim::{self, SimConfig};
-use crate::wallclock;
+use llmbench_engine::engine::StopReason;
+use llmbench_model::wallclock;
+use llmbench_sim::sim::{self, SimConfig};
 
 /// How an experiment ended.
 #[derive(Debug)]
@@ -66,7 +66,7 @@ impl Stop {
 }
 
 /// Runs `resolved` into `<output>/<id>/`.
-pub async fn execute(
+pub(crate) async fn execute(
     mut resolved: Resolved,
     args: &ExperimentArgs,
 ) -> Result<ExperimentOutcome, ExperimentError> {
@@ -112,7 +112,7 @@ pub async fn execute(
         resolved.tokenizer = resolved
             .tokenizer
             .clone()
-            .or_else(|| Some(crate::tokenizer::BUILTIN.to_owned()));
+            .or_else(|| Some(llmbench_workload::tokenizer::BUILTIN.to_owned()));
     }
     let sim_urls: BTreeMap<String, String> = embedded
         .iter()
@@ -524,7 +524,7 @@ fn hook_client() -> Result<reqwest::Client, ExperimentError> {
 }
 
 /// A hook's URL: a full http(s) URL as it is, a path joined to the stack's endpoint.
-pub fn hook_url(url: &str, endpoint: Option<&str>) -> Option<String> {
+pub(crate) fn hook_url(url: &str, endpoint: Option<&str>) -> Option<String> {
     if url.starts_with("http://") || url.starts_with("https://") {
         return Some(url.to_owned());
     }

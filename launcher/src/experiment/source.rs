@@ -14,12 +14,12 @@ use llmbench_api::v1alpha1::BenchmarkExperimentSpec;
 use serde::Deserialize;
 
 use super::ExperimentError;
-use crate::workload::yaml::{Key, Node, Value, parse_document};
+use llmbench_workload::workload::yaml::{Key, Node, Value, parse_document};
 
 /// The group/version a manifest must carry.
-pub const API_VERSION: &str = "llmbench.dev/v1alpha1";
+pub(crate) const API_VERSION: &str = "llmbench.dev/v1alpha1";
 /// The kind a manifest must carry.
-pub const KIND: &str = "BenchmarkExperiment";
+pub(crate) const KIND: &str = "BenchmarkExperiment";
 
 /// The top-level keys of an llm-d-benchmark experiment file (FORMATS.md §1.8), and llmbench's own
 /// `cache_states` (the BenchmarkExperiment's `cacheStates`; llm-d-benchmark has no cold/warm comparison).
@@ -40,41 +40,34 @@ const LLMD_KEYS: [&str; 11] = [
 /// llm-d-benchmark's `reset_caches`: vLLM's dev-mode cache resets, POSTed to the stack before each treatment. The
 /// prefix cache is reset by the run itself (`--reset-prefix-cache`, which finds the engine's own reset); these two,
 /// vLLM's alone, are called as hooks (recorded, never fatal).
-pub const RESET_CACHE_PATHS: [(&str, &str); 2] = [
+pub(crate) const RESET_CACHE_PATHS: [(&str, &str); 2] = [
     ("reset-mm-cache", "/reset_mm_cache"),
     ("reset-encoder-cache", "/reset_encoder_cache"),
 ];
 
 /// How unknown keys of an experiment file are judged (`--strict`, `--lenient`; see `llmbench experiment --help`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct KeyRule {
+pub(crate) struct KeyRule {
     /// Every unknown key is an error.
-    pub strict: bool,
+    pub(crate) strict: bool,
     /// A near miss of a known key is a warning, not an error.
-    pub lenient: bool,
-}
-
-impl KeyRule {
-    pub const STRICT: KeyRule = KeyRule {
-        strict: true,
-        lenient: false,
-    };
+    pub(crate) lenient: bool,
 }
 
 /// An experiment as read from its file, before the command line is applied.
 #[derive(Debug, Clone)]
-pub struct Source {
-    pub path: PathBuf,
-    pub kind: SourceKind,
+pub(crate) struct Source {
+    pub(crate) path: PathBuf,
+    pub(crate) kind: SourceKind,
     /// Things the file holds that llmbench reads but does not act on, worth a warning.
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
     /// Each override key (a factor's `key`, a treatment's or the template's `key=value`, an llm-d-benchmark
     /// treatment's or constant's key) and the line it is first given on, so a check that fails can name the line.
-    pub key_lines: BTreeMap<String, u32>,
+    pub(crate) key_lines: BTreeMap<String, u32>,
 }
 
 #[derive(Debug, Clone)]
-pub enum SourceKind {
+pub(crate) enum SourceKind {
     Manifest {
         name: String,
         spec: Box<BenchmarkExperimentSpec>,
@@ -84,7 +77,7 @@ pub enum SourceKind {
 
 impl SourceKind {
     /// How `experiment.json` names the format.
-    pub fn format(&self) -> &'static str {
+    pub(crate) fn format(&self) -> &'static str {
         match self {
             SourceKind::Manifest { .. } => KIND,
             SourceKind::Llmd(_) => "llm-d-benchmark",
@@ -94,56 +87,56 @@ impl SourceKind {
 
 /// What an llm-d-benchmark experiment file says.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct LlmdExperiment {
+pub(crate) struct LlmdExperiment {
     /// `experiment.name`, else the file's stem.
-    pub name: String,
+    pub(crate) name: String,
     /// `experiment.harness` and the line it is on.
-    pub harness: Option<(String, u32)>,
+    pub(crate) harness: Option<(String, u32)>,
     /// `experiment.profile` (a file name such as `random_concurrent.yaml`) and its line.
-    pub profile: Option<(String, u32)>,
+    pub(crate) profile: Option<(String, u32)>,
     /// Top-level `constants`, as overrides applied to every treatment before its own values.
-    pub constants: Vec<String>,
-    pub treatments: Vec<LlmdTreatment>,
+    pub(crate) constants: Vec<String>,
+    pub(crate) treatments: Vec<LlmdTreatment>,
     /// The line of `treatments` (or `run`).
-    pub treatments_line: u32,
-    pub reset_caches: bool,
+    pub(crate) treatments_line: u32,
+    pub(crate) reset_caches: bool,
     /// llmbench's `cache_states: [cold, warm]`, as the BenchmarkExperiment's `cacheStates`.
-    pub cache_states: Vec<llmbench_api::v1alpha1::CacheState>,
+    pub(crate) cache_states: Vec<llmbench_api::v1alpha1::CacheState>,
     /// `treatment_max_attempts`, at least 1.
-    pub max_attempts: u32,
-    pub stop_on_error: bool,
-    pub validate_failures: bool,
+    pub(crate) max_attempts: u32,
+    pub(crate) stop_on_error: bool,
+    pub(crate) validate_failures: bool,
     /// `setup.treatments`, each with `setup.constants` merged in first.
-    pub setup: Vec<LlmdSetup>,
+    pub(crate) setup: Vec<LlmdSetup>,
     /// The line of `setup`.
-    pub setup_line: u32,
+    pub(crate) setup_line: u32,
     /// Each treatment's and constant's key with its line, in file order.
-    pub key_lines: Vec<(String, u32)>,
+    pub(crate) key_lines: Vec<(String, u32)>,
 }
 
 /// One run treatment of an llm-d-benchmark file.
 #[derive(Debug, Clone, PartialEq)]
-pub struct LlmdTreatment {
-    pub name: String,
+pub(crate) struct LlmdTreatment {
+    pub(crate) name: String,
     /// key=value, the values written so that our override parser types them as the file's YAML typed them.
-    pub overrides: Vec<String>,
+    pub(crate) overrides: Vec<String>,
     /// Its own profile (`profile:`), where it names one.
-    pub profile: Option<String>,
-    pub line: u32,
+    pub(crate) profile: Option<String>,
+    pub(crate) line: u32,
 }
 
 /// One setup treatment: a stack configuration llm-d-benchmark would stand up.
 #[derive(Debug, Clone, PartialEq)]
-pub struct LlmdSetup {
-    pub name: String,
+pub(crate) struct LlmdSetup {
+    pub(crate) name: String,
     /// Plan-config keys as key=value (lists and maps as JSON), recorded, never applied by llmbench.
-    pub overrides: Vec<String>,
-    pub line: u32,
+    pub(crate) overrides: Vec<String>,
+    pub(crate) line: u32,
 }
 
 /// Reads `path`: a manifest or an llm-d-benchmark file. `rule` judges the unknown keys of an llm-d-benchmark file:
 /// a near miss of a key it reads (`reset_cache`) is an error unless lenient; any other is a warning unless strict.
-pub fn read(path: &Path, rule: KeyRule) -> Result<Source, ExperimentError> {
+pub(crate) fn read(path: &Path, rule: KeyRule) -> Result<Source, ExperimentError> {
     let text = std::fs::read_to_string(path).map_err(|source| ExperimentError::Read {
         path: path.to_owned(),
         source,
@@ -152,7 +145,7 @@ pub fn read(path: &Path, rule: KeyRule) -> Result<Source, ExperimentError> {
 }
 
 /// [`read`] on text already in hand.
-pub fn parse(path: &Path, text: &str, rule: KeyRule) -> Result<Source, ExperimentError> {
+pub(crate) fn parse(path: &Path, text: &str, rule: KeyRule) -> Result<Source, ExperimentError> {
     let file = path.display().to_string();
     let doc = parse_document(&file, text).map_err(|e| invalid(path, None, e.to_string()))?;
     let Some(entries) = doc.entries() else {
@@ -329,7 +322,7 @@ fn unknown_of(section: &str, keys: &[&Key], known: &[&str]) -> Vec<UnknownKey> {
         .map(|k| UnknownKey {
             path: format!("{section}{}", k.name),
             line: k.line,
-            near: crate::workload::reader::nearest_key(&k.name, known.iter().copied())
+            near: llmbench_workload::workload::reader::nearest_key(&k.name, known.iter().copied())
                 .map(|n| format!("{section}{n}")),
         })
         .collect()
@@ -408,7 +401,7 @@ fn unknown_fields(node: &Node, schema: &serde_json::Value, path: &str, out: &mut
                         None => out.push(UnknownKey {
                             path: join(&key.name),
                             line: key.line,
-                            near: crate::workload::reader::nearest_key(
+                            near: llmbench_workload::workload::reader::nearest_key(
                                 &key.name,
                                 properties.keys().map(String::as_str),
                             )
@@ -810,7 +803,7 @@ fn to_json(node: &Node) -> serde_json::Value {
 }
 
 /// `levels` of an llm-d treatment for the table: its own keys and values, constants left out.
-pub fn levels_of(overrides: &[String]) -> BTreeMap<String, String> {
+pub(crate) fn levels_of(overrides: &[String]) -> BTreeMap<String, String> {
     overrides
         .iter()
         .filter_map(|o| o.split_once('='))
@@ -821,6 +814,11 @@ pub fn levels_of(overrides: &[String]) -> BTreeMap<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const STRICT: KeyRule = KeyRule {
+        strict: true,
+        lenient: false,
+    };
 
     fn llmd(text: &str) -> LlmdExperiment {
         match parse(Path::new("x.yaml"), text, KeyRule::default())
@@ -928,7 +926,7 @@ mod tests {
             "{:?}",
             source.warnings
         );
-        let err = parse(Path::new("x.yaml"), text, KeyRule::STRICT)
+        let err = parse(Path::new("x.yaml"), text, STRICT)
             .unwrap_err()
             .to_string();
         assert!(err.contains("`reset_cache` (line 3)"), "{err}");

@@ -10,23 +10,23 @@
 //! - inference-perf `load.sweep` (`loadgen/load_generator.py`, `preprocess`): a probe of `num_requests` requests
 //!   over 5 s, ended at `timeout`, whose records are left out of every report (inference-perf's stage −1); the
 //!   saturation rate from the probe's active-request counter ([`saturation_rate`]); then `num_stages` stages of
-//!   `stage_duration` at `generateRates` ([`crate::workload::inference_perf_sweep_rates`]), numbered from 0.
+//!   `stage_duration` at `generateRates` ([`llmbench_workload::workload::inference_perf_sweep_rates`]), numbered from 0.
 
 use std::time::Duration;
 
 use super::{PlanError, Shard, cap_in_flight, engine_stage, requested_rate, stage_meta};
-use crate::engine::{self, FinishedStage, PlannedStage, PlannerError, StagePlanner};
-use crate::metrics::percentile_linear;
-use crate::record::RequestRecord;
-use crate::workload::stage_meta::StageMeta;
-use crate::workload::{
+use llmbench_engine::engine::{self, FinishedStage, PlannedStage, PlannerError, StagePlanner};
+use llmbench_metrics::metrics::percentile_linear;
+use llmbench_model::record::RequestRecord;
+use llmbench_workload::workload::stage_meta::StageMeta;
+use llmbench_workload::workload::{
     Arrival, LoadKind, Stage, StageLimit, StopScope, Sweep, SweepMeasurements, SweepProcess,
     Workload, stage_seed,
 };
 
 /// Why a sweep could not decide its next stage: the run fails, as the tool's does.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum SweepError {
+pub(crate) enum SweepError {
     /// guidellm's `RuntimeError("Invalid rates in sweep; aborting. Were there any successful requests?")`.
     #[error(
         "guidellm sweep: invalid rates in sweep; aborting: the synchronous stage measured {synchronous} successful \
@@ -44,7 +44,7 @@ pub enum SweepError {
 }
 
 /// A workload's sweep, ready to become its run's planner.
-pub struct SweepPlan {
+pub(crate) struct SweepPlan {
     sweep: Planner,
 }
 
@@ -55,7 +55,7 @@ enum Planner {
 
 impl SweepPlan {
     /// How many stages the sweep runs at most (probes aside).
-    pub fn stages(&self) -> usize {
+    pub(crate) fn stages(&self) -> usize {
         match &self.sweep {
             Planner::Guidellm(g) => g.size as usize,
             Planner::InferencePerf(p) => p.num_stages as usize,
@@ -64,7 +64,7 @@ impl SweepPlan {
 
     /// The run's planner. `t0_unix_ns` is the wall clock at the run's t0: guidellm's rates are figured on epoch
     /// timestamps, as its report figures them.
-    pub fn planner(self, t0_unix_ns: u64) -> Box<dyn StagePlanner> {
+    pub(crate) fn planner(self, t0_unix_ns: u64) -> Box<dyn StagePlanner> {
         match self.sweep {
             Planner::Guidellm(mut g) => {
                 g.t0_unix_ns = t0_unix_ns;
@@ -77,7 +77,7 @@ impl SweepPlan {
 
 /// The sweep of `workload`, if it has one. `in_flight_cap` bounds what every stage keeps in flight (inference-perf's
 /// workers × their concurrency). A sweep is refused across shards: its rates come from what the launcher measures.
-pub fn sweep_plan(
+pub(crate) fn sweep_plan(
     workload: &Workload,
     shard: Shard,
     in_flight_cap: Option<usize>,
@@ -201,7 +201,7 @@ impl GuidellmSweep {
 
     /// The finished stage's `request_throughput.successful.mean`.
     fn rate(&self, finished: &FinishedStage) -> f64 {
-        crate::report::guidellm_successful_rate(
+        llmbench_report::report::guidellm_successful_rate(
             &self.last,
             self.t0_unix_ns,
             finished.times.start_ns,
@@ -417,7 +417,7 @@ const SAMPLING_LEAD_NS: i128 = 1_000_000_000;
 /// reports the `percentile`-th percentile of those rates (numpy's linear interpolation). Here the samples are at
 /// exactly `start − 1 s + k · 0.5 s`, and active(t) = #{requests: sent ≤ t < end}. Fewer than two rates is
 /// inference-perf's error.
-pub fn saturation_rate(
+pub(crate) fn saturation_rate(
     requests: &[(u64, u64)],
     start_ns: u64,
     timeout: Duration,
@@ -473,6 +473,8 @@ fn sent(records: &[RequestRecord]) -> Vec<(u64, u64)> {
 mod tests {
     use super::*;
 
+    /// The whole run in one launcher.
+    const WHOLE: Shard = Shard { index: 0, count: 1 };
     const S: u64 = 1_000_000_000;
     const MS: u64 = 1_000_000;
 
@@ -556,15 +558,15 @@ mod tests {
         );
     }
 
-    fn parse(harness: crate::workload::Harness, yaml: &str) -> Workload {
-        crate::workload::parse_profile(harness, "t.yaml", yaml, &Default::default())
+    fn parse(harness: llmbench_workload::workload::Harness, yaml: &str) -> Workload {
+        llmbench_workload::workload::parse_profile(harness, "t.yaml", yaml, &Default::default())
             .expect("parses")
             .workload
     }
 
     fn guidellm(extra_constraint: &str) -> Workload {
         parse(
-            crate::workload::Harness::Guidellm,
+            llmbench_workload::workload::Harness::Guidellm,
             &format!(
                 "spec:\n  backend: {{kind: openai_http, target: http://x}}\n  \
                  data: [{{kind: synthetic_text, prompt_tokens: 8, output_tokens: 4}}]\n  \
@@ -576,7 +578,7 @@ mod tests {
 
     /// A request sent at `sent_s` that ended at `end_s` (run-clock seconds), successful unless `failed`.
     fn record(id: u64, sent_s: f64, end_s: f64, failed: bool) -> RequestRecord {
-        use crate::record::ErrorClass;
+        use llmbench_model::record::ErrorClass;
         let ns = |s: f64| (s * 1e9) as u64;
         let record = RequestRecord::builder(id)
             .sent(ns(sent_s))
@@ -625,9 +627,7 @@ mod tests {
     #[test]
     fn the_guidellm_sweep_runs_synchronous_throughput_then_rates_between_their_rates() {
         let w = guidellm("");
-        let sweep = sweep_plan(&w, Shard::WHOLE, None)
-            .unwrap()
-            .expect("a sweep");
+        let sweep = sweep_plan(&w, WHOLE, None).unwrap().expect("a sweep");
         assert_eq!(sweep.stages(), 5);
         let mut planner = sweep.planner(0);
         let sync = planner.next_stage(None).unwrap().expect("synchronous");
@@ -638,7 +638,7 @@ mod tests {
         assert_eq!(sync.meta.load, Some(LoadKind::Synchronous));
         assert!(sync.keep_records && !sync.probe);
         let sync_records = sequential(0.0, false);
-        let s = crate::report::guidellm_successful_rate(&sync.meta, 0, 0, &sync_records);
+        let s = llmbench_report::report::guidellm_successful_rate(&sync.meta, 0, 0, &sync_records);
         let throughput = planner
             .next_stage(Some(finished(&sync, 0, sync_records)))
             .unwrap()
@@ -655,7 +655,7 @@ mod tests {
                 record(i, start, start + 0.25, false)
             })
             .collect();
-        let t = crate::report::guidellm_successful_rate(
+        let t = llmbench_report::report::guidellm_successful_rate(
             &throughput.meta,
             0,
             3_000_000_000,
@@ -689,7 +689,7 @@ mod tests {
 
     #[test]
     fn a_guidellm_sweep_without_any_successful_rate_fails() {
-        let mut planner = sweep_plan(&guidellm(""), Shard::WHOLE, None)
+        let mut planner = sweep_plan(&guidellm(""), WHOLE, None)
             .unwrap()
             .expect("a sweep")
             .planner(0);
@@ -717,13 +717,13 @@ mod tests {
 
     #[test]
     fn a_throughput_rate_below_the_synchronous_one_ends_the_sweep_at_its_first_non_positive_rate() {
-        let mut planner = sweep_plan(&guidellm(""), Shard::WHOLE, None)
+        let mut planner = sweep_plan(&guidellm(""), WHOLE, None)
             .unwrap()
             .expect("a sweep")
             .planner(0);
         let sync = planner.next_stage(None).unwrap().expect("synchronous");
         let records = sequential(0.0, false);
-        let s = crate::report::guidellm_successful_rate(&sync.meta, 0, 0, &records);
+        let s = llmbench_report::report::guidellm_successful_rate(&sync.meta, 0, 0, &records);
         let throughput = planner
             .next_stage(Some(finished(&sync, 0, records)))
             .unwrap()
@@ -751,7 +751,7 @@ mod tests {
     #[test]
     fn an_all_scope_error_limit_reaches_past_its_stage_only_in_the_rate_phase() {
         let w = guidellm(", {kind: max_errors, count: 3, stopping_scope: all}");
-        let mut planner = sweep_plan(&w, Shard::WHOLE, None)
+        let mut planner = sweep_plan(&w, WHOLE, None)
             .unwrap()
             .expect("a sweep")
             .planner(0);
@@ -773,7 +773,7 @@ mod tests {
 
     fn inference_perf(sweep: &str) -> Workload {
         parse(
-            crate::workload::Harness::InferencePerf,
+            llmbench_workload::workload::Harness::InferencePerf,
             &format!("server:\n  base_url: http://x\nload:\n  type: constant\n  sweep: {sweep}\n"),
         )
     }
@@ -783,7 +783,7 @@ mod tests {
         let w = inference_perf(
             "{type: linear, num_requests: 100, timeout: 12, num_stages: 3, stage_duration: 20}",
         );
-        let mut planner = sweep_plan(&w, Shard::WHOLE, Some(7))
+        let mut planner = sweep_plan(&w, WHOLE, Some(7))
             .unwrap()
             .expect("a sweep")
             .planner(0);
@@ -846,7 +846,7 @@ mod tests {
 
     #[test]
     fn a_probe_with_too_few_falls_fails_the_sweep() {
-        let mut planner = sweep_plan(&inference_perf("{type: geometric}"), Shard::WHOLE, None)
+        let mut planner = sweep_plan(&inference_perf("{type: geometric}"), WHOLE, None)
             .unwrap()
             .expect("a sweep")
             .planner(0);
@@ -879,7 +879,7 @@ mod tests {
 
     #[test]
     fn only_sent_requests_count_as_active() {
-        use crate::record::ErrorClass;
+        use llmbench_model::record::ErrorClass;
         let record = |sent_ns: u64, end_ns: u64, cancelled: bool| {
             let record = RequestRecord::builder(0)
                 .sent(sent_ns)

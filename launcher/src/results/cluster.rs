@@ -120,7 +120,7 @@ async fn shutdown_signal() {
 }
 
 /// `llmbench results fetch`: returns the absolute path of the run's local directory.
-pub async fn fetch(args: &FetchArgs) -> Result<PathBuf, ResultsError> {
+pub(crate) async fn fetch(args: &FetchArgs) -> Result<PathBuf, ResultsError> {
     let destination = Destination::new(&args.to, &args.run)?;
     destination.check(args.force)?;
     let client = client(&args.kube).await?;
@@ -724,7 +724,7 @@ fn is_transport_error(e: &kube::Error) -> bool {
 }
 
 /// `llmbench results list`: the table, or an empty string (and a note on stderr) when there are no runs.
-pub async fn list(args: &ListArgs) -> Result<String, ResultsError> {
+pub(crate) async fn list(args: &ListArgs) -> Result<String, ResultsError> {
     let client = client(&args.kube).await?;
     let namespace = (!args.all_namespaces).then(|| {
         args.namespace

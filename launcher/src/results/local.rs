@@ -9,11 +9,11 @@ use super::ResultsError;
 
 /// Where one run's directory goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Destination {
+pub(crate) struct Destination {
     /// `DIR/<run>`: the finished copy.
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// `DIR/<run>.partial`: the copy being written.
-    pub partial: PathBuf,
+    pub(crate) partial: PathBuf,
     /// `DIR/<run>.replaced`: an earlier copy on its way out, while --force swaps the new one in.
     replaced: PathBuf,
 }
@@ -21,7 +21,7 @@ pub struct Destination {
 impl Destination {
     /// The destination of run `run` under `to`. The run's name becomes a directory name, so it must be one plain
     /// path segment (Kubernetes names are; this is checked before anything is created).
-    pub fn new(to: &Path, run: &str) -> Result<Self, ResultsError> {
+    pub(crate) fn new(to: &Path, run: &str) -> Result<Self, ResultsError> {
         let mut components = Path::new(run).components();
         let single = matches!(
             (components.next(), components.next()),
@@ -41,7 +41,7 @@ impl Destination {
 
     /// Refuses to go on when the run's directory exists and may not be replaced: checked before any pod is
     /// started, and again when the copy is renamed into place.
-    pub fn check(&self, force: bool) -> Result<(), ResultsError> {
+    pub(crate) fn check(&self, force: bool) -> Result<(), ResultsError> {
         if !force && std::fs::symlink_metadata(&self.dir).is_ok() {
             return Err(ResultsError::DestinationExists {
                 path: self.dir.clone(),
@@ -51,7 +51,7 @@ impl Destination {
     }
 
     /// Creates an empty `DIR/<run>.partial/` (and DIR), clearing what an interrupted fetch left there.
-    pub fn prepare(&self) -> Result<(), ResultsError> {
+    pub(crate) fn prepare(&self) -> Result<(), ResultsError> {
         if let Some(parent) = self.partial.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|source| ResultsError::Local {
                 action: "create",
@@ -70,7 +70,7 @@ impl Destination {
     /// Moves the finished copy into place and returns its absolute path. With `force` an existing copy is
     /// swapped out first (there is a moment between the two renames when neither is at `DIR/<run>`; rename(2)
     /// cannot replace a non-empty directory in one step) and then removed.
-    pub fn commit(&self, force: bool) -> Result<PathBuf, ResultsError> {
+    pub(crate) fn commit(&self, force: bool) -> Result<PathBuf, ResultsError> {
         self.check(force)?;
         let swapped = if std::fs::symlink_metadata(&self.dir).is_ok() {
             remove_if_present(&self.replaced)?;
@@ -109,7 +109,7 @@ impl Destination {
     }
 
     /// Removes the copy being written, after a failure or an interruption (best effort: it is only a leftover).
-    pub fn discard(&self) {
+    pub(crate) fn discard(&self) {
         if let Err(e) = remove_if_present(&self.partial) {
             tracing::warn!(error = %e, "could not remove the partial copy");
         }

@@ -11,16 +11,20 @@
 //! unit-tested; `cluster` is the thin shell that talks to the API server. Everything that links a Kubernetes client
 //! sits behind the `cluster` cargo feature (on by default); without it `llmbench results` says so.
 
-pub mod local;
-pub mod progress;
-pub mod unpack;
+// Pure Rust, so built and unit-tested without `cluster` too; only `cluster` calls them.
+#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+pub(crate) mod local;
+#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+pub(crate) mod progress;
+#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+pub(crate) mod unpack;
 
 #[cfg(feature = "cluster")]
 mod cluster;
 #[cfg(all(test, feature = "cluster"))]
 mod fake_cluster;
 #[cfg(feature = "cluster")]
-pub mod source;
+pub(crate) mod source;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -28,9 +32,9 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 
 /// The exit code of a fetch refused because the run has not finished (retry later, or pass --allow-partial).
-pub const EXIT_RUN_NOT_FINISHED: u8 = 3;
+pub(crate) const EXIT_RUN_NOT_FINISHED: u8 = 3;
 /// The exit code of a fetch stopped by Ctrl-C or SIGTERM: the reader pod is deleted and nothing is left locally.
-pub const EXIT_INTERRUPTED: u8 = 4;
+pub(crate) const EXIT_INTERRUPTED: u8 = 4;
 
 /// `llmbench results …`.
 #[derive(Args, Debug)]

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::unpack::Unpacked;
 
 /// `bytes` in binary units, with one decimal from KiB up: `512 B`, `1.5 KiB`, `40.0 MiB`.
-pub fn format_bytes(bytes: u64) -> String {
+pub(crate) fn format_bytes(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
     if bytes < 1024 {
         return format!("{bytes} B");
@@ -21,7 +21,7 @@ pub fn format_bytes(bytes: u64) -> String {
 }
 
 /// The size in bytes from `du -sk DIR`'s output (`<KiB>\t<DIR>`), or `None` when it is not that.
-pub fn parse_du_kib(output: &str) -> Option<u64> {
+pub(crate) fn parse_du_kib(output: &str) -> Option<u64> {
     output
         .split_whitespace()
         .next()?
@@ -42,7 +42,12 @@ fn rate(bytes: u64, elapsed: Duration) -> u64 {
 
 /// One progress line: `bench-1: 12.0 MiB of ~40.0 MiB (30%), 5.0 MiB/s`. The total is the directory's disk usage,
 /// an estimate of the stream (which adds headers and leaves out holes), so the share stops at 99% until the end.
-pub fn progress_line(run: &str, streamed: u64, total: Option<u64>, elapsed: Duration) -> String {
+pub(crate) fn progress_line(
+    run: &str,
+    streamed: u64,
+    total: Option<u64>,
+    elapsed: Duration,
+) -> String {
     let rate = format_bytes(rate(streamed, elapsed));
     match total.filter(|t| *t > 0) {
         Some(total) => {
@@ -58,7 +63,12 @@ pub fn progress_line(run: &str, streamed: u64, total: Option<u64>, elapsed: Dura
 }
 
 /// The closing line: `bench-1: 3 files in 2 directories, 40.0 MiB in 7.9 s (5.1 MiB/s)`, and what was skipped.
-pub fn final_line(run: &str, unpacked: &Unpacked, streamed: u64, elapsed: Duration) -> String {
+pub(crate) fn final_line(
+    run: &str,
+    unpacked: &Unpacked,
+    streamed: u64,
+    elapsed: Duration,
+) -> String {
     let mut line = format!(
         "{run}: {} files in {} directories, {} in {:.1} s ({}/s)",
         unpacked.files,

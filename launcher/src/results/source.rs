@@ -21,48 +21,47 @@ use super::ResultsError;
 
 /// The image the operator starts launchers with when a run names none: the llmbench image of this very version
 /// (the operator's `--launcher-image` default; both crates share the workspace version).
-pub const DEFAULT_IMAGE: &str = concat!("ghcr.io/llmbench/llmbench:", env!("CARGO_PKG_VERSION"));
-/// The non-root user of the llmbench image, which the launchers write their results as.
-pub const READER_UID: i64 = security::IMAGE_UID;
+pub(crate) const DEFAULT_IMAGE: &str =
+    concat!("ghcr.io/llmbench/llmbench:", env!("CARGO_PKG_VERSION"));
 /// The reader pod's container.
-pub const READER_CONTAINER: &str = "reader";
+pub(crate) const READER_CONTAINER: &str = "reader";
 /// `app.kubernetes.io/component` of reader pods: `kubectl delete pod -l app.kubernetes.io/component=results-reader`
 /// clears any a killed fetch left behind (their deadline ends them anyway).
-pub const READER_COMPONENT: &str = "results-reader";
+pub(crate) const READER_COMPONENT: &str = "results-reader";
 /// Label with the uid of the run a reader pod reads. Deliberately not the operator's `llmbench.dev/run-uid`: the
 /// operator counts the pods carrying that label as the run's launchers.
-pub const READER_RUN_UID_LABEL: &str = "llmbench.dev/results-of-run-uid";
+pub(crate) const READER_RUN_UID_LABEL: &str = "llmbench.dev/results-of-run-uid";
 /// Annotation with the name of the run a reader pod reads (a name can be longer than a label value may be).
-pub const READER_RUN_ANNOTATION: &str = "llmbench.dev/results-of";
+pub(crate) const READER_RUN_ANNOTATION: &str = "llmbench.dev/results-of";
 /// Who manages reader pods: this CLI, not the operator (whose pod watch selects `llmbench-operator`).
 const READER_MANAGER: &str = "llmbench-cli";
 
 /// Where a run's results are.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunResults {
-    pub run: String,
-    pub namespace: String,
-    pub uid: String,
+pub(crate) struct RunResults {
+    pub(crate) run: String,
+    pub(crate) namespace: String,
+    pub(crate) uid: String,
     /// The PVC holding them.
-    pub claim: String,
+    pub(crate) claim: String,
     /// The run's directory on the claim, relative to its root (`bench-1-0f3c9a2e`, `team-a/bench-7`).
-    pub dir: String,
-    pub phase: Option<Phase>,
+    pub(crate) dir: String,
+    pub(crate) phase: Option<Phase>,
 }
 
 impl RunResults {
     /// The directory in the reader pod: `/requests/<dir>`.
-    pub fn mount_path(&self) -> String {
+    pub(crate) fn mount_path(&self) -> String {
         format!("{WORKLOAD_MOUNT_PATH}/{}", self.dir)
     }
 
     /// Whether the run has ended, so that its directory is complete.
-    pub fn finished(&self) -> bool {
+    pub(crate) fn finished(&self) -> bool {
         matches!(self.phase, Some(Phase::Succeeded | Phase::Failed))
     }
 
     /// The phase in words, for messages.
-    pub fn phase_name(&self) -> String {
+    pub(crate) fn phase_name(&self) -> String {
         self.phase.map_or_else(
             || "not yet started (no status)".to_owned(),
             |p| format!("{p:?}"),
@@ -73,7 +72,7 @@ impl RunResults {
 /// Where `run`'s results are: `status.resultsPath` (`<claim>:/requests/<dir>`, what the operator actually used)
 /// when set, else the spec as the operator resolves it (the claim of `storage`, `resultsDir` or
 /// `<run>-<first 8 of its uid>`). An emptyDir run has no results to fetch.
-pub fn locate(run: &BenchmarkRun) -> Result<RunResults, ResultsError> {
+pub(crate) fn locate(run: &BenchmarkRun) -> Result<RunResults, ResultsError> {
     let name = run.name_any();
     let namespace = run.namespace().unwrap_or_default();
     let uid = run.uid().ok_or_else(|| ResultsError::MissingMetadata {
@@ -150,20 +149,24 @@ fn check_dir(run: &str, dir: &str) -> Result<(), ResultsError> {
 
 /// How the reader pod is made, beyond what the run says.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ReaderSettings {
-    pub image: String,
-    pub image_pull_policy: Option<String>,
+pub(crate) struct ReaderSettings {
+    pub(crate) image: String,
+    pub(crate) image_pull_policy: Option<String>,
     /// Its lifetime: `activeDeadlineSeconds` and the length of its sleep.
-    pub deadline: Duration,
+    pub(crate) deadline: Duration,
     /// The node it must run on: where a live pod of the run has the claim attached (see [`pin_node`]).
-    pub node: Option<String>,
+    pub(crate) node: Option<String>,
 }
 
 /// The reader pod of `results`: the launcher image sleeping with the claim mounted read-only, locked down like the
 /// launchers (non-root 65532, read-only root filesystem, no privilege escalation, no capabilities, RuntimeDefault
 /// seccomp, no API token), on the launchers' node selector and tolerations and as their service account (whose
 /// image pull secrets the image may need). Named `<run>-results-<random>` by the API server.
-pub fn reader_pod(run: &BenchmarkRun, results: &RunResults, settings: &ReaderSettings) -> Pod {
+pub(crate) fn reader_pod(
+    run: &BenchmarkRun,
+    results: &RunResults,
+    settings: &ReaderSettings,
+) -> Pod {
     let launcher = &run.spec.launcher;
     let deadline = settings.deadline.as_secs().max(1);
     let affinity = settings.node.as_ref().map(|node| Affinity {
@@ -269,7 +272,7 @@ pub fn reader_pod(run: &BenchmarkRun, results: &RunResults, settings: &ReaderSet
 /// the run that mounts the claim is alive, the reader goes to its node. Once the run's pods have ended the volume
 /// is free and the scheduler places the reader (volume topology included) by itself. `access_modes` are the
 /// claim's; a claim that several nodes may mount needs no pin.
-pub fn pin_node(pods: &[Pod], claim: &str, access_modes: &[String]) -> Option<String> {
+pub(crate) fn pin_node(pods: &[Pod], claim: &str, access_modes: &[String]) -> Option<String> {
     if access_modes
         .iter()
         .any(|m| m == "ReadWriteMany" || m == "ReadOnlyMany")
@@ -297,7 +300,7 @@ pub fn pin_node(pods: &[Pod], claim: &str, access_modes: &[String]) -> Option<St
 }
 
 /// The image and pull policy of the first of `pods` that has one: what the run's launchers actually ran.
-pub fn launcher_image(pods: &[Pod]) -> Option<(String, Option<String>)> {
+pub(crate) fn launcher_image(pods: &[Pod]) -> Option<(String, Option<String>)> {
     pods.iter().find_map(|pod| {
         let container = pod.spec.as_ref()?.containers.first()?;
         Some((
@@ -309,7 +312,7 @@ pub fn launcher_image(pods: &[Pod]) -> Option<(String, Option<String>)> {
 
 /// How far a reader pod has got.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PodState {
+pub(crate) enum PodState {
     /// Its container runs: exec may start.
     Running,
     /// Not yet, and why (e.g. `Unschedulable: 0/1 nodes are available…`, `ImagePullBackOff: …`).
@@ -327,7 +330,7 @@ const HOPELESS_WAITING: [&str; 4] = [
 ];
 
 /// Where `pod` is, with the reason a person needs when it is not running.
-pub fn pod_state(pod: &Pod) -> PodState {
+pub(crate) fn pod_state(pod: &Pod) -> PodState {
     let Some(status) = pod.status.as_ref() else {
         return PodState::Waiting("Pending: no status yet".to_owned());
     };
@@ -386,7 +389,7 @@ pub fn pod_state(pod: &Pod) -> PodState {
 
 /// How an exec ended, from the Status the API server sends on its error channel.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ExecOutcome {
+pub(crate) enum ExecOutcome {
     Success,
     /// The command ran and exited with this non-zero code.
     ExitCode(i32),
@@ -398,7 +401,7 @@ pub enum ExecOutcome {
 
 /// Reads an exec's final Status: `Success`, or `Failure` with reason `NonZeroExitCode` and the code in a cause
 /// `ExitCode`, or another failure.
-pub fn exec_outcome(status: Option<&ExecStatus>) -> ExecOutcome {
+pub(crate) fn exec_outcome(status: Option<&ExecStatus>) -> ExecOutcome {
     let Some(status) = status else {
         return ExecOutcome::Unknown;
     };
@@ -431,14 +434,14 @@ pub fn exec_outcome(status: Option<&ExecStatus>) -> ExecOutcome {
 
 /// One request to the API server, for error messages: what we tried, on what.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Request<'a> {
+pub(crate) struct Request<'a> {
     /// The RBAC verb: get, list, create, delete.
-    pub verb: &'static str,
+    pub(crate) verb: &'static str,
     /// The RBAC resource: `benchmarkruns.llmbench.dev`, `pods`, `pods/exec`, `persistentvolumeclaims`.
-    pub resource: &'static str,
-    pub name: Option<&'a str>,
+    pub(crate) resource: &'static str,
+    pub(crate) name: Option<&'a str>,
     /// `None` for every namespace.
-    pub namespace: Option<&'a str>,
+    pub(crate) namespace: Option<&'a str>,
 }
 
 impl Request<'_> {
@@ -459,19 +462,19 @@ impl Request<'_> {
 
 /// Whether `error` is the API server's 404. By code as well as reason: kube words a refusal whose body is not a
 /// Status (an exec upgrade refused, a proxy's answer) with its own reason and the HTTP code.
-pub fn is_not_found(error: &kube::Error) -> bool {
+pub(crate) fn is_not_found(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.is_not_found() || status.code == 404)
 }
 
 /// Whether `error` is the API server's 403 (by reason or code, as [`is_not_found`]).
-pub fn is_forbidden(error: &kube::Error) -> bool {
+pub(crate) fn is_forbidden(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.is_forbidden() || status.code == 403)
 }
 
 /// What `error` from `request` means to the user: a 403 names the verb and resource they lack (an exec refused is
 /// a failed upgrade with status 403, carrying no Status body), a 401 their credentials; anything else keeps the
 /// request and the error. 404s mean different things per request and are handled by the callers.
-pub fn api_error(error: kube::Error, request: &Request<'_>) -> ResultsError {
+pub(crate) fn api_error(error: kube::Error, request: &Request<'_>) -> ResultsError {
     let namespace = request.namespace.unwrap_or("all namespaces").to_owned();
     let forbidden = is_forbidden(&error);
     match error {
@@ -513,7 +516,7 @@ pub fn api_error(error: kube::Error, request: &Request<'_>) -> ResultsError {
 /// The table of `llmbench results list`: one row per run, columns padded to their widest cell, a NAMESPACE column
 /// first when the runs span namespaces. Creation times are RFC 3339 (UTC); requests and throughputs come from
 /// `status.summary`, `-` where a run has none.
-pub fn list_table(runs: &[BenchmarkRun], all_namespaces: bool) -> String {
+pub(crate) fn list_table(runs: &[BenchmarkRun], all_namespaces: bool) -> String {
     let mut rows: Vec<Vec<String>> = Vec::with_capacity(runs.len() + 1);
     let mut header = vec![
         "NAME",

@@ -44,24 +44,28 @@ pub enum UnpackError {
 
 /// What was unpacked.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Unpacked {
+pub(crate) struct Unpacked {
     /// Regular files (and hard links) written.
-    pub files: u64,
+    pub(crate) files: u64,
     /// Directories created, the root included.
-    pub dirs: u64,
+    pub(crate) dirs: u64,
     /// Symbolic links recreated.
-    pub symlinks: u64,
+    pub(crate) symlinks: u64,
     /// Bytes of file content written.
-    pub bytes: u64,
+    pub(crate) bytes: u64,
     /// Entries not recreated, each with why (in-archive name: reason).
-    pub skipped: Vec<String>,
+    pub(crate) skipped: Vec<String>,
 }
 
 /// Unpacks the archive read from `reader` into `root` (which must exist and should be empty), keeping only what
 /// lies under `prefix` (the run's directory as named in the archive, e.g. `bench-1-0f3c9a2e` or `team/bench-7`),
 /// with that prefix stripped. Reads `reader` to its end, past the archive's end-of-archive blocks, so that the
 /// producer of the stream is never left blocked on a full pipe.
-pub fn unpack(reader: impl Read, prefix: &str, root: &Path) -> Result<Unpacked, UnpackError> {
+pub(crate) fn unpack(
+    reader: impl Read,
+    prefix: &str,
+    root: &Path,
+) -> Result<Unpacked, UnpackError> {
     let prefix_path = Path::new(prefix);
     let mut archive = tar::Archive::new(reader);
     let mut unpacked = Unpacked::default();
@@ -365,13 +369,13 @@ fn make_symlink(target: &Path, link: &Path) -> Result<(), UnpackError> {
 
 /// A blocking `Read` over chunks sent by async code: the bridge from the exec stream to [`unpack`], which runs on a
 /// blocking thread. The stream ends when the sender is dropped; an error sent is returned by the next read.
-pub struct ChunkReader {
+pub(crate) struct ChunkReader {
     chunks: tokio::sync::mpsc::Receiver<io::Result<bytes::Bytes>>,
     current: bytes::Bytes,
 }
 
 impl ChunkReader {
-    pub fn new(chunks: tokio::sync::mpsc::Receiver<io::Result<bytes::Bytes>>) -> Self {
+    pub(crate) fn new(chunks: tokio::sync::mpsc::Receiver<io::Result<bytes::Bytes>>) -> Self {
         Self {
             chunks,
             current: bytes::Bytes::new(),
@@ -794,7 +798,7 @@ mod tests {
 
     /// Entry kinds by their short names.
     mod tarkind {
-        pub const SYMLINK: tar::EntryType = tar::EntryType::Symlink;
-        pub const LINK: tar::EntryType = tar::EntryType::Link;
+        pub(crate) const SYMLINK: tar::EntryType = tar::EntryType::Symlink;
+        pub(crate) const LINK: tar::EntryType = tar::EntryType::Link;
     }
 }

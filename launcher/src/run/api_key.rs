@@ -8,10 +8,10 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::workload::Api;
+use llmbench_workload::workload::Api;
 
 /// The environment variable `vllm bench serve` (and the OpenAI clients) read the key from.
-pub const API_KEY_ENV: &str = "OPENAI_API_KEY";
+pub(crate) const API_KEY_ENV: &str = "OPENAI_API_KEY";
 
 /// A key given with `--api-key`.
 #[derive(Clone, PartialEq, Eq)]
@@ -19,7 +19,7 @@ pub struct ApiKey(String);
 
 impl ApiKey {
     /// The key itself, for the request header.
-    pub fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 }
@@ -43,14 +43,14 @@ impl FromStr for ApiKey {
 
 /// Where the key a run sends came from; run.json records it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeySource {
+pub(crate) enum KeySource {
     Flag,
     Profile,
     Environment,
 }
 
 impl KeySource {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             KeySource::Flag => "--api-key",
             KeySource::Profile => "profile",
@@ -61,7 +61,7 @@ impl KeySource {
 
 /// `api` with the key the run sends, and where it came from (`None`: no key at all). `environment` is the value
 /// of [`API_KEY_ENV`], passed in so the choice stays testable.
-pub fn with_key(
+pub(crate) fn with_key(
     api: &Api,
     flag: Option<&ApiKey>,
     environment: Option<String>,
@@ -85,7 +85,7 @@ pub fn with_key(
 }
 
 /// [`API_KEY_ENV`] from this process's environment.
-pub fn from_environment() -> Option<String> {
+pub(crate) fn from_environment() -> Option<String> {
     std::env::var(API_KEY_ENV).ok()
 }
 

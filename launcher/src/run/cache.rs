@@ -21,12 +21,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::{PlannerError, PreparedRequest, Requests, Stage, StagePlan, StageRequests};
-use crate::prompts::{build_prompts, stage_prompt_seed};
-use crate::report::{CacheReset, ResetCall};
-use crate::request::{BodySettings, prepare};
-use crate::tokenizer::Tokenizer;
-use crate::workload::{Api, Workload};
+use llmbench_engine::engine::{
+    PlannerError, PreparedRequest, Requests, Stage, StagePlan, StageRequests,
+};
+use llmbench_report::report::{CacheReset, ResetCall};
+use llmbench_workload::prompts::{build_prompts, stage_prompt_seed};
+use llmbench_workload::request::{BodySettings, prepare};
+use llmbench_workload::tokenizer::Tokenizer;
+use llmbench_workload::workload::{Api, Workload};
 
 /// How long one reset call may take: llama.cpp defers a slot's erase until the slot is idle.
 const RESET_TIMEOUT: Duration = Duration::from_secs(60);
@@ -69,7 +71,10 @@ pub enum CacheResetError {
 }
 
 /// Resets the prefix cache of the engine at `endpoint`, with `api`'s key and headers.
-pub async fn reset_prefix_cache(endpoint: &str, api: &Api) -> Result<CacheReset, CacheResetError> {
+pub(crate) async fn reset_prefix_cache(
+    endpoint: &str,
+    api: &Api,
+) -> Result<CacheReset, CacheResetError> {
     let reset = Resetter::new(endpoint, api)?;
     reset.run().await
 }
@@ -267,13 +272,13 @@ fn slot_ids(body: &str) -> Result<Vec<u64>, String> {
 /// Each stage's own fresh prompts: stage `n` of a run (probes counted) draws its prompts with
 /// [`stage_prompt_seed`]`(seed, n)`, sized for the stage as the run's first list is sized for the run, so no stage
 /// re-sends the prompts of another. The first stage sends the run's own list, built before the clock.
-pub struct FreshStagePrompts {
+pub(crate) struct FreshStagePrompts {
     /// The workload, its seed replaced by each stage's.
-    pub workload: Workload,
-    pub tokenizer: Tokenizer,
-    pub settings: BodySettings,
+    pub(crate) workload: Workload,
+    pub(crate) tokenizer: Tokenizer,
+    pub(crate) settings: BodySettings,
     /// The run's fresh seed.
-    pub seed: u64,
+    pub(crate) seed: u64,
 }
 
 impl StageRequests for FreshStagePrompts {

@@ -17,16 +17,23 @@ use std::time::Duration;
 use llmbench_core::capacity::{CapacitySearch, LoadAxis};
 use llmbench_core::harness::Harness;
 
-use crate::engine::{FinishedStage, PlannedStage, PlannerError, StagePlanner};
-use crate::metrics::Summary;
-use crate::metrics::capacity::{Point, Search};
 use crate::plan::{engine_stage, stage_meta};
-use crate::record::RequestRecord;
-use crate::report::{RunMeta, StageMeta};
-use crate::workload::{Arrival, LoadKind, Rate, Stage, StageLimit, Workload, stage_seed};
+use llmbench_engine::engine::{FinishedStage, PlannedStage, PlannerError, StagePlanner};
+use llmbench_metrics::metrics::Summary;
+use llmbench_metrics::metrics::capacity::{Point, Search};
+use llmbench_model::record::RequestRecord;
+use llmbench_report::report::{RunMeta, StageMeta};
+use llmbench_workload::workload::{
+    Arrival, LoadKind, Rate, Stage, StageLimit, Workload, stage_seed,
+};
 
 /// The stage that runs `point`, shaped like `template` (the profile's first stage) for `harness`.
-pub fn point_stage(harness: Harness, template: &Stage, axis: LoadAxis, point: &Point) -> Stage {
+pub(crate) fn point_stage(
+    harness: Harness,
+    template: &Stage,
+    axis: LoadAxis,
+    point: &Point,
+) -> Stage {
     let (load, arrival, limit) = match axis {
         LoadAxis::Concurrency => (
             LoadKind::Concurrent,
@@ -122,7 +129,7 @@ pub fn point_stage(harness: Harness, template: &Stage, axis: LoadAxis, point: &P
 const DRAIN_ALLOWANCE: Duration = Duration::from_secs(5);
 
 /// The run's planner for a capacity search: each point a stage, judged on the stage's own summary.
-pub struct CapacityPlanner {
+pub(crate) struct CapacityPlanner {
     harness: Harness,
     template: Stage,
     seed: u64,
@@ -137,9 +144,9 @@ pub struct CapacityPlanner {
 
 impl CapacityPlanner {
     /// A planner for `search`, its points shaped like `template` (the profile's first stage). The summary's
-    /// `capacity` is not taken from here but replayed from the stages' figures (`crate::metrics::capacity::replay`), which
+    /// `capacity` is not taken from here but replayed from the stages' figures (`llmbench_metrics::metrics::capacity::replay`), which
     /// gives the same outcome and survives `llmbench report`.
-    pub fn new(
+    pub(crate) fn new(
         workload: &Workload,
         template: Stage,
         search: CapacitySearch,
@@ -164,7 +171,7 @@ impl CapacityPlanner {
         let mut stage_meta = self.meta.clone();
         stage_meta.stages = vec![StageMeta::default(); index as usize];
         stage_meta.stages.push(meta);
-        let summary = crate::report::summarize_run(&stage_meta, records);
+        let summary = llmbench_report::report::summarize_run(&stage_meta, records);
         summary
             .stages
             .into_iter()
@@ -204,7 +211,7 @@ impl StagePlanner for CapacityPlanner {
         let mut built = engine_stage(&stage, stage_seed(self.seed, index))
             .ok_or("a capacity search point cannot be a sweep")?;
         // A point runs its whole length: error limits would cut it short of a verdict.
-        built.errors = crate::engine::ErrorLimits::default();
+        built.errors = llmbench_engine::engine::ErrorLimits::default();
         if let Some(cap) = self.in_flight_cap {
             crate::plan::cap_in_flight(std::slice::from_mut(&mut built), cap);
         }
@@ -223,7 +230,7 @@ impl StagePlanner for CapacityPlanner {
 /// Whether `spec` can run on `workload`: one launcher (the search decides from what it measures), no sweep of the
 /// profile's own (both would decide the stages), a load stage to shape the points, and goodput objectives on the
 /// requests when the search bounds goodput.
-pub fn check(
+pub(crate) fn check(
     spec: &llmbench_core::capacity::CapacitySearchSpec,
     workload: &Workload,
     shard: crate::plan::Shard,

@@ -14,166 +14,172 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Executed, Execution, RunContext, RunError, RunOutcome};
-use crate::data::{DataError, DatasetOptions, Prompt, load_dataset};
-use crate::engine::PreparedRequest;
-use crate::metrics::RunVerdict;
-use crate::mlperf::logs::{
+use super::runner::{RunOutcome, Runner};
+use super::{Executed, Execution, RunContext, RunError};
+use llmbench_engine::engine::PreparedRequest;
+use llmbench_metrics::metrics::RunVerdict;
+use llmbench_metrics::mlperf::logs::{
     ACCURACY_LOG_JSON, AccuracyEntry, DETAIL_TXT, DetailRun, write_accuracy_log, write_detail_log,
 };
-use crate::mlperf::{
+use llmbench_metrics::mlperf::{
     MlperfError, MlperfSchedule, MlperfSettings, Mode, RunTimes, UserConf, Verdict, build_schedule,
     evaluate, parse_settings, rouge,
 };
-use crate::report::ReportOptions;
-use crate::request::{BodySettings, prepare};
-use crate::tokenizer::Tokenizer;
-use crate::tokenizer::{HubOptions, load_tokenizer};
-use crate::workload::ParseOptions;
+use llmbench_report::report::ReportOptions;
+use llmbench_workload::data::{DataError, DatasetOptions, Prompt, load_dataset};
+use llmbench_workload::request::{BodySettings, prepare};
+use llmbench_workload::tokenizer::Tokenizer;
+use llmbench_workload::tokenizer::{HubOptions, load_tokenizer};
+use llmbench_workload::workload::ParseOptions;
 
 /// The verdict files, beside summary.json.
-pub const SUMMARY_TXT: &str = "mlperf_log_summary.txt";
-pub const VERDICT_JSON: &str = "mlperf_verdict.json";
+pub(crate) const SUMMARY_TXT: &str = "mlperf_log_summary.txt";
+pub(crate) const VERDICT_JSON: &str = "mlperf_verdict.json";
 /// Accuracy mode's ROUGE scores and target check.
-pub const ACCURACY_JSON: &str = "mlperf_accuracy.json";
+pub(crate) const ACCURACY_JSON: &str = "mlperf_accuracy.json";
 
-pub(crate) async fn run(
-    context: &mut RunContext<'_>,
-    options: &ParseOptions,
-) -> Result<RunOutcome, RunError> {
-    let parsed = parse_settings(context.template_name, context.rendered, None, options)?;
-    let parsed = match &parsed.settings.user_conf_path {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|source| RunError::ReadInput {
-                what: "the user.conf the profile names",
-                path: path.into(),
-                source,
-            })?;
-            let conf = UserConf {
-                file: path,
-                text: &text,
-            };
-            parse_settings(context.template_name, context.rendered, Some(conf), options)?
+/// An MLPerf run: LoadGen's settings and schedule, then its verdict (or, in accuracy mode, the ROUGE scores).
+pub(crate) struct MlperfRun {
+    pub(crate) options: ParseOptions,
+}
+
+impl Runner for MlperfRun {
+    async fn run(self, context: &mut RunContext<'_>) -> Result<RunOutcome, RunError> {
+        let options = &self.options;
+        let parsed = parse_settings(context.template_name, context.rendered, None, options)?;
+        let parsed = match &parsed.settings.user_conf_path {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| RunError::ReadInput {
+                    what: "the user.conf the profile names",
+                    path: path.into(),
+                    source,
+                })?;
+                let conf = UserConf {
+                    file: path,
+                    text: &text,
+                };
+                parse_settings(context.template_name, context.rendered, Some(conf), options)?
+            }
+            None => parsed,
+        };
+        context.note_warnings(&parsed.warnings);
+        let settings = parsed.settings;
+        if context.args.shard.count > 1 {
+            // LoadGen's schedule and its sample order belong to one issuer; each shard would be judged alone.
+            return Err(RunError::Unsupported(
+                "mlperf runs on one launcher: --shard (parallelism) must be 0/1".to_owned(),
+            ));
         }
-        None => parsed,
-    };
-    context.note_warnings(&parsed.warnings);
-    let settings = parsed.settings;
-    if context.args.shard.count > 1 {
-        // LoadGen's schedule and its sample order belong to one issuer; each shard would be judged alone.
-        return Err(RunError::Unsupported(
-            "mlperf runs on one launcher: --shard (parallelism) must be 0/1".to_owned(),
-        ));
-    }
-    let dataset = settings.dataset_path.clone().ok_or_else(|| MlperfError::Invalid {
-        file: context.template_name.to_owned(),
-        line: None,
-        key: "dataset_path".to_owned(),
-        problem: "an MLPerf run needs a dataset (JSON, JSONL, CSV or a pickled pandas DataFrame with `input` or \
-             `tok_input`, and `output`)"
-            .to_owned(),
-    })?;
+        let dataset = settings.dataset_path.clone().ok_or_else(|| MlperfError::Invalid {
+            file: context.template_name.to_owned(),
+            line: None,
+            key: "dataset_path".to_owned(),
+            problem: "an MLPerf run needs a dataset (JSON, JSONL, CSV or a pickled pandas DataFrame with `input` or \
+                 `tok_input`, and `output`)"
+                .to_owned(),
+        })?;
 
-    let tokenizer_spec = context.tokenizer_spec(None)?;
-    let request_model = context.request_model(settings.server.model.clone())?;
-    // Before the tokenizer is fetched and the dataset read: a server that cannot be used fails the run at once.
-    let preflight = context.preflight(&settings.server, &request_model).await?;
-    let tokenizer = load_tokenizer(&tokenizer_spec, &HubOptions::from_env()).await?;
-    let samples = load_dataset(
-        Path::new(&dataset),
-        &tokenizer,
-        &DatasetOptions {
-            output_tokens: Some(settings.max_tokens),
-            ..DatasetOptions::default()
-        },
-    )
-    .map_err(|e: DataError| RunError::from(e))?
-    .into_inner();
-    let mut schedule = build_schedule(&settings, samples.len())?;
-    context.note_prompts(
-        &crate::prompts::PromptOrigin::Pinned {
-            by: format!("the MLPerf dataset {dataset}"),
-        },
-        false,
-        false,
-        Some(samples.len() as u64),
-    );
-
-    let body = BodySettings::new(
-        &settings.server,
-        request_model.clone(),
-        crate::request::BodyStyle::InferencePerf,
-    );
-    let prepared: Vec<PreparedRequest> = samples.iter().map(|p| prepare(p, &body)).collect();
-    let requests: Arc<[PreparedRequest]> = schedule
-        .samples
-        .iter()
-        .map(|&i| prepared[i].clone())
-        .collect();
-
-    let mut executed = context
-        .execute(Execution {
-            api: &settings.server,
-            request_model,
-            tokenizer_spec,
-            stages: context.shard(std::mem::take(&mut schedule.stages), &[])?,
-            interval: Duration::ZERO,
-            requests: crate::engine::Requests::Fixed(requests),
-            warmup: None,
-            request_timeout: None,
-            max_concurrency: None,
-            report: ReportOptions::default(),
-            keep_text: settings.mode == Mode::AccuracyOnly,
-            preflight: Some(preflight),
-            stage_requests: None,
-            prime: None,
-        })
-        .await?;
-    if settings.mode == Mode::AccuracyOnly {
-        return accuracy(
-            context, &settings, &samples, &schedule, &tokenizer, executed,
+        let tokenizer_spec = context.tokenizer_spec(None)?;
+        let request_model = context.request_model(settings.server.model.clone())?;
+        // Before the tokenizer is fetched and the dataset read: a server that cannot be used fails the run at once.
+        let preflight = context.preflight(&settings.server, &request_model).await?;
+        let tokenizer = load_tokenizer(&tokenizer_spec, &HubOptions::from_env()).await?;
+        let samples = load_dataset(
+            Path::new(&dataset),
+            &tokenizer,
+            &DatasetOptions {
+                output_tokens: Some(settings.max_tokens),
+                ..DatasetOptions::default()
+            },
+        )
+        .map_err(|e: DataError| RunError::from(e))?
+        .into_inner();
+        let mut schedule = build_schedule(&settings, samples.len())?;
+        context.note_prompts(
+            &llmbench_workload::prompts::PromptOrigin::Pinned {
+                by: format!("the MLPerf dataset {dataset}"),
+            },
+            false,
+            false,
+            Some(samples.len() as u64),
         );
-    }
 
-    let measured = schedule.measured_stage as usize;
-    let times = executed.stage_times.get(measured).ok_or_else(|| {
-        RunError::Unsupported(format!(
-            "the engine reported no times for the measured stage {measured}"
-        ))
-    })?;
-    let mut verdict: Verdict = evaluate(
-        &settings,
-        &executed.records,
-        &RunTimes {
-            measured_stage: schedule.measured_stage,
-            start_ns: times.start_ns,
-            end_ns: times.end_ns,
-        },
-    );
-    verdict.dataset_len = Some(samples.len() as u64);
-    // The verdict joins the summary (and the operator's SLOMet condition through the compact summary).
-    executed.summary.verdict = Some(run_verdict(&verdict));
-    let detail = detail_run(
-        &executed,
-        &schedule,
-        samples.len(),
-        times.start_ns,
-        times.end_ns,
-        &[],
-    );
-    let mut outcome = context.finish(executed)?;
-    verdict.write_summary_txt(&outcome.dir.join(SUMMARY_TXT))?;
-    write_detail_log(
-        &outcome.dir.join(DETAIL_TXT),
-        &settings,
-        Some(&verdict),
-        &detail,
-    )?;
-    // LoadGen leaves the accuracy log empty in performance mode; the submission tree expects the file.
-    write_accuracy_log(&outcome.dir.join(ACCURACY_LOG_JSON), &[])?;
-    verdict.write_json(&outcome.dir.join(VERDICT_JSON))?;
-    outcome.mlperf = Some(verdict);
-    Ok(outcome)
+        let body = BodySettings::new(
+            &settings.server,
+            request_model.clone(),
+            llmbench_workload::request::BodyStyle::InferencePerf,
+        );
+        let prepared: Vec<PreparedRequest> = samples.iter().map(|p| prepare(p, &body)).collect();
+        let requests: Arc<[PreparedRequest]> = schedule
+            .samples
+            .iter()
+            .map(|&i| prepared[i].clone())
+            .collect();
+
+        let mut executed = context
+            .execute(Execution {
+                api: &settings.server,
+                request_model,
+                tokenizer_spec,
+                stages: context.shard(std::mem::take(&mut schedule.stages), &[])?,
+                interval: Duration::ZERO,
+                requests: llmbench_engine::engine::Requests::Fixed(requests),
+                warmup: None,
+                request_timeout: None,
+                max_concurrency: None,
+                report: ReportOptions::default(),
+                keep_text: settings.mode == Mode::AccuracyOnly,
+                preflight: Some(preflight),
+                stage_requests: None,
+                prime: None,
+            })
+            .await?;
+        if settings.mode == Mode::AccuracyOnly {
+            return accuracy(
+                context, &settings, &samples, &schedule, &tokenizer, executed,
+            );
+        }
+
+        let measured = schedule.measured_stage as usize;
+        let times = executed.stage_times.get(measured).ok_or_else(|| {
+            RunError::Unsupported(format!(
+                "the engine reported no times for the measured stage {measured}"
+            ))
+        })?;
+        let mut verdict: Verdict = evaluate(
+            &settings,
+            &executed.records,
+            &RunTimes {
+                measured_stage: schedule.measured_stage,
+                start_ns: times.start_ns,
+                end_ns: times.end_ns,
+            },
+        );
+        verdict.dataset_len = Some(samples.len() as u64);
+        // The verdict joins the summary (and the operator's SLOMet condition through the compact summary).
+        executed.summary.verdict = Some(run_verdict(&verdict));
+        let detail = detail_run(
+            &executed,
+            &schedule,
+            samples.len(),
+            times.start_ns,
+            times.end_ns,
+            &[],
+        );
+        let mut outcome = context.finish(executed)?;
+        verdict.write_summary_txt(&outcome.dir.join(SUMMARY_TXT))?;
+        write_detail_log(
+            &outcome.dir.join(DETAIL_TXT),
+            &settings,
+            Some(&verdict),
+            &detail,
+        )?;
+        // LoadGen leaves the accuracy log empty in performance mode; the submission tree expects the file.
+        write_accuracy_log(&outcome.dir.join(ACCURACY_LOG_JSON), &[])?;
+        verdict.write_json(&outcome.dir.join(VERDICT_JSON))?;
+        outcome.mlperf = Some(verdict);
+        Ok(outcome)
+    }
 }
 
 /// Accuracy mode: every sample's generated text scored with ROUGE against its reference `output`, and checked
@@ -308,7 +314,7 @@ fn detail_run<'a>(
     errors: &'a [String],
 ) -> DetailRun<'a> {
     DetailRun {
-        test_datetime: crate::wallclock::rfc3339(
+        test_datetime: llmbench_model::wallclock::rfc3339(
             i64::try_from(executed.meta.t0_unix_ns / 1_000_000_000).unwrap_or(i64::MAX),
         ),
         dataset_len: dataset_len as u64,

@@ -10,17 +10,23 @@
 //! own summary carries the figures (`model_load`).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use llmbench_core::harness::Harness;
 use llmbench_core::vllm_log::{
     self, Analysis, LogSource, ModelLoadSummary, NopResult, VllmLogError, analysis_text,
 };
-use llmbench_report::report::RunMeta;
+use llmbench_engine::engine::Requests;
+use llmbench_report::report::{ProfileNote, RunMeta};
+use llmbench_workload::workload::Workload;
+
+use super::runner::{RunOutcome, Runner};
+use super::{Execution, RunContext, RunError, report_options};
 
 /// The native result file, beside the run's own.
-pub const RESULT_FILE: &str = "result.yaml";
+pub(crate) const RESULT_FILE: &str = "result.yaml";
 /// The analyser's text report, under `analysis/`.
-pub const ANALYSIS_FILE: &str = "analysis/result.txt";
+pub(crate) const ANALYSIS_FILE: &str = "analysis/result.txt";
 
 /// Why the vLLM log could not be read or its results written.
 #[derive(Debug, thiserror::Error)]
@@ -48,17 +54,17 @@ pub enum NopError {
 
 /// A vLLM log read and analysed.
 #[derive(Debug)]
-pub struct VllmLog {
-    pub path: PathBuf,
+pub(crate) struct VllmLog {
+    pub(crate) path: PathBuf,
     /// The bytes as read, copied into the results as upstream copies the pod's log.
-    pub bytes: Vec<u8>,
-    pub source: LogSource,
-    pub analysis: Analysis,
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) source: LogSource,
+    pub(crate) analysis: Analysis,
 }
 
 /// Reads and analyses `path`. The server's name is the file's stem; the model is `model` (`--model`), else the
 /// one the log's "non-default args:" names; the log's dates are in `year`.
-pub fn read(path: &Path, model: Option<&str>, year: i32) -> Result<VllmLog, NopError> {
+pub(crate) fn read(path: &Path, model: Option<&str>, year: i32) -> Result<VllmLog, NopError> {
     let bytes = std::fs::read(path).map_err(|source| NopError::Read {
         path: path.to_owned(),
         source,
@@ -102,7 +108,7 @@ fn model_in_args(text: &str) -> Option<String> {
 }
 
 /// Writes upstream's files for a harness run from `start` to `stop` (epoch seconds) into `dir`; returns them.
-pub fn write_results(
+pub(crate) fn write_results(
     dir: &Path,
     log: &VllmLog,
     start: f64,
@@ -190,9 +196,76 @@ fn model_load_from_dir(dir: &Path, started_at: &str) -> Option<ModelLoadSummary>
 }
 
 /// The current UTC year, which the log's `MM-DD` dates are read in (as upstream reads them in the current year).
-pub fn current_year() -> i32 {
+pub(crate) fn current_year() -> i32 {
     let stamp = llmbench_model::wallclock::rfc3339_millis(llmbench_model::wallclock::unix_ns_now());
     stamp.get(..4).and_then(|y| y.parse().ok()).unwrap_or(1970)
+}
+
+/// The nop harness: llm-d-benchmark's nop sends nothing and reads the vLLM server's log for its model-load times.
+/// With `--vllm-log` the log is read (and refused, before the results directory is made, when it is no vLLM log)
+/// and upstream's files and the summary's `model_load` written; without it the run only records that it ran, and
+/// says in run.json and the summary that no log was given.
+pub(crate) struct NopRun {
+    pub(crate) workload: Workload,
+}
+
+impl Runner for NopRun {
+    async fn run(self, context: &mut RunContext<'_>) -> Result<RunOutcome, RunError> {
+        let workload = &self.workload;
+        let args = context.args;
+        let log = match &args.vllm_log {
+            Some(path) => Some(read(path, args.model.as_deref(), current_year())?),
+            None => {
+                context.notes.push(ProfileNote {
+                    key: "--vllm-log".to_owned(),
+                    line: None,
+                    kind: "ignored".to_owned(),
+                    message: "no vLLM log was given, so no model-load times were read (llm-d-benchmark's nop reads \
+                              them from the server's log; pass --vllm-log FILE)"
+                        .to_owned(),
+                });
+                None
+            }
+        };
+        let mut executed = context
+            .execute(Execution {
+                api: &workload.api,
+                request_model: context
+                    .request_model(workload.api.model.clone())
+                    .unwrap_or_default(),
+                tokenizer_spec: String::new(),
+                stages: context.shard(Vec::new(), &workload.stages)?,
+                interval: workload.stage_interval,
+                requests: Requests::Fixed(Arc::from([])),
+                warmup: None,
+                request_timeout: None,
+                max_concurrency: None,
+                report: report_options(workload),
+                keep_text: false,
+                // The nop harness sends nothing: there is no server to check.
+                preflight: None,
+                stage_requests: None,
+                prime: None,
+            })
+            .await?;
+        if let Some(log) = log {
+            let start = executed.meta.t0_unix_ns as f64 / 1e9;
+            let stop = llmbench_model::wallclock::unix_ns_now() as f64 / 1e9;
+            let files = write_results(&executed.dir, &log, start, stop)?;
+            for file in &files {
+                tracing::info!(file = %file.display(), "wrote");
+            }
+            for marker in &log.analysis.missing {
+                tracing::warn!(
+                    log = %log.path.display(),
+                    line = marker,
+                    "not in the vLLM log: its figure is 0, as llm-d-benchmark's nop reports it"
+                );
+            }
+            executed.summary.model_load = Some(ModelLoadSummary::new(&log.analysis));
+        }
+        context.finish(executed)
+    }
 }
 
 #[cfg(test)]

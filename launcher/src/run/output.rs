@@ -72,14 +72,14 @@ pub fn validate_run_id(id: &str) -> Result<(), OutputError> {
 
 /// A claimed results directory; its lock is released when this is dropped (or the process ends, however).
 #[derive(Debug)]
-pub struct RunDir {
-    pub path: PathBuf,
+pub(crate) struct RunDir {
+    pub(crate) path: PathBuf,
     _lock: File,
 }
 
 /// Claims `path` for a new run: creates it (its parents as needed) and locks it. An existing directory is refused,
 /// unless `overwrite`, which empties it once its lock is free.
-pub fn claim(path: &Path, overwrite: bool) -> Result<RunDir, OutputError> {
+pub(crate) fn claim(path: &Path, overwrite: bool) -> Result<RunDir, OutputError> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(|source| OutputError::Create {
             path: parent.to_owned(),
@@ -107,7 +107,7 @@ pub fn claim(path: &Path, overwrite: bool) -> Result<RunDir, OutputError> {
 
 /// Claims the first free directory of `base`, `base-2`, `base-3`, …: for a default run id, which names the
 /// second it started in, so two runs started in the same second do not collide.
-pub fn claim_fresh(output: &Path, base: &str) -> Result<(String, RunDir), OutputError> {
+pub(crate) fn claim_fresh(output: &Path, base: &str) -> Result<(String, RunDir), OutputError> {
     let mut attempt = 1u32;
     loop {
         let id = match attempt {

@@ -25,38 +25,35 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::data::Prompt;
-use crate::engine::client::{self, Probed};
-use crate::engine::sse::{SseEvent, SseParser};
-use crate::engine::{Clock, Target};
-use crate::record::ErrorClass;
-use crate::report::{PreflightCall, PreflightMeta};
-use crate::request::{BodySettings, BodyStyle, prepare};
-use crate::stack::{error_chain, join_url};
-use crate::workload::{Api, ApiKind};
+use llmbench_engine::engine::client::{self, Probed};
+use llmbench_engine::engine::sse::{SseEvent, SseParser};
+use llmbench_engine::engine::{Clock, Target};
+use llmbench_engine::stack::{error_chain, join_url};
+use llmbench_model::record::ErrorClass;
+use llmbench_report::report::{PreflightCall, PreflightMeta};
+use llmbench_workload::data::Prompt;
+use llmbench_workload::request::{BodySettings, BodyStyle, prepare};
+use llmbench_workload::workload::{Api, ApiKind};
 
 /// How long connecting, and the `GET /v1/models` answer, may take.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long the test request may take by default: a cold engine's first answer can take tens of seconds
-/// (compilation, CUDA graphs, a cache warm-up), and one token is all it is asked for.
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Attempts to connect before the server counts as unreachable, a second apart.
 const CONNECT_ATTEMPTS: u32 = 3;
 
 /// What the pre-flight checks, and how.
 #[derive(Debug)]
-pub struct Checks<'a> {
+pub(crate) struct Checks<'a> {
     /// The server's base URL, without a trailing slash.
-    pub endpoint: &'a str,
-    pub api: &'a Api,
+    pub(crate) endpoint: &'a str,
+    pub(crate) api: &'a Api,
     /// The model the run's requests name.
-    pub model: &'a str,
+    pub(crate) model: &'a str,
     /// How the run's dialect writes its request bodies.
-    pub style: BodyStyle,
+    pub(crate) style: BodyStyle,
     /// How long the test request may take.
-    pub request_timeout: Duration,
+    pub(crate) request_timeout: Duration,
     /// Go on, with a warning, when the server does not list the model or answers for another.
-    pub allow_model_mismatch: bool,
+    pub(crate) allow_model_mismatch: bool,
 }
 
 /// How a connection could not be made.
@@ -200,7 +197,10 @@ fn listing(listed: &[String]) -> String {
 }
 
 /// Runs the checks; on success, run.json's record of them.
-pub async fn check(checks: &Checks<'_>, target: Target) -> Result<PreflightMeta, PreflightError> {
+pub(crate) async fn check(
+    checks: &Checks<'_>,
+    target: Target,
+) -> Result<PreflightMeta, PreflightError> {
     let mut meta = PreflightMeta {
         model: Some(checks.model.to_owned()),
         ..PreflightMeta::default()
@@ -255,7 +255,7 @@ pub async fn check(checks: &Checks<'_>, target: Target) -> Result<PreflightMeta,
 /// is the pre-flight's first failure.
 async fn list_models(checks: &Checks<'_>) -> Result<PreflightCall, PreflightError> {
     let url = join_url(checks.endpoint, "/v1/models");
-    let client = crate::stack::client(
+    let client = llmbench_engine::stack::client(
         CONNECT_TIMEOUT,
         checks.api.api_key.as_deref(),
         &checks.api.headers,
@@ -608,7 +608,7 @@ mod tests {
 /// Requests that ask for more than the server's context: the server rejects them (vLLM answers 400) or cuts them
 /// short (llama.cpp stops at its context end). All of them is a run that cannot succeed, refused before the clock
 /// starts; some is a warning with their count. `asked` holds each prepared request's (prompt tokens, max_tokens).
-pub fn check_context(
+pub(crate) fn check_context(
     model: &str,
     limit: Option<u64>,
     asked: impl Iterator<Item = (u32, Option<u32>)>,

@@ -8,26 +8,26 @@
 use std::time::Duration;
 
 use super::target::{self, EndpointError};
-use crate::workload::PrometheusSource;
+use llmbench_workload::workload::PrometheusSource;
 
 /// Series a federated Prometheus server is asked for: those of every engine and router the summaries know (the
 /// server-metrics catalogue's prefixes) rather than everything the server holds.
-pub fn federate_selector() -> String {
+pub(crate) fn federate_selector() -> String {
     format!(
         "__name__=~\"{}\"",
-        crate::server_metrics::catalogue::federate_name_pattern()
+        llmbench_metrics::server_metrics::catalogue::federate_name_pattern()
     )
 }
 
 /// inference-perf's `PROMETHEUS_SCRAPE_BUFFER_SEC`: after the run it waits the server's scrape interval plus this
 /// before it queries, so the last requests are in the server's samples.
-pub const PROMETHEUS_SCRAPE_BUFFER: Duration = Duration::from_secs(2);
+pub(crate) const PROMETHEUS_SCRAPE_BUFFER: Duration = Duration::from_secs(2);
 
-pub use crate::server_metrics::ScrapePlan;
+pub(crate) use llmbench_metrics::server_metrics::ScrapePlan;
 
 /// The plan from the flags, the run's endpoint and the profile's Prometheus server; `None` when nothing is to be
 /// scraped.
-pub fn plan(
+pub(crate) fn plan(
     flags: &[String],
     off: bool,
     interval: Duration,
@@ -61,7 +61,7 @@ pub fn plan(
 }
 
 /// `/metrics` on the endpoint's host and port (vLLM serves it at the root whatever the API's path).
-pub fn metrics_url_of(endpoint: &str) -> Result<String, EndpointError> {
+pub(crate) fn metrics_url_of(endpoint: &str) -> Result<String, EndpointError> {
     let mut url = parse(endpoint, "the run's endpoint")?;
     url.set_path("/metrics");
     url.set_query(None);
@@ -69,7 +69,7 @@ pub fn metrics_url_of(endpoint: &str) -> Result<String, EndpointError> {
 }
 
 /// A Prometheus server's federation URL for the series the summaries know, with the profile's label filters.
-pub fn federate_url(source: &PrometheusSource) -> Result<String, EndpointError> {
+pub(crate) fn federate_url(source: &PrometheusSource) -> Result<String, EndpointError> {
     let mut url = parse(&source.url, "metrics.prometheus.url")?;
     let path = format!("{}/federate", url.path().trim_end_matches('/'));
     url.set_path(&path);

@@ -11,11 +11,11 @@ use std::fmt;
 
 /// What the endpoint placeholder is rendered to while finding out whether the profile names a server. `.invalid`
 /// is reserved (RFC 2606): it never resolves, so it can never be mistaken for a real server.
-pub const UNSET_ENDPOINT: &str = "http://endpoint-unset.llmbench.invalid";
+pub(crate) const UNSET_ENDPOINT: &str = "http://endpoint-unset.llmbench.invalid";
 
 /// Where the run's server came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Server {
+pub(crate) enum Server {
     /// `--endpoint`.
     Flag(String),
     /// The profile's own server key.
@@ -52,7 +52,7 @@ pub enum EndpointError {
 
 /// Chooses the run's server from `--endpoint` and the base URL the profile names, as parsed from the profile
 /// rendered with [`UNSET_ENDPOINT`] when no `--endpoint` was given.
-pub fn choose(flag: Option<&str>, profile_base_url: Option<&str>) -> Server {
+pub(crate) fn choose(flag: Option<&str>, profile_base_url: Option<&str>) -> Server {
     match (flag, profile_base_url) {
         (Some(url), _) => Server::Flag(url.to_owned()),
         (None, Some(url)) if !url.starts_with(UNSET_ENDPOINT) && !url.trim().is_empty() => {
@@ -64,7 +64,7 @@ pub fn choose(flag: Option<&str>, profile_base_url: Option<&str>) -> Server {
 
 /// Checks an endpoint before anything is built: a parseable http(s) URL with a host. Returns it without a trailing
 /// slash, as request paths are appended to it.
-pub fn validate(url: &str, from: &str) -> Result<String, EndpointError> {
+pub(crate) fn validate(url: &str, from: &str) -> Result<String, EndpointError> {
     let parsed = reqwest::Url::parse(url.trim()).map_err(|e| EndpointError::Invalid {
         url: url.to_owned(),
         from: from.to_owned(),

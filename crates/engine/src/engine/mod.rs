@@ -482,7 +482,7 @@ pub struct Written {
 }
 
 /// The budgeted record writer's handle.
-pub(crate) type BudgetedWriterHandle = tokio::task::JoinHandle<Result<Written, EngineError>>;
+pub type BudgetedWriterHandle = tokio::task::JoinHandle<Result<Written, EngineError>>;
 
 /// Starts the writer that appends each finished record to `out` as one JSON line, flushing after every batch so
 /// a killed launcher loses at most the requests in flight and the last [`WRITER_PAUSE`] of records. A write that
