@@ -733,10 +733,8 @@ fn bad_inference_perf_profiles_are_refused_with_key_and_line() {
         profile(
             IP,
             "chattpl.yaml",
-            ip(
-                "data:\n  type: random\n  use_chat_template: true\n  input_distribution: {}\n  output_distribution: {}\n",
-            ),
-            &["`data.use_chat_template`", "chat template"],
+            ip("data:\n  type: mock\n  use_chat_template: true\n"),
+            &["`data.use_chat_template`", "only with `type: random`"],
         ),
         profile(
             IP,

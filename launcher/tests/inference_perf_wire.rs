@@ -64,4 +64,17 @@ fn use_chat_template_sends_templated_prompts_of_exactly_the_asked_length_without
         })
         .collect();
     assert_eq!(recorded, [12, 12, 12]);
+
+    // A tokenizer without a chat template: refused before anything is sent, saying what to pass.
+    let before = seen.lock().expect("lock").len();
+    let output = run_against("inference-perf", &path, &url, "builtin", dir.path(), "r2");
+    assert!(!output.status.success());
+    let error = stderr(&output);
+    assert!(
+        error.contains("inference-perf's `use_chat_template: true` renders every prompt")
+            && error.contains("has none")
+            && error.contains("`use_chat_template: false`"),
+        "{error}"
+    );
+    assert_eq!(seen.lock().expect("lock").len(), before);
 }
