@@ -103,8 +103,7 @@ pub(crate) fn check(
 /// The message of a refused figure.
 pub(crate) fn exceeded(limit: Limit, value: f64) -> String {
     format!(
-        "{} is above llmbench's limit of {} {}; no real workload needs more, so this is taken for a mistake \
-         (see llmbench::limits)",
+        "{} is above llmbench's limit of {} {}; no real workload needs more, so this is taken for a mistake",
         figure(value),
         figure(limit.max()),
         limit.what()
@@ -131,7 +130,7 @@ mod tests {
         assert_eq!(
             exceeded(Limit::Rate, 1e12),
             "1000000000000 is above llmbench's limit of 1000000 requests/s; no real workload needs more, so this \
-             is taken for a mistake (see llmbench::limits)"
+             is taken for a mistake"
         );
         assert!(exceeded(Limit::Tokens, 2.5e9).contains("limit of 10000000 tokens"));
         assert!(exceeded(Limit::Duration, 1.8e19).contains("1.8e19"));
