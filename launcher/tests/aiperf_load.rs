@@ -43,6 +43,11 @@ async fn run_aiperf(dir: &Path, name: &str, flags: &str, ttft: &str) -> Vec<Valu
         "--sim-itl",
         "1ms",
     ]);
+    scheduled_records(cli).await
+}
+
+/// Runs `cli` and returns its records in the order they were scheduled.
+async fn scheduled_records(cli: Cli) -> Vec<Value> {
     let outcome = run(cli.run)
         .await
         .unwrap_or_else(|e| panic!("the run fails: {e}"));
@@ -234,15 +239,7 @@ async fn the_bundled_quick_start_sends_64_streamed_chats_at_seeded_poisson_gaps(
         "--sim-itl",
         "1ms",
     ]);
-    let outcome = run(cli.run)
-        .await
-        .unwrap_or_else(|e| panic!("the run fails: {e}"));
-    let text = std::fs::read_to_string(outcome.dir.join("requests.jsonl")).expect("requests.jsonl");
-    let mut records: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("a JSON record"))
-        .collect();
-    records.sort_by_key(|r| ns(r, "scheduled_ns"));
+    let records = scheduled_records(cli).await;
     assert_eq!(records.len(), 64);
     assert!(
         records

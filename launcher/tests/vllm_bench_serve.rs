@@ -42,6 +42,14 @@ fn posts(seen: &Mutex<Vec<WireRequest>>) -> Vec<(Option<String>, Value)> {
         .collect()
 }
 
+/// Each kept POST's `prompt`, in the order they came.
+fn prompts_sent(seen: &Mutex<Vec<WireRequest>>) -> Vec<Value> {
+    posts(seen)
+        .into_iter()
+        .map(|(_, body)| body["prompt"].clone())
+        .collect()
+}
+
 fn run(dir: &Path, profile: &str, endpoint: &str) -> Output {
     let path = write(dir, "profile.yaml", profile);
     run_against("vllm-benchmark", &path, endpoint, "builtin", dir, "r")
@@ -187,12 +195,8 @@ fn custom_prompts_are_sent_rendered_through_the_tokenizers_chat_template_and_cou
     let output = run_against("vllm-benchmark", &path, &url, &tokenizer, dir.path(), "r");
     succeeded(&output);
     // apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False).
-    let prompts: Vec<Value> = posts(&seen)
-        .iter()
-        .map(|(_, body)| body["prompt"].clone())
-        .collect();
     assert_eq!(
-        prompts,
+        prompts_sent(&seen),
         [
             "<|im_start|>user\nHello world<|im_end|>\n<|im_start|>assistant\n",
             "<|im_start|>user\none two three<|im_end|>\n<|im_start|>assistant\n",
@@ -336,12 +340,8 @@ fn spec_bench_sends_each_records_first_turn_of_the_category_through_the_chat_tem
         stderr(&output)
     );
     // The two writing records' first turns, in the order random.seed(0); random.shuffle([0, 1]) leaves: [0, 1].
-    let prompts: Vec<Value> = posts(&seen)
-        .iter()
-        .map(|(_, body)| body["prompt"].clone())
-        .collect();
     assert_eq!(
-        prompts,
+        prompts_sent(&seen),
         [
             "<|im_start|>user\nHello world<|im_end|>\n<|im_start|>assistant\n",
             "<|im_start|>user\none two three<|im_end|>\n<|im_start|>assistant\n",
