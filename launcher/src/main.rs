@@ -115,7 +115,7 @@ fn dataset_command(command: DatasetCommand) -> anyhow::Result<()> {
     let DatasetCommand::Convert { input, output } = command;
     let bytes =
         std::fs::read(&input).with_context(|| format!("cannot read {}", input.display()))?;
-    let rows = llmbench_workload::data::pickle::read_dataframe(&bytes)
+    let rows = llmbench_text::pickle::read_dataframe(&bytes)
         .with_context(|| format!("{}: cannot read the pickled DataFrame", input.display()))?;
     let file = std::fs::File::create(&output)
         .with_context(|| format!("cannot create {}", output.display()))?;
@@ -158,9 +158,9 @@ fn synth_command(args: SynthArgs) -> anyhow::Result<()> {
     use llmbench_workload::data::{
         LengthDistribution, Synthesizer, SyntheticSpec, synthetic_prompts,
     };
-    let tokenizer = runtime()?.block_on(llmbench_workload::tokenizer::load_tokenizer(
+    let tokenizer = runtime()?.block_on(llmbench_text::tokenizer::load_tokenizer(
         &args.tokenizer,
-        &llmbench_workload::tokenizer::HubOptions::from_env(),
+        &llmbench_text::tokenizer::HubOptions::from_env(),
     ))?;
     let started = std::time::Instant::now();
     let synth = Synthesizer::new(&tokenizer)?;

@@ -317,7 +317,7 @@ fn sources(args: &RunArgs, facts: &ProfileFacts, model: &ModelChoice, embedded: 
         ),
         (Some(t), _) => (t.clone(), "--tokenizer".to_owned()),
         (None, _) if embedded => (
-            llmbench_workload::tokenizer::BUILTIN.to_owned(),
+            llmbench_text::tokenizer::BUILTIN.to_owned(),
             "embedded simulator".to_owned(),
         ),
         (None, Some(own)) if own != name => (own.clone(), "the profile's".to_owned()),

@@ -48,7 +48,7 @@ fn a_pickled_dataframe_becomes_jsonl_records() {
     // The JSONL is a dataset table as it stands.
     let prompts = llmbench_workload::data::load_dataset(
         &out,
-        &llmbench_workload::tokenizer::Tokenizer::builtin(),
+        &llmbench_text::tokenizer::Tokenizer::builtin(),
         &llmbench_workload::data::DatasetOptions::default(),
     )
     .expect("a dataset")

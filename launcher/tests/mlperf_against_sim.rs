@@ -313,7 +313,7 @@ async fn accuracy_mode_logs_token_ids_as_the_accuracy_scripts_read_them() {
     let entries: Vec<serde_json::Value> = serde_json::from_str(&text).expect("a JSON list");
     assert_eq!(entries.len(), 6);
     let tokenizer =
-        llmbench_workload::tokenizer::Tokenizer::from_file(&tokenizer_path).expect("tokenizer");
+        llmbench_text::tokenizer::Tokenizer::from_file(&tokenizer_path).expect("tokenizer");
     let mut seen: Vec<u64> = Vec::new();
     for entry in &entries {
         let hex = entry["data"].as_str().expect("hex data");

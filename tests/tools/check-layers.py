@@ -14,8 +14,8 @@ import sys
 
 LAYERS = [
     ["llmbench-core"],  # kube-free types and pure logic shared by the operator and the launcher
-    ["llmbench-model"],  # the request record and the clocks that stamp it
-    ["llmbench-workload"],  # profiles and dialects into one workload model; tokenizer, data, prompts, bodies
+    ["llmbench-model", "llmbench-text"],  # the record and its clocks; tokenizers, templates, Python random
+    ["llmbench-workload"],  # profiles and dialects into one workload model; data, prompts, bodies
     ["llmbench-sim"],  # the embedded vLLM-compatible simulator
     ["llmbench-engine"],  # requests on time, timed to the chunk; replay plans; the stack under test
     ["llmbench-metrics"],  # statistics, summary.json, capacity search, server metrics, MLPerf verdicts

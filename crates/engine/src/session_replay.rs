@@ -7,7 +7,7 @@
 //!   files listed, and what their glob patterns match (`glob.glob(pattern, recursive=True)`, files only; upstream
 //!   keeps them in a set, in an order each Python process draws anew, so here they are sorted by path). A file that is not JSON fails the run, or is left out with `skip_invalid_files`.
 //! - Each file is one session, named `trace{slot}_{session_id}` after its slot in the order
-//!   `random.seed(base_seed); random.shuffle(order)` gives ([`llmbench_workload::workload::py_random`]).
+//!   `random.seed(base_seed); random.shuffle(order)` gives ([`llmbench_text::py_random`]).
 //! - Stage k runs the next `num_sessions` sessions (all remaining when unset; none when the corpus is used up).
 //! - Every file's graph is built once here, so what llmbench cannot replay (tool calls, structured content) is
 //!   refused before anything is sent, naming the file and span; the graphs are dropped again and rebuilt one
@@ -21,9 +21,9 @@ use std::time::Duration;
 
 use crate::engine::sessions::{SessionOptions, SessionReplay, SessionSource};
 use crate::engine::{self, StagePlan};
+use llmbench_text::py_random::PyRandom;
 use llmbench_workload::request::BodySettings;
 use llmbench_workload::workload::otel_trace::{self, Build, Unsupported};
-use llmbench_workload::workload::py_random::PyRandom;
 use llmbench_workload::workload::{Arrival, DataSpec, OtelTraceData, OtelTraceSource, Workload};
 
 /// Why the corpus could not be planned.

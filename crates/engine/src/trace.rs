@@ -20,11 +20,11 @@ use std::sync::Arc;
 
 use crate::engine::trace::{ReplaySession, ReplayTurn};
 use crate::engine::{self, Replay};
+use llmbench_text::tokenizer::{Tokenizer, TokenizerError};
 use llmbench_workload::data::{
     DataError, LengthDistribution, Synthesizer, SyntheticSpec, synthetic_prompts,
 };
 use llmbench_workload::request::BodySettings;
-use llmbench_workload::tokenizer::{Tokenizer, TokenizerError};
 use llmbench_workload::workload::azure_trace::{self, AzureRow, AzureTraceError};
 use llmbench_workload::workload::mooncake::{
     self, FixedSchedule, TraceError, TraceRecord, TurnTiming,

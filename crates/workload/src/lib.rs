@@ -1,11 +1,10 @@
 //! llmbench-workload: what a run is asked to do. Profile templates rendered ([`profile`]), each tool's dialect
 //! read into one workload model with its parse-time limits ([`workload`]), and what the run sends built from it:
-//! the tokenizer ([`tokenizer`]), datasets and synthetic text ([`data`]), prompts ([`prompts`]), multi-turn
+//! datasets and synthetic text ([`data`]), prompts ([`prompts`]), multi-turn
 //! conversations ([`conversations`], [`lmbench`]), request bodies ([`request`]) and the run's memory estimate
 //! ([`limits`]). Pure of the network but for tokenizer downloads; it imports no other launcher crate.
 #![forbid(unsafe_code)]
 
-pub mod chat_template;
 pub mod conversations;
 pub mod data;
 pub mod limits;
@@ -13,5 +12,7 @@ pub mod lmbench;
 pub mod profile;
 pub mod prompts;
 pub mod request;
-pub mod tokenizer;
 pub mod workload;
+
+// The text layer below, under the names this crate's modules have always used.
+pub(crate) use llmbench_text::{chat_template, tokenizer};

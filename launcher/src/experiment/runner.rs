@@ -112,7 +112,7 @@ pub(crate) async fn execute(
         resolved.tokenizer = resolved
             .tokenizer
             .clone()
-            .or_else(|| Some(llmbench_workload::tokenizer::BUILTIN.to_owned()));
+            .or_else(|| Some(llmbench_text::tokenizer::BUILTIN.to_owned()));
     }
     let sim_urls: BTreeMap<String, String> = embedded
         .iter()

@@ -25,9 +25,9 @@ use llmbench_engine::engine::{
     PlannerError, PreparedRequest, Requests, Stage, StagePlan, StageRequests,
 };
 use llmbench_report::report::{CacheReset, ResetCall};
+use llmbench_text::tokenizer::Tokenizer;
 use llmbench_workload::prompts::{build_prompts, stage_prompt_seed};
 use llmbench_workload::request::{BodySettings, prepare};
-use llmbench_workload::tokenizer::Tokenizer;
 use llmbench_workload::workload::{Api, Workload};
 
 /// How long one reset call may take: llama.cpp defers a slot's erase until the slot is idle.

@@ -132,7 +132,7 @@ impl RunContext<'_> {
             .clone()
             .or_else(|| {
                 self.embedded
-                    .then(|| llmbench_workload::tokenizer::BUILTIN.to_owned())
+                    .then(|| llmbench_text::tokenizer::BUILTIN.to_owned())
             })
             .or(from_profile)
             .or_else(|| self.model.clone())

@@ -7,11 +7,11 @@ use llmbench_engine::engine::{self, EngineError, Signal};
 use llmbench_metrics::metrics::WriteSummaryError;
 use llmbench_report::report::ReportError;
 use llmbench_sim::sim::SimError;
+use llmbench_text::tokenizer::TokenizerError;
 use llmbench_workload::conversations::ConversationError;
 use llmbench_workload::data::DataError;
 use llmbench_workload::profile::ProfileError;
 use llmbench_workload::prompts::PromptError;
-use llmbench_workload::tokenizer::TokenizerError;
 use llmbench_workload::workload::WorkloadError;
 use llmbench_workload::workload::load_flags::LoadFlagError;
 

@@ -58,7 +58,7 @@ impl Runner for FmperfRun {
             .collect();
         let tokenizer_spec = context
             .tokenizer_spec(None)
-            .unwrap_or_else(|_| llmbench_workload::tokenizer::BUILTIN.to_owned());
+            .unwrap_or_else(|_| llmbench_text::tokenizer::BUILTIN.to_owned());
         let executed = context
             .execute(Execution {
                 api: &workload.api,

@@ -26,10 +26,10 @@ use llmbench_metrics::mlperf::{
     evaluate, parse_settings, rouge,
 };
 use llmbench_report::report::ReportOptions;
+use llmbench_text::tokenizer::Tokenizer;
+use llmbench_text::tokenizer::{HubOptions, load_tokenizer};
 use llmbench_workload::data::{DataError, DatasetOptions, Prompt, load_dataset};
 use llmbench_workload::request::{BodySettings, prepare};
-use llmbench_workload::tokenizer::Tokenizer;
-use llmbench_workload::tokenizer::{HubOptions, load_tokenizer};
 use llmbench_workload::workload::ParseOptions;
 
 /// The verdict files, beside summary.json.

@@ -5,9 +5,9 @@
 use llmbench_engine::engine::{self, Requests};
 use llmbench_engine::{session_replay, trace};
 use llmbench_report::report::PreflightMeta;
+use llmbench_text::tokenizer::{HubOptions, Tokenizer, load_tokenizer};
 use llmbench_workload::prompts::prompt_origin;
 use llmbench_workload::request::{BodySettings, BodyStyle};
-use llmbench_workload::tokenizer::{HubOptions, Tokenizer, load_tokenizer};
 use llmbench_workload::workload::{DataSpec, Workload};
 
 use super::runner::{RunOutcome, Runner};

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::prefix_cache::BlockHasher;
-use llmbench_workload::tokenizer::word_count;
+use llmbench_text::tokenizer::word_count;
 
 /// The text of every output token. Real BPE tokenizers also encode `" token"` as one token, so a
 /// client that re-tokenises the output counts what `usage` reports.

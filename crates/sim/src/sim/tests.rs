@@ -1182,7 +1182,7 @@ async fn profiler_hooks_answer_200_with_an_empty_body_and_are_counted_in_order()
 
 #[test]
 fn builtin_counts_prompt_tokens_exactly_as_the_simulator_does() {
-    let tokenizer = llmbench_workload::tokenizer::Tokenizer::builtin();
+    let tokenizer = llmbench_text::tokenizer::Tokenizer::builtin();
     for text in [
         "",
         "one",

@@ -9,7 +9,7 @@
 
 mod dataset;
 mod lengths;
-pub mod pickle;
+pub(crate) use llmbench_text::pickle;
 mod synth;
 
 use std::path::PathBuf;

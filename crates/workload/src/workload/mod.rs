@@ -22,7 +22,7 @@ pub mod load_flags;
 mod model;
 pub mod mooncake;
 pub mod otel_trace;
-pub mod py_random;
+pub(crate) use llmbench_text::py_random;
 pub mod reader;
 mod schedule;
 pub mod stage_meta;

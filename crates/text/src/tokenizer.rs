@@ -266,7 +266,7 @@ impl Tokenizer {
     /// The special tokens this tokenizer adds around one text when asked to (its post-processor's BOS, EOS, …):
     /// what a server that tokenizes the prompt itself counts on top of the prompt's own tokens, and what Hugging
     /// Face's `num_special_tokens_to_add()` returns. The built-in word tokenizer adds none.
-    pub(crate) fn added_special_tokens(&self) -> Result<AddedSpecialTokens, TokenizerError> {
+    pub fn added_special_tokens(&self) -> Result<AddedSpecialTokens, TokenizerError> {
         let Backend::Hf(inner) = &self.backend else {
             return Ok(AddedSpecialTokens::default());
         };
@@ -288,7 +288,7 @@ impl Tokenizer {
 
     /// The base vocabulary's size, added tokens left out (Hugging Face's `tokenizer.vocab_size`); for the
     /// built-in tokenizer its word list, not the words it learns as it encodes.
-    pub(crate) fn base_vocab_size(&self) -> usize {
+    pub fn base_vocab_size(&self) -> usize {
         match &self.backend {
             Backend::Words(words) => words.builtin,
             Backend::Hf(inner) => inner.get_vocab_size(false),
@@ -296,8 +296,8 @@ impl Tokenizer {
     }
 
     /// The vocabulary size, added tokens included.
-    #[cfg(test)]
-    pub(crate) fn vocab_size(&self) -> usize {
+    #[cfg(any(test, feature = "testing"))]
+    pub fn vocab_size(&self) -> usize {
         match &self.backend {
             Backend::Words(words) => words.len(),
             Backend::Hf(inner) => inner.get_vocab_size(true),
@@ -307,7 +307,7 @@ impl Tokenizer {
     /// Token ids that are each one whole lower-case word: a sequence of them decodes to words separated by
     /// single spaces, and that text encodes back to the same ids (checked on each token and on a pair of it).
     /// Synthesis draws prompts from these, so random prompts read as words and survive re-encoding.
-    pub(crate) fn plain_words(&self) -> Vec<u32> {
+    pub fn plain_words(&self) -> Vec<u32> {
         match &self.backend {
             Backend::Words(words) => (0..words.builtin as u32).collect(),
             Backend::Hf(inner) => hf_plain_words(self, inner),
@@ -317,7 +317,7 @@ impl Tokenizer {
 
 /// The special tokens a tokenizer adds around one text ([`Tokenizer::added_special_tokens`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct AddedSpecialTokens {
+pub struct AddedSpecialTokens {
     /// Those before the text's own tokens (a BOS).
     pub leading: u32,
     /// All of them, before and after (`num_special_tokens_to_add()`).
@@ -447,7 +447,7 @@ impl WordVocabulary {
         }
     }
 
-    #[cfg(test)]
+    #[cfg(any(test, feature = "testing"))]
     fn len(&self) -> usize {
         self.table
             .read()
@@ -667,8 +667,8 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), TokenizerError> {
 }
 
 /// Test helpers: real BPE tokenizers built in code, so tests need no download.
-#[cfg(test)]
-pub(crate) mod testing {
+#[cfg(any(test, feature = "testing"))]
+pub mod testing {
     use std::sync::OnceLock;
 
     use tokenizers::decoders::DecoderWrapper;
@@ -689,7 +689,7 @@ pub(crate) mod testing {
     }
 
     /// Text to train on: varied English-like words, punctuation and digits.
-    pub(crate) fn training_text() -> Vec<String> {
+    pub fn training_text() -> Vec<String> {
         let base = "The quick brown fox jumps over the lazy dog. A benchmark measures time to first token, \
                     inter-token latency and throughput; servers batch requests, cache prefixes and stream tokens! \
                     Numbers like 12345 and 3.14 appear, as do words such as tokenizer, tokenization, tokens, \
@@ -706,7 +706,7 @@ pub(crate) mod testing {
     }
 
     /// A trained BPE tokenizer serialised as `tokenizer.json` bytes.
-    pub(crate) fn bpe_json(style: Style, vocab_size: usize) -> Vec<u8> {
+    pub fn bpe_json(style: Style, vocab_size: usize) -> Vec<u8> {
         let mut tokenizer = HfTokenizer::new(BPE::default());
         let (pre, dec): (PreTokenizerWrapper, DecoderWrapper) = match style {
             Style::ByteLevel => (
@@ -743,19 +743,19 @@ pub(crate) mod testing {
 
     /// The real-engine tests' tokenizer (`tests/fixtures/tokenizers/bos-bpe`): a byte-level BPE whose
     /// post-processor puts `<|bos|>` before every text, as Llama's do.
-    pub(crate) fn bos_bpe() -> super::Tokenizer {
+    pub fn bos_bpe() -> super::Tokenizer {
         super::Tokenizer::from_file(std::path::Path::new(BOS_BPE))
             .expect("loading the bos-bpe fixture")
     }
 
     /// Where [`bos_bpe`] is.
-    pub(crate) const BOS_BPE: &str = concat!(
+    pub const BOS_BPE: &str = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../launcher/tests/fixtures/tokenizers/bos-bpe/tokenizer.json"
     );
 
     /// A loaded test tokenizer of `style`, trained once per test binary.
-    pub(crate) fn bpe(style: Style) -> super::Tokenizer {
+    pub fn bpe(style: Style) -> super::Tokenizer {
         static TRAINED: [OnceLock<super::Tokenizer>; 2] = [OnceLock::new(), OnceLock::new()];
         TRAINED[style as usize]
             .get_or_init(|| {

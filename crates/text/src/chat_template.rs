@@ -43,7 +43,7 @@ pub enum ChatTemplateError {
 }
 
 /// A compiled chat template with the special tokens its tokenizer gives it.
-pub(crate) struct ChatTemplate {
+pub struct ChatTemplate {
     env: Environment<'static>,
     special_tokens: Map<String, serde_json::Value>,
     origin: PathBuf,
@@ -137,7 +137,7 @@ impl ChatTemplate {
 
     /// One user turn `content` rendered with the generation prompt, `kwargs` (vLLM's `--chat-template-kwargs`)
     /// added to the context over the special tokens.
-    pub(crate) fn render_user(
+    pub fn render_user(
         &self,
         content: &str,
         kwargs: &Map<String, serde_json::Value>,
