@@ -98,7 +98,8 @@ e2e: e2e-tools
 HELM_VERSION := $(shell sed -n 's/^HELM_VERSION=//p' tests/tools/versions.env)
 HELM ?= $(HOME)/.cache/llmbench-tools/helm-$(HELM_VERSION)/bin/helm
 
-## chart-check: helm lint and helm template of charts/llmbench in both RBAC modes, and its CRDs current.
+## chart-check: helm lint and helm template of charts/llmbench in both RBAC modes, its values schema refusing a
+## misspelt key, its CRDs and its README's values table current.
 chart-check: e2e-tools
 	cmp -s crds/benchmarkruns.yaml charts/llmbench/crds/benchmarkruns.yaml || { echo "charts/llmbench/crds is stale: run make crds"; exit 1; }
 	cmp -s crds/workloadprofiles.yaml charts/llmbench/crds/workloadprofiles.yaml || { echo "charts/llmbench/crds is stale: run make crds"; exit 1; }
@@ -109,6 +110,9 @@ chart-check: e2e-tools
 	$(HELM) template llmbench charts/llmbench --namespace llmbench-system >/dev/null
 	$(HELM) template llmbench charts/llmbench --namespace llmbench-system --set rbac.scope=namespace --set leaderElection.enabled=false >/dev/null
 	! $(HELM) template llmbench charts/llmbench --set rbac.scope=everything >/dev/null 2>&1
+	! $(HELM) template llmbench charts/llmbench --set launcher.defaults.nodeSelecter.pool=a >/dev/null 2>&1
+	$(HELM) template llmbench charts/llmbench | grep -q "rbac.authorization.k8s.io/aggregate-to-edit"
+	python3 tests/tools/chart-values-table.py --check
 
 .PHONY: loadgen
 

@@ -676,7 +676,7 @@ fn a_failing_run_is_reported_and_the_experiment_goes_on_unless_told_to_stop() {
 fn the_example_runs_with_its_hooks_recorded_and_one_guidellm_report_for_all_runs() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("out");
-    let output = experiment(&example("experiment-local.yaml"), &out, "local", &[]);
+    let output = experiment(&example("local/experiment.yaml"), &out, "local", &[]);
     assert!(
         output.status.success(),
         "{}\n{}",
@@ -857,7 +857,7 @@ fn sigint_stops_the_experiment_after_the_current_run_and_still_compares_what_ran
     let out = dir.path().join("out");
     let mut child = llmbench()
         .arg("experiment")
-        .arg(example("experiment-local.yaml"))
+        .arg(example("local/experiment.yaml"))
         .arg("--output")
         .arg(&out)
         .args(["--id", "stopped"])

@@ -20,7 +20,7 @@ mod status;
 mod summary;
 
 // What the operator binary wires together; everything else is the crate's own.
-pub use builders::{FIELD_MANAGER, LauncherSettings};
+pub use builders::{FIELD_MANAGER, LAUNCHER_DEFAULTS_ENV, LauncherDefaults, LauncherSettings};
 pub use duration::parse_duration;
 pub use experiment::hooks::HOOK_TIMEOUT;
 pub use leader::{LeaderElector, LeaseConfig, Timing, Work, lead};

@@ -11,9 +11,9 @@ use clap::{Args, Parser, Subcommand};
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
 use llmbench_operator::{
-    Context, DEFAULT_CONCURRENCY, FIELD_MANAGER, HOOK_TIMEOUT, Health, LauncherSettings,
-    LeaderElector, LeaseConfig, Metrics, Retries, Timing, Work, parse_duration, router,
-    run_controllers, serve,
+    Context, DEFAULT_CONCURRENCY, FIELD_MANAGER, HOOK_TIMEOUT, Health, LAUNCHER_DEFAULTS_ENV,
+    LauncherDefaults, LauncherSettings, LeaderElector, LeaseConfig, Metrics, Retries, Timing, Work,
+    parse_duration, router, run_controllers, serve,
 };
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
@@ -59,6 +59,17 @@ struct RunArgs {
         value_name = "POLICY"
     )]
     launcher_image_pull_policy: Option<String>,
+    /// What runs leave unset, as JSON: `resources`, `nodeSelector`, `tolerations`, `imagePullSecrets`,
+    /// `serviceAccountName`, `hfTokenSecretRef` ({name, key}) and `storageClassName` (of the workload PVC the
+    /// operator creates). The chart renders its `launcher.defaults` here. A run's own field wins, whole.
+    #[arg(
+        long,
+        env = LAUNCHER_DEFAULTS_ENV,
+        value_name = "JSON",
+        value_parser = parse_launcher_defaults,
+        default_value = ""
+    )]
+    launcher_defaults: LauncherDefaults,
     /// Where /metrics, /healthz and /readyz are served.
     #[arg(long, env = "LLMBENCH_METRICS_BIND", default_value = "0.0.0.0:8080")]
     metrics_bind: SocketAddr,
@@ -123,6 +134,11 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `--launcher-defaults`: the chart's `launcher.defaults` as JSON, refused whole (with the key) when not valid.
+fn parse_launcher_defaults(text: &str) -> Result<LauncherDefaults, String> {
+    LauncherDefaults::from_json(text).map_err(|e| e.to_string())
 }
 
 fn print_crds() -> ExitCode {
@@ -261,6 +277,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         launcher: LauncherSettings {
             image: args.launcher_image.clone(),
             image_pull_policy: args.launcher_image_pull_policy.clone(),
+            defaults: args.launcher_defaults.clone(),
         },
         http: reqwest::Client::builder()
             .timeout(HOOK_TIMEOUT)

@@ -582,3 +582,36 @@ async fn conditions_are_a_map_keyed_by_type_so_a_type_appears_once() {
     );
     assert!(message.contains("Duplicate value"), "{message}");
 }
+
+/// Every file under `examples/` is what a newcomer `kubectl apply`s first, so each must pass the CRDs' schema and
+/// CEL rules on a real apiserver: a server-side dry run validates and admits each object and stores nothing.
+#[tokio::test]
+async fn every_bundled_example_passes_the_crds_schema_and_rules() {
+    if e2e_disabled("every_bundled_example_passes_the_crds_schema_and_rules") {
+        return;
+    }
+    let cp = control_plane().await;
+    let client = cp.admin_client().await.expect("admin client");
+    let ns = "examples";
+    create_namespace(&client, ns).await;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let mut examples: Vec<_> = std::fs::read_dir(&dir)
+        .expect("examples/ is read")
+        .map(|entry| entry.expect("an examples/ entry").path())
+        .filter(|path| path.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    examples.sort();
+    assert!(
+        examples.len() >= 5,
+        "examples/ lost its files: {examples:?}"
+    );
+    for example in &examples {
+        let path = example.to_str().expect("a UTF-8 path");
+        let applied = kubectl(cp, &["apply", "--dry-run=server", "-n", ns, "-f", path]);
+        let applied = String::from_utf8_lossy(&applied.stdout);
+        assert!(
+            applied.contains("(server dry run)"),
+            "{path} was not applied as a server dry run:\n{applied}"
+        );
+    }
+}

@@ -182,6 +182,11 @@ fn helm_install(cp: &ControlPlane) {
                 "logFormat=text",
                 "--set",
                 "leaderElection.enabled=true",
+                // One CPU for every launcher, set once for the platform: the run below names no resources, so
+                // it must inherit these, and the launcher must size itself from its container's cgroup quota,
+                // not the node's CPUs.
+                "--set-json",
+                r#"launcher.defaults.resources={"limits":{"cpu":"1","memory":"1Gi"}}"#,
             ])
             .args(["--wait", "--timeout", "180s"])
             .output(),
@@ -200,8 +205,7 @@ fn run_manifest() -> Value {
             "stack": {"serviceRef": {"name": "sim", "port": 8000}, "model": MODEL, "tokenizer": "builtin"},
             "overrides": ["load.stages.0.rate=10", "load.stages.0.duration=3"],
             "timeout": "5m",
-            // One CPU: the launcher must size itself from its container's cgroup quota, not the node's CPUs.
-            "launcher": {"resources": {"limits": {"cpu": "1", "memory": "1Gi"}}},
+            // No launcher resources: the chart's launcher.defaults give one CPU (see helm_install).
         },
     })
 }
@@ -317,7 +321,8 @@ async fn scenario(cp: &ControlPlane, admin: &Client) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
     if run_meta.get("launcher_cpus") != Some(&json!(1)) {
         return Err(format!(
-            "the launcher limited to 1 CPU sized itself for {:?} (cgroup v1 quota not read?)",
+            "the launcher limited to 1 CPU by the chart's launcher.defaults sized itself for {:?} (defaults not \
+             inherited, or the cgroup quota not read?)",
             run_meta.get("launcher_cpus")
         ));
     }

@@ -487,6 +487,7 @@ mod tests {
         let settings = LauncherSettings {
             image: "ghcr.io/llmbench/llmbench:0.1.0".to_owned(),
             image_pull_policy: None,
+            defaults: crate::builders::LauncherDefaults::default(),
         };
         let pod = collector_pod(&exp, &settings).expect("builds");
         assert_eq!(pod.metadata.name.as_deref(), Some("sweep-collector"));

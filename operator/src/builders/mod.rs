@@ -2,6 +2,7 @@
 //! collector pod of a BenchmarkExperiment. No client, no I/O; tested with plain objects.
 
 mod config_map;
+mod defaults;
 pub(crate) mod experiment;
 pub(crate) mod names;
 mod pod;
@@ -15,6 +16,7 @@ use kube::{Resource, ResourceExt};
 use llmbench_api::v1alpha1::BenchmarkRun;
 
 pub use config_map::{PROFILE_FILE, profile_config_map, profile_config_map_name};
+pub use defaults::{LAUNCHER_DEFAULTS_ENV, LauncherDefaults};
 pub use pod::{
     LAUNCHER_INDEX_LABEL, LauncherSettings, PROFILE_MOUNT_PATH, PodParts, colocate_shards,
     launcher_pod, launcher_pod_name, llmbench_pod, merge_pod, merge_pod_name, needs_merge, run_id,

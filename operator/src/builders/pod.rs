@@ -55,6 +55,8 @@ pub struct LauncherSettings {
     /// The default launcher image: the operator's own image at its own version.
     pub image: String,
     pub image_pull_policy: Option<String>,
+    /// What runs leave unset (the chart's `launcher.defaults`).
+    pub defaults: super::LauncherDefaults,
 }
 
 /// `<run>-launcher-<index>`, shortened with a hash when the run's name is too long for it. (The kubelet cuts a
@@ -243,13 +245,18 @@ pub fn launcher_pod(
             ..EnvVar::default()
         });
     }
-    if let Some(secret) = &spec.launcher.hf_token_secret_ref {
+    let hf_token = spec
+        .launcher
+        .hf_token_secret_ref
+        .clone()
+        .or_else(|| settings.defaults.hf_token_secret());
+    if let Some(secret) = hf_token {
         env.push(EnvVar {
             name: "HF_TOKEN".to_owned(),
             value_from: Some(EnvVarSource {
                 secret_key_ref: Some(SecretKeySelector {
-                    name: secret.name.clone(),
-                    key: secret.key.clone(),
+                    name: secret.name,
+                    key: secret.key,
                     optional: secret.optional,
                 }),
                 ..EnvVarSource::default()
@@ -360,6 +367,7 @@ pub fn llmbench_pod(parts: PodParts<'_>) -> Pod {
         storage,
         settings,
     } = parts;
+    let defaults = &settings.defaults;
     let mut env = vec![
         EnvVar {
             name: "LLMBENCH_LOG_FORMAT".to_owned(),
@@ -452,7 +460,13 @@ pub fn llmbench_pod(parts: PodParts<'_>) -> Pod {
         image_pull_policy: settings.image_pull_policy.clone(),
         command: Some(command),
         env: Some(env),
-        resources: Some(launcher.resources.clone().unwrap_or_else(default_resources)),
+        resources: Some(
+            launcher
+                .resources
+                .clone()
+                .or_else(|| defaults.resources.clone())
+                .unwrap_or_else(default_resources),
+        ),
         volume_mounts: Some(mounts),
         termination_message_path: Some(TERMINATION_LOG.to_owned()),
         termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
@@ -465,11 +479,25 @@ pub fn llmbench_pod(parts: PodParts<'_>) -> Pod {
         spec: Some(PodSpec {
             restart_policy: Some("Never".to_owned()),
             termination_grace_period_seconds: Some(LAUNCHER_TERMINATION_GRACE_SECONDS),
-            service_account_name: launcher.service_account_name.clone(),
+            service_account_name: launcher
+                .service_account_name
+                .clone()
+                .or_else(|| defaults.service_account_name.clone()),
             // The launcher needs no API access: no token is mounted.
             automount_service_account_token: Some(false),
-            node_selector: Some(launcher.node_selector.clone()).filter(|s| !s.is_empty()),
-            tolerations: Some(launcher.tolerations.clone()).filter(|t| !t.is_empty()),
+            node_selector: Some(if launcher.node_selector.is_empty() {
+                defaults.node_selector.clone()
+            } else {
+                launcher.node_selector.clone()
+            })
+            .filter(|s| !s.is_empty()),
+            tolerations: Some(if launcher.tolerations.is_empty() {
+                defaults.tolerations.clone()
+            } else {
+                launcher.tolerations.clone()
+            })
+            .filter(|t| !t.is_empty()),
+            image_pull_secrets: Some(defaults.image_pull_secrets.clone()).filter(|s| !s.is_empty()),
             // The launchers write to the volume, which fs_group makes theirs.
             security_context: Some(PodSecurityContext {
                 fs_group: Some(LAUNCHER_UID),
@@ -486,12 +514,13 @@ pub fn llmbench_pod(parts: PodParts<'_>) -> Pod {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::builders::{RUN_UID_LABEL, fixtures};
+    use crate::builders::{LauncherDefaults, RUN_UID_LABEL, fixtures};
 
     fn settings() -> LauncherSettings {
         LauncherSettings {
             image: "ghcr.io/llmbench/llmbench:0.1.0".to_owned(),
             image_pull_policy: Some("IfNotPresent".to_owned()),
+            defaults: LauncherDefaults::default(),
         }
     }
 
@@ -872,6 +901,106 @@ mod tests {
             .and_then(|r| r.limits.clone())
             .expect("limits");
         assert_eq!(limits["cpu"], Quantity("4".to_owned()));
+    }
+
+    /// The chart's `launcher.defaults` as a platform team would set them.
+    fn platform_defaults() -> LauncherSettings {
+        LauncherSettings {
+            defaults: LauncherDefaults::from_json(
+                r#"{"resources":{"limits":{"cpu":"8"}},"nodeSelector":{"pool":"bench"},
+                    "tolerations":[{"key":"bench","operator":"Exists"}],"imagePullSecrets":[{"name":"regcred"}],
+                    "serviceAccountName":"bench-runner","hfTokenSecretRef":{"name":"hf-platform","key":"t"}}"#,
+            )
+            .expect("valid defaults"),
+            ..settings()
+        }
+    }
+
+    #[test]
+    fn a_run_that_sets_nothing_inherits_every_platform_default() {
+        let settings = platform_defaults();
+        for pod in [
+            launcher_pod(&fixtures::run(fixtures::BASIC), 0, &settings).expect("builds"),
+            merge_pod(
+                &fixtures::run(&format!("{}launcher:\n  parallelism: 2\n", fixtures::BASIC)),
+                &settings,
+            )
+            .expect("builds"),
+        ] {
+            let spec = pod.spec.as_ref().expect("spec");
+            assert_eq!(spec.service_account_name.as_deref(), Some("bench-runner"));
+            assert_eq!(
+                spec.node_selector.as_ref().expect("selector")["pool"],
+                "bench"
+            );
+            assert_eq!(
+                spec.tolerations.as_ref().expect("tolerations")[0]
+                    .key
+                    .as_deref(),
+                Some("bench")
+            );
+            assert_eq!(
+                spec.image_pull_secrets.as_ref().expect("pull secrets")[0].name,
+                "regcred"
+            );
+            let limits = container(&pod)
+                .resources
+                .as_ref()
+                .and_then(|r| r.limits.clone())
+                .expect("limits");
+            assert_eq!(limits["cpu"], Quantity("8".to_owned()));
+        }
+        let pod = launcher_pod(&fixtures::run(fixtures::BASIC), 0, &settings).expect("builds");
+        let env = container(&pod).env.clone().unwrap_or_default();
+        let secret = env
+            .iter()
+            .find(|e| e.name == "HF_TOKEN")
+            .and_then(|e| e.value_from.as_ref())
+            .and_then(|v| v.secret_key_ref.as_ref())
+            .expect("HF_TOKEN from the default secret");
+        assert_eq!(
+            (secret.name.as_str(), secret.key.as_str()),
+            ("hf-platform", "t")
+        );
+    }
+
+    #[test]
+    fn a_runs_own_launcher_fields_win_over_the_platform_defaults_whole() {
+        let run = fixtures::run(&format!(
+            "{}launcher:\n  serviceAccountName: mine\n  nodeSelector:\n    zone: a\n  \
+             tolerations:\n  - key: gpu\n    operator: Exists\n  resources:\n    limits:\n      cpu: '2'\n  \
+             hfTokenSecretRef:\n    name: hf-mine\n    key: token\n",
+            fixtures::BASIC
+        ));
+        let pod = launcher_pod(&run, 0, &platform_defaults()).expect("builds");
+        let spec = pod.spec.as_ref().expect("spec");
+        assert_eq!(spec.service_account_name.as_deref(), Some("mine"));
+        let selector = spec.node_selector.as_ref().expect("selector");
+        assert_eq!(selector.len(), 1, "replaced, not merged: {selector:?}");
+        assert_eq!(selector["zone"], "a");
+        let tolerations = spec.tolerations.as_ref().expect("tolerations");
+        assert_eq!(tolerations.len(), 1);
+        assert_eq!(tolerations[0].key.as_deref(), Some("gpu"));
+        let limits = container(&pod)
+            .resources
+            .as_ref()
+            .and_then(|r| r.limits.clone())
+            .expect("limits");
+        assert_eq!(limits["cpu"], Quantity("2".to_owned()));
+        let env = container(&pod).env.clone().unwrap_or_default();
+        let hf: Vec<_> = env.iter().filter(|e| e.name == "HF_TOKEN").collect();
+        assert_eq!(hf.len(), 1);
+        let secret = hf[0]
+            .value_from
+            .as_ref()
+            .and_then(|v| v.secret_key_ref.as_ref())
+            .expect("secret ref");
+        assert_eq!(secret.name, "hf-mine");
+        assert_eq!(
+            spec.image_pull_secrets.as_ref().expect("pull secrets")[0].name,
+            "regcred",
+            "runs have no pull-secret field, so the platform's always apply"
+        );
     }
 
     #[test]

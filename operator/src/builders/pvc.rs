@@ -11,8 +11,12 @@ use kube::ResourceExt;
 use llmbench_api::v1alpha1::{BenchmarkRun, DEFAULT_PVC_NAME, DEFAULT_PVC_SIZE, PvcSpec};
 
 /// The PVC `run` writes to, or `None` when it uses an emptyDir. Deliberately without an owner reference: the
-/// claim holds every run's results and outlives them.
-pub fn workload_pvc(run: &BenchmarkRun) -> Option<PersistentVolumeClaim> {
+/// claim holds every run's results and outlives them. A run naming no storage class gets `default_class` (the
+/// chart's `launcher.defaults.storageClassName`), else the cluster's default class.
+pub fn workload_pvc(
+    run: &BenchmarkRun,
+    default_class: Option<&str>,
+) -> Option<PersistentVolumeClaim> {
     let storage = &run.spec.storage;
     if storage.pvc.is_none() && storage.empty_dir.is_some() {
         return None;
@@ -44,7 +48,10 @@ pub fn workload_pvc(run: &BenchmarkRun) -> Option<PersistentVolumeClaim> {
         },
         spec: Some(PersistentVolumeClaimSpec {
             access_modes: Some(access_modes),
-            storage_class_name: pvc.storage_class_name.clone(),
+            storage_class_name: pvc
+                .storage_class_name
+                .clone()
+                .or_else(|| default_class.map(str::to_owned)),
             resources: Some(VolumeResourceRequirements {
                 requests: Some(BTreeMap::from([(
                     "storage".to_owned(),
@@ -65,7 +72,7 @@ mod tests {
 
     #[test]
     fn the_default_claim_is_workload_pvc_of_20gi_and_has_no_owner() {
-        let pvc = workload_pvc(&fixtures::run(fixtures::BASIC)).expect("a claim");
+        let pvc = workload_pvc(&fixtures::run(fixtures::BASIC), None).expect("a claim");
         assert_eq!(pvc.metadata.name.as_deref(), Some("workload-pvc"));
         assert!(
             pvc.metadata.owner_references.is_none(),
@@ -85,7 +92,7 @@ mod tests {
             "{}storage:\n  pvc:\n    name: results\n    size: 100Gi\n    storageClassName: fast\n    accessModes: [ReadWriteMany]\n",
             fixtures::BASIC
         ));
-        let pvc = workload_pvc(&run).expect("a claim");
+        let pvc = workload_pvc(&run, None).expect("a claim");
         assert_eq!(pvc.metadata.name.as_deref(), Some("results"));
         let spec = pvc.spec.expect("spec");
         assert_eq!(spec.storage_class_name.as_deref(), Some("fast"));
@@ -93,8 +100,27 @@ mod tests {
     }
 
     #[test]
+    fn the_charts_default_class_applies_only_where_the_run_names_none() {
+        let pvc =
+            workload_pvc(&fixtures::run(fixtures::BASIC), Some("bench-ssd")).expect("a claim");
+        assert_eq!(
+            pvc.spec.and_then(|s| s.storage_class_name).as_deref(),
+            Some("bench-ssd")
+        );
+        let named = fixtures::run(&format!(
+            "{}storage:\n  pvc:\n    name: results\n    size: 1Gi\n    storageClassName: fast\n",
+            fixtures::BASIC
+        ));
+        let pvc = workload_pvc(&named, Some("bench-ssd")).expect("a claim");
+        assert_eq!(
+            pvc.spec.and_then(|s| s.storage_class_name).as_deref(),
+            Some("fast")
+        );
+    }
+
+    #[test]
     fn an_empty_dir_run_needs_no_claim() {
         let run = fixtures::run(&format!("{}storage:\n  emptyDir: {{}}\n", fixtures::BASIC));
-        assert!(workload_pvc(&run).is_none());
+        assert!(workload_pvc(&run, Some("fast")).is_none());
     }
 }

@@ -42,6 +42,7 @@ pub fn context() -> (Ctx, ApiServer) {
         launcher: LauncherSettings {
             image: "ghcr.io/llmbench/llmbench:0.1.0".to_owned(),
             image_pull_policy: None,
+            defaults: crate::builders::LauncherDefaults::default(),
         },
         http: reqwest::Client::new(),
         retries: Retries::default(),

@@ -40,7 +40,8 @@ pub(super) async fn prepare(pass: &mut Pass<'_>) -> Result<Prepared, Error> {
         pass.now,
     );
     apply_config_map(pass.run, &rendered, &pass.children).await?;
-    let access_modes = ensure_pvc(pass.run, &pass.children).await?;
+    let default_class = pass.ctx.launcher.defaults.storage_class_name.as_deref();
+    let access_modes = ensure_pvc(pass.run, default_class, &pass.children).await?;
     Ok(Prepared::Ready { access_modes })
 }
 
@@ -152,9 +153,10 @@ pub(super) async fn apply_config_map(
 /// Returns the claim's access modes (none for an emptyDir run).
 pub(super) async fn ensure_pvc(
     run: &BenchmarkRun,
+    default_class: Option<&str>,
     children: &Children,
 ) -> Result<Vec<String>, Error> {
-    let Some(pvc) = workload_pvc(run) else {
+    let Some(pvc) = workload_pvc(run, default_class) else {
         return Ok(Vec::new());
     };
     let claim = children
