@@ -64,6 +64,24 @@ pub(crate) const DEFAULT_TIMEOUT: &str = "3600s";
         json_path = ".status.summary.verdict.result",
         description = "The harness's own verdict, e.g. MLPerf's VALID or INVALID"
     ),
+    printcolumn(
+        name = "Failed %",
+        type_ = "number",
+        json_path = ".status.failurePercent",
+        description = "Failed requests, in percent of those sent"
+    ),
+    printcolumn(
+        name = "SLO",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"SLOMet\")].reason",
+        description = "The SLO verdict: WithinSLO, SLOViolated or NoSummary, when the run has an SLO"
+    ),
+    printcolumn(
+        name = "Capacity",
+        type_ = "number",
+        json_path = ".status.summary.capacity.answer",
+        description = "The capacity search's answer: the highest load that met every objective"
+    ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
     validation = Rule::new(
         "!has(oldSelf.status) || !has(oldSelf.status.startTime) || self.spec == oldSelf.spec"
@@ -124,6 +142,13 @@ pub struct BenchmarkRunSpec {
         length(max = 64)
     )]
     pub timeout: String,
+    /// Delete the run this many seconds after it finished (Succeeded or Failed), as a Job's
+    /// ttlSecondsAfterFinished does: its pods and ConfigMap go with it, its results on the PVC never do. Unset:
+    /// the operator's default (the chart's ttlSecondsAfterFinished), else kept until deleted. A run an
+    /// experiment owns is kept while the experiment is (the experiment's own TTL removes both).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub ttl_seconds_after_finished: Option<i32>,
     /// Collect what is already on the PVC instead of generating load: a collector pod runs `llmbench report` on
     /// resultsDir, which must then be set.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -561,6 +586,9 @@ pub struct BenchmarkRunStatus {
     /// The run's results directory on the workload volume, e.g. workload-pvc:/requests/<run-id>.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub results_path: Option<String>,
+    /// Failed requests in percent of the requests sent, from the summary, rounded to 0.01 (the Failed % column).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_percent: Option<f64>,
     /// The launcher's summary of the run. With several launcher pods: the merge pod's (`llmbench report` on the
     /// results directory), exact over every shard's records; should the merge leave no summary, counts and
     /// throughputs summed over the shards, latency means weighted by requests and percentiles the worst shard's

@@ -104,6 +104,15 @@ struct RunArgs {
         default_value_t = llmbench_operator::DEFAULT_RUN_RESULTS_PER_NAMESPACE
     )]
     run_results_per_namespace: usize,
+    /// Delete finished BenchmarkRuns and BenchmarkExperiments this many seconds after they finished when their
+    /// spec sets no ttlSecondsAfterFinished (their pods and objects go with them; results on the PVC stay).
+    /// Unset: keep them until deleted.
+    #[arg(
+        long,
+        env = "LLMBENCH_TTL_SECONDS_AFTER_FINISHED",
+        value_name = "SECONDS"
+    )]
+    ttl_seconds_after_finished: Option<u64>,
     /// How often the Lease is renewed or retried.
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     retry_period: Duration,
@@ -284,6 +293,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             .build()
             .context("cannot build the HTTP client for experiment hooks")?,
         retries: Retries::default(),
+        ttl_after_finished: args.ttl_seconds_after_finished.map(Duration::from_secs),
     });
     tracing::info!(
         identity,

@@ -16,6 +16,8 @@
 //!   naming the object and the API server's answer, while the operator cannot act on the run (it retries with a
 //!   backoff); True/`Reconciled` once a later pass succeeds; absent while no pass ever failed.
 
+use std::time::Duration;
+
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -420,6 +422,30 @@ pub fn condition<'s>(status: &'s BenchmarkRunStatus, type_: &str) -> Option<&'s 
 }
 
 /// Whether the run has reached Succeeded or Failed; a finished run is never touched again.
+/// The Failed % column: failed requests in percent of those sent, rounded to 0.01; none without requests.
+pub fn failure_percent(summary: Option<&RunSummary>) -> Option<f64> {
+    let summary = summary.filter(|s| s.requests > 0)?;
+    let percent = summary.failures as f64 * 100.0 / summary.requests as f64;
+    Some((percent * 100.0).round() / 100.0)
+}
+
+/// How long until a finished run or experiment is deleted by its TTL (`ttlSecondsAfterFinished`, else the
+/// operator's `default`), counted from its completion time: `None` when it has no TTL or no completion time yet,
+/// zero once it is due. A negative TTL (the CRD admits none) counts as zero.
+pub fn ttl_left(
+    ttl_seconds: Option<i32>,
+    default: Option<Duration>,
+    completion: Option<&Time>,
+    now: Timestamp,
+) -> Option<Duration> {
+    let ttl = ttl_seconds
+        .map(|s| Duration::from_secs(u64::try_from(s).unwrap_or(0)))
+        .or(default)?;
+    let since = now.duration_since(completion?.0);
+    let elapsed = Duration::try_from(since).unwrap_or(Duration::ZERO);
+    Some(ttl.saturating_sub(elapsed))
+}
+
 pub fn is_finished(status: Option<&BenchmarkRunStatus>) -> bool {
     matches!(
         status.and_then(|s| s.phase),
@@ -1169,5 +1195,62 @@ mod tests {
             ("True", "Timeout")
         );
         assert!(is_finished(Some(&status)));
+    }
+
+    #[test]
+    fn the_failure_column_is_failures_over_requests_in_percent_to_two_places() {
+        let summary = |requests, failures| RunSummary {
+            requests,
+            failures,
+            ..RunSummary::default()
+        };
+        assert_eq!(failure_percent(Some(&summary(3, 1))), Some(33.33));
+        assert_eq!(failure_percent(Some(&summary(200, 1))), Some(0.5));
+        assert_eq!(failure_percent(Some(&summary(7, 0))), Some(0.0));
+        assert_eq!(failure_percent(Some(&summary(0, 0))), None, "nothing sent");
+        assert_eq!(failure_percent(None), None);
+    }
+
+    #[test]
+    fn a_ttl_counts_from_completion_and_the_runs_own_wins_over_the_default() {
+        let done = Time(Timestamp::from_second(1_000).expect("time"));
+        let at = |s| Timestamp::from_second(s).expect("time");
+        let hour = Some(Duration::from_secs(3_600));
+        assert_eq!(
+            ttl_left(None, None, Some(&done), at(5_000)),
+            None,
+            "no TTL at all"
+        );
+        assert_eq!(
+            ttl_left(Some(60), hour, Some(&done), at(1_010)),
+            Some(Duration::from_secs(50)),
+            "the run's own 60 s, not the hour"
+        );
+        assert_eq!(
+            ttl_left(None, hour, Some(&done), at(1_600)),
+            Some(Duration::from_secs(3_000))
+        );
+        assert_eq!(
+            ttl_left(Some(60), None, Some(&done), at(1_060)),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(
+            ttl_left(Some(60), None, Some(&done), at(9_999)),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(
+            ttl_left(Some(0), hour, Some(&done), at(1_000)),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(
+            ttl_left(Some(60), None, None, at(9_999)),
+            None,
+            "not finished yet"
+        );
+        assert_eq!(
+            ttl_left(Some(60), None, Some(&done), at(900)),
+            Some(Duration::from_secs(60)),
+            "a clock behind the completion time waits the whole TTL"
+        );
     }
 }

@@ -162,6 +162,21 @@ async fn the_crds_are_established_and_kubectl_knows_them() {
     let get = kubectl(cp, &["get", "br", "-n", ns]);
     let get = String::from_utf8_lossy(&get.stdout);
     assert!(get.contains("listed"), "kubectl get br:\n{get}");
+    let header = get.lines().next().unwrap_or_default();
+    for column in [
+        "PHASE",
+        "REQ/S",
+        "TTFT P99 MS",
+        "FAILED %",
+        "SLO",
+        "CAPACITY",
+        "AGE",
+    ] {
+        assert!(
+            header.contains(column),
+            "no {column} column in kubectl get br:\n{get}"
+        );
+    }
     let get = kubectl(cp, &["get", "wp", "-n", ns]);
     assert!(get.status.success());
     experiments(&client, ns)

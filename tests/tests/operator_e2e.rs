@@ -206,6 +206,10 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
     let mut gamma = sanity(&endpoint, 10, 2);
     gamma["launcher"] = json!({"parallelism": 4});
     create("gamma", gamma).await;
+    // Deleted by the operator 2 s after it finished; its results stay on the claim.
+    let mut expiring = sanity(&endpoint, 10, 1);
+    expiring["ttlSecondsAfterFinished"] = json!(2);
+    create("expiring", expiring).await;
     let mut slow = sanity(&endpoint, 1, 600);
     slow["timeout"] = json!("4s");
     create("slow", slow).await;
@@ -233,6 +237,11 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
         assert_eq!(
             condition(status, "Completed").map(|c| c.1),
             Some("Succeeded")
+        );
+        assert_eq!(
+            status.failure_percent,
+            Some(0.0),
+            "{name}: the Failed % column"
         );
         let dir = results_dir(&kubelet, status);
         assert_eq!(lines(&dir.join("requests.jsonl")), 20, "{}", dir.display());
@@ -588,6 +597,36 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
     );
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), NS);
     assert!(claims.get_opt("workload-pvc").await.expect("get").is_some());
+
+    // The run with ttlSecondsAfterFinished went by itself, with its ConfigMap, and said so in an event; its
+    // results are still on the claim.
+    eventually("expiring deleted by its TTL", RUN_TIMEOUT, || async {
+        runs.get_opt("expiring").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(
+        config_maps
+            .get_opt("expiring-profile")
+            .await
+            .expect("get")
+            .is_none()
+    );
+    let expired = events.list(&ListParams::default()).await.expect("events");
+    assert!(
+        expired
+            .items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("Expired")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("expiring")),
+        "no Expired event for the run"
+    );
+    let kept = std::fs::read_dir(kubelet.pvc_dir(NS, "workload-pvc"))
+        .expect("the claim's directory")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("expiring-"))
+        .filter(|e| e.path().join("summary.json").is_file())
+        .count();
+    assert_eq!(kept, 1, "the expired run's results stay on the claim");
     assert!(
         kubelet.errors().is_empty(),
         "test kubelet: {:?}",

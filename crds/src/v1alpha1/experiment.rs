@@ -94,6 +94,12 @@ pub struct BenchmarkExperimentSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 2))]
     pub cache_states: Vec<CacheState>,
+    /// Delete the experiment this many seconds after it finished, and with it its runs and their pods; the
+    /// results on the PVC stay. Unset: the operator's default (the chart's ttlSecondsAfterFinished), else kept.
+    /// (template.ttlSecondsAfterFinished does not apply to the experiment's own runs.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub ttl_seconds_after_finished: Option<i32>,
 }
 
 fn default_repeats() -> u32 {

@@ -563,6 +563,7 @@ fn from_llmd(
         // llm-d-benchmark resets vLLM's prefix cache before each treatment; llmbench resets whichever engine's.
         cache_reset: exp.reset_caches,
         cache_states: exp.cache_states.clone(),
+        ttl_seconds_after_finished: None,
     };
     let endpoint = args.endpoint.clone();
     let model = args

@@ -45,6 +45,7 @@ pub fn context() -> (Ctx, ApiServer) {
             defaults: crate::builders::LauncherDefaults::default(),
         },
         http: reqwest::Client::new(),
+        ttl_after_finished: None,
         retries: Retries::default(),
     };
     (Arc::new(ctx), server)

@@ -30,6 +30,9 @@ pub struct Context {
     pub http: reqwest::Client,
     /// Failing objects' backoff and the rate limit of their Warning events, by uid.
     pub retries: retry::Retries,
+    /// How long finished runs and experiments are kept when their spec sets no `ttlSecondsAfterFinished`
+    /// (`--ttl-seconds-after-finished`, the chart's `ttlSecondsAfterFinished`); `None` keeps them.
+    pub ttl_after_finished: Option<std::time::Duration>,
 }
 
 impl Context {
@@ -138,6 +141,55 @@ where
 }
 
 /// Server-side applies `status` as the whole status of `object` under the operator's field manager.
+/// A finished run or experiment whose TTL is due is deleted (its finalizer then removes its pods and objects; the
+/// results on the PVC stay); one whose TTL is still running is looked at again when it is due.
+pub(crate) async fn expire_after_ttl<K>(
+    object: &K,
+    left: Option<std::time::Duration>,
+    results: Option<&str>,
+    ctx: &Context,
+) -> Result<kube::runtime::controller::Action, kube::Error>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned,
+{
+    use kube::runtime::controller::Action;
+    const SLACK: std::time::Duration = std::time::Duration::from_millis(500);
+    match left {
+        None => Ok(Action::await_change()),
+        Some(left) if !left.is_zero() => Ok(Action::requeue(left + SLACK)),
+        Some(_) => {
+            let kind = K::kind(&());
+            let note = format!(
+                "{kind} deleted: its ttlSecondsAfterFinished passed; the results stay{}",
+                results.map(|r| format!(" in {r}")).unwrap_or_default()
+            );
+            ctx.publish(
+                &object.object_ref(&()),
+                EventType::Normal,
+                "Expired",
+                "Delete",
+                &note,
+            )
+            .await;
+            let api: Api<K> =
+                Api::namespaced(ctx.client.clone(), &object.namespace().unwrap_or_default());
+            match api
+                .delete(&object.name_any(), &kube::api::DeleteParams::background())
+                .await
+            {
+                Ok(_) => Ok(Action::await_change()),
+                Err(kube::Error::Api(status)) if status.is_not_found() => {
+                    Ok(Action::await_change())
+                }
+                Err(e) => Err(e),
+            }
+        }
+    }
+}
+
 pub(crate) async fn apply_status<K>(
     client: &Client,
     object: &K,

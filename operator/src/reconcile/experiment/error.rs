@@ -74,6 +74,13 @@ pub enum Error {
         experiment: String,
         source: kube::Error,
     },
+    #[error(
+        "failed to delete BenchmarkExperiment {experiment} after its ttlSecondsAfterFinished: {source}"
+    )]
+    DeleteExperiment {
+        experiment: String,
+        source: kube::Error,
+    },
     #[error("cannot build the objects of BenchmarkExperiment: {0}")]
     Build(#[from] BuildError),
     #[error("BenchmarkExperiment finalizer: {0}")]
@@ -104,6 +111,7 @@ impl Reason for Error {
             Error::Collector { .. } => "CollectorFailed",
             Error::Delete { .. } => "DeleteFailed",
             Error::PatchStatus { .. } => "PatchStatusFailed",
+            Error::DeleteExperiment { .. } => "DeleteExperimentFailed",
             Error::Build(_) => "BuildFailed",
             Error::Finalizer(inner) => own_error(inner).map_or("FinalizerFailed", Reason::reason),
         }

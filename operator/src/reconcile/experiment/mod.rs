@@ -157,8 +157,24 @@ impl<'a> Pass<'a> {
 /// **start** (what the schedule says, hooks first) → **conclude** (once every run finished: the plan file and
 /// the collector) or **wait** → **write** the status.
 async fn apply(experiment: &BenchmarkExperiment, ctx: &Ctx) -> Result<Action, Error> {
-    if is_finished(experiment.status.as_ref()) {
-        return Ok(Action::await_change());
+    if let Some(done) = experiment.status.as_ref().filter(|s| is_finished(Some(s))) {
+        let left = crate::status::ttl_left(
+            experiment.spec.ttl_seconds_after_finished,
+            ctx.ttl_after_finished,
+            done.completion_time.as_ref(),
+            k8s_openapi::jiff::Timestamp::now(),
+        );
+        return crate::reconcile::expire_after_ttl(
+            experiment,
+            left,
+            done.results_path.as_deref(),
+            ctx,
+        )
+        .await
+        .map_err(|source| Error::DeleteExperiment {
+            experiment: experiment.name_any(),
+            source,
+        });
     }
     let mut pass = Pass::new(experiment, ctx);
     let owned = list_runs(experiment, &pass.children).await?;

@@ -96,6 +96,8 @@ pub enum Error {
     },
     #[error("failed to write the status of BenchmarkRun {run}: {source}")]
     PatchStatus { run: String, source: kube::Error },
+    #[error("failed to delete BenchmarkRun {run} after its ttlSecondsAfterFinished: {source}")]
+    DeleteRun { run: String, source: kube::Error },
     #[error("cannot build the objects of BenchmarkRun: {0}")]
     Build(#[from] BuildError),
     #[error("BenchmarkRun finalizer: {0}")]
@@ -131,6 +133,7 @@ impl Reason for Error {
             Error::ReadStack { .. } => "ReadStackFailed",
             Error::DeleteStack { .. } => "DeleteStackFailed",
             Error::PatchStatus { .. } => "PatchStatusFailed",
+            Error::DeleteRun { .. } => "DeleteRunFailed",
             Error::Build(_) => "BuildFailed",
             Error::Finalizer(inner) => own_error(inner).map_or("FinalizerFailed", Reason::reason),
         }

@@ -14,7 +14,7 @@ use super::launchers::{delete_pods, list_pods, log_tail, stop_active_pods};
 use super::standalone_stack::{stack_model_load, teardown_stack};
 use super::{DEADLINE_SLACK, Outcome, Pass, remaining};
 use crate::builders::stack::standalone;
-use crate::reconcile::{Ctx, Reason, apply_status, warn_failed};
+use crate::reconcile::{Ctx, Reason, apply_status, expire_after_ttl, warn_failed};
 use crate::stack::STACK_READY;
 use crate::status::{
     self, COMPLETED, FailureReason, PROFILE_RENDERED, RECONCILED, condition, failure_message,
@@ -195,7 +195,27 @@ pub(super) async fn settle_finished(
     teardown_stack(run, ctx, false).await?;
     // Clears an earlier failure of this very step from the status.
     write_status(run, Some(done), done, ctx).await?;
-    Ok(Action::await_change())
+    // A run an experiment owns stays while the experiment does: the experiment's table is built from it.
+    let owned_by_experiment = run
+        .owner_references()
+        .iter()
+        .any(|o| o.kind == "BenchmarkExperiment");
+    let left = (!owned_by_experiment)
+        .then(|| {
+            status::ttl_left(
+                run.spec.ttl_seconds_after_finished,
+                ctx.ttl_after_finished,
+                done.completion_time.as_ref(),
+                Timestamp::now(),
+            )
+        })
+        .flatten();
+    expire_after_ttl(run, left, done.results_path.as_deref(), ctx)
+        .await
+        .map_err(|source| Error::DeleteRun {
+            run: run.name_any(),
+            source,
+        })
 }
 
 /// Server-side applies the status a successful pass made, when it changed. Writing it says the pass succeeded,
@@ -207,6 +227,7 @@ pub(super) async fn write_status(
     ctx: &Ctx,
 ) -> Result<(), Error> {
     let mut status = status.clone();
+    status.failure_percent = status::failure_percent(status.summary.as_ref());
     status::reconcile_succeeded(&mut status, run.metadata.generation, Timestamp::now());
     if old == Some(&status) {
         return Ok(());
