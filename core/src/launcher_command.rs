@@ -7,6 +7,52 @@ use std::time::Duration;
 use crate::capacity::CapacitySearchSpec;
 use crate::harness::Harness;
 
+/// How `llmbench run` (and `report` for a killed run) ended, by its exit code: the launcher exits with it, the
+/// operator reads it from the launcher container's termination state and names the run's failure by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunExit {
+    /// 3: the run worked but no request succeeded: the stack did not.
+    NoRequestSucceeded,
+    /// 4: SIGTERM or SIGINT stopped the run; what it measured is recorded and reported, marked interrupted.
+    Interrupted,
+    /// 5: the stack the launcher served (`--serve`) failed mid-run; what was measured is reported, marked stopped.
+    StackFailed,
+    /// 6: the pre-flight found the server unusable as the run would use it; nothing was timed or written.
+    PreflightFailed,
+    /// 7: the server stopped answering mid-run (`--max-connect-failures`); what was measured is reported.
+    ServerStoppedAnswering,
+    /// 8: `llmbench report` rebuilt a run that was killed; the requests in flight at the kill count as lost.
+    Killed,
+}
+
+impl RunExit {
+    /// The process exit code.
+    pub const fn code(self) -> u8 {
+        match self {
+            RunExit::NoRequestSucceeded => 3,
+            RunExit::Interrupted => 4,
+            RunExit::StackFailed => 5,
+            RunExit::PreflightFailed => 6,
+            RunExit::ServerStoppedAnswering => 7,
+            RunExit::Killed => 8,
+        }
+    }
+
+    /// The exit a code stands for; `None` for 0, 1 (an error before or outside the run) and anything else.
+    pub fn from_code(code: i32) -> Option<RunExit> {
+        [
+            RunExit::NoRequestSucceeded,
+            RunExit::Interrupted,
+            RunExit::StackFailed,
+            RunExit::PreflightFailed,
+            RunExit::ServerStoppedAnswering,
+            RunExit::Killed,
+        ]
+        .into_iter()
+        .find(|exit| i32::from(exit.code()) == code)
+    }
+}
+
 /// How long requests in flight may still finish after SIGTERM or SIGINT before they are recorded as cancelled
 /// (`llmbench run --interrupt-grace`; the launcher's default). A launcher pod's `terminationGracePeriodSeconds`
 /// leaves room for this and for writing the reports.
@@ -181,6 +227,22 @@ fn duration_arg(duration: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_run_exit_is_its_own_code_and_reads_back() {
+        for code in 0..=255 {
+            if let Some(exit) = RunExit::from_code(code) {
+                assert_eq!(i32::from(exit.code()), code);
+            }
+        }
+        assert_eq!(RunExit::from_code(6), Some(RunExit::PreflightFailed));
+        assert_eq!(RunExit::from_code(0), None);
+        assert_eq!(
+            RunExit::from_code(1),
+            None,
+            "an error before or outside the run"
+        );
+    }
 
     #[test]
     fn a_plain_run_has_the_flags_every_run_has_in_order() {

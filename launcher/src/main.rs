@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
+use llmbench_core::launcher_command::RunExit;
 use llmbench_workload::profile::{Edits, Template, TemplateSource, Values, render_edited};
 
 /// llmbench: benchmark LLM serving stacks (llm-d, vLLM, any OpenAI-compatible endpoint) with llm-d-benchmark,
@@ -353,23 +354,13 @@ fn read_experiment(
     })
 }
 
-/// The exit code of a run in which every request failed: the run itself worked, the stack did not.
-const EXIT_NO_REQUEST_SUCCEEDED: u8 = 3;
-/// The exit code of a run stopped by SIGTERM or SIGINT: what it measured is recorded and reported, marked
-/// interrupted.
-const EXIT_INTERRUPTED: u8 = 4;
-/// The exit code of a run whose stack (`--serve`) failed mid-run: what it measured is recorded and reported, marked
-/// stopped, and run.json's `stack.failure` says how the stack failed.
-const EXIT_STACK_FAILED: u8 = 5;
-/// The exit code of a run whose pre-flight failed: the server cannot be used as the run would use it; nothing was
-/// timed and no results directory was written.
-const EXIT_PREFLIGHT_FAILED: u8 = 6;
-/// The exit code of a run stopped because its server stopped answering (`--max-connect-failures`): what it
-/// measured is recorded and reported, marked stopped.
-const EXIT_SERVER_STOPPED_ANSWERING: u8 = 7;
-/// The exit code of `llmbench report` (and `llmbench experiment report`) for a run that was killed: its reports
-/// are rebuilt from what it recorded, and the requests in flight at the kill are counted as lost.
-const EXIT_RUN_KILLED: u8 = 8;
+// The run's exit codes are a contract with the operator, typed once in core.
+const EXIT_NO_REQUEST_SUCCEEDED: u8 = RunExit::NoRequestSucceeded.code();
+const EXIT_INTERRUPTED: u8 = RunExit::Interrupted.code();
+const EXIT_STACK_FAILED: u8 = RunExit::StackFailed.code();
+const EXIT_PREFLIGHT_FAILED: u8 = RunExit::PreflightFailed.code();
+const EXIT_SERVER_STOPPED_ANSWERING: u8 = RunExit::ServerStoppedAnswering.code();
+const EXIT_RUN_KILLED: u8 = RunExit::Killed.code();
 
 fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
     let outcome = match runtime()?.block_on(llmbench::run::run(args)) {

@@ -8,7 +8,7 @@
 //! - `LauncherStarted`: True/`LaunchersCreated` (or `CollectorCreated` with skipRun).
 //! - `Completed`: False/`Pending`|`Running`|`Collecting`|`Debug` while under way; True/`Succeeded` (or
 //!   `SucceededWithoutSummary`); False/the failure reason when the run failed.
-//! - `Failed`: True/`LauncherFailed`|`OOMKilled`|`ImagePullFailed`|`ContainerConfigError`|`Evicted`|`Timeout`|
+//! - `Failed`: True/`LauncherFailed`|`PreflightFailed`|`OOMKilled`|`ImagePullFailed`|`ContainerConfigError`|`Evicted`|`Timeout`|
 //!   `LauncherLost`|`StackNotReady`|`StackFailed` with the pod, the exit code and the log tail in the message; absent otherwise.
 //! - `SLOMet`: True/`WithinSLO` or False/`SLOViolated`|`NoSummary`, when `spec.slo` is set or the harness gives a
 //!   verdict of its own (MLPerf's VALID/INVALID); both must pass when both are there.
@@ -23,6 +23,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use llmbench_api::v1alpha1::{BenchmarkRun, BenchmarkRunStatus, Phase, RunSummary, ShardSummary};
+use llmbench_core::launcher_command::RunExit;
 
 use crate::builders::LAUNCHER_INDEX_LABEL;
 pub use crate::duration::parse_duration;
@@ -43,6 +44,8 @@ const MAX_MESSAGE_BYTES: usize = 8 * 1024;
 pub enum FailureReason {
     /// The launcher exited non-zero.
     LauncherFailed,
+    /// The launcher's pre-flight found the stack unusable (exit code 6): nothing was run.
+    PreflightFailed,
     /// The launcher was killed for exceeding its memory limit.
     OomKilled,
     /// The launcher image could not be pulled.
@@ -67,6 +70,7 @@ impl FailureReason {
     pub fn as_str(self) -> &'static str {
         match self {
             FailureReason::LauncherFailed => "LauncherFailed",
+            FailureReason::PreflightFailed => "PreflightFailed",
             FailureReason::OomKilled => "OOMKilled",
             FailureReason::ImagePullFailed => "ImagePullFailed",
             FailureReason::ContainerConfigError => "ContainerConfigError",
@@ -148,8 +152,11 @@ pub fn pod_outcome(pod: &Pod) -> PodOutcome {
             };
         }
         let reason_text = terminated.reason.as_deref().unwrap_or("Error");
+        let exit = RunExit::from_code(terminated.exit_code);
         let reason = if reason_text == "OOMKilled" {
             FailureReason::OomKilled
+        } else if exit == Some(RunExit::PreflightFailed) {
+            FailureReason::PreflightFailed
         } else {
             FailureReason::LauncherFailed
         };
@@ -157,21 +164,21 @@ pub fn pod_outcome(pod: &Pod) -> PodOutcome {
             .signal
             .map(|s| format!(", signal {s}"))
             .unwrap_or_default();
-        // The launcher's own exit codes (llmbench's main.rs): 3 when no request succeeded, 4 when a signal
-        // stopped the run after it wrote everything it measured, marked interrupted, 6 when the pre-flight found
-        // the stack unusable (nothing ran; the log tail says why), 7 when the stack stopped answering mid-run.
-        let hint = match (reason, terminated.exit_code) {
+        // The launcher's own exit codes, typed in core's RunExit.
+        let hint = match (reason, exit) {
             (FailureReason::OomKilled, _) => "; raise spec.launcher.resources.limits.memory",
-            (_, 3) => "; no request succeeded: see the errors in the summary and requests.jsonl",
-            (_, 4) => {
+            (_, Some(RunExit::NoRequestSucceeded)) => {
+                "; no request succeeded: see the errors in the summary and requests.jsonl"
+            }
+            (_, Some(RunExit::Interrupted)) => {
                 "; the launcher was interrupted (SIGTERM): what it measured is on the workload volume, every \
                  report marked interrupted"
             }
-            (_, 6) => {
+            (_, Some(RunExit::PreflightFailed)) => {
                 "; the pre-flight found the stack unusable (unreachable, no such API path or model, or its test \
                  request failed): nothing was run; the launcher's log says what it tried and how to fix it"
             }
-            (_, 7) => {
+            (_, Some(RunExit::ServerStoppedAnswering)) => {
                 "; the stack stopped answering mid-run (connection failures in a row): what was measured is on the \
                  workload volume, every report marked stopped"
             }
@@ -767,12 +774,14 @@ mod tests {
     #[test]
     fn a_failed_pre_flight_and_a_stack_that_stopped_answering_are_told_apart() {
         let f = failure(pod_outcome(&pod(0, "Failed", terminated(6, "Error", ""))));
+        assert_eq!(f.reason, FailureReason::PreflightFailed);
         assert!(
             f.detail.contains("code 6") && f.detail.contains("pre-flight"),
             "{}",
             f.detail
         );
         let f = failure(pod_outcome(&pod(0, "Failed", terminated(7, "Error", "{}"))));
+        assert_eq!(f.reason, FailureReason::LauncherFailed);
         assert!(
             f.detail.contains("code 7") && f.detail.contains("stopped answering"),
             "{}",

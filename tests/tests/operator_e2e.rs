@@ -417,7 +417,7 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
     let dead = finished(&runs, "dead", &operator).await;
     assert_eq!(dead.phase, Some(Phase::Failed), "{dead:#?}");
     let (_, reason, message) = condition(&dead, "Failed").expect("a Failed condition");
-    assert_eq!(reason, "LauncherFailed", "{message}");
+    assert_eq!(reason, "PreflightFailed", "{message}");
     assert!(message.contains("exited with code 6"), "{message}");
     assert!(
         message.contains("pre-flight: cannot connect to http://127.0.0.1:")

@@ -82,9 +82,10 @@ use llmbench_workload::profile::ProfileError;
 /// The exit code when some run of the experiment failed.
 pub const EXIT_RUN_FAILED: u8 = 3;
 /// The exit code when SIGINT or SIGTERM stopped the experiment.
-pub const EXIT_INTERRUPTED: u8 = 4;
+pub const EXIT_INTERRUPTED: u8 = llmbench_core::launcher_command::RunExit::Interrupted.code();
 /// The exit code when a server failed its pre-flight: the runs against it were skipped.
-pub const EXIT_PREFLIGHT_FAILED: u8 = 6;
+pub const EXIT_PREFLIGHT_FAILED: u8 =
+    llmbench_core::launcher_command::RunExit::PreflightFailed.code();
 
 /// Why an experiment could not be read, checked, run or compared. Each names the file, flag or treatment.
 #[derive(Debug, thiserror::Error)]
