@@ -22,7 +22,9 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use llmbench_api::v1alpha1::{BenchmarkRun, BenchmarkRunStatus, Phase, RunSummary, ShardSummary};
+use llmbench_api::v1alpha1::{
+    BenchmarkRun, BenchmarkRunStatus, Phase, RunSummary, ShardSummary, WORKLOAD_MOUNT_PATH,
+};
 use llmbench_core::launcher_command::RunExit;
 
 use crate::builders::LAUNCHER_INDEX_LABEL;
@@ -451,6 +453,28 @@ pub fn ttl_left(
     let since = now.duration_since(completion?.0);
     let elapsed = Duration::try_from(since).unwrap_or(Duration::ZERO);
     Some(ttl.saturating_sub(elapsed))
+}
+
+/// What an expired run's event says of its results: where they stay, and how to reach them again once the run
+/// object is gone (a collector run on that directory, which `llmbench results fetch` then fetches).
+pub fn kept_results(results_path: Option<&str>) -> String {
+    let Some(path) = results_path else {
+        return "it left no results directory".to_owned();
+    };
+    match path.split_once(':') {
+        Some(("emptyDir", _)) => "its results were on an emptyDir and went with its pod".to_owned(),
+        Some((_, full)) => {
+            let dir = full
+                .strip_prefix(WORKLOAD_MOUNT_PATH)
+                .unwrap_or(full)
+                .trim_start_matches('/');
+            format!(
+                "its results stay in {path}; to fetch them, apply a BenchmarkRun with skipRun: true and \
+                 resultsDir: {dir} (same storage), then `llmbench results fetch` that run"
+            )
+        }
+        None => format!("its results stay in {path}"),
+    }
 }
 
 pub fn is_finished(status: Option<&BenchmarkRunStatus>) -> bool {
@@ -1261,5 +1285,17 @@ mod tests {
             Some(Duration::from_secs(60)),
             "a clock behind the completion time waits the whole TTL"
         );
+    }
+
+    #[test]
+    fn an_expired_runs_event_says_where_its_results_stay_and_how_to_fetch_them() {
+        assert_eq!(
+            kept_results(Some("workload-pvc:/requests/sanity-1a2b3c4d")),
+            "its results stay in workload-pvc:/requests/sanity-1a2b3c4d; to fetch them, apply a BenchmarkRun \
+             with skipRun: true and resultsDir: sanity-1a2b3c4d (same storage), then `llmbench results fetch` \
+             that run"
+        );
+        assert!(kept_results(Some("emptyDir:/requests/x")).contains("went with its pod"));
+        assert_eq!(kept_results(None), "it left no results directory");
     }
 }

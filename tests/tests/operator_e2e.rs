@@ -620,13 +620,40 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
                 && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("expiring")),
         "no Expired event for the run"
     );
-    let kept = std::fs::read_dir(kubelet.pvc_dir(NS, "workload-pvc"))
+    let kept: Vec<String> = std::fs::read_dir(kubelet.pvc_dir(NS, "workload-pvc"))
         .expect("the claim's directory")
         .filter_map(Result::ok)
-        .filter(|e| e.file_name().to_string_lossy().starts_with("expiring-"))
         .filter(|e| e.path().join("summary.json").is_file())
-        .count();
-    assert_eq!(kept, 1, "the expired run's results stay on the claim");
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("expiring-"))
+        .collect();
+    assert_eq!(
+        kept.len(),
+        1,
+        "the expired run's results stay on the claim: {kept:?}"
+    );
+    let note = expired
+        .items
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("Expired"))
+        .and_then(|e| e.note.clone())
+        .unwrap_or_default();
+    assert!(
+        note.contains(&format!("resultsDir: {}", kept[0])),
+        "the Expired event says how to reach the results again: {note}"
+    );
+    // ... and they are reached again as the event says: a collector run on that directory.
+    let mut collector = sanity(&endpoint, 10, 1);
+    collector["skipRun"] = json!(true);
+    collector["resultsDir"] = json!(kept[0]);
+    create("expired-again", collector).await;
+    let again = finished(&runs, "expired-again", &operator).await;
+    assert_eq!(again.phase, Some(Phase::Succeeded), "{again:#?}");
+    assert_eq!(
+        again.summary.as_ref().map(|s| (s.requests, s.failures)),
+        Some((10, 0)),
+        "the collector summarises the expired run's 10 requests: {again:#?}"
+    );
     assert!(
         kubelet.errors().is_empty(),
         "test kubelet: {:?}",

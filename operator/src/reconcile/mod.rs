@@ -146,7 +146,7 @@ where
 pub(crate) async fn expire_after_ttl<K>(
     object: &K,
     left: Option<std::time::Duration>,
-    results: Option<&str>,
+    results: &str,
     ctx: &Context,
 ) -> Result<kube::runtime::controller::Action, kube::Error>
 where
@@ -162,10 +162,7 @@ where
         Some(left) if !left.is_zero() => Ok(Action::requeue(left + SLACK)),
         Some(_) => {
             let kind = K::kind(&());
-            let note = format!(
-                "{kind} deleted: its ttlSecondsAfterFinished passed; the results stay{}",
-                results.map(|r| format!(" in {r}")).unwrap_or_default()
-            );
+            let note = format!("{kind} deleted: its ttlSecondsAfterFinished passed; {results}");
             ctx.publish(
                 &object.object_ref(&()),
                 EventType::Normal,

@@ -167,7 +167,10 @@ async fn apply(experiment: &BenchmarkExperiment, ctx: &Ctx) -> Result<Action, Er
         return crate::reconcile::expire_after_ttl(
             experiment,
             left,
-            done.results_path.as_deref(),
+            &match done.results_path.as_deref() {
+                Some(path) => format!("its runs' results and comparison stay in {path}"),
+                None => "its runs' results stay on the workload volume".to_owned(),
+            },
             ctx,
         )
         .await

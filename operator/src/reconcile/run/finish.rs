@@ -210,12 +210,17 @@ pub(super) async fn settle_finished(
             )
         })
         .flatten();
-    expire_after_ttl(run, left, done.results_path.as_deref(), ctx)
-        .await
-        .map_err(|source| Error::DeleteRun {
-            run: run.name_any(),
-            source,
-        })
+    expire_after_ttl(
+        run,
+        left,
+        &status::kept_results(done.results_path.as_deref()),
+        ctx,
+    )
+    .await
+    .map_err(|source| Error::DeleteRun {
+        run: run.name_any(),
+        source,
+    })
 }
 
 /// Server-side applies the status a successful pass made, when it changed. Writing it says the pass succeeded,
