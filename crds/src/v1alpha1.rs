@@ -574,6 +574,10 @@ pub struct BenchmarkRunStatus {
     /// When the launcher pods were created.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<Time>,
+    /// For a run queued through Kueue (label kueue.x-k8s.io/queue-name): when the operator saw its launchers
+    /// admitted (their scheduling gates removed). Its timeout and launcher.startTimeout count from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission_time: Option<Time>,
     /// When the run finished, successfully or not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_time: Option<Time>,

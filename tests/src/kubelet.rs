@@ -152,6 +152,15 @@ impl Node {
         };
         for pod in list.items {
             let Some(uid) = pod.uid() else { continue };
+            // A scheduler binds no pod that still has scheduling gates (Kueue's admission gate, for one).
+            let gated = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.scheduling_gates.as_ref())
+                .is_some_and(|gates| !gates.is_empty());
+            if gated {
+                continue;
+            }
             if let Err(e) = self.sync_pod(&uid, &pod).await {
                 self.record(e.to_string());
                 if let Some(mut running) = self.running.remove(&uid) {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use llmbench_api::v1alpha1::{BenchmarkRun, BenchmarkRunStatus, Phase};
 use llmbench_e2e::cluster::{OperatorProcess, eventually, http_get, kubectl_apply, prepared};
@@ -210,6 +210,18 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
     let mut expiring = sanity(&endpoint, 10, 1);
     expiring["ttlSecondsAfterFinished"] = json!(2);
     create("expiring", expiring).await;
+    // Queued through Kueue: two launchers made as one pod group behind Kueue's admission gate (no Kueue runs
+    // here; the test admits them as Kueue would, by removing the gates).
+    let mut queued = sanity(&endpoint, 10, 1);
+    queued["launcher"] = json!({"parallelism": 2});
+    runs.create(&PostParams::default(), &{
+        let mut run = benchmark_run("queued", queued);
+        run.metadata.labels =
+            Some([("kueue.x-k8s.io/queue-name".to_owned(), "bench".to_owned())].into());
+        run
+    })
+    .await
+    .expect("creating queued");
     let mut slow = sanity(&endpoint, 1, 600);
     slow["timeout"] = json!("4s");
     create("slow", slow).await;
@@ -423,6 +435,62 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
         message.contains("pre-flight: cannot connect to http://127.0.0.1:")
             && message.contains("connection refused"),
         "{message}"
+    );
+
+    // The queued run waits, Pending/Queued, with both launchers gated as one Kueue pod group, until admitted.
+    let queued_run = eventually("queued: both launchers gated", RUN_TIMEOUT, || async {
+        let run = runs.get("queued").await.ok()?;
+        let status = run.status.clone()?;
+        let pods = pods_of(&admin, &run).await;
+        (pods.len() == 2 && condition(&status, "Completed").is_some_and(|c| c.1 == "Queued"))
+            .then_some(run)
+    })
+    .await;
+    assert_eq!(
+        queued_run.status.as_ref().and_then(|s| s.phase),
+        Some(Phase::Pending)
+    );
+    let pods_api: Api<Pod> = Api::namespaced(admin.clone(), NS);
+    for pod in pods_of(&admin, &queued_run).await {
+        let labels = pod.labels();
+        assert_eq!(
+            labels.get("kueue.x-k8s.io/queue-name").map(String::as_str),
+            Some("bench")
+        );
+        assert!(
+            labels.contains_key("kueue.x-k8s.io/pod-group-name"),
+            "{labels:?}"
+        );
+        assert_eq!(
+            pod.annotations()
+                .get("kueue.x-k8s.io/pod-group-total-count")
+                .map(String::as_str),
+            Some("2")
+        );
+        let gates = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduling_gates.clone())
+            .unwrap_or_default();
+        assert_eq!(gates.len(), 1);
+        assert_eq!(gates[0].name, "kueue.x-k8s.io/admission");
+        // Admitted, as Kueue admits a pod group: every pod's gate removed.
+        pods_api
+            .patch(
+                &pod.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"schedulingGates": null}})),
+            )
+            .await
+            .expect("ungating");
+    }
+    let queued = finished(&runs, "queued", &operator).await;
+    assert_eq!(queued.phase, Some(Phase::Succeeded), "{queued:#?}");
+    assert!(queued.admission_time.is_some(), "{queued:#?}");
+    assert_eq!(
+        queued.summary.as_ref().map(|s| s.requests),
+        Some(10),
+        "{queued:#?}"
     );
 
     // Timeout: Failed/Timeout and the pod gone.

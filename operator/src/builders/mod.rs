@@ -4,6 +4,7 @@
 mod config_map;
 mod defaults;
 pub(crate) mod experiment;
+pub(crate) mod kueue;
 pub(crate) mod names;
 mod pod;
 mod pvc;

@@ -299,6 +299,9 @@ pub fn launcher_pod(
         }
         container.ports = Some(ports);
     }
+    if let Some(queue) = super::kueue::queue_of(run) {
+        super::kueue::queue_pod(&mut pod, run, queue, parallelism)?;
+    }
     Ok(pod)
 }
 

@@ -275,12 +275,16 @@ fn remaining(run: &BenchmarkRun, now: Timestamp) -> Option<Duration> {
     if run.spec.launcher.debug {
         return None;
     }
-    let created = run
-        .metadata
-        .creation_timestamp
-        .as_ref()
-        .or_else(|| run.status.as_ref()?.start_time.as_ref())?
-        .0;
+    // A run queued through Kueue has no deadline until it is admitted, and its timeout counts from there.
+    let created = if builders::kueue::queue_of(run).is_some() {
+        run.status.as_ref()?.admission_time.as_ref()?.0
+    } else {
+        run.metadata
+            .creation_timestamp
+            .as_ref()
+            .or_else(|| run.status.as_ref()?.start_time.as_ref())?
+            .0
+    };
     let timeout = match parse_duration(&run.spec.timeout) {
         Ok(t) => t,
         Err(e) => {

@@ -1,12 +1,14 @@
 //! Observe: where the launcher pods are, and for a sharded run its release and merge.
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
 use llmbench_api::v1alpha1::Phase;
 
 use super::error::Error;
 use super::shards::{MergeStep, ReleaseStep, merge_step, release_step};
 use super::{Outcome, Pass, RESYNC};
-use crate::builders::needs_merge;
+use crate::builders::{kueue, needs_merge};
 use crate::reconcile::release;
 use crate::status::{self, Progress};
 
@@ -15,6 +17,20 @@ use crate::status::{self, Progress};
 pub(super) async fn observe(pass: &mut Pass<'_>, pods: &[Pod]) -> Result<Outcome, Error> {
     let run = pass.run;
     let expected = pass.expected;
+    // A run queued through Kueue waits, gated, until Kueue admits all its launchers together.
+    if let Some(queue) = kueue::queue_of(run) {
+        if pods.iter().any(kueue::is_gated) {
+            return Ok(Outcome::InFlight {
+                phase: Phase::Pending,
+                reason: "Queued",
+                poll: RESYNC,
+            });
+        }
+        if pass.status.admission_time.is_none() {
+            tracing::info!(run = %run.name_any(), queue, "Kueue admitted the launchers");
+            pass.status.admission_time = Some(Time(pass.now));
+        }
+    }
     let mut progress = status::progress(run, pods, expected, true);
     // A sharded run's launchers wait, prepared, until the operator releases all of them at one instant.
     let mut releasing = false;

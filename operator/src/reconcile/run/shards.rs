@@ -40,7 +40,13 @@ pub(super) async fn release_step(
     let probes =
         (0..expected).map(|i| async move { (i, release::probe(&ctx.http, by_index(i)).await) });
     let states = futures_util::future::join_all(probes).await;
-    let elapsed = status.start_time.as_ref().map_or(Duration::ZERO, |start| {
+    // Queued launchers start once admitted: their start timeout counts from the admission.
+    let started = if crate::builders::kueue::queue_of(run).is_some() {
+        status.admission_time.as_ref()
+    } else {
+        status.start_time.as_ref()
+    };
+    let elapsed = started.map_or(Duration::ZERO, |start| {
         now.duration_since(start.0).unsigned_abs()
     });
     let timeout = parse_duration(&run.spec.launcher.start_timeout).unwrap_or_else(|e| {
