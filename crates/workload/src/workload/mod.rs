@@ -20,6 +20,7 @@ mod inference_perf;
 pub mod limits;
 pub mod load_flags;
 mod model;
+pub mod numpy_generator;
 pub mod mooncake;
 pub mod otel_trace;
 pub mod py_random;
