@@ -8,6 +8,7 @@
 
 mod burstgpt;
 mod guidellm_file;
+mod vllm_hf;
 
 use std::path::{Path, PathBuf};
 
@@ -159,6 +160,7 @@ pub fn prompt_origin(workload: &Workload, nonce: u64) -> PromptOrigin {
         DataSpec::File(file) => return pinned(format!("the dataset file {}", file.path)),
         DataSpec::GuidellmFile(file) => return pinned(format!("the data file {}", file.path)),
         DataSpec::BurstGpt(file) => return pinned(format!("the BurstGPT file {}", file.path)),
+        DataSpec::VllmHf(hf) => return pinned(format!("the dataset {}", hf.path)),
         DataSpec::MooncakeTrace(_) | DataSpec::AzureTrace(_) | DataSpec::OtelTrace(_) => {
             return pinned("the trace it replays".to_owned());
         }
@@ -372,6 +374,7 @@ pub fn build_prompts(
         DataSpec::Sonnet(sonnet) => vllm_sonnet(sonnet, tokenizer, seed, pool(None))?,
         DataSpec::File(file) => vllm_custom(file, tokenizer, pool(None))?,
         DataSpec::BurstGpt(file) => burstgpt::burstgpt_prompts(file, tokenizer, seed, pool(None))?,
+        DataSpec::VllmHf(hf) => vllm_hf::vllm_hf_prompts(hf, tokenizer, seed, pool(None))?,
         DataSpec::GuidellmFile(file) => {
             let prompts = guidellm_file::guidellm_file_prompts(file, tokenizer)?;
             if prompts.skipped > 0 {

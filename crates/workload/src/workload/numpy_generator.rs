@@ -166,7 +166,8 @@ mod tests {
         // numpy 2.4.6: np.random.default_rng(0).integers(0, 2**64, dtype=np.uint64, endpoint=False) draws raw
         // outputs; `random()` is (next_uint64 >> 11) * 2**-53: default_rng(0).random() = 0.6369616873214543,
         // default_rng(42).random() = 0.7739560485559633.
-        let unit = |seed: u64| (NumpyGenerator::seed(seed).next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        let unit =
+            |seed: u64| (NumpyGenerator::seed(seed).next_u64() >> 11) as f64 / (1u64 << 53) as f64;
         assert_eq!(unit(0), 0.6369616873214543);
         assert_eq!(unit(42), 0.7739560485559633);
     }
