@@ -1116,7 +1116,7 @@ fn bad_vllm_and_inferencemax_flag_maps_are_refused_with_key_and_line() {
             VL,
             "dataset.yaml",
             "dataset-name: mtbench\n",
-            &["`dataset-name`", "the `mtbench` dataset"],
+            &["`dataset-name`", "vLLM has no `mtbench` dataset name"],
         ),
         profile(
             VL,
