@@ -1888,11 +1888,6 @@ fn vllm_flags_that_change_requests_are_honoured_or_refused() {
             "use `backend: openai-chat`",
         ),
         (
-            "dataset-name: sonnet\ndataset-path: /s.txt\n",
-            "dataset-name",
-            "completions backend",
-        ),
-        (
             "percentile-metrics: ttft,client_queue_time\n",
             "percentile-metrics",
             "client_queue_time",

@@ -371,7 +371,7 @@ pub(crate) fn parse(
             .map(|f| positive_u64(ctx, &f).map(|n| (n, f)))
             .transpose()?,
     };
-    w.data = dataset_spec(ctx, &mut m, &dataset.0, dataset.1, &general, w.api.kind)?;
+    w.data = dataset_spec(ctx, &mut m, &dataset.0, dataset.1, &general)?;
     // vLLM sends what the dataset returns: prefix_repetition makes `num-prefixes` whole groups, so
     // `num-prompts` rounds down to a multiple of them (and fewer prompts than prefixes is vLLM's ValueError).
     let num_prompts = match &mut w.data {
@@ -721,7 +721,6 @@ fn dataset_spec(
     name: &str,
     line: u32,
     general: &GeneralLengths<'_>,
-    kind: ApiKind,
 ) -> Result<DataSpec, WorkloadError> {
     let len = |m: &mut MapReader<'_>, key: &str, default: u64| -> Result<u64, WorkloadError> {
         match m.get(key) {
@@ -843,17 +842,8 @@ fn dataset_spec(
                     "the sonnet dataset is read from a text file",
                 )
                 .and_then(|f| text(ctx, &f))?;
-            if kind != ApiKind::Chat {
-                // `get_samples`: with any backend but openai-chat vLLM sends the prompt rendered through the
-                // tokenizer's chat template.
-                return Err(ctx.unsupported(
-                    "dataset-name",
-                    line,
-                    "the `sonnet` dataset with a completions backend (vLLM then sends each prompt rendered \
-                     through the tokenizer's chat template, which llmbench renders for the `custom` dataset only: \
-                     use `backend: openai-chat` with `endpoint: /v1/chat/completions`)",
-                ));
-            }
+            // With any backend but openai-chat vLLM sends each prompt rendered through the tokenizer's chat
+            // template (`get_samples`: `return_prompt_formatted=True`); the prompts module renders it.
             let input_field = m.get("sonnet-input-len");
             let input_len = len(m, "sonnet-input-len", DEFAULT_SONNET_INPUT_LEN)?;
             let output_len = len(m, "sonnet-output-len", DEFAULT_SONNET_OUTPUT_LEN)?;
