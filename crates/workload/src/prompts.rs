@@ -943,7 +943,7 @@ const PREALLOCATED_PROMPTS: usize = 65_536;
 /// prompt becomes one user turn of the tokenizer's chat template, its content trimmed or extended until the
 /// rendered text counts exactly the prompt's length without special tokens — what the server counts, since the
 /// request asks it to add none. As upstream: at most 20 tries, and every length must exceed the template's own.
-fn chat_templated(
+pub fn chat_templated(
     prompts: Vec<Prompt>,
     tokenizer: &Tokenizer,
     seed: u64,

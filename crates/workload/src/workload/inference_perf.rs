@@ -951,14 +951,8 @@ fn parse_data(
                 ),
             ));
         }
-        if wrap && trace.is_some() {
-            return Err(f.unsupported(
-                ctx,
-                "wrapping trace-driven random prompts in the chat template (`use_chat_template` with \
-                 `data.trace`)",
-            ));
-        }
-        // `RandomDataGenerator`: each prompt is the templated text, converged to its length, and the request
+        // `RandomDataGenerator`: each prompt (of a distribution's length, or of a `data.trace` row's
+        // `ContextTokens`) is the templated text, converged to its length, and the request
         // asks the server to add no special tokens of its own (`CompletionAPIData.add_special_tokens = False`).
         api.use_chat_template = Some(wrap);
         if wrap {
