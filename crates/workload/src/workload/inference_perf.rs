@@ -899,7 +899,11 @@ fn parse_data(
         }
         "weka_trace_replay" => {
             return Err(unsupported(
-                "`weka_trace_replay` data (WEKA agent traces rebuilt into a graph of turns, tool calls and sub-agents)",
+                "`weka_trace_replay` data: upstream rebuilds each WEKA agent trace into a graph of turns and \
+                 sub-agent streams (`_reconstruct_raw_calls`, `build_graph`), with prompt text cut per hash id from \
+                 its tokenized Shakespeare corpus by a sha256-seeded `random.Random`, history rewound at each turn's \
+                 longest common prefix, and idle gaps warped to `trace_idle_gap_cap_seconds`; llmbench does not \
+                 reproduce that yet (issue 29)",
             ));
         }
         "conversation_replay" if api.kind == ApiKind::Chat => {
