@@ -389,6 +389,15 @@ fn split_files(root: &Path, split: &str) -> Result<Vec<PathBuf>, DataError> {
         path: root.to_owned(),
         message,
     };
+    if !root.exists() {
+        // vLLM would look the path up on the Hugging Face Hub; llmbench reads local copies only.
+        return Err(shape(
+            "no such file or directory: llmbench reads Hugging Face datasets from a local copy only (vLLM would \
+             download it): download it (e.g. `huggingface-cli download --repo-type dataset <id> --local-dir DIR`), \
+             then set `dataset-path: DIR` and `hf-name: <id>`"
+                .to_owned(),
+        ));
+    }
     let relative: Vec<String> = if root.is_file() {
         // One file stands for a directory holding only it: all of it is `train`.
         vec![String::new()]

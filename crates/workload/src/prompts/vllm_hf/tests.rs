@@ -65,6 +65,13 @@ fn a_directorys_splits_are_found_by_datasets_default_patterns() {
         relative(root, &split_files(root, "test").expect("test")),
         ["my-test.jsonl"]
     );
+    let e = split_files(&root.join("org/name"), "train")
+        .expect_err("a Hub id")
+        .to_string();
+    assert!(
+        e.contains("from a local copy only") && e.contains("`hf-name: <id>`"),
+        "{e}"
+    );
     let e = split_files(root, "validation")
         .expect_err("no such split")
         .to_string();
