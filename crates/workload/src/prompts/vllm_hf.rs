@@ -136,7 +136,13 @@ pub(super) fn vllm_hf_prompts(
                 let solution = field("solution")?;
                 // `is_valid_sequence(..., max_prompt_len=2048, max_total_len=32000)`, only when the answer's own
                 // length is the request's.
-                match answer_length(hf, &prompt, solution, &tokens, 2048, 32_000, &row, path)? {
+                let answer = Answer {
+                    text: solution,
+                    column: "solution",
+                    max_prompt_len: 2048,
+                    max_total_len: 32_000,
+                };
+                match answer_length(hf, &prompt, &answer, &tokens, &row, path)? {
                     Some((n, max_tokens)) => Prompt::text(prompt, n, Some(max_tokens)),
                     None => continue,
                 }
@@ -182,7 +188,13 @@ pub(super) fn vllm_hf_prompts(
                         })
                 };
                 let prompt = value(0)?.to_owned();
-                match answer_length(hf, &prompt, value(1)?, &tokens, 1024, 2048, &row, path)? {
+                let answer = Answer {
+                    text: value(1)?,
+                    column: "conversations",
+                    max_prompt_len: 1024,
+                    max_total_len: 2048,
+                };
+                match answer_length(hf, &prompt, &answer, &tokens, &row, path)? {
                     Some((n, max_tokens)) => Prompt::text(prompt, n, Some(max_tokens)),
                     None => continue,
                 }
@@ -217,23 +229,29 @@ fn fixed_or(output_len: Option<u64>, default: u32) -> Result<u32, PromptError> {
     }
 }
 
+/// A row's reference answer, with the bounds of the class's `is_valid_sequence` call.
+struct Answer<'a> {
+    text: &'a str,
+    /// Where the answer is, for messages.
+    column: &'static str,
+    max_prompt_len: u32,
+    max_total_len: u32,
+}
+
 /// The prompt's length and the request's `max_tokens` for the classes whose answer is a reference text: the
 /// answer's length (`len(tokenizer(answer).input_ids)`) unless `hf-output-len` fixes it, and then the row is kept
 /// only if `is_valid_sequence(prompt_len, answer_len, min_len=4, max_prompt_len, max_total_len)` holds; None for a
 /// row vLLM skips.
-#[allow(clippy::too_many_arguments)]
 fn answer_length(
     hf: &VllmHf,
     prompt: &str,
-    answer: &str,
+    answer: &Answer<'_>,
     tokens: &dyn Fn(&str) -> Result<u32, DataError>,
-    max_prompt_len: u32,
-    max_total_len: u32,
     row: &Row,
     path: &Path,
 ) -> Result<Option<(u32, u32)>, PromptError> {
     let prompt_len = tokens(prompt)?;
-    let answer_len = tokens(answer)?;
+    let answer_len = tokens(answer.text)?;
     if let Some(n) = hf.output_len {
         return Ok(Some((prompt_len, fixed_or(Some(n), 0)?)));
     }
@@ -242,15 +260,15 @@ fn answer_length(
         return Err(field_error(
             row,
             path,
-            "answer",
-            "the reference answer has no token; vLLM stops on it",
+            answer.column,
+            "the reference answer has no token, on which vLLM's assert stops the run",
         )
         .into());
     }
     let valid = prompt_len >= 4
         && answer_len >= 4
-        && prompt_len <= max_prompt_len
-        && u64::from(prompt_len) + u64::from(answer_len) <= u64::from(max_total_len);
+        && prompt_len <= answer.max_prompt_len
+        && u64::from(prompt_len) + u64::from(answer_len) <= u64::from(answer.max_total_len);
     Ok(valid.then_some((prompt_len, answer_len)))
 }
 
@@ -415,7 +433,11 @@ fn split_files(root: &Path, split: &str) -> Result<Vec<PathBuf>, DataError> {
                 ));
             }
         }
-        found.retain(|f| !FILES_TO_IGNORE.contains(&f.as_str()));
+        // By base name, wherever they sit (`xbasename(filepath) not in FILES_TO_IGNORE`).
+        found.retain(|f| {
+            let name = f.rsplit('/').next().unwrap_or(f);
+            !FILES_TO_IGNORE.contains(&name)
+        });
         found
     };
     if relative.is_empty() {
