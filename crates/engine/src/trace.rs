@@ -77,7 +77,10 @@ pub enum ReplayError {
     )]
     EmptyPrompt { file: String, line: u32 },
     #[error("{file}: {source}")]
-    ChatTemplate { file: String, source: PromptError },
+    ChatTemplate {
+        file: String,
+        source: Box<PromptError>,
+    },
 }
 
 fn read(path: &str) -> Result<String, ReplayError> {
@@ -182,7 +185,7 @@ pub(crate) fn build_azure_replay(
         let templated = prompts::chat_templated(plain, tokenizer, seed).map_err(|source| {
             ReplayError::ChatTemplate {
                 file: data_file.to_owned(),
-                source,
+                source: Box::new(source),
             }
         })?;
         for (prompt, wrapped) in prompts.iter_mut().zip(templated) {
