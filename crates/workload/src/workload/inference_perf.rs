@@ -899,11 +899,10 @@ fn parse_data(
         }
         "weka_trace_replay" => {
             return Err(unsupported(
-                "`weka_trace_replay` data: upstream rebuilds each WEKA agent trace into a graph of turns and \
-                 sub-agent streams (`_reconstruct_raw_calls`, `build_graph`), with prompt text cut per hash id from \
-                 its tokenized Shakespeare corpus by a sha256-seeded `random.Random`, history rewound at each turn's \
-                 longest common prefix, and idle gaps warped to `trace_idle_gap_cap_seconds`; llmbench does not \
-                 reproduce that yet (issue 29)",
+                "`weka_trace_replay` data (inference-perf rebuilds each WEKA agent trace into a graph of turns and \
+                 sub-agent streams, cuts each hash id's text from its tokenized Shakespeare corpus with a \
+                 sha256-seeded `random.Random`, rewinds history at each turn's longest common prefix and warps idle \
+                 gaps to `trace_idle_gap_cap_seconds`)",
             ));
         }
         "conversation_replay" if api.kind == ApiKind::Chat => {
