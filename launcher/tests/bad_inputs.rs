@@ -1116,7 +1116,7 @@ fn bad_vllm_and_inferencemax_flag_maps_are_refused_with_key_and_line() {
             VL,
             "dataset.yaml",
             "dataset-name: mtbench\n",
-            &["`dataset-name`", "the `mtbench` dataset"],
+            &["`dataset-name`", "vLLM has no `mtbench` dataset name"],
         ),
         profile(
             VL,
@@ -1269,7 +1269,11 @@ fn bad_vllm_and_inferencemax_flag_maps_are_refused_with_key_and_line() {
             VL,
             "sonnetcompl.yaml",
             "dataset-name: sonnet\ndataset-path: /s.txt\n",
-            &["`dataset-name`", "completions backend"],
+            &[
+                "vLLM's sonnet dataset with a completions backend renders every prompt through the tokenizer's \
+                 chat template",
+                "the built-in word tokenizer has none",
+            ],
         ),
         profile(
             VL,

@@ -350,3 +350,66 @@ fn spec_bench_sends_each_records_first_turn_of_the_category_through_the_chat_tem
     let bodies: Vec<Value> = posts(&seen).into_iter().map(|(_, b)| b).collect();
     assert!(bodies.iter().all(|b| b["max_tokens"] == 2), "{bodies:?}");
 }
+
+#[test]
+fn sonnet_with_a_completions_backend_sends_the_prompt_rendered_and_counts_it_rendered() {
+    let (url, seen) = capturing_server(streamed_answer);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tokenizer = chatml_tokenizer(dir.path());
+    let sonnet = write(dir.path(), "sonnet.txt", "a b c\nd e f\ng h i\nj k l\n");
+    // Every length is counted on the ChatML rendering: the instruction line's is <|im_start|> user, its 11 words,
+    // <|im_end|> <|im_start|> assistant = 16 tokens; lines are 3 tokens. input 25 → round((25 − 16) / 3) = 3
+    // lines, prefix 19 → round(3 / 3) = 1 (the file's first), so 2 drawn lines: 16 + 3 + 6 = 25 tokens.
+    let profile = |backend: &str| {
+        format!(
+            "model: m\n{backend}dataset-name: sonnet\ndataset-path: {}\nsonnet-input-len: 25\n\
+             sonnet-prefix-len: 19\nsonnet-output-len: 2\nnum-prompts: 3\nmax-concurrency: 1\n",
+            sonnet.display()
+        )
+    };
+    let path = write(dir.path(), "completions.yaml", &profile(""));
+    let output = run_against("vllm-benchmark", &path, &url, &tokenizer, dir.path(), "r");
+    succeeded(&output);
+    let head = "<|im_start|>user\nPick as many lines as you can from these poem lines:\na b c\n";
+    let sent = prompts_sent(&seen);
+    assert_eq!(sent.len(), 3);
+    for prompt in &sent {
+        let prompt = prompt.as_str().expect("a text prompt");
+        assert!(prompt.starts_with(head), "{prompt:?}");
+        assert!(
+            prompt.ends_with("<|im_end|>\n<|im_start|>assistant\n"),
+            "{prompt:?}"
+        );
+        // Whitespace-separated: "<|im_start|>user", 11 + 3 + 6 words, "<|im_end|>", "<|im_start|>assistant".
+        assert_eq!(prompt.split_whitespace().count(), 23, "{prompt:?}");
+    }
+    let counts: Vec<Value> = records(dir.path())
+        .iter()
+        .map(|r| r["input_tokens"].clone())
+        .collect();
+    assert_eq!(counts, [25, 25, 25]);
+
+    // The chat backend sends the prompt unrendered (the server renders it), counted rendered all the same.
+    seen.lock().expect("lock").clear();
+    let chat = profile("backend: openai-chat\nendpoint: /v1/chat/completions\n");
+    let path = write(dir.path(), "chat.yaml", &chat);
+    let output = run_against("vllm-benchmark", &path, &url, &tokenizer, dir.path(), "c");
+    succeeded(&output);
+    for (_, body) in posts(&seen) {
+        // vLLM's chat request: one user turn of one text part.
+        let content = body["messages"][0]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{body}"));
+        assert!(
+            content.starts_with("Pick as many lines as you can from these poem lines:\na b c\n"),
+            "{content:?}"
+        );
+        assert_eq!(content.lines().count(), 4, "{content:?}");
+    }
+    let chat_records: Vec<Value> = std::fs::read_to_string(dir.path().join("c/requests.jsonl"))
+        .expect("requests.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("a record")["input_tokens"].clone())
+        .collect();
+    assert_eq!(chat_records, [25, 25, 25]);
+}

@@ -22,8 +22,9 @@ use crate::engine::trace::{ReplaySession, ReplayTurn};
 use crate::engine::{self, Replay};
 use llmbench_text::tokenizer::{Tokenizer, TokenizerError};
 use llmbench_workload::data::{
-    DataError, LengthDistribution, Synthesizer, SyntheticSpec, synthetic_prompts,
+    DataError, LengthDistribution, Prompt, Synthesizer, SyntheticSpec, synthetic_prompts,
 };
+use llmbench_workload::prompts::{self, PromptError};
 use llmbench_workload::request::BodySettings;
 use llmbench_workload::workload::azure_trace::{self, AzureRow, AzureTraceError};
 use llmbench_workload::workload::mooncake::{
@@ -75,6 +76,11 @@ pub enum ReplayError {
          an empty string)"
     )]
     EmptyPrompt { file: String, line: u32 },
+    #[error("{file}: {source}")]
+    ChatTemplate {
+        file: String,
+        source: Box<PromptError>,
+    },
 }
 
 fn read(path: &str) -> Result<String, ReplayError> {
@@ -110,6 +116,7 @@ pub fn azure_replay_plan(
         tokenizer,
         settings,
         workload.seed,
+        workload.api.use_chat_template == Some(true),
     )?;
     replay.in_flight_cap = Some(in_flight_cap);
     Ok(engine::Stage {
@@ -124,13 +131,16 @@ pub fn azure_replay_plan(
 /// `TraceReplayLoadTimer`, with a prompt of the i-th `ContextTokens` random tokens and `max_tokens` of the i-th
 /// `GeneratedTokens` (`load_lazy_data`). Each request is a one-turn session; sessions go out in time order (each
 /// upstream request sleeps to its own time, so rows out of order still go out at their times). Pure but for the
-/// tokenizer.
+/// tokenizer. With `use_chat_template` each prompt is then wrapped as `RandomDataGenerator` wraps it (one user turn
+/// of the tokenizer's chat template, converged to the row's length; see `prompts::chat_templated`), and a row no
+/// longer than the template alone is refused, as upstream refuses the trace's shortest.
 pub(crate) fn build_azure_replay(
     (timing_file, times): (&str, &[AzureRow]),
     (data_file, lengths): (&str, &[AzureRow]),
     tokenizer: &Tokenizer,
     settings: BodySettings,
     seed: u64,
+    use_chat_template: bool,
 ) -> Result<Replay, ReplayError> {
     if lengths.len() > MAX_RECORDS {
         return Err(ReplayError::TooLarge {
@@ -166,7 +176,23 @@ pub(crate) fn build_azure_replay(
             session_id: None,
         })
         .collect();
-    let prompts = synthesize(data_file, &records, 1, tokenizer, seed)?;
+    let mut prompts = synthesize(data_file, &records, 1, tokenizer, seed)?;
+    if use_chat_template {
+        let plain: Vec<Prompt> = prompts
+            .iter()
+            .map(|p| Prompt::text(p.blocks.join(" "), p.tokens, None))
+            .collect();
+        let templated = prompts::chat_templated(plain, tokenizer, seed).map_err(|source| {
+            ReplayError::ChatTemplate {
+                file: data_file.to_owned(),
+                source: Box::new(source),
+            }
+        })?;
+        for (prompt, wrapped) in prompts.iter_mut().zip(templated) {
+            prompt.blocks = vec![Arc::from(wrapped.text)];
+            prompt.tokens = wrapped.input_tokens;
+        }
+    }
     let mut sessions: Vec<ReplaySession> = prompts
         .into_iter()
         .zip(lengths.iter().zip(times))
@@ -530,6 +556,7 @@ mod tests {
             &Tokenizer::builtin(),
             settings(),
             3,
+            false,
         )
         .expect("replay");
         assert_eq!(replay.concurrency, None);
@@ -550,6 +577,21 @@ mod tests {
                 (2, 8, Some(1), at(1000))
             ]
         );
+        // use_chat_template needs the tokenizer's chat template; the built-in one has none.
+        let err = build_azure_replay(
+            ("a.csv", &rows),
+            ("a.csv", &rows),
+            &Tokenizer::builtin(),
+            settings(),
+            3,
+            true,
+        )
+        .expect_err("no template");
+        assert!(
+            err.to_string()
+                .starts_with("a.csv: data: inference-perf's `use_chat_template: true`"),
+            "{err}"
+        );
         // Times from another file whose second row is due last: that request goes out last.
         let times = azure_trace::parse(
             "t.csv",
@@ -563,6 +605,7 @@ mod tests {
             &Tokenizer::builtin(),
             settings(),
             3,
+            false,
         )
         .expect("replay");
         let order: Vec<(u32, TurnTiming)> = replay
@@ -578,6 +621,7 @@ mod tests {
             &Tokenizer::builtin(),
             settings(),
             3,
+            false,
         )
         .expect_err("too few times");
         assert!(matches!(

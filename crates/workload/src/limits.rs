@@ -190,6 +190,12 @@ pub fn estimate_run_memory(workload: &Workload, expected_requests: Option<u64>) 
                 f.output_len.map(|n| n as f64),
             ),
             DataSpec::BurstGpt(_) => (pool(None), NOMINAL_DATASET_PROMPT_TOKENS as f64, 0.0, None),
+            DataSpec::VllmHf(hf) => (
+                pool(None),
+                NOMINAL_DATASET_PROMPT_TOKENS as f64,
+                0.0,
+                hf.output_len.map(|n| n as f64),
+            ),
             DataSpec::GuidellmFile(f) => (
                 pool(f.samples),
                 NOMINAL_DATASET_PROMPT_TOKENS as f64,

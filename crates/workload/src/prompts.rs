@@ -8,6 +8,7 @@
 
 mod burstgpt;
 mod guidellm_file;
+mod vllm_hf;
 
 use std::path::{Path, PathBuf};
 
@@ -159,6 +160,7 @@ pub fn prompt_origin(workload: &Workload, nonce: u64) -> PromptOrigin {
         DataSpec::File(file) => return pinned(format!("the dataset file {}", file.path)),
         DataSpec::GuidellmFile(file) => return pinned(format!("the data file {}", file.path)),
         DataSpec::BurstGpt(file) => return pinned(format!("the BurstGPT file {}", file.path)),
+        DataSpec::VllmHf(hf) => return pinned(format!("the dataset {}", hf.path)),
         DataSpec::MooncakeTrace(_) | DataSpec::AzureTrace(_) | DataSpec::OtelTrace(_) => {
             return pinned("the trace it replays".to_owned());
         }
@@ -369,9 +371,16 @@ pub fn build_prompts(
             }
             _ => vllm_sharegpt(sharegpt, tokenizer, seed, pool(None))?,
         },
-        DataSpec::Sonnet(sonnet) => vllm_sonnet(sonnet, tokenizer, seed, pool(None))?,
+        DataSpec::Sonnet(sonnet) => vllm_sonnet(
+            sonnet,
+            tokenizer,
+            seed,
+            pool(None),
+            workload.api.kind == ApiKind::Completion,
+        )?,
         DataSpec::File(file) => vllm_custom(file, tokenizer, pool(None))?,
         DataSpec::BurstGpt(file) => burstgpt::burstgpt_prompts(file, tokenizer, seed, pool(None))?,
+        DataSpec::VllmHf(hf) => vllm_hf::vllm_hf_prompts(hf, tokenizer, seed, pool(None))?,
         DataSpec::GuidellmFile(file) => {
             let prompts = guidellm_file::guidellm_file_prompts(file, tokenizer)?;
             if prompts.skipped > 0 {
@@ -794,15 +803,42 @@ const SONNET_ATTEMPTS_PER_PROMPT: usize = 100;
 /// every prompt), then `round((input_len − base) / mean)` minus those lines drawn at random with replacement; a
 /// draw longer than `input_len` tokens is thrown away and drawn again. `max_tokens` is `sonnet-output-len`.
 ///
-/// vLLM counts these lengths on the prompt rendered through the tokenizer's chat template (and with the
-/// tokenizer's special tokens); llmbench renders no chat template (the parser allows sonnet only with the chat
-/// backend, whose prompt is sent unrendered, as vLLM sends it), so lengths are counted on the prompt as sent.
+/// vLLM counts every length as `len(tokenizer(text).input_ids)` on the text rendered through the tokenizer's chat
+/// template as one user turn with the generation prompt: a line's (unrendered), the instruction line's, each
+/// prompt's. With a completions backend it sends the rendered prompt (`return_prompt_formatted=True`) and needs a
+/// template; with the chat backend it sends the prompt unrendered, and when the tokenizer has no template llmbench
+/// counts that prompt as it is sent, without special tokens (vLLM would fail without one).
 fn vllm_sonnet(
     sonnet: &Sonnet,
     tokenizer: &Tokenizer,
     seed: u64,
     pool: usize,
+    send_rendered: bool,
 ) -> Result<Vec<Prompt>, PromptError> {
+    let template = match chat_template_of(
+        tokenizer,
+        "vLLM's sonnet dataset with a completions backend",
+    ) {
+        Ok(template) => Some(template),
+        Err(PromptError::NoChatTemplate { .. }) if !send_rendered => None,
+        Err(e) => return Err(e),
+    };
+    let specials = match template {
+        Some(_) => {
+            tokenizer
+                .added_special_tokens()
+                .map_err(DataError::from)?
+                .total
+        }
+        None => 0,
+    };
+    let no_kwargs = serde_json::Map::new();
+    let render = |prompt: &str| -> Result<String, PromptError> {
+        Ok(match &template {
+            Some(template) => template.render_user(prompt, &no_kwargs)?,
+            None => prompt.to_owned(),
+        })
+    };
     let path = PathBuf::from(&sonnet.path);
     let text = read_text(&path)?;
     let lines: Vec<&str> = text.split_inclusive('\n').collect();
@@ -813,11 +849,14 @@ fn vllm_sonnet(
         .into());
     }
     let count = |t: &str, row: String| {
-        tokenizer.count(t).map_err(|source| DataError::Tokenize {
-            path: path.clone(),
-            row,
-            source,
-        })
+        tokenizer
+            .count(t)
+            .map(|n| n.saturating_add(specials))
+            .map_err(|source| DataError::Tokenize {
+                path: path.clone(),
+                row,
+                source,
+            })
     };
     let mut total = 0u64;
     for (i, line) in lines.iter().enumerate() {
@@ -831,7 +870,10 @@ fn vllm_sonnet(
         .into());
     }
     let mean = total as f64 / lines.len() as f64;
-    let base = count(SONNET_BASE_PROMPT, "the instruction line".to_owned())?;
+    let base = count(
+        &render(SONNET_BASE_PROMPT)?,
+        "the instruction line".to_owned(),
+    )?;
     if sonnet.input_len <= u64::from(base) {
         return Err(PromptError::SonnetTooShort {
             input_len: sonnet.input_len,
@@ -852,7 +894,10 @@ fn vllm_sonnet(
     let extra = usize::try_from(input_lines - prefix_lines as i64).unwrap_or(0);
     let max_tokens = to_u32("sonnet-output-len", sonnet.output_len)?;
     let head = format!("{SONNET_BASE_PROMPT}{prefix}");
-    let fixed_tokens = count(&head, "the instruction line and prefix".to_owned())?;
+    let fixed_tokens = count(
+        &render(&head)?,
+        "the instruction line and prefix".to_owned(),
+    )?;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let mut prompts = Vec::with_capacity(pool.min(PREALLOCATED_PROMPTS));
     let attempts = pool.saturating_mul(SONNET_ATTEMPTS_PER_PROMPT);
@@ -864,9 +909,11 @@ fn vllm_sonnet(
         for _ in 0..extra {
             prompt.push_str(lines[rng.random_range(0..lines.len())]);
         }
-        let n = count(&prompt, format!("prompt {}", prompts.len() + 1))?;
+        let rendered = render(&prompt)?;
+        let n = count(&rendered, format!("prompt {}", prompts.len() + 1))?;
         if u64::from(n) <= sonnet.input_len {
-            let mut p = Prompt::text(prompt, n, Some(max_tokens));
+            let sent = if send_rendered { rendered } else { prompt };
+            let mut p = Prompt::text(sent, n, Some(max_tokens));
             p.prefix_group = Some(0);
             prompts.push(p);
         }
@@ -896,7 +943,7 @@ const PREALLOCATED_PROMPTS: usize = 65_536;
 /// prompt becomes one user turn of the tokenizer's chat template, its content trimmed or extended until the
 /// rendered text counts exactly the prompt's length without special tokens — what the server counts, since the
 /// request asks it to add none. As upstream: at most 20 tries, and every length must exceed the template's own.
-fn chat_templated(
+pub fn chat_templated(
     prompts: Vec<Prompt>,
     tokenizer: &Tokenizer,
     seed: u64,
@@ -1247,6 +1294,29 @@ mod tests {
             "{e}"
         );
         assert!(e.contains("4 prefix line(s) alone take 23 tokens"), "{e}");
+    }
+
+    #[test]
+    fn sonnet_with_a_completions_backend_needs_the_tokenizers_chat_template() {
+        // vLLM sends the rendered prompt to a completions endpoint and asserts the tokenizer has a template; the
+        // chat backend's prompts go unrendered, so without a template they are counted as sent.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = write(&dir, "s.txt", "a b c\nd e f\n");
+        let w = workload(
+            Harness::VllmBenchmark,
+            sonnet(path.clone(), 20, 14),
+            ApiKind::Completion,
+        );
+        let e = build(&w, 2).unwrap_err().to_string();
+        assert!(
+            e.contains(
+                "vLLM's sonnet dataset with a completions backend renders every prompt through the \
+                        tokenizer's chat template, and the built-in word tokenizer has none"
+            ),
+            "{e}"
+        );
+        let w = workload(Harness::VllmBenchmark, sonnet(path, 20, 14), ApiKind::Chat);
+        assert_eq!(build(&w, 2).expect("prompts").len(), 2);
     }
 
     fn custom(path: String, output_len: Option<u64>) -> DataSpec {

@@ -899,7 +899,10 @@ fn parse_data(
         }
         "weka_trace_replay" => {
             return Err(unsupported(
-                "`weka_trace_replay` data (WEKA agent traces rebuilt into a graph of turns, tool calls and sub-agents)",
+                "`weka_trace_replay` data (inference-perf rebuilds each WEKA agent trace into a graph of turns and \
+                 sub-agent streams, cuts each hash id's text from its tokenized Shakespeare corpus with a \
+                 sha256-seeded `random.Random`, rewinds history at each turn's longest common prefix and warps idle \
+                 gaps to `trace_idle_gap_cap_seconds`)",
             ));
         }
         "conversation_replay" if api.kind == ApiKind::Chat => {
@@ -951,14 +954,8 @@ fn parse_data(
                 ),
             ));
         }
-        if wrap && trace.is_some() {
-            return Err(f.unsupported(
-                ctx,
-                "wrapping trace-driven random prompts in the chat template (`use_chat_template` with \
-                 `data.trace`)",
-            ));
-        }
-        // `RandomDataGenerator`: each prompt is the templated text, converged to its length, and the request
+        // `RandomDataGenerator`: each prompt (of a distribution's length, or of a `data.trace` row's
+        // `ContextTokens`) is the templated text, converged to its length, and the request
         // asks the server to add no special tokens of its own (`CompletionAPIData.add_special_tokens = False`).
         api.use_chat_template = Some(wrap);
         if wrap {

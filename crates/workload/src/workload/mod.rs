@@ -21,6 +21,7 @@ pub mod limits;
 pub mod load_flags;
 mod model;
 pub mod mooncake;
+pub mod numpy_generator;
 pub mod otel_trace;
 pub(crate) use llmbench_text::py_random;
 pub mod reader;

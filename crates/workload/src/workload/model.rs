@@ -790,6 +790,9 @@ pub enum DataSpec {
     /// vLLM's `burstgpt`: rows of a BurstGPT CSV sampled as `BurstGPTDataset` samples them, each sending a prompt
     /// of the row's request tokens for its response tokens.
     BurstGpt(BurstGpt),
+    /// vLLM's `hf` dataset from a local copy of a Hugging Face dataset, read as the `HuggingFaceDataset` subclass
+    /// vLLM picks by `dataset-path` or `hf-name`.
+    VllmHf(VllmHf),
     /// inference-perf `conversation_replay`: synthetic multi-turn agentic conversations.
     ConversationReplay(ConversationReplay),
     /// AIPerf `mooncake_trace`: JSONL records whose `hash_ids` name shared prompt blocks.
@@ -1011,6 +1014,42 @@ pub enum DatasetRows {
     /// `spec_bench` (`SpecBench`, Spec-Bench's `question.jsonl`): each record's first `turns` entry, only the
     /// records of `category` when one is given.
     SpecBench { category: Option<String> },
+}
+
+/// vLLM's `hf` dataset (`vllm/benchmarks/datasets.py` `get_samples`) read from local files: a directory laid out as
+/// `load_dataset(path)` reads it (or one JSON file), its rows shuffled as `datasets` shuffles them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VllmHf {
+    /// `dataset-path`: a directory of `.jsonl`/`.json` files (or one such file).
+    pub path: String,
+    /// Which `HuggingFaceDataset` subclass turns a row into a request.
+    pub kind: HfDatasetKind,
+    /// `hf-split`, or the split vLLM sets for the class.
+    pub split: String,
+    /// `hf-output-len`: every request's `max_tokens`; None for the class's own (a default, or the reference answer's
+    /// length).
+    pub output_len: Option<u64>,
+    /// Loaded with `streaming=True` (vLLM's default; `no-stream` turns it off), which shuffles the files' order too.
+    pub streaming: bool,
+    /// Shuffled with `--seed` (unless `disable-shuffle`).
+    pub shuffle: bool,
+    /// Render each prompt through the tokenizer's chat template (the classes that do, unless `skip-chat-template`).
+    pub chat_template: bool,
+}
+
+/// The text-only `HuggingFaceDataset` subclasses of vLLM that llmbench reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HfDatasetKind {
+    /// `InstructCoderDataset` (`likaixin/InstructCoder`): `{input}\n\n{instruction} Just output the code, do not
+    /// include any explanation.`, 200 tokens unless `hf-output-len`.
+    InstructCoder,
+    /// `MTBenchDataset` (`philschmid/mt-bench`): the first of `turns`, 256 tokens unless `hf-output-len`.
+    MtBench,
+    /// `AIMODataset` (`AI-MO/aimo-validation-aime`, `AI-MO/NuminaMath-1.5`, `AI-MO/NuminaMath-CoT`): `problem`, with
+    /// `solution`'s length as `max_tokens` unless `hf-output-len`.
+    Aimo,
+    /// `ConversationDataset` (`Aeala/ShareGPT_Vicuna_unfiltered`): the first two of `conversations`.
+    Conversation,
 }
 
 /// vLLM's BurstGPT dataset (`BurstGPTDataset`, vllm/benchmarks/datasets.py) from a local CSV.

@@ -1888,11 +1888,6 @@ fn vllm_flags_that_change_requests_are_honoured_or_refused() {
             "use `backend: openai-chat`",
         ),
         (
-            "dataset-name: sonnet\ndataset-path: /s.txt\n",
-            "dataset-name",
-            "completions backend",
-        ),
-        (
             "percentile-metrics: ttft,client_queue_time\n",
             "percentile-metrics",
             "client_queue_time",
@@ -2100,6 +2095,104 @@ fn vllm_burstgpt_reads_its_csv_and_needs_a_path() {
     assert!(!w.api.ignore_eos);
     let e = err(Harness::VllmBenchmark, "dataset-name: burstgpt\n");
     assert!(e.contains("dataset-path"), "{e}");
+}
+
+#[test]
+fn vllm_hf_picks_the_dataset_class_by_path_or_hf_name_with_its_split() {
+    let w = parse(
+        Harness::VllmBenchmark,
+        "dataset-name: hf\ndataset-path: /data/mt-bench\nhf-name: philschmid/mt-bench\n",
+    )
+    .unwrap()
+    .workload;
+    assert_eq!(
+        w.data,
+        DataSpec::VllmHf(VllmHf {
+            path: "/data/mt-bench".into(),
+            kind: HfDatasetKind::MtBench,
+            split: "train".into(),
+            output_len: None,
+            streaming: true,
+            shuffle: true,
+            chat_template: true,
+        })
+    );
+    // By path; the flags each change what is read; the general output-len beats hf-output-len.
+    let w = parse(
+        Harness::VllmBenchmark,
+        "dataset-name: hf\ndataset-path: likaixin/InstructCoder\nhf-split: test\nhf-output-len: 50\n\
+         output-len: 64\nno-stream: none\nskip-chat-template: none\ndisable-shuffle: none\nhf-subset: default\n",
+    )
+    .unwrap()
+    .workload;
+    assert_eq!(
+        w.data,
+        DataSpec::VllmHf(VllmHf {
+            path: "likaixin/InstructCoder".into(),
+            kind: HfDatasetKind::InstructCoder,
+            split: "test".into(),
+            output_len: Some(64),
+            streaming: false,
+            shuffle: false,
+            chat_template: false,
+        })
+    );
+    // AIMO sends its problem as it is: no template whatever skip-chat-template says.
+    let w = parse(
+        Harness::VllmBenchmark,
+        "dataset-name: hf\ndataset-path: /d\nhf-name: AI-MO/aimo-validation-aime\n",
+    )
+    .unwrap()
+    .workload;
+    assert!(
+        matches!(&w.data, DataSpec::VllmHf(hf) if hf.kind == HfDatasetKind::Aimo && !hf.chat_template)
+    );
+}
+
+#[test]
+fn vllm_hf_refuses_what_it_does_not_read_naming_the_key_and_reason() {
+    let e = err(
+        Harness::VllmBenchmark,
+        "dataset-name: hf\ndataset-path: /d\nhf-name: Aeala/ShareGPT_Vicuna_unfiltered\n",
+    );
+    assert!(e.contains("set `hf-split`"), "{e}");
+    let e = err(
+        Harness::VllmBenchmark,
+        "dataset-name: hf\ndataset-path: lmarena-ai/VisionArena-Chat\n",
+    );
+    assert!(
+        e.contains("dataset-path") && e.contains("VisionArenaDataset") && e.contains("issue 32"),
+        "{e}"
+    );
+    let e = err(
+        Harness::VllmBenchmark,
+        "dataset-name: hf\ndataset-path: /d\nhf-name: zed-industries/zeta\n",
+    );
+    assert!(
+        e.contains("hf-name") && e.contains("NextEditPredictionDataset"),
+        "{e}"
+    );
+    let e = err(
+        Harness::VllmBenchmark,
+        "dataset-name: hf\ndataset-path: /data/mine\n",
+    );
+    assert!(
+        e.contains("philschmid/mt-bench") && e.contains("`hf-name`"),
+        "{e}"
+    );
+    let e = err(
+        Harness::VllmBenchmark,
+        "dataset-name: hf\ndataset-path: /d\nhf-name: philschmid/mt-bench\nhf-subset: en\n",
+    );
+    assert!(e.contains("BuilderConfig 'en' not found"), "{e}");
+    let e = err(
+        Harness::VllmBenchmark,
+        "dataset-name: instructcoder\ndataset-path: /d\n",
+    );
+    assert!(
+        e.contains("`dataset-name: hf`") && e.contains("hf-name: likaixin/InstructCoder"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -371,7 +371,7 @@ pub(crate) fn parse(
             .map(|f| positive_u64(ctx, &f).map(|n| (n, f)))
             .transpose()?,
     };
-    w.data = dataset_spec(ctx, &mut m, &dataset.0, dataset.1, &general, w.api.kind)?;
+    w.data = dataset_spec(ctx, &mut m, &dataset.0, dataset.1, &general)?;
     // vLLM sends what the dataset returns: prefix_repetition makes `num-prefixes` whole groups, so
     // `num-prompts` rounds down to a multiple of them (and fewer prompts than prefixes is vLLM's ValueError).
     let num_prompts = match &mut w.data {
@@ -721,7 +721,6 @@ fn dataset_spec(
     name: &str,
     line: u32,
     general: &GeneralLengths<'_>,
-    kind: ApiKind,
 ) -> Result<DataSpec, WorkloadError> {
     let len = |m: &mut MapReader<'_>, key: &str, default: u64| -> Result<u64, WorkloadError> {
         match m.get(key) {
@@ -843,17 +842,8 @@ fn dataset_spec(
                     "the sonnet dataset is read from a text file",
                 )
                 .and_then(|f| text(ctx, &f))?;
-            if kind != ApiKind::Chat {
-                // `get_samples`: with any backend but openai-chat vLLM sends the prompt rendered through the
-                // tokenizer's chat template.
-                return Err(ctx.unsupported(
-                    "dataset-name",
-                    line,
-                    "the `sonnet` dataset with a completions backend (vLLM then sends each prompt rendered \
-                     through the tokenizer's chat template, which llmbench renders for the `custom` dataset only: \
-                     use `backend: openai-chat` with `endpoint: /v1/chat/completions`)",
-                ));
-            }
+            // With any backend but openai-chat vLLM sends each prompt rendered through the tokenizer's chat
+            // template (`get_samples`: `return_prompt_formatted=True`); the prompts module renders it.
             let input_field = m.get("sonnet-input-len");
             let input_len = len(m, "sonnet-input-len", DEFAULT_SONNET_INPUT_LEN)?;
             let output_len = len(m, "sonnet-output-len", DEFAULT_SONNET_OUTPUT_LEN)?;
@@ -1013,8 +1003,24 @@ fn dataset_spec(
                 .and_then(|f| text(ctx, &f))?;
             DataSpec::BurstGpt(BurstGpt { path })
         }
-        "random-mm" | "random-rerank" | "hf" | "speed_bench" | "sharegpt4v" | "visionarena"
-        | "instructcoder" | "mtbench" | "custom_image" | "custom_audio" | "timed_trace" => {
+        "hf" => hf_dataset(ctx, m, general, shuffle)?,
+        "instructcoder" | "mtbench" => {
+            let id = if name == "instructcoder" {
+                "likaixin/InstructCoder"
+            } else {
+                "philschmid/mt-bench"
+            };
+            return Err(ctx.invalid(
+                "dataset-name",
+                line,
+                format!(
+                    "vLLM has no `{name}` dataset name: it reads that dataset as `dataset-name: hf` with \
+                     `dataset-path: {id}` (or a local copy's directory and `hf-name: {id}`)"
+                ),
+            ));
+        }
+        "random-mm" | "random-rerank" | "speed_bench" | "sharegpt4v" | "visionarena"
+        | "custom_image" | "custom_audio" | "custom_mm" | "timed_trace" => {
             return Err(ctx.unsupported("dataset-name", line, format!("the `{name}` dataset")));
         }
         other => {
@@ -1022,12 +1028,209 @@ fn dataset_spec(
                 "dataset-name",
                 line,
                 format!(
-                    "unknown dataset `{other}`; llmbench runs random, sharegpt, sonnet and custom"
+                    "unknown dataset `{other}`; llmbench runs random, sharegpt, sonnet, custom, hf, spec_bench, \
+                     prefix_repetition and burstgpt"
                 ),
             ));
         }
     };
     Ok(spec)
+}
+
+/// The `HuggingFaceDataset` subclasses `get_samples` picks from `dataset-path` (or `hf-name`), in its order, with
+/// the split it sets when `hf-split` is not given; the multimodal ones and those llmbench does not read are named
+/// with the reason.
+const HF_DATASETS: [(&[&str], HfClass); 12] = [
+    (
+        &[
+            "lmarena-ai/VisionArena-Chat",
+            "lmarena-ai/vision-arena-bench-v0.1",
+        ],
+        HfClass::Refused("VisionArenaDataset (images: multimodal inputs are issue 32)"),
+    ),
+    (
+        &["yale-nlp/MMVU"],
+        HfClass::Refused("MMVUDataset (videos: multimodal inputs are issue 32)"),
+    ),
+    (
+        &["likaixin/InstructCoder"],
+        HfClass::Read(HfDatasetKind::InstructCoder, Some("train")),
+    ),
+    (
+        &["philschmid/mt-bench"],
+        HfClass::Read(HfDatasetKind::MtBench, Some("train")),
+    ),
+    (
+        &["lmms-lab/LLaVA-OneVision-Data"],
+        HfClass::Refused("MultiModalConversationDataset (images: multimodal inputs are issue 32)"),
+    ),
+    (
+        &["Aeala/ShareGPT_Vicuna_unfiltered"],
+        HfClass::Read(HfDatasetKind::Conversation, None),
+    ),
+    (
+        &[
+            "AI-MO/aimo-validation-aime",
+            "AI-MO/NuminaMath-1.5",
+            "AI-MO/NuminaMath-CoT",
+        ],
+        HfClass::Read(HfDatasetKind::Aimo, Some("train")),
+    ),
+    (
+        &["zed-industries/zeta"],
+        HfClass::Refused(
+            "NextEditPredictionDataset (its zeta prompt format is not reproduced yet)",
+        ),
+    ),
+    (
+        &[
+            "openslr/librispeech_asr",
+            "facebook/voxpopuli",
+            "LIUM/tedlium",
+            "edinburghcstr/ami",
+            "speechcolab/gigaspeech",
+            "kensho/spgispeech",
+        ],
+        HfClass::Refused("ASRDataset (audio: multimodal inputs are issue 32)"),
+    ),
+    (
+        &["vdaita/edit_5k_char", "vdaita/edit_10k_char"],
+        HfClass::Refused(
+            "BlazeditDataset (its `norm_distance` filter and prompt are not reproduced yet)",
+        ),
+    ),
+    (
+        &[
+            "mgoin/mlperf-inference-llama2-data",
+            "mgoin/mlperf-inference-llama3.1-data",
+        ],
+        HfClass::Refused(
+            "MLPerfDataset (a system and a user turn through the chat template, not reproduced yet)",
+        ),
+    ),
+    (
+        &["Lin-Chen/MMStar"],
+        HfClass::Refused("MMStarDataset (images: multimodal inputs are issue 32)"),
+    ),
+];
+
+#[derive(Clone, Copy)]
+enum HfClass {
+    /// Read by llmbench, with the split vLLM sets (none: `hf-split` must be given).
+    Read(HfDatasetKind, Option<&'static str>),
+    Refused(&'static str),
+}
+
+/// `dataset-name: hf`: the class `get_samples` picks (by `dataset-path`, then by `hf-name`, which names the
+/// dataset when the path is a local copy), read from the local directory `dataset-path`.
+fn hf_dataset(
+    ctx: &mut Ctx,
+    m: &mut MapReader<'_>,
+    general: &GeneralLengths<'_>,
+    shuffle: bool,
+) -> Result<DataSpec, WorkloadError> {
+    let path_field = m.require(
+        ctx,
+        "dataset-path",
+        "the hf dataset is read from a local copy of the dataset (a directory of .jsonl/.json files)",
+    )?;
+    let path = text(ctx, &path_field)?;
+    let name_field = m.get("hf-name");
+    let hf_name = name_field.as_ref().map(|f| text(ctx, f)).transpose()?;
+    let (ids, class) = HF_DATASETS
+        .iter()
+        .find(|(ids, class)| {
+            // vLLM matches Blazedit by `dataset-path` only.
+            let by_name = !matches!(class, HfClass::Refused(r) if r.starts_with("Blazedit"));
+            ids.contains(&path.as_str()) || (by_name && hf_name.as_deref().is_some_and(|n| ids.contains(&n)))
+        })
+        .ok_or_else(|| {
+            let known: Vec<&str> = HF_DATASETS.iter().flat_map(|(ids, _)| ids.iter().copied()).collect();
+            let (key, line) = match &name_field {
+                Some(f) => ("hf-name", f.line),
+                None => ("dataset-path", path_field.line),
+            };
+            ctx.invalid(
+                key,
+                line,
+                format!(
+                    "vLLM's hf dataset reads only the datasets it knows ({}); for a local copy name it with \
+                     `hf-name`",
+                    known.join(", ")
+                ),
+            )
+        })?;
+    let (kind, default_split) = match *class {
+        HfClass::Read(kind, split) => (kind, split),
+        HfClass::Refused(why) => {
+            let (key, line) = if ids.contains(&path.as_str()) {
+                ("dataset-path", path_field.line)
+            } else {
+                ("hf-name", name_field.as_ref().map_or(0, |f| f.line))
+            };
+            return Err(ctx.unsupported(key, line, format!("vLLM's {why}")));
+        }
+    };
+    let split = match m.get("hf-split") {
+        Some(f) => text(ctx, &f)?,
+        None => match default_split {
+            Some(split) => split.to_owned(),
+            None => {
+                return Err(path_field.invalid(
+                    ctx,
+                    "vLLM sets no split for ConversationDataset, and `load_dataset` without one returns every \
+                     split, which it cannot sample; set `hf-split` (e.g. `train`)",
+                ));
+            }
+        },
+    };
+    if let Some(f) = m.get("hf-subset") {
+        let subset = text(ctx, &f)?;
+        // A directory of data files has one configuration, `default` (`load_dataset(..., name=...)` refuses others).
+        if subset != "default" {
+            return Err(f.invalid(
+                ctx,
+                format!(
+                    "BuilderConfig '{subset}' not found: a local directory of data files has one subset, \
+                     `default` (as `load_dataset` says); point `dataset-path` at the subset's own directory"
+                ),
+            ));
+        }
+    }
+    let output_len = match m.get("hf-output-len") {
+        Some(f) => {
+            let n = positive_u64(ctx, &f)?;
+            limits::check(ctx, &f, Limit::Tokens, n as f64)?;
+            Some(n)
+        }
+        None => None,
+    };
+    // The general `output-len` sets `hf-output-len` (serve.py `main_async`).
+    let output_len = general.output.as_ref().map(|(n, _)| *n).or(output_len);
+    let streaming = match m.take("no-stream") {
+        Some(f) => !flag(ctx, &f)?,
+        None => true,
+    };
+    // InstructCoder and MT-Bench render their prompt through the chat template unless `skip-chat-template`; the
+    // others send the row's text as it is and do not read the flag.
+    let templated = matches!(kind, HfDatasetKind::InstructCoder | HfDatasetKind::MtBench);
+    let chat_template = if templated {
+        match m.take("skip-chat-template") {
+            Some(f) => !flag(ctx, &f)?,
+            None => true,
+        }
+    } else {
+        false
+    };
+    Ok(DataSpec::VllmHf(VllmHf {
+        path,
+        kind,
+        split,
+        output_len,
+        streaming,
+        shuffle,
+        chat_template,
+    }))
 }
 
 /// `chat-template-kwargs`: a JSON object of extra template variables (none when not given).
