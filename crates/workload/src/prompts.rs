@@ -172,6 +172,7 @@ pub fn prompt_origin(workload: &Workload, nonce: u64) -> PromptOrigin {
         | DataSpec::Random(_)
         | DataSpec::SharedPrefix(_)
         | DataSpec::SyntheticText(_)
+        | DataSpec::AiperfConversations(_)
         | DataSpec::ConversationReplay(_) => {}
     }
     match workload.seed_origin {
@@ -195,6 +196,7 @@ pub fn shares_prefixes(workload: &Workload) -> bool {
         DataSpec::SharedPrefix(_) | DataSpec::Sonnet(_) => true,
         DataSpec::Random(random) => random.prefix_len > 0,
         DataSpec::SyntheticText(text) => !text.prefix_buckets.is_empty(),
+        DataSpec::AiperfConversations(a) => a.prefix_pool.is_some(),
         _ => false,
     }
 }
@@ -388,6 +390,11 @@ pub fn build_prompts(
         DataSpec::ConversationReplay(_) => {
             return Err(PromptError::Conversational {
                 what: "conversation_replay",
+            });
+        }
+        DataSpec::AiperfConversations(_) => {
+            return Err(PromptError::Conversational {
+                what: "AIPerf conversations",
             });
         }
         DataSpec::MooncakeTrace(_) | DataSpec::AzureTrace(_) | DataSpec::OtelTrace(_) => {

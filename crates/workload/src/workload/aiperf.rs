@@ -36,13 +36,14 @@
 //! - `--goodput` (`good_request_count_metric.py`): `time_to_first_token`, `inter_token_latency`,
 //!   `request_latency` in ms, judged by AIPerf's definitions; `summary.json` and `profile_export_aiperf.json` carry
 //!   the good request count and goodput. Other metric tags are refused.
-//! - Still refused, by name: custom dataset types other than
-//!   `mooncake_trace`, a rate or duration over a trace, goodput, multi-turn (`conversation-*`), prefix pools,
-//!   headers, and every other flag.
+//! - Multi-turn conversations (`--conversation-turn-*`) and the prompt prefix pool: `aiperf_conversation.rs`.
+//! - Still refused, by name: custom dataset types other than `mooncake_trace`, a rate or duration over a trace,
+//!   and every other flag.
 
 use std::time::Duration;
 
 use super::ParseOptions;
+use super::aiperf_conversation;
 use super::error::{WarningKind, WorkloadError};
 use super::inference_perf::set_default_seed;
 use super::limits::{self, Limit};
@@ -203,6 +204,7 @@ pub(crate) fn parse(
         None => DEFAULT_BLOCK_SIZE as u32,
     };
     let schedule = fixed_schedule(ctx, &mut m)?;
+    let conversation = aiperf_conversation::read(ctx, &mut m)?;
 
     let input_file = m.get("input-file");
     let dataset_type = m.get("custom-dataset-type");
@@ -231,6 +233,15 @@ pub(crate) fn parse(
                     f.line,
                     WarningKind::Ignored,
                     "a mooncake trace sets each request's lengths",
+                );
+            }
+            if let Some((key, line)) = &conversation.first {
+                ctx.warn(
+                    key,
+                    *line,
+                    WarningKind::Ignored,
+                    "a mooncake trace's records are its turns and prompts (AIPerf's synthetic conversations and \
+                     prefix pool are not used for one)",
                 );
             }
             if let Some(f) = &request_count_field {
@@ -283,15 +294,25 @@ pub(crate) fn parse(
                 None => DEFAULT_ISL,
             };
             let output = osl.as_ref().map(|f| tokens(ctx, f)).transpose()?;
-            w.data = DataSpec::SyntheticText(SyntheticText {
-                prompt: lengths(input, isl_stddev),
-                // AIPerf samples `max_tokens` only when `--osl` is given; a stddev alone sends none.
-                output: output.map(|mean| lengths(mean, osl_stddev)),
-                turns: 1,
-                prefix_buckets: Vec::new(),
-                samples: entries,
-                think_time: None,
-            });
+            w.data = if conversation.needs_conversations() {
+                DataSpec::AiperfConversations(AiperfConversations {
+                    conversations: entries,
+                    turns: conversation.turns,
+                    prompt: lengths(input, isl_stddev),
+                    output: output.map(|mean| lengths(mean, osl_stddev)),
+                    prefix_pool: conversation.prefix_pool,
+                })
+            } else {
+                DataSpec::SyntheticText(SyntheticText {
+                    prompt: lengths(input, isl_stddev),
+                    // AIPerf samples `max_tokens` only when `--osl` is given; a stddev alone sends none.
+                    output: output.map(|mean| lengths(mean, osl_stddev)),
+                    turns: 1,
+                    prefix_buckets: Vec::new(),
+                    samples: entries,
+                    think_time: None,
+                })
+            };
             w.stages = vec![synthetic_stage(
                 &load,
                 concurrency_field.is_some().then_some(concurrency),
@@ -313,7 +334,9 @@ pub(crate) fn parse(
             key.line,
             "this aiperf flag (known: model, url, endpoint-type, endpoint, streaming, concurrency, request-count, \
              request-rate, request-rate-mode, random-seed, benchmark-duration, benchmark-grace-period, \
-             warmup-request-count, isl, osl, isl-stddev, osl-stddev, conversation-num, \
+             warmup-request-count, isl, osl, isl-stddev, osl-stddev, conversation-num, conversation-turn-mean, \
+             conversation-turn-stddev, conversation-turn-delay-mean/stddev/ratio, prompt-prefix-pool-size, \
+             prompt-prefix-length, \
              extra-inputs, header, goodput, input-file, custom-dataset-type, use-server-token-count, tokenizer-trust-remote-code, \
              no-server-metrics, isl-block-size, fixed-schedule*)",
         ));
@@ -721,7 +744,7 @@ fn coerce_value(value: &str) -> serde_json::Value {
 
 /// A length of `mean` tokens with AIPerf's stddev: `sample_positive_normal_integer(mean, stddev)` per dataset
 /// entry; a stddev of 0 draws the mean itself.
-fn lengths(mean: u64, stddev: Option<f64>) -> TokenLengths {
+pub(super) fn lengths(mean: u64, stddev: Option<f64>) -> TokenLengths {
     match stddev {
         Some(std_dev) if std_dev > 0.0 => TokenLengths {
             shape: LengthShape::PositiveNormal {
@@ -744,7 +767,7 @@ fn stddev(ctx: &Ctx, f: &At<'_>) -> Result<f64, WorkloadError> {
     Ok(v)
 }
 
-fn non_negative(ctx: &Ctx, f: &At<'_>) -> Result<u64, WorkloadError> {
+pub(super) fn non_negative(ctx: &Ctx, f: &At<'_>) -> Result<u64, WorkloadError> {
     let v = number(ctx, f)?;
     if v.fract() != 0.0 || v < 0.0 {
         return Err(f.invalid(
@@ -755,7 +778,7 @@ fn non_negative(ctx: &Ctx, f: &At<'_>) -> Result<u64, WorkloadError> {
     Ok(v as u64)
 }
 
-fn positive(ctx: &Ctx, f: &At<'_>) -> Result<u64, WorkloadError> {
+pub(super) fn positive(ctx: &Ctx, f: &At<'_>) -> Result<u64, WorkloadError> {
     let n = non_negative(ctx, f)?;
     if n == 0 {
         return Err(f.invalid(ctx, "must be at least 1"));
@@ -915,11 +938,11 @@ mod tests {
 
     #[test]
     fn unknown_flags_and_unsupported_values_are_refused_with_their_line() {
-        let err = parse_text("model: m\nconversation-turn-mean: 5\n")
+        let err = parse_text("model: m\nrequest-cancellation-rate: 5\n")
             .expect_err("refused")
             .to_string();
         assert!(
-            err.starts_with("p.yaml:2: `conversation-turn-mean`"),
+            err.starts_with("p.yaml:2: `request-cancellation-rate`"),
             "{err}"
         );
         let err = parse_text("model: m\nextra-inputs: temperature:0.5,stream:false\n")

@@ -10,6 +10,7 @@
 //! ```
 
 mod aiperf;
+mod aiperf_conversation;
 pub mod azure_trace;
 pub mod capacity;
 pub mod circuit_breaker;
