@@ -174,3 +174,147 @@ fn a_concurrency_counts_conversations_in_flight_and_a_turn_delay_is_not_waited()
         assert!(busy.len() <= 1, "{record}");
     }
 }
+
+/// Runs an AIPerf profile over `file` of `kind` against a capturing server and returns each body's one text.
+fn custom_dataset_texts(kind: &str, file: &str, flags: &str) -> Vec<String> {
+    let (url, seen) = capturing_server(chat_answer);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = write(dir.path(), "data.jsonl", file);
+    let profile = write(
+        dir.path(),
+        "custom.yaml",
+        &format!(
+            "model: m\nendpoint-type: chat\ninput-file: {}\ncustom-dataset-type: {kind}\nosl: 2\n\
+             random-seed: 7\n{flags}",
+            data.display()
+        ),
+    );
+    let output = run_against("aiperf", &profile, &url, "builtin", dir.path(), "r");
+    succeeded(&output);
+    let bodies = bodies(&seen);
+    assert!(bodies.iter().all(|b| b["max_completion_tokens"] == 2));
+    bodies.iter().map(only_message).collect()
+}
+
+#[test]
+fn a_single_turn_file_sends_one_line_per_credit_picked_as_aiperfs_dataset_manager_picks() {
+    let texts = custom_dataset_texts(
+        "single_turn",
+        "{\"text\": \"what is deep learning\"}\n\n{\"texts\": [\"who are you\"], \"timestamp\": 5}\n\
+         {\"texts\": [{\"name\": \"q\", \"contents\": [\"tell me a story\"]}], \"extra\": 1}\n",
+        "request-count: 5\n",
+    );
+    // CPython: r = random.Random(7); [r.choice([0, 1, 2]) for _ in range(5)] → [1, 0, 1, 2, 0].
+    assert_eq!(
+        texts,
+        [
+            "who are you",
+            "what is deep learning",
+            "who are you",
+            "tell me a story",
+            "what is deep learning"
+        ]
+    );
+}
+
+#[test]
+fn a_multi_turn_file_groups_lines_by_session_and_sends_a_credits_turns_in_order() {
+    let texts = custom_dataset_texts(
+        "multi_turn",
+        "{\"session_id\": \"a\", \"turns\": [{\"text\": \"a one\"}, {\"text\": \"a two\", \"delay\": 100}]}\n\
+         {\"turns\": [{\"text\": \"solo\"}]}\n{\"session_id\": \"a\", \"turns\": [{\"text\": \"a three\"}]}\n",
+        "request-count: 3\n",
+    );
+    // Conversation 0 is session a (its two lines, in order), 1 the line without a session. CPython:
+    // r = random.Random(7); [r.choice([0, 1]) for _ in range(3)] → [1, 0, 1].
+    assert_eq!(texts, ["solo", "a one", "a two", "a three", "solo"]);
+}
+
+#[test]
+fn a_random_pool_samples_conversation_num_entries_with_cpythons_choices() {
+    let texts = custom_dataset_texts(
+        "random_pool",
+        "{\"text\": \"first\"}\n{\"text\": \"second\"}\n{\"text\": \"third\"}\n",
+        "conversation-num: 4\nrequest-count: 5\n",
+    );
+    // The pool's conversations: random.Random(7).choices([0, 1, 2], k=4) → [0, 0, 1, 0]; then the credits'
+    // picks: r = random.Random(7); [r.choice(range(4)) for _ in range(5)] → [2, 1, 3, 0, 0].
+    assert_eq!(texts, ["second", "first", "first", "first", "first"]);
+}
+
+/// A good first line of a `kind` file.
+fn fine(kind: &str) -> &'static str {
+    match kind {
+        "multi_turn" => "{\"turns\": [{\"text\": \"fine\"}]}",
+        _ => "{\"text\": \"fine\"}",
+    }
+}
+
+#[test]
+fn custom_dataset_fields_llmbench_does_not_send_are_refused_with_file_and_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (kind, line, says) in [
+        (
+            "single_turn",
+            "{\"text\": \"look\", \"image\": \"cat.png\"}",
+            "data.jsonl:2: `image`: images and audio are not sent yet (issue 32)",
+        ),
+        (
+            "single_turn",
+            "{\"texts\": [\"a\", \"b\"]}",
+            "data.jsonl:2: `texts`: 2 texts in one turn",
+        ),
+        (
+            "multi_turn",
+            "{\"turns\": [{\"text\": \"a\"}, {\"audio\": \"wav,AAAA\"}]}",
+            "data.jsonl:2: `turns[1].audio`",
+        ),
+        (
+            "single_turn",
+            "{\"text\": \"a\", \"timestamp\": 5, \"delay\": 3}",
+            "timestamp and delay cannot be set together",
+        ),
+    ] {
+        let data = write(
+            dir.path(),
+            "data.jsonl",
+            &format!("{}\n{line}\n", fine(kind)),
+        );
+        let profile = write(
+            dir.path(),
+            "p.yaml",
+            &format!(
+                "model: m\ninput-file: {}\ncustom-dataset-type: {kind}\n",
+                data.display()
+            ),
+        );
+        let output = run_profile(dir.path(), "aiperf", &profile, "bad", &[]);
+        assert!(!output.status.success(), "{line}");
+        assert!(
+            stderr(&output).contains(says),
+            "{line}: {}",
+            stderr(&output)
+        );
+    }
+    // A fixed schedule over such a file is not built, and said so at its line.
+    let data = write(
+        dir.path(),
+        "data.jsonl",
+        "{\"text\": \"fine\", \"timestamp\": 0}\n",
+    );
+    let profile = write(
+        dir.path(),
+        "p.yaml",
+        &format!(
+            "model: m\ninput-file: {}\ncustom-dataset-type: single_turn\nfixed-schedule: true\n",
+            data.display()
+        ),
+    );
+    let output = run_profile(dir.path(), "aiperf", &profile, "fixed", &[]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("p.yaml:4: `fixed-schedule`"),
+        "{}",
+        stderr(&output)
+    );
+}

@@ -28,6 +28,10 @@ use crate::workload::{
 
 #[path = "aiperf_conversations.rs"]
 mod aiperf;
+#[path = "aiperf_dataset.rs"]
+mod aiperf_dataset;
+
+pub use aiperf_dataset::AiperfDatasetError;
 
 /// Text and its exact length in tokens.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,6 +102,8 @@ pub enum ConversationError {
     },
     #[error(transparent)]
     Prompts(#[from] PromptError),
+    #[error(transparent)]
+    AiperfDataset(#[from] AiperfDatasetError),
     #[error("data: {what} is {value}, above the {max} llmbench plans for")]
     TooMany {
         what: &'static str,
@@ -155,6 +161,12 @@ pub fn build_conversations(
                 scripts: aiperf::aiperf_conversations(&synth, spec, workload.seed)?,
             }))
         }
+        DataSpec::AiperfFile(spec) => Ok(Some(ConversationSet {
+            style: Style::AiperfConversations {
+                pick_seed: workload.seed,
+            },
+            scripts: aiperf_dataset::aiperf_file_conversations(tokenizer, spec, workload.seed)?,
+        })),
         DataSpec::ConversationReplay(spec) => {
             if workload.api.kind == ApiKind::Chat {
                 return Err(ConversationError::Unsupported {

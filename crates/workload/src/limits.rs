@@ -156,6 +156,13 @@ pub fn estimate_run_memory(workload: &Workload, expected_requests: Option<u64>) 
                     s.output.as_ref().map(mean_tokens),
                 )
             }
+            // Read when the run starts, which checks its size then.
+            DataSpec::AiperfFile(f) => (
+                pool(Some(f.conversations)),
+                NOMINAL_DATASET_PROMPT_TOKENS as f64,
+                0.0,
+                f.output.as_ref().map(mean_tokens),
+            ),
             DataSpec::AiperfConversations(a) => {
                 // Every turn of every conversation is built; a prefix starts each conversation's first turn.
                 let turns = mean_tokens(&a.turns).max(1.0);

@@ -159,6 +159,7 @@ pub fn prompt_origin(workload: &Workload, nonce: u64) -> PromptOrigin {
         DataSpec::File(file) => return pinned(format!("the dataset file {}", file.path)),
         DataSpec::GuidellmFile(file) => return pinned(format!("the data file {}", file.path)),
         DataSpec::BurstGpt(file) => return pinned(format!("the BurstGPT file {}", file.path)),
+        DataSpec::AiperfFile(file) => return pinned(format!("the dataset file {}", file.path)),
         DataSpec::MooncakeTrace(_) | DataSpec::AzureTrace(_) | DataSpec::OtelTrace(_) => {
             return pinned("the trace it replays".to_owned());
         }
@@ -392,7 +393,7 @@ pub fn build_prompts(
                 what: "conversation_replay",
             });
         }
-        DataSpec::AiperfConversations(_) => {
+        DataSpec::AiperfConversations(_) | DataSpec::AiperfFile(_) => {
             return Err(PromptError::Conversational {
                 what: "AIPerf conversations",
             });

@@ -37,13 +37,14 @@
 //!   `request_latency` in ms, judged by AIPerf's definitions; `summary.json` and `profile_export_aiperf.json` carry
 //!   the good request count and goodput. Other metric tags are refused.
 //! - Multi-turn conversations (`--conversation-turn-*`) and the prompt prefix pool: `aiperf_conversation.rs`.
-//! - Still refused, by name: custom dataset types other than `mooncake_trace`, a rate or duration over a trace,
-//!   and every other flag.
+//! - Custom datasets `single_turn`, `multi_turn`, `random_pool`: `aiperf_custom.rs`.
+//! - Still refused, by name: an input file without a type, a rate or duration over a trace, and every other flag.
 
 use std::time::Duration;
 
 use super::ParseOptions;
 use super::aiperf_conversation;
+use super::aiperf_custom;
 use super::error::{WarningKind, WorkloadError};
 use super::inference_perf::set_default_seed;
 use super::limits::{self, Limit};
@@ -178,16 +179,17 @@ pub(crate) fn parse(
     let osl_stddev = osl_stddev.map(|f| stddev(ctx, &f)).transpose()?;
     // `--conversation-num` and its aliases: how many dataset entries AIPerf makes (each one turn, its lengths drawn
     // once), which its requests then reuse.
-    let entries = match m.get_any(&[
+    let entries_field = m.get_any(&[
         "conversation-num",
         "num-conversations",
         "num-sessions",
         "num-dataset-entries",
         "num-prompts",
-    ]) {
+    ]);
+    let entries = match &entries_field {
         Some(f) => {
-            let n = positive(ctx, &f)?;
-            limits::check(ctx, &f, Limit::Samples, n as f64)?;
+            let n = positive(ctx, f)?;
+            limits::check(ctx, f, Limit::Samples, n as f64)?;
             n
         }
         None => DEFAULT_DATASET_ENTRIES,
@@ -203,12 +205,34 @@ pub(crate) fn parse(
         }
         None => DEFAULT_BLOCK_SIZE as u32,
     };
-    let schedule = fixed_schedule(ctx, &mut m)?;
+    let (schedule, schedule_flag) = fixed_schedule(ctx, &mut m)?;
     let conversation = aiperf_conversation::read(ctx, &mut m)?;
 
     let input_file = m.get("input-file");
     let dataset_type = m.get("custom-dataset-type");
     match (&input_file, &dataset_type) {
+        (Some(file), Some(kind)) if aiperf_custom::file_kind(ctx, kind)?.is_some() => {
+            aiperf_custom::custom_dataset(
+                ctx,
+                &mut w,
+                aiperf_custom::Flags {
+                    file,
+                    kind,
+                    isl: isl.as_ref(),
+                    osl: osl.as_ref().map(|f| tokens(ctx, f)).transpose()?,
+                    osl_stddev,
+                    entries,
+                    entries_field: entries_field.as_ref(),
+                    conversation: &conversation,
+                    schedule_flag,
+                },
+            )?;
+            w.stages = vec![synthetic_stage(
+                &load,
+                concurrency_field.is_some().then_some(concurrency),
+                request_count,
+            )];
+        }
         (Some(file), Some(kind)) => {
             if let Some((name, line)) = load.flag() {
                 return Err(ctx.unsupported(
@@ -220,9 +244,12 @@ pub(crate) fn parse(
             }
             let kind_name = text(ctx, kind)?;
             if kind_name != "mooncake_trace" {
-                return Err(kind.unsupported(
+                return Err(kind.invalid(
                     ctx,
-                    format!("custom dataset type `{kind_name}` (mooncake_trace is supported)"),
+                    format!(
+                        "`{kind_name}` is not a custom dataset type (single_turn, multi_turn, random_pool, \
+                         mooncake_trace)"
+                    ),
                 ));
             }
             // Lengths come from the trace: AIPerf reads `input_length`/`output_length` per record and ignores
@@ -271,7 +298,8 @@ pub(crate) fn parse(
         (Some(file), None) => {
             return Err(file.unsupported(
                 ctx,
-                "an input file without `custom-dataset-type` (AIPerf would guess the format; name it: mooncake_trace)",
+                "an input file without `custom-dataset-type` (AIPerf db4f6397 then ignores the file and sends \
+                 synthetic prompts); name its type: single_turn, multi_turn, random_pool or mooncake_trace",
             ));
         }
         (None, Some(kind)) => {
@@ -282,10 +310,10 @@ pub(crate) fn parse(
             ));
         }
         (None, None) => {
-            if schedule != FixedSchedule::default() {
+            if let Some((key, line)) = schedule_flag {
                 return Err(ctx.invalid(
-                    "fixed-schedule",
-                    0,
+                    &key,
+                    line,
                     "the fixed-schedule options need a trace (`input-file`, `custom-dataset-type: mooncake_trace`)",
                 ));
             }
@@ -515,18 +543,24 @@ fn synthetic_stage(load: &Load, concurrency: Option<u32>, request_count: u64) ->
 
 /// `--fixed-schedule`, `--fixed-schedule-auto-offset`, `--fixed-schedule-start-offset`,
 /// `--fixed-schedule-end-offset` (ms) and `--fixed-schedule-speedup`, checked as AIPerf's `InputConfig` checks them.
-fn fixed_schedule(ctx: &Ctx, m: &mut MapReader<'_>) -> Result<FixedSchedule, WorkloadError> {
+fn fixed_schedule(
+    ctx: &Ctx,
+    m: &mut MapReader<'_>,
+) -> Result<(FixedSchedule, Option<(String, u32)>), WorkloadError> {
     let mut schedule = FixedSchedule::default();
-    if let Some(f) = m.take("fixed-schedule")
-        && !flag(ctx, &f)?
-    {
-        return Err(f.unsupported(
-            ctx,
-            "turning the fixed schedule off for a trace with timestamps",
-        ));
+    let mut first: Option<(String, u32)> = None;
+    if let Some(f) = m.take("fixed-schedule") {
+        if !flag(ctx, &f)? {
+            return Err(f.unsupported(
+                ctx,
+                "turning the fixed schedule off for a trace with timestamps",
+            ));
+        }
+        first = Some((f.path.clone(), f.line));
     }
     if let Some(f) = m.take("fixed-schedule-auto-offset") {
         schedule.auto_offset = flag(ctx, &f)?;
+        first.get_or_insert((f.path.clone(), f.line));
     }
     let start = m.get("fixed-schedule-start-offset");
     if let Some(f) = &start {
@@ -537,6 +571,7 @@ fn fixed_schedule(ctx: &Ctx, m: &mut MapReader<'_>) -> Result<FixedSchedule, Wor
             ));
         }
         schedule.start_offset_ms = Some(non_negative(ctx, f)?);
+        first.get_or_insert((f.path.clone(), f.line));
     }
     if let Some(f) = m.get("fixed-schedule-end-offset") {
         let end = non_negative(ctx, &f)?;
@@ -547,6 +582,7 @@ fn fixed_schedule(ctx: &Ctx, m: &mut MapReader<'_>) -> Result<FixedSchedule, Wor
             ));
         }
         schedule.end_offset_ms = Some(end);
+        first.get_or_insert((f.path.clone(), f.line));
     }
     if let Some(f) = m.get("fixed-schedule-speedup") {
         let v = number(ctx, &f)?;
@@ -554,8 +590,9 @@ fn fixed_schedule(ctx: &Ctx, m: &mut MapReader<'_>) -> Result<FixedSchedule, Wor
             return Err(f.invalid(ctx, format!("must be a number greater than 0, found {v}")));
         }
         schedule.speedup = v;
+        first.get_or_insert((f.path.clone(), f.line));
     }
-    Ok(schedule)
+    Ok((schedule, first))
 }
 
 /// `--extra-inputs` (or a list of them): merged into every request body after AIPerf's own fields, later entries
@@ -956,7 +993,7 @@ mod tests {
             .expect_err("refused")
             .to_string();
         assert!(err.contains("exactly one colon"), "{err}");
-        let err = parse_text("model: m\ninput-file: x\ncustom-dataset-type: single_turn\n")
+        let err = parse_text("model: m\ninput-file: x\ncustom-dataset-type: sharegpt\n")
             .expect_err("refused")
             .to_string();
         assert!(err.contains("p.yaml:3: `custom-dataset-type`"), "{err}");

@@ -796,6 +796,8 @@ pub enum DataSpec {
     MooncakeTrace(MooncakeTraceData),
     /// AIPerf's synthetic conversations of several turns, or with a prompt prefix pool.
     AiperfConversations(AiperfConversations),
+    /// AIPerf `--input-file` with `--custom-dataset-type single_turn`, `multi_turn` or `random_pool`.
+    AiperfFile(AiperfFile),
     /// inference-perf `random` data with `data.trace`: one prompt of each row's `ContextTokens` random tokens
     /// and `max_tokens` of its `GeneratedTokens` (`datagen/synthetic/random_datagen.py`).
     AzureTrace(AzureTraceData),
@@ -857,6 +859,26 @@ pub struct AiperfConversations {
     pub output: Option<TokenLengths>,
     /// `--prompt-prefix-pool-size` prefixes of `--prompt-prefix-length` tokens.
     pub prefix_pool: Option<AiperfPrefixPool>,
+}
+
+/// An AIPerf custom dataset file other than a Mooncake trace (`aiperf/dataset/loader/`), read when the run
+/// starts; see `aiperf_dataset.rs` for each layout.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AiperfFile {
+    pub path: String,
+    pub kind: AiperfFileKind,
+    /// `--conversation-num`: how many conversations `random_pool` samples from its pool (the other layouts have
+    /// one conversation per line or session).
+    pub conversations: u64,
+    /// `--osl`/`--osl-stddev`: every turn's `max_tokens`, drawn per turn (`_finalize_turn`); `None`: none sent.
+    pub output: Option<TokenLengths>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AiperfFileKind {
+    SingleTurn,
+    MultiTurn,
+    RandomPool,
 }
 
 /// AIPerf's prefix prompt pool (`PromptGenerator._create_prefix_prompt_pool`).
