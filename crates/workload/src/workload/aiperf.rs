@@ -238,8 +238,11 @@ pub(crate) fn parse(
                 return Err(ctx.unsupported(
                     name,
                     line,
-                    "a request rate, benchmark duration or warm-up over a trace (AIPerf's rate loop over its \
-                     records is not implemented; its fixed schedule and concurrency are)",
+                    "a request rate, benchmark duration or warm-up over a trace (not implemented: AIPerf db4f6397 \
+                     runs a trace without timestamps with its rate loop, each credit the next session in file \
+                     order, wrapping, as many credits as the file has records; with timestamps its fixed schedule \
+                     takes over and leaves the rate unused; llmbench replays traces on the fixed schedule or at a \
+                     concurrency)",
                 ));
             }
             let kind_name = text(ctx, kind)?;
