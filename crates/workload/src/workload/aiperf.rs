@@ -301,8 +301,8 @@ pub(crate) fn parse(
         (Some(file), None) => {
             return Err(file.unsupported(
                 ctx,
-                "an input file without `custom-dataset-type` (AIPerf db4f6397 then ignores the file and sends \
-                 synthetic prompts); name its type: single_turn, multi_turn, random_pool or mooncake_trace",
+                "an input file without `custom-dataset-type` (AIPerf db4f6397 would ignore the file and send \
+                 synthetic prompts; name its type: single_turn, multi_turn, random_pool or mooncake_trace)",
             ));
         }
         (None, Some(kind)) => {
