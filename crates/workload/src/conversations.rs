@@ -26,6 +26,13 @@ use crate::workload::{
     TokenLengths, Workload,
 };
 
+#[path = "aiperf_conversations.rs"]
+mod aiperf;
+#[path = "aiperf_dataset.rs"]
+mod aiperf_dataset;
+
+pub use aiperf_dataset::AiperfDatasetError;
+
 /// Text and its exact length in tokens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Piece {
@@ -70,6 +77,12 @@ pub enum Style {
     /// built as the run goes, see [`ReplayPlan`]), and `scripts` is empty. How requests map to conversations and
     /// turns, and how a turn's prompt is built, is in `engine::conversation`.
     InferencePerfReplay(Arc<ReplayPlan>),
+    /// AIPerf's synthetic conversations (`workers/worker.py`, `dataset/dataset_manager.py`): a request slot is a
+    /// credit, and a credit is a whole conversation — picked with `random.Random(pick_seed).choice` (the
+    /// dataset manager's generator, seeded by `--random-seed`) — whose turns it sends one after the other, each
+    /// as soon as the previous one returned and each alone: no earlier turn, no answer. A failed turn does not
+    /// stop the rest. Built by `aiperf::aiperf_conversations`.
+    AiperfConversations { pick_seed: u64 },
 }
 
 /// A run's conversations.
@@ -89,6 +102,8 @@ pub enum ConversationError {
     },
     #[error(transparent)]
     Prompts(#[from] PromptError),
+    #[error(transparent)]
+    AiperfDataset(#[from] AiperfDatasetError),
     #[error("data: {what} is {value}, above the {max} llmbench plans for")]
     TooMany {
         what: &'static str,
@@ -137,6 +152,21 @@ pub fn build_conversations(
                 scripts: guidellm_conversations(&synth, text, workload.seed, expected_requests)?,
             }))
         }
+        DataSpec::AiperfConversations(spec) => {
+            let synth = Synthesizer::new(tokenizer)?;
+            Ok(Some(ConversationSet {
+                style: Style::AiperfConversations {
+                    pick_seed: workload.seed,
+                },
+                scripts: aiperf::aiperf_conversations(&synth, spec, workload.seed)?,
+            }))
+        }
+        DataSpec::AiperfFile(spec) => Ok(Some(ConversationSet {
+            style: Style::AiperfConversations {
+                pick_seed: workload.seed,
+            },
+            scripts: aiperf_dataset::aiperf_file_conversations(tokenizer, spec, workload.seed)?,
+        })),
         DataSpec::ConversationReplay(spec) => {
             if workload.api.kind == ApiKind::Chat {
                 return Err(ConversationError::Unsupported {

@@ -156,6 +156,26 @@ pub fn estimate_run_memory(workload: &Workload, expected_requests: Option<u64>) 
                     s.output.as_ref().map(mean_tokens),
                 )
             }
+            // Read when the run starts, which checks its size then.
+            DataSpec::AiperfFile(f) => (
+                pool(Some(f.conversations)),
+                NOMINAL_DATASET_PROMPT_TOKENS as f64,
+                0.0,
+                f.output.as_ref().map(mean_tokens),
+            ),
+            DataSpec::AiperfConversations(a) => {
+                // Every turn of every conversation is built; a prefix starts each conversation's first turn.
+                let turns = mean_tokens(&a.turns).max(1.0);
+                let (pool_tokens, prefix) = a.prefix_pool.map_or((0.0, 0.0), |p| {
+                    ((p.size * p.tokens) as f64, p.tokens as f64)
+                });
+                (
+                    saturating(a.conversations as f64 * turns).clamp(1, MAX_PROMPTS),
+                    mean_tokens(&a.prompt) + prefix / turns,
+                    pool_tokens,
+                    a.output.as_ref().map(mean_tokens),
+                )
+            }
             DataSpec::SharedPrefix(p) => {
                 // Every prompt of every group is built, whatever the pool.
                 let n = p.num_groups.saturating_mul(p.num_prompts_per_group);

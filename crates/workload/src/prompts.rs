@@ -161,6 +161,7 @@ pub fn prompt_origin(workload: &Workload, nonce: u64) -> PromptOrigin {
         DataSpec::GuidellmFile(file) => return pinned(format!("the data file {}", file.path)),
         DataSpec::BurstGpt(file) => return pinned(format!("the BurstGPT file {}", file.path)),
         DataSpec::VllmHf(hf) => return pinned(format!("the dataset {}", hf.path)),
+        DataSpec::AiperfFile(file) => return pinned(format!("the dataset file {}", file.path)),
         DataSpec::MooncakeTrace(_) | DataSpec::AzureTrace(_) | DataSpec::OtelTrace(_) => {
             return pinned("the trace it replays".to_owned());
         }
@@ -174,6 +175,7 @@ pub fn prompt_origin(workload: &Workload, nonce: u64) -> PromptOrigin {
         | DataSpec::Random(_)
         | DataSpec::SharedPrefix(_)
         | DataSpec::SyntheticText(_)
+        | DataSpec::AiperfConversations(_)
         | DataSpec::ConversationReplay(_) => {}
     }
     match workload.seed_origin {
@@ -197,6 +199,7 @@ pub fn shares_prefixes(workload: &Workload) -> bool {
         DataSpec::SharedPrefix(_) | DataSpec::Sonnet(_) => true,
         DataSpec::Random(random) => random.prefix_len > 0,
         DataSpec::SyntheticText(text) => !text.prefix_buckets.is_empty(),
+        DataSpec::AiperfConversations(a) => a.prefix_pool.is_some(),
         _ => false,
     }
 }
@@ -397,6 +400,11 @@ pub fn build_prompts(
         DataSpec::ConversationReplay(_) => {
             return Err(PromptError::Conversational {
                 what: "conversation_replay",
+            });
+        }
+        DataSpec::AiperfConversations(_) | DataSpec::AiperfFile(_) => {
+            return Err(PromptError::Conversational {
+                what: "AIPerf conversations",
             });
         }
         DataSpec::MooncakeTrace(_) | DataSpec::AzureTrace(_) | DataSpec::OtelTrace(_) => {

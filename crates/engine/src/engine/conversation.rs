@@ -22,6 +22,7 @@ use llmbench_workload::conversations::{
 use llmbench_workload::data::{ChatMessage, Prompt};
 use llmbench_workload::request::{BodySettings, prepare};
 use llmbench_workload::workload::ApiKind;
+use llmbench_workload::workload::py_random::PyRandom;
 
 /// A run's conversations in progress.
 #[derive(Debug)]
@@ -42,6 +43,15 @@ enum State {
     Turns(Mutex<TurnQueue>),
     /// inference-perf `conversation_replay`.
     Replay(Replay),
+    /// AIPerf: the dataset manager's generator, which picks each credit's conversation, and the credits so far.
+    Aiperf(Mutex<AiperfPicks>),
+}
+
+/// AIPerf's `DatasetManager._return_any_conversation`: `random.Random(--random-seed).choice(session_ids)`.
+#[derive(Debug)]
+struct AiperfPicks {
+    rng: PyRandom,
+    credits: u32,
 }
 
 /// inference-perf `conversation_replay` in progress (`conversation_replay_datagen.py`, `apis/user_session.py`,
@@ -294,6 +304,8 @@ enum Pending {
         sent: Piece,
     },
     Conversation(Live),
+    /// An AIPerf turn: nothing carries over to the next.
+    Alone,
     Replay {
         guard: OwnedMutexGuard<ReplaySession>,
         /// This turn's prompt as sent (after any truncation).
@@ -320,6 +332,10 @@ impl Conversations {
                     .collect(),
             ),
             Style::GuidellmTurns => State::Turns(Mutex::new(TurnQueue::default())),
+            Style::AiperfConversations { pick_seed } => State::Aiperf(Mutex::new(AiperfPicks {
+                rng: PyRandom::seed(*pick_seed),
+                credits: 0,
+            })),
             Style::InferencePerfReplay(plan) => {
                 let slots = (0..plan.conversations.len() as u32)
                     .map(|c| {
@@ -343,8 +359,10 @@ impl Conversations {
                 })
             }
         };
-        let tags_turns = matches!(state, State::Sessions(_) | State::Replay(_))
-            || set.scripts.iter().any(|s| s.turns.len() > 1);
+        let tags_turns = matches!(
+            state,
+            State::Sessions(_) | State::Replay(_) | State::Aiperf(_)
+        ) || set.scripts.iter().any(|s| s.turns.len() > 1);
         Conversations {
             scripts: set.scripts,
             settings,
@@ -353,10 +371,48 @@ impl Conversations {
         }
     }
 
+    /// AIPerf: the turns of the conversation the next credit sends, in order, each to be sent when the previous
+    /// one returned; `None` for the other tools, whose request slot sends one turn ([`Conversations::begin`]).
+    pub fn whole_conversation(&self) -> Option<Vec<Turn>> {
+        let State::Aiperf(picks) = &self.state else {
+            return None;
+        };
+        let (credit, script) = {
+            let mut picks = picks.lock().unwrap_or_else(PoisonError::into_inner);
+            let credit = picks.credits;
+            picks.credits = picks.credits.wrapping_add(1);
+            (
+                credit,
+                picks.rng.choice_index(self.scripts.len()).unwrap_or(0),
+            )
+        };
+        let script = self.scripts.get(script)?;
+        Some(
+            script
+                .turns
+                .iter()
+                .enumerate()
+                .map(|(t, turn)| Turn {
+                    request: self.body(
+                        Body::CompletionText(turn.text.text.clone(), turn.text.tokens),
+                        turn.max_tokens,
+                    ),
+                    of: TurnOf {
+                        id: credit,
+                        turn: t as u32,
+                    },
+                    pending: Pending::Alone,
+                })
+                .collect(),
+        )
+    }
+
     /// The turn that request `id` (run-wide, in issue order) of stage `stage` sends; `None` when `cancel` fires
     /// first (an inference-perf round waiting for its session's previous round).
     pub async fn begin(&self, id: u64, stage: u32, cancel: &Flag) -> Option<Turn> {
         match &self.state {
+            // Sent whole, by `whole_conversation`.
+            State::Aiperf(_) => None,
             State::Replay(replay) => self.replay_turn(replay, stage, cancel).await,
             State::Sessions(sessions) => {
                 let user = (id % sessions.len() as u64) as usize;
@@ -441,6 +497,7 @@ impl Conversations {
         let succeeded = record.succeeded();
         let answer_tokens = record.output_tokens();
         match turn.pending {
+            Pending::Alone => Vec::new(),
             Pending::Session { mut guard, sent } => {
                 if succeeded {
                     guard.context = Piece {
@@ -917,6 +974,38 @@ mod tests {
                 .text(a);
         }
         record.build()
+    }
+
+    #[test]
+    fn an_aiperf_credit_is_a_seeded_pick_of_conversation_whose_turns_each_go_alone() {
+        let set = ConversationSet {
+            style: Style::AiperfConversations { pick_seed: 42 },
+            scripts: vec![
+                script(None, &["zero one", "zero two"]),
+                script(None, &["one one"]),
+                script(None, &["two one", "two two", "two three"]),
+            ],
+        };
+        let conversations = Conversations::new(set, settings(ApiKind::Chat));
+        let firsts: Vec<Value> = (0..4)
+            .map(|credit| {
+                let turns = conversations
+                    .whole_conversation()
+                    .expect("AIPerf sends whole conversations");
+                assert!(turns.iter().enumerate().all(|(t, turn)| turn.of
+                    == TurnOf {
+                        id: credit,
+                        turn: t as u32
+                    }));
+                // Each turn alone: one user message, no earlier turn and no answer.
+                for turn in &turns {
+                    assert_eq!(body(turn)["messages"].as_array().map(Vec::len), Some(1));
+                }
+                body(&turns[0])["messages"][0]["content"].clone()
+            })
+            .collect();
+        // CPython: r = random.Random(42); [r.choice([0, 1, 2]) for _ in range(4)] → [2, 0, 0, 2].
+        assert_eq!(firsts, ["two one", "zero one", "zero one", "two one"]);
     }
 
     #[tokio::test]

@@ -1019,6 +1019,9 @@ impl StageContext {
             // Only a trace's own stages send its requests (`trace::run_trace`), and `run` refuses any other.
             Requests::Trace => false,
             Requests::Conversations(conversations) => {
+                if let Some(turns) = conversations.whole_conversation() {
+                    return self.issue_conversation(conversations, turns, issue).await;
+                }
                 let Some(turn) = conversations.begin(id, self.stage, cancel).await else {
                     // Stopped while waiting for the session's previous round: never sent.
                     return false;
@@ -1043,6 +1046,42 @@ impl StageContext {
                 connection_failed
             }
         }
+    }
+
+    /// AIPerf's credit (`Worker._execute_single_credit_internal`): the conversation's turns one after the other,
+    /// the first under `first`'s id and time, each later one under a new id as soon as the previous returned. A
+    /// failed turn does not stop the rest; cancelling what is in flight does. Returns whether the last turn sent failed before
+    /// the server answered anything.
+    async fn issue_conversation(
+        &self,
+        conversations: &Conversations,
+        turns: Vec<conversation::Turn>,
+        first: Issue,
+    ) -> bool {
+        let cancel = self.control.in_flight();
+        let mut connection_failed = false;
+        for (index, turn) in turns.into_iter().enumerate() {
+            let issue = if index == 0 {
+                first
+            } else {
+                // The credit is in flight until it returns: only a cancellation of what is in flight (AIPerf's
+                // grace period ending) stops its later turns, not the end of issuing.
+                if cancel.is_raised() {
+                    break;
+                }
+                Issue {
+                    id: self.next_id.fetch_add(1, Ordering::Relaxed),
+                    stage: self.stage,
+                    scheduled_ns: self.clock.now_ns(),
+                }
+            };
+            self.went_out(&issue, &turn.request, false);
+            let mut record =
+                client::execute(&self.target, &turn.request, issue, &self.clock, cancel).await;
+            conversations.finish(turn, &mut record, false, self.clock.now_ns());
+            connection_failed = self.record(record);
+        }
+        connection_failed
     }
 
     /// Counts `request` as sent now and hands its sent entry to the writer: the last step before the client sends

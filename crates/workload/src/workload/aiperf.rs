@@ -36,13 +36,15 @@
 //! - `--goodput` (`good_request_count_metric.py`): `time_to_first_token`, `inter_token_latency`,
 //!   `request_latency` in ms, judged by AIPerf's definitions; `summary.json` and `profile_export_aiperf.json` carry
 //!   the good request count and goodput. Other metric tags are refused.
-//! - Still refused, by name: custom dataset types other than
-//!   `mooncake_trace`, a rate or duration over a trace, goodput, multi-turn (`conversation-*`), prefix pools,
-//!   headers, and every other flag.
+//! - Multi-turn conversations (`--conversation-turn-*`) and the prompt prefix pool: `aiperf_conversation.rs`.
+//! - Custom datasets `single_turn`, `multi_turn`, `random_pool`: `aiperf_custom.rs`.
+//! - Still refused, by name: an input file without a type, a rate or duration over a trace, and every other flag.
 
 use std::time::Duration;
 
 use super::ParseOptions;
+use super::aiperf_conversation;
+use super::aiperf_custom;
 use super::error::{WarningKind, WorkloadError};
 use super::inference_perf::set_default_seed;
 use super::limits::{self, Limit};
@@ -177,16 +179,17 @@ pub(crate) fn parse(
     let osl_stddev = osl_stddev.map(|f| stddev(ctx, &f)).transpose()?;
     // `--conversation-num` and its aliases: how many dataset entries AIPerf makes (each one turn, its lengths drawn
     // once), which its requests then reuse.
-    let entries = match m.get_any(&[
+    let entries_field = m.get_any(&[
         "conversation-num",
         "num-conversations",
         "num-sessions",
         "num-dataset-entries",
         "num-prompts",
-    ]) {
+    ]);
+    let entries = match &entries_field {
         Some(f) => {
-            let n = positive(ctx, &f)?;
-            limits::check(ctx, &f, Limit::Samples, n as f64)?;
+            let n = positive(ctx, f)?;
+            limits::check(ctx, f, Limit::Samples, n as f64)?;
             n
         }
         None => DEFAULT_DATASET_ENTRIES,
@@ -202,25 +205,54 @@ pub(crate) fn parse(
         }
         None => DEFAULT_BLOCK_SIZE as u32,
     };
-    let schedule = fixed_schedule(ctx, &mut m)?;
+    let (schedule, schedule_flag) = fixed_schedule(ctx, &mut m)?;
+    let conversation = aiperf_conversation::read(ctx, &mut m)?;
 
     let input_file = m.get("input-file");
     let dataset_type = m.get("custom-dataset-type");
     match (&input_file, &dataset_type) {
+        (Some(file), Some(kind)) if aiperf_custom::file_kind(ctx, kind)?.is_some() => {
+            aiperf_custom::custom_dataset(
+                ctx,
+                &mut w,
+                aiperf_custom::Flags {
+                    file,
+                    kind,
+                    isl: isl.as_ref(),
+                    osl: osl.as_ref().map(|f| tokens(ctx, f)).transpose()?,
+                    osl_stddev,
+                    entries,
+                    entries_field: entries_field.as_ref(),
+                    conversation: &conversation,
+                    schedule_flag,
+                },
+            )?;
+            w.stages = vec![synthetic_stage(
+                &load,
+                concurrency_field.is_some().then_some(concurrency),
+                request_count,
+            )];
+        }
         (Some(file), Some(kind)) => {
             if let Some((name, line)) = load.flag() {
                 return Err(ctx.unsupported(
                     name,
                     line,
-                    "a request rate, benchmark duration or warm-up over a trace (AIPerf's rate loop over its \
-                     records is not implemented; its fixed schedule and concurrency are)",
+                    "a request rate, benchmark duration or warm-up over a trace (not implemented: AIPerf db4f6397 \
+                     runs a trace without timestamps with its rate loop, each credit the next session in file \
+                     order, wrapping, as many credits as the file has records; with timestamps its fixed schedule \
+                     takes over and leaves the rate unused; llmbench replays traces on the fixed schedule or at a \
+                     concurrency)",
                 ));
             }
             let kind_name = text(ctx, kind)?;
             if kind_name != "mooncake_trace" {
-                return Err(kind.unsupported(
+                return Err(kind.invalid(
                     ctx,
-                    format!("custom dataset type `{kind_name}` (mooncake_trace is supported)"),
+                    format!(
+                        "`{kind_name}` is not a custom dataset type (single_turn, multi_turn, random_pool, \
+                         mooncake_trace)"
+                    ),
                 ));
             }
             // Lengths come from the trace: AIPerf reads `input_length`/`output_length` per record and ignores
@@ -231,6 +263,15 @@ pub(crate) fn parse(
                     f.line,
                     WarningKind::Ignored,
                     "a mooncake trace sets each request's lengths",
+                );
+            }
+            if let Some((key, line)) = &conversation.first {
+                ctx.warn(
+                    key,
+                    *line,
+                    WarningKind::Ignored,
+                    "a mooncake trace's records are its turns and prompts (AIPerf's synthetic conversations and \
+                     prefix pool are not used for one)",
                 );
             }
             if let Some(f) = &request_count_field {
@@ -260,7 +301,8 @@ pub(crate) fn parse(
         (Some(file), None) => {
             return Err(file.unsupported(
                 ctx,
-                "an input file without `custom-dataset-type` (AIPerf would guess the format; name it: mooncake_trace)",
+                "an input file without `custom-dataset-type` (AIPerf db4f6397 would ignore the file and send \
+                 synthetic prompts; name its type: single_turn, multi_turn, random_pool or mooncake_trace)",
             ));
         }
         (None, Some(kind)) => {
@@ -271,10 +313,10 @@ pub(crate) fn parse(
             ));
         }
         (None, None) => {
-            if schedule != FixedSchedule::default() {
+            if let Some((key, line)) = schedule_flag {
                 return Err(ctx.invalid(
-                    "fixed-schedule",
-                    0,
+                    &key,
+                    line,
                     "the fixed-schedule options need a trace (`input-file`, `custom-dataset-type: mooncake_trace`)",
                 ));
             }
@@ -283,15 +325,25 @@ pub(crate) fn parse(
                 None => DEFAULT_ISL,
             };
             let output = osl.as_ref().map(|f| tokens(ctx, f)).transpose()?;
-            w.data = DataSpec::SyntheticText(SyntheticText {
-                prompt: lengths(input, isl_stddev),
-                // AIPerf samples `max_tokens` only when `--osl` is given; a stddev alone sends none.
-                output: output.map(|mean| lengths(mean, osl_stddev)),
-                turns: 1,
-                prefix_buckets: Vec::new(),
-                samples: entries,
-                think_time: None,
-            });
+            w.data = if conversation.needs_conversations() {
+                DataSpec::AiperfConversations(AiperfConversations {
+                    conversations: entries,
+                    turns: conversation.turns,
+                    prompt: lengths(input, isl_stddev),
+                    output: output.map(|mean| lengths(mean, osl_stddev)),
+                    prefix_pool: conversation.prefix_pool,
+                })
+            } else {
+                DataSpec::SyntheticText(SyntheticText {
+                    prompt: lengths(input, isl_stddev),
+                    // AIPerf samples `max_tokens` only when `--osl` is given; a stddev alone sends none.
+                    output: output.map(|mean| lengths(mean, osl_stddev)),
+                    turns: 1,
+                    prefix_buckets: Vec::new(),
+                    samples: entries,
+                    think_time: None,
+                })
+            };
             w.stages = vec![synthetic_stage(
                 &load,
                 concurrency_field.is_some().then_some(concurrency),
@@ -313,7 +365,9 @@ pub(crate) fn parse(
             key.line,
             "this aiperf flag (known: model, url, endpoint-type, endpoint, streaming, concurrency, request-count, \
              request-rate, request-rate-mode, random-seed, benchmark-duration, benchmark-grace-period, \
-             warmup-request-count, isl, osl, isl-stddev, osl-stddev, conversation-num, \
+             warmup-request-count, isl, osl, isl-stddev, osl-stddev, conversation-num, conversation-turn-mean, \
+             conversation-turn-stddev, conversation-turn-delay-mean/stddev/ratio, prompt-prefix-pool-size, \
+             prompt-prefix-length, \
              extra-inputs, header, goodput, input-file, custom-dataset-type, use-server-token-count, tokenizer-trust-remote-code, \
              no-server-metrics, isl-block-size, fixed-schedule*)",
         ));
@@ -492,18 +546,24 @@ fn synthetic_stage(load: &Load, concurrency: Option<u32>, request_count: u64) ->
 
 /// `--fixed-schedule`, `--fixed-schedule-auto-offset`, `--fixed-schedule-start-offset`,
 /// `--fixed-schedule-end-offset` (ms) and `--fixed-schedule-speedup`, checked as AIPerf's `InputConfig` checks them.
-fn fixed_schedule(ctx: &Ctx, m: &mut MapReader<'_>) -> Result<FixedSchedule, WorkloadError> {
+fn fixed_schedule(
+    ctx: &Ctx,
+    m: &mut MapReader<'_>,
+) -> Result<(FixedSchedule, Option<(String, u32)>), WorkloadError> {
     let mut schedule = FixedSchedule::default();
-    if let Some(f) = m.take("fixed-schedule")
-        && !flag(ctx, &f)?
-    {
-        return Err(f.unsupported(
-            ctx,
-            "turning the fixed schedule off for a trace with timestamps",
-        ));
+    let mut first: Option<(String, u32)> = None;
+    if let Some(f) = m.take("fixed-schedule") {
+        if !flag(ctx, &f)? {
+            return Err(f.unsupported(
+                ctx,
+                "turning the fixed schedule off for a trace with timestamps",
+            ));
+        }
+        first = Some((f.path.clone(), f.line));
     }
     if let Some(f) = m.take("fixed-schedule-auto-offset") {
         schedule.auto_offset = flag(ctx, &f)?;
+        first.get_or_insert((f.path.clone(), f.line));
     }
     let start = m.get("fixed-schedule-start-offset");
     if let Some(f) = &start {
@@ -514,6 +574,7 @@ fn fixed_schedule(ctx: &Ctx, m: &mut MapReader<'_>) -> Result<FixedSchedule, Wor
             ));
         }
         schedule.start_offset_ms = Some(non_negative(ctx, f)?);
+        first.get_or_insert((f.path.clone(), f.line));
     }
     if let Some(f) = m.get("fixed-schedule-end-offset") {
         let end = non_negative(ctx, &f)?;
@@ -524,6 +585,7 @@ fn fixed_schedule(ctx: &Ctx, m: &mut MapReader<'_>) -> Result<FixedSchedule, Wor
             ));
         }
         schedule.end_offset_ms = Some(end);
+        first.get_or_insert((f.path.clone(), f.line));
     }
     if let Some(f) = m.get("fixed-schedule-speedup") {
         let v = number(ctx, &f)?;
@@ -531,8 +593,9 @@ fn fixed_schedule(ctx: &Ctx, m: &mut MapReader<'_>) -> Result<FixedSchedule, Wor
             return Err(f.invalid(ctx, format!("must be a number greater than 0, found {v}")));
         }
         schedule.speedup = v;
+        first.get_or_insert((f.path.clone(), f.line));
     }
-    Ok(schedule)
+    Ok((schedule, first))
 }
 
 /// `--extra-inputs` (or a list of them): merged into every request body after AIPerf's own fields, later entries
@@ -721,7 +784,7 @@ fn coerce_value(value: &str) -> serde_json::Value {
 
 /// A length of `mean` tokens with AIPerf's stddev: `sample_positive_normal_integer(mean, stddev)` per dataset
 /// entry; a stddev of 0 draws the mean itself.
-fn lengths(mean: u64, stddev: Option<f64>) -> TokenLengths {
+pub(super) fn lengths(mean: u64, stddev: Option<f64>) -> TokenLengths {
     match stddev {
         Some(std_dev) if std_dev > 0.0 => TokenLengths {
             shape: LengthShape::PositiveNormal {
@@ -744,7 +807,7 @@ fn stddev(ctx: &Ctx, f: &At<'_>) -> Result<f64, WorkloadError> {
     Ok(v)
 }
 
-fn non_negative(ctx: &Ctx, f: &At<'_>) -> Result<u64, WorkloadError> {
+pub(super) fn non_negative(ctx: &Ctx, f: &At<'_>) -> Result<u64, WorkloadError> {
     let v = number(ctx, f)?;
     if v.fract() != 0.0 || v < 0.0 {
         return Err(f.invalid(
@@ -755,7 +818,7 @@ fn non_negative(ctx: &Ctx, f: &At<'_>) -> Result<u64, WorkloadError> {
     Ok(v as u64)
 }
 
-fn positive(ctx: &Ctx, f: &At<'_>) -> Result<u64, WorkloadError> {
+pub(super) fn positive(ctx: &Ctx, f: &At<'_>) -> Result<u64, WorkloadError> {
     let n = non_negative(ctx, f)?;
     if n == 0 {
         return Err(f.invalid(ctx, "must be at least 1"));
@@ -915,11 +978,11 @@ mod tests {
 
     #[test]
     fn unknown_flags_and_unsupported_values_are_refused_with_their_line() {
-        let err = parse_text("model: m\nconversation-turn-mean: 5\n")
+        let err = parse_text("model: m\nrequest-cancellation-rate: 5\n")
             .expect_err("refused")
             .to_string();
         assert!(
-            err.starts_with("p.yaml:2: `conversation-turn-mean`"),
+            err.starts_with("p.yaml:2: `request-cancellation-rate`"),
             "{err}"
         );
         let err = parse_text("model: m\nextra-inputs: temperature:0.5,stream:false\n")
@@ -933,7 +996,7 @@ mod tests {
             .expect_err("refused")
             .to_string();
         assert!(err.contains("exactly one colon"), "{err}");
-        let err = parse_text("model: m\ninput-file: x\ncustom-dataset-type: single_turn\n")
+        let err = parse_text("model: m\ninput-file: x\ncustom-dataset-type: sharegpt\n")
             .expect_err("refused")
             .to_string();
         assert!(err.contains("p.yaml:3: `custom-dataset-type`"), "{err}");

@@ -10,6 +10,8 @@
 //! ```
 
 mod aiperf;
+mod aiperf_conversation;
+mod aiperf_custom;
 pub mod azure_trace;
 pub mod capacity;
 pub mod circuit_breaker;

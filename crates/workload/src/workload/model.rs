@@ -797,6 +797,10 @@ pub enum DataSpec {
     ConversationReplay(ConversationReplay),
     /// AIPerf `mooncake_trace`: JSONL records whose `hash_ids` name shared prompt blocks.
     MooncakeTrace(MooncakeTraceData),
+    /// AIPerf's synthetic conversations of several turns, or with a prompt prefix pool.
+    AiperfConversations(AiperfConversations),
+    /// AIPerf `--input-file` with `--custom-dataset-type single_turn`, `multi_turn` or `random_pool`.
+    AiperfFile(AiperfFile),
     /// inference-perf `random` data with `data.trace`: one prompt of each row's `ContextTokens` random tokens
     /// and `max_tokens` of its `GeneratedTokens` (`datagen/synthetic/random_datagen.py`).
     AzureTrace(AzureTraceData),
@@ -840,6 +844,51 @@ pub enum OtelTraceSource {
 pub struct AzureTraceData {
     /// `data.trace.file`.
     pub path: String,
+}
+
+/// AIPerf's synthetic dataset when it is more than single prompts (`aiperf/dataset/composer/synthetic.py`):
+/// `conversations` conversations, each of a number of turns drawn once, each turn with its own prompt length and
+/// `max_tokens` drawn; the first turn of each starts with a prefix from the pool. See
+/// `workload/aiperf_conversation.rs` for how AIPerf sends them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AiperfConversations {
+    /// `--conversation-num` (default 100).
+    pub conversations: u64,
+    /// `--conversation-turn-mean`/`--conversation-turn-stddev`.
+    pub turns: TokenLengths,
+    /// `--isl`/`--isl-stddev`, drawn per turn.
+    pub prompt: TokenLengths,
+    /// `--osl`/`--osl-stddev`, drawn per turn; `None`: no `max_tokens` is sent.
+    pub output: Option<TokenLengths>,
+    /// `--prompt-prefix-pool-size` prefixes of `--prompt-prefix-length` tokens.
+    pub prefix_pool: Option<AiperfPrefixPool>,
+}
+
+/// An AIPerf custom dataset file other than a Mooncake trace (`aiperf/dataset/loader/`), read when the run
+/// starts; see `aiperf_dataset.rs` for each layout.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AiperfFile {
+    pub path: String,
+    pub kind: AiperfFileKind,
+    /// `--conversation-num`: how many conversations `random_pool` samples from its pool (the other layouts have
+    /// one conversation per line or session).
+    pub conversations: u64,
+    /// `--osl`/`--osl-stddev`: every turn's `max_tokens`, drawn per turn (`_finalize_turn`); `None`: none sent.
+    pub output: Option<TokenLengths>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AiperfFileKind {
+    SingleTurn,
+    MultiTurn,
+    RandomPool,
+}
+
+/// AIPerf's prefix prompt pool (`PromptGenerator._create_prefix_prompt_pool`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AiperfPrefixPool {
+    pub size: u64,
+    pub tokens: u64,
 }
 
 /// A Mooncake trace file and how its prompts are made (AIPerf `--input-file`, `--custom-dataset-type

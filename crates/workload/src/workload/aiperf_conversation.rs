@@ -1,0 +1,320 @@
+//! AIPerf's conversation and prefix-prompt flags, read as its `ConversationConfig` and `PrefixPromptConfig`
+//! read them (`ai-dynamo/aiperf` db4f6397, `aiperf/common/config/conversation_config.py`, `prompt_config.py`,
+//! defaults in `config_defaults.py`).
+//!
+//! - `--conversation-turn-mean` (`--session-turns-mean`, an int ≥ 1, default 1) and `--conversation-turn-stddev`
+//!   (`--session-turns-stddev`, an int ≥ 0, default 0): the turns of each synthetic conversation, drawn once per
+//!   conversation by `sample_positive_normal_integer`.
+//! - `--conversation-turn-delay-mean`/`-stddev`/`-ratio` (`--session-turn-delay-*`, `--session-delay-ratio`;
+//!   floats ≥ 0, defaults 0, 0, 1): the synthetic composer draws a delay for every turn but the first
+//!   (`synthetic.py` `_create_turn`), but nothing waits it: the worker sends a conversation's turns back to back
+//!   (`workers/worker.py` `_execute_single_credit_internal`) and the timing strategies never read a turn's delay.
+//!   They are checked as AIPerf checks them and, as in AIPerf, change nothing; a warning says so.
+//! - `--prompt-prefix-pool-size` (`--prefix-prompt-pool-size`, `--num-prefix-prompts`) and
+//!   `--prompt-prefix-length` (`--prefix-prompt-length`), ints ≥ 0: a pool of that many prompts of that many
+//!   tokens; the first turn of every synthetic conversation starts with one picked at random
+//!   (`composer/synthetic.py` `_generate_text_payloads`, `generator/prompt.py`). A length without a pool makes
+//!   AIPerf fail on its first prompt (`get_random_prefix_prompt` raises on an empty pool), so it is refused; a
+//!   pool of empty prefixes (length 0) is never used.
+
+use super::aiperf::{lengths, non_negative, positive};
+use super::error::{WarningKind, WorkloadError};
+use super::limits::{self, Limit};
+use super::model::{AiperfPrefixPool, TokenLengths};
+use super::reader::{At, Ctx, MapReader};
+use super::vllm_bench::number;
+
+/// The conversation and prefix flags of one profile.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct ConversationFlags {
+    /// Turns per conversation (AIPerf's positive normal, or a fixed count).
+    pub turns: TokenLengths,
+    /// Whether a conversation can have more than one turn.
+    pub multi_turn: bool,
+    pub prefix_pool: Option<AiperfPrefixPool>,
+    /// The first of these flags the profile set that changes a synthetic dataset, with its line: a trace's
+    /// records decide their own turns and prompts, so these are ignored for one (with a warning naming it).
+    pub first: Option<(String, u32)>,
+}
+
+impl ConversationFlags {
+    /// Whether AIPerf's synthetic data is more than single prompts: several turns, or a prefix on each first turn.
+    pub fn needs_conversations(&self) -> bool {
+        self.multi_turn || self.prefix_pool.is_some()
+    }
+}
+
+pub(super) fn read(
+    ctx: &mut Ctx,
+    m: &mut MapReader<'_>,
+) -> Result<ConversationFlags, WorkloadError> {
+    let mut first: Option<(String, u32)> = None;
+    let mut note = |f: &At<'_>| {
+        if first.is_none() {
+            first = Some((f.path.clone(), f.line));
+        }
+    };
+    let mean = match m.get_any(&["conversation-turn-mean", "session-turns-mean"]) {
+        Some(f) => {
+            note(&f);
+            positive(ctx, &f)?
+        }
+        None => 1,
+    };
+    let stddev = match m.get_any(&["conversation-turn-stddev", "session-turns-stddev"]) {
+        Some(f) => {
+            note(&f);
+            non_negative(ctx, &f)?
+        }
+        None => 0,
+    };
+    let mut delay_flag = None;
+    let mut delay_mean = 0.0;
+    for (keys, default) in [
+        (
+            &["conversation-turn-delay-mean", "session-turn-delay-mean"][..],
+            0.0,
+        ),
+        (
+            &[
+                "conversation-turn-delay-stddev",
+                "session-turn-delay-stddev",
+            ][..],
+            0.0,
+        ),
+        (
+            &["conversation-turn-delay-ratio", "session-delay-ratio"][..],
+            1.0,
+        ),
+    ] {
+        let value = match m.get_any(keys) {
+            Some(f) => {
+                let v = number(ctx, &f)?;
+                if !(v.is_finite() && v >= 0.0) {
+                    return Err(f.invalid(ctx, format!("must be at least 0, found {v}")));
+                }
+                delay_flag.get_or_insert((f.path.clone(), f.line));
+                v
+            }
+            None => default,
+        };
+        if keys[0] == "conversation-turn-delay-mean" {
+            delay_mean = value;
+        }
+    }
+    if let Some((key, line)) = delay_flag
+        && delay_mean > 0.0
+    {
+        ctx.warn(
+            &key,
+            line,
+            WarningKind::Ignored,
+            "AIPerf draws a delay for each later turn but never waits it (its worker sends a conversation's turns \
+             back to back), so neither does llmbench",
+        );
+    }
+    let pool_field = m.get_any(&[
+        "prompt-prefix-pool-size",
+        "prefix-prompt-pool-size",
+        "num-prefix-prompts",
+    ]);
+    let pool_size = match &pool_field {
+        Some(f) => {
+            let n = non_negative(ctx, f)?;
+            limits::check(ctx, f, Limit::Samples, n as f64)?;
+            n
+        }
+        None => 0,
+    };
+    let length_field = m.get_any(&["prompt-prefix-length", "prefix-prompt-length"]);
+    let prefix_tokens = match &length_field {
+        Some(f) => {
+            let n = non_negative(ctx, f)?;
+            limits::check(ctx, f, Limit::Tokens, n as f64)?;
+            n
+        }
+        None => 0,
+    };
+    let prefix_pool = match (&pool_field, &length_field) {
+        (Some(pool), Some(_)) if pool_size > 0 && prefix_tokens > 0 => {
+            note(pool);
+            Some(AiperfPrefixPool {
+                size: pool_size,
+                tokens: prefix_tokens,
+            })
+        }
+        (_, Some(length)) if prefix_tokens > 0 => {
+            return Err(length.invalid(
+                ctx,
+                "needs --prompt-prefix-pool-size of at least 1 (AIPerf fails on its first prompt: its prefix pool \
+                 is empty)",
+            ));
+        }
+        (Some(pool), _) if pool_size > 0 => {
+            ctx.warn(
+                &pool.path,
+                pool.line,
+                WarningKind::Ignored,
+                "a prefix pool without --prompt-prefix-length holds empty prefixes, which AIPerf never adds",
+            );
+            None
+        }
+        _ => None,
+    };
+    Ok(ConversationFlags {
+        turns: lengths(mean, Some(stddev as f64)),
+        multi_turn: mean > 1 || stddev > 0,
+        prefix_pool,
+        first,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::workload::{
+        AiperfConversations, AiperfPrefixPool, Arrival, DataSpec, Harness, LengthShape,
+        ParseOptions, StageLimit, TokenLengths, Workload, WorkloadError, parse_profile,
+    };
+
+    fn parse(text: &str) -> Result<(Workload, Vec<String>), WorkloadError> {
+        parse_profile(Harness::Aiperf, "p.yaml", text, &ParseOptions::default()).map(|p| {
+            let warnings = p
+                .warnings
+                .iter()
+                .map(|w| format!("{}: {}", w.key, w.message))
+                .collect();
+            (p.workload, warnings)
+        })
+    }
+
+    #[test]
+    fn turn_flags_make_conversations_whose_turns_and_lengths_are_drawn_as_aiperf_draws_them() {
+        let (w, warnings) = parse(
+            "model: m\nnum-sessions: 4\nsession-turns-mean: 3\nconversation-turn-stddev: 1\nisl: 20\n\
+             isl-stddev: 2\nosl: 5\nrequest-count: 7\n",
+        )
+        .expect("parses");
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(
+            w.data,
+            DataSpec::AiperfConversations(AiperfConversations {
+                conversations: 4,
+                turns: TokenLengths {
+                    shape: LengthShape::PositiveNormal {
+                        mean: 3.0,
+                        std_dev: 1.0
+                    },
+                    total_count: None,
+                },
+                prompt: TokenLengths {
+                    shape: LengthShape::PositiveNormal {
+                        mean: 20.0,
+                        std_dev: 2.0
+                    },
+                    total_count: None,
+                },
+                output: Some(TokenLengths::fixed(5)),
+                prefix_pool: None,
+            })
+        );
+        // The request count counts credits, which are conversations: the stage is AIPerf's burst of 7 of them.
+        assert_eq!(w.stages[0].limit, StageLimit::requests(7));
+        assert_eq!(
+            w.stages[0].arrival,
+            Arrival::Closed {
+                concurrency: 1,
+                rampup: Duration::ZERO
+            }
+        );
+    }
+
+    #[test]
+    fn one_turn_without_a_prefix_pool_stays_single_prompts() {
+        let (w, _) = parse("model: m\nconversation-turn-mean: 1\nconversation-turn-stddev: 0\n")
+            .expect("parses");
+        assert!(matches!(w.data, DataSpec::SyntheticText(_)), "{:?}", w.data);
+    }
+
+    #[test]
+    fn a_prefix_pool_alone_makes_single_turn_conversations_with_a_prefix() {
+        let (w, _) =
+            parse("model: m\nnum-prefix-prompts: 3\nprefix-prompt-length: 7\n").expect("parses");
+        let DataSpec::AiperfConversations(a) = &w.data else {
+            panic!("{:?}", w.data);
+        };
+        assert_eq!(a.turns, TokenLengths::fixed(1));
+        assert_eq!(a.prefix_pool, Some(AiperfPrefixPool { size: 3, tokens: 7 }));
+        assert_eq!(a.conversations, 100, "AIPerf's default --conversation-num");
+    }
+
+    #[test]
+    fn prefix_and_turn_flags_are_checked_as_aiperf_checks_them() {
+        for (text, says) in [
+            (
+                "model: m\nprompt-prefix-length: 5\n",
+                "p.yaml:2: `prompt-prefix-length`: needs --prompt-prefix-pool-size",
+            ),
+            (
+                "model: m\nprompt-prefix-pool-size: 0\nprompt-prefix-length: 5\n",
+                "p.yaml:3: `prompt-prefix-length`",
+            ),
+            (
+                "model: m\nconversation-turn-mean: 0\n",
+                "p.yaml:2: `conversation-turn-mean`",
+            ),
+            (
+                "model: m\nconversation-turn-stddev: 1.5\n",
+                "p.yaml:2: `conversation-turn-stddev`",
+            ),
+            (
+                "model: m\nconversation-turn-delay-ratio: -1\n",
+                "p.yaml:2: `conversation-turn-delay-ratio`",
+            ),
+        ] {
+            let err = parse(text).expect_err(text).to_string();
+            assert!(err.contains(says), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn flags_that_change_nothing_in_aiperf_are_warned_about() {
+        // A pool of empty prefixes: AIPerf adds none.
+        let (w, warnings) = parse("model: m\nprompt-prefix-pool-size: 4\n").expect("parses");
+        assert!(matches!(w.data, DataSpec::SyntheticText(_)));
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.starts_with("prompt-prefix-pool-size")),
+            "{warnings:?}"
+        );
+        // A turn delay: drawn by AIPerf, never waited.
+        let (_, warnings) = parse(
+            "model: m\nconversation-turn-mean: 2\nsession-turn-delay-mean: 250\nconversation-turn-delay-ratio: 2\n",
+        )
+        .expect("parses");
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.starts_with("session-turn-delay-mean") && w.contains("never waits")),
+            "{warnings:?}"
+        );
+        // A zero mean delay draws zeros: nothing to warn about.
+        let (_, warnings) =
+            parse("model: m\nconversation-turn-mean: 2\nconversation-turn-delay-stddev: 0\n")
+                .expect("parses");
+        assert!(warnings.is_empty(), "{warnings:?}");
+        // A trace decides its own turns and prompts.
+        let (_, warnings) = parse(
+            "model: m\ninput-file: t.jsonl\ncustom-dataset-type: mooncake_trace\nconversation-turn-mean: 3\n",
+        )
+        .expect("parses");
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.starts_with("conversation-turn-mean") && w.contains("mooncake")),
+            "{warnings:?}"
+        );
+    }
+}
