@@ -285,6 +285,9 @@ fn stage_scope(mut errors: engine::ErrorLimits) -> engine::ErrorLimits {
     if let Some(limit) = &mut errors.max_global_error_rate {
         limit.scope = StopScope::Stage;
     }
+    if let Some(limit) = &mut errors.over_saturation {
+        limit.scope = StopScope::Stage;
+    }
     errors
 }
 

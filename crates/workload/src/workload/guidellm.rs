@@ -710,6 +710,7 @@ struct Constraints {
     max_errors: Option<(Vec<u64>, StopScope)>,
     max_error_rate: Option<(Vec<f64>, u64, StopScope)>,
     max_global_error_rate: Option<(Vec<f64>, u64, StopScope)>,
+    over_saturation: Option<super::over_saturation::OverSaturation>,
 }
 
 fn pick<T: Copy>(values: &[T], i: usize) -> Option<T> {
@@ -748,6 +749,7 @@ impl Constraints {
                     })
                 },
             ),
+            over_saturation: self.over_saturation,
         }
     }
 
@@ -783,6 +785,7 @@ impl Constraints {
             max_global_error_rate: limit
                 .max_global_error_rate
                 .map(|e| (vec![e.limit.rate], e.limit.minimum, e.scope)),
+            over_saturation: limit.over_saturation,
         }
     }
 }
@@ -861,7 +864,9 @@ fn constraints(ctx: &mut Ctx, f: &At<'_>) -> Result<Constraints, WorkloadError> 
                 limit.max_global_error_rate = Some((rates, minimum, stopping_scope(ctx, &mut c)?));
             }
             "over_saturation" => {
-                return Err(kind_field.unsupported(ctx, "the `over_saturation` constraint"));
+                let scope = stopping_scope(ctx, &mut c)?;
+                limit.over_saturation =
+                    Some(super::over_saturation::parse_args(ctx, &mut c, scope)?);
             }
             other => {
                 return Err(kind_field.invalid(
@@ -1826,7 +1831,11 @@ fn parse_flat(
     sample_size(ctx, &mut m, "output_sampling");
     prefer_response_metrics(ctx, &mut m)?;
     if let Some(f) = m.get("over_saturation") {
-        return Err(f.unsupported(ctx, "the `over_saturation` constraint"));
+        return Err(f.unsupported(
+            ctx,
+            "the flat format's `over_saturation` (the v0.4–v0.6 shapes of its arguments differ from today's; write \
+             the scenario form, `spec.constraints: [{kind: over_saturation, …}]`, which llmbench runs)",
+        ));
     }
 
     let data_field = m.require(

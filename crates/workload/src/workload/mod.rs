@@ -22,6 +22,7 @@ pub mod load_flags;
 mod model;
 pub mod mooncake;
 pub mod otel_trace;
+pub mod over_saturation;
 pub mod py_random;
 pub mod reader;
 mod schedule;

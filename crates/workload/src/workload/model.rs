@@ -583,6 +583,9 @@ pub struct StageLimit {
     /// guidellm `max_global_error_rate`: stop once errored / finished over the whole stage reaches `rate`
     /// (checked only after `minimum` requests finished).
     pub max_global_error_rate: Option<ErrorLimit<GlobalErrorRate>>,
+    /// guidellm `over_saturation`: stop (or, in `monitor` mode, only report) once the stage's in-flight count and
+    /// TTFT rise together ([`super::over_saturation`]).
+    pub over_saturation: Option<super::over_saturation::OverSaturation>,
 }
 
 /// An error stop condition and how far its stop reaches (guidellm `stopping_scope`).
