@@ -1328,6 +1328,76 @@ fn mlperf_profiles_are_pointed_to_their_own_parser() {
 const GUIDELLM_SPEC: &str = "spec:\n  backend: {kind: openai_http, target: http://x}\n  data: [{kind: synthetic_text, prompt_tokens: 8, output_tokens: 4}]\n";
 
 #[test]
+fn guidellm_over_saturation_takes_its_defaults_and_each_argument_given() {
+    let stage_limit = |constraint: &str| {
+        parse(
+            Harness::Guidellm,
+            &format!(
+                "{GUIDELLM_SPEC}  constraints: [{{kind: max_requests, count: 100}}, {constraint}]\n  profile: \
+                 {{kind: constant, rate: [1, 2]}}\n"
+            ),
+        )
+        .expect("parses")
+        .workload
+        .stages
+        .into_iter()
+        .map(|s| s.limit.over_saturation)
+        .collect::<Vec<_>>()
+    };
+    use super::over_saturation::OverSaturation;
+    // `OverSaturationConstraintArgs`' defaults, on every stage.
+    assert_eq!(
+        stage_limit("{kind: over_saturation}"),
+        vec![Some(OverSaturation::default()); 2]
+    );
+    assert_eq!(
+        OverSaturation::default(),
+        OverSaturation {
+            enforce: true,
+            min_seconds: 30.0,
+            max_window_seconds: 120.0,
+            moe_threshold: 2.0,
+            minimum_ttft: 2.5,
+            maximum_window_ratio: 0.75,
+            minimum_window_size: 5,
+            confidence: 0.95,
+            scope: StopScope::Stage,
+        }
+    );
+    let given = stage_limit(
+        "{kind: over_saturation, mode: monitor, min_seconds: 10, max_window_seconds: 60, moe_threshold: 1.5, \
+         minimum_ttft: 1, maximum_window_ratio: 0.5, minimum_window_size: 8, confidence: 0.9, stopping_scope: all}",
+    );
+    assert_eq!(
+        given[0],
+        Some(OverSaturation {
+            enforce: false,
+            min_seconds: 10.0,
+            max_window_seconds: 60.0,
+            moe_threshold: 1.5,
+            minimum_ttft: 1.0,
+            maximum_window_ratio: 0.5,
+            minimum_window_size: 8,
+            confidence: 0.9,
+            scope: StopScope::Run,
+        })
+    );
+    let e = parse(
+        Harness::Guidellm,
+        &format!(
+            "{GUIDELLM_SPEC}  constraints: [{{kind: max_requests, count: 1}}, {{kind: over_saturation, \
+             maximum_window_ratio: 1.5}}]\n  profile: {{kind: synchronous}}\n"
+        ),
+    )
+    .expect_err("a ratio above 1");
+    assert_eq!(
+        e.key(),
+        Some("spec.constraints[1].maximum_window_ratio"),
+        "{e}"
+    );
+}
+
+#[test]
 fn guidellm_warmup_and_cooldown_become_transient_phases_of_every_stage() {
     let w = parse(
         Harness::Guidellm,
