@@ -85,6 +85,7 @@ pub(crate) fn engine_stages(workload: &Workload) -> Result<Vec<engine::Stage>, P
                 stage.arrival,
                 Arrival::MooncakeTrace { .. }
                     | Arrival::InferencePerfTrace { .. }
+                    | Arrival::GuidellmReplay { .. }
                     | Arrival::TraceSessions { .. }
             ) {
                 return Err(PlanError::Trace { stage: index });
@@ -264,6 +265,7 @@ pub(crate) fn requested_rate(stage: &Stage) -> Option<f64> {
         | Arrival::Sweep(_)
         | Arrival::MooncakeTrace { .. }
         | Arrival::InferencePerfTrace { .. }
+        | Arrival::GuidellmReplay { .. }
         | Arrival::TraceSessions { .. } => None,
     }
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use super::ParseOptions;
 use super::error::{WarningKind, WorkloadError};
+use super::guidellm_replay;
 use super::inference_perf::{set_default_seed, string_map};
 use super::limits::{self, Limit};
 use super::model::*;
@@ -203,6 +204,7 @@ fn parse_spec(ctx: &mut Ctx, spec: &Node, line: u32) -> Result<SpecParts, Worklo
         seed.get_or_insert(s.u64(ctx)?);
     }
     let mut stages = profile_stages(ctx, &mut pm, &kind_field, kind, &constraints, false)?;
+    replay_needs_a_trace(ctx, &data, &stages, &kind_field, &data_field)?;
     // v0.7 keeps warm-up and cool-down in `profile`; earlier scenarios had them beside it.
     let mut transients = [None, None];
     for (slot, key) in transients.iter_mut().zip(["warmup", "cooldown"]) {
@@ -553,6 +555,11 @@ fn apply_request_max_tokens(data: &mut DataSpec, api: &mut Api, max_tokens: Opti
     if let DataSpec::GuidellmFile(file) = data {
         // The rows decide `ignore_eos` when the prompts are built (`prompts::asks_exact_lengths`).
         file.default_max_tokens = max_tokens;
+    }
+    if let DataSpec::GuidellmTrace(_) = data {
+        // Every trace row has an output count (a zero one is refused when the trace is read): guidellm sends
+        // `ignore_eos` with its `max_tokens`.
+        api.ignore_eos = true;
     }
     if let DataSpec::SyntheticText(s) = data {
         // guidellm sends `ignore_eos` with `max_tokens` for synthetic data with output lengths.
@@ -1034,8 +1041,9 @@ fn profile_stages(
     limits_of: &Constraints,
     flat: bool,
 ) -> Result<Vec<Stage>, WorkloadError> {
-    let max_concurrency = pm
-        .get("max_concurrency")
+    let max_concurrency_field = pm.get("max_concurrency");
+    let max_concurrency = max_concurrency_field
+        .as_ref()
         .map(|f| f.concurrency(ctx))
         .transpose()?;
     let rampup = match pm.get_any(&["rampup_duration", "rampup"]) {
@@ -1211,13 +1219,30 @@ fn profile_stages(
                 },
             ]
         }
-        "replay" => return Err(kind_field.unsupported(ctx, "the `replay` profile (trace replay)")),
+        "replay" => {
+            if let Some(f) = max_concurrency_field {
+                return Err(f.invalid(
+                    ctx,
+                    "not an argument of guidellm's replay profile (`ReplayProfileArgs` takes `time_scale`)",
+                ));
+            }
+            let time_scale = guidellm_replay::time_scale(ctx, pm)?;
+            guidellm_replay::warn_rampup(ctx, pm, rampup, kind_field.line);
+            vec![Stage {
+                load: LoadKind::Trace,
+                arrival: Arrival::GuidellmReplay { time_scale },
+                limit: limits_of.at(0),
+                max_concurrency: None,
+                warmup: None,
+                cooldown: None,
+            }]
+        }
         other => {
             return Err(kind_field.invalid(
                 ctx,
                 format!(
                     "unknown profile `{other}`; expected synchronous, concurrent, throughput, \
-                     constant, poisson or sweep"
+                     constant, poisson, sweep or replay"
                 ),
             ));
         }
@@ -1226,6 +1251,36 @@ fn profile_stages(
         return Err(kind_field.invalid(ctx, limits::exceeded(Limit::Stages, stages.len() as f64)));
     }
     Ok(stages)
+}
+
+/// The replay profile and trace data go together: guidellm's replay sends rows without a timestamp (synthetic
+/// text, data files) all at its start, and runs a trace's rows under another profile ignoring their times; llmbench
+/// replays traces only.
+fn replay_needs_a_trace(
+    ctx: &Ctx,
+    data: &DataSpec,
+    stages: &[Stage],
+    kind_field: &At<'_>,
+    data_field: &At<'_>,
+) -> Result<(), WorkloadError> {
+    let replay = stages
+        .iter()
+        .any(|s| matches!(s.arrival, Arrival::GuidellmReplay { .. }));
+    let trace = matches!(data, DataSpec::GuidellmTrace(_));
+    if replay && !trace {
+        return Err(kind_field.unsupported(
+            ctx,
+            "the replay profile over data without timestamps (guidellm would send every request at once); give \
+             it a `kind: trace_synthetic` trace",
+        ));
+    }
+    if trace && !replay {
+        return Err(data_field.unsupported(
+            ctx,
+            "a trace under a profile other than `replay` (its rows' times unused)",
+        ));
+    }
+    Ok(())
 }
 
 /// A rate stage's send times are all computed before it starts: at most the request limit, else
@@ -1285,13 +1340,19 @@ fn scenario_data(
         // The command line's `--data` forms: `prompt_tokens=256,output_tokens=128` (or JSON), else a path.
         if let Some(node) = string_data(s, item.line) {
             let at = At::new(&node, item.path.clone(), item.line);
-            let mut m = at.map(ctx)?;
-            let data = synthetic(ctx, &mut m, samples)?;
-            m.finish(ctx, &[]);
-            return Ok(DataSpec::SyntheticText(data));
+            return data_item(ctx, &at, samples);
         }
         return data_path(ctx, item, s, None).map(DataSpec::GuidellmFile);
     }
+    data_item(ctx, item, samples)
+}
+
+/// One data source written as a map: synthetic text (`kind: synthetic_text` or none), a data file, or a trace.
+fn data_item(
+    ctx: &mut Ctx,
+    item: &At<'_>,
+    samples: Option<u64>,
+) -> Result<DataSpec, WorkloadError> {
     let mut m = item.map(ctx)?;
     if let Some(k) = m.get_any(&["kind", "type"]) {
         let kind = k.str(ctx)?.to_owned();
@@ -1310,6 +1371,20 @@ fn scenario_data(
                 }
                 m.finish(ctx, &[]);
                 return data_path(ctx, &path_field, &path, Some(&kind)).map(DataSpec::GuidellmFile);
+            }
+            "trace_synthetic" => {
+                let trace = guidellm_replay::trace_data(ctx, &mut m)?;
+                m.finish(ctx, &[]);
+                return Ok(DataSpec::GuidellmTrace(trace));
+            }
+            "mooncake" | "weka" => {
+                return Err(k.unsupported(
+                    ctx,
+                    format!(
+                        "the `{kind}` trace format (its prompts share blocks named by `hash_ids`; llmbench replays \
+                         `trace_synthetic` traces, which take the same timestamp and token count columns)"
+                    ),
+                ));
             }
             _ => return Err(k.unsupported(ctx, format!("data kind `{kind}`"))),
         }
@@ -1504,6 +1579,27 @@ fn file_settings(
             }
             file.column_mappings = mappings.map(|m| m.mappings);
             file.samples = samples;
+        }
+        DataSpec::GuidellmTrace(trace) => {
+            if let Some(f) = shuffle
+                && f.bool(ctx)?
+            {
+                return Err(f.unsupported(
+                    ctx,
+                    "shuffling a trace's rows (torch's shuffled order cannot be reproduced; guidellm's default \
+                     replays them in time order)",
+                ));
+            }
+            if let Some(m) = mappings {
+                return Err(ctx.unsupported(
+                    &m.path,
+                    m.line,
+                    "column mappings for a trace (guidellm's defaults read the prompt and token counts the trace \
+                     deserializer yields; name the trace's own columns with `timestamp_column`, \
+                     `prompt_tokens_column`, `output_tokens_column`)",
+                ));
+            }
+            trace.samples = samples;
         }
         _ => {
             if let Some(m) = mappings {
@@ -1949,6 +2045,13 @@ fn parse_flat(
         kind,
         &Constraints::from_limit(&limit),
         true,
+    )?;
+    replay_needs_a_trace(
+        ctx,
+        &workload.data,
+        &workload.stages,
+        &kind_field,
+        &data_field,
     )?;
     for stage in &mut workload.stages {
         [stage.warmup, stage.cooldown] = transients;

@@ -16,6 +16,7 @@ pub mod circuit_breaker;
 mod error;
 pub mod fmperf;
 mod guidellm;
+pub mod guidellm_replay;
 mod inference_perf;
 pub mod limits;
 pub mod load_flags;

@@ -1328,6 +1328,78 @@ fn mlperf_profiles_are_pointed_to_their_own_parser() {
 const GUIDELLM_SPEC: &str = "spec:\n  backend: {kind: openai_http, target: http://x}\n  data: [{kind: synthetic_text, prompt_tokens: 8, output_tokens: 4}]\n";
 
 #[test]
+fn guidellm_replay_reads_its_time_scale_and_the_trace_columns() {
+    use super::guidellm_replay::GuidellmTrace;
+    let spec = |data: &str, profile: &str| {
+        format!(
+            "spec:\n  backend: {{kind: openai_http, target: http://x}}\n  data: [{data}]\n  profile: {profile}\n"
+        )
+    };
+    let w = parse(
+        Harness::Guidellm,
+        &spec("{kind: trace_synthetic, path: t.jsonl}", "{kind: replay}"),
+    )
+    .expect("parses")
+    .workload;
+    assert_eq!(
+        w.data,
+        DataSpec::GuidellmTrace(GuidellmTrace {
+            path: "t.jsonl".to_owned(),
+            timestamp_column: "timestamp".to_owned(),
+            prompt_tokens_column: "input_length".to_owned(),
+            output_tokens_column: "output_length".to_owned(),
+            samples: None,
+        })
+    );
+    assert_eq!(w.stages.len(), 1);
+    assert_eq!(
+        w.stages[0].arrival,
+        Arrival::GuidellmReplay { time_scale: 1.0 }
+    );
+    assert!(w.api.ignore_eos);
+    // The command line's form, and `rate`, the time scale's name before guidellm 0.8.
+    let w = parse(
+        Harness::Guidellm,
+        &spec(
+            "\"kind=trace_synthetic,path=t.csv,timestamp_column=ts\"",
+            "{kind: replay, rate: 0.5}",
+        ),
+    )
+    .expect("parses")
+    .workload;
+    assert_eq!(
+        w.stages[0].arrival,
+        Arrival::GuidellmReplay { time_scale: 0.5 }
+    );
+    assert!(matches!(&w.data, DataSpec::GuidellmTrace(t) if t.timestamp_column == "ts"));
+    let e = parse(
+        Harness::Guidellm,
+        &format!(
+            "{}  constraints: [{{kind: max_requests, count: 5}}]\n",
+            spec(
+                "{kind: trace_synthetic, path: t.jsonl}",
+                "{kind: constant, rate: 2}"
+            )
+        ),
+    )
+    .expect_err("a trace under another profile");
+    assert!(
+        e.to_string()
+            .contains("a trace under a profile other than `replay`"),
+        "{e}"
+    );
+    let e = parse(
+        Harness::Guidellm,
+        &spec(
+            "{kind: trace_synthetic, path: t.jsonl}",
+            "{kind: replay, time_scale: 0}",
+        ),
+    )
+    .expect_err("time_scale > 0");
+    assert_eq!(e.key(), Some("spec.profile.time_scale"), "{e}");
+}
+
+#[test]
 fn guidellm_over_saturation_takes_its_defaults_and_each_argument_given() {
     let stage_limit = |constraint: &str| {
         parse(
