@@ -71,12 +71,16 @@ impl SaturationWatch {
         let at = self.seconds(at_ns);
         let ttft = at_ns.saturating_sub(sent_ns) as f64 / 1e9;
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if state.detector.config().ttft_at_completion {
+            return;
+        }
         let verdict = state.detector.first_token(at, ttft);
         self.act(&mut state, verdict);
     }
 
     /// `record` ended. A non-streamed success reports its TTFT now (guidellm's `completed` update carries the
-    /// first token a streamed answer reported as it came); a record that never went out changes nothing.
+    /// first token a streamed answer reported as it came; before guidellm 0.7 every success reported it here); a
+    /// record that never went out changes nothing.
     pub(crate) fn finished(&self, record: &RequestRecord) {
         let at = self.seconds(record.end_ns);
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
@@ -84,7 +88,10 @@ impl SaturationWatch {
             return;
         }
         let verdict = match record.ttft_ns() {
-            Some(ttft) if !record.streaming && record.succeeded() => {
+            Some(ttft)
+                if (!record.streaming || state.detector.config().ttft_at_completion)
+                    && record.succeeded() =>
+            {
                 state.detector.first_token(at, ttft as f64 / 1e9)
             }
             _ => state.detector.tick(at),

@@ -1926,13 +1926,20 @@ fn parse_flat(
     sample_size(ctx, &mut m, "sample_requests");
     sample_size(ctx, &mut m, "output_sampling");
     prefer_response_metrics(ctx, &mut m)?;
-    if let Some(f) = m.get("over_saturation") {
-        return Err(f.unsupported(
-            ctx,
-            "the flat format's `over_saturation` (the v0.4–v0.6 shapes of its arguments differ from today's; write \
-             the scenario form, `spec.constraints: [{kind: over_saturation, …}]`, which llmbench runs)",
-        ));
-    }
+    let over_saturation = match m.get("over_saturation") {
+        Some(f) => {
+            let parsed = match &f.node.value {
+                Value::Str(s) => string_data(s, f.line),
+                _ => None,
+            };
+            let at = match &parsed {
+                Some(node) => At::new(node, f.path.clone(), f.line),
+                None => At::new(f.node, f.path.clone(), f.line),
+            };
+            super::over_saturation::parse_flat(ctx, &at)?
+        }
+        None => None,
+    };
 
     let data_field = m.require(
         ctx,
@@ -1978,7 +1985,10 @@ fn parse_flat(
     file_settings(ctx, &mut workload.data, mappings, samples, None)?;
     apply_request_max_tokens(&mut workload.data, &mut workload.api, request_max_tokens);
 
-    let mut limit = StageLimit::default();
+    let mut limit = StageLimit {
+        over_saturation,
+        ..StageLimit::default()
+    };
     if let Some(f) = m.get("max_seconds") {
         limit.duration = Some(f.positive_seconds(ctx)?);
     }

@@ -22,7 +22,8 @@
 
 use super::error::WorkloadError;
 use super::model::StopScope;
-use super::reader::{Ctx, MapReader};
+use super::reader::{At, Ctx, MapReader};
+use super::yaml::Value;
 
 /// `OverSaturationConstraintArgs`, with guidellm's defaults.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -37,6 +38,9 @@ pub struct OverSaturation {
     pub minimum_window_size: u64,
     pub confidence: f64,
     pub scope: StopScope,
+    /// guidellm before 0.7 (the flat format's `over_saturation` dict) took a request's TTFT only when it
+    /// completed; 0.7 and later take it at its first token.
+    pub ttft_at_completion: bool,
 }
 
 impl Default for OverSaturation {
@@ -51,6 +55,7 @@ impl Default for OverSaturation {
             minimum_window_size: 5,
             confidence: 0.95,
             scope: StopScope::Stage,
+            ttft_at_completion: false,
         }
     }
 }
@@ -305,6 +310,38 @@ pub(crate) fn parse_args(
         ..OverSaturation::default()
     };
     if let Some(f) = c.get("mode") {
+        read_mode(ctx, &f, &mut o)?;
+    }
+    read_bounds(ctx, c, &mut o)?;
+    Ok(o)
+}
+
+/// The flat format's `over_saturation` (guidellm 0.5–0.6 `BenchmarkGenerativeTextArgs.over_saturation`, its
+/// `OverSaturationConstraintInitializer`): a map (or its JSON text) of `enabled` (true: stop; false: report only)
+/// and the same bounds (the caller turns the command line's JSON text into a map); `null` is off. That version
+/// reported a request's TTFT when it completed.
+pub(crate) fn parse_flat(
+    ctx: &mut Ctx,
+    f: &At<'_>,
+) -> Result<Option<OverSaturation>, WorkloadError> {
+    if matches!(f.node.value, Value::Null) {
+        return Ok(None);
+    }
+    let mut m = f.map(ctx)?;
+    let mut o = OverSaturation {
+        ttft_at_completion: true,
+        ..OverSaturation::default()
+    };
+    if let Some(e) = m.get("enabled") {
+        o.enforce = e.bool(ctx)?;
+    }
+    read_bounds(ctx, &mut m, &mut o)?;
+    m.finish(ctx, &[]);
+    Ok(Some(o))
+}
+
+fn read_mode(ctx: &Ctx, f: &At<'_>, o: &mut OverSaturation) -> Result<(), WorkloadError> {
+    {
         o.enforce = match f.str(ctx)? {
             "enforce" => true,
             "monitor" => false,
@@ -316,6 +353,15 @@ pub(crate) fn parse_args(
             }
         };
     }
+    Ok(())
+}
+
+/// The bounds both forms take, each checked as pydantic checks it.
+fn read_bounds(
+    ctx: &mut Ctx,
+    c: &mut MapReader<'_>,
+    o: &mut OverSaturation,
+) -> Result<(), WorkloadError> {
     for (key, slot) in [
         ("min_seconds", &mut o.min_seconds),
         ("max_window_seconds", &mut o.max_window_seconds),
@@ -341,7 +387,7 @@ pub(crate) fn parse_args(
     if let Some(f) = c.get("minimum_window_size") {
         o.minimum_window_size = f.u64(ctx)?;
     }
-    Ok(o)
+    Ok(())
 }
 
 #[cfg(test)]

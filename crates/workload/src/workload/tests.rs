@@ -1434,6 +1434,7 @@ fn guidellm_over_saturation_takes_its_defaults_and_each_argument_given() {
             minimum_window_size: 5,
             confidence: 0.95,
             scope: StopScope::Stage,
+            ttft_at_completion: false,
         }
     );
     let given = stage_limit(
@@ -1452,6 +1453,25 @@ fn guidellm_over_saturation_takes_its_defaults_and_each_argument_given() {
             minimum_window_size: 8,
             confidence: 0.9,
             scope: StopScope::Run,
+            ttft_at_completion: false,
+        })
+    );
+    // The flat format's dict (guidellm 0.5–0.6): `enabled: false` reports only; that version took TTFTs at
+    // completion. The command line passed it as JSON text.
+    let flat = parse(
+        Harness::Guidellm,
+        "target: http://x\nprofile: synchronous\nmax_seconds: 5\ndata: prompt_tokens=8\n\
+         over_saturation: '{\"enabled\": false, \"min_seconds\": 5}'\n",
+    )
+    .expect("parses")
+    .workload;
+    assert_eq!(
+        flat.stages[0].limit.over_saturation,
+        Some(OverSaturation {
+            enforce: false,
+            min_seconds: 5.0,
+            ttft_at_completion: true,
+            ..OverSaturation::default()
         })
     );
     let e = parse(
@@ -2600,9 +2620,11 @@ fn guidellm_pipeline_and_metric_keys_are_honoured_or_refused() {
             "capping the number of synthetic samples",
         ),
         (
-            format!("{head}data: prompt_tokens=8\nover_saturation: {{enabled: true}}\n"),
-            "over_saturation",
-            "over_saturation",
+            format!(
+                "{head}data: prompt_tokens=8\nover_saturation: {{enabled: true, confidence: 2}}\n"
+            ),
+            "over_saturation.confidence",
+            "a fraction in [0, 1]",
         ),
         (
             format!("{head}data: prompt_tokens=8,turns=2,delay=1.5,delay_min=2,delay_max=1\n"),
