@@ -151,6 +151,37 @@ fn a_csv_trace_with_its_own_columns_stops_at_its_samples_or_the_request_limit() 
 }
 
 #[test]
+fn a_mooncake_trace_sends_each_row_its_blocks_at_its_time() {
+    let sim = SimProcess::start(&["--model", "m"]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Blocks of 16 tokens: 40 tokens are 16 + 16 + 8; the second row repeats the first's two whole blocks.
+    let trace = write(
+        dir.path(),
+        "mooncake.jsonl",
+        "{\"timestamp\": 0, \"input_length\": 40, \"output_length\": 3, \"hash_ids\": [0, 1, 2]}\n\
+         {\"timestamp\": 0.25, \"input_length\": 32, \"output_length\": 2, \"hash_ids\": [0, 1]}\n",
+    );
+    let output = run(
+        dir.path(),
+        &scenario(
+            &format!(
+                "{{kind: mooncake, path: {}, hash_id_block_size: 16}}",
+                trace.display()
+            ),
+            "{kind: replay}",
+            "",
+        ),
+        &sim,
+    );
+    succeeded(&output);
+    let got = records(&dir.path().join("r"));
+    let first = got[0].0;
+    let sent: Vec<(u64, u64, u64, u64)> =
+        got.iter().map(|r| (r.0 - first, r.1, r.2, r.4)).collect();
+    assert_eq!(sent, vec![(0, 40, 3, 40), (250_000_000, 32, 2, 32)]);
+}
+
+#[test]
 fn replay_without_a_trace_and_traces_it_does_not_build_are_refused_by_name() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = SimProcess::start(&["--model", "m"]);
@@ -164,8 +195,8 @@ fn replay_without_a_trace_and_traces_it_does_not_build_are_refused_by_name() {
             "the replay profile over data without timestamps",
         ),
         (
-            scenario("{kind: mooncake, path: trace.jsonl}", "{kind: replay}", ""),
-            "the `mooncake` trace format",
+            scenario("{kind: weka, path: trace.jsonl}", "{kind: replay}", ""),
+            "the `weka` trace format",
         ),
         (
             scenario(

@@ -11,10 +11,18 @@
 //!   counts them (a leading BOS among them), with `max_tokens` its output tokens. The words are llmbench's own
 //!   synthetic text (guidellm's are Faker's lorem), so the lengths, not the text, match.
 //!
+//! - A `mooncake` trace (`trace_mooncake.py`) also lists each row's hash ids: `ceil(prompt tokens / block size)`
+//!   of them, none negative. The first time a hash id is seen (in replay order) its block is synthesized: the
+//!   block size, or the rest of the row's prompt tokens when it is the row's last id and the size does not divide
+//!   them; later rows naming it send that same block. A row's prompt is its blocks in order, each block's length
+//!   counted as guidellm counts a prompt's (a leading BOS among them), so equal hash ids are equal text and the
+//!   server's prefix cache sees what the trace recorded. guidellm concatenates the blocks' token ids and decodes
+//!   them; llmbench joins the blocks' text with a space, so under a BPE tokenizer a join can move a token.
+//!
 //! llmbench refuses what guidellm would send as an empty prompt or without an output length (a zero count):
 //! the run sends `ignore_eos` with every request, as guidellm does for rows with an output count.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -33,6 +41,8 @@ pub struct TraceRow {
     pub offset: f64,
     pub prompt_tokens: u32,
     pub output_tokens: u32,
+    /// A Mooncake row's hash ids, each with the length its block has when this row is the first to name it.
+    pub blocks: Vec<(u64, u32)>,
 }
 
 /// The trace's requests in replay order: each row's offset (seconds after the first row) and its prompt.
@@ -55,18 +65,39 @@ pub fn guidellm_trace_requests(
     let rows = trace_rows(&path, &columns, &rows, trace)?;
     let specials = tokenizer.added_special_tokens().map_err(DataError::from)?;
     let leading = SpecialTokens::of(Harness::Guidellm).in_each_length(specials);
-    // One synthesizer batch per length, in a fixed order, so a seed gives the same text every time.
-    let mut by_length: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+    // What each prompt is made of: its own text (a trace_synthetic row), or blocks shared by hash id. Every text
+    // is synthesized once, in batches of one length, in a fixed order, so a seed gives the same text every time.
+    enum Piece {
+        Row(usize),
+        Block(u64),
+    }
+    let mut by_length: BTreeMap<u32, Vec<Piece>> = BTreeMap::new();
+    let mut first_seen: HashSet<u64> = HashSet::new();
     for (index, row) in rows.iter().enumerate() {
-        by_length.entry(row.prompt_tokens).or_default().push(index);
+        if trace.hash_blocks.is_none() {
+            by_length
+                .entry(row.prompt_tokens)
+                .or_default()
+                .push(Piece::Row(index));
+            continue;
+        }
+        for (id, length) in &row.blocks {
+            if first_seen.insert(*id) {
+                by_length
+                    .entry(*length)
+                    .or_default()
+                    .push(Piece::Block(*id));
+            }
+        }
     }
     let synth = Synthesizer::new(tokenizer)?;
-    let mut prompts: Vec<Option<Prompt>> = vec![None; rows.len()];
-    for (length, indexes) in by_length {
+    let mut own: HashMap<usize, Prompt> = HashMap::new();
+    let mut blocks: HashMap<u64, (String, u32)> = HashMap::new();
+    for (length, pieces) in by_length {
         let texts = crate::data::synthetic_prompts(
             &synth,
             &SyntheticSpec {
-                num_prompts: indexes.len(),
+                num_prompts: pieces.len(),
                 prompt_tokens: LengthDistribution::Fixed(length),
                 output_tokens: None,
                 prefix_buckets: Vec::new(),
@@ -75,18 +106,42 @@ pub fn guidellm_trace_requests(
             },
         )?
         .into_inner();
-        for (index, mut prompt) in indexes.into_iter().zip(texts) {
-            // What the server counts: the text's own tokens and the special tokens it adds.
-            prompt.input_tokens = prompt.input_tokens.saturating_add(specials.total);
-            prompt.max_tokens = Some(rows[index].output_tokens);
-            prompts[index] = Some(prompt);
+        for (piece, prompt) in pieces.into_iter().zip(texts) {
+            match piece {
+                Piece::Row(index) => {
+                    own.insert(index, prompt);
+                }
+                Piece::Block(id) => {
+                    blocks.insert(id, (prompt.text, prompt.input_tokens));
+                }
+            }
         }
     }
-    Ok(rows
-        .iter()
-        .zip(prompts)
-        .filter_map(|(row, prompt)| prompt.map(|p| (row.offset, p)))
-        .collect())
+    let mut requests = Vec::with_capacity(rows.len());
+    for (index, row) in rows.iter().enumerate() {
+        let mut prompt = match own.remove(&index) {
+            Some(prompt) => prompt,
+            None => {
+                let mut text = String::new();
+                let mut tokens = 0u32;
+                for (id, _) in &row.blocks {
+                    if let Some((block, n)) = blocks.get(id) {
+                        if !text.is_empty() {
+                            text.push(' ');
+                        }
+                        text.push_str(block);
+                        tokens = tokens.saturating_add(*n);
+                    }
+                }
+                Prompt::text(text, tokens, None)
+            }
+        };
+        // What the server counts: the text's own tokens and the special tokens it adds.
+        prompt.input_tokens = prompt.input_tokens.saturating_add(specials.total);
+        prompt.max_tokens = Some(row.output_tokens);
+        requests.push((row.offset, prompt));
+    }
+    Ok(requests)
 }
 
 /// The rows of a trace file in replay order, checked as guidellm checks them. Pure.
@@ -96,11 +151,14 @@ fn trace_rows(
     rows: &[Row],
     trace: &GuidellmTrace,
 ) -> Result<Vec<TraceRow>, DataError> {
-    let required = [
+    let mut required = vec![
         &trace.timestamp_column,
         &trace.prompt_tokens_column,
         &trace.output_tokens_column,
     ];
+    if let Some(hash) = &trace.hash_blocks {
+        required.push(&hash.column);
+    }
     let missing: Vec<&str> = required
         .iter()
         .filter(|c| !columns.contains(c))
@@ -190,7 +248,12 @@ fn trace_rows(
         };
         let prompt_tokens = count(&trace.prompt_tokens_column, "the prompt length")?;
         let output_tokens = count(&trace.output_tokens_column, "the output length")?;
-        parsed.push((timestamp, prompt_tokens, output_tokens));
+        let ids = match &trace.hash_blocks {
+            Some(hash) => hash_ids(row, &hash.column, prompt_tokens, hash.block_size)
+                .map_err(|message| field(row, &hash.column, message))?,
+            None => Vec::new(),
+        };
+        parsed.push((timestamp, prompt_tokens, output_tokens, ids));
     }
     // Stable, as Arrow's sort is: rows at one time keep their file order.
     parsed.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -210,12 +273,76 @@ fn trace_rows(
     let first = parsed.first().map_or(0.0, |p| p.0);
     Ok(parsed
         .into_iter()
-        .map(|(timestamp, prompt_tokens, output_tokens)| TraceRow {
-            offset: timestamp - first,
-            prompt_tokens,
-            output_tokens,
+        .map(|(timestamp, prompt_tokens, output_tokens, ids)| {
+            // `_calculate_required_prompt_tokens`: the rest of the prompt for the row's last id (compared by value,
+            // as guidellm compares it) when the block size does not divide the prompt, else a whole block.
+            let block_size = trace.hash_blocks.as_ref().map_or(0, |h| h.block_size);
+            let rest = if block_size == 0 {
+                0
+            } else {
+                prompt_tokens % block_size
+            };
+            let last = ids.last().copied();
+            let blocks = ids
+                .iter()
+                .map(|id| {
+                    let length = if Some(*id) == last && rest != 0 {
+                        rest
+                    } else {
+                        block_size
+                    };
+                    (*id, length)
+                })
+                .collect();
+            TraceRow {
+                offset: timestamp - first,
+                prompt_tokens,
+                output_tokens,
+                blocks,
+            }
         })
         .collect())
+}
+
+/// A Mooncake row's hash ids, checked as `MooncakeTraceFormat.validate_row` checks them: whole, not negative, and
+/// `ceil(prompt tokens / block size)` of them.
+fn hash_ids(
+    row: &Row,
+    column: &str,
+    prompt_tokens: u32,
+    block_size: u32,
+) -> Result<Vec<u64>, String> {
+    let parsed;
+    let value = match row.values.get(column) {
+        // A CSV cell holds the list as JSON text.
+        Some(Value::String(s)) => {
+            parsed = serde_json::from_str::<Value>(s)
+                .map_err(|_| format!("`{s}` is not a list of hash ids"))?;
+            &parsed
+        }
+        Some(v) => v,
+        None => return Err("no value (guidellm: `Missing column values`)".to_owned()),
+    };
+    let Value::Array(items) = value else {
+        return Err("expected a list of hash ids".to_owned());
+    };
+    let ids = items
+        .iter()
+        .map(|v| match v.as_i64() {
+            Some(id) if id >= 0 => Ok(id as u64),
+            Some(id) => Err(format!("Hash ID must be non-negative, got {id}")),
+            None => Err(format!("`{v}` is not a hash id")),
+        })
+        .collect::<Result<Vec<u64>, String>>()?;
+    let expected = prompt_tokens.div_ceil(block_size) as usize;
+    if ids.len() != expected {
+        return Err(format!(
+            "Input token count of {prompt_tokens} split into blocks of size {block_size} does not match given {} \
+             blocks (guidellm's check: {expected} expected)",
+            ids.len()
+        ));
+    }
+    Ok(ids)
 }
 
 #[cfg(test)]
@@ -229,6 +356,7 @@ mod tests {
             prompt_tokens_column: "input_length".to_owned(),
             output_tokens_column: "output_length".to_owned(),
             samples,
+            hash_blocks: None,
         }
     }
 
@@ -267,6 +395,7 @@ mod tests {
             offset,
             prompt_tokens,
             output_tokens,
+            blocks: Vec::new(),
         };
         assert_eq!(
             got,
@@ -314,5 +443,83 @@ mod tests {
         let e =
             trace_rows(Path::new("t.jsonl"), &columns, &rows, &trace(None)).expect_err("negative");
         assert!(e.to_string().contains("must be non-negative"), "{e}");
+    }
+
+    fn mooncake(block_size: u32) -> GuidellmTrace {
+        GuidellmTrace {
+            hash_blocks: Some(crate::workload::guidellm_replay::HashBlocks {
+                column: "hash_ids".to_owned(),
+                block_size,
+            }),
+            ..trace(None)
+        }
+    }
+
+    #[test]
+    fn mooncake_blocks_are_whole_but_the_last_which_holds_the_rest() {
+        // Blocks of 4: 10 tokens are 4 + 4 + 2, 8 are 4 + 4, 6 are 4 + 2 (`_calculate_required_prompt_tokens`).
+        let (columns, rows) = rows(&[
+            serde_json::json!({"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [1, 2, 3]}),
+            serde_json::json!({"timestamp": 1, "input_length": 8, "output_length": 1, "hash_ids": [1, 2]}),
+            serde_json::json!({"timestamp": 2, "input_length": 6, "output_length": 1, "hash_ids": [1, 5]}),
+        ]);
+        let got = trace_rows(Path::new("t.jsonl"), &columns, &rows, &mooncake(4)).expect("reads");
+        let blocks: Vec<Vec<(u64, u32)>> = got.iter().map(|r| r.blocks.clone()).collect();
+        assert_eq!(
+            blocks,
+            vec![
+                vec![(1, 4), (2, 4), (3, 2)],
+                vec![(1, 4), (2, 4)],
+                vec![(1, 4), (5, 2)]
+            ]
+        );
+        // guidellm's checks: ceil(10 / 4) = 3 ids, none negative.
+        for (ids, needle) in [
+            (serde_json::json!([1, 2]), "does not match given 2 blocks"),
+            (
+                serde_json::json!([1, -2, 3]),
+                "Hash ID must be non-negative, got -2",
+            ),
+        ] {
+            let (columns, rows) = self::rows(&[serde_json::json!(
+                {"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": ids}
+            )]);
+            let e = trace_rows(Path::new("t.jsonl"), &columns, &rows, &mooncake(4))
+                .expect_err("refused");
+            assert!(e.to_string().contains(needle), "{e}");
+        }
+    }
+
+    #[test]
+    fn rows_naming_the_same_hash_ids_send_the_same_blocks() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("t.jsonl");
+        std::fs::write(
+            &path,
+            "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 3, \"hash_ids\": [1, 2, 3]}\n\
+             {\"timestamp\": 1, \"input_length\": 8, \"output_length\": 2, \"hash_ids\": [1, 2]}\n\
+             {\"timestamp\": 2, \"input_length\": 6, \"output_length\": 1, \"hash_ids\": [7, 5]}\n",
+        )
+        .expect("writes");
+        let trace = GuidellmTrace {
+            path: path.to_str().expect("utf-8").to_owned(),
+            ..mooncake(4)
+        };
+        let got = guidellm_trace_requests(&trace, &Tokenizer::builtin(), 7).expect("builds");
+        let [(_, a), (_, b), (_, c)] = got.as_slice() else {
+            panic!("three requests: {got:?}");
+        };
+        // The builtin tokenizer adds no special token: lengths are the blocks' own.
+        assert_eq!((a.input_tokens, b.input_tokens, c.input_tokens), (10, 8, 6));
+        assert_eq!(
+            (a.max_tokens, b.max_tokens, c.max_tokens),
+            (Some(3), Some(2), Some(1))
+        );
+        // Blocks 1 and 2 are the same text in both rows; block 7 is not block 1.
+        assert!(a.text.starts_with(&format!("{} ", b.text)), "{a:?}\n{b:?}");
+        fn opening(text: &str) -> Vec<&str> {
+            text.split(' ').take(4).collect()
+        }
+        assert_ne!(opening(&c.text), opening(&b.text), "{c:?}");
     }
 }

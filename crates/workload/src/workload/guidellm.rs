@@ -1372,18 +1372,16 @@ fn data_item(
                 m.finish(ctx, &[]);
                 return data_path(ctx, &path_field, &path, Some(&kind)).map(DataSpec::GuidellmFile);
             }
-            "trace_synthetic" => {
-                let trace = guidellm_replay::trace_data(ctx, &mut m)?;
+            "trace_synthetic" | "mooncake" => {
+                let trace = guidellm_replay::trace_data(ctx, &mut m, kind == "mooncake")?;
                 m.finish(ctx, &[]);
                 return Ok(DataSpec::GuidellmTrace(trace));
             }
-            "mooncake" | "weka" => {
+            "weka" => {
                 return Err(k.unsupported(
                     ctx,
-                    format!(
-                        "the `{kind}` trace format (its prompts share blocks named by `hash_ids`; llmbench replays \
-                         `trace_synthetic` traces, which take the same timestamp and token count columns)"
-                    ),
+                    "the `weka` trace format (conversations whose hash-id blocks and offsets restart with each one, \
+                     which guidellm itself marks unreliable; llmbench replays `trace_synthetic` and `mooncake` traces)",
                 ));
             }
             _ => return Err(k.unsupported(ctx, format!("data kind `{kind}`"))),

@@ -28,13 +28,25 @@ pub struct GuidellmTrace {
     pub output_tokens_column: String,
     /// `data_loader.samples` / `data_samples`: the first N rows after sorting (fewer is an error).
     pub samples: Option<u64>,
+    /// `kind: mooncake`: each row's prompt is made of shared token blocks named by its hash ids.
+    pub hash_blocks: Option<HashBlocks>,
 }
 
-/// `TraceDataArgs` of a `trace_synthetic` data item (its `kind` already read); the formats llmbench does not
-/// build are refused by the caller.
+/// guidellm's Mooncake format (`trace_mooncake.py`): `hash_ids_column` (`hash_ids`) lists each row's blocks of
+/// `hash_id_block_size` (512) tokens, the last one holding the rest of its prompt tokens; a hash id seen again is
+/// the same block.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HashBlocks {
+    pub column: String,
+    pub block_size: u32,
+}
+
+/// `TraceDataArgs` of a `trace_synthetic` or (`mooncake`) `MooncakeTraceFormatArgs` data item (its `kind` already
+/// read); the formats llmbench does not build are refused by the caller.
 pub(crate) fn trace_data(
     ctx: &mut Ctx,
     m: &mut MapReader<'_>,
+    mooncake: bool,
 ) -> Result<GuidellmTrace, WorkloadError> {
     let path_field = m.require(ctx, "path", "a trace names its `path`")?;
     let path = path_field.str(ctx)?.to_owned();
@@ -73,8 +85,8 @@ pub(crate) fn trace_data(
     if let Some(f) = m.get("conversation_id_column").filter(|f| !f.is_null()) {
         return Err(f.unsupported(
             ctx,
-            "`conversation_id_column` on a trace_synthetic trace (guidellm then restarts the offsets at each \
-             conversation; llmbench replays one timeline)",
+            "`conversation_id_column` on a trace (guidellm then restarts the offsets at each conversation; llmbench \
+             replays one timeline)",
         ));
     }
     if let Some(f) = m.get("load_kwargs")
@@ -83,12 +95,29 @@ pub(crate) fn trace_data(
     {
         return Err(f.unsupported(ctx, "Hugging Face loading arguments (`load_kwargs`)"));
     }
+    let hash_blocks = if mooncake {
+        let column = match m.get("hash_ids_column") {
+            Some(f) => f.str(ctx)?.to_owned(),
+            None => "hash_ids".to_owned(),
+        };
+        let block_size = match m.get("hash_id_block_size") {
+            Some(f) => {
+                let n = f.positive_u64(ctx)?;
+                u32::try_from(n).map_err(|_| f.invalid(ctx, format!("{n} is too large")))?
+            }
+            None => 512,
+        };
+        Some(HashBlocks { column, block_size })
+    } else {
+        None
+    };
     Ok(GuidellmTrace {
         path,
         timestamp_column,
         prompt_tokens_column,
         output_tokens_column,
         samples: None,
+        hash_blocks,
     })
 }
 

@@ -1349,6 +1349,7 @@ fn guidellm_replay_reads_its_time_scale_and_the_trace_columns() {
             prompt_tokens_column: "input_length".to_owned(),
             output_tokens_column: "output_length".to_owned(),
             samples: None,
+            hash_blocks: None,
         })
     );
     assert_eq!(w.stages.len(), 1);
