@@ -10,11 +10,13 @@ use serde_json::Value;
 
 use common::*;
 
-/// Each record of the run, in id order: (scheduled ns, input tokens, max_tokens, ignore_eos, the server's prompt
-/// tokens).
-fn records(run: &Path) -> Vec<(u64, u64, u64, bool, u64)> {
+/// One record: (scheduled ns, input tokens, max_tokens, ignore_eos, the server's prompt tokens).
+type Sent = (u64, u64, u64, bool, u64);
+
+/// Each record of the run, in id order.
+fn records(run: &Path) -> Vec<Sent> {
     let text = std::fs::read_to_string(run.join("requests.jsonl")).expect("requests.jsonl");
-    let mut rows: Vec<(u64, (u64, u64, u64, bool, u64))> = text
+    let mut rows: Vec<(u64, Sent)> = text
         .lines()
         .map(|line| {
             let r: Value = serde_json::from_str(line).expect("a record");

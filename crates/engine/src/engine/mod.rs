@@ -1553,6 +1553,7 @@ mod tests {
                 scope: StopScope::Stage,
             }),
             breakers: None,
+            over_saturation: None,
         }
     }
 
