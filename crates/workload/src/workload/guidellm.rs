@@ -1270,14 +1270,14 @@ fn replay_needs_a_trace(
     if replay && !trace {
         return Err(kind_field.unsupported(
             ctx,
-            "the replay profile over data without timestamps (guidellm would send every request at once); give \
-             it a `kind: trace_synthetic` trace",
+            "the replay profile over data without timestamps (guidellm would send every request at once; replay \
+             a `kind: trace_synthetic` or `kind: mooncake` trace)",
         ));
     }
     if trace && !replay {
         return Err(data_field.unsupported(
             ctx,
-            "a trace under a profile other than `replay` (its rows' times unused)",
+            "a trace under a profile other than `replay` (guidellm would leave its rows' times unused)",
         ));
     }
     Ok(())
