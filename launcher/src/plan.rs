@@ -85,6 +85,7 @@ pub(crate) fn engine_stages(workload: &Workload) -> Result<Vec<engine::Stage>, P
                 stage.arrival,
                 Arrival::MooncakeTrace { .. }
                     | Arrival::InferencePerfTrace { .. }
+                    | Arrival::GuidellmReplay { .. }
                     | Arrival::TraceSessions { .. }
             ) {
                 return Err(PlanError::Trace { stage: index });
@@ -156,6 +157,7 @@ pub(crate) fn engine_stage(stage: &Stage, seed: u64) -> Option<engine::Stage> {
             max_error_rate: stage.limit.max_error_rate,
             max_global_error_rate: stage.limit.max_global_error_rate,
             breakers: None,
+            over_saturation: stage.limit.over_saturation,
         },
     })
 }
@@ -263,6 +265,7 @@ pub(crate) fn requested_rate(stage: &Stage) -> Option<f64> {
         | Arrival::Sweep(_)
         | Arrival::MooncakeTrace { .. }
         | Arrival::InferencePerfTrace { .. }
+        | Arrival::GuidellmReplay { .. }
         | Arrival::TraceSessions { .. } => None,
     }
 }

@@ -20,6 +20,7 @@ mod context;
 mod error;
 mod execute;
 mod fmperf;
+mod guidellm_replay;
 mod mlperf;
 pub mod nop;
 mod output;
@@ -53,6 +54,7 @@ pub(crate) use target::{EndpointError, Server, UNSET_ENDPOINT};
 
 use context::{Adaptive, Executed, Execution, RunContext, RunStages, report_options};
 use fmperf::FmperfRun;
+use guidellm_replay::GuidellmReplay;
 use mlperf::MlperfRun;
 use nop::NopRun;
 use profile::ProfileRun;
@@ -428,6 +430,7 @@ async fn run_against(
         DataSpec::MooncakeTrace(_) | DataSpec::AzureTrace(_) => {
             TraceReplay { workload }.run(&mut context).await
         }
+        DataSpec::GuidellmTrace(_) => GuidellmReplay { workload }.run(&mut context).await,
         _ => ProfileRun { workload }.run(&mut context).await,
     }
 }

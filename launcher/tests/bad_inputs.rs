@@ -1029,8 +1029,13 @@ fn bad_guidellm_scenarios_are_refused_with_key_and_line() {
         profile(
             GL,
             "saturation.yaml",
-            gl("  profile: {kind: synchronous}\n  constraints: [{kind: over_saturation}]\n"),
-            &["`spec.constraints[0].kind`", "over_saturation"],
+            gl(
+                "  profile: {kind: synchronous}\n  constraints: [{kind: max_requests, count: 5}, {kind: over_saturation, mode: stop}]\n",
+            ),
+            &[
+                "`spec.constraints[1].mode`",
+                "unknown mode `stop`; expected enforce or monitor",
+            ],
         ),
         profile(
             GL,

@@ -264,6 +264,9 @@ pub enum StopReason {
     /// An inference-perf circuit breaker (`load.circuit_breakers`) opened; the log names it. What was in flight is
     /// cancelled; every record is kept.
     CircuitBreakerOpen,
+    /// guidellm's `over_saturation` constraint (mode `enforce`) found the in-flight count and TTFT rising together;
+    /// the log gives its slopes. What was in flight is cancelled; every record is kept.
+    OverSaturation,
 }
 
 /// The signals a launcher handles.
@@ -296,6 +299,9 @@ impl fmt::Display for StopReason {
             StopReason::Deadline => f.write_str("the stage's deadline passed"),
             StopReason::StackFailed => f.write_str("the stack under test failed"),
             StopReason::CircuitBreakerOpen => f.write_str("a circuit breaker opened"),
+            StopReason::OverSaturation => {
+                f.write_str("the server is over-saturated (over_saturation)")
+            }
             StopReason::ServerStoppedAnswering { at_ms, failures } => write!(
                 f,
                 "the server stopped answering at t={}.{:03}s, after {failures} connection failures in a row",

@@ -239,7 +239,10 @@ pub fn estimate_run_memory(workload: &Workload, expected_requests: Option<u64>) 
                 (r.num_conversations, whole.min(window), 0.0, Some(output))
             }
             // Built from the file when the run starts, which checks its size then.
-            DataSpec::MooncakeTrace(_) | DataSpec::AzureTrace(_) | DataSpec::OtelTrace(_) => {
+            DataSpec::MooncakeTrace(_)
+            | DataSpec::AzureTrace(_)
+            | DataSpec::OtelTrace(_)
+            | DataSpec::GuidellmTrace(_) => {
                 (pool(None), NOMINAL_DATASET_PROMPT_TOKENS as f64, 0.0, None)
             }
         };
@@ -358,6 +361,7 @@ fn stage_requests(stage: &Stage) -> Option<u64> {
         | Arrival::Sweep(Sweep::InferencePerf { .. })
         | Arrival::MooncakeTrace { .. }
         | Arrival::InferencePerfTrace { .. }
+        | Arrival::GuidellmReplay { .. }
         | Arrival::TraceSessions { .. } => None,
     };
     match (from_arrival, stage.limit.requests) {

@@ -8,6 +8,7 @@
 
 mod burstgpt;
 mod guidellm_file;
+pub mod guidellm_trace;
 mod vllm_hf;
 
 use std::path::{Path, PathBuf};
@@ -165,6 +166,8 @@ pub fn prompt_origin(workload: &Workload, nonce: u64) -> PromptOrigin {
         DataSpec::MooncakeTrace(_) | DataSpec::AzureTrace(_) | DataSpec::OtelTrace(_) => {
             return pinned("the trace it replays".to_owned());
         }
+        // Synthetic text of the trace's lengths: fresh per run unless a seed pins it, as guidellm's own.
+        DataSpec::GuidellmTrace(_) => {}
         DataSpec::SharedPrefix(shared) if shared.seed.is_some() => {
             return pinned(format!(
                 "the profile's data seed {}",
@@ -407,7 +410,10 @@ pub fn build_prompts(
                 what: "AIPerf conversations",
             });
         }
-        DataSpec::MooncakeTrace(_) | DataSpec::AzureTrace(_) | DataSpec::OtelTrace(_) => {
+        DataSpec::MooncakeTrace(_)
+        | DataSpec::AzureTrace(_)
+        | DataSpec::OtelTrace(_)
+        | DataSpec::GuidellmTrace(_) => {
             return Err(PromptError::TraceData);
         }
     };

@@ -50,7 +50,7 @@ pub(crate) struct SweepPlan {
 
 enum Planner {
     Guidellm(Box<GuidellmSweep>),
-    InferencePerf(InferencePerfSweep),
+    InferencePerf(Box<InferencePerfSweep>),
 }
 
 impl SweepPlan {
@@ -70,7 +70,7 @@ impl SweepPlan {
                 g.t0_unix_ns = t0_unix_ns;
                 g
             }
-            Planner::InferencePerf(p) => Box::new(p),
+            Planner::InferencePerf(p) => p,
         }
     }
 }
@@ -121,7 +121,7 @@ pub(crate) fn sweep_plan(
                 ..
             },
             [_],
-        ) => Planner::InferencePerf(InferencePerfSweep {
+        ) => Planner::InferencePerf(Box::new(InferencePerfSweep {
             sweep: sweep.clone(),
             process: *process,
             num_stages: *num_stages,
@@ -131,7 +131,7 @@ pub(crate) fn sweep_plan(
             seed: workload.seed,
             cap: in_flight_cap,
             stages: Vec::new(),
-        }),
+        })),
         (Sweep::Guidellm { size, .. }, [synchronous, throughput, template])
             if index == 2
                 && synchronous.load == LoadKind::Synchronous
@@ -283,6 +283,9 @@ fn stage_scope(mut errors: engine::ErrorLimits) -> engine::ErrorLimits {
         limit.scope = StopScope::Stage;
     }
     if let Some(limit) = &mut errors.max_global_error_rate {
+        limit.scope = StopScope::Stage;
+    }
+    if let Some(limit) = &mut errors.over_saturation {
         limit.scope = StopScope::Stage;
     }
     errors

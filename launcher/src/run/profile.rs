@@ -199,7 +199,7 @@ impl Runner for ProfileRun {
 
 /// A value no earlier run used, for fresh prompts: the wall clock in nanoseconds, mixed with the shard's index so
 /// the launchers of one sharded run draw different prompts too.
-fn run_nonce(shard: Shard) -> u64 {
+pub(super) fn run_nonce(shard: Shard) -> u64 {
     stage_prompt_seed(
         llmbench_model::wallclock::unix_ns_now(),
         shard.index.wrapping_add(1),

@@ -102,7 +102,40 @@ pub async fn execute(
     clock: &Clock,
     cancel: &super::control::Flag,
 ) -> RequestRecord {
-    execute_tapped(target, request, issue, clock, cancel, &mut |_: &[u8]| {}).await
+    execute_tapped(target, request, issue, clock, cancel, &mut ()).await
+}
+
+/// What a caller sees of a response as it arrives; a run's requests watch nothing (`()`), which compiles to
+/// nothing.
+pub(crate) trait Watch {
+    /// Every piece of a successful response's body, before it is parsed.
+    fn bytes(&mut self, _bytes: &[u8]) {}
+    /// A stream's first token chunk arrived at `at_ns`; the request went out at `sent_ns`. Called once.
+    fn first_token(&mut self, _at_ns: u64, _sent_ns: u64) {}
+}
+
+impl Watch for () {}
+
+/// [`execute`], telling `watch` of the stream's first token as it arrives (guidellm's over-saturation detector).
+pub(crate) async fn execute_watched<W: Watch>(
+    target: &Target,
+    request: &PreparedRequest,
+    issue: Issue,
+    clock: &Clock,
+    cancel: &super::control::Flag,
+    watch: &mut W,
+) -> RequestRecord {
+    execute_tapped(target, request, issue, clock, cancel, watch).await
+}
+
+/// The probe's watch: keeps the start of the body.
+struct KeepBody<'a>(&'a mut Vec<u8>);
+
+impl Watch for KeepBody<'_> {
+    fn bytes(&mut self, bytes: &[u8]) {
+        let room = PROBE_BODY_LIMIT.saturating_sub(self.0.len());
+        self.0.extend_from_slice(&bytes[..bytes.len().min(room)]);
+    }
 }
 
 /// The most of a test request's response body [`probe`] keeps.
@@ -133,10 +166,7 @@ pub async fn probe(target: &Target, request: &PreparedRequest, clock: &Clock) ->
         issue,
         clock,
         &never,
-        &mut |bytes: &[u8]| {
-            let room = PROBE_BODY_LIMIT.saturating_sub(body.len());
-            body.extend_from_slice(&bytes[..bytes.len().min(room)]);
-        },
+        &mut KeepBody(&mut body),
     )
     .await;
     Probed { record, body }
@@ -144,7 +174,7 @@ pub async fn probe(target: &Target, request: &PreparedRequest, clock: &Clock) ->
 
 /// [`execute`], showing every piece of a successful response's body to `tap` as it arrives (a run's requests
 /// pass a tap that does nothing, which compiles to nothing).
-async fn execute_tapped<T: FnMut(&[u8])>(
+async fn execute_tapped<T: Watch>(
     target: &Target,
     request: &PreparedRequest,
     issue: Issue,
@@ -210,7 +240,7 @@ async fn execute_tapped<T: FnMut(&[u8])>(
     record
 }
 
-async fn exchange<T: FnMut(&[u8])>(
+async fn exchange<T: Watch>(
     target: &Target,
     request: &PreparedRequest,
     clock: &Clock,
@@ -227,7 +257,7 @@ async fn exchange<T: FnMut(&[u8])>(
     }
 }
 
-async fn exchange_http1<T: FnMut(&[u8])>(
+async fn exchange_http1<T: Watch>(
     endpoint: &Http1Endpoint,
     target: &Target,
     request: &PreparedRequest,
@@ -261,8 +291,8 @@ async fn exchange_http1<T: FnMut(&[u8])>(
         let mut events = StreamEvents::new(target.keep_text);
         let ended = response
             .read_body(clock, |bytes, at_ns| {
-                tap(bytes);
-                events.push(bytes, at_ns, record)
+                tap.bytes(bytes);
+                events.push(bytes, at_ns, record, tap)
             })
             .await;
         match ended {
@@ -276,7 +306,7 @@ async fn exchange_http1<T: FnMut(&[u8])>(
         let mut at_ns = 0;
         let ended = response
             .read_body(clock, |bytes, at| {
-                tap(bytes);
+                tap.bytes(bytes);
                 append_capped(&mut body, bytes)?;
                 at_ns = at;
                 Ok(Flow::More)
@@ -290,7 +320,7 @@ async fn exchange_http1<T: FnMut(&[u8])>(
     }
 }
 
-async fn exchange_reqwest<T: FnMut(&[u8])>(
+async fn exchange_reqwest<T: Watch>(
     client: &reqwest::Client,
     target: &Target,
     request: &PreparedRequest,
@@ -331,8 +361,8 @@ async fn exchange_reqwest<T: FnMut(&[u8])>(
         while let Some(read) = body.next().await {
             let at_ns = clock.now_ns();
             let bytes = read.map_err(|e| stream_cut(record, &error_chain(&e)))?;
-            tap(&bytes);
-            if events.push(&bytes, at_ns, record)? == Flow::Stop {
+            tap.bytes(&bytes);
+            if events.push(&bytes, at_ns, record, tap)? == Flow::Stop {
                 return Ok(());
             }
         }
@@ -344,7 +374,7 @@ async fn exchange_reqwest<T: FnMut(&[u8])>(
             .await
             .map_err(|e| body_cut(&error_chain(&e)))?
         {
-            tap(&bytes);
+            tap.bytes(&bytes);
             append_capped(&mut body, &bytes)?;
         }
         whole_body(&body, clock.now_ns(), record, target.keep_text)
@@ -415,6 +445,8 @@ struct StreamEvents {
     parser: SseParser,
     finished: bool,
     keep_text: bool,
+    /// Whether a token chunk arrived (the watch is told of the first).
+    token_seen: bool,
 }
 
 impl StreamEvents {
@@ -423,15 +455,17 @@ impl StreamEvents {
             parser: SseParser::default(),
             finished: false,
             keep_text,
+            token_seen: false,
         }
     }
 
     /// Takes one network read; `Stop` once `[DONE]` arrived.
-    fn push(
+    fn push<W: Watch>(
         &mut self,
         bytes: &[u8],
         at_ns: u64,
         record: &mut RequestRecord,
+        watch: &mut W,
     ) -> Result<Flow, RequestError> {
         self.parser.push(bytes);
         while let Some(event) = self.parser.next_event().map_err(malformed_stream)? {
@@ -449,6 +483,10 @@ impl StreamEvents {
                         self.finished = true;
                     }
                     if let Some(kind) = chunk.kind {
+                        if !self.token_seen && kind.tokens().is_some() {
+                            self.token_seen = true;
+                            watch.first_token(at_ns, record.sent_ns);
+                        }
                         record.chunks.push(ChunkEvent { at_ns, kind });
                     }
                 }
@@ -984,7 +1022,7 @@ mod tests {
         let mut line = b"data: ".to_vec();
         line.resize(super::super::sse::MAX_LINE + 1, b'a');
         let error = events
-            .push(&line, 0, &mut record)
+            .push(&line, 0, &mut record, &mut ())
             .expect_err("over the limit");
         assert_eq!(error.class, ErrorClass::MalformedEvent);
         assert!(

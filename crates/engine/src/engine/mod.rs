@@ -19,6 +19,7 @@ pub mod conversation;
 pub mod http1;
 pub mod lmbench;
 pub mod request_ids;
+mod saturation;
 pub mod sessions;
 pub mod sse;
 pub mod trace;
@@ -44,6 +45,7 @@ pub use unreachable::DEFAULT_MAX_CONNECT_FAILURES;
 use llmbench_model::record::{ErrorClass, RequestRecord};
 use llmbench_model::sent::SentEntry;
 use llmbench_workload::workload::circuit_breaker;
+use llmbench_workload::workload::over_saturation::OverSaturation;
 use llmbench_workload::workload::{ErrorLimit, GlobalErrorRate, StopScope, WindowedErrorRate};
 
 /// How one stage issues requests.
@@ -144,6 +146,8 @@ pub struct ErrorLimits {
     /// inference-perf `load.circuit_breakers`: one state shared by every stage of the run, as upstream's breakers
     /// outlive the stage that opened them; an open breaker stops the run.
     pub breakers: Option<RunBreakers>,
+    /// guidellm `over_saturation`: a detector of the stage's own, fed each request's start, first token and end.
+    pub over_saturation: Option<OverSaturation>,
 }
 
 /// The run's circuit breakers ([`llmbench_workload::workload::circuit_breaker`]), fed every finished request.
@@ -710,6 +714,14 @@ pub async fn run(
                    levels: StageLevels,
                    errors: ErrorLimits,
                    kept: Option<Kept>| StageContext {
+        saturation: errors.over_saturation.map(|config| {
+            Arc::new(saturation::SaturationWatch::new(
+                config,
+                clock.now_ns(),
+                levels.stage.clone(),
+                control.clone(),
+            ))
+        }),
         target: Arc::clone(&target),
         requests,
         clock,
@@ -971,6 +983,8 @@ struct StageContext {
     kept: Option<Kept>,
     /// The run's streak of connection-level failures, which stops it when the server is gone.
     connect_failures: Arc<unreachable::ConnectFailures>,
+    /// guidellm's over-saturation detector, when the stage has one; timed from the stage's start.
+    saturation: Option<Arc<saturation::SaturationWatch>>,
 }
 
 impl StageContext {
@@ -988,14 +1002,31 @@ impl StageContext {
             scheduled_ns,
         };
         self.went_out(&issue, request, warmup);
-        client::execute(
-            &self.target,
-            request,
-            issue,
-            &self.clock,
-            self.control.in_flight(),
-        )
-        .await
+        self.execute(request, issue, self.control.in_flight()).await
+    }
+
+    /// Sends `request` (already counted as gone out), telling the stage's over-saturation detector, if it has one,
+    /// of its first token as it arrives.
+    async fn execute(
+        &self,
+        request: &PreparedRequest,
+        issue: Issue,
+        cancel: &control::Flag,
+    ) -> RequestRecord {
+        match &self.saturation {
+            None => client::execute(&self.target, request, issue, &self.clock, cancel).await,
+            Some(watch) => {
+                client::execute_watched(
+                    &self.target,
+                    request,
+                    issue,
+                    &self.clock,
+                    cancel,
+                    &mut FirstToken(watch.as_ref()),
+                )
+                .await
+            }
+        }
     }
 
     /// Sends one request scheduled at `scheduled_ns` and records it. Returns whether it failed before the server
@@ -1012,8 +1043,7 @@ impl StageContext {
             Requests::Fixed(requests) => {
                 let request = &requests[(id % requests.len() as u64) as usize];
                 self.went_out(&issue, request, false);
-                let record =
-                    client::execute(&self.target, request, issue, &self.clock, cancel).await;
+                let record = self.execute(request, issue, cancel).await;
                 self.record(record)
             }
             // Only a trace's own stages send its requests (`trace::run_trace`), and `run` refuses any other.
@@ -1027,8 +1057,7 @@ impl StageContext {
                     return false;
                 };
                 self.went_out(&issue, &turn.request, false);
-                let mut record =
-                    client::execute(&self.target, &turn.request, issue, &self.clock, cancel).await;
+                let mut record = self.execute(&turn.request, issue, cancel).await;
                 if let Some(think) = conversations.think_time(&turn, &record) {
                     // inference-perf's tool-call latency: slept holding the session and this request's slot,
                     // and inside the request's end time as upstream measures it.
@@ -1096,6 +1125,9 @@ impl StageContext {
             max_tokens: request.max_tokens,
             warmup: warmup || self.probe,
         });
+        if let Some(watch) = &self.saturation {
+            watch.started(issue.id, self.clock.now_ns());
+        }
     }
 
     /// Hands `record` to the writer (and a copy to the stage's planner, if it keeps them) and checks the stage's
@@ -1113,6 +1145,9 @@ impl StageContext {
             self.run.stop_now(reason);
         }
         record.warmup |= self.probe;
+        if let Some(watch) = &self.saturation {
+            watch.finished(&record);
+        }
         if let Some(kept) = &self.kept {
             kept.push(&record, self.sink.budget_bytes);
         }
@@ -1148,6 +1183,15 @@ impl StageContext {
             }
         }
         connection_failed
+    }
+}
+
+/// Tells the stage's over-saturation detector of a stream's first token.
+struct FirstToken<'a>(&'a saturation::SaturationWatch);
+
+impl client::Watch for FirstToken<'_> {
+    fn first_token(&mut self, at_ns: u64, sent_ns: u64) {
+        self.0.first_token(at_ns, sent_ns);
     }
 }
 
@@ -1548,6 +1592,7 @@ mod tests {
                 scope: StopScope::Stage,
             }),
             breakers: None,
+            over_saturation: None,
         }
     }
 

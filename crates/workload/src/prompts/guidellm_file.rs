@@ -82,9 +82,9 @@ const OUTPUT_TOKENS: &str = "output_tokens_count_column";
 const SENT: &[&str] = &[TEXT, PREFIX, PROMPT_TOKENS, OUTPUT_TOKENS];
 
 /// One row of the file as guidellm's mapper sees it: where it is, and its values by column name.
-struct Row {
-    location: String,
-    values: Map<String, Value>,
+pub(super) struct Row {
+    pub(super) location: String,
+    pub(super) values: Map<String, Value>,
 }
 
 /// The columns each type maps to, for turn 0, in the order guidellm reads them.
@@ -406,7 +406,7 @@ fn name_match<'c>(column: &'c str, name: &str) -> Option<(&'c str, Option<u64>)>
 }
 
 /// The file's column names (in first-seen order) and rows.
-fn read_rows(
+pub(super) fn read_rows(
     path: &Path,
     format: GuidellmFileFormat,
 ) -> Result<(Vec<String>, Vec<Row>), DataError> {

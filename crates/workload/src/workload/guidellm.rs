@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use super::ParseOptions;
 use super::error::{WarningKind, WorkloadError};
+use super::guidellm_replay;
 use super::inference_perf::{set_default_seed, string_map};
 use super::limits::{self, Limit};
 use super::model::*;
@@ -203,6 +204,7 @@ fn parse_spec(ctx: &mut Ctx, spec: &Node, line: u32) -> Result<SpecParts, Worklo
         seed.get_or_insert(s.u64(ctx)?);
     }
     let mut stages = profile_stages(ctx, &mut pm, &kind_field, kind, &constraints, false)?;
+    replay_needs_a_trace(ctx, &data, &stages, &kind_field, &data_field)?;
     // v0.7 keeps warm-up and cool-down in `profile`; earlier scenarios had them beside it.
     let mut transients = [None, None];
     for (slot, key) in transients.iter_mut().zip(["warmup", "cooldown"]) {
@@ -554,6 +556,11 @@ fn apply_request_max_tokens(data: &mut DataSpec, api: &mut Api, max_tokens: Opti
         // The rows decide `ignore_eos` when the prompts are built (`prompts::asks_exact_lengths`).
         file.default_max_tokens = max_tokens;
     }
+    if let DataSpec::GuidellmTrace(_) = data {
+        // Every trace row has an output count (a zero one is refused when the trace is read): guidellm sends
+        // `ignore_eos` with its `max_tokens`.
+        api.ignore_eos = true;
+    }
     if let DataSpec::SyntheticText(s) = data {
         // guidellm sends `ignore_eos` with `max_tokens` for synthetic data with output lengths.
         api.ignore_eos = s.output.is_some();
@@ -710,6 +717,7 @@ struct Constraints {
     max_errors: Option<(Vec<u64>, StopScope)>,
     max_error_rate: Option<(Vec<f64>, u64, StopScope)>,
     max_global_error_rate: Option<(Vec<f64>, u64, StopScope)>,
+    over_saturation: Option<super::over_saturation::OverSaturation>,
 }
 
 fn pick<T: Copy>(values: &[T], i: usize) -> Option<T> {
@@ -748,6 +756,7 @@ impl Constraints {
                     })
                 },
             ),
+            over_saturation: self.over_saturation,
         }
     }
 
@@ -783,6 +792,7 @@ impl Constraints {
             max_global_error_rate: limit
                 .max_global_error_rate
                 .map(|e| (vec![e.limit.rate], e.limit.minimum, e.scope)),
+            over_saturation: limit.over_saturation,
         }
     }
 }
@@ -861,7 +871,9 @@ fn constraints(ctx: &mut Ctx, f: &At<'_>) -> Result<Constraints, WorkloadError> 
                 limit.max_global_error_rate = Some((rates, minimum, stopping_scope(ctx, &mut c)?));
             }
             "over_saturation" => {
-                return Err(kind_field.unsupported(ctx, "the `over_saturation` constraint"));
+                let scope = stopping_scope(ctx, &mut c)?;
+                limit.over_saturation =
+                    Some(super::over_saturation::parse_args(ctx, &mut c, scope)?);
             }
             other => {
                 return Err(kind_field.invalid(
@@ -1029,8 +1041,9 @@ fn profile_stages(
     limits_of: &Constraints,
     flat: bool,
 ) -> Result<Vec<Stage>, WorkloadError> {
-    let max_concurrency = pm
-        .get("max_concurrency")
+    let max_concurrency_field = pm.get("max_concurrency");
+    let max_concurrency = max_concurrency_field
+        .as_ref()
         .map(|f| f.concurrency(ctx))
         .transpose()?;
     let rampup = match pm.get_any(&["rampup_duration", "rampup"]) {
@@ -1206,13 +1219,30 @@ fn profile_stages(
                 },
             ]
         }
-        "replay" => return Err(kind_field.unsupported(ctx, "the `replay` profile (trace replay)")),
+        "replay" => {
+            if let Some(f) = max_concurrency_field {
+                return Err(f.invalid(
+                    ctx,
+                    "not an argument of guidellm's replay profile (`ReplayProfileArgs` takes `time_scale`)",
+                ));
+            }
+            let time_scale = guidellm_replay::time_scale(ctx, pm)?;
+            guidellm_replay::warn_rampup(ctx, pm, rampup, kind_field.line);
+            vec![Stage {
+                load: LoadKind::Trace,
+                arrival: Arrival::GuidellmReplay { time_scale },
+                limit: limits_of.at(0),
+                max_concurrency: None,
+                warmup: None,
+                cooldown: None,
+            }]
+        }
         other => {
             return Err(kind_field.invalid(
                 ctx,
                 format!(
                     "unknown profile `{other}`; expected synchronous, concurrent, throughput, \
-                     constant, poisson or sweep"
+                     constant, poisson, sweep or replay"
                 ),
             ));
         }
@@ -1221,6 +1251,36 @@ fn profile_stages(
         return Err(kind_field.invalid(ctx, limits::exceeded(Limit::Stages, stages.len() as f64)));
     }
     Ok(stages)
+}
+
+/// The replay profile and trace data go together: guidellm's replay sends rows without a timestamp (synthetic
+/// text, data files) all at its start, and runs a trace's rows under another profile ignoring their times; llmbench
+/// replays traces only.
+fn replay_needs_a_trace(
+    ctx: &Ctx,
+    data: &DataSpec,
+    stages: &[Stage],
+    kind_field: &At<'_>,
+    data_field: &At<'_>,
+) -> Result<(), WorkloadError> {
+    let replay = stages
+        .iter()
+        .any(|s| matches!(s.arrival, Arrival::GuidellmReplay { .. }));
+    let trace = matches!(data, DataSpec::GuidellmTrace(_));
+    if replay && !trace {
+        return Err(kind_field.unsupported(
+            ctx,
+            "the replay profile over data without timestamps (guidellm would send every request at once; replay \
+             a `kind: trace_synthetic` or `kind: mooncake` trace)",
+        ));
+    }
+    if trace && !replay {
+        return Err(data_field.unsupported(
+            ctx,
+            "a trace under a profile other than `replay` (guidellm would leave its rows' times unused)",
+        ));
+    }
+    Ok(())
 }
 
 /// A rate stage's send times are all computed before it starts: at most the request limit, else
@@ -1280,13 +1340,19 @@ fn scenario_data(
         // The command line's `--data` forms: `prompt_tokens=256,output_tokens=128` (or JSON), else a path.
         if let Some(node) = string_data(s, item.line) {
             let at = At::new(&node, item.path.clone(), item.line);
-            let mut m = at.map(ctx)?;
-            let data = synthetic(ctx, &mut m, samples)?;
-            m.finish(ctx, &[]);
-            return Ok(DataSpec::SyntheticText(data));
+            return data_item(ctx, &at, samples);
         }
         return data_path(ctx, item, s, None).map(DataSpec::GuidellmFile);
     }
+    data_item(ctx, item, samples)
+}
+
+/// One data source written as a map: synthetic text (`kind: synthetic_text` or none), a data file, or a trace.
+fn data_item(
+    ctx: &mut Ctx,
+    item: &At<'_>,
+    samples: Option<u64>,
+) -> Result<DataSpec, WorkloadError> {
     let mut m = item.map(ctx)?;
     if let Some(k) = m.get_any(&["kind", "type"]) {
         let kind = k.str(ctx)?.to_owned();
@@ -1305,6 +1371,18 @@ fn scenario_data(
                 }
                 m.finish(ctx, &[]);
                 return data_path(ctx, &path_field, &path, Some(&kind)).map(DataSpec::GuidellmFile);
+            }
+            "trace_synthetic" | "mooncake" => {
+                let trace = guidellm_replay::trace_data(ctx, &mut m, kind == "mooncake")?;
+                m.finish(ctx, &[]);
+                return Ok(DataSpec::GuidellmTrace(trace));
+            }
+            "weka" => {
+                return Err(k.unsupported(
+                    ctx,
+                    "the `weka` trace format (conversations whose hash-id blocks and offsets restart with each one, \
+                     which guidellm itself marks unreliable; llmbench replays `trace_synthetic` and `mooncake` traces)",
+                ));
             }
             _ => return Err(k.unsupported(ctx, format!("data kind `{kind}`"))),
         }
@@ -1499,6 +1577,27 @@ fn file_settings(
             }
             file.column_mappings = mappings.map(|m| m.mappings);
             file.samples = samples;
+        }
+        DataSpec::GuidellmTrace(trace) => {
+            if let Some(f) = shuffle
+                && f.bool(ctx)?
+            {
+                return Err(f.unsupported(
+                    ctx,
+                    "shuffling a trace's rows (torch's shuffled order cannot be reproduced; guidellm's default \
+                     replays them in time order)",
+                ));
+            }
+            if let Some(m) = mappings {
+                return Err(ctx.unsupported(
+                    &m.path,
+                    m.line,
+                    "column mappings for a trace (guidellm's defaults read the prompt and token counts the trace \
+                     deserializer yields; name the trace's own columns with `timestamp_column`, \
+                     `prompt_tokens_column`, `output_tokens_column`)",
+                ));
+            }
+            trace.samples = samples;
         }
         _ => {
             if let Some(m) = mappings {
@@ -1825,9 +1924,20 @@ fn parse_flat(
     sample_size(ctx, &mut m, "sample_requests");
     sample_size(ctx, &mut m, "output_sampling");
     prefer_response_metrics(ctx, &mut m)?;
-    if let Some(f) = m.get("over_saturation") {
-        return Err(f.unsupported(ctx, "the `over_saturation` constraint"));
-    }
+    let over_saturation = match m.get("over_saturation") {
+        Some(f) => {
+            let parsed = match &f.node.value {
+                Value::Str(s) => string_data(s, f.line),
+                _ => None,
+            };
+            let at = match &parsed {
+                Some(node) => At::new(node, f.path.clone(), f.line),
+                None => At::new(f.node, f.path.clone(), f.line),
+            };
+            super::over_saturation::parse_flat(ctx, &at)?
+        }
+        None => None,
+    };
 
     let data_field = m.require(
         ctx,
@@ -1873,7 +1983,10 @@ fn parse_flat(
     file_settings(ctx, &mut workload.data, mappings, samples, None)?;
     apply_request_max_tokens(&mut workload.data, &mut workload.api, request_max_tokens);
 
-    let mut limit = StageLimit::default();
+    let mut limit = StageLimit {
+        over_saturation,
+        ..StageLimit::default()
+    };
     if let Some(f) = m.get("max_seconds") {
         limit.duration = Some(f.positive_seconds(ctx)?);
     }
@@ -1940,6 +2053,13 @@ fn parse_flat(
         kind,
         &Constraints::from_limit(&limit),
         true,
+    )?;
+    replay_needs_a_trace(
+        ctx,
+        &workload.data,
+        &workload.stages,
+        &kind_field,
+        &data_field,
     )?;
     for stage in &mut workload.stages {
         [stage.warmup, stage.cooldown] = transients;

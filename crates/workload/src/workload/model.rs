@@ -347,6 +347,9 @@ pub enum Arrival {
         /// Sessions in flight when the trace has no timestamps (AIPerf's concurrency burst; its default 1).
         concurrency: u32,
     },
+    /// guidellm `replay` ([`super::guidellm_replay`]): each row of the trace data at `time_scale` × its offset
+    /// from the first row; read when the run starts.
+    GuidellmReplay { time_scale: f64 },
     /// inference-perf `trace_replay` (`load.trace`, `super::azure_trace`): the stage sends its requests at the
     /// trace's row times, relative to the first row (`loadgen/load_timer.py` `TraceReplayLoadTimer`). Read when
     /// the run starts, with the data's trace (`trace::azure_replay_plan`).
@@ -583,6 +586,9 @@ pub struct StageLimit {
     /// guidellm `max_global_error_rate`: stop once errored / finished over the whole stage reaches `rate`
     /// (checked only after `minimum` requests finished).
     pub max_global_error_rate: Option<ErrorLimit<GlobalErrorRate>>,
+    /// guidellm `over_saturation`: stop (or, in `monitor` mode, only report) once the stage's in-flight count and
+    /// TTFT rise together ([`super::over_saturation`]).
+    pub over_saturation: Option<super::over_saturation::OverSaturation>,
 }
 
 /// An error stop condition and how far its stop reaches (guidellm `stopping_scope`).
@@ -807,6 +813,9 @@ pub enum DataSpec {
     /// inference-perf `otel_trace_replay`: OpenTelemetry traces, one session per file, replayed as graphs of
     /// dependent calls (`trace_session_replay` load only).
     OtelTrace(OtelTraceData),
+    /// guidellm `trace_synthetic`: rows of timestamps and token counts, replayed by the `replay` profile
+    /// ([`super::guidellm_replay`]).
+    GuidellmTrace(super::guidellm_replay::GuidellmTrace),
 }
 
 /// inference-perf `data.otel_trace_replay` (`config/datagen/replay.py::OTelTraceReplayConfig`), the keys that

@@ -157,6 +157,7 @@ pub fn schedule(stage: &Stage, seed: u64) -> Schedule {
         Arrival::Sweep(sweep) => Schedule::Sweep(sweep.clone()),
         Arrival::MooncakeTrace { .. }
         | Arrival::InferencePerfTrace { .. }
+        | Arrival::GuidellmReplay { .. }
         | Arrival::TraceSessions { .. } => Schedule::Trace,
     }
 }

@@ -1328,6 +1328,169 @@ fn mlperf_profiles_are_pointed_to_their_own_parser() {
 const GUIDELLM_SPEC: &str = "spec:\n  backend: {kind: openai_http, target: http://x}\n  data: [{kind: synthetic_text, prompt_tokens: 8, output_tokens: 4}]\n";
 
 #[test]
+fn guidellm_replay_reads_its_time_scale_and_the_trace_columns() {
+    use super::guidellm_replay::GuidellmTrace;
+    let spec = |data: &str, profile: &str| {
+        format!(
+            "spec:\n  backend: {{kind: openai_http, target: http://x}}\n  data: [{data}]\n  profile: {profile}\n"
+        )
+    };
+    let w = parse(
+        Harness::Guidellm,
+        &spec("{kind: trace_synthetic, path: t.jsonl}", "{kind: replay}"),
+    )
+    .expect("parses")
+    .workload;
+    assert_eq!(
+        w.data,
+        DataSpec::GuidellmTrace(GuidellmTrace {
+            path: "t.jsonl".to_owned(),
+            timestamp_column: "timestamp".to_owned(),
+            prompt_tokens_column: "input_length".to_owned(),
+            output_tokens_column: "output_length".to_owned(),
+            samples: None,
+            hash_blocks: None,
+        })
+    );
+    assert_eq!(w.stages.len(), 1);
+    assert_eq!(
+        w.stages[0].arrival,
+        Arrival::GuidellmReplay { time_scale: 1.0 }
+    );
+    assert!(w.api.ignore_eos);
+    // The command line's form, and `rate`, the time scale's name before guidellm 0.8.
+    let w = parse(
+        Harness::Guidellm,
+        &spec(
+            "\"kind=trace_synthetic,path=t.csv,timestamp_column=ts\"",
+            "{kind: replay, rate: 0.5}",
+        ),
+    )
+    .expect("parses")
+    .workload;
+    assert_eq!(
+        w.stages[0].arrival,
+        Arrival::GuidellmReplay { time_scale: 0.5 }
+    );
+    assert!(matches!(&w.data, DataSpec::GuidellmTrace(t) if t.timestamp_column == "ts"));
+    let e = parse(
+        Harness::Guidellm,
+        &format!(
+            "{}  constraints: [{{kind: max_requests, count: 5}}]\n",
+            spec(
+                "{kind: trace_synthetic, path: t.jsonl}",
+                "{kind: constant, rate: 2}"
+            )
+        ),
+    )
+    .expect_err("a trace under another profile");
+    assert!(
+        e.to_string()
+            .contains("a trace under a profile other than `replay`"),
+        "{e}"
+    );
+    let e = parse(
+        Harness::Guidellm,
+        &spec(
+            "{kind: trace_synthetic, path: t.jsonl}",
+            "{kind: replay, time_scale: 0}",
+        ),
+    )
+    .expect_err("time_scale > 0");
+    assert_eq!(e.key(), Some("spec.profile.time_scale"), "{e}");
+}
+
+#[test]
+fn guidellm_over_saturation_takes_its_defaults_and_each_argument_given() {
+    let stage_limit = |constraint: &str| {
+        parse(
+            Harness::Guidellm,
+            &format!(
+                "{GUIDELLM_SPEC}  constraints: [{{kind: max_requests, count: 100}}, {constraint}]\n  profile: \
+                 {{kind: constant, rate: [1, 2]}}\n"
+            ),
+        )
+        .expect("parses")
+        .workload
+        .stages
+        .into_iter()
+        .map(|s| s.limit.over_saturation)
+        .collect::<Vec<_>>()
+    };
+    use super::over_saturation::OverSaturation;
+    // `OverSaturationConstraintArgs`' defaults, on every stage.
+    assert_eq!(
+        stage_limit("{kind: over_saturation}"),
+        vec![Some(OverSaturation::default()); 2]
+    );
+    assert_eq!(
+        OverSaturation::default(),
+        OverSaturation {
+            enforce: true,
+            min_seconds: 30.0,
+            max_window_seconds: 120.0,
+            moe_threshold: 2.0,
+            minimum_ttft: 2.5,
+            maximum_window_ratio: 0.75,
+            minimum_window_size: 5,
+            confidence: 0.95,
+            scope: StopScope::Stage,
+            ttft_at_completion: false,
+        }
+    );
+    let given = stage_limit(
+        "{kind: over_saturation, mode: monitor, min_seconds: 10, max_window_seconds: 60, moe_threshold: 1.5, \
+         minimum_ttft: 1, maximum_window_ratio: 0.5, minimum_window_size: 8, confidence: 0.9, stopping_scope: all}",
+    );
+    assert_eq!(
+        given[0],
+        Some(OverSaturation {
+            enforce: false,
+            min_seconds: 10.0,
+            max_window_seconds: 60.0,
+            moe_threshold: 1.5,
+            minimum_ttft: 1.0,
+            maximum_window_ratio: 0.5,
+            minimum_window_size: 8,
+            confidence: 0.9,
+            scope: StopScope::Run,
+            ttft_at_completion: false,
+        })
+    );
+    // The flat format's dict (guidellm 0.5–0.6): `enabled: false` reports only; that version took TTFTs at
+    // completion. The command line passed it as JSON text.
+    let flat = parse(
+        Harness::Guidellm,
+        "target: http://x\nprofile: synchronous\nmax_seconds: 5\ndata: prompt_tokens=8\n\
+         over_saturation: '{\"enabled\": false, \"min_seconds\": 5}'\n",
+    )
+    .expect("parses")
+    .workload;
+    assert_eq!(
+        flat.stages[0].limit.over_saturation,
+        Some(OverSaturation {
+            enforce: false,
+            min_seconds: 5.0,
+            ttft_at_completion: true,
+            ..OverSaturation::default()
+        })
+    );
+    let e = parse(
+        Harness::Guidellm,
+        &format!(
+            "{GUIDELLM_SPEC}  constraints: [{{kind: max_requests, count: 1}}, {{kind: over_saturation, \
+             maximum_window_ratio: 1.5}}]\n  profile: {{kind: synchronous}}\n"
+        ),
+    )
+    .expect_err("a ratio above 1");
+    assert_eq!(
+        e.key(),
+        Some("spec.constraints[1].maximum_window_ratio"),
+        "{e}"
+    );
+}
+
+#[test]
 fn guidellm_warmup_and_cooldown_become_transient_phases_of_every_stage() {
     let w = parse(
         Harness::Guidellm,
@@ -2551,9 +2714,11 @@ fn guidellm_pipeline_and_metric_keys_are_honoured_or_refused() {
             "capping the number of synthetic samples",
         ),
         (
-            format!("{head}data: prompt_tokens=8\nover_saturation: {{enabled: true}}\n"),
-            "over_saturation",
-            "over_saturation",
+            format!(
+                "{head}data: prompt_tokens=8\nover_saturation: {{enabled: true, confidence: 2}}\n"
+            ),
+            "over_saturation.confidence",
+            "a fraction in [0, 1]",
         ),
         (
             format!("{head}data: prompt_tokens=8,turns=2,delay=1.5,delay_min=2,delay_max=1\n"),
