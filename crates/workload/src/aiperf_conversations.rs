@@ -111,8 +111,8 @@ pub(super) fn aiperf_conversations(
 #[cfg(test)]
 mod tests {
     use crate::conversations::{Style, build_conversations};
-    use crate::tokenizer::Tokenizer;
     use crate::workload::{Harness, ParseOptions, parse_profile};
+    use llmbench_text::tokenizer::Tokenizer;
 
     fn words(text: &str) -> u32 {
         text.split_whitespace().count() as u32

@@ -30,9 +30,9 @@ use serde_json::{Map, Value};
 
 use super::{ConversationError, Piece, Script, UserTurn};
 use crate::prompts::distribution;
-use crate::tokenizer::{Tokenizer, TokenizerError};
-use crate::workload::py_random::PyRandom;
 use crate::workload::{AiperfFile, AiperfFileKind};
+use llmbench_text::py_random::PyRandom;
+use llmbench_text::tokenizer::{Tokenizer, TokenizerError};
 
 /// Why an AIPerf dataset file could not be read.
 #[derive(Debug, thiserror::Error)]

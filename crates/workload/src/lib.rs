@@ -13,6 +13,3 @@ pub mod profile;
 pub mod prompts;
 pub mod request;
 pub mod workload;
-
-// The text layer below, under the names this crate's modules have always used.
-pub(crate) use llmbench_text::{chat_template, tokenizer};

@@ -17,17 +17,17 @@ use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt as _, SeedableRng as _};
 use serde_json::Value;
 
-use crate::chat_template::{ChatTemplate, ChatTemplateError};
 use crate::data::{
     self, DataError, DatasetOptions, LengthDistribution, Prompt, SharedPrefixSpec, Synthesizer,
     SyntheticSpec,
 };
-use crate::tokenizer::{AddedSpecialTokens, Tokenizer};
-use crate::workload::py_random::PyRandom;
 use crate::workload::{
     ApiKind, DataSpec, DatasetFile, DatasetRows, Harness, LengthShape, PromptText, SeedOrigin,
     ShareGpt, SharedPrefixStyle, Sonnet, Spread, TokenLengths, Workload,
 };
+use llmbench_text::chat_template::{ChatTemplate, ChatTemplateError};
+use llmbench_text::py_random::PyRandom;
+use llmbench_text::tokenizer::{AddedSpecialTokens, Tokenizer};
 
 /// The most prompts built for one run; longer runs cycle through them, as inference-perf does with its
 /// `total_count` pool.
@@ -1693,7 +1693,7 @@ mod tests {
     /// Each prompt's own tokens (re-encoded without special tokens) and the length it records, over `n` prompts
     /// of `w` under the BOS-adding fixture tokenizer; every prompt of these fixed-length specs is alike.
     fn own_and_recorded(w: &Workload, n: u64) -> (u32, u32) {
-        let tokenizer = crate::tokenizer::testing::bos_bpe();
+        let tokenizer = llmbench_text::tokenizer::testing::bos_bpe();
         let prompts = build_prompts(w, &tokenizer, Some(n)).expect("prompts");
         assert_eq!(prompts.len() as u64, n);
         let pairs: std::collections::BTreeSet<(u32, u32)> = prompts
@@ -1749,7 +1749,7 @@ mod tests {
             random(TokenLengths::fixed(1), 0),
             ApiKind::Completion,
         );
-        let e = build_prompts(&w, &crate::tokenizer::testing::bos_bpe(), Some(2))
+        let e = build_prompts(&w, &llmbench_text::tokenizer::testing::bos_bpe(), Some(2))
             .unwrap_err()
             .to_string();
         assert_eq!(

@@ -6,10 +6,10 @@
 use std::sync::Arc;
 
 use llmbench_engine::engine::{self, Requests};
+use llmbench_text::tokenizer::{HubOptions, load_tokenizer};
 use llmbench_workload::prompts::guidellm_trace::guidellm_trace_requests;
 use llmbench_workload::prompts::prompt_origin;
 use llmbench_workload::request::{BodySettings, BodyStyle, prepare};
-use llmbench_workload::tokenizer::{HubOptions, load_tokenizer};
 use llmbench_workload::workload::guidellm_replay::send_times;
 use llmbench_workload::workload::{Arrival, DataSpec, Workload};
 

@@ -16,13 +16,13 @@ use super::PreparedRequest;
 use super::control::Control;
 use super::control::Flag;
 use llmbench_model::record::{ErrorClass, RequestError, RequestRecord, TurnOf};
+use llmbench_text::py_random::PyRandom;
 use llmbench_workload::conversations::{
     ConversationSet, Piece, ReplayPlan, ReplayStage, ReplayText, ReplayTurn, Script, Style, join,
 };
 use llmbench_workload::data::{ChatMessage, Prompt};
 use llmbench_workload::request::{BodySettings, prepare};
 use llmbench_workload::workload::ApiKind;
-use llmbench_workload::workload::py_random::PyRandom;
 
 /// A run's conversations in progress.
 #[derive(Debug)]

@@ -14,7 +14,7 @@ use rand::seq::SliceRandom as _;
 use serde_json::{Map, Value};
 
 use super::{DataError, DatasetOptions, Prompt, Prompts};
-use crate::tokenizer::Tokenizer;
+use llmbench_text::tokenizer::Tokenizer;
 
 const INPUT_COLUMNS: [&str; 2] = ["input", "prompt"];
 const TOKENS_COLUMN: &str = "tok_input";
@@ -178,7 +178,7 @@ pub fn load_dataset(
 ) -> Result<Prompts, DataError> {
     let bytes = read_raw(path)?;
     let mut rows = match extension(path).as_str() {
-        _ if is_pickle(path, &bytes) => super::pickle::read_dataframe(&bytes)
+        _ if is_pickle(path, &bytes) => llmbench_text::pickle::read_dataframe(&bytes)
             .map_err(|source| DataError::PickledFrame {
                 path: path.to_owned(),
                 source,
@@ -898,7 +898,7 @@ mod tests {
 
     #[test]
     fn dataset_prompts_are_counted_under_a_real_tokenizer() {
-        use crate::tokenizer::testing::{Style, bpe};
+        use llmbench_text::tokenizer::testing::{Style, bpe};
         let dir = tempfile::tempdir().expect("tempdir");
         let tokenizer = bpe(Style::ByteLevel);
         let text = "The quick brown fox jumps over the lazy dog.";

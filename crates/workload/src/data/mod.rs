@@ -9,14 +9,13 @@
 
 mod dataset;
 mod lengths;
-pub(crate) use llmbench_text::pickle;
 mod synth;
 
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::tokenizer::TokenizerError;
+use llmbench_text::tokenizer::TokenizerError;
 
 pub(crate) use dataset::json_kind;
 pub use dataset::{load_dataset, load_sharegpt};
@@ -177,7 +176,7 @@ pub enum DataError {
     #[error("{path}: cannot read the pickled DataFrame: {source}")]
     PickledFrame {
         path: PathBuf,
-        source: pickle::PickleError,
+        source: llmbench_text::pickle::PickleError,
     },
     #[error(
         "{path}: unknown dataset format; use .json, .jsonl or .csv (columns input, tok_input, output)"

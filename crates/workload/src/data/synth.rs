@@ -24,7 +24,7 @@ use rand_distr::Distribution as _;
 use rand_distr::weighted::WeightedIndex;
 
 use super::{DataError, LengthDistribution, Prompt, Prompts};
-use crate::tokenizer::Tokenizer;
+use llmbench_text::tokenizer::Tokenizer;
 
 /// How many encode-and-repair rounds a prompt gets before synthesis gives up.
 const MAX_ROUNDS: usize = 16;
@@ -74,8 +74,8 @@ impl From<DataError> for Failure {
     }
 }
 
-impl From<crate::tokenizer::TokenizerError> for Failure {
-    fn from(e: crate::tokenizer::TokenizerError) -> Self {
+impl From<llmbench_text::tokenizer::TokenizerError> for Failure {
+    fn from(e: llmbench_text::tokenizer::TokenizerError) -> Self {
         Failure::Data(e.into())
     }
 }
@@ -509,7 +509,7 @@ mod tests {
     use std::collections::HashMap;
 
     use super::*;
-    use crate::tokenizer::testing::{Style, bpe};
+    use llmbench_text::tokenizer::testing::{Style, bpe};
 
     fn tokenizers() -> Vec<Tokenizer> {
         vec![

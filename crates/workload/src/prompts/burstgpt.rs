@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 
 use super::{PromptError, csv_error, csv_reader, read_text};
 use crate::data::{DataError, Prompt};
-use crate::tokenizer::Tokenizer;
 use crate::workload::BurstGpt;
 use crate::workload::limits::MAX_TOKENS;
-use crate::workload::py_random::NumpyRandomState;
+use llmbench_text::py_random::NumpyRandomState;
+use llmbench_text::tokenizer::Tokenizer;
 
 /// One kept row: its line in the file and its two lengths.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

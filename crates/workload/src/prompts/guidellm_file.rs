@@ -26,8 +26,8 @@ use serde_json::{Map, Value};
 
 use super::{PromptError, csv_error, csv_reader};
 use crate::data::{ChatMessage, DataError, Prompt, Prompts};
-use crate::tokenizer::Tokenizer;
 use crate::workload::{GuidellmFile, GuidellmFileFormat};
+use llmbench_text::tokenizer::Tokenizer;
 
 /// guidellm's default candidates per column type (`GenerativeColumnMapper.defaults`), in its order.
 const DEFAULT_COLUMNS: &[(&str, &[&str])] = &[

@@ -30,9 +30,9 @@ use serde_json::Value;
 use super::guidellm_file::{Row, read_rows};
 use super::{PromptError, SpecialTokens};
 use crate::data::{DataError, LengthDistribution, Prompt, Synthesizer, SyntheticSpec};
-use crate::tokenizer::Tokenizer;
 use crate::workload::guidellm_replay::GuidellmTrace;
 use crate::workload::{GuidellmFileFormat, Harness};
+use llmbench_text::tokenizer::Tokenizer;
 
 /// One row of the trace, in replay order.
 #[derive(Debug, Clone, PartialEq)]

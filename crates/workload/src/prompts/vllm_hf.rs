@@ -23,12 +23,12 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use super::{PromptError, chat_template_of};
-use crate::chat_template::ChatTemplate;
 use crate::data::{DataError, Prompt};
-use crate::tokenizer::Tokenizer;
-use crate::workload::numpy_generator::NumpyGenerator;
-use crate::workload::py_random::PyRandom;
 use crate::workload::{HfDatasetKind, VllmHf};
+use llmbench_text::chat_template::ChatTemplate;
+use llmbench_text::numpy_generator::NumpyGenerator;
+use llmbench_text::py_random::PyRandom;
+use llmbench_text::tokenizer::Tokenizer;
 
 /// `datasets`' streaming shuffle buffer (`IterableDataset.shuffle(buffer_size=1000)`).
 const STREAM_BUFFER: usize = 1000;

@@ -12,7 +12,7 @@ use rand::rngs::Xoshiro256PlusPlus;
 use rand_distr::{Distribution, Exp1, Gamma, Poisson};
 
 use super::model::{AiperfPace, Arrival, RampUp, Rate, Stage, Sweep};
-use super::py_random::PyRandom;
+use llmbench_text::py_random::PyRandom;
 
 /// More arrivals than this are never precomputed (≈160 MB of times); a stage that asks for
 /// more is cut here and a warning is logged.

@@ -3347,7 +3347,7 @@ fn the_bundled_conversation_replay_profiles_build_their_plans() {
     use crate::conversations::{Style, build_conversations};
     let plan = |name: &str| {
         let w = bundled_inference_perf(name);
-        let set = build_conversations(&w, &crate::tokenizer::Tokenizer::builtin(), None)
+        let set = build_conversations(&w, &llmbench_text::tokenizer::Tokenizer::builtin(), None)
             .unwrap_or_else(|e| panic!("{name}: {e}"))
             .expect("multi-turn");
         match set.style {
