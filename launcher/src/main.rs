@@ -156,9 +156,7 @@ struct SynthArgs {
 /// Times prompt synthesis alone (the tokenizer is loaded first, outside the timing), then checks every prompt's
 /// length by re-encoding it.
 fn synth_command(args: SynthArgs) -> anyhow::Result<()> {
-    use llmbench_workload::data::{
-        LengthDistribution, Synthesizer, SyntheticSpec, synthetic_prompts,
-    };
+    use llmbench_data::{LengthDistribution, Synthesizer, SyntheticSpec, synthetic_prompts};
     let tokenizer = runtime()?.block_on(llmbench_text::tokenizer::load_tokenizer(
         &args.tokenizer,
         &llmbench_text::tokenizer::HubOptions::from_env(),

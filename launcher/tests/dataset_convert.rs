@@ -46,10 +46,10 @@ fn a_pickled_dataframe_becomes_jsonl_records() {
         ]
     );
     // The JSONL is a dataset table as it stands.
-    let prompts = llmbench_workload::data::load_dataset(
+    let prompts = llmbench_data::load_dataset(
         &out,
         &llmbench_text::tokenizer::Tokenizer::builtin(),
-        &llmbench_workload::data::DatasetOptions::default(),
+        &llmbench_data::DatasetOptions::default(),
     )
     .expect("a dataset")
     .into_inner();

@@ -15,7 +15,8 @@ import sys
 LAYERS = [
     ["llmbench-core"],  # kube-free types and pure logic shared by the operator and the launcher
     ["llmbench-model", "llmbench-text"],  # the record and its clocks; tokenizers, templates, Python random
-    ["llmbench-workload"],  # profiles and dialects into one workload model; data, prompts, bodies
+    ["llmbench-data"],  # dataset files and synthetic text of exact token lengths
+    ["llmbench-workload"],  # profiles and dialects into one workload model; prompts, bodies
     ["llmbench-sim"],  # the embedded vLLM-compatible simulator
     ["llmbench-engine"],  # requests on time, timed to the chunk; replay plans; the stack under test
     ["llmbench-metrics"],  # statistics, summary.json, capacity search, server metrics, MLPerf verdicts

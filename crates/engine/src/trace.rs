@@ -20,10 +20,10 @@ use std::sync::Arc;
 
 use crate::engine::trace::{ReplaySession, ReplayTurn};
 use crate::engine::{self, Replay};
-use llmbench_text::tokenizer::{Tokenizer, TokenizerError};
-use llmbench_workload::data::{
+use llmbench_data::{
     DataError, LengthDistribution, Prompt, Synthesizer, SyntheticSpec, synthetic_prompts,
 };
+use llmbench_text::tokenizer::{Tokenizer, TokenizerError};
 use llmbench_workload::prompts::{self, PromptError};
 use llmbench_workload::request::BodySettings;
 use llmbench_workload::workload::azure_trace::{self, AzureRow, AzureTraceError};

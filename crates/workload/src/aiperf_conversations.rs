@@ -20,9 +20,9 @@ use rand::SeedableRng as _;
 use rand::rngs::Xoshiro256PlusPlus;
 
 use super::{ConversationError, Piece, Script, UserTurn, join, pieces};
-use crate::data::{LengthDistribution, Synthesizer, SyntheticSpec, synthetic_prompts};
 use crate::prompts::{MAX_PROMPTS, distribution, to_u32};
 use crate::workload::AiperfConversations;
+use llmbench_data::{LengthDistribution, Synthesizer, SyntheticSpec, synthetic_prompts};
 
 /// Every conversation's user turns, in AIPerf's order of creation.
 pub(super) fn aiperf_conversations(

@@ -18,12 +18,12 @@ use rand::seq::SliceRandom as _;
 use rand_distr::Distribution as _;
 use rand_distr::weighted::WeightedIndex;
 
-use crate::data::{DataError, LengthDistribution, Synthesizer, SyntheticSpec, synthetic_prompts};
 use crate::prompts::{DEFAULT_PROMPTS, MAX_PROMPTS, PromptError, distribution, fixed, to_u32};
 use crate::workload::{
     ApiKind, ConversationReplay, DataSpec, LengthShape, SharedPrefix, SyntheticText, ThinkTime,
     TokenLengths, Workload,
 };
+use llmbench_data::{DataError, LengthDistribution, Synthesizer, SyntheticSpec, synthetic_prompts};
 use llmbench_text::tokenizer::Tokenizer;
 
 #[path = "aiperf_conversations.rs"]

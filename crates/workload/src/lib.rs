@@ -1,12 +1,11 @@
 //! llmbench-workload: what a run is asked to do. Profile templates rendered ([`profile`]), each tool's dialect
 //! read into one workload model with its parse-time limits ([`workload`]), and what the run sends built from it:
-//! datasets and synthetic text ([`data`]), prompts ([`prompts`]), multi-turn
+//! prompts ([`prompts`]), multi-turn
 //! conversations ([`conversations`], [`lmbench`]), request bodies ([`request`]) and the run's memory estimate
 //! ([`limits`]). Pure of the network but for tokenizer downloads; it imports no other launcher crate.
 #![forbid(unsafe_code)]
 
 pub mod conversations;
-pub mod data;
 pub mod limits;
 pub mod lmbench;
 pub mod profile;

@@ -17,13 +17,13 @@ use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt as _, SeedableRng as _};
 use serde_json::Value;
 
-use crate::data::{
-    self, DataError, DatasetOptions, LengthDistribution, Prompt, SharedPrefixSpec, Synthesizer,
-    SyntheticSpec,
-};
 use crate::workload::{
     ApiKind, DataSpec, DatasetFile, DatasetRows, Harness, LengthShape, PromptText, SeedOrigin,
     ShareGpt, SharedPrefixStyle, Sonnet, Spread, TokenLengths, Workload,
+};
+use llmbench_data::{
+    self as data, DataError, DatasetOptions, LengthDistribution, Prompt, SharedPrefixSpec,
+    Synthesizer, SyntheticSpec,
 };
 use llmbench_text::chat_template::{ChatTemplate, ChatTemplateError};
 use llmbench_text::py_random::PyRandom;
@@ -1084,7 +1084,7 @@ fn vllm_custom(
             Some(other) => {
                 return Err(field(
                     "prompt",
-                    format!("expected text, found {}", crate::data::json_kind(other)),
+                    format!("expected text, found {}", llmbench_data::json_kind(other)),
                 )
                 .into());
             }
@@ -1211,7 +1211,7 @@ fn output_tokens(value: Option<&Value>) -> Result<u32, String> {
         Some(other) => {
             return Err(format!(
                 "expected an integer, found {}",
-                crate::data::json_kind(other)
+                llmbench_data::json_kind(other)
             ));
         }
     };

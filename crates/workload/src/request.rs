@@ -4,8 +4,8 @@
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
-use crate::data::Prompt;
 use crate::workload::{Api, ApiKind, Harness};
+use llmbench_data::Prompt;
 
 /// A request body built before the clock starts, with what the record needs to know about it.
 #[derive(Debug, Clone)]
@@ -188,7 +188,7 @@ fn text_parts(messages: &mut Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::ChatMessage;
+    use llmbench_data::ChatMessage;
 
     fn settings(api: ApiKind, streaming: bool) -> BodySettings {
         BodySettings {

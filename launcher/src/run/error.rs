@@ -3,13 +3,13 @@
 use std::path::PathBuf;
 
 use llmbench_core::harness::Harness;
+use llmbench_data::DataError;
 use llmbench_engine::engine::{self, EngineError, Signal};
 use llmbench_metrics::metrics::WriteSummaryError;
 use llmbench_report::report::ReportError;
 use llmbench_sim::sim::SimError;
 use llmbench_text::tokenizer::TokenizerError;
 use llmbench_workload::conversations::ConversationError;
-use llmbench_workload::data::DataError;
 use llmbench_workload::profile::ProfileError;
 use llmbench_workload::prompts::PromptError;
 use llmbench_workload::workload::WorkloadError;

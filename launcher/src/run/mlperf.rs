@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use super::runner::{RunOutcome, Runner};
 use super::{Executed, Execution, RunContext, RunError};
+use llmbench_data::{DataError, DatasetOptions, Prompt, load_dataset};
 use llmbench_engine::engine::PreparedRequest;
 use llmbench_metrics::metrics::RunVerdict;
 use llmbench_metrics::mlperf::logs::{
@@ -28,7 +29,6 @@ use llmbench_metrics::mlperf::{
 use llmbench_report::report::ReportOptions;
 use llmbench_text::tokenizer::Tokenizer;
 use llmbench_text::tokenizer::{HubOptions, load_tokenizer};
-use llmbench_workload::data::{DataError, DatasetOptions, Prompt, load_dataset};
 use llmbench_workload::request::{BodySettings, prepare};
 use llmbench_workload::workload::ParseOptions;
 

@@ -25,13 +25,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use llmbench_data::Prompt;
 use llmbench_engine::engine::client::{self, Probed};
 use llmbench_engine::engine::sse::{SseEvent, SseParser};
 use llmbench_engine::engine::{Clock, Target};
 use llmbench_engine::stack::{error_chain, join_url};
 use llmbench_model::record::ErrorClass;
 use llmbench_report::report::{PreflightCall, PreflightMeta};
-use llmbench_workload::data::Prompt;
 use llmbench_workload::request::{BodySettings, BodyStyle, prepare};
 use llmbench_workload::workload::{Api, ApiKind};
 

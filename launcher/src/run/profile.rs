@@ -4,11 +4,11 @@
 use std::sync::Arc;
 
 use llmbench_core::harness::Harness;
+use llmbench_data::Prompt;
 use llmbench_engine::engine::{self, Requests};
 use llmbench_report::report::RunMeta;
 use llmbench_text::tokenizer::{HubOptions, Tokenizer, load_tokenizer};
 use llmbench_workload::conversations::build_conversations;
-use llmbench_workload::data::Prompt;
 use llmbench_workload::prompts::{
     PromptOrigin, build_prompts, prompt_origin, shares_prefixes, stage_prompt_seed,
 };

@@ -15,12 +15,12 @@ use super::PreparedRequest;
 #[cfg(test)]
 use super::control::Control;
 use super::control::Flag;
+use llmbench_data::{ChatMessage, Prompt};
 use llmbench_model::record::{ErrorClass, RequestError, RequestRecord, TurnOf};
 use llmbench_text::py_random::PyRandom;
 use llmbench_workload::conversations::{
     ConversationSet, Piece, ReplayPlan, ReplayStage, ReplayText, ReplayTurn, Script, Style, join,
 };
-use llmbench_workload::data::{ChatMessage, Prompt};
 use llmbench_workload::request::{BodySettings, prepare};
 use llmbench_workload::workload::ApiKind;
 

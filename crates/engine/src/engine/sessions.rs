@@ -27,8 +27,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::{StageContext, StopReason};
+use llmbench_data::{ChatMessage, Prompt};
 use llmbench_model::record::{ErrorClass, SessionRecord, TurnOf};
-use llmbench_workload::data::{ChatMessage, Prompt};
 use llmbench_workload::request::{BodySettings, prepare};
 use llmbench_workload::workload::otel_trace::{self, Build, Event, Graph, Message, SegmentKind};
 

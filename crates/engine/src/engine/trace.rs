@@ -18,8 +18,8 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::{PreparedRequest, StageContext};
+use llmbench_data::Prompt;
 use llmbench_model::record::TurnOf;
-use llmbench_workload::data::Prompt;
 use llmbench_workload::request::{BodySettings, prepare};
 use llmbench_workload::workload::mooncake::TurnTiming;
 

@@ -14,9 +14,9 @@
 use std::path::{Path, PathBuf};
 
 use super::{PromptError, csv_error, csv_reader, read_text};
-use crate::data::{DataError, Prompt};
 use crate::workload::BurstGpt;
 use crate::workload::limits::MAX_TOKENS;
+use llmbench_data::{DataError, Prompt};
 use llmbench_text::py_random::NumpyRandomState;
 use llmbench_text::tokenizer::Tokenizer;
 

@@ -25,8 +25,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use super::{PromptError, csv_error, csv_reader};
-use crate::data::{ChatMessage, DataError, Prompt, Prompts};
 use crate::workload::{GuidellmFile, GuidellmFileFormat};
+use llmbench_data::{ChatMessage, DataError, Prompt, Prompts};
 use llmbench_text::tokenizer::Tokenizer;
 
 /// guidellm's default candidates per column type (`GenerativeColumnMapper.defaults`), in its order.
@@ -265,7 +265,7 @@ fn output_count(value: Option<&Value>) -> Result<Option<u32>, String> {
         Some(other) => {
             return Err(format!(
                 "expected a token count, found {}",
-                crate::data::json_kind(other)
+                llmbench_data::json_kind(other)
             ));
         }
     };
@@ -482,7 +482,7 @@ fn json_rows(path: &Path, text: &str) -> Result<Vec<Row>, DataError> {
             column: "-".to_owned(),
             message: format!(
                 "expected a record (a JSON object), found {}",
-                crate::data::json_kind(&other)
+                llmbench_data::json_kind(&other)
             ),
         }),
     };

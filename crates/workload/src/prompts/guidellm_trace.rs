@@ -29,9 +29,9 @@ use serde_json::Value;
 
 use super::guidellm_file::{Row, read_rows};
 use super::{PromptError, SpecialTokens};
-use crate::data::{DataError, LengthDistribution, Prompt, Synthesizer, SyntheticSpec};
 use crate::workload::guidellm_replay::GuidellmTrace;
 use crate::workload::{GuidellmFileFormat, Harness};
+use llmbench_data::{DataError, LengthDistribution, Prompt, Synthesizer, SyntheticSpec};
 use llmbench_text::tokenizer::Tokenizer;
 
 /// One row of the trace, in replay order.
@@ -94,7 +94,7 @@ pub fn guidellm_trace_requests(
     let mut own: HashMap<usize, Prompt> = HashMap::new();
     let mut blocks: HashMap<u64, (String, u32)> = HashMap::new();
     for (length, pieces) in by_length {
-        let texts = crate::data::synthetic_prompts(
+        let texts = llmbench_data::synthetic_prompts(
             &synth,
             &SyntheticSpec {
                 num_prompts: pieces.len(),

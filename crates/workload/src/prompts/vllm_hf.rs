@@ -23,8 +23,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use super::{PromptError, chat_template_of};
-use crate::data::{DataError, Prompt};
 use crate::workload::{HfDatasetKind, VllmHf};
+use llmbench_data::{DataError, Prompt};
 use llmbench_text::chat_template::ChatTemplate;
 use llmbench_text::numpy_generator::NumpyGenerator;
 use llmbench_text::py_random::PyRandom;
@@ -346,7 +346,7 @@ fn text_field<'r>(row: &'r Row, path: &Path, name: &str) -> Result<&'r str, Data
             row,
             path,
             name,
-            &format!("expected text, found {}", crate::data::json_kind(other)),
+            &format!("expected text, found {}", llmbench_data::json_kind(other)),
         )),
         None => Err(field_error(row, path, name, "missing")),
     }
@@ -376,7 +376,7 @@ fn read_rows(path: &Path, file: usize) -> Result<Vec<Row>, DataError> {
         Value::Object(record) => Ok(Row { file, line, record }),
         other => Err(shape(format!(
             "line {line}: expected a record (a JSON object), found {}",
-            crate::data::json_kind(&other)
+            llmbench_data::json_kind(&other)
         ))),
     };
     if path.extension().is_some_and(|e| e == "json")

@@ -118,7 +118,7 @@ impl<'t> Synthesizer<'t> {
 
     /// Prompts cut from `corpus` at random places (vLLM `sonnet`, inference-perf `synthetic`); `name` says which
     /// corpus in errors.
-    pub(crate) fn with_corpus(
+    pub fn with_corpus(
         tokenizer: &'t Tokenizer,
         name: &str,
         corpus: &str,
@@ -145,7 +145,7 @@ impl<'t> Synthesizer<'t> {
     /// The plain words as owned text (at the start of a text, after another word), when the tokenizer is
     /// certified: then `n` of them concatenated are exactly `n` tokens, with no tokenizer call — which lets a run
     /// build long texts as it goes (inference-perf `conversation_replay`) instead of all before it starts.
-    pub(crate) fn certified_words(&self) -> Option<Vec<(Box<str>, Box<str>)>> {
+    pub fn certified_words(&self) -> Option<Vec<(Box<str>, Box<str>)>> {
         self.certified.then(|| {
             self.words
                 .iter()

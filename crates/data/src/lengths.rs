@@ -51,7 +51,7 @@ pub enum LengthDistribution {
 impl LengthDistribution {
     /// vLLM `--random-*-len len --random-range-ratio ratio`: uniform integers in
     /// `[floor(len·(1−ratio)), ceil(len·(1+ratio))]`, `ratio` in `[0, 1)`.
-    pub(crate) fn vllm_range(len: u32, ratio: f64) -> Result<Self, DataError> {
+    pub fn vllm_range(len: u32, ratio: f64) -> Result<Self, DataError> {
         if !(0.0..1.0).contains(&ratio) {
             return Err(DataError::RangeRatio { ratio });
         }
@@ -65,7 +65,7 @@ impl LengthDistribution {
     }
 
     /// A sampler for this distribution, or why its parameters are unusable (`what` names it in the error).
-    pub(crate) fn sampler(&self, what: &str) -> Result<LengthSampler, DataError> {
+    pub fn sampler(&self, what: &str) -> Result<LengthSampler, DataError> {
         let invalid = |reason: String| DataError::InvalidDistribution {
             what: what.to_owned(),
             reason,

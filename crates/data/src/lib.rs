@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use llmbench_text::tokenizer::TokenizerError;
 
-pub(crate) use dataset::json_kind;
+pub use dataset::json_kind;
 pub use dataset::{load_dataset, load_sharegpt};
 pub use lengths::{LengthDistribution, LengthSampler};
 pub use synth::{

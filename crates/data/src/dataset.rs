@@ -470,7 +470,7 @@ fn record(path: &Path, location: String, value: Value) -> Result<Row, DataError>
 }
 
 /// How an error message names a JSON value's type.
-pub(crate) fn json_kind(value: &Value) -> &'static str {
+pub fn json_kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
