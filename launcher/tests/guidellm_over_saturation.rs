@@ -30,22 +30,7 @@ fn run(mode: &str, seconds: u32) -> (std::process::Output, serde_json::Value) {
     let sim = SimProcess::start(&["--model", "m", "--max-num-seqs", "1", "--ttft", "100ms"]);
     let dir = tempfile::tempdir().expect("tempdir");
     let path = scenario(dir.path(), mode, seconds);
-    let output = run_profile(
-        dir.path(),
-        "guidellm",
-        path.to_str().expect("utf-8"),
-        "r",
-        &[
-            "--endpoint",
-            &sim.url,
-            "--model",
-            "m",
-            "--tokenizer",
-            "builtin",
-            "--no-preflight",
-            "--no-server-metrics",
-        ],
-    );
+    let output = run_on_sim(dir.path(), "guidellm", &path, "r", &sim);
     let summary = json(&dir.path().join("r").join("summary.json"));
     (output, summary)
 }

@@ -38,22 +38,7 @@ fn records(run: &Path) -> Vec<Sent> {
 
 fn run(dir: &Path, scenario: &str, sim: &SimProcess) -> std::process::Output {
     let path = write(dir, "replay.yaml", scenario);
-    run_profile(
-        dir,
-        "guidellm",
-        path.to_str().expect("utf-8"),
-        "r",
-        &[
-            "--endpoint",
-            &sim.url,
-            "--model",
-            "m",
-            "--tokenizer",
-            "builtin",
-            "--no-preflight",
-            "--no-server-metrics",
-        ],
-    )
+    run_on_sim(dir, "guidellm", &path, "r", sim)
 }
 
 fn scenario(data: &str, profile: &str, constraints: &str) -> String {

@@ -347,6 +347,33 @@ pub fn run_against(
         .expect("runs")
 }
 
+/// `llmbench run` of the `harness` profile at `profile` against `sim` for model `m` with the built-in tokenizer,
+/// without the pre-flight or server metrics, its results in `dir/run_id`.
+pub fn run_on_sim(
+    dir: &Path,
+    harness: &str,
+    profile: &Path,
+    run_id: &str,
+    sim: &SimProcess,
+) -> Output {
+    run_profile(
+        dir,
+        harness,
+        profile,
+        run_id,
+        &[
+            "--endpoint",
+            &sim.url,
+            "--model",
+            "m",
+            "--tokenizer",
+            "builtin",
+            "--no-preflight",
+            "--no-server-metrics",
+        ],
+    )
+}
+
 /// A tokenizer directory under `dir` holding [`WORD_TOKENIZER`] and a tokenizer_config.json with [`CHATML`] as its
 /// chat template.
 pub fn chatml_tokenizer(dir: &Path) -> PathBuf {
