@@ -110,16 +110,25 @@ fn each_credit_sends_a_seeded_pick_of_conversation_turn_by_turn_each_turn_alone(
 }
 
 #[test]
-fn a_concurrency_counts_conversations_in_flight_and_a_turn_delay_is_not_waited() {
+fn a_concurrency_counts_conversations_in_flight_and_a_turn_delay_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
-    // A 10 s turn delay that AIPerf draws but never waits: the run ends at once, with a warning that says so.
-    let profile = write(
+    let conversations = "model: m\nendpoint-type: completions\nconversation-num: 5\nconversation-turn-mean: 3\n\
+         conversation-turn-stddev: 1\nisl: 8\nosl: 2\nconcurrency: 2\nrequest-count: 6\n";
+    // A think time: AIPerf 0.13 waits it, db4f6397 never does, so it is refused before anything is sent.
+    let delayed = write(
         dir.path(),
-        "concurrent.yaml",
-        "model: m\nendpoint-type: completions\nconversation-num: 5\nconversation-turn-mean: 3\n\
-         conversation-turn-stddev: 1\nisl: 8\nosl: 2\nconcurrency: 2\nrequest-count: 6\n\
-         conversation-turn-delay-mean: 10000\n",
+        "delayed.yaml",
+        &format!("{conversations}conversation-turn-delay-mean: 10000\n"),
     );
+    let output = run_profile(dir.path(), "aiperf", &delayed, "d", &[]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("delayed.yaml:10: `conversation-turn-delay-mean`")
+            && stderr(&output).contains("AIPerf 0.13 waits it"),
+        "{}",
+        stderr(&output)
+    );
+    let profile = write(dir.path(), "concurrent.yaml", conversations);
     let output = run_profile(
         dir.path(),
         "aiperf",
@@ -128,11 +137,6 @@ fn a_concurrency_counts_conversations_in_flight_and_a_turn_delay_is_not_waited()
         &["--sim-ttft", "2ms", "--sim-itl", "1ms"],
     );
     succeeded(&output);
-    assert!(
-        stderr(&output).contains("never waits it"),
-        "{}",
-        stderr(&output)
-    );
     let records = std::fs::read_to_string(dir.path().join("c/requests.jsonl")).expect("records");
     let records: Vec<Value> = records
         .lines()

@@ -9,7 +9,8 @@
 //!   floats ≥ 0, defaults 0, 0, 1): the synthetic composer draws a delay for every turn but the first
 //!   (`synthetic.py` `_create_turn`), but nothing waits it: the worker sends a conversation's turns back to back
 //!   (`workers/worker.py` `_execute_single_credit_internal`) and the timing strategies never read a turn's delay.
-//!   They are checked as AIPerf checks them and, as in AIPerf, change nothing; a warning says so.
+//!   AIPerf 0.13 waits the delay (think time) before it queues the next turn, so a mean delay above 0 means two
+//!   different runs under the two versions: it is refused until the 0.13 pacing is built; 0 is accepted.
 //! - `--prompt-prefix-pool-size` (`--prefix-prompt-pool-size`, `--num-prefix-prompts`) and
 //!   `--prompt-prefix-length` (`--prefix-prompt-length`), ints ≥ 0: a pool of that many prompts of that many
 //!   tokens; the first turn of every synthetic conversation starts with one picked at random
@@ -105,13 +106,13 @@ pub(super) fn read(
     if let Some((key, line)) = delay_flag
         && delay_mean > 0.0
     {
-        ctx.warn(
+        return Err(ctx.unsupported(
             &key,
             line,
-            WarningKind::Ignored,
-            "AIPerf draws a delay for each later turn but never waits it (its worker sends a conversation's turns \
-             back to back), so neither does llmbench",
-        );
+            "a think time between turns (AIPerf 0.13 waits it before it queues a conversation's next turn; \
+             AIPerf db4f6397, which this dialect follows, draws it and never waits it, sending a conversation's \
+             turns back to back — leave the delay out for that)",
+        ));
     }
     let pool_field = m.get_any(&[
         "prompt-prefix-pool-size",
@@ -289,16 +290,16 @@ mod tests {
                 .any(|w| w.starts_with("prompt-prefix-pool-size")),
             "{warnings:?}"
         );
-        // A turn delay: drawn by AIPerf, never waited.
-        let (_, warnings) = parse(
+        // A turn delay: never waited by db4f6397, waited by 0.13, so refused by name and line.
+        let err = parse(
             "model: m\nconversation-turn-mean: 2\nsession-turn-delay-mean: 250\nconversation-turn-delay-ratio: 2\n",
         )
-        .expect("parses");
+        .expect_err("a think time is refused")
+        .to_string();
         assert!(
-            warnings
-                .iter()
-                .any(|w| w.starts_with("session-turn-delay-mean") && w.contains("never waits")),
-            "{warnings:?}"
+            err.starts_with("p.yaml:3: `session-turn-delay-mean`")
+                && err.contains("AIPerf 0.13 waits it"),
+            "{err}"
         );
         // A zero mean delay draws zeros: nothing to warn about.
         let (_, warnings) =
