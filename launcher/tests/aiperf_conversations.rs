@@ -204,7 +204,7 @@ fn custom_dataset_texts(kind: &str, file: &str, flags: &str) -> Vec<String> {
 fn a_single_turn_file_sends_one_line_per_credit_picked_as_aiperfs_dataset_manager_picks() {
     let texts = custom_dataset_texts(
         "single_turn",
-        "{\"text\": \"what is deep learning\"}\n\n{\"texts\": [\"who are you\"], \"timestamp\": 5}\n\
+        "{\"text\": \"what is deep learning\"}\n\n{\"texts\": [\"who are you\"]}\n\
          {\"texts\": [{\"name\": \"q\", \"contents\": [\"tell me a story\"]}], \"extra\": 1}\n",
         "request-count: 5\n",
     );
@@ -225,7 +225,7 @@ fn a_single_turn_file_sends_one_line_per_credit_picked_as_aiperfs_dataset_manage
 fn a_multi_turn_file_groups_lines_by_session_and_sends_a_credits_turns_in_order() {
     let texts = custom_dataset_texts(
         "multi_turn",
-        "{\"session_id\": \"a\", \"turns\": [{\"text\": \"a one\"}, {\"text\": \"a two\", \"delay\": 100}]}\n\
+        "{\"session_id\": \"a\", \"turns\": [{\"text\": \"a one\"}, {\"text\": \"a two\", \"delay\": 0}]}\n\
          {\"turns\": [{\"text\": \"solo\"}]}\n{\"session_id\": \"a\", \"turns\": [{\"text\": \"a three\"}]}\n",
         "request-count: 3\n",
     );
@@ -278,6 +278,17 @@ fn custom_dataset_fields_llmbench_does_not_send_are_refused_with_file_and_line()
             "{\"text\": \"a\", \"timestamp\": 5, \"delay\": 3}",
             "timestamp and delay cannot be set together",
         ),
+        // AIPerf 0.13 runs timestamps on its fixed schedule and waits delays; db4f6397 does neither.
+        (
+            "single_turn",
+            "{\"text\": \"a\", \"timestamp\": 5}",
+            "data.jsonl:2: `timestamp`: AIPerf 0.13 sends a file whose records carry timestamps",
+        ),
+        (
+            "multi_turn",
+            "{\"turns\": [{\"text\": \"a\"}, {\"text\": \"b\", \"delay\": 100}]}",
+            "data.jsonl:2: `turns[1].delay`: AIPerf 0.13 waits a turn's delay",
+        ),
     ] {
         let data = write(
             dir.path(),
@@ -301,11 +312,7 @@ fn custom_dataset_fields_llmbench_does_not_send_are_refused_with_file_and_line()
         );
     }
     // A fixed schedule over such a file is not built, and said so at its line.
-    let data = write(
-        dir.path(),
-        "data.jsonl",
-        "{\"text\": \"fine\", \"timestamp\": 0}\n",
-    );
+    let data = write(dir.path(), "data.jsonl", "{\"text\": \"fine\"}\n");
     let profile = write(
         dir.path(),
         "p.yaml",

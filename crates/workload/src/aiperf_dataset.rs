@@ -86,16 +86,7 @@ pub(super) fn aiperf_file_conversations(
         path: path.to_owned(),
         source,
     })?;
-    let mut timed: Option<u32> = None;
-    let conversations = read_conversations(path, &text, spec, seed, &mut timed)?;
-    if let Some(line) = timed {
-        tracing::warn!(
-            file = path,
-            line,
-            "`timestamp` and `delay` are not used: AIPerf's request-rate loop, which runs this file without \
-             --fixed-schedule, sends each conversation's turns back to back"
-        );
-    }
+    let conversations = read_conversations(path, &text, spec, seed)?;
     let output = spec
         .output
         .as_ref()
@@ -137,13 +128,12 @@ pub(super) fn aiperf_file_conversations(
     Ok(scripts)
 }
 
-/// Each conversation's turns, in AIPerf's order; `timed` gets the first line with a timestamp or delay.
+/// Each conversation's turns, in AIPerf's order.
 fn read_conversations(
     path: &str,
     text: &str,
     spec: &AiperfFile,
     seed: u64,
-    timed: &mut Option<u32>,
 ) -> Result<Vec<Vec<FileTurn>>, AiperfDatasetError> {
     let mut conversations: Vec<Vec<FileTurn>> = Vec::new();
     let mut sessions: HashMap<String, usize> = HashMap::new();
@@ -167,7 +157,7 @@ fn read_conversations(
         match spec.kind {
             AiperfFileKind::SingleTurn => {
                 literal_type(&record, "single_turn", "type", &bad)?;
-                let turn = single_turn(&record, "", line, timed, &bad)?;
+                let turn = single_turn(&record, "", line, &bad)?;
                 conversations.push(vec![turn]);
             }
             AiperfFileKind::RandomPool => {
@@ -212,7 +202,7 @@ fn read_conversations(
                         ));
                     };
                     literal_type(turn, "single_turn", &format!("{prefix}type"), &bad)?;
-                    read.push(single_turn(turn, &prefix, line, timed, &bad)?);
+                    read.push(single_turn(turn, &prefix, line, &bad)?);
                 }
                 let slot = match session {
                     Some(id) => *sessions.entry(id).or_insert_with(|| {
@@ -276,7 +266,6 @@ fn single_turn(
     map: &Map<String, Value>,
     prefix: &str,
     line: u32,
-    timed: &mut Option<u32>,
     bad: &impl Fn(&str, String) -> AiperfDatasetError,
 ) -> Result<FileTurn, AiperfDatasetError> {
     let field = |name: &str| format!("{prefix}{name}");
@@ -298,8 +287,25 @@ fn single_turn(
             "timestamp and delay cannot be set together".to_owned(),
         ));
     }
-    if timestamp.is_some() || delay.is_some() {
-        timed.get_or_insert(line);
+    // AIPerf 0.13 acts on both (a file whose records carry timestamps runs on its fixed schedule unless
+    // --no-fixed-schedule; a turn's delay is think time waited before the next turn), db4f6397 on neither: the
+    // same file would be two different runs, so both are refused until 0.13's timing is built.
+    if timestamp.is_some() {
+        return Err(bad(
+            &field("timestamp"),
+            "AIPerf 0.13 sends a file whose records carry timestamps on its fixed schedule, AIPerf db4f6397 (which \
+             llmbench follows) runs it with its rate loop and ignores them: not supported yet; remove the \
+             timestamps for the rate loop"
+                .to_owned(),
+        ));
+    }
+    if delay.is_some_and(|d| d != 0) {
+        return Err(bad(
+            &field("delay"),
+            "AIPerf 0.13 waits a turn's delay as think time before the next turn, AIPerf db4f6397 (which llmbench \
+             follows) never waits it: not supported yet; remove the delays for turns sent back to back"
+                .to_owned(),
+        ));
     }
     match present(map, "role") {
         None => {}
@@ -456,8 +462,7 @@ mod tests {
         conversations: u64,
         text: &str,
     ) -> Result<Vec<Vec<String>>, String> {
-        let mut timed = None;
-        read_conversations("d.jsonl", text, &spec(kind, conversations), 7, &mut timed)
+        read_conversations("d.jsonl", text, &spec(kind, conversations), 7)
             .map(|c| {
                 c.into_iter()
                     .map(|t| t.into_iter().map(|t| t.text).collect())
