@@ -19,7 +19,8 @@ use super::{Executed, Execution, RunContext, RunError};
 use llmbench_engine::engine::PreparedRequest;
 use llmbench_metrics::metrics::RunVerdict;
 use llmbench_metrics::mlperf::logs::{
-    ACCURACY_LOG_JSON, AccuracyEntry, DETAIL_TXT, DetailRun, write_accuracy_log, write_detail_log,
+    ACCURACY_LOG_JSON, AccuracyEntry, DETAIL_TXT, DetailPass, DetailRun, write_accuracy_log,
+    write_detail_log,
 };
 use llmbench_metrics::mlperf::{
     MlperfError, MlperfSchedule, MlperfSettings, Mode, RunTimes, UserConf, Verdict, build_schedule,
@@ -128,82 +129,133 @@ impl Runner for MlperfRun {
                 request_timeout: None,
                 max_concurrency: None,
                 report: ReportOptions::default(),
-                keep_text: settings.mode == Mode::AccuracyOnly,
+                // The accuracy pass's answers are scored (and, in a SubmissionRun, the performance pass's kept
+                // alongside: one run, one setting).
+                keep_text: settings.mode.has_accuracy_pass(),
                 preflight: Some(preflight),
                 stage_requests: None,
                 prime: None,
             })
             .await?;
-        if settings.mode == Mode::AccuracyOnly {
-            return accuracy(
-                context, &settings, &samples, &schedule, &tokenizer, executed,
-            );
-        }
 
-        let measured = schedule.measured_stage as usize;
-        let times = executed.stage_times.get(measured).ok_or_else(|| {
-            RunError::Unsupported(format!(
-                "the engine reported no times for the measured stage {measured}"
-            ))
-        })?;
-        let mut verdict: Verdict = evaluate(
-            &settings,
-            &executed.records,
-            &RunTimes {
-                measured_stage: schedule.measured_stage,
-                start_ns: times.start_ns,
-                end_ns: times.end_ns,
-            },
-        );
-        verdict.dataset_len = Some(samples.len() as u64);
+        let accuracy = match settings.mode.has_accuracy_pass() {
+            true => {
+                let stage = schedule
+                    .accuracy_pass
+                    .as_ref()
+                    .map_or(schedule.measured_stage, |pass| pass.stage);
+                Some(score_accuracy(
+                    &settings,
+                    &samples,
+                    &schedule.samples,
+                    stage,
+                    &tokenizer,
+                    &executed.records,
+                )?)
+            }
+            false => None,
+        };
+        let verdict = match settings.mode.has_performance_pass() {
+            true => {
+                let measured = schedule.measured_stage as usize;
+                let times = executed.stage_times.get(measured).ok_or_else(|| {
+                    RunError::Unsupported(format!(
+                        "the engine reported no times for the measured stage {measured}"
+                    ))
+                })?;
+                let mut verdict = evaluate(
+                    &settings,
+                    &executed.records,
+                    &RunTimes {
+                        measured_stage: schedule.measured_stage,
+                        start_ns: times.start_ns,
+                        end_ns: times.end_ns,
+                    },
+                );
+                verdict.dataset_len = Some(samples.len() as u64);
+                Some(verdict)
+            }
+            false => None,
+        };
         // The verdict joins the summary (and the operator's SLOMet condition through the compact summary).
-        executed.summary.verdict = Some(run_verdict(&verdict));
-        let detail = detail_run(
-            &executed,
-            &schedule,
-            samples.len(),
-            times.start_ns,
-            times.end_ns,
-            &[],
-        );
+        executed.summary.verdict = Some(run_verdict(verdict.as_ref(), accuracy.as_ref()));
+        let errors = accuracy.as_ref().map_or(Vec::new(), |a| a.errors.clone());
+        let passes = schedule_passes(&executed, settings.mode, &schedule);
+        let detail = detail_run(&executed, samples.len(), passes, Vec::new(), &errors);
         let mut outcome = context.finish(executed)?;
-        verdict.write_summary_txt(&outcome.dir.join(SUMMARY_TXT))?;
+        if let Some(verdict) = &verdict {
+            verdict.write_summary_txt(&outcome.dir.join(SUMMARY_TXT))?;
+        }
         write_detail_log(
             &outcome.dir.join(DETAIL_TXT),
             &settings,
-            Some(&verdict),
+            verdict.as_ref(),
             &detail,
         )?;
-        // LoadGen leaves the accuracy log empty in performance mode; the submission tree expects the file.
-        write_accuracy_log(&outcome.dir.join(ACCURACY_LOG_JSON), &[])?;
-        verdict.write_json(&outcome.dir.join(VERDICT_JSON))?;
-        outcome.mlperf = Some(verdict);
+        match &accuracy {
+            Some(accuracy) => accuracy.write(&outcome.dir)?,
+            // LoadGen leaves the accuracy log empty in performance mode; the submission tree expects the file.
+            None => write_accuracy_log(&outcome.dir.join(ACCURACY_LOG_JSON), &[])?,
+        }
+        if let Some(verdict) = &verdict {
+            verdict.write_json(&outcome.dir.join(VERDICT_JSON))?;
+        }
+        outcome.accuracy = accuracy.map(|a| a.scores);
+        outcome.mlperf = verdict;
         Ok(outcome)
     }
 }
 
-/// Accuracy mode: every sample's generated text scored with ROUGE against its reference `output`, and checked
-/// against the accuracy target (a fraction of the model's reference scores).
-fn accuracy(
-    context: &RunContext<'_>,
+/// An accuracy pass's answers, scored with ROUGE against each sample's reference `output` and checked against the
+/// accuracy target (a fraction of the model's reference scores), with the accuracy log's entries.
+struct ScoredAccuracy {
+    scores: rouge::RougeScores,
+    report: serde_json::Value,
+    passed: bool,
+    failed_checks: Vec<String>,
+    /// `None` when the run's tokenizer is the built-in one, whose ids the accuracy scripts cannot decode.
+    logged: Option<Vec<AccuracyEntry>>,
+    errors: Vec<String>,
+}
+
+impl ScoredAccuracy {
+    fn write(&self, dir: &Path) -> Result<(), RunError> {
+        if let Some(logged) = &self.logged {
+            write_accuracy_log(&dir.join(ACCURACY_LOG_JSON), logged)?;
+        }
+        let path = dir.join(ACCURACY_JSON);
+        std::fs::write(&path, format!("{:#}\n", self.report))
+            .map_err(|source| RunError::WriteOutput { path, source })
+    }
+
+    fn result(&self) -> String {
+        format!(
+            "{} (ROUGE-1 {:.4}, ROUGE-2 {:.4}, ROUGE-L {:.4})",
+            if self.passed { "PASS" } else { "FAIL" },
+            self.scores.rouge1,
+            self.scores.rouge2,
+            self.scores.rouge_l
+        )
+    }
+}
+
+/// Scores the accuracy pass, the records of `stage`; `issued` is the dataset index of every request id.
+fn score_accuracy(
     settings: &MlperfSettings,
     samples: &[Prompt],
-    schedule: &MlperfSchedule,
+    issued: &[usize],
+    stage: u32,
     tokenizer: &Tokenizer,
-    mut executed: Executed,
-) -> Result<RunOutcome, RunError> {
-    let (issued, measured_stage) = (&schedule.samples, schedule.measured_stage);
-    let mut predictions = Vec::with_capacity(executed.records.len());
-    let mut references = Vec::with_capacity(executed.records.len());
-    let mut logged = Vec::with_capacity(executed.records.len());
+    records: &[llmbench_model::record::RequestRecord],
+) -> Result<ScoredAccuracy, RunError> {
+    let log_ids = !tokenizer.is_builtin();
+    let mut predictions = Vec::new();
+    let mut references = Vec::new();
+    let mut logged = Vec::new();
     let mut errors = Vec::new();
     let mut unscored = 0usize;
-    // Warm-up answers are not scored.
-    for record in executed
-        .records
-        .iter()
-        .filter(|r| r.stage == measured_stage)
-    {
+    // Warm-up answers, and a SubmissionRun's performance pass, are not scored.
+    for record in records.iter().filter(|r| r.stage == stage) {
         let sample = usize::try_from(record.id)
             .ok()
             .and_then(|id| issued.get(id))
@@ -214,7 +266,7 @@ fn accuracy(
         if record.error.is_none()
             && let Some(qsl_idx) = sample
         {
-            if !tokenizer.is_builtin() {
+            if log_ids {
                 // Off the request path: the run is over.
                 let text = record.text.as_deref().map_or("", |t| t.as_str());
                 logged.push(AccuracyEntry {
@@ -243,7 +295,7 @@ fn accuracy(
         .map(|reference| scores.check(reference, settings.accuracy_target));
     let report = serde_json::json!({
         "model": settings.model,
-        "mode": "AccuracyOnly",
+        "mode": settings.mode.as_str(),
         "scores": scores,
         "unscored_samples": unscored,
         "target": check,
@@ -255,20 +307,6 @@ fn accuracy(
     if unscored > 0 {
         failed_checks.push("unscored_samples".to_owned());
     }
-    let passed = failed_checks.is_empty();
-    executed.summary.verdict = Some(RunVerdict {
-        by: "mlperf-accuracy".to_owned(),
-        passed,
-        result: format!(
-            "{} (ROUGE-1 {:.4}, ROUGE-2 {:.4}, ROUGE-L {:.4})",
-            if passed { "PASS" } else { "FAIL" },
-            scores.rouge1,
-            scores.rouge2,
-            scores.rouge_l
-        ),
-        failed_checks,
-    });
-    let log_ids = !tokenizer.is_builtin();
     if !log_ids {
         // The accuracy scripts decode ids with the model's tokenizer; the built-in word tokenizer's ids would
         // decode to other text there, so no accuracy log is better than a wrong one.
@@ -278,39 +316,72 @@ fn accuracy(
         tracing::warn!("{why}");
         errors.push(why.to_owned());
     }
-    let times = executed
-        .stage_times
-        .get(measured_stage as usize)
-        .map_or((0, 0), |t| (t.start_ns, t.end_ns));
-    let detail = detail_run(
-        &executed,
-        schedule,
-        samples.len(),
-        times.0,
-        times.1,
-        &errors,
+    Ok(ScoredAccuracy {
+        scores,
+        report,
+        passed: failed_checks.is_empty(),
+        failed_checks,
+        logged: log_ids.then_some(logged),
+        errors,
+    })
+}
+
+/// The detail log's passes of a fixed schedule: a SubmissionRun's accuracy pass, then the measured pass.
+fn schedule_passes<'a>(
+    executed: &Executed,
+    mode: Mode,
+    schedule: &'a MlperfSchedule,
+) -> Vec<DetailPass<'a>> {
+    let measured_mode = match mode {
+        Mode::AccuracyOnly => Mode::AccuracyOnly,
+        _ => Mode::PerformanceOnly,
+    };
+    let accuracy = schedule.accuracy_pass.as_ref().map(|pass| {
+        (
+            pass.stage,
+            Mode::AccuracyOnly,
+            pass.loaded.as_slice(),
+            pass.generated_queries,
+            pass.samples_per_query,
+        )
+    });
+    let measured = (
+        schedule.measured_stage,
+        measured_mode,
+        schedule.loaded.as_slice(),
+        schedule.generated_queries,
+        schedule.samples_per_query,
     );
-    let mut outcome = context.finish(executed)?;
-    write_detail_log(&outcome.dir.join(DETAIL_TXT), settings, None, &detail)?;
-    if log_ids {
-        write_accuracy_log(&outcome.dir.join(ACCURACY_LOG_JSON), &logged)?;
-    }
-    let path = outcome.dir.join(ACCURACY_JSON);
-    std::fs::write(&path, format!("{report:#}\n")).map_err(|source| RunError::WriteOutput {
-        path: path.clone(),
-        source,
-    })?;
-    outcome.accuracy = Some(scores);
-    Ok(outcome)
+    accuracy
+        .into_iter()
+        .chain([measured])
+        .map(
+            |(stage, mode, loaded, generated_queries, samples_per_query)| {
+                let (start_ns, end_ns) = executed
+                    .stage_times
+                    .get(stage as usize)
+                    .map_or((0, 0), |t| (t.start_ns, t.end_ns));
+                DetailPass {
+                    messages: Vec::new(),
+                    starting: Some(mode),
+                    loaded: Some(loaded),
+                    generated_queries,
+                    samples_per_query,
+                    start_ns,
+                    end_ns,
+                    start_unix_ns: executed.meta.t0_unix_ns.saturating_add(start_ns),
+                }
+            },
+        )
+        .collect()
 }
 
 /// What the detail log takes from the run beside the settings and the verdict.
 fn detail_run<'a>(
     executed: &Executed,
-    schedule: &'a MlperfSchedule,
     dataset_len: usize,
-    start_ns: u64,
-    end_ns: u64,
+    passes: Vec<DetailPass<'a>>,
+    closing: Vec<String>,
     errors: &'a [String],
 ) -> DetailRun<'a> {
     DetailRun {
@@ -318,37 +389,52 @@ fn detail_run<'a>(
             i64::try_from(executed.meta.t0_unix_ns / 1_000_000_000).unwrap_or(i64::MAX),
         ),
         dataset_len: dataset_len as u64,
-        loaded: &schedule.loaded,
-        generated_queries: schedule.generated_queries,
-        samples_per_query: schedule.samples_per_query,
-        start_ns,
-        end_ns,
-        start_unix_ns: executed.meta.t0_unix_ns.saturating_add(start_ns),
+        passes,
+        closing,
         pid: std::process::id(),
         errors,
     }
 }
 
-fn run_verdict(verdict: &Verdict) -> RunVerdict {
-    let checks = &verdict.checks;
-    let failed_checks = [
-        (
-            "performance_constraints",
-            checks.performance_constraints.unwrap_or(true),
+/// The run's verdict for summary.json: the performance pass's (LoadGen's `Result is`), the accuracy pass's ROUGE
+/// check, or, for a SubmissionRun, both, passing when both pass.
+fn run_verdict(verdict: Option<&Verdict>, accuracy: Option<&ScoredAccuracy>) -> RunVerdict {
+    let mut failed_checks: Vec<String> = Vec::new();
+    if let Some(verdict) = verdict {
+        let checks = &verdict.checks;
+        failed_checks.extend(
+            [
+                (
+                    "performance_constraints",
+                    checks.performance_constraints.unwrap_or(true),
+                ),
+                ("min_duration", checks.min_duration),
+                ("min_queries", checks.min_queries),
+                ("early_stopping", checks.early_stopping),
+                ("failed_queries", verdict.failed_queries == 0),
+            ]
+            .into_iter()
+            .filter(|(_, passed)| !passed)
+            .map(|(name, _)| name.to_owned()),
+        );
+    }
+    if let Some(accuracy) = accuracy {
+        failed_checks.extend(accuracy.failed_checks.iter().cloned());
+    }
+    let performance = verdict.map(|v| if v.valid { "VALID" } else { "INVALID" });
+    let (by, result) = match (performance, accuracy) {
+        (Some(performance), None) => ("mlperf", performance.to_owned()),
+        (None, Some(accuracy)) => ("mlperf-accuracy", accuracy.result()),
+        (Some(performance), Some(accuracy)) => (
+            "mlperf",
+            format!("{performance}; accuracy {}", accuracy.result()),
         ),
-        ("min_duration", checks.min_duration),
-        ("min_queries", checks.min_queries),
-        ("early_stopping", checks.early_stopping),
-        ("failed_queries", verdict.failed_queries == 0),
-    ]
-    .into_iter()
-    .filter(|(_, passed)| !passed)
-    .map(|(name, _)| name.to_owned())
-    .collect();
+        (None, None) => ("mlperf", "no pass ran".to_owned()),
+    };
     RunVerdict {
-        by: "mlperf".to_owned(),
-        passed: verdict.valid,
-        result: if verdict.valid { "VALID" } else { "INVALID" }.to_owned(),
+        by: by.to_owned(),
+        passed: verdict.is_none_or(|v| v.valid) && accuracy.is_none_or(|a| a.passed),
+        result,
         failed_checks,
     }
 }

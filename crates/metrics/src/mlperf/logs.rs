@@ -90,19 +90,33 @@ pub struct DetailRun<'a> {
     pub test_datetime: String,
     /// The dataset's size (`qsl_reported_total_count`).
     pub dataset_len: u64,
-    /// The loaded set, in load order.
-    pub loaded: &'a [usize],
+    /// The passes, in the order they ran: one per mode, two in a SubmissionRun, every step of a
+    /// FindPeakPerformance search.
+    pub passes: Vec<DetailPass<'a>>,
+    /// `generic_message` lines logged after the last pass, before the results (the search's answer).
+    pub closing: Vec<String>,
+    /// The process id written as `pid` and `tid`.
+    pub pid: u32,
+    /// Errors of the run beside its verdict's (an accuracy pass's missing answers, a search that could not start).
+    pub errors: &'a [String],
+}
+
+/// One `IssueQueries` call as the detail log shows it.
+#[derive(Debug, Clone)]
+pub struct DetailPass<'a> {
+    /// `generic_message` lines logged before the pass (a search step's bounds).
+    pub messages: Vec<String>,
+    /// The mode the pass starts (`Starting accuracy mode`), or `None` for a search step after the first.
+    pub starting: Option<Mode>,
+    /// The loaded set, in load order, when the pass loads one (a binary-search step reuses the set loaded before).
+    pub loaded: Option<&'a [usize]>,
     pub generated_queries: u64,
     pub samples_per_query: u64,
-    /// The measured stage's start and end on the log's clock (ns from its origin, the run's start).
+    /// The pass's start and end on the log's clock (ns from its origin, the run's start).
     pub start_ns: u64,
     pub end_ns: u64,
     /// The wall-clock instant (Unix ns) of `start_ns`: LoadGen's `start_for_power`, taken as issuing begins.
     pub start_unix_ns: u64,
-    /// The process id written as `pid` and `tid`.
-    pub pid: u32,
-    /// Errors of an accuracy run (a performance run's come from its verdict).
-    pub errors: &'a [String],
 }
 
 /// Builds `mlperf_log_detail.txt`. `verdict` is `None` in accuracy mode, where LoadGen logs no results.
@@ -153,40 +167,52 @@ pub fn detail_log(
     for (key, value) in effective_settings(s, run.dataset_len) {
         log.put(&key, value, "test_settings_internal.cc");
     }
-    log.time_ns = run.start_ns;
-    let starting = match s.mode {
-        Mode::PerformanceOnly => "Starting performance mode",
-        Mode::AccuracyOnly => "Starting accuracy mode",
-    };
-    log.put(
-        "generic_message",
-        LogValue::Str(starting.to_string()),
-        "loadgen.cc",
-    );
-    log.put(
-        "loaded_qsl_set",
-        LogValue::List(run.loaded.to_vec()),
-        "loadgen.cc",
-    );
-    log.put(
-        "generated_query_count",
-        LogValue::Int(run.generated_queries),
-        "loadgen.cc",
-    );
-    log.put(
-        "generated_samples_per_query",
-        LogValue::Int(run.samples_per_query),
-        "loadgen.cc",
-    );
-    log.time_ns = run.end_ns;
-    if verdict.is_some() {
-        // `RunPerformanceMode`: the SUT's active interval on the wall clock, from `start_for_power` for as long
-        // as the run took to its last completion, for the power analyser to align its samples with.
-        let end_unix_ns = run
+    for pass in &run.passes {
+        log.time_ns = pass.start_ns;
+        for message in &pass.messages {
+            log.put(
+                "generic_message",
+                LogValue::Str(message.clone()),
+                "loadgen.cc",
+            );
+        }
+        if let Some(mode) = pass.starting {
+            let starting = match mode {
+                Mode::AccuracyOnly => "Starting accuracy mode",
+                Mode::FindPeakPerformance => "Starting FindPeakPerformance mode",
+                Mode::PerformanceOnly | Mode::SubmissionRun => "Starting performance mode",
+            };
+            log.put(
+                "generic_message",
+                LogValue::Str(starting.to_string()),
+                "loadgen.cc",
+            );
+        }
+        if let Some(loaded) = pass.loaded {
+            log.put(
+                "loaded_qsl_set",
+                LogValue::List(loaded.to_vec()),
+                "loadgen.cc",
+            );
+        }
+        log.put(
+            "generated_query_count",
+            LogValue::Int(pass.generated_queries),
+            "loadgen.cc",
+        );
+        log.put(
+            "generated_samples_per_query",
+            LogValue::Int(pass.samples_per_query),
+            "loadgen.cc",
+        );
+        log.time_ns = pass.end_ns;
+        // `IssueQueries`, after every pass: the SUT's active interval on the wall clock, from `start_for_power`
+        // for as long as the pass took to its last completion, for the power analyser to align its samples with.
+        let end_unix_ns = pass
             .start_unix_ns
-            .saturating_add(run.end_ns.saturating_sub(run.start_ns));
+            .saturating_add(pass.end_ns.saturating_sub(pass.start_ns));
         for (key, unix_ns) in [
-            ("power_begin", run.start_unix_ns),
+            ("power_begin", pass.start_unix_ns),
             ("power_end", end_unix_ns),
         ] {
             log.put(
@@ -196,14 +222,19 @@ pub fn detail_log(
             );
         }
     }
-    let errors: &[String] = match verdict {
-        Some(v) => &v.errors,
-        None => run.errors,
-    };
-    for error in errors {
+    for message in &run.closing {
+        log.put(
+            "generic_message",
+            LogValue::Str(message.clone()),
+            "loadgen.cc",
+        );
+    }
+    let verdict_errors: &[String] = verdict.map_or(&[], |v| &v.errors);
+    let errors: Vec<&String> = run.errors.iter().chain(verdict_errors).collect();
+    for error in &errors {
         log.put_flagged(
             "error_runtime",
-            LogValue::Str(error.clone()),
+            LogValue::Str((*error).clone()),
             "loadgen.cc",
             true,
             false,
@@ -690,13 +721,18 @@ mod tests {
         DetailRun {
             test_datetime: "2026-11-25T02:41:26Z".to_string(),
             dataset_len: 5,
-            loaded,
-            generated_queries: queries,
-            samples_per_query,
-            start_ns: 7_090,
-            end_ns: 920_503_448_925,
-            // 2026-11-25T02:41:26.123456789Z.
-            start_unix_ns: 1_795_574_486_123_456_789,
+            passes: vec![DetailPass {
+                messages: Vec::new(),
+                starting: Some(Mode::PerformanceOnly),
+                loaded: Some(loaded),
+                generated_queries: queries,
+                samples_per_query,
+                start_ns: 7_090,
+                end_ns: 920_503_448_925,
+                // 2026-11-25T02:41:26.123456789Z.
+                start_unix_ns: 1_795_574_486_123_456_789,
+            }],
+            closing: Vec::new(),
             pid: 42,
             errors: &[],
         }
@@ -1084,6 +1120,7 @@ mod tests {
         let s = settings("model: llama3_1-8b\nscenario: Offline\nmode: AccuracyOnly\n");
         let errors = ["request 3 failed".to_string()];
         let mut run = run_of(&[0, 1, 2, 3, 4], 5, 1);
+        run.passes[0].starting = Some(Mode::AccuracyOnly);
         run.errors = &errors;
         let text = detail_log(&s, None, &run);
         let log = MlperfLog::parse(&text).unwrap();
@@ -1093,7 +1130,8 @@ mod tests {
             "Starting accuracy mode"
         );
         assert!(log.get("result_validity").is_none());
-        assert!(log.get("power_begin").is_none());
+        // `IssueQueries` logs the power interval after every pass, accuracy passes too (LoadGen 6.0.17 does).
+        assert!(log.get("power_begin").is_some());
         // No num_errors line: the parser counts the flagged messages.
         assert_eq!(log.num_errors(), 1);
     }

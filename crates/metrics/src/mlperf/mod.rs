@@ -26,7 +26,7 @@ pub mod verdict;
 
 pub use early_stopping::{EarlyStopping, MinPassingQueriesFinder, early_stopping};
 pub use rouge::{AccuracyCheck, RougeScores};
-pub use schedule::{MlperfSchedule, build_schedule};
+pub use schedule::{AccuracyPass, MlperfSchedule, build_schedule};
 pub use settings::{
     ConfLine, LlmModel, MLPERF_CONF, MlperfSettings, Mode, ParsedSettings, Scenario, UserConf,
     parse_settings, parse_user_conf,
