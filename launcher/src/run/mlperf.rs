@@ -14,17 +14,20 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod peak;
+
 use super::runner::{RunOutcome, Runner};
-use super::{Executed, Execution, RunContext, RunError};
-use llmbench_engine::engine::PreparedRequest;
+use super::{Adaptive, Executed, Execution, RunContext, RunError, RunStages};
+use llmbench_engine::engine::{PreparedRequest, StageTimes};
 use llmbench_metrics::metrics::RunVerdict;
 use llmbench_metrics::mlperf::logs::{
-    ACCURACY_LOG_JSON, AccuracyEntry, DETAIL_TXT, DetailPass, DetailRun, write_accuracy_log,
-    write_detail_log,
+    ACCURACY_LOG_JSON, AccuracyEntry, DETAIL_TXT, DetailEvent, DetailPass, DetailRun,
+    starting_message, write_accuracy_log, write_detail_log,
 };
+use llmbench_metrics::mlperf::peak::{PeakLine, PeakSearch, qps_field};
 use llmbench_metrics::mlperf::{
-    MlperfError, MlperfSchedule, MlperfSettings, Mode, RunTimes, UserConf, Verdict, build_schedule,
-    evaluate, parse_settings, rouge,
+    MlperfError, MlperfSchedule, MlperfSettings, Mode, RunTimes, Scenario, UserConf, Verdict,
+    build_schedule, evaluate, parse_settings, rouge,
 };
 use llmbench_report::report::ReportOptions;
 use llmbench_workload::data::{DataError, DatasetOptions, Prompt, load_dataset};
@@ -71,6 +74,20 @@ impl Runner for MlperfRun {
                 "mlperf runs on one launcher: --shard (parallelism) must be 0/1".to_owned(),
             ));
         }
+        if settings.mode == Mode::FindPeakPerformance && settings.scenario != Scenario::Server {
+            // `FindPeakPerformanceMode` logs this and issues nothing for the other scenarios.
+            return Err(MlperfError::Invalid {
+                file: context.template_name.to_owned(),
+                line: None,
+                key: "mode".to_owned(),
+                problem: format!(
+                    "FindPeakPerformance in the {} scenario: LoadGen says \"Finding peak performance is only \
+                     supported in Server scenarios.\" and issues no query; run PerformanceOnly",
+                    settings.scenario.as_str()
+                ),
+            }
+            .into());
+        }
         let dataset = settings.dataset_path.clone().ok_or_else(|| MlperfError::Invalid {
             file: context.template_name.to_owned(),
             line: None,
@@ -111,6 +128,29 @@ impl Runner for MlperfRun {
             llmbench_workload::request::BodyStyle::InferencePerf,
         );
         let prepared: Vec<PreparedRequest> = samples.iter().map(|p| prepare(p, &body)).collect();
+        if settings.mode == Mode::FindPeakPerformance {
+            let execution = Execution {
+                api: &settings.server,
+                request_model,
+                tokenizer_spec,
+                // Replaced by the search's stages.
+                stages: RunStages::Fixed {
+                    whole_run: Vec::new(),
+                    mine: Vec::new(),
+                },
+                interval: Duration::ZERO,
+                requests: llmbench_engine::engine::Requests::Fixed(prepared.clone().into()),
+                warmup: None,
+                request_timeout: None,
+                max_concurrency: None,
+                report: ReportOptions::default(),
+                keep_text: false,
+                preflight: Some(preflight),
+                stage_requests: None,
+                prime: None,
+            };
+            return find_peak(context, &settings, &schedule, prepared, execution).await;
+        }
         let requests: Arc<[PreparedRequest]> = schedule
             .samples
             .iter()
@@ -180,8 +220,8 @@ impl Runner for MlperfRun {
         // The verdict joins the summary (and the operator's SLOMet condition through the compact summary).
         executed.summary.verdict = Some(run_verdict(verdict.as_ref(), accuracy.as_ref()));
         let errors = accuracy.as_ref().map_or(Vec::new(), |a| a.errors.clone());
-        let passes = schedule_passes(&executed, settings.mode, &schedule);
-        let detail = detail_run(&executed, samples.len(), passes, Vec::new(), &errors);
+        let events = schedule_events(&executed, settings.mode, &schedule);
+        let detail = detail_run(&executed, samples.len(), events, &errors);
         let mut outcome = context.finish(executed)?;
         if let Some(verdict) = &verdict {
             verdict.write_summary_txt(&outcome.dir.join(SUMMARY_TXT))?;
@@ -204,6 +244,111 @@ impl Runner for MlperfRun {
         outcome.mlperf = verdict;
         Ok(outcome)
     }
+}
+
+/// FindPeakPerformance: LoadGen's search over `target_qps`, every pass a stage of one adaptive run
+/// ([`peak::PeakPlanner`]); the result files are the peak pass's, the detail log every pass's.
+async fn find_peak(
+    context: &RunContext<'_>,
+    settings: &MlperfSettings,
+    base: &MlperfSchedule,
+    prepared: Vec<PreparedRequest>,
+    mut execution: Execution<'_>,
+) -> Result<RunOutcome, RunError> {
+    let dataset_len = prepared.len();
+    let shared = peak::Shared::default();
+    // The base schedule is the warm-up stage (when asked for) and the first pass.
+    let warmup = (base.measured_stage > 0)
+        .then(|| base.stages.first().cloned())
+        .flatten()
+        .map(|stage| {
+            let count = usize::try_from(settings.warmup_queries).unwrap_or(usize::MAX);
+            (
+                stage,
+                base.samples[..count.min(base.samples.len())].to_vec(),
+            )
+        });
+    let planner = peak::PeakPlanner {
+        shared: Arc::clone(&shared),
+        settings: settings.clone(),
+        dataset_len,
+        warmup,
+        search: PeakSearch::new(settings.target_qps),
+        running: None,
+    };
+    execution.stages = RunStages::Adaptive(Adaptive {
+        // For the progress line: a search at one decimal rarely needs more.
+        stages: 16,
+        planner: Box::new(move |_| Box::new(planner)),
+    });
+    execution.stage_requests = Some(Box::new(peak::PeakRequests {
+        shared: Arc::clone(&shared),
+        prepared: prepared.into(),
+    }));
+    let mut executed = context.execute(execution).await?;
+
+    let (passes, outcome) = {
+        let mut shared = shared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        (std::mem::take(&mut shared.passes), shared.outcome.take())
+    };
+    let t0_unix_ns = executed.meta.t0_unix_ns;
+    let line_event = |line: &PeakLine| match line {
+        PeakLine::Message(message) => DetailEvent::Message(message.clone()),
+        PeakLine::LoadSet => DetailEvent::Loaded(&base.loaded),
+    };
+    let mut events = vec![DetailEvent::Message(starting_message(
+        Mode::FindPeakPerformance,
+    ))];
+    for pass in &passes {
+        events.extend(pass.lines.iter().map(line_event));
+        events.push(DetailEvent::Pass(detail_pass(
+            t0_unix_ns,
+            Some(&pass.times),
+            pass.generated_queries,
+            1,
+        )));
+    }
+    let mut verdict = None;
+    if let Some(outcome) = &outcome {
+        events.extend(outcome.error.iter().cloned().map(DetailEvent::Error));
+        events.extend(outcome.lines.iter().map(line_event));
+        verdict = passes.get(outcome.pass).map(|pass| {
+            let mut verdict = pass.verdict.clone();
+            verdict.dataset_len = Some(dataset_len as u64);
+            (pass.target_qps, verdict)
+        });
+    }
+    if let Some((target_qps, verdict)) = &verdict {
+        let mut run = run_verdict(Some(verdict), None);
+        run.result = match outcome.as_ref().and_then(|o| o.error.as_ref()) {
+            Some(_) => format!(
+                "{}; the lower bound target_qps {} does not meet the performance constraints",
+                run.result,
+                qps_field(*target_qps)
+            ),
+            None => format!("{}; peak target_qps {}", run.result, qps_field(*target_qps)),
+        };
+        executed.summary.verdict = Some(run);
+    }
+    let detail = detail_run(&executed, dataset_len, events, &[]);
+    let mut outcome = context.finish(executed)?;
+    let verdict = verdict.map(|(_, verdict)| verdict);
+    // A search stopped before its end (an interrupt) leaves its passes in the detail log and no result.
+    if let Some(verdict) = &verdict {
+        verdict.write_summary_txt(&outcome.dir.join(SUMMARY_TXT))?;
+        verdict.write_json(&outcome.dir.join(VERDICT_JSON))?;
+    }
+    write_detail_log(
+        &outcome.dir.join(DETAIL_TXT),
+        settings,
+        verdict.as_ref(),
+        &detail,
+    )?;
+    write_accuracy_log(&outcome.dir.join(ACCURACY_LOG_JSON), &[])?;
+    outcome.mlperf = verdict;
+    Ok(outcome)
 }
 
 /// An accuracy pass's answers, scored with ROUGE against each sample's reference `output` and checked against the
@@ -326,62 +471,75 @@ fn score_accuracy(
     })
 }
 
-/// The detail log's passes of a fixed schedule: a SubmissionRun's accuracy pass, then the measured pass.
-fn schedule_passes<'a>(
+/// The detail log's events of a fixed schedule: a SubmissionRun's accuracy pass, then the measured pass.
+fn schedule_events<'a>(
     executed: &Executed,
     mode: Mode,
     schedule: &'a MlperfSchedule,
-) -> Vec<DetailPass<'a>> {
+) -> Vec<DetailEvent<'a>> {
     let measured_mode = match mode {
         Mode::AccuracyOnly => Mode::AccuracyOnly,
         _ => Mode::PerformanceOnly,
     };
     let accuracy = schedule.accuracy_pass.as_ref().map(|pass| {
         (
-            pass.stage,
             Mode::AccuracyOnly,
             pass.loaded.as_slice(),
+            pass.stage,
             pass.generated_queries,
             pass.samples_per_query,
         )
     });
     let measured = (
-        schedule.measured_stage,
         measured_mode,
         schedule.loaded.as_slice(),
+        schedule.measured_stage,
         schedule.generated_queries,
         schedule.samples_per_query,
     );
     accuracy
         .into_iter()
         .chain([measured])
-        .map(
-            |(stage, mode, loaded, generated_queries, samples_per_query)| {
-                let (start_ns, end_ns) = executed
-                    .stage_times
-                    .get(stage as usize)
-                    .map_or((0, 0), |t| (t.start_ns, t.end_ns));
-                DetailPass {
-                    messages: Vec::new(),
-                    starting: Some(mode),
-                    loaded: Some(loaded),
-                    generated_queries,
-                    samples_per_query,
-                    start_ns,
-                    end_ns,
-                    start_unix_ns: executed.meta.t0_unix_ns.saturating_add(start_ns),
-                }
+        .flat_map(
+            |(mode, loaded, stage, generated_queries, samples_per_query)| {
+                let times = executed.stage_times.get(stage as usize);
+                [
+                    DetailEvent::Message(starting_message(mode)),
+                    DetailEvent::Loaded(loaded),
+                    DetailEvent::Pass(detail_pass(
+                        executed.meta.t0_unix_ns,
+                        times,
+                        generated_queries,
+                        samples_per_query,
+                    )),
+                ]
             },
         )
         .collect()
+}
+
+/// A pass as the detail log shows it, from its stage's times.
+fn detail_pass(
+    t0_unix_ns: u64,
+    times: Option<&StageTimes>,
+    generated_queries: u64,
+    samples_per_query: u64,
+) -> DetailPass {
+    let (start_ns, end_ns) = times.map_or((0, 0), |t| (t.start_ns, t.end_ns));
+    DetailPass {
+        generated_queries,
+        samples_per_query,
+        start_ns,
+        end_ns,
+        start_unix_ns: t0_unix_ns.saturating_add(start_ns),
+    }
 }
 
 /// What the detail log takes from the run beside the settings and the verdict.
 fn detail_run<'a>(
     executed: &Executed,
     dataset_len: usize,
-    passes: Vec<DetailPass<'a>>,
-    closing: Vec<String>,
+    events: Vec<DetailEvent<'a>>,
     errors: &'a [String],
 ) -> DetailRun<'a> {
     DetailRun {
@@ -389,8 +547,7 @@ fn detail_run<'a>(
             i64::try_from(executed.meta.t0_unix_ns / 1_000_000_000).unwrap_or(i64::MAX),
         ),
         dataset_len: dataset_len as u64,
-        passes,
-        closing,
+        events,
         pid: std::process::id(),
         errors,
     }

@@ -90,26 +90,30 @@ pub struct DetailRun<'a> {
     pub test_datetime: String,
     /// The dataset's size (`qsl_reported_total_count`).
     pub dataset_len: u64,
-    /// The passes, in the order they ran: one per mode, two in a SubmissionRun, every step of a
-    /// FindPeakPerformance search.
-    pub passes: Vec<DetailPass<'a>>,
-    /// `generic_message` lines logged after the last pass, before the results (the search's answer).
-    pub closing: Vec<String>,
+    /// What the test logged after its settings, in order: each pass, and the lines between passes.
+    pub events: Vec<DetailEvent<'a>>,
     /// The process id written as `pid` and `tid`.
     pub pid: u32,
-    /// Errors of the run beside its verdict's (an accuracy pass's missing answers, a search that could not start).
+    /// Errors of the run beside its verdict's (an accuracy pass's missing answers), logged after the passes.
     pub errors: &'a [String],
 }
 
-/// One `IssueQueries` call as the detail log shows it.
+/// One step of the test as the detail log shows it.
 #[derive(Debug, Clone)]
-pub struct DetailPass<'a> {
-    /// `generic_message` lines logged before the pass (a search step's bounds).
-    pub messages: Vec<String>,
-    /// The mode the pass starts (`Starting accuracy mode`), or `None` for a search step after the first.
-    pub starting: Option<Mode>,
-    /// The loaded set, in load order, when the pass loads one (a binary-search step reuses the set loaded before).
-    pub loaded: Option<&'a [usize]>,
+pub enum DetailEvent<'a> {
+    /// A `generic_message` (`Starting performance mode`, a search step's bounds).
+    Message(String),
+    /// An `error_runtime` line between passes (a peak search whose lower bound failed).
+    Error(String),
+    /// `LoadSamplesToRam`: the loaded set, in load order.
+    Loaded(&'a [usize]),
+    /// One `IssueQueries` call.
+    Pass(DetailPass),
+}
+
+/// One `IssueQueries` call: the queries it generated and when it ran.
+#[derive(Debug, Clone)]
+pub struct DetailPass {
     pub generated_queries: u64,
     pub samples_per_query: u64,
     /// The pass's start and end on the log's clock (ns from its origin, the run's start).
@@ -117,6 +121,17 @@ pub struct DetailPass<'a> {
     pub end_ns: u64,
     /// The wall-clock instant (Unix ns) of `start_ns`: LoadGen's `start_for_power`, taken as issuing begins.
     pub start_unix_ns: u64,
+}
+
+/// The `generic_message` a pass of `mode` starts with (`RunAccuracyMode`, `RunPerformanceMode`,
+/// `FindPeakPerformanceMode`).
+pub fn starting_message(mode: Mode) -> String {
+    match mode {
+        Mode::AccuracyOnly => "Starting accuracy mode",
+        Mode::FindPeakPerformance => "Starting FindPeakPerformance mode",
+        Mode::PerformanceOnly | Mode::SubmissionRun => "Starting performance mode",
+    }
+    .to_owned()
 }
 
 /// Builds `mlperf_log_detail.txt`. `verdict` is `None` in accuracy mode, where LoadGen logs no results.
@@ -167,67 +182,65 @@ pub fn detail_log(
     for (key, value) in effective_settings(s, run.dataset_len) {
         log.put(&key, value, "test_settings_internal.cc");
     }
-    for pass in &run.passes {
-        log.time_ns = pass.start_ns;
-        for message in &pass.messages {
-            log.put(
+    // Lines before the first pass are stamped with its start.
+    log.time_ns = run
+        .events
+        .iter()
+        .find_map(|e| match e {
+            DetailEvent::Pass(pass) => Some(pass.start_ns),
+            _ => None,
+        })
+        .unwrap_or(0);
+    for event in &run.events {
+        match event {
+            DetailEvent::Message(message) => log.put(
                 "generic_message",
                 LogValue::Str(message.clone()),
                 "loadgen.cc",
-            );
-        }
-        if let Some(mode) = pass.starting {
-            let starting = match mode {
-                Mode::AccuracyOnly => "Starting accuracy mode",
-                Mode::FindPeakPerformance => "Starting FindPeakPerformance mode",
-                Mode::PerformanceOnly | Mode::SubmissionRun => "Starting performance mode",
-            };
-            log.put(
-                "generic_message",
-                LogValue::Str(starting.to_string()),
+            ),
+            DetailEvent::Error(message) => log.put_flagged(
+                "error_runtime",
+                LogValue::Str(message.clone()),
                 "loadgen.cc",
-            );
-        }
-        if let Some(loaded) = pass.loaded {
-            log.put(
+                true,
+                false,
+            ),
+            DetailEvent::Loaded(loaded) => log.put(
                 "loaded_qsl_set",
                 LogValue::List(loaded.to_vec()),
                 "loadgen.cc",
-            );
+            ),
+            DetailEvent::Pass(pass) => {
+                log.time_ns = pass.start_ns;
+                log.put(
+                    "generated_query_count",
+                    LogValue::Int(pass.generated_queries),
+                    "loadgen.cc",
+                );
+                log.put(
+                    "generated_samples_per_query",
+                    LogValue::Int(pass.samples_per_query),
+                    "loadgen.cc",
+                );
+                log.time_ns = pass.end_ns;
+                // `IssueQueries`, after every pass: the SUT's active interval on the wall clock, from
+                // `start_for_power` for as long as the pass took to its last completion, for the power analyser
+                // to align its samples with.
+                let end_unix_ns = pass
+                    .start_unix_ns
+                    .saturating_add(pass.end_ns.saturating_sub(pass.start_ns));
+                for (key, unix_ns) in [
+                    ("power_begin", pass.start_unix_ns),
+                    ("power_end", end_unix_ns),
+                ] {
+                    log.put(
+                        key,
+                        LogValue::Str(date_time_for_power(unix_ns)),
+                        "loadgen.cc",
+                    );
+                }
+            }
         }
-        log.put(
-            "generated_query_count",
-            LogValue::Int(pass.generated_queries),
-            "loadgen.cc",
-        );
-        log.put(
-            "generated_samples_per_query",
-            LogValue::Int(pass.samples_per_query),
-            "loadgen.cc",
-        );
-        log.time_ns = pass.end_ns;
-        // `IssueQueries`, after every pass: the SUT's active interval on the wall clock, from `start_for_power`
-        // for as long as the pass took to its last completion, for the power analyser to align its samples with.
-        let end_unix_ns = pass
-            .start_unix_ns
-            .saturating_add(pass.end_ns.saturating_sub(pass.start_ns));
-        for (key, unix_ns) in [
-            ("power_begin", pass.start_unix_ns),
-            ("power_end", end_unix_ns),
-        ] {
-            log.put(
-                key,
-                LogValue::Str(date_time_for_power(unix_ns)),
-                "loadgen.cc",
-            );
-        }
-    }
-    for message in &run.closing {
-        log.put(
-            "generic_message",
-            LogValue::Str(message.clone()),
-            "loadgen.cc",
-        );
     }
     let verdict_errors: &[String] = verdict.map_or(&[], |v| &v.errors);
     let errors: Vec<&String> = run.errors.iter().chain(verdict_errors).collect();
@@ -255,7 +268,15 @@ pub fn detail_log(
         }
         log.put(
             "num_errors",
-            LogValue::Int(errors.len() as u64),
+            // LoadGen's logger counts every error line, those between passes too.
+            LogValue::Int(
+                (errors.len()
+                    + run
+                        .events
+                        .iter()
+                        .filter(|e| matches!(e, DetailEvent::Error(_)))
+                        .count()) as u64,
+            ),
             "results.cc",
         );
     }
@@ -721,18 +742,18 @@ mod tests {
         DetailRun {
             test_datetime: "2026-11-25T02:41:26Z".to_string(),
             dataset_len: 5,
-            passes: vec![DetailPass {
-                messages: Vec::new(),
-                starting: Some(Mode::PerformanceOnly),
-                loaded: Some(loaded),
-                generated_queries: queries,
-                samples_per_query,
-                start_ns: 7_090,
-                end_ns: 920_503_448_925,
-                // 2026-11-25T02:41:26.123456789Z.
-                start_unix_ns: 1_795_574_486_123_456_789,
-            }],
-            closing: Vec::new(),
+            events: vec![
+                DetailEvent::Message(starting_message(Mode::PerformanceOnly)),
+                DetailEvent::Loaded(loaded),
+                DetailEvent::Pass(DetailPass {
+                    generated_queries: queries,
+                    samples_per_query,
+                    start_ns: 7_090,
+                    end_ns: 920_503_448_925,
+                    // 2026-11-25T02:41:26.123456789Z.
+                    start_unix_ns: 1_795_574_486_123_456_789,
+                }),
+            ],
             pid: 42,
             errors: &[],
         }
@@ -1120,7 +1141,7 @@ mod tests {
         let s = settings("model: llama3_1-8b\nscenario: Offline\nmode: AccuracyOnly\n");
         let errors = ["request 3 failed".to_string()];
         let mut run = run_of(&[0, 1, 2, 3, 4], 5, 1);
-        run.passes[0].starting = Some(Mode::AccuracyOnly);
+        run.events[0] = DetailEvent::Message(starting_message(Mode::AccuracyOnly));
         run.errors = &errors;
         let text = detail_log(&s, None, &run);
         let log = MlperfLog::parse(&text).unwrap();

@@ -18,6 +18,7 @@
 
 pub mod early_stopping;
 pub mod logs;
+pub mod peak;
 pub mod rng;
 pub mod rouge;
 pub mod schedule;

@@ -1209,6 +1209,26 @@ mod tests {
     }
 
     #[test]
+    fn every_loadgen_mode_is_read_by_its_integer_or_name_and_a_fifth_is_refused() {
+        const SERVER: &str = "model: llama3_1-8b\nscenario: Server\n";
+        // `TestSettings::FromConfig`: 0 SubmissionRun, 1 AccuracyOnly, 2 PerformanceOnly, 3 FindPeakPerformance.
+        for (value, mode) in [
+            ("0", Mode::SubmissionRun),
+            ("1", Mode::AccuracyOnly),
+            ("2", Mode::PerformanceOnly),
+            ("3", Mode::FindPeakPerformance),
+        ] {
+            let conf = format!("*.Server.mode = {value}\n");
+            assert_eq!(parse(SERVER, Some(&conf)).settings.mode, mode, "{value}");
+            let yaml = format!("{SERVER}mode: {}\n", mode.as_str());
+            assert_eq!(parse(&yaml, None).settings.mode, mode);
+        }
+        let e = parse_err(SERVER, "*.Server.mode = 4\n");
+        assert!(e.starts_with("user.conf:1: `*.Server.mode`"), "{e}");
+        assert!(e.contains("FindPeakPerformance (3)"), "{e}");
+    }
+
+    #[test]
     fn loadgen_settings_llmbench_does_not_implement_are_refused_when_on_naming_file_line_and_key() {
         const SERVER: &str = "model: llama3_1-8b\nscenario: Server\n";
         let e = parse_err(SERVER, "# TEST04\n*.Server.performance_issue_unique = 1\n");
