@@ -495,4 +495,25 @@ async fn a_submission_run_runs_the_accuracy_pass_then_the_performance_pass() {
     assert!(outcome.dir.join("mlperf_accuracy.json").is_file());
     // Both passes' requests: 6 + 6.
     assert_eq!(outcome.summary.overall.requests.total, 12);
+    // LoadGen's trace: a `Sample` begin per sample, each pass's one Offline query numbered 0 and 1.
+    let trace: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(outcome.dir.join("mlperf_log_trace.json")).expect("trace"),
+    )
+    .expect("the trace is JSON");
+    let mut samples: Vec<(u64, u64)> = trace["traceEvents"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["name"] == "Sample" && e["ph"] == "b")
+        .map(|e| {
+            (
+                e["args"]["sample_seq"].as_u64().expect("sample_seq"),
+                e["args"]["query_seq"].as_u64().expect("query_seq"),
+            )
+        })
+        .collect();
+    samples.sort_unstable();
+    let expected: Vec<(u64, u64)> = (0..12).map(|i| (i, i / 6)).collect();
+    assert_eq!(samples, expected);
+    assert_eq!(trace["otherData"]["version"], "MLPerf LoadGen v1.0");
 }

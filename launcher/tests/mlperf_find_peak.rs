@@ -245,7 +245,20 @@ fn a_peak_search_widens_then_narrows_the_bounds_to_a_tenth_of_a_qps() {
         .filter(|m| m["key"] == "generated_query_count")
         .count();
     assert_eq!(passes, 1 + widening.len() + steps.len());
+    // The trace has every pass's samples: one `Sample` begin per request, Server counters beside them.
+    let trace = common::json(&run.join("mlperf_log_trace.json"));
+    let events = trace["traceEvents"].as_array().expect("events");
+    let begins = events
+        .iter()
+        .filter(|e| e["name"] == "Sample" && e["ph"] == "b")
+        .count();
+    let latencies = events.iter().filter(|e| e["name"] == "Latency").count();
+    assert_eq!(begins, latencies);
     let summary_json = common::json(&run.join("summary.json"));
+    assert_eq!(
+        summary_json["requests"]["succeeded"].as_u64(),
+        Some(begins as u64)
+    );
     assert!(
         summary_json["verdict"]["result"]
             .as_str()

@@ -25,10 +25,12 @@ use llmbench_metrics::mlperf::logs::{
     starting_message, write_accuracy_log, write_detail_log,
 };
 use llmbench_metrics::mlperf::peak::{PeakLine, PeakSearch, qps_field};
+use llmbench_metrics::mlperf::trace::{TRACE_JSON, TracePass, TraceWriter};
 use llmbench_metrics::mlperf::{
     MlperfError, MlperfSchedule, MlperfSettings, Mode, RunTimes, Scenario, UserConf, Verdict,
     build_schedule, evaluate, parse_settings, rouge,
 };
+use llmbench_model::record::RequestRecord;
 use llmbench_report::report::ReportOptions;
 use llmbench_workload::data::{DataError, DatasetOptions, Prompt, load_dataset};
 use llmbench_workload::request::{BodySettings, prepare};
@@ -222,6 +224,18 @@ impl Runner for MlperfRun {
         let errors = accuracy.as_ref().map_or(Vec::new(), |a| a.errors.clone());
         let events = schedule_events(&executed, settings.mode, &schedule);
         let detail = detail_run(&executed, samples.len(), events, &errors);
+        let passes: Vec<(u32, u64)> = schedule
+            .accuracy_pass
+            .iter()
+            .map(|pass| (pass.stage, pass.samples_per_query))
+            .chain([(schedule.measured_stage, schedule.samples_per_query)])
+            .collect();
+        write_trace(&executed, settings.scenario, &passes, |record| {
+            usize::try_from(record.id)
+                .ok()
+                .and_then(|id| schedule.samples.get(id))
+                .copied()
+        })?;
         let mut outcome = context.finish(executed)?;
         if let Some(verdict) = &verdict {
             verdict.write_summary_txt(&outcome.dir.join(SUMMARY_TXT))?;
@@ -333,6 +347,12 @@ async fn find_peak(
         executed.summary.verdict = Some(run);
     }
     let detail = detail_run(&executed, dataset_len, events, &[]);
+    let traced: Vec<(u32, u64)> = passes.iter().map(|pass| (pass.stage, 1)).collect();
+    write_trace(&executed, settings.scenario, &traced, |record| {
+        let pass = passes.iter().find(|p| p.stage == record.stage)?;
+        let at = usize::try_from(record.id.checked_sub(pass.first_id)?).ok()?;
+        pass.samples.get(at).copied()
+    })?;
     let mut outcome = context.finish(executed)?;
     let verdict = verdict.map(|(_, verdict)| verdict);
     // A search stopped before its end (an interrupt) leaves its passes in the detail log and no result.
@@ -533,6 +553,50 @@ fn detail_pass(
         end_ns,
         start_unix_ns: t0_unix_ns.saturating_add(start_ns),
     }
+}
+
+/// Writes `mlperf_log_trace.json` (LoadGen's `enable_trace` default: on) from the run's records, before they go to
+/// the reports. `passes`: each pass's stage and samples per query, in run order; `sample_of`: the dataset index a
+/// request carried. Warm-up requests are no LoadGen queries and are not traced.
+fn write_trace(
+    executed: &Executed,
+    scenario: Scenario,
+    passes: &[(u32, u64)],
+    sample_of: impl Fn(&RequestRecord) -> Option<usize>,
+) -> Result<(), RunError> {
+    let mut traced = Vec::with_capacity(passes.len());
+    let mut next_query = 0u64;
+    for &(stage, samples_per_query) in passes {
+        let ids = || {
+            executed
+                .records
+                .iter()
+                .filter(|r| r.stage == stage)
+                .map(|r| r.id)
+        };
+        let issued = ids().count() as u64;
+        traced.push(TracePass {
+            stage,
+            first_id: ids().min().unwrap_or(0),
+            samples_per_query,
+            first_query: next_query,
+        });
+        next_query += issued.div_ceil(samples_per_query.max(1));
+    }
+    let mut writer = TraceWriter::create(
+        &executed.dir.join(TRACE_JSON),
+        std::process::id(),
+        scenario,
+        executed.meta.t0_unix_ns,
+    )?;
+    for record in &executed.records {
+        let pass = traced.iter().find(|p| p.stage == record.stage);
+        if let (Some(pass), Some(sample)) = (pass, sample_of(record)) {
+            writer.record(record, pass, sample)?;
+        }
+    }
+    writer.finish()?;
+    Ok(())
 }
 
 /// What the detail log takes from the run beside the settings and the verdict.

@@ -49,6 +49,8 @@ pub(crate) enum LogValue {
     Bool(bool),
     Float(f64),
     List(Vec<usize>),
+    /// A `std::map<std::string, std::string>`: `{"k":"v",…}`, no spaces, as LoadGen's JSON writer puts it.
+    Map(Vec<(String, String)>),
 }
 
 impl LogValue {
@@ -63,6 +65,18 @@ impl LogValue {
             }
             LogValue::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
             LogValue::Float(f) => out.push_str(&json_double(*f)),
+            LogValue::Map(entries) => {
+                out.push('{');
+                for (i, (k, v)) in entries.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    LogValue::Str(k.clone()).render(out);
+                    out.push(':');
+                    LogValue::Str(v.clone()).render(out);
+                }
+                out.push('}');
+            }
             LogValue::List(items) => {
                 out.push('[');
                 let joined: Vec<String> = items.iter().map(ToString::to_string).collect();
@@ -146,14 +160,9 @@ pub fn detail_log(
         time_ns: 0,
     };
     let s = settings;
-    log.put(
-        "loadgen_version",
-        LogValue::Str(format!(
-            "llmbench {} (MLPerf harness writing LoadGen's log format; not LoadGen)",
-            env!("CARGO_PKG_VERSION")
-        )),
-        "version.cc",
-    );
+    for (key, value) in build_lines() {
+        log.put(key, value, "version.cc");
+    }
     log.put(
         "test_datetime",
         LogValue::Str(run.test_datetime.clone()),
@@ -281,6 +290,87 @@ pub fn detail_log(
         );
     }
     log.out
+}
+
+/// `LogLoadgenVersion`'s keys with llmbench's truthful values. `loadgen_version` is LoadGen's `VERSION @ REV`
+/// shape naming llmbench, its version and the LoadGen release whose rules it follows. llmbench is built without a
+/// build script, so it knows no build date or git state of its own: those keys say `NA`, the value LoadGen's
+/// `version_generator.py` writes when it is built outside git (and a `loadgen_git_status_message` of `NA` is, for
+/// LoadGen and the submission checker, not an uncommitted-changes error). `loadgen_file_sha1` lists, as LoadGen
+/// lists its sources, the SHA-1 of each source file of llmbench's LoadGen core as compiled into this binary.
+fn build_lines() -> Vec<(&'static str, LogValue)> {
+    let na = || LogValue::Str("NA".to_owned());
+    vec![
+        (
+            "loadgen_version",
+            LogValue::Str(format!(
+                "llmbench {} (LoadGen {LOADGEN_VERSION} rules; not LoadGen) @ NA",
+                env!("CARGO_PKG_VERSION")
+            )),
+        ),
+        ("loadgen_build_date_local", na()),
+        ("loadgen_build_date_utc", na()),
+        ("loadgen_git_commit_date", na()),
+        ("loadgen_git_log_message", na()),
+        ("loadgen_git_status_message", na()),
+        ("loadgen_file_sha1", LogValue::Map(source_sha1s())),
+    ]
+}
+
+/// The LoadGen release whose rules llmbench follows (`loadgen/VERSION.txt`).
+pub const LOADGEN_VERSION: &str = "6.0.17";
+
+/// The LoadGen core's sources as this binary holds them, by path from the repository root.
+const SOURCES: [(&str, &str); 10] = [
+    (
+        "/crates/metrics/src/mlperf/early_stopping.rs",
+        include_str!("early_stopping.rs"),
+    ),
+    (
+        "/crates/metrics/src/mlperf/logs.rs",
+        include_str!("logs.rs"),
+    ),
+    ("/crates/metrics/src/mlperf/mod.rs", include_str!("mod.rs")),
+    (
+        "/crates/metrics/src/mlperf/peak.rs",
+        include_str!("peak.rs"),
+    ),
+    ("/crates/metrics/src/mlperf/rng.rs", include_str!("rng.rs")),
+    (
+        "/crates/metrics/src/mlperf/rouge.rs",
+        include_str!("rouge.rs"),
+    ),
+    (
+        "/crates/metrics/src/mlperf/schedule.rs",
+        include_str!("schedule.rs"),
+    ),
+    (
+        "/crates/metrics/src/mlperf/settings.rs",
+        include_str!("settings.rs"),
+    ),
+    (
+        "/crates/metrics/src/mlperf/trace.rs",
+        include_str!("trace.rs"),
+    ),
+    (
+        "/crates/metrics/src/mlperf/verdict.rs",
+        include_str!("verdict.rs"),
+    ),
+];
+
+/// `path → sha1 hex` of [`SOURCES`], sorted by path as LoadGen's `std::map` is.
+fn source_sha1s() -> Vec<(String, String)> {
+    use sha1::Digest as _;
+    let mut files: Vec<(String, String)> = SOURCES
+        .iter()
+        .map(|(path, text)| {
+            let digest = sha1::Sha1::digest(text.as_bytes());
+            let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+            ((*path).to_owned(), hex)
+        })
+        .collect();
+    files.sort();
+    files
 }
 
 /// LoadGen's `DateTimeStringForPower`: `%m-%d-%Y %T` in UTC, a dot and the whole milliseconds in 3 digits.
@@ -990,9 +1080,15 @@ mod tests {
         // The header and settings, in LoadGen's order, before the results.
         let keys: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(
-            keys[..8],
+            keys[..14],
             [
                 "loadgen_version",
+                "loadgen_build_date_local",
+                "loadgen_build_date_utc",
+                "loadgen_git_commit_date",
+                "loadgen_git_log_message",
+                "loadgen_git_status_message",
+                "loadgen_file_sha1",
                 "test_datetime",
                 "sut_name",
                 "qsl_name",
@@ -1134,6 +1230,61 @@ mod tests {
         assert_eq!(log.get("early_stopping_latency_ms").unwrap(), 0);
         assert_eq!(log.get("early_stopping_met").unwrap(), false);
         assert!(log.get("result_overlatency_query_count").is_none());
+    }
+
+    #[test]
+    fn the_build_keys_name_llmbench_say_na_for_what_it_does_not_know_and_hash_its_loadgen_core() {
+        let s = settings("model: llama3_1-8b\nscenario: Offline\n");
+        let text = detail_log(&s, None, &run_of(&[0, 1, 2, 3, 4], 5, 1));
+        let log = MlperfLog::parse(&text).unwrap();
+        let version = log.get("loadgen_version").unwrap();
+        let version = version.as_str().unwrap();
+        assert!(version.starts_with("llmbench "), "{version}");
+        assert!(
+            version.ends_with("(LoadGen 6.0.17 rules; not LoadGen) @ NA"),
+            "{version}"
+        );
+        for key in [
+            "loadgen_build_date_local",
+            "loadgen_build_date_utc",
+            "loadgen_git_commit_date",
+            "loadgen_git_log_message",
+            "loadgen_git_status_message",
+        ] {
+            assert_eq!(log.get(key).unwrap(), "NA", "{key}");
+        }
+        // A git status of NA is no uncommitted-changes error, for LoadGen and the checker alike.
+        assert_eq!(log.num_errors(), 0);
+        let files = log.get("loadgen_file_sha1").unwrap();
+        let files = files.as_object().unwrap();
+        assert_eq!(files.len(), SOURCES.len());
+        // The hash of this very file as compiled: sha1 of its text, 40 lower-case hex digits.
+        let logs = files["/crates/metrics/src/mlperf/logs.rs"]
+            .as_str()
+            .unwrap();
+        assert_eq!(logs.len(), 40);
+        assert!(
+            logs.chars()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        );
+        // LoadGen's map: no spaces, keys sorted.
+        let line = text
+            .lines()
+            .find(|l| l.contains("loadgen_file_sha1"))
+            .unwrap();
+        assert!(
+            line.contains("\"value\": {\"/crates/metrics/src/mlperf/early_stopping.rs\":\""),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn sha1_of_a_known_text_is_the_standard_digest() {
+        use sha1::Digest as _;
+        // FIPS 180 test vector: SHA-1("abc").
+        let digest = sha1::Sha1::digest(b"abc");
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, "a9993e364706816aba3e25717850c26c9cd0d89d");
     }
 
     #[test]

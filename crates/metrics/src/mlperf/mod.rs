@@ -23,6 +23,7 @@ pub mod rng;
 pub mod rouge;
 pub mod schedule;
 pub mod settings;
+pub mod trace;
 pub mod verdict;
 
 pub use early_stopping::{EarlyStopping, MinPassingQueriesFinder, early_stopping};

@@ -20,6 +20,10 @@ pub(super) struct PeakPass {
     /// The search's lines logged before the pass.
     pub(super) lines: Vec<PeakLine>,
     pub(super) generated_queries: u64,
+    /// Its stage among the run's, the id of its first request and the dataset index of each request.
+    pub(super) stage: u32,
+    pub(super) first_id: u64,
+    pub(super) samples: Vec<usize>,
     pub(super) times: StageTimes,
     pub(super) verdict: Verdict,
 }
@@ -49,6 +53,16 @@ fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, PeakShared> {
     shared.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// The pass now running: its QPS, the lines logged before it, its query count, its first request's id and the
+/// dataset index of each of its requests.
+pub(super) struct Running {
+    target_qps: f64,
+    lines: Vec<PeakLine>,
+    generated_queries: u64,
+    first_id: u64,
+    samples: Vec<usize>,
+}
+
 /// The search as an adaptive run's planner.
 pub(super) struct PeakPlanner {
     pub(super) shared: Shared,
@@ -58,8 +72,8 @@ pub(super) struct PeakPlanner {
     /// The warm-up stage and its samples, run before the first pass when the profile asks for one.
     pub(super) warmup: Option<(Stage, Vec<usize>)>,
     pub(super) search: PeakSearch,
-    /// The pass now running: its QPS, the lines logged before it and its query count.
-    pub(super) running: Option<(f64, Vec<PeakLine>, u64)>,
+    /// The pass now running.
+    pub(super) running: Option<Running>,
 }
 
 impl PeakPlanner {
@@ -85,7 +99,13 @@ impl PeakPlanner {
     /// Judges the pass that just ran as `PerfConstraintsMet` does; returns whether it met them and the
     /// recommendation when it did not.
     fn judge(&mut self, finished: &FinishedStage) -> Option<(bool, String)> {
-        let (target_qps, lines, generated_queries) = self.running.take()?;
+        let Running {
+            target_qps,
+            lines,
+            generated_queries,
+            first_id,
+            samples,
+        } = self.running.take()?;
         let settings = self.pass_settings(target_qps);
         let verdict = evaluate(
             &settings,
@@ -112,6 +132,9 @@ impl PeakPlanner {
             target_qps,
             lines,
             generated_queries,
+            stage: finished.index,
+            first_id,
+            samples,
             times: finished.times.clone(),
             verdict,
         });
@@ -151,7 +174,13 @@ impl StagePlanner for PeakPlanner {
                     .stages
                     .pop()
                     .ok_or("the peak search's pass has no stage")?;
-                self.running = Some((target_qps, lines, schedule.generated_queries));
+                self.running = Some(Running {
+                    target_qps,
+                    lines,
+                    generated_queries: schedule.generated_queries,
+                    first_id: lock(&self.shared).next_id,
+                    samples: schedule.samples.clone(),
+                });
                 Ok(Some(self.plan(stage, schedule.samples)))
             }
             PeakStep::Done { pass, lines, error } => {
