@@ -14,12 +14,13 @@
 //! `LogEffectiveSettings` (`test_settings_internal.cc`), the loaded set and generated queries (`loadgen.cc`),
 //! then, for a performance run, `PerformanceSummary::LogDetail` (`results.cc`) and `num_errors`.
 //!
-//! What differs, on purpose: `loadgen_version` says llmbench wrote the log (no LoadGen build, git or file-hash
-//! lines exist to copy); `file` names the LoadGen source that logs the key but `line_no` is 0, since no LoadGen
-//! line ran; `pid` and `tid` are this process's id; strings are JSON-escaped (LoadGen writes them raw, which only
-//! matters for quotes and newlines, which its own keys avoid); LoadGen's logger statistics are not written (no
-//! LoadGen logger). `power_begin`/`power_end` are written as LoadGen writes them, for a power analyser to align with. `generated_query_duration` is not written: llmbench's
-//! Server schedule does not keep the timestamp after the last arrival that LoadGen reports.
+//! What differs, on purpose: the build keys (`version.cc`) carry llmbench's truthful values ([`build_lines`]);
+//! `file` names the LoadGen source that logs the key but `line_no` is 0, since no LoadGen line ran; `pid` and
+//! `tid` are this process's id; strings are JSON-escaped (LoadGen writes them raw, which only matters for quotes
+//! and newlines, which its own keys avoid); LoadGen's logger statistics and `get_sut_name_duration_ns` are not
+//! written (no LoadGen logger, no SUT object). `power_begin`/`power_end` are written after every pass as LoadGen
+//! writes them, for a power analyser to align with. `generated_query_duration` is not written: llmbench's Server
+//! schedule does not keep the timestamp after the last arrival that LoadGen reports.
 //!
 //! **Accuracy log** follows `logging.cc` `AsyncLog::LogAccuracy` with token latencies on: `[`, then per response
 //! `\n{ "seq_id" : S, "qsl_idx" : Q, "data" : "HEX", "token_count" : N }` joined by `,`, then `\n]\n`; an empty

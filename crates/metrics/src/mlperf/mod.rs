@@ -9,6 +9,8 @@
 //! rouge::score(&predictions, &references)             -> RougeScores
 //! logs::detail_log(&settings, Some(&verdict), &run)   -> mlperf_log_detail.txt
 //! logs::accuracy_log(&entries)                        -> mlperf_log_accuracy.json
+//! trace::TraceWriter::create(…).record(…).finish()   -> mlperf_log_trace.json
+//! peak::PeakSearch::new(qps).next(last_outcome)       -> the FindPeakPerformance search's next pass
 //! ```
 //!
 //! Nothing here reads files except the `write_*` helpers; the caller (the `run` module's mlperf runner) hands in

@@ -18,9 +18,11 @@
 //!   one returns ([`Lockstep`]). `max(min_query_count, ⌈2 · min_duration / period⌉ + 1)` queries are generated
 //!   (period = `expected_latency`, LoadGen's `ScheduleDistribution` and its 2× generation slack); the issue loop
 //!   ends once `min_query_count` are issued and `min_duration` has passed.
-//! - Accuracy runs issue every sample once, in the loaded set's order, with the scenario's timing (MultiStream:
-//!   queries starting at every `samples_per_query`-th loaded sample, in an order shuffled by
-//!   `mt19937(sample_index_rng_seed)`, `SampleDistribution<AccuracyOnly>`).
+//! - Accuracy passes issue every sample once, with the scenario's timing, in LoadGen's accuracy order
+//!   ([`accuracy_order`]; MultiStream: queries starting at every `samples_per_query`-th loaded sample, in an order
+//!   shuffled by `mt19937(sample_index_rng_seed)`, `SampleDistribution<AccuracyOnly>`).
+//! - A SubmissionRun is an accuracy pass, then a performance pass, two stages; FindPeakPerformance starts with a
+//!   performance pass at the requested rate (its runner plans the rest).
 //! - Warm-up queries (not a LoadGen notion; MLPerf harnesses warm up outside LoadGen) form a stage of their own
 //!   before the measured one, from the head of the loaded set, at `target_qps` spacing (Server), at once
 //!   (Offline) or one at a time (SingleStream).
