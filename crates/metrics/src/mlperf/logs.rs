@@ -14,7 +14,7 @@
 //! `LogEffectiveSettings` (`test_settings_internal.cc`), the loaded set and generated queries (`loadgen.cc`),
 //! then, for a performance run, `PerformanceSummary::LogDetail` (`results.cc`) and `num_errors`.
 //!
-//! What differs, on purpose: the build keys (`version.cc`) carry llmbench's truthful values ([`build_lines`]);
+//! What differs, on purpose: the build keys (`version.cc`) carry llmbench's truthful values (`build_lines`);
 //! `file` names the LoadGen source that logs the key but `line_no` is 0, since no LoadGen line ran; `pid` and
 //! `tid` are this process's id; strings are JSON-escaped (LoadGen writes them raw, which only matters for quotes
 //! and newlines, which its own keys avoid); LoadGen's logger statistics and `get_sut_name_duration_ns` are not

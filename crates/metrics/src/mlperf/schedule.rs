@@ -19,7 +19,7 @@
 //!   (period = `expected_latency`, LoadGen's `ScheduleDistribution` and its 2× generation slack); the issue loop
 //!   ends once `min_query_count` are issued and `min_duration` has passed.
 //! - Accuracy passes issue every sample once, with the scenario's timing, in LoadGen's accuracy order
-//!   ([`accuracy_order`]; MultiStream: queries starting at every `samples_per_query`-th loaded sample, in an order
+//!   (`accuracy_order`; MultiStream: queries starting at every `samples_per_query`-th loaded sample, in an order
 //!   shuffled by `mt19937(sample_index_rng_seed)`, `SampleDistribution<AccuracyOnly>`).
 //! - A SubmissionRun is an accuracy pass, then a performance pass, two stages; FindPeakPerformance starts with a
 //!   performance pass at the requested rate (its runner plans the rest).
