@@ -395,3 +395,125 @@ async fn an_mlperf_run_reads_a_pickled_dataframe_dataset() {
     let log = detail_log(&outcome.dir);
     assert_eq!(value(&log, "qsl_reported_total_count"), 3);
 }
+
+/// A SubmissionRun, as LoadGen's `StartTest` runs it: the accuracy pass over the whole dataset, then the
+/// performance pass, one log set. The accuracy log holds the accuracy pass's answers (sequence ids 0..5: the
+/// passes share one sequence), the detail log both passes in order, the summary the performance verdict with
+/// `Mode : SubmissionRun`, and summary.json one verdict of both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submission_run_runs_the_accuracy_pass_then_the_performance_pass() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let tokenizer_path = dir.path().join("tokenizer.json");
+    std::fs::write(&tokenizer_path, WORD_TOKENIZER).expect("write tokenizer");
+    let data = dataset(dir.path(), 6);
+    let profile = dir.path().join("submission.yaml");
+    std::fs::write(
+        &profile,
+        format!(
+            "model: llama3_1-8b\nscenario: Offline\nmode: SubmissionRun\ntarget_qps: 1\nmin_duration: 0\n\
+             min_query_count: 1\nmax_tokens: 4\nserver:\n  model_name: llmbench-sim\n  ignore_eos: true\n\
+             dataset:\n  path: {data}\n"
+        ),
+    )
+    .expect("write profile");
+    let cli = Cli::parse_from([
+        "llmbench",
+        "--harness",
+        "mlperf",
+        "--profile",
+        profile.to_str().expect("utf-8 path"),
+        "--output",
+        dir.path().join("out").to_str().expect("utf-8 path"),
+        "--run-id",
+        "mlperf",
+        "--tokenizer",
+        tokenizer_path.to_str().expect("utf-8 path"),
+    ]);
+    let outcome = run(cli.run)
+        .await
+        .unwrap_or_else(|e| panic!("the run fails: {e}"));
+    let text = std::fs::read_to_string(outcome.dir.join("mlperf_log_accuracy.json"))
+        .expect("accuracy log");
+    let entries: Vec<serde_json::Value> = serde_json::from_str(&text).expect("a JSON list");
+    let mut seq_ids: Vec<u64> = entries
+        .iter()
+        .map(|e| e["seq_id"].as_u64().expect("seq_id"))
+        .collect();
+    seq_ids.sort_unstable();
+    assert_eq!(seq_ids, (0..6).collect::<Vec<_>>());
+    let log = detail_log(&outcome.dir);
+    assert_eq!(value(&log, "effective_test_mode"), "SubmissionRun");
+    let passes: Vec<(&str, String)> = log
+        .iter()
+        .filter_map(|m| {
+            let key = m["key"].as_str()?;
+            [
+                "generic_message",
+                "generated_query_count",
+                "power_begin",
+                "result_validity",
+            ]
+            .contains(&key)
+            .then(|| (key, m["value"].to_string()))
+        })
+        .map(|(key, v)| {
+            (
+                key,
+                if key == "power_begin" {
+                    String::new()
+                } else {
+                    v
+                },
+            )
+        })
+        .collect();
+    // Offline: the accuracy pass is one query of the 6 samples; the performance pass one query of
+    // ⌈max(1, ⌊1.1 · 0 · 1⌋) / 6⌉ · 6 = 6 samples (equal issue pads to a whole set), judged VALID or not by
+    // the verdict.
+    let validity = value(&log, "result_validity").to_string();
+    assert_eq!(
+        passes,
+        [
+            ("generic_message", "\"Starting accuracy mode\"".to_owned()),
+            ("generated_query_count", "1".to_owned()),
+            ("power_begin", String::new()),
+            (
+                "generic_message",
+                "\"Starting performance mode\"".to_owned()
+            ),
+            ("generated_query_count", "1".to_owned()),
+            ("power_begin", String::new()),
+            ("result_validity", validity),
+        ]
+    );
+    let summary = std::fs::read_to_string(outcome.dir.join("mlperf_log_summary.txt"))
+        .expect("mlperf_log_summary.txt");
+    assert!(summary.contains("Mode     : SubmissionRun"), "{summary}");
+    let verdict = outcome.summary.verdict.expect("a verdict");
+    assert_eq!(verdict.by, "mlperf");
+    assert!(verdict.result.contains("; accuracy "), "{}", verdict.result);
+    assert!(outcome.dir.join("mlperf_accuracy.json").is_file());
+    // Both passes' requests: 6 + 6.
+    assert_eq!(outcome.summary.overall.requests.total, 12);
+    // LoadGen's trace: a `Sample` begin per sample, each pass's one Offline query numbered 0 and 1.
+    let trace: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(outcome.dir.join("mlperf_log_trace.json")).expect("trace"),
+    )
+    .expect("the trace is JSON");
+    let mut samples: Vec<(u64, u64)> = trace["traceEvents"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["name"] == "Sample" && e["ph"] == "b")
+        .map(|e| {
+            (
+                e["args"]["sample_seq"].as_u64().expect("sample_seq"),
+                e["args"]["query_seq"].as_u64().expect("query_seq"),
+            )
+        })
+        .collect();
+    samples.sort_unstable();
+    let expected: Vec<(u64, u64)> = (0..12).map(|i| (i, i / 6)).collect();
+    assert_eq!(samples, expected);
+    assert_eq!(trace["otherData"]["version"], "MLPerf LoadGen v1.0");
+}

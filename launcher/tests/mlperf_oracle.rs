@@ -15,7 +15,7 @@ use std::process::Command;
 
 use clap::Parser;
 use llmbench::run::{RunArgs, run};
-use llmbench_metrics::mlperf::{UserConf, build_schedule, parse_settings};
+use llmbench_metrics::mlperf::{MlperfSchedule, UserConf, build_schedule, parse_settings};
 use llmbench_workload::workload::ParseOptions;
 
 const USER_CONF: &str = "\
@@ -38,6 +38,16 @@ fn loadgen_python() -> Option<String> {
 
 /// What LoadGen issued for llama3_1-8b in `scenario` over a QSL of `DATASET_LEN` samples, and its detail log.
 fn loadgen(python: &str, scenario: &str, dir: &Path) -> (Vec<usize>, Vec<serde_json::Value>) {
+    loadgen_in_mode(python, scenario, "PerformanceOnly", dir)
+}
+
+/// [`loadgen`] in LoadGen's test mode `mode`.
+fn loadgen_in_mode(
+    python: &str,
+    scenario: &str,
+    mode: &str,
+    dir: &Path,
+) -> (Vec<usize>, Vec<serde_json::Value>) {
     let conf = dir.join("user.conf");
     std::fs::write(&conf, USER_CONF).expect("write user.conf");
     let out = dir.join("loadgen");
@@ -48,6 +58,7 @@ fn loadgen(python: &str, scenario: &str, dir: &Path) -> (Vec<usize>, Vec<serde_j
         .args(["llama3_1-8b", scenario, &DATASET_LEN.to_string(), "4"])
         .arg(&conf)
         .arg(&out)
+        .arg(mode)
         .output()
         .expect("run LoadGen");
     assert!(
@@ -82,7 +93,12 @@ fn value<'a>(log: &'a [serde_json::Value], key: &str) -> &'a serde_json::Value {
 }
 
 fn llmbench_order(scenario: &str) -> (Vec<usize>, u64) {
-    let profile = format!("model: llama3_1-8b\nscenario: {scenario}\n");
+    let schedule = llmbench_schedule(scenario, "PerformanceOnly");
+    (schedule.samples, schedule.generated_queries)
+}
+
+fn llmbench_schedule(scenario: &str, mode: &str) -> MlperfSchedule {
+    let profile = format!("model: llama3_1-8b\nscenario: {scenario}\nmode: {mode}\n");
     let settings = parse_settings(
         "p.yaml",
         &profile,
@@ -94,8 +110,64 @@ fn llmbench_order(scenario: &str) -> (Vec<usize>, u64) {
     )
     .expect("settings")
     .settings;
-    let schedule = build_schedule(&settings, DATASET_LEN).expect("schedule");
-    (schedule.samples, schedule.generated_queries)
+    build_schedule(&settings, DATASET_LEN).expect("schedule")
+}
+
+/// The detail log's pass lines, in order: each `Starting … mode` message, `loaded_qsl_set` and
+/// `generated_query_count` (LoadGen's issue-loop messages, such as `Ending naturally`, llmbench does not write).
+fn pass_lines(log: &[serde_json::Value]) -> Vec<(String, serde_json::Value)> {
+    log.iter()
+        .filter(|m| match m["key"].as_str().unwrap_or("") {
+            "generic_message" => m["value"]
+                .as_str()
+                .is_some_and(|v| v.starts_with("Starting")),
+            key => ["loaded_qsl_set", "generated_query_count"].contains(&key),
+        })
+        .map(|m| {
+            (
+                m["key"].as_str().unwrap_or("").to_owned(),
+                m["value"].clone(),
+            )
+        })
+        .collect()
+}
+
+/// A SubmissionRun is an accuracy pass over the whole QSL, then the performance pass, one sequence of samples:
+/// the same samples in the same order as LoadGen, and the same pass lines in the detail log.
+#[test]
+fn a_submission_run_issues_loadgens_accuracy_then_performance_passes() {
+    let Some(python) = loadgen_python() else {
+        return;
+    };
+    for scenario in ["Server", "Offline", "SingleStream"] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (issued, log) = loadgen_in_mode(&python, scenario, "SubmissionRun", dir.path());
+        let schedule = llmbench_schedule(scenario, "SubmissionRun");
+        assert_eq!(schedule.samples, issued, "{scenario}");
+        let accuracy = schedule.accuracy_pass.as_ref().expect("an accuracy pass");
+        let ours = vec![
+            (
+                "generic_message".to_owned(),
+                "Starting accuracy mode".into(),
+            ),
+            ("loaded_qsl_set".to_owned(), accuracy.loaded.clone().into()),
+            (
+                "generated_query_count".to_owned(),
+                accuracy.generated_queries.into(),
+            ),
+            (
+                "generic_message".to_owned(),
+                "Starting performance mode".into(),
+            ),
+            ("loaded_qsl_set".to_owned(), schedule.loaded.clone().into()),
+            (
+                "generated_query_count".to_owned(),
+                schedule.generated_queries.into(),
+            ),
+        ];
+        assert_eq!(ours, pass_lines(&log), "{scenario}");
+        assert_eq!(value(&log, "effective_test_mode"), "SubmissionRun");
+    }
 }
 
 #[test]

@@ -1,8 +1,8 @@
 """Run MLPerf LoadGen (the `mlcommons-loadgen` wheel) against an instant SUT and print what it issued.
 
-    python loadgen_sut.py MODEL SCENARIO TOTAL_COUNT PERF_COUNT USER_CONF OUT_DIR
+    python loadgen_sut.py MODEL SCENARIO TOTAL_COUNT PERF_COUNT USER_CONF OUT_DIR [MODE]
 
-LoadGen reads its built-in mlperf.conf and then USER_CONF (`TestSettings.FromConfig`), exactly as a submission
+MODE is a `TestMode` name (PerformanceOnly unless given). LoadGen reads its built-in mlperf.conf and then USER_CONF (`TestSettings.FromConfig`), exactly as a submission
 harness does. The SUT answers every sample at once with one token of a fixed answer (`n_tokens` 2), so what this
 pins is LoadGen's choice of samples and queries, not timings. It prints one JSON line: `issued`, the sample index
 of every sample in issue order, and `queries`, the sample count of every query; LoadGen's own logs go to OUT_DIR.
@@ -19,7 +19,8 @@ def main():
     model, scenario, total, perf, user_conf, out_dir = sys.argv[1:7]
     settings = lg.TestSettings()
     settings.scenario = getattr(lg.TestScenario, scenario)
-    settings.mode = lg.TestMode.PerformanceOnly
+    mode = sys.argv[7] if len(sys.argv) > 7 else "PerformanceOnly"
+    settings.mode = getattr(lg.TestMode, mode)
     settings.FromConfig(user_conf, model, scenario)
 
     issued, queries = [], []

@@ -9,6 +9,8 @@
 //! rouge::score(&predictions, &references)             -> RougeScores
 //! logs::detail_log(&settings, Some(&verdict), &run)   -> mlperf_log_detail.txt
 //! logs::accuracy_log(&entries)                        -> mlperf_log_accuracy.json
+//! trace::TraceWriter::create(…).record(…).finish()   -> mlperf_log_trace.json
+//! peak::PeakSearch::new(qps).next(last_outcome)       -> the FindPeakPerformance search's next pass
 //! ```
 //!
 //! Nothing here reads files except the `write_*` helpers; the caller (the `run` module's mlperf runner) hands in
@@ -18,15 +20,17 @@
 
 pub mod early_stopping;
 pub mod logs;
+pub mod peak;
 pub mod rng;
 pub mod rouge;
 pub mod schedule;
 pub mod settings;
+pub mod trace;
 pub mod verdict;
 
 pub use early_stopping::{EarlyStopping, MinPassingQueriesFinder, early_stopping};
 pub use rouge::{AccuracyCheck, RougeScores};
-pub use schedule::{MlperfSchedule, build_schedule};
+pub use schedule::{AccuracyPass, MlperfSchedule, build_schedule};
 pub use settings::{
     ConfLine, LlmModel, MLPERF_CONF, MlperfSettings, Mode, ParsedSettings, Scenario, UserConf,
     parse_settings, parse_user_conf,

@@ -18,9 +18,11 @@
 //!   one returns ([`Lockstep`]). `max(min_query_count, ⌈2 · min_duration / period⌉ + 1)` queries are generated
 //!   (period = `expected_latency`, LoadGen's `ScheduleDistribution` and its 2× generation slack); the issue loop
 //!   ends once `min_query_count` are issued and `min_duration` has passed.
-//! - Accuracy runs issue every sample once, in the loaded set's order, with the scenario's timing (MultiStream:
-//!   queries starting at every `samples_per_query`-th loaded sample, in an order shuffled by
-//!   `mt19937(sample_index_rng_seed)`, `SampleDistribution<AccuracyOnly>`).
+//! - Accuracy passes issue every sample once, with the scenario's timing, in LoadGen's accuracy order
+//!   (`accuracy_order`; MultiStream: queries starting at every `samples_per_query`-th loaded sample, in an order
+//!   shuffled by `mt19937(sample_index_rng_seed)`, `SampleDistribution<AccuracyOnly>`).
+//! - A SubmissionRun is an accuracy pass, then a performance pass, two stages; FindPeakPerformance starts with a
+//!   performance pass at the requested rate (its runner plans the rest).
 //! - Warm-up queries (not a LoadGen notion; MLPerf harnesses warm up outside LoadGen) form a stage of their own
 //!   before the measured one, from the head of the loaded set, at `target_qps` spacing (Server), at once
 //!   (Offline) or one at a time (SingleStream).
@@ -52,6 +54,29 @@ pub struct MlperfSchedule {
     /// `generated_samples_per_query`): Offline's one query holds every sample.
     pub generated_queries: u64,
     pub samples_per_query: u64,
+    /// SubmissionRun's accuracy pass, the stage before the measured one; `None` in the other modes.
+    pub accuracy_pass: Option<AccuracyPass>,
+}
+
+/// The accuracy pass of a SubmissionRun (`StartTest` runs `RunAccuracyMode`, then `RunPerformanceMode`, with one
+/// `SequenceGen`, so the performance pass's sequence ids follow the accuracy pass's).
+#[derive(Debug, Clone)]
+pub struct AccuracyPass {
+    pub stage: u32,
+    /// Every dataset index, shuffled by `qsl_rng_seed` (`accuracy_sample_count` is the whole QSL).
+    pub loaded: Vec<usize>,
+    pub generated_queries: u64,
+    pub samples_per_query: u64,
+}
+
+/// The passes a test of `mode` issues, in order (`StartTest`). FindPeakPerformance starts with a performance
+/// pass at the requested `target_qps`; the runner plans the search's further passes from its outcome.
+fn passes(mode: Mode) -> &'static [Mode] {
+    match mode {
+        Mode::SubmissionRun => &[Mode::AccuracyOnly, Mode::PerformanceOnly],
+        Mode::AccuracyOnly => &[Mode::AccuracyOnly],
+        Mode::PerformanceOnly | Mode::FindPeakPerformance => &[Mode::PerformanceOnly],
+    }
 }
 
 /// Builds the schedule of `settings` over a dataset of `dataset_len` samples.
@@ -62,10 +87,11 @@ pub fn build_schedule(
     if dataset_len == 0 {
         return Err(MlperfError::EmptyDataset);
     }
-    let loaded = loaded_samples(settings, dataset_len);
+    let passes = passes(settings.mode);
+    // Warm-up queries come from the head of the first pass's loaded set.
+    let loaded = loaded_samples(settings, passes[0], dataset_len);
     let mut stages = Vec::new();
     let mut samples = Vec::new();
-
     if settings.warmup_queries > 0 {
         let count = settings.warmup_queries as usize;
         samples.extend((0..count).map(|i| loaded[i % loaded.len()]));
@@ -94,24 +120,48 @@ pub fn build_schedule(
             errors: ErrorLimits::default(),
         });
     }
-    let measured_stage = stages.len() as u32;
-
-    let (plan, measured, final_scheduled) = match settings.mode {
-        Mode::AccuracyOnly => accuracy(settings, &loaded),
-        Mode::PerformanceOnly => performance(settings, &loaded),
-    };
-    let measured_samples = measured.len() as u64;
-    samples.extend(measured);
-    let (generated_queries, samples_per_query) = match (&plan, settings.scenario) {
-        (_, Scenario::Offline) => (1, measured_samples),
-        (StagePlan::Lockstep(l), _) => (l.queries, l.group as u64),
-        _ => (measured_samples, 1),
-    };
-    stages.push(Stage {
-        plan,
-        requested_rate: requested_rate(settings),
-        errors: ErrorLimits::default(),
-    });
+    let mut accuracy_pass = None;
+    let mut last = None;
+    for &mode in passes {
+        let pass_settings = MlperfSettings {
+            mode,
+            ..settings.clone()
+        };
+        let loaded = loaded_samples(settings, mode, dataset_len);
+        let (plan, measured, final_scheduled) = match mode {
+            Mode::AccuracyOnly => accuracy(&pass_settings, &loaded),
+            _ => performance(&pass_settings, &loaded),
+        };
+        let measured_samples = measured.len() as u64;
+        samples.extend(measured);
+        let (generated_queries, samples_per_query) = match (&plan, settings.scenario) {
+            (_, Scenario::Offline) => (1, measured_samples),
+            (StagePlan::Lockstep(l), _) => (l.queries, l.group as u64),
+            _ => (measured_samples, 1),
+        };
+        if let Some((stage, loaded, generated_queries, samples_per_query, _)) = last.take() {
+            accuracy_pass = Some(AccuracyPass {
+                stage,
+                loaded,
+                generated_queries,
+                samples_per_query,
+            });
+        }
+        last = Some((
+            stages.len() as u32,
+            loaded,
+            generated_queries,
+            samples_per_query,
+            final_scheduled,
+        ));
+        stages.push(Stage {
+            plan,
+            requested_rate: requested_rate(settings),
+            errors: ErrorLimits::default(),
+        });
+    }
+    let (measured_stage, loaded, generated_queries, samples_per_query, final_scheduled) =
+        last.ok_or(MlperfError::EmptyDataset)?;
     Ok(MlperfSchedule {
         stages,
         measured_stage,
@@ -120,6 +170,7 @@ pub fn build_schedule(
         loaded,
         generated_queries,
         samples_per_query,
+        accuracy_pass,
     })
 }
 
@@ -168,8 +219,8 @@ fn closed(total: u64, duration: Option<Duration>) -> StagePlan {
 /// The QSL's loadable set (`loadgen.cc` `GenerateLoadableSets`): the first `performance_sample_count` indices
 /// (0 = all) in a performance run, every index in an accuracy run, shuffled by `qsl_rng_seed` — LoadGen shuffles
 /// only the indices it is asked to load, so a performance run never touches samples past the count.
-fn loaded_samples(settings: &MlperfSettings, dataset_len: usize) -> Vec<usize> {
-    let count = match (settings.mode, settings.performance_sample_count) {
+fn loaded_samples(settings: &MlperfSettings, mode: Mode, dataset_len: usize) -> Vec<usize> {
+    let count = match (mode, settings.performance_sample_count) {
         (Mode::PerformanceOnly, n) if n > 0 => {
             usize::try_from(n).map_or(dataset_len, |n| n.min(dataset_len))
         }
@@ -242,7 +293,8 @@ fn multi_stream(settings: &MlperfSettings, loaded: &[usize]) -> (StagePlan, Vec<
             rng.shuffle(&mut starts);
             starts
         }
-        Mode::PerformanceOnly => {
+        // A pass is accuracy or performance; `build_schedule` splits the other modes into those.
+        Mode::PerformanceOnly | Mode::SubmissionRun | Mode::FindPeakPerformance => {
             sample_distributions(&mut rng, settings.min_query_count, end, group, padded.len());
             // `ScheduleDistribution<MultiStream>`: a fixed period of 1/target_qps, target_qps = 10⁹/expected
             // latency, cast to whole ns; queries are generated over twice the target duration.
@@ -278,7 +330,7 @@ fn multi_stream(settings: &MlperfSettings, loaded: &[usize]) -> (StagePlan, Vec<
     let plan = match settings.mode {
         // Accuracy mode never ends early.
         Mode::AccuracyOnly => lockstep(group, queries, queries, Duration::ZERO, 0, None),
-        Mode::PerformanceOnly => lockstep(
+        Mode::PerformanceOnly | Mode::SubmissionRun | Mode::FindPeakPerformance => lockstep(
             group,
             queries,
             settings.min_query_count,
@@ -423,7 +475,32 @@ fn accuracy(settings: &MlperfSettings, loaded: &[usize]) -> (StagePlan, Vec<usiz
             return (plan, samples, Duration::ZERO);
         }
     };
-    (plan, loaded.to_vec(), Duration::ZERO)
+    (plan, accuracy_order(settings, loaded), Duration::ZERO)
+}
+
+/// The order of an accuracy pass's samples (`GenerateQueries<scenario, AccuracyOnly>`, one query per loaded sample,
+/// Offline one query of them all). The sample rng first builds its three distributions: the accuracy one (a
+/// shuffle of the loaded-set positions), the unique one (another) and the equal-issue one (a third: `min_queries`
+/// is the set's size, so one shuffle). Server and SingleStream draw from the equal-issue one when
+/// `sample_concatenate_permutation` is on (accuracy mode skips only its padding), else from the accuracy one;
+/// Offline copies the loaded set in order and, with the permutation on, shuffles it once more.
+fn accuracy_order(settings: &MlperfSettings, loaded: &[usize]) -> Vec<usize> {
+    let n = loaded.len();
+    let mut rng = Mt19937::new(settings.sample_index_rng_seed);
+    let mut accuracy: Vec<usize> = (0..n).collect();
+    rng.shuffle(&mut accuracy);
+    let equal_issue = sample_distributions(&mut rng, n as u64, n, 1, n);
+    let permuted = settings.sample_concatenate_permutation;
+    match settings.scenario {
+        Scenario::Offline if permuted => {
+            let mut samples = loaded.to_vec();
+            rng.shuffle(&mut samples);
+            samples
+        }
+        Scenario::Offline => loaded.to_vec(),
+        _ if permuted => equal_issue.iter().map(|&i| loaded[i]).collect(),
+        _ => accuracy.iter().map(|&i| loaded[i]).collect(),
+    }
 }
 
 #[cfg(test)]

@@ -49,34 +49,56 @@ impl Scenario {
     }
 }
 
-/// LoadGen's test mode.
+/// LoadGen's test mode (`TestMode`, `test_settings.h`), by its `mode` integer in a conf file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Mode {
-    PerformanceOnly,
+    /// 0: an accuracy pass over the whole dataset, then a performance pass, in one test and one log set.
+    SubmissionRun,
+    /// 1: every sample once, answers logged.
     AccuracyOnly,
+    /// 2: the scenario's timed run and its verdict.
+    PerformanceOnly,
+    /// 3: Server only: a search over `target_qps` for the highest rate that meets the latency constraints.
+    FindPeakPerformance,
 }
 
 impl Mode {
     pub fn as_str(self) -> &'static str {
         match self {
-            Mode::PerformanceOnly => "PerformanceOnly",
+            Mode::SubmissionRun => "SubmissionRun",
             Mode::AccuracyOnly => "AccuracyOnly",
+            Mode::PerformanceOnly => "PerformanceOnly",
+            Mode::FindPeakPerformance => "FindPeakPerformance",
         }
     }
 
-    /// LoadGen's modes llmbench does not run: `SubmissionRun` (0: accuracy, then performance, in one test) and
-    /// `FindPeakPerformance` (3: a search over Server's target_qps). Named in refusals.
-    const NOT_RUN: &'static str = "SubmissionRun (0) and FindPeakPerformance (3) are not run by llmbench: run \
-                                   AccuracyOnly and PerformanceOnly as two runs";
+    /// Whether the test has an accuracy pass (whose answers are logged and scored).
+    pub fn has_accuracy_pass(self) -> bool {
+        matches!(self, Mode::SubmissionRun | Mode::AccuracyOnly)
+    }
 
-    /// A name, or LoadGen's `mode` integer (1 = AccuracyOnly, 2 = PerformanceOnly).
+    /// Whether the test ends with a performance verdict.
+    pub fn has_performance_pass(self) -> bool {
+        !matches!(self, Mode::AccuracyOnly)
+    }
+
+    const EXPECTED: &'static str =
+        "SubmissionRun (0), AccuracyOnly (1), PerformanceOnly (2) or FindPeakPerformance (3)";
+
+    /// A name, or LoadGen's `mode` integer (`TestSettings::FromConfig`: 0 to 3).
     fn parse(text: &str) -> Option<Self> {
-        match text.trim() {
-            "1" => Some(Mode::AccuracyOnly),
-            "2" => Some(Mode::PerformanceOnly),
-            t if t.eq_ignore_ascii_case("PerformanceOnly") => Some(Mode::PerformanceOnly),
-            t if t.eq_ignore_ascii_case("AccuracyOnly") => Some(Mode::AccuracyOnly),
-            _ => None,
+        let text = text.trim();
+        let all = [
+            Mode::SubmissionRun,
+            Mode::AccuracyOnly,
+            Mode::PerformanceOnly,
+            Mode::FindPeakPerformance,
+        ];
+        match text.parse::<usize>() {
+            Ok(n) => all.get(n).copied(),
+            Err(_) => all
+                .into_iter()
+                .find(|m| m.as_str().eq_ignore_ascii_case(text)),
         }
     }
 }
@@ -539,12 +561,8 @@ fn apply_conf_key(
     }
     match line.key.as_str() {
         "mode" => {
-            s.mode = Mode::parse(v).ok_or_else(|| {
-                invalid(format!(
-                    "expected PerformanceOnly (2) or AccuracyOnly (1), found `{v}`; {}",
-                    Mode::NOT_RUN
-                ))
-            })?
+            s.mode = Mode::parse(v)
+                .ok_or_else(|| invalid(format!("expected {}, found `{v}`", Mode::EXPECTED)))?
         }
         "qsl_rng_seed" => s.qsl_rng_seed = uint()?,
         "sample_index_rng_seed" => s.sample_index_rng_seed = uint()?,
@@ -790,10 +808,7 @@ pub fn parse_settings(
         s.mode = Mode::parse(&mode).ok_or_else(|| {
             p.invalid(
                 "mode",
-                format!(
-                    "expected PerformanceOnly or AccuracyOnly, found `{mode}`; {}",
-                    Mode::NOT_RUN
-                ),
+                format!("expected {}, found `{mode}`", Mode::EXPECTED),
             )
         })?;
     }
@@ -1191,6 +1206,26 @@ mod tests {
             Ok(_) => panic!("accepted: {conf:?}", conf = conf.text),
             Err(e) => e.to_string(),
         }
+    }
+
+    #[test]
+    fn every_loadgen_mode_is_read_by_its_integer_or_name_and_a_fifth_is_refused() {
+        const SERVER: &str = "model: llama3_1-8b\nscenario: Server\n";
+        // `TestSettings::FromConfig`: 0 SubmissionRun, 1 AccuracyOnly, 2 PerformanceOnly, 3 FindPeakPerformance.
+        for (value, mode) in [
+            ("0", Mode::SubmissionRun),
+            ("1", Mode::AccuracyOnly),
+            ("2", Mode::PerformanceOnly),
+            ("3", Mode::FindPeakPerformance),
+        ] {
+            let conf = format!("*.Server.mode = {value}\n");
+            assert_eq!(parse(SERVER, Some(&conf)).settings.mode, mode, "{value}");
+            let yaml = format!("{SERVER}mode: {}\n", mode.as_str());
+            assert_eq!(parse(&yaml, None).settings.mode, mode);
+        }
+        let e = parse_err(SERVER, "*.Server.mode = 4\n");
+        assert!(e.starts_with("user.conf:1: `*.Server.mode`"), "{e}");
+        assert!(e.contains("FindPeakPerformance (3)"), "{e}");
     }
 
     #[test]
