@@ -353,6 +353,14 @@ pub(crate) fn parse(
     }
     // AIPerf's command line refuses a flag it does not know.
     if let Some(key) = m.unread().next() {
+        if matches!(key.name.as_str(), "config" | "f") {
+            return Err(ctx.unsupported(
+                &key.name,
+                key.line,
+                "AIPerf 0.13's YAML config file (`--config`/`-f`; db4f6397 has none): give its settings as this \
+                 profile's flag keys",
+            ));
+        }
         if let Some(known) = m.nearest_known(&key.name) {
             return Err(ctx.invalid(
                 &key.name,
@@ -983,6 +991,13 @@ mod tests {
             .to_string();
         assert!(
             err.starts_with("p.yaml:2: `request-cancellation-rate`"),
+            "{err}"
+        );
+        let err = parse_text("model: m\nconfig: aiperf.yaml\n")
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            err.starts_with("p.yaml:2: `config`") && err.contains("AIPerf 0.13's YAML config file"),
             "{err}"
         );
         let err = parse_text("model: m\nextra-inputs: temperature:0.5,stream:false\n")
