@@ -277,29 +277,21 @@ const WORD_TOKENIZER: &str = r#"{"version":"1.0","truncation":null,"padding":nul
 /// Accuracy mode writes LoadGen's accuracy log: one entry per response, `data` the hex of its token ids as
 /// little-endian int32 (the reference SUTs' encoding, read back with `np.frombuffer(bytes.fromhex(data),
 /// np.int32)`), which decode to the generated text with the run's tokenizer.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn accuracy_mode_logs_token_ids_as_the_accuracy_scripts_read_them() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let tokenizer_path = dir.path().join("tokenizer.json");
+/// Runs the mlperf `profile` text in `dir` against the embedded simulator with [`WORD_TOKENIZER`] written beside it
+/// (accuracy logs need token ids); returns the outcome and the tokenizer's path.
+async fn with_word_tokenizer(dir: &Path, profile: &str) -> (RunOutcome, std::path::PathBuf) {
+    let tokenizer_path = dir.join("tokenizer.json");
     std::fs::write(&tokenizer_path, WORD_TOKENIZER).expect("write tokenizer");
-    let data = dataset(dir.path(), 6);
-    let profile = dir.path().join("accuracy.yaml");
-    std::fs::write(
-        &profile,
-        format!(
-            "model: llama3_1-8b\nscenario: Offline\nmode: AccuracyOnly\nmax_tokens: 4\nserver:\n  model_name: \
-             llmbench-sim\n  ignore_eos: true\ndataset:\n  path: {data}\n"
-        ),
-    )
-    .expect("write profile");
+    let profile_path = dir.join("profile.yaml");
+    std::fs::write(&profile_path, profile).expect("write profile");
     let cli = Cli::parse_from([
         "llmbench",
         "--harness",
         "mlperf",
         "--profile",
-        profile.to_str().expect("utf-8 path"),
+        profile_path.to_str().expect("utf-8 path"),
         "--output",
-        dir.path().join("out").to_str().expect("utf-8 path"),
+        dir.join("out").to_str().expect("utf-8 path"),
         "--run-id",
         "mlperf",
         "--tokenizer",
@@ -308,6 +300,21 @@ async fn accuracy_mode_logs_token_ids_as_the_accuracy_scripts_read_them() {
     let outcome = run(cli.run)
         .await
         .unwrap_or_else(|e| panic!("the run fails: {e}"));
+    (outcome, tokenizer_path)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accuracy_mode_logs_token_ids_as_the_accuracy_scripts_read_them() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dataset(dir.path(), 6);
+    let (outcome, tokenizer_path) = with_word_tokenizer(
+        dir.path(),
+        &format!(
+            "model: llama3_1-8b\nscenario: Offline\nmode: AccuracyOnly\nmax_tokens: 4\nserver:\n  model_name: \
+             llmbench-sim\n  ignore_eos: true\ndataset:\n  path: {data}\n"
+        ),
+    )
+    .await;
     let text = std::fs::read_to_string(outcome.dir.join("mlperf_log_accuracy.json"))
         .expect("accuracy log");
     let entries: Vec<serde_json::Value> = serde_json::from_str(&text).expect("a JSON list");
@@ -403,35 +410,16 @@ async fn an_mlperf_run_reads_a_pickled_dataframe_dataset() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_submission_run_runs_the_accuracy_pass_then_the_performance_pass() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let tokenizer_path = dir.path().join("tokenizer.json");
-    std::fs::write(&tokenizer_path, WORD_TOKENIZER).expect("write tokenizer");
     let data = dataset(dir.path(), 6);
-    let profile = dir.path().join("submission.yaml");
-    std::fs::write(
-        &profile,
-        format!(
+    let (outcome, _) = with_word_tokenizer(
+        dir.path(),
+        &format!(
             "model: llama3_1-8b\nscenario: Offline\nmode: SubmissionRun\ntarget_qps: 1\nmin_duration: 0\n\
              min_query_count: 1\nmax_tokens: 4\nserver:\n  model_name: llmbench-sim\n  ignore_eos: true\n\
              dataset:\n  path: {data}\n"
         ),
     )
-    .expect("write profile");
-    let cli = Cli::parse_from([
-        "llmbench",
-        "--harness",
-        "mlperf",
-        "--profile",
-        profile.to_str().expect("utf-8 path"),
-        "--output",
-        dir.path().join("out").to_str().expect("utf-8 path"),
-        "--run-id",
-        "mlperf",
-        "--tokenizer",
-        tokenizer_path.to_str().expect("utf-8 path"),
-    ]);
-    let outcome = run(cli.run)
-        .await
-        .unwrap_or_else(|e| panic!("the run fails: {e}"));
+    .await;
     let text = std::fs::read_to_string(outcome.dir.join("mlperf_log_accuracy.json"))
         .expect("accuracy log");
     let entries: Vec<serde_json::Value> = serde_json::from_str(&text).expect("a JSON list");
