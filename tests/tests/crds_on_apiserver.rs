@@ -458,6 +458,15 @@ async fn the_apiserver_accepts_a_valid_experiment_and_rejects_broken_or_edited_o
             "cooldown must be a duration such as 30s or 2m",
         ),
         (
+            "a TTL on the template, which would delete runs the experiment's table is built from",
+            {
+                let mut spec = valid_experiment_spec();
+                spec["template"]["ttlSecondsAfterFinished"] = json!(60);
+                spec
+            },
+            "set ttlSecondsAfterFinished on the experiment, not on its template",
+        ),
+        (
             "a template with a sharded collector",
             {
                 let mut spec = valid_experiment_spec();

@@ -46,6 +46,7 @@ pub const MAX_REPEATS: u32 = 10;
     ).message("spec is immutable once the experiment has started; create a new BenchmarkExperiment instead")
 )]
 #[x_kube(validation = Rule::new("!(has(self.treatments) && has(self.factors)) && (has(self.treatments) || has(self.factors) || has(self.models) || has(self.cacheStates))").message("set at most one of treatments (a list) or factors (a matrix), and at least one of them, models or cacheStates"))]
+#[x_kube(validation = Rule::new("!has(self.template.ttlSecondsAfterFinished)").message("set ttlSecondsAfterFinished on the experiment, not on its template: an experiment's runs stay while it does, and its TTL removes them with it"))]
 #[serde(rename_all = "camelCase")]
 pub struct BenchmarkExperimentSpec {
     /// Everything a BenchmarkRun takes; each run is this template with its treatment's overrides appended to
@@ -96,7 +97,7 @@ pub struct BenchmarkExperimentSpec {
     pub cache_states: Vec<CacheState>,
     /// Delete the experiment this many seconds after it finished, and with it its runs and their pods; the
     /// results on the PVC stay. Unset: the operator's default (the chart's ttlSecondsAfterFinished), else kept.
-    /// (template.ttlSecondsAfterFinished does not apply to the experiment's own runs.)
+    /// (template.ttlSecondsAfterFinished is refused: the experiment's runs go with it.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub ttl_seconds_after_finished: Option<i32>,

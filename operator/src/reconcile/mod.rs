@@ -20,6 +20,9 @@ use kube::{Client, ResourceExt};
 use crate::builders::LauncherSettings;
 use crate::metrics::Metrics;
 
+/// Wake a little after a deadline (a run's timeout, a TTL) rather than a little before it.
+pub(crate) const DEADLINE_SLACK: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// What every reconcile needs, shared as `Arc`.
 pub struct Context {
     pub client: Client,
@@ -156,10 +159,9 @@ where
         + serde::de::DeserializeOwned,
 {
     use kube::runtime::controller::Action;
-    const SLACK: std::time::Duration = std::time::Duration::from_millis(500);
     match left {
         None => Ok(Action::await_change()),
-        Some(left) if !left.is_zero() => Ok(Action::requeue(left + SLACK)),
+        Some(left) if !left.is_zero() => Ok(Action::requeue(left + DEADLINE_SLACK)),
         Some(_) => {
             let kind = K::kind(&());
             let note = format!("{kind} deleted: its ttlSecondsAfterFinished passed; {results}");

@@ -33,7 +33,7 @@ use crate::builders::stack::{stack_image, stack_name, stack_url, standalone};
 use crate::builders::{BuildError, launcher_pod_name, profile_config_map_name, run_id};
 use crate::metrics::ControllerName;
 use crate::reconcile::children::Children;
-use crate::reconcile::{Ctx, Reason, retry_key};
+use crate::reconcile::{Ctx, DEADLINE_SLACK, Reason, retry_key};
 use crate::status::{FailureReason, PodFailure, is_finished, parse_duration};
 
 use cleanup::cleanup;
@@ -52,9 +52,6 @@ const RESYNC: Duration = Duration::from_secs(60);
 
 /// Lines of a failed launcher's log kept in the Failed condition.
 const LOG_TAIL_LINES: i64 = 40;
-
-/// Wake a little after a deadline rather than a little before it.
-const DEADLINE_SLACK: Duration = Duration::from_millis(500);
 
 /// Entry point for the controller.
 pub async fn reconcile(run: Arc<BenchmarkRun>, ctx: Ctx) -> Result<Action, Error> {
