@@ -70,42 +70,26 @@ pub(super) fn read(
         None => 0,
     };
     let mut delay_flag = None;
-    let mut delay_mean = 0.0;
-    for (keys, default) in [
-        (
-            &["conversation-turn-delay-mean", "session-turn-delay-mean"][..],
-            0.0,
-        ),
-        (
-            &[
-                "conversation-turn-delay-stddev",
-                "session-turn-delay-stddev",
-            ][..],
-            0.0,
-        ),
-        (
-            &["conversation-turn-delay-ratio", "session-delay-ratio"][..],
-            1.0,
-        ),
+    for keys in [
+        &["conversation-turn-delay-mean", "session-turn-delay-mean"][..],
+        &[
+            "conversation-turn-delay-stddev",
+            "session-turn-delay-stddev",
+        ][..],
+        &["conversation-turn-delay-ratio", "session-delay-ratio"][..],
     ] {
-        let value = match m.get_any(keys) {
-            Some(f) => {
-                let v = number(ctx, &f)?;
-                if !(v.is_finite() && v >= 0.0) {
-                    return Err(f.invalid(ctx, format!("must be at least 0, found {v}")));
-                }
-                delay_flag.get_or_insert((f.path.clone(), f.line));
-                v
+        if let Some(f) = m.get_any(keys) {
+            let v = number(ctx, &f)?;
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(f.invalid(ctx, format!("must be at least 0, found {v}")));
             }
-            None => default,
-        };
-        if keys[0] == "conversation-turn-delay-mean" {
-            delay_mean = value;
+            // A mean or stddev above 0 makes AIPerf 0.13 draw and wait think times (the ratio only scales them).
+            if v > 0.0 && keys[0] != "conversation-turn-delay-ratio" {
+                delay_flag.get_or_insert((f.path.clone(), f.line));
+            }
         }
     }
-    if let Some((key, line)) = delay_flag
-        && delay_mean > 0.0
-    {
+    if let Some((key, line)) = delay_flag {
         return Err(ctx.unsupported(
             &key,
             line,
@@ -301,6 +285,17 @@ mod tests {
                 && err.contains("AIPerf 0.13 waits it"),
             "{err}"
         );
+        // A spread alone draws delays too under 0.13; the ratio alone only scales them.
+        let err =
+            parse("model: m\nconversation-turn-mean: 2\nconversation-turn-delay-stddev: 50\n")
+                .expect_err("a think-time spread is refused")
+                .to_string();
+        assert!(
+            err.starts_with("p.yaml:3: `conversation-turn-delay-stddev`"),
+            "{err}"
+        );
+        parse("model: m\nconversation-turn-mean: 2\nconversation-turn-delay-ratio: 2\n")
+            .expect("a ratio of no delay is no delay");
         // A zero mean delay draws zeros: nothing to warn about.
         let (_, warnings) =
             parse("model: m\nconversation-turn-mean: 2\nconversation-turn-delay-stddev: 0\n")
