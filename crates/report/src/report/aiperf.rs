@@ -136,9 +136,9 @@ pub(crate) fn aiperf_csv(export: &Value) -> String {
 }
 
 /// The times AIPerf measures of one valid request, in nanoseconds: `request_latency` (last response − send; without a
-/// stream the one response is the whole body), `time_to_first_token` (first response with tokens − send) and the
-/// second response's time after the first, streams only; `inter_token_latency` = `(request_latency − ttft) /
-/// (osl − 1)`, for osl ≥ 2.
+/// stream the one response is the whole body), `time_to_first_token` (first response with tokens − send; without a
+/// stream the request latency), the second response's time after the first, and `inter_token_latency` =
+/// `(request_latency − ttft) / (osl − 1)` for osl ≥ 2, streams only.
 pub(crate) struct AiperfTimes {
     pub last_response_ns: u64,
     pub request_latency_ns: f64,
@@ -158,7 +158,13 @@ pub(crate) fn aiperf_times(r: &RequestRecord) -> AiperfTimes {
     let second = content.next();
     let last = content.next_back().or(second).or(first).unwrap_or(r.end_ns);
     let request_latency_ns = last.saturating_sub(r.sent_ns) as f64;
-    let ttft_ns = first.map(|f| f.saturating_sub(r.sent_ns) as f64);
+    // Without a stream the whole body is the one content response: TTFT is the request latency
+    // (`ttft_metric.py` has no streaming flag), and there is no second token or inter-token latency (theirs has).
+    let ttft_ns = if r.streaming {
+        first.map(|f| f.saturating_sub(r.sent_ns) as f64)
+    } else {
+        Some(request_latency_ns)
+    };
     let out = f64::from(r.output_tokens());
     AiperfTimes {
         last_response_ns: last,
@@ -166,14 +172,14 @@ pub(crate) fn aiperf_times(r: &RequestRecord) -> AiperfTimes {
         ttft_ns,
         ttst_ns: first.zip(second).map(|(f, s)| s.saturating_sub(f) as f64),
         itl_ns: ttft_ns
-            .filter(|_| out >= 2.0)
+            .filter(|_| r.streaming && out >= 2.0)
             .map(|t| (request_latency_ns - t) / (out - 1.0)),
     }
 }
 
 /// Whether a valid request met every `--goodput` objective (`GoodRequestCountMetric._is_good`): each metric at most
 /// its limit (all three are smaller-is-better), and a metric the request does not have fails it.
-fn aiperf_good(times: &AiperfTimes, slos: &[Slo]) -> bool {
+pub(crate) fn aiperf_good(times: &AiperfTimes, slos: &[Slo]) -> bool {
     slos.iter()
         .all(|slo| aiperf_metric_s(times, slo.metric).is_some_and(|v| v <= slo.limit_s))
 }

@@ -13,6 +13,7 @@
 //! ([`spilled`]).
 
 mod aiperf;
+mod aiperf_records;
 mod cache;
 mod capacity_answer;
 mod entries;
@@ -156,7 +157,7 @@ pub struct Formats {
     pub guidellm: bool,
     /// `benchmark_report_v0.2,_stage_N.yaml`, one per stage.
     pub llmd_v02: bool,
-    /// AIPerf's `profile_export_aiperf.json` and `profile_export_aiperf.csv`.
+    /// AIPerf's `profile_export_aiperf.json` and `profile_export_aiperf.csv`, and its per-request `profile_export.jsonl`.
     pub aiperf: bool,
 }
 
@@ -552,7 +553,7 @@ pub fn write_all(
     } else {
         Default::default()
     };
-    native.write(
+    let mut written = native.write(
         dir,
         meta,
         summary,
@@ -563,7 +564,25 @@ pub fn write_all(
             stages: &stages,
         }),
         None,
-    )
+    )?;
+    if formats.aiperf {
+        let mut per_request = aiperf_records::AiperfRecords::create(dir, meta)
+            .map_err(|source| aiperf_records_error(dir, source))?;
+        records.iter().for_each(|r| per_request.add(r));
+        let path = per_request
+            .finish()
+            .map_err(|source| aiperf_records_error(dir, source))?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+/// A failure to write AIPerf's `profile_export.jsonl` in `dir`.
+fn aiperf_records_error(dir: &Path, source: std::io::Error) -> ReportError {
+    ReportError::Write {
+        path: dir.join(aiperf_records::AIPERF_RECORDS_FILE),
+        source,
+    }
 }
 
 /// What `llmbench report DIR` rebuilt.

@@ -27,6 +27,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::{self, BufReader};
 use std::path::{Path, PathBuf};
 
+use super::aiperf_records::{AIPERF_RECORDS_FILE, AiperfRecords};
 use super::guidellm::GuidellmStreamed;
 use super::native::Native;
 use super::sample::FloatStore;
@@ -156,6 +157,8 @@ pub struct SpilledRun {
     store: FloatStore,
     peaks: BTreeMap<u32, (f64, u64)>,
     guidellm: Option<GuidellmStreamed>,
+    /// AIPerf's `profile_export.jsonl`, written in the spill directory as the records went by.
+    aiperf_records: Option<PathBuf>,
     memory_bytes: u64,
     /// Records measured (not left out).
     measured: u64,
@@ -210,6 +213,15 @@ impl SpilledRun {
             None,
             guidellm,
         )?;
+        let mut written = written;
+        if let Some(spilled) = &self.aiperf_records {
+            let path = dir.join(AIPERF_RECORDS_FILE);
+            std::fs::rename(spilled, &path).map_err(|source| ReportError::Write {
+                path: path.clone(),
+                source,
+            })?;
+            written.push(path);
+        }
         for skipped in self
             .summary
             .records_spilled
@@ -298,8 +310,17 @@ pub fn summarize_spilled(
     let mut excluded = Excluded::default();
     let mut measured = 0u64;
     let mut write_failure: Option<io::Error> = None;
+    // Every request, warm-up included, has its line in AIPerf's per-request file.
+    let mut aiperf_records = formats
+        .aiperf
+        .then(|| AiperfRecords::create(spill_dir.path(), meta))
+        .transpose()
+        .map_err(spill_error)?;
 
     let passed = source.pass(&mut |r, tie| {
+        if let Some(per_request) = aiperf_records.as_mut() {
+            per_request.add(r);
+        }
         match left_out(r, tie, &cuts) {
             Some(LeftOut::WarmupRequest) => return excluded.warmup_requests += 1,
             Some(LeftOut::Phase(Phase::Warmup)) => return excluded.warmup += 1,
@@ -335,6 +356,10 @@ pub fn summarize_spilled(
     }
     store.check().map_err(spill_error)?;
     native.check().map_err(spill_error)?;
+    let aiperf_records = aiperf_records
+        .map(AiperfRecords::finish)
+        .transpose()
+        .map_err(spill_error)?;
     if let Some(guidellm) = guidellm.as_mut() {
         guidellm.check().map_err(spill_error)?;
     }
@@ -386,6 +411,7 @@ pub fn summarize_spilled(
         store,
         peaks,
         guidellm,
+        aiperf_records,
         memory_bytes,
         measured,
         truncated_lines: passed.truncated_lines,

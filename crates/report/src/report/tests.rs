@@ -815,7 +815,8 @@ fn write_all_writes_every_format_when_asked() {
     );
     assert!(names.contains(&"profile_export_aiperf.json".to_owned()));
     assert!(names.contains(&"profile_export_aiperf.csv".to_owned()));
-    assert_eq!(names.len(), 3 + 2 + 1 + 2 + 2);
+    assert!(names.contains(&"profile_export.jsonl".to_owned()));
+    assert_eq!(names.len(), 3 + 2 + 1 + 2 + 3);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
