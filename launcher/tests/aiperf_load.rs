@@ -398,5 +398,21 @@ async fn goodput_counts_the_requests_within_every_objective_by_aiperfs_definitio
         )
         .expect("json");
         assert_eq!(summary["goodput"]["good"], good);
+        // Each request's line in `profile_export.jsonl` says whether it was good, 1 or 0, as AIPerf 0.13's does.
+        let per_request =
+            std::fs::read_to_string(dir.path().join(format!("{name}/profile_export.jsonl")))
+                .expect("per-request file");
+        let flags: Vec<u64> = per_request
+            .lines()
+            .map(|l| {
+                let line: Value = serde_json::from_str(l).expect("json");
+                assert_eq!(line["metrics"]["good_request_count"]["unit"], "requests");
+                line["metrics"]["good_request_count"]["value"]
+                    .as_u64()
+                    .expect("0 or 1")
+            })
+            .collect();
+        assert_eq!(flags.len(), 4);
+        assert_eq!(flags.iter().sum::<u64>(), good);
     }
 }
