@@ -133,14 +133,14 @@ pub(crate) fn engine_stage(stage: &Stage, seed: u64) -> Option<engine::Stage> {
             rampup,
         },
         Schedule::Paced {
-            gaps,
+            pace,
             max_in_flight,
             total,
             duration,
             grace,
             warmup,
         } => engine::StagePlan::Paced(engine::Paced {
-            gaps,
+            pace,
             max_concurrency: max_in_flight.map(|n| n as usize),
             total,
             duration,
@@ -296,7 +296,13 @@ pub(crate) fn expected_size(
             // A count is sent in full; a duration sends what its gaps and concurrency allow.
             engine::StagePlan::Paced(paced) => {
                 requests = requests.zip(paced.total).map(|(r, t)| r + t);
-                duration += paced.duration.unwrap_or_else(|| paced.gaps.iter().sum());
+                duration += paced.duration.unwrap_or_else(|| {
+                    let sends = paced.warmup + paced.total.unwrap_or(0);
+                    paced
+                        .pace
+                        .mean_interval()
+                        .saturating_mul(u32::try_from(sends).unwrap_or(u32::MAX))
+                });
             }
             engine::StagePlan::Trace(replay) => {
                 requests = requests.map(|r| r + replay.requests());
@@ -568,7 +574,7 @@ mod tests {
     fn aiperfs_rate_loop_is_refused_over_several_launchers() {
         let paced = engine::Stage {
             plan: engine::StagePlan::Paced(engine::Paced {
-                gaps: vec![Duration::from_millis(100); 3],
+                pace: llmbench_workload::workload::AiperfPace::Constant { rate: 10.0 },
                 max_concurrency: Some(4),
                 total: Some(4),
                 duration: None,

@@ -14,6 +14,18 @@
 //! `DataFrame.sample(n, random_state=seed)`, which vLLM's BurstGPT dataset samples its rows with.
 
 const N: usize = 624;
+
+/// The seed AIPerf 0.13 gives the generator of component `identifier` in a run seeded with `root`
+/// (`aiperf/common/random_generator.py` `_RNGManager.derive`): the first 8 bytes, big-endian, of
+/// SHA-256(`f"{root}:{identifier}"`). Its `RandomGenerator` seeds a CPython `random.Random` with it, so
+/// `PyRandom::seed(aiperf_derived_seed(…))` draws what AIPerf draws.
+pub fn aiperf_derived_seed(root: u64, identifier: &str) -> u64 {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(format!("{root}:{identifier}").as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    u64::from_be_bytes(first)
+}
 const M: usize = 397;
 
 /// A Mersenne Twister seeded as CPython's `random.seed(n)` seeds it.
@@ -250,6 +262,30 @@ mod tests {
                 0.012664419521369446,
                 0.1608120320374828,
                 0.12629309283505677
+            ]
+        );
+    }
+
+    // hashlib.sha256(b"42:timing.request.poisson_interval").digest()[:8] as a big-endian int
+    //   -> 8134544948104704004; random.Random(it): [r.expovariate(10) for _ in range(3)]
+    //   -> [0.07315861132188832, 0.035776074871606764, 0.04687624121285631] (a real AIPerf 0.13 run with
+    //   `--random-seed 42 --request-rate 10` sent its first requests 73.6, 35.6 and 48.0 ms apart against the sim)
+    #[test]
+    fn aiperf_derives_a_components_seed_from_sha256_and_draws_with_cpython() {
+        let seed = aiperf_derived_seed(42, "timing.request.poisson_interval");
+        assert_eq!(seed, 8_134_544_948_104_704_004);
+        assert_eq!(
+            aiperf_derived_seed(0, "timing.request.poisson_interval"),
+            10_970_042_250_496_389_345
+        );
+        let mut rng = PyRandom::seed(seed);
+        let gaps: Vec<f64> = (0..3).map(|_| rng.expovariate(10.0)).collect();
+        assert_eq!(
+            gaps,
+            [
+                0.07315861132188832,
+                0.035776074871606764,
+                0.04687624121285631
             ]
         );
     }

@@ -80,20 +80,21 @@ pub enum StagePlan {
     Lockstep(Lockstep),
 }
 
-/// AIPerf's `RequestRateStrategy._execute_single_phase` ([`StagePlan::Paced`]): the first request at the stage
-/// start; before each send, with `max_concurrency`, a wait for a free slot (a request holds one until it
-/// returns); after the i-th send, a wait of `gaps[i]` (none past the list's end) counted from that send. Sending
-/// ends once `total` were sent or `duration` has passed; with a duration, what is still in flight at
-/// `duration + grace` is cancelled (AIPerf's grace period, whose late responses it leaves out of its metrics).
+/// AIPerf 0.13's `RequestRateStrategy.execute_phase` ([`StagePlan::Paced`]): a send at the end of each interval of
+/// `pace`, the first one interval after the phase starts, the targets kept on an absolute schedule; with
+/// `max_concurrency` (AIPerf's session slots), an interval that finds every slot taken sends nothing and the loop
+/// waits for the next one (without a rate, the sends wait for a slot). Sending ends once `total` were sent or
+/// `duration` has passed; with a duration, what is still in flight at `duration + grace` is cancelled (AIPerf's
+/// grace period, whose late responses it leaves out of its metrics).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Paced {
-    pub gaps: Vec<Duration>,
+    pub pace: llmbench_workload::workload::AiperfPace,
     pub max_concurrency: Option<usize>,
     pub total: Option<u64>,
     pub duration: Option<Duration>,
     pub grace: Option<Duration>,
-    /// AIPerf's `--warmup-request-count`: a phase of this many requests, paced the same way (the gaps continue
-    /// from it), flagged warm-up; the profiling phase, and its duration, start once all of them returned.
+    /// AIPerf's `--warmup-request-count`: a phase of this many requests, paced alike by a generator of its own,
+    /// flagged warm-up; the profiling phase, and its duration, start once all of them returned.
     pub warmup: u64,
 }
 
@@ -1330,8 +1331,6 @@ async fn run_paced(context: StageContext, start: Instant, paced: &Paced) -> Opti
     let slots = paced
         .max_concurrency
         .map(|n| Arc::new(Semaphore::new(n.max(1))));
-    // One generator serves both phases, as AIPerf's strategy keeps one for all of them.
-    let mut gaps = paced.gaps.iter().copied();
     let mut start = start;
     let mut profiling_start = None;
     if paced.warmup > 0 {
@@ -1345,7 +1344,7 @@ async fn run_paced(context: StageContext, start: Instant, paced: &Paced) -> Opti
             total: Some(paced.warmup),
             sending_ends: None,
         };
-        send_phase(&warmup, phase, &mut gaps, slots.as_ref(), &mut in_flight).await;
+        send_phase(&warmup, phase, paced, slots.as_ref(), &mut in_flight).await;
         while in_flight.join_next().await.is_some() {}
         if context.control.issuing_stopped() {
             return None;
@@ -1359,7 +1358,7 @@ async fn run_paced(context: StageContext, start: Instant, paced: &Paced) -> Opti
         total: paced.total,
         sending_ends: paced.duration.map(|d| start + d),
     };
-    send_phase(&context, phase, &mut gaps, slots.as_ref(), &mut in_flight).await;
+    send_phase(&context, phase, paced, slots.as_ref(), &mut in_flight).await;
     if let (Some(duration), Some(grace)) = (paced.duration, paced.grace) {
         let cut = start + duration + grace;
         let drained = async { while in_flight.join_next().await.is_some() {} };
@@ -1379,11 +1378,18 @@ struct Phase {
     sending_ends: Option<Instant>,
 }
 
-/// `RequestRateStrategy._execute_single_phase`: send, then (unless the phase is done) wait the next gap.
+/// How far behind its schedule AIPerf's rate loop catches up before it re-anchors the next target at now
+/// (`Environment.TIMING.MAX_CATCHUP_SECONDS`, 10 ms by default).
+const AIPERF_MAX_CATCHUP: Duration = Duration::from_millis(10);
+
+/// `RequestRateStrategy.execute_phase` for one phase, with a new interval generator (AIPerf builds a strategy,
+/// and so a generator, for each phase): wait for the target, move the target one interval on, then send if a
+/// slot is free — an interval without one sends nothing (`try_issue_credit` → `None`). Without a rate (intervals
+/// of 0) a send waits for its slot instead, which is what AIPerf's polling loop amounts to.
 async fn send_phase(
     context: &StageContext,
     phase: Phase,
-    gaps: &mut impl Iterator<Item = Duration>,
+    paced: &Paced,
     slots: Option<&Arc<Semaphore>>,
     in_flight: &mut JoinSet<()>,
 ) {
@@ -1395,10 +1401,16 @@ async fn send_phase(
     if total == Some(0) {
         return;
     }
+    let burst = paced.pace == llmbench_workload::workload::AiperfPace::Burst;
+    let mut intervals = paced.pace.intervals();
     let mut sent: u64 = 0;
-    // When the next send is due: the previous send plus its gap.
-    let mut due = start;
+    let mut target = start + intervals.next().unwrap_or_default();
     loop {
+        // Behind by more than the catch-up window: re-anchor at now rather than send a burst.
+        let now = Instant::now();
+        if target + AIPERF_MAX_CATCHUP < now {
+            target = now;
+        }
         let sending_over = async {
             match sending_ends {
                 Some(end) => llmbench_model::timer::sleep_until(end).await,
@@ -1409,32 +1421,33 @@ async fn send_phase(
             biased;
             () = context.control.issuing_ended() => break,
             () = sending_over => break,
-            () = llmbench_model::timer::sleep_until(due) => {}
+            () = llmbench_model::timer::sleep_until(target) => {}
         }
-        // AIPerf takes its semaphore before it sends, so a send blocked on it delays every later one: the next
-        // gap then counts from when the slot came free. Unblocked, it counts from when this send was due, so the
-        // timer's wake-up latency does not add up over the sends.
-        let mut sent_at = due;
-        let slot = match slots {
+        // The next target is set before this send, so a slow send does not move the schedule.
+        let due = target;
+        target += intervals.next().unwrap_or_default();
+        let (slot, scheduled) = match slots {
+            None => (None, due),
             Some(s) => match Arc::clone(s).try_acquire_owned() {
-                Ok(slot) => Some(slot),
+                Ok(slot) => (Some(slot), due),
+                // A rate's interval that finds no free slot is skipped.
+                Err(_) if !burst => continue,
                 Err(_) => {
                     let slot = tokio::select! {
                         biased;
                         () = context.control.issuing_ended() => break,
                         slot = Arc::clone(s).acquire_owned() => slot.ok(),
                     };
-                    sent_at = Instant::now().max(due);
-                    // Checked again after the wait, as AIPerf checks `should_send` once it holds a slot.
-                    if sending_ends.is_some_and(|end| sent_at >= end) {
+                    let now = Instant::now();
+                    if sending_ends.is_some_and(|end| now >= end) {
                         break;
                     }
-                    slot
+                    target = now;
+                    (slot, now)
                 }
             },
-            None => None,
         };
-        let scheduled_ns = context.clock.ns_of(due);
+        let scheduled_ns = context.clock.ns_of(scheduled);
         let request_context = context.clone();
         in_flight.spawn(async move {
             let _slot = slot;
@@ -1442,11 +1455,9 @@ async fn send_phase(
         });
         while in_flight.try_join_next().is_some() {}
         sent += 1;
-        // AIPerf checks whether the phase is done before it sleeps, so the last send of a phase takes no gap.
         if total.is_some_and(|total| sent >= total) {
             break;
         }
-        due = sent_at + gaps.next().unwrap_or(Duration::ZERO);
     }
 }
 

@@ -14,17 +14,18 @@
 //!   every length exactly the mean (`utils.sample_positive_normal_integer`).
 //! - `aiperf/clients/openai/openai_chat.py`: chat requests carry `max_completion_tokens`, completions
 //!   `max_tokens`; `--extra-inputs` entries are merged into every body (`ignore_eos:true` → `"ignore_eos": true`).
-//! - `aiperf/timing/request_rate_strategy.py` `RequestRateStrategy`: with `--request-rate`, the first request at
-//!   the start and a gap after each send — `random.expovariate(rate)` for `--request-rate-mode poisson` (the
-//!   default; drawn with CPython's generator seeded by `--random-seed`, so the gaps are AIPerf's own), `1/rate`
-//!   for `constant`; `--concurrency` beside a rate is a semaphore taken before each send (a blocked send delays
-//!   the later ones). `credit_issuing_strategy.py`: `--benchmark-duration` replaces the request count (AIPerf
-//!   refuses both), nothing is sent after it, and what is still in flight `--benchmark-grace-period` (default
-//!   30 s) later is cut; `records/records_manager.py` leaves those requests out of every metric.
+//! - AIPerf 0.13's `aiperf/timing/strategies/request_rate.py` `RequestRateStrategy.execute_phase` and
+//!   `aiperf/timing/intervals.py`: with `--request-rate`, a send at the end of every interval, the first one
+//!   interval into the phase — `expovariate(rate)` for `--request-rate-mode poisson` (the default; CPython's
+//!   generator seeded with `rng.derive("timing.request.poisson_interval")` of `--random-seed`, a SHA-256
+//!   derivation, so the intervals are AIPerf's own), `1/rate` for `constant`; `--concurrency` beside a rate are
+//!   session slots, and an interval that finds them all taken sends nothing (`try_issue_credit` → `None`).
+//!   `--benchmark-duration` replaces the request count, nothing is sent after it, and what is still in flight
+//!   `--benchmark-grace-period` (default 30 s) later is cut and left out of every metric.
 //! - Warm-up: `--warmup-request-count` (`--num-warmup-requests`, default 0) is a phase of that many requests
-//!   before the profiling phase, paced by the same strategy (the same rate generator, whose gaps continue, and
-//!   semaphore); the profiling phase starts once they all returned (`_execute_phases` waits for each phase's
-//!   credits). Its records are flagged warm-up and left out of every figure.
+//!   before the profiling phase, paced alike by a strategy (and interval generator) of its own, so its intervals
+//!   start again from the seed's first draw; the profiling phase starts once they all returned. Its records are
+//!   flagged warm-up and left out of every figure.
 //! - `aiperf/dataset/composer/synthetic.py` and `base.py`: `--conversation-num` (`--num-dataset-entries`,
 //!   `--num-prompts`, …; default 100) single-turn entries, each with its prompt length drawn by
 //!   `sample_positive_normal_integer(isl, isl_stddev)` (a normal redrawn below 0, rounded up) and its `max_tokens`

@@ -6,6 +6,8 @@
 
 use std::time::Duration;
 
+use llmbench_text::py_random::{PyRandom, aiperf_derived_seed};
+
 /// The profile dialect, shared with the API types so the CLI, the operator and the parsers agree on names.
 pub use llmbench_core::harness::Harness;
 
@@ -319,11 +321,12 @@ pub enum Arrival {
         burstiness: f64,
         count: u64,
     },
-    /// AIPerf's `RequestRateStrategy` (`aiperf/timing/request_rate_strategy.py`): the first request at the stage
-    /// start, then a wait of one gap *after* each send; with `concurrency`, a send first waits for one of that
-    /// many slots (a semaphore released as each request returns), so a blocked send delays every later one. The
-    /// stage's limit is a request count or, for `--benchmark-duration`, a duration: nothing is sent after it, and
-    /// what is still in flight `grace` later is cancelled.
+    /// AIPerf 0.13's `RequestRateStrategy.execute_phase` (`aiperf/timing/strategies/request_rate.py`): one send at
+    /// the end of each interval of the phase's own generator, the first one interval after the phase starts; with
+    /// `concurrency` (its session slots), an interval that finds every slot taken sends nothing (`try_issue_credit`
+    /// returns `None` and the loop waits for the next interval); without a rate, the slots alone pace the sends.
+    /// The stage's limit is a request count or, for `--benchmark-duration`, a duration: nothing is sent after it,
+    /// and what is still in flight `grace` later is cancelled.
     AiperfRate {
         pace: AiperfPace,
         concurrency: Option<u32>,
@@ -370,16 +373,69 @@ pub enum Arrival {
     },
 }
 
-/// The gaps of AIPerf's request-rate generators (`RequestRateGeneratorFactory`).
+/// The intervals of AIPerf 0.13's arrival patterns (`aiperf/timing/intervals.py`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum AiperfPace {
-    /// `--request-rate-mode poisson` (its default): `random.expovariate(rate)` gaps from a CPython `random.Random`
-    /// seeded with `seed` (`--random-seed`; without it, the run's seed), so a seed gives AIPerf's own gaps.
+    /// `--request-rate-mode poisson` (its default): `PoissonIntervalGenerator`, `expovariate(rate)` from a CPython
+    /// `random.Random` seeded with `rng.derive("timing.request.poisson_interval")` of the run's seed `seed`
+    /// (`--random-seed`; without it, the run's seed), so a seed gives AIPerf's own intervals.
     Poisson { rate: f64, seed: u64 },
-    /// `--request-rate-mode constant`: `1/rate` gaps.
+    /// `--request-rate-mode constant`: `ConstantIntervalGenerator`, `1/rate`.
     Constant { rate: f64 },
-    /// No `--request-rate` (`concurrency_burst`): no gaps; the concurrency alone paces the sends.
+    /// No `--request-rate` (`ConcurrencyBurstIntervalGenerator`): intervals of 0; the concurrency alone paces the
+    /// sends.
     Burst,
+}
+
+/// The component name AIPerf 0.13 derives its Poisson generator's seed from.
+const AIPERF_POISSON_RNG: &str = "timing.request.poisson_interval";
+
+impl AiperfPace {
+    /// A new generator of this pace's intervals, as AIPerf makes one for each phase (the warm-up phase and the
+    /// profiling phase each start from the seed's first draw).
+    pub fn intervals(&self) -> AiperfIntervals {
+        AiperfIntervals {
+            pace: *self,
+            rng: match self {
+                AiperfPace::Poisson { seed, .. } => Some(PyRandom::seed(aiperf_derived_seed(
+                    *seed,
+                    AIPERF_POISSON_RNG,
+                ))),
+                AiperfPace::Constant { .. } | AiperfPace::Burst => None,
+            },
+        }
+    }
+
+    /// The mean interval: what a request count takes at this pace, roughly.
+    pub fn mean_interval(&self) -> Duration {
+        match self {
+            AiperfPace::Poisson { rate, .. } | AiperfPace::Constant { rate } => seconds(1.0 / rate),
+            AiperfPace::Burst => Duration::ZERO,
+        }
+    }
+}
+
+/// The endless intervals of an [`AiperfPace`] ([`AiperfPace::intervals`]).
+pub struct AiperfIntervals {
+    pace: AiperfPace,
+    rng: Option<PyRandom>,
+}
+
+impl Iterator for AiperfIntervals {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        Some(match (self.pace, self.rng.as_mut()) {
+            (AiperfPace::Poisson { rate, .. }, Some(rng)) => seconds(rng.expovariate(rate)),
+            (AiperfPace::Constant { rate }, _) => seconds(1.0 / rate),
+            (AiperfPace::Poisson { .. } | AiperfPace::Burst, _) => Duration::ZERO,
+        })
+    }
+}
+
+/// `s` seconds, saturating (a rate is checked positive and finite, so this only guards the arithmetic).
+fn seconds(s: f64) -> Duration {
+    Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::MAX)
 }
 
 /// An adaptive sweep; see `Sweep::stages` for how the measured figures become stages.

@@ -12,7 +12,6 @@ use rand::rngs::Xoshiro256PlusPlus;
 use rand_distr::{Distribution, Exp1, Gamma, Poisson};
 
 use super::model::{AiperfPace, Arrival, RampUp, Rate, Stage, Sweep};
-use llmbench_text::py_random::PyRandom;
 
 /// More arrivals than this are never precomputed (≈160 MB of times); a stage that asks for
 /// more is cut here and a warning is logged.
@@ -35,16 +34,16 @@ pub enum Schedule {
         duration: Option<Duration>,
         rampup: Duration,
     },
-    /// AIPerf's request-rate loop ([`Arrival::AiperfRate`]): send, wait `gaps[i]` after the i-th send (none past
-    /// the list's end), and with `max_in_flight` wait for a free slot before each send, until `total` were sent
-    /// or `duration` passed; `grace` after the duration, what is still in flight is cancelled.
+    /// AIPerf's request-rate loop ([`Arrival::AiperfRate`]): a send at the end of each of `pace`'s intervals that
+    /// finds one of `max_in_flight` slots free, until `total` were sent or `duration` passed; `grace` after the
+    /// duration, what is still in flight is cancelled.
     Paced {
-        gaps: Vec<Duration>,
+        pace: AiperfPace,
         max_in_flight: Option<u32>,
         total: Option<u64>,
         duration: Option<Duration>,
         grace: Option<Duration>,
-        /// A warm-up phase of this many sends first, its gaps the list's first `warmup − 1`.
+        /// A warm-up phase of this many sends first, paced alike by a generator of its own.
         warmup: u64,
     },
     /// Rates depend on measurements; run the measuring phase, then `Sweep::stages`.
@@ -144,10 +143,7 @@ pub fn schedule(stage: &Stage, seed: u64) -> Schedule {
             grace,
             warmup_requests,
         } => Schedule::Paced {
-            gaps: aiperf_gaps(*pace, *warmup_requests, stage)
-                .into_iter()
-                .map(secs)
-                .collect(),
+            pace: *pace,
             max_in_flight: *concurrency,
             total: stage.limit.requests,
             duration: stage.limit.duration,
@@ -250,30 +246,6 @@ fn inference_perf_poisson(rng: &mut Xoshiro256PlusPlus, rate: f64, duration: f64
         slot += 1.0;
     }
     times
-}
-
-/// The gaps AIPerf's rate generator gives after each send but the last of a phase: first the warm-up phase's
-/// `warmup − 1`, then the profiling phase's, `count − 1` of them for a request count, or for a duration until they
-/// add up to it (a send waits at least its gaps, so none after that is sent in time).
-fn aiperf_gaps(pace: AiperfPace, warmup: u64, stage: &Stage) -> Vec<f64> {
-    let mut gap: Box<dyn FnMut() -> f64> = match pace {
-        AiperfPace::Poisson { rate, seed } => {
-            let mut rng = PyRandom::seed(seed);
-            Box::new(move || rng.expovariate(rate))
-        }
-        AiperfPace::Constant { rate } => Box::new(move || 1.0 / rate),
-        AiperfPace::Burst => return Vec::new(),
-    };
-    let mut gaps: Vec<f64> = (1..capped(warmup)).map(|_| gap()).collect();
-    let warmup_gaps = gaps.len() as u64;
-    let (max_sends, until) = bounds(stage);
-    let mut elapsed = 0.0;
-    while (gaps.len() as u64 - warmup_gaps) + 1 < max_sends && elapsed < until {
-        let g = gap();
-        elapsed += g;
-        gaps.push(g);
-    }
-    gaps
 }
 
 /// vllm's `get_request`: gamma gaps (shape = burstiness, scale = 1/(rate·burstiness)), the
@@ -697,120 +669,60 @@ mod tests {
         );
     }
 
-    fn aiperf_gaps_of(s: &Schedule) -> Vec<f64> {
-        match s {
-            Schedule::Paced { gaps, .. } => gaps.iter().map(Duration::as_secs_f64).collect(),
-            other => panic!("expected a paced schedule, got {other:?}"),
-        }
-    }
-
-    fn aiperf(pace: AiperfPace, concurrency: Option<u32>, limit: StageLimit) -> Stage {
-        stage(
-            Arrival::AiperfRate {
-                pace,
-                concurrency,
-                grace: limit.duration.map(|_| Duration::from_secs(30)),
-                warmup_requests: 0,
-            },
-            limit,
-        )
-    }
-
     #[test]
-    fn aiperf_poisson_gaps_are_cpythons_expovariate_with_the_seed_one_fewer_than_the_count() {
-        // CPython: r = random.Random(42); [r.expovariate(2.0) for _ in range(3)]
-        //   -> [0.5100301436374005, 0.012664419521369446, 0.1608120320374828]
-        // Four sends: the first at once, a gap after each of the first three.
+    fn an_aiperf_stage_paces_with_its_pace_and_slots() {
         let s = schedule(
-            &aiperf(
-                AiperfPace::Poisson {
-                    rate: 2.0,
-                    seed: 42,
+            &stage(
+                Arrival::AiperfRate {
+                    pace: AiperfPace::Constant { rate: 4.0 },
+                    concurrency: Some(3),
+                    grace: Some(Duration::from_secs(30)),
+                    warmup_requests: 2,
                 },
-                Some(3),
-                StageLimit::requests(4),
-            ),
-            999,
-        );
-        let gaps = aiperf_gaps_of(&s);
-        let expected = [0.5100301436374005, 0.012664419521369446, 0.1608120320374828];
-        assert_eq!(gaps.len(), 3);
-        for (got, want) in gaps.iter().zip(expected) {
-            assert!((got - want).abs() < 1e-9, "{got} vs {want}");
-        }
-        let Schedule::Paced {
-            max_in_flight,
-            total,
-            duration,
-            grace,
-            ..
-        } = s
-        else {
-            unreachable!()
-        };
-        assert_eq!(
-            (max_in_flight, total, duration, grace),
-            (Some(3), Some(4), None, None)
-        );
-    }
-
-    #[test]
-    fn aiperf_constant_gaps_cover_the_duration_and_a_burst_has_none() {
-        let s = schedule(
-            &aiperf(
-                AiperfPace::Constant { rate: 4.0 },
-                None,
                 StageLimit::duration(Duration::from_millis(1100)),
             ),
             1,
         );
-        // 0.25 s gaps until they reach 1.1 s: the sends at 0, 0.25, 0.5, 0.75, 1.0 (the next, at 1.25, is late).
-        assert_eq!(aiperf_gaps_of(&s), [0.25; 5]);
-        let Schedule::Paced {
-            total,
-            duration,
-            grace,
-            ..
-        } = s
-        else {
-            unreachable!()
-        };
-        assert_eq!(total, None);
-        assert_eq!(duration, Some(Duration::from_millis(1100)));
-        assert_eq!(grace, Some(Duration::from_secs(30)));
-        let burst = schedule(
-            &aiperf(
-                AiperfPace::Burst,
-                Some(2),
-                StageLimit::duration(Duration::from_secs(5)),
-            ),
-            1,
+        assert_eq!(
+            s,
+            Schedule::Paced {
+                pace: AiperfPace::Constant { rate: 4.0 },
+                max_in_flight: Some(3),
+                total: None,
+                duration: Some(Duration::from_millis(1100)),
+                grace: Some(Duration::from_secs(30)),
+                warmup: 2,
+            }
         );
-        assert!(aiperf_gaps_of(&burst).is_empty());
     }
 
+    // A real AIPerf 0.13 run (`--random-seed 42 --request-rate 10`, poisson) against `llmbench sim` sent its first
+    // requests 73.6, then 35.6 and 48.0 ms apart; a warm-up phase drew the same intervals from the start again.
+    // CPython: r = random.Random(int.from_bytes(sha256(b"42:timing.request.poisson_interval").digest()[:8],
+    //   "big")); [r.expovariate(10) for _ in range(3)] -> [0.07315861132188832, 0.035776074871606764, 0.04687624121285631]
     #[test]
-    fn aiperf_warmup_gaps_come_first_from_the_same_generator() {
-        // Three warm-up sends take the generator's first two gaps; four profiling sends its next three.
-        let with_warmup = stage(
-            Arrival::AiperfRate {
-                pace: AiperfPace::Poisson {
-                    rate: 2.0,
-                    seed: 42,
-                },
-                concurrency: None,
-                grace: None,
-                warmup_requests: 3,
-            },
-            StageLimit::requests(4),
-        );
-        let gaps = aiperf_gaps_of(&schedule(&with_warmup, 1));
-        let mut rng = PyRandom::seed(42);
-        let expected: Vec<f64> = (0..5).map(|_| rng.expovariate(2.0)).collect();
-        assert_eq!(gaps.len(), 5);
-        for (got, want) in gaps.iter().zip(&expected) {
-            assert!((got - want).abs() < 1e-9, "{gaps:?} vs {expected:?}");
+    fn aiperf_intervals_are_0_13s_derived_poisson_draws_afresh_for_each_phase() {
+        let pace = AiperfPace::Poisson {
+            rate: 10.0,
+            seed: 42,
+        };
+        let want = [
+            0.07315861132188832,
+            0.035776074871606764,
+            0.04687624121285631,
+        ];
+        for _phase in 0..2 {
+            let got: Vec<f64> = pace.intervals().take(3).map(|d| d.as_secs_f64()).collect();
+            for (g, w) in got.iter().zip(want) {
+                assert!((g - w).abs() < 1e-9, "{got:?}");
+            }
         }
+        let constant: Vec<Duration> = AiperfPace::Constant { rate: 4.0 }
+            .intervals()
+            .take(2)
+            .collect();
+        assert_eq!(constant, [Duration::from_millis(250); 2]);
+        assert_eq!(AiperfPace::Burst.intervals().next(), Some(Duration::ZERO));
     }
 
     #[test]
