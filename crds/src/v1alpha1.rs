@@ -82,6 +82,12 @@ pub(crate) const DEFAULT_TIMEOUT: &str = "3600s";
         json_path = ".status.summary.capacity.answer",
         description = "The capacity search's answer: the highest load that met every objective"
     ),
+    printcolumn(
+        name = "Progress",
+        type_ = "string",
+        json_path = ".status.progress",
+        description = "While the launchers send: requests finished of those planned"
+    ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
     validation = Rule::new(
         "!has(oldSelf.status) || !has(oldSelf.status.startTime) || self.spec == oldSelf.spec"
@@ -590,6 +596,11 @@ pub struct BenchmarkRunStatus {
     /// The run's results directory on the workload volume, e.g. workload-pvc:/requests/<run-id>.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub results_path: Option<String>,
+    /// While the launchers send: requests finished (warm-ups included) of those planned, from the launchers' live
+    /// metrics, e.g. `42% (420/1000)`, or `420 finished` for a run bounded by time (the Progress column). Cleared
+    /// once the run is done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<String>,
     /// Failed requests in percent of the requests sent, from the summary, rounded to 0.01 (the Failed % column).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_percent: Option<f64>,

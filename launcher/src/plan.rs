@@ -295,7 +295,8 @@ pub(crate) fn expected_size(
             }
             // A count is sent in full; a duration sends what its gaps and concurrency allow.
             engine::StagePlan::Paced(paced) => {
-                requests = requests.zip(paced.total).map(|(r, t)| r + t);
+                // The warm-up phase's requests are sent and recorded too.
+                requests = requests.zip(paced.total).map(|(r, t)| r + t + paced.warmup);
                 duration += paced.duration.unwrap_or_else(|| {
                     let sends = paced.warmup + paced.total.unwrap_or(0);
                     paced

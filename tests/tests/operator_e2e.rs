@@ -222,14 +222,27 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
     })
     .await
     .expect("creating queued");
+    // Long enough for the operator to read its launcher's live progress twice (every 10 s) before it times out.
     let mut slow = sanity(&endpoint, 1, 600);
-    slow["timeout"] = json!("4s");
+    slow["timeout"] = json!("25s");
     create("slow", slow).await;
     // A standalone stack that never becomes ready: no controller-manager runs here, so its Deployment gets no pod.
     let mut unready = sanity(&endpoint, 1, 1);
     unready["stack"] = json!({"model": MODEL, "tokenizer": "builtin",
         "standalone": {"image": "llmbench:never", "readiness": {"timeout": "3s"}}});
     create("unready", unready).await;
+
+    // While slow sends (the rest run meanwhile): the Progress column, read from the launcher's live metrics,
+    // finished of 600 planned.
+    let progress = eventually("slow's progress column", RUN_TIMEOUT, || async {
+        let run = runs.get("slow").await.ok()?;
+        run.status?.progress.filter(|p| p.ends_with("/600)"))
+    })
+    .await;
+    assert!(
+        progress.contains("% (") && !progress.contains("launchers"),
+        "{progress}"
+    );
 
     // Two runs at once: each succeeds with its own summary and only its own results.
     let alpha = finished(&runs, "alpha", &operator).await;
@@ -495,6 +508,10 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
 
     // Timeout: Failed/Timeout and the pod gone.
     let slow = finished(&runs, "slow", &operator).await;
+    assert_eq!(
+        slow.progress, None,
+        "cleared once the run is done: {slow:#?}"
+    );
     assert_eq!(
         condition(&slow, "Failed").map(|c| c.1),
         Some("Timeout"),

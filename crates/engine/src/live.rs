@@ -6,7 +6,8 @@
 //! - `llmbench_run_info{run_id, harness}` = 1.
 //! - `llmbench_requests_issued_total`, `llmbench_requests_finished_total`, `llmbench_requests_in_flight` (issued −
 //!   finished) and `llmbench_stage_index` (the stage under way, from 0): read from the engine's [`Progress`]
-//!   counters when scraped, so nothing is updated for them at all.
+//!   counters when scraped, so nothing is updated for them at all; `llmbench_requests_planned` (warm-ups included)
+//!   when the plan says how many requests it sends (the operator's Progress column is finished over planned).
 //! - `llmbench_requests_failed_total{class}`: one series per [`ErrorClass`] (a fixed set of eight, all present
 //!   from the start), counted from the records.
 //! - `llmbench_output_tokens_total` and the histograms `llmbench_ttft_seconds`, `llmbench_itl_seconds`,
@@ -222,9 +223,20 @@ impl Collector for ProgressCollector {
             ),
             ("stage_index", "The load stage under way, from 0", stage),
         ];
+        let planned = progress.planned.load(Ordering::Relaxed);
         for (name, help, value) in gauges {
             let gauge = ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX));
             gauge.encode(encoder.encode_descriptor(name, help, None, gauge.metric_type())?)?;
+        }
+        // Only when the plan says: a run bounded by time has no count to be a share of.
+        if planned > 0 {
+            let gauge = ConstGauge::new(i64::try_from(planned).unwrap_or(i64::MAX));
+            gauge.encode(encoder.encode_descriptor(
+                "requests_planned",
+                "Requests this launcher plans to send, warm-ups included",
+                None,
+                gauge.metric_type(),
+            )?)?;
         }
         Ok(())
     }
@@ -643,6 +655,18 @@ mod tests {
         progress.finished.store(13, Ordering::Relaxed);
         let text = live.encode().expect("encodes");
         assert_eq!(value(&text, "llmbench_requests_in_flight"), "0");
+    }
+
+    #[test]
+    fn the_planned_count_is_served_only_when_the_plan_says() {
+        let progress = Arc::new(Progress::default());
+        let live = LiveMetrics::new("bench-1", "aiperf", Arc::clone(&progress));
+        // Bounded by time: no count to be a share of.
+        let text = live.encode().expect("encodes");
+        assert!(!text.contains("llmbench_requests_planned"), "{text}");
+        progress.planned.store(500, Ordering::Relaxed);
+        let text = live.encode().expect("encodes");
+        assert_eq!(value(&text, "llmbench_requests_planned"), "500");
     }
 
     #[test]

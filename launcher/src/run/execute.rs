@@ -272,6 +272,10 @@ impl RunContext<'_> {
         let sent_log = open_sent_log(&sent_path)?;
         let control = Control::default();
         let progress = Arc::new(Progress::default());
+        progress.planned.store(
+            expectation.requests.unwrap_or(0),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         // Served until the run is summarised; dropping the server stops it, on every path out.
         let live = match args.metrics_listen {
             Some(addr) => {

@@ -19,9 +19,9 @@ use llmbench_api::v1alpha1::BenchmarkRun;
 pub use config_map::{PROFILE_FILE, profile_config_map, profile_config_map_name};
 pub use defaults::{LAUNCHER_DEFAULTS_ENV, LauncherDefaults};
 pub use pod::{
-    LAUNCHER_INDEX_LABEL, LauncherSettings, PROFILE_MOUNT_PATH, PodParts, colocate_shards,
-    launcher_pod, launcher_pod_name, llmbench_pod, merge_pod, merge_pod_name, needs_merge, run_id,
-    shards_share_a_node,
+    LAUNCHER_INDEX_LABEL, LAUNCHER_METRICS_PORT, LauncherSettings, PROFILE_MOUNT_PATH, PodParts,
+    colocate_shards, launcher_pod, launcher_pod_name, llmbench_pod, merge_pod, merge_pod_name,
+    needs_merge, run_id, shards_share_a_node,
 };
 pub use pvc::workload_pvc;
 

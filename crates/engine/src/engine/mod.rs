@@ -359,6 +359,9 @@ pub struct Progress {
     pub finished: AtomicU64,
     pub failed: AtomicU64,
     pub stage: AtomicU64,
+    /// Requests the launcher plans to send, warm-ups included, when its plan says (0: not known in advance, as
+    /// for a run bounded by time).
+    pub planned: AtomicU64,
 }
 
 /// Errors that stop a run (a single request's failure never does; it is recorded).

@@ -36,6 +36,10 @@ pub(super) async fn finish(
     let generation = pass.generation;
     let mut status = std::mem::take(&mut pass.status);
     let ends = !matches!(outcome, Outcome::InFlight { .. });
+    if ends {
+        // The Progress column is for a run under way; the phase says the rest.
+        status.progress = None;
+    }
     if ends && let Some(stack) = status.stack.as_mut() {
         // Written before the deletion follows, as every finishing status is (see above).
         stack.deleted = !standalone(run).is_some_and(|s| s.keep);

@@ -12,6 +12,7 @@ mod cleanup;
 mod error;
 mod finish;
 mod launchers;
+mod live_progress;
 mod observe;
 mod prepare;
 mod shards;
@@ -261,6 +262,19 @@ async fn apply(run: &BenchmarkRun, ctx: &Ctx) -> Result<Action, Error> {
             outcome = down;
         } else if let Outcome::InFlight { poll, .. } = &mut outcome {
             *poll = (*poll).min(STACK_HEARTBEAT);
+        }
+    }
+    // The Progress column: read from the running launchers while they send (`finish` clears it at the end).
+    if let Outcome::InFlight {
+        phase: Phase::Running,
+        poll,
+        ..
+    } = &mut outcome
+    {
+        *poll = (*poll).min(live_progress::POLL);
+        let answered = live_progress::read(&ctx.http, &pods).await;
+        if let Some(progress) = live_progress::render(&answered, pass.expected) {
+            pass.status.progress = Some(progress);
         }
     }
     finish(pass, outcome, &pods).await
