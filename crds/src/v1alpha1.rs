@@ -101,6 +101,7 @@ pub(crate) const DEFAULT_TIMEOUT: &str = "3600s";
 #[x_kube(validation = Rule::new("!(self.harness == 'fmperf' && has(self.launcher) && has(self.launcher.parallelism) && self.launcher.parallelism > 1)").message("the fmperf harness runs LMBenchmark's users in one step loop, which cannot be sharded: launcher.parallelism must be 1"))]
 #[x_kube(validation = Rule::new("!(has(self.launcher) && has(self.launcher.parallelism) && self.launcher.parallelism > 1 && has(self.storage) && has(self.storage.emptyDir))").message("launcher.parallelism > 1 needs a PVC: each launcher pod's emptyDir is its own, so the merge could not read the shards' records"))]
 #[x_kube(validation = Rule::new("!(has(self.launcher) && has(self.launcher.parallelism) && self.launcher.parallelism > 1 && has(self.storage) && has(self.storage.pvc) && has(self.storage.pvc.accessModes) && self.storage.pvc.accessModes.exists(m, m == 'ReadWriteOncePod'))").message("a ReadWriteOncePod claim admits one pod: launcher.parallelism > 1 needs ReadWriteMany (shards on any node) or ReadWriteOnce (shards on one node)"))]
+#[x_kube(validation = Rule::new("self.harness == 'nop' || !has(self.stack.pods)").message("stack.pods is read by the nop harness only (its model-load times, from the serving pods' logs)"))]
 #[serde(rename_all = "camelCase")]
 pub struct BenchmarkRunSpec {
     /// The profile dialect of the workload: inference-perf, guidellm, vllm-benchmark, inferencemax, aiperf, nop,
@@ -235,6 +236,7 @@ pub struct ProfileRef {
 /// The serving stack under test.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[x_kube(validation = Rule::new("[has(self.endpoint), has(self.serviceRef), has(self.standalone)].filter(x, x).size() == 1").message("exactly one of stack.endpoint, stack.serviceRef or stack.standalone must be set"))]
+#[x_kube(validation = Rule::new("!(has(self.standalone) && has(self.pods))").message("stack.pods names the serving pods of a stack llmbench did not start; a standalone stack's pod is its own"))]
 #[serde(rename_all = "camelCase")]
 pub struct StackSpec {
     /// The stack's OpenAI-compatible base URL, e.g. http://llm-d-inference-gateway.llm-d.svc:80.
@@ -272,6 +274,24 @@ pub struct StackSpec {
     /// /start_profile and /stop_profile. A hook that fails is recorded in run.json and warned about, never fatal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profiling: Option<ProfilingSpec>,
+    /// The serving pods of a stack llmbench did not start (endpoint or serviceRef), for what only their logs
+    /// tell: the nop harness's model-load times. Without it, a serviceRef's pods are those its selector picks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pods: Option<StackPods>,
+}
+
+/// The serving pods of a stack the user deployed, in the run's namespace.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct StackPods {
+    /// The pods' labels (all must match), e.g. `app: vllm`. Default: the selector of stack.serviceRef's Service.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 16))]
+    pub selector: BTreeMap<String, String>,
+    /// The container whose log is the engine's. Default: the pod's first container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub container: Option<String>,
 }
 
 /// The default standalone image: vLLM's OpenAI-compatible server, at the version llm-d-benchmark's standalone

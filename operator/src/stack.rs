@@ -296,9 +296,15 @@ fn append_tail(message: &mut String, log_tail: Option<&str>) {
 /// (`workload/harnesses/nop_functions.py`, `parse_logs`): `core::vllm_log`, the very parser the launcher's
 /// `--vllm-log` uses. The server's name is the pod's and its container's, as upstream names it (`<pod>
 /// <container>`).
-pub fn model_load(log: &str, pod: &str, model: &str, year: i32) -> Result<ModelLoad, String> {
+pub fn model_load(
+    log: &str,
+    pod: &str,
+    container: &str,
+    model: &str,
+    year: i32,
+) -> Result<ModelLoad, String> {
     let source = LogSource {
-        name: format!("{pod} {STACK_CONTAINER}"),
+        name: format!("{pod} {container}"),
         model: model.to_owned(),
         year,
     };
@@ -511,8 +517,14 @@ pub(crate) mod tests {
 
     #[test]
     fn a_stack_pods_vllm_log_gives_the_model_load_figures_by_phase() {
-        let load =
-            model_load(V1_LOG, "bench-1-stack-7d9f", "Qwen/Qwen3-0.6B", 2025).expect("a vLLM log");
+        let load = model_load(
+            V1_LOG,
+            "bench-1-stack-7d9f",
+            STACK_CONTAINER,
+            "Qwen/Qwen3-0.6B",
+            2025,
+        )
+        .expect("a vLLM log");
         // Upstream names a server `<pod> <container>`.
         assert_eq!(load.name, "bench-1-stack-7d9f stack");
         // "Model loading took 3.8844 GiB and 20.442057 seconds".
@@ -543,8 +555,14 @@ pub(crate) mod tests {
 
     #[test]
     fn a_log_that_is_no_vllm_log_is_refused_naming_the_server() {
-        let error = model_load("llmbench sim listening on 0.0.0.0:8000\n", "s-1", "m", 2025)
-            .expect_err("not a vLLM log");
+        let error = model_load(
+            "llmbench sim listening on 0.0.0.0:8000\n",
+            "s-1",
+            STACK_CONTAINER,
+            "m",
+            2025,
+        )
+        .expect_err("not a vLLM log");
         assert!(error.contains("s-1 stack"), "{error}");
     }
 }

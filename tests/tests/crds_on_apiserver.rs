@@ -248,7 +248,36 @@ async fn the_apiserver_accepts_a_valid_run_and_rejects_broken_specs_with_the_rul
         .await
         .expect("mlperf with one launcher is accepted");
 
+    // The nop harness reads a user-deployed stack's serving pods' logs from the pods it names.
+    let mut nop_on_named_pods = with(valid_spec(), "/harness", json!("nop"));
+    nop_on_named_pods["stack"]["pods"] = json!({"selector": {"app": "vllm"}, "container": "vllm"});
+    api.create(&pp, &run("nop-named-pods", nop_on_named_pods))
+        .await
+        .expect("nop with stack.pods is accepted");
+
     let cases = [
+        (
+            "stack.pods for a harness that reads no log",
+            with(
+                valid_spec(),
+                "/stack",
+                json!({"endpoint": "http://vllm:8000", "model": "m", "pods": {"selector": {"app": "vllm"}}}),
+            ),
+            "stack.pods is read by the nop harness only",
+        ),
+        (
+            "stack.pods beside a standalone stack",
+            with(
+                with(
+                    with(valid_spec(), "/harness", json!("nop")),
+                    "/stack",
+                    json!({"model": "m", "standalone": {}, "pods": {"selector": {"app": "vllm"}}}),
+                ),
+                "/launcher/parallelism",
+                json!(1),
+            ),
+            "a standalone stack's pod is its own",
+        ),
         (
             "two workload sources",
             with(

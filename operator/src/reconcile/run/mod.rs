@@ -17,6 +17,7 @@ mod observe;
 mod prepare;
 mod shards;
 mod standalone_stack;
+mod user_stack;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -289,9 +289,10 @@ async fn delete_stack_object<K: Child>(
     Ok(())
 }
 
-/// The nop harness on a standalone stack: the model-load figures of the stack pod's log, as llm-d-benchmark's nop
-/// reads its vLLM pod's log once the harness ran. A log that cannot be read or is no vLLM log is told in a Warning
-/// event; the run still succeeds, as upstream's nop does.
+/// The nop harness: the model-load figures of the stack's log, as llm-d-benchmark's nop reads its vLLM pod's log
+/// once the harness ran — a standalone stack's pod, or the serving pods of a stack the user deployed
+/// ([`super::user_stack`]). A log that cannot be read or is no vLLM log is told in a Warning event; the run still
+/// succeeds, as upstream's nop does.
 pub(super) async fn stack_model_load(
     run: &BenchmarkRun,
     status: &BenchmarkRunStatus,
@@ -302,6 +303,33 @@ pub(super) async fn stack_model_load(
     if run.spec.harness != llmbench_api::v1alpha1::Harness::Nop {
         return None;
     }
+    let year = i32::from(now.to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC).year());
+    if standalone(run).is_none() {
+        return match super::user_stack::model_load(run, &ctx.client, year).await {
+            Ok((load, note)) => {
+                ctx.publish(
+                    &run.object_ref(&()),
+                    EventType::Normal,
+                    "ModelLoadRead",
+                    "Collect",
+                    &note,
+                )
+                .await;
+                Some(load)
+            }
+            Err(why) => {
+                ctx.publish(
+                    &run.object_ref(&()),
+                    EventType::Warning,
+                    "ModelLoadUnread",
+                    "Collect",
+                    &format!("the nop harness read no model-load times from the stack: {why}"),
+                )
+                .await;
+                None
+            }
+        };
+    }
     let pod = status.stack.as_ref()?.pod.clone()?;
     let params = LogParams {
         container: Some(STACK_CONTAINER.to_owned()),
@@ -310,8 +338,7 @@ pub(super) async fn stack_model_load(
     };
     let read = match api.logs(&pod, &params).await {
         Ok(log) => {
-            let year = now.to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC).year();
-            crate::stack::model_load(&log, &pod, &run.spec.stack.model, i32::from(year))
+            crate::stack::model_load(&log, &pod, STACK_CONTAINER, &run.spec.stack.model, year)
         }
         Err(e) => Err(format!("cannot read the log of stack pod {pod}: {e}")),
     };

@@ -720,6 +720,67 @@ async fn a_nop_run_on_a_standalone_stack_reports_the_model_load_from_the_stack_p
     assert_eq!(result.expect("the pass succeeds"), Action::await_change());
 }
 
+#[tokio::test]
+async fn a_nop_run_on_a_service_reads_the_model_load_from_the_pods_behind_it() {
+    let run = started(
+        stored_run(
+            "harness: nop\nworkload:\n  builtin: nop\nstack:\n  model: Qwen/Qwen3-0.6B\n  serviceRef: {name: vllm, port: 8000}\n",
+            60,
+        ),
+        Phase::Running,
+        None,
+    );
+    let summary = json!({"schema": "llmbench.summary/v1", "run_id": "bench-1-0f3c9a2e", "harness": "nop",
+        "requests": {"total": 0, "succeeded": 0, "failed": 0}, "duration_s": 0.5,
+        "throughput": {"requests_per_s": 0.0, "input_tokens_per_s": 0.0, "output_tokens_per_s": 0.0},
+        "latency_ms": {"ttft": null, "tpot": null, "itl": null, "ntpot": null, "e2e": null}});
+    let done = succeeded(launcher(0), &summary.to_string());
+    let serving = |name: &str| {
+        json!({"metadata": {"name": name, "namespace": "team-a", "labels": {"app": "vllm"}},
+               "spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai"}, {"name": "sidecar"}]}})
+    };
+    let (result, _) = reconcile_with(&run, |mut api| async move {
+        api.begins_pass(vec![done]).await;
+        // The Service's selector picks the serving pods.
+        api.expect("GET", &format!("{SVC_PATH}/vllm"))
+            .await
+            .ok(&json!({"metadata": {"name": "vllm", "namespace": "team-a"},
+                        "spec": {"selector": {"app": "vllm"}, "ports": [{"port": 8000}]}}));
+        let listed = api.expect("GET", PODS_PATH).await;
+        assert!(
+            listed.query.contains("labelSelector=app%3Dvllm"),
+            "{}",
+            listed.query
+        );
+        listed.ok(&list("PodList", vec![serving("vllm-b"), serving("vllm-a")]));
+        // Each pod's first container's log, in name order.
+        for (pod, log) in [
+            ("vllm-a", crate::stack::tests::V1_LOG),
+            ("vllm-b", "not a vLLM log\n"),
+        ] {
+            let read = api.expect("GET", &format!("{PODS_PATH}/{pod}/log")).await;
+            assert!(read.query.contains("container=vllm"), "{}", read.query);
+            read.text(log);
+        }
+        // Every pod read is named in an event, the one that did not parse with why.
+        let read = api.publishes("ModelLoadRead").await;
+        let note = read["note"].as_str().expect("a note");
+        assert!(
+            note.starts_with("vllm-a vllm loaded the model in 20.4 s; ") && note.contains("vllm-b"),
+            "{note}"
+        );
+        let status = api.writes_status().await;
+        assert_eq!(status["phase"], "Succeeded");
+        let load = &status["summary"]["modelLoad"];
+        assert_eq!(load["name"], "vllm-a vllm");
+        assert_eq!(load["loadSeconds"], 20.442057);
+        api.publishes("RunSucceeded").await;
+        api
+    })
+    .await;
+    assert_eq!(result.expect("the pass succeeds"), Action::await_change());
+}
+
 /// A Running run created two hours ago with a 90 s timeout.
 fn running_past_its_timeout() -> BenchmarkRun {
     started(
