@@ -304,56 +304,40 @@ pub(super) async fn stack_model_load(
         return None;
     }
     let year = i32::from(now.to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC).year());
-    if standalone(run).is_none() {
-        return match super::user_stack::model_load(run, &ctx.client, year).await {
-            Ok((load, note)) => {
-                ctx.publish(
-                    &run.object_ref(&()),
-                    EventType::Normal,
-                    "ModelLoadRead",
-                    "Collect",
-                    &note,
-                )
-                .await;
-                Some(load)
-            }
-            Err(why) => {
-                ctx.publish(
-                    &run.object_ref(&()),
-                    EventType::Warning,
-                    "ModelLoadUnread",
-                    "Collect",
-                    &format!("the nop harness read no model-load times from the stack: {why}"),
-                )
-                .await;
-                None
-            }
+    // A user-deployed stack's pods each have their load time told (`None`: a standalone stack's one pod).
+    let read = if standalone(run).is_none() {
+        super::user_stack::model_load(run, &ctx.client, year)
+            .await
+            .map(|(load, note)| (load, Some(note)))
+    } else {
+        let pod = status.stack.as_ref()?.pod.clone()?;
+        let params = LogParams {
+            container: Some(STACK_CONTAINER.to_owned()),
+            limit_bytes: Some(STACK_LOG_LIMIT_BYTES),
+            ..LogParams::default()
         };
-    }
-    let pod = status.stack.as_ref()?.pod.clone()?;
-    let params = LogParams {
-        container: Some(STACK_CONTAINER.to_owned()),
-        limit_bytes: Some(STACK_LOG_LIMIT_BYTES),
-        ..LogParams::default()
-    };
-    let read = match api.logs(&pod, &params).await {
-        Ok(log) => {
-            crate::stack::model_load(&log, &pod, STACK_CONTAINER, &run.spec.stack.model, year)
+        match api.logs(&pod, &params).await {
+            Ok(log) => {
+                crate::stack::model_load(&log, &pod, STACK_CONTAINER, &run.spec.stack.model, year)
+                    .map(|load| (load, None))
+            }
+            Err(e) => Err(format!("cannot read the log of stack pod {pod}: {e}")),
         }
-        Err(e) => Err(format!("cannot read the log of stack pod {pod}: {e}")),
     };
-    match read {
-        Ok(load) => Some(load),
-        Err(why) => {
-            ctx.publish(
-                &run.object_ref(&()),
-                EventType::Warning,
-                "ModelLoadUnread",
-                "Collect",
-                &format!("the nop harness read no model-load times from the stack: {why}"),
-            )
+    let (type_, reason, note, load) = match read {
+        Ok((load, note)) => (EventType::Normal, "ModelLoadRead", note, Some(load)),
+        Err(why) => (
+            EventType::Warning,
+            "ModelLoadUnread",
+            Some(format!(
+                "the nop harness read no model-load times from the stack: {why}"
+            )),
+            None,
+        ),
+    };
+    if let Some(note) = note {
+        ctx.publish(&run.object_ref(&()), type_, reason, "Collect", &note)
             .await;
-            None
-        }
     }
+    load
 }
