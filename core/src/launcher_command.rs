@@ -98,6 +98,8 @@ pub struct RunCommand {
     pub warm_prefix_cache: bool,
     /// `--capacity-search JSON`: the launcher reads the same type.
     pub capacity_search: Option<CapacitySearchSpec>,
+    /// `--results-to-log BYTES`: an emptyDir run's results, capped, into the log ([`crate::results_log`]).
+    pub results_to_log: Option<u64>,
 }
 
 /// Where a shard waits for the operator's release, and for how long.
@@ -139,6 +141,7 @@ impl RunCommand {
             reset_prefix_cache: false,
             warm_prefix_cache: false,
             capacity_search: None,
+            results_to_log: None,
         }
     }
 
@@ -172,6 +175,9 @@ impl RunCommand {
         if let Some(search) = &self.capacity_search {
             let json = serde_json::to_string(search).map_err(CommandError::CapacitySearch)?;
             argv.flag("capacity-search", json);
+        }
+        if let Some(cap) = self.results_to_log {
+            argv.flag("results-to-log", cap.to_string());
         }
         Ok(argv.0)
     }

@@ -15,6 +15,7 @@ pub mod library;
 pub mod percentile;
 pub mod release;
 pub mod render;
+pub mod results_log;
 pub mod slo;
 pub mod stack_info;
 pub mod summary;

@@ -10,7 +10,8 @@ pub mod v1alpha1;
 
 pub use llmbench_core::{BuiltinProfile, LibraryError, Override, RenderError, render_profile};
 pub use llmbench_core::{
-    capacity, fnv, go_duration, library, percentile, release, render, summary, vllm_log,
+    capacity, fnv, go_duration, library, percentile, release, render, results_log, summary,
+    vllm_log,
 };
 
 use kube::CustomResourceExt;

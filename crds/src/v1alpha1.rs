@@ -280,6 +280,18 @@ pub struct StackSpec {
     pub pods: Option<StackPods>,
 }
 
+/// Where an emptyDir run's kept results are ([`BenchmarkRunStatus::results_kept`]).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ResultsKept {
+    /// The ConfigMaps holding the gzipped tar of the results directory, in order (each under key `part`).
+    pub config_maps: Vec<String>,
+    /// The archive's size in bytes.
+    pub bytes: u64,
+    /// The run's directory as the archive names it (its entries are `<dir>/…`): the run id.
+    pub dir: String,
+}
+
 /// The serving pods of a stack the user deployed, in the run's namespace.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -616,6 +628,11 @@ pub struct BenchmarkRunStatus {
     /// The run's results directory on the workload volume, e.g. workload-pvc:/requests/<run-id>.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub results_path: Option<String>,
+    /// An emptyDir run's results, kept after its pod went: the launcher wrote them (capped, largest files left out
+    /// first) into its log, and the operator keeps that archive in ConfigMaps owned by the run, which `llmbench
+    /// results fetch` reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub results_kept: Option<ResultsKept>,
     /// While the launchers send: requests finished (warm-ups included) of those planned, from the launchers' live
     /// metrics, e.g. `42% (420/1000)`, or `420 finished` for a run bounded by time (the Progress column). Cleared
     /// once the run is done.

@@ -361,6 +361,31 @@ const EXIT_SERVER_STOPPED_ANSWERING: u8 = RunExit::ServerStoppedAnswering.code()
 const EXIT_RUN_KILLED: u8 = RunExit::Killed.code();
 
 fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
+    // An emptyDir run's results go into the log once the run ended, however it ended (clap requires --run-id).
+    let keep = args
+        .results_to_log
+        .zip(args.run_id.clone())
+        .map(|(cap, id)| (args.output.join(&id), id, cap));
+    let code = run_and_report(args);
+    if let Some((dir, id, cap)) = keep {
+        match llmbench::results::pack::results_block(&dir, &id, cap) {
+            Ok(block) => {
+                use std::io::Write as _;
+                let mut out = std::io::stdout().lock();
+                if let Err(e) = out.write_all(block.as_bytes()).and_then(|()| out.flush()) {
+                    eprintln!("llmbench: warning: cannot write the results block: {e}");
+                }
+            }
+            Err(e) => eprintln!(
+                "llmbench: warning: cannot pack {} for the log: {e}",
+                dir.display()
+            ),
+        }
+    }
+    code
+}
+
+fn run_and_report(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
     let outcome = match runtime()?.block_on(llmbench::run::run(args)) {
         Ok(outcome) => outcome,
         Err(

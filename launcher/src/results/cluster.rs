@@ -129,6 +129,10 @@ pub(crate) async fn fetch(args: &FetchArgs) -> Result<PathBuf, ResultsError> {
         .clone()
         .unwrap_or_else(|| client.default_namespace().to_owned());
     let run = get_run(&client, &namespace, &args.run).await?;
+    // An emptyDir run's results, kept by the operator in ConfigMaps once its launcher ended.
+    if let Some(kept) = run.status.as_ref().and_then(|s| s.results_kept.as_ref()) {
+        return fetch_kept(&client, &namespace, &run, kept, &destination, args.force).await;
+    }
     let results = locate(&run)?;
     let partial = !results.finished();
     if partial {
@@ -210,6 +214,72 @@ pub(crate) async fn fetch(args: &FetchArgs) -> Result<PathBuf, ResultsError> {
         Err(e) => {
             destination.discard();
             Err(e)
+        }
+    }
+}
+
+/// `results fetch` of an emptyDir run: its kept archive, joined from its ConfigMaps in order and unpacked.
+async fn fetch_kept(
+    client: &Client,
+    namespace: &str,
+    run: &BenchmarkRun,
+    kept: &llmbench_api::v1alpha1::ResultsKept,
+    destination: &Destination,
+    force: bool,
+) -> Result<PathBuf, ResultsError> {
+    use llmbench_api::results_log::PART_KEY;
+    let maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), namespace);
+    let mut archive = Vec::with_capacity(usize::try_from(kept.bytes).unwrap_or(0));
+    for name in &kept.config_maps {
+        let map = maps.get(name).await.map_err(|e| {
+            api_error(
+                e,
+                &Request {
+                    verb: "get",
+                    resource: "configmaps",
+                    name: Some(name),
+                    namespace: Some(namespace),
+                },
+            )
+        })?;
+        let part = map
+            .binary_data
+            .and_then(|mut data| data.remove(PART_KEY))
+            .ok_or_else(|| ResultsError::KeptPartMissing {
+                run: run.name_any(),
+                config_map: name.clone(),
+            })?;
+        archive.extend_from_slice(&part.0);
+    }
+    if archive.len() as u64 != kept.bytes {
+        return Err(ResultsError::KeptSizeMismatch {
+            run: run.name_any(),
+            got: archive.len() as u64,
+            want: kept.bytes,
+        });
+    }
+    destination.prepare()?;
+    let unpacked = super::pack::unpack_kept(&archive, &destination.partial, &kept.dir);
+    match unpacked {
+        Ok(unpacked) => {
+            tracing::info!(
+                files = unpacked.files,
+                bytes = unpacked.bytes,
+                config_maps = kept.config_maps.len(),
+                "unpacked the run's kept results"
+            );
+            destination
+                .commit(force)
+                .inspect_err(|_| destination.discard())
+        }
+        Err(source) => {
+            destination.discard();
+            Err(ResultsError::Unpack {
+                run: run.name_any(),
+                dir: destination.partial.clone(),
+                source,
+            })
         }
     }
 }

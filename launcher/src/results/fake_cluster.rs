@@ -39,6 +39,8 @@ struct State {
     execs: Vec<Vec<String>>,
     /// GETs of the reader pod answered Pending before it runs.
     pending_gets: u32,
+    /// ConfigMaps by name: an emptyDir run's kept results, each one part.
+    config_maps: BTreeMap<String, Vec<u8>>,
 }
 
 type Shared = Arc<Mutex<State>>;
@@ -269,6 +271,16 @@ fn route(method: &str, target: &str, body: &[u8], state: &Shared) -> (u16, serde
                 (200, to_json(&claim))
             } else {
                 not_found("persistentvolumeclaims", name)
+            }
+        }
+        ("GET", ["api", "v1", "namespaces", _, "configmaps", name]) => {
+            match state.config_maps.get(*name) {
+                Some(part) => (
+                    200,
+                    serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
+                    "binaryData": {llmbench_api::results_log::PART_KEY: to_json(&k8s_openapi::ByteString(part.clone()))}}),
+                ),
+                None => not_found("configmaps", name),
             }
         }
         ("GET", ["api", "v1", "namespaces", _, "pods"]) => list("PodList", Vec::new()),
@@ -612,4 +624,64 @@ async fn list_shows_the_runs_of_the_contexts_namespace() {
         .split_whitespace()
         .collect();
     assert_eq!(&row[..4], ["bench-1", "Succeeded", "workload-pvc", RUN_DIR]);
+}
+
+#[tokio::test]
+async fn an_empty_dir_runs_kept_results_are_joined_from_their_config_maps_in_order() {
+    let mut kept_run = run(Phase::Succeeded);
+    let fake = Fake::start(Vec::new()).await;
+    // The launcher's block of the run's directory, as the operator took it from the log and split it.
+    let volume = lock(&fake.state).volume.join(RUN_DIR);
+    let block = super::pack::results_block(&volume, RUN_DIR, 1 << 20).expect("packs");
+    let archive = llmbench_core::results_log::extract(&block)
+        .expect("a block")
+        .expect("an archive");
+    let (first, second) = archive.split_at(archive.len() / 2);
+    {
+        let mut state = lock(&fake.state);
+        state
+            .config_maps
+            .insert("bench-1-results-0".to_owned(), first.to_vec());
+        state
+            .config_maps
+            .insert("bench-1-results-1".to_owned(), second.to_vec());
+    }
+    let status = kept_run.status.as_mut().expect("status");
+    status.results_path = Some(format!("emptyDir:/requests/{RUN_DIR}"));
+    status.results_kept = Some(llmbench_api::v1alpha1::ResultsKept {
+        config_maps: vec![
+            "bench-1-results-0".to_owned(),
+            "bench-1-results-1".to_owned(),
+        ],
+        bytes: archive.len() as u64,
+        dir: RUN_DIR.to_owned(),
+    });
+    lock(&fake.state).runs.push(kept_run.clone());
+    let path = cluster::fetch(&fake.fetch_args()).await.expect("fetched");
+    assert_eq!(
+        std::fs::read_to_string(path.join("run.json")).expect("run.json"),
+        "{\"run\":1}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(path.join("shard-0/requests.jsonl")).expect("records"),
+        "a\nb\n"
+    );
+    // No reader pod: the results come from the ConfigMaps.
+    assert!(lock(&fake.state).created.is_empty());
+
+    // A part missing from the status's count is an error, not a shorter directory.
+    let mut short = kept_run;
+    if let Some(kept) = short.status.as_mut().and_then(|s| s.results_kept.as_mut()) {
+        kept.bytes += 1;
+    }
+    lock(&fake.state).runs = vec![short];
+    let mut args = fake.fetch_args();
+    args.force = true;
+    let error = cluster::fetch(&args)
+        .await
+        .expect_err("a size that does not add up");
+    assert!(
+        matches!(error, ResultsError::KeptSizeMismatch { .. }),
+        "{error}"
+    );
 }

@@ -14,6 +14,8 @@
 // Pure Rust, so built and unit-tested without `cluster` too; only `cluster` calls them.
 #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
 pub(crate) mod local;
+/// `llmbench run --results-to-log`'s archive, and its way back for `results fetch`.
+pub mod pack;
 #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
 pub(crate) mod progress;
 #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
@@ -187,10 +189,21 @@ pub enum ResultsError {
         source: BoxError,
     },
     #[error(
-        "BenchmarkRun {run} kept its results in an emptyDir, which went away with its launcher pod: only the summary \
-         in its status survives (kubectl get benchmarkrun {run} -n {namespace} -o jsonpath='{{.status.summary}}')"
+        "BenchmarkRun {run} kept its results in an emptyDir, which went away with its launcher pod, and has no kept \
+         copy (status.resultsKept: the operator keeps one once the launcher ended; see the run's ResultsNotKept \
+         event): only the summary in its status survives (kubectl get benchmarkrun {run} -n {namespace} -o \
+         jsonpath='{{.status.summary}}')"
     )]
     EmptyDirRun { run: String, namespace: String },
+    #[error(
+        "BenchmarkRun {run}'s kept results are incomplete: ConfigMap {config_map} has no part; its results cannot be \
+         fetched whole"
+    )]
+    KeptPartMissing { run: String, config_map: String },
+    #[error(
+        "BenchmarkRun {run}'s kept results are {got} bytes where its status says {want}: a part is missing or changed"
+    )]
+    KeptSizeMismatch { run: String, got: u64, want: u64 },
     #[error(
         "BenchmarkRun {run} in namespace {namespace} is {phase}: its results are not complete yet; wait for it to \
          finish (kubectl wait benchmarkrun/{run} -n {namespace} --for=condition=Completed) or pass --allow-partial"

@@ -121,6 +121,12 @@ pub struct RunArgs {
     /// every record for LoadGen's verdict, with a warning past the budget.
     #[arg(long, value_parser = llmbench_workload::limits::parse_bytes, default_value = "256MiB", value_name = "BYTES")]
     pub records_memory: u64,
+    /// For a results directory that dies with its container (a Kubernetes emptyDir): once the run ended, however
+    /// it ended, write the directory to standard output as a gzipped tar in a base64 block of at most BYTES (e.g.
+    /// 4MiB), largest files left out first and named in its NOT_KEPT.txt. The BenchmarkRun operator sets it for
+    /// emptyDir runs and keeps the block in ConfigMaps, which `llmbench results fetch` reads. Needs --run-id.
+    #[arg(long, value_parser = llmbench_workload::limits::parse_bytes, value_name = "BYTES", requires = "run_id")]
+    pub results_to_log: Option<u64>,
     /// The nop harness: a vLLM server's log to read model-load times from, as llm-d-benchmark's nop does (weights
     /// loading, torch.compile, CUDA graph capture, … by startup phase). Its files go into the results directory
     /// (result.yaml, <name>/categories.log, analysis/result.txt) and the figures into summary.json's

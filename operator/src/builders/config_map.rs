@@ -48,6 +48,39 @@ pub fn profile_config_map(
     })
 }
 
+/// The ConfigMaps that keep an emptyDir run's results `archive` (`llmbench_api::results_log`), owned by `run`:
+/// `<run>-results-<i>`, each with up to `PART_BYTES` of it under `PART_KEY`.
+pub fn results_config_maps(
+    run: &BenchmarkRun,
+    archive: &[u8],
+) -> Result<Vec<ConfigMap>, BuildError> {
+    use k8s_openapi::ByteString;
+    use llmbench_api::results_log::{PART_BYTES, PART_KEY, part_name};
+    archive
+        .chunks(PART_BYTES)
+        .enumerate()
+        .map(|(index, part)| {
+            Ok(ConfigMap {
+                metadata: ObjectMeta {
+                    name: Some(bounded_name(
+                        &part_name(&run.name_any(), index),
+                        MAX_OBJECT_NAME,
+                    )),
+                    namespace: run.namespace(),
+                    labels: Some(run_labels(run)?),
+                    owner_references: Some(vec![owner_reference(run)?]),
+                    ..ObjectMeta::default()
+                },
+                binary_data: Some(BTreeMap::from([(
+                    PART_KEY.to_owned(),
+                    ByteString(part.to_vec()),
+                )])),
+                ..ConfigMap::default()
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

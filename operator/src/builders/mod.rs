@@ -16,7 +16,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{Resource, ResourceExt};
 use llmbench_api::v1alpha1::BenchmarkRun;
 
-pub use config_map::{PROFILE_FILE, profile_config_map, profile_config_map_name};
+pub use config_map::{
+    PROFILE_FILE, profile_config_map, profile_config_map_name, results_config_maps,
+};
 pub use defaults::{LAUNCHER_DEFAULTS_ENV, LauncherDefaults};
 pub use pod::{
     LAUNCHER_INDEX_LABEL, LAUNCHER_METRICS_PORT, LauncherSettings, PROFILE_MOUNT_PATH, PodParts,

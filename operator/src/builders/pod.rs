@@ -191,6 +191,10 @@ pub fn launcher_pod(
         // The pod's own address rather than 0.0.0.0: the same in a pod network, and launchers that share a
         // host's network (hostNetwork, a test kubelet) each bind their own.
         launch.metrics_listen = Some(format!("$({POD_IP_ENV}):{LAUNCHER_METRICS_PORT}"));
+        // An emptyDir goes with the pod: the launcher ends by writing its results into its log for the operator.
+        if spec.storage.pvc_name().is_none() {
+            launch.results_to_log = Some(llmbench_api::results_log::DEFAULT_CAP_BYTES);
+        }
         if parallelism > 1 {
             // Every shard waits for the operator's release, so all start their clocks at one instant; it gives up
             // a while after the operator would have failed the run (ShardsNotReady) had the shards not come up.
@@ -1046,7 +1050,7 @@ mod tests {
             fixtures::BASIC
         ));
         let pod = launcher_pod(&run, 0, &settings()).expect("builds");
-        let volumes = pod.spec.and_then(|s| s.volumes).expect("volumes");
+        let volumes = pod.spec.clone().and_then(|s| s.volumes).expect("volumes");
         let workload = volumes
             .iter()
             .find(|v| v.name == "workload")
@@ -1059,6 +1063,17 @@ mod tests {
                 .and_then(|e| e.size_limit.clone()),
             Some(Quantity("5Gi".to_owned()))
         );
+        // The emptyDir goes with the pod: the launcher writes its results into its log for the operator to keep.
+        let command = container(&pod).command.clone().expect("command").join(" ");
+        assert!(command.contains("--results-to-log 4194304"), "{command}");
+        let on_claim =
+            launcher_pod(&fixtures::run(fixtures::BASIC), 0, &settings()).expect("builds");
+        let command = container(&on_claim)
+            .command
+            .clone()
+            .expect("command")
+            .join(" ");
+        assert!(!command.contains("--results-to-log"), "{command}");
     }
 
     #[test]

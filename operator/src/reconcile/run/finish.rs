@@ -10,6 +10,7 @@ use llmbench_api::v1alpha1::{BenchmarkRun, BenchmarkRunStatus, Phase};
 
 use super::children_of;
 use super::error::Error;
+use super::kept_results;
 use super::launchers::{delete_pods, list_pods, log_tail, stop_active_pods};
 use super::standalone_stack::{stack_model_load, teardown_stack};
 use super::{DEADLINE_SLACK, Outcome, Pass, remaining};
@@ -56,7 +57,9 @@ pub(super) async fn finish(
                     .get_or_insert_with(Default::default)
                     .model_load = Some(load);
             }
+            let (_, unkept) = keep_results(run, &pass, &mut status).await;
             write_status(run, pass.old.as_ref(), &status, ctx).await?;
+            warn_unkept(run, ctx, unkept).await;
             let (type_, reason, message) = match note {
                 None => (
                     EventType::Normal,
@@ -74,10 +77,19 @@ pub(super) async fn finish(
             Ok(Action::await_change())
         }
         Outcome::Failed(failure) => {
-            let tail = log_tail(&pass.pods_api, &failure.pod, failure.reason).await;
+            let mut status = status;
+            // An emptyDir launcher's log ends in its results: kept, and its own lines are the tail.
+            let (tail, unkept) = match keep_results(run, &pass, &mut status).await {
+                (Some(tail), unkept) => (Some(tail), unkept),
+                (None, unkept) => (
+                    log_tail(&pass.pods_api, &failure.pod, failure.reason).await,
+                    unkept,
+                ),
+            };
             let message = failure_message(&failure, tail.as_deref());
             let status = status::failed(status, failure.reason, &message, generation, now);
             write_status(run, pass.old.as_ref(), &status, ctx).await?;
+            warn_unkept(run, ctx, unkept).await;
             // A failed shard stops the others.
             stop_active_pods(run, pods, &pass.children).await?;
             ctx.publish(
@@ -292,4 +304,54 @@ pub(super) async fn surface_error(run: &BenchmarkRun, error: &Error, ctx: &Ctx) 
         }
     }
     warn_failed(run, reason, &message, ctx).await;
+}
+
+/// An emptyDir run whose launcher ended: its results block read from the launcher's log and kept in ConfigMaps
+/// (`status.resultsKept`). Returns the launcher's own last lines before the block (`None` for a run on a PVC, or
+/// when the log could not be read) and why the results could not be kept, if they could not.
+async fn keep_results(
+    run: &BenchmarkRun,
+    pass: &Pass<'_>,
+    status: &mut BenchmarkRunStatus,
+) -> (Option<String>, Option<String>) {
+    if run.spec.storage.pvc_name().is_some() || status.results_kept.is_some() {
+        return (None, None);
+    }
+    let pod = crate::builders::launcher_pod_name(run, 0);
+    let Some(log) = kept_results::read(&pass.pods_api, &pod).await else {
+        return (
+            None,
+            Some(format!(
+                "the log of {pod} could not be read: its emptyDir results went with it"
+            )),
+        );
+    };
+    let unkept = match log.archive {
+        Ok(Some(archive)) => match kept_results::keep(run, &archive, &pass.ctx.client).await {
+            Ok(kept) => {
+                status.results_kept = Some(kept);
+                None
+            }
+            Err(why) => Some(why),
+        },
+        Ok(None) => Some(format!(
+            "{pod} wrote no results block into its log (it ended before it could): its emptyDir results went with it"
+        )),
+        Err(e) => Some(format!("{pod}'s results block cannot be read: {e}")),
+    };
+    (Some(log.tail), unkept)
+}
+
+/// A Warning event when an emptyDir run's results could not be kept.
+async fn warn_unkept(run: &BenchmarkRun, ctx: &Ctx, unkept: Option<String>) {
+    if let Some(why) = unkept {
+        ctx.publish(
+            &run.object_ref(&()),
+            EventType::Warning,
+            "ResultsNotKept",
+            "Collect",
+            &why,
+        )
+        .await;
+    }
 }

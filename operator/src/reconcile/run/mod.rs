@@ -11,6 +11,7 @@
 mod cleanup;
 mod error;
 mod finish;
+mod kept_results;
 mod launchers;
 mod live_progress;
 mod observe;

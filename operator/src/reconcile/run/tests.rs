@@ -781,6 +781,68 @@ async fn a_nop_run_on_a_service_reads_the_model_load_from_the_pods_behind_it() {
     assert_eq!(result.expect("the pass succeeds"), Action::await_change());
 }
 
+#[tokio::test]
+async fn an_empty_dir_runs_results_are_kept_from_the_launchers_log_in_config_maps() {
+    let run = started(
+        stored_run(
+            &format!("{}storage:\n  emptyDir: {{}}\n", fixtures::BASIC),
+            60,
+        ),
+        Phase::Running,
+        None,
+    );
+    let summary = json!({"schema": "llmbench.summary/v1", "run_id": "bench-1-0f3c9a2e", "harness": "inference-perf",
+        "requests": {"total": 4, "succeeded": 4, "failed": 0}, "duration_s": 1.0,
+        "throughput": {"requests_per_s": 4.0, "input_tokens_per_s": 0.0, "output_tokens_per_s": 0.0},
+        "latency_ms": {"ttft": null, "tpot": null, "itl": null, "ntpot": null, "e2e": null}});
+    let done = succeeded(launcher(0), &summary.to_string());
+    // Two ConfigMaps' worth: a part is PART_BYTES.
+    let archive: Vec<u8> = (0..llmbench_api::results_log::PART_BYTES + 10)
+        .map(|i| (i % 251) as u8)
+        .collect();
+    let log = format!(
+        "INFO the run ended\n{}",
+        llmbench_api::results_log::frame(&archive)
+    );
+    let (result, _) = reconcile_with(&run, |mut api| async move {
+        api.begins_pass(vec![done]).await;
+        let read = api
+            .expect("GET", &format!("{PODS_PATH}/bench-1-launcher-0/log"))
+            .await;
+        assert!(
+            read.query.contains("container=launcher") && read.query.contains("tailLines="),
+            "{}",
+            read.query
+        );
+        read.text(&log);
+        let mut joined = Vec::new();
+        for index in 0..2 {
+            let made = api.expect("POST", CM_PATH).await;
+            assert_eq!(
+                made.body["metadata"]["name"],
+                format!("bench-1-results-{index}")
+            );
+            assert_eq!(made.body["metadata"]["ownerReferences"][0]["uid"], UID);
+            let part: k8s_openapi::ByteString =
+                serde_json::from_value(made.body["binaryData"]["part"].clone()).expect("base64");
+            joined.extend(part.0);
+            made.created();
+        }
+        assert_eq!(joined, archive);
+        let status = api.writes_status().await;
+        assert_eq!(status["phase"], "Succeeded");
+        assert_eq!(
+            status["resultsKept"],
+            json!({"configMaps": ["bench-1-results-0", "bench-1-results-1"],
+                   "bytes": llmbench_api::results_log::PART_BYTES + 10, "dir": "bench-1-0f3c9a2e"})
+        );
+        api.publishes("RunSucceeded").await;
+        api
+    })
+    .await;
+    assert!(result.is_ok(), "{result:?}");
+}
+
 /// A Running run created two hours ago with a 90 s timeout.
 fn running_past_its_timeout() -> BenchmarkRun {
     started(
