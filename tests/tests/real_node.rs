@@ -1,8 +1,8 @@
 //! The in-cluster path on a real node (tests/src/node.rs): the image `image/build.sh` made, imported into
 //! containerd; the chart installed with `helm install`; the operator running as a pod under its ServiceAccount;
 //! `llmbench sim` as a Deployment behind a Service; a BenchmarkRun on a claim that the controller-manager binds;
-//! `llmbench results fetch` bringing the run's directory home through `pods/exec`; and the garbage collector
-//! removing what the run owned once it is deleted.
+//! `llmbench results fetch` bringing the run's directory home through `pods/exec`; the chart's dashboard listing
+//! the finished runs from the claim; and the garbage collector removing what the run owned once it is deleted.
 //!
 //! `make test` builds the image (`IMAGE_PROFILE=debug bash image/build.sh`) and the pause image
 //! (`bash image/build.sh --pause`) first; `LLMBENCH_IMAGE_ARCHIVE` names another archive.
@@ -394,6 +394,7 @@ async fn scenario(cp: &ControlPlane, admin: &Client) -> Result<(), String> {
 
     sharded_run(cp, &runs, &llmbench, to.path()).await?;
     standalone_runs(cp, admin, &runs, &llmbench, to.path()).await?;
+    dashboard(cp, admin, &runs).await?;
 
     // Deleting the run: the garbage collector removes what it owned.
     let pods: Api<Pod> = Api::namespaced(admin.clone(), NAMESPACE);
@@ -501,6 +502,88 @@ async fn scenario(cp: &ControlPlane, admin: &Client) -> Result<(), String> {
         },
     )
     .await;
+    Ok(())
+}
+
+/// The chart's dashboard over the runs' claim, turned on by `helm upgrade` once the claim exists (its pod mounts it
+/// read-only and starts only then): through its Service (the apiserver's service proxy), `/api/runs` lists the
+/// finished runs with the figures of their status, and serves a run's report.html.
+async fn dashboard(
+    cp: &ControlPlane,
+    admin: &Client,
+    runs: &Api<BenchmarkRun>,
+) -> Result<(), String> {
+    let helm = cp.tools().path(Tool::Helm).map_err(|e| e.to_string())?;
+    check(
+        Command::new(helm)
+            .arg("--kubeconfig")
+            .arg(cp.kubeconfig_path())
+            .args(["upgrade", "llmbench"])
+            .arg(repo_root().join("charts/llmbench"))
+            .args(["--namespace", OPERATOR_NAMESPACE, "--reuse-values"])
+            .args(["--set", "dashboard.enabled=true"])
+            .args(["--set", &format!("dashboard.namespace={NAMESPACE}")])
+            .args(["--wait", "--timeout", "180s"])
+            .output(),
+        "helm upgrade charts/llmbench --set dashboard.enabled=true",
+    );
+    // Each unsharded run that succeeded, by its results directory (`<name>-<uid8>`), with its request count.
+    let mut expected = Vec::new();
+    for name in ["incluster", "standalone"] {
+        let run = runs
+            .get(name)
+            .await
+            .map_err(|e| format!("run {name}: {e}"))?;
+        let status = run.status.unwrap_or_default();
+        if status.phase != Some(Phase::Succeeded) {
+            continue;
+        }
+        let uid = run.metadata.uid.unwrap_or_default();
+        let requests = status.summary.map(|s| s.requests).unwrap_or_default();
+        expected.push((format!("{name}-{}", &uid[..8.min(uid.len())]), requests));
+    }
+    if expected.is_empty() {
+        return Err("no run succeeded for the dashboard to list".to_owned());
+    }
+    let proxy =
+        format!("/api/v1/namespaces/{NAMESPACE}/services/http:llmbench-dashboard:8089/proxy");
+    let listing = eventually(
+        "the dashboard Service to list the finished runs",
+        Duration::from_secs(120),
+        || {
+            let (admin, proxy, expected) = (admin.clone(), proxy.clone(), expected.clone());
+            async move {
+                let request = http::Request::get(format!("{proxy}/api/runs"))
+                    .body(Vec::new())
+                    .ok()?;
+                let listing: Value =
+                    serde_json::from_str(&admin.request_text(request).await.ok()?).ok()?;
+                let rows = listing["runs"].as_array()?;
+                let all = expected.iter().all(|(id, requests)| {
+                    rows.iter().any(|r| {
+                        r["id"] == id.as_str()
+                            && r["state"] == "complete"
+                            && r["figures"]["requests"] == *requests
+                    })
+                });
+                all.then_some(listing)
+            }
+        },
+    )
+    .await;
+    let (first, _) = &expected[0];
+    let request = http::Request::get(format!("{proxy}/files/{first}/report.html"))
+        .body(Vec::new())
+        .map_err(|e| e.to_string())?;
+    let report = admin
+        .request_text(request)
+        .await
+        .map_err(|e| format!("the dashboard's report.html of {first}: {e}"))?;
+    if !report.contains(&format!("llmbench run {first}")) {
+        return Err(format!(
+            "the dashboard served no report.html for {first}; it lists {listing}"
+        ));
+    }
     Ok(())
 }
 
