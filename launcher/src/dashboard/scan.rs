@@ -601,3 +601,68 @@ fn elapsed_since(t0_unix_ns: u64) -> f64 {
         .unwrap_or(0);
     (now.saturating_sub(u128::from(t0_unix_ns)) as f64) / 1e9
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mkrun(dir: &Path) {
+        std::fs::create_dir_all(dir).expect("mkdir");
+        std::fs::write(dir.join(RUN_META_FILE), "{}").expect("run.json");
+    }
+
+    #[test]
+    fn the_walk_finds_runs_and_experiments_and_skips_hidden_partial_and_linked_directories() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("results");
+        mkrun(&root.join("a"));
+        mkrun(&root.join("fetched/b"));
+        mkrun(&root.join("c.partial"));
+        mkrun(&root.join(".hidden"));
+        mkrun(&root.join("a/plots/inner"));
+        mkrun(&root.join("1/2/3/4/5/6/too-deep"));
+        std::fs::create_dir_all(root.join("exp")).expect("mkdir");
+        std::fs::write(root.join("exp").join(EXPERIMENT_FILE), "{}").expect("plan");
+        mkrun(&root.join("exp/t1-r1"));
+        mkrun(&dir.path().join("outside/run"));
+        #[cfg(unix)]
+        std::os::unix::fs::symlink(dir.path().join("outside"), root.join("linked")).expect("link");
+
+        let (mut found, mut experiments) = (Vec::new(), Vec::new());
+        walk(&root, "", 0, None, &mut found, &mut experiments);
+        let ids: Vec<(&str, Option<&str>)> = found
+            .iter()
+            .map(|f| (f.id.as_str(), f.experiment.as_deref()))
+            .collect();
+        assert_eq!(
+            ids,
+            [("a", None), ("exp/t1-r1", Some("exp")), ("fetched/b", None)]
+        );
+        assert_eq!(experiments, [(root.join("exp"), "exp".to_owned())]);
+    }
+
+    #[test]
+    fn recorded_requests_are_counted_from_what_was_appended_since_the_last_scan() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let run = dir.path().join("run");
+        std::fs::create_dir(&run).expect("mkdir");
+        let records = run.join(REQUESTS_FILE);
+        let mut scanner = Scanner::new(dir.path().to_owned());
+        assert_eq!(scanner.count_lines(&run, &records), 0, "no records yet");
+        std::fs::write(&records, "{}\n{}\n{\"torn").expect("write");
+        assert_eq!(scanner.count_lines(&run, &records), 2);
+        {
+            use std::io::Write as _;
+            let mut file = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&records)
+                .expect("open");
+            file.write_all(b"\"}\n{}\n").expect("append");
+        }
+        assert_eq!(scanner.count_lines(&run, &records), 4);
+        assert_eq!(scanner.lines[&run].offset, 18, "each byte read once");
+        // A shorter file is a new one (a run id reused with --overwrite): counted afresh.
+        std::fs::write(&records, "{}\n").expect("rewrite");
+        assert_eq!(scanner.count_lines(&run, &records), 1);
+    }
+}
