@@ -506,8 +506,9 @@ async fn scenario(cp: &ControlPlane, admin: &Client) -> Result<(), String> {
 }
 
 /// The chart's dashboard over the runs' claim, turned on by `helm upgrade` once the claim exists (its pod mounts it
-/// read-only and starts only then): through its Service (the apiserver's service proxy), `/api/runs` lists the
-/// finished runs with the figures of their status, and serves a run's report.html.
+/// read-only and starts only then). A pod in the namespace asks its Service (cluster DNS, kube-proxy) for
+/// `/api/runs` and a run's report.html, as a user's port-forward would: the finished runs are listed with the
+/// figures of their status. (The node's pod network is not routed from the host, so the test asks from inside.)
 async fn dashboard(
     cp: &ControlPlane,
     admin: &Client,
@@ -542,46 +543,75 @@ async fn dashboard(
         let requests = status.summary.map(|s| s.requests).unwrap_or_default();
         expected.push((format!("{name}-{}", &uid[..8.min(uid.len())]), requests));
     }
-    if expected.is_empty() {
+    let Some((first, _)) = expected.first().cloned() else {
         return Err("no run succeeded for the dashboard to list".to_owned());
-    }
-    let proxy =
-        format!("/api/v1/namespaces/{NAMESPACE}/services/http:llmbench-dashboard:8089/proxy");
-    let listing = eventually(
-        "the dashboard Service to list the finished runs",
-        Duration::from_secs(120),
+    };
+
+    const CUT: &str = "----8<----";
+    let script = format!(
+        "until runs=$(wget -qO- http://llmbench-dashboard:8089/api/runs); do sleep 1; done; echo \"$runs\"; \
+         echo {CUT}; wget -qO- http://llmbench-dashboard:8089/files/{first}/report.html | head -c 4096"
+    );
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), NAMESPACE);
+    create(
+        &pods,
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "dashboard-probe"},
+            "spec": {
+                "restartPolicy": "Never",
+                "activeDeadlineSeconds": 180,
+                "automountServiceAccountToken": false,
+                "containers": [{
+                    "name": "probe",
+                    "image": format!("{IMAGE_REPOSITORY}:{VERSION}"),
+                    "imagePullPolicy": "Never",
+                    "command": ["sh", "-c", script],
+                }],
+            },
+        }),
+    )
+    .await;
+    let phase = eventually(
+        "the dashboard probe pod to finish",
+        Duration::from_secs(240),
         || {
-            let (admin, proxy, expected) = (admin.clone(), proxy.clone(), expected.clone());
+            let pods = pods.clone();
             async move {
-                let request = http::Request::get(format!("{proxy}/api/runs"))
-                    .body(Vec::new())
-                    .ok()?;
-                let listing: Value =
-                    serde_json::from_str(&admin.request_text(request).await.ok()?).ok()?;
-                let rows = listing["runs"].as_array()?;
-                let all = expected.iter().all(|(id, requests)| {
-                    rows.iter().any(|r| {
-                        r["id"] == id.as_str()
-                            && r["state"] == "complete"
-                            && r["figures"]["requests"] == *requests
-                    })
-                });
-                all.then_some(listing)
+                let phase = pods.get("dashboard-probe").await.ok()?.status?.phase?;
+                matches!(phase.as_str(), "Succeeded" | "Failed").then_some(phase)
             }
         },
     )
     .await;
-    let (first, _) = &expected[0];
-    let request = http::Request::get(format!("{proxy}/files/{first}/report.html"))
-        .body(Vec::new())
-        .map_err(|e| e.to_string())?;
-    let report = admin
-        .request_text(request)
+    let log = pods
+        .logs("dashboard-probe", &kube::api::LogParams::default())
         .await
-        .map_err(|e| format!("the dashboard's report.html of {first}: {e}"))?;
+        .map_err(|e| format!("the dashboard probe's log: {e}"))?;
+    let _ = pods
+        .delete("dashboard-probe", &DeleteParams::background())
+        .await;
+    let (listing, report) = log
+        .split_once(CUT)
+        .ok_or_else(|| format!("the dashboard probe ({phase}) said:\n{log}"))?;
+    let listing: Value = serde_json::from_str(listing.trim())
+        .map_err(|e| format!("/api/runs is not JSON ({e}):\n{listing}"))?;
+    let rows = listing["runs"].as_array().cloned().unwrap_or_default();
+    for (id, requests) in &expected {
+        let listed = rows.iter().any(|r| {
+            r["id"] == id.as_str()
+                && r["state"] == "complete"
+                && r["figures"]["requests"] == *requests
+        });
+        if !listed {
+            return Err(format!(
+                "the dashboard does not list {id} complete with its {requests} requests: {listing}"
+            ));
+        }
+    }
     if !report.contains(&format!("llmbench run {first}")) {
         return Err(format!(
-            "the dashboard served no report.html for {first}; it lists {listing}"
+            "the dashboard served no report.html for {first}:\n{report}"
         ));
     }
     Ok(())
