@@ -547,10 +547,10 @@ async fn dashboard(
         return Err("no run succeeded for the dashboard to list".to_owned());
     };
 
-    const CUT: &str = "----8<----";
+    const CUT: &str = "==== report ====";
     let script = format!(
         "until runs=$(wget -qO- http://llmbench-dashboard:8089/api/runs); do sleep 1; done; echo \"$runs\"; \
-         echo {CUT}; wget -qO- http://llmbench-dashboard:8089/files/{first}/report.html | head -c 4096"
+         echo '{CUT}'; wget -qO- http://llmbench-dashboard:8089/files/{first}/report.html | head -c 4096"
     );
     let pods: Api<Pod> = Api::namespaced(admin.clone(), NAMESPACE);
     create(
