@@ -21,6 +21,7 @@ use llmbench_core::experiment::v1::{ExperimentPlan, RunStatus};
 use llmbench_core::summary::v1::{CompactSummary, LatencyStats};
 use llmbench_metrics::metrics::RunSummary;
 use llmbench_report::plot::{EXPERIMENT_FILE, PLOTS_DIR};
+use llmbench_report::report::merge::shard_dirs;
 use llmbench_report::report::{REQUESTS_FILE, RUN_META_FILE, SUMMARY_FILE};
 
 /// How deep below the results directory runs are looked for: an experiment's runs sit two levels down, a sharded
@@ -202,6 +203,8 @@ pub(crate) struct Scanner {
 /// A run directory's place in the walk.
 struct Found {
     dir: PathBuf,
+    /// The run.json read for it: its own, or for a merged sharded run's root, its first shard's.
+    meta: PathBuf,
     id: String,
     experiment: Option<String>,
 }
@@ -279,13 +282,13 @@ impl Scanner {
     /// One run's row: from the cache while its run.json and summary.json are unchanged, with its progress
     /// counted afresh while it runs.
     fn run_row(&mut self, found: &Found) -> Result<RunRow, String> {
-        let run_json = found.dir.join(RUN_META_FILE);
+        let run_json = &found.meta;
         let summary_json = found.dir.join(SUMMARY_FILE);
-        let stamps = [stamp(&run_json), stamp(&summary_json)];
+        let stamps = [stamp(run_json), stamp(&summary_json)];
         let cached = match self.runs.get(&found.dir) {
             Some(cached) if cached.stamps == stamps => cached,
             _ => {
-                let head: RunHead = serde_json::from_slice(&read_small(&run_json)?)
+                let head: RunHead = serde_json::from_slice(&read_small(run_json)?)
                     .map_err(|e| format!("cannot parse {RUN_META_FILE}: {e}"))?;
                 let figures = match stamps[1] {
                     Some(_) => Some(read_figures(&summary_json)?),
@@ -413,8 +416,21 @@ fn walk(
         } else {
             format!("{prefix}/{name}")
         };
+        let shards = shard_dirs(&path);
         if path.join(RUN_META_FILE).is_file() {
             found.push(Found {
+                meta: path.join(RUN_META_FILE),
+                dir: path,
+                id,
+                experiment: experiment.map(str::to_owned),
+            });
+        } else if let Some(first) = shards.first()
+            && path.join(SUMMARY_FILE).is_file()
+        {
+            // A sharded run merged by `llmbench report` (the operator's merge pod): one run, its shards' figures
+            // together; before the merge its shards are listed one by one, each with its progress.
+            found.push(Found {
+                meta: first.join(RUN_META_FILE),
                 dir: path,
                 id,
                 experiment: experiment.map(str::to_owned),
@@ -625,6 +641,12 @@ mod tests {
         std::fs::write(root.join("exp").join(EXPERIMENT_FILE), "{}").expect("plan");
         mkrun(&root.join("exp/t1-r1"));
         mkrun(&dir.path().join("outside/run"));
+        // A sharded run: merged (a summary at its root) it is one run; before, its shards are.
+        mkrun(&root.join("merged/shard-0"));
+        mkrun(&root.join("merged/shard-1"));
+        std::fs::write(root.join("merged").join(SUMMARY_FILE), "{}").expect("summary");
+        mkrun(&root.join("unmerged/shard-0"));
+        mkrun(&root.join("unmerged/shard-1"));
         #[cfg(unix)]
         std::os::unix::fs::symlink(dir.path().join("outside"), root.join("linked")).expect("link");
 
@@ -636,8 +658,17 @@ mod tests {
             .collect();
         assert_eq!(
             ids,
-            [("a", None), ("exp/t1-r1", Some("exp")), ("fetched/b", None)]
+            [
+                ("a", None),
+                ("exp/t1-r1", Some("exp")),
+                ("fetched/b", None),
+                ("merged", None),
+                ("unmerged/shard-0", None),
+                ("unmerged/shard-1", None)
+            ]
         );
+        let merged = found.iter().find(|f| f.id == "merged").expect("merged");
+        assert_eq!(merged.meta, root.join("merged/shard-0").join(RUN_META_FILE));
         assert_eq!(experiments, [(root.join("exp"), "exp".to_owned())]);
     }
 
