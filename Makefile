@@ -98,8 +98,8 @@ e2e: e2e-tools
 HELM_VERSION := $(shell sed -n 's/^HELM_VERSION=//p' tests/tools/versions.env)
 HELM ?= $(HOME)/.cache/llmbench-tools/helm-$(HELM_VERSION)/bin/helm
 
-## chart-check: helm lint and helm template of charts/llmbench in both RBAC modes, its values schema refusing a
-## misspelt key, its CRDs and its README's values table current.
+## chart-check: helm lint and helm template of charts/llmbench in both RBAC modes and with the dashboard, its values
+## schema refusing a misspelt key, its CRDs and its README's values table current.
 chart-check: e2e-tools
 	cmp -s crds/benchmarkruns.yaml charts/llmbench/crds/benchmarkruns.yaml || { echo "charts/llmbench/crds is stale: run make crds"; exit 1; }
 	cmp -s crds/workloadprofiles.yaml charts/llmbench/crds/workloadprofiles.yaml || { echo "charts/llmbench/crds is stale: run make crds"; exit 1; }
@@ -112,6 +112,10 @@ chart-check: e2e-tools
 	! $(HELM) template llmbench charts/llmbench --set rbac.scope=everything >/dev/null 2>&1
 	! $(HELM) template llmbench charts/llmbench --set launcher.defaults.nodeSelecter.pool=a >/dev/null 2>&1
 	$(HELM) template llmbench charts/llmbench | grep -q "rbac.authorization.k8s.io/aggregate-to-edit"
+	$(HELM) lint --strict charts/llmbench --set dashboard.enabled=true --set dashboard.namespace=bench
+	$(HELM) template llmbench charts/llmbench --namespace llmbench-system | { ! grep -q "component: dashboard"; }
+	$(HELM) template llmbench charts/llmbench --namespace llmbench-system --set dashboard.enabled=true | grep -q "claimName: \"workload-pvc\""
+	! $(HELM) template llmbench charts/llmbench --set dashboard.claimname=x >/dev/null 2>&1
 	python3 tests/tools/chart-values-table.py --check
 
 .PHONY: loadgen

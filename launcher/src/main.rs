@@ -1,7 +1,7 @@
 //! The `llmbench` command line.
 #![forbid(unsafe_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -89,6 +89,15 @@ enum Command {
     /// cp` does, or list a namespace's runs and where their results are (`results list`): through the Kubernetes
     /// API with your kubeconfig.
     Results(llmbench::results::ResultsCommand),
+    /// Serve a web page over a results directory: every run and experiment in it (harness, profile, model, when,
+    /// req/s, TTFT/TPOT p50/p99, failures, SLO verdict, capacity answer; live runs with their progress), filters
+    /// and sorting, each run's report.html and pictures, and the side-by-side comparison of any runs picked (what
+    /// `llmbench plot` draws). It works offline (no external assets) and only reads DIR; new runs appear without a
+    /// restart. JSON API: GET /api/runs (every run and experiment), GET /api/runs/ID (one, by its directory
+    /// relative to DIR), GET /api/compare?runs=ID,ID (draws the comparison; its page is at the address returned),
+    /// GET /files/ID/FILE (a run's files, read-only; paths that lead out of DIR are refused), GET /healthz. See
+    /// docs/dashboard.md.
+    Dashboard(llmbench::dashboard::DashboardArgs),
     /// Build synthetic prompts of an exact token length, as a run does before its clock starts, and print how long
     /// it took as JSON (`make bench` compares it with the peers' prompt generators).
     Synth(SynthArgs),
@@ -296,60 +305,12 @@ fn plot_command(args: PlotArgs) -> anyhow::Result<ExitCode> {
                 &llmbench_report::report::server_series(dir),
             )?
         }
-        dirs => llmbench_report::plot::compare(
-            dirs,
-            &args.output,
-            &treatment_tables(dirs)?,
-            &read_experiment,
-        )?,
+        dirs => llmbench::comparison::compare(dirs, &args.output)?,
     };
     for file in &files {
         println!("wrote {}", file.display());
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The treatment table of each experiment directory among `dirs`, for the top of compare.html.
-#[cfg(feature = "experiment")]
-fn treatment_tables(
-    dirs: &[PathBuf],
-) -> anyhow::Result<Vec<llmbench_report::plot::TreatmentTable>> {
-    let mut tables = Vec::new();
-    for dir in dirs {
-        if dir
-            .join(llmbench::experiment::plan::EXPERIMENT_FILE)
-            .is_file()
-        {
-            tables.push(llmbench::experiment::compare::treatment_table_of(dir)?);
-        }
-    }
-    Ok(tables)
-}
-
-/// Without the `experiment` feature no experiment directory can be read (`plot::compare` says so).
-#[cfg(not(feature = "experiment"))]
-fn treatment_tables(
-    _dirs: &[PathBuf],
-) -> anyhow::Result<Vec<llmbench_report::plot::TreatmentTable>> {
-    Ok(Vec::new())
-}
-
-/// An experiment directory's treatments and runs, for `llmbench plot`'s pictures.
-#[cfg(feature = "experiment")]
-fn read_experiment(
-    dir: &Path,
-) -> Result<llmbench_report::plot::ExperimentRuns, llmbench_report::plot::PlotError> {
-    llmbench::experiment::plotted::plotted_runs(dir)
-}
-
-/// Without the `experiment` feature no experiment directory can be read: `plot::compare` says so.
-#[cfg(not(feature = "experiment"))]
-fn read_experiment(
-    dir: &Path,
-) -> Result<llmbench_report::plot::ExperimentRuns, llmbench_report::plot::PlotError> {
-    Err(llmbench_report::plot::PlotError::ExperimentUnsupported {
-        dir: dir.to_owned(),
-    })
 }
 
 // The run's exit codes are a contract with the operator, typed once in core.
@@ -721,6 +682,11 @@ fn main() -> ExitCode {
         Command::Synth(args) => synth_command(args).map(|()| ExitCode::SUCCESS),
         Command::Dataset(command) => dataset_command(command).map(|()| ExitCode::SUCCESS),
         Command::Results(command) => results_command(command),
+        Command::Dashboard(args) => runtime().and_then(|rt| {
+            rt.block_on(llmbench::dashboard::run_until_signal(args))
+                .map(|()| ExitCode::SUCCESS)
+                .map_err(anyhow::Error::from)
+        }),
         Command::Sim(args) => runtime().and_then(|rt| {
             rt.block_on(llmbench_sim::sim::run_until_ctrl_c(args))
                 .map(|()| ExitCode::SUCCESS)

@@ -1,8 +1,8 @@
 //! The in-cluster path on a real node (tests/src/node.rs): the image `image/build.sh` made, imported into
 //! containerd; the chart installed with `helm install`; the operator running as a pod under its ServiceAccount;
 //! `llmbench sim` as a Deployment behind a Service; a BenchmarkRun on a claim that the controller-manager binds;
-//! `llmbench results fetch` bringing the run's directory home through `pods/exec`; and the garbage collector
-//! removing what the run owned once it is deleted.
+//! `llmbench results fetch` bringing the run's directory home through `pods/exec`; the chart's dashboard listing
+//! the finished runs from the claim; and the garbage collector removing what the run owned once it is deleted.
 //!
 //! `make test` builds the image (`IMAGE_PROFILE=debug bash image/build.sh`) and the pause image
 //! (`bash image/build.sh --pause`) first; `LLMBENCH_IMAGE_ARCHIVE` names another archive.
@@ -394,6 +394,7 @@ async fn scenario(cp: &ControlPlane, admin: &Client) -> Result<(), String> {
 
     sharded_run(cp, &runs, &llmbench, to.path()).await?;
     standalone_runs(cp, admin, &runs, &llmbench, to.path()).await?;
+    dashboard(cp, admin, &runs).await?;
 
     // Deleting the run: the garbage collector removes what it owned.
     let pods: Api<Pod> = Api::namespaced(admin.clone(), NAMESPACE);
@@ -501,6 +502,118 @@ async fn scenario(cp: &ControlPlane, admin: &Client) -> Result<(), String> {
         },
     )
     .await;
+    Ok(())
+}
+
+/// The chart's dashboard over the runs' claim, turned on by `helm upgrade` once the claim exists (its pod mounts it
+/// read-only and starts only then). A pod in the namespace asks its Service (cluster DNS, kube-proxy) for
+/// `/api/runs` and a run's report.html, as a user's port-forward would: the finished runs are listed with the
+/// figures of their status. (The node's pod network is not routed from the host, so the test asks from inside.)
+async fn dashboard(
+    cp: &ControlPlane,
+    admin: &Client,
+    runs: &Api<BenchmarkRun>,
+) -> Result<(), String> {
+    let helm = cp.tools().path(Tool::Helm).map_err(|e| e.to_string())?;
+    check(
+        Command::new(helm)
+            .arg("--kubeconfig")
+            .arg(cp.kubeconfig_path())
+            .args(["upgrade", "llmbench"])
+            .arg(repo_root().join("charts/llmbench"))
+            .args(["--namespace", OPERATOR_NAMESPACE, "--reuse-values"])
+            .args(["--set", "dashboard.enabled=true"])
+            .args(["--set", &format!("dashboard.namespace={NAMESPACE}")])
+            .args(["--wait", "--timeout", "180s"])
+            .output(),
+        "helm upgrade charts/llmbench --set dashboard.enabled=true",
+    );
+    // Each unsharded run that succeeded, by its results directory (`<name>-<uid8>`), with its request count.
+    let mut expected = Vec::new();
+    for name in ["incluster", "standalone"] {
+        let run = runs
+            .get(name)
+            .await
+            .map_err(|e| format!("run {name}: {e}"))?;
+        let status = run.status.unwrap_or_default();
+        if status.phase != Some(Phase::Succeeded) {
+            continue;
+        }
+        let uid = run.metadata.uid.unwrap_or_default();
+        let requests = status.summary.map(|s| s.requests).unwrap_or_default();
+        expected.push((format!("{name}-{}", &uid[..8.min(uid.len())]), requests));
+    }
+    let Some((first, _)) = expected.first().cloned() else {
+        return Err("no run succeeded for the dashboard to list".to_owned());
+    };
+
+    const CUT: &str = "==== report ====";
+    let script = format!(
+        "until runs=$(wget -qO- http://llmbench-dashboard:8089/api/runs); do sleep 1; done; echo \"$runs\"; \
+         echo '{CUT}'; wget -qO- http://llmbench-dashboard:8089/files/{first}/report.html | head -c 4096"
+    );
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), NAMESPACE);
+    create(
+        &pods,
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "dashboard-probe"},
+            "spec": {
+                "restartPolicy": "Never",
+                "activeDeadlineSeconds": 180,
+                "automountServiceAccountToken": false,
+                "containers": [{
+                    "name": "probe",
+                    "image": format!("{IMAGE_REPOSITORY}:{VERSION}"),
+                    "imagePullPolicy": "Never",
+                    "command": ["sh", "-c", script],
+                }],
+            },
+        }),
+    )
+    .await;
+    let phase = eventually(
+        "the dashboard probe pod to finish",
+        Duration::from_secs(240),
+        || {
+            let pods = pods.clone();
+            async move {
+                let phase = pods.get("dashboard-probe").await.ok()?.status?.phase?;
+                matches!(phase.as_str(), "Succeeded" | "Failed").then_some(phase)
+            }
+        },
+    )
+    .await;
+    let log = pods
+        .logs("dashboard-probe", &kube::api::LogParams::default())
+        .await
+        .map_err(|e| format!("the dashboard probe's log: {e}"))?;
+    let _ = pods
+        .delete("dashboard-probe", &DeleteParams::background())
+        .await;
+    let (listing, report) = log
+        .split_once(CUT)
+        .ok_or_else(|| format!("the dashboard probe ({phase}) said:\n{log}"))?;
+    let listing: Value = serde_json::from_str(listing.trim())
+        .map_err(|e| format!("/api/runs is not JSON ({e}):\n{listing}"))?;
+    let rows = listing["runs"].as_array().cloned().unwrap_or_default();
+    for (id, requests) in &expected {
+        let listed = rows.iter().any(|r| {
+            r["id"] == id.as_str()
+                && r["state"] == "complete"
+                && r["figures"]["requests"] == *requests
+        });
+        if !listed {
+            return Err(format!(
+                "the dashboard does not list {id} complete with its {requests} requests: {listing}"
+            ));
+        }
+    }
+    if !report.contains(&format!("llmbench run {first}")) {
+        return Err(format!(
+            "the dashboard served no report.html for {first}:\n{report}"
+        ));
+    }
     Ok(())
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install, from Debian's packages and only when missing, what the real node of the end-to-end tests
 # (tests/src/node.rs) and the offline image build (image/build.sh) need: containerd, runc, the CNI plugins,
-# iptables (kube-proxy and the bridge plugin's masquerading) and umoci. Needs root, as the node itself does.
+# iptables (kube-proxy and the bridge plugin's masquerading) and umoci; and Chromium, the headless browser of the
+# dashboard's test (tests/tests/dashboard_browser.rs). Needs root, as the node itself does.
 set -euo pipefail
 
 # program-or-file:package
@@ -13,6 +14,7 @@ wanted=(
     iptables:iptables
     umoci:umoci
     nsenter:util-linux
+    chromium:chromium
 )
 
 missing=()

@@ -25,6 +25,23 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: operator
 {{- end -}}
 
+{{- define "llmbench.dashboardSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "llmbench.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: dashboard
+{{- end -}}
+
+{{- define "llmbench.dashboardNamespace" -}}
+{{- default .Release.Namespace .Values.dashboard.namespace -}}
+{{- end -}}
+
+{{- define "llmbench.dashboardLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "llmbench.dashboardSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
 {{- define "llmbench.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- default (include "llmbench.fullname" .) .Values.serviceAccount.name -}}
