@@ -30,7 +30,9 @@ fn expectation(harness: &str, file: &str) -> Option<Expect> {
             "data.otel_trace_replay.hf_dataset_path",
             "Hugging Face dataset download",
         ),
-        ("inference-perf", "weka_traces.yaml.in") => Unsupported("data.type", "weka_trace_replay"),
+        ("inference-perf", "weka_traces.yaml.in") => {
+            Unsupported("data.weka_trace_replay.hf_dataset_path", "traces.jsonl")
+        }
         ("inference-perf", "guide_multimodal-serving_1.yaml") => {
             Unsupported("data.shared_prefix.multimodal", "multimodal")
         }
@@ -834,6 +836,7 @@ fn a_trace_session_replay_profile_parses_its_stages_and_trace_source() {
             predecessor_wait_timeout: Some(secs(3600)),
             disable_output_substitution: false,
             inject_random_session_id: false,
+            format: SessionTraceFormat::Otel,
         })
     );
     assert_eq!(w.seed, 7);
