@@ -470,6 +470,67 @@ mod tests {
         );
     }
 
+    /// `_load_weka_traces`: `trace_files` are paths (a pattern is a missing file), a file that is not a trace is
+    /// left out under `skip_invalid_files`, and two traces with one id fail the run whatever it says.
+    #[test]
+    fn weka_trace_files_are_paths_and_duplicate_ids_are_refused() {
+        use llmbench_workload::workload::WekaTraceOptions;
+        let dir = tempfile::tempdir().unwrap();
+        let trace = r#"{"id": "t", "models": ["m"], "block_size": 2, "requests": [
+            {"t": 0, "type": "n", "model": "m", "in": 4, "out": 2, "hash_ids": [1, 2]}]}"#;
+        std::fs::write(dir.path().join("a.json"), trace).unwrap();
+        std::fs::write(dir.path().join("b.json"), trace).unwrap();
+        std::fs::write(dir.path().join("c.json"), r#"{"id": "c"}"#).unwrap();
+        std::fs::write(dir.path().join("corpus.txt"), "one two three four five six").unwrap();
+        let options = WekaTraceOptions {
+            corpus_file: dir.path().join("corpus.txt").display().to_string(),
+            default_block_size: 64,
+            idle_gap_cap_seconds: 60.0,
+        };
+        let files = |names: &[&str]| {
+            OtelTraceSource::Files(
+                names
+                    .iter()
+                    .map(|n| dir.path().join(n).display().to_string())
+                    .collect(),
+            )
+        };
+        let mut data = OtelTraceData {
+            source: files(&["*.json"]),
+            include_errors: true,
+            skip_invalid_files: true,
+            max_wait_ms: 15_000,
+            predecessor_wait_timeout: None,
+            disable_output_substitution: false,
+            inject_random_session_id: false,
+            format: SessionTraceFormat::Weka(options.clone()),
+        };
+        let tokenizer = Tokenizer::builtin();
+        let err = weka::corpus(&data, &options, 42, &tokenizer).unwrap_err();
+        assert!(
+            matches!(err, SessionReplayError::MissingFile { ref path, .. } if path.ends_with("*.json")),
+            "{err}"
+        );
+        data.source = files(&["a.json", "c.json"]);
+        let sessions = weka::corpus(&data, &options, 42, &tokenizer).unwrap();
+        let names: Vec<&str> = sessions.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["wekatrace0_t"]);
+        assert_eq!(sessions[0].calls, 1);
+        data.skip_invalid_files = false;
+        let err = weka::corpus(&data, &options, 42, &tokenizer).unwrap_err();
+        assert!(
+            matches!(err, SessionReplayError::Invalid { ref path, .. } if path.ends_with("c.json")),
+            "{err}"
+        );
+        data.source = OtelTraceSource::Directory(dir.path().display().to_string());
+        data.skip_invalid_files = true;
+        let err = weka::corpus(&data, &options, 42, &tokenizer).unwrap_err();
+        assert!(
+            matches!(err, SessionReplayError::DuplicateTraceId(ref id) if id == "t"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn a_corpus_whose_files_all_lack_a_graph_is_refused() {
         let dir = tempfile::tempdir().unwrap();
