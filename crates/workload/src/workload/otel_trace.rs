@@ -1010,7 +1010,9 @@ mod tests {
             Ok(ids.iter().map(u32::to_string).collect::<Vec<_>>().join(","))
         };
         let graph = weka_graph(compile(&trace, &settings, &corpus, &mut decode).expect("compiles"));
-        let got: Vec<(&str, Vec<usize>, u64, i64, i64, u32, u32)> = graph
+        /// (call, predecessors, wait ms, start ms, end ms, input tokens, max tokens).
+        type Row<'a> = (&'a str, Vec<usize>, u64, i64, i64, u32, u32);
+        let got: Vec<Row<'_>> = graph
             .events
             .iter()
             .map(|e| {
