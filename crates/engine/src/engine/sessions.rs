@@ -16,8 +16,8 @@
 //!   messages, an `output` message is the source call's live answer (`_build_messages_with_substitution`).
 //! - The stage's `timeout` stops it: nothing more is sent, and what is in flight is cancelled.
 //!
-//! A session's graph is built from its file when it starts and dropped when its last call ends, so memory
-//! follows the sessions in flight.
+//! A session's graph is built from its file (a WEKA session's from its trace, `weka_session`) when it starts and
+//! dropped when its last call ends, so memory follows the sessions in flight.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -32,7 +32,7 @@ use llmbench_model::record::{ErrorClass, SessionRecord, TurnOf};
 use llmbench_workload::request::{BodySettings, prepare};
 use llmbench_workload::workload::otel_trace::{self, Build, Event, Graph, Message, SegmentKind};
 
-use crate::session_replay::weka::WekaSession;
+use super::weka_session::WekaSession;
 
 /// One stage of a trace session replay.
 #[derive(Debug, Clone)]

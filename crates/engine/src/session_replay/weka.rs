@@ -16,54 +16,16 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use llmbench_data::weka_trace::{self, CORPUS_BASE_PROMPT, Compile, WekaError, WekaTrace};
+use llmbench_data::weka_trace::{self, CORPUS_BASE_PROMPT, Compile, WekaTrace};
 use llmbench_text::py_random::PyRandom;
 use llmbench_text::tokenizer::Tokenizer;
-use llmbench_workload::workload::otel_trace::{self, Graph};
 use llmbench_workload::workload::{OtelTraceData, OtelTraceSource, WekaTraceOptions};
 
 use super::{SessionReplayError, list_directory};
 use crate::engine::sessions::SessionSource;
+use crate::engine::weka_session::{WekaContext, WekaSession};
 
 const SECTION: &str = "data.weka_trace_replay";
-
-/// What every session of one corpus compiles with.
-pub struct WekaContext {
-    corpus: Vec<u32>,
-    tokenizer: Tokenizer,
-    settings: Compile,
-}
-
-/// One trace of the corpus, compiled into its replay graph when its session starts.
-pub struct WekaSession {
-    trace: WekaTrace,
-    context: Arc<WekaContext>,
-}
-
-impl std::fmt::Debug for WekaSession {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WekaSession")
-            .field("trace", &self.trace.id)
-            .finish_non_exhaustive()
-    }
-}
-
-impl PartialEq for WekaSession {
-    fn eq(&self, other: &Self) -> bool {
-        self.trace == other.trace && Arc::ptr_eq(&self.context, &other.context)
-    }
-}
-
-impl WekaSession {
-    /// The session's replay graph (`_reconstruct_raw_calls`, then `build_graph`).
-    pub fn graph(&self) -> Result<Graph, WekaError> {
-        let context = &self.context;
-        let mut decode = |ids: &[u32]| context.tokenizer.decode(ids);
-        let calls =
-            weka_trace::compile(&self.trace, &context.settings, &context.corpus, &mut decode)?;
-        Ok(otel_trace::weka_graph(calls))
-    }
-}
 
 /// The corpus's sessions in the order they are replayed.
 pub(super) fn corpus(
