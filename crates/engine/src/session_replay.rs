@@ -83,6 +83,12 @@ pub enum SessionReplayError {
     },
     #[error("`data.corpus_file_path`: the prompt corpus cannot be tokenized: {0}")]
     CorpusTokens(String),
+    #[error(
+        "`data.weka_trace_replay.hf_dataset_path`: `{0}` is not a local copy of the dataset (a directory holding its \
+         `traces.jsonl`, or that file); llmbench does not download datasets: run `huggingface-cli download \
+         --repo-type dataset {0} traces.jsonl --local-dir DIR` and set `hf_dataset_path` to DIR"
+    )]
+    HfNotLocal(String),
     #[error("`data.weka_trace_replay`: Duplicate trace ID found: {0}")]
     DuplicateTraceId(String),
     #[error("session id `{0}` cannot be sent in a header (it holds control characters)")]
@@ -131,6 +137,8 @@ const OTEL: &str = "data.otel_trace_replay";
 fn list(source: &OtelTraceSource) -> Result<Vec<PathBuf>, SessionReplayError> {
     match source {
         OtelTraceSource::Directory(dir) => list_directory(Path::new(dir), OTEL),
+        // The OTel reader refuses `hf_dataset_path` when it reads the profile.
+        OtelTraceSource::HfCopy(_) => Err(SessionReplayError::NotASessionReplay),
         OtelTraceSource::Files(paths) => {
             let mut files = Vec::with_capacity(paths.len());
             let mut patterns = false;
@@ -486,6 +494,7 @@ mod tests {
             corpus_file: dir.path().join("corpus.txt").display().to_string(),
             default_block_size: 64,
             idle_gap_cap_seconds: 60.0,
+            num_dataset_entries: 100,
         };
         let files = |names: &[&str]| {
             OtelTraceSource::Files(
@@ -527,6 +536,33 @@ mod tests {
         let err = weka::corpus(&data, &options, 42, &tokenizer).unwrap_err();
         assert!(
             matches!(err, SessionReplayError::DuplicateTraceId(ref id) if id == "t"),
+            "{err}"
+        );
+
+        // `hf_dataset_path`: a local copy's `traces.jsonl`, its first `num_dataset_entries` lines (blank ones
+        // counted, then skipped), each a trace.
+        let other = |id: &str| {
+            trace
+                .replace(r#""id": "t""#, &format!(r#""id": "{id}""#))
+                .replace('\n', " ")
+        };
+        std::fs::write(
+            dir.path().join("traces.jsonl"),
+            format!("{}\n\n{}\n{}\n", other("h0"), other("h1"), other("h2")),
+        )
+        .unwrap();
+        data.source = OtelTraceSource::HfCopy(dir.path().display().to_string());
+        let mut three = options.clone();
+        three.num_dataset_entries = 3;
+        let sessions = weka::corpus(&data, &three, 42, &tokenizer).unwrap();
+        let mut names: Vec<&str> = sessions.iter().map(|s| s.name.as_str()).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["wekatrace0_h0", "wekatrace1_h1"]);
+        data.source = OtelTraceSource::HfCopy("org/not-here".to_owned());
+        let err = weka::corpus(&data, &three, 42, &tokenizer).unwrap_err();
+        assert!(
+            matches!(err, SessionReplayError::HfNotLocal(_))
+                && err.to_string().contains("huggingface-cli download"),
             "{err}"
         );
     }

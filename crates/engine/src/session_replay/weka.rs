@@ -5,7 +5,11 @@
 //!   run's tokenizer as Hugging Face's `encode` does (special tokens added).
 //! - `trace_directory`: its `*.json` files sorted by name; `trace_files`: each entry a path (no glob expansion,
 //!   unlike `otel_trace_replay`), a missing one failing the run. Each file is one trace; one that does not read or
-//!   validate fails the run, or is left out with `skip_invalid_files`. Two traces with one `id` fail the run.
+//!   validate fails the run, or is left out with `skip_invalid_files`.
+//! - `hf_dataset_path`: upstream downloads the dataset's `traces.jsonl`; llmbench reads a local copy (that file, or
+//!   a directory holding it), its first `num_dataset_entries` lines each a trace (blank ones skipped), a line that
+//!   does not validate failing the run or left out with `skip_invalid_files`.
+//! - Two traces with one `id` fail the run.
 //! - Trace `i` of that order compiles into calls (`llmbench_data::weka_trace`); one without calls is no session,
 //!   one that fails to compile fails the run or is left out with `skip_invalid_files`; the others are sessions
 //!   named `wekatrace{i}_{id}`, put in the order `random.seed(base_seed); random.shuffle(sessions)` gives.
@@ -59,6 +63,9 @@ pub(super) fn corpus(
     });
 
     let mut traces: Vec<(PathBuf, WekaTrace)> = Vec::new();
+    if let OtelTraceSource::HfCopy(root) = &data.source {
+        traces = hf_copy(root, options.num_dataset_entries, data.skip_invalid_files)?;
+    }
     for path in files(&data.source)? {
         match read(&path) {
             Ok(trace) => traces.push((path, trace)),
@@ -125,6 +132,7 @@ pub(super) fn corpus(
 fn files(source: &OtelTraceSource) -> Result<Vec<PathBuf>, SessionReplayError> {
     match source {
         OtelTraceSource::Directory(dir) => list_directory(Path::new(dir), SECTION),
+        OtelTraceSource::HfCopy(_) => Ok(Vec::new()),
         OtelTraceSource::Files(paths) => paths
             .iter()
             .map(|p| {
@@ -140,6 +148,49 @@ fn files(source: &OtelTraceSource) -> Result<Vec<PathBuf>, SessionReplayError> {
             })
             .collect(),
     }
+}
+
+/// `_load_weka_traces`'s `hf_dataset_path` branch over a local `traces.jsonl`.
+fn hf_copy(
+    root: &str,
+    entries: u64,
+    skip_invalid_files: bool,
+) -> Result<Vec<(PathBuf, WekaTrace)>, SessionReplayError> {
+    use std::io::BufRead as _;
+    let root_path = Path::new(root);
+    let file = if root_path.is_dir() {
+        root_path.join("traces.jsonl")
+    } else {
+        root_path.to_owned()
+    };
+    let opened =
+        std::fs::File::open(&file).map_err(|_| SessionReplayError::HfNotLocal(root.to_owned()))?;
+    let mut traces = Vec::new();
+    for (index, line) in std::io::BufReader::new(opened).lines().enumerate() {
+        if index as u64 >= entries {
+            break;
+        }
+        let line = line.map_err(|source| SessionReplayError::Read {
+            path: file.clone(),
+            source,
+        })?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        match weka_trace::parse_trace(&line) {
+            Ok(trace) => traces.push((file.clone(), trace)),
+            Err(e) if skip_invalid_files => {
+                tracing::warn!(path = %file.display(), row = index, error = %e, "row left out (skip_invalid_files)");
+            }
+            Err(e) => {
+                return Err(SessionReplayError::Invalid {
+                    path: file,
+                    why: format!("row {index}: {e}"),
+                });
+            }
+        }
+    }
+    Ok(traces)
 }
 
 fn read(path: &Path) -> Result<WekaTrace, String> {

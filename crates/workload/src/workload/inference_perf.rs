@@ -1302,11 +1302,16 @@ fn otel_trace_replay(
             OtelTraceSource::Files(paths)
         }
         (_, _, Some(hf)) if weka_corpus.is_some() => {
-            return Err(hf.unsupported(
-                ctx,
-                "`hf_dataset_path` (inference-perf downloads the dataset's `traces.jsonl`, one trace a line; \
-                 download it, write each line to a `.json` file of its own and point `trace_directory` at them)",
-            ));
+            if matches!(hf.node.value, super::yaml::Value::Map(_)) {
+                return Err(hf.unsupported(
+                    ctx,
+                    "`hf_dataset_path` as a mapping (its `path` is all inference-perf's WEKA reader uses; give that \
+                     path as a string)",
+                ));
+            }
+            // inference-perf downloads the dataset's `traces.jsonl` (`hf_hub_download`); llmbench reads a local copy
+            // and refuses a repository id when the run starts, saying how to download it.
+            OtelTraceSource::HfCopy(hf.str(ctx)?.to_string())
         }
         (_, _, Some(hf)) => {
             return Err(hf.unsupported(
@@ -1389,17 +1394,18 @@ fn otel_trace_replay(
         None => false,
     };
     if let Some(corpus_file) = weka_corpus {
+        // Upstream validates the section (a strict model) before it reads the corpus.
+        let options = weka_options(ctx, &mut m, corpus_file.clone().unwrap_or_default())?;
         // `WekaTraceReplayDataGenerator.__init__` tokenizes `data.corpus_file_path`, else the Shakespeare text
         // inference-perf ships (`inference_perf/assets/shakespeare.txt`), which llmbench does not.
-        let Some(corpus_file) = corpus_file else {
+        if corpus_file.is_none() {
             return Err(f.unsupported(
                 ctx,
-                "`weka_trace_replay` without `data.corpus_file_path`: inference-perf cuts each hash id's text from \
-                 its bundled `inference_perf/assets/shakespeare.txt`, which llmbench does not ship; set \
-                 `data.corpus_file_path` to a copy of that file (or any text) to cut it from",
+                "`weka_trace_replay` without `data.corpus_file_path` (inference-perf then cuts each hash id's text \
+                 from its bundled `inference_perf/assets/shakespeare.txt`, which llmbench does not ship; set \
+                 `data.corpus_file_path` to a copy of that file, or to any text to cut the prompts from)",
             ));
-        };
-        let options = weka_options(ctx, &mut m, corpus_file)?;
+        }
         m.finish(ctx, &[]);
         return Ok(OtelTraceData {
             source,
@@ -1526,14 +1532,16 @@ fn weka_options(
             );
         }
     }
-    if let Some(f) = m.get("num_dataset_entries") {
-        // Only the `hf_dataset_path` reader stops after this many lines; the trace files are all read.
-        f.u64(ctx)?;
-    }
+    // Only the `hf_dataset_path` reader stops after this many lines; the trace files are all read.
+    let num_dataset_entries = match m.get("num_dataset_entries") {
+        Some(f) => f.u64(ctx)?,
+        None => 100,
+    };
     Ok(WekaTraceOptions {
         corpus_file,
         default_block_size,
         idle_gap_cap_seconds,
+        num_dataset_entries,
     })
 }
 

@@ -862,6 +862,8 @@ pub struct WekaTraceOptions {
     /// `trace_idle_gap_cap_seconds` (60): longer gaps between request starts are shortened to this; 0 or less
     /// keeps the recorded times.
     pub idle_gap_cap_seconds: f64,
+    /// `num_dataset_entries` (100): how many lines of an `hf_dataset_path` copy's `traces.jsonl` are read.
+    pub num_dataset_entries: u64,
 }
 
 /// Where the traces are.
@@ -872,6 +874,9 @@ pub enum OtelTraceSource {
     /// `trace_files`: these files, and the files their glob patterns (`*`, `?`, `**`) match (OTel only: the WEKA
     /// reader takes each entry as a path).
     Files(Vec<String>),
+    /// `hf_dataset_path` (WEKA only): a local copy of the dataset, a directory holding its `traces.jsonl` or that
+    /// file, read as inference-perf reads the file it downloads.
+    HfCopy(String),
 }
 
 /// inference-perf `data.trace` (`format: AzurePublicDataset`).

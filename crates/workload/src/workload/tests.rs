@@ -30,8 +30,9 @@ fn expectation(harness: &str, file: &str) -> Option<Expect> {
             "data.otel_trace_replay.hf_dataset_path",
             "Hugging Face dataset download",
         ),
+        // Upstream's own `WekaTraceReplayConfig` (a strict model) has no `bad_tool_call_handling` or `filter`.
         ("inference-perf", "weka_traces.yaml.in") => {
-            Unsupported("data.weka_trace_replay.hf_dataset_path", "traces.jsonl")
+            Invalid("data.weka_trace_replay.filter", "only `otel_trace_replay`")
         }
         ("inference-perf", "guide_multimodal-serving_1.yaml") => {
             Unsupported("data.shared_prefix.multimodal", "multimodal")
@@ -959,6 +960,7 @@ fn a_weka_trace_replay_profile_parses_its_keys_and_refuses_what_it_cannot_replay
                 corpus_file: "/c.txt".into(),
                 default_block_size: 16,
                 idle_gap_cap_seconds: 1.5,
+                num_dataset_entries: 5,
             }),
         })
     );
@@ -988,12 +990,24 @@ fn a_weka_trace_replay_profile_parses_its_keys_and_refuses_what_it_cannot_replay
         msg.contains("`data.weka_trace_replay`") && msg.contains("data.corpus_file_path"),
         "{msg}"
     );
+    // A local copy of the dataset is read when the run starts; the mapping form is refused.
+    let hf = parse(
+        Harness::InferencePerf,
+        &profile(corpus, "    hf_dataset_path: /data/weka\n"),
+    )
+    .unwrap()
+    .workload;
+    assert!(matches!(
+        &hf.data,
+        DataSpec::OtelTrace(OtelTraceData { source: OtelTraceSource::HfCopy(p), format: SessionTraceFormat::Weka(o), .. })
+            if p == "/data/weka" && o.num_dataset_entries == 100
+    ));
     let msg = err(
         Harness::InferencePerf,
-        &profile(corpus, "    hf_dataset_path: org/traces\n"),
+        &profile(corpus, "    hf_dataset_path: {path: org/traces}\n"),
     );
     assert!(
-        msg.contains("`data.weka_trace_replay.hf_dataset_path`") && msg.contains("trace_directory"),
+        msg.contains("`data.weka_trace_replay.hf_dataset_path`") && msg.contains("as a string"),
         "{msg}"
     );
     let msg = err(
