@@ -89,6 +89,10 @@ pub enum SessionReplayError {
          --repo-type dataset {0} traces.jsonl --local-dir DIR` and set `hf_dataset_path` to DIR"
     )]
     HfNotLocal(String),
+    #[error(
+        "the WEKA trace {path} cannot be replayed: {why} (set `skip_invalid_files: true` to leave it out)"
+    )]
+    InvalidWeka { path: PathBuf, why: String },
     #[error("`data.weka_trace_replay`: Duplicate trace ID found: {0}")]
     DuplicateTraceId(String),
     #[error("session id `{0}` cannot be sent in a header (it holds control characters)")]
@@ -528,7 +532,7 @@ mod tests {
         data.skip_invalid_files = false;
         let err = weka::corpus(&data, &options, 42, &tokenizer).unwrap_err();
         assert!(
-            matches!(err, SessionReplayError::Invalid { ref path, .. } if path.ends_with("c.json")),
+            matches!(err, SessionReplayError::InvalidWeka { ref path, .. } if path.ends_with("c.json")),
             "{err}"
         );
         data.source = OtelTraceSource::Directory(dir.path().display().to_string());

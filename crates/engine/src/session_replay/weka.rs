@@ -72,7 +72,7 @@ pub(super) fn corpus(
             Err(why) if data.skip_invalid_files => {
                 tracing::warn!(path = %path.display(), %why, "trace file left out (skip_invalid_files)");
             }
-            Err(why) => return Err(SessionReplayError::Invalid { path, why }),
+            Err(why) => return Err(SessionReplayError::InvalidWeka { path, why }),
         }
     }
     // `_load_weka_traces`: "Duplicate trace ID found".
@@ -95,7 +95,7 @@ pub(super) fn corpus(
                 continue;
             }
             Err(e) => {
-                return Err(SessionReplayError::Invalid {
+                return Err(SessionReplayError::InvalidWeka {
                     path,
                     why: e.to_string(),
                 });
@@ -183,7 +183,7 @@ fn hf_copy(
                 tracing::warn!(path = %file.display(), row = index, error = %e, "row left out (skip_invalid_files)");
             }
             Err(e) => {
-                return Err(SessionReplayError::Invalid {
+                return Err(SessionReplayError::InvalidWeka {
                     path: file,
                     why: format!("row {index}: {e}"),
                 });
