@@ -10,6 +10,7 @@
 mod dataset;
 mod lengths;
 mod synth;
+pub mod weka_trace;
 
 use std::path::PathBuf;
 

@@ -14,6 +14,7 @@
 //!   session at a time while the run goes on, so memory holds the sessions in flight only.
 
 mod glob;
+pub mod weka;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,24 +23,34 @@ use std::time::Duration;
 use crate::engine::sessions::{SessionOptions, SessionReplay, SessionSource};
 use crate::engine::{self, StagePlan};
 use llmbench_text::py_random::PyRandom;
+use llmbench_text::tokenizer::Tokenizer;
 use llmbench_workload::request::BodySettings;
 use llmbench_workload::workload::otel_trace::{self, Build, Unsupported};
-use llmbench_workload::workload::{Arrival, DataSpec, OtelTraceData, OtelTraceSource, Workload};
+use llmbench_workload::workload::{
+    Arrival, DataSpec, OtelTraceData, OtelTraceSource, SessionTraceFormat, Workload,
+};
 
 /// Why the corpus could not be planned.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionReplayError {
     #[error(
-        "`data.otel_trace_replay.trace_directory`: Trace directory does not exist or cannot be listed: {path}: {source}"
+        "`{section}.trace_directory`: Trace directory does not exist or cannot be listed: {path}: {source}"
     )]
     ListDirectory {
+        section: &'static str,
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("`data.otel_trace_replay.trace_directory`: No JSON files found in {0}")]
-    NoFiles(PathBuf),
-    #[error("`data.otel_trace_replay.trace_files`: Trace file does not exist: {0}")]
-    MissingFile(PathBuf),
+    #[error("`{section}.trace_directory`: No JSON files found in {path}")]
+    NoFiles {
+        section: &'static str,
+        path: PathBuf,
+    },
+    #[error("`{section}.trace_files`: Trace file does not exist: {path}")]
+    MissingFile {
+        section: &'static str,
+        path: PathBuf,
+    },
     #[error("`data.otel_trace_replay.trace_files`: Trace file must be a JSON file: {0}")]
     NotJsonName(PathBuf),
     #[error("`data.otel_trace_replay.trace_files`: No trace files resolved from {0}")]
@@ -65,6 +76,25 @@ pub enum SessionReplayError {
          replay would send nothing"
     )]
     NoGraph(usize),
+    #[error("`data.corpus_file_path`: Prompt corpus file cannot be read: {path}: {source}")]
+    Corpus {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("`data.corpus_file_path`: the prompt corpus cannot be tokenized: {0}")]
+    CorpusTokens(String),
+    #[error(
+        "`data.weka_trace_replay.hf_dataset_path`: `{0}` is not a local copy of the dataset (a directory holding its \
+         `traces.jsonl`, or that file); llmbench does not download datasets: run `huggingface-cli download \
+         --repo-type dataset {0} traces.jsonl --local-dir DIR` and set `hf_dataset_path` to DIR"
+    )]
+    HfNotLocal(String),
+    #[error(
+        "the WEKA trace {path} cannot be replayed: {why} (set `skip_invalid_files: true` to leave it out)"
+    )]
+    InvalidWeka { path: PathBuf, why: String },
+    #[error("`data.weka_trace_replay`: Duplicate trace ID found: {0}")]
+    DuplicateTraceId(String),
     #[error("session id `{0}` cannot be sent in a header (it holds control characters)")]
     BadSessionId(String),
     #[error("the workload is not a trace session replay")]
@@ -79,32 +109,40 @@ struct Row {
     calls: usize,
 }
 
+/// `sorted(trace_dir.glob("*.json"))`: names ending `.json`, hidden ones left out; none is an error.
+fn list_directory(dir: &Path, section: &'static str) -> Result<Vec<PathBuf>, SessionReplayError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| SessionReplayError::ListDirectory {
+        section,
+        path: dir.to_owned(),
+        source,
+    })?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with(".json") && !n.starts_with('.'))
+        })
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(SessionReplayError::NoFiles {
+            section,
+            path: dir.to_owned(),
+        });
+    }
+    Ok(files)
+}
+
+const OTEL: &str = "data.otel_trace_replay";
+
 /// The files of the corpus (`trace_directory` or `trace_files`), in upstream's listing order.
 fn list(source: &OtelTraceSource) -> Result<Vec<PathBuf>, SessionReplayError> {
     match source {
-        OtelTraceSource::Directory(dir) => {
-            let dir = PathBuf::from(dir);
-            let entries =
-                std::fs::read_dir(&dir).map_err(|source| SessionReplayError::ListDirectory {
-                    path: dir.clone(),
-                    source,
-                })?;
-            let mut files: Vec<PathBuf> = entries
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| {
-                    // `glob("*.json")`: names ending `.json`, hidden ones left out.
-                    p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.ends_with(".json") && !n.starts_with('.'))
-                })
-                .collect();
-            files.sort();
-            if files.is_empty() {
-                return Err(SessionReplayError::NoFiles(dir));
-            }
-            Ok(files)
-        }
+        OtelTraceSource::Directory(dir) => list_directory(Path::new(dir), OTEL),
+        // The OTel reader refuses `hf_dataset_path` when it reads the profile.
+        OtelTraceSource::HfCopy(_) => Err(SessionReplayError::NotASessionReplay),
         OtelTraceSource::Files(paths) => {
             let mut files = Vec::with_capacity(paths.len());
             let mut patterns = false;
@@ -121,7 +159,10 @@ fn list(source: &OtelTraceSource) -> Result<Vec<PathBuf>, SessionReplayError> {
                 }
                 let path = PathBuf::from(p);
                 if !path.is_file() {
-                    return Err(SessionReplayError::MissingFile(path));
+                    return Err(SessionReplayError::MissingFile {
+                        section: OTEL,
+                        path,
+                    });
                 }
                 if path.extension().and_then(|e| e.to_str()) != Some("json") {
                     return Err(SessionReplayError::NotJsonName(path));
@@ -245,22 +286,27 @@ fn order(rows: Vec<Row>, seed: u64) -> Vec<SessionSource> {
                 path: row.path.clone(),
                 calls: row.calls,
                 header: None,
+                weka: None,
             }
         })
         .collect()
 }
 
-/// The engine's stages for `workload` (a `trace_session_replay` of `otel_trace_replay` data), with at most
-/// `in_flight_cap` calls queued or in flight.
+/// The engine's stages for `workload` (a `trace_session_replay` of `otel_trace_replay` or `weka_trace_replay`
+/// data), with at most `in_flight_cap` calls queued or in flight; `tokenizer` cuts WEKA prompts.
 pub fn session_plans(
     workload: &Workload,
     settings: BodySettings,
     in_flight_cap: usize,
+    tokenizer: &Tokenizer,
 ) -> Result<Vec<engine::Stage>, SessionReplayError> {
     let DataSpec::OtelTrace(data) = &workload.data else {
         return Err(SessionReplayError::NotASessionReplay);
     };
-    let mut sessions = corpus(data, workload.seed)?;
+    let mut sessions = match &data.format {
+        SessionTraceFormat::Otel => corpus(data, workload.seed)?,
+        SessionTraceFormat::Weka(options) => weka::corpus(data, options, workload.seed, tokenizer)?,
+    };
     if let Some(name) = &workload.api.session_id_header {
         for session in &mut sessions {
             // `openai_client.py`: `headers[session_id_header_key] = session_id`, the loadgen's session id.
@@ -385,6 +431,7 @@ mod tests {
             predecessor_wait_timeout: None,
             disable_output_substitution: false,
             inject_random_session_id: false,
+            format: SessionTraceFormat::Otel,
         };
         let err = corpus(&data, 42).unwrap_err();
         assert!(
@@ -424,7 +471,7 @@ mod tests {
             "m".to_owned(),
             llmbench_workload::request::BodyStyle::InferencePerf,
         );
-        let stages = session_plans(&workload, settings, 100).unwrap();
+        let stages = session_plans(&workload, settings, 100, &Tokenizer::builtin()).unwrap();
         let StagePlan::Sessions(replay) = &stages[0].plan else {
             panic!("a session stage");
         };
@@ -432,6 +479,95 @@ mod tests {
         assert_eq!(
             replay.sessions[0].header.as_deref(),
             Some(&("x-session-id".to_owned(), "trace0_tb".to_owned()))
+        );
+    }
+
+    /// `_load_weka_traces`: `trace_files` are paths (a pattern is a missing file), a file that is not a trace is
+    /// left out under `skip_invalid_files`, and two traces with one id fail the run whatever it says.
+    #[test]
+    fn weka_trace_files_are_paths_and_duplicate_ids_are_refused() {
+        use llmbench_workload::workload::WekaTraceOptions;
+        let dir = tempfile::tempdir().unwrap();
+        let trace = r#"{"id": "t", "models": ["m"], "block_size": 2, "requests": [
+            {"t": 0, "type": "n", "model": "m", "in": 4, "out": 2, "hash_ids": [1, 2]}]}"#;
+        std::fs::write(dir.path().join("a.json"), trace).unwrap();
+        std::fs::write(dir.path().join("b.json"), trace).unwrap();
+        std::fs::write(dir.path().join("c.json"), r#"{"id": "c"}"#).unwrap();
+        std::fs::write(dir.path().join("corpus.txt"), "one two three four five six").unwrap();
+        let options = WekaTraceOptions {
+            corpus_file: dir.path().join("corpus.txt").display().to_string(),
+            default_block_size: 64,
+            idle_gap_cap_seconds: 60.0,
+            num_dataset_entries: 100,
+        };
+        let files = |names: &[&str]| {
+            OtelTraceSource::Files(
+                names
+                    .iter()
+                    .map(|n| dir.path().join(n).display().to_string())
+                    .collect(),
+            )
+        };
+        let mut data = OtelTraceData {
+            source: files(&["*.json"]),
+            include_errors: true,
+            skip_invalid_files: true,
+            max_wait_ms: 15_000,
+            predecessor_wait_timeout: None,
+            disable_output_substitution: false,
+            inject_random_session_id: false,
+            format: SessionTraceFormat::Weka(options.clone()),
+        };
+        let tokenizer = Tokenizer::builtin();
+        let err = weka::corpus(&data, &options, 42, &tokenizer).unwrap_err();
+        assert!(
+            matches!(err, SessionReplayError::MissingFile { ref path, .. } if path.ends_with("*.json")),
+            "{err}"
+        );
+        data.source = files(&["a.json", "c.json"]);
+        let sessions = weka::corpus(&data, &options, 42, &tokenizer).unwrap();
+        let names: Vec<&str> = sessions.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["wekatrace0_t"]);
+        assert_eq!(sessions[0].calls, 1);
+        data.skip_invalid_files = false;
+        let err = weka::corpus(&data, &options, 42, &tokenizer).unwrap_err();
+        assert!(
+            matches!(err, SessionReplayError::InvalidWeka { ref path, .. } if path.ends_with("c.json")),
+            "{err}"
+        );
+        data.source = OtelTraceSource::Directory(dir.path().display().to_string());
+        data.skip_invalid_files = true;
+        let err = weka::corpus(&data, &options, 42, &tokenizer).unwrap_err();
+        assert!(
+            matches!(err, SessionReplayError::DuplicateTraceId(ref id) if id == "t"),
+            "{err}"
+        );
+
+        // `hf_dataset_path`: a local copy's `traces.jsonl`, its first `num_dataset_entries` lines (blank ones
+        // counted, then skipped), each a trace.
+        let other = |id: &str| {
+            trace
+                .replace(r#""id": "t""#, &format!(r#""id": "{id}""#))
+                .replace('\n', " ")
+        };
+        std::fs::write(
+            dir.path().join("traces.jsonl"),
+            format!("{}\n\n{}\n{}\n", other("h0"), other("h1"), other("h2")),
+        )
+        .unwrap();
+        data.source = OtelTraceSource::HfCopy(dir.path().display().to_string());
+        let mut three = options.clone();
+        three.num_dataset_entries = 3;
+        let sessions = weka::corpus(&data, &three, 42, &tokenizer).unwrap();
+        let mut names: Vec<&str> = sessions.iter().map(|s| s.name.as_str()).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["wekatrace0_h0", "wekatrace1_h1"]);
+        data.source = OtelTraceSource::HfCopy("org/not-here".to_owned());
+        let err = weka::corpus(&data, &three, 42, &tokenizer).unwrap_err();
+        assert!(
+            matches!(err, SessionReplayError::HfNotLocal(_))
+                && err.to_string().contains("huggingface-cli download"),
+            "{err}"
         );
     }
 
@@ -448,6 +584,7 @@ mod tests {
             predecessor_wait_timeout: None,
             disable_output_substitution: false,
             inject_random_session_id: false,
+            format: SessionTraceFormat::Otel,
         };
         let err = corpus(&data, 42).unwrap_err();
         assert!(matches!(err, SessionReplayError::NoGraph(2)), "{err}");

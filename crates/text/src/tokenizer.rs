@@ -241,6 +241,20 @@ impl Tokenizer {
         }
     }
 
+    /// The token ids of `text` with the special tokens the tokenizer adds (Hugging Face's `encode(text)`).
+    pub fn encode_with_special_tokens(&self, text: &str) -> Result<Vec<u32>, TokenizerError> {
+        match &self.backend {
+            Backend::Words(words) => Ok(words.encode(text)),
+            Backend::Hf(inner) => inner
+                .encode_fast(text, true)
+                .map(|encoding| encoding.get_ids().to_vec())
+                .map_err(|e| TokenizerError::Encode {
+                    tokenizer: self.name.clone(),
+                    message: e.to_string(),
+                }),
+        }
+    }
+
     /// The text of `ids` (special tokens kept, as `vllm bench` decodes).
     pub fn decode(&self, ids: &[u32]) -> Result<String, TokenizerError> {
         match &self.backend {

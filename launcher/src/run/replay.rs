@@ -8,7 +8,7 @@ use llmbench_report::report::PreflightMeta;
 use llmbench_text::tokenizer::{HubOptions, Tokenizer, load_tokenizer};
 use llmbench_workload::prompts::prompt_origin;
 use llmbench_workload::request::{BodySettings, BodyStyle};
-use llmbench_workload::workload::{DataSpec, Workload};
+use llmbench_workload::workload::{DataSpec, SessionTraceFormat, Workload};
 
 use super::runner::{RunOutcome, Runner};
 use super::{Execution, RunContext, RunError, report_options};
@@ -44,9 +44,15 @@ impl Runner for SessionReplay {
             BodyStyle::of(workload.harness),
         );
         // The corpus is listed, checked and ordered before the clock starts; each session's graph is rebuilt
-        // from its file when it starts.
+        // from its file when it starts (a WEKA trace's prompts cut from the corpus with the run's tokenizer).
+        let tokenizer = match &workload.data {
+            DataSpec::OtelTrace(data) if matches!(data.format, SessionTraceFormat::Weka(_)) => {
+                load_tokenizer(&tokenizer_spec, &HubOptions::from_env()).await?
+            }
+            _ => Tokenizer::builtin(),
+        };
         let cap = inference_perf_worker_cap(&workload.workers, crate::sizing::available_cpus());
-        let planned = session_replay::session_plans(workload, settings, cap)?;
+        let planned = session_replay::session_plans(workload, settings, cap, &tokenizer)?;
         context.note_prompts(&prompt_origin(workload, 0), false, false, None);
         // Later calls carry earlier calls' answers (taken out of the records).
         let replay = Replay {

@@ -24,6 +24,7 @@ pub mod sessions;
 pub mod sse;
 pub mod trace;
 pub mod unreachable;
+pub mod weka_session;
 
 use std::collections::VecDeque;
 use std::io::Write;

@@ -16,8 +16,8 @@
 //!   messages, an `output` message is the source call's live answer (`_build_messages_with_substitution`).
 //! - The stage's `timeout` stops it: nothing more is sent, and what is in flight is cancelled.
 //!
-//! A session's graph is built from its file when it starts and dropped when its last call ends, so memory
-//! follows the sessions in flight.
+//! A session's graph is built from its file (a WEKA session's from its trace, `weka_session`) when it starts and
+//! dropped when its last call ends, so memory follows the sessions in flight.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -31,6 +31,8 @@ use llmbench_data::{ChatMessage, Prompt};
 use llmbench_model::record::{ErrorClass, SessionRecord, TurnOf};
 use llmbench_workload::request::{BodySettings, prepare};
 use llmbench_workload::workload::otel_trace::{self, Build, Event, Graph, Message, SegmentKind};
+
+use super::weka_session::WekaSession;
 
 /// One stage of a trace session replay.
 #[derive(Debug, Clone)]
@@ -72,6 +74,8 @@ pub struct SessionSource {
     pub calls: usize,
     /// `api.session_id_header_key` with this session's name, sent on each of its calls.
     pub header: Option<Arc<(String, String)>>,
+    /// A WEKA trace's session: its graph is compiled from the trace (`path` is where it was read).
+    pub weka: Option<Arc<WekaSession>>,
 }
 
 impl SessionReplay {
@@ -248,7 +252,11 @@ pub(super) async fn run_sessions(
 /// Reads and builds one session's graph; `None` (logged) when it yields none now.
 async fn load(source: &SessionSource, include_errors: bool) -> Option<Graph> {
     let path = source.path.clone();
+    let weka = source.weka.clone();
     let built = tokio::task::spawn_blocking(move || -> Result<Build, String> {
+        if let Some(weka) = weka {
+            return weka.graph().map(Build::Graph).map_err(|e| e.to_string());
+        }
         let text = std::fs::read_to_string(&path).map_err(|e| e.to_string())?;
         let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
         otel_trace::build(&value, include_errors).map_err(|e| e.to_string())

@@ -897,14 +897,6 @@ fn parse_data(
                  requests only; set `api.type: chat`)",
             ));
         }
-        "weka_trace_replay" => {
-            return Err(unsupported(
-                "`weka_trace_replay` data (inference-perf rebuilds each WEKA agent trace into a graph of turns and \
-                 sub-agent streams, cuts each hash id's text from its tokenized Shakespeare corpus with a \
-                 sha256-seeded `random.Random`, rewinds history at each turn's longest common prefix and warps idle \
-                 gaps to `trace_idle_gap_cap_seconds`)",
-            ));
-        }
         "conversation_replay" if api.kind == ApiKind::Chat => {
             // `ConversationReplayDataGenerator.get_supported_apis` is `[APIType.Completion]`.
             return Err(unsupported(
@@ -987,7 +979,19 @@ fn parse_data(
                 "otel_trace_replay",
                 "`type: otel_trace_replay` needs an `otel_trace_replay` section",
             )?;
-            DataSpec::OtelTrace(otel_trace_replay(ctx, &f)?)
+            DataSpec::OtelTrace(otel_trace_replay(ctx, &f, None)?)
+        }
+        "weka_trace_replay" => {
+            let f = m.require(
+                ctx,
+                "weka_trace_replay",
+                "`type: weka_trace_replay` needs a `weka_trace_replay` section",
+            )?;
+            let corpus = m
+                .get("corpus_file_path")
+                .map(|path| path.str(ctx).map(str::to_string))
+                .transpose()?;
+            DataSpec::OtelTrace(otel_trace_replay(ctx, &f, Some(corpus))?)
         }
         "conversation_replay" => {
             // `ConversationReplayDataGenerator.__init__`: "conversation_replay config is required."
@@ -1260,8 +1264,19 @@ fn conversation_replay(ctx: &mut Ctx, f: &At<'_>) -> Result<ConversationReplay, 
 }
 
 /// `data.otel_trace_replay` (`OTelTraceReplayConfig` and its `SessionReplayConfig` base).
-fn otel_trace_replay(ctx: &mut Ctx, f: &At<'_>) -> Result<OtelTraceData, WorkloadError> {
+/// `data.otel_trace_replay`, or with `weka_corpus` (`Some(data.corpus_file_path)`) `data.weka_trace_replay`: both
+/// are `SessionReplayConfig`s with the same trace sources.
+fn otel_trace_replay(
+    ctx: &mut Ctx,
+    f: &At<'_>,
+    weka_corpus: Option<Option<String>>,
+) -> Result<OtelTraceData, WorkloadError> {
     let mut m = f.map(ctx)?;
+    let section = if weka_corpus.is_some() {
+        "weka_trace_replay"
+    } else {
+        "otel_trace_replay"
+    };
     let directory = m.get("trace_directory");
     let files = m.get("trace_files");
     let hf = m.get("hf_dataset_path");
@@ -1280,10 +1295,23 @@ fn otel_trace_replay(ctx: &mut Ctx, f: &At<'_>) -> Result<OtelTraceData, Workloa
         (_, Some(list), _) => {
             let mut paths = Vec::new();
             for item in list.seq(ctx)? {
-                // Glob patterns are expanded when the run starts (`session_replay`), as upstream expands them.
+                // OTel glob patterns are expanded when the run starts (`session_replay`), as upstream expands
+                // them; WEKA's reader takes each entry as a path.
                 paths.push(item.str(ctx)?.to_string());
             }
             OtelTraceSource::Files(paths)
+        }
+        (_, _, Some(hf)) if weka_corpus.is_some() => {
+            if matches!(hf.node.value, super::yaml::Value::Map(_)) {
+                return Err(hf.unsupported(
+                    ctx,
+                    "`hf_dataset_path` as a mapping (its `path` is all inference-perf's WEKA reader uses; give that \
+                     path as a string)",
+                ));
+            }
+            // inference-perf downloads the dataset's `traces.jsonl` (`hf_hub_download`); llmbench reads a local copy
+            // and refuses a repository id when the run starts, saying how to download it.
+            OtelTraceSource::HfCopy(hf.str(ctx)?.to_string())
         }
         (_, _, Some(hf)) => {
             return Err(hf.unsupported(
@@ -1295,7 +1323,9 @@ fn otel_trace_replay(ctx: &mut Ctx, f: &At<'_>) -> Result<OtelTraceData, Workloa
         (None, None, None) => {
             return Err(f.invalid(
                 ctx,
-                "Either trace_directory, trace_files, or hf_dataset_path must be provided in otel_trace_replay config",
+                format!(
+                    "Either trace_directory, trace_files, or hf_dataset_path must be provided in {section} config"
+                ),
             ));
         }
     };
@@ -1341,11 +1371,54 @@ fn otel_trace_replay(ctx: &mut Ctx, f: &At<'_>) -> Result<OtelTraceData, Workloa
         Some(f) => Some(f.seconds(ctx)?).filter(|d| !d.is_zero()),
         None => Some(Duration::from_secs(3600)),
     };
-    let disable_output_substitution = flag(&mut m, ctx, "disable_output_substitution", false)?;
     if let Some(f) = m.get("default_max_tokens") {
-        // Only WEKA traces read it; an OTel call asks for its recorded output length.
+        // Declared by `SessionReplayConfig`, read by neither generator: a call asks for its recorded output length.
         f.positive_u64(ctx)?;
     }
+    if let Some(f) = m.get("override_tool_call_max_tokens") {
+        // Acts on calls whose recorded output is a tool call: llmbench refuses OTel traces with tool calls, and a
+        // WEKA trace records none.
+        f.bool(ctx)?;
+    }
+    if let Some(f) = m.get("duplicate_sessions_target")
+        && !f.is_null()
+    {
+        return Err(f.unsupported(
+            ctx,
+            "`duplicate_sessions_target` (duplicated sessions with random strings injected into their messages)",
+        ));
+    }
+    let inject_field = m.get("inject_random_session_id");
+    let inject_random_session_id = match &inject_field {
+        Some(f) => f.bool(ctx)?,
+        None => false,
+    };
+    if let Some(corpus_file) = weka_corpus {
+        // Upstream validates the section (a strict model) before it reads the corpus.
+        let options = weka_options(ctx, &mut m, corpus_file.clone().unwrap_or_default())?;
+        // `WekaTraceReplayDataGenerator.__init__` tokenizes `data.corpus_file_path`, else the Shakespeare text
+        // inference-perf ships (`inference_perf/assets/shakespeare.txt`), which llmbench does not.
+        if corpus_file.is_none() {
+            return Err(f.unsupported(
+                ctx,
+                "`weka_trace_replay` without `data.corpus_file_path` (inference-perf then cuts each hash id's text \
+                 from its bundled `inference_perf/assets/shakespeare.txt`, which llmbench does not ship; set \
+                 `data.corpus_file_path` to a copy of that file, or to any text to cut the prompts from)",
+            ));
+        }
+        m.finish(ctx, &[]);
+        return Ok(OtelTraceData {
+            source,
+            include_errors,
+            skip_invalid_files,
+            max_wait_ms,
+            predecessor_wait_timeout,
+            disable_output_substitution: false,
+            inject_random_session_id,
+            format: SessionTraceFormat::Weka(options),
+        });
+    }
+    let disable_output_substitution = flag(&mut m, ctx, "disable_output_substitution", false)?;
     if let Some(f) = m.get("bad_tool_call_handling") {
         match f.str(ctx)? {
             // Both only differ on live tool calls, which llmbench never asks for: it refuses traces with tool
@@ -1361,18 +1434,10 @@ fn otel_trace_replay(ctx: &mut Ctx, f: &At<'_>) -> Result<OtelTraceData, Workloa
             }
         }
     }
-    if let Some(f) = m.get("override_tool_call_max_tokens") {
-        // Acts on calls whose recorded output is a tool call, which llmbench refuses.
-        f.bool(ctx)?;
-    }
     for (key, feature) in [
         (
             "filter",
             "`filter` (a Python lambda that inference-perf evaluates on each trace record)",
-        ),
-        (
-            "duplicate_sessions_target",
-            "`duplicate_sessions_target` (duplicated sessions with random strings injected into their messages)",
         ),
         (
             "attribute_to_header_map",
@@ -1389,11 +1454,6 @@ fn otel_trace_replay(ctx: &mut Ctx, f: &At<'_>) -> Result<OtelTraceData, Workloa
             return Err(f.unsupported(ctx, feature));
         }
     }
-    let inject_field = m.get("inject_random_session_id");
-    let inject_random_session_id = match &inject_field {
-        Some(f) => f.bool(ctx)?,
-        None => false,
-    };
     if let Some(f) =
         inject_field.filter(|_| inject_random_session_id && disable_output_substitution)
     {
@@ -1414,6 +1474,74 @@ fn otel_trace_replay(ctx: &mut Ctx, f: &At<'_>) -> Result<OtelTraceData, Workloa
         predecessor_wait_timeout,
         disable_output_substitution,
         inject_random_session_id,
+        format: SessionTraceFormat::Otel,
+    })
+}
+
+/// `WekaTraceReplayConfig`'s own keys.
+fn weka_options(
+    ctx: &mut Ctx,
+    m: &mut MapReader<'_>,
+    corpus_file: String,
+) -> Result<WekaTraceOptions, WorkloadError> {
+    let default_block_size = match m.get("default_block_size") {
+        Some(f) => {
+            let size = f.u64(ctx)?;
+            if size == 0 {
+                // A trace without its own block size would divide by it (upstream fails on 0).
+                return Err(f.invalid(
+                    ctx,
+                    "default_block_size must be a positive number of tokens",
+                ));
+            }
+            i64::try_from(size).unwrap_or(i64::MAX)
+        }
+        None => 64,
+    };
+    let idle_gap_cap_seconds = match m.get("trace_idle_gap_cap_seconds") {
+        Some(f) => f.f64(ctx)?,
+        None => 60.0,
+    };
+    for key in [
+        "filter",
+        "disable_output_substitution",
+        "bad_tool_call_handling",
+        "attribute_to_header_map",
+        "attribute_to_label_map",
+    ] {
+        if let Some(f) = m.get(key) {
+            // `WekaTraceReplayConfig` is a strict model without them: pydantic refuses the config.
+            return Err(f.invalid(
+                ctx,
+                format!(
+                    "inference-perf's `weka_trace_replay` has no `{key}` (only `otel_trace_replay` does) and refuses \
+                     the config; remove it"
+                ),
+            ));
+        }
+    }
+    for key in ["ignore_trace_delays", "use_think_time_only"] {
+        if let Some(f) = m.get(key) {
+            f.bool(ctx)?;
+            ctx.warn(
+                &f.path,
+                f.line,
+                WarningKind::Ignored,
+                "inference-perf declares it but its WEKA generator never reads it (7de5ef2): the trace's start \
+                 times are replayed, with idle gaps capped by `trace_idle_gap_cap_seconds`",
+            );
+        }
+    }
+    // Only the `hf_dataset_path` reader stops after this many lines; the trace files are all read.
+    let num_dataset_entries = match m.get("num_dataset_entries") {
+        Some(f) => f.u64(ctx)?,
+        None => 100,
+    };
+    Ok(WekaTraceOptions {
+        corpus_file,
+        default_block_size,
+        idle_gap_cap_seconds,
+        num_dataset_entries,
     })
 }
 

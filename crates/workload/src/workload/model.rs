@@ -866,8 +866,8 @@ pub enum DataSpec {
     /// inference-perf `random` data with `data.trace`: one prompt of each row's `ContextTokens` random tokens
     /// and `max_tokens` of its `GeneratedTokens` (`datagen/synthetic/random_datagen.py`).
     AzureTrace(AzureTraceData),
-    /// inference-perf `otel_trace_replay`: OpenTelemetry traces, one session per file, replayed as graphs of
-    /// dependent calls (`trace_session_replay` load only).
+    /// inference-perf `otel_trace_replay` (OpenTelemetry traces) or `weka_trace_replay` (WEKA agent traces), one
+    /// session per trace, replayed as graphs of dependent calls (`trace_session_replay` load only).
     OtelTrace(OtelTraceData),
     /// guidellm `trace_synthetic`: rows of timestamps and token counts, replayed by the `replay` profile
     /// ([`super::guidellm_replay`]).
@@ -893,6 +893,33 @@ pub struct OtelTraceData {
     /// `inject_random_session_id` (false): each session's unique messages start with `[SESS:<16 hex>] `, drawn
     /// per session, so sessions (and runs) do not share cached prefixes.
     pub inject_random_session_id: bool,
+    /// Which kind of trace the files hold.
+    pub format: SessionTraceFormat,
+}
+
+/// The trace format of a session replay.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SessionTraceFormat {
+    /// `otel_trace_replay`: OpenTelemetry spans.
+    Otel,
+    /// `weka_trace_replay`: WEKA KV-cache-tester agent traces, their prompts rebuilt from block hash ids
+    /// (`llmbench_data::weka_trace`).
+    Weka(WekaTraceOptions),
+}
+
+/// inference-perf `data.weka_trace_replay`'s own keys (`WekaTraceReplayConfig`), and `data.corpus_file_path`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WekaTraceOptions {
+    /// `data.corpus_file_path`: the text each hash id's tokens are cut from (after inference-perf's instruction
+    /// line), tokenized with the run's tokenizer.
+    pub corpus_file: String,
+    /// `default_block_size` (64): a trace's block size when its own `block_size` is 0.
+    pub default_block_size: i64,
+    /// `trace_idle_gap_cap_seconds` (60): longer gaps between request starts are shortened to this; 0 or less
+    /// keeps the recorded times.
+    pub idle_gap_cap_seconds: f64,
+    /// `num_dataset_entries` (100): how many lines of an `hf_dataset_path` copy's `traces.jsonl` are read.
+    pub num_dataset_entries: u64,
 }
 
 /// Where the traces are.
@@ -900,8 +927,12 @@ pub struct OtelTraceData {
 pub enum OtelTraceSource {
     /// `trace_directory`: its `*.json` files, sorted by name.
     Directory(String),
-    /// `trace_files`: these files, and the files their glob patterns (`*`, `?`, `**`) match.
+    /// `trace_files`: these files, and the files their glob patterns (`*`, `?`, `**`) match (OTel only: the WEKA
+    /// reader takes each entry as a path).
     Files(Vec<String>),
+    /// `hf_dataset_path` (WEKA only): a local copy of the dataset, a directory holding its `traces.jsonl` or that
+    /// file, read as inference-perf reads the file it downloads.
+    HfCopy(String),
 }
 
 /// inference-perf `data.trace` (`format: AzurePublicDataset`).

@@ -15,6 +15,7 @@
 use std::collections::{HashMap, HashSet};
 
 use llmbench_core::calendar::days_from_civil;
+use llmbench_data::weka_trace::WekaCall;
 use serde_json::{Map, Value};
 
 /// Why a trace cannot be replayed by llmbench although upstream would replay it.
@@ -128,6 +129,31 @@ fn python_str(v: &Value) -> String {
         Value::Null => "None".to_owned(),
         other => other.to_string(),
     }
+}
+
+/// The replay graph of a WEKA trace's calls (`llmbench_data::weka_trace::compile`, in its start-then-id order):
+/// inference-perf hands them to the same `build_graph`, each with its recorded answer and token counts.
+pub fn weka_graph(calls: Vec<WekaCall>) -> Graph {
+    let calls: Vec<RawCall> = calls
+        .into_iter()
+        .map(|call| RawCall {
+            span_id: call.id,
+            t_start_ms: call.t_start_ms,
+            t_end_ms: call.t_end_ms,
+            messages: call
+                .messages
+                .into_iter()
+                .map(|m| Message {
+                    role: m.role,
+                    content: m.content,
+                })
+                .collect(),
+            output: Some(call.output),
+            prompt_tokens: Some(call.prompt_tokens.max(0).unsigned_abs()),
+            completion_tokens: Some(call.completion_tokens.max(0).unsigned_abs()),
+        })
+        .collect();
+    graph(&calls)
 }
 
 /// Builds the replay graph of one trace (`build_raw_calls` then `build_graph`).
@@ -964,5 +990,87 @@ mod tests {
         assert_eq!(session_name(&json!({"trace_id": "t"}), "f"), "t");
         assert_eq!(session_name(&json!({"trace_id": ""}), "f"), "f");
         assert_eq!(session_name(&json!({}), "f"), "f");
+    }
+
+    /// inference-perf 7de5ef2's own `_reconstruct_raw_calls` and `build_graph` on `agent_trace.json` (corpus
+    /// `[0, …, 39]`, ids joined by commas, cap 1 s, seed 42; `tests/fixtures/inference-perf/weka/oracle.py`):
+    /// events, predecessors, waits and segments as upstream prints them.
+    #[test]
+    fn weka_agent_trace_builds_upstreams_graph() {
+        use llmbench_data::weka_trace::{Compile, compile, parse_trace};
+        let text = include_str!("../../../../tests/fixtures/inference-perf/weka/agent_trace.json");
+        let trace = parse_trace(text).expect("trace");
+        let corpus: Vec<u32> = (0..40).collect();
+        let settings = Compile {
+            base_seed: 42,
+            default_block_size: 64,
+            idle_gap_cap_seconds: 1.0,
+        };
+        let mut decode = |ids: &[u32]| -> Result<String, std::convert::Infallible> {
+            Ok(ids.iter().map(u32::to_string).collect::<Vec<_>>().join(","))
+        };
+        let graph = weka_graph(compile(&trace, &settings, &corpus, &mut decode).expect("compiles"));
+        /// (call, predecessors, wait ms, start ms, end ms, input tokens, max tokens).
+        type Row<'a> = (&'a str, Vec<usize>, u64, i64, i64, u32, u32);
+        let got: Vec<Row<'_>> = graph
+            .events
+            .iter()
+            .map(|e| {
+                (
+                    e.span_id.as_str(),
+                    e.predecessors.clone(),
+                    e.wait_ms,
+                    e.t_start_ms,
+                    e.t_end_ms,
+                    e.input_tokens,
+                    e.max_tokens,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("parent_turn_0", vec![], 0, 0, 1500, 14, 5),
+                ("sa_explore_s0_turn_0", vec![], 0, 1000, 2000, 9, 3),
+                // Temporal: the parent's first turn had ended (1500) when it started.
+                ("sa_explore_s1_turn_0", vec![0], 0, 1500, 1900, 4, 2),
+                // Causal on its stream's first turn, temporal on the other stream.
+                ("sa_explore_s0_turn_1", vec![1, 2], 100, 2100, 2600, 16, 2),
+                ("parent_turn_1", vec![0, 3], 500, 3100, 3600, 23, 4),
+                ("parent_turn_2", vec![4], 499, 4099, 4599, 20, 3),
+            ]
+        );
+        let segments = |i: usize| -> Vec<(SegmentKind, usize, Option<usize>)> {
+            graph.events[i]
+                .segments
+                .iter()
+                .map(|s| (s.kind, s.messages, s.source))
+                .collect()
+        };
+        use SegmentKind::{Output, Shared, Unique};
+        assert_eq!(segments(0), [(Unique, 2, None)]);
+        assert_eq!(segments(2), [(Unique, 2, None)]);
+        assert_eq!(
+            segments(3),
+            [
+                (Shared, 1, Some(1)),
+                (Unique, 1, None),
+                (Output, 1, Some(1)),
+                (Unique, 1, None)
+            ]
+        );
+        assert_eq!(
+            segments(4),
+            [
+                (Shared, 1, Some(0)),
+                (Unique, 1, None),
+                (Output, 1, Some(0)),
+                (Unique, 1, None)
+            ]
+        );
+        assert_eq!(
+            segments(5),
+            [(Unique, 1, None), (Output, 1, Some(4)), (Unique, 1, None)]
+        );
     }
 }

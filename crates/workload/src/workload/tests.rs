@@ -30,7 +30,10 @@ fn expectation(harness: &str, file: &str) -> Option<Expect> {
             "data.otel_trace_replay.hf_dataset_path",
             "Hugging Face dataset download",
         ),
-        ("inference-perf", "weka_traces.yaml.in") => Unsupported("data.type", "weka_trace_replay"),
+        // Upstream's own `WekaTraceReplayConfig` (a strict model) has no `bad_tool_call_handling` or `filter`.
+        ("inference-perf", "weka_traces.yaml.in") => {
+            Invalid("data.weka_trace_replay.filter", "only `otel_trace_replay`")
+        }
         ("inference-perf", "guide_multimodal-serving_1.yaml") => {
             Unsupported("data.shared_prefix.multimodal", "multimodal")
         }
@@ -834,6 +837,7 @@ fn a_trace_session_replay_profile_parses_its_stages_and_trace_source() {
             predecessor_wait_timeout: Some(secs(3600)),
             disable_output_substitution: false,
             inject_random_session_id: false,
+            format: SessionTraceFormat::Otel,
         })
     );
     assert_eq!(w.seed, 7);
@@ -919,6 +923,123 @@ fn a_trace_session_replay_profile_parses_its_stages_and_trace_source() {
     );
     assert!(msg.contains("`load.type`: "), "{msg}");
     assert!(msg.contains("otel_trace_replay"), "{msg}");
+}
+
+/// `weka_trace_replay`: its own keys read with `WekaTraceReplayConfig`'s defaults, the keys upstream declares but
+/// never reads warned, and what llmbench cannot do (or upstream refuses) refused naming the key and line.
+#[test]
+fn a_weka_trace_replay_profile_parses_its_keys_and_refuses_what_it_cannot_replay() {
+    let profile = |corpus: &str, section: &str| {
+        format!(
+            "{IP_HEAD}api:\n  type: chat\ndata:\n  type: weka_trace_replay\n{corpus}  weka_trace_replay:\n{section}\
+             load:\n  type: trace_session_replay\n  base_seed: 3\n  stages:\n    - concurrent_sessions: 2\n"
+        )
+    };
+    let corpus = "  corpus_file_path: /c.txt\n";
+    let parsed = parse(
+        Harness::InferencePerf,
+        &profile(
+            corpus,
+            "    trace_files: [/a.json, /b.json]\n    skip_invalid_files: true\n    max_wait_ms: 900\n    \
+             trace_idle_gap_cap_seconds: 1.5\n    default_block_size: 16\n    ignore_trace_delays: true\n    \
+             num_dataset_entries: 5\n",
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        parsed.workload.data,
+        DataSpec::OtelTrace(OtelTraceData {
+            source: OtelTraceSource::Files(vec!["/a.json".into(), "/b.json".into()]),
+            include_errors: true,
+            skip_invalid_files: true,
+            max_wait_ms: 900,
+            predecessor_wait_timeout: Some(secs(3600)),
+            disable_output_substitution: false,
+            inject_random_session_id: false,
+            format: SessionTraceFormat::Weka(WekaTraceOptions {
+                corpus_file: "/c.txt".into(),
+                default_block_size: 16,
+                idle_gap_cap_seconds: 1.5,
+                num_dataset_entries: 5,
+            }),
+        })
+    );
+    let warned: Vec<String> = parsed.warnings.iter().map(ToString::to_string).collect();
+    assert!(
+        warned
+            .iter()
+            .any(|w| w.contains("ignore_trace_delays") && w.contains("never reads it")),
+        "{warned:?}"
+    );
+    let defaults = parse(
+        Harness::InferencePerf,
+        &profile(corpus, "    trace_directory: /t\n"),
+    )
+    .unwrap()
+    .workload;
+    assert!(matches!(
+        &defaults.data,
+        DataSpec::OtelTrace(OtelTraceData { format: SessionTraceFormat::Weka(o), .. })
+            if o.default_block_size == 64 && o.idle_gap_cap_seconds == 60.0
+    ));
+    let msg = err(
+        Harness::InferencePerf,
+        &profile("", "    trace_directory: /t\n"),
+    );
+    assert!(
+        msg.contains("`data.weka_trace_replay`") && msg.contains("data.corpus_file_path"),
+        "{msg}"
+    );
+    // A local copy of the dataset is read when the run starts; the mapping form is refused.
+    let hf = parse(
+        Harness::InferencePerf,
+        &profile(corpus, "    hf_dataset_path: /data/weka\n"),
+    )
+    .unwrap()
+    .workload;
+    assert!(matches!(
+        &hf.data,
+        DataSpec::OtelTrace(OtelTraceData { source: OtelTraceSource::HfCopy(p), format: SessionTraceFormat::Weka(o), .. })
+            if p == "/data/weka" && o.num_dataset_entries == 100
+    ));
+    let msg = err(
+        Harness::InferencePerf,
+        &profile(corpus, "    hf_dataset_path: {path: org/traces}\n"),
+    );
+    assert!(
+        msg.contains("`data.weka_trace_replay.hf_dataset_path`") && msg.contains("as a string"),
+        "{msg}"
+    );
+    let msg = err(
+        Harness::InferencePerf,
+        &profile(
+            corpus,
+            "    trace_directory: /t\n    filter: \"lambda x: True\"\n",
+        ),
+    );
+    assert!(
+        msg.contains("`data.weka_trace_replay.filter`") && msg.contains("only `otel_trace_replay`"),
+        "{msg}"
+    );
+    let msg = err(
+        Harness::InferencePerf,
+        &profile(
+            corpus,
+            "    trace_directory: /t\n    duplicate_sessions_target: 9\n",
+        ),
+    );
+    assert!(msg.contains("duplicate_sessions_target"), "{msg}");
+    let msg = err(
+        Harness::InferencePerf,
+        &profile(
+            corpus,
+            "    trace_directory: /t\n    default_block_size: 0\n",
+        ),
+    );
+    assert!(
+        msg.contains("default_block_size must be a positive"),
+        "{msg}"
+    );
 }
 
 #[test]
