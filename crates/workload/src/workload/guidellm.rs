@@ -485,15 +485,15 @@ fn yaml_json(node: &Node) -> serde_json::Value {
     }
 }
 
-/// `/v1/completions`, `/v1/chat/completions`, or the ≤ v0.6 names.
+/// `/v1/completions`, `/v1/chat/completions`, `/v1/responses` (`ResponsesRequestHandler`), or the ≤ v0.6 names.
 fn request_format(ctx: &Ctx, f: &At<'_>) -> Result<(ApiKind, Option<String>), WorkloadError> {
     match f.str(ctx)? {
         "/v1/completions" => Ok((ApiKind::Completion, Some("/v1/completions".into()))),
         "/v1/chat/completions" => Ok((ApiKind::Chat, Some("/v1/chat/completions".into()))),
         "text_completions" => Ok((ApiKind::Completion, None)),
         "chat_completions" => Ok((ApiKind::Chat, None)),
+        "/v1/responses" => Ok((ApiKind::Responses, Some("/v1/responses".into()))),
         other @ ("/v1/embeddings"
-        | "/v1/responses"
         | "/v1/audio/transcriptions"
         | "/v1/audio/translations"
         | "/pooling"
