@@ -493,12 +493,20 @@ fn request_format(ctx: &Ctx, f: &At<'_>) -> Result<(ApiKind, Option<String>), Wo
         "text_completions" => Ok((ApiKind::Completion, None)),
         "chat_completions" => Ok((ApiKind::Chat, None)),
         "/v1/responses" => Ok((ApiKind::Responses, Some("/v1/responses".into()))),
-        other @ ("/v1/embeddings"
-        | "/v1/audio/transcriptions"
+        other @ ("/v1/embeddings" | "/pooling") => Err(f.unsupported(
+            ctx,
+            format!(
+                "request format `{other}` (a pooling answer has no tokens to time: its reports need request \
+                 latency and inputs/s in place of TTFT and ITL)"
+            ),
+        )),
+        other @ ("/v1/audio/transcriptions"
         | "/v1/audio/translations"
-        | "/pooling"
         | "audio_transcriptions"
-        | "audio_translations") => Err(f.unsupported(ctx, format!("request format `{other}`"))),
+        | "audio_translations") => Err(f.unsupported(
+            ctx,
+            format!("request format `{other}` (llmbench sends no audio)"),
+        )),
         other => Err(f.invalid(
             ctx,
             format!(

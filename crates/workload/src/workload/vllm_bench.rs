@@ -205,7 +205,23 @@ pub(crate) fn parse(
         "openai" | "vllm" => (ApiKind::Completion, "completions", "OpenAI Completions"),
         other => {
             let line = backend_field.as_ref().map_or(0, |f| f.line);
-            return Err(ctx.unsupported("backend", line, format!("backend `{other}`")));
+            // vLLM's bench has no backend for the Responses or Messages APIs (`ASYNC_REQUEST_FUNCS`).
+            let why = match other {
+                "openai-embeddings"
+                | "openai-embeddings-chat"
+                | "openai-embeddings-clip"
+                | "openai-embeddings-vlm2vec"
+                | "infinity-embeddings"
+                | "infinity-embeddings-clip"
+                | "vllm-pooling"
+                | "vllm-rerank" => {
+                    " (a pooling answer has no tokens to time: its reports need request \
+                     latency and inputs/s in place of TTFT and ITL)"
+                }
+                "openai-audio" => " (llmbench sends no audio)",
+                _ => "",
+            };
+            return Err(ctx.unsupported("backend", line, format!("backend `{other}`{why}")));
         }
     };
     w.api.kind = kind;
