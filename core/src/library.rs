@@ -108,6 +108,11 @@ const PURPOSES: &[(&str, &str, &str)] = &[
     ),
     (
         "guidellm",
+        "sanity_responses",
+        "30-second smoke test of OpenAI's Responses API at 1 req/s",
+    ),
+    (
+        "guidellm",
         "summarization_synthetic",
         "Synthetic summarization (~2k in, ~128 out) at 1, 2, 4, 8 req/s",
     ),
@@ -215,6 +220,11 @@ const PURPOSES: &[(&str, &str, &str)] = &[
         "inference-perf",
         "random_concurrent",
         "Long prompts (5k-10k tokens), 1, 2, 4, 8 concurrent users",
+    ),
+    (
+        "inference-perf",
+        "sanity_anthropic_messages",
+        "30-second smoke test of Anthropic's Messages API at 1 req/s",
     ),
     (
         "inference-perf",

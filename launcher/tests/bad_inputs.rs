@@ -581,8 +581,11 @@ fn bad_inference_perf_profiles_are_refused_with_key_and_line() {
         profile(
             IP,
             "anthropic.yaml",
-            ip("api:\n  type: anthropic_messages\n"),
-            &["`api.type`", "anthropic_messages"],
+            ip("api:\n  type: anthropic_messages\ndata:\n  type: shared_prefix\n"),
+            &[
+                "`data.type`",
+                "`shared_prefix` data does not support `api.type: anthropic_messages`",
+            ],
         ),
         profile(
             IP,
@@ -983,10 +986,10 @@ fn bad_guidellm_scenarios_are_refused_with_key_and_line() {
         profile(
             GL,
             "format.yaml",
-            "spec:\n  backend: {target: http://x, request_format: /v1/responses}\n",
+            "spec:\n  backend: {target: http://x, request_format: /v1/embeddings}\n",
             &[
                 "`spec.backend.request_format`",
-                "request format `/v1/responses`",
+                "request format `/v1/embeddings`",
             ],
         ),
         profile(

@@ -44,6 +44,7 @@ fn targets(base_url: &str, timeout: Duration) -> [(&'static str, Arc<Target>); 2
             headers: Vec::new(),
             request_timeout: Some(timeout),
             streaming: true,
+            api: llmbench_workload::workload::ApiKind::Completion,
             keep_text: false,
             request_ids: llmbench_engine::engine::RequestIds::NONE,
         })

@@ -761,6 +761,7 @@ fn target_without_timeout(port: u16, transport: &str) -> Target {
         headers: Vec::new(),
         request_timeout: None,
         streaming: true,
+        api: llmbench_workload::workload::ApiKind::Completion,
         keep_text: false,
         request_ids: llmbench_engine::engine::RequestIds::NONE,
     }

@@ -147,3 +147,98 @@ fn a_shared_prefix_is_served_from_the_engines_prompt_cache() {
         .unwrap_or_else(|| panic!("no prefix_cache in {summary}"));
     assert!(hit_rate > 0.0, "{hit_rate}");
 }
+
+/// The content chunks a record holds.
+fn content_chunks(record: &Value) -> u64 {
+    record["chunks"]
+        .as_array()
+        .expect("chunks")
+        .iter()
+        .filter(|c| c["kind"] == "content")
+        .count() as u64
+}
+
+#[test]
+fn anthropic_messages_from_llama_server_read_input_from_message_start_and_output_from_message_delta()
+ {
+    let Some(server) = LlamaServer::start(&["-c", "4096", "-np", "2"]) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The bundled profile: inference-perf's mock prompts over `api.type: anthropic_messages`, 30 tokens asked.
+    let records = run(
+        dir.path(),
+        &server,
+        "sanity_anthropic_messages",
+        "messages",
+        &["--rate", "4", "--duration", "2s"],
+    );
+    for r in &records {
+        assert_eq!(r["http_status"], 200, "{r}");
+        // The chat template wraps the prompt: the server counts more than the 10 tokens of the prompt itself.
+        assert!(usage(r, "prompt_tokens") > count(r, "input_tokens"), "{r}");
+        let answered = usage(r, "completion_tokens");
+        assert!((1..=30).contains(&answered), "{r}");
+        // One content_block_delta per token, less any that carried no text yet (part of a character).
+        assert!((1..=answered).contains(&content_chunks(r)), "{r}");
+        let reason = r["finish_reason"].as_str().expect("a stop reason");
+        // stop_reason max_tokens is length; end_turn (the model's EOS, which may fall on the last token) is stop.
+        assert!(
+            reason == "stop" || (reason == "length" && answered == 30),
+            "{r}"
+        );
+    }
+    let run_meta = json(&dir.path().join("messages/run.json"));
+    assert_eq!(run_meta["api"], "messages");
+    let summary = json(&dir.path().join("messages/summary.json"));
+    assert_eq!(
+        summary["latency_ms"]["ttft"]["count"].as_u64(),
+        Some(records.len() as u64)
+    );
+}
+
+#[test]
+fn responses_from_llama_server_are_timed_by_their_text_deltas_with_usage_from_response_completed() {
+    let Some(server) = LlamaServer::start(&["-c", "4096", "-np", "2"]) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tokenizer = server.tokenizer.to_str().expect("utf-8 path");
+    // The bundled profile: guidellm's Responses requests, ~50 tokens in and out, exactly as many out as asked.
+    let output = run_profile(
+        dir.path(),
+        "guidellm",
+        "sanity_responses",
+        "responses",
+        &[
+            "--endpoint",
+            &server.url,
+            "--model",
+            &server.model,
+            "--tokenizer",
+            tokenizer,
+            "--rate",
+            "4",
+            "--duration",
+            "2s",
+        ],
+    );
+    succeeded(&output);
+    let records = records(&dir.path().join("responses"));
+    assert!(!records.is_empty());
+    for r in &records {
+        assert_eq!(r["http_status"], 200, "{r}");
+        // The chat template wraps the prompt; the answer is as long as asked (ignore_eos).
+        assert!(usage(r, "prompt_tokens") > count(r, "input_tokens"), "{r}");
+        assert_eq!(usage(r, "completion_tokens"), count(r, "max_tokens"), "{r}");
+        assert!(
+            (1..=usage(r, "completion_tokens")).contains(&content_chunks(r)),
+            "{r}"
+        );
+    }
+    let summary = json(&dir.path().join("responses/summary.json"));
+    assert_eq!(
+        summary["latency_ms"]["ttft"]["count"].as_u64(),
+        Some(records.len() as u64)
+    );
+}

@@ -783,6 +783,7 @@ mod planner {
             headers: Vec::new(),
             request_timeout: Some(Duration::from_secs(10)),
             streaming: true,
+            api: llmbench_workload::workload::ApiKind::Completion,
             keep_text: false,
             request_ids: llmbench_engine::engine::RequestIds::NONE,
         });

@@ -36,6 +36,7 @@
 //!   to first token: the simulator's TTFT is the flat `--ttft`, which does not depend on prompt length at all.
 //!   `POST /reset_prefix_cache` empties it, as vLLM's dev-mode endpoint of that name does (mounted here always).
 
+mod api_shapes;
 mod engine;
 mod metrics;
 mod openai;

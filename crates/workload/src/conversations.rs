@@ -144,8 +144,20 @@ pub fn build_conversations(
         // requests with a prefix take the conversation path too (their records carry no turn).
         DataSpec::SyntheticText(text)
             if text.turns > 1
-                || (workload.api.kind == ApiKind::Chat && !text.prefix_buckets.is_empty()) =>
+                || (workload.api.kind != ApiKind::Completion
+                    && !text.prefix_buckets.is_empty()) =>
         {
+            if workload.api.kind == ApiKind::Responses
+                && text.turns > 1
+                && !text.prefix_buckets.is_empty()
+            {
+                return Err(ConversationError::Unsupported {
+                    key: "data prefix_tokens with turns > 1 over request_format /v1/responses",
+                    why: "guidellm sends a Responses turn's prefix as that request's `instructions` and leaves it \
+                          out of the history items, which llmbench's conversations do not model yet; drop the \
+                          prefix or the turns",
+                });
+            }
             let synth = Synthesizer::new(tokenizer)?;
             Ok(Some(ConversationSet {
                 style: Style::GuidellmTurns,

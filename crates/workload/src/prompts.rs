@@ -767,7 +767,8 @@ fn inference_perf_sharegpt(
                 break;
             }
             match kind {
-                ApiKind::Chat => {
+                // `get_anthropic_messages_data` yields the chat data as Anthropic messages.
+                ApiKind::Chat | ApiKind::Messages | ApiKind::Responses => {
                     p.max_tokens = Some(INFERENCE_PERF_DEFAULT_MAX_TOKENS);
                 }
                 ApiKind::Completion => {

@@ -85,6 +85,14 @@ impl BodySettings {
 
 /// The request for `prompt`: a token-id prompt stays token ids, chat turns stay messages.
 pub fn prepare(prompt: &Prompt, settings: &BodySettings) -> PreparedRequest {
+    match settings.api {
+        ApiKind::Completion | ApiKind::Chat => prepare_openai(prompt, settings),
+        ApiKind::Responses => prepare_responses(prompt, settings),
+        ApiKind::Messages => prepare_messages(prompt, settings),
+    }
+}
+
+fn prepare_openai(prompt: &Prompt, settings: &BodySettings) -> PreparedRequest {
     let max_tokens = prompt.max_tokens.or(settings.default_max_tokens);
     let mut body = Map::new();
     body.insert("model".to_owned(), Value::String(settings.model.clone()));
@@ -96,7 +104,7 @@ pub fn prepare(prompt: &Prompt, settings: &BodySettings) -> PreparedRequest {
             };
             body.insert("prompt".to_owned(), prompt_value);
         }
-        ApiKind::Chat => {
+        _ => {
             let mut messages = match &prompt.messages {
                 Some(turns) => json!(turns),
                 None => json!([{"role": "user", "content": prompt.text}]),
@@ -137,15 +145,119 @@ pub fn prepare(prompt: &Prompt, settings: &BodySettings) -> PreparedRequest {
         };
         body.insert("stream_options".to_owned(), options);
     }
+    let asked = if chat_field {
+        &["max_completion_tokens", "max_tokens"][..]
+    } else {
+        &["max_tokens"][..]
+    };
+    finish(body, prompt, settings, max_tokens, asked)
+}
+
+/// OpenAI's Responses API as guidellm sends it (`ResponsesRequestHandler.format`, request_handlers.py at
+/// vllm-project/guidellm ee7a774): `stream` only when streaming (and no `stream_options`: vLLM always reports
+/// usage on `response.completed`), an output length as `max_output_tokens` with `stop: null` and
+/// `ignore_eos: true`, and the prompt as one user item of `input_text` parts. System turns become `instructions`.
+fn prepare_responses(prompt: &Prompt, settings: &BodySettings) -> PreparedRequest {
+    let max_tokens = prompt.max_tokens.or(settings.default_max_tokens);
+    let mut body = Map::new();
+    body.insert("model".to_owned(), Value::String(settings.model.clone()));
+    if settings.streaming {
+        body.insert("stream".to_owned(), Value::Bool(true));
+    }
+    if let Some(max) = max_tokens {
+        body.insert("max_output_tokens".to_owned(), json!(max));
+        if settings.ignore_eos {
+            body.insert("stop".to_owned(), Value::Null);
+            body.insert("ignore_eos".to_owned(), Value::Bool(true));
+        }
+    }
+    let (system, turns) = split_system(prompt);
+    if !system.is_empty() {
+        body.insert("instructions".to_owned(), Value::String(system));
+    }
+    let input: Vec<Value> = turns
+        .into_iter()
+        .map(|(role, text)| match role.as_str() {
+            "user" => json!({"role": role, "content": [{"type": "input_text", "text": text}]}),
+            _ => json!({"role": role, "content": text}),
+        })
+        .collect();
+    body.insert("input".to_owned(), Value::Array(input));
+    finish(body, prompt, settings, max_tokens, &["max_output_tokens"])
+}
+
+/// Anthropic's Messages API as inference-perf sends it (`build_anthropic_request_body`,
+/// inference_perf/apis/anthropic_messages.py at kubernetes-sigs/inference-perf 7de5ef2): the non-system turns
+/// as `messages`, `max_tokens` (which Anthropic requires), `stream`, and the system turns joined by a blank line
+/// as `system`. It sends no `ignore_eos` and no `stream_options`: usage always comes in the stream's events.
+fn prepare_messages(prompt: &Prompt, settings: &BodySettings) -> PreparedRequest {
+    let max_tokens = prompt.max_tokens.or(settings.default_max_tokens);
+    let mut body = Map::new();
+    body.insert("model".to_owned(), Value::String(settings.model.clone()));
+    let (system, turns) = split_system(prompt);
+    let messages: Vec<Value> = turns
+        .into_iter()
+        .map(|(role, text)| {
+            let role = if role == "assistant" {
+                "assistant"
+            } else {
+                "user"
+            };
+            json!({"role": role, "content": text})
+        })
+        .collect();
+    body.insert("messages".to_owned(), Value::Array(messages));
+    if let Some(max) = max_tokens {
+        body.insert("max_tokens".to_owned(), json!(max));
+    }
+    body.insert("stream".to_owned(), Value::Bool(settings.streaming));
+    if !system.is_empty() {
+        body.insert("system".to_owned(), Value::String(system));
+    }
+    finish(body, prompt, settings, max_tokens, &["max_tokens"])
+}
+
+/// The prompt's system turns joined by a blank line (as inference-perf joins them for Anthropic's `system`),
+/// and its other turns in order; a bare prompt is one user turn.
+fn split_system(prompt: &Prompt) -> (String, Vec<(String, String)>) {
+    match &prompt.messages {
+        Some(turns) => {
+            let system: Vec<&str> = turns
+                .iter()
+                .filter(|t| t.role == "system")
+                .map(|t| t.content.as_str())
+                .collect();
+            let rest = turns
+                .iter()
+                .filter(|t| t.role != "system")
+                .map(|t| (t.role.clone(), t.content.clone()))
+                .collect();
+            (system.join("\n\n"), rest)
+        }
+        None => (
+            String::new(),
+            vec![("user".to_owned(), prompt.text.clone())],
+        ),
+    }
+}
+
+/// Merges the extra fields last and makes the request: what the record says was asked is what the body asks,
+/// after the merge (`asked` names the output-length fields the server reads, first wins).
+fn finish(
+    mut body: Map<String, Value>,
+    prompt: &Prompt,
+    settings: &BodySettings,
+    max_tokens: Option<u32>,
+    asked: &[&str],
+) -> PreparedRequest {
     // vLLM's `_update_payload_common`: `payload.update(extra_body)`, so a field given there replaces the tool's.
     for (key, value) in &settings.extra_body {
         body.insert(key.clone(), value.clone());
     }
-    // What the record says was asked is what the body asks, after the merge.
     let max_tokens = if settings.extra_body.is_empty() {
         max_tokens
     } else {
-        asked_max_tokens(&body, chat_field).or(max_tokens)
+        asked_max_tokens(&body, asked).or(max_tokens)
     };
     let ignore_eos = body.get("ignore_eos") == Some(&Value::Bool(true));
     PreparedRequest {
@@ -157,14 +269,9 @@ pub fn prepare(prompt: &Prompt, settings: &BodySettings) -> PreparedRequest {
     }
 }
 
-/// The output length a body asks for: a chat body's `max_completion_tokens` before its older `max_tokens` (as
-/// vLLM's chat server reads them).
-fn asked_max_tokens(body: &Map<String, Value>, chat: bool) -> Option<u32> {
-    let fields: &[&str] = if chat {
-        &["max_completion_tokens", "max_tokens"]
-    } else {
-        &["max_tokens"]
-    };
+/// The output length a body asks for: the first of `fields` it sets (a chat body's `max_completion_tokens` before
+/// its older `max_tokens`, as vLLM's chat server reads them).
+fn asked_max_tokens(body: &Map<String, Value>, fields: &[&str]) -> Option<u32> {
     fields
         .iter()
         .find_map(|f| body.get(*f).and_then(Value::as_u64))
@@ -307,6 +414,64 @@ mod tests {
         assert_eq!(vllm["max_tokens"], 4);
         assert_eq!(vllm["repetition_penalty"], 1.0);
         assert!(vllm.get("logprobs").is_some_and(Value::is_null));
+    }
+
+    #[test]
+    fn a_responses_body_is_guidellms_with_system_turns_as_instructions() {
+        let mut s = settings(ApiKind::Responses, false);
+        s.style = BodyStyle::Guidellm;
+        let prompt = Prompt::text("hi there".to_owned(), 2, Some(4));
+        // Not streamed: no `stream` at all (guidellm sets it only when streaming), no stream_options either way.
+        assert_eq!(
+            body(&prepare(&prompt, &s)),
+            json!({"model": "m", "max_output_tokens": 4, "stop": null, "ignore_eos": true,
+                   "input": [{"role": "user", "content": [{"type": "input_text", "text": "hi there"}]}]})
+        );
+        s.streaming = true;
+        let mut turns = Prompt::text(String::new(), 3, Some(4));
+        turns.messages = Some(vec![
+            ChatMessage {
+                role: "system".to_owned(),
+                content: "be brief".to_owned(),
+            },
+            ChatMessage {
+                role: "user".to_owned(),
+                content: "hi".to_owned(),
+            },
+        ]);
+        let streamed = body(&prepare(&turns, &s));
+        assert_eq!(streamed["stream"], true);
+        assert!(streamed.get("stream_options").is_none());
+        assert_eq!(streamed["instructions"], "be brief");
+        assert_eq!(streamed["input"].as_array().map(Vec::len), Some(1));
+    }
+
+    #[test]
+    fn a_messages_body_is_inference_perfs_without_ignore_eos_and_with_the_system_apart() {
+        let s = settings(ApiKind::Messages, true);
+        let mut turns = Prompt::text(String::new(), 3, None);
+        turns.messages = Some(vec![
+            ChatMessage {
+                role: "system".to_owned(),
+                content: "a".to_owned(),
+            },
+            ChatMessage {
+                role: "system".to_owned(),
+                content: "b".to_owned(),
+            },
+            ChatMessage {
+                role: "user".to_owned(),
+                content: "hi".to_owned(),
+            },
+        ]);
+        let request = prepare(&turns, &s);
+        // `build_anthropic_request_body`: system turns joined by a blank line; the client's 30 as max_tokens.
+        assert_eq!(
+            body(&request),
+            json!({"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 30,
+                   "stream": true, "system": "a\n\nb"})
+        );
+        assert_eq!((request.max_tokens, request.ignore_eos), (Some(30), false));
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The run's HTTP client: llmbench's own HTTP/1.1 client for plain `http://`, reqwest for TLS and proxies.
 
+use llmbench_engine::engine::client::key_headers;
 use llmbench_engine::engine::{Transport, http1::Http1Endpoint};
+use llmbench_workload::workload::ApiKind;
 
 use super::RunError;
 
@@ -10,6 +12,7 @@ use super::RunError;
 /// follows redirects: a 3xx is the server's answer, recorded as a failed request, as our own client records it.
 pub(super) fn transport(
     url: &str,
+    api: ApiKind,
     api_key: Option<&str>,
     headers: &[(String, String)],
     max_concurrency: Option<u32>,
@@ -18,7 +21,7 @@ pub(super) fn transport(
     if url.starts_with("http://") && !proxy_configured() {
         let mut headers = headers.to_vec();
         if let Some(key) = api_key {
-            headers.push(("Authorization".to_owned(), format!("Bearer {key}")));
+            headers.extend(key_headers(api, key));
         }
         let endpoint = Http1Endpoint::new(url, &headers, idle)?;
         return Ok(Transport::Http1(endpoint));

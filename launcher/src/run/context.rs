@@ -182,12 +182,19 @@ impl RunContext<'_> {
         let api = &api;
         let url = format!("{}{}", self.endpoint, api.target());
         let target = Target {
-            transport: transport(&url, api.api_key.as_deref(), &api.headers, Some(1))?,
+            transport: transport(
+                &url,
+                api.kind,
+                api.api_key.as_deref(),
+                &api.headers,
+                Some(1),
+            )?,
             url,
             api_key: api.api_key.clone(),
             headers: api.headers.clone(),
             request_timeout: Some(args.preflight_timeout),
             streaming: api.streaming,
+            api: api.kind,
             keep_text: false,
             // Not one of the run's requests: the run has no id yet, and a probe is not looked for in the logs.
             request_ids: engine::RequestIds::NONE,

@@ -179,6 +179,7 @@ impl RunContext<'_> {
         Ok(Target {
             transport: transport(
                 &url,
+                api.kind,
                 api.api_key.as_deref(),
                 &api.headers,
                 execution.max_concurrency,
@@ -188,6 +189,7 @@ impl RunContext<'_> {
             headers: api.headers.clone(),
             request_timeout: execution.request_timeout,
             streaming: api.streaming,
+            api: api.kind,
             keep_text: execution.keep_text,
             request_ids: engine::RequestIds::for_run(
                 run_id,
@@ -229,6 +231,8 @@ impl RunContext<'_> {
             api: match api_kind {
                 ApiKind::Completion => report::ApiKind::Completion,
                 ApiKind::Chat => report::ApiKind::Chat,
+                ApiKind::Responses => report::ApiKind::Responses,
+                ApiKind::Messages => report::ApiKind::Messages,
             },
             stages,
             shard: ShardMeta {

@@ -473,17 +473,24 @@ fn path_help(endpoint: &str, api: &Api) -> String {
         ApiKind::Chat => "check that the server serves OpenAI's chat completions API; a server without a chat \
              template serves only completions, which a completions profile sends"
             .to_owned(),
+        ApiKind::Responses => "check that the server serves OpenAI's Responses API (vLLM does, at /v1/responses); \
+             a server without it needs a chat profile (guidellm `request_format: /v1/chat/completions`)"
+            .to_owned(),
+        ApiKind::Messages => "check that the server serves Anthropic's Messages API (vLLM and llama.cpp do, at \
+             /v1/messages); a server without it needs a chat profile (inference-perf `api.type: chat`)"
+            .to_owned(),
     }
 }
 
 /// The model an answer names: the first event's `model` for a stream, the body's for a whole answer.
 fn answered_model(body: &[u8], streaming: bool) -> Option<String> {
+    // OpenAI's chunks and answers name it at the top; the Responses API's events inside `response`, Anthropic's
+    // `message_start` inside `message`.
     let model_of = |json: &[u8]| {
-        serde_json::from_slice::<Value>(json)
-            .ok()?
-            .get("model")?
-            .as_str()
-            .filter(|m| !m.is_empty())
+        let value = serde_json::from_slice::<Value>(json).ok()?;
+        [&value, &value["response"], &value["message"]]
+            .into_iter()
+            .find_map(|v| v.get("model")?.as_str().filter(|m| !m.is_empty()))
             .map(str::to_owned)
     };
     if !streaming {

@@ -14,6 +14,7 @@ use llmbench_model::record::{
     ChunkEvent, ChunkKind, ErrorClass, FinishReason, RequestError, RequestRecord, Usage,
 };
 use llmbench_workload::request::PreparedRequest;
+use llmbench_workload::workload::ApiKind;
 
 /// How long a request may take when its profile sets no timeout: one hour, from send to the end of the
 /// response, however the server stalls (no head, a stall after it, a trickle, a request it never reads).
@@ -68,10 +69,29 @@ pub struct Target {
     pub headers: Vec<(String, String)>,
     pub request_timeout: Option<Duration>,
     pub streaming: bool,
+    /// The API the requests speak, which decides how response events read.
+    pub api: ApiKind,
     /// Keep each response's generated text in its record (for accuracy scoring; off for load runs).
     pub keep_text: bool,
     /// The `x-request-id` and `traceparent` each request carries.
     pub request_ids: RequestIds,
+}
+
+/// Anthropic's API version header, as inference-perf sends it beside a key (`ANTHROPIC_VERSION`).
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// The headers that carry the API key: `Authorization: Bearer KEY` for OpenAI's APIs; for Anthropic's Messages
+/// API, `x-api-key: KEY` and `anthropic-version`, as inference-perf sends them (`openai_client.py`, 7de5ef2).
+pub fn key_headers(api: ApiKind, key: &str) -> Vec<(String, String)> {
+    match api {
+        ApiKind::Messages => vec![
+            ("x-api-key".to_owned(), key.to_owned()),
+            ("anthropic-version".to_owned(), ANTHROPIC_VERSION.to_owned()),
+        ],
+        ApiKind::Completion | ApiKind::Chat | ApiKind::Responses => {
+            vec![("Authorization".to_owned(), format!("Bearer {key}"))]
+        }
+    }
 }
 
 /// The HTTP client a run uses.
@@ -288,7 +308,7 @@ async fn exchange_http1<T: Watch>(
         return Err(status_error(status, &body));
     }
     if target.streaming {
-        let mut events = StreamEvents::new(target.keep_text);
+        let mut events = StreamEvents::new(target.api, target.keep_text);
         let ended = response
             .read_body(clock, |bytes, at_ns| {
                 tap.bytes(bytes);
@@ -313,7 +333,7 @@ async fn exchange_http1<T: Watch>(
             })
             .await;
         match ended {
-            Ok(_) => whole_body(&body, at_ns, record, target.keep_text),
+            Ok(_) => whole_body(&body, at_ns, record, target.api, target.keep_text),
             Err(BodyError::Caller(error)) => Err(error),
             Err(BodyError::Cut(reason)) => Err(body_cut(&reason)),
         }
@@ -333,7 +353,9 @@ async fn exchange_reqwest<T: Watch>(
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .body(request.body.clone());
     if let Some(key) = &target.api_key {
-        builder = builder.bearer_auth(key);
+        for (name, value) in key_headers(target.api, key) {
+            builder = builder.header(name, value);
+        }
     }
     for (name, value) in &target.headers {
         builder = builder.header(name, value);
@@ -357,7 +379,7 @@ async fn exchange_reqwest<T: Watch>(
     }
     if target.streaming {
         let mut body = response.bytes_stream();
-        let mut events = StreamEvents::new(target.keep_text);
+        let mut events = StreamEvents::new(target.api, target.keep_text);
         while let Some(read) = body.next().await {
             let at_ns = clock.now_ns();
             let bytes = read.map_err(|e| stream_cut(record, &error_chain(&e)))?;
@@ -377,7 +399,7 @@ async fn exchange_reqwest<T: Watch>(
             tap.bytes(&bytes);
             append_capped(&mut body, &bytes)?;
         }
-        whole_body(&body, clock.now_ns(), record, target.keep_text)
+        whole_body(&body, clock.now_ns(), record, target.api, target.keep_text)
     }
 }
 
@@ -444,16 +466,18 @@ fn body_cut(reason: &str) -> RequestError {
 struct StreamEvents {
     parser: SseParser,
     finished: bool,
+    api: ApiKind,
     keep_text: bool,
     /// Whether a token chunk arrived (the watch is told of the first).
     token_seen: bool,
 }
 
 impl StreamEvents {
-    fn new(keep_text: bool) -> Self {
+    fn new(api: ApiKind, keep_text: bool) -> Self {
         Self {
             parser: SseParser::default(),
             finished: false,
+            api,
             keep_text,
             token_seen: false,
         }
@@ -472,9 +496,9 @@ impl StreamEvents {
             match event {
                 SseEvent::Done => return Ok(Flow::Stop),
                 SseEvent::Data(payload) => {
-                    let chunk = parse_chunk(payload, self.keep_text)?;
+                    let chunk = parse_chunk(payload, self.api, self.keep_text)?;
                     if let Some(usage) = chunk.usage {
-                        record.usage = Some(usage);
+                        record.usage = Some(usage.over(record.usage));
                     }
                     keep(record, chunk.text);
                     if let Some(reason) = chunk.finish_reason {
@@ -523,6 +547,7 @@ fn whole_body(
     body: &[u8],
     at_ns: u64,
     record: &mut RequestRecord,
+    api: ApiKind,
     keep_text: bool,
 ) -> Result<(), RequestError> {
     if body.is_empty() {
@@ -531,8 +556,8 @@ fn whole_body(
             message: "malformed response: the body is empty".to_owned(),
         });
     }
-    let chunk = parse_chunk(body, keep_text)?;
-    record.usage = chunk.usage;
+    let chunk = parse_chunk(body, api, keep_text)?;
+    record.usage = chunk.usage.map(|usage| usage.over(None));
     record.finish_reason = chunk.finish_reason;
     keep(record, chunk.text);
     if let Some(kind) = chunk.kind {
@@ -549,13 +574,47 @@ fn keep(record: &mut RequestRecord, text: Option<String>) {
 }
 
 /// What one JSON chunk (or a whole non-streamed response) told us.
-struct ParsedChunk {
-    kind: Option<ChunkKind>,
-    usage: Option<Usage>,
+#[derive(Default)]
+pub(super) struct ParsedChunk {
+    pub(super) kind: Option<ChunkKind>,
+    pub(super) usage: Option<UsageSeen>,
     /// The first choice's `finish_reason` that is set (`null` until the last chunk).
-    finish_reason: Option<FinishReason>,
+    pub(super) finish_reason: Option<FinishReason>,
     /// The chunk's generated text, when asked for.
-    text: Option<String>,
+    pub(super) text: Option<String>,
+    /// The server failed the request in this event.
+    pub(super) error: Option<RequestError>,
+}
+
+/// The token counts one event reported. OpenAI's chunks carry the whole usage each time; Anthropic's split it
+/// (`message_start` has the input, `message_delta` the output), so a count an event leaves out keeps the one an
+/// earlier event gave.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct UsageSeen {
+    pub(super) prompt_tokens: Option<u32>,
+    pub(super) completion_tokens: Option<u32>,
+    pub(super) cached_tokens: Option<u32>,
+    pub(super) reasoning_tokens: Option<u32>,
+}
+
+impl UsageSeen {
+    /// The record's usage once this event is read over what it had.
+    fn over(self, before: Option<Usage>) -> Usage {
+        Usage {
+            prompt_tokens: self
+                .prompt_tokens
+                .or(before.map(|u| u.prompt_tokens))
+                .unwrap_or(0),
+            completion_tokens: self
+                .completion_tokens
+                .or(before.map(|u| u.completion_tokens))
+                .unwrap_or(0),
+            cached_tokens: self.cached_tokens.or(before.and_then(|u| u.cached_tokens)),
+            reasoning_tokens: self
+                .reasoning_tokens
+                .or(before.and_then(|u| u.reasoning_tokens)),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -683,7 +742,7 @@ impl ErrorJson {
     }
 }
 
-fn parse_chunk(payload: &[u8], keep_text: bool) -> Result<ParsedChunk, RequestError> {
+fn parse_chunk(payload: &[u8], api: ApiKind, keep_text: bool) -> Result<ParsedChunk, RequestError> {
     let malformed = |reason: String| RequestError {
         class: ErrorClass::MalformedEvent,
         message: format!("malformed response event ({reason}): {}", preview(payload)),
@@ -691,13 +750,30 @@ fn parse_chunk(payload: &[u8], keep_text: bool) -> Result<ParsedChunk, RequestEr
     // JSON is UTF-8 throughout: checking the whole event once is cheaper than serde_json checking every key and
     // string it meets, the largest part of a chunk's parse.
     let text = std::str::from_utf8(payload).map_err(|e| malformed(e.to_string()))?;
-    let chunk: ChunkJson<'_> = serde_json::from_str(text).map_err(|e| malformed(e.to_string()))?;
-    if let Some(error) = chunk.error {
-        return Err(error.into_request_error());
+    let parsed = match api {
+        ApiKind::Completion | ApiKind::Chat => parse_openai_chunk(text, keep_text),
+        ApiKind::Responses => super::api_events::parse_responses(text, keep_text),
+        ApiKind::Messages => super::api_events::parse_messages(text, keep_text),
+    };
+    let mut parsed = parsed.map_err(|e| malformed(e.to_string()))?;
+    match parsed.error.take() {
+        Some(error) => Err(error),
+        None => Ok(parsed),
     }
-    let usage = chunk.usage.map(|u| Usage {
-        prompt_tokens: u.prompt_tokens,
-        completion_tokens: u.completion_tokens,
+}
+
+/// A completions or chat completions chunk, or a whole answer of either.
+fn parse_openai_chunk(text: &str, keep_text: bool) -> Result<ParsedChunk, serde_json::Error> {
+    let chunk: ChunkJson<'_> = serde_json::from_str(text)?;
+    if let Some(error) = chunk.error {
+        return Ok(ParsedChunk {
+            error: Some(error.into_request_error()),
+            ..ParsedChunk::default()
+        });
+    }
+    let usage = chunk.usage.map(|u| UsageSeen {
+        prompt_tokens: Some(u.prompt_tokens),
+        completion_tokens: Some(u.completion_tokens),
         cached_tokens: u.prompt_tokens_details.and_then(|d| d.cached_tokens),
         reasoning_tokens: u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
     });
@@ -745,6 +821,7 @@ fn parse_chunk(payload: &[u8], keep_text: bool) -> Result<ParsedChunk, RequestEr
         usage,
         finish_reason,
         text,
+        error: None,
     })
 }
 
@@ -825,6 +902,7 @@ mod tests {
     fn a_role_only_chat_delta_is_an_empty_chunk() {
         let chunk = parse_chunk(
             br#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
+            ApiKind::Chat,
             false,
         )
         .expect("parses");
@@ -835,6 +913,7 @@ mod tests {
     fn a_completion_token_is_a_content_chunk_and_a_finish_reason_is_seen() {
         let chunk = parse_chunk(
             br#"{"choices":[{"index":0,"text":" hi","finish_reason":"length"}],"usage":null}"#,
+            ApiKind::Chat,
             true,
         )
         .expect("parses");
@@ -846,7 +925,11 @@ mod tests {
 
     #[test]
     fn a_finish_reason_is_read_as_sent_and_null_is_none() {
-        let reason = |json: &[u8]| parse_chunk(json, false).expect("parses").finish_reason;
+        let reason = |json: &[u8]| {
+            parse_chunk(json, ApiKind::Chat, false)
+                .expect("parses")
+                .finish_reason
+        };
         // llama.cpp's last chunk: empty text, the reason, and usage together.
         assert_eq!(
             reason(br#"{"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":"length"}],"usage":{"completion_tokens":323,"prompt_tokens":701}}"#),
@@ -868,7 +951,7 @@ mod tests {
 
     #[test]
     fn a_delta_of_reasoning_alone_is_a_reasoning_chunk_and_content_wins_over_it() {
-        let kind = |json: &[u8]| parse_chunk(json, true).expect("parses").kind;
+        let kind = |json: &[u8]| parse_chunk(json, ApiKind::Chat, true).expect("parses").kind;
         for field in ["reasoning_content", "reasoning"] {
             let json = format!(r#"{{"choices":[{{"index":0,"delta":{{"{field}":"hmm"}}}}]}}"#);
             assert_eq!(
@@ -890,6 +973,7 @@ mod tests {
         // The kept text is the answer's, not the reasoning.
         let chunk = parse_chunk(
             br#"{"choices":[{"index":0,"delta":{"reasoning_content":"so"}}]}"#,
+            ApiKind::Chat,
             true,
         )
         .expect("parses");
@@ -899,9 +983,7 @@ mod tests {
     #[test]
     fn reasoning_tokens_are_read_from_completion_tokens_details() {
         let chunk = parse_chunk(
-            br#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":40,"completion_tokens_details":{"reasoning_tokens":31}}}"#,
-            false,
-        )
+            br#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":40,"completion_tokens_details":{"reasoning_tokens":31}}}"#, ApiKind::Chat, false)
         .expect("parses");
         assert_eq!(chunk.usage.and_then(|u| u.reasoning_tokens), Some(31));
     }
@@ -910,19 +992,27 @@ mod tests {
     fn chat_deltas_keep_their_text_only_when_asked() {
         let payload = br#"{"choices":[{"index":0,"delta":{"content":"Hello"}}]}"#;
         assert_eq!(
-            parse_chunk(payload, true).expect("parses").text.as_deref(),
+            parse_chunk(payload, ApiKind::Chat, true)
+                .expect("parses")
+                .text
+                .as_deref(),
             Some("Hello")
         );
-        assert_eq!(parse_chunk(payload, false).expect("parses").text, None);
+        assert_eq!(
+            parse_chunk(payload, ApiKind::Chat, false)
+                .expect("parses")
+                .text,
+            None
+        );
     }
 
     #[test]
     fn the_usage_chunk_carries_token_counts() {
-        let chunk = parse_chunk(br#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}"#, false)
+        let chunk = parse_chunk(br#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}"#, ApiKind::Chat, false)
             .expect("parses");
         assert_eq!(chunk.kind, Some(ChunkKind::UsageOnly));
         assert_eq!(
-            chunk.usage,
+            chunk.usage.map(|u| u.over(None)),
             Some(Usage {
                 prompt_tokens: 7,
                 completion_tokens: 3,
@@ -935,7 +1025,7 @@ mod tests {
     #[test]
     fn cached_tokens_are_read_from_prompt_tokens_details_and_absent_stays_absent() {
         let cached = |json: &[u8]| {
-            parse_chunk(json, false)
+            parse_chunk(json, ApiKind::Chat, false)
                 .expect("parses")
                 .usage
                 .expect("usage")
@@ -963,7 +1053,7 @@ mod tests {
 
     #[test]
     fn a_non_json_event_is_malformed() {
-        let error = parse_chunk(b"this is not json", false)
+        let error = parse_chunk(b"this is not json", ApiKind::Chat, false)
             .err()
             .expect("malformed");
         assert_eq!(error.class, ErrorClass::MalformedEvent);
@@ -972,9 +1062,13 @@ mod tests {
 
     #[test]
     fn an_error_object_in_the_stream_fails_the_request() {
-        let error = parse_chunk(br#"{"error":{"message":"boom","code":500}}"#, false)
-            .err()
-            .expect("error");
+        let error = parse_chunk(
+            br#"{"error":{"message":"boom","code":500}}"#,
+            ApiKind::Chat,
+            false,
+        )
+        .err()
+        .expect("error");
         assert!(error.message.contains("boom"));
     }
 
@@ -1002,7 +1096,7 @@ mod tests {
 
     #[test]
     fn an_error_given_as_a_bare_string_fails_the_request_with_it() {
-        let error = parse_chunk(br#"{"error":"model is loading"}"#, false)
+        let error = parse_chunk(br#"{"error":"model is loading"}"#, ApiKind::Chat, false)
             .err()
             .expect("error");
         assert_eq!(error.class, ErrorClass::Other);
@@ -1011,14 +1105,15 @@ mod tests {
             "{}",
             error.message
         );
-        let chunk = parse_chunk(br#"{"choices":[],"error":null}"#, false).expect("no error");
+        let chunk =
+            parse_chunk(br#"{"choices":[],"error":null}"#, ApiKind::Chat, false).expect("no error");
         assert_eq!(chunk.kind, None);
     }
 
     #[test]
     fn an_sse_line_past_the_limit_is_a_malformed_event_naming_the_limit() {
         let mut record = record_of(true);
-        let mut events = StreamEvents::new(false);
+        let mut events = StreamEvents::new(ApiKind::Chat, false);
         let mut line = b"data: ".to_vec();
         line.resize(super::super::sse::MAX_LINE + 1, b'a');
         let error = events
@@ -1044,7 +1139,7 @@ mod tests {
             error.message
         );
         let mut record = record_of(false);
-        let error = whole_body(b"", 0, &mut record, false).expect_err("empty");
+        let error = whole_body(b"", 0, &mut record, ApiKind::Chat, false).expect_err("empty");
         assert_eq!(error.class, ErrorClass::MalformedEvent);
         assert!(error.message.contains("empty"), "{}", error.message);
     }

@@ -759,7 +759,8 @@ impl Conversations {
                 tokens = tokens.saturating_add(turn.text.tokens);
                 Body::CompletionText(join(&parts), tokens)
             }
-            ApiKind::Chat => {
+            // The turns as messages; `prepare` writes them in the API's shape.
+            ApiKind::Chat | ApiKind::Responses | ApiKind::Messages => {
                 let mut messages = Vec::with_capacity(3 * (current + 1));
                 let user_turn = |t: usize, messages: &mut Vec<ChatMessage>, tokens: &mut u32| {
                     if let Some(prefix) = system(t) {

@@ -187,7 +187,8 @@ pub fn body(api: ApiKind, model: &str, messages: &[Message], max_tokens: u32) ->
             let words = prompt.split_whitespace().count();
             ("prompt", Value::String(prompt), words)
         }
-        ApiKind::Chat => {
+        // LMBench's client speaks OpenAI's two APIs only; its dialect sets no other.
+        ApiKind::Chat | ApiKind::Responses | ApiKind::Messages => {
             let words = messages
                 .iter()
                 .map(|m| m.content.split_whitespace().count())

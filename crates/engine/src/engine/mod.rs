@@ -13,6 +13,7 @@
 //! client shows up as schedule delay and in the from-scheduled latencies instead of silently lowering the rate
 //! (no coordinated omission).
 
+mod api_events;
 pub mod client;
 pub mod control;
 pub mod conversation;

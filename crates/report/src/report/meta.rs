@@ -290,13 +290,17 @@ impl Default for ShardMeta {
     }
 }
 
-/// The OpenAI API the requests used.
+/// The API the requests used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ApiKind {
     #[default]
     Completion,
     Chat,
+    /// OpenAI's Responses API (`/v1/responses`).
+    Responses,
+    /// Anthropic's Messages API (`/v1/messages`).
+    Messages,
 }
 
 /// Report settings taken from the profile; each defaults to its tool's default.

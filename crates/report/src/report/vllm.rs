@@ -18,11 +18,14 @@ use super::secs;
 use llmbench_model::record::RequestRecord;
 use llmbench_model::wallclock;
 
-/// The `backend` / `endpoint_type` vLLM names for the API we used.
+/// The `backend` / `endpoint_type` vLLM names for the API we used; vLLM's bench has no backend for the Responses
+/// and Messages APIs, so those say which API it was in llmbench's words.
 fn backend(meta: &RunMeta) -> &'static str {
     match meta.api {
         ApiKind::Chat => "openai-chat",
         ApiKind::Completion => "vllm",
+        ApiKind::Responses => "openai-responses",
+        ApiKind::Messages => "anthropic-messages",
     }
 }
 

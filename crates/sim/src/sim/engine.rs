@@ -499,9 +499,10 @@ impl SseResponse {
                     if !self.job.admit().await {
                         return Some(Err(self.job.cutoff()));
                     }
-                    self.step = match self.job.plan.shape.endpoint {
-                        Endpoint::Chat => Step::Role,
-                        Endpoint::Completions => Step::Token,
+                    self.step = if self.job.plan.shape.endpoint.opens_stream() {
+                        Step::Role
+                    } else {
+                        Step::Token
                     };
                 }
                 Step::Role => {
@@ -511,12 +512,27 @@ impl SseResponse {
                         return Some(Err(self.job.cutoff()));
                     }
                     self.step = Step::Token;
-                    return Some(Ok(self.job.header().role_event()));
+                    return Some(Ok(self.job.header().open_event(self.job.usage())));
                 }
                 Step::Token => return Some(self.token().await),
                 Step::Usage => {
-                    self.step = Step::Done;
-                    return Some(Ok(self.job.header().usage_event(self.job.usage())));
+                    let endpoint = self.job.plan.shape.endpoint;
+                    self.step = if endpoint.has_own_stream_end() {
+                        Step::End
+                    } else {
+                        Step::Done
+                    };
+                    let text = if endpoint.has_own_stream_end() {
+                        TOKEN_TEXT.repeat(self.sent as usize)
+                    } else {
+                        String::new()
+                    };
+                    let finish = self.job.plan.finish_reason();
+                    return Some(Ok(self.job.header().usage_event(
+                        self.job.usage(),
+                        &text,
+                        finish,
+                    )));
                 }
                 Step::Done => {
                     self.step = Step::End;
@@ -584,7 +600,9 @@ impl SseResponse {
             });
         }
         self.job.finish(self.first_token_at, now);
-        self.step = if self.job.plan.shape.include_usage {
+        self.step = if self.job.plan.shape.include_usage
+            || self.job.plan.shape.endpoint.has_own_stream_end()
+        {
             Step::Usage
         } else {
             Step::Done

@@ -4,6 +4,7 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::api_shapes;
 use super::prefix_cache::BlockHasher;
 use llmbench_text::tokenizer::word_count;
 
@@ -172,6 +173,10 @@ fn saturate(count: usize) -> u32 {
 pub(crate) enum Endpoint {
     Completions,
     Chat,
+    /// OpenAI's Responses API (`/v1/responses`).
+    Responses,
+    /// Anthropic's Messages API (`/v1/messages`).
+    Messages,
 }
 
 impl Endpoint {
@@ -179,7 +184,21 @@ impl Endpoint {
         match self {
             Endpoint::Completions => "cmpl-",
             Endpoint::Chat => "chatcmpl-",
+            Endpoint::Responses => "resp_",
+            Endpoint::Messages => "msg_",
         }
+    }
+
+    /// Whether the stream opens with an event before the first token's (chat's role delta, the Responses
+    /// `response.created`, Anthropic's `message_start`).
+    pub(crate) fn opens_stream(self) -> bool {
+        !matches!(self, Endpoint::Completions)
+    }
+
+    /// Whether the stream ends with its own events (usage included, whatever `stream_options` says) rather than
+    /// an `include_usage` chunk and `[DONE]`.
+    pub(crate) fn has_own_stream_end(self) -> bool {
+        matches!(self, Endpoint::Responses | Endpoint::Messages)
     }
 }
 
@@ -312,6 +331,9 @@ impl ChunkHeader<'_> {
 
     fn output_event(&self, finish_reason: Option<&'static str>, reasoning: bool) -> Bytes {
         match self.endpoint {
+            // Their finish reason rides on the end events ([`ChunkHeader::end_events`]).
+            Endpoint::Responses => api_shapes::responses_delta(self.id, TOKEN_TEXT),
+            Endpoint::Messages => api_shapes::messages_delta(TOKEN_TEXT),
             Endpoint::Completions => self.completion_event(
                 &[CompletionStreamChoice {
                     index: 0,
@@ -347,11 +369,49 @@ impl ChunkHeader<'_> {
         }
     }
 
-    /// The `stream_options.include_usage` chunk: empty `choices`, then `usage`.
-    pub(crate) fn usage_event(&self, usage: Usage) -> Bytes {
+    /// The `stream_options.include_usage` chunk: empty `choices`, then `usage`; for the Responses and Messages
+    /// APIs, their end events, which carry the usage.
+    pub(crate) fn usage_event(
+        &self,
+        usage: Usage,
+        text: &str,
+        finish_reason: &'static str,
+    ) -> Bytes {
         match self.endpoint {
             Endpoint::Completions => self.completion_event(&[], Some(usage)),
             Endpoint::Chat => self.chat_event(&[], Some(usage)),
+            Endpoint::Responses => {
+                api_shapes::responses_completed(&self.answer(text, finish_reason, usage))
+            }
+            Endpoint::Messages => {
+                api_shapes::messages_end(&self.answer(text, finish_reason, usage))
+            }
+        }
+    }
+
+    /// The stream's opening event: chat's role-only delta, the Responses API's `response.created`, Anthropic's
+    /// `message_start` (with the input tokens).
+    pub(crate) fn open_event(&self, usage: Usage) -> Bytes {
+        match self.endpoint {
+            Endpoint::Responses => api_shapes::responses_created(&self.answer("", "stop", usage)),
+            Endpoint::Messages => api_shapes::messages_start(&self.answer("", "stop", usage)),
+            Endpoint::Completions | Endpoint::Chat => self.role_event(),
+        }
+    }
+
+    fn answer<'a>(
+        &'a self,
+        text: &'a str,
+        finish_reason: &'static str,
+        usage: Usage,
+    ) -> api_shapes::Answer<'a> {
+        api_shapes::Answer {
+            id: self.id,
+            created: self.created,
+            model: self.model,
+            text,
+            finish_reason,
+            usage,
         }
     }
 
@@ -425,6 +485,12 @@ impl ChunkHeader<'_> {
                 usage: FullUsage::from(usage),
                 prompt_logprobs: None,
             }),
+            Endpoint::Responses => {
+                return api_shapes::responses_body(&self.answer(text, finish_reason, usage));
+            }
+            Endpoint::Messages => {
+                return api_shapes::messages_body(&self.answer(text, finish_reason, usage));
+            }
         };
         // Serialising these plain structs into a Vec cannot fail.
         result.unwrap_or_default()
@@ -619,14 +685,17 @@ mod tests {
     #[test]
     fn usage_chunks_have_empty_choices() {
         for endpoint in [Endpoint::Chat, Endpoint::Completions] {
-            let chunk = json_of(&header(endpoint).usage_event(Usage::new(3, 4)));
+            let chunk = json_of(&header(endpoint).usage_event(Usage::new(3, 4), "", "stop"));
             assert_eq!(chunk["choices"], serde_json::json!([]));
             assert_eq!(
                 chunk["usage"],
                 serde_json::json!({"prompt_tokens":3,"total_tokens":7,"completion_tokens":4})
             );
-            let cached =
-                json_of(&header(endpoint).usage_event(Usage::new(3, 4).with_cached_tokens(2)));
+            let cached = json_of(&header(endpoint).usage_event(
+                Usage::new(3, 4).with_cached_tokens(2),
+                "",
+                "stop",
+            ));
             assert_eq!(
                 cached["usage"],
                 serde_json::json!({"prompt_tokens":3,"total_tokens":7,"completion_tokens":4,

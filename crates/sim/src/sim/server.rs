@@ -13,6 +13,7 @@ use axum::routing::{get, post};
 use tokio::time::Instant;
 
 use super::FailureKind;
+use super::api_shapes::{MessagesRequest, ResponsesRequest};
 use super::engine::{self, Completed, Engine, Job, RequestShape};
 use super::openai::{
     ChatRequest, CommonParams, CompletionRequest, Endpoint, ErrorBody, ErrorDetail, ModelCard,
@@ -29,6 +30,8 @@ pub(crate) fn router(engine: Arc<Engine>) -> Router {
     Router::new()
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/responses", post(responses))
+        .route("/v1/messages", post(messages))
         .route("/v1/models", get(models))
         .route("/health", get(health))
         .route("/version", get(version))
@@ -151,6 +154,71 @@ async fn chat_completions(
     echo_request_id(&headers, response)
 }
 
+/// OpenAI's Responses API: `input` and `instructions` counted as chat counts messages, `max_output_tokens` as
+/// the output length; served with chat's latency model and faults, streamed as Responses events.
+async fn responses(
+    State(engine): State<Arc<Engine>>,
+    ConnectInfo(arrival): ConnectInfo<RequestArrival>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let arrival = arrival.instant();
+    let result = async {
+        let request: ResponsesRequest = parse_body(&body)?;
+        check_model(&engine, request.model.as_deref())?;
+        let shape = request_shape(
+            &engine,
+            Endpoint::Responses,
+            request.prompt_tokens(),
+            request.max_output_tokens.or(request.common.max_tokens),
+            &request.common,
+        )?;
+        let blocks = prefix_blocks(&engine, |hasher| request.hash_blocks(hasher));
+        Ok::<_, ApiError>((shape, blocks))
+    }
+    .await;
+    let response = match result {
+        Ok((shape, blocks)) => serve(engine, shape, blocks, arrival, &headers).await,
+        Err(error) => error.into_response(),
+    };
+    echo_request_id(&headers, response)
+}
+
+/// Anthropic's Messages API: `messages` and `system` counted as chat counts messages; `max_tokens` required,
+/// as Anthropic's API and vLLM's require it.
+async fn messages(
+    State(engine): State<Arc<Engine>>,
+    ConnectInfo(arrival): ConnectInfo<RequestArrival>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let arrival = arrival.instant();
+    let result = async {
+        let request: MessagesRequest = parse_body(&body)?;
+        check_model(&engine, request.model.as_deref())?;
+        if request.common.max_tokens.is_none() {
+            return Err(
+                ApiError::bad_request("max_tokens: Field required").with_param("max_tokens")
+            );
+        }
+        let shape = request_shape(
+            &engine,
+            Endpoint::Messages,
+            request.prompt_tokens(),
+            request.common.max_tokens,
+            &request.common,
+        )?;
+        let blocks = prefix_blocks(&engine, |hasher| request.hash_blocks(hasher));
+        Ok::<_, ApiError>((shape, blocks))
+    }
+    .await;
+    let response = match result {
+        Ok((shape, blocks)) => serve(engine, shape, blocks, arrival, &headers).await,
+        Err(error) => error.into_response(),
+    };
+    echo_request_id(&headers, response)
+}
+
 /// The prompt's full-block hashes, fed by `feed`; nothing (and no hashing) with the prefix cache off.
 fn prefix_blocks(engine: &Engine, feed: impl FnOnce(&mut BlockHasher)) -> Vec<u64> {
     if !engine.prefix_cache.enabled() {
@@ -246,7 +314,7 @@ fn request_shape(
         ignore_eos: common.ignore_eos.unwrap_or(false),
         reasoning_tokens: match endpoint {
             Endpoint::Chat => engine.config.reasoning_tokens,
-            Endpoint::Completions => 0,
+            Endpoint::Completions | Endpoint::Responses | Endpoint::Messages => 0,
         },
     })
 }

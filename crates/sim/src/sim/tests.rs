@@ -127,10 +127,11 @@ async fn observe(client: &reqwest::Client, url: String, body: &Value, origin: In
                 while let Some(end) = buffer.windows(2).position(|pair| pair == b"\n\n") {
                     let event: Vec<u8> = buffer.drain(..end + 2).collect();
                     let text = String::from_utf8(event).expect("UTF-8 event");
+                    // The Responses and Messages APIs name each event on an `event:` line first.
                     let data = text
-                        .trim_end()
-                        .strip_prefix("data: ")
-                        .expect("every event is a data line");
+                        .lines()
+                        .find_map(|line| line.strip_prefix("data: "))
+                        .expect("every event has a data line");
                     events.push((at, data.to_owned()));
                 }
             }
@@ -294,6 +295,122 @@ async fn non_streaming_chat_returns_an_assistant_message_and_usage() {
         json!({"prompt_tokens": 2, "total_tokens": 4, "completion_tokens": 2,
                "prompt_tokens_details": null})
     );
+}
+
+#[tokio::test]
+async fn responses_stream_text_deltas_then_a_completed_response_with_usage_and_no_done() {
+    let h = Harness::start(config()).await;
+    let body = json!({"model": MODEL, "stream": true, "max_output_tokens": 3, "ignore_eos": true,
+                      "instructions": "be brief",
+                      "input": [{"role": "user", "content": [{"type": "input_text", "text": "hello there"}]}]});
+    let observed = h.stream("/v1/responses", &body).await;
+    assert_eq!(observed.status, 200);
+    assert!(
+        !observed.ends_with_done(),
+        "the Responses API sends no [DONE]"
+    );
+    let events = observed.json();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "response.created",
+            "response.output_text.delta",
+            "response.output_text.delta",
+            "response.output_text.delta",
+            "response.incomplete"
+        ]
+    );
+    assert_eq!(events[1]["delta"], " token");
+    let last = &events[4]["response"];
+    assert_eq!(last["status"], "incomplete");
+    assert_eq!(last["incomplete_details"]["reason"], "max_output_tokens");
+    // "be brief" and "hello there": four words.
+    assert_eq!(last["usage"]["input_tokens"], 4);
+    assert_eq!(last["usage"]["output_tokens"], 3);
+    assert_eq!(
+        last["output"][0]["content"][0]["text"],
+        " token token token"
+    );
+
+    let whole = json!({"model": MODEL, "max_output_tokens": 2, "input": "one two three"});
+    let (status, body) = h.post("/v1/responses", &whole).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["object"], "response");
+    assert!(
+        body["id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("resp_"))
+    );
+    assert_eq!(body["usage"]["input_tokens"], 3);
+    assert!(
+        body["usage"]["output_tokens"]
+            .as_u64()
+            .is_some_and(|n| (1..=2).contains(&n))
+    );
+}
+
+#[tokio::test]
+async fn messages_stream_anthropic_events_with_usage_split_between_start_and_delta() {
+    let h = Harness::start(config()).await;
+    let body = json!({"model": MODEL, "stream": true, "max_tokens": 2, "ignore_eos": true, "system": "be brief",
+                      "messages": [{"role": "user", "content": "hello there friend"}]});
+    let observed = h.stream("/v1/messages", &body).await;
+    assert_eq!(observed.status, 200);
+    assert!(
+        !observed.ends_with_done(),
+        "Anthropic's stream ends with message_stop, not [DONE]"
+    );
+    let events = observed.json();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "message_start",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_delta",
+            "content_block_stop",
+            "message_delta",
+            "message_stop"
+        ]
+    );
+    assert_eq!(events[0]["message"]["usage"]["input_tokens"], 5);
+    assert_eq!(
+        events[2]["delta"],
+        json!({"type": "text_delta", "text": " token"})
+    );
+    assert_eq!(events[5]["delta"]["stop_reason"], "max_tokens");
+    assert_eq!(events[5]["usage"]["output_tokens"], 2);
+
+    let (status, whole) = h
+        .post("/v1/messages", &json!({"model": MODEL, "max_tokens": 1, "messages": [{"role": "user", "content": "hi"}]}))
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(whole["type"], "message");
+    assert_eq!(
+        whole["content"][0],
+        json!({"type": "text", "text": " token"})
+    );
+    assert_eq!(whole["stop_reason"], "max_tokens");
+    assert_eq!(
+        whole["usage"],
+        json!({"input_tokens": 1, "output_tokens": 1})
+    );
+
+    let (status, _) = h
+        .post(
+            "/v1/messages",
+            &json!({"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .await;
+    assert_eq!(status, 400, "Anthropic's API requires max_tokens");
 }
 
 #[tokio::test]

@@ -94,7 +94,10 @@ pub(crate) fn parse(
             other => {
                 return Err(f.unsupported(
                     ctx,
-                    format!("endpoint type `{other}` (chat and completions are)"),
+                    format!(
+                        "endpoint type `{other}` (chat and completions are; embeddings and rankings answers have no \
+                         tokens to time, and AIPerf db4f6397 has no Responses or Anthropic endpoint type)"
+                    ),
                 ));
             }
         };

@@ -485,20 +485,28 @@ fn yaml_json(node: &Node) -> serde_json::Value {
     }
 }
 
-/// `/v1/completions`, `/v1/chat/completions`, or the ≤ v0.6 names.
+/// `/v1/completions`, `/v1/chat/completions`, `/v1/responses` (`ResponsesRequestHandler`), or the ≤ v0.6 names.
 fn request_format(ctx: &Ctx, f: &At<'_>) -> Result<(ApiKind, Option<String>), WorkloadError> {
     match f.str(ctx)? {
         "/v1/completions" => Ok((ApiKind::Completion, Some("/v1/completions".into()))),
         "/v1/chat/completions" => Ok((ApiKind::Chat, Some("/v1/chat/completions".into()))),
         "text_completions" => Ok((ApiKind::Completion, None)),
         "chat_completions" => Ok((ApiKind::Chat, None)),
-        other @ ("/v1/embeddings"
-        | "/v1/responses"
-        | "/v1/audio/transcriptions"
+        "/v1/responses" => Ok((ApiKind::Responses, Some("/v1/responses".into()))),
+        other @ ("/v1/embeddings" | "/pooling") => Err(f.unsupported(
+            ctx,
+            format!(
+                "request format `{other}` (a pooling answer has no tokens to time: its reports need request \
+                 latency and inputs/s in place of TTFT and ITL)"
+            ),
+        )),
+        other @ ("/v1/audio/transcriptions"
         | "/v1/audio/translations"
-        | "/pooling"
         | "audio_transcriptions"
-        | "audio_translations") => Err(f.unsupported(ctx, format!("request format `{other}`"))),
+        | "audio_translations") => Err(f.unsupported(
+            ctx,
+            format!("request format `{other}` (llmbench sends no audio)"),
+        )),
         other => Err(f.invalid(
             ctx,
             format!(

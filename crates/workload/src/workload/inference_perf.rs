@@ -639,9 +639,8 @@ fn parse_api<'n>(
         api.kind = match f.str(ctx)? {
             "completion" => ApiKind::Completion,
             "chat" => ApiKind::Chat,
-            "anthropic_messages" => {
-                return Err(f.unsupported(ctx, "the `anthropic_messages` API"));
-            }
+            // `AnthropicMessagesAPIData` (apis/anthropic_messages.py): POST /v1/messages.
+            "anthropic_messages" => ApiKind::Messages,
             other => {
                 return Err(f.invalid(
                     ctx,
@@ -879,6 +878,30 @@ fn parse_data(
             None => ctx.unsupported(&join(&m.path, "type"), m.line, feature),
         }
     };
+    if api.kind == ApiKind::Messages {
+        // The generators whose `get_supported_apis` lists `APIType.AnthropicMessages`: mock, shareGPT and the
+        // replay-graph traces; every other one refuses it before the run.
+        match kind {
+            "mock" | "shareGPT" | "weka_trace_replay" => {}
+            "otel_trace_replay" => {
+                return Err(unsupported(
+                    "`otel_trace_replay` data over `api.type: anthropic_messages` (inference-perf's \
+                     `SessionAnthropicMessagesAPIData` replays the trace's chat turns as Anthropic messages; \
+                     llmbench replays them as chat only)",
+                ));
+            }
+            other => {
+                let problem = format!(
+                    "inference-perf's `{other}` data does not support `api.type: anthropic_messages` (its \
+                     generator's `get_supported_apis` leaves it out); use `type: mock` or `type: shareGPT`"
+                );
+                return Err(match &type_field {
+                    Some(f) => f.invalid(ctx, problem),
+                    None => ctx.invalid(&join(&m.path, "type"), m.line, problem),
+                });
+            }
+        }
+    }
     match kind {
         "otel_trace_replay" | "weka_trace_replay" if !session_replay => {
             // `Config.validate_trace_replay_load_type`.

@@ -172,6 +172,8 @@ impl Api {
             (Some(p), _) => p,
             (None, ApiKind::Completion) => "/v1/completions",
             (None, ApiKind::Chat) => "/v1/chat/completions",
+            (None, ApiKind::Responses) => "/v1/responses",
+            (None, ApiKind::Messages) => "/v1/messages",
         }
     }
 
@@ -213,6 +215,12 @@ pub enum ApiKind {
     Completion,
     /// `/v1/chat/completions`
     Chat,
+    /// OpenAI's Responses API, `/v1/responses`: `input` items in, `response.output_text.delta` events out, usage
+    /// as `input_tokens`/`output_tokens` on `response.completed`.
+    Responses,
+    /// Anthropic's Messages API, `/v1/messages` (vLLM and llama.cpp serve it): `content_block_delta` events out,
+    /// usage split between `message_start` (input) and `message_delta` (output).
+    Messages,
 }
 
 /// One stage: how requests arrive and when the stage stops.

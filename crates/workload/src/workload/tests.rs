@@ -2753,7 +2753,9 @@ fn guidellm_request_format_spellings_choose_the_endpoint() {
         "target: http://x\nprofile: synchronous\nmax_seconds: 5\ndata: prompt_tokens=8\nrequest_type: audio_transcriptions\n",
     );
     assert!(
-        e.contains("request format `audio_transcriptions` is not supported"),
+        e.contains(
+            "request format `audio_transcriptions` (llmbench sends no audio) is not supported"
+        ),
         "{e}"
     );
     let e = err(

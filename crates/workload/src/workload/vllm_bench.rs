@@ -200,24 +200,37 @@ pub(crate) fn parse(
         Some(f) => text(ctx, f)?,
         None => "openai".to_string(),
     };
-    w.api.kind = match backend.as_str() {
-        "openai-chat" => ApiKind::Chat,
-        "openai" | "vllm" => ApiKind::Completion,
+    let (kind, suffix, api_name) = match backend.as_str() {
+        "openai-chat" => (ApiKind::Chat, "chat/completions", "OpenAI Chat Completions"),
+        "openai" | "vllm" => (ApiKind::Completion, "completions", "OpenAI Completions"),
         other => {
             let line = backend_field.as_ref().map_or(0, |f| f.line);
-            return Err(ctx.unsupported("backend", line, format!("backend `{other}`")));
+            // vLLM's bench has no backend for the Responses or Messages APIs (`ASYNC_REQUEST_FUNCS`).
+            let why = match other {
+                "openai-embeddings"
+                | "openai-embeddings-chat"
+                | "openai-embeddings-clip"
+                | "openai-embeddings-vlm2vec"
+                | "infinity-embeddings"
+                | "infinity-embeddings-clip"
+                | "vllm-pooling"
+                | "vllm-rerank" => {
+                    " (a pooling answer has no tokens to time: its reports need request \
+                     latency and inputs/s in place of TTFT and ITL)"
+                }
+                "openai-audio" => " (llmbench sends no audio)",
+                _ => "",
+            };
+            return Err(ctx.unsupported("backend", line, format!("backend `{other}`{why}")));
         }
     };
+    w.api.kind = kind;
     // vLLM's default endpoint is /v1/completions whatever the backend, and each backend checks the URL's end
     // (`_validate_api_url`): a chat backend needs `chat/completions`.
     let endpoint_field = m.get("endpoint");
     let path = match &endpoint_field {
         Some(f) => text(ctx, f)?,
         None => "/v1/completions".to_string(),
-    };
-    let (suffix, api_name) = match w.api.kind {
-        ApiKind::Chat => ("chat/completions", "OpenAI Chat Completions"),
-        ApiKind::Completion => ("completions", "OpenAI Completions"),
     };
     if !path.ends_with(suffix) {
         let (key, line) = match &endpoint_field {
