@@ -15,14 +15,16 @@
 //! interleaved with its corpus sampling, which cannot be reproduced; the distributions are the same.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use rand::SeedableRng as _;
 use rand::rngs::Xoshiro256PlusPlus;
 
 use super::{ConversationError, Piece, Script, UserTurn, join, pieces};
 use crate::prompts::{MAX_PROMPTS, distribution, to_u32};
-use crate::workload::AiperfConversations;
+use crate::workload::{AiperfConversations, LengthShape};
 use llmbench_data::{LengthDistribution, Synthesizer, SyntheticSpec, synthetic_prompts};
+use llmbench_text::py_random::{PyRandom, aiperf_derived_seed};
 
 /// Every conversation's user turns, in AIPerf's order of creation.
 pub(super) fn aiperf_conversations(
@@ -31,14 +33,20 @@ pub(super) fn aiperf_conversations(
     seed: u64,
 ) -> Result<Vec<Script>, ConversationError> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    let turn_counts =
-        distribution("conversation turns", &spec.turns)?.sampler("conversation turns")?;
+    // AIPerf 0.13's own generators, `rng.derive(...)` of `--random-seed`: the turn counts and delays are what
+    // AIPerf draws for the same seed.
+    let mut turn_rng = PyRandom::seed(aiperf_derived_seed(seed, "composer.conversation.turn_count"));
+    let mut delay_rng = PyRandom::seed(aiperf_derived_seed(seed, "composer.conversation.turn_delay"));
+    let (turn_mean, turn_stddev) = match spec.turns.shape {
+        LengthShape::PositiveNormal { mean, std_dev } => (mean, std_dev),
+        LengthShape::Fixed(n) => (n as f64, 0.0),
+        _ => (1.0, 0.0),
+    };
     let mut counts = Vec::with_capacity(spec.conversations.min(MAX_PROMPTS) as usize);
     let mut total: u64 = 0;
     for _ in 0..spec.conversations {
-        // `TurnConfig.mean` is at least 1 and a positive normal is rounded up, so a conversation has a turn.
-        let turns = turn_counts.sample(&mut rng).max(1);
-        total += u64::from(turns);
+        let turns = turn_rng.aiperf_positive_normal_integer(turn_mean, turn_stddev);
+        total += turns;
         if total > MAX_PROMPTS {
             return Err(ConversationError::TooMany {
                 what: "the turns of all conversations (--conversation-num × turns)",
@@ -46,7 +54,18 @@ pub(super) fn aiperf_conversations(
                 max: MAX_PROMPTS,
             });
         }
-        counts.push(turns);
+        // `_create_turn` draws each later turn's delay as the conversation is made, turn by turn.
+        let delays: Vec<Option<Duration>> = (0..turns)
+            .map(|t| match spec.turn_delay {
+                Some(delay) if t > 0 && delay.mean_ms > 0.0 => {
+                    let ms = delay_rng
+                        .aiperf_positive_normal_integer(delay.mean_ms.trunc(), delay.stddev_ms.trunc());
+                    Some(Duration::from_secs_f64(ms as f64 * delay.ratio / 1000.0))
+                }
+                _ => None,
+            })
+            .collect();
+        counts.push(delays);
     }
     // One prompt per turn, each with its own length and `max_tokens` drawn, as AIPerf draws them per turn.
     let mut prompts = synthetic_prompts(
@@ -76,9 +95,9 @@ pub(super) fn aiperf_conversations(
         _ => Vec::new(),
     };
     let mut scripts = Vec::with_capacity(counts.len());
-    for turns in counts {
-        let mut user_turns = Vec::with_capacity(turns as usize);
-        for t in 0..turns {
+    for delays in counts {
+        let mut user_turns = Vec::with_capacity(delays.len());
+        for (t, delay) in delays.into_iter().enumerate() {
             let Some(prompt) = prompts.next() else {
                 break;
             };
@@ -97,6 +116,7 @@ pub(super) fn aiperf_conversations(
             user_turns.push(UserTurn {
                 text,
                 max_tokens: prompt.max_tokens,
+                delay,
             });
         }
         scripts.push(Script {

@@ -178,22 +178,35 @@ pub(crate) fn parse(
     ]);
     let isl_stddev = isl_stddev.map(|f| stddev(ctx, &f)).transpose()?;
     let osl_stddev = osl_stddev.map(|f| stddev(ctx, &f)).transpose()?;
-    // `--conversation-num` and its aliases: how many dataset entries AIPerf makes (each one turn, its lengths drawn
-    // once), which its requests then reuse.
-    let entries_field = m.get_any(&[
-        "conversation-num",
-        "num-conversations",
-        "num-sessions",
-        "num-dataset-entries",
-        "num-prompts",
-    ]);
-    let entries = match &entries_field {
+    // AIPerf 0.13 (`config/flags/_converter_profiling.py`, `_converter_dataset.py` `_resolve_entries`):
+    // `--conversation-num` (`--num-conversations`, `--num-sessions`) is the profiling phase's session count — no
+    // new session once that many started — and sizes the dataset; `--num-dataset-entries` (`--num-prompts`)
+    // sizes the dataset only, and wins; without either an explicit `--request-count` sizes it, else 100.
+    let sessions_field = m.get_any(&["conversation-num", "num-conversations", "num-sessions"]);
+    let sessions = match &sessions_field {
+        Some(f) => {
+            let n = positive(ctx, f)?;
+            limits::check(ctx, f, Limit::Samples, n as f64)?;
+            Some(n)
+        }
+        None => None,
+    };
+    let dataset_entries_field = m.get_any(&["num-dataset-entries", "num-prompts"]);
+    let entries = match &dataset_entries_field {
         Some(f) => {
             let n = positive(ctx, f)?;
             limits::check(ctx, f, Limit::Samples, n as f64)?;
             n
         }
-        None => DEFAULT_DATASET_ENTRIES,
+        None => sessions
+            .or(request_count_field.is_some().then_some(request_count))
+            .unwrap_or(DEFAULT_DATASET_ENTRIES),
+    };
+    // `prof.setdefault("requests", 10)` only when no request count, duration or session count bounds the run.
+    let request_limit = match (&request_count_field, sessions) {
+        (Some(_), _) => Some(request_count),
+        (None, Some(_)) => None,
+        (None, None) => Some(DEFAULT_REQUEST_COUNT),
     };
     let block_size = match m.get_any(&[
         "isl-block-size",
@@ -223,7 +236,7 @@ pub(crate) fn parse(
                     osl: osl.as_ref().map(|f| tokens(ctx, f)).transpose()?,
                     osl_stddev,
                     entries,
-                    entries_field: entries_field.as_ref(),
+                    entries_field: dataset_entries_field.as_ref(),
                     conversation: &conversation,
                     schedule_flag,
                 },
@@ -231,7 +244,11 @@ pub(crate) fn parse(
             w.stages = vec![synthetic_stage(
                 &load,
                 concurrency_field.is_some().then_some(concurrency),
-                request_count,
+                Bounds {
+                    requests: request_limit,
+                    sessions,
+                    conversations: true,
+                },
             )];
         }
         (Some(file), Some(kind)) => {
@@ -333,6 +350,7 @@ pub(crate) fn parse(
                     prompt: lengths(input, isl_stddev),
                     output: output.map(|mean| lengths(mean, osl_stddev)),
                     prefix_pool: conversation.prefix_pool,
+                    turn_delay: conversation.turn_delay,
                 })
             } else {
                 DataSpec::SyntheticText(SyntheticText {
@@ -345,10 +363,15 @@ pub(crate) fn parse(
                     think_time: None,
                 })
             };
+            let conversations = matches!(w.data, DataSpec::AiperfConversations(_));
             w.stages = vec![synthetic_stage(
                 &load,
                 concurrency_field.is_some().then_some(concurrency),
-                request_count,
+                Bounds {
+                    requests: request_limit,
+                    sessions,
+                    conversations,
+                },
             )];
         }
     }
@@ -512,13 +535,37 @@ fn load(ctx: &Ctx, m: &mut MapReader<'_>, seed: u64) -> Result<Load, WorkloadErr
 /// The one stage of a synthetic run: AIPerf's profiling phase, after its warm-up phase if any. A plain
 /// concurrency burst by count is llmbench's closed loop (AIPerf's semaphore with no gaps is one); a rate, a
 /// duration or a warm-up is AIPerf's own rate loop.
-fn synthetic_stage(load: &Load, concurrency: Option<u32>, request_count: u64) -> Stage {
+/// What ends AIPerf's profiling phase besides a duration: a request count and a session count (the first
+/// reached wins), and whether its sessions are conversations (which always run AIPerf's rate loop).
+struct Bounds {
+    requests: Option<u64>,
+    sessions: Option<u64>,
+    conversations: bool,
+}
+
+fn synthetic_stage(load: &Load, concurrency: Option<u32>, bounds: Bounds) -> Stage {
     let limit = match load.duration {
         Some(d) => StageLimit::duration(d),
-        None => StageLimit::requests(request_count),
+        // A single-turn session is one request, so a session count is a request count.
+        None if !bounds.conversations => StageLimit {
+            requests: match (bounds.requests, bounds.sessions) {
+                (Some(r), Some(s)) => Some(r.min(s)),
+                (r, s) => r.or(s),
+            },
+            ..StageLimit::default()
+        },
+        None => StageLimit {
+            requests: bounds.requests,
+            ..StageLimit::default()
+        },
+    };
+    let sessions = if bounds.conversations {
+        bounds.sessions
+    } else {
+        None
     };
     let (kind, arrival) = match (load.pace, load.duration) {
-        (AiperfPace::Burst, None) if load.warmup == 0 => (
+        (AiperfPace::Burst, None) if load.warmup == 0 && !bounds.conversations => (
             LoadKind::Concurrent,
             Arrival::Closed {
                 concurrency: concurrency.unwrap_or(DEFAULT_CONCURRENCY),
@@ -540,6 +587,7 @@ fn synthetic_stage(load: &Load, concurrency: Option<u32>, request_count: u64) ->
                 },
                 grace: duration.map(|_| load.grace),
                 warmup_requests: load.warmup,
+                sessions,
             },
         ),
     };

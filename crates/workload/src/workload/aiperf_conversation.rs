@@ -6,11 +6,10 @@
 //!   (`--session-turns-stddev`, an int ≥ 0, default 0): the turns of each synthetic conversation, drawn once per
 //!   conversation by `sample_positive_normal_integer`.
 //! - `--conversation-turn-delay-mean`/`-stddev`/`-ratio` (`--session-turn-delay-*`, `--session-delay-ratio`;
-//!   floats ≥ 0, defaults 0, 0, 1): the synthetic composer draws a delay for every turn but the first
-//!   (`synthetic.py` `_create_turn`), but nothing waits it: the worker sends a conversation's turns back to back
-//!   (`workers/worker.py` `_execute_single_credit_internal`) and the timing strategies never read a turn's delay.
-//!   AIPerf 0.13 waits the delay (think time) before it queues the next turn, so a mean delay above 0 means two
-//!   different runs under the two versions: it is refused until the 0.13 pacing is built; 0 is accepted.
+//!   floats ≥ 0, defaults 0, 0, 1): AIPerf 0.13's synthetic composer draws a delay for every turn but the first
+//!   when the mean is above 0 (`synthetic.py` `_create_turn`: `sample_positive_normal_integer(int(mean),
+//!   int(stddev)) * ratio` ms), and its rate loop waits it after the previous turn returned before it queues
+//!   the turn (`timing/strategies/request_rate.py` `handle_credit_return`). A stddev without a mean draws nothing.
 //! - `--prompt-prefix-pool-size` (`--prefix-prompt-pool-size`, `--num-prefix-prompts`) and
 //!   `--prompt-prefix-length` (`--prefix-prompt-length`), ints ≥ 0: a pool of that many prompts of that many
 //!   tokens; the first turn of every synthetic conversation starts with one picked at random
@@ -21,7 +20,7 @@
 use super::aiperf::{lengths, non_negative, positive};
 use super::error::{WarningKind, WorkloadError};
 use super::limits::{self, Limit};
-use super::model::{AiperfPrefixPool, TokenLengths};
+use super::model::{AiperfPrefixPool, AiperfTurnDelay, TokenLengths};
 use super::reader::{At, Ctx, MapReader};
 use super::vllm_bench::number;
 
@@ -33,6 +32,8 @@ pub(super) struct ConversationFlags {
     /// Whether a conversation can have more than one turn.
     pub multi_turn: bool,
     pub prefix_pool: Option<AiperfPrefixPool>,
+    /// `--conversation-turn-delay-*`, when the mean is above 0.
+    pub turn_delay: Option<AiperfTurnDelay>,
     /// The first of these flags the profile set that changes a synthetic dataset, with its line: a trace's
     /// records decide their own turns and prompts, so these are ignored for one (with a warning naming it).
     pub first: Option<(String, u32)>,
@@ -69,35 +70,36 @@ pub(super) fn read(
         }
         None => 0,
     };
-    let mut delay_flag = None;
-    for keys in [
+    let mut delay = [0.0, 0.0, 1.0];
+    for (i, keys) in [
         &["conversation-turn-delay-mean", "session-turn-delay-mean"][..],
         &[
             "conversation-turn-delay-stddev",
             "session-turn-delay-stddev",
         ][..],
         &["conversation-turn-delay-ratio", "session-delay-ratio"][..],
-    ] {
+    ]
+    .into_iter()
+    .enumerate()
+    {
         if let Some(f) = m.get_any(keys) {
             let v = number(ctx, &f)?;
             if !(v.is_finite() && v >= 0.0) {
                 return Err(f.invalid(ctx, format!("must be at least 0, found {v}")));
             }
-            // A mean or stddev above 0 makes AIPerf 0.13 draw and wait think times (the ratio only scales them).
-            if v > 0.0 && keys[0] != "conversation-turn-delay-ratio" {
-                delay_flag.get_or_insert((f.path.clone(), f.line));
+            if i < 2 {
+                note(&f);
             }
+            delay[i] = v;
         }
     }
-    if let Some((key, line)) = delay_flag {
-        return Err(ctx.unsupported(
-            &key,
-            line,
-            "a think time between turns (AIPerf 0.13 waits it before it queues a conversation's next turn; \
-             AIPerf db4f6397, which this dialect follows, draws it and never waits it, sending a conversation's \
-             turns back to back — leave the delay out for that)",
-        ));
-    }
+    let [mean_ms, stddev_ms, ratio] = delay;
+    // `_create_turn` draws a delay only when `int(mean)` … `self._turn_delay_mean > 0` (the float mean).
+    let turn_delay = (mean_ms > 0.0).then_some(AiperfTurnDelay {
+        mean_ms,
+        stddev_ms,
+        ratio,
+    });
     let pool_field = m.get_any(&[
         "prompt-prefix-pool-size",
         "prefix-prompt-pool-size",
@@ -150,6 +152,7 @@ pub(super) fn read(
         turns: lengths(mean, Some(stddev as f64)),
         multi_turn: mean > 1 || stddev > 0,
         prefix_pool,
+        turn_delay,
         first,
     })
 }
