@@ -158,8 +158,13 @@ mod tests {
             "conversation-num: 5\nconversation-turn-mean: 3\nisl: 6\nosl: 4\nprompt-prefix-pool-size: 2\n\
              prompt-prefix-length: 3\n",
         );
-        // The picks are CPython's `random.Random(--random-seed)`.
-        assert_eq!(set.style, Style::AiperfConversations { pick_seed: 9 });
+        // AIPerf 0.13's synthetic data goes to its sessions in order (`SequentialSampler`).
+        assert_eq!(
+            set.style,
+            Style::AiperfConversations {
+                sampling: crate::conversations::AiperfSampling::Sequential
+            }
+        );
         assert_eq!(set.scripts.len(), 5);
         let mut prefixes = Vec::new();
         for script in &set.scripts {

@@ -175,7 +175,16 @@ pub fn build_conversations(
                 scripts: aiperf::aiperf_conversations(&synth, spec, workload.seed)?,
             }))
         }
-        DataSpec::AiperfFile(spec) => Ok(Some(ConversationSet {
+        DataSpec::AiperfFile(spec) => {
+            let scripts = aiperf_dataset::aiperf_file_conversations(tokenizer, spec, workload.seed)?;
+            if workload.api.kind == ApiKind::Completion && scripts.iter().any(|s| s.turns.len() > 1) {
+                return Err(ConversationError::Unsupported {
+                    key: "a multi_turn file's sessions over endpoint-type: completions",
+                    why: "AIPerf 0.13 fails on each session's second turn (its completions endpoint takes one \
+                          turn); use endpoint-type: chat",
+                });
+            }
+            Ok(Some(ConversationSet {
             style: Style::AiperfConversations {
                 sampling: match spec.kind {
                     AiperfFileKind::RandomPool => AiperfSampling::Shuffle {
@@ -189,8 +198,9 @@ pub fn build_conversations(
                     }
                 },
             },
-            scripts: aiperf_dataset::aiperf_file_conversations(tokenizer, spec, workload.seed)?,
-        })),
+            scripts,
+            }))
+        }
         DataSpec::ConversationReplay(spec) => {
             if workload.api.kind == ApiKind::Chat {
                 return Err(ConversationError::Unsupported {

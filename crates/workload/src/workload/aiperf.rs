@@ -343,6 +343,19 @@ pub(crate) fn parse(
                 None => DEFAULT_ISL,
             };
             let output = osl.as_ref().map(|f| tokens(ctx, f)).transpose()?;
+            // AIPerf 0.13's completions endpoint raises on a session's second turn ("Completions endpoint only
+            // supports one turn", `endpoints/openai_completions.py`): its turns accumulate.
+            if conversation.multi_turn
+                && w.api.kind == ApiKind::Completion
+                && let Some((key, line)) = &conversation.first
+            {
+                return Err(ctx.unsupported(
+                    key,
+                    *line,
+                    "multi-turn conversations over `endpoint-type: completions` (AIPerf 0.13 fails on each \
+                     session's second turn: its completions endpoint takes one turn; use `endpoint-type: chat`)",
+                ));
+            }
             w.data = if conversation.needs_conversations() {
                 DataSpec::AiperfConversations(AiperfConversations {
                     conversations: entries,
@@ -944,8 +957,9 @@ mod tests {
                 output: Some(TokenLengths::fixed(200)),
                 turns: 1,
                 prefix_buckets: Vec::new(),
-                // AIPerf makes `--num-dataset-entries` (100) prompts and reuses them.
-                samples: 100,
+                // AIPerf 0.13 sizes the dataset by an explicit `--request-count` (500) when neither
+                // `--num-dataset-entries` nor `--conversation-num` is given (`_resolve_entries`).
+                samples: 500,
                 think_time: None,
             })
         );
@@ -1096,6 +1110,7 @@ mod tests {
                 concurrency: Some(4),
                 grace: None,
                 warmup_requests: 0,
+                sessions: None,
             }
         );
         assert_eq!(stage.limit, StageLimit::requests(7));
@@ -1109,6 +1124,7 @@ mod tests {
                 concurrency: None,
                 grace: None,
                 warmup_requests: 0,
+                sessions: None,
             }
         );
         assert_eq!(stage.limit, StageLimit::requests(10));
@@ -1143,6 +1159,7 @@ mod tests {
                 concurrency: Some(3),
                 grace: Some(Duration::ZERO),
                 warmup_requests: 0,
+                sessions: None,
             }
         );
     }
@@ -1166,6 +1183,7 @@ mod tests {
                 concurrency: Some(2),
                 grace: None,
                 warmup_requests: 4,
+                sessions: None,
             }
         );
         assert_eq!(stage.limit, StageLimit::requests(10));
@@ -1196,6 +1214,7 @@ mod tests {
                 concurrency: None,
                 grace: None,
                 warmup_requests: 0,
+                sessions: None,
             }
         );
         assert_eq!(w.stages[0].limit, StageLimit::requests(64));

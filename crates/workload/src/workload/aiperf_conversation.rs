@@ -159,11 +159,11 @@ pub(super) fn read(
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
 
     use crate::workload::{
-        AiperfConversations, AiperfPrefixPool, Arrival, DataSpec, Harness, LengthShape,
-        ParseOptions, StageLimit, TokenLengths, Workload, WorkloadError, parse_profile,
+        AiperfConversations, AiperfPace, AiperfPrefixPool, AiperfTurnDelay, Arrival, DataSpec,
+        Harness, LengthShape, ParseOptions, StageLimit, TokenLengths, Workload, WorkloadError,
+        parse_profile,
     };
 
     fn parse(text: &str) -> Result<(Workload, Vec<String>), WorkloadError> {
@@ -205,16 +205,46 @@ mod tests {
                 },
                 output: Some(TokenLengths::fixed(5)),
                 prefix_pool: None,
+                turn_delay: None,
             })
         );
-        // The request count counts credits, which are conversations: the stage is AIPerf's burst of 7 of them.
+        // AIPerf 0.13: the request count counts turns, and `--num-sessions` is the session count; both bound the
+        // profiling phase of AIPerf's rate loop (a burst of `--concurrency` 1 session slots).
         assert_eq!(w.stages[0].limit, StageLimit::requests(7));
         assert_eq!(
             w.stages[0].arrival,
-            Arrival::Closed {
-                concurrency: 1,
-                rampup: Duration::ZERO
+            Arrival::AiperfRate {
+                pace: AiperfPace::Burst,
+                concurrency: Some(1),
+                grace: None,
+                warmup_requests: 0,
+                sessions: Some(4),
             }
+        );
+    }
+
+    #[test]
+    fn turn_delays_are_read_as_aiperf_0_13_reads_them() {
+        let delay = |text: &str| match parse(text).expect(text).0.data {
+            DataSpec::AiperfConversations(a) => a.turn_delay,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            delay(
+                "model: m\nconversation-turn-mean: 2\nsession-turn-delay-mean: 250\n\
+                 conversation-turn-delay-stddev: 20\nconversation-turn-delay-ratio: 2\n"
+            ),
+            Some(AiperfTurnDelay {
+                mean_ms: 250.0,
+                stddev_ms: 20.0,
+                ratio: 2.0
+            })
+        );
+        // A spread without a mean draws no delay: a real AIPerf 0.13 run with `--conversation-turn-delay-stddev
+        // 500` alone sent each session's turns ~10 ms apart against `llmbench sim`.
+        assert_eq!(
+            delay("model: m\nconversation-turn-mean: 2\nconversation-turn-delay-stddev: 500\n"),
+            None
         );
     }
 
@@ -277,29 +307,7 @@ mod tests {
                 .any(|w| w.starts_with("prompt-prefix-pool-size")),
             "{warnings:?}"
         );
-        // A turn delay: never waited by db4f6397, waited by 0.13, so refused by name and line.
-        let err = parse(
-            "model: m\nconversation-turn-mean: 2\nsession-turn-delay-mean: 250\nconversation-turn-delay-ratio: 2\n",
-        )
-        .expect_err("a think time is refused")
-        .to_string();
-        assert!(
-            err.starts_with("p.yaml:3: `session-turn-delay-mean`")
-                && err.contains("AIPerf 0.13 waits it"),
-            "{err}"
-        );
-        // A spread alone draws delays too under 0.13; the ratio alone only scales them.
-        let err =
-            parse("model: m\nconversation-turn-mean: 2\nconversation-turn-delay-stddev: 50\n")
-                .expect_err("a think-time spread is refused")
-                .to_string();
-        assert!(
-            err.starts_with("p.yaml:3: `conversation-turn-delay-stddev`"),
-            "{err}"
-        );
-        parse("model: m\nconversation-turn-mean: 2\nconversation-turn-delay-ratio: 2\n")
-            .expect("a ratio of no delay is no delay");
-        // A zero mean delay draws zeros: nothing to warn about.
+        // A zero mean delay draws nothing (`_create_turn` draws only when the mean is above 0): no warning.
         let (_, warnings) =
             parse("model: m\nconversation-turn-mean: 2\nconversation-turn-delay-stddev: 0\n")
                 .expect("parses");

@@ -682,6 +682,7 @@ mod tests {
                     concurrency: Some(3),
                     grace: Some(Duration::from_secs(30)),
                     warmup_requests: 2,
+                    sessions: None,
                 },
                 StageLimit::duration(Duration::from_millis(1100)),
             ),
@@ -696,6 +697,7 @@ mod tests {
                 duration: Some(Duration::from_millis(1100)),
                 grace: Some(Duration::from_secs(30)),
                 warmup: 2,
+                sessions: None,
             }
         );
     }
