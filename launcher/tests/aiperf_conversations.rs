@@ -63,7 +63,11 @@ fn assert_history(bodies: &[Value]) {
             if i % 2 == 1 {
                 assert_eq!(m["content"], "a b", "the live answer: {body}");
             } else {
-                assert_eq!(m, &bodies[i / 2]["messages"][i], "the same user turn: {body}");
+                assert_eq!(
+                    m,
+                    &bodies[i / 2]["messages"][i],
+                    "the same user turn: {body}"
+                );
             }
         }
     }
@@ -96,7 +100,10 @@ fn conversation_num_runs_that_many_sessions_each_turn_carrying_the_earlier_turns
     for session in sessions {
         assert_history(session);
         let id = &ids[start];
-        assert!(ids[start..start + session.len()].iter().all(|i| i == id), "{ids:?}");
+        assert!(
+            ids[start..start + session.len()].iter().all(|i| i == id),
+            "{ids:?}"
+        );
         assert_eq!(id.len(), 36, "a uuid4: {id}");
         start += session.len();
         // The first turn is `f"{prefix} {content}"`: 4 + 6 words; later turns have no prefix.
@@ -113,7 +120,10 @@ fn conversation_num_runs_that_many_sessions_each_turn_carrying_the_earlier_turns
         .map(|l| serde_json::from_str::<Value>(l).expect("a record"))
         .map(|r| {
             let of = &r["conversation"];
-            (of["id"].as_u64().expect("id"), of["turn"].as_u64().expect("turn"))
+            (
+                of["id"].as_u64().expect("id"),
+                of["turn"].as_u64().expect("turn"),
+            )
         })
         .collect();
     let expected: Vec<(u64, u64)> = [(0, 1), (1, 4), (2, 5)]
@@ -170,7 +180,10 @@ fn records(dir: &std::path::Path, run: &str) -> Vec<Value> {
 
 fn of(record: &Value) -> (u64, u64) {
     let of = &record["conversation"];
-    (of["id"].as_u64().expect("id"), of["turn"].as_u64().expect("turn"))
+    (
+        of["id"].as_u64().expect("id"),
+        of["turn"].as_u64().expect("turn"),
+    )
 }
 
 #[test]

@@ -300,7 +300,10 @@ mod tests {
             .map(|_| rng.aiperf_positive_normal_integer(3.0, 1.0))
             .collect();
         assert_eq!(turns, [1, 4, 5]);
-        assert_eq!(PyRandom::seed(1).aiperf_positive_normal_integer(2.5, 0.0), 2);
+        assert_eq!(
+            PyRandom::seed(1).aiperf_positive_normal_integer(2.5, 0.0),
+            2
+        );
     }
 
     // random.seed(42); [random.random() for _ in range(2)] -> [0.6394267984578837, 0.025010755222666936]

@@ -8,11 +8,13 @@
 //! tokens, made once), the first turn of every conversation is `f"{prefix} {content}"` with the prefix picked at
 //! random from the pool; later turns have none.
 //!
-//! What is sent is in `engine::conversation`: a conversation is one credit, its turns go one after the other, each
-//! alone (AIPerf's worker formats a payload from the turn only, never the earlier turns or answers).
+//! What is sent is in `engine::aiperf_sessions` and `engine::conversation`: AIPerf 0.13's sessions, every turn a
+//! credit of the rate loop, each carrying the earlier turns and the live answers.
 //!
-//! The draws use llmbench's seeded generator: AIPerf draws them from numpy's and Python's global generators,
-//! interleaved with its corpus sampling, which cannot be reproduced; the distributions are the same.
+//! The turn counts and turn delays are AIPerf 0.13's own draws (`rng.derive("composer.conversation.turn_count")`,
+//! `"composer.conversation.turn_delay"`, CPython's `gauss`); the prompt lengths and prefix picks use llmbench's
+//! seeded generator (AIPerf draws them from generators interleaved with its corpus sampling, which cannot be
+//! reproduced; the distributions are the same).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,8 +37,14 @@ pub(super) fn aiperf_conversations(
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     // AIPerf 0.13's own generators, `rng.derive(...)` of `--random-seed`: the turn counts and delays are what
     // AIPerf draws for the same seed.
-    let mut turn_rng = PyRandom::seed(aiperf_derived_seed(seed, "composer.conversation.turn_count"));
-    let mut delay_rng = PyRandom::seed(aiperf_derived_seed(seed, "composer.conversation.turn_delay"));
+    let mut turn_rng = PyRandom::seed(aiperf_derived_seed(
+        seed,
+        "composer.conversation.turn_count",
+    ));
+    let mut delay_rng = PyRandom::seed(aiperf_derived_seed(
+        seed,
+        "composer.conversation.turn_delay",
+    ));
     let (turn_mean, turn_stddev) = match spec.turns.shape {
         LengthShape::PositiveNormal { mean, std_dev } => (mean, std_dev),
         LengthShape::Fixed(n) => (n as f64, 0.0),
@@ -58,8 +66,10 @@ pub(super) fn aiperf_conversations(
         let delays: Vec<Option<Duration>> = (0..turns)
             .map(|t| match spec.turn_delay {
                 Some(delay) if t > 0 && delay.mean_ms > 0.0 => {
-                    let ms = delay_rng
-                        .aiperf_positive_normal_integer(delay.mean_ms.trunc(), delay.stddev_ms.trunc());
+                    let ms = delay_rng.aiperf_positive_normal_integer(
+                        delay.mean_ms.trunc(),
+                        delay.stddev_ms.trunc(),
+                    );
                     Some(Duration::from_secs_f64(ms as f64 * delay.ratio / 1000.0))
                 }
                 _ => None,

@@ -20,8 +20,8 @@ use rand_distr::weighted::WeightedIndex;
 
 use crate::prompts::{DEFAULT_PROMPTS, MAX_PROMPTS, PromptError, distribution, fixed, to_u32};
 use crate::workload::{
-    AiperfFileKind, ApiKind, ConversationReplay, DataSpec, LengthShape, SharedPrefix, SyntheticText,
-    ThinkTime, TokenLengths, Workload,
+    AiperfFileKind, ApiKind, ConversationReplay, DataSpec, LengthShape, SharedPrefix,
+    SyntheticText, ThinkTime, TokenLengths, Workload,
 };
 use llmbench_data::{DataError, LengthDistribution, Synthesizer, SyntheticSpec, synthetic_prompts};
 use llmbench_text::tokenizer::Tokenizer;
@@ -176,8 +176,10 @@ pub fn build_conversations(
             }))
         }
         DataSpec::AiperfFile(spec) => {
-            let scripts = aiperf_dataset::aiperf_file_conversations(tokenizer, spec, workload.seed)?;
-            if workload.api.kind == ApiKind::Completion && scripts.iter().any(|s| s.turns.len() > 1) {
+            let scripts =
+                aiperf_dataset::aiperf_file_conversations(tokenizer, spec, workload.seed)?;
+            if workload.api.kind == ApiKind::Completion && scripts.iter().any(|s| s.turns.len() > 1)
+            {
                 return Err(ConversationError::Unsupported {
                     key: "a multi_turn file's sessions over endpoint-type: completions",
                     why: "AIPerf 0.13 fails on each session's second turn (its completions endpoint takes one \
@@ -185,20 +187,20 @@ pub fn build_conversations(
                 });
             }
             Ok(Some(ConversationSet {
-            style: Style::AiperfConversations {
-                sampling: match spec.kind {
-                    AiperfFileKind::RandomPool => AiperfSampling::Shuffle {
-                        seed: llmbench_text::py_random::aiperf_derived_seed(
-                            workload.seed,
-                            "dataset.sampler.shuffle",
-                        ),
+                style: Style::AiperfConversations {
+                    sampling: match spec.kind {
+                        AiperfFileKind::RandomPool => AiperfSampling::Shuffle {
+                            seed: llmbench_text::py_random::aiperf_derived_seed(
+                                workload.seed,
+                                "dataset.sampler.shuffle",
+                            ),
+                        },
+                        AiperfFileKind::SingleTurn | AiperfFileKind::MultiTurn => {
+                            AiperfSampling::Sequential
+                        }
                     },
-                    AiperfFileKind::SingleTurn | AiperfFileKind::MultiTurn => {
-                        AiperfSampling::Sequential
-                    }
                 },
-            },
-            scripts,
+                scripts,
             }))
         }
         DataSpec::ConversationReplay(spec) => {

@@ -19,8 +19,8 @@ use llmbench_data::{ChatMessage, Prompt};
 use llmbench_model::record::{ErrorClass, RequestError, RequestRecord, TurnOf};
 use llmbench_text::numpy_generator::NumpyGenerator;
 use llmbench_workload::conversations::{
-    AiperfSampling, ConversationSet, Piece, ReplayPlan, ReplayStage, ReplayText, ReplayTurn, Script, Style,
-    join,
+    AiperfSampling, ConversationSet, Piece, ReplayPlan, ReplayStage, ReplayText, ReplayTurn,
+    Script, Style, join,
 };
 use llmbench_workload::request::{BodySettings, prepare};
 use llmbench_workload::workload::ApiKind;
@@ -384,9 +384,9 @@ impl Conversations {
                     .collect(),
             ),
             Style::GuidellmTurns => State::Turns(Mutex::new(TurnQueue::default())),
-            Style::AiperfConversations { sampling } => State::Aiperf(Mutex::new(
-                AiperfSampler::new(set.scripts.len(), *sampling),
-            )),
+            Style::AiperfConversations { sampling } => {
+                State::Aiperf(Mutex::new(AiperfSampler::new(set.scripts.len(), *sampling)))
+            }
             Style::InferencePerfReplay(plan) => {
                 let slots = (0..plan.conversations.len() as u32)
                     .map(|c| {
@@ -450,13 +450,22 @@ impl Conversations {
 
     /// How many turns `session`'s conversation has.
     pub fn aiperf_turns(&self, session: &AiperfSession) -> usize {
-        self.scripts.get(session.script).map_or(0, |s| s.turns.len())
+        self.scripts
+            .get(session.script)
+            .map_or(0, |s| s.turns.len())
     }
 
     /// The think time before `session`'s next turn may be queued (that turn's `delay`), or `None` when its last
     /// turn was sent.
-    pub fn aiperf_next_delay(&self, session: &AiperfSession) -> Option<Option<std::time::Duration>> {
-        let turn = self.scripts.get(session.script)?.turns.get(session.answers.len())?;
+    pub fn aiperf_next_delay(
+        &self,
+        session: &AiperfSession,
+    ) -> Option<Option<std::time::Duration>> {
+        let turn = self
+            .scripts
+            .get(session.script)?
+            .turns
+            .get(session.answers.len())?;
         Some(turn.delay)
     }
 
@@ -465,7 +474,10 @@ impl Conversations {
     /// with the session and the turn's index, and carrying the session's correlation header.
     pub fn aiperf_request(&self, session: &AiperfSession) -> (PreparedRequest, TurnOf) {
         let script = &self.scripts[session.script];
-        let current = session.answers.len().min(script.turns.len().saturating_sub(1));
+        let current = session
+            .answers
+            .len()
+            .min(script.turns.len().saturating_sub(1));
         let turn = &script.turns[current];
         let mut tokens = 0u32;
         let body = match self.settings.api {
@@ -501,11 +513,24 @@ impl Conversations {
     /// Ends `session`'s current turn with its record: the record says its session and turn, and the answer's
     /// text (taken out of the record) joins the history — nothing when it failed or had no text
     /// (`build_assistant_turn` returns `None`).
-    pub fn aiperf_answered(&self, session: &mut AiperfSession, of: TurnOf, record: &mut RequestRecord) {
+    pub fn aiperf_answered(
+        &self,
+        session: &mut AiperfSession,
+        of: TurnOf,
+        record: &mut RequestRecord,
+    ) {
         record.conversation = Some(of);
         let text = record.text.take().map(|text| *text).unwrap_or_default();
-        let answer = if record.succeeded() { text } else { String::new() };
-        let tokens = if answer.is_empty() { 0 } else { record.output_tokens() };
+        let answer = if record.succeeded() {
+            text
+        } else {
+            String::new()
+        };
+        let tokens = if answer.is_empty() {
+            0
+        } else {
+            record.output_tokens()
+        };
         session.answers.push((answer, tokens));
     }
 
@@ -1130,7 +1155,10 @@ mod tests {
         assert!(record.text.is_none(), "the answer moves into the session");
         let (second, of) = conversations.aiperf_request(&session);
         assert_eq!(of, TurnOf { id: 0, turn: 1 });
-        assert_eq!(second.header, first.header, "one correlation id per session");
+        assert_eq!(
+            second.header, first.header,
+            "one correlation id per session"
+        );
         assert_eq!(second.input_tokens, 2 + 3 + 2);
         // A failed turn stays in the history without an answer.
         let mut failed = RequestRecord::builder(0).end(10).status(500).build();

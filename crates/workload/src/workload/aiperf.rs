@@ -26,11 +26,14 @@
 //!   before the profiling phase, paced alike by a strategy (and interval generator) of its own, so its intervals
 //!   start again from the seed's first draw; the profiling phase starts once they all returned. Its records are
 //!   flagged warm-up and left out of every figure.
-//! - `aiperf/dataset/composer/synthetic.py` and `base.py`: `--conversation-num` (`--num-dataset-entries`,
-//!   `--num-prompts`, …; default 100) single-turn entries, each with its prompt length drawn by
-//!   `sample_positive_normal_integer(isl, isl_stddev)` (a normal redrawn below 0, rounded up) and its `max_tokens`
-//!   by the same over `osl`/`osl_stddev`; requests reuse the entries (AIPerf picks them with `random.choice`,
-//!   llmbench in turn). The draws use llmbench's seeded generator, not numpy's.
+//! - `aiperf/dataset/composer/synthetic.py` and `base.py`: the dataset's entries (AIPerf 0.13's `_resolve_entries`:
+//!   `--num-dataset-entries`/`--num-prompts`, else `--conversation-num`, else an explicit `--request-count`, else
+//!   100), each with its prompt length drawn by `sample_positive_normal_integer(isl, isl_stddev)` (a normal redrawn
+//!   below 0, rounded up) and its `max_tokens` by the same over `osl`/`osl_stddev`; requests reuse the entries in
+//!   order (0.13's sequential sampler). The length draws use llmbench's seeded generator, not numpy's.
+//! - AIPerf 0.13's stop conditions (`config/flags/_converter_profiling.py`): `--conversation-num`
+//!   (`--num-conversations`, `--num-sessions`) is also the session count (a single-turn session is one request);
+//!   without a request count, duration or session count a run is 10 requests.
 //! - `--extra-inputs` (`config_validators.py` `parse_str_or_dict_as_tuple_list`, `coerce_value`): every entry set
 //!   in every body after AIPerf's own fields; only those llmbench builds and measures by (`stream`, `model`,
 //!   `max_tokens`, …) are refused. `--header`/`-H` the same way, sent with every request.

@@ -105,7 +105,6 @@ pub(super) fn custom_dataset(
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
 
     use crate::workload::{
         AiperfFile, AiperfFileKind, AiperfPace, Arrival, DataSpec, Harness, ParseOptions,
@@ -148,7 +147,7 @@ mod tests {
 
     #[test]
     fn a_single_turn_file_warns_that_num_dataset_entries_does_not_apply_and_refuses_a_fixed_schedule()
-    {
+     {
         let parsed = parse_profile(
             Harness::Aiperf,
             "p.yaml",
@@ -157,7 +156,12 @@ mod tests {
             &ParseOptions::default(),
         )
         .expect("parses");
-        assert!(parsed.warnings.iter().any(|w| w.key == "num-dataset-entries"));
+        assert!(
+            parsed
+                .warnings
+                .iter()
+                .any(|w| w.key == "num-dataset-entries")
+        );
         // `--conversation-num` is AIPerf 0.13's session count, for files too; without `--request-count` there is
         // no request bound.
         assert!(!parsed.warnings.iter().any(|w| w.key == "conversation-num"));
