@@ -222,6 +222,45 @@ fn a_turn_delay_is_waited_after_the_previous_turn_before_the_next_is_sent() {
 }
 
 #[test]
+fn a_multi_turn_files_turn_delay_is_think_time_before_that_turn() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // `delay` is the turn's `delay_ms`, read when the turn before it returns (`handle_credit_return`); the first
+    // turn's delay is never read.
+    let data = write(
+        dir.path(),
+        "data.jsonl",
+        "{\"turns\": [{\"text\": \"one\", \"delay\": 5000}, {\"text\": \"two\", \"delay\": 400}, \
+         {\"text\": \"three\"}]}\n",
+    );
+    let profile = write(
+        dir.path(),
+        "file.yaml",
+        &format!(
+            "model: m\nendpoint-type: chat\ninput-file: {}\ncustom-dataset-type: multi_turn\nosl: 2\n\
+             request-count: 3\n",
+            data.display()
+        ),
+    );
+    let output = run_profile(
+        dir.path(),
+        "aiperf",
+        &profile,
+        "f",
+        &["--sim-ttft", "2ms", "--sim-itl", "1ms"],
+    );
+    succeeded(&output);
+    let records = records(dir.path(), "f");
+    let ns = |r: &Value, k: &str| r[k].as_u64().expect("ns");
+    assert_eq!(
+        records.iter().map(of).collect::<Vec<_>>(),
+        [(0, 0), (0, 1), (0, 2)]
+    );
+    assert!(ns(&records[1], "sent_ns") >= ns(&records[0], "end_ns") + 400_000_000);
+    // No delay on the third turn, and the first turn's 5 s were never waited.
+    assert!(ns(&records[2], "sent_ns") < ns(&records[0], "sent_ns") + 5_000_000_000);
+}
+
+#[test]
 fn at_a_rate_a_queued_continuation_goes_before_a_new_session() {
     let dir = tempfile::tempdir().expect("tempdir");
     // Constant 5/s, two session slots, sessions of 2 turns: at 200 ms session 0 starts; its second turn is
