@@ -139,6 +139,7 @@ pub(crate) fn engine_stage(stage: &Stage, seed: u64) -> Option<engine::Stage> {
             duration,
             grace,
             warmup,
+            sessions,
         } => engine::StagePlan::Paced(engine::Paced {
             pace,
             max_concurrency: max_in_flight.map(|n| n as usize),
@@ -146,6 +147,7 @@ pub(crate) fn engine_stage(stage: &Stage, seed: u64) -> Option<engine::Stage> {
             duration,
             grace,
             warmup,
+            sessions,
         }),
         Schedule::Sweep(_) | Schedule::Trace => return None,
     };
@@ -581,6 +583,7 @@ mod tests {
                 duration: None,
                 grace: None,
                 warmup: 0,
+                sessions: None,
             }),
             requested_rate: Some(10.0),
             errors: engine::ErrorLimits::default(),

@@ -1,10 +1,9 @@
-//! AIPerf's synthetic multi-turn conversations and prompt prefix pool through the binary, read off the wire by a
-//! bare server and run against the embedded simulator. What is expected comes from ai-dynamo/aiperf db4f6397:
-//! `dataset/composer/synthetic.py` (turns per conversation, the prefix on the first turn only),
-//! `workers/worker.py` `_execute_single_credit_internal` (a credit is a whole conversation, its turns sent one
-//! after the other, each formatted from the turn alone), `dataset/dataset_manager.py` `_return_any_conversation`
-//! (`random.Random(--random-seed).choice` picks each credit's conversation), and the timing strategies (the
-//! request count and the concurrency count credits).
+//! AIPerf's multi-turn sessions and prompt prefix pool through the binary, read off the wire by a bare server and
+//! run against the embedded simulator. What is expected comes from AIPerf 0.13 (the PyPI release,
+//! `timing/strategies/request_rate.py` `execute_phase`/`handle_credit_return`, `credit/issuer.py`,
+//! `timing/phase/stop_conditions.py`, `dataset/composer/synthetic.py`, `dataset/dataset_samplers.py`,
+//! `workers/session_manager.py`, `transports/base_transports.py`) and was checked against the real `aiperf` 0.13
+//! CLI run on `llmbench sim` (numbers in the tests' comments).
 
 mod common;
 
@@ -30,153 +29,259 @@ fn bodies(seen: &Arc<Mutex<Vec<WireRequest>>>) -> Vec<Value> {
         .collect()
 }
 
-/// The one message a body carries: AIPerf sends a turn alone.
-fn only_message(body: &Value) -> String {
-    let messages = body["messages"].as_array().expect("messages");
-    assert_eq!(messages.len(), 1, "one message, no history: {body}");
-    assert_eq!(messages[0]["role"], "user");
-    messages[0]["content"].as_str().expect("text").to_owned()
+/// Each request's `X-Correlation-ID`, whatever its case on the wire.
+fn correlation_ids(seen: &Arc<Mutex<Vec<WireRequest>>>) -> Vec<String> {
+    seen.lock()
+        .expect("lock")
+        .iter()
+        .map(|r| {
+            r.headers
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case("x-correlation-id"))
+                .map(|(_, v)| v.clone())
+                .expect("an X-Correlation-ID on every request")
+        })
+        .collect()
 }
 
+/// A body's last message, the turn's own user message.
+fn last_user_message(body: &Value) -> String {
+    let messages = body["messages"].as_array().expect("messages");
+    let last = messages.last().expect("a message");
+    assert_eq!(last["role"], "user");
+    last["content"].as_str().expect("text").to_owned()
+}
+
+/// The messages a later turn carries: every earlier user turn, each followed by the answer "a b".
+fn assert_history(bodies: &[Value]) {
+    for (n, body) in bodies.iter().enumerate() {
+        let messages = body["messages"].as_array().expect("messages");
+        assert_eq!(messages.len(), 2 * n + 1, "turn {n}: {body}");
+        for (i, m) in messages.iter().enumerate() {
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            assert_eq!(m["role"], role, "{body}");
+            if i % 2 == 1 {
+                assert_eq!(m["content"], "a b", "the live answer: {body}");
+            } else {
+                assert_eq!(
+                    m,
+                    &bodies[i / 2]["messages"][i],
+                    "the same user turn: {body}"
+                );
+            }
+        }
+    }
+}
+
+// The real AIPerf 0.13 (`--conversation-num 3 --conversation-turn-mean 3 --conversation-turn-stddev 1
+// --random-seed 1 --isl 5 --osl 3 --concurrency 2`) against `llmbench sim` made sessions of 1, 4 and 5 turns
+// (its inputs.json), sent exactly those 10 requests and stopped; a session's `usage_prompt_tokens` grew 2 → 5 → 8
+// → 13 as the answers joined its history, and every turn of a session carried one `x_correlation_id`.
 #[test]
-fn each_credit_sends_a_seeded_pick_of_conversation_turn_by_turn_each_turn_alone() {
+fn conversation_num_runs_that_many_sessions_each_turn_carrying_the_earlier_turns_and_answers() {
     let (url, seen) = capturing_server(chat_answer);
     let dir = tempfile::tempdir().expect("tempdir");
-    // 3 conversations of exactly 2 turns (stddev 0), 6-token prompts, prefixes of 4 tokens from a pool of 2 on
-    // each first turn; 4 credits at concurrency 1 (AIPerf's burst), so the picks go in order.
     let profile = write(
         dir.path(),
         "conversations.yaml",
-        "model: m\nendpoint-type: chat\nconversation-num: 3\nconversation-turn-mean: 2\nisl: 6\nosl: 2\n\
-         prompt-prefix-pool-size: 2\nprompt-prefix-length: 4\nrandom-seed: 42\nrequest-count: 4\n",
+        "model: m\nendpoint-type: chat\nconversation-num: 3\nconversation-turn-mean: 3\n\
+         conversation-turn-stddev: 1\nisl: 6\nosl: 2\nprompt-prefix-pool-size: 2\nprompt-prefix-length: 4\n\
+         random-seed: 1\n",
     );
     let output = run_against("aiperf", &profile, &url, "builtin", dir.path(), "r");
     succeeded(&output);
     let bodies = bodies(&seen);
-    // The request count counts credits: 4 conversations of 2 turns are 8 requests.
-    assert_eq!(bodies.len(), 8);
-    let texts: Vec<String> = bodies.iter().map(only_message).collect();
-    for body in &bodies {
-        assert_eq!(body["max_completion_tokens"], 2);
+    // AIPerf's turn counts for seed 1 are 1, 4 and 5; at concurrency 1 the sessions go one after the other, in
+    // dataset order (the sequential sampler), and no request count bounds them (not AIPerf's default 10).
+    assert_eq!(bodies.len(), 10);
+    let ids = correlation_ids(&seen);
+    let sessions = [&bodies[0..1], &bodies[1..5], &bodies[5..10]];
+    let mut start = 0;
+    for session in sessions {
+        assert_history(session);
+        let id = &ids[start];
+        assert!(
+            ids[start..start + session.len()].iter().all(|i| i == id),
+            "{ids:?}"
+        );
+        assert_eq!(id.len(), 36, "a uuid4: {id}");
+        start += session.len();
+        // The first turn is `f"{prefix} {content}"`: 4 + 6 words; later turns have no prefix.
+        let words = |b: &Value| last_user_message(b).split_whitespace().count();
+        assert_eq!(words(&session[0]), 10);
+        assert!(session[1..].iter().all(|b| words(b) == 6));
     }
-    let words = |t: &str| t.split_whitespace().count();
-    for credit in texts.chunks(2) {
-        // The first turn is `f"{prefix} {content}"`: 4 + 6 words; the second has no prefix.
-        assert_eq!(words(&credit[0]), 10, "{credit:?}");
-        assert_eq!(words(&credit[1]), 6, "{credit:?}");
-    }
-    // CPython: r = random.Random(42); [r.choice([0, 1, 2]) for _ in range(4)] → [2, 0, 0, 2]: credits 0 and 3
-    // send conversation 2, credits 1 and 2 conversation 0.
-    assert_eq!(texts[0..2], texts[6..8]);
-    assert_eq!(texts[2..4], texts[4..6]);
-    assert_ne!(texts[0..2], texts[2..4]);
-    // The prefixes come from a pool of 2: at most 2 different first four words.
-    let mut prefixes: Vec<String> = texts
-        .iter()
-        .step_by(2)
-        .map(|t| t.split_whitespace().take(4).collect::<Vec<_>>().join(" "))
-        .collect();
-    prefixes.dedup();
-    prefixes.sort();
-    prefixes.dedup();
-    assert!(prefixes.len() <= 2, "{prefixes:?}");
-
+    assert!(ids[0] != ids[1] && ids[1] != ids[5]);
+    assert!(bodies.iter().all(|b| b["max_completion_tokens"] == 2));
+    // The records say each turn's session and index.
     let records = std::fs::read_to_string(dir.path().join("r/requests.jsonl")).expect("records");
     let turns: Vec<(u64, u64)> = records
         .lines()
-        .map(|l| {
-            let r: Value = serde_json::from_str(l).expect("a record");
+        .map(|l| serde_json::from_str::<Value>(l).expect("a record"))
+        .map(|r| {
+            let of = &r["conversation"];
             (
-                r["conversation"]["id"].as_u64().expect("id"),
-                r["conversation"]["turn"].as_u64().expect("turn"),
+                of["id"].as_u64().expect("id"),
+                of["turn"].as_u64().expect("turn"),
             )
         })
         .collect();
-    let mut sorted = turns.clone();
-    sorted.sort();
-    assert_eq!(
-        sorted,
-        [
-            (0, 0),
-            (0, 1),
-            (1, 0),
-            (1, 1),
-            (2, 0),
-            (2, 1),
-            (3, 0),
-            (3, 1)
-        ]
-    );
+    let expected: Vec<(u64, u64)> = [(0, 1), (1, 4), (2, 5)]
+        .iter()
+        .flat_map(|&(s, n)| (0..n).map(move |t| (s, t)))
+        .collect();
+    assert_eq!(turns, expected);
 }
 
 #[test]
-fn a_concurrency_counts_conversations_in_flight_and_a_turn_delay_is_refused() {
+fn a_request_count_counts_turns_and_stops_mid_session() {
+    let (url, seen) = capturing_server(chat_answer);
     let dir = tempfile::tempdir().expect("tempdir");
-    let conversations = "model: m\nendpoint-type: completions\nconversation-num: 5\nconversation-turn-mean: 3\n\
-         conversation-turn-stddev: 1\nisl: 8\nosl: 2\nconcurrency: 2\nrequest-count: 6\n";
-    // A think time: AIPerf 0.13 waits it, db4f6397 never does, so it is refused before anything is sent.
-    let delayed = write(
+    // `--request-count` is `RequestCountStopCondition` over requests sent: 4 turns, the second session cut
+    // after its third turn (sessions of 1 and 4 turns for seed 1).
+    let profile = write(
         dir.path(),
-        "delayed.yaml",
-        &format!("{conversations}conversation-turn-delay-mean: 10000\n"),
+        "conversations.yaml",
+        "model: m\nendpoint-type: chat\nconversation-num: 3\nconversation-turn-mean: 3\n\
+         conversation-turn-stddev: 1\nisl: 6\nosl: 2\nrandom-seed: 1\nrequest-count: 4\n",
     );
-    let output = run_profile(dir.path(), "aiperf", &delayed, "d", &[]);
-    assert!(!output.status.success());
-    assert!(
-        stderr(&output).contains("delayed.yaml:10: `conversation-turn-delay-mean`")
-            && stderr(&output).contains("AIPerf 0.13 waits it"),
-        "{}",
-        stderr(&output)
+    let output = run_against("aiperf", &profile, &url, "builtin", dir.path(), "r");
+    succeeded(&output);
+    let sent = bodies(&seen);
+    assert_eq!(sent.len(), 4);
+    assert_history(&sent[0..1]);
+    assert_history(&sent[1..4]);
+    // Without `--conversation-num` the default bound is 10 requests (`prof.setdefault("requests", 10)`).
+    let (url, seen) = capturing_server(chat_answer);
+    let profile = write(
+        dir.path(),
+        "default.yaml",
+        "model: m\nendpoint-type: chat\nconversation-turn-mean: 3\nisl: 6\nosl: 2\n",
     );
-    let profile = write(dir.path(), "concurrent.yaml", conversations);
+    let output = run_against("aiperf", &profile, &url, "builtin", dir.path(), "d");
+    succeeded(&output);
+    let bodies = bodies(&seen);
+    assert_eq!(bodies.len(), 10);
+    for session in bodies.chunks(3) {
+        assert_history(session);
+    }
+}
+
+/// The run's records, by send time.
+fn records(dir: &std::path::Path, run: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(dir.join(run).join("requests.jsonl")).expect("records");
+    let mut records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a record"))
+        .collect();
+    records.sort_by_key(|r| r["sent_ns"].as_u64());
+    records
+}
+
+fn of(record: &Value) -> (u64, u64) {
+    let of = &record["conversation"];
+    (
+        of["id"].as_u64().expect("id"),
+        of["turn"].as_u64().expect("turn"),
+    )
+}
+
+#[test]
+fn a_turn_delay_is_waited_after_the_previous_turn_before_the_next_is_sent() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // `--conversation-turn-delay-mean 300` with no spread: every later turn waits `int(300)` ms × ratio 1
+    // (`_create_turn`), from the previous turn's return (`handle_credit_return`). A real AIPerf 0.13 run with a
+    // spread alone (`--conversation-turn-delay-stddev 500`) waited nothing: turns ~10 ms apart.
+    let profile = write(
+        dir.path(),
+        "delay.yaml",
+        "model: m\nendpoint-type: chat\nconversation-num: 2\nconversation-turn-mean: 3\nisl: 4\nosl: 2\n\
+         conversation-turn-delay-mean: 300\n",
+    );
     let output = run_profile(
         dir.path(),
         "aiperf",
         &profile,
-        "c",
+        "d",
         &["--sim-ttft", "2ms", "--sim-itl", "1ms"],
     );
     succeeded(&output);
-    let records = std::fs::read_to_string(dir.path().join("c/requests.jsonl")).expect("records");
-    let records: Vec<Value> = records
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("a record"))
-        .collect();
-    // Six credits, each a whole conversation of at least one turn, every turn a record tagged with its credit.
-    let mut credits: Vec<u64> = records
-        .iter()
-        .map(|r| r["conversation"]["id"].as_u64().expect("id"))
-        .collect();
-    credits.sort();
-    credits.dedup();
-    assert_eq!(credits, [0, 1, 2, 3, 4, 5]);
-    assert!(records.iter().all(|r| r["http_status"] == 200));
-    // Within a credit the turns go one after the other: each is sent after the previous one ended.
-    for credit in 0..6 {
-        let mut turns: Vec<&Value> = records
-            .iter()
-            .filter(|r| r["conversation"]["id"] == credit)
-            .collect();
-        turns.sort_by_key(|r| r["conversation"]["turn"].as_u64());
-        for pair in turns.windows(2) {
-            assert!(pair[1]["sent_ns"].as_u64() >= pair[0]["end_ns"].as_u64());
+    let records = records(dir.path(), "d");
+    assert_eq!(records.len(), 6);
+    let ns = |r: &Value, k: &str| r[k].as_u64().expect("ns");
+    for pair in records.windows(2) {
+        let (before, after) = (&pair[0], &pair[1]);
+        if of(after).1 > 0 {
+            assert_eq!(of(after).0, of(before).0);
+            assert!(
+                ns(after, "sent_ns") >= ns(before, "end_ns") + 300_000_000,
+                "{before}\n{after}"
+            );
         }
     }
-    // At most two credits in flight: at any turn's send, fewer than two other credits have a turn in flight.
-    for record in &records {
-        let at = record["sent_ns"].as_u64().expect("sent");
-        let mut busy: Vec<&Value> = records
-            .iter()
-            .filter(|r| {
-                r["conversation"]["id"] != record["conversation"]["id"]
-                    && r["sent_ns"].as_u64().expect("sent") <= at
-                    && r["end_ns"].as_u64().expect("end") > at
-            })
-            .map(|r| &r["conversation"]["id"])
-            .collect();
-        busy.dedup();
-        assert!(busy.len() <= 1, "{record}");
-    }
+}
+
+#[test]
+fn a_multi_turn_files_turn_delay_is_think_time_before_that_turn() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // `delay` is the turn's `delay_ms`, read when the turn before it returns (`handle_credit_return`); the first
+    // turn's delay is never read.
+    let data = write(
+        dir.path(),
+        "data.jsonl",
+        "{\"turns\": [{\"text\": \"one\", \"delay\": 5000}, {\"text\": \"two\", \"delay\": 400}, \
+         {\"text\": \"three\"}]}\n",
+    );
+    let profile = write(
+        dir.path(),
+        "file.yaml",
+        &format!(
+            "model: m\nendpoint-type: chat\ninput-file: {}\ncustom-dataset-type: multi_turn\nosl: 2\n\
+             request-count: 3\n",
+            data.display()
+        ),
+    );
+    let output = run_profile(
+        dir.path(),
+        "aiperf",
+        &profile,
+        "f",
+        &["--sim-ttft", "2ms", "--sim-itl", "1ms"],
+    );
+    succeeded(&output);
+    let records = records(dir.path(), "f");
+    let ns = |r: &Value, k: &str| r[k].as_u64().expect("ns");
+    assert_eq!(
+        records.iter().map(of).collect::<Vec<_>>(),
+        [(0, 0), (0, 1), (0, 2)]
+    );
+    assert!(ns(&records[1], "sent_ns") >= ns(&records[0], "end_ns") + 400_000_000);
+    // No delay on the third turn, and the first turn's 5 s were never waited.
+    assert!(ns(&records[2], "sent_ns") < ns(&records[0], "sent_ns") + 5_000_000_000);
+}
+
+#[test]
+fn at_a_rate_a_queued_continuation_goes_before_a_new_session() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Constant 5/s, two session slots, sessions of 2 turns: at 200 ms session 0 starts; its second turn is
+    // queued when the first returns (a few ms later) and takes the 400 ms interval although a slot is free for
+    // a new session; session 1 starts at 600 ms, and so on (`execute_phase`'s priority 1 before priority 2).
+    let profile = write(
+        dir.path(),
+        "rate.yaml",
+        "model: m\nendpoint-type: chat\nconversation-num: 3\nconversation-turn-mean: 2\nisl: 4\nosl: 2\n\
+         request-rate: 5\nrequest-rate-mode: constant\nconcurrency: 2\n",
+    );
+    let output = run_profile(
+        dir.path(),
+        "aiperf",
+        &profile,
+        "r",
+        &["--sim-ttft", "2ms", "--sim-itl", "1ms"],
+    );
+    succeeded(&output);
+    let order: Vec<(u64, u64)> = records(dir.path(), "r").iter().map(of).collect();
+    assert_eq!(order, [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1)]);
 }
 
 /// Runs an AIPerf profile over `file` of `kind` against a capturing server and returns each body's one text.
@@ -197,41 +302,41 @@ fn custom_dataset_texts(kind: &str, file: &str, flags: &str) -> Vec<String> {
     succeeded(&output);
     let bodies = bodies(&seen);
     assert!(bodies.iter().all(|b| b["max_completion_tokens"] == 2));
-    bodies.iter().map(only_message).collect()
+    bodies.iter().map(last_user_message).collect()
 }
 
 #[test]
-fn a_single_turn_file_sends_one_line_per_credit_picked_as_aiperfs_dataset_manager_picks() {
+fn a_single_turn_file_sends_its_lines_in_order_as_aiperfs_sequential_sampler_does() {
     let texts = custom_dataset_texts(
         "single_turn",
         "{\"text\": \"what is deep learning\"}\n\n{\"texts\": [\"who are you\"]}\n\
          {\"texts\": [{\"name\": \"q\", \"contents\": [\"tell me a story\"]}], \"extra\": 1}\n",
         "request-count: 5\n",
     );
-    // CPython: r = random.Random(7); [r.choice([0, 1, 2]) for _ in range(5)] → [1, 0, 1, 2, 0].
+    // `single_turn` prefers the sequential sampler: the lines in order, wrapping.
     assert_eq!(
         texts,
         [
-            "who are you",
             "what is deep learning",
             "who are you",
             "tell me a story",
-            "what is deep learning"
+            "what is deep learning",
+            "who are you"
         ]
     );
 }
 
 #[test]
-fn a_multi_turn_file_groups_lines_by_session_and_sends_a_credits_turns_in_order() {
+fn a_multi_turn_file_groups_lines_by_session_and_sends_its_sessions_in_order() {
     let texts = custom_dataset_texts(
         "multi_turn",
         "{\"session_id\": \"a\", \"turns\": [{\"text\": \"a one\"}, {\"text\": \"a two\", \"delay\": 0}]}\n\
          {\"turns\": [{\"text\": \"solo\"}]}\n{\"session_id\": \"a\", \"turns\": [{\"text\": \"a three\"}]}\n",
-        "request-count: 3\n",
+        "request-count: 5\n",
     );
-    // Conversation 0 is session a (its two lines, in order), 1 the line without a session. CPython:
-    // r = random.Random(7); [r.choice([0, 1]) for _ in range(3)] → [1, 0, 1].
-    assert_eq!(texts, ["solo", "a one", "a two", "a three", "solo"]);
+    // Conversation 0 is session a (its two lines, in order), 1 the line without a session; `multi_turn`
+    // prefers the sequential sampler, and the fifth request starts session a again.
+    assert_eq!(texts, ["a one", "a two", "a three", "solo", "a one"]);
 }
 
 #[test]
@@ -241,9 +346,11 @@ fn a_random_pool_samples_conversation_num_entries_with_cpythons_choices() {
         "{\"text\": \"first\"}\n{\"text\": \"second\"}\n{\"text\": \"third\"}\n",
         "conversation-num: 4\nrequest-count: 5\n",
     );
-    // The pool's conversations: random.Random(7).choices([0, 1, 2], k=4) → [0, 0, 1, 0]; then the credits'
-    // picks: r = random.Random(7); [r.choice(range(4)) for _ in range(5)] → [2, 1, 3, 0, 0].
-    assert_eq!(texts, ["second", "first", "first", "first", "first"]);
+    // The pool's conversations: random.Random(7).choices([0, 1, 2], k=4) → [0, 0, 1, 0]; `random_pool` prefers
+    // the shuffle sampler: numpy's default_rng(derive(7, "dataset.sampler.shuffle")) shuffles [0, 1, 2, 3] to
+    // [2, 1, 3, 0]: sessions of conversations 2, 1, 3, 0. `--conversation-num 4` is also the session count,
+    // which ends the run after 4 sessions though the request count would allow 5.
+    assert_eq!(texts, ["second", "first", "first", "first"]);
 }
 
 /// A good first line of a `kind` file.
@@ -278,16 +385,11 @@ fn custom_dataset_fields_llmbench_does_not_send_are_refused_with_file_and_line()
             "{\"text\": \"a\", \"timestamp\": 5, \"delay\": 3}",
             "timestamp and delay cannot be set together",
         ),
-        // AIPerf 0.13 runs timestamps on its fixed schedule and waits delays; db4f6397 does neither.
+        // A timestamp is read only by AIPerf's fixed schedule, not built over these files.
         (
             "single_turn",
             "{\"text\": \"a\", \"timestamp\": 5}",
-            "data.jsonl:2: `timestamp`: AIPerf 0.13 sends a file whose records carry timestamps",
-        ),
-        (
-            "multi_turn",
-            "{\"turns\": [{\"text\": \"a\"}, {\"text\": \"b\", \"delay\": 100}]}",
-            "data.jsonl:2: `turns[1].delay`: AIPerf 0.13 waits a turn's delay",
+            "data.jsonl:2: `timestamp`: a turn's timestamp is read only by AIPerf's fixed schedule",
         ),
     ] {
         let data = write(

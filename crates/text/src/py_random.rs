@@ -33,6 +33,8 @@ const M: usize = 397;
 pub struct PyRandom {
     state: Box<[u32; N]>,
     index: usize,
+    /// `Random.gauss_next`: the second normal of the last pair `gauss` drew, handed out by the next call.
+    gauss_next: Option<f64>,
 }
 
 impl PyRandom {
@@ -49,6 +51,7 @@ impl PyRandom {
         let mut rng = PyRandom {
             state: Box::new([0; N]),
             index: N,
+            gauss_next: None,
         };
         rng.init_by_array(&key);
         rng
@@ -145,6 +148,35 @@ impl PyRandom {
         -(1.0 - self.random()).ln() / lambd
     }
 
+    /// `random.gauss(mu, sigma)`: Box–Muller, two normals per pair of draws, the second kept for the next call.
+    pub fn gauss(&mut self, mu: f64, sigma: f64) -> f64 {
+        let z = match self.gauss_next.take() {
+            Some(z) => z,
+            None => {
+                let x2pi = self.random() * std::f64::consts::TAU;
+                let g2rad = (-2.0 * (1.0 - self.random()).ln()).sqrt();
+                self.gauss_next = Some(x2pi.sin() * g2rad);
+                x2pi.cos() * g2rad
+            }
+        };
+        mu + z * sigma
+    }
+
+    /// AIPerf's `RandomGenerator.sample_positive_normal_integer(mean, stddev)` (`common/random_generator.py`):
+    /// `max(1, round(mean))` without a spread, else `gauss` redrawn until it is ≥ 0 (at most 10 000 times, then
+    /// the mean), rounded up, at least 1.
+    pub fn aiperf_positive_normal_integer(&mut self, mean: f64, stddev: f64) -> u64 {
+        if stddev <= 0.0 {
+            // Python's `round` rounds halves to even.
+            return mean.round_ties_even().max(1.0) as u64;
+        }
+        let drawn = (0..10_000)
+            .map(|_| self.gauss(mean, stddev))
+            .find(|n| *n >= 0.0)
+            .unwrap_or(mean.max(0.0));
+        drawn.ceil().max(1.0) as u64
+    }
+
     /// `random.choice(seq)`'s index into a sequence of `len` items (`_randbelow(len)`); `None` when empty or
     /// past 2³² − 1.
     pub fn choice_index(&mut self, len: usize) -> Option<usize> {
@@ -175,6 +207,7 @@ impl NumpyRandomState {
         let mut rng = PyRandom {
             state: Box::new([0; N]),
             index: N,
+            gauss_next: None,
         };
         rng.init_genrand(seed);
         NumpyRandomState(rng)
@@ -243,6 +276,34 @@ mod tests {
     fn seed_42_draws_what_cpython_draws() {
         let mut rng = PyRandom::seed(42);
         assert_eq!(rng.getrandbits(32), 2_746_317_213);
+    }
+
+    // random.seed(7); [random.gauss(0, 1) for _ in range(3)]
+    //   -> [-0.2558802884476004, 0.511431512516514, -0.2260961647831047]
+    #[test]
+    fn gauss_draws_what_cpython_draws_keeping_the_second_normal_of_each_pair() {
+        let mut rng = PyRandom::seed(7);
+        let drawn: Vec<f64> = (0..3).map(|_| rng.gauss(0.0, 1.0)).collect();
+        assert_eq!(
+            drawn,
+            [-0.2558802884476004, 0.511431512516514, -0.2260961647831047]
+        );
+    }
+
+    // AIPerf 0.13 `--random-seed 1 --conversation-turn-mean 3 --conversation-turn-stddev 1`: its
+    // `rng.derive("composer.conversation.turn_count")` drew gauss 0.669…, 3.194…, 4.425…, so 3 conversations of
+    // 1, 4 and 5 turns — what the real AIPerf 0.13 sent against `llmbench sim` (its inputs.json).
+    #[test]
+    fn aiperf_turn_counts_are_its_derived_generators_positive_normal_integers() {
+        let mut rng = PyRandom::seed(aiperf_derived_seed(1, "composer.conversation.turn_count"));
+        let turns: Vec<u64> = (0..3)
+            .map(|_| rng.aiperf_positive_normal_integer(3.0, 1.0))
+            .collect();
+        assert_eq!(turns, [1, 4, 5]);
+        assert_eq!(
+            PyRandom::seed(1).aiperf_positive_normal_integer(2.5, 0.0),
+            2
+        );
     }
 
     // random.seed(42); [random.random() for _ in range(2)] -> [0.6394267984578837, 0.025010755222666936]

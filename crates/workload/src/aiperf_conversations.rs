@@ -8,21 +8,25 @@
 //! tokens, made once), the first turn of every conversation is `f"{prefix} {content}"` with the prefix picked at
 //! random from the pool; later turns have none.
 //!
-//! What is sent is in `engine::conversation`: a conversation is one credit, its turns go one after the other, each
-//! alone (AIPerf's worker formats a payload from the turn only, never the earlier turns or answers).
+//! What is sent is in `engine::aiperf_sessions` and `engine::conversation`: AIPerf 0.13's sessions, every turn a
+//! credit of the rate loop, each carrying the earlier turns and the live answers.
 //!
-//! The draws use llmbench's seeded generator: AIPerf draws them from numpy's and Python's global generators,
-//! interleaved with its corpus sampling, which cannot be reproduced; the distributions are the same.
+//! The turn counts and turn delays are AIPerf 0.13's own draws (`rng.derive("composer.conversation.turn_count")`,
+//! `"composer.conversation.turn_delay"`, CPython's `gauss`); the prompt lengths and prefix picks use llmbench's
+//! seeded generator (AIPerf draws them from generators interleaved with its corpus sampling, which cannot be
+//! reproduced; the distributions are the same).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use rand::SeedableRng as _;
 use rand::rngs::Xoshiro256PlusPlus;
 
 use super::{ConversationError, Piece, Script, UserTurn, join, pieces};
 use crate::prompts::{MAX_PROMPTS, distribution, to_u32};
-use crate::workload::AiperfConversations;
+use crate::workload::{AiperfConversations, LengthShape};
 use llmbench_data::{LengthDistribution, Synthesizer, SyntheticSpec, synthetic_prompts};
+use llmbench_text::py_random::{PyRandom, aiperf_derived_seed};
 
 /// Every conversation's user turns, in AIPerf's order of creation.
 pub(super) fn aiperf_conversations(
@@ -31,14 +35,26 @@ pub(super) fn aiperf_conversations(
     seed: u64,
 ) -> Result<Vec<Script>, ConversationError> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    let turn_counts =
-        distribution("conversation turns", &spec.turns)?.sampler("conversation turns")?;
+    // AIPerf 0.13's own generators, `rng.derive(...)` of `--random-seed`: the turn counts and delays are what
+    // AIPerf draws for the same seed.
+    let mut turn_rng = PyRandom::seed(aiperf_derived_seed(
+        seed,
+        "composer.conversation.turn_count",
+    ));
+    let mut delay_rng = PyRandom::seed(aiperf_derived_seed(
+        seed,
+        "composer.conversation.turn_delay",
+    ));
+    let (turn_mean, turn_stddev) = match spec.turns.shape {
+        LengthShape::PositiveNormal { mean, std_dev } => (mean, std_dev),
+        LengthShape::Fixed(n) => (n as f64, 0.0),
+        _ => (1.0, 0.0),
+    };
     let mut counts = Vec::with_capacity(spec.conversations.min(MAX_PROMPTS) as usize);
     let mut total: u64 = 0;
     for _ in 0..spec.conversations {
-        // `TurnConfig.mean` is at least 1 and a positive normal is rounded up, so a conversation has a turn.
-        let turns = turn_counts.sample(&mut rng).max(1);
-        total += u64::from(turns);
+        let turns = turn_rng.aiperf_positive_normal_integer(turn_mean, turn_stddev);
+        total += turns;
         if total > MAX_PROMPTS {
             return Err(ConversationError::TooMany {
                 what: "the turns of all conversations (--conversation-num × turns)",
@@ -46,7 +62,20 @@ pub(super) fn aiperf_conversations(
                 max: MAX_PROMPTS,
             });
         }
-        counts.push(turns);
+        // `_create_turn` draws each later turn's delay as the conversation is made, turn by turn.
+        let delays: Vec<Option<Duration>> = (0..turns)
+            .map(|t| match spec.turn_delay {
+                Some(delay) if t > 0 && delay.mean_ms > 0.0 => {
+                    let ms = delay_rng.aiperf_positive_normal_integer(
+                        delay.mean_ms.trunc(),
+                        delay.stddev_ms.trunc(),
+                    );
+                    Some(Duration::from_secs_f64(ms as f64 * delay.ratio / 1000.0))
+                }
+                _ => None,
+            })
+            .collect();
+        counts.push(delays);
     }
     // One prompt per turn, each with its own length and `max_tokens` drawn, as AIPerf draws them per turn.
     let mut prompts = synthetic_prompts(
@@ -76,9 +105,9 @@ pub(super) fn aiperf_conversations(
         _ => Vec::new(),
     };
     let mut scripts = Vec::with_capacity(counts.len());
-    for turns in counts {
-        let mut user_turns = Vec::with_capacity(turns as usize);
-        for t in 0..turns {
+    for delays in counts {
+        let mut user_turns = Vec::with_capacity(delays.len());
+        for (t, delay) in delays.into_iter().enumerate() {
             let Some(prompt) = prompts.next() else {
                 break;
             };
@@ -97,6 +126,7 @@ pub(super) fn aiperf_conversations(
             user_turns.push(UserTurn {
                 text,
                 max_tokens: prompt.max_tokens,
+                delay,
             });
         }
         scripts.push(Script {
@@ -138,8 +168,13 @@ mod tests {
             "conversation-num: 5\nconversation-turn-mean: 3\nisl: 6\nosl: 4\nprompt-prefix-pool-size: 2\n\
              prompt-prefix-length: 3\n",
         );
-        // The picks are CPython's `random.Random(--random-seed)`.
-        assert_eq!(set.style, Style::AiperfConversations { pick_seed: 9 });
+        // AIPerf 0.13's synthetic data goes to its sessions in order (`SequentialSampler`).
+        assert_eq!(
+            set.style,
+            Style::AiperfConversations {
+                sampling: crate::conversations::AiperfSampling::Sequential
+            }
+        );
         assert_eq!(set.scripts.len(), 5);
         let mut prefixes = Vec::new();
         for script in &set.scripts {

@@ -23,6 +23,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::time::Duration;
 
 use rand::SeedableRng as _;
 use rand::rngs::Xoshiro256PlusPlus;
@@ -67,6 +68,8 @@ pub enum AiperfDatasetError {
 struct FileTurn {
     text: String,
     line: u32,
+    /// The turn's `delay` in ms: AIPerf 0.13 waits it after the previous turn returned before it queues this one.
+    delay_ms: Option<u64>,
 }
 
 /// The conversations of `spec`, their texts counted with `tokenizer`, their `max_tokens` drawn with `seed`.
@@ -117,6 +120,10 @@ pub(super) fn aiperf_file_conversations(
                     tokens,
                 },
                 max_tokens: output.as_ref().map(|s| s.sample(&mut rng).max(1)),
+                delay: (!user_turns.is_empty())
+                    .then_some(turn.delay_ms)
+                    .flatten()
+                    .map(Duration::from_millis),
             });
         }
         scripts.push(Script {
@@ -234,6 +241,7 @@ fn read_conversations(
                 vec![FileTurn {
                     text: pick.text.clone(),
                     line: pick.line,
+                    delay_ms: None,
                 }]
             })
             .collect());
@@ -287,23 +295,15 @@ fn single_turn(
             "timestamp and delay cannot be set together".to_owned(),
         ));
     }
-    // AIPerf 0.13 acts on both (a file whose records carry timestamps runs on its fixed schedule unless
-    // --no-fixed-schedule; a turn's delay is think time waited before the next turn), db4f6397 on neither: the
-    // same file would be two different runs, so both are refused until 0.13's timing is built.
+    // AIPerf 0.13 runs these layouts with its rate loop (they are not trace datasets, so their timestamps are
+    // not promoted to a fixed schedule) and reads a turn's timestamp only for a fixed schedule, which llmbench
+    // does not build over them.
     if timestamp.is_some() {
         return Err(bad(
             &field("timestamp"),
-            "AIPerf 0.13 sends a file whose records carry timestamps on its fixed schedule, AIPerf db4f6397 (which \
-             llmbench follows) runs it with its rate loop and ignores them: not supported yet; remove the \
-             timestamps for the rate loop"
-                .to_owned(),
-        ));
-    }
-    if delay.is_some_and(|d| d != 0) {
-        return Err(bad(
-            &field("delay"),
-            "AIPerf 0.13 waits a turn's delay as think time before the next turn, AIPerf db4f6397 (which llmbench \
-             follows) never waits it: not supported yet; remove the delays for turns sent back to back"
+            "a turn's timestamp is read only by AIPerf's fixed schedule (`--fixed-schedule`), which llmbench does \
+             not build over single_turn/multi_turn files; remove the timestamps (AIPerf's rate loop ignores them) \
+             or use `delay` for think time"
                 .to_owned(),
         ));
     }
@@ -320,7 +320,13 @@ fn single_turn(
         }
     }
     let text = texts(map, prefix, bad)?;
-    Ok(FileTurn { text, line })
+    // A turn's `delay` (`TurnMetadata.delay_ms`) is read for the turn after one that returned
+    // (`RequestRateStrategy.handle_credit_return`), so a first turn's is never waited; a negative one is at once.
+    Ok(FileTurn {
+        text,
+        line,
+        delay_ms: delay.map(|d| d.max(0) as u64),
+    })
 }
 
 /// A `RandomPool` entry's one text.
@@ -332,6 +338,7 @@ fn pool_entry(
     Ok(FileTurn {
         text: texts(map, "", bad)?,
         line,
+        delay_ms: None,
     })
 }
 

@@ -20,8 +20,8 @@ use rand_distr::weighted::WeightedIndex;
 
 use crate::prompts::{DEFAULT_PROMPTS, MAX_PROMPTS, PromptError, distribution, fixed, to_u32};
 use crate::workload::{
-    ApiKind, ConversationReplay, DataSpec, LengthShape, SharedPrefix, SyntheticText, ThinkTime,
-    TokenLengths, Workload,
+    AiperfFileKind, ApiKind, ConversationReplay, DataSpec, LengthShape, SharedPrefix,
+    SyntheticText, ThinkTime, TokenLengths, Workload,
 };
 use llmbench_data::{DataError, LengthDistribution, Synthesizer, SyntheticSpec, synthetic_prompts};
 use llmbench_text::tokenizer::Tokenizer;
@@ -45,6 +45,9 @@ pub struct Piece {
 pub struct UserTurn {
     pub text: Piece,
     pub max_tokens: Option<u32>,
+    /// AIPerf: the think time waited after the previous turn returned before this turn is queued (a turn's
+    /// `delay`); `None` for a first turn and for the other tools.
+    pub delay: Option<Duration>,
 }
 
 /// The user's side of one conversation.
@@ -77,12 +80,23 @@ pub enum Style {
     /// built as the run goes, see [`ReplayPlan`]), and `scripts` is empty. How requests map to conversations and
     /// turns, and how a turn's prompt is built, is in `engine::conversation`.
     InferencePerfReplay(Arc<ReplayPlan>),
-    /// AIPerf's synthetic conversations (`workers/worker.py`, `dataset/dataset_manager.py`): a request slot is a
-    /// credit, and a credit is a whole conversation — picked with `random.Random(pick_seed).choice` (the
-    /// dataset manager's generator, seeded by `--random-seed`) — whose turns it sends one after the other, each
-    /// as soon as the previous one returned and each alone: no earlier turn, no answer. A failed turn does not
-    /// stop the rest. Built by `aiperf::aiperf_conversations`.
-    AiperfConversations { pick_seed: u64 },
+    /// AIPerf 0.13's sessions (`timing/strategies/request_rate.py`, `workers/session_manager.py`): each turn is
+    /// a credit of the rate loop; a new session takes the next conversation of `sampling`, and its later turns
+    /// are queued when the turn before returned (after the turn's `delay`) and sent ahead of new sessions. A
+    /// turn carries every earlier user turn and the actual answers (AIPerf's `DELTAS_WITHOUT_RESPONSES`).
+    /// Built by `aiperf::aiperf_conversations` and `aiperf_dataset`; run by `engine::conversation`.
+    AiperfConversations { sampling: AiperfSampling },
+}
+
+/// Which conversation each new AIPerf session takes (`dataset/dataset_samplers.py`; AIPerf 0.13's default is its
+/// loader's preference: sequential for synthetic data, `single_turn` and `multi_turn`, shuffle for `random_pool`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AiperfSampling {
+    /// `SequentialSampler`: in dataset order, wrapping.
+    Sequential,
+    /// `ShuffleSampler`: numpy's `default_rng(seed).shuffle` of the ids, gone through, shuffled again; `seed` is
+    /// `rng.derive("dataset.sampler.shuffle")` of `--random-seed`.
+    Shuffle { seed: u64 },
 }
 
 /// A run's conversations.
@@ -168,17 +182,39 @@ pub fn build_conversations(
             let synth = Synthesizer::new(tokenizer)?;
             Ok(Some(ConversationSet {
                 style: Style::AiperfConversations {
-                    pick_seed: workload.seed,
+                    sampling: AiperfSampling::Sequential,
                 },
                 scripts: aiperf::aiperf_conversations(&synth, spec, workload.seed)?,
             }))
         }
-        DataSpec::AiperfFile(spec) => Ok(Some(ConversationSet {
-            style: Style::AiperfConversations {
-                pick_seed: workload.seed,
-            },
-            scripts: aiperf_dataset::aiperf_file_conversations(tokenizer, spec, workload.seed)?,
-        })),
+        DataSpec::AiperfFile(spec) => {
+            let scripts =
+                aiperf_dataset::aiperf_file_conversations(tokenizer, spec, workload.seed)?;
+            if workload.api.kind == ApiKind::Completion && scripts.iter().any(|s| s.turns.len() > 1)
+            {
+                return Err(ConversationError::Unsupported {
+                    key: "a multi_turn file's sessions over endpoint-type: completions",
+                    why: "AIPerf 0.13 fails on each session's second turn (its completions endpoint takes one \
+                          turn); use endpoint-type: chat",
+                });
+            }
+            Ok(Some(ConversationSet {
+                style: Style::AiperfConversations {
+                    sampling: match spec.kind {
+                        AiperfFileKind::RandomPool => AiperfSampling::Shuffle {
+                            seed: llmbench_text::py_random::aiperf_derived_seed(
+                                workload.seed,
+                                "dataset.sampler.shuffle",
+                            ),
+                        },
+                        AiperfFileKind::SingleTurn | AiperfFileKind::MultiTurn => {
+                            AiperfSampling::Sequential
+                        }
+                    },
+                },
+                scripts,
+            }))
+        }
         DataSpec::ConversationReplay(spec) => {
             if workload.api.kind == ApiKind::Chat {
                 return Err(ConversationError::Unsupported {
@@ -631,6 +667,7 @@ fn inference_perf_sessions(
                         tokens: system.tokens.saturating_add(question.input_tokens),
                     },
                     max_tokens: question.max_tokens,
+                    delay: None,
                 }],
                 system: Some(system),
                 think: None,
@@ -718,6 +755,7 @@ fn guidellm_conversations(
                 .map(|text| UserTurn {
                     text: Arc::unwrap_or_clone(text),
                     max_tokens,
+                    delay: None,
                 })
                 .collect(),
             think,

@@ -17,9 +17,10 @@ use super::control::Control;
 use super::control::Flag;
 use llmbench_data::{ChatMessage, Prompt};
 use llmbench_model::record::{ErrorClass, RequestError, RequestRecord, TurnOf};
-use llmbench_text::py_random::PyRandom;
+use llmbench_text::numpy_generator::NumpyGenerator;
 use llmbench_workload::conversations::{
-    ConversationSet, Piece, ReplayPlan, ReplayStage, ReplayText, ReplayTurn, Script, Style, join,
+    AiperfSampling, ConversationSet, Piece, ReplayPlan, ReplayStage, ReplayText, ReplayTurn,
+    Script, Style, join,
 };
 use llmbench_workload::request::{BodySettings, prepare};
 use llmbench_workload::workload::ApiKind;
@@ -43,15 +44,68 @@ enum State {
     Turns(Mutex<TurnQueue>),
     /// inference-perf `conversation_replay`.
     Replay(Replay),
-    /// AIPerf: the dataset manager's generator, which picks each credit's conversation, and the credits so far.
-    Aiperf(Mutex<AiperfPicks>),
+    /// AIPerf: the dataset sampler, which gives each new session its conversation, and the sessions so far.
+    Aiperf(Mutex<AiperfSampler>),
 }
 
-/// AIPerf's `DatasetManager._return_any_conversation`: `random.Random(--random-seed).choice(session_ids)`.
+/// AIPerf 0.13's dataset sampler (`dataset/dataset_samplers.py`), shared by the run's phases as AIPerf's phase
+/// orchestrator shares its one sampler.
 #[derive(Debug)]
-struct AiperfPicks {
-    rng: PyRandom,
-    credits: u32,
+struct AiperfSampler {
+    /// The conversations in the order they are handed out (shuffled again each time they are used up).
+    order: Vec<usize>,
+    next: usize,
+    shuffle: Option<NumpyGenerator>,
+    sessions: u32,
+}
+
+impl AiperfSampler {
+    fn new(conversations: usize, sampling: AiperfSampling) -> AiperfSampler {
+        let mut order: Vec<usize> = (0..conversations).collect();
+        let shuffle = match sampling {
+            AiperfSampling::Sequential => None,
+            AiperfSampling::Shuffle { seed } => {
+                // `ShuffleSampler.__init__` shuffles once up front.
+                let mut rng = NumpyGenerator::seed(seed);
+                rng.shuffle(&mut order);
+                Some(rng)
+            }
+        };
+        AiperfSampler {
+            order,
+            next: 0,
+            shuffle,
+            sessions: 0,
+        }
+    }
+
+    /// `next_conversation_id`: the next conversation, wrapping (and reshuffling) once all were used.
+    fn next(&mut self) -> usize {
+        if self.next >= self.order.len() {
+            if let Some(rng) = self.shuffle.as_mut() {
+                rng.shuffle(&mut self.order);
+            }
+            self.next = 0;
+        }
+        let conversation = self.order.get(self.next).copied().unwrap_or(0);
+        self.next += 1;
+        conversation
+    }
+}
+
+/// One AIPerf session (`workers/session_manager.py` `UserSession`): a run of one conversation, its history as
+/// AIPerf's `DELTAS_WITHOUT_RESPONSES` keeps it (every user turn sent, each followed by the live answer when it
+/// had text), and what it holds while it lasts.
+#[derive(Debug)]
+pub struct AiperfSession {
+    id: u32,
+    script: usize,
+    /// The turns sent so far, each with its answer's text and output tokens (empty when it failed).
+    answers: Vec<(String, u32)>,
+    /// `X-Correlation-ID` and the session's id (`uuid4`), on every turn: AIPerf's sticky-routing key.
+    correlation: Arc<(String, String)>,
+    /// The session's concurrency slot, held from its first turn until its last returned.
+    pub slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 /// inference-perf `conversation_replay` in progress (`conversation_replay_datagen.py`, `apis/user_session.py`,
@@ -304,8 +358,6 @@ enum Pending {
         sent: Piece,
     },
     Conversation(Live),
-    /// An AIPerf turn: nothing carries over to the next.
-    Alone,
     Replay {
         guard: OwnedMutexGuard<ReplaySession>,
         /// This turn's prompt as sent (after any truncation).
@@ -332,10 +384,9 @@ impl Conversations {
                     .collect(),
             ),
             Style::GuidellmTurns => State::Turns(Mutex::new(TurnQueue::default())),
-            Style::AiperfConversations { pick_seed } => State::Aiperf(Mutex::new(AiperfPicks {
-                rng: PyRandom::seed(*pick_seed),
-                credits: 0,
-            })),
+            Style::AiperfConversations { sampling } => {
+                State::Aiperf(Mutex::new(AiperfSampler::new(set.scripts.len(), *sampling)))
+            }
             Style::InferencePerfReplay(plan) => {
                 let slots = (0..plan.conversations.len() as u32)
                     .map(|c| {
@@ -371,47 +422,123 @@ impl Conversations {
         }
     }
 
-    /// AIPerf: the turns of the conversation the next credit sends, in order, each to be sent when the previous
-    /// one returned; `None` for the other tools, whose request slot sends one turn ([`Conversations::begin`]).
-    pub fn whole_conversation(&self) -> Option<Vec<Turn>> {
-        let State::Aiperf(picks) = &self.state else {
+    /// Whether these are AIPerf's sessions, which its own rate loop sends (`engine::aiperf_sessions`).
+    pub fn is_aiperf(&self) -> bool {
+        matches!(self.state, State::Aiperf(_))
+    }
+
+    /// AIPerf: a new session of the sampler's next conversation (`ConversationSource.next`), with a new
+    /// correlation id; `None` for the other tools.
+    pub fn aiperf_session(&self) -> Option<AiperfSession> {
+        let State::Aiperf(sampler) = &self.state else {
             return None;
         };
-        let (credit, script) = {
-            let mut picks = picks.lock().unwrap_or_else(PoisonError::into_inner);
-            let credit = picks.credits;
-            picks.credits = picks.credits.wrapping_add(1);
-            (
-                credit,
-                picks.rng.choice_index(self.scripts.len()).unwrap_or(0),
-            )
+        let (id, script) = {
+            let mut sampler = sampler.lock().unwrap_or_else(PoisonError::into_inner);
+            let id = sampler.sessions;
+            sampler.sessions = sampler.sessions.wrapping_add(1);
+            (id, sampler.next())
         };
-        let script = self.scripts.get(script)?;
-        Some(
-            script
-                .turns
-                .iter()
-                .enumerate()
-                .map(|(t, turn)| Turn {
-                    request: self.body(
-                        Body::CompletionText(turn.text.text.clone(), turn.text.tokens),
-                        turn.max_tokens,
-                    ),
-                    of: TurnOf {
-                        id: credit,
-                        turn: t as u32,
-                    },
-                    pending: Pending::Alone,
-                })
-                .collect(),
+        Some(AiperfSession {
+            id,
+            script,
+            answers: Vec::new(),
+            correlation: Arc::new(("X-Correlation-ID".to_owned(), uuid4())),
+            slot: None,
+        })
+    }
+
+    /// How many turns `session`'s conversation has.
+    pub fn aiperf_turns(&self, session: &AiperfSession) -> usize {
+        self.scripts
+            .get(session.script)
+            .map_or(0, |s| s.turns.len())
+    }
+
+    /// The think time before `session`'s next turn may be queued (that turn's `delay`), or `None` when its last
+    /// turn was sent.
+    pub fn aiperf_next_delay(
+        &self,
+        session: &AiperfSession,
+    ) -> Option<Option<std::time::Duration>> {
+        let turn = self
+            .scripts
+            .get(session.script)?
+            .turns
+            .get(session.answers.len())?;
+        Some(turn.delay)
+    }
+
+    /// `session`'s next turn (the worker's `advance_turn` and the chat endpoint's `build_messages`): every earlier
+    /// user turn, each followed by its answer as an assistant message when it had text, then this turn; tagged
+    /// with the session and the turn's index, and carrying the session's correlation header.
+    pub fn aiperf_request(&self, session: &AiperfSession) -> (PreparedRequest, TurnOf) {
+        let script = &self.scripts[session.script];
+        let current = session
+            .answers
+            .len()
+            .min(script.turns.len().saturating_sub(1));
+        let turn = &script.turns[current];
+        let mut tokens = 0u32;
+        let body = match self.settings.api {
+            // AIPerf's completions endpoint takes one turn only ("Completions endpoint only supports one
+            // turn"): the dialect refuses later turns, so a completion is the turn alone.
+            ApiKind::Completion => Body::CompletionText(turn.text.text.clone(), turn.text.tokens),
+            ApiKind::Chat => {
+                let mut messages = Vec::with_capacity(2 * current + 1);
+                for (t, (answer, answer_tokens)) in session.answers.iter().enumerate() {
+                    messages.push(message("user", &script.turns[t].text.text));
+                    tokens = tokens.saturating_add(script.turns[t].text.tokens);
+                    if !answer.is_empty() {
+                        messages.push(message("assistant", answer));
+                        tokens = tokens.saturating_add(*answer_tokens);
+                    }
+                }
+                messages.push(message("user", &turn.text.text));
+                tokens = tokens.saturating_add(turn.text.tokens);
+                Body::Chat(messages, tokens)
+            }
+        };
+        let mut request = self.body(body, turn.max_tokens);
+        request.header = Some(Arc::clone(&session.correlation));
+        (
+            request,
+            TurnOf {
+                id: session.id,
+                turn: current as u32,
+            },
         )
+    }
+
+    /// Ends `session`'s current turn with its record: the record says its session and turn, and the answer's
+    /// text (taken out of the record) joins the history — nothing when it failed or had no text
+    /// (`build_assistant_turn` returns `None`).
+    pub fn aiperf_answered(
+        &self,
+        session: &mut AiperfSession,
+        of: TurnOf,
+        record: &mut RequestRecord,
+    ) {
+        record.conversation = Some(of);
+        let text = record.text.take().map(|text| *text).unwrap_or_default();
+        let answer = if record.succeeded() {
+            text
+        } else {
+            String::new()
+        };
+        let tokens = if answer.is_empty() {
+            0
+        } else {
+            record.output_tokens()
+        };
+        session.answers.push((answer, tokens));
     }
 
     /// The turn that request `id` (run-wide, in issue order) of stage `stage` sends; `None` when `cancel` fires
     /// first (an inference-perf round waiting for its session's previous round).
     pub async fn begin(&self, id: u64, stage: u32, cancel: &Flag) -> Option<Turn> {
         match &self.state {
-            // Sent whole, by `whole_conversation`.
+            // Sent by AIPerf's own loop (`engine::aiperf_sessions`), turn by turn.
             State::Aiperf(_) => None,
             State::Replay(replay) => self.replay_turn(replay, stage, cancel).await,
             State::Sessions(sessions) => {
@@ -497,7 +624,6 @@ impl Conversations {
         let succeeded = record.succeeded();
         let answer_tokens = record.output_tokens();
         match turn.pending {
-            Pending::Alone => Vec::new(),
             Pending::Session { mut guard, sent } => {
                 if succeeded {
                     guard.context = Piece {
@@ -905,6 +1031,21 @@ enum Body<'a> {
     Chat(Vec<ChatMessage>, u32),
 }
 
+/// A random version-4 UUID, as AIPerf's `str(uuid.uuid4())` makes each session's correlation id.
+fn uuid4() -> String {
+    let bits: u128 = rand::random();
+    let bits = (bits & !(0xf << 76) & !(0x3 << 62)) | (0x4 << 76) | (0x2 << 62);
+    let hex = format!("{bits:032x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
 fn message(role: &str, content: &str) -> ChatMessage {
     ChatMessage {
         role: role.to_owned(),
@@ -934,6 +1075,7 @@ mod tests {
                 .map(|t| UserTurn {
                     text: piece(t),
                     max_tokens: Some(2),
+                    delay: None,
                 })
                 .collect(),
             think: None,
@@ -978,35 +1120,67 @@ mod tests {
     }
 
     #[test]
-    fn an_aiperf_credit_is_a_seeded_pick_of_conversation_whose_turns_each_go_alone() {
+    fn an_aiperf_session_carries_every_earlier_user_turn_and_the_answers_that_had_text() {
         let set = ConversationSet {
-            style: Style::AiperfConversations { pick_seed: 42 },
+            style: Style::AiperfConversations {
+                sampling: AiperfSampling::Sequential,
+            },
             scripts: vec![
-                script(None, &["zero one", "zero two"]),
+                script(None, &["zero one", "zero two", "zero three"]),
                 script(None, &["one one"]),
-                script(None, &["two one", "two two", "two three"]),
             ],
         };
         let conversations = Conversations::new(set, settings(ApiKind::Chat));
-        let firsts: Vec<Value> = (0..4)
-            .map(|credit| {
-                let turns = conversations
-                    .whole_conversation()
-                    .expect("AIPerf sends whole conversations");
-                assert!(turns.iter().enumerate().all(|(t, turn)| turn.of
-                    == TurnOf {
-                        id: credit,
-                        turn: t as u32
-                    }));
-                // Each turn alone: one user message, no earlier turn and no answer.
-                for turn in &turns {
-                    assert_eq!(body(turn)["messages"].as_array().map(Vec::len), Some(1));
-                }
-                body(&turns[0])["messages"][0]["content"].clone()
-            })
-            .collect();
-        // CPython: r = random.Random(42); [r.choice([0, 1, 2]) for _ in range(4)] → [2, 0, 0, 2].
-        assert_eq!(firsts, ["two one", "zero one", "zero one", "two one"]);
+        let mut session = conversations.aiperf_session().expect("an AIPerf session");
+        assert_eq!(conversations.aiperf_turns(&session), 3);
+        let (first, of) = conversations.aiperf_request(&session);
+        assert_eq!(of, TurnOf { id: 0, turn: 0 });
+        let header = first.header.clone().expect("a correlation header");
+        assert_eq!(header.0, "X-Correlation-ID");
+        assert_eq!(header.1.len(), 36);
+        let turn = |request: &PreparedRequest| -> Value {
+            serde_json::from_slice(&request.body).expect("json")
+        };
+        assert_eq!(
+            turn(&first)["messages"],
+            json!([{"role": "user", "content": "zero one"}])
+        );
+        let mut record = RequestRecord::builder(0)
+            .end(10)
+            .status(200)
+            .usage(2, 3)
+            .text("an answer here")
+            .build();
+        conversations.aiperf_answered(&mut session, of, &mut record);
+        assert_eq!(record.conversation, Some(of));
+        assert!(record.text.is_none(), "the answer moves into the session");
+        let (second, of) = conversations.aiperf_request(&session);
+        assert_eq!(of, TurnOf { id: 0, turn: 1 });
+        assert_eq!(
+            second.header, first.header,
+            "one correlation id per session"
+        );
+        assert_eq!(second.input_tokens, 2 + 3 + 2);
+        // A failed turn stays in the history without an answer.
+        let mut failed = RequestRecord::builder(0).end(10).status(500).build();
+        conversations.aiperf_answered(&mut session, of, &mut failed);
+        let (third, _) = conversations.aiperf_request(&session);
+        assert_eq!(
+            turn(&third)["messages"],
+            json!([
+                {"role": "user", "content": "zero one"},
+                {"role": "assistant", "content": "an answer here"},
+                {"role": "user", "content": "zero two"},
+                {"role": "user", "content": "zero three"},
+            ])
+        );
+        assert_eq!(conversations.aiperf_next_delay(&session), Some(None));
+        // The sequential sampler: the next session takes the next conversation, then wraps.
+        let next = conversations.aiperf_session().expect("a session");
+        assert_eq!(conversations.aiperf_turns(&next), 1);
+        assert_ne!(next.correlation, session.correlation);
+        let wrapped = conversations.aiperf_session().expect("a session");
+        assert_eq!(conversations.aiperf_turns(&wrapped), 3);
     }
 
     #[tokio::test]

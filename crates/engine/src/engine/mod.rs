@@ -13,6 +13,7 @@
 //! client shows up as schedule delay and in the from-scheduled latencies instead of silently lowering the rate
 //! (no coordinated omission).
 
+mod aiperf_sessions;
 mod api_events;
 pub mod client;
 pub mod control;
@@ -98,6 +99,9 @@ pub struct Paced {
     /// AIPerf's `--warmup-request-count`: a phase of this many requests, paced alike by a generator of its own,
     /// flagged warm-up; the profiling phase, and its duration, start once all of them returned.
     pub warmup: u64,
+    /// AIPerf's session count (`--conversation-num` over multi-turn conversations): the profiling phase starts
+    /// no session after this many, and ends once their turns were all sent.
+    pub sessions: Option<u64>,
 }
 
 /// A lockstep stage's shape ([`StagePlan::Lockstep`]): LoadGen's MultiStream query scheduler
@@ -1055,9 +1059,6 @@ impl StageContext {
             // Only a trace's own stages send its requests (`trace::run_trace`), and `run` refuses any other.
             Requests::Trace => false,
             Requests::Conversations(conversations) => {
-                if let Some(turns) = conversations.whole_conversation() {
-                    return self.issue_conversation(conversations, turns, issue).await;
-                }
                 let Some(turn) = conversations.begin(id, self.stage, cancel).await else {
                     // Stopped while waiting for the session's previous round: never sent.
                     return false;
@@ -1081,42 +1082,6 @@ impl StageContext {
                 connection_failed
             }
         }
-    }
-
-    /// AIPerf's credit (`Worker._execute_single_credit_internal`): the conversation's turns one after the other,
-    /// the first under `first`'s id and time, each later one under a new id as soon as the previous returned. A
-    /// failed turn does not stop the rest; cancelling what is in flight does. Returns whether the last turn sent failed before
-    /// the server answered anything.
-    async fn issue_conversation(
-        &self,
-        conversations: &Conversations,
-        turns: Vec<conversation::Turn>,
-        first: Issue,
-    ) -> bool {
-        let cancel = self.control.in_flight();
-        let mut connection_failed = false;
-        for (index, turn) in turns.into_iter().enumerate() {
-            let issue = if index == 0 {
-                first
-            } else {
-                // The credit is in flight until it returns: only a cancellation of what is in flight (AIPerf's
-                // grace period ending) stops its later turns, not the end of issuing.
-                if cancel.is_raised() {
-                    break;
-                }
-                Issue {
-                    id: self.next_id.fetch_add(1, Ordering::Relaxed),
-                    stage: self.stage,
-                    scheduled_ns: self.clock.now_ns(),
-                }
-            };
-            self.went_out(&issue, &turn.request, false);
-            let mut record =
-                client::execute(&self.target, &turn.request, issue, &self.clock, cancel).await;
-            conversations.finish(turn, &mut record, false, self.clock.now_ns());
-            connection_failed = self.record(record);
-        }
-        connection_failed
     }
 
     /// Counts `request` as sent now and hands its sent entry to the writer: the last step before the client sends
@@ -1348,6 +1313,7 @@ async fn run_paced(context: StageContext, start: Instant, paced: &Paced) -> Opti
             start,
             total: Some(paced.warmup),
             sending_ends: None,
+            sessions: None,
         };
         send_phase(&warmup, phase, paced, slots.as_ref(), &mut in_flight).await;
         while in_flight.join_next().await.is_some() {}
@@ -1362,6 +1328,7 @@ async fn run_paced(context: StageContext, start: Instant, paced: &Paced) -> Opti
         start,
         total: paced.total,
         sending_ends: paced.duration.map(|d| start + d),
+        sessions: paced.sessions,
     };
     send_phase(&context, phase, paced, slots.as_ref(), &mut in_flight).await;
     if let (Some(duration), Some(grace)) = (paced.duration, paced.grace) {
@@ -1381,6 +1348,8 @@ struct Phase {
     start: Instant,
     total: Option<u64>,
     sending_ends: Option<Instant>,
+    /// AIPerf's session count (multi-turn sessions only).
+    sessions: Option<u64>,
 }
 
 /// How far behind its schedule AIPerf's rate loop catches up before it re-anchors the next target at now
@@ -1398,10 +1367,17 @@ async fn send_phase(
     slots: Option<&Arc<Semaphore>>,
     in_flight: &mut JoinSet<()>,
 ) {
+    if let Requests::Conversations(conversations) = &context.requests
+        && conversations.is_aiperf()
+    {
+        return aiperf_sessions::send_phase(context, conversations, phase, paced, slots, in_flight)
+            .await;
+    }
     let Phase {
         start,
         total,
         sending_ends,
+        sessions: _,
     } = phase;
     if total == Some(0) {
         return;

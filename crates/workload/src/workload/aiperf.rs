@@ -26,11 +26,14 @@
 //!   before the profiling phase, paced alike by a strategy (and interval generator) of its own, so its intervals
 //!   start again from the seed's first draw; the profiling phase starts once they all returned. Its records are
 //!   flagged warm-up and left out of every figure.
-//! - `aiperf/dataset/composer/synthetic.py` and `base.py`: `--conversation-num` (`--num-dataset-entries`,
-//!   `--num-prompts`, …; default 100) single-turn entries, each with its prompt length drawn by
-//!   `sample_positive_normal_integer(isl, isl_stddev)` (a normal redrawn below 0, rounded up) and its `max_tokens`
-//!   by the same over `osl`/`osl_stddev`; requests reuse the entries (AIPerf picks them with `random.choice`,
-//!   llmbench in turn). The draws use llmbench's seeded generator, not numpy's.
+//! - `aiperf/dataset/composer/synthetic.py` and `base.py`: the dataset's entries (AIPerf 0.13's `_resolve_entries`:
+//!   `--num-dataset-entries`/`--num-prompts`, else `--conversation-num`, else an explicit `--request-count`, else
+//!   100), each with its prompt length drawn by `sample_positive_normal_integer(isl, isl_stddev)` (a normal redrawn
+//!   below 0, rounded up) and its `max_tokens` by the same over `osl`/`osl_stddev`; requests reuse the entries in
+//!   order (0.13's sequential sampler). The length draws use llmbench's seeded generator, not numpy's.
+//! - AIPerf 0.13's stop conditions (`config/flags/_converter_profiling.py`): `--conversation-num`
+//!   (`--num-conversations`, `--num-sessions`) is also the session count (a single-turn session is one request);
+//!   without a request count, duration or session count a run is 10 requests.
 //! - `--extra-inputs` (`config_validators.py` `parse_str_or_dict_as_tuple_list`, `coerce_value`): every entry set
 //!   in every body after AIPerf's own fields; only those llmbench builds and measures by (`stream`, `model`,
 //!   `max_tokens`, …) are refused. `--header`/`-H` the same way, sent with every request.
@@ -181,22 +184,35 @@ pub(crate) fn parse(
     ]);
     let isl_stddev = isl_stddev.map(|f| stddev(ctx, &f)).transpose()?;
     let osl_stddev = osl_stddev.map(|f| stddev(ctx, &f)).transpose()?;
-    // `--conversation-num` and its aliases: how many dataset entries AIPerf makes (each one turn, its lengths drawn
-    // once), which its requests then reuse.
-    let entries_field = m.get_any(&[
-        "conversation-num",
-        "num-conversations",
-        "num-sessions",
-        "num-dataset-entries",
-        "num-prompts",
-    ]);
-    let entries = match &entries_field {
+    // AIPerf 0.13 (`config/flags/_converter_profiling.py`, `_converter_dataset.py` `_resolve_entries`):
+    // `--conversation-num` (`--num-conversations`, `--num-sessions`) is the profiling phase's session count — no
+    // new session once that many started — and sizes the dataset; `--num-dataset-entries` (`--num-prompts`)
+    // sizes the dataset only, and wins; without either an explicit `--request-count` sizes it, else 100.
+    let sessions_field = m.get_any(&["conversation-num", "num-conversations", "num-sessions"]);
+    let sessions = match &sessions_field {
+        Some(f) => {
+            let n = positive(ctx, f)?;
+            limits::check(ctx, f, Limit::Samples, n as f64)?;
+            Some(n)
+        }
+        None => None,
+    };
+    let dataset_entries_field = m.get_any(&["num-dataset-entries", "num-prompts"]);
+    let entries = match &dataset_entries_field {
         Some(f) => {
             let n = positive(ctx, f)?;
             limits::check(ctx, f, Limit::Samples, n as f64)?;
             n
         }
-        None => DEFAULT_DATASET_ENTRIES,
+        None => sessions
+            .or(request_count_field.is_some().then_some(request_count))
+            .unwrap_or(DEFAULT_DATASET_ENTRIES),
+    };
+    // `prof.setdefault("requests", 10)` only when no request count, duration or session count bounds the run.
+    let request_limit = match (&request_count_field, sessions) {
+        (Some(_), _) => Some(request_count),
+        (None, Some(_)) => None,
+        (None, None) => Some(DEFAULT_REQUEST_COUNT),
     };
     let block_size = match m.get_any(&[
         "isl-block-size",
@@ -226,7 +242,7 @@ pub(crate) fn parse(
                     osl: osl.as_ref().map(|f| tokens(ctx, f)).transpose()?,
                     osl_stddev,
                     entries,
-                    entries_field: entries_field.as_ref(),
+                    entries_field: dataset_entries_field.as_ref(),
                     conversation: &conversation,
                     schedule_flag,
                 },
@@ -234,7 +250,11 @@ pub(crate) fn parse(
             w.stages = vec![synthetic_stage(
                 &load,
                 concurrency_field.is_some().then_some(concurrency),
-                request_count,
+                Bounds {
+                    requests: request_limit,
+                    sessions,
+                    conversations: true,
+                },
             )];
         }
         (Some(file), Some(kind)) => {
@@ -329,6 +349,19 @@ pub(crate) fn parse(
                 None => DEFAULT_ISL,
             };
             let output = osl.as_ref().map(|f| tokens(ctx, f)).transpose()?;
+            // AIPerf 0.13's completions endpoint raises on a session's second turn ("Completions endpoint only
+            // supports one turn", `endpoints/openai_completions.py`): its turns accumulate.
+            if conversation.multi_turn
+                && w.api.kind == ApiKind::Completion
+                && let Some((key, line)) = &conversation.first
+            {
+                return Err(ctx.unsupported(
+                    key,
+                    *line,
+                    "multi-turn conversations over `endpoint-type: completions` (AIPerf 0.13 fails on each \
+                     session's second turn: its completions endpoint takes one turn; use `endpoint-type: chat`)",
+                ));
+            }
             w.data = if conversation.needs_conversations() {
                 DataSpec::AiperfConversations(AiperfConversations {
                     conversations: entries,
@@ -336,6 +369,7 @@ pub(crate) fn parse(
                     prompt: lengths(input, isl_stddev),
                     output: output.map(|mean| lengths(mean, osl_stddev)),
                     prefix_pool: conversation.prefix_pool,
+                    turn_delay: conversation.turn_delay,
                 })
             } else {
                 DataSpec::SyntheticText(SyntheticText {
@@ -348,10 +382,15 @@ pub(crate) fn parse(
                     think_time: None,
                 })
             };
+            let conversations = matches!(w.data, DataSpec::AiperfConversations(_));
             w.stages = vec![synthetic_stage(
                 &load,
                 concurrency_field.is_some().then_some(concurrency),
-                request_count,
+                Bounds {
+                    requests: request_limit,
+                    sessions,
+                    conversations,
+                },
             )];
         }
     }
@@ -515,13 +554,37 @@ fn load(ctx: &Ctx, m: &mut MapReader<'_>, seed: u64) -> Result<Load, WorkloadErr
 /// The one stage of a synthetic run: AIPerf's profiling phase, after its warm-up phase if any. A plain
 /// concurrency burst by count is llmbench's closed loop (AIPerf's semaphore with no gaps is one); a rate, a
 /// duration or a warm-up is AIPerf's own rate loop.
-fn synthetic_stage(load: &Load, concurrency: Option<u32>, request_count: u64) -> Stage {
+/// What ends AIPerf's profiling phase besides a duration: a request count and a session count (the first
+/// reached wins), and whether its sessions are conversations (which always run AIPerf's rate loop).
+struct Bounds {
+    requests: Option<u64>,
+    sessions: Option<u64>,
+    conversations: bool,
+}
+
+fn synthetic_stage(load: &Load, concurrency: Option<u32>, bounds: Bounds) -> Stage {
     let limit = match load.duration {
         Some(d) => StageLimit::duration(d),
-        None => StageLimit::requests(request_count),
+        // A single-turn session is one request, so a session count is a request count.
+        None if !bounds.conversations => StageLimit {
+            requests: match (bounds.requests, bounds.sessions) {
+                (Some(r), Some(s)) => Some(r.min(s)),
+                (r, s) => r.or(s),
+            },
+            ..StageLimit::default()
+        },
+        None => StageLimit {
+            requests: bounds.requests,
+            ..StageLimit::default()
+        },
+    };
+    let sessions = if bounds.conversations {
+        bounds.sessions
+    } else {
+        None
     };
     let (kind, arrival) = match (load.pace, load.duration) {
-        (AiperfPace::Burst, None) if load.warmup == 0 => (
+        (AiperfPace::Burst, None) if load.warmup == 0 && !bounds.conversations => (
             LoadKind::Concurrent,
             Arrival::Closed {
                 concurrency: concurrency.unwrap_or(DEFAULT_CONCURRENCY),
@@ -543,6 +606,7 @@ fn synthetic_stage(load: &Load, concurrency: Option<u32>, request_count: u64) ->
                 },
                 grace: duration.map(|_| load.grace),
                 warmup_requests: load.warmup,
+                sessions,
             },
         ),
     };
@@ -899,8 +963,9 @@ mod tests {
                 output: Some(TokenLengths::fixed(200)),
                 turns: 1,
                 prefix_buckets: Vec::new(),
-                // AIPerf makes `--num-dataset-entries` (100) prompts and reuses them.
-                samples: 100,
+                // AIPerf 0.13 sizes the dataset by an explicit `--request-count` (500) when neither
+                // `--num-dataset-entries` nor `--conversation-num` is given (`_resolve_entries`).
+                samples: 500,
                 think_time: None,
             })
         );
@@ -1051,6 +1116,7 @@ mod tests {
                 concurrency: Some(4),
                 grace: None,
                 warmup_requests: 0,
+                sessions: None,
             }
         );
         assert_eq!(stage.limit, StageLimit::requests(7));
@@ -1064,6 +1130,7 @@ mod tests {
                 concurrency: None,
                 grace: None,
                 warmup_requests: 0,
+                sessions: None,
             }
         );
         assert_eq!(stage.limit, StageLimit::requests(10));
@@ -1098,6 +1165,7 @@ mod tests {
                 concurrency: Some(3),
                 grace: Some(Duration::ZERO),
                 warmup_requests: 0,
+                sessions: None,
             }
         );
     }
@@ -1121,6 +1189,7 @@ mod tests {
                 concurrency: Some(2),
                 grace: None,
                 warmup_requests: 4,
+                sessions: None,
             }
         );
         assert_eq!(stage.limit, StageLimit::requests(10));
@@ -1151,6 +1220,7 @@ mod tests {
                 concurrency: None,
                 grace: None,
                 warmup_requests: 0,
+                sessions: None,
             }
         );
         assert_eq!(w.stages[0].limit, StageLimit::requests(64));

@@ -6,11 +6,10 @@
 //!   (`--session-turns-stddev`, an int ≥ 0, default 0): the turns of each synthetic conversation, drawn once per
 //!   conversation by `sample_positive_normal_integer`.
 //! - `--conversation-turn-delay-mean`/`-stddev`/`-ratio` (`--session-turn-delay-*`, `--session-delay-ratio`;
-//!   floats ≥ 0, defaults 0, 0, 1): the synthetic composer draws a delay for every turn but the first
-//!   (`synthetic.py` `_create_turn`), but nothing waits it: the worker sends a conversation's turns back to back
-//!   (`workers/worker.py` `_execute_single_credit_internal`) and the timing strategies never read a turn's delay.
-//!   AIPerf 0.13 waits the delay (think time) before it queues the next turn, so a mean delay above 0 means two
-//!   different runs under the two versions: it is refused until the 0.13 pacing is built; 0 is accepted.
+//!   floats ≥ 0, defaults 0, 0, 1): AIPerf 0.13's synthetic composer draws a delay for every turn but the first
+//!   when the mean is above 0 (`synthetic.py` `_create_turn`: `sample_positive_normal_integer(int(mean),
+//!   int(stddev)) * ratio` ms), and its rate loop waits it after the previous turn returned before it queues
+//!   the turn (`timing/strategies/request_rate.py` `handle_credit_return`). A stddev without a mean draws nothing.
 //! - `--prompt-prefix-pool-size` (`--prefix-prompt-pool-size`, `--num-prefix-prompts`) and
 //!   `--prompt-prefix-length` (`--prefix-prompt-length`), ints ≥ 0: a pool of that many prompts of that many
 //!   tokens; the first turn of every synthetic conversation starts with one picked at random
@@ -21,7 +20,7 @@
 use super::aiperf::{lengths, non_negative, positive};
 use super::error::{WarningKind, WorkloadError};
 use super::limits::{self, Limit};
-use super::model::{AiperfPrefixPool, TokenLengths};
+use super::model::{AiperfPrefixPool, AiperfTurnDelay, TokenLengths};
 use super::reader::{At, Ctx, MapReader};
 use super::vllm_bench::number;
 
@@ -33,6 +32,8 @@ pub(super) struct ConversationFlags {
     /// Whether a conversation can have more than one turn.
     pub multi_turn: bool,
     pub prefix_pool: Option<AiperfPrefixPool>,
+    /// `--conversation-turn-delay-*`, when the mean is above 0.
+    pub turn_delay: Option<AiperfTurnDelay>,
     /// The first of these flags the profile set that changes a synthetic dataset, with its line: a trace's
     /// records decide their own turns and prompts, so these are ignored for one (with a warning naming it).
     pub first: Option<(String, u32)>,
@@ -69,35 +70,36 @@ pub(super) fn read(
         }
         None => 0,
     };
-    let mut delay_flag = None;
-    for keys in [
+    let mut delay = [0.0, 0.0, 1.0];
+    for (i, keys) in [
         &["conversation-turn-delay-mean", "session-turn-delay-mean"][..],
         &[
             "conversation-turn-delay-stddev",
             "session-turn-delay-stddev",
         ][..],
         &["conversation-turn-delay-ratio", "session-delay-ratio"][..],
-    ] {
+    ]
+    .into_iter()
+    .enumerate()
+    {
         if let Some(f) = m.get_any(keys) {
             let v = number(ctx, &f)?;
             if !(v.is_finite() && v >= 0.0) {
                 return Err(f.invalid(ctx, format!("must be at least 0, found {v}")));
             }
-            // A mean or stddev above 0 makes AIPerf 0.13 draw and wait think times (the ratio only scales them).
-            if v > 0.0 && keys[0] != "conversation-turn-delay-ratio" {
-                delay_flag.get_or_insert((f.path.clone(), f.line));
+            if i < 2 {
+                note(&f);
             }
+            delay[i] = v;
         }
     }
-    if let Some((key, line)) = delay_flag {
-        return Err(ctx.unsupported(
-            &key,
-            line,
-            "a think time between turns (AIPerf 0.13 waits it before it queues a conversation's next turn; \
-             AIPerf db4f6397, which this dialect follows, draws it and never waits it, sending a conversation's \
-             turns back to back — leave the delay out for that)",
-        ));
-    }
+    let [mean_ms, stddev_ms, ratio] = delay;
+    // `_create_turn` draws a delay only when `int(mean)` … `self._turn_delay_mean > 0` (the float mean).
+    let turn_delay = (mean_ms > 0.0).then_some(AiperfTurnDelay {
+        mean_ms,
+        stddev_ms,
+        ratio,
+    });
     let pool_field = m.get_any(&[
         "prompt-prefix-pool-size",
         "prefix-prompt-pool-size",
@@ -150,17 +152,18 @@ pub(super) fn read(
         turns: lengths(mean, Some(stddev as f64)),
         multi_turn: mean > 1 || stddev > 0,
         prefix_pool,
+        turn_delay,
         first,
     })
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
 
     use crate::workload::{
-        AiperfConversations, AiperfPrefixPool, Arrival, DataSpec, Harness, LengthShape,
-        ParseOptions, StageLimit, TokenLengths, Workload, WorkloadError, parse_profile,
+        AiperfConversations, AiperfPace, AiperfPrefixPool, AiperfTurnDelay, Arrival, DataSpec,
+        Harness, LengthShape, ParseOptions, StageLimit, TokenLengths, Workload, WorkloadError,
+        parse_profile,
     };
 
     fn parse(text: &str) -> Result<(Workload, Vec<String>), WorkloadError> {
@@ -202,16 +205,46 @@ mod tests {
                 },
                 output: Some(TokenLengths::fixed(5)),
                 prefix_pool: None,
+                turn_delay: None,
             })
         );
-        // The request count counts credits, which are conversations: the stage is AIPerf's burst of 7 of them.
+        // AIPerf 0.13: the request count counts turns, and `--num-sessions` is the session count; both bound the
+        // profiling phase of AIPerf's rate loop (a burst of `--concurrency` 1 session slots).
         assert_eq!(w.stages[0].limit, StageLimit::requests(7));
         assert_eq!(
             w.stages[0].arrival,
-            Arrival::Closed {
-                concurrency: 1,
-                rampup: Duration::ZERO
+            Arrival::AiperfRate {
+                pace: AiperfPace::Burst,
+                concurrency: Some(1),
+                grace: None,
+                warmup_requests: 0,
+                sessions: Some(4),
             }
+        );
+    }
+
+    #[test]
+    fn turn_delays_are_read_as_aiperf_0_13_reads_them() {
+        let delay = |text: &str| match parse(text).expect(text).0.data {
+            DataSpec::AiperfConversations(a) => a.turn_delay,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            delay(
+                "model: m\nconversation-turn-mean: 2\nsession-turn-delay-mean: 250\n\
+                 conversation-turn-delay-stddev: 20\nconversation-turn-delay-ratio: 2\n"
+            ),
+            Some(AiperfTurnDelay {
+                mean_ms: 250.0,
+                stddev_ms: 20.0,
+                ratio: 2.0
+            })
+        );
+        // A spread without a mean draws no delay: a real AIPerf 0.13 run with `--conversation-turn-delay-stddev
+        // 500` alone sent each session's turns ~10 ms apart against `llmbench sim`.
+        assert_eq!(
+            delay("model: m\nconversation-turn-mean: 2\nconversation-turn-delay-stddev: 500\n"),
+            None
         );
     }
 
@@ -274,29 +307,7 @@ mod tests {
                 .any(|w| w.starts_with("prompt-prefix-pool-size")),
             "{warnings:?}"
         );
-        // A turn delay: never waited by db4f6397, waited by 0.13, so refused by name and line.
-        let err = parse(
-            "model: m\nconversation-turn-mean: 2\nsession-turn-delay-mean: 250\nconversation-turn-delay-ratio: 2\n",
-        )
-        .expect_err("a think time is refused")
-        .to_string();
-        assert!(
-            err.starts_with("p.yaml:3: `session-turn-delay-mean`")
-                && err.contains("AIPerf 0.13 waits it"),
-            "{err}"
-        );
-        // A spread alone draws delays too under 0.13; the ratio alone only scales them.
-        let err =
-            parse("model: m\nconversation-turn-mean: 2\nconversation-turn-delay-stddev: 50\n")
-                .expect_err("a think-time spread is refused")
-                .to_string();
-        assert!(
-            err.starts_with("p.yaml:3: `conversation-turn-delay-stddev`"),
-            "{err}"
-        );
-        parse("model: m\nconversation-turn-mean: 2\nconversation-turn-delay-ratio: 2\n")
-            .expect("a ratio of no delay is no delay");
-        // A zero mean delay draws zeros: nothing to warn about.
+        // A zero mean delay draws nothing (`_create_turn` draws only when the mean is above 0): no warning.
         let (_, warnings) =
             parse("model: m\nconversation-turn-mean: 2\nconversation-turn-delay-stddev: 0\n")
                 .expect("parses");

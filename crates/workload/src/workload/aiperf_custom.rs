@@ -105,7 +105,6 @@ pub(super) fn custom_dataset(
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
 
     use crate::workload::{
         AiperfFile, AiperfFileKind, AiperfPace, Arrival, DataSpec, Harness, ParseOptions,
@@ -147,21 +146,34 @@ mod tests {
     }
 
     #[test]
-    fn a_single_turn_file_warns_that_conversation_num_does_not_apply_and_refuses_a_fixed_schedule()
-    {
+    fn a_single_turn_file_warns_that_num_dataset_entries_does_not_apply_and_refuses_a_fixed_schedule()
+     {
         let parsed = parse_profile(
             Harness::Aiperf,
             "p.yaml",
-            "model: m\ninput-file: s.jsonl\ncustom-dataset-type: single_turn\nconversation-num: 5\nconcurrency: 2\n",
+            "model: m\ninput-file: s.jsonl\ncustom-dataset-type: single_turn\nnum-dataset-entries: 7\n\
+             conversation-num: 5\nconcurrency: 2\n",
             &ParseOptions::default(),
         )
         .expect("parses");
-        assert!(parsed.warnings.iter().any(|w| w.key == "conversation-num"));
+        assert!(
+            parsed
+                .warnings
+                .iter()
+                .any(|w| w.key == "num-dataset-entries")
+        );
+        // `--conversation-num` is AIPerf 0.13's session count, for files too; without `--request-count` there is
+        // no request bound.
+        assert!(!parsed.warnings.iter().any(|w| w.key == "conversation-num"));
+        assert_eq!(parsed.workload.stages[0].limit.requests, None);
         assert_eq!(
             parsed.workload.stages[0].arrival,
-            Arrival::Closed {
-                concurrency: 2,
-                rampup: Duration::ZERO
+            Arrival::AiperfRate {
+                pace: crate::workload::AiperfPace::Burst,
+                concurrency: Some(2),
+                grace: None,
+                warmup_requests: 0,
+                sessions: Some(5),
             }
         );
         let err = parse_profile(

@@ -343,6 +343,9 @@ pub enum Arrival {
         /// `--warmup-request-count`: a warm-up phase of this many requests, paced the same way, before the stage's
         /// own (its profiling phase), which starts once they all returned; they are left out of every figure.
         warmup_requests: u64,
+        /// `--conversation-num` (AIPerf 0.13's `phase.sessions`): no new session once this many started; the
+        /// started ones send all their turns (the request count, when there is one, still stops sending).
+        sessions: Option<u64>,
     },
     /// Closed loop: keep `concurrency` requests in flight (inference-perf `concurrent`,
     /// guidellm `concurrent`/`synchronous`/`throughput`). `rampup` staggers the first starts.
@@ -966,6 +969,17 @@ pub struct AiperfConversations {
     pub output: Option<TokenLengths>,
     /// `--prompt-prefix-pool-size` prefixes of `--prompt-prefix-length` tokens.
     pub prefix_pool: Option<AiperfPrefixPool>,
+    /// `--conversation-turn-delay-*`: the think time drawn for every turn but the first; `None` without a mean.
+    pub turn_delay: Option<AiperfTurnDelay>,
+}
+
+/// AIPerf 0.13's turn delay (`composer/synthetic.py` `_create_turn`): `sample_positive_normal_integer(int(mean),
+/// int(stddev))` milliseconds times `ratio`, drawn for each turn but a conversation's first.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AiperfTurnDelay {
+    pub mean_ms: f64,
+    pub stddev_ms: f64,
+    pub ratio: f64,
 }
 
 /// An AIPerf custom dataset file other than a Mooncake trace (`aiperf/dataset/loader/`), read when the run

@@ -45,6 +45,8 @@ pub enum Schedule {
         grace: Option<Duration>,
         /// A warm-up phase of this many sends first, paced alike by a generator of its own.
         warmup: u64,
+        /// AIPerf's session count (`--conversation-num` over conversations): no new session after this many.
+        sessions: Option<u64>,
     },
     /// Rates depend on measurements; run the measuring phase, then `Sweep::stages`.
     Sweep(Sweep),
@@ -141,6 +143,7 @@ pub fn schedule(stage: &Stage, seed: u64) -> Schedule {
             pace,
             concurrency,
             grace,
+            sessions,
             warmup_requests,
         } => Schedule::Paced {
             pace: *pace,
@@ -149,6 +152,7 @@ pub fn schedule(stage: &Stage, seed: u64) -> Schedule {
             duration: stage.limit.duration,
             grace: *grace,
             warmup: *warmup_requests,
+            sessions: *sessions,
         },
         Arrival::Sweep(sweep) => Schedule::Sweep(sweep.clone()),
         Arrival::MooncakeTrace { .. }
@@ -678,6 +682,7 @@ mod tests {
                     concurrency: Some(3),
                     grace: Some(Duration::from_secs(30)),
                     warmup_requests: 2,
+                    sessions: None,
                 },
                 StageLimit::duration(Duration::from_millis(1100)),
             ),
@@ -692,6 +697,7 @@ mod tests {
                 duration: Some(Duration::from_millis(1100)),
                 grace: Some(Duration::from_secs(30)),
                 warmup: 2,
+                sessions: None,
             }
         );
     }
