@@ -484,7 +484,8 @@ impl Conversations {
             // AIPerf's completions endpoint takes one turn only ("Completions endpoint only supports one
             // turn"): the dialect refuses later turns, so a completion is the turn alone.
             ApiKind::Completion => Body::CompletionText(turn.text.text.clone(), turn.text.tokens),
-            ApiKind::Chat => {
+            // AIPerf has no Responses or Messages endpoint type; a message list is what each would carry.
+            ApiKind::Chat | ApiKind::Responses | ApiKind::Messages => {
                 let mut messages = Vec::with_capacity(2 * current + 1);
                 for (t, (answer, answer_tokens)) in session.answers.iter().enumerate() {
                     messages.push(message("user", &script.turns[t].text.text));
