@@ -111,13 +111,28 @@ fn each_request_has_its_line_warmup_first_with_aiperfs_metrics_of_its_own_record
         let m = &line["metadata"];
         let id = m["x_request_id"].as_str().expect("x_request_id");
         let r = &records[id];
+        let content: Vec<f64> = r["chunks"]
+            .as_array()
+            .expect("chunks")
+            .iter()
+            .filter(|c| c["kind"] == "content")
+            .map(|c| int(c, "at_ns") as f64)
+            .collect();
+        // A loaded machine may get two tokens in one chunk: with fewer than two content responses AIPerf has no
+        // inter-chunk latency and no second token either.
         let tags: Vec<&str> = line["metrics"]
             .as_object()
             .expect("metrics")
             .keys()
             .map(String::as_str)
             .collect();
-        assert_eq!(tags, STREAMED_TAGS, "{line}");
+        let want: Vec<&str> = STREAMED_TAGS
+            .into_iter()
+            .filter(|t| {
+                content.len() >= 2 || !["inter_chunk_latency", "time_to_second_token"].contains(t)
+            })
+            .collect();
+        assert_eq!(tags, want, "{line}");
         assert!(line.get("error").is_none());
         assert_eq!(int(m, "request_start_ns"), t0 + int(r, "sent_ns"));
         assert_eq!(int(m, "credit_issued_ns"), t0 + int(r, "scheduled_ns"));
@@ -130,13 +145,6 @@ fn each_request_has_its_line_warmup_first_with_aiperfs_metrics_of_its_own_record
 
         // By hand, from the record: the content responses' arrival times, the server's usage.
         let sent = int(r, "sent_ns") as f64;
-        let content: Vec<f64> = r["chunks"]
-            .as_array()
-            .expect("chunks")
-            .iter()
-            .filter(|c| c["kind"] == "content")
-            .map(|c| int(c, "at_ns") as f64)
-            .collect();
         let (isl, osl) = (
             int(&r["usage"], "prompt_tokens") as f64,
             int(&r["usage"], "completion_tokens") as f64,
@@ -148,19 +156,21 @@ fn each_request_has_its_line_warmup_first_with_aiperfs_metrics_of_its_own_record
         assert_near(metric(line, "request_latency"), latency, "request_latency");
         assert_near(metric(line, "time_to_first_token"), ttft, "ttft");
         assert_near(metric(line, "time_to_first_output_token"), ttft, "ttfo");
-        assert_near(
-            metric(line, "time_to_second_token"),
-            (content[1] - content[0]) / 1e6,
-            "ttst",
-        );
-        let gaps: Vec<f64> = content.windows(2).map(|w| (w[1] - w[0]) / 1e6).collect();
-        let got_gaps: Vec<f64> = line["metrics"]["inter_chunk_latency"]["value"]
-            .as_array()
-            .expect("a list")
-            .iter()
-            .map(|v| v.as_f64().expect("ms"))
-            .collect();
-        assert_eq!(got_gaps, gaps);
+        if content.len() >= 2 {
+            assert_near(
+                metric(line, "time_to_second_token"),
+                (content[1] - content[0]) / 1e6,
+                "ttst",
+            );
+            let gaps: Vec<f64> = content.windows(2).map(|w| (w[1] - w[0]) / 1e6).collect();
+            let got_gaps: Vec<f64> = line["metrics"]["inter_chunk_latency"]["value"]
+                .as_array()
+                .expect("a list")
+                .iter()
+                .map(|v| v.as_f64().expect("ms"))
+                .collect();
+            assert_eq!(got_gaps, gaps);
+        }
         assert_near(metric(line, "inter_token_latency"), itl, "itl");
         assert_near(
             metric(line, "output_token_throughput_per_user"),
