@@ -807,10 +807,7 @@ fn a_run_killed_at_a_high_rate_accounts_for_every_request_it_sent() {
          flight {lost}; the simulator ended {ended} ({ended_ok} answered in full)"
     );
     assert_eq!(sent, finished + lost, "{summary:#}");
-    assert!(
-        lost >= 100,
-        "hundreds were in flight at the kill: {summary:#}"
-    );
+    assert!(lost >= 50, "many were in flight at the kill: {summary:#}");
     // Nothing recorded before the kill is missing, and each recorded request is listed once.
     let recorded = records(&run);
     assert_eq!(recorded.len() as u64, finished);
