@@ -1908,7 +1908,7 @@ fn hostile_traces_and_durations_are_refused_naming_the_file_line_and_field() {
             GL,
             "gl-empty.yaml",
             replay("trace_empty.jsonl", "1.0"),
-            &["trace_empty.jsonl"],
+            &["trace_empty.jsonl: the trace has no rows"],
         ),
         profile(
             IP,

@@ -158,6 +158,13 @@ fn trace_rows(
     trace: &GuidellmTrace,
     time_scale: f64,
 ) -> Result<Vec<TraceRow>, DataError> {
+    // An empty file has no columns either: it is said to have no rows, not to lack every column.
+    if rows.is_empty() {
+        return Err(DataError::Shape {
+            path: path.to_owned(),
+            message: "the trace has no rows".to_owned(),
+        });
+    }
     let mut required = vec![
         &trace.timestamp_column,
         &trace.prompt_tokens_column,
@@ -181,12 +188,6 @@ fn trace_rows(
                 missing.join(", "),
                 columns.join(", ")
             ),
-        });
-    }
-    if rows.is_empty() {
-        return Err(DataError::Shape {
-            path: path.to_owned(),
-            message: "the trace has no rows".to_owned(),
         });
     }
     let field = |row: &Row, column: &str, message: String| DataError::Field {
@@ -250,7 +251,7 @@ fn trace_rows(
                     ),
                 ));
             }
-            if n as f64 > MAX_TOKENS as f64 {
+            if n.unsigned_abs() > MAX_TOKENS {
                 return Err(field(
                     row,
                     column,
