@@ -53,6 +53,29 @@ pub enum ExperimentError {
     CacheColumnTaken,
     #[error("treatment `{treatment}`: override `{text}` is not key=value")]
     Override { treatment: String, text: String },
+    #[error("`{text}`: {problem}")]
+    Cooldown { text: String, problem: String },
+}
+
+/// `ordering.cooldown`, a Go duration, held to the longest a run may last (30 days, the profiles' limit on a
+/// stage): a pause of `99999h` between runs is a typo, not an experiment.
+pub fn cooldown(text: &str) -> Result<std::time::Duration, ExperimentError> {
+    let refused = |problem: String| ExperimentError::Cooldown {
+        text: text.to_owned(),
+        problem,
+    };
+    let pause = crate::go_duration::parse(text.trim())
+        .ok_or_else(|| refused("not a duration such as 30s, 2m or 1h30m".to_owned()))?;
+    let most = crate::capacity::MAX_POINT_DURATION;
+    if pause > most {
+        return Err(refused(format!(
+            "{} s is above llmbench's limit of {} s (30 days), the longest a run may last; a longer pause is a \
+             sequence of experiments",
+            pause.as_secs(),
+            most.as_secs()
+        )));
+    }
+    Ok(pause)
 }
 
 /// A treatment with its overrides resolved.

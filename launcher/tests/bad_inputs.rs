@@ -1734,3 +1734,221 @@ fn bad_dataset_files_are_refused_naming_the_file_and_line() {
         ),
     ]);
 }
+
+/// An AIPerf profile replaying the Mooncake trace `file` of the fixtures, with `extra` keys.
+fn mooncake(file: &str, extra: &str) -> String {
+    format!(
+        "model: m\ninput-file: {{fixtures}}/{file}\ncustom-dataset-type: mooncake_trace\n{extra}"
+    )
+}
+
+/// An inference-perf `trace_replay` of the Azure trace `file` of the fixtures.
+fn azure(file: &str) -> String {
+    format!(
+        "data:\n  type: random\n  trace: {{file: '{{fixtures}}/{file}', format: AzurePublicDataset}}\nload:\n  \
+         type: trace_replay\n  trace: {{file: '{{fixtures}}/{file}', format: AzurePublicDataset}}\n  stages: \
+         [{{rate: 1, duration: 1}}]\n"
+    )
+}
+
+/// A guidellm `replay` of the trace_synthetic trace `file` of the fixtures, at `time_scale`.
+fn replay(file: &str, time_scale: &str) -> String {
+    gl(&format!(
+        "  profile: {{kind: replay, time_scale: {time_scale}}}\n"
+    ))
+    .replace(
+        "[{kind: synthetic_text, prompt_tokens: 8, output_tokens: 4}]",
+        &format!("[{{kind: trace_synthetic, path: '{{fixtures}}/{file}'}}]"),
+    )
+}
+
+/// An inference-perf `trace_session_replay` of the OTel trace directory `dir` of the fixtures.
+fn otel(dir: &str) -> String {
+    format!(
+        "api: {{type: chat, streaming: true}}\ndata:\n  type: otel_trace_replay\n  otel_trace_replay:\n    \
+         trace_directory: '{{fixtures}}/{dir}'\n    use_static_model: true\n    static_model_name: m\nload:\n  \
+         type: trace_session_replay\n  stages: [{{concurrent_sessions: 1}}]\n"
+    )
+}
+
+/// issue 30's hostile traces: every time and length a trace gives is held to the profiles' limits (30 days into
+/// the run, ten million tokens), refused with the file, the line and the field before a request is built or
+/// sent — a timestamp of 10^15 ms, 40 days, 2^64, a speed-up of 1e-9, an input length of 1e9 (refused at once,
+/// never allocated) — and a trace that yields no request, or no call graph, is an error, not an empty run.
+#[test]
+fn hostile_traces_and_durations_are_refused_naming_the_file_line_and_field() {
+    const DAYS_30: &str = "above llmbench's limit of 2592000 seconds (30 days)";
+    const TOKENS: &str = "above llmbench's limit of 10000000 tokens per prompt or answer";
+    check(vec![
+        profile(
+            "aiperf",
+            "mc-1e15.yaml",
+            mooncake("trace_timestamp_1e15_ms.jsonl", ""),
+            &["trace_timestamp_1e15_ms.jsonl:2: `timestamp`", DAYS_30],
+        ),
+        profile(
+            "aiperf",
+            "mc-40d.yaml",
+            mooncake("trace_timestamp_40_days_ms.jsonl", ""),
+            &[
+                "trace_timestamp_40_days_ms.jsonl:2: `timestamp`",
+                "3456000 s into the replay",
+                DAYS_30,
+            ],
+        ),
+        profile(
+            "aiperf",
+            "mc-2-64.yaml",
+            mooncake("trace_timestamp_2_64.jsonl", ""),
+            &["trace_timestamp_2_64.jsonl:2: `timestamp`", DAYS_30],
+        ),
+        profile(
+            "aiperf",
+            "mc-speedup.yaml",
+            mooncake(
+                "trace_one_second_apart_ms.jsonl",
+                "fixed-schedule-speedup: 1e-9\n",
+            ),
+            &[
+                "trace_one_second_apart_ms.jsonl:2: `timestamp`: 1000 ms at speed-up 0.000000001 is 1000000000 s",
+                DAYS_30,
+            ],
+        ),
+        profile(
+            "aiperf",
+            "mc-input.yaml",
+            mooncake("trace_input_length_1e9.jsonl", ""),
+            &[
+                "trace_input_length_1e9.jsonl:1: `input_length`: 1000000000 is",
+                TOKENS,
+            ],
+        ),
+        profile(
+            "aiperf",
+            "mc-delay.yaml",
+            mooncake("trace_delay_40_days_ms.jsonl", ""),
+            &["trace_delay_40_days_ms.jsonl:2: `delay`", DAYS_30],
+        ),
+        profile(
+            "aiperf",
+            "mc-empty.yaml",
+            mooncake("trace_empty.jsonl", ""),
+            &["trace_empty.jsonl: no records"],
+        ),
+        profile(
+            "aiperf",
+            "mc-offsets.yaml",
+            mooncake(
+                "trace_one_record_at_5_ms.jsonl",
+                "fixed-schedule-start-offset: 10\n",
+            ),
+            &[
+                "trace_one_record_at_5_ms.jsonl: no records within the fixed-schedule offsets (1 skipped)",
+            ],
+        ),
+        profile(
+            IP,
+            "az-40d.yaml",
+            azure("azure_40_days.csv"),
+            &[
+                "azure_40_days.csv:3: column 1 (`TIMESTAMP`): 3456000 s after the first row",
+                DAYS_30,
+            ],
+        ),
+        profile(
+            IP,
+            "az-tokens.yaml",
+            azure("azure_context_tokens_1e9.csv"),
+            &[
+                "azure_context_tokens_1e9.csv:2: column 2 (`ContextTokens`): 1000000000 is",
+                TOKENS,
+            ],
+        ),
+        profile(
+            IP,
+            "az-empty.yaml",
+            azure("azure_header_only.csv"),
+            &["azure_header_only.csv: no rows"],
+        ),
+        profile(
+            GL,
+            "gl-1e15.yaml",
+            replay("trace_timestamp_1e15_ms.jsonl", "1.0"),
+            &[
+                "trace_timestamp_1e15_ms.jsonl: line 2, column `timestamp`",
+                DAYS_30,
+            ],
+        ),
+        profile(
+            GL,
+            "gl-2-64.yaml",
+            replay("trace_timestamp_2_64.jsonl", "1.0"),
+            &[
+                "trace_timestamp_2_64.jsonl: line 2, column `timestamp`",
+                DAYS_30,
+            ],
+        ),
+        profile(
+            GL,
+            "gl-scale.yaml",
+            replay("trace_one_second_apart_ms.jsonl", "1e6"),
+            &[
+                "trace_one_second_apart_ms.jsonl: line 2, column `timestamp`: 1000: 1000 s after the first row × \
+                 time_scale 1000000 = 1000000000 s into the replay",
+                DAYS_30,
+            ],
+        ),
+        profile(
+            GL,
+            "gl-input.yaml",
+            replay("trace_input_length_1e9.jsonl", "1.0"),
+            &[
+                "trace_input_length_1e9.jsonl: line 1, column `input_length`: 1000000000 is",
+                TOKENS,
+            ],
+        ),
+        profile(
+            GL,
+            "gl-empty.yaml",
+            replay("trace_empty.jsonl", "1.0"),
+            &["trace_empty.jsonl: the trace has no rows"],
+        ),
+        profile(
+            IP,
+            "otel-wait.yaml",
+            otel("otel_wait_40_days"),
+            &[
+                "otel_wait_40_days/session.json: span `b`, `start_time`",
+                DAYS_30,
+            ],
+        ),
+        profile(
+            IP,
+            "otel-tokens.yaml",
+            otel("otel_completion_tokens_1e9"),
+            &[
+                "otel_completion_tokens_1e9/session.json: span `a`, `gen_ai.usage.completion_tokens`",
+                TOKENS,
+            ],
+        ),
+        profile(
+            IP,
+            "otel-no-graph.yaml",
+            otel("otel_no_graph"),
+            &[
+                "none of the 1 trace files yields a replay graph",
+                "so the replay would send nothing",
+            ],
+        ),
+        bundled(
+            "capacity-744h",
+            IP,
+            "random_concurrent",
+            &[
+                "--capacity-search",
+                "{load: rate, slo: ['ttft_p99<=500ms'], min_duration: 744h}",
+            ],
+            &["minDuration 2678400 s is above the 2592000 s (30 days) a point may run"],
+        ),
+    ]);
+}

@@ -508,6 +508,13 @@ fn bad_experiments_are_refused_before_any_run_with_what_is_wrong() {
         &["--repeats", "0"],
         "repeats must be between 1 and 10, not 0",
     );
+    // A pause between runs longer than a run may last (744h, 31 days) is a typo, refused before the first run.
+    refused(
+        d,
+        &ok,
+        &["--cooldown", "744h"],
+        "ordering.cooldown: `744h`: 2678400 s is above llmbench's limit of 2592000 s (30 days)",
+    );
     // Setup treatments re-deploy the stack: refused unless each names a stack that is already up.
     let setup = write(
         d,

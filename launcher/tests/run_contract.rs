@@ -712,3 +712,135 @@ fn vllm_result_filename_names_the_result_file() {
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(json(&dir.path().join("r/my-result.json"))["completed"], 2);
 }
+
+/// The sum over `finished_reason` of the simulator's `vllm:request_success_total`: every request it took in and
+/// ended (stop, length, or abort when its client went away), and its requests still running or waiting.
+fn sim_requests(sim: &SimProcess) -> (f64, f64, f64) {
+    let (status, text) = http_get(&format!("{}/metrics", sim.url)).expect("the sim's /metrics");
+    assert_eq!(status, 200);
+    let sum = |name: &str, reason: Option<&str>| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with(name) && reason.is_none_or(|r| l.contains(r)))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let ended_ok = sum(
+        "vllm:request_success_total{",
+        Some("finished_reason=\"length\""),
+    ) + sum(
+        "vllm:request_success_total{",
+        Some("finished_reason=\"stop\""),
+    );
+    let ended = sum("vllm:request_success_total{", None);
+    let in_flight =
+        sum("vllm:num_requests_running{", None) + sum("vllm:num_requests_waiting{", None);
+    (ended_ok, ended, in_flight)
+}
+
+/// SIGKILL at a high rate with hundreds of requests in flight (a 200-token answer at 2 ms a token is 0.4 s; 2 000
+/// requests/s asked): `llmbench report` lists every request the sent log holds, as recorded or `lost_in_flight`,
+/// none twice, and every answer the launcher recorded is one the server finished.
+#[test]
+fn a_run_killed_at_a_high_rate_accounts_for_every_request_it_sent() {
+    let sim = SimProcess::start(&["--model", "m", "--itl", "2ms", "--max-num-seqs", "100000"]);
+    let dir = tempfile::tempdir().expect("tmp");
+    let profile = sim_profile(dir.path(), 1_000_000, 2000, 200);
+    let child = llmbench()
+        .args(["run", "--harness", "vllm-benchmark", "--profile"])
+        .arg(&profile)
+        .args([
+            "--run-id",
+            "fast",
+            "--model",
+            "m",
+            "--tokenizer",
+            "builtin",
+            "--endpoint",
+            &sim.url,
+        ])
+        .arg("--output")
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawns");
+    let run = dir.path().join("fast");
+    let start = Instant::now();
+    let recorded_before_kill = loop {
+        let lines = std::fs::read_to_string(run.join("requests.jsonl"))
+            .map(|t| t.lines().count())
+            .unwrap_or(0);
+        if lines >= 500 {
+            break lines;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "the run recorded only {lines} requests"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    signal(&child, "KILL");
+    let _ = finish(child, Duration::from_secs(10));
+    // The killed launcher's connections close: the simulator aborts what it was answering. Wait until it has.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (ended_ok, ended, in_flight) = loop {
+        let figures = sim_requests(&sim);
+        if figures.2 == 0.0 || Instant::now() > deadline {
+            break figures;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(in_flight, 0.0, "the simulator still answers a killed run");
+    let output = report(&run);
+    assert_eq!(output.status.code(), Some(8), "{}", stderr(&output));
+    let summary = json(&run.join("summary.json"));
+    let sent = summary["run"]["sent"].as_u64().expect("sent");
+    let finished = summary["run"]["finished"].as_u64().expect("finished");
+    let lost = summary["requests"]["lost_in_flight"]
+        .as_u64()
+        .expect("lost_in_flight");
+    let succeeded = summary["requests"]["succeeded"]
+        .as_u64()
+        .expect("succeeded");
+    eprintln!(
+        "killed at {recorded_before_kill}+ records: sent {sent}, recorded {finished} ({succeeded} succeeded), lost in \
+         flight {lost}; the simulator ended {ended} ({ended_ok} answered in full)"
+    );
+    assert_eq!(sent, finished + lost, "{summary:#}");
+    assert!(lost >= 50, "many were in flight at the kill: {summary:#}");
+    // Nothing recorded before the kill is missing, and each recorded request is listed once.
+    let recorded = records(&run);
+    assert_eq!(recorded.len() as u64, finished);
+    assert!(finished >= recorded_before_kill as u64);
+    let mut ids: Vec<u64> = recorded
+        .iter()
+        .map(|r| r["id"].as_u64().expect("id"))
+        .collect();
+    let lost_ids: Vec<u64> = std::fs::read_to_string(run.join("lost_in_flight.jsonl"))
+        .expect("lost_in_flight.jsonl")
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).expect("JSON")["id"]
+                .as_u64()
+                .expect("id")
+        })
+        .collect();
+    assert_eq!(lost_ids.len() as u64, lost);
+    ids.extend(lost_ids);
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(
+        ids.len() as u64,
+        sent,
+        "a request is both recorded and lost, or listed twice"
+    );
+    // Every answer the launcher recorded as whole, the server finished; the server saw every recorded request.
+    assert!(
+        succeeded as f64 <= ended_ok,
+        "{succeeded} recorded answers, {ended_ok} finished by the server"
+    );
+    assert!(
+        finished as f64 <= ended,
+        "{finished} recorded, {ended} ended by the server"
+    );
+}

@@ -25,7 +25,7 @@ use crate::engine::{self, StagePlan};
 use llmbench_text::py_random::PyRandom;
 use llmbench_text::tokenizer::Tokenizer;
 use llmbench_workload::request::BodySettings;
-use llmbench_workload::workload::otel_trace::{self, Build, Unsupported};
+use llmbench_workload::workload::otel_trace::{self, Build, OverLimit, Unsupported};
 use llmbench_workload::workload::{
     Arrival, DataSpec, OtelTraceData, OtelTraceSource, SessionTraceFormat, Workload,
 };
@@ -69,6 +69,8 @@ pub enum SessionReplayError {
          to replay the rest)"
     )]
     Unsupported { path: PathBuf, source: Unsupported },
+    #[error("{path}: {source}")]
+    OverLimit { path: PathBuf, source: OverLimit },
     #[error("No valid trace records found after filtering")]
     Empty,
     #[error(
@@ -226,7 +228,13 @@ fn row(path: &Path, data: &OtelTraceData) -> Result<Option<Row>, SessionReplayEr
         .unwrap_or_default();
     let session_id = otel_trace::session_name(&value, stem);
     let calls = match otel_trace::build(&value, data.include_errors) {
-        Ok(Build::Graph(graph)) => graph.events.len(),
+        Ok(Build::Graph(graph)) => {
+            otel_trace::check_limits(&graph).map_err(|source| SessionReplayError::OverLimit {
+                path: path.to_owned(),
+                source,
+            })?;
+            graph.events.len()
+        }
         Ok(Build::Skipped(why)) => {
             // Upstream builds the graph when the session is dispatched, logs why it has none and skips it.
             tracing::warn!(path = %path.display(), %why, "session will be skipped: no replay graph");

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use llmbench_api::capacity::{CapacitySearch, CapacitySearchSpec, parse_duration};
+use llmbench_api::capacity::{CapacitySearch, CapacitySearchSpec};
 use llmbench_api::experiment::{self as core, dns_name};
 use llmbench_api::library::builtin_profile;
 use llmbench_api::v1alpha1::{
@@ -122,7 +122,7 @@ pub(crate) fn resolve(source: Source, args: &ExperimentArgs) -> Result<Resolved,
         )));
     }
     if let Some(cooldown) = &ordering.cooldown {
-        parse_duration(cooldown).map_err(|e| ExperimentError::Flag {
+        core::cooldown(cooldown).map_err(|e| ExperimentError::Flag {
             flag: "ordering.cooldown",
             message: e.to_string(),
         })?;

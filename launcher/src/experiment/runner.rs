@@ -14,7 +14,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use llmbench_api::capacity::parse_duration;
 use llmbench_api::experiment::run_overrides;
 use llmbench_api::v1alpha1::CacheState;
 use tokio::sync::Notify;
@@ -164,7 +163,7 @@ pub(crate) async fn execute(
     let cooldown = plan
         .cooldown
         .as_deref()
-        .map(parse_duration)
+        .map(llmbench_api::experiment::cooldown)
         .transpose()
         .map_err(|e| ExperimentError::Flag {
             flag: "ordering.cooldown",

@@ -62,7 +62,8 @@ impl Runner for GuidellmReplay {
         settings.ignore_eos = workload.api.ignore_eos;
         // Synthetic text of the trace's lengths: new to the server unless a seed pins it.
         let origin = prompt_origin(workload, run_nonce(context.args.shard));
-        let requests = guidellm_trace_requests(trace, &tokenizer, origin.seed(workload))?;
+        let requests =
+            guidellm_trace_requests(trace, time_scale, &tokenizer, origin.seed(workload))?;
         let offsets: Vec<f64> = requests.iter().map(|(offset, _)| *offset).collect();
         let send_at = send_times(&offsets, time_scale, &stage.limit);
         let bodies: Arc<[engine::PreparedRequest]> = requests

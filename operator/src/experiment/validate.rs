@@ -14,7 +14,6 @@ use crate::builders::experiment::{
     MAX_RESULTS_DIR, experiment_dir, experiment_run, experiment_run_name,
 };
 use crate::resolve::{ResolveError, render_run_profile};
-use crate::status::parse_duration;
 
 /// An experiment's runs, named and placed.
 #[derive(Debug, Clone, PartialEq)]
@@ -131,7 +130,8 @@ pub fn plan_of(experiment: &BenchmarkExperiment) -> Result<Plan, Invalid> {
         }
     }
     let cooldown = match &spec.ordering.cooldown {
-        Some(text) => parse_duration(text).map_err(Invalid::Cooldown)?,
+        Some(text) => llmbench_api::experiment::cooldown(text)
+            .map_err(|e| Invalid::Cooldown(e.to_string()))?,
         None => std::time::Duration::ZERO,
     };
     Ok(Plan {
@@ -305,5 +305,21 @@ mod tests {
         exp.spec.ordering.cooldown = Some("1m30s".to_owned());
         let plan = plan_of(&exp).expect("valid");
         assert_eq!(plan.ordering.cooldown, std::time::Duration::from_secs(90));
+    }
+
+    #[test]
+    fn a_cooldown_longer_than_a_run_may_last_is_refused() {
+        let mut exp = experiment(TWO_BY_TWO);
+        exp.spec.ordering.cooldown = Some("720h".to_owned());
+        plan_of(&exp).expect("30 days is the limit itself");
+        exp.spec.ordering.cooldown = Some("744h".to_owned());
+        let Err(Invalid::Cooldown(message)) = plan_of(&exp) else {
+            panic!("31 days is refused");
+        };
+        assert_eq!(
+            message,
+            "`744h`: 2678400 s is above llmbench's limit of 2592000 s (30 days), the longest a run may last; a \
+             longer pause is a sequence of experiments"
+        );
     }
 }

@@ -658,7 +658,9 @@ impl Summarizer {
         let mut cumulative = Vec::new();
         let mut gauge_parts: HashMap<MetricId, (f64, u32, Combine)> = HashMap::new();
         let mut gauge_order: Vec<MetricId> = Vec::new();
-        // A page that lists one series twice is malformed (Prometheus refuses the whole scrape): the first sample
+        // A page that lists one series twice is malformed. Prometheus keeps the first sample and drops the later
+        // ones of the same timestamp (scrape/scrape.go `checkAddError`: `ErrDuplicateSampleForTimestamp` counts in
+        // `prometheus_target_scrapes_sample_duplicate_timestamp_total` and the scrape goes on); so here: the first
         // counts, the others are left out and said, never summed.
         let mut series_seen: HashSet<String> = HashSet::with_capacity(scrape.samples.len());
         let mut duplicates: BTreeMap<String, u64> = BTreeMap::new();
@@ -741,8 +743,8 @@ impl Summarizer {
         }
         for (series, count) in duplicates {
             let warning = format!(
-                "{} lists `{series}` {} times in one scrape; only its first sample is counted (Prometheus refuses \
-                 such a page)",
+                "{} lists `{series}` {} times in one scrape; only its first sample is counted, as Prometheus \
+                 counts it (it drops the others as duplicate samples for one timestamp)",
                 target.status.url,
                 count + 1
             );
@@ -1352,13 +1354,13 @@ pub fn summarize_file(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server_metrics::parse::parse_page;
+    use crate::server_metrics::parse::{MAX_SERIES, parse_page};
 
     const INTERVAL: Duration = Duration::from_secs(1);
 
     /// A scrape of `target` at `t` whose page is `text`.
     fn scrape(target: &str, t: f64, text: &str) -> Scrape {
-        let page = parse_page(text, 1000);
+        let page = parse_page(text, MAX_SERIES);
         assert_eq!(page.warning(), None, "{text}");
         Scrape {
             t_s: t,
@@ -1497,10 +1499,14 @@ mod tests {
     #[test]
     fn a_series_listed_twice_in_a_scrape_counts_once_and_is_said() {
         let target = "http://a/metrics";
-        // 500 copies of one series: summing them would read 500 × 5 running requests.
+        // 10 000 copies of one series, the first at 5 and the rest at 1..=9 999: summing them would read 49 995 005
+        // running requests, the last 9 999; Prometheus keeps the first, 5.
         let mut page = String::from("# TYPE vllm:num_requests_running gauge\n");
-        for _ in 0..500 {
-            page.push_str("vllm:num_requests_running{engine=\"0\"} 5\n");
+        page.push_str("vllm:num_requests_running{engine=\"0\"} 5\n");
+        for value in 1..10_000 {
+            page.push_str(&format!(
+                "vllm:num_requests_running{{engine=\"0\"}} {value}\n"
+            ));
         }
         page.push_str("# TYPE vllm:prompt_tokens_total counter\n");
         for value in [100.0, 100.0] {
@@ -1519,7 +1525,7 @@ mod tests {
         assert_eq!(warnings.len(), 2, "{warnings:?}");
         assert!(
             warnings[0].contains(
-                "lists `vllm:num_requests_running{engine=\"0\"}` 500 times in one scrape"
+                "lists `vllm:num_requests_running{engine=\"0\"}` 10000 times in one scrape"
             ),
             "{warnings:?}"
         );

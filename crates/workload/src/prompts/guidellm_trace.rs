@@ -7,6 +7,9 @@
 //! - Rows are sorted by timestamp, stably (`Dataset.sort`); `samples` keeps the first N (fewer rows is an error,
 //!   as the pytorch loader's `Requested N samples, but only M available`); each row's offset is its timestamp
 //!   minus the first sorted row's.
+//! - llmbench's limits on profiles hold for every row, checked before any prompt is built: its token counts at
+//!   most [`MAX_TOKENS`] each, and its send time (`time_scale ×` its offset) at most [`MAX_DURATION`] into the
+//!   replay, so a timestamp of 10^15 or 2^64 neither schedules a request for centuries nor overflows a clock.
 //! - Each row is a synthetic prompt of exactly its prompt tokens, counted as guidellm's `generate_token_ids`
 //!   counts them (a leading BOS among them), with `max_tokens` its output tokens. The words are llmbench's own
 //!   synthetic text (guidellm's are Faker's lorem), so the lengths, not the text, match.
@@ -30,6 +33,7 @@ use serde_json::Value;
 use super::guidellm_file::{Row, read_rows};
 use super::{PromptError, SpecialTokens};
 use crate::workload::guidellm_replay::GuidellmTrace;
+use crate::workload::limits::{self, Limit, MAX_DURATION, MAX_TOKENS};
 use crate::workload::{GuidellmFileFormat, Harness};
 use llmbench_data::{DataError, LengthDistribution, Prompt, Synthesizer, SyntheticSpec};
 use llmbench_text::tokenizer::Tokenizer;
@@ -46,8 +50,10 @@ pub struct TraceRow {
 }
 
 /// The trace's requests in replay order: each row's offset (seconds after the first row) and its prompt.
+/// `time_scale` is the replay profile's, by which each offset is multiplied to give the row's send time.
 pub fn guidellm_trace_requests(
     trace: &GuidellmTrace,
+    time_scale: f64,
     tokenizer: &Tokenizer,
     seed: u64,
 ) -> Result<Vec<(f64, Prompt)>, PromptError> {
@@ -62,7 +68,7 @@ pub fn guidellm_trace_requests(
         _ => GuidellmFileFormat::Json,
     };
     let (columns, rows) = read_rows(&path, format)?;
-    let rows = trace_rows(&path, &columns, &rows, trace)?;
+    let rows = trace_rows(&path, &columns, &rows, trace, time_scale)?;
     let specials = tokenizer.added_special_tokens().map_err(DataError::from)?;
     let leading = SpecialTokens::of(Harness::Guidellm).in_each_length(specials);
     // What each prompt is made of: its own text (a trace_synthetic row), or blocks shared by hash id. Every text
@@ -150,7 +156,15 @@ fn trace_rows(
     columns: &[String],
     rows: &[Row],
     trace: &GuidellmTrace,
+    time_scale: f64,
 ) -> Result<Vec<TraceRow>, DataError> {
+    // An empty file has no columns either: it is said to have no rows, not to lack every column.
+    if rows.is_empty() {
+        return Err(DataError::Shape {
+            path: path.to_owned(),
+            message: "the trace has no rows".to_owned(),
+        });
+    }
     let mut required = vec![
         &trace.timestamp_column,
         &trace.prompt_tokens_column,
@@ -174,12 +188,6 @@ fn trace_rows(
                 missing.join(", "),
                 columns.join(", ")
             ),
-        });
-    }
-    if rows.is_empty() {
-        return Err(DataError::Shape {
-            path: path.to_owned(),
-            message: "the trace has no rows".to_owned(),
         });
     }
     let field = |row: &Row, column: &str, message: String| DataError::Field {
@@ -243,6 +251,13 @@ fn trace_rows(
                     ),
                 ));
             }
+            if n.unsigned_abs() > MAX_TOKENS {
+                return Err(field(
+                    row,
+                    column,
+                    limits::exceeded(Limit::Tokens, n as f64),
+                ));
+            }
             u32::try_from(n)
                 .map_err(|_| field(row, column, format!("{n} does not fit in a token count")))
         };
@@ -253,7 +268,7 @@ fn trace_rows(
                 .map_err(|message| field(row, &hash.column, message))?,
             None => Vec::new(),
         };
-        parsed.push((timestamp, prompt_tokens, output_tokens, ids));
+        parsed.push((timestamp, prompt_tokens, output_tokens, ids, row));
     }
     // Stable, as Arrow's sort is: rows at one time keep their file order.
     parsed.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -271,9 +286,25 @@ fn trace_rows(
         parsed.truncate(wanted);
     }
     let first = parsed.first().map_or(0.0, |p| p.0);
+    // In replay order, so the first row sent past the limit is the one named.
+    for (timestamp, _, _, _, row) in &parsed {
+        let offset = timestamp - first;
+        let at = offset * time_scale;
+        if at > MAX_DURATION.as_secs_f64() {
+            return Err(field(
+                row,
+                &trace.timestamp_column,
+                format!(
+                    "{timestamp}: {offset} s after the first row × time_scale {time_scale} = {at} s into the \
+                     replay: {}",
+                    limits::exceeded(Limit::Duration, at)
+                ),
+            ));
+        }
+    }
     Ok(parsed
         .into_iter()
-        .map(|(timestamp, prompt_tokens, output_tokens, ids)| {
+        .map(|(timestamp, prompt_tokens, output_tokens, ids, _)| {
             // `_calculate_required_prompt_tokens`: the rest of the prompt for the row's last id (compared by value,
             // as guidellm compares it) when the block size does not divide the prompt, else a whole block.
             let block_size = trace.hash_blocks.as_ref().map_or(0, |h| h.block_size);
@@ -390,7 +421,8 @@ mod tests {
             serde_json::json!({"timestamp": 1234501.0, "input_length": 40, "output_length": 4}),
             serde_json::json!({"timestamp": 1234500.0, "input_length": 256, "output_length": 128, "id": "x"}),
         ]);
-        let got = trace_rows(Path::new("t.jsonl"), &columns, &rows, &trace(None)).expect("reads");
+        let got =
+            trace_rows(Path::new("t.jsonl"), &columns, &rows, &trace(None), 1.0).expect("reads");
         let row = |offset, prompt_tokens, output_tokens| TraceRow {
             offset,
             prompt_tokens,
@@ -408,9 +440,9 @@ mod tests {
         );
         // `samples` keeps the first rows in time order; more than there are is refused.
         let two =
-            trace_rows(Path::new("t.jsonl"), &columns, &rows, &trace(Some(2))).expect("reads");
+            trace_rows(Path::new("t.jsonl"), &columns, &rows, &trace(Some(2)), 1.0).expect("reads");
         assert_eq!(two, got[..2].to_vec());
-        let e = trace_rows(Path::new("t.jsonl"), &columns, &rows, &trace(Some(5)))
+        let e = trace_rows(Path::new("t.jsonl"), &columns, &rows, &trace(Some(5)), 1.0)
             .expect_err("too few");
         assert!(e.to_string().contains("5 samples asked"), "{e}");
     }
@@ -421,11 +453,12 @@ mod tests {
             serde_json::json!({"timestamp": "10", "input_length": "8", "output_length": "2"}),
             serde_json::json!({"timestamp": "12.5", "input_length": "9", "output_length": "3"}),
         ]);
-        let got = trace_rows(Path::new("t.csv"), &columns, &rows, &trace(None)).expect("reads");
+        let got =
+            trace_rows(Path::new("t.csv"), &columns, &rows, &trace(None), 1.0).expect("reads");
         assert_eq!(got[1].offset, 2.5);
         let (columns, rows) = self::rows(&[serde_json::json!({"ts": 1, "input_length": 8})]);
-        let e =
-            trace_rows(Path::new("t.jsonl"), &columns, &rows, &trace(None)).expect_err("missing");
+        let e = trace_rows(Path::new("t.jsonl"), &columns, &rows, &trace(None), 1.0)
+            .expect_err("missing");
         assert!(
             e.to_string()
                 .contains("lack the required columns timestamp, output_length"),
@@ -435,14 +468,62 @@ mod tests {
             serde_json::json!({"timestamp": 1, "input_length": 8, "output_length": 2}),
             serde_json::json!({"timestamp": null, "input_length": 8, "output_length": 2}),
         ]);
-        let e = trace_rows(Path::new("t.jsonl"), &columns, &rows, &trace(None)).expect_err("null");
+        let e =
+            trace_rows(Path::new("t.jsonl"), &columns, &rows, &trace(None), 1.0).expect_err("null");
         assert!(e.to_string().contains("line 2, column `timestamp`"), "{e}");
         let (columns, rows) = self::rows(&[
             serde_json::json!({"timestamp": 1, "input_length": -1, "output_length": 2}),
         ]);
-        let e =
-            trace_rows(Path::new("t.jsonl"), &columns, &rows, &trace(None)).expect_err("negative");
+        let e = trace_rows(Path::new("t.jsonl"), &columns, &rows, &trace(None), 1.0)
+            .expect_err("negative");
         assert!(e.to_string().contains("must be non-negative"), "{e}");
+    }
+
+    #[test]
+    fn send_times_and_token_counts_past_the_profile_limits_are_refused_by_row_and_column() {
+        let refused = |rows: &[Value], time_scale: f64| {
+            let (columns, rows) = self::rows(rows);
+            trace_rows(
+                Path::new("t.jsonl"),
+                &columns,
+                &rows,
+                &trace(None),
+                time_scale,
+            )
+            .expect_err("refused")
+            .to_string()
+        };
+        let row = |ts: Value, input: u64, output: u64| serde_json::json!({"timestamp": ts, "input_length": input, "output_length": output});
+        // 40 days after the first row; 2^64 (serde_json reads it as the float 1.8446744073709552e19).
+        for late in [
+            serde_json::json!(40 * 24 * 3600),
+            serde_json::json!(1e15),
+            serde_json::from_str::<Value>("18446744073709551616").expect("a number"),
+        ] {
+            let e = refused(&[row(serde_json::json!(0), 8, 2), row(late, 8, 2)], 1.0);
+            assert!(e.contains("line 2, column `timestamp`"), "{e}");
+            assert!(e.contains("limit of 2592000 seconds (30 days)"), "{e}");
+        }
+        // One second apart is 10^9 s at time_scale 1e9; the last second within 30 days passes.
+        let e = refused(
+            &[
+                row(serde_json::json!(0), 8, 2),
+                row(serde_json::json!(1), 8, 2),
+            ],
+            1e9,
+        );
+        assert!(e.contains("= 1000000000 s into the replay"), "{e}");
+        let (columns, rows) = self::rows(&[
+            row(serde_json::json!(0), 8, 2),
+            row(serde_json::json!(2_592_000), 8, 2),
+        ]);
+        trace_rows(Path::new("t.jsonl"), &columns, &rows, &trace(None), 1.0)
+            .expect("30 days exactly");
+        // A billion tokens is refused before any text is made of it.
+        let e = refused(&[row(serde_json::json!(0), 1_000_000_000, 2)], 1.0);
+        assert!(e.contains("line 1, column `input_length`: 1000000000 is above llmbench's limit of 10000000 tokens"), "{e}");
+        let e = refused(&[row(serde_json::json!(0), 8, 1_000_000_000)], 1.0);
+        assert!(e.contains("column `output_length`"), "{e}");
     }
 
     fn mooncake(block_size: u32) -> GuidellmTrace {
@@ -463,7 +544,8 @@ mod tests {
             serde_json::json!({"timestamp": 1, "input_length": 8, "output_length": 1, "hash_ids": [1, 2]}),
             serde_json::json!({"timestamp": 2, "input_length": 6, "output_length": 1, "hash_ids": [1, 5]}),
         ]);
-        let got = trace_rows(Path::new("t.jsonl"), &columns, &rows, &mooncake(4)).expect("reads");
+        let got =
+            trace_rows(Path::new("t.jsonl"), &columns, &rows, &mooncake(4), 1.0).expect("reads");
         let blocks: Vec<Vec<(u64, u32)>> = got.iter().map(|r| r.blocks.clone()).collect();
         assert_eq!(
             blocks,
@@ -484,7 +566,7 @@ mod tests {
             let (columns, rows) = self::rows(&[serde_json::json!(
                 {"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": ids}
             )]);
-            let e = trace_rows(Path::new("t.jsonl"), &columns, &rows, &mooncake(4))
+            let e = trace_rows(Path::new("t.jsonl"), &columns, &rows, &mooncake(4), 1.0)
                 .expect_err("refused");
             assert!(e.to_string().contains(needle), "{e}");
         }
@@ -505,7 +587,7 @@ mod tests {
             path: path.to_str().expect("utf-8").to_owned(),
             ..mooncake(4)
         };
-        let got = guidellm_trace_requests(&trace, &Tokenizer::builtin(), 7).expect("builds");
+        let got = guidellm_trace_requests(&trace, 1.0, &Tokenizer::builtin(), 7).expect("builds");
         let [(_, a), (_, b), (_, c)] = got.as_slice() else {
             panic!("three requests: {got:?}");
         };

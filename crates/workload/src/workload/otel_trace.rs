@@ -85,6 +85,43 @@ pub enum Build {
     Skipped(String),
 }
 
+/// A call of a built graph that asks for more than a profile may: a wait past [`super::limits::MAX_DURATION`] or
+/// a `max_tokens` past [`super::limits::MAX_TOKENS`].
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("span `{span}`, {field}: {problem}")]
+pub struct OverLimit {
+    pub span: String,
+    pub field: &'static str,
+    pub problem: String,
+}
+
+/// Holds a graph's calls to the limits on profiles, so a trace whose recorded gap is 40 days, or whose completion
+/// tokens are a billion, is refused before the replay instead of waiting weeks or asking for them.
+pub fn check_limits(graph: &Graph) -> Result<(), OverLimit> {
+    use super::limits::{Limit, MAX_DURATION, MAX_TOKENS, exceeded};
+    for event in &graph.events {
+        let wait_s = event.wait_ms as f64 / 1000.0;
+        if wait_s > MAX_DURATION.as_secs_f64() {
+            return Err(OverLimit {
+                span: event.span_id.clone(),
+                field: "`start_time`",
+                problem: format!(
+                    "it starts {wait_s} s after its predecessor ended, which the replay would wait: {}",
+                    exceeded(Limit::Duration, wait_s)
+                ),
+            });
+        }
+        if u64::from(event.max_tokens) > MAX_TOKENS {
+            return Err(OverLimit {
+                span: event.span_id.clone(),
+                field: "`gen_ai.usage.completion_tokens` (else the output's length), sent as `max_tokens`",
+                problem: exceeded(Limit::Tokens, f64::from(event.max_tokens)),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// A recorded call before the graph (`RawCall`).
 #[derive(Debug, Clone)]
 struct RawCall {
@@ -752,6 +789,44 @@ mod tests {
             Ok(Build::Graph(g)) => g,
             other => panic!("no graph: {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_recorded_gap_or_answer_past_the_profile_limits_is_refused_by_span() {
+        let q1 = msg("user", "Q1");
+        // b carries a's answer, so it waits from a's end (2026-02-25 10:00:01) to its start: exactly 30 days
+        // passes, 40 days is refused.
+        let gap = |b_start: &str| {
+            json!({"trace_id": "t", "spans": [
+                span("a", "2026-02-25T10:00:00", "2026-02-25T10:00:01", json!([q1]), "A1"),
+                span("b", b_start, b_start, json!([q1, msg("assistant", "A1"), msg("user", "Q2")]), "A2"),
+            ]})
+        };
+        let thirty_days = graph_of(&gap("2026-03-27T10:00:01"));
+        assert_eq!(thirty_days.events[1].wait_ms, 2_592_000_000);
+        check_limits(&thirty_days).expect("30 days is the limit itself");
+        let e = check_limits(&graph_of(&gap("2026-04-06T10:00:01"))).expect_err("40 days");
+        assert_eq!(e.span, "b");
+        assert_eq!(e.field, "`start_time`");
+        assert!(
+            e.problem.contains("3456000 s after its predecessor ended"),
+            "{e}"
+        );
+        let mut many = span(
+            "a",
+            "2026-02-25T10:00:00",
+            "2026-02-25T10:00:01",
+            json!([q1]),
+            "A1",
+        );
+        many["attributes"]["gen_ai.usage.completion_tokens"] = json!(1_000_000_000u64);
+        let e = check_limits(&graph_of(&json!({"spans": [many]}))).expect_err("a billion tokens");
+        assert!(
+            e.to_string()
+                .starts_with("span `a`, `gen_ai.usage.completion_tokens`"),
+            "{e}"
+        );
+        assert!(e.problem.contains("limit of 10000000 tokens"), "{e}");
     }
 
     #[test]
