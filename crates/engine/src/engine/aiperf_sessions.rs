@@ -21,7 +21,7 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 
 use super::conversation::{AiperfSession, Conversations};
-use super::{AIPERF_MAX_CATCHUP, Issue, Paced, Phase, StageContext};
+use super::{Issue, Paced, Phase, RateTicks, StageContext};
 
 /// Continuations waiting for an interval, and the end of the phase's sending.
 #[derive(Default)]
@@ -92,28 +92,12 @@ pub(super) async fn send_phase(
     }
     let burst = paced.pace == llmbench_workload::workload::AiperfPace::Burst;
     let continuations = Arc::new(Continuations::default());
-    let mut intervals = paced.pace.intervals();
-    let mut target = start + intervals.next().unwrap_or_default();
+    let mut ticks = RateTicks::new(paced, start);
     let (mut sent, mut started, mut session_turns) = (0u64, 0u64, 0u64);
     loop {
-        let now = Instant::now();
-        if target + AIPERF_MAX_CATCHUP < now {
-            target = now;
-        }
-        let sending_over = async {
-            match sending_ends {
-                Some(end) => llmbench_model::timer::sleep_until(end).await,
-                None => std::future::pending().await,
-            }
+        let Some(due) = ticks.next(context, sending_ends).await else {
+            break;
         };
-        tokio::select! {
-            biased;
-            () = context.control.issuing_ended() => break,
-            () = sending_over => break,
-            () = llmbench_model::timer::sleep_until(target) => {}
-        }
-        let due = target;
-        target += intervals.next().unwrap_or_default();
         // Priority 1: a continuation (it holds its session's slot already).
         let session = if let Some(session) = continuations.pop() {
             Some(session)
@@ -130,7 +114,7 @@ pub(super) async fn send_phase(
                         if context.control.issuing_stopped() {
                             break;
                         }
-                        target = Instant::now();
+                        ticks.reanchor(Instant::now());
                         continue;
                     }
                 },
@@ -151,7 +135,7 @@ pub(super) async fn send_phase(
                 if context.control.issuing_stopped() {
                     break;
                 }
-                target = Instant::now();
+                ticks.reanchor(Instant::now());
             }
             continue;
         };

@@ -1356,6 +1356,55 @@ struct Phase {
 /// (`Environment.TIMING.MAX_CATCHUP_SECONDS`, 10 ms by default).
 const AIPERF_MAX_CATCHUP: Duration = Duration::from_millis(10);
 
+/// The ends of AIPerf's rate intervals for one phase, on an absolute schedule: the first one interval after the
+/// phase starts; a loop more than [`AIPERF_MAX_CATCHUP`] behind re-anchors the next target at now.
+struct RateTicks {
+    intervals: llmbench_workload::workload::AiperfIntervals,
+    target: Instant,
+}
+
+impl RateTicks {
+    /// A new generator of `paced`'s intervals (AIPerf builds one for each phase), starting at `start`.
+    fn new(paced: &Paced, start: Instant) -> RateTicks {
+        let mut intervals = paced.pace.intervals();
+        let target = start + intervals.next().unwrap_or_default();
+        RateTicks { intervals, target }
+    }
+
+    /// Waits for the next interval's end and returns it, the following target already set (so a slow send does
+    /// not move the schedule); `None` once issuing ended or `sending_ends` passed.
+    async fn next(
+        &mut self,
+        context: &StageContext,
+        sending_ends: Option<Instant>,
+    ) -> Option<Instant> {
+        let now = Instant::now();
+        if self.target + AIPERF_MAX_CATCHUP < now {
+            self.target = now;
+        }
+        let sending_over = async {
+            match sending_ends {
+                Some(end) => llmbench_model::timer::sleep_until(end).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            () = context.control.issuing_ended() => return None,
+            () = sending_over => return None,
+            () = llmbench_model::timer::sleep_until(self.target) => {}
+        }
+        let due = self.target;
+        self.target += self.intervals.next().unwrap_or_default();
+        Some(due)
+    }
+
+    /// Moves the next target to `now`: a send that waited for its slot (no rate) starts the schedule again.
+    fn reanchor(&mut self, now: Instant) {
+        self.target = now;
+    }
+}
+
 /// `RequestRateStrategy.execute_phase` for one phase, with a new interval generator (AIPerf builds a strategy,
 /// and so a generator, for each phase): wait for the target, move the target one interval on, then send if a
 /// slot is free — an interval without one sends nothing (`try_issue_credit` → `None`). Without a rate (intervals
@@ -1383,30 +1432,12 @@ async fn send_phase(
         return;
     }
     let burst = paced.pace == llmbench_workload::workload::AiperfPace::Burst;
-    let mut intervals = paced.pace.intervals();
+    let mut ticks = RateTicks::new(paced, start);
     let mut sent: u64 = 0;
-    let mut target = start + intervals.next().unwrap_or_default();
     loop {
-        // Behind by more than the catch-up window: re-anchor at now rather than send a burst.
-        let now = Instant::now();
-        if target + AIPERF_MAX_CATCHUP < now {
-            target = now;
-        }
-        let sending_over = async {
-            match sending_ends {
-                Some(end) => llmbench_model::timer::sleep_until(end).await,
-                None => std::future::pending().await,
-            }
+        let Some(due) = ticks.next(context, sending_ends).await else {
+            break;
         };
-        tokio::select! {
-            biased;
-            () = context.control.issuing_ended() => break,
-            () = sending_over => break,
-            () = llmbench_model::timer::sleep_until(target) => {}
-        }
-        // The next target is set before this send, so a slow send does not move the schedule.
-        let due = target;
-        target += intervals.next().unwrap_or_default();
         let (slot, scheduled) = match slots {
             None => (None, due),
             Some(s) => match Arc::clone(s).try_acquire_owned() {
@@ -1423,7 +1454,7 @@ async fn send_phase(
                     if sending_ends.is_some_and(|end| now >= end) {
                         break;
                     }
-                    target = now;
+                    ticks.reanchor(now);
                     (slot, now)
                 }
             },

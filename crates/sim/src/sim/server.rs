@@ -116,11 +116,7 @@ async fn completions(
         Ok::<_, ApiError>((shape, blocks))
     }
     .await;
-    let response = match result {
-        Ok((shape, blocks)) => serve(engine, shape, blocks, arrival, &headers).await,
-        Err(error) => error.into_response(),
-    };
-    echo_request_id(&headers, response)
+    answer(engine, result, arrival, &headers).await
 }
 
 async fn chat_completions(
@@ -147,11 +143,7 @@ async fn chat_completions(
         Ok::<_, ApiError>((shape, blocks))
     }
     .await;
-    let response = match result {
-        Ok((shape, blocks)) => serve(engine, shape, blocks, arrival, &headers).await,
-        Err(error) => error.into_response(),
-    };
-    echo_request_id(&headers, response)
+    answer(engine, result, arrival, &headers).await
 }
 
 /// OpenAI's Responses API: `input` and `instructions` counted as chat counts messages, `max_output_tokens` as
@@ -177,11 +169,7 @@ async fn responses(
         Ok::<_, ApiError>((shape, blocks))
     }
     .await;
-    let response = match result {
-        Ok((shape, blocks)) => serve(engine, shape, blocks, arrival, &headers).await,
-        Err(error) => error.into_response(),
-    };
-    echo_request_id(&headers, response)
+    answer(engine, result, arrival, &headers).await
 }
 
 /// Anthropic's Messages API: `messages` and `system` counted as chat counts messages; `max_tokens` required,
@@ -212,11 +200,7 @@ async fn messages(
         Ok::<_, ApiError>((shape, blocks))
     }
     .await;
-    let response = match result {
-        Ok((shape, blocks)) => serve(engine, shape, blocks, arrival, &headers).await,
-        Err(error) => error.into_response(),
-    };
-    echo_request_id(&headers, response)
+    answer(engine, result, arrival, &headers).await
 }
 
 /// The prompt's full-block hashes, fed by `feed`; nothing (and no hashing) with the prefix cache off.
@@ -328,6 +312,21 @@ fn echo_request_id(request: &HeaderMap, mut response: Response) -> Response {
 }
 
 const REQUEST_ID: &str = "x-request-id";
+
+/// A generation route's answer: the request served when it was valid, else its error; its `x-request-id` echoed
+/// either way.
+async fn answer(
+    engine: Arc<Engine>,
+    prepared: Result<(RequestShape, Vec<u64>), ApiError>,
+    arrival: Instant,
+    headers: &HeaderMap,
+) -> Response {
+    let response = match prepared {
+        Ok((shape, blocks)) => serve(engine, shape, blocks, arrival, headers).await,
+        Err(error) => error.into_response(),
+    };
+    echo_request_id(headers, response)
+}
 
 async fn serve(
     engine: Arc<Engine>,
