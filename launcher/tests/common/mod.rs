@@ -171,30 +171,51 @@ pub struct SimProcess {
 }
 
 impl SimProcess {
-    /// Starts the simulator with `args` after `--port` and waits until it accepts connections (20 s at most: a
-    /// bound for a loaded machine, not a timing).
+    /// Starts the simulator with `args` on a port it picks itself (`--port 0`) and reads the address it logs, so
+    /// no other test can take the port between its choice and the bind (20 s at most: a bound for a loaded
+    /// machine, not a timing).
     pub fn start(args: &[&str]) -> SimProcess {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let child = llmbench()
-            .args(["sim", "--port", &port.to_string()])
+        use std::io::BufRead as _;
+        let mut child = llmbench()
+            .args(["sim", "--port", "0", "--log-format", "text"])
             .args(args)
+            // The one line that names the address is at info.
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("starts the simulator");
-        let sim = SimProcess {
+        let stderr = child.stderr.take().expect("the simulator's stderr");
+        let (found, address) = std::sync::mpsc::channel();
+        // Reads the log until the address, then drains it so the simulator never blocks on a full pipe.
+        std::thread::spawn(move || {
+            let mut sent = false;
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if !sent
+                    && let Some(rest) = line.split("listening address=").nth(1)
+                    && let Some(addr) = rest.split_whitespace().next()
+                {
+                    let _ = found.send(addr.to_owned());
+                    sent = true;
+                }
+            }
+        });
+        let mut sim = SimProcess {
             child,
-            port,
-            url: format!("http://127.0.0.1:{port}"),
+            port: 0,
+            url: String::new(),
         };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "the simulator did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let address = address
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the simulator logs the address it listens on");
+        sim.port = address
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("a port");
+        sim.url = format!("http://{address}");
         sim
     }
 
