@@ -237,6 +237,7 @@ pub struct ProfileRef {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[x_kube(validation = Rule::new("[has(self.endpoint), has(self.serviceRef), has(self.standalone)].filter(x, x).size() == 1").message("exactly one of stack.endpoint, stack.serviceRef or stack.standalone must be set"))]
 #[x_kube(validation = Rule::new("!(has(self.standalone) && has(self.pods))").message("stack.pods names the serving pods of a stack llmbench did not start; a standalone stack's pod is its own"))]
+#[x_kube(validation = Rule::new("!has(self.pods) || has(self.serviceRef) || (has(self.pods.selector) && size(self.pods.selector) > 0)").message("stack.pods.selector is needed beside stack.endpoint: name the serving pods' labels (with stack.serviceRef, its Service's selector is the default)"))]
 #[serde(rename_all = "camelCase")]
 pub struct StackSpec {
     /// The stack's OpenAI-compatible base URL, e.g. http://llm-d-inference-gateway.llm-d.svc:80.

@@ -266,6 +266,15 @@ async fn the_apiserver_accepts_a_valid_run_and_rejects_broken_specs_with_the_rul
             "stack.pods is read by the nop harness only",
         ),
         (
+            "stack.pods without a selector beside an endpoint",
+            with(
+                with(valid_spec(), "/harness", json!("nop")),
+                "/stack",
+                json!({"endpoint": "http://vllm:8000", "model": "m", "pods": {"container": "vllm"}}),
+            ),
+            "stack.pods.selector is needed beside stack.endpoint",
+        ),
+        (
             "stack.pods beside a standalone stack",
             with(
                 with(
