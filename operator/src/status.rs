@@ -457,20 +457,23 @@ pub fn ttl_left(
 
 /// What an expired run's event says of its results: where they stay, and how to reach them again once the run
 /// object is gone (a collector run on that directory, which `llmbench results fetch` then fetches).
-pub fn kept_results(results_path: Option<&str>) -> String {
+pub fn kept_results(run: &str, namespace: &str, results_path: Option<&str>) -> String {
     let Some(path) = results_path else {
         return "it left no results directory".to_owned();
     };
     match path.split_once(':') {
-        Some(("emptyDir", _)) => "its results were on an emptyDir and went with its pod".to_owned(),
-        Some((_, full)) => {
+        Some(("emptyDir", _)) => {
+            "its results were on an emptyDir: they went with its pod, and their kept copy with it"
+                .to_owned()
+        }
+        Some((claim, full)) => {
             let dir = full
                 .strip_prefix(WORKLOAD_MOUNT_PATH)
                 .unwrap_or(full)
                 .trim_start_matches('/');
             format!(
-                "its results stay in {path}; to fetch them, apply a BenchmarkRun with skipRun: true and \
-                 resultsDir: {dir} (same storage), then `llmbench results fetch` that run"
+                "its results stay in {path}; fetch them with `llmbench results fetch {run} -n {namespace} --claim \
+                 {claim} --dir {dir}`"
             )
         }
         None => format!("its results stay in {path}"),
@@ -1290,12 +1293,20 @@ mod tests {
     #[test]
     fn an_expired_runs_event_says_where_its_results_stay_and_how_to_fetch_them() {
         assert_eq!(
-            kept_results(Some("workload-pvc:/requests/sanity-1a2b3c4d")),
-            "its results stay in workload-pvc:/requests/sanity-1a2b3c4d; to fetch them, apply a BenchmarkRun \
-             with skipRun: true and resultsDir: sanity-1a2b3c4d (same storage), then `llmbench results fetch` \
-             that run"
+            kept_results(
+                "sanity",
+                "bench",
+                Some("workload-pvc:/requests/sanity-1a2b3c4d")
+            ),
+            "its results stay in workload-pvc:/requests/sanity-1a2b3c4d; fetch them with `llmbench results fetch \
+             sanity -n bench --claim workload-pvc --dir sanity-1a2b3c4d`"
         );
-        assert!(kept_results(Some("emptyDir:/requests/x")).contains("went with its pod"));
-        assert_eq!(kept_results(None), "it left no results directory");
+        assert!(
+            kept_results("x", "bench", Some("emptyDir:/requests/x")).contains("went with its pod")
+        );
+        assert_eq!(
+            kept_results("x", "bench", None),
+            "it left no results directory"
+        );
     }
 }

@@ -394,7 +394,8 @@ async fn scenario(cp: &ControlPlane, admin: &Client) -> Result<(), String> {
 
     sharded_run(cp, &runs, &llmbench, to.path()).await?;
     standalone_runs(cp, admin, &runs, &llmbench, to.path()).await?;
-    dashboard(cp, admin, &runs).await?;
+    let expired = expired_and_ephemeral_runs(cp, admin, &runs, &llmbench, to.path()).await?;
+    dashboard(cp, admin, &runs, &[expired]).await?;
 
     // Deleting the run: the garbage collector removes what it owned.
     let pods: Api<Pod> = Api::namespaced(admin.clone(), NAMESPACE);
@@ -479,7 +480,13 @@ async fn scenario(cp: &ControlPlane, admin: &Client) -> Result<(), String> {
     )
     .await;
 
-    for name in ["incluster", "sharded", "standalone", "stack-dies"] {
+    for name in [
+        "incluster",
+        "sharded",
+        "standalone",
+        "stack-dies",
+        "ephemeral",
+    ] {
         runs.delete(name, &DeleteParams::background())
             .await
             .map_err(|e| format!("deleting run {name}: {e}"))?;
@@ -513,6 +520,7 @@ async fn dashboard(
     cp: &ControlPlane,
     admin: &Client,
     runs: &Api<BenchmarkRun>,
+    gone: &[(String, u64)],
 ) -> Result<(), String> {
     let helm = cp.tools().path(Tool::Helm).map_err(|e| e.to_string())?;
     check(
@@ -543,6 +551,8 @@ async fn dashboard(
         let requests = status.summary.map(|s| s.requests).unwrap_or_default();
         expected.push((format!("{name}-{}", &uid[..8.min(uid.len())]), requests));
     }
+    // Runs deleted by their TTL: their directories stay on the claim, so the dashboard lists them still.
+    expected.extend(gone.iter().cloned());
     let Some((first, _)) = expected.first().cloned() else {
         return Err("no run succeeded for the dashboard to list".to_owned());
     };
@@ -615,6 +625,135 @@ async fn dashboard(
         ));
     }
     Ok(())
+}
+
+/// Issue 31 on the real node: (a) a run with `ttlSecondsAfterFinished` is deleted once it finished, its pods with
+/// it, and its results are fetched from the claim without it (`results fetch --claim`); (b) a run on an emptyDir
+/// keeps its results past its pod (the launcher writes them into its log, the operator reads the log through the
+/// real kubelet into ConfigMaps) and `results fetch` brings them home. Returns the expired run's results
+/// directory and request count, for the dashboard to list.
+async fn expired_and_ephemeral_runs(
+    cp: &ControlPlane,
+    admin: &Client,
+    runs: &Api<BenchmarkRun>,
+    llmbench: &Path,
+    to: &Path,
+) -> Result<(String, u64), String> {
+    let mut expires = run_manifest();
+    expires["metadata"]["name"] = json!("expires");
+    expires["spec"]["ttlSecondsAfterFinished"] = json!(5);
+    create(runs, expires).await;
+    let mut ephemeral = run_manifest();
+    ephemeral["metadata"]["name"] = json!("ephemeral");
+    ephemeral["spec"]["storage"] = json!({"emptyDir": {}});
+    create(runs, ephemeral).await;
+
+    let (run, _) = finished(runs, "expires").await;
+    let status = run.status.clone().unwrap_or_default();
+    let summary = status
+        .summary
+        .clone()
+        .ok_or("the expiring run has no summary")?;
+    if status.phase != Some(Phase::Succeeded) || summary.requests != 30 {
+        return Err(format!(
+            "the expiring run ended {:?} with {summary:?}: {:#?}",
+            status.phase, status.conditions
+        ));
+    }
+    let uid = run.metadata.uid.clone().unwrap_or_default();
+    let dir = format!("expires-{}", &uid[..8.min(uid.len())]);
+    let expired_requests = summary.requests;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), NAMESPACE);
+    let own_pods = format!("llmbench.dev/run-uid={uid}");
+    eventually(
+        "the expiring run and its pods to be deleted by its TTL",
+        Duration::from_secs(120),
+        || {
+            let (runs, pods, own_pods) = (runs.clone(), pods.clone(), own_pods.clone());
+            async move {
+                let gone = runs.get_opt("expires").await.ok()?.is_none();
+                let left = pods
+                    .list(&ListParams::default().labels(&own_pods))
+                    .await
+                    .ok()?;
+                (gone && left.items.is_empty()).then_some(())
+            }
+        },
+    )
+    .await;
+    let to_dir = to.display().to_string();
+    let stdout = check(
+        results(
+            llmbench,
+            cp.kubeconfig_path(),
+            &[
+                "fetch",
+                "expires",
+                "--claim",
+                "workload-pvc",
+                "--to",
+                &to_dir,
+            ],
+        ),
+        "llmbench results fetch expires --claim workload-pvc (the run deleted by its TTL)",
+    );
+    let fetched = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
+    let text = std::fs::read_to_string(fetched.join("summary.json"))
+        .map_err(|e| format!("{}: {e}", fetched.display()))?;
+    compare_with_status(
+        &serde_json::from_str(&text).map_err(|e| e.to_string())?,
+        &summary,
+    )?;
+    eprintln!("expires on the real node: deleted by its TTL, {dir} fetched from its claim");
+
+    let (run, _) = finished(runs, "ephemeral").await;
+    let status = run.status.clone().unwrap_or_default();
+    let summary = status
+        .summary
+        .clone()
+        .ok_or("the emptyDir run has no summary")?;
+    if status.phase != Some(Phase::Succeeded) {
+        return Err(format!(
+            "the emptyDir run ended {:?}: {:#?}",
+            status.phase, status.conditions
+        ));
+    }
+    // The operator keeps the archive once the launcher ended, a pass after the run finished.
+    let kept = eventually(
+        "the emptyDir run's results to be kept in ConfigMaps",
+        Duration::from_secs(60),
+        || {
+            let runs = runs.clone();
+            async move { runs.get("ephemeral").await.ok()?.status?.results_kept }
+        },
+    )
+    .await;
+    let stdout = check(
+        results(
+            llmbench,
+            cp.kubeconfig_path(),
+            &["fetch", "ephemeral", "--to", &to_dir],
+        ),
+        "llmbench results fetch ephemeral (an emptyDir run)",
+    );
+    let fetched = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
+    let text = std::fs::read_to_string(fetched.join("summary.json"))
+        .map_err(|e| format!("{}: {e}", fetched.display()))?;
+    compare_with_status(
+        &serde_json::from_str(&text).map_err(|e| e.to_string())?,
+        &summary,
+    )?;
+    if !fetched.join("requests.jsonl").is_file() {
+        return Err(format!(
+            "the emptyDir run's kept results have no requests.jsonl: {}",
+            fetched.display()
+        ));
+    }
+    eprintln!(
+        "ephemeral on the real node: {} bytes kept in {:?}, fetched whole",
+        kept.bytes, kept.config_maps
+    );
+    Ok((dir, expired_requests))
 }
 
 /// A kubeconfig for ServiceAccount `reader`, which may read runs and claims and manage pods in the namespace but

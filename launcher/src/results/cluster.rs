@@ -15,15 +15,15 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::{Api, AttachParams, AttachedProcess, DeleteParams, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config, ResourceExt};
-use llmbench_api::v1alpha1::{BenchmarkRun, WORKLOAD_MOUNT_PATH};
+use llmbench_api::v1alpha1::{BenchmarkRun, LauncherSpec, WORKLOAD_MOUNT_PATH};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::local::Destination;
 use super::progress::{final_line, parse_du_kib, progress_line};
 use super::source::{
     DEFAULT_IMAGE, ExecOutcome, PodState, ReaderSettings, Request, RunResults, api_error,
-    exec_outcome, is_forbidden, is_not_found, launcher_image, list_table, locate, pin_node,
-    pod_state, reader_pod,
+    exec_outcome, is_forbidden, is_not_found, launcher_image, list_table, locate, pick_run_dir,
+    pin_node, pod_state, reader_pod,
 };
 use super::unpack::{ChunkReader, UnpackError, Unpacked, unpack};
 use super::{FetchArgs, KubeArgs, ListArgs, ResultsError};
@@ -128,6 +128,26 @@ pub(crate) async fn fetch(args: &FetchArgs) -> Result<PathBuf, ResultsError> {
         .namespace
         .clone()
         .unwrap_or_else(|| client.default_namespace().to_owned());
+    // A run that is gone: its directory straight from the claim it names, found once the reader runs.
+    if let Some(claim) = &args.claim {
+        let results = RunResults {
+            run: args.run.clone(),
+            namespace,
+            uid: String::new(),
+            claim: claim.clone(),
+            dir: args.dir.clone().unwrap_or_default(),
+            phase: None,
+        };
+        return read_claim(
+            &client,
+            results,
+            &LauncherSpec::default(),
+            args,
+            false,
+            &destination,
+        )
+        .await;
+    }
     let run = get_run(&client, &namespace, &args.run).await?;
     // An emptyDir run's results, kept by the operator in ConfigMaps once its launcher ended.
     if let Some(kept) = run.status.as_ref().and_then(|s| s.results_kept.as_ref()) {
@@ -149,11 +169,33 @@ pub(crate) async fn fetch(args: &FetchArgs) -> Result<PathBuf, ResultsError> {
             "the run has not finished: fetching what its launchers have written so far, which is incomplete"
         );
     }
-    let access_modes = claim_access_modes(&client, &results).await?;
+    read_claim(
+        &client,
+        results,
+        &run.spec.launcher,
+        args,
+        partial,
+        &destination,
+    )
+    .await
+}
+
+/// Copies `results` from its claim through a reader pod scheduled as `launcher` says. An empty `results.dir` is
+/// looked up on the claim once the reader runs (a run that is gone, fetched with --claim alone).
+async fn read_claim(
+    client: &Client,
+    mut results: RunResults,
+    launcher: &LauncherSpec,
+    args: &FetchArgs,
+    partial: bool,
+    destination: &Destination,
+) -> Result<PathBuf, ResultsError> {
+    let namespace = results.namespace.clone();
+    let access_modes = claim_access_modes(client, &results).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let run_pods = launcher_pods(&pods, &results).await;
     let launchers = launcher_image(&run_pods);
-    let (image, image_pull_policy) = match (&args.image, &run.spec.launcher.image, &launchers) {
+    let (image, image_pull_policy) = match (&args.image, &launcher.image, &launchers) {
         (Some(image), _, _) => (image.clone(), None),
         (None, Some(image), Some((ran, policy))) if ran == image => (image.clone(), policy.clone()),
         (None, Some(image), _) => (image.clone(), None),
@@ -173,7 +215,7 @@ pub(crate) async fn fetch(args: &FetchArgs) -> Result<PathBuf, ResultsError> {
     let interrupt = Interrupt::listen();
     // Not raced against the interrupt: a create cut short could leave a pod whose name we never learnt. An
     // interruption meanwhile is seen by the first step of the copy.
-    let reader_spec = reader_pod(&run, &results, &settings);
+    let reader_spec = reader_pod(launcher, &results, &settings);
     let reader = match pods.create(&PostParams::default(), &reader_spec).await {
         Ok(pod) => pod.name_any(),
         Err(e) => {
@@ -199,10 +241,10 @@ pub(crate) async fn fetch(args: &FetchArgs) -> Result<PathBuf, ResultsError> {
     let copied = copy(
         &pods,
         &reader,
-        &results,
+        &mut results,
         args,
         partial,
-        &destination,
+        destination,
         &interrupt,
     )
     .await;
@@ -363,6 +405,10 @@ async fn claim_access_modes(
 /// The run's own pods (launchers, merge), by the operator's run-uid label: their image and node. Optional
 /// knowledge: without list permission on pods, none.
 async fn launcher_pods(pods: &Api<Pod>, results: &RunResults) -> Vec<Pod> {
+    if results.uid.is_empty() {
+        // A run fetched from its claim alone is gone, and so are its pods.
+        return Vec::new();
+    }
     let selector = format!("llmbench.dev/run-uid={}", results.uid);
     match pods.list(&ListParams::default().labels(&selector)).await {
         Ok(list) => list.items,
@@ -377,7 +423,7 @@ async fn launcher_pods(pods: &Api<Pod>, results: &RunResults) -> Vec<Pod> {
 async fn copy(
     pods: &Api<Pod>,
     reader: &str,
-    results: &RunResults,
+    results: &mut RunResults,
     args: &FetchArgs,
     partial: bool,
     destination: &Destination,
@@ -389,6 +435,13 @@ async fn copy(
     tokio::select! {
         ready = wait_running(pods, reader, &results.namespace, args.pod_timeout) => ready?,
         () = interrupt.fired() => return Err(interrupted()),
+    }
+    if results.dir.is_empty() {
+        results.dir = tokio::select! {
+            dir = find_run_dir(pods, reader, results) => dir?,
+            () = interrupt.fired() => return Err(interrupted()),
+        };
+        tracing::info!(dir = %results.dir, claim = %results.claim, "found the run's directory on the claim");
     }
     let total = tokio::select! {
         total = disk_usage(pods, reader, results) => total?,
@@ -526,6 +579,61 @@ async fn read_capped(stream: Option<impl AsyncRead + Unpin>, cap: usize) -> Vec<
                 kept.extend_from_slice(&buffer[..n.min(room)]);
             }
         }
+    }
+}
+
+/// The directory of a run that is gone: `find` lists the claim's top-level directories named after the run, and
+/// `pick_run_dir` takes the one with the operator's `<run>-<uid8>` shape.
+async fn find_run_dir(
+    pods: &Api<Pod>,
+    reader: &str,
+    results: &RunResults,
+) -> Result<String, ResultsError> {
+    let command: Vec<String> = [
+        "find",
+        WORKLOAD_MOUNT_PATH,
+        "-mindepth",
+        "1",
+        "-maxdepth",
+        "1",
+        "-type",
+        "d",
+        "-name",
+        &format!("{}-*", results.run),
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let mut attached = start_exec(pods, reader, &results.namespace, &command).await?;
+    let status = attached.take_status();
+    let (stdout, stderr) = tokio::join!(
+        read_capped(attached.stdout(), STDOUT_BUFFER),
+        read_capped(attached.stderr(), STDERR_CAP)
+    );
+    let status = match status {
+        Some(status) => tokio::time::timeout(STATUS_GRACE, status)
+            .await
+            .ok()
+            .flatten(),
+        None => None,
+    };
+    match exec_outcome(status.as_ref()) {
+        ExecOutcome::Success => pick_run_dir(
+            &results.run,
+            &results.claim,
+            &String::from_utf8_lossy(&stdout),
+        ),
+        outcome => Err(ResultsError::Exec {
+            command: command.join(" "),
+            pod: reader.to_owned(),
+            code: match outcome {
+                ExecOutcome::ExitCode(code) => Some(code),
+                _ => None,
+            },
+            stderr: match outcome {
+                ExecOutcome::Failure(why) if stderr.is_empty() => why,
+                _ => String::from_utf8_lossy(&stderr).trim().to_owned(),
+            },
+        }),
     }
 }
 

@@ -125,6 +125,8 @@ impl Fake {
             to: self.to.clone(),
             force: false,
             allow_partial: false,
+            claim: None,
+            dir: None,
             image: None,
             pod_timeout: Duration::from_secs(20),
             deadline: Duration::from_secs(600),
@@ -534,8 +536,49 @@ async fn a_missing_run_is_named_with_its_namespace() {
         .expect_err("no run");
     assert_eq!(
         error.to_string(),
-        "no BenchmarkRun bench-1 in namespace bench"
+        "no BenchmarkRun bench-1 in namespace bench; if it finished and was deleted (its ttlSecondsAfterFinished, \
+         or by hand), its results stay on its claim: `llmbench results fetch bench-1 -n bench --claim CLAIM` (the \
+         claim is workload-pvc unless the run named another)"
     );
+}
+
+#[tokio::test]
+async fn a_deleted_runs_results_come_from_its_claim_by_the_directory_named_after_it() {
+    // No BenchmarkRun at all: its TTL deleted it. The claim holds its directory and another run's.
+    let fake = Fake::start(Vec::new()).await;
+    let other = lock(&fake.state).volume.join("bench-10-12345678");
+    std::fs::create_dir_all(&other).expect("other run");
+    let args = FetchArgs {
+        claim: Some("workload-pvc".to_owned()),
+        ..fake.fetch_args()
+    };
+    let path = cluster::fetch(&args).await.expect("fetched");
+    assert_eq!(
+        std::fs::read_to_string(path.join("run.json")).expect("run.json"),
+        "{\"run\":1}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(path.join("shard-0/requests.jsonl")).expect("records"),
+        "a\nb\n"
+    );
+    {
+        let state = lock(&fake.state);
+        let commands: Vec<&str> = state.execs.iter().map(|c| c[0].as_str()).collect();
+        assert_eq!(commands, ["find", "du", "tar"]);
+        assert_eq!(state.deleted, vec!["bench-1-results-x7k2p".to_owned()]);
+    }
+
+    // Named with --dir, nothing is looked up.
+    let named = FetchArgs {
+        claim: Some("workload-pvc".to_owned()),
+        dir: Some("bench-10-12345678".to_owned()),
+        force: true,
+        ..fake.fetch_args()
+    };
+    cluster::fetch(&named).await.expect("fetched by --dir");
+    let state = lock(&fake.state);
+    let commands: Vec<&str> = state.execs[3..].iter().map(|c| c[0].as_str()).collect();
+    assert_eq!(commands, ["du", "tar"]);
 }
 
 #[tokio::test]

@@ -89,8 +89,17 @@ pub struct FetchArgs {
     pub force: bool,
     /// Fetch a run that is still Pending, Running or Collecting: whatever its launchers have written so far.
     /// Without it such a run is refused (exit code 3).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "claim")]
     pub allow_partial: bool,
+    /// Fetch straight from the PVC CLAIM, without reading the BenchmarkRun: for a run that is gone (deleted by its
+    /// ttlSecondsAfterFinished, or by hand), whose results stay on its claim. The run's directory there is --dir,
+    /// else the one directory named `RUN-<first 8 of its uid>` at the claim's root.
+    #[arg(long, value_name = "CLAIM")]
+    pub claim: Option<String>,
+    /// With --claim: the run's results directory on the claim, relative to its root (its `resultsDir`, or
+    /// `<run>-<first 8 of its uid>`, as its Expired event and the dashboard name it).
+    #[arg(long, value_name = "DIR", requires = "claim")]
+    pub dir: Option<String>,
     /// The reader pod's image; it needs `sleep`, `du` and `tar` on its PATH (the llmbench image has busybox's).
     /// Default: the run's spec.launcher.image, else its launcher pods' image, else the image of this llmbench's
     /// version, as the operator defaults it.
@@ -165,8 +174,26 @@ pub enum ResultsError {
         #[source]
         source: BoxError,
     },
-    #[error("no BenchmarkRun {run} in namespace {namespace}")]
+    #[error(
+        "no BenchmarkRun {run} in namespace {namespace}; if it finished and was deleted (its \
+         ttlSecondsAfterFinished, or by hand), its results stay on its claim: `llmbench results fetch {run} -n \
+         {namespace} --claim CLAIM` (the claim is workload-pvc unless the run named another)"
+    )]
     RunNotFound { run: String, namespace: String },
+    #[error(
+        "claim {claim} has no results directory of a run named {run} at its root (looked for {run}-<8 hex digits>); \
+         name it with --dir (the run's resultsDir, as its Expired event says)"
+    )]
+    NoRunDirOnClaim { run: String, claim: String },
+    #[error(
+        "claim {claim} holds the results of several runs named {run}: {}; name one with --dir",
+        found.join(", ")
+    )]
+    SeveralRunDirsOnClaim {
+        run: String,
+        claim: String,
+        found: Vec<String>,
+    },
     #[error(
         "forbidden: you may not {verb} {resource} in namespace {namespace} (the API server said: {message}); ask \
          your cluster admin for a Role that grants it"

@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Status as ExecStatus};
 use kube::ResourceExt;
 use llmbench_api::security;
-use llmbench_api::v1alpha1::{BenchmarkRun, Phase, WORKLOAD_MOUNT_PATH};
+use llmbench_api::v1alpha1::{BenchmarkRun, LauncherSpec, Phase, WORKLOAD_MOUNT_PATH};
 
 use super::ResultsError;
 
@@ -163,11 +163,10 @@ pub(crate) struct ReaderSettings {
 /// seccomp, no API token), on the launchers' node selector and tolerations and as their service account (whose
 /// image pull secrets the image may need). Named `<run>-results-<random>` by the API server.
 pub(crate) fn reader_pod(
-    run: &BenchmarkRun,
+    launcher: &LauncherSpec,
     results: &RunResults,
     settings: &ReaderSettings,
 ) -> Pod {
-    let launcher = &run.spec.launcher;
     let deadline = settings.deadline.as_secs().max(1);
     let affinity = settings.node.as_ref().map(|node| Affinity {
         // By node name (a field, as the DaemonSet controller pins pods), not the hostname label, which may differ.
@@ -263,6 +262,42 @@ pub(crate) fn reader_pod(
             ..PodSpec::default()
         }),
         ..Pod::default()
+    }
+}
+
+/// The results directory of a run that is gone, from the directories `find` saw at the claim's root (full paths
+/// or names): the one named `<run>-<8 lowercase hex digits>` (the operator's default, `<run>-<first 8 of its
+/// uid>`). None is an error that asks for --dir; several (runs of one name made and deleted over time) too, naming
+/// them.
+pub(crate) fn pick_run_dir(run: &str, claim: &str, listed: &str) -> Result<String, ResultsError> {
+    let mut found: Vec<String> = listed
+        .lines()
+        .filter_map(|line| line.trim().rsplit('/').next())
+        .filter(|name| {
+            name.strip_prefix(run)
+                .and_then(|rest| rest.strip_prefix('-'))
+                .is_some_and(|uid8| {
+                    uid8.len() == 8
+                        && uid8
+                            .bytes()
+                            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+                })
+        })
+        .map(str::to_owned)
+        .collect();
+    found.sort();
+    found.dedup();
+    match found.len() {
+        0 => Err(ResultsError::NoRunDirOnClaim {
+            run: run.to_owned(),
+            claim: claim.to_owned(),
+        }),
+        1 => Ok(found.remove(0)),
+        _ => Err(ResultsError::SeveralRunDirsOnClaim {
+            run: run.to_owned(),
+            claim: claim.to_owned(),
+            found,
+        }),
     }
 }
 
@@ -711,7 +746,7 @@ stack:
     fn the_reader_pod_mounts_the_claim_read_only_and_sleeps_as_non_root() {
         let run = run(BASIC);
         let results = locate(&run).expect("located");
-        let pod = reader_pod(&run, &results, &settings());
+        let pod = reader_pod(&run.spec.launcher, &results, &settings());
         assert_eq!(
             pod.metadata.generate_name.as_deref(),
             Some("bench-1-results-")
@@ -765,7 +800,7 @@ stack:
         ));
         let results = locate(&run).expect("located");
         let pod = reader_pod(
-            &run,
+            &run.spec.launcher,
             &results,
             &ReaderSettings {
                 node: Some("node-7".to_owned()),
@@ -1139,6 +1174,29 @@ stack:
                 .nth(1)
                 .expect("a row")
                 .starts_with("team-a")
+        );
+    }
+
+    #[test]
+    fn a_gone_runs_directory_is_the_one_named_after_it_with_eight_hex_digits() {
+        let listed = "/requests/bench-1-0f3c9a2e\n/requests/bench-10-12345678\n/requests/bench-1-extra\n\
+                      /requests/bench-1-0F3C9A2E\n/requests/bench-1-0f3c9a2\n";
+        assert_eq!(
+            pick_run_dir("bench-1", "workload-pvc", listed).expect("one"),
+            "bench-1-0f3c9a2e"
+        );
+        let none = pick_run_dir("bench-2", "workload-pvc", listed).expect_err("none");
+        assert!(none.to_string().contains("name it with --dir"), "{none}");
+        let several = pick_run_dir(
+            "bench-1",
+            "workload-pvc",
+            "/requests/bench-1-aaaaaaaa\n/requests/bench-1-0f3c9a2e\n",
+        )
+        .expect_err("two");
+        assert_eq!(
+            several.to_string(),
+            "claim workload-pvc holds the results of several runs named bench-1: bench-1-0f3c9a2e, \
+             bench-1-aaaaaaaa; name one with --dir"
         );
     }
 }

@@ -229,7 +229,7 @@ pub(super) async fn settle_finished(
     expire_after_ttl(
         run,
         left,
-        &status::kept_results(done.results_path.as_deref()),
+        &status::kept_results(&run.name_any(), &namespace, done.results_path.as_deref()),
         ctx,
     )
     .await
