@@ -2,6 +2,7 @@
 //! kubelet that runs the pods scheduled on it, our binaries, and llm-d-inference-sim as the stack.
 #![forbid(unsafe_code)]
 
+pub mod browser;
 pub mod cluster;
 pub mod control_plane;
 pub mod kubelet;

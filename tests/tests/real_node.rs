@@ -19,6 +19,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use llmbench_api::v1alpha1::{BenchmarkRun, Phase};
+use llmbench_e2e::browser::{Killed, chromium, render};
 use llmbench_e2e::cluster::{apply_crds, eventually};
 use llmbench_e2e::node::{NodeNetwork, PAUSE_TAG, RealNode};
 use llmbench_e2e::{ControlPlane, Tool, Tools, e2e_disabled, workspace_binary};
@@ -624,6 +625,100 @@ async fn dashboard(
             "the dashboard served no report.html for {first}:\n{report}"
         ));
     }
+    let ids: Vec<String> = expected.into_iter().map(|(id, _)| id).collect();
+    let kubectl = cp.tools().path(Tool::Kubectl).map_err(|e| e.to_string())?;
+    let kubeconfig = cp.kubeconfig_path().to_owned();
+    tokio::task::spawn_blocking(move || dashboard_in_browser(&kubectl, &kubeconfig, &ids))
+        .await
+        .map_err(|e| format!("the browser check panicked: {e}"))?
+}
+
+/// The in-cluster dashboard in a real browser, reached as a user reaches it: `kubectl port-forward` to its Service
+/// (the apiserver, the kubelet and containerd carry the stream). The list shows every run, and the compare page the
+/// first two side by side. Screenshots are left in `target/real-node-dashboard/` to look at.
+fn dashboard_in_browser(kubectl: &Path, kubeconfig: &Path, ids: &[String]) -> Result<(), String> {
+    use std::io::BufRead as _;
+    let Some(chromium) = chromium() else {
+        return Ok(());
+    };
+    let mut forward = Command::new(kubectl)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args([
+            "port-forward",
+            "-n",
+            NAMESPACE,
+            "svc/llmbench-dashboard",
+            ":8089",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("kubectl port-forward: {e}"))?;
+    let stdout = forward.stdout.take();
+    let forward = Killed(forward);
+    // "Forwarding from 127.0.0.1:43567 -> 8089"
+    let (said, heard) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let Some(stdout) = stdout else { return };
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = said.send(line);
+        }
+    });
+    let line = heard
+        .recv_timeout(Duration::from_secs(60))
+        .map_err(|_| "kubectl port-forward said nothing in 60 s".to_owned())?;
+    let port: u16 = line
+        .split("127.0.0.1:")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|port| port.parse().ok())
+        .ok_or_else(|| format!("kubectl port-forward said: {line}"))?;
+    let [a, b, ..] = ids else {
+        return Err(format!("two runs are needed to compare: {ids:?}"));
+    };
+    // Drawn once here (`llmbench plot`'s comparison in the dashboard's pod), so the browser finds it ready.
+    let drawn = llmbench_e2e::cluster::http_get(port, &format!("/api/compare?runs={a},{b}"))
+        .unwrap_or_default();
+    if !drawn.starts_with("HTTP/1.1 200") {
+        return Err(format!("/api/compare through the port-forward:\n{drawn}"));
+    }
+    let shots = repo_root().join("target/real-node-dashboard");
+    std::fs::create_dir_all(&shots).map_err(|e| e.to_string())?;
+    let profile = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let base = format!("http://127.0.0.1:{port}/");
+    let list = render(&chromium, profile.path(), &base, &shots.join("list.png"));
+    for id in ids {
+        if !list.contains(&format!("data-run-id=\"{id}\"")) {
+            return Err(format!(
+                "the dashboard's list in the browser has no row {id}:\n{list}"
+            ));
+        }
+    }
+    let compare = render(
+        &chromium,
+        profile.path(),
+        &format!("{base}#/compare/{a},{b}"),
+        &shots.join("compare.png"),
+    );
+    let table = compare
+        .find("id=\"compare-table\"")
+        .map(|at| &compare[at..])
+        .ok_or_else(|| format!("no comparison table in the browser:\n{compare}"))?;
+    let table = &table[..table.find("</table>").unwrap_or(table.len())];
+    if !(table.contains(a.as_str()) && table.contains(b.as_str())) {
+        return Err(format!(
+            "the comparison does not show {a} and {b}:\n{table}"
+        ));
+    }
+    drop(forward);
+    eprintln!(
+        "the real node's dashboard in Chromium: screenshots in {}",
+        shots.display()
+    );
     Ok(())
 }
 
