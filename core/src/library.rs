@@ -233,6 +233,11 @@ const PURPOSES: &[(&str, &str, &str)] = &[
     ),
     (
         "inference-perf",
+        "sanity_structured_output",
+        "30-second smoke test of structured output (a JSON schema in response_format) at 1 req/s",
+    ),
+    (
+        "inference-perf",
         "shared_prefix_multi_turn_chat",
         "20 users in growing sessions over one shared prefix, 2 to 5 req/s",
     ),

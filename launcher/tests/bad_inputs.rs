@@ -620,8 +620,11 @@ fn bad_inference_perf_profiles_are_refused_with_key_and_line() {
         profile(
             IP,
             "respfmt.yaml",
-            ip("api:\n  response_format: {type: json_object}\n"),
-            &["`api.response_format`", "structured output"],
+            ip("api:\n  response_format: {type: xml}\n"),
+            &[
+                "`api.response_format.type`",
+                "unknown response_format type `xml`",
+            ],
         ),
         profile(
             IP,

@@ -163,3 +163,36 @@ fn use_chat_template_wraps_each_trace_rows_prompt_at_the_rows_length() {
     );
     assert_eq!(seen.lock().expect("lock").len(), before);
 }
+
+/// `api.response_format` (structured output): every body carries it as `ResponseFormat.to_api_format` writes it,
+/// after inference-perf's own fields (`openai_client.py` `process_request`).
+#[test]
+fn response_format_rides_in_every_body_as_inference_perf_sends_it() {
+    let (url, seen) = capturing_server(streamed_answer);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile = format!(
+        "load:\n  type: constant\n  stages: [{{rate: 3, duration: 1}}]\napi:\n  type: completion\n  \
+         streaming: true\n  response_format:\n    name: pick\n    json_schema:\n      type: object\n      \
+         properties: {{a: {{enum: [x, z]}}}}\nserver:\n  type: vllm\n  model_name: m\n  base_url: {url}\n\
+         data:\n  type: random\n  input_distribution: {{min: 12, max: 12, mean: 12, std_dev: 0}}\n  \
+         output_distribution: {{min: 2, max: 2, mean: 2, std_dev: 0}}\n"
+    );
+    let path = write(dir.path(), "profile.yaml", &profile);
+    let output = run_against("inference-perf", &path, &url, "builtin", dir.path(), "r");
+    succeeded(&output);
+    let bodies: Vec<Value> = seen
+        .lock()
+        .expect("lock")
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).expect("json"))
+        .collect();
+    assert_eq!(bodies.len(), 3, "{bodies:?}");
+    let expected = serde_json::json!({
+        "type": "json_schema",
+        "json_schema": {"name": "pick", "schema": {"type": "object", "properties": {"a": {"enum": ["x", "z"]}}}},
+    });
+    for body in &bodies {
+        assert_eq!(body["response_format"], expected, "{body}");
+        assert!(body["prompt"].is_string(), "{body}");
+    }
+}

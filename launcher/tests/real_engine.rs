@@ -242,3 +242,42 @@ fn responses_from_llama_server_are_timed_by_their_text_deltas_with_usage_from_re
         Some(records.len() as u64)
     );
 }
+
+/// inference-perf `api.response_format` against llama.cpp's grammar-constrained sampling: the random-weight model,
+/// which otherwise talks until `max_tokens`, answers with the one small JSON object the schema allows and stops.
+#[test]
+fn structured_output_from_llama_server_stops_at_the_end_of_the_schemas_object() {
+    let Some(server) = LlamaServer::start(&["-c", "4096", "-np", "2"]) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile = write(
+        dir.path(),
+        "structured.yaml",
+        &format!(
+            "load:\n  type: constant\n  stages: [{{rate: 3, duration: 1}}]\napi:\n  type: chat\n  streaming: true\n  \
+             response_format:\n    name: pick\n    json_schema:\n      type: object\n      \
+             properties: {{a: {{enum: [x, z]}}}}\n      required: [a]\n      additionalProperties: false\n\
+             server:\n  type: vllm\n  model_name: {}\n  base_url: {}\n  ignore_eos: false\n\
+             data:\n  type: random\n  input_distribution: {{min: 16, max: 16, mean: 16, std_dev: 0}}\n  \
+             output_distribution: {{min: 200, max: 200, mean: 200, std_dev: 0}}\n",
+            server.model, server.url
+        ),
+    );
+    let records = run(
+        dir.path(),
+        &server,
+        profile.to_str().expect("utf-8 path"),
+        "structured",
+        &[],
+    );
+    assert_eq!(records.len(), 3);
+    for r in &records {
+        assert_eq!(r["http_status"], 200, "{r}");
+        // `{"a": "x"}` with at most the grammar's bounded whitespace: far fewer tokens than asked, ended by the
+        // grammar (EOS), not by the length limit.
+        assert_eq!(r["finish_reason"], "stop", "{r}");
+        let produced = usage(r, "completion_tokens");
+        assert!((5..200).contains(&produced), "{r}");
+    }
+}

@@ -385,7 +385,7 @@ fn extras(ctx: &mut Ctx, f: &At<'_>, api: &mut Api) -> Result<(), WorkloadError>
     if let Some(b) = m.get("body") {
         // `GenerationRequestArguments.model_combine`: the body's fields go over guidellm's model, stream and
         // token fields; the prompt or messages guidellm writes after them.
-        let value = yaml_json(b.node);
+        let value = b.node.to_json();
         let serde_json::Value::Object(fields) = value else {
             return Err(ctx.wrong_type(&b.path, b.node, "a map of request body fields"));
         };
@@ -420,7 +420,7 @@ fn extras(ctx: &mut Ctx, f: &At<'_>, api: &mut Api) -> Result<(), WorkloadError>
 /// `extras.params`: the query parameters httpx sends (`QueryParams`: a list value repeats its name; `True`,
 /// `False` and `None` as `true`, `false` and nothing; numbers as Python writes them).
 fn query_params(ctx: &mut Ctx, f: &At<'_>) -> Result<Vec<(String, String)>, WorkloadError> {
-    let serde_json::Value::Object(params) = yaml_json(f.node) else {
+    let serde_json::Value::Object(params) = f.node.to_json() else {
         return Err(ctx.wrong_type(&f.path, f.node, "a map of query parameters"));
     };
     let text = |name: &str, v: &serde_json::Value| -> Result<String, WorkloadError> {
@@ -464,25 +464,6 @@ fn query_params(ctx: &mut Ctx, f: &At<'_>) -> Result<Vec<(String, String)>, Work
         }
     }
     Ok(pairs)
-}
-
-/// A YAML value as the JSON guidellm's pydantic model would hold it.
-fn yaml_json(node: &Node) -> serde_json::Value {
-    match &node.value {
-        Value::Null => serde_json::Value::Null,
-        Value::Bool(b) => serde_json::Value::Bool(*b),
-        Value::Int(i) => serde_json::Value::from(*i),
-        Value::Float(f) => serde_json::Number::from_f64(*f)
-            .map_or(serde_json::Value::Null, serde_json::Value::Number),
-        Value::Str(s) => serde_json::Value::String(s.clone()),
-        Value::Seq(items) => serde_json::Value::Array(items.iter().map(yaml_json).collect()),
-        Value::Map(entries) => serde_json::Value::Object(
-            entries
-                .iter()
-                .map(|(k, v)| (k.name.clone(), yaml_json(v)))
-                .collect(),
-        ),
-    }
 }
 
 /// `/v1/completions`, `/v1/chat/completions`, `/v1/responses` (`ResponsesRequestHandler`), or the ≤ v0.6 names.

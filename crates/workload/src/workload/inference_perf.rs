@@ -658,8 +658,22 @@ fn parse_api<'n>(
     if let Some(f) = m.get("headers") {
         api.headers = string_map(ctx, &f)?;
     }
-    if let Some(f) = m.get("response_format") {
-        return Err(f.unsupported(ctx, "structured output (`response_format`)"));
+    if let Some(f) = m.get("response_format")
+        && !f.is_null()
+    {
+        let format = response_format(ctx, &f)?;
+        // `openai_client.py` `process_request`: added to every body but an Anthropic Messages one, after the body
+        // is built (so it replaces a field of the same name, as `extra_body` does).
+        if api.kind == ApiKind::Messages {
+            ctx.warn(
+                &f.path,
+                f.line,
+                WarningKind::Ignored,
+                "not sent: inference-perf sends `response_format` to OpenAI APIs only, not to `anthropic_messages`",
+            );
+        } else {
+            api.extra_body.insert("response_format".to_owned(), format);
+        }
     }
     if let Some(f) = m.get("session_id_header_key")
         && !f.is_null()
@@ -690,6 +704,46 @@ fn parse_api<'n>(
     };
     m.finish(ctx, &[]);
     Ok(slo)
+}
+
+/// `api.response_format` as `ResponseFormat.to_api_format` (config/apis/config.py) sends it: `{"type":
+/// "json_object"}`, or `{"type": "json_schema", "json_schema": {"name": <name>, "schema": <json_schema>}}` with
+/// `name` defaulting to `structured_output` and a missing schema sent as `null`, as inference-perf sends it.
+fn response_format(ctx: &mut Ctx, f: &At<'_>) -> Result<serde_json::Value, WorkloadError> {
+    let mut m = f.map(ctx)?;
+    let schema_type = match m.get("type") {
+        None => "json_schema",
+        Some(t) => match t.str(ctx)? {
+            kind @ ("json_schema" | "json_object") => kind,
+            other => {
+                return Err(t.invalid(
+                    ctx,
+                    format!("unknown response_format type `{other}`; expected json_schema or json_object"),
+                ));
+            }
+        },
+    };
+    let name = m
+        .get("name")
+        .map(|n| n.str(ctx))
+        .transpose()?
+        .unwrap_or("structured_output");
+    let schema = match m.get("json_schema") {
+        Some(s) if !s.is_null() => {
+            let schema = s.node.to_json();
+            if !schema.is_object() {
+                return Err(ctx.wrong_type(&s.path, s.node, "a JSON schema (a map)"));
+            }
+            schema
+        }
+        _ => serde_json::Value::Null,
+    };
+    m.finish(ctx, &[]);
+    Ok(if schema_type == "json_object" {
+        serde_json::json!({"type": "json_object"})
+    } else {
+        serde_json::json!({"type": "json_schema", "json_schema": {"name": name, "schema": schema}})
+    })
 }
 
 /// inference-perf's per-request SLO headers (`api.slo_unit`, `slo_ttft_header`, `slo_tpot_header`): when a

@@ -3635,3 +3635,62 @@ fn inference_perf_circuit_breakers_are_read_as_upstreams_example_writes_them() {
     );
     assert!(msg.contains("`response_data` is no field"), "{msg}");
 }
+
+/// inference-perf `api.response_format` (`ResponseFormat.to_api_format`, `openai_client.py`): added to every
+/// OpenAI body — the schema whole, `name` defaulting to `structured_output`, a missing schema sent as `null` —
+/// and left out of Anthropic Messages bodies, with a warning that says so.
+#[test]
+fn inference_perf_response_format_is_sent_as_its_api_format_and_not_to_anthropic_messages() {
+    let load = "load:\n  type: constant\n  stages:\n    - {rate: 1, duration: 1}\n";
+    let sent = |api: &str| {
+        let parsed = parse(
+            Harness::InferencePerf,
+            &format!("{IP_HEAD}api:\n{api}{load}"),
+        )
+        .unwrap();
+        let body = parsed
+            .workload
+            .api
+            .extra_body
+            .get("response_format")
+            .cloned();
+        (body.map(|b| b.to_string()), parsed.warnings)
+    };
+    let (schema, _) = sent(
+        "  type: chat\n  response_format:\n    json_schema:\n      type: object\n      \
+         properties: {a: {enum: [x, z]}}\n      required: [a]\n",
+    );
+    assert_eq!(
+        schema.as_deref(),
+        Some(
+            r#"{"type":"json_schema","json_schema":{"name":"structured_output","schema":{"type":"object","properties":{"a":{"enum":["x","z"]}},"required":["a"]}}}"#
+        )
+    );
+    let (named, _) = sent("  response_format: {type: json_schema, name: answer}\n");
+    assert_eq!(
+        named.as_deref(),
+        Some(r#"{"type":"json_schema","json_schema":{"name":"answer","schema":null}}"#)
+    );
+    let (object, _) = sent("  response_format: {type: json_object, name: ignored}\n");
+    assert_eq!(object.as_deref(), Some(r#"{"type":"json_object"}"#));
+    let (anthropic, warnings) =
+        sent("  type: anthropic_messages\n  response_format: {type: json_object}\n");
+    assert_eq!(anthropic, None);
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.key == "api.response_format" && w.message.contains("OpenAI APIs only")),
+        "{warnings:?}"
+    );
+    let error = parse(
+        Harness::InferencePerf,
+        &format!("{IP_HEAD}api:\n  response_format: {{type: xml}}\n{load}"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        error.contains("api.response_format.type")
+            && error.contains("expected json_schema or json_object"),
+        "{error}"
+    );
+}

@@ -53,6 +53,28 @@ impl Value {
 }
 
 impl Node {
+    /// The value as JSON, as a tool's pydantic model holds a YAML value it takes whole (a request body's extra
+    /// fields, a JSON schema). A float JSON cannot write (NaN, infinities) becomes null.
+    pub fn to_json(&self) -> serde_json::Value {
+        match &self.value {
+            Value::Null => serde_json::Value::Null,
+            Value::Bool(b) => serde_json::Value::Bool(*b),
+            Value::Int(i) => serde_json::Value::from(*i),
+            Value::Float(f) => serde_json::Number::from_f64(*f)
+                .map_or(serde_json::Value::Null, serde_json::Value::Number),
+            Value::Str(s) => serde_json::Value::String(s.clone()),
+            Value::Seq(items) => {
+                serde_json::Value::Array(items.iter().map(Node::to_json).collect())
+            }
+            Value::Map(entries) => serde_json::Value::Object(
+                entries
+                    .iter()
+                    .map(|(k, v)| (k.name.clone(), v.to_json()))
+                    .collect(),
+            ),
+        }
+    }
+
     pub fn new(value: Value, line: u32) -> Self {
         Node { value, line }
     }
