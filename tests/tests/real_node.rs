@@ -68,6 +68,25 @@ fn results(
         .output()
 }
 
+/// `llmbench results ARGS`, which must succeed: the fetched directory its last line names.
+fn fetch(llmbench: &Path, kubeconfig: &Path, args: &[&str], what: &str) -> PathBuf {
+    let stdout = check(results(llmbench, kubeconfig, args), what);
+    PathBuf::from(stdout.lines().last().unwrap_or_default().trim())
+}
+
+/// The fetched run's `summary.json` tells the numbers of its status summary.
+fn compare_fetched(
+    fetched: &Path,
+    status: &llmbench_api::v1alpha1::RunSummary,
+) -> Result<(), String> {
+    let path = fetched.join("summary.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    compare_with_status(
+        &serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?,
+        status,
+    )
+}
+
 fn check(output: std::io::Result<std::process::Output>, what: &str) -> String {
     let output = output.unwrap_or_else(|e| panic!("{what}: {e}"));
     assert!(
@@ -303,19 +322,13 @@ async fn scenario(cp: &ControlPlane, admin: &Client) -> Result<(), String> {
     let llmbench = workspace_binary("llmbench").map_err(|e| e.to_string())?;
     let admin_config = cp.kubeconfig_path();
     let to_dir = to.path().display().to_string();
-    let stdout = check(
-        results(
-            &llmbench,
-            admin_config,
-            &["fetch", "incluster", "--to", &to_dir],
-        ),
+    let fetched = fetch(
+        &llmbench,
+        admin_config,
+        &["fetch", "incluster", "--to", &to_dir],
         "llmbench results fetch",
     );
-    let fetched = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
-    let summary_file = fetched.join("summary.json");
-    let text = std::fs::read_to_string(&summary_file).map_err(|e| e.to_string())?;
-    let local: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
-    compare_with_status(&local, &summary)?;
+    compare_fetched(&fetched, &summary)?;
     let run_json = fetched.join("run.json");
     let run_meta: Value =
         serde_json::from_str(&std::fs::read_to_string(&run_json).map_err(|e| e.to_string())?)
@@ -777,28 +790,20 @@ async fn expired_and_ephemeral_runs(
     )
     .await;
     let to_dir = to.display().to_string();
-    let stdout = check(
-        results(
-            llmbench,
-            cp.kubeconfig_path(),
-            &[
-                "fetch",
-                "expires",
-                "--claim",
-                "workload-pvc",
-                "--to",
-                &to_dir,
-            ],
-        ),
+    let fetched = fetch(
+        llmbench,
+        cp.kubeconfig_path(),
+        &[
+            "fetch",
+            "expires",
+            "--claim",
+            "workload-pvc",
+            "--to",
+            &to_dir,
+        ],
         "llmbench results fetch expires --claim workload-pvc (the run deleted by its TTL)",
     );
-    let fetched = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
-    let text = std::fs::read_to_string(fetched.join("summary.json"))
-        .map_err(|e| format!("{}: {e}", fetched.display()))?;
-    compare_with_status(
-        &serde_json::from_str(&text).map_err(|e| e.to_string())?,
-        &summary,
-    )?;
+    compare_fetched(&fetched, &summary)?;
     eprintln!("expires on the real node: deleted by its TTL, {dir} fetched from its claim");
 
     let (run, _) = finished(runs, "ephemeral").await;
@@ -823,21 +828,13 @@ async fn expired_and_ephemeral_runs(
         },
     )
     .await;
-    let stdout = check(
-        results(
-            llmbench,
-            cp.kubeconfig_path(),
-            &["fetch", "ephemeral", "--to", &to_dir],
-        ),
+    let fetched = fetch(
+        llmbench,
+        cp.kubeconfig_path(),
+        &["fetch", "ephemeral", "--to", &to_dir],
         "llmbench results fetch ephemeral (an emptyDir run)",
     );
-    let fetched = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
-    let text = std::fs::read_to_string(fetched.join("summary.json"))
-        .map_err(|e| format!("{}: {e}", fetched.display()))?;
-    compare_with_status(
-        &serde_json::from_str(&text).map_err(|e| e.to_string())?,
-        &summary,
-    )?;
+    compare_fetched(&fetched, &summary)?;
     if !fetched.join("requests.jsonl").is_file() {
         return Err(format!(
             "the emptyDir run's kept results have no requests.jsonl: {}",
@@ -967,15 +964,12 @@ async fn sharded_run(
         ));
     }
     let to_dir = to.display().to_string();
-    let stdout = check(
-        results(
-            llmbench,
-            cp.kubeconfig_path(),
-            &["fetch", "sharded", "--to", &to_dir],
-        ),
+    let fetched = fetch(
+        llmbench,
+        cp.kubeconfig_path(),
+        &["fetch", "sharded", "--to", &to_dir],
         "llmbench results fetch sharded",
     );
-    let fetched = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
     for shard in ["shard-0", "shard-1"] {
         if !fetched.join(shard).join("requests.jsonl").is_file() {
             return Err(format!(
@@ -984,11 +978,7 @@ async fn sharded_run(
             ));
         }
     }
-    let merged = fetched.join("summary.json");
-    let text =
-        std::fs::read_to_string(&merged).map_err(|e| format!("{}: {e}", merged.display()))?;
-    let local: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
-    compare_with_status(&local, &summary)
+    compare_fetched(&fetched, &summary)
 }
 
 /// A run with a standalone stack: our image's `llmbench sim`, `args` under the image's entrypoint.
@@ -1067,15 +1057,12 @@ async fn standalone_runs(
     eprintln!("standalone on the real node: status.summary.engine {engine:?}");
     // run.json has the stack the launcher was told about and the profiling window's two calls, both answered.
     let to_dir = to.display().to_string();
-    let stdout = check(
-        results(
-            llmbench,
-            cp.kubeconfig_path(),
-            &["fetch", "standalone", "--to", &to_dir],
-        ),
+    let fetched = fetch(
+        llmbench,
+        cp.kubeconfig_path(),
+        &["fetch", "standalone", "--to", &to_dir],
         "llmbench results fetch standalone",
     );
-    let fetched = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
     let run_json = fetched.join("run.json");
     let meta: Value = serde_json::from_str(
         &std::fs::read_to_string(&run_json).map_err(|e| format!("{}: {e}", run_json.display()))?,
@@ -1150,15 +1137,12 @@ async fn standalone_runs(
     );
     // What the launcher measured until it was stopped is on the claim.
     let to_dir = to.display().to_string();
-    let stdout = check(
-        results(
-            llmbench,
-            cp.kubeconfig_path(),
-            &["fetch", "stack-dies", "--to", &to_dir],
-        ),
+    let fetched = fetch(
+        llmbench,
+        cp.kubeconfig_path(),
+        &["fetch", "stack-dies", "--to", &to_dir],
         "llmbench results fetch stack-dies",
     );
-    let fetched = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
     let records = std::fs::read_to_string(fetched.join("requests.jsonl"))
         .map_err(|e| format!("{}: {e}", fetched.display()))?;
     let kept = records.lines().filter(|l| !l.trim().is_empty()).count();

@@ -582,6 +582,31 @@ async fn read_capped(stream: Option<impl AsyncRead + Unpin>, cap: usize) -> Vec<
     }
 }
 
+/// Runs a short command in the reader to its end: how it ended, its stdout (at most `stdout_cap` bytes) and its
+/// stderr (capped too).
+async fn run_in_reader(
+    pods: &Api<Pod>,
+    reader: &str,
+    namespace: &str,
+    command: &[String],
+    stdout_cap: usize,
+) -> Result<(ExecOutcome, Vec<u8>, Vec<u8>), ResultsError> {
+    let mut attached = start_exec(pods, reader, namespace, command).await?;
+    let status = attached.take_status();
+    let (stdout, stderr) = tokio::join!(
+        read_capped(attached.stdout(), stdout_cap),
+        read_capped(attached.stderr(), STDERR_CAP)
+    );
+    let status = match status {
+        Some(status) => tokio::time::timeout(STATUS_GRACE, status)
+            .await
+            .ok()
+            .flatten(),
+        None => None,
+    };
+    Ok((exec_outcome(status.as_ref()), stdout, stderr))
+}
+
 /// The directory of a run that is gone: `find` lists the claim's top-level directories named after the run, and
 /// `pick_run_dir` takes the one with the operator's `<run>-<uid8>` shape.
 async fn find_run_dir(
@@ -603,20 +628,9 @@ async fn find_run_dir(
     ]
     .map(str::to_owned)
     .to_vec();
-    let mut attached = start_exec(pods, reader, &results.namespace, &command).await?;
-    let status = attached.take_status();
-    let (stdout, stderr) = tokio::join!(
-        read_capped(attached.stdout(), STDOUT_BUFFER),
-        read_capped(attached.stderr(), STDERR_CAP)
-    );
-    let status = match status {
-        Some(status) => tokio::time::timeout(STATUS_GRACE, status)
-            .await
-            .ok()
-            .flatten(),
-        None => None,
-    };
-    match exec_outcome(status.as_ref()) {
+    let (outcome, stdout, stderr) =
+        run_in_reader(pods, reader, &results.namespace, &command, STDOUT_BUFFER).await?;
+    match outcome {
         ExecOutcome::Success => pick_run_dir(
             &results.run,
             &results.claim,
@@ -645,21 +659,10 @@ async fn disk_usage(
     results: &RunResults,
 ) -> Result<Option<u64>, ResultsError> {
     let command = vec!["du".to_owned(), "-sk".to_owned(), results.mount_path()];
-    let mut attached = start_exec(pods, reader, &results.namespace, &command).await?;
-    let status = attached.take_status();
-    let (stdout, stderr) = tokio::join!(
-        read_capped(attached.stdout(), STDERR_CAP),
-        read_capped(attached.stderr(), STDERR_CAP)
-    );
-    let status = match status {
-        Some(status) => tokio::time::timeout(STATUS_GRACE, status)
-            .await
-            .ok()
-            .flatten(),
-        None => None,
-    };
+    let (outcome, stdout, stderr) =
+        run_in_reader(pods, reader, &results.namespace, &command, STDERR_CAP).await?;
     let stderr = String::from_utf8_lossy(&stderr).trim().to_owned();
-    match exec_outcome(status.as_ref()) {
+    match outcome {
         ExecOutcome::Success => Ok(parse_du_kib(&String::from_utf8_lossy(&stdout))),
         _ if stderr.contains("No such file or directory") => Err(ResultsError::ResultsDirMissing {
             run: results.run.clone(),
