@@ -307,8 +307,9 @@ fn embeddings_from_llama_server_count_every_input_of_a_batch_as_the_server_count
 
 #[test]
 fn rerank_from_llama_server_reads_the_query_beside_every_document() {
-    // `--reranking` wants a model with a rank head; llama.cpp b11434 serves the tiny model's last hidden state as
-    // the score without one (meaningless scores, real token counts), which is all a benchmark reads.
+    // `--reranking` wants a model with a rank head; llama.cpp b11434 answers with the tiny model anyway (it warns
+    // that the model's pooling type is not rank): the scores mean nothing, the token counts are real, and the
+    // counts are what a benchmark reads.
     let Some(server) = LlamaServer::start(&["-c", "4096", "-np", "2", "--reranking"]) else {
         return;
     };
