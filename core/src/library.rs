@@ -38,6 +38,11 @@ const PURPOSES: &[(&str, &str, &str)] = &[
     ),
     (
         "aiperf",
+        "embeddings",
+        "Embeddings of 128-token texts, 100 requests, 4 at a time",
+    ),
+    (
+        "aiperf",
         "quickstart",
         "AIPerf's vLLM quick start: streamed chat, Poisson 32 req/s, 64 requests",
     ),
@@ -100,6 +105,11 @@ const PURPOSES: &[(&str, &str, &str)] = &[
         "guidellm",
         "sanity_concurrent",
         "30-second smoke test, 2 streams",
+    ),
+    (
+        "guidellm",
+        "sanity_embeddings",
+        "30-second smoke test of the embeddings API at 1 req/s",
     ),
     (
         "guidellm",
@@ -303,8 +313,18 @@ const PURPOSES: &[(&str, &str, &str)] = &[
     ),
     (
         "vllm-benchmark",
+        "sanity_embeddings",
+        "Embeddings smoke test: 40 prompts, 4 per request, 2 req/s",
+    ),
+    (
+        "vllm-benchmark",
         "sanity_random",
         "20-prompt smoke test with the tool's default lengths",
+    ),
+    (
+        "vllm-benchmark",
+        "sanity_rerank",
+        "Rerank smoke test: a query and 4 documents per request, 2 req/s",
     ),
     (
         "vllm-benchmark",

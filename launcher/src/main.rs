@@ -73,7 +73,8 @@ enum Command {
     /// placeholders need), `profiles show NAME [--harness H]` (its template, headed by those).
     #[command(subcommand)]
     Profiles(llmbench::profiles::ProfilesCommand),
-    /// Serve the embedded vLLM-compatible OpenAI simulator (completions, chat, models, health, vLLM metrics),
+    /// Serve the embedded vLLM-compatible OpenAI simulator (completions, chat, Responses, Messages, embeddings,
+    /// rerank, score and pooling, models, health, vLLM metrics),
     /// with injectable latency and faults.
     Sim(llmbench_sim::sim::SimArgs),
     /// Draw pictures. For one run directory: its plots/ (PNG and SVG: latency distributions, token lengths,

@@ -989,11 +989,8 @@ fn bad_guidellm_scenarios_are_refused_with_key_and_line() {
         profile(
             GL,
             "format.yaml",
-            "spec:\n  backend: {target: http://x, request_format: /v1/embeddings}\n",
-            &[
-                "`spec.backend.request_format`",
-                "request format `/v1/embeddings`",
-            ],
+            "spec:\n  backend: {target: http://x, request_format: /pooling}\n",
+            &["`spec.backend.request_format`", "request format `/pooling`"],
         ),
         profile(
             GL,

@@ -30,6 +30,7 @@ fn completion_body(max_tokens: u32) -> PreparedRequest {
         max_tokens: Some(max_tokens),
         ignore_eos: false,
         header: None,
+        inputs: None,
     }
 }
 

@@ -279,5 +279,86 @@ fn structured_output_from_llama_server_stops_at_the_end_of_the_schemas_object() 
         assert_eq!(r["finish_reason"], "stop", "{r}");
         let produced = usage(r, "completion_tokens");
         assert!((5..200).contains(&produced), "{r}");
+
+/// The bundled vllm-benchmark profile `profile` against `server`, its records.
+fn vllm_pooling_run(dir: &Path, server: &LlamaServer, profile: &str) -> Vec<Value> {
+    let tokenizer = server.tokenizer.to_str().expect("utf-8 path");
+    let output = run_profile(
+        dir,
+        "vllm-benchmark",
+        profile,
+        profile,
+        &[
+            "--endpoint",
+            &server.url,
+            "--model",
+            &server.model,
+            "--tokenizer",
+            tokenizer,
+        ],
+    );
+    succeeded(&output);
+    let records = records(&dir.join(profile));
+    assert!(!records.is_empty());
+    let summary = json(&dir.join(profile).join("summary.json"));
+    for metric in ["ttft", "tpot", "itl"] {
+        assert!(summary["latency_ms"][metric].is_null(), "{summary:#}");
+    }
+    assert!(
+        summary["throughput"]["inputs_per_s"].as_f64().is_some(),
+        "{summary:#}"
+    );
+    records
+}
+
+#[test]
+fn embeddings_from_llama_server_count_every_input_of_a_batch_as_the_server_counts_it() {
+    let Some(server) = LlamaServer::start(&[
+        "-c",
+        "4096",
+        "-np",
+        "2",
+        "--embeddings",
+        "--pooling",
+        "mean",
+    ]) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    // 40 prompts of 64 tokens, 4 to a request: vLLM's random prompt leaves room for the BOS the server adds, so
+    // the server counts 64 tokens an input, as the request was built.
+    let records = vllm_pooling_run(dir.path(), &server, "sanity_embeddings");
+    assert_eq!(records.len(), 10);
+    for r in &records {
+        assert_eq!(r["http_status"], 200, "{r}");
+        assert_eq!(
+            (count(r, "inputs"), r["streaming"].as_bool()),
+            (4, Some(false)),
+            "{r}"
+        );
+        assert_eq!(usage(r, "prompt_tokens"), 4 * 64, "{r}");
+        assert_eq!(usage(r, "prompt_tokens"), count(r, "input_tokens"), "{r}");
+        assert_eq!(usage(r, "completion_tokens"), 0, "{r}");
+    }
+}
+
+#[test]
+fn rerank_from_llama_server_reads_the_query_beside_every_document() {
+    // `--reranking` wants a model with a rank head; llama.cpp b11434 answers with the tiny model anyway (it warns
+    // that the model's pooling type is not rank): the scores mean nothing, the token counts are real, and the
+    // counts are what a benchmark reads.
+    let Some(server) = LlamaServer::start(&["-c", "4096", "-np", "2", "--reranking"]) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Batches of 5 prompts of 32 tokens (31 and the BOS vLLM leaves room for): a query and 4 documents.
+    let records = vllm_pooling_run(dir.path(), &server, "sanity_rerank");
+    assert_eq!(records.len(), 8);
+    for r in &records {
+        assert_eq!(r["http_status"], 200, "{r}");
+        assert_eq!(count(r, "inputs"), 4, "{r}");
+        // Each document is read with the query: at least 31 + 31 tokens a pair, more than the batch as built.
+        let prompt = usage(r, "prompt_tokens");
+        assert!(prompt >= 4 * 62 && prompt > count(r, "input_tokens"), "{r}");
     }
 }

@@ -759,6 +759,7 @@ mod planner {
             max_tokens: Some(max_tokens),
             ignore_eos: false,
             header: None,
+            inputs: None,
         }
     }
 

@@ -162,6 +162,9 @@ pub struct CompactThroughput {
     pub requests_per_s: f64,
     pub input_tokens_per_s: f64,
     pub output_tokens_per_s: f64,
+    /// Inputs (embedding inputs, rerank documents) per second, only for a run of a pooling API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs_per_s: Option<f64>,
 }
 
 /// Latency statistics in milliseconds; a metric the run could not measure is `null`.

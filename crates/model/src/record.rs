@@ -48,6 +48,11 @@ pub struct RequestRecord {
     pub ignore_eos: bool,
     /// Whether the request asked for a streamed (SSE) response.
     pub streaming: bool,
+    /// For a pooling request (embeddings, rerank): the inputs it carried — embedding inputs, rerank documents —
+    /// for inputs/s; 0 for a generation request (see [`RequestRecord::inputs`]). A plain count rather than an
+    /// `Option` keeps the record within its three cache lines.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub inputs: u32,
     /// HTTP status of the response, if one arrived.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http_status: Option<u16>,
@@ -513,6 +518,11 @@ impl RequestRecord {
         (std::mem::size_of::<RequestRecord>() + chunks + text + error + request_id + reason) as u64
     }
 
+    /// The inputs a pooling request carried; `None` for a generation request.
+    pub fn inputs(&self) -> Option<u32> {
+        (self.inputs > 0).then_some(self.inputs)
+    }
+
     /// Whether the request went on the wire. Only a record the run made for a request it never sent is not: a
     /// later turn of a guidellm conversation whose earlier turn failed, recorded `cancelled` with its send time
     /// equal to its end and no response.
@@ -858,6 +868,10 @@ pub fn for_each_jsonl(
     Ok(skipped)
 }
 
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
 impl RequestRecord {
     /// A record set field by field, for tests and tools in any crate: request `id`, stage 0, every time 0, no
     /// input tokens, streaming, and no answer until one is given (`.ok()`, `.status(…)`, `.error(…)`). A field
@@ -873,6 +887,7 @@ impl RequestRecord {
             max_tokens: None,
             ignore_eos: false,
             streaming: true,
+            inputs: 0,
             http_status: None,
             usage: None,
             finish_reason: None,
@@ -934,6 +949,13 @@ impl RequestRecordBuilder {
 
     pub fn streaming(mut self, streaming: bool) -> Self {
         self.0.streaming = streaming;
+        self
+    }
+
+    /// A pooling request carrying `inputs` inputs (not streamed).
+    pub fn inputs(mut self, inputs: u32) -> Self {
+        self.0.inputs = inputs;
+        self.0.streaming = false;
         self
     }
 

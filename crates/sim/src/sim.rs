@@ -1,7 +1,9 @@
 //! `llmbench sim`: an embedded, vLLM-compatible OpenAI server that generates tokens on a timer.
 //!
 //! It exists so that a fresh machine (or a CI job) can drive the load generator end to end without a
-//! GPU: it speaks `/v1/completions` and `/v1/chat/completions` (streaming and not), `/v1/models`,
+//! GPU: it speaks `/v1/completions` and `/v1/chat/completions` (streaming and not), the Responses and Messages
+//! APIs, the pooling routes (`/v1/embeddings`, `/pooling`, `/v1/rerank`, `/rerank`, `/v2/rerank`, `/v1/score`:
+//! prefill alone, see `pooling`), `/v1/models`,
 //! `/health`, `/version`, vLLM's profiler hooks (`/start_profile`, `/stop_profile`, counted) and a vLLM-named
 //! `/metrics`, with a configurable time to first token, inter-token
 //! latency, a `max-num-seqs` admission queue, and injected faults for testing failure handling.
@@ -40,6 +42,7 @@ mod api_shapes;
 mod engine;
 mod metrics;
 mod openai;
+mod pooling;
 mod prefix_cache;
 mod server;
 mod stamped;

@@ -139,6 +139,22 @@ pub fn build_conversations(
     tokenizer: &Tokenizer,
     expected_requests: Option<u64>,
 ) -> Result<Option<ConversationSet>, ConversationError> {
+    let set = conversations_of(workload, tokenizer, expected_requests)?;
+    if set.is_some() && workload.api.kind.is_pooling() {
+        return Err(ConversationError::Unsupported {
+            key: "multi-turn data over an embeddings or rerank API",
+            why: "a pooling request has no answer to carry into a next turn (AIPerf's embeddings endpoint \
+                  refuses more than one turn); use single-turn data",
+        });
+    }
+    Ok(set)
+}
+
+fn conversations_of(
+    workload: &Workload,
+    tokenizer: &Tokenizer,
+    expected_requests: Option<u64>,
+) -> Result<Option<ConversationSet>, ConversationError> {
     match &workload.data {
         DataSpec::SharedPrefix(shared) if shared.multi_turn => {
             if workload.api.kind == ApiKind::Chat {

@@ -771,6 +771,8 @@ fn inference_perf_sharegpt(
                 ApiKind::Chat | ApiKind::Messages | ApiKind::Responses => {
                     p.max_tokens = Some(INFERENCE_PERF_DEFAULT_MAX_TOKENS);
                 }
+                // inference-perf has no pooling API: its dialect never asks for one.
+                ApiKind::Embeddings | ApiKind::Rerank => {}
                 ApiKind::Completion => {
                     let answer = p.max_tokens.unwrap_or(0);
                     if p.text.is_empty()

@@ -18,6 +18,8 @@ pub struct PreparedRequest {
     /// A header of this request alone (inference-perf's `session_id_header_key`: the request's session), shared
     /// by the requests of one session.
     pub header: Option<std::sync::Arc<(String, String)>>,
+    /// For a pooling API: the inputs the request carries (embedding inputs, rerank documents); `None` otherwise.
+    pub inputs: Option<u32>,
 }
 
 /// What every body of a run shares.
@@ -35,6 +37,8 @@ pub struct BodySettings {
     pub extra_body: Map<String, Value>,
     /// vLLM `--logprobs`, sent in its completions bodies (`null` when unset).
     pub logprobs: Option<i64>,
+    /// Prompts per request of a pooling API ([`Api::inputs_per_request`]).
+    pub inputs_per_request: u32,
 }
 
 /// How a tool writes its request bodies.
@@ -79,6 +83,7 @@ impl BodySettings {
             style,
             extra_body: api.extra_body.clone(),
             logprobs: api.logprobs,
+            inputs_per_request: api.inputs_per_request,
         }
     }
 }
@@ -89,7 +94,18 @@ pub fn prepare(prompt: &Prompt, settings: &BodySettings) -> PreparedRequest {
         ApiKind::Completion | ApiKind::Chat => prepare_openai(prompt, settings),
         ApiKind::Responses => prepare_responses(prompt, settings),
         ApiKind::Messages => prepare_messages(prompt, settings),
+        ApiKind::Embeddings | ApiKind::Rerank => {
+            crate::pooling::prepare_batch(std::slice::from_ref(prompt), settings)
+        }
     }
+}
+
+/// The run's requests for `prompts`: one each, or for a pooling API `inputs_per_request` prompts each.
+pub fn prepare_all(prompts: &[Prompt], settings: &BodySettings) -> Vec<PreparedRequest> {
+    if settings.api.is_pooling() {
+        return crate::pooling::prepare_batches(prompts, settings);
+    }
+    prompts.iter().map(|p| prepare(p, settings)).collect()
 }
 
 fn prepare_openai(prompt: &Prompt, settings: &BodySettings) -> PreparedRequest {
@@ -266,6 +282,7 @@ fn finish(
         max_tokens,
         ignore_eos,
         header: None,
+        inputs: None,
     }
 }
 
@@ -307,6 +324,7 @@ mod tests {
             style: BodyStyle::InferencePerf,
             extra_body: Default::default(),
             logprobs: None,
+            inputs_per_request: 1,
         }
     }
 

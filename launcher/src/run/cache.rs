@@ -27,7 +27,7 @@ use llmbench_engine::engine::{
 use llmbench_report::report::{CacheReset, ResetCall};
 use llmbench_text::tokenizer::Tokenizer;
 use llmbench_workload::prompts::{build_prompts, stage_prompt_seed};
-use llmbench_workload::request::{BodySettings, prepare};
+use llmbench_workload::request::{BodySettings, prepare_all};
 use llmbench_workload::workload::{Api, Workload};
 
 /// How long one reset call may take: llama.cpp defers a slot's erase until the slot is idle.
@@ -294,9 +294,12 @@ impl StageRequests for FreshStagePrompts {
             _ => return Ok(None),
         };
         self.workload.seed = stage_prompt_seed(self.seed, nth);
-        let prompts = build_prompts(&self.workload, &self.tokenizer, expected)?;
-        let bodies: Arc<[PreparedRequest]> =
-            prompts.iter().map(|p| prepare(p, &self.settings)).collect();
+        let prompts = build_prompts(
+            &self.workload,
+            &self.tokenizer,
+            self.workload.api.prompts_for(expected),
+        )?;
+        let bodies: Arc<[PreparedRequest]> = prepare_all(&prompts, &self.settings).into();
         tracing::debug!(
             stage = nth,
             prompts = bodies.len(),

@@ -233,6 +233,8 @@ impl RunContext<'_> {
                 ApiKind::Chat => report::ApiKind::Chat,
                 ApiKind::Responses => report::ApiKind::Responses,
                 ApiKind::Messages => report::ApiKind::Messages,
+                ApiKind::Embeddings => report::ApiKind::Embeddings,
+                ApiKind::Rerank => report::ApiKind::Rerank,
             },
             stages,
             shard: ShardMeta {

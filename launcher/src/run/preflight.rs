@@ -479,6 +479,12 @@ fn path_help(endpoint: &str, api: &Api) -> String {
         ApiKind::Messages => "check that the server serves Anthropic's Messages API (vLLM and llama.cpp do, at \
              /v1/messages); a server without it needs a chat profile (inference-perf `api.type: chat`)"
             .to_owned(),
+        ApiKind::Embeddings => "check that the server serves embeddings: vLLM with an embedding model (or \
+             `--runner pooling`), llama.cpp's server with `--embeddings`"
+            .to_owned(),
+        ApiKind::Rerank => "check that the server serves a rerank API: vLLM with a cross-encoder or reranker \
+             model, llama.cpp's server with `--reranking` and a model with a rerank head"
+            .to_owned(),
     }
 }
 

@@ -12,7 +12,7 @@ use llmbench_workload::conversations::build_conversations;
 use llmbench_workload::prompts::{
     PromptOrigin, build_prompts, prompt_origin, shares_prefixes, stage_prompt_seed,
 };
-use llmbench_workload::request::{BodySettings, BodyStyle, prepare};
+use llmbench_workload::request::{BodySettings, BodyStyle, prepare_all};
 use llmbench_workload::workload::Workload;
 
 use super::runner::{RunOutcome, Runner};
@@ -121,23 +121,21 @@ impl Runner for ProfileRun {
                 )
             }
             None => {
-                let prompts: Vec<Prompt> = build_prompts(&data, &tokenizer, expected_requests)?;
+                let prompts: Vec<Prompt> =
+                    build_prompts(&data, &tokenizer, data.api.prompts_for(expected_requests))?;
                 let bodies: Arc<[engine::PreparedRequest]> =
-                    prompts.iter().map(|p| prepare(p, &settings)).collect();
+                    prepare_all(&prompts, &settings).into();
                 if args.warm_prefix_cache {
-                    // Prefill is what fills the cache: one output token is enough.
-                    prime = Some(
-                        prompts
-                            .iter()
-                            .map(|p| {
-                                let one = Prompt {
-                                    max_tokens: Some(1),
-                                    ..p.clone()
-                                };
-                                prepare(&one, &settings)
-                            })
-                            .collect(),
-                    );
+                    // Prefill is what fills the cache: one output token is enough (a pooling request generates
+                    // none, so its own bodies prime it).
+                    let one_token: Vec<Prompt> = prompts
+                        .iter()
+                        .map(|p| Prompt {
+                            max_tokens: Some(1),
+                            ..p.clone()
+                        })
+                        .collect();
+                    prime = Some(prepare_all(&one_token, &settings).into());
                 }
                 // A fresh run of several stages gives each its own prompts, unless they share prefixes by design or
                 // the cache is warmed with the run's one list.

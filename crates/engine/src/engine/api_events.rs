@@ -1,5 +1,5 @@
-//! The response shapes of the APIs beside OpenAI's completions and chat: OpenAI's Responses API and Anthropic's
-//! Messages API. Each event is read into borrowed structs of only the fields that decide its kind, as the chat
+//! The response shapes of the APIs beside OpenAI's completions and chat: OpenAI's Responses API, Anthropic's
+//! Messages API, and the pooling APIs (embeddings, rerank). Each event is read into borrowed structs of only the fields that decide its kind, as the chat
 //! chunk parser does, so a token event costs no allocation and no JSON tree.
 //!
 //! - Responses (`/v1/responses`): `response.output_text.delta` carries text in `delta` (a string);
@@ -13,6 +13,11 @@
 //!   reads text from `content_block_delta` (`_build_anthropic_stream_handlers`) and merges every `usage` it sees.
 //!
 //! Neither stream ends with `[DONE]`: the terminal event's finish reason is what lets the stream end cleanly.
+//!
+//! - Pooling (`/v1/embeddings`, `/v1/rerank`): one whole JSON answer whose vectors or scores are skipped unread;
+//!   only `usage` is read, `prompt_tokens` as vLLM's bench reads it (`_run_pooling_request`: the request's input
+//!   length is the server's count), else `total_tokens` (vLLM's rerank answered only that before it added
+//!   `prompt_tokens`; a pooling request generates nothing, so the two are the same count).
 
 use std::borrow::Cow;
 
@@ -383,6 +388,42 @@ pub(super) fn parse_messages(
     Ok(parsed)
 }
 
+/// A pooling API's whole answer: only its usage and error are read.
+#[derive(Deserialize)]
+struct PoolingAnswerJson {
+    #[serde(default)]
+    usage: Option<PoolingUsageJson>,
+    /// OpenAI's and vLLM's `{"error": {"message", "type"}}`.
+    #[serde(default)]
+    error: Option<ErrorMessageJson>,
+}
+
+#[derive(Deserialize)]
+struct PoolingUsageJson {
+    #[serde(default)]
+    prompt_tokens: Option<u32>,
+    #[serde(default)]
+    total_tokens: Option<u32>,
+}
+
+/// A whole embeddings or rerank answer: its input tokens, and no output.
+pub(super) fn parse_pooling(text: &str) -> Result<ParsedChunk, serde_json::Error> {
+    let answer: PoolingAnswerJson = serde_json::from_str(text)?;
+    let mut parsed = ParsedChunk::default();
+    if let Some(error) = answer.error {
+        parsed.error = Some(server_error(describe(error)));
+        return Ok(parsed);
+    }
+    parsed.usage = answer.usage.map(|u| UsageSeen {
+        prompt_tokens: u.prompt_tokens.or(u.total_tokens),
+        completion_tokens: Some(0),
+        cached_tokens: None,
+        reasoning_tokens: None,
+    });
+    parsed.kind = parsed.usage.map(|_| ChunkKind::UsageOnly);
+    Ok(parsed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -528,6 +569,34 @@ mod tests {
                 .expect("an error")
                 .message
                 .contains("Overloaded (overloaded_error)")
+        );
+    }
+
+    #[test]
+    fn a_pooling_answer_gives_its_prompt_tokens_and_no_output() {
+        let embeddings = parse_pooling(
+            r#"{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1,-0.2]}],"model":"m","usage":{"prompt_tokens":7,"total_tokens":7}}"#,
+        )
+        .expect("parses");
+        assert_eq!(
+            embeddings
+                .usage
+                .map(|u| (u.prompt_tokens, u.completion_tokens)),
+            Some((Some(7), Some(0)))
+        );
+        assert_eq!(embeddings.kind, Some(ChunkKind::UsageOnly));
+        // vLLM's older rerank usage: `total_tokens` alone.
+        let rerank = parse_pooling(
+            r#"{"id":"r","model":"m","usage":{"total_tokens":12},"results":[{"index":0,"document":{"text":"a"},"relevance_score":0.5}]}"#,
+        )
+        .expect("parses");
+        assert_eq!(rerank.usage.and_then(|u| u.prompt_tokens), Some(12));
+        let failed = parse_pooling(r#"{"error":{"message":"too long","type":"BadRequestError"}}"#)
+            .expect("parses");
+        assert!(
+            failed
+                .error
+                .is_some_and(|e| e.message.contains("too long (BadRequestError)"))
         );
     }
 }

@@ -88,7 +88,11 @@ pub fn key_headers(api: ApiKind, key: &str) -> Vec<(String, String)> {
             ("x-api-key".to_owned(), key.to_owned()),
             ("anthropic-version".to_owned(), ANTHROPIC_VERSION.to_owned()),
         ],
-        ApiKind::Completion | ApiKind::Chat | ApiKind::Responses => {
+        ApiKind::Completion
+        | ApiKind::Chat
+        | ApiKind::Responses
+        | ApiKind::Embeddings
+        | ApiKind::Rerank => {
             vec![("Authorization".to_owned(), format!("Bearer {key}"))]
         }
     }
@@ -212,6 +216,7 @@ async fn execute_tapped<T: Watch>(
         max_tokens: request.max_tokens,
         ignore_eos: request.ignore_eos,
         streaming: target.streaming,
+        inputs: request.inputs.unwrap_or(0),
         http_status: None,
         usage: None,
         finish_reason: None,
@@ -754,6 +759,7 @@ fn parse_chunk(payload: &[u8], api: ApiKind, keep_text: bool) -> Result<ParsedCh
         ApiKind::Completion | ApiKind::Chat => parse_openai_chunk(text, keep_text),
         ApiKind::Responses => super::api_events::parse_responses(text, keep_text),
         ApiKind::Messages => super::api_events::parse_messages(text, keep_text),
+        ApiKind::Embeddings | ApiKind::Rerank => super::api_events::parse_pooling(text),
     };
     let mut parsed = parsed.map_err(|e| malformed(e.to_string()))?;
     match parsed.error.take() {

@@ -485,7 +485,12 @@ impl Conversations {
             // turn"): the dialect refuses later turns, so a completion is the turn alone.
             ApiKind::Completion => Body::CompletionText(turn.text.text.clone(), turn.text.tokens),
             // AIPerf has no Responses or Messages endpoint type; a message list is what each would carry.
-            ApiKind::Chat | ApiKind::Responses | ApiKind::Messages => {
+            // `build_conversations` refuses the pooling APIs, whose requests have one turn.
+            ApiKind::Chat
+            | ApiKind::Responses
+            | ApiKind::Messages
+            | ApiKind::Embeddings
+            | ApiKind::Rerank => {
                 let mut messages = Vec::with_capacity(2 * current + 1);
                 for (t, (answer, answer_tokens)) in session.answers.iter().enumerate() {
                     messages.push(message("user", &script.turns[t].text.text));
@@ -834,6 +839,7 @@ impl Conversations {
             input_tokens: script.turns[turn as usize].text.tokens,
             max_tokens: script.turns[turn as usize].max_tokens,
             streaming: failed.streaming,
+            inputs: 0,
             http_status: None,
             usage: None,
             error: Some(Box::new(RequestError {
@@ -886,8 +892,13 @@ impl Conversations {
                 tokens = tokens.saturating_add(turn.text.tokens);
                 Body::CompletionText(join(&parts), tokens)
             }
-            // The turns as messages; `prepare` writes them in the API's shape.
-            ApiKind::Chat | ApiKind::Responses | ApiKind::Messages => {
+            // The turns as messages; `prepare` writes them in the API's shape. (`build_conversations` refuses
+            // the pooling APIs, whose requests have one turn.)
+            ApiKind::Chat
+            | ApiKind::Responses
+            | ApiKind::Messages
+            | ApiKind::Embeddings
+            | ApiKind::Rerank => {
                 let mut messages = Vec::with_capacity(3 * (current + 1));
                 let user_turn = |t: usize, messages: &mut Vec<ChatMessage>, tokens: &mut u32| {
                     if let Some(prefix) = system(t) {
@@ -1093,6 +1104,7 @@ mod tests {
             style: llmbench_workload::request::BodyStyle::InferencePerf,
             extra_body: Default::default(),
             logprobs: None,
+            inputs_per_request: 1,
         }
     }
 
@@ -1416,6 +1428,7 @@ mod replay_tests {
                 style: llmbench_workload::request::BodyStyle::InferencePerf,
                 extra_body: Default::default(),
                 logprobs: None,
+                inputs_per_request: 1,
             },
         )
     }

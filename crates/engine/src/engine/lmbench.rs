@@ -188,7 +188,11 @@ pub fn body(api: ApiKind, model: &str, messages: &[Message], max_tokens: u32) ->
             ("prompt", Value::String(prompt), words)
         }
         // LMBench's client speaks OpenAI's two APIs only; its dialect sets no other.
-        ApiKind::Chat | ApiKind::Responses | ApiKind::Messages => {
+        ApiKind::Chat
+        | ApiKind::Responses
+        | ApiKind::Messages
+        | ApiKind::Embeddings
+        | ApiKind::Rerank => {
             let words = messages
                 .iter()
                 .map(|m| m.content.split_whitespace().count())
@@ -214,6 +218,7 @@ pub fn body(api: ApiKind, model: &str, messages: &[Message], max_tokens: u32) ->
         max_tokens: Some(max_tokens),
         ignore_eos: false,
         header: None,
+        inputs: None,
     }
 }
 

@@ -788,6 +788,7 @@ mod tests {
                 input_tokens_per_s: requests_per_s * 100.0,
                 output_tokens_per_s: requests_per_s * 10.0,
                 total_tokens_per_s: requests_per_s * 110.0,
+                inputs_per_s: None,
             },
             latency_ms: Latency {
                 ttft: l,

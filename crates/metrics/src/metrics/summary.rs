@@ -320,6 +320,10 @@ pub struct Throughput {
     pub input_tokens_per_s: f64,
     pub output_tokens_per_s: f64,
     pub total_tokens_per_s: f64,
+    /// A pooling run's inputs (embedding inputs, rerank documents) of successful requests per second (vLLM's
+    /// `input_sequence_throughput`); absent for a generation run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs_per_s: Option<f64>,
 }
 
 /// Latency statistics in milliseconds over successful requests; `None` where no request had the metric (e.g.
@@ -526,6 +530,8 @@ pub struct Counts {
     total: u64,
     succeeded: u64,
     input_tokens: u64,
+    /// Inputs of the successful pooling requests; `None` until one is seen.
+    inputs: Option<u64>,
     output_tokens: u64,
     min_sent_ns: u64,
     max_sent_ns: u64,
@@ -598,6 +604,7 @@ impl Default for Counts {
             total: 0,
             succeeded: 0,
             input_tokens: 0,
+            inputs: None,
             output_tokens: 0,
             min_sent_ns: u64::MAX,
             max_sent_ns: 0,
@@ -666,6 +673,9 @@ impl Counts {
         }
         self.input_tokens += u64::from(r.prompt_tokens());
         self.output_tokens += u64::from(r.output_tokens());
+        if let Some(inputs) = r.inputs() {
+            *self.inputs.get_or_insert(0) += u64::from(inputs);
+        }
         self.input.add(r.prompt_tokens());
         self.output.add(r.output_tokens());
         self.prefix_cache.add(r);
@@ -691,6 +701,9 @@ impl Counts {
         self.succeeded += other.succeeded;
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;
+        if let Some(inputs) = other.inputs {
+            *self.inputs.get_or_insert(0) += inputs;
+        }
         self.min_sent_ns = self.min_sent_ns.min(other.min_sent_ns);
         self.max_sent_ns = self.max_sent_ns.max(other.max_sent_ns);
         self.max_end_ns = self.max_end_ns.max(other.max_end_ns);
@@ -778,6 +791,7 @@ impl Counts {
                 input_tokens_per_s: per_s(self.input_tokens),
                 output_tokens_per_s: per_s(self.output_tokens),
                 total_tokens_per_s: per_s(self.input_tokens + self.output_tokens),
+                inputs_per_s: self.inputs.map(per_s),
             },
             latency_ms: Latency {
                 ttft,

@@ -269,6 +269,7 @@ impl From<&Summary> for CompactBody {
                 requests_per_s: s.throughput.requests_per_s,
                 input_tokens_per_s: s.throughput.input_tokens_per_s,
                 output_tokens_per_s: s.throughput.output_tokens_per_s,
+                inputs_per_s: s.throughput.inputs_per_s,
             },
             latency_ms: CompactLatency {
                 ttft: compact(&s.latency_ms.ttft),

@@ -230,6 +230,9 @@ pub(crate) struct Aiperf {
     good: u64,
     first_send: u64,
     last_response: u64,
+    /// Whether the requests were an embeddings run's: AIPerf's endpoint metadata says it `produces_tokens: false`,
+    /// so its metrics flagged `PRODUCES_TOKENS_ONLY` (output lengths and rates) are not computed.
+    pooling: bool,
 }
 
 impl Aiperf {
@@ -252,6 +255,7 @@ impl Aiperf {
             good: 0,
             first_send: u64::MAX,
             last_response: 0,
+            pooling: false,
         }
     }
 
@@ -262,6 +266,7 @@ impl Aiperf {
         if r.error_class() == Some(ErrorClass::Cancelled) {
             return;
         }
+        self.pooling |= r.inputs().is_some();
         if !r.succeeded() {
             self.errors += 1;
             return;
@@ -371,6 +376,19 @@ impl Aiperf {
             );
         }
         export.insert("was_cancelled".into(), Value::Bool(false));
+        if self.pooling {
+            // `time_to_first_token` is `STREAMING_TOKENS_ONLY` in AIPerf 0.13 (ttft_metric.py), which includes
+            // `PRODUCES_TOKENS_ONLY`; the rest are flagged `PRODUCES_TOKENS_ONLY` themselves.
+            for tag in [
+                "time_to_first_token",
+                "output_token_throughput",
+                "output_token_throughput_per_user",
+                "output_sequence_length",
+                "total_osl",
+            ] {
+                export.remove(tag);
+            }
+        }
         // A metric with no value is absent, as AIPerf's `exclude_unset` leaves it out.
         export.retain(|_, v| !v.is_null());
         Ok(Value::Object(export))
@@ -538,5 +556,41 @@ mod tests {
         );
         assert_eq!(lines[16], "", "the file ends with CRLF");
         assert_eq!(lines.len(), 17, "was_cancelled is not a metric row");
+    }
+
+    #[test]
+    fn an_embeddings_export_has_latency_and_input_lengths_but_no_token_metrics() {
+        let record = |id: u64, sent_ms: u64, end_ms: u64| {
+            RequestRecord::builder(id)
+                .sent(sent_ms * 1_000_000)
+                .end(end_ms * 1_000_000)
+                .ok()
+                .inputs(1)
+                .usage(12, 0)
+                .build()
+        };
+        let (a, b) = (record(0, 0, 40), record(1, 10, 60));
+        let export = aiperf_export(&[&a, &b], &[]);
+        let mut tags: Vec<&str> = export
+            .as_object()
+            .expect("an object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        tags.sort_unstable();
+        assert_eq!(
+            tags,
+            [
+                "benchmark_duration",
+                "input_sequence_length",
+                "request_count",
+                "request_latency",
+                "request_throughput",
+                "total_isl",
+                "was_cancelled"
+            ]
+        );
+        assert_eq!(export["request_latency"]["avg"], 45.0);
+        assert_eq!(export["total_isl"]["avg"], 24.0);
     }
 }

@@ -260,6 +260,21 @@ fn record_metrics(r: &RequestRecord, slos: &[Slo]) -> Map<String, Value> {
         let good = super::aiperf::aiperf_good(&times, slos);
         put("good_request_count", json!(u32::from(good)), "requests");
     }
+    if r.inputs().is_some() {
+        // An embeddings request: AIPerf's endpoint `produces_tokens: false`, so no metric flagged
+        // `PRODUCES_TOKENS_ONLY` (TTFT's `STREAMING_TOKENS_ONLY` includes it) is computed.
+        for tag in [
+            "time_to_first_token",
+            "output_sequence_length",
+            "usage_total_tokens",
+            "usage_completion_tokens",
+            "output_token_count",
+            "e2e_output_token_throughput",
+            "osl_mismatch_diff_pct",
+        ] {
+            out.remove(tag);
+        }
+    }
     out
 }
 

@@ -301,6 +301,18 @@ pub enum ApiKind {
     Responses,
     /// Anthropic's Messages API (`/v1/messages`).
     Messages,
+    /// OpenAI's embeddings API (`/v1/embeddings`): pooling, no tokens generated.
+    Embeddings,
+    /// A rerank API (`/v1/rerank`): pooling, no tokens generated.
+    Rerank,
+}
+
+impl ApiKind {
+    /// Whether the API answers with vectors or scores rather than tokens: its reports have request latency and
+    /// inputs/s, and no token metrics (vLLM's `TaskType.POOLING`, AIPerf's `produces_tokens: false`).
+    pub fn is_pooling(self) -> bool {
+        matches!(self, ApiKind::Embeddings | ApiKind::Rerank)
+    }
 }
 
 /// Report settings taken from the profile; each defaults to its tool's default.

@@ -23,7 +23,7 @@ use super::llmd::{llmd_report_v02_file, llmd_report_v02_of};
 use super::meta::RunMeta;
 use super::sample::FloatStore;
 use super::sessions::{SessionTally, has_sessions, session_reports};
-use super::vllm::{DETAILED_ARRAYS, Vllm, detailed_entries, vllm_result_file};
+use super::vllm::{DETAILED_ARRAYS, Vllm, detailed_entries, keeps_detailed, vllm_result_file};
 use super::{
     Formats, ReportError, SUMMARY_PROMETHEUS_FILE, server_series, stage_prometheus_file,
     write_json, write_text,
@@ -289,6 +289,7 @@ impl Native {
                         let arrays = DETAILED_ARRAYS
                             .iter()
                             .enumerate()
+                            .filter(|(_, name)| keeps_detailed(meta, name))
                             .map(|(i, name)| {
                                 let list: Vec<ListId> = lists.iter().map(|l| l[i]).collect();
                                 (*name, entries.lists.array(&list))

@@ -185,7 +185,8 @@ fn triple(stats: &Option<Stats>) -> String {
     )
 }
 
-fn load_row(label: String, s: &Summary) -> Vec<String> {
+/// A load row; a pooling run's (`pooling`) has its inputs per second where a generation run's has output tokens.
+fn load_row(label: String, s: &Summary, pooling: bool) -> Vec<String> {
     let sched = &s.schedule;
     let sent = sched.achieved_rate.map_or_else(|| "-".to_owned(), num);
     let asked = sched.requested_rate.map_or_else(|| "-".to_owned(), num);
@@ -195,7 +196,11 @@ fn load_row(label: String, s: &Summary) -> Vec<String> {
         s.requests.failed.to_string(),
         num(s.throughput.requests_per_s),
         format!("{sent} ({asked})"),
-        num(s.throughput.output_tokens_per_s),
+        if pooling {
+            num(s.throughput.inputs_per_s.unwrap_or(0.0))
+        } else {
+            num(s.throughput.output_tokens_per_s)
+        },
         sched
             .delay_ms
             .map_or_else(|| "-".to_owned(), |d| num(d.p99)),
@@ -239,13 +244,19 @@ pub fn print_run(meta: &RunMeta, summary: &RunSummary) -> String {
 /// the latencies; then the server's figures and the notes. Ends with a newline.
 pub fn print_table(summary: &RunSummary) -> String {
     let header = |names: &[&str]| names.iter().map(|h| (*h).to_owned()).collect::<Vec<_>>();
-    let mut load = vec![header(&LOAD_HEADER)];
+    // A pooling run generates nothing: its load is counted in inputs (embedding inputs, rerank documents).
+    let pooling = summary.overall.throughput.inputs_per_s.is_some();
+    let mut load_header = header(&LOAD_HEADER);
+    if pooling {
+        load_header[5] = "inputs/s".to_owned();
+    }
+    let mut load = vec![load_header];
     let mut latency = vec![header(&LATENCY_HEADER)];
     for stage in &summary.stages {
-        load.push(load_row(stage.stage.to_string(), &stage.summary));
+        load.push(load_row(stage.stage.to_string(), &stage.summary, pooling));
         latency.push(latency_row(stage.stage.to_string(), &stage.summary));
     }
-    load.push(load_row("all".to_owned(), &summary.overall));
+    load.push(load_row("all".to_owned(), &summary.overall, pooling));
     latency.push(latency_row("all".to_owned(), &summary.overall));
 
     let mut out = aligned(&load);

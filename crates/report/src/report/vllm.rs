@@ -26,6 +26,8 @@ fn backend(meta: &RunMeta) -> &'static str {
         ApiKind::Completion => "vllm",
         ApiKind::Responses => "openai-responses",
         ApiKind::Messages => "anthropic-messages",
+        ApiKind::Embeddings => "openai-embeddings",
+        ApiKind::Rerank => "vllm-rerank",
     }
 }
 
@@ -131,6 +133,13 @@ pub(crate) struct Vllm {
     end_ns: u64,
     total_input: u64,
     total_output: u64,
+    /// A pooling run's inputs (embedding inputs, rerank documents) of the successful requests.
+    total_inputs: u64,
+    /// A pooling run's prompts, every request's: vLLM's `num_prompts`, which its batches are cut from.
+    prompts: u64,
+    /// Whether the run's API is a pooling one, and a rerank.
+    pooling: bool,
+    rerank: bool,
     goodput: GoodputTally,
     ttft: SampleId,
     tpot: SampleId,
@@ -147,6 +156,10 @@ impl Vllm {
             end_ns: 0,
             total_input: 0,
             total_output: 0,
+            total_inputs: 0,
+            prompts: 0,
+            pooling: meta.api.is_pooling(),
+            rerank: meta.api == ApiKind::Rerank,
             goodput: GoodputTally::new(&meta.report.goodput, Definition::Vllm),
             ttft: store.sample(),
             tpot: store.sample(),
@@ -161,10 +174,14 @@ impl Vllm {
         self.start_ns = self.start_ns.min(r.scheduled_ns.min(r.sent_ns));
         self.end_ns = self.end_ns.max(r.end_ns);
         self.goodput.add(r);
+        // A rerank batch's first prompt is its query (`async_request_vllm_rerank`), the rest its documents.
+        let inputs = u64::from(r.inputs().unwrap_or(1));
+        self.prompts += inputs + u64::from(r.inputs().is_some() && self.rerank);
         if !succeeded(r) {
             return;
         }
         self.ok += 1;
+        self.total_inputs += inputs;
         // vLLM takes the server's `usage.prompt_tokens` over its own count when the stream reports one.
         self.total_input += u64::from(r.prompt_tokens());
         self.total_output += u64::from(r.output_tokens());
@@ -223,7 +240,14 @@ impl Vllm {
             "tokenizer_id".into(),
             json!(meta.tokenizer.as_deref().unwrap_or(&meta.model)),
         );
-        out.insert("num_prompts".into(), json!(self.count));
+        out.insert(
+            "num_prompts".into(),
+            json!(if self.pooling {
+                self.prompts
+            } else {
+                self.count
+            }),
+        );
         out.insert(
             "request_rate".into(),
             stage_meta.rate.map_or_else(|| json!("inf"), |r| json!(r)),
@@ -238,6 +262,30 @@ impl Vllm {
         );
         out.insert("max_concurrency".into(), json!(stage_meta.concurrency));
         out.insert("duration".into(), json!(duration));
+        if self.pooling {
+            // `calculate_metrics_for_embeddings` and its result (serve.py at vllm-project/vllm 009e6d4): no
+            // failed count, no output fields, no token timing; inputs per second beside requests and tokens.
+            out.insert("completed".into(), json!(self.ok));
+            out.insert("total_input_tokens".into(), json!(total_input));
+            out.insert("total_input_sequences".into(), json!(self.total_inputs));
+            out.insert("request_throughput".into(), json!(per_s(self.ok as f64)));
+            out.insert(
+                "input_sequence_throughput".into(),
+                json!(per_s(self.total_inputs as f64)),
+            );
+            out.insert(
+                "total_token_throughput".into(),
+                json!(per_s(total_input as f64)),
+            );
+            self.insert_percentiles(meta, store, &mut out, &[("e2el", self.e2el)])?;
+            if let Some(records) = detailed.filter(|_| meta.report.vllm_save_detailed) {
+                insert_detailed(&mut out, records);
+                out.retain(|key, _| {
+                    !DETAILED_ARRAYS.contains(&key.as_str()) || keeps_detailed(meta, key)
+                });
+            }
+            return Ok(Value::Object(out));
+        }
         out.insert("completed".into(), json!(self.ok));
         out.insert("failed".into(), json!(self.count - self.ok));
         out.insert("total_input_tokens".into(), json!(total_input));
@@ -267,8 +315,24 @@ impl Vllm {
             ("itl", self.itl),
             ("e2el", self.e2el),
         ];
+        self.insert_percentiles(meta, store, &mut out, &metrics)?;
+
+        if let Some(records) = detailed.filter(|_| meta.report.vllm_save_detailed) {
+            insert_detailed(&mut out, records);
+        }
+        Ok(Value::Object(out))
+    }
+
+    /// `process_one_metric` for each of `metrics` the profile's `--percentile-metrics` names.
+    fn insert_percentiles(
+        &self,
+        meta: &RunMeta,
+        store: &mut FloatStore,
+        out: &mut Map<String, Value>,
+        metrics: &[(&str, SampleId)],
+    ) -> io::Result<()> {
         let percentiles = &meta.report.vllm_metric_percentiles;
-        for (name, sample) in metrics {
+        for &(name, sample) in metrics {
             if !meta
                 .report
                 .vllm_percentile_metrics
@@ -288,11 +352,7 @@ impl Vllm {
                 );
             }
         }
-
-        if let Some(records) = detailed.filter(|_| meta.report.vllm_save_detailed) {
-            insert_detailed(&mut out, records);
-        }
-        Ok(Value::Object(out))
+        Ok(())
     }
 }
 
@@ -316,6 +376,12 @@ pub(crate) fn stage_peak(records: &[&RequestRecord]) -> (f64, u64) {
 /// The `--save-detailed` arrays, in the order the result JSON holds them.
 pub(crate) const DETAILED_ARRAYS: [&str; 5] =
     ["input_lens", "output_lens", "ttfts", "itls", "errors"];
+
+/// Whether a run's `--save-detailed` result has the [`DETAILED_ARRAYS`] array `name`: a pooling run's has the
+/// input lengths and errors only (serve.py at def9ce8: its pooling result holds no output, TTFT or ITL lists).
+pub(crate) fn keeps_detailed(meta: &RunMeta, name: &str) -> bool {
+    !meta.api.is_pooling() || matches!(name, "input_lens" | "errors")
+}
 
 /// One request's entry of each [`DETAILED_ARRAYS`] array: failures included with zeros, as vLLM lists its
 /// outputs; generated texts are not kept.

@@ -5,6 +5,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::api_shapes;
+use super::pooling::PoolingRoute;
 use super::prefix_cache::BlockHasher;
 use llmbench_text::tokenizer::word_count;
 
@@ -41,7 +42,7 @@ pub(crate) struct ChatRequest {
 }
 
 /// Sampling and streaming fields shared by both endpoints.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 pub(crate) struct CommonParams {
     #[serde(default)]
     pub stream: Option<bool>,
@@ -177,11 +178,18 @@ pub(crate) enum Endpoint {
     Responses,
     /// Anthropic's Messages API (`/v1/messages`).
     Messages,
+    /// A pooling route (embeddings, rerank, score, pooling) and the results its answer holds: one whole answer,
+    /// never streamed.
+    Pooling {
+        route: PoolingRoute,
+        inputs: u32,
+    },
 }
 
 impl Endpoint {
     pub(crate) fn id_prefix(self) -> &'static str {
         match self {
+            Endpoint::Pooling { route, .. } => route.id_prefix(),
             Endpoint::Completions => "cmpl-",
             Endpoint::Chat => "chatcmpl-",
             Endpoint::Responses => "resp_",
@@ -334,7 +342,8 @@ impl ChunkHeader<'_> {
             // Their finish reason rides on the end events ([`ChunkHeader::end_events`]).
             Endpoint::Responses => api_shapes::responses_delta(self.id, TOKEN_TEXT),
             Endpoint::Messages => api_shapes::messages_delta(TOKEN_TEXT),
-            Endpoint::Completions => self.completion_event(
+            // A pooling request is never streamed (its routes read no `stream`); completions' shape stands in.
+            Endpoint::Completions | Endpoint::Pooling { .. } => self.completion_event(
                 &[CompletionStreamChoice {
                     index: 0,
                     text: TOKEN_TEXT,
@@ -378,7 +387,9 @@ impl ChunkHeader<'_> {
         finish_reason: &'static str,
     ) -> Bytes {
         match self.endpoint {
-            Endpoint::Completions => self.completion_event(&[], Some(usage)),
+            Endpoint::Completions | Endpoint::Pooling { .. } => {
+                self.completion_event(&[], Some(usage))
+            }
             Endpoint::Chat => self.chat_event(&[], Some(usage)),
             Endpoint::Responses => {
                 api_shapes::responses_completed(&self.answer(text, finish_reason, usage))
@@ -395,7 +406,7 @@ impl ChunkHeader<'_> {
         match self.endpoint {
             Endpoint::Responses => api_shapes::responses_created(&self.answer("", "stop", usage)),
             Endpoint::Messages => api_shapes::messages_start(&self.answer("", "stop", usage)),
-            Endpoint::Completions | Endpoint::Chat => self.role_event(),
+            Endpoint::Completions | Endpoint::Chat | Endpoint::Pooling { .. } => self.role_event(),
         }
     }
 
@@ -450,6 +461,14 @@ impl ChunkHeader<'_> {
         usage: Usage,
     ) -> Vec<u8> {
         let result = match self.endpoint {
+            Endpoint::Pooling { route, inputs } => {
+                return super::pooling::answer_body(
+                    route,
+                    self,
+                    usage.prompt_tokens,
+                    inputs as usize,
+                );
+            }
             Endpoint::Completions => serde_json::to_vec(&CompletionResponse {
                 id: self.id,
                 object: "text_completion",

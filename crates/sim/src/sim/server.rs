@@ -19,6 +19,7 @@ use super::openai::{
     ChatRequest, CommonParams, CompletionRequest, Endpoint, ErrorBody, ErrorDetail, ModelCard,
     ModelList, chat_hash_blocks, chat_prompt_tokens,
 };
+use super::pooling::{EmbeddingsRequest, PoolingInputs, PoolingRoute, RerankRequest, ScoreRequest};
 use super::prefix_cache::BlockHasher;
 use super::stamped::RequestArrival;
 
@@ -32,6 +33,12 @@ pub(crate) fn router(engine: Arc<Engine>) -> Router {
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/responses", post(responses))
         .route("/v1/messages", post(messages))
+        .route("/v1/embeddings", post(embeddings))
+        .route("/pooling", post(pooling))
+        .route("/v1/rerank", post(rerank))
+        .route("/rerank", post(rerank))
+        .route("/v2/rerank", post(rerank))
+        .route("/v1/score", post(score))
         .route("/v1/models", get(models))
         .route("/health", get(health))
         .route("/version", get(version))
@@ -203,6 +210,116 @@ async fn messages(
     answer(engine, result, arrival, &headers).await
 }
 
+async fn embeddings(
+    State(engine): State<Arc<Engine>>,
+    ConnectInfo(arrival): ConnectInfo<RequestArrival>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let read = parse_body::<EmbeddingsRequest>(&body)
+        .and_then(|r| Ok((r.model.clone(), r.inputs().map_err(input_error("input"))?)));
+    pooled(
+        engine,
+        PoolingRoute::Embeddings,
+        read,
+        arrival.instant(),
+        &headers,
+    )
+    .await
+}
+
+async fn pooling(
+    State(engine): State<Arc<Engine>>,
+    ConnectInfo(arrival): ConnectInfo<RequestArrival>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let read = parse_body::<EmbeddingsRequest>(&body)
+        .and_then(|r| Ok((r.model.clone(), r.inputs().map_err(input_error("input"))?)));
+    pooled(
+        engine,
+        PoolingRoute::Pooling,
+        read,
+        arrival.instant(),
+        &headers,
+    )
+    .await
+}
+
+async fn rerank(
+    State(engine): State<Arc<Engine>>,
+    ConnectInfo(arrival): ConnectInfo<RequestArrival>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let read = parse_body::<RerankRequest>(&body).and_then(|r| {
+        Ok((
+            r.model.clone(),
+            r.inputs().map_err(input_error("documents"))?,
+        ))
+    });
+    pooled(
+        engine,
+        PoolingRoute::Rerank,
+        read,
+        arrival.instant(),
+        &headers,
+    )
+    .await
+}
+
+async fn score(
+    State(engine): State<Arc<Engine>>,
+    ConnectInfo(arrival): ConnectInfo<RequestArrival>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let read = parse_body::<ScoreRequest>(&body)
+        .and_then(|r| Ok((r.model.clone(), r.inputs().map_err(input_error("text_2"))?)));
+    pooled(
+        engine,
+        PoolingRoute::Score,
+        read,
+        arrival.instant(),
+        &headers,
+    )
+    .await
+}
+
+fn input_error(param: &'static str) -> impl Fn(String) -> ApiError {
+    move |message| ApiError::bad_request(message).with_param(param)
+}
+
+/// A pooling request served as prefill alone: planned as a request for exactly one token, so it takes the time to
+/// first token and meets the same queue and faults, and answered with the route's vectors or scores. Each input
+/// must fit the context on its own; `usage.prompt_tokens` is all of them.
+async fn pooled(
+    engine: Arc<Engine>,
+    route: PoolingRoute,
+    read: Result<(Option<String>, PoolingInputs), ApiError>,
+    arrival: Instant,
+    headers: &HeaderMap,
+) -> Response {
+    let prepared = read.and_then(|(model, inputs)| {
+        check_model(&engine, model.as_deref())?;
+        let endpoint = Endpoint::Pooling {
+            route,
+            inputs: u32::try_from(inputs.answered).unwrap_or(u32::MAX),
+        };
+        let mut shape = request_shape(
+            &engine,
+            endpoint,
+            inputs.longest(),
+            Some(1),
+            &CommonParams::default(),
+        )?;
+        shape.prompt_tokens = inputs.total();
+        shape.ignore_eos = true;
+        Ok((shape, Vec::new()))
+    });
+    answer(engine, prepared, arrival, headers).await
+}
+
 /// The prompt's full-block hashes, fed by `feed`; nothing (and no hashing) with the prefix cache off.
 fn prefix_blocks(engine: &Engine, feed: impl FnOnce(&mut BlockHasher)) -> Vec<u64> {
     if !engine.prefix_cache.enabled() {
@@ -298,7 +415,10 @@ fn request_shape(
         ignore_eos: common.ignore_eos.unwrap_or(false),
         reasoning_tokens: match endpoint {
             Endpoint::Chat => engine.config.reasoning_tokens,
-            Endpoint::Completions | Endpoint::Responses | Endpoint::Messages => 0,
+            Endpoint::Completions
+            | Endpoint::Responses
+            | Endpoint::Messages
+            | Endpoint::Pooling { .. } => 0,
         },
     })
 }

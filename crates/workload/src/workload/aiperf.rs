@@ -94,14 +94,24 @@ pub(crate) fn parse(
         w.api.kind = match text(ctx, &f)?.as_str() {
             "chat" => ApiKind::Chat,
             "completions" => ApiKind::Completion,
+            // `EmbeddingsEndpoint` (aiperf/endpoints/openai_embeddings.py, AIPerf 0.13): POST /v1/embeddings.
+            "embeddings" => ApiKind::Embeddings,
             other => {
-                return Err(f.unsupported(
-                    ctx,
-                    format!(
-                        "endpoint type `{other}` (chat and completions are; embeddings and rankings answers have no \
-                         tokens to time, and AIPerf db4f6397 has no Responses or Anthropic endpoint type)"
-                    ),
-                ));
+                let why = match other {
+                    "chat_embeddings" | "nim_embeddings" => {
+                        "it sends chat messages or images to /v1/embeddings; llmbench sends text: use \
+                         `endpoint-type: embeddings`"
+                    }
+                    "rankings" | "nim_rankings" | "cohere_rankings" | "hf_tei_rankings" => {
+                        "its query and passages come from AIPerf's rankings dataset (`--rankings-*` lengths and \
+                         counts drawn by its own generator), which llmbench does not reproduce; vLLM's \
+                         `backend: vllm-rerank` runs reranking"
+                    }
+                    _ => {
+                        "chat, completions and embeddings are; AIPerf 0.13 has no Responses or Anthropic endpoint type"
+                    }
+                };
+                return Err(f.unsupported(ctx, format!("endpoint type `{other}` ({why})")));
             }
         };
     } else {
@@ -114,7 +124,20 @@ pub(crate) fn parse(
         w.api.endpoint = Some(format!("/{}", path.trim_start_matches('/')));
     }
     w.api.streaming = match m.take("streaming") {
-        Some(f) => flag(ctx, &f)?,
+        Some(f) => {
+            let streaming = flag(ctx, &f)?;
+            if streaming && w.api.kind.is_pooling() {
+                // `EndpointConfig` turns streaming off for an endpoint type whose `supports_streaming` is false,
+                // with a warning.
+                ctx.warn(
+                    &f.path,
+                    f.line,
+                    WarningKind::Ignored,
+                    "AIPerf disables streaming for the embeddings endpoint type, which never streams",
+                );
+            }
+            streaming && !w.api.kind.is_pooling()
+        }
         None => false,
     };
     if let Some(f) = m.get("extra-inputs") {

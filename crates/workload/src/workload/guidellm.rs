@@ -33,11 +33,41 @@ pub(crate) fn parse(
     doc: &Node,
     options: &ParseOptions,
 ) -> Result<Workload, WorkloadError> {
-    if doc.get("spec").is_some() {
-        parse_scenario(ctx, doc, options)
+    let mut workload = if doc.get("spec").is_some() {
+        parse_scenario(ctx, doc, options)?
     } else {
-        parse_flat(ctx, doc, options)
+        parse_flat(ctx, doc, options)?
+    };
+    if workload.api.kind == ApiKind::Embeddings {
+        embeddings_only_text(ctx, &mut workload)?;
     }
+    Ok(workload)
+}
+
+/// `EmbeddingsRequestHandler` (request_handlers.py at ee7a774) never streams (`arguments.stream = False`) and
+/// sends only the request's text column: no history and no prefix column, which llmbench would otherwise send.
+fn embeddings_only_text(ctx: &Ctx, workload: &mut Workload) -> Result<(), WorkloadError> {
+    workload.api.streaming = false;
+    if let DataSpec::SyntheticText(text) = &workload.data {
+        let dropped = if text.turns > 1 {
+            Some("turns > 1")
+        } else if !text.prefix_buckets.is_empty() {
+            Some("prefix_tokens")
+        } else {
+            None
+        };
+        if let Some(key) = dropped {
+            return Err(ctx.unsupported(
+                &format!("data {key}"),
+                0,
+                format!(
+                    "`{key}` over request_format /v1/embeddings (guidellm's embeddings handler sends only each \
+                     request's text, leaving the history and the prefix out; drop `{key}`)"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// What one (possibly overlaid) `spec` yields.
@@ -474,12 +504,11 @@ fn request_format(ctx: &Ctx, f: &At<'_>) -> Result<(ApiKind, Option<String>), Wo
         "text_completions" => Ok((ApiKind::Completion, None)),
         "chat_completions" => Ok((ApiKind::Chat, None)),
         "/v1/responses" => Ok((ApiKind::Responses, Some("/v1/responses".into()))),
-        other @ ("/v1/embeddings" | "/pooling") => Err(f.unsupported(
+        "/v1/embeddings" => Ok((ApiKind::Embeddings, Some("/v1/embeddings".into()))),
+        "/pooling" => Err(f.unsupported(
             ctx,
-            format!(
-                "request format `{other}` (a pooling answer has no tokens to time: its reports need request \
-                 latency and inputs/s in place of TTFT and ITL)"
-            ),
+            "request format `/pooling` (`PoolingRequestHandler` sends each row's `pooling_column`, a dataset's own \
+             pooling `data`, which llmbench's data has none of)",
         )),
         other @ ("/v1/audio/transcriptions"
         | "/v1/audio/translations"

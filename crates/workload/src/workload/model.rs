@@ -142,6 +142,9 @@ pub struct Api {
     pub request_id_prefix: Option<String>,
     /// Query parameters added to every request's URL, in order (guidellm `extras.params`, sent by httpx).
     pub query: Vec<(String, String)>,
+    /// For a pooling API ([`ApiKind::is_pooling`]): how many prompts each request carries (vLLM
+    /// `--random-batch-size`); 1 for every other API.
+    pub inputs_per_request: u32,
 }
 
 impl Default for Api {
@@ -161,6 +164,7 @@ impl Default for Api {
             logprobs: None,
             request_id_prefix: None,
             query: Vec::new(),
+            inputs_per_request: 1,
         }
     }
 }
@@ -174,7 +178,15 @@ impl Api {
             (None, ApiKind::Chat) => "/v1/chat/completions",
             (None, ApiKind::Responses) => "/v1/responses",
             (None, ApiKind::Messages) => "/v1/messages",
+            (None, ApiKind::Embeddings) => "/v1/embeddings",
+            (None, ApiKind::Rerank) => "/v1/rerank",
         }
+    }
+
+    /// The prompts `requests` requests carry: `inputs_per_request` each (the last batch may carry fewer, which
+    /// the data's own count decides).
+    pub fn prompts_for(&self, requests: Option<u64>) -> Option<u64> {
+        requests.map(|n| n.saturating_mul(u64::from(self.inputs_per_request.max(1))))
     }
 
     /// The request target: [`Api::path`] and the query parameters, encoded as httpx encodes them
@@ -221,6 +233,20 @@ pub enum ApiKind {
     /// Anthropic's Messages API, `/v1/messages` (vLLM and llama.cpp serve it): `content_block_delta` events out,
     /// usage split between `message_start` (input) and `message_delta` (output).
     Messages,
+    /// OpenAI's embeddings API, `/v1/embeddings`: one or a batch of inputs in, one vector each out, never
+    /// streamed; usage as `prompt_tokens` only. No token is generated, so no TTFT, TPOT or ITL.
+    Embeddings,
+    /// A rerank API (vLLM's and Jina's `/v1/rerank`): a query and documents in, a relevance score per document
+    /// out, never streamed. No token is generated.
+    Rerank,
+}
+
+impl ApiKind {
+    /// Whether the API answers with vectors or scores rather than tokens (vLLM's `TaskType.POOLING`): requests are
+    /// never streamed, may carry several inputs, and have a latency but no token timing.
+    pub fn is_pooling(self) -> bool {
+        matches!(self, ApiKind::Embeddings | ApiKind::Rerank)
+    }
 }
 
 /// One stage: how requests arrive and when the stage stops.

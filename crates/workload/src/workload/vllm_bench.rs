@@ -203,20 +203,22 @@ pub(crate) fn parse(
     let (kind, suffix, api_name) = match backend.as_str() {
         "openai-chat" => (ApiKind::Chat, "chat/completions", "OpenAI Chat Completions"),
         "openai" | "vllm" => (ApiKind::Completion, "completions", "OpenAI Completions"),
+        // `async_request_openai_embeddings` and `async_request_vllm_rerank` (`_validate_api_url` names them).
+        "openai-embeddings" => (ApiKind::Embeddings, "embeddings", "OpenAI Embeddings"),
+        "vllm-rerank" => (ApiKind::Rerank, "rerank", "vLLM score"),
         other => {
             let line = backend_field.as_ref().map_or(0, |f| f.line);
             // vLLM's bench has no backend for the Responses or Messages APIs (`ASYNC_REQUEST_FUNCS`).
             let why = match other {
-                "openai-embeddings"
-                | "openai-embeddings-chat"
+                "openai-embeddings-chat"
                 | "openai-embeddings-clip"
-                | "openai-embeddings-vlm2vec"
-                | "infinity-embeddings"
-                | "infinity-embeddings-clip"
-                | "vllm-pooling"
-                | "vllm-rerank" => {
-                    " (a pooling answer has no tokens to time: its reports need request \
-                     latency and inputs/s in place of TTFT and ITL)"
+                | "openai-embeddings-vlm2vec" => {
+                    " (it sends chat messages, with images for CLIP and VLM2Vec models, to /v1/embeddings; \
+                     llmbench sends text embeddings: use `backend: openai-embeddings`)"
+                }
+                "infinity-embeddings" | "infinity-embeddings-clip" => {
+                    " (Infinity's embedding server body; llmbench sends vLLM's: use `backend: \
+                     openai-embeddings`)"
                 }
                 "openai-audio" => " (llmbench sends no audio)",
                 _ => "",
@@ -225,6 +227,11 @@ pub(crate) fn parse(
         }
     };
     w.api.kind = kind;
+    if kind.is_pooling() {
+        // `_run_pooling_request` posts once and reads the whole answer.
+        w.api.streaming = false;
+        w.report.percentile_metrics = vec!["e2el".into()];
+    }
     // vLLM's default endpoint is /v1/completions whatever the backend, and each backend checks the URL's end
     // (`_validate_api_url`): a chat backend needs `chat/completions`.
     let endpoint_field = m.get("endpoint");
@@ -385,6 +392,47 @@ pub(crate) fn parse(
             .transpose()?,
     };
     w.data = dataset_spec(ctx, &mut m, &dataset.0, dataset.1, &general)?;
+    // The random dataset's `--random-batch-size` ("only used for embeddings benchmark"): `RandomDataset.sample`
+    // makes `num-prompts` prompts, then one request of each `batchsize` of them, the last with what is left.
+    let batch_field = match w.data {
+        DataSpec::Random(_) => m.get("random-batch-size"),
+        _ => None,
+    };
+    let batch_size = match (&mut w.data, &batch_field) {
+        (DataSpec::Random(random), Some(f)) => {
+            let size = positive_u64(ctx, f)?;
+            if size != 1 && !w.api.kind.is_pooling() {
+                return Err(f.unsupported(
+                    ctx,
+                    format!(
+                        "batched prompts with `backend: {backend}` (a list of prompts in one generation request; \
+                         vLLM batches for its embeddings and rerank backends)"
+                    ),
+                ));
+            }
+            random.input.total_count = Some(num_prompts);
+            u32::try_from(size).map_err(|_| f.invalid(ctx, "too large"))?
+        }
+        _ => 1,
+    };
+    w.api.inputs_per_request = batch_size;
+    if w.api.kind == ApiKind::Rerank && !(matches!(w.data, DataSpec::Random(_)) && batch_size > 1) {
+        // `async_request_vllm_rerank` asserts a list of at least two prompts: a query and its documents.
+        let (key, line) = match &batch_field {
+            Some(f) => (f.path.clone(), f.line),
+            None => (
+                "backend".to_owned(),
+                backend_field.as_ref().map_or(0, |f| f.line),
+            ),
+        };
+        return Err(ctx.invalid(
+            &key,
+            line,
+            "backend `vllm-rerank` sends a query and its documents, which vLLM takes from a batch of prompts: \
+             use `dataset-name: random` with `random-batch-size` of 2 or more (the first prompt of each batch is \
+             the query)",
+        ));
+    }
     // vLLM sends what the dataset returns: prefix_repetition makes `num-prefixes` whole groups, so
     // `num-prompts` rounds down to a multiple of them (and fewer prompts than prefixes is vLLM's ValueError).
     let num_prompts = match &mut w.data {
@@ -404,7 +452,7 @@ pub(crate) fn parse(
             shared.num_prompts_per_group = per_prefix;
             per_prefix * shared.num_groups
         }
-        _ => num_prompts,
+        _ => num_prompts.div_ceil(u64::from(batch_size)),
     };
     m.known(&DATASET_KEYS);
     for key in DATASET_KEYS {
@@ -417,7 +465,8 @@ pub(crate) fn parse(
         }
     }
     // vllm forces ignore_eos for random data with OpenAI backends (FORMATS 3.4).
-    w.api.ignore_eos = ignore_eos || matches!(w.data, DataSpec::Random(_));
+    w.api.ignore_eos =
+        ignore_eos || (matches!(w.data, DataSpec::Random(_)) && !w.api.kind.is_pooling());
 
     if let Some(f) = m.get("percentile-metrics") {
         let t = text(ctx, &f)?;
@@ -796,14 +845,6 @@ fn dataset_spec(
                 Some(f) => range_ratios(ctx, &f)?,
                 None => (0.0, 0.0),
             };
-            if let Some(f) = m.get("random-batch-size")
-                && integer(ctx, &f)? != 1
-            {
-                return Err(f.unsupported(
-                    ctx,
-                    "batched prompts (`random-batch-size` other than 1, for embedding benchmarks)",
-                ));
-            }
             let shape = |l: u64, ratio: f64| TokenLengths {
                 shape: if ratio == 0.0 {
                     LengthShape::Fixed(l)
@@ -1032,8 +1073,17 @@ fn dataset_spec(
                 ),
             ));
         }
-        "random-mm" | "random-rerank" | "speed_bench" | "sharegpt4v" | "visionarena"
-        | "custom_image" | "custom_audio" | "custom_mm" | "timed_trace" => {
+        "random-rerank" => {
+            return Err(ctx.unsupported(
+                "dataset-name",
+                line,
+                "the `random-rerank` dataset (`RandomDatasetForReranking`: one query shared by every request, its \
+                 length cut from the input length; llmbench's rerank takes each batch's first prompt as the \
+                 query: use `dataset-name: random` with `random-batch-size`)",
+            ));
+        }
+        "random-mm" | "speed_bench" | "sharegpt4v" | "visionarena" | "custom_image"
+        | "custom_audio" | "custom_mm" | "timed_trace" => {
             return Err(ctx.unsupported("dataset-name", line, format!("the `{name}` dataset")));
         }
         other => {
