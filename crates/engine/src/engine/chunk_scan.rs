@@ -1,5 +1,8 @@
 //! A completions or chat completions stream chunk read by scanning its bytes once, without a JSON tree and
-//! without allocating (unless the text is kept and carries escapes): the per-token path of a run.
+//! without allocating (unless the text is kept): the per-token path of a run. The fields it reads are kept as
+//! slices of the event and filled in place (large values returned through layers of `Option` were copied
+//! around more than the bytes were scanned); escapes are checked as they are met and decoded only for text that
+//! is kept and a finish reason.
 //!
 //! The reference is `client::parse_openai_chunk` (serde_json into borrowed structs). This scanner reads only
 //! events it can prove it reads exactly as the reference does, and answers `None` for every other one, which the
@@ -39,16 +42,17 @@ const MAX_DEPTH: usize = 32;
 /// The chunk `text` says, or `None` when the reference parser must read it.
 pub(super) fn scan_openai_chunk(text: &str, keep_text: bool) -> Option<ParsedChunk> {
     let mut scanner = Scanner { text, at: 0 };
+    let mut chunk = Chunk::default();
     scanner.whitespace();
-    let chunk = scanner.chunk(keep_text)?;
+    scanner.chunk(&mut chunk)?;
     scanner.whitespace();
     if scanner.at != text.len() {
         return None;
     }
-    Some(chunk.parsed(keep_text))
+    chunk.parsed(keep_text)
 }
 
-/// What the chunk's fields said, borrowed from the event where no escape had to be decoded.
+/// What the chunk's fields said, as slices of the event.
 #[derive(Default)]
 struct Chunk<'a> {
     choice: Option<Choice<'a>>,
@@ -57,96 +61,123 @@ struct Chunk<'a> {
 
 #[derive(Default)]
 struct Choice<'a> {
-    /// A completion's `text`: its emptiness, and the text itself when kept.
+    /// A completion's `text`.
     text: Option<Str<'a>>,
     delta: Option<Message<'a>>,
     message: Option<Message<'a>>,
-    finish_reason: Option<Cow<'a, str>>,
+    finish_reason: Option<Str<'a>>,
 }
 
 #[derive(Default)]
 struct Message<'a> {
     content: Option<Str<'a>>,
-    reasoning_content: Option<Str<'a>>,
-    reasoning: Option<Str<'a>>,
+    /// `reasoning_content` or `reasoning` had a character (reasoning is never kept).
+    reasoning: bool,
 }
 
-/// A string field: whether it had any character, and its text when asked for.
+/// A string as it stands between its quotes, already checked: valid escapes, no raw control character.
+#[derive(Clone, Copy)]
 struct Str<'a> {
-    empty: bool,
-    text: Option<Cow<'a, str>>,
+    raw: &'a str,
+    escaped: bool,
 }
 
-fn is_set(field: &Option<Str<'_>>) -> bool {
-    field.as_ref().is_some_and(|s| !s.empty)
+impl<'a> Str<'a> {
+    /// Every escape stands for at least one character, so a string is empty exactly when it has no bytes.
+    fn has_text(self) -> bool {
+        !self.raw.is_empty()
+    }
+
+    /// The string's characters; `None` only for an escape the scan would have refused.
+    fn decoded(self) -> Option<Cow<'a, str>> {
+        if !self.escaped {
+            return Some(Cow::Borrowed(self.raw));
+        }
+        let mut scanner = Scanner {
+            text: self.raw,
+            at: 0,
+        };
+        let mut out = String::with_capacity(self.raw.len());
+        let mut run = 0;
+        while let Some(found) = memchr::memchr(b'\\', &self.raw.as_bytes()[scanner.at..]) {
+            let stop = scanner.at + found;
+            out.push_str(&self.raw[run..stop]);
+            scanner.at = stop + 1;
+            out.push(scanner.escape()?);
+            run = scanner.at;
+        }
+        out.push_str(&self.raw[run..]);
+        Some(Cow::Owned(out))
+    }
+}
+
+fn has_text(field: Option<Str<'_>>) -> bool {
+    field.is_some_and(Str::has_text)
 }
 
 impl Chunk<'_> {
-    fn parsed(self, keep_text: bool) -> ParsedChunk {
+    fn parsed(self, keep_text: bool) -> Option<ParsedChunk> {
         let Some(choice) = self.choice else {
-            return ParsedChunk {
+            return Some(ParsedChunk {
                 kind: self.usage.map(|_| ChunkKind::UsageOnly),
                 usage: self.usage,
                 finish_reason: None,
                 text: keep_text.then(String::new),
                 error: None,
-            };
+            });
         };
         // A chat chunk's `delta`, or a whole chat answer's `message`, as the reference reads them.
         let message = choice.delta.as_ref().or(choice.message.as_ref());
-        let has_content = is_set(&choice.text) || message.is_some_and(|m| is_set(&m.content));
-        let has_reasoning =
-            message.is_some_and(|m| is_set(&m.reasoning_content) || is_set(&m.reasoning));
-        let kind = if has_content {
+        let content = message.and_then(|m| m.content);
+        let kind = if has_text(choice.text) || has_text(content) {
             ChunkKind::Content { tokens: 1 }
-        } else if has_reasoning {
+        } else if message.is_some_and(|m| m.reasoning) {
             ChunkKind::Reasoning { tokens: 1 }
         } else {
             ChunkKind::Empty
         };
-        let text = keep_text.then(|| {
-            let parts = [
-                choice.text.as_ref(),
-                message.and_then(|m| m.content.as_ref()),
-            ];
-            parts
-                .into_iter()
-                .flatten()
-                .filter_map(|s| s.text.as_deref())
-                .collect::<String>()
-        });
-        ParsedChunk {
+        let text = if keep_text {
+            let mut kept = String::new();
+            for part in [choice.text, content].into_iter().flatten() {
+                kept.push_str(&part.decoded()?);
+            }
+            Some(kept)
+        } else {
+            None
+        };
+        let finish_reason = match choice.finish_reason {
+            Some(reason) => Some(FinishReason::from_server(&reason.decoded()?)),
+            None => None,
+        };
+        Some(ParsedChunk {
             kind: Some(kind),
             usage: self.usage,
-            finish_reason: choice
-                .finish_reason
-                .as_deref()
-                .map(FinishReason::from_server),
+            finish_reason,
             text,
             error: None,
-        }
+        })
     }
 }
 
-/// Sets a field read once; `None` (fall back) when the object names it twice, which serde refuses.
-fn once<T>(field: &mut Option<T>, value: T) -> Option<()> {
-    match field {
-        Some(_) => None,
-        None => {
-            *field = Some(value);
-            Some(())
-        }
-    }
+/// Marks field `bit` of an object read; `None` (fall back) when the object names it twice, which serde refuses.
+fn first_time(seen: &mut u8, bit: u8) -> Option<()> {
+    let first = *seen & bit == 0;
+    *seen |= bit;
+    first.then_some(())
 }
 
-/// The fields the reference reads from `usage`, each seen at most once.
-#[derive(Default)]
-struct UsageFields {
-    prompt_tokens: Option<u32>,
-    completion_tokens: Option<u32>,
-    prompt_details: Option<Option<u32>>,
-    completion_details: Option<Option<u32>>,
-}
+/// Bytes that end a run of plain string characters: the quote, the backslash and the control characters.
+static SPECIAL: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut byte = 0;
+    while byte < 0x20 {
+        table[byte] = true;
+        byte += 1;
+    }
+    table[b'"' as usize] = true;
+    table[b'\\' as usize] = true;
+    table
+};
 
 struct Scanner<'a> {
     text: &'a str,
@@ -199,17 +230,27 @@ impl<'a> Scanner<'a> {
         }
     }
 
+    /// Advances over plain string bytes to the next quote, backslash or control character, and returns it.
+    fn plain_run(&mut self) -> Option<u8> {
+        let bytes = self.text.as_bytes();
+        while let Some(&byte) = bytes.get(self.at) {
+            if SPECIAL[usize::from(byte)] {
+                return Some(byte);
+            }
+            self.at += 1;
+        }
+        None
+    }
+
     /// A key without escapes, as raw bytes.
     fn key(&mut self) -> Option<&'a [u8]> {
         self.expect(b'"')?;
-        let bytes = self.text.as_bytes();
         let start = self.at;
-        let len = memchr::memchr2(b'"', b'\\', &bytes[start..])?;
-        let key = &bytes[start..start + len];
-        if bytes[start + len] != b'"' || has_control(key) {
+        if self.plain_run()? != b'"' {
             return None;
         }
-        self.at = start + len + 1;
+        let key = &self.text.as_bytes()[start..self.at];
+        self.at += 1;
         Some(key)
     }
 
@@ -228,112 +269,120 @@ impl<'a> Scanner<'a> {
     }
 
     /// The top-level object.
-    fn chunk(&mut self, keep_text: bool) -> Option<Chunk<'a>> {
-        let mut chunk = Chunk::default();
-        let (mut choices_seen, mut usage_seen) = (false, false);
+    fn chunk(&mut self, chunk: &mut Chunk<'a>) -> Option<()> {
+        let mut seen = 0;
         self.object(|s, key| match key {
             b"choices" => {
-                (!std::mem::replace(&mut choices_seen, true)).then_some(())?;
-                chunk.choice = s.choices(keep_text)?;
-                Some(())
+                first_time(&mut seen, 1)?;
+                s.choices(&mut chunk.choice)
             }
             b"usage" => {
-                (!std::mem::replace(&mut usage_seen, true)).then_some(())?;
-                chunk.usage = if s.null()? { None } else { Some(s.usage()?) };
+                first_time(&mut seen, 2)?;
+                if !s.null()? {
+                    chunk.usage = Some(s.usage()?);
+                }
                 Some(())
             }
             // The server failed the request: the reference words its error.
             b"error" => None,
             _ => s.skip_value(1),
-        })?;
-        Some(chunk)
+        })
     }
 
     /// `choices`: no choice, or exactly one.
-    fn choices(&mut self, keep_text: bool) -> Option<Option<Choice<'a>>> {
+    fn choices(&mut self, into: &mut Option<Choice<'a>>) -> Option<()> {
         self.expect(b'[')?;
         self.whitespace();
         if self.eat(b']') {
-            return Some(None);
+            return Some(());
         }
-        let choice = self.choice(keep_text)?;
+        self.choice(into.insert(Choice::default()))?;
         self.whitespace();
         // A second choice (`,`) falls back here.
-        self.expect(b']')?;
-        Some(Some(choice))
+        self.expect(b']')
     }
 
-    fn choice(&mut self, keep_text: bool) -> Option<Choice<'a>> {
-        let mut choice = Choice::default();
-        let mut seen = [false; 4];
-        self.object(|s, key| {
-            let slot = match key {
-                b"text" => 0,
-                b"delta" => 1,
-                b"message" => 2,
-                b"finish_reason" => 3,
-                _ => return s.skip_value(2),
-            };
-            (!std::mem::replace(&mut seen[slot], true)).then_some(())?;
-            match slot {
-                0 => choice.text = s.nullable_string(keep_text)?,
-                1 => choice.delta = s.nullable_message(keep_text)?,
-                2 => choice.message = s.nullable_message(keep_text)?,
-                _ => choice.finish_reason = s.nullable_string(true)?.and_then(|f| f.text),
+    fn choice(&mut self, choice: &mut Choice<'a>) -> Option<()> {
+        let mut seen = 0;
+        self.object(|s, key| match key {
+            b"text" => {
+                first_time(&mut seen, 1)?;
+                s.nullable_string(&mut choice.text)
             }
-            Some(())
-        })?;
-        Some(choice)
+            b"delta" => {
+                first_time(&mut seen, 2)?;
+                s.nullable_message(&mut choice.delta)
+            }
+            b"message" => {
+                first_time(&mut seen, 4)?;
+                s.nullable_message(&mut choice.message)
+            }
+            b"finish_reason" => {
+                first_time(&mut seen, 8)?;
+                s.nullable_string(&mut choice.finish_reason)
+            }
+            _ => s.skip_value(2),
+        })
     }
 
-    fn nullable_message(&mut self, keep_text: bool) -> Option<Option<Message<'a>>> {
+    fn nullable_message(&mut self, into: &mut Option<Message<'a>>) -> Option<()> {
         if self.null()? {
-            return Some(None);
+            return Some(());
         }
-        let mut message = Message::default();
-        let mut seen = [false; 3];
+        let message = into.insert(Message::default());
+        let mut seen = 0;
         self.object(|s, key| {
-            let slot = match key {
-                b"content" => 0,
-                b"reasoning_content" => 1,
-                b"reasoning" => 2,
+            let bit = match key {
+                b"content" => 1,
+                b"reasoning_content" => 2,
+                b"reasoning" => 4,
                 _ => return s.skip_value(3),
             };
-            (!std::mem::replace(&mut seen[slot], true)).then_some(())?;
-            // Reasoning is never kept: only whether it is there counts.
-            let value = s.nullable_string(slot == 0 && keep_text)?;
-            match slot {
-                0 => message.content = value,
-                1 => message.reasoning_content = value,
-                _ => message.reasoning = value,
+            first_time(&mut seen, bit)?;
+            let mut value = None;
+            s.nullable_string(&mut value)?;
+            if bit == 1 {
+                message.content = value;
+            } else {
+                message.reasoning |= has_text(value);
             }
             Some(())
-        })?;
-        Some(Some(message))
+        })
     }
 
     fn usage(&mut self) -> Option<UsageSeen> {
-        let mut fields = UsageFields::default();
+        // The reference's counts default to 0 when absent; the details' counts stay absent.
+        let mut usage = UsageSeen {
+            prompt_tokens: Some(0),
+            completion_tokens: Some(0),
+            cached_tokens: None,
+            reasoning_tokens: None,
+        };
+        let mut seen = 0;
         self.object(|s, key| match key {
-            b"prompt_tokens" => once(&mut fields.prompt_tokens, s.count()?),
-            b"completion_tokens" => once(&mut fields.completion_tokens, s.count()?),
+            b"prompt_tokens" => {
+                first_time(&mut seen, 1)?;
+                usage.prompt_tokens = Some(s.count()?);
+                Some(())
+            }
+            b"completion_tokens" => {
+                first_time(&mut seen, 2)?;
+                usage.completion_tokens = Some(s.count()?);
+                Some(())
+            }
             b"prompt_tokens_details" => {
-                let cached = s.nullable_details(b"cached_tokens")?;
-                once(&mut fields.prompt_details, cached)
+                first_time(&mut seen, 4)?;
+                usage.cached_tokens = s.nullable_details(b"cached_tokens")?;
+                Some(())
             }
             b"completion_tokens_details" => {
-                let reasoning = s.nullable_details(b"reasoning_tokens")?;
-                once(&mut fields.completion_details, reasoning)
+                first_time(&mut seen, 8)?;
+                usage.reasoning_tokens = s.nullable_details(b"reasoning_tokens")?;
+                Some(())
             }
             _ => s.skip_value(2),
         })?;
-        // The reference's counts default to 0 when absent; the details' counts stay absent.
-        Some(UsageSeen {
-            prompt_tokens: Some(fields.prompt_tokens.unwrap_or(0)),
-            completion_tokens: Some(fields.completion_tokens.unwrap_or(0)),
-            cached_tokens: fields.prompt_details.flatten(),
-            reasoning_tokens: fields.completion_details.flatten(),
-        })
+        Some(usage)
     }
 
     /// A `*_tokens_details` object (or `null`) and its one count the reference reads, `name`.
@@ -341,15 +390,19 @@ impl<'a> Scanner<'a> {
         if self.null()? {
             return Some(None);
         }
-        let mut count: Option<Option<u32>> = None;
+        let mut count = None;
+        let mut seen = 0;
         self.object(|s, key| {
             if key != name {
                 return s.skip_value(3);
             }
-            let value = if s.null()? { None } else { Some(s.count()?) };
-            once(&mut count, value)
+            first_time(&mut seen, 1)?;
+            if !s.null()? {
+                count = Some(s.count()?);
+            }
+            Some(())
         })?;
-        Some(count.flatten())
+        Some(count)
     }
 
     /// A token count: digits without a leading zero (or `0`), fitting `u32`.
@@ -372,54 +425,35 @@ impl<'a> Scanner<'a> {
         number.parse().ok()
     }
 
-    /// A string or `null` whose emptiness counts; its text decoded when `decode`.
-    fn nullable_string(&mut self, decode: bool) -> Option<Option<Str<'a>>> {
-        if self.null()? {
-            return Some(None);
+    /// A string or `null`, into `field`.
+    fn nullable_string(&mut self, field: &mut Option<Str<'a>>) -> Option<()> {
+        if !self.null()? {
+            *field = Some(self.string()?);
         }
-        self.string(decode).map(Some)
+        Some(())
     }
 
-    /// A string whose `"` is next: valid as serde_json reads a string into `str` (no raw control character,
-    /// known escapes, paired surrogates), decoded when `decode` (borrowed unless it has escapes).
-    fn string(&mut self, decode: bool) -> Option<Str<'a>> {
+    /// A string whose `"` is next, valid as serde_json reads a string into `str`: no raw control character,
+    /// known escapes, paired surrogates.
+    fn string(&mut self) -> Option<Str<'a>> {
         self.expect(b'"')?;
-        let bytes = self.text.as_bytes();
         let start = self.at;
-        let mut decoded: Option<String> = None;
-        let mut run = start;
+        let mut escaped = false;
         loop {
-            let len = memchr::memchr2(b'"', b'\\', &bytes[self.at..])?;
-            let stop = self.at + len;
-            if has_control(&bytes[self.at..stop]) {
-                return None;
+            match self.plain_run()? {
+                b'"' => {
+                    // `start` is after a quote and `self.at` at one: both are character boundaries.
+                    let raw = &self.text[start..self.at];
+                    self.at += 1;
+                    return Some(Str { raw, escaped });
+                }
+                b'\\' => {
+                    self.at += 1;
+                    self.escape()?;
+                    escaped = true;
+                }
+                _ => return None,
             }
-            // `stop` is at an ASCII byte and `run` after one, so both are character boundaries.
-            let plain = &self.text[run..stop];
-            self.at = stop + 1;
-            if bytes[stop] == b'"' {
-                let text = decode.then(|| match decoded {
-                    Some(mut owned) => {
-                        owned.push_str(plain);
-                        Cow::Owned(owned)
-                    }
-                    None => Cow::Borrowed(plain),
-                });
-                return Some(Str {
-                    empty: stop == start,
-                    text,
-                });
-            }
-            let out = decode.then(|| {
-                let owned = decoded.get_or_insert_with(String::new);
-                owned.push_str(plain);
-                owned
-            });
-            let escaped = self.escape()?;
-            if let Some(out) = out {
-                out.push(escaped);
-            }
-            run = self.at;
         }
     }
 
@@ -471,7 +505,7 @@ impl<'a> Scanner<'a> {
     /// Skips any JSON value, checking it is valid; `depth` is the nesting it sits in.
     fn skip_value(&mut self, depth: usize) -> Option<()> {
         match self.peek()? {
-            b'"' => self.string(false).map(drop),
+            b'"' => self.string().map(drop),
             b'{' if depth < MAX_DEPTH => self.object(|s, _| s.skip_value(depth + 1)),
             b'[' if depth < MAX_DEPTH => {
                 self.at += 1;
@@ -528,11 +562,6 @@ impl<'a> Scanner<'a> {
         self.digits();
         (self.at > start).then_some(())
     }
-}
-
-/// Whether `bytes` hold a control character, which JSON strings must escape.
-fn has_control(bytes: &[u8]) -> bool {
-    bytes.iter().any(|&b| b < 0x20)
 }
 
 #[cfg(test)]
@@ -660,6 +689,50 @@ mod tests {
             .collect::<Vec<_>>()
         );
         assert_eq!(scanned, 2 * 59, "every other recorded event is scanned");
+    }
+
+    /// What one chunk costs each reader: `cargo test --release -p llmbench-engine --lib per_chunk_cost --
+    /// --ignored --nocapture`. Prints, asserts nothing about time (the machine is shared).
+    #[test]
+    #[ignore = "a measurement, not a check: run it by name in release"]
+    fn per_chunk_cost_of_the_scanner_and_of_serde_json() {
+        let chunks: Vec<String> = [
+            "llmbench-sim-completions.sse",
+            "llmbench-sim-chat.sse",
+            "llama-chat.sse",
+        ]
+        .iter()
+        .flat_map(|name| {
+            let body = RECORDED
+                .iter()
+                .find(|(n, _)| n == name)
+                .expect("recorded")
+                .1;
+            payloads(name, body)
+        })
+        .collect();
+        let rounds = 20_000;
+        let time = |read: &dyn Fn(&str) -> Option<ChunkKind>| {
+            let started = std::time::Instant::now();
+            let mut kinds = 0_usize;
+            for _ in 0..rounds {
+                for chunk in &chunks {
+                    kinds += usize::from(std::hint::black_box(read(chunk)).is_some());
+                }
+            }
+            (
+                started.elapsed().as_nanos() as f64 / (rounds * chunks.len()) as f64,
+                kinds,
+            )
+        };
+        let (scan_ns, scanned) = time(&|c| scan_openai_chunk(c, false).and_then(|p| p.kind));
+        let (serde_ns, parsed) = time(&|c| parse_openai_chunk(c, false).ok().and_then(|p| p.kind));
+        assert_eq!(scanned, parsed, "both readers found the same chunks");
+        println!(
+            "{} chunks: scanner {scan_ns:.0} ns/chunk, serde_json {serde_ns:.0} ns/chunk ({:.1}x)",
+            chunks.len(),
+            serde_ns / scan_ns
+        );
     }
 
     #[test]
