@@ -67,15 +67,36 @@ pub fn read_scratch<R>(
 
 /// One non-blocking read into `data`: the byte count and the kernel's stamp of the last bytes read, if it gave
 /// one. `WouldBlock` when nothing is ready, as `TcpStream::try_read`.
+///
+/// A read that filled less than `data` emptied the socket, so the stream is marked not readable at once: the
+/// caller's next `readable().await` waits for the next bytes instead of returning at once into a read that can
+/// only fail with `WouldBlock` — one system call less per read, i.e. per streamed chunk at a fast server. This is
+/// what tokio's own `poll_read` does on epoll (`tokio/src/io/poll_evented.rs`, 1.54.1, tokio-rs/tokio#5866):
+/// epoll is edge-triggered there, so bytes arriving after the read raise readiness again, and tokio clears only the
+/// readiness this read observed, never a newer one.
 pub fn read(
     stream: &TcpStream,
     data: &mut [u8],
     control: &mut [u8],
 ) -> io::Result<(usize, Option<u64>)> {
     #[cfg(target_os = "linux")]
-    return stream.try_io(tokio::io::Interest::READABLE, || {
-        linux::recv_stamped(stream, data, control)
-    });
+    {
+        let mut drained = None;
+        let read = stream.try_io(tokio::io::Interest::READABLE, || {
+            let room = data.len();
+            let (n, stamp) = linux::recv_stamped(stream, data, control)?;
+            if 0 < n && n < room {
+                drained = Some((n, stamp));
+                // `try_io` clears the readiness it observed on `WouldBlock`; the bytes are returned below.
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            Ok((n, stamp))
+        });
+        match drained {
+            Some(read) => Ok(read),
+            None => read,
+        }
+    }
     #[cfg(not(target_os = "linux"))]
     {
         let _ = control;

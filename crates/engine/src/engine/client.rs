@@ -579,7 +579,7 @@ fn keep(record: &mut RequestRecord, text: Option<String>) {
 }
 
 /// What one JSON chunk (or a whole non-streamed response) told us.
-#[derive(Default)]
+#[derive(Debug, Default, PartialEq)]
 pub(super) struct ParsedChunk {
     pub(super) kind: Option<ChunkKind>,
     pub(super) usage: Option<UsageSeen>,
@@ -756,7 +756,14 @@ fn parse_chunk(payload: &[u8], api: ApiKind, keep_text: bool) -> Result<ParsedCh
     // string it meets, the largest part of a chunk's parse.
     let text = std::str::from_utf8(payload).map_err(|e| malformed(e.to_string()))?;
     let parsed = match api {
-        ApiKind::Completion | ApiKind::Chat => parse_openai_chunk(text, keep_text),
+        // The scanner reads the usual chunk without a JSON tree; whatever it cannot prove it reads exactly, the
+        // reference parser reads (see `chunk_scan`).
+        ApiKind::Completion | ApiKind::Chat => {
+            match super::chunk_scan::scan_openai_chunk(text, keep_text) {
+                Some(parsed) => Ok(parsed),
+                None => parse_openai_chunk(text, keep_text),
+            }
+        }
         ApiKind::Responses => super::api_events::parse_responses(text, keep_text),
         ApiKind::Messages => super::api_events::parse_messages(text, keep_text),
         ApiKind::Embeddings | ApiKind::Rerank => super::api_events::parse_pooling(text),
@@ -768,8 +775,12 @@ fn parse_chunk(payload: &[u8], api: ApiKind, keep_text: bool) -> Result<ParsedCh
     }
 }
 
-/// A completions or chat completions chunk, or a whole answer of either.
-fn parse_openai_chunk(text: &str, keep_text: bool) -> Result<ParsedChunk, serde_json::Error> {
+/// A completions or chat completions chunk, or a whole answer of either, read by serde_json: the reference that
+/// `chunk_scan` must agree with, and the reader of every event it leaves.
+pub(super) fn parse_openai_chunk(
+    text: &str,
+    keep_text: bool,
+) -> Result<ParsedChunk, serde_json::Error> {
     let chunk: ChunkJson<'_> = serde_json::from_str(text)?;
     if let Some(error) = chunk.error {
         return Ok(ParsedChunk {

@@ -15,6 +15,7 @@
 
 mod aiperf_sessions;
 mod api_events;
+mod chunk_scan;
 pub mod client;
 pub mod control;
 pub mod conversation;
