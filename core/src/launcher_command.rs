@@ -100,6 +100,8 @@ pub struct RunCommand {
     pub capacity_search: Option<CapacitySearchSpec>,
     /// `--results-to-log BYTES`: an emptyDir run's results, capped, into the log ([`crate::results_log`]).
     pub results_to_log: Option<u64>,
+    /// `--preflight-only`: check the server as this run would, and stop (see [`RunCommand::preflight_only`]).
+    pub preflight_only: bool,
 }
 
 /// Where a shard waits for the operator's release, and for how long.
@@ -142,6 +144,28 @@ impl RunCommand {
             warm_prefix_cache: false,
             capacity_search: None,
             results_to_log: None,
+            preflight_only: false,
+        }
+    }
+
+    /// The pre-flight of this run alone (`--preflight-only`): the same harness, profile, model, endpoint and
+    /// tokenizer, so the server is checked exactly as the run will use it, less every flag of a run that sends
+    /// load (its shard, release, live metrics, scrapes, stack record, hooks, capacity search, results in the log),
+    /// which the launcher refuses beside `--preflight-only` or which have nothing to act on.
+    pub fn preflight_only(&self) -> RunCommand {
+        RunCommand {
+            endpoint: self.endpoint.clone(),
+            tokenizer: self.tokenizer.clone(),
+            interrupt_grace: self.interrupt_grace,
+            preflight_only: true,
+            ..RunCommand::new(
+                self.harness,
+                self.profile.clone(),
+                self.model.clone(),
+                self.output.clone(),
+                self.run_id.clone(),
+                self.summary_file.clone(),
+            )
         }
     }
 
@@ -179,6 +203,7 @@ impl RunCommand {
         if let Some(cap) = self.results_to_log {
             argv.flag("results-to-log", cap.to_string());
         }
+        argv.switch("preflight-only", self.preflight_only);
         Ok(argv.0)
     }
 }

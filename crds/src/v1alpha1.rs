@@ -45,6 +45,12 @@ pub(crate) const DEFAULT_TIMEOUT: &str = "3600s";
     category = "llmbench",
     derive = "PartialEq",
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase", description = "Where the run is"),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Completed\")].reason",
+        description = "Why the run is where it is: Preflight, Queued, StackStarting, WaitingForShards, Running, Merging, Succeeded, or the failure's reason (PreflightFailed, Timeout, …)"
+    ),
     printcolumn(name = "Harness", type_ = "string", json_path = ".spec.harness", description = "Profile dialect"),
     printcolumn(
         name = "Req/s",

@@ -323,6 +323,9 @@ const EXIT_SERVER_STOPPED_ANSWERING: u8 = RunExit::ServerStoppedAnswering.code()
 const EXIT_RUN_KILLED: u8 = RunExit::Killed.code();
 
 fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
+    if args.preflight_only {
+        return preflight_command(&args);
+    }
     // An emptyDir run's results go into the log once the run ended, however it ended (clap requires --run-id).
     let keep = args
         .results_to_log
@@ -345,6 +348,36 @@ fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     code
+}
+
+/// `llmbench run --preflight-only`: the verdict on stdout (passed) or stderr (failed), and in --summary-file
+/// either way, since a pod's termination message is where the operator reads it; exit code 0 or 6 (1 for a run
+/// that cannot even be checked: a profile that does not parse, no model).
+fn preflight_command(args: &llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
+    let (text, code) = match runtime()?.block_on(llmbench::run::preflight_only(args)) {
+        Ok(meta) => {
+            let text = llmbench::run::describe_passed_preflight(&meta);
+            println!("llmbench: {text}");
+            (text, ExitCode::SUCCESS)
+        }
+        // The check's own words, without the run's note on --no-preflight: here the check is all there is.
+        Err(llmbench::run::RunError::Preflight(e)) => {
+            let text = format!("pre-flight: {e}");
+            eprintln!("llmbench: error: {text}");
+            (text, ExitCode::from(EXIT_PREFLIGHT_FAILED))
+        }
+        Err(e) => {
+            let text = e.to_string();
+            eprintln!("llmbench: error: {text}");
+            (text, ExitCode::FAILURE)
+        }
+    };
+    if let Some(path) = &args.summary_file
+        && let Err(e) = std::fs::write(path, &text)
+    {
+        eprintln!("llmbench: warning: cannot write {}: {e}", path.display());
+    }
+    Ok(code)
 }
 
 fn run_and_report(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
@@ -821,6 +854,26 @@ mod tests {
         let parsed: CapacitySearchSpec =
             serde_json::from_str(run.capacity_search.as_deref().unwrap()).unwrap();
         assert_eq!(parsed, search);
+
+        // The run's pre-flight alone: the same server, model and profile, none of the run's own flags (which
+        // the launcher refuses beside --preflight-only).
+        let Command::Run(check) = Cli::try_parse_from(launch.preflight_only().argv().unwrap())
+            .unwrap()
+            .command
+        else {
+            panic!("not `llmbench run`");
+        };
+        assert!(check.preflight_only);
+        assert_eq!(check.profile, run.profile);
+        assert_eq!(check.model, run.model);
+        assert_eq!(check.endpoint, run.endpoint);
+        assert_eq!(check.tokenizer, run.tokenizer);
+        assert_eq!(check.summary_file, run.summary_file);
+        assert_eq!((check.shard.index, check.shard.count), (0, 1));
+        assert_eq!(check.wait_for_release, None);
+        assert_eq!(check.metrics_listen, None);
+        assert!(check.metrics_endpoints.is_empty() && check.stack_info.is_none());
+        assert!(check.capacity_search.is_none() && !check.reset_prefix_cache);
 
         // `--vllm-profiler` conflicts with the hooks, so it goes alone; the defaults are the builder's.
         let mut vllm = RunCommand::new(

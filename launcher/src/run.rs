@@ -38,17 +38,18 @@ use std::sync::Arc;
 use llmbench_core::harness::Harness;
 use llmbench_engine::stack::serve::{ServeOptions, Served, serve_endpoint};
 use llmbench_engine::stack::{self, StackSource, StackSpec};
-use llmbench_report::report::ProfileNote;
+use llmbench_report::report::{PreflightMeta, ProfileNote};
 use llmbench_sim::sim::{self, SimConfig};
 use llmbench_workload::profile::{Edits, Template, TemplateSource, Values, render_edited};
 use llmbench_workload::workload::load_flags::{self, LoadFlagsRecord};
-use llmbench_workload::workload::{DataSpec, ParseOptions, parse_profile};
+use llmbench_workload::workload::{Api, DataSpec, ParseOptions, parse_profile};
 
 pub(crate) use api_key::ApiKey;
 pub use args::RunArgs;
 pub(crate) use cache::CacheResetError;
 pub use error::RunError;
 pub use output::{LOCK_FILE, OutputError, in_use, validate_run_id};
+pub use preflight::describe_passed as describe_passed_preflight;
 pub use runner::RunOutcome;
 pub(crate) use target::{EndpointError, Server, UNSET_ENDPOINT};
 
@@ -216,25 +217,7 @@ fn profile_facts(
     let rendered = render_edited(template, &values, &edits(args), args.harness)?.text;
     // Applied here too, so a refused flag stops the run before a simulator starts.
     let rendered = load_flags::apply(args.harness, &template.name, &rendered, &args.load)?.profile;
-    let options = parse_options(args);
-    let (api, tokenizer) = match args.harness {
-        Harness::Mlperf => (
-            llmbench_metrics::mlperf::parse_settings(&template.name, &rendered, None, &options)?
-                .settings
-                .server,
-            None,
-        ),
-        Harness::Fmperf => (
-            llmbench_workload::workload::parse_fmperf(&template.name, &rendered)?
-                .0
-                .api,
-            None,
-        ),
-        harness => {
-            let workload = parse_profile(harness, &template.name, &rendered, &options)?.workload;
-            (workload.api, workload.tokenizer.map(|t| t.name_or_path))
-        }
-    };
+    let (api, tokenizer) = profile_api(args, &template.name, &rendered)?;
     let unset = |name: &Option<String>| name.as_deref().is_some_and(|n| n.contains(UNSET_MODEL));
     let model_is_placeholder = unset(&api.model);
     Ok(ProfileFacts {
@@ -243,6 +226,85 @@ fn profile_facts(
         tokenizer: tokenizer.filter(|t| !unset(&Some(t.clone()))),
         model_is_placeholder,
     })
+}
+
+/// The API a rendered profile sends to (base URL, path, model, streaming, headers, key) and the tokenizer it
+/// names, read as the harness's runner reads them.
+fn profile_api(
+    args: &RunArgs,
+    template_name: &str,
+    rendered: &str,
+) -> Result<(Api, Option<String>), RunError> {
+    let options = parse_options(args);
+    Ok(match args.harness {
+        Harness::Mlperf => (
+            llmbench_metrics::mlperf::parse_settings(template_name, rendered, None, &options)?
+                .settings
+                .server,
+            None,
+        ),
+        Harness::Fmperf => (
+            llmbench_workload::workload::parse_fmperf(template_name, rendered)?
+                .0
+                .api,
+            None,
+        ),
+        harness => {
+            let workload = parse_profile(harness, template_name, rendered, &options)?.workload;
+            (workload.api, workload.tokenizer.map(|t| t.name_or_path))
+        }
+    })
+}
+
+/// `llmbench run --preflight-only`: the run's pre-flight against its server, exactly as the run would do it
+/// (the same profile, rendering, flags, API, key and model), and nothing else: no prompt is built, nothing is
+/// timed and no results directory is made. The operator runs it in a pod on the launchers' network before it
+/// creates them. Returns what the checks found; a server that fails them is [`RunError::Preflight`].
+pub async fn preflight_only(args: &RunArgs) -> Result<PreflightMeta, RunError> {
+    if args.harness == Harness::Nop {
+        return Err(RunError::PreflightOnly(
+            "the nop harness sends no request, so it has no pre-flight".to_owned(),
+        ));
+    }
+    let flag = args
+        .endpoint
+        .as_deref()
+        .map(|url| target::validate(url, "--endpoint"))
+        .transpose()?;
+    let template = Template::load(args.harness.as_str(), &template_source(&args.profile))?;
+    let server = flag.clone().map_or(Server::Embedded, Server::Flag);
+    let facts = profile_facts(args, &template, &server)?;
+    let endpoint = match target::choose(flag.as_deref(), facts.base_url.as_deref()) {
+        Server::Flag(url) => url,
+        Server::Profile(url) => {
+            target::validate(&url, &format!("the server {} names", template.name))?
+        }
+        _ => {
+            return Err(RunError::PreflightOnly(
+                "there is no server to check: pass --endpoint URL (the profile names none)"
+                    .to_owned(),
+            ));
+        }
+    };
+    let chosen = choose_model(args, &facts, &Server::Flag(endpoint.clone()))?;
+    let values = Values {
+        model: chosen.name.clone(),
+        tokenizer: args.tokenizer.clone(),
+        endpoint: Some(endpoint.clone()),
+        max_model_len: args.max_model_len,
+        set: args.set.clone(),
+    };
+    let rendered = render_edited(&template, &values, &edits(args), args.harness)?.text;
+    let rendered = load_flags::apply(args.harness, &template.name, &rendered, &args.load)?.profile;
+    let (api, _) = profile_api(args, &template.name, &rendered)?;
+    // As `RunContext::request_model`: --model, else the profile's, else the one chosen.
+    let model = args
+        .model
+        .clone()
+        .or_else(|| api.model.clone())
+        .or(chosen.name)
+        .ok_or_else(|| RunError::NoModel("pass --model NAME".to_owned()))?;
+    context::check_server(args, &endpoint, &api, &model).await
 }
 
 /// The model a run names, and where it came from.

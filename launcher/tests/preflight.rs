@@ -462,6 +462,134 @@ fn no_preflight_goes_straight_to_the_run_and_says_so_in_run_json() {
     );
 }
 
+/// `llmbench run --preflight-only`, as the operator's pre-flight pod runs it: the small profile against
+/// `endpoint`, the verdict written to `verdict.txt` (the pod's termination log).
+fn preflight_only(dir: &Path, endpoint: &str, model: &str) -> (Output, String) {
+    let verdict = dir.join("verdict.txt");
+    let output = small_run(
+        dir,
+        endpoint,
+        "checked",
+        &[
+            "--model",
+            model,
+            "--preflight-only",
+            "--summary-file",
+            verdict.to_str().expect("utf-8"),
+        ],
+    );
+    let text = std::fs::read_to_string(&verdict).unwrap_or_default();
+    (output, text)
+}
+
+#[test]
+fn preflight_only_checks_the_server_as_the_run_would_and_sends_and_writes_nothing_else() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let server = TinyServer::start(answering);
+    let (output, verdict) = preflight_only(dir.path(), &server.url, "m");
+    succeeded(&output);
+    let url = &server.url;
+    assert_eq!(
+        verdict.split(" in ").next(),
+        Some(
+            format!(
+                "pre-flight passed for `m`: GET {url}/v1/models lists m; a one-token request to POST \
+                 {url}/v1/completions answered HTTP 200 as `m`"
+            )
+            .as_str()
+        ),
+        "{verdict}"
+    );
+    assert!(verdict.ends_with(" ms"), "{verdict}");
+    // The listing and the one test request of the run's own kind (streamed, one token), and nothing else.
+    let seen = server.seen();
+    let calls: Vec<(&str, &str)> = seen
+        .iter()
+        .map(|r| (r.method.as_str(), r.path.as_str()))
+        .collect();
+    assert_eq!(
+        calls,
+        [("GET", "/v1/models"), ("POST", "/v1/completions")],
+        "{seen:?}"
+    );
+    assert_eq!(seen[1].body["max_tokens"], 1, "{:?}", seen[1].body);
+    assert_eq!(seen[1].body["stream"], true, "{:?}", seen[1].body);
+    assert!(!dir.path().join("checked").exists(), "no results directory");
+}
+
+#[test]
+fn preflight_only_fails_with_exit_6_and_the_checks_own_words_in_the_verdict_file() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let endpoint = closed_endpoint();
+    let (output, verdict) = preflight_only(dir.path(), &endpoint, "m");
+    assert_eq!(
+        output.status.code(),
+        Some(PREFLIGHT_FAILED),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        verdict.starts_with(&format!(
+            "pre-flight: cannot connect to {endpoint}/v1/models: connection refused"
+        )),
+        "{verdict}"
+    );
+    // The run's note on --no-preflight is not the probe's: there the check is all there is.
+    assert!(!verdict.contains("--no-preflight"), "{verdict}");
+    assert!(
+        stderr(&output).contains(&format!("llmbench: error: {verdict}")),
+        "{}",
+        stderr(&output)
+    );
+
+    let server = TinyServer::start(answering);
+    let (output, verdict) = preflight_only(dir.path(), &server.url, "other");
+    assert_eq!(output.status.code(), Some(PREFLIGHT_FAILED), "{verdict}");
+    assert_eq!(
+        verdict,
+        format!(
+            "pre-flight: the server does not serve the model `other`: GET {}/v1/models lists m\n  help: pass \
+             --model m; if the server serves models it does not list, pass --allow-model-mismatch",
+            server.url
+        )
+    );
+    assert!(!dir.path().join("checked").exists());
+}
+
+#[test]
+fn preflight_only_refuses_a_run_with_no_server_to_check_and_flags_that_belong_to_a_run() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let profile = write(dir.path(), "small.yaml", SMALL_VLLM);
+    // No --endpoint and a profile that names no server: the embedded simulator is not what is checked.
+    let output = run_profile(
+        dir.path(),
+        "vllm-benchmark",
+        &profile,
+        "x",
+        &["--model", "m", "--preflight-only"],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains(
+            "--preflight-only: there is no server to check: pass --endpoint URL (the profile names none)"
+        ),
+        "{}",
+        stderr(&output)
+    );
+    let output = small_run(
+        dir.path(),
+        &closed_endpoint(),
+        "x",
+        &["--preflight-only", "--no-preflight"],
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("cannot be used with"),
+        "{}",
+        stderr(&output)
+    );
+}
+
 /// A completions server that lists `m` and streams an answer to every request.
 fn answering(r: &Request) -> Answer {
     match (r.method.as_str(), r.path.as_str()) {

@@ -5,6 +5,9 @@
 //! Conditions (type → reasons):
 //! - `ProfileRendered`: True/`Rendered`; False/the renderer's reason (`UnresolvedPlaceholder`, `UnmatchedOverride`,
 //!   `ProfileNotFound`, …) — the run stays Pending and no pod is created.
+//! - `PreflightPassed`: True/`Passed` with the pre-flight pod's verdict (what it listed, what answered);
+//!   False/`PreflightFailed` (or how the pod failed, e.g. `ImagePullFailed`) with the check's own words — no launcher
+//!   is created. Absent for runs that send nothing (`skipRun`, debug, `nop`).
 //! - `LauncherStarted`: True/`LaunchersCreated` (or `CollectorCreated` with skipRun).
 //! - `Completed`: False/`Pending`|`Running`|`Collecting`|`Debug` while under way; True/`Succeeded` (or
 //!   `SucceededWithoutSummary`); False/the failure reason when the run failed.
@@ -33,6 +36,7 @@ use crate::summary::{SummaryError, aggregate, harness_verdict, parse_summary, sl
 
 pub const PROFILE_RENDERED: &str = "ProfileRendered";
 pub const LAUNCHER_STARTED: &str = "LauncherStarted";
+pub const PREFLIGHT_PASSED: &str = "PreflightPassed";
 pub const COMPLETED: &str = "Completed";
 pub const FAILED: &str = "Failed";
 pub const SLO_MET: &str = "SLOMet";
@@ -700,6 +704,14 @@ pub fn in_flight(
         "Running" => "the launcher pods are generating load".to_owned(),
         "StackStarting" => {
             "waiting for the standalone stack to become ready; the launchers start then".to_owned()
+        }
+        "Preflight" => {
+            "a pre-flight pod checks the stack from the launchers' network; the launchers start \
+                        once it passes"
+                .to_owned()
+        }
+        "Queued" => {
+            "queued in Kueue: the launchers are gated until Kueue admits them together".to_owned()
         }
         _ => "waiting for the launcher pods to start".to_owned(),
     };

@@ -165,6 +165,7 @@ async fn the_crds_are_established_and_kubectl_knows_them() {
     let header = get.lines().next().unwrap_or_default();
     for column in [
         "PHASE",
+        "REASON",
         "REQ/S",
         "TTFT P99 MS",
         "FAILED %",

@@ -112,6 +112,15 @@ fn lines(path: &Path) -> usize {
         .unwrap_or(0)
 }
 
+/// The run's launcher pods: its pods but the pre-flight pod (which may still be going after it passed).
+async fn launchers_of(client: &Client, run: &BenchmarkRun) -> Vec<Pod> {
+    pods_of(client, run)
+        .await
+        .into_iter()
+        .filter(|p| p.name_any().contains("-launcher-"))
+        .collect()
+}
+
 async fn pods_of(client: &Client, run: &BenchmarkRun) -> Vec<Pod> {
     let uid = run.uid().expect("uid");
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
@@ -201,6 +210,10 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
     let mut dead = sanity(&dead_endpoint, 5, 1);
     dead["stack"]["endpoint"] = json!(dead_endpoint);
     create("dead", dead).await;
+    // A live stack that does not serve the run's model.
+    let mut wrong_model = sanity(&endpoint, 5, 1);
+    wrong_model["stack"]["model"] = json!("no-such-model");
+    create("wrong-model", wrong_model).await;
     // Four launchers of one run, released at one instant: their shares add up to what one launcher sends, and a
     // merge pod merges their records exactly.
     let mut gamma = sanity(&endpoint, 10, 2);
@@ -222,6 +235,15 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
     })
     .await
     .expect("creating queued");
+    // Queued, and deleted while it waits: its gated launchers go with it.
+    runs.create(&PostParams::default(), &{
+        let mut run = benchmark_run("queued-deleted", sanity(&endpoint, 10, 1));
+        run.metadata.labels =
+            Some([("kueue.x-k8s.io/queue-name".to_owned(), "bench".to_owned())].into());
+        run
+    })
+    .await
+    .expect("creating queued-deleted");
     // Long enough for the operator to read its launcher's live progress twice (every 10 s) before it times out.
     let mut slow = sanity(&endpoint, 1, 600);
     slow["timeout"] = json!("25s");
@@ -437,24 +459,122 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
         .expect("status");
     assert!(condition(&unmatched, "ProfileRendered").is_some_and(|c| c.2.contains("no_such_key")));
 
-    // A launcher that exits non-zero: Failed, with the exit code. Its stack is dead, so the launcher's pre-flight
-    // stops it before the clock (exit 6), and the condition says what the launcher said.
-    let dead = finished(&runs, "dead", &operator).await;
-    assert_eq!(dead.phase, Some(Phase::Failed), "{dead:#?}");
-    let (_, reason, message) = condition(&dead, "Failed").expect("a Failed condition");
-    assert_eq!(reason, "PreflightFailed", "{message}");
-    assert!(message.contains("exited with code 6"), "{message}");
+    // A stack that fails the pre-flight: the pre-flight pod's verdict fails the run, in its own words, with a
+    // Warning event, and no launcher is ever made.
+    for (name, needle) in [
+        (
+            "dead",
+            format!("pre-flight: cannot connect to {dead_endpoint}/v1/models: connection refused"),
+        ),
+        (
+            "wrong-model",
+            format!(
+                "pre-flight: the server does not serve the model `no-such-model`: GET {endpoint}/v1/models \
+                 lists {MODEL}"
+            ),
+        ),
+    ] {
+        let status = finished(&runs, name, &operator).await;
+        assert_eq!(status.phase, Some(Phase::Failed), "{name}: {status:#?}");
+        let (_, reason, message) = condition(&status, "Failed").expect("a Failed condition");
+        assert_eq!(reason, "PreflightFailed", "{name}: {message}");
+        assert!(
+            message.starts_with(&format!(
+                "the pre-flight pod {name}-preflight found the stack unusable from the launchers' network (exit \
+                 code 6): no launcher was created"
+            )) && message.contains(&needle),
+            "{name}: {message}"
+        );
+        let (state, reason, verdict) =
+            condition(&status, "PreflightPassed").expect("a PreflightPassed condition");
+        assert_eq!((state, reason), ("False", "PreflightFailed"), "{verdict}");
+        assert!(verdict.starts_with(&needle), "{name}: {verdict}");
+        assert_eq!(condition(&status, "LauncherStarted"), None, "{status:#?}");
+        let run = runs.get(name).await.expect("get run");
+        let names: Vec<String> = pods_of(&admin, &run)
+            .await
+            .iter()
+            .map(|p| p.name_any())
+            .collect();
+        assert_eq!(
+            names,
+            [format!("{name}-preflight")],
+            "only the pre-flight pod"
+        );
+        eventually(
+            &format!("{name}: a PreflightFailed event"),
+            RUN_TIMEOUT,
+            || async {
+                let list = events.list(&ListParams::default()).await.ok()?;
+                list.items
+                    .iter()
+                    .any(|e| {
+                        e.type_.as_deref() == Some("Warning")
+                            && e.reason.as_deref() == Some("PreflightFailed")
+                            && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                            && e.note.as_deref().is_some_and(|n| n.contains(&needle))
+                    })
+                    .then_some(())
+            },
+        )
+        .await;
+    }
+    // A stack that passes: the verdict in PreflightPassed, and the pre-flight pod gone once the launchers exist.
+    let (state, reason, verdict) =
+        condition(&alpha, "PreflightPassed").expect("alpha's PreflightPassed");
+    assert_eq!((state, reason), ("True", "Passed"), "{verdict}");
     assert!(
-        message.contains("pre-flight: cannot connect to http://127.0.0.1:")
-            && message.contains("connection refused"),
-        "{message}"
+        verdict.starts_with(&format!(
+            "pre-flight passed for `{MODEL}`: GET {endpoint}/v1/models lists {MODEL}; a one-token request to \
+             POST {endpoint}/v1/completions answered HTTP 200 as `{MODEL}`"
+        )),
+        "{verdict}"
     );
+    let alpha_run = runs.get("alpha").await.expect("get alpha");
+    eventually(
+        "alpha's passed pre-flight pod deleted",
+        RUN_TIMEOUT,
+        || async {
+            pods_of(&admin, &alpha_run)
+                .await
+                .iter()
+                .all(|p| p.name_any() != "alpha-preflight")
+                .then_some(())
+        },
+    )
+    .await;
+
+    // Deleted while queued: its gated launchers and its ConfigMap go with it (the finalizer; no GC runs here).
+    let waiting = eventually("queued-deleted: Queued", RUN_TIMEOUT, || async {
+        let run = runs.get("queued-deleted").await.ok()?;
+        let status = run.status.clone()?;
+        let gated = pods_of(&admin, &run).await.iter().any(|p| {
+            p.spec
+                .as_ref()
+                .and_then(|s| s.scheduling_gates.as_ref())
+                .is_some_and(|g| !g.is_empty())
+        });
+        (gated && condition(&status, "Completed").is_some_and(|c| c.1 == "Queued")).then_some(run)
+    })
+    .await;
+    runs.delete("queued-deleted", &DeleteParams::default())
+        .await
+        .expect("deleting queued-deleted");
+    eventually(
+        "queued-deleted: gone with its pods",
+        RUN_TIMEOUT,
+        || async {
+            let gone = runs.get_opt("queued-deleted").await.ok()?.is_none();
+            (gone && pods_of(&admin, &waiting).await.is_empty()).then_some(())
+        },
+    )
+    .await;
 
     // The queued run waits, Pending/Queued, with both launchers gated as one Kueue pod group, until admitted.
     let queued_run = eventually("queued: both launchers gated", RUN_TIMEOUT, || async {
         let run = runs.get("queued").await.ok()?;
         let status = run.status.clone()?;
-        let pods = pods_of(&admin, &run).await;
+        let pods = launchers_of(&admin, &run).await;
         (pods.len() == 2 && condition(&status, "Completed").is_some_and(|c| c.1 == "Queued"))
             .then_some(run)
     })
@@ -464,7 +584,7 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
         Some(Phase::Pending)
     );
     let pods_api: Api<Pod> = Api::namespaced(admin.clone(), NS);
-    for pod in pods_of(&admin, &queued_run).await {
+    for pod in launchers_of(&admin, &queued_run).await {
         let labels = pod.labels();
         assert_eq!(
             labels.get("kueue.x-k8s.io/queue-name").map(String::as_str),
@@ -480,6 +600,12 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
                 .map(String::as_str),
             Some("2")
         );
+        assert_eq!(
+            pod.annotations()
+                .get("kueue.x-k8s.io/retriable-in-group")
+                .map(String::as_str),
+            Some("false")
+        );
         let gates = pod
             .spec
             .as_ref()
@@ -487,12 +613,16 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
             .unwrap_or_default();
         assert_eq!(gates.len(), 1);
         assert_eq!(gates[0].name, "kueue.x-k8s.io/admission");
-        // Admitted, as Kueue admits a pod group: every pod's gate removed.
+        // Admitted, as Kueue admits a pod group (pod_controller.go `prepare`): the flavor's node labels merged
+        // into the node selector and every pod's gate removed, in one patch.
         pods_api
             .patch(
                 &pod.name_any(),
                 &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"schedulingGates": null}})),
+                &Patch::Merge(json!({"spec": {
+                    "nodeSelector": {"kubernetes.io/os": "linux"},
+                    "schedulingGates": null,
+                }})),
             )
             .await
             .expect("ungating");
@@ -558,7 +688,7 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
     // The operator killed mid-run: its successor finishes the run with the same, single launcher pod.
     let restart = create("restart", sanity(&endpoint, 10, 4)).await;
     let first_pod = eventually("restart's launcher running", RUN_TIMEOUT, || async {
-        let pods = pods_of(&admin, &restart).await;
+        let pods = launchers_of(&admin, &restart).await;
         let pod = pods.first()?;
         (pod.status.as_ref()?.phase.as_deref() == Some("Running")).then(|| pod.uid())?
     })
@@ -568,7 +698,7 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
     let status = finished(&runs, "restart", &operator).await;
     assert_eq!(status.phase, Some(Phase::Succeeded), "{status:#?}");
     assert_eq!(status.summary.as_ref().map(|s| s.requests), Some(40));
-    let pods = pods_of(&admin, &restart).await;
+    let pods = launchers_of(&admin, &restart).await;
     assert_eq!(pods.len(), 1, "one launcher pod, never a second");
     assert_eq!(pods[0].uid(), Some(first_pod));
 

@@ -203,6 +203,19 @@ pub struct RunArgs {
     /// --stack-info or --serve describes the stack.
     #[arg(long)]
     pub no_preflight: bool,
+    /// Run the pre-flight alone and stop: check the server as the run would (the same profile, flags, API path,
+    /// key and model), then exit 0 when it passes and 6 when it does not; no prompt is built, nothing is timed and
+    /// no results directory is made. With --summary-file, the verdict in words goes there (the operator's
+    /// pre-flight pod writes it to its termination message). The server is --endpoint, else the one the profile
+    /// names; there is no embedded simulator to check.
+    #[arg(
+        long,
+        conflicts_with_all = [
+            "no_preflight", "serve", "wait_for_release", "results_to_log", "capacity_search",
+            "reset_prefix_cache", "warm_prefix_cache", "vllm_profiler",
+        ]
+    )]
+    pub preflight_only: bool,
     /// How long the pre-flight's test request may take: a cold engine can be slow to answer its first request.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "60s", value_name = "DURATION")]
     pub preflight_timeout: Duration,

@@ -164,57 +164,7 @@ impl RunContext<'_> {
         api: &Api,
         model: &str,
     ) -> Result<PreflightMeta, RunError> {
-        let args = self.args;
-        let skipped = args
-            .preflight_done
-            .clone()
-            .or_else(|| args.no_preflight.then(|| "--no-preflight".to_owned()));
-        if let Some(reason) = skipped {
-            tracing::info!(reason, "pre-flight skipped");
-            return Ok(PreflightMeta {
-                skipped: Some(reason),
-                ..PreflightMeta::default()
-            });
-        }
-        // The key the run's requests will carry (--api-key, the profile's, OPENAI_API_KEY): a server behind a key
-        // must see it on the test request too.
-        let (api, _) = self.api_with_key(api);
-        let api = &api;
-        let url = format!("{}{}", self.endpoint, api.target());
-        let target = Target {
-            transport: transport(
-                &url,
-                api.kind,
-                api.api_key.as_deref(),
-                &api.headers,
-                Some(1),
-            )?,
-            url,
-            api_key: api.api_key.clone(),
-            headers: api.headers.clone(),
-            request_timeout: Some(args.preflight_timeout),
-            streaming: api.streaming,
-            api: api.kind,
-            keep_text: false,
-            // Not one of the run's requests: the run has no id yet, and a probe is not looked for in the logs.
-            request_ids: engine::RequestIds::NONE,
-        };
-        let checks = preflight::Checks {
-            endpoint: self.endpoint,
-            api,
-            model,
-            style: BodyStyle::of(args.harness),
-            request_timeout: args.preflight_timeout,
-            allow_model_mismatch: args.allow_model_mismatch,
-        };
-        let meta = preflight::check(&checks, target).await?;
-        tracing::info!(
-            endpoint = self.endpoint,
-            model,
-            answered_in_ms = meta.request.as_ref().map(|r| r.latency_ms),
-            "pre-flight passed: the server answers for the model"
-        );
-        Ok(meta)
+        check_server(self.args, self.endpoint, api, model).await
     }
 
     /// Says where the run's prompts come from (the log now, run.json later): fresh, and so new to the server, or
@@ -330,4 +280,65 @@ pub(super) fn report_options(workload: &Workload) -> ReportOptions {
         }
     }
     options
+}
+
+/// The pre-flight of a run with `args` against `endpoint` ([`preflight`]), with its own API, client settings and
+/// model; or why it is skipped (`--no-preflight`, an experiment that checked the server before). What
+/// [`RunContext::preflight`] runs, and all that `llmbench run --preflight-only` does.
+pub(crate) async fn check_server(
+    args: &RunArgs,
+    endpoint: &str,
+    api: &Api,
+    model: &str,
+) -> Result<PreflightMeta, RunError> {
+    let skipped = args
+        .preflight_done
+        .clone()
+        .or_else(|| args.no_preflight.then(|| "--no-preflight".to_owned()));
+    if let Some(reason) = skipped {
+        tracing::info!(reason, "pre-flight skipped");
+        return Ok(PreflightMeta {
+            skipped: Some(reason),
+            ..PreflightMeta::default()
+        });
+    }
+    // The key the run's requests will carry (--api-key, the profile's, OPENAI_API_KEY): a server behind a key
+    // must see it on the test request too.
+    let (api, _) = api_key::with_key(api, args.api_key.as_ref(), api_key::from_environment());
+    let api = &api;
+    let url = format!("{endpoint}{}", api.target());
+    let target = Target {
+        transport: transport(
+            &url,
+            api.kind,
+            api.api_key.as_deref(),
+            &api.headers,
+            Some(1),
+        )?,
+        url,
+        api_key: api.api_key.clone(),
+        headers: api.headers.clone(),
+        request_timeout: Some(args.preflight_timeout),
+        streaming: api.streaming,
+        api: api.kind,
+        keep_text: false,
+        // Not one of the run's requests: the run has no id yet, and a probe is not looked for in the logs.
+        request_ids: engine::RequestIds::NONE,
+    };
+    let checks = preflight::Checks {
+        endpoint,
+        api,
+        model,
+        style: BodyStyle::of(args.harness),
+        request_timeout: args.preflight_timeout,
+        allow_model_mismatch: args.allow_model_mismatch,
+    };
+    let meta = preflight::check(&checks, target).await?;
+    tracing::info!(
+        endpoint,
+        model,
+        answered_in_ms = meta.request.as_ref().map(|r| r.latency_ms),
+        "pre-flight passed: the server answers for the model"
+    );
+    Ok(meta)
 }

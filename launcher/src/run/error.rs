@@ -116,6 +116,9 @@ pub enum RunError {
          checks"
     )]
     RequestsUnfit(preflight::PreflightError),
+    /// `--preflight-only` on a run that has nothing to check.
+    #[error("--preflight-only: {0}")]
+    PreflightOnly(String),
     #[error("{0}\n  note: nothing was timed and no results were written")]
     CacheReset(#[from] CacheResetError),
     #[error(

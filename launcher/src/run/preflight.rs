@@ -251,6 +251,39 @@ pub(crate) async fn check(
     Ok(meta)
 }
 
+/// What a passed pre-flight found, in one line for a person: the model listing, the test request's answer and any
+/// warning (`llmbench run --preflight-only` prints it, and the operator shows it in the run's status).
+pub fn describe_passed(meta: &PreflightMeta) -> String {
+    let model = meta.model.as_deref().unwrap_or("the run's model");
+    let mut parts = Vec::new();
+    if let Some(models) = &meta.models {
+        parts.push(match (&models.listed, &models.note) {
+            (Some(listed), _) => format!("GET {} lists {}", models.url, listing(listed)),
+            (None, Some(note)) => format!("GET {}: {note}", models.url),
+            (None, None) => format!("GET {} answered", models.url),
+        });
+    }
+    if let Some(request) = &meta.request {
+        let status = request
+            .status
+            .map_or_else(String::new, |s| format!(" HTTP {s}"));
+        let answered = meta
+            .server_model
+            .as_deref()
+            .map_or_else(String::new, |m| format!(" as `{m}`"));
+        parts.push(format!(
+            "a one-token request to POST {} answered{status}{answered} in {:.0} ms",
+            request.url, request.latency_ms
+        ));
+    }
+    let mut text = format!("pre-flight passed for `{model}`: {}", parts.join("; "));
+    for warning in &meta.warnings {
+        text.push_str("\n  warning: ");
+        text.push_str(warning);
+    }
+    text
+}
+
 /// `GET /v1/models`: the models listed, when the server answers OpenAI's list; a connection that cannot be made
 /// is the pre-flight's first failure.
 async fn list_models(checks: &Checks<'_>) -> Result<PreflightCall, PreflightError> {
@@ -588,6 +621,34 @@ mod tests {
         assert!(help.contains("chat profile"), "{help}");
         let help = path_help("http://h:8000", &api(ApiKind::Chat, Some("/openai/chat")));
         assert!(help.contains("/openai/chat"), "{help}");
+    }
+
+    #[test]
+    fn a_passed_pre_flight_says_what_was_listed_and_what_answered() {
+        let meta = PreflightMeta {
+            model: Some("m".to_owned()),
+            models: Some(PreflightCall {
+                url: "http://h:8000/v1/models".to_owned(),
+                status: Some(200),
+                latency_ms: 3.0,
+                listed: Some(vec!["m".to_owned(), "n".to_owned()]),
+                note: None,
+            }),
+            request: Some(PreflightCall {
+                url: "http://h:8000/v1/completions".to_owned(),
+                status: Some(200),
+                latency_ms: 12.4,
+                listed: None,
+                note: None,
+            }),
+            server_model: Some("m".to_owned()),
+            ..PreflightMeta::default()
+        };
+        assert_eq!(
+            describe_passed(&meta),
+            "pre-flight passed for `m`: GET http://h:8000/v1/models lists m, n; a one-token request to POST \
+             http://h:8000/v1/completions answered HTTP 200 as `m` in 12 ms"
+        );
     }
 
     #[test]

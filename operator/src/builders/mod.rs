@@ -23,7 +23,7 @@ pub use defaults::{LAUNCHER_DEFAULTS_ENV, LauncherDefaults};
 pub use pod::{
     LAUNCHER_INDEX_LABEL, LAUNCHER_METRICS_PORT, LauncherSettings, PROFILE_MOUNT_PATH, PodParts,
     colocate_shards, launcher_pod, launcher_pod_name, llmbench_pod, merge_pod, merge_pod_name,
-    needs_merge, run_id, shards_share_a_node,
+    needs_merge, needs_preflight, preflight_pod, preflight_pod_name, run_id, shards_share_a_node,
 };
 pub use pvc::workload_pvc;
 
@@ -32,6 +32,10 @@ pub const FIELD_MANAGER: &str = "llmbench-operator";
 /// Label carrying the run's name on everything the run owns; a name longer than a label value may be is
 /// shortened with a hash (see [`names::label_value`]), so select by [`RUN_UID_LABEL`].
 pub const RUN_LABEL: &str = "llmbench.dev/run";
+/// The label that says what part a pod plays: `launcher` (launchers, the merge and collector pods), `preflight`.
+pub const COMPONENT_LABEL: &str = "app.kubernetes.io/component";
+/// The component of a run's pre-flight pod.
+pub const PREFLIGHT_COMPONENT: &str = "preflight";
 /// Label carrying the run's UID, so two runs of the same name over time never see each other's pods.
 pub const RUN_UID_LABEL: &str = "llmbench.dev/run-uid";
 
@@ -85,10 +89,7 @@ pub fn run_labels(run: &BenchmarkRun) -> Result<BTreeMap<String, String>, BuildE
     let uid = uid(run)?;
     Ok(BTreeMap::from([
         ("app.kubernetes.io/name".to_owned(), "llmbench".to_owned()),
-        (
-            "app.kubernetes.io/component".to_owned(),
-            "launcher".to_owned(),
-        ),
+        (COMPONENT_LABEL.to_owned(), "launcher".to_owned()),
         (
             "app.kubernetes.io/managed-by".to_owned(),
             FIELD_MANAGER.to_owned(),

@@ -16,12 +16,15 @@ use kube::ResourceExt;
 use llmbench_api::release::{RELEASE_PORT, RELEASE_PORT_NAME};
 use llmbench_api::render::well_known;
 use llmbench_api::security;
-use llmbench_api::v1alpha1::{BenchmarkRun, LauncherSpec, StorageSpec, WORKLOAD_MOUNT_PATH};
+use llmbench_api::v1alpha1::{
+    BenchmarkRun, EmptyDirSpec, LauncherSpec, StorageSpec, WORKLOAD_MOUNT_PATH,
+};
+use llmbench_core::harness::Harness;
 
 use super::names::{MAX_LABEL_VALUE, MAX_OBJECT_NAME, bounded_name};
 use super::{
-    BuildError, PROFILE_FILE, RUN_UID_LABEL, owner_reference, profile_config_map_name, run_labels,
-    uid,
+    BuildError, COMPONENT_LABEL, PREFLIGHT_COMPONENT, PROFILE_FILE, RUN_UID_LABEL, owner_reference,
+    profile_config_map_name, run_labels, uid,
 };
 use crate::duration::parse_duration;
 use llmbench_core::launcher_command::{Release, RunCommand, report_argv};
@@ -104,6 +107,76 @@ pub fn merge_pod(run: &BenchmarkRun, settings: &LauncherSettings) -> Result<Pod,
     }))
 }
 
+/// `<run>-preflight`, shortened with a hash when the run's name is too long for it.
+pub fn preflight_pod_name(run: &BenchmarkRun) -> String {
+    bounded_name(&format!("{}-preflight", run.name_any()), MAX_OBJECT_NAME)
+}
+
+/// The container of the pre-flight pod.
+const PREFLIGHT_CONTAINER: &str = "preflight";
+
+/// Whether a run's stack is checked by a pre-flight pod before its launchers are made: every run that sends load
+/// (not a `skipRun` collector, a debug pod, or `nop`, which sends nothing).
+pub fn needs_preflight(run: &BenchmarkRun) -> bool {
+    let spec = &run.spec;
+    !spec.skip_run && !spec.launcher.debug && spec.harness != Harness::Nop
+}
+
+/// The pod that checks the run's stack before any launcher exists: `llmbench run --preflight-only` with the
+/// launchers' own profile, endpoint, model, image, service account and placement, so it checks the stack from the
+/// launchers' network with the launchers' code; its verdict goes to its termination message. It needs neither
+/// the workload claim (a scratch volume stands in, so it never waits for or pins a ReadWriteOnce volume) nor the
+/// launchers' resources, and it carries the run's labels but no launcher index, so it is never taken for a shard.
+pub fn preflight_pod(run: &BenchmarkRun, settings: &LauncherSettings) -> Result<Pod, BuildError> {
+    let spec = &run.spec;
+    let parallelism = u32::try_from(spec.launcher.parallelism).unwrap_or(1).max(1);
+    let argv = launch_command(run, 0, parallelism)?
+        .preflight_only()
+        .argv()
+        .map_err(|e| BuildError::CapacitySearch {
+            run: run.name_any(),
+            message: e.to_string(),
+        })?;
+    let mut labels = run_labels(run)?;
+    labels.insert(COMPONENT_LABEL.to_owned(), PREFLIGHT_COMPONENT.to_owned());
+    let scratch = StorageSpec {
+        pvc: None,
+        empty_dir: Some(EmptyDirSpec::default()),
+    };
+    let mut pod = llmbench_pod(PodParts {
+        metadata: ObjectMeta {
+            name: Some(preflight_pod_name(run)),
+            namespace: run.namespace(),
+            labels: Some(labels),
+            owner_references: Some(vec![owner_reference(run)?]),
+            ..ObjectMeta::default()
+        },
+        container_name: PREFLIGHT_CONTAINER,
+        command: argv,
+        env: Vec::new(),
+        config_map: profile_config_map_name(run),
+        config_mount_path: PROFILE_MOUNT_PATH,
+        launcher: &spec.launcher,
+        storage: &scratch,
+        settings,
+    });
+    if let Some(container) = pod.spec.as_mut().and_then(|s| s.containers.first_mut()) {
+        // Two HTTP calls and a profile parsed: a tenth of a core, whatever the launchers ask for their load.
+        let quantities = |cpu: &str, memory: &str| {
+            BTreeMap::from([
+                ("cpu".to_owned(), Quantity(cpu.to_owned())),
+                ("memory".to_owned(), Quantity(memory.to_owned())),
+            ])
+        };
+        container.resources = Some(ResourceRequirements {
+            requests: Some(quantities("100m", "128Mi")),
+            limits: Some(quantities("1", "512Mi")),
+            ..ResourceRequirements::default()
+        });
+    }
+    Ok(pod)
+}
+
 /// Whether a run needs a merge pod after its launchers: several shards that generated load.
 pub fn needs_merge(run: &BenchmarkRun) -> bool {
     let spec = &run.spec;
@@ -158,7 +231,6 @@ pub fn launcher_pod(
             run: run.name_any(),
             parallelism: spec.launcher.parallelism,
         })?;
-    let values = super::run_values(run);
     let mut labels = run_labels(run)?;
     labels.insert(LAUNCHER_INDEX_LABEL.to_owned(), index.to_string());
 
@@ -172,67 +244,12 @@ pub fn launcher_pod(
             TERMINATION_LOG,
         )
     } else {
-        // A nested resultsDir (`team/bench-1`) is an output directory and a run id: the launcher takes a run id
-        // of one path component only.
-        let results_dir = run_id(run)?;
-        let (output, id) = match results_dir.rsplit_once('/') {
-            Some((parent, id)) => (format!("{WORKLOAD_MOUNT_PATH}/{parent}"), id.to_owned()),
-            None => (WORKLOAD_MOUNT_PATH.to_owned(), results_dir.clone()),
-        };
-        let mut launch = RunCommand::new(
-            spec.harness,
-            format!("{PROFILE_MOUNT_PATH}/{PROFILE_FILE}"),
-            spec.stack.model.clone(),
-            output,
-            id,
-            TERMINATION_LOG,
-        );
-        launch.shard = (index, parallelism);
-        // The pod's own address rather than 0.0.0.0: the same in a pod network, and launchers that share a
-        // host's network (hostNetwork, a test kubelet) each bind their own.
-        launch.metrics_listen = Some(format!("$({POD_IP_ENV}):{LAUNCHER_METRICS_PORT}"));
-        // An emptyDir goes with the pod: the launcher ends by writing its results into its log for the operator.
-        if spec.storage.pvc_name().is_none() {
-            launch.results_to_log = Some(llmbench_api::results_log::DEFAULT_CAP_BYTES);
-        }
-        if parallelism > 1 {
-            // Every shard waits for the operator's release, so all start their clocks at one instant; it gives up
-            // a while after the operator would have failed the run (ShardsNotReady) had the shards not come up.
-            let start_timeout =
-                parse_duration(&spec.launcher.start_timeout).map_err(|message| {
-                    BuildError::StartTimeout {
-                        run: run.name_any(),
-                        message,
-                    }
-                })?;
-            launch.release = Some(Release {
-                address: format!("$({POD_IP_ENV}):{RELEASE_PORT}"),
-                // Whole seconds, as the operator has always written it.
-                timeout: std::time::Duration::from_secs(
-                    (start_timeout + RELEASE_TIMEOUT_MARGIN).as_secs(),
-                ),
-            });
-        }
-        launch.endpoint = values.get(well_known::ENDPOINT_URL).cloned();
-        launch.tokenizer = values.get(well_known::TOKENIZER).cloned();
-        // Every shard is told; the launcher of shard 0 scrapes them for the whole run.
-        launch.metrics_endpoints = spec.stack.metrics_endpoints.clone();
-        if super::stack::standalone(run).is_some() {
-            launch.stack_info = Some(super::stack::stack_info_path());
-        }
-        if let Some(profiling) = &spec.stack.profiling {
-            launch.vllm_profiler = profiling.vllm;
-            launch.profiler_start = profiling.start.clone();
-            launch.profiler_stop = profiling.stop.clone();
-        }
-        launch.reset_prefix_cache = spec.prefix_cache.reset;
-        launch.warm_prefix_cache = spec.prefix_cache.warm;
-        // The launcher reads the same type (llmbench_core::capacity::CapacitySearchSpec) from this JSON.
-        launch.capacity_search = spec.capacity_search.clone();
-        launch.argv().map_err(|e| BuildError::CapacitySearch {
-            run: run.name_any(),
-            message: e.to_string(),
-        })?
+        launch_command(run, index, parallelism)?
+            .argv()
+            .map_err(|e| BuildError::CapacitySearch {
+                run: run.name_any(),
+                message: e.to_string(),
+            })?
     };
 
     let mut env = Vec::new();
@@ -307,6 +324,73 @@ pub fn launcher_pod(
         super::kueue::queue_pod(&mut pod, run, queue, parallelism)?;
     }
     Ok(pod)
+}
+
+/// The `llmbench run` of launcher `index` of `parallelism`.
+fn launch_command(
+    run: &BenchmarkRun,
+    index: u32,
+    parallelism: u32,
+) -> Result<RunCommand, BuildError> {
+    let spec = &run.spec;
+    let values = super::run_values(run);
+    // A nested resultsDir (`team/bench-1`) is an output directory and a run id: the launcher takes a run id
+    // of one path component only.
+    let results_dir = run_id(run)?;
+    let (output, id) = match results_dir.rsplit_once('/') {
+        Some((parent, id)) => (format!("{WORKLOAD_MOUNT_PATH}/{parent}"), id.to_owned()),
+        None => (WORKLOAD_MOUNT_PATH.to_owned(), results_dir.clone()),
+    };
+    let mut launch = RunCommand::new(
+        spec.harness,
+        format!("{PROFILE_MOUNT_PATH}/{PROFILE_FILE}"),
+        spec.stack.model.clone(),
+        output,
+        id,
+        TERMINATION_LOG,
+    );
+    launch.shard = (index, parallelism);
+    // The pod's own address rather than 0.0.0.0: the same in a pod network, and launchers that share a
+    // host's network (hostNetwork, a test kubelet) each bind their own.
+    launch.metrics_listen = Some(format!("$({POD_IP_ENV}):{LAUNCHER_METRICS_PORT}"));
+    // An emptyDir goes with the pod: the launcher ends by writing its results into its log for the operator.
+    if spec.storage.pvc_name().is_none() {
+        launch.results_to_log = Some(llmbench_api::results_log::DEFAULT_CAP_BYTES);
+    }
+    if parallelism > 1 {
+        // Every shard waits for the operator's release, so all start their clocks at one instant; it gives up
+        // a while after the operator would have failed the run (ShardsNotReady) had the shards not come up.
+        let start_timeout = parse_duration(&spec.launcher.start_timeout).map_err(|message| {
+            BuildError::StartTimeout {
+                run: run.name_any(),
+                message,
+            }
+        })?;
+        launch.release = Some(Release {
+            address: format!("$({POD_IP_ENV}):{RELEASE_PORT}"),
+            // Whole seconds, as the operator has always written it.
+            timeout: std::time::Duration::from_secs(
+                (start_timeout + RELEASE_TIMEOUT_MARGIN).as_secs(),
+            ),
+        });
+    }
+    launch.endpoint = values.get(well_known::ENDPOINT_URL).cloned();
+    launch.tokenizer = values.get(well_known::TOKENIZER).cloned();
+    // Every shard is told; the launcher of shard 0 scrapes them for the whole run.
+    launch.metrics_endpoints = spec.stack.metrics_endpoints.clone();
+    if super::stack::standalone(run).is_some() {
+        launch.stack_info = Some(super::stack::stack_info_path());
+    }
+    if let Some(profiling) = &spec.stack.profiling {
+        launch.vllm_profiler = profiling.vllm;
+        launch.profiler_start = profiling.start.clone();
+        launch.profiler_stop = profiling.stop.clone();
+    }
+    launch.reset_prefix_cache = spec.prefix_cache.reset;
+    launch.warm_prefix_cache = spec.prefix_cache.warm;
+    // The launcher reads the same type (llmbench_core::capacity::CapacitySearchSpec) from this JSON.
+    launch.capacity_search = spec.capacity_search.clone();
+    Ok(launch)
 }
 
 /// Whether the shards of `run` must share one node: more than one launcher on a claim without ReadWriteMany
@@ -552,6 +636,76 @@ mod tests {
             container(&pod).image.as_deref(),
             Some("ghcr.io/llmbench/llmbench:0.1.0")
         );
+    }
+
+    #[test]
+    fn the_preflight_pod_checks_the_stack_as_launcher_0_would_with_its_placement_but_no_claim() {
+        let mut run = fixtures::run(&format!(
+            "{}launcher:\n  parallelism: 2\n  serviceAccountName: bench\n  nodeSelector:\n    pool: cpu\n\
+             \x20 resources:\n    requests:\n      cpu: '8'\n",
+            fixtures::BASIC
+        ));
+        run.metadata.labels = Some(BTreeMap::from([(
+            super::super::kueue::QUEUE_LABEL.to_owned(),
+            "bench".to_owned(),
+        )]));
+        let pod = preflight_pod(&run, &settings()).expect("builds");
+        assert_eq!(pod.metadata.name.as_deref(), Some("bench-1-preflight"));
+        let command = container(&pod).command.clone().expect("command").join(" ");
+        assert_eq!(
+            command,
+            "llmbench run --harness inference-perf --profile /etc/llmbench/profile/profile.yaml --model \
+             meta-llama/Llama-3.1-8B-Instruct --output /requests --run-id bench-1-0f3c9a2e --summary-file \
+             /dev/termination-log --shard 0/1 --interrupt-grace 5s --endpoint http://vllm.llm-d.svc:8000 \
+             --tokenizer meta-llama/Llama-3.1-8B-Instruct --preflight-only"
+        );
+        let labels = pod.metadata.labels.clone().expect("labels");
+        assert_eq!(labels[COMPONENT_LABEL], PREFLIGHT_COMPONENT);
+        assert_eq!(
+            labels[RUN_UID_LABEL],
+            "0f3c9a2e-5b7d-4c1e-9a8b-1234567890ab"
+        );
+        // Never taken for a shard, and never queued: it runs before the launchers are queued.
+        assert!(!labels.contains_key(LAUNCHER_INDEX_LABEL), "{labels:?}");
+        assert!(
+            !labels.keys().any(|k| k.starts_with("kueue.x-k8s.io/")),
+            "{labels:?}"
+        );
+        let spec = pod.spec.as_ref().expect("spec");
+        assert_eq!(spec.scheduling_gates, None);
+        // The launchers' network and identity: their service account and node selector.
+        assert_eq!(spec.service_account_name.as_deref(), Some("bench"));
+        assert_eq!(
+            spec.node_selector.as_ref().map(|s| s["pool"].as_str()),
+            Some("cpu")
+        );
+        // No claim to wait for or to pin; small resources whatever the launchers ask.
+        let volumes = spec.volumes.as_ref().expect("volumes");
+        assert!(
+            volumes.iter().all(|v| v.persistent_volume_claim.is_none()),
+            "{volumes:?}"
+        );
+        let resources = container(&pod).resources.clone().expect("resources");
+        assert_eq!(
+            resources.requests.expect("requests")["cpu"],
+            Quantity("100m".to_owned())
+        );
+        assert_eq!(container(&pod).name, "preflight");
+        assert_eq!(
+            container(&pod).termination_message_path.as_deref(),
+            Some(TERMINATION_LOG)
+        );
+    }
+
+    #[test]
+    fn only_runs_that_send_load_have_a_preflight() {
+        assert!(needs_preflight(&fixtures::run(fixtures::BASIC)));
+        for extra in ["skipRun: true\n", "launcher:\n  debug: true\n"] {
+            let run = fixtures::run(&format!("{}{extra}", fixtures::BASIC));
+            assert!(!needs_preflight(&run), "{extra}");
+        }
+        let nop = fixtures::run(&fixtures::BASIC.replace("inference-perf", "nop"));
+        assert!(!needs_preflight(&nop));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use llmbench_api::v1alpha1::BenchmarkRun;
 
 use super::children_of;
 use super::error::Error;
-use super::launchers::{delete_pods, list_pods};
+use super::launchers::{delete_pods, list_all_pods};
 use super::standalone_stack::teardown_stack;
 use crate::builders::profile_config_map_name;
 use crate::reconcile::children::Removal;
@@ -19,7 +19,7 @@ use crate::reconcile::{Ctx, retry_key};
 pub(super) async fn cleanup(run: &BenchmarkRun, ctx: &Ctx) -> Result<Action, Error> {
     let namespace = run.namespace().unwrap_or_default();
     let children = children_of(run, ctx)?;
-    let pods = list_pods(run, &children).await?;
+    let pods = list_all_pods(run, &children).await?;
     delete_pods(run, &pods, &children).await?;
     let name = profile_config_map_name(run);
     let removal = children

@@ -11,9 +11,10 @@ use llmbench_api::v1alpha1::{BenchmarkRun, BenchmarkRunStatus, Phase};
 use super::children_of;
 use super::error::Error;
 use super::kept_results;
-use super::launchers::{delete_pods, list_pods, log_tail, stop_active_pods};
+use super::launchers::{delete_pods, list_all_pods, log_tail, stop_active_pods};
 use super::standalone_stack::{stack_model_load, teardown_stack};
 use super::{DEADLINE_SLACK, Outcome, Pass, remaining};
+use crate::builders::preflight_pod_name;
 use crate::builders::stack::standalone;
 use crate::reconcile::{Ctx, Reason, apply_status, expire_after_ttl, warn_failed};
 use crate::stack::STACK_READY;
@@ -79,12 +80,18 @@ pub(super) async fn finish(
         Outcome::Failed(failure) => {
             let mut status = status;
             // An emptyDir launcher's log ends in its results: kept, and its own lines are the tail.
-            let (tail, unkept) = match keep_results(run, &pass, &mut status).await {
-                (Some(tail), unkept) => (Some(tail), unkept),
-                (None, unkept) => (
-                    log_tail(&pass.pods_api, &failure.pod, failure.reason).await,
-                    unkept,
-                ),
+            // The pre-flight pod's termination message is its whole verdict, and no launcher ever ran.
+            let before_launchers = failure.pod == preflight_pod_name(run);
+            let (tail, unkept) = if before_launchers {
+                (None, None)
+            } else {
+                match keep_results(run, &pass, &mut status).await {
+                    (Some(tail), unkept) => (Some(tail), unkept),
+                    (None, unkept) => (
+                        log_tail(&pass.pods_api, &failure.pod, failure.reason).await,
+                        unkept,
+                    ),
+                }
             };
             let message = failure_message(&failure, tail.as_deref());
             let status = status::failed(status, failure.reason, &message, generation, now);
@@ -204,7 +211,8 @@ pub(super) async fn settle_finished(
         .record_run_results(&namespace, &run.name_any(), done);
     if done.phase == Some(Phase::Failed) {
         let children = children_of(run, ctx)?;
-        let pods = list_pods(run, &children).await?;
+        // The pre-flight pod too: a run that timed out while it waited has it still pending.
+        let pods = list_all_pods(run, &children).await?;
         stop_active_pods(run, &pods, &children).await?;
     }
     // The pass that finished the run may have been cut short before it deleted the stack.

@@ -11,7 +11,8 @@ use llmbench_api::v1alpha1::BenchmarkRun;
 use super::error::Error;
 use super::{LOG_TAIL_LINES, Pass};
 use crate::builders::{
-    colocate_shards, launcher_pod, launcher_pod_name, run_selector, shards_share_a_node,
+    COMPONENT_LABEL, PREFLIGHT_COMPONENT, colocate_shards, launcher_pod, launcher_pod_name,
+    run_selector, shards_share_a_node,
 };
 use crate::reconcile::Ctx;
 use crate::reconcile::children::{ChildError, Children, Removal};
@@ -84,9 +85,50 @@ pub(super) fn mark_started(pass: &mut Pass<'_>, pods: &[Pod]) {
     );
 }
 
+/// The run's launcher pods (and a sharded run's merge pod): every pod of the run but its pre-flight pod.
 pub(super) async fn list_pods(run: &BenchmarkRun, children: &Children) -> Result<Vec<Pod>, Error> {
+    list_selected(
+        run,
+        children,
+        &format!(
+            "{},{COMPONENT_LABEL}!={PREFLIGHT_COMPONENT}",
+            run_selector(run)?
+        ),
+    )
+    .await
+}
+
+/// The run's pre-flight pod, if it has one.
+pub(super) async fn list_preflight_pods(
+    run: &BenchmarkRun,
+    children: &Children,
+) -> Result<Vec<Pod>, Error> {
+    list_selected(
+        run,
+        children,
+        &format!(
+            "{},{COMPONENT_LABEL}={PREFLIGHT_COMPONENT}",
+            run_selector(run)?
+        ),
+    )
+    .await
+}
+
+/// Every pod of the run: its launchers, its merge pod and its pre-flight pod.
+pub(super) async fn list_all_pods(
+    run: &BenchmarkRun,
+    children: &Children,
+) -> Result<Vec<Pod>, Error> {
+    list_selected(run, children, &run_selector(run)?).await
+}
+
+async fn list_selected(
+    run: &BenchmarkRun,
+    children: &Children,
+    selector: &str,
+) -> Result<Vec<Pod>, Error> {
     children
-        .list(&run_selector(run)?)
+        .list(selector)
         .await
         .map_err(|source| Error::ListPods {
             run: run.name_any(),

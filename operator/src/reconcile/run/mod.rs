@@ -1,5 +1,6 @@
 //! The BenchmarkRun reconciler, as named phases: **prepare** (render the profile, the ConfigMap, the workload PVC)
-//! → **start** (the launcher pods, the start time) → **observe** (where the pods are; release and merge a sharded
+//! → **pre-flight** (a pod checks the stack from the launchers' network) → **start** (the launcher pods, the start
+//! time) → **observe** (where the pods are; release and merge a sharded
 //! run) → **finish** (the status, written first, then what follows from it: pods stopped, events, metrics). A run
 //! that is being deleted is cleaned up instead. The decisions are in `crate::status`.
 //!
@@ -15,6 +16,7 @@ mod kept_results;
 mod launchers;
 mod live_progress;
 mod observe;
+mod preflight;
 mod prepare;
 mod shards;
 mod standalone_stack;
@@ -44,6 +46,7 @@ pub use error::Error;
 use finish::{finish, settle_finished, surface_error};
 use launchers::{list_pods, mark_started, start};
 use observe::observe;
+use preflight::preflight_step;
 use prepare::{Prepared, prepare, profile_not_rendered};
 use standalone_stack::{STACK_HEARTBEAT, heartbeat, stack_step};
 
@@ -244,6 +247,10 @@ async fn apply(run: &BenchmarkRun, ctx: &Ctx) -> Result<Action, Error> {
             match prepare(&mut pass).await? {
                 Prepared::NotRendered(error) => return profile_not_rendered(pass, &error).await,
                 Prepared::Ready { access_modes } => {
+                    // The stack checked from the launchers' network first: a failure makes no launcher.
+                    if let Some(outcome) = preflight::outcome(preflight_step(&mut pass).await?) {
+                        return finish(pass, outcome, &pods).await;
+                    }
                     pods = start(&pass, &pods, &access_modes).await?;
                 }
             }

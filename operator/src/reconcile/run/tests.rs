@@ -51,6 +51,43 @@ fn stored_run(spec: &str, age_s: i64) -> BenchmarkRun {
     run
 }
 
+/// `run` before its launchers, its stack already through the pre-flight: what the steps after it start from.
+fn checked(mut run: BenchmarkRun) -> BenchmarkRun {
+    let mut status = BenchmarkRunStatus {
+        phase: Some(Phase::Pending),
+        ..BenchmarkRunStatus::default()
+    };
+    crate::status::set_condition(
+        &mut status.conditions,
+        crate::status::PREFLIGHT_PASSED,
+        true,
+        "Passed",
+        "pre-flight passed for `m`",
+        Some(1),
+        Timestamp::now(),
+    );
+    run.status = Some(status);
+    run
+}
+
+/// The run's pre-flight pod as the API server has it, its container in `state`.
+fn preflight_pod(state: Value) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": "bench-1-preflight", "namespace": "team-a", "uid": "preflight-uid",
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            "labels": {"llmbench.dev/run-uid": UID, "app.kubernetes.io/component": "preflight"},
+            "ownerReferences": [{"apiVersion": "llmbench.dev/v1alpha1", "kind": "BenchmarkRun",
+                                 "name": "bench-1", "uid": UID, "controller": true}],
+        },
+        "status": {"phase": if state.get("terminated").is_some_and(|t| t["exitCode"] == 0) { "Succeeded" }
+                            else if state.get("terminated").is_some() { "Failed" } else { "Running" },
+            "containerStatuses": [{"name": "preflight", "image": "i", "imageID": "", "ready": false,
+                "restartCount": 0, "state": state}]},
+    })
+}
+
 /// `run` under way since now: in `phase`, with its standalone stack's status where it has one.
 fn started(mut run: BenchmarkRun, phase: Phase, stack: Option<StackStatus>) -> BenchmarkRun {
     run.status = Some(BenchmarkRunStatus {
@@ -200,6 +237,44 @@ impl RunApi {
         listed.ok(&list("PodList", pods));
     }
 
+    /// The pre-flight step reads the run's pre-flight pod (by its uid and component labels): `pods` answer.
+    async fn reads_preflight(&mut self, pods: Vec<Value>) {
+        let listed = self.api.expect("GET", PODS_PATH).await;
+        assert!(
+            listed.query.contains("llmbench.dev%2Frun-uid%3D0f3c9a2e")
+                && listed
+                    .query
+                    .contains("app.kubernetes.io%2Fcomponent%3Dpreflight"),
+            "{}",
+            listed.query
+        );
+        listed.ok(&list("PodList", pods));
+    }
+
+    /// Prepare on a run whose ConfigMap a previous pass made: read, then applied again; the claim exists.
+    async fn prepares_again(&mut self) {
+        let made = as_created(
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "bench-1-profile", "namespace": "team-a",
+                                "ownerReferences": [{"apiVersion": "llmbench.dev/v1alpha1",
+                                    "kind": "BenchmarkRun", "name": "bench-1", "uid": UID, "controller": true}]},
+                   "data": {"profile.yaml": "x"}}),
+            "cm-uid",
+        );
+        self.api
+            .expect("GET", &format!("{CM_PATH}/bench-1-profile"))
+            .await
+            .ok(&made);
+        self.api
+            .expect("PATCH", &format!("{CM_PATH}/bench-1-profile"))
+            .await
+            .ok(&made);
+        self.api
+            .expect("GET", &format!("{PVC_PATH}/workload-pvc"))
+            .await
+            .ok(&existing_claim());
+    }
+
     async fn reads_run(&mut self) {
         self.api.expect("GET", RUN_PATH).await.ok(&self.stored);
     }
@@ -338,8 +413,8 @@ async fn one_pass(run: &BenchmarkRun, ctx: &Ctx) -> (Result<Action, Error>, Opti
 }
 
 #[tokio::test]
-async fn a_fresh_run_makes_its_config_map_claim_and_pod_in_order_then_writes_its_status() {
-    let run = stored_run(fixtures::BASIC, 5);
+async fn a_checked_run_makes_its_config_map_claim_and_pod_in_order_then_writes_its_status() {
+    let run = checked(stored_run(fixtures::BASIC, 5));
     let (result, _) = reconcile_with(&run, |mut api| async move {
         api.begins_pass(vec![]).await;
         // Prepare: the rendered profile's ConfigMap (made only where none is), then the claim.
@@ -373,8 +448,147 @@ async fn a_fresh_run_makes_its_config_map_claim_and_pod_in_order_then_writes_its
 }
 
 #[tokio::test]
-async fn a_refused_pod_becomes_a_reconciled_false_condition_one_event_and_a_growing_backoff() {
+async fn a_fresh_run_checks_its_stack_with_a_preflight_pod_before_any_launcher() {
     let run = stored_run(fixtures::BASIC, 5);
+    let (result, _) = reconcile_with(&run, |mut api| async move {
+        api.begins_pass(vec![]).await;
+        api.prepares(None).await;
+        api.reads_preflight(vec![]).await;
+        // The pre-flight pod, and no launcher.
+        let pod = api.expect("POST", PODS_PATH).await;
+        assert_eq!(pod.body["metadata"]["name"], "bench-1-preflight");
+        assert_eq!(
+            pod.body["metadata"]["labels"]["app.kubernetes.io/component"],
+            "preflight"
+        );
+        let command = pod.body["spec"]["containers"][0]["command"]
+            .as_array()
+            .expect("command")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(
+            command.starts_with("llmbench run --harness inference-perf")
+                && command.ends_with(
+                    "--endpoint http://vllm.llm-d.svc:8000 --tokenizer \
+                                      meta-llama/Llama-3.1-8B-Instruct --preflight-only"
+                ),
+            "{command}"
+        );
+        let created = as_created(pod.body.clone(), "preflight-uid");
+        pod.reply(201, &created);
+        let status = api.writes_status().await;
+        assert_eq!(status["phase"], "Pending");
+        assert_eq!(condition_of(&status, "Completed")["reason"], "Preflight");
+        assert!(status["startTime"].is_null(), "{status:#}");
+        assert!(
+            status["conditions"]
+                .as_array()
+                .is_some_and(|cs| !cs.iter().any(|c| c["type"] == "LauncherStarted")),
+            "{status:#}"
+        );
+        api
+    })
+    .await;
+    assert_ne!(result.expect("the pass succeeds"), Action::await_change());
+}
+
+#[tokio::test]
+async fn a_passed_preflight_is_recorded_and_its_pod_deleted_before_the_launchers_are_made() {
+    let mut run = stored_run(fixtures::BASIC, 5);
+    run.status = Some(BenchmarkRunStatus {
+        phase: Some(Phase::Pending),
+        ..BenchmarkRunStatus::default()
+    });
+    let verdict = "pre-flight passed for `m`: GET http://vllm.llm-d.svc:8000/v1/models lists m";
+    let (result, _) = reconcile_with(&run, move |mut api| async move {
+        api.begins_pass(vec![]).await;
+        api.prepares_again().await;
+        api.reads_preflight(vec![preflight_pod(
+            json!({"terminated": {"exitCode": 0, "message": verdict}}),
+        )])
+        .await;
+        assert_eq!(
+            api.publishes("PreflightPassed").await["note"],
+            verdict,
+            "the verdict, in the event too"
+        );
+        let delete = api
+            .expect("DELETE", &format!("{PODS_PATH}/bench-1-preflight"))
+            .await;
+        assert_eq!(delete.body["preconditions"]["uid"], "preflight-uid");
+        delete.ok(&preflight_pod(json!({"terminated": {"exitCode": 0}})));
+        let pod = api.expect("POST", PODS_PATH).await;
+        assert_eq!(pod.body["metadata"]["name"], "bench-1-launcher-0");
+        let created = as_created(pod.body.clone(), "pod-uid-0");
+        pod.reply(201, &created);
+        api.publishes("LaunchersCreated").await;
+        api.expect("GET", PODS_PATH)
+            .await
+            .ok(&list("PodList", vec![created]));
+        let status = api.writes_status().await;
+        let passed = condition_of(&status, "PreflightPassed");
+        assert_eq!(
+            (&passed["status"], &passed["reason"], &passed["message"]),
+            (&json!("True"), &json!("Passed"), &json!(verdict))
+        );
+        assert_eq!(
+            condition_of(&status, "LauncherStarted")["reason"],
+            "LaunchersCreated"
+        );
+        api
+    })
+    .await;
+    result.expect("the pass succeeds");
+}
+
+#[tokio::test]
+async fn a_failed_preflight_fails_the_run_in_its_own_words_and_makes_no_launcher() {
+    let mut run = stored_run(fixtures::BASIC, 5);
+    run.status = Some(BenchmarkRunStatus {
+        phase: Some(Phase::Pending),
+        ..BenchmarkRunStatus::default()
+    });
+    let verdict = "pre-flight: the server does not serve the model `meta-llama/Llama-3.1-8B-Instruct`: GET \
+                   http://vllm.llm-d.svc:8000/v1/models lists other\n  help: pass --model other";
+    let (result, _) = reconcile_with(&run, move |mut api| async move {
+        api.begins_pass(vec![]).await;
+        api.prepares_again().await;
+        api.reads_preflight(vec![preflight_pod(json!({"terminated": {
+            "exitCode": 6, "reason": "Error", "message": verdict}}))])
+        .await;
+        // No launcher is made and no log is read: the status, then the Warning event.
+        let status = api.writes_status().await;
+        assert_eq!(status["phase"], "Failed");
+        let failed = condition_of(&status, "Failed");
+        assert_eq!(failed["reason"], "PreflightFailed");
+        let message = failed["message"].as_str().expect("message");
+        assert!(
+            message.starts_with(
+                "the pre-flight pod bench-1-preflight found the stack unusable from the launchers' network \
+                 (exit code 6): no launcher was created"
+            ) && message.ends_with(verdict),
+            "{message}"
+        );
+        let check = condition_of(&status, "PreflightPassed");
+        assert_eq!(
+            (&check["status"], &check["reason"], &check["message"]),
+            (&json!("False"), &json!("PreflightFailed"), &json!(verdict))
+        );
+        assert_eq!(
+            api.publishes("PreflightFailed").await["type"],
+            "Warning"
+        );
+        api
+    })
+    .await;
+    assert_eq!(result.expect("the pass succeeds"), Action::await_change());
+}
+
+#[tokio::test]
+async fn a_refused_pod_becomes_a_reconciled_false_condition_one_event_and_a_growing_backoff() {
+    let run = checked(stored_run(fixtures::BASIC, 5));
     let quota = "pods \"bench-1-launcher-0\" is forbidden: exceeded quota: team-a-quota, requested: \
                  cpu=1, used: cpu=8, limited: cpu=8";
     let (ctx, api) = context();
@@ -470,7 +684,7 @@ async fn a_config_map_of_the_profile_name_that_the_run_does_not_own_is_refused_n
 
 #[tokio::test]
 async fn a_pod_of_the_launchers_name_that_the_run_does_not_own_is_refused() {
-    let run = stored_run(fixtures::BASIC, 5);
+    let run = checked(stored_run(fixtures::BASIC, 5));
     let (result, _) = reconcile_with(&run, |mut api| async move {
         api.begins_pass(vec![]).await;
         api.prepares(Some(existing_claim())).await;
