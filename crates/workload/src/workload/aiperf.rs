@@ -47,6 +47,7 @@
 use std::time::Duration;
 
 use super::ParseOptions;
+use super::aiperf_config;
 use super::aiperf_conversation;
 use super::aiperf_custom;
 use super::error::{WarningKind, WorkloadError};
@@ -67,6 +68,22 @@ const DEFAULT_BLOCK_SIZE: u64 = 512;
 const DEFAULT_DATASET_ENTRIES: u64 = 100;
 
 pub(crate) fn parse(
+    ctx: &mut Ctx,
+    doc: &Node,
+    options: &ParseOptions,
+) -> Result<Workload, WorkloadError> {
+    if !aiperf_config::is_config(doc) {
+        return parse_flags(ctx, doc, options);
+    }
+    // An AIPerf config file runs as the flags it stands for; messages name the config's keys.
+    let flags = aiperf_config::to_flags(ctx, doc)?;
+    let mut w = parse_flags(ctx, &flags.map, options).map_err(|e| flags.relabel_error(e))?;
+    flags.relabel_warnings(&mut ctx.warnings);
+    w.dialect = Dialect::AiperfConfig;
+    Ok(w)
+}
+
+fn parse_flags(
     ctx: &mut Ctx,
     doc: &Node,
     options: &ParseOptions,
@@ -117,6 +134,22 @@ pub(crate) fn parse(
         Some(f) => flag(ctx, &f)?,
         None => false,
     };
+    // `--api-key`: sent as `Authorization: Bearer <key>` (`endpoints/base_endpoint.py` `get_headers`).
+    if let Some(f) = m.get("api-key") {
+        w.api.api_key = Some(text(ctx, &f)?);
+    }
+    // `--request-timeout-seconds` (default 6 h): a request still unanswered then fails.
+    if let Some(f) = m.get("request-timeout-seconds") {
+        let secs = number(ctx, &f)?;
+        if !(secs.is_finite() && secs > 0.0) {
+            return Err(f.invalid(
+                ctx,
+                format!("must be greater than 0 (seconds), found {secs}"),
+            ));
+        }
+        limits::check(ctx, &f, Limit::Duration, secs)?;
+        w.request_timeout = Some(Duration::from_secs_f64(secs));
+    }
     if let Some(f) = m.get("extra-inputs") {
         extra_inputs(ctx, &f, &mut w.api)?;
     }
@@ -432,8 +465,8 @@ struct Load {
     pace: AiperfPace,
     /// `--benchmark-duration`: the profiling phase sends until it, instead of a request count.
     duration: Option<Duration>,
-    /// `--benchmark-grace-period` (only with a duration; AIPerf's default 30 s).
-    grace: Duration,
+    /// `--benchmark-grace-period` (only with a duration; AIPerf's default 30 s; `None`: `inf`, never cut).
+    grace: Option<Duration>,
     /// `--warmup-request-count` (`--num-warmup-requests`): AIPerf's warm-up phase.
     warmup: u64,
     /// The first of these flags the profile set, with its line, for a refusal that must name one.
@@ -523,13 +556,21 @@ fn load(ctx: &Ctx, m: &mut MapReader<'_>, seed: u64) -> Result<Load, WorkloadErr
         }
         Some(f) => {
             let secs = number(ctx, &f)?;
-            if !(secs.is_finite() && secs >= 0.0) {
-                return Err(f.invalid(ctx, format!("must be at least 0 (seconds), found {secs}")));
+            if secs.is_nan() || secs < 0.0 {
+                return Err(f.invalid(
+                    ctx,
+                    format!("must be at least 0 (seconds) or inf, found {secs}"),
+                ));
             }
-            limits::check(ctx, &f, Limit::Duration, secs)?;
-            Duration::from_secs_f64(secs)
+            // `inf` (AIPerf's "wait indefinitely for all responses"): nothing in flight is cut.
+            if secs.is_infinite() {
+                None
+            } else {
+                limits::check(ctx, &f, Limit::Duration, secs)?;
+                Some(Duration::from_secs_f64(secs))
+            }
         }
-        None => DEFAULT_GRACE,
+        None => Some(DEFAULT_GRACE),
     };
     let warmup = match m.get_any(&["warmup-request-count", "num-warmup-requests"]) {
         Some(f) => {
@@ -604,7 +645,7 @@ fn synthetic_stage(load: &Load, concurrency: Option<u32>, bounds: Bounds) -> Sta
                     AiperfPace::Burst => Some(concurrency.unwrap_or(DEFAULT_CONCURRENCY)),
                     _ => concurrency,
                 },
-                grace: duration.map(|_| load.grace),
+                grace: duration.and(load.grace),
                 warmup_requests: load.warmup,
                 sessions,
             },

@@ -24,6 +24,8 @@ pub enum Dialect {
     VllmFlags,
     /// llm-d-benchmark's `aiperf` flag map (`aiperf profile --key=value`).
     AiperfFlags,
+    /// AIPerf 0.13's YAML config file (`aiperf profile --config FILE`), read as the flags it stands for.
+    AiperfConfig,
     /// No traffic.
     Nop,
 }
