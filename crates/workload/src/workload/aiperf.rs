@@ -96,7 +96,10 @@ fn parse_flags(
     let model = text(ctx, &model)?;
     w.tokenizer = Some(TokenizerSpec {
         // AIPerf's tokenizer defaults to the model's name (`--tokenizer` unset).
-        name_or_path: model.clone(),
+        name_or_path: match m.get("tokenizer") {
+            Some(f) => text(ctx, &f)?,
+            None => model.clone(),
+        },
         token: None,
         trust_remote_code: match m.take("tokenizer-trust-remote-code") {
             Some(f) => flag(ctx, &f)?,
@@ -130,6 +133,7 @@ fn parse_flags(
         let path = text(ctx, &f)?;
         w.api.endpoint = Some(format!("/{}", path.trim_start_matches('/')));
     }
+    dedup_url_path(&mut w.api);
     w.api.streaming = match m.take("streaming") {
         Some(f) => flag(ctx, &f)?,
         None => false,
@@ -433,8 +437,8 @@ fn parse_flags(
             return Err(ctx.unsupported(
                 &key.name,
                 key.line,
-                "AIPerf 0.13's YAML config file (`--config`/`-f`; db4f6397 has none): give its settings as this \
-                 profile's flag keys",
+                "`--config`/`-f` inside a flag profile (give the AIPerf config file itself as the profile: \
+                 `llmbench run --harness aiperf --profile FILE.yaml` reads it; flags beside it are not merged)",
             ));
         }
         if let Some(known) = m.nearest_known(&key.name) {
@@ -457,6 +461,32 @@ fn parse_flags(
         ));
     }
     Ok(w)
+}
+
+/// AIPerf 0.13's URL (`transports/aiohttp_transport.py` `build_url`, `_dedup_path_overlap`): the endpoint's path is
+/// appended to the URL's own path unless that already ends with it, and a URL path ending in `/v1` drops the
+/// path's leading `v1/`; so `--url http://host/v1/chat/completions` sends to that URL, not to a doubled path.
+fn dedup_url_path(api: &mut Api) {
+    let Some(url) = &api.base_url else { return };
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    let Some(slash) = url[after_scheme..].find('/').map(|i| after_scheme + i) else {
+        return;
+    };
+    let base_path = url[slash..].trim_end_matches('/');
+    if base_path.is_empty() {
+        api.base_url = Some(url[..slash].to_owned());
+        return;
+    }
+    let sub = api.path().trim_start_matches('/').to_owned();
+    let path = if sub.is_empty() || base_path.ends_with(&format!("/{sub}")) {
+        base_path.to_owned()
+    } else if base_path.ends_with("/v1") && sub.starts_with("v1/") {
+        format!("{base_path}/{}", &sub[3..])
+    } else {
+        format!("{base_path}/{sub}")
+    };
+    api.base_url = Some(url[..slash].to_owned());
+    api.endpoint = Some(path);
 }
 
 /// The load flags of AIPerf's rate loop (`aiperf/common/config/loadgen_config.py`).
@@ -1107,7 +1137,8 @@ mod tests {
             .expect_err("refused")
             .to_string();
         assert!(
-            err.starts_with("p.yaml:2: `config`") && err.contains("AIPerf 0.13's YAML config file"),
+            err.starts_with("p.yaml:2: `config`")
+                && err.contains("give the AIPerf config file itself as the profile"),
             "{err}"
         );
         let err = parse_text("model: m\nextra-inputs: temperature:0.5,stream:false\n")
