@@ -327,6 +327,29 @@ fn a_single_turn_file_sends_its_lines_in_order_as_aiperfs_sequential_sampler_doe
 }
 
 #[test]
+fn dataset_sampling_strategy_picks_each_session_with_aiperfs_random_and_shuffle_samplers() {
+    let lines =
+        "{\"text\": \"zero\"}\n{\"text\": \"one\"}\n{\"text\": \"two\"}\n{\"text\": \"three\"}\n";
+    let names = |ids: [usize; 10]| ids.map(|i| ["zero", "one", "two", "three"][i]);
+    // `RandomSampler`: random.Random(derive(7, "dataset.sampler.random")).choice over the 4 ids, as AIPerf
+    // 0.13's own `rng.init(7); RandomSampler(ids)` draws them: 3 0 1 3 3 2 0 3 3 0.
+    let texts = custom_dataset_texts(
+        "single_turn",
+        lines,
+        "request-count: 10\ndataset-sampling-strategy: random\n",
+    );
+    assert_eq!(texts, names([3, 0, 1, 3, 3, 2, 0, 3, 3, 0]));
+    // `ShuffleSampler`: numpy's default_rng(derive(7, "dataset.sampler.shuffle")), shuffled again once used up:
+    // 2 1 3 0 | 3 0 1 2 | 1 0.
+    let texts = custom_dataset_texts(
+        "single_turn",
+        lines,
+        "request-count: 10\ndataset-sampling-strategy: shuffle\n",
+    );
+    assert_eq!(texts, names([2, 1, 3, 0, 3, 0, 1, 2, 1, 0]));
+}
+
+#[test]
 fn a_multi_turn_file_groups_lines_by_session_and_sends_its_sessions_in_order() {
     let texts = custom_dataset_texts(
         "multi_turn",

@@ -18,6 +18,7 @@ use super::control::Flag;
 use llmbench_data::{ChatMessage, Prompt};
 use llmbench_model::record::{ErrorClass, RequestError, RequestRecord, TurnOf};
 use llmbench_text::numpy_generator::NumpyGenerator;
+use llmbench_text::py_random::PyRandom;
 use llmbench_workload::conversations::{
     AiperfSampling, ConversationSet, Piece, ReplayPlan, ReplayStage, ReplayText, ReplayTurn,
     Script, Style, join,
@@ -56,14 +57,20 @@ struct AiperfSampler {
     order: Vec<usize>,
     next: usize,
     shuffle: Option<NumpyGenerator>,
+    /// `RandomSampler`: each new session's conversation is `random.choice` of them all.
+    random: Option<PyRandom>,
     sessions: u32,
 }
 
 impl AiperfSampler {
     fn new(conversations: usize, sampling: AiperfSampling) -> AiperfSampler {
         let mut order: Vec<usize> = (0..conversations).collect();
+        let random = match sampling {
+            AiperfSampling::Random { seed } => Some(PyRandom::seed(seed)),
+            _ => None,
+        };
         let shuffle = match sampling {
-            AiperfSampling::Sequential => None,
+            AiperfSampling::Sequential | AiperfSampling::Random { .. } => None,
             AiperfSampling::Shuffle { seed } => {
                 // `ShuffleSampler.__init__` shuffles once up front.
                 let mut rng = NumpyGenerator::seed(seed);
@@ -75,12 +82,16 @@ impl AiperfSampler {
             order,
             next: 0,
             shuffle,
+            random,
             sessions: 0,
         }
     }
 
     /// `next_conversation_id`: the next conversation, wrapping (and reshuffling) once all were used.
     fn next(&mut self) -> usize {
+        if let Some(rng) = self.random.as_mut() {
+            return rng.choice_index(self.order.len()).unwrap_or(0);
+        }
         if self.next >= self.order.len() {
             if let Some(rng) = self.shuffle.as_mut() {
                 rng.shuffle(&mut self.order);

@@ -263,6 +263,11 @@ fn parse_flags(
         None => DEFAULT_BLOCK_SIZE as u32,
     };
     let (schedule, schedule_flag) = fixed_schedule(ctx, &mut m)?;
+    let sampling_field = m.get("dataset-sampling-strategy");
+    let sampling = sampling_field
+        .as_ref()
+        .map(|f| sampling_strategy(ctx, f))
+        .transpose()?;
     let conversation = aiperf_conversation::read(ctx, &mut m)?;
 
     let input_file = m.get("input-file");
@@ -280,6 +285,7 @@ fn parse_flags(
                     osl_stddev,
                     entries,
                     entries_field: dataset_entries_field.as_ref(),
+                    sampling,
                     conversation: &conversation,
                     schedule_flag,
                 },
@@ -304,6 +310,15 @@ fn parse_flags(
                      order, wrapping, as many credits as the file has records; with timestamps its fixed schedule \
                      takes over and leaves the rate unused; llmbench replays traces on the fixed schedule or at a \
                      concurrency)",
+                ));
+            }
+            if let Some(f) = &sampling_field
+                && sampling != Some(AiperfSamplingStrategy::Sequential)
+            {
+                return Err(f.unsupported(
+                    ctx,
+                    "a random or shuffle sampler over a mooncake trace (AIPerf refuses one on a fixed schedule; \
+                     without timestamps llmbench replays the trace's sessions in file order)",
                 ));
             }
             let kind_name = text(ctx, kind)?;
@@ -399,7 +414,12 @@ fn parse_flags(
                      session's second turn: its completions endpoint takes one turn; use `endpoint-type: chat`)",
                 ));
             }
-            w.data = if conversation.needs_conversations() {
+            // A sampler other than sequential picks each session's entry: the conversations path runs AIPerf's
+            // samplers (a single-turn conversation is one request).
+            let sampling = sampling.unwrap_or(AiperfSamplingStrategy::Sequential);
+            w.data = if conversation.needs_conversations()
+                || sampling != AiperfSamplingStrategy::Sequential
+            {
                 DataSpec::AiperfConversations(AiperfConversations {
                     conversations: entries,
                     turns: conversation.turns,
@@ -407,6 +427,7 @@ fn parse_flags(
                     output: output.map(|mean| lengths(mean, osl_stddev)),
                     prefix_pool: conversation.prefix_pool,
                     turn_delay: conversation.turn_delay,
+                    sampling,
                 })
             } else {
                 DataSpec::SyntheticText(SyntheticText {
@@ -455,12 +476,25 @@ fn parse_flags(
              request-rate, request-rate-mode, random-seed, benchmark-duration, benchmark-grace-period, \
              warmup-request-count, isl, osl, isl-stddev, osl-stddev, conversation-num, conversation-turn-mean, \
              conversation-turn-stddev, conversation-turn-delay-mean/stddev/ratio, prompt-prefix-pool-size, \
-             prompt-prefix-length, \
+             prompt-prefix-length, dataset-sampling-strategy, \
              extra-inputs, header, goodput, input-file, custom-dataset-type, use-server-token-count, tokenizer-trust-remote-code, \
              no-server-metrics, isl-block-size, fixed-schedule*)",
         ));
     }
     Ok(w)
+}
+
+/// `--dataset-sampling-strategy` (`DatasetSamplingStrategy`: sequential, random, shuffle).
+fn sampling_strategy(ctx: &Ctx, f: &At<'_>) -> Result<AiperfSamplingStrategy, WorkloadError> {
+    match text(ctx, f)?.as_str() {
+        "sequential" => Ok(AiperfSamplingStrategy::Sequential),
+        "random" => Ok(AiperfSamplingStrategy::Random),
+        "shuffle" => Ok(AiperfSamplingStrategy::Shuffle),
+        other => Err(f.invalid(
+            ctx,
+            format!("`{other}` is not a dataset sampling strategy (sequential, random, shuffle)"),
+        )),
+    }
 }
 
 /// AIPerf 0.13's URL (`transports/aiohttp_transport.py` `build_url`, `_dedup_path_overlap`): the endpoint's path is

@@ -689,10 +689,8 @@ fn dataset(ctx: &Ctx, m: &mut MapReader<'_>, flags: &mut Flags) -> Result<(), Wo
     };
     let mut d = f.map(ctx)?;
     d.skip("name");
-    if let Some(s) = d.get("sampling")
-        && s.node.scalar_text().as_deref() != Some("sequential")
-    {
-        return Err(s.unsupported(ctx, "a dataset sampling strategy other than sequential"));
+    if let Some(s) = d.get("sampling") {
+        flags.copy("dataset-sampling-strategy", &s);
     }
     let kind = d.get("type").and_then(|t| t.node.scalar_text());
     match kind.as_deref() {
@@ -1210,6 +1208,35 @@ mod tests {
     }
 
     #[test]
+    fn a_sampling_strategy_runs_synthetic_entries_through_aiperfs_samplers() {
+        let config = "benchmark:\n  model: m\n  endpoint: {url: http://x}\n  \
+                      dataset: {entries: 4, sampling: random, isl: 20}\n  profiling: {type: concurrency, requests: 6}\n";
+        assert_same(
+            config,
+            "model: m\nurl: http://x\nnum-dataset-entries: 4\nisl: 20\nrequest-count: 6\n\
+             dataset-sampling-strategy: random\n",
+        );
+        // Single-turn conversations, so each session's entry is the sampler's pick.
+        let w = parse(config).expect("parses").workload;
+        assert!(
+            matches!(
+                &w.data,
+                DataSpec::AiperfConversations(c) if c.conversations == 4
+                    && c.sampling == AiperfSamplingStrategy::Random
+                    && c.turns == TokenLengths::fixed(1)
+            ),
+            "{:?}",
+            w.data
+        );
+        let err = refusal(
+            "benchmark:\n  model: m\n  endpoint: {url: http://x}\n  \
+             dataset: {type: file, path: t.jsonl, format: mooncake_trace, sampling: shuffle}\n  \
+             profiling: {type: concurrency, requests: 6}\n",
+        );
+        assert!(err.starts_with("bench.yaml:4: `benchmark.dataset.sampling`: a random or shuffle sampler over a mooncake trace"), "{err}");
+    }
+
+    #[test]
     fn every_refusal_names_the_config_key_and_its_line() {
         let head = "benchmark:\n  model: m\n  endpoint:\n    url: http://x\n";
         let tail = "  dataset: {entries: 3}\n  profiling: {type: poisson, rate: 2, requests: 3}\n";
@@ -1277,8 +1304,8 @@ mod tests {
             "{err}"
         );
         let err = refusal(&format!(
-            "{head}  dataset: {{entries: 3, sampling: shuffle}}\n  profiling: {{type: poisson, rate: 2, requests: 3}}\n"
+            "{head}  dataset: {{entries: 3, sampling: shufle}}\n  profiling: {{type: poisson, rate: 2, requests: 3}}\n"
         ));
-        assert!(err.contains("`benchmark.dataset.sampling`"), "{err}");
+        assert!(err.starts_with("bench.yaml:5: `benchmark.dataset.sampling`: `shufle` is not a dataset sampling strategy"), "{err}");
     }
 }
