@@ -85,7 +85,11 @@ pub enum Style {
     /// are queued when the turn before returned (after the turn's `delay`) and sent ahead of new sessions. A
     /// turn carries every earlier user turn and the actual answers (AIPerf's `DELTAS_WITHOUT_RESPONSES`).
     /// Built by `aiperf::aiperf_conversations` and `aiperf_dataset`; run by `engine::conversation`.
-    AiperfConversations { sampling: AiperfSampling },
+    AiperfConversations {
+        sampling: AiperfSampling,
+        /// `--session-header`: the header that carries each session's id in place of `X-Correlation-ID`.
+        session_header: Option<String>,
+    },
 }
 
 /// Which conversation each new AIPerf session takes (`dataset/dataset_samplers.py`; AIPerf 0.13's default is its
@@ -202,6 +206,7 @@ pub fn build_conversations(
             Ok(Some(ConversationSet {
                 style: Style::AiperfConversations {
                     sampling: AiperfSampling::of(spec.sampling, workload.seed),
+                    session_header: workload.api.session_id_header.clone(),
                 },
                 scripts: aiperf::aiperf_conversations(&synth, spec, workload.seed)?,
             }))
@@ -220,6 +225,7 @@ pub fn build_conversations(
             Ok(Some(ConversationSet {
                 style: Style::AiperfConversations {
                     sampling: AiperfSampling::of(spec.sampling, workload.seed),
+                    session_header: workload.api.session_id_header.clone(),
                 },
                 scripts,
             }))

@@ -154,6 +154,12 @@ fn parse_flags(
         limits::check(ctx, &f, Limit::Duration, secs)?;
         w.request_timeout = Some(Duration::from_secs_f64(secs));
     }
+    // `--session-header`: the header each session's id goes in, in place of `X-Correlation-ID`
+    // (`transports/base_transports.py`).
+    let session_header = m.get("session-header");
+    if let Some(f) = &session_header {
+        w.api.session_id_header = Some(text(ctx, f)?);
+    }
     if let Some(f) = m.get("extra-inputs") {
         extra_inputs(ctx, &f, &mut w.api)?;
     }
@@ -312,6 +318,12 @@ fn parse_flags(
                      concurrency)",
                 ));
             }
+            if let Some(f) = &session_header {
+                return Err(f.unsupported(
+                    ctx,
+                    "a session header over a mooncake trace (llmbench's trace replay sends no session id)",
+                ));
+            }
             if let Some(f) = &sampling_field
                 && sampling != Some(AiperfSamplingStrategy::Sequential)
             {
@@ -414,11 +426,12 @@ fn parse_flags(
                      session's second turn: its completions endpoint takes one turn; use `endpoint-type: chat`)",
                 ));
             }
-            // A sampler other than sequential picks each session's entry: the conversations path runs AIPerf's
-            // samplers (a single-turn conversation is one request).
+            // A sampler other than sequential picks each session's entry, and a session header carries each
+            // session's id: the conversations path runs AIPerf's sessions (a single-turn one is one request).
             let sampling = sampling.unwrap_or(AiperfSamplingStrategy::Sequential);
             w.data = if conversation.needs_conversations()
                 || sampling != AiperfSamplingStrategy::Sequential
+                || session_header.is_some()
             {
                 DataSpec::AiperfConversations(AiperfConversations {
                     conversations: entries,
@@ -472,13 +485,13 @@ fn parse_flags(
         return Err(ctx.unsupported(
             &key.name,
             key.line,
-            "this aiperf flag (known: model, url, endpoint-type, endpoint, streaming, concurrency, request-count, \
-             request-rate, request-rate-mode, random-seed, benchmark-duration, benchmark-grace-period, \
-             warmup-request-count, isl, osl, isl-stddev, osl-stddev, conversation-num, conversation-turn-mean, \
+            "this aiperf flag (known: model, tokenizer, url, endpoint-type, endpoint, streaming, api-key, \
+             request-timeout-seconds, session-header, concurrency, request-count, request-rate, request-rate-mode, \
+             random-seed, benchmark-duration, benchmark-grace-period, warmup-request-count, isl, osl, isl-stddev, \
+             osl-stddev, num-dataset-entries, dataset-sampling-strategy, conversation-num, conversation-turn-mean, \
              conversation-turn-stddev, conversation-turn-delay-mean/stddev/ratio, prompt-prefix-pool-size, \
-             prompt-prefix-length, dataset-sampling-strategy, \
-             extra-inputs, header, goodput, input-file, custom-dataset-type, use-server-token-count, tokenizer-trust-remote-code, \
-             no-server-metrics, isl-block-size, fixed-schedule*)",
+             prompt-prefix-length, extra-inputs, header, goodput, input-file, custom-dataset-type, \
+             use-server-token-count, tokenizer-trust-remote-code, no-server-metrics, isl-block-size, fixed-schedule*)",
         ));
     }
     Ok(w)

@@ -582,6 +582,7 @@ fn endpoint(ctx: &mut Ctx, f: &At<'_>, flags: &mut Flags) -> Result<(), Workload
         ("apiKey", "api-key"),
         ("timeout", "request-timeout-seconds"),
         ("useServerTokenCount", "use-server-token-count"),
+        ("sessionHeader", "session-header"),
     ] {
         if let Some(v) = field(&mut e, key) {
             flags.copy(flag, &v);
@@ -596,12 +597,8 @@ fn endpoint(ctx: &mut Ctx, f: &At<'_>, flags: &mut Flags) -> Result<(), Workload
             flags.set(flag, &v, Value::Str(json(v.node).to_string()));
         }
     }
-    finish(ctx, &e, ENDPOINT_KEYS, &|key| match key {
-        "sessionHeader" => {
-            "AIPerf's session header (the session id sent in a header of the user's choosing)"
-                .to_owned()
-        }
-        other => format!("the AIPerf endpoint key `{other}` (not built)"),
+    finish(ctx, &e, ENDPOINT_KEYS, &|key| {
+        format!("the AIPerf endpoint key `{key}` (not built)")
     })
 }
 
@@ -1263,9 +1260,9 @@ mod tests {
             err.starts_with("bench.yaml:10: `benchmark.profiling.prefillConcurrency`: AIPerf's prefill concurrency"),
             "{err}"
         );
-        let err = refusal(&format!("{head}    sessionHeader: X-Session\n{tail}"));
+        let err = refusal(&format!("{head}    urlStrategy: random\n{tail}"));
         assert!(
-            err.starts_with("bench.yaml:5: `benchmark.endpoint.sessionHeader`"),
+            err.starts_with("bench.yaml:5: `benchmark.endpoint.urlStrategy`"),
             "{err}"
         );
         // The flags' own checks, named by the config key.
