@@ -475,6 +475,15 @@ fn parse_flags(
                  `llmbench run --harness aiperf --profile FILE.yaml` reads it; flags beside it are not merged)",
             ));
         }
+        if key.name.contains("prefill-concurrency") {
+            return Err(ctx.unsupported(
+                &key.name,
+                key.line,
+                "AIPerf's prefill concurrency (a second slot per request, held from its send to its first token, \
+                 which the rate loop must also find free: `credit/issuer.py`); llmbench's AIPerf rate loop has \
+                 only the session slots of --concurrency",
+            ));
+        }
         if let Some(known) = m.nearest_known(&key.name) {
             return Err(ctx.invalid(
                 &key.name,
@@ -1178,6 +1187,13 @@ mod tests {
             .to_string();
         assert!(
             err.starts_with("p.yaml:2: `request-cancellation-rate`"),
+            "{err}"
+        );
+        let err = parse_text("model: m\nprefill-concurrency: 2\n")
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            err.starts_with("p.yaml:2: `prefill-concurrency`: AIPerf's prefill concurrency"),
             "{err}"
         );
         let err = parse_text("model: m\nconfig: aiperf.yaml\n")
