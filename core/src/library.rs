@@ -33,6 +33,11 @@ impl BuiltinProfile {
 const PURPOSES: &[(&str, &str, &str)] = &[
     (
         "aiperf",
+        "config_latency",
+        "AIPerf's YAML config: its latency test, Poisson 20 req/s for 120 s",
+    ),
+    (
+        "aiperf",
         "dataset",
         "Mooncake trace replay: at its timestamps, or 16 sessions at a time",
     ),

@@ -327,6 +327,64 @@ fn a_single_turn_file_sends_its_lines_in_order_as_aiperfs_sequential_sampler_doe
 }
 
 #[test]
+fn session_header_renames_the_correlation_header_of_every_session() {
+    let (url, seen) = capturing_server(chat_answer);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile = write(
+        dir.path(),
+        "session.yaml",
+        "model: m\nendpoint-type: chat\nisl: 6\nosl: 2\nrequest-count: 3\nsession-header: X-Session-ID\n",
+    );
+    let output = run_against("aiperf", &profile, &url, "builtin", dir.path(), "r");
+    succeeded(&output);
+    // AIPerf 0.13's `--session-header` replaces `X-Correlation-ID` (`transports/base_transports.py`): each
+    // single-turn session sends its own uuid4 under the new name, and no X-Correlation-ID.
+    let seen = seen.lock().expect("lock");
+    assert_eq!(seen.len(), 3);
+    let mut ids: Vec<&str> = seen
+        .iter()
+        .map(|r| {
+            assert!(
+                !r.headers
+                    .iter()
+                    .any(|(n, _)| n.eq_ignore_ascii_case("x-correlation-id"))
+            );
+            r.headers
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case("x-session-id"))
+                .map(|(_, v)| v.as_str())
+                .expect("an X-Session-ID on every request")
+        })
+        .collect();
+    assert!(ids.iter().all(|id| id.len() == 36));
+    ids.dedup();
+    assert_eq!(ids.len(), 3, "one session id per request");
+}
+
+#[test]
+fn dataset_sampling_strategy_picks_each_session_with_aiperfs_random_and_shuffle_samplers() {
+    let lines =
+        "{\"text\": \"zero\"}\n{\"text\": \"one\"}\n{\"text\": \"two\"}\n{\"text\": \"three\"}\n";
+    let names = |ids: [usize; 10]| ids.map(|i| ["zero", "one", "two", "three"][i]);
+    // `RandomSampler`: random.Random(derive(7, "dataset.sampler.random")).choice over the 4 ids, as AIPerf
+    // 0.13's own `rng.init(7); RandomSampler(ids)` draws them: 3 0 1 3 3 2 0 3 3 0.
+    let texts = custom_dataset_texts(
+        "single_turn",
+        lines,
+        "request-count: 10\ndataset-sampling-strategy: random\n",
+    );
+    assert_eq!(texts, names([3, 0, 1, 3, 3, 2, 0, 3, 3, 0]));
+    // `ShuffleSampler`: numpy's default_rng(derive(7, "dataset.sampler.shuffle")), shuffled again once used up:
+    // 2 1 3 0 | 3 0 1 2 | 1 0.
+    let texts = custom_dataset_texts(
+        "single_turn",
+        lines,
+        "request-count: 10\ndataset-sampling-strategy: shuffle\n",
+    );
+    assert_eq!(texts, names([2, 1, 3, 0, 3, 0, 1, 2, 1, 0]));
+}
+
+#[test]
 fn a_multi_turn_file_groups_lines_by_session_and_sends_its_sessions_in_order() {
     let texts = custom_dataset_texts(
         "multi_turn",

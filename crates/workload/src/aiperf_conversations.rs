@@ -172,7 +172,8 @@ mod tests {
         assert_eq!(
             set.style,
             Style::AiperfConversations {
-                sampling: crate::conversations::AiperfSampling::Sequential
+                sampling: crate::conversations::AiperfSampling::Sequential,
+                session_header: None,
             }
         );
         assert_eq!(set.scripts.len(), 5);

@@ -454,6 +454,7 @@ fn texts(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workload::AiperfSamplingStrategy;
 
     fn spec(kind: AiperfFileKind, conversations: u64) -> AiperfFile {
         AiperfFile {
@@ -461,6 +462,7 @@ mod tests {
             kind,
             conversations,
             output: None,
+            sampling: AiperfSamplingStrategy::Sequential,
         }
     }
 

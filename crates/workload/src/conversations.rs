@@ -20,7 +20,7 @@ use rand_distr::weighted::WeightedIndex;
 
 use crate::prompts::{DEFAULT_PROMPTS, MAX_PROMPTS, PromptError, distribution, fixed, to_u32};
 use crate::workload::{
-    AiperfFileKind, ApiKind, ConversationReplay, DataSpec, LengthShape, SharedPrefix,
+    AiperfSamplingStrategy, ApiKind, ConversationReplay, DataSpec, LengthShape, SharedPrefix,
     SyntheticText, ThinkTime, TokenLengths, Workload,
 };
 use llmbench_data::{DataError, LengthDistribution, Synthesizer, SyntheticSpec, synthetic_prompts};
@@ -85,7 +85,11 @@ pub enum Style {
     /// are queued when the turn before returned (after the turn's `delay`) and sent ahead of new sessions. A
     /// turn carries every earlier user turn and the actual answers (AIPerf's `DELTAS_WITHOUT_RESPONSES`).
     /// Built by `aiperf::aiperf_conversations` and `aiperf_dataset`; run by `engine::conversation`.
-    AiperfConversations { sampling: AiperfSampling },
+    AiperfConversations {
+        sampling: AiperfSampling,
+        /// `--session-header`: the header that carries each session's id in place of `X-Correlation-ID`.
+        session_header: Option<String>,
+    },
 }
 
 /// Which conversation each new AIPerf session takes (`dataset/dataset_samplers.py`; AIPerf 0.13's default is its
@@ -97,6 +101,25 @@ pub enum AiperfSampling {
     /// `ShuffleSampler`: numpy's `default_rng(seed).shuffle` of the ids, gone through, shuffled again; `seed` is
     /// `rng.derive("dataset.sampler.shuffle")` of `--random-seed`.
     Shuffle { seed: u64 },
+    /// `RandomSampler`: `random.Random(seed).choice` of the ids, with replacement; `seed` is
+    /// `rng.derive("dataset.sampler.random")` of `--random-seed`.
+    Random { seed: u64 },
+}
+
+impl AiperfSampling {
+    /// The sampler of `strategy`, its generator seeded as AIPerf derives it from the run's seed.
+    pub fn of(strategy: AiperfSamplingStrategy, seed: u64) -> AiperfSampling {
+        let derive = |name| llmbench_text::py_random::aiperf_derived_seed(seed, name);
+        match strategy {
+            AiperfSamplingStrategy::Sequential => AiperfSampling::Sequential,
+            AiperfSamplingStrategy::Shuffle => AiperfSampling::Shuffle {
+                seed: derive("dataset.sampler.shuffle"),
+            },
+            AiperfSamplingStrategy::Random => AiperfSampling::Random {
+                seed: derive("dataset.sampler.random"),
+            },
+        }
+    }
 }
 
 /// A run's conversations.
@@ -198,7 +221,8 @@ fn conversations_of(
             let synth = Synthesizer::new(tokenizer)?;
             Ok(Some(ConversationSet {
                 style: Style::AiperfConversations {
-                    sampling: AiperfSampling::Sequential,
+                    sampling: AiperfSampling::of(spec.sampling, workload.seed),
+                    session_header: workload.api.session_id_header.clone(),
                 },
                 scripts: aiperf::aiperf_conversations(&synth, spec, workload.seed)?,
             }))
@@ -216,17 +240,8 @@ fn conversations_of(
             }
             Ok(Some(ConversationSet {
                 style: Style::AiperfConversations {
-                    sampling: match spec.kind {
-                        AiperfFileKind::RandomPool => AiperfSampling::Shuffle {
-                            seed: llmbench_text::py_random::aiperf_derived_seed(
-                                workload.seed,
-                                "dataset.sampler.shuffle",
-                            ),
-                        },
-                        AiperfFileKind::SingleTurn | AiperfFileKind::MultiTurn => {
-                            AiperfSampling::Sequential
-                        }
-                    },
+                    sampling: AiperfSampling::of(spec.sampling, workload.seed),
+                    session_header: workload.api.session_id_header.clone(),
                 },
                 scripts,
             }))

@@ -18,6 +18,7 @@ use super::control::Flag;
 use llmbench_data::{ChatMessage, Prompt};
 use llmbench_model::record::{ErrorClass, RequestError, RequestRecord, TurnOf};
 use llmbench_text::numpy_generator::NumpyGenerator;
+use llmbench_text::py_random::PyRandom;
 use llmbench_workload::conversations::{
     AiperfSampling, ConversationSet, Piece, ReplayPlan, ReplayStage, ReplayText, ReplayTurn,
     Script, Style, join,
@@ -45,7 +46,7 @@ enum State {
     /// inference-perf `conversation_replay`.
     Replay(Replay),
     /// AIPerf: the dataset sampler, which gives each new session its conversation, and the sessions so far.
-    Aiperf(Mutex<AiperfSampler>),
+    Aiperf(Mutex<AiperfSampler>, String),
 }
 
 /// AIPerf 0.13's dataset sampler (`dataset/dataset_samplers.py`), shared by the run's phases as AIPerf's phase
@@ -56,14 +57,20 @@ struct AiperfSampler {
     order: Vec<usize>,
     next: usize,
     shuffle: Option<NumpyGenerator>,
+    /// `RandomSampler`: each new session's conversation is `random.choice` of them all.
+    random: Option<PyRandom>,
     sessions: u32,
 }
 
 impl AiperfSampler {
     fn new(conversations: usize, sampling: AiperfSampling) -> AiperfSampler {
         let mut order: Vec<usize> = (0..conversations).collect();
+        let random = match sampling {
+            AiperfSampling::Random { seed } => Some(PyRandom::seed(seed)),
+            _ => None,
+        };
         let shuffle = match sampling {
-            AiperfSampling::Sequential => None,
+            AiperfSampling::Sequential | AiperfSampling::Random { .. } => None,
             AiperfSampling::Shuffle { seed } => {
                 // `ShuffleSampler.__init__` shuffles once up front.
                 let mut rng = NumpyGenerator::seed(seed);
@@ -75,12 +82,16 @@ impl AiperfSampler {
             order,
             next: 0,
             shuffle,
+            random,
             sessions: 0,
         }
     }
 
     /// `next_conversation_id`: the next conversation, wrapping (and reshuffling) once all were used.
     fn next(&mut self) -> usize {
+        if let Some(rng) = self.random.as_mut() {
+            return rng.choice_index(self.order.len()).unwrap_or(0);
+        }
         if self.next >= self.order.len() {
             if let Some(rng) = self.shuffle.as_mut() {
                 rng.shuffle(&mut self.order);
@@ -384,9 +395,16 @@ impl Conversations {
                     .collect(),
             ),
             Style::GuidellmTurns => State::Turns(Mutex::new(TurnQueue::default())),
-            Style::AiperfConversations { sampling } => {
-                State::Aiperf(Mutex::new(AiperfSampler::new(set.scripts.len(), *sampling)))
-            }
+            Style::AiperfConversations {
+                sampling,
+                session_header,
+            } => State::Aiperf(
+                Mutex::new(AiperfSampler::new(set.scripts.len(), *sampling)),
+                // AIPerf's `--session-header` renames the one correlation header.
+                session_header
+                    .clone()
+                    .unwrap_or_else(|| "X-Correlation-ID".to_owned()),
+            ),
             Style::InferencePerfReplay(plan) => {
                 let slots = (0..plan.conversations.len() as u32)
                     .map(|c| {
@@ -412,7 +430,7 @@ impl Conversations {
         };
         let tags_turns = matches!(
             state,
-            State::Sessions(_) | State::Replay(_) | State::Aiperf(_)
+            State::Sessions(_) | State::Replay(_) | State::Aiperf(..)
         ) || set.scripts.iter().any(|s| s.turns.len() > 1);
         Conversations {
             scripts: set.scripts,
@@ -424,13 +442,13 @@ impl Conversations {
 
     /// Whether these are AIPerf's sessions, which its own rate loop sends (`engine::aiperf_sessions`).
     pub fn is_aiperf(&self) -> bool {
-        matches!(self.state, State::Aiperf(_))
+        matches!(self.state, State::Aiperf(..))
     }
 
     /// AIPerf: a new session of the sampler's next conversation (`ConversationSource.next`), with a new
     /// correlation id; `None` for the other tools.
     pub fn aiperf_session(&self) -> Option<AiperfSession> {
-        let State::Aiperf(sampler) = &self.state else {
+        let State::Aiperf(sampler, header) = &self.state else {
             return None;
         };
         let (id, script) = {
@@ -443,7 +461,7 @@ impl Conversations {
             id,
             script,
             answers: Vec::new(),
-            correlation: Arc::new(("X-Correlation-ID".to_owned(), uuid4())),
+            correlation: Arc::new((header.clone(), uuid4())),
             slot: None,
         })
     }
@@ -545,7 +563,7 @@ impl Conversations {
     pub async fn begin(&self, id: u64, stage: u32, cancel: &Flag) -> Option<Turn> {
         match &self.state {
             // Sent by AIPerf's own loop (`engine::aiperf_sessions`), turn by turn.
-            State::Aiperf(_) => None,
+            State::Aiperf(..) => None,
             State::Replay(replay) => self.replay_turn(replay, stage, cancel).await,
             State::Sessions(sessions) => {
                 let user = (id % sessions.len() as u64) as usize;
@@ -1137,6 +1155,7 @@ mod tests {
         let set = ConversationSet {
             style: Style::AiperfConversations {
                 sampling: AiperfSampling::Sequential,
+                session_header: None,
             },
             scripts: vec![
                 script(None, &["zero one", "zero two", "zero three"]),

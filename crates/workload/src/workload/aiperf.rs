@@ -47,6 +47,7 @@
 use std::time::Duration;
 
 use super::ParseOptions;
+use super::aiperf_config;
 use super::aiperf_conversation;
 use super::aiperf_custom;
 use super::error::{WarningKind, WorkloadError};
@@ -71,6 +72,22 @@ pub(crate) fn parse(
     doc: &Node,
     options: &ParseOptions,
 ) -> Result<Workload, WorkloadError> {
+    if !aiperf_config::is_config(doc) {
+        return parse_flags(ctx, doc, options);
+    }
+    // An AIPerf config file runs as the flags it stands for; messages name the config's keys.
+    let flags = aiperf_config::to_flags(ctx, doc)?;
+    let mut w = parse_flags(ctx, &flags.map, options).map_err(|e| flags.relabel_error(e))?;
+    flags.relabel_warnings(&mut ctx.warnings);
+    w.dialect = Dialect::AiperfConfig;
+    Ok(w)
+}
+
+fn parse_flags(
+    ctx: &mut Ctx,
+    doc: &Node,
+    options: &ParseOptions,
+) -> Result<Workload, WorkloadError> {
     let mut m = MapReader::root(ctx, doc)?;
     let mut w = Workload::empty(Harness::Aiperf, Dialect::AiperfFlags);
     set_default_seed(&mut w, options, 0);
@@ -79,7 +96,10 @@ pub(crate) fn parse(
     let model = text(ctx, &model)?;
     w.tokenizer = Some(TokenizerSpec {
         // AIPerf's tokenizer defaults to the model's name (`--tokenizer` unset).
-        name_or_path: model.clone(),
+        name_or_path: match m.get("tokenizer") {
+            Some(f) => text(ctx, &f)?,
+            None => model.clone(),
+        },
         token: None,
         trust_remote_code: match m.take("tokenizer-trust-remote-code") {
             Some(f) => flag(ctx, &f)?,
@@ -123,6 +143,7 @@ pub(crate) fn parse(
         let path = text(ctx, &f)?;
         w.api.endpoint = Some(format!("/{}", path.trim_start_matches('/')));
     }
+    dedup_url_path(&mut w.api);
     w.api.streaming = match m.take("streaming") {
         Some(f) => {
             let streaming = flag(ctx, &f)?;
@@ -140,6 +161,28 @@ pub(crate) fn parse(
         }
         None => false,
     };
+    // `--api-key`: sent as `Authorization: Bearer <key>` (`endpoints/base_endpoint.py` `get_headers`).
+    if let Some(f) = m.get("api-key") {
+        w.api.api_key = Some(text(ctx, &f)?);
+    }
+    // `--request-timeout-seconds` (default 6 h): a request still unanswered then fails.
+    if let Some(f) = m.get("request-timeout-seconds") {
+        let secs = number(ctx, &f)?;
+        if !(secs.is_finite() && secs > 0.0) {
+            return Err(f.invalid(
+                ctx,
+                format!("must be greater than 0 (seconds), found {secs}"),
+            ));
+        }
+        limits::check(ctx, &f, Limit::Duration, secs)?;
+        w.request_timeout = Some(Duration::from_secs_f64(secs));
+    }
+    // `--session-header`: the header each session's id goes in, in place of `X-Correlation-ID`
+    // (`transports/base_transports.py`).
+    let session_header = m.get("session-header");
+    if let Some(f) = &session_header {
+        w.api.session_id_header = Some(text(ctx, f)?);
+    }
     if let Some(f) = m.get("extra-inputs") {
         extra_inputs(ctx, &f, &mut w.api)?;
     }
@@ -249,6 +292,11 @@ pub(crate) fn parse(
         None => DEFAULT_BLOCK_SIZE as u32,
     };
     let (schedule, schedule_flag) = fixed_schedule(ctx, &mut m)?;
+    let sampling_field = m.get("dataset-sampling-strategy");
+    let sampling = sampling_field
+        .as_ref()
+        .map(|f| sampling_strategy(ctx, f))
+        .transpose()?;
     let conversation = aiperf_conversation::read(ctx, &mut m)?;
 
     let input_file = m.get("input-file");
@@ -266,6 +314,7 @@ pub(crate) fn parse(
                     osl_stddev,
                     entries,
                     entries_field: dataset_entries_field.as_ref(),
+                    sampling,
                     conversation: &conversation,
                     schedule_flag,
                 },
@@ -290,6 +339,21 @@ pub(crate) fn parse(
                      order, wrapping, as many credits as the file has records; with timestamps its fixed schedule \
                      takes over and leaves the rate unused; llmbench replays traces on the fixed schedule or at a \
                      concurrency)",
+                ));
+            }
+            if let Some(f) = &session_header {
+                return Err(f.unsupported(
+                    ctx,
+                    "a session header over a mooncake trace (llmbench's trace replay sends no session id)",
+                ));
+            }
+            if let Some(f) = &sampling_field
+                && sampling != Some(AiperfSamplingStrategy::Sequential)
+            {
+                return Err(f.unsupported(
+                    ctx,
+                    "a random or shuffle sampler over a mooncake trace (AIPerf refuses one on a fixed schedule; \
+                     without timestamps llmbench replays the trace's sessions in file order)",
                 ));
             }
             let kind_name = text(ctx, kind)?;
@@ -385,7 +449,13 @@ pub(crate) fn parse(
                      session's second turn: its completions endpoint takes one turn; use `endpoint-type: chat`)",
                 ));
             }
-            w.data = if conversation.needs_conversations() {
+            // A sampler other than sequential picks each session's entry, and a session header carries each
+            // session's id: the conversations path runs AIPerf's sessions (a single-turn one is one request).
+            let sampling = sampling.unwrap_or(AiperfSamplingStrategy::Sequential);
+            w.data = if conversation.needs_conversations()
+                || sampling != AiperfSamplingStrategy::Sequential
+                || session_header.is_some()
+            {
                 DataSpec::AiperfConversations(AiperfConversations {
                     conversations: entries,
                     turns: conversation.turns,
@@ -393,6 +463,7 @@ pub(crate) fn parse(
                     output: output.map(|mean| lengths(mean, osl_stddev)),
                     prefix_pool: conversation.prefix_pool,
                     turn_delay: conversation.turn_delay,
+                    sampling,
                 })
             } else {
                 DataSpec::SyntheticText(SyntheticText {
@@ -423,8 +494,17 @@ pub(crate) fn parse(
             return Err(ctx.unsupported(
                 &key.name,
                 key.line,
-                "AIPerf 0.13's YAML config file (`--config`/`-f`; db4f6397 has none): give its settings as this \
-                 profile's flag keys",
+                "`--config`/`-f` inside a flag profile (give the AIPerf config file itself as the profile: \
+                 `llmbench run --harness aiperf --profile FILE.yaml` reads it; flags beside it are not merged)",
+            ));
+        }
+        if key.name.contains("prefill-concurrency") {
+            return Err(ctx.unsupported(
+                &key.name,
+                key.line,
+                "AIPerf's prefill concurrency (a second slot per request, held from its send to its first token, \
+                 which the rate loop must also find free: `credit/issuer.py`); llmbench's AIPerf rate loop has \
+                 only the session slots of --concurrency",
             ));
         }
         if let Some(known) = m.nearest_known(&key.name) {
@@ -437,16 +517,55 @@ pub(crate) fn parse(
         return Err(ctx.unsupported(
             &key.name,
             key.line,
-            "this aiperf flag (known: model, url, endpoint-type, endpoint, streaming, concurrency, request-count, \
-             request-rate, request-rate-mode, random-seed, benchmark-duration, benchmark-grace-period, \
-             warmup-request-count, isl, osl, isl-stddev, osl-stddev, conversation-num, conversation-turn-mean, \
+            "this aiperf flag (known: model, tokenizer, url, endpoint-type, endpoint, streaming, api-key, \
+             request-timeout-seconds, session-header, concurrency, request-count, request-rate, request-rate-mode, \
+             random-seed, benchmark-duration, benchmark-grace-period, warmup-request-count, isl, osl, isl-stddev, \
+             osl-stddev, num-dataset-entries, dataset-sampling-strategy, conversation-num, conversation-turn-mean, \
              conversation-turn-stddev, conversation-turn-delay-mean/stddev/ratio, prompt-prefix-pool-size, \
-             prompt-prefix-length, \
-             extra-inputs, header, goodput, input-file, custom-dataset-type, use-server-token-count, tokenizer-trust-remote-code, \
-             no-server-metrics, isl-block-size, fixed-schedule*)",
+             prompt-prefix-length, extra-inputs, header, goodput, input-file, custom-dataset-type, \
+             use-server-token-count, tokenizer-trust-remote-code, no-server-metrics, isl-block-size, fixed-schedule*)",
         ));
     }
     Ok(w)
+}
+
+/// `--dataset-sampling-strategy` (`DatasetSamplingStrategy`: sequential, random, shuffle).
+fn sampling_strategy(ctx: &Ctx, f: &At<'_>) -> Result<AiperfSamplingStrategy, WorkloadError> {
+    match text(ctx, f)?.as_str() {
+        "sequential" => Ok(AiperfSamplingStrategy::Sequential),
+        "random" => Ok(AiperfSamplingStrategy::Random),
+        "shuffle" => Ok(AiperfSamplingStrategy::Shuffle),
+        other => Err(f.invalid(
+            ctx,
+            format!("`{other}` is not a dataset sampling strategy (sequential, random, shuffle)"),
+        )),
+    }
+}
+
+/// AIPerf 0.13's URL (`transports/aiohttp_transport.py` `build_url`, `_dedup_path_overlap`): the endpoint's path is
+/// appended to the URL's own path unless that already ends with it, and a URL path ending in `/v1` drops the
+/// path's leading `v1/`; so `--url http://host/v1/chat/completions` sends to that URL, not to a doubled path.
+fn dedup_url_path(api: &mut Api) {
+    let Some(url) = &api.base_url else { return };
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    let Some(slash) = url[after_scheme..].find('/').map(|i| after_scheme + i) else {
+        return;
+    };
+    let base_path = url[slash..].trim_end_matches('/');
+    if base_path.is_empty() {
+        api.base_url = Some(url[..slash].to_owned());
+        return;
+    }
+    let sub = api.path().trim_start_matches('/').to_owned();
+    let path = if sub.is_empty() || base_path.ends_with(&format!("/{sub}")) {
+        base_path.to_owned()
+    } else if base_path.ends_with("/v1") && sub.starts_with("v1/") {
+        format!("{base_path}/{}", &sub[3..])
+    } else {
+        format!("{base_path}/{sub}")
+    };
+    api.base_url = Some(url[..slash].to_owned());
+    api.endpoint = Some(path);
 }
 
 /// The load flags of AIPerf's rate loop (`aiperf/common/config/loadgen_config.py`).
@@ -455,8 +574,8 @@ struct Load {
     pace: AiperfPace,
     /// `--benchmark-duration`: the profiling phase sends until it, instead of a request count.
     duration: Option<Duration>,
-    /// `--benchmark-grace-period` (only with a duration; AIPerf's default 30 s).
-    grace: Duration,
+    /// `--benchmark-grace-period` (only with a duration; AIPerf's default 30 s; `None`: `inf`, never cut).
+    grace: Option<Duration>,
     /// `--warmup-request-count` (`--num-warmup-requests`): AIPerf's warm-up phase.
     warmup: u64,
     /// The first of these flags the profile set, with its line, for a refusal that must name one.
@@ -546,13 +665,21 @@ fn load(ctx: &Ctx, m: &mut MapReader<'_>, seed: u64) -> Result<Load, WorkloadErr
         }
         Some(f) => {
             let secs = number(ctx, &f)?;
-            if !(secs.is_finite() && secs >= 0.0) {
-                return Err(f.invalid(ctx, format!("must be at least 0 (seconds), found {secs}")));
+            if secs.is_nan() || secs < 0.0 {
+                return Err(f.invalid(
+                    ctx,
+                    format!("must be at least 0 (seconds) or inf, found {secs}"),
+                ));
             }
-            limits::check(ctx, &f, Limit::Duration, secs)?;
-            Duration::from_secs_f64(secs)
+            // `inf` (AIPerf's "wait indefinitely for all responses"): nothing in flight is cut.
+            if secs.is_infinite() {
+                None
+            } else {
+                limits::check(ctx, &f, Limit::Duration, secs)?;
+                Some(Duration::from_secs_f64(secs))
+            }
         }
-        None => DEFAULT_GRACE,
+        None => Some(DEFAULT_GRACE),
     };
     let warmup = match m.get_any(&["warmup-request-count", "num-warmup-requests"]) {
         Some(f) => {
@@ -627,7 +754,7 @@ fn synthetic_stage(load: &Load, concurrency: Option<u32>, bounds: Bounds) -> Sta
                     AiperfPace::Burst => Some(concurrency.unwrap_or(DEFAULT_CONCURRENCY)),
                     _ => concurrency,
                 },
-                grace: duration.map(|_| load.grace),
+                grace: duration.and(load.grace),
                 warmup_requests: load.warmup,
                 sessions,
             },
@@ -1085,11 +1212,19 @@ mod tests {
             err.starts_with("p.yaml:2: `request-cancellation-rate`"),
             "{err}"
         );
+        let err = parse_text("model: m\nprefill-concurrency: 2\n")
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            err.starts_with("p.yaml:2: `prefill-concurrency`: AIPerf's prefill concurrency"),
+            "{err}"
+        );
         let err = parse_text("model: m\nconfig: aiperf.yaml\n")
             .expect_err("refused")
             .to_string();
         assert!(
-            err.starts_with("p.yaml:2: `config`") && err.contains("AIPerf 0.13's YAML config file"),
+            err.starts_with("p.yaml:2: `config`")
+                && err.contains("give the AIPerf config file itself as the profile"),
             "{err}"
         );
         let err = parse_text("model: m\nextra-inputs: temperature:0.5,stream:false\n")

@@ -161,9 +161,9 @@ pub(super) fn read(
 mod tests {
 
     use crate::workload::{
-        AiperfConversations, AiperfPace, AiperfPrefixPool, AiperfTurnDelay, Arrival, DataSpec,
-        Harness, LengthShape, ParseOptions, StageLimit, TokenLengths, Workload, WorkloadError,
-        parse_profile,
+        AiperfConversations, AiperfPace, AiperfPrefixPool, AiperfSamplingStrategy, AiperfTurnDelay,
+        Arrival, DataSpec, Harness, LengthShape, ParseOptions, StageLimit, TokenLengths, Workload,
+        WorkloadError, parse_profile,
     };
 
     fn parse(text: &str) -> Result<(Workload, Vec<String>), WorkloadError> {
@@ -206,6 +206,7 @@ mod tests {
                 output: Some(TokenLengths::fixed(5)),
                 prefix_pool: None,
                 turn_delay: None,
+                sampling: AiperfSamplingStrategy::Sequential,
             })
         );
         // AIPerf 0.13: the request count counts turns, and `--num-sessions` is the session count; both bound the

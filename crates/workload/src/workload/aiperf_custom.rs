@@ -17,7 +17,7 @@
 use super::aiperf::lengths;
 use super::aiperf_conversation::ConversationFlags;
 use super::error::{WarningKind, WorkloadError};
-use super::model::{AiperfFile, AiperfFileKind, DataSpec, Workload};
+use super::model::{AiperfFile, AiperfFileKind, AiperfSamplingStrategy, DataSpec, Workload};
 use super::reader::{At, Ctx};
 use super::vllm_bench::text;
 
@@ -38,6 +38,8 @@ pub(super) struct Flags<'a, 'n> {
     pub isl: Option<&'a At<'n>>,
     pub osl: Option<u64>,
     pub osl_stddev: Option<f64>,
+    /// `--dataset-sampling-strategy`, when given.
+    pub sampling: Option<AiperfSamplingStrategy>,
     pub entries: u64,
     pub entries_field: Option<&'a At<'n>>,
     pub conversation: &'a ConversationFlags,
@@ -99,6 +101,15 @@ pub(super) fn custom_dataset(
         kind,
         conversations: flags.entries,
         output: flags.osl.map(|mean| lengths(mean, flags.osl_stddev)),
+        // `_resolve_sampling`: the loader's preference (shuffle for random_pool) unless another than sequential
+        // was asked for.
+        sampling: match (flags.sampling, kind) {
+            (None | Some(AiperfSamplingStrategy::Sequential), AiperfFileKind::RandomPool) => {
+                AiperfSamplingStrategy::Shuffle
+            }
+            (Some(asked), _) => asked,
+            (None, _) => AiperfSamplingStrategy::Sequential,
+        },
     });
     Ok(())
 }
@@ -107,8 +118,8 @@ pub(super) fn custom_dataset(
 mod tests {
 
     use crate::workload::{
-        AiperfFile, AiperfFileKind, AiperfPace, Arrival, DataSpec, Harness, ParseOptions,
-        StageLimit, TokenLengths, parse_profile,
+        AiperfFile, AiperfFileKind, AiperfPace, AiperfSamplingStrategy, Arrival, DataSpec, Harness,
+        ParseOptions, StageLimit, TokenLengths, parse_profile,
     };
 
     #[test]
@@ -129,6 +140,8 @@ mod tests {
                 kind: AiperfFileKind::RandomPool,
                 conversations: 12,
                 output: Some(TokenLengths::fixed(9)),
+                // `random_pool` prefers the shuffle sampler.
+                sampling: AiperfSamplingStrategy::Shuffle,
             })
         );
         // Unlike a trace, such a file takes AIPerf's rate loop and request count.

@@ -10,6 +10,7 @@
 //! ```
 
 mod aiperf;
+mod aiperf_config;
 mod aiperf_conversation;
 mod aiperf_custom;
 pub mod azure_trace;

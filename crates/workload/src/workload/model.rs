@@ -24,6 +24,8 @@ pub enum Dialect {
     VllmFlags,
     /// llm-d-benchmark's `aiperf` flag map (`aiperf profile --key=value`).
     AiperfFlags,
+    /// AIPerf 0.13's YAML config file (`aiperf profile --config FILE`), read as the flags it stands for.
+    AiperfConfig,
     /// No traffic.
     Nop,
 }
@@ -997,6 +999,19 @@ pub struct AiperfConversations {
     pub prefix_pool: Option<AiperfPrefixPool>,
     /// `--conversation-turn-delay-*`: the think time drawn for every turn but the first; `None` without a mean.
     pub turn_delay: Option<AiperfTurnDelay>,
+    /// `--dataset-sampling-strategy` (sequential for synthetic data).
+    pub sampling: AiperfSamplingStrategy,
+}
+
+/// AIPerf's `--dataset-sampling-strategy` (`dataset/dataset_samplers.py`): which conversation each new session takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AiperfSamplingStrategy {
+    /// In dataset order, wrapping.
+    Sequential,
+    /// `random.Random(derive("dataset.sampler.random")).choice`, with replacement.
+    Random,
+    /// numpy's shuffle (`derive("dataset.sampler.shuffle")`), gone through, shuffled again.
+    Shuffle,
 }
 
 /// AIPerf 0.13's turn delay (`composer/synthetic.py` `_create_turn`): `sample_positive_normal_integer(int(mean),
@@ -1019,6 +1034,9 @@ pub struct AiperfFile {
     pub conversations: u64,
     /// `--osl`/`--osl-stddev`: every turn's `max_tokens`, drawn per turn (`_finalize_turn`); `None`: none sent.
     pub output: Option<TokenLengths>,
+    /// The sampler: `--dataset-sampling-strategy` unless it is sequential and the loader prefers another
+    /// (`config/dataset/resolver.py` `_resolve_sampling`: shuffle for `random_pool`).
+    pub sampling: AiperfSamplingStrategy,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

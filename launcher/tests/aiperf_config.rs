@@ -1,0 +1,106 @@
+//! AIPerf 0.13's YAML config files (`aiperf profile --config FILE`) given to `llmbench run --harness aiperf` as the
+//! profile, through the binary against the simulator: the config runs as the flags it stands for (checked side by
+//! side with the real AIPerf 0.13 on the same files: the same warm-up and profiling request counts, the same body
+//! fields), and a key llmbench does not run is refused with the config's file, line and key.
+
+mod common;
+
+use common::{SimProcess, run_profile, stderr, succeeded, write};
+use serde_json::Value;
+
+/// A warm-up phase paced like the profiling phase (AIPerf's `--warmup-request-count` shape), 5 then 12 requests
+/// of 32-token prompts and 16-token answers, the URL written with its path as AIPerf's templates write it.
+fn config(url: &str, extra_phase_key: &str) -> String {
+    format!(
+        "schemaVersion: \"2.0\"\nrandomSeed: 7\nbenchmark:\n  model: m\n  endpoint:\n    \
+         url: {url}/v1/chat/completions\n    type: chat\n    streaming: true\n  dataset:\n    type: synthetic\n    \
+         entries: 12\n    prompts:\n      isl: 32\n      osl: 16\n  warmup:\n    type: constant\n    rate: 50\n    \
+         requests: 5\n  profiling:\n    type: constant\n    rate: 50\n    requests: 12\n{extra_phase_key}  \
+         slos:\n    request_latency: 60000\n  artifacts:\n    dir: ./artifacts\n"
+    )
+}
+
+fn records(dir: &std::path::Path, run_id: &str) -> Vec<Value> {
+    std::fs::read_to_string(dir.join(run_id).join("requests.jsonl"))
+        .expect("requests.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a record"))
+        .collect()
+}
+
+#[test]
+fn a_config_file_runs_its_warmup_and_profiling_phases_as_aiperf_does() {
+    let sim = SimProcess::start(&["--model", "m", "--ttft", "5ms", "--itl", "1ms"]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile = write(dir.path(), "bench.yaml", &config(&sim.url, ""));
+    let out = run_profile(
+        dir.path(),
+        "aiperf",
+        &profile,
+        "cfg",
+        &["--tokenizer", "builtin", "--no-server-metrics"],
+    );
+    succeeded(&out);
+    let records = records(dir.path(), "cfg");
+    let warmup = records.iter().filter(|r| r["warmup"] == true).count();
+    assert_eq!((records.len(), warmup), (17, 5));
+    for r in &records {
+        // `osl: 16` is every body's `max_completion_tokens`; streamed, to the URL's own path (not doubled).
+        assert_eq!(r["max_tokens"], 16, "{r}");
+        assert_eq!(r["streaming"], true, "{r}");
+        assert_eq!(r["http_status"], 200, "{r}");
+    }
+    // The output-only `artifacts` section is named among what was not acted on.
+    assert!(
+        stderr(&out).contains("benchmark.artifacts"),
+        "{}",
+        stderr(&out)
+    );
+    // AIPerf's own exports, with the goodput of `slos`.
+    let export: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("cfg").join("profile_export_aiperf.json"))
+            .expect("export"),
+    )
+    .expect("json");
+    assert_eq!(export["good_request_count"]["avg"], 12.0, "{export}");
+}
+
+#[test]
+fn a_config_key_llmbench_does_not_run_is_refused_with_its_file_and_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile = write(
+        dir.path(),
+        "bench.yaml",
+        &config("http://127.0.0.1:9", "    prefillConcurrency: 2\n"),
+    );
+    let out = run_profile(
+        dir.path(),
+        "aiperf",
+        &profile,
+        "cfg",
+        &["--tokenizer", "builtin"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "bench.yaml:23: `benchmark.profiling.prefillConcurrency`: AIPerf's prefill concurrency"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    let typo = config("http://127.0.0.1:9", "    concurency: 2\n");
+    let profile = write(dir.path(), "typo.yaml", &typo);
+    let out = run_profile(
+        dir.path(),
+        "aiperf",
+        &profile,
+        "typo",
+        &["--tokenizer", "builtin"],
+    );
+    assert!(
+        stderr(&out).contains("typo.yaml:23: `benchmark.profiling.concurency`")
+            && stderr(&out).contains("did you mean `concurrency`?"),
+        "{}",
+        stderr(&out)
+    );
+}
