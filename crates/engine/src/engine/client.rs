@@ -1070,9 +1070,7 @@ mod tests {
 
     #[test]
     fn a_non_json_event_is_malformed() {
-        let error = parse_chunk(b"this is not json", ApiKind::Chat, false)
-            .err()
-            .expect("malformed");
+        let error = parse_chunk(b"this is not json", ApiKind::Chat, false).expect_err("malformed");
         assert_eq!(error.class, ErrorClass::MalformedEvent);
         assert!(error.message.contains("this is not json"));
     }
@@ -1084,8 +1082,7 @@ mod tests {
             ApiKind::Chat,
             false,
         )
-        .err()
-        .expect("error");
+        .expect_err("error");
         assert!(error.message.contains("boom"));
     }
 
@@ -1114,8 +1111,7 @@ mod tests {
     #[test]
     fn an_error_given_as_a_bare_string_fails_the_request_with_it() {
         let error = parse_chunk(br#"{"error":"model is loading"}"#, ApiKind::Chat, false)
-            .err()
-            .expect("error");
+            .expect_err("error");
         assert_eq!(error.class, ErrorClass::Other);
         assert!(
             error.message.ends_with(": model is loading"),
