@@ -854,10 +854,10 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
         .and_then(|e| e.note.clone())
         .unwrap_or_default();
     assert!(
-        note.contains(&format!("resultsDir: {}", kept[0])),
+        note.contains(&format!("--claim workload-pvc --dir {}", kept[0])),
         "the Expired event says how to reach the results again: {note}"
     );
-    // ... and they are reached again as the event says: a collector run on that directory.
+    // ... and a collector run on that directory (`skipRun` with its `resultsDir`) reaches them too.
     let mut collector = sanity(&endpoint, 10, 1);
     collector["skipRun"] = json!(true);
     collector["resultsDir"] = json!(kept[0]);
