@@ -8,7 +8,6 @@
 pub mod conversations;
 pub mod limits;
 pub mod lmbench;
-mod pooling;
 pub mod profile;
 pub mod prompts;
 pub mod request;

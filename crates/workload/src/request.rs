@@ -7,6 +7,8 @@ use serde_json::{Map, Value, json};
 use crate::workload::{Api, ApiKind, Harness};
 use llmbench_data::Prompt;
 
+mod pooling;
+
 /// A request body built before the clock starts, with what the record needs to know about it.
 #[derive(Debug, Clone)]
 pub struct PreparedRequest {
@@ -95,7 +97,7 @@ pub fn prepare(prompt: &Prompt, settings: &BodySettings) -> PreparedRequest {
         ApiKind::Responses => prepare_responses(prompt, settings),
         ApiKind::Messages => prepare_messages(prompt, settings),
         ApiKind::Embeddings | ApiKind::Rerank => {
-            crate::pooling::prepare_batch(std::slice::from_ref(prompt), settings)
+            pooling::prepare_batch(std::slice::from_ref(prompt), settings)
         }
     }
 }
@@ -103,7 +105,7 @@ pub fn prepare(prompt: &Prompt, settings: &BodySettings) -> PreparedRequest {
 /// The run's requests for `prompts`: one each, or for a pooling API `inputs_per_request` prompts each.
 pub fn prepare_all(prompts: &[Prompt], settings: &BodySettings) -> Vec<PreparedRequest> {
     if settings.api.is_pooling() {
-        return crate::pooling::prepare_batches(prompts, settings);
+        return pooling::prepare_batches(prompts, settings);
     }
     prompts.iter().map(|p| prepare(p, settings)).collect()
 }

@@ -210,18 +210,25 @@ async fn messages(
     answer(engine, result, arrival, &headers).await
 }
 
+/// The model and inputs of an embeddings-shaped body (`/v1/embeddings` and `/pooling` take the same `input`).
+fn embeddings_inputs(body: &Bytes) -> Result<(Option<String>, PoolingInputs), ApiError> {
+    let request = parse_body::<EmbeddingsRequest>(body)?;
+    Ok((
+        request.model.clone(),
+        request.inputs().map_err(input_error("input"))?,
+    ))
+}
+
 async fn embeddings(
     State(engine): State<Arc<Engine>>,
     ConnectInfo(arrival): ConnectInfo<RequestArrival>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let read = parse_body::<EmbeddingsRequest>(&body)
-        .and_then(|r| Ok((r.model.clone(), r.inputs().map_err(input_error("input"))?)));
     pooled(
         engine,
         PoolingRoute::Embeddings,
-        read,
+        embeddings_inputs(&body),
         arrival.instant(),
         &headers,
     )
@@ -234,12 +241,10 @@ async fn pooling(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let read = parse_body::<EmbeddingsRequest>(&body)
-        .and_then(|r| Ok((r.model.clone(), r.inputs().map_err(input_error("input"))?)));
     pooled(
         engine,
         PoolingRoute::Pooling,
-        read,
+        embeddings_inputs(&body),
         arrival.instant(),
         &headers,
     )

@@ -14,7 +14,7 @@
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
-use crate::request::{BodySettings, BodyStyle, PreparedRequest};
+use super::{BodySettings, BodyStyle, PreparedRequest};
 use crate::workload::ApiKind;
 use llmbench_data::Prompt;
 
