@@ -780,26 +780,8 @@ fn override_text(
 fn plan_key_text(key: &Key, value: &Node) -> String {
     let text = value
         .scalar_text()
-        .unwrap_or_else(|| to_json(value).to_string());
+        .unwrap_or_else(|| value.to_json().to_string());
     format!("{}={text}", key.name)
-}
-
-fn to_json(node: &Node) -> serde_json::Value {
-    use serde_json::Value as J;
-    match &node.value {
-        Value::Null => J::Null,
-        Value::Bool(b) => J::Bool(*b),
-        Value::Int(i) => J::from(*i),
-        Value::Float(f) => serde_json::Number::from_f64(*f).map_or(J::Null, J::Number),
-        Value::Str(s) => J::String(s.clone()),
-        Value::Seq(items) => J::Array(items.iter().map(to_json).collect()),
-        Value::Map(entries) => J::Object(
-            entries
-                .iter()
-                .map(|(k, v)| (k.name.clone(), to_json(v)))
-                .collect(),
-        ),
-    }
 }
 
 /// `levels` of an llm-d treatment for the table: its own keys and values, constants left out.

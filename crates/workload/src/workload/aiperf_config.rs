@@ -594,30 +594,12 @@ fn endpoint(ctx: &mut Ctx, f: &At<'_>, flags: &mut Flags) -> Result<(), Workload
                 return Err(ctx.wrong_type(&v.path, v.node, "a map"));
             }
             // The flags take a JSON object as it is (`parse_str_or_dict_as_tuple_list`).
-            flags.set(flag, &v, Value::Str(json(v.node).to_string()));
+            flags.set(flag, &v, Value::Str(v.node.to_json().to_string()));
         }
     }
     finish(ctx, &e, ENDPOINT_KEYS, &|key| {
         format!("the AIPerf endpoint key `{key}` (not built)")
     })
-}
-
-fn json(node: &Node) -> serde_json::Value {
-    use serde_json::Value as J;
-    match &node.value {
-        Value::Null => J::Null,
-        Value::Bool(b) => J::Bool(*b),
-        Value::Int(i) => J::from(*i),
-        Value::Float(f) => serde_json::Number::from_f64(*f).map_or(J::Null, J::Number),
-        Value::Str(s) => J::String(s.clone()),
-        Value::Seq(items) => J::Array(items.iter().map(json).collect()),
-        Value::Map(entries) => J::Object(
-            entries
-                .iter()
-                .map(|(k, v)| (k.name.clone(), json(v)))
-                .collect(),
-        ),
-    }
 }
 
 /// An AIPerf sampling distribution: a number is that value; `{mean, stddev}` a positive normal, as the flags'
