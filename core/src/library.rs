@@ -243,6 +243,11 @@ const PURPOSES: &[(&str, &str, &str)] = &[
     ),
     (
         "inference-perf",
+        "sanity_lora",
+        "30-second smoke test of LoRA traffic split 1:3 over two adapters, 2 req/s",
+    ),
+    (
+        "inference-perf",
         "sanity_random",
         "30-second smoke test at 1 req/s",
     ),
@@ -320,6 +325,11 @@ const PURPOSES: &[(&str, &str, &str)] = &[
         "vllm-benchmark",
         "sanity_embeddings",
         "Embeddings smoke test: 40 prompts, 4 per request, 2 req/s",
+    ),
+    (
+        "vllm-benchmark",
+        "sanity_lora",
+        "LoRA smoke test: 20 prompts sent in turn to two adapters, 2 at a time",
     ),
     (
         "vllm-benchmark",

@@ -122,10 +122,11 @@ pub async fn run(args: RunArgs) -> Result<RunOutcome, RunError> {
     let (endpoint, embedded) = match &server {
         Server::Flag(url) | Server::Profile(url) | Server::Served(url) => (url.clone(), None),
         Server::Embedded => {
-            // The simulator serves the model the requests will name.
+            // The simulator serves the model (and the LoRA adapters) the requests will name.
             let sim = sim::start(SimConfig {
                 port: 0,
                 model: model.name.clone().unwrap_or_else(|| SIM_MODEL.to_owned()),
+                lora_modules: facts.lora_adapters.clone(),
                 ttft: args.sim_ttft,
                 itl: args.sim_itl,
                 seed: args.seed,
@@ -193,6 +194,8 @@ struct ProfileFacts {
     tokenizer: Option<String>,
     /// The profile's model is the model placeholder.
     model_is_placeholder: bool,
+    /// The LoRA adapters the profile sends to, which the embedded simulator then serves.
+    lora_adapters: Vec<String>,
 }
 
 /// Renders and parses the profile to learn what it names itself. The endpoint placeholder holds the chosen server
@@ -225,6 +228,7 @@ fn profile_facts(
         model: api.model.filter(|_| !model_is_placeholder),
         tokenizer: tokenizer.filter(|t| !unset(&Some(t.clone()))),
         model_is_placeholder,
+        lora_adapters: api.lora.map(|l| l.adapters).unwrap_or_default(),
     })
 }
 
@@ -486,6 +490,21 @@ async fn run_against(
     let workload = parsed.workload;
     context.prometheus = workload.server_metrics.clone();
     context.profile_no_server_metrics = workload.no_server_metrics;
+    if workload.api.lora.is_some()
+        && matches!(
+            workload.data,
+            DataSpec::OtelTrace(_)
+                | DataSpec::MooncakeTrace(_)
+                | DataSpec::AzureTrace(_)
+                | DataSpec::GuidellmTrace(_)
+        )
+    {
+        return Err(RunError::Unsupported(
+            "LoRA traffic with a trace or session replay: llmbench spreads adapters over a run's list of prompts, \
+             and a replay builds each request as it goes"
+                .to_owned(),
+        ));
+    }
     match workload.data {
         _ if harness == Harness::Nop => NopRun { workload }.run(&mut context).await,
         DataSpec::OtelTrace(_) => SessionReplay { workload }.run(&mut context).await,

@@ -775,8 +775,8 @@ fn bad_inference_perf_profiles_are_refused_with_key_and_line() {
         profile(
             IP,
             "lora.yaml",
-            "load:\n  lora_traffic_split: [{name: a, split: 1}]\n  stages: [{rate: 1, duration: 1}]\n",
-            &["`load.lora_traffic_split`", "LoRA"],
+            "load:\n  lora_traffic_split: [{name: a, split: 0.5}]\n  stages: [{rate: 1, duration: 1}]\n",
+            &["`load.lora_traffic_split`", "add up to 0.5, not 1.0"],
         ),
         profile(
             IP,
@@ -1304,8 +1304,8 @@ fn bad_vllm_and_inferencemax_flag_maps_are_refused_with_key_and_line() {
         profile(
             VL,
             "lora.yaml",
-            "lora-modules: a b\n",
-            &["`lora-modules`", "LoRA"],
+            "lora-modules: a b\nlora-assignment: sticky\n",
+            &["`lora-assignment`", "`random`, `round-robin`"],
         ),
         profile(
             VL,

@@ -31,6 +31,7 @@ fn completion_body(max_tokens: u32) -> PreparedRequest {
         ignore_eos: false,
         header: None,
         inputs: None,
+        adapter: None,
     }
 }
 

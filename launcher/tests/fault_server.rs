@@ -798,6 +798,7 @@ async fn the_default_request_timeout_ends_a_request_whose_target_sets_none() {
         ignore_eos: false,
         header: None,
         inputs: None,
+        adapter: None,
     };
     for transport in ["http1", "reqwest"] {
         let target = target_without_timeout(port, transport);
@@ -835,6 +836,7 @@ async fn a_request_the_server_never_reads_ends_at_its_timeout_even_while_still_b
         ignore_eos: false,
         header: None,
         inputs: None,
+        adapter: None,
     };
     for transport in ["http1", "reqwest"] {
         let target = Target {

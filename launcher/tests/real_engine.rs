@@ -9,7 +9,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{LlamaServer, json, run_profile, succeeded, write};
+use common::{LlamaServer, json, llmbench, run_profile, stderr, succeeded, write};
 use serde_json::Value;
 
 fn records(run: &Path) -> Vec<Value> {
@@ -376,4 +376,40 @@ fn rerank_from_llama_server_reads_the_query_beside_every_document() {
         let prompt = usage(r, "prompt_tokens");
         assert!(prompt >= 4 * 62 && prompt > count(r, "input_tokens"), "{r}");
     }
+}
+
+/// llama.cpp's server applies LoRA adapters by its own `lora` field, never by the request's model, and lists none
+/// in `/v1/models`: a run that sends to adapters stops before the clock, naming what the server lists.
+#[test]
+fn lora_adapters_llama_server_does_not_list_stop_the_run_before_the_clock() {
+    let Some(server) = LlamaServer::start(&["-c", "2048"]) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile = write(
+        dir.path(),
+        "lora.yaml",
+        &format!(
+            "model: {}\ndataset-name: random\nrandom-input-len: 8\nrandom-output-len: 2\nnum-prompts: 4\n\
+             lora-modules: [sql-lora]\nlora-assignment: round-robin\n",
+            server.model
+        ),
+    );
+    let output = llmbench()
+        .args(["run", "--harness", "vllm-benchmark", "--profile"])
+        .arg(&profile)
+        .args(["--endpoint", &server.url, "--tokenizer"])
+        .arg(&server.tokenizer)
+        .args(["--run-id", "lora", "--output"])
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    assert!(!output.status.success());
+    let err = stderr(&output);
+    assert!(
+        err.contains("does not serve the LoRA adapter `sql-lora`"),
+        "{err}"
+    );
+    assert!(err.contains(&format!("lists {}", server.model)), "{err}");
+    assert!(!dir.path().join("lora/requests.jsonl").exists());
 }

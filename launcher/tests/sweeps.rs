@@ -760,6 +760,7 @@ mod planner {
             ignore_eos: false,
             header: None,
             inputs: None,
+            adapter: None,
         }
     }
 

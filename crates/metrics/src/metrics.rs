@@ -24,9 +24,9 @@ pub use summary::{
     Schedule, StageSummary, Summary, Throughput, summarize, summarize_stages,
 };
 pub use summary_file::{
-    COMPACT_SUMMARY_MAX_BYTES, CompactSummary, Completion, ConversationSummary, Excluded,
-    PrefixCacheWarm, RecordsSpilled, RunInfo, RunState, RunSummary, RunVerdict, SUMMARY_SCHEMA,
-    ShardStarts, SkippedReport, TurnSummary, WriteSummaryError, compact_summary,
+    AdapterSummary, COMPACT_SUMMARY_MAX_BYTES, CompactSummary, Completion, ConversationSummary,
+    Excluded, PrefixCacheWarm, RecordsSpilled, RunInfo, RunState, RunSummary, RunVerdict,
+    SUMMARY_SCHEMA, ShardStarts, SkippedReport, TurnSummary, WriteSummaryError, compact_summary,
     write_compact_summary, write_summary_json,
 };
 pub use weighted::{GuidellmDistribution, GuidellmPercentiles};

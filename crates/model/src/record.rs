@@ -82,11 +82,16 @@ pub struct RequestRecord {
     /// The `x-request-id` header the request carried, so it can be found in the server's logs; `None` when
     /// llmbench sent none (the profile sets its own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request_id: Option<Box<str>>,
+    pub request_id: Option<Box<String>>,
     /// The W3C `traceparent` header the request carried, so it can be found in the server's traces; `None` when
     /// llmbench sent none (the profile sets its own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<TraceParent>,
+    /// The LoRA adapter the request named as its `model` (vLLM `--lora-modules`, inference-perf
+    /// `lora_traffic_split`); `None` for the base model. Shared with the prepared body, so it costs no allocation;
+    /// a thin pointer, as `request_id` and `FinishReason::Other`, so the record keeps to three cache lines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<std::sync::Arc<String>>,
 }
 
 /// A request's place in a multi-turn conversation.
@@ -898,6 +903,7 @@ impl RequestRecord {
             warmup: false,
             request_id: None,
             traceparent: None,
+            adapter: None,
         })
     }
 }
@@ -1027,7 +1033,7 @@ impl RequestRecordBuilder {
     }
 
     pub fn request_id(mut self, id: &str) -> Self {
-        self.0.request_id = Some(id.into());
+        self.0.request_id = Some(Box::new(id.into()));
         self
     }
 
@@ -1113,7 +1119,10 @@ mod tests {
             ]
         );
         assert_eq!(record.conversation, Some(TurnOf { id: 4, turn: 1 }));
-        assert_eq!(record.request_id.as_deref(), Some("r-7"));
+        assert_eq!(
+            record.request_id.as_deref().map(String::as_str),
+            Some("r-7")
+        );
         let failed = RequestRecord::builder(1)
             .status(503)
             .error(ErrorClass::HttpStatus, "busy")
@@ -1406,7 +1415,11 @@ mod tests {
         // cache lines, so 10,000 in-flight streams hold about 1.9 MB plus their chunks. A streamed answer's chunks
         // outweigh it after a dozen tokens; the third line holds how the request ended and the ids it carried.
         assert_eq!(std::mem::size_of::<ChunkEvent>(), 16);
-        assert!(std::mem::size_of::<RequestRecord>() <= 192);
+        assert!(
+            std::mem::size_of::<RequestRecord>() <= 192,
+            "{}",
+            std::mem::size_of::<RequestRecord>()
+        );
     }
 
     /// A streamed answer of `got` tokens (by the server's usage) to a request for `max_tokens` 4.
@@ -1567,7 +1580,7 @@ mod tests {
             at_ns: 140,
             kind: Reasoning { tokens: 1 },
         });
-        r.request_id = Some("llmbench-run-1".into());
+        r.request_id = Some(Box::new("llmbench-run-1".into()));
         r.traceparent = Some(
             "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
                 .parse()

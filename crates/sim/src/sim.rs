@@ -159,6 +159,12 @@ pub struct SimArgs {
     /// for requests with cached tokens. `false` never reports it, as vLLM by default.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub enable_prompt_tokens_details: bool,
+
+    /// LoRA adapters served beside the model, as `vllm serve --lora-modules` names them (`NAME` or
+    /// `NAME=PATH`, several after one flag): listed in `/v1/models` with the model as their parent, and accepted
+    /// as a request's `model`. The simulator answers them as it answers the model.
+    #[arg(long, num_args = 1..)]
+    pub lora_modules: Vec<String>,
 }
 
 /// Simulator settings, each field meaning what the flag of the same name does. Build one from
@@ -182,6 +188,8 @@ pub struct SimConfig {
     pub block_size: u32,
     pub prefix_cache_blocks: usize,
     pub enable_prompt_tokens_details: bool,
+    /// The LoRA adapters' names (`--lora-modules`, without their paths).
+    pub lora_modules: Vec<String>,
 }
 
 impl Default for SimConfig {
@@ -205,6 +213,7 @@ impl Default for SimConfig {
             block_size: prefix_cache::DEFAULT_BLOCK_SIZE,
             prefix_cache_blocks: prefix_cache::DEFAULT_BLOCKS,
             enable_prompt_tokens_details: true,
+            lora_modules: Vec::new(),
         }
     }
 }
@@ -232,6 +241,15 @@ impl TryFrom<SimArgs> for SimConfig {
             block_size: args.block_size,
             prefix_cache_blocks: args.prefix_cache_blocks,
             enable_prompt_tokens_details: args.enable_prompt_tokens_details,
+            lora_modules: args
+                .lora_modules
+                .iter()
+                .map(|m| {
+                    m.split_once('=')
+                        .map_or(m.as_str(), |(name, _)| name)
+                        .to_owned()
+                })
+                .collect(),
         };
         config.validate()?;
         Ok(config)
@@ -248,6 +266,17 @@ impl SimConfig {
         };
         if self.model.trim().is_empty() {
             return Err(invalid("--model", self.model.clone(), "must not be empty"));
+        }
+        if let Some(bad) = self
+            .lora_modules
+            .iter()
+            .find(|m| m.trim().is_empty() || **m == self.model)
+        {
+            return Err(invalid(
+                "--lora-modules",
+                bad.clone(),
+                "an adapter needs a name of its own, not empty and not the model's",
+            ));
         }
         if !(0.0..=1.0).contains(&self.failure_rate) {
             return Err(invalid(

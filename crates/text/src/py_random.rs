@@ -244,6 +244,11 @@ impl NumpyRandomState {
         Some(order)
     }
 
+    /// `random_sample()`: a double in `[0, 1)` from two outputs, as `random.random()` makes it.
+    pub fn random_sample(&mut self) -> f64 {
+        self.0.random()
+    }
+
     /// `choice(population, size, replace=True)`: `randint(0, population, size)`, each a `random_interval` of
     /// `population - 1`. `None` when the population is empty or past 2³².
     pub fn choice_with_replacement(

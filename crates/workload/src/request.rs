@@ -4,9 +4,10 @@
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
-use crate::workload::{Api, ApiKind, Harness};
+use crate::workload::{Api, ApiKind, Harness, LoraTraffic};
 use llmbench_data::Prompt;
 
+mod lora;
 mod pooling;
 
 /// A request body built before the clock starts, with what the record needs to know about it.
@@ -22,6 +23,9 @@ pub struct PreparedRequest {
     pub header: Option<std::sync::Arc<(String, String)>>,
     /// For a pooling API: the inputs the request carries (embedding inputs, rerank documents); `None` otherwise.
     pub inputs: Option<u32>,
+    /// The LoRA adapter the body names as its `model` ([`Api::lora`]), for figures per adapter; `None` for the
+    /// base model.
+    pub adapter: Option<std::sync::Arc<String>>,
 }
 
 /// What every body of a run shares.
@@ -41,6 +45,8 @@ pub struct BodySettings {
     pub logprobs: Option<i64>,
     /// Prompts per request of a pooling API ([`Api::inputs_per_request`]).
     pub inputs_per_request: u32,
+    /// LoRA adapters [`prepare_all`] spreads the requests over; [`prepare`] always names `model`.
+    pub lora: Option<LoraTraffic>,
 }
 
 /// How a tool writes its request bodies.
@@ -86,6 +92,7 @@ impl BodySettings {
             extra_body: api.extra_body.clone(),
             logprobs: api.logprobs,
             inputs_per_request: api.inputs_per_request,
+            lora: api.lora.clone(),
         }
     }
 }
@@ -102,12 +109,46 @@ pub fn prepare(prompt: &Prompt, settings: &BodySettings) -> PreparedRequest {
     }
 }
 
-/// The run's requests for `prompts`: one each, or for a pooling API `inputs_per_request` prompts each.
+/// The run's requests for `prompts`, in send order: one each, or for a pooling API `inputs_per_request` prompts
+/// each; with LoRA traffic each names the adapter chosen for its place in that order.
 pub fn prepare_all(prompts: &[Prompt], settings: &BodySettings) -> Vec<PreparedRequest> {
-    if settings.api.is_pooling() {
-        return pooling::prepare_batches(prompts, settings);
-    }
-    prompts.iter().map(|p| prepare(p, settings)).collect()
+    let size = if settings.api.is_pooling() {
+        settings.inputs_per_request.max(1) as usize
+    } else {
+        1
+    };
+    let one = |batch: &[Prompt], settings: &BodySettings| match batch {
+        [prompt] if !settings.api.is_pooling() => prepare(prompt, settings),
+        _ => pooling::prepare_batch(batch, settings),
+    };
+    let Some(traffic) = &settings.lora else {
+        return prompts.chunks(size).map(|b| one(b, settings)).collect();
+    };
+    // One copy of the settings per adapter, not per request: only `model` differs.
+    let per_adapter: Vec<(BodySettings, std::sync::Arc<String>)> = traffic
+        .adapters
+        .iter()
+        .map(|name| {
+            let settings = BodySettings {
+                model: name.clone(),
+                lora: None,
+                ..settings.clone()
+            };
+            (settings, std::sync::Arc::new(name.clone()))
+        })
+        .collect();
+    let batches = prompts.chunks(size);
+    let picks = lora::assign(traffic, batches.len());
+    batches
+        .zip(picks)
+        .filter_map(|(batch, pick)| {
+            let (settings, name) = per_adapter.get(pick)?;
+            Some(PreparedRequest {
+                adapter: Some(std::sync::Arc::clone(name)),
+                ..one(batch, settings)
+            })
+        })
+        .collect()
 }
 
 fn prepare_openai(prompt: &Prompt, settings: &BodySettings) -> PreparedRequest {
@@ -285,6 +326,7 @@ fn finish(
         ignore_eos,
         header: None,
         inputs: None,
+        adapter: None,
     }
 }
 
@@ -327,6 +369,7 @@ mod tests {
             extra_body: Default::default(),
             logprobs: None,
             inputs_per_request: 1,
+            lora: None,
         }
     }
 

@@ -270,6 +270,8 @@ pub(super) fn report_options(workload: &Workload) -> ReportOptions {
             options.inference_perf_summary = workload.report.summary;
             options.inference_perf_per_stage = workload.report.per_stage;
             options.inference_perf_per_request = workload.report.per_request;
+            options.inference_perf_per_adapter = workload.report.per_adapter;
+            options.inference_perf_per_adapter_stage = workload.report.per_adapter_stage;
             options.inference_perf_use_server_output_tokens =
                 workload.report.use_server_output_tokens;
             options.prometheus_summary = workload.report.prometheus_summary;

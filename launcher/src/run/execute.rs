@@ -716,7 +716,7 @@ struct Stopped {
 fn planned_requests(execution: &Execution<'_>) -> Option<u64> {
     let (expected_requests, _) = execution.stages.expected_size(execution.interval);
     expected_requests.map(|n| {
-        n + execution.warmup.map_or(0, |w| w.count)
+        n + execution.warmup.as_ref().map_or(0, |w| w.count)
             + execution.prime.as_ref().map_or(0, |p| p.len() as u64)
     })
 }

@@ -89,6 +89,19 @@ pub enum PreflightError {
         listed: Vec<String>,
     },
     #[error(
+        "the server does not serve the LoRA adapter{} {}: GET {url} lists {}\n  help: serve them (vLLM: \
+         --enable-lora --lora-modules NAME=PATH) or send to adapters it lists (vLLM's `lora-modules`, \
+         inference-perf's `load.lora_traffic_split`)",
+        if missing.len() == 1 { "" } else { "s" },
+        missing.iter().map(|a| format!("`{a}`")).collect::<Vec<_>>().join(", "),
+        listing(listed)
+    )]
+    AdaptersNotListed {
+        missing: Vec<String>,
+        url: String,
+        listed: Vec<String>,
+    },
+    #[error(
         "the server answered the test request as the model `{answered}`, not `{sent}` (POST {url}): it ignores \
          the request's model field or serves the model under another name\n  help: pass --model {answered} so the \
          results name the model that answered, or --allow-model-mismatch to go on (run.json's preflight records \
@@ -222,6 +235,30 @@ pub(crate) async fn check(
             checks.model,
             listing(listed)
         ));
+    }
+    // inference-perf refuses a run whose adapters the server does not list (`openai_client.py`); vLLM's bench
+    // would send them and fail every request of theirs with 404.
+    if let (Some(listed), Some(lora)) = (&models.listed, &checks.api.lora) {
+        let missing: Vec<String> = lora
+            .adapters
+            .iter()
+            .filter(|a| !listed.contains(a))
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            if !checks.allow_model_mismatch {
+                return Err(PreflightError::AdaptersNotListed {
+                    missing,
+                    url: models.url,
+                    listed: listed.clone(),
+                });
+            }
+            meta.warnings.push(format!(
+                "GET {} does not list the LoRA adapters {}; going on as --allow-model-mismatch asks",
+                models.url,
+                missing.join(", ")
+            ));
+        }
     }
     let listed = models.listed.clone();
     meta.models = Some(models);

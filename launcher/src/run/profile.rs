@@ -103,9 +103,17 @@ impl Runner for ProfileRun {
         };
         let mut stage_requests: Option<Box<dyn engine::StageRequests>> = None;
         let mut prime = None;
+        let mut warmup_request = None;
         let (requests, keep_text) = match build_conversations(&data, &tokenizer, expected_requests)?
         {
             Some(set) => {
+                if workload.api.lora.is_some() {
+                    return Err(RunError::Unsupported(
+                        "LoRA traffic with multi-turn conversations: llmbench spreads adapters over a run's list of \
+                         prompts, and each turn of a conversation is built as the one before it answers"
+                            .to_owned(),
+                    ));
+                }
                 if args.warm_prefix_cache {
                     return Err(RunError::Unsupported(
                         "--warm-prefix-cache with multi-turn conversations: each turn carries the answers before it, \
@@ -125,6 +133,16 @@ impl Runner for ProfileRun {
                     build_prompts(&data, &tokenizer, data.api.prompts_for(expected_requests))?;
                 let bodies: Arc<[engine::PreparedRequest]> =
                     prepare_all(&prompts, &settings).into();
+                if settings.lora.is_some() {
+                    let base = BodySettings {
+                        lora: None,
+                        ..settings.clone()
+                    };
+                    let first = &prompts[..prompts
+                        .len()
+                        .min(settings.inputs_per_request.max(1) as usize)];
+                    warmup_request = prepare_all(first, &base).into_iter().next();
+                }
                 if args.warm_prefix_cache {
                     // Prefill is what fills the cache: one output token is enough (a pooling request generates
                     // none, so its own bodies prime it).
@@ -166,6 +184,7 @@ impl Runner for ProfileRun {
         };
         let warmup = (workload.warmup_requests > 0).then(|| engine::Warmup {
             count: workload.warmup_requests,
+            request: warmup_request,
             max_concurrency: workload
                 .stages
                 .first()

@@ -230,6 +230,7 @@ async fn execute_tapped<T: Watch>(
         // Made before the clock reads the send time, so they cost the measured latency nothing.
         request_id: target.request_ids.request_id(issue.id),
         traceparent: target.request_ids.traceparent(issue.id),
+        adapter: request.adapter.clone(),
     };
     let limit = target.request_timeout.unwrap_or(DEFAULT_REQUEST_TIMEOUT);
     // The exchange writes into `record` as it goes, so chunks that arrived before a timeout stay in it.

@@ -876,6 +876,7 @@ impl Conversations {
             finish_reason: None,
             request_id: None,
             traceparent: None,
+            adapter: None,
         }
     }
 
@@ -1123,6 +1124,7 @@ mod tests {
             extra_body: Default::default(),
             logprobs: None,
             inputs_per_request: 1,
+            lora: None,
         }
     }
 
@@ -1448,6 +1450,7 @@ mod replay_tests {
                 extra_body: Default::default(),
                 logprobs: None,
                 inputs_per_request: 1,
+                lora: None,
             },
         )
     }

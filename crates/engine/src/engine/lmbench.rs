@@ -219,6 +219,7 @@ pub fn body(api: ApiKind, model: &str, messages: &[Message], max_tokens: u32) ->
         ignore_eos: false,
         header: None,
         inputs: None,
+        adapter: None,
     }
 }
 

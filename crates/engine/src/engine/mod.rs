@@ -212,10 +212,13 @@ impl Requests {
 
 /// vllm bench serve's warm-up (`--num-warmups`): `count` copies of the first request, sent at once (at most
 /// `max_concurrency` at a time) before the first stage; recorded, and left out of every metric.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Warmup {
     pub count: u64,
     pub max_concurrency: Option<usize>,
+    /// What the warm-ups send when it is not the first request: under LoRA traffic vLLM warms the base model
+    /// (`test_input` keeps `model_id`), while the first request names its adapter.
+    pub request: Option<PreparedRequest>,
 }
 
 /// Everything the engine needs for a run whose stages are known before it starts.
@@ -719,6 +722,9 @@ pub async fn run(
         return Err(EngineError::NoRequests);
     }
     let next_id = Arc::new(AtomicU64::new(0));
+    // The ids the warm-ups and the priming pass took: the measured requests still start at the list's first
+    // body, as vLLM sends its input requests in order after its warm-ups.
+    let measured_from = std::cell::Cell::new(0u64);
     let connect_failures = Arc::new(unreachable::ConnectFailures::new(plan.max_connect_failures));
     let context = |requests: Requests,
                    stage: u32,
@@ -738,6 +744,7 @@ pub async fn run(
         clock,
         sink: sink.clone(),
         next_id: Arc::clone(&next_id),
+        measured_from: measured_from.get(),
         stage,
         control: levels.requests,
         limits: levels.stage,
@@ -780,6 +787,7 @@ pub async fn run(
         );
         run_prime(context, prime).await;
     }
+    measured_from.set(next_id.load(Ordering::Relaxed));
     if let Some(hook) = plan.before_measured.take() {
         hook.await;
     }
@@ -979,6 +987,8 @@ struct StageContext {
     clock: Clock,
     sink: RecordSink,
     next_id: Arc<AtomicU64>,
+    /// The first id of a measured request: request `id` sends body `id - measured_from` (cycling).
+    measured_from: u64,
     stage: u32,
     /// What the stage's requests wait on: stopped with the stage, and by its deadline …
     control: Control,
@@ -1052,7 +1062,8 @@ impl StageContext {
         let cancel = self.control.in_flight();
         match &self.requests {
             Requests::Fixed(requests) => {
-                let request = &requests[(id % requests.len() as u64) as usize];
+                let position = id.saturating_sub(self.measured_from);
+                let request = &requests[(position % requests.len() as u64) as usize];
                 self.went_out(&issue, request, false);
                 let record = self.execute(request, issue, cancel).await;
                 self.record(record)
@@ -1223,7 +1234,10 @@ async fn run_warmup(context: StageContext, warmup: Warmup) {
         }
         let context = context.clone();
         let slots = Arc::clone(&slots);
-        let first = requests[0].clone();
+        let first = warmup
+            .request
+            .clone()
+            .unwrap_or_else(|| requests[0].clone());
         in_flight.spawn(async move {
             let _slot = slots.acquire_owned().await.ok();
             let mut record = context.send(&first, context.clock.now_ns(), true).await;

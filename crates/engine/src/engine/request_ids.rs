@@ -73,16 +73,16 @@ impl RequestIds {
     }
 
     /// Request `n`'s `x-request-id`, if the run sends one.
-    pub fn request_id(&self, n: u64) -> Option<Box<str>> {
+    pub fn request_id(&self, n: u64) -> Option<Box<String>> {
         use std::fmt::Write as _;
         let prefix = self.request_id_prefix.as_deref()?;
-        // Exactly the id's length, so the box takes the string's allocation as it is.
+        // Exactly the id's length, so it never reallocates; boxed again so the record holds a thin pointer.
         let digits = n.checked_ilog10().map_or(1, |d| d as usize + 1);
         let mut id = String::with_capacity(prefix.len() + digits);
         id.push_str(prefix);
         // Writing into a String cannot fail.
         let _ = write!(id, "{n}");
-        Some(id.into_boxed_str())
+        Some(Box::new(id))
     }
 
     /// Request `n`'s `traceparent`, if the run sends one.
@@ -128,21 +128,33 @@ mod tests {
     fn the_request_id_names_the_run_and_the_record() {
         let ids = RequestIds::for_run("inference-perf-sanity-1", 0, 1, &[], None, None);
         assert_eq!(
-            ids.request_id(17).as_deref(),
+            ids.request_id(17).as_deref().map(String::as_str),
             Some("llmbench-inference-perf-sanity-1-17")
         );
         let shard = RequestIds::for_run("run", 2, 4, &[], None, None);
-        assert_eq!(shard.request_id(0).as_deref(), Some("llmbench-run-s2-0"));
+        assert_eq!(
+            shard.request_id(0).as_deref().map(String::as_str),
+            Some("llmbench-run-s2-0")
+        );
     }
 
     #[test]
     fn a_request_id_prefix_replaces_the_run_name() {
         let ids = RequestIds::for_run("r", 0, 1, &[], None, Some("bench-a1b2-"));
-        assert_eq!(ids.request_id(0).as_deref(), Some("bench-a1b2-0"));
-        assert_eq!(ids.request_id(12).as_deref(), Some("bench-a1b2-12"));
+        assert_eq!(
+            ids.request_id(0).as_deref().map(String::as_str),
+            Some("bench-a1b2-0")
+        );
+        assert_eq!(
+            ids.request_id(12).as_deref().map(String::as_str),
+            Some("bench-a1b2-12")
+        );
         // Shards still number apart, so no two requests of a run share an id.
         let shard = RequestIds::for_run("r", 1, 2, &[], None, Some("bench-"));
-        assert_eq!(shard.request_id(3).as_deref(), Some("bench-s1-3"));
+        assert_eq!(
+            shard.request_id(3).as_deref().map(String::as_str),
+            Some("bench-s1-3")
+        );
     }
 
     #[test]

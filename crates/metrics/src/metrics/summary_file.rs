@@ -70,6 +70,10 @@ pub struct RunSummary {
     /// Per turn of multi-turn conversations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversations: Option<ConversationSummary>,
+    /// Per LoRA adapter the requests went to (vLLM `--lora-modules`, inference-perf `lora_traffic_split`), in
+    /// name order: each adapter's measured requests summarised as the whole run's are.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adapters: Vec<AdapterSummary>,
     /// The profile's keys llmbench did not act on (unknown keys, typos among them, and known keys that change
     /// nothing sent or measured), each with where it is and what happened instead.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -179,6 +183,14 @@ impl Excluded {
     }
 }
 
+/// The measured requests sent to one LoRA adapter.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AdapterSummary {
+    pub adapter: String,
+    #[serde(flatten)]
+    pub summary: Summary,
+}
+
 /// Multi-turn conversations: how many, and each turn index's figures.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConversationSummary {
@@ -221,6 +233,7 @@ impl RunSummary {
             run: None,
             excluded: Excluded::default(),
             conversations: None,
+            adapters: Vec::new(),
             ignored_keys: Vec::new(),
             capacity: None,
             server_metrics: None,

@@ -418,7 +418,7 @@ pub(crate) fn per_request(r: &RequestRecord) -> Value {
             "request_metrics": {"text": {"input_tokens": r.input_tokens}, "image": null, "video": null, "audio": null},
             "response_metrics": Value::Object(response),
             "extra_info": Value::Object(extra),
-            "lora_adapter": null,
+            "lora_adapter": r.adapter.as_deref(),
             "labels": {},
             "input_tokens": r.input_tokens,
         },

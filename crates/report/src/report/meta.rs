@@ -339,6 +339,12 @@ pub struct ReportOptions {
     pub inference_perf_per_stage: bool,
     /// inference-perf's `report.request_lifecycle.per_request`: write `per_request_lifecycle_metrics.json`.
     pub inference_perf_per_request: bool,
+    /// inference-perf's `report.request_lifecycle.per_adapter`: write `adapter_{name}_lifecycle_metrics.json` for
+    /// each LoRA adapter requests went to.
+    pub inference_perf_per_adapter: bool,
+    /// inference-perf's `report.request_lifecycle.per_adapter_stage`: write
+    /// `adapter_{name}_stage_{N}_lifecycle_metrics.json`.
+    pub inference_perf_per_adapter_stage: bool,
     /// inference-perf's `report.request_lifecycle.use_server_output_tokens`.
     pub inference_perf_use_server_output_tokens: bool,
     /// inference-perf's `report.prometheus.summary`: write `summary_prometheus_metrics.json` (with server metrics).
@@ -372,6 +378,8 @@ impl Default for ReportOptions {
             inference_perf_summary: true,
             inference_perf_per_stage: true,
             inference_perf_per_request: false,
+            inference_perf_per_adapter: true,
+            inference_perf_per_adapter_stage: false,
             inference_perf_use_server_output_tokens: false,
             prometheus_summary: true,
             prometheus_per_stage: false,

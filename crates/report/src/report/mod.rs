@@ -44,8 +44,8 @@ use serde::Serialize;
 
 use llmbench_metrics::metrics::transient;
 use llmbench_metrics::metrics::{
-    Completion, ConversationSummary, Excluded, RunInfo, RunSummary, TurnSummary, WriteSummaryError,
-    write_compact_summary, write_summary_json,
+    AdapterSummary, Completion, ConversationSummary, Excluded, RunInfo, RunSummary, TurnSummary,
+    WriteSummaryError, write_compact_summary, write_summary_json,
 };
 use llmbench_model::record::{ReadRecordsError, RequestRecord, read_jsonl_counting_truncated};
 
@@ -249,7 +249,25 @@ pub fn summarize_run(meta: &RunMeta, records: &[RequestRecord]) -> RunSummary {
     let mut tally = Tally::new(meta);
     measured.records.iter().for_each(|r| tally.add(r));
     tally.finish(meta, &mut summary, measured.excluded, records.len() as u64);
+    summary.adapters = adapter_summaries(&measured.records);
     summary
+}
+
+/// Each LoRA adapter's measured requests, summarised as the run's are, in name order; none without LoRA traffic.
+fn adapter_summaries(records: &[&RequestRecord]) -> Vec<AdapterSummary> {
+    let mut by_adapter: std::collections::BTreeMap<&str, Vec<&RequestRecord>> = Default::default();
+    for r in records {
+        if let Some(adapter) = &r.adapter {
+            by_adapter.entry(adapter.as_str()).or_default().push(r);
+        }
+    }
+    by_adapter
+        .into_iter()
+        .map(|(adapter, records)| AdapterSummary {
+            adapter: adapter.to_owned(),
+            summary: llmbench_metrics::metrics::summarize(&records, None),
+        })
+        .collect()
 }
 
 fn run_info(meta: &RunMeta) -> RunInfo {

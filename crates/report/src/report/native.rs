@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -20,7 +21,7 @@ use super::inference_perf::{
     per_request_lifecycle, stage_lifecycle_file,
 };
 use super::llmd::{llmd_report_v02_file, llmd_report_v02_of};
-use super::meta::RunMeta;
+use super::meta::{RunMeta, StageMeta};
 use super::sample::FloatStore;
 use super::sessions::{SessionTally, has_sessions, session_reports};
 use super::vllm::{DETAILED_ARRAYS, Vllm, detailed_entries, keeps_detailed, vllm_result_file};
@@ -35,6 +36,9 @@ use llmbench_model::record::RequestRecord;
 pub(crate) struct Native {
     formats: Formats,
     lifecycle: BTreeMap<u32, Lifecycle>,
+    /// inference-perf's buckets per LoRA adapter, and per adapter and stage (`per_adapter`, `per_adapter_stage`).
+    adapters: BTreeMap<Arc<String>, Lifecycle>,
+    adapter_stages: BTreeMap<(Arc<String>, u32), Lifecycle>,
     vllm: BTreeMap<u32, Vllm>,
     /// inference-perf's per-session totals of a trace session replay (one small entry per session).
     sessions: SessionTally,
@@ -65,6 +69,8 @@ impl Native {
         Native {
             formats,
             lifecycle: BTreeMap::new(),
+            adapters: BTreeMap::new(),
+            adapter_stages: BTreeMap::new(),
             vllm: BTreeMap::new(),
             sessions: SessionTally::default(),
             aiperf: formats.aiperf.then(|| Aiperf::new(store)),
@@ -127,6 +133,20 @@ impl Native {
                 .entry(r.stage)
                 .or_insert_with(|| Lifecycle::new(store, &meta.report.goodput))
                 .add(r, store);
+        }
+        if let (true, Some(adapter)) = (self.formats.inference_perf, &r.adapter) {
+            if meta.report.inference_perf_per_adapter {
+                self.adapters
+                    .entry(Arc::clone(adapter))
+                    .or_insert_with(|| Lifecycle::new(store, &meta.report.goodput))
+                    .add(r, store);
+            }
+            if meta.report.inference_perf_per_adapter_stage {
+                self.adapter_stages
+                    .entry((Arc::clone(adapter), r.stage))
+                    .or_insert_with(|| Lifecycle::new(store, &meta.report.goodput))
+                    .add(r, store);
+            }
         }
         if self.formats.inference_perf && r.conversation.is_some() && has_sessions(meta) {
             self.sessions.add(r);
@@ -201,6 +221,38 @@ impl Native {
                     .metrics(store, percentiles, Some(load))
                     .map_err(|e| read_error(&path, e))?;
                 write_json(&path, "inference-perf stage metrics", &mark(value))?;
+                written.push(path);
+            }
+            // `generate_report`'s per-adapter files: each adapter's requests summarised as the run's are; per
+            // adapter and stage with the stage's rate and no concurrency, as upstream passes them.
+            for (adapter, bucket) in &self.adapters {
+                let path = dir.join(format!(
+                    "adapter_{}_lifecycle_metrics.json",
+                    file_safe(adapter)
+                ));
+                let value = bucket
+                    .metrics(store, percentiles, None)
+                    .map_err(|e| read_error(&path, e))?;
+                write_json(&path, "inference-perf adapter metrics", &mark(value))?;
+                written.push(path);
+            }
+            for ((adapter, stage), bucket) in &self.adapter_stages {
+                let path = dir.join(format!(
+                    "adapter_{}_stage_{stage}_lifecycle_metrics.json",
+                    file_safe(adapter)
+                ));
+                let load = StageMeta {
+                    concurrency: None,
+                    ..meta
+                        .stages
+                        .get(*stage as usize)
+                        .copied()
+                        .unwrap_or_default()
+                };
+                let value = bucket
+                    .metrics(store, percentiles, Some(load))
+                    .map_err(|e| read_error(&path, e))?;
+                write_json(&path, "inference-perf adapter stage metrics", &mark(value))?;
                 written.push(path);
             }
             if meta.report.inference_perf_per_request {
@@ -382,4 +434,10 @@ impl Native {
         }
         Ok(written)
     }
+}
+
+/// An adapter's name as part of a file name: a Hugging Face style `org/name` would make a directory that does
+/// not exist (upstream's write fails on it), so its slashes become underscores.
+fn file_safe(name: &str) -> String {
+    name.replace(['/', '\\'], "_")
 }

@@ -39,7 +39,8 @@ use llmbench_metrics::metrics::transient::{
     Completed, CompletionOrder, Cuts, Phase, cuts as transient_cuts,
 };
 use llmbench_metrics::metrics::{
-    Excluded, RecordsSpilled, RunSummary, SkippedReport, StageSummary, Stats, Summary,
+    AdapterSummary, Excluded, RecordsSpilled, RunSummary, SkippedReport, StageSummary, Stats,
+    Summary,
 };
 use llmbench_model::record::{RequestRecord, for_each_jsonl};
 
@@ -306,6 +307,8 @@ pub fn summarize_spilled(
         .guidellm
         .then(|| GuidellmStreamed::new(spill_dir.path(), buffer_bytes(memory_bytes)));
     let mut stages: BTreeMap<u32, StageSamples> = BTreeMap::new();
+    // Each LoRA adapter's samples, beside its stage's: summary.json's `adapters`.
+    let mut adapters: BTreeMap<std::sync::Arc<String>, StageSamples> = BTreeMap::new();
     let mut tally = Tally::new(meta);
     let mut excluded = Excluded::default();
     let mut measured = 0u64;
@@ -339,6 +342,19 @@ pub fn summarize_spilled(
                 write_failure = Some(e);
             }
         });
+        if let Some(adapter) = &r.adapter {
+            let samples = adapters
+                .entry(std::sync::Arc::clone(adapter))
+                .or_insert_with(|| StageSamples::new(&mut ns));
+            let slots = samples.slots;
+            samples.counts.add(r, |metric, value| {
+                if let Err(e) = ns.push(slots[metric as usize], [value])
+                    && write_failure.is_none()
+                {
+                    write_failure = Some(e);
+                }
+            });
+        }
         tally.add(r);
         native.add(r, meta, &mut store);
         if let Some(guidellm) = guidellm.as_mut() {
@@ -396,6 +412,21 @@ pub fn summarize_spilled(
     )
     .map_err(spill_error)?;
     let mut summary = RunSummary::new(super::run_info(meta), overall, summaries);
+    for (adapter, samples) in &adapters {
+        let adapter_summary = stage_summary(
+            &samples.counts,
+            None,
+            |metric| vec![samples.slots[metric as usize]],
+            &ns,
+            &mut stats,
+            max_in_memory,
+        )
+        .map_err(spill_error)?;
+        summary.adapters.push(AdapterSummary {
+            adapter: adapter.to_string(),
+            summary: adapter_summary,
+        });
+    }
     tally.finish(meta, &mut summary, excluded, passed.records);
     summary.records_spilled = Some(RecordsSpilled {
         memory_bytes,
@@ -817,6 +848,9 @@ mod tests {
                     record = record.warmup();
                 }
                 let mut r = record.build();
+                // Two LoRA adapters and the base model, in turn (no draw, so the records stay as they were).
+                r.adapter = [None, Some("sql-lora"), Some("chat/lora")][(id % 3) as usize]
+                    .map(|name| std::sync::Arc::new(name.to_owned()));
                 match next(14) {
                     0 => {
                         r.error = Some(Box::new(RequestError {
@@ -959,6 +993,7 @@ mod tests {
                 },
             ],
         };
+        meta.report.inference_perf_per_adapter_stage = true;
         meta.report.vllm_metric_percentiles = vec![25.0, 50.0, 99.0, 99.9];
         meta.report.vllm_percentile_metrics =
             ["ttft", "tpot", "itl", "e2el"].map(String::from).to_vec();
@@ -1003,6 +1038,7 @@ mod tests {
                 records.iter().filter(|r| r.stage == 1).count()
             );
             assert!(expected.overall.requests.failed > 0 && expected.overall.goodput.is_some());
+            assert_eq!(expected.adapters.len(), 2);
             if transient > 0 {
                 assert!(expected.excluded.warmup + expected.excluded.cooldown > 0);
             }

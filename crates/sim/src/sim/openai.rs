@@ -600,7 +600,7 @@ struct ChatResponseMessage<'a> {
 #[derive(Serialize)]
 pub(crate) struct ModelList<'a> {
     pub object: &'static str,
-    pub data: [ModelCard<'a>; 1],
+    pub data: Vec<ModelCard<'a>>,
 }
 
 #[derive(Serialize)]
@@ -610,7 +610,7 @@ pub(crate) struct ModelCard<'a> {
     pub created: u64,
     pub owned_by: &'static str,
     pub root: &'a str,
-    pub parent: Option<()>,
+    pub parent: Option<&'a str>,
     pub max_model_len: u32,
 }
 

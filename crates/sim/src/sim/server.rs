@@ -342,12 +342,17 @@ fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError
 
 fn check_model(engine: &Engine, requested: Option<&str>) -> Result<(), ApiError> {
     match requested {
-        Some(model) if model != engine.config.model => Err(ApiError {
-            status: StatusCode::NOT_FOUND,
-            kind: "NotFoundError",
-            param: Some("model"),
-            message: format!("The model `{model}` does not exist."),
-        }),
+        Some(model)
+            if model != engine.config.model
+                && !engine.config.lora_modules.iter().any(|m| m == model) =>
+        {
+            Err(ApiError {
+                status: StatusCode::NOT_FOUND,
+                kind: "NotFoundError",
+                param: Some("model"),
+                message: format!("The model `{model}` does not exist."),
+            })
+        }
         _ => Ok(()),
     }
 }
@@ -527,17 +532,30 @@ async fn serve(
 
 async fn models(State(engine): State<Arc<Engine>>) -> Response {
     let model = engine.config.model.as_str();
+    let created = unix_seconds();
+    // vLLM lists the base model, then each adapter with the base model as its parent.
+    let data: Vec<ModelCard<'_>> = std::iter::once(ModelCard {
+        id: model,
+        object: "model",
+        created,
+        owned_by: "vllm",
+        root: model,
+        parent: None,
+        max_model_len: engine.config.max_model_len,
+    })
+    .chain(engine.config.lora_modules.iter().map(|name| ModelCard {
+        id: name,
+        object: "model",
+        created,
+        owned_by: "vllm",
+        root: name,
+        parent: Some(model),
+        max_model_len: engine.config.max_model_len,
+    }))
+    .collect();
     let body = serde_json::to_vec(&ModelList {
         object: "list",
-        data: [ModelCard {
-            id: model,
-            object: "model",
-            created: unix_seconds(),
-            owned_by: "vllm",
-            root: model,
-            parent: None,
-            max_model_len: engine.config.max_model_len,
-        }],
+        data,
     })
     .unwrap_or_default();
     with_content_type(StatusCode::OK, Body::from(body), JSON)

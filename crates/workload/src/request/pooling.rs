@@ -84,17 +84,8 @@ pub(crate) fn prepare_batch(prompts: &[Prompt], settings: &BodySettings) -> Prep
         ignore_eos,
         header: None,
         inputs: Some(u32::try_from(inputs).unwrap_or(u32::MAX)),
+        adapter: None,
     }
-}
-
-/// The requests of `prompts`: `inputs_per_request` consecutive prompts each, the last one carrying what is left
-/// (vLLM's `RandomDataset.sample` batches `range(0, num_requests, batchsize)`).
-pub(crate) fn prepare_batches(prompts: &[Prompt], settings: &BodySettings) -> Vec<PreparedRequest> {
-    let size = settings.inputs_per_request.max(1) as usize;
-    prompts
-        .chunks(size)
-        .map(|batch| prepare_batch(batch, settings))
-        .collect()
 }
 
 #[cfg(test)]
@@ -112,6 +103,7 @@ mod tests {
             extra_body: Map::new(),
             logprobs: None,
             inputs_per_request: per_request,
+            lora: None,
         }
     }
 
@@ -128,7 +120,7 @@ mod tests {
     #[test]
     fn vllm_embeddings_send_a_string_alone_and_a_list_when_batched_with_the_last_batch_short() {
         let single = settings(ApiKind::Embeddings, BodyStyle::Vllm, 1);
-        let one = prepare_batches(&prompts(1), &single);
+        let one = crate::request::prepare_all(&prompts(1), &single);
         assert_eq!(
             body(&one[0]),
             json!({"model": "m", "input": "p0", "truncate_prompt_tokens": -1})
@@ -138,7 +130,7 @@ mod tests {
         batched
             .extra_body
             .insert("encoding_format".to_owned(), json!("float"));
-        let requests = prepare_batches(&prompts(5), &batched);
+        let requests = crate::request::prepare_all(&prompts(5), &batched);
         assert_eq!(requests.len(), 3);
         assert_eq!(
             body(&requests[0]),
@@ -166,7 +158,7 @@ mod tests {
         let mut s = settings(ApiKind::Rerank, BodyStyle::Vllm, 3);
         s.ignore_eos = true;
         s.extra_body.insert("top_n".to_owned(), json!(1));
-        let requests = prepare_batches(&prompts(3), &s);
+        let requests = crate::request::prepare_all(&prompts(3), &s);
         assert_eq!(
             body(&requests[0]),
             json!({"model": "m", "query": "p0", "documents": ["p1", "p2"], "truncate_prompt_tokens": -1})

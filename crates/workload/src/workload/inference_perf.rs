@@ -274,14 +274,6 @@ fn parse_load(
             enabled_breakers.push((item.str(ctx)?.to_owned(), item.path.clone(), item.line));
         }
     }
-    for (key, feature) in [("lora_traffic_split", "LoRA traffic split")] {
-        if let Some(f) = load.get(key) {
-            let empty = matches!(&f.node.value, super::yaml::Value::Seq(v) if v.is_empty());
-            if !empty {
-                return Err(f.unsupported(ctx, feature));
-            }
-        }
-    }
     if let Some(f) = load.get("interval") {
         workload.stage_interval = f.seconds(ctx)?;
     }
@@ -324,6 +316,9 @@ fn parse_load(
             workload.seed_origin = SeedOrigin::Profile;
         }
         None => set_default_seed(workload, options, 0),
+    }
+    if let Some(f) = load.get("lora_traffic_split") {
+        workload.api.lora = lora_traffic_split(ctx, &f, workload.seed)?;
     }
 
     if let Some(f) = load.get("sweep") {
@@ -465,6 +460,63 @@ fn trace_config(ctx: &mut Ctx, f: &At<'_>) -> Result<String, WorkloadError> {
     }
     m.finish(ctx, &[]);
     Ok(file)
+}
+
+/// `load.lora_traffic_split: [{name, split}]` (`MultiLoRAConfig`), validated as `LoadConfig` validates it: the
+/// splits' float sum must be exactly 1.0 (`[0.7, 0.2, 0.1]` sums to 0.9999999999999999 and is refused upstream
+/// too). A negative split passes upstream's validator and then fails numpy's `choice` at the first request, so it
+/// is refused here before the clock. An empty list sends to the base model, as upstream does.
+fn lora_traffic_split(
+    ctx: &mut Ctx,
+    f: &At<'_>,
+    seed: u64,
+) -> Result<Option<LoraTraffic>, WorkloadError> {
+    let mut adapters = Vec::new();
+    let mut weights = Vec::new();
+    for item in f.seq(ctx)? {
+        let mut entry = item.map(ctx)?;
+        let name = entry.require(
+            ctx,
+            "name",
+            "each `lora_traffic_split` entry names its adapter",
+        )?;
+        adapters.push(name.str(ctx)?.to_owned());
+        let split_at = entry.require(
+            ctx,
+            "split",
+            "each `lora_traffic_split` entry gives its fraction of the traffic",
+        )?;
+        let split = split_at.f64(ctx)?;
+        if split.is_nan() || split < 0.0 {
+            return Err(split_at.invalid(
+                ctx,
+                format!("{split} is not a fraction of the traffic (numpy's choice refuses negative probabilities)"),
+            ));
+        }
+        weights.push(split);
+        entry.finish(ctx, &[]);
+    }
+    if adapters.is_empty() {
+        return Ok(None);
+    }
+    let total: f64 = weights.iter().fold(0.0, |sum, w| sum + w);
+    if total != 1.0 {
+        return Err(f.invalid(
+            ctx,
+            format!(
+                "the splits add up to {total:?}, not 1.0 (inference-perf refuses it: \"MultiLoRA traffic split in load \
+                 config does not add up to 1.0\"; it adds the floats in order and wants exactly 1.0)"
+            ),
+        ));
+    }
+    Ok(Some(LoraTraffic {
+        adapters,
+        pick: LoraPick::Weighted {
+            weights,
+            // numpy's legacy seeding takes 32 bits.
+            seed: (seed % (1 << 32)) as u32,
+        },
+    }))
 }
 
 pub(crate) fn set_default_seed(workload: &mut Workload, options: &ParseOptions, tool: u64) {
@@ -1728,12 +1780,11 @@ fn parse_report(
         if let Some(f) = rl.get("percentiles") {
             report.percentiles = percentiles(ctx, &f)?;
         }
-        for key in ["per_adapter", "per_adapter_stage"] {
-            rl.ignore(
-                ctx,
-                key,
-                "per-LoRA-adapter reports: llmbench refuses LoRA traffic splits, so there are no adapters to report",
-            );
+        if let Some(f) = rl.get("per_adapter") {
+            report.per_adapter = f.bool(ctx)?;
+        }
+        if let Some(f) = rl.get("per_adapter_stage") {
+            report.per_adapter_stage = f.bool(ctx)?;
         }
         rl.ignore(
             ctx,

@@ -147,6 +147,31 @@ pub struct Api {
     /// For a pooling API ([`ApiKind::is_pooling`]): how many prompts each request carries (vLLM
     /// `--random-batch-size`); 1 for every other API.
     pub inputs_per_request: u32,
+    /// LoRA traffic: each request names one of these adapters as its `model` (vLLM `--lora-modules`,
+    /// inference-perf `load.lora_traffic_split`); `None` sends every request to the base model.
+    pub lora: Option<LoraTraffic>,
+}
+
+/// The LoRA adapters a run spreads its requests over, and how each request's adapter is chosen.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoraTraffic {
+    /// Adapter names, as the server lists them in `/v1/models`, in the profile's order.
+    pub adapters: Vec<String>,
+    pub pick: LoraPick,
+}
+
+/// How a request's adapter is chosen, before the clock starts, in the order of the run's requests.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LoraPick {
+    /// vLLM `--lora-assignment round-robin`: request `i` goes to adapter `i mod n`.
+    RoundRobin,
+    /// vLLM `--lora-assignment random` (its default): `random.choice(adapters)` once per request, from Python's
+    /// global generator as `random.seed(seed)` left it (the dataset must not have drawn from it first).
+    PythonChoice { seed: u64 },
+    /// inference-perf `lora_traffic_split`: `np.random.choice(adapters, p=weights)` per request. Upstream's
+    /// generator is the unseeded global one; llmbench seeds a legacy `RandomState` with the run's seed, so a run
+    /// can be repeated.
+    Weighted { weights: Vec<f64>, seed: u32 },
 }
 
 impl Default for Api {
@@ -167,6 +192,7 @@ impl Default for Api {
             request_id_prefix: None,
             query: Vec::new(),
             inputs_per_request: 1,
+            lora: None,
         }
     }
 }
@@ -811,6 +837,12 @@ pub struct ReportOptions {
     pub session_per_stage: bool,
     /// inference-perf `report.session_lifecycle.per_session` (default false): `per_session_lifecycle_metrics.json`.
     pub session_per_session: bool,
+    /// inference-perf `report.request_lifecycle.per_adapter` (default true): `adapter_{name}_lifecycle_metrics.json`
+    /// for each LoRA adapter that requests went to.
+    pub per_adapter: bool,
+    /// inference-perf `report.request_lifecycle.per_adapter_stage` (default false):
+    /// `adapter_{name}_stage_{N}_lifecycle_metrics.json`.
+    pub per_adapter_stage: bool,
 }
 
 /// inference-perf's and guidellm's default percentiles.
@@ -834,6 +866,8 @@ impl Default for ReportOptions {
             session_summary: true,
             session_per_stage: true,
             session_per_session: false,
+            per_adapter: true,
+            per_adapter_stage: false,
         }
     }
 }

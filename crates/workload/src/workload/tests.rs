@@ -777,17 +777,38 @@ fn guidellm_benchmark_errors_name_the_entry() {
 }
 
 #[test]
-fn unsupported_features_are_errors_not_fallbacks() {
+fn inference_perf_lora_traffic_split_is_read_in_order_with_the_run_s_seed() {
+    let w = parse(
+        Harness::InferencePerf,
+        &format!(
+            "{IP_HEAD}load:\n  stages: [{{rate: 1, duration: 1}}]\n  base_seed: 4294967301\n  lora_traffic_split:\n  \
+             - name: a\n    split: 0.25\n  - {{name: b, split: 0.75}}\n"
+        ),
+    )
+    .expect("parses")
+    .workload;
+    assert_eq!(
+        w.api.lora,
+        Some(LoraTraffic {
+            adapters: vec!["a".to_owned(), "b".to_owned()],
+            // numpy's legacy seed is 32 bits: 2^32 + 5 wraps to 5.
+            pick: LoraPick::Weighted {
+                weights: vec![0.25, 0.75],
+                seed: 5
+            },
+        })
+    );
     let msg = err(
         Harness::InferencePerf,
         &format!(
-            "{IP_HEAD}load:\n  stages: [{{rate: 1, duration: 1}}]\n  lora_traffic_split:\n  - name: a\n    split: 1\n"
+            "{IP_HEAD}load:\n  stages: [{{rate: 1, duration: 1}}]\n  lora_traffic_split:\n  - {{name: a, splt: 1}}\n"
         ),
     );
-    assert_eq!(
-        msg,
-        "p.yaml:5: `load.lora_traffic_split`: LoRA traffic split is not supported by llmbench yet"
-    );
+    assert!(msg.contains("splt"), "{msg}");
+}
+
+#[test]
+fn unsupported_features_are_errors_not_fallbacks() {
     let msg = err(Harness::VllmBenchmark, "dataset-name: random-mm\n");
     assert_eq!(
         msg,

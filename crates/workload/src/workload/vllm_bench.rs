@@ -392,6 +392,7 @@ pub(crate) fn parse(
             .transpose()?,
     };
     w.data = dataset_spec(ctx, &mut m, &dataset.0, dataset.1, &general)?;
+    w.api.lora = lora_modules(ctx, &mut m, &dataset.0, w.seed)?;
     // The random dataset's `--random-batch-size` ("only used for embeddings benchmark"): `RandomDataset.sample`
     // makes `num-prompts` prompts, then one request of each `batchsize` of them, the last with what is left.
     let batch_field = match w.data {
@@ -572,6 +573,76 @@ pub(crate) fn parse(
     Ok(w)
 }
 
+/// `--lora-modules NAME…` and `--lora-assignment`: each request names one adapter as its model, chosen as
+/// `serve.py`'s `benchmark()` chooses it (see [`LoraPick`]). `random` draws from Python's global generator after
+/// the dataset was sampled; only the synthetic datasets leave it as `random.seed(seed)` left it (their samplers
+/// use a generator of their own), so with any other dataset `random` is refused and `round-robin` offered.
+fn lora_modules(
+    ctx: &mut Ctx,
+    m: &mut MapReader<'_>,
+    dataset: &str,
+    seed: u64,
+) -> Result<Option<LoraTraffic>, WorkloadError> {
+    let assignment = m.get("lora-assignment");
+    let Some(f) = m.get("lora-modules") else {
+        if let Some(a) = assignment {
+            ctx.warn(
+                &a.path,
+                a.line,
+                WarningKind::Ignored,
+                "vLLM reads it only with `lora-modules`",
+            );
+        }
+        return Ok(None);
+    };
+    let adapters: Vec<String> = match &f.node.value {
+        Value::Seq(items) => items
+            .iter()
+            .map(|n| {
+                n.scalar_text()
+                    .ok_or_else(|| ctx.wrong_type(&f.path, n, "an adapter name"))
+            })
+            .collect::<Result<_, _>>()?,
+        _ => text(ctx, &f)?
+            .split_whitespace()
+            .map(str::to_string)
+            .collect(),
+    };
+    if adapters.is_empty() {
+        return Err(f.invalid(
+            ctx,
+            "names no adapter (vLLM's `--lora-modules` takes one or more)",
+        ));
+    }
+    let pick = match &assignment {
+        None => LoraPick::PythonChoice { seed },
+        Some(a) => match text(ctx, a)?.as_str() {
+            "random" => LoraPick::PythonChoice { seed },
+            "round-robin" => LoraPick::RoundRobin,
+            other => {
+                return Err(a.invalid(
+                    ctx,
+                    format!("`{other}` is not one of vLLM's choices: `random`, `round-robin`"),
+                ));
+            }
+        },
+    };
+    if matches!(pick, LoraPick::PythonChoice { .. })
+        && !matches!(dataset, "random" | "random-mm" | "random-rerank")
+    {
+        let at = assignment.as_ref().unwrap_or(&f);
+        return Err(at.unsupported(
+            ctx,
+            format!(
+                "`lora-assignment: random` with the `{dataset}` dataset (vLLM draws the adapters from Python's \
+                 global generator after this dataset has drawn from it, which llmbench does not replay; \
+                 `lora-assignment: round-robin` works with every dataset)"
+            ),
+        ));
+    }
+    Ok(Some(LoraTraffic { adapters, pick }))
+}
+
 /// Flags that change what is sent or measured in ways llmbench does not reproduce: each is refused when it asks
 /// for something other than what llmbench does (a flag at its default value is accepted).
 fn refuse_unsupported_flags(
@@ -584,11 +655,6 @@ fn refuse_unsupported_flags(
     {
         return Err(f.unsupported(ctx, "beam search (`--use-beam-search`)"));
     }
-    if let Some(f) = m.take("lora-modules") {
-        return Err(f.unsupported(ctx, "LoRA modules"));
-    }
-    // Only chooses among `lora-modules`, which are refused above.
-    m.ignore(ctx, "lora-assignment", "only used with `lora-modules`");
     if let Some(f) = m.take("profile")
         && flag(ctx, &f)?
     {
