@@ -223,12 +223,20 @@ fn profile_facts(
     let (api, tokenizer) = profile_api(args, &template.name, &rendered)?;
     let unset = |name: &Option<String>| name.as_deref().is_some_and(|n| n.contains(UNSET_MODEL));
     let model_is_placeholder = unset(&api.model);
+    // AIPerf's several `--model-names` count the model among them; the simulator serves it already.
+    let lora_adapters = api
+        .lora
+        .map(|l| l.adapters)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|a| Some(a) != api.model.as_ref())
+        .collect();
     Ok(ProfileFacts {
         base_url: api.base_url,
         model: api.model.filter(|_| !model_is_placeholder),
         tokenizer: tokenizer.filter(|t| !unset(&Some(t.clone()))),
         model_is_placeholder,
-        lora_adapters: api.lora.map(|l| l.adapters).unwrap_or_default(),
+        lora_adapters,
     })
 }
 

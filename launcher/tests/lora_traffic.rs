@@ -283,3 +283,39 @@ fn the_embedded_simulator_serves_the_adapters_the_profile_sends_to() {
     assert_eq!(summary["requests"]["succeeded"], json!(5));
     assert_eq!(summary["adapters"].as_array().map(Vec::len), Some(2));
 }
+
+/// AIPerf's several `--model-names`, run on the embedded simulator (which serves them all): each dataset entry's
+/// model chosen as its composer chooses it, entries sent in order (`dataset-sampling-strategy: sequential`).
+fn aiperf_models(strategy: &str) -> Vec<String> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile = write(
+        dir.path(),
+        "p.yaml",
+        &format!(
+            "model: a, b\nmodel-selection-strategy: {strategy}\nendpoint-type: completions\nisl: 8\nosl: 2\n\
+             random-seed: 7\nnum-dataset-entries: 10\nrequest-count: 10\nconcurrency: 1\n\
+             dataset-sampling-strategy: sequential\n"
+        ),
+    );
+    let output = llmbench()
+        .args(["run", "--harness", "aiperf", "--profile"])
+        .arg(&profile)
+        .args(["--tokenizer", "builtin", "--run-id", "r", "--output"])
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    succeeded(&output);
+    adapters(&dir.path().join("r"))
+}
+
+#[test]
+fn aiperf_round_robin_gives_entry_n_the_model_n_mod_len() {
+    assert_eq!(aiperf_models("round_robin").concat(), "ababababab");
+}
+
+#[test]
+fn aiperf_random_model_selection_is_choice_from_the_derived_generator() {
+    // rng.derive("composer.turn.model_selection") of --random-seed 7: Random(int.from_bytes(sha256(
+    // b"7:composer.turn.model_selection")[:8], "big")), then choice(["a", "b"]) per entry: a a b a b b b b b b.
+    assert_eq!(aiperf_models("random").concat(), "aababbbbbb");
+}

@@ -57,7 +57,8 @@ use super::model::*;
 use super::mooncake::FixedSchedule;
 use super::reader::{At, Ctx, MapReader};
 use super::vllm_bench::{flag, number, text};
-use super::yaml::Node;
+use super::yaml::{Node, Value};
+use llmbench_text::py_random::aiperf_derived_seed;
 
 /// AIPerf's defaults (`aiperf/common/config/config_defaults.py`).
 const DEFAULT_REQUEST_COUNT: u64 = 10;
@@ -83,6 +84,72 @@ pub(crate) fn parse(
     Ok(w)
 }
 
+/// `--model-names` (`--model`, `-m`): one name, or several as a list or comma-separated (`parse_str_or_list`,
+/// each trimmed).
+fn model_names(ctx: &Ctx, f: &At<'_>) -> Result<Vec<String>, WorkloadError> {
+    let items: Vec<String> = match &f.node.value {
+        Value::Seq(items) => items
+            .iter()
+            .map(|n| {
+                n.scalar_text()
+                    .ok_or_else(|| ctx.wrong_type(&f.path, n, "a model name"))
+            })
+            .collect::<Result<_, _>>()?,
+        _ => vec![text(ctx, f)?],
+    };
+    let names: Vec<String> = items
+        .iter()
+        .flat_map(|item| item.split(','))
+        .map(|name| name.trim().to_owned())
+        .collect();
+    if names.iter().any(String::is_empty) {
+        return Err(f.invalid(ctx, "names an empty model"));
+    }
+    Ok(names)
+}
+
+/// Several `--model-names`: each turn names one, chosen when the dataset is composed
+/// (`BaseDatasetComposer._select_model_name`, `dataset/composer/base.py`, AIPerf 0.13): `round_robin` (the
+/// default) takes turn `n`'s model at `n mod len`; `random` is `choice` from the generator derived as
+/// `composer.turn.model_selection` of `--random-seed`. Spread over the run's requests as LoRA traffic is, with
+/// figures per model; one model sends every request to it.
+fn model_selection(
+    ctx: &mut Ctx,
+    m: &mut MapReader<'_>,
+    names: Vec<String>,
+    seed: u64,
+) -> Result<Option<LoraTraffic>, WorkloadError> {
+    let strategy = m.get("model-selection-strategy");
+    let pick = match &strategy {
+        None => LoraPick::RoundRobin,
+        Some(f) => {
+            match text(ctx, f)?.to_ascii_lowercase().as_str() {
+                "round_robin" => LoraPick::RoundRobin,
+                "random" => LoraPick::PythonChoice {
+                    seed: aiperf_derived_seed(seed, "composer.turn.model_selection"),
+                },
+                "weighted" => {
+                    return Err(f.unsupported(
+                    ctx,
+                    "`model-selection-strategy: weighted` (AIPerf 0.13's dataset composers raise \"Invalid model \
+                     selection strategy\" on it)",
+                ));
+                }
+                other => {
+                    return Err(f.invalid(
+                    ctx,
+                    format!("`{other}` is not one of AIPerf's strategies: round_robin, random, weighted"),
+                ));
+                }
+            }
+        }
+    };
+    Ok((names.len() > 1).then_some(LoraTraffic {
+        adapters: names,
+        pick,
+    }))
+}
+
 fn parse_flags(
     ctx: &mut Ctx,
     doc: &Node,
@@ -92,8 +159,9 @@ fn parse_flags(
     let mut w = Workload::empty(Harness::Aiperf, Dialect::AiperfFlags);
     set_default_seed(&mut w, options, 0);
 
-    let model = m.require(ctx, "model", "`aiperf profile` needs `--model`")?;
-    let model = text(ctx, &model)?;
+    let model_field = m.require(ctx, "model", "`aiperf profile` needs `--model`")?;
+    let model_names = model_names(ctx, &model_field)?;
+    let model = model_names[0].clone();
     w.tokenizer = Some(TokenizerSpec {
         // AIPerf's tokenizer defaults to the model's name (`--tokenizer` unset).
         name_or_path: match m.get("tokenizer") {
@@ -216,6 +284,7 @@ fn parse_flags(
         w.seed = non_negative(ctx, &f)?;
         w.seed_origin = SeedOrigin::Profile;
     }
+    w.api.lora = model_selection(ctx, &mut m, model_names, w.seed)?;
     let load = load(ctx, &mut m, w.seed)?;
     let request_count_field = m.get_any(&["request-count", "num-requests"]);
     if let (Some(f), Some(_)) = (&request_count_field, load.duration) {
