@@ -115,6 +115,48 @@ fn a_jsonl_file_sends_each_row_as_guidellm_builds_its_chat_request_in_file_order
     }
 }
 
+/// The rows of the JSON Lines test above as a `parquet_file` (`tests/fixtures/parquet/rows.parquet`, written by
+/// pyarrow; `load_dataset("parquet", data_files=path)` upstream): the same columns, the same requests.
+#[test]
+fn a_parquet_file_sends_the_same_requests_as_the_same_rows_in_json_lines() {
+    let (url, seen) = capturing_server(exact_answer);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/parquet/rows.parquet");
+    let profile = scenario(
+        "/v1/chat/completions",
+        &format!("{{kind: parquet_file, path: {}}}", data.display()),
+        3,
+        "",
+    );
+    let output = run(dir.path(), &profile, &url);
+    succeeded(&output);
+    let sent = bodies(&seen);
+    let asked: Vec<(Value, Value)> = sent
+        .iter()
+        .map(|b| (b["messages"].clone(), b["max_completion_tokens"].clone()))
+        .collect();
+    assert_eq!(
+        asked,
+        [
+            (
+                json!([{"role": "system", "content": "Be brief."},
+                       {"role": "user", "content": [{"type": "text", "text": "What is two and two?"}]}]),
+                json!(7)
+            ),
+            (
+                json!([{"role": "system", "content": "Be kind."},
+                       {"role": "user", "content": [{"type": "text", "text": "Name a colour."}]}]),
+                json!(3)
+            ),
+            (
+                json!([{"role": "user", "content": [{"type": "text", "text": "Say hi."}]}]),
+                json!(5)
+            ),
+        ]
+    );
+}
+
 #[test]
 fn a_csv_file_without_lengths_sends_the_backends_max_tokens_without_ignore_eos() {
     let (url, seen) = capturing_server(exact_answer);
@@ -232,11 +274,7 @@ fn data_guidellm_reads_otherwise_is_refused_before_anything_is_sent() {
             String::new(),
             "is not a csv_file",
         ),
-        (
-            "data.parquet".to_owned(),
-            String::new(),
-            "a .parquet data file",
-        ),
+        ("data.arrow".to_owned(), String::new(), "a .arrow data file"),
         (
             mixed.display().to_string(),
             String::new(),

@@ -53,7 +53,7 @@ fn each_row_goes_out_at_the_scaled_offset_from_the_first_with_its_lengths() {
     let sim = SimProcess::start(&["--model", "m"]);
     let dir = tempfile::tempdir().expect("tempdir");
     // Out of time order in the file: guidellm sorts the rows, then times each from the first (1000.0).
-    let trace = write(
+    let jsonl = write(
         dir.path(),
         "trace.jsonl",
         "{\"timestamp\": 1000.8, \"input_length\": 40, \"output_length\": 3}\n\
@@ -61,35 +61,42 @@ fn each_row_goes_out_at_the_scaled_offset_from_the_first_with_its_lengths() {
          {\"timestamp\": 1000.4, \"input_length\": 30, \"output_length\": 4, \"session\": \"ignored\"}\n\
          {\"timestamp\": 1001.0, \"input_length\": 50, \"output_length\": 2}\n",
     );
-    let output = run(
-        dir.path(),
-        &scenario(
-            &format!("{{kind: trace_synthetic, path: {}}}", trace.display()),
-            "{kind: replay, time_scale: 2.0}",
-            "",
-        ),
-        &sim,
-    );
-    succeeded(&output);
-    let got = records(&dir.path().join("r"));
-    let first = got[0].0;
-    // Offsets 0, 0.4, 0.8, 1.0 s, doubled.
-    let offsets: Vec<u64> = got.iter().map(|r| r.0 - first).collect();
-    assert_eq!(
-        offsets,
-        vec![0, 800_000_000, 1_600_000_000, 2_000_000_000],
-        "{got:?}"
-    );
-    let lengths: Vec<(u64, u64, bool, u64)> = got.iter().map(|r| (r.1, r.2, r.3, r.4)).collect();
-    assert_eq!(
-        lengths,
-        vec![
-            (20, 5, true, 20),
-            (30, 4, true, 30),
-            (40, 3, true, 40),
-            (50, 2, true, 50)
-        ]
-    );
+    // The same rows in Parquet (`tests/fixtures/parquet/trace.parquet`, written by pyarrow) replay alike.
+    let parquet =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/parquet/trace.parquet");
+    for trace in [jsonl, parquet] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let output = run(
+            dir.path(),
+            &scenario(
+                &format!("{{kind: trace_synthetic, path: {}}}", trace.display()),
+                "{kind: replay, time_scale: 2.0}",
+                "",
+            ),
+            &sim,
+        );
+        succeeded(&output);
+        let got = records(&dir.path().join("r"));
+        let first = got[0].0;
+        // Offsets 0, 0.4, 0.8, 1.0 s, doubled.
+        let offsets: Vec<u64> = got.iter().map(|r| r.0 - first).collect();
+        assert_eq!(
+            offsets,
+            vec![0, 800_000_000, 1_600_000_000, 2_000_000_000],
+            "{got:?}"
+        );
+        let lengths: Vec<(u64, u64, bool, u64)> =
+            got.iter().map(|r| (r.1, r.2, r.3, r.4)).collect();
+        assert_eq!(
+            lengths,
+            vec![
+                (20, 5, true, 20),
+                (30, 4, true, 30),
+                (40, 3, true, 40),
+                (50, 2, true, 50)
+            ]
+        );
+    }
 }
 
 #[test]

@@ -173,18 +173,53 @@ fn instructcoder_and_aimo_send_what_their_vllm_classes_build() {
     );
 }
 
+/// InstructCoder as the Hub stores it, in Parquet (`tests/fixtures/parquet/instructcoder`, written by pyarrow):
+/// `data/test-00000-of-00001.parquet` is the test split, read row by row as its JSON copy above is.
+#[test]
+fn a_parquet_split_sends_what_its_json_copy_sends() {
+    let (url, seen) = capturing_server(streamed_answer);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let coder = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/parquet/instructcoder");
+    let profile = format!(
+        "model: m\ndataset-name: hf\ndataset-path: {}\nhf-name: likaixin/InstructCoder\nhf-split: test\n\
+         no-stream: none\nskip-chat-template: none\nnum-prompts: 2\nmax-concurrency: 1\n",
+        coder.display()
+    );
+    let path = write(dir.path(), "coder.yaml", &profile);
+    succeeded(&run_against(
+        "vllm-benchmark",
+        &path,
+        &url,
+        "builtin",
+        dir.path(),
+        "coder",
+    ));
+    let prompts: Vec<Value> = bodies(&seen).iter().map(|b| b["prompt"].clone()).collect();
+    assert_eq!(
+        prompts,
+        [
+            "def f(): pass\n\nRename f to g. Just output the code, do not include any explanation.",
+            "print(1)\n\nPrint 2. Just output the code, do not include any explanation.",
+        ]
+    );
+}
+
 #[test]
 fn hf_datasets_llmbench_cannot_read_are_refused_before_anything_is_sent() {
     let (url, seen) = capturing_server(streamed_answer);
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("d");
     std::fs::create_dir_all(data.join("data")).expect("mkdir");
-    write(&data.join("data"), "train-00000-of-00001.parquet", "PAR1");
+    write(
+        &data.join("data"),
+        "train-00000-of-00001.csv",
+        "turns\nhi\n",
+    );
     let profile = format!(
         "model: m\ndataset-name: hf\ndataset-path: {}\nhf-name: philschmid/mt-bench\nnum-prompts: 1\n",
         data.display()
     );
-    let path = write(dir.path(), "parquet.yaml", &profile);
+    let path = write(dir.path(), "csv.yaml", &profile);
     let output = run_against("vllm-benchmark", &path, &url, "builtin", dir.path(), "p");
     assert!(!output.status.success());
     assert!(

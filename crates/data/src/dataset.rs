@@ -170,7 +170,7 @@ fn first_exchange(entry: &Value) -> Option<Exchange> {
     })
 }
 
-/// A table of prompts: `.json`, `.jsonl` or `.csv` (see the module docs for the columns).
+/// A table of prompts: `.json`, `.jsonl`, `.csv` or `.parquet` (see the module docs for the columns).
 pub fn load_dataset(
     path: &Path,
     tokenizer: &Tokenizer,
@@ -193,6 +193,11 @@ pub fn load_dataset(
             .collect::<Result<Vec<_>, _>>()?,
         "json" => json_rows(path, &bytes)?,
         "csv" => csv_rows(path, &bytes)?,
+        "parquet" => crate::parquet_rows(path)?
+            .into_iter()
+            .enumerate()
+            .map(|(i, row)| record(path, format!("row {}", i + 1), Value::Object(row)))
+            .collect::<Result<Vec<_>, _>>()?,
         _ => {
             return Err(DataError::UnsupportedFormat {
                 path: path.to_owned(),
@@ -835,7 +840,8 @@ mod tests {
                 "text,output\na,b\n",
                 vec!["nocol.csv", "input"],
             ),
-            ("data.parquet", "", vec!["data.parquet", ".jsonl"]),
+            ("data.arrow", "", vec!["data.arrow", ".parquet"]),
+            ("data.parquet", "PAR1", vec!["data.parquet", "as Parquet"]),
         ];
         for (name, content, needles) in cases {
             let path = write(&dir, name, content);

@@ -9,6 +9,7 @@
 
 mod dataset;
 mod lengths;
+mod parquet_rows;
 mod synth;
 pub mod weka_trace;
 
@@ -21,6 +22,7 @@ use llmbench_text::tokenizer::TokenizerError;
 pub use dataset::json_kind;
 pub use dataset::{load_dataset, load_sharegpt};
 pub use lengths::{LengthDistribution, LengthSampler};
+pub use parquet_rows::parquet_rows;
 pub use synth::{
     PrefixBucket, SPOT_CHECK_EVERY, SharedPrefixSpec, Synthesizer, SyntheticSpec,
     shared_prefix_prompts, synthetic_prompts,
@@ -167,6 +169,11 @@ pub enum DataError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("cannot read {path} as Parquet: {source}")]
+    Parquet {
+        path: PathBuf,
+        source: parquet::errors::ParquetError,
+    },
     #[error(
         "{path} is a Python pickle; llmbench reads pickled pandas DataFrames only as dataset tables (columns \
          input, tok_input, output: `llmbench dataset convert {path} out.jsonl` shows what it reads), not here; \
@@ -180,7 +187,7 @@ pub enum DataError {
         source: llmbench_text::pickle::PickleError,
     },
     #[error(
-        "{path}: unknown dataset format; use .json, .jsonl or .csv (columns input, tok_input, output)"
+        "{path}: unknown dataset format; use .json, .jsonl, .csv or .parquet (columns input, tok_input, output)"
     )]
     UnsupportedFormat { path: PathBuf },
     #[error("{path}:{line}:{column}: invalid JSON: {message}")]

@@ -410,6 +410,17 @@ pub(super) fn read_rows(
     path: &Path,
     format: GuidellmFileFormat,
 ) -> Result<(Vec<String>, Vec<Row>), DataError> {
+    if format == GuidellmFileFormat::Parquet {
+        let rows: Vec<Row> = llmbench_data::parquet_rows(path)?
+            .into_iter()
+            .enumerate()
+            .map(|(i, values)| Row {
+                location: format!("row {}", i + 1),
+                values,
+            })
+            .collect();
+        return Ok((columns_of(&rows), rows));
+    }
     let bytes = std::fs::read(path).map_err(|source| DataError::Read {
         path: path.to_owned(),
         source,
@@ -429,16 +440,22 @@ pub(super) fn read_rows(
             .collect(),
         GuidellmFileFormat::Csv => csv_rows(path, &text)?,
         GuidellmFileFormat::Json => json_rows(path, &text)?,
+        GuidellmFileFormat::Parquet => Vec::new(),
     };
+    Ok((columns_of(&rows), rows))
+}
+
+/// The rows' column names, in first-seen order.
+fn columns_of(rows: &[Row]) -> Vec<String> {
     let mut columns: Vec<String> = Vec::new();
-    for row in &rows {
+    for row in rows {
         for key in row.values.keys() {
             if !columns.contains(key) {
                 columns.push(key.clone());
             }
         }
     }
-    Ok((columns, rows))
+    columns
 }
 
 fn csv_rows(path: &Path, text: &str) -> Result<Vec<Row>, DataError> {

@@ -65,6 +65,7 @@ pub fn guidellm_trace_requests(
         .as_deref()
     {
         Some("csv") => GuidellmFileFormat::Csv,
+        Some("parquet") => GuidellmFileFormat::Parquet,
         _ => GuidellmFileFormat::Json,
     };
     let (columns, rows) = read_rows(&path, format)?;

@@ -7,8 +7,9 @@
 //!   patterns, the first that matches anything winning: `data/{split}-NNNNN-of-NNNNN*`, then a directory named by
 //!   a split keyword, then a file name holding one (`train`/`training`, `validation`/`valid`/`dev`/`val`,
 //!   `test`/`testing`/`eval`/`evaluation`, as a word between `-._ 0-9` characters), else all of them are `train`.
-//!   The split's files in path order; JSON Lines (`.jsonl`, or `.json` holding lines) or a `.json` array of
-//!   records. Other formats (parquet, csv, arrow) are refused: llmbench has no reader for them.
+//!   The split's files in path order; JSON Lines (`.jsonl`, or `.json` holding lines), a `.json` array of
+//!   records, or Parquet (`.parquet`, each row a record), one kind per split. Other formats (csv, arrow) are
+//!   refused: llmbench has no reader for them.
 //! - **Order** (`HuggingFaceDataset.load_data`, unless `disable-shuffle`): `Dataset.shuffle(seed)` takes
 //!   `np.random.default_rng(seed).permutation(n)` of the rows; a streamed dataset (vLLM's default, off with
 //!   `no-stream`) first shuffles its files with a fresh `default_rng(seed)`, then passes the rows through a buffer
@@ -363,6 +364,18 @@ fn field_error(row: &Row, path: &Path, column: &str, message: &str) -> DataError
 
 /// The rows of one JSON file: JSON Lines, or (a `.json` file whose whole text is one array) its records.
 fn read_rows(path: &Path, file: usize) -> Result<Vec<Row>, DataError> {
+    if is_parquet(path) {
+        // Numbered from 1 as rows of the file, where JSON rows are numbered by line.
+        return Ok(llmbench_data::parquet_rows(path)?
+            .into_iter()
+            .enumerate()
+            .map(|(i, record)| Row {
+                file,
+                line: i + 1,
+                record,
+            })
+            .collect());
+    }
     let bytes = std::fs::read(path).map_err(|source| DataError::Read {
         path: path.to_owned(),
         source,
@@ -461,20 +474,26 @@ fn split_files(root: &Path, split: &str) -> Result<Vec<PathBuf>, DataError> {
             }
         })
         .collect();
+    // `datasets` reads a split with one builder, the one its files' extensions name.
+    let parquet = files.first().is_some_and(|f| is_parquet(f));
     for file in &files {
         let json = file
             .extension()
             .is_some_and(|e| e == "jsonl" || e == "json");
-        if !json {
+        if parquet != is_parquet(file) || !(json || parquet) {
             return Err(DataError::Shape {
                 path: file.clone(),
-                message: "llmbench reads Hugging Face datasets from JSON files only: convert it to JSON lines \
-                          (`.jsonl`, e.g. `Dataset.from_parquet(path).to_json(out)`)"
+                message: "llmbench reads Hugging Face datasets from JSON or Parquet files, one kind per split: \
+                          convert it to JSON lines (`.jsonl`, e.g. `Dataset.from_csv(path).to_json(out)`)"
                     .to_owned(),
             });
         }
     }
     Ok(files)
+}
+
+fn is_parquet(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "parquet")
 }
 
 /// Every file below `dir`, as paths relative to the root, leaving out hidden names and `__` directories.

@@ -1376,7 +1376,7 @@ fn data_item(
         let kind = k.str(ctx)?.to_owned();
         match kind.as_str() {
             "synthetic_text" => {}
-            "json_file" | "csv_file" | "text_file" => {
+            "json_file" | "csv_file" | "text_file" | "parquet_file" => {
                 let path_field = m.require(ctx, "path", "a file data source names its `path`")?;
                 let path = path_field.str(ctx)?.to_owned();
                 if let Some(f) = m.get("load_kwargs")
@@ -1427,11 +1427,13 @@ fn data_path(
         "json" | "jsonl" => GuidellmFileFormat::Json,
         "csv" => GuidellmFileFormat::Csv,
         "txt" | "text" => GuidellmFileFormat::Text,
-        "parquet" | "arrow" | "hdf5" | "h5" | "db" | "tar" => {
+        "parquet" => GuidellmFileFormat::Parquet,
+        "arrow" | "hdf5" | "h5" | "db" | "tar" => {
             return Err(f.unsupported(
                 ctx,
                 format!(
-                    "a .{suffix} data file (llmbench reads guidellm's .json, .jsonl, .csv and .txt files; convert                      it to JSON lines)"
+                    "a .{suffix} data file (llmbench reads guidellm's .json, .jsonl, .csv, .parquet and .txt \
+                     files; convert it to JSON lines)"
                 ),
             ));
         }
@@ -1439,7 +1441,8 @@ fn data_path(
             return Err(f.unsupported(
                 ctx,
                 format!(
-                    "dataset `{path}` (a Hugging Face dataset, a dataset directory or a file of another kind;                      llmbench reads local .json, .jsonl, .csv and .txt files)"
+                    "dataset `{path}` (a Hugging Face dataset, a dataset directory or a file of another kind; \
+                     llmbench reads local .json, .jsonl, .csv, .parquet and .txt files)"
                 ),
             ));
         }
@@ -1448,6 +1451,7 @@ fn data_path(
         GuidellmFileFormat::Json => "json_file",
         GuidellmFileFormat::Csv => "csv_file",
         GuidellmFileFormat::Text => "text_file",
+        GuidellmFileFormat::Parquet => "parquet_file",
     };
     if let Some(kind) = kind
         && kind != expected
@@ -1590,7 +1594,7 @@ fn file_settings(
             {
                 return Err(f.unsupported(
                     ctx,
-                    "shuffling a data file's rows (torch's shuffled order cannot be reproduced; guidellm's default                      reads them in file order)",
+                    "shuffling a data file's rows (torch's shuffled order cannot be reproduced; guidellm's default reads them in file order)",
                 ));
             }
             file.column_mappings = mappings.map(|m| m.mappings);

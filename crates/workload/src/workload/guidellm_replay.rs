@@ -56,13 +56,7 @@ pub(crate) fn trace_data(
         .map(str::to_ascii_lowercase)
         .unwrap_or_default();
     match suffix.as_str() {
-        "json" | "jsonl" | "csv" => {}
-        "parquet" => {
-            return Err(path_field.unsupported(
-                ctx,
-                "a .parquet trace (llmbench reads guidellm's .json, .jsonl and .csv traces; convert it to JSON lines)",
-            ));
-        }
+        "json" | "jsonl" | "csv" | "parquet" => {}
         _ => {
             return Err(path_field.invalid(
                 ctx,

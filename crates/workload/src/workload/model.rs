@@ -1328,6 +1328,8 @@ pub enum GuidellmFileFormat {
     Csv,
     /// `.txt` / `.text`: each line (with its line break, as Python's `readlines`) is a row's `text`.
     Text,
+    /// `.parquet` (`load_dataset("parquet", data_files=path)`): each row's columns.
+    Parquet,
 }
 
 /// A token-length distribution, clipped to its bounds and rounded when sampled.

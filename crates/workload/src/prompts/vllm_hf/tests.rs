@@ -122,13 +122,26 @@ fn a_directorys_splits_are_found_by_datasets_default_patterns() {
 }
 
 #[test]
-fn parquet_files_and_dataset_card_configs_are_refused_with_what_to_do() {
+fn csv_files_mixed_splits_and_dataset_card_configs_are_refused_with_what_to_do() {
     let dir = tempfile::tempdir().expect("tempdir");
-    write(dir.path(), "data/train-00000-of-00001.parquet", "PAR1");
+    write(dir.path(), "data/train-00000-of-00001.csv", "a\n1\n");
     let e = split_files(dir.path(), "train")
-        .expect_err("parquet")
+        .expect_err("csv")
         .to_string();
     assert!(e.contains("convert it to JSON lines"), "{e}");
+    let mixed = tempfile::tempdir().expect("tempdir");
+    write(mixed.path(), "data/train-00000-of-00002.jsonl", "{}\n");
+    write(mixed.path(), "data/train-00001-of-00002.parquet", "PAR1");
+    let e = split_files(mixed.path(), "train")
+        .expect_err("mixed")
+        .to_string();
+    assert!(e.contains("one kind per split"), "{e}");
+    let parquet = tempfile::tempdir().expect("tempdir");
+    write(parquet.path(), "data/train-00000-of-00001.parquet", "PAR1");
+    assert_eq!(
+        split_files(parquet.path(), "train").expect("parquet").len(),
+        1
+    );
 
     let card = tempfile::tempdir().expect("tempdir");
     write(
