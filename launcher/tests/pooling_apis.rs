@@ -357,3 +357,69 @@ fn pooling_requests_that_no_tool_sends_as_asked_are_refused_with_the_reason() {
         assert!(stderr(&output).contains(reason), "{}", stderr(&output));
     }
 }
+
+/// vLLM's `random-rerank` (`RandomDatasetForReranking`): one query for every request, the documents in batches of
+/// `random-batch-size`, the last with what is left; each batch's `prompt_len` counted as vLLM counts it.
+#[test]
+fn vllm_random_rerank_sends_one_query_with_each_batch_of_documents() {
+    fn answer(_: &WireRequest) -> String {
+        let body = json!({"id": "r", "model": "m", "usage": {"prompt_tokens": 9, "total_tokens": 9},
+                          "results": [{"index": 0, "relevance_score": 0.9}]});
+        ok_response("application/json", &body.to_string())
+    }
+    let (url, seen) = capturing_server(answer);
+    let dir = tempfile::tempdir().expect("tempdir");
+    // 7 documents of 3 per request: 3 requests (`range(0, 7, 3)`). The builtin tokenizer adds no special token,
+    // so the query is 64 // 2 - 1 = 31 tokens and each document 64 - 31 - 1 = 32.
+    let path = write(
+        dir.path(),
+        "rerank.yaml",
+        "model: m\nbackend: vllm-rerank\nendpoint: /v1/rerank\ndataset-name: random-rerank\n\
+         random-input-len: 64\nrandom-batch-size: 3\nnum-prompts: 7\nmax-concurrency: 1\n",
+    );
+    let output = run_profile(
+        dir.path(),
+        "vllm-benchmark",
+        &path,
+        "r",
+        &[
+            "--endpoint",
+            &url,
+            "--model",
+            "m",
+            "--tokenizer",
+            "builtin",
+            "--no-preflight",
+            "--no-server-metrics",
+        ],
+    );
+    succeeded(&output);
+    let bodies: Vec<Value> = seen
+        .lock()
+        .expect("lock")
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).expect("JSON"))
+        .collect();
+    let documents: Vec<usize> = bodies
+        .iter()
+        .map(|b| b["documents"].as_array().map_or(0, Vec::len))
+        .collect();
+    assert_eq!(documents, [3, 3, 1]);
+    assert!(
+        bodies.iter().all(|b| b["query"] == bodies[0]["query"]),
+        "{bodies:#?}"
+    );
+    // `prompt_len`: (31 + 1) × documents + 32 × documents.
+    let mut records = records_of(dir.path(), "r");
+    records.sort_by_key(|r| r["id"].as_u64());
+    let counted: Vec<u64> = records
+        .iter()
+        .map(|r| r["input_tokens"].as_u64().expect("input_tokens"))
+        .collect();
+    assert_eq!(counted, [192, 192, 64]);
+    let inputs: Vec<u64> = records
+        .iter()
+        .map(|r| r["inputs"].as_u64().expect("inputs"))
+        .collect();
+    assert_eq!(inputs, [3, 3, 1]);
+}

@@ -18,8 +18,8 @@ use rand::{RngExt as _, SeedableRng as _};
 use serde_json::Value;
 
 use crate::workload::{
-    ApiKind, DataSpec, DatasetFile, DatasetRows, Harness, LengthShape, PromptText, SeedOrigin,
-    ShareGpt, SharedPrefixStyle, Sonnet, Spread, TokenLengths, Workload,
+    ApiKind, DataSpec, DatasetFile, DatasetRows, Harness, LengthShape, PromptText, RandomData,
+    RandomRerank, SeedOrigin, ShareGpt, SharedPrefixStyle, Sonnet, Spread, TokenLengths, Workload,
 };
 use llmbench_data::{
     self as data, DataError, DatasetOptions, LengthDistribution, Prompt, SharedPrefixSpec,
@@ -269,6 +269,11 @@ pub fn build_prompts(
                 seed,
             },
         )?),
+        DataSpec::Random(RandomData {
+            input,
+            rerank: Some(rerank),
+            ..
+        }) => vllm_rerank_prompts(input, *rerank, tokenizer, specials.total, seed)?,
         DataSpec::Random(random) => {
             let prefix_buckets = if random.prefix_len > 0 {
                 vec![data::PrefixBucket {
@@ -470,6 +475,93 @@ impl SpecialTokens {
             SpecialTokens::OnTop | SpecialTokens::InInputLen => 0,
         }
     }
+}
+
+/// vLLM's `random-rerank` (`RandomDatasetForReranking.sample`): one query of `input_len // 2 − 1` tokens (the
+/// whole `input_len` with `no-reranker`), documents of what the query leaves (`input_len − query − 1`; again the
+/// whole length with `no-reranker`), both with the range ratio around them and the tokenizer's special tokens taken
+/// out as `get_sampling_params` takes them; then each request is the query and its batch of documents, laid out
+/// in send order for the pooling request builder (its first prompt is the query). The query's length is counted
+/// as vLLM counts a batch's `prompt_len`: `(query + 1) × documents` for a reranker (each pair carries the query and
+/// a separator), the query once otherwise. The token ids are llmbench's own draw, as for `random`.
+fn vllm_rerank_prompts(
+    input: &TokenLengths,
+    rerank: RandomRerank,
+    tokenizer: &Tokenizer,
+    specials: u32,
+    seed: u64,
+) -> Result<Vec<Prompt>, PromptError> {
+    let (input_len, ratio) = match input.shape {
+        LengthShape::Fixed(len) => (len, 0.0),
+        LengthShape::RangeRatio { len, ratio } => (len, ratio),
+        ref other => {
+            return Err(PromptError::NotFixed {
+                what: "random-input-len",
+                found: describe_shape(other),
+            });
+        }
+    };
+    let separators = u64::from(rerank.is_reranker);
+    let lengths = |len: u64, count: u64| TokenLengths {
+        shape: if ratio == 0.0 {
+            LengthShape::Fixed(len)
+        } else {
+            LengthShape::RangeRatio { len, ratio }
+        },
+        total_count: Some(count),
+    };
+    let draw = |len: u64, count: u64, seed: u64| -> Result<Vec<Prompt>, PromptError> {
+        let real = vllm_real_input_len(&lengths(len, count), specials, 0)?;
+        synthetic(
+            tokenizer,
+            &SyntheticSpec {
+                num_prompts: count as usize,
+                prompt_tokens: distribution("random-rerank length", &real)?,
+                output_tokens: None,
+                prefix_buckets: Vec::new(),
+                specials_in_each_length: 0,
+                seed,
+            },
+        )
+    };
+    let query_param = if rerank.is_reranker {
+        (input_len / 2).saturating_sub(separators)
+    } else {
+        input_len
+    };
+    let Some(query) = draw(query_param, 1, seed)?.into_iter().next() else {
+        return Ok(Vec::new());
+    };
+    let query_len = u64::from(query.input_tokens);
+    let documents = input.total_count.unwrap_or(1);
+    let (documents, per_request, document_param) = if rerank.is_reranker {
+        (
+            documents,
+            rerank.batch_size,
+            input_len.saturating_sub(query_len + separators),
+        )
+    } else {
+        (
+            documents.saturating_sub(1),
+            rerank.batch_size.saturating_sub(1),
+            input_len,
+        )
+    };
+    let docs = draw(document_param, documents, seed.wrapping_add(1))?;
+    let mut prompts = Vec::with_capacity(docs.len() + docs.len() / per_request.max(1) as usize + 1);
+    for batch in docs.chunks(per_request.max(1) as usize) {
+        let counted = if rerank.is_reranker {
+            (query_len + separators) * batch.len() as u64
+        } else {
+            query_len
+        };
+        prompts.push(Prompt {
+            input_tokens: u32::try_from(counted).unwrap_or(u32::MAX),
+            ..query.clone()
+        });
+        prompts.extend(batch.iter().cloned());
+    }
+    Ok(prompts)
 }
 
 /// vLLM `random`'s input length with the special tokens taken out, as its `RandomDataset` draws it; refused, as
@@ -1672,6 +1764,7 @@ mod tests {
             output: TokenLengths::fixed(5),
             prefix_len,
             text: PromptText::RandomTokens,
+            rerank: None,
         })
     }
 

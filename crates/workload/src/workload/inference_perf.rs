@@ -1161,6 +1161,7 @@ fn parse_data(
                 output,
                 prefix_len: 0,
                 text,
+                rerank: None,
             })
         }
         "shared_prefix" => {

@@ -1121,6 +1121,19 @@ pub struct RandomData {
     /// vllm `--random-prefix-len`: a fixed random prefix before every prompt.
     pub prefix_len: u64,
     pub text: PromptText,
+    /// vLLM's `random-rerank` dataset: one query for every request, then the documents.
+    pub rerank: Option<RandomRerank>,
+}
+
+/// vLLM's `RandomDatasetForReranking` (`vllm/benchmarks/datasets.py`): one query of about half the input length,
+/// `num-prompts` documents of the rest, each request the query and `batch_size` documents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RandomRerank {
+    /// Documents per request (`--random-batch-size`).
+    pub batch_size: u64,
+    /// Not `--no-reranker`: the query pairs with each document, a separator token between them; with it, the
+    /// query is one more input of the batch.
+    pub is_reranker: bool,
 }
 
 /// What prompt text is made of.

@@ -416,8 +416,53 @@ pub(crate) fn parse(
         }
         _ => 1,
     };
+    // `random-rerank`: each request is the query and its batch of documents (with `no-reranker`, the query and
+    // one document fewer, as vLLM takes one off both the count and the batch).
+    let rerank = match &mut w.data {
+        DataSpec::Random(RandomData {
+            rerank: Some(rerank),
+            input,
+            ..
+        }) => {
+            rerank.batch_size = u64::from(batch_size);
+            // The documents: `num-prompts` of them.
+            input.total_count = Some(num_prompts);
+            Some(*rerank)
+        }
+        _ => None,
+    };
+    let batch_size = match rerank {
+        Some(r) if r.is_reranker => batch_size.saturating_add(1),
+        Some(_) if batch_size < 2 || num_prompts < 2 => {
+            let (key, line) = batch_field
+                .as_ref()
+                .map_or(("random-batch-size".to_owned(), 0), |f| {
+                    (f.path.clone(), f.line)
+                });
+            return Err(ctx.invalid(
+                &key,
+                line,
+                "`no-reranker` needs `random-batch-size` and `num-prompts` of 2 or more (vLLM asserts both: the \
+                 query is one input of each batch)",
+            ));
+        }
+        _ => batch_size,
+    };
+    if rerank.is_some() && !w.api.kind.is_pooling() {
+        return Err(ctx.invalid(
+            "dataset-name",
+            0,
+            format!(
+                "the `random-rerank` dataset makes batches of a query and documents, which `backend: {backend}` \
+                 would send as one generation request; use `backend: vllm-rerank` (or an embeddings backend)"
+            ),
+        ));
+    }
     w.api.inputs_per_request = batch_size;
-    if w.api.kind == ApiKind::Rerank && !(matches!(w.data, DataSpec::Random(_)) && batch_size > 1) {
+    if w.api.kind == ApiKind::Rerank
+        && rerank.is_none()
+        && !(matches!(w.data, DataSpec::Random(_)) && batch_size > 1)
+    {
         // `async_request_vllm_rerank` asserts a list of at least two prompts: a query and its documents.
         let (key, line) = match &batch_field {
             Some(f) => (f.path.clone(), f.line),
@@ -453,7 +498,12 @@ pub(crate) fn parse(
             shared.num_prompts_per_group = per_prefix;
             per_prefix * shared.num_groups
         }
-        _ => num_prompts.div_ceil(u64::from(batch_size)),
+        // `random-rerank`: `range(0, num_requests, batchsize)` over the documents.
+        _ => match rerank {
+            Some(r) if r.is_reranker => num_prompts.div_ceil(r.batch_size),
+            Some(r) => (num_prompts - 1).div_ceil(r.batch_size - 1),
+            None => num_prompts.div_ceil(u64::from(batch_size)),
+        },
     };
     m.known(&DATASET_KEYS);
     for key in DATASET_KEYS {
@@ -890,14 +940,31 @@ fn dataset_spec(
         }
     }
     let spec = match name {
-        "random" => {
+        "random" | "random-rerank" => {
             if let Some(f) = m.get("dataset-path") {
                 return Err(f.invalid(
                     ctx,
-                    "vLLM refuses a `dataset-path` with the `random` dataset; remove it, or choose the dataset \
-                     that reads the file (`sharegpt`, `custom`)",
+                    format!(
+                        "vLLM refuses a `dataset-path` with the `{name}` dataset; remove it, or choose the dataset \
+                         that reads the file (`sharegpt`, `custom`)"
+                    ),
                 ));
             }
+            // `RandomDatasetForReranking.sample` takes the input length, the range ratio and the batch size;
+            // `--no-reranker` makes the query one more input instead of each document's pair.
+            let rerank = if name == "random-rerank" {
+                let is_reranker = match m.take("no-reranker") {
+                    Some(f) => !flag(ctx, &f)?,
+                    None => true,
+                };
+                Some(RandomRerank {
+                    // Set with `random-batch-size` below.
+                    batch_size: 1,
+                    is_reranker,
+                })
+            } else {
+                None
+            };
             let input = with_general(
                 len(m, "random-input-len", DEFAULT_RANDOM_INPUT_LEN)?,
                 &general.input,
@@ -922,8 +989,9 @@ fn dataset_spec(
             DataSpec::Random(RandomData {
                 input: shape(input, input_ratio),
                 output: shape(output, output_ratio),
-                prefix_len,
+                prefix_len: if rerank.is_some() { 0 } else { prefix_len },
                 text: PromptText::RandomTokens,
+                rerank,
             })
         }
         "sharegpt" => {
@@ -1137,15 +1205,6 @@ fn dataset_spec(
                     "vLLM has no `{name}` dataset name: it reads that dataset as `dataset-name: hf` with \
                      `dataset-path: {id}` (or a local copy's directory and `hf-name: {id}`)"
                 ),
-            ));
-        }
-        "random-rerank" => {
-            return Err(ctx.unsupported(
-                "dataset-name",
-                line,
-                "the `random-rerank` dataset (`RandomDatasetForReranking`: one query shared by every request, its \
-                 length cut from the input length; llmbench's rerank takes each batch's first prompt as the \
-                 query: use `dataset-name: random` with `random-batch-size`)",
             ));
         }
         "random-mm" | "speed_bench" | "sharegpt4v" | "visionarena" | "custom_image"
