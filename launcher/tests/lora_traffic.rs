@@ -44,6 +44,29 @@ fn adapters(run: &Path) -> Vec<String> {
         .collect()
 }
 
+/// `llmbench run` of `harness`'s `profile` against `endpoint` (the embedded simulator when `None`), with the
+/// pre-flight, its results in `dir/r`.
+fn run(harness: &str, profile: &Path, endpoint: Option<&str>, dir: &Path) -> Output {
+    let mut command = llmbench();
+    command
+        .args(["run", "--harness", harness, "--profile"])
+        .arg(profile)
+        .args(["--tokenizer", "builtin", "--run-id", "r", "--output"])
+        .arg(dir);
+    if let Some(url) = endpoint {
+        command.args(["--endpoint", url]);
+    }
+    command.output().expect("runs")
+}
+
+/// What a profile llmbench refuses before anything is sent says on stderr.
+fn refused(harness: &str, profile: &Path, dir: &Path) -> String {
+    let output = run_against(harness, profile, "http://127.0.0.1:9", "builtin", dir, "r");
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(!dir.join("r").exists());
+    stderr(&output)
+}
+
 const VLLM_ROUND_ROBIN: &str = "model: base\ndataset-name: random\nrandom-input-len: 4\nrandom-output-len: 2\n\
                                 num-prompts: 5\nmax-concurrency: 1\nnum-warmups: 2\nbackend: vllm\n\
                                 lora-modules: [sql-lora, chat-lora]\nlora-assignment: round-robin\n";
@@ -138,19 +161,9 @@ fn vllm_random_assignment_with_a_dataset_that_draws_from_python_s_generator_is_r
             data.display()
         ),
     );
-    let output = run_against(
-        "vllm-benchmark",
-        &profile,
-        "http://127.0.0.1:9",
-        "builtin",
-        dir.path(),
-        "r",
-    );
-    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
-    let err = stderr(&output);
+    let err = refused("vllm-benchmark", &profile, dir.path());
     assert!(err.contains("p.yaml:5: `lora-modules`"), "{err}");
     assert!(err.contains("lora-assignment: round-robin"), "{err}");
-    assert!(!dir.path().join("r").exists());
 }
 
 fn inference_perf(splits: &str, url: &str) -> String {
@@ -175,13 +188,7 @@ fn inference_perf_splits_traffic_by_weight_and_writes_a_report_per_adapter() {
             &sim.url,
         ),
     );
-    let output = llmbench()
-        .args(["run", "--harness", "inference-perf", "--profile"])
-        .arg(&profile)
-        .args(["--tokenizer", "builtin", "--run-id", "r", "--output"])
-        .arg(dir.path())
-        .output()
-        .expect("runs");
+    let output = run("inference-perf", &profile, None, dir.path());
     succeeded(&output);
     let run = dir.path().join("r");
     let sent = adapters(&run);
@@ -223,16 +230,7 @@ fn inference_perf_splits_that_do_not_add_up_to_exactly_one_are_refused_as_upstre
             "http://127.0.0.1:9",
         ),
     );
-    let output = run_against(
-        "inference-perf",
-        &profile,
-        "http://127.0.0.1:9",
-        "builtin",
-        dir.path(),
-        "r",
-    );
-    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
-    let err = stderr(&output);
+    let err = refused("inference-perf", &profile, dir.path());
     assert!(err.contains("0.9999999999999999"), "{err}");
     assert!(err.contains("lora_traffic_split"), "{err}");
 }
@@ -242,21 +240,7 @@ fn adapters_the_server_does_not_list_stop_the_run_before_the_clock() {
     let sim = SimProcess::start(&["--model", "base", "--lora-modules", "sql-lora"]);
     let dir = tempfile::tempdir().expect("tempdir");
     let profile = write(dir.path(), "p.yaml", VLLM_ROUND_ROBIN);
-    let output: Output = llmbench()
-        .args(["run", "--harness", "vllm-benchmark", "--profile"])
-        .arg(&profile)
-        .args([
-            "--endpoint",
-            &sim.url,
-            "--tokenizer",
-            "builtin",
-            "--run-id",
-            "r",
-            "--output",
-        ])
-        .arg(dir.path())
-        .output()
-        .expect("runs");
+    let output = run("vllm-benchmark", &profile, Some(&sim.url), dir.path());
     assert!(!output.status.success());
     let err = stderr(&output);
     assert!(
@@ -271,13 +255,7 @@ fn adapters_the_server_does_not_list_stop_the_run_before_the_clock() {
 fn the_embedded_simulator_serves_the_adapters_the_profile_sends_to() {
     let dir = tempfile::tempdir().expect("tempdir");
     let profile = write(dir.path(), "p.yaml", VLLM_ROUND_ROBIN);
-    let output = llmbench()
-        .args(["run", "--harness", "vllm-benchmark", "--profile"])
-        .arg(&profile)
-        .args(["--tokenizer", "builtin", "--run-id", "r", "--output"])
-        .arg(dir.path())
-        .output()
-        .expect("runs");
+    let output = run("vllm-benchmark", &profile, None, dir.path());
     succeeded(&output);
     let summary = json(&dir.path().join("r/summary.json"));
     assert_eq!(summary["requests"]["succeeded"], json!(5));
@@ -297,13 +275,7 @@ fn aiperf_models(strategy: &str) -> Vec<String> {
              dataset-sampling-strategy: sequential\n"
         ),
     );
-    let output = llmbench()
-        .args(["run", "--harness", "aiperf", "--profile"])
-        .arg(&profile)
-        .args(["--tokenizer", "builtin", "--run-id", "r", "--output"])
-        .arg(dir.path())
-        .output()
-        .expect("runs");
+    let output = run("aiperf", &profile, None, dir.path());
     succeeded(&output);
     adapters(&dir.path().join("r"))
 }

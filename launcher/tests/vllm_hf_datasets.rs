@@ -113,31 +113,39 @@ fn instructcoder_and_aimo_send_what_their_vllm_classes_build() {
         r#"[{"input": "def f(): pass", "instruction": "Rename f to g."},
             {"input": "print(1)", "instruction": "Print 2."}]"#,
     );
-    let profile = format!(
-        "model: m\ndataset-name: hf\ndataset-path: {}\nhf-name: likaixin/InstructCoder\nhf-split: test\n\
-         no-stream: none\nskip-chat-template: none\nnum-prompts: 2\nmax-concurrency: 1\n",
-        coder.display()
-    );
-    let path = write(dir.path(), "coder.yaml", &profile);
-    succeeded(&run_against(
-        "vllm-benchmark",
-        &path,
-        &url,
-        "builtin",
-        dir.path(),
-        "coder",
-    ));
-    // default_rng(0).permutation(2) = [0, 1]; max_tokens is InstructCoder's 200.
-    let sent = bodies(&seen);
-    let prompts: Vec<&Value> = sent.iter().map(|b| &b["prompt"]).collect();
-    assert_eq!(
-        prompts,
-        [
-            "def f(): pass\n\nRename f to g. Just output the code, do not include any explanation.",
-            "print(1)\n\nPrint 2. Just output the code, do not include any explanation.",
-        ]
-    );
-    assert!(sent.iter().all(|b| b["max_tokens"] == 200), "{sent:?}");
+    // The same rows as the Hub stores them, in Parquet (`tests/fixtures/parquet/instructcoder`, written by
+    // pyarrow: `data/test-00000-of-00001.parquet` is the test split), send the same requests.
+    let parquet =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/parquet/instructcoder");
+    for (data, run_id) in [(&coder, "coder"), (&parquet, "coder-parquet")] {
+        let profile = format!(
+            "model: m\ndataset-name: hf\ndataset-path: {}\nhf-name: likaixin/InstructCoder\nhf-split: test\n\
+             no-stream: none\nskip-chat-template: none\nnum-prompts: 2\nmax-concurrency: 1\n",
+            data.display()
+        );
+        let path = write(dir.path(), &format!("{run_id}.yaml"), &profile);
+        succeeded(&run_against(
+            "vllm-benchmark",
+            &path,
+            &url,
+            "builtin",
+            dir.path(),
+            run_id,
+        ));
+        // default_rng(0).permutation(2) = [0, 1]; max_tokens is InstructCoder's 200.
+        let sent = bodies(&seen);
+        seen.lock().expect("lock").clear();
+        let prompts: Vec<&Value> = sent.iter().map(|b| &b["prompt"]).collect();
+        assert_eq!(
+            prompts,
+            [
+                "def f(): pass\n\nRename f to g. Just output the code, do not include any explanation.",
+                "print(1)\n\nPrint 2. Just output the code, do not include any explanation.",
+            ],
+            "{run_id}"
+        );
+        assert!(sent.iter().all(|b| b["max_tokens"] == 200), "{sent:?}");
+    }
 
     // AIMO: the problem as it is, max_tokens the solution's length; a 2-word problem is skipped (min_len 4).
     let aimo = dir.path().join("aime");
@@ -170,37 +178,6 @@ fn instructcoder_and_aimo_send_what_their_vllm_classes_build() {
         sent.iter()
             .all(|b| b["prompt"] == "find x if x plus 1 is 2" && b["max_tokens"] == 8),
         "{sent:?}"
-    );
-}
-
-/// InstructCoder as the Hub stores it, in Parquet (`tests/fixtures/parquet/instructcoder`, written by pyarrow):
-/// `data/test-00000-of-00001.parquet` is the test split, read row by row as its JSON copy above is.
-#[test]
-fn a_parquet_split_sends_what_its_json_copy_sends() {
-    let (url, seen) = capturing_server(streamed_answer);
-    let dir = tempfile::tempdir().expect("tempdir");
-    let coder = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/parquet/instructcoder");
-    let profile = format!(
-        "model: m\ndataset-name: hf\ndataset-path: {}\nhf-name: likaixin/InstructCoder\nhf-split: test\n\
-         no-stream: none\nskip-chat-template: none\nnum-prompts: 2\nmax-concurrency: 1\n",
-        coder.display()
-    );
-    let path = write(dir.path(), "coder.yaml", &profile);
-    succeeded(&run_against(
-        "vllm-benchmark",
-        &path,
-        &url,
-        "builtin",
-        dir.path(),
-        "coder",
-    ));
-    let prompts: Vec<Value> = bodies(&seen).iter().map(|b| b["prompt"].clone()).collect();
-    assert_eq!(
-        prompts,
-        [
-            "def f(): pass\n\nRename f to g. Just output the code, do not include any explanation.",
-            "print(1)\n\nPrint 2. Just output the code, do not include any explanation.",
-        ]
     );
 }
 
