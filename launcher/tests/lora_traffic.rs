@@ -291,3 +291,39 @@ fn aiperf_random_model_selection_is_choice_from_the_derived_generator() {
     // b"7:composer.turn.model_selection")[:8], "big")), then choice(["a", "b"]) per entry: a a b a b b b b b b.
     assert_eq!(aiperf_models("random").concat(), "aababbbbbb");
 }
+
+/// AIPerf's multi-turn conversations with several models: `_finalize_turn` picks each turn's model as
+/// `_create_turn` builds it, every turn of the first conversation before the next's, so round robin over a, b, c
+/// gives conversation 0's turns a, b and conversation 1's c, a.
+#[test]
+fn aiperf_conversation_turns_take_their_models_in_the_composer_s_order() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile = write(
+        dir.path(),
+        "p.yaml",
+        "model: a, b, c\nendpoint-type: chat\nisl: 8\nosl: 2\nconversation-num: 2\nconversation-turn-mean: 2\n\
+         request-count: 4\nconcurrency: 1\ndataset-sampling-strategy: sequential\n",
+    );
+    let output = run("aiperf", &profile, None, dir.path());
+    succeeded(&output);
+    let mut sent: Vec<(u64, u64, String)> = records(&dir.path().join("r"))
+        .iter()
+        .map(|r| {
+            (
+                r["conversation"]["id"].as_u64().expect("conversation"),
+                r["conversation"]["turn"].as_u64().expect("turn"),
+                r["adapter"].as_str().expect("model").to_owned(),
+            )
+        })
+        .collect();
+    sent.sort();
+    assert_eq!(
+        sent,
+        [
+            (0, 0, "a".to_owned()),
+            (0, 1, "b".to_owned()),
+            (1, 0, "c".to_owned()),
+            (1, 1, "a".to_owned())
+        ]
+    );
+}

@@ -121,34 +121,60 @@ pub fn prepare_all(prompts: &[Prompt], settings: &BodySettings) -> Vec<PreparedR
         [prompt] if !settings.api.is_pooling() => prepare(prompt, settings),
         _ => pooling::prepare_batch(batch, settings),
     };
-    let Some(traffic) = &settings.lora else {
-        return prompts.chunks(size).map(|b| one(b, settings)).collect();
-    };
-    // One copy of the settings per adapter, not per request: only `model` differs.
-    let per_adapter: Vec<(BodySettings, std::sync::Arc<String>)> = traffic
-        .adapters
-        .iter()
-        .map(|name| {
-            let settings = BodySettings {
-                model: name.clone(),
-                lora: None,
-                ..settings.clone()
-            };
-            (settings, std::sync::Arc::new(name.clone()))
-        })
-        .collect();
     let batches = prompts.chunks(size);
-    let picks = lora::assign(traffic, batches.len());
-    batches
-        .zip(picks)
-        .filter_map(|(batch, pick)| {
-            let (settings, name) = per_adapter.get(pick)?;
-            Some(PreparedRequest {
-                adapter: Some(std::sync::Arc::clone(name)),
-                ..one(batch, settings)
+    match AdapterBodies::new(settings, batches.len()) {
+        None => batches.map(|b| one(b, settings)).collect(),
+        Some(adapters) => batches
+            .enumerate()
+            .map(|(i, batch)| adapters.prepare(i, |settings| one(batch, settings)))
+            .collect(),
+    }
+}
+
+/// The bodies' settings for each place in a run's send order under LoRA traffic ([`Api::lora`]): the adapter
+/// chosen for each place as its tool chooses it, and one copy of the settings per adapter (only `model` differs).
+#[derive(Debug, Clone)]
+pub struct AdapterBodies {
+    per_adapter: Vec<(BodySettings, std::sync::Arc<String>)>,
+    picks: Vec<usize>,
+}
+
+impl AdapterBodies {
+    /// `None` without LoRA traffic; else the adapters of `count` places.
+    pub fn new(settings: &BodySettings, count: usize) -> Option<AdapterBodies> {
+        let traffic = settings.lora.as_ref().filter(|t| !t.adapters.is_empty())?;
+        let per_adapter = traffic
+            .adapters
+            .iter()
+            .map(|name| {
+                let settings = BodySettings {
+                    model: name.clone(),
+                    lora: None,
+                    ..settings.clone()
+                };
+                (settings, std::sync::Arc::new(name.clone()))
             })
+            .collect();
+        Some(AdapterBodies {
+            per_adapter,
+            picks: lora::assign(traffic, count),
         })
-        .collect()
+    }
+
+    /// The request `build` makes with place `place`'s adapter settings, naming that adapter.
+    pub fn prepare(
+        &self,
+        place: usize,
+        build: impl FnOnce(&BodySettings) -> PreparedRequest,
+    ) -> PreparedRequest {
+        // `new` keeps at least one adapter; a place past those counted takes the last.
+        let pick = self.picks.get(place).copied().unwrap_or(0);
+        let (settings, name) = &self.per_adapter[pick.min(self.per_adapter.len() - 1)];
+        PreparedRequest {
+            adapter: Some(std::sync::Arc::clone(name)),
+            ..build(settings)
+        }
+    }
 }
 
 fn prepare_openai(prompt: &Prompt, settings: &BodySettings) -> PreparedRequest {

@@ -107,10 +107,12 @@ impl Runner for ProfileRun {
         let (requests, keep_text) = match build_conversations(&data, &tokenizer, expected_requests)?
         {
             Some(set) => {
-                if workload.api.lora.is_some() {
+                let conversations = engine::Conversations::new(set, settings);
+                if workload.api.lora.is_some() && !conversations.has_models() {
                     return Err(RunError::Unsupported(
-                        "LoRA traffic with multi-turn conversations: llmbench spreads adapters over a run's list of \
-                         prompts, and each turn of a conversation is built as the one before it answers"
+                        "LoRA traffic with inference-perf's multi-turn sessions: llmbench spreads adapters over a \
+                         run's list of prompts and AIPerf's conversation turns, and each of these sessions' requests \
+                         is built as the one before it answers"
                             .to_owned(),
                     ));
                 }
@@ -123,7 +125,7 @@ impl Runner for ProfileRun {
                 }
                 context.note_prompts(&origin, shares_prefixes(&workload), false, None);
                 (
-                    Requests::Conversations(Arc::new(engine::Conversations::new(set, settings))),
+                    Requests::Conversations(Arc::new(conversations)),
                     // The answers' text is needed for the next turns (and taken out of the records).
                     true,
                 )

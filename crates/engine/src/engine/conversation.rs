@@ -23,7 +23,7 @@ use llmbench_workload::conversations::{
     AiperfSampling, ConversationSet, Piece, ReplayPlan, ReplayStage, ReplayText, ReplayTurn,
     Script, Style, join,
 };
-use llmbench_workload::request::{BodySettings, prepare};
+use llmbench_workload::request::{AdapterBodies, BodySettings, prepare};
 use llmbench_workload::workload::ApiKind;
 
 /// A run's conversations in progress.
@@ -35,6 +35,9 @@ pub struct Conversations {
     /// Whether records say their conversation and turn: not for a run of single-turn "conversations" (guidellm
     /// chat with a prefix), which have no turns to tell apart.
     tags_turns: bool,
+    /// AIPerf's several `--model-names`: each turn's model, chosen in the composer's order (every turn of the
+    /// first conversation, then the next's), and where each conversation's turns start in that order.
+    models: Option<(AdapterBodies, Vec<usize>)>,
 }
 
 #[derive(Debug)]
@@ -433,11 +436,32 @@ impl Conversations {
             State::Sessions(_) | State::Replay(_) | State::Aiperf(..)
         ) || set.scripts.iter().any(|s| s.turns.len() > 1);
         Conversations {
+            models: match set.style {
+                Style::AiperfConversations { .. } => {
+                    let starts: Vec<usize> = set
+                        .scripts
+                        .iter()
+                        .scan(0, |start, script| {
+                            let this = *start;
+                            *start += script.turns.len();
+                            Some(this)
+                        })
+                        .collect();
+                    let turns = set.scripts.iter().map(|s| s.turns.len()).sum();
+                    AdapterBodies::new(&settings, turns).map(|bodies| (bodies, starts))
+                }
+                _ => None,
+            },
             scripts: set.scripts,
             settings,
             state,
             tags_turns,
         }
+    }
+
+    /// Whether each turn names a model of its own (AIPerf's several `--model-names`).
+    pub fn has_models(&self) -> bool {
+        self.models.is_some()
     }
 
     /// Whether these are AIPerf's sessions, which its own rate loop sends (`engine::aiperf_sessions`).
@@ -523,7 +547,16 @@ impl Conversations {
                 Body::Chat(messages, tokens)
             }
         };
-        let mut request = self.body(body, turn.max_tokens);
+        let mut request = match &self.models {
+            // `_select_model_name`, once per turn as the composer builds it.
+            Some((models, starts)) => {
+                let place = starts.get(session.script).copied().unwrap_or(0) + current;
+                models.prepare(place, |settings| {
+                    prepare(&Self::prompt(body, turn.max_tokens), settings)
+                })
+            }
+            None => self.body(body, turn.max_tokens),
+        };
         request.header = Some(Arc::clone(&session.correlation));
         (
             request,
@@ -940,7 +973,11 @@ impl Conversations {
     }
 
     fn body(&self, body: Body<'_>, max_tokens: Option<u32>) -> PreparedRequest {
-        let prompt = match body {
+        prepare(&Self::prompt(body, max_tokens), &self.settings)
+    }
+
+    fn prompt(body: Body<'_>, max_tokens: Option<u32>) -> Prompt {
+        match body {
             Body::Completion(piece) => Prompt::text(piece.text.clone(), piece.tokens, max_tokens),
             Body::CompletionText(text, tokens) => Prompt::text(text, tokens, max_tokens),
             Body::Chat(messages, tokens) => {
@@ -948,8 +985,7 @@ impl Conversations {
                 prompt.messages = Some(messages);
                 prompt
             }
-        };
-        prepare(&prompt, &self.settings)
+        }
     }
 }
 

@@ -516,7 +516,9 @@ fn models(ctx: &Ctx, m: &mut MapReader<'_>, flags: &mut Flags) -> Result<(), Wor
                 .map(|i| i.seq(ctx))
                 .transpose()?
                 .unwrap_or_default();
-            adv.skip("strategy");
+            if let Some(strategy) = adv.get("strategy") {
+                flags.copy("model-selection-strategy", &strategy);
+            }
             finish(
                 ctx,
                 &adv,
@@ -546,12 +548,15 @@ fn models(ctx: &Ctx, m: &mut MapReader<'_>, flags: &mut Flags) -> Result<(), Wor
         }
     };
     match names.as_slice() {
-        [one] => {
-            flags.copy("model", one);
-            Ok(())
-        }
-        _ => Err(f.unsupported(ctx, "several models (AIPerf spreads requests over them)")),
+        [one] => flags.copy("model", one),
+        // Several: `--model-names` as a list, spread over the requests by the selection strategy.
+        _ => flags.set(
+            "model",
+            &f,
+            Value::Seq(names.iter().map(|n| n.node.clone()).collect()),
+        ),
     }
+    Ok(())
 }
 
 fn endpoint(ctx: &mut Ctx, f: &At<'_>, flags: &mut Flags) -> Result<(), WorkloadError> {

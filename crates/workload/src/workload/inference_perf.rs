@@ -51,7 +51,15 @@ pub(crate) fn parse(
     let load_line = load.line;
     // `load.circuit_breakers`: (name, key path, line) of each breaker the load enables.
     let mut enabled_breakers = Vec::new();
-    let trace_replay = parse_load(ctx, load, &mut workload, options, &mut enabled_breakers)?;
+    let mut lora_split_line = None;
+    let trace_replay = parse_load(
+        ctx,
+        load,
+        &mut workload,
+        options,
+        &mut enabled_breakers,
+        &mut lora_split_line,
+    )?;
     let session_replay = workload
         .stages
         .iter()
@@ -161,6 +169,24 @@ pub(crate) fn parse(
              concurrent stages)",
         ));
     }
+    // Adapters are spread over a run's list of prompts; a session's requests are built as its answers come.
+    if let (Some(_), Some((path, line))) = (&workload.api.lora, lora_split_line) {
+        let sessions = match &workload.data {
+            DataSpec::SharedPrefix(shared) => shared.multi_turn,
+            DataSpec::ConversationReplay(_) | DataSpec::OtelTrace(_) | DataSpec::AzureTrace(_) => {
+                true
+            }
+            _ => false,
+        };
+        if sessions {
+            return Err(ctx.unsupported(
+                &path,
+                line,
+                "LoRA traffic with multi-turn sessions, conversation replays and traces (llmbench spreads the \
+                 adapters over a run's list of prompts)",
+            ));
+        }
+    }
     root.finish(ctx, &[]);
     Ok(workload)
 }
@@ -222,6 +248,7 @@ fn parse_load(
     workload: &mut Workload,
     options: &ParseOptions,
     enabled_breakers: &mut Vec<(String, String, u32)>,
+    lora_split_line: &mut Option<(String, u32)>,
 ) -> Result<Option<u32>, WorkloadError> {
     let type_line = load.get("type").map_or(load.line, |f| f.line);
     // `trace_session_replay`: sessions of a trace corpus, each a graph of dependent calls.
@@ -319,6 +346,7 @@ fn parse_load(
     }
     if let Some(f) = load.get("lora_traffic_split") {
         workload.api.lora = lora_traffic_split(ctx, &f, workload.seed)?;
+        *lora_split_line = Some((f.path.clone(), f.line));
     }
 
     if let Some(f) = load.get("sweep") {

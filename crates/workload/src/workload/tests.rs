@@ -805,6 +805,19 @@ fn inference_perf_lora_traffic_split_is_read_in_order_with_the_run_s_seed() {
         ),
     );
     assert!(msg.contains("splt"), "{msg}");
+    let msg = err(
+        Harness::InferencePerf,
+        &format!(
+            "{IP_HEAD}api: {{type: chat}}\nload:\n  stages: [{{rate: 1, duration: 1}}]\n  lora_traffic_split: \
+             [{{name: a, split: 1}}]\ndata:\n  type: shared_prefix\n  shared_prefix: {{enable_multi_turn_chat: true}}\n"
+        ),
+    );
+    assert!(
+        msg.starts_with(
+            "p.yaml:6: `load.lora_traffic_split`: LoRA traffic with multi-turn sessions"
+        ),
+        "{msg}"
+    );
 }
 
 #[test]
