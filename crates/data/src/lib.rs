@@ -8,6 +8,7 @@
 //! makes into requests.
 
 mod dataset;
+pub mod image;
 mod lengths;
 mod synth;
 pub mod weka_trace;
