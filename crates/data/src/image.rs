@@ -133,7 +133,11 @@ pub fn noise_jpeg(width: u32, height: u32, seed: u64) -> Vec<u8> {
     // SOS: the three components, both tables 0, the whole spectrum.
     out.extend_from_slice(&[0xFF, 0xDA, 0, 12, 3, 1, 0, 2, 0, 3, 0, 0, 63, 0]);
     let blocks = u64::from(width.div_ceil(8)) * u64::from(height.div_ceil(8));
-    let mut bits = BitWriter { out, acc: 0, len: 0 };
+    let mut bits = BitWriter {
+        out,
+        acc: 0,
+        len: 0,
+    };
     let mut previous_dc = [0i32; 3];
     for _ in 0..blocks {
         for dc in &mut previous_dc {
@@ -338,7 +342,10 @@ mod tests {
         );
         assert_eq!(data_url_image_size(&url), Some((640, 480)));
         assert_eq!(data_url_image_size("https://example.com/a.png"), None);
-        assert_eq!(data_url_image_size("data:image/gif;base64,R0lGODlhAQABAAAAACw="), None);
+        assert_eq!(
+            data_url_image_size("data:image/gif;base64,R0lGODlhAQABAAAAACw="),
+            None
+        );
     }
 
     #[test]
@@ -355,13 +362,20 @@ mod tests {
         }
         assert!(counts.iter().all(|n| (1..=3).contains(n)));
         let all: Vec<&ImageInput> = images.iter().flatten().collect();
-        let wide = all.iter().filter(|i| (i.width, i.height) == (32, 16)).count();
+        let wide = all
+            .iter()
+            .filter(|i| (i.width, i.height) == (32, 16))
+            .count();
         let small = all.iter().filter(|i| (i.width, i.height) == (8, 8)).count();
         assert_eq!(wide + small, all.len());
         // 3:1 weights: three quarters wide, within a generous margin.
         let share = wide as f64 / all.len() as f64;
         assert!((0.65..0.85).contains(&share), "{share}");
-        assert_eq!(random_images(&spec, 400, 11), images, "the same seed draws the same images");
+        assert_eq!(
+            random_images(&spec, 400, 11),
+            images,
+            "the same seed draws the same images"
+        );
     }
 
     #[test]

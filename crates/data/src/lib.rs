@@ -45,6 +45,10 @@ pub struct Prompt {
     pub output: Option<String>,
     /// The shared prefix the prompt starts with (shared-prefix group or prefix-bucket entry), if any.
     pub prefix_group: Option<u32>,
+    /// Images sent after the text (vLLM `random-mm`); their tokens are the server's to count, so `input_tokens`
+    /// holds the text's alone, as vLLM's `prompt_len` does.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<image::ImageInput>,
 }
 
 impl Prompt {
@@ -58,6 +62,7 @@ impl Prompt {
             max_tokens,
             output: None,
             prefix_group: None,
+            images: Vec::new(),
         }
     }
 }

@@ -984,6 +984,7 @@ mod tests {
             output: TokenLengths::fixed(3),
             prefix_len: 0,
             text: crate::workload::PromptText::RandomTokens,
+            images: None,
         });
         assert!(
             build_conversations(&w, &Tokenizer::builtin(), None)

@@ -453,6 +453,7 @@ mod tests {
             output: TokenLengths::fixed(output),
             prefix_len: 0,
             text: PromptText::RandomTokens,
+            images: None,
         })
     }
 

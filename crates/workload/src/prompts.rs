@@ -228,6 +228,9 @@ pub fn stage_prompt_seed(seed: u64, stage: u32) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Set apart the image draws of a seed from its text draws.
+const IMAGE_SEED_SALT: u64 = 0x1a6e_5eed;
+
 /// The prompts of `workload`, `expected_requests` being how many requests the plan issues when known.
 pub fn build_prompts(
     workload: &Workload,
@@ -307,11 +310,23 @@ pub fn build_prompts(
                     synthetic(tokenizer, &spec)?
                 }
             };
-            if wrap {
+            let mut prompts = if wrap {
                 chat_templated(prompts, tokenizer, seed)?
             } else {
                 as_sent(prompts)
+            };
+            if let Some(images) = &random.images {
+                // Drawn from their own stream, so the text is the same with or without images.
+                let drawn = llmbench_data::image::random_images(
+                    images,
+                    prompts.len(),
+                    seed ^ IMAGE_SEED_SALT,
+                );
+                for (prompt, images) in prompts.iter_mut().zip(drawn) {
+                    prompt.images = images;
+                }
             }
+            prompts
         }
         DataSpec::SyntheticText(text) => as_sent(synthetic(
             tokenizer,
@@ -1672,6 +1687,7 @@ mod tests {
             output: TokenLengths::fixed(5),
             prefix_len,
             text: PromptText::RandomTokens,
+            images: None,
         })
     }
 

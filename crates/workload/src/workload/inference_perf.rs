@@ -1109,6 +1109,7 @@ fn parse_data(
                 output,
                 prefix_len: 0,
                 text,
+                images: None,
             })
         }
         "shared_prefix" => {

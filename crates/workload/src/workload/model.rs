@@ -1087,6 +1087,8 @@ pub struct RandomData {
     /// vllm `--random-prefix-len`: a fixed random prefix before every prompt.
     pub prefix_len: u64,
     pub text: PromptText,
+    /// vLLM `random-mm`: the images each prompt carries after its text.
+    pub images: Option<llmbench_data::image::RandomImages>,
 }
 
 /// What prompt text is made of.
