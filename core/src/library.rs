@@ -328,6 +328,11 @@ const PURPOSES: &[(&str, &str, &str)] = &[
     ),
     (
         "vllm-benchmark",
+        "sanity_random_mm",
+        "Images smoke test: 20 chat prompts with 1 to 3 JPEG images each, 2 req/s",
+    ),
+    (
+        "vllm-benchmark",
         "sanity_rerank",
         "Rerank smoke test: a query and 4 documents per request, 2 req/s",
     ),

@@ -1,0 +1,164 @@
+//! Images in chat requests through the binary: vLLM's `random-mm` dataset (`RandomMultiModalDataset`,
+//! vllm/benchmarks/datasets/random.py at vllm-project/vllm 237145e) sent as `_get_chat_content` puts it (the text
+//! part, then one `image_url` part per image with a base64 JPEG data URL; lib/endpoint_request_func.py 3aee4a4),
+//! and the input tokens the simulator reports for them (one per 28×28 tile begun). Counts, sizes and values, never
+//! timings.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Mutex;
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+use common::*;
+
+/// Base 2 with range ratio 0.5: 1 to 3 images (the limit is 3), of 28×56 (width × height: 1·2 = 2 tokens in the
+/// simulator) or 57×30 (3·2 = 6 tokens); the zero-weight video bucket is dropped as vLLM drops it. One request at
+/// a time with a fixed seed, so two runs send the same requests in the same order.
+const PROFILE: &str = "model: m\nbackend: openai-chat\nendpoint: /v1/chat/completions\ndataset-name: random-mm\n\
+random-input-len: 8\nrandom-output-len: 3\nnum-prompts: 12\nmax-concurrency: 1\nseed: 5\n\
+random-mm-base-items-per-request: 2\nrandom-mm-num-mm-items-range-ratio: 0.5\n\
+random-mm-limit-mm-per-prompt: '{\"image\": 3, \"video\": 0}'\n\
+random-mm-bucket-config: '{(56, 28, 1): 0.5, (30, 57, 1): 0.5, (720, 1280, 16): 0.0}'\n";
+
+fn streamed_answer(_: &WireRequest) -> String {
+    let chunk = json!({"choices": [{"index": 0, "delta": {"content": "a b c"}, "finish_reason": "length"}]});
+    let usage = json!({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 3}});
+    ok_response(
+        "text/event-stream",
+        &format!("data: {chunk}\n\ndata: {usage}\n\ndata: [DONE]\n\n"),
+    )
+}
+
+fn bodies(seen: &Mutex<Vec<WireRequest>>) -> Vec<Value> {
+    seen.lock()
+        .expect("lock")
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).expect("a JSON body"))
+        .collect()
+}
+
+fn records(dir: &Path, run_id: &str) -> Vec<Value> {
+    let mut records: Vec<Value> = std::fs::read_to_string(dir.join(run_id).join("requests.jsonl"))
+        .expect("requests.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a record"))
+        .collect();
+    records.sort_by_key(|r| r["id"].as_u64());
+    records
+}
+
+/// The width and height a baseline JPEG's SOF0 segment states, walking its segments from SOI.
+fn jpeg_size(jpeg: &[u8]) -> (u32, u32) {
+    assert_eq!(jpeg[..2], [0xFF, 0xD8], "starts with SOI");
+    assert_eq!(jpeg[jpeg.len() - 2..], [0xFF, 0xD9], "ends with EOI");
+    let mut at = 2;
+    loop {
+        assert_eq!(jpeg[at], 0xFF, "a marker at {at}");
+        let length = usize::from(u16::from_be_bytes([jpeg[at + 2], jpeg[at + 3]]));
+        if jpeg[at + 1] == 0xC0 {
+            let height = u16::from_be_bytes([jpeg[at + 5], jpeg[at + 6]]);
+            let width = u16::from_be_bytes([jpeg[at + 7], jpeg[at + 8]]);
+            return (u32::from(width), u32::from(height));
+        }
+        at += 2 + length;
+    }
+}
+
+/// Each body's images as (width, height), read from the decoded JPEGs, after checking the message's shape.
+fn images_sent(body: &Value) -> Vec<(u32, u32)> {
+    let messages = body["messages"].as_array().expect("messages");
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    assert_eq!(messages[0]["role"], "user");
+    let parts = messages[0]["content"].as_array().expect("content parts");
+    assert_eq!(parts[0]["type"], "text", "the text comes first");
+    assert!(parts[0]["text"].as_str().is_some_and(|t| !t.is_empty()));
+    parts[1..]
+        .iter()
+        .map(|part| {
+            assert_eq!(part["type"], "image_url");
+            let url = part["image_url"]["url"].as_str().expect("a url");
+            let payload = url
+                .strip_prefix("data:image/jpeg;base64,")
+                .unwrap_or_else(|| panic!("a JPEG data URL: {}", &url[..40]));
+            let jpeg = base64::engine::general_purpose::STANDARD
+                .decode(payload)
+                .expect("base64");
+            jpeg_size(&jpeg)
+        })
+        .collect()
+}
+
+fn simulator_tokens((width, height): (u32, u32)) -> u64 {
+    u64::from(width.div_ceil(28) * height.div_ceil(28))
+}
+
+#[test]
+fn vllm_random_mm_sends_drawn_jpegs_after_the_text_and_the_simulator_counts_their_tokens() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile = write(dir.path(), "mm.yaml", PROFILE);
+
+    // What is sent: every request's images, decoded.
+    let (url, seen) = capturing_server(streamed_answer);
+    let output = run_against("vllm-benchmark", &profile, &url, "builtin", dir.path(), "wire");
+    succeeded(&output);
+    let bodies = bodies(&seen);
+    assert_eq!(bodies.len(), 12);
+    let sent: Vec<Vec<(u32, u32)>> = bodies.iter().map(images_sent).collect();
+    let counts: BTreeSet<usize> = sent.iter().map(Vec::len).collect();
+    assert!(
+        counts.iter().all(|n| (1..=3).contains(n)),
+        "counts in [floor(2·0.5), min(3, ceil(2·1.5))]: {sent:?}"
+    );
+    assert!(counts.len() > 1, "counts vary: {sent:?}");
+    let sizes: BTreeSet<(u32, u32)> = sent.iter().flatten().copied().collect();
+    assert_eq!(
+        sizes,
+        BTreeSet::from([(28, 56), (57, 30)]),
+        "(height, width) buckets become width × height images"
+    );
+    for body in &bodies {
+        assert_eq!(body["max_completion_tokens"], 3);
+        assert_eq!(body["stream"], true);
+    }
+
+    // What is measured: the same requests against the simulator, whose prompt_tokens add the images' tokens to
+    // the text's; the record's own input_tokens are the text's (vLLM's prompt_len).
+    let sim = SimProcess::start(&["--model", "m", "--ttft", "1ms", "--itl", "1ms"]);
+    let output = run_on_sim(dir.path(), "vllm-benchmark", &profile, "sim", &sim);
+    succeeded(&output);
+    let records = records(dir.path(), "sim");
+    assert_eq!(records.len(), 12);
+    for (record, images) in records.iter().zip(&sent) {
+        let text = record["input_tokens"].as_u64().expect("input_tokens");
+        assert_eq!(text, 8, "{record}");
+        let image_tokens: u64 = images.iter().copied().map(simulator_tokens).sum();
+        assert_eq!(
+            record["usage"]["prompt_tokens"].as_u64(),
+            Some(text + image_tokens),
+            "{images:?}: {record}"
+        );
+    }
+}
+
+#[test]
+fn random_mm_with_a_completions_backend_is_refused_before_anything_is_sent() {
+    let (url, seen) = capturing_server(streamed_answer);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile = write(
+        dir.path(),
+        "mm.yaml",
+        "model: m\ndataset-name: random-mm\nnum-prompts: 2\n",
+    );
+    let output = run_against("vllm-benchmark", &profile, &url, "builtin", dir.path(), "r");
+    assert!(!output.status.success());
+    let err = stderr(&output);
+    assert!(
+        err.contains("mm.yaml:2: `dataset-name`: the `random-mm` dataset sends images in chat messages, which backend `openai` does not send"),
+        "{err}"
+    );
+    assert!(seen.lock().expect("lock").is_empty());
+}
