@@ -103,7 +103,14 @@ fn vllm_random_mm_sends_drawn_jpegs_after_the_text_and_the_simulator_counts_thei
 
     // What is sent: every request's images, decoded.
     let (url, seen) = capturing_server(streamed_answer);
-    let output = run_against("vllm-benchmark", &profile, &url, "builtin", dir.path(), "wire");
+    let output = run_against(
+        "vllm-benchmark",
+        &profile,
+        &url,
+        "builtin",
+        dir.path(),
+        "wire",
+    );
     succeeded(&output);
     let bodies = bodies(&seen);
     assert_eq!(bodies.len(), 12);

@@ -147,6 +147,9 @@ pub struct Api {
     /// For a pooling API ([`ApiKind::is_pooling`]): how many prompts each request carries (vLLM
     /// `--random-batch-size`); 1 for every other API.
     pub inputs_per_request: u32,
+    /// The run's chat requests carry images (vLLM `random-mm`): the pre-flight's test request carries one too, so
+    /// a server that cannot take images is found before the clock starts.
+    pub images: bool,
 }
 
 impl Default for Api {
@@ -167,6 +170,7 @@ impl Default for Api {
             request_id_prefix: None,
             query: Vec::new(),
             inputs_per_request: 1,
+            images: false,
         }
     }
 }

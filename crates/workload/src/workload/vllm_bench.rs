@@ -404,6 +404,7 @@ pub(crate) fn parse(
             ),
         ));
     }
+    w.api.images = matches!(&w.data, DataSpec::Random(r) if r.images.is_some());
     // The random dataset's `--random-batch-size` ("only used for embeddings benchmark"): `RandomDataset.sample`
     // makes `num-prompts` prompts, then one request of each `batchsize` of them, the last with what is left.
     let batch_field = match w.data {
