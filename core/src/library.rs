@@ -48,6 +48,11 @@ const PURPOSES: &[(&str, &str, &str)] = &[
     ),
     (
         "aiperf",
+        "images",
+        "Chat with 2 noise images a request (PNG or JPEG, about 512 px), 40 requests, 4 at a time",
+    ),
+    (
+        "aiperf",
         "quickstart",
         "AIPerf's vLLM quick start: streamed chat, Poisson 32 req/s, 64 requests",
     ),

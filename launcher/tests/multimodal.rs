@@ -1,8 +1,9 @@
 //! Images in chat requests through the binary: vLLM's `random-mm` dataset (`RandomMultiModalDataset`,
 //! vllm/benchmarks/datasets/random.py at vllm-project/vllm 237145e) sent as `_get_chat_content` puts it (the text
-//! part, then one `image_url` part per image with a base64 JPEG data URL; lib/endpoint_request_func.py 3aee4a4),
-//! and the input tokens the simulator reports for them (one per 28×28 tile begun). Counts, sizes and values, never
-//! timings.
+//! part, then one `image_url` part per image with a base64 JPEG data URL; lib/endpoint_request_func.py 3aee4a4);
+//! AIPerf 0.13's `--image-*` flags (dataset/generator/image.py, endpoints/base_endpoint.py
+//! `_render_turn_content`); and the input tokens the simulator reports for them (one per 28×28 tile begun).
+//! Counts, sizes and values, never timings.
 
 mod common;
 
@@ -81,15 +82,32 @@ fn images_sent(body: &Value) -> Vec<(u32, u32)> {
         .map(|part| {
             assert_eq!(part["type"], "image_url");
             let url = part["image_url"]["url"].as_str().expect("a url");
+            let decode = |payload: &str| {
+                base64::engine::general_purpose::STANDARD
+                    .decode(payload)
+                    .expect("base64")
+            };
+            if let Some(payload) = url.strip_prefix("data:image/png;base64,") {
+                return png_size(&decode(payload));
+            }
             let payload = url
                 .strip_prefix("data:image/jpeg;base64,")
-                .unwrap_or_else(|| panic!("a JPEG data URL: {}", &url[..40]));
-            let jpeg = base64::engine::general_purpose::STANDARD
-                .decode(payload)
-                .expect("base64");
-            jpeg_size(&jpeg)
+                .unwrap_or_else(|| panic!("a JPEG or PNG data URL: {}", &url[..40]));
+            jpeg_size(&decode(payload))
         })
         .collect()
+}
+
+/// A PNG's width and height from its IHDR chunk.
+fn png_size(png: &[u8]) -> (u32, u32) {
+    assert_eq!(
+        png[..8],
+        [0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A],
+        "PNG signature"
+    );
+    assert_eq!(&png[12..16], b"IHDR");
+    let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+    (be32(&png[16..20]), be32(&png[20..24]))
 }
 
 fn simulator_tokens((width, height): (u32, u32)) -> u64 {
@@ -168,4 +186,56 @@ fn random_mm_with_a_completions_backend_is_refused_before_anything_is_sent() {
         "{err}"
     );
     assert!(seen.lock().expect("lock").is_empty());
+}
+
+#[test]
+fn aiperf_image_flags_send_images_of_the_drawn_format_after_the_text_and_the_simulator_counts_them()
+{
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Two 40×30 images a request (no stddev: every image that size), PNG or JPEG at random: the simulator counts
+    // ceil(40/28)·ceil(30/28) = 2·2 = 4 tokens each.
+    let profile = write(
+        dir.path(),
+        "images.yaml",
+        "model: m\nendpoint-type: chat\nstreaming: none\nrequest-count: 8\nisl: 6\nosl: 2\nrandom-seed: 3\n\
+         image-batch-size: 2\nimage-width-mean: 40\nimage-height-mean: 30\nimage-format: random\n",
+    );
+    let (url, seen) = capturing_server(streamed_answer);
+    let output = run_against("aiperf", &profile, &url, "builtin", dir.path(), "wire");
+    succeeded(&output);
+    let bodies = bodies(&seen);
+    assert_eq!(bodies.len(), 8);
+    let mut formats = BTreeSet::new();
+    for body in &bodies {
+        assert_eq!(
+            images_sent(body),
+            vec![(40, 30), (40, 30)],
+            "{}",
+            body["messages"][0]["content"][0]
+        );
+        for part in body["messages"][0]["content"].as_array().expect("parts")[1..].iter() {
+            let url = part["image_url"]["url"].as_str().expect("url");
+            formats.insert(url[..url.find(';').expect("a media type")].to_owned());
+        }
+    }
+    assert_eq!(
+        formats,
+        BTreeSet::from(["data:image/jpeg".to_owned(), "data:image/png".to_owned()]),
+        "`image-format: random` draws both"
+    );
+
+    let sim = SimProcess::start(&["--model", "m", "--ttft", "1ms", "--itl", "1ms"]);
+    let output = run_on_sim(dir.path(), "aiperf", &profile, "sim", &sim);
+    succeeded(&output);
+    let records = records(dir.path(), "sim");
+    assert_eq!(records.len(), 8);
+    for record in &records {
+        let text = record["input_tokens"].as_u64().expect("input_tokens");
+        assert_eq!(text, 6, "{record}");
+        assert_eq!(
+            record["usage"]["prompt_tokens"].as_u64(),
+            Some(text + 8),
+            "{record}"
+        );
+    }
 }

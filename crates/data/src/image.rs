@@ -12,7 +12,7 @@
 
 use base64::Engine as _;
 use rand::rngs::Xoshiro256PlusPlus;
-use rand::{RngExt as _, SeedableRng as _};
+use rand::{Rng as _, RngExt as _, SeedableRng as _};
 
 /// One image of a request: its size and the data URL that carries it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -61,6 +61,103 @@ pub fn random_images(spec: &RandomImages, prompts: usize, seed: u64) -> Vec<Vec<
                 .collect()
         })
         .collect()
+}
+
+/// The encodings AIPerf 0.13 writes synthetic images in (`--image-format`, `ImageFormat`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageFormat {
+    Jpeg,
+    Png,
+    /// Each image PNG or JPEG, drawn uniformly (`_format_rng.choice([PNG, JPEG])`).
+    Random,
+}
+
+/// A length in pixels as AIPerf samples it (`sample_positive_normal_integer(int(mean), int(stddev))`): the mean
+/// rounded when the stddev is 0, else the ceiling of a normal draw rejected below 0, and at least 1.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PixelLength {
+    pub mean: f64,
+    pub stddev: f64,
+}
+
+/// AIPerf 0.13's synthetic images (`ImageGenerator` with `source: noise`, aiperf/dataset/generator/image.py):
+/// `per_request` images a turn, each of a drawn width then height, in `format`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NormalImages {
+    pub per_request: u32,
+    pub width: PixelLength,
+    pub height: PixelLength,
+    pub format: ImageFormat,
+}
+
+/// The images of `prompts` requests as AIPerf draws them, from `seed`.
+pub fn normal_images(spec: &NormalImages, prompts: usize, seed: u64) -> Vec<Vec<ImageInput>> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    (0..prompts)
+        .map(|_| {
+            (0..spec.per_request)
+                .map(|_| {
+                    let png = match spec.format {
+                        ImageFormat::Jpeg => false,
+                        ImageFormat::Png => true,
+                        ImageFormat::Random => rng.random::<bool>(),
+                    };
+                    let width = pixel_length(spec.width, &mut rng);
+                    let height = pixel_length(spec.height, &mut rng);
+                    let pixels_seed = rng.random::<u64>();
+                    if png {
+                        noise_png_image(width, height, pixels_seed)
+                    } else {
+                        noise_image(width, height, pixels_seed)
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn pixel_length(length: PixelLength, rng: &mut Xoshiro256PlusPlus) -> u32 {
+    let mean = length.mean.trunc();
+    let stddev = length.stddev.trunc();
+    if stddev <= 0.0 {
+        return mean.round().max(1.0) as u32;
+    }
+    let Ok(normal) = rand_distr::Normal::new(mean, stddev) else {
+        return mean.round().max(1.0) as u32;
+    };
+    // `sample_normal(mean, stddev, lower=0)`: rejection sampling, 10 000 tries, then the clamped mean.
+    let draw = (0..10_000)
+        .map(|_| rand_distr::Distribution::sample(&normal, rng))
+        .find(|v| *v >= 0.0)
+        .unwrap_or(mean.max(0.0));
+    draw.ceil().max(1.0).min(f64::from(u16::MAX)) as u32
+}
+
+/// A PNG of `width` × `height` random RGB pixels (AIPerf's noise source draws each channel uniformly, as here) as a
+/// data URL.
+pub fn noise_png_image(width: u32, height: u32, seed: u64) -> ImageInput {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let mut pixels = vec![0u8; width as usize * height as usize * 3];
+    rng.fill_bytes(&mut pixels);
+    let mut png = Vec::new();
+    {
+        let mut encoder = png::Encoder::new(&mut png, width, height);
+        encoder.set_color(png::ColorType::Rgb);
+        encoder.set_depth(png::BitDepth::Eight);
+        encoder.set_compression(png::Compression::Fast);
+        // Writing into a Vec fails only on a size PNG cannot state; the image is then left out of the URL.
+        if let Ok(mut writer) = encoder.write_header() {
+            let _ = writer.write_image_data(&pixels);
+        }
+    }
+    ImageInput {
+        width,
+        height,
+        url: format!(
+            "data:image/png;base64,{}",
+            base64::engine::general_purpose::STANDARD.encode(png)
+        ),
+    }
 }
 
 /// numpy's `choice(p=…)`: the first bucket whose cumulative probability exceeds `uniform`.
@@ -327,6 +424,44 @@ mod tests {
                 assert_eq!(scan[i + 1], 0);
             }
         }
+    }
+
+    #[test]
+    fn aiperf_lengths_are_the_rounded_mean_without_a_stddev_and_positive_draws_with_one() {
+        let spec = NormalImages {
+            per_request: 2,
+            width: PixelLength {
+                mean: 64.0,
+                stddev: 0.0,
+            },
+            height: PixelLength {
+                mean: 10.0,
+                stddev: 8.0,
+            },
+            format: ImageFormat::Random,
+        };
+        let images = normal_images(&spec, 50, 3);
+        assert!(images.iter().all(|i| i.len() == 2));
+        let all: Vec<&ImageInput> = images.iter().flatten().collect();
+        assert!(all.iter().all(|i| i.width == 64 && i.height >= 1));
+        let heights: std::collections::BTreeSet<u32> = all.iter().map(|i| i.height).collect();
+        assert!(heights.len() > 5, "{heights:?}");
+        for image in &all {
+            assert_eq!(
+                data_url_image_size(&image.url),
+                Some((image.width, image.height))
+            );
+        }
+        let pngs = all
+            .iter()
+            .filter(|i| i.url.starts_with("data:image/png;base64,"))
+            .count();
+        let jpegs = all
+            .iter()
+            .filter(|i| i.url.starts_with("data:image/jpeg;base64,"))
+            .count();
+        assert_eq!(pngs + jpegs, 100);
+        assert!(pngs > 25 && jpegs > 25, "{pngs} PNG, {jpegs} JPEG");
     }
 
     #[test]

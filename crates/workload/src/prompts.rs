@@ -328,31 +328,44 @@ pub fn build_prompts(
             }
             prompts
         }
-        DataSpec::SyntheticText(text) => as_sent(synthetic(
-            tokenizer,
-            &SyntheticSpec {
-                num_prompts: pool(Some(text.samples)),
-                prompt_tokens: distribution("prompt_tokens", &text.prompt)?,
-                output_tokens: text
-                    .output
-                    .as_ref()
-                    .map(|o| distribution("output_tokens", o))
-                    .transpose()?,
-                prefix_buckets: text
-                    .prefix_buckets
-                    .iter()
-                    .map(|b| {
-                        Ok(data::PrefixBucket {
-                            prefix_tokens: to_u32("prefix_tokens", b.prefix_tokens)?,
-                            prefix_count: to_u32("prefix_count", b.prefix_count)?,
-                            weight: b.bucket_weight as f64,
+        DataSpec::SyntheticText(text) => {
+            let mut prompts = as_sent(synthetic(
+                tokenizer,
+                &SyntheticSpec {
+                    num_prompts: pool(Some(text.samples)),
+                    prompt_tokens: distribution("prompt_tokens", &text.prompt)?,
+                    output_tokens: text
+                        .output
+                        .as_ref()
+                        .map(|o| distribution("output_tokens", o))
+                        .transpose()?,
+                    prefix_buckets: text
+                        .prefix_buckets
+                        .iter()
+                        .map(|b| {
+                            Ok(data::PrefixBucket {
+                                prefix_tokens: to_u32("prefix_tokens", b.prefix_tokens)?,
+                                prefix_count: to_u32("prefix_count", b.prefix_count)?,
+                                weight: b.bucket_weight as f64,
+                            })
                         })
-                    })
-                    .collect::<Result<_, PromptError>>()?,
-                specials_in_each_length: in_each_length,
-                seed,
-            },
-        )?),
+                        .collect::<Result<_, PromptError>>()?,
+                    specials_in_each_length: in_each_length,
+                    seed,
+                },
+            )?);
+            if let Some(images) = &text.images {
+                let drawn = llmbench_data::image::normal_images(
+                    images,
+                    prompts.len(),
+                    seed ^ IMAGE_SEED_SALT,
+                );
+                for (prompt, images) in prompts.iter_mut().zip(drawn) {
+                    prompt.images = images;
+                }
+            }
+            prompts
+        }
         DataSpec::SharedPrefix(shared) => {
             let synth = Synthesizer::new(tokenizer)?;
             let (shuffle, specials_in_each_length, py_shuffle) = match shared.style {
@@ -1706,6 +1719,7 @@ mod tests {
                 .collect(),
             samples: 8,
             think_time: None,
+            images: None,
         })
     }
 

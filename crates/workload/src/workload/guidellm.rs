@@ -1745,6 +1745,7 @@ fn synthetic(
         prefix_buckets,
         samples,
         think_time,
+        images: None,
     })
 }
 

@@ -1146,6 +1146,8 @@ pub struct SyntheticText {
     pub samples: u64,
     /// `delay` (with `delay_stdev`, `delay_min`, `delay_max`): the think time between a conversation's turns.
     pub think_time: Option<ThinkTime>,
+    /// AIPerf's `--image-*` flags: the images each prompt carries after its text.
+    pub images: Option<llmbench_data::image::NormalImages>,
 }
 
 /// guidellm's think time (`delay*` of synthetic data, `utils/random.py` `FloatRangeSampler`): one value per
