@@ -1,7 +1,8 @@
 //! Images in chat requests through the binary: vLLM's `random-mm` dataset (`RandomMultiModalDataset`,
 //! vllm/benchmarks/datasets/random.py at vllm-project/vllm 237145e) sent as `_get_chat_content` puts it (the text
 //! part, then one `image_url` part per image with a base64 JPEG data URL; lib/endpoint_request_func.py 3aee4a4);
-//! AIPerf 0.13's `--image-*` flags (dataset/generator/image.py, endpoints/base_endpoint.py
+//! vLLM's `sharegpt` with ShareGPT4V's `image` entries (datasets/sharegpt.py 237145e: `process_image` of a path,
+//! a `file://` URL); AIPerf 0.13's `--image-*` flags (dataset/generator/image.py, endpoints/base_endpoint.py
 //! `_render_turn_content`); and the input tokens the simulator reports for them (one per 28×28 tile begun).
 //! Counts, sizes and values, never timings.
 
@@ -25,8 +26,14 @@ random-mm-base-items-per-request: 2\nrandom-mm-num-mm-items-range-ratio: 0.5\n\
 random-mm-limit-mm-per-prompt: '{\"image\": 3, \"video\": 0}'\n\
 random-mm-bucket-config: '{(56, 28, 1): 0.5, (30, 57, 1): 0.5, (720, 1280, 16): 0.0}'\n";
 
-fn streamed_answer(_: &WireRequest) -> String {
-    let chunk = json!({"choices": [{"index": 0, "delta": {"content": "a b c"}, "finish_reason": "length"}]});
+/// One streamed chat (or completions) chunk, a usage chunk and `[DONE]`.
+fn streamed_answer(request: &WireRequest) -> String {
+    let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+    let chunk = if body.get("messages").is_some() {
+        json!({"choices": [{"index": 0, "delta": {"content": "a b c"}, "finish_reason": "length"}]})
+    } else {
+        json!({"choices": [{"index": 0, "text": "a b c", "finish_reason": "length"}]})
+    };
     let usage = json!({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 3}});
     ok_response(
         "text/event-stream",
@@ -238,4 +245,92 @@ fn aiperf_image_flags_send_images_of_the_drawn_format_after_the_text_and_the_sim
             "{record}"
         );
     }
+}
+
+#[test]
+fn vllm_sharegpt_sends_each_entrys_image_as_a_file_url_to_chat_and_none_to_completions() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Two images on disk: 56×28 (the simulator counts 2·1 = 2 tokens) and 100×50 (4·2 = 8).
+    let small = dir.path().join("small.jpg");
+    let large = dir.path().join("large.jpg");
+    std::fs::write(&small, llmbench_data::image::noise_jpeg(56, 28, 1)).expect("write");
+    std::fs::write(&large, llmbench_data::image::noise_jpeg(100, 50, 2)).expect("write");
+    let entry = |prompt: &str, image: Option<&Path>| {
+        let mut entry = json!({"conversations": [
+            {"from": "human", "value": prompt}, {"from": "gpt", "value": "one two three four five"}]});
+        if let Some(image) = image {
+            entry["image"] = json!(image.display().to_string());
+        }
+        entry
+    };
+    let data = json!([
+        entry("what is in this picture", Some(&small)),
+        entry("describe the scene in words", None),
+        entry("count the things you see here", Some(&large)),
+    ]);
+    let data_path = write(dir.path(), "sharegpt4v.json", &data.to_string());
+    let profile = |backend: &str, endpoint: &str| {
+        format!(
+            "model: m\nbackend: {backend}\nendpoint: {endpoint}\ndataset-name: sharegpt\ndataset-path: {}\n\
+             sharegpt-output-len: 3\nnum-prompts: 3\nmax-concurrency: 1\ndisable-shuffle: none\n",
+            data_path.display()
+        )
+    };
+    let chat = write(
+        dir.path(),
+        "chat.yaml",
+        &profile("openai-chat", "/v1/chat/completions"),
+    );
+    let (url, seen) = capturing_server(streamed_answer);
+    let output = run_against("vllm-benchmark", &chat, &url, "builtin", dir.path(), "wire");
+    succeeded(&output);
+    let contents: Vec<Value> = bodies(&seen)
+        .iter()
+        .map(|b| b["messages"][0]["content"].clone())
+        .collect();
+    assert_eq!(
+        contents,
+        vec![
+            json!([{"type": "text", "text": "what is in this picture"},
+                   {"type": "image_url", "image_url": {"url": format!("file://{}", small.display())}}]),
+            json!([{"type": "text", "text": "describe the scene in words"}]),
+            json!([{"type": "text", "text": "count the things you see here"},
+                   {"type": "image_url", "image_url": {"url": format!("file://{}", large.display())}}]),
+        ]
+    );
+
+    // The simulator reads each file's header, as vLLM reads a local image under --allowed-local-media-path.
+    let sim = SimProcess::start(&["--model", "m", "--ttft", "1ms", "--itl", "1ms"]);
+    let output = run_on_sim(dir.path(), "vllm-benchmark", &chat, "sim", &sim);
+    succeeded(&output);
+    let tokens: Vec<(u64, u64)> = records(dir.path(), "sim")
+        .iter()
+        .map(|r| {
+            (
+                r["input_tokens"].as_u64().expect("input_tokens"),
+                r["usage"]["prompt_tokens"].as_u64().expect("prompt_tokens"),
+            )
+        })
+        .collect();
+    assert_eq!(tokens, vec![(5, 5 + 2), (5, 5), (6, 6 + 8)]);
+
+    // vLLM's completions request function reads no multimodal content: the prompt alone.
+    let completions = write(
+        dir.path(),
+        "completions.yaml",
+        &profile("openai", "/v1/completions"),
+    );
+    let (url, seen) = capturing_server(streamed_answer);
+    let output = run_against(
+        "vllm-benchmark",
+        &completions,
+        &url,
+        "builtin",
+        dir.path(),
+        "text",
+    );
+    succeeded(&output);
+    let prompts: Vec<Value> = bodies(&seen).iter().map(|b| b["prompt"].clone()).collect();
+    assert_eq!(prompts.len(), 3);
+    assert!(prompts.iter().all(Value::is_string), "{prompts:?}");
 }

@@ -14,13 +14,29 @@ use base64::Engine as _;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{Rng as _, RngExt as _, SeedableRng as _};
 
-/// One image of a request: its size and the data URL that carries it.
+/// One image of a request: the URL that carries it, and its width and height when llmbench made it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ImageInput {
-    pub width: u32,
-    pub height: u32,
-    /// `data:image/jpeg;base64,…`
+    /// Width and height of a synthetic image; `None` for an image a dataset names by its path or URL.
+    pub size: Option<(u32, u32)>,
+    /// `data:image/jpeg;base64,…`, or a dataset's `file://`/`http(s)://` URL.
     pub url: String,
+}
+
+impl ImageInput {
+    /// An image a dataset names, as vLLM's `process_image` sends a string: a URL as it is, a path as `file://` and
+    /// the path.
+    pub fn named(path_or_url: &str) -> ImageInput {
+        let url = if ["http://", "https://", "file://"]
+            .iter()
+            .any(|scheme| path_or_url.starts_with(scheme))
+        {
+            path_or_url.to_owned()
+        } else {
+            format!("file://{path_or_url}")
+        };
+        ImageInput { size: None, url }
+    }
 }
 
 /// One image size of vLLM's `--random-mm-bucket-config` (its key is `(height, width, 1)`), with its weight.
@@ -151,8 +167,7 @@ pub fn noise_png_image(width: u32, height: u32, seed: u64) -> ImageInput {
         }
     }
     ImageInput {
-        width,
-        height,
+        size: Some((width, height)),
         url: format!(
             "data:image/png;base64,{}",
             base64::engine::general_purpose::STANDARD.encode(png)
@@ -177,8 +192,7 @@ fn pick_bucket(buckets: &[ImageBucket], total: f64, uniform: f64) -> &ImageBucke
 pub fn noise_image(width: u32, height: u32, seed: u64) -> ImageInput {
     let jpeg = noise_jpeg(width, height, seed);
     ImageInput {
-        width,
-        height,
+        size: Some((width, height)),
         url: format!(
             "data:image/jpeg;base64,{}",
             base64::engine::general_purpose::STANDARD.encode(jpeg)
@@ -345,6 +359,26 @@ pub fn data_url_image_size(url: &str) -> Option<(u32, u32)> {
     }
 }
 
+/// The width and height of the JPEG or PNG image at a `file://` URL (a path after the scheme), from its header:
+/// only the first bytes are read. `None` when the file cannot be read or is not such an image.
+pub fn file_url_image_size(url: &str) -> Option<(u32, u32)> {
+    use std::io::Read as _;
+    let path = url.strip_prefix("file://")?;
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut bytes = Vec::new();
+    let mut take = 4096u64;
+    loop {
+        let before = bytes.len();
+        (&mut file).take(take).read_to_end(&mut bytes).ok()?;
+        match header_size(&bytes) {
+            Header::Size(w, h) => return Some((w, h)),
+            Header::Invalid => return None,
+            Header::NeedMore if bytes.len() == before => return None,
+            Header::NeedMore => take *= 4,
+        }
+    }
+}
+
 enum Header {
     Size(u32, u32),
     NeedMore,
@@ -443,14 +477,15 @@ mod tests {
         let images = normal_images(&spec, 50, 3);
         assert!(images.iter().all(|i| i.len() == 2));
         let all: Vec<&ImageInput> = images.iter().flatten().collect();
-        assert!(all.iter().all(|i| i.width == 64 && i.height >= 1));
-        let heights: std::collections::BTreeSet<u32> = all.iter().map(|i| i.height).collect();
+        assert!(
+            all.iter()
+                .all(|i| i.size.is_some_and(|(w, h)| w == 64 && h >= 1))
+        );
+        let heights: std::collections::BTreeSet<u32> =
+            all.iter().filter_map(|i| i.size.map(|(_, h)| h)).collect();
         assert!(heights.len() > 5, "{heights:?}");
         for image in &all {
-            assert_eq!(
-                data_url_image_size(&image.url),
-                Some((image.width, image.height))
-            );
+            assert_eq!(data_url_image_size(&image.url), image.size);
         }
         let pngs = all
             .iter()
@@ -462,6 +497,27 @@ mod tests {
             .count();
         assert_eq!(pngs + jpegs, 100);
         assert!(pngs > 25 && jpegs > 25, "{pngs} PNG, {jpegs} JPEG");
+    }
+
+    #[test]
+    fn a_named_image_is_sent_as_vllm_sends_a_string_a_path_as_a_file_url() {
+        assert_eq!(ImageInput::named("coco/1.jpg").url, "file://coco/1.jpg");
+        assert_eq!(ImageInput::named("/d/1.jpg").url, "file:///d/1.jpg");
+        assert_eq!(ImageInput::named("https://x/1.jpg").url, "https://x/1.jpg");
+        assert_eq!(ImageInput::named("file:///d/1.jpg").url, "file:///d/1.jpg");
+        assert_eq!(ImageInput::named("x").size, None);
+    }
+
+    #[test]
+    fn a_file_urls_image_size_is_read_from_the_files_header() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.jpg");
+        std::fs::write(&path, noise_jpeg(33, 17, 2)).unwrap();
+        let url = format!("file://{}", path.display());
+        assert_eq!(file_url_image_size(&url), Some((33, 17)));
+        assert_eq!(file_url_image_size(&format!("{url}.missing")), None);
+        std::fs::write(&path, b"not an image at all, not even close to one").unwrap();
+        assert_eq!(file_url_image_size(&url), None);
     }
 
     #[test]
@@ -497,11 +553,8 @@ mod tests {
         }
         assert!(counts.iter().all(|n| (1..=3).contains(n)));
         let all: Vec<&ImageInput> = images.iter().flatten().collect();
-        let wide = all
-            .iter()
-            .filter(|i| (i.width, i.height) == (32, 16))
-            .count();
-        let small = all.iter().filter(|i| (i.width, i.height) == (8, 8)).count();
+        let wide = all.iter().filter(|i| i.size == Some((32, 16))).count();
+        let small = all.iter().filter(|i| i.size == Some((8, 8))).count();
         assert_eq!(wide + small, all.len());
         // 3:1 weights: three quarters wide, within a generous margin.
         let share = wide as f64 / all.len() as f64;

@@ -150,6 +150,10 @@ pub struct DatasetOptions {
     pub max_prompt_tokens: Option<u32>,
     /// ShareGPT: skip entries whose prompt plus output is longer than this (vLLM: 2048).
     pub max_total_tokens: Option<u32>,
+    /// ShareGPT: an entry's `image` becomes its prompt's image and a `video` is refused, as vLLM's
+    /// `ShareGPTDataset` sends them with a chat backend (ShareGPT4V's layout); otherwise both are left out, as
+    /// every other tool and backend leaves them.
+    pub images: bool,
 }
 
 impl Default for DatasetOptions {
@@ -161,6 +165,7 @@ impl Default for DatasetOptions {
             min_tokens: 4,
             max_prompt_tokens: Some(1024),
             max_total_tokens: Some(2048),
+            images: false,
         }
     }
 }

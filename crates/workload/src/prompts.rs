@@ -403,7 +403,13 @@ pub fn build_prompts(
             Harness::InferencePerf => {
                 inference_perf_sharegpt(sharegpt, tokenizer, workload.api.kind, pool(None))?
             }
-            _ => vllm_sharegpt(sharegpt, tokenizer, seed, pool(None))?,
+            _ => vllm_sharegpt(
+                sharegpt,
+                tokenizer,
+                seed,
+                pool(None),
+                workload.api.kind == ApiKind::Chat,
+            )?,
         },
         DataSpec::Sonnet(sonnet) => vllm_sonnet(
             sonnet,
@@ -695,12 +701,16 @@ const INFERENCE_PERF_DEFAULT_MAX_TOKENS: u32 = 30;
 /// vLLM's `sharegpt` (`ShareGPTDataset`): entries with two turns or more, shuffled with the seed unless
 /// `--disable-shuffle`; turn 0 is the prompt and turn 1 the reference answer, whose length is `max_tokens` unless
 /// `--sharegpt-output-len` fixes it; vLLM's length filter (prompt ≥ 4 and ≤ 1024 tokens, answer ≥ 4 unless fixed,
-/// both ≤ 2048). The prompt is sent alone, also to the chat endpoint.
+/// both ≤ 2048). The prompt is sent alone, also to the chat endpoint. With the chat backend an entry's `image`
+/// (ShareGPT4V's layout) goes with it as an `image_url` part (`process_image`: a path as `file://` and the path),
+/// and a `video` is refused; the completions backend sends neither (`async_request_openai_completions` reads no
+/// multimodal content).
 fn vllm_sharegpt(
     sharegpt: &ShareGpt,
     tokenizer: &Tokenizer,
     seed: u64,
     pool: usize,
+    chat: bool,
 ) -> Result<Vec<Prompt>, PromptError> {
     let path = sharegpt.path.as_deref().ok_or(PromptError::MissingPath {
         what: "shareGPT data",
@@ -713,6 +723,7 @@ fn vllm_sharegpt(
             .transpose()?,
         limit: Some(pool),
         shuffle_seed: sharegpt.shuffle.then_some(seed),
+        images: chat,
         ..DatasetOptions::default()
     };
     let mut prompts = data::load_sharegpt(Path::new(path), tokenizer, &options)?.into_inner();
@@ -767,6 +778,7 @@ fn inference_perf_sharegpt(
         min_tokens: 0,
         max_prompt_tokens: None,
         max_total_tokens: None,
+        images: false,
     };
     let bounds = |lengths: &Option<TokenLengths>| {
         lengths.as_ref().map(|l| match l.shape {

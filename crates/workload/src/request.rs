@@ -409,15 +409,10 @@ mod tests {
         let mut prompt = Prompt::text("hi".to_owned(), 1, Some(4));
         prompt.images = vec![
             ImageInput {
-                width: 2,
-                height: 1,
+                size: Some((2, 1)),
                 url: "data:image/jpeg;base64,AAAA".to_owned(),
             },
-            ImageInput {
-                width: 3,
-                height: 3,
-                url: "data:image/jpeg;base64,BBBB".to_owned(),
-            },
+            ImageInput::named("/d/1.jpg"),
         ];
         let request = prepare(&prompt, &settings);
         assert_eq!(
@@ -425,7 +420,7 @@ mod tests {
             json!([{"role": "user", "content": [
                 {"type": "text", "text": "hi"},
                 {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,AAAA"}},
-                {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,BBBB"}},
+                {"type": "image_url", "image_url": {"url": "file:///d/1.jpg"}},
             ]}])
         );
         assert_eq!(

@@ -154,13 +154,19 @@ pub fn image_tokens(width: u32, height: u32) -> u32 {
         .saturating_mul(height.div_ceil(IMAGE_TOKEN_SIDE))
 }
 
-/// The size of an `image_url` part's image, read from its data URL's header (the image itself is never decoded).
+/// The size of an `image_url` part's image, read from its header (the image itself is never decoded): in a data
+/// URL, or in a local file a `file://` URL names (as vLLM reads one under `--allowed-local-media-path`).
 fn image_size(url: &str) -> Result<(u32, u32), String> {
-    llmbench_data::image::data_url_image_size(url).ok_or_else(|| {
-        let shown: String = url.chars().take(40).collect();
+    let size = if url.starts_with("file://") {
+        llmbench_data::image::file_url_image_size(url)
+    } else {
+        llmbench_data::image::data_url_image_size(url)
+    };
+    size.ok_or_else(|| {
+        let shown: String = url.chars().take(60).collect();
         format!(
-            "cannot read the image at `{shown}…`: the simulator takes images as base64 data URLs of JPEG or PNG \
-             images (data:image/jpeg;base64,…)"
+            "cannot read the image at `{shown}…`: the simulator takes JPEG or PNG images as base64 data URLs \
+             (data:image/jpeg;base64,…) or as file:// URLs of local files"
         )
     })
 }

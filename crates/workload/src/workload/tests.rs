@@ -792,7 +792,9 @@ fn unsupported_features_are_errors_not_fallbacks() {
     assert_eq!(
         msg,
         "p.yaml:1: `dataset-name`: the `sharegpt4v` dataset (images read from dataset files; llmbench sends the \
-         synthetic images of `dataset-name: random-mm`) is not supported by llmbench yet"
+         synthetic images of `dataset-name: random-mm`, and a ShareGPT4V file's `image` entries with \
+         `dataset-name: sharegpt` and `backend: openai-chat`, as vLLM's ShareGPTDataset sends them) is not \
+         supported by llmbench yet"
     );
     let msg = err(
         Harness::InferencePerf,

@@ -1106,7 +1106,8 @@ fn dataset_spec(
                 line,
                 format!(
                     "the `{name}` dataset (images read from dataset files; llmbench sends the synthetic images \
-                     of `dataset-name: random-mm`)"
+                     of `dataset-name: random-mm`, and a ShareGPT4V file's `image` entries with \
+                     `dataset-name: sharegpt` and `backend: openai-chat`, as vLLM's ShareGPTDataset sends them)"
                 ),
             ));
         }
