@@ -1492,9 +1492,12 @@ fn mm_image_limit(ctx: &Ctx, f: &At<'_>) -> Result<Option<u64>, WorkloadError> {
     }
 }
 
+/// One `(height, width, frames): weight` entry of `--random-mm-bucket-config`.
+type BucketEntry = ((u32, u32, u32), f64);
+
 /// A Python dict literal of `(height, width, frames): weight` entries, as vLLM's `_parse_mm_bucket_config`
 /// reads it with `ast.literal_eval` (a key may also be quoted, as JSON requires).
-fn parse_bucket_config(text: &str) -> Result<Vec<((u32, u32, u32), f64)>, String> {
+fn parse_bucket_config(text: &str) -> Result<Vec<BucketEntry>, String> {
     let inner = text
         .trim()
         .strip_prefix('{')
