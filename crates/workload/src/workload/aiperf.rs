@@ -473,7 +473,7 @@ fn parse_flags(
                         *line,
                         "images in AIPerf's sessions (multi-turn conversations, a sampling strategy or a session \
                          header: each turn's history would carry the earlier turns' images, which llmbench's \
-                         sessions do not keep); single-turn synthetic requests carry them",
+                         sessions do not keep; single-turn synthetic requests carry them)",
                     ));
                 }
                 if w.api.kind != ApiKind::Chat {

@@ -1422,8 +1422,8 @@ fn random_mm_images(ctx: &Ctx, m: &mut MapReader<'_>) -> Result<RandomImages, Wo
                     line,
                     format!(
                         "video buckets ((height, width, frames) with frames > 1, here ({height}, {width}, \
-                         {frames})): vLLM sends them as MP4 data URLs, which llmbench does not encode; give them \
-                         weight 0"
+                         {frames}): vLLM sends them as MP4 data URLs, which llmbench does not encode; give them \
+                         weight 0)"
                     ),
                 ));
             }
