@@ -48,6 +48,11 @@ const PURPOSES: &[(&str, &str, &str)] = &[
     ),
     (
         "aiperf",
+        "images",
+        "Chat with 2 noise images a request (PNG or JPEG, about 512 px), 40 requests, 4 at a time",
+    ),
+    (
+        "aiperf",
         "quickstart",
         "AIPerf's vLLM quick start: streamed chat, Poisson 32 req/s, 64 requests",
     ),
@@ -335,6 +340,11 @@ const PURPOSES: &[(&str, &str, &str)] = &[
         "vllm-benchmark",
         "sanity_random",
         "20-prompt smoke test with the tool's default lengths",
+    ),
+    (
+        "vllm-benchmark",
+        "sanity_random_mm",
+        "Images smoke test: 20 chat prompts with 1 to 3 JPEG images each, 2 req/s",
     ),
     (
         "vllm-benchmark",

@@ -378,6 +378,55 @@ fn rerank_from_llama_server_reads_the_query_beside_every_document() {
     }
 }
 
+#[test]
+fn images_sent_to_a_server_without_a_vision_projector_stop_the_run_at_the_pre_flight() {
+    // llama-server without --mmproj answers a chat with an image_url part 500 "image input is not supported -
+    // hint: if this is unexpected, you may need to provide the mmproj" (checked with curl on the tiny model); the
+    // pre-flight's test request carries one image when the run's requests do, so the run stops before the clock.
+    let Some(server) = LlamaServer::start(&["-c", "512"]) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile = write(
+        dir.path(),
+        "mm.yaml",
+        "backend: openai-chat\nendpoint: /v1/chat/completions\ndataset-name: random-mm\nrandom-input-len: 8\n\
+         random-output-len: 2\nnum-prompts: 2\nrandom-mm-bucket-config: '{(32, 32, 1): 1}'\n",
+    );
+    let tokenizer = server.tokenizer.to_str().expect("utf-8 path");
+    let output = run_profile(
+        dir.path(),
+        "vllm-benchmark",
+        &profile,
+        "mm",
+        &[
+            "--endpoint",
+            &server.url,
+            "--model",
+            &server.model,
+            "--tokenizer",
+            tokenizer,
+        ],
+    );
+    let err = common::stderr(&output);
+    assert_eq!(
+        output.status.code(),
+        Some(6),
+        "the pre-flight's exit code: {err}"
+    );
+    for needle in [
+        "the server refused a test request with one 28×28 image",
+        "image input is not supported",
+        "llama.cpp needs its --mmproj projector",
+    ] {
+        assert!(err.contains(needle), "{needle:?} not in: {err}");
+    }
+    assert!(
+        !dir.path().join("mm").join("requests.jsonl").exists(),
+        "nothing was timed"
+    );
+}
+
 /// llama.cpp's server applies LoRA adapters by its own `lora` field, never by the request's model, and lists none
 /// in `/v1/models`: a run that sends to adapters stops before the clock, naming what the server lists.
 #[test]

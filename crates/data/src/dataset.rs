@@ -66,6 +66,8 @@ pub fn load_sharegpt(
             prompt,
             completion,
             messages,
+            image,
+            video,
         } = exchange;
         if prompts.len() >= limit {
             break;
@@ -97,6 +99,29 @@ pub fn load_sharegpt(
         let mut p = Prompt::text(prompt, prompt_len, Some(output_len));
         p.output = Some(completion);
         p.messages = Some(messages);
+        if options.images {
+            let shape = |message: String| DataError::Shape {
+                path: path.to_owned(),
+                message: format!("{location}: {message}"),
+            };
+            match (image, video) {
+                (Some(Value::String(image)), _) => {
+                    p.images = vec![crate::image::ImageInput::named(&image)]
+                }
+                (Some(other), _) => {
+                    return Err(shape(format!(
+                        "`image` must be a path or URL (vLLM's process_image takes a string), found {other}"
+                    )));
+                }
+                (None, true) => {
+                    return Err(shape(
+                        "a `video`, which vLLM sends as a video_url part; llmbench sends no video"
+                            .to_owned(),
+                    ));
+                }
+                (None, false) => {}
+            }
+        }
         prompts.push(p);
     }
     if prompts.is_empty() {
@@ -120,6 +145,9 @@ struct Exchange {
     prompt: String,
     completion: String,
     messages: Vec<super::ChatMessage>,
+    /// The entry's `image` and `video` (ShareGPT4V), as vLLM reads them: present when not empty.
+    image: Option<Value>,
+    video: bool,
 }
 
 /// Turns 0 and 1 of an entry's `conversations` (vLLM's and inference-perf's rule: positions, not roles). A turn
@@ -163,10 +191,16 @@ fn first_exchange(entry: &Value) -> Option<Exchange> {
             content: text(&t)?,
         });
     }
+    // Python's truthiness: `if image_path := entry.get("image")`.
+    let truthy = |v: &&Value| {
+        !matches!(v, Value::Null | Value::Bool(false)) && *v != "" && *v != &Value::Array(vec![])
+    };
     Some(Exchange {
         prompt: messages[0].content.clone(),
         completion: messages[1].content.clone(),
         messages,
+        image: entry.get("image").filter(truthy).cloned(),
+        video: entry.get("video").filter(truthy).is_some(),
     })
 }
 
@@ -642,6 +676,46 @@ mod tests {
         assert_eq!(roles, ["user", "user", "assistant"]);
         assert_eq!(prompts[1].text, "one two three four");
         assert_eq!(prompts[1].max_tokens, Some(5));
+    }
+
+    #[test]
+    fn sharegpt4v_images_go_with_their_prompts_only_when_asked_and_videos_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut with_image = sharegpt_entry(&words(5), &words(5));
+        with_image["image"] = json!("coco/1.jpg");
+        let mut empty_image = sharegpt_entry(&words(6), &words(5));
+        empty_image["image"] = json!("");
+        let path = write(
+            &dir,
+            "sg4v.json",
+            &json!([with_image, empty_image]).to_string(),
+        );
+        let tokenizer = Tokenizer::builtin();
+        let with_images = DatasetOptions {
+            images: true,
+            ..DatasetOptions::default()
+        };
+        let images: Vec<Vec<String>> = load_sharegpt(&path, &tokenizer, &with_images)
+            .expect("load")
+            .into_inner()
+            .iter()
+            .map(|p| p.images.iter().map(|i| i.url.clone()).collect())
+            .collect();
+        assert_eq!(images, vec![vec!["file://coco/1.jpg".to_owned()], vec![]]);
+        let text_only = load_sharegpt(&path, &tokenizer, &DatasetOptions::default()).expect("load");
+        assert!(text_only.as_slice().iter().all(|p| p.images.is_empty()));
+
+        let mut with_video = sharegpt_entry(&words(5), &words(5));
+        with_video["video"] = json!("v.mp4");
+        let path = write(&dir, "video.json", &json!([with_video]).to_string());
+        let options = DatasetOptions {
+            images: true,
+            ..DatasetOptions::default()
+        };
+        let err = load_sharegpt(&path, &tokenizer, &options)
+            .expect_err("refused")
+            .to_string();
+        assert!(err.contains("entry 1: a `video`"), "{err}");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! makes into requests.
 
 mod dataset;
+pub mod image;
 mod lengths;
 mod parquet_rows;
 mod synth;
@@ -46,6 +47,10 @@ pub struct Prompt {
     pub output: Option<String>,
     /// The shared prefix the prompt starts with (shared-prefix group or prefix-bucket entry), if any.
     pub prefix_group: Option<u32>,
+    /// Images sent after the text (vLLM `random-mm`); their tokens are the server's to count, so `input_tokens`
+    /// holds the text's alone, as vLLM's `prompt_len` does.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<image::ImageInput>,
 }
 
 impl Prompt {
@@ -59,6 +64,7 @@ impl Prompt {
             max_tokens,
             output: None,
             prefix_group: None,
+            images: Vec::new(),
         }
     }
 }
@@ -146,6 +152,10 @@ pub struct DatasetOptions {
     pub max_prompt_tokens: Option<u32>,
     /// ShareGPT: skip entries whose prompt plus output is longer than this (vLLM: 2048).
     pub max_total_tokens: Option<u32>,
+    /// ShareGPT: an entry's `image` becomes its prompt's image and a `video` is refused, as vLLM's
+    /// `ShareGPTDataset` sends them with a chat backend (ShareGPT4V's layout); otherwise both are left out, as
+    /// every other tool and backend leaves them.
+    pub images: bool,
 }
 
 impl Default for DatasetOptions {
@@ -157,6 +167,7 @@ impl Default for DatasetOptions {
             min_tokens: 4,
             max_prompt_tokens: Some(1024),
             max_total_tokens: Some(2048),
+            images: false,
         }
     }
 }

@@ -985,6 +985,7 @@ mod tests {
             prefix_len: 0,
             text: crate::workload::PromptText::RandomTokens,
             rerank: None,
+            images: None,
         });
         assert!(
             build_conversations(&w, &Tokenizer::builtin(), None)

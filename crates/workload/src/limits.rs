@@ -454,6 +454,7 @@ mod tests {
             prefix_len: 0,
             text: PromptText::RandomTokens,
             rerank: None,
+            images: None,
         })
     }
 
@@ -601,6 +602,7 @@ mod tests {
             ],
             samples: 100,
             think_time: None,
+            images: None,
         });
         let w = workload(data, true, vec![closed(Some(500), None)]);
         let e = estimate_run_memory(&w, Some(500));

@@ -228,6 +228,9 @@ pub fn stage_prompt_seed(seed: u64, stage: u32) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Set apart the image draws of a seed from its text draws.
+const IMAGE_SEED_SALT: u64 = 0x1a6e_5eed;
+
 /// The prompts of `workload`, `expected_requests` being how many requests the plan issues when known.
 pub fn build_prompts(
     workload: &Workload,
@@ -312,37 +315,62 @@ pub fn build_prompts(
                     synthetic(tokenizer, &spec)?
                 }
             };
-            if wrap {
+            let mut prompts = if wrap {
                 chat_templated(prompts, tokenizer, seed)?
             } else {
                 as_sent(prompts)
+            };
+            if let Some(images) = &random.images {
+                // Drawn from their own stream, so the text is the same with or without images.
+                let drawn = llmbench_data::image::random_images(
+                    images,
+                    prompts.len(),
+                    seed ^ IMAGE_SEED_SALT,
+                );
+                for (prompt, images) in prompts.iter_mut().zip(drawn) {
+                    prompt.images = images;
+                }
             }
+            prompts
         }
-        DataSpec::SyntheticText(text) => as_sent(synthetic(
-            tokenizer,
-            &SyntheticSpec {
-                num_prompts: pool(Some(text.samples)),
-                prompt_tokens: distribution("prompt_tokens", &text.prompt)?,
-                output_tokens: text
-                    .output
-                    .as_ref()
-                    .map(|o| distribution("output_tokens", o))
-                    .transpose()?,
-                prefix_buckets: text
-                    .prefix_buckets
-                    .iter()
-                    .map(|b| {
-                        Ok(data::PrefixBucket {
-                            prefix_tokens: to_u32("prefix_tokens", b.prefix_tokens)?,
-                            prefix_count: to_u32("prefix_count", b.prefix_count)?,
-                            weight: b.bucket_weight as f64,
+        DataSpec::SyntheticText(text) => {
+            let mut prompts = as_sent(synthetic(
+                tokenizer,
+                &SyntheticSpec {
+                    num_prompts: pool(Some(text.samples)),
+                    prompt_tokens: distribution("prompt_tokens", &text.prompt)?,
+                    output_tokens: text
+                        .output
+                        .as_ref()
+                        .map(|o| distribution("output_tokens", o))
+                        .transpose()?,
+                    prefix_buckets: text
+                        .prefix_buckets
+                        .iter()
+                        .map(|b| {
+                            Ok(data::PrefixBucket {
+                                prefix_tokens: to_u32("prefix_tokens", b.prefix_tokens)?,
+                                prefix_count: to_u32("prefix_count", b.prefix_count)?,
+                                weight: b.bucket_weight as f64,
+                            })
                         })
-                    })
-                    .collect::<Result<_, PromptError>>()?,
-                specials_in_each_length: in_each_length,
-                seed,
-            },
-        )?),
+                        .collect::<Result<_, PromptError>>()?,
+                    specials_in_each_length: in_each_length,
+                    seed,
+                },
+            )?);
+            if let Some(images) = &text.images {
+                let drawn = llmbench_data::image::normal_images(
+                    images,
+                    prompts.len(),
+                    seed ^ IMAGE_SEED_SALT,
+                );
+                for (prompt, images) in prompts.iter_mut().zip(drawn) {
+                    prompt.images = images;
+                }
+            }
+            prompts
+        }
         DataSpec::SharedPrefix(shared) => {
             let synth = Synthesizer::new(tokenizer)?;
             let (shuffle, specials_in_each_length, py_shuffle) = match shared.style {
@@ -380,7 +408,13 @@ pub fn build_prompts(
             Harness::InferencePerf => {
                 inference_perf_sharegpt(sharegpt, tokenizer, workload.api.kind, pool(None))?
             }
-            _ => vllm_sharegpt(sharegpt, tokenizer, seed, pool(None))?,
+            _ => vllm_sharegpt(
+                sharegpt,
+                tokenizer,
+                seed,
+                pool(None),
+                workload.api.kind == ApiKind::Chat,
+            )?,
         },
         DataSpec::Sonnet(sonnet) => vllm_sonnet(
             sonnet,
@@ -759,12 +793,16 @@ const INFERENCE_PERF_DEFAULT_MAX_TOKENS: u32 = 30;
 /// vLLM's `sharegpt` (`ShareGPTDataset`): entries with two turns or more, shuffled with the seed unless
 /// `--disable-shuffle`; turn 0 is the prompt and turn 1 the reference answer, whose length is `max_tokens` unless
 /// `--sharegpt-output-len` fixes it; vLLM's length filter (prompt ≥ 4 and ≤ 1024 tokens, answer ≥ 4 unless fixed,
-/// both ≤ 2048). The prompt is sent alone, also to the chat endpoint.
+/// both ≤ 2048). The prompt is sent alone, also to the chat endpoint. With the chat backend an entry's `image`
+/// (ShareGPT4V's layout) goes with it as an `image_url` part (`process_image`: a path as `file://` and the path),
+/// and a `video` is refused; the completions backend sends neither (`async_request_openai_completions` reads no
+/// multimodal content).
 fn vllm_sharegpt(
     sharegpt: &ShareGpt,
     tokenizer: &Tokenizer,
     seed: u64,
     pool: usize,
+    chat: bool,
 ) -> Result<Vec<Prompt>, PromptError> {
     let path = sharegpt.path.as_deref().ok_or(PromptError::MissingPath {
         what: "shareGPT data",
@@ -777,6 +815,7 @@ fn vllm_sharegpt(
             .transpose()?,
         limit: Some(pool),
         shuffle_seed: sharegpt.shuffle.then_some(seed),
+        images: chat,
         ..DatasetOptions::default()
     };
     let mut prompts = data::load_sharegpt(Path::new(path), tokenizer, &options)?.into_inner();
@@ -831,6 +870,7 @@ fn inference_perf_sharegpt(
         min_tokens: 0,
         max_prompt_tokens: None,
         max_total_tokens: None,
+        images: false,
     };
     let bounds = |lengths: &Option<TokenLengths>| {
         lengths.as_ref().map(|l| match l.shape {
@@ -1765,6 +1805,7 @@ mod tests {
             prefix_len,
             text: PromptText::RandomTokens,
             rerank: None,
+            images: None,
         })
     }
 
@@ -1783,6 +1824,7 @@ mod tests {
                 .collect(),
             samples: 8,
             think_time: None,
+            images: None,
         })
     }
 

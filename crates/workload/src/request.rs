@@ -6,6 +6,7 @@ use serde_json::{Map, Value, json};
 
 use crate::workload::{Api, ApiKind, Harness, LoraTraffic};
 use llmbench_data::Prompt;
+use llmbench_data::image::ImageInput;
 
 mod lora;
 mod pooling;
@@ -197,6 +198,9 @@ fn prepare_openai(prompt: &Prompt, settings: &BodySettings) -> PreparedRequest {
             if !matches!(settings.style, BodyStyle::InferencePerf | BodyStyle::Aiperf) {
                 text_parts(&mut messages);
             }
+            if !prompt.images.is_empty() {
+                image_parts(&mut messages, &prompt.images);
+            }
             body.insert("messages".to_owned(), messages);
         }
     }
@@ -379,6 +383,28 @@ fn text_parts(messages: &mut Value) {
     }
 }
 
+/// The prompt's images as `image_url` parts after the last user message's text, as vLLM's `_get_chat_content`
+/// puts them (`mm_position="last"`, lib/endpoint_request_func.py at vllm-project/vllm 3aee4a4): the text part
+/// first, then each image's `{"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,…"}}`.
+fn image_parts(messages: &mut Value, images: &[ImageInput]) {
+    let Some(message) = messages
+        .as_array_mut()
+        .and_then(|list| list.iter_mut().rev().find(|m| m["role"] == "user"))
+    else {
+        return;
+    };
+    if let Some(text) = message["content"].as_str().map(str::to_owned) {
+        message["content"] = json!([{"type": "text", "text": text}]);
+    }
+    if let Some(parts) = message["content"].as_array_mut() {
+        parts.extend(
+            images
+                .iter()
+                .map(|image| json!({"type": "image_url", "image_url": {"url": image.url}})),
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -443,6 +469,33 @@ mod tests {
             "the default applies when the prompt sets none"
         );
         assert!(value.get("stream_options").is_none());
+    }
+
+    #[test]
+    fn vllm_sends_a_prompts_images_as_image_url_parts_after_its_text() {
+        let mut settings = settings(ApiKind::Chat, true);
+        settings.style = BodyStyle::Vllm;
+        let mut prompt = Prompt::text("hi".to_owned(), 1, Some(4));
+        prompt.images = vec![
+            ImageInput {
+                size: Some((2, 1)),
+                url: "data:image/jpeg;base64,AAAA".to_owned(),
+            },
+            ImageInput::named("/d/1.jpg"),
+        ];
+        let request = prepare(&prompt, &settings);
+        assert_eq!(
+            body(&request)["messages"],
+            json!([{"role": "user", "content": [
+                {"type": "text", "text": "hi"},
+                {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,AAAA"}},
+                {"type": "image_url", "image_url": {"url": "file:///d/1.jpg"}},
+            ]}])
+        );
+        assert_eq!(
+            request.input_tokens, 1,
+            "the text's tokens, as vLLM's prompt_len"
+        );
     }
 
     #[test]

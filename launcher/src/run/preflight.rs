@@ -12,7 +12,9 @@
 //!    own client, with its API path, streaming, headers and API key, classified exactly as a run's request would
 //!    be. Its failure is shown with its HTTP status and the server's error body; a 404 names the path, and says
 //!    how to fix a base URL that already ends in the API's path. The model the answer names is compared with the
-//!    one sent: a server that ignores the request's model field (llama.cpp, proxies) answers for another.
+//!    one sent: a server that ignores the request's model field (llama.cpp, proxies) answers for another. When
+//!    the run's requests carry images, so does the test request (one small JPEG), and a refusal says the server
+//!    cannot take images.
 //!
 //! The anchors do the same: `vllm bench serve` sends one test prompt and stops with its error ("Initial test run
 //! failed"), and guidellm's `Backend.validate()` lists the models and sends one 1-token completion. Unlike vLLM's
@@ -34,6 +36,10 @@ use llmbench_model::record::ErrorClass;
 use llmbench_report::report::{PreflightCall, PreflightMeta};
 use llmbench_workload::request::{BodySettings, BodyStyle, prepare};
 use llmbench_workload::workload::{Api, ApiKind};
+
+/// The side of the one image the test request carries when the run's requests carry images: small, but a whole
+/// vision patch.
+const PROBE_IMAGE_SIDE: u32 = 28;
 
 /// How long connecting, and the `GET /v1/models` answer, may take.
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -153,6 +159,12 @@ pub enum PreflightError {
         requests: usize,
         shortest: u64,
     },
+    #[error(
+        "the server refused a test request with one {PROBE_IMAGE_SIDE}×{PROBE_IMAGE_SIDE} image, as the run's \
+         requests carry images (POST {url}): {answer}\n  help: serve a model that takes images (a vision model; \
+         llama.cpp needs its --mmproj projector), or send text only (vLLM `dataset-name: random`)"
+    )]
+    ImagesRefused { url: String, answer: String },
     #[error("the test request failed (POST {url}, {class}): {message}\n  help: {help}")]
     Request {
         url: String,
@@ -448,7 +460,15 @@ async fn test_request(
     listed: Option<Vec<String>>,
 ) -> Result<(PreflightCall, Option<String>), PreflightError> {
     let settings = BodySettings::new(checks.api, checks.model.to_owned(), checks.style);
-    let request = prepare(&Prompt::text("Hello".to_owned(), 1, Some(1)), &settings);
+    let mut prompt = Prompt::text("Hello".to_owned(), 1, Some(1));
+    if checks.api.images {
+        prompt.images = vec![llmbench_data::image::noise_image(
+            PROBE_IMAGE_SIDE,
+            PROBE_IMAGE_SIDE,
+            0,
+        )];
+    }
+    let request = prepare(&prompt, &settings);
     let url = target.url.clone();
     let Probed { record, body } = client::probe(&target, &request, &Clock::start()).await;
     let call = PreflightCall {
@@ -492,6 +512,10 @@ async fn test_request(
             answer: message,
         },
         (ErrorClass::HttpStatus, Some(401 | 403)) => PreflightError::Unauthorized {
+            url,
+            answer: message,
+        },
+        (ErrorClass::HttpStatus, Some(_)) if checks.api.images => PreflightError::ImagesRefused {
             url,
             answer: message,
         },

@@ -127,11 +127,71 @@ pub(crate) enum MessageContent {
     Parts(Vec<ContentPart>),
 }
 
-/// A multi-part content item; only text parts carry tokens for the estimate.
+/// A multi-part content item: text parts carry words, `image_url` parts an image (see [`image_tokens`]).
 #[derive(Debug, Deserialize)]
 pub(crate) struct ContentPart {
     #[serde(default)]
     pub text: Option<String>,
+    #[serde(default)]
+    pub image_url: Option<ImageUrl>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ImageUrl {
+    pub url: String,
+}
+
+/// Pixels on a side of the square one image token covers: a vision transformer's 14-pixel patches merged 2×2,
+/// as Qwen2-VL merges them.
+const IMAGE_TOKEN_SIDE: u32 = 28;
+
+/// The simulator's token count for an image of `width` × `height`: one per 28×28 tile begun,
+/// `ceil(w/28)·ceil(h/28)` (256×256 → 100, 1280×720 → 1 196). Qwen2-VL's count without its resize to its pixel
+/// bounds and its vision start/end tokens: a stated rule, not one model's exact count.
+pub fn image_tokens(width: u32, height: u32) -> u32 {
+    width
+        .div_ceil(IMAGE_TOKEN_SIDE)
+        .saturating_mul(height.div_ceil(IMAGE_TOKEN_SIDE))
+}
+
+/// The size of an `image_url` part's image, read from its header (the image itself is never decoded): in a data
+/// URL, or in a local file a `file://` URL names (as vLLM reads one under `--allowed-local-media-path`).
+fn image_size(url: &str) -> Result<(u32, u32), String> {
+    let size = if url.starts_with("file://") {
+        llmbench_data::image::file_url_image_size(url)
+    } else {
+        llmbench_data::image::data_url_image_size(url)
+    };
+    size.ok_or_else(|| {
+        let shown: String = url.chars().take(60).collect();
+        format!(
+            "cannot read the image at `{shown}…`: the simulator takes JPEG or PNG images as base64 data URLs \
+             (data:image/jpeg;base64,…) or as file:// URLs of local files"
+        )
+    })
+}
+
+/// The tokens of every image in a chat's messages ([`image_tokens`] each); an error names an image whose size
+/// cannot be read, as a vision server refuses an image it cannot load.
+pub(crate) fn chat_image_tokens(messages: &[ChatMessage]) -> Result<u32, String> {
+    let mut tokens = 0u32;
+    for part in chat_parts(messages) {
+        if let Some(image) = &part.image_url {
+            let (width, height) = image_size(&image.url)?;
+            tokens = tokens.saturating_add(image_tokens(width, height));
+        }
+    }
+    Ok(tokens)
+}
+
+fn chat_parts(messages: &[ChatMessage]) -> impl Iterator<Item = &ContentPart> {
+    messages
+        .iter()
+        .filter_map(|message| match &message.content {
+            Some(MessageContent::Parts(parts)) => Some(parts.iter()),
+            _ => None,
+        })
+        .flatten()
 }
 
 /// The chat token estimate: the words of every message's text (no chat-template overhead).
@@ -151,16 +211,32 @@ pub(crate) fn chat_prompt_tokens(messages: &[ChatMessage]) -> u32 {
     saturate(words)
 }
 
-/// Feeds a chat's tokens, as [`chat_prompt_tokens`] counts them, to the prefix cache's hasher: every message's
-/// text words, in order.
+/// Feeds a chat's tokens, as [`chat_prompt_tokens`] and [`chat_image_tokens`] count them, to the prefix cache's
+/// hasher: every message's text words and image tokens, in order. An image's tokens hash its URL and their
+/// place in it, so only the same image shares blocks (vLLM keys a block by its images' hashes too).
 pub(crate) fn chat_hash_blocks(messages: &[ChatMessage], hasher: &mut BlockHasher) {
     for content in messages.iter().filter_map(|m| m.content.as_ref()) {
         match content {
             MessageContent::Text(text) => hasher.push_words(text),
-            MessageContent::Parts(parts) => parts
-                .iter()
-                .filter_map(|part| part.text.as_deref())
-                .for_each(|text| hasher.push_words(text)),
+            MessageContent::Parts(parts) => {
+                for part in parts {
+                    if let Some(text) = part.text.as_deref() {
+                        hasher.push_words(text);
+                    }
+                    if let Some(image) = &part.image_url {
+                        let Ok((width, height)) = image_size(&image.url) else {
+                            continue;
+                        };
+                        let digest = {
+                            use std::hash::{Hash as _, Hasher as _};
+                            let mut h = std::collections::hash_map::DefaultHasher::new();
+                            image.url.hash(&mut h);
+                            h.finish()
+                        };
+                        (0..image_tokens(width, height)).for_each(|i| hasher.push(&(digest, i)));
+                    }
+                }
+            }
         }
     }
 }

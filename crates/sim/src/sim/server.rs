@@ -6,6 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
+use axum::extract::DefaultBodyLimit;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -17,7 +18,7 @@ use super::api_shapes::{MessagesRequest, ResponsesRequest};
 use super::engine::{self, Completed, Engine, Job, RequestShape};
 use super::openai::{
     ChatRequest, CommonParams, CompletionRequest, Endpoint, ErrorBody, ErrorDetail, ModelCard,
-    ModelList, chat_hash_blocks, chat_prompt_tokens,
+    ModelList, chat_hash_blocks, chat_image_tokens, chat_prompt_tokens,
 };
 use super::pooling::{EmbeddingsRequest, PoolingInputs, PoolingRoute, RerankRequest, ScoreRequest};
 use super::prefix_cache::BlockHasher;
@@ -46,8 +47,13 @@ pub(crate) fn router(engine: Arc<Engine>) -> Router {
         .route("/stop_profile", post(stop_profile))
         .route("/reset_prefix_cache", post(reset_prefix_cache))
         .route("/metrics", get(metrics))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(engine)
 }
+
+/// The largest request body taken: axum's default of 2 MiB is a few images (a 1280×720 JPEG is about 0.7 MB as
+/// base64); vLLM's server sets no limit of its own.
+const MAX_BODY_BYTES: usize = 256 << 20;
 
 /// An error answered with vLLM's status and body.
 #[derive(Debug)]
@@ -136,7 +142,9 @@ async fn chat_completions(
     let result = async {
         let request: ChatRequest = parse_body(&body)?;
         check_model(&engine, request.model.as_deref())?;
-        let prompt_tokens = chat_prompt_tokens(&request.messages);
+        let image_tokens = chat_image_tokens(&request.messages)
+            .map_err(|message| ApiError::bad_request(message).with_param("messages"))?;
+        let prompt_tokens = chat_prompt_tokens(&request.messages).saturating_add(image_tokens);
         let shape = request_shape(
             &engine,
             Endpoint::Chat,

@@ -281,6 +281,32 @@ async fn non_streaming_completion_returns_all_text_and_usage() {
 }
 
 #[tokio::test]
+async fn chat_images_add_one_token_per_28_pixel_tile_to_prompt_tokens() {
+    let h = Harness::start(config()).await;
+    // 256×256: ceil(256/28)² = 10·10 = 100; 30×57: 2·3 = 6; "hello there": 2 words.
+    let images = [(256, 256), (30, 57)].map(|(w, h)| {
+        json!({"type": "image_url",
+               "image_url": {"url": llmbench_data::image::noise_image(w, h, 1).url}})
+    });
+    let body = json!({"model": MODEL, "max_tokens": 1, "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "hello there"}, images[0], images[1]]}]});
+    let (status, answer) = h.post("/v1/chat/completions", &body).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["usage"]["prompt_tokens"], 108);
+
+    let bad = json!({"model": MODEL, "max_tokens": 1, "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}]}]});
+    let (status, answer) = h.post("/v1/chat/completions", &bad).await;
+    assert_eq!(status, 400);
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("takes JPEG or PNG images as base64 data URLs")),
+        "{answer}"
+    );
+}
+
+#[tokio::test]
 async fn non_streaming_chat_returns_an_assistant_message_and_usage() {
     let h = Harness::start(config()).await;
     let (status, body) = h.post("/v1/chat/completions", &chat(2)).await;

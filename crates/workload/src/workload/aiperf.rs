@@ -58,6 +58,7 @@ use super::mooncake::FixedSchedule;
 use super::reader::{At, Ctx, MapReader};
 use super::vllm_bench::{flag, number, text};
 use super::yaml::{Node, Value};
+use llmbench_data::image::{ImageFormat, NormalImages, PixelLength};
 use llmbench_text::py_random::aiperf_derived_seed;
 
 /// AIPerf's defaults (`aiperf/common/config/config_defaults.py`).
@@ -319,6 +320,7 @@ fn parse_flags(
     ]);
     let isl_stddev = isl_stddev.map(|f| stddev(ctx, &f)).transpose()?;
     let osl_stddev = osl_stddev.map(|f| stddev(ctx, &f)).transpose()?;
+    let images = synthetic_images(ctx, &mut m)?;
     // AIPerf 0.13 (`config/flags/_converter_profiling.py`, `_converter_dataset.py` `_resolve_entries`):
     // `--conversation-num` (`--num-conversations`, `--num-sessions`) is the profiling phase's session count — no
     // new session once that many started — and sizes the dataset; `--num-dataset-entries` (`--num-prompts`)
@@ -370,6 +372,15 @@ fn parse_flags(
 
     let input_file = m.get("input-file");
     let dataset_type = m.get("custom-dataset-type");
+    if let (Some(_), Some((_, key, line))) = (&input_file, &images) {
+        return Err(ctx.unsupported(
+            key,
+            *line,
+            "synthetic images beside an input file (AIPerf 0.13 refuses `--image-batch-size` and \
+             `--image-source` with a file dataset other than random_pool's, and a file's turns carry their own \
+             images, which llmbench does not send yet)",
+        ));
+    }
     match (&input_file, &dataset_type) {
         (Some(file), Some(kind)) if aiperf_custom::file_kind(ctx, kind)?.is_some() => {
             aiperf_custom::custom_dataset(
@@ -521,10 +532,30 @@ fn parse_flags(
             // A sampler other than sequential picks each session's entry, and a session header carries each
             // session's id: the conversations path runs AIPerf's sessions (a single-turn one is one request).
             let sampling = sampling.unwrap_or(AiperfSamplingStrategy::Sequential);
-            w.data = if conversation.needs_conversations()
+            let sessions_path = conversation.needs_conversations()
                 || sampling != AiperfSamplingStrategy::Sequential
-                || session_header.is_some()
-            {
+                || session_header.is_some();
+            if let Some((_, key, line)) = &images {
+                if sessions_path {
+                    return Err(ctx.unsupported(
+                        key,
+                        *line,
+                        "images in AIPerf's sessions (multi-turn conversations, a sampling strategy or a session \
+                         header: each turn's history would carry the earlier turns' images, which llmbench's \
+                         sessions do not keep; single-turn synthetic requests carry them)",
+                    ));
+                }
+                if w.api.kind != ApiKind::Chat {
+                    return Err(ctx.unsupported(
+                        key,
+                        *line,
+                        "images with an endpoint type other than chat (llmbench sends images as chat \
+                         messages' image_url parts; use `endpoint-type: chat`)",
+                    ));
+                }
+                w.api.images = true;
+            }
+            w.data = if sessions_path {
                 DataSpec::AiperfConversations(AiperfConversations {
                     conversations: entries,
                     turns: conversation.turns,
@@ -543,6 +574,7 @@ fn parse_flags(
                     prefix_buckets: Vec::new(),
                     samples: entries,
                     think_time: None,
+                    images: images.map(|(spec, _, _)| spec),
                 })
             };
             let conversations = matches!(w.data, DataSpec::AiperfConversations(_));
@@ -592,13 +624,122 @@ fn parse_flags(
              osl-stddev, num-dataset-entries, dataset-sampling-strategy, conversation-num, conversation-turn-mean, \
              conversation-turn-stddev, conversation-turn-delay-mean/stddev/ratio, prompt-prefix-pool-size, \
              prompt-prefix-length, extra-inputs, header, goodput, input-file, custom-dataset-type, \
-             use-server-token-count, tokenizer-trust-remote-code, no-server-metrics, isl-block-size, fixed-schedule*)",
+             use-server-token-count, tokenizer-trust-remote-code, no-server-metrics, isl-block-size, fixed-schedule*, \
+             image-width-mean/stddev, image-height-mean/stddev, image-batch-size, image-format)",
         ));
     }
     Ok(w)
 }
 
 /// `--dataset-sampling-strategy` (`DatasetSamplingStrategy`: sequential, random, shuffle).
+/// AIPerf 0.13's image flags (`config/flags/cli_config.py`, `_converter_dataset.py` `_build_images`): any of them
+/// turns images on, one a request unless `--image-batch-size` says otherwise (`_apply_implicit_media_batch`),
+/// 512 × 512 unless a mean is given (`ImageConfig`), JPEG unless `--image-format` says `png` or `random`, noise
+/// pixels (the default `--image-source`). The spec, with the first flag's key and line for a refusal.
+fn synthetic_images(
+    ctx: &Ctx,
+    m: &mut MapReader<'_>,
+) -> Result<Option<(NormalImages, String, u32)>, WorkloadError> {
+    for key in ["image-source", "image-source-sampling"] {
+        if let Some(f) = m.get(key) {
+            let value = text(ctx, &f)?;
+            if !(value.eq_ignore_ascii_case("noise")
+                || value.eq_ignore_ascii_case("random-with-replacement"))
+            {
+                return Err(f.unsupported(
+                    ctx,
+                    format!(
+                        "`{key}: {value}` (resizing AIPerf's bundled photos or a directory of images is not built; \
+                         llmbench draws noise images, AIPerf's default)"
+                    ),
+                ));
+            }
+        }
+    }
+    let width_mean = m.get("image-width-mean");
+    let width_stddev = m.get("image-width-stddev");
+    let height_mean = m.get("image-height-mean");
+    let height_stddev = m.get("image-height-stddev");
+    let batch = m.get_any(&["image-batch-size", "batch-size-image"]);
+    let format = m.get("image-format");
+    let first = [
+        &width_mean,
+        &width_stddev,
+        &height_mean,
+        &height_stddev,
+        &batch,
+        &format,
+    ]
+    .into_iter()
+    .flatten()
+    .min_by_key(|f| f.line);
+    let Some(first) = first else {
+        return Ok(None);
+    };
+    let (key, line) = (first.path.clone(), first.line);
+    let pixels = |f: &Option<At<'_>>, default: f64| -> Result<f64, WorkloadError> {
+        match f {
+            Some(f) => {
+                let v = number(ctx, f)?;
+                if !(v.is_finite() && v >= 0.0) {
+                    return Err(f.invalid(ctx, format!("must be a number ≥ 0, found {v}")));
+                }
+                Ok(v)
+            }
+            None => Ok(default),
+        }
+    };
+    let width = PixelLength {
+        mean: pixels(&width_mean, DEFAULT_IMAGE_SIDE)?,
+        stddev: pixels(&width_stddev, 0.0)?,
+    };
+    let height = PixelLength {
+        mean: pixels(&height_mean, DEFAULT_IMAGE_SIDE)?,
+        stddev: pixels(&height_stddev, 0.0)?,
+    };
+    let per_request = match &batch {
+        Some(f) => u32::try_from(non_negative(ctx, f)?).map_err(|_| f.invalid(ctx, "too large"))?,
+        None => 1,
+    };
+    if per_request == 0 || width.mean < 1.0 || height.mean < 1.0 {
+        // `images_enabled` is false, yet AIPerf's composer still gives each turn an empty image list, which makes
+        // its content a list of one text part instead of a string.
+        return Err(ctx.unsupported(
+            &key,
+            line,
+            "image flags with `image-batch-size: 0` or a zero mean size (AIPerf then sends no image but the text \
+             as a one-part list; drop the image flags for text)",
+        ));
+    }
+    let format = match &format {
+        None => ImageFormat::Jpeg,
+        Some(f) => match text(ctx, f)?.to_ascii_lowercase().as_str() {
+            "jpeg" => ImageFormat::Jpeg,
+            "png" => ImageFormat::Png,
+            "random" => ImageFormat::Random,
+            other => {
+                return Err(f.invalid(
+                    ctx,
+                    format!("`{other}` is not an image format (png, jpeg, random)"),
+                ));
+            }
+        },
+    };
+    Ok(Some((
+        NormalImages {
+            per_request,
+            width,
+            height,
+            format,
+        },
+        key,
+        line,
+    )))
+}
+
+/// AIPerf's `ImageConfig` width and height when no mean is given.
+const DEFAULT_IMAGE_SIDE: f64 = 512.0;
+
 fn sampling_strategy(ctx: &Ctx, f: &At<'_>) -> Result<AiperfSamplingStrategy, WorkloadError> {
     match text(ctx, f)?.as_str() {
         "sequential" => Ok(AiperfSamplingStrategy::Sequential),
@@ -1186,6 +1327,7 @@ mod tests {
                 // `--num-dataset-entries` nor `--conversation-num` is given (`_resolve_entries`).
                 samples: 500,
                 think_time: None,
+                images: None,
             })
         );
         // No request rate: AIPerf's concurrency burst, 16 in flight, 500 requests, no warm-up.
@@ -1270,6 +1412,89 @@ mod tests {
                 .to_string()
                 .contains("fixed-schedule-start-offset")
         );
+    }
+
+    fn images_of(yaml: &str) -> NormalImages {
+        match parse_text(yaml).expect("parses").data {
+            DataSpec::SyntheticText(SyntheticText {
+                images: Some(images),
+                ..
+            }) => images,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn any_image_flag_sends_one_512_pixel_jpeg_a_request_unless_told_otherwise() {
+        let images = images_of("model: m\nendpoint-type: chat\nimage-width-mean: 64\n");
+        assert_eq!(
+            images,
+            NormalImages {
+                per_request: 1,
+                width: PixelLength {
+                    mean: 64.0,
+                    stddev: 0.0
+                },
+                height: PixelLength {
+                    mean: 512.0,
+                    stddev: 0.0
+                },
+                format: ImageFormat::Jpeg,
+            }
+        );
+        let images = images_of(
+            "model: m\nendpoint-type: chat\nbatch-size-image: 3\nimage-height-mean: 20\n\
+             image-height-stddev: 4\nimage-format: PNG\n",
+        );
+        assert_eq!(images.per_request, 3);
+        assert_eq!(
+            images.height,
+            PixelLength {
+                mean: 20.0,
+                stddev: 4.0
+            }
+        );
+        assert_eq!(images.format, ImageFormat::Png);
+        let w =
+            parse_text("model: m\nendpoint-type: chat\nimage-format: random\n").expect("parses");
+        assert!(
+            w.api.images,
+            "the pre-flight's test request carries an image too"
+        );
+    }
+
+    #[test]
+    fn images_are_refused_where_llmbench_would_not_send_them_as_aiperf_does() {
+        for (yaml, says) in [
+            (
+                "model: m\nendpoint-type: completions\nimage-width-mean: 64\n",
+                "`image-width-mean`: images with an endpoint type other than chat",
+            ),
+            (
+                "model: m\nendpoint-type: chat\nconversation-turn-mean: 2\nimage-batch-size: 1\n",
+                "`image-batch-size`: images in AIPerf's sessions",
+            ),
+            (
+                "model: m\nendpoint-type: chat\nimage-batch-size: 0\n",
+                "`image-batch-size`: image flags with `image-batch-size: 0`",
+            ),
+            (
+                "model: m\nendpoint-type: chat\nimage-source: assets\n",
+                "`image-source`: `image-source: assets`",
+            ),
+            (
+                "model: m\nendpoint-type: chat\nimage-format: gif\n",
+                "not an image format",
+            ),
+            (
+                "model: m\nendpoint-type: chat\ninput-file: t.jsonl\ncustom-dataset-type: single_turn\n\
+                 image-width-mean: 8\n",
+                "synthetic images beside an input file",
+            ),
+        ] {
+            let err = parse_text(yaml).expect_err("refused").to_string();
+            assert!(err.contains(says), "{yaml}: {err}");
+        }
     }
 
     #[test]
@@ -1479,6 +1704,7 @@ mod tests {
                 prefix_buckets: Vec::new(),
                 samples: 7,
                 think_time: None,
+                images: None,
             })
         );
         // An output stddev without `--osl` sends no `max_tokens`, as AIPerf samples one only with a mean.

@@ -1749,6 +1749,7 @@ fn synthetic(
         prefix_buckets,
         samples,
         think_time,
+        images: None,
     })
 }
 

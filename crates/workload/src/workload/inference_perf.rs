@@ -192,9 +192,9 @@ pub(crate) fn parse(
 }
 
 /// Why multimodal profiles are refused: what is missing, not only that it is.
-const MULTIMODAL: &str = "multimodal data (images, video or audio in the prompt: llmbench sends no media yet, and \
-                          `llmbench sim` cannot count an image's tokens, which depend on the served model's vision \
-                          encoder, so its TTFT and input lengths would be wrong)";
+const MULTIMODAL: &str = "inference-perf's multimodal data (media counts drawn from distributions, inserted inside \
+                          the text, named resolutions, PNG by default, video and audio, with per-modality lifecycle \
+                          metrics: not built; vLLM's `random-mm` and AIPerf's `--image-*` flags send images)";
 
 /// `tokenizer: {data: ...}` and the like: inference-perf never reads a section nested inside
 /// another one, so the file would run with defaults (lenient) or be rejected (strict).
@@ -1190,6 +1190,7 @@ fn parse_data(
                 prefix_len: 0,
                 text,
                 rerank: None,
+                images: None,
             })
         }
         "shared_prefix" => {

@@ -150,6 +150,9 @@ pub struct Api {
     /// LoRA traffic: each request names one of these adapters as its `model` (vLLM `--lora-modules`,
     /// inference-perf `load.lora_traffic_split`); `None` sends every request to the base model.
     pub lora: Option<LoraTraffic>,
+    /// The run's chat requests carry images (vLLM `random-mm`): the pre-flight's test request carries one too, so
+    /// a server that cannot take images is found before the clock starts.
+    pub images: bool,
 }
 
 /// The LoRA adapters a run spreads its requests over, and how each request's adapter is chosen.
@@ -193,6 +196,7 @@ impl Default for Api {
             query: Vec::new(),
             inputs_per_request: 1,
             lora: None,
+            images: false,
         }
     }
 }
@@ -1123,6 +1127,8 @@ pub struct RandomData {
     pub text: PromptText,
     /// vLLM's `random-rerank` dataset: one query for every request, then the documents.
     pub rerank: Option<RandomRerank>,
+    /// vLLM `random-mm`: the images each prompt carries after its text.
+    pub images: Option<llmbench_data::image::RandomImages>,
 }
 
 /// vLLM's `RandomDatasetForReranking` (`vllm/benchmarks/datasets.py`): one query of about half the input length,
@@ -1187,6 +1193,8 @@ pub struct SyntheticText {
     pub samples: u64,
     /// `delay` (with `delay_stdev`, `delay_min`, `delay_max`): the think time between a conversation's turns.
     pub think_time: Option<ThinkTime>,
+    /// AIPerf's `--image-*` flags: the images each prompt carries after its text.
+    pub images: Option<llmbench_data::image::NormalImages>,
 }
 
 /// guidellm's think time (`delay*` of synthetic data, `utils/random.py` `FloatRangeSampler`): one value per

@@ -822,10 +822,13 @@ fn inference_perf_lora_traffic_split_is_read_in_order_with_the_run_s_seed() {
 
 #[test]
 fn unsupported_features_are_errors_not_fallbacks() {
-    let msg = err(Harness::VllmBenchmark, "dataset-name: random-mm\n");
+    let msg = err(Harness::VllmBenchmark, "dataset-name: sharegpt4v\n");
     assert_eq!(
         msg,
-        "p.yaml:1: `dataset-name`: the `random-mm` dataset is not supported by llmbench yet"
+        "p.yaml:1: `dataset-name`: the `sharegpt4v` dataset (images read from dataset files; llmbench sends the \
+         synthetic images of `dataset-name: random-mm`, and a ShareGPT4V file's `image` entries with \
+         `dataset-name: sharegpt` and `backend: openai-chat`, as vLLM's ShareGPTDataset sends them) is not \
+         supported by llmbench yet"
     );
     let msg = err(
         Harness::InferencePerf,
@@ -3727,4 +3730,118 @@ fn inference_perf_response_format_is_sent_as_its_api_format_and_not_to_anthropic
             && error.contains("expected json_schema or json_object"),
         "{error}"
     );
+}
+
+const MM_HEAD: &str =
+    "backend: openai-chat\nendpoint: /v1/chat/completions\ndataset-name: random-mm\n";
+
+fn mm_images(yaml: &str) -> llmbench_data::image::RandomImages {
+    let w = parse(Harness::VllmBenchmark, &format!("{MM_HEAD}{yaml}"))
+        .unwrap()
+        .workload;
+    match w.data {
+        DataSpec::Random(RandomData {
+            images: Some(images),
+            ..
+        }) => images,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn random_mm_defaults_to_one_image_of_vllms_two_sizes() {
+    let images = mm_images("");
+    assert_eq!((images.min_items, images.max_items), (1, 1));
+    // The default's video bucket has weight 0 and is dropped, as vLLM drops it.
+    assert_eq!(
+        images.buckets,
+        vec![
+            llmbench_data::image::ImageBucket {
+                height: 256,
+                width: 256,
+                weight: 0.5
+            },
+            llmbench_data::image::ImageBucket {
+                height: 720,
+                width: 1280,
+                weight: 0.5
+            },
+        ]
+    );
+}
+
+#[test]
+fn random_mm_counts_range_around_the_base_and_stop_at_the_image_limit() {
+    // base 3, ratio 0.5: [floor(1.5), ceil(4.5)] = [1, 5], clamped to the limit 4.
+    let images = mm_images(
+        "random-mm-base-items-per-request: 3\nrandom-mm-num-mm-items-range-ratio: 0.5\n\
+         random-mm-limit-mm-per-prompt: '{\"image\": 4, \"video\": 0}'\n\
+         random-mm-bucket-config: '{(64, 32, 1): 0.25, \"(8, 8, 1)\": 0.75, (720, 1280, 16): 0.0}'\n",
+    );
+    assert_eq!((images.min_items, images.max_items), (1, 4));
+    assert_eq!(
+        images
+            .buckets
+            .iter()
+            .map(|b| (b.height, b.width, b.weight))
+            .collect::<Vec<_>>(),
+        vec![(64, 32, 0.25), (8, 8, 0.75)]
+    );
+    // A YAML map is the same limit.
+    let images = mm_images(
+        "random-mm-limit-mm-per-prompt: {image: 0}\nrandom-mm-num-mm-items-range-ratio: 1\n",
+    );
+    assert_eq!((images.min_items, images.max_items), (0, 0));
+}
+
+#[test]
+fn random_mm_refuses_what_vllm_refuses_and_videos_by_name() {
+    for (yaml, key, says) in [
+        (
+            "backend: openai\ndataset-name: random-mm\n",
+            "dataset-name",
+            "backend `openai` does not send",
+        ),
+        (
+            &format!("{MM_HEAD}random-mm-num-mm-items-range-ratio: 1.5\n"),
+            "random-mm-num-mm-items-range-ratio",
+            "must be in [0, 1], found 1.5",
+        ),
+        (
+            &format!("{MM_HEAD}random-mm-bucket-config: '{{(8, 8, 1): 0}}'\n"),
+            "random-mm-bucket-config",
+            "values must be non-zero",
+        ),
+        (
+            &format!("{MM_HEAD}random-mm-bucket-config: '{{(8, 8, 1): -1, (4, 4, 1): 2}}'\n"),
+            "random-mm-bucket-config",
+            "must be non-negative",
+        ),
+        (
+            &format!("{MM_HEAD}random-mm-bucket-config: '{{(8, 8): 1}}'\n"),
+            "random-mm-bucket-config",
+            "Expected tuple (H, W, T)",
+        ),
+        (
+            &format!("{MM_HEAD}random-mm-bucket-config: '{{(8, 8, 16): 1}}'\n"),
+            "random-mm-bucket-config",
+            "video buckets",
+        ),
+        (
+            &format!("{MM_HEAD}random-mm-limit-mm-per-prompt: '{{\"video\": 1}}'\n"),
+            "random-mm-limit-mm-per-prompt",
+            "Modality image is not in limit_mm_per_prompt",
+        ),
+        (
+            &format!(
+                "{MM_HEAD}random-mm-base-items-per-request: 4\nrandom-mm-limit-mm-per-prompt: '{{\"image\": 2}}'\n"
+            ),
+            "random-mm-limit-mm-per-prompt",
+            "Min num mm items is greater than max mm items: 4 > 2",
+        ),
+    ] {
+        let msg = err(Harness::VllmBenchmark, yaml);
+        assert!(msg.contains(&format!("`{key}`")), "{yaml}: {msg}");
+        assert!(msg.contains(says), "{yaml}: {msg}");
+    }
 }

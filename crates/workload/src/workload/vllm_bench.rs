@@ -13,6 +13,7 @@ use super::limits::{self, Limit};
 use super::model::*;
 use super::reader::{At, Ctx, MapReader};
 use super::yaml::{Key, Node, Value};
+use llmbench_data::image::{ImageBucket, RandomImages};
 
 // Defaults of `vllm bench serve` (vllm/benchmarks/serve.py, datasets/arg_utils.py).
 const DEFAULT_NUM_PROMPTS: u64 = 1000;
@@ -393,6 +394,18 @@ pub(crate) fn parse(
     };
     w.data = dataset_spec(ctx, &mut m, &dataset.0, dataset.1, &general)?;
     w.api.lora = lora_modules(ctx, &mut m, &dataset.0, w.seed)?;
+    // serve.py: "Multi-modal content is only supported on 'openai-chat' and 'openai-audio' backend."
+    if matches!(&w.data, DataSpec::Random(r) if r.images.is_some()) && w.api.kind != ApiKind::Chat {
+        return Err(ctx.invalid(
+            "dataset-name",
+            dataset.1,
+            format!(
+                "the `random-mm` dataset sends images in chat messages, which backend `{backend}` does not \
+                 send (vLLM refuses it too); use `backend: openai-chat` and `endpoint: /v1/chat/completions`"
+            ),
+        ));
+    }
+    w.api.images = matches!(&w.data, DataSpec::Random(r) if r.images.is_some());
     // The random dataset's `--random-batch-size` ("only used for embeddings benchmark"): `RandomDataset.sample`
     // makes `num-prompts` prompts, then one request of each `batchsize` of them, the last with what is left.
     let batch_field = match w.data {
@@ -940,7 +953,7 @@ fn dataset_spec(
         }
     }
     let spec = match name {
-        "random" | "random-rerank" => {
+        "random" | "random-rerank" | "random-mm" => {
             if let Some(f) = m.get("dataset-path") {
                 return Err(f.invalid(
                     ctx,
@@ -992,6 +1005,11 @@ fn dataset_spec(
                 prefix_len: if rerank.is_some() { 0 } else { prefix_len },
                 text: PromptText::RandomTokens,
                 rerank,
+                images: if name == "random-mm" {
+                    Some(random_mm_images(ctx, m)?)
+                } else {
+                    None
+                },
             })
         }
         "sharegpt" => {
@@ -1207,8 +1225,18 @@ fn dataset_spec(
                 ),
             ));
         }
-        "random-mm" | "speed_bench" | "sharegpt4v" | "visionarena" | "custom_image"
-        | "custom_audio" | "custom_mm" | "timed_trace" => {
+        "sharegpt4v" | "visionarena" | "custom_image" | "custom_mm" => {
+            return Err(ctx.unsupported(
+                "dataset-name",
+                line,
+                format!(
+                    "the `{name}` dataset (images read from dataset files; llmbench sends the synthetic images \
+                     of `dataset-name: random-mm`, and a ShareGPT4V file's `image` entries with \
+                     `dataset-name: sharegpt` and `backend: openai-chat`, as vLLM's ShareGPTDataset sends them)"
+                ),
+            ));
+        }
+        "speed_bench" | "custom_audio" | "timed_trace" => {
             return Err(ctx.unsupported("dataset-name", line, format!("the `{name}` dataset")));
         }
         other => {
@@ -1216,7 +1244,7 @@ fn dataset_spec(
                 "dataset-name",
                 line,
                 format!(
-                    "unknown dataset `{other}`; llmbench runs random, sharegpt, sonnet, custom, hf, spec_bench, \
+                    "unknown dataset `{other}`; llmbench runs random, random-mm, sharegpt, sonnet, custom, hf, spec_bench, \
                      prefix_repetition and burstgpt"
                 ),
             ));
@@ -1438,6 +1466,202 @@ fn chat_template_kwargs(
             format!("not JSON (vLLM reads it with json.loads): {e}"),
         )),
     }
+}
+
+/// vLLM's `RandomMultiModalDataset` defaults (datasets/random.py at vllm-project/vllm 237145e).
+const DEFAULT_MM_BASE_ITEMS: u64 = 1;
+const DEFAULT_MM_IMAGE_LIMIT: u64 = 255;
+const DEFAULT_MM_BUCKETS: &str = "{(256, 256, 1): 0.5, (720, 1280, 1): 0.5, (720, 1280, 16): 0.0}";
+
+/// The `random-mm` flags as `get_mm_item_sampling_params` reads them: the count range
+/// `[floor(n·(1−r)), min(limit, ceil(n·(1+r)))]`, the image buckets with a positive weight.
+fn random_mm_images(ctx: &Ctx, m: &mut MapReader<'_>) -> Result<RandomImages, WorkloadError> {
+    let base = match m.get("random-mm-base-items-per-request") {
+        Some(f) => non_negative_u64(ctx, &f)?,
+        None => DEFAULT_MM_BASE_ITEMS,
+    };
+    let ratio_field = m.get("random-mm-num-mm-items-range-ratio");
+    let ratio = match &ratio_field {
+        Some(f) => {
+            let r = number(ctx, f)?;
+            if !(0.0..=1.0).contains(&r) {
+                return Err(f.invalid(ctx, format!("must be in [0, 1], found {r}")));
+            }
+            r
+        }
+        None => 0.0,
+    };
+    let limit_field = m.get("random-mm-limit-mm-per-prompt");
+    let image_limit = match &limit_field {
+        Some(f) => mm_image_limit(ctx, f)?,
+        None => Some(DEFAULT_MM_IMAGE_LIMIT),
+    };
+    let buckets_field = m.get("random-mm-bucket-config");
+    let buckets = match &buckets_field {
+        Some(f) => {
+            let t = text(ctx, f).map_err(|_| {
+                f.invalid(
+                    ctx,
+                    "give the bucket config as one quoted string, as on vLLM's command line: \
+                     '{(256, 256, 1): 0.5, (720, 1280, 1): 0.5}'",
+                )
+            })?;
+            parse_bucket_config(&t).map_err(|e| f.invalid(ctx, e))?
+        }
+        None => parse_bucket_config(DEFAULT_MM_BUCKETS).unwrap_or_default(),
+    };
+    let at = |f: &Option<At<'_>>, key: &str| {
+        f.as_ref()
+            .map_or((key.to_owned(), 0), |f| (f.path.clone(), f.line))
+    };
+    let (key, line) = at(&buckets_field, "random-mm-bucket-config");
+    if buckets.iter().any(|(_, weight)| *weight < 0.0) {
+        return Err(ctx.invalid(&key, line, "Bucket config values must be non-negative."));
+    }
+    let positive: Vec<_> = buckets.into_iter().filter(|(_, w)| *w > 0.0).collect();
+    if positive.is_empty() {
+        return Err(ctx.invalid(
+            &key,
+            line,
+            "Got invalid bucket config. Bucket config values must be non-zero.",
+        ));
+    }
+    let mut images = Vec::new();
+    for ((height, width, frames), weight) in positive {
+        match frames {
+            1 => images.push(ImageBucket {
+                height,
+                width,
+                weight,
+            }),
+            0 => {
+                return Err(ctx.invalid(
+                    &key,
+                    line,
+                    format!("Invalid multimodal item configuration: ({height}, {width}, 0)"),
+                ));
+            }
+            _ => {
+                return Err(ctx.unsupported(
+                    &key,
+                    line,
+                    format!(
+                        "video buckets ((height, width, frames) with frames > 1, here ({height}, {width}, \
+                         {frames}): vLLM sends them as MP4 data URLs, which llmbench does not encode; give them \
+                         weight 0)"
+                    ),
+                ));
+            }
+        }
+    }
+    let Some(limit) = image_limit else {
+        let (key, line) = at(&limit_field, "random-mm-limit-mm-per-prompt");
+        return Err(ctx.invalid(
+            &key,
+            line,
+            "Modality image is not in limit_mm_per_prompt (the bucket config draws images)",
+        ));
+    };
+    let max = ((base as f64) * (1.0 + ratio)).ceil() as u64;
+    let max = max.min(limit);
+    let min = ((base as f64) * (1.0 - ratio)).floor().max(0.0) as u64;
+    if min > max {
+        let (key, line) = at(&limit_field, "random-mm-limit-mm-per-prompt");
+        return Err(ctx.invalid(
+            &key,
+            line,
+            format!("Min num mm items is greater than max mm items: {min} > {max}"),
+        ));
+    }
+    let items = |n: u64, key: &str| {
+        u32::try_from(n)
+            .map_err(|_| ctx.invalid(key, 0, format!("{n} images per request is too many")))
+    };
+    Ok(RandomImages {
+        min_items: items(min, "random-mm-base-items-per-request")?,
+        max_items: items(max, "random-mm-base-items-per-request")?,
+        buckets: images,
+    })
+}
+
+/// `--random-mm-limit-mm-per-prompt` (JSON, `{"image": 3, "video": 0}`, or a YAML map): the image limit, `None`
+/// when it names none.
+fn mm_image_limit(ctx: &Ctx, f: &At<'_>) -> Result<Option<u64>, WorkloadError> {
+    let json = match &f.node.value {
+        Value::Map(_) => f.node.to_json(),
+        _ => {
+            let t = text(ctx, f)?;
+            serde_json::from_str(&t).map_err(|e| {
+                f.invalid(
+                    ctx,
+                    format!("not a JSON object such as {{\"image\": 3, \"video\": 0}}: {e}"),
+                )
+            })?
+        }
+    };
+    let Some(object) = json.as_object() else {
+        return Err(f.invalid(
+            ctx,
+            "must be an object such as {\"image\": 3, \"video\": 0}",
+        ));
+    };
+    match object.get("image") {
+        None => Ok(None),
+        Some(v) => match v.as_u64() {
+            Some(n) => Ok(Some(n)),
+            None => Err(f.invalid(
+                ctx,
+                format!("`image` must be a whole number ≥ 0, found {v}"),
+            )),
+        },
+    }
+}
+
+/// One `(height, width, frames): weight` entry of `--random-mm-bucket-config`.
+type BucketEntry = ((u32, u32, u32), f64);
+
+/// A Python dict literal of `(height, width, frames): weight` entries, as vLLM's `_parse_mm_bucket_config`
+/// reads it with `ast.literal_eval` (a key may also be quoted, as JSON requires).
+fn parse_bucket_config(text: &str) -> Result<Vec<BucketEntry>, String> {
+    let inner = text
+        .trim()
+        .strip_prefix('{')
+        .and_then(|t| t.strip_suffix('}'))
+        .ok_or_else(|| format!("`{text}` is not a dict such as {{(256, 256, 1): 0.5}}"))?;
+    let mut entries = Vec::new();
+    let mut rest = inner.trim();
+    while !rest.is_empty() {
+        let unquoted = rest.trim_start_matches(['"', '\'']);
+        let open = unquoted
+            .strip_prefix('(')
+            .ok_or_else(|| format!("expected a (height, width, frames) key at `{rest}`"))?;
+        let (key, after) = open
+            .split_once(')')
+            .ok_or_else(|| format!("unclosed key at `{rest}`"))?;
+        let numbers: Vec<u32> = key
+            .split(',')
+            .map(|n| n.trim().parse::<u32>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| format!("Invalid bucket key ({key}). Expected tuple (H, W, T)."))?;
+        let [h, w, t] = numbers[..] else {
+            return Err(format!(
+                "Invalid bucket key ({key}). Expected tuple (H, W, T)."
+            ));
+        };
+        let after = after
+            .trim_start_matches(['"', '\''])
+            .trim_start()
+            .strip_prefix(':')
+            .ok_or_else(|| format!("expected `:` after ({key})"))?;
+        let (value, next) = after.split_once(',').unwrap_or((after, ""));
+        let weight: f64 = value
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{}` is not a probability", value.trim()))?;
+        entries.push(((h, w, t), weight));
+        rest = next.trim();
+    }
+    Ok(entries)
 }
 
 /// `--random-range-ratio`: one number for both lengths, or (recent vLLM) a JSON object

@@ -1,0 +1,336 @@
+//! Images in chat requests through the binary: vLLM's `random-mm` dataset (`RandomMultiModalDataset`,
+//! vllm/benchmarks/datasets/random.py at vllm-project/vllm 237145e) sent as `_get_chat_content` puts it (the text
+//! part, then one `image_url` part per image with a base64 JPEG data URL; lib/endpoint_request_func.py 3aee4a4);
+//! vLLM's `sharegpt` with ShareGPT4V's `image` entries (datasets/sharegpt.py 237145e: `process_image` of a path,
+//! a `file://` URL); AIPerf 0.13's `--image-*` flags (dataset/generator/image.py, endpoints/base_endpoint.py
+//! `_render_turn_content`); and the input tokens the simulator reports for them (one per 28×28 tile begun).
+//! Counts, sizes and values, never timings.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Mutex;
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+use common::*;
+
+/// Base 2 with range ratio 0.5: 1 to 3 images (the limit is 3), of 28×56 (width × height: 1·2 = 2 tokens in the
+/// simulator) or 57×30 (3·2 = 6 tokens); the zero-weight video bucket is dropped as vLLM drops it. One request at
+/// a time with a fixed seed, so two runs send the same requests in the same order.
+const PROFILE: &str = "model: m\nbackend: openai-chat\nendpoint: /v1/chat/completions\ndataset-name: random-mm\n\
+random-input-len: 8\nrandom-output-len: 3\nnum-prompts: 12\nmax-concurrency: 1\nseed: 5\n\
+random-mm-base-items-per-request: 2\nrandom-mm-num-mm-items-range-ratio: 0.5\n\
+random-mm-limit-mm-per-prompt: '{\"image\": 3, \"video\": 0}'\n\
+random-mm-bucket-config: '{(56, 28, 1): 0.5, (30, 57, 1): 0.5, (720, 1280, 16): 0.0}'\n";
+
+/// One streamed chat (or completions) chunk, a usage chunk and `[DONE]`.
+fn streamed_answer(request: &WireRequest) -> String {
+    let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+    let chunk = if body.get("messages").is_some() {
+        json!({"choices": [{"index": 0, "delta": {"content": "a b c"}, "finish_reason": "length"}]})
+    } else {
+        json!({"choices": [{"index": 0, "text": "a b c", "finish_reason": "length"}]})
+    };
+    let usage = json!({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 3}});
+    ok_response(
+        "text/event-stream",
+        &format!("data: {chunk}\n\ndata: {usage}\n\ndata: [DONE]\n\n"),
+    )
+}
+
+fn bodies(seen: &Mutex<Vec<WireRequest>>) -> Vec<Value> {
+    seen.lock()
+        .expect("lock")
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).expect("a JSON body"))
+        .collect()
+}
+
+fn records(dir: &Path, run_id: &str) -> Vec<Value> {
+    let mut records: Vec<Value> = std::fs::read_to_string(dir.join(run_id).join("requests.jsonl"))
+        .expect("requests.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a record"))
+        .collect();
+    records.sort_by_key(|r| r["id"].as_u64());
+    records
+}
+
+/// The width and height a baseline JPEG's SOF0 segment states, walking its segments from SOI.
+fn jpeg_size(jpeg: &[u8]) -> (u32, u32) {
+    assert_eq!(jpeg[..2], [0xFF, 0xD8], "starts with SOI");
+    assert_eq!(jpeg[jpeg.len() - 2..], [0xFF, 0xD9], "ends with EOI");
+    let mut at = 2;
+    loop {
+        assert_eq!(jpeg[at], 0xFF, "a marker at {at}");
+        let length = usize::from(u16::from_be_bytes([jpeg[at + 2], jpeg[at + 3]]));
+        if jpeg[at + 1] == 0xC0 {
+            let height = u16::from_be_bytes([jpeg[at + 5], jpeg[at + 6]]);
+            let width = u16::from_be_bytes([jpeg[at + 7], jpeg[at + 8]]);
+            return (u32::from(width), u32::from(height));
+        }
+        at += 2 + length;
+    }
+}
+
+/// Each body's images as (width, height), read from the decoded JPEGs, after checking the message's shape.
+fn images_sent(body: &Value) -> Vec<(u32, u32)> {
+    let messages = body["messages"].as_array().expect("messages");
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    assert_eq!(messages[0]["role"], "user");
+    let parts = messages[0]["content"].as_array().expect("content parts");
+    assert_eq!(parts[0]["type"], "text", "the text comes first");
+    assert!(parts[0]["text"].as_str().is_some_and(|t| !t.is_empty()));
+    parts[1..]
+        .iter()
+        .map(|part| {
+            assert_eq!(part["type"], "image_url");
+            let url = part["image_url"]["url"].as_str().expect("a url");
+            let decode = |payload: &str| {
+                base64::engine::general_purpose::STANDARD
+                    .decode(payload)
+                    .expect("base64")
+            };
+            if let Some(payload) = url.strip_prefix("data:image/png;base64,") {
+                return png_size(&decode(payload));
+            }
+            let payload = url
+                .strip_prefix("data:image/jpeg;base64,")
+                .unwrap_or_else(|| panic!("a JPEG or PNG data URL: {}", &url[..40]));
+            jpeg_size(&decode(payload))
+        })
+        .collect()
+}
+
+/// A PNG's width and height from its IHDR chunk.
+fn png_size(png: &[u8]) -> (u32, u32) {
+    assert_eq!(
+        png[..8],
+        [0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A],
+        "PNG signature"
+    );
+    assert_eq!(&png[12..16], b"IHDR");
+    let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+    (be32(&png[16..20]), be32(&png[20..24]))
+}
+
+fn simulator_tokens((width, height): (u32, u32)) -> u64 {
+    u64::from(width.div_ceil(28) * height.div_ceil(28))
+}
+
+#[test]
+fn vllm_random_mm_sends_drawn_jpegs_after_the_text_and_the_simulator_counts_their_tokens() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile = write(dir.path(), "mm.yaml", PROFILE);
+
+    // What is sent: every request's images, decoded.
+    let (url, seen) = capturing_server(streamed_answer);
+    let output = run_against(
+        "vllm-benchmark",
+        &profile,
+        &url,
+        "builtin",
+        dir.path(),
+        "wire",
+    );
+    succeeded(&output);
+    let bodies = bodies(&seen);
+    assert_eq!(bodies.len(), 12);
+    let sent: Vec<Vec<(u32, u32)>> = bodies.iter().map(images_sent).collect();
+    let counts: BTreeSet<usize> = sent.iter().map(Vec::len).collect();
+    assert!(
+        counts.iter().all(|n| (1..=3).contains(n)),
+        "counts in [floor(2·0.5), min(3, ceil(2·1.5))]: {sent:?}"
+    );
+    assert!(counts.len() > 1, "counts vary: {sent:?}");
+    let sizes: BTreeSet<(u32, u32)> = sent.iter().flatten().copied().collect();
+    assert_eq!(
+        sizes,
+        BTreeSet::from([(28, 56), (57, 30)]),
+        "(height, width) buckets become width × height images"
+    );
+    for body in &bodies {
+        assert_eq!(body["max_completion_tokens"], 3);
+        assert_eq!(body["stream"], true);
+    }
+
+    // What is measured: the same requests against the simulator, whose prompt_tokens add the images' tokens to
+    // the text's; the record's own input_tokens are the text's (vLLM's prompt_len).
+    let sim = SimProcess::start(&["--model", "m", "--ttft", "1ms", "--itl", "1ms"]);
+    let output = run_on_sim(dir.path(), "vllm-benchmark", &profile, "sim", &sim);
+    succeeded(&output);
+    let records = records(dir.path(), "sim");
+    assert_eq!(records.len(), 12);
+    for (record, images) in records.iter().zip(&sent) {
+        let text = record["input_tokens"].as_u64().expect("input_tokens");
+        assert_eq!(text, 8, "{record}");
+        let image_tokens: u64 = images.iter().copied().map(simulator_tokens).sum();
+        assert_eq!(
+            record["usage"]["prompt_tokens"].as_u64(),
+            Some(text + image_tokens),
+            "{images:?}: {record}"
+        );
+    }
+}
+
+#[test]
+fn random_mm_with_a_completions_backend_is_refused_before_anything_is_sent() {
+    let (url, seen) = capturing_server(streamed_answer);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile = write(
+        dir.path(),
+        "mm.yaml",
+        "model: m\ndataset-name: random-mm\nnum-prompts: 2\n",
+    );
+    let output = run_against("vllm-benchmark", &profile, &url, "builtin", dir.path(), "r");
+    assert!(!output.status.success());
+    let err = stderr(&output);
+    assert!(
+        err.contains("mm.yaml:2: `dataset-name`: the `random-mm` dataset sends images in chat messages, which backend `openai` does not send"),
+        "{err}"
+    );
+    assert!(seen.lock().expect("lock").is_empty());
+}
+
+#[test]
+fn aiperf_image_flags_send_images_of_the_drawn_format_after_the_text_and_the_simulator_counts_them()
+{
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Two 40×30 images a request (no stddev: every image that size), PNG or JPEG at random: the simulator counts
+    // ceil(40/28)·ceil(30/28) = 2·2 = 4 tokens each.
+    let profile = write(
+        dir.path(),
+        "images.yaml",
+        "model: m\nendpoint-type: chat\nstreaming: none\nrequest-count: 8\nisl: 6\nosl: 2\nrandom-seed: 3\n\
+         image-batch-size: 2\nimage-width-mean: 40\nimage-height-mean: 30\nimage-format: random\n",
+    );
+    let (url, seen) = capturing_server(streamed_answer);
+    let output = run_against("aiperf", &profile, &url, "builtin", dir.path(), "wire");
+    succeeded(&output);
+    let bodies = bodies(&seen);
+    assert_eq!(bodies.len(), 8);
+    let mut formats = BTreeSet::new();
+    for body in &bodies {
+        assert_eq!(
+            images_sent(body),
+            vec![(40, 30), (40, 30)],
+            "{}",
+            body["messages"][0]["content"][0]
+        );
+        for part in body["messages"][0]["content"].as_array().expect("parts")[1..].iter() {
+            let url = part["image_url"]["url"].as_str().expect("url");
+            formats.insert(url[..url.find(';').expect("a media type")].to_owned());
+        }
+    }
+    assert_eq!(
+        formats,
+        BTreeSet::from(["data:image/jpeg".to_owned(), "data:image/png".to_owned()]),
+        "`image-format: random` draws both"
+    );
+
+    let sim = SimProcess::start(&["--model", "m", "--ttft", "1ms", "--itl", "1ms"]);
+    let output = run_on_sim(dir.path(), "aiperf", &profile, "sim", &sim);
+    succeeded(&output);
+    let records = records(dir.path(), "sim");
+    assert_eq!(records.len(), 8);
+    for record in &records {
+        let text = record["input_tokens"].as_u64().expect("input_tokens");
+        assert_eq!(text, 6, "{record}");
+        assert_eq!(
+            record["usage"]["prompt_tokens"].as_u64(),
+            Some(text + 8),
+            "{record}"
+        );
+    }
+}
+
+#[test]
+fn vllm_sharegpt_sends_each_entrys_image_as_a_file_url_to_chat_and_none_to_completions() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Two images on disk: 56×28 (the simulator counts 2·1 = 2 tokens) and 100×50 (4·2 = 8).
+    let small = dir.path().join("small.jpg");
+    let large = dir.path().join("large.jpg");
+    std::fs::write(&small, llmbench_data::image::noise_jpeg(56, 28, 1)).expect("write");
+    std::fs::write(&large, llmbench_data::image::noise_jpeg(100, 50, 2)).expect("write");
+    let entry = |prompt: &str, image: Option<&Path>| {
+        let mut entry = json!({"conversations": [
+            {"from": "human", "value": prompt}, {"from": "gpt", "value": "one two three four five"}]});
+        if let Some(image) = image {
+            entry["image"] = json!(image.display().to_string());
+        }
+        entry
+    };
+    let data = json!([
+        entry("what is in this picture", Some(&small)),
+        entry("describe the scene in words", None),
+        entry("count the things you see here", Some(&large)),
+    ]);
+    let data_path = write(dir.path(), "sharegpt4v.json", &data.to_string());
+    let profile = |backend: &str, endpoint: &str| {
+        format!(
+            "model: m\nbackend: {backend}\nendpoint: {endpoint}\ndataset-name: sharegpt\ndataset-path: {}\n\
+             sharegpt-output-len: 3\nnum-prompts: 3\nmax-concurrency: 1\ndisable-shuffle: none\n",
+            data_path.display()
+        )
+    };
+    let chat = write(
+        dir.path(),
+        "chat.yaml",
+        &profile("openai-chat", "/v1/chat/completions"),
+    );
+    let (url, seen) = capturing_server(streamed_answer);
+    let output = run_against("vllm-benchmark", &chat, &url, "builtin", dir.path(), "wire");
+    succeeded(&output);
+    let contents: Vec<Value> = bodies(&seen)
+        .iter()
+        .map(|b| b["messages"][0]["content"].clone())
+        .collect();
+    assert_eq!(
+        contents,
+        vec![
+            json!([{"type": "text", "text": "what is in this picture"},
+                   {"type": "image_url", "image_url": {"url": format!("file://{}", small.display())}}]),
+            json!([{"type": "text", "text": "describe the scene in words"}]),
+            json!([{"type": "text", "text": "count the things you see here"},
+                   {"type": "image_url", "image_url": {"url": format!("file://{}", large.display())}}]),
+        ]
+    );
+
+    // The simulator reads each file's header, as vLLM reads a local image under --allowed-local-media-path.
+    let sim = SimProcess::start(&["--model", "m", "--ttft", "1ms", "--itl", "1ms"]);
+    let output = run_on_sim(dir.path(), "vllm-benchmark", &chat, "sim", &sim);
+    succeeded(&output);
+    let tokens: Vec<(u64, u64)> = records(dir.path(), "sim")
+        .iter()
+        .map(|r| {
+            (
+                r["input_tokens"].as_u64().expect("input_tokens"),
+                r["usage"]["prompt_tokens"].as_u64().expect("prompt_tokens"),
+            )
+        })
+        .collect();
+    assert_eq!(tokens, vec![(5, 5 + 2), (5, 5), (6, 6 + 8)]);
+
+    // vLLM's completions request function reads no multimodal content: the prompt alone.
+    let completions = write(
+        dir.path(),
+        "completions.yaml",
+        &profile("openai", "/v1/completions"),
+    );
+    let (url, seen) = capturing_server(streamed_answer);
+    let output = run_against(
+        "vllm-benchmark",
+        &completions,
+        &url,
+        "builtin",
+        dir.path(),
+        "text",
+    );
+    succeeded(&output);
+    let prompts: Vec<Value> = bodies(&seen).iter().map(|b| b["prompt"].clone()).collect();
+    assert_eq!(prompts.len(), 3);
+    assert!(prompts.iter().all(Value::is_string), "{prompts:?}");
+}
