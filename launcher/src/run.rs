@@ -221,6 +221,15 @@ fn profile_facts(
     // Applied here too, so a refused flag stops the run before a simulator starts.
     let rendered = load_flags::apply(args.harness, &template.name, &rendered, &args.load)?.profile;
     let (api, tokenizer) = profile_api(args, &template.name, &rendered)?;
+    // A profile that spreads its requests over several URLs runs against those; one server named on the command
+    // line would silently take only part of them.
+    if !api.more_urls.is_empty() && matches!(server, Server::Flag(_) | Server::Served(_)) {
+        return Err(RunError::Unsupported(format!(
+            "--endpoint (or --serve) with a profile that spreads its requests over {} URLs: run without \
+             --endpoint to send to the profile's URLs, or give the profile one URL",
+            1 + api.more_urls.len()
+        )));
+    }
     let unset = |name: &Option<String>| name.as_deref().is_some_and(|n| n.contains(UNSET_MODEL));
     let model_is_placeholder = unset(&api.model);
     // AIPerf's several `--model-names` count the model among them; the simulator serves it already.

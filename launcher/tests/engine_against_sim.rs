@@ -49,6 +49,7 @@ fn targets(base_url: &str, timeout: Duration) -> [(&'static str, Arc<Target>); 2
             api: llmbench_workload::workload::ApiKind::Completion,
             keep_text: false,
             request_ids: llmbench_engine::engine::RequestIds::NONE,
+            spread: Vec::new(),
         })
     };
     let http1 = Http1Endpoint::new(&url, &[], 64).expect("plain http endpoint");

@@ -764,6 +764,7 @@ fn target_without_timeout(port: u16, transport: &str) -> Target {
         api: llmbench_workload::workload::ApiKind::Completion,
         keep_text: false,
         request_ids: llmbench_engine::engine::RequestIds::NONE,
+        spread: Vec::new(),
     }
 }
 

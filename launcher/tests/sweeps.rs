@@ -788,6 +788,7 @@ mod planner {
             api: llmbench_workload::workload::ApiKind::Completion,
             keep_text: false,
             request_ids: llmbench_engine::engine::RequestIds::NONE,
+            spread: Vec::new(),
         });
         let (sink, writer) = engine::record_writer(
             Box::new(std::io::sink()),

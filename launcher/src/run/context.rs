@@ -308,6 +308,21 @@ pub(crate) async fn check_server(
     // must see it on the test request too.
     let (api, _) = api_key::with_key(api, args.api_key.as_ref(), api_key::from_environment());
     let api = &api;
+    let meta = check_endpoint(args, endpoint, api, model).await?;
+    // Every URL the requests are spread over passes the same checks; the first one's are the run's record.
+    for more in &api.more_urls {
+        check_endpoint(args, more, api, model).await?;
+    }
+    Ok(meta)
+}
+
+/// The pre-flight against one endpoint.
+async fn check_endpoint(
+    args: &RunArgs,
+    endpoint: &str,
+    api: &Api,
+    model: &str,
+) -> Result<PreflightMeta, RunError> {
     let url = format!("{endpoint}{}", api.target());
     let target = Target {
         transport: transport(
@@ -326,6 +341,7 @@ pub(crate) async fn check_server(
         keep_text: false,
         // Not one of the run's requests: the run has no id yet, and a probe is not looked for in the logs.
         request_ids: engine::RequestIds::NONE,
+        spread: Vec::new(),
     };
     let checks = preflight::Checks {
         endpoint,

@@ -176,6 +176,13 @@ impl RunContext<'_> {
     ) -> Result<Target, RunError> {
         let args = self.args;
         let url = format!("{}{}", self.endpoint, api.target());
+        if !api.more_urls.is_empty() {
+            tracing::warn!(
+                urls = 1 + api.more_urls.len(),
+                "the requests go to every URL in turn; server metrics and the stack's identity are read from the \
+                 first one only"
+            );
+        }
         Ok(Target {
             transport: transport(
                 &url,
@@ -199,6 +206,21 @@ impl RunContext<'_> {
                 api.session_id_header.as_deref(),
                 api.request_id_prefix.as_deref(),
             ),
+            spread: api
+                .more_urls
+                .iter()
+                .map(|base| {
+                    let url = format!("{base}{}", api.target());
+                    let client = transport(
+                        &url,
+                        api.kind,
+                        api.api_key.as_deref(),
+                        &api.headers,
+                        execution.max_concurrency,
+                    )?;
+                    Ok((client, url))
+                })
+                .collect::<Result<_, RunError>>()?,
         })
     }
 

@@ -108,6 +108,13 @@ impl Runner for ProfileRun {
         {
             Some(set) => {
                 let conversations = engine::Conversations::new(set, settings);
+                if !workload.api.more_urls.is_empty() && conversations.multi_turn() {
+                    return Err(RunError::Unsupported(
+                        "several URLs with multi-turn conversations: AIPerf keeps each session on the URL its first \
+                         turn went to, while llmbench spreads requests over the URLs one by one"
+                            .to_owned(),
+                    ));
+                }
                 if workload.api.lora.is_some() && !conversations.has_models() {
                     return Err(RunError::Unsupported(
                         "LoRA traffic with inference-perf's multi-turn sessions: llmbench spreads adapters over a \

@@ -75,6 +75,23 @@ pub struct Target {
     pub keep_text: bool,
     /// The `x-request-id` and `traceparent` each request carries.
     pub request_ids: RequestIds,
+    /// Further endpoints the requests are spread over in turn (AIPerf's several `--url`): request `id` goes to
+    /// endpoint `id mod (1 + spread.len())`, `transport` and `url` being endpoint 0.
+    pub spread: Vec<(Transport, String)>,
+}
+
+impl Target {
+    /// The client and URL of request `id`.
+    fn endpoint(&self, id: u64) -> (&Transport, &str) {
+        let n = 1 + self.spread.len() as u64;
+        match (id % n).checked_sub(1) {
+            Some(k) => {
+                let (transport, url) = &self.spread[k as usize];
+                (transport, url)
+            }
+            None => (&self.transport, &self.url),
+        }
+    }
 }
 
 /// Anthropic's API version header, as inference-perf sends it beside a key (`ANTHROPIC_VERSION`).
@@ -234,7 +251,7 @@ async fn execute_tapped<T: Watch>(
     };
     let limit = target.request_timeout.unwrap_or(DEFAULT_REQUEST_TIMEOUT);
     // The exchange writes into `record` as it goes, so chunks that arrived before a timeout stay in it.
-    let exchange = exchange(target, request, clock, &mut record, tap);
+    let exchange = exchange(target, issue.id, request, clock, &mut record, tap);
     let limited = async {
         tokio::time::timeout(limit, exchange)
             .await
@@ -268,17 +285,18 @@ async fn execute_tapped<T: Watch>(
 
 async fn exchange<T: Watch>(
     target: &Target,
+    id: u64,
     request: &PreparedRequest,
     clock: &Clock,
     record: &mut RequestRecord,
     tap: &mut T,
 ) -> Result<(), RequestError> {
-    match &target.transport {
-        Transport::Http1(endpoint) => {
+    match target.endpoint(id) {
+        (Transport::Http1(endpoint), _) => {
             exchange_http1(endpoint, target, request, clock, record, tap).await
         }
-        Transport::Reqwest(client) => {
-            exchange_reqwest(client, target, request, clock, record, tap).await
+        (Transport::Reqwest(client), url) => {
+            exchange_reqwest(client, url, target, request, clock, record, tap).await
         }
     }
 }
@@ -348,6 +366,7 @@ async fn exchange_http1<T: Watch>(
 
 async fn exchange_reqwest<T: Watch>(
     client: &reqwest::Client,
+    url: &str,
     target: &Target,
     request: &PreparedRequest,
     clock: &Clock,
@@ -355,7 +374,7 @@ async fn exchange_reqwest<T: Watch>(
     tap: &mut T,
 ) -> Result<(), RequestError> {
     let mut builder = client
-        .post(&target.url)
+        .post(url)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .body(request.body.clone());
     if let Some(key) = &target.api_key {

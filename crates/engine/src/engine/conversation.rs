@@ -464,6 +464,11 @@ impl Conversations {
         self.models.is_some()
     }
 
+    /// Whether a conversation has more than one turn.
+    pub fn multi_turn(&self) -> bool {
+        self.scripts.iter().any(|s| s.turns.len() > 1)
+    }
+
     /// Whether these are AIPerf's sessions, which its own rate loop sends (`engine::aiperf_sessions`).
     pub fn is_aiperf(&self) -> bool {
         matches!(self.state, State::Aiperf(..))

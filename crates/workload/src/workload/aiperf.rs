@@ -88,12 +88,17 @@ pub(crate) fn parse(
 /// `--model-names` (`--model`, `-m`): one name, or several as a list or comma-separated (`parse_str_or_list`,
 /// each trimmed).
 fn model_names(ctx: &Ctx, f: &At<'_>) -> Result<Vec<String>, WorkloadError> {
+    str_or_list(ctx, f, "a model name")
+}
+
+/// AIPerf's `parse_str_or_list`: one value, several as a YAML list or comma-separated, each trimmed; none empty.
+fn str_or_list(ctx: &Ctx, f: &At<'_>, what: &str) -> Result<Vec<String>, WorkloadError> {
     let items: Vec<String> = match &f.node.value {
         Value::Seq(items) => items
             .iter()
             .map(|n| {
                 n.scalar_text()
-                    .ok_or_else(|| ctx.wrong_type(&f.path, n, "a model name"))
+                    .ok_or_else(|| ctx.wrong_type(&f.path, n, what))
             })
             .collect::<Result<_, _>>()?,
         _ => vec![text(ctx, f)?],
@@ -104,7 +109,7 @@ fn model_names(ctx: &Ctx, f: &At<'_>) -> Result<Vec<String>, WorkloadError> {
         .map(|name| name.trim().to_owned())
         .collect();
     if names.iter().any(String::is_empty) {
-        return Err(f.invalid(ctx, "names an empty model"));
+        return Err(f.invalid(ctx, format!("names an empty value where {what} goes")));
     }
     Ok(names)
 }
@@ -177,7 +182,22 @@ fn parse_flags(
     });
     w.api.model = Some(model);
     if let Some(f) = m.get("url") {
-        w.api.base_url = Some(text(ctx, &f)?);
+        // `parse_str_or_list`, then `normalize_http_urls`: `http://` before a URL without `://`.
+        let mut urls = str_or_list(ctx, &f, "a URL")?.into_iter().map(|url| {
+            if url.contains("://") {
+                url
+            } else {
+                format!("http://{url}")
+            }
+        });
+        w.api.base_url = urls.next();
+        w.api.more_urls = urls.collect();
+    }
+    // `--url-strategy`: AIPerf 0.13 registers `round_robin` alone (`timing/url_samplers.py`).
+    if let Some(f) = m.get("url-strategy")
+        && !text(ctx, &f)?.eq_ignore_ascii_case("round_robin")
+    {
+        return Err(f.invalid(ctx, "AIPerf 0.13's only URL strategy is `round_robin`"));
     }
     if let Some(f) = m.get("endpoint-type") {
         w.api.kind = match text(ctx, &f)?.as_str() {

@@ -566,15 +566,8 @@ fn endpoint(ctx: &mut Ctx, f: &At<'_>, flags: &mut Flags) -> Result<(), Workload
             return Err(b.invalid(ctx, "'url' cannot be used with 'urls' (AIPerf refuses it)"));
         }
         (Some(u), None) => Some(u),
-        (None, Some(list)) => {
-            let mut items = list.seq(ctx)?;
-            if items.len() != 1 {
-                return Err(
-                    list.unsupported(ctx, "several URLs (AIPerf spreads requests over them)")
-                );
-            }
-            items.pop()
-        }
+        // Several: `--url` as a list, spread over the requests in turn.
+        (None, Some(list)) => Some(list),
         (None, None) => None,
     };
     if let Some(u) = url {
@@ -588,6 +581,7 @@ fn endpoint(ctx: &mut Ctx, f: &At<'_>, flags: &mut Flags) -> Result<(), Workload
         ("timeout", "request-timeout-seconds"),
         ("useServerTokenCount", "use-server-token-count"),
         ("sessionHeader", "session-header"),
+        ("urlStrategy", "url-strategy"),
     ] {
         if let Some(v) = field(&mut e, key) {
             flags.copy(flag, &v);

@@ -150,6 +150,9 @@ pub struct Api {
     /// LoRA traffic: each request names one of these adapters as its `model` (vLLM `--lora-modules`,
     /// inference-perf `load.lora_traffic_split`); `None` sends every request to the base model.
     pub lora: Option<LoraTraffic>,
+    /// Base URLs after `base_url` that the requests are spread over in turn (AIPerf's several `--url`, its
+    /// `round_robin` URL strategy): request `i` goes to URL `i mod n`, `base_url` first.
+    pub more_urls: Vec<String>,
     /// The run's chat requests carry images (vLLM `random-mm`): the pre-flight's test request carries one too, so
     /// a server that cannot take images is found before the clock starts.
     pub images: bool,
@@ -196,6 +199,7 @@ impl Default for Api {
             query: Vec::new(),
             inputs_per_request: 1,
             lora: None,
+            more_urls: Vec::new(),
             images: false,
         }
     }
