@@ -327,9 +327,7 @@ pub fn build_prompts(
                     prompts.len(),
                     seed ^ IMAGE_SEED_SALT,
                 );
-                for (prompt, images) in prompts.iter_mut().zip(drawn) {
-                    prompt.images = images;
-                }
+                attach(&mut prompts, drawn);
             }
             prompts
         }
@@ -365,9 +363,7 @@ pub fn build_prompts(
                     prompts.len(),
                     seed ^ IMAGE_SEED_SALT,
                 );
-                for (prompt, images) in prompts.iter_mut().zip(drawn) {
-                    prompt.images = images;
-                }
+                attach(&mut prompts, drawn);
             }
             prompts
         }
@@ -508,6 +504,13 @@ impl SpecialTokens {
             SpecialTokens::LeadingInEachText => specials.leading,
             SpecialTokens::OnTop | SpecialTokens::InInputLen => 0,
         }
+    }
+}
+
+/// Gives each prompt, in order, its drawn images.
+fn attach(prompts: &mut [Prompt], drawn: Vec<Vec<llmbench_data::image::ImageInput>>) {
+    for (prompt, images) in prompts.iter_mut().zip(drawn) {
+        prompt.images = images;
     }
 }
 
