@@ -214,6 +214,12 @@ pub(crate) fn run_page(p: &RunPage<'_>) -> String {
         );
         b.push_str(&table_html(&crate::report::turn_table(conversations)));
     }
+    if !p.summary.adapters.is_empty() {
+        b.push_str("<h2>Per adapter</h2>\n");
+        b.push_str(&table_html(&crate::report::adapter_table(
+            &p.summary.adapters,
+        )));
+    }
 
     b.push_str("<h2>Summary</h2>\n");
     b.push_str(&summary_table(p.summary, Some(m)));

@@ -75,7 +75,7 @@ pub use spilled::{
 };
 pub use starts::{ShardStarts, shard_starts};
 pub use table::{Align, TERMINAL_COLUMNS, Table, Tone, print_run, print_table};
-pub use turns::{conversations_line, turn_table};
+pub use turns::{adapter_table, conversations_line, turn_table};
 pub use vllm::{vllm_result, vllm_result_file};
 
 /// The raw records' file inside a run directory.

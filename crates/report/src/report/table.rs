@@ -12,7 +12,7 @@ use super::RunMeta;
 use super::capacity_answer::capacity_report;
 use super::errors::error_table;
 use super::headline::headline;
-use super::turns::{conversations_line, turn_table};
+use super::turns::{adapter_table, conversations_line, turn_table};
 
 /// The widest a table printed to the terminal should be: a laptop's terminal, or half a wide screen.
 pub const TERMINAL_COLUMNS: usize = 100;
@@ -232,6 +232,10 @@ pub fn print_run(meta: &RunMeta, summary: &RunSummary) -> String {
     if let Some(conversations) = &summary.conversations {
         out.push_str(&format!("\nturns: {}\n", conversations_line(conversations)));
         out.push_str(&turn_table(conversations).to_text());
+    }
+    if !summary.adapters.is_empty() {
+        out.push_str("\nper adapter\n");
+        out.push_str(&adapter_table(&summary.adapters).to_text());
     }
     if let Some(capacity) = &summary.capacity {
         out.push('\n');
