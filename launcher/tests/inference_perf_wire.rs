@@ -8,15 +8,8 @@ use serde_json::Value;
 use common::*;
 
 /// One streamed completion chunk of 2 tokens, a usage chunk and `[DONE]`.
-fn streamed_answer(_: &WireRequest) -> String {
-    let chunk =
-        serde_json::json!({"choices": [{"index": 0, "text": "a b", "finish_reason": "length"}]});
-    let usage =
-        serde_json::json!({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 2}});
-    ok_response(
-        "text/event-stream",
-        &format!("data: {chunk}\n\ndata: {usage}\n\ndata: [DONE]\n\n"),
-    )
+fn streamed_answer(request: &WireRequest) -> String {
+    streamed_text(request, "a b", "length", 2)
 }
 
 #[test]

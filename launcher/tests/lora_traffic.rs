@@ -14,13 +14,8 @@ use serde_json::{Value, json};
 use common::*;
 
 /// A streamed completion answer (vLLM's bench streams), whatever was asked.
-fn answer(_: &WireRequest) -> String {
-    let chunk = json!({"choices": [{"index": 0, "text": "a b", "finish_reason": "length"}]});
-    let usage = json!({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 2}});
-    ok_response(
-        "text/event-stream",
-        &format!("data: {chunk}\n\ndata: {usage}\n\ndata: [DONE]\n\n"),
-    )
+fn answer(request: &WireRequest) -> String {
+    streamed_text(request, "a b", "length", 2)
 }
 
 fn records(run: &Path) -> Vec<Value> {

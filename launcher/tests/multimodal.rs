@@ -28,17 +28,7 @@ random-mm-bucket-config: '{(56, 28, 1): 0.5, (30, 57, 1): 0.5, (720, 1280, 16): 
 
 /// One streamed chat (or completions) chunk, a usage chunk and `[DONE]`.
 fn streamed_answer(request: &WireRequest) -> String {
-    let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
-    let chunk = if body.get("messages").is_some() {
-        json!({"choices": [{"index": 0, "delta": {"content": "a b c"}, "finish_reason": "length"}]})
-    } else {
-        json!({"choices": [{"index": 0, "text": "a b c", "finish_reason": "length"}]})
-    };
-    let usage = json!({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 3}});
-    ok_response(
-        "text/event-stream",
-        &format!("data: {chunk}\n\ndata: {usage}\n\ndata: [DONE]\n\n"),
-    )
+    streamed_text(request, "a b c", "length", 3)
 }
 
 fn bodies(seen: &Mutex<Vec<WireRequest>>) -> Vec<Value> {

@@ -377,23 +377,14 @@ fn vllm_random_rerank_sends_one_query_with_each_batch_of_documents() {
         "model: m\nbackend: vllm-rerank\nendpoint: /v1/rerank\ndataset-name: random-rerank\n\
          random-input-len: 64\nrandom-batch-size: 3\nnum-prompts: 7\nmax-concurrency: 1\n",
     );
-    let output = run_profile(
-        dir.path(),
+    succeeded(&run_against(
         "vllm-benchmark",
         &path,
+        &url,
+        "builtin",
+        dir.path(),
         "r",
-        &[
-            "--endpoint",
-            &url,
-            "--model",
-            "m",
-            "--tokenizer",
-            "builtin",
-            "--no-preflight",
-            "--no-server-metrics",
-        ],
-    );
-    succeeded(&output);
+    ));
     let bodies: Vec<Value> = seen
         .lock()
         .expect("lock")

@@ -13,19 +13,9 @@ use serde_json::{Value, json};
 
 use common::*;
 
-/// One streamed completion (or chat) chunk, a usage chunk and `[DONE]`, whatever was asked.
+/// One streamed completion (or chat) chunk, a usage chunk and `[DONE]`.
 fn streamed_answer(request: &WireRequest) -> String {
-    let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
-    let chunk = if body.get("messages").is_some() {
-        json!({"choices": [{"index": 0, "delta": {"content": "a b"}, "finish_reason": "length"}]})
-    } else {
-        json!({"choices": [{"index": 0, "text": "a b", "finish_reason": "length"}]})
-    };
-    let usage = json!({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 2}});
-    ok_response(
-        "text/event-stream",
-        &format!("data: {chunk}\n\ndata: {usage}\n\ndata: [DONE]\n\n"),
-    )
+    streamed_text(request, "a b", "length", 2)
 }
 
 /// Each kept POST's `x-request-id` and JSON body.

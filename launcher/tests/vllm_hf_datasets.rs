@@ -8,23 +8,13 @@ mod common;
 use std::path::Path;
 use std::sync::Mutex;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use common::*;
 
 /// One streamed completion (or chat) chunk, a usage chunk and `[DONE]`.
 fn streamed_answer(request: &WireRequest) -> String {
-    let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
-    let chunk = if body.get("messages").is_some() {
-        json!({"choices": [{"index": 0, "delta": {"content": "a b"}, "finish_reason": "stop"}]})
-    } else {
-        json!({"choices": [{"index": 0, "text": "a b", "finish_reason": "stop"}]})
-    };
-    let usage = json!({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 2}});
-    ok_response(
-        "text/event-stream",
-        &format!("data: {chunk}\n\ndata: {usage}\n\ndata: [DONE]\n\n"),
-    )
+    streamed_text(request, "a b", "stop", 2)
 }
 
 fn bodies(seen: &Mutex<Vec<WireRequest>>) -> Vec<Value> {

@@ -515,7 +515,10 @@ impl RequestRecord {
         let error = self.error.as_ref().map_or(0, |e| {
             std::mem::size_of::<RequestError>() + e.message.capacity()
         });
-        let request_id = self.request_id.as_ref().map_or(0, |id| id.len());
+        let request_id = self
+            .request_id
+            .as_ref()
+            .map_or(0, |id| std::mem::size_of::<String>() + id.capacity());
         let reason = match &self.finish_reason {
             Some(FinishReason::Other(reason)) => std::mem::size_of::<String>() + reason.capacity(),
             _ => 0,

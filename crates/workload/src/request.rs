@@ -168,7 +168,7 @@ impl AdapterBodies {
         place: usize,
         build: impl FnOnce(&BodySettings) -> PreparedRequest,
     ) -> PreparedRequest {
-        // `new` keeps at least one adapter; a place past those counted takes the last.
+        // `new` keeps at least one adapter; a place past those counted takes the first.
         let pick = self.picks.get(place).copied().unwrap_or(0);
         let (settings, name) = &self.per_adapter[pick.min(self.per_adapter.len() - 1)];
         PreparedRequest {

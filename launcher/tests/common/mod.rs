@@ -154,6 +154,28 @@ pub fn capturing_server(
     (url, seen)
 }
 
+/// A streamed answer to `request`: one chunk of `text` (a chat delta when the body has `messages`, else a
+/// completion's text) ending with `finish`, a usage chunk of 4 prompt and `completion_tokens` tokens, `[DONE]`.
+pub fn streamed_text(
+    request: &WireRequest,
+    text: &str,
+    finish: &str,
+    completion_tokens: u32,
+) -> String {
+    let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+    let chunk = if body.get("messages").is_some() {
+        serde_json::json!({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": finish}]})
+    } else {
+        serde_json::json!({"choices": [{"index": 0, "text": text, "finish_reason": finish}]})
+    };
+    let usage = serde_json::json!({"choices": [],
+                                   "usage": {"prompt_tokens": 4, "completion_tokens": completion_tokens}});
+    ok_response(
+        "text/event-stream",
+        &format!("data: {chunk}\n\ndata: {usage}\n\ndata: [DONE]\n\n"),
+    )
+}
+
 /// A `200 OK` response of `content_type` carrying `body`.
 pub fn ok_response(content_type: &str, body: &str) -> String {
     format!(

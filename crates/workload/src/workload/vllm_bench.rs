@@ -464,7 +464,7 @@ pub(crate) fn parse(
     if rerank.is_some() && !w.api.kind.is_pooling() {
         return Err(ctx.invalid(
             "dataset-name",
-            0,
+            dataset.1,
             format!(
                 "the `random-rerank` dataset makes batches of a query and documents, which `backend: {backend}` \
                  would send as one generation request; use `backend: vllm-rerank` (or an embeddings backend)"
@@ -658,19 +658,7 @@ fn lora_modules(
         }
         return Ok(None);
     };
-    let adapters: Vec<String> = match &f.node.value {
-        Value::Seq(items) => items
-            .iter()
-            .map(|n| {
-                n.scalar_text()
-                    .ok_or_else(|| ctx.wrong_type(&f.path, n, "an adapter name"))
-            })
-            .collect::<Result<_, _>>()?,
-        _ => text(ctx, &f)?
-            .split_whitespace()
-            .map(str::to_string)
-            .collect(),
-    };
+    let adapters = words(ctx, &f, "an adapter name")?;
     if adapters.is_empty() {
         return Err(f.invalid(
             ctx,
@@ -704,6 +692,24 @@ fn lora_modules(
         ));
     }
     Ok(Some(LoraTraffic { adapters, pick }))
+}
+
+/// A flag argparse reads with `nargs="+"`: a YAML list, or the words of one string (`what` each is, for the
+/// error when an item is not text).
+fn words(ctx: &Ctx, f: &At<'_>, what: &str) -> Result<Vec<String>, WorkloadError> {
+    match &f.node.value {
+        Value::Seq(items) => items
+            .iter()
+            .map(|n| {
+                n.scalar_text()
+                    .ok_or_else(|| ctx.wrong_type(&f.path, n, what))
+            })
+            .collect(),
+        _ => Ok(text(ctx, f)?
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()),
+    }
 }
 
 /// Flags that change what is sent or measured in ways llmbench does not reproduce: each is refused when it asks
@@ -999,6 +1005,17 @@ fn dataset_spec(
                 },
                 total_count: None,
             };
+            if rerank.is_some()
+                && prefix_len > 0
+                && let Some(f) = m.get("random-prefix-len")
+            {
+                ctx.warn(
+                    &f.path,
+                    f.line,
+                    WarningKind::Ignored,
+                    "vLLM's `RandomDatasetForReranking.sample` takes no random prefix",
+                );
+            }
             DataSpec::Random(RandomData {
                 input: shape(input, input_ratio),
                 output: shape(output, output_ratio),
@@ -1707,20 +1724,7 @@ fn range_ratios(ctx: &Ctx, f: &At<'_>) -> Result<(f64, f64), WorkloadError> {
 /// `--header KEY=VALUE [KEY=VALUE...]`: pairs separated by whitespace (or given as a list); vLLM refuses a pair
 /// without `=`.
 fn headers(ctx: &Ctx, f: &At<'_>) -> Result<Vec<(String, String)>, WorkloadError> {
-    let items: Vec<String> = match &f.node.value {
-        Value::Seq(items) => items
-            .iter()
-            .map(|n| {
-                n.scalar_text()
-                    .ok_or_else(|| ctx.wrong_type(&f.path, n, "KEY=VALUE text"))
-            })
-            .collect::<Result<_, _>>()?,
-        _ => text(ctx, f)?
-            .split_whitespace()
-            .map(str::to_string)
-            .collect(),
-    };
-    items
+    words(ctx, f, "KEY=VALUE text")?
         .iter()
         .map(|item| {
             let (k, v) = item.split_once('=').ok_or_else(|| {
