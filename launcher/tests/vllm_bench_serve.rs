@@ -403,3 +403,45 @@ fn sonnet_with_a_completions_backend_sends_the_prompt_rendered_and_counts_it_ren
         .collect();
     assert_eq!(chat_records, [25, 25, 25]);
 }
+
+#[test]
+fn sharegpt_entries_go_in_pythons_shuffled_order_and_too_few_are_topped_up_by_random_choice() {
+    let (url, seen) = capturing_server(streamed_answer);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let entry = |name: &str| {
+        json!({"conversations": [
+            {"from": "human", "value": format!("{name} asks one two three")},
+            {"from": "gpt", "value": "an answer of five words"},
+        ]})
+    };
+    // e2 has one turn: `load_data` drops it before the shuffle, so it does not move the others.
+    let one_turn = json!({"conversations": [{"from": "human", "value": "e2 asks one two three"}]});
+    let data = json!([
+        entry("e0"),
+        entry("e1"),
+        one_turn,
+        entry("e3"),
+        entry("e4"),
+        entry("e5")
+    ]);
+    let path = write(dir.path(), "sharegpt.json", &data.to_string());
+    let profile = format!(
+        "model: m\ndataset-name: sharegpt\ndataset-path: {}\nsharegpt-output-len: 2\nnum-prompts: 7\nseed: 3\n\
+         max-concurrency: 1\n",
+        path.display()
+    );
+    let output = run(dir.path(), &profile, &url);
+    succeeded(&output);
+    // CPython: d = ["e0", "e1", "e3", "e4", "e5"]; random.seed(3); random.shuffle(d) → e0, e3, e4, e5, e1; then
+    // `maybe_oversample_requests`: random.seed(3); [random.choice(d) for _ in range(2)] → e3, e1.
+    let first_words: Vec<String> = prompts_sent(&seen)
+        .iter()
+        .map(|p| {
+            p.as_str()
+                .and_then(|p| p.split(' ').next())
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(first_words, ["e0", "e3", "e4", "e5", "e1", "e3", "e1"]);
+}

@@ -8,12 +8,10 @@
 
 use std::path::Path;
 
-use rand::SeedableRng as _;
-use rand::rngs::Xoshiro256PlusPlus;
-use rand::seq::SliceRandom as _;
 use serde_json::{Map, Value};
 
 use super::{DataError, DatasetOptions, Prompt, Prompts};
+use llmbench_text::py_random::PyRandom;
 use llmbench_text::tokenizer::Tokenizer;
 
 const INPUT_COLUMNS: [&str; 2] = ["input", "prompt"];
@@ -31,7 +29,7 @@ pub fn load_sharegpt(
     options: &DatasetOptions,
 ) -> Result<Prompts, DataError> {
     let bytes = read(path)?;
-    let entries: Vec<(String, Value)> = if extension(path) == "jsonl" {
+    let mut entries: Vec<(String, Value)> = if extension(path) == "jsonl" {
         jsonl_values(path, &bytes)?
     } else {
         match parse_json(path, &bytes)? {
@@ -51,14 +49,22 @@ pub fn load_sharegpt(
         }
     };
     let total = entries.len();
-    let mut turns: Vec<(String, Exchange)> = entries
+    if let Some(seed) = options.shuffle_seed {
+        // `ShareGPTDataset.load_data`: the entries whose `conversations` hold two turns or more, then
+        // `random.seed(seed); random.shuffle(data)`. The shuffle must see exactly vLLM's list to give its order.
+        entries.retain(|(_, entry)| {
+            entry
+                .get("conversations")
+                .and_then(Value::as_array)
+                .is_some_and(|turns| turns.len() >= 2)
+        });
+        PyRandom::seed(seed).shuffle(&mut entries);
+    }
+    let turns: Vec<(String, Exchange)> = entries
         .into_iter()
         .filter_map(|(location, entry)| first_exchange(&entry).map(|e| (location, e)))
         .collect();
     let mut skipped = total - turns.len();
-    if let Some(seed) = options.shuffle_seed {
-        turns.shuffle(&mut Xoshiro256PlusPlus::seed_from_u64(seed));
-    }
     let limit = options.limit.unwrap_or(usize::MAX);
     let mut prompts = Vec::new();
     for (location, exchange) in turns {
@@ -243,9 +249,6 @@ pub fn load_dataset(
             path: path.to_owned(),
             reason: "the file has no rows".to_owned(),
         });
-    }
-    if let Some(seed) = options.shuffle_seed {
-        rows.shuffle(&mut Xoshiro256PlusPlus::seed_from_u64(seed));
     }
     rows.truncate(options.limit.unwrap_or(usize::MAX));
     let prompts = rows
@@ -753,28 +756,54 @@ mod tests {
     }
 
     #[test]
-    fn sharegpt_shuffles_by_seed_and_stops_at_the_limit() {
+    fn sharegpt_shuffles_as_python_s_random_seeded_with_the_seed_and_stops_at_the_limit() {
         let dir = tempfile::tempdir().expect("tempdir");
         let entries: Vec<Value> = (0..50)
             .map(|i| sharegpt_entry(&words(5 + i), &words(8)))
             .collect();
         let path = write(&dir, "sg.json", &Value::Array(entries).to_string());
-        let tokenizer = Tokenizer::builtin();
         let options = DatasetOptions {
             limit: Some(10),
             shuffle_seed: Some(1),
             ..DatasetOptions::default()
         };
-        let a = load_sharegpt(&path, &tokenizer, &options)
-            .expect("a")
-            .into_inner();
-        let b = load_sharegpt(&path, &tokenizer, &options)
-            .expect("b")
-            .into_inner();
-        assert_eq!(a.len(), 10);
-        assert_eq!(a, b);
-        let lengths: Vec<u32> = a.iter().map(|p| p.input_tokens).collect();
-        assert_ne!(lengths, (5..15).collect::<Vec<u32>>(), "shuffled");
+        let lengths: Vec<u32> = load_sharegpt(&path, &Tokenizer::builtin(), &options)
+            .expect("load")
+            .into_inner()
+            .iter()
+            .map(|p| p.input_tokens)
+            .collect();
+        // `d = list(range(50)); random.seed(1); random.shuffle(d)` starts 2, 15, 47, 9, 21, 29, 48, 5, 46, 14
+        // (CPython 3); entry i's prompt is 5 + i words.
+        assert_eq!(lengths, [7, 20, 52, 14, 26, 34, 53, 10, 51, 19]);
+    }
+
+    #[test]
+    fn sharegpt_shuffles_only_the_entries_vllm_keeps() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let one_turn = json!({"conversations": [{"from": "human", "value": words(30)}]});
+        let other_key = json!({"conversation": [
+            {"from": "human", "value": words(40)},
+            {"from": "gpt", "value": words(8)},
+        ]});
+        let entries = json!([
+            sharegpt_entry(&words(5), &words(8)),
+            one_turn,
+            sharegpt_entry(&words(6), &words(8)),
+            other_key,
+            sharegpt_entry(&words(7), &words(8)),
+            sharegpt_entry(&words(8), &words(8)),
+        ]);
+        let path = write(&dir, "sg.json", &entries.to_string());
+        let options = DatasetOptions {
+            shuffle_seed: Some(0),
+            ..DatasetOptions::default()
+        };
+        let prompts = load_sharegpt(&path, &Tokenizer::builtin(), &options).expect("load");
+        let lengths: Vec<u32> = prompts.as_slice().iter().map(|p| p.input_tokens).collect();
+        // vLLM keeps A, B, C, D (5, 6, 7, 8 words: `"conversations" in entry and len(...) >= 2`); then
+        // `random.seed(0); random.shuffle(["A", "B", "C", "D"])` gives C, A, B, D.
+        assert_eq!(lengths, [7, 5, 6, 8]);
     }
 
     #[test]

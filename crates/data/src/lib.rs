@@ -143,7 +143,9 @@ pub struct DatasetOptions {
     pub output_tokens: Option<u32>,
     /// Keep at most this many prompts.
     pub limit: Option<usize>,
-    /// Shuffle the entries with this seed before taking them (vLLM shuffles ShareGPT); None keeps file order.
+    /// ShareGPT only: shuffle the entries as vLLM's `ShareGPTDataset` does with this seed (only the entries whose
+    /// `conversations` hold two turns or more, by Python's `random.shuffle`) before taking them; None keeps file
+    /// order.
     pub shuffle_seed: Option<u64>,
     /// ShareGPT: skip prompts (and, when the output length comes from the data, outputs) shorter than this
     /// (vLLM: 4).

@@ -796,7 +796,8 @@ const INFERENCE_PERF_DEFAULT_MAX_TOKENS: u32 = 30;
 /// vLLM's `sharegpt` (`ShareGPTDataset`): entries with two turns or more, shuffled with the seed unless
 /// `--disable-shuffle`; turn 0 is the prompt and turn 1 the reference answer, whose length is `max_tokens` unless
 /// `--sharegpt-output-len` fixes it; vLLM's length filter (prompt ≥ 4 and ≤ 1024 tokens, answer ≥ 4 unless fixed,
-/// both ≤ 2048). The prompt is sent alone, also to the chat endpoint. With the chat backend an entry's `image`
+/// both ≤ 2048), too few entries for `num-prompts` topped up as vLLM's `maybe_oversample_requests` does. The
+/// prompt is sent alone, also to the chat endpoint. With the chat backend an entry's `image`
 /// (ShareGPT4V's layout) goes with it as an `image_url` part (`process_image`: a path as `file://` and the path),
 /// and a `video` is refused; the completions backend sends neither (`async_request_openai_completions` reads no
 /// multimodal content).
@@ -825,7 +826,9 @@ fn vllm_sharegpt(
     for p in &mut prompts {
         p.messages = None;
     }
-    Ok(prompts)
+    // `ShareGPTDataset.sample` ends with `maybe_oversample_requests`: too few entries for `num-prompts` are
+    // topped up by `random.choice`, Python's generator seeded again with `--seed`.
+    vllm_hf::oversample(prompts, pool, seed, path)
 }
 
 /// inference-perf's `shareGPT` (`HFShareGPTDataGenerator`): a `.json` file (or a directory of them) read in

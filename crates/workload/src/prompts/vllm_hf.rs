@@ -275,7 +275,7 @@ fn answer_length(
 
 /// `maybe_oversample_requests`: too few requests for `num-prompts` are topped up with `random.choice` of them,
 /// Python's generator seeded with the dataset's seed.
-fn oversample(
+pub(super) fn oversample(
     mut prompts: Vec<Prompt>,
     num_prompts: usize,
     seed: u64,
