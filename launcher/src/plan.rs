@@ -247,7 +247,10 @@ pub(crate) fn requested_rate(stage: &Stage) -> Option<f64> {
         | Arrival::GuidellmConstant { rate, .. }
         | Arrival::GuidellmPoisson { rate }
         | Arrival::AiperfRate {
-            pace: AiperfPace::Poisson { rate, .. } | AiperfPace::Constant { rate },
+            pace:
+                AiperfPace::Poisson { rate, .. }
+                | AiperfPace::Gamma { rate, .. }
+                | AiperfPace::Constant { rate },
             ..
         } => Some(*rate),
         Arrival::VllmGamma {

@@ -140,6 +140,26 @@ async fn a_seeded_poisson_rate_sends_at_aiperfs_derived_expovariate_intervals() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gamma_pattern_sends_at_aiperfs_derived_gammavariate_intervals() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let records = run_aiperf(
+        dir.path(),
+        "gamma",
+        "osl: 2\nrequest-rate: 10\narrival-pattern: gamma\narrival-smoothness: 2\nrandom-seed: 7\n\
+         request-count: 5\n",
+        "5ms",
+    )
+    .await;
+    // CPython: seed = int.from_bytes(sha256(b"7:timing.request.gamma_interval").digest()[:8], "big");
+    // r = random.Random(seed); [r.gammavariate(2.0, 1 / (10 * 2.0)) for _ in range(5)] → [0.1476059590744059,
+    // 0.05201173572001675, 0.07215025754107882, 0.05861179045251058, 0.08325563801687397]: shape 2 (smoother
+    // than Poisson), mean 1/10 s; the first send 147.6 ms into the stage.
+    assert!(ns(&records[0], "scheduled_ns") >= 147_605_959);
+    assert_gaps(&records, &[52_011_735, 72_150_257, 58_611_790, 83_255_638]);
+    assert!(records.iter().all(|r| r["http_status"] == 200));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_concurrency_beside_a_rate_skips_the_intervals_that_find_every_slot_taken() {
     let dir = tempfile::tempdir().expect("temp dir");
     // 50 ms intervals, one slot, answers of at least 70 ms: the interval after each send finds the slot taken and

@@ -148,6 +148,62 @@ impl PyRandom {
         -(1.0 - self.random()).ln() / lambd
     }
 
+    /// `random.gammavariate(alpha, beta)` for `alpha, beta > 0` (`Lib/random.py`): Cheng's rejection method above
+    /// a shape of 1, `-log(1 − random()) · beta` at 1, Kennedy & Gentle's algorithm GS below it — the draws
+    /// AIPerf's gamma arrivals take their gaps from. `None` for a shape or scale that is not positive (CPython
+    /// raises).
+    pub fn gammavariate(&mut self, alpha: f64, beta: f64) -> Option<f64> {
+        // `alpha <= 0.0 or beta <= 0.0` raises; a NaN passes CPython's test but no caller sends one.
+        if !(alpha > 0.0 && beta > 0.0) {
+            return None;
+        }
+        if alpha > 1.0 {
+            const LOG4: f64 = std::f64::consts::LN_2 * 2.0;
+            // `SG_MAGICCONST = 1.0 + _log(4.5)`.
+            let sg_magic = 1.0 + 4.5f64.ln();
+            let ainv = (2.0 * alpha - 1.0).sqrt();
+            let bbb = alpha - LOG4;
+            let ccc = alpha + ainv;
+            loop {
+                let u1 = self.random();
+                if !(1e-7 < u1 && u1 < 0.9999999) {
+                    continue;
+                }
+                let u2 = 1.0 - self.random();
+                let v = (u1 / (1.0 - u1)).ln() / ainv;
+                let x = alpha * v.exp();
+                let z = u1 * u1 * u2;
+                let r = bbb + ccc * v - x;
+                if r + sg_magic - 4.5 * z >= 0.0 || r >= z.ln() {
+                    return Some(x * beta);
+                }
+            }
+        }
+        if alpha == 1.0 {
+            return Some(-(1.0 - self.random()).ln() * beta);
+        }
+        let e = std::f64::consts::E;
+        loop {
+            let u = self.random();
+            let b = (e + alpha) / e;
+            let p = b * u;
+            let x = if p <= 1.0 {
+                p.powf(1.0 / alpha)
+            } else {
+                -((b - p) / alpha).ln()
+            };
+            let u1 = self.random();
+            let accept = if p > 1.0 {
+                u1 <= x.powf(alpha - 1.0)
+            } else {
+                u1 <= (-x).exp()
+            };
+            if accept {
+                return Some(x * beta);
+            }
+        }
+    }
+
     /// `random.gauss(mu, sigma)`: Box–Muller, two normals per pair of draws, the second kept for the next call.
     pub fn gauss(&mut self, mu: f64, sigma: f64) -> f64 {
         let z = match self.gauss_next.take() {
@@ -354,6 +410,67 @@ mod tests {
                 0.04687624121285631
             ]
         );
+    }
+
+    // CPython 3.11: s = int.from_bytes(sha256(b"42:timing.request.gamma_interval").digest()[:8], "big")
+    //   -> 12706910612985774219; r = random.Random(s); [r.gammavariate(k, 1 / (10 * k)) for _ in range(4)] for
+    //   k = 0.5, 2.0 and 1.0 (each from a fresh r) — AIPerf's gamma gaps at `--request-rate 10
+    //   --arrival-smoothness k --random-seed 42`; then random.Random(7): three gammavariate(0.25, 3.0) and
+    //   three gammavariate(5.5, 0.5) from the same generator.
+    #[test]
+    fn gammavariate_draws_what_cpython_draws_on_each_branch() {
+        let seed = aiperf_derived_seed(42, "timing.request.gamma_interval");
+        assert_eq!(seed, 12_706_910_612_985_774_219);
+        let gaps = |k: f64| -> Vec<f64> {
+            let mut rng = PyRandom::seed(seed);
+            (0..4)
+                .map(|_| rng.gammavariate(k, 1.0 / (10.0 * k)).expect("positive"))
+                .collect()
+        };
+        assert_eq!(
+            gaps(0.5),
+            [
+                0.1776039623429959,
+                0.026664615297712902,
+                0.005811092887293051,
+                0.0003998605412155538
+            ]
+        );
+        assert_eq!(
+            gaps(2.0),
+            [
+                0.12223780171326815,
+                0.0627345918064695,
+                0.06364547911853832,
+                0.035728429286086986
+            ]
+        );
+        assert_eq!(
+            gaps(1.0),
+            [
+                0.08820878513887578,
+                0.24313818797318798,
+                0.15893538348286673,
+                0.03677792846142046
+            ]
+        );
+        let mut rng = PyRandom::seed(7);
+        let small: Vec<f64> = (0..3)
+            .map(|_| rng.gammavariate(0.25, 3.0).expect("positive"))
+            .collect();
+        let large: Vec<f64> = (0..3)
+            .map(|_| rng.gammavariate(5.5, 0.5).expect("positive"))
+            .collect();
+        assert_eq!(
+            small,
+            [0.046908010295885906, 0.7657957450331081, 0.3517552214530447]
+        );
+        assert_eq!(
+            large,
+            [1.1389309974547832, 0.9854495924790234, 1.2127796512109803]
+        );
+        assert_eq!(rng.gammavariate(0.0, 1.0), None);
+        assert_eq!(rng.gammavariate(1.0, -1.0), None);
     }
 
     #[test]

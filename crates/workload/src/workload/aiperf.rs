@@ -844,11 +844,13 @@ fn load(ctx: &Ctx, m: &mut MapReader<'_>, seed: u64) -> Result<Load, WorkloadErr
         }
         None => None,
     };
-    let mode = match m.get("request-rate-mode") {
+    // `--arrival-pattern` (0.13's name; `--request-rate-mode` is its alias).
+    let pattern = m.get_any(&["arrival-pattern", "request-rate-mode"]);
+    let mode = match &pattern {
         Some(f) => {
-            let mode = text(ctx, &f)?;
+            let mode = text(ctx, f)?;
             match (mode.as_str(), rate) {
-                ("poisson" | "constant", _) => {}
+                ("poisson" | "constant" | "gamma", _) => {}
                 ("concurrency_burst", None) => {}
                 ("concurrency_burst", Some(_)) => {
                     return Err(f.invalid(
@@ -859,19 +861,48 @@ fn load(ctx: &Ctx, m: &mut MapReader<'_>, seed: u64) -> Result<Load, WorkloadErr
                 (other, _) => {
                     return Err(f.invalid(
                         ctx,
-                        format!("`{other}` is not a request rate mode (constant, poisson, concurrency_burst)"),
+                        format!(
+                            "`{other}` is not an arrival pattern (constant, poisson, gamma, concurrency_burst)"
+                        ),
                     ));
                 }
             }
-            mode
+            Some(mode)
         }
-        // `LoadGeneratorDefaults.REQUEST_RATE_MODE`.
-        None => "poisson".to_owned(),
+        None => None,
     };
+    // `--arrival-smoothness` (`--vllm-burstiness`): the gamma shape. Alone it selects gamma
+    // (`_profiling_phase_type`'s "v1 parity"); beside another pattern, or with no rate (a concurrency phase),
+    // `_apply_phase_specific_routes` refuses it.
+    let smoothness = match m.get_any(&["arrival-smoothness", "vllm-burstiness"]) {
+        Some(f) => {
+            let k = number(ctx, &f)?;
+            if !(k.is_finite() && k > 0.0) {
+                return Err(f.invalid(ctx, format!("must be greater than 0, found {k}")));
+            }
+            let gamma = rate.is_some() && matches!(mode.as_deref(), None | Some("gamma"));
+            if !gamma {
+                return Err(f.invalid(
+                    ctx,
+                    "is only supported with --arrival-pattern gamma and a request rate (AIPerf refuses it)",
+                ));
+            }
+            Some((k, f))
+        }
+        None => None,
+    };
+    let gamma = mode.as_deref() == Some("gamma") || (mode.is_none() && smoothness.is_some());
     let pace = match rate {
-        Some(rate) if mode == "constant" => AiperfPace::Constant { rate },
+        Some(rate) if mode.as_deref() == Some("constant") => AiperfPace::Constant { rate },
+        Some(rate) if gamma => AiperfPace::Gamma {
+            rate,
+            // `GammaIntervalGenerator`: `config.arrival_smoothness or 1.0`.
+            smoothness: smoothness.as_ref().map_or(1.0, |(k, _)| *k),
+            seed,
+        },
+        // `LoadGeneratorDefaults.REQUEST_RATE_MODE`: poisson.
         Some(rate) => AiperfPace::Poisson { rate, seed },
-        // Without a rate AIPerf runs its concurrency burst, whatever the mode said.
+        // Without a rate AIPerf runs its concurrency burst, whatever the pattern said.
         None => AiperfPace::Burst,
     };
     let duration = match m.get("benchmark-duration") {
@@ -922,6 +953,19 @@ fn load(ctx: &Ctx, m: &mut MapReader<'_>, seed: u64) -> Result<Load, WorkloadErr
         }
         None => 0,
     };
+    // The warm-up phase takes `--arrival-pattern` itself (`_warmup_pattern_type`): poisson when only the
+    // smoothness made the profiling phase gamma. llmbench paces both phases alike.
+    if let Some((_, f)) = &smoothness
+        && warmup > 0
+        && mode.is_none()
+    {
+        return Err(f.unsupported(
+            ctx,
+            "a warm-up with `--arrival-smoothness` but no `--arrival-pattern gamma`: AIPerf then paces the \
+             warm-up poisson and the profiling phase gamma, and llmbench paces both phases alike; add \
+             `--arrival-pattern gamma`",
+        ));
+    }
     Ok(Load {
         pace,
         duration,
@@ -974,6 +1018,7 @@ fn synthetic_stage(load: &Load, concurrency: Option<u32>, bounds: Bounds) -> Sta
         (pace, duration) => (
             match pace {
                 AiperfPace::Poisson { .. } => LoadKind::Poisson,
+                AiperfPace::Gamma { .. } => LoadKind::Gamma,
                 AiperfPace::Constant { .. } => LoadKind::Constant,
                 AiperfPace::Burst => LoadKind::Concurrent,
             },
@@ -1573,6 +1618,50 @@ mod tests {
     }
 
     #[test]
+    fn gamma_arrivals_come_from_the_pattern_or_from_a_smoothness_alone() {
+        // `--arrival-pattern gamma` without a smoothness: `GammaIntervalGenerator` takes 1.0.
+        let stage = aiperf_stage(
+            "model: m\nrequest-rate: 2\narrival-pattern: gamma\nrandom-seed: 7\nrequest-count: 5\n",
+        );
+        assert_eq!(stage.load, LoadKind::Gamma);
+        assert!(matches!(
+            stage.arrival,
+            Arrival::AiperfRate {
+                pace: AiperfPace::Gamma {
+                    rate: 2.0,
+                    smoothness: 1.0,
+                    seed: 7
+                },
+                ..
+            }
+        ));
+        // `--vllm-burstiness` alone (no pattern) selects gamma, as `_profiling_phase_type` does; with an explicit
+        // gamma pattern a warm-up is paced alike.
+        for text in [
+            "model: m\nrequest-rate: 2\nvllm-burstiness: 0.25\nrandom-seed: 7\n",
+            "model: m\nrequest-rate: 2\nrequest-rate-mode: gamma\narrival-smoothness: 0.25\nrandom-seed: 7\n\
+             warmup-request-count: 2\n",
+        ] {
+            let stage = aiperf_stage(text);
+            assert!(
+                matches!(
+                    stage.arrival,
+                    Arrival::AiperfRate {
+                        pace: AiperfPace::Gamma {
+                            rate: 2.0,
+                            smoothness: 0.25,
+                            seed: 7
+                        },
+                        ..
+                    }
+                ),
+                "{text}: {:?}",
+                stage.arrival
+            );
+        }
+    }
+
+    #[test]
     fn a_request_rate_is_poisson_by_default_seeded_by_random_seed_and_capped_by_concurrency() {
         let stage = aiperf_stage(
             "model: m\nrequest-rate: 2.5\nconcurrency: 4\nrandom-seed: 42\nnum-requests: 7\n",
@@ -1844,9 +1933,29 @@ mod tests {
                 "concurrency_burst",
             ),
             (
-                "model: m\nrequest-rate: 4\nrequest-rate-mode: gamma\n",
-                "p.yaml:3: `request-rate-mode`",
-                "not a request rate mode",
+                "model: m\nrequest-rate: 4\narrival-pattern: bursty\n",
+                "p.yaml:3: `arrival-pattern`",
+                "not an arrival pattern",
+            ),
+            (
+                "model: m\nrequest-rate: 4\narrival-pattern: poisson\narrival-smoothness: 2\n",
+                "p.yaml:4: `arrival-smoothness`",
+                "only supported with --arrival-pattern gamma",
+            ),
+            (
+                "model: m\nconcurrency: 4\nvllm-burstiness: 2\n",
+                "p.yaml:3: `vllm-burstiness`",
+                "only supported with --arrival-pattern gamma and a request rate",
+            ),
+            (
+                "model: m\nrequest-rate: 4\narrival-smoothness: 0\n",
+                "p.yaml:3: `arrival-smoothness`",
+                "greater than 0",
+            ),
+            (
+                "model: m\nrequest-rate: 4\narrival-smoothness: 2\nwarmup-request-count: 3\n",
+                "p.yaml:3: `arrival-smoothness`",
+                "warm-up poisson",
             ),
             (
                 "model: m\nrequest-rate: 0\n",

@@ -895,7 +895,7 @@ fn phase(ctx: &Ctx, f: &At<'_>, flags: &mut Flags, warmup: bool) -> Result<Pace,
                 return Err(r.invalid(ctx, "a concurrency phase has no rate (AIPerf refuses it)"));
             }
         }
-        "poisson" | "constant" => match &rate {
+        "poisson" | "constant" | "gamma" => match &rate {
             Some(r) => {
                 flags.copy("request-rate", r);
                 flags.set("request-rate-mode", r, Value::Str(kind.clone()));
@@ -913,13 +913,31 @@ fn phase(ctx: &Ctx, f: &At<'_>, flags: &mut Flags, warmup: bool) -> Result<Pace,
             return Err(ctx.unsupported(
                 &super::reader::join(&f.path, "type"),
                 at.map_or(f.line, |a| a.line),
-                format!("the `{other}` phase type (concurrency, poisson and constant are built)"),
+                format!(
+                    "the `{other}` phase type (concurrency, poisson, gamma and constant are built)"
+                ),
             ));
         }
     }
     if let Some(c) = &concurrency {
         flags.copy("concurrency", c);
     }
+    // `GammaPhase.smoothness` (only a gamma phase has the field; `extra="forbid"` refuses it elsewhere).
+    let smoothness = match field(&mut p, "smoothness") {
+        Some(k) if kind == "gamma" => {
+            flags.copy("arrival-smoothness", &k);
+            Some(super::vllm_bench::number(ctx, &k)?)
+        }
+        Some(k) => {
+            return Err(k.invalid(
+                ctx,
+                format!(
+                    "a `{kind}` phase has no `smoothness` (AIPerf refuses it: only gamma phases do)"
+                ),
+            ));
+        }
+        None => None,
+    };
     let requests = field(&mut p, "requests");
     let duration = field(&mut p, "duration");
     let sessions = field(&mut p, "sessions");
@@ -979,6 +997,7 @@ fn phase(ctx: &Ctx, f: &At<'_>, flags: &mut Flags, warmup: bool) -> Result<Pace,
         },
         kind,
         rate,
+        smoothness,
     })
 }
 
@@ -988,6 +1007,7 @@ struct Pace {
     kind: String,
     rate: Option<f64>,
     concurrency: Option<f64>,
+    smoothness: Option<f64>,
 }
 
 impl std::fmt::Display for Pace {
@@ -999,7 +1019,11 @@ impl std::fmt::Display for Pace {
             self.kind,
             show(self.rate),
             show(self.concurrency)
-        )
+        )?;
+        match self.smoothness {
+            Some(k) => write!(f, ", smoothness {k}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -1081,6 +1105,42 @@ mod tests {
             w.stages[0].arrival,
             Arrival::Closed { concurrency: 8, .. }
         ));
+    }
+
+    #[test]
+    fn a_gamma_phase_is_the_gamma_flags_and_its_warm_up_must_match_it() {
+        let head = "randomSeed: 3\nbenchmark:\n  model: m\n  endpoint: {url: http://x}\n  dataset: {entries: 5}\n";
+        let config = format!(
+            "{head}  warmup: {{type: gamma, rate: 4, smoothness: 0.5, requests: 2}}\n  \
+             profiling: {{type: gamma, rate: 4, smoothness: 0.5, requests: 6}}\n"
+        );
+        assert_same(
+            &config,
+            "model: m\nurl: http://x\nrandom-seed: 3\nnum-dataset-entries: 5\nrequest-rate: 4\n\
+             request-rate-mode: gamma\narrival-smoothness: 0.5\nrequest-count: 6\nwarmup-request-count: 2\n",
+        );
+        let w = parse(&config).expect("parses").workload;
+        assert!(matches!(
+            w.stages[0].arrival,
+            Arrival::AiperfRate {
+                pace: AiperfPace::Gamma {
+                    rate: 4.0,
+                    smoothness: 0.5,
+                    seed: 3
+                },
+                warmup_requests: 2,
+                ..
+            }
+        ));
+        let err = refusal(&format!(
+            "{head}  warmup: {{type: gamma, rate: 4, requests: 2}}\n  \
+             profiling: {{type: gamma, rate: 4, smoothness: 0.5, requests: 6}}\n"
+        ));
+        assert!(
+            err.starts_with("bench.yaml:6: `benchmark.warmup`")
+                && err.contains("gamma, rate 4, concurrency unset against gamma, rate 4, concurrency unset, smoothness 0.5"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -1255,10 +1315,17 @@ mod tests {
             "{err}"
         );
         let err = refusal(&format!(
-            "{head}  dataset: {{entries: 3}}\n  profiling: {{type: gamma, rate: 2, requests: 3}}\n"
+            "{head}  dataset: {{entries: 3}}\n  profiling: {{type: user_centric, rate: 2, users: 2, requests: 3}}\n"
         ));
         assert!(
-            err.contains("`benchmark.profiling.type`: the `gamma` phase type"),
+            err.contains("`benchmark.profiling.type`: the `user_centric` phase type"),
+            "{err}"
+        );
+        let err = refusal(&format!(
+            "{head}  dataset: {{entries: 3}}\n  profiling: {{type: poisson, rate: 2, smoothness: 2, requests: 3}}\n"
+        ));
+        assert!(
+            err.starts_with("bench.yaml:6: `benchmark.profiling.smoothness`: a `poisson` phase has no `smoothness`"),
             "{err}"
         );
         let err = refusal(&format!(

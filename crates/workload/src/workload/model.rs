@@ -453,6 +453,15 @@ pub enum AiperfPace {
     /// `random.Random` seeded with `rng.derive("timing.request.poisson_interval")` of the run's seed `seed`
     /// (`--random-seed`; without it, the run's seed), so a seed gives AIPerf's own intervals.
     Poisson { rate: f64, seed: u64 },
+    /// `--arrival-pattern gamma` (or `--arrival-smoothness` alone, which selects it): `GammaIntervalGenerator`,
+    /// `gammavariate(smoothness, 1 / (rate · smoothness))` from a CPython `random.Random` seeded with
+    /// `rng.derive("timing.request.gamma_interval")`; `smoothness` is 1.0 when not given (exponential gaps, but
+    /// from the gamma generator's own seed).
+    Gamma {
+        rate: f64,
+        smoothness: f64,
+        seed: u64,
+    },
     /// `--request-rate-mode constant`: `ConstantIntervalGenerator`, `1/rate`.
     Constant { rate: f64 },
     /// No `--request-rate` (`ConcurrencyBurstIntervalGenerator`): intervals of 0; the concurrency alone paces the
@@ -462,6 +471,8 @@ pub enum AiperfPace {
 
 /// The component name AIPerf 0.13 derives its Poisson generator's seed from.
 const AIPERF_POISSON_RNG: &str = "timing.request.poisson_interval";
+/// The component name AIPerf 0.13 derives its gamma generator's seed from.
+const AIPERF_GAMMA_RNG: &str = "timing.request.gamma_interval";
 
 impl AiperfPace {
     /// A new generator of this pace's intervals, as AIPerf makes one for each phase (the warm-up phase and the
@@ -474,6 +485,9 @@ impl AiperfPace {
                     *seed,
                     AIPERF_POISSON_RNG,
                 ))),
+                AiperfPace::Gamma { seed, .. } => {
+                    Some(PyRandom::seed(aiperf_derived_seed(*seed, AIPERF_GAMMA_RNG)))
+                }
                 AiperfPace::Constant { .. } | AiperfPace::Burst => None,
             },
         }
@@ -482,7 +496,9 @@ impl AiperfPace {
     /// The mean interval: what a request count takes at this pace, roughly.
     pub fn mean_interval(&self) -> Duration {
         match self {
-            AiperfPace::Poisson { rate, .. } | AiperfPace::Constant { rate } => seconds(1.0 / rate),
+            AiperfPace::Poisson { rate, .. }
+            | AiperfPace::Gamma { rate, .. }
+            | AiperfPace::Constant { rate } => seconds(1.0 / rate),
             AiperfPace::Burst => Duration::ZERO,
         }
     }
@@ -500,8 +516,20 @@ impl Iterator for AiperfIntervals {
     fn next(&mut self) -> Option<Duration> {
         Some(match (self.pace, self.rng.as_mut()) {
             (AiperfPace::Poisson { rate, .. }, Some(rng)) => seconds(rng.expovariate(rate)),
+            // The rate and smoothness are checked positive when read, so the draw is always made.
+            (
+                AiperfPace::Gamma {
+                    rate, smoothness, ..
+                },
+                Some(rng),
+            ) => seconds(
+                rng.gammavariate(smoothness, 1.0 / (rate * smoothness))
+                    .unwrap_or(0.0),
+            ),
             (AiperfPace::Constant { rate }, _) => seconds(1.0 / rate),
-            (AiperfPace::Poisson { .. } | AiperfPace::Burst, _) => Duration::ZERO,
+            (AiperfPace::Poisson { .. } | AiperfPace::Gamma { .. } | AiperfPace::Burst, _) => {
+                Duration::ZERO
+            }
         })
     }
 }

@@ -731,6 +731,41 @@ mod tests {
         assert_eq!(AiperfPace::Burst.intervals().next(), Some(Duration::ZERO));
     }
 
+    // `--request-rate 10 --arrival-pattern gamma --arrival-smoothness 0.5 --random-seed 42`: CPython's
+    // r = random.Random(int.from_bytes(sha256(b"42:timing.request.gamma_interval").digest()[:8], "big"));
+    // [r.gammavariate(0.5, 1 / (10 * 0.5)) for _ in range(3)] -> [0.1776039623429959, 0.026664615297712902,
+    // 0.005811092887293051]; without a smoothness AIPerf's generator uses 1.0 -> [0.08820878513887578, …].
+    #[test]
+    fn aiperf_gamma_intervals_are_0_13s_derived_gamma_draws_afresh_for_each_phase() {
+        let pace = AiperfPace::Gamma {
+            rate: 10.0,
+            smoothness: 0.5,
+            seed: 42,
+        };
+        let want = [
+            0.1776039623429959,
+            0.026664615297712902,
+            0.005811092887293051,
+        ];
+        for _phase in 0..2 {
+            let got: Vec<f64> = pace.intervals().take(3).map(|d| d.as_secs_f64()).collect();
+            for (g, w) in got.iter().zip(want) {
+                assert!((g - w).abs() < 1e-9, "{got:?}");
+            }
+        }
+        let exponential = AiperfPace::Gamma {
+            rate: 10.0,
+            smoothness: 1.0,
+            seed: 42,
+        };
+        let first = exponential.intervals().next().map(|d| d.as_secs_f64());
+        assert!(
+            first.is_some_and(|g| (g - 0.08820878513887578).abs() < 1e-9),
+            "{first:?}"
+        );
+        assert_eq!(exponential.mean_interval(), Duration::from_millis(100));
+    }
+
     #[test]
     fn stage_seeds_differ_per_stage_and_repeat_per_seed() {
         assert_eq!(stage_seed(42, 3), stage_seed(42, 3));
