@@ -250,7 +250,8 @@ pub(crate) fn requested_rate(stage: &Stage) -> Option<f64> {
             pace:
                 AiperfPace::Poisson { rate, .. }
                 | AiperfPace::Gamma { rate, .. }
-                | AiperfPace::Constant { rate },
+                | AiperfPace::Constant { rate }
+                | AiperfPace::UserCentric { rate, .. },
             ..
         } => Some(*rate),
         Arrival::VllmGamma {

@@ -489,3 +489,73 @@ fn custom_dataset_fields_llmbench_does_not_send_are_refused_with_file_and_line()
         stderr(&output)
     );
 }
+
+// `--user-centric-rate 8 --num-users 4` over 3-turn conversations (`timing/strategies/user_centric_rate.py`):
+// stagger 1/8 s = 125 ms, gap 4/8 s = 500 ms; a mean of 3 turns is a lifetime of 2 gaps, and gcd(4, 2) = 2 takes
+// the alternate step 3. Worked by hand from `setup_phase`: user 1 is virtually done; users 2 and 3 have 1 turn
+// left and fire at 125 and 250 ms, user 4 has 2 and fires at 375 ms, fresh user 5 has all 3 and fires at 0.
+// Spawns follow at first turn + turns × gap: 625 (for 2), 750 (3), 1375 (4), 1500 (5). Users 6 and 7 spawned at
+// 625 and 750 ms send their turns 500 ms apart; user 8 spawns at 1375. A returned turn's next one is due at
+// its previous target + 500 ms (the answers are immediate). The 12th turn is the request count's last.
+#[test]
+fn user_centric_users_start_staggered_as_in_a_steady_state_and_send_their_turns_a_gap_apart() {
+    let (url, seen) = capturing_server(chat_answer);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile = write(
+        dir.path(),
+        "users.yaml",
+        "model: m\nendpoint-type: chat\nuser-centric-rate: 8\nnum-users: 4\nconversation-turn-mean: 3\n\
+         isl: 6\nosl: 2\nrequest-count: 12\nrandom-seed: 1\n",
+    );
+    let output = run_against("aiperf", &profile, &url, "builtin", dir.path(), "r");
+    succeeded(&output);
+    let records = std::fs::read_to_string(dir.path().join("r/requests.jsonl")).expect("records");
+    let mut records: Vec<Value> = records
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a record"))
+        .collect();
+    records.sort_by_key(|r| r["scheduled_ns"].as_u64().expect("scheduled_ns"));
+    let origin = records[0]["scheduled_ns"].as_u64().expect("scheduled_ns");
+    let offsets_ms: Vec<f64> = records
+        .iter()
+        .map(|r| (r["scheduled_ns"].as_u64().expect("scheduled_ns") - origin) as f64 / 1e6)
+        .collect();
+    let want: Vec<f64> = (0..12).map(|i| f64::from(i) * 125.0).collect();
+    for (got, want) in offsets_ms.iter().zip(&want) {
+        assert!((got - want).abs() < 0.01, "{offsets_ms:?}");
+    }
+    assert_eq!(offsets_ms.len(), 12);
+    // Sessions are numbered in sampling order: user 2 → 0, 3 → 1, 4 → 2, 5 → 3, 6 → 4, 7 → 5, 8 → 6.
+    let turns: Vec<(u64, u64)> = records
+        .iter()
+        .map(|r| {
+            let of = &r["conversation"];
+            (
+                of["id"].as_u64().expect("id"),
+                of["turn"].as_u64().expect("turn"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        turns,
+        [
+            (3, 0),
+            (0, 0),
+            (1, 0),
+            (2, 0),
+            (3, 1),
+            (4, 0),
+            (5, 0),
+            (2, 1),
+            (3, 2),
+            (4, 1),
+            (5, 1),
+            (6, 0)
+        ]
+    );
+    // Each user's turns carry its user id as the correlation id.
+    assert_eq!(
+        correlation_ids(&seen),
+        ["5", "2", "3", "4", "5", "6", "7", "4", "5", "6", "7", "8"]
+    );
+}

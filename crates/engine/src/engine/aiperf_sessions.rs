@@ -205,17 +205,7 @@ fn spawn_turn(
     let conversations = Arc::clone(conversations);
     let continuations = Arc::clone(continuations);
     in_flight.spawn(async move {
-        let (request, of) = conversations.aiperf_request(&session);
-        let issue = Issue {
-            id: context.next_id.fetch_add(1, Ordering::Relaxed),
-            stage: context.stage,
-            scheduled_ns,
-        };
-        let cancel = context.control.in_flight();
-        context.went_out(&issue, &request, false);
-        let mut record = context.execute(&request, issue, cancel).await;
-        conversations.aiperf_answered(&mut session, of, &mut record);
-        context.record(record);
+        exchange(&context, &conversations, &mut session, scheduled_ns).await;
         // `handle_credit_return`: nothing after the final turn; else the next turn is queued, after its delay.
         let Some(delay) = conversations.aiperf_next_delay(&session) else {
             return;
@@ -228,4 +218,25 @@ fn spawn_turn(
         }
         continuations.push(session);
     });
+}
+
+/// Sends `session`'s next turn, scheduled at `scheduled_ns`, and records it once it returned, its answer kept in
+/// the session's history.
+pub(super) async fn exchange(
+    context: &StageContext,
+    conversations: &Conversations,
+    session: &mut AiperfSession,
+    scheduled_ns: u64,
+) {
+    let (request, of) = conversations.aiperf_request(session);
+    let issue = Issue {
+        id: context.next_id.fetch_add(1, Ordering::Relaxed),
+        stage: context.stage,
+        scheduled_ns,
+    };
+    let cancel = context.control.in_flight();
+    context.went_out(&issue, &request, false);
+    let mut record = context.execute(&request, issue, cancel).await;
+    conversations.aiperf_answered(session, of, &mut record);
+    context.record(record);
 }

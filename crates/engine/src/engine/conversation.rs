@@ -120,6 +120,26 @@ pub struct AiperfSession {
     correlation: Arc<(String, String)>,
     /// The session's concurrency slot, held from its first turn until its last returned.
     pub slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// AIPerf's `num_turns` for a user-centric user already part-way through its session at the start
+    /// (`build_first_turn(max_turns)`): only its first this many turns are sent.
+    turn_limit: Option<usize>,
+}
+
+impl AiperfSession {
+    /// Sends only the first `turns` turns of this session's conversation (AIPerf's `max_turns`).
+    pub fn limit_turns(&mut self, turns: usize) {
+        self.turn_limit = Some(turns);
+    }
+
+    /// How many of its turns returned so far.
+    pub fn sent_turns(&self) -> usize {
+        self.answers.len()
+    }
+
+    /// Replaces the session's correlation id (a user-centric user's is its user id).
+    pub fn set_correlation_id(&mut self, id: String) {
+        self.correlation = Arc::new((self.correlation.0.clone(), id));
+    }
 }
 
 /// inference-perf `conversation_replay` in progress (`conversation_replay_datagen.py`, `apis/user_session.py`,
@@ -492,14 +512,26 @@ impl Conversations {
             answers: Vec::new(),
             correlation: Arc::new((header.clone(), uuid4())),
             slot: None,
+            turn_limit: None,
         })
     }
 
-    /// How many turns `session`'s conversation has.
+    /// How many turns `session` sends: its conversation's, or fewer when limited.
     pub fn aiperf_turns(&self, session: &AiperfSession) -> usize {
-        self.scripts
+        let turns = self
+            .scripts
             .get(session.script)
-            .map_or(0, |s| s.turns.len())
+            .map_or(0, |s| s.turns.len());
+        session.turn_limit.map_or(turns, |limit| limit.min(turns))
+    }
+
+    /// The dataset's mean turns per conversation (`DatasetMetadata.average_turn_count`), 0 for none.
+    pub fn aiperf_average_turns(&self) -> f64 {
+        if self.scripts.is_empty() {
+            return 0.0;
+        }
+        let total: usize = self.scripts.iter().map(|s| s.turns.len()).sum();
+        total as f64 / self.scripts.len() as f64
     }
 
     /// The think time before `session`'s next turn may be queued (that turn's `delay`), or `None` when its last
@@ -508,6 +540,9 @@ impl Conversations {
         &self,
         session: &AiperfSession,
     ) -> Option<Option<std::time::Duration>> {
+        if session.answers.len() >= self.aiperf_turns(session) {
+            return None;
+        }
         let turn = self
             .scripts
             .get(session.script)?

@@ -14,6 +14,7 @@
 //! (no coordinated omission).
 
 mod aiperf_sessions;
+mod aiperf_users;
 mod api_events;
 mod chunk_scan;
 pub mod client;
@@ -1434,8 +1435,19 @@ async fn send_phase(
     if let Requests::Conversations(conversations) = &context.requests
         && conversations.is_aiperf()
     {
+        if let llmbench_workload::workload::AiperfPace::UserCentric { rate, users } = paced.pace {
+            let shape = aiperf_users::UserCentric { rate, users };
+            return aiperf_users::send_phase(context, conversations, phase, shape, in_flight).await;
+        }
         return aiperf_sessions::send_phase(context, conversations, phase, paced, slots, in_flight)
             .await;
+    }
+    if let llmbench_workload::workload::AiperfPace::UserCentric { .. } = paced.pace {
+        // The profile parser allows it only over multi-turn conversations: never a flood of single prompts.
+        tracing::error!(
+            "AIPerf's user-centric phase needs multi-turn conversations; nothing was sent"
+        );
+        return;
     }
     let Phase {
         start,

@@ -392,6 +392,22 @@ fn parse_flags(
 
     let input_file = m.get("input-file");
     let dataset_type = m.get("custom-dataset-type");
+    if let (AiperfPace::UserCentric { users, .. }, Some(line)) = (load.pace, load.user_centric_line)
+    {
+        user_centric_checks(
+            ctx,
+            UserCentricChecks {
+                users,
+                line,
+                // A duration bounds the phase instead (a request count beside one is refused above).
+                requests: request_limit.filter(|_| load.duration.is_none()),
+                sessions,
+                concurrency: concurrency_field.as_ref(),
+                input_file: input_file.as_ref(),
+                turn_mean: conversation.turn_mean,
+            },
+        )?;
+    }
     if let (Some(_), Some((_, key, line))) = (&input_file, &images) {
         return Err(ctx.unsupported(
             key,
@@ -810,6 +826,8 @@ struct Load {
     warmup: u64,
     /// The first of these flags the profile set, with its line, for a refusal that must name one.
     first: Option<(String, u32)>,
+    /// `--user-centric-rate`'s line, for the refusals that concern the user-centric phase.
+    user_centric_line: Option<u32>,
 }
 
 impl Load {
@@ -825,7 +843,7 @@ const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 
 /// Reads `--request-rate`, `--request-rate-mode`, `--benchmark-duration` and `--benchmark-grace-period`, checked as
 /// AIPerf's `UserConfig` validators check them (`validate_timing_mode`, `validate_benchmark_mode`).
-fn load(ctx: &Ctx, m: &mut MapReader<'_>, seed: u64) -> Result<Load, WorkloadError> {
+fn load(ctx: &mut Ctx, m: &mut MapReader<'_>, seed: u64) -> Result<Load, WorkloadError> {
     let mut first: Option<(String, u32)> = None;
     let mut note = |f: &At<'_>| {
         if first.is_none() {
@@ -871,6 +889,51 @@ fn load(ctx: &Ctx, m: &mut MapReader<'_>, seed: u64) -> Result<Load, WorkloadErr
         }
         None => None,
     };
+    // `--user-centric-rate` with `--num-users` (`timing/strategies/user_centric_rate.py`): the profiling phase
+    // becomes AIPerf's user-centric phase, whose rate is this one (`_PROF_FIELD_ROUTES` sets it after
+    // `--request-rate`'s, so it wins).
+    let user_centric = match m.get("user-centric-rate") {
+        Some(f) => {
+            note(&f);
+            let rate = number(ctx, &f)?;
+            if !(rate.is_finite() && rate > 0.0) {
+                return Err(f.invalid(ctx, format!("must be greater than 0, found {rate}")));
+            }
+            limits::check(ctx, &f, Limit::Rate, rate)?;
+            Some((rate, f))
+        }
+        None => None,
+    };
+    let users = match (m.get("num-users"), &user_centric) {
+        (Some(f), Some(_)) => {
+            let n = positive(ctx, &f)?;
+            limits::check(ctx, &f, Limit::Concurrency, n as f64)?;
+            Some(n as u32)
+        }
+        (Some(f), None) => {
+            return Err(f.invalid(
+                ctx,
+                "requires --user-centric-rate (AIPerf refuses it: pass --user-centric-rate to enable user-centric \
+                 mode, or drop --num-users)",
+            ));
+        }
+        (None, Some((_, f))) => {
+            return Err(ctx.missing(
+                "num-users",
+                f.line,
+                "--user-centric-rate needs --num-users (AIPerf's user-centric phase requires its `users`)",
+            ));
+        }
+        (None, None) => None,
+    };
+    if let (Some((_, uc)), Some(_)) = (&user_centric, rate) {
+        ctx.warn(
+            "request-rate",
+            uc.line,
+            WarningKind::Ignored,
+            "--user-centric-rate sets the rate of AIPerf's user-centric phase, and wins over --request-rate",
+        );
+    }
     // `--arrival-smoothness` (`--vllm-burstiness`): the gamma shape. Alone it selects gamma
     // (`_profiling_phase_type`'s "v1 parity"); beside another pattern, or with no rate (a concurrency phase),
     // `_apply_phase_specific_routes` refuses it.
@@ -880,7 +943,9 @@ fn load(ctx: &Ctx, m: &mut MapReader<'_>, seed: u64) -> Result<Load, WorkloadErr
             if !(k.is_finite() && k > 0.0) {
                 return Err(f.invalid(ctx, format!("must be greater than 0, found {k}")));
             }
-            let gamma = rate.is_some() && matches!(mode.as_deref(), None | Some("gamma"));
+            let gamma = rate.is_some()
+                && user_centric.is_none()
+                && matches!(mode.as_deref(), None | Some("gamma"));
             if !gamma {
                 return Err(f.invalid(
                     ctx,
@@ -892,18 +957,19 @@ fn load(ctx: &Ctx, m: &mut MapReader<'_>, seed: u64) -> Result<Load, WorkloadErr
         None => None,
     };
     let gamma = mode.as_deref() == Some("gamma") || (mode.is_none() && smoothness.is_some());
-    let pace = match rate {
-        Some(rate) if mode.as_deref() == Some("constant") => AiperfPace::Constant { rate },
-        Some(rate) if gamma => AiperfPace::Gamma {
+    let pace = match (rate, &user_centric, users) {
+        (_, Some((rate, _)), Some(users)) => AiperfPace::UserCentric { rate: *rate, users },
+        (Some(rate), _, _) if mode.as_deref() == Some("constant") => AiperfPace::Constant { rate },
+        (Some(rate), _, _) if gamma => AiperfPace::Gamma {
             rate,
             // `GammaIntervalGenerator`: `config.arrival_smoothness or 1.0`.
             smoothness: smoothness.as_ref().map_or(1.0, |(k, _)| *k),
             seed,
         },
         // `LoadGeneratorDefaults.REQUEST_RATE_MODE`: poisson.
-        Some(rate) => AiperfPace::Poisson { rate, seed },
+        (Some(rate), _, _) => AiperfPace::Poisson { rate, seed },
         // Without a rate AIPerf runs its concurrency burst, whatever the pattern said.
-        None => AiperfPace::Burst,
+        (None, _, _) => AiperfPace::Burst,
     };
     let duration = match m.get("benchmark-duration") {
         Some(f) => {
@@ -966,13 +1032,91 @@ fn load(ctx: &Ctx, m: &mut MapReader<'_>, seed: u64) -> Result<Load, WorkloadErr
              `--arrival-pattern gamma`",
         ));
     }
+    // The warm-up phase takes `--request-rate` (`_warmup_pattern_type`), which a user-centric run has not: AIPerf
+    // then runs the warm-up as a concurrency burst. llmbench paces both phases alike.
+    if let Some((_, f)) = &user_centric
+        && warmup > 0
+    {
+        return Err(f.unsupported(
+            ctx,
+            "a warm-up beside --user-centric-rate (AIPerf runs that warm-up as a concurrency burst, unlike the \
+             user-centric phase; llmbench paces both phases alike)",
+        ));
+    }
     Ok(Load {
         pace,
         duration,
         grace,
         warmup,
         first,
+        user_centric_line: user_centric.as_ref().map(|(_, f)| f.line),
     })
+}
+
+/// What AIPerf's user-centric phase is checked against.
+struct UserCentricChecks<'a, 'n> {
+    users: u32,
+    /// `--user-centric-rate`'s line.
+    line: u32,
+    /// The request count, AIPerf's default of 10 included.
+    requests: Option<u64>,
+    sessions: Option<u64>,
+    concurrency: Option<&'a At<'n>>,
+    input_file: Option<&'a At<'n>>,
+    turn_mean: u64,
+}
+
+/// `UserCentricPhase.validate_user_centric_constraints` and `_validate_profiling`'s turn check, and what llmbench
+/// does not build beside it.
+fn user_centric_checks(ctx: &Ctx, c: UserCentricChecks<'_, '_>) -> Result<(), WorkloadError> {
+    let users = u64::from(c.users);
+    if let Some(requests) = c.requests
+        && requests < users
+    {
+        return Err(ctx.invalid(
+            "user-centric-rate",
+            c.line,
+            format!(
+                "--request-count ({requests}) must be >= --num-users ({users}). Each user needs at least one \
+                 request (AIPerf refuses it; without --request-count a run is 10 requests)"
+            ),
+        ));
+    }
+    if let Some(sessions) = c.sessions
+        && sessions < users
+    {
+        return Err(ctx.invalid(
+            "user-centric-rate",
+            c.line,
+            format!(
+                "--num-sessions ({sessions}) must be >= --num-users ({users}). Each user needs at least one \
+                 session (AIPerf refuses it)"
+            ),
+        ));
+    }
+    if let Some(f) = c.input_file {
+        return Err(f.unsupported(
+            ctx,
+            "--user-centric-rate over an input file (llmbench runs AIPerf's user-centric phase over its \
+             synthetic multi-turn conversations)",
+        ));
+    }
+    if c.turn_mean < 2 {
+        return Err(ctx.invalid(
+            "user-centric-rate",
+            c.line,
+            "User-centric rate mode requires --session-turns-mean >= 2. For single-turn workloads, use \
+             --request-rate instead (AIPerf refuses it)",
+        ));
+    }
+    if let Some(f) = c.concurrency {
+        return Err(f.unsupported(
+            ctx,
+            "--concurrency beside --user-centric-rate (AIPerf then holds each new user's first turn until a \
+             session slot frees; llmbench's user-centric schedule is open-loop only)",
+        ));
+    }
+    Ok(())
 }
 
 /// The one stage of a synthetic run: AIPerf's profiling phase, after its warm-up phase if any. A plain
@@ -1019,6 +1163,7 @@ fn synthetic_stage(load: &Load, concurrency: Option<u32>, bounds: Bounds) -> Sta
             match pace {
                 AiperfPace::Poisson { .. } => LoadKind::Poisson,
                 AiperfPace::Gamma { .. } => LoadKind::Gamma,
+                AiperfPace::UserCentric { .. } => LoadKind::UserCentric,
                 AiperfPace::Constant { .. } => LoadKind::Constant,
                 AiperfPace::Burst => LoadKind::Concurrent,
             },
@@ -1662,6 +1807,30 @@ mod tests {
     }
 
     #[test]
+    fn user_centric_flags_make_the_user_centric_phase_over_conversations() {
+        let w = parse_text(
+            "model: m\nendpoint-type: chat\nuser-centric-rate: 8\nnum-users: 4\nconversation-turn-mean: 3\n\
+             request-count: 12\n",
+        )
+        .expect("parses");
+        assert_eq!(w.stages[0].load, LoadKind::UserCentric);
+        assert!(matches!(
+            w.stages[0].arrival,
+            Arrival::AiperfRate {
+                pace: AiperfPace::UserCentric {
+                    rate: 8.0,
+                    users: 4
+                },
+                concurrency: None,
+                warmup_requests: 0,
+                ..
+            }
+        ));
+        assert_eq!(w.stages[0].limit, StageLimit::requests(12));
+        assert!(matches!(w.data, DataSpec::AiperfConversations(_)));
+    }
+
+    #[test]
     fn a_request_rate_is_poisson_by_default_seeded_by_random_seed_and_capped_by_concurrency() {
         let stage = aiperf_stage(
             "model: m\nrequest-rate: 2.5\nconcurrency: 4\nrandom-seed: 42\nnum-requests: 7\n",
@@ -1946,6 +2115,46 @@ mod tests {
                 "model: m\nconcurrency: 4\nvllm-burstiness: 2\n",
                 "p.yaml:3: `vllm-burstiness`",
                 "only supported with --arrival-pattern gamma and a request rate",
+            ),
+            (
+                "model: m\nnum-users: 4\n",
+                "p.yaml:2: `num-users`",
+                "requires --user-centric-rate",
+            ),
+            (
+                "model: m\nuser-centric-rate: 4\nconversation-turn-mean: 3\n",
+                "p.yaml:2: `num-users`",
+                "needs --num-users",
+            ),
+            (
+                "model: m\nuser-centric-rate: 4\nnum-users: 11\nconversation-turn-mean: 3\n",
+                "p.yaml:2: `user-centric-rate`",
+                "--request-count (10) must be >= --num-users (11)",
+            ),
+            (
+                "model: m\nuser-centric-rate: 4\nnum-users: 3\nnum-sessions: 2\nconversation-turn-mean: 3\n",
+                "p.yaml:2: `user-centric-rate`",
+                "--num-sessions (2) must be >= --num-users (3)",
+            ),
+            (
+                "model: m\nuser-centric-rate: 4\nnum-users: 3\n",
+                "p.yaml:2: `user-centric-rate`",
+                "requires --session-turns-mean >= 2",
+            ),
+            (
+                "model: m\nuser-centric-rate: 4\nnum-users: 3\nconversation-turn-mean: 3\nconcurrency: 2\n",
+                "p.yaml:5: `concurrency`",
+                "open-loop only",
+            ),
+            (
+                "model: m\nuser-centric-rate: 4\nnum-users: 3\nconversation-turn-mean: 3\nwarmup-request-count: 2\n",
+                "p.yaml:2: `user-centric-rate`",
+                "a warm-up beside --user-centric-rate",
+            ),
+            (
+                "model: m\nuser-centric-rate: 4\nnum-users: 3\nrequest-rate: 2\narrival-smoothness: 2\n",
+                "p.yaml:5: `arrival-smoothness`",
+                "only supported with --arrival-pattern gamma",
             ),
             (
                 "model: m\nrequest-rate: 4\narrival-smoothness: 0\n",

@@ -895,6 +895,27 @@ fn phase(ctx: &Ctx, f: &At<'_>, flags: &mut Flags, warmup: bool) -> Result<Pace,
                 return Err(r.invalid(ctx, "a concurrency phase has no rate (AIPerf refuses it)"));
             }
         }
+        // `UserCentricPhase`: `rate` and `users` (required), as `--user-centric-rate` and `--num-users`.
+        "user_centric" => match (&rate, field(&mut p, "users")) {
+            (Some(r), Some(u)) => {
+                flags.copy("user-centric-rate", r);
+                flags.copy("num-users", &u);
+            }
+            (None, _) => {
+                return Err(ctx.missing(
+                    &super::reader::join(&f.path, "rate"),
+                    f.line,
+                    "a rate phase needs its rate",
+                ));
+            }
+            (Some(_), None) => {
+                return Err(ctx.missing(
+                    &super::reader::join(&f.path, "users"),
+                    f.line,
+                    "a user_centric phase needs its `users` (AIPerf refuses it)",
+                ));
+            }
+        },
         "poisson" | "constant" | "gamma" => match &rate {
             Some(r) => {
                 flags.copy("request-rate", r);
@@ -914,7 +935,7 @@ fn phase(ctx: &Ctx, f: &At<'_>, flags: &mut Flags, warmup: bool) -> Result<Pace,
                 &super::reader::join(&f.path, "type"),
                 at.map_or(f.line, |a| a.line),
                 format!(
-                    "the `{other}` phase type (concurrency, poisson, gamma and constant are built)"
+                    "the `{other}` phase type (concurrency, poisson, gamma, constant and user_centric are built)"
                 ),
             ));
         }
@@ -1315,12 +1336,17 @@ mod tests {
             "{err}"
         );
         let err = refusal(&format!(
-            "{head}  dataset: {{entries: 3}}\n  profiling: {{type: user_centric, rate: 2, users: 2, requests: 3}}\n"
+            "{head}  dataset: {{entries: 3}}\n  profiling: {{type: fixed_schedule, requests: 3}}\n"
         ));
         assert!(
-            err.contains("`benchmark.profiling.type`: the `user_centric` phase type"),
+            err.contains("`benchmark.profiling.type`: the `fixed_schedule` phase type"),
             "{err}"
         );
+        // A user-centric phase is the user-centric flags, checked as they are.
+        let err = refusal(&format!(
+            "{head}  dataset: {{entries: 3}}\n  profiling: {{type: user_centric, rate: 2, users: 2, requests: 3}}\n"
+        ));
+        assert!(err.contains("requires --session-turns-mean >= 2"), "{err}");
         let err = refusal(&format!(
             "{head}  dataset: {{entries: 3}}\n  profiling: {{type: poisson, rate: 2, smoothness: 2, requests: 3}}\n"
         ));

@@ -31,6 +31,8 @@ pub(super) struct ConversationFlags {
     pub turns: TokenLengths,
     /// Whether a conversation can have more than one turn.
     pub multi_turn: bool,
+    /// `--conversation-turn-mean` as given (1 without it): AIPerf's user-centric phase checks it.
+    pub turn_mean: u64,
     pub prefix_pool: Option<AiperfPrefixPool>,
     /// `--conversation-turn-delay-*`, when the mean is above 0.
     pub turn_delay: Option<AiperfTurnDelay>,
@@ -151,6 +153,7 @@ pub(super) fn read(
     Ok(ConversationFlags {
         turns: lengths(mean, Some(stddev as f64)),
         multi_turn: mean > 1 || stddev > 0,
+        turn_mean: mean,
         prefix_pool,
         turn_delay,
         first,

@@ -314,6 +314,8 @@ pub enum LoadKind {
     Sweep,
     /// A trace replayed at its own times (AIPerf's fixed schedule) or as its sessions allow.
     Trace,
+    /// AIPerf's user-centric phase: users whose turns go a fixed gap apart.
+    UserCentric,
 }
 
 impl LoadKind {
@@ -327,6 +329,7 @@ impl LoadKind {
             LoadKind::Gamma => "gamma",
             LoadKind::Sweep => "sweep",
             LoadKind::Trace => "trace",
+            LoadKind::UserCentric => "user_centric",
         }
     }
 }
@@ -467,6 +470,11 @@ pub enum AiperfPace {
     /// No `--request-rate` (`ConcurrencyBurstIntervalGenerator`): intervals of 0; the concurrency alone paces the
     /// sends.
     Burst,
+    /// `--user-centric-rate rate --num-users users` (`timing/strategies/user_centric_rate.py`): `users` users,
+    /// each a multi-turn session whose turns go `users / rate` apart, their first turns staggered `1 / rate` apart
+    /// as if the run were already in its steady state, a new user spawned as each one's last turn is due. Not an
+    /// interval generator: the engine schedules it on its own.
+    UserCentric { rate: f64, users: u32 },
 }
 
 /// The component name AIPerf 0.13 derives its Poisson generator's seed from.
@@ -488,7 +496,9 @@ impl AiperfPace {
                 AiperfPace::Gamma { seed, .. } => {
                     Some(PyRandom::seed(aiperf_derived_seed(*seed, AIPERF_GAMMA_RNG)))
                 }
-                AiperfPace::Constant { .. } | AiperfPace::Burst => None,
+                AiperfPace::Constant { .. }
+                | AiperfPace::Burst
+                | AiperfPace::UserCentric { .. } => None,
             },
         }
     }
@@ -498,7 +508,8 @@ impl AiperfPace {
         match self {
             AiperfPace::Poisson { rate, .. }
             | AiperfPace::Gamma { rate, .. }
-            | AiperfPace::Constant { rate } => seconds(1.0 / rate),
+            | AiperfPace::Constant { rate }
+            | AiperfPace::UserCentric { rate, .. } => seconds(1.0 / rate),
             AiperfPace::Burst => Duration::ZERO,
         }
     }
@@ -527,9 +538,13 @@ impl Iterator for AiperfIntervals {
                     .unwrap_or(0.0),
             ),
             (AiperfPace::Constant { rate }, _) => seconds(1.0 / rate),
-            (AiperfPace::Poisson { .. } | AiperfPace::Gamma { .. } | AiperfPace::Burst, _) => {
-                Duration::ZERO
-            }
+            (
+                AiperfPace::Poisson { .. }
+                | AiperfPace::Gamma { .. }
+                | AiperfPace::Burst
+                | AiperfPace::UserCentric { .. },
+                _,
+            ) => Duration::ZERO,
         })
     }
 }
