@@ -104,3 +104,46 @@ fn a_config_key_llmbench_does_not_run_is_refused_with_its_file_and_line() {
         stderr(&out)
     );
 }
+
+#[test]
+fn a_fixed_schedule_phase_replays_a_mooncake_trace_at_its_own_times() {
+    let sim = SimProcess::start(&["--model", "m", "--ttft", "2ms", "--itl", "1ms"]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = write(
+        dir.path(),
+        "trace.jsonl",
+        "{\"timestamp\": 1000, \"input_length\": 12, \"output_length\": 2, \"hash_ids\": [1]}\n\
+         {\"timestamp\": 1040, \"input_length\": 12, \"output_length\": 2, \"hash_ids\": [2]}\n\
+         {\"timestamp\": 1100, \"input_length\": 12, \"output_length\": 2, \"hash_ids\": [3]}\n\
+         {\"timestamp\": 1250, \"input_length\": 12, \"output_length\": 2, \"hash_ids\": [4]}\n",
+    );
+    // `FixedSchedulePhase`: no stop condition, `auto_offset` on unless said.
+    let config = format!(
+        "benchmark:\n  model: m\n  endpoint:\n    url: {}\n    type: completions\n  dataset:\n    type: file\n    \
+         path: {}\n    format: mooncake_trace\n  profiling:\n    type: fixed_schedule\n",
+        sim.url,
+        trace.display()
+    );
+    let profile = write(dir.path(), "bench.yaml", &config);
+    let out = run_profile(
+        dir.path(),
+        "aiperf",
+        &profile,
+        "fixed",
+        &["--tokenizer", "builtin", "--no-server-metrics"],
+    );
+    succeeded(&out);
+    let mut scheduled: Vec<u64> = records(dir.path(), "fixed")
+        .iter()
+        .map(|r| r["scheduled_ns"].as_u64().expect("scheduled_ns"))
+        .collect();
+    scheduled.sort_unstable();
+    let offsets_ms: Vec<f64> = scheduled
+        .iter()
+        .map(|t| (t - scheduled[0]) as f64 / 1e6)
+        .collect();
+    assert_eq!(offsets_ms.len(), 4);
+    for (got, want) in offsets_ms.iter().zip([0.0, 40.0, 100.0, 250.0]) {
+        assert!((got - want).abs() < 0.01, "{offsets_ms:?}");
+    }
+}

@@ -895,6 +895,27 @@ fn phase(ctx: &Ctx, f: &At<'_>, flags: &mut Flags, warmup: bool) -> Result<Pace,
                 return Err(r.invalid(ctx, "a concurrency phase has no rate (AIPerf refuses it)"));
             }
         }
+        // `FixedSchedulePhase`: a trace's own times, `auto_offset` (default true), `start_offset`, `end_offset`;
+        // no stop condition needed (the trace decides).
+        "fixed_schedule" => {
+            if let Some(r) = &rate {
+                return Err(r.invalid(
+                    ctx,
+                    "a fixed_schedule phase has no rate (AIPerf refuses it)",
+                ));
+            }
+            flags.set("fixed-schedule", f, Value::Bool(true));
+            match field(&mut p, "autoOffset") {
+                Some(a) => flags.copy("fixed-schedule-auto-offset", &a),
+                None => flags.set("fixed-schedule-auto-offset", f, Value::Bool(true)),
+            }
+            if let Some(o) = field(&mut p, "startOffset") {
+                flags.copy("fixed-schedule-start-offset", &o);
+            }
+            if let Some(o) = field(&mut p, "endOffset") {
+                flags.copy("fixed-schedule-end-offset", &o);
+            }
+        }
         // `UserCentricPhase`: `rate` and `users` (required), as `--user-centric-rate` and `--num-users`.
         "user_centric" => match (&rate, field(&mut p, "users")) {
             (Some(r), Some(u)) => {
@@ -935,7 +956,8 @@ fn phase(ctx: &Ctx, f: &At<'_>, flags: &mut Flags, warmup: bool) -> Result<Pace,
                 &super::reader::join(&f.path, "type"),
                 at.map_or(f.line, |a| a.line),
                 format!(
-                    "the `{other}` phase type (concurrency, poisson, gamma, constant and user_centric are built)"
+                    "the `{other}` phase type (concurrency, poisson, gamma, constant, user_centric and \
+                     fixed_schedule are built)"
                 ),
             ));
         }
@@ -962,7 +984,7 @@ fn phase(ctx: &Ctx, f: &At<'_>, flags: &mut Flags, warmup: bool) -> Result<Pace,
     let requests = field(&mut p, "requests");
     let duration = field(&mut p, "duration");
     let sessions = field(&mut p, "sessions");
-    if requests.is_none() && duration.is_none() && sessions.is_none() {
+    if requests.is_none() && duration.is_none() && sessions.is_none() && kind != "fixed_schedule" {
         return Err(f.invalid(ctx, "at least one of 'requests', 'duration', or 'sessions' must be specified (AIPerf refuses it)"));
     }
     if let (Some(_), Some(d)) = (&requests, &duration) {
@@ -1293,6 +1315,40 @@ mod tests {
              profiling: {type: concurrency, requests: 6}\n",
         );
         assert!(err.starts_with("bench.yaml:4: `benchmark.dataset.sampling`: a random or shuffle sampler over a mooncake trace"), "{err}");
+    }
+
+    #[test]
+    fn a_fixed_schedule_phase_is_the_fixed_schedule_flags_with_auto_offset_on_by_default() {
+        let head = "benchmark:\n  model: m\n  endpoint: {url: http://x}\n  \
+                    dataset: {type: file, path: t.jsonl, format: mooncake_trace}\n";
+        // `FixedSchedulePhase.auto_offset` defaults to true (the CLI flag's default is false).
+        assert_same(
+            &format!("{head}  profiling: {{type: fixed_schedule}}\n"),
+            "model: m\nurl: http://x\ninput-file: t.jsonl\ncustom-dataset-type: mooncake_trace\n\
+             fixed-schedule: true\nfixed-schedule-auto-offset: true\n",
+        );
+        assert_same(
+            &format!(
+                "{head}  profiling: {{type: fixed_schedule, autoOffset: false, startOffset: 100, endOffset: 900}}\n"
+            ),
+            "model: m\nurl: http://x\ninput-file: t.jsonl\ncustom-dataset-type: mooncake_trace\n\
+             fixed-schedule: true\nfixed-schedule-auto-offset: false\nfixed-schedule-start-offset: 100\n\
+             fixed-schedule-end-offset: 900\n",
+        );
+        // `_validate_fixed_schedule_constraints`: auto_offset (true unless said) with a start offset.
+        let err = refusal(&format!(
+            "{head}  profiling: {{type: fixed_schedule, startOffset: 100}}\n"
+        ));
+        assert!(
+            err.contains("fixed-schedule-auto-offset") || err.contains("autoOffset"),
+            "{err}"
+        );
+        // Over synthetic data there is no trace to follow.
+        let err = refusal(
+            "benchmark:\n  model: m\n  endpoint: {url: http://x}\n  dataset: {entries: 3}\n  \
+             profiling: {type: fixed_schedule}\n",
+        );
+        assert!(err.contains("need a trace"), "{err}");
     }
 
     #[test]
