@@ -324,3 +324,105 @@ fn vllm_sharegpt_sends_each_entrys_image_as_a_file_url_to_chat_and_none_to_compl
     assert_eq!(prompts.len(), 3);
     assert!(prompts.iter().all(Value::is_string), "{prompts:?}");
 }
+
+#[test]
+fn vllm_custom_mm_sends_each_records_first_image_file_in_pythons_shuffled_order() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // 56×28 (the simulator counts 2·1 = 2 tokens) and 100×50 (4·2 = 8).
+    let small = dir.path().join("small.jpg");
+    let large = dir.path().join("large.jpg");
+    std::fs::write(&small, llmbench_data::image::noise_jpeg(56, 28, 1)).expect("write");
+    std::fs::write(&large, llmbench_data::image::noise_jpeg(100, 50, 2)).expect("write");
+    let (small_path, large_path) = (small.display().to_string(), large.display().to_string());
+    let data = [
+        json!({"prompt": "what is in this picture", "image_files": [small_path, large_path]}),
+        json!({"prompt": "describe the scene in words", "image_files": [large_path]}),
+        json!({"prompt": "count the things you see here", "image_files": [small_path]}),
+    ]
+    .iter()
+    .map(|r| r.to_string() + "\n")
+    .collect::<String>();
+    let data_path = write(dir.path(), "mm.jsonl", &data);
+    let profile = write(
+        dir.path(),
+        "custom_mm.yaml",
+        &format!(
+            "model: m\nbackend: openai-chat\nendpoint: /v1/chat/completions\ndataset-name: custom_mm\n\
+             dataset-path: {}\ncustom-output-len: 3\nnum-prompts: 4\nmax-concurrency: 1\n",
+            data_path.display()
+        ),
+    );
+    let (url, seen) = capturing_server(streamed_answer);
+    let output = run_against(
+        "vllm-benchmark",
+        &profile,
+        &url,
+        "builtin",
+        dir.path(),
+        "wire",
+    );
+    succeeded(&output);
+    // CustomDataset.load_data: random.seed(0) (get_samples passes no seed); random.shuffle([r0, r1, r2]) → r0, r2,
+    // r1; maybe_oversample_requests: random.seed(0); random.choice → r2. Each prompt as it is, then
+    // process_image(image_files[0]) as a file:// URL.
+    let part = |text: &str, image: &Path| {
+        json!([{"type": "text", "text": text},
+               {"type": "image_url", "image_url": {"url": format!("file://{}", image.display())}}])
+    };
+    let contents: Vec<Value> = bodies(&seen)
+        .iter()
+        .map(|b| b["messages"][0]["content"].clone())
+        .collect();
+    assert_eq!(
+        contents,
+        vec![
+            part("what is in this picture", &small),
+            part("count the things you see here", &small),
+            part("describe the scene in words", &large),
+            part("count the things you see here", &small),
+        ]
+    );
+    assert!(
+        bodies(&seen)
+            .iter()
+            .all(|b| b["max_completion_tokens"] == 3)
+    );
+
+    let sim = SimProcess::start(&["--model", "m", "--ttft", "1ms", "--itl", "1ms"]);
+    let output = run_on_sim(dir.path(), "vllm-benchmark", &profile, "sim", &sim);
+    succeeded(&output);
+    let tokens: Vec<(u64, u64)> = records(dir.path(), "sim")
+        .iter()
+        .map(|r| {
+            (
+                r["input_tokens"].as_u64().expect("input_tokens"),
+                r["usage"]["prompt_tokens"].as_u64().expect("prompt_tokens"),
+            )
+        })
+        .collect();
+    assert_eq!(tokens, vec![(5, 7), (6, 8), (5, 13), (6, 8)]);
+
+    // Images go only in chat messages: vLLM refuses the dataset with another backend.
+    let completions = write(
+        dir.path(),
+        "completions.yaml",
+        &format!(
+            "model: m\nbackend: openai\ndataset-name: custom_mm\ndataset-path: {}\nnum-prompts: 2\n",
+            data_path.display()
+        ),
+    );
+    let output = run_against(
+        "vllm-benchmark",
+        &completions,
+        &url,
+        "builtin",
+        dir.path(),
+        "no",
+    );
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("`custom_mm` dataset sends images"),
+        "{}",
+        stderr(&output)
+    );
+}

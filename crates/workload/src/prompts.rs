@@ -1175,8 +1175,8 @@ fn vllm_custom(
         .output_len
         .map(|n| to_u32("custom-output-len", n))
         .transpose()?;
-    // (line, prompt, max_tokens)
-    let mut records: Vec<(usize, String, u32)> = Vec::new();
+    // (line, prompt, max_tokens, image)
+    let mut records: Vec<(usize, String, u32, Option<String>)> = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let number = i + 1;
         if line.trim().is_empty() {
@@ -1217,7 +1217,7 @@ fn vllm_custom(
                 .into());
             };
             // spec_bench always sets its output length (`spec-bench-output-len`, 256 by default).
-            records.push((number, prompt.clone(), fixed_output.unwrap_or(256)));
+            records.push((number, prompt.clone(), fixed_output.unwrap_or(256), None));
             continue;
         }
         let prompt = match record.get("prompt") {
@@ -1243,7 +1243,40 @@ fn vllm_custom(
                 output_tokens(record.get("output_tokens")).map_err(|m| field("output_tokens", m))?
             }
         };
-        records.push((number, prompt, max_tokens));
+        // `CustomMMDataset.sample`: `process_image(item["image_files"][0])`, the rest left out with a warning.
+        let image = match (&file.rows, record.get("image_files")) {
+            (DatasetRows::CustomMm, Some(Value::Array(files))) => match files.first() {
+                Some(Value::String(first)) => Some(first.clone()),
+                Some(other) => {
+                    return Err(field(
+                        "image_files",
+                        format!(
+                            "expected image paths or URLs (text), found {}",
+                            llmbench_data::json_kind(other)
+                        ),
+                    )
+                    .into());
+                }
+                None => {
+                    return Err(field(
+                        "image_files",
+                        "empty: vLLM's custom_mm dataset sends each record's first image file"
+                            .to_owned(),
+                    )
+                    .into());
+                }
+            },
+            (DatasetRows::CustomMm, _) => {
+                return Err(field(
+                    "image_files",
+                    "missing or not a list: vLLM's custom_mm dataset reads each record's `image_files` list"
+                        .to_owned(),
+                )
+                .into());
+            }
+            _ => None,
+        };
+        records.push((number, prompt, max_tokens, image));
     }
     if records.is_empty() {
         let reason = match &file.rows {
@@ -1279,7 +1312,7 @@ fn vllm_custom(
             chat_template_of(
                 tokenizer,
                 match file.rows {
-                    DatasetRows::Custom => "vLLM's custom dataset",
+                    DatasetRows::Custom | DatasetRows::CustomMm => "vLLM's custom dataset",
                     DatasetRows::SpecBench { .. } => "vLLM's spec_bench dataset",
                 },
             )?,
@@ -1289,7 +1322,7 @@ fn vllm_custom(
     };
     records
         .into_iter()
-        .map(|(number, prompt, max_tokens)| {
+        .map(|(number, prompt, max_tokens, image)| {
             let prompt = match &template {
                 Some((template, kwargs)) => template.render_user(&prompt, kwargs)?,
                 None => prompt,
@@ -1301,7 +1334,11 @@ fn vllm_custom(
                     row: format!("line {number}"),
                     source,
                 })?;
-            Ok(Prompt::text(prompt, n, Some(max_tokens)))
+            let mut p = Prompt::text(prompt, n, Some(max_tokens));
+            if let Some(image) = image {
+                p.images = vec![llmbench_data::image::ImageInput::named(&image)];
+            }
+            Ok(p)
         })
         .collect()
 }

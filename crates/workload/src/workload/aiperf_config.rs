@@ -1395,7 +1395,9 @@ mod tests {
             "{head}  dataset: {{entries: 3}}\n  profiling: {{type: fixed_schedule, requests: 3}}\n"
         ));
         assert!(
-            err.contains("`benchmark.profiling.type`: the `fixed_schedule` phase type"),
+            err.starts_with(
+                "bench.yaml:6: `benchmark.profiling`: the fixed-schedule options need a trace"
+            ),
             "{err}"
         );
         // A user-centric phase is the user-centric flags, checked as they are.

@@ -1327,6 +1327,9 @@ pub enum DatasetRows {
     /// `spec_bench` (`SpecBench`, Spec-Bench's `question.jsonl`): each record's first `turns` entry, only the
     /// records of `category` when one is given.
     SpecBench { category: Option<String> },
+    /// `custom_mm` (`CustomMMDataset`): each record's `prompt`, never templated, with the first of its
+    /// `image_files` as an `image_url` part (`process_image`: a path as a `file://` URL).
+    CustomMm,
 }
 
 /// vLLM's `hf` dataset (`vllm/benchmarks/datasets.py` `get_samples`) read from local files: a directory laid out as

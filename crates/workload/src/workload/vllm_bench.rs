@@ -395,17 +395,23 @@ pub(crate) fn parse(
     w.data = dataset_spec(ctx, &mut m, &dataset.0, dataset.1, &general)?;
     w.api.lora = lora_modules(ctx, &mut m, &dataset.0, w.seed)?;
     // serve.py: "Multi-modal content is only supported on 'openai-chat' and 'openai-audio' backend."
-    if matches!(&w.data, DataSpec::Random(r) if r.images.is_some()) && w.api.kind != ApiKind::Chat {
+    let images = match &w.data {
+        DataSpec::Random(r) => r.images.is_some(),
+        DataSpec::File(f) => f.rows == DatasetRows::CustomMm,
+        _ => false,
+    };
+    if images && w.api.kind != ApiKind::Chat {
         return Err(ctx.invalid(
             "dataset-name",
             dataset.1,
             format!(
-                "the `random-mm` dataset sends images in chat messages, which backend `{backend}` does not \
-                 send (vLLM refuses it too); use `backend: openai-chat` and `endpoint: /v1/chat/completions`"
+                "the `{}` dataset sends images in chat messages, which backend `{backend}` does not send (vLLM \
+                 refuses it too); use `backend: openai-chat` and `endpoint: /v1/chat/completions`",
+                dataset.0
             ),
         ));
     }
-    w.api.images = matches!(&w.data, DataSpec::Random(r) if r.images.is_some());
+    w.api.images = images;
     // The random dataset's `--random-batch-size` ("only used for embeddings benchmark"): `RandomDataset.sample`
     // makes `num-prompts` prompts, then one request of each `batchsize` of them, the last with what is left.
     let batch_field = match w.data {
@@ -1242,7 +1248,54 @@ fn dataset_spec(
                 ),
             ));
         }
-        "sharegpt4v" | "visionarena" | "custom_image" | "custom_mm" => {
+        "custom_mm" => {
+            // `CustomMMDataset`: `CustomDataset.load_data` (JSONL only, shuffled with the default seed 0), then
+            // each record's `prompt` as it is (no chat template) with the first of its `image_files`.
+            let path_field = m.require(
+                ctx,
+                "dataset-path",
+                "the custom_mm dataset is read from a JSONL file",
+            )?;
+            let path = text(ctx, &path_field)?;
+            if !path.ends_with(".jsonl") {
+                return Err(path_field.invalid(
+                    ctx,
+                    format!(
+                        "vLLM's custom_mm dataset reads only `.jsonl` files (one JSON record with a `prompt` and \
+                         `image_files` per line); `{path}` is not one"
+                    ),
+                ));
+            }
+            let output_len = match m.get("custom-output-len") {
+                None => DEFAULT_CUSTOM_OUTPUT_LEN as u64,
+                Some(f) => {
+                    let v = integer(ctx, &f)?;
+                    if v <= 0 {
+                        return Err(f.invalid(
+                            ctx,
+                            format!(
+                                "must be > 0 for the custom_mm dataset, found {v} (CustomMMDataset sends it as \
+                                 every request's output length as it is; it reads no `output_tokens`)"
+                            ),
+                        ));
+                    }
+                    limits::check(ctx, &f, Limit::Tokens, v as f64)?;
+                    v as u64
+                }
+            };
+            let output_len = match &general.output {
+                Some((n, _)) => *n,
+                None => output_len,
+            };
+            DataSpec::File(DatasetFile {
+                path,
+                output_len: Some(output_len),
+                shuffle,
+                chat_template: None,
+                rows: DatasetRows::CustomMm,
+            })
+        }
+        "sharegpt4v" | "visionarena" | "custom_image" => {
             return Err(ctx.unsupported(
                 "dataset-name",
                 line,
