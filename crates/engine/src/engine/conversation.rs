@@ -1166,6 +1166,7 @@ mod tests {
             logprobs: None,
             inputs_per_request: 1,
             lora: None,
+            rankings: None,
         }
     }
 
@@ -1492,6 +1493,7 @@ mod replay_tests {
                 logprobs: None,
                 inputs_per_request: 1,
                 lora: None,
+                rankings: None,
             },
         )
     }

@@ -258,6 +258,8 @@ const PHASE_KEYS: &[&str] = &[
     "adaptiveScaleStepPercent",
 ];
 const DISTRIBUTION_KEYS: &[&str] = &["mean", "stddev", "min", "max", "type"];
+/// `RankingsConfig` (`config/dataset/content.py`, `extra="forbid"`).
+const RANKINGS_KEYS: &[&str] = &["passages", "passageTokens", "queryTokens"];
 /// Sections that only say where output goes or how AIPerf's own processes run: nothing sent or measured changes.
 const OUTPUT_ONLY: &[&str] = &[
     "artifacts",
@@ -709,8 +711,30 @@ fn dataset(ctx: &Ctx, m: &mut MapReader<'_>, flags: &mut Flags) -> Result<(), Wo
             if let Some(r) = field(&mut d, "turnDelayRatio") {
                 flags.copy("conversation-turn-delay-ratio", &r);
             }
+            // `rankings` (`RankingsConfig`): what `_build_rankings` makes of the `--rankings-*` flags, read back.
+            if let Some(r) = d.get("rankings") {
+                let mut r = r.map(ctx)?;
+                for (key, mean, stddev) in [
+                    ("passages", "rankings-passages-mean", "rankings-passages-stddev"),
+                    (
+                        "passageTokens",
+                        "rankings-passages-prompt-token-mean",
+                        "rankings-passages-prompt-token-stddev",
+                    ),
+                    (
+                        "queryTokens",
+                        "rankings-query-prompt-token-mean",
+                        "rankings-query-prompt-token-stddev",
+                    ),
+                ] {
+                    if let Some(v) = field(&mut r, key) {
+                        distribution(ctx, &v, flags, mean, stddev)?;
+                    }
+                }
+                finish(ctx, &r, RANKINGS_KEYS, &not_built("rankings"))?;
+            }
             finish(ctx, &d, SYNTHETIC_KEYS, &not_built(
-                "per-dataset seeds, system prompts, images, audio, video and rankings are not built",
+                "per-dataset seeds, system prompts, images, audio and video are not built",
             ))
         }
         Some("file") => {
