@@ -269,3 +269,39 @@ fn what_rankings_runs_do_not_build_is_refused_with_the_reason() {
         assert!(stderr(&output).contains(reason), "{}", stderr(&output));
     }
 }
+
+/// The bundled `rankings` profile shrunk to 6 requests over 6 entries on the embedded simulator. Its seed 42 and
+/// `sample_positive_normal_integer(10, 3)` on `rng.derive("dataset.rankings.passages")` draw gauss 12.08, 3.93,
+/// 14.43, 3.99, 8.69, 6.49 (AIPerf 0.13's `random_generator`): 13, 4, 15, 4, 9, 7 passages, one request each, in
+/// order at concurrency 4 — so compared as a set of counts per request.
+#[test]
+fn the_bundled_rankings_profile_runs_on_the_embedded_simulator() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = run_profile(
+        dir.path(),
+        "aiperf",
+        "rankings",
+        "bundled",
+        &[
+            "--sim-ttft",
+            "2ms",
+            "--tokenizer",
+            "builtin",
+            "--override",
+            "request-count=6",
+            "--override",
+            "num-dataset-entries=6",
+        ],
+    );
+    succeeded(&output);
+    let records = records_of(dir.path(), "bundled");
+    let mut inputs: Vec<u64> = records
+        .iter()
+        .map(|r| {
+            assert_eq!(r["http_status"], 200, "{r}");
+            r["inputs"].as_u64().expect("inputs")
+        })
+        .collect();
+    inputs.sort_unstable();
+    assert_eq!(inputs, [4, 4, 7, 9, 13, 15]);
+}
