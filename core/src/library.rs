@@ -54,7 +54,7 @@ const PURPOSES: &[(&str, &str, &str)] = &[
     (
         "aiperf",
         "rankings",
-        "Rankings (Cohere's /v2/rerank): a 32-token query and about 10 passages, 200 requests, 4 at a time",
+        "Rankings on /v2/rerank: a 32-token query, about 10 passages, 200 requests, 4 at a time",
     ),
     (
         "aiperf",
