@@ -248,7 +248,7 @@ fn what_rankings_runs_do_not_build_is_refused_with_the_reason() {
             "a dataset file with `endpoint-type: cohere_rankings`",
         ),
         (
-            "model: m\nendpoint-type: hf_tei_rankings\nconversation-turn-mean: 2\n",
+            "model: m\nendpoint-type: hf_tei_rankings\ndataset-sampling-strategy: shuffle\n",
             "AIPerf's sessions",
         ),
         (

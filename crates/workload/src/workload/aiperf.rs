@@ -600,13 +600,12 @@ fn parse_flags(
                     RankingsRefused {
                         isl: isl.as_ref(),
                         osl: osl.as_ref(),
-                        sessions: sessions_path.then(|| {
-                            conversation
-                                .first
-                                .clone()
-                                .or_else(|| sampling_field.as_ref().map(|f| (f.path.clone(), f.line)))
-                                .or_else(|| session_header.as_ref().map(|f| (f.path.clone(), f.line)))
-                        }),
+                        conversation: conversation.first.clone(),
+                        sessions: sampling_field
+                            .as_ref()
+                            .filter(|_| sampling != AiperfSamplingStrategy::Sequential)
+                            .or(session_header.as_ref())
+                            .map(|f| (f.path.clone(), f.line)),
                         images: images.as_ref().map(|(_, key, line)| (key.clone(), *line)),
                     },
                 )?;
@@ -813,8 +812,10 @@ const DEFAULT_RANKINGS_QUERY_TOKENS: u64 = 32;
 struct RankingsRefused<'a, 'n> {
     isl: Option<&'a At<'n>>,
     osl: Option<&'a At<'n>>,
-    /// The flag that would make the run AIPerf's sessions (multi-turn, a sampler, a session header).
-    sessions: Option<Option<(String, u32)>>,
+    /// The first of the multi-turn, prefix-pool and turn-delay flags, which the rankings composer never reads.
+    conversation: Option<(String, u32)>,
+    /// A sampler other than sequential, or a session header: AIPerf's sessions, which rankings runs do not take.
+    sessions: Option<(String, u32)>,
     images: Option<(String, u32)>,
 }
 
@@ -827,18 +828,25 @@ fn rankings_dataset(
     entries: u64,
     refused: RankingsRefused<'_, '_>,
 ) -> Result<DataSpec, WorkloadError> {
-    if let Some(at) = refused.sessions {
-        let (key, line) = at.unwrap_or_else(|| ("endpoint-type".to_owned(), 0));
+    if let Some((key, line)) = refused.sessions {
         return Err(ctx.unsupported(
             &key,
             line,
             format!(
-                "AIPerf's sessions (multi-turn conversations, a prefix pool, a sampling strategy other than \
-                 sequential, a session header) with `endpoint-type: {}`: llmbench sends the rankings entries in \
-                 order, one request each",
+                "AIPerf's sessions (a sampling strategy other than sequential, a session header) with \
+                 `endpoint-type: {}`: llmbench sends the rankings entries in order, one request each",
                 wire.name()
             ),
         ));
+    }
+    if let Some((key, line)) = &refused.conversation {
+        // `SyntheticRankingsDatasetComposer` makes one turn per entry and reads no prefix or turn-delay config.
+        ctx.warn(
+            key,
+            *line,
+            WarningKind::Ignored,
+            "AIPerf's rankings composer makes one turn per entry, without prefix prompts or turn delays",
+        );
     }
     if let Some((key, line)) = refused.images {
         return Err(ctx.unsupported(
@@ -1572,6 +1580,24 @@ mod tests {
         // A URL that already ends with the type's path is kept whole (`_dedup_path_overlap`); only `/v1` and
         // `v1/` overlap otherwise, so a `/v2` base would be `/v2/v2/rerank`, as AIPerf sends it.
         assert_eq!(w.api.path(), "/v2/rerank");
+    }
+
+    #[test]
+    fn rankings_runs_ignore_the_turn_flags_and_refuse_a_sampler() {
+        let parsed = parse_profile(
+            Harness::Aiperf,
+            "p.yaml",
+            "model: m\nendpoint-type: nim_rankings\nconversation-turn-mean: 3\nosl: 5\n",
+            &ParseOptions::default(),
+        )
+        .expect("parses");
+        assert!(matches!(parsed.workload.data, DataSpec::AiperfRankings(_)));
+        for key in ["conversation-turn-mean", "osl"] {
+            assert!(parsed.warnings.iter().any(|w| w.key == key), "{key}: {:?}", parsed.warnings);
+        }
+        let err = parse_text("model: m\nendpoint-type: nim_rankings\nsession-header: X-S\n")
+            .expect_err("refused");
+        assert!(err.to_string().contains("session-header"), "{err}");
     }
 
     #[test]
