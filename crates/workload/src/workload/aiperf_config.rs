@@ -1088,6 +1088,24 @@ mod tests {
         assert_eq!(from_config, from_flags);
     }
 
+    /// `dataset.rankings` (`RankingsConfig`) is what `_build_rankings` makes of the `--rankings-*` flags.
+    #[test]
+    fn a_rankings_section_is_its_rankings_flags() {
+        let config = "schemaVersion: \"2.0\"\nbenchmark:\n  model: m\n  endpoint:\n    url: http://h:8000\n    \
+                      type: nim_rankings\n  dataset:\n    type: synthetic\n    entries: 5\n    rankings:\n      \
+                      passages: {mean: 4, stddev: 1}\n      passage_tokens: 64\n      queryTokens: {mean: 8, stddev: 2}\n  \
+                      profiling:\n    type: concurrency\n    concurrency: 2\n    requests: 9\n";
+        let flags = "model: m\nurl: http://h:8000\nendpoint-type: nim_rankings\nnum-dataset-entries: 5\n\
+                     rankings-passages-mean: 4\nrankings-passages-stddev: 1\nrankings-passages-prompt-token-mean: 64\n\
+                     rankings-query-prompt-token-mean: 8\nrankings-query-prompt-token-stddev: 2\nconcurrency: 2\n\
+                     request-count: 9\n";
+        assert_same(config, flags);
+        // `RankingsConfig` forbids other keys.
+        let wrong = config.replace("passage_tokens", "passage_token");
+        let err = refusal(&wrong);
+        assert!(err.contains("passage_tokens"), "{err}");
+    }
+
     #[test]
     fn the_minimal_template_is_its_concurrency_flags() {
         // AIPerf 0.13 `config/templates/minimal.yaml`: every shorthand form.
