@@ -163,7 +163,13 @@ fn the_rankings_endpoint_types_run_on_the_simulator_as_pooling_requests() {
                  rankings-passages-prompt-token-mean: 8\nrankings-query-prompt-token-mean: 4\n"
             ),
         );
-        succeeded(&run_on_sim(dir.path(), "aiperf", &file, endpoint_type, &sim));
+        succeeded(&run_on_sim(
+            dir.path(),
+            "aiperf",
+            &file,
+            endpoint_type,
+            &sim,
+        ));
         let records = records_of(dir.path(), endpoint_type);
         assert_eq!(records.len(), 4, "{endpoint_type}");
         for r in &records {
@@ -190,8 +196,15 @@ fn the_rankings_endpoint_types_run_on_the_simulator_as_pooling_requests() {
         );
         assert_eq!(export["request_count"]["avg"], 4.0, "{export:#}");
         assert!(export["request_latency"]["avg"].is_number(), "{export:#}");
-        assert!(export["request_throughput"]["avg"].is_number(), "{export:#}");
-        for absent in ["time_to_first_token", "inter_token_latency", "output_token_throughput"] {
+        assert!(
+            export["request_throughput"]["avg"].is_number(),
+            "{export:#}"
+        );
+        for absent in [
+            "time_to_first_token",
+            "inter_token_latency",
+            "output_token_throughput",
+        ] {
             assert!(export.get(absent).is_none(), "{absent}: {export:#}");
         }
     }

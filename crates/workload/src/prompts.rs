@@ -671,9 +671,9 @@ fn aiperf_rankings_prompts(
         .zip(counts)
         .map(|(query, count)| {
             let own: Vec<Prompt> = passages.by_ref().take(count as usize).collect();
-            let tokens = own
-                .iter()
-                .fold(query.input_tokens, |sum, p| sum.saturating_add(p.input_tokens));
+            let tokens = own.iter().fold(query.input_tokens, |sum, p| {
+                sum.saturating_add(p.input_tokens)
+            });
             Prompt {
                 input_tokens: tokens,
                 max_tokens: None,
@@ -1483,7 +1483,11 @@ mod tests {
         assert_eq!(shape, [(2, 16), (6, 40), (4, 28)]);
         assert!(prompts.iter().all(|p| p.max_tokens.is_none()));
         // Each entry's passages are its own texts, not the query's.
-        assert!(prompts.iter().all(|p| p.passages.iter().all(|t| *t != p.text)));
+        assert!(
+            prompts
+                .iter()
+                .all(|p| p.passages.iter().all(|t| *t != p.text))
+        );
     }
 
     fn write(dir: &tempfile::TempDir, name: &str, content: &str) -> String {

@@ -600,7 +600,10 @@ mod tests {
         );
         assert_eq!(embeddings.kind, Some(ChunkKind::UsageOnly));
         // TEI's bare list, of one item or several: no usage, no error.
-        for list in [r#"[{"index": 0, "score": 0.9}]"#, r#"[{"index": 1, "score": 0.9}, {"index": 0, "score": 0.1}, {"index": 2, "score": 0.0}]"#] {
+        for list in [
+            r#"[{"index": 0, "score": 0.9}]"#,
+            r#"[{"index": 1, "score": 0.9}, {"index": 0, "score": 0.1}, {"index": 2, "score": 0.0}]"#,
+        ] {
             let tei = parse_pooling(list).expect("a list");
             assert!(tei.usage.is_none() && tei.error.is_none() && tei.kind.is_none());
         }

@@ -97,7 +97,11 @@ pub(crate) fn prepare_batch(prompts: &[Prompt], settings: &BodySettings) -> Prep
 
 /// AIPerf's rankings request for `prompt`: its text the query, its passages the texts ranked. A prompt without
 /// passages (the pre-flight's probe) ranks its query against itself, as AIPerf would send no passage at all.
-fn prepare_rankings(prompt: &Prompt, wire: RankingsWire, settings: &BodySettings) -> PreparedRequest {
+fn prepare_rankings(
+    prompt: &Prompt,
+    wire: RankingsWire,
+    settings: &BodySettings,
+) -> PreparedRequest {
     let passages: Vec<&str> = if prompt.passages.is_empty() {
         vec![prompt.text.as_str()]
     } else {
@@ -254,7 +258,11 @@ mod tests {
             assert_eq!(requests.len(), 1);
             assert_eq!(body(&requests[0]), expected, "{wire:?}");
             assert_eq!(
-                (requests[0].inputs, requests[0].input_tokens, requests[0].max_tokens),
+                (
+                    requests[0].inputs,
+                    requests[0].input_tokens,
+                    requests[0].max_tokens
+                ),
                 (Some(2), 9, None)
             );
         }

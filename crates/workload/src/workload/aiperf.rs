@@ -1548,7 +1548,10 @@ mod tests {
             ("hf_tei_rankings", RankingsWire::HfTei, "/rerank"),
         ] {
             let w = parse_text(&format!("model: m\nendpoint-type: {name}\n")).expect("parses");
-            assert_eq!((w.api.kind, w.api.rankings, w.api.path()), (ApiKind::Rerank, Some(wire), path));
+            assert_eq!(
+                (w.api.kind, w.api.rankings, w.api.path()),
+                (ApiKind::Rerank, Some(wire), path)
+            );
             assert_eq!(
                 w.data,
                 DataSpec::AiperfRankings(AiperfRankings {
@@ -1593,7 +1596,11 @@ mod tests {
         .expect("parses");
         assert!(matches!(parsed.workload.data, DataSpec::AiperfRankings(_)));
         for key in ["conversation-turn-mean", "osl"] {
-            assert!(parsed.warnings.iter().any(|w| w.key == key), "{key}: {:?}", parsed.warnings);
+            assert!(
+                parsed.warnings.iter().any(|w| w.key == key),
+                "{key}: {:?}",
+                parsed.warnings
+            );
         }
         let err = parse_text("model: m\nendpoint-type: nim_rankings\nsession-header: X-S\n")
             .expect_err("refused");
