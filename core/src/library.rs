@@ -53,6 +53,11 @@ const PURPOSES: &[(&str, &str, &str)] = &[
     ),
     (
         "aiperf",
+        "rankings",
+        "Rankings on /v2/rerank: a 32-token query, about 10 passages, 200 requests, 4 at a time",
+    ),
+    (
+        "aiperf",
         "quickstart",
         "AIPerf's vLLM quick start: streamed chat, Poisson 32 req/s, 64 requests",
     ),

@@ -262,7 +262,7 @@ mod tests {
             .skip(1)
             .take_while(|l| !l.is_empty())
             .collect();
-        assert_eq!(rows.len(), 6, "{table}");
+        assert_eq!(rows.len(), 7, "{table}");
         assert!(rows.iter().all(|r| r.starts_with("aiperf")), "{table}");
     }
 

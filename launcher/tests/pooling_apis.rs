@@ -326,8 +326,8 @@ fn pooling_requests_that_no_tool_sends_as_asked_are_refused_with_the_reason() {
         ),
         (
             "aiperf",
-            "model: m\nendpoint-type: rankings\n",
-            "AIPerf's rankings dataset",
+            "model: m\nendpoint-type: nim_embeddings\n",
+            "llmbench sends text",
         ),
         (
             "guidellm",

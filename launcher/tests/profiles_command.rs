@@ -46,7 +46,7 @@ fn list_shows_each_profiles_purpose_and_the_flags_its_placeholders_need() {
         .take_while(|l| !l.is_empty())
         .map(str::to_owned)
         .collect();
-    assert_eq!(rows.len(), 6, "{rows:?}");
+    assert_eq!(rows.len(), 7, "{rows:?}");
     assert!(rows.iter().all(|r| r.starts_with("aiperf ")), "{rows:?}");
 }
 

@@ -51,6 +51,10 @@ pub struct Prompt {
     /// holds the text's alone, as vLLM's `prompt_len` does.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<image::ImageInput>,
+    /// A rankings request's passages (AIPerf's rankings endpoint types): `text` is the query they are ranked
+    /// against, and `input_tokens` counts the query and every passage.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub passages: Vec<String>,
 }
 
 impl Prompt {
@@ -65,6 +69,7 @@ impl Prompt {
             output: None,
             prefix_group: None,
             images: Vec::new(),
+            passages: Vec::new(),
         }
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! It exists so that a fresh machine (or a CI job) can drive the load generator end to end without a
 //! GPU: it speaks `/v1/completions` and `/v1/chat/completions` (streaming and not), the Responses and Messages
-//! APIs, the pooling routes (`/v1/embeddings`, `/pooling`, `/v1/rerank`, `/rerank`, `/v2/rerank`, `/v1/score`:
+//! APIs, the pooling routes (`/v1/embeddings`, `/pooling`, `/v1/rerank`, `/rerank`, `/v2/rerank`, `/v1/score`, NIM's `/v1/ranking`:
 //! prefill alone, see `pooling`), `/v1/models`,
 //! `/health`, `/version`, vLLM's profiler hooks (`/start_profile`, `/stop_profile`, counted) and a vLLM-named
 //! `/metrics`, with a configurable time to first token, inter-token

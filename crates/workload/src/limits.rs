@@ -176,6 +176,13 @@ pub fn estimate_run_memory(workload: &Workload, expected_requests: Option<u64>) 
                     a.output.as_ref().map(mean_tokens),
                 )
             }
+            // Each entry a query and its passages, held as one prompt of them all.
+            DataSpec::AiperfRankings(r) => (
+                pool(Some(r.entries)),
+                mean_tokens(&r.query) + r.passages_mean as f64 * mean_tokens(&r.passage),
+                0.0,
+                None,
+            ),
             DataSpec::SharedPrefix(p) => {
                 // Every prompt of every group is built, whatever the pool.
                 let n = p.num_groups.saturating_mul(p.num_prompts_per_group);

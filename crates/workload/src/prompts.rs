@@ -116,6 +116,12 @@ pub enum PromptError {
         specials: u32,
         range_ratio: f64,
     },
+    /// AIPerf's rankings entries would carry more passages than a run builds.
+    #[error(
+        "data: the rankings entries carry {passages} passages in all, more than the {max} llmbench builds for a \
+         run; lower --num-dataset-entries or --rankings-passages-mean"
+    )]
+    TooManyPassages { passages: u64, max: u64 },
     /// Multi-turn data is built by `conversations::build_conversations`, never as a list of prompts.
     #[error(
         "data: {what} is multi-turn; its requests are built as conversations, not as a list of prompts"
@@ -179,6 +185,7 @@ pub fn prompt_origin(workload: &Workload, nonce: u64) -> PromptOrigin {
         | DataSpec::SharedPrefix(_)
         | DataSpec::SyntheticText(_)
         | DataSpec::AiperfConversations(_)
+        | DataSpec::AiperfRankings(_)
         | DataSpec::ConversationReplay(_) => {}
     }
     match workload.seed_origin {
@@ -435,6 +442,9 @@ pub fn build_prompts(
             prompts.truncate(pool(None));
             prompts
         }
+        DataSpec::AiperfRankings(rankings) => {
+            aiperf_rankings_prompts(tokenizer, rankings, pool(Some(rankings.entries)), seed)?
+        }
         DataSpec::ConversationReplay(_) => {
             return Err(PromptError::Conversational {
                 what: "conversation_replay",
@@ -599,6 +609,79 @@ fn vllm_rerank_prompts(
         prompts.extend(batch.iter().cloned());
     }
     Ok(prompts)
+}
+
+/// The passage count of each of AIPerf's first `entries` rankings entries in a run seeded with `seed`
+/// (`SyntheticRankingsDatasetComposer.create_dataset`, AIPerf 0.13): `sample_positive_normal_integer(mean, stddev)`
+/// per entry, in order, on the generator `rng.derive("dataset.rankings.passages")` — AIPerf's own draws.
+pub fn aiperf_passage_counts(seed: u64, entries: usize, mean: u64, stddev: u64) -> Vec<u64> {
+    let mut rng = PyRandom::seed(llmbench_text::py_random::aiperf_derived_seed(
+        seed,
+        "dataset.rankings.passages",
+    ));
+    (0..entries)
+        .map(|_| rng.aiperf_positive_normal_integer(mean as f64, stddev as f64))
+        .collect()
+}
+
+/// Set apart the passages' length draws from the queries'.
+const PASSAGE_SEED_SALT: u64 = 0x9a55_a6e5;
+
+/// AIPerf's rankings entries (`synthetic_rankings.py` `_create_turn`): a query of `query` tokens and its passages
+/// of `passage` tokens each, their count AIPerf's own draw ([`aiperf_passage_counts`]). The texts and lengths come
+/// from llmbench's generator (AIPerf's prompt generator draws them from its corpus, which is not reproduced); each
+/// prompt's `input_tokens` counts the query and all its passages.
+fn aiperf_rankings_prompts(
+    tokenizer: &Tokenizer,
+    spec: &crate::workload::AiperfRankings,
+    entries: usize,
+    seed: u64,
+) -> Result<Vec<Prompt>, PromptError> {
+    let counts = aiperf_passage_counts(seed, entries, spec.passages_mean, spec.passages_stddev);
+    let total: u64 = counts.iter().sum();
+    if total > MAX_PROMPTS {
+        return Err(PromptError::TooManyPassages {
+            passages: total,
+            max: MAX_PROMPTS,
+        });
+    }
+    let draw = |what: &'static str, lengths: &TokenLengths, count: usize, seed: u64| {
+        synthetic(
+            tokenizer,
+            &SyntheticSpec {
+                num_prompts: count,
+                prompt_tokens: distribution(what, lengths)?,
+                output_tokens: None,
+                prefix_buckets: Vec::new(),
+                specials_in_each_length: 0,
+                seed,
+            },
+        )
+    };
+    let queries = draw("rankings-query-prompt-token", &spec.query, entries, seed)?;
+    let mut passages = draw(
+        "rankings-passages-prompt-token",
+        &spec.passage,
+        total as usize,
+        seed ^ PASSAGE_SEED_SALT,
+    )?
+    .into_iter();
+    Ok(queries
+        .into_iter()
+        .zip(counts)
+        .map(|(query, count)| {
+            let own: Vec<Prompt> = passages.by_ref().take(count as usize).collect();
+            let tokens = own.iter().fold(query.input_tokens, |sum, p| {
+                sum.saturating_add(p.input_tokens)
+            });
+            Prompt {
+                input_tokens: tokens,
+                max_tokens: None,
+                passages: own.into_iter().map(|p| p.text).collect(),
+                ..query
+            }
+        })
+        .collect())
 }
 
 /// vLLM `random`'s input length with the special tokens taken out, as its `RandomDataset` draws it; refused, as
@@ -1403,6 +1486,49 @@ fn output_tokens(value: Option<&Value>) -> Result<u32, String> {
 mod tests {
     use super::*;
     use crate::workload::{Api, Dialect, SharedPrefix, SharedPrefixStyle};
+
+    /// AIPerf 0.13's passage counts, worked by hand: `rng.derive("dataset.rankings.passages")` of seed 7 seeds
+    /// CPython's `random.Random` with SHA-256("7:dataset.rankings.passages")[:8]; its `gauss(3, 2)` draws 1.410,
+    /// 5.169, 3.609, 5.638, 4.182 — each at least 0, rounded up. Of seed 42, `gauss(5, 4)` draws 7.775, −3.100
+    /// (below 0: drawn again), 10.911, −3.007 (again), 3.248, 0.318, 5.989: 8, 11, 4, 1, 6. Without a spread,
+    /// `max(1, round(mean))`. (Checked against AIPerf 0.13's own `random_generator` module.)
+    #[test]
+    fn aiperf_passage_counts_are_aiperfs_own_draws() {
+        assert_eq!(aiperf_passage_counts(7, 5, 3, 2), [2, 6, 4, 6, 5]);
+        assert_eq!(aiperf_passage_counts(42, 5, 5, 4), [8, 11, 4, 1, 6]);
+        assert_eq!(aiperf_passage_counts(7, 3, 10, 0), [10, 10, 10]);
+    }
+
+    #[test]
+    fn aiperf_rankings_prompts_carry_their_passages_and_count_every_token() {
+        let tokenizer = Tokenizer::builtin();
+        let mut w = workload(
+            Harness::Aiperf,
+            DataSpec::AiperfRankings(crate::workload::AiperfRankings {
+                entries: 3,
+                passages_mean: 3,
+                passages_stddev: 2,
+                query: TokenLengths::fixed(4),
+                passage: TokenLengths::fixed(6),
+            }),
+            ApiKind::Rerank,
+        );
+        w.seed = 7;
+        let prompts = build_prompts(&w, &tokenizer, Some(10)).expect("prompts");
+        let shape: Vec<(usize, u32)> = prompts
+            .iter()
+            .map(|p| (p.passages.len(), p.input_tokens))
+            .collect();
+        // 2, 6, 4 passages of 6 tokens beside a query of 4; no max_tokens.
+        assert_eq!(shape, [(2, 16), (6, 40), (4, 28)]);
+        assert!(prompts.iter().all(|p| p.max_tokens.is_none()));
+        // Each entry's passages are its own texts, not the query's.
+        assert!(
+            prompts
+                .iter()
+                .all(|p| p.passages.iter().all(|t| *t != p.text))
+        );
+    }
 
     fn write(dir: &tempfile::TempDir, name: &str, content: &str) -> String {
         let path = dir.path().join(name);

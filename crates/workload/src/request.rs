@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
-use crate::workload::{Api, ApiKind, Harness, LoraTraffic};
+use crate::workload::{Api, ApiKind, Harness, LoraTraffic, RankingsWire};
 use llmbench_data::Prompt;
 use llmbench_data::image::ImageInput;
 
@@ -48,6 +48,8 @@ pub struct BodySettings {
     pub inputs_per_request: u32,
     /// LoRA adapters [`prepare_all`] spreads the requests over; [`prepare`] always names `model`.
     pub lora: Option<LoraTraffic>,
+    /// AIPerf's rankings endpoint type ([`Api::rankings`]): each prompt is a query with its passages.
+    pub rankings: Option<RankingsWire>,
 }
 
 /// How a tool writes its request bodies.
@@ -94,6 +96,7 @@ impl BodySettings {
             logprobs: api.logprobs,
             inputs_per_request: api.inputs_per_request,
             lora: api.lora.clone(),
+            rankings: api.rankings,
         }
     }
 }
@@ -422,6 +425,7 @@ mod tests {
             logprobs: None,
             inputs_per_request: 1,
             lora: None,
+            rankings: None,
         }
     }
 

@@ -406,9 +406,23 @@ struct PoolingUsageJson {
     total_tokens: Option<u32>,
 }
 
-/// A whole embeddings or rerank answer: its input tokens, and no output.
+/// A pooling answer: an object, or a bare list (Hugging Face TEI's `/rerank` answers `[{index, score}]`, which
+/// AIPerf's `hf_tei_rankings` reads as is). The list is tried first: serde reads a struct from a sequence too,
+/// positionally, which would take a TEI answer's first item for `usage`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum PoolingAnswer {
+    /// Its items are skipped unread (the list's shape is all that is checked).
+    List(#[allow(dead_code)] Vec<serde::de::IgnoredAny>),
+    Object(PoolingAnswerJson),
+}
+
+/// A whole embeddings, rerank or ranking answer: its input tokens, and no output.
 pub(super) fn parse_pooling(text: &str) -> Result<ParsedChunk, serde_json::Error> {
-    let answer: PoolingAnswerJson = serde_json::from_str(text)?;
+    let answer = match serde_json::from_str(text)? {
+        PoolingAnswer::Object(answer) => answer,
+        PoolingAnswer::List(_) => return Ok(ParsedChunk::default()),
+    };
     let mut parsed = ParsedChunk::default();
     if let Some(error) = answer.error {
         parsed.error = Some(server_error(describe(error)));
@@ -585,6 +599,14 @@ mod tests {
             Some((Some(7), Some(0)))
         );
         assert_eq!(embeddings.kind, Some(ChunkKind::UsageOnly));
+        // TEI's bare list, of one item or several: no usage, no error.
+        for list in [
+            r#"[{"index": 0, "score": 0.9}]"#,
+            r#"[{"index": 1, "score": 0.9}, {"index": 0, "score": 0.1}, {"index": 2, "score": 0.0}]"#,
+        ] {
+            let tei = parse_pooling(list).expect("a list");
+            assert!(tei.usage.is_none() && tei.error.is_none() && tei.kind.is_none());
+        }
         // vLLM's older rerank usage: `total_tokens` alone.
         let rerank = parse_pooling(
             r#"{"id":"r","model":"m","usage":{"total_tokens":12},"results":[{"index":0,"document":{"text":"a"},"relevance_score":0.5}]}"#,

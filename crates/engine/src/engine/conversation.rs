@@ -1201,6 +1201,7 @@ mod tests {
             logprobs: None,
             inputs_per_request: 1,
             lora: None,
+            rankings: None,
         }
     }
 
@@ -1527,6 +1528,7 @@ mod replay_tests {
                 logprobs: None,
                 inputs_per_request: 1,
                 lora: None,
+                rankings: None,
             },
         )
     }

@@ -1,6 +1,7 @@
 //! The pooling routes, as vLLM serves them for an embedding or cross-encoder model: `/v1/embeddings` and
 //! `/pooling` (one vector per input), `/v1/rerank`, `/rerank`, `/v2/rerank` (a relevance score per document) and
-//! `/v1/score` (a score per text pair). The request is read only as far as counting its inputs and their words;
+//! `/v1/score` (a score per text pair); and NVIDIA NIM's `/v1/ranking` (`{query: {text}, passages: [{text}]}` in,
+//! `{rankings: [{index, logit}]}` out), which AIPerf's `nim_rankings` endpoint type sends. The request is read only as far as counting its inputs and their words;
 //! the answer is a well-formed body of small fixed vectors or scores with `usage.prompt_tokens`. A pooling request
 //! is prefill alone: the engine times it as a request for one token (the time to first token), never streamed;
 //! `/metrics` counts it as such (one generation token), where vLLM counts a pooling request's prompt only.
@@ -20,6 +21,8 @@ pub(crate) enum PoolingRoute {
     Pooling,
     Rerank,
     Score,
+    /// NIM's `/v1/ranking`.
+    Ranking,
 }
 
 impl PoolingRoute {
@@ -29,6 +32,7 @@ impl PoolingRoute {
             PoolingRoute::Pooling => "pool-",
             PoolingRoute::Rerank => "rerank-",
             PoolingRoute::Score => "score-",
+            PoolingRoute::Ranking => "ranking-",
         }
     }
 }
@@ -52,6 +56,34 @@ pub(crate) struct RerankRequest {
     pub documents: Vec<String>,
     #[serde(default)]
     pub top_n: Option<usize>,
+}
+
+/// NIM's `/v1/ranking`: a query and its passages, each a `{text}` object.
+#[derive(Debug, Deserialize)]
+pub(crate) struct RankingRequest {
+    #[serde(default)]
+    pub model: Option<String>,
+    pub query: RankingText,
+    pub passages: Vec<RankingText>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct RankingText {
+    pub text: String,
+}
+
+impl RankingRequest {
+    /// As a rerank of the passages' texts: a cross-encoder reads each passage beside the query.
+    pub(crate) fn inputs(&self) -> Result<PoolingInputs, String> {
+        RerankRequest {
+            model: None,
+            query: self.query.text.clone(),
+            documents: self.passages.iter().map(|p| p.text.clone()).collect(),
+            top_n: None,
+        }
+        .inputs()
+        .map_err(|_| "passages must not be empty".to_owned())
+    }
 }
 
 /// `/v1/score`: `text_1` against each of `text_2`, or pair by pair when both are lists of one length.
@@ -219,6 +251,19 @@ struct RerankResult {
     relevance_score: f64,
 }
 
+/// NIM's ranking answer: every passage's logit, best first, and the usage.
+#[derive(Serialize)]
+struct RankingBody {
+    rankings: Vec<RankingItem>,
+    usage: RerankUsage,
+}
+
+#[derive(Serialize)]
+struct RankingItem {
+    index: usize,
+    logit: f64,
+}
+
 #[derive(Serialize)]
 struct ScoreItem {
     index: usize,
@@ -289,6 +334,18 @@ pub(crate) fn answer_body(
                 })
                 .collect(),
         }),
+        PoolingRoute::Ranking => serde_json::to_vec(&RankingBody {
+            rankings: (0..inputs)
+                .map(|index| RankingItem {
+                    index,
+                    logit: score(index),
+                })
+                .collect(),
+            usage: RerankUsage {
+                prompt_tokens,
+                total_tokens: prompt_tokens,
+            },
+        }),
         PoolingRoute::Score => serde_json::to_vec(&ScoreBody {
             id: header.id,
             object: "list",
@@ -331,6 +388,34 @@ mod tests {
         assert_eq!(score.inputs().expect("valid").tokens, [3, 2]);
         let empty: EmbeddingsRequest = parse(r#"{"input": []}"#);
         assert!(empty.inputs().is_err());
+    }
+
+    #[test]
+    fn a_nim_ranking_counts_each_passage_beside_the_query_and_answers_logits() {
+        let ranking: RankingRequest = parse(
+            r#"{"model": "m", "query": {"text": "q r"}, "passages": [{"text": "a"}, {"text": "b c"}]}"#,
+        );
+        let inputs = ranking.inputs().expect("valid");
+        assert_eq!((inputs.tokens.clone(), inputs.answered), (vec![3, 4], 2));
+        let empty: RankingRequest = parse(r#"{"query": {"text": "q"}, "passages": []}"#);
+        assert!(empty.inputs().is_err());
+        let header = ChunkHeader {
+            endpoint: super::super::openai::Endpoint::Pooling {
+                route: PoolingRoute::Ranking,
+                inputs: 2,
+            },
+            id: "ranking-1",
+            created: 0,
+            model: "m",
+        };
+        let answer: serde_json::Value =
+            serde_json::from_slice(&answer_body(PoolingRoute::Ranking, &header, 7, 2))
+                .expect("json");
+        assert_eq!(
+            answer,
+            serde_json::json!({"rankings": [{"index": 0, "logit": 0.5}, {"index": 1, "logit": 1.0 / 3.0}],
+                               "usage": {"prompt_tokens": 7, "total_tokens": 7}})
+        );
     }
 
     #[test]

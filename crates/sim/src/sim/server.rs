@@ -20,7 +20,9 @@ use super::openai::{
     ChatRequest, CommonParams, CompletionRequest, Endpoint, ErrorBody, ErrorDetail, ModelCard,
     ModelList, chat_hash_blocks, chat_image_tokens, chat_prompt_tokens,
 };
-use super::pooling::{EmbeddingsRequest, PoolingInputs, PoolingRoute, RerankRequest, ScoreRequest};
+use super::pooling::{
+    EmbeddingsRequest, PoolingInputs, PoolingRoute, RankingRequest, RerankRequest, ScoreRequest,
+};
 use super::prefix_cache::BlockHasher;
 use super::stamped::RequestArrival;
 
@@ -39,6 +41,7 @@ pub(crate) fn router(engine: Arc<Engine>) -> Router {
         .route("/v1/rerank", post(rerank))
         .route("/rerank", post(rerank))
         .route("/v2/rerank", post(rerank))
+        .route("/v1/ranking", post(ranking))
         .route("/v1/score", post(score))
         .route("/v1/models", get(models))
         .route("/health", get(health))
@@ -274,6 +277,29 @@ async fn rerank(
     pooled(
         engine,
         PoolingRoute::Rerank,
+        read,
+        arrival.instant(),
+        &headers,
+    )
+    .await
+}
+
+/// NIM's `/v1/ranking` (AIPerf's `nim_rankings`).
+async fn ranking(
+    State(engine): State<Arc<Engine>>,
+    ConnectInfo(arrival): ConnectInfo<RequestArrival>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let read = parse_body::<RankingRequest>(&body).and_then(|r| {
+        Ok((
+            r.model.clone(),
+            r.inputs().map_err(input_error("passages"))?,
+        ))
+    });
+    pooled(
+        engine,
+        PoolingRoute::Ranking,
         read,
         arrival.instant(),
         &headers,

@@ -10,16 +10,23 @@
 //!   ee7a774): `{model, input}` with the one text as a string, then `extras`; never streamed.
 //! - AIPerf 0.13 (`aiperf/endpoints/openai_embeddings.py`, `EmbeddingsEndpoint._build_payload`): `{model,
 //!   input: [texts]}` (always a list), then `--extra-inputs`.
+//! - AIPerf 0.13's rankings endpoint types (`aiperf/endpoints/base_rankings_endpoint.py` `format_payload`, then
+//!   each type's `build_payload`): one query and its passages per request — `nim_rankings` `{model, query: {text},
+//!   passages: [{text}]}`, `cohere_rankings` `{model, query, documents}`, `hf_tei_rankings` `{query, texts}` (no
+//!   model) — then `--extra-inputs` (`payload.update(extra)`).
 
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
 use super::{BodySettings, BodyStyle, PreparedRequest};
-use crate::workload::ApiKind;
+use crate::workload::{ApiKind, RankingsWire};
 use llmbench_data::Prompt;
 
 /// One pooling request carrying `prompts` (at least one).
 pub(crate) fn prepare_batch(prompts: &[Prompt], settings: &BodySettings) -> PreparedRequest {
+    if let (ApiKind::Rerank, Some(wire), [prompt]) = (settings.api, settings.rankings, prompts) {
+        return prepare_rankings(prompt, wire, settings);
+    }
     let texts = || -> Vec<Value> {
         prompts
             .iter()
@@ -88,6 +95,53 @@ pub(crate) fn prepare_batch(prompts: &[Prompt], settings: &BodySettings) -> Prep
     }
 }
 
+/// AIPerf's rankings request for `prompt`: its text the query, its passages the texts ranked. A prompt without
+/// passages (the pre-flight's probe) ranks its query against itself, as AIPerf would send no passage at all.
+fn prepare_rankings(
+    prompt: &Prompt,
+    wire: RankingsWire,
+    settings: &BodySettings,
+) -> PreparedRequest {
+    let passages: Vec<&str> = if prompt.passages.is_empty() {
+        vec![prompt.text.as_str()]
+    } else {
+        prompt.passages.iter().map(String::as_str).collect()
+    };
+    let model = || Value::String(settings.model.clone());
+    let mut body = Map::new();
+    match wire {
+        RankingsWire::Nim => {
+            body.insert("model".to_owned(), model());
+            body.insert("query".to_owned(), json!({"text": prompt.text}));
+            body.insert(
+                "passages".to_owned(),
+                Value::Array(passages.iter().map(|p| json!({"text": p})).collect()),
+            );
+        }
+        RankingsWire::Cohere => {
+            body.insert("model".to_owned(), model());
+            body.insert("query".to_owned(), json!(prompt.text));
+            body.insert("documents".to_owned(), json!(passages));
+        }
+        RankingsWire::HfTei => {
+            body.insert("query".to_owned(), json!(prompt.text));
+            body.insert("texts".to_owned(), json!(passages));
+        }
+    }
+    for (key, value) in &settings.extra_body {
+        body.insert(key.clone(), value.clone());
+    }
+    PreparedRequest {
+        body: Bytes::from(Value::Object(body).to_string()),
+        input_tokens: prompt.input_tokens,
+        max_tokens: None,
+        ignore_eos: false,
+        header: None,
+        inputs: Some(u32::try_from(passages.len()).unwrap_or(u32::MAX)),
+        adapter: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,6 +158,7 @@ mod tests {
             logprobs: None,
             inputs_per_request: per_request,
             lora: None,
+            rankings: None,
         }
     }
 
@@ -167,6 +222,54 @@ mod tests {
             (requests[0].inputs, requests[0].ignore_eos),
             (Some(2), false)
         );
+    }
+
+    fn ranking(passages: &[&str]) -> Prompt {
+        Prompt {
+            passages: passages.iter().map(|p| (*p).to_owned()).collect(),
+            ..Prompt::text("q".to_owned(), 9, None)
+        }
+    }
+
+    #[test]
+    fn aiperf_rankings_bodies_are_each_endpoint_types_own_with_extra_inputs_last() {
+        // The bodies of `build_payload` in `nim_rankings.py`, `cohere_rankings.py`, `hf_tei_rankings.py` (AIPerf
+        // 0.13), then `payload.update(extra)`.
+        let mut s = settings(ApiKind::Rerank, BodyStyle::Aiperf, 1);
+        s.extra_body.insert("truncate".to_owned(), json!("END"));
+        let cases = [
+            (
+                RankingsWire::Nim,
+                json!({"model": "m", "query": {"text": "q"}, "passages": [{"text": "a"}, {"text": "b"}],
+                       "truncate": "END"}),
+            ),
+            (
+                RankingsWire::Cohere,
+                json!({"model": "m", "query": "q", "documents": ["a", "b"], "truncate": "END"}),
+            ),
+            (
+                RankingsWire::HfTei,
+                json!({"query": "q", "texts": ["a", "b"], "truncate": "END"}),
+            ),
+        ];
+        for (wire, expected) in cases {
+            s.rankings = Some(wire);
+            let requests = crate::request::prepare_all(&[ranking(&["a", "b"])], &s);
+            assert_eq!(requests.len(), 1);
+            assert_eq!(body(&requests[0]), expected, "{wire:?}");
+            assert_eq!(
+                (
+                    requests[0].inputs,
+                    requests[0].input_tokens,
+                    requests[0].max_tokens
+                ),
+                (Some(2), 9, None)
+            );
+        }
+        // The probe, a prompt without passages, ranks its query against itself.
+        s.rankings = Some(RankingsWire::HfTei);
+        let probe = crate::request::prepare(&ranking(&[]), &s);
+        assert_eq!(body(&probe)["texts"], json!(["q"]));
     }
 
     #[test]

@@ -200,24 +200,38 @@ fn parse_flags(
         return Err(f.invalid(ctx, "AIPerf 0.13's only URL strategy is `round_robin`"));
     }
     if let Some(f) = m.get("endpoint-type") {
-        w.api.kind = match text(ctx, &f)?.as_str() {
+        let name = text(ctx, &f)?;
+        w.api.kind = match name.as_str() {
             "chat" => ApiKind::Chat,
             "completions" => ApiKind::Completion,
             // `EmbeddingsEndpoint` (aiperf/endpoints/openai_embeddings.py, AIPerf 0.13): POST /v1/embeddings.
             "embeddings" => ApiKind::Embeddings,
+            // `aiperf/endpoints/{nim,cohere,hf_tei}_rankings.py` (AIPerf 0.13): a query and its passages, from the
+            // synthetic rankings composer (`DatasetManager._is_rankings_endpoint`: "rankings" in the type's name).
+            "nim_rankings" | "cohere_rankings" | "hf_tei_rankings" => {
+                w.api.rankings = Some(match name.as_str() {
+                    "nim_rankings" => RankingsWire::Nim,
+                    "cohere_rankings" => RankingsWire::Cohere,
+                    _ => RankingsWire::HfTei,
+                });
+                ApiKind::Rerank
+            }
             other => {
                 let why = match other {
                     "chat_embeddings" | "nim_embeddings" => {
                         "it sends chat messages or images to /v1/embeddings; llmbench sends text: use \
                          `endpoint-type: embeddings`"
                     }
-                    "rankings" | "nim_rankings" | "cohere_rankings" | "hf_tei_rankings" => {
-                        "its query and passages come from AIPerf's rankings dataset (`--rankings-*` lengths and \
-                         counts drawn by its own generator), which llmbench does not reproduce; vLLM's \
-                         `backend: vllm-rerank` runs reranking"
+                    "rankings" => {
+                        return Err(f.invalid(
+                            ctx,
+                            "`rankings` is not an AIPerf 0.13 endpoint type (its rankings types are \
+                             nim_rankings, cohere_rankings and hf_tei_rankings)",
+                        ));
                     }
                     _ => {
-                        "chat, completions and embeddings are; AIPerf 0.13 has no Responses or Anthropic endpoint type"
+                        "chat, completions, embeddings, nim_rankings, cohere_rankings and hf_tei_rankings are; \
+                         AIPerf 0.13 has no Responses or Anthropic endpoint type"
                     }
                 };
                 return Err(f.unsupported(ctx, format!("endpoint type `{other}` ({why})")));
@@ -243,7 +257,7 @@ fn parse_flags(
                     &f.path,
                     f.line,
                     WarningKind::Ignored,
-                    "AIPerf disables streaming for the embeddings endpoint type, which never streams",
+                    "AIPerf disables streaming for the embeddings and rankings endpoint types, which never stream",
                 );
             }
             streaming && !w.api.kind.is_pooling()
@@ -389,6 +403,18 @@ fn parse_flags(
         .map(|f| sampling_strategy(ctx, f))
         .transpose()?;
     let conversation = aiperf_conversation::read(ctx, &mut m)?;
+    let rankings = rankings_flags(ctx, &mut m)?;
+    if w.api.rankings.is_none()
+        && let Some((key, line)) = &rankings.first
+    {
+        ctx.warn(
+            key,
+            *line,
+            WarningKind::Ignored,
+            "only the rankings endpoint types (nim_rankings, cohere_rankings, hf_tei_rankings) read the \
+             `rankings-*` flags",
+        );
+    }
 
     let input_file = m.get("input-file");
     let dataset_type = m.get("custom-dataset-type");
@@ -407,6 +433,16 @@ fn parse_flags(
                 turn_mean: conversation.turn_mean,
             },
         )?;
+    }
+    if let (Some(file), Some(wire)) = (&input_file, w.api.rankings) {
+        return Err(file.unsupported(
+            ctx,
+            format!(
+                "a dataset file with `endpoint-type: {}` (AIPerf reads a single_turn file's texts named `query` \
+                 and `passages` into rankings requests; llmbench builds AIPerf's synthetic rankings dataset only)",
+                wire.name()
+            ),
+        ));
     }
     if let (Some(_), Some((_, key, line))) = (&input_file, &images) {
         return Err(ctx.unsupported(
@@ -571,6 +607,35 @@ fn parse_flags(
             let sessions_path = conversation.needs_conversations()
                 || sampling != AiperfSamplingStrategy::Sequential
                 || session_header.is_some();
+            if let Some(wire) = w.api.rankings {
+                w.data = rankings_dataset(
+                    ctx,
+                    wire,
+                    rankings,
+                    entries,
+                    RankingsRefused {
+                        isl: isl.as_ref(),
+                        osl: osl.as_ref(),
+                        conversation: conversation.first.clone(),
+                        sessions: sampling_field
+                            .as_ref()
+                            .filter(|_| sampling != AiperfSamplingStrategy::Sequential)
+                            .or(session_header.as_ref())
+                            .map(|f| (f.path.clone(), f.line)),
+                        images: images.as_ref().map(|(_, key, line)| (key.clone(), *line)),
+                    },
+                )?;
+                w.stages = vec![synthetic_stage(
+                    &load,
+                    concurrency_field.is_some().then_some(concurrency),
+                    Bounds {
+                        requests: request_limit,
+                        sessions,
+                        conversations: false,
+                    },
+                )];
+                return finish_flags(ctx, &m, w);
+            }
             if let Some((_, key, line)) = &images {
                 if sessions_path {
                     return Err(ctx.unsupported(
@@ -625,7 +690,11 @@ fn parse_flags(
             )];
         }
     }
-    // AIPerf's command line refuses a flag it does not know.
+    finish_flags(ctx, &m, w)
+}
+
+/// AIPerf's command line refuses a flag it does not know.
+fn finish_flags(ctx: &Ctx, m: &MapReader<'_>, w: Workload) -> Result<Workload, WorkloadError> {
     if let Some(key) = m.unread().next() {
         if matches!(key.name.as_str(), "config" | "f") {
             return Err(ctx.unsupported(
@@ -661,10 +730,164 @@ fn parse_flags(
              conversation-turn-stddev, conversation-turn-delay-mean/stddev/ratio, prompt-prefix-pool-size, \
              prompt-prefix-length, extra-inputs, header, goodput, input-file, custom-dataset-type, \
              use-server-token-count, tokenizer-trust-remote-code, no-server-metrics, isl-block-size, fixed-schedule*, \
-             image-width-mean/stddev, image-height-mean/stddev, image-batch-size, image-format)",
+             image-width-mean/stddev, image-height-mean/stddev, image-batch-size, image-format, \
+             rankings-passages-mean/stddev, rankings-passages-prompt-token-mean/stddev, \
+             rankings-query-prompt-token-mean/stddev)",
         ));
     }
     Ok(w)
+}
+
+/// The `--rankings-*` flags (AIPerf 0.13 `config/flags/cli_config.py`; `_converter_dataset.py` `_build_rankings`):
+/// each mean/stddev pair becomes `dataset.rankings`' distribution only when one of the two is given, so without
+/// them `RankingsConfig`'s defaults apply (10 passages of 128 tokens, a query of 32), not the flags' own defaults
+/// (1, 550, 550). A stddev alone is a `NormalDistribution` without its required mean: AIPerf refuses it.
+struct RankingsFlags {
+    passages: (u64, u64),
+    query: TokenLengths,
+    passage: TokenLengths,
+    /// The first `rankings-*` flag given, for a warning or a refusal.
+    first: Option<(String, u32)>,
+}
+
+fn rankings_flags(ctx: &Ctx, m: &mut MapReader<'_>) -> Result<RankingsFlags, WorkloadError> {
+    let mut first: Option<(String, u32)> = None;
+    let mut pair = |mean_key: &str,
+                    stddev_key: &str,
+                    default: u64,
+                    limit: Limit|
+     -> Result<(u64, u64), WorkloadError> {
+        let mean = m.get(mean_key);
+        let stddev = m.get(stddev_key);
+        for f in mean.iter().chain(stddev.iter()) {
+            if first.is_none() {
+                first = Some((f.path.clone(), f.line));
+            }
+        }
+        let mean = match (&mean, &stddev) {
+            (Some(f), _) => {
+                // `Field(ge=1)`, an `int`.
+                let n = positive(ctx, f)?;
+                limits::check(ctx, f, limit, n as f64)?;
+                n
+            }
+            (None, Some(f)) => {
+                return Err(f.invalid(
+                    ctx,
+                    format!(
+                        "needs `{mean_key}` beside it (AIPerf 0.13 makes `{{stddev}}` alone a normal distribution \
+                         without its required mean, and refuses it)"
+                    ),
+                ));
+            }
+            (None, None) => default,
+        };
+        let stddev = match &stddev {
+            Some(f) => {
+                // `Field(ge=0)`, an `int`.
+                let n = non_negative(ctx, f)?;
+                limits::check(ctx, f, limit, n as f64)?;
+                n
+            }
+            None => 0,
+        };
+        Ok((mean, stddev))
+    };
+    let passages = pair(
+        "rankings-passages-mean",
+        "rankings-passages-stddev",
+        DEFAULT_RANKINGS_PASSAGES,
+        Limit::Samples,
+    )?;
+    let (passage_mean, passage_stddev) = pair(
+        "rankings-passages-prompt-token-mean",
+        "rankings-passages-prompt-token-stddev",
+        DEFAULT_RANKINGS_PASSAGE_TOKENS,
+        Limit::Tokens,
+    )?;
+    let (query_mean, query_stddev) = pair(
+        "rankings-query-prompt-token-mean",
+        "rankings-query-prompt-token-stddev",
+        DEFAULT_RANKINGS_QUERY_TOKENS,
+        Limit::Tokens,
+    )?;
+    Ok(RankingsFlags {
+        passages,
+        query: lengths(query_mean, Some(query_stddev as f64)),
+        passage: lengths(passage_mean, Some(passage_stddev as f64)),
+        first,
+    })
+}
+
+/// `RankingsConfig`'s defaults (`config/dataset/content.py`, AIPerf 0.13).
+const DEFAULT_RANKINGS_PASSAGES: u64 = 10;
+const DEFAULT_RANKINGS_PASSAGE_TOKENS: u64 = 128;
+const DEFAULT_RANKINGS_QUERY_TOKENS: u64 = 32;
+
+/// What a rankings run refuses or ignores beside the rankings flags.
+struct RankingsRefused<'a, 'n> {
+    isl: Option<&'a At<'n>>,
+    osl: Option<&'a At<'n>>,
+    /// The first of the multi-turn, prefix-pool and turn-delay flags, which the rankings composer never reads.
+    conversation: Option<(String, u32)>,
+    /// A sampler other than sequential, or a session header: AIPerf's sessions, which rankings runs do not take.
+    sessions: Option<(String, u32)>,
+    images: Option<(String, u32)>,
+}
+
+/// AIPerf's synthetic rankings dataset (`SyntheticRankingsDatasetComposer`, chosen for every endpoint type with
+/// "rankings" in its name): `entries` entries of one query and its passages, reused in order by the requests.
+fn rankings_dataset(
+    ctx: &mut Ctx,
+    wire: RankingsWire,
+    flags: RankingsFlags,
+    entries: u64,
+    refused: RankingsRefused<'_, '_>,
+) -> Result<DataSpec, WorkloadError> {
+    if let Some((key, line)) = refused.sessions {
+        return Err(ctx.unsupported(
+            &key,
+            line,
+            format!(
+                "AIPerf's sessions (a sampling strategy other than sequential, a session header) with \
+                 `endpoint-type: {}`: llmbench sends the rankings entries in order, one request each",
+                wire.name()
+            ),
+        ));
+    }
+    if let Some((key, line)) = &refused.conversation {
+        // `SyntheticRankingsDatasetComposer` makes one turn per entry and reads no prefix or turn-delay config.
+        ctx.warn(
+            key,
+            *line,
+            WarningKind::Ignored,
+            "AIPerf's rankings composer makes one turn per entry, without prefix prompts or turn delays",
+        );
+    }
+    if let Some((key, line)) = refused.images {
+        return Err(ctx.unsupported(
+            &key,
+            line,
+            "images with a rankings endpoint type (its requests carry a query and passages of text)",
+        ));
+    }
+    // The rankings composer reads neither: a query and passages have their own lengths, and `format_payload` warns
+    // that `max_tokens` is not supported for rankings and sends none.
+    for f in [refused.isl, refused.osl].into_iter().flatten() {
+        ctx.warn(
+            &f.path,
+            f.line,
+            WarningKind::Ignored,
+            "the rankings endpoint types take their lengths from the `rankings-*` flags and send no max_tokens",
+        );
+    }
+    Ok(DataSpec::AiperfRankings(AiperfRankings {
+        entries,
+        passages_mean: flags.passages.0,
+        passages_stddev: flags.passages.1,
+        query: flags.query,
+        passage: flags.passage,
+    }))
 }
 
 /// `--dataset-sampling-strategy` (`DatasetSamplingStrategy`: sequential, random, shuffle).
@@ -1503,6 +1726,95 @@ mod tests {
 
     fn parse_text(text: &str) -> Result<Workload, WorkloadError> {
         parse_profile(Harness::Aiperf, "p.yaml", text, &ParseOptions::default()).map(|p| p.workload)
+    }
+
+    /// The rankings endpoint types: AIPerf's rankings composer and each type's path; without `rankings-*` flags
+    /// `RankingsConfig`'s defaults (10 passages of 128 tokens, a query of 32), not the flags' own (1, 550, 550).
+    #[test]
+    fn rankings_endpoint_types_build_aiperfs_rankings_dataset() {
+        for (name, wire, path) in [
+            ("nim_rankings", RankingsWire::Nim, "/v1/ranking"),
+            ("cohere_rankings", RankingsWire::Cohere, "/v2/rerank"),
+            ("hf_tei_rankings", RankingsWire::HfTei, "/rerank"),
+        ] {
+            let w = parse_text(&format!("model: m\nendpoint-type: {name}\n")).expect("parses");
+            assert_eq!(
+                (w.api.kind, w.api.rankings, w.api.path()),
+                (ApiKind::Rerank, Some(wire), path)
+            );
+            assert_eq!(
+                w.data,
+                DataSpec::AiperfRankings(AiperfRankings {
+                    entries: 100,
+                    passages_mean: 10,
+                    passages_stddev: 0,
+                    query: TokenLengths::fixed(32),
+                    passage: TokenLengths::fixed(128),
+                })
+            );
+        }
+        let w = parse_text(
+            "model: m\nendpoint-type: cohere_rankings\nrequest-count: 7\nrankings-passages-mean: 4\n\
+             rankings-passages-stddev: 2\nrankings-passages-prompt-token-mean: 50\n\
+             rankings-passages-prompt-token-stddev: 5\nrankings-query-prompt-token-mean: 9\nisl: 20\n\
+             url: http://h/v2/rerank\n",
+        )
+        .expect("parses");
+        assert_eq!(
+            w.data,
+            DataSpec::AiperfRankings(AiperfRankings {
+                entries: 7,
+                passages_mean: 4,
+                passages_stddev: 2,
+                query: TokenLengths::fixed(9),
+                passage: lengths(50, Some(5.0)),
+            })
+        );
+        // A URL that already ends with the type's path is kept whole (`_dedup_path_overlap`); only `/v1` and
+        // `v1/` overlap otherwise, so a `/v2` base would be `/v2/v2/rerank`, as AIPerf sends it.
+        assert_eq!(w.api.path(), "/v2/rerank");
+    }
+
+    #[test]
+    fn rankings_runs_ignore_the_turn_flags_and_refuse_a_sampler() {
+        let parsed = parse_profile(
+            Harness::Aiperf,
+            "p.yaml",
+            "model: m\nendpoint-type: nim_rankings\nconversation-turn-mean: 3\nosl: 5\n",
+            &ParseOptions::default(),
+        )
+        .expect("parses");
+        assert!(matches!(parsed.workload.data, DataSpec::AiperfRankings(_)));
+        for key in ["conversation-turn-mean", "osl"] {
+            assert!(
+                parsed.warnings.iter().any(|w| w.key == key),
+                "{key}: {:?}",
+                parsed.warnings
+            );
+        }
+        let err = parse_text("model: m\nendpoint-type: nim_rankings\nsession-header: X-S\n")
+            .expect_err("refused");
+        assert!(err.to_string().contains("session-header"), "{err}");
+    }
+
+    #[test]
+    fn rankings_flags_beside_another_endpoint_type_are_ignored_with_a_warning() {
+        let parsed = parse_profile(
+            Harness::Aiperf,
+            "p.yaml",
+            "model: m\nendpoint-type: chat\nrankings-passages-mean: 3\n",
+            &ParseOptions::default(),
+        )
+        .expect("parses");
+        assert!(matches!(parsed.workload.data, DataSpec::SyntheticText(_)));
+        assert!(
+            parsed
+                .warnings
+                .iter()
+                .any(|w| w.key == "rankings-passages-mean"),
+            "{:?}",
+            parsed.warnings
+        );
     }
 
     const SYNTHETIC: &str = include_str!("../../../../workload/profiles/aiperf/synthetic.yaml.in");

@@ -258,6 +258,8 @@ const PHASE_KEYS: &[&str] = &[
     "adaptiveScaleStepPercent",
 ];
 const DISTRIBUTION_KEYS: &[&str] = &["mean", "stddev", "min", "max", "type"];
+/// `RankingsConfig` (`config/dataset/content.py`, `extra="forbid"`).
+const RANKINGS_KEYS: &[&str] = &["passages", "passageTokens", "queryTokens"];
 /// Sections that only say where output goes or how AIPerf's own processes run: nothing sent or measured changes.
 const OUTPUT_ONLY: &[&str] = &[
     "artifacts",
@@ -709,8 +711,30 @@ fn dataset(ctx: &Ctx, m: &mut MapReader<'_>, flags: &mut Flags) -> Result<(), Wo
             if let Some(r) = field(&mut d, "turnDelayRatio") {
                 flags.copy("conversation-turn-delay-ratio", &r);
             }
+            // `rankings` (`RankingsConfig`): what `_build_rankings` makes of the `--rankings-*` flags, read back.
+            if let Some(r) = d.get("rankings") {
+                let mut r = r.map(ctx)?;
+                for (key, mean, stddev) in [
+                    ("passages", "rankings-passages-mean", "rankings-passages-stddev"),
+                    (
+                        "passageTokens",
+                        "rankings-passages-prompt-token-mean",
+                        "rankings-passages-prompt-token-stddev",
+                    ),
+                    (
+                        "queryTokens",
+                        "rankings-query-prompt-token-mean",
+                        "rankings-query-prompt-token-stddev",
+                    ),
+                ] {
+                    if let Some(v) = field(&mut r, key) {
+                        distribution(ctx, &v, flags, mean, stddev)?;
+                    }
+                }
+                finish(ctx, &r, RANKINGS_KEYS, &not_built("rankings"))?;
+            }
             finish(ctx, &d, SYNTHETIC_KEYS, &not_built(
-                "per-dataset seeds, system prompts, images, audio, video and rankings are not built",
+                "per-dataset seeds, system prompts, images, audio and video are not built",
             ))
         }
         Some("file") => {
@@ -1129,6 +1153,24 @@ mod tests {
         assert_eq!(from_config.dialect, Dialect::AiperfConfig);
         from_flags.dialect = Dialect::AiperfConfig;
         assert_eq!(from_config, from_flags);
+    }
+
+    /// `dataset.rankings` (`RankingsConfig`) is what `_build_rankings` makes of the `--rankings-*` flags.
+    #[test]
+    fn a_rankings_section_is_its_rankings_flags() {
+        let config = "schemaVersion: \"2.0\"\nbenchmark:\n  model: m\n  endpoint:\n    url: http://h:8000\n    \
+                      type: nim_rankings\n  dataset:\n    type: synthetic\n    entries: 5\n    rankings:\n      \
+                      passages: {mean: 4, stddev: 1}\n      passage_tokens: 64\n      queryTokens: {mean: 8, stddev: 2}\n  \
+                      profiling:\n    type: concurrency\n    concurrency: 2\n    requests: 9\n";
+        let flags = "model: m\nurl: http://h:8000\nendpoint-type: nim_rankings\nnum-dataset-entries: 5\n\
+                     rankings-passages-mean: 4\nrankings-passages-stddev: 1\nrankings-passages-prompt-token-mean: 64\n\
+                     rankings-query-prompt-token-mean: 8\nrankings-query-prompt-token-stddev: 2\nconcurrency: 2\n\
+                     request-count: 9\n";
+        assert_same(config, flags);
+        // `RankingsConfig` forbids other keys.
+        let wrong = config.replace("passage_tokens", "passage_token");
+        let err = refusal(&wrong);
+        assert!(err.contains("passage_tokens"), "{err}");
     }
 
     #[test]

@@ -156,6 +156,41 @@ pub struct Api {
     /// The run's chat requests carry images (vLLM `random-mm`): the pre-flight's test request carries one too, so
     /// a server that cannot take images is found before the clock starts.
     pub images: bool,
+    /// For [`ApiKind::Rerank`] from AIPerf's rankings endpoint types: whose rankings API the bodies are written
+    /// for (each prompt a query with its passages); `None` sends vLLM's rerank bodies.
+    pub rankings: Option<RankingsWire>,
+}
+
+/// AIPerf 0.13's rankings endpoint types (`aiperf/endpoints/*_rankings.py`, paths from `plugin/plugins.yaml`):
+/// one query and its passages per request, never streamed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RankingsWire {
+    /// `nim_rankings`: POST `/v1/ranking`, `{model, query: {text}, passages: [{text}]}`.
+    Nim,
+    /// `cohere_rankings`: POST `/v2/rerank`, `{model, query, documents}`.
+    Cohere,
+    /// `hf_tei_rankings`: POST `/rerank`, `{query, texts}` (no model).
+    HfTei,
+}
+
+impl RankingsWire {
+    /// The endpoint type's path (`endpoint_path` in AIPerf's `plugins.yaml`).
+    pub fn path(self) -> &'static str {
+        match self {
+            RankingsWire::Nim => "/v1/ranking",
+            RankingsWire::Cohere => "/v2/rerank",
+            RankingsWire::HfTei => "/rerank",
+        }
+    }
+
+    /// AIPerf's name for it (`--endpoint-type`).
+    pub fn name(self) -> &'static str {
+        match self {
+            RankingsWire::Nim => "nim_rankings",
+            RankingsWire::Cohere => "cohere_rankings",
+            RankingsWire::HfTei => "hf_tei_rankings",
+        }
+    }
 }
 
 /// The LoRA adapters a run spreads its requests over, and how each request's adapter is chosen.
@@ -201,6 +236,7 @@ impl Default for Api {
             lora: None,
             more_urls: Vec::new(),
             images: false,
+            rankings: None,
         }
     }
 }
@@ -215,7 +251,7 @@ impl Api {
             (None, ApiKind::Responses) => "/v1/responses",
             (None, ApiKind::Messages) => "/v1/messages",
             (None, ApiKind::Embeddings) => "/v1/embeddings",
-            (None, ApiKind::Rerank) => "/v1/rerank",
+            (None, ApiKind::Rerank) => self.rankings.map_or("/v1/rerank", RankingsWire::path),
         }
     }
 
@@ -985,6 +1021,9 @@ pub enum DataSpec {
     MooncakeTrace(MooncakeTraceData),
     /// AIPerf's synthetic conversations of several turns, or with a prompt prefix pool.
     AiperfConversations(AiperfConversations),
+    /// AIPerf's synthetic rankings dataset (`SyntheticRankingsDatasetComposer`): each entry one query and its
+    /// passages, for the rankings endpoint types.
+    AiperfRankings(AiperfRankings),
     /// AIPerf `--input-file` with `--custom-dataset-type single_turn`, `multi_turn` or `random_pool`.
     AiperfFile(AiperfFile),
     /// inference-perf `random` data with `data.trace`: one prompt of each row's `ContextTokens` random tokens
@@ -1086,6 +1125,23 @@ pub struct AiperfConversations {
     pub turn_delay: Option<AiperfTurnDelay>,
     /// `--dataset-sampling-strategy` (sequential for synthetic data).
     pub sampling: AiperfSamplingStrategy,
+}
+
+/// AIPerf 0.13's synthetic rankings entries (`dataset/composer/synthetic_rankings.py`, `config/dataset/content.py`
+/// `RankingsConfig`): `entries` entries, each with `passages` passages. The passage counts are AIPerf's own draws
+/// (`sample_positive_normal_integer(int(mean), int(stddev))` on `rng.derive("dataset.rankings.passages")`); the
+/// query and passage lengths are drawn alike, with llmbench's generator.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AiperfRankings {
+    /// The dataset's entries (`--num-dataset-entries`, …, 100); requests reuse them in order.
+    pub entries: u64,
+    /// `--rankings-passages-mean` (10 when no rankings passage flag is given) and `-stddev` (0).
+    pub passages_mean: u64,
+    pub passages_stddev: u64,
+    /// `--rankings-query-prompt-token-mean`/`-stddev` (32, 0).
+    pub query: TokenLengths,
+    /// `--rankings-passages-prompt-token-mean`/`-stddev` (128, 0), drawn per passage.
+    pub passage: TokenLengths,
 }
 
 /// AIPerf's `--dataset-sampling-strategy` (`dataset/dataset_samplers.py`): which conversation each new session takes.
