@@ -462,3 +462,87 @@ fn lora_adapters_llama_server_does_not_list_stop_the_run_before_the_clock() {
     assert!(err.contains(&format!("lists {}", server.model)), "{err}");
     assert!(!dir.path().join("lora/requests.jsonl").exists());
 }
+
+#[test]
+fn aiperf_hf_tei_rankings_against_llama_servers_tei_rerank_answer_every_passage() {
+    // llama.cpp answers `/rerank` with `{query, texts}` in TEI's shape (a bare list of `{index, score}`, no usage),
+    // what AIPerf's `hf_tei_rankings` sends and parses.
+    let Some(server) = LlamaServer::start(&["-c", "4096", "-np", "2", "--reranking"]) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile = write(
+        dir.path(),
+        "tei.yaml",
+        &format!(
+            "model: {}\nurl: {}\nendpoint-type: hf_tei_rankings\nrandom-seed: 7\nrequest-count: 3\n\
+             rankings-passages-mean: 3\nrankings-passages-stddev: 2\nrankings-query-prompt-token-mean: 8\n\
+             rankings-passages-prompt-token-mean: 16\n",
+            server.model, server.url
+        ),
+    );
+    let tokenizer = server.tokenizer.to_str().expect("utf-8 path");
+    let output = run_profile(
+        dir.path(),
+        "aiperf",
+        &profile,
+        "tei",
+        &["--tokenizer", tokenizer, "--no-server-metrics"],
+    );
+    succeeded(&output);
+    let records = records(&dir.path().join("tei"));
+    // AIPerf's passage counts for seed 7 (mean 3, stddev 2): 2, 6, 4.
+    let passages: Vec<u64> = records.iter().map(|r| count(r, "inputs")).collect();
+    assert_eq!(passages, [2, 6, 4], "{records:?}");
+    for r in &records {
+        assert_eq!(r["http_status"], 200, "{r}");
+        assert!(r["error"].is_null(), "{r}");
+    }
+}
+
+#[test]
+fn aiperf_user_centric_turns_carry_each_users_history_into_llama_servers_prompt() {
+    let Some(server) = LlamaServer::start(&["-c", "4096", "-np", "2"]) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Two users, 2-turn conversations, turns 2 / 10 = 200 ms apart: every second turn sends the first turn and
+    // the server's own answer before its prompt.
+    let profile = write(
+        dir.path(),
+        "users.yaml",
+        &format!(
+            "model: {}\nurl: {}\nendpoint-type: chat\nuser-centric-rate: 10\nnum-users: 2\n\
+             conversation-turn-mean: 2\nisl: 12\nosl: 4\nextra-inputs: ignore_eos:true\nrequest-count: 6\n",
+            server.model, server.url
+        ),
+    );
+    let tokenizer = server.tokenizer.to_str().expect("utf-8 path");
+    let output = run_profile(
+        dir.path(),
+        "aiperf",
+        &profile,
+        "users",
+        &["--tokenizer", tokenizer, "--no-server-metrics"],
+    );
+    succeeded(&output);
+    let records = records(&dir.path().join("users"));
+    assert_eq!(records.len(), 6);
+    let prompt_of = |session: u64, turn: u64| {
+        records
+            .iter()
+            .find(|r| r["conversation"]["id"] == session && r["conversation"]["turn"] == turn)
+            .map(|r| usage(r, "prompt_tokens"))
+    };
+    let mut followed = 0;
+    for r in records.iter().filter(|r| r["conversation"]["turn"] == 1) {
+        assert_eq!(r["http_status"], 200, "{r}");
+        let session = r["conversation"]["id"].as_u64().expect("session");
+        if let Some(first) = prompt_of(session, 0) {
+            // The first turn, its 4-token answer and the template's turn markers come before this prompt.
+            assert!(usage(r, "prompt_tokens") > first + 4, "{records:?}");
+            followed += 1;
+        }
+    }
+    assert!(followed >= 1, "{records:?}");
+}
