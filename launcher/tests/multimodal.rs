@@ -95,6 +95,19 @@ fn images_sent(body: &Value) -> Vec<(u32, u32)> {
         .collect()
 }
 
+/// Each record's prompt tokens as llmbench counted them and as the server reported them.
+fn counted_and_served(dir: &Path, run_id: &str) -> Vec<(u64, u64)> {
+    records(dir, run_id)
+        .iter()
+        .map(|r| {
+            (
+                r["input_tokens"].as_u64().expect("input_tokens"),
+                r["usage"]["prompt_tokens"].as_u64().expect("prompt_tokens"),
+            )
+        })
+        .collect()
+}
+
 /// A PNG's width and height from its IHDR chunk.
 fn png_size(png: &[u8]) -> (u32, u32) {
     assert_eq!(
@@ -293,15 +306,7 @@ fn vllm_sharegpt_sends_each_entrys_image_as_a_file_url_to_chat_and_none_to_compl
     let sim = SimProcess::start(&["--model", "m", "--ttft", "1ms", "--itl", "1ms"]);
     let output = run_on_sim(dir.path(), "vllm-benchmark", &chat, "sim", &sim);
     succeeded(&output);
-    let tokens: Vec<(u64, u64)> = records(dir.path(), "sim")
-        .iter()
-        .map(|r| {
-            (
-                r["input_tokens"].as_u64().expect("input_tokens"),
-                r["usage"]["prompt_tokens"].as_u64().expect("prompt_tokens"),
-            )
-        })
-        .collect();
+    let tokens = counted_and_served(dir.path(), "sim");
     assert_eq!(tokens, vec![(5, 5 + 2), (5, 5), (6, 6 + 8)]);
 
     // vLLM's completions request function reads no multimodal content: the prompt alone.
@@ -391,15 +396,7 @@ fn vllm_custom_mm_sends_each_records_first_image_file_in_pythons_shuffled_order(
     let sim = SimProcess::start(&["--model", "m", "--ttft", "1ms", "--itl", "1ms"]);
     let output = run_on_sim(dir.path(), "vllm-benchmark", &profile, "sim", &sim);
     succeeded(&output);
-    let tokens: Vec<(u64, u64)> = records(dir.path(), "sim")
-        .iter()
-        .map(|r| {
-            (
-                r["input_tokens"].as_u64().expect("input_tokens"),
-                r["usage"]["prompt_tokens"].as_u64().expect("prompt_tokens"),
-            )
-        })
-        .collect();
+    let tokens = counted_and_served(dir.path(), "sim");
     assert_eq!(tokens, vec![(5, 7), (6, 8), (5, 13), (6, 8)]);
 
     // Images go only in chat messages: vLLM refuses the dataset with another backend.

@@ -463,6 +463,25 @@ fn lora_adapters_llama_server_does_not_list_stop_the_run_before_the_clock() {
     assert!(!dir.path().join("lora/requests.jsonl").exists());
 }
 
+/// An AIPerf flag profile (`flags`, after the server's model and URL) run against `server`, its records.
+fn aiperf_run(dir: &Path, server: &LlamaServer, run_id: &str, flags: &str) -> Vec<Value> {
+    let profile = write(
+        dir,
+        &format!("{run_id}.yaml"),
+        &format!("model: {}\nurl: {}\n{flags}", server.model, server.url),
+    );
+    let tokenizer = server.tokenizer.to_str().expect("utf-8 path");
+    let output = run_profile(
+        dir,
+        "aiperf",
+        &profile,
+        run_id,
+        &["--tokenizer", tokenizer, "--no-server-metrics"],
+    );
+    succeeded(&output);
+    records(&dir.join(run_id))
+}
+
 #[test]
 fn aiperf_hf_tei_rankings_against_llama_servers_tei_rerank_answer_every_passage() {
     // llama.cpp answers `/rerank` with `{query, texts}` in TEI's shape (a bare list of `{index, score}`, no usage),
@@ -471,26 +490,13 @@ fn aiperf_hf_tei_rankings_against_llama_servers_tei_rerank_answer_every_passage(
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    let profile = write(
+    let records = aiperf_run(
         dir.path(),
-        "tei.yaml",
-        &format!(
-            "model: {}\nurl: {}\nendpoint-type: hf_tei_rankings\nrandom-seed: 7\nrequest-count: 3\n\
-             rankings-passages-mean: 3\nrankings-passages-stddev: 2\nrankings-query-prompt-token-mean: 8\n\
-             rankings-passages-prompt-token-mean: 16\n",
-            server.model, server.url
-        ),
-    );
-    let tokenizer = server.tokenizer.to_str().expect("utf-8 path");
-    let output = run_profile(
-        dir.path(),
-        "aiperf",
-        &profile,
+        &server,
         "tei",
-        &["--tokenizer", tokenizer, "--no-server-metrics"],
+        "endpoint-type: hf_tei_rankings\nrandom-seed: 7\nrequest-count: 3\nrankings-passages-mean: 3\n\
+         rankings-passages-stddev: 2\nrankings-query-prompt-token-mean: 8\nrankings-passages-prompt-token-mean: 16\n",
     );
-    succeeded(&output);
-    let records = records(&dir.path().join("tei"));
     // AIPerf's passage counts for seed 7 (mean 3, stddev 2): 2, 6, 4.
     let passages: Vec<u64> = records.iter().map(|r| count(r, "inputs")).collect();
     assert_eq!(passages, [2, 6, 4], "{records:?}");
@@ -508,25 +514,13 @@ fn aiperf_user_centric_turns_carry_each_users_history_into_llama_servers_prompt(
     let dir = tempfile::tempdir().expect("tempdir");
     // Two users, 2-turn conversations, turns 2 / 10 = 200 ms apart: every second turn sends the first turn and
     // the server's own answer before its prompt.
-    let profile = write(
+    let records = aiperf_run(
         dir.path(),
-        "users.yaml",
-        &format!(
-            "model: {}\nurl: {}\nendpoint-type: chat\nuser-centric-rate: 10\nnum-users: 2\n\
-             conversation-turn-mean: 2\nisl: 12\nosl: 4\nextra-inputs: ignore_eos:true\nrequest-count: 6\n",
-            server.model, server.url
-        ),
-    );
-    let tokenizer = server.tokenizer.to_str().expect("utf-8 path");
-    let output = run_profile(
-        dir.path(),
-        "aiperf",
-        &profile,
+        &server,
         "users",
-        &["--tokenizer", tokenizer, "--no-server-metrics"],
+        "endpoint-type: chat\nuser-centric-rate: 10\nnum-users: 2\nconversation-turn-mean: 2\nisl: 12\nosl: 4\n\
+         extra-inputs: ignore_eos:true\nrequest-count: 6\n",
     );
-    succeeded(&output);
-    let records = records(&dir.path().join("users"));
     assert_eq!(records.len(), 6);
     let prompt_of = |session: u64, turn: u64| {
         records

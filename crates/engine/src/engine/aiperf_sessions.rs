@@ -21,7 +21,7 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 
 use super::conversation::{AiperfSession, Conversations};
-use super::{Issue, Paced, Phase, RateTicks, StageContext};
+use super::{Issue, Paced, Phase, RateTicks, StageContext, until};
 
 /// Continuations waiting for an interval, and the end of the phase's sending.
 #[derive(Default)]
@@ -176,12 +176,7 @@ async fn wait_for_work(
             None => std::future::pending().await,
         }
     };
-    let sending_over = async {
-        match sending_ends {
-            Some(end) => llmbench_model::timer::sleep_until(end).await,
-            None => std::future::pending().await,
-        }
-    };
+    let sending_over = until(sending_ends);
     tokio::select! {
         biased;
         () = context.control.issuing_ended() => {}

@@ -29,7 +29,7 @@ use tokio::task::JoinSet;
 
 use super::aiperf_sessions::exchange;
 use super::conversation::{AiperfSession, Conversations};
-use super::{Phase, StageContext};
+use super::{Phase, StageContext, until};
 
 /// The shape of a user-centric phase.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -185,12 +185,7 @@ pub(super) async fn send_phase(
             break;
         }
         let next = queue.next_time();
-        let sending_over = async {
-            match sending_ends {
-                Some(end) => llmbench_model::timer::sleep_until(end).await,
-                None => std::future::pending().await,
-            }
-        };
+        let sending_over = until(sending_ends);
         let due_now = async {
             match next {
                 Some(when) => llmbench_model::timer::sleep_until(when).await,

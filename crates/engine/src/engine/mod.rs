@@ -1368,6 +1368,14 @@ struct Phase {
     sessions: Option<u64>,
 }
 
+/// Resolves at `end`, or never without one (a phase's end of sending).
+async fn until(end: Option<Instant>) {
+    match end {
+        Some(end) => llmbench_model::timer::sleep_until(end).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// How far behind its schedule AIPerf's rate loop catches up before it re-anchors the next target at now
 /// (`Environment.TIMING.MAX_CATCHUP_SECONDS`, 10 ms by default).
 const AIPERF_MAX_CATCHUP: Duration = Duration::from_millis(10);
@@ -1398,12 +1406,7 @@ impl RateTicks {
         if self.target + AIPERF_MAX_CATCHUP < now {
             self.target = now;
         }
-        let sending_over = async {
-            match sending_ends {
-                Some(end) => llmbench_model::timer::sleep_until(end).await,
-                None => std::future::pending().await,
-            }
-        };
+        let sending_over = until(sending_ends);
         tokio::select! {
             biased;
             () = context.control.issuing_ended() => return None,

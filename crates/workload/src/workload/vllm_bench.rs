@@ -1093,21 +1093,7 @@ fn dataset_spec(
             })
         }
         "custom" => {
-            let path_field = m.require(
-                ctx,
-                "dataset-path",
-                "the custom dataset is read from a JSONL file",
-            )?;
-            let path = text(ctx, &path_field)?;
-            if !path.ends_with(".jsonl") {
-                return Err(path_field.invalid(
-                    ctx,
-                    format!(
-                        "vLLM's custom dataset reads only `.jsonl` files (one JSON record with a `prompt` per \
-                         line); `{path}` is not one"
-                    ),
-                ));
-            }
+            let path = jsonl_path(ctx, m, "custom", "a `prompt`")?;
             let output_len = match m.get("custom-output-len") {
                 None => Some(DEFAULT_CUSTOM_OUTPUT_LEN as u64),
                 Some(f) => {
@@ -1251,21 +1237,7 @@ fn dataset_spec(
         "custom_mm" => {
             // `CustomMMDataset`: `CustomDataset.load_data` (JSONL only, shuffled with the default seed 0), then
             // each record's `prompt` as it is (no chat template) with the first of its `image_files`.
-            let path_field = m.require(
-                ctx,
-                "dataset-path",
-                "the custom_mm dataset is read from a JSONL file",
-            )?;
-            let path = text(ctx, &path_field)?;
-            if !path.ends_with(".jsonl") {
-                return Err(path_field.invalid(
-                    ctx,
-                    format!(
-                        "vLLM's custom_mm dataset reads only `.jsonl` files (one JSON record with a `prompt` and \
-                         `image_files` per line); `{path}` is not one"
-                    ),
-                ));
-            }
+            let path = jsonl_path(ctx, m, "custom_mm", "a `prompt` and `image_files`")?;
             let output_len = match m.get("custom-output-len") {
                 None => DEFAULT_CUSTOM_OUTPUT_LEN as u64,
                 Some(f) => {
@@ -1405,6 +1377,31 @@ enum HfClass {
     /// Read by llmbench, with the split vLLM sets (none: `hf-split` must be given).
     Read(HfDatasetKind, Option<&'static str>),
     Refused(&'static str),
+}
+
+/// `dataset-path` of a dataset `CustomDataset.load_data` reads: JSONL only (it raises on anything else).
+fn jsonl_path(
+    ctx: &Ctx,
+    m: &mut MapReader<'_>,
+    dataset: &str,
+    record: &str,
+) -> Result<String, WorkloadError> {
+    let field = m.require(
+        ctx,
+        "dataset-path",
+        &format!("the {dataset} dataset is read from a JSONL file"),
+    )?;
+    let path = text(ctx, &field)?;
+    if !path.ends_with(".jsonl") {
+        return Err(field.invalid(
+            ctx,
+            format!(
+                "vLLM's {dataset} dataset reads only `.jsonl` files (one JSON record with {record} per line); \
+                 `{path}` is not one"
+            ),
+        ));
+    }
+    Ok(path)
 }
 
 /// `dataset-name: hf`: the class `get_samples` picks (by `dataset-path`, then by `hf-name`, which names the
