@@ -21,6 +21,24 @@ pub struct ImageInput {
     pub size: Option<(u32, u32)>,
     /// `data:image/jpeg;base64,…`, or a dataset's `file://`/`http(s)://` URL.
     pub url: String,
+    /// Where inference-perf weaves the image into the user text; `None` puts it after the text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub place: Option<ImagePlace>,
+}
+
+/// An image's place inside the user message as inference-perf's `assemble_content` (inference_perf/apis/chat.py at
+/// kubernetes-sigs/inference-perf 7de5ef2) computes it: the text is cut at `int(point · len(text))` characters.
+/// With a shared prefix the prefix and the question are woven apart (`_build_user_content`): the prefix text is
+/// the user text's first `prefix_chars` characters, the question what follows the one separator character after
+/// it, and the two are joined again by a space.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct ImagePlace {
+    /// The insertion point in [0, 1] (0 = before the text, 1 = after it).
+    pub point: f64,
+    /// The image belongs to the shared prefix (`shared_prefix.multimodal`) rather than the question.
+    pub in_prefix: bool,
+    /// The length in characters of the shared prefix the user text starts with, if it has one.
+    pub prefix_chars: Option<usize>,
 }
 
 impl ImageInput {
@@ -35,7 +53,11 @@ impl ImageInput {
         } else {
             format!("file://{path_or_url}")
         };
-        ImageInput { size: None, url }
+        ImageInput {
+            size: None,
+            url,
+            place: None,
+        }
     }
 }
 
@@ -172,6 +194,7 @@ pub fn noise_png_image(width: u32, height: u32, seed: u64) -> ImageInput {
             "data:image/png;base64,{}",
             base64::engine::general_purpose::STANDARD.encode(png)
         ),
+        place: None,
     }
 }
 
@@ -188,6 +211,103 @@ fn pick_bucket(buckets: &[ImageBucket], total: f64, uniform: f64) -> &ImageBucke
     &buckets[buckets.len() - 1]
 }
 
+/// inference-perf's synthetic images (`ImageDatagenConfig`, inference_perf/config/datagen/multimodal.py at
+/// kubernetes-sigs/inference-perf 7de5ef2), PNG representation: per request a count, then per image a size and an
+/// insertion point, each image one solid random colour.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WovenImages {
+    /// `count`: images per request, `int(sample_from_distribution(count, 1, rng)[0])`.
+    pub count: crate::LengthDistribution,
+    /// `insertion_point` as a number; `None` draws `rng.uniform(0.0, 1.0)` for each image.
+    pub insertion_point: Option<f64>,
+    /// `resolutions` as a list (a weighted draw per image, `_choose_index`); one entry of weight 1 for a single
+    /// resolution (no draw); empty for none, which is 512 × 512 (`_DEFAULT_IMAGE_WH`).
+    pub resolutions: Vec<ImageBucket>,
+    /// `resolutions` was a list: upstream draws an index even from a list of one.
+    pub weighted: bool,
+}
+
+/// One drawn image of a [`WovenImages`] spec.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WovenImage {
+    pub width: u32,
+    pub height: u32,
+    pub point: f64,
+    /// The solid colour (`rng.integers(0, 256, size=3)` in `generate_png_bytes`).
+    pub rgb: [u8; 3],
+}
+
+impl WovenImages {
+    /// One request's images, as `_sample_spec` (datagen/synthetic/shared_prefix_datagen.py) draws them: the count,
+    /// then for each image its resolution and its insertion point; the colour comes last, from the same stream
+    /// here (upstream draws it at send time from another generator).
+    pub fn draw<R: rand::Rng + ?Sized>(
+        &self,
+        count: &crate::LengthSampler,
+        rng: &mut R,
+    ) -> Vec<WovenImage> {
+        let n = count.sample(rng);
+        let total: f64 = self.resolutions.iter().map(|b| b.weight).sum();
+        (0..n)
+            .map(|_| {
+                let (width, height) = match self.resolutions.as_slice() {
+                    [] => (512, 512),
+                    [only] if !self.weighted => (only.width, only.height),
+                    // `_choose_index`: weights summing to 0 pick the first, without a draw.
+                    buckets if total <= 0.0 => (buckets[0].width, buckets[0].height),
+                    buckets => {
+                        let bucket = pick_bucket(buckets, total, rng.random::<f64>());
+                        (bucket.width, bucket.height)
+                    }
+                };
+                let point = match self.insertion_point {
+                    Some(p) => p,
+                    None => rng.random::<f64>(),
+                };
+                let rgb = [rng.random::<u8>(), rng.random::<u8>(), rng.random::<u8>()];
+                WovenImage {
+                    width,
+                    height,
+                    point,
+                    rgb,
+                }
+            })
+            .collect()
+    }
+}
+
+/// A PNG of `width` × `height` pixels all of colour `rgb`, as inference-perf's `generate_png_bytes`
+/// (inference_perf/mediagen/synthesis.py) writes it: 8-bit RGB, no interlace, each row filter 0, deflated at the
+/// fastest level, as a `data:image/png;base64,…` URL.
+pub fn solid_png_image(width: u32, height: u32, rgb: [u8; 3]) -> ImageInput {
+    let row: Vec<u8> = std::iter::repeat_n(rgb, width as usize).flatten().collect();
+    let mut pixels = Vec::with_capacity(row.len() * height as usize);
+    for _ in 0..height {
+        pixels.extend_from_slice(&row);
+    }
+    let mut png = Vec::new();
+    {
+        let mut encoder = png::Encoder::new(&mut png, width, height);
+        encoder.set_color(png::ColorType::Rgb);
+        encoder.set_depth(png::BitDepth::Eight);
+        encoder.set_compression(png::Compression::Fast);
+        encoder.set_filter(png::FilterType::NoFilter);
+        encoder.set_adaptive_filter(png::AdaptiveFilterType::NonAdaptive);
+        // Writing into a Vec fails only on a size PNG cannot state; the image is then left out of the URL.
+        if let Ok(mut writer) = encoder.write_header() {
+            let _ = writer.write_image_data(&pixels);
+        }
+    }
+    ImageInput {
+        size: Some((width, height)),
+        url: format!(
+            "data:image/png;base64,{}",
+            base64::engine::general_purpose::STANDARD.encode(png)
+        ),
+        place: None,
+    }
+}
+
 /// A noise JPEG of `width` × `height` as a data URL.
 pub fn noise_image(width: u32, height: u32, seed: u64) -> ImageInput {
     let jpeg = noise_jpeg(width, height, seed);
@@ -197,6 +317,7 @@ pub fn noise_image(width: u32, height: u32, seed: u64) -> ImageInput {
             "data:image/jpeg;base64,{}",
             base64::engine::general_purpose::STANDARD.encode(jpeg)
         ),
+        place: None,
     }
 }
 

@@ -198,7 +198,9 @@ fn prepare_openai(prompt: &Prompt, settings: &BodySettings) -> PreparedRequest {
             if !matches!(settings.style, BodyStyle::InferencePerf | BodyStyle::Aiperf) {
                 text_parts(&mut messages);
             }
-            if !prompt.images.is_empty() {
+            if prompt.images.iter().any(|image| image.place.is_some()) {
+                woven_parts(&mut messages, &prompt.images);
+            } else if !prompt.images.is_empty() {
                 image_parts(&mut messages, &prompt.images);
             }
             body.insert("messages".to_owned(), messages);
@@ -405,6 +407,109 @@ fn image_parts(messages: &mut Value, images: &[ImageInput]) {
     }
 }
 
+/// The first user message's text with the prompt's images woven in, as inference-perf's `_build_user_content`
+/// (inference_perf/apis/chat.py at kubernetes-sigs/inference-perf 7de5ef2) builds it: the shared prefix and the
+/// question are each cut at their images' insertion points (`assemble_content`), then joined, the prefix's last
+/// text part and the question's first merged with a space between them, or a `" "` text part between the two
+/// when either side ends in an image there.
+fn woven_parts(messages: &mut Value, images: &[ImageInput]) {
+    let Some(message) = messages
+        .as_array_mut()
+        .and_then(|list| list.iter_mut().find(|m| m["role"] == "user"))
+    else {
+        return;
+    };
+    let text = message["content"].as_str().unwrap_or_default().to_owned();
+    let prefix_chars = images
+        .iter()
+        .find_map(|image| image.place.and_then(|p| p.prefix_chars));
+    // `question_text = prompts[i][len(prefix_text) + 1:]`: the separator after the prefix is dropped.
+    let (prefix, question) = match prefix_chars {
+        Some(n) => (
+            Some(char_slice(&text, 0, n)),
+            char_slice(&text, n + 1, usize::MAX),
+        ),
+        None => (None, text.as_str()),
+    };
+    let side = |in_prefix: bool| -> Vec<(Value, f64)> {
+        images
+            .iter()
+            .filter(|image| image.place.is_some_and(|p| p.in_prefix == in_prefix))
+            .map(|image| {
+                (
+                    json!({"type": "image_url", "image_url": {"url": image.url}}),
+                    image.place.map_or(1.0, |p| p.point),
+                )
+            })
+            .collect()
+    };
+    let text_part = |t: &str| json!({"type": "text", "text": t});
+    let prefix_items = side(true);
+    let prefix_content = if !prefix_items.is_empty() {
+        assemble_content(prefix.unwrap_or_default(), prefix_items)
+    } else {
+        prefix
+            .filter(|p| !p.is_empty())
+            .map(|p| vec![text_part(p)])
+            .unwrap_or_default()
+    };
+    let question_items = side(false);
+    let question_content = if !question_items.is_empty() {
+        assemble_content(question, question_items)
+    } else if question.is_empty() {
+        Vec::new()
+    } else {
+        vec![text_part(question)]
+    };
+    let content = match (prefix_content.last(), question_content.first()) {
+        (Some(last), Some(first)) => {
+            let mut joined = prefix_content[..prefix_content.len() - 1].to_vec();
+            match (last["text"].as_str(), first["text"].as_str()) {
+                (Some(a), Some(b)) if last["type"] == "text" && first["type"] == "text" => {
+                    joined.push(text_part(&format!("{a} {b}")));
+                    joined.extend(question_content[1..].iter().cloned());
+                }
+                _ => {
+                    joined.push(last.clone());
+                    joined.push(text_part(" "));
+                    joined.extend(question_content);
+                }
+            }
+            joined
+        }
+        _ => prefix_content.into_iter().chain(question_content).collect(),
+    };
+    message["content"] = Value::Array(content);
+}
+
+/// inference-perf's `assemble_content`: the media blocks sorted by insertion point (a stable sort), each cutting
+/// the text at `int(point · len(text))` characters, the point clamped to [0, 1]; no empty text part is made.
+fn assemble_content(text: &str, mut items: Vec<(Value, f64)>) -> Vec<Value> {
+    items.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let text_len = text.chars().count();
+    let mut content = Vec::with_capacity(items.len() * 2 + 1);
+    let mut last = 0usize;
+    for (block, point) in items {
+        let idx = (point.clamp(0.0, 1.0) * text_len as f64) as usize;
+        if idx > last {
+            content.push(json!({"type": "text", "text": char_slice(text, last, idx)}));
+            last = idx;
+        }
+        content.push(block);
+    }
+    if last < text_len {
+        content.push(json!({"type": "text", "text": char_slice(text, last, usize::MAX)}));
+    }
+    content
+}
+
+/// The characters `start..end` of `text` (Python's `text[start:end]`, clamped to its length).
+fn char_slice(text: &str, start: usize, end: usize) -> &str {
+    let byte = |n: usize| text.char_indices().nth(n).map_or(text.len(), |(i, _)| i);
+    let (from, to) = (byte(start), byte(end.max(start)));
+    &text[from..to]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -480,6 +585,7 @@ mod tests {
             ImageInput {
                 size: Some((2, 1)),
                 url: "data:image/jpeg;base64,AAAA".to_owned(),
+                place: None,
             },
             ImageInput::named("/d/1.jpg"),
         ];

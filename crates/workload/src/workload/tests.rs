@@ -34,9 +34,12 @@ fn expectation(harness: &str, file: &str) -> Option<Expect> {
         ("inference-perf", "weka_traces.yaml.in") => {
             Invalid("data.weka_trace_replay.filter", "only `otel_trace_replay`")
         }
-        ("inference-perf", "guide_multimodal-serving_1.yaml") => {
-            Unsupported("data.shared_prefix.multimodal", "multimodal")
-        }
+        // Upstream leaves `image:` empty and puts its keys beside it, which the strict
+        // `SyntheticMultimodalDatagenConfig` refuses ("Extra inputs are not permitted").
+        ("inference-perf", "guide_multimodal-serving_1.yaml") => Invalid(
+            "data.shared_prefix.multimodal.count",
+            "Extra inputs are not permitted",
+        ),
         ("inference-perf", "guide_predicted-latency-routing_1.yaml") => Misplaced("tokenizer.data"),
         // vLLM's custom dataset reads only `.jsonl`; the test renders the dataset file as `data.json`.
         ("vllm-benchmark", "fixed_dataset.yaml.in") => Invalid("dataset-path", ".jsonl"),
@@ -2363,6 +2366,8 @@ fn vllm_prefix_repetition_makes_whole_groups_of_num_prompts_as_vllm_s_dataset_do
             seed: None,
             multi_turn: false,
             style: SharedPrefixStyle::VllmPrefixRepetition { shuffle: false },
+            prefix_images: None,
+            question_images: None,
         })
     );
     assert_eq!(w.stages[0].limit.requests, Some(24));

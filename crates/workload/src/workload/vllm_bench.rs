@@ -1212,6 +1212,8 @@ fn dataset_spec(
                 seed: None,
                 multi_turn: false,
                 style: SharedPrefixStyle::VllmPrefixRepetition { shuffle },
+                prefix_images: None,
+                question_images: None,
             })
         }
         "burstgpt" => {
