@@ -548,6 +548,100 @@ fn header_size(bytes: &[u8]) -> Header {
 mod tests {
     use super::*;
 
+    fn woven(count: u32, resolutions: Vec<ImageBucket>, weighted: bool) -> WovenImages {
+        WovenImages {
+            count: crate::LengthDistribution::Fixed(count),
+            insertion_point: None,
+            resolutions,
+            weighted,
+        }
+    }
+
+    fn draw(spec: &WovenImages, seed: u64) -> Vec<WovenImage> {
+        let count = spec.count.sampler("count").expect("a valid count");
+        spec.draw(&count, &mut Xoshiro256PlusPlus::seed_from_u64(seed))
+    }
+
+    /// guide_multimodal-serving_1: `count: {type: fixed, mean: 4}` gives `np.full(1, int(4.0))`, four images;
+    /// `resolutions: [{resolution: 720p, weight: 1}]` is `_PRESET_TO_WH["720p"]` = (1280, 720) whatever the
+    /// index draw; `insertion_point: 0.0` is taken as it is.
+    #[test]
+    fn the_guides_images_are_four_720p_ones_at_the_start() {
+        let mut spec = woven(4, vec![bucket(720, 1280, 1.0)], true);
+        spec.insertion_point = Some(0.0);
+        let drawn = draw(&spec, 7);
+        assert_eq!(drawn.len(), 4);
+        for image in &drawn {
+            assert_eq!((image.width, image.height, image.point), (1280, 720, 0.0));
+        }
+    }
+
+    /// `_choose_index`: weights summing to 0 pick index 0; a zero weight beside a positive one is never picked
+    /// (numpy's `choice(p=[0, 1])`); no `resolutions` is `_DEFAULT_IMAGE_WH` (512, 512).
+    #[test]
+    fn resolutions_follow_upstreams_weights_and_default() {
+        let zero = woven(3, vec![bucket(360, 640, 0.0), bucket(2160, 3840, 0.0)], true);
+        assert!(draw(&zero, 1).iter().all(|i| (i.width, i.height) == (640, 360)));
+        let one_sided = woven(
+            20,
+            vec![bucket(720, 1280, 0.0), bucket(1080, 1920, 2.0)],
+            true,
+        );
+        assert!(
+            draw(&one_sided, 2)
+                .iter()
+                .all(|i| (i.width, i.height) == (1920, 1080))
+        );
+        let both = woven(
+            200,
+            vec![bucket(720, 1280, 1.0), bucket(1080, 1920, 1.0)],
+            true,
+        );
+        let sizes: std::collections::BTreeSet<(u32, u32)> =
+            draw(&both, 3).iter().map(|i| (i.width, i.height)).collect();
+        assert_eq!(sizes, [(1280, 720), (1920, 1080)].into());
+        let default = woven(2, Vec::new(), false);
+        assert!(draw(&default, 4).iter().all(|i| (i.width, i.height) == (512, 512)));
+    }
+
+    /// No `insertion_point`: `rng.uniform(0.0, 1.0)` for each image, so the points differ and stay in [0, 1).
+    #[test]
+    fn an_unset_insertion_point_is_drawn_for_each_image() {
+        let drawn = draw(&woven(50, Vec::new(), false), 5);
+        assert!(drawn.iter().all(|i| (0.0..1.0).contains(&i.point)));
+        let points: std::collections::BTreeSet<u64> =
+            drawn.iter().map(|i| i.point.to_bits()).collect();
+        assert!(points.len() > 40, "{points:?}");
+        assert_eq!(drawn, draw(&woven(50, Vec::new(), false), 5), "seeded");
+    }
+
+    /// `generate_png_bytes`: 8-bit RGB of the stated size, every pixel the one drawn colour.
+    #[test]
+    fn a_solid_png_is_one_colour_of_the_asked_size() {
+        let image = solid_png_image(37, 5, [200, 7, 99]);
+        assert_eq!(image.size, Some((37, 5)));
+        let b64 = image
+            .url
+            .strip_prefix("data:image/png;base64,")
+            .expect("a PNG data URL");
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .expect("base64");
+        let mut reader = png::Decoder::new(std::io::Cursor::new(bytes))
+            .read_info()
+            .expect("a PNG");
+        let mut pixels = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut pixels).expect("a frame");
+        assert_eq!((info.width, info.height), (37, 5));
+        assert_eq!(
+            (info.color_type, info.bit_depth),
+            (png::ColorType::Rgb, png::BitDepth::Eight)
+        );
+        let pixels = &pixels[..info.buffer_size()];
+        assert_eq!(pixels.len(), 37 * 5 * 3);
+        assert!(pixels.chunks(3).all(|p| p == [200, 7, 99]));
+    }
+
     fn bucket(height: u32, width: u32, weight: f64) -> ImageBucket {
         ImageBucket {
             height,

@@ -576,6 +576,112 @@ mod tests {
         assert!(value.get("stream_options").is_none());
     }
 
+    /// An image of inference-perf's shared_prefix data named `url`, at `point` of the prefix (or question) of a
+    /// text whose prefix is `prefix_chars` characters.
+    fn woven(url: &str, point: f64, in_prefix: bool, prefix_chars: Option<usize>) -> ImageInput {
+        ImageInput {
+            size: Some((1, 1)),
+            url: url.to_owned(),
+            place: Some(llmbench_data::image::ImagePlace {
+                point,
+                in_prefix,
+                prefix_chars,
+            }),
+        }
+    }
+
+    fn woven_content(text: &str, images: Vec<ImageInput>) -> Value {
+        let mut prompt = Prompt::text(text.to_owned(), 1, Some(4));
+        prompt.images = images;
+        let messages = body(&prepare(&prompt, &settings(ApiKind::Chat, false)))["messages"].clone();
+        assert_eq!(messages.as_array().map(Vec::len), Some(1), "{messages}");
+        assert_eq!(messages[0]["role"], "user");
+        messages[0]["content"].clone()
+    }
+
+    fn text(t: &str) -> Value {
+        json!({"type": "text", "text": t})
+    }
+
+    fn image(url: &str) -> Value {
+        json!({"type": "image_url", "image_url": {"url": url}})
+    }
+
+    /// By hand, from `_build_user_content` and `assemble_content`: "abcd efghij" with a 4-character prefix is the
+    /// prefix "abcd" and the question "efghij" (`[len(prefix) + 1:]`). A prefix image at 0.5 cuts "abcd" at
+    /// int(0.5 · 4) = 2, a question image at 0.5 cuts "efghij" at int(0.5 · 6) = 3; the prefix's last text part
+    /// and the question's first are merged with a space.
+    #[test]
+    fn inference_perf_weaves_prefix_and_question_images_at_their_points() {
+        let content = woven_content(
+            "abcd efghij",
+            vec![
+                woven("Q", 0.5, false, Some(4)),
+                woven("P", 0.5, true, Some(4)),
+            ],
+        );
+        assert_eq!(
+            content,
+            json!([text("ab"), image("P"), text("cd efg"), image("Q"), text("hij")])
+        );
+    }
+
+    /// A prefix ending in an image (point 1.0: int(1.0 · 4) = 4, no text after it) and a question starting with
+    /// one (point 0.0) are joined by a lone " " part.
+    #[test]
+    fn inference_perf_puts_a_space_part_between_images_at_the_seam() {
+        let content = woven_content(
+            "abcd efghij",
+            vec![
+                woven("P", 1.0, true, Some(4)),
+                woven("Q", 0.0, false, Some(4)),
+            ],
+        );
+        assert_eq!(
+            content,
+            json!([text("abcd"), image("P"), text(" "), image("Q"), text("efghij")])
+        );
+    }
+
+    /// The guide's four prefix images at 0.0 come before the whole text; the question, without images of its
+    /// own, is merged into the prefix's one text part.
+    #[test]
+    fn inference_perf_sends_the_guides_images_before_the_text() {
+        let content = woven_content(
+            "abcd efghij",
+            (0..4).map(|_| woven("P", 0.0, true, Some(4))).collect(),
+        );
+        assert_eq!(
+            content,
+            json!([image("P"), image("P"), image("P"), image("P"), text("abcd efghij")])
+        );
+    }
+
+    /// Positions count characters (Python's `len` and slices), not bytes; the images are taken in the order of
+    /// their points, ties in the order drawn (a stable sort); with no prefix the whole text is the question.
+    #[test]
+    fn inference_perf_cuts_at_characters_in_the_order_of_the_points() {
+        let content = woven_content(
+            "héllo wörld",
+            vec![woven("Q", 0.4, false, Some(5))],
+        );
+        // "wörld" at int(0.4 · 5) = 2.
+        assert_eq!(content, json!([text("héllo wö"), image("Q"), text("rld")]));
+        let content = woven_content(
+            "wörld",
+            vec![
+                woven("B", 0.9, false, None),
+                woven("A1", 0.2, false, None),
+                woven("A2", 0.2, false, None),
+            ],
+        );
+        // int(0.2 · 5) = 1, int(0.9 · 5) = 4.
+        assert_eq!(
+            content,
+            json!([text("w"), image("A1"), image("A2"), text("örl"), image("B"), text("d")])
+        );
+    }
+
     #[test]
     fn vllm_sends_a_prompts_images_as_image_url_parts_after_its_text() {
         let mut settings = settings(ApiKind::Chat, true);
