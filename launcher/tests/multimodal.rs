@@ -452,7 +452,11 @@ fn the_inference_perf_multimodal_guide_sends_four_720p_images_before_each_prefix
             .as_u64()
             .expect("prompt_tokens");
         // The text's 6 + 5 tokens (the built-in tokenizer adds no special token) and 4 × 1196 for the images.
-        assert_eq!(prompt_tokens, 11 + 4 * simulator_tokens((1280, 720)), "{record}");
+        assert_eq!(
+            prompt_tokens,
+            11 + 4 * simulator_tokens((1280, 720)),
+            "{record}"
+        );
     }
 }
 
@@ -497,7 +501,11 @@ fn inference_perf_weaves_prefix_and_question_images_at_their_insertion_points() 
         assert_eq!(space, " ");
         assert_eq!((*prefix_size, *question_size), ((640, 360), (30, 20)));
         let question_chars = head.chars().count() + tail.chars().count();
-        assert_eq!(head.chars().count(), question_chars / 2, "{head:?} | {tail:?}");
+        assert_eq!(
+            head.chars().count(),
+            question_chars / 2,
+            "{head:?} | {tail:?}"
+        );
         prefixes.insert(prefix.clone());
         prefix_images.insert(prefix_url.clone());
     }

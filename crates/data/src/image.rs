@@ -580,8 +580,16 @@ mod tests {
     /// (numpy's `choice(p=[0, 1])`); no `resolutions` is `_DEFAULT_IMAGE_WH` (512, 512).
     #[test]
     fn resolutions_follow_upstreams_weights_and_default() {
-        let zero = woven(3, vec![bucket(360, 640, 0.0), bucket(2160, 3840, 0.0)], true);
-        assert!(draw(&zero, 1).iter().all(|i| (i.width, i.height) == (640, 360)));
+        let zero = woven(
+            3,
+            vec![bucket(360, 640, 0.0), bucket(2160, 3840, 0.0)],
+            true,
+        );
+        assert!(
+            draw(&zero, 1)
+                .iter()
+                .all(|i| (i.width, i.height) == (640, 360))
+        );
         let one_sided = woven(
             20,
             vec![bucket(720, 1280, 0.0), bucket(1080, 1920, 2.0)],
@@ -601,7 +609,11 @@ mod tests {
             draw(&both, 3).iter().map(|i| (i.width, i.height)).collect();
         assert_eq!(sizes, [(1280, 720), (1920, 1080)].into());
         let default = woven(2, Vec::new(), false);
-        assert!(draw(&default, 4).iter().all(|i| (i.width, i.height) == (512, 512)));
+        assert!(
+            draw(&default, 4)
+                .iter()
+                .all(|i| (i.width, i.height) == (512, 512))
+        );
     }
 
     /// No `insertion_point`: `rng.uniform(0.0, 1.0)` for each image, so the points differ and stay in [0, 1).

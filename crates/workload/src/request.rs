@@ -622,7 +622,13 @@ mod tests {
         );
         assert_eq!(
             content,
-            json!([text("ab"), image("P"), text("cd efg"), image("Q"), text("hij")])
+            json!([
+                text("ab"),
+                image("P"),
+                text("cd efg"),
+                image("Q"),
+                text("hij")
+            ])
         );
     }
 
@@ -639,7 +645,13 @@ mod tests {
         );
         assert_eq!(
             content,
-            json!([text("abcd"), image("P"), text(" "), image("Q"), text("efghij")])
+            json!([
+                text("abcd"),
+                image("P"),
+                text(" "),
+                image("Q"),
+                text("efghij")
+            ])
         );
     }
 
@@ -653,7 +665,13 @@ mod tests {
         );
         assert_eq!(
             content,
-            json!([image("P"), image("P"), image("P"), image("P"), text("abcd efghij")])
+            json!([
+                image("P"),
+                image("P"),
+                image("P"),
+                image("P"),
+                text("abcd efghij")
+            ])
         );
     }
 
@@ -661,10 +679,7 @@ mod tests {
     /// their points, ties in the order drawn (a stable sort); with no prefix the whole text is the question.
     #[test]
     fn inference_perf_cuts_at_characters_in_the_order_of_the_points() {
-        let content = woven_content(
-            "héllo wörld",
-            vec![woven("Q", 0.4, false, Some(5))],
-        );
+        let content = woven_content("héllo wörld", vec![woven("Q", 0.4, false, Some(5))]);
         // "wörld" at int(0.4 · 5) = 2.
         assert_eq!(content, json!([text("héllo wö"), image("Q"), text("rld")]));
         let content = woven_content(
@@ -678,7 +693,14 @@ mod tests {
         // int(0.2 · 5) = 1, int(0.9 · 5) = 4.
         assert_eq!(
             content,
-            json!([text("w"), image("A1"), image("A2"), text("örl"), image("B"), text("d")])
+            json!([
+                text("w"),
+                image("A1"),
+                image("A2"),
+                text("örl"),
+                image("B"),
+                text("d")
+            ])
         );
     }
 

@@ -3853,7 +3853,8 @@ fn random_mm_refuses_what_vllm_refuses_and_videos_by_name() {
 
 // ---- inference-perf multimodal (shared_prefix images) ----
 
-const MM_HEAD: &str = "server:\n  base_url: http://x\napi: {type: chat}\ndata:\n  type: shared_prefix\n";
+const IP_MM_LOAD: &str = "load:\n  stages: [{rate: 1, duration: 1}]\n";
+const IP_MM_HEAD: &str = "server:\n  base_url: http://x\nload:\n  stages: [{rate: 1, duration: 1}]\napi: {type: chat}\ndata:\n  type: shared_prefix\n";
 
 /// The bundled guide (upstream's keys moved under `image:`): four 720p images per group at the prefix's start.
 #[test]
@@ -3896,7 +3897,7 @@ fn inference_perf_question_images_take_presets_sizes_and_defaults() {
     let parsed = parse(
         Harness::InferencePerf,
         &format!(
-            "{MM_HEAD}  shared_prefix:\n    multimodal: {{image: {{count: {{type: uniform, min: 0, max: 2}}}}}}\n  \
+            "{IP_MM_HEAD}  shared_prefix:\n    multimodal: {{image: {{count: {{type: uniform, min: 0, max: 2}}}}}}\n  \
              multimodal:\n    image:\n      count: {{type: fixed, mean: 1}}\n      insertion_point: 0.25\n      \
              resolutions: {{width: 30, height: 20}}\n      representation: webp\n"
         ),
@@ -3907,18 +3908,24 @@ fn inference_perf_question_images_take_presets_sizes_and_defaults() {
     };
     let prefix = sp.prefix_images.as_ref().unwrap();
     assert_eq!(prefix.count.shape, LengthShape::Uniform { min: 0, max: 2 });
-    assert_eq!((prefix.insertion_point, prefix.resolutions.len()), (None, 0));
+    assert_eq!(
+        (prefix.insertion_point, prefix.resolutions.len()),
+        (None, 0)
+    );
     let question = sp.question_images.as_ref().unwrap();
     assert_eq!(question.insertion_point, Some(0.25));
     assert_eq!(
-        (question.resolutions[0].width, question.resolutions[0].height),
+        (
+            question.resolutions[0].width,
+            question.resolutions[0].height
+        ),
         (30, 20)
     );
     assert!(!question.weighted);
     // An `image` without `count` makes no image (`if img_cfg and img_cfg.count`).
     let parsed = parse(
         Harness::InferencePerf,
-        &format!("{MM_HEAD}  shared_prefix:\n    multimodal: {{image: {{resolutions: 4k}}}}\n"),
+        &format!("{IP_MM_HEAD}  shared_prefix:\n    multimodal: {{image: {{resolutions: 4k}}}}\n"),
     )
     .unwrap();
     let DataSpec::SharedPrefix(sp) = &parsed.workload.data else {
@@ -3929,7 +3936,7 @@ fn inference_perf_question_images_take_presets_sizes_and_defaults() {
 
 #[test]
 fn inference_perf_multimodal_refusals_name_the_key_and_why() {
-    let sp = |mm: &str| format!("{MM_HEAD}  shared_prefix:\n    multimodal: {mm}\n");
+    let sp = |mm: &str| format!("{IP_MM_HEAD}  shared_prefix:\n    multimodal: {mm}\n");
     for (yaml, key, needle) in [
         (
             sp("{image: null, count: {type: fixed, mean: 4}}"),
@@ -3967,7 +3974,9 @@ fn inference_perf_multimodal_refusals_name_the_key_and_why() {
             "4k, 1080p, 720p, 360p",
         ),
         (
-            sp("{image: {count: {type: fixed, mean: 1}, resolutions: [{resolution: 720p, weight: -1}]}}"),
+            sp(
+                "{image: {count: {type: fixed, mean: 1}, resolutions: [{resolution: 720p, weight: -1}]}}",
+            ),
             "data.shared_prefix.multimodal.image.resolutions[0].weight",
             "not negative",
         ),
@@ -3978,7 +3987,7 @@ fn inference_perf_multimodal_refusals_name_the_key_and_why() {
         ),
         (
             format!(
-                "{MM_HEAD}  shared_prefix:\n    enable_multi_turn_chat: true\n    multimodal: {{image: {{count: \
+                "{IP_MM_HEAD}  shared_prefix:\n    enable_multi_turn_chat: true\n    multimodal: {{image: {{count: \
                  {{type: fixed, mean: 1}}}}}}\n"
             ),
             "data.shared_prefix",
@@ -3986,15 +3995,15 @@ fn inference_perf_multimodal_refusals_name_the_key_and_why() {
         ),
         (
             format!(
-                "server:\n  base_url: http://x\napi: {{type: completion}}\ndata:\n  type: shared_prefix\n  \
-                 multimodal: {{image: {{count: {{type: fixed, mean: 1}}}}}}\n"
+                "server:\n  base_url: http://x\n{IP_MM_LOAD}api: {{type: completion}}\ndata:\n  type: shared_prefix\n  \
+                 shared_prefix: {{}}\n  multimodal: {{image: {{count: {{type: fixed, mean: 1}}}}}}\n"
             ),
             "data.multimodal",
             "set `api.type: chat`",
         ),
         (
             format!(
-                "{IP_HEAD}data:\n  type: synthetic\n  multimodal: {{image: {{count: {{type: fixed, mean: 1}}}}}}\n"
+                "{IP_HEAD}{IP_MM_LOAD}data:\n  type: synthetic\n  multimodal: {{image: {{count: {{type: fixed, mean: 1}}}}}}\n"
             ),
             "data.multimodal",
             "MultimodalDataGenerator",
@@ -4014,12 +4023,12 @@ fn inference_perf_multimodal_refusals_name_the_key_and_why() {
     }
 }
 
-/// Only the shared_prefix and synthetic generators read `data.multimodal`: with `random` data it is a warning.
+/// Only the shared_prefix and synthetic generators read `data.multimodal`: with `mock` data it is a warning.
 #[test]
 fn inference_perf_multimodal_beside_other_data_is_ignored_with_a_warning() {
     let parsed = parse(
         Harness::InferencePerf,
-        &format!("{IP_HEAD}data:\n  type: random\n  multimodal: {{image: {{count: {{type: fixed, mean: 1}}}}}}\n"),
+        &format!("{IP_HEAD}{IP_MM_LOAD}data:\n  type: mock\n  multimodal: {{image: {{count: {{type: fixed, mean: 1}}}}}}\n"),
     )
     .unwrap();
     let warned: Vec<String> = parsed.warnings.iter().map(ToString::to_string).collect();
