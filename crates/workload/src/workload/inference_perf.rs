@@ -1230,6 +1230,8 @@ fn parse_data(
             if shared.prefix_images.is_some() {
                 woven_images_fit(ctx, &f, &shared, api)?;
             }
+            // The pre-flight's test request then carries an image too.
+            api.images = shared.prefix_images.is_some() || shared.question_images.is_some();
             DataSpec::SharedPrefix(shared)
         }
         "shareGPT" => {
