@@ -3889,7 +3889,10 @@ fn the_bundled_multimodal_guide_weaves_four_720p_images_into_each_prefix() {
     );
     assert!(images.weighted);
     assert_eq!(sp.question_images, None);
-    assert!(parsed.workload.api.images, "the pre-flight probes image support");
+    assert!(
+        parsed.workload.api.images,
+        "the pre-flight probes image support"
+    );
 }
 
 /// `data.multimodal` beside shared_prefix is the question's; presets, explicit sizes and the defaults.
