@@ -745,8 +745,11 @@ fn bad_inference_perf_profiles_are_refused_with_key_and_line() {
         profile(
             IP,
             "multimodal.yaml",
-            ip("data:\n  type: random\n  multimodal: {image: {count: 1}}\n"),
-            &["`data.multimodal`", "multimodal"],
+            ip(
+                "data:\n  type: shared_prefix\n  shared_prefix:\n    multimodal: {video: {count: {type: fixed, mean: \
+                 1}}}\n",
+            ),
+            &["`data.shared_prefix.multimodal.video`", "encodes no video"],
         ),
         profile(
             IP,

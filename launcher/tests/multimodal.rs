@@ -423,3 +423,191 @@ fn vllm_custom_mm_sends_each_records_first_image_file_in_pythons_shuffled_order(
         stderr(&output)
     );
 }
+
+/// inference-perf's woven images (`_build_user_content` / `assemble_content`, inference_perf/apis/chat.py at
+/// kubernetes-sigs/inference-perf 7de5ef2): each user message's content parts, an image as its PNG's size.
+#[derive(Debug, Clone, PartialEq)]
+enum Part {
+    Text(String),
+    Image((u32, u32), String),
+}
+
+fn woven_parts(body: &Value) -> Vec<Part> {
+    let messages = body["messages"].as_array().expect("messages");
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    assert_eq!(messages[0]["role"], "user");
+    messages[0]["content"]
+        .as_array()
+        .expect("content parts")
+        .iter()
+        .map(|part| match part["type"].as_str() {
+            Some("text") => Part::Text(part["text"].as_str().expect("text").to_owned()),
+            Some("image_url") => {
+                let url = part["image_url"]["url"].as_str().expect("a url");
+                let payload = url
+                    .strip_prefix("data:image/png;base64,")
+                    .expect("inference-perf sends PNG data URLs by default");
+                let png = base64::engine::general_purpose::STANDARD
+                    .decode(payload)
+                    .expect("base64");
+                Part::Image(png_size(&png), url.to_owned())
+            }
+            other => panic!("unexpected part {other:?}"),
+        })
+        .collect()
+}
+
+/// The bundled guide_multimodal-serving_1, shrunk: 2 groups of 2 prompts, 6-token prefixes, 5-token
+/// questions, 3-token answers, each of its 8 stages 1 s at 2 requests per second with no pause between them.
+fn shrunk_guide_args(extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
+    for o in [
+        "num_groups=2",
+        "num_prompts_per_group=2",
+        "system_prompt_len=6",
+        "question_len=5",
+        "output_len=3",
+        "duration=1",
+        "rate=2",
+        "interval=0",
+    ] {
+        args.extend(["--override".to_owned(), o.to_owned()]);
+    }
+    args
+}
+
+/// Each request of the guide carries the group's four 720p images (1280 × 720 in the PNG's IHDR), all before
+/// the one text part (`insertion_point: 0.0` cuts the prefix at int(0 · len) = 0), the same four in every request
+/// of a group; against the simulator each image adds ceil(1280/28) · ceil(720/28) = 46 · 26 = 1196 tokens.
+#[test]
+fn the_inference_perf_multimodal_guide_sends_four_720p_images_before_each_prefix() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (url, seen) = capturing_server(streamed_answer);
+    let args = shrunk_guide_args(&[
+        "--endpoint",
+        &url,
+        "--model",
+        "m",
+        "--tokenizer",
+        "builtin",
+        "--no-preflight",
+        "--no-server-metrics",
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let output = run_profile(
+        dir.path(),
+        "inference-perf",
+        "guide_multimodal-serving_1",
+        "wire",
+        &args,
+    );
+    succeeded(&output);
+    let bodies = bodies(&seen);
+    assert!(bodies.len() >= 8, "{} requests", bodies.len());
+    let mut groups: BTreeSet<Vec<String>> = BTreeSet::new();
+    for body in &bodies {
+        let parts = woven_parts(body);
+        assert_eq!(parts.len(), 5, "{parts:?}");
+        let mut urls = Vec::new();
+        for part in &parts[..4] {
+            let Part::Image(size, url) = part else {
+                panic!("four images first: {parts:?}")
+            };
+            assert_eq!(*size, (1280, 720));
+            urls.push(url.clone());
+        }
+        let Part::Text(text) = &parts[4] else {
+            panic!("then the text: {parts:?}")
+        };
+        assert!(!text.is_empty());
+        assert_eq!(
+            urls.iter().collect::<BTreeSet<_>>().len(),
+            4,
+            "each of a group's images has its own colour"
+        );
+        groups.insert(urls);
+        assert_eq!(body["stream"], true);
+    }
+    assert_eq!(
+        groups.len(),
+        2,
+        "two groups, each sending the same four images in every request"
+    );
+
+    let sim_args = shrunk_guide_args(&["--sim-ttft", "1ms", "--sim-itl", "1ms"]);
+    let sim_args: Vec<&str> = sim_args.iter().map(String::as_str).collect();
+    let output = run_profile(
+        dir.path(),
+        "inference-perf",
+        "guide_multimodal-serving_1",
+        "sim",
+        &sim_args,
+    );
+    succeeded(&output);
+    let records = records(dir.path(), "sim");
+    assert!(records.len() >= 8, "{} records", records.len());
+    for record in &records {
+        let prompt_tokens = record["usage"]["prompt_tokens"]
+            .as_u64()
+            .expect("prompt_tokens");
+        // The text's 6 + 5 tokens (the built-in tokenizer adds no special token) and 4 × 1196 for the images.
+        assert_eq!(
+            prompt_tokens,
+            11 + 4 * simulator_tokens((1280, 720)),
+            "{record}"
+        );
+    }
+}
+
+/// A prefix image at 1.0 and a question image at 0.5: by hand from `_build_user_content`, the prefix's text then
+/// its image, a lone " " part (the prefix ends in an image), the question's first int(0.5 · len(question))
+/// characters, its image, the rest; 360p is 640 × 360, the explicit size 30 × 20.
+#[test]
+fn inference_perf_weaves_prefix_and_question_images_at_their_insertion_points() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile = write(
+        dir.path(),
+        "woven.yaml",
+        "server: {type: vllm, base_url: http://x, model_name: m, ignore_eos: true}\n\
+         api: {type: chat, streaming: true}\n\
+         data:\n  type: shared_prefix\n  shared_prefix:\n    num_groups: 1\n    num_prompts_per_group: 3\n    \
+         system_prompt_len: 8\n    question_len: 6\n    output_len: 3\n    multimodal:\n      image:\n        \
+         count: {type: fixed, mean: 1}\n        insertion_point: 1.0\n        resolutions: 360p\n  \
+         multimodal:\n    image:\n      count: {type: fixed, mean: 1}\n      insertion_point: 0.5\n      \
+         resolutions: [{resolution: {width: 30, height: 20}, weight: 2}]\n\
+         load:\n  type: concurrent\n  stages:\n    - {concurrency_level: 1, num_requests: 3}\n",
+    );
+    let (url, seen) = capturing_server(streamed_answer);
+    let output = run_against("inference-perf", &profile, &url, "builtin", dir.path(), "w");
+    succeeded(&output);
+    let bodies = bodies(&seen);
+    assert_eq!(bodies.len(), 3);
+    let mut prefixes = BTreeSet::new();
+    let mut prefix_images = BTreeSet::new();
+    for body in &bodies {
+        let parts = woven_parts(body);
+        let [
+            Part::Text(prefix),
+            Part::Image(prefix_size, prefix_url),
+            Part::Text(space),
+            Part::Text(head),
+            Part::Image(question_size, _),
+            Part::Text(tail),
+        ] = parts.as_slice()
+        else {
+            panic!("prefix, image, space, question head, image, tail: {parts:?}")
+        };
+        assert_eq!(space, " ");
+        assert_eq!((*prefix_size, *question_size), ((640, 360), (30, 20)));
+        let question_chars = head.chars().count() + tail.chars().count();
+        assert_eq!(
+            head.chars().count(),
+            question_chars / 2,
+            "{head:?} | {tail:?}"
+        );
+        prefixes.insert(prefix.clone());
+        prefix_images.insert(prefix_url.clone());
+    }
+    assert_eq!(prefixes.len(), 1, "one group: one prefix");
+    assert_eq!(prefix_images.len(), 1, "one group: the same prefix image");
+}

@@ -21,6 +21,24 @@ pub struct ImageInput {
     pub size: Option<(u32, u32)>,
     /// `data:image/jpeg;base64,…`, or a dataset's `file://`/`http(s)://` URL.
     pub url: String,
+    /// Where inference-perf weaves the image into the user text; `None` puts it after the text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub place: Option<ImagePlace>,
+}
+
+/// An image's place inside the user message as inference-perf's `assemble_content` (inference_perf/apis/chat.py at
+/// kubernetes-sigs/inference-perf 7de5ef2) computes it: the text is cut at `int(point · len(text))` characters.
+/// With a shared prefix the prefix and the question are woven apart (`_build_user_content`): the prefix text is
+/// the user text's first `prefix_chars` characters, the question what follows the one separator character after
+/// it, and the two are joined again by a space.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct ImagePlace {
+    /// The insertion point in [0, 1] (0 = before the text, 1 = after it).
+    pub point: f64,
+    /// The image belongs to the shared prefix (`shared_prefix.multimodal`) rather than the question.
+    pub in_prefix: bool,
+    /// The length in characters of the shared prefix the user text starts with, if it has one.
+    pub prefix_chars: Option<usize>,
 }
 
 impl ImageInput {
@@ -35,7 +53,11 @@ impl ImageInput {
         } else {
             format!("file://{path_or_url}")
         };
-        ImageInput { size: None, url }
+        ImageInput {
+            size: None,
+            url,
+            place: None,
+        }
     }
 }
 
@@ -172,6 +194,7 @@ pub fn noise_png_image(width: u32, height: u32, seed: u64) -> ImageInput {
             "data:image/png;base64,{}",
             base64::engine::general_purpose::STANDARD.encode(png)
         ),
+        place: None,
     }
 }
 
@@ -188,6 +211,105 @@ fn pick_bucket(buckets: &[ImageBucket], total: f64, uniform: f64) -> &ImageBucke
     &buckets[buckets.len() - 1]
 }
 
+/// inference-perf's synthetic images (`ImageDatagenConfig`, inference_perf/config/datagen/multimodal.py at
+/// kubernetes-sigs/inference-perf 7de5ef2), PNG representation: per request a count, then per image a size and an
+/// insertion point, each image one solid random colour.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WovenImages {
+    /// `count`: images per request, `int(sample_from_distribution(count, 1, rng)[0])`.
+    pub count: crate::LengthDistribution,
+    /// `insertion_point` as a number; `None` draws `rng.uniform(0.0, 1.0)` for each image.
+    pub insertion_point: Option<f64>,
+    /// `resolutions` as a list (a weighted draw per image, `_choose_index`); one entry of weight 1 for a single
+    /// resolution (no draw); empty for none, which is 512 × 512 (`_DEFAULT_IMAGE_WH`).
+    pub resolutions: Vec<ImageBucket>,
+    /// `resolutions` was a list: upstream draws an index even from a list of one.
+    pub weighted: bool,
+}
+
+/// One drawn image of a [`WovenImages`] spec.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WovenImage {
+    pub width: u32,
+    pub height: u32,
+    pub point: f64,
+    /// The solid colour (`rng.integers(0, 256, size=3)` in `generate_png_bytes`).
+    pub rgb: [u8; 3],
+}
+
+impl WovenImages {
+    /// One request's images, as `_sample_spec` (datagen/synthetic/shared_prefix_datagen.py) draws them: the count,
+    /// then for each image its resolution and its insertion point; the colour comes last, from the same stream
+    /// here (upstream draws it at send time from another generator).
+    pub fn draw<R: rand::Rng + ?Sized>(
+        &self,
+        count: &crate::LengthSampler,
+        rng: &mut R,
+    ) -> Vec<WovenImage> {
+        let n = count.sample(rng);
+        let total: f64 = self.resolutions.iter().map(|b| b.weight).sum();
+        (0..n)
+            .map(|_| {
+                let (width, height) = match self.resolutions.as_slice() {
+                    [] => (512, 512),
+                    [only] if !self.weighted => (only.width, only.height),
+                    // `_choose_index`: weights summing to 0 pick the first, without a draw.
+                    buckets if total <= 0.0 => (buckets[0].width, buckets[0].height),
+                    buckets => {
+                        let bucket = pick_bucket(buckets, total, rng.random::<f64>());
+                        (bucket.width, bucket.height)
+                    }
+                };
+                let point = match self.insertion_point {
+                    Some(p) => p,
+                    None => rng.random::<f64>(),
+                };
+                let rgb = [rng.random::<u8>(), rng.random::<u8>(), rng.random::<u8>()];
+                WovenImage {
+                    width,
+                    height,
+                    point,
+                    rgb,
+                }
+            })
+            .collect()
+    }
+}
+
+/// A PNG of `width` × `height` pixels all of colour `rgb`, as inference-perf's `generate_png_bytes`
+/// (inference_perf/mediagen/synthesis.py) writes it: 8-bit RGB, no interlace, each row filter 0, as a
+/// `data:image/png;base64,…` URL. Upstream deflates with zlib at level 1; the png crate's fastest level barely
+/// compresses a solid image (3.6 MB for 720p), its default level comes within about 1 % of zlib's size, so the
+/// bytes differ but the payload is as large.
+pub fn solid_png_image(width: u32, height: u32, rgb: [u8; 3]) -> ImageInput {
+    let row: Vec<u8> = std::iter::repeat_n(rgb, width as usize).flatten().collect();
+    let mut pixels = Vec::with_capacity(row.len() * height as usize);
+    for _ in 0..height {
+        pixels.extend_from_slice(&row);
+    }
+    let mut png = Vec::new();
+    {
+        let mut encoder = png::Encoder::new(&mut png, width, height);
+        encoder.set_color(png::ColorType::Rgb);
+        encoder.set_depth(png::BitDepth::Eight);
+        encoder.set_compression(png::Compression::Default);
+        encoder.set_filter(png::FilterType::NoFilter);
+        encoder.set_adaptive_filter(png::AdaptiveFilterType::NonAdaptive);
+        // Writing into a Vec fails only on a size PNG cannot state; the image is then left out of the URL.
+        if let Ok(mut writer) = encoder.write_header() {
+            let _ = writer.write_image_data(&pixels);
+        }
+    }
+    ImageInput {
+        size: Some((width, height)),
+        url: format!(
+            "data:image/png;base64,{}",
+            base64::engine::general_purpose::STANDARD.encode(png)
+        ),
+        place: None,
+    }
+}
+
 /// A noise JPEG of `width` × `height` as a data URL.
 pub fn noise_image(width: u32, height: u32, seed: u64) -> ImageInput {
     let jpeg = noise_jpeg(width, height, seed);
@@ -197,6 +319,7 @@ pub fn noise_image(width: u32, height: u32, seed: u64) -> ImageInput {
             "data:image/jpeg;base64,{}",
             base64::engine::general_purpose::STANDARD.encode(jpeg)
         ),
+        place: None,
     }
 }
 
@@ -426,6 +549,126 @@ fn header_size(bytes: &[u8]) -> Header {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn woven(count: u32, resolutions: Vec<ImageBucket>, weighted: bool) -> WovenImages {
+        WovenImages {
+            count: crate::LengthDistribution::Fixed(count),
+            insertion_point: None,
+            resolutions,
+            weighted,
+        }
+    }
+
+    fn draw(spec: &WovenImages, seed: u64) -> Vec<WovenImage> {
+        let count = spec.count.sampler("count").expect("a valid count");
+        spec.draw(&count, &mut Xoshiro256PlusPlus::seed_from_u64(seed))
+    }
+
+    /// guide_multimodal-serving_1: `count: {type: fixed, mean: 4}` gives `np.full(1, int(4.0))`, four images;
+    /// `resolutions: [{resolution: 720p, weight: 1}]` is `_PRESET_TO_WH["720p"]` = (1280, 720) whatever the
+    /// index draw; `insertion_point: 0.0` is taken as it is.
+    #[test]
+    fn the_guides_images_are_four_720p_ones_at_the_start() {
+        let mut spec = woven(4, vec![bucket(720, 1280, 1.0)], true);
+        spec.insertion_point = Some(0.0);
+        let drawn = draw(&spec, 7);
+        assert_eq!(drawn.len(), 4);
+        for image in &drawn {
+            assert_eq!((image.width, image.height, image.point), (1280, 720, 0.0));
+        }
+    }
+
+    /// `_choose_index`: weights summing to 0 pick index 0; a zero weight beside a positive one is never picked
+    /// (numpy's `choice(p=[0, 1])`); no `resolutions` is `_DEFAULT_IMAGE_WH` (512, 512).
+    #[test]
+    fn resolutions_follow_upstreams_weights_and_default() {
+        let zero = woven(
+            3,
+            vec![bucket(360, 640, 0.0), bucket(2160, 3840, 0.0)],
+            true,
+        );
+        assert!(
+            draw(&zero, 1)
+                .iter()
+                .all(|i| (i.width, i.height) == (640, 360))
+        );
+        let one_sided = woven(
+            20,
+            vec![bucket(720, 1280, 0.0), bucket(1080, 1920, 2.0)],
+            true,
+        );
+        assert!(
+            draw(&one_sided, 2)
+                .iter()
+                .all(|i| (i.width, i.height) == (1920, 1080))
+        );
+        let both = woven(
+            200,
+            vec![bucket(720, 1280, 1.0), bucket(1080, 1920, 1.0)],
+            true,
+        );
+        let sizes: std::collections::BTreeSet<(u32, u32)> =
+            draw(&both, 3).iter().map(|i| (i.width, i.height)).collect();
+        assert_eq!(sizes, [(1280, 720), (1920, 1080)].into());
+        let default = woven(2, Vec::new(), false);
+        assert!(
+            draw(&default, 4)
+                .iter()
+                .all(|i| (i.width, i.height) == (512, 512))
+        );
+    }
+
+    /// No `insertion_point`: `rng.uniform(0.0, 1.0)` for each image, so the points differ and stay in [0, 1).
+    #[test]
+    fn an_unset_insertion_point_is_drawn_for_each_image() {
+        let drawn = draw(&woven(50, Vec::new(), false), 5);
+        assert!(drawn.iter().all(|i| (0.0..1.0).contains(&i.point)));
+        let points: std::collections::BTreeSet<u64> =
+            drawn.iter().map(|i| i.point.to_bits()).collect();
+        assert!(points.len() > 40, "{points:?}");
+        assert_eq!(drawn, draw(&woven(50, Vec::new(), false), 5), "seeded");
+    }
+
+    /// `generate_png_bytes`: 8-bit RGB of the stated size, every pixel the one drawn colour.
+    #[test]
+    fn a_solid_png_is_one_colour_of_the_asked_size() {
+        let image = solid_png_image(37, 5, [200, 7, 99]);
+        assert_eq!(image.size, Some((37, 5)));
+        let b64 = image
+            .url
+            .strip_prefix("data:image/png;base64,")
+            .expect("a PNG data URL");
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .expect("base64");
+        let mut reader = png::Decoder::new(std::io::Cursor::new(bytes))
+            .read_info()
+            .expect("a PNG");
+        let mut pixels = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut pixels).expect("a frame");
+        assert_eq!((info.width, info.height), (37, 5));
+        assert_eq!(
+            (info.color_type, info.bit_depth),
+            (png::ColorType::Rgb, png::BitDepth::Eight)
+        );
+        let pixels = &pixels[..info.buffer_size()];
+        assert_eq!(pixels.len(), 37 * 5 * 3);
+        assert!(pixels.chunks(3).all(|p| p == [200, 7, 99]));
+    }
+
+    /// Python's `len(zlib.compress(raw, 1))` for a 1280 × 720 solid image (each row a 0 filter byte and 1280
+    /// pixels) is 13 670 bytes; with the PNG's 57 bytes of signature and chunks around it, about 13.7 kB, 18.3 kB
+    /// in base64. The bytes differ (another deflater), the size must not by more than a few percent.
+    #[test]
+    fn a_solid_720p_png_is_as_large_as_upstreams() {
+        let image = solid_png_image(1280, 720, [10, 200, 30]);
+        let b64 = image.url.len() - "data:image/png;base64,".len();
+        let upstream = (13_670 + 57usize).div_ceil(3) * 4;
+        assert!(
+            b64.abs_diff(upstream) * 100 < upstream * 3,
+            "{b64} vs {upstream}"
+        );
+    }
 
     fn bucket(height: u32, width: u32, weight: f64) -> ImageBucket {
         ImageBucket {

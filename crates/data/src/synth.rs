@@ -23,7 +23,7 @@ use rand::{Rng, RngExt as _, SeedableRng as _};
 use rand_distr::Distribution as _;
 use rand_distr::weighted::WeightedIndex;
 
-use super::{DataError, LengthDistribution, Prompt, Prompts};
+use super::{DataError, LengthDistribution, LengthSampler, Prompt, Prompts};
 use llmbench_text::tokenizer::Tokenizer;
 
 /// How many encode-and-repair rounds a prompt gets before synthesis gives up.
@@ -364,7 +364,15 @@ pub struct SharedPrefixSpec {
     /// As [`SyntheticSpec::specials_in_each_length`], for the system prompt's and each question's length.
     pub specials_in_each_length: u32,
     pub seed: u64,
+    /// inference-perf's `shared_prefix.multimodal.image`: images drawn once per group and woven into its system
+    /// prompt, the same bytes in each of the group's prompts.
+    pub prefix_images: Option<crate::image::WovenImages>,
+    /// inference-perf's `data.multimodal.image`: images drawn for each prompt and woven into its question.
+    pub question_images: Option<crate::image::WovenImages>,
 }
+
+/// Salt of the shared-prefix images' stream, so a prompt's text is the same with or without images.
+const WOVEN_IMAGE_SALT: u64 = 0x1a6e_5eed_0f1a_6e55;
 
 /// The prompts `spec` describes; the same seed gives the same prompts.
 pub fn synthetic_prompts(
@@ -455,11 +463,14 @@ pub fn shared_prefix_prompts(
         .as_ref()
         .map(|d| d.sampler("output_len"))
         .transpose()?;
+    let prefix_images = woven_counts(&spec.prefix_images, "shared_prefix.multimodal.image.count")?;
+    let question_images = woven_counts(&spec.question_images, "multimodal.image.count")?;
     with_fallback(synth, spec.seed, |batch| {
         let total = (spec.num_groups as usize).saturating_mul(spec.prompts_per_group as usize);
         // Reserve a bounded amount: the vector grows as prompts are built, never in one allocation sized from
         // the profile.
         let mut prompts = Vec::with_capacity(total.min(PREALLOCATED));
+        let mut image_rng = Xoshiro256PlusPlus::seed_from_u64(spec.seed ^ WOVEN_IMAGE_SALT);
         for group in 0..spec.num_groups {
             let system = match own_tokens(
                 system_lengths.sample(&mut batch.rng),
@@ -467,6 +478,25 @@ pub fn shared_prefix_prompts(
             ) {
                 0 => None,
                 n => Some(batch.segment(None, n)?),
+            };
+            let prefix_chars = system.as_ref().map(|s| s.text.chars().count());
+            let place = |in_prefix: bool, drawn: Vec<crate::image::WovenImage>| {
+                drawn
+                    .into_iter()
+                    .map(|d| crate::image::ImageInput {
+                        place: Some(crate::image::ImagePlace {
+                            point: d.point,
+                            in_prefix,
+                            prefix_chars,
+                        }),
+                        ..crate::image::solid_png_image(d.width, d.height, d.rgb)
+                    })
+                    .collect::<Vec<_>>()
+            };
+            // `_generate_prompts` samples the group's prefix spec once, before its questions.
+            let group_images = match &prefix_images {
+                Some((images, count)) => place(true, images.draw(count, &mut image_rng)),
+                None => Vec::new(),
             };
             for _ in 0..spec.prompts_per_group {
                 let drawn = own_tokens(
@@ -485,6 +515,12 @@ pub fn shared_prefix_prompts(
                 let mut prompt =
                     Prompt::text(segment.text, token_count(segment.ids.len()), max_tokens);
                 prompt.prefix_group = Some(group);
+                prompt.images = group_images.clone();
+                if let Some((images, count)) = &question_images {
+                    prompt
+                        .images
+                        .extend(place(false, images.draw(count, &mut image_rng)));
+                }
                 prompts.push(prompt);
             }
         }
@@ -493,6 +529,17 @@ pub fn shared_prefix_prompts(
         }
         Ok(Prompts::new(prompts, 0))
     })
+}
+
+/// An image spec with the sampler of its count.
+fn woven_counts<'s>(
+    images: &'s Option<crate::image::WovenImages>,
+    what: &str,
+) -> Result<Option<(&'s crate::image::WovenImages, LengthSampler)>, DataError> {
+    images
+        .as_ref()
+        .map(|i| i.count.sampler(what).map(|c| (i, c)))
+        .transpose()
 }
 
 /// The text's own tokens of a `length` that counts `specials` special tokens.
@@ -613,6 +660,8 @@ mod tests {
                     shuffle: true,
                     specials_in_each_length: 0,
                     seed: 3,
+                    prefix_images: None,
+                    question_images: None,
                 },
             )
             .expect("prompts")

@@ -505,6 +505,8 @@ mod tests {
             seed: None,
             multi_turn: false,
             style: SharedPrefixStyle::InferencePerf,
+            prefix_images: None,
+            question_images: None,
         });
         let w = workload(
             data,
@@ -645,6 +647,8 @@ mod tests {
             seed: None,
             multi_turn: false,
             style: SharedPrefixStyle::InferencePerf,
+            prefix_images: None,
+            question_images: None,
         });
         let w = workload(data, true, vec![closed(Some(u64::MAX), None)]);
         let e = estimate_run_memory(&w, Some(u64::MAX));

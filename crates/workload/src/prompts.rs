@@ -399,6 +399,14 @@ pub fn build_prompts(
                     shuffle,
                     specials_in_each_length,
                     seed: shared.seed.unwrap_or(seed),
+                    prefix_images: woven_images(
+                        "shared_prefix.multimodal.image.count",
+                        &shared.prefix_images,
+                    )?,
+                    question_images: woven_images(
+                        "multimodal.image.count",
+                        &shared.question_images,
+                    )?,
                 },
             )?
             .into_inner();
@@ -515,6 +523,23 @@ impl SpecialTokens {
             SpecialTokens::OnTop | SpecialTokens::InInputLen => 0,
         }
     }
+}
+
+/// inference-perf's image spec with its count as a distribution to draw from.
+fn woven_images(
+    what: &'static str,
+    spec: &Option<crate::workload::WovenImageSpec>,
+) -> Result<Option<llmbench_data::image::WovenImages>, PromptError> {
+    spec.as_ref()
+        .map(|spec| {
+            Ok(llmbench_data::image::WovenImages {
+                count: distribution(what, &spec.count)?,
+                insertion_point: spec.insertion_point,
+                resolutions: spec.resolutions.clone(),
+                weighted: spec.weighted,
+            })
+        })
+        .transpose()
 }
 
 /// Gives each prompt, in order, its drawn images.
@@ -1929,6 +1954,8 @@ mod tests {
             seed: Some(3),
             multi_turn: false,
             style: SharedPrefixStyle::InferencePerf,
+            prefix_images: None,
+            question_images: None,
         });
         let w = workload(Harness::InferencePerf, data, ApiKind::Completion);
         let prompts = build(&w, 18).expect("prompts");
@@ -2114,6 +2141,8 @@ mod tests {
                 seed: None,
                 multi_turn: false,
                 style: SharedPrefixStyle::InferencePerf,
+                prefix_images: None,
+                question_images: None,
             }),
             ApiKind::Completion,
         );
@@ -2130,6 +2159,8 @@ mod tests {
             seed: None,
             multi_turn: false,
             style: SharedPrefixStyle::VllmPrefixRepetition { shuffle },
+            prefix_images: None,
+            question_images: None,
         })
     }
 

@@ -201,7 +201,9 @@ fn prepare_openai(prompt: &Prompt, settings: &BodySettings) -> PreparedRequest {
             if !matches!(settings.style, BodyStyle::InferencePerf | BodyStyle::Aiperf) {
                 text_parts(&mut messages);
             }
-            if !prompt.images.is_empty() {
+            if prompt.images.iter().any(|image| image.place.is_some()) {
+                woven_parts(&mut messages, &prompt.images);
+            } else if !prompt.images.is_empty() {
                 image_parts(&mut messages, &prompt.images);
             }
             body.insert("messages".to_owned(), messages);
@@ -408,6 +410,109 @@ fn image_parts(messages: &mut Value, images: &[ImageInput]) {
     }
 }
 
+/// The first user message's text with the prompt's images woven in, as inference-perf's `_build_user_content`
+/// (inference_perf/apis/chat.py at kubernetes-sigs/inference-perf 7de5ef2) builds it: the shared prefix and the
+/// question are each cut at their images' insertion points (`assemble_content`), then joined, the prefix's last
+/// text part and the question's first merged with a space between them, or a `" "` text part between the two
+/// when either side ends in an image there.
+fn woven_parts(messages: &mut Value, images: &[ImageInput]) {
+    let Some(message) = messages
+        .as_array_mut()
+        .and_then(|list| list.iter_mut().find(|m| m["role"] == "user"))
+    else {
+        return;
+    };
+    let text = message["content"].as_str().unwrap_or_default().to_owned();
+    let prefix_chars = images
+        .iter()
+        .find_map(|image| image.place.and_then(|p| p.prefix_chars));
+    // `question_text = prompts[i][len(prefix_text) + 1:]`: the separator after the prefix is dropped.
+    let (prefix, question) = match prefix_chars {
+        Some(n) => (
+            Some(char_slice(&text, 0, n)),
+            char_slice(&text, n + 1, usize::MAX),
+        ),
+        None => (None, text.as_str()),
+    };
+    let side = |in_prefix: bool| -> Vec<(Value, f64)> {
+        images
+            .iter()
+            .filter(|image| image.place.is_some_and(|p| p.in_prefix == in_prefix))
+            .map(|image| {
+                (
+                    json!({"type": "image_url", "image_url": {"url": image.url}}),
+                    image.place.map_or(1.0, |p| p.point),
+                )
+            })
+            .collect()
+    };
+    let text_part = |t: &str| json!({"type": "text", "text": t});
+    let prefix_items = side(true);
+    let prefix_content = if !prefix_items.is_empty() {
+        assemble_content(prefix.unwrap_or_default(), prefix_items)
+    } else {
+        prefix
+            .filter(|p| !p.is_empty())
+            .map(|p| vec![text_part(p)])
+            .unwrap_or_default()
+    };
+    let question_items = side(false);
+    let question_content = if !question_items.is_empty() {
+        assemble_content(question, question_items)
+    } else if question.is_empty() {
+        Vec::new()
+    } else {
+        vec![text_part(question)]
+    };
+    let content = match (prefix_content.last(), question_content.first()) {
+        (Some(last), Some(first)) => {
+            let mut joined = prefix_content[..prefix_content.len() - 1].to_vec();
+            match (last["text"].as_str(), first["text"].as_str()) {
+                (Some(a), Some(b)) if last["type"] == "text" && first["type"] == "text" => {
+                    joined.push(text_part(&format!("{a} {b}")));
+                    joined.extend(question_content[1..].iter().cloned());
+                }
+                _ => {
+                    joined.push(last.clone());
+                    joined.push(text_part(" "));
+                    joined.extend(question_content);
+                }
+            }
+            joined
+        }
+        _ => prefix_content.into_iter().chain(question_content).collect(),
+    };
+    message["content"] = Value::Array(content);
+}
+
+/// inference-perf's `assemble_content`: the media blocks sorted by insertion point (a stable sort), each cutting
+/// the text at `int(point · len(text))` characters, the point clamped to [0, 1]; no empty text part is made.
+fn assemble_content(text: &str, mut items: Vec<(Value, f64)>) -> Vec<Value> {
+    items.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let text_len = text.chars().count();
+    let mut content = Vec::with_capacity(items.len() * 2 + 1);
+    let mut last = 0usize;
+    for (block, point) in items {
+        let idx = (point.clamp(0.0, 1.0) * text_len as f64) as usize;
+        if idx > last {
+            content.push(json!({"type": "text", "text": char_slice(text, last, idx)}));
+            last = idx;
+        }
+        content.push(block);
+    }
+    if last < text_len {
+        content.push(json!({"type": "text", "text": char_slice(text, last, usize::MAX)}));
+    }
+    content
+}
+
+/// The characters `start..end` of `text` (Python's `text[start:end]`, clamped to its length).
+fn char_slice(text: &str, start: usize, end: usize) -> &str {
+    let byte = |n: usize| text.char_indices().nth(n).map_or(text.len(), |(i, _)| i);
+    let (from, to) = (byte(start), byte(end.max(start)));
+    &text[from..to]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -475,6 +580,134 @@ mod tests {
         assert!(value.get("stream_options").is_none());
     }
 
+    /// An image of inference-perf's shared_prefix data named `url`, at `point` of the prefix (or question) of a
+    /// text whose prefix is `prefix_chars` characters.
+    fn woven(url: &str, point: f64, in_prefix: bool, prefix_chars: Option<usize>) -> ImageInput {
+        ImageInput {
+            size: Some((1, 1)),
+            url: url.to_owned(),
+            place: Some(llmbench_data::image::ImagePlace {
+                point,
+                in_prefix,
+                prefix_chars,
+            }),
+        }
+    }
+
+    fn woven_content(text: &str, images: Vec<ImageInput>) -> Value {
+        let mut prompt = Prompt::text(text.to_owned(), 1, Some(4));
+        prompt.images = images;
+        let messages = body(&prepare(&prompt, &settings(ApiKind::Chat, false)))["messages"].clone();
+        assert_eq!(messages.as_array().map(Vec::len), Some(1), "{messages}");
+        assert_eq!(messages[0]["role"], "user");
+        messages[0]["content"].clone()
+    }
+
+    fn text(t: &str) -> Value {
+        json!({"type": "text", "text": t})
+    }
+
+    fn image(url: &str) -> Value {
+        json!({"type": "image_url", "image_url": {"url": url}})
+    }
+
+    /// By hand, from `_build_user_content` and `assemble_content`: "abcd efghij" with a 4-character prefix is the
+    /// prefix "abcd" and the question "efghij" (`[len(prefix) + 1:]`). A prefix image at 0.5 cuts "abcd" at
+    /// int(0.5 · 4) = 2, a question image at 0.5 cuts "efghij" at int(0.5 · 6) = 3; the prefix's last text part
+    /// and the question's first are merged with a space.
+    #[test]
+    fn inference_perf_weaves_prefix_and_question_images_at_their_points() {
+        let content = woven_content(
+            "abcd efghij",
+            vec![
+                woven("Q", 0.5, false, Some(4)),
+                woven("P", 0.5, true, Some(4)),
+            ],
+        );
+        assert_eq!(
+            content,
+            json!([
+                text("ab"),
+                image("P"),
+                text("cd efg"),
+                image("Q"),
+                text("hij")
+            ])
+        );
+    }
+
+    /// A prefix ending in an image (point 1.0: int(1.0 · 4) = 4, no text after it) and a question starting with
+    /// one (point 0.0) are joined by a lone " " part.
+    #[test]
+    fn inference_perf_puts_a_space_part_between_images_at_the_seam() {
+        let content = woven_content(
+            "abcd efghij",
+            vec![
+                woven("P", 1.0, true, Some(4)),
+                woven("Q", 0.0, false, Some(4)),
+            ],
+        );
+        assert_eq!(
+            content,
+            json!([
+                text("abcd"),
+                image("P"),
+                text(" "),
+                image("Q"),
+                text("efghij")
+            ])
+        );
+    }
+
+    /// The guide's four prefix images at 0.0 come before the whole text; the question, without images of its
+    /// own, is merged into the prefix's one text part.
+    #[test]
+    fn inference_perf_sends_the_guides_images_before_the_text() {
+        let content = woven_content(
+            "abcd efghij",
+            (0..4).map(|_| woven("P", 0.0, true, Some(4))).collect(),
+        );
+        assert_eq!(
+            content,
+            json!([
+                image("P"),
+                image("P"),
+                image("P"),
+                image("P"),
+                text("abcd efghij")
+            ])
+        );
+    }
+
+    /// Positions count characters (Python's `len` and slices), not bytes; the images are taken in the order of
+    /// their points, ties in the order drawn (a stable sort); with no prefix the whole text is the question.
+    #[test]
+    fn inference_perf_cuts_at_characters_in_the_order_of_the_points() {
+        let content = woven_content("héllo wörld", vec![woven("Q", 0.4, false, Some(5))]);
+        // "wörld" at int(0.4 · 5) = 2.
+        assert_eq!(content, json!([text("héllo wö"), image("Q"), text("rld")]));
+        let content = woven_content(
+            "wörld",
+            vec![
+                woven("B", 0.9, false, None),
+                woven("A1", 0.2, false, None),
+                woven("A2", 0.2, false, None),
+            ],
+        );
+        // int(0.2 · 5) = 1, int(0.9 · 5) = 4.
+        assert_eq!(
+            content,
+            json!([
+                text("w"),
+                image("A1"),
+                image("A2"),
+                text("örl"),
+                image("B"),
+                text("d")
+            ])
+        );
+    }
+
     #[test]
     fn vllm_sends_a_prompts_images_as_image_url_parts_after_its_text() {
         let mut settings = settings(ApiKind::Chat, true);
@@ -484,6 +717,7 @@ mod tests {
             ImageInput {
                 size: Some((2, 1)),
                 url: "data:image/jpeg;base64,AAAA".to_owned(),
+                place: None,
             },
             ImageInput::named("/d/1.jpg"),
         ];

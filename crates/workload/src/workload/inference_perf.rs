@@ -191,10 +191,9 @@ pub(crate) fn parse(
     Ok(workload)
 }
 
-/// Why multimodal profiles are refused: what is missing, not only that it is.
-const MULTIMODAL: &str = "inference-perf's multimodal data (media counts drawn from distributions, inserted inside \
-                          the text, named resolutions, PNG by default, video and audio, with per-modality lifecycle \
-                          metrics: not built; vLLM's `random-mm` and AIPerf's `--image-*` flags send images)";
+/// Why the VisionArena dataset is refused: what is missing, not only that it is.
+const VISIONARENA: &str =
+    "inference-perf's `visionarena` data (a Hugging Face dataset download of real images)";
 
 /// `tokenizer: {data: ...}` and the like: inference-perf never reads a section nested inside
 /// another one, so the file would run with defaults (lenient) or be rejected (strict).
@@ -1061,7 +1060,7 @@ fn parse_data(
                  completion prompts only; set `api.type: completion`)",
             ));
         }
-        "visionarena" => return Err(unsupported(MULTIMODAL)),
+        "visionarena" => return Err(unsupported(VISIONARENA)),
         "cnn_dailymail" | "infinity_instruct" | "billsum_conversations" => {
             return Err(unsupported(&format!(
                 "`{kind}` data (a Hugging Face dataset download)"
@@ -1069,9 +1068,33 @@ fn parse_data(
         }
         _ => {}
     }
-    if let Some(f) = m.get("multimodal") {
-        return Err(f.unsupported(ctx, MULTIMODAL));
-    }
+    // `data.multimodal` is read by the shared_prefix generator (the question's images) and by the synthetic one
+    // (`MultimodalDataGenerator`); every other generator leaves it unread.
+    let question_images = match kind {
+        "shared_prefix" => match m.get("multimodal") {
+            Some(f) => multimodal(ctx, &f)?.map(|images| (f, images)),
+            None => None,
+        },
+        "synthetic" => {
+            if let Some(f) = m.get("multimodal").filter(|f| !f.is_null()) {
+                return Err(f.unsupported(
+                    ctx,
+                    "`data.multimodal` with `type: synthetic` (inference-perf then switches to its \
+                     `MultimodalDataGenerator`, whose text is random vocabulary ids decoded, not the corpus; \
+                     llmbench weaves images into `shared_prefix` data only)",
+                ));
+            }
+            None
+        }
+        _ => {
+            m.ignore(
+                ctx,
+                "multimodal",
+                &format!("inference-perf's `{kind}` data generator never reads `data.multimodal`"),
+            );
+            None
+        }
+    };
     let trace = match m.get("trace") {
         // Only the random generator reads `data.trace` (`random_datagen.py`); with a rate load its rows would
         // set the request count under the rate's times, which llmbench does not build.
@@ -1199,7 +1222,17 @@ fn parse_data(
                 "shared_prefix",
                 "`type: shared_prefix` needs a `shared_prefix` section",
             )?;
-            DataSpec::SharedPrefix(shared_prefix(ctx, &f)?)
+            let mut shared = shared_prefix(ctx, &f)?;
+            if let Some((at, images)) = question_images {
+                woven_images_fit(ctx, &at, &shared, api)?;
+                shared.question_images = Some(images);
+            }
+            if shared.prefix_images.is_some() {
+                woven_images_fit(ctx, &f, &shared, api)?;
+            }
+            // The pre-flight's test request then carries an image too.
+            api.images = shared.prefix_images.is_some() || shared.question_images.is_some();
+            DataSpec::SharedPrefix(shared)
         }
         "shareGPT" => {
             let path = match m.get("path") {
@@ -1715,9 +1748,10 @@ fn length(ctx: &mut Ctx, f: &At<'_>) -> Result<TokenLengths, WorkloadError> {
 
 fn shared_prefix(ctx: &mut Ctx, f: &At<'_>) -> Result<SharedPrefix, WorkloadError> {
     let mut m = f.map(ctx)?;
-    if let Some(mm) = m.get("multimodal") {
-        return Err(mm.unsupported(ctx, MULTIMODAL));
-    }
+    let prefix_images = match m.get("multimodal") {
+        Some(mm) => multimodal(ctx, &mm)?,
+        None => None,
+    };
     let groups_field = m.get_any(&["num_groups", "num_unique_system_prompts"]);
     let num_groups = groups_field
         .as_ref()
@@ -1784,7 +1818,225 @@ fn shared_prefix(ctx: &mut Ctx, f: &At<'_>) -> Result<SharedPrefix, WorkloadErro
         seed,
         multi_turn,
         style: SharedPrefixStyle::InferencePerf,
+        prefix_images,
+        question_images: None,
     })
+}
+
+/// What inference-perf's shared_prefix generator needs to send images: chat requests (`load_lazy_data` returns
+/// `ChatCompletionAPIData` whatever `api.type` says) and single turns.
+fn woven_images_fit(
+    ctx: &mut Ctx,
+    at: &At<'_>,
+    shared: &SharedPrefix,
+    api: &Api,
+) -> Result<(), WorkloadError> {
+    if shared.multi_turn {
+        // `SharedPrefixDataGenerator.load_lazy_data` raises at the first request.
+        return Err(at.invalid(
+            ctx,
+            "inference-perf raises \"Multimodal multi-turn shared prefix is not supported yet.\" for images \
+             with `enable_multi_turn_chat: true`",
+        ));
+    }
+    if api.kind != ApiKind::Chat {
+        return Err(at.unsupported(
+            ctx,
+            "shared_prefix images over a completion API (inference-perf then sends chat requests to \
+             /v1/chat/completions whatever `api.type` says; set `api.type: chat`)",
+        ));
+    }
+    Ok(())
+}
+
+/// A `multimodal` section (`SyntheticMultimodalDatagenConfig`, inference_perf/config/datagen/multimodal.py at
+/// kubernetes-sigs/inference-perf 7de5ef2): its images, `None` when it makes none (no `image`, or no
+/// `image.count`: `_sample_spec` draws images only `if img_cfg and img_cfg.count`).
+fn multimodal(ctx: &mut Ctx, f: &At<'_>) -> Result<Option<WovenImageSpec>, WorkloadError> {
+    if f.is_null() {
+        return Ok(None);
+    }
+    let mut m = f.map(ctx)?;
+    // A strict model: pydantic refuses the image keys one level too high ("Extra inputs are not permitted"), as
+    // in llm-d-benchmark's guide_multimodal-serving_1 where `image:` is left empty above them.
+    for key in ["count", "insertion_point", "resolutions", "representation"] {
+        if let Some(stray) = m.get(key) {
+            return Err(stray.invalid(
+                ctx,
+                format!(
+                    "inference-perf's `multimodal` holds only `image`, `video` and `audio`, and its strict model \
+                     refuses `{key}` here (\"Extra inputs are not permitted\"); indent it under `image:`"
+                ),
+            ));
+        }
+    }
+    if let Some(video) = m.get("video").filter(|v| !v.is_null()) {
+        return Err(video.unsupported(
+            ctx,
+            "inference-perf's synthetic video (H.264 MP4 through PyAV, or frames as images): llmbench encodes no \
+             video",
+        ));
+    }
+    if let Some(audio) = m.get("audio").filter(|a| !a.is_null()) {
+        return Err(audio.unsupported(
+            ctx,
+            "inference-perf's synthetic audio (`input_audio` WAV parts): llmbench sends no audio",
+        ));
+    }
+    let images = match m.get("image").filter(|i| !i.is_null()) {
+        Some(image) => image_config(ctx, &image)?,
+        None => None,
+    };
+    m.finish(ctx, &[]);
+    Ok(images)
+}
+
+/// The most pixels a side of an image llmbench draws may have.
+const MAX_IMAGE_SIDE: u64 = 16_384;
+
+/// `ImageDatagenConfig`: `count`, `insertion_point`, `resolutions`, `representation`.
+fn image_config(ctx: &mut Ctx, f: &At<'_>) -> Result<Option<WovenImageSpec>, WorkloadError> {
+    let mut m = f.map(ctx)?;
+    let count = match m.get("count").filter(|c| !c.is_null()) {
+        Some(c) => Some(distribution(ctx, &c)?),
+        None => None,
+    };
+    let insertion_point = match m.get("insertion_point").filter(|p| !p.is_null()) {
+        Some(p) if p.node.entries().is_some() => {
+            return Err(p.unsupported(
+                ctx,
+                "an `insertion_point` distribution (inference-perf draws integers from it, so only 0 and 1 pass \
+                 its [0, 1] check); give a number",
+            ));
+        }
+        Some(p) => {
+            let v = p.f64(ctx)?;
+            if !(0.0..=1.0).contains(&v) {
+                return Err(p.invalid(
+                    ctx,
+                    "inference-perf's `insertion_point` is between 0.0 and 1.0 (`MediaSpec` checks it)",
+                ));
+            }
+            Some(v)
+        }
+        None => None,
+    };
+    let (resolutions, weighted) = match m.get("resolutions").filter(|r| !r.is_null()) {
+        None => (Vec::new(), false),
+        Some(r) if matches!(r.node.value, super::yaml::Value::Seq(_)) => {
+            let mut buckets = Vec::new();
+            for item in r.seq(ctx)? {
+                let mut entry = item.map(ctx)?;
+                let res = entry.require(
+                    ctx,
+                    "resolution",
+                    "a `resolutions` entry needs its `resolution`",
+                )?;
+                let (width, height) = resolution(ctx, &res)?;
+                let weight = match entry.get("weight") {
+                    Some(w) => {
+                        let v = w.f64(ctx)?;
+                        if v < 0.0 {
+                            // numpy's `choice`: "probabilities are not non-negative".
+                            return Err(w.invalid(
+                                ctx,
+                                "inference-perf's resolution weights are not negative (numpy refuses them)",
+                            ));
+                        }
+                        v
+                    }
+                    None => 1.0,
+                };
+                entry.finish(ctx, &[]);
+                buckets.push(llmbench_data::image::ImageBucket {
+                    height,
+                    width,
+                    weight,
+                });
+            }
+            (buckets, true)
+        }
+        Some(r) => {
+            let (width, height) = resolution(ctx, &r)?;
+            (
+                vec![llmbench_data::image::ImageBucket {
+                    height,
+                    width,
+                    weight: 1.0,
+                }],
+                false,
+            )
+        }
+    };
+    if let Some(rep) = m.get("representation") {
+        match rep.str(ctx)? {
+            // `_encode_image` writes PNG for anything but JPEG, `webp` included (with a PNG MIME type).
+            "png" | "webp" => {}
+            "jpeg" => {
+                return Err(rep.unsupported(
+                    ctx,
+                    "`representation: jpeg` (inference-perf writes a solid-colour JPEG through Pillow at quality \
+                     75; llmbench's JPEGs are noise, orders of magnitude larger on the wire)",
+                ));
+            }
+            other => {
+                return Err(rep.invalid(
+                    ctx,
+                    format!("`{other}` is not an image representation (png, jpeg, webp)"),
+                ));
+            }
+        }
+    }
+    m.finish(ctx, &[]);
+    let Some(count) = count else {
+        return Ok(None);
+    };
+    Ok(Some(WovenImageSpec {
+        count,
+        insertion_point,
+        resolutions,
+        weighted,
+    }))
+}
+
+/// A `resolution`: a preset (`ResolutionPreset`) or `{width, height}`.
+fn resolution(ctx: &mut Ctx, f: &At<'_>) -> Result<(u32, u32), WorkloadError> {
+    if f.node.entries().is_none() {
+        // `_PRESET_TO_WH` in inference_perf/datagen/multimodal_sampling.py.
+        return match f.str(ctx)? {
+            "4k" => Ok((3840, 2160)),
+            "1080p" => Ok((1920, 1080)),
+            "720p" => Ok((1280, 720)),
+            "360p" => Ok((640, 360)),
+            other => Err(f.invalid(
+                ctx,
+                format!(
+                    "`{other}` is not a resolution preset of inference-perf (4k, 1080p, 720p, 360p)"
+                ),
+            )),
+        };
+    }
+    let mut m = f.map(ctx)?;
+    let side = |m: &mut MapReader<'_>, key: &str| -> Result<u32, WorkloadError> {
+        let at = m.require(
+            ctx,
+            key,
+            "an explicit resolution needs `width` and `height`",
+        )?;
+        let v = at.u64(ctx)?;
+        if v == 0 || v > MAX_IMAGE_SIDE {
+            // `generate_png_bytes`: "PNG dimensions must be positive".
+            return Err(at.invalid(
+                ctx,
+                format!("an image side is 1 to {MAX_IMAGE_SIDE} pixels (inference-perf refuses 0)"),
+            ));
+        }
+        Ok(v as u32)
+    };
+    let height = side(&mut m, "height")?;
+    let width = side(&mut m, "width")?;
+    m.finish(ctx, &[]);
+    Ok((width, height))
 }
 
 fn parse_report(

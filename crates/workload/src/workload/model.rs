@@ -1269,6 +1269,23 @@ pub struct SharedPrefix {
     pub multi_turn: bool,
     /// Whose dataset this is, which decides the order and how lengths count special tokens.
     pub style: SharedPrefixStyle,
+    /// inference-perf's `shared_prefix.multimodal.image`: images woven into each group's system prompt.
+    pub prefix_images: Option<WovenImageSpec>,
+    /// inference-perf's `data.multimodal.image` beside `shared_prefix`: images woven into each question.
+    pub question_images: Option<WovenImageSpec>,
+}
+
+/// inference-perf's synthetic images (`ImageDatagenConfig`), as [`llmbench_data::image::WovenImages`] draws them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WovenImageSpec {
+    /// `count`: images per request.
+    pub count: TokenLengths,
+    /// `insertion_point`; `None` draws one uniformly for each image.
+    pub insertion_point: Option<f64>,
+    /// `resolutions`; empty for the default 512 × 512.
+    pub resolutions: Vec<llmbench_data::image::ImageBucket>,
+    /// `resolutions` was a list, drawn from by weight.
+    pub weighted: bool,
 }
 
 /// The tools that send groups of prompts sharing a prefix, each ordering and counting them its own way.

@@ -34,9 +34,12 @@ fn expectation(harness: &str, file: &str) -> Option<Expect> {
         ("inference-perf", "weka_traces.yaml.in") => {
             Invalid("data.weka_trace_replay.filter", "only `otel_trace_replay`")
         }
-        ("inference-perf", "guide_multimodal-serving_1.yaml") => {
-            Unsupported("data.shared_prefix.multimodal", "multimodal")
-        }
+        // Upstream leaves `image:` empty and puts its keys beside it, which the strict
+        // `SyntheticMultimodalDatagenConfig` refuses ("Extra inputs are not permitted").
+        ("inference-perf", "guide_multimodal-serving_1.yaml") => Invalid(
+            "data.shared_prefix.multimodal.count",
+            "Extra inputs are not permitted",
+        ),
         ("inference-perf", "guide_predicted-latency-routing_1.yaml") => Misplaced("tokenizer.data"),
         // vLLM's custom dataset reads only `.jsonl`; the test renders the dataset file as `data.json`.
         ("vllm-benchmark", "fixed_dataset.yaml.in") => Invalid("dataset-path", ".jsonl"),
@@ -2363,6 +2366,8 @@ fn vllm_prefix_repetition_makes_whole_groups_of_num_prompts_as_vllm_s_dataset_do
             seed: None,
             multi_turn: false,
             style: SharedPrefixStyle::VllmPrefixRepetition { shuffle: false },
+            prefix_images: None,
+            question_images: None,
         })
     );
     assert_eq!(w.stages[0].limit.requests, Some(24));
@@ -3844,4 +3849,197 @@ fn random_mm_refuses_what_vllm_refuses_and_videos_by_name() {
         assert!(msg.contains(&format!("`{key}`")), "{yaml}: {msg}");
         assert!(msg.contains(says), "{yaml}: {msg}");
     }
+}
+
+// ---- inference-perf multimodal (shared_prefix images) ----
+
+const IP_MM_LOAD: &str = "load:\n  stages: [{rate: 1, duration: 1}]\n";
+const IP_MM_HEAD: &str = "server:\n  base_url: http://x\nload:\n  stages: [{rate: 1, duration: 1}]\napi: {type: chat}\ndata:\n  type: shared_prefix\n";
+
+/// The bundled guide (upstream's keys moved under `image:`): four 720p images per group at the prefix's start.
+#[test]
+fn the_bundled_multimodal_guide_weaves_four_720p_images_into_each_prefix() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../workload/profiles/inference-perf/guide_multimodal-serving_1.yaml.in"
+    );
+    let text = render(&std::fs::read_to_string(path).unwrap());
+    let parsed = parse_profile(
+        Harness::InferencePerf,
+        "guide_multimodal-serving_1.yaml",
+        &text,
+        &ParseOptions::default(),
+    )
+    .unwrap();
+    assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+    let DataSpec::SharedPrefix(sp) = &parsed.workload.data else {
+        panic!("{:?}", parsed.workload.data)
+    };
+    assert_eq!((sp.num_groups, sp.num_prompts_per_group), (600, 5));
+    let images = sp.prefix_images.as_ref().expect("prefix images");
+    assert_eq!(images.count.shape, LengthShape::Fixed(4));
+    assert_eq!(images.insertion_point, Some(0.0));
+    assert_eq!(
+        images.resolutions,
+        vec![llmbench_data::image::ImageBucket {
+            height: 720,
+            width: 1280,
+            weight: 1.0
+        }]
+    );
+    assert!(images.weighted);
+    assert_eq!(sp.question_images, None);
+    assert!(
+        parsed.workload.api.images,
+        "the pre-flight probes image support"
+    );
+}
+
+/// `data.multimodal` beside shared_prefix is the question's; presets, explicit sizes and the defaults.
+#[test]
+fn inference_perf_question_images_take_presets_sizes_and_defaults() {
+    let parsed = parse(
+        Harness::InferencePerf,
+        &format!(
+            "{IP_MM_HEAD}  shared_prefix:\n    multimodal: {{image: {{count: {{type: uniform, min: 0, max: 2}}}}}}\n  \
+             multimodal:\n    image:\n      count: {{type: fixed, mean: 1}}\n      insertion_point: 0.25\n      \
+             resolutions: {{width: 30, height: 20}}\n      representation: webp\n"
+        ),
+    )
+    .unwrap();
+    let DataSpec::SharedPrefix(sp) = &parsed.workload.data else {
+        panic!()
+    };
+    let prefix = sp.prefix_images.as_ref().unwrap();
+    assert_eq!(prefix.count.shape, LengthShape::Uniform { min: 0, max: 2 });
+    assert_eq!(
+        (prefix.insertion_point, prefix.resolutions.len()),
+        (None, 0)
+    );
+    let question = sp.question_images.as_ref().unwrap();
+    assert_eq!(question.insertion_point, Some(0.25));
+    assert_eq!(
+        (
+            question.resolutions[0].width,
+            question.resolutions[0].height
+        ),
+        (30, 20)
+    );
+    assert!(!question.weighted);
+    // An `image` without `count` makes no image (`if img_cfg and img_cfg.count`).
+    let parsed = parse(
+        Harness::InferencePerf,
+        &format!("{IP_MM_HEAD}  shared_prefix:\n    multimodal: {{image: {{resolutions: 4k}}}}\n"),
+    )
+    .unwrap();
+    let DataSpec::SharedPrefix(sp) = &parsed.workload.data else {
+        panic!()
+    };
+    assert_eq!(sp.prefix_images, None);
+}
+
+#[test]
+fn inference_perf_multimodal_refusals_name_the_key_and_why() {
+    let sp = |mm: &str| format!("{IP_MM_HEAD}  shared_prefix:\n    multimodal: {mm}\n");
+    for (yaml, key, needle) in [
+        (
+            sp("{image: null, count: {type: fixed, mean: 4}}"),
+            "data.shared_prefix.multimodal.count",
+            "Extra inputs are not permitted",
+        ),
+        (
+            sp("{video: {count: {type: fixed, mean: 1}}}"),
+            "data.shared_prefix.multimodal.video",
+            "encodes no video",
+        ),
+        (
+            sp("{audio: {count: {type: fixed, mean: 1}}}"),
+            "data.shared_prefix.multimodal.audio",
+            "sends no audio",
+        ),
+        (
+            sp("{image: {count: {type: fixed, mean: 1}, representation: jpeg}}"),
+            "data.shared_prefix.multimodal.image.representation",
+            "solid-colour JPEG",
+        ),
+        (
+            sp("{image: {count: {type: fixed, mean: 1}, insertion_point: 1.5}}"),
+            "data.shared_prefix.multimodal.image.insertion_point",
+            "between 0.0 and 1.0",
+        ),
+        (
+            sp("{image: {count: {type: fixed, mean: 1}, insertion_point: {type: fixed, mean: 1}}}"),
+            "data.shared_prefix.multimodal.image.insertion_point",
+            "give a number",
+        ),
+        (
+            sp("{image: {count: {type: fixed, mean: 1}, resolutions: 8k}}"),
+            "data.shared_prefix.multimodal.image.resolutions",
+            "4k, 1080p, 720p, 360p",
+        ),
+        (
+            sp(
+                "{image: {count: {type: fixed, mean: 1}, resolutions: [{resolution: 720p, weight: -1}]}}",
+            ),
+            "data.shared_prefix.multimodal.image.resolutions[0].weight",
+            "not negative",
+        ),
+        (
+            sp("{image: {count: {type: fixed, mean: 1}, resolutions: {width: 0, height: 5}}}"),
+            "data.shared_prefix.multimodal.image.resolutions.width",
+            "refuses 0",
+        ),
+        (
+            format!(
+                "{IP_MM_HEAD}  shared_prefix:\n    enable_multi_turn_chat: true\n    multimodal: {{image: {{count: \
+                 {{type: fixed, mean: 1}}}}}}\n"
+            ),
+            "data.shared_prefix",
+            "Multimodal multi-turn shared prefix is not supported yet.",
+        ),
+        (
+            format!(
+                "server:\n  base_url: http://x\n{IP_MM_LOAD}api: {{type: completion}}\ndata:\n  type: shared_prefix\n  \
+                 shared_prefix: {{}}\n  multimodal: {{image: {{count: {{type: fixed, mean: 1}}}}}}\n"
+            ),
+            "data.multimodal",
+            "set `api.type: chat`",
+        ),
+        (
+            format!(
+                "{IP_HEAD}{IP_MM_LOAD}data:\n  type: synthetic\n  multimodal: {{image: {{count: {{type: fixed, mean: 1}}}}}}\n"
+            ),
+            "data.multimodal",
+            "MultimodalDataGenerator",
+        ),
+    ] {
+        match parse(Harness::InferencePerf, &yaml) {
+            Ok(p) => panic!("{yaml}: parsed {:?}", p.workload.data),
+            Err(e) => {
+                let text = e.to_string();
+                assert!(
+                    text.contains(&format!("`{key}`")) || text.contains(key),
+                    "{yaml}: {text}"
+                );
+                assert!(text.contains(needle), "{yaml}: {text}");
+            }
+        }
+    }
+}
+
+/// Only the shared_prefix and synthetic generators read `data.multimodal`: with `mock` data it is a warning.
+#[test]
+fn inference_perf_multimodal_beside_other_data_is_ignored_with_a_warning() {
+    let parsed = parse(
+        Harness::InferencePerf,
+        &format!("{IP_HEAD}{IP_MM_LOAD}data:\n  type: mock\n  multimodal: {{image: {{count: {{type: fixed, mean: 1}}}}}}\n"),
+    )
+    .unwrap();
+    let warned: Vec<String> = parsed.warnings.iter().map(ToString::to_string).collect();
+    assert!(
+        warned
+            .iter()
+            .any(|w| w.contains("data.multimodal") && w.contains("never reads")),
+        "{warned:?}"
+    );
 }

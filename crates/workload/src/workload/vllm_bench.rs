@@ -1204,6 +1204,8 @@ fn dataset_spec(
                 seed: None,
                 multi_turn: false,
                 style: SharedPrefixStyle::VllmPrefixRepetition { shuffle },
+                prefix_images: None,
+                question_images: None,
             })
         }
         "burstgpt" => {
