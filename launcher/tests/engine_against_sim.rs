@@ -32,6 +32,7 @@ fn completion_body(max_tokens: u32) -> PreparedRequest {
         header: None,
         inputs: None,
         adapter: None,
+        images: None,
     }
 }
 

@@ -800,6 +800,7 @@ async fn the_default_request_timeout_ends_a_request_whose_target_sets_none() {
         header: None,
         inputs: None,
         adapter: None,
+        images: None,
     };
     for transport in ["http1", "reqwest"] {
         let target = target_without_timeout(port, transport);
@@ -838,6 +839,7 @@ async fn a_request_the_server_never_reads_ends_at_its_timeout_even_while_still_b
         header: None,
         inputs: None,
         adapter: None,
+        images: None,
     };
     for transport in ["http1", "reqwest"] {
         let target = Target {

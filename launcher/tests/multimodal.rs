@@ -556,7 +556,54 @@ fn the_inference_perf_multimodal_guide_sends_four_720p_images_before_each_prefix
             11 + 4 * simulator_tokens((1280, 720)),
             "{record}"
         );
+        // The record keeps each image's size and encoded bytes (inference-perf's `Image` metrics).
+        let images = record["images"].as_array().expect("images");
+        assert_eq!(images.len(), 4, "{record}");
+        assert!(
+            images
+                .iter()
+                .all(|i| i["width"] == 1280 && i["height"] == 720 && i["bytes"].as_u64() > Some(0))
+        );
     }
+    // inference-perf's image figures: 4 a request, 1280 · 720 pixels, 16:9, so 4 images a request per second.
+    let lifecycle: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            dir.path()
+                .join("sim")
+                .join("summary_lifecycle_metrics.json"),
+        )
+        .expect("summary_lifecycle_metrics.json"),
+    )
+    .expect("json");
+    let successes = &lifecycle["successes"];
+    let image = &successes["image"];
+    assert_eq!(image["count"]["mean"], 4.0, "{image}");
+    assert_eq!(image["pixels"]["max"], 921_600.0, "{image}");
+    assert_eq!(image["aspect_ratio"]["min"], 1280.0 / 720.0, "{image}");
+    let bytes_sent: Vec<u64> = records
+        .iter()
+        .flat_map(|r| r["images"].as_array().cloned().unwrap_or_default())
+        .map(|i| i["bytes"].as_u64().expect("bytes"))
+        .collect();
+    assert_eq!(
+        image["bytes"]["max"],
+        *bytes_sent.iter().max().expect("images") as f64
+    );
+    let throughput = &successes["throughput"];
+    let (images, requests) = (
+        throughput["images_per_sec"]
+            .as_f64()
+            .expect("images_per_sec"),
+        throughput["requests_per_sec"]
+            .as_f64()
+            .expect("requests_per_sec"),
+    );
+    assert!(
+        (images - 4.0 * requests).abs() < 1e-9 * images,
+        "{throughput}"
+    );
+    assert_eq!(successes["video"]["count"]["max"], 0.0);
+    assert!(successes["audio"]["seconds"].is_null());
 }
 
 /// A prefix image at 1.0 and a question image at 0.5: by hand from `_build_user_content`, the prefix's text then

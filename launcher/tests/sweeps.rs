@@ -761,6 +761,7 @@ mod planner {
             header: None,
             inputs: None,
             adapter: None,
+            images: None,
         }
     }
 

@@ -85,13 +85,45 @@ pub struct RequestRecord {
     pub request_id: Option<Box<String>>,
     /// The W3C `traceparent` header the request carried, so it can be found in the server's traces; `None` when
     /// llmbench sent none (the profile sets its own).
+    /// Boxed (made before the send time, as `request_id`), so the record keeps to three cache lines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub traceparent: Option<TraceParent>,
+    pub traceparent: Option<Box<TraceParent>>,
     /// The LoRA adapter the request named as its `model` (vLLM `--lora-modules`, inference-perf
     /// `lora_traffic_split`); `None` for the base model. Shared with the prepared body, so it costs no allocation;
     /// a thin pointer, as `request_id` and `FinishReason::Other`, so the record keeps to three cache lines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adapter: Option<std::sync::Arc<String>>,
+    /// The synthetic images the request carried, as inference-perf's lifecycle metrics measure them; `None` for a
+    /// request without any (or whose images are dataset paths, whose size the client never reads). Shared with the
+    /// prepared body, a thin pointer like `adapter`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images: Option<std::sync::Arc<Vec<SentImage>>>,
+}
+
+/// One synthetic image a request carried (inference-perf `payloads/image/metrics.py` `Image`: its pixels, the
+/// encoded bytes sent, its aspect ratio), kept as the image's size and bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SentImage {
+    pub width: u32,
+    pub height: u32,
+    /// The encoded image's bytes (PNG or JPEG), before base64.
+    pub bytes: u32,
+}
+
+impl SentImage {
+    /// `width · height`.
+    pub fn pixels(&self) -> u64 {
+        u64::from(self.width) * u64::from(self.height)
+    }
+
+    /// `width / height`, 0 for an image of no height (as inference-perf's `get_metrics`).
+    pub fn aspect_ratio(&self) -> f64 {
+        if self.height > 0 {
+            f64::from(self.width) / f64::from(self.height)
+        } else {
+            0.0
+        }
+    }
 }
 
 /// A request's place in a multi-turn conversation.
@@ -907,6 +939,7 @@ impl RequestRecord {
             request_id: None,
             traceparent: None,
             adapter: None,
+            images: None,
         })
     }
 }
@@ -1584,11 +1617,11 @@ mod tests {
             kind: Reasoning { tokens: 1 },
         });
         r.request_id = Some(Box::new("llmbench-run-1".into()));
-        r.traceparent = Some(
+        r.traceparent = Some(Box::new(
             "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
                 .parse()
                 .unwrap(),
-        );
+        ));
         r.usage = r.usage.map(|u| Usage {
             reasoning_tokens: Some(1),
             ..u

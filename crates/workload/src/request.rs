@@ -27,6 +27,8 @@ pub struct PreparedRequest {
     /// The LoRA adapter the body names as its `model` ([`Api::lora`]), for figures per adapter; `None` for the
     /// base model.
     pub adapter: Option<std::sync::Arc<String>>,
+    /// The synthetic images the body carries, for inference-perf's image figures; `None` without any.
+    pub images: Option<std::sync::Arc<Vec<llmbench_model::record::SentImage>>>,
 }
 
 /// What every body of a run shares.
@@ -362,7 +364,36 @@ fn finish(
         header: None,
         inputs: None,
         adapter: None,
+        // Only chat messages carry a prompt's images.
+        images: (settings.api == ApiKind::Chat)
+            .then(|| sent_images(prompt))
+            .flatten(),
     }
+}
+
+/// What inference-perf measures of `prompt`'s synthetic images: each one's size and its encoded bytes (the data
+/// URL's base64 payload decoded); `None` when it carries none of known size.
+fn sent_images(prompt: &Prompt) -> Option<std::sync::Arc<Vec<llmbench_model::record::SentImage>>> {
+    let images: Vec<llmbench_model::record::SentImage> = prompt
+        .images
+        .iter()
+        .filter_map(|image| {
+            let (width, height) = image.size?;
+            let payload = image.url.split_once(";base64,")?.1;
+            Some(llmbench_model::record::SentImage {
+                width,
+                height,
+                bytes: u32::try_from(base64_decoded_len(payload)).unwrap_or(u32::MAX),
+            })
+        })
+        .collect();
+    (!images.is_empty()).then(|| std::sync::Arc::new(images))
+}
+
+/// The bytes a padded base64 text decodes to.
+fn base64_decoded_len(text: &str) -> usize {
+    let padding = text.bytes().rev().take_while(|b| *b == b'=').count().min(2);
+    (text.len() / 4 * 3).saturating_sub(padding)
 }
 
 /// The output length a body asks for: the first of `fields` it sets (a chat body's `max_completion_tokens` before
@@ -705,6 +736,42 @@ mod tests {
                 image("B"),
                 text("d")
             ])
+        );
+    }
+
+    #[test]
+    fn a_chat_request_keeps_each_synthetic_images_size_and_decoded_bytes() {
+        // base64 of 10, 11 and 12 bytes: 16 characters with "==", 16 with "=", 16 with none.
+        let image = |width, height, payload: &str| ImageInput {
+            size: Some((width, height)),
+            url: format!("data:image/png;base64,{payload}"),
+            place: None,
+        };
+        let mut prompt = Prompt::text("hi".to_owned(), 1, Some(4));
+        prompt.images = vec![
+            image(4, 2, "AAAAAAAAAAAAAA=="),
+            image(3, 3, "AAAAAAAAAAAAAAA="),
+            image(2, 4, "AAAAAAAAAAAAAAAA"),
+            ImageInput::named("/d/1.jpg"),
+        ];
+        let request = prepare(&prompt, &settings(ApiKind::Chat, true));
+        let images = request.images.expect("images");
+        let seen: Vec<(u64, u32, f64)> = images
+            .iter()
+            .map(|i| (i.pixels(), i.bytes, i.aspect_ratio()))
+            .collect();
+        assert_eq!(seen, [(8, 10, 2.0), (9, 11, 1.0), (8, 12, 0.5)]);
+        // A completion body carries no image, nor does a prompt whose images are dataset paths.
+        assert!(
+            prepare(&prompt, &settings(ApiKind::Completion, true))
+                .images
+                .is_none()
+        );
+        prompt.images = vec![ImageInput::named("/d/1.jpg")];
+        assert!(
+            prepare(&prompt, &settings(ApiKind::Chat, true))
+                .images
+                .is_none()
         );
     }
 

@@ -246,8 +246,9 @@ async fn execute_tapped<T: Watch>(
         warmup: false,
         // Made before the clock reads the send time, so they cost the measured latency nothing.
         request_id: target.request_ids.request_id(issue.id),
-        traceparent: target.request_ids.traceparent(issue.id),
+        traceparent: target.request_ids.traceparent(issue.id).map(Box::new),
         adapter: request.adapter.clone(),
+        images: request.images.clone(),
     };
     let limit = target.request_timeout.unwrap_or(DEFAULT_REQUEST_TIMEOUT);
     // The exchange writes into `record` as it goes, so chunks that arrived before a timeout stay in it.
@@ -309,7 +310,7 @@ async fn exchange_http1<T: Watch>(
     record: &mut RequestRecord,
     tap: &mut T,
 ) -> Result<(), RequestError> {
-    let traceparent = record.traceparent.map(|t| t.header_value());
+    let traceparent = record.traceparent.as_ref().map(|t| t.header_value());
     let ids = [
         record
             .request_id

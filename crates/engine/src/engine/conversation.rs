@@ -950,6 +950,7 @@ impl Conversations {
             request_id: None,
             traceparent: None,
             adapter: None,
+            images: None,
         }
     }
 

@@ -220,6 +220,7 @@ pub fn body(api: ApiKind, model: &str, messages: &[Message], max_tokens: u32) ->
         header: None,
         inputs: None,
         adapter: None,
+        images: None,
     }
 }
 

@@ -57,6 +57,26 @@ pub(crate) fn summarize(sample: &mut SampleView<'_>, percentiles: &[f64]) -> io:
     Ok(Value::Object(out))
 }
 
+/// `summarize` of `n` zeros: every statistic 0, null for none.
+fn zeros(n: u64, percentiles: &[f64]) -> Value {
+    if n == 0 {
+        return Value::Null;
+    }
+    let mut out = Map::new();
+    for key in ["mean", "min", "max"] {
+        out.insert(key.into(), json!(0.0));
+    }
+    for &p in percentiles {
+        let key = if p == 50.0 {
+            "median".to_owned()
+        } else {
+            format!("p{}", super::percentile_word(p))
+        };
+        out.insert(key, json!(0.0));
+    }
+    Value::Object(out)
+}
+
 /// One request's latencies by inference-perf's definitions, in seconds (the llm-d report uses them too).
 pub(super) struct Latencies {
     pub(super) request_latency: f64,
@@ -121,6 +141,18 @@ pub(crate) struct Lifecycle {
     failed_latency: Vec<SampleId>,
     failed_prompt: Vec<SampleId>,
     labels: FailureLabels,
+    /// The successes' images (`RequestMetrics.image`): per request their count, per image its pixels, encoded
+    /// bytes and aspect ratio, and their sum for `images_per_sec`.
+    images: ImageFigures,
+}
+
+#[derive(Debug, Clone)]
+struct ImageFigures {
+    count: Vec<SampleId>,
+    pixels: Vec<SampleId>,
+    bytes: Vec<SampleId>,
+    aspect_ratio: Vec<SampleId>,
+    sum: u64,
 }
 
 impl Lifecycle {
@@ -150,6 +182,13 @@ impl Lifecycle {
             failed_latency: sample(),
             failed_prompt: sample(),
             labels: FailureLabels::default(),
+            images: ImageFigures {
+                count: sample(),
+                pixels: sample(),
+                bytes: sample(),
+                aspect_ratio: sample(),
+                sum: 0,
+            },
         }
     }
 
@@ -187,6 +226,14 @@ impl Lifecycle {
         self.output_sum += u64::from(r.output_tokens());
         self.cached_sum += cached_tokens(r);
         self.goodput.add(r);
+        let images = r.images.as_deref().map_or(&[][..], Vec::as_slice);
+        store.push(self.images.count[0], images.len() as f64);
+        self.images.sum += images.len() as u64;
+        for image in images {
+            store.push(self.images.pixels[0], image.pixels() as f64);
+            store.push(self.images.bytes[0], f64::from(image.bytes));
+            store.push(self.images.aspect_ratio[0], image.aspect_ratio());
+        }
     }
 
     /// Adds `other`'s requests, counted after this bucket's.
@@ -203,6 +250,7 @@ impl Lifecycle {
         self.failed += other.failed;
         self.goodput.merge(&other.goodput);
         self.labels.merge(&other.labels);
+        self.images.sum += other.images.sum;
         for (mine, theirs) in [
             (&mut self.schedule_delay, &other.schedule_delay),
             (&mut self.request_latency, &other.request_latency),
@@ -214,6 +262,10 @@ impl Lifecycle {
             (&mut self.output, &other.output),
             (&mut self.failed_latency, &other.failed_latency),
             (&mut self.failed_prompt, &other.failed_prompt),
+            (&mut self.images.count, &other.images.count),
+            (&mut self.images.pixels, &other.images.pixels),
+            (&mut self.images.bytes, &other.images.bytes),
+            (&mut self.images.aspect_ratio, &other.images.aspect_ratio),
         ] {
             mine.extend(theirs);
         }
@@ -296,9 +348,30 @@ impl Lifecycle {
                 "output_tokens_per_sec": per_s(output_sum),
                 "total_tokens_per_sec": per_s(input_sum + output_sum),
                 "requests_per_sec": per_s(self.ok as f64),
-                "images_per_sec": 0.0,
+                "images_per_sec": per_s(self.images.sum as f64),
+                // llmbench sends no video or audio (refused when a profile asks for them).
                 "videos_per_sec": 0.0,
                 "audios_per_sec": 0.0,
+            },
+            "image": {
+                "count": summarize_of(&self.images.count)?,
+                "pixels": summarize_of(&self.images.pixels)?,
+                "bytes": summarize_of(&self.images.bytes)?,
+                "aspect_ratio": summarize_of(&self.images.aspect_ratio)?,
+            },
+            // Every success carried 0 videos and 0 audios: their counts summarise to zeros, the rest to null
+            // (`summarize` of no instance), as upstream writes them for a run without either.
+            "video": {
+                "count": zeros(self.ok, percentiles),
+                "frames": Value::Null,
+                "pixels": Value::Null,
+                "bytes": Value::Null,
+                "aspect_ratio": Value::Null,
+            },
+            "audio": {
+                "count": zeros(self.ok, percentiles),
+                "seconds": Value::Null,
+                "bytes": Value::Null,
             },
             "prompt_tokens": token_usage(&mut store.view(&self.input), percentiles, Some(self.cached_sum))?,
             // `prompt_len` is the older name, still read by llm-d-benchmark's converter for old reports.

@@ -92,6 +92,7 @@ pub(crate) fn prepare_batch(prompts: &[Prompt], settings: &BodySettings) -> Prep
         header: None,
         inputs: Some(u32::try_from(inputs).unwrap_or(u32::MAX)),
         adapter: None,
+        images: None,
     }
 }
 
@@ -139,6 +140,7 @@ fn prepare_rankings(
         header: None,
         inputs: Some(u32::try_from(passages.len()).unwrap_or(u32::MAX)),
         adapter: None,
+        images: None,
     }
 }
 
