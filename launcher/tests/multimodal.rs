@@ -658,3 +658,79 @@ fn inference_perf_weaves_prefix_and_question_images_at_their_insertion_points() 
     assert_eq!(prefixes.len(), 1, "one group: one prefix");
     assert_eq!(prefix_images.len(), 1, "one group: the same prefix image");
 }
+
+/// vLLM's `hf` dataset with VisionArena-Chat's layout (`VisionArenaDataset`), from a local Parquet split: each row's
+/// `conversation[0][0]["content"]` then its first image (the second row's second is not sent), 128 tokens unless
+/// `hf-output-len`; the images go as stored (PNG here), their size read from the header.
+#[test]
+fn vllm_visionarena_sends_each_rows_first_message_and_first_stored_image() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/parquet/visionarena");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile = write(
+        dir.path(),
+        "visionarena.yaml",
+        &format!(
+            "model: m\nbackend: openai-chat\nendpoint: /v1/chat/completions\ndataset-name: hf\ndataset-path: {}\n\
+             hf-name: lmarena-ai/VisionArena-Chat\nhf-output-len: 3\nnum-prompts: 2\ndisable-shuffle: true\n\
+             max-concurrency: 1\n",
+            data.display()
+        ),
+    );
+    let (url, seen) = capturing_server(streamed_answer);
+    let output = run_against(
+        "vllm-benchmark",
+        &profile,
+        &url,
+        "builtin",
+        dir.path(),
+        "wire",
+    );
+    succeeded(&output);
+    let bodies = bodies(&seen);
+    let texts: Vec<&str> = bodies
+        .iter()
+        .map(|b| {
+            b["messages"][0]["content"][0]["text"]
+                .as_str()
+                .expect("text")
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        ["what is in this picture", "describe the scene in words"]
+    );
+    let sizes: Vec<Vec<(u32, u32)>> = bodies.iter().map(images_sent).collect();
+    assert_eq!(sizes, [vec![(56, 28)], vec![(100, 50)]]);
+    assert!(bodies.iter().all(|b| b["max_completion_tokens"] == 3));
+
+    // Against the simulator: 5 words of text, and 2·1 = 2 and 4·2 = 8 tokens for the images.
+    let sim = SimProcess::start(&["--model", "m", "--ttft", "1ms", "--itl", "1ms"]);
+    let output = run_on_sim(dir.path(), "vllm-benchmark", &profile, "sim", &sim);
+    succeeded(&output);
+    assert_eq!(counted_and_served(dir.path(), "sim"), [(5, 7), (5, 13)]);
+
+    // The multimodal classes run on the chat backend only, as vLLM demands.
+    let completions = write(
+        dir.path(),
+        "completions.yaml",
+        &format!(
+            "model: m\nbackend: openai\ndataset-name: hf\ndataset-path: {}\nhf-name: lmarena-ai/VisionArena-Chat\n\
+             num-prompts: 2\n",
+            data.display()
+        ),
+    );
+    let output = run_against(
+        "vllm-benchmark",
+        &completions,
+        &url,
+        "builtin",
+        dir.path(),
+        "no",
+    );
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("sends images"),
+        "{}",
+        stderr(&output)
+    );
+}

@@ -198,16 +198,14 @@ fn hf_datasets_llmbench_cannot_read_are_refused_before_anything_is_sent() {
     let path = write(
         dir.path(),
         "vision.yaml",
-        "model: m\ndataset-name: hf\ndataset-path: lmarena-ai/VisionArena-Chat\nbackend: openai-chat\n\
+        "model: m\ndataset-name: hf\ndataset-path: yale-nlp/MMVU\nbackend: openai-chat\n\
          endpoint: /v1/chat/completions\n",
     );
     let output = run_against("vllm-benchmark", &path, &url, "builtin", dir.path(), "v");
     assert!(!output.status.success());
     let error = stderr(&output);
     assert!(
-        error.contains("vision.yaml:3")
-            && error.contains("VisionArenaDataset")
-            && error.contains("issue 32"),
+        error.contains("vision.yaml:3") && error.contains("MMVUDataset") && error.contains("video"),
         "{error}"
     );
     assert!(seen.lock().expect("lock").is_empty());

@@ -482,6 +482,28 @@ pub fn data_url_image_size(url: &str) -> Option<(u32, u32)> {
     }
 }
 
+/// A JPEG or PNG image a dataset stores as its bytes (`base64`, as the Parquet reader gives a binary column), sent
+/// as it is stored: a `data:image/png|jpeg;base64,` URL, its size read from its header. `None` for anything else.
+pub fn stored_image(base64: &str) -> Option<ImageInput> {
+    let head = base64::engine::general_purpose::STANDARD
+        .decode(&base64.as_bytes()[..base64.len().min(16) / 4 * 4])
+        .ok()?;
+    let format = if head.starts_with(&[0x89, b'P', b'N', b'G']) {
+        "png"
+    } else if head.starts_with(&[0xFF, 0xD8]) {
+        "jpeg"
+    } else {
+        return None;
+    };
+    let url = format!("data:image/{format};base64,{base64}");
+    let size = data_url_image_size(&url)?;
+    Some(ImageInput {
+        size: Some(size),
+        url,
+        place: None,
+    })
+}
+
 /// The width and height of the JPEG or PNG image at a `file://` URL (a path after the scheme), from its header:
 /// only the first bytes are read. `None` when the file cannot be read or is not such an image.
 pub fn file_url_image_size(url: &str) -> Option<(u32, u32)> {
@@ -549,6 +571,29 @@ fn header_size(bytes: &[u8]) -> Header {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stored_image_is_sent_as_it_is_with_its_headers_size() {
+        let png = solid_png_image(30, 20, [1, 2, 3]);
+        let payload = png
+            .url
+            .split_once(";base64,")
+            .map(|(_, p)| p)
+            .expect("payload");
+        let stored = stored_image(payload).expect("a PNG");
+        assert_eq!(
+            (stored.size, stored.url.as_str()),
+            (Some((30, 20)), png.url.as_str())
+        );
+        let jpeg = base64::engine::general_purpose::STANDARD.encode(noise_jpeg(17, 9, 3));
+        let stored = stored_image(&jpeg).expect("a JPEG");
+        assert_eq!(stored.size, Some((17, 9)));
+        assert!(stored.url.starts_with("data:image/jpeg;base64,"));
+        assert!(
+            stored_image("R0lGODlhAQABAAAAACw=").is_none(),
+            "a GIF is not read"
+        );
+    }
 
     fn woven(count: u32, resolutions: Vec<ImageBucket>, weighted: bool) -> WovenImages {
         WovenImages {

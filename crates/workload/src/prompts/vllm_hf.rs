@@ -148,6 +148,51 @@ pub(super) fn vllm_hf_prompts(
                     None => continue,
                 }
             }
+            HfDatasetKind::VisionArena { bench } => {
+                // `SUPPORTED_DATASET_PATHS[hf_name](item)`: the first message of the first turn.
+                let column = if bench { "turns" } else { "conversation" };
+                let prompt = row
+                    .record
+                    .get(column)
+                    .and_then(|turns| turns.get(0))
+                    .and_then(|turn| turn.get(0))
+                    .and_then(|message| message.get("content"))
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| {
+                        field_error(
+                            &row,
+                            path,
+                            column,
+                            &format!(
+                                "VisionArenaDataset reads each row's `{column}[0][0][\"content\"]` (text) as its \
+                                 prompt"
+                            ),
+                        )
+                    })?
+                    .to_owned();
+                // `process_image(item["images"][0])`: the image `datasets` decodes from the stored bytes.
+                let stored = row
+                    .record
+                    .get("images")
+                    .and_then(|images| images.get(0))
+                    .and_then(|image| image.get("bytes"))
+                    .and_then(Value::as_str);
+                let Some(image) = stored.and_then(llmbench_data::image::stored_image) else {
+                    return Err(field_error(
+                        &row,
+                        path,
+                        "images",
+                        "VisionArenaDataset sends each row's first image: `images[0].bytes` must hold a PNG or \
+                         JPEG (an image stored by path only is not read)",
+                    )
+                    .into());
+                };
+                // `prompt_len = len(tokenizer(prompt).input_ids)`: the text alone.
+                let n = tokens(&prompt)?;
+                let mut p = Prompt::text(prompt, n, Some(fixed_or(hf.output_len, 128)?));
+                p.images = vec![image];
+                p
+            }
             HfDatasetKind::Conversation => {
                 if row.record.contains_key("image") {
                     return Err(field_error(
@@ -212,6 +257,7 @@ fn kind_name(kind: HfDatasetKind) -> &'static str {
         HfDatasetKind::MtBench => "vLLM's MT-Bench dataset",
         HfDatasetKind::Aimo => "vLLM's AIMO dataset",
         HfDatasetKind::Conversation => "vLLM's ShareGPT_Vicuna conversation dataset",
+        HfDatasetKind::VisionArena { .. } => "vLLM's VisionArena dataset",
     }
 }
 

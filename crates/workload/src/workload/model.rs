@@ -1439,6 +1439,10 @@ pub enum HfDatasetKind {
     Aimo,
     /// `ConversationDataset` (`Aeala/ShareGPT_Vicuna_unfiltered`): the first two of `conversations`.
     Conversation,
+    /// `VisionArenaDataset` (`lmarena-ai/VisionArena-Chat`: `conversation[0][0]["content"]`;
+    /// `lmarena-ai/vision-arena-bench-v0.1`, `bench`: `turns[0][0]["content"]`) with the first of its `images`,
+    /// 128 tokens unless `hf-output-len`; the chat backend only.
+    VisionArena { bench: bool },
 }
 
 /// vLLM's BurstGPT dataset (`BurstGPTDataset`, vllm/benchmarks/datasets.py) from a local CSV.

@@ -825,13 +825,16 @@ fn inference_perf_lora_traffic_split_is_read_in_order_with_the_run_s_seed() {
 
 #[test]
 fn unsupported_features_are_errors_not_fallbacks() {
-    let msg = err(Harness::VllmBenchmark, "dataset-name: sharegpt4v\n");
+    let msg = err(Harness::VllmBenchmark, "dataset-name: custom_image\n");
     assert_eq!(
         msg,
-        "p.yaml:1: `dataset-name`: the `sharegpt4v` dataset (images read from dataset files; llmbench sends the \
-         synthetic images of `dataset-name: random-mm`, and a ShareGPT4V file's `image` entries with \
-         `dataset-name: sharegpt` and `backend: openai-chat`, as vLLM's ShareGPTDataset sends them) is not \
-         supported by llmbench yet"
+        "p.yaml:1: `dataset-name`: the `custom_image` dataset (a newer vLLM's; the release llmbench follows names \
+         it `custom_mm`, which runs) is not supported by llmbench yet"
+    );
+    let msg = err(Harness::VllmBenchmark, "dataset-name: sharegpt4v\n");
+    assert!(
+        msg.starts_with("p.yaml:1: `dataset-name`: `sharegpt4v` is not a vLLM dataset name"),
+        "{msg}"
     );
     let msg = err(
         Harness::InferencePerf,
@@ -2484,10 +2487,10 @@ fn vllm_hf_refuses_what_it_does_not_read_naming_the_key_and_reason() {
     assert!(e.contains("set `hf-split`"), "{e}");
     let e = err(
         Harness::VllmBenchmark,
-        "dataset-name: hf\ndataset-path: lmarena-ai/VisionArena-Chat\n",
+        "dataset-name: hf\ndataset-path: yale-nlp/MMVU\n",
     );
     assert!(
-        e.contains("dataset-path") && e.contains("VisionArenaDataset") && e.contains("issue 32"),
+        e.contains("dataset-path") && e.contains("MMVUDataset") && e.contains("video"),
         "{e}"
     );
     let e = err(

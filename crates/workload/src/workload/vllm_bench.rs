@@ -398,6 +398,7 @@ pub(crate) fn parse(
     let images = match &w.data {
         DataSpec::Random(r) => r.images.is_some(),
         DataSpec::File(f) => f.rows == DatasetRows::CustomMm,
+        DataSpec::VllmHf(hf) => matches!(hf.kind, HfDatasetKind::VisionArena { .. }),
         _ => false,
     };
     if images && w.api.kind != ApiKind::Chat {
@@ -1269,15 +1270,23 @@ fn dataset_spec(
                 rows: DatasetRows::CustomMm,
             })
         }
-        "sharegpt4v" | "visionarena" | "custom_image" => {
-            return Err(ctx.unsupported(
+        "sharegpt4v" | "visionarena" => {
+            return Err(ctx.invalid(
                 "dataset-name",
                 line,
                 format!(
-                    "the `{name}` dataset (images read from dataset files; llmbench sends the synthetic images \
-                     of `dataset-name: random-mm`, and a ShareGPT4V file's `image` entries with \
-                     `dataset-name: sharegpt` and `backend: openai-chat`, as vLLM's ShareGPTDataset sends them)"
+                    "`{name}` is not a vLLM dataset name: a ShareGPT4V file is read by `dataset-name: sharegpt` \
+                     (with `backend: openai-chat` its `image` entries are sent), VisionArena by `dataset-name: hf` \
+                     with `hf-name: lmarena-ai/VisionArena-Chat`"
                 ),
+            ));
+        }
+        "custom_image" => {
+            return Err(ctx.unsupported(
+                "dataset-name",
+                line,
+                "the `custom_image` dataset (a newer vLLM's; the release llmbench follows names it `custom_mm`, \
+                 which runs)",
             ));
         }
         "speed_bench" | "custom_audio" | "timed_trace" => {
@@ -1300,17 +1309,18 @@ fn dataset_spec(
 /// The `HuggingFaceDataset` subclasses `get_samples` picks from `dataset-path` (or `hf-name`), in its order, with
 /// the split it sets when `hf-split` is not given; the multimodal ones and those llmbench does not read are named
 /// with the reason.
-const HF_DATASETS: [(&[&str], HfClass); 12] = [
+const HF_DATASETS: [(&[&str], HfClass); 13] = [
     (
-        &[
-            "lmarena-ai/VisionArena-Chat",
-            "lmarena-ai/vision-arena-bench-v0.1",
-        ],
-        HfClass::Refused("VisionArenaDataset (images: multimodal inputs are issue 32)"),
+        &["lmarena-ai/VisionArena-Chat"],
+        HfClass::Read(HfDatasetKind::VisionArena { bench: false }, Some("train")),
+    ),
+    (
+        &["lmarena-ai/vision-arena-bench-v0.1"],
+        HfClass::Read(HfDatasetKind::VisionArena { bench: true }, Some("train")),
     ),
     (
         &["yale-nlp/MMVU"],
-        HfClass::Refused("MMVUDataset (videos: multimodal inputs are issue 32)"),
+        HfClass::Refused("MMVUDataset (videos: llmbench encodes and sends no video)"),
     ),
     (
         &["likaixin/InstructCoder"],
@@ -1351,7 +1361,7 @@ const HF_DATASETS: [(&[&str], HfClass); 12] = [
             "speechcolab/gigaspeech",
             "kensho/spgispeech",
         ],
-        HfClass::Refused("ASRDataset (audio: multimodal inputs are issue 32)"),
+        HfClass::Refused("ASRDataset (audio: llmbench sends no audio)"),
     ),
     (
         &["vdaita/edit_5k_char", "vdaita/edit_10k_char"],
