@@ -177,25 +177,7 @@ pub fn noise_png_image(width: u32, height: u32, seed: u64) -> ImageInput {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let mut pixels = vec![0u8; width as usize * height as usize * 3];
     rng.fill_bytes(&mut pixels);
-    let mut png = Vec::new();
-    {
-        let mut encoder = png::Encoder::new(&mut png, width, height);
-        encoder.set_color(png::ColorType::Rgb);
-        encoder.set_depth(png::BitDepth::Eight);
-        encoder.set_compression(png::Compression::Fast);
-        // Writing into a Vec fails only on a size PNG cannot state; the image is then left out of the URL.
-        if let Ok(mut writer) = encoder.write_header() {
-            let _ = writer.write_image_data(&pixels);
-        }
-    }
-    ImageInput {
-        size: Some((width, height)),
-        url: format!(
-            "data:image/png;base64,{}",
-            base64::engine::general_purpose::STANDARD.encode(png)
-        ),
-        place: None,
-    }
+    png_image(width, height, &pixels, PngStyle::Fast)
 }
 
 /// numpy's `choice(p=…)`: the first bucket whose cumulative probability exceeds `uniform`.
@@ -287,17 +269,35 @@ pub fn solid_png_image(width: u32, height: u32, rgb: [u8; 3]) -> ImageInput {
     for _ in 0..height {
         pixels.extend_from_slice(&row);
     }
+    png_image(width, height, &pixels, PngStyle::Solid)
+}
+
+/// How a PNG is deflated: noise gains nothing from effort; a solid image is deflated at the default level
+/// without filters, about as small as zlib level 1 makes it.
+#[derive(Clone, Copy)]
+enum PngStyle {
+    Fast,
+    Solid,
+}
+
+/// `pixels` (RGB, 8 bits) as a PNG in a `data:image/png;base64,` URL.
+fn png_image(width: u32, height: u32, pixels: &[u8], style: PngStyle) -> ImageInput {
     let mut png = Vec::new();
     {
         let mut encoder = png::Encoder::new(&mut png, width, height);
         encoder.set_color(png::ColorType::Rgb);
         encoder.set_depth(png::BitDepth::Eight);
-        encoder.set_compression(png::Compression::Default);
-        encoder.set_filter(png::FilterType::NoFilter);
-        encoder.set_adaptive_filter(png::AdaptiveFilterType::NonAdaptive);
+        match style {
+            PngStyle::Fast => encoder.set_compression(png::Compression::Fast),
+            PngStyle::Solid => {
+                encoder.set_compression(png::Compression::Default);
+                encoder.set_filter(png::FilterType::NoFilter);
+                encoder.set_adaptive_filter(png::AdaptiveFilterType::NonAdaptive);
+            }
+        }
         // Writing into a Vec fails only on a size PNG cannot state; the image is then left out of the URL.
         if let Ok(mut writer) = encoder.write_header() {
-            let _ = writer.write_image_data(&pixels);
+            let _ = writer.write_image_data(pixels);
         }
     }
     ImageInput {
