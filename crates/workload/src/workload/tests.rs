@@ -831,6 +831,12 @@ fn unsupported_features_are_errors_not_fallbacks() {
         "p.yaml:1: `dataset-name`: the `custom_image` dataset (a newer vLLM's; the release llmbench follows names \
          it `custom_mm`, which runs) is not supported by llmbench yet"
     );
+    let msg = err(Harness::VllmBenchmark, "backend: vllm-pooling\n");
+    assert!(
+        msg.starts_with("p.yaml:1: `backend`: backend `vllm-pooling` (it merges each prompt")
+            && msg.contains("cannot merge"),
+        "{msg}"
+    );
     let msg = err(Harness::VllmBenchmark, "dataset-name: sharegpt4v\n");
     assert!(
         msg.starts_with("p.yaml:1: `dataset-name`: `sharegpt4v` is not a vLLM dataset name"),

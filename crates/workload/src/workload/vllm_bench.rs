@@ -222,6 +222,11 @@ pub(crate) fn parse(
                      openai-embeddings`)"
                 }
                 "openai-audio" => " (llmbench sends no audio)",
+                // `async_request_vllm_pooling`: `payload | request_func_input.prompt`.
+                "vllm-pooling" => {
+                    " (it merges each prompt, a JSON object such as an IO-processor plugin's input, into the \
+                     /pooling body; vLLM's text datasets make strings, which it cannot merge)"
+                }
                 _ => "",
             };
             return Err(ctx.unsupported("backend", line, format!("backend `{other}`{why}")));
