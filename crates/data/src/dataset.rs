@@ -49,15 +49,18 @@ pub fn load_sharegpt(
         }
     };
     let total = entries.len();
-    if let Some(seed) = options.shuffle_seed {
-        // `ShareGPTDataset.load_data`: the entries whose `conversations` hold two turns or more, then
-        // `random.seed(seed); random.shuffle(data)`. The shuffle must see exactly vLLM's list to give its order.
+    if options.vllm_entries {
+        // `ShareGPTDataset.load_data`: the entries whose `conversations` hold two turns or more, shuffled or not;
+        // the shuffle must see exactly vLLM's list to give its order.
         entries.retain(|(_, entry)| {
             entry
                 .get("conversations")
                 .and_then(Value::as_array)
                 .is_some_and(|turns| turns.len() >= 2)
         });
+    }
+    if let Some(seed) = options.shuffle_seed {
+        // `random.seed(seed); random.shuffle(data)`.
         PyRandom::seed(seed).shuffle(&mut entries);
     }
     let turns: Vec<(String, Exchange)> = entries
@@ -797,6 +800,7 @@ mod tests {
         let path = write(&dir, "sg.json", &entries.to_string());
         let options = DatasetOptions {
             shuffle_seed: Some(0),
+            vllm_entries: true,
             ..DatasetOptions::default()
         };
         let prompts = load_sharegpt(&path, &Tokenizer::builtin(), &options).expect("load");
@@ -804,6 +808,14 @@ mod tests {
         // vLLM keeps A, B, C, D (5, 6, 7, 8 words: `"conversations" in entry and len(...) >= 2`); then
         // `random.seed(0); random.shuffle(["A", "B", "C", "D"])` gives C, A, B, D.
         assert_eq!(lengths, [7, 5, 6, 8]);
+        // With `--disable-shuffle` vLLM still reads only those entries, in file order.
+        let unshuffled = DatasetOptions {
+            shuffle_seed: None,
+            ..options
+        };
+        let prompts = load_sharegpt(&path, &Tokenizer::builtin(), &unshuffled).expect("load");
+        let lengths: Vec<u32> = prompts.as_slice().iter().map(|p| p.input_tokens).collect();
+        assert_eq!(lengths, [5, 6, 7, 8]);
     }
 
     #[test]

@@ -148,6 +148,9 @@ pub struct DatasetOptions {
     pub output_tokens: Option<u32>,
     /// Keep at most this many prompts.
     pub limit: Option<usize>,
+    /// ShareGPT only: keep only the entries vLLM's `ShareGPTDataset` keeps (`conversations` of two turns or more),
+    /// before any shuffle; otherwise a `conversation` list is read too.
+    pub vllm_entries: bool,
     /// ShareGPT only: shuffle the entries as vLLM's `ShareGPTDataset` does with this seed (only the entries whose
     /// `conversations` hold two turns or more, by Python's `random.shuffle`) before taking them; None keeps file
     /// order.
@@ -171,6 +174,7 @@ impl Default for DatasetOptions {
             output_tokens: None,
             limit: None,
             shuffle_seed: None,
+            vllm_entries: false,
             min_tokens: 4,
             max_prompt_tokens: Some(1024),
             max_total_tokens: Some(2048),

@@ -927,6 +927,7 @@ fn vllm_sharegpt(
             .transpose()?,
         limit: Some(pool),
         shuffle_seed: sharegpt.shuffle.then_some(seed),
+        vllm_entries: true,
         images: chat,
         ..DatasetOptions::default()
     };
@@ -981,6 +982,7 @@ fn inference_perf_sharegpt(
         output_tokens: None,
         limit: None,
         shuffle_seed: None,
+        vllm_entries: false,
         min_tokens: 0,
         max_prompt_tokens: None,
         max_total_tokens: None,

@@ -19,8 +19,7 @@
 //! - The request count (turns), the session count and the duration stop the sending as in AIPerf's issuer: no
 //!   turn after the request count or the duration, no new user once the session count started.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -105,33 +104,60 @@ enum Due {
 
 /// What is due, and when: earliest first, ties in the order they were queued.
 struct Queue {
-    heap: BinaryHeap<Reverse<(Instant, u64)>>,
-    due: HashMap<u64, Due>,
+    heap: BinaryHeap<Pending>,
     queued: u64,
+}
+
+struct Pending {
+    when: Instant,
+    order: u64,
+    due: Due,
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, other: &Self) -> bool {
+        (self.when, self.order) == (other.when, other.order)
+    }
+}
+
+impl Eq for Pending {}
+
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Pending {
+    /// Reversed, so the max-heap pops the earliest.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (other.when, other.order).cmp(&(self.when, self.order))
+    }
 }
 
 impl Queue {
     fn new() -> Queue {
         Queue {
             heap: BinaryHeap::new(),
-            due: HashMap::new(),
             queued: 0,
         }
     }
 
     fn push(&mut self, when: Instant, due: Due) {
-        self.heap.push(Reverse((when, self.queued)));
-        self.due.insert(self.queued, due);
+        self.heap.push(Pending {
+            when,
+            order: self.queued,
+            due,
+        });
         self.queued += 1;
     }
 
     fn next_time(&self) -> Option<Instant> {
-        self.heap.peek().map(|Reverse((when, _))| *when)
+        self.heap.peek().map(|p| p.when)
     }
 
     fn pop(&mut self) -> Option<(Instant, Due)> {
-        let Reverse((when, key)) = self.heap.pop()?;
-        self.due.remove(&key).map(|due| (when, due))
+        self.heap.pop().map(|p| (p.when, p.due))
     }
 }
 

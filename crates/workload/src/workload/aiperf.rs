@@ -1073,9 +1073,11 @@ fn load(ctx: &mut Ctx, m: &mut MapReader<'_>, seed: u64) -> Result<Load, Workloa
             first = Some((f.path.clone(), f.line));
         }
     };
+    let mut rate_line = 0;
     let rate = match m.get("request-rate") {
         Some(f) => {
             note(&f);
+            rate_line = f.line;
             let rate = number(ctx, &f)?;
             if !(rate.is_finite() && rate > 0.0) {
                 return Err(f.invalid(ctx, format!("must be greater than 0, found {rate}")));
@@ -1149,12 +1151,21 @@ fn load(ctx: &mut Ctx, m: &mut MapReader<'_>, seed: u64) -> Result<Load, Workloa
         }
         (None, None) => None,
     };
-    if let (Some((_, uc)), Some(_)) = (&user_centric, rate) {
+    if let (Some(_), Some(_)) = (&user_centric, rate) {
         ctx.warn(
             "request-rate",
-            uc.line,
+            rate_line,
             WarningKind::Ignored,
             "--user-centric-rate sets the rate of AIPerf's user-centric phase, and wins over --request-rate",
+        );
+    }
+    if let (Some(_), Some(f)) = (&user_centric, &pattern) {
+        // `_profiling_phase_type` makes the phase user-centric whatever the pattern says.
+        ctx.warn(
+            &f.path,
+            f.line,
+            WarningKind::Ignored,
+            "AIPerf's user-centric phase has no arrival pattern: --user-centric-rate paces it",
         );
     }
     // `--arrival-smoothness` (`--vllm-burstiness`): the gamma shape. Alone it selects gamma
@@ -2140,6 +2151,34 @@ mod tests {
         ));
         assert_eq!(w.stages[0].limit, StageLimit::requests(12));
         assert!(matches!(w.data, DataSpec::AiperfConversations(_)));
+        // A request rate and an arrival pattern beside it are not used, and said so at their own lines.
+        let parsed = parse_profile(
+            Harness::Aiperf,
+            "p.yaml",
+            "model: m\nuser-centric-rate: 8\nnum-users: 4\nconversation-turn-mean: 3\nrequest-rate: 2\n\
+             arrival-pattern: gamma\n",
+            &ParseOptions::default(),
+        )
+        .expect("parses");
+        let ignored: Vec<(&str, Option<u32>)> = parsed
+            .warnings
+            .iter()
+            .map(|w| (w.key.as_str(), w.line))
+            .collect();
+        assert_eq!(
+            ignored,
+            [("request-rate", Some(5)), ("arrival-pattern", Some(6))]
+        );
+        assert!(matches!(
+            parsed.workload.stages[0].arrival,
+            Arrival::AiperfRate {
+                pace: AiperfPace::UserCentric {
+                    rate: 8.0,
+                    users: 4
+                },
+                ..
+            }
+        ));
     }
 
     #[test]
