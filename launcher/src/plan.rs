@@ -140,6 +140,7 @@ pub(crate) fn engine_stage(stage: &Stage, seed: u64) -> Option<engine::Stage> {
             grace,
             warmup,
             sessions,
+            credits,
         } => engine::StagePlan::Paced(engine::Paced {
             pace,
             max_concurrency: max_in_flight.map(|n| n as usize),
@@ -148,6 +149,7 @@ pub(crate) fn engine_stage(stage: &Stage, seed: u64) -> Option<engine::Stage> {
             grace,
             warmup,
             sessions,
+            credits,
         }),
         Schedule::Sweep(_) | Schedule::Trace => return None,
     };
@@ -588,6 +590,7 @@ mod tests {
                 grace: None,
                 warmup: 0,
                 sessions: None,
+                credits: llmbench_workload::workload::AiperfCredits::default(),
             }),
             requested_rate: Some(10.0),
             errors: engine::ErrorLimits::default(),

@@ -284,6 +284,49 @@ fn at_a_rate_a_queued_continuation_goes_before_a_new_session() {
     assert_eq!(order, [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1)]);
 }
 
+#[test]
+fn prefill_slots_hold_new_sessions_and_continuations_until_the_previous_first_token() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Three session slots, one prefill slot (`credit/issuer.py`: a new session takes both with `try_issue_credit`,
+    // a continuation waits for its prefill slot in `issue_credit`): no turn goes out before the turn sent before it
+    // had its first token (50 ms after its send), while earlier turns still decode (100 tokens, 1 ms apart).
+    let profile = write(
+        dir.path(),
+        "prefill.yaml",
+        "model: m\nendpoint-type: chat\nstreaming: true\nconversation-num: 3\nconversation-turn-mean: 2\n\
+         isl: 4\nosl: 100\nconcurrency: 3\nprefill-concurrency: 1\n",
+    );
+    let output = run_profile(
+        dir.path(),
+        "aiperf",
+        &profile,
+        "p",
+        &["--sim-ttft", "50ms", "--sim-itl", "1ms"],
+    );
+    succeeded(&output);
+    let records = records(dir.path(), "p");
+    assert_eq!(records.len(), 6);
+    let ns = |r: &Value, k: &str| r[k].as_u64().expect("ns");
+    let first_token = |r: &Value| {
+        r["chunks"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["kind"] == "content"))
+            .and_then(|c| c["at_ns"].as_u64())
+            .expect("a first token")
+    };
+    let mut overlapped = false;
+    for pair in records.windows(2) {
+        assert!(
+            ns(&pair[1], "sent_ns") >= first_token(&pair[0]),
+            "{}\n{}",
+            pair[0],
+            pair[1]
+        );
+        overlapped |= ns(&pair[1], "sent_ns") < ns(&pair[0], "end_ns");
+    }
+    assert!(overlapped, "sessions decode together: {records:?}");
+}
+
 /// Runs an AIPerf profile over `file` of `kind` against a capturing server and returns each body's one text.
 fn custom_dataset_texts(kind: &str, file: &str, flags: &str) -> Vec<String> {
     let (url, seen) = capturing_server(chat_answer);

@@ -451,3 +451,110 @@ async fn goodput_counts_the_requests_within_every_objective_by_aiperfs_definitio
         assert_eq!(flags.iter().sum::<u64>(), good);
     }
 }
+
+/// The `at_ns` of a record's first content chunk (its first token).
+fn first_token_ns(record: &Value) -> Option<i64> {
+    record["chunks"]
+        .as_array()?
+        .iter()
+        .find(|c| c["kind"] == "content")
+        .map(|c| ns(c, "at_ns"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_cancellation_abandons_aiperfs_drawn_credits_once_sent_and_counts_them_as_errors() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // `--random-seed 7`, 50 %: AIPerf's `"7:timing.request.cancellation"` generator draws 0.5931, 0.2288, 0.4141,
+    // 0.6010, 0.2441, 0.2316, 0.6101, 0.5867, 0.3892, 0.7711 for the ten profiling credits, so the 2nd, 3rd, 5th,
+    // 6th and 9th are cancelled; the two warm-up credits draw nothing. Answers take at least 100 ms, so each
+    // cancelled request is abandoned 50 ms after it was written, before any token.
+    let records = run_aiperf(
+        dir.path(),
+        "cancel",
+        "streaming: true\nosl: 8\nrequest-rate: 20\nrequest-rate-mode: constant\nrequest-count: 10\n\
+         warmup-request-count: 2\nrandom-seed: 7\nrequest-cancellation-rate: 50\n\
+         request-cancellation-delay: 0.05\n",
+        "100ms",
+    )
+    .await;
+    let (warmup, profiling): (Vec<Value>, Vec<Value>) =
+        records.into_iter().partition(|r| r["warmup"] == true);
+    assert_eq!(warmup.len(), 2);
+    assert!(warmup.iter().all(|r| r["error"].is_null()), "{warmup:?}");
+    let classes: Vec<&str> = profiling
+        .iter()
+        .map(|r| r["error"]["class"].as_str().unwrap_or("ok"))
+        .collect();
+    let (ok, cut) = ("ok", "client_cancelled");
+    assert_eq!(classes, [ok, cut, cut, ok, cut, cut, ok, ok, cut, ok]);
+    for r in profiling.iter().filter(|r| !r["error"].is_null()) {
+        assert_eq!(
+            r["error"]["message"], "Request cancelled 0.050s after being sent",
+            "{r}"
+        );
+        assert!(ns(r, "end_ns") - ns(r, "sent_ns") >= 50_000_000, "{r}");
+        assert!(
+            first_token_ns(r).is_none(),
+            "abandoned before its first token: {r}"
+        );
+    }
+    // AIPerf counts each as an error request, with its 499 `RequestCancellationError` in the per-request file.
+    let run = dir.path().join("cancel");
+    let export: Value = serde_json::from_str(
+        &std::fs::read_to_string(run.join("profile_export_aiperf.json")).expect("aiperf export"),
+    )
+    .expect("json");
+    assert_eq!(export["request_count"]["avg"], 5.0, "{export}");
+    assert_eq!(export["error_request_count"]["avg"], 5.0, "{export}");
+    let lines: Vec<Value> = std::fs::read_to_string(run.join("profile_export.jsonl"))
+        .expect("profile_export.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    let cancelled: Vec<&Value> = lines.iter().filter(|l| l.get("error").is_some()).collect();
+    assert_eq!(cancelled.len(), 5);
+    for line in cancelled {
+        assert_eq!(
+            line["error"],
+            serde_json::json!({
+                "code": 499,
+                "type": "RequestCancellationError",
+                "message": "Request cancelled 0.050s after being sent"
+            })
+        );
+        assert_eq!(line["metadata"]["was_cancelled"], true);
+        assert_eq!(line["metadata"]["benchmark_phase"], "profiling");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefill_concurrency_holds_each_send_until_the_previous_request_had_its_first_token() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // Four session slots but one prefill slot: AIPerf's burst issues a credit only when both are free, and a
+    // prefill slot frees at its request's first token (100 ms after the send), so every send waits for the
+    // previous request's first token while up to four requests decode (each 200 tokens, 1 ms apart).
+    let records = run_aiperf(
+        dir.path(),
+        "prefill",
+        "streaming: true\nosl: 200\nconcurrency: 4\nprefill-concurrency: 1\nrequest-count: 6\n",
+        "100ms",
+    )
+    .await;
+    assert_eq!(records.len(), 6);
+    assert!(records.iter().all(|r| r["error"].is_null()), "{records:?}");
+    let mut records = records;
+    records.sort_by_key(|r| ns(r, "sent_ns"));
+    let mut overlapped = false;
+    for pair in records.windows(2) {
+        let first_token = first_token_ns(&pair[0]).expect("a first token");
+        assert!(
+            ns(&pair[1], "sent_ns") >= first_token,
+            "a send waits for the prefill slot: {pair:?}"
+        );
+        overlapped |= ns(&pair[1], "sent_ns") < ns(&pair[0], "end_ns");
+    }
+    assert!(
+        overlapped,
+        "the session slots let requests decode together: {records:?}"
+    );
+}

@@ -777,6 +777,7 @@ async fn execute_once(
         id: 0,
         stage: 0,
         scheduled_ns: 0,
+        abandon_after: None,
     };
     client::execute(
         target,

@@ -540,3 +540,35 @@ fn aiperf_user_centric_turns_carry_each_users_history_into_llama_servers_prompt(
     }
     assert!(followed >= 1, "{records:?}");
 }
+
+#[test]
+fn aiperf_request_cancellation_hangs_up_on_llama_server_which_serves_the_next_requests_in_full() {
+    // One slot: a request llama.cpp kept generating for after the client hung up would hold it. AIPerf's
+    // `"7:timing.request.cancellation"` draws cancel the 2nd, 3rd, 5th, 6th and 9th of ten credits at 50 %.
+    let Some(server) = LlamaServer::start(&["-c", "2048", "-np", "1"]) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut records = aiperf_run(
+        dir.path(),
+        &server,
+        "cancel",
+        "endpoint-type: chat\nstreaming: true\nrandom-seed: 7\nrequest-count: 10\nconcurrency: 1\nisl: 12\n\
+         osl: 48\nextra-inputs: ignore_eos:true\nrequest-cancellation-rate: 50\nrequest-cancellation-delay: 0\n",
+    );
+    records.sort_by_key(|r| r["scheduled_ns"].as_u64());
+    let classes: Vec<&str> = records
+        .iter()
+        .map(|r| r["error"]["class"].as_str().unwrap_or("ok"))
+        .collect();
+    let (ok, cut) = ("ok", "client_cancelled");
+    assert_eq!(
+        classes,
+        [ok, cut, cut, ok, cut, cut, ok, ok, cut, ok],
+        "{records:?}"
+    );
+    for r in records.iter().filter(|r| r["error"].is_null()) {
+        assert_eq!(r["http_status"], 200, "{r}");
+        assert_eq!(usage(r, "completion_tokens"), 48, "{r}");
+    }
+}

@@ -72,7 +72,7 @@ const SCHEDULE_DELAY_BUCKETS: [f64; 15] = [
 ];
 
 /// Every failure class, so each series exists (at 0) from the first scrape and `rate()` sees its first failure.
-const CLASSES: [ErrorClass; 8] = [
+const CLASSES: [ErrorClass; 9] = [
     ErrorClass::HttpStatus,
     ErrorClass::Timeout,
     ErrorClass::ConnectionReset,
@@ -80,6 +80,7 @@ const CLASSES: [ErrorClass; 8] = [
     ErrorClass::StreamCut,
     ErrorClass::MalformedEvent,
     ErrorClass::Cancelled,
+    ErrorClass::ClientCancelled,
     ErrorClass::Other,
 ];
 
@@ -93,6 +94,7 @@ const fn listed(class: ErrorClass) -> ErrorClass {
         | ErrorClass::StreamCut
         | ErrorClass::MalformedEvent
         | ErrorClass::Cancelled
+        | ErrorClass::ClientCancelled
         | ErrorClass::Other => class,
     }
 }

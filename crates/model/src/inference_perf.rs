@@ -46,7 +46,7 @@ pub fn error_type(r: &RequestRecord, class: ErrorClass) -> String {
         ErrorClass::ConnectionReset => "ServerDisconnectedError".to_owned(),
         ErrorClass::StreamCut => "ClientPayloadError".to_owned(),
         ErrorClass::MalformedEvent => "JSONDecodeError".to_owned(),
-        ErrorClass::Cancelled => "CancelledError".to_owned(),
+        ErrorClass::Cancelled | ErrorClass::ClientCancelled => "CancelledError".to_owned(),
         ErrorClass::Other => "Exception".to_owned(),
     }
 }

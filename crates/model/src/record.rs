@@ -475,6 +475,9 @@ pub enum ErrorClass {
     /// The run stopped the request: an interrupt (SIGTERM, SIGINT), an error limit of the stage, or an earlier
     /// turn of its conversation that failed. The record keeps the timings it had.
     Cancelled,
+    /// The load generator abandoned the request on purpose once it was sent, before its answer was complete: a
+    /// simulated client disconnect (AIPerf's `--request-cancellation-rate`), an error as AIPerf counts it.
+    ClientCancelled,
     /// Anything else.
     Other,
 }
@@ -490,6 +493,7 @@ impl ErrorClass {
             ErrorClass::StreamCut => "stream_cut",
             ErrorClass::MalformedEvent => "malformed_event",
             ErrorClass::Cancelled => "cancelled",
+            ErrorClass::ClientCancelled => "client_cancelled",
             ErrorClass::Other => "other",
         }
     }
@@ -1384,6 +1388,7 @@ mod tests {
             ErrorClass::Connect,
             ErrorClass::StreamCut,
             ErrorClass::MalformedEvent,
+            ErrorClass::ClientCancelled,
             ErrorClass::Other,
         ] {
             assert_eq!(serde_json::to_value(class).unwrap(), class.to_string());

@@ -21,7 +21,7 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 
 use super::conversation::{AiperfSession, Conversations};
-use super::{Issue, Paced, Phase, RateTicks, StageContext, until};
+use super::{Credit, Issue, Paced, Phase, RateTicks, StageContext, until};
 
 /// Continuations waiting for an interval, and the end of the phase's sending.
 #[derive(Default)]
@@ -86,6 +86,8 @@ pub(super) async fn send_phase(
         total,
         sending_ends,
         sessions,
+        prefill,
+        cancellation,
     } = phase;
     if total == Some(0) || sessions == Some(0) {
         return;
@@ -93,16 +95,31 @@ pub(super) async fn send_phase(
     let burst = paced.pace == llmbench_workload::workload::AiperfPace::Burst;
     let continuations = Arc::new(Continuations::default());
     let mut ticks = RateTicks::new(paced, start);
+    let mut cancellations = cancellation.map(|c| c.decisions());
     let (mut sent, mut started, mut session_turns) = (0u64, 0u64, 0u64);
     loop {
         let Some(due) = ticks.next(context, sending_ends).await else {
             break;
         };
-        // Priority 1: a continuation (it holds its session's slot already).
+        let mut prefill_slot = None;
+        // Priority 1: a continuation (it holds its session's slot already); `issue_credit` waits for its prefill
+        // slot, holding up the loop.
         let session = if let Some(session) = continuations.pop() {
+            if let Some(p) = &prefill {
+                let slot = tokio::select! {
+                    biased;
+                    () = context.control.issuing_ended() => None,
+                    () = until(sending_ends) => None,
+                    slot = Arc::clone(p).acquire_owned() => slot.ok(),
+                };
+                let Some(slot) = slot else {
+                    break;
+                };
+                prefill_slot = Some(slot);
+            }
             Some(session)
         } else if sessions.is_none_or(|n| started < n) {
-            // Priority 2: a new session, if a slot is free.
+            // Priority 2: a new session, if a session slot and then a prefill slot are free (`try_issue_credit`).
             let slot = match slots {
                 None => None,
                 Some(s) => match Arc::clone(s).try_acquire_owned() {
@@ -119,6 +136,22 @@ pub(super) async fn send_phase(
                     }
                 },
             };
+            if let Some(p) = &prefill {
+                match Arc::clone(p).try_acquire_owned() {
+                    Ok(p) => prefill_slot = Some(p),
+                    // The session slot is given back.
+                    Err(_) if !burst => continue,
+                    Err(_) => {
+                        drop(slot);
+                        wait_for_work(context, &continuations, Some(p), sending_ends).await;
+                        if context.control.issuing_stopped() {
+                            break;
+                        }
+                        ticks.reanchor(Instant::now());
+                        continue;
+                    }
+                }
+            }
             conversations.aiperf_session().map(|mut session| {
                 session.slot = slot;
                 started += 1;
@@ -143,11 +176,15 @@ pub(super) async fn send_phase(
             break;
         };
         sent += 1;
+        let credit = Credit {
+            abandon_after: cancellations.as_mut().and_then(|c| c.next_credit()),
+            prefill: prefill_slot,
+        };
         spawn_turn(
             context,
             conversations,
             &continuations,
-            session,
+            (session, credit),
             context.clock.ns_of(due),
             in_flight,
         );
@@ -192,7 +229,7 @@ fn spawn_turn(
     context: &StageContext,
     conversations: &Arc<Conversations>,
     continuations: &Arc<Continuations>,
-    mut session: AiperfSession,
+    (mut session, credit): (AiperfSession, Credit),
     scheduled_ns: u64,
     in_flight: &mut JoinSet<()>,
 ) {
@@ -200,7 +237,7 @@ fn spawn_turn(
     let conversations = Arc::clone(conversations);
     let continuations = Arc::clone(continuations);
     in_flight.spawn(async move {
-        exchange(&context, &conversations, &mut session, scheduled_ns).await;
+        exchange(&context, &conversations, &mut session, scheduled_ns, credit).await;
         // `handle_credit_return`: nothing after the final turn; else the next turn is queued, after its delay.
         let Some(delay) = conversations.aiperf_next_delay(&session) else {
             return;
@@ -222,16 +259,20 @@ pub(super) async fn exchange(
     conversations: &Conversations,
     session: &mut AiperfSession,
     scheduled_ns: u64,
+    credit: Credit,
 ) {
     let (request, of) = conversations.aiperf_request(session);
     let issue = Issue {
         id: context.next_id.fetch_add(1, Ordering::Relaxed),
         stage: context.stage,
         scheduled_ns,
+        abandon_after: credit.abandon_after,
     };
     let cancel = context.control.in_flight();
     context.went_out(&issue, &request, false);
-    let mut record = context.execute(&request, issue, cancel).await;
+    let mut record = context
+        .execute(&request, issue, cancel, credit.prefill)
+        .await;
     conversations.aiperf_answered(session, of, &mut record);
     context.record(record);
 }

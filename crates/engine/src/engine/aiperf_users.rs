@@ -28,7 +28,7 @@ use tokio::task::JoinSet;
 
 use super::aiperf_sessions::exchange;
 use super::conversation::{AiperfSession, Conversations};
-use super::{Phase, StageContext, until};
+use super::{Credit, Phase, StageContext, until};
 
 /// The shape of a user-centric phase.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -174,7 +174,11 @@ pub(super) async fn send_phase(
         total,
         sending_ends,
         sessions,
+        // Refused beside the user-centric phase when the profile is read.
+        prefill: _,
+        cancellation,
     } = phase;
+    let mut cancellations = cancellation.map(|c| c.decisions());
     let rate_ok = shape.rate.is_finite() && shape.rate > 0.0;
     if total == Some(0) || sessions == Some(0) || !rate_ok || shape.users == 0 {
         return;
@@ -263,7 +267,12 @@ pub(super) async fn send_phase(
                     active += 1;
                 }
                 sent += 1;
-                send_turn(context, conversations, user, context.clock.ns_of(when), &returned, in_flight);
+                let credit = Credit {
+                    abandon_after: cancellations.as_mut().and_then(|c| c.next_credit()),
+                    prefill: None,
+                };
+                let scheduled_ns = context.clock.ns_of(when);
+                send_turn(context, conversations, (user, credit), scheduled_ns, &returned, in_flight);
                 while in_flight.try_join_next().is_some() {}
                 // The final credit: the request count reached ends the sending.
                 if total.is_some_and(|total| sent >= total) {
@@ -278,7 +287,7 @@ pub(super) async fn send_phase(
 fn send_turn(
     context: &StageContext,
     conversations: &Arc<Conversations>,
-    mut user: User,
+    (mut user, credit): (User, Credit),
     scheduled_ns: u64,
     returned: &mpsc::UnboundedSender<Option<User>>,
     in_flight: &mut JoinSet<()>,
@@ -287,7 +296,14 @@ fn send_turn(
     let conversations = Arc::clone(conversations);
     let returned = returned.clone();
     in_flight.spawn(async move {
-        exchange(&context, &conversations, &mut user.session, scheduled_ns).await;
+        exchange(
+            &context,
+            &conversations,
+            &mut user.session,
+            scheduled_ns,
+            credit,
+        )
+        .await;
         let more = conversations.aiperf_next_delay(&user.session).is_some();
         // The driver may have stopped sending; what it no longer reads is dropped.
         let _ = returned.send(more.then_some(user));

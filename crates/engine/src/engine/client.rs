@@ -131,6 +131,9 @@ pub struct Issue {
     pub id: u64,
     pub stage: u32,
     pub scheduled_ns: u64,
+    /// Abandon the request this long after it was fully written, answered or not (AIPerf's request
+    /// cancellation); `None` for every other request.
+    pub abandon_after: Option<Duration>,
 }
 
 /// Sends `request` and returns its complete record. Never fails: every failure is classified in the record. When
@@ -200,6 +203,7 @@ pub async fn probe(target: &Target, request: &PreparedRequest, clock: &Clock) ->
         id: 0,
         stage: 0,
         scheduled_ns: clock.now_ns(),
+        abandon_after: None,
     };
     let record = execute_tapped(
         target,
@@ -251,8 +255,15 @@ async fn execute_tapped<T: Watch>(
         images: request.images.clone(),
     };
     let limit = target.request_timeout.unwrap_or(DEFAULT_REQUEST_TIMEOUT);
+    let (written, abandoned) = match issue.abandon_after {
+        Some(delay) => {
+            let (written, was_written) = tokio::sync::oneshot::channel();
+            (Some(written), Some(abandon(was_written, delay)))
+        }
+        None => (None, None),
+    };
     // The exchange writes into `record` as it goes, so chunks that arrived before a timeout stay in it.
-    let exchange = exchange(target, issue.id, request, clock, &mut record, tap);
+    let exchange = exchange(target, issue.id, request, clock, &mut record, tap, written);
     let limited = async {
         tokio::time::timeout(limit, exchange)
             .await
@@ -266,13 +277,22 @@ async fn execute_tapped<T: Watch>(
                 })
             })
     };
-    let outcome = tokio::select! {
-        outcome = limited => outcome,
-        () = cancel.raised() => Err(RequestError {
-            class: ErrorClass::Cancelled,
-            message: "cancelled in flight: the run or its stage stopped (see the summary's stop reason)"
+    let stopped = || RequestError {
+        class: ErrorClass::Cancelled,
+        message:
+            "cancelled in flight: the run or its stage stopped (see the summary's stop reason)"
                 .to_owned(),
-        }),
+    };
+    let outcome = match abandoned {
+        None => tokio::select! {
+            outcome = limited => outcome,
+            () = cancel.raised() => Err(stopped()),
+        },
+        Some(abandoned) => tokio::select! {
+            outcome = limited => outcome,
+            () = cancel.raised() => Err(stopped()),
+            error = abandoned => Err(error),
+        },
     };
     record.end_ns = clock.now_ns();
     if record.sent_ns == 0 {
@@ -284,6 +304,25 @@ async fn execute_tapped<T: Watch>(
     record
 }
 
+/// Resolves `delay` after the request was fully written (`was_written`), with the error that abandons it, as
+/// AIPerf's `_request_with_cancellation` does: the request always reaches the server, then the client hangs up
+/// (the connection is dropped, not pooled), discarding whatever of the answer had arrived. Never resolves when
+/// the request was never written (its exchange fails on its own).
+async fn abandon(was_written: tokio::sync::oneshot::Receiver<()>, delay: Duration) -> RequestError {
+    if was_written.await.is_err() {
+        return std::future::pending().await;
+    }
+    llmbench_model::timer::sleep_until(Instant::now() + delay).await;
+    RequestError {
+        class: ErrorClass::ClientCancelled,
+        // AIPerf's own message (`f"Request cancelled {timeout_s:.3f}s after being sent"`).
+        message: format!(
+            "Request cancelled {:.3}s after being sent",
+            delay.as_secs_f64()
+        ),
+    }
+}
+
 async fn exchange<T: Watch>(
     target: &Target,
     id: u64,
@@ -291,13 +330,14 @@ async fn exchange<T: Watch>(
     clock: &Clock,
     record: &mut RequestRecord,
     tap: &mut T,
+    written: Option<tokio::sync::oneshot::Sender<()>>,
 ) -> Result<(), RequestError> {
     match target.endpoint(id) {
         (Transport::Http1(endpoint), _) => {
-            exchange_http1(endpoint, target, request, clock, record, tap).await
+            exchange_http1(endpoint, target, request, clock, record, tap, written).await
         }
         (Transport::Reqwest(client), url) => {
-            exchange_reqwest(client, url, target, request, clock, record, tap).await
+            exchange_reqwest((client, url), target, request, clock, record, tap, written).await
         }
     }
 }
@@ -309,6 +349,7 @@ async fn exchange_http1<T: Watch>(
     clock: &Clock,
     record: &mut RequestRecord,
     tap: &mut T,
+    written: Option<tokio::sync::oneshot::Sender<()>>,
 ) -> Result<(), RequestError> {
     let traceparent = record.traceparent.as_ref().map(|t| t.header_value());
     let ids = [
@@ -322,7 +363,13 @@ async fn exchange_http1<T: Watch>(
     ];
     record.sent_ns = clock.now_ns();
     let response = endpoint
-        .send(&request.body, request.header.as_deref(), &ids, clock)
+        .send(
+            &request.body,
+            request.header.as_deref(),
+            &ids,
+            clock,
+            written,
+        )
         .await?;
     let status = response.status();
     record.http_status = Some(status);
@@ -366,13 +413,13 @@ async fn exchange_http1<T: Watch>(
 }
 
 async fn exchange_reqwest<T: Watch>(
-    client: &reqwest::Client,
-    url: &str,
+    (client, url): (&reqwest::Client, &str),
     target: &Target,
     request: &PreparedRequest,
     clock: &Clock,
     record: &mut RequestRecord,
     tap: &mut T,
+    written: Option<tokio::sync::oneshot::Sender<()>>,
 ) -> Result<(), RequestError> {
     let mut builder = client
         .post(url)
@@ -396,6 +443,10 @@ async fn exchange_reqwest<T: Watch>(
         builder = builder.header(TRACEPARENT_HEADER, parent.header_value().as_slice());
     }
     record.sent_ns = clock.now_ns();
+    // reqwest does not say when its connection wrote the request: an abandon's clock starts at the hand-off.
+    if let Some(written) = written {
+        let _ = written.send(());
+    }
     let mut response = builder.send().await.map_err(classify_send_error)?;
     let status = response.status();
     record.http_status = Some(status.as_u16());

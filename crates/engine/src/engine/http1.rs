@@ -197,14 +197,16 @@ impl Http1Endpoint {
     }
 
     /// Sends a POST with `body` and the request's own headers (`header`, then `more`), and waits for the response
-    /// head. A kept-alive connection the server has closed meanwhile (no byte of a response on it) is retried
-    /// once on a fresh connection, as browsers and hyper do.
+    /// head; `written` is told once the whole request was written to a connection. A kept-alive connection the
+    /// server has closed meanwhile (no byte of a response on it) is retried once on a fresh connection, as
+    /// browsers and hyper do.
     pub async fn send(
         &self,
         body: &[u8],
         header: Option<&(String, String)>,
         more: &[RequestHeader<'_>],
         clock: &Clock,
+        mut written: Option<tokio::sync::oneshot::Sender<()>>,
     ) -> Result<Response<'_>, RequestError> {
         let wire = wire(&self.head_prefix, header, more, body);
         loop {
@@ -215,7 +217,13 @@ impl Http1Endpoint {
                 None => self.connect().await?,
             };
             let attempt = match stream.write_all(&wire).await {
-                Ok(()) => read_head(&stream, clock).await,
+                Ok(()) => {
+                    if let Some(written) = written.take() {
+                        // The receiver is gone only when nobody waits for it.
+                        let _ = written.send(());
+                    }
+                    read_head(&stream, clock).await
+                }
                 Err(error) => Err(HeadError::Io(error)),
             };
             match attempt {
@@ -906,7 +914,7 @@ mod tests {
 
     async fn body_of(endpoint: &Http1Endpoint, clock: &Clock) -> (u16, Vec<u8>, BodyEnd) {
         let response = endpoint
-            .send(b"{}", None, &[], clock)
+            .send(b"{}", None, &[], clock, None)
             .await
             .expect("response");
         let status = response.status();
@@ -990,7 +998,10 @@ mod tests {
         .await;
         let endpoint = Http1Endpoint::new(&url, &[], 8).expect("endpoint");
         let clock = Clock::start();
-        let response = endpoint.send(b"{}", None, &[], &clock).await.expect("head");
+        let response = endpoint
+            .send(b"{}", None, &[], &clock, None)
+            .await
+            .expect("head");
         let error = response
             .read_body(&clock, |_, _| Ok(Flow::More))
             .await
@@ -1011,7 +1022,7 @@ mod tests {
         drop(listener);
         let endpoint = Http1Endpoint::new(&url, &[], 8).expect("endpoint");
         let error = endpoint
-            .send(b"{}", None, &[], &Clock::start())
+            .send(b"{}", None, &[], &Clock::start(), None)
             .await
             .expect_err("refused");
         assert_eq!(error.class, ErrorClass::Connect);
@@ -1131,7 +1142,10 @@ mod tests {
         .await;
         let endpoint = Http1Endpoint::new(&url, &[], 8).expect("endpoint");
         let clock = Clock::start();
-        let response = endpoint.send(b"{}", None, &[], &clock).await.expect("head");
+        let response = endpoint
+            .send(b"{}", None, &[], &clock, None)
+            .await
+            .expect("head");
         assert_eq!(response.status(), 503);
         let body = promptly(response.read_prefix(&clock, 2048, Duration::from_millis(200))).await;
         assert_eq!(body, b"overloaded");
@@ -1158,7 +1172,7 @@ mod tests {
             (200, b"ok".to_vec(), BodyEnd::Complete)
         );
         let error = endpoint
-            .send(b"{}", None, &[], &clock)
+            .send(b"{}", None, &[], &clock, None)
             .await
             .expect_err("too many");
         assert_eq!(error.class, ErrorClass::Other);

@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinSet;
 
 pub use client::{Clock, Issue, Target, Transport};
@@ -104,6 +104,8 @@ pub struct Paced {
     /// AIPerf's session count (`--conversation-num` over multi-turn conversations): the profiling phase starts
     /// no session after this many, and ends once their turns were all sent.
     pub sessions: Option<u64>,
+    /// AIPerf's prefill slots and request cancellation.
+    pub credits: llmbench_workload::workload::AiperfCredits,
 }
 
 /// A lockstep stage's shape ([`StagePlan::Lockstep`]): LoadGen's MultiStream query scheduler
@@ -1022,43 +1024,54 @@ impl StageContext {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             stage: self.stage,
             scheduled_ns,
+            abandon_after: None,
         };
         self.went_out(&issue, request, warmup);
-        self.execute(request, issue, self.control.in_flight()).await
+        self.execute(request, issue, self.control.in_flight(), None)
+            .await
     }
 
     /// Sends `request` (already counted as gone out), telling the stage's over-saturation detector, if it has one,
-    /// of its first token as it arrives.
+    /// of its first token as it arrives, and releasing `prefill` (an AIPerf prefill slot) there.
     async fn execute(
         &self,
         request: &PreparedRequest,
         issue: Issue,
         cancel: &control::Flag,
+        prefill: Option<OwnedSemaphorePermit>,
     ) -> RequestRecord {
-        match &self.saturation {
-            None => client::execute(&self.target, request, issue, &self.clock, cancel).await,
-            Some(watch) => {
-                client::execute_watched(
-                    &self.target,
-                    request,
-                    issue,
-                    &self.clock,
-                    cancel,
-                    &mut FirstToken(watch.as_ref()),
-                )
-                .await
-            }
+        if self.saturation.is_none() && prefill.is_none() {
+            return client::execute(&self.target, request, issue, &self.clock, cancel).await;
         }
+        let mut watch = FirstToken {
+            saturation: self.saturation.as_deref(),
+            prefill,
+        };
+        client::execute_watched(
+            &self.target,
+            request,
+            issue,
+            &self.clock,
+            cancel,
+            &mut watch,
+        )
+        .await
     }
 
     /// Sends one request scheduled at `scheduled_ns` and records it. Returns whether it failed before the server
     /// answered anything (a closed loop backs off after such a failure).
     async fn issue(&self, scheduled_ns: u64) -> bool {
+        self.issue_credit(scheduled_ns, Credit::default()).await
+    }
+
+    /// [`issue`](Self::issue) for an AIPerf credit: abandoned or holding a prefill slot as `credit` says.
+    async fn issue_credit(&self, scheduled_ns: u64, credit: Credit) -> bool {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let issue = Issue {
             id,
             stage: self.stage,
             scheduled_ns,
+            abandon_after: credit.abandon_after,
         };
         let cancel = self.control.in_flight();
         match &self.requests {
@@ -1066,7 +1079,7 @@ impl StageContext {
                 let position = id.saturating_sub(self.measured_from);
                 let request = &requests[(position % requests.len() as u64) as usize];
                 self.went_out(&issue, request, false);
-                let record = self.execute(request, issue, cancel).await;
+                let record = self.execute(request, issue, cancel, credit.prefill).await;
                 self.record(record)
             }
             // Only a trace's own stages send its requests (`trace::run_trace`), and `run` refuses any other.
@@ -1077,7 +1090,9 @@ impl StageContext {
                     return false;
                 };
                 self.went_out(&issue, &turn.request, false);
-                let mut record = self.execute(&turn.request, issue, cancel).await;
+                let mut record = self
+                    .execute(&turn.request, issue, cancel, credit.prefill)
+                    .await;
                 if let Some(think) = conversations.think_time(&turn, &record) {
                     // inference-perf's tool-call latency: slept holding the session and this request's slot,
                     // and inside the request's end time as upstream measures it.
@@ -1170,13 +1185,27 @@ impl StageContext {
     }
 }
 
-/// Tells the stage's over-saturation detector of a stream's first token.
-struct FirstToken<'a>(&'a saturation::SaturationWatch);
+/// What a stream's first token ends: the stage's over-saturation detector is told of it, and an AIPerf prefill
+/// slot is released (`on_first_token`; a request that returns without one releases it as it returns).
+struct FirstToken<'a> {
+    saturation: Option<&'a saturation::SaturationWatch>,
+    prefill: Option<OwnedSemaphorePermit>,
+}
 
 impl client::Watch for FirstToken<'_> {
     fn first_token(&mut self, at_ns: u64, sent_ns: u64) {
-        self.0.first_token(at_ns, sent_ns);
+        if let Some(watch) = self.saturation {
+            watch.first_token(at_ns, sent_ns);
+        }
+        self.prefill = None;
     }
+}
+
+/// What AIPerf's credit issuer attaches to one credit (`Credit.cancel_after_ns`, its prefill slot).
+#[derive(Default)]
+struct Credit {
+    abandon_after: Option<Duration>,
+    prefill: Option<OwnedSemaphorePermit>,
 }
 
 /// A stage's finished requests, as guidellm's error constraints count them.
@@ -1317,6 +1346,9 @@ async fn run_paced(context: StageContext, start: Instant, paced: &Paced) -> Opti
     let slots = paced
         .max_concurrency
         .map(|n| Arc::new(Semaphore::new(n.max(1))));
+    // AIPerf's concurrency manager keeps each phase's prefill slots apart.
+    let prefill_slots = |n: Option<u32>| n.map(|n| Arc::new(Semaphore::new(n.max(1) as usize)));
+    let credits = paced.credits;
     let mut start = start;
     let mut profiling_start = None;
     if paced.warmup > 0 {
@@ -1330,6 +1362,13 @@ async fn run_paced(context: StageContext, start: Instant, paced: &Paced) -> Opti
             total: Some(paced.warmup),
             sending_ends: None,
             sessions: None,
+            prefill: prefill_slots(
+                credits
+                    .warmup_prefill_concurrency
+                    .or(credits.prefill_concurrency),
+            ),
+            // `next_cancellation_delay_ns`: never in the warm-up phase.
+            cancellation: None,
         };
         send_phase(&warmup, phase, paced, slots.as_ref(), &mut in_flight).await;
         while in_flight.join_next().await.is_some() {}
@@ -1345,6 +1384,8 @@ async fn run_paced(context: StageContext, start: Instant, paced: &Paced) -> Opti
         total: paced.total,
         sending_ends: paced.duration.map(|d| start + d),
         sessions: paced.sessions,
+        prefill: prefill_slots(credits.prefill_concurrency),
+        cancellation: credits.cancellation,
     };
     send_phase(&context, phase, paced, slots.as_ref(), &mut in_flight).await;
     if let (Some(duration), Some(grace)) = (paced.duration, paced.grace) {
@@ -1366,6 +1407,10 @@ struct Phase {
     sending_ends: Option<Instant>,
     /// AIPerf's session count (multi-turn sessions only).
     sessions: Option<u64>,
+    /// The phase's prefill slots (`--prefill-concurrency`).
+    prefill: Option<Arc<Semaphore>>,
+    /// Which of the phase's credits are abandoned, and when.
+    cancellation: Option<llmbench_workload::workload::AiperfCancellation>,
 }
 
 /// Resolves at `end`, or never without one (a phase's end of sending).
@@ -1457,43 +1502,60 @@ async fn send_phase(
         total,
         sending_ends,
         sessions: _,
+        prefill,
+        cancellation,
     } = phase;
     if total == Some(0) {
         return;
     }
     let burst = paced.pace == llmbench_workload::workload::AiperfPace::Burst;
     let mut ticks = RateTicks::new(paced, start);
+    let mut cancellations = cancellation.map(|c| c.decisions());
     let mut sent: u64 = 0;
     loop {
         let Some(due) = ticks.next(context, sending_ends).await else {
             break;
         };
-        let (slot, scheduled) = match slots {
-            None => (None, due),
-            Some(s) => match Arc::clone(s).try_acquire_owned() {
-                Ok(slot) => (Some(slot), due),
-                // A rate's interval that finds no free slot is skipped.
-                Err(_) if !burst => continue,
+        // The session slot, then the prefill slot (`try_issue_credit`).
+        let mut scheduled = due;
+        let mut held = [None, None];
+        for (hold, semaphore) in held.iter_mut().zip([slots, prefill.as_ref()]) {
+            let Some(semaphore) = semaphore else {
+                continue;
+            };
+            *hold = match Arc::clone(semaphore).try_acquire_owned() {
+                Ok(slot) => Some(slot),
+                // A rate's interval that finds no free slot is skipped (a session slot taken is given back).
+                Err(_) if !burst => break,
                 Err(_) => {
                     let slot = tokio::select! {
                         biased;
-                        () = context.control.issuing_ended() => break,
-                        slot = Arc::clone(s).acquire_owned() => slot.ok(),
+                        () = context.control.issuing_ended() => None,
+                        slot = Arc::clone(semaphore).acquire_owned() => slot.ok(),
                     };
                     let now = Instant::now();
-                    if sending_ends.is_some_and(|end| now >= end) {
-                        break;
+                    if slot.is_none() || sending_ends.is_some_and(|end| now >= end) {
+                        return;
                     }
                     ticks.reanchor(now);
-                    (slot, now)
+                    scheduled = now;
+                    slot
                 }
-            },
+            };
+        }
+        let [slot, prefill_slot] = held;
+        if (slots.is_some() && slot.is_none()) || (prefill.is_some() && prefill_slot.is_none()) {
+            continue;
+        }
+        let credit = Credit {
+            abandon_after: cancellations.as_mut().and_then(|c| c.next_credit()),
+            prefill: prefill_slot,
         };
         let scheduled_ns = context.clock.ns_of(scheduled);
         let request_context = context.clone();
         in_flight.spawn(async move {
             let _slot = slot;
-            request_context.issue(scheduled_ns).await;
+            request_context.issue_credit(scheduled_ns, credit).await;
         });
         while in_flight.try_join_next().is_some() {}
         sent += 1;

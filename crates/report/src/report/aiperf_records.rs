@@ -114,7 +114,12 @@ impl AiperfRecords {
                 u32::from(self.warmups > 0),
             )
         };
-        let cancelled = r.error_class() == Some(ErrorClass::Cancelled);
+        // Cut at the end of the grace period, or abandoned on purpose (`--request-cancellation-rate`): AIPerf
+        // stamps both with a cancellation time.
+        let cancelled = matches!(
+            r.error_class(),
+            Some(ErrorClass::Cancelled | ErrorClass::ClientCancelled)
+        );
         let mut metadata = Map::new();
         metadata.insert("session_num".into(), json!(session_num));
         if let Some(id) = &r.request_id {
@@ -279,7 +284,8 @@ fn record_metrics(r: &RequestRecord, slos: &[Slo]) -> Map<String, Value> {
 }
 
 /// A failed request's `ErrorDetails`: an HTTP failure as AIPerf's aiohttp client reports it (the status, its
-/// reason phrase, the body), a cancelled one as its `RequestCancellationError`, any other with llmbench's class.
+/// reason phrase, the body), a cancelled one as its `RequestCancellationError` (an abandoned one's message is
+/// AIPerf's own, `Request cancelled 0.100s after being sent`), any other with llmbench's class.
 fn error_details(r: &RequestRecord, cancelled: bool) -> Value {
     let message = r.error.as_ref().map_or("", |e| e.message.as_str());
     if cancelled {

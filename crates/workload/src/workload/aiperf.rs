@@ -321,6 +321,25 @@ fn parse_flags(
     }
     w.api.lora = model_selection(ctx, &mut m, model_names, w.seed)?;
     let load = load(ctx, &mut m, w.seed)?;
+    let mut load = load;
+    (load.credits, load.credits_flag) = credit_flags(
+        ctx,
+        &mut m,
+        CreditChecks {
+            seed: w.seed,
+            warmup: load.warmup,
+            streaming: w.api.streaming,
+            concurrency: concurrency_field.as_ref().map(|_| concurrency),
+        },
+    )?;
+    if let (Some(_), Some(line)) = (load.credits.prefill_concurrency, load.user_centric_line) {
+        return Err(ctx.unsupported(
+            "user-centric-rate",
+            line,
+            "prefill concurrency beside --user-centric-rate (AIPerf's users then wait for prefill slots at \
+             their turns' times, which llmbench's user-centric schedule does not build)",
+        ));
+    }
     let request_count_field = m.get_any(&["request-count", "num-requests"]);
     if let (Some(f), Some(_)) = (&request_count_field, load.duration) {
         return Err(f.invalid(
@@ -491,6 +510,14 @@ fn parse_flags(
                      order, wrapping, as many credits as the file has records; with timestamps its fixed schedule \
                      takes over and leaves the rate unused; llmbench replays traces on the fixed schedule or at a \
                      concurrency)",
+                ));
+            }
+            if let Some((name, line)) = &load.credits_flag {
+                return Err(ctx.unsupported(
+                    name,
+                    *line,
+                    "prefill concurrency or request cancellation over a mooncake trace (AIPerf's fixed schedule \
+                     issues its credits through the same issuer; llmbench's trace replay does not build them)",
                 ));
             }
             if let Some(f) = &session_header {
@@ -702,15 +729,6 @@ fn finish_flags(ctx: &Ctx, m: &MapReader<'_>, w: Workload) -> Result<Workload, W
                 key.line,
                 "`--config`/`-f` inside a flag profile (give the AIPerf config file itself as the profile: \
                  `llmbench run --harness aiperf --profile FILE.yaml` reads it; flags beside it are not merged)",
-            ));
-        }
-        if key.name.contains("prefill-concurrency") {
-            return Err(ctx.unsupported(
-                &key.name,
-                key.line,
-                "AIPerf's prefill concurrency (a second slot per request, held from its send to its first token, \
-                 which the rate loop must also find free: `credit/issuer.py`); llmbench's AIPerf rate loop has \
-                 only the session slots of --concurrency",
             ));
         }
         if let Some(known) = m.nearest_known(&key.name) {
@@ -1051,6 +1069,10 @@ struct Load {
     first: Option<(String, u32)>,
     /// `--user-centric-rate`'s line, for the refusals that concern the user-centric phase.
     user_centric_line: Option<u32>,
+    /// `--prefill-concurrency` and `--request-cancellation-rate`.
+    credits: AiperfCredits,
+    /// The first of the credit flags the profile set, with its line.
+    credits_flag: Option<(String, u32)>,
 }
 
 impl Load {
@@ -1284,7 +1306,139 @@ fn load(ctx: &mut Ctx, m: &mut MapReader<'_>, seed: u64) -> Result<Load, Workloa
         warmup,
         first,
         user_centric_line: user_centric.as_ref().map(|(_, f)| f.line),
+        credits: AiperfCredits::default(),
+        credits_flag: None,
     })
+}
+
+/// What the credit flags are checked against.
+struct CreditChecks {
+    /// AIPerf's seed, which the cancellation generator is derived from.
+    seed: u64,
+    /// The warm-up request count.
+    warmup: u64,
+    streaming: bool,
+    /// `--concurrency`, when given.
+    concurrency: Option<u32>,
+}
+
+/// `--prefill-concurrency` (`--warmup-prefill-concurrency` for the warm-up phase) and
+/// `--request-cancellation-rate`/`-delay`, checked as AIPerf 0.13 checks them (`PhaseConfig`'s `ge=1`,
+/// `CLIConfig`'s `gt=0, le=100` and `ge=0`, `_converter_profiling.py` `apply_cancellation`), with the first one set.
+fn credit_flags(
+    ctx: &mut Ctx,
+    m: &mut MapReader<'_>,
+    checks: CreditChecks,
+) -> Result<(AiperfCredits, Option<(String, u32)>), WorkloadError> {
+    let CreditChecks {
+        seed,
+        warmup,
+        streaming,
+        concurrency,
+    } = checks;
+    let mut first: Option<(String, u32)> = None;
+    let mut note = |f: &At<'_>| {
+        if first.is_none() {
+            first = Some((f.path.clone(), f.line));
+        }
+    };
+    for ramp in [
+        "prefill-concurrency-ramp-duration",
+        "warmup-prefill-concurrency-ramp-duration",
+    ] {
+        if let Some(f) = m.get(ramp) {
+            return Err(f.unsupported(
+                ctx,
+                "a prefill concurrency ramp (AIPerf raises the phase's prefill slots from 1 to the target over \
+                 the duration; llmbench's slots are fixed)",
+            ));
+        }
+    }
+    let mut slots = |name: &str, m: &mut MapReader<'_>| -> Result<Option<u32>, WorkloadError> {
+        let Some(f) = m.get(name) else {
+            return Ok(None);
+        };
+        note(&f);
+        let n = positive(ctx, &f)?;
+        limits::check(ctx, &f, Limit::Concurrency, n as f64)?;
+        // `AIPerfConfig.validate_prefill_requires_streaming` and `PhaseConfig`'s check against the concurrency.
+        if !streaming {
+            return Err(f.invalid(
+                ctx,
+                "requires streaming (AIPerf refuses it: a prefill slot is released at the request's first token; \
+                 add --streaming)",
+            ));
+        }
+        if let Some(limit) = concurrency
+            && n > u64::from(limit)
+        {
+            return Err(f.invalid(
+                ctx,
+                format!(
+                    "{n} is more than --concurrency {limit} (AIPerf refuses it: prefill_concurrency must be <= \
+                     concurrency)"
+                ),
+            ));
+        }
+        Ok(Some(u32::try_from(n).map_err(|_| {
+            f.invalid(ctx, format!("{n} is too large"))
+        })?))
+    };
+    let prefill_concurrency = slots("prefill-concurrency", m)?;
+    let warmup_field_line = m.get("warmup-prefill-concurrency").map(|f| f.line);
+    let warmup_prefill_concurrency = slots("warmup-prefill-concurrency", m)?;
+    if let (Some(line), 0) = (warmup_field_line, warmup) {
+        ctx.warn(
+            "warmup-prefill-concurrency",
+            line,
+            WarningKind::Ignored,
+            "there is no warm-up phase (--warmup-request-count)",
+        );
+    }
+    let rate = match m.get("request-cancellation-rate") {
+        Some(f) => {
+            note(&f);
+            let percent = number(ctx, &f)?;
+            if !(percent > 0.0 && percent <= 100.0) {
+                return Err(f.invalid(
+                    ctx,
+                    format!(
+                        "must be greater than 0 and at most 100 (a percentage), found {percent}"
+                    ),
+                ));
+            }
+            Some(percent)
+        }
+        None => None,
+    };
+    let delay = match m.get("request-cancellation-delay") {
+        Some(f) => {
+            let secs = number(ctx, &f)?;
+            if !(secs.is_finite() && secs >= 0.0) {
+                return Err(f.invalid(ctx, format!("must be at least 0 (seconds), found {secs}")));
+            }
+            limits::check(ctx, &f, Limit::Duration, secs)?;
+            if rate.is_none() {
+                return Err(f.invalid(
+                    ctx,
+                    "requires --request-cancellation-rate to be set (AIPerf refuses it: cancellation is disabled \
+                     when the rate is unset)",
+                ));
+            }
+            Duration::from_secs_f64(secs)
+        }
+        None => Duration::ZERO,
+    };
+    let credits = AiperfCredits {
+        prefill_concurrency,
+        warmup_prefill_concurrency,
+        cancellation: rate.map(|percent| AiperfCancellation {
+            percent,
+            delay,
+            seed,
+        }),
+    };
+    Ok((credits, first))
 }
 
 /// What AIPerf's user-centric phase is checked against.
@@ -1386,13 +1540,19 @@ fn synthetic_stage(load: &Load, concurrency: Option<u32>, bounds: Bounds) -> Sta
         None
     };
     let (kind, arrival) = match (load.pace, load.duration) {
-        (AiperfPace::Burst, None) if load.warmup == 0 && !bounds.conversations => (
-            LoadKind::Concurrent,
-            Arrival::Closed {
-                concurrency: concurrency.unwrap_or(DEFAULT_CONCURRENCY),
-                rampup: Duration::ZERO,
-            },
-        ),
+        (AiperfPace::Burst, None)
+            if load.warmup == 0
+                && !bounds.conversations
+                && load.credits == AiperfCredits::default() =>
+        {
+            (
+                LoadKind::Concurrent,
+                Arrival::Closed {
+                    concurrency: concurrency.unwrap_or(DEFAULT_CONCURRENCY),
+                    rampup: Duration::ZERO,
+                },
+            )
+        }
         (pace, duration) => (
             match pace {
                 AiperfPace::Poisson { .. } => LoadKind::Poisson,
@@ -1411,6 +1571,7 @@ fn synthetic_stage(load: &Load, concurrency: Option<u32>, bounds: Bounds) -> Sta
                 grace: duration.and(load.grace),
                 warmup_requests: load.warmup,
                 sessions,
+                credits: load.credits,
             },
         ),
     };
@@ -1739,6 +1900,113 @@ mod tests {
         parse_profile(Harness::Aiperf, "p.yaml", text, &ParseOptions::default()).map(|p| p.workload)
     }
 
+    /// The credit flags of the only stage (`AiperfCredits::default()` when it is not AIPerf's rate loop).
+    fn credits(w: &Workload) -> AiperfCredits {
+        match &w.stages[0].arrival {
+            Arrival::AiperfRate { credits, .. } => *credits,
+            _ => AiperfCredits::default(),
+        }
+    }
+
+    /// `--prefill-concurrency` and `--request-cancellation-rate`/`-delay` become the rate loop's credits (a
+    /// concurrency burst with them is the rate loop, not the closed loop), seeded by `--random-seed`.
+    #[test]
+    fn prefill_concurrency_and_request_cancellation_ride_on_aiperfs_rate_loop() {
+        let w = parse_text(
+            "model: m\nstreaming: true\nconcurrency: 8\nprefill-concurrency: 2\nwarmup-request-count: 3\n\
+             warmup-prefill-concurrency: 1\nrequest-cancellation-rate: 12.5\nrequest-cancellation-delay: 0.25\n\
+             random-seed: 9\n",
+        )
+        .expect("parses");
+        assert_eq!(
+            credits(&w),
+            AiperfCredits {
+                prefill_concurrency: Some(2),
+                warmup_prefill_concurrency: Some(1),
+                cancellation: Some(AiperfCancellation {
+                    percent: 12.5,
+                    delay: Duration::from_millis(250),
+                    seed: 9,
+                }),
+            }
+        );
+        assert!(matches!(
+            w.stages[0].arrival,
+            Arrival::AiperfRate {
+                pace: AiperfPace::Burst,
+                concurrency: Some(8),
+                ..
+            }
+        ));
+        // A rate alone: cancelled at once after the send (`delay` defaults to 0).
+        let w = parse_text("model: m\nrequest-cancellation-rate: 100\n").expect("parses");
+        assert_eq!(
+            credits(&w).cancellation.map(|c| (c.percent, c.delay)),
+            Some((100.0, Duration::ZERO))
+        );
+    }
+
+    #[test]
+    fn credit_flags_are_checked_as_aiperf_checks_them() {
+        for (yaml, says) in [
+            (
+                "model: m\nrequest-cancellation-delay: 1\n",
+                "p.yaml:2: `request-cancellation-delay`: requires --request-cancellation-rate",
+            ),
+            (
+                "model: m\nrequest-cancellation-rate: 0\n",
+                "p.yaml:2: `request-cancellation-rate`: must be greater than 0 and at most 100",
+            ),
+            (
+                "model: m\nrequest-cancellation-rate: 100.5\n",
+                "must be greater than 0 and at most 100 (a percentage), found 100.5",
+            ),
+            (
+                "model: m\nrequest-cancellation-rate: 5\nrequest-cancellation-delay: -1\n",
+                "p.yaml:3: `request-cancellation-delay`: must be at least 0",
+            ),
+            (
+                "model: m\nprefill-concurrency: 2\n",
+                "p.yaml:2: `prefill-concurrency`: requires streaming",
+            ),
+            (
+                "model: m\nstreaming: true\nconcurrency: 2\nprefill-concurrency: 3\n",
+                "p.yaml:4: `prefill-concurrency`: 3 is more than --concurrency 2",
+            ),
+            (
+                "model: m\nstreaming: true\nprefill-concurrency: 0\n",
+                "p.yaml:3: `prefill-concurrency`",
+            ),
+            (
+                "model: m\nstreaming: true\nprefill-concurrency: 2\nprefill-concurrency-ramp-duration: 5\n",
+                "p.yaml:4: `prefill-concurrency-ramp-duration`: a prefill concurrency ramp",
+            ),
+            (
+                "model: m\nstreaming: true\nuser-centric-rate: 2\nnum-users: 2\nprefill-concurrency: 1\n\
+                 conversation-turn-mean: 2\n",
+                "p.yaml:3: `user-centric-rate`: prefill concurrency beside --user-centric-rate",
+            ),
+            (
+                "model: m\nstreaming: true\ninput-file: t.jsonl\ncustom-dataset-type: mooncake_trace\n\
+                 request-cancellation-rate: 10\n",
+                "p.yaml:5: `request-cancellation-rate`: prefill concurrency or request cancellation over a \
+                 mooncake trace",
+            ),
+        ] {
+            let err = parse_text(yaml).expect_err("refused").to_string();
+            assert!(err.contains(says), "{yaml}: {err}");
+        }
+        // A warm-up's own prefill slots without a warm-up phase do nothing: said so.
+        let parsed = parse_profile(
+            Harness::Aiperf,
+            "p.yaml",
+            "model: m\nstreaming: true\nwarmup-prefill-concurrency: 2\n",
+            &ParseOptions::default(),
+        )
+        .expect("parses");
+        assert_eq!(parsed.warnings[0].key, "warmup-prefill-concurrency");
+    }
+
     /// The rankings endpoint types: AIPerf's rankings composer and each type's path; without `rankings-*` flags
     /// `RankingsConfig`'s defaults (10 passages of 128 tokens, a query of 32), not the flags' own (1, 550, 550).
     #[test]
@@ -2032,18 +2300,11 @@ mod tests {
 
     #[test]
     fn unknown_flags_and_unsupported_values_are_refused_with_their_line() {
-        let err = parse_text("model: m\nrequest-cancellation-rate: 5\n")
+        let err = parse_text("model: m\nrequest-rate-ramp-duration: 5\n")
             .expect_err("refused")
             .to_string();
         assert!(
-            err.starts_with("p.yaml:2: `request-cancellation-rate`"),
-            "{err}"
-        );
-        let err = parse_text("model: m\nprefill-concurrency: 2\n")
-            .expect_err("refused")
-            .to_string();
-        assert!(
-            err.starts_with("p.yaml:2: `prefill-concurrency`: AIPerf's prefill concurrency"),
+            err.starts_with("p.yaml:2: `request-rate-ramp-duration`"),
             "{err}"
         );
         let err = parse_text("model: m\nconfig: aiperf.yaml\n")
@@ -2198,6 +2459,7 @@ mod tests {
                 grace: None,
                 warmup_requests: 0,
                 sessions: None,
+                credits: AiperfCredits::default(),
             }
         );
         assert_eq!(stage.limit, StageLimit::requests(7));
@@ -2212,6 +2474,7 @@ mod tests {
                 grace: None,
                 warmup_requests: 0,
                 sessions: None,
+                credits: AiperfCredits::default(),
             }
         );
         assert_eq!(stage.limit, StageLimit::requests(10));
@@ -2247,6 +2510,7 @@ mod tests {
                 grace: Some(Duration::ZERO),
                 warmup_requests: 0,
                 sessions: None,
+                credits: AiperfCredits::default(),
             }
         );
     }
@@ -2271,6 +2535,7 @@ mod tests {
                 grace: None,
                 warmup_requests: 4,
                 sessions: None,
+                credits: AiperfCredits::default(),
             }
         );
         assert_eq!(stage.limit, StageLimit::requests(10));
@@ -2302,6 +2567,7 @@ mod tests {
                 grace: None,
                 warmup_requests: 0,
                 sessions: None,
+                credits: AiperfCredits::default(),
             }
         );
         assert_eq!(w.stages[0].limit, StageLimit::requests(64));

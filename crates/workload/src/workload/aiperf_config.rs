@@ -770,7 +770,7 @@ struct Phase<'n> {
     warmup: bool,
 }
 
-fn phases(ctx: &Ctx, m: &mut MapReader<'_>, flags: &mut Flags) -> Result<(), WorkloadError> {
+fn phases(ctx: &mut Ctx, m: &mut MapReader<'_>, flags: &mut Flags) -> Result<(), WorkloadError> {
     let warmup = m.get("warmup");
     let profiling = m.get("profiling");
     let list = m.get("phases");
@@ -871,6 +871,15 @@ fn phases(ctx: &Ctx, m: &mut MapReader<'_>, flags: &mut Flags) -> Result<(), Wor
                 ),
             ));
         }
+        // `--warmup-prefill-concurrency` is the warm-up phase's own `prefill_concurrency`.
+        if let Some(n) = scratch.map.get("prefill-concurrency").cloned() {
+            let at = At::new(
+                &n,
+                super::reader::join(&w.at.path, "prefillConcurrency"),
+                n.line,
+            );
+            flags.copy("warmup-prefill-concurrency", &at);
+        }
         let requests = scratch.map.get("request-count").cloned();
         match requests {
             Some(n) if scratch.map.get("conversation-num").is_none() => {
@@ -888,8 +897,68 @@ fn phases(ctx: &Ctx, m: &mut MapReader<'_>, flags: &mut Flags) -> Result<(), Wor
     Ok(())
 }
 
+/// A phase's `cancellation: {rate, delay}` (`config/cancellation.py` `CancellationConfig`: `rate` required,
+/// 0–100, 0 disables it; `delay` ≥ 0, default 0) as `--request-cancellation-rate`/`-delay`. A warm-up's is
+/// accepted and unused, as AIPerf's simulator never cancels a warm-up credit.
+fn cancellation(
+    ctx: &mut Ctx,
+    c: &At<'_>,
+    flags: &mut Flags,
+    warmup: bool,
+) -> Result<(), WorkloadError> {
+    let mut m = c.map(ctx)?;
+    let rate = field(&mut m, "rate");
+    let delay = field(&mut m, "delay");
+    finish(ctx, &m, &["rate", "delay"], &|key| format!("`{key}`"))?;
+    let Some(rate) = rate else {
+        return Err(ctx.missing(
+            &super::reader::join(&c.path, "rate"),
+            c.line,
+            "a cancellation needs its `rate` (AIPerf refuses it)",
+        ));
+    };
+    let percent = super::vllm_bench::number(ctx, &rate)?;
+    if !(0.0..=100.0).contains(&percent) {
+        return Err(rate.invalid(
+            ctx,
+            format!("must be between 0 and 100 (a percentage; AIPerf refuses it), found {percent}"),
+        ));
+    }
+    if let Some(d) = &delay {
+        let secs = super::vllm_bench::number(ctx, d)?;
+        if !(secs >= 0.0) {
+            return Err(d.invalid(
+                ctx,
+                format!("must be at least 0 (seconds; AIPerf refuses it), found {secs}"),
+            ));
+        }
+    }
+    if warmup {
+        ctx.warn(
+            &c.path,
+            c.line,
+            WarningKind::Ignored,
+            "AIPerf never cancels a warm-up request (its simulator draws nothing in the warm-up phase)",
+        );
+        return Ok(());
+    }
+    // A rate of 0 turns the simulator off.
+    if percent > 0.0 {
+        flags.copy("request-cancellation-rate", &rate);
+        if let Some(d) = &delay {
+            flags.copy("request-cancellation-delay", d);
+        }
+    }
+    Ok(())
+}
+
 /// One phase's keys as flags; returns its pace (type, rate, concurrency) for comparing a warm-up with it.
-fn phase(ctx: &Ctx, f: &At<'_>, flags: &mut Flags, warmup: bool) -> Result<Pace, WorkloadError> {
+fn phase(
+    ctx: &mut Ctx,
+    f: &At<'_>,
+    flags: &mut Flags,
+    warmup: bool,
+) -> Result<Pace, WorkloadError> {
     let mut p = f.map(ctx)?;
     p.skip("name");
     p.skip("kind");
@@ -989,6 +1058,12 @@ fn phase(ctx: &Ctx, f: &At<'_>, flags: &mut Flags, warmup: bool) -> Result<Pace,
     if let Some(c) = &concurrency {
         flags.copy("concurrency", c);
     }
+    if let Some(c) = field(&mut p, "prefillConcurrency") {
+        flags.copy("prefill-concurrency", &c);
+    }
+    if let Some(c) = field(&mut p, "cancellation") {
+        cancellation(ctx, &c, flags, warmup)?;
+    }
     // `GammaPhase.smoothness` (only a gamma phase has the field; `extra="forbid"` refuses it elsewhere).
     let smoothness = match field(&mut p, "smoothness") {
         Some(k) if kind == "gamma" => {
@@ -1043,10 +1118,9 @@ fn phase(ctx: &Ctx, f: &At<'_>, flags: &mut Flags, warmup: bool) -> Result<Pace,
         (None, None) => {}
     }
     finish(ctx, &p, PHASE_KEYS, &|key| match key {
-        "prefillConcurrency" | "prefillRamp" => {
-            "AIPerf's prefill concurrency (a cap on requests before their first token)".to_owned()
+        "prefillRamp" => {
+            "AIPerf's prefill concurrency ramp (llmbench's prefill slots are fixed)".to_owned()
         }
-        "cancellation" => "AIPerf's request cancellation".to_owned(),
         other => format!("the AIPerf phase key `{other}` (not built)"),
     })?;
     let rate = rate
@@ -1155,6 +1229,58 @@ mod tests {
         assert_eq!(from_config, from_flags);
     }
 
+    /// A phase's `prefillConcurrency` and `cancellation` are `--prefill-concurrency` and
+    /// `--request-cancellation-rate`/`-delay` (`_converter_profiling.py` `apply_cancellation` routes them there);
+    /// the warm-up's prefill slots are `--warmup-prefill-concurrency`, and its cancellation is unused (AIPerf's
+    /// simulator draws nothing in the warm-up phase), said so.
+    #[test]
+    fn phase_prefill_concurrency_and_cancellation_are_their_flags() {
+        let config = "schemaVersion: \"2.0\"\nbenchmark:\n  model: m\n  endpoint:\n    url: http://h:8000\n    \
+                      streaming: true\n  dataset: {entries: 5}\n  warmup:\n    type: concurrency\n    \
+                      concurrency: 4\n    requests: 2\n    prefillConcurrency: 1\n    cancellation: {rate: 50}\n  \
+                      profiling:\n    type: concurrency\n    concurrency: 4\n    requests: 9\n    \
+                      prefillConcurrency: 2\n    cancellation: {rate: 12.5, delay: 0.25}\n";
+        let flags = "model: m\nurl: http://h:8000\nstreaming: true\nnum-dataset-entries: 5\nconcurrency: 4\n\
+                     request-count: 9\nwarmup-request-count: 2\nprefill-concurrency: 2\n\
+                     warmup-prefill-concurrency: 1\nrequest-cancellation-rate: 12.5\n\
+                     request-cancellation-delay: 0.25\n";
+        assert_same(config, flags);
+        let warned = parse(config).expect("parses").warnings;
+        assert!(
+            warned
+                .iter()
+                .any(|w| w.key == "benchmark.warmup.cancellation" && w.line == Some(13)),
+            "{warned:?}"
+        );
+        // A rate of 0 turns cancellation off.
+        let off = config.replace("{rate: 12.5, delay: 0.25}", "{rate: 0, delay: 3}");
+        let w = parse(&off).expect("parses").workload;
+        assert!(
+            matches!(&w.stages[0].arrival, Arrival::AiperfRate { credits, .. } if credits.cancellation.is_none()),
+            "{:?}",
+            w.stages[0].arrival
+        );
+        let err = refusal(&config.replace("{rate: 12.5, delay: 0.25}", "{rate: 12.5, dealy: 1}"));
+        assert!(
+            err.starts_with("bench.yaml:19: `benchmark.profiling.cancellation.dealy`")
+                && err.contains("did you mean `delay`?"),
+            "{err}"
+        );
+        let err = refusal(&config.replace("{rate: 12.5, delay: 0.25}", "{rate: 120}"));
+        assert!(
+            err.starts_with(
+                "bench.yaml:19: `benchmark.profiling.cancellation.rate`: must be between 0 and 100"
+            ),
+            "{err}"
+        );
+        let err =
+            refusal(&config.replace("    prefillConcurrency: 2\n", "    prefillConcurrency: 5\n"));
+        assert!(
+            err.starts_with("bench.yaml:18: `benchmark.profiling.prefillConcurrency`: 5 is more than --concurrency 4"),
+            "{err}"
+        );
+    }
+
     /// `dataset.rankings` (`RankingsConfig`) is what `_build_rankings` makes of the `--rankings-*` flags.
     #[test]
     fn a_rankings_section_is_its_rankings_flags() {
@@ -1256,6 +1382,7 @@ mod tests {
                 grace: Some(Duration::from_secs(60)),
                 warmup_requests: 0,
                 sessions: None,
+                credits: AiperfCredits::default(),
             }
         );
         assert_eq!(
@@ -1414,10 +1541,10 @@ mod tests {
         // A key AIPerf acts on that llmbench does not run: refused by name.
         let err = refusal(&format!(
             "{head}  dataset: {{entries: 3}}\n  profiling:\n    type: poisson\n    rate: 2\n    requests: 3\n    \
-             prefillConcurrency: 4\n"
+             prefillRamp: 4\n"
         ));
         assert!(
-            err.starts_with("bench.yaml:10: `benchmark.profiling.prefillConcurrency`: AIPerf's prefill concurrency"),
+            err.starts_with("bench.yaml:10: `benchmark.profiling.prefillRamp`: AIPerf's prefill concurrency ramp"),
             "{err}"
         );
         let err = refusal(&format!("{head}    urlStrategy: random\n{tail}"));

@@ -223,6 +223,7 @@ mod tests {
                 grace: None,
                 warmup_requests: 0,
                 sessions: Some(4),
+                credits: crate::workload::AiperfCredits::default(),
             }
         );
     }

@@ -187,6 +187,7 @@ mod tests {
                 grace: None,
                 warmup_requests: 0,
                 sessions: Some(5),
+                credits: crate::workload::AiperfCredits::default(),
             }
         );
         let err = parse_profile(

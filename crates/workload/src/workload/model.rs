@@ -447,6 +447,9 @@ pub enum Arrival {
         /// `--conversation-num` (AIPerf 0.13's `phase.sessions`): no new session once this many started; the
         /// started ones send all their turns (the request count, when there is one, still stops sending).
         sessions: Option<u64>,
+        /// `--prefill-concurrency` and `--request-cancellation-rate`: what AIPerf's credit issuer does to each
+        /// credit beyond pacing it.
+        credits: AiperfCredits,
     },
     /// Closed loop: keep `concurrency` requests in flight (inference-perf `concurrent`,
     /// guidellm `concurrent`/`synchronous`/`throughput`). `rampup` staggers the first starts.
@@ -548,6 +551,60 @@ impl AiperfPace {
             | AiperfPace::UserCentric { rate, .. } => seconds(1.0 / rate),
             AiperfPace::Burst => Duration::ZERO,
         }
+    }
+}
+
+/// What AIPerf 0.13's credit issuer (`credit/issuer.py`) does to each credit beyond pacing it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct AiperfCredits {
+    /// `--prefill-concurrency`: a second slot every request (a continuation turn too) must hold from its issue
+    /// to its first token (or its return without one), acquired after the session slot; a rate's interval that
+    /// finds none free sends nothing, a continuation waits for one.
+    pub prefill_concurrency: Option<u32>,
+    /// `--warmup-prefill-concurrency` (else `--prefill-concurrency`): the warm-up phase's.
+    pub warmup_prefill_concurrency: Option<u32>,
+    /// `--request-cancellation-rate`/`-delay`: profiling requests the client abandons after they were sent.
+    pub cancellation: Option<AiperfCancellation>,
+}
+
+/// AIPerf 0.13's `RequestCancellationSimulator` (`timing/request_cancellation.py`): each profiling credit is
+/// cancelled when `random() < percent / 100` from a CPython `random.Random` seeded with
+/// `rng.derive("timing.request.cancellation")` of `seed`, one draw per credit in issue order (a new generator
+/// for each phase; warm-up credits draw nothing); a cancelled request is abandoned `delay` after it was fully
+/// written, whatever had arrived of its answer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AiperfCancellation {
+    /// 0 < percent ≤ 100.
+    pub percent: f64,
+    pub delay: Duration,
+    pub seed: u64,
+}
+
+/// The component name AIPerf 0.13 derives its cancellation generator's seed from.
+const AIPERF_CANCELLATION_RNG: &str = "timing.request.cancellation";
+
+impl AiperfCancellation {
+    /// A new generator of the phase's decisions (AIPerf makes one per phase runner).
+    pub fn decisions(&self) -> AiperfCancellations {
+        AiperfCancellations {
+            rng: PyRandom::seed(aiperf_derived_seed(self.seed, AIPERF_CANCELLATION_RNG)),
+            rate: self.percent / 100.0,
+            delay: self.delay,
+        }
+    }
+}
+
+/// The per-credit decisions of an [`AiperfCancellation`]: `Some(delay)` for a credit to cancel.
+pub struct AiperfCancellations {
+    rng: PyRandom,
+    rate: f64,
+    delay: Duration,
+}
+
+impl AiperfCancellations {
+    /// The next issued credit's decision (`next_cancellation_delay_ns`).
+    pub fn next_credit(&mut self) -> Option<Duration> {
+        (self.rng.random() < self.rate).then_some(self.delay)
     }
 }
 
@@ -1561,6 +1618,36 @@ impl Spread {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `RequestCancellationSimulator` with `--random-seed 7`, 50 %: CPython's
+    /// `random.Random(int.from_bytes(sha256(b"7:timing.request.cancellation").digest()[:8], "big"))` draws
+    /// 0.5931, 0.2288, 0.4141, 0.6010, 0.2441, 0.2316, 0.6101, 0.5867, 0.3892, 0.7711: the 2nd, 3rd, 5th, 6th and
+    /// 9th credits are cancelled; each phase starts from the first draw again.
+    #[test]
+    fn cancellation_decisions_are_aiperfs_derived_random_draws_below_the_rate() {
+        let cancellation = AiperfCancellation {
+            percent: 50.0,
+            delay: Duration::from_millis(250),
+            seed: 7,
+        };
+        let mut decisions = cancellation.decisions();
+        let cancelled: Vec<bool> = (0..10).map(|_| decisions.next_credit().is_some()).collect();
+        let t = true;
+        let f = false;
+        assert_eq!(cancelled, [f, t, t, f, t, t, f, f, t, f]);
+        let mut fresh = cancellation.decisions();
+        assert_eq!(fresh.next_credit(), None);
+        assert_eq!(fresh.next_credit(), Some(Duration::from_millis(250)));
+        let at_30: Vec<bool> = {
+            let mut d = AiperfCancellation {
+                percent: 30.0,
+                ..cancellation
+            }
+            .decisions();
+            (0..10).map(|_| d.next_credit().is_some()).collect()
+        };
+        assert_eq!(at_30, [f, t, f, f, t, t, f, f, f, f]);
+    }
 
     #[test]
     fn query_parameters_are_appended_to_the_path_as_urlencode_quotes_them() {

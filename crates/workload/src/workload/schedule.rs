@@ -11,7 +11,7 @@ use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand_distr::{Distribution, Exp1, Gamma, Poisson};
 
-use super::model::{AiperfPace, Arrival, RampUp, Rate, Stage, Sweep};
+use super::model::{AiperfCredits, AiperfPace, Arrival, RampUp, Rate, Stage, Sweep};
 
 /// More arrivals than this are never precomputed (≈160 MB of times); a stage that asks for
 /// more is cut here and a warning is logged.
@@ -47,6 +47,8 @@ pub enum Schedule {
         warmup: u64,
         /// AIPerf's session count (`--conversation-num` over conversations): no new session after this many.
         sessions: Option<u64>,
+        /// Prefill slots and request cancellation.
+        credits: AiperfCredits,
     },
     /// Rates depend on measurements; run the measuring phase, then `Sweep::stages`.
     Sweep(Sweep),
@@ -145,6 +147,7 @@ pub fn schedule(stage: &Stage, seed: u64) -> Schedule {
             grace,
             sessions,
             warmup_requests,
+            credits,
         } => Schedule::Paced {
             pace: *pace,
             max_in_flight: *concurrency,
@@ -153,6 +156,7 @@ pub fn schedule(stage: &Stage, seed: u64) -> Schedule {
             grace: *grace,
             warmup: *warmup_requests,
             sessions: *sessions,
+            credits: *credits,
         },
         Arrival::Sweep(sweep) => Schedule::Sweep(sweep.clone()),
         Arrival::MooncakeTrace { .. }
@@ -683,6 +687,7 @@ mod tests {
                     grace: Some(Duration::from_secs(30)),
                     warmup_requests: 2,
                     sessions: None,
+                    credits: AiperfCredits::default(),
                 },
                 StageLimit::duration(Duration::from_millis(1100)),
             ),
@@ -698,6 +703,7 @@ mod tests {
                 grace: Some(Duration::from_secs(30)),
                 warmup: 2,
                 sessions: None,
+                credits: AiperfCredits::default(),
             }
         );
     }
