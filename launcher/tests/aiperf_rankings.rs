@@ -561,3 +561,45 @@ fn a_rankings_file_runs_on_the_simulator() {
         assert_eq!(inputs, [2, 2, 3, 3], "{endpoint_type}");
     }
 }
+
+#[test]
+fn an_aiperf_config_files_file_dataset_feeds_a_rankings_type_its_lines() {
+    let (url, seen) = capturing_server(answer);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = write(dir.path(), "r.jsonl", RANKINGS_FILE);
+    // `FileDataset.format` defaults to single_turn.
+    let config = format!(
+        "schemaVersion: \"2.0\"\nbenchmark:\n  model: m\n  endpoint:\n    url: {url}\n    type: cohere_rankings\n  \
+         dataset:\n    type: file\n    path: {}\n  profiling:\n    type: concurrency\n    concurrency: 1\n    \
+         requests: 2\n",
+        data.display()
+    );
+    let file = write(dir.path(), "config.yaml", &config);
+    let output = run_profile(
+        dir.path(),
+        "aiperf",
+        &file,
+        "cfg-file",
+        &[
+            "--tokenizer",
+            "builtin",
+            "--no-server-metrics",
+            "--no-preflight",
+        ],
+    );
+    succeeded(&output);
+    let bodies: Vec<Value> = seen
+        .lock()
+        .expect("lock")
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).expect("JSON"))
+        .collect();
+    assert_eq!(
+        bodies,
+        [
+            json!({"model": "m", "query": "what is a cat", "documents": ["a cat is an animal", "dogs bark"],
+                   "truncate": "START", "top_n": 1}),
+            json!({"model": "m", "query": "q1", "documents": ["p1", "p2", "p3"]}),
+        ]
+    );
+}
