@@ -307,7 +307,13 @@ fn read_line(
     }
     match present(map, "output_length") {
         None => {}
-        Some(v) if v.as_i64().is_some_and(|n| n > 0) => notes.output_length.add(line),
+        // pydantic's `int` takes a float without a fraction too.
+        Some(v)
+            if v.as_i64().is_some_and(|n| n > 0)
+                || v.as_f64().is_some_and(|f| f >= 1.0 && f.fract() == 0.0) =>
+        {
+            notes.output_length.add(line)
+        }
         Some(v) => {
             return Err(bad(
                 "output_length",
