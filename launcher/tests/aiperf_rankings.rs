@@ -322,7 +322,10 @@ fn the_bundled_rankings_profile_runs_on_the_embedded_simulator() {
 /// A `single_turn` file (AIPerf 0.13: `CustomDatasetComposer`, then `base_rankings_endpoint.py` `format_payload`):
 /// each line's first `query`/`queries` content is the query and every `passages` text's contents the passages, in
 /// order; other names are ignored; the type's body, then `--extra-inputs`, then the line's `extra`. The lines go
-/// in file order, wrapping (the sequential sampler). Written by hand from those functions.
+/// in file order, wrapping (the sequential sampler). Written by hand from those functions, then checked by running
+/// aiperf 0.13.0's own `SingleTurn.model_validate`, `MediaConversionMixin.convert_to_media_objects` and each type's
+/// `format_payload` on these lines with `--extra-inputs truncate:END` (the same bodies, and its warnings for the
+/// ignored `notes` text, the second query and `output_length`).
 const RANKINGS_FILE: &str = "\
 {\"texts\": [{\"name\": \"query\", \"contents\": [\"what is a cat\"]}, {\"name\": \"passages\", \"contents\": [\"a cat is an animal\", \"dogs bark\"]}], \"extra\": {\"truncate\": \"START\", \"top_n\": 1}}
 
