@@ -257,8 +257,8 @@ fn what_rankings_runs_do_not_build_is_refused_with_the_reason() {
             "needs `rankings-passages-mean` beside it",
         ),
         (
-            "model: m\nendpoint-type: cohere_rankings\ninput-file: q.jsonl\ncustom-dataset-type: single_turn\n",
-            "a dataset file with `endpoint-type: cohere_rankings`",
+            "model: m\nendpoint-type: cohere_rankings\ninput-file: q.jsonl\ncustom-dataset-type: multi_turn\n",
+            "only supports one turn",
         ),
         (
             "model: m\nendpoint-type: hf_tei_rankings\ndataset-sampling-strategy: shuffle\n",
@@ -317,4 +317,292 @@ fn the_bundled_rankings_profile_runs_on_the_embedded_simulator() {
         .collect();
     inputs.sort_unstable();
     assert_eq!(inputs, [4, 4, 7, 9, 13, 15]);
+}
+
+/// A `single_turn` file (AIPerf 0.13: `CustomDatasetComposer`, then `base_rankings_endpoint.py` `format_payload`):
+/// each line's first `query`/`queries` content is the query and every `passages` text's contents the passages, in
+/// order; other names are ignored; the type's body, then `--extra-inputs`, then the line's `extra`. The lines go
+/// in file order, wrapping (the sequential sampler). Written by hand from those functions, then checked by running
+/// aiperf 0.13.0's own `SingleTurn.model_validate`, `MediaConversionMixin.convert_to_media_objects` and each type's
+/// `format_payload` on these lines with `--extra-inputs truncate:END` (the same bodies, and its warnings for the
+/// ignored `notes` text, the second query and `output_length`).
+const RANKINGS_FILE: &str = "\
+{\"texts\": [{\"name\": \"query\", \"contents\": [\"what is a cat\"]}, {\"name\": \"passages\", \"contents\": [\"a cat is an animal\", \"dogs bark\"]}], \"extra\": {\"truncate\": \"START\", \"top_n\": 1}}
+
+{\"texts\": [{\"name\": \"passages\", \"contents\": [\"p1\"]}, {\"name\": \"notes\", \"contents\": [\"x\"]}, {\"name\": \"queries\", \"contents\": [\"q1\", \"q2\"]}, {\"name\": \"passages\", \"contents\": [\"p2\", \"p3\"]}], \"output_length\": 4}
+";
+
+#[test]
+fn a_single_turn_file_is_sent_as_each_endpoint_types_rankings_bodies_in_file_order() {
+    let (url, seen) = capturing_server(answer);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = write(dir.path(), "r.jsonl", RANKINGS_FILE);
+    // (endpoint type, path, the first line's body, the second line's)
+    let cases = [
+        (
+            "nim_rankings",
+            "/v1/ranking",
+            json!({"model": "m", "query": {"text": "what is a cat"},
+                   "passages": [{"text": "a cat is an animal"}, {"text": "dogs bark"}],
+                   "truncate": "START", "top_n": 1}),
+            json!({"model": "m", "query": {"text": "q1"},
+                   "passages": [{"text": "p1"}, {"text": "p2"}, {"text": "p3"}], "truncate": "END"}),
+        ),
+        (
+            "cohere_rankings",
+            "/v2/rerank",
+            json!({"model": "m", "query": "what is a cat", "documents": ["a cat is an animal", "dogs bark"],
+                   "truncate": "START", "top_n": 1}),
+            json!({"model": "m", "query": "q1", "documents": ["p1", "p2", "p3"], "truncate": "END"}),
+        ),
+        (
+            "hf_tei_rankings",
+            "/rerank",
+            json!({"query": "what is a cat", "texts": ["a cat is an animal", "dogs bark"],
+                   "truncate": "START", "top_n": 1}),
+            json!({"query": "q1", "texts": ["p1", "p2", "p3"], "truncate": "END"}),
+        ),
+    ];
+    for (endpoint_type, path, first, second) in cases {
+        let file = write(
+            dir.path(),
+            &format!("{endpoint_type}.yaml"),
+            &format!(
+                "model: m\nendpoint-type: {endpoint_type}\ninput-file: {}\ncustom-dataset-type: single_turn\n\
+                 request-count: 3\nconcurrency: 1\nextra-inputs: truncate:END\nosl: 7\n",
+                data.display()
+            ),
+        );
+        let output = run_profile(
+            dir.path(),
+            "aiperf",
+            &file,
+            endpoint_type,
+            &[
+                "--endpoint",
+                &url,
+                "--tokenizer",
+                "builtin",
+                "--no-preflight",
+                "--no-server-metrics",
+            ],
+        );
+        succeeded(&output);
+        let sent: Vec<(String, Value)> = seen
+            .lock()
+            .expect("lock")
+            .drain(..)
+            .map(|r| (r.line, serde_json::from_slice(&r.body).expect("JSON")))
+            .collect();
+        for (line, _) in &sent {
+            assert!(line.starts_with(&format!("POST {path} ")), "{line}");
+        }
+        let bodies: Vec<Value> = sent.into_iter().map(|(_, body)| body).collect();
+        // No max_tokens from `--osl` or `output_length`: rankings bodies never carry one.
+        assert_eq!(bodies, [first.clone(), second, first], "{endpoint_type}");
+        // AIPerf's warnings, once for the file: the ignored name, the second query, the unsent max_tokens.
+        let err = stderr(&output);
+        for warned in [
+            "texts named other than query",
+            "several query texts",
+            "output_length sets a max_tokens",
+        ] {
+            assert!(err.contains(warned), "{warned}: {err}");
+        }
+        let inputs: Vec<u64> = records_of(dir.path(), endpoint_type)
+            .iter()
+            .map(|r| {
+                assert_eq!(r["http_status"], 200, "{r}");
+                r["inputs"].as_u64().expect("inputs")
+            })
+            .collect();
+        assert_eq!(inputs, [2, 3, 2], "{endpoint_type}");
+    }
+}
+
+#[test]
+fn a_query_without_passages_is_sent_with_an_empty_list_after_a_probe_that_ranks_its_query() {
+    let (url, seen) = capturing_server(answer);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = write(
+        dir.path(),
+        "r.jsonl",
+        "{\"texts\": [{\"name\": \"query\", \"contents\": [\"alone\"]}], \"role\": \"user\", \"delay\": 50}\n",
+    );
+    let file = write(
+        dir.path(),
+        "p.yaml",
+        &format!(
+            "model: m\nendpoint-type: cohere_rankings\ninput-file: {}\ncustom-dataset-type: single_turn\n\
+             request-count: 2\n",
+            data.display()
+        ),
+    );
+    let output = run_profile(
+        dir.path(),
+        "aiperf",
+        &file,
+        "empty",
+        &[
+            "--endpoint",
+            &url,
+            "--tokenizer",
+            "builtin",
+            "--no-server-metrics",
+        ],
+    );
+    succeeded(&output);
+    assert!(
+        stderr(&output).contains("a query without passages"),
+        "{}",
+        stderr(&output)
+    );
+    let bodies: Vec<Value> = seen
+        .lock()
+        .expect("lock")
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).expect("JSON"))
+        .collect();
+    assert_eq!(
+        bodies,
+        [
+            // The pre-flight's probe ranks its query against itself.
+            json!({"model": "m", "query": "Hello", "documents": ["Hello"]}),
+            json!({"model": "m", "query": "alone", "documents": []}),
+            json!({"model": "m", "query": "alone", "documents": []}),
+        ]
+    );
+}
+
+#[test]
+fn a_rankings_file_aiperf_would_fail_on_is_refused_with_its_file_line_and_field() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cases = [
+        // A plain `text` is one unnamed text: no query, and AIPerf fails writing its inputs.json.
+        (
+            "{\"texts\": [{\"name\": \"query\", \"contents\": [\"q\"]}]}\n{\"text\": \"plain\"}\n",
+            "r0.jsonl:2: `text`: no query",
+        ),
+        (
+            "{\"texts\": [{\"name\": \"passages\", \"contents\": [\"p\"]}]}\n",
+            "r1.jsonl:1: `texts`: no query",
+        ),
+        (
+            "{\"texts\": [{\"name\": \"query\", \"contents\": [\"q\"]}], \"image\": \"x.png\"}\n",
+            "r2.jsonl:1: `image`",
+        ),
+        (
+            "{\"texts\": [{\"name\": \"query\", \"contents\": [\"q\"]}], \"extra\": 3}\n",
+            "r3.jsonl:1: `extra`: expected an object",
+        ),
+    ];
+    for (i, (lines, says)) in cases.into_iter().enumerate() {
+        let data = write(dir.path(), &format!("r{i}.jsonl"), lines);
+        let file = write(
+            dir.path(),
+            &format!("p{i}.yaml"),
+            &format!(
+                "model: m\nendpoint-type: nim_rankings\ninput-file: {}\ncustom-dataset-type: single_turn\n",
+                data.display()
+            ),
+        );
+        let output = run_profile(
+            dir.path(),
+            "aiperf",
+            &file,
+            &format!("f{i}"),
+            &[
+                "--endpoint",
+                "http://127.0.0.1:9",
+                "--no-preflight",
+                "--tokenizer",
+                "builtin",
+            ],
+        );
+        assert!(!output.status.success(), "{lines}");
+        assert!(stderr(&output).contains(says), "{}", stderr(&output));
+    }
+}
+
+#[test]
+fn a_rankings_file_runs_on_the_simulator() {
+    let sim = SimProcess::start(&["--model", "m", "--ttft", "2ms"]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = write(dir.path(), "r.jsonl", RANKINGS_FILE);
+    for endpoint_type in ["nim_rankings", "cohere_rankings", "hf_tei_rankings"] {
+        let file = write(
+            dir.path(),
+            &format!("{endpoint_type}.yaml"),
+            &format!(
+                "model: m\nendpoint-type: {endpoint_type}\ninput-file: {}\ncustom-dataset-type: single_turn\n\
+                 request-count: 4\nconcurrency: 2\n",
+                data.display()
+            ),
+        );
+        succeeded(&run_on_sim(
+            dir.path(),
+            "aiperf",
+            &file,
+            endpoint_type,
+            &sim,
+        ));
+        let records = records_of(dir.path(), endpoint_type);
+        assert_eq!(records.len(), 4, "{endpoint_type}");
+        let mut inputs: Vec<u64> = records
+            .iter()
+            .map(|r| {
+                assert_eq!(r["http_status"], 200, "{r}");
+                assert!(
+                    r["usage"]["prompt_tokens"].as_u64().is_some_and(|n| n > 0),
+                    "{r}"
+                );
+                r["inputs"].as_u64().expect("inputs")
+            })
+            .collect();
+        // Two lines of 2 and 3 passages, each sent twice (at concurrency 2, in either order).
+        inputs.sort_unstable();
+        assert_eq!(inputs, [2, 2, 3, 3], "{endpoint_type}");
+    }
+}
+
+#[test]
+fn an_aiperf_config_files_file_dataset_feeds_a_rankings_type_its_lines() {
+    let (url, seen) = capturing_server(answer);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = write(dir.path(), "r.jsonl", RANKINGS_FILE);
+    // `FileDataset.format` defaults to single_turn.
+    let config = format!(
+        "schemaVersion: \"2.0\"\nbenchmark:\n  model: m\n  endpoint:\n    url: {url}\n    type: cohere_rankings\n  \
+         dataset:\n    type: file\n    path: {}\n  profiling:\n    type: concurrency\n    concurrency: 1\n    \
+         requests: 2\n",
+        data.display()
+    );
+    let file = write(dir.path(), "config.yaml", &config);
+    let output = run_profile(
+        dir.path(),
+        "aiperf",
+        &file,
+        "cfg-file",
+        &[
+            "--tokenizer",
+            "builtin",
+            "--no-server-metrics",
+            "--no-preflight",
+        ],
+    );
+    succeeded(&output);
+    let bodies: Vec<Value> = seen
+        .lock()
+        .expect("lock")
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).expect("JSON"))
+        .collect();
+    assert_eq!(
+        bodies,
+        [
+            json!({"model": "m", "query": "what is a cat", "documents": ["a cat is an animal", "dogs bark"],
+                   "truncate": "START", "top_n": 1}),
+            json!({"model": "m", "query": "q1", "documents": ["p1", "p2", "p3"]}),
+        ]
+    );
 }

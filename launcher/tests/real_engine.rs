@@ -507,6 +507,39 @@ fn aiperf_hf_tei_rankings_against_llama_servers_tei_rerank_answer_every_passage(
 }
 
 #[test]
+fn aiperf_hf_tei_rankings_from_a_single_turn_file_against_llama_servers_tei_rerank() {
+    // Each line's texts named `query`/`queries` and `passages` (AIPerf 0.13 `format_payload`): the first query, every
+    // passage in order; the lines in file order, wrapping, one request at a time.
+    let Some(server) = LlamaServer::start(&["-c", "4096", "-np", "2", "--reranking"]) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = write(
+        dir.path(),
+        "r.jsonl",
+        "{\"texts\": [{\"name\": \"query\", \"contents\": [\"what is a cat\"]}, {\"name\": \"passages\", \
+         \"contents\": [\"a cat is a small animal\", \"stocks fell today\"]}]}\n\
+         {\"texts\": [{\"name\": \"queries\", \"contents\": [\"rain\", \"snow\"]}, {\"name\": \"passages\", \
+         \"contents\": [\"it rained all day\", \"a dry desert\", \"clouds and showers\"]}]}\n",
+    );
+    let records = aiperf_run(
+        dir.path(),
+        &server,
+        "tei-file",
+        &format!(
+            "endpoint-type: hf_tei_rankings\ninput-file: {}\ncustom-dataset-type: single_turn\nrequest-count: 3\n",
+            data.display()
+        ),
+    );
+    let passages: Vec<u64> = records.iter().map(|r| count(r, "inputs")).collect();
+    assert_eq!(passages, [2, 3, 2], "{records:?}");
+    for r in &records {
+        assert_eq!(r["http_status"], 200, "{r}");
+        assert!(r["error"].is_null(), "{r}");
+    }
+}
+
+#[test]
 fn aiperf_user_centric_turns_carry_each_users_history_into_llama_servers_prompt() {
     let Some(server) = LlamaServer::start(&["-c", "4096", "-np", "2"]) else {
         return;

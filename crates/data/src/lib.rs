@@ -55,6 +55,10 @@ pub struct Prompt {
     /// against, and `input_tokens` counts the query and every passage.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub passages: Vec<String>,
+    /// Fields a rankings body takes last, over the run's extra inputs (an AIPerf `single_turn` line's `extra`,
+    /// `payload.update(turn.extra_body)`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl Prompt {
@@ -70,6 +74,7 @@ impl Prompt {
             prefix_group: None,
             images: Vec::new(),
             passages: Vec::new(),
+            extra_body: None,
         }
     }
 }

@@ -163,6 +163,10 @@ pub fn estimate_run_memory(workload: &Workload, expected_requests: Option<u64>) 
                 0.0,
                 f.output.as_ref().map(mean_tokens),
             ),
+            // Read when the run starts: one prompt per line, of lengths only the file knows.
+            DataSpec::AiperfRankingsFile(_) => {
+                (pool(None), NOMINAL_DATASET_PROMPT_TOKENS as f64, 0.0, None)
+            }
             DataSpec::AiperfConversations(a) => {
                 // Every turn of every conversation is built; a prefix starts each conversation's first turn.
                 let turns = mean_tokens(&a.turns).max(1.0);

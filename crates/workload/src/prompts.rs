@@ -6,6 +6,7 @@
 //! the special tokens its tokenizer adds (a BOS) in its own way (`SpecialTokens`), and the length recorded for
 //! the request is what the server counts for a completion — the text's own tokens and those special tokens.
 
+mod aiperf_rankings_file;
 mod burstgpt;
 mod guidellm_file;
 pub mod guidellm_trace;
@@ -28,6 +29,8 @@ use llmbench_data::{
 use llmbench_text::chat_template::{ChatTemplate, ChatTemplateError};
 use llmbench_text::py_random::PyRandom;
 use llmbench_text::tokenizer::{AddedSpecialTokens, Tokenizer};
+
+pub use aiperf_rankings_file::AiperfRankingsFileError;
 
 /// The most prompts built for one run; longer runs cycle through them, as inference-perf does with its
 /// `total_count` pool.
@@ -122,6 +125,8 @@ pub enum PromptError {
          run; lower --num-dataset-entries or --rankings-passages-mean"
     )]
     TooManyPassages { passages: u64, max: u64 },
+    #[error("data: {0}")]
+    AiperfRankingsFile(#[from] AiperfRankingsFileError),
     /// Multi-turn data is built by `conversations::build_conversations`, never as a list of prompts.
     #[error(
         "data: {what} is multi-turn; its requests are built as conversations, not as a list of prompts"
@@ -169,6 +174,9 @@ pub fn prompt_origin(workload: &Workload, nonce: u64) -> PromptOrigin {
         DataSpec::BurstGpt(file) => return pinned(format!("the BurstGPT file {}", file.path)),
         DataSpec::VllmHf(hf) => return pinned(format!("the dataset {}", hf.path)),
         DataSpec::AiperfFile(file) => return pinned(format!("the dataset file {}", file.path)),
+        DataSpec::AiperfRankingsFile(file) => {
+            return pinned(format!("the dataset file {}", file.path));
+        }
         DataSpec::MooncakeTrace(_) | DataSpec::AzureTrace(_) | DataSpec::OtelTrace(_) => {
             return pinned("the trace it replays".to_owned());
         }
@@ -453,6 +461,12 @@ pub fn build_prompts(
         DataSpec::AiperfRankings(rankings) => {
             aiperf_rankings_prompts(tokenizer, rankings, pool(Some(rankings.entries)), seed)?
         }
+        // One prompt per line, sent in order: a run of N requests reads no further than the N-th.
+        DataSpec::AiperfRankingsFile(file) => aiperf_rankings_file::aiperf_rankings_file_prompts(
+            file,
+            tokenizer,
+            pool(Some(MAX_PROMPTS)),
+        )?,
         DataSpec::ConversationReplay(_) => {
             return Err(PromptError::Conversational {
                 what: "conversation_replay",

@@ -461,6 +461,10 @@ async fn test_request(
 ) -> Result<(PreflightCall, Option<String>), PreflightError> {
     let settings = BodySettings::new(checks.api, checks.model.to_owned(), checks.style);
     let mut prompt = Prompt::text("Hello".to_owned(), 1, Some(1));
+    // A rankings probe ranks its query against itself.
+    if checks.api.rankings.is_some() {
+        prompt.passages = vec![prompt.text.clone()];
+    }
     if checks.api.images {
         prompt.images = vec![llmbench_data::image::noise_image(
             PROBE_IMAGE_SIDE,

@@ -96,18 +96,15 @@ pub(crate) fn prepare_batch(prompts: &[Prompt], settings: &BodySettings) -> Prep
     }
 }
 
-/// AIPerf's rankings request for `prompt`: its text the query, its passages the texts ranked. A prompt without
-/// passages (the pre-flight's probe) ranks its query against itself, as AIPerf would send no passage at all.
+/// AIPerf's rankings request for `prompt`: its text the query, its passages the texts ranked, as many as it has
+/// (none for an AIPerf file line without passages: AIPerf sends an empty list and warns), then the run's extra
+/// inputs and the prompt's own extra fields (`payload.update(extra)`, `payload.update(turn.extra_body)`).
 fn prepare_rankings(
     prompt: &Prompt,
     wire: RankingsWire,
     settings: &BodySettings,
 ) -> PreparedRequest {
-    let passages: Vec<&str> = if prompt.passages.is_empty() {
-        vec![prompt.text.as_str()]
-    } else {
-        prompt.passages.iter().map(String::as_str).collect()
-    };
+    let passages: Vec<&str> = prompt.passages.iter().map(String::as_str).collect();
     let model = || Value::String(settings.model.clone());
     let mut body = Map::new();
     match wire {
@@ -129,7 +126,11 @@ fn prepare_rankings(
             body.insert("texts".to_owned(), json!(passages));
         }
     }
-    for (key, value) in &settings.extra_body {
+    for (key, value) in settings
+        .extra_body
+        .iter()
+        .chain(prompt.extra_body.iter().flatten())
+    {
         body.insert(key.clone(), value.clone());
     }
     PreparedRequest {
@@ -268,10 +269,22 @@ mod tests {
                 (Some(2), 9, None)
             );
         }
-        // The probe, a prompt without passages, ranks its query against itself.
+        // A query without passages is sent with an empty list, as AIPerf's `build_payload` gets one; the line's
+        // own `extra` goes over the run's extra inputs.
         s.rankings = Some(RankingsWire::HfTei);
-        let probe = crate::request::prepare(&ranking(&[]), &s);
-        assert_eq!(body(&probe)["texts"], json!(["q"]));
+        let mut lone = ranking(&[]);
+        lone.extra_body = Some(
+            json!({"truncate": "START", "raw_scores": true})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+        );
+        let request = crate::request::prepare(&lone, &s);
+        assert_eq!(
+            body(&request),
+            json!({"query": "q", "texts": [], "truncate": "START", "raw_scores": true})
+        );
+        assert_eq!(request.inputs, Some(0));
     }
 
     #[test]

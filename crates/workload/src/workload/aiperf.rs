@@ -454,14 +454,40 @@ fn parse_flags(
         )?;
     }
     if let (Some(file), Some(wire)) = (&input_file, w.api.rankings) {
-        return Err(file.unsupported(
+        let sequential = sampling.unwrap_or(AiperfSamplingStrategy::Sequential)
+            == AiperfSamplingStrategy::Sequential;
+        w.data = rankings_file(
             ctx,
-            format!(
-                "a dataset file with `endpoint-type: {}` (AIPerf reads a single_turn file's texts named `query` \
-                 and `passages` into rankings requests; llmbench builds AIPerf's synthetic rankings dataset only)",
-                wire.name()
-            ),
-        ));
+            wire,
+            RankingsFile {
+                file,
+                kind: dataset_type.as_ref(),
+                schedule_flag,
+                entries: dataset_entries_field.as_ref(),
+                rankings: rankings.first,
+                refused: RankingsRefused {
+                    isl: isl.as_ref(),
+                    osl: osl.as_ref(),
+                    conversation: conversation.first.clone(),
+                    sessions: sampling_field
+                        .as_ref()
+                        .filter(|_| !sequential)
+                        .or(session_header.as_ref())
+                        .map(|f| (f.path.clone(), f.line)),
+                    images: images.as_ref().map(|(_, key, line)| (key.clone(), *line)),
+                },
+            },
+        )?;
+        w.stages = vec![synthetic_stage(
+            &load,
+            concurrency_field.is_some().then_some(concurrency),
+            Bounds {
+                requests: request_limit,
+                sessions,
+                conversations: false,
+            },
+        )];
+        return finish_flags(ctx, &m, w);
     }
     if let (Some(_), Some((_, key, line))) = (&input_file, &images) {
         return Err(ctx.unsupported(
@@ -905,6 +931,148 @@ fn rankings_dataset(
         passages_stddev: flags.passages.1,
         query: flags.query,
         passage: flags.passage,
+    }))
+}
+
+/// What a rankings run over an input file reads of the profile.
+struct RankingsFile<'a, 'n> {
+    file: &'a At<'n>,
+    kind: Option<&'a At<'n>>,
+    schedule_flag: Option<(String, u32)>,
+    /// `--num-dataset-entries`: a file has one entry per line.
+    entries: Option<&'a At<'n>>,
+    /// The first `rankings-*` flag: only the synthetic rankings composer reads them.
+    rankings: Option<(String, u32)>,
+    refused: RankingsRefused<'a, 'n>,
+}
+
+/// A rankings endpoint type over `--input-file` (AIPerf 0.13): the file takes `CustomDatasetComposer`, not the
+/// synthetic rankings composer (`DatasetManager` checks `_is_rankings_endpoint` for synthetic data only), and each
+/// turn's texts named `query`/`queries` and `passages` become its request (`base_rankings_endpoint.py`
+/// `format_payload`). A `single_turn` file is read (`prompts/aiperf_rankings_file.rs`); the other layouts are
+/// refused with what AIPerf does with them.
+fn rankings_file(
+    ctx: &mut Ctx,
+    wire: RankingsWire,
+    flags: RankingsFile<'_, '_>,
+) -> Result<DataSpec, WorkloadError> {
+    let Some(kind) = flags.kind else {
+        return Err(flags.file.unsupported(
+            ctx,
+            format!(
+                "an input file without `custom-dataset-type` with `endpoint-type: {}` (name its layout; llmbench \
+                 reads a single_turn file for the rankings endpoint types)",
+                wire.name()
+            ),
+        ));
+    };
+    match text(ctx, kind)?.as_str() {
+        "single_turn" => {}
+        "multi_turn" => {
+            return Err(kind.unsupported(
+                ctx,
+                format!(
+                    "a multi_turn file with `endpoint-type: {}` (AIPerf 0.13 sends a session's turns accumulated, \
+                     and its rankings endpoints fail every turn after a session's first: \"Rankings endpoint only \
+                     supports one turn\"; write one turn per line as a single_turn file)",
+                    wire.name()
+                ),
+            ));
+        }
+        "random_pool" => {
+            return Err(kind.unsupported(
+                ctx,
+                format!(
+                    "a random_pool file with `endpoint-type: {}` (AIPerf samples the pool's entries with \
+                     replacement and shuffles them, and names a directory's pools by file, e.g. queries.jsonl's \
+                     texts `queries`; not built for rankings: write the entries as a single_turn file)",
+                    wire.name()
+                ),
+            ));
+        }
+        "mooncake_trace" => {
+            return Err(kind.unsupported(
+                ctx,
+                format!(
+                    "a mooncake trace with `endpoint-type: {}` (a trace's prompts are unnamed texts, in which \
+                     AIPerf's rankings endpoints find no `query` and fail)",
+                    wire.name()
+                ),
+            ));
+        }
+        other => {
+            return Err(kind.invalid(
+                ctx,
+                format!(
+                    "`{other}` is not a custom dataset type (single_turn, multi_turn, random_pool, mooncake_trace)"
+                ),
+            ));
+        }
+    }
+    if let Some((key, line)) = flags.schedule_flag {
+        return Err(ctx.unsupported(
+            &key,
+            line,
+            "a fixed schedule over a single_turn file's timestamps (not implemented; without it AIPerf runs the \
+             file with its request-rate loop, as llmbench does)",
+        ));
+    }
+    let refused = flags.refused;
+    if let Some((key, line)) = refused.sessions {
+        return Err(ctx.unsupported(
+            &key,
+            line,
+            format!(
+                "AIPerf's sessions (a sampling strategy other than sequential, a session header) with \
+                 `endpoint-type: {}`: llmbench sends the file's lines in order, one request each",
+                wire.name()
+            ),
+        ));
+    }
+    if let Some((key, line)) = refused.images {
+        return Err(ctx.unsupported(
+            &key,
+            line,
+            "images with a rankings endpoint type (its requests carry a query and passages of text)",
+        ));
+    }
+    if let Some((key, line)) = &refused.conversation {
+        ctx.warn(
+            key,
+            *line,
+            WarningKind::Ignored,
+            "AIPerf's turn and prefix-pool flags apply to synthetic data only, not to a single_turn file",
+        );
+    }
+    if let Some((key, line)) = &flags.rankings {
+        ctx.warn(
+            key,
+            *line,
+            WarningKind::Ignored,
+            "the `rankings-*` flags shape AIPerf's synthetic rankings dataset; a file's lines carry their own \
+             queries and passages",
+        );
+    }
+    if let Some(f) = flags.entries {
+        ctx.warn(
+            &f.path,
+            f.line,
+            WarningKind::Ignored,
+            "a single_turn file has one entry per line",
+        );
+    }
+    // `--isl` is not read for a file; `--osl` sets each turn's `max_tokens`, which `format_payload` warns that
+    // rankings do not support and never sends.
+    for f in [refused.isl, refused.osl].into_iter().flatten() {
+        ctx.warn(
+            &f.path,
+            f.line,
+            WarningKind::Ignored,
+            "a rankings file's lines are its queries and passages, and rankings bodies send no max_tokens",
+        );
+    }
+    Ok(DataSpec::AiperfRankingsFile(AiperfRankingsFile {
+        path: text(ctx, flags.file)?,
     }))
 }
 
@@ -2093,6 +2261,91 @@ mod tests {
                 .any(|w| w.key == "rankings-passages-mean"),
             "{:?}",
             parsed.warnings
+        );
+    }
+
+    #[test]
+    fn a_rankings_type_over_a_single_turn_file_reads_the_file_and_ignores_the_synthetic_flags() {
+        let parsed = parse_profile(
+            Harness::Aiperf,
+            "p.yaml",
+            "model: m\nendpoint-type: hf_tei_rankings\ninput-file: r.jsonl\ncustom-dataset-type: single_turn\n\
+             rankings-passages-mean: 3\nnum-dataset-entries: 4\nosl: 5\nisl: 9\nconversation-turn-mean: 2\n\
+             request-count: 6\nconcurrency: 2\n",
+            &ParseOptions::default(),
+        )
+        .expect("parses");
+        assert_eq!(
+            parsed.workload.data,
+            DataSpec::AiperfRankingsFile(AiperfRankingsFile {
+                path: "r.jsonl".to_owned()
+            })
+        );
+        assert_eq!(parsed.workload.stages[0].limit.requests, Some(6));
+        let mut ignored: Vec<&str> = parsed.warnings.iter().map(|w| w.key.as_str()).collect();
+        ignored.sort_unstable();
+        assert_eq!(
+            ignored,
+            [
+                "conversation-turn-mean",
+                "isl",
+                "num-dataset-entries",
+                "osl",
+                "rankings-passages-mean"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_rankings_type_refuses_the_other_file_layouts_and_sessions_with_the_reason() {
+        let base = "model: m\nendpoint-type: nim_rankings\ninput-file: r.jsonl\n";
+        for (rest, says) in [
+            (
+                "custom-dataset-type: multi_turn\n",
+                "p.yaml:4: `custom-dataset-type`",
+            ),
+            (
+                "custom-dataset-type: multi_turn\n",
+                "only supports one turn",
+            ),
+            (
+                "custom-dataset-type: random_pool\n",
+                "samples the pool's entries",
+            ),
+            ("custom-dataset-type: mooncake_trace\n", "find no `query`"),
+            (
+                "custom-dataset-type: sharegpt\n",
+                "not a custom dataset type",
+            ),
+            ("", "p.yaml:3: `input-file`"),
+            (
+                "custom-dataset-type: single_turn\ndataset-sampling-strategy: random\n",
+                "p.yaml:5: `dataset-sampling-strategy`",
+            ),
+            (
+                "custom-dataset-type: single_turn\nsession-header: X-S\n",
+                "AIPerf's sessions",
+            ),
+            (
+                "custom-dataset-type: single_turn\nfixed-schedule: true\n",
+                "a fixed schedule over a single_turn file",
+            ),
+            (
+                "custom-dataset-type: single_turn\nimage-width-mean: 64\n",
+                "images with a rankings endpoint type",
+            ),
+        ] {
+            let err = parse_text(&format!("{base}{rest}"))
+                .expect_err(rest)
+                .to_string();
+            assert!(err.contains(says), "{rest}: {err}");
+        }
+        // A sequential sampler is the one single_turn takes anyway.
+        assert!(
+            parse_text(&format!(
+                "{base}custom-dataset-type: single_turn\ndataset-sampling-strategy: sequential\n"
+            ))
+            .is_ok()
         );
     }
 

@@ -1081,6 +1081,9 @@ pub enum DataSpec {
     /// AIPerf's synthetic rankings dataset (`SyntheticRankingsDatasetComposer`): each entry one query and its
     /// passages, for the rankings endpoint types.
     AiperfRankings(AiperfRankings),
+    /// AIPerf's rankings endpoint types over a `single_turn` `--input-file`: each line one query and its passages,
+    /// from its texts named `query`/`queries` and `passages` (`prompts/aiperf_rankings_file.rs`).
+    AiperfRankingsFile(AiperfRankingsFile),
     /// AIPerf `--input-file` with `--custom-dataset-type single_turn`, `multi_turn` or `random_pool`.
     AiperfFile(AiperfFile),
     /// inference-perf `random` data with `data.trace`: one prompt of each row's `ContextTokens` random tokens
@@ -1199,6 +1202,13 @@ pub struct AiperfRankings {
     pub query: TokenLengths,
     /// `--rankings-passages-prompt-token-mean`/`-stddev` (128, 0), drawn per passage.
     pub passage: TokenLengths,
+}
+
+/// A `single_turn` file read by AIPerf 0.13's custom composer for a rankings endpoint type, read when the run
+/// starts: one request per line, in file order and wrapping (the sequential sampler `single_turn` prefers).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AiperfRankingsFile {
+    pub path: String,
 }
 
 /// AIPerf's `--dataset-sampling-strategy` (`dataset/dataset_samplers.py`): which conversation each new session takes.
