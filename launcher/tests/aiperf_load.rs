@@ -558,3 +558,31 @@ async fn prefill_concurrency_holds_each_send_until_the_previous_request_had_its_
         "the session slots let requests decode together: {records:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_concurrency_ramp_opens_one_more_session_slot_at_each_step_of_its_duration() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // Three slots ramped over 0.6 s (AIPerf's linear stepped ramp from 1): slot 2 from 0.3 s, slot 3 from 0.6 s.
+    // Answers take at least a second, so the second and third sends go out when their slots open, not when an
+    // answer frees one.
+    let records = run_aiperf(
+        dir.path(),
+        "ramp",
+        "osl: 2\nconcurrency: 3\nconcurrency-ramp-duration: 0.6\nrequest-count: 3\n",
+        "1000ms",
+    )
+    .await;
+    assert_eq!(records.len(), 3);
+    let mut records = records;
+    records.sort_by_key(|r| ns(r, "sent_ns"));
+    let first = ns(&records[0], "sent_ns");
+    let after = |i: usize| ns(&records[i], "sent_ns") - first;
+    assert!(after(1) >= 300_000_000 - 1_000_000, "{}", after(1));
+    assert!(after(2) >= 600_000_000 - 1_000_000, "{}", after(2));
+    for r in &records[1..] {
+        assert!(
+            ns(r, "sent_ns") < ns(&records[0], "end_ns"),
+            "a ramped slot, not a returned one: {records:?}"
+        );
+    }
+}

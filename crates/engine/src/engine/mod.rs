@@ -1343,12 +1343,8 @@ async fn run_open(
 /// Runs AIPerf's warm-up phase (when there is one) and then its profiling phase; returns when the profiling
 /// phase started if a warm-up came first (the stage's figures start there).
 async fn run_paced(context: StageContext, start: Instant, paced: &Paced) -> Option<u64> {
-    let slots = paced
-        .max_concurrency
-        .map(|n| Arc::new(Semaphore::new(n.max(1))));
-    // AIPerf's concurrency manager keeps each phase's prefill slots apart.
-    let prefill_slots = |n: Option<u32>| n.map(|n| Arc::new(Semaphore::new(n.max(1) as usize)));
     let credits = paced.credits;
+    let session_target = paced.max_concurrency.map(|n| n.max(1) as u32);
     let mut start = start;
     let mut profiling_start = None;
     if paced.warmup > 0 {
@@ -1357,16 +1353,17 @@ async fn run_paced(context: StageContext, start: Instant, paced: &Paced) -> Opti
         let mut warmup = context.clone();
         warmup.probe = true;
         let mut in_flight = JoinSet::new();
+        let prefill = credits
+            .warmup_prefill_concurrency
+            .or(credits.prefill_concurrency);
+        let (slots, prefill, _ramping) =
+            phase_slots(start, session_target, prefill, credits.warmup_ramps);
         let phase = Phase {
             start,
             total: Some(paced.warmup),
             sending_ends: None,
             sessions: None,
-            prefill: prefill_slots(
-                credits
-                    .warmup_prefill_concurrency
-                    .or(credits.prefill_concurrency),
-            ),
+            prefill,
             // `next_cancellation_delay_ns`: never in the warm-up phase.
             cancellation: None,
         };
@@ -1379,15 +1376,23 @@ async fn run_paced(context: StageContext, start: Instant, paced: &Paced) -> Opti
         profiling_start = Some(context.clock.ns_of(start));
     }
     let mut in_flight = JoinSet::new();
+    let (slots, prefill, ramping) = phase_slots(
+        start,
+        session_target,
+        credits.prefill_concurrency,
+        credits.ramps,
+    );
     let phase = Phase {
         start,
         total: paced.total,
         sending_ends: paced.duration.map(|d| start + d),
         sessions: paced.sessions,
-        prefill: prefill_slots(credits.prefill_concurrency),
+        prefill,
         cancellation: credits.cancellation,
     };
     send_phase(&context, phase, paced, slots.as_ref(), &mut in_flight).await;
+    // The sending is over: the slots need not grow any more.
+    drop(ramping);
     if let (Some(duration), Some(grace)) = (paced.duration, paced.grace) {
         let cut = start + duration + grace;
         let drained = async { while in_flight.join_next().await.is_some() {} };
@@ -1398,6 +1403,36 @@ async fn run_paced(context: StageContext, start: Instant, paced: &Paced) -> Opti
     }
     while in_flight.join_next().await.is_some() {}
     profiling_start
+}
+
+/// One phase's session and prefill slots (AIPerf's concurrency manager keeps each phase's apart), and the tasks
+/// that ramp them (dropping them stops the ramps): a ramped set starts with one slot and gains one at each of
+/// [`aiperf_ramp_steps`](llmbench_workload::workload::aiperf_ramp_steps)'s times from `start`.
+fn phase_slots(
+    start: Instant,
+    sessions: Option<u32>,
+    prefill: Option<u32>,
+    ramps: llmbench_workload::workload::AiperfRamps,
+) -> (Option<Arc<Semaphore>>, Option<Arc<Semaphore>>, JoinSet<()>) {
+    let mut ramping = JoinSet::new();
+    let mut slots = |target: Option<u32>, ramp: Option<Duration>| {
+        let target = target?.max(1);
+        let Some(duration) = ramp else {
+            return Some(Arc::new(Semaphore::new(target as usize)));
+        };
+        let semaphore = Arc::new(Semaphore::new(1));
+        let grown = Arc::clone(&semaphore);
+        ramping.spawn(async move {
+            for at in llmbench_workload::workload::aiperf_ramp_steps(target, duration) {
+                llmbench_model::timer::sleep_until(start + at).await;
+                grown.add_permits(1);
+            }
+        });
+        Some(semaphore)
+    };
+    let session_slots = slots(sessions, ramps.session);
+    let prefill_slots = slots(prefill, ramps.prefill);
+    (session_slots, prefill_slots, ramping)
 }
 
 /// One phase of AIPerf's rate loop: its start, and when it stops sending.

@@ -1510,18 +1510,29 @@ fn credit_flags(
             first = Some((f.path.clone(), f.line));
         }
     };
-    for ramp in [
-        "prefill-concurrency-ramp-duration",
-        "warmup-prefill-concurrency-ramp-duration",
-    ] {
-        if let Some(f) = m.get(ramp) {
-            return Err(f.unsupported(
+    // `--*concurrency-ramp-duration` (`gt=0`): seconds.
+    let mut ramp = |name: &str,
+                    m: &mut MapReader<'_>,
+                    ctx: &mut Ctx|
+     -> Result<Option<(Duration, u32)>, WorkloadError> {
+        let Some(f) = m.get(name) else {
+            return Ok(None);
+        };
+        note(&f);
+        let secs = number(ctx, &f)?;
+        if !(secs.is_finite() && secs > 0.0) {
+            return Err(f.invalid(
                 ctx,
-                "a prefill concurrency ramp (AIPerf raises the phase's prefill slots from 1 to the target over \
-                 the duration; llmbench's slots are fixed)",
+                format!("must be greater than 0 (seconds), found {secs}"),
             ));
         }
-    }
+        limits::check(ctx, &f, Limit::Duration, secs)?;
+        Ok(Some((Duration::from_secs_f64(secs), f.line)))
+    };
+    let session_ramp = ramp("concurrency-ramp-duration", m, ctx)?;
+    let prefill_ramp = ramp("prefill-concurrency-ramp-duration", m, ctx)?;
+    let warmup_session_ramp = ramp("warmup-concurrency-ramp-duration", m, ctx)?;
+    let warmup_prefill_ramp = ramp("warmup-prefill-concurrency-ramp-duration", m, ctx)?;
     let mut slots = |name: &str, m: &mut MapReader<'_>| -> Result<Option<u32>, WorkloadError> {
         let Some(f) = m.get(name) else {
             return Ok(None);
@@ -1597,6 +1608,39 @@ fn credit_flags(
         }
         None => Duration::ZERO,
     };
+    // `_create_rampers` ramps only what the phase has (`if config.concurrency_ramp_duration_sec and
+    // config.concurrency`): a ramp of nothing is said to do nothing.
+    let warmup_prefill = warmup_prefill_concurrency.or(prefill_concurrency);
+    for (name, ramp, of) in [
+        ("concurrency-ramp-duration", session_ramp, concurrency),
+        (
+            "prefill-concurrency-ramp-duration",
+            prefill_ramp,
+            prefill_concurrency,
+        ),
+        (
+            "warmup-concurrency-ramp-duration",
+            warmup_session_ramp,
+            concurrency,
+        ),
+        (
+            "warmup-prefill-concurrency-ramp-duration",
+            warmup_prefill_ramp,
+            warmup_prefill,
+        ),
+    ] {
+        if let (Some((_, line)), None) = (ramp, of) {
+            ctx.warn(
+                name,
+                line,
+                WarningKind::Ignored,
+                "there are no such slots to ramp (AIPerf ramps the phase's --concurrency or \
+                 --prefill-concurrency, from 1)",
+            );
+        }
+    }
+    let only =
+        |ramp: Option<(Duration, u32)>, of: Option<u32>| ramp.filter(|_| of.is_some()).map(|r| r.0);
     let credits = AiperfCredits {
         prefill_concurrency,
         warmup_prefill_concurrency,
@@ -1605,6 +1649,15 @@ fn credit_flags(
             delay,
             seed,
         }),
+        ramps: AiperfRamps {
+            session: only(session_ramp, concurrency),
+            prefill: only(prefill_ramp, prefill_concurrency),
+        },
+        // `_warmup_ramps`: the warm-up's own, else the profiling phase's.
+        warmup_ramps: AiperfRamps {
+            session: only(warmup_session_ramp.or(session_ramp), concurrency),
+            prefill: only(warmup_prefill_ramp.or(prefill_ramp), warmup_prefill),
+        },
     };
     Ok((credits, first))
 }
@@ -2096,6 +2149,7 @@ mod tests {
                     delay: Duration::from_millis(250),
                     seed: 9,
                 }),
+                ..AiperfCredits::default()
             }
         );
         assert!(matches!(
@@ -2112,6 +2166,56 @@ mod tests {
             credits(&w).cancellation.map(|c| (c.percent, c.delay)),
             Some((100.0, Duration::ZERO))
         );
+    }
+
+    /// `--concurrency-ramp-duration` and its prefill and warm-up forms: the warm-up takes its own, else the
+    /// profiling phase's (`_warmup_ramps`); a ramp of slots the phase does not have is said to do nothing.
+    #[test]
+    fn concurrency_ramps_are_read_per_phase_with_the_warmups_falling_back_to_the_profiling_ones() {
+        let w = parse_text(
+            "model: m\nstreaming: true\nconcurrency: 6\nprefill-concurrency: 3\nconcurrency-ramp-duration: 2\n\
+             prefill-concurrency-ramp-duration: 1.5\nwarmup-request-count: 2\n\
+             warmup-concurrency-ramp-duration: 0.5\n",
+        )
+        .expect("parses");
+        let c = credits(&w);
+        let s = Duration::from_secs_f64;
+        assert_eq!(
+            c.ramps,
+            AiperfRamps {
+                session: Some(s(2.0)),
+                prefill: Some(s(1.5)),
+            }
+        );
+        assert_eq!(
+            c.warmup_ramps,
+            AiperfRamps {
+                session: Some(s(0.5)),
+                prefill: Some(s(1.5)),
+            }
+        );
+        let parsed = parse_profile(
+            Harness::Aiperf,
+            "p.yaml",
+            "model: m\nrequest-rate: 5\nconcurrency-ramp-duration: 3\n",
+            &ParseOptions::default(),
+        )
+        .expect("parses");
+        assert_eq!(credits(&parsed.workload).ramps, AiperfRamps::default());
+        assert_eq!(parsed.warnings[0].key, "concurrency-ramp-duration");
+        assert!(parsed.warnings[0].message.contains("no such slots to ramp"));
+    }
+
+    /// AIPerf's linear stepped ramp from 1 to 4 slots over 3 s: slot 2 at 1 s, 3 at 2 s, 4 at 3 s.
+    #[test]
+    fn a_linear_ramp_adds_one_slot_at_each_even_step_of_its_duration() {
+        let s = Duration::from_secs;
+        assert_eq!(aiperf_ramp_steps(4, s(3)), [s(1), s(2), s(3)]);
+        assert_eq!(
+            aiperf_ramp_steps(3, Duration::from_millis(500)),
+            [Duration::from_millis(250), Duration::from_millis(500)]
+        );
+        assert!(aiperf_ramp_steps(1, s(3)).is_empty());
     }
 
     #[test]
@@ -2146,8 +2250,8 @@ mod tests {
                 "p.yaml:3: `prefill-concurrency`",
             ),
             (
-                "model: m\nstreaming: true\nprefill-concurrency: 2\nprefill-concurrency-ramp-duration: 5\n",
-                "p.yaml:4: `prefill-concurrency-ramp-duration`: a prefill concurrency ramp",
+                "model: m\nstreaming: true\nprefill-concurrency: 2\nprefill-concurrency-ramp-duration: 0\n",
+                "p.yaml:4: `prefill-concurrency-ramp-duration`: must be greater than 0",
             ),
             (
                 "model: m\nstreaming: true\nuser-centric-rate: 2\nnum-users: 2\nprefill-concurrency: 1\n\

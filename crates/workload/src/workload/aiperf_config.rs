@@ -871,14 +871,28 @@ fn phases(ctx: &mut Ctx, m: &mut MapReader<'_>, flags: &mut Flags) -> Result<(),
                 ),
             ));
         }
-        // `--warmup-prefill-concurrency` is the warm-up phase's own `prefill_concurrency`.
-        if let Some(n) = scratch.map.get("prefill-concurrency").cloned() {
-            let at = At::new(
-                &n,
-                super::reader::join(&w.at.path, "prefillConcurrency"),
-                n.line,
-            );
-            flags.copy("warmup-prefill-concurrency", &at);
+        // The warm-up phase's own `prefill_concurrency` and ramps are the `--warmup-*` flags.
+        for (key, flag, warmup_flag) in [
+            (
+                "prefillConcurrency",
+                "prefill-concurrency",
+                "warmup-prefill-concurrency",
+            ),
+            (
+                "concurrencyRamp",
+                "concurrency-ramp-duration",
+                "warmup-concurrency-ramp-duration",
+            ),
+            (
+                "prefillRamp",
+                "prefill-concurrency-ramp-duration",
+                "warmup-prefill-concurrency-ramp-duration",
+            ),
+        ] {
+            if let Some(n) = scratch.map.get(flag).cloned() {
+                let at = At::new(&n, super::reader::join(&w.at.path, key), n.line);
+                flags.copy(warmup_flag, &at);
+            }
         }
         let requests = scratch.map.get("request-count").cloned();
         match requests {
@@ -894,6 +908,59 @@ fn phases(ctx: &mut Ctx, m: &mut MapReader<'_>, flags: &mut Flags) -> Result<(),
             }
         }
     }
+    Ok(())
+}
+
+/// A phase's `concurrencyRamp`/`prefillRamp` (`config/ramp.py` `RampSpec`: a duration, or `{duration, strategy}`
+/// with `duration` > 0) as `flag`. The phase runner ramps concurrency linearly whatever the strategy
+/// (`_create_rampers` reads the duration alone), said so.
+fn ramp(ctx: &mut Ctx, r: &At<'_>, flag: &str, flags: &mut Flags) -> Result<(), WorkloadError> {
+    let duration = match &r.node.value {
+        Value::Map(_) => {
+            let mut m = r.map(ctx)?;
+            let duration = field(&mut m, "duration");
+            let strategy = field(&mut m, "strategy");
+            finish(ctx, &m, &["duration", "strategy"], &|key| {
+                format!("`{key}`")
+            })?;
+            if let Some(s) = &strategy {
+                let name = s.node.scalar_text().unwrap_or_default();
+                if !matches!(name.as_str(), "linear" | "exponential" | "poisson") {
+                    return Err(s.invalid(
+                        ctx,
+                        format!("`{name}` is not a ramp strategy (linear, exponential, poisson)"),
+                    ));
+                }
+                if name != "linear" {
+                    ctx.warn(
+                        &s.path,
+                        s.line,
+                        WarningKind::Ignored,
+                        "AIPerf 0.13's phase runner ramps concurrency linearly whatever the strategy",
+                    );
+                }
+            }
+            match duration {
+                Some(d) => d,
+                None => {
+                    return Err(ctx.missing(
+                        &super::reader::join(&r.path, "duration"),
+                        r.line,
+                        "a ramp needs its `duration` (AIPerf refuses it)",
+                    ));
+                }
+            }
+        }
+        _ => At::new(r.node, r.path.clone(), r.line),
+    };
+    let secs = seconds(ctx, &duration)?;
+    if !(secs.is_finite() && secs > 0.0) {
+        return Err(duration.invalid(
+            ctx,
+            format!("must be greater than 0 (seconds; AIPerf refuses it), found {secs}"),
+        ));
+    }
+    flags.set(flag, &duration, Value::Float(secs));
     Ok(())
 }
 
@@ -1061,6 +1128,14 @@ fn phase(
     if let Some(c) = field(&mut p, "prefillConcurrency") {
         flags.copy("prefill-concurrency", &c);
     }
+    for (key, flag) in [
+        ("concurrencyRamp", "concurrency-ramp-duration"),
+        ("prefillRamp", "prefill-concurrency-ramp-duration"),
+    ] {
+        if let Some(r) = field(&mut p, key) {
+            ramp(ctx, &r, flag, flags)?;
+        }
+    }
     if let Some(c) = field(&mut p, "cancellation") {
         cancellation(ctx, &c, flags, warmup)?;
     }
@@ -1118,8 +1193,9 @@ fn phase(
         (None, None) => {}
     }
     finish(ctx, &p, PHASE_KEYS, &|key| match key {
-        "prefillRamp" => {
-            "AIPerf's prefill concurrency ramp (llmbench's prefill slots are fixed)".to_owned()
+        "rateRamp" | "rateSeries" => {
+            "AIPerf's request rate ramp or series (llmbench's AIPerf rate is fixed for a phase)"
+                .to_owned()
         }
         other => format!("the AIPerf phase key `{other}` (not built)"),
     })?;
@@ -1272,6 +1348,30 @@ mod tests {
                 "bench.yaml:19: `benchmark.profiling.cancellation.rate`: must be between 0 and 100"
             ),
             "{err}"
+        );
+        // `concurrencyRamp`/`prefillRamp`: a duration or `{duration, strategy}`; the warm-up's are `--warmup-*`.
+        let ramped = config
+            .replace(
+                "    requests: 9\n",
+                "    requests: 9\n    concurrencyRamp: 2s\n    prefillRamp: {duration: 1.5, strategy: exponential}\n",
+            )
+            .replace(
+                "    requests: 2\n",
+                "    requests: 2\n    concurrencyRamp: 0.5\n",
+            );
+        assert_same(
+            &ramped,
+            &format!(
+                "{flags}concurrency-ramp-duration: 2\nprefill-concurrency-ramp-duration: 1.5\n\
+                 warmup-concurrency-ramp-duration: 0.5\n"
+            ),
+        );
+        let warned = parse(&ramped).expect("parses").warnings;
+        assert!(
+            warned
+                .iter()
+                .any(|w| w.key == "benchmark.profiling.prefillRamp.strategy"),
+            "{warned:?}"
         );
         let err =
             refusal(&config.replace("    prefillConcurrency: 2\n", "    prefillConcurrency: 5\n"));

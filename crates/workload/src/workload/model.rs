@@ -565,6 +565,32 @@ pub struct AiperfCredits {
     pub warmup_prefill_concurrency: Option<u32>,
     /// `--request-cancellation-rate`/`-delay`: profiling requests the client abandons after they were sent.
     pub cancellation: Option<AiperfCancellation>,
+    /// `--concurrency-ramp-duration`, `--prefill-concurrency-ramp-duration`: the profiling phase's ramps.
+    pub ramps: AiperfRamps,
+    /// `--warmup-concurrency-ramp-duration`, `--warmup-prefill-concurrency-ramp-duration` (else the profiling
+    /// phase's): the warm-up phase's.
+    pub warmup_ramps: AiperfRamps,
+}
+
+/// AIPerf 0.13's concurrency rampers (`timing/phase/runner.py` `_create_rampers`, `timing/ramping.py`): a phase's
+/// session (or prefill) slots start at 1 and grow by one at a time, linearly, reaching the target `duration` after
+/// the phase started — slot count `v` from `duration · (v − 1) / (target − 1)` on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AiperfRamps {
+    pub session: Option<Duration>,
+    pub prefill: Option<Duration>,
+}
+
+/// When each slot of a linear ramp from 1 to `target` over `duration` is added, from the phase's start (AIPerf's
+/// `LinearStrategy` stepping by one: `time_at_next = duration · (next − start) / (target − start)`).
+pub fn aiperf_ramp_steps(target: u32, duration: Duration) -> Vec<Duration> {
+    if target <= 1 {
+        return Vec::new();
+    }
+    let range = f64::from(target - 1);
+    (2..=target)
+        .map(|v| duration.mul_f64(f64::from(v - 1) / range))
+        .collect()
 }
 
 /// AIPerf 0.13's `RequestCancellationSimulator` (`timing/request_cancellation.py`): each profiling credit is
