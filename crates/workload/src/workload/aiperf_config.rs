@@ -993,7 +993,7 @@ fn cancellation(
     }
     if let Some(d) = &delay {
         let secs = super::vllm_bench::number(ctx, d)?;
-        if !(secs >= 0.0) {
+        if secs.is_nan() || secs < 0.0 {
             return Err(d.invalid(
                 ctx,
                 format!("must be at least 0 (seconds; AIPerf refuses it), found {secs}"),
