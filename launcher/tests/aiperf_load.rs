@@ -586,3 +586,35 @@ async fn a_concurrency_ramp_opens_one_more_session_slot_at_each_step_of_its_dura
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_rate_ramp_starts_slow_and_reaches_the_rate_once_its_duration_passed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // Constant 20 req/s ramped over 1 s: AIPerf starts at 20 · 0.1 / 1 = 2 req/s and raises the rate every 100 ms
+    // (3.8, 5.6, 7.4, … req/s), each change pulling the next send in to now plus one interval at the new rate:
+    // by hand, sends near 0.363, 0.498, 0.591, 0.678, 0.756, 0.825, 0.886, 0.940, 0.995 s (gaps of 135, 93, 87,
+    // 78, 68, 61, 55, 55 ms; a run measured 134.9, 93.9, 87.5, 78.0, 68.3, 60.8, 60.8, 54.8, the updates drifting
+    // by their wake-ups as AIPerf's do), then exactly 50 ms apart.
+    let records = run_aiperf(
+        dir.path(),
+        "rate-ramp",
+        "osl: 2\nrequest-rate: 20\nrequest-rate-mode: constant\nrequest-rate-ramp-duration: 1\n\
+         request-count: 16\n",
+        "2ms",
+    )
+    .await;
+    assert_eq!(records.len(), 16);
+    let gaps: Vec<i64> = records
+        .windows(2)
+        .map(|w| ns(&w[1], "scheduled_ns") - ns(&w[0], "scheduled_ns"))
+        .collect();
+    // Ramping: the first gap at about 7.4 req/s (135 ms), far from the rate's 50 ms.
+    assert!(gaps[0] > 100_000_000, "{gaps:?}");
+    // Ramped: the rate's own period, as a constant rate's.
+    for gap in &gaps[gaps.len() - 4..] {
+        assert!(
+            (gap - 50_000_000).abs() < 1_000 || *gap > 50_000_000 + CATCHUP_NS,
+            "{gaps:?}"
+        );
+    }
+}

@@ -88,13 +88,14 @@ pub(super) async fn send_phase(
         sessions,
         prefill,
         cancellation,
+        rate_ramp,
     } = phase;
     if total == Some(0) || sessions == Some(0) {
         return;
     }
     let burst = paced.pace == llmbench_workload::workload::AiperfPace::Burst;
     let continuations = Arc::new(Continuations::default());
-    let mut ticks = RateTicks::new(paced, start);
+    let mut ticks = RateTicks::new(paced, start, rate_ramp);
     let mut cancellations = cancellation.map(|c| c.decisions());
     let (mut sent, mut started, mut session_turns) = (0u64, 0u64, 0u64);
     loop {

@@ -177,6 +177,8 @@ pub(super) async fn send_phase(
         // Refused beside the user-centric phase when the profile is read.
         prefill: _,
         cancellation,
+        // The user-centric strategy takes no rate ramp (AIPerf warns and keeps its rate): dropped when read.
+        rate_ramp: _,
     } = phase;
     let mut cancellations = cancellation.map(|c| c.decisions());
     let rate_ok = shape.rate.is_finite() && shape.rate > 0.0;

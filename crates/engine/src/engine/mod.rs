@@ -1366,6 +1366,7 @@ async fn run_paced(context: StageContext, start: Instant, paced: &Paced) -> Opti
             prefill,
             // `next_cancellation_delay_ns`: never in the warm-up phase.
             cancellation: None,
+            rate_ramp: credits.warmup_ramps.rate,
         };
         send_phase(&warmup, phase, paced, slots.as_ref(), &mut in_flight).await;
         while in_flight.join_next().await.is_some() {}
@@ -1389,6 +1390,7 @@ async fn run_paced(context: StageContext, start: Instant, paced: &Paced) -> Opti
         sessions: paced.sessions,
         prefill,
         cancellation: credits.cancellation,
+        rate_ramp: credits.ramps.rate,
     };
     send_phase(&context, phase, paced, slots.as_ref(), &mut in_flight).await;
     // The sending is over: the slots need not grow any more.
@@ -1446,6 +1448,8 @@ struct Phase {
     prefill: Option<Arc<Semaphore>>,
     /// Which of the phase's credits are abandoned, and when.
     cancellation: Option<llmbench_workload::workload::AiperfCancellation>,
+    /// The phase's request rate ramp.
+    rate_ramp: Option<Duration>,
 }
 
 /// Resolves at `end`, or never without one (a phase's end of sending).
@@ -1465,37 +1469,114 @@ const AIPERF_MAX_CATCHUP: Duration = Duration::from_millis(10);
 struct RateTicks {
     intervals: llmbench_workload::workload::AiperfIntervals,
     target: Instant,
+    ramp: Option<RateRamp>,
+}
+
+/// A phase's request rate ramp ([`AiperfRamps::rate`](llmbench_workload::workload::AiperfRamps)).
+struct RateRamp {
+    start: Instant,
+    from: f64,
+    to: f64,
+    duration: Duration,
+    /// The next update, `AIPERF_RATE_RAMP_UPDATE` after the last.
+    next_update: Instant,
 }
 
 impl RateTicks {
-    /// A new generator of `paced`'s intervals (AIPerf builds one for each phase), starting at `start`.
-    fn new(paced: &Paced, start: Instant) -> RateTicks {
+    /// A new generator of `paced`'s intervals (AIPerf builds one for each phase), starting at `start`, its rate
+    /// ramped over `rate_ramp` when there is one.
+    fn new(paced: &Paced, start: Instant, rate_ramp: Option<Duration>) -> RateTicks {
+        use llmbench_workload::workload::AIPERF_RATE_RAMP_UPDATE;
         let mut intervals = paced.pace.intervals();
-        let target = start + intervals.next().unwrap_or_default();
-        RateTicks { intervals, target }
+        let ramp = match (rate_ramp, intervals.rate()) {
+            (Some(duration), Some(to)) if !duration.is_zero() => {
+                // `_create_rampers`: one linear increment of the rate, not a fixed 1 req/s.
+                let from = to * (AIPERF_RATE_RAMP_UPDATE.as_secs_f64() / duration.as_secs_f64());
+                // The ramper's task runs before the rate loop's: the first intervals are drawn at its rate.
+                intervals.set_rate(from);
+                Some(RateRamp {
+                    start,
+                    from,
+                    to,
+                    duration,
+                    next_update: start + AIPERF_RATE_RAMP_UPDATE,
+                })
+            }
+            _ => None,
+        };
+        let mut target = start + intervals.next().unwrap_or_default();
+        if ramp.is_some() {
+            // ... and its first rate change (to its start rate) finds the loop's first target set, which it
+            // reschedules (`_reschedule_for_rate_update`) with a fresh draw.
+            target = target.min(Instant::now() + intervals.next().unwrap_or_default());
+        }
+        RateTicks {
+            intervals,
+            target,
+            ramp,
+        }
     }
 
     /// Waits for the next interval's end and returns it, the following target already set (so a slow send does
-    /// not move the schedule); `None` once issuing ended or `sending_ends` passed.
+    /// not move the schedule); `None` once issuing ended or `sending_ends` passed. A rate ramp's updates are
+    /// applied on the way, each rescheduling the target to the earlier of it and now plus a fresh interval.
     async fn next(
         &mut self,
         context: &StageContext,
         sending_ends: Option<Instant>,
     ) -> Option<Instant> {
+        loop {
+            let now = Instant::now();
+            if self.target + AIPERF_MAX_CATCHUP < now {
+                self.target = now;
+            }
+            let update = self.ramp.as_ref().map(|r| r.next_update);
+            let wake = update.map_or(self.target, |u| u.min(self.target));
+            let sending_over = until(sending_ends);
+            tokio::select! {
+                biased;
+                () = context.control.issuing_ended() => return None,
+                () = sending_over => return None,
+                () = llmbench_model::timer::sleep_until(wake) => {}
+            }
+            if update.is_some_and(|u| u <= self.target) {
+                self.update_rate();
+                continue;
+            }
+            let due = self.target;
+            self.target += self.intervals.next().unwrap_or_default();
+            return Some(due);
+        }
+    }
+
+    /// One update of the rate ramp (`Ramper._run_continuous`): the interpolated rate, or the target rate (and
+    /// the ramp's end) once its duration has passed; a changed rate reschedules the next target.
+    fn update_rate(&mut self) {
+        use llmbench_workload::workload::AIPERF_RATE_RAMP_UPDATE;
+        let Some(ramp) = &mut self.ramp else {
+            return;
+        };
         let now = Instant::now();
-        if self.target + AIPERF_MAX_CATCHUP < now {
-            self.target = now;
+        let elapsed = now.saturating_duration_since(ramp.start);
+        let rate = if elapsed >= ramp.duration {
+            ramp.to
+        } else {
+            ramp.from
+                + (ramp.to - ramp.from) * (elapsed.as_secs_f64() / ramp.duration.as_secs_f64())
+        };
+        if elapsed >= ramp.duration {
+            self.ramp = None;
+        } else {
+            // The ramper sleeps an update interval after each update.
+            ramp.next_update = now + AIPERF_RATE_RAMP_UPDATE;
         }
-        let sending_over = until(sending_ends);
-        tokio::select! {
-            biased;
-            () = context.control.issuing_ended() => return None,
-            () = sending_over => return None,
-            () = llmbench_model::timer::sleep_until(self.target) => {}
+        // `set_request_rate`: an unchanged rate wakes nothing.
+        if self.intervals.rate() != Some(rate) && rate > 0.0 {
+            self.intervals.set_rate(rate);
+            self.target = self
+                .target
+                .min(now + self.intervals.next().unwrap_or_default());
         }
-        let due = self.target;
-        self.target += self.intervals.next().unwrap_or_default();
-        Some(due)
     }
 
     /// Moves the next target to `now`: a send that waited for its slot (no rate) starts the schedule again.
@@ -1539,12 +1620,13 @@ async fn send_phase(
         sessions: _,
         prefill,
         cancellation,
+        rate_ramp,
     } = phase;
     if total == Some(0) {
         return;
     }
     let burst = paced.pace == llmbench_workload::workload::AiperfPace::Burst;
-    let mut ticks = RateTicks::new(paced, start);
+    let mut ticks = RateTicks::new(paced, start, rate_ramp);
     let mut cancellations = cancellation.map(|c| c.decisions());
     let mut sent: u64 = 0;
     loop {

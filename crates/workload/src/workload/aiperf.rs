@@ -330,6 +330,10 @@ fn parse_flags(
             warmup: load.warmup,
             streaming: w.api.streaming,
             concurrency: concurrency_field.as_ref().map(|_| concurrency),
+            rate: matches!(
+                load.pace,
+                AiperfPace::Poisson { .. } | AiperfPace::Gamma { .. } | AiperfPace::Constant { .. }
+            ),
         },
     )?;
     if let (Some(_), Some(line)) = (load.credits.prefill_concurrency, load.user_centric_line) {
@@ -1488,6 +1492,8 @@ struct CreditChecks {
     streaming: bool,
     /// `--concurrency`, when given.
     concurrency: Option<u32>,
+    /// Whether the rate loop has a rate (`--request-rate`, not a user-centric phase).
+    rate: bool,
 }
 
 /// `--prefill-concurrency` (`--warmup-prefill-concurrency` for the warm-up phase) and
@@ -1503,6 +1509,7 @@ fn credit_flags(
         warmup,
         streaming,
         concurrency,
+        rate: has_rate,
     } = checks;
     let mut first: Option<(String, u32)> = None;
     let mut note = |f: &At<'_>| {
@@ -1529,6 +1536,8 @@ fn credit_flags(
         limits::check(ctx, &f, Limit::Duration, secs)?;
         Ok(Some((Duration::from_secs_f64(secs), f.line)))
     };
+    let rate_ramp = ramp("request-rate-ramp-duration", m, ctx)?;
+    let warmup_rate_ramp = ramp("warmup-request-rate-ramp-duration", m, ctx)?;
     let session_ramp = ramp("concurrency-ramp-duration", m, ctx)?;
     let prefill_ramp = ramp("prefill-concurrency-ramp-duration", m, ctx)?;
     let warmup_session_ramp = ramp("warmup-concurrency-ramp-duration", m, ctx)?;
@@ -1611,7 +1620,12 @@ fn credit_flags(
     // `_create_rampers` ramps only what the phase has (`if config.concurrency_ramp_duration_sec and
     // config.concurrency`): a ramp of nothing is said to do nothing.
     let warmup_prefill = warmup_prefill_concurrency.or(prefill_concurrency);
+    // A rate ramp needs the rate loop's rate: AIPerf's user-centric strategy cannot take one (it warns and keeps
+    // the rate fixed) and a burst has none.
+    let rated = has_rate.then_some(1);
     for (name, ramp, of) in [
+        ("request-rate-ramp-duration", rate_ramp, rated),
+        ("warmup-request-rate-ramp-duration", warmup_rate_ramp, rated),
         ("concurrency-ramp-duration", session_ramp, concurrency),
         (
             "prefill-concurrency-ramp-duration",
@@ -1634,8 +1648,8 @@ fn credit_flags(
                 name,
                 line,
                 WarningKind::Ignored,
-                "there are no such slots to ramp (AIPerf ramps the phase's --concurrency or \
-                 --prefill-concurrency, from 1)",
+                "the phase has nothing to ramp (AIPerf ramps the phase's --concurrency or \
+                 --prefill-concurrency from 1, and the rate of a --request-rate phase)",
             );
         }
     }
@@ -1652,11 +1666,13 @@ fn credit_flags(
         ramps: AiperfRamps {
             session: only(session_ramp, concurrency),
             prefill: only(prefill_ramp, prefill_concurrency),
+            rate: only(rate_ramp, rated),
         },
         // `_warmup_ramps`: the warm-up's own, else the profiling phase's.
         warmup_ramps: AiperfRamps {
             session: only(warmup_session_ramp.or(session_ramp), concurrency),
             prefill: only(warmup_prefill_ramp.or(prefill_ramp), warmup_prefill),
+            rate: only(warmup_rate_ramp.or(rate_ramp), rated),
         },
     };
     Ok((credits, first))
@@ -2185,6 +2201,7 @@ mod tests {
             AiperfRamps {
                 session: Some(s(2.0)),
                 prefill: Some(s(1.5)),
+                rate: None,
             }
         );
         assert_eq!(
@@ -2192,8 +2209,23 @@ mod tests {
             AiperfRamps {
                 session: Some(s(0.5)),
                 prefill: Some(s(1.5)),
+                rate: None,
             }
         );
+        // A rate ramp needs a rate: a burst has none, so it is said to do nothing.
+        let w = parse_text("model: m\nrequest-rate: 5\nrequest-rate-ramp-duration: 4\n")
+            .expect("parses");
+        assert_eq!(credits(&w).ramps.rate, Some(s(4.0)));
+        assert_eq!(credits(&w).warmup_ramps.rate, Some(s(4.0)));
+        let parsed = parse_profile(
+            Harness::Aiperf,
+            "p.yaml",
+            "model: m\nconcurrency: 2\nrequest-rate-ramp-duration: 4\n",
+            &ParseOptions::default(),
+        )
+        .expect("parses");
+        assert_eq!(credits(&parsed.workload).ramps.rate, None);
+        assert_eq!(parsed.warnings[0].key, "request-rate-ramp-duration");
         let parsed = parse_profile(
             Harness::Aiperf,
             "p.yaml",
@@ -2203,7 +2235,7 @@ mod tests {
         .expect("parses");
         assert_eq!(credits(&parsed.workload).ramps, AiperfRamps::default());
         assert_eq!(parsed.warnings[0].key, "concurrency-ramp-duration");
-        assert!(parsed.warnings[0].message.contains("no such slots to ramp"));
+        assert!(parsed.warnings[0].message.contains("nothing to ramp"));
     }
 
     /// AIPerf's linear stepped ramp from 1 to 4 slots over 3 s: slot 2 at 1 s, 3 at 2 s, 4 at 3 s.

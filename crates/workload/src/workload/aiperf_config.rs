@@ -888,6 +888,11 @@ fn phases(ctx: &mut Ctx, m: &mut MapReader<'_>, flags: &mut Flags) -> Result<(),
                 "prefill-concurrency-ramp-duration",
                 "warmup-prefill-concurrency-ramp-duration",
             ),
+            (
+                "rateRamp",
+                "request-rate-ramp-duration",
+                "warmup-request-rate-ramp-duration",
+            ),
         ] {
             if let Some(n) = scratch.map.get(flag).cloned() {
                 let at = At::new(&n, super::reader::join(&w.at.path, key), n.line);
@@ -1131,6 +1136,7 @@ fn phase(
     for (key, flag) in [
         ("concurrencyRamp", "concurrency-ramp-duration"),
         ("prefillRamp", "prefill-concurrency-ramp-duration"),
+        ("rateRamp", "request-rate-ramp-duration"),
     ] {
         if let Some(r) = field(&mut p, key) {
             ramp(ctx, &r, flag, flags)?;
@@ -1193,8 +1199,8 @@ fn phase(
         (None, None) => {}
     }
     finish(ctx, &p, PHASE_KEYS, &|key| match key {
-        "rateRamp" | "rateSeries" => {
-            "AIPerf's request rate ramp or series (llmbench's AIPerf rate is fixed for a phase)"
+        "rateSeries" => {
+            "AIPerf's request rate series (llmbench's AIPerf rate follows no series of points)"
                 .to_owned()
         }
         other => format!("the AIPerf phase key `{other}` (not built)"),
@@ -1365,6 +1371,14 @@ mod tests {
                 "{flags}concurrency-ramp-duration: 2\nprefill-concurrency-ramp-duration: 1.5\n\
                  warmup-concurrency-ramp-duration: 0.5\n"
             ),
+        );
+        let rate_config = "schemaVersion: \"2.0\"\nbenchmark:\n  model: m\n  endpoint:\n    url: http://h:8000\n  \
+                           dataset: {entries: 5}\n  profiling:\n    type: constant\n    rate: 8\n    requests: 9\n    \
+                           rateRamp: {duration: 3}\n";
+        assert_same(
+            rate_config,
+            "model: m\nurl: http://h:8000\nnum-dataset-entries: 5\nrequest-rate: 8\nrequest-rate-mode: constant\n\
+             request-count: 9\nrequest-rate-ramp-duration: 3\n",
         );
         let warned = parse(&ramped).expect("parses").warnings;
         assert!(

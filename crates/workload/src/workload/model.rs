@@ -579,7 +579,16 @@ pub struct AiperfCredits {
 pub struct AiperfRamps {
     pub session: Option<Duration>,
     pub prefill: Option<Duration>,
+    /// `--request-rate-ramp-duration`: the rate starts at `rate · update / duration` and is raised every
+    /// [`AIPERF_RATE_RAMP_UPDATE`] to `start + (rate − start) · elapsed / duration` (`Ramper._run_continuous`,
+    /// `BaseRampStrategy.value_at`), the rate itself once the duration has passed; each change reschedules the
+    /// next send to the earlier of its target and now plus a fresh interval at the new rate
+    /// (`RequestRateStrategy._reschedule_for_rate_update`).
+    pub rate: Option<Duration>,
 }
+
+/// AIPerf's `Environment.TIMING.RATE_RAMP_UPDATE_INTERVAL` default: how often a rate ramp updates the rate.
+pub const AIPERF_RATE_RAMP_UPDATE: Duration = Duration::from_millis(100);
 
 /// When each slot of a linear ramp from 1 to `target` over `duration` is added, from the phase's start (AIPerf's
 /// `LinearStrategy` stepping by one: `time_at_next = duration · (next − start) / (target − start)`).
@@ -638,6 +647,30 @@ impl AiperfCancellations {
 pub struct AiperfIntervals {
     pace: AiperfPace,
     rng: Option<PyRandom>,
+}
+
+impl AiperfIntervals {
+    /// The pace's rate (none for a burst).
+    pub fn rate(&self) -> Option<f64> {
+        match self.pace {
+            AiperfPace::Poisson { rate, .. }
+            | AiperfPace::Gamma { rate, .. }
+            | AiperfPace::Constant { rate }
+            | AiperfPace::UserCentric { rate, .. } => Some(rate),
+            AiperfPace::Burst => None,
+        }
+    }
+
+    /// Changes the rate of the intervals still to be drawn (`set_rate`), the generator's state kept.
+    pub fn set_rate(&mut self, new_rate: f64) {
+        match &mut self.pace {
+            AiperfPace::Poisson { rate, .. }
+            | AiperfPace::Gamma { rate, .. }
+            | AiperfPace::Constant { rate }
+            | AiperfPace::UserCentric { rate, .. } => *rate = new_rate,
+            AiperfPace::Burst => {}
+        }
+    }
 }
 
 impl Iterator for AiperfIntervals {
