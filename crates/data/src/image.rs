@@ -504,6 +504,100 @@ pub fn stored_image(base64: &str) -> Option<ImageInput> {
     })
 }
 
+/// Pillow's `Image.MAX_IMAGE_PIXELS` (`int(1024 * 1024 * 1024 // 4 // 3)`): `Image.open` raises
+/// `DecompressionBombError` for an image of more than twice as many pixels.
+const PIL_MAX_IMAGE_PIXELS: u64 = 89_478_485;
+
+/// An encoded image a dataset stores (`{"bytes": …}`, here its bytes as base64), as inference-perf's VisionArena
+/// loader takes it (`VisionArenaDataGenerator._process_image`, inference_perf/datagen/dataset/visionarena_datagen.py
+/// at kubernetes-sigs/inference-perf 7de5ef2): a PNG, JPEG or WEBP image Pillow opens is sent as it is stored, as a
+/// `data:image/{png,jpeg,webp};base64,…` URL (`ImageRepresentation.mime_type`), its size from its header; `None`
+/// for what the loader skips: bytes of another format (GIF, BMP, …), bytes Pillow cannot open or load (a PNG is
+/// decoded whole here to tell; a JPEG or WEBP is read to its size only), and an image of more than twice Pillow's
+/// `MAX_IMAGE_PIXELS`.
+pub fn pre_encoded_image(base64: &str) -> Option<ImageInput> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(base64)
+        .ok()?;
+    let (format, (width, height)) = if bytes.starts_with(&PNG_SIGNATURE) {
+        ("png", decoded_png_size(&bytes)?)
+    } else if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        // `JpegImagePlugin._accept`: `prefix[:3] == b"\xFF\xD8\xFF"`.
+        match header_size(&bytes) {
+            Header::Size(w, h) if w > 0 && h > 0 => ("jpeg", (w, h)),
+            _ => return None,
+        }
+    } else if bytes.len() >= 16 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
+        ("webp", webp_size(&bytes)?)
+    } else {
+        return None;
+    };
+    if u64::from(width) * u64::from(height) > 2 * PIL_MAX_IMAGE_PIXELS {
+        return None;
+    }
+    Some(ImageInput {
+        size: Some((width, height)),
+        url: format!(
+            "data:image/{format};base64,{}",
+            base64::engine::general_purpose::STANDARD.encode(&bytes)
+        ),
+        place: None,
+    })
+}
+
+const PNG_SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A];
+
+/// The size of a PNG that decodes whole (`pil.load()` reads every row), `None` for one that does not.
+fn decoded_png_size(bytes: &[u8]) -> Option<(u32, u32)> {
+    let mut reader = png::Decoder::new(std::io::Cursor::new(bytes))
+        .read_info()
+        .ok()?;
+    let mut buffer = vec![0; reader.output_buffer_size()];
+    reader.next_frame(&mut buffer).ok()?;
+    let info = reader.info();
+    Some((info.width, info.height))
+}
+
+/// The canvas size a WEBP file's first chunk gives (Pillow's `WebPImagePlugin` reads it through libwebp):
+/// `VP8 ` (lossy: 14-bit width and height after the frame tag and start code), `VP8L` (lossless: 14-bit
+/// width − 1 and height − 1 after the signature byte) or `VP8X` (extended: 24-bit canvas width − 1 and
+/// height − 1).
+fn webp_size(bytes: &[u8]) -> Option<(u32, u32)> {
+    let chunk = bytes.get(12..16)?;
+    let le16 = |at: usize| -> Option<u32> {
+        Some(u32::from(u16::from_le_bytes([
+            *bytes.get(at)?,
+            *bytes.get(at + 1)?,
+        ])))
+    };
+    let le24 = |at: usize| -> Option<u32> {
+        Some(u32::from_le_bytes([
+            *bytes.get(at)?,
+            *bytes.get(at + 1)?,
+            *bytes.get(at + 2)?,
+            0,
+        ]))
+    };
+    let (width, height) = match chunk {
+        b"VP8 " => {
+            if bytes.get(23..26)? != [0x9D, 0x01, 0x2A] {
+                return None;
+            }
+            (le16(26)? & 0x3FFF, le16(28)? & 0x3FFF)
+        }
+        b"VP8L" => {
+            if *bytes.get(20)? != 0x2F {
+                return None;
+            }
+            let bits = u32::from_le_bytes(bytes.get(21..25)?.try_into().ok()?);
+            ((bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1)
+        }
+        b"VP8X" => (le24(24)? + 1, le24(27)? + 1),
+        _ => return None,
+    };
+    (width > 0 && height > 0).then_some((width, height))
+}
+
 /// The width and height of the JPEG or PNG image at a `file://` URL (a path after the scheme), from its header:
 /// only the first bytes are read. `None` when the file cannot be read or is not such an image.
 pub fn file_url_image_size(url: &str) -> Option<(u32, u32)> {
@@ -531,10 +625,9 @@ enum Header {
 }
 
 fn header_size(bytes: &[u8]) -> Header {
-    const PNG: [u8; 8] = [0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A];
     let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
     let be16 = |b: &[u8]| u32::from(u16::from_be_bytes([b[0], b[1]]));
-    if bytes.len() >= 24 && bytes[..8] == PNG && &bytes[12..16] == b"IHDR" {
+    if bytes.len() >= 24 && bytes[..8] == PNG_SIGNATURE && &bytes[12..16] == b"IHDR" {
         return Header::Size(be32(&bytes[16..20]), be32(&bytes[20..24]));
     }
     if bytes.len() < 2 || bytes[..2] != [0xFF, 0xD8] {

@@ -191,10 +191,6 @@ pub(crate) fn parse(
     Ok(workload)
 }
 
-/// Why the VisionArena dataset is refused: what is missing, not only that it is.
-const VISIONARENA: &str =
-    "inference-perf's `visionarena` data (a Hugging Face dataset download of real images)";
-
 /// `tokenizer: {data: ...}` and the like: inference-perf never reads a section nested inside
 /// another one, so the file would run with defaults (lenient) or be rejected (strict).
 fn reject_misplaced_sections(ctx: &Ctx, doc: &Node) -> Result<(), WorkloadError> {
@@ -987,10 +983,11 @@ const DATA_TYPES: &str = "mock, shareGPT, synthetic, random, shared_prefix, cnn_
                           weka_trace_replay, conversation_replay, visionarena";
 
 /// Per-type sub-maps: read only when `type` names them.
-const TYPE_SUBMAPS: [&str; 3] = [
+const TYPE_SUBMAPS: [&str; 4] = [
     "otel_trace_replay",
     "weka_trace_replay",
     "conversation_replay",
+    "visionarena",
 ];
 
 fn parse_data(
@@ -1060,7 +1057,16 @@ fn parse_data(
                  completion prompts only; set `api.type: completion`)",
             ));
         }
-        "visionarena" => return Err(unsupported(VISIONARENA)),
+        "visionarena" if api.kind != ApiKind::Chat => {
+            // `VisionArenaDataGenerator.get_supported_apis` is `[APIType.Chat]`: `DataGenerator.__init__` raises
+            // "Unsupported API type".
+            let problem = "inference-perf's `visionarena` data is sent as chat requests only (its generator \
+                           raises \"Unsupported API type\" for any other); set `api.type: chat`";
+            return Err(match &type_field {
+                Some(f) => f.invalid(ctx, problem),
+                None => ctx.invalid(&join(&m.path, "type"), m.line, problem),
+            });
+        }
         "cnn_dailymail" | "infinity_instruct" | "billsum_conversations" => {
             return Err(unsupported(&format!(
                 "`{kind}` data (a Hugging Face dataset download)"
@@ -1233,6 +1239,34 @@ fn parse_data(
             // The pre-flight's test request then carries an image too.
             api.images = shared.prefix_images.is_some() || shared.question_images.is_some();
             DataSpec::SharedPrefix(shared)
+        }
+        "visionarena" => {
+            // `DataGenerator.__init__`: "IO distribution not supported for this data generator", "Shared prefix
+            // not supported for this data generator" (`is_io_distribution_supported`, `is_shared_prefix_supported`
+            // are false).
+            for key in ["input_distribution", "output_distribution", "shared_prefix"] {
+                if let Some(f) = m.get(key).filter(|f| !f.is_null()) {
+                    return Err(f.invalid(
+                        ctx,
+                        format!(
+                            "inference-perf's `visionarena` data takes no `{key}` (its generator raises \"{} not \
+                             supported for this data generator\"); unset it",
+                            if key == "shared_prefix" {
+                                "Shared prefix"
+                            } else {
+                                "IO distribution"
+                            }
+                        ),
+                    ));
+                }
+            }
+            // main.py: "visionarena data generator requires 'visionarena' to be configured".
+            let f = m.require(
+                ctx,
+                "visionarena",
+                "`type: visionarena` needs a `visionarena` section (inference-perf's main.py requires it)",
+            )?;
+            DataSpec::VisionArena(visionarena(ctx, &f)?)
         }
         "shareGPT" => {
             let path = match m.get("path") {
@@ -1416,6 +1450,90 @@ pub(crate) fn distribution(ctx: &mut Ctx, f: &At<'_>) -> Result<TokenLengths, Wo
 
 /// inference-perf's `data.conversation_replay` (`config/datagen/replay.py::ConversationReplayConfig`, with its
 /// defaults: seed 42, 200 conversations, an 8359-token shared system prompt).
+/// The dataset `VisionArenaConfig.hf_dataset_name` names by default.
+const VISIONARENA_HUB_ID: &str = "lmarena-ai/VisionArena-Chat";
+
+/// `data.visionarena` (`VisionArenaConfig`, inference_perf/config/datagen/visionarena.py at
+/// kubernetes-sigs/inference-perf 7de5ef2).
+fn visionarena(ctx: &mut Ctx, f: &At<'_>) -> Result<VisionArenaData, WorkloadError> {
+    let mut m = f.map(ctx)?;
+    let name = m.get("hf_dataset_name");
+    let path = match &name {
+        Some(name) => name.str(ctx)?.to_owned(),
+        None => VISIONARENA_HUB_ID.to_owned(),
+    };
+    // `load_dataset(path, ...)` reads a local directory when there is one at `path`; a file is no dataset to it
+    // (it looks a relative name up on the Hub, else "Couldn't find any data file"), and anything else is a Hub id.
+    let local = std::path::Path::new(&path);
+    if !local.is_dir() {
+        let problem = if local.is_file() {
+            format!(
+                "`{path}` is a file: inference-perf's `load_dataset(hf_dataset_name, ...)` reads a dataset directory \
+                 (or a Hub id), not a file; give the directory that holds it"
+            )
+        } else {
+            format!(
+                "`{path}` is not a local directory: llmbench does not download datasets (inference-perf streams \
+                 `{path}` from the Hugging Face Hub); download it (`huggingface-cli download --repo-type dataset \
+                 {path} --include 'data/*' --local-dir DIR`), then set `hf_dataset_name: DIR/data`"
+            )
+        };
+        return Err(match &name {
+            Some(name) => name.unsupported(ctx, problem),
+            None => f.unsupported(ctx, format!("`hf_dataset_name` (unset): {problem}")),
+        });
+    }
+    let split = match m.get("hf_split") {
+        Some(f) => f.str(ctx)?.to_owned(),
+        None => "train".to_owned(),
+    };
+    if let Some(files) = m.get("hf_data_files").filter(|f| !f.is_null()) {
+        return Err(files.unsupported(
+            ctx,
+            "`hf_data_files` (a `data_files` glob `datasets` resolves against the dataset's files): put the files \
+             it would pick in a directory of their own and give that directory as `hf_dataset_name`",
+        ));
+    }
+    let num_rows = m
+        .get("num_rows")
+        .map(|f| f.positive_within(ctx, Limit::Samples))
+        .transpose()?
+        .unwrap_or(1000);
+    let max_images_per_request = m
+        .get("max_images_per_request")
+        .map(|f| f.positive_u64(ctx))
+        .transpose()?
+        .unwrap_or(1);
+    let insertion_point = match m.get("insertion_point") {
+        None => Some(0.0),
+        Some(f) if f.is_null() => None,
+        Some(f) if matches!(f.node.value, super::yaml::Value::Map(_)) => {
+            return Err(f.unsupported(
+                ctx,
+                "`insertion_point` as a distribution (upstream samples it per image with numpy's \
+                 `default_rng(data_index)` through `sample_from_distribution`, rounded to integers, whose normal, \
+                 lognormal and Poisson draws llmbench does not reproduce); give a number in [0, 1], or `null` for \
+                 a uniform draw per image",
+            ));
+        }
+        Some(f) => {
+            let point = f.f64(ctx)?;
+            if point.is_nan() {
+                return Err(f.invalid(ctx, "`insertion_point` must be a number in [0, 1], not NaN"));
+            }
+            Some(point)
+        }
+    };
+    m.finish(ctx, &[]);
+    Ok(VisionArenaData {
+        path,
+        split,
+        num_rows,
+        max_images_per_request,
+        insertion_point,
+    })
+}
+
 fn conversation_replay(ctx: &mut Ctx, f: &At<'_>) -> Result<ConversationReplay, WorkloadError> {
     let mut m = f.map(ctx)?;
     let seed = m.get("seed").map(|f| f.u64(ctx)).transpose()?.unwrap_or(42);
