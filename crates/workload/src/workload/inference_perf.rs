@@ -1479,8 +1479,12 @@ fn visionarena(ctx: &mut Ctx, f: &At<'_>) -> Result<VisionArenaData, WorkloadErr
             )
         };
         return Err(match &name {
-            Some(name) => name.unsupported(ctx, problem),
-            None => f.unsupported(ctx, format!("`hf_dataset_name` (unset): {problem}")),
+            Some(name) => name.invalid(ctx, problem),
+            None => ctx.invalid(
+                &join(&m.path, "hf_dataset_name"),
+                m.line,
+                format!("unset, so {problem}"),
+            ),
         });
     }
     let split = match m.get("hf_split") {
@@ -1490,8 +1494,8 @@ fn visionarena(ctx: &mut Ctx, f: &At<'_>) -> Result<VisionArenaData, WorkloadErr
     if let Some(files) = m.get("hf_data_files").filter(|f| !f.is_null()) {
         return Err(files.unsupported(
             ctx,
-            "`hf_data_files` (a `data_files` glob `datasets` resolves against the dataset's files): put the files \
-             it would pick in a directory of their own and give that directory as `hf_dataset_name`",
+            "`hf_data_files` (a `data_files` glob `datasets` resolves against the dataset's files; put the files \
+             it picks in a directory of their own and give that directory as `hf_dataset_name`)",
         ));
     }
     let num_rows = m
@@ -1504,16 +1508,16 @@ fn visionarena(ctx: &mut Ctx, f: &At<'_>) -> Result<VisionArenaData, WorkloadErr
         .map(|f| f.positive_u64(ctx))
         .transpose()?
         .unwrap_or(1);
-    let insertion_point = match m.get("insertion_point") {
+    let insertion_point = match m.take("insertion_point") {
         None => Some(0.0),
         Some(f) if f.is_null() => None,
         Some(f) if matches!(f.node.value, super::yaml::Value::Map(_)) => {
             return Err(f.unsupported(
                 ctx,
-                "`insertion_point` as a distribution (upstream samples it per image with numpy's \
-                 `default_rng(data_index)` through `sample_from_distribution`, rounded to integers, whose normal, \
-                 lognormal and Poisson draws llmbench does not reproduce); give a number in [0, 1], or `null` for \
-                 a uniform draw per image",
+                "`insertion_point` as a distribution (upstream draws it per image from numpy's \
+                 `default_rng(data_index)` through `sample_from_distribution`, rounded to an integer, and llmbench \
+                 does not reproduce its normal, lognormal and Poisson draws; give a number in [0, 1], or `null` \
+                 for a uniform draw per image)",
             ));
         }
         Some(f) => {
