@@ -1266,6 +1266,8 @@ fn parse_data(
                 "visionarena",
                 "`type: visionarena` needs a `visionarena` section (inference-perf's main.py requires it)",
             )?;
+            // Every request carries an image: the pre-flight's test request carries one too.
+            api.images = true;
             DataSpec::VisionArena(visionarena(ctx, &f)?)
         }
         "shareGPT" => {
