@@ -263,7 +263,7 @@ pub trait StageRequests: Send {
 
     /// Whether each stage sends its list from the first body, as inference-perf numbers each stage's requests
     /// from 0 (`get_data` starts again); otherwise a stage goes on where the one before it stopped.
-    fn from_first(&self) -> bool {
+    fn restarts_each_stage(&self) -> bool {
         false
     }
 }
@@ -277,7 +277,7 @@ impl StageRequests for FromFirstEachStage {
         Ok(None)
     }
 
-    fn from_first(&self) -> bool {
+    fn restarts_each_stage(&self) -> bool {
         true
     }
 }
@@ -842,7 +842,7 @@ pub async fn run(
         started = started.saturating_add(1);
         if stage_requests
             .as_ref()
-            .is_some_and(|source| source.from_first())
+            .is_some_and(|source| source.restarts_each_stage())
         {
             measured_from.set(next_id.load(Ordering::Relaxed));
         }

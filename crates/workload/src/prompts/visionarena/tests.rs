@@ -25,8 +25,11 @@ fn data(path: &str) -> VisionArenaData {
     }
 }
 
-/// (prompt, [(format, width, height)]) of each pool entry.
-fn summary(pool: &[Entry]) -> Vec<(String, Vec<(String, u32, u32)>)> {
+/// An image as (format, width, height).
+type Shown = (String, u32, u32);
+
+/// (prompt, images) of each pool entry.
+fn summary(pool: &[Entry]) -> Vec<(String, Vec<Shown>)> {
     pool.iter()
         .map(|entry| {
             let images = entry
@@ -48,7 +51,7 @@ fn summary(pool: &[Entry]) -> Vec<(String, Vec<(String, u32, u32)>)> {
         .collect()
 }
 
-fn owned(prompt: &str, images: &[(&str, u32, u32)]) -> (String, Vec<(String, u32, u32)>) {
+fn owned(prompt: &str, images: &[(&str, u32, u32)]) -> (String, Vec<Shown>) {
     (
         prompt.to_owned(),
         images
