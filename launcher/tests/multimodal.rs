@@ -837,14 +837,17 @@ fn inference_perf_visionarena_sends_the_pool_in_order_with_the_images_as_stored(
         "wire",
     );
     succeeded(&output);
-    let bodies = bodies(&seen);
-    let sent: Vec<Vec<Stored>> = bodies.iter().map(stored_parts).collect();
+    let sent_bodies = bodies(&seen);
+    let sent: Vec<Vec<Stored>> = sent_bodies.iter().map(stored_parts).collect();
     let expected: Vec<Vec<Stored>> = [0, 1, 2, 0, 0, 1]
         .iter()
         .map(|&i| entries[i].clone())
         .collect();
     assert_eq!(sent, expected);
-    assert!(bodies.iter().all(|b| b["max_tokens"] == 30), "{bodies:?}");
+    assert!(
+        sent_bodies.iter().all(|b| b["max_tokens"] == 30),
+        "{sent_bodies:?}"
+    );
 
     // Against the simulator, which reads each image's size: the records keep each image's size and stored bytes,
     // and the lifecycle report has inference-perf's image figures over the 6 requests' 7 images.
@@ -910,5 +913,48 @@ fn inference_perf_visionarena_sends_the_pool_in_order_with_the_images_as_stored(
     assert_eq!(
         image["bytes"]["min"],
         *all_bytes.iter().min().expect("bytes") as f64
+    );
+
+    // `insertion_point: null`: request i's points drawn from `np.random.default_rng(i).uniform(0, 1)`, one per
+    // image; upstream's generator run on the same pool gives these parts (request 3 is entry 0 again, at
+    // default_rng(3)'s 0.0856…: int(0.0856 · 16) = 1).
+    let drawn = write(
+        dir.path(),
+        "drawn.yaml",
+        &std::fs::read_to_string(&profile)
+            .expect("profile")
+            .replace("insertion_point: 0.5", "insertion_point: null")
+            .replace("    - {concurrency_level: 1, num_requests: 2}\n", ""),
+    );
+    let start = seen.lock().expect("lock").len();
+    let output = run_against(
+        "inference-perf",
+        &drawn,
+        &url,
+        "builtin",
+        dir.path(),
+        "drawn",
+    );
+    succeeded(&output);
+    let shown: Vec<Vec<String>> = bodies(&seen)[start..]
+        .iter()
+        .map(|body| {
+            stored_parts(body)
+                .into_iter()
+                .map(|part| match part {
+                    Stored::Text(t) => t,
+                    Stored::Image(mime, _, _) => format!("<{mime}>"),
+                })
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            vec!["second tur", "<png>", "n asks"],
+            vec!["héllo wörld, ", "<jpeg>", "what is this?"],
+            vec!["we", "<webp>", "b", "<png>", "p please"],
+            vec!["s", "<png>", "econd turn asks"],
+        ]
     );
 }

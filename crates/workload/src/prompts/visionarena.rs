@@ -14,8 +14,9 @@
 //!   re-encodes each image as a PNG through Pillow, which llmbench cannot do byte for byte.
 //! - **Requests** (`load_lazy_data`): request `data_index` of a stage (counted from 0 in each stage, as `get_data`
 //!   starts again) sends `pool[data_index % len(pool)]`: one user message of the prompt with each image as an
-//!   `image_url` part at its insertion point (`assemble_content`), the point `insertion_point` or, when `null`, a
-//!   uniform draw per image from `np.random.default_rng(data_index)`; `max_tokens` the client's default, 30.
+//!   `image_url` part at its insertion point (`assemble_content`), the point `insertion_point` or, when `null` or a
+//!   `uniform` distribution, a draw per image from `np.random.default_rng(data_index)`; `max_tokens` the client's
+//!   default, 30.
 
 use std::path::{Path, PathBuf};
 
@@ -23,7 +24,7 @@ use serde_json::Value;
 
 use super::PromptError;
 use super::vllm_hf::{self, HfKeys, Row};
-use crate::workload::VisionArenaData;
+use crate::workload::{ArenaPoint, VisionArenaData};
 use llmbench_data::image::{ImageInput, ImagePlace, pre_encoded_image};
 use llmbench_data::{DataError, Prompt};
 use llmbench_text::numpy_generator::NumpyGenerator;
@@ -56,8 +57,10 @@ pub(super) fn visionarena_prompts(
     let pool = pool(va)?;
     let mut prompts = Vec::with_capacity(pool.len());
     let count = match va.insertion_point {
-        Some(_) => pool.len(),
-        None => requests.max(1).div_ceil(pool.len()) * pool.len(),
+        ArenaPoint::At(_) => pool.len(),
+        ArenaPoint::Uniform | ArenaPoint::UniformInts { .. } => {
+            requests.max(1).div_ceil(pool.len()) * pool.len()
+        }
     };
     let mut texts: Vec<Option<Prompt>> = vec![None; pool.len()];
     for index in 0..count {
@@ -84,17 +87,22 @@ pub(super) fn visionarena_prompts(
     Ok(prompts)
 }
 
-/// `entry`'s images with their insertion points for request `data_index` (`sample_insertion_point`).
-pub(super) fn placed(entry: &Entry, point: Option<f64>, data_index: u64) -> Vec<ImageInput> {
-    let mut rng = point.is_none().then(|| NumpyGenerator::seed(data_index));
+/// `entry`'s images with their insertion points for request `data_index` (`sample_insertion_point`, one draw per
+/// image in order from `default_rng(data_index)`).
+pub(super) fn placed(entry: &Entry, point: ArenaPoint, data_index: u64) -> Vec<ImageInput> {
+    let mut rng = NumpyGenerator::seed(data_index);
     entry
         .images
         .iter()
         .map(|image| {
-            let point = match (point, rng.as_mut()) {
-                (Some(p), _) => p,
-                (None, Some(rng)) => rng.random(),
-                (None, None) => 0.0,
+            let point = match point {
+                ArenaPoint::At(p) => p,
+                ArenaPoint::Uniform => rng.random(),
+                ArenaPoint::UniformInts { min, max } => {
+                    let (low, high) = (min as f64, max as f64);
+                    let sample = low + (high + 1.0 - low) * rng.random();
+                    sample.clamp(low, high).round_ties_even()
+                }
             };
             ImageInput {
                 place: Some(ImagePlace {

@@ -1455,6 +1455,85 @@ pub(crate) fn distribution(ctx: &mut Ctx, f: &At<'_>) -> Result<TokenLengths, Wo
 /// The dataset `VisionArenaConfig.hf_dataset_name` names by default.
 const VISIONARENA_HUB_ID: &str = "lmarena-ai/VisionArena-Chat";
 
+/// `visionarena.insertion_point` as a `Distribution` (inference_perf/config/common.py), validated as its model
+/// validates it and sampled as `sample_from_distribution` samples it: `fixed` is `int(mean)` without a draw,
+/// `uniform` a draw per image; the other types are refused.
+fn arena_point_distribution(ctx: &mut Ctx, f: &At<'_>) -> Result<ArenaPoint, WorkloadError> {
+    let mut d = f.map(ctx)?;
+    let integer = |ctx: &mut Ctx,
+                   d: &mut MapReader<'_>,
+                   key: &str,
+                   default: i64|
+     -> Result<i64, WorkloadError> {
+        match d.get(key) {
+            None => Ok(default),
+            Some(v) => {
+                let x = v.f64(ctx)?;
+                if x.fract() != 0.0 || x.abs() > 1e15 {
+                    return Err(v.invalid(ctx, format!("`{key}` of a distribution is an integer")));
+                }
+                Ok(x as i64)
+            }
+        }
+    };
+    let min = integer(ctx, &mut d, "min", 10)?;
+    let max = integer(ctx, &mut d, "max", 1024)?;
+    let mean = d
+        .get("mean")
+        .map(|v| v.f64(ctx))
+        .transpose()?
+        .unwrap_or(512.0);
+    let std_dev = d
+        .get("std_dev")
+        .map(|v| v.f64(ctx))
+        .transpose()?
+        .unwrap_or(200.0);
+    let variance = d.get("variance").map(|v| v.f64(ctx)).transpose()?;
+    for key in ["total_count", "skew"] {
+        d.take(key);
+    }
+    let kind = match d.get("type") {
+        Some(t) => t.str(ctx)?.to_owned(),
+        None => "normal".to_owned(),
+    };
+    // `Distribution.validate_distribution`.
+    if variance.is_some() && std_dev > 0.0 {
+        return Err(f.invalid(ctx, "Specify either 'std_dev' or 'variance', not both."));
+    }
+    if variance.is_some_and(|v| v < 0.0) {
+        return Err(f.invalid(ctx, "Variance cannot be negative."));
+    }
+    if min > max {
+        return Err(f.invalid(
+            ctx,
+            format!("min ({min}) cannot be greater than max ({max})."),
+        ));
+    }
+    if std_dev < 0.0 {
+        return Err(f.invalid(ctx, "std_dev cannot be negative."));
+    }
+    d.finish(ctx, &[]);
+    match kind.as_str() {
+        "fixed" => Ok(ArenaPoint::At(mean.trunc())),
+        "uniform" => Ok(ArenaPoint::UniformInts { min, max }),
+        "normal" | "skew_normal" | "lognormal" | "poisson" => Err(f.unsupported(
+            ctx,
+            format!(
+                "`insertion_point` as a `{kind}` distribution (upstream draws it per image from numpy's \
+                 `default_rng(data_index)`, whose {kind} sampler llmbench does not reproduce; `fixed`, `uniform`, \
+                 a number in [0, 1] or `null` for a uniform draw per image are read)"
+            ),
+        )),
+        other => Err(f.invalid(
+            ctx,
+            format!(
+                "unknown distribution type `{other}`; expected one of normal, skew_normal, lognormal, uniform, \
+                 poisson, fixed"
+            ),
+        )),
+    }
+}
+
 /// `data.visionarena` (`VisionArenaConfig`, inference_perf/config/datagen/visionarena.py at
 /// kubernetes-sigs/inference-perf 7de5ef2).
 fn visionarena(ctx: &mut Ctx, f: &At<'_>) -> Result<VisionArenaData, WorkloadError> {
@@ -1511,23 +1590,17 @@ fn visionarena(ctx: &mut Ctx, f: &At<'_>) -> Result<VisionArenaData, WorkloadErr
         .transpose()?
         .unwrap_or(1);
     let insertion_point = match m.take("insertion_point") {
-        None => Some(0.0),
-        Some(f) if f.is_null() => None,
+        None => ArenaPoint::At(0.0),
+        Some(f) if f.is_null() => ArenaPoint::Uniform,
         Some(f) if matches!(f.node.value, super::yaml::Value::Map(_)) => {
-            return Err(f.unsupported(
-                ctx,
-                "`insertion_point` as a distribution (upstream draws it per image from numpy's \
-                 `default_rng(data_index)` through `sample_from_distribution`, rounded to an integer, and llmbench \
-                 does not reproduce its normal, lognormal and Poisson draws; give a number in [0, 1], or `null` \
-                 for a uniform draw per image)",
-            ));
+            arena_point_distribution(ctx, &f)?
         }
         Some(f) => {
             let point = f.f64(ctx)?;
             if point.is_nan() {
                 return Err(f.invalid(ctx, "`insertion_point` must be a number in [0, 1], not NaN"));
             }
-            Some(point)
+            ArenaPoint::At(point)
         }
     };
     m.finish(ctx, &[]);

@@ -1052,8 +1052,21 @@ pub struct VisionArenaData {
     pub num_rows: u64,
     /// `max_images_per_request` (1): a row's image list is cut to this many before its images are read.
     pub max_images_per_request: u64,
-    /// `insertion_point` (0.0) as a number; `None` (`null`) draws `default_rng(data_index).uniform(0, 1)` per image.
-    pub insertion_point: Option<f64>,
+    /// `insertion_point` (0.0).
+    pub insertion_point: ArenaPoint,
+}
+
+/// `VisionArenaConfig.insertion_point`, as `sample_insertion_point` resolves it per image with request
+/// `data_index`'s `np.random.default_rng(data_index)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ArenaPoint {
+    /// A number, or a `fixed` distribution (`int(mean)`, no draw): every image's point.
+    At(f64),
+    /// `null`: `rng.uniform(0.0, 1.0)` per image.
+    Uniform,
+    /// A `uniform` distribution (`sample_from_distribution`): `rng.uniform(min, max + 1)` clipped to `[min, max]`
+    /// and rounded half to even (`np.round`).
+    UniformInts { min: i64, max: i64 },
 }
 
 /// inference-perf `data.otel_trace_replay` (`config/datagen/replay.py::OTelTraceReplayConfig`), the keys that

@@ -4078,7 +4078,7 @@ fn inference_perf_visionarena_reads_a_local_directory_and_refuses_the_hub() {
             split: "train".to_owned(),
             num_rows: 1000,
             max_images_per_request: 1,
-            insertion_point: Some(0.0),
+            insertion_point: ArenaPoint::At(0.0),
         }
     );
     assert_eq!(
@@ -4091,7 +4091,7 @@ fn inference_perf_visionarena_reads_a_local_directory_and_refuses_the_hub() {
             split: "test".to_owned(),
             num_rows: 3,
             max_images_per_request: 2,
-            insertion_point: None,
+            insertion_point: ArenaPoint::Uniform,
         }
     );
     assert_eq!(
@@ -4099,7 +4099,7 @@ fn inference_perf_visionarena_reads_a_local_directory_and_refuses_the_hub() {
             "  visionarena:\n    hf_dataset_name: {root}\n    insertion_point: 1\n"
         ))
         .insertion_point,
-        Some(1.0)
+        ArenaPoint::At(1.0)
     );
 
     let refused = |body: &str| err(Harness::InferencePerf, &profile(body));
@@ -4130,13 +4130,29 @@ fn inference_perf_visionarena_reads_a_local_directory_and_refuses_the_hub() {
         e.contains("p.yaml:11") && e.contains("`hf_data_files`"),
         "{e}"
     );
+    // A distribution: `fixed` is `int(mean)`, `uniform` a draw per image; normal (the default type) is refused.
+    let point = |d: &str| {
+        data(&format!(
+            "  visionarena:\n    hf_dataset_name: {root}\n    insertion_point: {d}\n"
+        ))
+        .insertion_point
+    };
+    assert_eq!(point("{type: fixed, mean: 1.9}"), ArenaPoint::At(1.0));
+    assert_eq!(
+        point("{type: uniform, min: 0, max: 1}"),
+        ArenaPoint::UniformInts { min: 0, max: 1 }
+    );
     let e = refused(&format!(
-        "  visionarena:\n    hf_dataset_name: {root}\n    insertion_point: {{type: uniform, min: 0, max: 1}}\n"
+        "  visionarena:\n    hf_dataset_name: {root}\n    insertion_point: {{min: 0, max: 1, mean: 0.5}}\n"
     ));
     assert!(
-        e.contains("data.visionarena.insertion_point") && e.contains("as a distribution"),
+        e.contains("data.visionarena.insertion_point") && e.contains("`normal` distribution"),
         "{e}"
     );
+    let e = refused(&format!(
+        "  visionarena:\n    hf_dataset_name: {root}\n    insertion_point: {{type: uniform, min: 2, max: 1}}\n"
+    ));
+    assert!(e.contains("min (2) cannot be greater than max (1)."), "{e}");
     let e = refused(&format!(
         "  visionarena:\n    hf_dataset_name: {root}\n    num_rows: 0\n"
     ));

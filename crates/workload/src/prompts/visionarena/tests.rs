@@ -21,7 +21,7 @@ fn data(path: &str) -> VisionArenaData {
         split: "train".to_owned(),
         num_rows: 1000,
         max_images_per_request: 1,
-        insertion_point: Some(0.0),
+        insertion_point: ArenaPoint::At(0.0),
     }
 }
 
@@ -165,15 +165,35 @@ fn insertion_points_are_the_number_or_drawn_from_the_request_index() {
     };
     let entry = Entry {
         prompt: "p".to_owned(),
-        images: vec![image.clone(), image],
+        images: vec![image.clone(), image.clone()],
     };
-    let points = |point: Option<f64>, index: u64| -> Vec<f64> {
-        placed(&entry, point, index)
+    let points = |entry: &Entry, point: ArenaPoint, index: u64| -> Vec<f64> {
+        placed(entry, point, index)
             .iter()
             .map(|i| i.place.expect("placed").point)
             .collect()
     };
-    assert_eq!(points(Some(0.5), 7), [0.5, 0.5]);
-    assert_eq!(points(None, 0), [0.6369616873214543, 0.2697867137638703]);
-    assert_eq!(points(None, 3)[0], 0.08564916714362436);
+    assert_eq!(points(&entry, ArenaPoint::At(0.5), 7), [0.5, 0.5]);
+    assert_eq!(
+        points(&entry, ArenaPoint::Uniform, 0),
+        [0.6369616873214543, 0.2697867137638703]
+    );
+    assert_eq!(
+        points(&entry, ArenaPoint::Uniform, 3)[0],
+        0.08564916714362436
+    );
+    // A `uniform` distribution: `rng.uniform(min, max + 1)`, clipped, `np.round`ed. Request 0 draws 1.2739… and
+    // 0.5395… from uniform(0, 2): 1 and 1; request 3 draws 0.1712… and 0.4736…: 0 and 0. With min -3, max 5,
+    // request 7's four images get 3, 5, 4, -1 (by upstream's `sample_insertion_point`, numpy 2.4.6).
+    let zero_one = ArenaPoint::UniformInts { min: 0, max: 1 };
+    assert_eq!(points(&entry, zero_one, 0), [1.0, 1.0]);
+    assert_eq!(points(&entry, zero_one, 3), [0.0, 0.0]);
+    let four = Entry {
+        prompt: "p".to_owned(),
+        images: vec![image; 4],
+    };
+    assert_eq!(
+        points(&four, ArenaPoint::UniformInts { min: -3, max: 5 }, 7),
+        [3.0, 5.0, 4.0, -1.0]
+    );
 }
