@@ -734,3 +734,227 @@ fn vllm_visionarena_sends_each_rows_first_message_and_first_stored_image() {
         stderr(&output)
     );
 }
+
+/// One request's content parts as (text) or (format, width, height, stored bytes) of an image.
+#[derive(Debug, Clone, PartialEq)]
+enum Stored {
+    Text(String),
+    Image(String, (u32, u32), Vec<u8>),
+}
+
+fn stored_parts(body: &Value) -> Vec<Stored> {
+    let messages = body["messages"].as_array().expect("messages");
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    messages[0]["content"]
+        .as_array()
+        .expect("content parts")
+        .iter()
+        .map(|part| match part["type"].as_str() {
+            Some("text") => Stored::Text(part["text"].as_str().expect("text").to_owned()),
+            Some("image_url") => {
+                let url = part["image_url"]["url"].as_str().expect("a url");
+                let (mime, payload) = url
+                    .strip_prefix("data:image/")
+                    .and_then(|rest| rest.split_once(";base64,"))
+                    .expect("a base64 data URL");
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(payload)
+                    .expect("base64");
+                let size = llmbench_data::image::data_url_image_size(url).expect("a size");
+                Stored::Image(mime.to_owned(), size, bytes)
+            }
+            other => panic!("unexpected part {other:?}"),
+        })
+        .collect()
+}
+
+/// inference-perf's `visionarena` data from a local copy (tests/fixtures/parquet/visionarena-pool, written by
+/// make-fixtures.py): by hand from `VisionArenaDataGenerator` (datagen/dataset/visionarena_datagen.py at
+/// kubernetes-sigs/inference-perf 7de5ef2), and checked against it run on the same files with `datasets` 4: with
+/// `num_rows: 3` and `max_images_per_request: 2` the pool is file 1's rows 2 (its second turn's prompt, its PNG
+/// after a skipped GIF) and 3 (a JPEG), then file 2's row 1 (a WEBP and a PNG of its three images). Request `i`
+/// of a stage sends entry `i % 3`, each stage counting from 0 (`get_data` starts again): 0, 1, 2, 0, then 0, 1.
+/// At `insertion_point: 0.5` the images cut the prompt at int(0.5 · len) characters: 16 → 8, 26 → 13, 11 → 5.
+/// The images go as stored, with their MIME type; `max_tokens` is the client's default, 30.
+#[test]
+fn inference_perf_visionarena_sends_the_pool_in_order_with_the_images_as_stored() {
+    let data =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/parquet/visionarena-pool/data");
+    let stored = |file: &str, row: usize, image: usize| -> Vec<u8> {
+        let rows = llmbench_data::parquet_rows(&data.join(file)).expect("rows");
+        let text = rows[row]["images"][image]["bytes"].as_str().expect("bytes");
+        base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .expect("base64")
+    };
+    let first = "train-00000-of-00002.parquet";
+    let second = "train-00001-of-00002.parquet";
+    let text = |t: &str| Stored::Text(t.to_owned());
+    let image =
+        |mime: &str, size: (u32, u32), bytes: Vec<u8>| Stored::Image(mime.to_owned(), size, bytes);
+    let entries = [
+        vec![
+            text("second t"),
+            image("png", (20, 10), stored(first, 1, 1)),
+            text("urn asks"),
+        ],
+        vec![
+            text("héllo wörld, "),
+            image("jpeg", (24, 16), stored(first, 2, 0)),
+            text("what is this?"),
+        ],
+        vec![
+            text("webp "),
+            image("webp", (30, 20), stored(second, 0, 0)),
+            image("png", (8, 8), stored(second, 0, 1)),
+            text("please"),
+        ],
+    ];
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile = write(
+        dir.path(),
+        "visionarena.yaml",
+        &format!(
+            "server: {{type: vllm, base_url: http://x, model_name: m, ignore_eos: true}}\n\
+             api: {{type: chat, streaming: true}}\n\
+             data:\n  type: visionarena\n  visionarena:\n    hf_dataset_name: {}\n    num_rows: 3\n    \
+             max_images_per_request: 2\n    insertion_point: 0.5\n\
+             load:\n  type: concurrent\n  stages:\n    - {{concurrency_level: 1, num_requests: 4}}\n    \
+             - {{concurrency_level: 1, num_requests: 2}}\n",
+            data.display()
+        ),
+    );
+    // The 30 tokens asked, as the client's default `max_tokens` asks.
+    let (url, seen) =
+        capturing_server(|request| streamed_text(request, &["t"; 30].join(" "), "length", 30));
+    let output = run_against(
+        "inference-perf",
+        &profile,
+        &url,
+        "builtin",
+        dir.path(),
+        "wire",
+    );
+    succeeded(&output);
+    let sent_bodies = bodies(&seen);
+    let sent: Vec<Vec<Stored>> = sent_bodies.iter().map(stored_parts).collect();
+    let expected: Vec<Vec<Stored>> = [0, 1, 2, 0, 0, 1]
+        .iter()
+        .map(|&i| entries[i].clone())
+        .collect();
+    assert_eq!(sent, expected);
+    assert!(
+        sent_bodies.iter().all(|b| b["max_tokens"] == 30),
+        "{sent_bodies:?}"
+    );
+
+    // Against the simulator, which reads each image's size: the records keep each image's size and stored bytes,
+    // and the lifecycle report has inference-perf's image figures over the 6 requests' 7 images.
+    let sim = SimProcess::start(&["--model", "m", "--ttft", "1ms", "--itl", "1ms"]);
+    let output = run_on_sim(dir.path(), "inference-perf", &profile, "sim", &sim);
+    succeeded(&output);
+    let records = records(dir.path(), "sim");
+    assert_eq!(records.len(), 6);
+    let images: Vec<Vec<(u64, u64, u64)>> = records
+        .iter()
+        .map(|r| {
+            r["images"]
+                .as_array()
+                .expect("images")
+                .iter()
+                .map(|i| {
+                    let n = |k: &str| i[k].as_u64().expect("a number");
+                    (n("width"), n("height"), n("bytes"))
+                })
+                .collect()
+        })
+        .collect();
+    let sizes = |entry: &[Stored]| -> Vec<(u64, u64, u64)> {
+        entry
+            .iter()
+            .filter_map(|part| match part {
+                Stored::Image(_, (w, h), bytes) => {
+                    Some((u64::from(*w), u64::from(*h), bytes.len() as u64))
+                }
+                Stored::Text(_) => None,
+            })
+            .collect()
+    };
+    let mut expected: Vec<Vec<(u64, u64, u64)>> = [0, 1, 2, 0, 0, 1]
+        .iter()
+        .map(|&i| sizes(&entries[i]))
+        .collect();
+    let mut images = images;
+    // Records are written as requests finish; one at a time, but compare as sets of requests all the same.
+    images.sort();
+    expected.sort();
+    assert_eq!(images, expected);
+    let lifecycle: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            dir.path()
+                .join("sim")
+                .join("summary_lifecycle_metrics.json"),
+        )
+        .expect("summary_lifecycle_metrics.json"),
+    )
+    .expect("json");
+    let image = &lifecycle["successes"]["image"];
+    assert_eq!(image["count"]["mean"], 7.0 / 6.0, "{image}");
+    assert_eq!(image["pixels"]["max"], 600.0, "{image}");
+    assert_eq!(image["pixels"]["min"], 64.0, "{image}");
+    assert_eq!(image["aspect_ratio"]["max"], 2.0, "{image}");
+    assert_eq!(image["aspect_ratio"]["min"], 1.0, "{image}");
+    let all_bytes: Vec<u64> = expected.iter().flatten().map(|i| i.2).collect();
+    assert_eq!(
+        image["bytes"]["max"],
+        *all_bytes.iter().max().expect("bytes") as f64
+    );
+    assert_eq!(
+        image["bytes"]["min"],
+        *all_bytes.iter().min().expect("bytes") as f64
+    );
+
+    // `insertion_point: null`: request i's points drawn from `np.random.default_rng(i).uniform(0, 1)`, one per
+    // image; upstream's generator run on the same pool gives these parts (request 3 is entry 0 again, at
+    // default_rng(3)'s 0.0856…: int(0.0856 · 16) = 1).
+    let drawn = write(
+        dir.path(),
+        "drawn.yaml",
+        &std::fs::read_to_string(&profile)
+            .expect("profile")
+            .replace("insertion_point: 0.5", "insertion_point: null")
+            .replace("    - {concurrency_level: 1, num_requests: 2}\n", ""),
+    );
+    let start = seen.lock().expect("lock").len();
+    let output = run_against(
+        "inference-perf",
+        &drawn,
+        &url,
+        "builtin",
+        dir.path(),
+        "drawn",
+    );
+    succeeded(&output);
+    let shown: Vec<Vec<String>> = bodies(&seen)[start..]
+        .iter()
+        .map(|body| {
+            stored_parts(body)
+                .into_iter()
+                .map(|part| match part {
+                    Stored::Text(t) => t,
+                    Stored::Image(mime, _, _) => format!("<{mime}>"),
+                })
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            vec!["second tur", "<png>", "n asks"],
+            vec!["héllo wörld, ", "<jpeg>", "what is this?"],
+            vec!["we", "<webp>", "b", "<png>", "p please"],
+            vec!["s", "<png>", "econd turn asks"],
+        ]
+    );
+}

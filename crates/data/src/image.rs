@@ -461,8 +461,8 @@ impl BitWriter {
     }
 }
 
-/// The width and height of the JPEG or PNG image a `data:image/…;base64,` URL carries, read from its header
-/// (JPEG's start-of-frame segment, PNG's IHDR) after decoding only as much of the base64 as that takes. `None`
+/// The width and height of the JPEG, PNG or WEBP image a `data:image/…;base64,` URL carries, read from its header
+/// (JPEG's start-of-frame segment, PNG's IHDR, WEBP's first chunk) after decoding only as much of the base64 as that takes. `None`
 /// for anything else: another URL scheme, another format, a damaged header.
 pub fn data_url_image_size(url: &str) -> Option<(u32, u32)> {
     let rest = url.strip_prefix("data:image/")?;
@@ -504,7 +504,101 @@ pub fn stored_image(base64: &str) -> Option<ImageInput> {
     })
 }
 
-/// The width and height of the JPEG or PNG image at a `file://` URL (a path after the scheme), from its header:
+/// Pillow's `Image.MAX_IMAGE_PIXELS` (`int(1024 * 1024 * 1024 // 4 // 3)`): `Image.open` raises
+/// `DecompressionBombError` for an image of more than twice as many pixels.
+const PIL_MAX_IMAGE_PIXELS: u64 = 89_478_485;
+
+/// An encoded image a dataset stores (`{"bytes": …}`, here its bytes as base64), as inference-perf's VisionArena
+/// loader takes it (`VisionArenaDataGenerator._process_image`, inference_perf/datagen/dataset/visionarena_datagen.py
+/// at kubernetes-sigs/inference-perf 7de5ef2): a PNG, JPEG or WEBP image Pillow opens is sent as it is stored, as a
+/// `data:image/{png,jpeg,webp};base64,…` URL (`ImageRepresentation.mime_type`), its size from its header; `None`
+/// for what the loader skips: bytes of another format (GIF, BMP, …), bytes Pillow cannot open or load (a PNG is
+/// decoded whole here to tell; a JPEG or WEBP is read to its size only), and an image of more than twice Pillow's
+/// `MAX_IMAGE_PIXELS`.
+pub fn pre_encoded_image(base64: &str) -> Option<ImageInput> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(base64)
+        .ok()?;
+    let (format, (width, height)) = if bytes.starts_with(&PNG_SIGNATURE) {
+        ("png", decoded_png_size(&bytes)?)
+    } else if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        // `JpegImagePlugin._accept`: `prefix[:3] == b"\xFF\xD8\xFF"`.
+        match header_size(&bytes) {
+            Header::Size(w, h) if w > 0 && h > 0 => ("jpeg", (w, h)),
+            _ => return None,
+        }
+    } else if bytes.len() >= 16 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
+        ("webp", webp_size(&bytes)?)
+    } else {
+        return None;
+    };
+    if u64::from(width) * u64::from(height) > 2 * PIL_MAX_IMAGE_PIXELS {
+        return None;
+    }
+    Some(ImageInput {
+        size: Some((width, height)),
+        url: format!(
+            "data:image/{format};base64,{}",
+            base64::engine::general_purpose::STANDARD.encode(&bytes)
+        ),
+        place: None,
+    })
+}
+
+const PNG_SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A];
+
+/// The size of a PNG that decodes whole (`pil.load()` reads every row), `None` for one that does not.
+fn decoded_png_size(bytes: &[u8]) -> Option<(u32, u32)> {
+    let mut reader = png::Decoder::new(std::io::Cursor::new(bytes))
+        .read_info()
+        .ok()?;
+    let mut buffer = vec![0; reader.output_buffer_size()];
+    reader.next_frame(&mut buffer).ok()?;
+    let info = reader.info();
+    Some((info.width, info.height))
+}
+
+/// The canvas size a WEBP file's first chunk gives (Pillow's `WebPImagePlugin` reads it through libwebp):
+/// `VP8 ` (lossy: 14-bit width and height after the frame tag and start code), `VP8L` (lossless: 14-bit
+/// width − 1 and height − 1 after the signature byte) or `VP8X` (extended: 24-bit canvas width − 1 and
+/// height − 1).
+fn webp_size(bytes: &[u8]) -> Option<(u32, u32)> {
+    let chunk = bytes.get(12..16)?;
+    let le16 = |at: usize| -> Option<u32> {
+        Some(u32::from(u16::from_le_bytes([
+            *bytes.get(at)?,
+            *bytes.get(at + 1)?,
+        ])))
+    };
+    let le24 = |at: usize| -> Option<u32> {
+        Some(u32::from_le_bytes([
+            *bytes.get(at)?,
+            *bytes.get(at + 1)?,
+            *bytes.get(at + 2)?,
+            0,
+        ]))
+    };
+    let (width, height) = match chunk {
+        b"VP8 " => {
+            if bytes.get(23..26)? != [0x9D, 0x01, 0x2A] {
+                return None;
+            }
+            (le16(26)? & 0x3FFF, le16(28)? & 0x3FFF)
+        }
+        b"VP8L" => {
+            if *bytes.get(20)? != 0x2F {
+                return None;
+            }
+            let bits = u32::from_le_bytes(bytes.get(21..25)?.try_into().ok()?);
+            ((bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1)
+        }
+        b"VP8X" => (le24(24)? + 1, le24(27)? + 1),
+        _ => return None,
+    };
+    (width > 0 && height > 0).then_some((width, height))
+}
+
+/// The width and height of the JPEG, PNG or WEBP image at a `file://` URL (a path after the scheme), from its header:
 /// only the first bytes are read. `None` when the file cannot be read or is not such an image.
 pub fn file_url_image_size(url: &str) -> Option<(u32, u32)> {
     use std::io::Read as _;
@@ -531,11 +625,17 @@ enum Header {
 }
 
 fn header_size(bytes: &[u8]) -> Header {
-    const PNG: [u8; 8] = [0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A];
     let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
     let be16 = |b: &[u8]| u32::from(u16::from_be_bytes([b[0], b[1]]));
-    if bytes.len() >= 24 && bytes[..8] == PNG && &bytes[12..16] == b"IHDR" {
+    if bytes.len() >= 24 && bytes[..8] == PNG_SIGNATURE && &bytes[12..16] == b"IHDR" {
         return Header::Size(be32(&bytes[16..20]), be32(&bytes[20..24]));
+    }
+    if bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
+        return match webp_size(bytes) {
+            Some((w, h)) => Header::Size(w, h),
+            None if bytes.len() < 30 => Header::NeedMore,
+            None => Header::Invalid,
+        };
     }
     if bytes.len() < 2 || bytes[..2] != [0xFF, 0xD8] {
         return if bytes.len() < 24 {
@@ -593,6 +693,60 @@ mod tests {
             stored_image("R0lGODlhAQABAAAAACw=").is_none(),
             "a GIF is not read"
         );
+    }
+
+    /// Pillow 13.0.0 writes these (`Image.new(mode, size, colour).save(out, format=...)`): a lossy WEBP of 30 × 20
+    /// (`VP8 `), a lossless one of 7 × 5 (`VP8L`), an RGBA one of 300 × 2 (`VP8X`, with an alpha chunk) and a GIF.
+    const WEBP_LOSSY: &str = "UklGRkYAAABXRUJQVlA4IDoAAABQAwCdASoeABQAPm00lkekIyIhKAgAgA2JZQB2APwAAIMoIACb//+dg9l372S///WV/Mr+ZX+7sAAA";
+    const WEBP_LOSSLESS: &str = "UklGRh4AAABXRUJQVlA4TBEAAAAvBgABAAdQ5HrUo/+BiOh/AAA=";
+    const WEBP_EXTENDED: &str = "UklGRmQAAABXRUJQVlA4WAoAAAAQAAAAKwEAAQAAQUxQSA8AAAABB0AgaYu3/RERR0T0PwAAVlA4IC4AAACwAwCdASosAQIAPm02mEkkIyKhIagAgA2JaQAADHThw4cOHDhugAD++3jAAAAA";
+    const GIF: &str = "R0lGODdhBQAFAIEAAB7IHgAAAAAAAAAAACwAAAAABQAFAAAICwABCBxIsKBBggEBADs=";
+
+    /// inference-perf's `_process_image`: PNG, JPEG and WEBP go as stored with their MIME type; another format, or
+    /// a PNG Pillow cannot load, is left out.
+    #[test]
+    fn pre_encoded_images_go_as_stored_in_the_three_wire_formats() {
+        for (stored, size) in [
+            (WEBP_LOSSY, (30, 20)),
+            (WEBP_LOSSLESS, (7, 5)),
+            (WEBP_EXTENDED, (300, 2)),
+        ] {
+            let image = pre_encoded_image(stored).expect("a WEBP");
+            assert_eq!(image.size, Some(size));
+            assert_eq!(image.url, format!("data:image/webp;base64,{stored}"));
+            assert_eq!(
+                data_url_image_size(&image.url),
+                Some(size),
+                "its header reads back"
+            );
+        }
+        let png = solid_png_image(30, 20, [1, 2, 3]);
+        let payload = png
+            .url
+            .split_once(";base64,")
+            .map(|(_, p)| p)
+            .expect("payload");
+        let image = pre_encoded_image(payload).expect("a PNG");
+        assert_eq!(
+            (image.size, image.url.as_str()),
+            (Some((30, 20)), png.url.as_str())
+        );
+        let jpeg = base64::engine::general_purpose::STANDARD.encode(noise_jpeg(17, 9, 3));
+        let image = pre_encoded_image(&jpeg).expect("a JPEG");
+        assert_eq!(image.size, Some((17, 9)));
+        assert_eq!(image.url, format!("data:image/jpeg;base64,{jpeg}"));
+
+        assert!(pre_encoded_image(GIF).is_none(), "a GIF is skipped");
+        // A PNG cut inside its image data: `pil.load()` fails on it.
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(payload)
+            .expect("base64");
+        let cut = base64::engine::general_purpose::STANDARD.encode(&bytes[..bytes.len() - 20]);
+        assert!(
+            pre_encoded_image(&cut).is_none(),
+            "a PNG cut short is skipped"
+        );
+        assert!(pre_encoded_image("not base64!").is_none());
     }
 
     fn woven(count: u32, resolutions: Vec<ImageBucket>, weighted: bool) -> WovenImages {

@@ -23,7 +23,7 @@ use llmbench_text::tokenizer::TokenizerError;
 pub use dataset::json_kind;
 pub use dataset::{load_dataset, load_sharegpt};
 pub use lengths::{LengthDistribution, LengthSampler};
-pub use parquet_rows::parquet_rows;
+pub use parquet_rows::{parquet_binary_columns, parquet_metadata, parquet_rows};
 pub use synth::{
     PrefixBucket, SPOT_CHECK_EVERY, SharedPrefixSpec, Synthesizer, SyntheticSpec,
     shared_prefix_prompts, synthetic_prompts,

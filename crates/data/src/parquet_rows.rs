@@ -37,6 +37,54 @@ pub fn parquet_rows(path: &Path) -> Result<Vec<Map<String, Value>>, DataError> {
     Ok(rows)
 }
 
+/// The leaf columns of the Parquet file at `path` that hold bytes (BYTE_ARRAY without a string annotation, which
+/// `datasets` hands out as Python `bytes` where a string column gives `str`), each as its dotted path
+/// (`images.list.element.bytes`); `parquet_rows` gives both as JSON strings, bytes in base64.
+pub fn parquet_binary_columns(path: &Path) -> Result<Vec<String>, DataError> {
+    use parquet::basic::{ConvertedType, LogicalType, Type as PhysicalType};
+    let reader = open(path)?;
+    let schema = reader.metadata().file_metadata().schema_descr_ptr();
+    Ok(schema
+        .columns()
+        .iter()
+        .filter(|column| {
+            column.physical_type() == PhysicalType::BYTE_ARRAY
+                && !matches!(
+                    column.logical_type_ref(),
+                    Some(&LogicalType::String | &LogicalType::Json | &LogicalType::Enum)
+                )
+                && !matches!(
+                    column.converted_type(),
+                    ConvertedType::UTF8 | ConvertedType::JSON | ConvertedType::ENUM
+                )
+        })
+        .map(|column| column.path().string())
+        .collect())
+}
+
+/// The value of the Parquet file's key-value metadata entry `key` (such as `huggingface`, where `datasets` keeps
+/// the features it wrote the file with), if it has one.
+pub fn parquet_metadata(path: &Path, key: &str) -> Result<Option<String>, DataError> {
+    let reader = open(path)?;
+    Ok(reader
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .and_then(|entries| entries.iter().find(|kv| kv.key == key))
+        .and_then(|kv| kv.value.clone()))
+}
+
+fn open(path: &Path) -> Result<SerializedFileReader<std::fs::File>, DataError> {
+    let file = std::fs::File::open(path).map_err(|source| DataError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    SerializedFileReader::new(file).map_err(|source| DataError::Parquet {
+        path: path.to_owned(),
+        source,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -63,6 +63,12 @@ impl NumpyGenerator {
         (high ^ low).rotate_right((self.state >> 122) as u32)
     }
 
+    /// `Generator.random()`, and `uniform(0.0, 1.0)` (`low + (high - low) * next_double`): the top 53 bits of a
+    /// 64-bit draw, times 2⁻⁵³.
+    pub fn random(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / 9_007_199_254_740_992.0)
+    }
+
     fn next_u32(&mut self) -> u32 {
         if let Some(high) = self.pending_high.take() {
             return high;
@@ -170,6 +176,20 @@ mod tests {
             |seed: u64| (NumpyGenerator::seed(seed).next_u64() >> 11) as f64 / (1u64 << 53) as f64;
         assert_eq!(unit(0), 0.6369616873214543);
         assert_eq!(unit(42), 0.7739560485559633);
+    }
+
+    #[test]
+    fn uniform_draws_match_numpy_default_rng() {
+        // numpy 2.4.6: r = np.random.default_rng(s); r.uniform(0.0, 1.0), r.uniform(0.0, 1.0) for s = 0, 1, 3.
+        let cases = [
+            (0, [0.6369616873214543, 0.2697867137638703]),
+            (1, [0.5118216247002567, 0.9504636963259353]),
+            (3, [0.08564916714362436, 0.2368105065960997]),
+        ];
+        for (seed, expected) in cases {
+            let mut rng = NumpyGenerator::seed(seed);
+            assert_eq!([rng.random(), rng.random()], expected, "seed {seed}");
+        }
     }
 
     #[test]

@@ -180,6 +180,14 @@ pub fn estimate_run_memory(workload: &Workload, expected_requests: Option<u64>) 
                     a.output.as_ref().map(mean_tokens),
                 )
             }
+            // The pool of usable rows (at most `num_rows`); their text counted at the nominal dataset size, their
+            // images checked when the run reads them.
+            DataSpec::VisionArena(v) => (
+                v.num_rows.clamp(1, MAX_PROMPTS),
+                NOMINAL_DATASET_PROMPT_TOKENS as f64,
+                0.0,
+                Some(30.0),
+            ),
             // Each entry a query and its passages, held as one prompt of them all.
             DataSpec::AiperfRankings(r) => (
                 pool(Some(r.entries)),

@@ -10,6 +10,7 @@ mod aiperf_rankings_file;
 mod burstgpt;
 mod guidellm_file;
 pub mod guidellm_trace;
+mod visionarena;
 mod vllm_hf;
 
 use std::path::{Path, PathBuf};
@@ -173,6 +174,7 @@ pub fn prompt_origin(workload: &Workload, nonce: u64) -> PromptOrigin {
         DataSpec::GuidellmFile(file) => return pinned(format!("the data file {}", file.path)),
         DataSpec::BurstGpt(file) => return pinned(format!("the BurstGPT file {}", file.path)),
         DataSpec::VllmHf(hf) => return pinned(format!("the dataset {}", hf.path)),
+        DataSpec::VisionArena(va) => return pinned(format!("the dataset {}", va.path)),
         DataSpec::AiperfFile(file) => return pinned(format!("the dataset file {}", file.path)),
         DataSpec::AiperfRankingsFile(file) => {
             return pinned(format!("the dataset file {}", file.path));
@@ -220,6 +222,12 @@ pub fn shares_prefixes(workload: &Workload) -> bool {
         DataSpec::AiperfConversations(a) => a.prefix_pool.is_some(),
         _ => false,
     }
+}
+
+/// Whether each stage sends `workload`'s requests from the first again, as inference-perf's `visionarena` data does
+/// (`get_data` numbers each stage's requests from 0, and request `i` sends pool entry `i % len(pool)`).
+pub fn restarts_each_stage(workload: &Workload) -> bool {
+    matches!(workload.data, DataSpec::VisionArena(_))
 }
 
 /// Whether the requests ask for exactly their `max_tokens` (`ignore_eos`): the profile's setting, except for a
@@ -445,6 +453,7 @@ pub fn build_prompts(
         DataSpec::File(file) => vllm_custom(file, tokenizer, pool(None))?,
         DataSpec::BurstGpt(file) => burstgpt::burstgpt_prompts(file, tokenizer, seed, pool(None))?,
         DataSpec::VllmHf(hf) => vllm_hf::vllm_hf_prompts(hf, tokenizer, seed, pool(None))?,
+        DataSpec::VisionArena(va) => visionarena::visionarena_prompts(va, tokenizer, pool(None))?,
         DataSpec::GuidellmFile(file) => {
             let prompts = guidellm_file::guidellm_file_prompts(file, tokenizer)?;
             if prompts.skipped > 0 {

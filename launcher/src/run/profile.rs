@@ -10,7 +10,8 @@ use llmbench_report::report::RunMeta;
 use llmbench_text::tokenizer::{HubOptions, Tokenizer, load_tokenizer};
 use llmbench_workload::conversations::build_conversations;
 use llmbench_workload::prompts::{
-    PromptOrigin, build_prompts, prompt_origin, shares_prefixes, stage_prompt_seed,
+    PromptOrigin, build_prompts, prompt_origin, restarts_each_stage, shares_prefixes,
+    stage_prompt_seed,
 };
 use llmbench_workload::request::{BodySettings, BodyStyle, prepare_all};
 use llmbench_workload::workload::Workload;
@@ -174,6 +175,9 @@ impl Runner for ProfileRun {
                     && several
                     && !shares_prefixes(&workload)
                     && !args.warm_prefix_cache;
+                if restarts_each_stage(&workload) {
+                    stage_requests = Some(Box::new(engine::FromFirstEachStage));
+                }
                 if let (true, PromptOrigin::Fresh { seed }) = (per_stage, &origin) {
                     stage_requests = Some(Box::new(cache::FreshStagePrompts {
                         workload: data.clone(),

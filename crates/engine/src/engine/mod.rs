@@ -262,6 +262,26 @@ pub trait StageRequests: Send {
     /// next stage's either), or `None` to send from the run's own list. Called between stages, with nothing of the
     /// run in flight and before the stage's clock starts.
     fn requests(&mut self, nth: u32, stage: &Stage) -> Result<Option<Requests>, PlannerError>;
+
+    /// Whether each stage sends its list from the first body, as inference-perf numbers each stage's requests
+    /// from 0 (`get_data` starts again); otherwise a stage goes on where the one before it stopped.
+    fn restarts_each_stage(&self) -> bool {
+        false
+    }
+}
+
+/// Every stage sends the run's own list, each from its first body.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FromFirstEachStage;
+
+impl StageRequests for FromFirstEachStage {
+    fn requests(&mut self, _nth: u32, _stage: &Stage) -> Result<Option<Requests>, PlannerError> {
+        Ok(None)
+    }
+
+    fn restarts_each_stage(&self) -> bool {
+        true
+    }
 }
 
 /// How many priming requests are in flight at once: enough to prime a large pool quickly, few enough that a
@@ -822,6 +842,12 @@ pub async fn run(
             None => None,
         };
         started = started.saturating_add(1);
+        if stage_requests
+            .as_ref()
+            .is_some_and(|source| source.restarts_each_stage())
+        {
+            measured_from.set(next_id.load(Ordering::Relaxed));
+        }
         if pause && !plan.interval.is_zero() {
             tokio::select! {
                 () = tokio::time::sleep(plan.interval) => {}

@@ -165,7 +165,7 @@ fn image_size(url: &str) -> Result<(u32, u32), String> {
     size.ok_or_else(|| {
         let shown: String = url.chars().take(60).collect();
         format!(
-            "cannot read the image at `{shown}…`: the simulator takes JPEG or PNG images as base64 data URLs \
+            "cannot read the image at `{shown}…`: the simulator takes JPEG, PNG or WEBP images as base64 data URLs \
              (data:image/jpeg;base64,…) or as file:// URLs of local files"
         )
     })

@@ -301,7 +301,7 @@ async fn chat_images_add_one_token_per_28_pixel_tile_to_prompt_tokens() {
     assert!(
         answer["error"]["message"]
             .as_str()
-            .is_some_and(|m| m.contains("takes JPEG or PNG images as base64 data URLs")),
+            .is_some_and(|m| m.contains("takes JPEG, PNG or WEBP images as base64 data URLs")),
         "{answer}"
     );
 }

@@ -51,11 +51,24 @@ const FILES_TO_IGNORE: [&str; 6] = [
 
 /// One row of the dataset, with where it came from for messages.
 #[derive(Debug, Clone)]
-struct Row {
-    file: usize,
-    line: usize,
-    record: Map<String, Value>,
+pub(super) struct Row {
+    pub(super) file: usize,
+    pub(super) line: usize,
+    pub(super) record: Map<String, Value>,
 }
+
+/// The profile keys that name the dataset's directory and its split, for messages.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct HfKeys {
+    pub(super) path: &'static str,
+    pub(super) split: &'static str,
+}
+
+/// vLLM's `dataset-path` and `hf-split`.
+const VLLM_KEYS: HfKeys = HfKeys {
+    path: "dataset-path",
+    split: "hf-split",
+};
 
 /// `num_prompts` requests of the local dataset `hf`, shuffled with `seed` (vLLM's `--seed`).
 pub(super) fn vllm_hf_prompts(
@@ -64,7 +77,7 @@ pub(super) fn vllm_hf_prompts(
     seed: u64,
     num_prompts: usize,
 ) -> Result<Vec<Prompt>, PromptError> {
-    let files = split_files(Path::new(&hf.path), &hf.split)?;
+    let files = split_files(Path::new(&hf.path), &hf.split, VLLM_KEYS)?;
     let mut shards = Vec::with_capacity(files.len());
     for (i, file) in files.iter().enumerate() {
         shards.push(read_rows(file, i)?);
@@ -399,7 +412,7 @@ fn text_field<'r>(row: &'r Row, path: &Path, name: &str) -> Result<&'r str, Data
     }
 }
 
-fn field_error(row: &Row, path: &Path, column: &str, message: &str) -> DataError {
+pub(super) fn field_error(row: &Row, path: &Path, column: &str, message: &str) -> DataError {
     DataError::Field {
         path: path.to_owned(),
         row: format!("line {}", row.line),
@@ -409,7 +422,7 @@ fn field_error(row: &Row, path: &Path, column: &str, message: &str) -> DataError
 }
 
 /// The rows of one JSON file: JSON Lines, or (a `.json` file whose whole text is one array) its records.
-fn read_rows(path: &Path, file: usize) -> Result<Vec<Row>, DataError> {
+pub(super) fn read_rows(path: &Path, file: usize) -> Result<Vec<Row>, DataError> {
     if is_parquet(path) {
         // Numbered from 1 as rows of the file, where JSON rows are numbered by line.
         return Ok(llmbench_data::parquet_rows(path)?
@@ -461,19 +474,28 @@ fn read_rows(path: &Path, file: usize) -> Result<Vec<Row>, DataError> {
 }
 
 /// The data files of `split` under `root` (see the module's comment), in path order.
-fn split_files(root: &Path, split: &str) -> Result<Vec<PathBuf>, DataError> {
+pub(super) fn split_files(
+    root: &Path,
+    split: &str,
+    keys: HfKeys,
+) -> Result<Vec<PathBuf>, DataError> {
     let shape = |message: String| DataError::Shape {
         path: root.to_owned(),
         message,
     };
     if !root.exists() {
         // vLLM would look the path up on the Hugging Face Hub; llmbench reads local copies only.
-        return Err(shape(
+        return Err(shape(format!(
             "no such file or directory: llmbench reads Hugging Face datasets from a local copy only (vLLM would \
              download it): download it (e.g. `huggingface-cli download --repo-type dataset <id> --local-dir DIR`), \
-             then set `dataset-path: DIR` and `hf-name: <id>`"
-                .to_owned(),
-        ));
+             then set `{}: DIR`{}",
+            keys.path,
+            if keys.path == VLLM_KEYS.path {
+                " and `hf-name: <id>`"
+            } else {
+                ""
+            }
+        )));
     }
     let relative: Vec<String> = if root.is_file() {
         // One file stands for a directory holding only it: all of it is `train`.
@@ -485,11 +507,11 @@ fn split_files(root: &Path, split: &str) -> Result<Vec<PathBuf>, DataError> {
         if let Some(card) = found.iter().find(|f| f.as_str() == "README.md") {
             let text = std::fs::read_to_string(root.join(card)).unwrap_or_default();
             if card_has_configs(&text) {
-                return Err(shape(
+                return Err(shape(format!(
                     "its README.md declares `configs:` (the dataset card's own data files and subsets), which \
-                     llmbench does not read; point dataset-path at the directory of the split's files"
-                        .to_owned(),
-                ));
+                     llmbench does not read; point {} at the directory of the split's files (such as its `data`)",
+                    keys.path
+                )));
             }
         }
         // By base name, wherever they sit (`xbasename(filepath) not in FILES_TO_IGNORE`).
@@ -506,7 +528,8 @@ fn split_files(root: &Path, split: &str) -> Result<Vec<PathBuf>, DataError> {
     let Some((_, files)) = splits.iter().find(|(name, _)| name == split) else {
         let names: Vec<String> = splits.iter().map(|(name, _)| format!("'{name}'")).collect();
         return Err(shape(format!(
-            "Unknown split \"{split}\" (hf-split). Should be one of [{}], as `load_dataset` says",
+            "Unknown split \"{split}\" ({}). Should be one of [{}], as `load_dataset` says",
+            keys.split,
             names.join(", ")
         )));
     };
@@ -538,7 +561,7 @@ fn split_files(root: &Path, split: &str) -> Result<Vec<PathBuf>, DataError> {
     Ok(files)
 }
 
-fn is_parquet(path: &Path) -> bool {
+pub(super) fn is_parquet(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "parquet")
 }
 

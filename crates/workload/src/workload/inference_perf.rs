@@ -191,10 +191,6 @@ pub(crate) fn parse(
     Ok(workload)
 }
 
-/// Why the VisionArena dataset is refused: what is missing, not only that it is.
-const VISIONARENA: &str =
-    "inference-perf's `visionarena` data (a Hugging Face dataset download of real images)";
-
 /// `tokenizer: {data: ...}` and the like: inference-perf never reads a section nested inside
 /// another one, so the file would run with defaults (lenient) or be rejected (strict).
 fn reject_misplaced_sections(ctx: &Ctx, doc: &Node) -> Result<(), WorkloadError> {
@@ -987,10 +983,11 @@ const DATA_TYPES: &str = "mock, shareGPT, synthetic, random, shared_prefix, cnn_
                           weka_trace_replay, conversation_replay, visionarena";
 
 /// Per-type sub-maps: read only when `type` names them.
-const TYPE_SUBMAPS: [&str; 3] = [
+const TYPE_SUBMAPS: [&str; 4] = [
     "otel_trace_replay",
     "weka_trace_replay",
     "conversation_replay",
+    "visionarena",
 ];
 
 fn parse_data(
@@ -1060,7 +1057,16 @@ fn parse_data(
                  completion prompts only; set `api.type: completion`)",
             ));
         }
-        "visionarena" => return Err(unsupported(VISIONARENA)),
+        "visionarena" if api.kind != ApiKind::Chat => {
+            // `VisionArenaDataGenerator.get_supported_apis` is `[APIType.Chat]`: `DataGenerator.__init__` raises
+            // "Unsupported API type".
+            let problem = "inference-perf's `visionarena` data is sent as chat requests only (its generator \
+                           raises \"Unsupported API type\" for any other); set `api.type: chat`";
+            return Err(match &type_field {
+                Some(f) => f.invalid(ctx, problem),
+                None => ctx.invalid(&join(&m.path, "type"), m.line, problem),
+            });
+        }
         "cnn_dailymail" | "infinity_instruct" | "billsum_conversations" => {
             return Err(unsupported(&format!(
                 "`{kind}` data (a Hugging Face dataset download)"
@@ -1233,6 +1239,36 @@ fn parse_data(
             // The pre-flight's test request then carries an image too.
             api.images = shared.prefix_images.is_some() || shared.question_images.is_some();
             DataSpec::SharedPrefix(shared)
+        }
+        "visionarena" => {
+            // `DataGenerator.__init__`: "IO distribution not supported for this data generator", "Shared prefix
+            // not supported for this data generator" (`is_io_distribution_supported`, `is_shared_prefix_supported`
+            // are false).
+            for key in ["input_distribution", "output_distribution", "shared_prefix"] {
+                if let Some(f) = m.get(key).filter(|f| !f.is_null()) {
+                    return Err(f.invalid(
+                        ctx,
+                        format!(
+                            "inference-perf's `visionarena` data takes no `{key}` (its generator raises \"{} not \
+                             supported for this data generator\"); unset it",
+                            if key == "shared_prefix" {
+                                "Shared prefix"
+                            } else {
+                                "IO distribution"
+                            }
+                        ),
+                    ));
+                }
+            }
+            // main.py: "visionarena data generator requires 'visionarena' to be configured".
+            let f = m.require(
+                ctx,
+                "visionarena",
+                "`type: visionarena` needs a `visionarena` section (inference-perf's main.py requires it)",
+            )?;
+            // Every request carries an image: the pre-flight's test request carries one too.
+            api.images = true;
+            DataSpec::VisionArena(visionarena(ctx, &f)?)
         }
         "shareGPT" => {
             let path = match m.get("path") {
@@ -1416,6 +1452,167 @@ pub(crate) fn distribution(ctx: &mut Ctx, f: &At<'_>) -> Result<TokenLengths, Wo
 
 /// inference-perf's `data.conversation_replay` (`config/datagen/replay.py::ConversationReplayConfig`, with its
 /// defaults: seed 42, 200 conversations, an 8359-token shared system prompt).
+/// The dataset `VisionArenaConfig.hf_dataset_name` names by default.
+const VISIONARENA_HUB_ID: &str = "lmarena-ai/VisionArena-Chat";
+
+/// `visionarena.insertion_point` as a `Distribution` (inference_perf/config/common.py), validated as its model
+/// validates it and sampled as `sample_from_distribution` samples it: `fixed` is `int(mean)` without a draw,
+/// `uniform` a draw per image; the other types are refused.
+fn arena_point_distribution(ctx: &mut Ctx, f: &At<'_>) -> Result<ArenaPoint, WorkloadError> {
+    let mut d = f.map(ctx)?;
+    let integer = |ctx: &mut Ctx,
+                   d: &mut MapReader<'_>,
+                   key: &str,
+                   default: i64|
+     -> Result<i64, WorkloadError> {
+        match d.get(key) {
+            None => Ok(default),
+            Some(v) => {
+                let x = v.f64(ctx)?;
+                if x.fract() != 0.0 || x.abs() > 1e15 {
+                    return Err(v.invalid(ctx, format!("`{key}` of a distribution is an integer")));
+                }
+                Ok(x as i64)
+            }
+        }
+    };
+    let min = integer(ctx, &mut d, "min", 10)?;
+    let max = integer(ctx, &mut d, "max", 1024)?;
+    let mean = d
+        .get("mean")
+        .map(|v| v.f64(ctx))
+        .transpose()?
+        .unwrap_or(512.0);
+    let std_dev = d
+        .get("std_dev")
+        .map(|v| v.f64(ctx))
+        .transpose()?
+        .unwrap_or(200.0);
+    let variance = d.get("variance").map(|v| v.f64(ctx)).transpose()?;
+    for key in ["total_count", "skew"] {
+        d.take(key);
+    }
+    let kind = match d.get("type") {
+        Some(t) => t.str(ctx)?.to_owned(),
+        None => "normal".to_owned(),
+    };
+    // `Distribution.validate_distribution`.
+    if variance.is_some() && std_dev > 0.0 {
+        return Err(f.invalid(ctx, "Specify either 'std_dev' or 'variance', not both."));
+    }
+    if variance.is_some_and(|v| v < 0.0) {
+        return Err(f.invalid(ctx, "Variance cannot be negative."));
+    }
+    if min > max {
+        return Err(f.invalid(
+            ctx,
+            format!("min ({min}) cannot be greater than max ({max})."),
+        ));
+    }
+    if std_dev < 0.0 {
+        return Err(f.invalid(ctx, "std_dev cannot be negative."));
+    }
+    d.finish(ctx, &[]);
+    match kind.as_str() {
+        "fixed" => Ok(ArenaPoint::At(mean.trunc())),
+        "uniform" => Ok(ArenaPoint::UniformInts { min, max }),
+        "normal" | "skew_normal" | "lognormal" | "poisson" => Err(f.unsupported(
+            ctx,
+            format!(
+                "`insertion_point` as a `{kind}` distribution (upstream draws it per image from numpy's \
+                 `default_rng(data_index)`, whose {kind} sampler llmbench does not reproduce; `fixed`, `uniform`, \
+                 a number in [0, 1] or `null` for a uniform draw per image are read)"
+            ),
+        )),
+        other => Err(f.invalid(
+            ctx,
+            format!(
+                "unknown distribution type `{other}`; expected one of normal, skew_normal, lognormal, uniform, \
+                 poisson, fixed"
+            ),
+        )),
+    }
+}
+
+/// `data.visionarena` (`VisionArenaConfig`, inference_perf/config/datagen/visionarena.py at
+/// kubernetes-sigs/inference-perf 7de5ef2).
+fn visionarena(ctx: &mut Ctx, f: &At<'_>) -> Result<VisionArenaData, WorkloadError> {
+    let mut m = f.map(ctx)?;
+    let name = m.get("hf_dataset_name");
+    let path = match &name {
+        Some(name) => name.str(ctx)?.to_owned(),
+        None => VISIONARENA_HUB_ID.to_owned(),
+    };
+    // `load_dataset(path, ...)` reads a local directory when there is one at `path`; a file is no dataset to it
+    // (it looks a relative name up on the Hub, else "Couldn't find any data file"), and anything else is a Hub id.
+    let local = std::path::Path::new(&path);
+    if !local.is_dir() {
+        let problem = if local.is_file() {
+            format!(
+                "`{path}` is a file: inference-perf's `load_dataset(hf_dataset_name, ...)` reads a dataset directory \
+                 (or a Hub id), not a file; give the directory that holds it"
+            )
+        } else {
+            format!(
+                "`{path}` is not a local directory: llmbench does not download datasets (inference-perf streams \
+                 `{path}` from the Hugging Face Hub); download it (`huggingface-cli download --repo-type dataset \
+                 {path} --include 'data/*' --local-dir DIR`), then set `hf_dataset_name: DIR/data`"
+            )
+        };
+        return Err(match &name {
+            Some(name) => name.invalid(ctx, problem),
+            None => ctx.invalid(
+                &join(&m.path, "hf_dataset_name"),
+                m.line,
+                format!("unset, so {problem}"),
+            ),
+        });
+    }
+    let split = match m.get("hf_split") {
+        Some(f) => f.str(ctx)?.to_owned(),
+        None => "train".to_owned(),
+    };
+    if let Some(files) = m.get("hf_data_files").filter(|f| !f.is_null()) {
+        return Err(files.unsupported(
+            ctx,
+            "`hf_data_files` (a `data_files` glob `datasets` resolves against the dataset's files; put the files \
+             it picks in a directory of their own and give that directory as `hf_dataset_name`)",
+        ));
+    }
+    let num_rows = m
+        .get("num_rows")
+        .map(|f| f.positive_within(ctx, Limit::Samples))
+        .transpose()?
+        .unwrap_or(1000);
+    let max_images_per_request = m
+        .get("max_images_per_request")
+        .map(|f| f.positive_u64(ctx))
+        .transpose()?
+        .unwrap_or(1);
+    let insertion_point = match m.take("insertion_point") {
+        None => ArenaPoint::At(0.0),
+        Some(f) if f.is_null() => ArenaPoint::Uniform,
+        Some(f) if matches!(f.node.value, super::yaml::Value::Map(_)) => {
+            arena_point_distribution(ctx, &f)?
+        }
+        Some(f) => {
+            let point = f.f64(ctx)?;
+            if point.is_nan() {
+                return Err(f.invalid(ctx, "`insertion_point` must be a number in [0, 1], not NaN"));
+            }
+            ArenaPoint::At(point)
+        }
+    };
+    m.finish(ctx, &[]);
+    Ok(VisionArenaData {
+        path,
+        split,
+        num_rows,
+        max_images_per_request,
+        insertion_point,
+    })
+}
+
 fn conversation_replay(ctx: &mut Ctx, f: &At<'_>) -> Result<ConversationReplay, WorkloadError> {
     let mut m = f.map(ctx)?;
     let seed = m.get("seed").map(|f| f.u64(ctx)).transpose()?.unwrap_or(42);

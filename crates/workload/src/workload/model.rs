@@ -1151,9 +1151,41 @@ pub enum DataSpec {
     /// inference-perf `otel_trace_replay` (OpenTelemetry traces) or `weka_trace_replay` (WEKA agent traces), one
     /// session per trace, replayed as graphs of dependent calls (`trace_session_replay` load only).
     OtelTrace(OtelTraceData),
+    /// inference-perf `visionarena`: real image+prompt pairs from a local copy of `lmarena-ai/VisionArena-Chat`.
+    VisionArena(VisionArenaData),
     /// guidellm `trace_synthetic`: rows of timestamps and token counts, replayed by the `replay` profile
     /// ([`super::guidellm_replay`]).
     GuidellmTrace(super::guidellm_replay::GuidellmTrace),
+}
+
+/// inference-perf `data.visionarena` (`VisionArenaConfig`, inference_perf/config/datagen/visionarena.py at
+/// kubernetes-sigs/inference-perf 7de5ef2), read from a local directory as `load_dataset(dir, streaming=True,
+/// split=hf_split)` reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VisionArenaData {
+    /// `hf_dataset_name`: a local directory (a Hub id is refused: llmbench downloads nothing).
+    pub path: String,
+    /// `hf_split` (`train`).
+    pub split: String,
+    /// `num_rows` (1000): the usable rows kept in the pool, the first ones in file order.
+    pub num_rows: u64,
+    /// `max_images_per_request` (1): a row's image list is cut to this many before its images are read.
+    pub max_images_per_request: u64,
+    /// `insertion_point` (0.0).
+    pub insertion_point: ArenaPoint,
+}
+
+/// `VisionArenaConfig.insertion_point`, as `sample_insertion_point` resolves it per image with request
+/// `data_index`'s `np.random.default_rng(data_index)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ArenaPoint {
+    /// A number, or a `fixed` distribution (`int(mean)`, no draw): every image's point.
+    At(f64),
+    /// `null`: `rng.uniform(0.0, 1.0)` per image.
+    Uniform,
+    /// A `uniform` distribution (`sample_from_distribution`): `rng.uniform(min, max + 1)` clipped to `[min, max]`
+    /// and rounded half to even (`np.round`).
+    UniformInts { min: i64, max: i64 },
 }
 
 /// inference-perf `data.otel_trace_replay` (`config/datagen/replay.py::OTelTraceReplayConfig`), the keys that

@@ -4052,3 +4052,119 @@ fn inference_perf_multimodal_beside_other_data_is_ignored_with_a_warning() {
         "{warned:?}"
     );
 }
+
+/// inference-perf's `visionarena` data: `VisionArenaConfig`'s defaults (split `train`, 1000 rows, 1 image, point
+/// 0.0), its keys, and what llmbench refuses, each at its key and line.
+#[test]
+fn inference_perf_visionarena_reads_a_local_directory_and_refuses_the_hub() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().display().to_string();
+    let head = "server:\n  base_url: http://x\napi:\n  type: chat\nload:\n  stages: [{rate: 1, duration: 2}]\n";
+    let profile = |body: &str| format!("{head}data:\n  type: visionarena\n{body}");
+    let data = |body: &str| -> VisionArenaData {
+        match parse(Harness::InferencePerf, &profile(body))
+            .expect("parses")
+            .workload
+            .data
+        {
+            DataSpec::VisionArena(va) => va,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(
+        data(&format!("  visionarena:\n    hf_dataset_name: {root}\n")),
+        VisionArenaData {
+            path: root.clone(),
+            split: "train".to_owned(),
+            num_rows: 1000,
+            max_images_per_request: 1,
+            insertion_point: ArenaPoint::At(0.0),
+        }
+    );
+    assert_eq!(
+        data(&format!(
+            "  visionarena:\n    hf_dataset_name: {root}\n    hf_split: test\n    num_rows: 3\n    \
+             max_images_per_request: 2\n    insertion_point: null\n"
+        )),
+        VisionArenaData {
+            path: root.clone(),
+            split: "test".to_owned(),
+            num_rows: 3,
+            max_images_per_request: 2,
+            insertion_point: ArenaPoint::Uniform,
+        }
+    );
+    assert_eq!(
+        data(&format!(
+            "  visionarena:\n    hf_dataset_name: {root}\n    insertion_point: 1\n"
+        ))
+        .insertion_point,
+        ArenaPoint::At(1.0)
+    );
+
+    let refused = |body: &str| err(Harness::InferencePerf, &profile(body));
+    // The default name is a Hub id, as is any name that is not a local directory.
+    let e = refused("  visionarena: {}\n");
+    assert!(
+        e.contains("data.visionarena.hf_dataset_name") && e.contains("huggingface-cli download"),
+        "{e}"
+    );
+    let e = refused("  visionarena:\n    hf_dataset_name: lmarena-ai/VisionArena-Chat\n");
+    assert!(
+        e.contains("p.yaml:10") && e.contains("not a local directory"),
+        "{e}"
+    );
+    let file = dir.path().join("train.parquet");
+    std::fs::write(&file, "").expect("write");
+    let e = refused(&format!(
+        "  visionarena:\n    hf_dataset_name: {}\n",
+        file.display()
+    ));
+    assert!(e.contains("is a file"), "{e}");
+    let e = refused("");
+    assert!(e.contains("`data.visionarena` is required"), "{e}");
+    let e = refused(&format!(
+        "  visionarena:\n    hf_dataset_name: {root}\n    hf_data_files: 'data/*.parquet'\n"
+    ));
+    assert!(
+        e.contains("p.yaml:11") && e.contains("`hf_data_files`"),
+        "{e}"
+    );
+    // A distribution: `fixed` is `int(mean)`, `uniform` a draw per image; normal (the default type) is refused.
+    let point = |d: &str| {
+        data(&format!(
+            "  visionarena:\n    hf_dataset_name: {root}\n    insertion_point: {d}\n"
+        ))
+        .insertion_point
+    };
+    assert_eq!(point("{type: fixed, mean: 1.9}"), ArenaPoint::At(1.0));
+    assert_eq!(
+        point("{type: uniform, min: 0, max: 1}"),
+        ArenaPoint::UniformInts { min: 0, max: 1 }
+    );
+    let e = refused(&format!(
+        "  visionarena:\n    hf_dataset_name: {root}\n    insertion_point: {{min: 0, max: 1, mean: 0.5}}\n"
+    ));
+    assert!(
+        e.contains("data.visionarena.insertion_point") && e.contains("`normal` distribution"),
+        "{e}"
+    );
+    let e = refused(&format!(
+        "  visionarena:\n    hf_dataset_name: {root}\n    insertion_point: {{type: uniform, min: 2, max: 1}}\n"
+    ));
+    assert!(e.contains("min (2) cannot be greater than max (1)."), "{e}");
+    let e = refused(&format!(
+        "  visionarena:\n    hf_dataset_name: {root}\n    num_rows: 0\n"
+    ));
+    assert!(e.contains("num_rows"), "{e}");
+    let e = refused(&format!(
+        "  output_distribution: {{min: 1, max: 5, mean: 3}}\n  visionarena:\n    hf_dataset_name: {root}\n"
+    ));
+    assert!(e.contains("IO distribution not supported"), "{e}");
+    let completion = format!(
+        "{}data:\n  type: visionarena\n  visionarena:\n    hf_dataset_name: {root}\n",
+        head.replace("type: chat", "type: completion")
+    );
+    let e = err(Harness::InferencePerf, &completion);
+    assert!(e.contains("api.type: chat"), "{e}");
+}

@@ -58,21 +58,21 @@ fn a_directorys_splits_are_found_by_datasets_default_patterns() {
     write(root, ".cache/train.jsonl", "{}\n");
     write(root, "README.md", "---\nlicense: mit\n---\n");
     assert_eq!(
-        relative(root, &split_files(root, "train").expect("train")),
+        relative(root, &split_files(root, "train", VLLM_KEYS).expect("train")),
         ["train.jsonl"]
     );
     assert_eq!(
-        relative(root, &split_files(root, "test").expect("test")),
+        relative(root, &split_files(root, "test", VLLM_KEYS).expect("test")),
         ["my-test.jsonl"]
     );
-    let e = split_files(&root.join("org/name"), "train")
+    let e = split_files(&root.join("org/name"), "train", VLLM_KEYS)
         .expect_err("a Hub id")
         .to_string();
     assert!(
         e.contains("from a local copy only") && e.contains("`hf-name: <id>`"),
         "{e}"
     );
-    let e = split_files(root, "validation")
+    let e = split_files(root, "validation", VLLM_KEYS)
         .expect_err("no such split")
         .to_string();
     assert!(
@@ -87,7 +87,7 @@ fn a_directorys_splits_are_found_by_datasets_default_patterns() {
     assert_eq!(
         relative(
             plain.path(),
-            &split_files(plain.path(), "train").expect("train")
+            &split_files(plain.path(), "train", VLLM_KEYS).expect("train")
         ),
         ["a/part.json", "b.jsonl"]
     );
@@ -99,7 +99,7 @@ fn a_directorys_splits_are_found_by_datasets_default_patterns() {
     assert_eq!(
         relative(
             dirs.path(),
-            &split_files(dirs.path(), "validation").expect("validation")
+            &split_files(dirs.path(), "validation", VLLM_KEYS).expect("validation")
         ),
         ["dev_2024/test.jsonl"]
     );
@@ -112,7 +112,7 @@ fn a_directorys_splits_are_found_by_datasets_default_patterns() {
     assert_eq!(
         relative(
             sharded.path(),
-            &split_files(sharded.path(), "train").expect("train")
+            &split_files(sharded.path(), "train", VLLM_KEYS).expect("train")
         ),
         [
             "data/train-00000-of-00002.jsonl",
@@ -125,21 +125,23 @@ fn a_directorys_splits_are_found_by_datasets_default_patterns() {
 fn csv_files_mixed_splits_and_dataset_card_configs_are_refused_with_what_to_do() {
     let dir = tempfile::tempdir().expect("tempdir");
     write(dir.path(), "data/train-00000-of-00001.csv", "a\n1\n");
-    let e = split_files(dir.path(), "train")
+    let e = split_files(dir.path(), "train", VLLM_KEYS)
         .expect_err("csv")
         .to_string();
     assert!(e.contains("convert it to JSON lines"), "{e}");
     let mixed = tempfile::tempdir().expect("tempdir");
     write(mixed.path(), "data/train-00000-of-00002.jsonl", "{}\n");
     write(mixed.path(), "data/train-00001-of-00002.parquet", "PAR1");
-    let e = split_files(mixed.path(), "train")
+    let e = split_files(mixed.path(), "train", VLLM_KEYS)
         .expect_err("mixed")
         .to_string();
     assert!(e.contains("one kind per split"), "{e}");
     let parquet = tempfile::tempdir().expect("tempdir");
     write(parquet.path(), "data/train-00000-of-00001.parquet", "PAR1");
     assert_eq!(
-        split_files(parquet.path(), "train").expect("parquet").len(),
+        split_files(parquet.path(), "train", VLLM_KEYS)
+            .expect("parquet")
+            .len(),
         1
     );
 
@@ -150,7 +152,7 @@ fn csv_files_mixed_splits_and_dataset_card_configs_are_refused_with_what_to_do()
         "---\nconfigs:\n- config_name: default\n---\n",
     );
     write(card.path(), "train.jsonl", "{}\n");
-    let e = split_files(card.path(), "train")
+    let e = split_files(card.path(), "train", VLLM_KEYS)
         .expect_err("configs")
         .to_string();
     assert!(e.contains("`configs:`"), "{e}");
