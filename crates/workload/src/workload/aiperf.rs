@@ -2689,13 +2689,10 @@ mod tests {
 
     #[test]
     fn unknown_flags_and_unsupported_values_are_refused_with_their_line() {
-        let err = parse_text("model: m\nrequest-rate-ramp-duration: 5\n")
+        let err = parse_text("model: m\nrequest-rate-series: rates.csv\n")
             .expect_err("refused")
             .to_string();
-        assert!(
-            err.starts_with("p.yaml:2: `request-rate-ramp-duration`"),
-            "{err}"
-        );
+        assert!(err.starts_with("p.yaml:2: `request-rate-series`"), "{err}");
         let err = parse_text("model: m\nconfig: aiperf.yaml\n")
             .expect_err("refused")
             .to_string();

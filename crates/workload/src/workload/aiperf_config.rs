@@ -1655,10 +1655,12 @@ mod tests {
         // A key AIPerf acts on that llmbench does not run: refused by name.
         let err = refusal(&format!(
             "{head}  dataset: {{entries: 3}}\n  profiling:\n    type: poisson\n    rate: 2\n    requests: 3\n    \
-             prefillRamp: 4\n"
+             rateSeries: rates.csv\n"
         ));
         assert!(
-            err.starts_with("bench.yaml:10: `benchmark.profiling.prefillRamp`: AIPerf's prefill concurrency ramp"),
+            err.starts_with(
+                "bench.yaml:10: `benchmark.profiling.rateSeries`: AIPerf's request rate series"
+            ),
             "{err}"
         );
         let err = refusal(&format!("{head}    urlStrategy: random\n{tail}"));
