@@ -147,3 +147,110 @@ fn a_fixed_schedule_phase_replays_a_mooncake_trace_at_its_own_times() {
         assert!((got - want).abs() < 0.01, "{offsets_ms:?}");
     }
 }
+
+fn json(path: &std::path::Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("the file")).expect("json")
+}
+
+/// A config of several named phases (as the real AIPerf 0.13 ran the same file against `llmbench sim`): each
+/// profiling phase runs after the one before it drained, the top-level export counts every profiling request,
+/// and AIPerf's `phases/<name>/` exports, `phase_manifest.json` and each record's phase metadata are written.
+#[test]
+fn several_profiling_phases_run_in_order_with_aiperfs_phase_exports_and_manifest() {
+    let sim = SimProcess::start(&["--model", "m", "--ttft", "5ms", "--itl", "1ms"]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = format!(
+        "schemaVersion: \"2.0\"\nbenchmark:\n  model: m\n  endpoint:\n    url: {}\n    type: chat\n    \
+         streaming: true\n  dataset: {{entries: 5, isl: 8, osl: 4}}\n  phases:\n    - {{name: warmup, type: \
+         concurrency, concurrency: 2, requests: 2}}\n    - {{name: baseline, kind: profiling, type: concurrency, \
+         concurrency: 2, requests: 4}}\n    - {{name: burst, kind: profiling, type: constant, rate: 20, \
+         requests: 6}}\n",
+        sim.url
+    );
+    let profile = write(dir.path(), "multi.yaml", &config);
+    let out = run_profile(
+        dir.path(),
+        "aiperf",
+        &profile,
+        "multi",
+        &["--tokenizer", "builtin", "--no-server-metrics"],
+    );
+    succeeded(&out);
+    let run = dir.path().join("multi");
+    let mut records = records(dir.path(), "multi");
+    records.sort_by_key(|r| r["id"].as_u64());
+    let stages: Vec<(bool, u64)> = records
+        .iter()
+        .map(|r| (r["warmup"] == true, r["stage"].as_u64().unwrap_or(0)))
+        .collect();
+    let (w, s0, s1) = ((true, 0), (false, 0), (false, 1));
+    assert_eq!(stages, [w, w, s0, s0, s0, s0, s1, s1, s1, s1, s1, s1]);
+    // The burst phase starts once the baseline phase drained.
+    let baseline_end = records[2..6]
+        .iter()
+        .map(|r| r["end_ns"].as_u64().unwrap_or(0))
+        .max();
+    assert!(
+        records[6]["sent_ns"].as_u64() >= baseline_end,
+        "{records:?}"
+    );
+
+    assert_eq!(
+        json(&run.join("profile_export_aiperf.json"))["request_count"]["avg"],
+        10.0
+    );
+    let manifest = json(&run.join("phase_manifest.json"));
+    assert_eq!(manifest["schema_version"], 1);
+    let phases = manifest["phases"].as_array().expect("phases");
+    let rows: Vec<(u64, Value, &str, &str, u64)> = phases
+        .iter()
+        .map(|p| {
+            (
+                p["phase_index"].as_u64().unwrap_or(99),
+                p["profiling_index"].clone(),
+                p["phase_name"].as_str().unwrap_or(""),
+                p["phase_kind"].as_str().unwrap_or(""),
+                p["total_request_count"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (0, Value::Null, "warmup", "warmup", 2),
+            (1, Value::from(0), "baseline", "profiling", 4),
+            (2, Value::from(1), "burst", "profiling", 6),
+        ]
+    );
+    for (name, count) in [("warmup", 2.0), ("baseline", 4.0), ("burst", 6.0)] {
+        let export = json(
+            &run.join("phases")
+                .join(name)
+                .join("profile_export_aiperf.json"),
+        );
+        assert_eq!(export["request_count"]["avg"], count, "{name}");
+        assert!(
+            run.join("phases")
+                .join(name)
+                .join("profile_export_aiperf.csv")
+                .exists()
+        );
+    }
+    // Each record says its phase, numbered from 0 within it.
+    let lines: Vec<Value> = std::fs::read_to_string(run.join("profile_export.jsonl"))
+        .expect("profile_export.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a line"))
+        .collect();
+    let mut burst: Vec<u64> = lines
+        .iter()
+        .filter(|l| l["metadata"]["phase_name"] == "burst")
+        .map(|l| {
+            assert_eq!(l["metadata"]["phase_index"], 2);
+            assert_eq!(l["metadata"]["profiling_index"], 1);
+            l["metadata"]["session_num"].as_u64().expect("session_num")
+        })
+        .collect();
+    burst.sort_unstable();
+    assert_eq!(burst, [0, 1, 2, 3, 4, 5]);
+}

@@ -172,6 +172,9 @@ async fn a_concurrency_beside_a_rate_skips_the_intervals_that_find_every_slot_ta
     )
     .await;
     assert_eq!(records.len(), 4);
+    // One phase: no per-phase exports.
+    assert!(!dir.path().join("slots/phase_manifest.json").exists());
+    assert!(!dir.path().join("slots/phases").exists());
     for pair in records.windows(2) {
         assert!(
             ns(&pair[1], "sent_ns") >= ns(&pair[0], "end_ns"),
@@ -255,6 +258,28 @@ async fn a_warmup_phase_is_paced_alike_and_the_profiling_phase_starts_afresh_onc
     )
     .expect("json");
     assert_eq!(export["request_count"]["avg"], 3.0);
+    // Two phases: AIPerf 0.13 writes each one's export under `phases/<name>/` and their manifest, the warm-up's
+    // counting its own requests (the real AIPerf did so against `llmbench sim`).
+    let manifest: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("warmup/phase_manifest.json")).expect("manifest"),
+    )
+    .expect("json");
+    let names: Vec<&Value> = manifest["phases"]
+        .as_array()
+        .expect("phases")
+        .iter()
+        .map(|p| &p["phase_name"])
+        .collect();
+    assert_eq!(names, ["warmup", "profiling"]);
+    let warmup_export: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            dir.path()
+                .join("warmup/phases/warmup/profile_export_aiperf.json"),
+        )
+        .expect("warm-up export"),
+    )
+    .expect("json");
+    assert_eq!(warmup_export["request_count"]["avg"], 2.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

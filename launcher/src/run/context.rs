@@ -281,6 +281,7 @@ pub(super) fn report_options(workload: &Workload) -> ReportOptions {
             options.session_per_session = workload.report.session_per_session;
         }
     }
+    options.aiperf_phases = workload.report.aiperf_phases.clone();
     options
 }
 

@@ -57,8 +57,15 @@ pub(crate) struct AiperfRecords {
     t0_unix_ns: u64,
     worker: String,
     slos: Vec<Slo>,
-    /// Warm-up requests seen so far: a profiling request's number in its phase is its id less these.
+    /// Warm-up requests seen so far.
     warmups: u64,
+    /// Requests seen so far, and the stage the last profiling one was in with the requests seen before that
+    /// stage's first: a request's number in its phase is its id less those (each stage's requests come after the
+    /// last one's, which had drained).
+    seen: u64,
+    stage_base: Option<(u32, u64)>,
+    /// The profiling phases' names, one per stage (an AIPerf config's several phases; else `profiling`).
+    phases: Vec<String>,
     /// The first write that failed; later records are skipped and [`finish`](Self::finish) reports it.
     failed: Option<io::Error>,
 }
@@ -75,6 +82,9 @@ impl AiperfRecords {
             worker: format!("{}", meta.shard.index),
             slos: meta.report.goodput.clone(),
             warmups: 0,
+            seen: 0,
+            stage_base: None,
+            phases: meta.report.aiperf_phases.clone(),
             failed: None,
         })
     }
@@ -104,16 +114,21 @@ impl AiperfRecords {
 
     fn line(&mut self, r: &RequestRecord) -> Value {
         let wall = |ns: u64| self.t0_unix_ns.saturating_add(ns);
-        let (phase, session_num, phase_index) = if r.warmup {
+        let phase = aiperf_phase(r.warmup, r.stage, self.warmups > 0, &self.phases);
+        let session_num = if r.warmup {
             self.warmups += 1;
-            ("warmup", r.id, 0)
+            r.id
         } else {
-            (
-                "profiling",
-                r.id.saturating_sub(self.warmups),
-                u32::from(self.warmups > 0),
-            )
+            let base = match self.stage_base {
+                Some((stage, base)) if stage == r.stage => base,
+                _ => {
+                    self.stage_base = Some((r.stage, self.seen));
+                    self.seen
+                }
+            };
+            r.id.saturating_sub(base)
         };
+        self.seen += 1;
         // Cut at the end of the grace period, or abandoned on purpose (`--request-cancellation-rate`): AIPerf
         // stamps both with a cancellation time.
         let cancelled = matches!(
@@ -138,13 +153,13 @@ impl AiperfRecords {
             "record_processor_id".into(),
             json!(format!("record_processor_{}", self.worker)),
         );
-        metadata.insert("benchmark_phase".into(), json!(phase));
-        metadata.insert("phase_index".into(), json!(phase_index));
-        if !r.warmup {
-            metadata.insert("profiling_index".into(), json!(0));
+        metadata.insert("benchmark_phase".into(), json!(phase.kind));
+        metadata.insert("phase_index".into(), json!(phase.index));
+        if let Some(index) = phase.profiling_index {
+            metadata.insert("profiling_index".into(), json!(index));
         }
-        metadata.insert("phase_name".into(), json!(phase));
-        metadata.insert("phase_kind".into(), json!(phase));
+        metadata.insert("phase_name".into(), json!(phase.name));
+        metadata.insert("phase_kind".into(), json!(phase.kind));
         metadata.insert("was_cancelled".into(), json!(cancelled));
         if cancelled {
             metadata.insert("cancellation_time_ns".into(), json!(wall(r.end_ns)));
@@ -164,6 +179,44 @@ impl AiperfRecords {
             line.insert("error".into(), error_details(r, cancelled));
         }
         Value::Object(line)
+    }
+}
+
+/// The AIPerf phase a request ran in: the warm-up (phase 0), or its stage's profiling phase (after the warm-up,
+/// when there was one), named as the config named it — else `profiling` for the first stage and `profiling_<n>`
+/// for a later one (a run of several stages from another dialect), so no two phases share a directory.
+pub(crate) struct AiperfPhase<'a> {
+    pub index: u32,
+    pub profiling_index: Option<u32>,
+    pub name: std::borrow::Cow<'a, str>,
+    pub kind: &'static str,
+}
+
+pub(crate) fn aiperf_phase(
+    warmup: bool,
+    stage: u32,
+    had_warmup: bool,
+    names: &[String],
+) -> AiperfPhase<'_> {
+    use std::borrow::Cow;
+    if warmup {
+        return AiperfPhase {
+            index: 0,
+            profiling_index: None,
+            name: Cow::Borrowed("warmup"),
+            kind: "warmup",
+        };
+    }
+    let name = match names.get(stage as usize) {
+        Some(name) => Cow::Borrowed(name.as_str()),
+        None if stage == 0 => Cow::Borrowed("profiling"),
+        None => Cow::Owned(format!("profiling_{stage}")),
+    };
+    AiperfPhase {
+        index: stage + u32::from(had_warmup),
+        profiling_index: Some(stage),
+        name,
+        kind: "profiling",
     }
 }
 
@@ -286,7 +339,7 @@ fn record_metrics(r: &RequestRecord, slos: &[Slo]) -> Map<String, Value> {
 /// A failed request's `ErrorDetails`: an HTTP failure as AIPerf's aiohttp client reports it (the status, its
 /// reason phrase, the body), a cancelled one as its `RequestCancellationError` (an abandoned one's message is
 /// AIPerf's own, `Request cancelled 0.100s after being sent`), any other with llmbench's class.
-fn error_details(r: &RequestRecord, cancelled: bool) -> Value {
+pub(crate) fn error_details(r: &RequestRecord, cancelled: bool) -> Value {
     let message = r.error.as_ref().map_or("", |e| e.message.as_str());
     if cancelled {
         return json!({"code": 499, "type": "RequestCancellationError", "message": message});

@@ -360,6 +360,9 @@ pub struct ReportOptions {
     /// The goodput objectives (vllm `--goodput`, inference-perf `report.goodput.constraints`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub goodput: Vec<Slo>,
+    /// An AIPerf config's profiling phase names, one per stage, when it has several (else one, `profiling`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub aiperf_phases: Vec<String>,
 }
 
 /// inference-perf's default `percentiles` (guidellm's too), as the workload model defines them.
@@ -387,6 +390,7 @@ impl Default for ReportOptions {
             session_per_stage: true,
             session_per_session: false,
             goodput: Vec::new(),
+            aiperf_phases: Vec::new(),
         }
     }
 }

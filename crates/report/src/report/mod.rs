@@ -13,6 +13,7 @@
 //! ([`spilled`]).
 
 mod aiperf;
+mod aiperf_phases;
 mod aiperf_records;
 mod cache;
 mod capacity_answer;
@@ -586,11 +587,16 @@ pub fn write_all(
     if formats.aiperf {
         let mut per_request = aiperf_records::AiperfRecords::create(dir, meta)
             .map_err(|source| aiperf_records_error(dir, source))?;
-        records.iter().for_each(|r| per_request.add(r));
+        let mut phases = aiperf_phases::AiperfPhases::default();
+        for r in records {
+            per_request.add(r);
+            phases.add(r, meta, &mut store);
+        }
         let path = per_request
             .finish()
             .map_err(|source| aiperf_records_error(dir, source))?;
         written.push(path);
+        written.extend(phases.write(dir, meta, &mut store)?);
     }
     Ok(written)
 }

@@ -27,6 +27,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::{self, BufReader};
 use std::path::{Path, PathBuf};
 
+use super::aiperf_phases::AiperfPhases;
 use super::aiperf_records::{AIPERF_RECORDS_FILE, AiperfRecords};
 use super::guidellm::GuidellmStreamed;
 use super::native::Native;
@@ -160,6 +161,8 @@ pub struct SpilledRun {
     guidellm: Option<GuidellmStreamed>,
     /// AIPerf's `profile_export.jsonl`, written in the spill directory as the records went by.
     aiperf_records: Option<PathBuf>,
+    /// AIPerf's per-phase exports, gathered as the records went by (their samples in `store`).
+    aiperf_phases: Option<AiperfPhases>,
     memory_bytes: u64,
     /// Records measured (not left out).
     measured: u64,
@@ -222,6 +225,9 @@ impl SpilledRun {
                 source,
             })?;
             written.push(path);
+        }
+        if let Some(phases) = &self.aiperf_phases {
+            written.extend(phases.write(dir, meta, &mut self.store)?);
         }
         for skipped in self
             .summary
@@ -320,9 +326,13 @@ pub fn summarize_spilled(
         .transpose()
         .map_err(spill_error)?;
 
+    let mut aiperf_phases = formats.aiperf.then(AiperfPhases::default);
     let passed = source.pass(&mut |r, tie| {
         if let Some(per_request) = aiperf_records.as_mut() {
             per_request.add(r);
+        }
+        if let Some(phases) = aiperf_phases.as_mut() {
+            phases.add(r, meta, &mut store);
         }
         match left_out(r, tie, &cuts) {
             Some(LeftOut::WarmupRequest) => return excluded.warmup_requests += 1,
@@ -443,6 +453,7 @@ pub fn summarize_spilled(
         peaks,
         guidellm,
         aiperf_records,
+        aiperf_phases,
         memory_bytes,
         measured,
         truncated_lines: passed.truncated_lines,

@@ -816,7 +816,17 @@ fn write_all_writes_every_format_when_asked() {
     assert!(names.contains(&"profile_export_aiperf.json".to_owned()));
     assert!(names.contains(&"profile_export_aiperf.csv".to_owned()));
     assert!(names.contains(&"profile_export.jsonl".to_owned()));
-    assert_eq!(names.len(), 3 + 2 + 1 + 2 + 3);
+    // The two stages are two AIPerf phases: each one's JSON and CSV under `phases/`, and their manifest.
+    assert!(names.contains(&"phase_manifest.json".to_owned()));
+    assert!(
+        dir.join("phases/profiling/profile_export_aiperf.json")
+            .exists()
+    );
+    assert!(
+        dir.join("phases/profiling_1/profile_export_aiperf.csv")
+            .exists()
+    );
+    assert_eq!(names.len(), 3 + 2 + 1 + 2 + 3 + 5);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

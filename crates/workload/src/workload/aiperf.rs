@@ -81,6 +81,29 @@ pub(crate) fn parse(
     let flags = aiperf_config::to_flags(ctx, doc)?;
     let mut w = parse_flags(ctx, &flags.map, options).map_err(|e| flags.relabel_error(e))?;
     flags.relabel_warnings(&mut ctx.warnings);
+    // Each later profiling phase is a stage of its own, after the one before it drained (AIPerf's phases run in
+    // order, a phase starting once every credit of the one before returned), over the same dataset and endpoint.
+    for (later, (path, line)) in flags.later_phases.iter().zip(&flags.later_at) {
+        let known = ctx.warnings.len();
+        let phase = parse_flags(ctx, &later.map, options).map_err(|e| later.relabel_error(e))?;
+        // The keys every phase shares were warned about once already.
+        let mut warnings = ctx.warnings.split_off(known);
+        later.relabel_warnings(&mut warnings);
+        warnings.retain(|w| !ctx.warnings.contains(w));
+        ctx.warnings.extend(warnings);
+        if phase.data != w.data || phase.api != w.api {
+            return Err(ctx.unsupported(
+                path,
+                *line,
+                "a later profiling phase whose dataset or endpoint differs from the first phase's (its request \
+                 count sizes AIPerf's dataset when `dataset.entries` is not given: set `entries`)",
+            ));
+        }
+        w.stages.extend(phase.stages);
+    }
+    if flags.phase_names.len() > 1 {
+        w.report.aiperf_phases = flags.phase_names.clone();
+    }
     w.dialect = Dialect::AiperfConfig;
     Ok(w)
 }

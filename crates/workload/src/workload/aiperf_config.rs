@@ -25,7 +25,44 @@ pub(super) fn is_config(doc: &Node) -> bool {
 pub(super) struct Flags {
     pub map: Node,
     origins: Vec<(String, String)>,
+    /// The profiling phases after the first, each as the whole flag map it runs as (the first phase's keys and
+    /// the warm-up's replaced by its own): llmbench runs each as a stage of its own.
+    pub later_phases: Vec<Flags>,
+    /// Every profiling phase's name, in order (AIPerf's `phases/<name>/` exports).
+    pub phase_names: Vec<String>,
+    /// Where each later phase is in the config (its key path and line), for messages.
+    pub later_at: Vec<(String, u32)>,
 }
+
+/// The flags a phase's keys become (`phase`), which a later phase replaces, with the warm-up's (a later phase has
+/// no warm-up of its own).
+const PHASE_FLAGS: &[&str] = &[
+    "request-rate",
+    "request-rate-mode",
+    "concurrency",
+    "arrival-smoothness",
+    "request-count",
+    "benchmark-duration",
+    "benchmark-grace-period",
+    "conversation-num",
+    "fixed-schedule",
+    "fixed-schedule-auto-offset",
+    "fixed-schedule-start-offset",
+    "fixed-schedule-end-offset",
+    "user-centric-rate",
+    "num-users",
+    "prefill-concurrency",
+    "concurrency-ramp-duration",
+    "prefill-concurrency-ramp-duration",
+    "request-rate-ramp-duration",
+    "request-cancellation-rate",
+    "request-cancellation-delay",
+    "warmup-request-count",
+    "warmup-prefill-concurrency",
+    "warmup-concurrency-ramp-duration",
+    "warmup-prefill-concurrency-ramp-duration",
+    "warmup-request-rate-ramp-duration",
+];
 
 impl Flags {
     fn set(&mut self, flag: &str, from: &At<'_>, value: Value) {
@@ -45,6 +82,41 @@ impl Flags {
 
     fn copy(&mut self, flag: &str, from: &At<'_>) {
         self.set(flag, from, from.node.value.clone());
+    }
+
+    /// An empty flag map.
+    fn empty(line: u32) -> Flags {
+        Flags {
+            map: Node::new(Value::Map(Vec::new()), line),
+            origins: Vec::new(),
+            later_phases: Vec::new(),
+            phase_names: Vec::new(),
+            later_at: Vec::new(),
+        }
+    }
+
+    /// `base`'s flags with its phase's replaced by `phase`'s.
+    fn with_phase(base: &Flags, phase: Flags) -> Flags {
+        let mut out = Flags::empty(base.map.line);
+        if let (Value::Map(mine), Value::Map(theirs)) = (&mut out.map.value, &base.map.value) {
+            mine.extend(
+                theirs
+                    .iter()
+                    .filter(|(k, _)| !PHASE_FLAGS.contains(&k.name.as_str()))
+                    .cloned(),
+            );
+        }
+        out.origins = base
+            .origins
+            .iter()
+            .filter(|(f, _)| !PHASE_FLAGS.contains(&f.as_str()))
+            .cloned()
+            .collect();
+        if let (Value::Map(mine), Value::Map(theirs)) = (&mut out.map.value, phase.map.value) {
+            mine.extend(theirs);
+        }
+        out.origins.extend(phase.origins);
+        out
     }
 
     /// Renames a flag in an error or warning back to the config key it came from.
@@ -350,10 +422,7 @@ fn refuse_templates(ctx: &Ctx, node: &Node, path: &str, line: u32) -> Result<(),
 /// Translates a config document into AIPerf's flags.
 pub(super) fn to_flags(ctx: &mut Ctx, doc: &Node) -> Result<Flags, WorkloadError> {
     refuse_templates(ctx, doc, "", doc.line)?;
-    let mut flags = Flags {
-        map: Node::new(Value::Map(Vec::new()), doc.line),
-        origins: Vec::new(),
-    };
+    let mut flags = Flags::empty(doc.line);
     let mut root = MapReader::root(ctx, doc)?;
     if let Some(f) = field(&mut root, "schemaVersion")
         && f.node.scalar_text().as_deref() != Some("2.0")
@@ -404,6 +473,12 @@ pub(super) fn to_flags(ctx: &mut Ctx, doc: &Node) -> Result<Flags, WorkloadError
             other => format!("the AIPerf config key `{other}`"),
         },
     )?;
+    // Each later profiling phase runs as every other flag says, with its own phase keys.
+    let later = std::mem::take(&mut flags.later_phases);
+    flags.later_phases = later
+        .into_iter()
+        .map(|phase| Flags::with_phase(&flags, phase))
+        .collect();
     Ok(flags)
 }
 
@@ -833,33 +908,66 @@ fn phases(ctx: &mut Ctx, m: &mut MapReader<'_>, flags: &mut Flags) -> Result<(),
     }
     let (warmups, profiles): (Vec<&Phase<'_>>, Vec<&Phase<'_>>) =
         phases.iter().partition(|p| p.warmup);
-    let profile = match profiles.as_slice() {
-        [one] => *one,
-        [] => {
-            return Err(ctx.invalid(
-                &super::reader::join(&m.path, "phases"),
-                m.line,
-                "a 'profiling' phase is required (AIPerf refuses a warm-up alone)",
-            ));
-        }
-        [_, second, ..] => {
-            return Err(second.at.unsupported(ctx, "several profiling phases (llmbench runs AIPerf's one profiling phase, after an optional warm-up)"));
-        }
+    let Some((profile, later)) = profiles.split_first() else {
+        return Err(ctx.invalid(
+            &super::reader::join(&m.path, "phases"),
+            m.line,
+            "a 'profiling' phase is required (AIPerf refuses a warm-up alone)",
+        ));
     };
     if phases.first().is_some_and(|p| !p.warmup) && !warmups.is_empty() {
         return Err(warmups[0]
             .at
-            .unsupported(ctx, "a warm-up phase after the profiling phase"));
+            .unsupported(ctx, "a warm-up phase after a profiling phase"));
+    }
+    // `validate_phase_names_unique`: AIPerf names each phase's artifacts after it.
+    let mut seen: Vec<String> = Vec::new();
+    for p in &phases {
+        let name =
+            p.at.node
+                .get("name")
+                .and_then(Node::scalar_text)
+                .unwrap_or_else(|| if p.warmup { "warmup" } else { "profiling" }.to_owned());
+        let valid = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !valid {
+            return Err(p.at.invalid(
+                ctx,
+                format!(
+                    "phase name `{name}` is not a strict identifier (letters, numbers, underscores and hyphens, \
+                     starting with a letter or underscore; AIPerf refuses it)"
+                ),
+            ));
+        }
+        if seen.iter().any(|n| n.eq_ignore_ascii_case(&name)) {
+            return Err(p.at.invalid(
+                ctx,
+                format!("duplicate phase name '{name}' (names must be unique case-insensitively; AIPerf refuses it)"),
+            ));
+        }
+        if !p.warmup {
+            flags.phase_names.push(name.clone());
+        }
+        seen.push(name);
+    }
+    let profile = *profile;
+    for p in later {
+        let mut own = Flags::empty(p.at.line);
+        phase(ctx, &p.at, &mut own, false)?;
+        flags.later_phases.push(own);
+        flags.later_at.push((p.at.path.clone(), p.at.line));
     }
     if warmups.len() > 1 {
         return Err(warmups[1].at.unsupported(ctx, "several warm-up phases"));
     }
     let pace = phase(ctx, &profile.at, flags, false)?;
     if let Some(w) = warmups.first() {
-        let mut scratch = Flags {
-            map: Node::new(Value::Map(Vec::new()), 0),
-            origins: Vec::new(),
-        };
+        let mut scratch = Flags::empty(0);
         let warm_pace = phase(ctx, &w.at, &mut scratch, true)?;
         if warm_pace != pace {
             return Err(w.at.unsupported(
@@ -1133,6 +1241,16 @@ fn phase(
     if let Some(c) = field(&mut p, "prefillConcurrency") {
         flags.copy("prefill-concurrency", &c);
     }
+    // `seamless: false` (the default) is what llmbench does: a phase starts once the one before it drained.
+    if let Some(x) = field(&mut p, "seamless")
+        && super::vllm_bench::flag(ctx, &x)?
+    {
+        return Err(x.unsupported(
+            ctx,
+            "a seamless phase (AIPerf starts it while the previous phase's requests are still in flight; \
+             llmbench starts each phase once the one before it drained)",
+        ));
+    }
     for (key, flag) in [
         ("concurrencyRamp", "concurrency-ramp-duration"),
         ("prefillRamp", "prefill-concurrency-ramp-duration"),
@@ -1391,6 +1509,51 @@ mod tests {
             refusal(&config.replace("    prefillConcurrency: 2\n", "    prefillConcurrency: 5\n"));
         assert!(
             err.starts_with("bench.yaml:18: `benchmark.profiling.prefillConcurrency`: 5 is more than --concurrency 4"),
+            "{err}"
+        );
+    }
+
+    /// Several profiling phases: each a stage of its own, in order, the warm-up before the first only; their
+    /// names are kept for AIPerf's `phases/<name>/` exports.
+    #[test]
+    fn several_profiling_phases_become_one_stage_each() {
+        let config = "schemaVersion: \"2.0\"\nbenchmark:\n  model: m\n  endpoint:\n    url: http://h:8000\n  \
+                      dataset: {entries: 5}\n  phases:\n    - {name: warmup, type: concurrency, concurrency: 2, \
+                      requests: 2}\n    - {name: baseline, kind: profiling, type: concurrency, concurrency: 2, \
+                      requests: 4}\n    - {name: burst, kind: profiling, type: constant, rate: 10, requests: 6, \
+                      cancellation: {rate: 20}}\n";
+        let w = parse(config).expect("parses").workload;
+        assert_eq!(w.report.aiperf_phases, ["baseline", "burst"]);
+        assert_eq!(w.stages.len(), 2);
+        assert!(
+            matches!(
+                &w.stages[0].arrival,
+                Arrival::AiperfRate { pace: AiperfPace::Burst, concurrency: Some(2), warmup_requests: 2, credits, .. }
+                    if credits.cancellation.is_none()
+            ),
+            "{:?}",
+            w.stages[0].arrival
+        );
+        assert_eq!(w.stages[0].limit.requests, Some(4));
+        assert!(
+            matches!(
+                &w.stages[1].arrival,
+                Arrival::AiperfRate { pace: AiperfPace::Constant { rate }, concurrency: None, warmup_requests: 0, credits, .. }
+                    if *rate == 10.0 && credits.cancellation.is_some_and(|c| c.percent == 20.0)
+            ),
+            "{:?}",
+            w.stages[1].arrival
+        );
+        assert_eq!(w.stages[1].limit.requests, Some(6));
+        // A warm-up between profiling phases, duplicate names, and a dataset the phases would size apart.
+        let err = refusal(&config.replace("name: burst", "name: Baseline"));
+        assert!(err.contains("duplicate phase name 'Baseline'"), "{err}");
+        let err =
+            refusal(&config.replace("name: burst, kind: profiling", "name: burst, kind: warmup"));
+        assert!(err.contains("several warm-up phases"), "{err}");
+        let err = refusal(&config.replace("{entries: 5}", "{isl: 8}"));
+        assert!(
+            err.contains("bench.yaml:10: `benchmark.phases[2]`") && err.contains("set `entries`"),
             "{err}"
         );
     }

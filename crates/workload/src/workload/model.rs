@@ -1046,6 +1046,9 @@ pub struct ReportOptions {
     /// inference-perf `report.request_lifecycle.per_adapter_stage` (default false):
     /// `adapter_{name}_stage_{N}_lifecycle_metrics.json`.
     pub per_adapter_stage: bool,
+    /// An AIPerf config's profiling phase names, one per stage, when it has several (empty: one phase,
+    /// `profiling`).
+    pub aiperf_phases: Vec<String>,
 }
 
 /// inference-perf's and guidellm's default percentiles.
@@ -1071,6 +1074,7 @@ impl Default for ReportOptions {
             session_per_session: false,
             per_adapter: true,
             per_adapter_stage: false,
+            aiperf_phases: Vec::new(),
         }
     }
 }
