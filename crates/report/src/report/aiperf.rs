@@ -34,14 +34,16 @@
 //! counts as cut short is a valid record here: AIPerf has no such failure (it counts a length that misses the
 //! request's, `osl_mismatch_count`, without invalidating the record).
 
-use serde_json::{Map, Value, json};
-
+use std::collections::BTreeMap;
 use std::io;
 
-use super::meta::Slo;
+use serde_json::{Map, Value, json};
+
+use super::aiperf_records::{aiperf_good, aiperf_times, error_details, record_metrics};
+use super::meta::{RunMeta, RunState, Slo};
 use super::sample::{FloatStore, SampleId};
+use llmbench_core::calendar::civil_from_unix;
 use llmbench_model::record::{ErrorClass, RequestRecord};
-use llmbench_workload::workload::SloMetric;
 
 /// The file AIPerf writes into its `--output-artifact-dir`.
 pub(crate) const AIPERF_JSON_FILE: &str = "profile_export_aiperf.json";
@@ -49,8 +51,8 @@ pub(crate) const AIPERF_JSON_FILE: &str = "profile_export_aiperf.json";
 pub(crate) const AIPERF_CSV_FILE: &str = "profile_export_aiperf.csv";
 
 /// AIPerf's `STAT_KEYS` (`aiperf/common/constants.py`), the columns of the CSV's first section.
-const STAT_KEYS: [&str; 13] = [
-    "avg", "min", "max", "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99", "std",
+const STAT_KEYS: [&str; 14] = [
+    "avg", "min", "max", "sum", "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99", "std",
 ];
 
 /// The `header` of each metric class this export writes (`aiperf/metrics/types/*.py`).
@@ -63,16 +65,37 @@ fn header(tag: &str) -> Option<&'static str> {
         "time_to_first_output_token" => "Time to First Output Token",
         "reasoning_token_count" => "Reasoning Token Count",
         "inter_token_latency" => "Inter Token Latency",
+        "inter_chunk_latency" => "Inter Chunk Latency",
+        "decode_duration" => "Decode Duration",
+        "credit_to_start_latency" => "Credit-to-Start Latency",
         "output_token_throughput" => "Output Token Throughput",
         "output_token_throughput_per_user" => "Output Token Throughput Per User",
+        "e2e_output_token_throughput" => "E2E Output Token Throughput",
+        "prefill_throughput_per_user" => "Prefill Throughput Per User",
+        "input_token_throughput" => "Input Token Throughput",
+        "total_token_throughput" => "Total Token Throughput",
         "output_sequence_length" => "Output Sequence Length",
         "input_sequence_length" => "Input Sequence Length",
+        "output_token_count" => "Output Token Count",
+        "usage_prompt_tokens" => "Usage Prompt Tokens",
+        "usage_completion_tokens" => "Usage Completion Tokens",
+        "usage_total_tokens" => "Usage Total Tokens",
+        "osl_mismatch_diff_pct" => "OSL Mismatch Diff %",
+        "osl_mismatch_count" => "OSL Mismatch Count",
         "benchmark_duration" => "Benchmark Duration",
-        "good_request_count" => "GoodRequestCount",
+        "good_request_count" => "Good Request Count",
+        "good_request_fraction" => "GoodRequestFraction",
         "goodput" => "Goodput",
         "total_osl" => "Total Output Sequence Length",
         "total_isl" => "Total Input Sequence Length",
+        "total_output_tokens" => "Total Output Tokens",
+        "total_reasoning_tokens" => "Total Reasoning Tokens",
+        "total_usage_prompt_tokens" => "Total Usage Prompt Tokens",
+        "total_usage_completion_tokens" => "Total Usage Completion Tokens",
+        "total_usage_total_tokens" => "Total Usage Total Tokens",
         "error_request_count" => "Error Request Count",
+        "completed_request_count" => "Completed Requests (Success + Error)",
+        "request_error_rate" => "Request Error Rate",
         "request_throughput" => "Request Throughput",
         _ => return None,
     })
@@ -135,263 +158,482 @@ pub(crate) fn aiperf_csv(export: &Value) -> String {
     lines.iter().map(|l| format!("{l}\r\n")).collect()
 }
 
-/// The times AIPerf measures of one valid request, in nanoseconds: `request_latency` (last response − send; without a
-/// stream the one response is the whole body), `time_to_first_token` (first response with tokens − send; without a
-/// stream the request latency), the second response's time after the first, and `inter_token_latency` =
-/// `(request_latency − ttft) / (osl − 1)` for osl ≥ 2, streams only.
-pub(crate) struct AiperfTimes {
-    pub last_response_ns: u64,
-    pub request_latency_ns: f64,
-    pub ttft_ns: Option<f64>,
-    pub ttst_ns: Option<f64>,
-    pub itl_ns: Option<f64>,
-}
-
-pub(crate) fn aiperf_times(r: &RequestRecord) -> AiperfTimes {
-    // Every response that carried tokens, reasoning included (AIPerf's `content_responses`).
-    let mut content = r
-        .chunks
-        .iter()
-        .filter(|c| r.streaming && c.kind.tokens().is_some())
-        .map(|c| c.at_ns);
-    let first = content.next();
-    let second = content.next();
-    let last = content.next_back().or(second).or(first).unwrap_or(r.end_ns);
-    let request_latency_ns = last.saturating_sub(r.sent_ns) as f64;
-    // Without a stream the whole body is the one content response: TTFT is the request latency
-    // (`ttft_metric.py` has no streaming flag), and there is no second token or inter-token latency (theirs has).
-    let ttft_ns = if r.streaming {
-        first.map(|f| f.saturating_sub(r.sent_ns) as f64)
-    } else {
-        Some(request_latency_ns)
-    };
-    let out = f64::from(r.output_tokens());
-    AiperfTimes {
-        last_response_ns: last,
-        request_latency_ns,
-        ttft_ns,
-        ttst_ns: first.zip(second).map(|(f, s)| s.saturating_sub(f) as f64),
-        itl_ns: ttft_ns
-            .filter(|_| r.streaming && out >= 2.0)
-            .map(|t| (request_latency_ns - t) / (out - 1.0)),
-    }
-}
-
-/// Whether a valid request met every `--goodput` objective (`GoodRequestCountMetric._is_good`): each metric at most
-/// its limit (all three are smaller-is-better), and a metric the request does not have fails it.
-pub(crate) fn aiperf_good(times: &AiperfTimes, slos: &[Slo]) -> bool {
-    slos.iter()
-        .all(|slo| aiperf_metric_s(times, slo.metric).is_some_and(|v| v <= slo.limit_s))
-}
-
-/// The AIPerf metric an objective names, in seconds: `time_to_first_token`, `inter_token_latency` or
-/// `request_latency`; `None` when the request has none.
-pub(crate) fn aiperf_metric_s(times: &AiperfTimes, metric: SloMetric) -> Option<f64> {
-    let ns = match metric {
-        SloMetric::Ttft => times.ttft_ns,
-        SloMetric::Itl => times.itl_ns,
-        SloMetric::E2e => Some(times.request_latency_ns),
-        // The aiperf dialect maps no AIPerf tag to these.
-        SloMetric::Tpot | SloMetric::Ntpot => None,
-    };
-    ns.map(|v| v / 1e9)
-}
-
-/// AIPerf's JSON export of `records` (the measured ones), with `good_request_count` and `goodput` when the profile
-/// set `--goodput` objectives; the samples held in memory.
+/// AIPerf's JSON export of `records` (the measured ones; warm-up requests go to `warmup_metrics`), with
+/// `good_request_count` and `goodput` when `meta` sets `--goodput` objectives; the samples held in memory.
 #[cfg(test)]
-pub(crate) fn aiperf_export(records: &[&RequestRecord], slos: &[Slo]) -> Value {
+pub(crate) fn aiperf_export_of(records: &[&RequestRecord], meta: &RunMeta) -> Value {
     let mut store = FloatStore::memory();
     let mut bucket = Aiperf::new(&mut store);
-    records.iter().for_each(|r| bucket.add(r, slos, &mut store));
+    for r in records {
+        if r.warmup {
+            bucket.add_warmup(r, &meta.report.goodput, &mut store);
+        } else {
+            bucket.add(r, &meta.report.goodput, &mut store);
+        }
+    }
     // Samples in memory cannot fail to be read.
-    bucket.export(slos, &mut store).unwrap_or(Value::Null)
+    bucket.export(meta, &mut store).unwrap_or(Value::Null)
 }
 
-/// What AIPerf's export needs of the measured requests, gathered request by request: counts, extremes and exact
-/// integer sums here, each per-request metric a sample of a [`FloatStore`] — so the export of a run streamed back
-/// from disk is the one of the run held in memory. Means are the exactly rounded sum over the count and `std` the
-/// population deviation from exact sums of squares (numpy's pairwise sums agree to rounding; AIPerf prints `%.2f`).
-pub(crate) struct Aiperf {
-    latency: SampleId,
-    ttft: SampleId,
-    ttst: SampleId,
-    ttfo: SampleId,
-    reasoning: SampleId,
-    itl: SampleId,
-    per_user: SampleId,
-    osl: SampleId,
-    isl: SampleId,
+/// [`aiperf_export_of`] for a run without an end in its meta (the window falls back to the benchmark duration).
+#[cfg(test)]
+pub(crate) fn aiperf_export(records: &[&RequestRecord], slos: &[Slo]) -> Value {
+    let mut meta = super::tests::meta();
+    meta.report.goodput = slos.to_vec();
+    aiperf_export_of(records, &meta)
+}
+
+/// The per-request metrics AIPerf 0.13 aggregates over a phase's valid requests, each as [`record_metrics`]
+/// computes it for `profile_export.jsonl` (display units): its tag and unit. A list value
+/// (`inter_chunk_latency`) counts every element, as AIPerf's ragged columns are flattened.
+const RECORD_TAGS: [(&str, &str); 18] = [
+    ("request_latency", "ms"),
+    ("time_to_first_token", "ms"),
+    ("time_to_second_token", "ms"),
+    ("time_to_first_output_token", "ms"),
+    ("inter_token_latency", "ms"),
+    ("inter_chunk_latency", "ms"),
+    ("decode_duration", "ms"),
+    ("input_sequence_length", "tokens"),
+    ("output_sequence_length", "tokens"),
+    ("output_token_count", "tokens"),
+    ("reasoning_token_count", "tokens"),
+    ("usage_prompt_tokens", "tokens"),
+    ("usage_completion_tokens", "tokens"),
+    ("usage_total_tokens", "tokens"),
+    ("e2e_output_token_throughput", "tokens/sec/user"),
+    ("prefill_throughput_per_user", "tokens/sec/user"),
+    ("output_token_throughput_per_user", "tokens/sec/user"),
+    ("osl_mismatch_diff_pct", "%"),
+];
+
+/// The record metric summed into each run total (`DerivedSumMetric`): total tag, summed tag. A total is written
+/// when at least one request had the metric.
+const TOTALS: [(&str, &str); 7] = [
+    ("total_output_tokens", "output_token_count"),
+    ("total_reasoning_tokens", "reasoning_token_count"),
+    ("total_isl", "input_sequence_length"),
+    ("total_osl", "output_sequence_length"),
+    ("total_usage_prompt_tokens", "usage_prompt_tokens"),
+    ("total_usage_completion_tokens", "usage_completion_tokens"),
+    ("total_usage_total_tokens", "usage_total_tokens"),
+];
+
+/// AIPerf 0.13's `OSL_MISMATCH_PCT_THRESHOLD` and `OSL_MISMATCH_MAX_TOKEN_THRESHOLD` defaults
+/// (`common/environment.py`): a request's output length is a mismatch when it is more than
+/// `min(requested × 5 %, 50)` tokens away from its `max_tokens`.
+const OSL_MISMATCH_PCT: f64 = 5.0;
+const OSL_MISMATCH_MAX_TOKENS: f64 = 50.0;
+
+/// AIPerf's `JsonExportData.SCHEMA_VERSION` in 0.13.
+const SCHEMA_VERSION: &str = "1.4";
+
+/// What AIPerf's export needs of one phase's requests (the profiling phase's, or the warm-up's), gathered request by
+/// request: counts, extremes and exact integer sums here, each per-request metric a sample of a [`FloatStore`] —
+/// so the export of a run streamed back from disk is the one of the run held in memory. Means are the exactly
+/// rounded sum over the count and `std` the population deviation from exact sums of squares (numpy's pairwise
+/// sums agree to rounding; AIPerf prints `%.2f`).
+struct PhaseBucket {
+    /// One sample per [`RECORD_TAGS`] entry, in its order.
+    samples: Vec<SampleId>,
+    /// `request_start_ns − credit_issued_ns` of every request, failed ones included (`derived_latency.py`).
+    credit_to_start: SampleId,
     count: u64,
-    reasoned: u64,
-    total_osl: u64,
-    total_isl: u64,
     errors: u64,
     good: u64,
+    /// Requests with a `max_tokens` above 0, and those whose output missed it past the threshold.
+    osl_requested: u64,
+    osl_mismatches: u64,
     first_send: u64,
     last_response: u64,
+    /// The first credit (scheduled send) of any request, failed ones included.
+    first_credit: u64,
+    /// The stages the phase's requests came from.
+    stages: Option<(u32, u32)>,
+    /// `error_summary`: each distinct `ErrorDetails` and its count, in order of first appearance.
+    error_summary: Vec<(Value, u64)>,
     /// Whether the requests were an embeddings run's: AIPerf's endpoint metadata says it `produces_tokens: false`,
     /// so its metrics flagged `PRODUCES_TOKENS_ONLY` (output lengths and rates) are not computed.
     pooling: bool,
 }
 
-impl Aiperf {
-    pub(crate) fn new(store: &mut FloatStore) -> Aiperf {
-        Aiperf {
-            latency: store.sample(),
-            ttft: store.sample(),
-            ttst: store.sample(),
-            ttfo: store.sample(),
-            reasoning: store.sample(),
-            itl: store.sample(),
-            per_user: store.sample(),
-            osl: store.sample(),
-            isl: store.sample(),
+impl PhaseBucket {
+    fn new(store: &mut FloatStore) -> PhaseBucket {
+        PhaseBucket {
+            samples: RECORD_TAGS.iter().map(|_| store.sample()).collect(),
+            credit_to_start: store.sample(),
             count: 0,
-            reasoned: 0,
-            total_osl: 0,
-            total_isl: 0,
             errors: 0,
             good: 0,
+            osl_requested: 0,
+            osl_mismatches: 0,
             first_send: u64::MAX,
             last_response: 0,
+            first_credit: u64::MAX,
+            stages: None,
+            error_summary: Vec::new(),
             pooling: false,
         }
     }
 
-    /// Counts a measured request.
-    pub(crate) fn add(&mut self, r: &RequestRecord, slos: &[Slo], store: &mut FloatStore) {
+    fn add(&mut self, r: &RequestRecord, slos: &[Slo], store: &mut FloatStore) {
         // A request cancelled at the end of `--benchmark-grace-period` answered after it: AIPerf's records manager
         // leaves every such request out of its metrics, errors included (`_should_include_request_by_duration`).
         if r.error_class() == Some(ErrorClass::Cancelled) {
             return;
         }
         self.pooling |= r.inputs().is_some();
+        self.first_credit = self.first_credit.min(r.scheduled_ns);
+        self.stages = Some(match self.stages {
+            Some((lo, hi)) => (lo.min(r.stage), hi.max(r.stage)),
+            None => (r.stage, r.stage),
+        });
+        store.push(
+            self.credit_to_start,
+            r.sent_ns.saturating_sub(r.scheduled_ns) as f64 / 1e6,
+        );
         if !r.succeeded() {
             self.errors += 1;
+            let details = error_details(r, r.error_class() == Some(ErrorClass::ClientCancelled));
+            match self.error_summary.iter_mut().find(|(d, _)| *d == details) {
+                Some((_, n)) => *n += 1,
+                None => self.error_summary.push((details, 1)),
+            }
             return;
         }
-        if let Some(ns) = r.ttfo_ns() {
-            store.push(self.ttfo, ns as f64 / 1e6);
-        }
-        let reasoned = r.reasoning_tokens();
-        if reasoned > 0 {
-            self.reasoned += 1;
-            store.push(self.reasoning, f64::from(reasoned));
+        let metrics = record_metrics(r, slos);
+        for ((tag, _), sample) in RECORD_TAGS.iter().zip(&self.samples) {
+            match metrics.get(*tag).and_then(|m| m.get("value")) {
+                Some(Value::Array(values)) => values
+                    .iter()
+                    .filter_map(Value::as_f64)
+                    .for_each(|v| store.push(*sample, v)),
+                Some(value) => {
+                    if let Some(v) = value.as_f64() {
+                        store.push(*sample, v);
+                    }
+                }
+                None => {}
+            }
         }
         let times = aiperf_times(r);
         self.first_send = self.first_send.min(r.sent_ns);
         self.last_response = self.last_response.max(times.last_response_ns);
         self.count += 1;
-        store.push(self.latency, times.request_latency_ns / 1e6);
-        store.push(self.osl, f64::from(r.output_tokens()));
-        store.push(self.isl, f64::from(r.prompt_tokens()));
-        self.total_osl += u64::from(r.output_tokens());
-        self.total_isl += u64::from(r.prompt_tokens());
-        if let Some(t) = times.ttft_ns {
-            store.push(self.ttft, t / 1e6);
-        }
-        if let Some(t) = times.ttst_ns {
-            store.push(self.ttst, t / 1e6);
-        }
-        if let Some(itl_ns) = times.itl_ns {
-            store.push(self.itl, itl_ns / 1e6);
-            if itl_ns > 0.0 {
-                store.push(self.per_user, 1e9 / itl_ns);
-            }
+        // `OSLMismatchCountMetric`: needs `osl_mismatch_diff_pct`, so a `max_tokens` above 0.
+        if metrics.contains_key("osl_mismatch_diff_pct")
+            && let Some(requested) = r.max_tokens
+        {
+            let requested = f64::from(requested);
+            let threshold = (requested * (OSL_MISMATCH_PCT / 100.0)).min(OSL_MISMATCH_MAX_TOKENS);
+            self.osl_requested += 1;
+            self.osl_mismatches +=
+                u64::from((f64::from(r.output_tokens()) - requested).abs() > threshold);
         }
         self.good += u64::from(!slos.is_empty() && aiperf_good(&times, slos));
     }
 
-    /// The export, as `profile_export_aiperf.json` holds it.
-    pub(crate) fn export(&self, slos: &[Slo], store: &mut FloatStore) -> io::Result<Value> {
-        let mut export = Map::new();
-        let count = self.count as f64;
-        let (total_osl, total_isl) = (self.total_osl as f64, self.total_isl as f64);
-        let duration_s = (self.last_response > self.first_send)
-            .then(|| (self.last_response - self.first_send) as f64 / 1e9);
-        if let Some(d) = duration_s {
-            export.insert(
-                "request_throughput".into(),
-                single("requests/sec", count / d),
-            );
-        }
-        export.insert("request_latency".into(), stats("ms", store, self.latency)?);
-        export.insert("request_count".into(), single("requests", count));
-        export.insert("time_to_first_token".into(), stats("ms", store, self.ttft)?);
-        export.insert(
-            "time_to_second_token".into(),
-            stats("ms", store, self.ttst)?,
-        );
-        if self.reasoned > 0 {
-            export.insert(
-                "time_to_first_output_token".into(),
-                stats("ms", store, self.ttfo)?,
-            );
-            export.insert(
-                "reasoning_token_count".into(),
-                stats("tokens", store, self.reasoning)?,
-            );
-        }
-        export.insert("inter_token_latency".into(), stats("ms", store, self.itl)?);
-        if let Some(d) = duration_s {
-            export.insert(
-                "output_token_throughput".into(),
-                single("tokens/sec", total_osl / d),
-            );
-        }
-        export.insert(
-            "output_token_throughput_per_user".into(),
-            stats("tokens/sec/user", store, self.per_user)?,
-        );
-        export.insert(
-            "output_sequence_length".into(),
-            stats("tokens", store, self.osl)?,
-        );
-        export.insert(
-            "input_sequence_length".into(),
-            stats("tokens", store, self.isl)?,
-        );
-        if let Some(d) = duration_s {
-            export.insert("benchmark_duration".into(), single("sec", d));
-        }
-        if !slos.is_empty() {
-            export.insert(
-                "good_request_count".into(),
-                single("requests", self.good as f64),
-            );
-            if let Some(d) = duration_s {
-                export.insert(
-                    "goodput".into(),
-                    single("requests/sec", self.good as f64 / d),
-                );
+    /// The phase's metrics as AIPerf 0.13 exports them; `window` is the phase's `[start, end]` on the run clock
+    /// (its observation duration), `None` to fall back to `benchmark_duration` as AIPerf does without one.
+    fn metrics(
+        &self,
+        slos: &[Slo],
+        window: Option<(u64, u64)>,
+        store: &mut FloatStore,
+    ) -> io::Result<Map<String, Value>> {
+        let mut stats_of = BTreeMap::new();
+        let mut sums = BTreeMap::new();
+        for ((tag, unit), sample) in RECORD_TAGS.iter().zip(&self.samples) {
+            let value = stats(unit, store, *sample)?;
+            if !value.is_null() {
+                sums.insert(*tag, store.view(&[*sample]).sum());
+                stats_of.insert(*tag, value);
             }
         }
-        export.insert("total_osl".into(), single("tokens", total_osl));
-        export.insert("total_isl".into(), single("tokens", total_isl));
-        if self.errors > 0 {
-            export.insert(
-                "error_request_count".into(),
-                single("requests", self.errors as f64),
+        if let Some(value) =
+            Some(stats("ms", store, self.credit_to_start)?).filter(|v| !v.is_null())
+        {
+            stats_of.insert("credit_to_start_latency", value);
+        }
+        let count = self.count as f64;
+        let benchmark_s = (self.last_response > self.first_send)
+            .then(|| (self.last_response - self.first_send) as f64 / 1e9);
+        // `MetricResultsDict.observation_duration`: the phase's window when the export has one, else the
+        // benchmark duration; a zero duration has no value.
+        let observed_s = match window {
+            Some((start, end)) => Some(end.saturating_sub(start) as f64 / 1e9),
+            None => benchmark_s,
+        }
+        .filter(|d| *d > 0.0);
+        let total = |tag: &str| sums.get(tag).copied();
+        let totals: BTreeMap<&str, f64> = TOTALS
+            .iter()
+            .filter_map(|(name, of)| total(of).map(|v| (*name, v)))
+            .collect();
+        let mut export = Map::new();
+        let put = |export: &mut Map<String, Value>, tag: &str, value: Option<Value>| {
+            if let Some(value) = value {
+                export.insert(tag.into(), value);
+            }
+        };
+        let rate = |unit: &str, v: Option<f64>| v.zip(observed_s).map(|(v, d)| single(unit, v / d));
+        let sum = |tag: &str| totals.get(tag).copied();
+        let valid = (self.count > 0).then_some(count);
+        // `JsonExportData`'s declared metrics first, in its order, then the others, as pydantic dumps them.
+        put(
+            &mut export,
+            "request_throughput",
+            rate("requests/sec", valid),
+        );
+        put(
+            &mut export,
+            "request_latency",
+            stats_of.remove("request_latency"),
+        );
+        put(
+            &mut export,
+            "request_count",
+            valid.map(|c| single("requests", c)),
+        );
+        for tag in [
+            "time_to_first_token",
+            "time_to_second_token",
+            "inter_token_latency",
+        ] {
+            put(&mut export, tag, stats_of.remove(tag));
+        }
+        put(
+            &mut export,
+            "output_token_throughput",
+            rate("tokens/sec", sum("total_osl")),
+        );
+        for tag in [
+            "output_token_throughput_per_user",
+            "output_sequence_length",
+            "input_sequence_length",
+        ] {
+            put(&mut export, tag, stats_of.remove(tag));
+        }
+        if !slos.is_empty() {
+            put(
+                &mut export,
+                "goodput",
+                rate("requests/sec", Some(self.good as f64)),
+            );
+            put(
+                &mut export,
+                "good_request_count",
+                Some(single("requests", self.good as f64)),
             );
         }
-        export.insert("was_cancelled".into(), Value::Bool(false));
+        for tag in [
+            "output_token_count",
+            "reasoning_token_count",
+            "inter_chunk_latency",
+        ] {
+            put(&mut export, tag, stats_of.remove(tag));
+        }
+        for tag in ["total_output_tokens", "total_reasoning_tokens"] {
+            put(&mut export, tag, sum(tag).map(|v| single("tokens", v)));
+        }
+        put(
+            &mut export,
+            "benchmark_duration",
+            benchmark_s.map(|d| single("sec", d)),
+        );
+        for tag in ["total_isl", "total_osl"] {
+            put(&mut export, tag, sum(tag).map(|v| single("tokens", v)));
+        }
+        if self.errors > 0 {
+            put(
+                &mut export,
+                "error_request_count",
+                Some(single("requests", self.errors as f64)),
+            );
+        }
+        // The rest, as the accumulator lists them.
+        for (tag, value) in std::mem::take(&mut stats_of) {
+            export.insert(tag.into(), value);
+        }
+        if self.osl_requested > 0 {
+            put(
+                &mut export,
+                "osl_mismatch_count",
+                Some(single("requests", self.osl_mismatches as f64)),
+            );
+        }
+        let attempted = self.count + self.errors;
+        if attempted > 0 {
+            put(
+                &mut export,
+                "request_error_rate",
+                Some(single("%", 100.0 * self.errors as f64 / attempted as f64)),
+            );
+            put(
+                &mut export,
+                "completed_request_count",
+                Some(single("requests", attempted as f64)),
+            );
+        }
+        if !slos.is_empty() {
+            // `GoodRequestFractionMetric`: good over every attempted request, 0 without any.
+            let fraction = if attempted == 0 {
+                0.0
+            } else {
+                self.good as f64 / attempted as f64
+            };
+            put(
+                &mut export,
+                "good_request_fraction",
+                Some(single("ratio", fraction)),
+            );
+        }
+        for tag in [
+            "total_usage_completion_tokens",
+            "total_usage_prompt_tokens",
+            "total_usage_total_tokens",
+        ] {
+            put(&mut export, tag, sum(tag).map(|v| single("tokens", v)));
+        }
+        put(
+            &mut export,
+            "input_token_throughput",
+            rate("tokens/sec", sum("total_isl")),
+        );
+        let both = sum("total_isl").zip(sum("total_osl")).map(|(i, o)| i + o);
+        put(
+            &mut export,
+            "total_token_throughput",
+            rate("tokens/sec", both),
+        );
         if self.pooling {
-            // `time_to_first_token` is `STREAMING_TOKENS_ONLY` in AIPerf 0.13 (ttft_metric.py), which includes
-            // `PRODUCES_TOKENS_ONLY`; the rest are flagged `PRODUCES_TOKENS_ONLY` themselves.
+            // The metrics flagged `PRODUCES_TOKENS_ONLY` (`STREAMING_TOKENS_ONLY` includes it) that are not
+            // per-request ones ([`record_metrics`] leaves those out itself).
             for tag in [
-                "time_to_first_token",
                 "output_token_throughput",
                 "output_token_throughput_per_user",
-                "output_sequence_length",
                 "total_osl",
+                "total_output_tokens",
+                "total_reasoning_tokens",
+                "total_usage_completion_tokens",
+                "total_usage_total_tokens",
+                "total_token_throughput",
+                "osl_mismatch_count",
             ] {
                 export.remove(tag);
             }
         }
-        // A metric with no value is absent, as AIPerf's `exclude_unset` leaves it out.
-        export.retain(|_, v| !v.is_null());
+        Ok(export)
+    }
+}
+
+/// AIPerf's aggregate export (`profile_export_aiperf.json`) of a run's measured requests — its profiling phase —
+/// and, beside them, of its warm-up requests (`warmup_metrics`).
+pub(crate) struct Aiperf {
+    profiling: PhaseBucket,
+    warmup: PhaseBucket,
+}
+
+impl Aiperf {
+    pub(crate) fn new(store: &mut FloatStore) -> Aiperf {
+        Aiperf {
+            profiling: PhaseBucket::new(store),
+            warmup: PhaseBucket::new(store),
+        }
+    }
+
+    /// Counts a measured request.
+    pub(crate) fn add(&mut self, r: &RequestRecord, slos: &[Slo], store: &mut FloatStore) {
+        self.profiling.add(r, slos, store);
+    }
+
+    /// Counts a request of AIPerf's warm-up phase (a record flagged `warmup`).
+    pub(crate) fn add_warmup(&mut self, r: &RequestRecord, slos: &[Slo], store: &mut FloatStore) {
+        self.warmup.add(r, slos, store);
+    }
+
+    /// The export, as `profile_export_aiperf.json` holds it.
+    pub(crate) fn export(&self, meta: &RunMeta, store: &mut FloatStore) -> io::Result<Value> {
+        let slos = &meta.report.goodput;
+        let stage_ends = meta.end.as_ref().map(|end| end.stages.as_slice());
+        // The profiling phase's window (AIPerf's `ctx.start_ns`/`ctx.end_ns`: the phase's start and the return of
+        // its last request): from the start of the first stage its requests came from (after the warm-up when
+        // there was one) to the end of the last.
+        let window = self.profiling.stages.and_then(|(lo, hi)| {
+            let stages = stage_ends?;
+            Some((
+                stages.get(lo as usize)?.start_ns,
+                stages.get(hi as usize)?.end_ns,
+            ))
+        });
+        let mut export = Map::new();
+        export.insert("schema_version".into(), json!(SCHEMA_VERSION));
+        export.extend(self.profiling.metrics(slos, window, store)?);
+        let interrupted = matches!(
+            meta.end.as_ref().map(|end| end.state),
+            Some(RunState::Interrupted)
+        );
+        export.insert("was_cancelled".into(), Value::Bool(interrupted));
+        export.insert("is_complete".into(), Value::Bool(!interrupted));
+        if interrupted {
+            export.insert(
+                "incomplete_reason".into(),
+                json!("Run cancelled before all records were processed."),
+            );
+        }
+        let summary: Vec<Value> = self
+            .profiling
+            .error_summary
+            .iter()
+            .map(|(details, count)| json!({"error_details": details, "count": count}))
+            .collect();
+        export.insert("error_summary".into(), Value::Array(summary));
+        let bounds = window.or_else(|| {
+            (self.profiling.count > 0)
+                .then_some((self.profiling.first_send, self.profiling.last_response))
+        });
+        if let Some((start, end)) = bounds {
+            export.insert(
+                "start_time".into(),
+                json!(iso_local(meta.t0_unix_ns, start)),
+            );
+            export.insert("end_time".into(), json!(iso_local(meta.t0_unix_ns, end)));
+        }
+        if self.warmup.count + self.warmup.errors > 0 {
+            // The warm-up phase's window: its first credit to the profiling phase's start (AIPerf starts that
+            // once every warm-up request returned).
+            let end = window
+                .map(|(start, _)| start)
+                .unwrap_or(self.warmup.last_response);
+            let warmup_window =
+                (end > self.warmup.first_credit).then_some((self.warmup.first_credit, end));
+            let warmup = self.warmup.metrics(slos, warmup_window, store)?;
+            export.insert("warmup_metrics".into(), Value::Object(warmup));
+        }
         Ok(Value::Object(export))
+    }
+}
+
+/// A run-clock time as AIPerf's `start_time`/`end_time`: `datetime.fromtimestamp(ns / 1e9)` dumped by pydantic —
+/// `YYYY-MM-DDTHH:MM:SS[.ffffff]`, the microseconds rounded half to even from the float seconds as CPython does,
+/// and left out when 0. AIPerf writes the machine's local time without a zone; llmbench writes UTC.
+fn iso_local(t0_unix_ns: u64, run_ns: u64) -> String {
+    let seconds = t0_unix_ns.saturating_add(run_ns) as f64 / 1e9;
+    let mut whole = seconds.trunc();
+    let mut micros = ((seconds - whole) * 1e6).round_ties_even();
+    if micros >= 1e6 {
+        micros -= 1e6;
+        whole += 1.0;
+    }
+    let (date, time) = civil_from_unix(whole as i64);
+    let base = format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+        date.0, date.1, date.2, time.0, time.1, time.2
+    );
+    if micros == 0.0 {
+        base
+    } else {
+        format!("{base}.{:06}", micros as u32)
     }
 }
 
@@ -420,6 +662,8 @@ fn stats(unit: &str, store: &mut FloatStore, sample: SampleId) -> io::Result<Val
     out["min"] = json!(min);
     out["max"] = json!(max);
     out["std"] = json!(std);
+    out["count"] = json!(view.len());
+    out["sum"] = json!(view.sum());
     Ok(out)
 }
 

@@ -43,9 +43,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
-use super::aiperf::{AiperfTimes, aiperf_times};
 use super::meta::{RunMeta, Slo};
 use llmbench_model::record::{ErrorClass, RequestRecord};
+use llmbench_workload::workload::SloMetric;
 
 /// The file, beside `profile_export_aiperf.json`.
 pub(crate) const AIPERF_RECORDS_FILE: &str = "profile_export.jsonl";
@@ -168,7 +168,7 @@ impl AiperfRecords {
 }
 
 /// A valid request's metrics, in the order AIPerf 0.13 computes them (its dependency order).
-fn record_metrics(r: &RequestRecord, slos: &[Slo]) -> Map<String, Value> {
+pub(crate) fn record_metrics(r: &RequestRecord, slos: &[Slo]) -> Map<String, Value> {
     let mut out = Map::new();
     let mut put = |tag: &str, value: Value, unit: &str| {
         out.insert(tag.into(), json!({"value": value, "unit": unit}));
@@ -262,7 +262,7 @@ fn record_metrics(r: &RequestRecord, slos: &[Slo]) -> Map<String, Value> {
         );
     }
     if !slos.is_empty() {
-        let good = super::aiperf::aiperf_good(&times, slos);
+        let good = aiperf_good(&times, slos);
         put("good_request_count", json!(u32::from(good)), "requests");
     }
     if r.inputs().is_some() {
@@ -286,7 +286,7 @@ fn record_metrics(r: &RequestRecord, slos: &[Slo]) -> Map<String, Value> {
 /// A failed request's `ErrorDetails`: an HTTP failure as AIPerf's aiohttp client reports it (the status, its
 /// reason phrase, the body), a cancelled one as its `RequestCancellationError` (an abandoned one's message is
 /// AIPerf's own, `Request cancelled 0.100s after being sent`), any other with llmbench's class.
-fn error_details(r: &RequestRecord, cancelled: bool) -> Value {
+pub(crate) fn error_details(r: &RequestRecord, cancelled: bool) -> Value {
     let message = r.error.as_ref().map_or("", |e| e.message.as_str());
     if cancelled {
         return json!({"code": 499, "type": "RequestCancellationError", "message": message});
@@ -322,4 +322,66 @@ fn error_details(r: &RequestRecord, cancelled: bool) -> Value {
             Value::Object(details)
         }
     }
+}
+
+/// The times AIPerf measures of one valid request, in nanoseconds: `request_latency` (last response − send; without a
+/// stream the one response is the whole body), `time_to_first_token` (first response with tokens − send; without a
+/// stream the request latency), the second response's time after the first, and `inter_token_latency` =
+/// `(request_latency − ttft) / (osl − 1)` for osl ≥ 2, streams only.
+pub(crate) struct AiperfTimes {
+    pub last_response_ns: u64,
+    pub request_latency_ns: f64,
+    pub ttft_ns: Option<f64>,
+    pub ttst_ns: Option<f64>,
+    pub itl_ns: Option<f64>,
+}
+
+pub(crate) fn aiperf_times(r: &RequestRecord) -> AiperfTimes {
+    // Every response that carried tokens, reasoning included (AIPerf's `content_responses`).
+    let mut content = r
+        .chunks
+        .iter()
+        .filter(|c| r.streaming && c.kind.tokens().is_some())
+        .map(|c| c.at_ns);
+    let first = content.next();
+    let second = content.next();
+    let last = content.next_back().or(second).or(first).unwrap_or(r.end_ns);
+    let request_latency_ns = last.saturating_sub(r.sent_ns) as f64;
+    // Without a stream the whole body is the one content response: TTFT is the request latency
+    // (`ttft_metric.py` has no streaming flag), and there is no second token or inter-token latency (theirs has).
+    let ttft_ns = if r.streaming {
+        first.map(|f| f.saturating_sub(r.sent_ns) as f64)
+    } else {
+        Some(request_latency_ns)
+    };
+    let out = f64::from(r.output_tokens());
+    AiperfTimes {
+        last_response_ns: last,
+        request_latency_ns,
+        ttft_ns,
+        ttst_ns: first.zip(second).map(|(f, s)| s.saturating_sub(f) as f64),
+        itl_ns: ttft_ns
+            .filter(|_| r.streaming && out >= 2.0)
+            .map(|t| (request_latency_ns - t) / (out - 1.0)),
+    }
+}
+
+/// Whether a valid request met every `--goodput` objective (`GoodRequestCountMetric._is_good`): each metric at most
+/// its limit (all three are smaller-is-better), and a metric the request does not have fails it.
+pub(crate) fn aiperf_good(times: &AiperfTimes, slos: &[Slo]) -> bool {
+    slos.iter()
+        .all(|slo| aiperf_metric_s(times, slo.metric).is_some_and(|v| v <= slo.limit_s))
+}
+
+/// The AIPerf metric an objective names, in seconds: `time_to_first_token`, `inter_token_latency` or
+/// `request_latency`; `None` when the request has none.
+pub(crate) fn aiperf_metric_s(times: &AiperfTimes, metric: SloMetric) -> Option<f64> {
+    let ns = match metric {
+        SloMetric::Ttft => times.ttft_ns,
+        SloMetric::Itl => times.itl_ns,
+        SloMetric::E2e => Some(times.request_latency_ns),
+        // The aiperf dialect maps no AIPerf tag to these.
+        SloMetric::Tpot | SloMetric::Ntpot => None,
+    };
+    ns.map(|v| v / 1e9)
 }
