@@ -706,10 +706,12 @@ mod tests {
             "{}",
             aiperf_csv(&export)
         );
-        // Without reasoning neither is written.
+        assert!(close(&export["total_reasoning_tokens"]["avg"], 2.0));
+        // Without reasoning AIPerf 0.13 still writes TTFO (b's 20 ms, its TTFT), but no reasoning counts.
         let plain = aiperf_export(&[&b], &[]);
-        assert!(plain.get("time_to_first_output_token").is_none());
+        assert!(close(&plain["time_to_first_output_token"]["avg"], 20.0));
         assert!(plain.get("reasoning_token_count").is_none());
+        assert!(plain.get("total_reasoning_tokens").is_none());
     }
 
     #[test]
@@ -724,8 +726,10 @@ mod tests {
         assert!(close(&export["request_latency"]["min"], 14.0));
         // numpy linear percentile of [14, 30]: p50 = 22, p90 = 14 + 16 · 0.9 = 28.4.
         assert!(close(&export["request_latency"]["p90"], 28.4));
-        // Population std of [14, 30]: 8.
+        // Population std of [14, 30]: 8; count 2, sum 44.
         assert!(close(&export["request_latency"]["std"], 8.0));
+        assert_eq!(export["request_latency"]["count"], 2);
+        assert!(close(&export["request_latency"]["sum"], 44.0));
         assert!(close(&export["time_to_first_token"]["avg"], 15.0));
         assert!(close(&export["time_to_second_token"]["max"], 10.0));
         assert!(close(&export["inter_token_latency"]["avg"], 6.0));
@@ -759,47 +763,72 @@ mod tests {
         let lines: Vec<&str> = csv.split("\r\n").collect();
         assert_eq!(
             lines[0],
-            "Metric,avg,min,max,p1,p5,p10,p25,p50,p75,p90,p95,p99,std"
+            "Metric,avg,min,max,sum,p1,p5,p10,p25,p50,p75,p90,p95,p99,std"
         );
-        // Sorted by tag: input_sequence_length, inter_token_latency, output_sequence_length,
-        // output_token_throughput_per_user, request_latency, time_to_first_token, time_to_second_token.
-        let names: Vec<&str> = lines[1..8]
+        // Sorted by tag, every metric with percentiles.
+        let names: Vec<&str> = lines[1..19]
             .iter()
             .map(|l| l.split(',').next().unwrap_or_default())
             .collect();
         assert_eq!(
             names,
             [
+                "Credit-to-Start Latency (ms)",
+                "Decode Duration (ms)",
+                "E2E Output Token Throughput (tokens/sec/user)",
                 "Input Sequence Length (tokens)",
+                "Inter Chunk Latency (ms)",
                 "Inter Token Latency (ms)",
+                "OSL Mismatch Diff % (%)",
                 "Output Sequence Length (tokens)",
+                "Output Token Count (tokens)",
                 "Output Token Throughput Per User (tokens/sec/user)",
+                "Prefill Throughput Per User (tokens/sec/user)",
                 "Request Latency (ms)",
+                "Time to First Output Token (ms)",
                 "Time to First Token (ms)",
                 "Time to Second Token (ms)",
+                "Usage Completion Tokens (tokens)",
+                "Usage Prompt Tokens (tokens)",
+                "Usage Total Tokens (tokens)",
             ]
         );
+        // The sum (14 + 30 = 44) after max, as AIPerf 0.13's STAT_KEYS have it.
         assert_eq!(
-            lines[5],
-            "Request Latency (ms),22.00,14.00,30.00,14.16,14.80,15.60,18.00,22.00,26.00,28.40,29.20,29.84,8.00"
+            lines[12],
+            "Request Latency (ms),22.00,14.00,30.00,44.00,14.16,14.80,15.60,18.00,22.00,26.00,28.40,29.20,29.84,8.00"
         );
-        assert_eq!(lines[8], "", "a blank row between the sections");
-        assert_eq!(lines[9], "Metric,Value");
-        // benchmark_duration, output_token_throughput, request_count (no unit shown), request_throughput,
-        // total_isl, total_osl: duration 0.035 s, 5 tokens / 0.035 s = 142.857…, 2 / 0.035 = 57.142….
+        assert_eq!(lines[19], "", "a blank row between the sections");
+        assert_eq!(lines[20], "Metric,Value");
+        // Sorted by tag; no unit shown for `requests`. Without a phase window the rates divide by the benchmark
+        // duration, 0.035 s: 20 input tokens → 571.43/s, 5 output → 142.86/s, 25 in all → 714.29/s, 2 requests →
+        // 57.14/s. Usage: prompt 10 + 10, completion 3 + 2, total 13 + 12.
         assert_eq!(
-            &lines[10..16],
+            &lines[21..36],
             [
                 "Benchmark Duration (sec),0.04",
+                "Completed Requests (Success + Error),2.00",
+                "Input Token Throughput (tokens/sec),571.43",
+                "OSL Mismatch Count,0.00",
                 "Output Token Throughput (tokens/sec),142.86",
                 "Request Count,2.00",
+                "Request Error Rate (%),0.00",
                 "Request Throughput (requests/sec),57.14",
                 "Total Input Sequence Length (tokens),20.00",
                 "Total Output Sequence Length (tokens),5.00",
+                "Total Output Tokens (tokens),5.00",
+                "Total Token Throughput (tokens/sec),714.29",
+                "Total Usage Completion Tokens (tokens),5.00",
+                "Total Usage Prompt Tokens (tokens),20.00",
+                "Total Usage Total Tokens (tokens),25.00",
             ]
         );
-        assert_eq!(lines[16], "", "the file ends with CRLF");
-        assert_eq!(lines.len(), 17, "was_cancelled is not a metric row");
+        assert_eq!(lines[36], "", "the file ends with CRLF");
+        assert_eq!(
+            lines.len(),
+            37,
+            "the run-level keys (was_cancelled, error_summary, times) are not metric rows"
+        );
     }
 
     #[test]
@@ -826,15 +855,206 @@ mod tests {
             tags,
             [
                 "benchmark_duration",
+                "completed_request_count",
+                "credit_to_start_latency",
+                "end_time",
+                "error_summary",
                 "input_sequence_length",
+                "input_token_throughput",
+                "is_complete",
                 "request_count",
+                "request_error_rate",
                 "request_latency",
                 "request_throughput",
+                "schema_version",
+                "start_time",
                 "total_isl",
-                "was_cancelled"
+                "total_usage_prompt_tokens",
+                "usage_prompt_tokens",
+                "was_cancelled",
             ]
         );
         assert_eq!(export["request_latency"]["avg"], 45.0);
         assert_eq!(export["total_isl"]["avg"], 24.0);
+    }
+
+    fn close(v: &Value, x: f64) -> bool {
+        v.as_f64().is_some_and(|v| (v - x).abs() < 1e-9)
+    }
+
+    #[test]
+    fn the_per_request_metrics_of_the_records_file_are_aggregated() {
+        // a: sent 0, a token at 10, 12 and 14 ms, usage (10, 3), max_tokens 3; b: sent 5 (scheduled at 2), tokens at
+        // 25 and 35 ms, usage (10, 2), max_tokens 2.
+        let a = streamed(0, &[10, 12, 14], 3);
+        let mut b = streamed(5, &[25, 35], 2);
+        b.scheduled_ns = 2_000_000;
+        let export = aiperf_export(&[&a, &b], &[]);
+        let m = |tag: &str, stat: &str| export[tag][stat].clone();
+        // Chunk gaps, flattened: a's 2 and 2, b's 10 → 3 values, sum 14.
+        assert_eq!(m("inter_chunk_latency", "count"), 3);
+        assert!(close(&m("inter_chunk_latency", "sum"), 14.0));
+        assert!(close(&m("inter_chunk_latency", "avg"), 14.0 / 3.0));
+        assert!(close(&m("inter_chunk_latency", "max"), 10.0));
+        // Decode: latency − TTFT, 14 − 10 = 4 and 30 − 20 = 10.
+        assert!(close(&m("decode_duration", "avg"), 7.0));
+        // E2E: OSL / latency, 3 / 0.014 s and 2 / 0.030 s.
+        assert!(close(
+            &m("e2e_output_token_throughput", "sum"),
+            3.0 / 0.014 + 2.0 / 0.030
+        ));
+        // Prefill per user: ISL / TTFT, 10 / 0.010 s = 1000 and 10 / 0.020 s = 500.
+        assert!(close(&m("prefill_throughput_per_user", "avg"), 750.0));
+        assert!(close(&m("prefill_throughput_per_user", "min"), 500.0));
+        // TTFO without reasoning is the TTFT: 10 and 20.
+        assert!(close(&m("time_to_first_output_token", "avg"), 15.0));
+        assert!(close(&m("output_token_count", "sum"), 5.0));
+        assert!(close(&m("usage_prompt_tokens", "sum"), 20.0));
+        assert!(close(&m("usage_completion_tokens", "max"), 3.0));
+        assert!(close(&m("usage_total_tokens", "sum"), 25.0));
+        // Both answers are as long as asked: 0 % off.
+        assert!(close(&m("osl_mismatch_diff_pct", "max"), 0.0));
+        // Credit to start: a 0, b 5 − 2 = 3 ms; every request counts.
+        assert_eq!(m("credit_to_start_latency", "count"), 2);
+        assert!(close(&m("credit_to_start_latency", "avg"), 1.5));
+        assert_eq!(export["credit_to_start_latency"]["unit"], "ms");
+        for (tag, total) in [
+            ("total_output_tokens", 5.0),
+            ("total_usage_prompt_tokens", 20.0),
+            ("total_usage_completion_tokens", 5.0),
+            ("total_usage_total_tokens", 25.0),
+            ("osl_mismatch_count", 0.0),
+            ("completed_request_count", 2.0),
+            ("request_error_rate", 0.0),
+        ] {
+            assert!(close(&export[tag]["avg"], total), "{tag}: {}", export[tag]);
+            assert!(export[tag].get("count").is_none(), "{tag} is a scalar");
+        }
+        assert_eq!(export["schema_version"], "1.4");
+        assert_eq!(export["error_summary"], json!([]));
+        assert_eq!(export["is_complete"], true);
+    }
+
+    /// A non-streamed answer of `osl` tokens to a request for `requested`.
+    fn answer(id: u64, requested: u32, osl: u32) -> RequestRecord {
+        RequestRecord::builder(id)
+            .sent(id * 1_000_000)
+            .end((id + 10) * 1_000_000)
+            .streaming(false)
+            .max_tokens(requested)
+            .ok()
+            .usage(10, osl)
+            .build()
+    }
+
+    #[test]
+    fn osl_mismatches_errors_and_the_error_rate_follow_aiperf() {
+        // Threshold min(requested × 5 %, 50): 100 → 5 tokens (94 is 6 off: a mismatch; 96 is 4 off: not);
+        // 2000 → 50 (1950 is 50 off: not; 1949 is 51 off: a mismatch).
+        let records = [
+            answer(0, 100, 94),
+            answer(1, 100, 96),
+            answer(2, 2000, 1950),
+            answer(3, 2000, 1949),
+        ];
+        let failed = |id: u64| {
+            RequestRecord::builder(id)
+                .sent(id * 1_000_000)
+                .end((id + 1) * 1_000_000)
+                .status(500)
+                .error(
+                    ErrorClass::HttpStatus,
+                    "HTTP 500 Internal Server Error: boom",
+                )
+                .build()
+        };
+        let (e1, e2) = (failed(4), failed(5));
+        let mut all: Vec<&RequestRecord> = records.iter().collect();
+        all.extend([&e1, &e2]);
+        let export = aiperf_export(&all, &[]);
+        assert!(close(&export["osl_mismatch_count"]["avg"], 2.0));
+        // (94 − 100) / 100 = −6 %, −4 %, −2.5 %, −2.55 %.
+        assert!(close(&export["osl_mismatch_diff_pct"]["min"], -6.0));
+        assert!(close(&export["error_request_count"]["avg"], 2.0));
+        // 2 errors of 6 completed: 33.33 %.
+        assert!(close(&export["completed_request_count"]["avg"], 6.0));
+        assert!(close(
+            &export["request_error_rate"]["avg"],
+            100.0 * 2.0 / 6.0
+        ));
+        assert_eq!(
+            export["error_summary"],
+            json!([{
+                "error_details": {"code": 500, "type": "Internal Server Error", "message": "boom"},
+                "count": 2
+            }])
+        );
+        // Non-streamed: no chunk timing.
+        assert!(export.get("inter_chunk_latency").is_none());
+        assert!(export.get("decode_duration").is_none());
+    }
+
+    #[test]
+    fn rates_divide_by_the_phase_window_and_the_warmup_has_its_own_metrics() {
+        use super::super::meta::{RunEnd, StageEnd};
+        // The warm-up request: scheduled and sent at 0, tokens at 10 and 20 ms. The profiling phase starts at 30 ms
+        // and its last request returns at 80 ms (the stage's end).
+        let mut warm = streamed(0, &[10, 20], 2);
+        warm.warmup = true;
+        // Profiling: a sent 35, tokens at 45, 47, 49; b sent 40, tokens at 60, 70.
+        let a = streamed(35, &[45, 47, 49], 3);
+        let b = streamed(40, &[60, 70], 2);
+        let mut meta = super::super::tests::meta();
+        meta.end = Some(RunEnd {
+            state: RunState::Complete,
+            stopped: None,
+            planned: None,
+            sent: 3,
+            finished: 3,
+            stages: vec![StageEnd {
+                start_ns: 30_000_000,
+                end_ns: 80_000_000,
+                stopped: None,
+                sessions: Vec::new(),
+            }],
+            failed: None,
+        });
+        let export = aiperf_export_of(&[&warm, &a, &b], &meta);
+        // benchmark_duration stays first send → last response: 70 − 35 = 35 ms.
+        assert!(close(&export["benchmark_duration"]["avg"], 0.035));
+        // The window is 50 ms: 2 requests → 40/s, 5 output tokens → 100/s, 20 input → 400/s, 25 → 500/s.
+        assert!(close(&export["request_throughput"]["avg"], 40.0));
+        assert!(close(&export["output_token_throughput"]["avg"], 100.0));
+        assert!(close(&export["input_token_throughput"]["avg"], 400.0));
+        assert!(close(&export["total_token_throughput"]["avg"], 500.0));
+        assert!(close(&export["request_count"]["avg"], 2.0));
+        // The run's t0 is 2026-11-22T04:35:12 UTC: the window's ends 30 and 80 ms after it.
+        assert_eq!(export["start_time"], "2026-11-22T04:35:12.030000");
+        assert_eq!(export["end_time"], "2026-11-22T04:35:12.080000");
+        // The warm-up: its own request over its window, first credit 0 to the profiling start 30 ms.
+        let warmup = &export["warmup_metrics"];
+        assert!(close(&warmup["request_count"]["avg"], 1.0));
+        assert!(close(&warmup["request_latency"]["avg"], 20.0));
+        assert!(close(&warmup["request_throughput"]["avg"], 1.0 / 0.030));
+        assert!(close(&warmup["benchmark_duration"]["avg"], 0.020));
+    }
+
+    #[test]
+    fn times_are_written_as_pydantic_dumps_datetime_fromtimestamp() {
+        // The real AIPerf 0.13's profiling phase on `llmbench sim`: start_ns 1795926527280803011 and end_ns
+        // 1795926527344765846 (phase_manifest.json) were written as these start_time and end_time (the machine on
+        // UTC): the float seconds' microseconds rounded (…344765.8 → 344766), none written when 0.
+        assert_eq!(
+            iso_local(1_795_926_527_280_803_011, 0),
+            "2026-11-29T04:28:47.280803"
+        );
+        assert_eq!(
+            iso_local(1_795_926_527_000_000_000, 344_765_846),
+            "2026-11-29T04:28:47.344766"
+        );
+        assert_eq!(
+            iso_local(1_795_926_527_000_000_000, 0),
+            "2026-11-29T04:28:47"
+        );
     }
 }
