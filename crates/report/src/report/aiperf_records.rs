@@ -7,13 +7,14 @@
 //! (llmbench's token counts are the server's `usage`, as that flag makes AIPerf's; a run of the real AIPerf 0.13
 //! against `llmbench sim` with that flag writes exactly these tags), each by its class in `aiperf/metrics/types/`,
 //! in display units (ns → ms):
-//! - every valid request: `request_latency` (last content response − send), `time_to_first_token` (first content
-//!   response − send; without a stream the one response), `usage_prompt_tokens`, `usage_completion_tokens`,
+//! - every valid request: `request_latency` (last content response − send), `usage_prompt_tokens`,
+//!   `usage_completion_tokens`,
 //!   `usage_total_tokens` (when the server sent `usage`), `input_sequence_length`, `output_sequence_length`,
 //!   `output_token_count` (the output without its reasoning, when not 0), `reasoning_token_count` (when not 0),
 //!   `e2e_output_token_throughput` (OSL over the request latency in s), `osl_mismatch_diff_pct`
 //!   (`(osl − max_tokens) / max_tokens × 100`, when `max_tokens` was sent);
-//! - streams only: `time_to_first_output_token` (first content, not reasoning), `time_to_second_token`,
+//! - streams only (0.13 flags these `STREAMING_ONLY`): `time_to_first_token` (first content response − send),
+//!   `time_to_first_output_token` (first content, not reasoning), `time_to_second_token`,
 //!   `inter_chunk_latency` (the gaps between content responses, a list), `inter_token_latency`
 //!   (`(request_latency − ttft) / (osl − 1)`, osl ≥ 2), `decode_duration` (`request_latency − ttft`),
 //!   `prefill_throughput_per_user` (ISL over TTFT in s), `output_token_throughput_per_user` (1 / ITL in s);
@@ -194,7 +195,9 @@ pub(crate) fn record_metrics(r: &RequestRecord, slos: &[Slo]) -> Map<String, Val
         let total = u64::from(usage.prompt_tokens) + u64::from(usage.completion_tokens);
         put("usage_total_tokens", json!(total), "tokens");
     }
-    if let Some(ttft) = times.ttft_ns {
+    // `TTFTMetric` is `STREAMING_TOKENS_ONLY` in 0.13: a run without `--streaming` has none (checked against the
+    // real AIPerf 0.13 on `llmbench sim`).
+    if let Some(ttft) = times.ttft_ns.filter(|_| r.streaming) {
         put("time_to_first_token", ms(ttft), "ms");
     }
     put("input_sequence_length", json!(isl), "tokens");
