@@ -1,38 +1,56 @@
-//! AIPerf's `profile_export_aiperf.json`, the file llm-d-benchmark's `aiperf-analyze_results.sh` converts into
-//! its benchmark report. Only what the records can fill is written, each metric under AIPerf's tag and display
-//! unit. Its samples live in a [`FloatStore`], so a run summarised from disk (past `--records-memory`) writes the
-//! same export as one held in memory.
+//! AIPerf 0.13's aggregate export, `profile_export_aiperf.json` (the file llm-d-benchmark's
+//! `aiperf-analyze_results.sh` converts into its benchmark report) and its CSV twin. Only what the records can fill
+//! is written, each metric under AIPerf's tag, unit and header. Its samples live in a [`FloatStore`], so a run
+//! summarised from disk (past `--records-memory`) writes the same export as one held in memory.
 //!
-//! Upstream (`ai-dynamo/aiperf`): `aiperf/exporters/json_exporter.py` (the file), `aiperf/common/models/
-//! export_models.py` `JsonExportData` / `JsonMetricResult` (`unit`, `avg`, `p1` … `p99`, `min`, `max`, `std`),
-//! `aiperf/metrics/metric_dicts.py` `to_result` (numpy's linear percentiles, population std), and the metrics in
-//! `aiperf/metrics/types/`: per valid request `request_latency` (last response − send), `time_to_first_token`
-//! (first response − send), `time_to_second_token` (second − first response), `inter_token_latency`
-//! (`(request_latency − ttft) / (osl − 1)`, for osl ≥ 2), `output_token_throughput_per_user` (1 / ITL in
-//! seconds), `output_sequence_length`, `input_sequence_length`, and for answers that carried reasoning
-//! `time_to_first_output_token` (first content, not reasoning, response − send:
-//! `time_to_first_output_token_metric.py`) and `reasoning_token_count` (the server's
-//! `completion_tokens_details.reasoning_tokens`, else the streamed reasoning chunks'); and over the run `request_count`,
-//! `error_request_count`, `benchmark_duration` (last response − first request), `request_throughput`,
-//! `output_token_throughput`, `total_osl`, `total_isl`. Times are in ms (`benchmark_duration` in sec).
+//! Upstream (aiperf 0.13.0): `exporters/metrics_json_exporter.py` (the file: `schema_version` "1.4", the metrics,
+//! `was_cancelled`, `is_complete`, `error_summary`, `start_time`/`end_time`, `warmup_metrics`),
+//! `common/models/export_models.py` `JsonExportData` / `JsonMetricResult` (`unit`, `avg`, `p1` … `p99`, `min`,
+//! `max`, `std`, and `count` and `sum` for the per-request metrics), `metrics/metric_dicts.py`
+//! (`metric_result_from_array`: numpy's linear percentiles, population std; `observation_duration`),
+//! `metrics/accumulator.py` and the metric classes in `metrics/types/`.
 //!
-//! `profile_export_aiperf.csv` is the same export as AIPerf's `CsvExporter` (`aiperf/exporters/csv_exporter.py`)
-//! lays it out: the metrics with percentiles first (`Metric,avg,min,max,p1,…,p99,std`, one row per metric sorted by
-//! tag), a blank row, then the single-valued ones (`Metric,Value`); a metric is named by its class's `header` and
-//! display unit (`Request Latency (ms)`; no unit for `requests` and `count`), every number `%.2f` (AIPerf's
-//! `MetricResult` fields are floats by then), lines end in CRLF as Python's `csv.writer` ends them.
+//! - Per-request metrics (over the phase's valid requests): every one `profile_export.jsonl` carries, taken from
+//!   [`record_metrics`] itself — `request_latency`, `time_to_first_token`, `time_to_second_token`,
+//!   `time_to_first_output_token`, `inter_token_latency`, `inter_chunk_latency` (every gap of every request),
+//!   `decode_duration`, `input_sequence_length`, `output_sequence_length`, `output_token_count`,
+//!   `reasoning_token_count`, `usage_prompt_tokens`/`usage_completion_tokens`/`usage_total_tokens`,
+//!   `e2e_output_token_throughput`, `prefill_throughput_per_user`, `output_token_throughput_per_user`,
+//!   `osl_mismatch_diff_pct` — and `credit_to_start_latency` (`derived_latency.py`: send − credit issued, i.e.
+//!   llmbench's `sent_ns − scheduled_ns`, over every request, failed ones included).
+//! - Totals (`DerivedSumMetric`, written when some request had the metric): `total_isl`, `total_osl`,
+//!   `total_output_tokens`, `total_reasoning_tokens`, `total_usage_prompt_tokens`/`_completion_`/`_total_tokens`.
+//! - Counts: `request_count`, `error_request_count` (with errors), `completed_request_count` (both),
+//!   `request_error_rate` (100 × errors / both), `osl_mismatch_count` (requests whose output is more than
+//!   `min(max_tokens × 5 %, 50)` tokens off, 0.13's `Environment.METRICS` defaults).
+//! - Rates over `observation_duration`: the phase's window (the stage's start — the profiling phase's, after the
+//!   warm-up — to its end, once the last request returned: AIPerf's phase `start_ns` and `requests_end_ns`), or
+//!   `benchmark_duration` (first send − last response of the valid requests) when the run's meta has no end:
+//!   `request_throughput`, `output_token_throughput`, `input_token_throughput`, `total_token_throughput`,
+//!   `goodput`. `benchmark_duration` itself stays first send → last response.
+//! - With `--goodput`: `good_request_count`, `goodput`, `good_request_fraction` (good over valid + failed).
+//!
+//! `usage_*_diff_pct` and `usage_discrepancy_count` are not written: llmbench's token counts are the server's
+//! `usage`, as with AIPerf's `--use-server-token-count`, which turns those `USAGE_DIFF_ONLY` metrics off (a real
+//! 0.13 run with that flag writes none). An embeddings run (AIPerf's `produces_tokens: false`) has none of the
+//! `PRODUCES_TOKENS_ONLY` metrics.
+//!
+//! `profile_export_aiperf.csv` is the same export as AIPerf's `MetricsCsvExporter` lays it out: the metrics with
+//! percentiles first (`Metric,avg,min,max,sum,p1,…,p99,std`, one row per metric sorted by tag), a blank row, then
+//! the single-valued ones (`Metric,Value`, sorted by tag); a metric is named by its class's `header` and display
+//! unit (`Request Latency (ms)`; no unit for `requests` and `count`), every number `%.2f`, lines end in CRLF as
+//! Python's `csv.writer` ends them.
 //!
 //! A request cancelled in flight (the end of `--benchmark-grace-period` cut it) is left out altogether, as AIPerf's
 //! `RecordsManager._should_include_request_by_duration` leaves out a request that answered after the grace period.
+//! The warm-up requests (records flagged `warmup`) make `warmup_metrics`, the same metrics over the warm-up phase's
+//! window (its first credit to the profiling phase's start).
 //!
-//! With `--goodput` objectives, `good_request_count` (`good_request_count_metric.py`: valid requests whose every
-//! named metric is at most its limit; one without the metric is not good) and `goodput` (that count over
-//! `benchmark_duration`, `goodput_metric.py`).
-//!
-//! Left out: `min_request_timestamp` / `max_response_timestamp` (wall-clock stamps; llmbench's records are on the
-//! monotonic clock), `input_config`, `error_summary`, `start_time` / `end_time`. An answer llmbench
-//! counts as cut short is a valid record here: AIPerf has no such failure (it counts a length that misses the
-//! request's, `osl_mismatch_count`, without invalidating the record).
+//! Left out, with nothing behind them in llmbench: the time-weighted sweeps (`effective_*`, `active_*`,
+//! `tokens_in_flight`, `effective_latency`), the `http_req_*` trace metrics (llmbench does not time connect, send
+//! and headers apart), `adj_*` (AIPerf's failure-inflated percentiles), `aiperf_version`, `benchmark_id`,
+//! `run_info`, `input_config` and `telemetry_data`. `start_time`/`end_time` are UTC where AIPerf writes the
+//! machine's local time. An answer llmbench counts as cut short is a valid record here: AIPerf has no such failure.
 
 use std::collections::BTreeMap;
 use std::io;
