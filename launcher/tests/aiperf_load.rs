@@ -336,7 +336,7 @@ async fn a_warmup_phase_is_paced_alike_and_the_profiling_phase_starts_afresh_onc
         .expect("warm-up");
     assert!(close(
         avg(warmup_metrics, "request_throughput"),
-        2.0 / ((start - first_credit) as f64 / 1e9)
+        2.0 / ((start as i64 - first_credit) as f64 / 1e9)
     ));
     let csv = std::fs::read_to_string(dir.path().join("warmup/profile_export_aiperf.csv"))
         .expect("aiperf csv");

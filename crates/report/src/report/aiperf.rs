@@ -115,6 +115,10 @@ fn header(tag: &str) -> Option<&'static str> {
         "completed_request_count" => "Completed Requests (Success + Error)",
         "request_error_rate" => "Request Error Rate",
         "request_throughput" => "Request Throughput",
+        "adj_request_latency" => "Request Latency (error-adjusted)",
+        "adj_time_to_first_token" => "Time to First Token (error-adjusted)",
+        "adj_inter_token_latency" => "Inter Token Latency (error-adjusted)",
+        "adj_decode_duration" => "Decode Duration (error-adjusted)",
         _ => return None,
     })
 }
@@ -133,7 +137,7 @@ pub(crate) fn aiperf_csv(export: &Value) -> String {
     let has_percentiles = |v: &Value| {
         STAT_KEYS
             .iter()
-            .any(|k| k.starts_with('p') && v.get(*k).is_some_and(|x| !x.is_null()))
+            .any(|k| k.starts_with('p') && v.get(*k).is_some())
     };
     let name = |tag: &str, v: &Value| {
         let header = header(tag).unwrap_or_default();
@@ -144,9 +148,13 @@ pub(crate) fn aiperf_csv(export: &Value) -> String {
             _ => header.to_owned(),
         }
     };
-    let number = |v: Option<&Value>| {
-        v.and_then(Value::as_f64)
-            .map_or(String::new(), |x| format!("{x:.2}"))
+    // A null is a value AIPerf had as `inf` (an `adj_*` metric's), which Python's `%.2f` writes `inf`; an absent
+    // one was `None`, an empty cell.
+    let number = |v: Option<&Value>| match v {
+        Some(Value::Null) => "inf".to_owned(),
+        v => v
+            .and_then(Value::as_f64)
+            .map_or(String::new(), |x| format!("{x:.2}")),
     };
     let mut lines: Vec<String> = Vec::new();
     let request: Vec<_> = tags.iter().filter(|(_, v)| has_percentiles(v)).collect();
@@ -242,6 +250,15 @@ const TOTALS: [(&str, &str); 7] = [
 /// `min(requested × 5 %, 50)` tokens away from its `max_tokens`.
 const OSL_MISMATCH_PCT: f64 = 5.0;
 const OSL_MISMATCH_MAX_TOKENS: f64 = 50.0;
+
+/// The metrics flagged `PERCENTILE_INCLUDES_FAILED_REQUESTS`, and their failure-inflated twin's tag
+/// (`derived_latency.py` `inject_adjusted_latency_metrics`), written when the phase had failed requests.
+const ADJUSTED: [(&str, &str); 4] = [
+    ("request_latency", "adj_request_latency"),
+    ("time_to_first_token", "adj_time_to_first_token"),
+    ("inter_token_latency", "adj_inter_token_latency"),
+    ("decode_duration", "adj_decode_duration"),
+];
 
 /// AIPerf's `JsonExportData.SCHEMA_VERSION` in 0.13.
 const SCHEMA_VERSION: &str = "1.4";
@@ -372,6 +389,17 @@ impl PhaseBucket {
             Some(stats("ms", store, self.credit_to_start)?).filter(|v| !v.is_null())
         {
             stats_of.insert("credit_to_start_latency", value);
+        }
+        if self.errors > 0 {
+            for (tag, adjusted_tag) in ADJUSTED {
+                let Some(i) = RECORD_TAGS.iter().position(|(t, _)| *t == tag) else {
+                    continue;
+                };
+                let value = adjusted(RECORD_TAGS[i].1, store, self.samples[i], self.errors)?;
+                if !value.is_null() {
+                    stats_of.insert(adjusted_tag, value);
+                }
+            }
         }
         let count = self.count as f64;
         let benchmark_s = (self.last_response > self.first_send)
@@ -653,6 +681,40 @@ fn iso_local(t0_unix_ns: u64, run_ns: u64) -> String {
     } else {
         format!("{base}.{:06}", micros as u32)
     }
+}
+
+/// AIPerf's `_build_adjusted_metric_result`: the valid requests' values of a sample with one `+inf` per failed
+/// request beside them — `count` all of them, `min` the smallest value, numpy's `nearest` percentiles (the value at
+/// rank `(n − 1)·p` rounded half to even), no `std`. What is infinite (`avg`, `max`, `sum`, a percentile that lands
+/// on a failure) is `null`, as AIPerf's `scrub_non_finite` writes it. Null when the sample is empty.
+fn adjusted(
+    unit: &str,
+    store: &mut FloatStore,
+    sample: SampleId,
+    errors: u64,
+) -> io::Result<Value> {
+    let mut view = store.view(&[sample]);
+    let valid = view.len();
+    let Some((min, _)) = view.min_max()? else {
+        return Ok(Value::Null);
+    };
+    let n = valid.saturating_add(usize::try_from(errors).unwrap_or(usize::MAX));
+    let ranks: Vec<usize> = AIPERF_PERCENTILES
+        .iter()
+        .map(|p| ((n - 1) as f64 * (f64::from(*p) / 100.0)).round_ties_even() as usize)
+        .collect();
+    let finite: Vec<usize> = ranks.iter().copied().filter(|r| *r < valid).collect();
+    let mut values = view.at_ranks(&finite)?.into_iter();
+    let mut out = json!({"unit": unit, "avg": null});
+    for (p, rank) in AIPERF_PERCENTILES.iter().zip(ranks) {
+        let value = if rank < valid { values.next() } else { None };
+        out[format!("p{p}")] = json!(value);
+    }
+    out["min"] = json!(min);
+    out["max"] = Value::Null;
+    out["count"] = json!(n);
+    out["sum"] = Value::Null;
+    Ok(out)
 }
 
 /// An aggregate metric: only `avg` is set.
@@ -953,11 +1015,11 @@ mod tests {
         assert_eq!(export["is_complete"], true);
     }
 
-    /// A non-streamed answer of `osl` tokens to a request for `requested`.
+    /// A non-streamed answer of `osl` tokens to a request for `requested`, sent at `id` ms and taking 10 + `id` ms.
     fn answer(id: u64, requested: u32, osl: u32) -> RequestRecord {
         RequestRecord::builder(id)
             .sent(id * 1_000_000)
-            .end((id + 10) * 1_000_000)
+            .end((2 * id + 10) * 1_000_000)
             .streaming(false)
             .max_tokens(requested)
             .ok()
@@ -1010,6 +1072,29 @@ mod tests {
         // Non-streamed: no chunk timing.
         assert!(export.get("inter_chunk_latency").is_none());
         assert!(export.get("decode_duration").is_none());
+        // With failures, the error-adjusted latency: [10, 11, 12, 13, inf, inf] (n = 6); numpy's nearest rank
+        // 5·p rounded half to even: p1, p5, p10 (0.5 → 0) → 10, p25 (1.25 → 1) → 11, p50 (2.5 → 2) → 12, p75
+        // (3.75 → 4), p90 (4.5 → 4), p95, p99 → inf, written null, as avg, max and sum; no std.
+        assert_eq!(
+            export["adj_request_latency"],
+            json!({
+                "unit": "ms", "avg": null, "p1": 10.0, "p5": 10.0, "p10": 10.0, "p25": 11.0, "p50": 12.0,
+                "p75": null, "p90": null, "p95": null, "p99": null, "min": 10.0, "max": null, "count": 6,
+                "sum": null
+            })
+        );
+        // No TTFT without a stream, so no adjusted one.
+        assert!(export.get("adj_time_to_first_token").is_none());
+        let csv = aiperf_csv(&export);
+        assert!(
+            csv.contains(
+                "\r\nRequest Latency (error-adjusted) (ms),inf,10.00,inf,inf,10.00,10.00,10.00,11.00,12.00,inf,inf,inf,inf,\r\n"
+            ),
+            "{csv}"
+        );
+        // Without failures there is none.
+        let clean = aiperf_export(&records.iter().collect::<Vec<_>>(), &[]);
+        assert!(clean.get("adj_request_latency").is_none());
     }
 
     #[test]
