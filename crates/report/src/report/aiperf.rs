@@ -148,13 +148,9 @@ pub(crate) fn aiperf_csv(export: &Value) -> String {
             _ => header.to_owned(),
         }
     };
-    // A null is a value AIPerf had as `inf` (an `adj_*` metric's), which Python's `%.2f` writes `inf`; an absent
-    // one was `None`, an empty cell.
-    let number = |v: Option<&Value>| match v {
-        Some(Value::Null) => "inf".to_owned(),
-        v => v
-            .and_then(Value::as_f64)
-            .map_or(String::new(), |x| format!("{x:.2}")),
+    let number = |v: Option<&Value>| {
+        v.and_then(Value::as_f64)
+            .map_or(String::new(), |x| format!("{x:.2}"))
     };
     let mut lines: Vec<String> = Vec::new();
     let request: Vec<_> = tags.iter().filter(|(_, v)| has_percentiles(v)).collect();
@@ -686,7 +682,8 @@ fn iso_local(t0_unix_ns: u64, run_ns: u64) -> String {
 /// AIPerf's `_build_adjusted_metric_result`: the valid requests' values of a sample with one `+inf` per failed
 /// request beside them — `count` all of them, `min` the smallest value, numpy's `nearest` percentiles (the value at
 /// rank `(n − 1)·p` rounded half to even), no `std`. What is infinite (`avg`, `max`, `sum`, a percentile that lands
-/// on a failure) is `null`, as AIPerf's `scrub_non_finite` writes it. Null when the sample is empty.
+/// on a failure) is left out, as the real AIPerf 0.13 leaves it out of its JSON (and its CSV cell empty). Null
+/// when the sample is empty.
 fn adjusted(
     unit: &str,
     store: &mut FloatStore,
@@ -705,15 +702,16 @@ fn adjusted(
         .collect();
     let finite: Vec<usize> = ranks.iter().copied().filter(|r| *r < valid).collect();
     let mut values = view.at_ranks(&finite)?.into_iter();
-    let mut out = json!({"unit": unit, "avg": null});
+    let mut out = json!({"unit": unit});
     for (p, rank) in AIPERF_PERCENTILES.iter().zip(ranks) {
-        let value = if rank < valid { values.next() } else { None };
-        out[format!("p{p}")] = json!(value);
+        if rank < valid
+            && let Some(value) = values.next()
+        {
+            out[format!("p{p}")] = json!(value);
+        }
     }
     out["min"] = json!(min);
-    out["max"] = Value::Null;
     out["count"] = json!(n);
-    out["sum"] = Value::Null;
     Ok(out)
 }
 
@@ -1074,13 +1072,13 @@ mod tests {
         assert!(export.get("decode_duration").is_none());
         // With failures, the error-adjusted latency: [10, 11, 12, 13, inf, inf] (n = 6); numpy's nearest rank
         // 5·p rounded half to even: p1, p5, p10 (0.5 → 0) → 10, p25 (1.25 → 1) → 11, p50 (2.5 → 2) → 12, p75
-        // (3.75 → 4), p90 (4.5 → 4), p95, p99 → inf, written null, as avg, max and sum; no std.
+        // (3.75 → 4), p90 (4.5 → 4), p95, p99 → inf, left out as avg, max and sum are (the real AIPerf 0.13 with
+        // failures on `llmbench sim` writes `{unit, p1…p50, min, count}` so); no std.
         assert_eq!(
             export["adj_request_latency"],
             json!({
-                "unit": "ms", "avg": null, "p1": 10.0, "p5": 10.0, "p10": 10.0, "p25": 11.0, "p50": 12.0,
-                "p75": null, "p90": null, "p95": null, "p99": null, "min": 10.0, "max": null, "count": 6,
-                "sum": null
+                "unit": "ms", "p1": 10.0, "p5": 10.0, "p10": 10.0, "p25": 11.0, "p50": 12.0, "min": 10.0,
+                "count": 6
             })
         );
         // No TTFT without a stream, so no adjusted one.
@@ -1088,7 +1086,7 @@ mod tests {
         let csv = aiperf_csv(&export);
         assert!(
             csv.contains(
-                "\r\nRequest Latency (error-adjusted) (ms),inf,10.00,inf,inf,10.00,10.00,10.00,11.00,12.00,inf,inf,inf,inf,\r\n"
+                "\r\nRequest Latency (error-adjusted) (ms),,10.00,,,10.00,10.00,10.00,11.00,12.00,,,,,\r\n"
             ),
             "{csv}"
         );
