@@ -17,7 +17,8 @@
 //!   `reasoning_token_count`, `usage_prompt_tokens`/`usage_completion_tokens`/`usage_total_tokens`,
 //!   `e2e_output_token_throughput`, `prefill_throughput_per_user`, `output_token_throughput_per_user`,
 //!   `osl_mismatch_diff_pct` — and `credit_to_start_latency` (`derived_latency.py`: send − credit issued, i.e.
-//!   llmbench's `sent_ns − scheduled_ns`, over every request, failed ones included).
+//!   llmbench's `sent_ns − scheduled_ns`, over every request, failed ones included). With failed requests, the
+//!   `adj_*` twins of the metrics flagged `PERCENTILE_INCLUDES_FAILED_REQUESTS` (see [`adjusted`]).
 //! - Totals (`DerivedSumMetric`, written when some request had the metric): `total_isl`, `total_osl`,
 //!   `total_output_tokens`, `total_reasoning_tokens`, `total_usage_prompt_tokens`/`_completion_`/`_total_tokens`.
 //! - Counts: `request_count`, `error_request_count` (with errors), `completed_request_count` (both),
@@ -48,7 +49,7 @@
 //!
 //! Left out, with nothing behind them in llmbench: the time-weighted sweeps (`effective_*`, `active_*`,
 //! `tokens_in_flight`, `effective_latency`), the `http_req_*` trace metrics (llmbench does not time connect, send
-//! and headers apart), `adj_*` (AIPerf's failure-inflated percentiles), `aiperf_version`, `benchmark_id`,
+//! and headers apart), `aiperf_version`, `benchmark_id`,
 //! `run_info`, `input_config` and `telemetry_data`. `start_time`/`end_time` are UTC where AIPerf writes the
 //! machine's local time. An answer llmbench counts as cut short is a valid record here: AIPerf has no such failure.
 
