@@ -21,7 +21,8 @@
 //!   `adj_*` twins of the metrics flagged `PERCENTILE_INCLUDES_FAILED_REQUESTS` (see [`adjusted`]).
 //! - Totals (`DerivedSumMetric`, written when some request had the metric): `total_isl`, `total_osl`,
 //!   `total_output_tokens`, `total_reasoning_tokens`, `total_usage_prompt_tokens`/`_completion_`/`_total_tokens`.
-//! - Counts: `request_count`, `error_request_count` (with errors), `completed_request_count` (both),
+//! - Counts: `request_count`, `error_request_count` and `context_overflow_count` (with errors; see
+//!   [`context_overflow`]), `completed_request_count` (both),
 //!   `request_error_rate` (100 × errors / both), `osl_mismatch_count` (requests whose output is more than
 //!   `min(max_tokens × 5 %, 50)` tokens off, 0.13's `Environment.METRICS` defaults).
 //! - Rates over `observation_duration`: the phase's window (the stage's start — the profiling phase's, after the
@@ -113,6 +114,7 @@ fn header(tag: &str) -> Option<&'static str> {
         "total_usage_completion_tokens" => "Total Usage Completion Tokens",
         "total_usage_total_tokens" => "Total Usage Total Tokens",
         "error_request_count" => "Error Request Count",
+        "context_overflow_count" => "Context Overflow Count",
         "completed_request_count" => "Completed Requests (Success + Error)",
         "request_error_rate" => "Request Error Rate",
         "request_throughput" => "Request Throughput",
@@ -272,6 +274,8 @@ struct PhaseBucket {
     credit_to_start: SampleId,
     count: u64,
     errors: u64,
+    /// Failed requests whose error reads as a context overflow (`context_overflow_count`).
+    overflows: u64,
     good: u64,
     /// Requests with a `max_tokens` above 0, and those whose output missed it past the threshold.
     osl_requested: u64,
@@ -296,6 +300,7 @@ impl PhaseBucket {
             credit_to_start: store.sample(),
             count: 0,
             errors: 0,
+            overflows: 0,
             good: 0,
             osl_requested: 0,
             osl_mismatches: 0,
@@ -327,6 +332,8 @@ impl PhaseBucket {
         if !r.succeeded() {
             self.errors += 1;
             let details = error_details(r, r.error_class() == Some(ErrorClass::ClientCancelled));
+            let message = details.get("message").and_then(Value::as_str);
+            self.overflows += u64::from(message.is_some_and(context_overflow));
             match self.error_summary.iter_mut().find(|(d, _)| *d == details) {
                 Some((_, n)) => *n += 1,
                 None => self.error_summary.push((details, 1)),
@@ -492,6 +499,12 @@ impl PhaseBucket {
                 &mut export,
                 "error_request_count",
                 Some(single("requests", self.errors as f64)),
+            );
+            // `ContextOverflowCountMetric`, `ERROR_ONLY`: written (0 or more) once a request failed.
+            put(
+                &mut export,
+                "context_overflow_count",
+                Some(single("requests", self.overflows as f64)),
             );
         }
         // The rest, as the accumulator lists them.
@@ -714,6 +727,40 @@ fn adjusted(
     out["min"] = json!(min);
     out["count"] = json!(n);
     Ok(out)
+}
+
+/// AIPerf 0.13's `Environment.AGENTX.CONTEXT_OVERFLOW_SUBSTRINGS` defaults.
+const CONTEXT_OVERFLOW_SUBSTRINGS: [&str; 4] = [
+    "context length",
+    "maximum context",
+    "context_length_exceeded",
+    "prompt is too long",
+];
+
+/// Whether a failed request's error message reads as a context overflow (`is_context_overflow_response`): one of
+/// [`CONTEXT_OVERFLOW_SUBSTRINGS`] in it, case aside, or in its OpenAI-style `error.message` (or string `error`)
+/// when it is JSON.
+fn context_overflow(message: &str) -> bool {
+    let found = |text: &str| {
+        let lowered = text.to_lowercase();
+        CONTEXT_OVERFLOW_SUBSTRINGS
+            .iter()
+            .any(|needle| lowered.contains(needle))
+    };
+    if found(message) {
+        return true;
+    }
+    let nested = serde_json::from_str::<Value>(message)
+        .ok()
+        .and_then(|body| match body.get("error") {
+            Some(Value::Object(error)) => error
+                .get("message")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            Some(Value::String(error)) => Some(error.clone()),
+            _ => None,
+        });
+    nested.is_some_and(|m| found(&m))
 }
 
 /// An aggregate metric: only `avg` is set.
@@ -1055,6 +1102,8 @@ mod tests {
         // (94 − 100) / 100 = −6 %, −4 %, −2.5 %, −2.55 %.
         assert!(close(&export["osl_mismatch_diff_pct"]["min"], -6.0));
         assert!(close(&export["error_request_count"]["avg"], 2.0));
+        // "boom" is no context overflow; written as 0 once a request failed.
+        assert!(close(&export["context_overflow_count"]["avg"], 0.0));
         // 2 errors of 6 completed: 33.33 %.
         assert!(close(&export["completed_request_count"]["avg"], 6.0));
         assert!(close(
@@ -1158,5 +1207,37 @@ mod tests {
             iso_local(1_795_926_527_000_000_000, 0),
             "2026-11-29T04:28:47"
         );
+    }
+
+    #[test]
+    fn context_overflows_are_read_off_the_error_message_as_aiperf_reads_them() {
+        // AIPerf 0.13's substrings, case aside, in the raw body or its JSON `error.message` / string `error` (where
+        // an escape can hide them from the raw text: `\u0063ontext length` is `context length` once parsed).
+        assert!(context_overflow(
+            "This model's Maximum Context length is 2048 tokens"
+        ));
+        assert!(context_overflow(
+            r#"{"error":{"message":"\u0063ontext length exceeded","code":400}}"#
+        ));
+        assert!(context_overflow(r#"{"error":"\u0070rompt is too long"}"#));
+        assert!(!context_overflow(r#"{"error":{"message":"rate limited"}}"#));
+        let record = |id: u64, message: &str| {
+            RequestRecord::builder(id)
+                .sent(id)
+                .end(id + 1)
+                .status(400)
+                .error(ErrorClass::HttpStatus, message)
+                .build()
+        };
+        let (a, b) = (
+            record(
+                0,
+                r#"HTTP 400 Bad Request: {"error":{"message":"context_length_exceeded"}}"#,
+            ),
+            record(1, "HTTP 400 Bad Request: no"),
+        );
+        let export = aiperf_export(&[&a, &b], &[]);
+        assert!(close(&export["context_overflow_count"]["avg"], 1.0));
+        assert!(aiperf_csv(&export).contains("\r\nContext Overflow Count,1.00\r\n"));
     }
 }
