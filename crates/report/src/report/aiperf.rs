@@ -389,10 +389,9 @@ impl PhaseBucket {
                 stats_of.insert(*tag, value);
             }
         }
-        if let Some(value) =
-            Some(stats("ms", store, self.credit_to_start)?).filter(|v| !v.is_null())
-        {
-            stats_of.insert("credit_to_start_latency", value);
+        let credit_to_start = stats("ms", store, self.credit_to_start)?;
+        if !credit_to_start.is_null() {
+            stats_of.insert("credit_to_start_latency", credit_to_start);
         }
         if self.errors > 0 {
             for (tag, adjusted_tag) in ADJUSTED {
