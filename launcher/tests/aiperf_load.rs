@@ -615,6 +615,36 @@ async fn request_cancellation_abandons_aiperfs_drawn_credits_once_sent_and_count
     .expect("json");
     assert_eq!(export["request_count"]["avg"], 5.0, "{export}");
     assert_eq!(export["error_request_count"]["avg"], 5.0, "{export}");
+    // AIPerf 0.13's export: the five as one entry of `error_summary`, 10 completed, a 50 % error rate, no context
+    // overflow, and the error-adjusted latencies: the 5 valid values beside 5 `+inf`, numpy's nearest rank 9·p
+    // (rounded half to even) finite up to p50 (4.5 → 4) and past it (p75: 6.75 → 7) infinite, left out as the
+    // mean, max and sum are.
+    assert_eq!(
+        export["error_summary"],
+        serde_json::json!([{
+            "error_details": {
+                "code": 499,
+                "type": "RequestCancellationError",
+                "message": "Request cancelled 0.050s after being sent"
+            },
+            "count": 5
+        }])
+    );
+    assert_eq!(export["completed_request_count"]["avg"], 10.0);
+    assert_eq!(export["request_error_rate"]["avg"], 50.0);
+    assert_eq!(export["context_overflow_count"]["avg"], 0.0);
+    for tag in ["adj_request_latency", "adj_time_to_first_token"] {
+        let adjusted = &export[tag];
+        assert_eq!(adjusted["count"], 10, "{tag}: {export}");
+        assert_eq!(adjusted["min"], export[&tag[4..]]["min"], "{tag}");
+        assert!(
+            adjusted["p50"].is_number() && adjusted.get("p75").is_none(),
+            "{tag}: {adjusted}"
+        );
+        for absent in ["avg", "max", "sum", "std"] {
+            assert!(adjusted.get(absent).is_none(), "{tag}.{absent}: {adjusted}");
+        }
+    }
     let lines: Vec<Value> = std::fs::read_to_string(run.join("profile_export.jsonl"))
         .expect("profile_export.jsonl")
         .lines()
