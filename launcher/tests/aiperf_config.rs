@@ -195,9 +195,23 @@ fn several_profiling_phases_run_in_order_with_aiperfs_phase_exports_and_manifest
         "{records:?}"
     );
 
-    assert_eq!(
-        json(&run.join("profile_export_aiperf.json"))["request_count"]["avg"],
-        10.0
+    // Over several phases AIPerf's duration and rates are over the sum of the phases' windows (each stage's start
+    // to its last answer, as run.json has them).
+    let top = json(&run.join("profile_export_aiperf.json"));
+    assert_eq!(top["request_count"]["avg"], 10.0);
+    let meta = json(&run.join("run.json"));
+    let windows: u64 = meta["end"]["stages"]
+        .as_array()
+        .expect("stages")
+        .iter()
+        .map(|s| s["end_ns"].as_u64().unwrap_or(0) - s["start_ns"].as_u64().unwrap_or(0))
+        .sum();
+    let summed = windows as f64 / 1e9;
+    let close = |a: &Value, b: f64| (a.as_f64().expect("a number") - b).abs() <= 1e-9 * b;
+    assert!(close(&top["benchmark_duration"]["avg"], summed), "{top}");
+    assert!(
+        close(&top["request_throughput"]["avg"], 10.0 / summed),
+        "{top}"
     );
     let manifest = json(&run.join("phase_manifest.json"));
     assert_eq!(manifest["schema_version"], 1);

@@ -280,6 +280,103 @@ async fn a_warmup_phase_is_paced_alike_and_the_profiling_phase_starts_afresh_onc
     )
     .expect("json");
     assert_eq!(warmup_export["request_count"]["avg"], 2.0);
+
+    // AIPerf 0.13's rates divide by the phase's window (`observation_duration`): from the profiling phase's start
+    // (once the warm-up returned) to the return of its last request — the stage's start and end in run.json —
+    // not by `benchmark_duration` (first send to last response), which is an interval shorter here.
+    let run: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("warmup/run.json")).expect("run.json"),
+    )
+    .expect("json");
+    let stage = &run["end"]["stages"][0];
+    let (start, end) = (
+        stage["start_ns"].as_u64().expect("start"),
+        stage["end_ns"].as_u64().expect("end"),
+    );
+    let window_s = (end - start) as f64 / 1e9;
+    let avg = |v: &Value, tag: &str| v[tag]["avg"].as_f64().expect(tag);
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
+    assert!(
+        close(avg(&export, "request_throughput"), 3.0 / window_s),
+        "{export}"
+    );
+    assert!(close(
+        avg(&export, "output_token_throughput"),
+        avg(&export, "total_osl") / window_s
+    ));
+    assert!(close(
+        avg(&export, "input_token_throughput"),
+        avg(&export, "total_isl") / window_s
+    ));
+    assert!(close(
+        avg(&export, "total_token_throughput"),
+        (avg(&export, "total_isl") + avg(&export, "total_osl")) / window_s
+    ));
+    assert!(
+        avg(&export, "benchmark_duration") + 0.04 < window_s,
+        "{export}"
+    );
+    // Every distribution with its count and sum; the record metrics of profile_export.jsonl aggregated (this
+    // run does not stream: no TTFT or chunk timing, as in AIPerf 0.13).
+    assert_eq!(export["request_latency"]["count"], 3);
+    assert!(close(
+        export["request_latency"]["sum"].as_f64().expect("sum"),
+        3.0 * avg(&export, "request_latency")
+    ));
+    for tag in [
+        "credit_to_start_latency",
+        "e2e_output_token_throughput",
+        "output_token_count",
+        "usage_prompt_tokens",
+        "usage_completion_tokens",
+        "usage_total_tokens",
+        "osl_mismatch_diff_pct",
+    ] {
+        assert!(export[tag]["count"].as_u64().is_some(), "{tag}: {export}");
+    }
+    for absent in [
+        "time_to_first_token",
+        "inter_chunk_latency",
+        "decode_duration",
+    ] {
+        assert!(export.get(absent).is_none(), "{absent}: {export}");
+    }
+    assert_eq!(export["completed_request_count"]["avg"], 3.0);
+    assert_eq!(export["request_error_rate"]["avg"], 0.0);
+    assert_eq!(export["total_output_tokens"], export["total_osl"]);
+    assert_eq!(export["schema_version"], "1.4");
+    assert_eq!(export["error_summary"], Value::Array(Vec::new()));
+    assert_eq!(export["is_complete"], true);
+    let (start_time, end_time) = (
+        export["start_time"].as_str().expect("start_time"),
+        export["end_time"].as_str().expect("end_time"),
+    );
+    assert!(
+        start_time < end_time && start_time.starts_with("20"),
+        "{export}"
+    );
+    // The warm-up's own metrics, over its window: its first credit to the profiling phase's start.
+    let warmup_metrics = &export["warmup_metrics"];
+    assert_eq!(warmup_metrics["request_count"]["avg"], 2.0);
+    let first_credit = warmup
+        .iter()
+        .map(|r| ns(r, "scheduled_ns"))
+        .min()
+        .expect("warm-up");
+    assert!(close(
+        avg(warmup_metrics, "request_throughput"),
+        2.0 / ((start as i64 - first_credit) as f64 / 1e9)
+    ));
+    let csv = std::fs::read_to_string(dir.path().join("warmup/profile_export_aiperf.csv"))
+        .expect("aiperf csv");
+    assert!(
+        csv.starts_with("Metric,avg,min,max,sum,p1,p5,p10,p25,p50,p75,p90,p95,p99,std\r\n"),
+        "{csv}"
+    );
+    assert!(
+        csv.contains("\r\nCompleted Requests (Success + Error),3.00\r\n"),
+        "{csv}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -450,8 +547,20 @@ async fn goodput_counts_the_requests_within_every_objective_by_aiperfs_definitio
         let duration = export["benchmark_duration"]["avg"]
             .as_f64()
             .expect("duration");
+        // AIPerf 0.13's goodput divides by the phase's window (the stage's start to its end in run.json), which
+        // holds the benchmark duration.
+        let run: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join(format!("{name}/run.json")))
+                .expect("run.json"),
+        )
+        .expect("json");
+        let stage = &run["end"]["stages"][0];
+        let window_s = (stage["end_ns"].as_u64().expect("end")
+            - stage["start_ns"].as_u64().expect("start")) as f64
+            / 1e9;
+        assert!(duration <= window_s, "{export}");
         let goodput = export["goodput"]["avg"].as_f64().expect("goodput");
-        assert!((goodput - good as f64 / duration).abs() < 1e-9, "{export}");
+        assert!((goodput - good as f64 / window_s).abs() < 1e-9, "{export}");
         let summary: Value = serde_json::from_str(
             &std::fs::read_to_string(dir.path().join(format!("{name}/summary.json")))
                 .expect("summary"),
@@ -531,6 +640,36 @@ async fn request_cancellation_abandons_aiperfs_drawn_credits_once_sent_and_count
     .expect("json");
     assert_eq!(export["request_count"]["avg"], 5.0, "{export}");
     assert_eq!(export["error_request_count"]["avg"], 5.0, "{export}");
+    // AIPerf 0.13's export: the five as one entry of `error_summary`, 10 completed, a 50 % error rate, no context
+    // overflow, and the error-adjusted latencies: the 5 valid values beside 5 `+inf`, numpy's nearest rank 9·p
+    // (rounded half to even) finite up to p50 (4.5 → 4) and past it (p75: 6.75 → 7) infinite, left out as the
+    // mean, max and sum are.
+    assert_eq!(
+        export["error_summary"],
+        serde_json::json!([{
+            "error_details": {
+                "code": 499,
+                "type": "RequestCancellationError",
+                "message": "Request cancelled 0.050s after being sent"
+            },
+            "count": 5
+        }])
+    );
+    assert_eq!(export["completed_request_count"]["avg"], 10.0);
+    assert_eq!(export["request_error_rate"]["avg"], 50.0);
+    assert_eq!(export["context_overflow_count"]["avg"], 0.0);
+    for tag in ["adj_request_latency", "adj_time_to_first_token"] {
+        let adjusted = &export[tag];
+        assert_eq!(adjusted["count"], 10, "{tag}: {export}");
+        assert_eq!(adjusted["min"], export[&tag[4..]]["min"], "{tag}");
+        assert!(
+            adjusted["p50"].is_number() && adjusted.get("p75").is_none(),
+            "{tag}: {adjusted}"
+        );
+        for absent in ["avg", "max", "sum", "std"] {
+            assert!(adjusted.get(absent).is_none(), "{tag}.{absent}: {adjusted}");
+        }
+    }
     let lines: Vec<Value> = std::fs::read_to_string(run.join("profile_export.jsonl"))
         .expect("profile_export.jsonl")
         .lines()

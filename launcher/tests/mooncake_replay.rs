@@ -169,7 +169,7 @@ async fn the_bundled_dataset_profile_runs_unchanged_at_the_traces_own_times() {
     let csv = std::fs::read_to_string(dir.path().join("bundled/profile_export_aiperf.csv"))
         .expect("aiperf csv export");
     assert!(
-        csv.starts_with("Metric,avg,min,max,p1,p5,p10,p25,p50,p75,p90,p95,p99,std\r\n"),
+        csv.starts_with("Metric,avg,min,max,sum,p1,p5,p10,p25,p50,p75,p90,p95,p99,std\r\n"),
         "{csv}"
     );
     assert!(csv.contains("\r\nRequest Count,3.00\r\n"), "{csv}");

@@ -16,11 +16,11 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value, json};
 
 use super::aiperf::{AIPERF_CSV_FILE, AIPERF_JSON_FILE, Aiperf, aiperf_csv};
-use super::aiperf_records::{aiperf_phase, error_details};
+use super::aiperf_records::aiperf_phase;
 use super::meta::RunMeta;
 use super::sample::FloatStore;
 use super::{ReportError, write_json, write_text};
-use llmbench_model::record::{ErrorClass, RequestRecord};
+use llmbench_model::record::RequestRecord;
 
 /// The index AIPerf writes of its phases' exports.
 pub(crate) const AIPERF_PHASE_MANIFEST: &str = "phase_manifest.json";
@@ -35,10 +35,6 @@ struct PhaseBucket {
     export: Aiperf,
     first_issue_ns: u64,
     last_end_ns: u64,
-    successes: u64,
-    errors: u64,
-    /// Each distinct error's details (as `profile_export.jsonl` writes them) and how many requests had it.
-    error_summary: Vec<(Value, u64)>,
 }
 
 impl AiperfPhases {
@@ -49,27 +45,10 @@ impl AiperfPhases {
             export: Aiperf::new(store),
             first_issue_ns: u64::MAX,
             last_end_ns: 0,
-            successes: 0,
-            errors: 0,
-            error_summary: Vec::new(),
         });
         bucket.export.add(r, &meta.report.goodput, store);
         bucket.first_issue_ns = bucket.first_issue_ns.min(r.scheduled_ns);
         bucket.last_end_ns = bucket.last_end_ns.max(r.end_ns);
-        // A request cut at the end of the grace period answered after it: AIPerf leaves it out altogether.
-        if r.error_class() == Some(ErrorClass::Cancelled) {
-            return;
-        }
-        if r.succeeded() {
-            bucket.successes += 1;
-            return;
-        }
-        bucket.errors += 1;
-        let details = error_details(r, false);
-        match bucket.error_summary.iter_mut().find(|(d, _)| *d == details) {
-            Some((_, count)) => *count += 1,
-            None => bucket.error_summary.push((details, 1)),
-        }
     }
 
     /// Writes `phases/<name>/` and the manifest into `dir` when the run had more than one phase (AIPerf's
@@ -99,9 +78,21 @@ impl AiperfPhases {
                 source,
             })?;
             let json_path = phase_dir.join(AIPERF_JSON_FILE);
+            let stages = meta.end.as_ref().map(|end| end.stages.as_slice());
+            // A stage's window is its profiling phase's (the engine starts it after the warm-up); the warm-up's
+            // runs from its first credit to the profiling phase's start.
+            let window = match key {
+                Some(stage) => stages
+                    .and_then(|s| s.get(*stage as usize))
+                    .map(|s| (s.start_ns, s.end_ns)),
+                None => stages
+                    .and_then(|s| s.first())
+                    .map(|s| (bucket.first_issue_ns, s.start_ns))
+                    .filter(|(from, to)| to > from),
+            };
             let export = bucket
                 .export
-                .export(&meta.report.goodput, store)
+                .export_over(meta, window, store)
                 .map_err(|source| ReportError::Read {
                     path: json_path.clone(),
                     source,
@@ -111,15 +102,22 @@ impl AiperfPhases {
             write_json(&json_path, "aiperf phase export", &export)?;
             let relative = |file: &str| format!("phases/{}/{file}", phase.name);
             let wall = |ns: u64| meta.t0_unix_ns.saturating_add(ns);
-            let summary: Vec<Value> = bucket
-                .error_summary
-                .iter()
-                .map(|(details, count)| json!({"count": count, "error_details": details}))
-                .collect();
+            // The phase's counts and errors as its export has them.
+            let count = |tag: &str| export[tag]["avg"].as_f64().map_or(0, |n| n as u64);
+            let (successes, errors) = (count("request_count"), count("error_request_count"));
+            let summary: Vec<Value> = export["error_summary"]
+                .as_array()
+                .map(|items| {
+                    items
+                        .iter()
+                        .map(|item| json!({"count": item["count"], "error_details": item["error_details"]}))
+                        .collect()
+                })
+                .unwrap_or_default();
             // In key order, as AIPerf's `orjson.OPT_SORT_KEYS` writes them.
             let mut entry = Map::new();
             entry.insert("end_ns".into(), json!(wall(bucket.last_end_ns)));
-            entry.insert("error_request_count".into(), json!(bucket.errors));
+            entry.insert("error_request_count".into(), json!(errors));
             entry.insert("error_summary".into(), Value::Array(summary));
             entry.insert("metrics_csv".into(), json!(relative(AIPERF_CSV_FILE)));
             entry.insert("metrics_json".into(), json!(relative(AIPERF_JSON_FILE)));
@@ -128,11 +126,8 @@ impl AiperfPhases {
             entry.insert("phase_name".into(), json!(phase.name));
             entry.insert("profiling_index".into(), json!(phase.profiling_index));
             entry.insert("start_ns".into(), json!(wall(bucket.first_issue_ns)));
-            entry.insert("successful_request_count".into(), json!(bucket.successes));
-            entry.insert(
-                "total_request_count".into(),
-                json!(bucket.successes + bucket.errors),
-            );
+            entry.insert("successful_request_count".into(), json!(successes));
+            entry.insert("total_request_count".into(), json!(successes + errors));
             entry.insert("was_cancelled".into(), json!(false));
             entries.push(Value::Object(entry));
             written.push(csv_path);

@@ -7,13 +7,14 @@
 //! (llmbench's token counts are the server's `usage`, as that flag makes AIPerf's; a run of the real AIPerf 0.13
 //! against `llmbench sim` with that flag writes exactly these tags), each by its class in `aiperf/metrics/types/`,
 //! in display units (ns → ms):
-//! - every valid request: `request_latency` (last content response − send), `time_to_first_token` (first content
-//!   response − send; without a stream the one response), `usage_prompt_tokens`, `usage_completion_tokens`,
+//! - every valid request: `request_latency` (last content response − send), `usage_prompt_tokens`,
+//!   `usage_completion_tokens`,
 //!   `usage_total_tokens` (when the server sent `usage`), `input_sequence_length`, `output_sequence_length`,
 //!   `output_token_count` (the output without its reasoning, when not 0), `reasoning_token_count` (when not 0),
 //!   `e2e_output_token_throughput` (OSL over the request latency in s), `osl_mismatch_diff_pct`
 //!   (`(osl − max_tokens) / max_tokens × 100`, when `max_tokens` was sent);
-//! - streams only: `time_to_first_output_token` (first content, not reasoning), `time_to_second_token`,
+//! - streams only (0.13 flags these `STREAMING_ONLY`): `time_to_first_token` (first content response − send),
+//!   `time_to_first_output_token` (first content, not reasoning), `time_to_second_token`,
 //!   `inter_chunk_latency` (the gaps between content responses, a list), `inter_token_latency`
 //!   (`(request_latency − ttft) / (osl − 1)`, osl ≥ 2), `decode_duration` (`request_latency − ttft`),
 //!   `prefill_throughput_per_user` (ISL over TTFT in s), `output_token_throughput_per_user` (1 / ITL in s);
@@ -43,9 +44,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
-use super::aiperf::{AiperfTimes, aiperf_times};
 use super::meta::{RunMeta, Slo};
 use llmbench_model::record::{ErrorClass, RequestRecord};
+use llmbench_workload::workload::SloMetric;
 
 /// The file, beside `profile_export_aiperf.json`.
 pub(crate) const AIPERF_RECORDS_FILE: &str = "profile_export.jsonl";
@@ -221,7 +222,7 @@ pub(crate) fn aiperf_phase(
 }
 
 /// A valid request's metrics, in the order AIPerf 0.13 computes them (its dependency order).
-fn record_metrics(r: &RequestRecord, slos: &[Slo]) -> Map<String, Value> {
+pub(crate) fn record_metrics(r: &RequestRecord, slos: &[Slo]) -> Map<String, Value> {
     let mut out = Map::new();
     let mut put = |tag: &str, value: Value, unit: &str| {
         out.insert(tag.into(), json!({"value": value, "unit": unit}));
@@ -247,7 +248,9 @@ fn record_metrics(r: &RequestRecord, slos: &[Slo]) -> Map<String, Value> {
         let total = u64::from(usage.prompt_tokens) + u64::from(usage.completion_tokens);
         put("usage_total_tokens", json!(total), "tokens");
     }
-    if let Some(ttft) = times.ttft_ns {
+    // `TTFTMetric` is `STREAMING_TOKENS_ONLY` in 0.13: a run without `--streaming` has none (checked against the
+    // real AIPerf 0.13 on `llmbench sim`).
+    if let Some(ttft) = times.ttft_ns.filter(|_| r.streaming) {
         put("time_to_first_token", ms(ttft), "ms");
     }
     put("input_sequence_length", json!(isl), "tokens");
@@ -315,7 +318,7 @@ fn record_metrics(r: &RequestRecord, slos: &[Slo]) -> Map<String, Value> {
         );
     }
     if !slos.is_empty() {
-        let good = super::aiperf::aiperf_good(&times, slos);
+        let good = aiperf_good(&times, slos);
         put("good_request_count", json!(u32::from(good)), "requests");
     }
     if r.inputs().is_some() {
@@ -375,4 +378,66 @@ pub(crate) fn error_details(r: &RequestRecord, cancelled: bool) -> Value {
             Value::Object(details)
         }
     }
+}
+
+/// The times AIPerf measures of one valid request, in nanoseconds: `request_latency` (last response − send; without a
+/// stream the one response is the whole body), `time_to_first_token` (first response with tokens − send; without a
+/// stream the request latency), the second response's time after the first, and `inter_token_latency` =
+/// `(request_latency − ttft) / (osl − 1)` for osl ≥ 2, streams only.
+pub(crate) struct AiperfTimes {
+    pub last_response_ns: u64,
+    pub request_latency_ns: f64,
+    pub ttft_ns: Option<f64>,
+    pub ttst_ns: Option<f64>,
+    pub itl_ns: Option<f64>,
+}
+
+pub(crate) fn aiperf_times(r: &RequestRecord) -> AiperfTimes {
+    // Every response that carried tokens, reasoning included (AIPerf's `content_responses`).
+    let mut content = r
+        .chunks
+        .iter()
+        .filter(|c| r.streaming && c.kind.tokens().is_some())
+        .map(|c| c.at_ns);
+    let first = content.next();
+    let second = content.next();
+    let last = content.next_back().or(second).or(first).unwrap_or(r.end_ns);
+    let request_latency_ns = last.saturating_sub(r.sent_ns) as f64;
+    // Without a stream the whole body is the one content response: TTFT is the request latency
+    // (`ttft_metric.py` has no streaming flag), and there is no second token or inter-token latency (theirs has).
+    let ttft_ns = if r.streaming {
+        first.map(|f| f.saturating_sub(r.sent_ns) as f64)
+    } else {
+        Some(request_latency_ns)
+    };
+    let out = f64::from(r.output_tokens());
+    AiperfTimes {
+        last_response_ns: last,
+        request_latency_ns,
+        ttft_ns,
+        ttst_ns: first.zip(second).map(|(f, s)| s.saturating_sub(f) as f64),
+        itl_ns: ttft_ns
+            .filter(|_| r.streaming && out >= 2.0)
+            .map(|t| (request_latency_ns - t) / (out - 1.0)),
+    }
+}
+
+/// Whether a valid request met every `--goodput` objective (`GoodRequestCountMetric._is_good`): each metric at most
+/// its limit (all three are smaller-is-better), and a metric the request does not have fails it.
+pub(crate) fn aiperf_good(times: &AiperfTimes, slos: &[Slo]) -> bool {
+    slos.iter()
+        .all(|slo| aiperf_metric_s(times, slo.metric).is_some_and(|v| v <= slo.limit_s))
+}
+
+/// The AIPerf metric an objective names, in seconds: `time_to_first_token`, `inter_token_latency` or
+/// `request_latency`; `None` when the request has none.
+pub(crate) fn aiperf_metric_s(times: &AiperfTimes, metric: SloMetric) -> Option<f64> {
+    let ns = match metric {
+        SloMetric::Ttft => times.ttft_ns,
+        SloMetric::Itl => times.itl_ns,
+        SloMetric::E2e => Some(times.request_latency_ns),
+        // The aiperf dialect maps no AIPerf tag to these.
+        SloMetric::Tpot | SloMetric::Ntpot => None,
+    };
+    ns.map(|v| v / 1e9)
 }

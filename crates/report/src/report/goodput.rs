@@ -11,7 +11,7 @@
 //!
 //! - AIPerf (`good_request_count_metric.py`, `goodput_metric.py`): over the valid requests, a request is good when
 //!   each named metric (`time_to_first_token`, `inter_token_latency`, `request_latency`, by AIPerf's definitions:
-//!   [`super::aiperf::aiperf_times`]) is at most its limit; one without the metric is not good.
+//!   [`super::aiperf_records::aiperf_times`]) is at most its limit; one without the metric is not good.
 //!
 //! guidellm has no goodput; its profiles get inference-perf's definition in `summary.json`.
 
@@ -67,7 +67,7 @@ fn value_s(r: &RequestRecord, metric: SloMetric, definition: Definition) -> Opti
             }
         }
         Definition::Aiperf => {
-            super::aiperf::aiperf_metric_s(&super::aiperf::aiperf_times(r), metric)
+            super::aiperf_records::aiperf_metric_s(&super::aiperf_records::aiperf_times(r), metric)
         }
         Definition::InferencePerf => {
             let l = latencies(r);

@@ -561,6 +561,9 @@ pub fn write_all(
     let stages = stage_buckets(&measured.records);
     let mut store = sample::FloatStore::memory();
     let mut native = native::Native::new(formats, &mut store);
+    for r in records.iter().filter(|r| r.warmup) {
+        native.add_warmup(r, meta, &mut store);
+    }
     for r in &measured.records {
         native.add(r, meta, &mut store);
     }

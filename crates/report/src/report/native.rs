@@ -103,6 +103,13 @@ impl Native {
             .map_or(Ok(()), |entries| entries.lists.check())
     }
 
+    /// Counts a request of AIPerf's warm-up phase (left out of every other figure): its `warmup_metrics`.
+    pub(crate) fn add_warmup(&mut self, r: &RequestRecord, meta: &RunMeta, store: &mut FloatStore) {
+        if let Some(aiperf) = &mut self.aiperf {
+            aiperf.add_warmup(r, &meta.report.goodput, store);
+        }
+    }
+
     /// Counts a measured request in its stage's buckets.
     pub(crate) fn add(&mut self, r: &RequestRecord, meta: &RunMeta, store: &mut FloatStore) {
         if let Some(aiperf) = &mut self.aiperf {
@@ -375,7 +382,7 @@ impl Native {
         if let Some(aiperf) = &self.aiperf {
             let path = dir.join(AIPERF_JSON_FILE);
             let export = aiperf
-                .export(&meta.report.goodput, store)
+                .export(meta, store)
                 .map_err(|e| read_error(&path, e))?;
             let csv_path = dir.join(AIPERF_CSV_FILE);
             write_text(&csv_path, &aiperf_csv(&export))?;

@@ -335,7 +335,10 @@ pub fn summarize_spilled(
             phases.add(r, meta, &mut store);
         }
         match left_out(r, tie, &cuts) {
-            Some(LeftOut::WarmupRequest) => return excluded.warmup_requests += 1,
+            Some(LeftOut::WarmupRequest) => {
+                native.add_warmup(r, meta, &mut store);
+                return excluded.warmup_requests += 1;
+            }
             Some(LeftOut::Phase(Phase::Warmup)) => return excluded.warmup += 1,
             Some(LeftOut::Phase(Phase::Cooldown)) => return excluded.cooldown += 1,
             None => {}
