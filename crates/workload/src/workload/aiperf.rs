@@ -317,6 +317,29 @@ fn parse_flags(
     }
     if let Some(f) = m.get("goodput") {
         w.goodput = goodput(ctx, &f)?;
+        // `_configure_goodput`: TTFT and ITL are streaming-only metrics, not computed without a stream.
+        if !w.api.streaming {
+            let mut missing: Vec<&str> = w
+                .goodput
+                .iter()
+                .filter_map(|c| match c.metric {
+                    SloMetric::Ttft => Some("time_to_first_token"),
+                    SloMetric::Itl => Some("inter_token_latency"),
+                    _ => None,
+                })
+                .collect();
+            missing.sort_unstable();
+            if !missing.is_empty() {
+                return Err(f.invalid(
+                    ctx,
+                    format!(
+                        "metric(s) {} are not applicable without streaming (AIPerf refuses it: \"Invalid --goodput: \
+                         metric(s) … are not applicable to the current endpoint/configuration\"; add --streaming)",
+                        missing.join(", ")
+                    ),
+                ));
+            }
+        }
     }
     // Server-side token counts: the reports take `usage` figures over the tokenizer's (llmbench always asks for
     // usage and prefers it; this makes output counts come from it as well).
@@ -3072,7 +3095,7 @@ mod tests {
     #[test]
     fn goodput_objectives_are_aiperfs_tags_in_milliseconds() {
         let w = parse_text(
-            "model: m\ngoodput: 'time_to_first_token:100 inter_token_latency:3.40 request_latency:2500 time_to_first_token:50'\n",
+            "model: m\nstreaming: true\ngoodput: 'time_to_first_token:100 inter_token_latency:3.40 request_latency:2500 time_to_first_token:50'\n",
         )
         .expect("parses");
         assert_eq!(
@@ -3099,6 +3122,11 @@ mod tests {
                 "output_token_throughput_per_user",
             ),
             ("model: m\ngoodput: time_to_first_token=100\n", "tag:value"),
+            (
+                "model: m\ngoodput: 'request_latency:900 time_to_first_token:100 inter_token_latency:3'\n",
+                "p.yaml:2: `goodput`: metric(s) inter_token_latency, time_to_first_token are not applicable without \
+                 streaming",
+            ),
             ("model: m\ngoodput: time_to_first_token:fast\n", "numeric"),
         ] {
             let err = parse_text(text).expect_err(text).to_string();

@@ -1725,10 +1725,11 @@ mod tests {
     #[test]
     fn slos_extra_and_headers_are_the_goodput_extra_inputs_and_header_flags() {
         assert_same(
-            "benchmark:\n  model: m\n  endpoint:\n    url: http://x\n    extra: {ignore_eos: true, temperature: 0.5}\n    \
+            "benchmark:\n  model: m\n  endpoint:\n    url: http://x\n    streaming: true\n    \
+             extra: {ignore_eos: true, temperature: 0.5}\n    \
              headers: {X-Tenant: a:b}\n  dataset: {entries: 3}\n  profiling: {type: concurrency, requests: 3}\n  \
              slos: {time_to_first_token: 500, request_latency: 5000}\n",
-            "model: m\nurl: http://x\nextra-inputs: '{\"ignore_eos\": true, \"temperature\": 0.5}'\n\
+            "model: m\nurl: http://x\nstreaming: true\nextra-inputs: '{\"ignore_eos\": true, \"temperature\": 0.5}'\n\
              header: '{\"X-Tenant\": \"a:b\"}'\nnum-dataset-entries: 3\nrequest-count: 3\n\
              goodput: time_to_first_token:500 request_latency:5000\n",
         );
