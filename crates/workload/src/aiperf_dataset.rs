@@ -144,23 +144,14 @@ fn read_conversations(
 ) -> Result<Vec<Vec<FileTurn>>, AiperfDatasetError> {
     let mut conversations: Vec<Vec<FileTurn>> = Vec::new();
     let mut sessions: HashMap<String, usize> = HashMap::new();
-    for (index, raw) in text.lines().enumerate() {
-        let line = u32::try_from(index + 1).unwrap_or(u32::MAX);
-        let raw = raw.trim();
-        if raw.is_empty() {
-            continue;
-        }
+    for (line, record) in crate::prompts::jsonl_objects(text) {
         let bad = |field: &str, problem: String| AiperfDatasetError::Field {
             path: path.to_owned(),
             line,
             field: field.to_owned(),
             problem,
         };
-        let record: Map<String, Value> = match serde_json::from_str(raw) {
-            Ok(Value::Object(map)) => map,
-            Ok(other) => return Err(bad("(line)", format!("not a JSON object: {other}"))),
-            Err(e) => return Err(bad("(line)", format!("not JSON: {e}"))),
-        };
+        let record: Map<String, Value> = record.map_err(|problem| bad("(line)", problem))?;
         match spec.kind {
             AiperfFileKind::SingleTurn => {
                 literal_type(&record, "single_turn", "type", &bad)?;

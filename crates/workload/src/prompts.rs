@@ -1532,6 +1532,26 @@ fn output_tokens(value: Option<&Value>) -> Result<u32, String> {
     u32::try_from(n).map_err(|_| format!("{n} does not fit in a 32-bit token count"))
 }
 
+/// Each non-blank line of a JSONL file's `text` with its number (from 1), read as a JSON object — or why it is not
+/// one — as AIPerf's custom dataset loaders read their lines.
+pub(crate) fn jsonl_objects(
+    text: &str,
+) -> impl Iterator<Item = (u32, Result<serde_json::Map<String, Value>, String>)> + '_ {
+    text.lines().enumerate().filter_map(|(index, raw)| {
+        let raw = raw.trim();
+        if raw.is_empty() {
+            return None;
+        }
+        let line = u32::try_from(index + 1).unwrap_or(u32::MAX);
+        let object = match serde_json::from_str(raw) {
+            Ok(Value::Object(map)) => Ok(map),
+            Ok(other) => Err(format!("not a JSON object: {other}")),
+            Err(e) => Err(format!("not JSON: {e}")),
+        };
+        Some((line, object))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -176,23 +176,14 @@ fn read_entries(path: &str, text: &str) -> Result<(Vec<Entry>, Notes), AiperfRan
     let mut entries = Vec::new();
     let mut notes = Notes::default();
     let mut sessions: HashSet<String> = HashSet::new();
-    for (index, raw) in text.lines().enumerate() {
-        let line = u32::try_from(index + 1).unwrap_or(u32::MAX);
-        let raw = raw.trim();
-        if raw.is_empty() {
-            continue;
-        }
+    for (line, record) in super::jsonl_objects(text) {
         let bad = |field: &str, problem: String| AiperfRankingsFileError::Field {
             path: path.to_owned(),
             line,
             field: field.to_owned(),
             problem,
         };
-        let record: Map<String, Value> = match serde_json::from_str(raw) {
-            Ok(Value::Object(map)) => map,
-            Ok(other) => return Err(bad("(line)", format!("not a JSON object: {other}"))),
-            Err(e) => return Err(bad("(line)", format!("not JSON: {e}"))),
-        };
+        let record: Map<String, Value> = record.map_err(|problem| bad("(line)", problem))?;
         let entry = read_line(&record, line, &mut notes, &mut sessions, &bad)?;
         entries.push(entry);
     }

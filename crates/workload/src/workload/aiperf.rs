@@ -503,9 +503,31 @@ fn parse_flags(
             },
         )?;
     }
+    // What the rankings composers (file or synthetic) do not read, and the one stage of their single-turn
+    // requests.
+    let rankings_refused = || RankingsRefused {
+        isl: isl.as_ref(),
+        osl: osl.as_ref(),
+        conversation: conversation.first.clone(),
+        sessions: sampling_field
+            .as_ref()
+            .filter(|_| sampling.is_some_and(|s| s != AiperfSamplingStrategy::Sequential))
+            .or(session_header.as_ref())
+            .map(|f| (f.path.clone(), f.line)),
+        images: images.as_ref().map(|(_, key, line)| (key.clone(), *line)),
+    };
+    let rankings_stage = || {
+        synthetic_stage(
+            &load,
+            concurrency_field.is_some().then_some(concurrency),
+            Bounds {
+                requests: request_limit,
+                sessions,
+                conversations: false,
+            },
+        )
+    };
     if let (Some(file), Some(wire)) = (&input_file, w.api.rankings) {
-        let sequential = sampling.unwrap_or(AiperfSamplingStrategy::Sequential)
-            == AiperfSamplingStrategy::Sequential;
         w.data = rankings_file(
             ctx,
             wire,
@@ -515,28 +537,10 @@ fn parse_flags(
                 schedule_flag,
                 entries: dataset_entries_field.as_ref(),
                 rankings: rankings.first,
-                refused: RankingsRefused {
-                    isl: isl.as_ref(),
-                    osl: osl.as_ref(),
-                    conversation: conversation.first.clone(),
-                    sessions: sampling_field
-                        .as_ref()
-                        .filter(|_| !sequential)
-                        .or(session_header.as_ref())
-                        .map(|f| (f.path.clone(), f.line)),
-                    images: images.as_ref().map(|(_, key, line)| (key.clone(), *line)),
-                },
+                refused: rankings_refused(),
             },
         )?;
-        w.stages = vec![synthetic_stage(
-            &load,
-            concurrency_field.is_some().then_some(concurrency),
-            Bounds {
-                requests: request_limit,
-                sessions,
-                conversations: false,
-            },
-        )];
+        w.stages = vec![rankings_stage()];
         return finish_flags(ctx, &m, w);
     }
     if let (Some(_), Some((_, key, line))) = (&input_file, &images) {
@@ -711,32 +715,8 @@ fn parse_flags(
                 || sampling != AiperfSamplingStrategy::Sequential
                 || session_header.is_some();
             if let Some(wire) = w.api.rankings {
-                w.data = rankings_dataset(
-                    ctx,
-                    wire,
-                    rankings,
-                    entries,
-                    RankingsRefused {
-                        isl: isl.as_ref(),
-                        osl: osl.as_ref(),
-                        conversation: conversation.first.clone(),
-                        sessions: sampling_field
-                            .as_ref()
-                            .filter(|_| sampling != AiperfSamplingStrategy::Sequential)
-                            .or(session_header.as_ref())
-                            .map(|f| (f.path.clone(), f.line)),
-                        images: images.as_ref().map(|(_, key, line)| (key.clone(), *line)),
-                    },
-                )?;
-                w.stages = vec![synthetic_stage(
-                    &load,
-                    concurrency_field.is_some().then_some(concurrency),
-                    Bounds {
-                        requests: request_limit,
-                        sessions,
-                        conversations: false,
-                    },
-                )];
+                w.data = rankings_dataset(ctx, wire, rankings, entries, rankings_refused())?;
+                w.stages = vec![rankings_stage()];
                 return finish_flags(ctx, &m, w);
             }
             if let Some((_, key, line)) = &images {
