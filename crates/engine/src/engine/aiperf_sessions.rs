@@ -89,13 +89,14 @@ pub(super) async fn send_phase(
         prefill,
         cancellation,
         rate_ramp,
+        rate_series,
     } = phase;
     if total == Some(0) || sessions == Some(0) {
         return;
     }
     let burst = paced.pace == llmbench_workload::workload::AiperfPace::Burst;
     let continuations = Arc::new(Continuations::default());
-    let mut ticks = RateTicks::new(paced, start, rate_ramp);
+    let mut ticks = RateTicks::new(paced, start, rate_ramp, rate_series);
     let mut cancellations = cancellation.map(|c| c.decisions());
     let (mut sent, mut started, mut session_turns) = (0u64, 0u64, 0u64);
     loop {

@@ -179,6 +179,7 @@ pub(super) async fn send_phase(
         cancellation,
         // The user-centric strategy takes no rate ramp (AIPerf warns and keeps its rate): dropped when read.
         rate_ramp: _,
+        rate_series: _,
     } = phase;
     let mut cancellations = cancellation.map(|c| c.decisions());
     let rate_ok = shape.rate.is_finite() && shape.rate > 0.0;

@@ -1369,7 +1369,7 @@ async fn run_open(
 /// Runs AIPerf's warm-up phase (when there is one) and then its profiling phase; returns when the profiling
 /// phase started if a warm-up came first (the stage's figures start there).
 async fn run_paced(context: StageContext, start: Instant, paced: &Paced) -> Option<u64> {
-    let credits = paced.credits;
+    let credits = &paced.credits;
     let session_target = paced.max_concurrency.map(|n| n.max(1) as u32);
     let mut start = start;
     let mut profiling_start = None;
@@ -1393,6 +1393,8 @@ async fn run_paced(context: StageContext, start: Instant, paced: &Paced) -> Opti
             // `next_cancellation_delay_ns`: never in the warm-up phase.
             cancellation: None,
             rate_ramp: credits.warmup_ramps.rate,
+            // The warm-up phase takes no series (`_converter_warmup` routes none to it).
+            rate_series: None,
         };
         send_phase(&warmup, phase, paced, slots.as_ref(), &mut in_flight).await;
         while in_flight.join_next().await.is_some() {}
@@ -1417,6 +1419,7 @@ async fn run_paced(context: StageContext, start: Instant, paced: &Paced) -> Opti
         prefill,
         cancellation: credits.cancellation,
         rate_ramp: credits.ramps.rate,
+        rate_series: credits.rate_series.clone(),
     };
     send_phase(&context, phase, paced, slots.as_ref(), &mut in_flight).await;
     // The sending is over: the slots need not grow any more.
@@ -1476,6 +1479,8 @@ struct Phase {
     cancellation: Option<llmbench_workload::workload::AiperfCancellation>,
     /// The phase's request rate ramp.
     rate_ramp: Option<Duration>,
+    /// The phase's request-rate series.
+    rate_series: Option<llmbench_workload::workload::AiperfRateSeries>,
 }
 
 /// Resolves at `end`, or never without one (a phase's end of sending).
@@ -1496,6 +1501,16 @@ struct RateTicks {
     intervals: llmbench_workload::workload::AiperfIntervals,
     target: Instant,
     ramp: Option<RateRamp>,
+    series: Option<RateSeries>,
+}
+
+/// A phase's request-rate series ([`AiperfRateSeries`](llmbench_workload::workload::AiperfRateSeries)), from the
+/// end of its rate ramp.
+struct RateSeries {
+    series: llmbench_workload::workload::AiperfRateSeries,
+    start: Instant,
+    /// The next update: the series' start, then `AIPERF_RATE_RAMP_UPDATE` after the last.
+    next_update: Instant,
 }
 
 /// A phase's request rate ramp ([`AiperfRamps::rate`](llmbench_workload::workload::AiperfRamps)).
@@ -1511,7 +1526,12 @@ struct RateRamp {
 impl RateTicks {
     /// A new generator of `paced`'s intervals (AIPerf builds one for each phase), starting at `start`, its rate
     /// ramped over `rate_ramp` when there is one.
-    fn new(paced: &Paced, start: Instant, rate_ramp: Option<Duration>) -> RateTicks {
+    fn new(
+        paced: &Paced,
+        start: Instant,
+        rate_ramp: Option<Duration>,
+        series: Option<llmbench_workload::workload::AiperfRateSeries>,
+    ) -> RateTicks {
         use llmbench_workload::workload::AIPERF_RATE_RAMP_UPDATE;
         let mut intervals = paced.pace.intervals();
         let ramp = match (rate_ramp, intervals.rate()) {
@@ -1530,16 +1550,85 @@ impl RateTicks {
             }
             _ => None,
         };
+        // `_create_rate_series_controller`: the series starts once the ramp is over (`start_delay`); without a
+        // ramp its task, like the ramper's, sets its first rate before the loop draws.
+        let mut changed = ramp.is_some();
+        let series = series.filter(|_| intervals.rate().is_some()).map(|series| {
+            let series_start = start + ramp.as_ref().map_or(Duration::ZERO, |r| r.duration);
+            let mut next_update = series_start;
+            if ramp.is_none() {
+                let first = series.value_at(0.0);
+                // `set_request_rate` wakes the loop only for a changed rate.
+                changed = intervals.rate() != Some(first);
+                intervals.set_rate(first);
+                next_update = series_start + AIPERF_RATE_RAMP_UPDATE;
+            }
+            RateSeries {
+                series,
+                start: series_start,
+                next_update,
+            }
+        });
         let mut target = start + intervals.next().unwrap_or_default();
-        if ramp.is_some() {
-            // ... and its first rate change (to its start rate) finds the loop's first target set, which it
-            // reschedules (`_reschedule_for_rate_update`) with a fresh draw.
+        if changed {
+            // ... and that first rate change finds the loop's first target set, which it reschedules
+            // (`_reschedule_for_rate_update`) with a fresh draw.
             target = target.min(Instant::now() + intervals.next().unwrap_or_default());
         }
         RateTicks {
             intervals,
             target,
             ramp,
+            series,
+        }
+    }
+
+    /// When the next rate change (of the ramp or the series) is due.
+    fn next_control(&self) -> Option<Instant> {
+        let ramp = self.ramp.as_ref().map(|r| r.next_update);
+        let series = self.series.as_ref().map(|s| s.next_update);
+        match (ramp, series) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Applies the rate changes that are due: the ramp's first, then the series'.
+    fn apply_controls(&mut self) {
+        let now = Instant::now();
+        if self.ramp.as_ref().is_some_and(|r| r.next_update <= now) {
+            self.update_rate();
+        }
+        if self.series.as_ref().is_some_and(|s| s.next_update <= now) {
+            self.update_series(now);
+        }
+    }
+
+    /// One update of the rate series (`RateSeriesController._run`): its value now, the last point's rate (and
+    /// the series' end) once past it.
+    fn update_series(&mut self, now: Instant) {
+        use llmbench_workload::workload::AIPERF_RATE_RAMP_UPDATE;
+        let Some(series) = &mut self.series else {
+            return;
+        };
+        let elapsed = now.saturating_duration_since(series.start).as_secs_f64();
+        let rate = series.series.value_at(elapsed);
+        if elapsed >= series.series.end_s() {
+            self.series = None;
+        } else {
+            series.next_update = now + AIPERF_RATE_RAMP_UPDATE;
+        }
+        self.set_rate(rate, now);
+    }
+
+    /// `set_request_rate`: a changed rate reschedules the next target to the earlier of it and now plus a fresh
+    /// interval at the new rate; an unchanged one wakes nothing.
+    fn set_rate(&mut self, rate: f64, now: Instant) {
+        if self.intervals.rate() != Some(rate) && rate > 0.0 {
+            self.intervals.set_rate(rate);
+            self.target = self
+                .target
+                .min(now + self.intervals.next().unwrap_or_default());
         }
     }
 
@@ -1556,7 +1645,7 @@ impl RateTicks {
             if self.target + AIPERF_MAX_CATCHUP < now {
                 self.target = now;
             }
-            let update = self.ramp.as_ref().map(|r| r.next_update);
+            let update = self.next_control();
             let wake = update.map_or(self.target, |u| u.min(self.target));
             let sending_over = until(sending_ends);
             tokio::select! {
@@ -1566,7 +1655,7 @@ impl RateTicks {
                 () = llmbench_model::timer::sleep_until(wake) => {}
             }
             if update.is_some_and(|u| u <= self.target) {
-                self.update_rate();
+                self.apply_controls();
                 continue;
             }
             let due = self.target;
@@ -1596,13 +1685,7 @@ impl RateTicks {
             // The ramper sleeps an update interval after each update.
             ramp.next_update = now + AIPERF_RATE_RAMP_UPDATE;
         }
-        // `set_request_rate`: an unchanged rate wakes nothing.
-        if self.intervals.rate() != Some(rate) && rate > 0.0 {
-            self.intervals.set_rate(rate);
-            self.target = self
-                .target
-                .min(now + self.intervals.next().unwrap_or_default());
-        }
+        self.set_rate(rate, now);
     }
 
     /// Moves the next target to `now`: a send that waited for its slot (no rate) starts the schedule again.
@@ -1647,12 +1730,13 @@ async fn send_phase(
         prefill,
         cancellation,
         rate_ramp,
+        rate_series,
     } = phase;
     if total == Some(0) {
         return;
     }
     let burst = paced.pace == llmbench_workload::workload::AiperfPace::Burst;
-    let mut ticks = RateTicks::new(paced, start, rate_ramp);
+    let mut ticks = RateTicks::new(paced, start, rate_ramp, rate_series);
     let mut cancellations = cancellation.map(|c| c.decisions());
     let mut sent: u64 = 0;
     loop {

@@ -1509,6 +1509,98 @@ fn load(ctx: &mut Ctx, m: &mut MapReader<'_>, seed: u64) -> Result<Load, Workloa
     })
 }
 
+/// `--request-rate-series`: a JSON file's points (a list, or `{"points": [...]}`), or the points themselves (a
+/// config's inline `rateSeries`), checked as `RateSeriesConfig` and `read_rate_series_json` check them.
+fn rate_series(ctx: &Ctx, f: &At<'_>) -> Result<AiperfRateSeries, WorkloadError> {
+    let document: serde_json::Value = match &f.node.value {
+        Value::Str(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                f.invalid(
+                    ctx,
+                    format!("cannot read request-rate series JSON '{path}': {e}"),
+                )
+            })?;
+            serde_json::from_str(&text).map_err(|e| {
+                f.invalid(
+                    ctx,
+                    format!("invalid request-rate series JSON '{path}': {e}"),
+                )
+            })?
+        }
+        _ => f.node.to_json(),
+    };
+    let points = match document {
+        serde_json::Value::Array(points) => points,
+        serde_json::Value::Object(mut map) if map.len() == 1 && map.contains_key("points") => {
+            match map.remove("points") {
+                Some(serde_json::Value::Array(points)) => points,
+                _ => return Err(f.invalid(ctx, "request-rate series JSON points must be an array")),
+            }
+        }
+        serde_json::Value::Object(_) => {
+            return Err(f.invalid(
+                ctx,
+                "request-rate series JSON must contain exactly one top-level key: points",
+            ));
+        }
+        _ => {
+            return Err(f.invalid(
+                ctx,
+                "request-rate series JSON must be an object with points or a points array",
+            ));
+        }
+    };
+    let mut read = Vec::with_capacity(points.len());
+    for (index, point) in points.iter().enumerate() {
+        let bad = |why: &str| {
+            f.invalid(
+                ctx,
+                format!("invalid request-rate series point {index}: {why}"),
+            )
+        };
+        let serde_json::Value::Object(point) = point else {
+            return Err(bad("not an object of time_s and qps"));
+        };
+        // AIPerf's config models take camelCase too.
+        if let Some(extra) = point
+            .keys()
+            .find(|k| !matches!(k.as_str(), "time_s" | "timeS" | "qps"))
+        {
+            return Err(bad(&format!("`{extra}` is not a field (time_s, qps)")));
+        }
+        let number = |key: &str| point.get(key).and_then(serde_json::Value::as_f64);
+        let (Some(time_s), Some(qps)) =
+            (number("time_s").or_else(|| number("timeS")), number("qps"))
+        else {
+            return Err(bad("time_s and qps are required numbers"));
+        };
+        if !(time_s.is_finite() && qps.is_finite()) {
+            return Err(f.invalid(ctx, "request-rate series values must be finite"));
+        }
+        if time_s < 0.0 {
+            return Err(bad("time_s must be at least 0"));
+        }
+        if qps <= 0.0 {
+            return Err(bad("qps must be greater than 0"));
+        }
+        limits::check(ctx, f, Limit::Duration, time_s)?;
+        limits::check(ctx, f, Limit::Rate, qps)?;
+        read.push((time_s, qps));
+    }
+    if read.len() < 2 {
+        return Err(f.invalid(ctx, "a request-rate series requires at least two points"));
+    }
+    if read.windows(2).any(|w| w[1].0 <= w[0].0) {
+        return Err(f.invalid(
+            ctx,
+            "request-rate series time_s values must be strictly increasing",
+        ));
+    }
+    Ok(AiperfRateSeries {
+        points: read.into(),
+    })
+}
+
 /// What the credit flags are checked against.
 struct CreditChecks {
     /// AIPerf's seed, which the cancellation generator is derived from.
@@ -1681,7 +1773,26 @@ fn credit_flags(
     }
     let only =
         |ramp: Option<(Duration, u32)>, of: Option<u32>| ramp.filter(|_| of.is_some()).map(|r| r.0);
+    let rate_series = match m.get("request-rate-series") {
+        Some(f) => {
+            note(&f);
+            let series = rate_series(ctx, &f)?;
+            if !has_rate {
+                ctx.warn(
+                    &f.path,
+                    f.line,
+                    WarningKind::Ignored,
+                    "a request-rate series needs a --request-rate phase (AIPerf ignores it otherwise)",
+                );
+                None
+            } else {
+                Some(series)
+            }
+        }
+        None => None,
+    };
     let credits = AiperfCredits {
+        rate_series,
         prefill_concurrency,
         warmup_prefill_concurrency,
         cancellation: rate.map(|percent| AiperfCancellation {
@@ -1834,7 +1945,7 @@ fn synthetic_stage(load: &Load, concurrency: Option<u32>, bounds: Bounds) -> Sta
                 grace: duration.and(load.grace),
                 warmup_requests: load.warmup,
                 sessions,
-                credits: load.credits,
+                credits: load.credits.clone(),
             },
         ),
     };
@@ -2166,7 +2277,7 @@ mod tests {
     /// The credit flags of the only stage (`AiperfCredits::default()` when it is not AIPerf's rate loop).
     fn credits(w: &Workload) -> AiperfCredits {
         match &w.stages[0].arrival {
-            Arrival::AiperfRate { credits, .. } => *credits,
+            Arrival::AiperfRate { credits, .. } => credits.clone(),
             _ => AiperfCredits::default(),
         }
     }
@@ -2262,6 +2373,75 @@ mod tests {
         assert_eq!(credits(&parsed.workload).ramps, AiperfRamps::default());
         assert_eq!(parsed.warnings[0].key, "concurrency-ramp-duration");
         assert!(parsed.warnings[0].message.contains("nothing to ramp"));
+    }
+
+    /// `--request-rate-series`: a JSON file of points (a list or `{"points": [...]}`) or the points themselves,
+    /// checked as `RateSeriesConfig` checks them; a phase without a rate ignores it, said so.
+    #[test]
+    fn a_request_rate_series_is_read_from_its_json_file_or_inline_points() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("rates.json");
+        std::fs::write(
+            &file,
+            r#"{"points": [{"time_s": 0, "qps": 2}, {"time_s": 1.5, "qps": 8}]}"#,
+        )
+        .expect("write");
+        let w = parse_text(&format!(
+            "model: m\nrequest-rate: 5\nrequest-rate-series: {}\n",
+            file.display()
+        ))
+        .expect("parses");
+        let series = credits(&w).rate_series.expect("a series");
+        assert_eq!(&*series.points, &[(0.0, 2.0), (1.5, 8.0)]);
+        let w = parse_text(
+            "model: m\nrequest-rate: 5\nrequest-rate-series: [{time_s: 0, qps: 1}, {time_s: 2, qps: 3}]\n",
+        )
+        .expect("parses");
+        assert_eq!(
+            &*credits(&w).rate_series.expect("a series").points,
+            &[(0.0, 1.0), (2.0, 3.0)]
+        );
+        for (series, says) in [
+            ("[{time_s: 0, qps: 1}]", "at least two points"),
+            (
+                "[{time_s: 1, qps: 1}, {time_s: 1, qps: 2}]",
+                "strictly increasing",
+            ),
+            (
+                "[{time_s: 0, qps: 1}, {time_s: 1, qps: 0}]",
+                "point 1: qps must be greater than 0",
+            ),
+            (
+                "[{time_s: 0, qps: 1}, {time_s: 1, rps: 2}]",
+                "point 1: `rps` is not a field",
+            ),
+            (
+                "{points: [], extra: 1}",
+                "exactly one top-level key: points",
+            ),
+            (
+                "/nowhere/rates.json",
+                "cannot read request-rate series JSON '/nowhere/rates.json'",
+            ),
+        ] {
+            let err = parse_text(&format!(
+                "model: m\nrequest-rate: 5\nrequest-rate-series: {series}\n"
+            ))
+            .expect_err("refused")
+            .to_string();
+            assert!(
+                err.starts_with("p.yaml:3: `request-rate-series`") && err.contains(says),
+                "{series}: {err}"
+            );
+        }
+        let parsed = parse_profile(
+            Harness::Aiperf,
+            "p.yaml",
+            "model: m\nconcurrency: 2\nrequest-rate-series: [{time_s: 0, qps: 1}, {time_s: 2, qps: 3}]\n",
+            &ParseOptions::default(),
+        )
+        .expect("parses");
+        assert_eq!(parsed.warnings[0].key, "request-rate-series");
     }
 
     /// AIPerf's linear stepped ramp from 1 to 4 slots over 3 s: slot 2 at 1 s, 3 at 2 s, 4 at 3 s.

@@ -55,6 +55,7 @@ const PHASE_FLAGS: &[&str] = &[
     "concurrency-ramp-duration",
     "prefill-concurrency-ramp-duration",
     "request-rate-ramp-duration",
+    "request-rate-series",
     "request-cancellation-rate",
     "request-cancellation-delay",
     "warmup-request-count",
@@ -1263,6 +1264,35 @@ fn phase(
     if let Some(c) = field(&mut p, "cancellation") {
         cancellation(ctx, &c, flags, warmup)?;
     }
+    // `RateSeriesConfig`: a path, a list of points, or `{path}` / `{points}` (not both).
+    if let Some(r) = field(&mut p, "rateSeries") {
+        match &r.node.value {
+            Value::Map(_) => {
+                let mut m = r.map(ctx)?;
+                let path = field(&mut m, "path");
+                let points = field(&mut m, "points");
+                finish(ctx, &m, &["path", "points"], &|key| format!("`{key}`"))?;
+                match (path, points) {
+                    (Some(one), None) | (None, Some(one)) => {
+                        flags.copy("request-rate-series", &one)
+                    }
+                    (Some(_), Some(p)) => {
+                        return Err(p.invalid(
+                            ctx,
+                            "rate_series.path and rate_series.points are mutually exclusive (AIPerf refuses it)",
+                        ));
+                    }
+                    (None, None) => {
+                        return Err(r.invalid(
+                            ctx,
+                            "a request-rate series requires at least two points (AIPerf refuses it)",
+                        ));
+                    }
+                }
+            }
+            _ => flags.copy("request-rate-series", &r),
+        }
+    }
     // `GammaPhase.smoothness` (only a gamma phase has the field; `extra="forbid"` refuses it elsewhere).
     let smoothness = match field(&mut p, "smoothness") {
         Some(k) if kind == "gamma" => {
@@ -1316,12 +1346,8 @@ fn phase(
         (None, Some(d)) => flags.set("benchmark-grace-period", d, Value::Float(f64::INFINITY)),
         (None, None) => {}
     }
-    finish(ctx, &p, PHASE_KEYS, &|key| match key {
-        "rateSeries" => {
-            "AIPerf's request rate series (llmbench's AIPerf rate follows no series of points)"
-                .to_owned()
-        }
-        other => format!("the AIPerf phase key `{other}` (not built)"),
+    finish(ctx, &p, PHASE_KEYS, &|key| {
+        format!("the AIPerf phase key `{key}` (not built)")
     })?;
     let rate = rate
         .map(|r| super::vllm_bench::number(ctx, &r))
@@ -1497,6 +1523,18 @@ mod tests {
             rate_config,
             "model: m\nurl: http://h:8000\nnum-dataset-entries: 5\nrequest-rate: 8\nrequest-rate-mode: constant\n\
              request-count: 9\nrequest-rate-ramp-duration: 3\n",
+        );
+        // `rateSeries`: a path, a list of points, or `{points}`.
+        let series = rate_config.replace(
+            "rateRamp: {duration: 3}\n",
+            "rateSeries: {points: [{time_s: 0, qps: 2}, {timeS: 4, qps: 8}]}\n",
+        );
+        let from_config = parse(&series).expect("parses").workload;
+        assert!(
+            matches!(&from_config.stages[0].arrival, Arrival::AiperfRate { credits, .. }
+                if credits.rate_series.as_ref().is_some_and(|s| &*s.points == [(0.0, 2.0), (4.0, 8.0)])),
+            "{:?}",
+            from_config.stages[0].arrival
         );
         let warned = parse(&ramped).expect("parses").warnings;
         assert!(

@@ -555,7 +555,7 @@ impl AiperfPace {
 }
 
 /// What AIPerf 0.13's credit issuer (`credit/issuer.py`) does to each credit beyond pacing it.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct AiperfCredits {
     /// `--prefill-concurrency`: a second slot every request (a continuation turn too) must hold from its issue
     /// to its first token (or its return without one), acquired after the session slot; a rate's interval that
@@ -570,6 +570,43 @@ pub struct AiperfCredits {
     /// `--warmup-concurrency-ramp-duration`, `--warmup-prefill-concurrency-ramp-duration` (else the profiling
     /// phase's): the warm-up phase's.
     pub warmup_ramps: AiperfRamps,
+    /// `--request-rate-series` (a config phase's `rateSeries`): the profiling phase's rate over time.
+    pub rate_series: Option<AiperfRateSeries>,
+}
+
+/// AIPerf 0.13's request-rate series (`config/rate_series.py`, `timing/rate_series.py` `RateSeriesController`):
+/// control points `(time_s, qps)`, at least two, times strictly increasing from 0 or later. From the end of the
+/// phase's rate ramp (else its start) the rate is set to the series' value at once and every
+/// [`AIPERF_RATE_RAMP_UPDATE`] after: the first point's rate before it, linear between points, the last point's
+/// rate from it on (the series then stops).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AiperfRateSeries {
+    pub points: std::sync::Arc<[(f64, f64)]>,
+}
+
+impl AiperfRateSeries {
+    /// `RateSeriesController.value_at`: the rate `elapsed_s` into the series.
+    pub fn value_at(&self, elapsed_s: f64) -> f64 {
+        let points = &self.points;
+        let (Some(first), Some(last)) = (points.first(), points.last()) else {
+            return 0.0;
+        };
+        if elapsed_s <= first.0 {
+            return first.1;
+        }
+        if elapsed_s >= last.0 {
+            return last.1;
+        }
+        // `bisect_right(times, elapsed)`: the first point after `elapsed`.
+        let right = points.partition_point(|p| p.0 <= elapsed_s);
+        let ((t0, q0), (t1, q1)) = (points[right - 1], points[right]);
+        q0 + (q1 - q0) * ((elapsed_s - t0) / (t1 - t0))
+    }
+
+    /// When the series reaches its last point, from its start.
+    pub fn end_s(&self) -> f64 {
+        self.points.last().map_or(0.0, |p| p.0)
+    }
 }
 
 /// AIPerf 0.13's concurrency rampers (`timing/phase/runner.py` `_create_rampers`, `timing/ramping.py`): a phase's
@@ -1728,6 +1765,22 @@ mod tests {
     /// `random.Random(int.from_bytes(sha256(b"7:timing.request.cancellation").digest()[:8], "big"))` draws
     /// 0.5931, 0.2288, 0.4141, 0.6010, 0.2441, 0.2316, 0.6101, 0.5867, 0.3892, 0.7711: the 2nd, 3rd, 5th, 6th and
     /// 9th credits are cancelled; each phase starts from the first draw again.
+    /// `RateSeriesController.value_at` over (0 s, 2), (1 s, 10), (3 s, 4): the first rate before and at the first
+    /// point, linear between points (`bisect_right` picks the segment: at 1 s exactly, the one that starts there),
+    /// the last rate from the last point on.
+    #[test]
+    fn a_rate_series_interpolates_its_points_and_holds_its_ends() {
+        let series = AiperfRateSeries {
+            points: vec![(0.0, 2.0), (1.0, 10.0), (3.0, 4.0)].into(),
+        };
+        let at: Vec<f64> = [-1.0, 0.0, 0.5, 1.0, 2.0, 2.5, 3.0, 9.0]
+            .iter()
+            .map(|t| series.value_at(*t))
+            .collect();
+        assert_eq!(at, [2.0, 2.0, 6.0, 10.0, 7.0, 5.5, 4.0, 4.0]);
+        assert_eq!(series.end_s(), 3.0);
+    }
+
     #[test]
     fn cancellation_decisions_are_aiperfs_derived_random_draws_below_the_rate() {
         let cancellation = AiperfCancellation {

@@ -156,7 +156,7 @@ pub fn schedule(stage: &Stage, seed: u64) -> Schedule {
             grace: *grace,
             warmup: *warmup_requests,
             sessions: *sessions,
-            credits: *credits,
+            credits: credits.clone(),
         },
         Arrival::Sweep(sweep) => Schedule::Sweep(sweep.clone()),
         Arrival::MooncakeTrace { .. }
