@@ -141,7 +141,7 @@ pub(crate) fn engine_stage(stage: &Stage, seed: u64) -> Option<engine::Stage> {
             warmup,
             sessions,
             credits,
-        } => engine::StagePlan::Paced(engine::Paced {
+        } => engine::StagePlan::Paced(Box::new(engine::Paced {
             pace,
             max_concurrency: max_in_flight.map(|n| n as usize),
             total,
@@ -150,7 +150,7 @@ pub(crate) fn engine_stage(stage: &Stage, seed: u64) -> Option<engine::Stage> {
             warmup,
             sessions,
             credits,
-        }),
+        })),
         Schedule::Sweep(_) | Schedule::Trace => return None,
     };
     Some(engine::Stage {
@@ -582,7 +582,7 @@ mod tests {
     #[test]
     fn aiperfs_rate_loop_is_refused_over_several_launchers() {
         let paced = engine::Stage {
-            plan: engine::StagePlan::Paced(engine::Paced {
+            plan: engine::StagePlan::Paced(Box::new(engine::Paced {
                 pace: llmbench_workload::workload::AiperfPace::Constant { rate: 10.0 },
                 max_concurrency: Some(4),
                 total: Some(4),
@@ -591,7 +591,7 @@ mod tests {
                 warmup: 0,
                 sessions: None,
                 credits: llmbench_workload::workload::AiperfCredits::default(),
-            }),
+            })),
             requested_rate: Some(10.0),
             errors: engine::ErrorLimits::default(),
         };

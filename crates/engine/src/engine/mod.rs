@@ -71,7 +71,7 @@ pub enum StagePlan {
         rampup: Duration,
     },
     /// AIPerf's request-rate loop ([`Paced`]).
-    Paced(Paced),
+    Paced(Box<Paced>),
     /// Replay a trace's sessions (AIPerf's Mooncake traces); the run's requests are [`Requests::Trace`].
     Trace(Arc<Replay>),
     /// inference-perf `trace_session_replay`: sessions of dependent calls ([`sessions`]); the run's requests are

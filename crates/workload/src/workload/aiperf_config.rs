@@ -1532,7 +1532,7 @@ mod tests {
         let from_config = parse(&series).expect("parses").workload;
         assert!(
             matches!(&from_config.stages[0].arrival, Arrival::AiperfRate { credits, .. }
-                if credits.rate_series.as_ref().is_some_and(|s| &*s.points == [(0.0, 2.0), (4.0, 8.0)])),
+                if credits.rate_series.as_ref().is_some_and(|s| *s.points == [(0.0, 2.0), (4.0, 8.0)])),
             "{:?}",
             from_config.stages[0].arrival
         );
