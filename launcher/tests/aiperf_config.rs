@@ -71,7 +71,7 @@ fn a_config_key_llmbench_does_not_run_is_refused_with_its_file_and_line() {
     let profile = write(
         dir.path(),
         "bench.yaml",
-        &config("http://127.0.0.1:9", "    rateSeries: rates.csv\n"),
+        &config("http://127.0.0.1:9", "    failedRequestThreshold: 0.5\n"),
     );
     let out = run_profile(
         dir.path(),
@@ -83,7 +83,7 @@ fn a_config_key_llmbench_does_not_run_is_refused_with_its_file_and_line() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(
         stderr(&out).contains(
-            "bench.yaml:23: `benchmark.profiling.rateSeries`: AIPerf's request rate series"
+            "bench.yaml:23: `benchmark.profiling.failedRequestThreshold`: the AIPerf phase key"
         ),
         "{}",
         stderr(&out)

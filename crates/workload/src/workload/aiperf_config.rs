@@ -1857,11 +1857,11 @@ mod tests {
         // A key AIPerf acts on that llmbench does not run: refused by name.
         let err = refusal(&format!(
             "{head}  dataset: {{entries: 3}}\n  profiling:\n    type: poisson\n    rate: 2\n    requests: 3\n    \
-             rateSeries: rates.csv\n"
+             failedRequestThreshold: 0.5\n"
         ));
         assert!(
             err.starts_with(
-                "bench.yaml:10: `benchmark.profiling.rateSeries`: AIPerf's request rate series"
+                "bench.yaml:10: `benchmark.profiling.failedRequestThreshold`: the AIPerf phase key"
             ),
             "{err}"
         );
