@@ -108,6 +108,55 @@ pub(crate) fn parse(
     Ok(w)
 }
 
+/// The flags AIPerf 0.13 takes a list of (`parse_int_or_int_list`, `parse_float_or_float_list`), each list a sweep.
+const SWEEP_FLAGS: &[&str] = &[
+    "concurrency",
+    "prefill-concurrency",
+    "request-rate",
+    "request-count",
+    "num-requests",
+    "benchmark-duration",
+    "conversation-num",
+    "num-conversations",
+    "num-sessions",
+    "conversation-turn-mean",
+    "session-turns-mean",
+    "isl",
+    "synthetic-input-tokens-mean",
+    "prompt-input-tokens-mean",
+    "isl-stddev",
+    "synthetic-input-tokens-stddev",
+    "prompt-input-tokens-stddev",
+    "osl",
+    "output-tokens-mean",
+    "prompt-output-tokens-mean",
+    "osl-stddev",
+    "output-tokens-stddev",
+    "prompt-output-tokens-stddev",
+];
+
+/// A list (or comma-separated values) under a flag AIPerf sweeps: AIPerf promotes it to a sweep, one benchmark per
+/// value; llmbench runs one.
+fn refuse_sweeps(ctx: &Ctx, doc: &Node) -> Result<(), WorkloadError> {
+    for (key, value) in doc.entries().unwrap_or_default() {
+        let listed = match &value.value {
+            Value::Seq(items) => items.len() > 1,
+            Value::Str(text) => text.contains(','),
+            _ => false,
+        };
+        if listed && SWEEP_FLAGS.contains(&key.name.as_str()) {
+            return Err(ctx.unsupported(
+                &key.name,
+                key.line,
+                "a list of values, which AIPerf sweeps (one benchmark per value, each in its own artifact \
+                 directory); run one value per llmbench run, or an llmbench experiment with a factor over it \
+                 (docs/experiments.md)",
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// `--model-names` (`--model`, `-m`): one name, or several as a list or comma-separated (`parse_str_or_list`,
 /// each trimmed).
 fn model_names(ctx: &Ctx, f: &At<'_>) -> Result<Vec<String>, WorkloadError> {
@@ -184,6 +233,7 @@ fn parse_flags(
     doc: &Node,
     options: &ParseOptions,
 ) -> Result<Workload, WorkloadError> {
+    refuse_sweeps(ctx, doc)?;
     let mut m = MapReader::root(ctx, doc)?;
     let mut w = Workload::empty(Harness::Aiperf, Dialect::AiperfFlags);
     set_default_seed(&mut w, options, 0);
@@ -2454,6 +2504,25 @@ mod tests {
             [Duration::from_millis(250), Duration::from_millis(500)]
         );
         assert!(aiperf_ramp_steps(1, s(3)).is_empty());
+    }
+
+    /// `--concurrency 1,2,4` (or a YAML list) is an AIPerf sweep: refused by name, with what to do instead.
+    #[test]
+    fn value_lists_that_aiperf_sweeps_are_refused_with_the_way_to_run_them() {
+        for yaml in [
+            "model: m\nconcurrency: 1,2,4\n",
+            "model: m\nrequest-rate: [10, 20]\n",
+        ] {
+            let err = parse_text(yaml).expect_err("refused").to_string();
+            assert!(
+                err.starts_with("p.yaml:2: `")
+                    && err.contains("which AIPerf sweeps")
+                    && err.contains("experiment"),
+                "{yaml}: {err}"
+            );
+        }
+        // One value in a list is no sweep (and is read as AIPerf's parser reads it, or refused as a type).
+        assert!(parse_text("model: m\nconcurrency: 4\n").is_ok());
     }
 
     #[test]
