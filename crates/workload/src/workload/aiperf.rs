@@ -432,6 +432,7 @@ fn parse_flags(
             ),
         },
     )?;
+    load.credits.rate_series = load.rate_series.take();
     if let (Some(_), Some(line)) = (load.credits.prefill_concurrency, load.user_centric_line) {
         return Err(ctx.unsupported(
             "user-centric-rate",
@@ -1321,6 +1322,8 @@ struct Load {
     credits: AiperfCredits,
     /// The first of the credit flags the profile set, with its line.
     credits_flag: Option<(String, u32)>,
+    /// `--request-rate-series`, which the credits carry to the engine.
+    rate_series: Option<AiperfRateSeries>,
 }
 
 impl Load {
@@ -1357,6 +1360,32 @@ fn load(ctx: &mut Ctx, m: &mut MapReader<'_>, seed: u64) -> Result<Load, Workloa
         }
         None => None,
     };
+    // `--request-rate-series` instead of a rate (`_apply_profiling_rate_series`): the phase's rate is the series'
+    // first (`get_phase_rate`: `initial_qps`), and the series drives it from there.
+    let series = match m.get("request-rate-series") {
+        Some(f) => {
+            note(&f);
+            if rate.is_some() {
+                return Err(f.invalid(
+                    ctx,
+                    "--request-rate and --request-rate-series are mutually exclusive (AIPerf refuses it)",
+                ));
+            }
+            if m.get("user-centric-rate").is_some() {
+                return Err(f.invalid(
+                    ctx,
+                    "--request-rate-series is not supported with --user-centric-rate (AIPerf refuses it)",
+                ));
+            }
+            Some((rate_series(ctx, &f)?, f))
+        }
+        None => None,
+    };
+    let rate = rate.or_else(|| {
+        series
+            .as_ref()
+            .and_then(|(s, _)| s.points.first().map(|p| p.1))
+    });
     // `--arrival-pattern` (0.13's name; `--request-rate-mode` is its alias).
     let pattern = m.get_any(&["arrival-pattern", "request-rate-mode"]);
     let mode = match &pattern {
@@ -1547,6 +1576,16 @@ fn load(ctx: &mut Ctx, m: &mut MapReader<'_>, seed: u64) -> Result<Load, Workloa
              user-centric phase; llmbench paces both phases alike)",
         ));
     }
+    // The warm-up phase takes `--request-rate` (`_warmup_pattern_type`), which a series phase has not.
+    if let Some((_, f)) = &series
+        && warmup > 0
+    {
+        return Err(f.unsupported(
+            ctx,
+            "a warm-up beside --request-rate-series (AIPerf paces that warm-up without the series' rate; \
+             llmbench paces both phases alike)",
+        ));
+    }
     Ok(Load {
         pace,
         duration,
@@ -1556,6 +1595,7 @@ fn load(ctx: &mut Ctx, m: &mut MapReader<'_>, seed: u64) -> Result<Load, Workloa
         user_centric_line: user_centric.as_ref().map(|(_, f)| f.line),
         credits: AiperfCredits::default(),
         credits_flag: None,
+        rate_series: series.map(|(s, _)| s),
     })
 }
 
@@ -1823,26 +1863,9 @@ fn credit_flags(
     }
     let only =
         |ramp: Option<(Duration, u32)>, of: Option<u32>| ramp.filter(|_| of.is_some()).map(|r| r.0);
-    let rate_series = match m.get("request-rate-series") {
-        Some(f) => {
-            note(&f);
-            let series = rate_series(ctx, &f)?;
-            if !has_rate {
-                ctx.warn(
-                    &f.path,
-                    f.line,
-                    WarningKind::Ignored,
-                    "a request-rate series needs a --request-rate phase (AIPerf ignores it otherwise)",
-                );
-                None
-            } else {
-                Some(series)
-            }
-        }
-        None => None,
-    };
     let credits = AiperfCredits {
-        rate_series,
+        // Read with the rate (`load`), whose place it takes.
+        rate_series: None,
         prefill_concurrency,
         warmup_prefill_concurrency,
         cancellation: rate.map(|percent| AiperfCancellation {
@@ -2426,7 +2449,7 @@ mod tests {
     }
 
     /// `--request-rate-series`: a JSON file of points (a list or `{"points": [...]}`) or the points themselves,
-    /// checked as `RateSeriesConfig` checks them; a phase without a rate ignores it, said so.
+    /// checked as `RateSeriesConfig` checks them, instead of `--request-rate`.
     #[test]
     fn a_request_rate_series_is_read_from_its_json_file_or_inline_points() {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -2437,14 +2460,22 @@ mod tests {
         )
         .expect("write");
         let w = parse_text(&format!(
-            "model: m\nrequest-rate: 5\nrequest-rate-series: {}\n",
+            "model: m\nrequest-rate-series: {}\n",
             file.display()
         ))
         .expect("parses");
         let series = credits(&w).rate_series.expect("a series");
         assert_eq!(&*series.points, &[(0.0, 2.0), (1.5, 8.0)]);
+        // The series takes the rate's place: the phase's rate is its first (poisson unless a pattern says).
+        assert!(matches!(
+            w.stages[0].arrival,
+            Arrival::AiperfRate {
+                pace: AiperfPace::Poisson { rate, .. },
+                ..
+            } if rate == 2.0
+        ));
         let w = parse_text(
-            "model: m\nrequest-rate: 5\nrequest-rate-series: [{time_s: 0, qps: 1}, {time_s: 2, qps: 3}]\n",
+            "model: m\nrequest-rate-mode: constant\nrequest-rate-series: [{time_s: 0, qps: 1}, {time_s: 2, qps: 3}]\n",
         )
         .expect("parses");
         assert_eq!(
@@ -2474,24 +2505,28 @@ mod tests {
                 "cannot read request-rate series JSON '/nowhere/rates.json'",
             ),
         ] {
-            let err = parse_text(&format!(
-                "model: m\nrequest-rate: 5\nrequest-rate-series: {series}\n"
-            ))
-            .expect_err("refused")
-            .to_string();
+            let err = parse_text(&format!("model: m\nrequest-rate-series: {series}\n"))
+                .expect_err("refused")
+                .to_string();
             assert!(
-                err.starts_with("p.yaml:3: `request-rate-series`") && err.contains(says),
+                err.starts_with("p.yaml:2: `request-rate-series`") && err.contains(says),
                 "{series}: {err}"
             );
         }
-        let parsed = parse_profile(
-            Harness::Aiperf,
-            "p.yaml",
-            "model: m\nconcurrency: 2\nrequest-rate-series: [{time_s: 0, qps: 1}, {time_s: 2, qps: 3}]\n",
-            &ParseOptions::default(),
-        )
-        .expect("parses");
-        assert_eq!(parsed.warnings[0].key, "request-rate-series");
+        for (yaml, says) in [
+            (
+                "model: m\nrequest-rate: 5\nrequest-rate-series: [{time_s: 0, qps: 1}, {time_s: 2, qps: 3}]\n",
+                "--request-rate and --request-rate-series are mutually exclusive",
+            ),
+            (
+                "model: m\nrequest-rate-series: [{time_s: 0, qps: 1}, {time_s: 2, qps: 3}]\n\
+                 warmup-request-count: 2\n",
+                "a warm-up beside --request-rate-series",
+            ),
+        ] {
+            let err = parse_text(yaml).expect_err("refused").to_string();
+            assert!(err.contains(says), "{yaml}: {err}");
+        }
     }
 
     /// AIPerf's linear stepped ramp from 1 to 4 slots over 3 s: slot 2 at 1 s, 3 at 2 s, 4 at 3 s.

@@ -1163,6 +1163,7 @@ fn phase(
     };
     let concurrency = field(&mut p, "concurrency");
     let rate = field(&mut p, "rate");
+    let series = field(&mut p, "rateSeries");
     match kind.as_str() {
         "concurrency" => {
             if let Some(r) = &rate {
@@ -1211,16 +1212,24 @@ fn phase(
                 ));
             }
         },
-        "poisson" | "constant" | "gamma" => match &rate {
-            Some(r) => {
+        // `RatePhaseConfig`: `rate` or `rate_series`, not both.
+        "poisson" | "constant" | "gamma" => match (&rate, &series) {
+            (Some(r), None) => {
                 flags.copy("request-rate", r);
                 flags.set("request-rate-mode", r, Value::Str(kind.clone()));
             }
-            None => {
+            (None, Some(s)) => flags.set("request-rate-mode", s, Value::Str(kind.clone())),
+            (Some(_), Some(s)) => {
+                return Err(s.invalid(
+                    ctx,
+                    "rate and rate_series are mutually exclusive (AIPerf refuses it)",
+                ));
+            }
+            (None, None) => {
                 return Err(ctx.missing(
                     &super::reader::join(&f.path, "rate"),
                     f.line,
-                    "a rate phase needs its rate",
+                    "rate-controlled phases require rate or rate_series",
                 ));
             }
         },
@@ -1264,8 +1273,20 @@ fn phase(
     if let Some(c) = field(&mut p, "cancellation") {
         cancellation(ctx, &c, flags, warmup)?;
     }
-    // `RateSeriesConfig`: a path, a list of points, or `{path}` / `{points}` (not both).
-    if let Some(r) = field(&mut p, "rateSeries") {
+    // `RateSeriesConfig`: a path, a list of points, or `{path}` / `{points}` (not both); only the rate phases have
+    // the field (a user-centric one refuses it, as the flags do).
+    if let Some(r) = &series
+        && !matches!(
+            kind.as_str(),
+            "poisson" | "constant" | "gamma" | "user_centric"
+        )
+    {
+        return Err(r.invalid(
+            ctx,
+            format!("a `{kind}` phase has no `rateSeries` (AIPerf refuses it)"),
+        ));
+    }
+    if let Some(r) = series {
         match &r.node.value {
             Value::Map(_) => {
                 let mut m = r.map(ctx)?;
@@ -1526,15 +1547,23 @@ mod tests {
         );
         // `rateSeries`: a path, a list of points, or `{points}`.
         let series = rate_config.replace(
-            "rateRamp: {duration: 3}\n",
-            "rateSeries: {points: [{time_s: 0, qps: 2}, {timeS: 4, qps: 8}]}\n",
+            "    rate: 8\n    requests: 9\n    rateRamp: {duration: 3}\n",
+            "    requests: 9\n    rateSeries: {points: [{time_s: 0, qps: 2}, {timeS: 4, qps: 8}]}\n",
         );
         let from_config = parse(&series).expect("parses").workload;
+        // The series' first rate is the phase's (`get_phase_rate`).
         assert!(
-            matches!(&from_config.stages[0].arrival, Arrival::AiperfRate { credits, .. }
-                if credits.rate_series.as_ref().is_some_and(|s| *s.points == [(0.0, 2.0), (4.0, 8.0)])),
+            matches!(&from_config.stages[0].arrival,
+                Arrival::AiperfRate { pace: AiperfPace::Constant { rate }, credits, .. }
+                if *rate == 2.0
+                    && credits.rate_series.as_ref().is_some_and(|s| *s.points == [(0.0, 2.0), (4.0, 8.0)])),
             "{:?}",
             from_config.stages[0].arrival
+        );
+        let err = refusal(&series.replace("    requests: 9\n", "    rate: 3\n    requests: 9\n"));
+        assert!(
+            err.contains("rate and rate_series are mutually exclusive"),
+            "{err}"
         );
         let warned = parse(&ramped).expect("parses").warnings;
         assert!(
