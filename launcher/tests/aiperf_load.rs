@@ -600,7 +600,8 @@ async fn request_cancellation_abandons_aiperfs_drawn_credits_once_sent_and_count
     let dir = tempfile::tempdir().expect("temp dir");
     // `--random-seed 7`, 50 %: AIPerf's `"7:timing.request.cancellation"` generator draws 0.5931, 0.2288, 0.4141,
     // 0.6010, 0.2441, 0.2316, 0.6101, 0.5867, 0.3892, 0.7711 for the ten profiling credits, so the 2nd, 3rd, 5th,
-    // 6th and 9th are cancelled; the two warm-up credits draw nothing. Answers take at least 100 ms, so each
+    // 6th and 9th are cancelled (the real AIPerf 0.13 run the same way against `llmbench sim` cancelled exactly
+    // those, with this error); the two warm-up credits draw nothing. Answers take at least 100 ms, so each
     // cancelled request is abandoned 50 ms after it was written, before any token.
     let records = run_aiperf(
         dir.path(),
@@ -696,7 +697,9 @@ async fn prefill_concurrency_holds_each_send_until_the_previous_request_had_its_
     let dir = tempfile::tempdir().expect("temp dir");
     // Four session slots but one prefill slot: AIPerf's burst issues a credit only when both are free, and a
     // prefill slot frees at its request's first token (100 ms after the send), so every send waits for the
-    // previous request's first token while up to four requests decode (each 200 tokens, 1 ms apart).
+    // previous request's first token while up to four requests decode (each 200 tokens, 1 ms apart). The real
+    // AIPerf 0.13 did the same against `llmbench sim`: sends at 0, 112.7, 220.3, 326.4 ms, each just after the
+    // previous first token (111.1, 219.1, 323.9 ms).
     let records = run_aiperf(
         dir.path(),
         "prefill",
@@ -726,7 +729,8 @@ async fn prefill_concurrency_holds_each_send_until_the_previous_request_had_its_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_concurrency_ramp_opens_one_more_session_slot_at_each_step_of_its_duration() {
     let dir = tempfile::tempdir().expect("temp dir");
-    // Three slots ramped over 0.6 s (AIPerf's linear stepped ramp from 1): slot 2 from 0.3 s, slot 3 from 0.6 s.
+    // Three slots ramped over 0.6 s (AIPerf's linear stepped ramp from 1): slot 2 from 0.3 s, slot 3 from 0.6 s (the
+    // real AIPerf 0.13 against `llmbench sim` with one-second answers sent at 0, 297.5 and 598.4 ms).
     // Answers take at least a second, so the second and third sends go out when their slots open, not when an
     // answer frees one.
     let records = run_aiperf(
@@ -758,7 +762,8 @@ async fn a_request_rate_ramp_starts_slow_and_reaches_the_rate_once_its_duration_
     // (3.8, 5.6, 7.4, … req/s), each change pulling the next send in to now plus one interval at the new rate:
     // by hand, sends near 0.363, 0.498, 0.591, 0.678, 0.756, 0.825, 0.886, 0.940, 0.995 s (gaps of 135, 93, 87,
     // 78, 68, 61, 55, 55 ms; a run measured 134.9, 93.9, 87.5, 78.0, 68.3, 60.8, 60.8, 54.8, the updates drifting
-    // by their wake-ups as AIPerf's do), then exactly 50 ms apart.
+    // by their wake-ups as AIPerf's do — the real AIPerf 0.13 sent 134.4, 94.9, 87.0, 78.0, 68.4, 60.8, 60.7, 58.3
+    // against `llmbench sim`), then exactly 50 ms apart.
     let records = run_aiperf(
         dir.path(),
         "rate-ramp",
