@@ -237,3 +237,20 @@ async fn shared_hash_blocks_are_prefix_cache_hits_in_the_simulator() {
     );
     assert!((hits.hit_rate - 1.0 / 3.0).abs() < 1e-12, "{hits:?}");
 }
+
+/// AIPerf reads a gzipped trace as its text (`open_text_maybe_gzip` sniffs the magic bytes, whatever the name).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gzipped_trace_is_replayed_as_its_text() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let text = "{\"timestamp\": 0, \"input_length\": 6, \"output_length\": 2, \"hash_ids\": [5]}\n\
+                {\"timestamp\": 30, \"input_length\": 6, \"output_length\": 2, \"hash_ids\": [5]}\n";
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(text.as_bytes()).expect("compress");
+    std::fs::write(dir.path().join("trace.jsonl"), gz.finish().expect("gzip")).expect("trace");
+    let (records, _) = replay(dir.path(), Path::new("dataset"), "gzipped").await;
+    let mut offsets: Vec<i64> = records.iter().map(|r| ns(r, "scheduled_ns")).collect();
+    offsets.sort_unstable();
+    assert_eq!(offsets.len(), 2);
+    assert_eq!(offsets[1] - offsets[0], 30_000_000);
+}

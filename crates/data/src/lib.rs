@@ -12,6 +12,7 @@ pub mod image;
 mod lengths;
 mod parquet_rows;
 mod synth;
+pub mod text_file;
 pub mod weka_trace;
 
 use std::path::PathBuf;

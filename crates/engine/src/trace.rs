@@ -237,9 +237,12 @@ pub fn replay_plan(
         return Err(ReplayError::NotATrace);
     };
     let path = PathBuf::from(&data.path);
-    let text = std::fs::read_to_string(&path).map_err(|source| ReplayError::Read {
-        path: path.clone(),
-        source,
+    // AIPerf reads a gzipped trace as its text (`open_text_maybe_gzip`).
+    let text = llmbench_data::text_file::read_text_maybe_gzip(&path).map_err(|source| {
+        ReplayError::Read {
+            path: path.clone(),
+            source,
+        }
     })?;
     let replay = build_replay(
         &data.path,

@@ -85,10 +85,13 @@ pub(super) fn aiperf_file_conversations(
         }
         .into());
     }
-    let text = std::fs::read_to_string(path).map_err(|source| AiperfDatasetError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
+    // AIPerf's loaders read a gzipped file as its text (`open_text_maybe_gzip`).
+    let text = llmbench_data::text_file::read_text_maybe_gzip(std::path::Path::new(path)).map_err(
+        |source| AiperfDatasetError::Read {
+            path: path.to_owned(),
+            source,
+        },
+    )?;
     let conversations = read_conversations(path, &text, spec, seed)?;
     let output = spec
         .output

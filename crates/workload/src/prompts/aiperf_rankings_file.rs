@@ -110,10 +110,14 @@ pub(crate) fn aiperf_rankings_file_prompts(
             path: path.to_owned(),
         });
     }
-    let text = std::fs::read_to_string(path).map_err(|source| AiperfRankingsFileError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
+    // AIPerf's loaders read a gzipped file as its text (`open_text_maybe_gzip`).
+    let text =
+        llmbench_data::text_file::read_text_maybe_gzip(Path::new(path)).map_err(|source| {
+            AiperfRankingsFileError::Read {
+                path: path.to_owned(),
+                source,
+            }
+        })?;
     let (entries, notes) = read_entries(path, &text)?;
     warn(path, &notes);
     let count = |text: &str| {
