@@ -469,7 +469,23 @@ fn custom_dataset_fields_llmbench_does_not_send_are_refused_with_file_and_line()
         (
             "single_turn",
             "{\"text\": \"look\", \"image\": \"cat.png\"}",
-            "data.jsonl:2: `image`: images and audio are not sent yet (issue 32)",
+            "data.jsonl:2: `image`: images, audio and video from a dataset file are not sent",
+        ),
+        // AIPerf 0.13's per-turn body fields and ordering: refused, not ignored.
+        (
+            "single_turn",
+            "{\"text\": \"a\", \"extra\": {\"temperature\": 0}}",
+            "data.jsonl:2: `extra`: a turn's `extra`",
+        ),
+        (
+            "multi_turn",
+            "{\"turns\": [{\"text\": \"a\", \"output_length\": 5}]}",
+            "data.jsonl:2: `turns[0].output_length`",
+        ),
+        (
+            "single_turn",
+            "{\"text\": \"a\", \"session_id\": \"s1\"}",
+            "data.jsonl:2: `session_id`: a single turn's `session_id`",
         ),
         (
             "single_turn",

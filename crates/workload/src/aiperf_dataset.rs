@@ -15,7 +15,8 @@
 //!   `max_tokens` by `--osl`/`--osl-stddev` (AIPerf's positive normal, drawn per turn; without `--osl`, none).
 //!
 //! What is sent: a turn with one text is that text (`openai_chat.py`: a string `content`; `openai_completions.py`:
-//! the prompt). Refused, naming the file, line and field: images and audio (issue 32), several texts in one turn
+//! the prompt). Refused, naming the file, line and field: images, audio and video, a turn's `extra`,
+//! `output_length` and single-turn `session_id` (AIPerf 0.13 sends them; llmbench does not), several texts in one turn
 //! (AIPerf sends them as one request of several prompts or content parts), an empty text, a `role` other than
 //! `user`, a `random_pool` directory (pools merged into one turn of several named texts). `timestamp` and `delay`
 //! are read and, as in AIPerf's request-rate loop (the only one for these files without `--fixed-schedule`), not
@@ -313,6 +314,28 @@ fn single_turn(
             ));
         }
     }
+    // AIPerf 0.13's `SingleTurn` fields that change what is sent, or when: refused rather than ignored.
+    for (name, why) in [
+        (
+            "extra",
+            "a turn's `extra` (AIPerf 0.13 merges it into that request's body), which llmbench does not send; \
+             give body fields to every request with --extra-inputs",
+        ),
+        (
+            "output_length",
+            "a turn's `output_length` (AIPerf 0.13 makes it that request's max_tokens), which llmbench does not \
+             send; give every request's length with --osl",
+        ),
+        (
+            "session_id",
+            "a single turn's `session_id` (AIPerf 0.13 sends the entries sharing one in order, one after another), \
+             which llmbench does not build; use a multi_turn file for ordered turns",
+        ),
+    ] {
+        if present(map, name).is_some() {
+            return Err(bad(&field(name), why.to_owned()));
+        }
+    }
     let text = texts(map, prefix, bad)?;
     // A turn's `delay` (`TurnMetadata.delay_ms`) is read for the turn after one that returned
     // (`RequestRateStrategy.handle_credit_return`), so a first turn's is never waited; a negative one is at once.
@@ -344,11 +367,20 @@ fn texts(
     bad: &impl Fn(&str, String) -> AiperfDatasetError,
 ) -> Result<String, AiperfDatasetError> {
     let field = |name: &str| format!("{prefix}{name}");
-    for media in ["image", "images", "audio", "audios"] {
+    for media in [
+        "image",
+        "images",
+        "image_uuids",
+        "audio",
+        "audios",
+        "video",
+        "videos",
+    ] {
         if present(map, media).is_some() {
             return Err(bad(
                 &field(media),
-                "images and audio are not sent yet (issue 32); only text turns are".to_owned(),
+                "images, audio and video from a dataset file are not sent; only text turns are"
+                    .to_owned(),
             ));
         }
     }
