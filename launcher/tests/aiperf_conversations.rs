@@ -353,7 +353,7 @@ fn a_single_turn_file_sends_its_lines_in_order_as_aiperfs_sequential_sampler_doe
     let texts = custom_dataset_texts(
         "single_turn",
         "{\"text\": \"what is deep learning\"}\n\n{\"texts\": [\"who are you\"]}\n\
-         {\"texts\": [{\"name\": \"q\", \"contents\": [\"tell me a story\"]}], \"extra\": 1}\n",
+         {\"texts\": [{\"name\": \"q\", \"contents\": [\"tell me a story\"]}], \"note\": 1}\n",
         "request-count: 5\n",
     );
     // `single_turn` prefers the sequential sampler: the lines in order, wrapping.
