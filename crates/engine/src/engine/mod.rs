@@ -1500,125 +1500,98 @@ const AIPERF_MAX_CATCHUP: Duration = Duration::from_millis(10);
 struct RateTicks {
     intervals: llmbench_workload::workload::AiperfIntervals,
     target: Instant,
-    ramp: Option<RateRamp>,
-    series: Option<RateSeries>,
+    /// What changes the rate while the phase runs, in the order AIPerf starts them: its rate ramp, then its
+    /// request-rate series.
+    controls: Vec<RateControl>,
 }
 
-/// A phase's request-rate series ([`AiperfRateSeries`](llmbench_workload::workload::AiperfRateSeries)), from the
-/// end of its rate ramp.
-struct RateSeries {
+/// One of AIPerf's rate controllers. A ramp (`Ramper._run_continuous`, linear) is the two-point series from its
+/// start rate to the phase's rate over its duration; a series (`RateSeriesController._run`) starts once the ramp
+/// is over. Each sets its rate at its start, then every `AIPERF_RATE_RAMP_UPDATE` after its last update, and
+/// stops once past its last point, at that point's rate.
+struct RateControl {
     series: llmbench_workload::workload::AiperfRateSeries,
     start: Instant,
-    /// The next update: the series' start, then `AIPERF_RATE_RAMP_UPDATE` after the last.
-    next_update: Instant,
-}
-
-/// A phase's request rate ramp ([`AiperfRamps::rate`](llmbench_workload::workload::AiperfRamps)).
-struct RateRamp {
-    start: Instant,
-    from: f64,
-    to: f64,
-    duration: Duration,
-    /// The next update, `AIPERF_RATE_RAMP_UPDATE` after the last.
     next_update: Instant,
 }
 
 impl RateTicks {
     /// A new generator of `paced`'s intervals (AIPerf builds one for each phase), starting at `start`, its rate
-    /// ramped over `rate_ramp` when there is one.
+    /// ramped over `rate_ramp` and then driven by `series` when there are.
     fn new(
         paced: &Paced,
         start: Instant,
         rate_ramp: Option<Duration>,
         series: Option<llmbench_workload::workload::AiperfRateSeries>,
     ) -> RateTicks {
-        use llmbench_workload::workload::AIPERF_RATE_RAMP_UPDATE;
+        use llmbench_workload::workload::{AIPERF_RATE_RAMP_UPDATE, AiperfRateSeries};
         let mut intervals = paced.pace.intervals();
-        let ramp = match (rate_ramp, intervals.rate()) {
-            (Some(duration), Some(to)) if !duration.is_zero() => {
-                // `_create_rampers`: one linear increment of the rate, not a fixed 1 req/s.
-                let from = to * (AIPERF_RATE_RAMP_UPDATE.as_secs_f64() / duration.as_secs_f64());
-                // The ramper's task runs before the rate loop's: the first intervals are drawn at its rate.
-                intervals.set_rate(from);
-                Some(RateRamp {
-                    start,
-                    from,
-                    to,
-                    duration,
-                    next_update: start + AIPERF_RATE_RAMP_UPDATE,
-                })
-            }
-            _ => None,
-        };
-        // `_create_rate_series_controller`: the series starts once the ramp is over (`start_delay`); without a
-        // ramp its task, like the ramper's, sets its first rate before the loop draws.
-        let mut changed = ramp.is_some();
-        let series = series.filter(|_| intervals.rate().is_some()).map(|series| {
-            let series_start = start + ramp.as_ref().map_or(Duration::ZERO, |r| r.duration);
-            let mut next_update = series_start;
-            if ramp.is_none() {
-                let first = series.value_at(0.0);
-                // `set_request_rate` wakes the loop only for a changed rate.
-                changed = intervals.rate() != Some(first);
-                intervals.set_rate(first);
-                next_update = series_start + AIPERF_RATE_RAMP_UPDATE;
-            }
-            RateSeries {
+        let mut controls = Vec::new();
+        let mut series_start = start;
+        if let (Some(duration), Some(to)) = (rate_ramp.filter(|d| !d.is_zero()), intervals.rate()) {
+            // `_create_rampers`: one linear increment of the rate, not a fixed 1 req/s.
+            let from = to * (AIPERF_RATE_RAMP_UPDATE.as_secs_f64() / duration.as_secs_f64());
+            controls.push(RateControl {
+                series: AiperfRateSeries {
+                    points: vec![(0.0, from), (duration.as_secs_f64(), to)].into(),
+                },
+                start,
+                next_update: start,
+            });
+            series_start = start + duration;
+        }
+        if let (Some(series), Some(_)) = (series, intervals.rate()) {
+            controls.push(RateControl {
                 series,
                 start: series_start,
-                next_update,
-            }
-        });
+                next_update: series_start,
+            });
+        }
+        // The controllers' tasks run before the rate loop's: one starting with the phase sets its first rate
+        // before the first interval is drawn ...
+        let mut changed = false;
+        if let Some(first) = controls.iter_mut().find(|c| c.start == start) {
+            let rate = first.series.value_at(0.0);
+            changed = intervals.rate() != Some(rate);
+            intervals.set_rate(rate);
+            first.next_update = start + AIPERF_RATE_RAMP_UPDATE;
+        }
         let mut target = start + intervals.next().unwrap_or_default();
         if changed {
-            // ... and that first rate change finds the loop's first target set, which it reschedules
-            // (`_reschedule_for_rate_update`) with a fresh draw.
+            // ... and that change (`set_request_rate` wakes the loop only for a changed rate) finds the loop's
+            // first target set, which it reschedules (`_reschedule_for_rate_update`) with a fresh draw.
             target = target.min(Instant::now() + intervals.next().unwrap_or_default());
         }
         RateTicks {
             intervals,
             target,
-            ramp,
-            series,
+            controls,
         }
     }
 
-    /// When the next rate change (of the ramp or the series) is due.
+    /// When the next rate change is due.
     fn next_control(&self) -> Option<Instant> {
-        let ramp = self.ramp.as_ref().map(|r| r.next_update);
-        let series = self.series.as_ref().map(|s| s.next_update);
-        match (ramp, series) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.controls.iter().map(|c| c.next_update).min()
     }
 
-    /// Applies the rate changes that are due: the ramp's first, then the series'.
+    /// Applies the rate changes that are due, in the controllers' order: each one's value now, or its last
+    /// point's rate (and its end) once past it.
     fn apply_controls(&mut self) {
-        let now = Instant::now();
-        if self.ramp.as_ref().is_some_and(|r| r.next_update <= now) {
-            self.update_rate();
-        }
-        if self.series.as_ref().is_some_and(|s| s.next_update <= now) {
-            self.update_series(now);
-        }
-    }
-
-    /// One update of the rate series (`RateSeriesController._run`): its value now, the last point's rate (and
-    /// the series' end) once past it.
-    fn update_series(&mut self, now: Instant) {
         use llmbench_workload::workload::AIPERF_RATE_RAMP_UPDATE;
-        let Some(series) = &mut self.series else {
-            return;
-        };
-        let elapsed = now.saturating_duration_since(series.start).as_secs_f64();
-        let rate = series.series.value_at(elapsed);
-        if elapsed >= series.series.end_s() {
-            self.series = None;
-        } else {
-            series.next_update = now + AIPERF_RATE_RAMP_UPDATE;
+        let now = Instant::now();
+        let mut rates = Vec::new();
+        self.controls.retain_mut(|control| {
+            if control.next_update > now {
+                return true;
+            }
+            let elapsed = now.saturating_duration_since(control.start).as_secs_f64();
+            rates.push(control.series.value_at(elapsed));
+            control.next_update = now + AIPERF_RATE_RAMP_UPDATE;
+            elapsed < control.series.end_s()
+        });
+        for rate in rates {
+            self.set_rate(rate, now);
         }
-        self.set_rate(rate, now);
     }
 
     /// `set_request_rate`: a changed rate reschedules the next target to the earlier of it and now plus a fresh
@@ -1633,8 +1606,8 @@ impl RateTicks {
     }
 
     /// Waits for the next interval's end and returns it, the following target already set (so a slow send does
-    /// not move the schedule); `None` once issuing ended or `sending_ends` passed. A rate ramp's updates are
-    /// applied on the way, each rescheduling the target to the earlier of it and now plus a fresh interval.
+    /// not move the schedule); `None` once issuing ended or `sending_ends` passed. Rate changes are applied on
+    /// the way, each rescheduling the target to the earlier of it and now plus a fresh interval.
     async fn next(
         &mut self,
         context: &StageContext,
@@ -1662,30 +1635,6 @@ impl RateTicks {
             self.target += self.intervals.next().unwrap_or_default();
             return Some(due);
         }
-    }
-
-    /// One update of the rate ramp (`Ramper._run_continuous`): the interpolated rate, or the target rate (and
-    /// the ramp's end) once its duration has passed; a changed rate reschedules the next target.
-    fn update_rate(&mut self) {
-        use llmbench_workload::workload::AIPERF_RATE_RAMP_UPDATE;
-        let Some(ramp) = &mut self.ramp else {
-            return;
-        };
-        let now = Instant::now();
-        let elapsed = now.saturating_duration_since(ramp.start);
-        let rate = if elapsed >= ramp.duration {
-            ramp.to
-        } else {
-            ramp.from
-                + (ramp.to - ramp.from) * (elapsed.as_secs_f64() / ramp.duration.as_secs_f64())
-        };
-        if elapsed >= ramp.duration {
-            self.ramp = None;
-        } else {
-            // The ramper sleeps an update interval after each update.
-            ramp.next_update = now + AIPERF_RATE_RAMP_UPDATE;
-        }
-        self.set_rate(rate, now);
     }
 
     /// Moves the next target to `now`: a send that waited for its slot (no rate) starts the schedule again.
