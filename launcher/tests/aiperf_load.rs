@@ -601,15 +601,16 @@ async fn request_cancellation_abandons_aiperfs_drawn_credits_once_sent_and_count
     // `--random-seed 7`, 50 %: AIPerf's `"7:timing.request.cancellation"` generator draws 0.5931, 0.2288, 0.4141,
     // 0.6010, 0.2441, 0.2316, 0.6101, 0.5867, 0.3892, 0.7711 for the ten profiling credits, so the 2nd, 3rd, 5th,
     // 6th and 9th are cancelled (the real AIPerf 0.13 run the same way against `llmbench sim` cancelled exactly
-    // those, with this error); the two warm-up credits draw nothing. Answers take at least 100 ms, so each
-    // cancelled request is abandoned 50 ms after it was written, before any token.
+    // those, with this error); the two warm-up credits draw nothing. Answers take at least 500 ms, so each
+    // cancelled request is abandoned 50 ms after it was written, long before any token (a loaded machine has
+    // 450 ms to spare).
     let records = run_aiperf(
         dir.path(),
         "cancel",
         "streaming: true\nosl: 8\nrequest-rate: 20\nrequest-rate-mode: constant\nrequest-count: 10\n\
          warmup-request-count: 2\nrandom-seed: 7\nrequest-cancellation-rate: 50\n\
          request-cancellation-delay: 0.05\n",
-        "100ms",
+        "500ms",
     )
     .await;
     let (warmup, profiling): (Vec<Value>, Vec<Value>) =
