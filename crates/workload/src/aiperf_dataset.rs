@@ -31,7 +31,7 @@ use rand::rngs::Xoshiro256PlusPlus;
 use serde_json::{Map, Value};
 
 use super::{ConversationError, Piece, Script, UserTurn};
-use crate::prompts::distribution;
+use crate::prompts::{AIPERF_MEDIA_FIELDS, aiperf_field as present, distribution};
 use crate::workload::{AiperfFile, AiperfFileKind};
 use llmbench_text::py_random::PyRandom;
 use llmbench_text::tokenizer::{Tokenizer, TokenizerError};
@@ -244,11 +244,6 @@ fn read_conversations(
     Ok(conversations)
 }
 
-/// A field that is there and not `null` (pydantic's optional fields read an explicit null as unset).
-fn present<'m>(map: &'m Map<String, Value>, field: &str) -> Option<&'m Value> {
-    map.get(field).filter(|v| !v.is_null())
-}
-
 /// `type` is a `Literal` in AIPerf's models: present, it must name this layout.
 fn literal_type(
     map: &Map<String, Value>,
@@ -367,15 +362,7 @@ fn texts(
     bad: &impl Fn(&str, String) -> AiperfDatasetError,
 ) -> Result<String, AiperfDatasetError> {
     let field = |name: &str| format!("{prefix}{name}");
-    for media in [
-        "image",
-        "images",
-        "image_uuids",
-        "audio",
-        "audios",
-        "video",
-        "videos",
-    ] {
+    for media in AIPERF_MEDIA_FIELDS {
         if present(map, media).is_some() {
             return Err(bad(
                 &field(media),

@@ -1532,6 +1532,26 @@ fn output_tokens(value: Option<&Value>) -> Result<u32, String> {
     u32::try_from(n).map_err(|_| format!("{n} does not fit in a 32-bit token count"))
 }
 
+/// The media fields of AIPerf 0.13's `SingleTurn` (`dataset/loader/models.py`), none of which a file's turns send.
+pub(crate) const AIPERF_MEDIA_FIELDS: [&str; 7] = [
+    "image",
+    "images",
+    "image_uuids",
+    "audio",
+    "audios",
+    "video",
+    "videos",
+];
+
+/// A field of an AIPerf dataset line that is there and not `null` (pydantic's optional fields read an explicit
+/// null as unset).
+pub(crate) fn aiperf_field<'m>(
+    map: &'m serde_json::Map<String, Value>,
+    field: &str,
+) -> Option<&'m Value> {
+    map.get(field).filter(|v| !v.is_null())
+}
+
 /// Each non-blank line of a JSONL file's `text` with its number (from 1), read as a JSON object — or why it is not
 /// one — as AIPerf's custom dataset loaders read their lines.
 pub(crate) fn jsonl_objects(

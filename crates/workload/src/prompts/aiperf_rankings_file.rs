@@ -28,6 +28,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use super::{AIPERF_MEDIA_FIELDS, aiperf_field as present};
 use crate::workload::AiperfRankingsFile;
 use llmbench_data::Prompt;
 use llmbench_text::tokenizer::{Tokenizer, TokenizerError};
@@ -199,11 +200,6 @@ fn read_entries(path: &str, text: &str) -> Result<(Vec<Entry>, Notes), AiperfRan
     Ok((entries, notes))
 }
 
-/// A field that is there and not `null` (pydantic's optional fields read an explicit null as unset).
-fn present<'m>(map: &'m Map<String, Value>, field: &str) -> Option<&'m Value> {
-    map.get(field).filter(|v| !v.is_null())
-}
-
 /// One `SingleTurn` line made a rankings request.
 fn read_line(
     map: &Map<String, Value>,
@@ -220,15 +216,7 @@ fn read_line(
             format!("must be \"single_turn\", found {kind}"),
         ));
     }
-    for media in [
-        "image",
-        "images",
-        "image_uuids",
-        "audio",
-        "audios",
-        "video",
-        "videos",
-    ] {
+    for media in AIPERF_MEDIA_FIELDS {
         if present(map, media).is_some() {
             return Err(bad(
                 media,
