@@ -605,3 +605,36 @@ fn aiperf_request_cancellation_hangs_up_on_llama_server_which_serves_the_next_re
         assert_eq!(usage(r, "completion_tokens"), 48, "{r}");
     }
 }
+
+#[test]
+fn aiperf_prefill_slots_are_released_at_llama_servers_first_streamed_token() {
+    // A prefill slot frees at the request's first content token, which only the engine's own stream says: with
+    // one prefill slot and two session slots, no request goes out before the one sent before it had its first
+    // token from llama.cpp, and every request still gets its whole answer.
+    let Some(server) = LlamaServer::start(&["-c", "2048", "-np", "2"]) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut records = aiperf_run(
+        dir.path(),
+        &server,
+        "prefill",
+        "endpoint-type: chat\nstreaming: true\nrequest-count: 6\nconcurrency: 2\nprefill-concurrency: 1\nisl: 12\n\
+         osl: 32\nextra-inputs: ignore_eos:true\n",
+    );
+    assert_eq!(records.len(), 6);
+    records.sort_by_key(|r| r["sent_ns"].as_u64());
+    let first_token = |r: &Value| {
+        r["chunks"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["kind"] == "content"))
+            .and_then(|c| c["at_ns"].as_u64())
+    };
+    for pair in records.windows(2) {
+        let token = first_token(&pair[0]).expect("a streamed first token");
+        assert!(pair[1]["sent_ns"].as_u64() >= Some(token), "{pair:?}");
+    }
+    for r in &records {
+        assert_eq!(usage(r, "completion_tokens"), 32, "{r}");
+    }
+}
