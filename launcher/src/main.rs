@@ -42,7 +42,8 @@ enum LogFormat {
 enum Command {
     /// Run a benchmark: render the profile, build every prompt, drive the endpoint (--endpoint, else the server the
     /// profile names, else the embedded simulator), scrape the stack's Prometheus metrics meanwhile, and write
-    /// requests.jsonl, server_metrics.jsonl, summary.json, the harness's own result files, an llm-d benchmark
+    /// requests.bin (every request's record; `llmbench export` turns it into requests.jsonl), server_metrics.jsonl,
+    /// summary.json, the harness's own result files, an llm-d benchmark
     /// report, plots/ and report.html to OUTPUT/RUN_ID/. Before the clock starts, a pre-flight checks the server
     /// (see --no-preflight). Exit codes: 1 an error, 3 not a single request succeeded, 4 interrupted by
     /// SIGTERM/SIGINT (everything measured is written, marked interrupted), 5 the stack --serve started failed
@@ -60,7 +61,7 @@ enum Command {
     /// (`experiment report`) some run was killed.
     #[cfg(feature = "experiment")]
     Experiment(Box<llmbench::experiment::ExperimentCommand>),
-    /// Rebuild summary.json, every report and the pictures of a run directory from its run.json, requests.jsonl
+    /// Rebuild summary.json, every report and the pictures of a run directory from its run.json, requests.bin
     /// and server_metrics.jsonl (also for a run that was killed part way: a torn last record is skipped, the
     /// requests its sent log lists and no record holds are counted as lost in flight and listed in
     /// lost_in_flight.jsonl, and the summary says the run is incomplete). Exit codes: 1 an error, 8 the run was
@@ -102,6 +103,11 @@ enum Command {
     /// Build synthetic prompts of an exact token length, as a run does before its clock starts, and print how long
     /// it took as JSON (`make bench` compares it with the peers' prompt generators).
     Synth(SynthArgs),
+    /// Write a run's records (requests.bin, compact and binary) as requests.jsonl: one JSON object per request,
+    /// every raw timestamp (ns on the run's clock) and what the server said, as earlier versions wrote it, for jq,
+    /// pandas or DuckDB. Into the run directory (each shard's, for a sharded run's root) unless --output says
+    /// where (`-`: standard output). A killed run's torn last record is left out, with a warning.
+    Export(ExportArgs),
     /// Dataset files: `dataset convert IN.pkl OUT.jsonl` turns a pickled pandas DataFrame (MLPerf's
     /// `open_orca_gpt4_tokenized_llama.sampled_24576.pkl` and the like) into JSONL records, one per row, every
     /// column kept (str, numbers, lists of token ids). Runs read such pickles directly; this shows what they read.
@@ -145,6 +151,51 @@ fn dataset_command(command: DatasetCommand) -> anyhow::Result<()> {
         input.display(),
         output.display()
     );
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+struct ExportArgs {
+    /// A run's results directory, OUTPUT/RUN_ID (a sharded run's root, or one shard's directory in it).
+    #[arg(value_name = "DIR")]
+    dir: PathBuf,
+    /// Where to write (overwritten); `-` for standard output. Default: requests.jsonl in the run directory.
+    #[arg(long, short, value_name = "PATH")]
+    output: Option<PathBuf>,
+    /// What to write: `jsonl` (one JSON object per request).
+    #[arg(long, value_enum, default_value = "jsonl")]
+    format: ExportFormatArg,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum ExportFormatArg {
+    Jsonl,
+}
+
+fn export_command(args: ExportArgs) -> anyhow::Result<()> {
+    use llmbench_report::export::{ExportFormat, ExportTo, export_run};
+    let format = match args.format {
+        ExportFormatArg::Jsonl => ExportFormat::Jsonl,
+    };
+    let to = match args.output {
+        None => ExportTo::RunDir,
+        Some(path) if path.as_os_str() == "-" => ExportTo::Stdout,
+        Some(path) => ExportTo::File(path),
+    };
+    for done in export_run(&args.dir, format, &to)? {
+        if done.torn > 0 {
+            tracing::warn!(
+                records = %done.from.display(),
+                "the records end in a torn record (the run was killed while writing it); it was left out"
+            );
+        }
+        eprintln!(
+            "llmbench: {} records from {} written to {}",
+            done.records,
+            done.from.display(),
+            done.to.display()
+        );
+    }
     Ok(())
 }
 
@@ -541,7 +592,7 @@ fn report_command(args: ReportArgs) -> anyhow::Result<ExitCode> {
     if outcome.truncated_lines > 0 {
         tracing::warn!(
             lines = outcome.truncated_lines,
-            "requests.jsonl ends in a torn record (the run was killed); it was skipped"
+            "the records file ends in a torn record (the run was killed); it was skipped"
         );
     }
     print!(
@@ -715,6 +766,7 @@ fn main() -> ExitCode {
             .map_err(anyhow::Error::from),
         Command::Synth(args) => synth_command(args).map(|()| ExitCode::SUCCESS),
         Command::Dataset(command) => dataset_command(command).map(|()| ExitCode::SUCCESS),
+        Command::Export(args) => export_command(args).map(|()| ExitCode::SUCCESS),
         Command::Results(command) => results_command(command),
         Command::Dashboard(args) => runtime().and_then(|rt| {
             rt.block_on(llmbench::dashboard::run_until_signal(args))

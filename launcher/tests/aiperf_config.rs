@@ -21,7 +21,7 @@ fn config(url: &str, extra_phase_key: &str) -> String {
 }
 
 fn records(dir: &std::path::Path, run_id: &str) -> Vec<Value> {
-    std::fs::read_to_string(dir.join(run_id).join("requests.jsonl"))
+    common::requests_jsonl(&dir.join(run_id).join("requests.jsonl"))
         .expect("requests.jsonl")
         .lines()
         .map(|l| serde_json::from_str(l).expect("a record"))

@@ -114,7 +114,7 @@ fn conversation_num_runs_that_many_sessions_each_turn_carrying_the_earlier_turns
     assert!(ids[0] != ids[1] && ids[1] != ids[5]);
     assert!(bodies.iter().all(|b| b["max_completion_tokens"] == 2));
     // The records say each turn's session and index.
-    let records = std::fs::read_to_string(dir.path().join("r/requests.jsonl")).expect("records");
+    let records = common::requests_jsonl(&dir.path().join("r/requests.jsonl")).expect("records");
     let turns: Vec<(u64, u64)> = records
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).expect("a record"))
@@ -169,7 +169,7 @@ fn a_request_count_counts_turns_and_stops_mid_session() {
 
 /// The run's records, by send time.
 fn records(dir: &std::path::Path, run: &str) -> Vec<Value> {
-    let text = std::fs::read_to_string(dir.join(run).join("requests.jsonl")).expect("records");
+    let text = common::requests_jsonl(&dir.join(run).join("requests.jsonl")).expect("records");
     let mut records: Vec<Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).expect("a record"))
@@ -568,7 +568,7 @@ fn user_centric_users_start_staggered_as_in_a_steady_state_and_send_their_turns_
     );
     let output = run_against("aiperf", &profile, &url, "builtin", dir.path(), "r");
     succeeded(&output);
-    let records = std::fs::read_to_string(dir.path().join("r/requests.jsonl")).expect("records");
+    let records = common::requests_jsonl(&dir.path().join("r/requests.jsonl")).expect("records");
     let mut records: Vec<Value> = records
         .lines()
         .map(|l| serde_json::from_str(l).expect("a record"))

@@ -54,7 +54,7 @@ async fn scheduled_records(cli: Cli) -> Vec<Value> {
     let outcome = run(cli.run)
         .await
         .unwrap_or_else(|e| panic!("the run fails: {e}"));
-    let text = std::fs::read_to_string(outcome.dir.join("requests.jsonl")).expect("requests.jsonl");
+    let text = common::requests_jsonl(&outcome.dir.join("requests.jsonl")).expect("requests.jsonl");
     let mut records: Vec<Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).expect("a JSON record"))

@@ -38,7 +38,7 @@ fn profile(endpoint_type: &str) -> String {
 }
 
 fn records_of(dir: &Path, run: &str) -> Vec<Value> {
-    std::fs::read_to_string(dir.join(run).join("requests.jsonl"))
+    common::requests_jsonl(&dir.join(run).join("requests.jsonl"))
         .expect("requests.jsonl")
         .lines()
         .map(|l| serde_json::from_str(l).expect("a record"))

@@ -60,8 +60,10 @@ fn assert_near(got: f64, want: f64, what: &str) {
 
 /// The run's records by their `x-request-id`, and its clock's wall-clock anchor.
 fn records_by_request_id(run: &Path) -> (HashMap<String, Value>, u64) {
-    let records = lines(&run.join("requests.jsonl"))
-        .into_iter()
+    let records = common::requests_jsonl(&run.join("requests.jsonl"))
+        .expect("records")
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("a record"))
         .map(|r| (r["request_id"].as_str().expect("request id").to_owned(), r))
         .collect();
     (records, int(&json(&run.join("run.json")), "t0_unix_ns"))

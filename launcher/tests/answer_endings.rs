@@ -43,7 +43,7 @@ fn run(dir: &Path, profile: &str, endpoint: &str, model: &str, extra: &[&str]) -
 }
 
 fn records(dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("r/requests.jsonl"))
+    common::requests_jsonl(&dir.join("r/requests.jsonl"))
         .expect("requests.jsonl")
         .lines()
         .map(|l| serde_json::from_str(l).expect("a record"))

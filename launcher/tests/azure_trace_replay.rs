@@ -2,6 +2,8 @@
 //! itself (`load.trace` and `data.trace` both naming it), run through the inference-perf dialect. Every row is sent
 //! and recorded, at its time after the first row's, with its `ContextTokens` prompt and `GeneratedTokens` answer.
 
+mod common;
+
 use clap::Parser;
 use llmbench::run::{RunArgs, run};
 use serde_json::Value;
@@ -73,7 +75,7 @@ async fn replay(
     let outcome = run(cli.run)
         .await
         .unwrap_or_else(|e| panic!("the replay fails: {e}"));
-    let text = std::fs::read_to_string(outcome.dir.join("requests.jsonl")).expect("requests.jsonl");
+    let text = common::requests_jsonl(&outcome.dir.join("requests.jsonl")).expect("requests.jsonl");
     let records: Vec<Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).expect("a JSON record"))

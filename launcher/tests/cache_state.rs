@@ -36,7 +36,7 @@ fn sanity(dir: &Path, endpoint: &str, tokenizer: &str, run_id: &str, extra: &[&s
 
 /// Every record of a run, in the order they were sent.
 fn records(run: &Path) -> Vec<Value> {
-    let mut records: Vec<Value> = std::fs::read_to_string(run.join("requests.jsonl"))
+    let mut records: Vec<Value> = common::requests_jsonl(&run.join("requests.jsonl"))
         .expect("requests.jsonl")
         .lines()
         .map(|line| serde_json::from_str(line).expect("a record"))

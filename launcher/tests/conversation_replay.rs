@@ -10,7 +10,7 @@ use serde_json::Value;
 use common::*;
 
 fn records(run: &Path) -> Vec<Value> {
-    std::fs::read_to_string(run.join("requests.jsonl"))
+    common::requests_jsonl(&run.join("requests.jsonl"))
         .expect("requests.jsonl")
         .lines()
         .map(|line| serde_json::from_str(line).expect("a record"))

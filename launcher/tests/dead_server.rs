@@ -34,7 +34,7 @@ fn closed_endpoint() -> String {
 }
 
 fn records(run: &Path) -> Vec<Value> {
-    std::fs::read_to_string(run.join("requests.jsonl"))
+    common::requests_jsonl(&run.join("requests.jsonl"))
         .expect("requests.jsonl")
         .lines()
         .map(|l| serde_json::from_str(l).expect("a record"))
@@ -139,7 +139,7 @@ fn a_server_killed_mid_run_ends_it_with_its_reason_bounded_failures_and_every_re
         .expect("the run starts");
     // Killed once the run has recorded some answers.
     let deadline = Instant::now() + Duration::from_secs(60);
-    while std::fs::read_to_string(run.join("requests.jsonl")).map_or(0, |t| t.lines().count()) < 50
+    while common::requests_jsonl(&run.join("requests.jsonl")).map_or(0, |t| t.lines().count()) < 50
     {
         assert!(Instant::now() < deadline, "the run recorded no answers");
         std::thread::sleep(Duration::from_millis(20));

@@ -64,10 +64,8 @@ fn targets(base_url: &str, timeout: Duration) -> [(&'static str, Arc<Target>); 2
 }
 
 async fn run(name: &str, target: Arc<Target>, plan: RunPlan) -> Vec<RequestRecord> {
-    let path = std::env::temp_dir().join(format!(
-        "llmbench-engine-{name}-{}.jsonl",
-        std::process::id()
-    ));
+    let path =
+        std::env::temp_dir().join(format!("llmbench-engine-{name}-{}.bin", std::process::id()));
     let file = std::fs::File::create(&path).expect("temp file");
     let progress = Arc::new(Progress::default());
     let (sink, writer) = engine::record_writer(
@@ -83,11 +81,17 @@ async fn run(name: &str, target: Arc<Target>, plan: RunPlan) -> Vec<RequestRecor
         .await
         .expect("writer joins")
         .expect("records written");
-    let lines = std::fs::read_to_string(&path)
-        .expect("jsonl readable")
-        .lines()
-        .count();
-    assert_eq!(lines, records.len(), "requests.jsonl holds every request");
+    let (in_file, torn) = llmbench_model::record_file::RunRecords {
+        path: path.clone(),
+        format: llmbench_model::record_file::RecordsFormat::Binary,
+    }
+    .read_all()
+    .expect("the records file reads back");
+    assert_eq!(torn, 0);
+    assert_eq!(
+        in_file, records,
+        "the records file holds every request as it ended"
+    );
     let _ = std::fs::remove_file(&path);
     records
 }

@@ -660,7 +660,7 @@ fn a_run_against_llama_server_maps_its_metrics_and_counts_every_prompt_token() {
     };
     // The server's counters against its own usage in every response.
     let (mut prompt, mut cached, mut completion) = (0.0, 0.0, 0.0);
-    for line in std::fs::read_to_string(dir.join("requests.jsonl"))
+    for line in common::requests_jsonl(&dir.join("requests.jsonl"))
         .expect("records")
         .lines()
     {

@@ -4,6 +4,8 @@
 //! SIGINT stopping the experiment after the current run; and `experiment report` rebuilding the comparison from the
 //! files, as the operator's collector runs it.
 
+mod common;
+
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -947,7 +949,7 @@ fn experiment_report_says_which_run_was_killed_and_reports_what_it_recorded() {
     let exp = out.join("killed");
     let records = exp.join("conc4-r1/requests.jsonl");
     let start = Instant::now();
-    while std::fs::read_to_string(&records).map_or(0, |t| t.lines().count()) < 3 {
+    while common::recorded(&records) < 3 {
         // A hang guard, not a timing.
         assert!(
             start.elapsed() < Duration::from_secs(60),
@@ -957,11 +959,7 @@ fn experiment_report_says_which_run_was_killed_and_reports_what_it_recorded() {
     }
     child.kill().expect("SIGKILL");
     child.wait().expect("reaped");
-    let recorded = std::fs::read_to_string(&records)
-        .expect("records")
-        .lines()
-        .filter(|l| serde_json::from_str::<Value>(l).is_ok())
-        .count() as u64;
+    let recorded = common::recorded(&records);
 
     let output = llmbench()
         .args(["experiment", "report"])

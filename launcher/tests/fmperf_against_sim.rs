@@ -2,6 +2,8 @@
 //! end with every request recorded, and each QPS value leaves LMBenchmark's summary CSV beside the results with
 //! one row per measured request.
 
+mod common;
+
 use std::path::Path;
 
 use clap::Parser;
@@ -41,7 +43,7 @@ async fn run_bundled(profile: &str, output: &Path, overrides: &[&str]) -> RunOut
 }
 
 fn records(dir: &Path) -> Vec<RequestRecord> {
-    std::fs::read_to_string(dir.join("requests.jsonl"))
+    common::requests_jsonl(&dir.join("requests.jsonl"))
         .expect("requests.jsonl")
         .lines()
         .map(|l| serde_json::from_str(l).expect("a record"))

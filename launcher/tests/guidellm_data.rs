@@ -333,7 +333,7 @@ fn think_time_lets_a_stream_start_new_conversations_while_others_think() {
             .output()
             .expect("runs");
         succeeded(&output);
-        let text = std::fs::read_to_string(dir.path().join(id).join("requests.jsonl"))
+        let text = common::requests_jsonl(&dir.path().join(id).join("requests.jsonl"))
             .expect("requests.jsonl");
         let mut records: Vec<Value> = text
             .lines()

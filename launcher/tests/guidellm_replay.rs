@@ -15,7 +15,7 @@ type Sent = (u64, u64, u64, bool, u64);
 
 /// Each record of the run, in id order.
 fn records(run: &Path) -> Vec<Sent> {
-    let text = std::fs::read_to_string(run.join("requests.jsonl")).expect("requests.jsonl");
+    let text = common::requests_jsonl(&run.join("requests.jsonl")).expect("requests.jsonl");
     let mut rows: Vec<(u64, Sent)> = text
         .lines()
         .map(|line| {

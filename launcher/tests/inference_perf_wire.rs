@@ -47,7 +47,7 @@ fn use_chat_template_sends_templated_prompts_of_exactly_the_asked_length_without
             .unwrap_or_else(|| panic!("not one ChatML user turn: {prompt:?}"));
         assert_eq!(content.split_whitespace().count(), 7, "{prompt:?}");
     }
-    let recorded: Vec<u64> = std::fs::read_to_string(dir.path().join("r/requests.jsonl"))
+    let recorded: Vec<u64> = common::requests_jsonl(&dir.path().join("r/requests.jsonl"))
         .expect("records")
         .lines()
         .map(|l| {
@@ -123,7 +123,7 @@ fn use_chat_template_wraps_each_trace_rows_prompt_at_the_rows_length() {
     sent.sort();
     assert_eq!(sent, [(3, 2), (5, 3), (7, 4)]);
     let mut recorded: Vec<(u64, u64)> =
-        std::fs::read_to_string(dir.path().join("r/requests.jsonl"))
+        common::requests_jsonl(&dir.path().join("r/requests.jsonl"))
             .expect("records")
             .lines()
             .map(|l| {

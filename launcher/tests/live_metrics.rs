@@ -182,7 +182,7 @@ fn a_run_serves_live_metrics_that_move_and_stops_serving_when_it_ends() {
     assert!(status.success(), "{status:?}\n{log}");
     assert!(scrape(addr).is_err(), "still serving after the run ended");
     // Every request of the run was counted: requests.jsonl holds as many records as the run finished.
-    let records = std::fs::read_to_string(dir.path().join("live/requests.jsonl")).expect("records");
+    let records = common::requests_jsonl(&dir.path().join("live/requests.jsonl")).expect("records");
     assert!(
         records.lines().count() as f64
             >= sample(&later, "llmbench_requests_finished_total").unwrap_or_default()

@@ -231,7 +231,7 @@ fn every_dialect_s_prompts_are_as_long_on_llama_server_as_its_tool_s_own_and_rec
             &["--model", &served],
         );
         succeeded(&output);
-        let records = std::fs::read_to_string(out.path().join(harness).join("requests.jsonl"))
+        let records = common::requests_jsonl(&out.path().join(harness).join("requests.jsonl"))
             .expect("records");
         let counts: Vec<(u64, u64)> = records
             .lines()

@@ -21,7 +21,7 @@ struct Ran {
 
 impl Ran {
     fn records(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.dir.join("requests.jsonl"))
+        common::requests_jsonl(&self.dir.join("requests.jsonl"))
             .expect("requests.jsonl")
             .lines()
             .map(|line| serde_json::from_str(line).expect("a record"))

@@ -19,7 +19,7 @@ fn answer(request: &WireRequest) -> String {
 }
 
 fn records(run: &Path) -> Vec<Value> {
-    std::fs::read_to_string(run.join("requests.jsonl"))
+    common::requests_jsonl(&run.join("requests.jsonl"))
         .expect("requests.jsonl")
         .lines()
         .map(|l| serde_json::from_str(l).expect("a record"))
@@ -243,7 +243,7 @@ fn adapters_the_server_does_not_list_stop_the_run_before_the_clock() {
         "{err}"
     );
     assert!(err.contains("lists base, sql-lora"), "{err}");
-    assert!(!dir.path().join("r/requests.jsonl").exists());
+    assert!(!dir.path().join("r/requests.bin").exists());
 }
 
 #[test]

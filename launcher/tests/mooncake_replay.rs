@@ -2,6 +2,8 @@
 //! llm-d-benchmark's aiperf dialect. Every record is sent and recorded, each at its trace time divided by the
 //! speed-up, and a session's later turn waits for the previous answer plus its delay.
 
+mod common;
+
 use std::path::Path;
 
 use clap::Parser;
@@ -60,7 +62,7 @@ async fn replay(
     let outcome = run(cli.run)
         .await
         .unwrap_or_else(|e| panic!("the replay fails: {e}"));
-    let text = std::fs::read_to_string(outcome.dir.join("requests.jsonl")).expect("requests.jsonl");
+    let text = common::requests_jsonl(&outcome.dir.join("requests.jsonl")).expect("requests.jsonl");
     let records = text
         .lines()
         .map(|l| serde_json::from_str(l).expect("a JSON record"))

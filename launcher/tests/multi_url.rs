@@ -51,7 +51,7 @@ fn aiperf_s_several_urls_take_the_requests_in_turn() {
             .collect()
     };
     // The records say which request id each request carried, by its number.
-    let records: Vec<Value> = std::fs::read_to_string(dir.path().join("r/requests.jsonl"))
+    let records: Vec<Value> = common::requests_jsonl(&dir.path().join("r/requests.jsonl"))
         .expect("records")
         .lines()
         .map(|l| serde_json::from_str(l).expect("a record"))
@@ -90,7 +90,7 @@ fn every_url_passes_the_pre_flight_and_one_that_does_not_answer_stops_the_run() 
     assert!(!output.status.success());
     let err = stderr(&output);
     assert!(err.contains("127.0.0.1:9"), "{err}");
-    assert!(!dir.path().join("r/requests.jsonl").exists());
+    assert!(!dir.path().join("r/requests.bin").exists());
     // Naming one server on the command line would leave the profile's other URLs out: refused.
     let output = run_profile(
         dir.path(),

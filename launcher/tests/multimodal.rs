@@ -40,7 +40,7 @@ fn bodies(seen: &Mutex<Vec<WireRequest>>) -> Vec<Value> {
 }
 
 fn records(dir: &Path, run_id: &str) -> Vec<Value> {
-    let mut records: Vec<Value> = std::fs::read_to_string(dir.join(run_id).join("requests.jsonl"))
+    let mut records: Vec<Value> = common::requests_jsonl(&dir.join(run_id).join("requests.jsonl"))
         .expect("requests.jsonl")
         .lines()
         .map(|l| serde_json::from_str(l).expect("a record"))

@@ -1,6 +1,8 @@
 //! `llmbench run --harness nop`: llm-d-benchmark's nop harness sends nothing; the run still succeeds and leaves its
 //! files, with an empty summary, so a BenchmarkRun of it ends Succeeded rather than failing.
 
+mod common;
+
 use clap::Parser;
 use llmbench::run::{RunArgs, run};
 
@@ -31,11 +33,11 @@ async fn the_nop_harness_sends_nothing_and_leaves_an_empty_summary() {
         .await
         .unwrap_or_else(|e| panic!("the nop run fails: {e}"));
     assert_eq!(outcome.summary.overall.requests.total, 0);
-    for file in ["profile.yaml", "run.json", "requests.jsonl", "summary.json"] {
+    for file in ["profile.yaml", "run.json", "requests.bin", "summary.json"] {
         assert!(outcome.dir.join(file).is_file(), "{file} missing");
     }
     let records =
-        std::fs::read_to_string(outcome.dir.join("requests.jsonl")).expect("requests.jsonl");
+        common::requests_jsonl(&outcome.dir.join("requests.jsonl")).expect("requests.jsonl");
     assert!(records.is_empty());
 }
 

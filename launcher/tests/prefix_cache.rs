@@ -43,7 +43,7 @@ fn a_shared_prefix_run_reports_the_hit_rate_its_prompts_predict() {
     assert_eq!(summary["prefix_cache"]["cached_tokens"], 224);
 
     // The records keep what the server said, and nothing where it said nothing.
-    let records: Vec<Value> = std::fs::read_to_string(run.join("requests.jsonl"))
+    let records: Vec<Value> = common::requests_jsonl(&run.join("requests.jsonl"))
         .expect("requests.jsonl")
         .lines()
         .map(|line| serde_json::from_str(line).expect("record"))

@@ -432,7 +432,7 @@ fn a_server_that_passes_is_recorded_in_run_json_and_the_records_hold_only_the_ru
     assert_eq!(preflight["model"], "llmbench-sim");
     assert_eq!(preflight["server_model"], "llmbench-sim");
     // Never in the records or the figures: three requests planned, three recorded.
-    let records = std::fs::read_to_string(run.join("requests.jsonl")).expect("records");
+    let records = common::requests_jsonl(&run.join("requests.jsonl")).expect("records");
     assert_eq!(records.lines().count(), 3);
     assert_eq!(json(&run.join("summary.json"))["requests"]["total"], 3);
 }
@@ -454,7 +454,7 @@ fn no_preflight_goes_straight_to_the_run_and_says_so_in_run_json() {
         meta["preflight"],
         serde_json::json!({"skipped": "--no-preflight"})
     );
-    let records = std::fs::read_to_string(run.join("requests.jsonl")).expect("records");
+    let records = common::requests_jsonl(&run.join("requests.jsonl")).expect("records");
     assert_eq!(records.lines().count(), 3);
     assert!(
         records.lines().all(|l| l.contains(r#""class":"connect""#)),

@@ -84,7 +84,7 @@ fn a_shown_profile_runs_as_a_profile_file() {
         ],
     );
     succeeded(&ran);
-    let records = std::fs::read_to_string(dir.path().join("r/requests.jsonl")).expect("records");
+    let records = common::requests_jsonl(&dir.path().join("r/requests.jsonl")).expect("records");
     assert_eq!(records.lines().count(), 2);
 }
 

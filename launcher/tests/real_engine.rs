@@ -13,7 +13,7 @@ use common::{LlamaServer, json, llmbench, run_profile, stderr, succeeded, write}
 use serde_json::Value;
 
 fn records(run: &Path) -> Vec<Value> {
-    std::fs::read_to_string(run.join("requests.jsonl"))
+    common::requests_jsonl(&run.join("requests.jsonl"))
         .expect("requests.jsonl")
         .lines()
         .map(|l| serde_json::from_str(l).expect("a record"))
@@ -422,7 +422,7 @@ fn images_sent_to_a_server_without_a_vision_projector_stop_the_run_at_the_pre_fl
         assert!(err.contains(needle), "{needle:?} not in: {err}");
     }
     assert!(
-        !dir.path().join("mm").join("requests.jsonl").exists(),
+        !dir.path().join("mm").join("requests.bin").exists(),
         "nothing was timed"
     );
 }
@@ -460,7 +460,7 @@ fn lora_adapters_llama_server_does_not_list_stop_the_run_before_the_clock() {
         "{err}"
     );
     assert!(err.contains(&format!("lists {}", server.model)), "{err}");
-    assert!(!dir.path().join("lora/requests.jsonl").exists());
+    assert!(!dir.path().join("lora/requests.bin").exists());
 }
 
 /// An AIPerf flag profile (`flags`, after the server's model and URL) run against `server`, its records.

@@ -56,7 +56,7 @@ fn a_runs_results_directory_comes_back_whole_from_its_log() {
     for file in [
         "summary.json",
         "run.json",
-        "requests.jsonl",
+        "requests.bin",
         "profile_export_aiperf.json",
     ] {
         assert_eq!(

@@ -26,7 +26,7 @@ fn report(run: &Path) -> Output {
 }
 
 fn records(dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("requests.jsonl"))
+    common::requests_jsonl(&dir.join("requests.jsonl"))
         .expect("requests.jsonl")
         .lines()
         .filter_map(|line| serde_json::from_str(line).ok())
@@ -244,7 +244,7 @@ fn a_reused_run_id_is_refused_and_the_earlier_results_are_kept() {
     let dir = tempfile::tempdir().expect("tmp");
     let first = quick_run(dir.path(), "same", &[]);
     assert!(first.status.success(), "{}", stderr(&first));
-    let before = std::fs::read_to_string(dir.path().join("same/requests.jsonl")).expect("records");
+    let before = common::requests_jsonl(&dir.path().join("same/requests.jsonl")).expect("records");
     let second = quick_run(dir.path(), "same", &[]);
     assert_eq!(second.status.code(), Some(1));
     assert!(
@@ -257,7 +257,7 @@ fn a_reused_run_id_is_refused_and_the_earlier_results_are_kept() {
         "{}",
         stderr(&second)
     );
-    let after = std::fs::read_to_string(dir.path().join("same/requests.jsonl")).expect("records");
+    let after = common::requests_jsonl(&dir.path().join("same/requests.jsonl")).expect("records");
     assert_eq!(before, after, "the earlier run's records are untouched");
     let third = quick_run(dir.path(), "same", &["--overwrite"]);
     assert!(third.status.success(), "{}", stderr(&third));
@@ -340,9 +340,7 @@ fn start_long_run(dir: &Path, extra: &[&str]) -> Child {
     let records = dir.join("long/requests.jsonl");
     let start = Instant::now();
     loop {
-        let lines = std::fs::read_to_string(&records)
-            .map(|t| t.lines().count())
-            .unwrap_or(0);
+        let lines = common::recorded(&records);
         if lines >= 3 {
             break;
         }
@@ -535,9 +533,10 @@ fn a_torn_last_record_is_skipped_and_reported() {
     let run = dir.path().join("torn");
     // A run that ended has recorded everything it sent: its sent log is gone.
     assert!(!run.join("sent.bin").exists());
-    let mut text = std::fs::read_to_string(run.join("requests.jsonl")).expect("records");
-    text.push_str("{\"id\":99,\"stage\":0,\"sched");
-    std::fs::write(run.join("requests.jsonl"), text).expect("tear");
+    // A frame that says 200 bytes follow, and the first 3 of them: the writer killed mid-record.
+    let mut bytes = std::fs::read(run.join("requests.bin")).expect("records");
+    bytes.extend_from_slice(&[200, 1, 6, 99]);
+    std::fs::write(run.join("requests.bin"), bytes).expect("tear");
     let output = report(&run);
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(stderr(&output).contains("torn"), "{}", stderr(&output));
@@ -769,9 +768,7 @@ fn a_run_killed_at_a_high_rate_accounts_for_every_request_it_sent() {
     let recorded_before_kill = loop {
         // Whole records only: the writer may be caught between two writes of one batch, and the torn tail it
         // leaves at the kill is not a record (`report` skips it and counts its request as lost in flight).
-        let lines = std::fs::read(run.join("requests.jsonl"))
-            .map(|t| t.iter().filter(|&&b| b == b'\n').count())
-            .unwrap_or(0);
+        let lines = common::recorded(&run.join("requests.jsonl"));
         if lines >= 500 {
             break lines;
         }

@@ -23,7 +23,7 @@ fn free_port() -> u16 {
 }
 
 fn records(dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("requests.jsonl"))
+    common::requests_jsonl(&dir.join("requests.jsonl"))
         .expect("requests.jsonl")
         .lines()
         .map(|line| serde_json::from_str(line).expect("a record"))
@@ -170,7 +170,7 @@ fn a_served_stack_is_waited_for_benchmarked_recorded_profiled_after_warm_up_and_
 fn wait_for_stack_and_records(run: &Path, child: &mut Child) -> u32 {
     let start = Instant::now();
     loop {
-        let recorded = std::fs::read_to_string(run.join("requests.jsonl"))
+        let recorded = common::requests_jsonl(&run.join("requests.jsonl"))
             .map(|t| t.lines().count())
             .unwrap_or(0);
         if recorded >= 3 && run.join("stack.pid").exists() {

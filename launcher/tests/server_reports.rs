@@ -44,7 +44,7 @@ fn aggregate<'a>(window: &'a Value, key: &str) -> &'a Value {
 
 /// Output tokens the server reported per stage, from the client's records.
 fn completion_tokens(dir: &std::path::Path, stage: u64) -> f64 {
-    std::fs::read_to_string(dir.join("requests.jsonl"))
+    common::requests_jsonl(&dir.join("requests.jsonl"))
         .expect("records")
         .lines()
         .map(|line| serde_json::from_str::<Value>(line).expect("record"))

@@ -56,7 +56,7 @@ fn report_merges_the_shards_of_a_run_into_one_exact_summary() {
     // Exact: the merged TTFT p99 is the p99 of all 20 records' TTFTs, which no single shard need have.
     let mut ttfts: Vec<f64> = (0..2)
         .flat_map(|i| {
-            std::fs::read_to_string(run.join(format!("shard-{i}/requests.jsonl")))
+            common::requests_jsonl(&run.join(format!("shard-{i}/requests.jsonl")))
                 .expect("records")
                 .lines()
                 .map(|l| {

@@ -91,7 +91,7 @@ fn override_add_creates_a_key_the_run_uses_and_lenient_lets_an_override_create_i
         &[&base[..], &["--override-add", "random-input-len=7"]].concat(),
     );
     succeeded(&output);
-    let records = std::fs::read_to_string(out.join("added/requests.jsonl")).expect("records");
+    let records = common::requests_jsonl(&out.join("added/requests.jsonl")).expect("records");
     let inputs: Vec<u64> = records
         .lines()
         .map(|l| {

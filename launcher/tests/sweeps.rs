@@ -18,7 +18,7 @@ use serde_json::Value;
 use common::*;
 
 fn records(dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("requests.jsonl"))
+    common::requests_jsonl(&dir.join("requests.jsonl"))
         .expect("requests.jsonl")
         .lines()
         .map(|line| serde_json::from_str(line).expect("a record"))

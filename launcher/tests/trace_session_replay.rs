@@ -3,6 +3,8 @@
 //! replayed one session at a time. Every call is sent, a root at its session's start and every later call its
 //! recorded wait after its last predecessor answered, its latency counted from that time.
 
+mod common;
+
 #[allow(dead_code)]
 mod fault;
 
@@ -134,7 +136,7 @@ async fn otel_sessions_replay_each_call_after_its_predecessors_by_the_recorded_w
     let outcome = run(cli.run)
         .await
         .unwrap_or_else(|e| panic!("the replay fails: {e}"));
-    let text = std::fs::read_to_string(outcome.dir.join("requests.jsonl")).expect("requests.jsonl");
+    let text = common::requests_jsonl(&outcome.dir.join("requests.jsonl")).expect("requests.jsonl");
     let records: Vec<Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).expect("a JSON record"))
@@ -295,7 +297,7 @@ async fn a_session_cut_by_the_stage_timeout_is_not_reported() {
     let outcome = run(cli.run)
         .await
         .unwrap_or_else(|e| panic!("the replay fails: {e}"));
-    let text = std::fs::read_to_string(outcome.dir.join("requests.jsonl")).expect("requests.jsonl");
+    let text = common::requests_jsonl(&outcome.dir.join("requests.jsonl")).expect("requests.jsonl");
     assert!(
         text.lines().count() == 2 && text.contains("cancelled"),
         "both roots cancelled: {text}"
@@ -335,7 +337,7 @@ async fn a_failed_call_fails_its_session_and_cancels_the_rest() {
     let outcome = run(cli.run)
         .await
         .unwrap_or_else(|e| panic!("the replay fails: {e}"));
-    let text = std::fs::read_to_string(outcome.dir.join("requests.jsonl")).expect("requests.jsonl");
+    let text = common::requests_jsonl(&outcome.dir.join("requests.jsonl")).expect("requests.jsonl");
     assert_eq!(text.lines().count(), 1, "only the root is sent: {text}");
     let read = |name: &str| -> Value {
         let text = std::fs::read_to_string(outcome.dir.join(name))
@@ -508,7 +510,7 @@ async fn injected_session_ids_keep_sessions_from_sharing_cached_prompts() {
             let outcome = run(cli(&profile_path, &out, id, &[]).run)
                 .await
                 .unwrap_or_else(|e| panic!("the replay fails: {e}"));
-            let text = std::fs::read_to_string(outcome.dir.join("requests.jsonl"))
+            let text = common::requests_jsonl(&outcome.dir.join("requests.jsonl"))
                 .expect("requests.jsonl");
             let mut records: Vec<Value> = text
                 .lines()

@@ -46,7 +46,7 @@ fn run(dir: &Path, profile: &str, endpoint: &str) -> Output {
 }
 
 fn records(dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("r/requests.jsonl"))
+    common::requests_jsonl(&dir.join("r/requests.jsonl"))
         .expect("requests.jsonl")
         .lines()
         .map(|l| serde_json::from_str(l).expect("a record"))
@@ -396,7 +396,7 @@ fn sonnet_with_a_completions_backend_sends_the_prompt_rendered_and_counts_it_ren
         );
         assert_eq!(content.lines().count(), 4, "{content:?}");
     }
-    let chat_records: Vec<Value> = std::fs::read_to_string(dir.path().join("c/requests.jsonl"))
+    let chat_records: Vec<Value> = common::requests_jsonl(&dir.path().join("c/requests.jsonl"))
         .expect("requests.jsonl")
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).expect("a record")["input_tokens"].clone())

@@ -193,7 +193,7 @@ fn weka_traces_replay_on_the_simulator() {
     let output = run_on_sim(dir.path(), "inference-perf", &profile, "s", &sim);
     succeeded(&output);
     let run = dir.path().join("s");
-    let text = std::fs::read_to_string(run.join("requests.jsonl")).expect("requests.jsonl");
+    let text = common::requests_jsonl(&run.join("requests.jsonl")).expect("requests.jsonl");
     let records: Vec<Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).expect("a JSON record"))

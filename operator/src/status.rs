@@ -174,7 +174,7 @@ pub fn pod_outcome(pod: &Pod) -> PodOutcome {
         let hint = match (reason, exit) {
             (FailureReason::OomKilled, _) => "; raise spec.launcher.resources.limits.memory",
             (_, Some(RunExit::NoRequestSucceeded)) => {
-                "; no request succeeded: see the errors in the summary and requests.jsonl"
+                "; no request succeeded: see the errors in the summary and requests.bin (llmbench export)"
             }
             (_, Some(RunExit::Interrupted)) => {
                 "; the launcher was interrupted (SIGTERM): what it measured is on the workload volume, every \
@@ -805,7 +805,7 @@ mod tests {
         assert_eq!(
             f.detail,
             "launcher pod bench-1-launcher-0 exited with code 3 (Error); no request succeeded: see the errors in \
-             the summary and requests.jsonl"
+             the summary and requests.bin (llmbench export)"
         );
         assert_eq!(f.termination_message.as_deref(), Some("boom"));
     }

@@ -125,7 +125,7 @@ async fn bundled_profiles_of_each_dialect_run_unchanged_against_llm_d_inference_
     for file in [
         "profile.yaml",
         "run.json",
-        "requests.jsonl",
+        "requests.bin",
         "summary.json",
         "stage_0_lifecycle_metrics.json",
         "summary_lifecycle_metrics.json",
@@ -136,7 +136,13 @@ async fn bundled_profiles_of_each_dialect_run_unchanged_against_llm_d_inference_
             dir.display()
         );
     }
-    let records = std::fs::read_to_string(dir.join("requests.jsonl")).expect("requests.jsonl");
+    let (records, _) = llmbench_model::record_file::RunRecords::in_dir(&dir)
+        .read_all()
+        .expect("requests.bin");
+    let records: String = records
+        .iter()
+        .map(|r| serde_json::to_string(r).expect("json") + "\n")
+        .collect();
     assert_eq!(records.lines().count(), 20);
     // Counts exactly as asked, and latencies as injected (TTFT 50 ms, ITL 10 ms), within a generous tolerance.
     for line in records.lines() {

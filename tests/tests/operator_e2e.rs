@@ -89,27 +89,31 @@ fn results_dir(kubelet: &TestKubelet, status: &BenchmarkRunStatus) -> PathBuf {
     kubelet.pvc_dir(NS, claim).join(relative)
 }
 
-/// Each successful streamed request's TTFT in ms (first content chunk − sent) from a requests.jsonl.
-fn ttfts_ms(path: &std::path::Path) -> Vec<f64> {
-    std::fs::read_to_string(path)
-        .expect("requests.jsonl")
-        .lines()
-        .filter_map(|line| {
-            let record: Value = serde_json::from_str(line).expect("a record");
-            let first = record["chunks"]
-                .as_array()?
+/// Each successful streamed request's TTFT in ms (first content chunk − sent) from a run directory's records.
+fn ttfts_ms(dir: &std::path::Path) -> Vec<f64> {
+    let (records, _) = llmbench_model::record_file::RunRecords::in_dir(dir)
+        .read_all()
+        .expect("requests.bin");
+    records
+        .iter()
+        .filter_map(|record| {
+            let first = record
+                .chunks
                 .iter()
-                .find(|c| c["kind"] == "content")?["at_ns"]
-                .as_u64()?;
-            Some((first - record["sent_ns"].as_u64()?) as f64 / 1e6)
+                .find(|c| matches!(c.kind, llmbench_model::record::ChunkKind::Content { .. }))?
+                .at_ns;
+            Some((first - record.sent_ns) as f64 / 1e6)
         })
         .collect()
 }
 
-fn lines(path: &Path) -> usize {
-    std::fs::read_to_string(path)
-        .map(|t| t.lines().count())
-        .unwrap_or(0)
+/// The whole records a run directory holds.
+fn recorded(dir: &Path) -> u64 {
+    llmbench_model::record_file::count_records_from(
+        &dir.join(llmbench_model::record_file::RECORDS_FILE),
+        0,
+    )
+    .map_or(0, |(_, whole)| whole)
 }
 
 /// The run's launcher pods: its pods but the pre-flight pod (which may still be going after it passed).
@@ -291,7 +295,7 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
             "{name}: the Failed % column"
         );
         let dir = results_dir(&kubelet, status);
-        assert_eq!(lines(&dir.join("requests.jsonl")), 20, "{}", dir.display());
+        assert_eq!(recorded(&dir), 20, "{}", dir.display());
         for file in [
             "profile.yaml",
             "run.json",
@@ -340,7 +344,7 @@ async fn benchmark_runs_go_from_apply_to_results_on_a_real_apiserver() {
             "shard {shard} started before its release"
         );
         starts.push(t0);
-        union_ttft_ms.extend(ttfts_ms(&shard_dir.join("requests.jsonl")));
+        union_ttft_ms.extend(ttfts_ms(&shard_dir));
     }
     let skew_ms = (starts.iter().max().unwrap() - starts.iter().min().unwrap()) as f64 / 1e6;
     eprintln!(

@@ -835,9 +835,9 @@ async fn expired_and_ephemeral_runs(
         "llmbench results fetch ephemeral (an emptyDir run)",
     );
     compare_fetched(&fetched, &summary)?;
-    if !fetched.join("requests.jsonl").is_file() {
+    if !fetched.join("requests.bin").is_file() {
         return Err(format!(
-            "the emptyDir run's kept results have no requests.jsonl: {}",
+            "the emptyDir run's kept results have no requests.bin: {}",
             fetched.display()
         ));
     }
@@ -971,11 +971,8 @@ async fn sharded_run(
         "llmbench results fetch sharded",
     );
     for shard in ["shard-0", "shard-1"] {
-        if !fetched.join(shard).join("requests.jsonl").is_file() {
-            return Err(format!(
-                "{} has no {shard}/requests.jsonl",
-                fetched.display()
-            ));
+        if !fetched.join(shard).join("requests.bin").is_file() {
+            return Err(format!("{} has no {shard}/requests.bin", fetched.display()));
         }
     }
     compare_fetched(&fetched, &summary)
@@ -1143,14 +1140,12 @@ async fn standalone_runs(
         &["fetch", "stack-dies", "--to", &to_dir],
         "llmbench results fetch stack-dies",
     );
-    let records = std::fs::read_to_string(fetched.join("requests.jsonl"))
+    let (records, _) = llmbench_model::record_file::RunRecords::in_dir(&fetched)
+        .read_all()
         .map_err(|e| format!("{}: {e}", fetched.display()))?;
-    let kept = records.lines().filter(|l| !l.trim().is_empty()).count();
-    // A record without an error is a request that succeeded (launcher/src/record.rs).
-    let succeeded = records
-        .lines()
-        .filter(|l| !l.trim().is_empty() && !l.contains("\"error\":"))
-        .count();
+    let kept = records.len();
+    // A record without an error is a request that succeeded.
+    let succeeded = records.iter().filter(|r| r.error.is_none()).count();
     eprintln!("stack-dies on the real node: {kept} records kept, {succeeded} successful");
     // 10/s for the 6 s before the stack went, less the launcher's own start: at least 2 s of it.
     if succeeded < 20 {

@@ -5,6 +5,7 @@
 
 pub mod inference_perf;
 pub mod record;
+pub mod record_file;
 pub mod rx_stamp;
 pub mod sent;
 pub mod timer;

@@ -841,7 +841,7 @@ fn gaps<'a>(chunks: impl Iterator<Item = &'a ChunkEvent> + 'a) -> impl Iterator<
 /// Reading `requests.jsonl` back failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadRecordsError {
-    #[error("failed to read requests.jsonl")]
+    #[error("failed to read the records file")]
     Io(#[from] std::io::Error),
     #[error("malformed request record on line {line} of requests.jsonl")]
     Parse {
@@ -849,6 +849,13 @@ pub enum ReadRecordsError {
         #[source]
         source: serde_json::Error,
     },
+    #[error(
+        "the records file does not start with {:?}: it is not an llmbench records file, or one of another version",
+        String::from_utf8_lossy(&crate::record_file::MAGIC)
+    )]
+    NotARecordsFile,
+    #[error("record {record} of the records file is damaged: {message}")]
+    Decode { record: u64, message: &'static str },
 }
 
 /// Reads `requests.jsonl`: one record per line, blank lines ignored. A last line whose JSON is cut short is the

@@ -5,5 +5,6 @@
 //! run's model-load figures read again from its files). It imports the model, workload, engine and metrics layers.
 #![forbid(unsafe_code)]
 
+pub mod export;
 pub mod plot;
 pub mod report;

@@ -20,9 +20,10 @@ use llmbench_core::capacity::CapacityAnswer;
 use llmbench_core::experiment::v1::{ExperimentPlan, RunStatus};
 use llmbench_core::summary::v1::{CompactSummary, LatencyStats};
 use llmbench_metrics::metrics::RunSummary;
+use llmbench_model::record_file::{RecordsFormat, RunRecords, count_records_from};
 use llmbench_report::plot::{EXPERIMENT_FILE, PLOTS_DIR};
 use llmbench_report::report::merge::shard_dirs;
-use llmbench_report::report::{REQUESTS_FILE, RUN_META_FILE, SUMMARY_FILE};
+use llmbench_report::report::{RUN_META_FILE, SUMMARY_FILE};
 
 /// How deep below the results directory runs are looked for: an experiment's runs sit two levels down, a sharded
 /// run's shards one more, and a directory of fetched runs one more above them all.
@@ -308,9 +309,9 @@ impl Scanner {
         let head = cached.head.clone();
         let figures = cached.figures.clone();
 
-        let requests = found.dir.join(REQUESTS_FILE);
+        let requests = RunRecords::in_dir(&found.dir);
         let locked = crate::run::in_use(&found.dir);
-        let recently_written = std::fs::metadata(&requests)
+        let recently_written = std::fs::metadata(&requests.path)
             .and_then(|m| m.modified())
             .ok()
             .and_then(|modified| SystemTime::now().duration_since(modified).ok())
@@ -327,7 +328,7 @@ impl Scanner {
             (None, None) => "incomplete".to_owned(),
         };
         let progress = (figures.is_none()).then(|| Progress {
-            recorded: self.count_lines(&found.dir, &requests),
+            recorded: self.count_recorded(&found.dir, &requests),
             planned: head.planned_requests,
             elapsed_s: elapsed_since(head.t0_unix_ns),
             stages: head.stages.len(),
@@ -355,7 +356,27 @@ impl Scanner {
         })
     }
 
-    /// The newlines in `requests.jsonl`, counting only what was appended since the last call.
+    /// The records a run holds so far, counting only what was appended since the last call.
+    fn count_recorded(&mut self, dir: &Path, records: &RunRecords) -> u64 {
+        match records.format {
+            RecordsFormat::Jsonl => self.count_lines(dir, &records.path),
+            RecordsFormat::Binary => {
+                let count = self.lines.entry(dir.to_owned()).or_default();
+                let length = std::fs::metadata(&records.path).map_or(0, |m| m.len());
+                if length < count.offset {
+                    // Replaced (a run id reused with --overwrite): count afresh.
+                    *count = LineCount::default();
+                }
+                if let Ok((offset, whole)) = count_records_from(&records.path, count.offset) {
+                    count.offset = offset;
+                    count.lines += whole;
+                }
+                count.lines
+            }
+        }
+    }
+
+    /// The newlines in an earlier version's `requests.jsonl`, counting only what was appended since the last call.
     fn count_lines(&mut self, dir: &Path, requests: &Path) -> u64 {
         let count = self.lines.entry(dir.to_owned()).or_default();
         let Ok(mut file) = std::fs::File::open(requests) else {
@@ -677,7 +698,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let run = dir.path().join("run");
         std::fs::create_dir(&run).expect("mkdir");
-        let records = run.join(REQUESTS_FILE);
+        let records = run.join(llmbench_report::report::REQUESTS_JSONL_FILE);
         let mut scanner = Scanner::new(dir.path().to_owned());
         assert_eq!(scanner.count_lines(&run, &records), 0, "no records yet");
         std::fs::write(&records, "{}\n{}\n{\"torn").expect("write");
@@ -695,5 +716,35 @@ mod tests {
         // A shorter file is a new one (a run id reused with --overwrite): counted afresh.
         std::fs::write(&records, "{}\n").expect("rewrite");
         assert_eq!(scanner.count_lines(&run, &records), 1);
+    }
+
+    #[test]
+    fn binary_records_are_counted_whole_as_they_are_appended() {
+        use llmbench_model::record::RequestRecord;
+        use llmbench_model::record_file::{RECORDS_FILE, file_bytes};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let run = dir.path().join("run");
+        std::fs::create_dir(&run).expect("mkdir");
+        let all: Vec<_> = (0..3)
+            .map(|id| RequestRecord::builder(id).end(5).build())
+            .collect();
+        let bytes = file_bytes(&all);
+        let two = file_bytes(&all[..2]).len();
+        let mut scanner = Scanner::new(dir.path().to_owned());
+        std::fs::write(run.join(RECORDS_FILE), &bytes[..two + 1]).expect("write");
+        let records = RunRecords::in_dir(&run);
+        assert_eq!(
+            scanner.count_recorded(&run, &records),
+            2,
+            "the third is still being written"
+        );
+        std::fs::write(run.join(RECORDS_FILE), &bytes).expect("write");
+        assert_eq!(scanner.count_recorded(&run, &records), 3);
+        std::fs::write(run.join(RECORDS_FILE), &bytes[..two]).expect("rewrite");
+        assert_eq!(
+            scanner.count_recorded(&run, &records),
+            2,
+            "a shorter file is counted afresh"
+        );
     }
 }

@@ -427,3 +427,33 @@ pub fn chatml_tokenizer(dir: &Path) -> PathBuf {
     write(&tokenizer, "tokenizer_config.json", &config.to_string());
     tokenizer
 }
+
+/// A run's records as `requests.jsonl` text, one JSON object per line, exactly what `llmbench export` writes:
+/// `path` names the `requests.jsonl` of a run directory, and the records are read from the `requests.bin` beside
+/// it (or from `path` itself, for a file a test wrote). A torn last record is left out, as every reader does.
+pub fn requests_jsonl(path: &Path) -> std::io::Result<String> {
+    use llmbench_model::record_file::{RECORDS_FILE, RunRecords, write_jsonl_line};
+    let dir = path.parent().unwrap_or(Path::new("."));
+    if !dir.join(RECORDS_FILE).exists() {
+        return std::fs::read_to_string(path);
+    }
+    let (records, _) = RunRecords::in_dir(dir)
+        .read_all()
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let mut out = Vec::new();
+    for record in &records {
+        write_jsonl_line(&mut out, record)?;
+    }
+    String::from_utf8(out).map_err(std::io::Error::other)
+}
+
+/// How many whole records a run has written so far (`path`: its `requests.jsonl`, as for [`requests_jsonl`]): a
+/// record still being written, or torn by a kill, is not counted.
+pub fn recorded(path: &Path) -> u64 {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    llmbench_model::record_file::count_records_from(
+        &dir.join(llmbench_model::record_file::RECORDS_FILE),
+        0,
+    )
+    .map_or(0, |(_, whole)| whole)
+}

@@ -393,7 +393,7 @@ pub struct Outcome {
     pub dir: PathBuf,
 }
 
-/// Runs `llmbench run` against the fault server on `port` and reads `requests.jsonl` back.
+/// Runs `llmbench run` against the fault server on `port` and reads its records back.
 pub async fn run_binary(name: &str, port: u16, plan: Plan, scratch: &Path) -> Outcome {
     let profile = scratch.join(format!("{name}.yaml"));
     std::fs::write(&profile, plan.profile(port)).expect("write profile");
@@ -448,11 +448,14 @@ pub async fn run_binary(name: &str, port: u16, plan: Plan, scratch: &Path) -> Ou
         .expect("llmbench runs");
     let wall = started.elapsed();
     let dir = output.join(name);
-    let records = std::fs::read_to_string(dir.join("requests.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("every line is a record"))
-        .collect();
+    let records = if llmbench_model::record_file::RunRecords::exist_in(&dir) {
+        llmbench_model::record_file::RunRecords::in_dir(&dir)
+            .read_all()
+            .expect("every record reads back")
+            .0
+    } else {
+        Vec::new()
+    };
     Outcome {
         exit_code: finished.status.code(),
         records,

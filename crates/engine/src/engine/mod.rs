@@ -1,6 +1,6 @@
 //! The load engine: issues prepared requests on a precomputed schedule (open loop) or keeps N in flight (closed
 //! loop), and records every request raw. It knows nothing of profiles or metrics: a plan comes in, records go out
-//! as they finish (to `requests.jsonl`, and to the in-memory list the metrics are derived from afterwards while
+//! as they finish (to `requests.bin`, and to the in-memory list the metrics are derived from afterwards while
 //! that list fits its budget; past it, a long run is summarised from the file). With a sent log, each request
 //! also leaves a small entry as it goes out ([`llmbench_model::sent`]), so a run killed with requests in flight
 //! still says what it sent.
@@ -48,6 +48,7 @@ pub use trace::Replay;
 pub use unreachable::DEFAULT_MAX_CONNECT_FAILURES;
 
 use llmbench_model::record::{ErrorClass, RequestRecord};
+use llmbench_model::record_file;
 use llmbench_model::sent::SentEntry;
 use llmbench_workload::workload::circuit_breaker;
 use llmbench_workload::workload::over_saturation::OverSaturation;
@@ -333,7 +334,7 @@ pub struct PlannedStage {
     /// to the writer), held for this stage only and dropped once the planner has seen them.
     pub keep_records: bool,
     /// A probe, run to measure and not to report: its records are flagged `warmup` (left out of every figure and
-    /// report, still written to `requests.jsonl` with the index the next stage will have), it is not counted as a
+    /// report, still written to `requests.bin` with the index the next stage will have), it is not counted as a
     /// stage (no index, no times among the run's), and the stage after it follows without the interval.
     pub probe: bool,
     /// Ends the stage this long after it starts: nothing more is sent, and requests still in flight are cancelled
@@ -431,7 +432,7 @@ enum ToWriter {
     Finished(RequestRecord),
 }
 
-/// Where finished records go: a channel to the writer task that appends them to `requests.jsonl` (and, with a
+/// Where finished records go: a channel to the writer task that appends them to `requests.bin` (and, with a
 /// sent log, each request's entry as it goes out).
 #[derive(Debug, Clone)]
 pub struct RecordSink {
@@ -497,7 +498,7 @@ pub struct RecordsBudget {
 /// What the writer does once the records it keeps outgrow their budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PastBudget {
-    /// Frees them and keeps none from then on: the run is summarised from requests.jsonl ([`Written::spilled`]).
+    /// Frees them and keeps none from then on: the run is summarised from requests.bin ([`Written::spilled`]).
     Spill,
     /// Keeps every record all the same, with one warning: for a run whose verdict needs them all (MLPerf).
     Keep,
@@ -516,7 +517,7 @@ impl RecordsBudget {
 pub struct Written {
     /// Every record written, in the order they finished; empty when [`spilled`](Self::spilled).
     pub records: Vec<RequestRecord>,
-    /// The records outgrew their budget: none is kept, requests.jsonl holds them all.
+    /// The records outgrew their budget: none is kept, requests.bin holds them all.
     pub spilled: bool,
     /// How many records were written.
     pub written: u64,
@@ -525,7 +526,8 @@ pub struct Written {
 /// The budgeted record writer's handle.
 pub type BudgetedWriterHandle = tokio::task::JoinHandle<Result<Written, EngineError>>;
 
-/// Starts the writer that appends each finished record to `out` as one JSON line, flushing after every batch so
+/// Starts the writer that appends each finished record to `out` in the records file's compact form
+/// ([`llmbench_model::record_file`], its header first), flushing after every batch so
 /// a killed launcher loses at most the requests in flight and the last [`WRITER_PAUSE`] of records. A write that
 /// fails (a full disk) stops the run at once through `control`: load that cannot be recorded is not sent. Returns
 /// the sink and the writer's handle, which yields every record once all sinks are dropped.
@@ -539,7 +541,7 @@ pub fn record_writer(
 }
 
 /// [`record_writer`], also showing each written batch to `observer` (`llmbench run --metrics-listen`). Records
-/// that could not be written are not shown: the observer sees what `requests.jsonl` holds.
+/// that could not be written are not shown: the observer sees what the records file holds.
 pub(crate) fn record_writer_observed(
     out: Box<dyn Write + Send>,
     path: String,
@@ -567,7 +569,7 @@ pub(crate) fn record_writer_observed(
 }
 
 /// [`record_writer_observed`] keeping the records it wrote within `budget`: past it, a long run holds no record in
-/// memory ([`PastBudget::Spill`]) and is summarised from requests.jsonl afterwards. With `sent`, each request's
+/// memory ([`PastBudget::Spill`]) and is summarised from the records file afterwards. With `sent`, each request's
 /// entry is appended there as it goes out, in the same batches as the records and flushed before them.
 pub fn record_writer_budgeted(
     out: Box<dyn Write + Send>,
@@ -619,6 +621,16 @@ fn write_records(
         sent,
     } = files;
     let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+    // The header is written before any record, so even a run killed before its first answer leaves a file
+    // that reads as no record.
+    let mut failure: Option<(String, std::io::Error)> = record_file::write_header(&mut out)
+        .and_then(|()| out.flush())
+        .err()
+        .map(|e| {
+            control.stop_now(StopReason::RecordsUnwritable);
+            (path.clone(), e)
+        });
+    let mut writer = record_file::RecordWriter::default();
     let (mut sent_out, sent_path) = match sent {
         Some(SentLog { out, path }) => {
             (Some(std::io::BufWriter::with_capacity(1 << 16, out)), path)
@@ -629,7 +641,6 @@ fn write_records(
     let mut held = 0u64;
     let mut warned = false;
     let mut batch = Vec::new();
-    let mut failure: Option<(String, std::io::Error)> = None;
     // The sent entries are written as they are drained, into the sent log's buffer; the first error stops them.
     let mut sent_failure: Option<std::io::Error> = None;
     while let Some(first) = rx.blocking_recv() {
@@ -663,7 +674,7 @@ fn write_records(
             batch.clear();
             continue;
         }
-        match write_batch(&mut out, &batch) {
+        match write_batch(&mut out, &batch, &mut writer) {
             Ok(()) => {
                 kept.written += batch.len() as u64;
                 if let Some(observer) = observer.as_mut() {
@@ -678,7 +689,7 @@ fn write_records(
                             budget = %llmbench_workload::limits::bytes(budget.bytes),
                             records = kept.written,
                             "the records outgrew their memory budget (--records-memory): none is kept in memory \
-                             from now on, and the run will be summarised from requests.jsonl"
+                             from now on, and the run will be summarised from the records file"
                         );
                         kept.spilled = true;
                         // Freed now, not at the end: the point is what the run holds while it goes.
@@ -718,10 +729,13 @@ fn write_records(
     }
 }
 
-fn write_batch(out: &mut impl Write, batch: &[RequestRecord]) -> std::io::Result<()> {
+fn write_batch(
+    out: &mut impl Write,
+    batch: &[RequestRecord],
+    writer: &mut record_file::RecordWriter,
+) -> std::io::Result<()> {
     for record in batch {
-        serde_json::to_writer(&mut *out, record).map_err(std::io::Error::from)?;
-        out.write_all(b"\n")?;
+        writer.write(out, record)?;
     }
     out.flush()
 }
@@ -1969,7 +1983,7 @@ mod tests {
         let progress = Arc::new(Progress::default());
         let (sink, writer) = record_writer_observed(
             Box::new(std::io::sink()),
-            "requests.jsonl".to_owned(),
+            "requests.bin".to_owned(),
             Arc::clone(&progress),
             Control::default(),
             Some(Box::new(seen.clone())),
@@ -2008,7 +2022,7 @@ mod tests {
         let one = record(0).memory_bytes();
         let (sink, writer) = record_writer_budgeted(
             Box::new(out.clone()),
-            "requests.jsonl".to_owned(),
+            "requests.bin".to_owned(),
             Arc::new(Progress::default()),
             Control::default(),
             None,
@@ -2026,8 +2040,14 @@ mod tests {
         assert!(written.spilled);
         assert!(written.records.is_empty());
         assert_eq!(written.written, 10);
-        let text = String::from_utf8(out.0.lock().expect("lock").clone()).expect("utf-8");
-        assert_eq!(text.lines().count(), 10);
+        let bytes = out.0.lock().expect("lock").clone();
+        let mut ids = Vec::new();
+        record_file::for_each_record(&bytes[..], |r| {
+            ids.push(r.id);
+            Ok(())
+        })
+        .expect("reads");
+        assert_eq!(ids, (0..10).collect::<Vec<_>>());
     }
 
     #[tokio::test]
@@ -2045,7 +2065,7 @@ mod tests {
         ] {
             let (sink, writer) = record_writer_budgeted(
                 Box::new(std::io::sink()),
-                "requests.jsonl".to_owned(),
+                "requests.bin".to_owned(),
                 Arc::new(Progress::default()),
                 Control::default(),
                 None,
@@ -2071,7 +2091,7 @@ mod tests {
         sent.clone().write_all(&header).expect("header");
         let (sink, writer) = record_writer_budgeted(
             Box::new(records.clone()),
-            "requests.jsonl".to_owned(),
+            "requests.bin".to_owned(),
             Arc::new(Progress::default()),
             Control::default(),
             None,
@@ -2112,7 +2132,7 @@ mod tests {
         let progress = Arc::new(Progress::default());
         let (sink, writer) = record_writer(
             Box::new(std::io::sink()),
-            "requests.jsonl".to_owned(),
+            "requests.bin".to_owned(),
             Arc::clone(&progress),
             Control::default(),
         );
@@ -2140,7 +2160,7 @@ mod tests {
         let seen = Seen::default();
         let (sink, writer) = record_writer_observed(
             Box::new(Full),
-            "requests.jsonl".to_owned(),
+            "requests.bin".to_owned(),
             Arc::new(Progress::default()),
             Control::default(),
             Some(Box::new(seen.clone())),

@@ -27,19 +27,17 @@ pub mod run;
 mod text;
 pub mod varied;
 
-use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 use std::collections::BTreeMap;
 
-use crate::report::{
-    PROFILE_FILE, REQUESTS_FILE, RUN_META_FILE, ReportError, RunMeta, SUMMARY_FILE,
-};
+use crate::report::{PROFILE_FILE, RUN_META_FILE, ReportError, RunMeta, SUMMARY_FILE};
 use llmbench_metrics::metrics::{RunState, RunSummary};
 use llmbench_metrics::server_metrics::ServerSeries;
-use llmbench_model::record::{ReadRecordsError, RequestRecord, read_jsonl_counting_truncated};
+use llmbench_model::record::{ReadRecordsError, RequestRecord};
+use llmbench_model::record_file::RunRecords;
 
 use self::compare::{ComparedRun, Entry, compare_figures, unique_labels};
 use self::figure::{Figure, colour, render_png, render_svg};
@@ -125,17 +123,25 @@ fn load_run(dir: &Path, timeline: bool) -> Result<LoadedRun, PlotError> {
         dir: dir.to_owned(),
         source,
     })?;
-    let path = dir.join(REQUESTS_FILE);
-    let file = std::fs::File::open(&path).map_err(|source| PlotError::Open {
-        path: path.clone(),
-        source,
+    let records_file = RunRecords::in_dir(dir);
+    let (records, truncated) = records_file.read_all().map_err(|source| match source {
+        ReadRecordsError::Io(source) => PlotError::Open {
+            path: records_file.path.clone(),
+            source,
+        },
+        source => PlotError::Records {
+            path: records_file.path.clone(),
+            source,
+        },
     })?;
-    let (records, truncated) = read_jsonl_counting_truncated(BufReader::new(file))
-        .map_err(|source| PlotError::Records { path, source })?;
     let mut warnings = Vec::new();
     if truncated > 0 {
         warnings.push(format!(
-            "{REQUESTS_FILE} ends in a torn record (the launcher was killed while writing it); it was skipped"
+            "{} ends in a torn record (the launcher was killed while writing it); it was skipped",
+            records_file
+                .path
+                .file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
         ));
     }
     let (summary, summary_json) = match read_summary(dir) {

@@ -7,15 +7,14 @@
 //! Memory is a bit per request id (ids are one counter per run), not a record: the sent log and the records are
 //! each streamed once more.
 
-use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use llmbench_metrics::metrics::{RunState, RunSummary};
-use llmbench_model::record::for_each_jsonl;
+use llmbench_model::record_file::RunRecords;
 use llmbench_model::sent::{SENT_FILE, SentEntry, for_each_sent};
 use serde::Serialize;
 
-use super::{REQUESTS_FILE, ReportError, RunMeta};
+use super::{ReportError, RunMeta};
 
 /// The list of a killed run's lost requests, in its directory.
 pub const LOST_IN_FLIGHT_FILE: &str = "lost_in_flight.jsonl";
@@ -79,22 +78,19 @@ pub fn find(dir: &Path) -> Result<Option<LostInFlight>, ReportError> {
     }
     // `max_id < span`, which fits in memory as bits: at most 8 bytes per entry plus 128 KiB.
     let mut recorded = vec![0u64; (max_id / 64 + 1) as usize];
-    let records_path = dir.join(REQUESTS_FILE);
-    if records_path.is_file() {
-        let file = std::fs::File::open(&records_path).map_err(|source| ReportError::Read {
-            path: records_path.clone(),
-            source,
-        })?;
-        for_each_jsonl(BufReader::new(file), |record| {
-            if record.id <= max_id {
-                recorded[(record.id / 64) as usize] |= 1 << (record.id % 64);
-            }
-            Ok(())
-        })
-        .map_err(|source| ReportError::Records {
-            path: records_path.clone(),
-            source,
-        })?;
+    let records_file = RunRecords::in_dir(dir);
+    if records_file.path.is_file() {
+        records_file
+            .for_each(|record| {
+                if record.id <= max_id {
+                    recorded[(record.id / 64) as usize] |= 1 << (record.id % 64);
+                }
+                Ok(())
+            })
+            .map_err(|source| ReportError::Records {
+                path: records_file.path.clone(),
+                source,
+            })?;
     }
     let mut lost = Vec::new();
     let end = for_each_sent(sent_log(&sent_path)?, |entry| {
@@ -240,12 +236,15 @@ mod tests {
             log.extend_from_slice(&entry(99, 0).encode()[..13]);
         }
         std::fs::write(dir.join(SENT_FILE), log).unwrap();
-        let mut records = String::new();
-        for id in recorded {
-            records.push_str(&serde_json::to_string(&RequestRecord::builder(*id).build()).unwrap());
-            records.push('\n');
-        }
-        std::fs::write(dir.join(REQUESTS_FILE), records).unwrap();
+        let records: Vec<_> = recorded
+            .iter()
+            .map(|id| RequestRecord::builder(*id).build())
+            .collect();
+        std::fs::write(
+            dir.join(llmbench_model::record_file::RECORDS_FILE),
+            llmbench_model::record_file::file_bytes(&records),
+        )
+        .unwrap();
     }
 
     #[test]

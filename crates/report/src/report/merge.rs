@@ -10,13 +10,13 @@
 //! Record ids and conversation ids are only unique within a shard, so the merge renumbers records in order of their
 //! scheduled send time and gives conversation `c` of shard `i` of `n` the id `c·n + i`.
 
-use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
+use super::ReportError;
 use super::meta::{RunEnd, RunMeta, RunState, ShardMeta, StageEnd};
-use super::{REQUESTS_FILE, ReportError};
+use llmbench_model::record::RequestRecord;
 use llmbench_model::record::SessionRecord;
-use llmbench_model::record::{RequestRecord, read_jsonl_counting_truncated};
+use llmbench_model::record_file::RunRecords;
 
 /// A shard's directory under the run's: `shard-<index>`.
 pub(crate) const SHARD_DIR_PREFIX: &str = "shard-";
@@ -73,13 +73,14 @@ pub fn read_sharded(dir: &Path) -> Result<Option<Merged>, ReportError> {
     same_profile(dir, &dirs)?;
     for shard_dir in &dirs {
         let meta = RunMeta::read(shard_dir)?;
-        let path = shard_dir.join(REQUESTS_FILE);
-        let file = std::fs::File::open(&path).map_err(|source| ReportError::Read {
-            path: path.clone(),
-            source,
-        })?;
-        let (records, truncated) = read_jsonl_counting_truncated(BufReader::new(file))
-            .map_err(|source| ReportError::Records { path, source })?;
+        let records_file = RunRecords::in_dir(shard_dir);
+        let (records, truncated) =
+            records_file
+                .read_all()
+                .map_err(|source| ReportError::Records {
+                    path: records_file.path.clone(),
+                    source,
+                })?;
         truncated_lines += truncated;
         shards.push((meta, records));
     }
@@ -294,7 +295,7 @@ fn onto_merged_timeline(record: &mut RequestRecord, offset: u64, index: u32, cou
 #[derive(Debug, Clone)]
 pub(crate) struct ShardRecords {
     /// Each shard's records file, its index and its offset on the merged timeline.
-    shards: Vec<(PathBuf, u32, u64)>,
+    shards: Vec<(RunRecords, u32, u64)>,
     count: u32,
 }
 
@@ -304,8 +305,11 @@ impl super::RecordPasses for ShardRecords {
         f: &mut dyn FnMut(&RequestRecord, [u64; 3]),
     ) -> Result<super::Passed, ReportError> {
         let mut passed = super::Passed::default();
-        for (path, index, offset) in &self.shards {
-            let one = super::RecordsFile { path: path.clone() }.stream(|mut r| {
+        for (records, index, offset) in &self.shards {
+            let one = super::RecordsFile {
+                records: records.clone(),
+            }
+            .stream(|mut r| {
                 onto_merged_timeline(&mut r, *offset, *index, self.count);
                 f(&r, [r.scheduled_ns, u64::from(*index), r.id]);
             })?;
@@ -324,7 +328,7 @@ pub(crate) struct Sharded {
     /// The shard directories, by shard index.
     pub shards: Vec<PathBuf>,
     pub records: ShardRecords,
-    /// The shards' records files' total size, in bytes.
+    /// About how much memory the shards' records would take once read ([`RunRecords::memory_estimate`]).
     pub records_bytes: u64,
 }
 
@@ -349,15 +353,14 @@ pub(crate) fn read_sharded_metas(dir: &Path) -> Result<Option<Sharded>, ReportEr
     })?;
     let records_bytes = dirs
         .iter()
-        .filter_map(|d| std::fs::metadata(d.join(REQUESTS_FILE)).ok())
-        .map(|m| m.len())
+        .map(|d| RunRecords::in_dir(d).memory_estimate())
         .sum();
     let records = ShardRecords {
         shards: dirs
             .iter()
             .zip(&metas)
             .zip(&merged.offsets_ns)
-            .map(|((d, m), offset)| (d.join(REQUESTS_FILE), m.shard.index, *offset))
+            .map(|((d, m), offset)| (RunRecords::in_dir(d), m.shard.index, *offset))
             .collect(),
         count: meta_count(&metas),
     };

@@ -36,7 +36,6 @@ mod table;
 mod turns;
 mod vllm;
 
-use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use llmbench_core::harness::Harness;
@@ -48,7 +47,8 @@ use llmbench_metrics::metrics::{
     AdapterSummary, Completion, ConversationSummary, Excluded, RunInfo, RunSummary, TurnSummary,
     WriteSummaryError, write_compact_summary, write_summary_json,
 };
-use llmbench_model::record::{ReadRecordsError, RequestRecord, read_jsonl_counting_truncated};
+use llmbench_model::record::{ReadRecordsError, RequestRecord};
+use llmbench_model::record_file::RunRecords;
 
 pub use cache::{CacheMeta, CacheReset, PromptsMeta, PromptsOrigin, ResetCall, WARM_SHARE};
 pub use capacity_answer::{CapacityReport, capacity_report, capacity_verdict};
@@ -79,8 +79,11 @@ pub use table::{Align, TERMINAL_COLUMNS, Table, Tone, print_run, print_table};
 pub use turns::{adapter_table, conversations_line, turn_table};
 pub use vllm::{vllm_result, vllm_result_file};
 
-/// The raw records' file inside a run directory.
-pub const REQUESTS_FILE: &str = "requests.jsonl";
+/// The raw records' file inside a run directory (an earlier version's run has [`REQUESTS_JSONL_FILE`] instead,
+/// which every reader here still reads).
+pub const REQUESTS_FILE: &str = llmbench_model::record_file::RECORDS_FILE;
+/// The raw records as JSON lines: what `llmbench export` writes, and what earlier versions wrote.
+pub const REQUESTS_JSONL_FILE: &str = llmbench_model::record_file::RECORDS_JSONL_FILE;
 /// Our own summary's file inside a run directory.
 pub const SUMMARY_FILE: &str = "summary.json";
 /// The profile as rendered, inside a run directory.
@@ -659,8 +662,8 @@ pub fn report_dir_within(
         }
     }
     let meta = RunMeta::read(dir)?;
-    let path = dir.join(REQUESTS_FILE);
-    if std::fs::metadata(&path).is_ok_and(|m| m.len() > memory_bytes) {
+    let records_file = RunRecords::in_dir(dir);
+    if records_file.memory_estimate() > memory_bytes {
         let run = summarize_spilled(
             dir,
             &meta,
@@ -683,12 +686,13 @@ pub fn report_dir_within(
         outcome.files.extend(lost);
         return Ok(outcome);
     }
-    let file = std::fs::File::open(&path).map_err(|source| ReportError::Read {
-        path: path.clone(),
-        source,
-    })?;
-    let (records, truncated_lines) = read_jsonl_counting_truncated(BufReader::new(file))
-        .map_err(|source| ReportError::Records { path, source })?;
+    let (records, truncated_lines) =
+        records_file
+            .read_all()
+            .map_err(|source| ReportError::Records {
+                path: records_file.path.clone(),
+                source,
+            })?;
 
     let mut summary = summarize_run(&meta, &records);
     add_server_metrics(dir, &meta, None, &mut summary);

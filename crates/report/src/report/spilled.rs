@@ -24,7 +24,7 @@
 //! ([`skipped_reports`]).
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{self, BufReader};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use super::aiperf_phases::AiperfPhases;
@@ -32,7 +32,7 @@ use super::aiperf_records::{AIPERF_RECORDS_FILE, AiperfRecords};
 use super::guidellm::GuidellmStreamed;
 use super::native::Native;
 use super::sample::FloatStore;
-use super::{Formats, INFERENCE_PERF_PERCENTILES, REQUESTS_FILE, ReportError, RunMeta, Tally};
+use super::{Formats, INFERENCE_PERF_PERCENTILES, ReportError, RunMeta, Tally};
 use llmbench_metrics::metrics::spill::{Slot, Spill, SpillDir};
 use llmbench_metrics::metrics::stats::{NsMoments, squared_deviation};
 use llmbench_metrics::metrics::summary::{Counts, METRICS, Metric, common_requested_rate};
@@ -43,7 +43,8 @@ use llmbench_metrics::metrics::{
     AdapterSummary, Excluded, RecordsSpilled, RunSummary, SkippedReport, StageSummary, Stats,
     Summary,
 };
-use llmbench_model::record::{RequestRecord, for_each_jsonl};
+use llmbench_model::record::RequestRecord;
+use llmbench_model::record_file::RunRecords;
 
 /// Records to stream, as many times as the summary needs to read them.
 pub trait RecordPasses {
@@ -65,17 +66,17 @@ pub struct Passed {
 /// memory and is summarised from disk.
 pub const DEFAULT_RECORDS_MEMORY: u64 = 256 << 20;
 
-/// A run directory's `requests.jsonl`.
+/// A run directory's records: its `requests.bin`, or an earlier version's `requests.jsonl`.
 #[derive(Debug, Clone)]
 pub struct RecordsFile {
-    pub path: PathBuf,
+    pub records: RunRecords,
 }
 
 impl RecordsFile {
     /// The records file of the run in `dir`.
     pub fn of(dir: &Path) -> RecordsFile {
         RecordsFile {
-            path: dir.join(REQUESTS_FILE),
+            records: RunRecords::in_dir(dir),
         }
     }
 }
@@ -89,20 +90,18 @@ impl RecordPasses for RecordsFile {
 impl RecordsFile {
     /// Hands every record of the file to `f`, one at a time.
     pub(crate) fn stream(&self, mut f: impl FnMut(RequestRecord)) -> Result<Passed, ReportError> {
-        let file = std::fs::File::open(&self.path).map_err(|source| ReportError::Read {
-            path: self.path.clone(),
-            source,
-        })?;
         let mut records = 0u64;
-        let truncated_lines = for_each_jsonl(BufReader::with_capacity(1 << 20, file), |record| {
-            records += 1;
-            f(record);
-            Ok(())
-        })
-        .map_err(|source| ReportError::Records {
-            path: self.path.clone(),
-            source,
-        })?;
+        let truncated_lines = self
+            .records
+            .for_each(|record| {
+                records += 1;
+                f(record);
+                Ok(())
+            })
+            .map_err(|source| ReportError::Records {
+                path: self.records.path.clone(),
+                source,
+            })?;
         Ok(Passed {
             records,
             truncated_lines,
@@ -1209,7 +1208,8 @@ mod tests {
                 .iter()
                 .map(|r| serde_json::to_string(r).expect("json") + "\n")
                 .collect();
-            std::fs::write(dir.join(REQUESTS_FILE), lines).expect("records");
+            // An earlier version's records, as JSON lines: still read.
+            std::fs::write(dir.join(crate::report::REQUESTS_JSONL_FILE), lines).expect("records");
             shards.push((meta, mine));
         }
         let merged = crate::report::merge::merge(shards).expect("merge");
@@ -1236,11 +1236,11 @@ mod tests {
         let records = varied(11, 200);
         let meta = meta_for(Harness::InferencePerf, 200, 0);
         meta.write(dir.path()).expect("run.json");
-        let lines: String = records
-            .iter()
-            .map(|r| serde_json::to_string(r).expect("json") + "\n")
-            .collect();
-        std::fs::write(dir.path().join(REQUESTS_FILE), lines).expect("records");
+        std::fs::write(
+            dir.path().join(crate::report::REQUESTS_FILE),
+            llmbench_model::record_file::file_bytes(&records),
+        )
+        .expect("records");
         let in_memory =
             crate::report::report_dir(dir.path(), None, None, &crate::plot::RunPictures)
                 .expect("in memory");

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::*;
 use llmbench_model::record::{ChunkKind, ErrorClass, RequestError, Usage};
+use llmbench_model::record_file::file_bytes;
 
 const MS: u64 = 1_000_000;
 /// 2026-11-22T04:35:12Z.
@@ -755,7 +756,8 @@ fn report_dir_rebuilds_everything_from_a_killed_run() {
     // A launcher killed mid-write leaves half a line.
     let torn = serde_json::to_string(&records[0]).unwrap();
     text.push_str(&torn[..torn.len() / 2]);
-    std::fs::write(dir.join(REQUESTS_FILE), text).unwrap();
+    // An earlier version's records, as JSON lines: still read.
+    std::fs::write(dir.join(REQUESTS_JSONL_FILE), text).unwrap();
     let compact = dir.join("termination-log");
 
     let outcome = report_dir(&dir, Some(&compact), None, &crate::plot::RunPictures).unwrap();
@@ -1096,11 +1098,7 @@ fn report_dir_of_a_killed_run_counts_the_requests_it_sent_and_never_recorded_per
     meta.write(&dir).unwrap();
     // Records 1, 2, 3 (stage 0) and 4 (stage 1) came back.
     let records = records();
-    let text: String = records
-        .iter()
-        .map(|r| serde_json::to_string(r).unwrap() + "\n")
-        .collect();
-    std::fs::write(dir.join(REQUESTS_FILE), text).unwrap();
+    std::fs::write(dir.join(REQUESTS_FILE), file_bytes(&records)).unwrap();
     // Sent: a warm-up (0) and 6 in stage 0, 5 in stage 1, none of them recorded.
     let sent = |id: u64, stage: u32, warmup: bool| SentEntry {
         id,
@@ -1179,11 +1177,8 @@ fn a_sharded_run_with_a_killed_shard_counts_what_each_shard_sent() {
             .build()
     };
     let write_records = |shard: &Path, ids: &[u64]| {
-        let text: String = ids
-            .iter()
-            .map(|id| serde_json::to_string(&request(*id)).unwrap() + "\n")
-            .collect();
-        std::fs::write(shard.join(REQUESTS_FILE), text).unwrap();
+        let records: Vec<_> = ids.iter().map(|id| request(*id)).collect();
+        std::fs::write(shard.join(REQUESTS_FILE), file_bytes(&records)).unwrap();
     };
     // Shard 0 ended: it sent and recorded 2.
     let shard_0 = dir.join("shard-0");
