@@ -246,7 +246,7 @@ pub struct Completion {
 pub enum StopReason {
     /// A signal asked the launcher to stop (SIGTERM, SIGINT).
     Interrupted { signal: Signal },
-    /// `requests.jsonl` could not be written (e.g. the disk is full).
+    /// The records file (`requests.bin`) could not be written (e.g. the disk is full).
     RecordsUnwritable,
     /// guidellm `max_errors` tripped.
     MaxErrors,
