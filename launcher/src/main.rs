@@ -312,7 +312,7 @@ struct ReportArgs {
     summary_file: Option<PathBuf>,
     /// Records files (a sharded run's shards together) larger than this are summarised from disk in bounded
     /// memory, with the same numbers and every report file; the pictures keep 80 bytes per request, and past
-    /// half the budget in those they are not drawn (summary.json says so).
+    /// half the budget in those they place a uniform sample of the requests (and say so).
     #[arg(long, value_parser = llmbench_workload::limits::parse_bytes, default_value = "256MiB", value_name = "BYTES")]
     records_memory: u64,
 }

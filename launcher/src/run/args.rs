@@ -114,10 +114,10 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "metrics_endpoints")]
     pub no_server_metrics: bool,
     /// Memory for the records of finished requests (e.g. 256MiB, 1GiB). A run whose records fit is summarised
-    /// from memory; past the budget the launcher keeps no record in memory (requests.jsonl has them all) and
+    /// from memory; past the budget the launcher keeps no record in memory (requests.bin has them all) and
     /// summarises the run from disk afterwards in bounded memory, with the same numbers and every report file,
-    /// byte for byte. The pictures keep 80 bytes per request: past half the budget in those they are not drawn,
-    /// and summary.json says so with the budget that would draw them. MLPerf runs keep
+    /// byte for byte. The pictures keep 80 bytes per request: past half the budget in those they place a uniform
+    /// sample of the requests (and say so), with the rates over time counted from every one. MLPerf runs keep
     /// every record for LoadGen's verdict, with a warning past the budget.
     #[arg(long, value_parser = llmbench_workload::limits::parse_bytes, default_value = "256MiB", value_name = "BYTES")]
     pub records_memory: u64,

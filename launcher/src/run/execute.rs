@@ -645,20 +645,17 @@ impl RunContext<'_> {
             write_compact_summary(path, &summary)?;
         }
         match spilled {
-            // Every report, and the pictures when they fit the budget (else named in a warning and in
-            // summary.json), from the records streamed back from disk.
+            // Every report and the pictures (of a sample of the requests past the budget), from the records
+            // streamed back from disk.
             Some(spilled) => {
-                let draws = spilled.draws_pictures();
                 spilled.write_reports(&dir, &meta, &summary)?;
-                if draws {
-                    llmbench_report::plot::write_pictures_streamed(
-                        &dir,
-                        &meta,
-                        &report::RecordsFile::of(&dir),
-                        &summary,
-                        self.args.records_memory,
-                    );
-                }
+                llmbench_report::plot::write_pictures_streamed(
+                    &dir,
+                    &meta,
+                    &report::RecordsFile::of(&dir),
+                    &summary,
+                    self.args.records_memory,
+                );
             }
             None => {
                 report::write_all(

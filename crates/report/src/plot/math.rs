@@ -18,15 +18,15 @@ pub(crate) const MAX_TIME_BINS: usize = 1200;
 /// A uniform random sample of at most `cap` values (Algorithm R), deterministic (a fixed seed), so the same
 /// run always gives the same picture. Below the cap it keeps every value, in order.
 #[derive(Debug, Clone)]
-pub struct Reservoir {
+pub struct Reservoir<T = f64> {
     cap: usize,
     seen: u64,
-    values: Vec<f64>,
+    values: Vec<T>,
     rng: u64,
 }
 
-impl Reservoir {
-    pub fn new(cap: usize) -> Reservoir {
+impl<T> Reservoir<T> {
+    pub fn new(cap: usize) -> Reservoir<T> {
         Reservoir {
             cap: cap.max(1),
             seen: 0,
@@ -35,7 +35,7 @@ impl Reservoir {
         }
     }
 
-    pub fn push(&mut self, value: f64) {
+    pub fn push(&mut self, value: T) {
         self.seen += 1;
         if self.values.len() < self.cap {
             self.values.push(value);
@@ -58,15 +58,13 @@ impl Reservoir {
         self.seen > self.values.len() as u64
     }
 
-    pub fn values(&self) -> &[f64] {
+    pub fn values(&self) -> &[T] {
         &self.values
     }
 
-    /// The kept values sorted ascending.
-    pub(crate) fn into_sorted(self) -> Vec<f64> {
-        let mut values = self.values;
-        values.sort_by(f64::total_cmp);
-        values
+    /// The kept values, in the order they were kept.
+    pub(crate) fn into_values(self) -> Vec<T> {
+        self.values
     }
 
     /// xorshift64*: uniform enough for sampling, and no dependency on rand's API.
@@ -77,6 +75,15 @@ impl Reservoir {
         x ^= x >> 27;
         self.rng = x;
         x.wrapping_mul(0x2545_F491_4F6C_DD1D) % bound
+    }
+}
+
+impl Reservoir<f64> {
+    /// The kept values sorted ascending.
+    pub(crate) fn into_sorted(self) -> Vec<f64> {
+        let mut values = self.values;
+        values.sort_by(f64::total_cmp);
+        values
     }
 }
 
@@ -243,6 +250,28 @@ pub(crate) fn binned_rates(
         let i = ((t / bin_s).floor().max(0.0) as usize).min(n - 1);
         sums[i] += amount;
     }
+    rates_of_sums(sums, bin_s, end_s)
+}
+
+/// [`binned_rates`] of amounts already summed per whole second (`per_second[s]`: the events in `[s, s + 1)`, those
+/// before 0 in the first): every bin width [`time_bin_s`] picks is a whole number of seconds, so the sums are the
+/// same as over the events themselves.
+pub(crate) fn binned_rates_per_second(
+    per_second: &[f64],
+    bin_s: f64,
+    end_s: f64,
+) -> Vec<(f64, f64, f64)> {
+    let n = ((end_s / bin_s).ceil() as usize).max(1);
+    let mut sums = vec![0.0; n];
+    // Whole seconds: `bin_s` is at least 1 and integral.
+    let seconds_per_bin = (bin_s.round() as usize).max(1);
+    for (second, amount) in per_second.iter().enumerate() {
+        sums[(second / seconds_per_bin).min(n - 1)] += amount;
+    }
+    rates_of_sums(sums, bin_s, end_s)
+}
+
+fn rates_of_sums(sums: Vec<f64>, bin_s: f64, end_s: f64) -> Vec<(f64, f64, f64)> {
     let mut bins: Vec<(f64, f64, f64)> = sums
         .into_iter()
         .enumerate()

@@ -429,8 +429,9 @@ pub fn write_pictures(dir: &Path, meta: &RunMeta, records: &[RequestRecord], sum
 
 /// The run's pictures and `report.html` from its measured records streamed from `source` (a run summarised from
 /// disk): the same pictures as [`write_pictures`] draws from the records in memory, made of the few numbers per
-/// request the pictures keep ([`run::Gathered`]) — the caller draws them only when those fit its budget
-/// (`report::pictures_fit`). A picture that cannot be drawn is a warning.
+/// request the pictures keep ([`run::Gathered`]): while those fit half of `memory_bytes`, each request's, else a
+/// uniform sample of them with the rates over time counted from every request (`run::Sampled`), so a run of any
+/// length gets its pictures in bounded memory. A picture that cannot be drawn is a warning.
 pub fn write_pictures_streamed(
     dir: &Path,
     meta: &RunMeta,
@@ -438,7 +439,7 @@ pub fn write_pictures_streamed(
     summary: &RunSummary,
     memory_bytes: u64,
 ) {
-    let mut gathered = run::Gathered::default();
+    let mut gathered = run::Gathered::bounded(crate::report::picture_points(memory_bytes));
     let drawn =
         crate::report::for_each_measured(dir, meta, source, memory_bytes, |r| gathered.add(r))
             .map_err(|source| PlotError::ReadRun {

@@ -14,7 +14,8 @@ use llmbench_model::record::RequestRecord;
 use super::figure::{Axis, FAILED, Figure, Panel, Rule, Series, Style, colour};
 use super::math::{
     Histogram, MAX_SAMPLE, MAX_SCATTER, Reservoir, binned_percentiles, binned_rates,
-    broken_at_gaps, cdf_points, decimate, pareto_frontier, step_points, time_bin_s,
+    binned_rates_per_second, broken_at_gaps, cdf_points, decimate, pareto_frontier, step_points,
+    time_bin_s,
 };
 use llmbench_metrics::metrics::percentile_linear;
 
@@ -132,6 +133,43 @@ pub struct RunData {
     pub stage_loads: Vec<StageMeta>,
     /// Where the run's timeline ends: the last stage's end or the last request's, whichever is later.
     pub end_s: f64,
+    /// For a run with more measured requests than its pictures' budget holds: `requests` is a uniform sample of
+    /// them, and the rates over time are counted exactly from every request, per second.
+    pub sampled: Option<Sampled>,
+}
+
+/// How the requests of a long run were sampled for its pictures, and what was counted of every one of them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sampled {
+    /// Requests kept in `RunData::requests`.
+    pub kept: u64,
+    /// Measured requests.
+    pub of: u64,
+    /// Per whole second of the run clock (by each request's end; before 0 in the first): successful requests,
+    /// failed requests, and the successful requests' output tokens.
+    pub succeeded_per_s: Vec<f64>,
+    pub failed_per_s: Vec<f64>,
+    pub tokens_per_s: Vec<f64>,
+}
+
+impl Sampled {
+    fn count(&mut self, point: &RequestPoint) {
+        let second = point.end_s.floor().max(0.0) as usize;
+        let grow = |v: &mut Vec<f64>| {
+            if v.len() <= second {
+                v.resize(second + 1, 0.0);
+            }
+        };
+        grow(&mut self.succeeded_per_s);
+        grow(&mut self.failed_per_s);
+        grow(&mut self.tokens_per_s);
+        if point.succeeded {
+            self.succeeded_per_s[second] += 1.0;
+            self.tokens_per_s[second] += f64::from(point.output_tokens);
+        } else {
+            self.failed_per_s[second] += 1.0;
+        }
+    }
 }
 
 fn ms(ns: u64) -> f64 {
@@ -158,13 +196,25 @@ impl RunData {
 pub struct Gathered {
     data: RunData,
     spans: std::collections::BTreeMap<u32, (u64, u64)>,
+    /// [`Gathered::bounded`]'s sample of the requests, and what is counted of every one.
+    bounded: Option<(Reservoir<RequestPoint>, Sampled)>,
+    last_end_s: f64,
 }
 
 impl Gathered {
+    /// Gathers at most `points` requests (a uniform sample past that, see [`RunData::sampled`]), so a run of any
+    /// length is drawn in bounded memory.
+    pub fn bounded(points: usize) -> Gathered {
+        Gathered {
+            bounded: Some((Reservoir::new(points), Sampled::default())),
+            ..Gathered::default()
+        }
+    }
+
     pub fn add(&mut self, r: &RequestRecord) {
         let data = &mut self.data;
         data.distributions.add(r);
-        data.requests.push(RequestPoint {
+        let point = RequestPoint {
             stage: r.stage,
             scheduled_s: secs(r.scheduled_ns),
             sent_s: secs(r.sent_ns),
@@ -175,7 +225,15 @@ impl Gathered {
             e2e_ms: ms(r.e2e_ns()),
             ttft_ms: r.ttft_ns().map(ms),
             delay_ms: ms(r.schedule_delay_ns()),
-        });
+        };
+        self.last_end_s = self.last_end_s.max(point.end_s);
+        match self.bounded.as_mut() {
+            Some((sample, counted)) => {
+                counted.count(&point);
+                sample.push(point);
+            }
+            None => data.requests.push(point),
+        }
         let span = self.spans.entry(r.stage).or_insert((u64::MAX, 0));
         span.0 = span.0.min(r.sent_ns);
         span.1 = span.1.max(r.end_ns);
@@ -184,7 +242,20 @@ impl Gathered {
     /// The data, its requests listed stage by stage (as `report::measured` lists the records; a stream from
     /// disk gives them in the order they finished).
     pub fn finish(self, meta: &RunMeta) -> RunData {
-        let Gathered { mut data, spans } = self;
+        let Gathered {
+            mut data,
+            spans,
+            bounded,
+            last_end_s,
+        } = self;
+        if let Some((sample, mut counted)) = bounded {
+            counted.of = sample.seen();
+            if sample.sampled() {
+                counted.kept = sample.values().len() as u64;
+                data.sampled = Some(counted);
+            }
+            data.requests = sample.into_values();
+        }
         data.requests.sort_by_key(|r| r.stage);
         data.stages = match meta.end.as_ref().filter(|end| !end.stages.is_empty()) {
             Some(end) => end
@@ -207,9 +278,8 @@ impl Gathered {
                 .collect(),
         };
         data.stage_loads = meta.stages.clone();
-        let last_request = data.requests.iter().map(|r| r.end_s).fold(0.0, f64::max);
         let last_stage = data.stages.iter().map(|s| s.end_s).fold(0.0, f64::max);
-        data.end_s = last_request.max(last_stage);
+        data.end_s = last_end_s.max(last_stage);
         data
     }
 }
@@ -222,7 +292,15 @@ pub fn run_figures(
     summary: &RunSummary,
     server: &[ServerSeries],
 ) -> Vec<Figure> {
-    let subtitle = label.subtitle();
+    let mut subtitle = label.subtitle();
+    if let Some(sampled) = &data.sampled {
+        subtitle.push_str(&format!(
+            " · per-request points and per-bin percentiles: a uniform sample of {} of {} requests (rates: every \
+             request)",
+            sampled.kept, sampled.of
+        ));
+    }
+    let subtitle = subtitle;
     let latency = &summary.overall.latency_ms;
     let d = &data.distributions;
     let mut figures = Vec::new();
@@ -772,22 +850,35 @@ fn throughput_over_time(data: &RunData, rules: &[Rule], subtitle: &str) -> Figur
 
 fn requests_rate_panel(data: &RunData, rules: &[Rule]) -> Panel {
     let bin = time_bin_s(data.end_s);
-    let rate = |ok: bool| {
-        binned_rates(
+    let rate = |ok: bool| match &data.sampled {
+        Some(sampled) => binned_rates_per_second(
+            if ok {
+                &sampled.succeeded_per_s
+            } else {
+                &sampled.failed_per_s
+            },
+            bin,
+            data.end_s,
+        ),
+        None => binned_rates(
             data.requests
                 .iter()
                 .filter(|r| r.succeeded == ok)
                 .map(|r| (r.end_s, 1.0)),
             bin,
             data.end_s,
-        )
+        ),
     };
     let mut series = vec![Series::line(
         "succeeded",
         colour(0),
         step_points(&rate(true)),
     )];
-    if data.requests.iter().any(|r| !r.succeeded) {
+    let any_failed = match &data.sampled {
+        Some(sampled) => sampled.failed_per_s.iter().any(|n| *n > 0.0),
+        None => data.requests.iter().any(|r| !r.succeeded),
+    };
+    if any_failed {
         series.push(Series::line("failed", FAILED, step_points(&rate(false))));
     }
     Panel {
@@ -805,14 +896,17 @@ fn requests_rate_panel(data: &RunData, rules: &[Rule]) -> Panel {
 
 fn tokens_rate_panel(data: &RunData, rules: &[Rule]) -> Panel {
     let bin = time_bin_s(data.end_s);
-    let tokens = binned_rates(
-        data.requests
-            .iter()
-            .filter(|r| r.succeeded)
-            .map(|r| (r.end_s, f64::from(r.output_tokens))),
-        bin,
-        data.end_s,
-    );
+    let tokens = match &data.sampled {
+        Some(sampled) => binned_rates_per_second(&sampled.tokens_per_s, bin, data.end_s),
+        None => binned_rates(
+            data.requests
+                .iter()
+                .filter(|r| r.succeeded)
+                .map(|r| (r.end_s, f64::from(r.output_tokens))),
+            bin,
+            data.end_s,
+        ),
+    };
     Panel {
         title: "Output tokens".into(),
         note: Some(format!(
@@ -1184,6 +1278,62 @@ mod tests {
             record = record.content_at(t * MS, 1);
         }
         record.build()
+    }
+
+    #[test]
+    fn a_sampled_runs_rates_over_time_count_every_request_and_its_points_are_bounded() {
+        // 3 000 requests ending every 0.7 ms from 0.1 s (to about 2.2 s), every seventh failed, output tokens
+        // 1 to 5: kept whole, and with room for 100 points.
+        let records: Vec<RequestRecord> = (0..3_000u64)
+            .map(|i| {
+                let end = 100 * MS + i * 700_000;
+                let b = RequestRecord::builder(i)
+                    .stage(u32::from(end >= 1_000 * MS))
+                    .scheduled(end - 50 * MS)
+                    .sent(end - 40 * MS)
+                    .end(end)
+                    .input_tokens(10);
+                if i % 7 == 0 {
+                    b.error(ErrorClass::Timeout, "late").build()
+                } else {
+                    let mut b = b.ok();
+                    for t in 0..=(i % 5) {
+                        b = b.content_at(end - 30 * MS + t * MS, 1);
+                    }
+                    b.build()
+                }
+            })
+            .collect();
+        let refs: Vec<&RequestRecord> = records.iter().collect();
+        let whole = RunData::from_records(&meta(), &refs);
+        let mut bounded = Gathered::bounded(100);
+        records.iter().for_each(|r| bounded.add(r));
+        let sampled = bounded.finish(&meta());
+        assert_eq!(sampled.requests.len(), 100);
+        let note = sampled.sampled.as_ref().expect("sampled");
+        assert_eq!((note.kept, note.of), (100, 3_000));
+        assert_eq!(whole.sampled, None);
+        assert_eq!(sampled.end_s, whole.end_s);
+        assert_eq!(sampled.stages, whole.stages);
+        let rules = stage_rules(&whole);
+        for panel in [requests_rate_panel, tokens_rate_panel] {
+            let exact = panel(&whole, &rules);
+            let counted = panel(&sampled, &rules);
+            assert_eq!(counted.series.len(), exact.series.len());
+            for (a, b) in counted.series.iter().zip(&exact.series) {
+                assert_eq!(a.points, b.points, "{}", a.label);
+            }
+        }
+        // The figures say they were drawn from a sample.
+        let summary = crate::report::summarize_run(&meta(), &records);
+        let figures = run_figures(&RunLabel::of(&meta()), &sampled, &summary, &[]);
+        assert!(
+            figures.iter().all(|f| f
+                .subtitle
+                .contains("a uniform sample of 100 of 3000 requests")),
+            "{:?}",
+            figures.iter().map(|f| &f.subtitle).collect::<Vec<_>>()
+        );
     }
 
     /// A run.json with two stages, 0–1 s and 1–2.5 s; built from JSON so fields added later default.

@@ -72,7 +72,7 @@ pub use meta::{
 };
 pub use spilled::{
     DEFAULT_RECORDS_MEMORY, PICTURE_BYTES_PER_REQUEST, Passed, RecordPasses, RecordsFile,
-    SpilledRun, for_each_measured, pictures_fit, skipped_reports, summarize_spilled,
+    SpilledRun, for_each_measured, picture_points, summarize_spilled,
 };
 pub use starts::{ShardStarts, shard_starts};
 pub use table::{Align, TERMINAL_COLUMNS, Table, Tone, print_run, print_table};
@@ -888,13 +888,10 @@ fn write_rebuilt_spilled(
 ) -> Result<ReportOutcome, ReportError> {
     let files = write_summaries(dir, &summary, summary_file)?;
     let truncated_lines = run.truncated_lines();
-    let draws = run.draws_pictures();
     let mut files = vec![files];
     files.extend(run.write_reports(dir, meta, &summary)?);
     let (source, memory_bytes, draw) = pictures;
-    if draws {
-        draw.draw_streamed(dir, meta, source, &summary, memory_bytes);
-    }
+    draw.draw_streamed(dir, meta, source, &summary, memory_bytes);
     Ok(ReportOutcome {
         meta: meta.clone(),
         summary,

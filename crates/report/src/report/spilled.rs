@@ -19,9 +19,9 @@
 //! ([`SpilledRun::write_reports`]): those made of per-stage statistics (inference-perf's lifecycle metrics, vllm's
 //! result JSON, AIPerf's export, the llm-d report) from the same kind of spilled samples, the per-request files
 //! from spilled entries (`entries`), guidellm's report from spilled and sorted events (`guidellm::streamed`). The
-//! pictures are drawn by the caller from a second pass ([`for_each_measured`]) when their few numbers per request
-//! fit the budget ([`pictures_fit`]); else they are named with the reason in a warning and in `summary.json`
-//! ([`skipped_reports`]).
+//! pictures are drawn by the caller from a second pass ([`for_each_measured`]): each request's few numbers while
+//! they fit half the budget ([`picture_points`]), past that a uniform sample of them, with the rates over time
+//! still counted from every request.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
@@ -40,8 +40,7 @@ use llmbench_metrics::metrics::transient::{
     Completed, CompletionOrder, Cuts, Phase, cuts as transient_cuts,
 };
 use llmbench_metrics::metrics::{
-    AdapterSummary, Excluded, RecordsSpilled, RunSummary, SkippedReport, StageSummary, Stats,
-    Summary,
+    AdapterSummary, Excluded, RecordsSpilled, RunSummary, StageSummary, Stats, Summary,
 };
 use llmbench_model::record::RequestRecord;
 use llmbench_model::record_file::RunRecords;
@@ -126,29 +125,16 @@ impl RecordPasses for [RequestRecord] {
     }
 }
 
-/// What the pictures keep of each measured request, in bytes (`plot::run::RequestPoint`, 72 bytes, with room):
-/// a run summarised from disk draws them when every request's fits in half the records budget.
+/// What the pictures keep of each measured request, in bytes (`plot::run::RequestPoint`, 72 bytes, with room).
 pub const PICTURE_BYTES_PER_REQUEST: u64 = 80;
 
-/// Whether the pictures of `measured` requests fit in `memory_bytes` (see [`PICTURE_BYTES_PER_REQUEST`]).
-pub fn pictures_fit(measured: u64, memory_bytes: u64) -> bool {
-    measured.saturating_mul(PICTURE_BYTES_PER_REQUEST) <= memory_bytes / 2
-}
-
-/// The result files a run summarised from disk does not write, each with why: every native report is
-/// written; the pictures when every measured request's point fits in the budget.
-pub fn skipped_reports(measured: u64, memory_bytes: u64) -> Vec<SkippedReport> {
-    if pictures_fit(measured, memory_bytes) {
-        return Vec::new();
-    }
-    let needed_mib = (measured.saturating_mul(PICTURE_BYTES_PER_REQUEST) * 2).div_ceil(1 << 20);
-    vec![SkippedReport {
-        file: "plots/ and report.html".to_owned(),
-        reason: format!(
-            "the pictures place each of the {measured} measured requests on the timeline, {PICTURE_BYTES_PER_REQUEST} \
-             bytes each: run `llmbench report DIR --records-memory {needed_mib}MiB` to draw them"
-        ),
-    }]
+/// How many requests the pictures of a run summarised from disk place one by one: as many as fit in half the
+/// records budget. A longer run's pictures place a uniform sample of that many, and count its rates over time
+/// from every request (`plot::run::Sampled`).
+pub fn picture_points(memory_bytes: u64) -> usize {
+    usize::try_from(memory_bytes / 2 / PICTURE_BYTES_PER_REQUEST)
+        .unwrap_or(usize::MAX)
+        .max(1)
 }
 
 /// A run summarised from disk: its summary, and what its native reports are written from.
@@ -163,8 +149,6 @@ pub struct SpilledRun {
     /// AIPerf's per-phase exports, gathered as the records went by (their samples in `store`).
     aiperf_phases: Option<AiperfPhases>,
     memory_bytes: u64,
-    /// Records measured (not left out).
-    measured: u64,
     truncated_lines: usize,
     /// Dropped last: the spill files go with it.
     _dir: SpillDir,
@@ -174,12 +158,6 @@ impl SpilledRun {
     /// The run's summary (its `records_spilled` says what was not written and why).
     pub fn summary(&self) -> &RunSummary {
         &self.summary
-    }
-
-    /// Whether the run's pictures fit its budget (see [`pictures_fit`]): else `summary.json` and a warning say
-    /// they were not drawn.
-    pub fn draws_pictures(&self) -> bool {
-        pictures_fit(self.measured, self.memory_bytes)
     }
 
     /// Torn last lines skipped while reading the records.
@@ -316,7 +294,6 @@ pub fn summarize_spilled(
     let mut adapters: BTreeMap<std::sync::Arc<String>, StageSamples> = BTreeMap::new();
     let mut tally = Tally::new(meta);
     let mut excluded = Excluded::default();
-    let mut measured = 0u64;
     let mut write_failure: Option<io::Error> = None;
     // Every request, warm-up included, has its line in AIPerf's per-request file.
     let mut aiperf_records = formats
@@ -342,7 +319,6 @@ pub fn summarize_spilled(
             Some(LeftOut::Phase(Phase::Cooldown)) => return excluded.cooldown += 1,
             None => {}
         }
-        measured += 1;
         let stage = stages
             .entry(r.stage)
             .or_insert_with(|| StageSamples::new(&mut ns));
@@ -442,7 +418,8 @@ pub fn summarize_spilled(
     tally.finish(meta, &mut summary, excluded, passed.records);
     summary.records_spilled = Some(RecordsSpilled {
         memory_bytes,
-        skipped: skipped_reports(measured, memory_bytes),
+        // Every file is written, at any length.
+        skipped: Vec::new(),
     });
     let peaks = match peaks {
         Some(peaks) => peaks.finish().map_err(spill_error)?,
@@ -457,7 +434,6 @@ pub fn summarize_spilled(
         aiperf_records,
         aiperf_phases,
         memory_bytes,
-        measured,
         truncated_lines: passed.truncated_lines,
         _dir: spill_dir,
     })
