@@ -1110,10 +1110,13 @@ mod tests {
                 "{:?}",
                 expected.keys()
             );
-            // Byte for byte, the pictures (SVG and PNG) too.
+            // Byte for byte, the pictures (SVG and PNG) too while every request's point fits the budget; past it
+            // the pictures place a sample, and every other file is still the same.
+            let whole_pictures = picture_points(memory) >= records.len();
             for (file, bytes) in &expected {
+                let picture = file.starts_with("plots/") || file == "report.html";
                 assert!(
-                    got[file] == *bytes,
+                    got[file] == *bytes || (picture && !whole_pictures),
                     "{file} differs (seed {seed}, budget {memory})"
                 );
             }
@@ -1231,11 +1234,7 @@ mod tests {
         .expect("from disk");
         let mut summary = spilled.summary.clone();
         let note = summary.records_spilled.take().expect("said so");
-        assert!(
-            note.skipped
-                .iter()
-                .any(|s| s.file == "plots/ and report.html")
-        );
+        assert!(note.skipped.is_empty(), "{:?}", note.skipped);
         assert_same(&summary, &in_memory.summary);
         // summary.json says the run was summarised from disk.
         let text = std::fs::read_to_string(dir.path().join(crate::report::SUMMARY_FILE))
