@@ -809,11 +809,11 @@ def memory(env: Env, report: list[str]) -> None:
                   "same directory from disk afterwards. Each size runs only if its records (measured per request "
                   "on the first run) and spill files fit the disk with 5 GB to spare; the run directory is deleted "
                   f"after it is measured. Target: ≤ 1 GiB at {target:,} requests.\n")
-    report.append("| requests | completed | wall s | peak RSS MiB | post-run s | requests.jsonl GB | "
+    report.append("| requests | completed | wall s | peak RSS MiB | post-run s | requests.bin GB (bytes/request) | "
                   "`llmbench report` s | its peak RSS MiB | note |")
     report.append("|---|---|---|---|---|---|---|---|---|")
     sim = Sim(env.llmbench, env.workdir, "memory")
-    bytes_per_request = 7_000.0  # until the first run measures it
+    bytes_per_request = 600.0  # until the first run measures it
     largest = None
     try:
         for n in sorted(set(sizes)):
@@ -846,9 +846,10 @@ def memory(env: Env, report: list[str]) -> None:
                 completed = summary["requests"]["succeeded"]
                 if summary.get("records_spilled"):
                     note = "spilled to disk"
-                size = (run_dir / "requests.jsonl").stat().st_size
+                size = (run_dir / "requests.bin").stat().st_size
                 jsonl_gb = size / 1e9
                 bytes_per_request = size / max(1, summary["requests"]["total"])
+                jsonl_gb = f"{jsonl_gb:.2f} ({bytes_per_request:.0f})"
             except (OSError, KeyError, ValueError) as e:
                 note = f"no results ({e}); exit {m.exit_code}, see {m.log}"
             rm = None
@@ -856,7 +857,7 @@ def memory(env: Env, report: list[str]) -> None:
                 rm = run_measured([env.llmbench, "report", str(run_dir)], out / "report.log", timeout_s=n / 200 + 300,
                                   env={**os.environ, "RUST_LOG": "warn"})
             report.append(f"| {n:,} | {fmt(completed)} | {fmt(m.wall_s)} | {fmt(m.peak_rss_kib / 1024)} | "
-                          f"{fmt(post_run)} | {fmt(jsonl_gb, 2)} | {fmt(rm.wall_s if rm else None)} | "
+                          f"{fmt(post_run)} | {jsonl_gb or '–'} | {fmt(rm.wall_s if rm else None)} | "
                           f"{fmt(rm.peak_rss_kib / 1024 if rm else None)} | {note} |")
             if completed:
                 largest = (n, m.peak_rss_kib / 1024)
@@ -1033,7 +1034,7 @@ def run_startup(env: Env, count: int, tokens: int) -> list[str]:
     """How long `llmbench run` takes from its process start to its first request when it must first build `count`
     prompts of `tokens` tokens (an inference-perf constant-rate profile of exactly `count` requests over 2 s,
     16-token answers, zero-latency simulator): the start-up a user waits through, tokenizer load included. The
-    first send is run.json's t0_unix_ns plus the earliest sent_ns in requests.jsonl."""
+    first send is run.json's t0_unix_ns plus the earliest sent_ns of its records (`llmbench export -o -`)."""
     out = env.workdir / "synth" / "run-startup"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
@@ -1052,9 +1053,11 @@ def run_startup(env: Env, count: int, tokens: int) -> list[str]:
         sim.stop()
     try:
         t0 = json.loads((out / "run" / "run.json").read_text())["t0_unix_ns"]
-        sends = [json.loads(line)["sent_ns"] for line in (out / "run" / "requests.jsonl").read_text().splitlines()]
+        records = subprocess.run([env.llmbench, "export", str(out / "run"), "-o", "-"], capture_output=True,
+                                 text=True, check=True).stdout
+        sends = [json.loads(line)["sent_ns"] for line in records.splitlines()]
         first = (t0 + min(sends) - started_ns) / 1e9
-    except (OSError, KeyError, ValueError) as e:
+    except (OSError, KeyError, ValueError, subprocess.CalledProcessError) as e:
         PROBLEMS.append(f"llmbench run start-up: {e}; see {m.log}")
         return [f"\n`llmbench run` start-up with {count:,} such prompts: FAILED (see {m.log})\n"]
     return [f"\n`llmbench run` with {count:,} requests of such prompts (same tokenizer, tokenizer load included): "
