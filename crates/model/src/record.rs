@@ -849,9 +849,10 @@ pub enum ReadRecordsError {
         #[source]
         source: serde_json::Error,
     },
+    /// The first bytes are not `record_file::MAGIC` (spelled out here: that module builds on this one).
     #[error(
-        "the records file does not start with {:?}: it is not an llmbench records file, or one of another version",
-        String::from_utf8_lossy(&crate::record_file::MAGIC)
+        "the records file does not start with \"LLMBREC1\": it is not an llmbench records file, or one of another \
+         version"
     )]
     NotARecordsFile,
     #[error("record {record} of the records file is damaged: {message}")]

@@ -1039,6 +1039,12 @@ mod tests {
     fn another_file_is_refused_not_read_as_records() {
         let err = for_each_record(&b"{\"id\":1}\n"[..], |_| Ok(())).unwrap_err();
         assert!(matches!(err, ReadRecordsError::NotARecordsFile), "{err}");
+        // The message names the magic the reader looked for.
+        assert!(
+            err.to_string()
+                .contains(&String::from_utf8_lossy(&MAGIC).into_owned()),
+            "{err}"
+        );
     }
 
     #[test]
