@@ -23,6 +23,8 @@ pub enum RunExit {
     ServerStoppedAnswering,
     /// 8: `llmbench report` rebuilt a run that was killed; the requests in flight at the kill count as lost.
     Killed,
+    /// 9: AIPerf's `--failed-request-threshold` stopped the run; what was measured is reported.
+    FailedRequestThreshold,
 }
 
 impl RunExit {
@@ -35,6 +37,7 @@ impl RunExit {
             RunExit::PreflightFailed => 6,
             RunExit::ServerStoppedAnswering => 7,
             RunExit::Killed => 8,
+            RunExit::FailedRequestThreshold => 9,
         }
     }
 
@@ -47,6 +50,7 @@ impl RunExit {
             RunExit::PreflightFailed,
             RunExit::ServerStoppedAnswering,
             RunExit::Killed,
+            RunExit::FailedRequestThreshold,
         ]
         .into_iter()
         .find(|exit| i32::from(exit.code()) == code)
@@ -267,6 +271,7 @@ mod tests {
             }
         }
         assert_eq!(RunExit::from_code(6), Some(RunExit::PreflightFailed));
+        assert_eq!(RunExit::from_code(9), Some(RunExit::FailedRequestThreshold));
         assert_eq!(RunExit::from_code(0), None);
         assert_eq!(
             RunExit::from_code(1),

@@ -48,7 +48,9 @@ enum Command {
     /// (see --no-preflight). Exit codes: 1 an error, 3 not a single request succeeded, 4 interrupted by
     /// SIGTERM/SIGINT (everything measured is written, marked interrupted), 5 the stack --serve started failed
     /// mid-run, 6 the pre-flight failed (the server cannot be used: nothing was timed or written), 7 the server
-    /// stopped answering mid-run (--max-connect-failures; everything measured is written, marked stopped).
+    /// stopped answering mid-run (--max-connect-failures; everything measured is written, marked stopped), 9
+    /// an AIPerf profile's --failed-request-threshold stopped the run (everything measured is written, marked
+    /// stopped).
     Run(Box<llmbench::run::RunArgs>),
     /// Run an experiment: a BenchmarkExperiment manifest or an llm-d-benchmark experiment file, one run per
     /// treatment and repeat (every treatment checked before the first starts), then a comparison in OUTPUT/ID/:
@@ -372,6 +374,7 @@ const EXIT_STACK_FAILED: u8 = RunExit::StackFailed.code();
 const EXIT_PREFLIGHT_FAILED: u8 = RunExit::PreflightFailed.code();
 const EXIT_SERVER_STOPPED_ANSWERING: u8 = RunExit::ServerStoppedAnswering.code();
 const EXIT_RUN_KILLED: u8 = RunExit::Killed.code();
+const EXIT_FAILED_REQUEST_THRESHOLD: u8 = RunExit::FailedRequestThreshold.code();
 
 fn run_command(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
     if args.preflight_only {
@@ -469,6 +472,10 @@ fn run_and_report(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
             Some(llmbench_engine::engine::StopReason::ServerStoppedAnswering { .. })
         ) {
             return Ok(ExitCode::from(EXIT_SERVER_STOPPED_ANSWERING));
+        }
+        // AIPerf's abort exits non-zero.
+        if run.stopped == Some(llmbench_engine::engine::StopReason::FailedRequestThreshold) {
+            return Ok(ExitCode::from(EXIT_FAILED_REQUEST_THRESHOLD));
         }
     }
     let overall = &outcome.summary.overall;

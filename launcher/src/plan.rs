@@ -162,6 +162,7 @@ pub(crate) fn engine_stage(stage: &Stage, seed: u64) -> Option<engine::Stage> {
             max_global_error_rate: stage.limit.max_global_error_rate,
             breakers: None,
             over_saturation: stage.limit.over_saturation,
+            failed_request_threshold: stage.limit.failed_request_threshold,
         },
     })
 }

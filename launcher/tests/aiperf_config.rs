@@ -71,7 +71,7 @@ fn a_config_key_llmbench_does_not_run_is_refused_with_its_file_and_line() {
     let profile = write(
         dir.path(),
         "bench.yaml",
-        &config("http://127.0.0.1:9", "    failedRequestThreshold: 0.5\n"),
+        &config("http://127.0.0.1:9", "    burstPhaseStarts: true\n"),
     );
     let out = run_profile(
         dir.path(),
@@ -83,7 +83,7 @@ fn a_config_key_llmbench_does_not_run_is_refused_with_its_file_and_line() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(
         stderr(&out).contains(
-            "bench.yaml:23: `benchmark.profiling.failedRequestThreshold`: the AIPerf phase key"
+            "bench.yaml:23: `benchmark.profiling.burstPhaseStarts`: the AIPerf phase key"
         ),
         "{}",
         stderr(&out)
@@ -267,4 +267,59 @@ fn several_profiling_phases_run_in_order_with_aiperfs_phase_exports_and_manifest
         .collect();
     burst.sort_unstable();
     assert_eq!(burst, [0, 1, 2, 3, 4, 5]);
+}
+
+#[test]
+fn a_phases_failed_request_threshold_stops_the_run_after_its_grace_floor_of_measured_requests() {
+    // Every answer is a 500. AIPerf's check counts the profiling phase's records only and is armed once
+    // max(concurrency, 10) = 10 of them finished (no concurrency: 1): the five failed warm-ups do not count, so the
+    // run stops at the tenth failed profiling request, not the fifth, and exits non-zero.
+    let sim = SimProcess::start(&[
+        "--model",
+        "m",
+        "--ttft",
+        "5ms",
+        "--itl",
+        "1ms",
+        "--failure-rate",
+        "1",
+        "--failure-kinds",
+        "http500",
+    ]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile = write(
+        dir.path(),
+        "bench.yaml",
+        &config(&sim.url, "    failedRequestThreshold: 0.5\n")
+            .replace("requests: 12", "requests: 40"),
+    );
+    let out = run_profile(
+        dir.path(),
+        "aiperf",
+        &profile,
+        "abort",
+        &[
+            "--tokenizer",
+            "builtin",
+            "--no-server-metrics",
+            "--no-preflight",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(9), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--failed-request-threshold exceeded: 10/10"),
+        "{}",
+        stderr(&out)
+    );
+    let records = records(dir.path(), "abort");
+    let warmups = records.iter().filter(|r| r["warmup"] == true).count();
+    let measured = records.len() - warmups;
+    assert_eq!(warmups, 5);
+    // The tenth trips it; what was still in flight (at 50 req/s and 5 ms answers, at most a few) is cancelled.
+    assert!((10..20).contains(&measured), "{measured} measured records");
+    let summary = json(&dir.path().join("abort/summary.json"));
+    assert_eq!(
+        summary["run"]["stopped"]["reason"], "failed_request_threshold",
+        "{summary:#}"
+    );
 }

@@ -188,6 +188,10 @@ pub fn pod_outcome(pod: &Pod) -> PodOutcome {
                 "; the stack stopped answering mid-run (connection failures in a row): what was measured is on the \
                  workload volume, every report marked stopped"
             }
+            (_, Some(RunExit::FailedRequestThreshold)) => {
+                "; the failed requests went above the profile's --failed-request-threshold (AIPerf): what was \
+                 measured is on the workload volume, every report marked stopped"
+            }
             _ => "",
         };
         return PodOutcome::Failed(PodFailure {

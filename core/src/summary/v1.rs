@@ -270,6 +270,10 @@ pub enum StopReason {
     /// guidellm's `over_saturation` constraint (mode `enforce`) found the in-flight count and TTFT rising together;
     /// the log gives its slopes. What was in flight is cancelled; every record is kept.
     OverSaturation,
+    /// AIPerf's `--failed-request-threshold`: a phase's errored share of its finished requests went above the
+    /// threshold. What was in flight is cancelled, every record is kept, and the run exits non-zero
+    /// (`RunExit::FailedRequestThreshold`), as AIPerf's does.
+    FailedRequestThreshold,
 }
 
 /// The signals a launcher handles.
@@ -304,6 +308,9 @@ impl fmt::Display for StopReason {
             StopReason::CircuitBreakerOpen => f.write_str("a circuit breaker opened"),
             StopReason::OverSaturation => {
                 f.write_str("the server is over-saturated (over_saturation)")
+            }
+            StopReason::FailedRequestThreshold => {
+                f.write_str("the failed requests went above --failed-request-threshold")
             }
             StopReason::ServerStoppedAnswering { at_ms, failures } => write!(
                 f,

@@ -257,7 +257,14 @@ pub fn replay_plan(
     Ok(engine::Stage {
         plan: engine::StagePlan::Trace(Arc::new(replay)),
         requested_rate: None,
-        errors: engine::ErrorLimits::default(),
+        // AIPerf's `--failed-request-threshold` counts a trace's records as any profiling phase's.
+        errors: engine::ErrorLimits {
+            failed_request_threshold: workload
+                .stages
+                .first()
+                .and_then(|s| s.limit.failed_request_threshold),
+            ..engine::ErrorLimits::default()
+        },
     })
 }
 

@@ -84,6 +84,7 @@ impl Runner for GuidellmReplay {
                 max_global_error_rate: stage.limit.max_global_error_rate,
                 breakers: None,
                 over_saturation: stage.limit.over_saturation,
+                failed_request_threshold: None,
             },
         };
         let stages = context.shard(vec![planned], &workload.stages)?;

@@ -52,7 +52,9 @@ use llmbench_model::record_file;
 use llmbench_model::sent::SentEntry;
 use llmbench_workload::workload::circuit_breaker;
 use llmbench_workload::workload::over_saturation::OverSaturation;
-use llmbench_workload::workload::{ErrorLimit, GlobalErrorRate, StopScope, WindowedErrorRate};
+use llmbench_workload::workload::{
+    ErrorLimit, FailedRequestThreshold, GlobalErrorRate, StopScope, WindowedErrorRate,
+};
 
 /// How one stage issues requests.
 #[derive(Debug, Clone)]
@@ -160,6 +162,8 @@ pub struct ErrorLimits {
     pub breakers: Option<RunBreakers>,
     /// guidellm `over_saturation`: a detector of the stage's own, fed each request's start, first token and end.
     pub over_saturation: Option<OverSaturation>,
+    /// AIPerf `--failed-request-threshold`: the stage's measured requests only, and it stops the whole run.
+    pub failed_request_threshold: Option<FailedRequestThreshold>,
 }
 
 /// The run's circuit breakers ([`llmbench_workload::workload::circuit_breaker`]), fed every finished request.
@@ -1202,10 +1206,12 @@ impl StageContext {
             );
             self.run.stop_now(StopReason::CircuitBreakerOpen);
         }
+        let warmup = record.warmup;
         self.sink.finish(record);
         if self.errors.max_errors.is_none()
             && self.errors.max_error_rate.is_none()
             && self.errors.max_global_error_rate.is_none()
+            && self.errors.failed_request_threshold.is_none()
         {
             // No limits: no shared tally to lock for every request.
             return connection_failed;
@@ -1214,7 +1220,7 @@ impl StageContext {
             .tally
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .observe(errored, &self.errors);
+            .observe(errored, warmup, &self.errors);
         if let Some((reason, scope)) = tripped {
             self.limits.stop_now(reason);
             if scope == StopScope::Run {
@@ -1255,11 +1261,24 @@ struct Tally {
     errored: u64,
     /// Whether each of the last `window` finished requests errored.
     window: VecDeque<bool>,
+    /// Finished and errored requests that are not warm-ups (AIPerf counts its profiling phase's records only).
+    measured: u64,
+    measured_errored: u64,
 }
 
 impl Tally {
-    /// Counts one finished request; returns the limit it made trip, if any (checked in guidellm's order).
-    fn observe(&mut self, errored: bool, limits: &ErrorLimits) -> Option<(StopReason, StopScope)> {
+    /// Counts one finished request; returns the limit it made trip, if any (checked in guidellm's order, then
+    /// AIPerf's threshold).
+    fn observe(
+        &mut self,
+        errored: bool,
+        warmup: bool,
+        limits: &ErrorLimits,
+    ) -> Option<(StopReason, StopScope)> {
+        if !warmup {
+            self.measured += 1;
+            self.measured_errored += u64::from(errored);
+        }
         self.processed += 1;
         self.errored += u64::from(errored);
         if let Some(limit) = &limits.max_error_rate {
@@ -1284,6 +1303,23 @@ impl Tally {
             let rate = self.errored as f64 / self.processed as f64;
             if self.processed >= limit.limit.minimum && rate >= limit.limit.rate {
                 return Some((StopReason::MaxGlobalErrorRate, limit.scope));
+            }
+        }
+        if let Some(threshold) = &limits.failed_request_threshold
+            && !warmup
+        {
+            // `_maybe_trigger_failed_request_abort`: armed once `grace` records finished, then strictly above.
+            let ratio = self.measured_errored as f64 / self.measured as f64;
+            if self.measured >= threshold.grace && ratio > threshold.ratio {
+                tracing::warn!(
+                    "--failed-request-threshold exceeded: {}/{} = {ratio:.3} > {:.3} (grace floor {}); stopping \
+                     the run, what is in flight is cancelled",
+                    self.measured_errored,
+                    self.measured,
+                    threshold.ratio,
+                    threshold.grace
+                );
+                return Some((StopReason::FailedRequestThreshold, StopScope::Run));
             }
         }
         None
@@ -1898,16 +1934,67 @@ mod tests {
             }),
             breakers: None,
             over_saturation: None,
+            failed_request_threshold: None,
+        }
+    }
+
+    #[test]
+    fn aiperfs_failed_request_threshold_is_armed_at_its_grace_floor_and_strictly_above() {
+        let limits = ErrorLimits {
+            failed_request_threshold: Some(FailedRequestThreshold {
+                ratio: 0.5,
+                grace: 10,
+            }),
+            ..ErrorLimits::default()
+        };
+        // Errors first: 9 of 9 is not checked (9 < the floor of 10); the 10th record arms it and 9/10 > 0.5.
+        let mut pattern = vec![true; 9];
+        pattern.push(false);
+        assert_eq!(
+            trips_at(&limits, &pattern),
+            Some((10, StopReason::FailedRequestThreshold))
+        );
+        // Exactly half is not above half: good, bad, good, … gives 5 of 10, 5 of 11, 6 of 12 — never above; a
+        // 13th that fails, 7 of 13, trips.
+        let mut half: Vec<bool> = (0..12).map(|i| i % 2 == 1).collect();
+        assert_eq!(trips_at(&limits, &half), None);
+        half.push(true);
+        assert_eq!(
+            trips_at(&limits, &half),
+            Some((13, StopReason::FailedRequestThreshold))
+        );
+        // A ratio of 0: any error past the floor.
+        let zero = ErrorLimits {
+            failed_request_threshold: Some(FailedRequestThreshold {
+                ratio: 0.0,
+                grace: 10,
+            }),
+            ..ErrorLimits::default()
+        };
+        let mut late = vec![false; 11];
+        late.push(true);
+        assert_eq!(
+            trips_at(&zero, &late),
+            Some((12, StopReason::FailedRequestThreshold))
+        );
+        // Warm-ups are not counted: ten failed warm-ups, then ten good requests, never trip.
+        let mut tally = Tally::default();
+        for _ in 0..10 {
+            assert_eq!(tally.observe(true, true, &limits), None);
+        }
+        for _ in 0..10 {
+            assert_eq!(tally.observe(false, false, &limits), None);
         }
     }
 
     /// The index (1-based) of the request that trips, feeding `pattern` (true = errored).
     fn trips_at(limits: &ErrorLimits, pattern: &[bool]) -> Option<(usize, StopReason)> {
         let mut tally = Tally::default();
-        pattern
-            .iter()
-            .enumerate()
-            .find_map(|(i, errored)| tally.observe(*errored, limits).map(|(r, _)| (i + 1, r)))
+        pattern.iter().enumerate().find_map(|(i, errored)| {
+            tally
+                .observe(*errored, false, limits)
+                .map(|(r, _)| (i + 1, r))
+        })
     }
 
     #[test]
@@ -2178,9 +2265,9 @@ mod tests {
     fn the_first_limit_that_trips_names_its_scope() {
         let l = limits(None, Some((0.5, 2)), None);
         let mut tally = Tally::default();
-        tally.observe(true, &l);
+        tally.observe(true, false, &l);
         assert_eq!(
-            tally.observe(true, &l),
+            tally.observe(true, false, &l),
             Some((StopReason::MaxErrorRate, StopScope::Run))
         );
     }

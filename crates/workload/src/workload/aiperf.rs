@@ -824,6 +824,27 @@ fn parse_flags(
             )];
         }
     }
+    // `--failed-request-threshold` (0.13, `ProfilingPhase.failed_request_threshold`): every profiling phase's own,
+    // its grace floor `max(concurrency, 10)` (`build_failed_request_abort_config`, a phase without a concurrency
+    // counting 1).
+    if let Some(f) = m.get("failed-request-threshold") {
+        let ratio = number(ctx, &f)?;
+        if !(0.0..=1.0).contains(&ratio) {
+            return Err(f.invalid(
+                ctx,
+                format!("must be between 0 and 1 (a ratio of failed requests), found {ratio}"),
+            ));
+        }
+        let phase_concurrency = if concurrency_field.is_some() {
+            concurrency
+        } else {
+            1
+        };
+        let grace = u64::from(phase_concurrency).max(10);
+        for stage in &mut w.stages {
+            stage.limit.failed_request_threshold = Some(FailedRequestThreshold { ratio, grace });
+        }
+    }
     finish_flags(ctx, &m, w)
 }
 
@@ -850,7 +871,8 @@ fn finish_flags(ctx: &Ctx, m: &MapReader<'_>, w: Workload) -> Result<Workload, W
             key.line,
             "this aiperf flag (known: model, tokenizer, url, endpoint-type, endpoint, streaming, api-key, \
              request-timeout-seconds, session-header, concurrency, request-count, request-rate, request-rate-mode, \
-             random-seed, benchmark-duration, benchmark-grace-period, warmup-request-count, isl, osl, isl-stddev, \
+             random-seed, benchmark-duration, benchmark-grace-period, failed-request-threshold, warmup-request-count, \
+             isl, osl, isl-stddev, \
              osl-stddev, num-dataset-entries, dataset-sampling-strategy, conversation-num, conversation-turn-mean, \
              conversation-turn-stddev, conversation-turn-delay-mean/stddev/ratio, prompt-prefix-pool-size, \
              prompt-prefix-length, extra-inputs, header, goodput, input-file, custom-dataset-type, \
@@ -3179,6 +3201,44 @@ mod tests {
             w.stages[0].arrival,
             Arrival::AiperfRate { pace: AiperfPace::Poisson { seed, .. }, .. } if seed == w.seed
         ));
+    }
+
+    #[test]
+    fn a_failed_request_threshold_gets_the_grace_floor_of_its_phases_concurrency_and_at_least_ten()
+    {
+        // `build_failed_request_abort_config`: max(concurrency, 10), a phase without a concurrency counting 1.
+        let stage = aiperf_stage(
+            "model: m\nconcurrency: 16\nrequest-count: 40\nfailed-request-threshold: 0.25\n",
+        );
+        assert_eq!(
+            stage.limit.failed_request_threshold,
+            Some(FailedRequestThreshold {
+                ratio: 0.25,
+                grace: 16
+            })
+        );
+        let stage = aiperf_stage(
+            "model: m\nrequest-rate: 4\nrequest-count: 40\nfailed-request-threshold: 0\n",
+        );
+        assert_eq!(
+            stage.limit.failed_request_threshold,
+            Some(FailedRequestThreshold {
+                ratio: 0.0,
+                grace: 10
+            })
+        );
+        assert_eq!(
+            aiperf_stage("model: m\n").limit.failed_request_threshold,
+            None
+        );
+        // `Field(ge=0.0, le=1.0)`.
+        let err = parse_text("model: m\nfailed-request-threshold: 1.5\n")
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            err.contains("`failed-request-threshold`") && err.contains("between 0 and 1"),
+            "{err}"
+        );
     }
 
     #[test]

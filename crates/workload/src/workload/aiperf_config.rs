@@ -58,6 +58,7 @@ const PHASE_FLAGS: &[&str] = &[
     "request-rate-series",
     "request-cancellation-rate",
     "request-cancellation-delay",
+    "failed-request-threshold",
     "warmup-request-count",
     "warmup-prefill-concurrency",
     "warmup-concurrency-ramp-duration",
@@ -1351,6 +1352,13 @@ fn phase(
     if let Some(s) = &sessions {
         flags.copy("conversation-num", s);
     }
+    // `failed_request_threshold`: consulted for profiling phases only (`get_profiling_phases`); a warm-up's is never
+    // read, by AIPerf either.
+    if let Some(t) = field(&mut p, "failedRequestThreshold")
+        && !warmup
+    {
+        flags.copy("failed-request-threshold", &t);
+    }
     match (field(&mut p, "gracePeriod"), &duration) {
         (Some(g), Some(_)) => flags.set(
             "benchmark-grace-period",
@@ -1886,11 +1894,11 @@ mod tests {
         // A key AIPerf acts on that llmbench does not run: refused by name.
         let err = refusal(&format!(
             "{head}  dataset: {{entries: 3}}\n  profiling:\n    type: poisson\n    rate: 2\n    requests: 3\n    \
-             failedRequestThreshold: 0.5\n"
+             burstPhaseStarts: true\n"
         ));
         assert!(
             err.starts_with(
-                "bench.yaml:10: `benchmark.profiling.failedRequestThreshold`: the AIPerf phase key"
+                "bench.yaml:10: `benchmark.profiling.burstPhaseStarts`: the AIPerf phase key"
             ),
             "{err}"
         );

@@ -775,6 +775,7 @@ impl Constraints {
                 },
             ),
             over_saturation: self.over_saturation,
+            failed_request_threshold: None,
         }
     }
 

@@ -950,6 +950,20 @@ pub struct StageLimit {
     /// guidellm `over_saturation`: stop (or, in `monitor` mode, only report) once the stage's in-flight count and
     /// TTFT rise together ([`super::over_saturation`]).
     pub over_saturation: Option<super::over_saturation::OverSaturation>,
+    /// AIPerf `--failed-request-threshold`: stop the whole run once the stage's errored share exceeds the ratio.
+    pub failed_request_threshold: Option<FailedRequestThreshold>,
+}
+
+/// AIPerf `--failed-request-threshold` (`records/records_manager.py` `_maybe_trigger_failed_request_abort`): once at
+/// least `grace` of the phase's measured requests (warm-ups never count) have finished, the run is cancelled the
+/// first time errored / finished is strictly above `ratio` (what was in flight is cancelled, every record kept,
+/// and the run exits non-zero).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FailedRequestThreshold {
+    /// In [0, 1].
+    pub ratio: f64,
+    /// `max(concurrency, 10)`: the phase's concurrency, 1 when it has none.
+    pub grace: u64,
 }
 
 /// An error stop condition and how far its stop reaches (guidellm `stopping_scope`).
