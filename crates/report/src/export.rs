@@ -371,7 +371,7 @@ mod tests {
 
     fn parquet_ids_and_chunks(path: &Path) -> Vec<(u64, usize)> {
         use parquet::file::reader::{FileReader, SerializedFileReader};
-        use parquet::record::{Field, ListAccessor, RowAccessor};
+        use parquet::record::{Field, RowAccessor};
         let reader = SerializedFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
         reader
             .get_row_iter(None)

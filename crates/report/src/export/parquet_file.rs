@@ -15,12 +15,13 @@ use std::io::Write;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use parquet::basic::{Compression, ZstdLevel};
+use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DataType, Int64Type};
 use parquet::errors::ParquetError;
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::{SerializedColumnWriter, SerializedFileWriter};
 use parquet::schema::parser::parse_message_type;
+use parquet::schema::types::ColumnPath;
 
 use llmbench_model::record::{ChunkKind, RequestRecord, TraceParent};
 
@@ -115,6 +116,9 @@ struct Leaf<T> {
     /// The logical type, as the schema language spells it (`(STRING)`), or empty.
     annotation: &'static str,
     shape: Shape,
+    /// How its values are encoded when not dictionary-encoded (the writer's default, for columns of few distinct
+    /// values).
+    encoding: Option<Encoding>,
     values: Vec<T>,
     definition: Vec<i16>,
     repetition: Vec<i16>,
@@ -126,10 +130,26 @@ impl<T: LeafValue> Leaf<T> {
             name,
             annotation,
             shape,
+            encoding: None,
             values: Vec::new(),
             definition: Vec::new(),
             repetition: Vec::new(),
         }
+    }
+
+    /// DELTA_BINARY_PACKED: for clock readings, each near the one before (a third of the bytes dictionary
+    /// encoding takes, compressed).
+    fn delta(mut self) -> Self {
+        self.encoding = Some(Encoding::DELTA_BINARY_PACKED);
+        self
+    }
+
+    /// PLAIN: for the chunks' arrival times, where each request's first chunk jumps back from the last one's of
+    /// the request before, which widens the delta encoding's bit-packed blocks (measured on a 3 000-request run
+    /// of 128 tokens: 0.76 MB plain, 1.03 MB delta, 1.33 MB dictionary, all zstd-compressed).
+    fn plain(mut self) -> Self {
+        self.encoding = Some(Encoding::PLAIN);
+        self
     }
 
     fn push(&mut self, value: T) {
@@ -176,6 +196,8 @@ impl<T: LeafValue> Leaf<T> {
 /// What the writer does with any leaf, whatever its type.
 trait AnyLeaf {
     fn schema(&self, out: &mut String);
+    /// The leaf's column path, and its encoding unless dictionary-encoded.
+    fn path(&self) -> (ColumnPath, Option<Encoding>);
     fn write(&mut self, column: &mut SerializedColumnWriter<'_>) -> Result<(), ParquetError>;
     fn clear(&mut self);
 }
@@ -203,6 +225,19 @@ impl<T: LeafValue> AnyLeaf for Leaf<T> {
         out.push_str("  ");
         out.push_str(&text);
         out.push('\n');
+    }
+
+    fn path(&self) -> (ColumnPath, Option<Encoding>) {
+        let path = if self.shape.repeated() {
+            vec![
+                self.name.to_owned(),
+                "list".to_owned(),
+                "element".to_owned(),
+            ]
+        } else {
+            vec![self.name.to_owned()]
+        };
+        (ColumnPath::new(path), self.encoding)
     }
 
     fn write(&mut self, column: &mut SerializedColumnWriter<'_>) -> Result<(), ParquetError> {
@@ -267,11 +302,11 @@ impl Columns {
     fn new() -> Self {
         use Shape::{List, Optional, OptionalList, Required};
         Columns {
-            id: Leaf::new("id", UNSIGNED_64, Required),
+            id: Leaf::new("id", UNSIGNED_64, Required).delta(),
             stage: Leaf::new("stage", "", Required),
-            scheduled_ns: Leaf::new("scheduled_ns", "", Required),
-            sent_ns: Leaf::new("sent_ns", "", Required),
-            end_ns: Leaf::new("end_ns", "", Required),
+            scheduled_ns: Leaf::new("scheduled_ns", "", Required).delta(),
+            sent_ns: Leaf::new("sent_ns", "", Required).delta(),
+            end_ns: Leaf::new("end_ns", "", Required).delta(),
             input_tokens: Leaf::new("input_tokens", "", Required),
             max_tokens: Leaf::new("max_tokens", "", Optional),
             ignore_eos: Leaf::new("ignore_eos", "", Required),
@@ -285,7 +320,7 @@ impl Columns {
             finish_reason: Leaf::new("finish_reason", STRING, Optional),
             error_class: Leaf::new("error_class", STRING, Optional),
             error_message: Leaf::new("error_message", STRING, Optional),
-            chunk_at_ns: Leaf::new("chunk_at_ns", "", List),
+            chunk_at_ns: Leaf::new("chunk_at_ns", "", List).plain(),
             chunk_kind: Leaf::new("chunk_kind", STRING, List),
             chunk_tokens: Leaf::new("chunk_tokens", "", List),
             text: Leaf::new("text", STRING, Optional),
@@ -486,7 +521,15 @@ impl<W: Write + Send> ParquetRecordsWriter<W> {
     pub fn new(out: W, limits: RowGroupLimits) -> Result<Self, ParquetExportError> {
         let mut columns = Columns::new();
         let schema = Arc::new(parse_message_type(&columns.schema())?);
-        let properties = WriterProperties::builder()
+        let mut properties = WriterProperties::builder();
+        for leaf in columns.leaves() {
+            if let (path, Some(encoding)) = leaf.path() {
+                properties = properties
+                    .set_column_dictionary_enabled(path.clone(), false)
+                    .set_column_encoding(path, encoding);
+            }
+        }
+        let properties = properties
             .set_compression(Compression::ZSTD(ZstdLevel::default()))
             .set_created_by(format!("llmbench {}", env!("CARGO_PKG_VERSION")))
             .build();
@@ -814,6 +857,20 @@ mod tests {
                 .num_columns(),
             31
         );
+    }
+
+    #[test]
+    fn an_id_past_the_largest_int64_reads_back_unsigned() {
+        let records = [
+            nothing(),
+            RequestRecord::builder(u64::MAX).build(),
+            nothing(),
+        ];
+        let ids: Vec<Value> = rows(&parquet_of(&records, RowGroupLimits::default()))
+            .iter()
+            .map(|row| row.to_json_value()["id"].clone())
+            .collect();
+        assert_eq!(ids, [json!(8), json!(u64::MAX), json!(8)]);
     }
 
     #[test]
