@@ -42,7 +42,7 @@ enum LogFormat {
 enum Command {
     /// Run a benchmark: render the profile, build every prompt, drive the endpoint (--endpoint, else the server the
     /// profile names, else the embedded simulator), scrape the stack's Prometheus metrics meanwhile, and write
-    /// requests.bin (every request's record; `llmbench export` turns it into requests.jsonl), server_metrics.jsonl,
+    /// requests.bin (every request's record; `llmbench export` turns it into requests.jsonl or requests.parquet), server_metrics.jsonl,
     /// summary.json, the harness's own result files, an llm-d benchmark
     /// report, plots/ and report.html to OUTPUT/RUN_ID/. Before the clock starts, a pre-flight checks the server
     /// (see --no-preflight). Exit codes: 1 an error, 3 not a single request succeeded, 4 interrupted by

@@ -1,7 +1,8 @@
 //! `llmbench export`: a run's records in a form other tools read. A run keeps its records in the compact
 //! `requests.bin` ([`llmbench_model::record_file`]); `requests.jsonl` (one JSON object per request, as earlier
 //! versions wrote and `jq` or pandas read) is written from it on demand, one record at a time, so a run of any
-//! length exports in the memory of one record.
+//! length exports in the memory of one record; `requests.parquet` (one row per request, for pandas, polars and
+//! DuckDB: [`ParquetRecordsWriter`]) in the memory of one row group.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
