@@ -42,7 +42,7 @@ enum LogFormat {
 enum Command {
     /// Run a benchmark: render the profile, build every prompt, drive the endpoint (--endpoint, else the server the
     /// profile names, else the embedded simulator), scrape the stack's Prometheus metrics meanwhile, and write
-    /// requests.bin (every request's record; `llmbench export` turns it into requests.jsonl), server_metrics.jsonl,
+    /// requests.bin (every request's record; `llmbench export` turns it into requests.jsonl or requests.parquet), server_metrics.jsonl,
     /// summary.json, the harness's own result files, an llm-d benchmark
     /// report, plots/ and report.html to OUTPUT/RUN_ID/. Before the clock starts, a pre-flight checks the server
     /// (see --no-preflight). Exit codes: 1 an error, 3 not a single request succeeded, 4 interrupted by
@@ -105,10 +105,12 @@ enum Command {
     /// Build synthetic prompts of an exact token length, as a run does before its clock starts, and print how long
     /// it took as JSON (`make bench` compares it with the peers' prompt generators).
     Synth(SynthArgs),
-    /// Write a run's records (requests.bin, compact and binary) as requests.jsonl: one JSON object per request,
-    /// every raw timestamp (ns on the run's clock) and what the server said, as earlier versions wrote it, for jq,
-    /// pandas or DuckDB. Into the run directory (each shard's, for a sharded run's root) unless --output says
-    /// where (`-`: standard output). A killed run's torn last record is left out, with a warning.
+    /// Write a run's records (requests.bin, compact and binary) as requests.jsonl (--format jsonl, the default): one
+    /// JSON object per request, every raw timestamp (ns on the run's clock) and what the server said, as earlier
+    /// versions wrote it, for jq; or as requests.parquet (--format parquet): one row per request under the same
+    /// names, chunks as list columns, for pandas, polars or DuckDB. Into the run directory (each shard's, for a
+    /// sharded run's root) unless --output says where (`-`: standard output). A killed run's torn last record is
+    /// left out, with a warning. See docs/running.md, "Exporting the records".
     Export(ExportArgs),
     /// Dataset files: `dataset convert IN.pkl OUT.jsonl` turns a pickled pandas DataFrame (MLPerf's
     /// `open_orca_gpt4_tokenized_llama.sampled_24576.pkl` and the like) into JSONL records, one per row, every
@@ -161,10 +163,13 @@ struct ExportArgs {
     /// A run's results directory, OUTPUT/RUN_ID (a sharded run's root, or one shard's directory in it).
     #[arg(value_name = "DIR")]
     dir: PathBuf,
-    /// Where to write (overwritten); `-` for standard output. Default: requests.jsonl in the run directory.
+    /// Where to write (overwritten); `-` for standard output. Default: requests.jsonl (requests.parquet) in the
+    /// run directory.
     #[arg(long, short, value_name = "PATH")]
     output: Option<PathBuf>,
-    /// What to write: `jsonl` (one JSON object per request).
+    /// What to write: `jsonl` (one JSON object per request) or `parquet` (one row per request, zstd-compressed,
+    /// the JSON's field names; `usage`, `error` and `conversation` flattened to columns, chunks and images as
+    /// list columns).
     #[arg(long, value_enum, default_value = "jsonl")]
     format: ExportFormatArg,
 }
@@ -172,12 +177,14 @@ struct ExportArgs {
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
 enum ExportFormatArg {
     Jsonl,
+    Parquet,
 }
 
 fn export_command(args: ExportArgs) -> anyhow::Result<()> {
     use llmbench_report::export::{ExportFormat, ExportTo, export_run};
     let format = match args.format {
         ExportFormatArg::Jsonl => ExportFormat::Jsonl,
+        ExportFormatArg::Parquet => ExportFormat::Parquet,
     };
     let to = match args.output {
         None => ExportTo::RunDir,

@@ -1,17 +1,24 @@
 //! `llmbench export`: a run's records in a form other tools read. A run keeps its records in the compact
 //! `requests.bin` ([`llmbench_model::record_file`]); `requests.jsonl` (one JSON object per request, as earlier
 //! versions wrote and `jq` or pandas read) is written from it on demand, one record at a time, so a run of any
-//! length exports in the memory of one record.
+//! length exports in the memory of one record; `requests.parquet` (one row per request, for pandas, polars and
+//! DuckDB: [`ParquetRecordsWriter`]) in the memory of one row group.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use llmbench_model::record::ReadRecordsError;
+use llmbench_model::record::{ReadRecordsError, RequestRecord};
 use llmbench_model::record_file::{
     RECORDS_JSONL_FILE, RecordsFormat, RunRecords, write_jsonl_line,
 };
 
 use crate::report::merge::shard_dirs;
+
+mod parquet_file;
+
+pub use parquet_file::{
+    ParquetExportError, ParquetRecordsWriter, RECORDS_PARQUET_FILE, RowGroupLimits,
+};
 
 /// What `llmbench export` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -19,6 +26,8 @@ pub enum ExportFormat {
     /// One compact JSON object per line: `requests.jsonl`.
     #[default]
     Jsonl,
+    /// One Parquet table, a row per request: `requests.parquet` ([`ParquetRecordsWriter`]).
+    Parquet,
 }
 
 impl ExportFormat {
@@ -26,6 +35,7 @@ impl ExportFormat {
     pub fn default_file(self) -> &'static str {
         match self {
             ExportFormat::Jsonl => RECORDS_JSONL_FILE,
+            ExportFormat::Parquet => RECORDS_PARQUET_FILE,
         }
     }
 }
@@ -67,6 +77,12 @@ pub enum ExportError {
         path: PathBuf,
         #[source]
         source: io::Error,
+    },
+    #[error("cannot write the Parquet file {}", path.display())]
+    WriteParquet {
+        path: PathBuf,
+        #[source]
+        source: ParquetExportError,
     },
 }
 
@@ -123,21 +139,13 @@ fn export_one(
             path: records.path.clone(),
         });
     }
-    let read_failed = |source| ExportError::Read {
-        path: records.path.clone(),
-        source,
-    };
     match to {
         ExportTo::Stdout => {
-            let stdout = io::stdout();
-            let mut out = io::BufWriter::with_capacity(1 << 16, stdout.lock());
-            let (count, torn) = write_records(records, format, &mut out).map_err(|e| match e {
-                Failed::Read(source) => read_failed(source),
-                Failed::Write(source) => ExportError::Write {
-                    path: PathBuf::from("-"),
-                    source,
-                },
-            })?;
+            // Not locked: the Parquet writer wants an output it could send to another thread, which a lock is not;
+            // the buffer makes the locks few.
+            let mut out = io::BufWriter::with_capacity(1 << 16, io::stdout());
+            let (count, torn) = write_records(records, format, &mut out)
+                .map_err(|e| e.into_export_error(&records.path, Path::new("-")))?;
             Ok(Exported {
                 from: records.path.clone(),
                 to: PathBuf::from("-"),
@@ -164,10 +172,7 @@ fn export_one(
                 Ok(done) => done,
                 Err(e) => {
                     let _ = std::fs::remove_file(&partial);
-                    return Err(match e {
-                        Failed::Read(source) => read_failed(source),
-                        Failed::Write(source) => write_failed(source),
-                    });
+                    return Err(e.into_export_error(&records.path, &path));
                 }
             };
             drop(out);
@@ -191,44 +196,85 @@ fn partial_path(path: &Path) -> PathBuf {
 enum Failed {
     Read(ReadRecordsError),
     Write(io::Error),
+    Parquet(ParquetExportError),
+}
+
+impl Failed {
+    /// The error for reading `from` and writing `to`.
+    fn into_export_error(self, from: &Path, to: &Path) -> ExportError {
+        match self {
+            Failed::Read(source) => ExportError::Read {
+                path: from.to_owned(),
+                source,
+            },
+            Failed::Write(source) => ExportError::Write {
+                path: to.to_owned(),
+                source,
+            },
+            Failed::Parquet(source) => ExportError::WriteParquet {
+                path: to.to_owned(),
+                source,
+            },
+        }
+    }
 }
 
 /// Writes every record of `records` to `out` and flushes it; returns how many were written and how many torn last
 /// records were skipped.
-fn write_records(
+fn write_records<W: Write + Send>(
     records: &RunRecords,
     format: ExportFormat,
-    out: &mut impl Write,
+    out: &mut W,
 ) -> Result<(u64, usize), Failed> {
-    let mut count = 0u64;
-    let mut write_error = None;
-    let torn = records
-        .for_each(|record| {
-            let written = match format {
-                ExportFormat::Jsonl => write_jsonl_line(out, &record),
-            };
-            match written {
-                Ok(()) => {
+    let (count, torn) = match format {
+        ExportFormat::Jsonl => {
+            let mut count = 0u64;
+            let torn = stream(
+                records,
+                |record| {
+                    write_jsonl_line(out, record)?;
                     count += 1;
                     Ok(())
-                }
-                Err(e) => {
-                    // Stops the read: the error is what the caller reports.
-                    let stop = io::Error::new(e.kind(), "the export's output failed");
-                    write_error = Some(e);
-                    Err(ReadRecordsError::Io(stop))
-                }
-            }
-        })
-        .map_err(|e| match write_error.take() {
-            Some(write) => Failed::Write(write),
-            None => Failed::Read(e),
-        })?;
-    if let Some(e) = write_error {
-        return Err(Failed::Write(e));
-    }
+                },
+                Failed::Write,
+            )?;
+            (count, torn)
+        }
+        ExportFormat::Parquet => {
+            let mut writer = ParquetRecordsWriter::new(&mut *out, RowGroupLimits::default())
+                .map_err(Failed::Parquet)?;
+            let torn = stream(records, |record| writer.write(record), Failed::Parquet)?;
+            let (_, count) = writer.finish().map_err(Failed::Parquet)?;
+            (count, torn)
+        }
+    };
     out.flush().map_err(Failed::Write)?;
     Ok((count, torn))
+}
+
+/// Hands every record of `records` to `write`, stopping at its first error (reported through `failed`); returns
+/// how many torn last records were skipped.
+fn stream<E>(
+    records: &RunRecords,
+    mut write: impl FnMut(&RequestRecord) -> Result<(), E>,
+    failed: fn(E) -> Failed,
+) -> Result<usize, Failed> {
+    let mut write_error = None;
+    let read = records.for_each(|record| match write(&record) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            // Stops the read: the write's error is what the caller reports.
+            write_error = Some(e);
+            Err(ReadRecordsError::Io(io::Error::other(
+                "the export's output failed",
+            )))
+        }
+    });
+    match (read, write_error) {
+        (_, Some(e)) => Err(failed(e)),
+        (Err(e), None) => Err(Failed::Read(e)),
+        (Ok(torn), None) => Ok(torn),
+    }
 }
 
 #[cfg(test)]
@@ -322,6 +368,54 @@ mod tests {
             std::fs::read_to_string(out).unwrap(),
             jsonl(&records()[..2])
         );
+    }
+
+    fn parquet_ids_and_chunks(path: &Path) -> Vec<(u64, usize)> {
+        use parquet::file::reader::{FileReader, SerializedFileReader};
+        use parquet::record::{Field, RowAccessor};
+        let reader = SerializedFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
+        reader
+            .get_row_iter(None)
+            .unwrap()
+            .map(|row| {
+                let row = row.unwrap();
+                let chunks = row
+                    .get_column_iter()
+                    .find_map(|(name, field)| match field {
+                        Field::ListInternal(list) if name == "chunk_at_ns" => Some(list.len()),
+                        _ => None,
+                    })
+                    .unwrap();
+                (row.get_ulong(0).unwrap(), chunks)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_run_directory_gets_requests_parquet_and_an_earlier_runs_jsonl_converts_too() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(RECORDS_FILE), file_bytes(&records())).unwrap();
+        let done = export_run(dir.path(), ExportFormat::Parquet, &ExportTo::RunDir).unwrap();
+        assert_eq!(done[0].records, 3);
+        assert_eq!(done[0].to, dir.path().join("requests.parquet"));
+        assert!(!dir.path().join("requests.parquet.partial").exists());
+        // records() gives ids 1..=3, three chunks each.
+        assert_eq!(
+            parquet_ids_and_chunks(&done[0].to),
+            [(1, 3), (2, 3), (3, 3)]
+        );
+
+        let earlier = tempfile::tempdir().unwrap();
+        std::fs::write(earlier.path().join(RECORDS_JSONL_FILE), jsonl(&records())).unwrap();
+        let out = earlier.path().join("out.parquet");
+        let done = export_run(
+            earlier.path(),
+            ExportFormat::Parquet,
+            &ExportTo::File(out.clone()),
+        )
+        .unwrap();
+        assert_eq!(done[0].from, earlier.path().join(RECORDS_JSONL_FILE));
+        assert_eq!(parquet_ids_and_chunks(&out), [(1, 3), (2, 3), (3, 3)]);
     }
 
     #[test]
