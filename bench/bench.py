@@ -1597,12 +1597,12 @@ def main() -> int:
         capacity(env, report)
     if "scaleout" in only:
         scale_out(env, report)
+    if "memory" in only:
+        memory(env, report)
     if "connections" in only:
         connections(env, report)
     if "urls" in only:
         urls(env, report)
-    if "memory" in only:
-        memory(env, report)
     wall_s = time.monotonic() - started
     steal_s = (steal_ticks() - steal0) / CLK_TCK
     report.append(f"\n_Total bench time {wall_s:.0f} s; the hypervisor took {steal_s:,.0f} CPU-s "
