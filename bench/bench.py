@@ -518,12 +518,13 @@ def run_vllm_rust(env: Env, w: Workload, sim: Sim) -> Result:
     return run_vllm_bench(env, w, sim, key="vllm-bench")
 
 
-def run_aiperf(env: Env, w: Workload, sim: Sim) -> Result:
+def run_aiperf(env: Env, w: Workload, sim: Sim, more_urls: tuple[str, ...] = ()) -> Result:
     """NVIDIA AIPerf: `aiperf profile` on the completions endpoint, streaming, its synthetic prompts of exactly
     w.input_tokens (stddev 0) and max_tokens = w.output_tokens with ignore_eos so every answer is that long. The
     closed loop is `--concurrency`, constant rate `--request-rate --arrival-pattern constant`; both bounded by a
     request count like inference-perf's and vllm's. Its own summary (profile_export_aiperf.json) gives the figures;
-    its per-request records (profile_export.jsonl) give the achieved send rate."""
+    its per-request records (profile_export.jsonl) give the achieved send rate. more_urls: further `--url`s, which
+    AIPerf takes in turn (round robin) after sim's."""
     peer, out, missing = prepare_peer(env, "aiperf", w)
     if missing:
         return missing
@@ -533,7 +534,8 @@ def run_aiperf(env: Env, w: Workload, sim: Sim) -> Result:
     else:
         count, load = w.request_budget, ["--concurrency", str(w.concurrency)]
     art = out / "artifacts"
-    cmd = [peer["bin"], "profile", "--model", MODEL, "--url", sim.url, "--endpoint-type", "completions",
+    urls = [arg for url in (sim.url, *more_urls) for arg in ("--url", url)]
+    cmd = [peer["bin"], "profile", "--model", MODEL, *urls, "--endpoint-type", "completions",
            "--streaming", "--tokenizer", env.tokenizer,
            "--isl", str(w.input_tokens), "--isl-stddev", "0", "--osl", str(w.output_tokens), "--osl-stddev", "0",
            "--extra-inputs", "ignore_eos:true", *load, "--request-count", str(count), "--random-seed", "1",
@@ -1187,68 +1189,87 @@ def connections(env: Env, report: list[str]) -> None:
     report.append("")
 
 
-def urls(env: Env, report: list[str]) -> None:
-    """One llmbench run spread in turn over several simulators (AIPerf's several `--url`), against the same run
-    on one: the balance by each simulator's own count, and the total rate."""
+def urls(env: Env, clients: list[str], report: list[str]) -> None:
+    """One run spread in turn over several simulators (AIPerf's several `--url`), against the same run on one: the
+    balance by each simulator's own count, and the total rate; llmbench, and AIPerf itself when it is among the
+    clients (not in the smoke run)."""
     n, out_tokens, in_flight = 4, 16, 64
     seconds = 2 if env.smoke else 15
     ncpu = os.cpu_count() or 1
-    report.append("## 9. Several URLs in one run (llmbench)\n")
+    runners = ["llmbench"] + (["aiperf"] if "aiperf" in clients and not env.smoke else [])
+    report.append("## 9. Several URLs in one run\n")
     report.append(
-        f"Zero-latency simulators, 100 input and {out_tokens} output tokens, streaming, {in_flight} in flight for "
-        f"~{seconds} s (AIPerf dialect, `benchmark-duration`), one launcher: first against one simulator, then "
-        f"with the profile's `url` a list of {n} simulators (as AIPerf's several `--url`; request i goes to URL "
-        f"i mod {n}). *Per URL* is each simulator's own `vllm:request_success_total` over the run, in the list's "
-        f"order, each with the one pre-flight request llmbench sends every URL before the run; *spread* is (largest − smallest) / mean of those. CPU is per 1 000 requests; all simulators share "
-        f"this machine's {ncpu} cores with the launcher, so the total rate measures the launcher's spreading, not "
-        f"{n} times the serving capacity.\n")
-    header = ["URLs", "req/s", "requests", "per URL", "spread %", "client CPU s / 1000 req",
+        f"Zero-latency simulators, 100 input and {out_tokens} output tokens, streaming, {in_flight} in flight, "
+        f"first against one simulator, then with {n} URLs (AIPerf's several `--url`; request i goes to URL i mod "
+        f"{n}). llmbench runs an AIPerf-dialect profile whose `url` is the list, bounded by `benchmark-duration` "
+        f"~{seconds} s; AIPerf itself (when among the clients) `aiperf profile --url … --url …` with the ceiling's "
+        f"flags and request count. *Per URL* is each simulator's own `vllm:request_success_total` over the run, in "
+        f"the list's order (llmbench's include the one pre-flight request it sends every URL before the run); "
+        f"*spread* is (largest − smallest) / mean of those. CPU is per 1 000 requests; all simulators share this "
+        f"machine's {ncpu} cores with the client, so the total rate measures the client's spreading, not {n} "
+        f"times the serving capacity.\n")
+    header = ["client", "URLs", "req/s", "requests", "per URL", "spread %", "client CPU s / 1000 req",
               "sims CPU s / 1000 req", "client peak RSS MiB", "wall s", "note"]
     report.append("| " + " | ".join(header) + " |")
     report.append("|" + "---|" * len(header))
-    rates = {}
+    rates: dict[tuple[str, int], float | None] = {}
     for count in (1, n):
-        out = env.workdir / f"urls-{count}"
-        shutil.rmtree(out, ignore_errors=True)
-        out.mkdir(parents=True)
         sims = []
         try:
             for i in range(count):
                 sims.append(Sim(env.llmbench, env.workdir, f"urls-{count}-{i}"))
-            w = Workload(f"urls-{count}", 100, out_tokens, concurrency=in_flight, seconds=seconds)
-            profile = out / "profile.yaml"
-            profile.write_text(json.dumps(aiperf_profile([sim.url for sim in sims], w), indent=2))
-            counts0 = [sim.successes() or 0 for sim in sims]
-            cpu0 = [sim.cpu() for sim in sims]
-            m = run_measured([env.llmbench, "run", "--harness", "aiperf", "--profile", str(profile), "--tokenizer",
-                              "builtin", "--output", str(out), "--run-id", "run"], out / "client.log",
-                             timeout_s=seconds * 3 + 60, env={**os.environ, "RUST_LOG": "warn"})
-            sims_cpu = sum(sim.cpu() - c for sim, c in zip(sims, cpu0))
-            counts = [(sim.successes() or 0) - c0 for sim, c0 in zip(sims, counts0)]
+            for client in runners:
+                counts0 = [sim.successes() or 0 for sim in sims]
+                cpu0 = [sim.cpu() for sim in sims]
+                w = Workload(f"urls-{count}", 100, out_tokens, concurrency=in_flight, seconds=seconds)
+                note, figures, m = "", {}, None
+                if client == "aiperf":
+                    w.request_budget = 450 * seconds
+                    r = run_aiperf(env, w, sims[0], tuple(sim.url for sim in sims[1:]))
+                    figures, m, note = r.figures, r.measured, r.note
+                    preflights = 0
+                else:
+                    out = env.workdir / f"urls-{count}"
+                    shutil.rmtree(out, ignore_errors=True)
+                    out.mkdir(parents=True)
+                    profile = out / "profile.yaml"
+                    profile.write_text(json.dumps(aiperf_profile([sim.url for sim in sims], w), indent=2))
+                    m = run_measured([env.llmbench, "run", "--harness", "aiperf", "--profile", str(profile),
+                                      "--tokenizer", "builtin", "--output", str(out), "--run-id", "run"],
+                                     out / "client.log", timeout_s=seconds * 3 + 60,
+                                     env={**os.environ, "RUST_LOG": "warn"})
+                    try:
+                        figures = llmbench_figures(out / "run" / "summary.json")
+                    except (OSError, KeyError, ValueError) as e:
+                        note = f"no summary.json ({e}); exit {m.exit_code}, see {m.log}"
+                    if m.exit_code != 0 or not figures or figures.get("failed"):
+                        PROBLEMS.append(f"urls {count}: {note or 'failed requests'}")
+                    preflights = count
+                sims_cpu = sum(sim.cpu() - c for sim, c in zip(sims, cpu0))
+                counts = [(sim.successes() or 0) - c0 for sim, c0 in zip(sims, counts0)]
+                if not figures:
+                    report.append(f"| {label(client)} | {count} | FAILED: {note} |" + " |" * (len(header) - 3))
+                    continue
+                done = figures.get("requests") or 0
+                mean = sum(counts) / len(counts) if counts else 0
+                spread = 100 * (max(counts) - min(counts)) / mean if mean else None
+                if done and sum(counts) != done + (figures.get("failed") or 0) + preflights:
+                    note = (note + "; " if note else "") + (f"the simulators counted {sum(counts):,}, the client "
+                                                            f"{done:,} completed (+ {preflights} pre-flight)")
+                rates[(client, count)] = figures.get("req_s")
+                per_k = lambda x: x / done * 1000 if done else None
+                report.append(f"| {label(client)} | {count} | {fmt(figures.get('req_s'))} | {fmt(done)} | "
+                              f"{' / '.join(fmt(c) for c in counts)} | {fmt(spread, 2)} | "
+                              f"{fmt(per_k(m.cpu_s) if m else None, 3)} | {fmt(per_k(sims_cpu), 3)} | "
+                              f"{fmt(m.peak_rss_kib / 1024 if m else None, 0)} | {fmt(m.wall_s if m else None)} | "
+                              f"{note} |")
         finally:
             for sim in sims:
                 sim.stop()
-        note, figures = "", {}
-        try:
-            figures = llmbench_figures(out / "run" / "summary.json")
-        except (OSError, KeyError, ValueError) as e:
-            note = f"no summary.json ({e}); exit {m.exit_code}, see {m.log}"
-        if m.exit_code != 0 or not figures or figures.get("failed"):
-            PROBLEMS.append(f"urls {count}: {note or 'failed requests'}")
-        done = figures.get("requests") or 0
-        mean = sum(counts) / len(counts) if counts else 0
-        spread = 100 * (max(counts) - min(counts)) / mean if mean else None
-        # Each simulator also answered the launcher's one pre-flight request.
-        if done and sum(counts) != done + (figures.get("failed") or 0) + count:
-            note = (note + "; " if note else "") + (f"the simulators counted {sum(counts):,}, the run "
-                                                    f"{done:,} completed (+ {count} pre-flight)")
-        rates[count] = figures.get("req_s")
-        per_k = lambda x: x / done * 1000 if done else None
-        report.append(f"| {count} | {fmt(figures.get('req_s'))} | {fmt(done)} | "
-                      f"{' / '.join(fmt(c) for c in counts)} | {fmt(spread, 2)} | {fmt(per_k(m.cpu_s), 3)} | "
-                      f"{fmt(per_k(sims_cpu), 3)} | {fmt(m.peak_rss_kib / 1024, 0)} | {fmt(m.wall_s)} | {note} |")
-    if rates.get(1) and rates.get(n):
-        report.append(f"\n{n} URLs / 1 URL, req/s: **{rates[n] / rates[1]:.2f}×**\n")
+    for client in runners:
+        one, many = rates.get((client, 1)), rates.get((client, n))
+        if one and many:
+            report.append(f"\n{label(client)}: {n} URLs / 1 URL, req/s: **{many / one:.2f}×**")
     report.append("")
 
 
@@ -1602,7 +1623,7 @@ def main() -> int:
     if "connections" in only:
         connections(env, report)
     if "urls" in only:
-        urls(env, report)
+        urls(env, clients, report)
     wall_s = time.monotonic() - started
     steal_s = (steal_ticks() - steal0) / CLK_TCK
     report.append(f"\n_Total bench time {wall_s:.0f} s; the hypervisor took {steal_s:,.0f} CPU-s "
