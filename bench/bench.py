@@ -1042,8 +1042,9 @@ class FdWatch:
 
 def first_error(run_dir: Path, log: str) -> str:
     """The first error a run's records or log name, shortened: what a failed row ran into."""
-    records = run_dir / "requests.jsonl"
-    if records.exists():
+    for records in [run_dir / "requests.jsonl", *sorted(run_dir.glob("shard-*/requests.jsonl"))]:
+        if not records.exists():
+            continue
         with open(records) as f:
             for line in f:
                 if '"error"' not in line:
@@ -1054,7 +1055,11 @@ def first_error(run_dir: Path, log: str) -> str:
                     continue
                 if error:
                     return (error if isinstance(error, str) else json.dumps(error))[:160]
-    for line in Path(log).read_text(errors="replace").splitlines():
+    try:
+        lines = Path(log).read_text(errors="replace").splitlines() if log else []
+    except OSError:
+        lines = []
+    for line in lines:
         if "ERROR" in line or "error" in line.lower():
             return line.strip()[:160]
     return ""
