@@ -27,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +36,9 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 MODEL = "llmbench-sim"
 # A peer the --peers file does not list (bench.py run by hand without bench/run.sh).
 NOT_INSTALLED = {"error": "not installed: run through bench/run.sh"}
+
+# Loopback only, whatever proxy the environment names.
+NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 # The simulator's injected truth in the timing scenario, and what each metric should then read.
 TTFT_MS, ITL_MS, TIMING_OUTPUT = 50.0, 10.0, 32
@@ -59,6 +63,7 @@ class Measured:
     load_cpu_s: float | None = None
     load_s: float = 0.0
     busy_s: float = 0.0  # CPU time everything on the machine used meanwhile (all cores)
+    peak_fds: int = 0  # the most file descriptors open at once over the tree (with track_fds only)
 
 
 def tree_pids(root: int) -> list[int]:
@@ -113,8 +118,16 @@ def tree_cpu_seconds(pids: list[int]) -> float:
     return total / CLK_TCK
 
 
+def fd_count(pid: int) -> int:
+    """File descriptors a process has open (its sockets included)."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return 0
+
+
 def run_measured(cmd: list[str], log: Path, timeout_s: float, env: dict | None = None, cwd: Path | None = None,
-                 poll_s: float = 0.1, sim_cpu=None) -> Measured:
+                 poll_s: float = 0.1, sim_cpu=None, track_fds: bool = False) -> Measured:
     """Runs cmd to completion (or kills its process group after timeout_s). CPU is the rusage wait4 returns, which
     covers the whole reaped tree (a Python harness's worker processes included); peak RSS is the largest sum of
     VmRSS over the tree seen while polling (shared pages counted once per process, as `ps` would). With sim_cpu
@@ -126,15 +139,17 @@ def run_measured(cmd: list[str], log: Path, timeout_s: float, env: dict | None =
     with open(log, "w") as out:
         start = time.monotonic()
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True)
-        peak = 0
+        peak = peak_fds = 0
         stop = threading.Event()
         samples: list[tuple[float, float, float]] = []  # (monotonic, client tree CPU s, simulator CPU s)
 
         def poll() -> None:
-            nonlocal peak
+            nonlocal peak, peak_fds
             while not stop.is_set():
                 pids = tree_pids(proc.pid)
                 peak = max(peak, sum(rss_kib(p) for p in pids))
+                if track_fds:
+                    peak_fds = max(peak_fds, sum(fd_count(p) for p in pids))
                 if sim_cpu is not None:
                     samples.append((time.monotonic(), tree_cpu_seconds(pids), sim_cpu()))
                 stop.wait(poll_s)
@@ -172,6 +187,7 @@ def run_measured(cmd: list[str], log: Path, timeout_s: float, env: dict | None =
     m.exit_code = proc.returncode
     m.cpu_s = usage.ru_utime + usage.ru_stime if usage else 0.0
     m.peak_rss_kib = max(peak, usage.ru_maxrss if usage else 0)
+    m.peak_fds = peak_fds
     m.log = str(log)
     return m
 
@@ -202,6 +218,16 @@ class Sim:
 
     def cpu(self) -> float:
         return cpu_seconds(self.proc.pid)
+
+    def successes(self) -> int | None:
+        """Requests the simulator finished, by its own count (`vllm:request_success_total`, all reasons)."""
+        try:
+            with NO_PROXY.open(f"{self.url}/metrics", timeout=10) as response:
+                text = response.read().decode()
+        except OSError:
+            return None
+        return int(sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                       if line.startswith("vllm:request_success_total")))
 
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGINT)
@@ -492,12 +518,13 @@ def run_vllm_rust(env: Env, w: Workload, sim: Sim) -> Result:
     return run_vllm_bench(env, w, sim, key="vllm-bench")
 
 
-def run_aiperf(env: Env, w: Workload, sim: Sim) -> Result:
+def run_aiperf(env: Env, w: Workload, sim: Sim, more_urls: tuple[str, ...] = ()) -> Result:
     """NVIDIA AIPerf: `aiperf profile` on the completions endpoint, streaming, its synthetic prompts of exactly
     w.input_tokens (stddev 0) and max_tokens = w.output_tokens with ignore_eos so every answer is that long. The
     closed loop is `--concurrency`, constant rate `--request-rate --arrival-pattern constant`; both bounded by a
     request count like inference-perf's and vllm's. Its own summary (profile_export_aiperf.json) gives the figures;
-    its per-request records (profile_export.jsonl) give the achieved send rate."""
+    its per-request records (profile_export.jsonl) give the achieved send rate. more_urls: further `--url`s, which
+    AIPerf takes in turn (round robin) after sim's."""
     peer, out, missing = prepare_peer(env, "aiperf", w)
     if missing:
         return missing
@@ -507,7 +534,8 @@ def run_aiperf(env: Env, w: Workload, sim: Sim) -> Result:
     else:
         count, load = w.request_budget, ["--concurrency", str(w.concurrency)]
     art = out / "artifacts"
-    cmd = [peer["bin"], "profile", "--model", MODEL, "--url", sim.url, "--endpoint-type", "completions",
+    urls = [arg for url in (sim.url, *more_urls) for arg in ("--url", url)]
+    cmd = [peer["bin"], "profile", "--model", MODEL, *urls, "--endpoint-type", "completions",
            "--streaming", "--tokenizer", env.tokenizer,
            "--isl", str(w.input_tokens), "--isl-stddev", "0", "--osl", str(w.output_tokens), "--osl-stddev", "0",
            "--extra-inputs", "ignore_eos:true", *load, "--request-count", str(count), "--random-seed", "1",
@@ -553,6 +581,74 @@ def run_aiperf(env: Env, w: Workload, sim: Sim) -> Result:
     return annotate(r, m)
 
 
+def endpoints_dataset(path: Path, input_tokens: int, rows: int = 1000) -> None:
+    """MLCommons endpoints' input for /v1/completions: pre-tokenized prompts (an `input_tokens` column of token ids,
+    which its `openai_completions` adapter sends as they are), so every prompt is exactly `input_tokens` long
+    whatever tokenizer the simulator would use. Ids as its own `random` dataset makes them: consecutive ids from a
+    seeded start, modulo the vocabulary."""
+    vocab = 32_000
+    with open(path, "w") as f:
+        for i in range(rows):
+            start = (i * 7919) % vocab
+            f.write(json.dumps({"input_tokens": [(start + j) % vocab for j in range(input_tokens)]}) + "\n")
+
+
+def run_endpoints(env: Env, w: Workload, sim: Sim) -> Result:
+    """MLCommons' endpoints load generator (`inference-endpoint benchmark online`): its concurrency pattern with
+    `--concurrency`, bounded by time (`--duration` and `--runtime.max-duration-ms` both the scenario's seconds, a
+    sample count it cannot reach), streaming, its `openai_completions` adapter with pre-tokenized prompts of exactly
+    w.input_tokens and `min_tokens == max_tokens == w.output_tokens` (it has no `ignore_eos`; vLLM, and the
+    simulator, then answer exactly that many tokens). Everything else is its default: worker processes `-1`
+    (auto), CPU pinning on, its metrics aggregator tokenizing the answers with the bench tokenizer for OSL/TPOT.
+    Its figures are its own `performance/result_summary.json` (qps, tps, latencies in ns). Its only rate pattern
+    is Poisson, so it has no row in the constant-rate timing scenario."""
+    peer, out, missing = prepare_peer(env, "endpoints", w)
+    if missing:
+        return missing
+    if w.rate is not None:
+        return Result(label("endpoints"), False, "no constant rate: its only rate pattern is Poisson")
+    dataset = out / "dataset.jsonl"
+    endpoints_dataset(dataset, w.input_tokens)
+    report_dir = out / "report"
+    cmd = [peer["bin"], "benchmark", "online", "--model", MODEL, "--endpoints", sim.url,
+           "--dataset", str(dataset), "--api-type", "openai_completions", "--streaming", "on",
+           "--max-output-tokens", str(w.output_tokens), "--model-params.min-new-tokens", str(w.output_tokens),
+           "--tokenizer", env.tokenizer, "--load-pattern", "concurrency", "--concurrency", str(w.concurrency),
+           "--duration", f"{w.seconds}s", "--runtime.max-duration-ms", str(w.seconds * 1000),
+           "--num-samples", "100000000", "--report-dir", str(report_dir)]
+    cpu0 = sim.cpu()
+    m = run_measured(cmd, out / "client.log", timeout_s=w.seconds * 4 + 180,
+                     env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "NO_COLOR": "1",
+                          "COLUMNS": "160"}, cwd=out, sim_cpu=sim.cpu)
+    r = Result("endpoints", m.exit_code == 0 and not m.timed_out, measured=m, sim_cpu_s=sim.cpu() - cpu0)
+    path = report_dir / "performance" / "result_summary.json"
+    if not path.exists():
+        r.ok, r.note = False, f"no performance/result_summary.json (exit {m.exit_code}); see {m.log}"
+        return r
+    s = json.loads(path.read_text())
+
+    def ms(k: str, q: str) -> float | None:
+        perc = (s.get(k) or {}).get("percentiles") or {}
+        v = perc.get(q, perc.get(f"{q}.0"))
+        return None if v is None else v / 1e6
+
+    r.figures = {
+        "requests": s.get("n_samples_completed"), "failed": s.get("n_samples_failed", 0),
+        "req_s": s.get("qps"), "out_tok_s": s.get("tps"),
+        "ttft_p50": ms("ttft", "50"), "ttft_p99": ms("ttft", "99"),
+        "tpot_p50": ms("tpot", "50"), "tpot_p99": ms("tpot", "99"),
+        "e2e_p50": ms("latency", "50"), "e2e_p99": ms("latency", "99"),
+        "achieved_rate": None, "sched_delay_p99": None,
+    }
+    annotate(r, m)
+    osl = (s.get("output_sequence_lengths") or {}).get("avg")
+    if not r.note and osl is not None and abs(osl - w.output_tokens) > 0.01 * w.output_tokens:
+        r.note = f"its answers averaged {osl:.1f} output tokens, not {w.output_tokens}"
+    if not r.note and s.get("complete") is False:
+        r.note = f"its report says incomplete (state {s.get('state')})"
+    return r
+
+
 # llmbench runs that failed or had failed requests: the smoke run exits non-zero on any.
 PROBLEMS: list[str] = []
 
@@ -569,10 +665,11 @@ def checked(run):
 run_llmbench = checked(run_llmbench)
 
 CLIENTS = {"llmbench": run_llmbench, "inference-perf": run_inference_perf, "guidellm": run_guidellm,
-           "vllm": run_vllm_bench, "aiperf": run_aiperf, "vllm-bench": run_vllm_rust}
-PEERS = ["inference-perf", "guidellm", "vllm", "aiperf", "vllm-bench"]
-# The peers written in Python (AIPerf included); vllm-bench is compiled (Rust), like llmbench.
-PYTHON_PEERS = {"inference-perf", "guidellm", "vllm bench serve", "aiperf"}
+           "vllm": run_vllm_bench, "aiperf": run_aiperf, "vllm-bench": run_vllm_rust, "endpoints": run_endpoints}
+PEERS = ["inference-perf", "guidellm", "vllm", "aiperf", "vllm-bench", "endpoints"]
+# The peers written in Python (AIPerf and MLCommons' endpoints included); vllm-bench is compiled (Rust), like
+# llmbench.
+PYTHON_PEERS = {"inference-perf", "guidellm", "vllm bench serve", "aiperf", "endpoints"}
 COMPILED_PEER = "vllm-bench (Rust)"
 
 
@@ -703,6 +800,19 @@ def ceiling_targets(results: list[Result]) -> list[str]:
         rows.append(f"| req/s over the best Python peer ({fastest}) | {ours_req / req_s[fastest]:.1f}× | – | – |")
     else:
         rows.append("| best Python peer | no result | ≥ 50× CPU | – |")
+    # And against each peer on its own, for information.
+    rows += ["", "| llmbench vs | req/s, llmbench / peer | client CPU per request, peer / llmbench | "
+             "the same under load |", "|---|---|---|---|"]
+    for r in results:
+        if r.client == "llmbench":
+            continue
+        if r.client not in req_s:
+            rows.append(f"| {r.client} | no result | – | – |")
+            continue
+        under = (f"{load[r.client] / load['llmbench']:.1f}×" if r.client in load and load.get("llmbench")
+                 else "–")
+        rows.append(f"| {r.client} | {ours_req / req_s[r.client]:.2f}× | "
+                    f"{fmt(cpu[r.client] / ours_cpu if ours_cpu else None, 1)}× | {under} |")
     return rows + [""]
 
 
@@ -722,6 +832,11 @@ def timing(env: Env, clients: list[str], report: list[str]) -> None:
                   "the share of the machine it took during the row). Schedule delay is sent − scheduled (guidellm reports "
                   "only its mean: marked *avg*). Rates above 1 000 find the highest rate each client sustains "
                   "(achieved within 1 %); a client that falls behind is not run at higher rates.\n")
+    if "endpoints" in clients:
+        # Its load patterns are a closed loop, an open burst and Poisson arrivals; no constant rate to compare.
+        clients = [c for c in clients if c != "endpoints"]
+        report.append("MLCommons endpoints is not run here: its only rate pattern is Poisson "
+                      "(`--load-pattern poisson`), with no constant-rate schedule to compare.\n")
     header = ["rate", "client", "achieved req/s", "TTFT err p50", "TTFT err p99", "TPOT err p50", "TPOT err p99",
               "E2E err p50", "E2E err p99", "sched delay p99 ms", "client CPU %", "sim CPU %", "steal %", "note"]
     report.append("| " + " | ".join(header) + " |")
@@ -875,6 +990,293 @@ def memory(env: Env, report: list[str]) -> None:
             scope = (f" (measured at {n:,} requests, the largest that fit the disk; the peak does not grow with "
                      "the run's length, see the rows above)")
         report.append(f"\nPeak RSS of the longest run: **{mib:,.0f} MiB** (target ≤ 1 GiB: {verdict}){scope}.\n")
+
+
+def aiperf_profile(urls: list[str], w: Workload) -> dict:
+    """An AIPerf flags profile (`aiperf profile`'s flags as keys) for llmbench: its closed loop with
+    w.concurrency in flight over one URL or several (AIPerf's several `--url`: request i to URL i mod n),
+    streaming completions of exactly w.input_tokens and w.output_tokens (ignore_eos), bounded by w.request_budget
+    requests or, without one, by w.seconds (`benchmark-duration`)."""
+    profile = {"model": MODEL, "url": urls, "endpoint-type": "completions", "streaming": True,
+               "isl": w.input_tokens, "isl-stddev": 0, "osl": w.output_tokens, "osl-stddev": 0,
+               "extra-inputs": ["ignore_eos:true"], "concurrency": w.concurrency, "random-seed": 1}
+    if w.request_budget:
+        profile["request-count"] = w.request_budget
+    else:
+        profile["benchmark-duration"] = w.seconds
+    return profile
+
+
+def net_limits() -> dict:
+    """The limits a run of many connections meets on this machine: open files per process (the soft limit this
+    bench runs under and the hard one it cannot raise), the ephemeral port range (connections from one source
+    address to one destination address and port), and the listen backlog."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    read = lambda p: Path(p).read_text().split() if Path(p).exists() else []
+    ports = [int(x) for x in read("/proc/sys/net/ipv4/ip_local_port_range")] or [0, -1]
+    return {"nofile_soft": soft, "nofile_hard": hard, "ports": ports[1] - ports[0] + 1,
+            "port_range": f"{ports[0]}–{ports[1]}",
+            "somaxconn": int((read("/proc/sys/net/core/somaxconn") or ["0"])[0]),
+            "syn_backlog": int((read("/proc/sys/net/ipv4/tcp_max_syn_backlog") or ["0"])[0])}
+
+
+class FdWatch:
+    """The most file descriptors each of some processes (the simulators) held at once, polled every 200 ms."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.peaks = [0] * len(pids)
+        self._pids, self._stop = pids, threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            self.peaks = [max(p, fd_count(pid)) for p, pid in zip(self.peaks, self._pids)]
+            self._stop.wait(0.2)
+
+    def stop(self) -> list[int]:
+        self._stop.set()
+        self._thread.join()
+        return self.peaks
+
+
+def first_error(run_dir: Path, log: str) -> str:
+    """The first error a run's records or log name, shortened: what a failed row ran into."""
+    for records in [run_dir / "requests.jsonl", *sorted(run_dir.glob("shard-*/requests.jsonl"))]:
+        if not records.exists():
+            continue
+        with open(records) as f:
+            for line in f:
+                if '"error"' not in line:
+                    continue
+                try:
+                    error = json.loads(line).get("error")
+                except ValueError:
+                    continue
+                if error:
+                    return (error if isinstance(error, str) else json.dumps(error))[:160]
+    try:
+        lines = Path(log).read_text(errors="replace").splitlines() if log else []
+    except OSError:
+        lines = []
+    for line in lines:
+        if "ERROR" in line or "error" in line.lower():
+            return line.strip()[:160]
+    return ""
+
+
+def peak_in_flight(run_dir: Path) -> int | None:
+    """The most requests in flight at once over a run's records (sent to end), across its shards (each shard's
+    times moved onto one clock by its run.json's t0_unix_ns). Read with a pattern, not a JSON parse: the records
+    of 20 000 streamed answers are ~150 MB."""
+    import re
+    sent, end = re.compile(rb'"sent_ns":(\d+)'), re.compile(rb'"end_ns":(\d+)')
+    events: list[tuple[int, int]] = []
+    dirs = sorted(run_dir.glob("shard-*")) or [run_dir]
+    for d in dirs:
+        try:
+            t0 = json.loads((d / "run.json").read_text())["t0_unix_ns"]
+            with open(d / "requests.jsonl", "rb") as f:
+                for line in f:
+                    a, b = sent.search(line), end.search(line)
+                    if a and b:
+                        events += [(t0 + int(a.group(1)), 1), (t0 + int(b.group(1)), -1)]
+        except (OSError, KeyError, ValueError):
+            return None
+    events.sort()
+    now = most = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def run_sharded(env: Env, profile: Path, out: Path, launchers: int, harness: str, timeout_s: float,
+                track_fds: bool = False) -> tuple[list[Measured], dict, str]:
+    """`launchers` llmbench processes started together, each `--shard i/launchers` of one run, merged by
+    `llmbench report`: their measurements, the merged figures and a note (empty when all went well)."""
+    measured: list[Measured | None] = [None] * launchers
+
+    def launch(i: int) -> None:
+        measured[i] = run_measured(
+            [env.llmbench, "run", "--harness", harness, "--profile", str(profile), "--tokenizer", "builtin",
+             "--output", str(out), "--run-id", "run", "--shard", f"{i}/{launchers}"],
+            out / f"launcher-{i}.log", timeout_s=timeout_s, env={**os.environ, "RUST_LOG": "warn"},
+            track_fds=track_fds)
+
+    threads = [threading.Thread(target=launch, args=(i,)) for i in range(launchers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    done = [m for m in measured if m]
+    merge = subprocess.run([env.llmbench, "report", str(out / "run")], capture_output=True, text=True, timeout=600)
+    failed = [i for i, m in enumerate(measured) if not m or m.exit_code != 0]
+    note = f"launchers {failed} exited non-zero; see {out}" if failed else ""
+    figures: dict = {}
+    try:
+        figures = llmbench_figures(out / "run" / "summary.json")
+    except (OSError, KeyError, ValueError) as e:
+        note = f"merge failed (exit {merge.returncode}): {e}; {merge.stderr.strip()[-200:]}"
+    return done, figures, note
+
+
+def connections(env: Env, report: list[str]) -> None:
+    """Many streams in flight at once: one launcher to one simulator, then the same number of streams as one run
+    of two launchers (shards) spread over two simulators, with the limits each meets."""
+    streams = 2_000 if env.smoke else 20_000
+    output, itl_ms = (20, 100) if env.smoke else (100, 100)
+    lim = net_limits()
+    report.append("## 8. Many connections (llmbench)\n")
+    report.append(
+        f"{streams:,} streams in flight at once, each its own HTTP/1.1 connection (a closed loop of {streams:,} "
+        f"requests at concurrency {streams:,}, AIPerf dialect, built-in tokenizer), simulator ITL {itl_ms} ms, "
+        f"{output} output tokens (each stream lasts ~{output * itl_ms / 1000:.0f} s). The machine's limits: "
+        f"open files per process {lim['nofile_soft']:,} (hard limit {lim['nofile_hard']:,}, which this bench "
+        f"cannot raise), ephemeral ports {lim['port_range']} ({lim['ports']:,} connections from one source "
+        f"address to one destination address and port), listen backlog `somaxconn` {lim['somaxconn']:,}, SYN "
+        f"backlog {lim['syn_backlog']:,}. Every connection costs a file descriptor on both sides of loopback, so "
+        f"one process can hold at most {lim['nofile_soft']:,} minus the few it has open already: the first row "
+        f"puts all {streams:,} on one launcher and one simulator, the second splits the same run over two "
+        f"launchers (`--shard i/2`, merged by `llmbench report`) and two simulators (the profile's two URLs, "
+        f"requests in turn), so no process holds more than {streams // 2:,}. Peak fds are the most file "
+        f"descriptors one process held (polled); *peak in flight* the most requests between their send and their end at "
+        f"once, from the records (shards on one clock); TTFT and E2E are llmbench's own (truth: 0 and "
+        f"{(output - 1) * itl_ms / 1000:g} s); per-simulator counts are each simulator's own "
+        f"`vllm:request_success_total`, with the one pre-flight request each launcher sends every URL first.\n")
+    header = ["layout", "streams", "completed", "failed", "peak in flight", "TTFT p50 / p99 ms", "E2E p50 ms",
+              "wall s", "client peak RSS MiB", "client peak fds", "sim peak fds", "per simulator", "client CPU s",
+              "note"]
+    report.append("| " + " | ".join(header) + " |")
+    report.append("|" + "---|" * len(header))
+    for launchers, nsims in ((1, 1), (2, 2)):
+        out = env.workdir / f"connections-{launchers}x{nsims}"
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True)
+        sims = []
+        try:
+            for i in range(nsims):
+                sims.append(Sim(env.llmbench, env.workdir, f"connections-{launchers}x{nsims}-{i}", "--itl",
+                                f"{itl_ms}ms", seats=streams))
+            w = Workload("connections", 100, output, concurrency=streams, seconds=0, request_budget=streams)
+            profile = out / "profile.yaml"
+            profile.write_text(json.dumps(aiperf_profile([sim.url for sim in sims], w), indent=2))
+            watch = FdWatch([sim.proc.pid for sim in sims])
+            counts0 = [sim.successes() or 0 for sim in sims]
+            started = time.monotonic()
+            done, figures, note = run_sharded(env, profile, out, launchers, "aiperf",
+                                              timeout_s=output * itl_ms / 1000 * 3 + 240, track_fds=True)
+            wall = time.monotonic() - started
+            sim_fds = watch.stop()
+            counts = [(sim.successes() or 0) - c0 for sim, c0 in zip(sims, counts0)]
+        finally:
+            for sim in sims:
+                sim.stop()
+        failed = figures.get("failed")
+        if failed and not note:
+            note = f"first error: {first_error(out / 'run', done[0].log if done else '')}"
+        if not figures or failed or len(done) < launchers:
+            # One launcher past its open-file limit is what this row is to show; only the smoke size must pass.
+            if env.smoke or launchers > 1:
+                PROBLEMS.append(f"connections {launchers} launcher(s): {note or 'failed'}")
+        most = peak_in_flight(out / "run")
+        if most is not None and most < streams and not note:
+            note = (f"never all {streams:,} at once: the last were sent after the first had ended (TTFT shows "
+                    "how long they waited)")
+        layout = (f"{launchers} launcher{'s' if launchers > 1 else ''} → {nsims} simulator"
+                  f"{'s' if nsims > 1 else ''}")
+        report.append(f"| {layout} | {streams:,} | {fmt(figures.get('requests'))} | {fmt(failed)} | {fmt(most)} | "
+                      f"{fmt(figures.get('ttft_p50'), 0)} / {fmt(figures.get('ttft_p99'), 0)} | "
+                      f"{fmt(figures.get('e2e_p50'), 0)} | {fmt(wall)} | "
+                      f"{' + '.join(fmt(m.peak_rss_kib / 1024, 0) for m in done)} | "
+                      f"{' + '.join(fmt(m.peak_fds) for m in done)} | {' + '.join(fmt(n) for n in sim_fds)} | "
+                      f"{' / '.join(fmt(n) for n in counts)} | {fmt(sum(m.cpu_s for m in done))} | {note} |")
+    report.append("")
+
+
+def urls(env: Env, clients: list[str], report: list[str]) -> None:
+    """One run spread in turn over several simulators (AIPerf's several `--url`), against the same run on one: the
+    balance by each simulator's own count, and the total rate; llmbench, and AIPerf itself when it is among the
+    clients (not in the smoke run)."""
+    n, out_tokens, in_flight = 4, 16, 64
+    seconds = 2 if env.smoke else 15
+    ncpu = os.cpu_count() or 1
+    runners = ["llmbench"] + (["aiperf"] if "aiperf" in clients and not env.smoke else [])
+    report.append("## 9. Several URLs in one run\n")
+    report.append(
+        f"Zero-latency simulators, 100 input and {out_tokens} output tokens, streaming, {in_flight} in flight, "
+        f"first against one simulator, then with {n} URLs (AIPerf's several `--url`; request i goes to URL i mod "
+        f"{n}). llmbench runs an AIPerf-dialect profile whose `url` is the list, bounded by `benchmark-duration` "
+        f"~{seconds} s; AIPerf itself (when among the clients) `aiperf profile --url … --url …` with the ceiling's "
+        f"flags and request count. *Per URL* is each simulator's own `vllm:request_success_total` over the run, in "
+        f"the list's order (llmbench's include the one pre-flight request it sends every URL before the run); "
+        f"*spread* is (largest − smallest) / mean of those. CPU is per 1 000 requests; all simulators share this "
+        f"machine's {ncpu} cores with the client, so the total rate measures the client's spreading, not {n} "
+        f"times the serving capacity.\n")
+    header = ["client", "URLs", "req/s", "requests", "per URL", "spread %", "client CPU s / 1000 req",
+              "sims CPU s / 1000 req", "client peak RSS MiB", "wall s", "note"]
+    report.append("| " + " | ".join(header) + " |")
+    report.append("|" + "---|" * len(header))
+    rates: dict[tuple[str, int], float | None] = {}
+    for count in (1, n):
+        sims = []
+        try:
+            for i in range(count):
+                sims.append(Sim(env.llmbench, env.workdir, f"urls-{count}-{i}"))
+            for client in runners:
+                counts0 = [sim.successes() or 0 for sim in sims]
+                cpu0 = [sim.cpu() for sim in sims]
+                w = Workload(f"urls-{count}", 100, out_tokens, concurrency=in_flight, seconds=seconds)
+                note, figures, m = "", {}, None
+                if client == "aiperf":
+                    w.request_budget = 450 * seconds
+                    r = run_aiperf(env, w, sims[0], tuple(sim.url for sim in sims[1:]))
+                    figures, m, note = r.figures, r.measured, r.note
+                    preflights = 0
+                else:
+                    out = env.workdir / f"urls-{count}"
+                    shutil.rmtree(out, ignore_errors=True)
+                    out.mkdir(parents=True)
+                    profile = out / "profile.yaml"
+                    profile.write_text(json.dumps(aiperf_profile([sim.url for sim in sims], w), indent=2))
+                    m = run_measured([env.llmbench, "run", "--harness", "aiperf", "--profile", str(profile),
+                                      "--tokenizer", "builtin", "--output", str(out), "--run-id", "run"],
+                                     out / "client.log", timeout_s=seconds * 3 + 60,
+                                     env={**os.environ, "RUST_LOG": "warn"})
+                    try:
+                        figures = llmbench_figures(out / "run" / "summary.json")
+                    except (OSError, KeyError, ValueError) as e:
+                        note = f"no summary.json ({e}); exit {m.exit_code}, see {m.log}"
+                    if m.exit_code != 0 or not figures or figures.get("failed"):
+                        PROBLEMS.append(f"urls {count}: {note or 'failed requests'}")
+                    preflights = count
+                sims_cpu = sum(sim.cpu() - c for sim, c in zip(sims, cpu0))
+                counts = [(sim.successes() or 0) - c0 for sim, c0 in zip(sims, counts0)]
+                if not figures:
+                    report.append(f"| {label(client)} | {count} | FAILED: {note} |" + " |" * (len(header) - 3))
+                    continue
+                done = figures.get("requests") or 0
+                mean = sum(counts) / len(counts) if counts else 0
+                spread = 100 * (max(counts) - min(counts)) / mean if mean else None
+                if done and sum(counts) != done + (figures.get("failed") or 0) + preflights:
+                    note = (note + "; " if note else "") + (f"the simulators counted {sum(counts):,}, the client "
+                                                            f"{done:,} completed (+ {preflights} pre-flight)")
+                rates[(client, count)] = figures.get("req_s")
+                per_k = lambda x: x / done * 1000 if done else None
+                report.append(f"| {label(client)} | {count} | {fmt(figures.get('req_s'))} | {fmt(done)} | "
+                              f"{' / '.join(fmt(c) for c in counts)} | {fmt(spread, 2)} | "
+                              f"{fmt(per_k(m.cpu_s) if m else None, 3)} | {fmt(per_k(sims_cpu), 3)} | "
+                              f"{fmt(m.peak_rss_kib / 1024 if m else None, 0)} | {fmt(m.wall_s if m else None)} | "
+                              f"{note} |")
+        finally:
+            for sim in sims:
+                sim.stop()
+    for client in runners:
+        one, many = rates.get((client, 1)), rates.get((client, n))
+        if one and many:
+            report.append(f"\n{label(client)}: {n} URLs / 1 URL, req/s: **{many / one:.2f}×**")
+    report.append("")
 
 
 def busy_ticks() -> int:
@@ -1181,7 +1583,8 @@ def main() -> int:
     ap.add_argument("--smoke", action="store_true", help="llmbench only, a few seconds per scenario")
     ap.add_argument("--results", default=str(Path(__file__).parent / "results"))
     ap.add_argument("--workdir", default="")
-    ap.add_argument("--only", default="", help="comma-separated scenarios: ceiling,timing,scale,synthesis,capacity,scaleout,memory")
+    ap.add_argument("--only", default="", help="comma-separated scenarios: ceiling,timing,scale,synthesis,capacity,"
+                    "scaleout,memory,connections,urls")
     ap.add_argument("--clients", default="", help="comma-separated clients (default: all)")
     args = ap.parse_args()
 
@@ -1210,7 +1613,7 @@ def main() -> int:
     report.append(f"- tokenizer: {args.tokenizer}; simulator: `llmbench sim` on 127.0.0.1; work files: {workdir}\n")
     steal0, started = steal_ticks(), time.monotonic()
     only = set(filter(None, args.only.split(","))) or {"ceiling", "timing", "scale", "synthesis", "capacity",
-                                                      "scaleout", "memory"}
+                                                      "scaleout", "memory", "connections", "urls"}
     if "ceiling" in only:
         ceiling(env, clients, report)
     if "timing" in only:
@@ -1225,6 +1628,10 @@ def main() -> int:
         scale_out(env, report)
     if "memory" in only:
         memory(env, report)
+    if "connections" in only:
+        connections(env, report)
+    if "urls" in only:
+        urls(env, clients, report)
     wall_s = time.monotonic() - started
     steal_s = (steal_ticks() - steal0) / CLK_TCK
     report.append(f"\n_Total bench time {wall_s:.0f} s; the hypervisor took {steal_s:,.0f} CPU-s "

@@ -25,6 +25,11 @@ AIPERF_VERSION=${AIPERF_VERSION:-0.13.0}
 # vLLM's Rust benchmark client: third-party source kept beside the repo (shared/peers/vllm-bench, see its SOURCE.md),
 # built only into the cache, never into the project.
 VLLM_BENCH_SRC=${VLLM_BENCH_SRC:-$repo/../shared/peers/vllm-bench}
+# MLCommons' endpoints load generator (`inference-endpoint`; not on PyPI): installed from its git source at this
+# commit, with its PyPI dependencies. ENDPOINTS_GIT is a clone (a bare one will do) of github.com/mlcommons/endpoints
+# holding that commit; by default the mirror the project's tools fetch into.
+ENDPOINTS_REV=${ENDPOINTS_REV:-ea3327530376fef63d706f4105612e17c2c80a8d}
+ENDPOINTS_GIT=${ENDPOINTS_GIT:-$repo/../.mirror/mlcommons+endpoints/repo}
 TOKENIZER_REV=v1
 
 smoke=0
@@ -140,6 +145,47 @@ ensure_vllm_bench() {
     fi
 }
 
+# ensure_endpoints REV -> prints the endpoints venv; leaves endpoints-REV.failed with the reason. The commit's tree
+# is copied out of ENDPOINTS_GIT (`git archive`), pip-installed with its pinned PyPI dependencies (≈ 0.7 GB,
+# transformers without torch) into endpoints-REV/, and the copied tree removed.
+ensure_endpoints() {
+    local rev=$1 short=${1:0:12}
+    local dir="$cache/endpoints-$short" log="$cache/endpoints-$short.log" failed="$cache/endpoints-$short.failed"
+    if [[ -x $dir/bin/inference-endpoint ]]; then echo "$dir"; return 0; fi
+    rm -rf "$dir" "$dir.tmp" "$dir.src" "$failed"
+    local free_gb
+    free_gb=$(df -Pk "$cache" | awk 'NR == 2 { print int($4 / 1048576) }')
+    if (( free_gb < 2 + ${BENCH_DISK_MARGIN_GB:-3} )); then
+        echo "not installed: needs about 2 GB, $free_gb GB free in $cache (margin ${BENCH_DISK_MARGIN_GB:-3} GB)" \
+            > "$failed"
+        return 1
+    fi
+    if ! git --git-dir="$ENDPOINTS_GIT" cat-file -e "$rev^{commit}" 2>/dev/null; then
+        echo "no source: commit $short not in ENDPOINTS_GIT=$ENDPOINTS_GIT (a clone of github.com/mlcommons/endpoints)" \
+            > "$failed"
+        return 1
+    fi
+    local python
+    if ! python=$(find_python); then
+        echo "no Python >= 3.12 found (set BENCH_PYTHON)" > "$failed"; return 1
+    fi
+    echo "== installing MLCommons endpoints $short from its source into $dir (once)" >&2
+    mkdir -p "$dir.src"
+    if git --git-dir="$ENDPOINTS_GIT" archive "$rev" | tar -x -C "$dir.src" &&
+       "$python" -m venv "$dir.tmp" >"$log" 2>&1 &&
+       "$dir.tmp/bin/pip" install --disable-pip-version-check --no-cache-dir -q "$dir.src" >>"$log" 2>&1 &&
+       [[ -x $dir.tmp/bin/inference-endpoint ]]; then
+        mv "$dir.tmp" "$dir"
+        grep -rlI --null "$dir.tmp" "$dir/bin" | xargs -0 -r sed -i "s#$dir.tmp#$dir#g"
+        rm -rf "$dir.src"
+        echo "$dir"
+    else
+        echo "pip install failed: $(tail -n 1 "$log")" > "$failed"
+        rm -rf "$dir.tmp" "$dir.src"
+        return 1
+    fi
+}
+
 # guidellm pulls torch: take the CPU-only wheel when its index answers, else whatever PyPI has.
 torch_index=()
 if curl -fsS -m 5 -o /dev/null https://download.pytorch.org/whl/cpu/ 2>/dev/null; then
@@ -175,6 +221,17 @@ peers="$cache/peers.json"
             reason=$(tr '"\\' "'/" < "$cache/vllm-bench-${rev:0:12}.failed")
             printf '%s "vllm-bench": {"version": "%s", "error": "%s"}' "$sep" "${rev:0:12}" "$reason"
         fi
+        sep=","
+    fi
+    if want endpoints; then
+        short=${ENDPOINTS_REV:0:12}
+        if dir=$(ensure_endpoints "$ENDPOINTS_REV"); then
+            printf '%s "endpoints": {"version": "%s", "bin": "%s"}' "$sep" "$short" "$dir/bin/inference-endpoint"
+        else
+            reason=$(tr '"\\' "'/" < "$cache/endpoints-$short.failed")
+            printf '%s "endpoints": {"version": "%s", "error": "%s"}' "$sep" "$short" "$reason"
+        fi
+        sep=","
     fi
     echo "}"
 } > "$peers"
@@ -184,7 +241,7 @@ tokenizer="$cache/tokenizer-$TOKENIZER_REV"
 if [[ ! -f $tokenizer/tokenizer_config.json ]]; then
     builder=""
     for venv in "$cache/inference-perf-$INFERENCE_PERF_VERSION" "$cache/guidellm-$GUIDELLM_VERSION" \
-                "$cache/aiperf-$AIPERF_VERSION" "$cache/vllm-$VLLM_VERSION"; do
+                "$cache/aiperf-$AIPERF_VERSION" "$cache/vllm-$VLLM_VERSION" "$cache/endpoints-${ENDPOINTS_REV:0:12}"; do
         [[ -x $venv/bin/python ]] && "$venv/bin/python" -c 'import tokenizers' 2>/dev/null && builder=$venv/bin/python && break
     done
     if [[ -z $builder ]]; then

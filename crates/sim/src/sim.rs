@@ -16,7 +16,8 @@
 //!   `usage.completion_tokens`.
 //! - **Output length.** With `ignore_eos: true` (vLLM's extension) the output is exactly
 //!   `max_tokens` long and ends with `finish_reason: "length"`. Without it the length is drawn
-//!   uniformly from `[1, max_tokens]` by the seeded RNG; the request ends with `"length"` when the
+//!   uniformly from `[max(1, min_tokens), max_tokens]` by the seeded RNG (`min_tokens`, vLLM's extension, above
+//!   `max_tokens` or below 0 is refused with 400 as vLLM refuses it); the request ends with `"length"` when the
 //!   draw is `max_tokens` and with `"stop"` otherwise. A prompt plus `max_tokens` past `--max-model-len` is
 //!   refused with 400 as vLLM refuses it, or with `--stop-at-context-end` answered up to the context's end and
 //!   ended with `"length"`, as llama.cpp's server does (an answer shorter than asked).

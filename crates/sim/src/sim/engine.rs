@@ -47,6 +47,8 @@ pub(crate) struct RequestShape {
     pub include_usage: bool,
     pub prompt_tokens: u32,
     pub max_tokens: u32,
+    /// The shortest answer without `ignore_eos` (vLLM's `min_tokens`, at most `max_tokens`).
+    pub min_tokens: u32,
     pub ignore_eos: bool,
     /// Tokens the answer reasons before it answers (`--reasoning-tokens`, chat only).
     pub reasoning_tokens: u32,
@@ -137,7 +139,7 @@ impl Engine {
         let output_tokens = if shape.ignore_eos {
             max_tokens
         } else {
-            rng.random_range(1..=max_tokens)
+            rng.random_range(shape.min_tokens.clamp(1, max_tokens)..=max_tokens)
         };
         let finish = if output_tokens == max_tokens {
             FinishedReason::Length

@@ -52,6 +52,9 @@ pub(crate) struct CommonParams {
     pub max_tokens: Option<i64>,
     #[serde(default)]
     pub ignore_eos: Option<bool>,
+    /// vLLM's extension: no end of sequence before this many tokens (`SamplingParams.min_tokens`).
+    #[serde(default)]
+    pub min_tokens: Option<i64>,
     #[serde(default)]
     pub n: Option<i64>,
 }

@@ -450,12 +450,32 @@ fn request_shape(
             }
         },
     };
+    // vLLM's `SamplingParams._verify_args`, against the max_tokens in effect.
+    let min_tokens = match common.min_tokens {
+        None => 0,
+        Some(min) if min < 0 => {
+            return Err(ApiError::bad_request(format!(
+                "min_tokens must be greater than or equal to 0, got {min}."
+            ))
+            .with_param("min_tokens"));
+        }
+        Some(min) => match u32::try_from(min).ok().filter(|m| *m <= max_tokens) {
+            Some(min) => min,
+            None => {
+                return Err(ApiError::bad_request(format!(
+                    "min_tokens must be less than or equal to max_tokens={max_tokens}, got {min}."
+                ))
+                .with_param("min_tokens"));
+            }
+        },
+    };
     Ok(RequestShape {
         endpoint,
         stream,
         include_usage,
         prompt_tokens,
         max_tokens,
+        min_tokens,
         ignore_eos: common.ignore_eos.unwrap_or(false),
         reasoning_tokens: match endpoint {
             Endpoint::Chat => engine.config.reasoning_tokens,

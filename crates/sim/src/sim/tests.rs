@@ -485,6 +485,49 @@ async fn without_ignore_eos_output_lengths_are_seeded_draws_up_to_max_tokens() {
     assert_eq!(first, lengths().await, "same seed, same lengths");
 }
 
+/// vLLM's `min_tokens` holds the end of sequence back: with `min_tokens == max_tokens` every answer is exactly that
+/// long (MLCommons' endpoints client asks for its fixed output lengths this way, without `ignore_eos`); above
+/// `max_tokens` or below 0 it is refused with vLLM's messages (`SamplingParams._verify_args`).
+#[tokio::test]
+async fn min_tokens_bounds_the_drawn_length_from_below() {
+    let h = Harness::start(config()).await;
+    for _ in 0..10 {
+        let body = json!({"prompt": "hi", "max_tokens": 8, "min_tokens": 8});
+        let (status, body) = h.post("/v1/completions", &body).await;
+        assert_eq!(status, 200);
+        assert_eq!(body["usage"]["completion_tokens"], 8);
+        assert_eq!(body["choices"][0]["finish_reason"], "length");
+    }
+    for _ in 0..20 {
+        let body = json!({"prompt": "hi", "max_tokens": 8, "min_tokens": 6});
+        let (_, body) = h.post("/v1/completions", &body).await;
+        let n = body["usage"]["completion_tokens"].as_u64().expect("count");
+        assert!((6..=8).contains(&n), "{n}");
+    }
+    let (status, body) = h
+        .post(
+            "/v1/completions",
+            &json!({"prompt": "hi", "max_tokens": 8, "min_tokens": 9}),
+        )
+        .await;
+    assert_eq!(status, 400);
+    assert_eq!(
+        body["error"]["message"],
+        "min_tokens must be less than or equal to max_tokens=8, got 9."
+    );
+    let (status, body) = h
+        .post(
+            "/v1/completions",
+            &json!({"prompt": "hi", "max_tokens": 8, "min_tokens": -1}),
+        )
+        .await;
+    assert_eq!(status, 400);
+    assert_eq!(
+        body["error"]["message"],
+        "min_tokens must be greater than or equal to 0, got -1."
+    );
+}
+
 #[tokio::test]
 async fn streamed_tokens_arrive_after_ttft_then_one_per_itl() {
     let ttft = Duration::from_millis(50);
