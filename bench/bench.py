@@ -1041,21 +1041,26 @@ class FdWatch:
         return self.peaks
 
 
-def first_error(run_dir: Path, log: str) -> str:
+def record_lines(llmbench: str, run_dir: Path) -> list[str]:
+    """A run directory's records as JSON lines (`llmbench export DIR -o -`: its requests.bin), [] when it has none."""
+    if not (run_dir / "requests.bin").exists():
+        return []
+    done = subprocess.run([llmbench, "export", str(run_dir), "-o", "-"], capture_output=True, text=True)
+    return done.stdout.splitlines() if done.returncode == 0 else []
+
+
+def first_error(llmbench: str, run_dir: Path, log: str) -> str:
     """The first error a run's records or log name, shortened: what a failed row ran into."""
-    for records in [run_dir / "requests.jsonl", *sorted(run_dir.glob("shard-*/requests.jsonl"))]:
-        if not records.exists():
-            continue
-        with open(records) as f:
-            for line in f:
-                if '"error"' not in line:
-                    continue
-                try:
-                    error = json.loads(line).get("error")
-                except ValueError:
-                    continue
-                if error:
-                    return (error if isinstance(error, str) else json.dumps(error))[:160]
+    for d in [run_dir, *sorted(run_dir.glob("shard-*"))]:
+        for line in record_lines(llmbench, d):
+            if '"error"' not in line:
+                continue
+            try:
+                error = json.loads(line).get("error")
+            except ValueError:
+                continue
+            if error:
+                return (error if isinstance(error, str) else json.dumps(error))[:160]
     try:
         lines = Path(log).read_text(errors="replace").splitlines() if log else []
     except OSError:
@@ -1066,22 +1071,21 @@ def first_error(run_dir: Path, log: str) -> str:
     return ""
 
 
-def peak_in_flight(run_dir: Path) -> int | None:
+def peak_in_flight(llmbench: str, run_dir: Path) -> int | None:
     """The most requests in flight at once over a run's records (sent to end), across its shards (each shard's
     times moved onto one clock by its run.json's t0_unix_ns). Read with a pattern, not a JSON parse: the records
-    of 20 000 streamed answers are ~150 MB."""
+    of 20 000 streamed answers are ~150 MB as JSON."""
     import re
-    sent, end = re.compile(rb'"sent_ns":(\d+)'), re.compile(rb'"end_ns":(\d+)')
+    sent, end = re.compile(r'"sent_ns":(\d+)'), re.compile(r'"end_ns":(\d+)')
     events: list[tuple[int, int]] = []
     dirs = sorted(run_dir.glob("shard-*")) or [run_dir]
     for d in dirs:
         try:
             t0 = json.loads((d / "run.json").read_text())["t0_unix_ns"]
-            with open(d / "requests.jsonl", "rb") as f:
-                for line in f:
-                    a, b = sent.search(line), end.search(line)
-                    if a and b:
-                        events += [(t0 + int(a.group(1)), 1), (t0 + int(b.group(1)), -1)]
+            for line in record_lines(llmbench, d):
+                a, b = sent.search(line), end.search(line)
+                if a and b:
+                    events += [(t0 + int(a.group(1)), 1), (t0 + int(b.group(1)), -1)]
         except (OSError, KeyError, ValueError):
             return None
     events.sort()
@@ -1175,12 +1179,12 @@ def connections(env: Env, report: list[str]) -> None:
                 sim.stop()
         failed = figures.get("failed")
         if failed and not note:
-            note = f"first error: {first_error(out / 'run', done[0].log if done else '')}"
+            note = f"first error: {first_error(env.llmbench, out / 'run', done[0].log if done else '')}"
         if not figures or failed or len(done) < launchers:
             # One launcher past its open-file limit is what this row is to show; only the smoke size must pass.
             if env.smoke or launchers > 1:
                 PROBLEMS.append(f"connections {launchers} launcher(s): {note or 'failed'}")
-        most = peak_in_flight(out / "run")
+        most = peak_in_flight(env.llmbench, out / "run")
         if most is not None and most < streams and not note:
             note = (f"never all {streams:,} at once: the last were sent after the first had ended (TTFT shows "
                     "how long they waited)")
