@@ -41,6 +41,7 @@ use crate::record::{
     ChunkEvent, ChunkKind, ErrorClass, FinishReason, ReadRecordsError, RequestError, RequestRecord,
     SentImage, TraceParent, TurnOf, Usage, for_each_jsonl,
 };
+use crate::sent::read_full;
 
 /// The records file inside a run directory.
 pub const RECORDS_FILE: &str = "requests.bin";
@@ -658,20 +659,6 @@ fn read_frame_len_counting(reader: &mut impl BufRead, taken: &mut u64) -> io::Re
     }
 }
 
-/// Reads until `buf` is full or the input ends; returns how many bytes were read.
-fn read_full(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match reader.read(&mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(filled)
-}
-
 /// Counts the whole records of a records file past byte `offset` (0, or an offset an earlier call returned),
 /// for a live count of a run still being written: returns the offset just past the last whole record and how many
 /// whole records lie between. A record still being written is left for the next call.
@@ -869,9 +856,11 @@ mod tests {
         r
     }
 
-    fn streamed(id: u64, tokens: u32, itl_ns: u64) -> RequestRecord {
-        let sent = 1_000_000_000 + id * 1_000_000;
-        let mut b = RequestRecord::builder(id)
+    /// A successful request of `tokens` streamed tokens asked with `ignore_eos`, sent at `sent_ns(id)`, its chunks
+    /// still to add.
+    fn answered(id: u64, tokens: u32) -> crate::record::RequestRecordBuilder {
+        let sent = sent_ns(id);
+        RequestRecord::builder(id)
             .scheduled(sent - 2_000)
             .sent(sent)
             .input_tokens(100)
@@ -881,7 +870,15 @@ mod tests {
             .ok()
             .finish_reason(FinishReason::Length)
             .usage(100, tokens)
-            .chunk(sent + 40_000, ChunkKind::Empty);
+    }
+
+    fn sent_ns(id: u64) -> u64 {
+        1_000_000_000 + id * 1_000_000
+    }
+
+    fn streamed(id: u64, tokens: u32, itl_ns: u64) -> RequestRecord {
+        let sent = sent_ns(id);
+        let mut b = answered(id, tokens).chunk(sent + 40_000, ChunkKind::Empty);
         let mut at = sent + 50_000;
         for _ in 0..tokens {
             b = b.content_at(at, 1);
@@ -918,20 +915,10 @@ mod tests {
 
     /// A streamed answer whose gaps wander as a real engine's do: `itl_ns` plus up to `jitter_ns` either way.
     fn jittered(id: u64, tokens: u32, itl_ns: u64, jitter_ns: u64) -> RequestRecord {
-        let sent = 1_000_000_000 + id * 1_000_000;
-        let mut b = RequestRecord::builder(id)
-            .scheduled(sent - 2_000)
-            .sent(sent)
-            .input_tokens(100)
-            .max_tokens(tokens)
-            .ignore_eos()
-            .streaming(true)
-            .ok()
-            .finish_reason(FinishReason::Length)
-            .usage(100, tokens)
-            .request_id(&format!(
-                "llmbench-vllm-benchmark-sanity_random-20261129-073712-{id}"
-            ));
+        let sent = sent_ns(id);
+        let mut b = answered(id, tokens).request_id(&format!(
+            "llmbench-vllm-benchmark-sanity_random-20261129-073712-{id}"
+        ));
         let mut at = sent + 50_000_000;
         let mut state = id.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
         for _ in 0..tokens {

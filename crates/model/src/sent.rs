@@ -161,7 +161,7 @@ pub fn for_each_sent(
 }
 
 /// Reads until `buf` is full or the input ends; returns how many bytes were read.
-fn read_full(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+pub(crate) fn read_full(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut filled = 0;
     while filled < buf.len() {
         match reader.read(&mut buf[filled..]) {

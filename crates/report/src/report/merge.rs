@@ -73,14 +73,7 @@ pub fn read_sharded(dir: &Path) -> Result<Option<Merged>, ReportError> {
     same_profile(dir, &dirs)?;
     for shard_dir in &dirs {
         let meta = RunMeta::read(shard_dir)?;
-        let records_file = RunRecords::in_dir(shard_dir);
-        let (records, truncated) =
-            records_file
-                .read_all()
-                .map_err(|source| ReportError::Records {
-                    path: records_file.path.clone(),
-                    source,
-                })?;
+        let (records, truncated) = super::read_records(&RunRecords::in_dir(shard_dir))?;
         truncated_lines += truncated;
         shards.push((meta, records));
     }

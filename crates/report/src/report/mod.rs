@@ -642,6 +642,14 @@ pub fn report_dir(
     report_dir_within(dir, summary_file, DEFAULT_RECORDS_MEMORY, model_load, draw)
 }
 
+/// Every record of a run directory's records file in memory, and how many torn last records were skipped.
+fn read_records(records: &RunRecords) -> Result<(Vec<RequestRecord>, usize), ReportError> {
+    records.read_all().map_err(|source| ReportError::Records {
+        path: records.path.clone(),
+        source,
+    })
+}
+
 /// [`report_dir`] with a memory budget: a run (or a sharded run's shards together) whose records files are
 /// larger than `memory_bytes` is summarised from disk in bounded memory ([`summarize_spilled`]: the same
 /// summary and the same files), its pictures drawn from the records streamed again when they fit the budget (else
@@ -686,13 +694,7 @@ pub fn report_dir_within(
         outcome.files.extend(lost);
         return Ok(outcome);
     }
-    let (records, truncated_lines) =
-        records_file
-            .read_all()
-            .map_err(|source| ReportError::Records {
-                path: records_file.path.clone(),
-                source,
-            })?;
+    let (records, truncated_lines) = read_records(&records_file)?;
 
     let mut summary = summarize_run(&meta, &records);
     add_server_metrics(dir, &meta, None, &mut summary);
