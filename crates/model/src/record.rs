@@ -483,6 +483,19 @@ pub enum ErrorClass {
 }
 
 impl ErrorClass {
+    /// Every class, in declaration order (the records file's codes are their places here).
+    pub const ALL: [ErrorClass; 9] = [
+        ErrorClass::HttpStatus,
+        ErrorClass::Timeout,
+        ErrorClass::ConnectionReset,
+        ErrorClass::Connect,
+        ErrorClass::StreamCut,
+        ErrorClass::MalformedEvent,
+        ErrorClass::Cancelled,
+        ErrorClass::ClientCancelled,
+        ErrorClass::Other,
+    ];
+
     /// The snake_case name, as in JSON and as the key in `errors {<class>: count}`.
     pub const fn as_str(self) -> &'static str {
         match self {

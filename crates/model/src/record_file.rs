@@ -82,17 +82,8 @@ const TAG_COUNTED: u128 = 1;
 const TAG_EMPTY: u128 = 2;
 const TAG_USAGE_ONLY: u128 = 3;
 
-const ERROR_CLASSES: [ErrorClass; 9] = [
-    ErrorClass::HttpStatus,
-    ErrorClass::Timeout,
-    ErrorClass::ConnectionReset,
-    ErrorClass::Connect,
-    ErrorClass::StreamCut,
-    ErrorClass::MalformedEvent,
-    ErrorClass::Cancelled,
-    ErrorClass::ClientCancelled,
-    ErrorClass::Other,
-];
+/// An error class is written as its place in this list: a class added later goes at its end.
+const ERROR_CLASSES: [ErrorClass; 9] = ErrorClass::ALL;
 
 /// Writes the file's header to a new records file.
 pub fn write_header(out: &mut impl Write) -> io::Result<()> {
@@ -954,6 +945,26 @@ mod tests {
             .write(&mut steady, &streamed(7, 128, 10_000_000))
             .unwrap();
         assert!(steady.len() <= 128 + 60, "{} bytes", steady.len());
+    }
+
+    #[test]
+    fn error_class_codes_stay_what_files_already_hold() {
+        // Written files keep these codes: a new class goes at the end of `ErrorClass::ALL`, never between.
+        let names: Vec<&str> = ERROR_CLASSES.iter().map(|c| c.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "http_status",
+                "timeout",
+                "connection_reset",
+                "connect",
+                "stream_cut",
+                "malformed_event",
+                "cancelled",
+                "client_cancelled",
+                "other"
+            ]
+        );
     }
 
     #[test]
