@@ -916,8 +916,14 @@ def memory(env: Env, report: list[str]) -> None:
     """Peak RSS of long runs: records stream to disk and the summary is computed from disk in bounded memory."""
     target = int(os.environ.get("BENCH_MEMORY_REQUESTS", "10000000"))
     sizes = [2_000, 20_000] if env.smoke else [250_000, 1_000_000, target]
+    # BENCH_MEMORY_SIZES=10000000 runs only the sizes listed; BENCH_MEMORY_OUTPUT_TOKENS=16 makes each request
+    # shorter (a 10 M-request run in minutes rather than an hour on 2 cores).
+    if os.environ.get("BENCH_MEMORY_SIZES"):
+        sizes = [int(n) for n in os.environ["BENCH_MEMORY_SIZES"].split(",")]
+        target = max(sizes)
+    out_tokens = int(os.environ.get("BENCH_MEMORY_OUTPUT_TOKENS", "128"))
     report.append("## 7. Long runs in bounded memory (llmbench)\n")
-    report.append("Simulator with zero TTFT/ITL; 100 input tokens, 128 output tokens, streaming, 64 in flight, run "
+    report.append(f"Simulator with zero TTFT/ITL; 100 input tokens, {out_tokens} output tokens, streaming, 64 in flight, run "
                   "to a request count (inference-perf `concurrent`), default `--records-memory` (256 MiB). Peak RSS "
                   "is over the whole process, start-up and the post-run summary and reports included; *post-run* is "
                   "from the last request's end (run.json) to the process's exit; `llmbench report` re-analyses the "
@@ -937,12 +943,12 @@ def memory(env: Env, report: list[str]) -> None:
             out.mkdir(parents=True)
             free = shutil.disk_usage(out).free
             # The records, then about as much again for the spilled samples (8 bytes per token gap, twice).
-            need = n * (bytes_per_request + 2 * 8 * 128) + 5e9
+            need = n * (bytes_per_request + 2 * 8 * out_tokens) + 5e9
             if need > free:
                 report.append(f"| {n:,} | – | – | – | – | – | – | – | not run: needs {need / 1e9:.0f} GB of disk "
                               f"({n * bytes_per_request / 1e9:.0f} GB of records), {free / 1e9:.0f} GB free |")
                 continue
-            w = Workload(f"memory-{n}", 100, 128, concurrency=64, seconds=0, request_budget=n)
+            w = Workload(f"memory-{n}", 100, out_tokens, concurrency=64, seconds=0, request_budget=n)
             profile_path = out / "profile.yaml"
             profile_path.write_text(json.dumps(ip_config(w, sim.url, env.tokenizer, out, 1), indent=2))
             cmd = [env.llmbench, "run", "--harness", "inference-perf", "--profile", str(profile_path),
