@@ -1121,6 +1121,13 @@ def run_sharded(env: Env, profile: Path, out: Path, launchers: int, harness: str
     for t in threads:
         t.join()
     done = [m for m in measured if m]
+    failed, figures, note = merge_shards(env, out, measured)
+    return done, figures, note
+
+
+def merge_shards(env: Env, out: Path, measured: list) -> tuple[list[int], dict, str]:
+    """`llmbench report OUT/run` over the shards the launchers in `measured` wrote: the launchers that failed, the
+    merged figures, and a note (empty when all went well)."""
     merge = subprocess.run([env.llmbench, "report", str(out / "run")], capture_output=True, text=True, timeout=600)
     failed = [i for i, m in enumerate(measured) if not m or m.exit_code != 0]
     note = f"launchers {failed} exited non-zero; see {out}" if failed else ""
@@ -1129,7 +1136,7 @@ def run_sharded(env: Env, profile: Path, out: Path, launchers: int, harness: str
         figures = llmbench_figures(out / "run" / "summary.json")
     except (OSError, KeyError, ValueError) as e:
         note = f"merge failed (exit {merge.returncode}): {e}; {merge.stderr.strip()[-200:]}"
-    return done, figures, note
+    return failed, figures, note
 
 
 def connections(env: Env, report: list[str]) -> None:
@@ -1361,15 +1368,7 @@ def scale_out(env: Env, report: list[str]) -> None:
         steal = steal_pct_since(steal0, wall)
         client_s = sum(m.cpu_s for m in measured if m)
         other = (busy_ticks() - busy0) / CLK_TCK - client_s - sim_s
-        merge = subprocess.run([env.llmbench, "report", str(out / "run")], capture_output=True, text=True,
-                               timeout=600)
-        failed = [i for i, m in enumerate(measured) if not m or m.exit_code != 0]
-        note = f"launchers {failed} failed; see {out}" if failed else ""
-        figures: dict = {}
-        try:
-            figures = llmbench_figures(out / "run" / "summary.json")
-        except (OSError, KeyError, ValueError) as e:
-            note = f"merge failed (exit {merge.returncode}): {e}; {merge.stderr.strip()[-200:]}"
+        failed, figures, note = merge_shards(env, out, measured)
         if failed or not figures or figures.get("failed"):
             PROBLEMS.append(f"scale-out: {note or str(figures.get('failed')) + ' failed requests'}")
         row(n, n * per, figures, client_s, sim_s, wall, steal, other, note)

@@ -1402,16 +1402,7 @@ mod tests {
 
     #[test]
     fn error_classes_display_as_their_snake_case_json_names() {
-        for class in [
-            ErrorClass::HttpStatus,
-            ErrorClass::Timeout,
-            ErrorClass::ConnectionReset,
-            ErrorClass::Connect,
-            ErrorClass::StreamCut,
-            ErrorClass::MalformedEvent,
-            ErrorClass::ClientCancelled,
-            ErrorClass::Other,
-        ] {
+        for class in ErrorClass::ALL {
             assert_eq!(serde_json::to_value(class).unwrap(), class.to_string());
         }
         assert_eq!(ErrorClass::MalformedEvent.to_string(), "malformed_event");
