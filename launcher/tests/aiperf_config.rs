@@ -322,4 +322,8 @@ fn a_phases_failed_request_threshold_stops_the_run_after_its_grace_floor_of_meas
         summary["run"]["stopped"]["reason"], "failed_request_threshold",
         "{summary:#}"
     );
+    // AIPerf finalises the abort as a cancelled run.
+    let export = json(&dir.path().join("abort/profile_export_aiperf.json"));
+    assert_eq!(export["was_cancelled"], true, "{export:#}");
+    assert_eq!(export["is_complete"], false, "{export:#}");
 }

@@ -688,10 +688,12 @@ impl Aiperf {
         let mut export = Map::new();
         export.insert("schema_version".into(), json!(SCHEMA_VERSION));
         export.extend(self.profiling.metrics(slos, observed, store)?);
-        let interrupted = matches!(
-            meta.end.as_ref().map(|end| end.state),
-            Some(RunState::Interrupted)
-        );
+        // AIPerf's PROFILE_CANCEL: a signal, or its own `--failed-request-threshold` abort
+        // (`_maybe_trigger_failed_request_abort`), both finalised with `cancelled=True`.
+        let interrupted = meta.end.as_ref().is_some_and(|end| {
+            end.state == RunState::Interrupted
+                || end.stopped == Some(llmbench_engine::engine::StopReason::FailedRequestThreshold)
+        });
         export.insert("was_cancelled".into(), Value::Bool(interrupted));
         export.insert("is_complete".into(), Value::Bool(!interrupted));
         if interrupted {
