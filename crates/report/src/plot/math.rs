@@ -253,21 +253,24 @@ pub(crate) fn binned_rates(
     rates_of_sums(sums, bin_s, end_s)
 }
 
-/// [`binned_rates`] of amounts already summed per whole second (`per_second[s]`: the events in `[s, s + 1)`, those
-/// before 0 in the first): every bin width [`time_bin_s`] picks is a whole number of seconds, so the sums are the
-/// same as over the events themselves.
-pub(crate) fn binned_rates_per_second(
-    per_second: &[f64],
+/// [`binned_rates`] of amounts already summed per slot of `slot_s` whole seconds (`per_slot[i]`: the events in
+/// `[i·slot_s, (i + 1)·slot_s)`, those before 0 in the first), and `late` past the slots (to the last bin). Exact
+/// when `bin_s` is a whole number of slots, as every width [`time_bin_s`] picks is of the slots a run's length
+/// gives it (`plot::run::Sampled`).
+pub(crate) fn binned_rates_per_slot(
+    per_slot: &[f64],
+    slot_s: f64,
+    late: f64,
     bin_s: f64,
     end_s: f64,
 ) -> Vec<(f64, f64, f64)> {
     let n = ((end_s / bin_s).ceil() as usize).max(1);
     let mut sums = vec![0.0; n];
-    // Whole seconds: `bin_s` is at least 1 and integral.
-    let seconds_per_bin = (bin_s.round() as usize).max(1);
-    for (second, amount) in per_second.iter().enumerate() {
-        sums[(second / seconds_per_bin).min(n - 1)] += amount;
+    let slots_per_bin = ((bin_s / slot_s).round() as usize).max(1);
+    for (slot, amount) in per_slot.iter().enumerate() {
+        sums[(slot / slots_per_bin).min(n - 1)] += amount;
     }
+    sums[n - 1] += late;
     rates_of_sums(sums, bin_s, end_s)
 }
 

@@ -14,7 +14,7 @@ use llmbench_model::record::RequestRecord;
 use super::figure::{Axis, FAILED, Figure, Panel, Rule, Series, Style, colour};
 use super::math::{
     Histogram, MAX_SAMPLE, MAX_SCATTER, Reservoir, binned_percentiles, binned_rates,
-    binned_rates_per_second, broken_at_gaps, cdf_points, decimate, pareto_frontier, step_points,
+    binned_rates_per_slot, broken_at_gaps, cdf_points, decimate, pareto_frontier, step_points,
     time_bin_s,
 };
 use llmbench_metrics::metrics::percentile_linear;
@@ -145,30 +145,75 @@ pub struct Sampled {
     pub kept: u64,
     /// Measured requests.
     pub of: u64,
-    /// Per whole second of the run clock (by each request's end; before 0 in the first): successful requests,
-    /// failed requests, and the successful requests' output tokens.
-    pub succeeded_per_s: Vec<f64>,
-    pub failed_per_s: Vec<f64>,
-    pub tokens_per_s: Vec<f64>,
+    /// The width of `slots`, in seconds: 1, then 60 once a request ended past [`PER_SECOND_UNTIL`].
+    pub slot_s: u32,
+    /// Per slot of the run clock (by each request's end; before 0 in the first): successful requests, failed
+    /// requests, and the successful requests' output tokens ([`Counted`]).
+    pub slots: Vec<[f64; 3]>,
+    /// The same for requests that ended past [`MAX_SLOTS`] slots (a record whose clock is wrong): drawn in the
+    /// last bin, as `binned_rates` draws events past the end.
+    pub late: [f64; 3],
 }
+
+/// What [`Sampled`] counts per slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counted {
+    Succeeded = 0,
+    Failed = 1,
+    Tokens = 2,
+}
+
+/// Seconds of the run clock counted one by one: past 20 hours every bin `time_bin_s` picks is a whole number of
+/// minutes, so the counts go per minute and stay a few thousand slots for any run the profile limits allow.
+pub const PER_SECOND_UNTIL: usize = 72_000;
+/// The most slots kept: 50 days of minutes, past the longest duration a profile may ask for.
+pub const MAX_SLOTS: usize = 72_000;
 
 impl Sampled {
     fn count(&mut self, point: &RequestPoint) {
-        let second = point.end_s.floor().max(0.0) as usize;
-        let grow = |v: &mut Vec<f64>| {
-            if v.len() <= second {
-                v.resize(second + 1, 0.0);
-            }
-        };
-        grow(&mut self.succeeded_per_s);
-        grow(&mut self.failed_per_s);
-        grow(&mut self.tokens_per_s);
-        if point.succeeded {
-            self.succeeded_per_s[second] += 1.0;
-            self.tokens_per_s[second] += f64::from(point.output_tokens);
-        } else {
-            self.failed_per_s[second] += 1.0;
+        let end_s = point.end_s.max(0.0);
+        if self.slot_s == 0 {
+            self.slot_s = 1;
         }
+        if self.slot_s == 1 && end_s >= PER_SECOND_UNTIL as f64 {
+            // Whole seconds sum into whole minutes exactly.
+            let mut minutes = vec![[0.0; 3]; self.slots.len().div_ceil(60)];
+            for (second, counts) in self.slots.iter().enumerate() {
+                for (sum, n) in minutes[second / 60].iter_mut().zip(counts) {
+                    *sum += n;
+                }
+            }
+            self.slots = minutes;
+            self.slot_s = 60;
+        }
+        let slot = (end_s / f64::from(self.slot_s)).floor() as usize;
+        let counts = if slot < MAX_SLOTS {
+            if self.slots.len() <= slot {
+                self.slots.resize(slot + 1, [0.0; 3]);
+            }
+            &mut self.slots[slot]
+        } else {
+            &mut self.late
+        };
+        if point.succeeded {
+            counts[Counted::Succeeded as usize] += 1.0;
+            counts[Counted::Tokens as usize] += f64::from(point.output_tokens);
+        } else {
+            counts[Counted::Failed as usize] += 1.0;
+        }
+    }
+
+    /// Per-second rates of `what` in bins of `bin_s` up to `end_s`, as [`binned_rates`] gives them over the
+    /// requests themselves.
+    fn rates(&self, what: Counted, bin_s: f64, end_s: f64) -> Vec<(f64, f64, f64)> {
+        let column: Vec<f64> = self.slots.iter().map(|c| c[what as usize]).collect();
+        binned_rates_per_slot(
+            &column,
+            f64::from(self.slot_s.max(1)),
+            self.late[what as usize],
+            bin_s,
+            end_s,
+        )
     }
 }
 
@@ -851,11 +896,11 @@ fn throughput_over_time(data: &RunData, rules: &[Rule], subtitle: &str) -> Figur
 fn requests_rate_panel(data: &RunData, rules: &[Rule]) -> Panel {
     let bin = time_bin_s(data.end_s);
     let rate = |ok: bool| match &data.sampled {
-        Some(sampled) => binned_rates_per_second(
+        Some(sampled) => sampled.rates(
             if ok {
-                &sampled.succeeded_per_s
+                Counted::Succeeded
             } else {
-                &sampled.failed_per_s
+                Counted::Failed
             },
             bin,
             data.end_s,
@@ -875,7 +920,13 @@ fn requests_rate_panel(data: &RunData, rules: &[Rule]) -> Panel {
         step_points(&rate(true)),
     )];
     let any_failed = match &data.sampled {
-        Some(sampled) => sampled.failed_per_s.iter().any(|n| *n > 0.0),
+        Some(sampled) => {
+            sampled.late[Counted::Failed as usize] > 0.0
+                || sampled
+                    .slots
+                    .iter()
+                    .any(|c| c[Counted::Failed as usize] > 0.0)
+        }
         None => data.requests.iter().any(|r| !r.succeeded),
     };
     if any_failed {
@@ -897,7 +948,7 @@ fn requests_rate_panel(data: &RunData, rules: &[Rule]) -> Panel {
 fn tokens_rate_panel(data: &RunData, rules: &[Rule]) -> Panel {
     let bin = time_bin_s(data.end_s);
     let tokens = match &data.sampled {
-        Some(sampled) => binned_rates_per_second(&sampled.tokens_per_s, bin, data.end_s),
+        Some(sampled) => sampled.rates(Counted::Tokens, bin, data.end_s),
         None => binned_rates(
             data.requests
                 .iter()
@@ -1334,6 +1385,45 @@ mod tests {
             "{:?}",
             figures.iter().map(|f| &f.subtitle).collect::<Vec<_>>()
         );
+    }
+
+    #[test]
+    fn a_sampled_days_long_run_counts_per_minute_and_a_wrong_clock_in_the_last_bin() {
+        // Ends at 0.5 s, 30 000.2 s, 80 000.7 s (past 20 h: the counts go per minute), 100 000.1 s, and one record
+        // whose end is 10¹⁰ s (a wrong clock): the rates are those over the requests themselves, and the slots
+        // stay few.
+        let ends_ms = [500, 30_000_200, 80_000_700, 100_000_100, 10_000_000_000_000];
+        let records: Vec<RequestRecord> = ends_ms
+            .iter()
+            .enumerate()
+            .map(|(i, &end)| {
+                RequestRecord::builder(i as u64)
+                    .sent(end * MS - 10 * MS)
+                    .scheduled(end * MS - 10 * MS)
+                    .end(end * MS)
+                    .input_tokens(10)
+                    .ok()
+                    .content_at(end * MS - MS, 3)
+                    .build()
+            })
+            .collect();
+        let meta = meta();
+        let refs: Vec<&RequestRecord> = records.iter().collect();
+        let whole = RunData::from_records(&meta, &refs);
+        let mut bounded = Gathered::bounded(2);
+        records.iter().for_each(|r| bounded.add(r));
+        let sampled = bounded.finish(&meta);
+        let note = sampled.sampled.as_ref().expect("sampled");
+        assert_eq!(note.slot_s, 60);
+        assert!(note.slots.len() <= MAX_SLOTS);
+        assert_eq!(note.late[Counted::Succeeded as usize], 1.0);
+        let rules = stage_rules(&whole);
+        for panel in [requests_rate_panel, tokens_rate_panel] {
+            let (exact, counted) = (panel(&whole, &rules), panel(&sampled, &rules));
+            for (a, b) in counted.series.iter().zip(&exact.series) {
+                assert_eq!(a.points, b.points, "{}", a.label);
+            }
+        }
     }
 
     /// A run.json with two stages, 0–1 s and 1–2.5 s; built from JSON so fields added later default.
