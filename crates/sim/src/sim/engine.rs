@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures_util::Stream;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -435,6 +435,10 @@ pub(crate) async fn complete(mut job: Job) -> Completed {
     }
 }
 
+/// The most a batch of due tokens fills before it goes out: one 128-token completion at zero latency (about
+/// 230 bytes a token) is one write, and a very long one still lets other connections run between writes.
+const BATCH_BYTES: usize = 32 * 1024;
+
 /// Where a streaming response is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Step {
@@ -516,33 +520,74 @@ impl SseResponse {
                     self.step = Step::Token;
                     return Some(Ok(self.job.header().open_event(self.job.usage())));
                 }
-                Step::Token => return Some(self.token().await),
-                Step::Usage => {
-                    let endpoint = self.job.plan.shape.endpoint;
-                    self.step = if endpoint.has_own_stream_end() {
-                        Step::End
-                    } else {
-                        Step::Done
-                    };
-                    let text = if endpoint.has_own_stream_end() {
-                        TOKEN_TEXT.repeat(self.sent as usize)
-                    } else {
-                        String::new()
-                    };
-                    let finish = self.job.plan.finish_reason();
-                    return Some(Ok(self.job.header().usage_event(
-                        self.job.usage(),
-                        &text,
-                        finish,
-                    )));
-                }
-                Step::Done => {
-                    self.step = Step::End;
-                    return Some(Ok(Bytes::from_static(DONE_EVENT)));
-                }
+                Step::Token => return Some(self.tokens().await),
+                Step::Usage | Step::Done => return self.closing_event().map(Ok),
                 Step::End => return None,
             }
         }
+    }
+
+    /// The usage event or `[DONE]` that closes the stream after the last token, or `None` once closed.
+    fn closing_event(&mut self) -> Option<Bytes> {
+        match self.step {
+            Step::Usage => {
+                let endpoint = self.job.plan.shape.endpoint;
+                self.step = if endpoint.has_own_stream_end() {
+                    Step::End
+                } else {
+                    Step::Done
+                };
+                let text = if endpoint.has_own_stream_end() {
+                    TOKEN_TEXT.repeat(self.sent as usize)
+                } else {
+                    String::new()
+                };
+                let finish = self.job.plan.finish_reason();
+                Some(
+                    self.job
+                        .header()
+                        .usage_event(self.job.usage(), &text, finish),
+                )
+            }
+            Step::Done => {
+                self.step = Step::End;
+                Some(Bytes::from_static(DONE_EVENT))
+            }
+            _ => None,
+        }
+    }
+
+    /// The next token once it is due, together with every later token (and the stream's close) already due by
+    /// then: a server that is behind, or runs with no inter-token latency, writes what it has in one go instead
+    /// of one write per token. The events and each token's metrics are those of sending them one by one.
+    async fn tokens(&mut self) -> Result<Bytes, Cutoff> {
+        let sent_before = self.sent;
+        let first = self.token().await?;
+        let now = self.last_token_at;
+        // An injected malformed event is not a token: the token after it takes its own turn.
+        if self.sent == sent_before || !self.next_is_due(now) {
+            return Ok(first);
+        }
+        let mut batch = BytesMut::with_capacity(BATCH_BYTES.min(first.len() * 32));
+        batch.extend_from_slice(&first);
+        while self.next_is_due(now) && batch.len() < BATCH_BYTES {
+            let event = self.emit(now);
+            batch.extend_from_slice(&event);
+        }
+        if self.step != Step::Token {
+            while let Some(event) = self.closing_event() {
+                batch.extend_from_slice(&event);
+            }
+        }
+        Ok(batch.freeze())
+    }
+
+    /// Whether the next token can go out with the one just sent at `now`: it is due, and no injected fault
+    /// waits before it (a fault takes its own turn, as it would one token at a time).
+    fn next_is_due(&self, now: Instant) -> bool {
+        self.step == Step::Token
+            && !(self.fault_pending && self.sent == self.job.plan.fault_at())
+            && self.job.engine.token_deadline(self.job.admitted, self.sent) <= now
     }
 
     async fn token(&mut self) -> Result<Bytes, Cutoff> {
@@ -577,8 +622,11 @@ impl SseResponse {
                 _ => {}
             }
         }
+        Ok(self.emit(Instant::now()))
+    }
 
-        let now = Instant::now();
+    /// Sends the next token at `now`: its metrics, and its event.
+    fn emit(&mut self, now: Instant) -> Bytes {
         let metrics = &self.job.engine.metrics;
         if self.sent == 0 {
             self.first_token_at = now;
@@ -595,11 +643,11 @@ impl SseResponse {
         // The token just sent (numbered from 1) is reasoning while it is among the first `reasoning_tokens`.
         let reasoning = self.sent <= self.job.plan.shape.reasoning_tokens;
         if self.sent < self.job.plan.output_tokens {
-            return Ok(if reasoning {
+            return if reasoning {
                 self.reasoning_event.clone()
             } else {
                 self.token_event.clone()
-            });
+            };
         }
         self.job.finish(self.first_token_at, now);
         self.step = if self.job.plan.shape.include_usage
@@ -611,10 +659,10 @@ impl SseResponse {
         };
         let finish = Some(self.job.plan.finish_reason());
         let header = self.job.header();
-        Ok(if reasoning {
+        if reasoning {
             header.reasoning_event(finish)
         } else {
             header.token_event(finish)
-        })
+        }
     }
 }

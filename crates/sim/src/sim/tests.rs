@@ -1385,3 +1385,104 @@ fn builtin_counts_prompt_tokens_exactly_as_the_simulator_does() {
         );
     }
 }
+
+/// The body of a streamed response as the HTTP chunks it went out in (hyper writes one chunk per body frame),
+/// read over a raw connection.
+async fn raw_http_chunks(h: &Harness, path: &str, body: &Value) -> Vec<Vec<u8>> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let address = h.sim.base_url().trim_start_matches("http://").to_owned();
+    let mut stream = tokio::net::TcpStream::connect(&address)
+        .await
+        .expect("connects");
+    let body = body.to_string();
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nConnection: close\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .expect("request sent");
+    let mut response = Vec::new();
+    stream
+        .read_to_end(&mut response)
+        .await
+        .expect("response read");
+    let head_end = response
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a head")
+        + 4;
+    let head = String::from_utf8_lossy(&response[..head_end]).to_ascii_lowercase();
+    assert!(head.contains("transfer-encoding: chunked"), "{head}");
+    let mut rest = &response[head_end..];
+    let mut chunks = Vec::new();
+    loop {
+        let line_end = rest
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("a chunk size line");
+        let size = usize::from_str_radix(
+            std::str::from_utf8(&rest[..line_end]).expect("ASCII size"),
+            16,
+        )
+        .expect("hex size");
+        rest = &rest[line_end + 2..];
+        if size == 0 {
+            return chunks;
+        }
+        chunks.push(rest[..size].to_vec());
+        rest = &rest[size + 2..];
+    }
+}
+
+#[tokio::test]
+async fn tokens_due_together_go_out_in_one_write_with_the_streams_end() {
+    let h = Harness::start(config()).await;
+    // No inter-token latency: every token is due at once, so the 64 token events, the usage event and `[DONE]`
+    // are one body frame (about 15 KiB), not 66 writes.
+    let chunks = raw_http_chunks(&h, "/v1/completions", &with_usage(completion(64))).await;
+    assert_eq!(chunks.len(), 1, "{} frames", chunks.len());
+    let text = String::from_utf8(chunks.concat()).expect("UTF-8");
+    let events: Vec<&str> = text.split_terminator("\n\n").collect();
+    assert_eq!(events.len(), 64 + 2);
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e.contains(r#""text":" token""#))
+            .count(),
+        64
+    );
+    assert!(
+        events[63].contains(r#""finish_reason":"length""#),
+        "{}",
+        events[63]
+    );
+    assert!(
+        events[64].contains(r#""completion_tokens":64"#),
+        "{}",
+        events[64]
+    );
+    assert_eq!(events[65], "data: [DONE]");
+
+    // A long answer still goes out in bounded frames, each ending on an event: other connections run between.
+    let chunks = raw_http_chunks(&h, "/v1/completions", &with_usage(completion(1000))).await;
+    assert!(chunks.len() >= 6, "{} frames for ~230 KiB", chunks.len());
+    for chunk in &chunks {
+        assert!(chunk.len() <= 33 * 1024, "a frame of {} bytes", chunk.len());
+        assert!(chunk.ends_with(b"\n\n"));
+    }
+    let text = String::from_utf8(chunks.concat()).expect("UTF-8");
+    assert_eq!(text.matches(r#""text":" token""#).count(), 1000);
+
+    // Every token is counted as sent one by one.
+    let metrics = h.metrics().await;
+    assert_eq!(
+        sample(
+            &metrics,
+            &format!("vllm:generation_tokens_total{}", labels())
+        ),
+        1064.0
+    );
+}
