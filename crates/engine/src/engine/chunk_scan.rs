@@ -41,6 +41,23 @@ const MAX_DEPTH: usize = 32;
 
 /// The chunk `text` says, or `None` when the reference parser must read it.
 pub(super) fn scan_openai_chunk(text: &str, keep_text: bool) -> Option<ParsedChunk> {
+    scan_whole(text, keep_text, None)
+}
+
+/// [`scan_openai_chunk`], also making `template` of the chunk when a stream's next chunks can be read from it.
+pub(super) fn scan_openai_chunk_learning(
+    text: &str,
+    keep_text: bool,
+    template: &mut ChunkTemplate,
+) -> Option<ParsedChunk> {
+    scan_whole(text, keep_text, Some(template))
+}
+
+fn scan_whole(
+    text: &str,
+    keep_text: bool,
+    template: Option<&mut ChunkTemplate>,
+) -> Option<ParsedChunk> {
     let mut scanner = Scanner { text, at: 0 };
     let mut chunk = Chunk::default();
     scanner.whitespace();
@@ -49,7 +66,105 @@ pub(super) fn scan_openai_chunk(text: &str, keep_text: bool) -> Option<ParsedChu
     if scanner.at != text.len() {
         return None;
     }
+    if let Some(template) = template {
+        template.learn(text, &chunk);
+    }
     chunk.parsed(keep_text)
+}
+
+/// The last chunk of a stream the scanner read, with the place of its one text value: the next chunk of the same
+/// stream is usually the same bytes around another text (vLLM's and llama.cpp's chunks repeat the id, model,
+/// index and nulls each time), and is then read by comparing those bytes and scanning only the new text.
+///
+/// Why that is exact: the scanner reads left to right and never looks back, so on identical bytes before the
+/// value it reaches the value in the same state, a string value leaves it in the same state whatever the
+/// string holds, and identical bytes after it then read as they did. A chunk that differs anywhere else, or whose
+/// middle is not exactly one valid JSON string, is scanned whole (and may become the template).
+#[derive(Debug, Default)]
+pub(super) struct ChunkTemplate {
+    /// The chunk's bytes; empty while there is no template.
+    event: Vec<u8>,
+    /// Where its text value is, quotes included.
+    value: std::ops::Range<usize>,
+    /// What the rest of the chunk said.
+    usage: Option<UsageSeen>,
+    finish_reason: Option<FinishReason>,
+    /// The message beside the value had reasoning (the value is then content).
+    reasoning: bool,
+}
+
+impl ChunkTemplate {
+    /// Makes `chunk` (just scanned from `text`) the template when exactly one text value is read from it.
+    fn learn(&mut self, text: &str, chunk: &Chunk<'_>) {
+        self.event.clear();
+        let Some(choice) = &chunk.choice else {
+            return;
+        };
+        let message = choice.delta.as_ref().or(choice.message.as_ref());
+        let content = message.and_then(|m| m.content);
+        let value = match (choice.text, content) {
+            (Some(value), None) | (None, Some(value)) => value,
+            _ => return,
+        };
+        let finish_reason = match choice.finish_reason {
+            None => None,
+            Some(reason) => match reason.decoded() {
+                Some(reason) => Some(FinishReason::from_server(&reason)),
+                None => return,
+            },
+        };
+        // The value's characters are a slice of `text`, just inside its quotes.
+        let start = value.raw.as_ptr() as usize - text.as_ptr() as usize - 1;
+        self.value = start..start + value.raw.len() + 2;
+        self.usage = chunk.usage;
+        self.finish_reason = finish_reason;
+        self.reasoning = message.is_some_and(|m| m.reasoning);
+        self.event.extend_from_slice(text.as_bytes());
+    }
+
+    /// The chunk `event` says, when it is the template's bytes around another JSON string; `None` otherwise.
+    pub(super) fn reread(&self, event: &[u8], keep_text: bool) -> Option<ParsedChunk> {
+        if self.event.is_empty() {
+            return None;
+        }
+        let before = &self.event[..self.value.start];
+        let after = &self.event[self.value.end..];
+        if event.len() < before.len() + after.len()
+            || !event.starts_with(before)
+            || !event.ends_with(after)
+        {
+            return None;
+        }
+        // The bytes around it were valid UTF-8 and end and start beside an ASCII quote: only the middle is new.
+        let middle = std::str::from_utf8(&event[before.len()..event.len() - after.len()]).ok()?;
+        let mut scanner = Scanner {
+            text: middle,
+            at: 0,
+        };
+        let value = scanner.string()?;
+        if scanner.at != middle.len() {
+            return None;
+        }
+        let kind = if value.has_text() {
+            ChunkKind::Content { tokens: 1 }
+        } else if self.reasoning {
+            ChunkKind::Reasoning { tokens: 1 }
+        } else {
+            ChunkKind::Empty
+        };
+        let text = if keep_text {
+            Some(value.decoded()?.into_owned())
+        } else {
+            None
+        };
+        Some(ParsedChunk {
+            kind: Some(kind),
+            usage: self.usage,
+            finish_reason: self.finish_reason.clone(),
+            text,
+            error: None,
+        })
+    }
 }
 
 /// What the chunk's fields said, as slices of the event.
@@ -982,8 +1097,132 @@ mod tests {
             .boxed()
     }
 
+    /// Reads a stream's payloads one after the other as a stream does (each through the last scanned chunk's
+    /// template where it can), checking every result against the reference; returns how many were reread.
+    fn read_as_a_stream(payloads: &[String], keep_text: bool) -> Result<usize, TestCaseError> {
+        let mut template = ChunkTemplate::default();
+        let mut reread = 0;
+        for payload in payloads {
+            let reference = parse_openai_chunk(payload, keep_text);
+            match template.reread(payload.as_bytes(), keep_text) {
+                Some(parsed) => {
+                    reread += 1;
+                    match reference {
+                        Ok(reference) => prop_assert_eq!(&parsed, &reference, "{}", payload),
+                        Err(error) => prop_assert!(
+                            false,
+                            "reread {parsed:?} where serde_json refused ({error}): {payload}"
+                        ),
+                    }
+                }
+                None => {
+                    if let Some(parsed) =
+                        scan_openai_chunk_learning(payload, keep_text, &mut template)
+                    {
+                        prop_assert_eq!(
+                            &parsed,
+                            &reference.ok().unwrap_or_default(),
+                            "{}",
+                            payload
+                        );
+                    }
+                }
+            }
+        }
+        Ok(reread)
+    }
+
+    #[test]
+    fn a_recorded_streams_later_chunks_are_read_from_its_template_as_serde_json_reads_them() {
+        let reread = |name: &str| {
+            let body = RECORDED
+                .iter()
+                .find(|(n, _)| *n == name)
+                .expect("recorded")
+                .1;
+            let payloads = payloads(name, body);
+            let counts = [false, true].map(|keep_text| {
+                read_as_a_stream(&payloads, keep_text).unwrap_or_else(|e| panic!("{name}: {e}"))
+            });
+            assert_eq!(
+                counts[0], counts[1],
+                "{name}: the kept text does not change what is reread"
+            );
+            (counts[0], payloads.len())
+        };
+        // (payloads reread, payloads): every token chunk after a stream's first is its bytes around another text,
+        // and is reread; the first learns the template; a role-only opening (no text value), the one carrying the
+        // finish reason and the usage-only one differ around the text and are scanned whole.
+        // llama.cpp completions: 5 texts (4 reread), then the last with its finish reason, usage and timings.
+        assert_eq!(reread("llama-completions.sse"), (4, 6));
+        // llama.cpp chat: the role (content null), 6 contents (5 reread), the finish, the usage.
+        assert_eq!(reread("llama-chat.sse"), (5, 9));
+        // llm-d's simulator: 4 texts (3 reread), the finish, the usage; chat: the role, 5 contents (4 reread),
+        // the finish, the usage.
+        assert_eq!(reread("llmd-sim-completions.sse"), (3, 6));
+        assert_eq!(reread("llmd-sim-chat.sse"), (4, 8));
+        // Each logprobs chunk carries the token again in its logprobs, after the text: never reread.
+        assert_eq!(reread("llama-completions-logprobs.sse"), (0, 4));
+        assert_eq!(reread("llama-chat-logprobs.sse"), (0, 5));
+        // One-token streams and whole answers have no second token chunk.
+        for name in [
+            "llmbench-sim-completions.sse",
+            "llmbench-sim-chat.sse",
+            "handwritten.sse",
+        ] {
+            assert_eq!(reread(name).0, 0, "{name}");
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2048))]
+
+        #[test]
+        fn a_chunk_with_another_text_is_reread_from_its_template_as_serde_json_reads_it(
+            payload in chunk(),
+            text in json_string(),
+            keep_text in any::<bool>(),
+        ) {
+            let mut template = ChunkTemplate::default();
+            let scanned = scan_openai_chunk_learning(&payload, keep_text, &mut template);
+            prop_assert!(scanned.is_some(), "generated chunks are scanned");
+            if !template.event.is_empty() {
+                let next = format!(
+                    "{}\"{text}\"{}",
+                    &payload[..template.value.start],
+                    &payload[template.value.end..]
+                );
+                prop_assert!(template.reread(next.as_bytes(), keep_text).is_some(), "not reread: {}", next);
+                prop_assert_eq!(read_as_a_stream(&[payload, next], keep_text)?, 1);
+            }
+        }
+
+        #[test]
+        fn a_damaged_next_chunk_is_refused_or_reread_as_serde_json_reads_it(
+            payload in chunk(),
+            text in json_string(),
+            cut in any::<prop::sample::Index>(),
+            byte in prop::sample::select(b"\"\\{}[],: 0u\x01\xc3".to_vec()),
+            replace in any::<bool>(),
+            keep_text in any::<bool>(),
+        ) {
+            let mut template = ChunkTemplate::default();
+            scan_openai_chunk_learning(&payload, keep_text, &mut template);
+            let (start, end) = if template.event.is_empty() {
+                (0, 0)
+            } else {
+                (template.value.start, template.value.end)
+            };
+            let mut bytes = format!("{}\"{text}\"{}", &payload[..start], &payload[end..]).into_bytes();
+            let at = cut.index(bytes.len() + 1);
+            if replace && at < bytes.len() {
+                bytes[at] = byte;
+            } else {
+                bytes.insert(at, byte);
+            }
+            let damaged = String::from_utf8_lossy(&bytes).into_owned();
+            read_as_a_stream(&[payload, damaged], keep_text)?;
+        }
 
         #[test]
         fn generated_chunks_are_scanned_and_read_as_serde_json_reads_them(

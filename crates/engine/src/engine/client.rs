@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt as _;
 use serde::Deserialize;
 
+use super::chunk_scan::{ChunkTemplate, scan_openai_chunk, scan_openai_chunk_learning};
 use super::http1::{BodyEnd, BodyError, Flow, Http1Endpoint};
 use super::request_ids::{REQUEST_ID_HEADER, RequestIds, TRACEPARENT_HEADER};
 use super::sse::{SseError, SseEvent, SseParser};
@@ -547,6 +548,8 @@ struct StreamEvents {
     keep_text: bool,
     /// Whether a token chunk arrived (the watch is told of the first).
     token_seen: bool,
+    /// The last chunk scanned whole, which the next ones are usually read from.
+    template: ChunkTemplate,
 }
 
 impl StreamEvents {
@@ -557,6 +560,7 @@ impl StreamEvents {
             api,
             keep_text,
             token_seen: false,
+            template: ChunkTemplate::default(),
         }
     }
 
@@ -573,7 +577,12 @@ impl StreamEvents {
             match event {
                 SseEvent::Done => return Ok(Flow::Stop),
                 SseEvent::Data(payload) => {
-                    let chunk = parse_chunk(payload, self.api, self.keep_text)?;
+                    let chunk = parse_stream_chunk(
+                        payload,
+                        self.api,
+                        self.keep_text,
+                        Some(&mut self.template),
+                    )?;
                     if let Some(usage) = chunk.usage {
                         record.usage = Some(usage.over(record.usage));
                     }
@@ -820,6 +829,24 @@ impl ErrorJson {
 }
 
 fn parse_chunk(payload: &[u8], api: ApiKind, keep_text: bool) -> Result<ParsedChunk, RequestError> {
+    parse_stream_chunk(payload, api, keep_text, None)
+}
+
+/// [`parse_chunk`] for the next event of a stream whose last scanned chunk is `template` (see
+/// [`ChunkTemplate`]): read from it when only its text differs, else scanned whole and learnt from.
+fn parse_stream_chunk(
+    payload: &[u8],
+    api: ApiKind,
+    keep_text: bool,
+    template: Option<&mut ChunkTemplate>,
+) -> Result<ParsedChunk, RequestError> {
+    let openai = matches!(api, ApiKind::Completion | ApiKind::Chat);
+    if openai
+        && let Some(template) = &template
+        && let Some(parsed) = template.reread(payload, keep_text)
+    {
+        return Ok(parsed);
+    }
     let malformed = |reason: String| RequestError {
         class: ErrorClass::MalformedEvent,
         message: format!("malformed response event ({reason}): {}", preview(payload)),
@@ -831,7 +858,11 @@ fn parse_chunk(payload: &[u8], api: ApiKind, keep_text: bool) -> Result<ParsedCh
         // The scanner reads the usual chunk without a JSON tree; whatever it cannot prove it reads exactly, the
         // reference parser reads (see `chunk_scan`).
         ApiKind::Completion | ApiKind::Chat => {
-            match super::chunk_scan::scan_openai_chunk(text, keep_text) {
+            let scanned = match template {
+                Some(template) => scan_openai_chunk_learning(text, keep_text, template),
+                None => scan_openai_chunk(text, keep_text),
+            };
+            match scanned {
                 Some(parsed) => Ok(parsed),
                 None => parse_openai_chunk(text, keep_text),
             }
