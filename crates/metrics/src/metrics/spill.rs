@@ -18,6 +18,60 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// The state of [`Spill::for_each_nearly_sorted`].
+struct NearlySorted<const W: usize> {
+    /// The larger keys of the last merge, sorted, not handed on yet.
+    held: Vec<[u64; W]>,
+    /// Keys read since.
+    chunk: Vec<[u64; W]>,
+    merged: Vec<[u64; W]>,
+    /// The largest key handed on.
+    last: Option<[u64; W]>,
+    in_order: bool,
+}
+
+impl<const W: usize> NearlySorted<W> {
+    /// Sorts the chunk, merges it with the held keys and hands on all but the `hold` largest; a chunk key smaller
+    /// than a key already handed on ends the pass out of order.
+    fn step(&mut self, hold: usize, f: &mut impl FnMut(&[u64; W])) {
+        self.chunk.sort_unstable();
+        if let (Some(first), Some(last)) = (self.chunk.first(), self.last)
+            && *first < last
+        {
+            self.in_order = false;
+            return;
+        }
+        self.merged.clear();
+        self.merged.reserve(self.held.len() + self.chunk.len());
+        let (mut a, mut b) = (self.held.iter().peekable(), self.chunk.iter().peekable());
+        loop {
+            let next = match (a.peek(), b.peek()) {
+                (Some(x), Some(y)) => {
+                    if x <= y {
+                        a.next()
+                    } else {
+                        b.next()
+                    }
+                }
+                (Some(_), None) => a.next(),
+                (None, _) => b.next(),
+            };
+            match next {
+                Some(key) => self.merged.push(*key),
+                None => break,
+            }
+        }
+        let handed = self.merged.len().saturating_sub(hold);
+        self.merged[..handed].iter().for_each(&mut *f);
+        if handed > 0 {
+            self.last = Some(self.merged[handed - 1]);
+        }
+        self.held.clear();
+        self.held.extend_from_slice(&self.merged[handed..]);
+        self.chunk.clear();
+    }
+}
+
 /// A temporary directory for spill files, removed (with everything in it) when dropped.
 #[derive(Debug)]
 pub struct SpillDir {
@@ -353,6 +407,40 @@ impl<const W: usize> Spill<W> {
         result
     }
 
+    /// [`for_each_sorted`](Self::for_each_sorted) for keys stored nearly in order (events written as the
+    /// requests that hold them ended), without writing sorted runs: the keys are read in chunks of a quarter of
+    /// `max_in_memory`, each chunk sorted and merged with the larger half held back from the chunk before, and
+    /// the smaller half handed to `f`. That is the sorted order exactly when no key is stored more than a chunk
+    /// after a larger key; `Ok(true)` when every key was handed on so. `Ok(false)` as soon as a key comes too late:
+    /// what `f` was given is then not the sorted order, and the caller starts over with `for_each_sorted`.
+    pub fn for_each_nearly_sorted(
+        &self,
+        slots: &[Slot],
+        max_in_memory: usize,
+        mut f: impl FnMut(&[u64; W]),
+    ) -> io::Result<bool> {
+        let chunk_keys = (max_in_memory / 4).max(MIN_RUN_KEYS);
+        let mut sorter = NearlySorted::<W> {
+            held: Vec::new(),
+            chunk: Vec::with_capacity(chunk_keys),
+            merged: Vec::new(),
+            last: None,
+            in_order: true,
+        };
+        self.for_each(slots, |key| {
+            if sorter.in_order {
+                sorter.chunk.push(*key);
+                if sorter.chunk.len() == chunk_keys {
+                    sorter.step(chunk_keys, &mut f);
+                }
+            }
+        })?;
+        if sorter.in_order {
+            sorter.step(0, &mut f);
+        }
+        Ok(sorter.in_order)
+    }
+
     fn run_path(&self) -> PathBuf {
         let n = NEXT_RUN.fetch_add(1, Ordering::Relaxed);
         self.dir.join(format!("{}-run-{n}", self.prefix))
@@ -619,6 +707,69 @@ mod tests {
         // The runs' files are gone; only the slots' files are left.
         let left = std::fs::read_dir(dir.path()).expect("dir").count();
         assert_eq!(left, slots.len());
+    }
+
+    #[test]
+    fn nearly_sorted_keys_are_handed_on_in_order_without_runs_and_a_late_key_is_told() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        // Keys 0..3000, each swapped with a neighbour up to 40 places away, plus duplicates: never more than a
+        // chunk (budget 400: chunks of 100 keys) after a larger key.
+        let mut keys: Vec<[u64; 2]> = (0..3000u64).map(|i| [i / 2, i % 3]).collect();
+        for i in (0..2960).step_by(53) {
+            keys.swap(i, i + 40);
+        }
+        let samples = vec![keys.clone()];
+        let (spill, slots) = spill_of(dir.path(), &samples);
+        for budget in [400, 1000, 100_000] {
+            let mut got = Vec::new();
+            let in_order = spill
+                .for_each_nearly_sorted(&slots, budget, |k| got.push(*k))
+                .expect("read");
+            assert!(in_order, "budget {budget}");
+            assert!(
+                got == sorted_union(&samples),
+                "budget {budget}: out of order"
+            );
+        }
+        // No sorted run was written: only the slot's file is there.
+        assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 1);
+
+        // One key 250 places late, with chunks of 100: told, whatever was handed on.
+        let mut late = keys;
+        late.swap(100, 350);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (spill, slots) = spill_of(dir.path(), &[late.clone()]);
+        let in_order = spill
+            .for_each_nearly_sorted(&slots, 400, |_| {})
+            .expect("read");
+        assert!(!in_order);
+        // With one chunk holding every key, it is simply sorted.
+        let mut got = Vec::new();
+        assert!(
+            spill
+                .for_each_nearly_sorted(&slots, 100_000, |k| got.push(*k))
+                .expect("read")
+        );
+        assert!(got == sorted_union(&[late]), "out of order");
+    }
+
+    proptest! {
+        #[test]
+        fn nearly_sorted_reading_is_the_sorted_order_or_says_it_is_not(
+            keys in prop::collection::vec((0u64..50, 0u64..3), 0..600),
+            budget in 0usize..700,
+        ) {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let samples = vec![keys.iter().map(|&(a, b)| [a, b]).collect::<Vec<[u64; 2]>>()];
+            let (spill, slots) = spill_of(dir.path(), &samples);
+            let mut got = Vec::new();
+            let in_order = spill
+                .for_each_nearly_sorted(&slots, budget, |k| got.push(*k))
+                .expect("read");
+            if in_order {
+                prop_assert_eq!(got, sorted_union(&samples));
+            }
+        }
     }
 
     #[test]

@@ -51,13 +51,20 @@ struct StageSpill {
     event_order: u64,
     metrics: [[Slot; 3]; REQUEST_METRICS.len()],
     completions: [Slot; 3],
-    prompt: [Slot; 3],
-    output: [Slot; 3],
+    /// Each request's output events, then its prompt event (marked [`PROMPT_EVENT`]): in the order the requests
+    /// ended, so nearly in time order.
+    tokens: [Slot; 3],
     /// +1 at each send, −1 at each end.
     changes: [Slot; 3],
 }
 
 const ALL: [usize; 3] = [0, 1, 2];
+
+/// Marks a prompt event's order word, so that one sorted pass over a request's token events tells them apart
+/// (`Sorter::token_rates`). It changes only how a prompt event and an output event of the same time and status
+/// sort between them, which no rate depends on: equal times merge, and their weights are whole token counts, whose
+/// sum is the same in any order.
+const PROMPT_EVENT: u64 = 1 << 63;
 
 impl GuidellmStreamed {
     pub(crate) fn new(dir: &Path, buffer_bytes: usize) -> GuidellmStreamed {
@@ -84,8 +91,7 @@ impl GuidellmStreamed {
                 event_order: 0,
                 metrics: std::array::from_fn(|_| slots()),
                 completions: slots(),
-                prompt: slots(),
-                output: slots(),
+                tokens: slots(),
                 changes: slots(),
             }
         });
@@ -118,11 +124,16 @@ impl GuidellmStreamed {
             1.0,
         );
         for (at, tokens) in output_events(meta, r) {
-            push(stage.output[s], at, stage.event_order, tokens);
+            push(stage.tokens[s], at, stage.event_order, tokens);
             stage.event_order += 1;
         }
         let (at, tokens) = prompt_event(meta, r);
-        push(stage.prompt[s], at, stage.event_order, tokens);
+        push(
+            stage.tokens[s],
+            at,
+            stage.event_order | PROMPT_EVENT,
+            tokens,
+        );
         stage.event_order += 1;
         push(stage.changes[s], meta.unix_s(r.sent_ns), 2 * order, 1.0);
         push(stage.changes[s], meta.unix_s(r.end_ns), 2 * order + 1, -1.0);
@@ -162,6 +173,8 @@ impl StageSpill {
         };
         let at = |ns: u64| (meta.t0_unix_ns as f64 + ns as f64) / 1e9;
         let window = Some((at(start_ns), at(end_ns)));
+        // Without errored or incomplete requests the total is the successful requests' distribution: the same keys.
+        let only_successful = self.counts[1] == 0 && self.counts[2] == 0;
         let by_status =
             |slots: &[[Slot; 3]],
              f: &mut dyn FnMut(&[Slot]) -> io::Result<GuidellmDistribution>| {
@@ -171,15 +184,25 @@ impl StageSpill {
                         .flat_map(|per| statuses.iter().map(|&s| per[s]))
                         .collect()
                 };
+                let successful = f(&pick(&[Status::Successful as usize]))?;
                 io::Result::Ok(ByStatus {
-                    successful: f(&pick(&[Status::Successful as usize]))?,
                     errored: f(&pick(&[Status::Errored as usize]))?,
                     incomplete: f(&pick(&[Status::Incomplete as usize]))?,
-                    total: f(&pick(&ALL))?,
+                    total: if only_successful {
+                        successful.clone()
+                    } else {
+                        f(&pick(&ALL))?
+                    },
+                    successful,
                 })
             };
         let request_concurrency =
             by_status(&[self.changes], &mut |slots| sorter.concurrency(slots))?;
+        let [
+            prompt_tokens_per_second,
+            output_tokens_per_second,
+            tokens_per_second,
+        ] = self.token_rates(sorter, only_successful)?;
         Ok(Figures {
             counts: self.counts,
             first_scheduled_ns: if self.records == 0 {
@@ -203,17 +226,108 @@ impl StageSpill {
                 .iter()
                 .map(|slots| by_status(&[*slots], &mut |slots| sorter.values(slots)))
                 .collect::<io::Result<_>>()?,
-            prompt_tokens_per_second: by_status(&[self.prompt], &mut |slots| {
-                sorter.rate(slots, None)
-            })?,
-            output_tokens_per_second: by_status(&[self.output], &mut |slots| {
-                sorter.rate(slots, None)
-            })?,
-            tokens_per_second: by_status(&[self.output, self.prompt], &mut |slots| {
-                sorter.rate(slots, None)
-            })?,
+            prompt_tokens_per_second,
+            output_tokens_per_second,
+            tokens_per_second,
         })
     }
+
+    /// `prompt_tokens_per_second`, `output_tokens_per_second` and `tokens_per_second` per status, from one sorted
+    /// pass over each status's token events (the largest sorts of a run: one event per streamed chunk).
+    fn token_rates(
+        &self,
+        sorter: &mut Sorter<'_>,
+        only_successful: bool,
+    ) -> io::Result<[ByStatus; 3]> {
+        let mut of = |statuses: &[usize]| {
+            let slots: Vec<Slot> = statuses.iter().map(|&s| self.tokens[s]).collect();
+            sorter.token_rates(&slots)
+        };
+        let successful = of(&[Status::Successful as usize])?;
+        let errored = of(&[Status::Errored as usize])?;
+        let incomplete = of(&[Status::Incomplete as usize])?;
+        let total = if only_successful {
+            successful.clone()
+        } else {
+            of(&ALL)?
+        };
+        let mut by_status = [successful, errored, incomplete, total].map(|rates| rates.map(Some));
+        Ok(std::array::from_fn(|rate| {
+            let mut take = |status: usize| {
+                by_status[status][rate]
+                    .take()
+                    .unwrap_or_else(|| GuidellmDistribution::empty(0))
+            };
+            ByStatus {
+                successful: take(0),
+                errored: take(1),
+                incomplete: take(2),
+                total: take(3),
+            }
+        }))
+    }
+}
+
+/// One `rate_distribution_from_timings` as its sorted events go by: merged times to rates, spilled to a scratch
+/// slot in time order for the sort by rate.
+struct RateBuilder {
+    rates: Slot,
+    index: u64,
+    steps: RateSteps,
+    close: CloseTimes,
+}
+
+impl RateBuilder {
+    fn new(scratch: &mut Spill<3>) -> RateBuilder {
+        RateBuilder {
+            rates: scratch.slot(),
+            index: 0,
+            steps: RateSteps::default(),
+            close: CloseTimes::default(),
+        }
+    }
+
+    fn push(&mut self, t: f64, w: f64, scratch: &mut Spill<3>, failure: &mut Option<io::Error>) {
+        let (rates, index, steps) = (self.rates, &mut self.index, &mut self.steps);
+        self.close.push(t, w, &mut |t, w| {
+            steps.push(t, w, &mut |rate, duration| {
+                spill_rate(scratch, rates, index, rate, duration, failure)
+            })
+        });
+    }
+
+    /// The rates' slot and their count (`None` without any rate).
+    fn finish(
+        self,
+        scratch: &mut Spill<3>,
+        failure: &mut Option<io::Error>,
+    ) -> (Slot, Option<u64>) {
+        let RateBuilder {
+            rates,
+            mut index,
+            mut steps,
+            close,
+        } = self;
+        let mut out = |rate: f64, duration: f64| {
+            spill_rate(scratch, rates, &mut index, rate, duration, failure)
+        };
+        close.finish(&mut |t, w| steps.push(t, w, &mut out));
+        (rates, steps.finish(&mut out))
+    }
+}
+
+fn spill_rate(
+    scratch: &mut Spill<3>,
+    rates: Slot,
+    index: &mut u64,
+    rate: f64,
+    duration: f64,
+    failure: &mut Option<io::Error>,
+) {
+    if let Err(e) = scratch.push(rates, [f64_key(rate), *index, duration.to_bits()]) {
+        failure.get_or_insert(e);
+    }
+    *index += 1;
 }
 
 /// Sorts spilled keys and summarises them; its scratch files hold the intermediate sorts and pdfs.
@@ -258,39 +372,83 @@ impl Sorter<'_> {
         slots: &[Slot],
         window: Option<(f64, f64)>,
     ) -> io::Result<GuidellmDistribution> {
-        let rates = self.scratch.slot();
         let scratch = &mut self.scratch;
+        let mut builder = RateBuilder::new(scratch);
         let mut failure = None;
-        let mut index = 0u64;
-        let mut out = |rate: f64, duration: f64| {
-            if let Err(e) = scratch.push(rates, [f64_key(rate), index, duration.to_bits()]) {
-                failure.get_or_insert(e);
-            }
-            index += 1;
-        };
-        let mut steps = RateSteps::default();
-        let mut close = CloseTimes::default();
         // The window's ends join the events (weight 0) where they sort, after the events of the same time.
         let mut bounds: Vec<f64> = window.map(|(s, t)| vec![t, s]).unwrap_or_default();
         self.spill.for_each_sorted(slots, self.max_in_memory, |k| {
             let t = f64_of_key(k[0]);
             while bounds.last().is_some_and(|&b| f64_key(b) < k[0]) {
                 if let Some(b) = bounds.pop() {
-                    close.push(b, 0.0, &mut |t, w| steps.push(t, w, &mut out));
+                    builder.push(b, 0.0, scratch, &mut failure);
                 }
             }
             if window.is_none_or(|(s, e)| t >= s && t <= e) {
-                close.push(t, f64::from_bits(k[3]), &mut |t, w| {
-                    steps.push(t, w, &mut out)
-                });
+                builder.push(t, f64::from_bits(k[3]), scratch, &mut failure);
             }
         })?;
         while let Some(b) = bounds.pop() {
-            close.push(b, 0.0, &mut |t, w| steps.push(t, w, &mut out));
+            builder.push(b, 0.0, scratch, &mut failure);
         }
-        close.finish(&mut |t, w| steps.push(t, w, &mut out));
-        let count = steps.finish(&mut out);
+        let rates = builder.finish(scratch, &mut failure);
         failure.map_or(Ok(()), Err)?;
+        self.rate_summary(rates)
+    }
+
+    /// The rate distributions of the prompt events, of the output events and of both, of `slots` (prompt
+    /// events carry [`PROMPT_EVENT`]), from one sorted pass. The events were stored as their requests ended,
+    /// nearly in time order, so they are read without sorted runs where they can be
+    /// ([`Spill::for_each_nearly_sorted`]), and through them otherwise.
+    fn token_rates(&mut self, slots: &[Slot]) -> io::Result<[GuidellmDistribution; 3]> {
+        type Pass = (bool, [RateBuilder; 3], Option<io::Error>);
+        let pass = |nearly: bool, scratch: &mut Spill<3>| -> io::Result<Pass> {
+            let mut failure = None;
+            let mut builders = [(); 3].map(|()| RateBuilder::new(scratch));
+            let mut push = |k: &[u64; 4]| {
+                let (t, w) = (f64_of_key(k[0]), f64::from_bits(k[3]));
+                let [prompt, output, all] = &mut builders;
+                if k[2] & PROMPT_EVENT == 0 {
+                    output.push(t, w, scratch, &mut failure);
+                } else {
+                    prompt.push(t, w, scratch, &mut failure);
+                }
+                all.push(t, w, scratch, &mut failure);
+            };
+            let in_order = if nearly {
+                self.spill
+                    .for_each_nearly_sorted(slots, self.max_in_memory, &mut push)?
+            } else {
+                self.spill
+                    .for_each_sorted(slots, self.max_in_memory, &mut push)?;
+                true
+            };
+            Ok((in_order, builders, failure))
+        };
+        let (mut in_order, mut builders, mut failure) = pass(true, &mut self.scratch)?;
+        if !in_order {
+            for builder in builders {
+                self.scratch.discard(builder.rates);
+            }
+            (in_order, builders, failure) = pass(false, &mut self.scratch)?;
+        }
+        debug_assert!(in_order);
+        let scratch = &mut self.scratch;
+        let rates = builders.map(|builder| builder.finish(scratch, &mut failure));
+        failure.map_or(Ok(()), Err)?;
+        let [prompt, output, all] = rates;
+        Ok([
+            self.rate_summary(prompt)?,
+            self.rate_summary(output)?,
+            self.rate_summary(all)?,
+        ])
+    }
+
+    /// The distribution of the rates `rates` holds (with their count), which is removed.
+    fn rate_summary(
+        &mut self,
+        (rates, count): (Slot, Option<u64>),
+    ) -> io::Result<GuidellmDistribution> {
         let Some(count) = count else {
             self.scratch.discard(rates);
             // guidellm's `from_values([], count=…)` returns before it reads `count`: the summary counts 0.
