@@ -18,7 +18,9 @@ use serde_json::{Value, json};
 use super::meta::{RunMeta, StageMeta};
 use super::secs;
 use llmbench_metrics::metrics::GuidellmDistribution;
+use llmbench_metrics::metrics::radix::stable_sort_by_f64_key;
 use llmbench_metrics::metrics::transient::{self, StageBounds};
+use llmbench_metrics::metrics::weighted::merge_by_time;
 use llmbench_model::record::{ErrorClass, RequestRecord};
 use llmbench_workload::workload::LoadKind;
 
@@ -81,17 +83,86 @@ impl<'a> Buckets<'a> {
         self.ok.iter().chain(&self.errored).chain(&self.incomplete)
     }
 
-    /// Per status, then all together, the distribution `of` the requests.
+    /// Per status, then all together, the distribution `of` the requests. With no errored and no incomplete
+    /// request, all together are the successful ones: the same input, so the same distribution, computed once.
     fn by_status(
         &self,
         of: impl Fn(&mut dyn Iterator<Item = &&'a RequestRecord>) -> GuidellmDistribution,
     ) -> ByStatus {
+        let successful = of(&mut self.ok.iter());
+        let total = if self.errored.is_empty() && self.incomplete.is_empty() {
+            successful.clone()
+        } else {
+            of(&mut self.all())
+        };
         ByStatus {
-            successful: of(&mut self.ok.iter()),
+            successful,
             errored: of(&mut self.errored.iter()),
             incomplete: of(&mut self.incomplete.iter()),
-            total: of(&mut self.all()),
+            total,
         }
+    }
+
+    /// Each status's token events, `events` of each request in order, sorted by time (stably).
+    fn sorted_events(
+        &self,
+        events: impl Fn(&RequestRecord, &mut Vec<(f64, f64)>),
+    ) -> [Vec<(f64, f64)>; 3] {
+        [&self.ok, &self.errored, &self.incomplete].map(|records| {
+            let mut all = Vec::new();
+            for r in records {
+                events(r, &mut all);
+            }
+            stable_sort_by_f64_key(&mut all, |e| e.0);
+            all
+        })
+    }
+}
+
+/// A token rate per status, then all together, from each status's events sorted by time ([`Buckets::sorted_events`]):
+/// all together are the three merged in time order. Token counts are whole numbers, so events at equal times
+/// may come in any order ([`GuidellmDistribution::rate_from_sorted_timings`]): the merge gives what sorting all
+/// the events together gives.
+fn token_rate(sorted: &[Vec<(f64, f64)>; 3]) -> ByStatus {
+    let [ok, errored, incomplete] = sorted;
+    let rate = |events: &[(f64, f64)]| {
+        GuidellmDistribution::rate_from_sorted_timings(events.iter().copied())
+    };
+    let successful = rate(ok);
+    let total = if errored.is_empty() && incomplete.is_empty() {
+        successful.clone()
+    } else {
+        GuidellmDistribution::rate_from_sorted_timings(merge_by_time(
+            merge_by_time(ok.iter().copied(), errored.iter().copied()),
+            incomplete.iter().copied(),
+        ))
+    };
+    ByStatus {
+        successful,
+        errored: rate(errored),
+        incomplete: rate(incomplete),
+        total,
+    }
+}
+
+/// `tokens_per_second`: output and prompt tokens together, each status's two sorted streams merged in time
+/// order (whole token counts, so the order of equal times does not matter, as in [`token_rate`]).
+fn tokens_rate(output: &[Vec<(f64, f64)>; 3], prompt: &[Vec<(f64, f64)>; 3]) -> ByStatus {
+    let both = |s: usize| merge_by_time(output[s].iter().copied(), prompt[s].iter().copied());
+    let successful = GuidellmDistribution::rate_from_sorted_timings(both(0));
+    let total = if output[1..].iter().chain(&prompt[1..]).all(Vec::is_empty) {
+        successful.clone()
+    } else {
+        GuidellmDistribution::rate_from_sorted_timings(merge_by_time(
+            merge_by_time(both(0), both(1)),
+            both(2),
+        ))
+    };
+    ByStatus {
+        successful,
+        errored: GuidellmDistribution::rate_from_sorted_timings(both(1)),
+        incomplete: GuidellmDistribution::rate_from_sorted_timings(both(2)),
+        total,
     }
 }
 
@@ -164,23 +235,20 @@ pub(crate) fn request_metric(metric: usize, r: &RequestRecord) -> Option<(f64, f
     }
 }
 
-/// Output tokens as timed events (epoch seconds, tokens): each content chunk's tokens at its arrival; without
-/// streaming, all at the end.
-pub(crate) fn output_events(meta: &RunMeta, r: &RequestRecord) -> Vec<(f64, f64)> {
-    let chunks: Vec<(f64, f64)> = r
-        .chunks
-        .iter()
-        .filter(|_| r.streaming)
-        .filter_map(|c| {
-            c.kind
-                .tokens()
-                .map(|t| (meta.unix_s(c.at_ns), f64::from(t)))
-        })
-        .collect();
-    if chunks.is_empty() {
-        vec![(meta.unix_s(r.end_ns), f64::from(r.output_tokens()))]
-    } else {
-        chunks
+/// Output tokens as timed events (epoch seconds, tokens), each handed to `out` in the record's order: each
+/// content chunk's tokens at its arrival; without streaming, all at the end.
+pub(crate) fn output_events(meta: &RunMeta, r: &RequestRecord, out: &mut impl FnMut(f64, f64)) {
+    let mut any = false;
+    if r.streaming {
+        for c in &r.chunks {
+            if let Some(t) = c.kind.tokens() {
+                out(meta.unix_s(c.at_ns), f64::from(t));
+                any = true;
+            }
+        }
+    }
+    if !any {
+        out(meta.unix_s(r.end_ns), f64::from(r.output_tokens()));
     }
 }
 
@@ -305,12 +373,9 @@ impl Figures {
                 .sum::<f64>()
                 / records.len() as f64
         };
-        let rate = |events: &dyn Fn(&RequestRecord) -> Vec<(f64, f64)>| {
-            buckets.by_status(|records| {
-                let all: Vec<(f64, f64)> = records.flat_map(|r| events(r)).collect();
-                GuidellmDistribution::rate_from_timings(&all, None, None)
-            })
-        };
+        let prompt = buckets.sorted_events(|r, all| all.push(prompt_event(meta, r)));
+        let output =
+            buckets.sorted_events(|r, all| output_events(meta, r, &mut |t, w| all.push((t, w))));
         Figures {
             counts: buckets.counts(),
             first_scheduled_ns: records.iter().map(|r| r.scheduled_ns).min().unwrap_or(0),
@@ -333,13 +398,9 @@ impl Figures {
                     })
                 })
                 .collect(),
-            prompt_tokens_per_second: rate(&|r| vec![prompt_event(meta, r)]),
-            output_tokens_per_second: rate(&|r| output_events(meta, r)),
-            tokens_per_second: rate(&|r| {
-                let mut events = output_events(meta, r);
-                events.push(prompt_event(meta, r));
-                events
-            }),
+            prompt_tokens_per_second: token_rate(&prompt),
+            output_tokens_per_second: token_rate(&output),
+            tokens_per_second: tokens_rate(&output, &prompt),
         }
     }
 }
