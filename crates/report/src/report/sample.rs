@@ -8,6 +8,7 @@ use std::io;
 use std::path::Path;
 
 use llmbench_metrics::metrics::fsum::Fsum;
+use llmbench_metrics::metrics::radix::stable_sort_by_f64_key;
 use llmbench_metrics::metrics::spill::{Slot, Spill, f64_key, f64_of_key};
 use llmbench_metrics::metrics::stats::{linear_at, linear_neighbours};
 
@@ -23,8 +24,16 @@ pub(crate) struct FloatStore {
 }
 
 enum Kind {
-    Memory(Vec<Vec<f64>>),
+    Memory(Vec<MemorySample>),
     Spilled(Box<Spilled>),
+}
+
+/// A sample held in memory. Nothing reads its values but a [`SampleView`], which reads them sorted, so a view of
+/// it alone sorts them in place, once, and a later view of it alone finds them sorted.
+#[derive(Default)]
+struct MemorySample {
+    values: Vec<f64>,
+    sorted: bool,
 }
 
 struct Spilled {
@@ -77,7 +86,7 @@ impl FloatStore {
     pub(crate) fn sample(&mut self) -> SampleId {
         match &mut self.kind {
             Kind::Memory(samples) => {
-                samples.push(Vec::new());
+                samples.push(MemorySample::default());
                 SampleId(samples.len() - 1)
             }
             Kind::Spilled(s) => {
@@ -92,7 +101,11 @@ impl FloatStore {
 
     pub(crate) fn push(&mut self, id: SampleId, value: f64) {
         match &mut self.kind {
-            Kind::Memory(samples) => samples[id.0].push(value),
+            Kind::Memory(samples) => {
+                let sample = &mut samples[id.0];
+                sample.values.push(value);
+                sample.sorted = false;
+            }
             Kind::Spilled(s) => {
                 let key = f64_key(value);
                 s.sums[id.0].add(value);
@@ -114,23 +127,47 @@ impl FloatStore {
 
     /// The union of samples `ids`, to read figures off.
     pub(crate) fn view(&mut self, ids: &[SampleId]) -> SampleView<'_> {
-        let memory = match &self.kind {
-            Kind::Memory(samples) => {
-                let mut values: Vec<f64> = ids
-                    .iter()
-                    .flat_map(|id| samples[id.0].iter().copied())
-                    .collect();
-                values.sort_by(f64::total_cmp);
-                Some(values)
-            }
+        let sorted = match &mut self.kind {
+            Kind::Memory(samples) => Some(match ids {
+                [id] => {
+                    let sample = &mut samples[id.0];
+                    if !sample.sorted {
+                        sort(&mut sample.values);
+                        sample.sorted = true;
+                    }
+                    Sorted::InStore(*id)
+                }
+                _ => {
+                    let mut values: Vec<f64> = ids
+                        .iter()
+                        .flat_map(|id| samples[id.0].values.iter().copied())
+                        .collect();
+                    sort(&mut values);
+                    Sorted::Owned(values)
+                }
+            }),
             Kind::Spilled(_) => None,
         };
         SampleView {
             store: self,
             ids: ids.to_vec(),
-            sorted: memory,
+            sorted,
         }
     }
+}
+
+/// Sorts values ascending by `total_cmp`. Values equal by `total_cmp` have the same bits, so the order they end
+/// in is the only one; a radix sort on the bits finds it in a few linear passes.
+fn sort(values: &mut Vec<f64>) {
+    stable_sort_by_f64_key(values, |v| *v);
+}
+
+/// Where a view of samples in memory finds their values in ascending order.
+enum Sorted {
+    /// One sample's, sorted in place.
+    InStore(SampleId),
+    /// Several samples' values together.
+    Owned(Vec<f64>),
 }
 
 /// The union of some samples of a [`FloatStore`].
@@ -138,33 +175,46 @@ pub(crate) struct SampleView<'a> {
     store: &'a mut FloatStore,
     ids: Vec<SampleId>,
     /// The values in ascending order, for samples in memory.
-    sorted: Option<Vec<f64>>,
+    sorted: Option<Sorted>,
 }
 
 impl SampleView<'_> {
+    /// The values in ascending order, for samples in memory; `None` for spilled ones.
+    fn memory(&self) -> Option<&[f64]> {
+        match (&self.sorted, &self.store.kind) {
+            (Some(Sorted::Owned(values)), _) => Some(values),
+            (Some(Sorted::InStore(id)), Kind::Memory(samples)) => Some(&samples[id.0].values),
+            _ => None,
+        }
+    }
+
     /// How many values.
     pub(crate) fn len(&self) -> usize {
-        match (&self.sorted, &self.store.kind) {
-            (Some(values), _) => values.len(),
-            (None, Kind::Spilled(s)) => self
+        if let Some(values) = self.memory() {
+            return values.len();
+        }
+        match &self.store.kind {
+            Kind::Spilled(s) => self
                 .ids
                 .iter()
                 .map(|id| s.spill.len(s.slots[id.0]) as usize)
                 .sum(),
-            (None, Kind::Memory(_)) => 0,
+            Kind::Memory(_) => 0,
         }
     }
 
     /// The exactly rounded sum.
     pub(crate) fn sum(&self) -> f64 {
-        match (&self.sorted, &self.store.kind) {
-            (Some(values), _) => llmbench_metrics::metrics::fsum::fsum(values.iter().copied()),
-            (None, Kind::Spilled(s)) => {
+        if let Some(values) = self.memory() {
+            return llmbench_metrics::metrics::fsum::fsum(values.iter().copied());
+        }
+        match &self.store.kind {
+            Kind::Spilled(s) => {
                 let mut sum = Fsum::new();
                 self.ids.iter().for_each(|id| sum.merge(&s.sums[id.0]));
                 sum.value()
             }
-            (None, Kind::Memory(_)) => 0.0,
+            Kind::Memory(_) => 0.0,
         }
     }
 
@@ -177,9 +227,12 @@ impl SampleView<'_> {
     /// The exactly rounded sum of squared deviations from `mean`.
     pub(crate) fn squared_deviations(&mut self, mean: f64) -> io::Result<f64> {
         let mut sum = Fsum::new();
-        match (&self.sorted, &mut self.store.kind) {
-            (Some(values), _) => values.iter().for_each(|&v| sum.add((v - mean).powi(2))),
-            (None, Kind::Spilled(s)) => {
+        if let Some(values) = self.memory() {
+            values.iter().for_each(|&v| sum.add((v - mean).powi(2)));
+            return Ok(sum.value());
+        }
+        match &mut self.store.kind {
+            Kind::Spilled(s) => {
                 let key = (self.ids.clone(), mean.to_bits());
                 if let Some(&known) = s.squares.get(&key) {
                     return Ok(known);
@@ -190,7 +243,7 @@ impl SampleView<'_> {
                 })?;
                 s.squares.insert(key, sum.value());
             }
-            (None, Kind::Memory(_)) => {}
+            Kind::Memory(_) => {}
         }
         Ok(sum.value())
     }
@@ -198,9 +251,11 @@ impl SampleView<'_> {
     /// The values at sorted positions `ranks` (each below [`len`](Self::len)), in the order of `ranks`.
     pub(crate) fn at_ranks(&mut self, ranks: &[usize]) -> io::Result<Vec<f64>> {
         let n = self.len();
-        match (&self.sorted, &mut self.store.kind) {
-            (Some(values), _) => Ok(ranks.iter().map(|&r| values[r]).collect()),
-            (None, Kind::Spilled(s)) => {
+        if let Some(values) = self.memory() {
+            return Ok(ranks.iter().map(|&r| values[r]).collect());
+        }
+        match &mut self.store.kind {
+            Kind::Spilled(s) => {
                 let known = s.ranks.entry(self.ids.clone()).or_default();
                 let mut missing: Vec<usize> = ranks
                     .iter()
@@ -232,7 +287,7 @@ impl SampleView<'_> {
                 }
                 Ok(ranks.iter().map(|r| known[r]).collect())
             }
-            (None, Kind::Memory(_)) => Ok(Vec::new()),
+            Kind::Memory(_) => Ok(Vec::new()),
         }
     }
 
