@@ -103,13 +103,15 @@ impl<'a> Buckets<'a> {
         }
     }
 
-    /// Each status's token events, `events` of each request in order, sorted by time (stably).
+    /// Each status's token events, `events` of each request in order (`count` of them), sorted by time
+    /// (stably).
     fn sorted_events(
         &self,
+        count: impl Fn(&RequestRecord) -> usize,
         events: impl Fn(&RequestRecord, &mut Vec<(f64, f64)>),
     ) -> [Vec<(f64, f64)>; 3] {
         [&self.ok, &self.errored, &self.incomplete].map(|records| {
-            let mut all = Vec::new();
+            let mut all = Vec::with_capacity(records.iter().map(|r| count(r)).sum());
             for r in records {
                 events(r, &mut all);
             }
@@ -252,6 +254,19 @@ pub(crate) fn output_events(meta: &RunMeta, r: &RequestRecord, out: &mut impl Fn
     }
 }
 
+/// How many events [`output_events`] hands on for `r`.
+fn output_event_count(r: &RequestRecord) -> usize {
+    let chunks = if r.streaming {
+        r.chunks
+            .iter()
+            .filter(|c| c.kind.tokens().is_some())
+            .count()
+    } else {
+        0
+    };
+    chunks.max(1)
+}
+
 /// Prompt tokens as a timed event: they count when the first token arrives (prefill done), else at the end.
 pub(crate) fn prompt_event(meta: &RunMeta, r: &RequestRecord) -> (f64, f64) {
     let first = r.ttft_ns().map_or(r.end_ns, |t| r.sent_ns + t);
@@ -373,9 +388,10 @@ impl Figures {
                 .sum::<f64>()
                 / records.len() as f64
         };
-        let prompt = buckets.sorted_events(|r, all| all.push(prompt_event(meta, r)));
-        let output =
-            buckets.sorted_events(|r, all| output_events(meta, r, &mut |t, w| all.push((t, w))));
+        let prompt = buckets.sorted_events(|_| 1, |r, all| all.push(prompt_event(meta, r)));
+        let output = buckets.sorted_events(output_event_count, |r, all| {
+            output_events(meta, r, &mut |t, w| all.push((t, w)))
+        });
         Figures {
             counts: buckets.counts(),
             first_scheduled_ns: records.iter().map(|r| r.scheduled_ns).min().unwrap_or(0),
