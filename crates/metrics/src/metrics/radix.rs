@@ -25,6 +25,12 @@ pub fn stable_sort_by_f64_key<T: Copy + Default>(v: &mut Vec<T>, key: impl Fn(&T
         hi = hi.max(b);
     }
     let span_bits = u64::BITS - (hi - lo).leading_zeros();
+    lsd_sort(v, span_bits, |e| bits(e) - lo);
+}
+
+/// Sorts `v` stably by `key`, whose values are below 2^`span_bits`: least significant digit first, each pass a
+/// counting sort, which keeps equal digits in the order they come.
+fn lsd_sort<T: Copy + Default>(v: &mut Vec<T>, span_bits: u32, key: impl Fn(&T) -> u64) {
     if span_bits == 0 {
         return;
     }
@@ -32,7 +38,7 @@ pub fn stable_sort_by_f64_key<T: Copy + Default>(v: &mut Vec<T>, key: impl Fn(&T
     let digit_bits = span_bits.div_ceil(passes);
     let buckets = 1usize << digit_bits;
     let mask = (buckets - 1) as u64;
-    let digit = |e: &T, pass: u32| (((bits(e) - lo) >> (pass * digit_bits)) & mask) as usize;
+    let digit = |e: &T, pass: u32| ((key(e) >> (pass * digit_bits)) & mask) as usize;
     // Every pass's counts in one read.
     let mut counts = vec![0usize; buckets * passes as usize];
     for e in v.iter() {
@@ -62,6 +68,108 @@ pub fn stable_sort_by_f64_key<T: Copy + Default>(v: &mut Vec<T>, key: impl Fn(&T
         std::mem::swap(&mut src, &mut dst);
     }
     *v = src;
+}
+
+/// `(time, weight)` events whose times lie in a range fixed beforehand (non-negative seconds) and whose weights
+/// are whole numbers (counts of requests or tokens), packed one to a `u64`: the time's bits above the range's
+/// first, then the weight. Half the memory of `(f64, f64)` pairs, and [`sort`](Self::sort)ed by time in radix
+/// passes over the time bits alone, which keep events at equal times in the order they came: the order
+/// `stable_sort_by_f64_key` gives the pairs.
+#[derive(Debug, Clone)]
+pub struct PackedEvents {
+    /// The bits of the range's first time.
+    lo: u64,
+    /// How many bits the times above `lo` take; the weights have the rest.
+    span_bits: u32,
+    packed: Vec<u64>,
+}
+
+impl PackedEvents {
+    /// Room for `capacity` events at times from `first` to `last` (or a little beyond: the range is a power of
+    /// two of steps of the float's bits); none unless `first` ≤ `last` are
+    /// non-negative and finite, or when the range leaves the weights too few bits (fewer than 8).
+    pub fn new(first: f64, last: f64, capacity: usize) -> Option<PackedEvents> {
+        if !(first.is_finite() && last.is_finite() && !first.is_sign_negative() && first <= last) {
+            return None;
+        }
+        let lo = first.to_bits();
+        // At least one bit, so a weight's shift stays below 64.
+        let span_bits = (u64::BITS - (last.to_bits() - lo).leading_zeros()).max(1);
+        (span_bits <= u64::BITS - 8).then(|| PackedEvents {
+            lo,
+            span_bits,
+            packed: Vec::with_capacity(capacity),
+        })
+    }
+
+    fn weight_bits(&self) -> u32 {
+        u64::BITS - self.span_bits
+    }
+
+    /// Adds an event; false, adding nothing, when its time is outside the range, or its weight is not a whole
+    /// number (+0 included, −0 not) below 2^(64 − the range's bits).
+    pub fn push(&mut self, t: f64, w: f64) -> bool {
+        let above = t.to_bits().wrapping_sub(self.lo);
+        let weight_bits = self.weight_bits();
+        let fits = t.to_bits() >= self.lo
+            && above >> self.span_bits == 0
+            && w.to_bits() >> 63 == 0
+            && w.fract() == 0.0
+            && w < (1u64 << weight_bits) as f64;
+        if fits {
+            self.packed.push(above << weight_bits | w as u64);
+        }
+        fits
+    }
+
+    /// Sorts the events by time, stably.
+    pub fn sort(&mut self) {
+        let weight_bits = self.weight_bits();
+        lsd_sort(&mut self.packed, self.span_bits, |&p| p >> weight_bits);
+    }
+
+    pub fn len(&self) -> usize {
+        self.packed.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.packed.is_empty()
+    }
+
+    /// The events, as `(time, weight)`, in the order they are held.
+    pub fn iter(&self) -> PackedIter<'_> {
+        PackedIter {
+            lo: self.lo,
+            weight_bits: self.weight_bits(),
+            packed: self.packed.iter(),
+        }
+    }
+}
+
+/// [`PackedEvents::iter`].
+#[derive(Debug, Clone)]
+pub struct PackedIter<'a> {
+    lo: u64,
+    weight_bits: u32,
+    packed: std::slice::Iter<'a, u64>,
+}
+
+impl Iterator for PackedIter<'_> {
+    type Item = (f64, f64);
+
+    #[inline]
+    fn next(&mut self) -> Option<(f64, f64)> {
+        let &p = self.packed.next()?;
+        let mask = (1u64 << self.weight_bits) - 1;
+        Some((
+            f64::from_bits(self.lo + (p >> self.weight_bits)),
+            (p & mask) as f64,
+        ))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.packed.size_hint()
+    }
 }
 
 #[cfg(test)]
@@ -164,6 +272,51 @@ mod tests {
         stable_sort_by_f64_key(&mut sorted, |e| e.0);
         assert_eq!(sorted, by_comparison(&v));
         assert_eq!(sorted[0], (-3.0, 0.0));
+    }
+
+    #[test]
+    fn packed_events_sort_as_the_pairs_do_and_refuse_what_does_not_fit() {
+        // Times on a 1 µs grid over 10 s of epoch seconds (many repeat), weights whole token counts, each
+        // distinct so its place among equal times shows.
+        let pairs: Vec<(f64, f64)> = numbers(5)
+            .take(30_000)
+            .enumerate()
+            .map(|(i, x)| (1.764e9 + (x % 10_000_000) as f64 / 1e6, i as f64))
+            .collect();
+        let mut packed = PackedEvents::new(1.764e9, 1.764e9 + 10.0, pairs.len()).expect("fits");
+        for &(t, w) in &pairs {
+            assert!(packed.push(t, w));
+        }
+        assert_eq!(packed.iter().collect::<Vec<_>>(), pairs);
+        packed.sort();
+        assert_eq!(packed.iter().collect::<Vec<_>>(), by_comparison(&pairs));
+        // Outside the range, a fraction, −0, a negative weight: refused, nothing added.
+        for (t, w) in [
+            (1.763e9, 1.0),
+            (1.764e9 + 11.0, 1.0),
+            (1.764e9, 0.5),
+            (1.764e9, -0.0),
+            (1.764e9, -1.0),
+        ] {
+            assert!(!packed.push(t, w), "{t} {w}");
+        }
+        assert_eq!(packed.len(), pairs.len());
+        // 10 s at 2^30 s has 2^-22 s steps: 26 bits of time, leaving 38 for weights.
+        assert!(packed.push(1.764e9, (1u64 << 38) as f64 - 1.0));
+        assert!(!packed.push(1.764e9, (1u64 << 38) as f64));
+        // A range over every bit leaves no room; a negative or reversed one is none.
+        assert!(PackedEvents::new(0.0, f64::MAX, 1).is_none());
+        assert!(PackedEvents::new(-1.0, 1.0, 1).is_none());
+        assert!(PackedEvents::new(2.0, 1.0, 1).is_none());
+        // One instant: a range of one bit, the instant and the float after it; the one after that is out.
+        let mut one = PackedEvents::new(3.0, 3.0, 2).expect("fits");
+        let next = |k: u64| f64::from_bits(3f64.to_bits() + k);
+        assert!(one.push(next(1), 7.0) && one.push(3.0, 0.0) && !one.push(next(2), 1.0));
+        one.sort();
+        assert_eq!(
+            one.iter().collect::<Vec<_>>(),
+            vec![(3.0, 0.0), (next(1), 7.0)]
+        );
     }
 
     #[test]

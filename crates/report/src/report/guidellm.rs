@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use super::meta::{RunMeta, StageMeta};
 use super::secs;
 use llmbench_metrics::metrics::GuidellmDistribution;
-use llmbench_metrics::metrics::radix::stable_sort_by_f64_key;
+use llmbench_metrics::metrics::radix::{PackedEvents, PackedIter, stable_sort_by_f64_key};
 use llmbench_metrics::metrics::transient::{self, StageBounds};
 use llmbench_metrics::metrics::weighted::merge_by_time;
 use llmbench_model::record::{ErrorClass, RequestRecord};
@@ -107,17 +107,90 @@ impl<'a> Buckets<'a> {
     /// (stably).
     fn sorted_events(
         &self,
+        meta: &RunMeta,
         count: impl Fn(&RequestRecord) -> usize,
-        events: impl Fn(&RequestRecord, &mut Vec<(f64, f64)>),
-    ) -> [Vec<(f64, f64)>; 3] {
+        events: impl Fn(&RequestRecord, &mut Events),
+    ) -> [Events; 3] {
         [&self.ok, &self.errored, &self.incomplete].map(|records| {
-            let mut all = Vec::with_capacity(records.iter().map(|r| count(r)).sum());
+            let capacity = records.iter().map(|r| count(r)).sum();
+            // Every event of a request falls between its send and its end, on the run clock.
+            let first = records.iter().map(|r| r.sent_ns.min(r.end_ns)).min();
+            let last = records.iter().map(|r| r.sent_ns.max(r.end_ns)).max();
+            let mut all = match first.zip(last).and_then(|(first, last)| {
+                PackedEvents::new(meta.unix_s(first), meta.unix_s(last), capacity)
+            }) {
+                Some(packed) => Events::Packed(packed),
+                None => Events::Pairs(Vec::with_capacity(capacity)),
+            };
             for r in records {
                 events(r, &mut all);
             }
-            stable_sort_by_f64_key(&mut all, |e| e.0);
+            all.sort();
             all
         })
+    }
+}
+
+/// A status's token events: packed (half the memory, sorted in fewer passes) while every one fits the range
+/// and weights [`PackedEvents`] holds, else as pairs. Either way sorted by time, stably.
+enum Events {
+    Packed(PackedEvents),
+    Pairs(Vec<(f64, f64)>),
+}
+
+impl Events {
+    fn push(&mut self, t: f64, w: f64) {
+        match self {
+            Events::Packed(packed) => {
+                if !packed.push(t, w) {
+                    // Unpacking gives back the very events, in order.
+                    let mut pairs: Vec<(f64, f64)> = Vec::with_capacity(packed.len() + 1);
+                    pairs.extend(packed.iter());
+                    pairs.push((t, w));
+                    *self = Events::Pairs(pairs);
+                }
+            }
+            Events::Pairs(pairs) => pairs.push((t, w)),
+        }
+    }
+
+    fn sort(&mut self) {
+        match self {
+            Events::Packed(packed) => packed.sort(),
+            Events::Pairs(pairs) => stable_sort_by_f64_key(pairs, |e| e.0),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        match self {
+            Events::Packed(packed) => packed.is_empty(),
+            Events::Pairs(pairs) => pairs.is_empty(),
+        }
+    }
+
+    fn iter(&self) -> EventsIter<'_> {
+        match self {
+            Events::Packed(packed) => EventsIter::Packed(packed.iter()),
+            Events::Pairs(pairs) => EventsIter::Pairs(pairs.iter()),
+        }
+    }
+}
+
+/// [`Events::iter`].
+enum EventsIter<'a> {
+    Packed(PackedIter<'a>),
+    Pairs(std::slice::Iter<'a, (f64, f64)>),
+}
+
+impl Iterator for EventsIter<'_> {
+    type Item = (f64, f64);
+
+    #[inline]
+    fn next(&mut self) -> Option<(f64, f64)> {
+        match self {
+            EventsIter::Packed(packed) => packed.next(),
+            EventsIter::Pairs(pairs) => pairs.next().copied(),
+        }
     }
 }
 
@@ -125,18 +198,16 @@ impl<'a> Buckets<'a> {
 /// all together are the three merged in time order. Token counts are whole numbers, so events at equal times
 /// may come in any order ([`GuidellmDistribution::rate_from_sorted_timings`]): the merge gives what sorting all
 /// the events together gives.
-fn token_rate(sorted: &[Vec<(f64, f64)>; 3]) -> ByStatus {
+fn token_rate(sorted: &[Events; 3]) -> ByStatus {
     let [ok, errored, incomplete] = sorted;
-    let rate = |events: &[(f64, f64)]| {
-        GuidellmDistribution::rate_from_sorted_timings(events.iter().copied())
-    };
+    let rate = |events: &Events| GuidellmDistribution::rate_from_sorted_timings(events.iter());
     let successful = rate(ok);
     let total = if errored.is_empty() && incomplete.is_empty() {
         successful.clone()
     } else {
         GuidellmDistribution::rate_from_sorted_timings(merge_by_time(
-            merge_by_time(ok.iter().copied(), errored.iter().copied()),
-            incomplete.iter().copied(),
+            merge_by_time(ok.iter(), errored.iter()),
+            incomplete.iter(),
         ))
     };
     ByStatus {
@@ -149,10 +220,10 @@ fn token_rate(sorted: &[Vec<(f64, f64)>; 3]) -> ByStatus {
 
 /// `tokens_per_second`: output and prompt tokens together, each status's two sorted streams merged in time
 /// order (whole token counts, so the order of equal times does not matter, as in [`token_rate`]).
-fn tokens_rate(output: &[Vec<(f64, f64)>; 3], prompt: &[Vec<(f64, f64)>; 3]) -> ByStatus {
-    let both = |s: usize| merge_by_time(output[s].iter().copied(), prompt[s].iter().copied());
+fn tokens_rate(output: &[Events; 3], prompt: &[Events; 3]) -> ByStatus {
+    let both = |s: usize| merge_by_time(output[s].iter(), prompt[s].iter());
     let successful = GuidellmDistribution::rate_from_sorted_timings(both(0));
-    let total = if output[1..].iter().chain(&prompt[1..]).all(Vec::is_empty) {
+    let total = if output[1..].iter().chain(&prompt[1..]).all(Events::is_empty) {
         successful.clone()
     } else {
         GuidellmDistribution::rate_from_sorted_timings(merge_by_time(
@@ -388,9 +459,16 @@ impl Figures {
                 .sum::<f64>()
                 / records.len() as f64
         };
-        let prompt = buckets.sorted_events(|_| 1, |r, all| all.push(prompt_event(meta, r)));
-        let output = buckets.sorted_events(output_event_count, |r, all| {
-            output_events(meta, r, &mut |t, w| all.push((t, w)))
+        let prompt = buckets.sorted_events(
+            meta,
+            |_| 1,
+            |r, all| {
+                let (t, w) = prompt_event(meta, r);
+                all.push(t, w)
+            },
+        );
+        let output = buckets.sorted_events(meta, output_event_count, |r, all| {
+            output_events(meta, r, &mut |t, w| all.push(t, w))
         });
         Figures {
             counts: buckets.counts(),
