@@ -228,8 +228,9 @@ impl SampleView<'_> {
     pub(crate) fn squared_deviations(&mut self, mean: f64) -> io::Result<f64> {
         let mut sum = Fsum::new();
         if let Some(values) = self.memory() {
-            values.iter().for_each(|&v| sum.add((v - mean).powi(2)));
-            return Ok(sum.value());
+            return Ok(llmbench_metrics::metrics::fsum::fsum(
+                values.iter().map(|&v| (v - mean).powi(2)),
+            ));
         }
         match &mut self.store.kind {
             Kind::Spilled(s) => {
