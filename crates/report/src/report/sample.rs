@@ -8,8 +8,8 @@ use std::io;
 use std::path::Path;
 
 use llmbench_metrics::metrics::fsum::Fsum;
-use llmbench_metrics::metrics::radix::stable_sort_by_f64_key;
 use llmbench_metrics::metrics::spill::{Slot, Spill, f64_key, f64_of_key};
+use llmbench_metrics::metrics::stats::select_f64_ranks;
 use llmbench_metrics::metrics::stats::{linear_at, linear_neighbours};
 
 /// One sample of a [`FloatStore`].
@@ -24,16 +24,8 @@ pub(crate) struct FloatStore {
 }
 
 enum Kind {
-    Memory(Vec<MemorySample>),
+    Memory(Vec<Vec<f64>>),
     Spilled(Box<Spilled>),
-}
-
-/// A sample held in memory. Nothing reads its values but a [`SampleView`], which reads them sorted, so a view of
-/// it alone sorts them in place, once, and a later view of it alone finds them sorted.
-#[derive(Default)]
-struct MemorySample {
-    values: Vec<f64>,
-    sorted: bool,
 }
 
 struct Spilled {
@@ -86,7 +78,7 @@ impl FloatStore {
     pub(crate) fn sample(&mut self) -> SampleId {
         match &mut self.kind {
             Kind::Memory(samples) => {
-                samples.push(MemorySample::default());
+                samples.push(Vec::new());
                 SampleId(samples.len() - 1)
             }
             Kind::Spilled(s) => {
@@ -101,11 +93,7 @@ impl FloatStore {
 
     pub(crate) fn push(&mut self, id: SampleId, value: f64) {
         match &mut self.kind {
-            Kind::Memory(samples) => {
-                let sample = &mut samples[id.0];
-                sample.values.push(value);
-                sample.sorted = false;
-            }
+            Kind::Memory(samples) => samples[id.0].push(value),
             Kind::Spilled(s) => {
                 let key = f64_key(value);
                 s.sums[id.0].add(value);
@@ -127,64 +115,41 @@ impl FloatStore {
 
     /// The union of samples `ids`, to read figures off.
     pub(crate) fn view(&mut self, ids: &[SampleId]) -> SampleView<'_> {
-        let sorted = match &mut self.kind {
-            Kind::Memory(samples) => Some(match ids {
-                [id] => {
-                    let sample = &mut samples[id.0];
-                    if !sample.sorted {
-                        sort(&mut sample.values);
-                        sample.sorted = true;
-                    }
-                    Sorted::InStore(*id)
-                }
-                _ => {
-                    let mut values: Vec<f64> = ids
-                        .iter()
-                        .flat_map(|id| samples[id.0].values.iter().copied())
-                        .collect();
-                    sort(&mut values);
-                    Sorted::Owned(values)
-                }
-            }),
-            Kind::Spilled(_) => None,
+        let joined = match (&self.kind, ids) {
+            (Kind::Memory(samples), [_, _, ..]) => Some(
+                ids.iter()
+                    .flat_map(|id| samples[id.0].iter().copied())
+                    .collect(),
+            ),
+            _ => None,
         };
         SampleView {
             store: self,
             ids: ids.to_vec(),
-            sorted,
+            joined,
         }
     }
-}
-
-/// Sorts values ascending by `total_cmp`. Values equal by `total_cmp` have the same bits, so the order they end
-/// in is the only one; a radix sort on the bits finds it in a few linear passes.
-fn sort(values: &mut Vec<f64>) {
-    stable_sort_by_f64_key(values, |v| *v);
-}
-
-/// Where a view of samples in memory finds their values in ascending order.
-enum Sorted {
-    /// One sample's, sorted in place.
-    InStore(SampleId),
-    /// Several samples' values together.
-    Owned(Vec<f64>),
 }
 
 /// The union of some samples of a [`FloatStore`].
 pub(crate) struct SampleView<'a> {
     store: &'a mut FloatStore,
     ids: Vec<SampleId>,
-    /// The values in ascending order, for samples in memory.
-    sorted: Option<Sorted>,
+    /// The values of several samples in memory, together.
+    joined: Option<Vec<f64>>,
 }
 
 impl SampleView<'_> {
-    /// The values in ascending order, for samples in memory; `None` for spilled ones.
+    /// The values, in the order they were added, for samples in memory; `None` for spilled ones. Every figure
+    /// read off them is independent of their order: sums exactly rounded, order statistics selected by rank.
     fn memory(&self) -> Option<&[f64]> {
-        match (&self.sorted, &self.store.kind) {
-            (Some(Sorted::Owned(values)), _) => Some(values),
-            (Some(Sorted::InStore(id)), Kind::Memory(samples)) => Some(&samples[id.0].values),
-            _ => None,
+        match (&self.joined, &self.store.kind) {
+            (Some(values), _) => Some(values),
+            (None, Kind::Memory(samples)) => Some(match self.ids.as_slice() {
+                [id] => &samples[id.0],
+                _ => &[],
+            }),
+            (None, Kind::Spilled(_)) => None,
         }
     }
 
@@ -253,7 +218,7 @@ impl SampleView<'_> {
     pub(crate) fn at_ranks(&mut self, ranks: &[usize]) -> io::Result<Vec<f64>> {
         let n = self.len();
         if let Some(values) = self.memory() {
-            return Ok(ranks.iter().map(|&r| values[r]).collect());
+            return Ok(select_f64_ranks(values, ranks));
         }
         match &mut self.store.kind {
             Kind::Spilled(s) => {
