@@ -290,10 +290,13 @@ mod tests {
         assert_eq!(packed.iter().collect::<Vec<_>>(), pairs);
         packed.sort();
         assert_eq!(packed.iter().collect::<Vec<_>>(), by_comparison(&pairs));
-        // Outside the range, a fraction, −0, a negative weight: refused, nothing added.
+        // Outside the range (10 s at 2^30 s takes 26 bits of 2^-22 s steps: up to 16 s past the first), a
+        // fraction, −0, a negative weight: refused, nothing added.
+        assert!(packed.push(1.764e9 + 15.0, 1.0));
+        packed.packed.pop();
         for (t, w) in [
             (1.763e9, 1.0),
-            (1.764e9 + 11.0, 1.0),
+            (1.764e9 + 17.0, 1.0),
             (1.764e9, 0.5),
             (1.764e9, -0.0),
             (1.764e9, -1.0),
