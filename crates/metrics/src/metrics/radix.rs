@@ -51,7 +51,7 @@ fn lsd_sort<T: Copy + Default>(v: &mut Vec<T>, span_bits: u32, key: impl Fn(&T) 
     for pass in 0..passes {
         let counts = &mut counts[pass as usize * buckets..][..buckets];
         // A digit every key shares moves nothing.
-        if counts.iter().any(|&c| c == src.len()) {
+        if counts.contains(&src.len()) {
             continue;
         }
         let mut start = 0;
