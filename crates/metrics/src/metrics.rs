@@ -11,6 +11,7 @@
 
 pub mod capacity;
 pub mod fsum;
+pub mod radix;
 pub mod spill;
 pub mod stats;
 pub mod summary;

@@ -12,6 +12,8 @@ pub use llmbench_core::percentile::linear as percentile_linear;
 pub use llmbench_core::percentile::{linear_at, linear_neighbours};
 use serde::{Deserialize, Serialize};
 
+use super::spill::{f64_key, f64_of_key};
+
 /// Descriptive statistics of one metric. The unit is the caller's (the summary uses milliseconds).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
@@ -276,6 +278,19 @@ const BUCKET_BITS: u32 = 12;
 /// into them with their own, at least 2^11 times narrower, span. Two linear passes per level, where a
 /// selection algorithm makes several per percentile; it leaves `values` as they are.
 fn select_ranks(values: &[u64], min: u64, max: u64, ranks: &[usize], out: &mut Vec<u64>) {
+    select_ranks_by(values, |v| v, min, max, ranks, out);
+}
+
+/// [`select_ranks`] of the keys `key` gives `values` (their order), read off `values` as they are: the first
+/// level reads the values, the levels below the keys it gathered.
+fn select_ranks_by<T: Copy>(
+    values: &[T],
+    key: impl Fn(T) -> u64,
+    min: u64,
+    max: u64,
+    ranks: &[usize],
+    out: &mut Vec<u64>,
+) {
     if ranks.is_empty() {
         return;
     }
@@ -284,7 +299,7 @@ fn select_ranks(values: &[u64], min: u64, max: u64, ranks: &[usize], out: &mut V
         return;
     }
     if values.len() < SORT_BELOW {
-        let mut sorted = values.to_vec();
+        let mut sorted: Vec<u64> = values.iter().map(|&v| key(v)).collect();
         sorted.sort_unstable();
         out.extend(ranks.iter().map(|&rank| sorted[rank]));
         return;
@@ -295,7 +310,7 @@ fn select_ranks(values: &[u64], min: u64, max: u64, ranks: &[usize], out: &mut V
     let bucket = |v: u64| ((v - min) >> shift) as usize;
     let mut counts = vec![0usize; bucket(max) + 1];
     for &v in values {
-        counts[bucket(v)] += 1;
+        counts[bucket(key(v))] += 1;
     }
 
     // The bucket holding each rank, and the rank within that bucket; ascending ranks give ascending buckets.
@@ -321,6 +336,7 @@ fn select_ranks(values: &[u64], min: u64, max: u64, ranks: &[usize], out: &mut V
         gathered.push((Vec::with_capacity(counts[*b]), u64::MAX, 0));
     }
     for &v in values {
+        let v = key(v);
         let slot = slot_of[bucket(v)];
         if slot != NOT_WANTED {
             let (bucket_values, lo, hi) = &mut gathered[slot as usize];
@@ -332,6 +348,40 @@ fn select_ranks(values: &[u64], min: u64, max: u64, ranks: &[usize], out: &mut V
     for ((_, inner_ranks), (bucket_values, lo, hi)) in wanted.iter().zip(&gathered) {
         select_ranks(bucket_values, *lo, *hi, inner_ranks, out);
     }
+}
+
+/// The values of `values` at sorted positions `ranks` (by `f64::total_cmp`; in any order, each below
+/// `values.len()`), in the order of `ranks`: what indexing a sorted copy gives, found by bucketed selection
+/// ([`select_ranks`]) on the floats' order-preserving keys, without sorting. Values equal by `total_cmp` have
+/// the same bits, so the value at a rank is one float however it is found.
+pub fn select_f64_ranks(values: &[f64], ranks: &[usize]) -> Vec<f64> {
+    if values.is_empty() || ranks.is_empty() {
+        return Vec::new();
+    }
+    let mut wanted = ranks.to_vec();
+    wanted.sort_unstable();
+    wanted.dedup();
+    let (mut min, mut max) = (u64::MAX, 0);
+    for &v in values {
+        let k = f64_key(v);
+        min = min.min(k);
+        max = max.max(k);
+    }
+    let last = values.len() - 1;
+    let mut keys = Vec::with_capacity(wanted.len());
+    // The extremes alone need no more than the pass that found them.
+    if wanted.iter().all(|&r| r == 0 || r == last) {
+        keys.extend(wanted.iter().map(|&r| if r == 0 { min } else { max }));
+    } else {
+        select_ranks_by(values, f64_key, min, max, &wanted, &mut keys);
+    }
+    ranks
+        .iter()
+        .map(|r| {
+            let i = wanted.partition_point(|w| w < r);
+            f64_of_key(keys[i])
+        })
+        .collect()
 }
 
 /// The `p` quantile (a fraction: 0.99 is p99) of a sample sorted ascending, as MLPerf LoadGen computes it:
@@ -441,6 +491,42 @@ mod tests {
         assert!(close(s.p90, 3.8));
         let s = Stats::from_ns_as_ms(&[3_000_000, 1_000_000, 2_000_000]).unwrap();
         assert_eq!((s.min, s.p50, s.max), (1.0, 2.0, 3.0));
+    }
+
+    #[test]
+    fn selected_float_ranks_are_what_a_sorted_copy_holds() {
+        // Gaps in seconds from whole nanoseconds, zeros and repeats among them, a negative and −0 too.
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut values: Vec<f64> = (0..50_000)
+            .map(|i| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                if i % 10 == 0 {
+                    0.0
+                } else {
+                    (x % 20_000_000) as f64 / 1e9
+                }
+            })
+            .collect();
+        values.extend([-1.5, -0.0, 0.0]);
+        let mut sorted = values.clone();
+        sorted.sort_by(f64::total_cmp);
+        let n = values.len();
+        let ranks = [n - 1, 0, 1, n / 2, 5_001, 5_000, n / 2, 49_999, n - 2];
+        let want: Vec<u64> = ranks.iter().map(|&r| sorted[r].to_bits()).collect();
+        let got: Vec<u64> = select_f64_ranks(&values, &ranks)
+            .iter()
+            .map(|v| v.to_bits())
+            .collect();
+        assert_eq!(got, want);
+        // The extremes alone: −1.5 and the largest gap.
+        assert_eq!(
+            select_f64_ranks(&values, &[n - 1, 0]),
+            vec![sorted[n - 1], -1.5]
+        );
+        assert_eq!(select_f64_ranks(&[], &[]), Vec::<f64>::new());
+        assert_eq!(select_f64_ranks(&[2.0], &[0, 0]), vec![2.0, 2.0]);
     }
 
     /// Checks `select_ranks` against a full sort at many ranks, the reported percentiles among them.

@@ -414,8 +414,14 @@ pub fn summarize_stages(
         overall.absorb(counts);
     }
 
-    let common_rate = common_requested_rate(&summaries);
-    (overall.summary(samples.all(), common_rate), summaries)
+    // One stage: its samples are all the samples, its counts absorbed into empty ones are the same counts (sums
+    // from zero, extremes against their identities, maps merged into empty ones) and the common rate is its
+    // rate, so the overall summary is the stage's, taken once.
+    let overall = match summaries.as_slice() {
+        [only] => only.summary.clone(),
+        _ => overall.summary(samples.all(), common_requested_rate(&summaries)),
+    };
+    (overall, summaries)
 }
 
 /// The overall requested rate: the stages' common rate, or `None` when they differ.
@@ -1338,6 +1344,18 @@ mod tests {
                 record.build()
             })
             .collect()
+    }
+
+    #[test]
+    fn one_stage_summarises_overall_as_the_stage_and_as_one_bucket() {
+        for grouped in [true, false] {
+            let records = random_records(2000, 1, grouped, 5, 43);
+            let (overall, stages) = summarize_stages(&records, &[Some(2.5)]);
+            assert_eq!(stages.len(), 1);
+            assert_eq!(overall, summarize(&records, Some(2.5)));
+            assert_eq!(stages[0].summary, overall);
+            assert_eq!(overall.schedule.requested_rate, Some(2.5));
+        }
     }
 
     #[test]

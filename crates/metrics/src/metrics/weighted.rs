@@ -6,6 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::radix::stable_sort_by_f64_key;
+
 /// guidellm's `DistributionSummary`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GuidellmDistribution {
@@ -74,7 +76,7 @@ impl GuidellmDistribution {
         let count = count.unwrap_or_else(|| values.iter().map(|v| v.1).sum::<f64>().round() as u64);
         let mut sorted = values.to_vec();
         // Stable: equal values' weights are summed in the order given.
-        sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+        stable_sort_by_f64_key(&mut sorted, |e| e.0);
         let mut pdf: Vec<(f64, f64)> = Vec::with_capacity(sorted.len());
         let mut merge = PdfMerge::default();
         for (value, weight) in sorted {
@@ -191,11 +193,20 @@ impl GuidellmDistribution {
         if let Some(t) = end {
             times.push((t, 0.0));
         }
-        times.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let mut rates: Vec<(f64, f64)> = Vec::with_capacity(times.len());
+        stable_sort_by_f64_key(&mut times, |e| e.0);
+        Self::rate_from_sorted_timings(times)
+    }
+
+    /// [`rate_from_timings`](Self::rate_from_timings) of events already in time order, unclipped. Events at
+    /// the same time may come in any order when every weight is a whole number (a count of requests or tokens):
+    /// equal times fall in the same run of close times ([`CloseTimes`]), whose weights are summed, and whole
+    /// numbers' sums (below 2⁵³) are exact in any order, so the rates come out the same bits as from the stable
+    /// sort.
+    pub fn rate_from_sorted_timings(events: impl IntoIterator<Item = (f64, f64)>) -> Self {
+        let mut rates: Vec<(f64, f64)> = Vec::new();
         let mut steps = RateSteps::default();
         let mut close = CloseTimes::default();
-        for (t, w) in times {
+        for (t, w) in events {
             close.push(t, w, &mut |t, w| {
                 steps.push(t, w, &mut |r, d| rates.push((r, d)))
             });
@@ -215,7 +226,7 @@ impl GuidellmDistribution {
             .iter()
             .flat_map(|&(s, e)| [(s, 1.0), (e, -1.0)])
             .collect();
-        changes.sort_by(|a, b| a.0.total_cmp(&b.0));
+        stable_sort_by_f64_key(&mut changes, |e| e.0);
         let mut levels = ConcurrencyLevels::default();
         let mut close = CloseTimes::default();
         for (t, w) in changes {
@@ -236,6 +247,20 @@ fn infallible<T>(result: Result<T, std::convert::Infallible>) -> T {
         Ok(value) => value,
         Err(never) => match never {},
     }
+}
+
+/// Two streams of `(time, weight)` events, each in time order, as one in time order; on equal times `a`'s come
+/// first. What [`GuidellmDistribution::rate_from_sorted_timings`] takes, when its weights are whole numbers.
+pub fn merge_by_time(
+    a: impl IntoIterator<Item = (f64, f64)>,
+    b: impl IntoIterator<Item = (f64, f64)>,
+) -> impl Iterator<Item = (f64, f64)> {
+    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
+    std::iter::from_fn(move || match (a.peek(), b.peek()) {
+        (Some(x), Some(y)) if y.0.total_cmp(&x.0).is_lt() => b.next(),
+        (Some(_), _) => a.next(),
+        (None, _) => b.next(),
+    })
 }
 
 /// Builds a pdf from `(value, weight)` pairs sorted by value: non-finite values dropped, equal values merged

@@ -18,7 +18,9 @@ use serde_json::{Value, json};
 use super::meta::{RunMeta, StageMeta};
 use super::secs;
 use llmbench_metrics::metrics::GuidellmDistribution;
+use llmbench_metrics::metrics::radix::{PackedEvents, PackedIter, stable_sort_by_f64_key};
 use llmbench_metrics::metrics::transient::{self, StageBounds};
+use llmbench_metrics::metrics::weighted::merge_by_time;
 use llmbench_model::record::{ErrorClass, RequestRecord};
 use llmbench_workload::workload::LoadKind;
 
@@ -81,17 +83,159 @@ impl<'a> Buckets<'a> {
         self.ok.iter().chain(&self.errored).chain(&self.incomplete)
     }
 
-    /// Per status, then all together, the distribution `of` the requests.
+    /// Per status, then all together, the distribution `of` the requests. With no errored and no incomplete
+    /// request, all together are the successful ones: the same input, so the same distribution, computed once.
     fn by_status(
         &self,
         of: impl Fn(&mut dyn Iterator<Item = &&'a RequestRecord>) -> GuidellmDistribution,
     ) -> ByStatus {
+        let successful = of(&mut self.ok.iter());
+        let total = if self.errored.is_empty() && self.incomplete.is_empty() {
+            successful.clone()
+        } else {
+            of(&mut self.all())
+        };
         ByStatus {
-            successful: of(&mut self.ok.iter()),
+            successful,
             errored: of(&mut self.errored.iter()),
             incomplete: of(&mut self.incomplete.iter()),
-            total: of(&mut self.all()),
+            total,
         }
+    }
+
+    /// Each status's token events, `events` of each request in order (`count` of them), sorted by time
+    /// (stably).
+    fn sorted_events(
+        &self,
+        meta: &RunMeta,
+        count: impl Fn(&RequestRecord) -> usize,
+        events: impl Fn(&RequestRecord, &mut Events),
+    ) -> [Events; 3] {
+        [&self.ok, &self.errored, &self.incomplete].map(|records| {
+            let capacity = records.iter().map(|r| count(r)).sum();
+            // Every event of a request falls between its send and its end, on the run clock.
+            let first = records.iter().map(|r| r.sent_ns.min(r.end_ns)).min();
+            let last = records.iter().map(|r| r.sent_ns.max(r.end_ns)).max();
+            let mut all = match first.zip(last).and_then(|(first, last)| {
+                PackedEvents::new(meta.unix_s(first), meta.unix_s(last), capacity)
+            }) {
+                Some(packed) => Events::Packed(packed),
+                None => Events::Pairs(Vec::with_capacity(capacity)),
+            };
+            for r in records {
+                events(r, &mut all);
+            }
+            all.sort();
+            all
+        })
+    }
+}
+
+/// A status's token events: packed (half the memory, sorted in fewer passes) while every one fits the range
+/// and weights [`PackedEvents`] holds, else as pairs. Either way sorted by time, stably.
+enum Events {
+    Packed(PackedEvents),
+    Pairs(Vec<(f64, f64)>),
+}
+
+impl Events {
+    fn push(&mut self, t: f64, w: f64) {
+        match self {
+            Events::Packed(packed) => {
+                if !packed.push(t, w) {
+                    // Unpacking gives back the very events, in order.
+                    let mut pairs: Vec<(f64, f64)> = Vec::with_capacity(packed.len() + 1);
+                    pairs.extend(packed.iter());
+                    pairs.push((t, w));
+                    *self = Events::Pairs(pairs);
+                }
+            }
+            Events::Pairs(pairs) => pairs.push((t, w)),
+        }
+    }
+
+    fn sort(&mut self) {
+        match self {
+            Events::Packed(packed) => packed.sort(),
+            Events::Pairs(pairs) => stable_sort_by_f64_key(pairs, |e| e.0),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        match self {
+            Events::Packed(packed) => packed.is_empty(),
+            Events::Pairs(pairs) => pairs.is_empty(),
+        }
+    }
+
+    fn iter(&self) -> EventsIter<'_> {
+        match self {
+            Events::Packed(packed) => EventsIter::Packed(packed.iter()),
+            Events::Pairs(pairs) => EventsIter::Pairs(pairs.iter()),
+        }
+    }
+}
+
+/// [`Events::iter`].
+enum EventsIter<'a> {
+    Packed(PackedIter<'a>),
+    Pairs(std::slice::Iter<'a, (f64, f64)>),
+}
+
+impl Iterator for EventsIter<'_> {
+    type Item = (f64, f64);
+
+    #[inline]
+    fn next(&mut self) -> Option<(f64, f64)> {
+        match self {
+            EventsIter::Packed(packed) => packed.next(),
+            EventsIter::Pairs(pairs) => pairs.next().copied(),
+        }
+    }
+}
+
+/// A token rate per status, then all together, from each status's events sorted by time ([`Buckets::sorted_events`]):
+/// all together are the three merged in time order. Token counts are whole numbers, so events at equal times
+/// may come in any order ([`GuidellmDistribution::rate_from_sorted_timings`]): the merge gives what sorting all
+/// the events together gives.
+fn token_rate(sorted: &[Events; 3]) -> ByStatus {
+    let [ok, errored, incomplete] = sorted;
+    let rate = |events: &Events| GuidellmDistribution::rate_from_sorted_timings(events.iter());
+    let successful = rate(ok);
+    let total = if errored.is_empty() && incomplete.is_empty() {
+        successful.clone()
+    } else {
+        GuidellmDistribution::rate_from_sorted_timings(merge_by_time(
+            merge_by_time(ok.iter(), errored.iter()),
+            incomplete.iter(),
+        ))
+    };
+    ByStatus {
+        successful,
+        errored: rate(errored),
+        incomplete: rate(incomplete),
+        total,
+    }
+}
+
+/// `tokens_per_second`: output and prompt tokens together, each status's two sorted streams merged in time
+/// order (whole token counts, so the order of equal times does not matter, as in [`token_rate`]).
+fn tokens_rate(output: &[Events; 3], prompt: &[Events; 3]) -> ByStatus {
+    let both = |s: usize| merge_by_time(output[s].iter(), prompt[s].iter());
+    let successful = GuidellmDistribution::rate_from_sorted_timings(both(0));
+    let total = if output[1..].iter().chain(&prompt[1..]).all(Events::is_empty) {
+        successful.clone()
+    } else {
+        GuidellmDistribution::rate_from_sorted_timings(merge_by_time(
+            merge_by_time(both(0), both(1)),
+            both(2),
+        ))
+    };
+    ByStatus {
+        successful,
+        errored: GuidellmDistribution::rate_from_sorted_timings(both(1)),
+        incomplete: GuidellmDistribution::rate_from_sorted_timings(both(2)),
+        total,
     }
 }
 
@@ -164,24 +308,34 @@ pub(crate) fn request_metric(metric: usize, r: &RequestRecord) -> Option<(f64, f
     }
 }
 
-/// Output tokens as timed events (epoch seconds, tokens): each content chunk's tokens at its arrival; without
-/// streaming, all at the end.
-pub(crate) fn output_events(meta: &RunMeta, r: &RequestRecord) -> Vec<(f64, f64)> {
-    let chunks: Vec<(f64, f64)> = r
-        .chunks
-        .iter()
-        .filter(|_| r.streaming)
-        .filter_map(|c| {
-            c.kind
-                .tokens()
-                .map(|t| (meta.unix_s(c.at_ns), f64::from(t)))
-        })
-        .collect();
-    if chunks.is_empty() {
-        vec![(meta.unix_s(r.end_ns), f64::from(r.output_tokens()))]
-    } else {
-        chunks
+/// Output tokens as timed events (epoch seconds, tokens), each handed to `out` in the record's order: each
+/// content chunk's tokens at its arrival; without streaming, all at the end.
+pub(crate) fn output_events(meta: &RunMeta, r: &RequestRecord, out: &mut impl FnMut(f64, f64)) {
+    let mut any = false;
+    if r.streaming {
+        for c in &r.chunks {
+            if let Some(t) = c.kind.tokens() {
+                out(meta.unix_s(c.at_ns), f64::from(t));
+                any = true;
+            }
+        }
     }
+    if !any {
+        out(meta.unix_s(r.end_ns), f64::from(r.output_tokens()));
+    }
+}
+
+/// How many events [`output_events`] hands on for `r`.
+fn output_event_count(r: &RequestRecord) -> usize {
+    let chunks = if r.streaming {
+        r.chunks
+            .iter()
+            .filter(|c| c.kind.tokens().is_some())
+            .count()
+    } else {
+        0
+    };
+    chunks.max(1)
 }
 
 /// Prompt tokens as a timed event: they count when the first token arrives (prefill done), else at the end.
@@ -305,12 +459,17 @@ impl Figures {
                 .sum::<f64>()
                 / records.len() as f64
         };
-        let rate = |events: &dyn Fn(&RequestRecord) -> Vec<(f64, f64)>| {
-            buckets.by_status(|records| {
-                let all: Vec<(f64, f64)> = records.flat_map(|r| events(r)).collect();
-                GuidellmDistribution::rate_from_timings(&all, None, None)
-            })
-        };
+        let prompt = buckets.sorted_events(
+            meta,
+            |_| 1,
+            |r, all| {
+                let (t, w) = prompt_event(meta, r);
+                all.push(t, w)
+            },
+        );
+        let output = buckets.sorted_events(meta, output_event_count, |r, all| {
+            output_events(meta, r, &mut |t, w| all.push(t, w))
+        });
         Figures {
             counts: buckets.counts(),
             first_scheduled_ns: records.iter().map(|r| r.scheduled_ns).min().unwrap_or(0),
@@ -333,13 +492,9 @@ impl Figures {
                     })
                 })
                 .collect(),
-            prompt_tokens_per_second: rate(&|r| vec![prompt_event(meta, r)]),
-            output_tokens_per_second: rate(&|r| output_events(meta, r)),
-            tokens_per_second: rate(&|r| {
-                let mut events = output_events(meta, r);
-                events.push(prompt_event(meta, r));
-                events
-            }),
+            prompt_tokens_per_second: token_rate(&prompt),
+            output_tokens_per_second: token_rate(&output),
+            tokens_per_second: tokens_rate(&output, &prompt),
         }
     }
 }

@@ -87,11 +87,19 @@ pub(super) struct Latencies {
 }
 
 pub(super) fn latencies(r: &RequestRecord) -> Latencies {
-    let request_latency = secs(r.e2e_ns());
-    let n = r.output_tokens();
     let itl: Vec<f64> = r.itl_token_gaps_ns().map(secs).collect();
     // More than one token timestamp ⇔ at least one per-token gap.
     let streamed = !itl.is_empty();
+    Latencies {
+        itl,
+        ..scalar_latencies(r, streamed)
+    }
+}
+
+/// [`latencies`] but the gaps (left empty): `streamed` says whether the request has any per-token gap.
+fn scalar_latencies(r: &RequestRecord, streamed: bool) -> Latencies {
+    let request_latency = secs(r.e2e_ns());
+    let n = r.output_tokens();
     Latencies {
         request_latency,
         ntpot: if n > 0 {
@@ -109,7 +117,7 @@ pub(super) fn latencies(r: &RequestRecord) -> Latencies {
         } else {
             None
         },
-        itl,
+        itl: Vec::new(),
     }
 }
 
@@ -208,7 +216,9 @@ impl Lifecycle {
             return;
         }
         self.ok += 1;
-        let l = latencies(r);
+        // The gaps go straight into the store, after the figures they decide.
+        let mut gaps = r.itl_token_gaps_ns().peekable();
+        let l = scalar_latencies(r, gaps.peek().is_some());
         store.push(self.request_latency[0], l.request_latency);
         store.push(self.ntpot[0], l.ntpot);
         if let Some(tpot) = l.tpot {
@@ -217,8 +227,8 @@ impl Lifecycle {
         if let Some(ttft) = l.ttft {
             store.push(self.ttft[0], ttft);
         }
-        for gap in l.itl {
-            store.push(self.itl[0], gap);
+        for gap in gaps {
+            store.push(self.itl[0], secs(gap));
         }
         store.push(self.input[0], f64::from(r.prompt_tokens()));
         store.push(self.output[0], f64::from(r.output_tokens()));

@@ -9,6 +9,7 @@ use std::path::Path;
 
 use llmbench_metrics::metrics::fsum::Fsum;
 use llmbench_metrics::metrics::spill::{Slot, Spill, f64_key, f64_of_key};
+use llmbench_metrics::metrics::stats::select_f64_ranks;
 use llmbench_metrics::metrics::stats::{linear_at, linear_neighbours};
 
 /// One sample of a [`FloatStore`].
@@ -114,21 +115,18 @@ impl FloatStore {
 
     /// The union of samples `ids`, to read figures off.
     pub(crate) fn view(&mut self, ids: &[SampleId]) -> SampleView<'_> {
-        let memory = match &self.kind {
-            Kind::Memory(samples) => {
-                let mut values: Vec<f64> = ids
-                    .iter()
+        let joined = match (&self.kind, ids) {
+            (Kind::Memory(samples), [_, _, ..]) => Some(
+                ids.iter()
                     .flat_map(|id| samples[id.0].iter().copied())
-                    .collect();
-                values.sort_by(f64::total_cmp);
-                Some(values)
-            }
-            Kind::Spilled(_) => None,
+                    .collect(),
+            ),
+            _ => None,
         };
         SampleView {
             store: self,
             ids: ids.to_vec(),
-            sorted: memory,
+            joined,
         }
     }
 }
@@ -137,34 +135,51 @@ impl FloatStore {
 pub(crate) struct SampleView<'a> {
     store: &'a mut FloatStore,
     ids: Vec<SampleId>,
-    /// The values in ascending order, for samples in memory.
-    sorted: Option<Vec<f64>>,
+    /// The values of several samples in memory, together.
+    joined: Option<Vec<f64>>,
 }
 
 impl SampleView<'_> {
+    /// The values, in the order they were added, for samples in memory; `None` for spilled ones. Every figure
+    /// read off them is independent of their order: sums exactly rounded, order statistics selected by rank.
+    fn memory(&self) -> Option<&[f64]> {
+        match (&self.joined, &self.store.kind) {
+            (Some(values), _) => Some(values),
+            (None, Kind::Memory(samples)) => Some(match self.ids.as_slice() {
+                [id] => &samples[id.0],
+                _ => &[],
+            }),
+            (None, Kind::Spilled(_)) => None,
+        }
+    }
+
     /// How many values.
     pub(crate) fn len(&self) -> usize {
-        match (&self.sorted, &self.store.kind) {
-            (Some(values), _) => values.len(),
-            (None, Kind::Spilled(s)) => self
+        if let Some(values) = self.memory() {
+            return values.len();
+        }
+        match &self.store.kind {
+            Kind::Spilled(s) => self
                 .ids
                 .iter()
                 .map(|id| s.spill.len(s.slots[id.0]) as usize)
                 .sum(),
-            (None, Kind::Memory(_)) => 0,
+            Kind::Memory(_) => 0,
         }
     }
 
     /// The exactly rounded sum.
     pub(crate) fn sum(&self) -> f64 {
-        match (&self.sorted, &self.store.kind) {
-            (Some(values), _) => llmbench_metrics::metrics::fsum::fsum(values.iter().copied()),
-            (None, Kind::Spilled(s)) => {
+        if let Some(values) = self.memory() {
+            return llmbench_metrics::metrics::fsum::fsum(values.iter().copied());
+        }
+        match &self.store.kind {
+            Kind::Spilled(s) => {
                 let mut sum = Fsum::new();
                 self.ids.iter().for_each(|id| sum.merge(&s.sums[id.0]));
                 sum.value()
             }
-            (None, Kind::Memory(_)) => 0.0,
+            Kind::Memory(_) => 0.0,
         }
     }
 
@@ -177,9 +192,13 @@ impl SampleView<'_> {
     /// The exactly rounded sum of squared deviations from `mean`.
     pub(crate) fn squared_deviations(&mut self, mean: f64) -> io::Result<f64> {
         let mut sum = Fsum::new();
-        match (&self.sorted, &mut self.store.kind) {
-            (Some(values), _) => values.iter().for_each(|&v| sum.add((v - mean).powi(2))),
-            (None, Kind::Spilled(s)) => {
+        if let Some(values) = self.memory() {
+            return Ok(llmbench_metrics::metrics::fsum::fsum(
+                values.iter().map(|&v| (v - mean).powi(2)),
+            ));
+        }
+        match &mut self.store.kind {
+            Kind::Spilled(s) => {
                 let key = (self.ids.clone(), mean.to_bits());
                 if let Some(&known) = s.squares.get(&key) {
                     return Ok(known);
@@ -190,7 +209,7 @@ impl SampleView<'_> {
                 })?;
                 s.squares.insert(key, sum.value());
             }
-            (None, Kind::Memory(_)) => {}
+            Kind::Memory(_) => {}
         }
         Ok(sum.value())
     }
@@ -198,9 +217,11 @@ impl SampleView<'_> {
     /// The values at sorted positions `ranks` (each below [`len`](Self::len)), in the order of `ranks`.
     pub(crate) fn at_ranks(&mut self, ranks: &[usize]) -> io::Result<Vec<f64>> {
         let n = self.len();
-        match (&self.sorted, &mut self.store.kind) {
-            (Some(values), _) => Ok(ranks.iter().map(|&r| values[r]).collect()),
-            (None, Kind::Spilled(s)) => {
+        if let Some(values) = self.memory() {
+            return Ok(select_f64_ranks(values, ranks));
+        }
+        match &mut self.store.kind {
+            Kind::Spilled(s) => {
                 let known = s.ranks.entry(self.ids.clone()).or_default();
                 let mut missing: Vec<usize> = ranks
                     .iter()
@@ -232,7 +253,7 @@ impl SampleView<'_> {
                 }
                 Ok(ranks.iter().map(|r| known[r]).collect())
             }
-            (None, Kind::Memory(_)) => Ok(Vec::new()),
+            Kind::Memory(_) => Ok(Vec::new()),
         }
     }
 

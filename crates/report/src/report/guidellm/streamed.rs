@@ -123,10 +123,10 @@ impl GuidellmStreamed {
             order,
             1.0,
         );
-        for (at, tokens) in output_events(meta, r) {
+        output_events(meta, r, &mut |at, tokens| {
             push(stage.tokens[s], at, stage.event_order, tokens);
             stage.event_order += 1;
-        }
+        });
         let (at, tokens) = prompt_event(meta, r);
         push(
             stage.tokens[s],
