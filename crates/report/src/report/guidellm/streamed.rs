@@ -31,6 +31,9 @@ use llmbench_model::record::RequestRecord;
 pub(crate) struct GuidellmStreamed {
     /// `[value or time, status, order, weight bits]`.
     spill: Spill<4>,
+    /// The token events, `[time, weight bits]`, a prompt event's marked [`PROMPT_EVENT`]: one per streamed chunk,
+    /// the bulk of what is spilled, so without the words only ties would read.
+    events: Spill<2>,
     stages: BTreeMap<u32, StageSpill>,
     /// The first write that failed.
     error: Option<io::Error>,
@@ -47,8 +50,6 @@ struct StageSpill {
     delay_sum: f64,
     /// The counted requests in the order the in-memory report lists them within a status.
     order: u64,
-    /// Token events likewise: each request's output events, then its prompt event.
-    event_order: u64,
     metrics: [[Slot; 3]; REQUEST_METRICS.len()],
     completions: [Slot; 3],
     /// Each request's output events, then its prompt event (marked [`PROMPT_EVENT`]): in the order the requests
@@ -60,16 +61,17 @@ struct StageSpill {
 
 const ALL: [usize; 3] = [0, 1, 2];
 
-/// Marks a prompt event's order word, so that one sorted pass over a request's token events tells them apart
-/// (`Sorter::token_rates`). It changes only how a prompt event and an output event of the same time and status
-/// sort between them, which no rate depends on: equal times merge, and their weights are whole token counts, whose
-/// sum is the same in any order.
+/// Marks a prompt event's weight word, so that one sorted pass over a request's token events tells them apart
+/// (`Sorter::token_rates`). Token events are keyed by time and weight only, so events of the same time sort by
+/// weight, whatever their status and order: no rate depends on it, since equal times merge and their weights are
+/// whole token counts, whose sum is the same in any order.
 const PROMPT_EVENT: u64 = 1 << 63;
 
 impl GuidellmStreamed {
     pub(crate) fn new(dir: &Path, buffer_bytes: usize) -> GuidellmStreamed {
         GuidellmStreamed {
-            spill: Spill::new(dir, "guidellm", buffer_bytes),
+            spill: Spill::new(dir, "guidellm", buffer_bytes / 2),
+            events: Spill::new(dir, "guidellm-events", buffer_bytes / 2),
             stages: BTreeMap::new(),
             error: None,
         }
@@ -77,9 +79,10 @@ impl GuidellmStreamed {
 
     /// Counts a measured request.
     pub(crate) fn add(&mut self, meta: &RunMeta, r: &RequestRecord) {
-        let spill = &mut self.spill;
+        let (spill, events) = (&mut self.spill, &mut self.events);
         let stage = self.stages.entry(r.stage).or_insert_with(|| {
             let mut slots = || [spill.slot(), spill.slot(), spill.slot()];
+            let tokens = [events.slot(), events.slot(), events.slot()];
             StageSpill {
                 records: 0,
                 counts: [0; 3],
@@ -88,10 +91,9 @@ impl GuidellmStreamed {
                 min_scheduled_ns: u64::MAX,
                 delay_sum: -0.0,
                 order: 0,
-                event_order: 0,
                 metrics: std::array::from_fn(|_| slots()),
                 completions: slots(),
-                tokens: slots(),
+                tokens,
                 changes: slots(),
             }
         });
@@ -105,12 +107,16 @@ impl GuidellmStreamed {
         stage.counts[s] += 1;
         let order = stage.order;
         stage.order += 1;
-        let mut push = |slot: Slot, at: f64, order: u64, weight: f64| {
-            if let Err(e) = spill.push(slot, [f64_key(at), s as u64, order, weight.to_bits()])
-                && self.error.is_none()
+        let error = &mut self.error;
+        let mut fail = |result: io::Result<()>| {
+            if let Err(e) = result
+                && error.is_none()
             {
-                self.error = Some(e);
+                *error = Some(e);
             }
+        };
+        let mut push = |slot: Slot, at: f64, order: u64, weight: f64| {
+            fail(spill.push(slot, [f64_key(at), s as u64, order, weight.to_bits()]));
         };
         for (metric, slots) in stage.metrics.iter().enumerate() {
             if let Some((value, weight)) = request_metric(metric, r) {
@@ -123,20 +129,16 @@ impl GuidellmStreamed {
             order,
             1.0,
         );
-        output_events(meta, r, &mut |at, tokens| {
-            push(stage.tokens[s], at, stage.event_order, tokens);
-            stage.event_order += 1;
-        });
-        let (at, tokens) = prompt_event(meta, r);
-        push(
-            stage.tokens[s],
-            at,
-            stage.event_order | PROMPT_EVENT,
-            tokens,
-        );
-        stage.event_order += 1;
         push(stage.changes[s], meta.unix_s(r.sent_ns), 2 * order, 1.0);
         push(stage.changes[s], meta.unix_s(r.end_ns), 2 * order + 1, -1.0);
+        // A token count's bits never have the sign bit set: the prompt's mark goes there.
+        let tokens = stage.tokens[s];
+        let mut event = |at: f64, weight: f64, mark: u64| {
+            fail(events.push(tokens, [f64_key(at), weight.to_bits() | mark]));
+        };
+        output_events(meta, r, &mut |at, weight| event(at, weight, 0));
+        let (at, weight) = prompt_event(meta, r);
+        event(at, weight, PROMPT_EVENT);
     }
 
     /// The first write that failed, if any did.
@@ -150,6 +152,7 @@ impl GuidellmStreamed {
         for (&stage, s) in &self.stages {
             let mut sorter = Sorter {
                 spill: &self.spill,
+                events: &self.events,
                 scratch: Spill::new(
                     self.spill.dir(),
                     &format!("guidellm-sorted-{stage}"),
@@ -333,6 +336,7 @@ fn spill_rate(
 /// Sorts spilled keys and summarises them; its scratch files hold the intermediate sorts and pdfs.
 struct Sorter<'a> {
     spill: &'a Spill<4>,
+    events: &'a Spill<2>,
     /// `[value, order, weight bits]`: a rate's rates, then a pdf (`[value, 0, weight bits]`).
     scratch: Spill<3>,
     max_in_memory: usize,
@@ -405,10 +409,10 @@ impl Sorter<'_> {
         let pass = |nearly: bool, scratch: &mut Spill<3>| -> io::Result<Pass> {
             let mut failure = None;
             let mut builders = [(); 3].map(|()| RateBuilder::new(scratch));
-            let mut push = |k: &[u64; 4]| {
-                let (t, w) = (f64_of_key(k[0]), f64::from_bits(k[3]));
+            let mut push = |k: &[u64; 2]| {
+                let (t, w) = (f64_of_key(k[0]), f64::from_bits(k[1] & !PROMPT_EVENT));
                 let [prompt, output, all] = &mut builders;
-                if k[2] & PROMPT_EVENT == 0 {
+                if k[1] & PROMPT_EVENT == 0 {
                     output.push(t, w, scratch, &mut failure);
                 } else {
                     prompt.push(t, w, scratch, &mut failure);
@@ -416,10 +420,10 @@ impl Sorter<'_> {
                 all.push(t, w, scratch, &mut failure);
             };
             let in_order = if nearly {
-                self.spill
+                self.events
                     .for_each_nearly_sorted(slots, self.max_in_memory, &mut push)?
             } else {
-                self.spill
+                self.events
                     .for_each_sorted(slots, self.max_in_memory, &mut push)?;
                 true
             };
