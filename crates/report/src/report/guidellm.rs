@@ -194,49 +194,47 @@ impl Iterator for EventsIter<'_> {
     }
 }
 
-/// A token rate per status, then all together, from each status's events sorted by time ([`Buckets::sorted_events`]):
-/// all together are the three merged in time order. Token counts are whole numbers, so events at equal times
-/// may come in any order ([`GuidellmDistribution::rate_from_sorted_timings`]): the merge gives what sorting all
-/// the events together gives.
-fn token_rate(sorted: &[Events; 3]) -> ByStatus {
-    let [ok, errored, incomplete] = sorted;
-    let rate = |events: &Events| GuidellmDistribution::rate_from_sorted_timings(events.iter());
-    let successful = rate(ok);
-    let total = if errored.is_empty() && incomplete.is_empty() {
+/// A token rate per status, then all together, from `stream(status)`, each status's events in time order
+/// ([`Buckets::sorted_events`], or two such merged): all together are the three merged in time order. Token counts
+/// are whole numbers, so events at equal times may come in any order
+/// ([`GuidellmDistribution::rate_from_sorted_timings`]): the merge gives what sorting all the events together gives.
+/// `only_successful`: no errored or incomplete event, so all together are the successful ones.
+fn rate_by_status<I: Iterator<Item = (f64, f64)>>(
+    stream: impl Fn(usize) -> I,
+    only_successful: bool,
+) -> ByStatus {
+    let rate = |s: usize| GuidellmDistribution::rate_from_sorted_timings(stream(s));
+    let successful = rate(0);
+    let total = if only_successful {
         successful.clone()
     } else {
         GuidellmDistribution::rate_from_sorted_timings(merge_by_time(
-            merge_by_time(ok.iter(), errored.iter()),
-            incomplete.iter(),
+            merge_by_time(stream(0), stream(1)),
+            stream(2),
         ))
     };
     ByStatus {
         successful,
-        errored: rate(errored),
-        incomplete: rate(incomplete),
+        errored: rate(1),
+        incomplete: rate(2),
         total,
     }
 }
 
-/// `tokens_per_second`: output and prompt tokens together, each status's two sorted streams merged in time
-/// order (whole token counts, so the order of equal times does not matter, as in [`token_rate`]).
+/// The rate of one kind of token event ([`rate_by_status`]).
+fn token_rate(sorted: &[Events; 3]) -> ByStatus {
+    rate_by_status(
+        |s| sorted[s].iter(),
+        sorted[1..].iter().all(Events::is_empty),
+    )
+}
+
+/// `tokens_per_second`: output and prompt tokens together, each status's two sorted streams merged in time order.
 fn tokens_rate(output: &[Events; 3], prompt: &[Events; 3]) -> ByStatus {
-    let both = |s: usize| merge_by_time(output[s].iter(), prompt[s].iter());
-    let successful = GuidellmDistribution::rate_from_sorted_timings(both(0));
-    let total = if output[1..].iter().chain(&prompt[1..]).all(Events::is_empty) {
-        successful.clone()
-    } else {
-        GuidellmDistribution::rate_from_sorted_timings(merge_by_time(
-            merge_by_time(both(0), both(1)),
-            both(2),
-        ))
-    };
-    ByStatus {
-        successful,
-        errored: GuidellmDistribution::rate_from_sorted_timings(both(1)),
-        incomplete: GuidellmDistribution::rate_from_sorted_timings(both(2)),
-        total,
-    }
+    rate_by_status(
+        |s| merge_by_time(output[s].iter(), prompt[s].iter()),
+        output[1..].iter().chain(&prompt[1..]).all(Events::is_empty),
+    )
 }
 
 /// `request_totals` and `requests_made`: the counts of each status and their sum.

@@ -175,7 +175,7 @@ impl StageSpill {
             (self.min_sent_ns, self.max_end_ns)
         };
         let at = |ns: u64| (meta.t0_unix_ns as f64 + ns as f64) / 1e9;
-        let window = Some((at(start_ns), at(end_ns)));
+        let window = (at(start_ns), at(end_ns));
         // Without errored or incomplete requests the total is the successful requests' distribution: the same keys.
         let only_successful = self.counts[1] == 0 && self.counts[2] == 0;
         let by_status =
@@ -254,19 +254,11 @@ impl StageSpill {
         } else {
             of(&ALL)?
         };
-        let mut by_status = [successful, errored, incomplete, total].map(|rates| rates.map(Some));
-        Ok(std::array::from_fn(|rate| {
-            let mut take = |status: usize| {
-                by_status[status][rate]
-                    .take()
-                    .unwrap_or_else(|| GuidellmDistribution::empty(0))
-            };
-            ByStatus {
-                successful: take(0),
-                errored: take(1),
-                incomplete: take(2),
-                total: take(3),
-            }
+        Ok(std::array::from_fn(|rate| ByStatus {
+            successful: successful[rate].clone(),
+            errored: errored[rate].clone(),
+            incomplete: incomplete[rate].clone(),
+            total: total[rate].clone(),
         }))
     }
 }
@@ -371,16 +363,13 @@ impl Sorter<'_> {
     }
 
     /// `rate_distribution_from_timings` of the `(time, weight)` events of `slots`, clipped to `window`.
-    fn rate(
-        &mut self,
-        slots: &[Slot],
-        window: Option<(f64, f64)>,
-    ) -> io::Result<GuidellmDistribution> {
+    fn rate(&mut self, slots: &[Slot], window: (f64, f64)) -> io::Result<GuidellmDistribution> {
         let scratch = &mut self.scratch;
         let mut builder = RateBuilder::new(scratch);
         let mut failure = None;
         // The window's ends join the events (weight 0) where they sort, after the events of the same time.
-        let mut bounds: Vec<f64> = window.map(|(s, t)| vec![t, s]).unwrap_or_default();
+        let (start, end) = window;
+        let mut bounds = vec![end, start];
         self.spill.for_each_sorted(slots, self.max_in_memory, |k| {
             let t = f64_of_key(k[0]);
             while bounds.last().is_some_and(|&b| f64_key(b) < k[0]) {
@@ -388,7 +377,7 @@ impl Sorter<'_> {
                     builder.push(b, 0.0, scratch, &mut failure);
                 }
             }
-            if window.is_none_or(|(s, e)| t >= s && t <= e) {
+            if t >= start && t <= end {
                 builder.push(t, f64::from_bits(k[3]), scratch, &mut failure);
             }
         })?;
