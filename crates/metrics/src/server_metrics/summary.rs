@@ -29,7 +29,9 @@
 //! guarantees; the extra half absorbs tick jitter and slow responses. The increase therefore covers up to one
 //! interval beyond each edge — it never misses an event inside the window, at the price of possibly counting one
 //! just outside (inference-perf's own stage queries add a whole scrape interval plus 2 s after each stage for the
-//! same reason). A series that first appears mid-run on a target whose previous scrape was complete counted from
+//! same reason). A window no stage starts after (the last stage, the whole run) ends at the first scrape after it
+//! however late: nothing of the run is sent after it, and the scraper's final scrape, which a loaded machine may
+//! take well past the last answer, has seen every event of it; a scrape inside would miss the last ones. A series that first appears mid-run on a target whose previous scrape was complete counted from
 //! 0 (Prometheus would drop its first value; a new label set means new events).
 //!
 //! **Aggregate** across targets, by key: counters (derived ones included) and histograms summed, ratios as
@@ -534,11 +536,25 @@ fn resolve_sample(sample: &Sample, types: &BTreeMap<String, MetricKind>) -> Opti
     })
 }
 
+/// How far after `window`'s end a scrape may lie and still bound its increases: `tolerance`, or without limit
+/// when no stage starts after it ends. Nothing of the run is sent after its last stage (probes and warm-ups come
+/// before what they prepare), so any scrape there (the scraper's final one, however late a loaded machine takes
+/// it) has seen only the window's events and its lag; one inside would miss those between it and the end.
+fn reach_after(window: &Window, stages: &[StageWindow], tolerance: f64) -> f64 {
+    if stages.iter().any(|s| s.start_s > window.end_s) {
+        tolerance
+    } else {
+        f64::INFINITY
+    }
+}
+
 /// Streams scrapes in and produces the summary; see the module docs for the arithmetic.
 #[derive(Debug)]
 pub struct Summarizer {
     interval_s: f64,
     windows: Vec<(Option<usize>, Window)>,
+    /// Per window, how far after its end a bounding scrape may lie (module docs).
+    reach_after: Vec<f64>,
     targets: Vec<TargetState>,
     by_url: HashMap<String, usize>,
     infos: HashMap<MetricId, MetricInfo>,
@@ -562,9 +578,15 @@ impl Summarizer {
             )
         }));
         let n = windows.len();
+        let interval_s = interval.as_secs_f64();
+        let reach_after = windows
+            .iter()
+            .map(|(_, window)| reach_after(window, stages, 1.5 * interval_s))
+            .collect();
         Self {
-            interval_s: interval.as_secs_f64(),
+            interval_s,
             windows,
+            reach_after,
             targets: Vec::new(),
             by_url: HashMap::new(),
             infos: HashMap::new(),
@@ -573,10 +595,6 @@ impl Summarizer {
             aggregate_closed: (0..n).map(|_| BTreeMap::new()).collect(),
             scraped: None,
         }
-    }
-
-    fn tolerance(&self) -> f64 {
-        1.5 * self.interval_s
     }
 
     fn target_index(&mut self, url: &str) -> usize {
@@ -778,18 +796,19 @@ impl Summarizer {
         cumulative: Vec<(String, MetricId, Part, f64)>,
         gauges: &[(MetricId, f64)],
     ) {
-        let tolerance = self.tolerance();
+        let tolerance = 1.5 * self.interval_s;
         let windows = self.windows.clone();
         let target = &mut self.targets[ti];
         let previous = target.previous;
 
-        // Windows whose end passed long before this scrape, or whose last scrape fell right on the end, end at the
-        // state before this scrape.
+        // Windows whose end passed beyond reach before this scrape, or whose last scrape fell right on the end, end
+        // at the state before this scrape.
         let previous_t = previous.map(|(before, _)| before);
         for (wi, (_, window)) in windows.iter().enumerate() {
             if let Slot::Open(_) = &target.slots[wi]
                 && t > window.end_s
-                && (t - window.end_s > tolerance || previous_t.is_some_and(|p| p >= window.end_s))
+                && (t - window.end_s > self.reach_after[wi]
+                    || previous_t.is_some_and(|p| p >= window.end_s))
             {
                 close(target, wi, &HashSet::new(), false);
             }
@@ -800,16 +819,14 @@ impl Summarizer {
             if matches!(target.slots[wi], Slot::Pending) && t >= window.start_s {
                 let base_before =
                     previous.is_some_and(|(before, _)| window.start_s - before <= tolerance);
-                if t > window.end_s && !(base_before && t - window.end_s <= tolerance) {
+                if t > window.end_s && !(base_before && t - window.end_s <= self.reach_after[wi]) {
                     // No scrape inside and no close pair around it: nothing can be said about this window.
                     target.slots[wi] = Slot::Closed(Box::default());
                     continue;
                 }
                 match previous {
                     // A scrape right on the start is its own base.
-                    Some((before, _))
-                        if t > window.start_s && window.start_s - before <= tolerance =>
-                    {
+                    Some(_) if t > window.start_s && base_before => {
                         target.slots[wi] = Slot::Open(Box::new(OpenWindow {
                             base: snapshot(&target.series),
                             gauges: HashMap::new(),
@@ -1583,27 +1600,70 @@ mod tests {
         );
         assert_eq!(summary.stages[0].stage, Some(0));
 
-        // With scrapes far apart (a gap of failures), the edges fall back to the first and last inside.
+        // With scrapes far apart (a gap of failures), the edges fall back to the first and last inside: another
+        // stage starts before the scrape after the end, so that scrape may have seen its events.
         let sparse: Vec<Scrape> = [0.0, 4.0, 5.0, 6.0, 10.0]
             .iter()
             .map(|&t| scrape(target, t, &counter_page(t * 10.0)))
             .collect();
-        let summary = summarize(
-            sparse,
-            INTERVAL,
-            run(0.0, 10.0),
-            &[StageWindow {
+        let two_stages = [
+            StageWindow {
                 stage: 0,
                 start_s: 2.0,
                 end_s: 7.0,
-            }],
-            None,
-        );
+            },
+            StageWindow {
+                stage: 1,
+                start_s: 8.0,
+                end_s: 9.0,
+            },
+        ];
+        let summary = summarize(sparse, INTERVAL, run(0.0, 10.0), &two_stages, None);
         // Base 40 (first inside, since 0 is 2 s before the start), end 60 (last inside, since 10 is 3 s after).
         assert_eq!(
             counter_increase(&summary.stages[0].targets[0].metrics, "prompt_tokens").0,
             20.0
         );
+    }
+
+    #[test]
+    fn the_last_stage_and_the_run_end_at_the_final_scrape_however_late() {
+        let target = "http://a/metrics";
+        // Scrapes every second until 6, then the final scrape 2.5 s after the last answer (a loaded machine): the
+        // counter grew 10 per second while requests ran, and 5 more between the scrape at 6 and the end at 6.5.
+        let scrapes: Vec<Scrape> = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 9.0]
+            .iter()
+            .map(|&t| scrape(target, t, &counter_page(t.min(6.5) * 10.0)))
+            .collect();
+        let stages = [
+            StageWindow {
+                stage: 0,
+                start_s: 0.0,
+                end_s: 3.2,
+            },
+            StageWindow {
+                stage: 1,
+                start_s: 3.5,
+                end_s: 6.5,
+            },
+        ];
+        let summary = summarize(scrapes, INTERVAL, run(0.0, 6.5), &stages, None);
+        let increase = |window: &WindowSummary| {
+            counter_increase(&window.targets[0].metrics, "prompt_tokens").0
+        };
+        // Stage 0 ends within the tolerance at 4; stage 1 (base 3, 0.5 s before its start) and the run reach the
+        // final scrape at 9, so the last 5 are counted.
+        assert_eq!(increase(&summary.stages[0]), 40.0);
+        assert_eq!(increase(&summary.stages[1]), 35.0);
+        assert_eq!(increase(&summary.overall), 65.0);
+
+        // A stage after the gap keeps the earlier stage's end within the tolerance: the last scrape inside.
+        let scrapes: Vec<Scrape> = [0.0, 1.0, 2.0, 3.0, 6.0, 7.0]
+            .iter()
+            .map(|&t| scrape(target, t, &counter_page(t * 10.0)))
+            .collect();
+        let summary = summarize(scrapes, INTERVAL, run(0.0, 7.0), &stages, None);
+        assert_eq!(increase(&summary.stages[0]), 30.0);
     }
 
     #[test]
