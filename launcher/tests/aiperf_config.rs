@@ -327,4 +327,30 @@ fn a_phases_failed_request_threshold_stops_the_run_after_its_grace_floor_of_meas
     let export = json(&dir.path().join("abort/profile_export_aiperf.json"));
     assert_eq!(export["was_cancelled"], true, "{export:#}");
     assert_eq!(export["is_complete"], false, "{export:#}");
+    // Per phase: the cancel marks the profiling phase, not the warm-up that had finished; both exports say the
+    // run did not complete.
+    let manifest = json(&dir.path().join("abort/phase_manifest.json"));
+    let cancelled: Vec<(&str, &Value)> = manifest["phases"]
+        .as_array()
+        .expect("phases")
+        .iter()
+        .map(|p| (p["phase_kind"].as_str().unwrap_or(""), &p["was_cancelled"]))
+        .collect();
+    assert_eq!(
+        cancelled,
+        [
+            ("warmup", &Value::Bool(false)),
+            ("profiling", &Value::Bool(true))
+        ]
+    );
+    for (phase, cancelled) in [("warmup", false), ("profiling", true)] {
+        let export = json(
+            &dir.path()
+                .join("abort/phases")
+                .join(phase)
+                .join("profile_export_aiperf.json"),
+        );
+        assert_eq!(export["was_cancelled"], cancelled, "{phase}");
+        assert_eq!(export["is_complete"], false, "{phase}");
+    }
 }

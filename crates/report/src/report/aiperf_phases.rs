@@ -3,8 +3,8 @@
 //! AIPerf writes each phase's `profile_export_aiperf.json` and `.csv` under `phases/<name>/` — the same export as
 //! the top-level one, over that phase's requests alone — and indexes them in `phase_manifest.json` (`schema_version`
 //! 1, `phases` in phase order, keys sorted as `orjson.OPT_SORT_KEYS` writes them): each phase's index, profiling
-//! index (`null` for the warm-up), name, kind, start and end (wall-clock ns), request counts, error summary and the
-//! two files. The warm-up counts as a phase of its own here, though the top-level export leaves it out.
+//! index (`null` for the warm-up), name, kind, start and end (wall-clock ns), request counts, error summary, whether
+//! it was cancelled (every profiling phase of a cancelled run, never the finished warm-up) and the two files. The warm-up counts as a phase of its own here, though the top-level export leaves it out.
 //!
 //! A phase's `start_ns` is its first request's issue (AIPerf's is the phase's start, one interval earlier at a
 //! rate); its `end_ns` its last answer. AIPerf's per-phase `gpu_telemetry.json` and `server_metrics.json` are not
@@ -90,13 +90,20 @@ impl AiperfPhases {
                     .map(|s| (bucket.first_issue_ns, s.start_ns))
                     .filter(|(from, to)| to > from),
             };
-            let export = bucket
+            let mut export = bucket
                 .export
                 .export_over(meta, window, store)
                 .map_err(|source| ReportError::Read {
                     path: json_path.clone(),
                     source,
                 })?;
+            // A cancel marks the profiling phases (`mark_phase_cancelled(CreditPhase.PROFILING)` marks every
+            // profiling phase's tracker, finished ones too); the warm-up had finished, so it stays uncancelled
+            // while its export still says the run is not complete.
+            if key.is_none() {
+                export["was_cancelled"] = Value::Bool(false);
+            }
+            let was_cancelled = export["was_cancelled"].as_bool().unwrap_or(false);
             let csv_path = phase_dir.join(AIPERF_CSV_FILE);
             write_text(&csv_path, &aiperf_csv(&export))?;
             write_json(&json_path, "aiperf phase export", &export)?;
@@ -128,7 +135,7 @@ impl AiperfPhases {
             entry.insert("start_ns".into(), json!(wall(bucket.first_issue_ns)));
             entry.insert("successful_request_count".into(), json!(successes));
             entry.insert("total_request_count".into(), json!(successes + errors));
-            entry.insert("was_cancelled".into(), json!(false));
+            entry.insert("was_cancelled".into(), json!(was_cancelled));
             entries.push(Value::Object(entry));
             written.push(csv_path);
             written.push(json_path);
