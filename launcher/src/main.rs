@@ -191,6 +191,15 @@ fn export_command(args: ExportArgs) -> anyhow::Result<()> {
         Some(path) if path.as_os_str() == "-" => ExportTo::Stdout,
         Some(path) => ExportTo::File(path),
     };
+    {
+        use std::io::IsTerminal;
+        if binary_to_terminal(format, &to, std::io::stdout().is_terminal()) {
+            anyhow::bail!(
+                "llmbench export --format parquet --output -: standard output is a terminal, and Parquet is binary; \
+                 redirect it (`> requests.parquet`, `| duckdb`) or give --output FILE"
+            );
+        }
+    }
     for done in export_run(&args.dir, format, &to)? {
         if done.torn > 0 {
             tracing::warn!(
@@ -206,6 +215,16 @@ fn export_command(args: ExportArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Whether an export would write binary Parquet onto a terminal (refused, as `gzip` and `zstd` refuse).
+fn binary_to_terminal(
+    format: llmbench_report::export::ExportFormat,
+    to: &llmbench_report::export::ExportTo,
+    stdout_is_terminal: bool,
+) -> bool {
+    use llmbench_report::export::{ExportFormat, ExportTo};
+    matches!((format, to), (ExportFormat::Parquet, ExportTo::Stdout)) && stdout_is_terminal
 }
 
 #[derive(Args, Debug)]
@@ -816,6 +835,33 @@ mod tests {
         assert!(!log_colour(true, Some(OsStr::new("false"))));
         // An empty NO_COLOR is not set, as no-color.org says.
         assert!(log_colour(true, Some(OsStr::new(""))));
+    }
+
+    #[test]
+    fn parquet_is_refused_only_onto_a_terminal() {
+        use llmbench_report::export::{ExportFormat, ExportTo};
+        let file = ExportTo::File("runs.parquet".into());
+        assert!(binary_to_terminal(
+            ExportFormat::Parquet,
+            &ExportTo::Stdout,
+            true
+        ));
+        assert!(!binary_to_terminal(
+            ExportFormat::Parquet,
+            &ExportTo::Stdout,
+            false
+        ));
+        assert!(!binary_to_terminal(ExportFormat::Parquet, &file, true));
+        assert!(!binary_to_terminal(
+            ExportFormat::Jsonl,
+            &ExportTo::Stdout,
+            true
+        ));
+        assert!(!binary_to_terminal(
+            ExportFormat::Parquet,
+            &ExportTo::RunDir,
+            true
+        ));
     }
 
     #[test]
