@@ -163,8 +163,8 @@ struct ExportArgs {
     /// A run's results directory, OUTPUT/RUN_ID (a sharded run's root, or one shard's directory in it).
     #[arg(value_name = "DIR")]
     dir: PathBuf,
-    /// Where to write (overwritten); `-` for standard output. Default: requests.jsonl (requests.parquet) in the
-    /// run directory.
+    /// Where to write (overwritten); `-` for standard output (Parquet only when it is not a terminal). Default:
+    /// requests.jsonl (requests.parquet) in the run directory.
     #[arg(long, short, value_name = "PATH")]
     output: Option<PathBuf>,
     /// What to write: `jsonl` (one JSON object per request) or `parquet` (one row per request, zstd-compressed,
