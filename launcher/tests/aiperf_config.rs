@@ -63,6 +63,27 @@ fn a_config_file_runs_its_warmup_and_profiling_phases_as_aiperf_does() {
     )
     .expect("json");
     assert_eq!(export["good_request_count"]["avg"], 12.0, "{export}");
+    // run.json says when the stage's first request (a warm-up) went out, before its figures start: the server's
+    // windows know nothing of the run is sent before then.
+    let run = json(&dir.path().join("cfg/run.json"));
+    let stage = &run["end"]["stages"][0];
+    let (began, start) = (
+        stage["began_ns"].as_u64().expect("began_ns"),
+        stage["start_ns"].as_u64().expect("start_ns"),
+    );
+    let first_sent = |warmup: bool| {
+        records
+            .iter()
+            .filter(|r| (r["warmup"] == true) == warmup)
+            .filter_map(|r| r["sent_ns"].as_u64())
+            .min()
+            .expect("sent_ns")
+    };
+    assert!(began <= first_sent(true), "{stage}");
+    assert!(
+        first_sent(true) < start && start <= first_sent(false),
+        "{stage}"
+    );
 }
 
 #[test]

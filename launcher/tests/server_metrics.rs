@@ -108,11 +108,13 @@ async fn scraping_llmbench_sim_under_load_summarizes_per_stage() {
             stage: 0,
             start_s: stage0_start,
             end_s: stage0_end,
+            began_s: None,
         },
         StageWindow {
             stage: 1,
             start_s: stage1_start,
             end_s: stage1_end,
+            began_s: None,
         },
     ];
     let run = Window {

@@ -614,6 +614,7 @@ mod tests {
             index,
             probe: planned.probe,
             times: engine::StageTimes {
+                began_ns: start_ns,
                 start_ns,
                 end_ns,
                 stopped: None,

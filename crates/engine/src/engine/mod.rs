@@ -381,6 +381,9 @@ impl StagePlanner for FixedStages {
 /// When each stage ran, in nanoseconds on the run clock, and why it ended early if it did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StageTimes {
+    /// When the stage's first request went out: its warm-ups, and a probe run just before it, included. Between
+    /// one stage's end and the next one's `began_ns` nothing of the run is sent.
+    pub began_ns: u64,
     pub start_ns: u64,
     pub end_ns: u64,
     pub stopped: Option<StopReason>,
@@ -840,6 +843,8 @@ pub async fn run(
         Stages::Adaptive(planner) => planner,
     };
     let mut times: Vec<StageTimes> = Vec::new();
+    // When the work towards the next recorded stage began (a probe before it included).
+    let mut work_began: Option<u64> = None;
     let mut finished: Option<FinishedStage> = None;
     // The interval separates stages; the first stage and a stage after a probe start at once.
     let mut pause = false;
@@ -903,6 +908,7 @@ pub async fn run(
         // The stage's origin: its schedule's offsets count from here, and so do its times.
         let start = Instant::now();
         let mut start_ns = clock.ns_of(start);
+        let began_ns = *work_began.get_or_insert(start_ns);
         let mut finished_sessions = Vec::new();
         let deadline = planned.deadline.map(|after| {
             let due = tokio::time::Instant::from_std(start + after);
@@ -957,6 +963,7 @@ pub async fn run(
             deadline.abort();
         }
         let stage_times = StageTimes {
+            began_ns,
             start_ns,
             end_ns: clock.now_ns(),
             stopped: stage_control.reason().or_else(|| control.reason()),
@@ -964,6 +971,7 @@ pub async fn run(
         };
         if !planned.probe {
             times.push(stage_times.clone());
+            work_began = None;
         }
         pause = !planned.probe;
         finished = Some(FinishedStage {

@@ -553,6 +553,7 @@ mod tests {
                 stage: 0,
                 start_s: 0.0,
                 end_s: 2.0,
+                began_s: None,
             }],
             None,
         );

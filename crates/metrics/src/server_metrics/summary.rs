@@ -29,9 +29,11 @@
 //! guarantees; the extra half absorbs tick jitter and slow responses. The increase therefore covers up to one
 //! interval beyond each edge — it never misses an event inside the window, at the price of possibly counting one
 //! just outside (inference-perf's own stage queries add a whole scrape interval plus 2 s after each stage for the
-//! same reason). A window no stage starts after (the last stage, the whole run) ends at the first scrape after it
-//! however late: nothing of the run is sent after it, and the scraper's final scrape, which a loaded machine may
-//! take well past the last answer, has seen every event of it; a scrape inside would miss the last ones. A series that first appears mid-run on a target whose previous scrape was complete counted from
+//! same reason). Where the run is quiet after a window — until the next stage begins (`began_s`: its warm-ups and
+//! a probe before it included), or for good after the last stage and the whole run — the end may be any scrape in
+//! that quiet time, however late: it has seen nothing else of the run, while a scrape inside would miss the last
+//! events (the scraper's final scrape comes after the records are flushed, which a loaded machine may take well
+//! past the last answer). A series that first appears mid-run on a target whose previous scrape was complete counted from
 //! 0 (Prometheus would drop its first value; a new label set means new events).
 //!
 //! **Aggregate** across targets, by key: counters (derived ones included) and histograms summed, ratios as
@@ -73,6 +75,10 @@ pub struct StageWindow {
     pub stage: usize,
     pub start_s: f64,
     pub end_s: f64,
+    /// When the stage's first request went out, when earlier than `start_s` (its warm-ups, a probe just before
+    /// it): nothing of the run is sent between the previous stage's end and this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub began_s: Option<f64>,
 }
 
 /// The server metrics part of `summary.json`.
@@ -536,16 +542,27 @@ fn resolve_sample(sample: &Sample, types: &BTreeMap<String, MetricKind>) -> Opti
     })
 }
 
-/// How far after `window`'s end a scrape may lie and still bound its increases: `tolerance`, or without limit
-/// when no stage starts after it ends. Nothing of the run is sent after its last stage (probes and warm-ups come
-/// before what they prepare), so any scrape there (the scraper's final one, however late a loaded machine takes
-/// it) has seen only the window's events and its lag; one inside would miss those between it and the end.
-fn reach_after(window: &Window, stages: &[StageWindow], tolerance: f64) -> f64 {
-    if stages.iter().any(|s| s.start_s > window.end_s) {
-        tolerance
-    } else {
-        f64::INFINITY
-    }
+/// How far after a window's end a scrape may lie and still bound its increases. Nothing of the run is sent
+/// between a stage's end and the next stage's beginning (its warm-ups and a probe before it included), nor after
+/// the last stage; so a scrape in that quiet time has seen only the window's events (and its lag), however late a
+/// loaded machine took it (the scraper's final scrape comes after the records are flushed), while a scrape inside
+/// would miss those between it and the end. Hence: up to the next stage's beginning, at least `tolerance`; without
+/// limit for the last stage and the whole run (`stage` None).
+fn reach_after(
+    stage: Option<usize>,
+    window: &Window,
+    stages: &[StageWindow],
+    tolerance: f64,
+) -> f64 {
+    let Some(stage) = stage else {
+        return f64::INFINITY;
+    };
+    let next_began = stages
+        .iter()
+        .filter(|s| s.stage > stage)
+        .map(|s| s.began_s.unwrap_or(s.start_s).min(s.start_s))
+        .fold(f64::INFINITY, f64::min);
+    tolerance.max(next_began - window.end_s)
 }
 
 /// Streams scrapes in and produces the summary; see the module docs for the arithmetic.
@@ -581,7 +598,7 @@ impl Summarizer {
         let interval_s = interval.as_secs_f64();
         let reach_after = windows
             .iter()
-            .map(|(_, window)| reach_after(window, stages, 1.5 * interval_s))
+            .map(|(stage, window)| reach_after(*stage, window, stages, 1.5 * interval_s))
             .collect();
         Self {
             interval_s,
@@ -1577,12 +1594,14 @@ mod tests {
                 stage: 0,
                 start_s: 2.5,
                 end_s: 4.5,
+                began_s: None,
             },
             // On scrapes: base at 5, end at 7 → 20.
             StageWindow {
                 stage: 1,
                 start_s: 5.0,
                 end_s: 7.0,
+                began_s: None,
             },
         ];
         let summary = summarize(scrapes.clone(), INTERVAL, run(0.0, 10.0), &stages, None);
@@ -1611,11 +1630,13 @@ mod tests {
                 stage: 0,
                 start_s: 2.0,
                 end_s: 7.0,
+                began_s: None,
             },
             StageWindow {
                 stage: 1,
                 start_s: 8.0,
                 end_s: 9.0,
+                began_s: None,
             },
         ];
         let summary = summarize(sparse, INTERVAL, run(0.0, 10.0), &two_stages, None);
@@ -1624,6 +1645,41 @@ mod tests {
             counter_increase(&summary.stages[0].targets[0].metrics, "prompt_tokens").0,
             20.0
         );
+    }
+
+    #[test]
+    fn a_stage_ends_at_a_late_scrape_while_the_run_is_quiet_but_never_past_the_next_stages_warm_up()
+    {
+        let target = "http://a/metrics";
+        // The counter grows 10 per second until stage 0 ends at 3.2, stays until the next stage's warm-up begins
+        // at 5.0, then grows 10 per second again (the warm-up, then stage 1 from 6.0).
+        let value = |t: f64| 10.0 * t.min(3.2) + 10.0 * (t - 5.0).max(0.0);
+        let stages = [
+            StageWindow {
+                stage: 0,
+                start_s: 0.0,
+                end_s: 3.2,
+                began_s: None,
+            },
+            StageWindow {
+                stage: 1,
+                start_s: 6.0,
+                end_s: 8.0,
+                began_s: Some(5.0),
+            },
+        ];
+        let stage_0 = |times: &[f64]| {
+            let scrapes: Vec<Scrape> = times
+                .iter()
+                .map(|&t| scrape(target, t, &counter_page(value(t))))
+                .collect();
+            let summary = summarize(scrapes, INTERVAL, run(0.0, 8.0), &stages, None);
+            counter_increase(&summary.stages[0].targets[0].metrics, "prompt_tokens").0
+        };
+        // A scrape 1.7 s after the end (past the 1.5 s tolerance) but before the warm-up: all 32.
+        assert_eq!(stage_0(&[0.0, 1.0, 2.0, 3.0, 4.9, 6.0, 7.0, 8.0]), 32.0);
+        // The first scrape after the end comes once the warm-up ran (5.6): the last inside, never the warm-up's 6.
+        assert_eq!(stage_0(&[0.0, 1.0, 2.0, 3.0, 5.6, 6.0, 7.0, 8.0]), 30.0);
     }
 
     #[test]
@@ -1640,11 +1696,13 @@ mod tests {
                 stage: 0,
                 start_s: 0.0,
                 end_s: 3.2,
+                began_s: None,
             },
             StageWindow {
                 stage: 1,
                 start_s: 3.5,
                 end_s: 6.5,
+                began_s: None,
             },
         ];
         let summary = summarize(scrapes, INTERVAL, run(0.0, 6.5), &stages, None);
@@ -1899,6 +1957,7 @@ mod tests {
                 stage: 0,
                 start_s: 0.0,
                 end_s: 1.0,
+                began_s: None,
             }],
             None,
         );

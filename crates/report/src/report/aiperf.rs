@@ -1235,6 +1235,7 @@ mod tests {
             sent: 3,
             finished: 3,
             stages: vec![StageEnd {
+                began_ns: None,
                 start_ns: 30_000_000,
                 end_ns: 80_000_000,
                 stopped: None,

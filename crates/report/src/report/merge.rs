@@ -413,8 +413,11 @@ fn merge_ends(metas: &[RunMeta], offsets_ns: &[u64], planned: Option<u64>) -> Op
                 })
                 .collect();
             sessions.sort_by_key(|s| s.end_ns);
+            let start_ns = ran.iter().map(|(s, o, _)| s.start_ns + o).min()?;
+            let began_ns = ran.iter().map(|(s, o, _)| s.began_ns() + o).min()?;
             Some(StageEnd {
-                start_ns: ran.iter().map(|(s, o, _)| s.start_ns + o).min()?,
+                began_ns: Some(began_ns).filter(|&began| began < start_ns),
+                start_ns,
                 end_ns: ran.iter().map(|(s, o, _)| s.end_ns + o).max()?,
                 stopped: ran.iter().find_map(|(s, _, _)| s.stopped),
                 sessions,
@@ -481,6 +484,7 @@ mod tests {
             stages: stages
                 .iter()
                 .map(|(start_ns, end_ns)| StageEnd {
+                    began_ns: None,
                     start_ns: *start_ns,
                     end_ns: *end_ns,
                     stopped: None,
@@ -535,6 +539,7 @@ mod tests {
             (end.stages[0].start_ns, end.stages[0].end_ns),
             (0, 1_050_000_000)
         );
+        assert_eq!(end.stages[0].began_ns, None);
         // Renumbered in order of scheduled time: 0 ms (shard 0), 250 ms (shard 1), 500 ms (shard 0).
         let sent: Vec<(u64, u64)> = merged
             .records
@@ -544,6 +549,26 @@ mod tests {
         assert_eq!(sent, [(0, 0), (1, 250), (2, 500)]);
         // Shard 1's first token moved with it: 250 + 70 ms.
         assert_eq!(merged.records[1].chunks[0].at_ns, 320_000_000);
+    }
+
+    #[test]
+    fn a_merged_stage_began_with_the_earliest_warm_up_of_any_shard() {
+        // Shard 0's figures start at 100 ms after warm-ups from 20 ms; shard 1 (250 ms later) had none.
+        let mut a = meta(0, 2, 1_000_000_000, &[(100_000_000, 900_000_000)]);
+        if let Some(end) = a.end.as_mut() {
+            end.stages[0].began_ns = Some(20_000_000);
+        }
+        let b = meta(1, 2, 1_250_000_000, &[(0, 800_000_000)]);
+        let merged = merge(vec![
+            (a, vec![record(0, 100, 50, 10, 3)]),
+            (b, vec![record(0, 0, 70, 10, 3)]),
+        ])
+        .unwrap();
+        let stage = &merged.meta.end.as_ref().unwrap().stages[0];
+        assert_eq!(
+            (stage.began_ns, stage.start_ns, stage.began_ns()),
+            (Some(20_000_000), 100_000_000, 20_000_000)
+        );
     }
 
     #[test]

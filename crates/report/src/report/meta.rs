@@ -219,6 +219,10 @@ pub struct RunEnd {
 /// One stage that ran.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StageEnd {
+    /// When the stage's first request went out, when that was before `start_ns`: its warm-ups, or a probe just
+    /// before it (absent: at `start_ns`). Between one stage's end and the next one's beginning nothing is sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub began_ns: Option<u64>,
     pub start_ns: u64,
     pub end_ns: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -227,6 +231,13 @@ pub struct StageEnd {
     /// rebuilds inference-perf's session lifecycle reports from the run directory.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sessions: Vec<llmbench_model::record::SessionRecord>,
+}
+
+impl StageEnd {
+    /// When the stage's first request went out, warm-ups and a probe just before it included.
+    pub fn began_ns(&self) -> u64 {
+        self.began_ns.unwrap_or(self.start_ns).min(self.start_ns)
+    }
 }
 
 impl RunEnd {
@@ -250,6 +261,7 @@ impl RunEnd {
             stages: stages
                 .iter()
                 .map(|t| StageEnd {
+                    began_ns: Some(t.began_ns).filter(|&began| began < t.start_ns),
                     start_ns: t.start_ns,
                     end_ns: t.end_ns,
                     stopped: t.stopped,

@@ -506,6 +506,7 @@ pub(crate) fn server_metrics_summary(
                     stage,
                     start_s: secs(times.start_ns),
                     end_s: secs(times.end_ns) + lag,
+                    began_s: times.began_ns.map(secs),
                 })
                 .collect()
         })

@@ -402,6 +402,7 @@ mod tests {
             sent: 5,
             finished: 5,
             stages: vec![StageEnd {
+                began_ns: None,
                 start_ns: 9_000_000_000,
                 end_ns: 16_000_000_000,
                 stopped: None,

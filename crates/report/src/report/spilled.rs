@@ -948,6 +948,7 @@ mod tests {
             // Each stage starts where `varied` schedules its first request.
             stages: (0..3)
                 .map(|s| StageEnd {
+                    began_ns: None,
                     start_ns: s * 10_000 * MS + s * n / 3 * 7 * MS,
                     end_ns: s * 10_000 * MS + 9_000 * MS,
                     stopped: None,

@@ -1193,6 +1193,7 @@ fn a_sharded_run_with_a_killed_shard_counts_what_each_shard_sent() {
         finished: 2,
         stages: vec![
             StageEnd {
+                began_ns: None,
                 start_ns: 0,
                 end_ns: 10_000_000,
                 stopped: None,
