@@ -29,11 +29,12 @@
 //! guarantees; the extra half absorbs tick jitter and slow responses. The increase therefore covers up to one
 //! interval beyond each edge — it never misses an event inside the window, at the price of possibly counting one
 //! just outside (inference-perf's own stage queries add a whole scrape interval plus 2 s after each stage for the
-//! same reason). Where the run is quiet after a window — until the next stage begins (`began_s`: its warm-ups and
-//! a probe before it included), or for good after the last stage and the whole run — the end may be any scrape in
-//! that quiet time, however late: it has seen nothing else of the run, while a scrape inside would miss the last
-//! events (the scraper's final scrape comes after the records are flushed, which a loaded machine may take well
-//! past the last answer). A series that first appears mid-run on a target whose previous scrape was complete counted from
+//! same reason). Where the run is quiet beyond an edge, the bound may be any scrape in that quiet time, however far:
+//! it has seen nothing else of the run, while a scrape inside would miss the events near the edge. The run is quiet
+//! after a stage until the next stage begins (`began_s`: its warm-ups and a probe before it included), after the
+//! last stage for good (the scraper's final scrape comes after the records are flushed, which a loaded machine may
+//! take well past the last answer), and before a stage with no warm-up since the previous stage's end (before the
+//! first, since the scraper started). A series that first appears mid-run on a target whose previous scrape was complete counted from
 //! 0 (Prometheus would drop its first value; a new label set means new events).
 //!
 //! **Aggregate** across targets, by key: counters (derived ones included) and histograms summed, ratios as
@@ -542,27 +543,50 @@ fn resolve_sample(sample: &Sample, types: &BTreeMap<String, MetricKind>) -> Opti
     })
 }
 
-/// How far after a window's end a scrape may lie and still bound its increases. Nothing of the run is sent
-/// between a stage's end and the next stage's beginning (its warm-ups and a probe before it included), nor after
-/// the last stage; so a scrape in that quiet time has seen only the window's events (and its lag), however late a
-/// loaded machine took it (the scraper's final scrape comes after the records are flushed), while a scrape inside
-/// would miss those between it and the end. Hence: up to the next stage's beginning, at least `tolerance`; without
-/// limit for the last stage and the whole run (`stage` None).
-fn reach_after(
-    stage: Option<usize>,
-    window: &Window,
-    stages: &[StageWindow],
-    tolerance: f64,
-) -> f64 {
-    let Some(stage) = stage else {
-        return f64::INFINITY;
-    };
-    let next_began = stages
-        .iter()
-        .filter(|s| s.stage > stage)
-        .map(|s| s.began_s.unwrap_or(s.start_s).min(s.start_s))
-        .fold(f64::INFINITY, f64::min);
-    tolerance.max(next_began - window.end_s)
+/// How far before a window's start and after its end a bounding scrape may lie. Nothing of the run is sent
+/// between a stage's end and the next stage's beginning (`began_s`: its warm-ups and a probe before it included),
+/// before the first stage's beginning (the scraper starts after the pre-flight), nor after the last stage. A scrape
+/// in such a quiet time has seen exactly the events on its side, however late or early a loaded machine took it
+/// (the scraper's final scrape comes after the records are flushed), while one inside the window would miss those
+/// between it and the edge. Elsewhere (a warm-up just before the start) the tolerance holds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Reach {
+    before: f64,
+    after: f64,
+}
+
+impl Reach {
+    /// The reach of `stage`'s window (`None`: the whole run's) among `stages`, at least `tolerance`.
+    fn of(stage: Option<usize>, window: &Window, stages: &[StageWindow], tolerance: f64) -> Self {
+        let began = |s: &StageWindow| s.began_s.unwrap_or(s.start_s).min(s.start_s);
+        let first = match stage {
+            Some(stage) => stages.iter().find(|s| s.stage == stage),
+            None => stages.iter().min_by_key(|s| s.stage),
+        };
+        // A warm-up (or a probe) right before the window's first stage may still be answering at its start.
+        let warmed_up = first.is_some_and(|s| began(s) < s.start_s);
+        let quiet_since = match stage {
+            _ if warmed_up => window.start_s,
+            None => f64::NEG_INFINITY,
+            Some(stage) => stages
+                .iter()
+                .filter(|s| s.stage < stage)
+                .map(|s| s.end_s)
+                .fold(f64::NEG_INFINITY, f64::max),
+        };
+        let quiet_until = match stage {
+            None => f64::INFINITY,
+            Some(stage) => stages
+                .iter()
+                .filter(|s| s.stage > stage)
+                .map(began)
+                .fold(f64::INFINITY, f64::min),
+        };
+        Self {
+            before: tolerance.max(window.start_s - quiet_since),
+            after: tolerance.max(quiet_until - window.end_s),
+        }
+    }
 }
 
 /// Streams scrapes in and produces the summary; see the module docs for the arithmetic.
@@ -570,8 +594,8 @@ fn reach_after(
 pub struct Summarizer {
     interval_s: f64,
     windows: Vec<(Option<usize>, Window)>,
-    /// Per window, how far after its end a bounding scrape may lie (module docs).
-    reach_after: Vec<f64>,
+    /// Per window, how far before its start and after its end a bounding scrape may lie (module docs).
+    reach: Vec<Reach>,
     targets: Vec<TargetState>,
     by_url: HashMap<String, usize>,
     infos: HashMap<MetricId, MetricInfo>,
@@ -596,14 +620,14 @@ impl Summarizer {
         }));
         let n = windows.len();
         let interval_s = interval.as_secs_f64();
-        let reach_after = windows
+        let reach = windows
             .iter()
-            .map(|(stage, window)| reach_after(*stage, window, stages, 1.5 * interval_s))
+            .map(|(stage, window)| Reach::of(*stage, window, stages, 1.5 * interval_s))
             .collect();
         Self {
             interval_s,
             windows,
-            reach_after,
+            reach,
             targets: Vec::new(),
             by_url: HashMap::new(),
             infos: HashMap::new(),
@@ -813,7 +837,6 @@ impl Summarizer {
         cumulative: Vec<(String, MetricId, Part, f64)>,
         gauges: &[(MetricId, f64)],
     ) {
-        let tolerance = 1.5 * self.interval_s;
         let windows = self.windows.clone();
         let target = &mut self.targets[ti];
         let previous = target.previous;
@@ -824,19 +847,20 @@ impl Summarizer {
         for (wi, (_, window)) in windows.iter().enumerate() {
             if let Slot::Open(_) = &target.slots[wi]
                 && t > window.end_s
-                && (t - window.end_s > self.reach_after[wi]
+                && (t - window.end_s > self.reach[wi].after
                     || previous_t.is_some_and(|p| p >= window.end_s))
             {
                 close(target, wi, &HashSet::new(), false);
             }
         }
-        // Windows starting now whose base is the previous scrape (at most `tolerance` before their start).
+        // Windows starting now whose base is the previous scrape (within reach before their start).
         let mut open_after = Vec::new();
         for (wi, (_, window)) in windows.iter().enumerate() {
+            let reach = self.reach[wi];
             if matches!(target.slots[wi], Slot::Pending) && t >= window.start_s {
                 let base_before =
-                    previous.is_some_and(|(before, _)| window.start_s - before <= tolerance);
-                if t > window.end_s && !(base_before && t - window.end_s <= self.reach_after[wi]) {
+                    previous.is_some_and(|(before, _)| window.start_s - before <= reach.before);
+                if t > window.end_s && !(base_before && t - window.end_s <= reach.after) {
                     // No scrape inside and no close pair around it: nothing can be said about this window.
                     target.slots[wi] = Slot::Closed(Box::default());
                     continue;
@@ -1619,30 +1643,26 @@ mod tests {
         );
         assert_eq!(summary.stages[0].stage, Some(0));
 
-        // With scrapes far apart (a gap of failures), the edges fall back to the first and last inside: another
-        // stage starts before the scrape after the end, so that scrape may have seen its events.
+        // With scrapes far apart (a gap of failures), the edges fall back to the first and last inside: a stage
+        // ran before the start and another begins before the scrape after the end, so those scrapes may have seen
+        // their events.
         let sparse: Vec<Scrape> = [0.0, 4.0, 5.0, 6.0, 10.0]
             .iter()
             .map(|&t| scrape(target, t, &counter_page(t * 10.0)))
             .collect();
-        let two_stages = [
-            StageWindow {
-                stage: 0,
-                start_s: 2.0,
-                end_s: 7.0,
-                began_s: None,
-            },
-            StageWindow {
-                stage: 1,
-                start_s: 8.0,
-                end_s: 9.0,
-                began_s: None,
-            },
-        ];
-        let summary = summarize(sparse, INTERVAL, run(0.0, 10.0), &two_stages, None);
+        let three_stages =
+            [(0, 0.0, 1.0), (1, 2.0, 7.0), (2, 8.0, 9.0)].map(|(stage, start_s, end_s)| {
+                StageWindow {
+                    stage,
+                    start_s,
+                    end_s,
+                    began_s: None,
+                }
+            });
+        let summary = summarize(sparse, INTERVAL, run(0.0, 10.0), &three_stages, None);
         // Base 40 (first inside, since 0 is 2 s before the start), end 60 (last inside, since 10 is 3 s after).
         assert_eq!(
-            counter_increase(&summary.stages[0].targets[0].metrics, "prompt_tokens").0,
+            counter_increase(&summary.stages[1].targets[0].metrics, "prompt_tokens").0,
             20.0
         );
     }
@@ -1680,6 +1700,43 @@ mod tests {
         assert_eq!(stage_0(&[0.0, 1.0, 2.0, 3.0, 4.9, 6.0, 7.0, 8.0]), 32.0);
         // The first scrape after the end comes once the warm-up ran (5.6): the last inside, never the warm-up's 6.
         assert_eq!(stage_0(&[0.0, 1.0, 2.0, 3.0, 5.6, 6.0, 7.0, 8.0]), 30.0);
+    }
+
+    #[test]
+    fn a_stage_starts_from_an_early_scrape_while_the_run_is_quiet_but_never_before_its_warm_up() {
+        let target = "http://a/metrics";
+        // Stage 0 runs to 3.2, stage 1 from 5.5 to 8; the counter grows 10 per second while a stage runs (and
+        // from 4.0 while stage 1's warm-up runs, when it has one). Scrapes at 3.5, then none until 6.
+        let times = [0.0, 1.0, 2.0, 3.0, 3.5, 6.0, 7.0, 8.0];
+        let stage_1 = |began_s: Option<f64>| {
+            let from = began_s.unwrap_or(5.5);
+            let value = |t: f64| 10.0 * t.min(3.2) + 10.0 * (t.min(8.0) - from).max(0.0);
+            let scrapes: Vec<Scrape> = times
+                .iter()
+                .map(|&t| scrape(target, t, &counter_page(value(t))))
+                .collect();
+            let stages = [
+                StageWindow {
+                    stage: 0,
+                    start_s: 0.0,
+                    end_s: 3.2,
+                    began_s: None,
+                },
+                StageWindow {
+                    stage: 1,
+                    start_s: 5.5,
+                    end_s: 8.0,
+                    began_s,
+                },
+            ];
+            let summary = summarize(scrapes, INTERVAL, run(0.0, 8.0), &stages, None);
+            counter_increase(&summary.stages[1].targets[0].metrics, "prompt_tokens").0
+        };
+        // No warm-up: the scrape at 3.5 (2 s before the start, past the tolerance) saw all of stage 0 and nothing
+        // of stage 1, so it is the base: all 25.
+        assert_eq!(stage_1(None), 25.0);
+        // A warm-up from 4.0: the base is the first scrape inside (6), never 3.5, which would count the warm-up.
+        assert_eq!(stage_1(Some(4.0)), 20.0);
     }
 
     #[test]
