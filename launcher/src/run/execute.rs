@@ -753,21 +753,16 @@ fn expectation(execution: &Execution<'_>) -> progress::Expectation {
     }
 }
 
-/// Stops the recording once the stages are driven: waits for the writer's last records, then stops the scraper
-/// (through a Prometheus server the last requests show up only after its next scrape, which inference-perf waits
-/// for too; an interrupted run does not wait), with what it scraped in `meta`.
+/// Stops the recording once the stages are driven: stops the scraper first, so its final scrape comes right after
+/// the last answer (through a Prometheus server the last requests show up only after its next scrape, which
+/// inference-perf waits for too; an interrupted run does not wait), with what it scraped in `meta`; then waits for
+/// the writer's last records, which meanwhile went on being written.
 async fn stop_recording(
     recording: &mut Recording,
     scraper: Option<Scraper>,
     scraping: Option<server::ScrapePlan>,
     meta: &mut RunMeta,
 ) -> Stopped {
-    let written = (&mut recording.writer)
-        .await
-        .map_err(|join| RunError::WriteOutput {
-            path: recording.records_path.clone(),
-            source: std::io::Error::other(join.to_string()),
-        });
     let scraped = match (scraper, scraping) {
         (Some(scraper), Some(plan)) => {
             let interrupted = matches!(
@@ -787,6 +782,12 @@ async fn stop_recording(
         }
         _ => None,
     };
+    let written = (&mut recording.writer)
+        .await
+        .map_err(|join| RunError::WriteOutput {
+            path: recording.records_path.clone(),
+            source: std::io::Error::other(join.to_string()),
+        });
     Stopped { written, scraped }
 }
 
