@@ -593,12 +593,18 @@ def endpoints_dataset(path: Path, input_tokens: int, rows: int = 1000) -> None:
             f.write(json.dumps({"input_tokens": [(start + j) % vocab for j in range(input_tokens)]}) + "\n")
 
 
+# Its workers' start-up limit (60 s by default): on two busy cores its worker processes once took longer than that
+# to start at 128 tokens (2026-11-29, "Workers failed to initialize within 60.0s"), and the peer then sent nothing.
+ENDPOINTS_WORKER_INIT_S = 300
+
+
 def run_endpoints(env: Env, w: Workload, sim: Sim) -> Result:
     """MLCommons' endpoints load generator (`inference-endpoint benchmark online`): its concurrency pattern with
     `--concurrency`, bounded by time (`--duration` and `--runtime.max-duration-ms` both the scenario's seconds, a
     sample count it cannot reach), streaming, its `openai_completions` adapter with pre-tokenized prompts of exactly
     w.input_tokens and `min_tokens == max_tokens == w.output_tokens` (it has no `ignore_eos`; vLLM, and the
-    simulator, then answer exactly that many tokens). Everything else is its default: worker processes `-1`
+    simulator, then answer exactly that many tokens), and a longer limit for its workers' start-up
+    (ENDPOINTS_WORKER_INIT_S). Everything else is its default: worker processes `-1`
     (auto), CPU pinning on, its metrics aggregator tokenizing the answers with the bench tokenizer for OSL/TPOT.
     Its figures are its own `performance/result_summary.json` (qps, tps, latencies in ns). Its only rate pattern
     is Poisson, so it has no row in the constant-rate timing scenario."""
@@ -615,7 +621,8 @@ def run_endpoints(env: Env, w: Workload, sim: Sim) -> Result:
            "--max-output-tokens", str(w.output_tokens), "--model-params.min-new-tokens", str(w.output_tokens),
            "--tokenizer", env.tokenizer, "--load-pattern", "concurrency", "--concurrency", str(w.concurrency),
            "--duration", f"{w.seconds}s", "--runtime.max-duration-ms", str(w.seconds * 1000),
-           "--num-samples", "100000000", "--report-dir", str(report_dir)]
+           "--num-samples", "100000000", "--report-dir", str(report_dir),
+           "--client.worker-initialization-timeout", str(ENDPOINTS_WORKER_INIT_S)]
     cpu0 = sim.cpu()
     m = run_measured(cmd, out / "client.log", timeout_s=w.seconds * 4 + 180,
                      env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "NO_COLOR": "1",
