@@ -1445,6 +1445,16 @@ mod tests {
         }
     }
 
+    /// Stage `stage`'s window from `start_s` to `end_s`, its first request (a warm-up's) at `began_s` if earlier.
+    fn stage(stage: usize, start_s: f64, end_s: f64, began_s: Option<f64>) -> StageWindow {
+        StageWindow {
+            stage,
+            start_s,
+            end_s,
+            began_s,
+        }
+    }
+
     fn counter_increase(metrics: &[MetricSummary], key: &str) -> (f64, f64) {
         match find(metrics, key).map(|m| &m.figures) {
             Some(Figures::Counter {
@@ -1614,19 +1624,9 @@ mod tests {
             .collect();
         let stages = [
             // Between scrapes: base at 2 (0.5 before), end at 5 (0.5 after) → 30.
-            StageWindow {
-                stage: 0,
-                start_s: 2.5,
-                end_s: 4.5,
-                began_s: None,
-            },
+            stage(0, 2.5, 4.5, None),
             // On scrapes: base at 5, end at 7 → 20.
-            StageWindow {
-                stage: 1,
-                start_s: 5.0,
-                end_s: 7.0,
-                began_s: None,
-            },
+            stage(1, 5.0, 7.0, None),
         ];
         let summary = summarize(scrapes.clone(), INTERVAL, run(0.0, 10.0), &stages, None);
         assert_eq!(
@@ -1674,20 +1674,7 @@ mod tests {
         // The counter grows 10 per second until stage 0 ends at 3.2, stays until the next stage's warm-up begins
         // at 5.0, then grows 10 per second again (the warm-up, then stage 1 from 6.0).
         let value = |t: f64| 10.0 * t.min(3.2) + 10.0 * (t - 5.0).max(0.0);
-        let stages = [
-            StageWindow {
-                stage: 0,
-                start_s: 0.0,
-                end_s: 3.2,
-                began_s: None,
-            },
-            StageWindow {
-                stage: 1,
-                start_s: 6.0,
-                end_s: 8.0,
-                began_s: Some(5.0),
-            },
-        ];
+        let stages = [stage(0, 0.0, 3.2, None), stage(1, 6.0, 8.0, Some(5.0))];
         let stage_0 = |times: &[f64]| {
             let scrapes: Vec<Scrape> = times
                 .iter()
@@ -1715,20 +1702,7 @@ mod tests {
                 .iter()
                 .map(|&t| scrape(target, t, &counter_page(value(t))))
                 .collect();
-            let stages = [
-                StageWindow {
-                    stage: 0,
-                    start_s: 0.0,
-                    end_s: 3.2,
-                    began_s: None,
-                },
-                StageWindow {
-                    stage: 1,
-                    start_s: 5.5,
-                    end_s: 8.0,
-                    began_s,
-                },
-            ];
+            let stages = [stage(0, 0.0, 3.2, None), stage(1, 5.5, 8.0, began_s)];
             let summary = summarize(scrapes, INTERVAL, run(0.0, 8.0), &stages, None);
             counter_increase(&summary.stages[1].targets[0].metrics, "prompt_tokens").0
         };
@@ -1748,20 +1722,7 @@ mod tests {
             .iter()
             .map(|&t| scrape(target, t, &counter_page(t.min(6.5) * 10.0)))
             .collect();
-        let stages = [
-            StageWindow {
-                stage: 0,
-                start_s: 0.0,
-                end_s: 3.2,
-                began_s: None,
-            },
-            StageWindow {
-                stage: 1,
-                start_s: 3.5,
-                end_s: 6.5,
-                began_s: None,
-            },
-        ];
+        let stages = [stage(0, 0.0, 3.2, None), stage(1, 3.5, 6.5, None)];
         let summary = summarize(scrapes, INTERVAL, run(0.0, 6.5), &stages, None);
         let increase = |window: &WindowSummary| {
             counter_increase(&window.targets[0].metrics, "prompt_tokens").0
@@ -2010,12 +1971,7 @@ mod tests {
             scrapes,
             INTERVAL,
             run(0.0, 1.0),
-            &[StageWindow {
-                stage: 0,
-                start_s: 0.0,
-                end_s: 1.0,
-                began_s: None,
-            }],
+            &[stage(0, 0.0, 1.0, None)],
             None,
         );
         let json = serde_json::to_value(&summary).unwrap();
