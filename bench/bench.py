@@ -1660,9 +1660,13 @@ def main() -> int:
     if not args.smoke:
         results = Path(args.results)
         results.mkdir(parents=True, exist_ok=True)
-        # A subset run is named after its scenarios, so it never overwrites the day's full run.
+        # A subset run is named after its scenarios, so it never overwrites the day's full run; a later run of the
+        # same scenarios on the same day gets the next free number, so it never overwrites the earlier one either.
         subset = "" if args.only == "" else "-" + "-".join(sorted(only))
-        path = results / f"{now:%Y-%m-%d}-{host}{subset}.md"
+        stem = f"{now:%Y-%m-%d}-{host}{subset}"
+        path, n = results / f"{stem}.md", 2
+        while path.exists():
+            path, n = results / f"{stem}-{n}.md", n + 1
         path.write_text(text)
         print(f"written to {path}", file=sys.stderr)
     print(text)
