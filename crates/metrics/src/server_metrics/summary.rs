@@ -32,10 +32,11 @@
 //! same reason). Where the run is quiet beyond an edge, the bound may be any scrape in that quiet time, however far:
 //! it has seen nothing else of the run, while a scrape inside would miss the events near the edge. The run is quiet
 //! after a stage until the next stage begins (`began_s`: its warm-ups and a probe before it included), after the
-//! last stage for good (the scraper's final scrape comes after the records are flushed, which a loaded machine may
-//! take well past the last answer), and before a stage with no warm-up since the previous stage's end (before the
-//! first, since the scraper started). A series that first appears mid-run on a target whose previous scrape was complete counted from
-//! 0 (Prometheus would drop its first value; a new label set means new events).
+//! last stage for good (however late a loaded machine takes the scraper's final scrape), and before a stage with no
+//! warm-up since the previous stage's end (before the first, since the scraper started).
+//!
+//! A series that first appears mid-run on a target whose previous scrape was complete counted from 0 (Prometheus
+//! would drop its first value; a new label set means new events).
 //!
 //! **Aggregate** across targets, by key: counters (derived ones included) and histograms summed, ratios as
 //! Σnumerators / Σdenominators; count-like gauges summed and fraction-like gauges averaged per scrape round (a round is one tick's scrapes of all targets that answered), then summarized as above.
@@ -546,9 +547,9 @@ fn resolve_sample(sample: &Sample, types: &BTreeMap<String, MetricKind>) -> Opti
 /// How far before a window's start and after its end a bounding scrape may lie. Nothing of the run is sent
 /// between a stage's end and the next stage's beginning (`began_s`: its warm-ups and a probe before it included),
 /// before the first stage's beginning (the scraper starts after the pre-flight), nor after the last stage. A scrape
-/// in such a quiet time has seen exactly the events on its side, however late or early a loaded machine took it
-/// (the scraper's final scrape comes after the records are flushed), while one inside the window would miss those
-/// between it and the edge. Elsewhere (a warm-up just before the start) the tolerance holds.
+/// in such a quiet time has seen exactly the events on its side, however late or early a loaded machine took it,
+/// while one inside the window would miss those between it and the edge. Elsewhere (a warm-up just before the
+/// start) the tolerance holds.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Reach {
     before: f64,
