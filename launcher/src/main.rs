@@ -482,7 +482,7 @@ fn run_and_report(args: llmbench::run::RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(run) = &outcome.summary.run {
         eprintln!(
             "llmbench: {}",
-            describe_completion(run, outcome.summary.overall.requests.lost_in_flight)
+            describe_completion(run, &outcome.summary.overall.requests)
         );
         if matches!(
             run.stopped,
@@ -638,7 +638,7 @@ fn report_command(args: ReportArgs) -> anyhow::Result<ExitCode> {
     if let Some(run) = &outcome.summary.run {
         eprintln!(
             "llmbench: {}",
-            describe_completion(run, outcome.summary.overall.requests.lost_in_flight)
+            describe_completion(run, &outcome.summary.overall.requests)
         );
         if run.state == llmbench_metrics::metrics::RunState::Incomplete {
             return Ok(ExitCode::from(EXIT_RUN_KILLED));
@@ -648,7 +648,10 @@ fn report_command(args: ReportArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// One line on how a run ended when it did not end as planned.
-fn describe_completion(run: &llmbench_metrics::metrics::Completion, lost_in_flight: u64) -> String {
+fn describe_completion(
+    run: &llmbench_metrics::metrics::Completion,
+    recorded: &llmbench_metrics::metrics::RequestCounts,
+) -> String {
     use llmbench_metrics::metrics::RunState;
     let planned = run
         .planned
@@ -659,15 +662,16 @@ fn describe_completion(run: &llmbench_metrics::metrics::Completion, lost_in_flig
     match run.state {
         RunState::Complete => "the run completed".to_owned(),
         RunState::Interrupted | RunState::Stopped => format!(
-            "the run stopped early ({}): {planned} requests planned, {sent} sent, {} recorded; every report is \
+            "the run stopped early ({}): {planned} requests planned, {sent} sent, {} recorded{}; every report is \
              marked so (`llmbench_run`)",
             run.stopped
                 .map_or_else(|| "no reason recorded".to_owned(), |r| r.to_string()),
-            run.finished
+            recorded.total,
+            llmbench_report::report::unrecorded(recorded.lost_in_flight)
         ),
         RunState::Incomplete => format!(
             "{}; these figures cover only what was recorded",
-            llmbench_report::report::killed_run(run, lost_in_flight)
+            llmbench_report::report::killed_run(run, recorded.lost_in_flight)
         ),
     }
 }

@@ -47,7 +47,7 @@ use llmbench_workload::workload::{Api, DataSpec, ParseOptions, parse_profile};
 pub(crate) use api_key::ApiKey;
 pub use args::RunArgs;
 pub(crate) use cache::CacheResetError;
-pub use error::RunError;
+pub use error::{KeptReports, RunError};
 pub use output::{LOCK_FILE, OutputError, in_use, validate_run_id};
 pub use preflight::describe_passed as describe_passed_preflight;
 pub use runner::RunOutcome;

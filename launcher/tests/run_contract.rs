@@ -526,6 +526,75 @@ fn after_sigkill_report_counts_every_sent_request_as_recorded_or_lost_in_flight(
 }
 
 #[test]
+fn a_records_file_that_stops_growing_stops_the_run_and_every_report_holds_what_it_kept() {
+    let dir = tempfile::tempdir().expect("tmp");
+    // A file-size limit of 5 MiB (what a quota or a full disk does to the one file that grows): the records, about
+    // 2 KiB per 2 000-token answer, reach it after some 2 500 requests; every report of those fits under it.
+    let output = Command::new("bash")
+        .args([
+            "-c",
+            "ulimit -f 5120 && trap '' XFSZ && exec \"$0\" \"$@\"",
+            env!("CARGO_BIN_EXE_llmbench"),
+            "run",
+            "--harness",
+            "vllm-benchmark",
+            "--profile",
+            "sanity_random",
+            "--concurrency",
+            "32",
+            "--requests",
+            "6000",
+            "--input-tokens",
+            "8",
+            "--output-tokens",
+            "2000",
+            "--sim-ttft",
+            "0ms",
+            "--sim-itl",
+            "0ms",
+            "--run-id",
+            "full",
+            "--output",
+        ])
+        .arg(dir.path())
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("bash runs llmbench");
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let run = dir.path().join("full");
+    let summary = json(&run.join("summary.json"));
+    assert_eq!(summary["run"]["state"], "stopped", "{summary:#}");
+    assert_eq!(summary["run"]["stopped"]["reason"], "records_unwritable");
+    let sent = summary["run"]["sent"].as_u64().expect("sent");
+    let recorded = summary["requests"]["total"].as_u64().expect("total");
+    let lost = summary["requests"]["lost_in_flight"]
+        .as_u64()
+        .expect("the requests the file refused");
+    assert!(recorded > 1_000 && sent < 6_000, "{summary:#}");
+    // Every request sent is either in the records or listed as lost, never both.
+    assert_eq!(sent, recorded + lost, "{summary:#}");
+    let listed = std::fs::read_to_string(run.join("lost_in_flight.jsonl")).expect("the list");
+    assert_eq!(listed.lines().count() as u64, lost);
+    let words = format!(
+        "every report in {} was written from the {recorded} request(s) the file holds; the {lost} sent whose \
+         records it refused are counted as lost",
+        run.display()
+    );
+    assert!(stderr(&output).contains(&words), "{}", stderr(&output));
+    // vllm bench serve's own result file and the page hold the same requests.
+    assert_eq!(vllm_result(&run)["completed"].as_u64(), Some(recorded));
+    let html = std::fs::read_to_string(run.join("report.html")).expect("report.html");
+    assert!(html.contains(&format!("{lost} of them have no record")));
+    // `llmbench report` of the same files says the same.
+    let again = report(&run);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(
+        json(&run.join("summary.json"))["requests"]["lost_in_flight"].as_u64(),
+        Some(lost)
+    );
+}
+
+#[test]
 fn a_torn_last_record_is_skipped_and_reported() {
     let dir = tempfile::tempdir().expect("tmp");
     let done = quick_run(dir.path(), "torn", &[]);

@@ -609,7 +609,7 @@ pub fn for_each_record(
 fn torn(whole: u64) -> usize {
     tracing::warn!(
         records = whole,
-        "skipping the last record of the records file: it was cut short (the launcher was killed while writing it)"
+        "skipping the last record of the records file: it was cut short (the launcher was killed, or the disk refused the rest, while writing it)"
     );
     1
 }

@@ -45,6 +45,17 @@ pub enum RunError {
     Conversations(#[from] ConversationError),
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// The records file stopped taking records mid-run (a full disk, a quota, a file-size limit): the run stopped
+    /// sending, and its reports were made from the records written, where the disk still took them.
+    #[error("{}", describe_unwritable_records(path, *written, source, dir, reports))]
+    RecordsUnwritable {
+        path: String,
+        written: u64,
+        source: std::io::Error,
+        dir: PathBuf,
+        /// What the reports hold, or why they could not be written either.
+        reports: Result<KeptReports, String>,
+    },
     #[error("no model to send: {0}")]
     NoModel(String),
     #[error(transparent)]
@@ -134,5 +145,38 @@ pub enum RunError {
 impl From<DataError> for RunError {
     fn from(e: DataError) -> Self {
         RunError::Prompts(PromptError::Data(e))
+    }
+}
+
+/// What the reports of a run whose records file failed hold.
+#[derive(Debug, Clone, Copy)]
+pub struct KeptReports {
+    /// Requests whose records reached the file, and so every report.
+    pub recorded: u64,
+    /// Requests sent whose records did not (counted and listed as lost).
+    pub lost: u64,
+}
+
+/// A records failure: what stopped, and where the reports of what was kept are or how to get them.
+fn describe_unwritable_records(
+    path: &str,
+    written: u64,
+    source: &std::io::Error,
+    dir: &std::path::Path,
+    reports: &Result<KeptReports, String>,
+) -> String {
+    let dir = dir.display();
+    match reports {
+        Ok(KeptReports { recorded, lost }) => format!(
+            "cannot write {path} ({source}): the run stopped issuing requests it could not record\n  note: every \
+             report in {dir} was written from the {recorded} request(s) the file holds; the {lost} sent whose \
+             records it refused are counted as lost and listed in {dir}/{}",
+            llmbench_report::report::LOST_IN_FLIGHT_FILE
+        ),
+        Err(why) => format!(
+            "cannot write {path} ({source}) after {written} record(s): the run stopped issuing requests it could \
+             not record\n  help: the reports could not be written either ({why}); make room, then `llmbench \
+             report {dir}` writes them from the records kept"
+        ),
     }
 }

@@ -509,7 +509,29 @@ impl RunContext<'_> {
         }
         meta.end = Some(end);
         let rewritten = meta.write(&dir);
-        let written = stopped.written??;
+        let written = match stopped.written? {
+            Ok(written) => written,
+            Err(EngineError::WriteRecords {
+                path,
+                written,
+                source,
+            }) => {
+                // The records that reached the file are the run's: report them as `llmbench report` would,
+                // where the disk still takes the reports (a quota or a file-size limit stops the records long
+                // before a report), and say how to get them later where it does not.
+                let reports = rewritten
+                    .map_err(|e| e.to_string())
+                    .and_then(|_| self.reports_of_what_was_kept(&dir));
+                return Err(RunError::RecordsUnwritable {
+                    path,
+                    written,
+                    source,
+                    dir,
+                    reports,
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
         rewritten?;
         // Every request sent is recorded now, and run.json has the end: the sent log only mattered had the
         // launcher been killed before this point (`llmbench report` reads it for a run with no end).
@@ -549,6 +571,24 @@ impl RunContext<'_> {
             spilled,
             failure,
             _lock: run_dir,
+        })
+    }
+
+    /// Every report of a run whose records could not all be written, from those that were (`llmbench report`'s
+    /// rebuild): how many requests they hold, or why the reports could not be written either.
+    fn reports_of_what_was_kept(&self, dir: &Path) -> Result<super::KeptReports, String> {
+        let outcome = llmbench_report::report::report_dir_within(
+            dir,
+            None,
+            self.args.records_memory,
+            super::nop::model_load_of_run(dir),
+            &llmbench_report::plot::RunPictures,
+        )
+        .map_err(|e| e.to_string())?;
+        let requests = &outcome.summary.overall.requests;
+        Ok(super::KeptReports {
+            recorded: requests.total,
+            lost: requests.lost_in_flight,
         })
     }
 

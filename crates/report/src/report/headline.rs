@@ -385,6 +385,19 @@ pub fn killed_run(run: &Completion, lost_in_flight: u64) -> String {
     text
 }
 
+/// What a run that ended says of the requests it sent and has no record of: those whose records the disk refused
+/// (a run that ended counts none otherwise). Empty when there are none.
+pub fn unrecorded(lost: u64) -> String {
+    match lost {
+        0 => String::new(),
+        1 => "; 1 of them has no record: the records file refused it (lost_in_flight.jsonl)"
+            .to_owned(),
+        n => format!(
+            "; {n} of them have no record: the records file refused them (lost_in_flight.jsonl)"
+        ),
+    }
+}
+
 /// How the run ended and what it answers, good or bad news first.
 fn verdict(meta: &RunMeta, summary: &RunSummary) -> (Tone, String) {
     let overall = &summary.overall;
@@ -406,7 +419,10 @@ fn verdict(meta: &RunMeta, summary: &RunSummary) -> (Tone, String) {
                 .unwrap_or_default();
             (
                 Tone::Bad,
-                format!("stopped early ({why}): {sent} requests sent{planned}"),
+                format!(
+                    "stopped early ({why}): {sent} requests sent{planned}{}",
+                    unrecorded(counts.lost_in_flight)
+                ),
             )
         }
         None if counts.total == 0 => (Tone::Bad, "no request was sent".to_owned()),

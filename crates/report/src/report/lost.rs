@@ -9,6 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
+use llmbench_engine::engine::StopReason;
 use llmbench_metrics::metrics::{RunState, RunSummary};
 use llmbench_model::record_file::RunRecords;
 use llmbench_model::sent::{SENT_FILE, SentEntry, for_each_sent};
@@ -129,7 +130,8 @@ struct LostLine<'a> {
 /// each killed directory of `record_dirs` (the run's own, or its shards when `sharded`) sent and never recorded,
 /// counts them into `summary` (`requests.lost_in_flight` overall and per stage, warm-ups left out as their
 /// records would be; the run's `sent`), and lists them in [`LOST_IN_FLIGHT_FILE`] in `dir`. Returns the list's
-/// path when one was written. A run that ended is left as it is.
+/// path when one was written. A run that ended is left as it is, unless its records file stopped taking records
+/// (a full disk): the requests whose records never reached it are lost the same way, and counted the same way.
 pub fn note_lost_in_flight(
     dir: &Path,
     record_dirs: &[PathBuf],
@@ -137,9 +139,10 @@ pub fn note_lost_in_flight(
     summary: &mut RunSummary,
 ) -> Result<Option<PathBuf>, ReportError> {
     let list = dir.join(LOST_IN_FLIGHT_FILE);
+    let unrecorded = |stopped: Option<StopReason>| stopped == Some(StopReason::RecordsUnwritable);
     if !summary
         .run
-        .is_some_and(|run| run.state == RunState::Incomplete)
+        .is_some_and(|run| run.state == RunState::Incomplete || unrecorded(run.stopped))
     {
         return Ok(None);
     }
@@ -152,15 +155,27 @@ pub fn note_lost_in_flight(
     for record_dir in record_dirs {
         let meta = RunMeta::read(record_dir)?;
         let shard = sharded.then_some(meta.shard.index);
-        if let Some(end) = &meta.end {
-            sent = sent.map(|s| s + end.sent);
-            continue;
-        }
-        let Some(found) = find(record_dir)? else {
-            sent = None;
-            continue;
+        let found = match &meta.end {
+            Some(end) => {
+                sent = sent.map(|s| s + end.sent);
+                if !unrecorded(end.stopped) {
+                    continue;
+                }
+                // Its sent log is kept for this: every request it lists went out, whatever reached the records.
+                let Some(found) = find(record_dir)? else {
+                    continue;
+                };
+                found
+            }
+            None => {
+                let Some(found) = find(record_dir)? else {
+                    sent = None;
+                    continue;
+                };
+                sent = sent.map(|s| s + found.sent);
+                found
+            }
         };
-        sent = sent.map(|s| s + found.sent);
         torn += found.torn;
         for entry in &found.lost {
             lost_count += 1;

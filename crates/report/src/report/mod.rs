@@ -55,7 +55,9 @@ pub use capacity_answer::{CapacityReport, capacity_report, capacity_verdict};
 pub use errors::error_table;
 pub use goodput::{Definition, GoodputTally, goodput, inference_perf_goodput_metrics};
 pub use guidellm::{GUIDELLM_REPORT_FILE, guidellm_report, guidellm_successful_rate};
-pub use headline::{Headline, HeadlineLine, headline, killed_run, stage_load, tokens_range};
+pub use headline::{
+    Headline, HeadlineLine, headline, killed_run, stage_load, tokens_range, unrecorded,
+};
 pub use inference_perf::{
     PER_REQUEST_LIFECYCLE_FILE, SUMMARY_LIFECYCLE_FILE, lifecycle_metrics, per_request_lifecycle,
     stage_lifecycle_file,
