@@ -1090,16 +1090,17 @@ fn guidellm_reports_ttfo_past_the_reasoning() {
     assert_num(m, "time_to_first_output_token_ms.successful.mean", 45.0);
 }
 
-#[test]
-fn report_dir_of_a_killed_run_counts_the_requests_it_sent_and_never_recorded_per_stage() {
+/// A run directory with `end` in its run.json, records 1, 2, 3 (stage 0) and 4 (stage 1), and a sent log of a
+/// warm-up (0), 1, 2, 3 and 6 in stage 0 and 4 and 5 in stage 1.
+fn run_with_sent_log(name: &str, end: Option<RunEnd>) -> PathBuf {
     use llmbench_model::sent::{SENT_FILE, SentEntry, write_header};
-    let dir = temp_dir("lost");
-    let meta = meta();
+    let dir = temp_dir(name);
+    let mut meta = meta();
+    meta.end = end;
     meta.write(&dir).unwrap();
     // Records 1, 2, 3 (stage 0) and 4 (stage 1) came back.
     let records = records();
     std::fs::write(dir.join(REQUESTS_FILE), file_bytes(&records)).unwrap();
-    // Sent: a warm-up (0) and 6 in stage 0, 5 in stage 1, none of them recorded.
     let sent = |id: u64, stage: u32, warmup: bool| SentEntry {
         id,
         stage,
@@ -1123,6 +1124,13 @@ fn report_dir_of_a_killed_run_counts_the_requests_it_sent_and_never_recorded_per
         entry.write_to(&mut log).unwrap();
     }
     std::fs::write(dir.join(SENT_FILE), log).unwrap();
+    dir
+}
+
+#[test]
+fn report_dir_of_a_killed_run_counts_the_requests_it_sent_and_never_recorded_per_stage() {
+    // Sent: a warm-up (0) and 6 in stage 0, 5 in stage 1, none of them recorded.
+    let dir = run_with_sent_log("lost", None);
 
     let outcome = report_dir(&dir, None, None, &crate::plot::RunPictures).unwrap();
     let summary = &outcome.summary;
@@ -1160,6 +1168,49 @@ fn report_dir_of_a_killed_run_counts_the_requests_it_sent_and_never_recorded_per
         ),
         "{words}"
     );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn report_dir_of_a_run_whose_records_file_failed_counts_the_sent_requests_it_refused() {
+    let ended = |stopped| RunEnd {
+        state: RunState::Stopped,
+        stopped: Some(stopped),
+        planned: Some(10),
+        sent: 7,
+        finished: 7,
+        stages: Vec::new(),
+        failed: None,
+    };
+    // The records file refused 0, 5 and 6: lost as a killed run's would be, the warm-up out of the counts.
+    let dir = run_with_sent_log(
+        "refused",
+        Some(ended(
+            llmbench_engine::engine::StopReason::RecordsUnwritable,
+        )),
+    );
+    let outcome = report_dir(&dir, None, None, &crate::plot::RunPictures).unwrap();
+    let summary = &outcome.summary;
+    assert_eq!(summary.run.and_then(|r| r.sent), Some(7));
+    assert_eq!(summary.overall.requests.total, 4);
+    assert_eq!(summary.overall.requests.lost_in_flight, 2);
+    let list = std::fs::read_to_string(dir.join(LOST_IN_FLIGHT_FILE)).unwrap();
+    assert_eq!(list.lines().count(), 3);
+    assert_eq!(
+        headline::unrecorded(2),
+        "; 2 of them have no record: the records file refused them (lost_in_flight.jsonl)"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    // A run that ended otherwise removed its sent log; one left behind says nothing of lost requests.
+    let dir = run_with_sent_log(
+        "interrupted",
+        Some(ended(llmbench_engine::engine::StopReason::Interrupted {
+            signal: llmbench_engine::engine::Signal::Sigterm,
+        })),
+    );
+    let outcome = report_dir(&dir, None, None, &crate::plot::RunPictures).unwrap();
+    assert_eq!(outcome.summary.overall.requests.lost_in_flight, 0);
+    assert!(!dir.join(LOST_IN_FLIGHT_FILE).exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
