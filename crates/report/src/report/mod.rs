@@ -971,11 +971,22 @@ fn write_json(path: &Path, what: &'static str, value: &impl Serialize) -> Result
     write_text(path, &text)
 }
 
+/// Writes `text` to `path` whole or not at all: into a file beside it, renamed over it once written. A full disk,
+/// or a kill part way, leaves the earlier file as it was (run.json is rewritten as a run goes on, and
+/// `llmbench report` needs a whole one) and no torn file for a dashboard to read.
 pub(crate) fn write_text(path: &Path, text: &str) -> Result<(), ReportError> {
-    std::fs::write(path, text).map_err(|source| ReportError::Write {
+    let failed = |source| ReportError::Write {
         path: path.to_owned(),
         source,
-    })
+    };
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    if let Err(e) = std::fs::write(&partial, text) {
+        let _ = std::fs::remove_file(&partial);
+        return Err(failed(e));
+    }
+    std::fs::rename(&partial, path).map_err(failed)
 }
 
 /// Nanoseconds as seconds.

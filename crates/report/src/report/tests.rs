@@ -1297,3 +1297,19 @@ fn a_sharded_run_with_a_killed_shard_counts_what_each_shard_sent() {
     assert_eq!(lost, [(1, 0), (1, 2)]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_report_file_is_replaced_whole_or_left_as_it_was() {
+    let dir = temp_dir("whole");
+    let path = dir.join(RUN_META_FILE);
+    write_text(&path, "first").unwrap();
+    write_text(&path, "second").unwrap();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "second");
+    assert!(!dir.join("run.json.partial").exists());
+    // A write that fails part way (here: its file beside cannot be made) leaves the earlier file whole.
+    std::fs::create_dir(dir.join("run.json.partial")).unwrap();
+    let error = write_text(&path, "third").unwrap_err();
+    assert!(error.to_string().contains("run.json"), "{error}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "second");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
