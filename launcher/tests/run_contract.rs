@@ -584,7 +584,10 @@ fn a_records_file_that_stops_growing_stops_the_run_and_every_report_holds_what_i
     // vllm bench serve's own result file and the page hold the same requests.
     assert_eq!(vllm_result(&run)["completed"].as_u64(), Some(recorded));
     let html = std::fs::read_to_string(run.join("report.html")).expect("report.html");
-    assert!(html.contains(&format!("{lost} of them have no record")));
+    // In its verdict and its warnings, the latter with the records the file holds.
+    let words = format!("{lost} requests sent have no record: the records file refused them");
+    assert!(html.contains(&format!("{sent} requests sent of 6000 planned; {words}")));
+    assert!(html.contains(&format!("{recorded} requests recorded; {words}")));
     // `llmbench report` of the same files says the same.
     let again = report(&run);
     assert!(again.status.success(), "{}", stderr(&again));

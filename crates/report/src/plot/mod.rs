@@ -217,13 +217,14 @@ fn with_warnings(dir: &Path, run: LoadedRun) -> LoadedRun {
                 crate::report::killed_run(run, summary.overall.requests.lost_in_flight)
             ),
             state => format!(
-                "the run did not end as planned ({}{}): {} requests recorded",
+                "the run did not end as planned ({}{}): {} requests recorded{}",
                 serde_json::to_value(state)
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_owned))
                     .unwrap_or_default(),
                 run.stopped.map(|s| format!(", {s}")).unwrap_or_default(),
-                run.finished
+                summary.overall.requests.total,
+                crate::report::unrecorded(summary.overall.requests.lost_in_flight)
             ),
         });
     }

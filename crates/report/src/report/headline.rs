@@ -390,10 +390,10 @@ pub fn killed_run(run: &Completion, lost_in_flight: u64) -> String {
 pub fn unrecorded(lost: u64) -> String {
     match lost {
         0 => String::new(),
-        1 => "; 1 of them has no record: the records file refused it (lost_in_flight.jsonl)"
+        1 => "; 1 request sent has no record: the records file refused it (lost_in_flight.jsonl)"
             .to_owned(),
         n => format!(
-            "; {n} of them have no record: the records file refused them (lost_in_flight.jsonl)"
+            "; {n} requests sent have no record: the records file refused them (lost_in_flight.jsonl)"
         ),
     }
 }

@@ -1198,7 +1198,7 @@ fn report_dir_of_a_run_whose_records_file_failed_counts_the_sent_requests_it_ref
     assert_eq!(list.lines().count(), 3);
     assert_eq!(
         headline::unrecorded(2),
-        "; 2 of them have no record: the records file refused them (lost_in_flight.jsonl)"
+        "; 2 requests sent have no record: the records file refused them (lost_in_flight.jsonl)"
     );
     std::fs::remove_dir_all(&dir).unwrap();
     // A run that ended otherwise removed its sent log; one left behind says nothing of lost requests.
