@@ -75,6 +75,14 @@ pub async fn run(args: RunArgs) -> Result<RunOutcome, RunError> {
     if let Some(id) = &args.run_id {
         validate_run_id(id)?;
     }
+    output::check_before_building(
+        &args.output,
+        args.run_id
+            .as_deref()
+            .map(|id| execute::run_dir_path(&args, id))
+            .as_deref(),
+        args.overwrite,
+    )?;
     // Read before anything starts, so a bad record fails the run at once.
     let stack = args
         .stack_info

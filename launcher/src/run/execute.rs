@@ -642,17 +642,14 @@ impl RunContext<'_> {
     /// id; a shard writes into its own `shard-N` below it.
     fn claim_run_dir(&self) -> Result<(String, output::RunDir), RunError> {
         let args = self.args;
-        let sharded = args.shard.count > 1;
-        let shard_dir = |run: PathBuf| run.join(format!("shard-{}", args.shard.index));
         Ok(match &args.run_id {
-            Some(id) => {
-                let run = args.output.join(id);
-                let path = if sharded { shard_dir(run) } else { run };
-                (id.clone(), output::claim(&path, args.overwrite)?)
-            }
-            None if sharded => {
+            Some(id) => (
+                id.clone(),
+                output::claim(&run_dir_path(args, id), args.overwrite)?,
+            ),
+            None if args.shard.count > 1 => {
                 let id = self.default_run_id();
-                let dir = output::claim(&shard_dir(args.output.join(&id)), args.overwrite)?;
+                let dir = output::claim(&run_dir_path(args, &id), args.overwrite)?;
                 (id, dir)
             }
             None => output::claim_fresh(&args.output, &self.default_run_id())?,
@@ -895,6 +892,16 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), RunError> {
         path: path.to_owned(),
         source,
     })
+}
+
+/// Where a run with `id` writes: `--output`/`id`, or its `shard-N` below that for a shard of a sharded run.
+pub(super) fn run_dir_path(args: &super::RunArgs, id: &str) -> PathBuf {
+    let run = args.output.join(id);
+    if args.shard.count > 1 {
+        run.join(format!("shard-{}", args.shard.index))
+    } else {
+        run
+    }
 }
 
 #[cfg(test)]

@@ -34,6 +34,10 @@ pub enum OutputError {
     Locked { path: PathBuf },
     #[error("cannot create the results directory {path}: {source}")]
     Create { path: PathBuf, source: io::Error },
+    #[error(
+        "--output {path} is a file, not a directory; give the directory results go to (it is created if missing)"
+    )]
+    NotADirectory { path: PathBuf },
     #[error("cannot lock {path}: {source}")]
     Lock { path: PathBuf, source: io::Error },
     #[error("cannot clear the earlier run in {path} for --overwrite: {source}")]
@@ -102,6 +106,31 @@ pub(crate) fn claim(path: &Path, overwrite: bool) -> Result<RunDir, OutputError>
             path: path.to_owned(),
             source,
         }),
+    }
+}
+
+/// Refuses, before anything is built, what [`claim`] would refuse once the prompts are ready: an `--output` that
+/// cannot be a directory, and a `--run-id` directory an earlier run left (unless `--overwrite`), so a long prompt
+/// build never ends in that refusal. `claim` still decides at the run's start, a race between two runs included.
+pub(crate) fn check_before_building(
+    output: &Path,
+    run_dir: Option<&Path>,
+    overwrite: bool,
+) -> Result<(), OutputError> {
+    if output.exists() && !output.is_dir() {
+        return Err(OutputError::NotADirectory {
+            path: output.to_owned(),
+        });
+    }
+    std::fs::create_dir_all(output).map_err(|source| OutputError::Create {
+        path: output.to_owned(),
+        source,
+    })?;
+    match run_dir {
+        Some(path) if !overwrite && path.exists() => Err(OutputError::Exists {
+            path: path.to_owned(),
+        }),
+        _ => Ok(()),
     }
 }
 
@@ -255,5 +284,22 @@ mod tests {
         let (first, _a) = claim_fresh(tmp.path(), "run").expect("first");
         let (second, _b) = claim_fresh(tmp.path(), "run").expect("second");
         assert_eq!((first.as_str(), second.as_str()), ("run", "run-2"));
+    }
+
+    #[test]
+    fn a_file_as_output_and_an_earlier_runs_directory_are_refused_before_anything_is_built() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("results");
+        std::fs::write(&file, "").expect("file");
+        let err = check_before_building(&file, None, false).expect_err("a file");
+        assert!(matches!(err, OutputError::NotADirectory { .. }), "{err}");
+        let output = dir.path().join("new/results");
+        check_before_building(&output, Some(&output.join("run")), false).expect("made");
+        assert!(output.is_dir());
+        std::fs::create_dir(output.join("run")).expect("an earlier run");
+        let err =
+            check_before_building(&output, Some(&output.join("run")), false).expect_err("exists");
+        assert!(matches!(err, OutputError::Exists { .. }), "{err}");
+        check_before_building(&output, Some(&output.join("run")), true).expect("--overwrite");
     }
 }
