@@ -529,7 +529,8 @@ fn after_sigkill_report_counts_every_sent_request_as_recorded_or_lost_in_flight(
 fn a_records_file_that_stops_growing_stops_the_run_and_every_report_holds_what_it_kept() {
     let dir = tempfile::tempdir().expect("tmp");
     // A file-size limit of 5 MiB (what a quota or a full disk does to the one file that grows): the records, about
-    // 2 KiB per 2 000-token answer, reach it after some 2 500 requests; every report of those fits under it.
+    // 2 KiB per 2 000-token answer, reach it after some 2 500 requests (the run plans far more); every report of
+    // those fits under it.
     let output = Command::new("bash")
         .args([
             "-c",
@@ -543,7 +544,7 @@ fn a_records_file_that_stops_growing_stops_the_run_and_every_report_holds_what_i
             "--concurrency",
             "32",
             "--requests",
-            "6000",
+            "20000",
             "--input-tokens",
             "8",
             "--output-tokens",
@@ -570,7 +571,8 @@ fn a_records_file_that_stops_growing_stops_the_run_and_every_report_holds_what_i
     let lost = summary["requests"]["lost_in_flight"]
         .as_u64()
         .expect("the requests the file refused");
-    assert!(recorded > 1_000 && sent < 6_000, "{summary:#}");
+    // The records that reached the file before it refused more; the rest sent (at least the one cut short).
+    assert!(recorded > 1_000 && lost >= 1, "{summary:#}");
     // Every request sent is either in the records or listed as lost, never both.
     assert_eq!(sent, recorded + lost, "{summary:#}");
     let listed = std::fs::read_to_string(run.join("lost_in_flight.jsonl")).expect("the list");
@@ -586,7 +588,7 @@ fn a_records_file_that_stops_growing_stops_the_run_and_every_report_holds_what_i
     let html = std::fs::read_to_string(run.join("report.html")).expect("report.html");
     // In its verdict and its warnings, the latter with the records the file holds.
     let words = format!("{lost} requests sent have no record: the records file refused them");
-    assert!(html.contains(&format!("{sent} requests sent of 6000 planned; {words}")));
+    assert!(html.contains(&format!("{sent} requests sent of 20000 planned; {words}")));
     assert!(html.contains(&format!("{recorded} requests recorded; {words}")));
     // `llmbench report` of the same files says the same.
     let again = report(&run);
