@@ -45,7 +45,9 @@ enum Command {
     /// requests.bin (every request's record; `llmbench export` turns it into requests.jsonl or requests.parquet), server_metrics.jsonl,
     /// summary.json, the harness's own result files, an llm-d benchmark
     /// report, plots/ and report.html to OUTPUT/RUN_ID/. Before the clock starts, a pre-flight checks the server
-    /// (see --no-preflight). Exit codes: 1 an error, 3 not a single request succeeded, 4 interrupted by
+    /// (see --no-preflight). Exit codes: 1 an error (a records file that stopped taking records, on a full disk,
+    /// included: every report is written from the records it holds, those it refused listed as lost, where the
+    /// disk still takes them), 3 not a single request succeeded, 4 interrupted by
     /// SIGTERM/SIGINT (everything measured is written, marked interrupted), 5 the stack --serve started failed
     /// mid-run, 6 the pre-flight failed (the server cannot be used: nothing was timed or written), 7 the server
     /// stopped answering mid-run (--max-connect-failures; everything measured is written, marked stopped), 9
