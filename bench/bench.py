@@ -840,7 +840,7 @@ def ceiling_targets(results: list[Result]) -> list[str]:
             v = load[lean_load] / load["llmbench"]
             rows.append(f"| the same under load only ({lean_load}) | {fmt(v, 0)}× | ≥ 50× | {missed_by(v, 50)} |")
         rows.append(f"| req/s over the best Python peer ({fastest}) | {ours_req / req_s[fastest]:.1f}× | – | – |")
-    else:
+    elif any(r.client in PYTHON_PEERS for r in results):
         rows.append("| best Python peer | no result | ≥ 50× CPU | – |")
     # And against each peer on its own, for information.
     rows += ["", "| llmbench vs | req/s, llmbench / peer | client CPU per request, peer / llmbench | "
