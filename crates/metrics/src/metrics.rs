@@ -28,7 +28,7 @@ pub use summary_file::{
     AdapterSummary, COMPACT_SUMMARY_MAX_BYTES, CompactSummary, Completion, ConversationSummary,
     Excluded, PrefixCacheWarm, RecordsSpilled, RunInfo, RunState, RunSummary, RunVerdict,
     SUMMARY_SCHEMA, ShardStarts, SkippedReport, TurnSummary, WriteSummaryError, compact_summary,
-    write_compact_summary, write_summary_json,
+    partial_path, write_compact_summary, write_summary_json, write_whole,
 };
 pub use weighted::{GuidellmDistribution, GuidellmPercentiles};
 

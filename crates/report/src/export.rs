@@ -7,6 +7,7 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use llmbench_metrics::metrics::partial_path;
 use llmbench_model::record::{ReadRecordsError, RequestRecord};
 use llmbench_model::record_file::{
     RECORDS_JSONL_FILE, RecordsFormat, RunRecords, write_jsonl_line,
@@ -185,12 +186,6 @@ fn export_one(
             })
         }
     }
-}
-
-fn partial_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_owned();
-    name.push(".partial");
-    path.with_file_name(name)
 }
 
 enum Failed {

@@ -554,22 +554,34 @@ pub enum WriteSummaryError {
     },
 }
 
-/// Writes `summary.json` (pretty JSON). It goes to a temporary file beside `path` first and is renamed into
-/// place, so a reader never sees half a summary.
+/// Writes `summary.json` (pretty JSON), whole or not at all ([`write_whole`]), so a reader never sees half a
+/// summary.
 pub fn write_summary_json(path: &Path, summary: &RunSummary) -> Result<(), WriteSummaryError> {
     let mut text = serde_json::to_vec_pretty(summary).map_err(WriteSummaryError::Encode)?;
     text.push(b'\n');
-    let mut temporary = path.as_os_str().to_owned();
-    temporary.push(".tmp");
-    let temporary = PathBuf::from(temporary);
-    std::fs::write(&temporary, text).map_err(|source| WriteSummaryError::Write {
-        path: temporary.clone(),
-        source,
-    })?;
-    std::fs::rename(&temporary, path).map_err(|source| WriteSummaryError::Write {
+    write_whole(path, &text).map_err(|source| WriteSummaryError::Write {
         path: path.to_owned(),
         source,
     })
+}
+
+/// The file beside `path` that a whole write goes to before it is renamed over `path`.
+pub fn partial_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_owned();
+    name.push(".partial");
+    path.with_file_name(name)
+}
+
+/// Writes `bytes` to `path` whole or not at all: to [`partial_path`], renamed over `path` once written. A full
+/// disk or a kill part way leaves the earlier file as it was (run.json is rewritten as a run goes on, and
+/// `llmbench report` needs a whole one), and no reader (a dashboard, a browser) ever sees half a file.
+pub fn write_whole(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let partial = partial_path(path);
+    if let Err(e) = std::fs::write(&partial, bytes) {
+        let _ = std::fs::remove_file(&partial);
+        return Err(e);
+    }
+    std::fs::rename(&partial, path)
 }
 
 /// Writes the compact summary to `path` (`--summary-file`, typically `/dev/termination-log`, which cannot be
@@ -979,7 +991,7 @@ mod tests {
         write_summary_json(&full, &summary).unwrap();
         let parsed: RunSummary = serde_json::from_slice(&std::fs::read(&full).unwrap()).unwrap();
         assert_json_close(&parsed, &summary);
-        assert!(!dir.join("summary.json.tmp").exists());
+        assert!(!dir.join("summary.json.partial").exists());
         let compact = dir.join("termination-log");
         write_compact_summary(&compact, &summary).unwrap();
         assert_eq!(

@@ -1651,15 +1651,11 @@ mod tests {
             .iter()
             .map(|&t| scrape(target, t, &counter_page(t * 10.0)))
             .collect();
-        let three_stages =
-            [(0, 0.0, 1.0), (1, 2.0, 7.0), (2, 8.0, 9.0)].map(|(stage, start_s, end_s)| {
-                StageWindow {
-                    stage,
-                    start_s,
-                    end_s,
-                    began_s: None,
-                }
-            });
+        let three_stages = [
+            stage(0, 0.0, 1.0, None),
+            stage(1, 2.0, 7.0, None),
+            stage(2, 8.0, 9.0, None),
+        ];
         let summary = summarize(sparse, INTERVAL, run(0.0, 10.0), &three_stages, None);
         // Base 40 (first inside, since 0 is 2 s before the start), end 60 (last inside, since 10 is 3 s after).
         assert_eq!(

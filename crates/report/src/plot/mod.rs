@@ -357,8 +357,9 @@ fn draw_all(figures: Vec<Figure>, dir: &Path) -> Result<Vec<Drawn>, PlotError> {
     slots.into_iter().flatten().collect()
 }
 
+/// A picture or a page, whole or not at all: a browser or the dashboard never shows half of one.
 fn write(path: &Path, bytes: &[u8]) -> Result<(), PlotError> {
-    std::fs::write(path, bytes).map_err(|source| PlotError::Write {
+    llmbench_metrics::metrics::write_whole(path, bytes).map_err(|source| PlotError::Write {
         path: path.to_owned(),
         source,
     })

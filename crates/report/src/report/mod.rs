@@ -971,22 +971,14 @@ fn write_json(path: &Path, what: &'static str, value: &impl Serialize) -> Result
     write_text(path, &text)
 }
 
-/// Writes `text` to `path` whole or not at all: into a file beside it, renamed over it once written. A full disk,
-/// or a kill part way, leaves the earlier file as it was (run.json is rewritten as a run goes on, and
-/// `llmbench report` needs a whole one) and no torn file for a dashboard to read.
+/// Writes `text` to `path` whole or not at all ([`write_whole`](llmbench_metrics::metrics::write_whole)).
 pub(crate) fn write_text(path: &Path, text: &str) -> Result<(), ReportError> {
-    let failed = |source| ReportError::Write {
-        path: path.to_owned(),
-        source,
-    };
-    let mut partial = path.as_os_str().to_owned();
-    partial.push(".partial");
-    let partial = PathBuf::from(partial);
-    if let Err(e) = std::fs::write(&partial, text) {
-        let _ = std::fs::remove_file(&partial);
-        return Err(failed(e));
-    }
-    std::fs::rename(&partial, path).map_err(failed)
+    llmbench_metrics::metrics::write_whole(path, text.as_bytes()).map_err(|source| {
+        ReportError::Write {
+            path: path.to_owned(),
+            source,
+        }
+    })
 }
 
 /// Nanoseconds as seconds.
